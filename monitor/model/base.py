@@ -1,0 +1,52 @@
+"""Stage 3 boundary: what the rest of the monitor needs from a model.
+
+Everything downstream (metrics, probes) talks to a :class:`Predictor`; :class:`monitor.model.onnx.OnnxModel`
+is the production implementation and tests may pass any object with the same shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+ModelKind = Literal["classifier", "regressor"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOutput:
+    """The outputs of one evaluation of B rows.
+
+    Attributes
+    ----------
+    label : (B,) int64 predicted class index (classifiers), else None.
+        Always an index into ``classes`` (0..C-1), never the original class value.
+    proba : (B, C) float32 class probabilities (classifiers), else None.
+    logits : (B, C) float32 raw scores when the model exposes them, else None.
+    value : (B, D) float32 regression outputs (regressors), else None.
+    """
+
+    label: NDArray[np.int64] | None = None
+    proba: NDArray[np.float32] | None = None
+    logits: NDArray[np.float32] | None = None
+    value: NDArray[np.float32] | None = None
+
+    def __len__(self) -> int:
+        for arr in (self.label, self.proba, self.logits, self.value):
+            if arr is not None:
+                return int(arr.shape[0])
+        return 0
+
+
+class Predictor(Protocol):
+    """Anything that maps a (B, n_features) float32 array in raw units to a :class:`ModelOutput`."""
+
+    @property
+    def n_features(self) -> int: ...
+
+    @property
+    def kind(self) -> ModelKind: ...
+
+    def evaluate(self, rows: NDArray[np.float32]) -> ModelOutput: ...
