@@ -45,7 +45,8 @@ def load_rows(path: str | Path) -> NDArray[np.float64]:
         if arr.ndim != 2:
             raise DataError(f"'{p}' holds an array of shape {arr.shape}; expected 2-D (rows × features)", path=str(p))
         try:
-            return arr.astype(np.float64)
+            out: NDArray[np.float64] = arr.astype(np.float64)
+            return out
         except (TypeError, ValueError) as exc:
             raise DataError(f"'{p}' holds dtype {arr.dtype}; expected numbers", path=str(p)) from exc
     if suffix not in (".csv", ".txt"):

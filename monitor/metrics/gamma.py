@@ -1,0 +1,86 @@
+"""Stage 4: anharmonicity γ (SPEC §2, seed 001 eq. 3) from already-evaluated model outputs.
+
+γ(x) = | f(x) − (1/m) Σ_i f(x + r·v_i) |; for vector outputs the L2 norm of that difference.
+These are pure functions over arrays; :mod:`monitor.metrics.scorer` arranges the single model call.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.errors import ConfigError
+from monitor.model.base import ModelKind, ModelOutput
+
+OutputKind = Literal["proba", "logit", "label", "value"]
+OUTPUT_KINDS: tuple[OutputKind, ...] = ("proba", "logit", "label", "value")
+
+#: floor for probabilities before taking logs (P_adj on models without logits)
+LOG_FLOOR = 1e-7
+
+
+def default_output(kind: ModelKind) -> OutputKind:
+    return "proba" if kind == "classifier" else "value"
+
+
+def check_output(output: str, kind: ModelKind, *, has_logits: bool, has_proba: bool) -> OutputKind:
+    """Validate an ``output`` setting against what the model exposes."""
+    if output not in OUTPUT_KINDS:
+        raise ConfigError(f"output '{output}' is not one of {', '.join(OUTPUT_KINDS)}")
+    if kind == "regressor" and output != "value":
+        raise ConfigError(f"output '{output}' needs a classifier; this model is a regressor (use output 'value')")
+    if kind == "classifier" and output == "value":
+        raise ConfigError("output 'value' needs a regressor; this model is a classifier (use proba, logit or label)")
+    if output == "logit" and not has_logits:
+        raise ConfigError("output 'logit' needs a model output carrying logits (an output named '*logit*'); use proba")
+    if output == "proba" and not has_proba:
+        raise ConfigError("output 'proba' needs a probability output; this model exposes labels only (use label)")
+    return output
+
+
+def target_values(out: ModelOutput, output: OutputKind, klass: NDArray[np.int64] | None) -> NDArray[np.float32]:
+    """f at every evaluated row, shape (rows, D).
+
+    ``klass`` is, per row, the class index whose probability/logit is read (the class predicted at the centre,
+    so the same index is used at every ball point).
+    """
+    if output == "value":
+        assert out.value is not None
+        return out.value
+    if output == "label":
+        assert out.label is not None
+        return out.label.astype(np.float32).reshape(-1, 1)
+    table = out.proba if output == "proba" else out.logits
+    assert table is not None and klass is not None
+    return np.take_along_axis(table, klass.reshape(-1, 1), axis=1)
+
+
+def log_proba_values(out: ModelOutput, klass: NDArray[np.int64]) -> NDArray[np.float32]:
+    """The class logit, or log-probability where the model exposes no logit (for P_adj), shape (rows, 1)."""
+    if out.logits is not None:
+        return np.take_along_axis(out.logits, klass.reshape(-1, 1), axis=1)
+    assert out.proba is not None
+    p = np.take_along_axis(out.proba, klass.reshape(-1, 1), axis=1)
+    return np.log(np.maximum(p, LOG_FLOOR, dtype=np.float32))
+
+
+def gamma_from_values(centre: NDArray[np.floating], ball: NDArray[np.floating]) -> NDArray[np.float64]:
+    """γ per event.
+
+    Parameters
+    ----------
+    centre : (B, D) f at the events.
+    ball : (B, m, D) f at the ball points.
+
+    Returns
+    -------
+    (B,) float64 — |f(x) − mean f(ball)|, L2 norm over D.
+
+    >>> gamma_from_values(np.array([[1.0]]), np.array([[[0.0], [1.0]]])).tolist()
+    [0.5]
+    """
+    diff = centre.astype(np.float64) - ball.mean(axis=1, dtype=np.float64)
+    out: NDArray[np.float64] = np.abs(diff[:, 0]) if diff.shape[1] == 1 else np.sqrt(np.einsum("bd,bd->b", diff, diff))
+    return out

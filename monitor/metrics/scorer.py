@@ -1,0 +1,234 @@
+"""Stage 4: the per-event robustness scorer — γ, flicker and P_adj for a micro-batch in ONE model call.
+
+For B events with a ball of m directions and K flicker copies the scorer fills one preallocated float32 buffer
+of B·(1 + m + K) rows — centres, then ball points x + r·s⊙v_i, then noisy copies x + σ·s⊙ε — and calls
+``Predictor.evaluate`` once (the model chunks only by its max-rows setting). Radius and noise are in
+standardized units: s is the per-feature scale of the :class:`Standardizer` (all ones for ``space: raw``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.errors import ConfigError, ModelError
+from monitor.metrics.balls import ball_directions, parse_ball
+from monitor.metrics.gamma import (
+    OutputKind,
+    check_output,
+    default_output,
+    gamma_from_values,
+    log_proba_values,
+    target_values,
+)
+from monitor.model.base import ModelOutput, Predictor
+from monitor.model.standardize import Standardizer
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringConfig:
+    """What the scorer computes. Radius and sigma are in the standardizer's units."""
+
+    radius: float = 0.05
+    ball: str = "auto"
+    output: str = "auto"  # auto = proba for classifiers, value for regressors
+    flicker_copies: int = 32
+    sigma: float = 0.05
+    steps: int = 25  # N in P_adj = P·exp(−N·γ_logit)
+    seed: int = 0
+    regression_tolerance: float = 0.1  # flicker for regressors: |Δ output| above this counts as a flip
+
+    def __post_init__(self) -> None:
+        if not self.radius > 0:
+            raise ConfigError(f"radius must be > 0; got {self.radius!r}")
+        if self.flicker_copies < 0:
+            raise ConfigError(f"flicker_copies must be >= 0; got {self.flicker_copies!r}")
+        if not self.sigma > 0:
+            raise ConfigError(f"sigma must be > 0; got {self.sigma!r}")
+        if self.steps < 0:
+            raise ConfigError(f"steps must be >= 0; got {self.steps!r}")
+        if not self.regression_tolerance > 0:
+            raise ConfigError(f"regression_tolerance must be > 0; got {self.regression_tolerance!r}")
+        parse_ball(self.ball)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreResult:
+    """Per-event results, all of shape (B,). Rows that were not finite have ``valid`` False and NaN scores.
+
+    ``predicted_class`` is −1 for regressors and invalid rows; ``probability`` and ``p_adj`` are NaN for
+    regressors.
+    """
+
+    gamma: NDArray[np.float64]
+    flicker: NDArray[np.float64]
+    p_adj: NDArray[np.float64]
+    gamma_logit: NDArray[np.float64]
+    predicted_class: NDArray[np.int64]
+    probability: NDArray[np.float64]
+    valid: NDArray[np.bool_]
+
+    def __len__(self) -> int:
+        return int(self.gamma.shape[0])
+
+
+class RobustnessScorer:
+    """Scores micro-batches of events against a model.
+
+    Parameters
+    ----------
+    model : the ONNX copy (or any :class:`Predictor`).
+    standardizer : per-feature scale that makes ``radius``/``sigma`` standardized units.
+    config : radius, ball, output, flicker copies, sigma, N, seed.
+    """
+
+    def __init__(self, model: Predictor, standardizer: Standardizer, config: ScoringConfig | None = None) -> None:
+        self.model = model
+        self.config = config or ScoringConfig()
+        n = model.n_features
+        if standardizer.n_features != n:
+            raise ConfigError(
+                f"reference data has {standardizer.n_features} features; the model expects {n}. "
+                "Was the reference built for another model?"
+            )
+        self.standardizer = standardizer
+        has_logits = bool(getattr(model, "has_logits", False))
+        has_proba = bool(getattr(model, "has_proba", model.kind == "classifier"))
+        out = default_output(model.kind) if self.config.output == "auto" else self.config.output
+        self.output: OutputKind = check_output(out, model.kind, has_logits=has_logits, has_proba=has_proba)
+        self.ball = parse_ball(self.config.ball).resolve(n)
+        directions = ball_directions(self.ball, n, seed=self.config.seed)
+        scale = standardizer.scale
+        #: (m, n) raw-unit offsets r·s⊙v_i
+        self.offsets = (self.config.radius * directions * scale).astype(np.float32)
+        self._noise_scale = (self.config.sigma * scale).astype(np.float32)
+        self._rng = np.random.default_rng(self.config.seed)
+        self._buffer = np.empty((0, n), dtype=np.float32)
+
+    @property
+    def ball_size(self) -> int:
+        return int(self.offsets.shape[0])
+
+    def rows_per_event(self) -> int:
+        """Model rows evaluated per event: 1 + m + K."""
+        return 1 + self.ball_size + self.config.flicker_copies
+
+    def build_rows(self, centres: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Fill (and return a view of) the buffer: centres, ball points, flicker copies for (B, n) centres."""
+        b, n = centres.shape
+        m, k = self.ball_size, self.config.flicker_copies
+        total = b * (1 + m + k)
+        if self._buffer.shape[0] < total:
+            self._buffer = np.empty((total, n), dtype=np.float32)
+        buf = self._buffer[:total]
+        buf[:b] = centres
+        ball = buf[b : b + b * m].reshape(b, m, n)
+        np.add(centres[:, None, :], self.offsets[None, :, :], out=ball)
+        if k:
+            noisy = buf[b + b * m :]
+            self._rng.standard_normal(out=noisy, dtype=np.float32)
+            noisy *= self._noise_scale
+            noisy.reshape(b, k, n)[...] += centres[:, None, :]
+        return buf
+
+    def score(self, rows: NDArray[np.floating]) -> ScoreResult:
+        """Score (B, n) rows in raw units.
+
+        Returns
+        -------
+        ScoreResult; rows with NaN/inf are reported as invalid (NaN scores) without failing the batch.
+
+        Raises
+        ------
+        ModelError
+            The rows have the wrong width.
+        """
+        x = np.asarray(rows)
+        if x.ndim != 2 or x.shape[1] != self.model.n_features:
+            raise ModelError(
+                f"model expects rows of {self.model.n_features} features; got an array of shape {tuple(x.shape)}"
+            )
+        b_all = x.shape[0]
+        valid = np.all(np.isfinite(x), axis=1)
+        result = self._empty(b_all, valid)
+        if not valid.any():
+            return result
+        centres = np.ascontiguousarray(x[valid] if not valid.all() else x, dtype=np.float32)
+        scored = self._score_valid(centres)
+        for name in ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability"):
+            getattr(result, name)[valid] = scored[name]
+        return result
+
+    def _empty(self, b: int, valid: NDArray[np.bool_]) -> ScoreResult:
+        nan = np.full(b, np.nan)
+        return ScoreResult(
+            gamma=nan.copy(),
+            flicker=nan.copy(),
+            p_adj=nan.copy(),
+            gamma_logit=nan.copy(),
+            predicted_class=np.full(b, -1, dtype=np.int64),
+            probability=nan,
+            valid=valid,
+        )
+
+    def _score_valid(self, centres: NDArray[np.float32]) -> dict[str, NDArray[np.generic]]:
+        b = centres.shape[0]
+        m, k = self.ball_size, self.config.flicker_copies
+        out = self.model.evaluate(self.build_rows(centres))
+        res: dict[str, NDArray[np.generic]] = {}
+        if self.model.kind == "classifier":
+            assert out.label is not None
+            labels = out.label
+            klass = labels[:b]
+            # the class predicted at the centre is read at every ball point
+            per_row = np.concatenate([klass, np.repeat(klass, m)])
+            f = target_values(_head(out, b * (1 + m)), self.output, per_row)
+            gamma = gamma_from_values(f[:b], f[b:].reshape(b, m, -1))
+            if out.proba is not None or out.logits is not None:
+                lp = log_proba_values(_head(out, b * (1 + m)), per_row)
+                gamma_logit = gamma_from_values(lp[:b], lp[b:].reshape(b, m, -1))
+                prob = (
+                    out.proba[np.arange(b), klass].astype(np.float64) if out.proba is not None else np.full(b, np.nan)
+                )
+                p_adj = prob * np.exp(-self.config.steps * gamma_logit)
+            else:
+                gamma_logit = np.full(b, np.nan)
+                prob = np.full(b, np.nan)
+                p_adj = np.full(b, np.nan)
+            if k:
+                flips = labels[b * (1 + m) :].reshape(b, k) != klass[:, None]
+                flicker = flips.mean(axis=1, dtype=np.float64)
+            else:
+                flicker = np.full(b, np.nan)
+            res["predicted_class"] = klass
+            res["probability"] = prob
+        else:
+            assert out.value is not None
+            v = out.value
+            gamma = gamma_from_values(v[:b], v[b : b * (1 + m)].reshape(b, m, -1))
+            gamma_logit = np.full(b, np.nan)
+            p_adj = np.full(b, np.nan)
+            if k:
+                moved = np.linalg.norm(v[b * (1 + m) :].reshape(b, k, -1) - v[:b, None, :], axis=2)
+                flicker = (moved > self.config.regression_tolerance).mean(axis=1, dtype=np.float64)
+            else:
+                flicker = np.full(b, np.nan)
+            res["predicted_class"] = np.full(b, -1, dtype=np.int64)
+            res["probability"] = np.full(b, np.nan)
+        res["gamma"] = gamma
+        res["gamma_logit"] = gamma_logit
+        res["p_adj"] = p_adj
+        res["flicker"] = flicker
+        return res
+
+
+def _head(out: ModelOutput, rows: int) -> ModelOutput:
+    """The first ``rows`` rows of every array in a ModelOutput (views, no copies)."""
+    return ModelOutput(
+        label=None if out.label is None else out.label[:rows],
+        proba=None if out.proba is None else out.proba[:rows],
+        logits=None if out.logits is None else out.logits[:rows],
+        value=None if out.value is None else out.value[:rows],
+    )

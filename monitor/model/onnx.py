@@ -1,0 +1,278 @@
+"""Stage 3: the ONNX copy of the model. Load once, check the signature, evaluate batches in chunks.
+
+Supported signatures
+--------------------
+- exactly one 2-D float (or double) input ``[batch, n_features]``;
+- classifiers: a probability tensor ``[batch, C]``, or the ZipMap (sequence of maps) that skl2onnx emits by
+  default — the graph is rewritten at load time to expose the tensor feeding the ZipMap, so the hot path never
+  converts Python dicts; optionally a label output and a logits output (an output whose name contains "logit");
+- regressors: float outputs ``[batch]`` or ``[batch, D]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+from numpy.typing import NDArray
+
+from monitor.errors import ModelError
+from monitor.model.base import ModelKind, ModelOutput
+
+log = logging.getLogger(__name__)
+
+_PROVIDER_ALIASES = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OnnxRuntimeOptions:
+    """How to run the session. ``providers`` accepts aliases (cpu, cuda) or full provider names."""
+
+    providers: tuple[str, ...] = ("cpu",)
+    intra_op_threads: int = 0  # 0 = onnxruntime's default
+    inter_op_threads: int = 0
+    max_rows_per_run: int = 65536
+
+
+def _resolve_providers(requested: Sequence[str]) -> list[str]:
+    available = set(ort.get_available_providers())
+    chosen: list[str] = []
+    for name in requested:
+        full = _PROVIDER_ALIASES.get(name.lower(), name)
+        if full in available:
+            chosen.append(full)
+        else:
+            log.warning(
+                "execution provider not available, skipped",
+                extra={"provider": full, "available": sorted(available)},
+            )
+    if "CPUExecutionProvider" not in chosen:
+        chosen.append("CPUExecutionProvider")
+    return chosen
+
+
+def _expose_zipmap_input(model_bytes: bytes) -> tuple[bytes, dict[str, str]]:
+    """Rewrite a graph whose outputs come from ZipMap nodes to output the probability tensors instead.
+
+    Returns the new model bytes and a mapping {original output name: new tensor output name}.
+    """
+    import onnx
+    from onnx import TensorProto, helper
+
+    proto = onnx.load_from_string(model_bytes)
+    graph = proto.graph
+    zip_nodes = {n.output[0]: n for n in graph.node if n.op_type == "ZipMap"}
+    mapping: dict[str, str] = {}
+    if not zip_nodes:
+        return model_bytes, mapping
+    new_outputs = []
+    for out in graph.output:
+        node = zip_nodes.get(out.name)
+        if node is None:
+            new_outputs.append(out)
+            continue
+        mapping[out.name] = node.input[0]
+        new_outputs.append(helper.make_tensor_value_info(node.input[0], TensorProto.FLOAT, ["N", None]))
+    del graph.output[:]
+    graph.output.extend(new_outputs)
+    remaining = [n for n in graph.node if n.op_type != "ZipMap"]
+    del graph.node[:]
+    graph.node.extend(remaining)
+    return proto.SerializeToString(), mapping
+
+
+class OnnxModel:
+    """An ONNX model loaded with onnxruntime.
+
+    Parameters
+    ----------
+    path : the ``.onnx`` file.
+    options : providers, thread counts and the chunk size (rows per ``session.run``).
+
+    Raises
+    ------
+    ModelError
+        The file is missing or not ONNX, or the signature is unsupported (the message names the inputs/outputs).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], options: OnnxRuntimeOptions | None = None) -> None:
+        self.path = Path(path)
+        self.options = options or OnnxRuntimeOptions()
+        if self.options.max_rows_per_run < 1:
+            raise ModelError(f"max_rows_per_run must be >= 1; got {self.options.max_rows_per_run}")
+        if not self.path.is_file():
+            raise ModelError(f"model file '{self.path}' does not exist (expected an .onnx file)")
+        raw = self.path.read_bytes()
+        try:
+            raw, self._zipmap = _expose_zipmap_input(raw)
+        except Exception as exc:  # noqa: BLE001 - any parse failure means "not ONNX"
+            raise ModelError(f"cannot load '{self.path}' as an ONNX model: {exc}") from exc
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = self.options.intra_op_threads
+        so.inter_op_num_threads = self.options.inter_op_threads
+        so.log_severity_level = 3
+        self.providers = _resolve_providers(self.options.providers)
+        try:
+            self._session = ort.InferenceSession(raw, sess_options=so, providers=self.providers)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
+            raise ModelError(f"cannot load '{self.path}' with onnxruntime: {exc}") from exc
+        self._inspect_signature()
+
+    # -- signature ---------------------------------------------------------------------------------------
+    def _inspect_signature(self) -> None:
+        inputs = self._session.get_inputs()
+        described = ", ".join(f"'{i.name}' {i.type} {i.shape}" for i in inputs)
+        if len(inputs) != 1:
+            raise ModelError(
+                f"model '{self.path.name}' has {len(inputs)} inputs ({described}); expected exactly one "
+                "2-D float input [batch, n_features]"
+            )
+        inp = inputs[0]
+        if inp.type not in ("tensor(float)", "tensor(double)") or len(inp.shape) != 2:
+            raise ModelError(
+                f"model input '{inp.name}' is {inp.type} with shape {inp.shape}; expected a 2-D float tensor "
+                "[batch, n_features]"
+            )
+        width = inp.shape[1]
+        if not isinstance(width, int) or width < 1:
+            raise ModelError(
+                f"model input '{inp.name}' has shape {inp.shape}; the feature dimension must be a fixed integer"
+            )
+        self.input_name: str = inp.name
+        self._input_dtype = np.float32 if inp.type == "tensor(float)" else np.float64
+        self._n_features = int(width)
+
+        self._label_name: str | None = None
+        self._proba_name: str | None = None
+        self._logits_name: str | None = None
+        value_names: list[str] = []
+        outputs = self._session.get_outputs()
+        for out in outputs:
+            lname = out.name.lower()
+            if out.type in ("tensor(int64)", "tensor(int32)", "tensor(string)") and self._label_name is None:
+                self._label_name = out.name
+            elif out.type in ("tensor(float)", "tensor(double)"):
+                if "logit" in lname or "raw" in lname:
+                    self._logits_name = out.name
+                elif out.name in self._zipmap.values() or "prob" in lname:
+                    self._proba_name = out.name
+                else:
+                    value_names.append(out.name)
+            elif out.type.startswith("seq(map"):
+                # ZipMap we could not rewrite (e.g. not produced by a ZipMap node we recognise)
+                raise ModelError(
+                    f"model output '{out.name}' is {out.type}; convert with zipmap disabled "
+                    "(skl2onnx options={'zipmap': False}) or use `harmonic-monitor convert`"
+                )
+        if self._proba_name is None and self._label_name is not None and value_names:
+            self._proba_name = value_names.pop(0)  # classifier with an unnamed probability tensor
+        if self._proba_name is not None or self._label_name is not None:
+            self._kind: ModelKind = "classifier"
+            self._value_names: list[str] = []
+        elif value_names:
+            self._kind = "regressor"
+            self._value_names = value_names
+        else:
+            described_out = ", ".join(f"'{o.name}' {o.type} {o.shape}" for o in outputs)
+            raise ModelError(
+                f"model '{self.path.name}' has outputs {described_out}; expected a probability tensor or ZipMap "
+                "(classifier) or float tensors (regressor)"
+            )
+        self._run_names = [
+            n for n in (self._label_name, self._proba_name, self._logits_name, *self._value_names) if n is not None
+        ]
+
+    # -- public API --------------------------------------------------------------------------------------
+    @property
+    def n_features(self) -> int:
+        return self._n_features
+
+    @property
+    def kind(self) -> ModelKind:
+        return self._kind
+
+    @property
+    def has_logits(self) -> bool:
+        return self._logits_name is not None
+
+    @property
+    def has_proba(self) -> bool:
+        return self._proba_name is not None
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able summary for logs and ``/readyz``."""
+        return {
+            "path": str(self.path),
+            "kind": self._kind,
+            "n_features": self._n_features,
+            "input": self.input_name,
+            "outputs": self._run_names,
+            "providers": self.providers,
+        }
+
+    def check_rows(self, rows: NDArray[Any]) -> None:
+        """Raise :class:`ModelError` unless ``rows`` is (B, n_features)."""
+        if rows.ndim != 2 or rows.shape[1] != self._n_features:
+            raise ModelError(
+                f"model input '{self.input_name}' expects rows of {self._n_features} features; "
+                f"got an array of shape {tuple(rows.shape)}"
+            )
+
+    def evaluate(self, rows: NDArray[np.float32]) -> ModelOutput:
+        """Evaluate (B, n_features) rows in raw units, in chunks of ``max_rows_per_run``.
+
+        Returns
+        -------
+        ModelOutput with ``label`` (B,) int64 class indices and ``proba`` (B, C) for classifiers, ``logits`` when
+        exposed, ``value`` (B, D) for regressors.
+        """
+        self.check_rows(rows)
+        x = np.ascontiguousarray(rows, dtype=self._input_dtype)
+        b = x.shape[0]
+        step = self.options.max_rows_per_run
+        parts = [self._run(x)] if b <= step else [self._run(x[i : i + step]) for i in range(0, b, step)]
+        merged = {k: (np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k]) for k in parts[0]}
+        return self._to_output(merged)
+
+    def _run(self, chunk: NDArray[Any]) -> dict[str, NDArray[Any]]:
+        try:
+            values = self._session.run(self._run_names, {self.input_name: chunk})
+        except Exception as exc:  # noqa: BLE001 - onnxruntime error types are not public
+            raise ModelError(f"onnxruntime failed on a batch of {chunk.shape[0]} rows: {exc}") from exc
+        return dict(zip(self._run_names, values, strict=True))
+
+    def _to_output(self, out: dict[str, NDArray[Any]]) -> ModelOutput:
+        if self._kind == "regressor":
+            cols = [np.asarray(out[n], dtype=np.float32).reshape(len(out[n]), -1) for n in self._value_names]
+            return ModelOutput(value=cols[0] if len(cols) == 1 else np.hstack(cols))
+        proba = logits = label = None
+        if self._proba_name is not None:
+            proba = np.asarray(out[self._proba_name], dtype=np.float32)
+            if proba.ndim == 1:  # binary models emitting P(class 1) only
+                proba = np.stack([1.0 - proba, proba], axis=1)
+            label = proba.argmax(axis=1).astype(np.int64)
+        if self._logits_name is not None:
+            logits = np.asarray(out[self._logits_name], dtype=np.float32)
+            if logits.ndim == 1:
+                logits = np.stack([np.zeros_like(logits), logits], axis=1)
+            if label is None:
+                label = logits.argmax(axis=1).astype(np.int64)
+        if label is None and self._label_name is not None:
+            raw = out[self._label_name]
+            if raw.dtype.kind not in "iu":
+                raise ModelError(
+                    f"model '{self.path.name}' exposes only string labels ('{self._label_name}') and no "
+                    "probabilities; export the probability output"
+                )
+            label = raw.astype(np.int64).reshape(-1)
+        return ModelOutput(label=label, proba=proba, logits=logits)
