@@ -1,0 +1,59 @@
+"""The ``harmonic-monitor`` command line. Sub-commands live in :mod:`monitor.commands` (and probes)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from monitor.errors import MonitorError
+from monitor.logs import setup_logging
+
+#: modules exposing ``register(subparsers)``; a missing optional module is skipped
+_COMMANDS = (
+    "monitor.commands.score",
+    "monitor.commands.convert",
+    "monitor.commands.reference",
+    "monitor.commands.run",
+    "monitor.commands.check_config",
+    "monitor.commands.demo",
+    "monitor.probes.command",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harmonic-monitor",
+        description="Label-free robustness monitoring for ML models: anharmonicity γ, flicker, drift, probes.",
+    )
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", default="plain", choices=["plain", "json"])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in _COMMANDS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level, args.log_format)
+    try:
+        code: int = args.func(args)
+    except MonitorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

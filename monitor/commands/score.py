@@ -1,0 +1,75 @@
+"""``harmonic-monitor score``: offline γ / flicker / P_adj for rows in a CSV or .npy file."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from monitor.commands.common import add_model_options, add_scoring_options, build_scorer, load_points
+from monitor.errors import MonitorError
+
+log = logging.getLogger("monitor.score")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "score",
+        help="score rows offline: gamma, flicker, p_adj, predicted_class (+ probability) per row",
+        description=(
+            "Re-evaluate every row of --data against the ONNX model and write one CSV row per input row, "
+            "in input order, with columns gamma, flicker, p_adj, predicted_class (and probability for "
+            "classifiers). Rows with NaN/inf are reported on stderr and get NaN scores."
+        ),
+    )
+    add_model_options(p)
+    p.add_argument("--data", required=True, help="rows to score: .csv (a header row is detected and skipped) or .npy")
+    add_scoring_options(p)
+    p.add_argument("--batch-size", type=int, default=1024, help="events per model call (default 1024)")
+    p.add_argument("--out", required=True, help="output CSV path")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    model, standardizer, scorer = build_scorer(args)
+    rows = load_points(args.data, model.n_features, what="--data")
+    out_path = Path(args.out)
+    classifier = model.kind == "classifier"
+    header = ["gamma", "flicker", "p_adj", "predicted_class"] + (["probability"] if classifier else [])
+    if args.batch_size < 1:
+        raise MonitorError(f"--batch-size must be >= 1; got {args.batch_size}")
+    invalid: list[int] = []
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with out_path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        for start in range(0, rows.shape[0], args.batch_size):
+            res = scorer.score(rows[start : start + args.batch_size])
+            invalid.extend(int(i) + start for i in np.flatnonzero(~res.valid))
+            cols = [res.gamma, res.flicker, res.p_adj, res.predicted_class.astype(np.float64)]
+            if classifier:
+                cols.append(res.probability)
+            block = np.column_stack(cols)
+            block[~res.valid, 3] = np.nan
+            writer.writerows([_fmt(v) for v in row] for row in block)
+    if invalid:
+        shown = ", ".join(str(i + 1) for i in invalid[:20]) + (" …" if len(invalid) > 20 else "")
+        print(
+            f"warning: {len(invalid)} of {rows.shape[0]} rows contain NaN or infinite values and were not scored "
+            f"(data rows {shown}); their output rows are NaN",
+            file=sys.stderr,
+        )
+    print(f"scored {rows.shape[0] - len(invalid)} rows -> {out_path}", file=sys.stderr)
+    return 0
+
+
+def _fmt(v: float) -> str:
+    if np.isnan(v):
+        return "nan"
+    if float(v).is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:.9g}"

@@ -1,0 +1,260 @@
+"""Configuration: pydantic models per stage, loaded from YAML, ``HARMONIC_*`` variables and CLI flags.
+
+Precedence: CLI flag > environment > YAML file > default. Unknown keys anywhere are errors that name the key.
+Nested environment variables use ``__``: ``HARMONIC_KAFKA__BOOTSTRAP_SERVERS=broker:9092``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from monitor.errors import ConfigError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScoringSettings(_Strict):
+    radius: float = Field(0.05, gt=0, description="Ball radius r (standardized units unless space=raw).")
+    space: Literal["standardized", "raw"] = Field("standardized", description="Units of radius and sigma.")
+    ball: str = Field("auto", description="simplex | simplex+anti | rotations:K | hypercube:m | auto.")
+    output: Literal["auto", "proba", "logit", "label", "value"] = Field("auto", description="What f is for γ.")
+    flicker_copies: int = Field(32, ge=0, description="Gaussian copies per event (K).")
+    sigma: float = Field(0.05, gt=0, description="Flicker noise scale σ.")
+    steps: int = Field(25, ge=0, description="N in P_adj = P·exp(−N·γ_logit).")
+    seed: int = Field(0, description="Seeds ball rotations/samples and flicker noise.")
+    regression_tolerance: float = Field(0.1, gt=0, description="Regressor flicker: |Δ| above this is a flip.")
+
+
+class ModelSettings(_Strict):
+    name: str = Field(..., min_length=1, description="Model name as it appears in events' `model` field.")
+    path: Path = Field(..., description="The ONNX file.")
+    version: str = Field("", description="Label model_version when events carry none.")
+    reference: Path | None = Field(None, description="Reference data (.csv/.npy); else a warm-up window.")
+    feature_names: tuple[str, ...] | None = Field(None, description="Order for events whose features are a map.")
+    warmup_events: int = Field(2000, ge=10, description="Warm-up window size when no reference is given.")
+    providers: tuple[str, ...] = Field(("cpu",), description="onnxruntime execution providers, in order.")
+    threads: int = Field(0, ge=0, description="onnxruntime intra-op threads (0 = default).")
+    max_rows_per_run: int = Field(65536, ge=1, description="Rows per session.run chunk.")
+    scoring: ScoringSettings = Field(default_factory=ScoringSettings)
+
+
+class KafkaSettings(_Strict):
+    bootstrap_servers: str = Field("127.0.0.1:9092", description="Comma-separated host:port list.")
+    topic: str = Field("inference-events", min_length=1, description="Topic with inference events.")
+    group_id: str = Field("harmonic-monitor", min_length=1, description="Consumer group (replicas share it).")
+    api_version: str | None = Field(None, description="Broker API version, e.g. '0.9' or '2.8'; default: probe.")
+    auto_offset_reset: Literal["earliest", "latest"] = Field("earliest")
+    session_timeout_ms: int = Field(10000, ge=1000)
+    max_poll_records: int = Field(2000, ge=1)
+    dead_letter_topic: str | None = Field(None, description="Invalid events go here with the reason in a header.")
+    scores_topic: str | None = Field(None, description="Optional: per-event scores are published here.")
+    labels_topic: str | None = Field(None, description="Optional: delayed labels {id,label,ts}.")
+    security: dict[str, str | int | bool] = Field(
+        default_factory=dict,
+        description="Passed through to kafka-python: security_protocol, ssl_cafile, sasl_mechanism, ...",
+    )
+
+    def api_version_tuple(self) -> tuple[int, ...] | None:
+        if self.api_version is None:
+            return None
+        try:
+            return tuple(int(p) for p in self.api_version.split("."))
+        except ValueError as exc:
+            raise ConfigError(f"kafka.api_version '{self.api_version}' is not like '0.9' or '2.8.1'") from exc
+
+
+class SamplerSettings(_Strict):
+    events_per_second: float = Field(200.0, ge=0, description="Scoring budget per model; 0 = score everything.")
+    burst_seconds: float = Field(2.0, gt=0, description="Token-bucket depth in seconds of budget.")
+    stratify: bool = Field(True, description="Class-stratified acceptance on the live predicted class.")
+
+
+class BatchSettings(_Strict):
+    max_events: int = Field(256, ge=1, description="Micro-batch size B.")
+    max_wait_ms: int = Field(200, ge=1, description="Flush a partial batch after this long.")
+
+
+class SegmentSettings(_Strict):
+    max_segments: int = Field(20, ge=1, description="Distinct segments per model; the rest fold into 'other'.")
+    allowed: tuple[str, ...] | None = Field(None, description="If set, only these segments (others → 'other').")
+
+
+class WindowSettings(_Strict):
+    time_windows_seconds: tuple[int, ...] = Field((60, 300, 3600), description="Rolling time windows.")
+    count_window_events: int = Field(2000, ge=50, description="Count window size (events).")
+
+
+class DriftSettings(_Strict):
+    evaluate_every_events: int = Field(250, ge=10, description="Run the window tests every N scored events.")
+    ks_alpha: float = Field(1e-3, gt=0, lt=1)
+    min_window_events: int = Field(300, ge=20)
+
+
+class AlertSettings(_Strict):
+    alertmanager_url: str | None = Field(None, description="e.g. http://alertmanager:9093")
+    webhook_url: str | None = Field(None, description="Generic JSON webhook.")
+    for_seconds: float = Field(30.0, ge=0, description="Condition must hold this long before firing.")
+    resolve_after_seconds: float = Field(60.0, ge=0, description="Hysteresis: clear this long before resolving.")
+    shadow_disagreement_threshold: float = Field(0.02, ge=0, le=1)
+
+
+class ProbeSettings(_Strict):
+    enabled: bool = Field(True)
+    interval_seconds: float = Field(300.0, gt=0, description="How often the probe scheduler wakes.")
+    max_regions: int = Field(64, ge=1, description="Bounded region index size per model.")
+    regions_per_run: int = Field(3, ge=1)
+    budget_share: float = Field(0.1, gt=0, le=1, description="Max share of model evaluations used by probes.")
+
+
+class MetricsSettings(_Strict):
+    host: str = Field("0.0.0.0")
+    port: int = Field(9108, ge=0, le=65535, description="0 = pick a free port (tests).")
+
+
+class Settings(BaseSettings):
+    """Everything ``harmonic-monitor run`` needs."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HARMONIC_", env_nested_delimiter="__", extra="forbid", frozen=True, case_sensitive=False
+    )
+
+    models: tuple[ModelSettings, ...] = Field(default=(), description="Models watched by this process.")
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    sampler: SamplerSettings = Field(default_factory=SamplerSettings)
+    batch: BatchSettings = Field(default_factory=BatchSettings)
+    segments: SegmentSettings = Field(default_factory=SegmentSettings)
+    windows: WindowSettings = Field(default_factory=WindowSettings)
+    drift: DriftSettings = Field(default_factory=DriftSettings)
+    alerts: AlertSettings = Field(default_factory=AlertSettings)
+    probes: ProbeSettings = Field(default_factory=ProbeSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    state_dir: Path = Field(Path("state"), description="Where state survives restarts.")
+    max_event_bytes: int = Field(1 << 20, ge=64, description="Larger events are invalid (too_large).")
+    shutdown_timeout_seconds: float = Field(20.0, gt=0, description="Bound on a graceful SIGTERM exit.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info")
+    log_format: Literal["plain", "json"] = Field("plain")
+
+    @field_validator("models")
+    @classmethod
+    def _unique_names(cls, v: tuple[ModelSettings, ...]) -> tuple[ModelSettings, ...]:
+        names = [m.name for m in v]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"model names must be unique; repeated: {sorted(dup)}")
+        return v
+
+    @model_validator(mode="after")
+    def _needs_a_model(self) -> Settings:
+        if not self.models:
+            raise ValueError("no model configured: pass --model M.onnx or list `models:` in the config file")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # flags (init) > environment > YAML file (passed as defaults by load_settings) > field defaults
+        return (init_settings, env_settings)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file '{path}' does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file '{path}' is not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file '{path}' must be a mapping at the top level; got {type(data).__name__}")
+    return data
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in top.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _format_validation(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"unknown key '{loc}' (check spelling; see `harmonic-monitor check-config --help`)")
+        else:
+            got = err.get("input")
+            shown = "" if isinstance(got, dict | list) else f"; got {got!r}"
+            lines.append(f"'{loc}': {err['msg']}{shown}")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def load_settings(config_file: str | Path | None = None, flags: dict[str, Any] | None = None) -> Settings:
+    """Build :class:`Settings` from an optional YAML file, the environment and flag overrides.
+
+    ``flags`` is a nested dict of values given on the command line (None values are ignored). Environment
+    variables override the file; flags override both.
+    """
+    file_data = _read_yaml(Path(config_file)) if config_file else {}
+    overrides = _prune(flags or {})
+
+    class _Layered(Settings):
+        # the YAML layer sits under the environment: feed it through a source placed after env
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, env_settings, _DictSource(settings_cls, file_data))
+
+    try:
+        return _Layered(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(exc)) from exc
+
+
+class _DictSource(PydanticBaseSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self._data = data
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+def _prune(d: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            sub = _prune(v)
+            if sub:
+                out[k] = sub
+        elif v is not None:
+            out[k] = v
+    return out
+
+
+def merge_flags(base: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge flag overrides into a nested dict (exposed for tests)."""
+    return _deep_merge(base, _prune(flags))

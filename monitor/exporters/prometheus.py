@@ -1,0 +1,364 @@
+"""Stage 6: Prometheus export. The hot path updates a :class:`MetricsState` (plain numpy, one lock); a custom
+collector reads a snapshot of it at scrape time, so the pipeline never touches prometheus_client.
+
+Every series is declared once in :data:`METRICS` (name, type, help, label names, buckets): that table is the
+documentation source for docs/METRICS.md and the only place a new metric is added.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+MetricType = Literal["counter", "gauge", "histogram"]
+
+GAMMA_BUCKETS = (0.0, 1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1.0)
+FLICKER_BUCKETS = (0.0, 0.03125, 0.0625, 0.125, 0.25, 0.5, 0.75, 1.0)
+UNIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
+SECONDS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    name: str
+    type: MetricType
+    help: str
+    labels: tuple[str, ...]
+    buckets: tuple[float, ...] = ()
+
+
+_M = "model"
+_S = "segment"
+_V = "model_version"
+
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("harmonic_events_consumed_total", "counter", "Raw events read from the source.", (_M,)),
+    MetricSpec("harmonic_events_scored_total", "counter", "Events re-evaluated against the ONNX copy.", (_M, _V, _S)),
+    MetricSpec(
+        "harmonic_events_invalid_total",
+        "counter",
+        "Events that could not be decoded, by reason (model 'unknown' when it could not be attributed).",
+        (_M, "reason"),
+    ),
+    MetricSpec(
+        "harmonic_events_dead_lettered_total", "counter", "Invalid events forwarded to the dead-letter topic.", (_M,)
+    ),
+    MetricSpec("harmonic_events_sampled_total", "counter", "Valid events chosen for scoring by the sampler.", (_M,)),
+    MetricSpec(
+        "harmonic_events_sampled_ratio",
+        "gauge",
+        "Sampled fraction of valid events (recent horizon); divide scored rates by it to scale back up.",
+        (_M,),
+    ),
+    MetricSpec("harmonic_gamma", "histogram", "Anharmonicity γ per scored event.", (_M, _S), GAMMA_BUCKETS),
+    MetricSpec(
+        "harmonic_flicker", "histogram", "Flicker (class-flip fraction) per scored event.", (_M, _S), FLICKER_BUCKETS
+    ),
+    MetricSpec(
+        "harmonic_p_adj", "histogram", "N-step adversarial robustness P·exp(−Nγ) per event.", (_M, _S), UNIT_BUCKETS
+    ),
+    MetricSpec(
+        "harmonic_shadow_compared_total", "counter", "Scored events that carried the live server's prediction.", (_M,)
+    ),
+    MetricSpec(
+        "harmonic_shadow_disagreements_total",
+        "counter",
+        "Events whose live predicted class differs from the ONNX copy's.",
+        (_M,),
+    ),
+    MetricSpec(
+        "harmonic_score_batch_duration_seconds",
+        "histogram",
+        "Wall time of one micro-batch through the scorer.",
+        (_M,),
+        SECONDS_BUCKETS,
+    ),
+    MetricSpec(
+        "harmonic_event_lag_seconds",
+        "histogram",
+        "Event timestamp to scored, per event.",
+        (_M,),
+        SECONDS_BUCKETS,
+    ),
+    MetricSpec(
+        "harmonic_model_evaluations_total", "counter", "Rows evaluated by the model, by purpose.", (_M, "purpose")
+    ),
+    MetricSpec("harmonic_window_gamma_mean", "gauge", "Mean γ over the rolling window.", (_M, _S, "window")),
+    MetricSpec(
+        "harmonic_window_gamma_p95", "gauge", "95th percentile of γ over the rolling window.", (_M, _S, "window")
+    ),
+    MetricSpec("harmonic_window_flicker_mean", "gauge", "Mean flicker over the rolling window.", (_M, _S, "window")),
+    MetricSpec("harmonic_window_stability", "gauge", "1 − mean flicker over the rolling window.", (_M, _S, "window")),
+    MetricSpec("harmonic_window_p_adj_mean", "gauge", "Mean P_adj over the rolling window.", (_M, _S, "window")),
+    MetricSpec(
+        "harmonic_window_shadow_disagreement_ratio",
+        "gauge",
+        "Live vs ONNX disagreement rate over the rolling window.",
+        (_M, _S, "window"),
+    ),
+    MetricSpec("harmonic_window_events", "gauge", "Scored events in the rolling window.", (_M, _S, "window")),
+    MetricSpec("harmonic_reference_gamma_mean", "gauge", "Mean γ of the reference distribution.", (_M,)),
+    MetricSpec("harmonic_reference_flicker_mean", "gauge", "Mean flicker of the reference distribution.", (_M,)),
+    MetricSpec(
+        "harmonic_drift_verdict",
+        "gauge",
+        "1 for the current verdict of the latest drift evaluation (stable, benign-shift, harmful-shift).",
+        (_M, _S, "verdict"),
+    ),
+    MetricSpec(
+        "harmonic_drift_statistic",
+        "gauge",
+        "Latest drift statistic per signal (gamma_ks, flicker_rate, gamma_page_hinkley, features_ks).",
+        (_M, _S, "signal"),
+    ),
+    MetricSpec(
+        "harmonic_drift_p_value", "gauge", "Latest p-value per signal where the test has one.", (_M, _S, "signal")
+    ),
+    MetricSpec("harmonic_feature_drift_features", "gauge", "Input features flagged as drifted.", (_M, _S)),
+    MetricSpec("harmonic_alerts_firing", "gauge", "Alerts currently firing.", (_M, _S, "alertname")),
+    MetricSpec("harmonic_alerts_fired_total", "counter", "Alerts that went to firing.", (_M, "alertname")),
+    MetricSpec(
+        "harmonic_alert_deliveries_failed_total",
+        "counter",
+        "Alert deliveries that failed after retries.",
+        ("receiver",),
+    ),
+    MetricSpec("harmonic_regions_tracked", "gauge", "Flagged feature regions in the bounded index.", (_M,)),
+    MetricSpec("harmonic_probe_runs_total", "counter", "Threshold-probe runs completed.", (_M,)),
+    MetricSpec(
+        "harmonic_probe_eps_star",
+        "gauge",
+        "ε* per region and perturbation (standardized units); +Inf when never crossed below ε_max.",
+        (_M, "region", "perturbation"),
+    ),
+    MetricSpec(
+        "harmonic_probe_mri", "gauge", "MRI component per region and perturbation.", (_M, "region", "perturbation")
+    ),
+    MetricSpec("harmonic_labels_joined_total", "counter", "Delayed labels joined to scored events.", (_M,)),
+    MetricSpec(
+        "harmonic_labels_unmatched_total", "counter", "Delayed labels with no event (expired or unknown id).", (_M,)
+    ),
+    MetricSpec("harmonic_window_accuracy", "gauge", "Accuracy over joined labels in the window.", (_M, _S, "window")),
+    MetricSpec("harmonic_resilience", "gauge", "min(acc under σ=0.1 noise / clean acc, 1) over joined labels.", (_M,)),
+    MetricSpec("harmonic_reliability", "gauge", "1 − ECE (10 equal-width bins) over joined labels.", (_M,)),
+    MetricSpec(
+        "harmonic_robustness_composite",
+        "gauge",
+        "0.4·stability + 0.3·resilience + 0.3·reliability — always read beside its parts.",
+        (_M,),
+    ),
+    MetricSpec("harmonic_up", "gauge", "1 while the process runs; labels describe the build.", ("version",)),
+    MetricSpec("harmonic_ready", "gauge", "1 when every model is loaded and partitions are assigned.", ()),
+)
+
+SPECS: dict[str, MetricSpec] = {m.name: m for m in METRICS}
+Labels = tuple[str, ...]
+
+
+@dataclass
+class _Hist:
+    bounds: NDArray[np.float64]
+    counts: NDArray[np.int64]  # per bucket (non-cumulative), len(bounds) + 1 (last = +Inf)
+    total: float = 0.0
+
+
+@dataclass
+class MetricsState:
+    """All exported values. Thread-safe; updates are cheap and vectorised."""
+
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _counters: dict[tuple[str, Labels], float] = field(default_factory=dict)
+    _gauges: dict[tuple[str, Labels], float] = field(default_factory=dict)
+    _hists: dict[tuple[str, Labels], _Hist] = field(default_factory=dict)
+
+    @staticmethod
+    def _check(name: str, labels: Labels, kind: MetricType) -> MetricSpec:
+        spec = SPECS.get(name)
+        if spec is None or spec.type != kind:
+            raise KeyError(f"metric '{name}' is not declared as a {kind} in monitor.exporters.prometheus.METRICS")
+        if len(labels) != len(spec.labels):
+            raise ValueError(f"metric '{name}' takes labels {spec.labels}; got {labels}")
+        return spec
+
+    def inc(self, name: str, labels: Labels, value: float = 1.0) -> None:
+        self._check(name, labels, "counter")
+        with self._lock:
+            key = (name, labels)
+            self._counters[key] = self._counters.get(key, 0.0) + value
+
+    def set(self, name: str, labels: Labels, value: float) -> None:
+        self._check(name, labels, "gauge")
+        with self._lock:
+            self._gauges[(name, labels)] = float(value)
+
+    def clear_gauges(self, name: str, match: Callable[[Labels], bool]) -> None:
+        with self._lock:
+            for key in [k for k in self._gauges if k[0] == name and match(k[1])]:
+                del self._gauges[key]
+
+    def observe(self, name: str, labels: Labels, values: NDArray[np.floating] | Iterable[float]) -> None:
+        spec = self._check(name, labels, "histogram")
+        arr = np.asarray(values, dtype=np.float64).ravel()
+        arr = arr[np.isfinite(arr)]
+        if arr.size == 0:
+            return
+        with self._lock:
+            key = (name, labels)
+            h = self._hists.get(key)
+            if h is None:
+                bounds = np.asarray(spec.buckets, dtype=np.float64)
+                h = self._hists[key] = _Hist(bounds=bounds, counts=np.zeros(bounds.size + 1, dtype=np.int64))
+            idx = np.searchsorted(h.bounds, arr, side="left")  # value <= bound goes in that bucket ("le")
+            h.counts += np.bincount(idx, minlength=h.counts.size)
+            h.total += float(arr.sum())
+
+    def counter(self, name: str, labels: Labels) -> float:
+        with self._lock:
+            return self._counters.get((name, labels), 0.0)
+
+    def counter_sum(self, name: str) -> float:
+        with self._lock:
+            return sum(v for (n, _), v in self._counters.items() if n == name)
+
+    def gauge(self, name: str, labels: Labels) -> float | None:
+        with self._lock:
+            return self._gauges.get((name, labels))
+
+    # -- persistence of counters across restarts -----------------------------------------------------------
+    def dump_counters(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [{"name": n, "labels": list(lab), "value": v} for (n, lab), v in self._counters.items()]
+
+    def load_counters(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        with self._lock:
+            for row in rows:
+                name = str(row["name"])
+                if name in SPECS and SPECS[name].type == "counter":
+                    self._counters[(name, tuple(str(x) for x in row["labels"]))] = float(row["value"])
+
+    # -- scrape ---------------------------------------------------------------------------------------------
+    def families(self) -> Iterator[Metric]:
+        with self._lock:
+            counters = dict(self._counters)
+            gauges = dict(self._gauges)
+            hists = {k: (h.bounds.copy(), h.counts.copy(), h.total) for k, h in self._hists.items()}
+        for spec in METRICS:
+            if spec.type == "counter":
+                cfam = CounterMetricFamily(spec.name.removesuffix("_total"), spec.help, labels=spec.labels)
+                for (n, lab), v in counters.items():
+                    if n == spec.name:
+                        cfam.add_metric(list(lab), v)
+                yield cfam
+            elif spec.type == "gauge":
+                gfam = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+                for (n, lab), v in gauges.items():
+                    if n == spec.name:
+                        gfam.add_metric(list(lab), v)
+                yield gfam
+            else:
+                hfam = HistogramMetricFamily(spec.name, spec.help, labels=spec.labels)
+                for (n, lab), (bounds, counts, total) in hists.items():
+                    if n != spec.name:
+                        continue
+                    cum = np.cumsum(counts)
+                    buckets = [(_fmt_bound(b), float(c)) for b, c in zip(bounds, cum[:-1], strict=True)]
+                    buckets.append(("+Inf", float(cum[-1])))
+                    hfam.add_metric(list(lab), buckets, total)
+                yield hfam
+
+
+def _fmt_bound(b: float) -> str:
+    return repr(float(b))
+
+
+class StateCollector:
+    """A prometheus_client collector over a :class:`MetricsState` (pull model)."""
+
+    def __init__(self, state: MetricsState) -> None:
+        self._state = state
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._state.families()
+
+
+ReadyCheck = Callable[[], tuple[bool, dict[str, Any]]]
+JsonProvider = Callable[[], Any]
+
+
+class MetricsServer:
+    """HTTP endpoint: ``/metrics``, ``/healthz`` (alive), ``/readyz`` (models loaded, partitions assigned),
+    ``/probes`` (latest probe report). Runs in a daemon thread; use as a context manager."""
+
+    def __init__(
+        self,
+        state: MetricsState,
+        *,
+        host: str = "0.0.0.0",
+        port: int = 9108,
+        ready: ReadyCheck | None = None,
+        probes: JsonProvider | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=False)
+        self.registry.register(StateCollector(state))
+        ready_fn: ReadyCheck = ready or (lambda: (True, {}))
+        probes_fn: JsonProvider = probes or (lambda: {"regions": []})
+        registry_ref = self.registry
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._send(200, generate_latest(registry_ref), CONTENT_TYPE_LATEST)
+                elif path == "/healthz":
+                    self._send(200, b'{"status": "ok"}\n', "application/json")
+                elif path == "/readyz":
+                    ok, detail = ready_fn()
+                    body = json.dumps({"ready": ok, **detail}, default=str).encode() + b"\n"
+                    self._send(200 if ok else 503, body, "application/json")
+                elif path == "/probes":
+                    self._send(200, json.dumps(probes_fn(), default=str).encode() + b"\n", "application/json")
+                else:
+                    self._send(404, b"not found: try /metrics, /healthz, /readyz, /probes\n", "text/plain")
+
+            def _send(self, code: int, body: bytes, ctype: str) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+                return None
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-http", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> MetricsServer:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> MetricsServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,73 @@
+"""Stage 1 boundary: where raw events come from, and how their positions are committed.
+
+A source yields :class:`RawRecord` batches; the pipeline decodes, samples and scores them and then calls
+``commit()`` with the positions it has fully applied (at-least-once delivery).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """One undecoded message. ``partition``/``offset`` are −1 for sources without positions."""
+
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...] = ()
+    topic: str = ""
+    partition: int = -1
+    offset: int = -1
+    timestamp_ms: int | None = None
+
+    @property
+    def origin(self) -> tuple[str, int, int]:
+        return (self.topic, self.partition, self.offset)
+
+
+#: (topic, partition) → next offset to read (the Kafka convention: last processed offset + 1)
+Positions = dict[tuple[str, int], int]
+
+
+class RebalanceHandler(Protocol):
+    def before_revoke(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Called before partitions are taken away: flush work and commit."""
+
+    def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Called after partitions are assigned."""
+
+
+class Source(Protocol):
+    """A stream of raw inference events."""
+
+    def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
+        """Up to ``max_records`` records, waiting at most ``timeout_seconds``; [] when none arrived."""
+
+    def commit(self, positions: Positions) -> None:
+        """Durably record that everything before ``positions`` was applied."""
+
+    @property
+    def ready(self) -> bool:
+        """True once the source can deliver (e.g. partitions assigned)."""
+
+    @property
+    def exhausted(self) -> bool:
+        """True when a finite source has nothing more to give."""
+
+    def close(self) -> None: ...
+
+
+class Sink(Protocol):
+    """Where records go out: the dead-letter topic, the scores topic."""
+
+    def send(
+        self, topic: str, value: bytes, headers: Sequence[tuple[str, bytes]] = (), key: bytes | None = None
+    ) -> None:
+        """Queue one message."""
+
+    def flush(self, timeout_seconds: float) -> None:
+        """Block until queued messages are acknowledged (raises on failure)."""
+
+    def close(self) -> None: ...

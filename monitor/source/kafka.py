@@ -1,0 +1,189 @@
+"""Stage 1: ``KafkaSource`` (a kafka-python consumer in a consumer group) and ``KafkaSink`` (producer).
+
+Offsets are committed by the pipeline, only after a batch's results are applied (at-least-once); partitions
+rebalance across replicas of the same ``group_id``. Security settings (SSL/SASL) are passed through untouched;
+``api_version`` is only set when configured (never hard-coded), so modern brokers negotiate.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from monitor.errors import SourceError
+from monitor.source.base import Positions, RawRecord, RebalanceHandler
+
+log = logging.getLogger(__name__)
+
+
+def _common(bootstrap_servers: str, api_version: tuple[int, ...] | None, security: Mapping[str, Any]) -> dict[str, Any]:
+    kw: dict[str, Any] = {"bootstrap_servers": [s.strip() for s in bootstrap_servers.split(",") if s.strip()]}
+    if api_version is not None:
+        kw["api_version"] = api_version
+    kw.update(security)
+    return kw
+
+
+class KafkaSource:
+    """Consume one topic in a consumer group.
+
+    Parameters
+    ----------
+    bootstrap_servers : "host:port[,host:port]".
+    topic, group_id : what to read and which group to join (replicas share the group and split partitions).
+    api_version : e.g. (0, 9) for old brokers; None lets kafka-python negotiate.
+    security : extra kafka-python settings (security_protocol, ssl_*, sasl_*), passed through.
+    rebalance : told before partitions are revoked (flush + commit there) and after assignment.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        group_id: str,
+        *,
+        api_version: tuple[int, ...] | None = None,
+        security: Mapping[str, Any] | None = None,
+        auto_offset_reset: str = "earliest",
+        session_timeout_ms: int = 10000,
+        max_poll_records: int = 2000,
+        rebalance: RebalanceHandler | None = None,
+        client_id: str = "harmonic-monitor",
+    ) -> None:
+        from kafka import ConsumerRebalanceListener, KafkaConsumer
+        from kafka.errors import KafkaError
+
+        self.topic = topic
+        self._handler = rebalance
+        self._assigned: set[tuple[str, int]] = set()
+        kw = _common(bootstrap_servers, api_version, security or {})
+        try:
+            self._consumer = KafkaConsumer(
+                group_id=group_id,
+                client_id=client_id,
+                enable_auto_commit=False,
+                auto_offset_reset=auto_offset_reset,
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=max(300, session_timeout_ms // 3),
+                max_poll_records=max_poll_records,
+                **kw,
+            )
+        except KafkaError as exc:
+            raise SourceError(f"cannot connect to Kafka at '{bootstrap_servers}': {exc!r}") from exc
+        except ValueError as exc:
+            raise SourceError(f"invalid Kafka consumer settings: {exc}") from exc
+        source = self
+
+        class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                parts = [(tp.topic, tp.partition) for tp in revoked]
+                if source._handler is not None and parts:
+                    source._handler.before_revoke(parts)
+                source._assigned.difference_update(parts)
+                log.info("partitions revoked", extra={"partitions": sorted(parts)})
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                parts = [(tp.topic, tp.partition) for tp in assigned]
+                source._assigned.update(parts)
+                if source._handler is not None:
+                    source._handler.after_assign(parts)
+                log.info("partitions assigned", extra={"partitions": sorted(parts)})
+
+        self._consumer.subscribe([topic], listener=_Listener())
+
+    def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
+        batches = self._consumer.poll(timeout_ms=int(timeout_seconds * 1000), max_records=max_records)
+        out: list[RawRecord] = []
+        for tp, records in batches.items():
+            for r in records:
+                headers = tuple((k, v if v is not None else b"") for k, v in (r.headers or ()))
+                out.append(
+                    RawRecord(
+                        value=r.value if r.value is not None else b"",
+                        headers=headers,
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        offset=r.offset,
+                        timestamp_ms=r.timestamp,
+                    )
+                )
+        return out
+
+    def commit(self, positions: Positions) -> None:
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata, TopicPartition
+
+        owned = {k: v for k, v in positions.items() if k in self._assigned}
+        if not owned:
+            return
+        offsets = {TopicPartition(t, p): OffsetAndMetadata(off, "", -1) for (t, p), off in owned.items()}
+        try:
+            self._consumer.commit(offsets)
+        except KafkaError as exc:
+            # a commit that fails (e.g. after a rebalance) means those events are re-delivered: at-least-once
+            log.warning("offset commit failed; events will be re-delivered", extra={"error": repr(exc)})
+
+    @property
+    def ready(self) -> bool:
+        return bool(self._assigned)
+
+    @property
+    def assigned(self) -> list[tuple[str, int]]:
+        return sorted(self._assigned)
+
+    @property
+    def exhausted(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        try:
+            self._consumer.close(autocommit=False)
+        except Exception:  # noqa: BLE001 - closing must not mask the real shutdown path
+            log.exception("error while closing the Kafka consumer")
+
+
+class KafkaSink:
+    """A kafka-python producer for the dead-letter and scores topics (acks=all, retries)."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        api_version: tuple[int, ...] | None = None,
+        security: Mapping[str, Any] | None = None,
+        client_id: str = "harmonic-monitor",
+    ) -> None:
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+
+        kw = _common(bootstrap_servers, api_version, security or {})
+        try:
+            self._producer = KafkaProducer(
+                client_id=client_id, acks="all", retries=5, linger_ms=20, max_request_size=4 << 20, **kw
+            )
+        except KafkaError as exc:
+            raise SourceError(f"cannot connect a producer to Kafka at '{bootstrap_servers}': {exc!r}") from exc
+        self._pending: list[Any] = []
+
+    def send(
+        self, topic: str, value: bytes, headers: Sequence[tuple[str, bytes]] = (), key: bytes | None = None
+    ) -> None:
+        self._pending.append(self._producer.send(topic, value=value, key=key, headers=list(headers)))
+
+    def flush(self, timeout_seconds: float) -> None:
+        from kafka.errors import KafkaError
+
+        self._producer.flush(timeout=timeout_seconds)
+        pending, self._pending = self._pending, []
+        for fut in pending:
+            try:
+                fut.get(timeout=0)
+            except KafkaError as exc:
+                raise SourceError(f"a message to Kafka was not acknowledged: {exc!r}") from exc
+
+    def close(self) -> None:
+        try:
+            self._producer.close(timeout=5)
+        except Exception:  # noqa: BLE001
+            log.exception("error while closing the Kafka producer")
