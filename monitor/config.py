@@ -92,9 +92,20 @@ class WindowSettings(_Strict):
 
 
 class DriftSettings(_Strict):
-    evaluate_every_events: int = Field(250, ge=10, description="Run the window tests every N scored events.")
-    ks_alpha: float = Field(1e-3, gt=0, lt=1)
-    min_window_events: int = Field(300, ge=20)
+    """Detector settings (see monitor/drift/*): γ CUSUM + KS, flicker CUSUM + rate test, per-feature KS."""
+
+    window: int = Field(1000, ge=50, description="Events in the window compared with the reference.")
+    every: int = Field(100, ge=1, description="Run the window tests every N scored events.")
+    cusum_quantile: float = Field(0.9, gt=0, lt=1, description="CUSUM watches the rate above this ref quantile.")
+    cusum_rate_ratio: float = Field(2.0, gt=1, description="CUSUM is tuned to detect this rate increase.")
+    cusum_threshold: float = Field(14.0, gt=0, description="CUSUM alarm threshold (log-likelihood units).")
+    ks_alpha: float = Field(1e-4, gt=0, lt=1, description="KS significance on γ.")
+    ks_min_distance: float = Field(0.1, gt=0, lt=1, description="KS effect-size floor on γ.")
+    rate_alpha: float = Field(1e-4, gt=0, lt=1, description="Flicker rate-test significance.")
+    rate_min_increase: float = Field(0.01, ge=0, description="Flicker mean must rise at least this much.")
+    feature_alpha: float = Field(0.01, gt=0, lt=1, description="Per-feature KS family-wise significance.")
+    feature_min_distance: float = Field(0.1, gt=0, lt=1, description="Per-feature KS effect-size floor.")
+    reference_max_events: int = Field(5000, ge=100, description="Reference rows scored at start-up (sampled).")
 
 
 class AlertSettings(_Strict):

@@ -196,6 +196,12 @@ class MetricsState:
             key = (name, labels)
             self._counters[key] = self._counters.get(key, 0.0) + value
 
+    def set_counter(self, name: str, labels: Labels, value: float) -> None:
+        """Set a counter mirrored from a component that keeps its own monotone count."""
+        self._check(name, labels, "counter")
+        with self._lock:
+            self._counters[(name, labels)] = float(value)
+
     def set(self, name: str, labels: Labels, value: float) -> None:
         self._check(name, labels, "gauge")
         with self._lock:

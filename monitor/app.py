@@ -1,0 +1,440 @@
+"""The only wiring: source → decode → sample → micro-batch → score → windows/drift/alerts → metrics → commit.
+
+Delivery is at-least-once: positions are committed only after every event before them has been applied (scored
+and its results recorded, scores published, dead letters acknowledged). On SIGTERM the loop finishes the batch in
+hand, commits, persists state and returns; a watchdog bounds the whole shutdown.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.config import ModelSettings, Settings
+from monitor.errors import ConfigError, InvalidEventError, MonitorError
+from monitor.events import InferenceEvent
+from monitor.exporters.prometheus import MetricsState
+from monitor.logs import RateLimitedLogger
+from monitor.metrics.scorer import RobustnessScorer, ScoreResult, ScoringConfig
+from monitor.model.io import load_rows
+from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
+from monitor.model.standardize import Standardizer
+from monitor.sampler.base import Sampler
+from monitor.source.base import Positions, RawRecord, Sink, Source
+from monitor.source.decode import EventDecoder, KServeJoiner, ModelSchema
+from monitor.watch import ModelWatch, WatchConfig
+
+log = logging.getLogger("monitor.app")
+STATE_FILE = "state.json"
+STATE_VERSION = 1
+
+
+@dataclass
+class ModelRuntime:
+    """One watched model: its ONNX copy, standardizer (None during warm-up), scorer and analytics."""
+
+    settings: ModelSettings
+    model: OnnxModel
+    standardizer: Standardizer | None = None
+    scorer: RobustnessScorer | None = None
+    watch: ModelWatch | None = None
+    warmup: list[NDArray[np.float64]] = field(default_factory=list)
+    pending: list[InferenceEvent] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    def scoring_config(self) -> ScoringConfig:
+        s = self.settings.scoring
+        return ScoringConfig(
+            radius=s.radius,
+            ball=s.ball,
+            output=s.output,
+            flicker_copies=s.flicker_copies,
+            sigma=s.sigma,
+            steps=s.steps,
+            seed=s.seed,
+            regression_tolerance=s.regression_tolerance,
+        )
+
+    def activate(self, standardizer: Standardizer) -> None:
+        self.standardizer = standardizer
+        self.scorer = RobustnessScorer(self.model, standardizer, self.scoring_config())
+
+
+def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
+    model = OnnxModel(
+        ms.path,
+        OnnxRuntimeOptions(providers=ms.providers, intra_op_threads=ms.threads, max_rows_per_run=ms.max_rows_per_run),
+    )
+    rt = ModelRuntime(settings=ms, model=model)
+    if ms.scoring.space == "raw":
+        rt.activate(Standardizer.identity(model.n_features))
+    elif ms.reference is not None:
+        ref = load_rows(ms.reference)
+        if ref.shape[1] != model.n_features:
+            raise ConfigError(
+                f"reference '{ms.reference}' has {ref.shape[1]} columns; model '{ms.name}' expects "
+                f"{model.n_features} features. Was the reference built for another model?"
+            )
+        rt.activate(Standardizer.fit(ref[np.all(np.isfinite(ref), axis=1)]))
+    return rt
+
+
+class StateStore:
+    """``<state_dir>/state.json``, written atomically (temp file + rename)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.dir = Path(state_dir)
+        self.path = self.dir / STATE_FILE
+
+    def load(self) -> dict[str, Any]:
+        if not self.path.is_file():
+            return {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            # a corrupt state file must not keep the sidecar down: start fresh, keep the bad file for inspection
+            bad = self.path.with_suffix(f".corrupt-{int(time.time())}")
+            self.path.rename(bad)
+            log.error("state file unreadable; starting fresh", extra={"moved_to": str(bad), "error": str(exc)})
+            return {}
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            log.warning("state file has an unknown version; ignoring it", extra={"path": str(self.path)})
+            return {}
+        return data
+
+    def save(self, data: dict[str, Any]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"version": STATE_VERSION, **data}, default=float), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+class Pipeline:
+    """The streaming loop. Use :meth:`step` (one poll) in tests, :meth:`run` in production."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        source: Source,
+        runtimes: Sequence[ModelRuntime],
+        sampler: Sampler,
+        *,
+        state: MetricsState | None = None,
+        sink: Sink | None = None,
+        clock: Callable[[], float] = time.time,
+        on_alert: Callable[[Any], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.source = source
+        self.runtimes = {rt.name: rt for rt in runtimes}
+        self.default_model = runtimes[0].name
+        self.sampler = sampler
+        self.state = state or MetricsState()
+        self.sink = sink
+        self.clock = clock
+        self.on_alert = on_alert
+        self.store = StateStore(settings.state_dir)
+        schemas = {
+            rt.name: ModelSchema(
+                rt.model.n_features, rt.settings.feature_names, default_version=rt.settings.version or "unknown"
+            )
+            for rt in runtimes
+        }
+        self.decoder = EventDecoder(
+            schemas,
+            default_model=self.default_model,
+            max_bytes=settings.max_event_bytes,
+            segments=settings.segments.allowed,
+            max_segments=settings.segments.max_segments,
+        )
+        self.joiner = KServeJoiner(self.decoder)
+        self._invalid_log = RateLimitedLogger(log)
+        #: called after every scored batch with (runtime, raw rows, result, now) — the probe scheduler's feed
+        self.scored_hooks: list[Callable[[ModelRuntime, NDArray[np.float64], ScoreResult, float], None]] = []
+        self._consumed: Positions = {}
+        self._oldest_pending: float | None = None
+        self._last_persist = self.clock()
+        self._restore()
+        for rt in self.runtimes.values():
+            rt.watch = ModelWatch(
+                rt.name,
+                WatchConfig.from_settings(settings, rt.settings.warmup_events),
+                self.state,
+                on_alert=self.on_alert,
+                feature_names=rt.settings.feature_names,
+            )
+            saved = self._saved_models.get(rt.name, {})
+            if rt.standardizer is None and "standardizer" in saved:
+                rt.activate(Standardizer.from_dict(saved["standardizer"]))
+                log.info("standardizer restored from state", extra={"model": rt.name})
+            if "watch" in saved:
+                rt.watch.restore(saved["watch"])
+            if rt.standardizer is not None and not rt.watch.has_reference and rt.settings.reference is not None:
+                self._reference_from_file(rt)
+
+    # -- state ---------------------------------------------------------------------------------------------
+    def _restore(self) -> None:
+        data = self.store.load()
+        self.state.load_counters(data.get("counters", []))
+        self._saved_models: dict[str, dict[str, Any]] = data.get("models", {})
+        if data:
+            log.info("state restored", extra={"path": str(self.store.path)})
+
+    def persist(self) -> None:
+        models: dict[str, Any] = {}
+        for rt in self.runtimes.values():
+            entry: dict[str, Any] = {}
+            if rt.standardizer is not None:
+                entry["standardizer"] = rt.standardizer.to_dict()
+            if rt.watch is not None:
+                entry["watch"] = rt.watch.dump()
+            models[rt.name] = entry
+        self.store.save({"counters": self.state.dump_counters(), "models": models})
+        self._last_persist = self.clock()
+
+    def _reference_from_file(self, rt: ModelRuntime) -> None:
+        """Score (a bounded sample of) the reference data once to get the reference γ/flicker distribution."""
+        assert rt.settings.reference is not None and rt.scorer is not None and rt.watch is not None
+        ref = load_rows(rt.settings.reference)
+        ref = ref[np.all(np.isfinite(ref), axis=1)]
+        rng = np.random.default_rng(rt.settings.scoring.seed)
+        if ref.shape[0] > rt.watch.config.reference_max_events:
+            ref = ref[rng.choice(ref.shape[0], rt.watch.config.reference_max_events, replace=False)]
+        result = self._score_rows(rt, ref, purpose="reference")
+        rt.watch.set_reference(ref, result)
+        log.info("reference built from file", extra={"model": rt.name, "rows": int(ref.shape[0])})
+
+    # -- the loop ------------------------------------------------------------------------------------------
+    def step(self, timeout_seconds: float = 0.2) -> int:
+        """Poll once, decode/sample everything polled, flush when a batch is full or old. Returns records read."""
+        records = self.source.poll(timeout_seconds, self.settings.kafka.max_poll_records)
+        now = self.clock()
+        events: list[InferenceEvent] = []
+        for record in records:
+            events.extend(self._ingest(record, now))
+        events.extend(self.joiner.expire(now))
+        self._accept_many(events, now)
+        full = any(len(rt.pending) >= self.settings.batch.max_events for rt in self.runtimes.values())
+        aged = (
+            self._oldest_pending is not None
+            and (now - self._oldest_pending) * 1000.0 >= self.settings.batch.max_wait_ms
+        )
+        if full or aged or (records and self._oldest_pending is None):
+            self.flush()
+        if now - self._last_persist >= 10.0:
+            self.persist()
+        return len(records)
+
+    def _ingest(self, record: RawRecord, now: float) -> list[InferenceEvent]:
+        """Decode one record; invalid ones are counted, dead-lettered and logged (rate-limited), never raised."""
+        self._consumed[(record.topic, record.partition)] = record.offset + 1
+        event_now = record.timestamp_ms / 1000.0 if record.timestamp_ms else now
+        try:
+            events = self.joiner.update(record.value, record.headers, record.origin, now=event_now)
+        except InvalidEventError as exc:
+            self.state.inc("harmonic_events_consumed_total", ("unknown",))
+            self._invalid(record, exc)
+            return []
+        # one record counts once, under the model it belongs to (a held KServe half: the default model)
+        model = events[0].model if events else self.default_model
+        self.state.inc("harmonic_events_consumed_total", (model,))
+        return events
+
+    def _invalid(self, record: RawRecord, exc: InvalidEventError) -> None:
+        self.state.inc("harmonic_events_invalid_total", ("unknown", exc.reason))
+        self._invalid_log.warning(exc.reason, "invalid event", reason=exc.reason, error=str(exc), origin=record.origin)
+        dlq = self.settings.kafka.dead_letter_topic
+        if dlq and self.sink is not None:
+            headers = [
+                ("harmonic-invalid-reason", exc.reason.encode()),
+                ("harmonic-invalid-detail", str(exc).encode()[:1000]),
+                ("harmonic-origin", f"{record.topic}/{record.partition}/{record.offset}".encode()),
+                *record.headers,
+            ]
+            self.sink.send(dlq, record.value, headers)
+            self.state.inc("harmonic_events_dead_lettered_total", ("unknown",))
+
+    def _accept_many(self, events: Sequence[InferenceEvent], now: float) -> None:
+        """Shadow-check events that carry a live label (one centre-only model call per model), then sample."""
+        by_model: dict[str, list[InferenceEvent]] = {}
+        for ev in events:
+            by_model.setdefault(ev.model, []).append(ev)
+        for name, evs in by_model.items():
+            rt = self.runtimes[name]
+            if rt.scorer is None:
+                self._warm_up(rt, evs)
+                continue
+            disagree = self._shadow(rt, evs)
+            for ev, force in zip(evs, disagree, strict=True):
+                # the ONNX copy and the live server disagree: always score it (a stale copy must show)
+                weight = self.sampler.sample(ev, now, force=force)
+                if weight <= 0:
+                    continue
+                self.state.inc("harmonic_events_sampled_total", (ev.model,))
+                rt.pending.append(ev)
+                if self._oldest_pending is None:
+                    self._oldest_pending = now
+
+    def _warm_up(self, rt: ModelRuntime, evs: Sequence[InferenceEvent]) -> None:
+        rt.warmup.extend(ev.features for ev in evs)
+        if len(rt.warmup) >= rt.settings.warmup_events:
+            rt.activate(Standardizer.fit(np.vstack(rt.warmup)))
+            rt.warmup.clear()
+            log.info("warm-up complete; standardizer fitted", extra={"model": rt.name})
+            self.persist()
+
+    def _shadow(self, rt: ModelRuntime, evs: Sequence[InferenceEvent]) -> list[bool]:
+        """Compare live predicted labels with the ONNX copy's (class indices) for the events that carry one."""
+        idx = [i for i, ev in enumerate(evs) if ev.prediction is not None and ev.prediction.label is not None]
+        flags = [False] * len(evs)
+        if not idx or rt.model.kind != "classifier":
+            return flags
+        rows = np.vstack([evs[i].features for i in idx]).astype(np.float32)
+        out = rt.model.evaluate(rows)
+        self.state.inc("harmonic_model_evaluations_total", (rt.name, "shadow"), float(len(idx)))
+        assert out.label is not None
+        live = np.array([evs[i].prediction.label for i in idx], dtype=np.int64)  # type: ignore[union-attr]
+        mismatch = live != out.label
+        self.state.inc("harmonic_shadow_compared_total", (rt.name,), float(len(idx)))
+        self.state.inc("harmonic_shadow_disagreements_total", (rt.name,), float(mismatch.sum()))
+        for j, i in enumerate(idx):
+            flags[i] = bool(mismatch[j])
+        return flags
+
+    def flush(self) -> None:
+        """Score everything pending, publish, then commit the consumed positions (at-least-once)."""
+        for rt in self.runtimes.values():
+            while rt.pending:
+                batch = rt.pending[: self.settings.batch.max_events]
+                del rt.pending[: len(batch)]
+                self._score_batch(rt, batch)
+        self._oldest_pending = None
+        if self.sink is not None:
+            self.sink.flush(30.0)
+        self._update_sampling_gauges()
+        self._commit()
+
+    def _commit(self) -> None:
+        if not self._consumed:
+            return
+        positions = dict(self._consumed)
+        for key, held in self.joiner.held_positions().items():
+            if key in positions:
+                positions[key] = min(positions[key], held)
+        self.source.commit(positions)
+
+    def _score_rows(self, rt: ModelRuntime, rows: NDArray[np.float64], *, purpose: str) -> ScoreResult:
+        assert rt.scorer is not None
+        result = rt.scorer.score(rows)
+        self.state.inc(
+            "harmonic_model_evaluations_total", (rt.name, purpose), float(rows.shape[0] * rt.scorer.rows_per_event())
+        )
+        return result
+
+    def _score_batch(self, rt: ModelRuntime, batch: list[InferenceEvent]) -> None:
+        started = time.perf_counter()
+        rows = np.vstack([ev.features for ev in batch])
+        result = self._score_rows(rt, rows, purpose="events")
+        self.state.observe("harmonic_score_batch_duration_seconds", (rt.name,), [time.perf_counter() - started])
+        now = self.clock()
+        self.state.observe(
+            "harmonic_event_lag_seconds", (rt.name,), np.array([max(0.0, now - ev.timestamp_seconds) for ev in batch])
+        )
+        assert rt.watch is not None
+        rt.watch.update(batch, rows, result, now)
+        for hook in self.scored_hooks:
+            hook(rt, rows, result, now)
+        if self.settings.kafka.scores_topic and self.sink is not None:
+            self._publish_scores(rt, batch, result)
+
+    def _publish_scores(self, rt: ModelRuntime, batch: list[InferenceEvent], result: ScoreResult) -> None:
+        topic = self.settings.kafka.scores_topic
+        assert topic is not None and self.sink is not None
+        for i, ev in enumerate(batch):
+            doc = {
+                "id": ev.event_id,
+                "model": ev.model,
+                "model_version": ev.model_version,
+                "segment": ev.segment,
+                "ts": ev.timestamp_seconds,
+                "gamma": _num(result.gamma[i]),
+                "flicker": _num(result.flicker[i]),
+                "p_adj": _num(result.p_adj[i]),
+                "predicted_class": int(result.predicted_class[i]),
+                "probability": _num(result.probability[i]),
+            }
+            self.sink.send(topic, json.dumps(doc).encode(), key=ev.event_id.encode())
+
+    def _update_sampling_gauges(self) -> None:
+        for name, stats in self.sampler.snapshot().items():
+            self.state.set("harmonic_events_sampled_ratio", (name,), stats.fraction)
+
+    # -- rebalance (called from inside poll) ---------------------------------------------------------------
+    def before_revoke(self, partitions: Sequence[tuple[str, int]]) -> None:
+        self.flush()
+        for key in partitions:
+            self._consumed.pop(key, None)
+
+    def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
+        return None
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self.source.ready and all(rt.model is not None for rt in self.runtimes.values())
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        detail: dict[str, Any] = {
+            "source_ready": self.source.ready,
+            "models": {
+                rt.name: {"loaded": True, "scoring": rt.scorer is not None, "warmup_events": len(rt.warmup)}
+                for rt in self.runtimes.values()
+            },
+        }
+        assigned = getattr(self.source, "assigned", None)
+        if assigned is not None:
+            detail["partitions"] = [f"{t}/{p}" for t, p in assigned]
+        ok = self.ready
+        self.state.set("harmonic_ready", (), 1.0 if ok else 0.0)
+        return ok, detail
+
+    def run(
+        self, stop: threading.Event, *, until_exhausted: bool = False, tick: Callable[[], None] | None = None
+    ) -> None:
+        """Loop until ``stop`` is set (or a finite source is exhausted), then flush, commit and persist."""
+        log.info("pipeline started", extra={"models": sorted(self.runtimes)})
+        try:
+            while not stop.is_set():
+                n = self.step()
+                if tick is not None:
+                    tick()
+                if until_exhausted and n == 0 and self.source.exhausted:
+                    break
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._accept_many(self.joiner.flush(), self.clock())
+        try:
+            self.flush()
+        except MonitorError:
+            log.exception("final flush failed; uncommitted events will be re-delivered")
+        self.persist()
+        log.info("pipeline stopped; offsets committed and state persisted", extra={"state": str(self.store.path)})
+
+
+def _num(v: float) -> float | None:
+    return None if not np.isfinite(v) else float(v)

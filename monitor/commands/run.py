@@ -1,0 +1,96 @@
+"""``harmonic-monitor run``: the streaming sidecar (Kafka → score → Prometheus/alerts)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from monitor.config import Settings, load_settings
+
+log = logging.getLogger("monitor.run")
+
+
+def add_settings_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="YAML configuration file (flags > HARMONIC_* env > file > defaults)")
+    p.add_argument("--model", help="ONNX model file (defines the single watched model; overrides the file's list)")
+    p.add_argument("--model-name", help="name events use in their `model` field (default: the ONNX file's stem)")
+    p.add_argument("--reference", help="reference data (.csv/.npy) for standardization and drift")
+    p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers, host:port[,host:port]")
+    p.add_argument("--topic", help="topic with inference events")
+    p.add_argument("--group-id", help="consumer group (replicas share it)")
+    p.add_argument("--api-version", help="Kafka API version to pin, e.g. 0.9 (default: negotiate)")
+    p.add_argument("--metrics-port", type=int, help="port for /metrics, /healthz, /readyz, /probes (default 9108)")
+    p.add_argument("--state-dir", help="directory for state that survives restarts (default ./state)")
+    p.add_argument("--dead-letter-topic", help="topic for invalid events (reason in a header)")
+    p.add_argument("--scores-topic", help="optional topic receiving per-event scores as JSON")
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    flags: dict[str, Any] = {
+        "kafka": {
+            "bootstrap_servers": args.bootstrap_servers,
+            "topic": args.topic,
+            "group_id": args.group_id,
+            "api_version": args.api_version,
+            "dead_letter_topic": args.dead_letter_topic,
+            "scores_topic": args.scores_topic,
+        },
+        "metrics": {"port": args.metrics_port},
+        "state_dir": args.state_dir,
+    }
+    if args.model:
+        model: dict[str, Any] = {"name": args.model_name or Path(args.model).stem, "path": args.model}
+        if args.reference:
+            model["reference"] = args.reference
+        flags["models"] = [model]
+    elif args.model_name or args.reference:
+        from monitor.errors import ConfigError
+
+        raise ConfigError("--model-name and --reference need --model (or put them in the config file's `models:`)")
+    return load_settings(args.config, flags)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run the sidecar: consume inference events from Kafka, score, export metrics, alert",
+        description=(
+            "Consume inference events from Kafka (consumer group, at-least-once), sample within budget, score "
+            "each sampled event against the ONNX copy (gamma, flicker, P_adj, shadow agreement), keep rolling "
+            "windows and drift detectors, export Prometheus metrics and deliver alerts. SIGTERM finishes the "
+            "batch in hand, commits offsets, persists state and exits 0."
+        ),
+    )
+    add_settings_flags(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from monitor.service import Service
+
+    settings = settings_from_args(args)
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        log.info("signal received; finishing the batch in hand", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+        # bound the whole shutdown: a hung broker must not keep the pod from terminating
+        timer = threading.Timer(settings.shutdown_timeout_seconds, _force_exit)
+        timer.daemon = True
+        timer.start()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    with Service.from_settings(settings) as service:
+        service.run(stop)
+    return 0
+
+
+def _force_exit() -> None:
+    log.error("graceful shutdown exceeded its bound; exiting without a final commit (events will be re-delivered)")
+    os._exit(3)

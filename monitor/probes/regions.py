@@ -1,0 +1,185 @@
+"""Probes: the bounded index of flagged feature regions (SPEC §6).
+
+A *region* is a place in feature space where sampled events show high γ or flicker: a centre (standardized
+units), a radius, the exemplars that put it there (raw units, bounded), and its scores. Events are flagged when
+γ exceeds a threshold (the reference's upper quantile) or any flicker copy flipped. A flagged event joins the
+nearest region whose centre is within ``radius``; otherwise it opens a new one, evicting the region with the
+lowest decayed score when the index is full. Memory: ``max_regions × max_exemplars × n`` floats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.errors import ConfigError
+
+
+@dataclass
+class Region:
+    """One flagged region. ``centre`` is in standardized units; ``exemplars`` are raw rows."""
+
+    region_id: str
+    centre: NDArray[np.float64]
+    radius: float
+    exemplars: NDArray[np.float64]
+    events: int = 0
+    gamma_sum: float = 0.0
+    gamma_max: float = 0.0
+    flicker_sum: float = 0.0
+    score: float = 0.0  # exponentially decayed sum of γ + flicker, for ranking and eviction
+    first_seen: float = 0.0
+    last_seen: float = 0.0
+    probed_at: float | None = None
+    _filled: int = field(default=0, repr=False)
+
+    @property
+    def gamma_mean(self) -> float:
+        return self.gamma_sum / self.events if self.events else 0.0
+
+    @property
+    def flicker_mean(self) -> float:
+        return self.flicker_sum / self.events if self.events else 0.0
+
+    def points(self) -> NDArray[np.float64]:
+        return self.exemplars[: self._filled]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.region_id,
+            "centre_standardized": self.centre.tolist(),
+            "radius": self.radius,
+            "events": self.events,
+            "gamma_mean": self.gamma_mean,
+            "gamma_max": self.gamma_max,
+            "flicker_mean": self.flicker_mean,
+            "score": self.score,
+            "exemplars": int(self._filled),
+            "first_seen": self.first_seen,
+            "last_seen": self.last_seen,
+            "probed_at": self.probed_at,
+        }
+
+
+class RegionIndex:
+    """Bounded index of flagged regions for one model.
+
+    Parameters
+    ----------
+    n_features : feature count n.
+    max_regions : bound on regions kept (the lowest-scoring one is evicted).
+    radius : join radius in standardized units (default √n · 0.5: half a standard deviation per axis).
+    max_exemplars : raw rows kept per region (a ring: newest replace oldest).
+    half_life_seconds : decay of the region score.
+    """
+
+    def __init__(
+        self,
+        n_features: int,
+        *,
+        max_regions: int = 64,
+        radius: float | None = None,
+        max_exemplars: int = 16,
+        half_life_seconds: float = 3600.0,
+    ) -> None:
+        if n_features < 1 or max_regions < 1 or max_exemplars < 1:
+            raise ConfigError(
+                f"n_features, max_regions and max_exemplars must be >= 1; got {n_features}, {max_regions}, {max_exemplars}"
+            )
+        if radius is not None and not radius > 0:
+            raise ConfigError(f"region radius must be > 0; got {radius}")
+        if not half_life_seconds > 0:
+            raise ConfigError(f"half_life_seconds must be > 0; got {half_life_seconds}")
+        self.n_features = n_features
+        self.max_regions = max_regions
+        self.radius = radius if radius is not None else 0.5 * float(np.sqrt(n_features))
+        self.max_exemplars = max_exemplars
+        self.half_life_seconds = half_life_seconds
+        self.reset()
+
+    def reset(self) -> None:
+        self._regions: list[Region] = []
+        self._next_id = 0
+        self._last_decay: float | None = None
+        self.flagged_total = 0
+        self.evicted_total = 0
+
+    @property
+    def regions(self) -> tuple[Region, ...]:
+        return tuple(self._regions)
+
+    def __len__(self) -> int:
+        return len(self._regions)
+
+    def _decay(self, now: float) -> None:
+        if self._last_decay is not None and now > self._last_decay:
+            factor = 0.5 ** ((now - self._last_decay) / self.half_life_seconds)
+            for r in self._regions:
+                r.score *= factor
+        self._last_decay = now if self._last_decay is None else max(now, self._last_decay)
+
+    def update(
+        self,
+        standardized: NDArray[np.float64],
+        raw: NDArray[np.float64],
+        gamma: NDArray[np.float64],
+        flicker: NDArray[np.float64],
+        flagged: NDArray[np.bool_],
+        now: float,
+    ) -> Self:
+        """Add the flagged rows of a scored batch (all arrays have B rows; ``flagged`` selects)."""
+        idx = np.flatnonzero(flagged)
+        if idx.size == 0:
+            return self
+        self._decay(now)
+        g = np.nan_to_num(gamma, nan=0.0)
+        f = np.nan_to_num(flicker, nan=0.0)
+        for i in idx:
+            self.flagged_total += 1
+            z = standardized[i]
+            region = self._nearest(z)
+            if region is None:
+                region = self._open(z, now)
+            region.events += 1
+            region.centre += (z - region.centre) / region.events
+            region.gamma_sum += g[i]
+            region.gamma_max = max(region.gamma_max, float(g[i]))
+            region.flicker_sum += f[i]
+            region.score += float(g[i] + f[i])
+            region.last_seen = now
+            slot = (region.events - 1) % self.max_exemplars
+            region.exemplars[slot] = raw[i]
+            region._filled = min(region._filled + 1, self.max_exemplars)
+        return self
+
+    def _nearest(self, z: NDArray[np.float64]) -> Region | None:
+        if not self._regions:
+            return None
+        centres = np.stack([r.centre for r in self._regions])
+        d = np.linalg.norm(centres - z, axis=1)
+        j = int(np.argmin(d))
+        return self._regions[j] if d[j] <= self.radius else None
+
+    def _open(self, z: NDArray[np.float64], now: float) -> Region:
+        if len(self._regions) >= self.max_regions:
+            worst = min(range(len(self._regions)), key=lambda k: self._regions[k].score)
+            del self._regions[worst]
+            self.evicted_total += 1
+        region = Region(
+            region_id=f"r{self._next_id}",
+            centre=z.astype(np.float64).copy(),
+            radius=self.radius,
+            exemplars=np.zeros((self.max_exemplars, self.n_features)),
+            first_seen=now,
+            last_seen=now,
+        )
+        self._next_id += 1
+        self._regions.append(region)
+        return region
+
+    def worst(self, k: int) -> list[Region]:
+        """The ``k`` regions with the highest score."""
+        return sorted(self._regions, key=lambda r: r.score, reverse=True)[:k]

@@ -1,0 +1,204 @@
+"""Probes: the scheduler inside ``run`` — feeds the region index from scored batches and, every
+``interval_seconds``, runs the funnel on the worst regions under an evaluation budget.
+
+Budget: probes may use at most ``budget_share`` of all model rows evaluated (events + probes). Before each run
+the scheduler computes the rows it has earned since start — ``share/(1−share) × event rows − probe rows so far``
+— and passes that as the funnel's ``budget_rows``; a region is skipped when less than its clean rows remain. So
+over any stretch of time, probing never takes more than ``budget_share`` of the model's work from event scoring.
+Results become metrics (ε* per region and τ, MRI components) and a JSON report at ``/probes`` and in the state
+dir (``probes.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.config import ProbeSettings
+from monitor.exporters.prometheus import MetricsState
+from monitor.metrics.scorer import ScoreResult
+from monitor.probes.funnel import FunnelConfig, run_funnel
+from monitor.probes.regions import RegionIndex
+from monitor.probes.report import build_report
+
+if TYPE_CHECKING:
+    from monitor.app import ModelRuntime, Pipeline
+
+log = logging.getLogger("monitor.probes")
+
+#: a region needs at least this many exemplars before it is probed
+MIN_EXEMPLARS = 4
+
+
+@dataclass
+class _ModelProbes:
+    index: RegionIndex
+    reports: dict[str, dict[str, Any]] = field(default_factory=dict)
+    runs: int = 0
+
+
+class ProbeScheduler:
+    """Keeps a region index per model and runs budgeted funnel probes periodically.
+
+    Parameters
+    ----------
+    pipeline : the running pipeline (its models, standardizers and metric state).
+    settings : interval, regions per run, budget share, index size.
+    state : metric state for results.
+    clock : wall-clock seconds (injected in tests).
+    funnel : funnel settings (ε, δ, ε_max, η).
+    """
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        settings: ProbeSettings,
+        state: MetricsState,
+        *,
+        clock: Callable[[], float] = time.time,
+        funnel: FunnelConfig | None = None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.settings = settings
+        self.state = state
+        self.clock = clock
+        self.funnel = funnel or FunnelConfig()
+        self._models: dict[str, _ModelProbes] = {}
+        self._last_run = clock()
+        self.probe_rows = 0
+        self.event_rows_at_start = 0.0
+        pipeline.scored_hooks.append(self.observe)
+
+    def _for(self, rt: ModelRuntime) -> _ModelProbes:
+        mp = self._models.get(rt.name)
+        if mp is None:
+            mp = self._models[rt.name] = _ModelProbes(
+                RegionIndex(rt.model.n_features, max_regions=self.settings.max_regions)
+            )
+        return mp
+
+    # -- fed by the pipeline after each scored batch --------------------------------------------------------
+    def observe(self, rt: ModelRuntime, rows: NDArray[np.float64], result: ScoreResult, now: float) -> None:
+        if not self.settings.enabled or rt.standardizer is None or rt.watch is None or rt.watch.reference is None:
+            return
+        ref = rt.watch.reference
+        threshold = float(np.quantile(ref.gamma_sample, 0.95)) if ref.gamma_sample.size else 0.0
+        flagged = result.valid & ((result.gamma > max(threshold, 1e-9)) | (result.flicker > 0))
+        if not flagged.any():
+            return
+        mp = self._for(rt)
+        mp.index.update(rt.standardizer.to_standardized(rows), rows, result.gamma, result.flicker, flagged, now)
+        self.state.set("harmonic_regions_tracked", (rt.name,), float(len(mp.index)))
+
+    # -- periodic -------------------------------------------------------------------------------------------
+    def event_rows(self) -> float:
+        return self.state.counter_sum("harmonic_model_evaluations_total") - self.probe_rows_total()
+
+    def probe_rows_total(self) -> float:
+        return float(self.probe_rows)
+
+    def budget_rows(self) -> int:
+        share = self.settings.budget_share
+        earned = share / (1.0 - share) * self.event_rows() if share < 1.0 else float("inf")
+        return int(max(0.0, min(earned - self.probe_rows, 1e12)))
+
+    def tick(self) -> None:
+        """Run a probe round when the interval has passed."""
+        if not self.settings.enabled:
+            return
+        now = self.clock()
+        if now - self._last_run < self.settings.interval_seconds:
+            return
+        self._last_run = now
+        self.run_once(now)
+
+    def run_once(self, now: float) -> int:
+        """Probe the worst regions of every model within budget. Returns the number of regions probed."""
+        probed = 0
+        for rt in self.pipeline.runtimes.values():
+            mp = self._models.get(rt.name)
+            if mp is None or rt.standardizer is None:
+                continue
+            for region in mp.index.worst(self.settings.regions_per_run):
+                points = region.points()
+                if points.shape[0] < MIN_EXEMPLARS:
+                    continue
+                budget = self.budget_rows()
+                if budget < points.shape[0] * 4:
+                    log.info("probe budget exhausted; region deferred", extra={"model": rt.name, "budget": budget})
+                    break
+                started = time.perf_counter()
+                result = run_funnel(rt.model, rt.standardizer, points, self.funnel, budget_rows=budget)
+                used = int(sum(result.evaluations.values()))
+                self.probe_rows += used
+                self.state.inc("harmonic_model_evaluations_total", (rt.name, "probe"), float(used))
+                report = build_report(result)
+                report["region"] = region.to_dict()
+                report["model"] = rt.name
+                report["probed_at"] = now
+                report["wall_seconds"] = time.perf_counter() - started
+                mp.reports[region.region_id] = report
+                region.probed_at = now
+                self._export(rt.name, region.region_id, report)
+                probed += 1
+            if probed:
+                mp.runs += 1
+                self.state.inc("harmonic_probe_runs_total", (rt.name,))
+            # keep reports only for regions still in the index (bounded)
+            live = {r.region_id for r in mp.index.regions}
+            for rid in [k for k in mp.reports if k not in live]:
+                del mp.reports[rid]
+                prefix = (rt.name, rid)
+                for metric in ("harmonic_probe_eps_star", "harmonic_probe_mri"):
+                    self.state.clear_gauges(metric, _starts_with(prefix))
+        if probed:
+            self._write()
+        return probed
+
+    def _export(self, model: str, region_id: str, report: dict[str, Any]) -> None:
+        for tau, r in (report.get("mri") or {}).items():
+            if r is not None:
+                self.state.set("harmonic_probe_mri", (model, region_id, tau), float(r))
+        worst: dict[str, float] = {}
+        for t in report.get("thresholds", []):
+            eps = t["eps_star"]
+            val = float("inf") if eps is None else float(eps)
+            worst[t["perturbation"]] = min(worst.get(t["perturbation"], float("inf")), val)
+        for tau, eps in worst.items():
+            self.state.set("harmonic_probe_eps_star", (model, region_id, tau), eps)
+
+    def report(self) -> dict[str, Any]:
+        """The JSON served at ``/probes``."""
+        return {
+            "budget_share": self.settings.budget_share,
+            "probe_rows": self.probe_rows,
+            "event_rows": self.event_rows(),
+            "models": {
+                name: {
+                    "regions": [r.to_dict() for r in mp.index.worst(mp.index.max_regions)],
+                    "reports": list(mp.reports.values()),
+                    "runs": mp.runs,
+                }
+                for name, mp in self._models.items()
+            },
+        }
+
+    def _write(self) -> None:
+        path = Path(self.pipeline.settings.state_dir) / "probes.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.report(), default=float), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def _starts_with(prefix: tuple[str, ...]) -> Callable[[tuple[str, ...]], bool]:
+    return lambda labels: labels[: len(prefix)] == prefix

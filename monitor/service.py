@@ -1,0 +1,163 @@
+"""Assembles the running sidecar from :class:`Settings`: models, Kafka source and sink, sampler, pipeline, metrics
+HTTP server, alert delivery and the probe scheduler. Owns their lifetimes (a context manager)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from monitor import __version__
+from monitor.app import ModelRuntime, Pipeline, load_model_runtime
+from monitor.config import Settings
+from monitor.exporters.alerts import AlertEvent
+from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
+from monitor.exporters.prometheus import MetricsServer, MetricsState
+from monitor.sampler.base import Sampler
+from monitor.sampler.keep_all import KeepAllSampler
+from monitor.sampler.stratified import StratifiedSampler
+from monitor.sampler.uniform import UniformSampler
+from monitor.source.base import RebalanceHandler, Sink, Source
+
+log = logging.getLogger("monitor.service")
+
+def build_sampler(settings: Settings) -> Sampler:
+    """Budget 0 scores everything; otherwise a token-bucket budget per model, class-stratified by default."""
+    rate = settings.sampler.events_per_second
+    if rate == 0:
+        return KeepAllSampler()
+    burst = settings.sampler.burst_seconds
+    if settings.sampler.stratify:
+        return StratifiedSampler(rate, burst_seconds=burst)
+    return UniformSampler(rate, burst_seconds=burst)
+
+
+class _Rebalance:
+    """Forwards consumer-group callbacks to the pipeline, which exists only after the source does."""
+
+    def __init__(self) -> None:
+        self.target: RebalanceHandler | None = None
+
+    def before_revoke(self, partitions: Sequence[tuple[str, int]]) -> None:
+        if self.target is not None:
+            self.target.before_revoke(partitions)
+
+    def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
+        if self.target is not None:
+            self.target.after_assign(partitions)
+
+
+class Service:
+    """The running sidecar. ``with Service.from_settings(s) as svc: svc.run(stop)``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        source: Source,
+        runtimes: Sequence[ModelRuntime],
+        *,
+        sink: Sink | None = None,
+        state: MetricsState | None = None,
+        serve_metrics: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.state = state or MetricsState()
+        self.state.set("harmonic_up", (__version__,), 1.0)
+        self.workers: list[DeliveryWorker] = []
+        if settings.alerts.alertmanager_url:
+            self.workers.append(
+                DeliveryWorker(AlertmanagerSender(settings.alerts.alertmanager_url), name="alertmanager")
+            )
+        if settings.alerts.webhook_url:
+            self.workers.append(DeliveryWorker(WebhookSender(settings.alerts.webhook_url), name="webhook"))
+        self.source = source
+        self.sink = sink
+        self.pipeline = Pipeline(
+            settings,
+            source,
+            runtimes,
+            build_sampler(settings),
+            state=self.state,
+            sink=sink,
+            clock=clock,
+            on_alert=self._deliver,
+        )
+        from monitor.probes.scheduler import ProbeScheduler
+
+        self.probes = ProbeScheduler(self.pipeline, settings.probes, self.state, clock=clock)
+        self.server: MetricsServer | None = None
+        if serve_metrics:
+            self.server = MetricsServer(
+                self.state,
+                host=settings.metrics.host,
+                port=settings.metrics.port,
+                ready=self.pipeline.readiness,
+                probes=self.probes.report,
+            )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Service:
+        from monitor.source.kafka import KafkaSink, KafkaSource
+
+        runtimes = [load_model_runtime(m) for m in settings.models]
+        k = settings.kafka
+        rebalance = _Rebalance()
+        source = KafkaSource(
+            k.bootstrap_servers,
+            k.topic,
+            k.group_id,
+            api_version=k.api_version_tuple(),
+            security=k.security,
+            auto_offset_reset=k.auto_offset_reset,
+            session_timeout_ms=k.session_timeout_ms,
+            max_poll_records=k.max_poll_records,
+            rebalance=rebalance,
+        )
+        sink = None
+        if k.dead_letter_topic or k.scores_topic:
+            sink = KafkaSink(k.bootstrap_servers, api_version=k.api_version_tuple(), security=k.security)
+        svc = cls(settings, source, runtimes, sink=sink)
+        rebalance.target = svc.pipeline
+        return svc
+
+    def _deliver(self, event: AlertEvent) -> None:
+        for w in self.workers:
+            w.submit(event)
+
+    def __enter__(self) -> Service:
+        for w in self.workers:
+            w.start()
+        if self.server is not None:
+            self.server.start()
+            log.info("metrics endpoint up", extra={"port": self.server.port})
+        return self
+
+    def run(
+        self, stop: threading.Event, *, until_exhausted: bool = False, tick: Callable[[], None] | None = None
+    ) -> None:
+        def _tick() -> None:
+            self.probes.tick()
+            self._export_delivery_counters()
+            if tick is not None:
+                tick()
+
+        self.pipeline.run(stop, until_exhausted=until_exhausted, tick=_tick)
+
+    def _export_delivery_counters(self) -> None:
+        for w in self.workers:
+            self.state.set_counter("harmonic_alert_deliveries_failed_total", (w.name,), float(w.failed_total))
+
+    def __exit__(self, *exc: object) -> None:
+        for w in self.workers:
+            w.stop(timeout_seconds=5.0)
+        self.source.close()
+        if self.sink is not None:
+            self.sink.close()
+        if self.server is not None:
+            self.server.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {"models": [rt.model.describe() for rt in self.pipeline.runtimes.values()]}

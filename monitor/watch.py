@@ -1,0 +1,347 @@
+"""Per-model analytics (wiring of stages 5–6): rolling windows, the reference, drift verdicts and alert rules.
+
+One :class:`ModelWatch` per watched model. It takes every scored micro-batch, updates the windows and the
+per-segment drift engines, and every ``drift.every`` events publishes window gauges and the verdict and feeds the
+alert engine. Time is the events' own timestamps (so replays and demos behave like live traffic).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.config import Settings
+from monitor.drift.verdict import DriftSettings as DetectorSettings
+from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
+from monitor.events import InferenceEvent
+from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule
+from monitor.exporters.prometheus import MetricsState
+from monitor.metrics.scorer import ScoreResult
+from monitor.rolling.reference import Reference, WarmupReferenceBuilder
+from monitor.rolling.windows import SignalBatch, WindowSet
+
+log = logging.getLogger("monitor.watch")
+
+HARMFUL_ALERT = "HarmonicHarmfulShift"
+INPUT_ALERT = "HarmonicInputDrift"
+SHADOW_ALERT = "HarmonicShadowDisagreement"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchConfig:
+    window_seconds: tuple[float, ...] = (60.0, 300.0, 3600.0)
+    count_window_events: int = 2000
+    max_segments: int = 20
+    detectors: DetectorSettings = DetectorSettings()
+    reference_max_events: int = 5000
+    warmup_events: int = 2000
+    for_seconds: float = 30.0
+    resolve_after_seconds: float = 60.0
+    shadow_disagreement_threshold: float = 0.02
+
+    @classmethod
+    def from_settings(cls, s: Settings, warmup_events: int = 2000) -> WatchConfig:
+        d = s.drift
+        return cls(
+            window_seconds=tuple(float(w) for w in s.windows.time_windows_seconds),
+            count_window_events=s.windows.count_window_events,
+            max_segments=s.segments.max_segments,
+            detectors=DetectorSettings(
+                cusum_quantile=d.cusum_quantile,
+                cusum_rate_ratio=d.cusum_rate_ratio,
+                cusum_threshold=d.cusum_threshold,
+                window=d.window,
+                every=d.every,
+                ks_alpha=d.ks_alpha,
+                ks_min_distance=d.ks_min_distance,
+                rate_alpha=d.rate_alpha,
+                rate_min_increase=d.rate_min_increase,
+                feature_alpha=d.feature_alpha,
+                feature_min_distance=d.feature_min_distance,
+            ),
+            reference_max_events=d.reference_max_events,
+            warmup_events=warmup_events,
+            for_seconds=s.alerts.for_seconds,
+            resolve_after_seconds=s.alerts.resolve_after_seconds,
+            shadow_disagreement_threshold=s.alerts.shadow_disagreement_threshold,
+        )
+
+
+class ModelWatch:
+    """Windows, reference, drift and alerts for one model.
+
+    Parameters
+    ----------
+    model : the model name (metric label).
+    config : windows, detectors, alert timing.
+    state : where metrics go.
+    on_alert : called with each :class:`AlertEvent` (fired / resolved) — the delivery worker's ``submit``.
+    feature_names : names used in alerts for the features that moved (default f0, f1, …).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        config: WatchConfig,
+        state: MetricsState,
+        *,
+        on_alert: Callable[[AlertEvent], None] | None = None,
+        feature_names: Sequence[str] | None = None,
+    ) -> None:
+        self.model = model
+        self.config = config
+        self.state = state
+        self.on_alert = on_alert
+        self.feature_names = tuple(feature_names) if feature_names else None
+        self.windows = WindowSet(
+            window_seconds=config.window_seconds,
+            count_size=config.count_window_events,
+            max_models=1,
+            max_segments=config.max_segments,
+        )
+        self.alerts = AlertEngine(
+            [
+                AlertRule(HARMFUL_ALERT, "gamma_flicker", config.for_seconds, config.resolve_after_seconds, "warning"),
+                AlertRule(INPUT_ALERT, "features", config.for_seconds, config.resolve_after_seconds, "info"),
+                AlertRule(
+                    SHADOW_ALERT, "shadow_disagreement", config.for_seconds, config.resolve_after_seconds, "critical"
+                ),
+            ]
+        )
+        self.reference: Reference | None = None
+        self._builder: WarmupReferenceBuilder | None = None
+        self._engines: dict[str, VerdictEngine] = {}
+        self._since_eval = 0
+        self.last_reports: dict[str, VerdictReport] = {}
+        self.fired: list[AlertEvent] = []
+
+    # -- reference -----------------------------------------------------------------------------------------
+    @property
+    def has_reference(self) -> bool:
+        return self.reference is not None
+
+    def set_reference(self, rows: NDArray[np.float64], result: ScoreResult) -> None:
+        ok = result.valid
+        ref = Reference.from_arrays(
+            gamma=result.gamma[ok],
+            flicker=result.flicker[ok],
+            features=rows[ok],
+            predicted_class=result.predicted_class[ok],
+            feature_names=self.feature_names,
+            max_sample=self.config.reference_max_events,
+        )
+        self._install_reference(ref)
+
+    def _install_reference(self, ref: Reference) -> None:
+        self.reference = ref
+        self._engines.clear()
+        self._builder = None
+        self.state.set("harmonic_reference_gamma_mean", (self.model,), ref.gamma_mean)
+        self.state.set("harmonic_reference_flicker_mean", (self.model,), ref.flicker_mean)
+
+    def dump(self) -> dict[str, Any]:
+        return {"reference": None if self.reference is None else self.reference.to_dict()}
+
+    def restore(self, data: dict[str, Any]) -> None:
+        if data.get("reference"):
+            self._install_reference(Reference.from_dict(data["reference"]))
+            log.info("reference restored from state", extra={"model": self.model})
+
+    def _engine(self, segment: str) -> VerdictEngine:
+        eng = self._engines.get(segment)
+        if eng is None:
+            assert self.reference is not None
+            eng = self._engines[segment] = VerdictEngine(self.reference, self.config.detectors)
+        return eng
+
+    # -- per batch -----------------------------------------------------------------------------------------
+    def update(
+        self, events: Sequence[InferenceEvent], rows: NDArray[np.float64], result: ScoreResult, now: float
+    ) -> None:
+        ok = result.valid
+        ts = np.array([ev.timestamp_seconds for ev in events])
+        segments = [ev.segment for ev in events]
+        live = np.array(
+            [
+                np.nan if ev.prediction is None or ev.prediction.label is None else float(ev.prediction.label)
+                for ev in events
+            ]
+        )
+        shadow = np.where(np.isnan(live), np.nan, (live != result.predicted_class).astype(np.float64))
+        batch = SignalBatch.of(
+            features=rows,
+            timestamps_seconds=ts,
+            gamma=result.gamma,
+            flicker=result.flicker,
+            p_adj=result.p_adj,
+            shadow_disagreement=shadow,
+            predicted_class=result.predicted_class,
+            segment=segments,
+        ).take(ok)
+        if batch.size == 0:
+            return
+        self.windows.update(self.model, batch)
+        seg_arr = batch.segments
+        for seg in np.unique(seg_arr):
+            sel = seg_arr == seg
+            labels = (self.model, str(seg))
+            self.state.observe("harmonic_gamma", labels, batch.gamma[sel])
+            self.state.observe("harmonic_flicker", labels, batch.flicker[sel])
+            self.state.observe("harmonic_p_adj", labels, batch.p_adj[sel])
+        for ev, good in zip(events, ok, strict=True):
+            if good:
+                self.state.inc("harmonic_events_scored_total", (self.model, ev.model_version, ev.segment))
+        event_now = float(batch.timestamps_seconds.max())
+        if self.reference is None:
+            self._warm_up(batch)
+        else:
+            for seg in np.unique(seg_arr):
+                sel = seg_arr == seg
+                self._engine(str(seg)).update(
+                    gamma=batch.gamma[sel], flicker=batch.flicker[sel], features=batch.features[sel]
+                )
+        self._since_eval += batch.size
+        if self._since_eval >= self.config.detectors.every:
+            self._since_eval = 0
+            self.evaluate(event_now)
+
+    def _warm_up(self, batch: SignalBatch) -> None:
+        if self._builder is None:
+            self._builder = WarmupReferenceBuilder(
+                self.config.warmup_events, feature_names=self.feature_names, max_sample=self.config.reference_max_events
+            )
+        self._builder.update(
+            gamma=batch.gamma, flicker=batch.flicker, features=batch.features, predicted_class=batch.predicted_class
+        )
+        if self._builder.ready:
+            self._install_reference(self._builder.build())
+            log.info("reference built from the warm-up window", extra={"model": self.model})
+
+    # -- evaluation ----------------------------------------------------------------------------------------
+    def evaluate(self, now: float) -> None:
+        """Publish window gauges, verdicts and alert transitions for every segment."""
+        for model, segment in self.windows.keys:
+            snaps = self.windows.snapshot(model, segment, now)
+            for wname, snap in snaps.items():
+                labels = (self.model, segment, wname)
+                sig = snap.signals
+                self.state.set("harmonic_window_events", labels, snap.events)
+                if snap.events == 0:
+                    continue
+                self.state.set("harmonic_window_gamma_mean", labels, sig["gamma"].mean)
+                self.state.set("harmonic_window_gamma_p95", labels, _q(sig["gamma"].quantiles, 0.95))
+                self.state.set("harmonic_window_flicker_mean", labels, sig["flicker"].mean)
+                self.state.set("harmonic_window_stability", labels, 1.0 - sig["flicker"].mean)
+                self.state.set("harmonic_window_p_adj_mean", labels, sig["p_adj"].mean)
+                if sig["shadow_disagreement"].count:
+                    self.state.set("harmonic_window_shadow_disagreement_ratio", labels, sig["shadow_disagreement"].mean)
+            self._evaluate_segment(segment, snaps, now)
+
+    def _evaluate_segment(self, segment: str, snaps: dict[str, Any], now: float) -> None:
+        count = self.windows.count_window(self.model, segment)
+        shadow_vals = count.values("shadow_disagreement")
+        shadow_vals = shadow_vals[np.isfinite(shadow_vals)]
+        shadow_rate = float(shadow_vals.mean()) if shadow_vals.size >= 50 else 0.0
+        self._observe_alert(
+            SHADOW_ALERT,
+            segment,
+            shadow_rate > self.config.shadow_disagreement_threshold,
+            shadow_rate,
+            self.config.shadow_disagreement_threshold,
+            now,
+            detail=f"live server vs ONNX copy over the last {shadow_vals.size} events; a stale or wrong ONNX copy "
+            "invalidates every other signal",
+            verdict="shadow",
+        )
+        if self.reference is None or segment not in self._engines:
+            return
+        report = self._engines[segment].report
+        self.last_reports[segment] = report
+        self.state.clear_gauges("harmonic_drift_verdict", lambda lab: lab[:2] == (self.model, segment))
+        self.state.set("harmonic_drift_verdict", (self.model, segment, report.verdict.value), 1.0)
+        for st in self._engines[segment].states:
+            self.state.set("harmonic_drift_statistic", (self.model, segment, st.name), st.statistic)
+            if np.isfinite(st.p_value):
+                self.state.set("harmonic_drift_p_value", (self.model, segment, st.name), st.p_value)
+        gamma_now = float(np.nanmean(count.values("gamma")[-self.config.detectors.window :]))
+        top = tuple(name for name, _ in report.top_features)
+        self._observe_alert(
+            HARMFUL_ALERT,
+            segment,
+            report.verdict == Verdict.HARMFUL_SHIFT,
+            gamma_now,
+            self.reference.gamma_mean,
+            now,
+            top_features=top,
+            detail=report.message,
+            verdict="harmful",
+        )
+        self._observe_alert(
+            INPUT_ALERT,
+            segment,
+            report.verdict == Verdict.BENIGN_SHIFT,
+            gamma_now,
+            self.reference.gamma_mean,
+            now,
+            top_features=top,
+            detail=report.message,
+            verdict="benign",
+        )
+
+    def _observe_alert(
+        self,
+        rule: str,
+        segment: str,
+        condition: bool,
+        value: float,
+        reference: float,
+        now: float,
+        *,
+        top_features: Sequence[str] = (),
+        detail: str = "",
+        verdict: str = "harmful",
+    ) -> None:
+        ev = self.alerts.observe(
+            rule,
+            model=self.model,
+            segment=segment,
+            condition=condition,
+            value=value,
+            reference=reference,
+            now_seconds=now,
+            top_features=top_features,
+            detail=detail,
+            verdict=verdict,
+        )
+        firing = self.alerts.get(rule, model=self.model, segment=segment)
+        is_firing = firing is not None and firing.state.value == "firing"
+        self.state.set("harmonic_alerts_firing", (self.model, segment, rule), 1.0 if is_firing else 0.0)
+        if ev is None:
+            return
+        if ev.alert.state.value == "firing":
+            self.state.inc("harmonic_alerts_fired_total", (self.model, rule))
+        self.fired.append(ev)
+        log.warning(
+            "alert " + ev.alert.state.value,
+            extra={"alert": rule, "model": self.model, "segment": segment, "detail": detail},
+        )
+        if self.on_alert is not None:
+            self.on_alert(ev)
+
+    def verdict(self, segment: str) -> Verdict | None:
+        rep = self.last_reports.get(segment)
+        return None if rep is None else rep.verdict
+
+
+def _q(quantiles: Any, q: float) -> float:
+    if not quantiles:
+        return float("nan")
+    if q in quantiles:
+        return float(quantiles[q])
+    keys = sorted(quantiles)
+    return float(quantiles[min(keys, key=lambda k: abs(k - q))])

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The project's test command (README "Run the tests"; .ci/run calls exactly this).
+# On a fresh Debian 12 machine it: creates .venv, installs the package with its dev extra, fetches the real
+# services the integration tests start on 127.0.0.1 (Kafka 0.9 + ZooKeeper, Tansu, Alertmanager, Prometheus),
+# then runs format/lint/type checks and the whole pytest suite (unit, slow and integration; nothing skipped).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON="${PYTHON:-python3}"
+if [[ ! -x .venv/bin/python ]]; then
+    "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[dev]'
+
+bash scripts/install-services.sh
+bash scripts/install-alertmanager.sh
+
+echo "== ruff format --check"; .venv/bin/ruff format --check .
+echo "== ruff check";          .venv/bin/ruff check .
+echo "== mypy";                .venv/bin/mypy
+echo "== pytest";              .venv/bin/pytest -p no:cacheprovider "$@"
