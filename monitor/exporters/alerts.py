@@ -1,0 +1,367 @@
+"""Stage 6 (exporters): the alert engine — rules, per-(rule, model, segment) state, and transitions.
+
+Each evaluation the app tells the engine, per rule and per (model, segment), whether the rule's
+condition holds now (a drift detector fired, a disagreement rate is over its limit, ...) together
+with the numbers a person on call needs: the window value, the reference value, a test detail
+(``"KS p=1e-09"``) and the features that moved most. The engine turns that stream of booleans into
+alerts with Prometheus' semantics::
+
+    inactive --condition--> pending --held for `for_seconds`--> firing
+    firing --condition false for `resolve_after_seconds`--> resolved (then inactive again)
+
+* ``for_seconds`` stops one bad window from paging anyone; a pending alert whose condition drops
+  goes back to inactive silently.
+* ``resolve_after_seconds`` is the hysteresis: a firing alert resolves only after its condition
+  has been false *continuously* that long, so a condition that toggles on and off does not make
+  the alert flap between firing and resolved.
+* Deduplication: there is exactly one alert per fingerprint (rule, model, segment); observing a
+  held condition again updates its numbers and emits nothing.
+
+Only the two transitions that leave the process — *fired* and *resolved* — are returned as
+:class:`AlertEvent` objects; :mod:`monitor.exporters.delivery` sends them. The engine does no I/O
+and reads no clock: ``now_seconds`` (Unix epoch seconds, the timestamps go into ``startsAt`` and
+``endsAt``) is passed in on every call, so a list of booleans is enough to test it.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from monitor.errors import ConfigError
+
+__all__ = ["Alert", "AlertEngine", "AlertEvent", "AlertRule", "AlertState", "fingerprint"]
+
+# How a signal is named in human-readable annotations; other signals appear verbatim.
+_SIGNAL_DISPLAY: Mapping[str, str] = {"gamma": "γ", "gamma_logit": "γ (logit)", "p_adj": "P_adj"}
+
+
+class AlertState(enum.StrEnum):
+    """Where one alert is in its life cycle."""
+
+    INACTIVE = "inactive"
+    PENDING = "pending"
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRule:
+    """One alerting rule: what it is called, which signal it watches, and its timing.
+
+    Parameters
+    ----------
+    name : str
+        The ``alertname`` label, e.g. ``"HarmonicGammaDrift"``.
+    signal : str
+        The monitored signal, e.g. ``"gamma"``, ``"flicker"``, ``"shadow_disagreement"``.
+    for_seconds : float
+        How long the condition must hold before a pending alert fires (Prometheus ``for``); 0 fires
+        on the first observation.
+    resolve_after_seconds : float
+        Hysteresis: how long the condition must stay false before a firing alert resolves.
+    severity : str
+        The ``severity`` label, e.g. ``"warning"`` or ``"critical"``.
+    runbook_url : str
+        Optional link added as the ``runbook_url`` annotation.
+
+    Raises
+    ------
+    ConfigError
+        If a name is empty or a duration is negative or not finite.
+    """
+
+    name: str
+    signal: str
+    for_seconds: float = 60.0
+    resolve_after_seconds: float = 300.0
+    severity: str = "warning"
+    runbook_url: str = ""
+
+    def __post_init__(self) -> None:
+        for attr in ("name", "signal", "severity"):
+            if not getattr(self, attr).strip():
+                raise ConfigError(f"alert rule {attr} must be a non-empty string; got {getattr(self, attr)!r}")
+        for attr in ("for_seconds", "resolve_after_seconds"):
+            value = getattr(self, attr)
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(
+                    f"alert rule {self.name!r}: {attr} must be a finite number >= 0 seconds; got {value!r}"
+                )
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """An immutable snapshot of one alert, as the engine last saw it.
+
+    ``starts_at_seconds`` is when the condition first held (Prometheus' ``activeAt``, sent as
+    ``startsAt``); ``ends_at_seconds`` is set once the alert is resolved (sent as ``endsAt``).
+    ``verdict`` is fixed while the alert lives: it is a label, and a changed label set would be a
+    different alert to Alertmanager.
+    """
+
+    rule: AlertRule
+    model: str
+    segment: str
+    state: AlertState
+    value: float
+    reference: float
+    starts_at_seconds: float
+    top_features: tuple[str, ...] = ()
+    detail: str = ""
+    verdict: str = "harmful"
+    fired_at_seconds: float | None = None
+    ends_at_seconds: float | None = None
+    fingerprint: str = field(default="", compare=False)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The identifying label set: alertname, model, segment, signal, severity, verdict."""
+        return {
+            "alertname": self.rule.name,
+            "model": self.model,
+            "segment": self.segment,
+            "signal": self.rule.signal,
+            "severity": self.rule.severity,
+            "verdict": self.verdict,
+        }
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        """Human-readable context: summary, description, value, reference, top_features (+ runbook)."""
+        signal = _SIGNAL_DISPLAY.get(self.rule.signal, self.rule.signal)
+        summary = f"{signal} alert {self.rule.name} on model {self.model!r}, segment {self.segment!r}"
+        summary += f" ({self.verdict})"
+        description = f"{signal} window mean {self.value:.3g} vs reference {self.reference:.3g}"
+        if self.detail:
+            description += f" ({self.detail})"
+        if self.top_features:
+            description += f"; top features moved: {', '.join(self.top_features)}"
+        out = {
+            "summary": summary,
+            "description": description,
+            "value": f"{self.value:.6g}",
+            "reference": f"{self.reference:.6g}",
+            "top_features": ",".join(self.top_features),
+        }
+        if self.rule.runbook_url:
+            out["runbook_url"] = self.rule.runbook_url
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class AlertEvent:
+    """A transition that leaves the engine: ``alert.state`` is FIRING or RESOLVED."""
+
+    alert: Alert
+    previous: AlertState
+    at_seconds: float
+
+    @property
+    def fingerprint(self) -> str:
+        """The alert's identity (same for its fired and resolved events)."""
+        return self.alert.fingerprint
+
+
+def fingerprint(rule_name: str, model: str, segment: str) -> str:
+    """A stable 16-hex-digit identity for (rule, model, segment).
+
+    >>> fingerprint("GammaDrift", "credit", "eu") == fingerprint("GammaDrift", "credit", "eu")
+    True
+    >>> len(fingerprint("GammaDrift", "credit", "eu"))
+    16
+    """
+    key = "\x00".join((rule_name, model, segment)).encode("utf-8")
+    return hashlib.sha256(key).hexdigest()[:16]
+
+
+@dataclass(slots=True)
+class _Tracked:
+    """Mutable engine-side state of one pending or firing alert."""
+
+    alert: Alert
+    clear_since_seconds: float | None = None
+
+
+class AlertEngine:
+    """Evaluates alert rules against per-(model, segment) observations; pure, clock passed in.
+
+    Parameters
+    ----------
+    rules : iterable of AlertRule
+        The rules, with unique names.
+
+    Raises
+    ------
+    ConfigError
+        If there are no rules or two share a name.
+
+    Examples
+    --------
+    >>> engine = AlertEngine([AlertRule("GammaDrift", "gamma", for_seconds=60, resolve_after_seconds=120)])
+    >>> obs = dict(model="credit", segment="eu", value=0.08, reference=0.01)
+    >>> engine.observe("GammaDrift", condition=True, now_seconds=0, **obs) is None  # pending
+    True
+    >>> engine.observe("GammaDrift", condition=True, now_seconds=60, **obs).alert.state
+    <AlertState.FIRING: 'firing'>
+    >>> engine.observe("GammaDrift", condition=False, now_seconds=90, **obs) is None  # hysteresis
+    True
+    >>> engine.observe("GammaDrift", condition=False, now_seconds=210, **obs).alert.state
+    <AlertState.RESOLVED: 'resolved'>
+    >>> engine.fired_total, engine.resolved_total
+    (1, 1)
+    """
+
+    def __init__(self, rules: Iterable[AlertRule]) -> None:
+        by_name: dict[str, AlertRule] = {}
+        for rule in rules:
+            if rule.name in by_name:
+                raise ConfigError(f"alert rule names must be unique; {rule.name!r} appears twice")
+            by_name[rule.name] = rule
+        if not by_name:
+            raise ConfigError("AlertEngine needs at least one AlertRule; got none")
+        self._rules: Mapping[str, AlertRule] = by_name
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every alert and zero the counters."""
+        self._tracked: dict[str, _Tracked] = {}
+        self._fired_total = 0
+        self._resolved_total = 0
+
+    @property
+    def rules(self) -> tuple[AlertRule, ...]:
+        """The configured rules, in the order given."""
+        return tuple(self._rules.values())
+
+    @property
+    def fired_total(self) -> int:
+        """Alerts that went to FIRING since the last reset."""
+        return self._fired_total
+
+    @property
+    def resolved_total(self) -> int:
+        """Alerts that went from FIRING to RESOLVED since the last reset."""
+        return self._resolved_total
+
+    def observe(
+        self,
+        rule: str,
+        *,
+        model: str,
+        segment: str,
+        condition: bool,
+        value: float,
+        reference: float,
+        now_seconds: float,
+        top_features: Sequence[str] = (),
+        detail: str = "",
+        verdict: str = "harmful",
+    ) -> AlertEvent | None:
+        """Feed one evaluation of ``rule`` for (``model``, ``segment``); return the transition, if any.
+
+        Parameters
+        ----------
+        rule : str
+            Name of a configured :class:`AlertRule`.
+        model, segment : str
+            Which slice was evaluated (label values).
+        condition : bool
+            Whether the rule's condition holds in this evaluation.
+        value, reference : float
+            The window value and its reference (go into the annotations).
+        now_seconds : float
+            Evaluation time, Unix epoch seconds. A clock that steps back is tolerated (durations
+            never go negative).
+        top_features : sequence of str
+            Names of the features that moved most, most moved first.
+        detail : str
+            Extra evidence for the description, e.g. ``"KS p=1e-09"``.
+        verdict : str
+            ``"harmful"`` or ``"benign"`` (or another short word); fixed when the alert goes pending.
+
+        Returns
+        -------
+        AlertEvent or None
+            An event when the alert fired or resolved in this evaluation; otherwise None
+            (pending, still firing, still inactive, hysteresis running).
+
+        Raises
+        ------
+        ConfigError
+            If no rule is called ``rule``.
+        """
+        spec = self._rules.get(rule)
+        if spec is None:
+            raise ConfigError(f"no alert rule named {rule!r}; configured rules: {sorted(self._rules)}")
+        fp = fingerprint(rule, model, segment)
+        tracked = self._tracked.get(fp)
+        features = tuple(top_features)
+
+        if tracked is None:
+            if not condition:
+                return None
+            alert = Alert(
+                rule=spec,
+                model=model,
+                segment=segment,
+                state=AlertState.PENDING,
+                value=float(value),
+                reference=float(reference),
+                starts_at_seconds=now_seconds,
+                top_features=features,
+                detail=detail,
+                verdict=verdict,
+                fingerprint=fp,
+            )
+            tracked = self._tracked[fp] = _Tracked(alert)
+            return self._maybe_fire(tracked, now_seconds)
+
+        # Deduplicated: same alert, latest numbers (the labels, verdict included, stay as they were).
+        tracked.alert = replace(
+            tracked.alert, value=float(value), reference=float(reference), top_features=features, detail=detail
+        )
+        if tracked.alert.state is AlertState.PENDING:
+            if not condition:
+                # A pending alert that lost its condition was never announced: drop it silently.
+                del self._tracked[fp]
+                return None
+            return self._maybe_fire(tracked, now_seconds)
+
+        # FIRING: the hysteresis clock runs only while the condition is continuously false.
+        if condition:
+            tracked.clear_since_seconds = None
+            return None
+        if tracked.clear_since_seconds is None:
+            tracked.clear_since_seconds = now_seconds
+        if now_seconds - tracked.clear_since_seconds < spec.resolve_after_seconds:
+            return None
+        del self._tracked[fp]
+        self._resolved_total += 1
+        resolved = replace(tracked.alert, state=AlertState.RESOLVED, ends_at_seconds=now_seconds)
+        return AlertEvent(alert=resolved, previous=AlertState.FIRING, at_seconds=now_seconds)
+
+    def _maybe_fire(self, tracked: _Tracked, now_seconds: float) -> AlertEvent | None:
+        alert = tracked.alert
+        if now_seconds - alert.starts_at_seconds < alert.rule.for_seconds:
+            return None
+        tracked.alert = replace(alert, state=AlertState.FIRING, fired_at_seconds=now_seconds)
+        self._fired_total += 1
+        return AlertEvent(alert=tracked.alert, previous=AlertState.PENDING, at_seconds=now_seconds)
+
+    def get(self, rule: str, *, model: str, segment: str) -> Alert | None:
+        """The pending or firing alert for (rule, model, segment), or None when inactive."""
+        tracked = self._tracked.get(fingerprint(rule, model, segment))
+        return None if tracked is None else tracked.alert
+
+    def active(self) -> tuple[Alert, ...]:
+        """Every pending or firing alert, sorted by (rule, model, segment); read-only snapshots."""
+        alerts = (t.alert for t in self._tracked.values())
+        return tuple(sorted(alerts, key=lambda a: (a.rule.name, a.model, a.segment)))
+
+    def firing(self) -> tuple[Alert, ...]:
+        """The firing subset of :meth:`active`."""
+        return tuple(a for a in self.active() if a.state is AlertState.FIRING)

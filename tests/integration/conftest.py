@@ -1,0 +1,60 @@
+"""Fixtures for the integration tests: real Kafka brokers (see ``brokers.py``) and fresh topics.
+
+``kafka_broker`` runs a test once per broker (ids ``kafka09`` and ``tansu``); ``kafka09_broker`` is
+the same running Kafka 0.9 for tests that need a restart. Brokers start on first use and stay up for
+the whole session; a missing binary fails the test with the install command, it is never skipped.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.brokers import Broker, BrokerPool, Kafka09Broker
+
+#: Partitions of the topic the ``topic`` fixture creates.
+TOPIC_PARTITIONS = 4
+
+
+@pytest.fixture(scope="session")
+def broker_pool() -> Iterator[BrokerPool]:
+    """Every broker started during the session; all stopped when it ends."""
+    with BrokerPool() as pool:
+        yield pool
+
+
+@pytest.fixture(scope="session", params=["kafka09", "tansu"], ids=["kafka09", "tansu"])
+def kafka_broker(request: pytest.FixtureRequest, broker_pool: BrokerPool) -> Broker:
+    """A running broker; tests using it run once against Kafka 0.9.0.1 and once against Tansu."""
+    name: str = request.param
+    return broker_pool.get(name)
+
+
+@pytest.fixture(scope="session")
+def kafka09_broker(broker_pool: BrokerPool) -> Kafka09Broker:
+    """The running Kafka 0.9.0.1 (the same one ``kafka_broker[kafka09]`` gives), for restart tests."""
+    broker = broker_pool.get("kafka09")
+    assert isinstance(broker, Kafka09Broker)
+    return broker
+
+
+def _fresh_topic(broker: Broker, request: pytest.FixtureRequest) -> str:
+    # Test name in the topic helps when reading broker logs; Kafka topic names allow [a-zA-Z0-9._-].
+    stem = "".join(c if c.isalnum() else "-" for c in request.node.name)[:80].strip("-")
+    name = f"{stem}-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(name, TOPIC_PARTITIONS)
+    return name
+
+
+@pytest.fixture
+def topic(kafka_broker: Broker, request: pytest.FixtureRequest) -> str:
+    """A new topic with 4 partitions on ``kafka_broker``, unique to this test."""
+    return _fresh_topic(kafka_broker, request)
+
+
+@pytest.fixture
+def kafka09_topic(kafka09_broker: Kafka09Broker, request: pytest.FixtureRequest) -> str:
+    """A new topic with 4 partitions on ``kafka09_broker``, unique to this test."""
+    return _fresh_topic(kafka09_broker, request)
