@@ -16,12 +16,11 @@ from numpy.typing import NDArray
 from monitor.errors import ConfigError, ModelError
 from monitor.metrics.balls import ball_directions, parse_ball
 from monitor.metrics.gamma import (
+    LOG_FLOOR,
     OutputKind,
     check_output,
     default_output,
     gamma_from_values,
-    log_proba_values,
-    target_values,
 )
 from monitor.model.base import ModelOutput, Predictor
 from monitor.model.standardize import Standardizer
@@ -182,13 +181,19 @@ class RobustnessScorer:
             assert out.label is not None
             labels = out.label
             klass = labels[:b]
-            # the class predicted at the centre is read at every ball point
-            per_row = np.concatenate([klass, np.repeat(klass, m)])
-            f = target_values(_head(out, b * (1 + m)), self.output, per_row)
-            gamma = gamma_from_values(f[:b], f[b:].reshape(b, m, -1))
-            if out.proba is not None or out.logits is not None:
-                lp = log_proba_values(_head(out, b * (1 + m)), per_row)
-                gamma_logit = gamma_from_values(lp[:b], lp[b:].reshape(b, m, -1))
+            # f (and the log-probability for P_adj) is read at the class predicted at the centre, at the centre and
+            # at every ball point. Gather (B, 1) and (B, m, 1) straight from the output tables: no per-row class
+            # array, and the probability column is gathered once even when it serves both γ and γ_logit.
+            f_centre, f_ball = _target_pair(out, self.output, labels, b, m)
+            gamma = gamma_from_values(f_centre, f_ball)
+            log_pair: tuple[NDArray[np.float32], NDArray[np.float32]] | None = None
+            if out.logits is not None:
+                log_pair = _pick(out.logits, klass, b, m)
+            elif out.proba is not None:
+                p_centre, p_ball = (f_centre, f_ball) if self.output == "proba" else _pick(out.proba, klass, b, m)
+                log_pair = _log_floor(p_centre), _log_floor(p_ball)
+            if log_pair is not None:
+                gamma_logit = gamma_from_values(*log_pair)
                 prob = (
                     out.proba[np.arange(b), klass].astype(np.float64) if out.proba is not None else np.full(b, np.nan)
                 )
@@ -224,11 +229,30 @@ class RobustnessScorer:
         return res
 
 
-def _head(out: ModelOutput, rows: int) -> ModelOutput:
-    """The first ``rows`` rows of every array in a ModelOutput (views, no copies)."""
-    return ModelOutput(
-        label=None if out.label is None else out.label[:rows],
-        proba=None if out.proba is None else out.proba[:rows],
-        logits=None if out.logits is None else out.logits[:rows],
-        value=None if out.value is None else out.value[:rows],
-    )
+def _pick(
+    table: NDArray[np.float32], klass: NDArray[np.int64], b: int, m: int
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """Column ``klass[e]`` of a (rows, C) output table at each event's centre and ball points: (B, 1), (B, m, 1).
+
+    Same values as :func:`monitor.metrics.gamma.target_values` with the centre class repeated per row, without
+    materialising that per-row class array.
+    """
+    centre = np.take_along_axis(table[:b], klass[:, None], axis=1)
+    ball = np.take_along_axis(table[b : b * (1 + m)].reshape(b, m, -1), klass[:, None, None], axis=2)
+    return centre, ball
+
+
+def _target_pair(
+    out: ModelOutput, output: OutputKind, labels: NDArray[np.int64], b: int, m: int
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """f at the centres (B, 1) and at the ball points (B, m, 1) for a classifier (proba, logit or label)."""
+    if output == "label":
+        return labels[:b].astype(np.float32)[:, None], labels[b : b * (1 + m)].astype(np.float32).reshape(b, m, 1)
+    table = out.proba if output == "proba" else out.logits
+    assert table is not None
+    return _pick(table, labels[:b], b, m)
+
+
+def _log_floor(p: NDArray[np.float32]) -> NDArray[np.float32]:
+    """log(max(p, LOG_FLOOR)) in float32, as :func:`monitor.metrics.gamma.log_proba_values` computes it."""
+    return np.log(np.maximum(p, LOG_FLOOR, dtype=np.float32))

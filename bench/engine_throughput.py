@@ -1,0 +1,298 @@
+"""Engine throughput (issue 2): scored events/s of :class:`RobustnessScorer` against the onnxruntime-alone bound.
+
+For a GradientBoosting (100 trees), an MLP and a logistic-regression classifier on 20 synthetic features, and for
+each batch size B, this script measures in ONE process, interleaved repeat by repeat:
+
+- **scorer**: ``B / time(scorer.score(batch))`` — the whole job: build the B·(1+m+K) rows, one ``evaluate``,
+  γ, γ_logit, flicker, P_adj;
+- **bound**: ``B / time(session.run(rows))`` — onnxruntime alone, on the very rows the job evaluates (a copy of
+  ``scorer.build_rows(batch)``: centres, ball points, flicker copies), in one ``run`` call, on the very session
+  the scorer uses (same threads, same outputs);
+- **naive loops**, timed on a few events: *ORT per event* (one ``session.run`` of that event's 1+m+K rows, numpy
+  per event), *ORT per point* (one ``session.run`` per evaluated row) and *sklearn per point* (the original
+  estimator's ``predict_proba`` per evaluated row), all computing the same scores;
+- **noise draw share**: the scorer's Gaussian draw alone (B·K·n float32 normals) as a share of the scorer's time.
+
+It prints a markdown table and the machine. Usage::
+
+    .venv/bin/python bench/engine_throughput.py                      # the table in docs/BENCHMARKS.md
+    .venv/bin/python bench/engine_throughput.py --batch-sizes 256 --threads 1 --models lr
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import sklearn
+from numpy.typing import NDArray
+from skl2onnx import to_onnx
+from sklearn.datasets import make_classification
+from sklearn.ensemble import GradientBoostingClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.neural_network import MLPClassifier
+
+from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
+from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
+from monitor.model.standardize import Standardizer
+
+N_FEATURES = 20
+LOG_FLOOR = 1e-7
+
+
+@dataclass(frozen=True)
+class Spec:
+    key: str
+    label: str
+    zipmap: bool  # convert with skl2onnx's default ZipMap output (OnnxModel rewrites it away at load time)
+    make: Callable[[], object]
+
+
+SPECS = (
+    Spec(
+        "gb",
+        "GradientBoosting (100 trees, depth 3)",
+        True,
+        lambda: GradientBoostingClassifier(n_estimators=100, random_state=0),
+    ),
+    Spec("mlp", "MLP (20-64-64-2, relu)", False, lambda: MLPClassifier((64, 64), max_iter=300, random_state=0)),
+    Spec("lr", "LogisticRegression", False, lambda: LogisticRegression(max_iter=1000)),
+)
+
+
+def machine() -> str:
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (
+        f"{cpu}, {cores} cores available, {platform.system()} {platform.release()}; Python {platform.python_version()}, "
+        f"numpy {np.__version__}, onnxruntime {ort.__version__}, scikit-learn {sklearn.__version__}"
+    )
+
+
+def train(spec: Spec, est: object, x: NDArray[np.float64], y: NDArray[np.int64], folder: Path) -> Path:
+    """Fit ``est`` and write its ONNX conversion (opset 17) to ``folder``."""
+    est.fit(x, y)  # type: ignore[attr-defined]
+    options = None if spec.zipmap else {id(est): {"zipmap": False}}
+    onx = to_onnx(est, x[:1].astype(np.float32), options=options, target_opset=17)
+    path = folder / f"{spec.key}.onnx"
+    path.write_bytes(onx.SerializeToString())
+    return path
+
+
+def median_times(fns: list[Callable[[], object]], min_repeats: int, min_seconds: float) -> list[float]:
+    """Median wall time of each fn, calling them interleaved (so drift in the machine hits all alike)."""
+    for fn in fns:  # warm-up: allocations, onnxruntime's first-run arenas
+        fn()
+        fn()
+    samples: list[list[float]] = [[] for _ in fns]
+    start = time.perf_counter()
+    while len(samples[0]) < min_repeats or time.perf_counter() - start < min_seconds:
+        for fn, acc in zip(fns, samples, strict=True):
+            t0 = time.perf_counter()
+            fn()
+            acc.append(time.perf_counter() - t0)
+    return [statistics.median(s) for s in samples]
+
+
+def naive_per_event(
+    model: OnnxModel, scorer: RobustnessScorer, centres: NDArray[np.float32], seed: int
+) -> NDArray[np.float64]:
+    """One session.run per event (its 1+m+K rows), numpy per event. Returns γ per event (for a cross-check)."""
+    session, names, inp = model._session, model._run_names, model.input_name  # the scorer's own session
+    offsets, noise_scale, k, steps = (
+        scorer.offsets,
+        scorer._noise_scale,
+        scorer.config.flicker_copies,
+        scorer.config.steps,
+    )
+    m = offsets.shape[0]
+    rng = np.random.default_rng(seed)
+    gammas = []
+    for x in centres:
+        noise = rng.standard_normal((k, x.shape[0]), dtype=np.float32) * noise_scale + x
+        rows = np.vstack([x[None, :], x + offsets, noise])
+        labels, proba = session.run(names, {inp: rows})
+        c = int(np.argmax(proba[0]))
+        f = proba[:, c].astype(np.float64)
+        gamma = abs(f[0] - f[1 : 1 + m].mean())
+        lp = np.log(np.maximum(f[: 1 + m], LOG_FLOOR))
+        p_adj = f[0] * np.exp(-steps * abs(lp[0] - lp[1:].mean()))
+        flicker = float(np.mean(np.argmax(proba[1 + m :], axis=1) != c))
+        gammas.append(gamma)
+        del p_adj, flicker, labels
+    return np.array(gammas)
+
+
+def naive_per_point(model: OnnxModel, scorer: RobustnessScorer, centres: NDArray[np.float32], seed: int) -> None:
+    """One session.run per evaluated row: the centre, each ball point, each flicker copy."""
+    session, names, inp = model._session, model._run_names, model.input_name
+    offsets, noise_scale, k, steps = (
+        scorer.offsets,
+        scorer._noise_scale,
+        scorer.config.flicker_copies,
+        scorer.config.steps,
+    )
+    rng = np.random.default_rng(seed)
+    for x in centres:
+        p0 = session.run(names, {inp: x[None, :]})[1][0]
+        c = int(np.argmax(p0))
+        ball = [float(session.run(names, {inp: (x + o)[None, :]})[1][0, c]) for o in offsets]
+        gamma = abs(float(p0[c]) - sum(ball) / len(ball))
+        lp = [np.log(max(v, LOG_FLOOR)) for v in ball]
+        p_adj = float(p0[c]) * np.exp(-steps * abs(np.log(max(float(p0[c]), LOG_FLOOR)) - sum(lp) / len(lp)))
+        flips = 0
+        for _ in range(k):
+            noisy = x + noise_scale * rng.standard_normal(x.shape[0], dtype=np.float32)
+            flips += int(np.argmax(session.run(names, {inp: noisy[None, :]})[1][0]) != c)
+        del gamma, p_adj, flips
+
+
+def naive_sklearn_per_point(est: object, scorer: RobustnessScorer, centres: NDArray[np.float32], seed: int) -> None:
+    """The loop a notebook would hold: the original scikit-learn model's predict_proba once per evaluated row."""
+    predict = est.predict_proba  # type: ignore[attr-defined]
+    offsets, noise_scale, k = scorer.offsets, scorer._noise_scale, scorer.config.flicker_copies
+    rng = np.random.default_rng(seed)
+    for x in centres:
+        p0 = predict(x[None, :])[0]
+        c = int(np.argmax(p0))
+        ball = [float(predict((x + o)[None, :])[0, c]) for o in offsets]
+        flips = sum(
+            int(np.argmax(predict((x + noise_scale * rng.standard_normal(x.shape[0]))[None, :])[0]) != c)
+            for _ in range(k)
+        )
+        del ball, flips
+
+
+@dataclass
+class Row:
+    label: str
+    threads: int
+    batch: int
+    scorer_eps: float
+    bound_eps: float
+    rng_share: float
+
+
+def measure(
+    spec: Spec,
+    est: object,
+    path: Path,
+    threads: int,
+    data: tuple[Standardizer, NDArray[np.float32]],
+    args: argparse.Namespace,
+) -> tuple[list[Row], tuple[float, float, float, float]]:
+    """Table rows for one (model, threads) pair, and the naive loops' events/s plus the scorer's at the largest B."""
+    standardizer, pool = data
+    model = OnnxModel(path, OnnxRuntimeOptions(intra_op_threads=threads))
+    scorer = RobustnessScorer(model, standardizer, ScoringConfig())  # simplex+anti (42 points), K = 32
+    session, names, inp = model._session, model._run_names, model.input_name  # the scorer's own session
+    n, k = model.n_features, scorer.config.flicker_copies
+    rows: list[Row] = []
+    for b in args.batch_sizes:
+        batch = pool[:b]
+        feed = {inp: scorer.build_rows(batch).copy()}  # the very rows the job evaluates
+        noise = np.empty((b * k, n), dtype=np.float32)
+        rng = np.random.default_rng(0)
+        t_score, t_bound, t_rng = median_times(
+            [
+                partial(scorer.score, batch),
+                partial(session.run, names, feed),
+                partial(rng.standard_normal, out=noise, dtype=np.float32),  # the scorer's draw, alone
+            ],
+            args.min_repeats,
+            args.min_seconds,
+        )
+        rows.append(Row(spec.label, threads, b, b / t_score, b / t_bound, t_rng / t_score))
+        print(
+            f"  {spec.key} threads={threads} B={b}: {rows[-1].scorer_eps:,.0f} vs {rows[-1].bound_eps:,.0f}", flush=True
+        )
+
+    ev, pts = pool[: args.naive_events], pool[: args.naive_point_events]
+    (t_event,) = median_times([lambda: naive_per_event(model, scorer, ev, 1)], 3, 0.0)
+    (t_point,) = median_times([lambda: naive_per_point(model, scorer, pts, 1)], 1, 0.0)
+    (t_skl,) = median_times([lambda: naive_sklearn_per_point(est, scorer, pts, 1)], 1, 0.0)
+    # cross-check: the naive loop computes the same γ as the scorer (the ball is deterministic)
+    gap = float(np.max(np.abs(naive_per_event(model, scorer, ev, 1) - scorer.score(ev).gamma)))
+    assert gap < 1e-5, f"naive loop and scorer disagree on gamma by {gap}"
+    return rows, (len(ev) / t_event, len(pts) / t_point, len(pts) / t_skl, rows[-1].scorer_eps)
+
+
+def times(ratio: float) -> str:
+    return f"{ratio:.1f}×" if ratio < 10 else f"{ratio:,.0f}×"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--models", default="gb,mlp,lr", help="comma list of gb, mlp, lr")
+    ap.add_argument("--batch-sizes", default="64,256,1024", type=lambda v: [int(b) for b in v.split(",")])
+    ap.add_argument(
+        "--threads",
+        default="1,0",
+        type=lambda v: [int(t) for t in v.split(",")],
+        help="intra_op_threads values, applied to the scorer and the bound alike (0 = onnxruntime's default)",
+    )
+    ap.add_argument("--min-seconds", type=float, default=1.0, help="minimum timing per (model, threads, B) cell")
+    ap.add_argument("--min-repeats", type=int, default=7)
+    ap.add_argument("--naive-events", type=int, default=64, help="events timed in the one-run-per-event loop")
+    ap.add_argument("--naive-point-events", type=int, default=4, help="events timed in the one-run-per-point loops")
+    args = ap.parse_args(argv)
+    specs = [s for s in SPECS if s.key in args.models.split(",")]
+
+    x, y = make_classification(n_samples=6000, n_features=N_FEATURES, n_informative=12, random_state=0)
+    x_train, y_train, pool = x[:4000], y[:4000], x[4000:].astype(np.float32)
+    data = (Standardizer.fit(x_train), pool)
+    print(f"machine: {machine()}", flush=True)
+
+    table: list[Row] = []
+    naive: list[tuple[str, int, tuple[float, float, float, float]]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in specs:
+            est = spec.make()
+            path = train(spec, est, x_train, y_train, Path(tmp))
+            for threads in args.threads:
+                rows, loops = measure(spec, est, path, threads, data, args)
+                table += rows
+                naive.append((spec.label, threads, loops))
+
+    thr = {0: "default"}
+    print("\n| model | intra-op threads | B | scorer events/s | bound events/s | scorer / bound | noise draw share |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in table:
+        print(
+            f"| {r.label} | {thr.get(r.threads, r.threads)} | {r.batch} | {r.scorer_eps:,.0f} | {r.bound_eps:,.0f} "
+            f"| {r.scorer_eps / r.bound_eps:.2f} | {r.rng_share:.0%} |"
+        )
+    big = args.batch_sizes[-1]
+    print(
+        f"\n| model | intra-op threads | naive ORT 1 run/event | naive ORT 1 run/point | naive sklearn 1 call/point "
+        f"| scorer, B={big} | × ORT/event | × ORT/point | × sklearn/point |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for label, threads, (per_event, per_point, skl, best) in naive:
+        print(
+            f"| {label} | {thr.get(threads, threads)} | {per_event:,.0f} | {per_point:,.0f} | {skl:,.0f} | {best:,.0f} "
+            f"| {times(best / per_event)} | {times(best / per_point)} | {times(best / skl)} |"
+        )
+    print("\n(events/s; 75 model rows per event: 1 centre + 42 ball points + 32 flicker copies)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
