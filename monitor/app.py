@@ -31,7 +31,7 @@ from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
 from monitor.sampler.base import Sampler
 from monitor.source.base import Positions, RawRecord, Sink, Source
-from monitor.source.decode import EventDecoder, KServeJoiner, ModelSchema
+from monitor.source.decode import INVALID_REASONS, EventDecoder, KServeJoiner, ModelSchema
 from monitor.watch import ModelWatch, WatchConfig
 
 log = logging.getLogger("monitor.app")
@@ -49,7 +49,8 @@ class ModelRuntime:
     scorer: RobustnessScorer | None = None
     watch: ModelWatch | None = None
     warmup: list[NDArray[np.float64]] = field(default_factory=list)
-    pending: list[InferenceEvent] = field(default_factory=list)
+    #: sampled events waiting for the next micro-batch, each with its shadow disagreement (NaN, 0 or 1)
+    pending: list[tuple[InferenceEvent, float]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -168,6 +169,11 @@ class Pipeline:
         self._oldest_pending: float | None = None
         self._last_persist = self.clock()
         self._restore()
+        # pre-register the bounded label sets at 0, so rate() sees the first increment of every series
+        for reason in INVALID_REASONS:
+            self.state.inc("harmonic_events_invalid_total", ("unknown", reason), 0.0)
+        for rt in runtimes:
+            self.state.inc("harmonic_events_consumed_total", (rt.name,), 0.0)
         for rt in self.runtimes.values():
             rt.watch = ModelWatch(
                 rt.name,
@@ -277,14 +283,14 @@ class Pipeline:
             if rt.scorer is None:
                 self._warm_up(rt, evs)
                 continue
-            disagree = self._shadow(rt, evs)
-            for ev, force in zip(evs, disagree, strict=True):
+            shadow = self._shadow(rt, evs)
+            for ev, disagreement in zip(evs, shadow, strict=True):
                 # the ONNX copy and the live server disagree: always score it (a stale copy must show)
-                weight = self.sampler.sample(ev, now, force=force)
+                weight = self.sampler.sample(ev, now, force=disagreement == 1.0)
                 if weight <= 0:
                     continue
                 self.state.inc("harmonic_events_sampled_total", (ev.model,))
-                rt.pending.append(ev)
+                rt.pending.append((ev, disagreement))
                 if self._oldest_pending is None:
                     self._oldest_pending = now
 
@@ -296,22 +302,30 @@ class Pipeline:
             log.info("warm-up complete; standardizer fitted", extra={"model": rt.name})
             self.persist()
 
-    def _shadow(self, rt: ModelRuntime, evs: Sequence[InferenceEvent]) -> list[bool]:
-        """Compare live predicted labels with the ONNX copy's (class indices) for the events that carry one."""
+    def _shadow(self, rt: ModelRuntime, evs: Sequence[InferenceEvent]) -> list[float]:
+        """Shadow agreement (SPEC §4): per event NaN (no live label), 0.0 (agrees) or 1.0 (disagrees).
+
+        The live label is the server's class *value*; it is compared with the ONNX copy's own label output when
+        the model has one, else with the predicted class index. One centre-only model call per model per poll.
+        """
         idx = [i for i, ev in enumerate(evs) if ev.prediction is not None and ev.prediction.label is not None]
-        flags = [False] * len(evs)
+        flags = [float("nan")] * len(evs)
         if not idx or rt.model.kind != "classifier":
             return flags
         rows = np.vstack([evs[i].features for i in idx]).astype(np.float32)
         out = rt.model.evaluate(rows)
         self.state.inc("harmonic_model_evaluations_total", (rt.name, "shadow"), float(len(idx)))
-        assert out.label is not None
-        live = np.array([evs[i].prediction.label for i in idx], dtype=np.int64)  # type: ignore[union-attr]
-        mismatch = live != out.label
+        ours = out.raw_label if out.raw_label is not None else out.label
+        assert ours is not None
+        live = [evs[i].prediction.label for i in idx]  # type: ignore[union-attr]
+        if ours.dtype.kind in "iub":
+            mismatch = np.asarray(live, dtype=np.int64) != ours.astype(np.int64)
+        else:
+            mismatch = np.array([str(a) != str(b) for a, b in zip(live, ours, strict=True)])
         self.state.inc("harmonic_shadow_compared_total", (rt.name,), float(len(idx)))
         self.state.inc("harmonic_shadow_disagreements_total", (rt.name,), float(mismatch.sum()))
         for j, i in enumerate(idx):
-            flags[i] = bool(mismatch[j])
+            flags[i] = 1.0 if mismatch[j] else 0.0
         return flags
 
     def flush(self) -> None:
@@ -344,8 +358,10 @@ class Pipeline:
         )
         return result
 
-    def _score_batch(self, rt: ModelRuntime, batch: list[InferenceEvent]) -> None:
+    def _score_batch(self, rt: ModelRuntime, pending: list[tuple[InferenceEvent, float]]) -> None:
         started = time.perf_counter()
+        batch = [ev for ev, _ in pending]
+        shadow = np.array([d for _, d in pending])
         rows = np.vstack([ev.features for ev in batch])
         result = self._score_rows(rt, rows, purpose="events")
         self.state.observe("harmonic_score_batch_duration_seconds", (rt.name,), [time.perf_counter() - started])
@@ -354,7 +370,7 @@ class Pipeline:
             "harmonic_event_lag_seconds", (rt.name,), np.array([max(0.0, now - ev.timestamp_seconds) for ev in batch])
         )
         assert rt.watch is not None
-        rt.watch.update(batch, rows, result, now)
+        rt.watch.update(batch, rows, result, shadow)
         for hook in self.scored_hooks:
             hook(rt, rows, result, now)
         if self.settings.kafka.scores_topic and self.sink is not None:

@@ -161,18 +161,16 @@ class ModelWatch:
 
     # -- per batch -----------------------------------------------------------------------------------------
     def update(
-        self, events: Sequence[InferenceEvent], rows: NDArray[np.float64], result: ScoreResult, now: float
+        self,
+        events: Sequence[InferenceEvent],
+        rows: NDArray[np.float64],
+        result: ScoreResult,
+        shadow: NDArray[np.float64],
     ) -> None:
+        """Feed one scored micro-batch; ``shadow`` is per event NaN (no live label), 0 (agrees) or 1."""
         ok = result.valid
         ts = np.array([ev.timestamp_seconds for ev in events])
         segments = [ev.segment for ev in events]
-        live = np.array(
-            [
-                np.nan if ev.prediction is None or ev.prediction.label is None else float(ev.prediction.label)
-                for ev in events
-            ]
-        )
-        shadow = np.where(np.isnan(live), np.nan, (live != result.predicted_class).astype(np.float64))
         batch = SignalBatch.of(
             features=rows,
             timestamps_seconds=ts,

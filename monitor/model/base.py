@@ -26,12 +26,15 @@ class ModelOutput:
     proba : (B, C) float32 class probabilities (classifiers), else None.
     logits : (B, C) float32 raw scores when the model exposes them, else None.
     value : (B, D) float32 regression outputs (regressors), else None.
+    raw_label : (B,) the model's own label output (class *values*, int or str) when it has one, else None —
+        what a live server reports, so shadow agreement compares against this, not the index.
     """
 
     label: NDArray[np.int64] | None = None
     proba: NDArray[np.float32] | None = None
     logits: NDArray[np.float32] | None = None
     value: NDArray[np.float32] | None = None
+    raw_label: NDArray[np.generic] | None = None
 
     def __len__(self) -> int:
         for arr in (self.label, self.proba, self.logits, self.value):

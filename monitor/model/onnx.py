@@ -6,7 +6,9 @@ Supported signatures
 - classifiers: a probability tensor ``[batch, C]``, or the ZipMap (sequence of maps) that skl2onnx emits by
   default — the graph is rewritten at load time to expose the tensor feeding the ZipMap, so the hot path never
   converts Python dicts; optionally a label output and a logits output (an output whose name contains "logit");
-- regressors: float outputs ``[batch]`` or ``[batch, D]``.
+  a classifier may also expose logits alone (labels are then their argmax);
+- regressors: float outputs ``[batch]`` or ``[batch, D]`` (any name without "logit" when there is no probability
+  or label output beside them).
 """
 
 from __future__ import annotations
@@ -176,7 +178,18 @@ class OnnxModel:
                 )
         if self._proba_name is None and self._label_name is not None and value_names:
             self._proba_name = value_names.pop(0)  # classifier with an unnamed probability tensor
-        if self._proba_name is not None or self._label_name is not None:
+        if (
+            self._logits_name is not None
+            and self._proba_name is None
+            and self._label_name is None
+            and "logit" not in self._logits_name.lower()
+        ):
+            # "raw" alone does not make a classifier: with no probabilities or labels beside it, an output such as
+            # 'raw_score' is a regression value (keep the graph's output order)
+            order = {o.name: i for i, o in enumerate(outputs)}
+            value_names = sorted([*value_names, self._logits_name], key=order.__getitem__)
+            self._logits_name = None
+        if self._proba_name is not None or self._label_name is not None or self._logits_name is not None:
             self._kind: ModelKind = "classifier"
             self._value_names: list[str] = []
         elif value_names:
@@ -275,4 +288,5 @@ class OnnxModel:
                     "probabilities; export the probability output"
                 )
             label = raw.astype(np.int64).reshape(-1)
-        return ModelOutput(label=label, proba=proba, logits=logits)
+        raw_label = None if self._label_name is None else np.asarray(out[self._label_name]).reshape(-1)
+        return ModelOutput(label=label, proba=proba, logits=logits, raw_label=raw_label)

@@ -1,0 +1,80 @@
+"""Stage 2 boundary: which decoded events get scored, and how to scale sampled counts back up.
+
+A :class:`Sampler` sees every valid event once, in arrival order, with the pipeline's clock reading ``now``
+(epoch seconds). It answers with a weight: 0.0 means "drop", anything else means "score this event" and is the
+event's Horvitz–Thompson weight (1 / its inclusion probability; 1.0 for a forced keep). ``snapshot()`` reads the
+counters behind the ``sampled fraction`` metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from monitor.events import InferenceEvent
+
+
+@dataclass(frozen=True, slots=True)
+class StratumStats:
+    """Counts for one (model, stratum); the stratum is the live predicted class, ``"none"``, ``"other"`` or ``"all"``.
+
+    Attributes
+    ----------
+    seen_total, kept_total, forced_total : monotone counters since ``reset()`` (``forced`` ⊆ ``kept``).
+    seen_recent, kept_recent : the same over the sliding ``horizon_seconds``.
+    fraction : kept_recent / seen_recent (1.0 before anything was seen) — the sampled-fraction metric.
+    weight : 1 / fraction — multiply a sampled count or rate by it to estimate the offered one.
+    probability : the current acceptance probability of a non-forced event.
+    """
+
+    seen_total: int
+    kept_total: int
+    forced_total: int
+    seen_recent: int
+    kept_recent: int
+    fraction: float
+    weight: float
+    probability: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSamplingStats:
+    """One model's budget and counts; the totals and ``fraction`` sum over ``strata``."""
+
+    model: str
+    target_per_second: float
+    offered_per_second: float
+    seen_total: int
+    kept_total: int
+    forced_total: int
+    seen_recent: int
+    kept_recent: int
+    fraction: float
+    weight: float
+    strata: Mapping[str, StratumStats]
+
+
+class Sampler(Protocol):
+    """Decides which events are scored."""
+
+    def sample(self, event: InferenceEvent, now: float, *, force: bool = False) -> float:
+        """Return 0.0 to drop ``event``, else its weight (> 0) to score it. ``force=True`` always keeps it."""
+
+    def snapshot(self) -> Mapping[str, ModelSamplingStats]:
+        """Per-model counts, read at scrape time."""
+
+
+def fraction_and_weight(kept: int, seen: int) -> tuple[float, float]:
+    """(kept / seen, seen / kept), with (1.0, 1.0) before anything was seen.
+
+    Examples
+    --------
+    >>> fraction_and_weight(5, 100)
+    (0.05, 20.0)
+    """
+    if seen == 0:
+        return 1.0, 1.0
+    if kept == 0:
+        return 0.0, float("inf")
+    return kept / seen, seen / kept

@@ -1,0 +1,93 @@
+"""Stage 2: budgeted, class-stratified sampling — rare live classes are still seen.
+
+The ONNX copy's class is only known after scoring, so strata are the *live server's* predicted class carried
+by the event (``"none"`` when it carries none, which makes a stream without live predictions plain uniform).
+Each model's budget is divided between its strata in proportion to ``offered_rate ** exponent``
+(1 = uniform, 0 = the same budget per class, default 0.5), by water-filling so that budget a small class cannot
+use goes to the others. A stratum's acceptance probability is at most ``max_boost`` times the model's uniform
+probability, which bounds how strongly rare classes are over-represented (and keeps the per-event weights
+``1/p`` within a factor ``max_boost`` of the uniform weight on that side). Budgets, buckets, forced keeps and
+counters are those of :class:`~monitor.sampler.uniform.UniformSampler`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from monitor.errors import ConfigError
+from monitor.events import InferenceEvent
+from monitor.sampler.budget import water_fill
+from monitor.sampler.uniform import _MIN_RATE, UniformSampler, _Model, _Stratum
+
+
+class StratifiedSampler(UniformSampler):
+    """Budgeted sampling, uniform within each (model, live class), rare classes boosted (stage 2).
+
+    Parameters
+    ----------
+    target_per_second, model_targets, burst_seconds, rate_window_seconds, horizon_seconds, reallocate_seconds,
+    headroom, max_strata, seed
+        As :class:`~monitor.sampler.uniform.UniformSampler`.
+    exponent : float in [0, 1]
+        A stratum's share of its model's budget is proportional to ``offered_rate ** exponent``.
+    max_boost : float >= 1
+        Largest ratio of a stratum's acceptance probability to the model's uniform probability.
+
+    Raises
+    ------
+    ConfigError
+        As the uniform sampler, or ``exponent`` outside [0, 1], or ``max_boost < 1``.
+    """
+
+    def __init__(
+        self,
+        target_per_second: float,
+        *,
+        model_targets: Mapping[str, float] | None = None,
+        exponent: float = 0.5,
+        max_boost: float = 10.0,
+        burst_seconds: float = 1.0,
+        rate_window_seconds: float = 10.0,
+        horizon_seconds: float = 60.0,
+        reallocate_seconds: float = 1.0,
+        headroom: float = 0.1,
+        max_strata: int = 32,
+        seed: int = 0,
+    ) -> None:
+        if not 0.0 <= exponent <= 1.0:
+            raise ConfigError(f"exponent must be in [0, 1] (1 = uniform, 0 = equal share per class); got {exponent!r}")
+        if not max_boost >= 1.0:
+            raise ConfigError(f"max_boost must be >= 1; got {max_boost!r}")
+        self.exponent, self.max_boost = float(exponent), float(max_boost)
+        super().__init__(
+            target_per_second,
+            model_targets=model_targets,
+            burst_seconds=burst_seconds,
+            rate_window_seconds=rate_window_seconds,
+            horizon_seconds=horizon_seconds,
+            reallocate_seconds=reallocate_seconds,
+            headroom=headroom,
+            max_strata=max_strata,
+            seed=seed,
+        )
+
+    def _stratum(self, model: _Model, event: InferenceEvent, now: float) -> _Stratum:
+        stratum = super()._stratum(model, event, now)
+        stratum.offered.update(now)
+        return stratum
+
+    def _reallocate_strata(self, model: _Model, now: float) -> None:
+        """Set each stratum's boost: its water-filled share of the budget over its uniform share."""
+        offered = model.offered.rate(now)
+        uniform_p = model.target / max(offered, _MIN_RATE)
+        if uniform_p >= 1.0 or not model.strata:
+            for st in model.strata.values():
+                st.boost = 1.0
+            return
+        rates = {key: st.offered.rate(now) for key, st in model.strata.items()}
+        caps = {key: min(r, self.max_boost * uniform_p * r) for key, r in rates.items()}
+        weights = {key: r**self.exponent for key, r in rates.items()}
+        shares = water_fill(model.target, caps, weights)
+        for key, st in model.strata.items():
+            r = rates[key]
+            st.boost = shares[key] / (r * uniform_p) if r > _MIN_RATE else 1.0

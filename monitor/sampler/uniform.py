@@ -1,0 +1,276 @@
+"""Stage 2: budgeted uniform sampling — every event of a model has the same chance of being scored.
+
+The budget is a target of scored events per second, in total and optionally per model. Each model gets a token
+bucket at its target plus a small headroom (a hard cap on surges) and accepts an event with probability ``target / offered rate`` (so that
+acceptance is spread evenly over the stream instead of going to whichever events arrive first after a refill);
+models without an explicit target share what is left of the total by max-min fairness, re-divided every
+``reallocate_seconds``. A global bucket at the total target (plus headroom) caps the sum.
+
+Forced keeps (``force=True``, e.g. an event whose live prediction disagrees with the ONNX copy) are always kept
+and paid for from the buckets, so they crowd ordinary samples out rather than exceed the budget for long.
+
+Counters are kept per model and per *stratum* — the live server's predicted class (``"none"`` when the event
+carries no live label, ``"other"`` past ``max_strata`` classes) — so that :mod:`monitor.sampler.stratified` can
+reuse this machinery and the uniform sampler still reports its class mix.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from monitor.errors import ConfigError
+from monitor.events import InferenceEvent
+from monitor.sampler.base import ModelSamplingStats, StratumStats, fraction_and_weight
+from monitor.sampler.budget import RateEstimator, TokenBucket, WindowCounter, water_fill
+
+#: smallest offered rate used as a divisor (events/s)
+_MIN_RATE = 1e-9
+
+
+@dataclass(slots=True)
+class _Stratum:
+    offered: RateEstimator
+    window: WindowCounter
+    boost: float = 1.0  # acceptance relative to the model's uniform probability (stratified sampling)
+    probability: float = 1.0
+    seen_total: int = 0
+    kept_total: int = 0
+    forced_total: int = 0
+
+
+@dataclass(slots=True)
+class _Model:
+    offered: RateEstimator
+    bucket: TokenBucket
+    target: float
+    strata: dict[str, _Stratum] = field(default_factory=dict)
+
+
+class UniformSampler:
+    """Budgeted, uniform-within-model sampling (stage 2).
+
+    Parameters
+    ----------
+    target_per_second : float
+        Total scored events per second, all models together.
+    model_targets : mapping of model → events per second, optional
+        Explicit per-model targets (hard caps); other models share the rest of the total.
+    burst_seconds : float
+        Bucket depth, in seconds of each target.
+    rate_window_seconds : float
+        Time constant of the offered-rate estimates.
+    horizon_seconds : float
+        Sliding horizon of the sampled-fraction metric.
+    reallocate_seconds : float
+        How often budgets are re-divided between models (and, stratified, between classes).
+    headroom : float
+        The buckets refill at ``(1 + headroom) × target``: the acceptance probability aims at the target, the
+        buckets only cap surges the rate estimate has not caught up with. At 0 a bucket exactly at the target
+        refuses a noticeable share of the draws (a random walk against a wall) and the kept rate falls short.
+    max_strata : int
+        Live classes tracked per model; further classes are counted as ``"other"``.
+    seed : int
+        Seed of the acceptance draws.
+
+    Raises
+    ------
+    ConfigError
+        A non-positive target, window, horizon or period, or a negative model target.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from monitor.events import InferenceEvent
+    >>> s = UniformSampler(target_per_second=10.0, seed=0)
+    >>> ev = InferenceEvent("e", "m", "1", np.zeros(2), 0.0)
+    >>> kept = sum(s.keep(ev, now=i / 1000.0) for i in range(100_000))  # 1000 events/s for 100 s
+    >>> 950 < kept < 1050
+    True
+    """
+
+    def __init__(
+        self,
+        target_per_second: float,
+        *,
+        model_targets: Mapping[str, float] | None = None,
+        burst_seconds: float = 1.0,
+        rate_window_seconds: float = 10.0,
+        horizon_seconds: float = 60.0,
+        reallocate_seconds: float = 1.0,
+        headroom: float = 0.1,
+        max_strata: int = 32,
+        seed: int = 0,
+    ) -> None:
+        if not headroom >= 0:
+            raise ConfigError(f"headroom must be >= 0; got {headroom!r}")
+        for name, v in (
+            ("target_per_second", target_per_second),
+            ("burst_seconds", burst_seconds),
+            ("rate_window_seconds", rate_window_seconds),
+            ("horizon_seconds", horizon_seconds),
+            ("reallocate_seconds", reallocate_seconds),
+        ):
+            if not v > 0:
+                raise ConfigError(f"{name} must be > 0; got {v!r}")
+        bad = {m: t for m, t in (model_targets or {}).items() if not t >= 0}
+        if bad:
+            raise ConfigError(f"model_targets must be >= 0 events/s; got {bad}")
+        if max_strata < 1:
+            raise ConfigError(f"max_strata must be >= 1; got {max_strata}")
+        self.target_per_second = float(target_per_second)
+        self.model_targets: dict[str, float] = dict(model_targets or {})
+        self.burst_seconds = float(burst_seconds)
+        self.rate_window_seconds = float(rate_window_seconds)
+        self.horizon_seconds = float(horizon_seconds)
+        self.reallocate_seconds = float(reallocate_seconds)
+        self.headroom = float(headroom)
+        self.max_strata = max_strata
+        self.seed = seed
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget all models, rates and counters; reseed."""
+        self._rng = random.Random(self.seed)
+        cap = self.target_per_second * (1.0 + self.headroom)
+        self._global = TokenBucket(cap, max(1.0, cap * self.burst_seconds))
+        self._models: dict[str, _Model] = {}
+        self._next_reallocation: float | None = None
+        self._now = 0.0
+
+    # ------------------------------------------------------------------ hot path
+
+    def keep(self, event: InferenceEvent, now: float, *, force: bool = False) -> bool:
+        """Whether to score ``event`` (see :meth:`sample`)."""
+        return self.sample(event, now, force=force) > 0.0
+
+    def sample(self, event: InferenceEvent, now: float, *, force: bool = False) -> float:
+        """Decide on one event.
+
+        Parameters
+        ----------
+        event : InferenceEvent
+        now : float
+            The pipeline clock, epoch seconds (non-decreasing).
+        force : bool
+            Keep regardless of budget and draw (weight 1.0), e.g. a live/ONNX disagreement.
+
+        Returns
+        -------
+        float
+            0.0 to drop; else the event's weight: 1 / acceptance probability, or 1.0 when forced.
+        """
+        self._now = now
+        model = self._models.get(event.model)
+        if model is None:
+            model = self._add_model(event.model, now)
+        model.offered.update(now)
+        stratum = self._stratum(model, event, now)
+        if self._next_reallocation is None or now >= self._next_reallocation:
+            self._reallocate(now)
+        offered = model.offered.rate(now)
+        p = min(1.0, stratum.boost * model.target / max(offered, _MIN_RATE))
+        stratum.probability = p
+        stratum.seen_total += 1
+        if force:
+            model.bucket.force(now)
+            self._global.force(now)
+            stratum.kept_total += 1
+            stratum.forced_total += 1
+            stratum.window.add(now, True)
+            return 1.0
+        if (p >= 1.0 or self._rng.random() < p) and model.bucket.available(now) and self._global.available(now):
+            model.bucket.take(now)
+            self._global.take(now)
+            stratum.kept_total += 1
+            stratum.window.add(now, True)
+            return 1.0 / p
+        stratum.window.add(now, False)
+        return 0.0
+
+    # ------------------------------------------------------------------ budget
+
+    def _add_model(self, name: str, now: float) -> _Model:
+        target = self.model_targets.get(name, 0.0)
+        cap = target * (1.0 + self.headroom)
+        model = _Model(
+            offered=RateEstimator(self.rate_window_seconds),
+            bucket=TokenBucket(cap, max(1.0, cap * self.burst_seconds)),
+            target=target,
+        )
+        self._models[name] = model
+        self._next_reallocation = None  # a newcomer gets its share at once
+        return model
+
+    def _stratum(self, model: _Model, event: InferenceEvent, now: float) -> _Stratum:
+        pred = event.prediction
+        key = "none" if pred is None or pred.label is None else str(pred.label)
+        stratum = model.strata.get(key)
+        if stratum is None:
+            if len(model.strata) >= self.max_strata and key != "none":
+                key = "other"
+                stratum = model.strata.get(key)
+            if stratum is None:
+                stratum = _Stratum(RateEstimator(self.rate_window_seconds), WindowCounter(self.horizon_seconds))
+                model.strata[key] = stratum
+        return stratum
+
+    def _reallocate(self, now: float) -> None:
+        """Re-divide the total target: explicit model targets first, the rest by max-min fairness.
+
+        A model watched for less than ``reallocate_seconds`` has no reliable rate yet: it is not capped at its
+        estimate, and budgets are re-divided ten times as often until every model has settled.
+        """
+        young = {name for name, m in self._models.items() if m.offered.observed_seconds(now) < self.reallocate_seconds}
+        self._next_reallocation = now + (0.1 if young else 1.0) * self.reallocate_seconds
+        offered = {name: (math.inf if name in young else m.offered.rate(now)) for name, m in self._models.items()}
+        explicit = {name: t for name, t in self.model_targets.items() if name in self._models}
+        used = sum(min(t, offered[name]) for name, t in explicit.items())
+        implicit = {name: offered[name] for name in self._models if name not in explicit}
+        shares = water_fill(self.target_per_second - used, implicit)
+        for name, model in self._models.items():
+            target = explicit.get(name, shares.get(name, 0.0))
+            model.target = target
+            cap = target * (1.0 + self.headroom)
+            model.bucket.set_rate(cap, cap * self.burst_seconds, now)
+            self._reallocate_strata(model, now)
+
+    def _reallocate_strata(self, model: _Model, now: float) -> None:
+        """Uniform: every stratum at the model's probability. Overridden by stratified sampling."""
+
+    # ------------------------------------------------------------------ read
+
+    def snapshot(self) -> dict[str, ModelSamplingStats]:
+        """Per-model budget and counts at the last ``now`` seen.
+
+        Call it from the thread that calls :meth:`sample`, or under the same lock: it reads live dicts.
+        """
+        now = self._now
+        out: dict[str, ModelSamplingStats] = {}
+        for name, model in self._models.items():
+            strata: dict[str, StratumStats] = {}
+            for key, st in model.strata.items():
+                seen, kept = st.window.totals(now)
+                fraction, weight = fraction_and_weight(kept, seen)
+                strata[key] = StratumStats(
+                    st.seen_total, st.kept_total, st.forced_total, seen, kept, fraction, weight, st.probability
+                )
+            seen_recent = sum(s.seen_recent for s in strata.values())
+            kept_recent = sum(s.kept_recent for s in strata.values())
+            fraction, weight = fraction_and_weight(kept_recent, seen_recent)
+            out[name] = ModelSamplingStats(
+                model=name,
+                target_per_second=model.target,
+                offered_per_second=model.offered.rate(now),
+                seen_total=sum(s.seen_total for s in strata.values()),
+                kept_total=sum(s.kept_total for s in strata.values()),
+                forced_total=sum(s.forced_total for s in strata.values()),
+                seen_recent=seen_recent,
+                kept_recent=kept_recent,
+                fraction=fraction,
+                weight=weight,
+                strata=strata,
+            )
+        return out

@@ -1,0 +1,258 @@
+"""Stage 2: budgeted uniform and class-stratified sampling (monitor/sampler/), on simulated time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from monitor.errors import ConfigError
+from monitor.events import InferenceEvent, LivePrediction
+from monitor.sampler.base import Sampler, fraction_and_weight
+from monitor.sampler.budget import RateEstimator, TokenBucket, WindowCounter, water_fill
+from monitor.sampler.stratified import StratifiedSampler
+from monitor.sampler.uniform import UniformSampler
+
+FEATURES = np.zeros(2)
+
+
+def make_event(model: str = "m", label: int | None = None, i: int = 0) -> InferenceEvent:
+    prediction = None if label is None else LivePrediction(label=label)
+    return InferenceEvent(f"e{i}", model, "1", FEATURES, 0.0, prediction=prediction)
+
+
+def run(sampler: Sampler, events: Sequence[InferenceEvent], rate: float, start: float = 0.0) -> np.ndarray:
+    """Offer ``events`` evenly at ``rate`` per second; return each one's weight (0 = dropped)."""
+    return np.array([sampler.sample(ev, start + i / rate) for i, ev in enumerate(events)])
+
+
+def class_stream(n: int, shares: Sequence[float], seed: int = 0) -> tuple[np.ndarray, list[InferenceEvent]]:
+    labels = np.random.default_rng(seed).choice(len(shares), size=n, p=shares)
+    return labels, [make_event(label=int(c), i=i) for i, c in enumerate(labels)]
+
+
+# ---------------------------------------------------------------------- building blocks
+
+
+def test_token_bucket_refills_up_to_burst_and_forced_takes_borrow() -> None:
+    bucket = TokenBucket(rate_per_second=10.0, burst=2.0)
+    assert [bucket.take(0.0) for _ in range(3)] == [True, True, False]
+    assert bucket.take(0.1) and not bucket.take(0.1)
+    bucket.force(0.1)
+    bucket.force(0.1)
+    bucket.force(0.1)
+    assert bucket.tokens == -2.0  # floored at -burst
+    assert not bucket.available(0.35) and bucket.available(0.5)
+
+
+def test_rate_estimator_tracks_a_rate_change() -> None:
+    est = RateEstimator(window_seconds=5.0)
+    assert est.rate(0.0) == 0.0
+    for i in range(1000):  # 100/s for 10 s
+        est.update(i / 100.0)
+    assert est.rate(10.0) == pytest.approx(100.0, rel=0.02)
+    for i in range(1000, 5000):  # then 400/s for 10 s
+        est.update(10.0 + (i - 1000) / 400.0)
+    assert est.rate(20.0) == pytest.approx(400.0 - 300.0 * np.exp(-2.0), rel=0.02)
+
+
+def test_window_counter_forgets_beyond_the_horizon() -> None:
+    window = WindowCounter(horizon_seconds=10.0, buckets=5)
+    for t in range(30):
+        window.add(float(t), kept=t >= 25)
+    assert window.totals(29.0) == (10, 5)
+    assert window.totals(100.0) == (0, 0)
+
+
+def test_water_fill_shares_what_capped_keys_leave() -> None:
+    assert water_fill(10.0, {"a": 1.0, "b": 100.0, "c": 100.0}) == {"a": 1.0, "b": 4.5, "c": 4.5}
+    assert water_fill(10.0, {"a": 100.0, "b": 100.0}, {"a": 3.0, "b": 1.0}) == {"a": 7.5, "b": 2.5}
+    assert water_fill(10.0, {"a": 2.0, "b": 3.0}) == {"a": 2.0, "b": 3.0}
+    assert water_fill(10.0, {"a": 5.0, "b": 0.0}, {"a": 0.0}) == {"a": 0.0, "b": 0.0}
+
+
+def test_fraction_and_weight_edge_cases() -> None:
+    assert fraction_and_weight(0, 0) == (1.0, 1.0)
+    assert fraction_and_weight(0, 10) == (0.0, float("inf"))
+    assert fraction_and_weight(25, 100) == (0.25, 4.0)
+
+
+# ---------------------------------------------------------------------- uniform
+
+
+def test_uniform_sampler_respects_the_budget() -> None:
+    sampler = UniformSampler(target_per_second=500.0, seed=1)
+    weights = run(sampler, [make_event()] * 150_000, rate=10_000.0)  # 15 s at 10 000 events/s
+    kept_per_second = np.count_nonzero(weights[20_000:]) / 13.0  # after a 2 s warm-up
+    assert kept_per_second == pytest.approx(500.0, rel=0.03)
+    assert np.count_nonzero(weights) / 15.0 < 500.0 * 1.1  # warm-up overshoot stays within one burst
+
+
+def test_uniform_sampler_keeps_everything_under_budget() -> None:
+    weights = run(UniformSampler(target_per_second=500.0), [make_event()] * 2000, rate=100.0)
+    assert np.all(weights == 1.0)
+
+
+def test_uniform_sampler_is_uniform_within_a_poll_batch() -> None:
+    # Kafka hands over batches that share one ``now``: acceptance must not favour the head of a batch
+    sampler = UniformSampler(target_per_second=500.0, seed=2)
+    positions = []
+    for batch in range(200):  # 1000-event batches, 10 per second
+        for j in range(1000):
+            if sampler.keep(make_event(i=j), now=batch / 10.0):
+                positions.append(j)
+    late = np.array(positions[len(positions) // 5 :])
+    assert np.mean(late) == pytest.approx(499.5, abs=15.0)
+    assert np.histogram(late, bins=4, range=(0, 1000))[0].min() > 0.2 * len(late)
+
+
+def test_uniform_sampler_keeps_classes_in_proportion() -> None:
+    labels, events = class_stream(100_000, [0.9, 0.09, 0.01])
+    weights = run(UniformSampler(target_per_second=1000.0, seed=3), events, rate=10_000.0)
+    kept = weights > 0
+    for c, share in enumerate([0.9, 0.09, 0.01]):
+        assert np.count_nonzero(kept & (labels == c)) / np.count_nonzero(kept) == pytest.approx(share, abs=0.015)
+
+
+def test_uniform_sampler_shares_the_budget_between_models() -> None:
+    sampler = UniformSampler(target_per_second=500.0, seed=4)
+    kept = {"big": 0, "small": 0}
+    for i in range(100_000):  # 10 s: "big" offers 9 900/s, "small" 100/s
+        model = "small" if i % 100 == 0 else "big"
+        if i >= 20_000 and sampler.keep(make_event(model=model), now=i / 10_000.0):
+            kept[model] += 1
+        elif i < 20_000:
+            sampler.keep(make_event(model=model), now=i / 10_000.0)
+    assert kept["small"] / 8.0 == pytest.approx(100.0, rel=0.05)  # all of it: it asks less than a fair share
+    assert kept["big"] / 8.0 == pytest.approx(400.0, rel=0.05)
+    snap = sampler.snapshot()
+    assert snap["small"].target_per_second == pytest.approx(100.0, rel=0.05)
+    assert snap["big"].target_per_second == pytest.approx(400.0, rel=0.05)
+
+
+def test_uniform_sampler_explicit_model_target() -> None:
+    sampler = UniformSampler(target_per_second=500.0, model_targets={"a": 50.0}, seed=5)
+    models = ["a" if i % 2 else "b" for i in range(100_000)]
+    weights = run(sampler, [make_event(model=m) for m in models], rate=10_000.0)
+    late = np.arange(100_000) >= 20_000
+    a = np.array(models) == "a"
+    assert np.count_nonzero((weights > 0) & a & late) / 8.0 == pytest.approx(50.0, rel=0.1)
+    assert np.count_nonzero((weights > 0) & ~a & late) / 8.0 == pytest.approx(450.0, rel=0.05)
+
+
+def test_uniform_sampler_forced_keeps_are_always_kept() -> None:
+    sampler = UniformSampler(target_per_second=1.0, seed=6)
+    forced = [sampler.sample(make_event(i=i), now=i / 1000.0, force=i % 10 == 0) for i in range(10_000)]
+    assert all(w == 1.0 for w in forced[::10])
+    snap = sampler.snapshot()["m"]
+    assert snap.forced_total == 1000 and snap.kept_total >= 1000
+    assert snap.kept_total - snap.forced_total <= 2  # the forced keeps used the whole budget
+
+
+def test_uniform_sampler_fraction_metric_matches_the_counts() -> None:
+    sampler = UniformSampler(target_per_second=200.0, horizon_seconds=60.0, seed=7)
+    labels, events = class_stream(50_000, [0.7, 0.3])
+    weights = run(sampler, events, rate=5000.0)  # 10 s, all inside the horizon
+    snap = sampler.snapshot()["m"]
+    assert snap.seen_total == snap.seen_recent == 50_000
+    assert snap.kept_total == snap.kept_recent == np.count_nonzero(weights)
+    assert snap.fraction == pytest.approx(snap.kept_recent / snap.seen_recent)
+    assert snap.weight == pytest.approx(1.0 / snap.fraction)
+    assert sum(s.seen_total for s in snap.strata.values()) == snap.seen_total
+    assert snap.strata["0"].seen_total == np.count_nonzero(labels == 0)
+    assert snap.weight * snap.kept_recent == pytest.approx(snap.seen_recent)  # the scale-up recovers the offered count
+
+
+def test_uniform_sampler_is_deterministic_and_reset_restores_it() -> None:
+    _, events = class_stream(20_000, [0.5, 0.5])
+    sampler = UniformSampler(target_per_second=100.0, seed=8)
+    first = run(sampler, events, rate=2000.0)
+    sampler.reset()
+    np.testing.assert_array_equal(first, run(sampler, events, rate=2000.0))
+    np.testing.assert_array_equal(first, run(UniformSampler(target_per_second=100.0, seed=8), events, rate=2000.0))
+    assert not np.array_equal(first, run(UniformSampler(target_per_second=100.0, seed=9), events, rate=2000.0))
+
+
+def test_uniform_sampler_folds_classes_past_max_strata() -> None:
+    sampler = UniformSampler(target_per_second=100.0, max_strata=3)
+    for i in range(10):
+        sampler.sample(make_event(label=i), now=0.0)
+    sampler.sample(make_event(), now=0.0)
+    assert set(sampler.snapshot()["m"].strata) == {"0", "1", "2", "other", "none"}
+
+
+# ---------------------------------------------------------------------- stratified
+
+
+def test_stratified_sampler_over_represents_rare_classes_with_bounded_weights() -> None:
+    shares = [0.9, 0.09, 0.01]
+    labels, events = class_stream(200_000, shares, seed=10)
+    sampler = StratifiedSampler(target_per_second=500.0, max_boost=5.0, seed=10)
+    weights = run(sampler, events, rate=10_000.0)  # 20 s
+    late = np.arange(len(events)) >= 50_000
+    kept = (weights > 0) & late
+    assert np.count_nonzero(kept) / 15.0 == pytest.approx(500.0, rel=0.03)
+    kept_share = [np.count_nonzero(kept & (labels == c)) / np.count_nonzero(kept) for c in range(3)]
+    assert kept_share[2] > 3 * shares[2] and kept_share[1] > 1.5 * shares[1] and kept_share[0] < shares[0]
+    uniform_p = 500.0 / 10_000.0
+    for c in range(3):
+        w = weights[kept & (labels == c)]
+        assert w.min() >= 1.0 / (5.0 * uniform_p) * 0.99  # never boosted beyond max_boost
+        offered = np.count_nonzero(late & (labels == c))
+        assert w.sum() == pytest.approx(offered, rel=0.1)  # Horvitz–Thompson weights recover the class counts
+    strata = sampler.snapshot()["m"].strata
+    assert max(s.probability for s in strata.values()) <= 5.0 * uniform_p * 1.02
+
+
+def test_stratified_sampler_with_exponent_one_is_uniform() -> None:
+    labels, events = class_stream(100_000, [0.95, 0.05], seed=11)
+    weights = run(StratifiedSampler(target_per_second=1000.0, exponent=1.0, seed=11), events, rate=10_000.0)
+    kept = weights > 0
+    assert np.count_nonzero(kept & (labels == 1)) / np.count_nonzero(kept) == pytest.approx(0.05, abs=0.01)
+
+
+def test_stratified_sampler_without_live_predictions_is_uniform() -> None:
+    weights = run(StratifiedSampler(target_per_second=500.0, seed=12), [make_event()] * 100_000, rate=10_000.0)
+    assert np.count_nonzero(weights[20_000:]) / 8.0 == pytest.approx(500.0, rel=0.04)
+    np.testing.assert_allclose(weights[20_000:][weights[20_000:] > 0], 20.0, rtol=0.01)  # one stratum: 1 / p
+
+
+def test_stratified_sampler_forced_keeps_are_always_kept() -> None:
+    labels, events = class_stream(20_000, [0.99, 0.01], seed=13)
+    sampler = StratifiedSampler(target_per_second=10.0, seed=13)
+    weights = [sampler.sample(ev, now=i / 2000.0, force=bool(labels[i] == 1)) for i, ev in enumerate(events)]
+    assert all(w == 1.0 for w, c in zip(weights, labels, strict=True) if c == 1)
+    assert sampler.snapshot()["m"].strata["1"].forced_total == np.count_nonzero(labels == 1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"target_per_second": 0.0}, r"target_per_second must be > 0"),
+        ({"target_per_second": 1.0, "burst_seconds": 0.0}, r"burst_seconds must be > 0"),
+        ({"target_per_second": 1.0, "model_targets": {"a": -1.0}}, r"model_targets must be >= 0"),
+        ({"target_per_second": 1.0, "headroom": -0.1}, r"headroom must be >= 0"),
+        ({"target_per_second": 1.0, "max_strata": 0}, r"max_strata must be >= 1"),
+        ({"target_per_second": 1.0, "exponent": 1.5}, r"exponent must be in \[0, 1\]"),
+        ({"target_per_second": 1.0, "max_boost": 0.5}, r"max_boost must be >= 1"),
+    ],
+)
+def test_sampler_bad_configuration_is_refused(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        StratifiedSampler(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("build", "match"),
+    [
+        (lambda: TokenBucket(-1.0, 1.0), r"rate_per_second must be a finite number >= 0"),
+        (lambda: TokenBucket(1.0, 0.5), r"burst must be >= 1 token"),
+        (lambda: RateEstimator(0.0), r"window_seconds must be > 0"),
+        (lambda: WindowCounter(0.0), r"horizon_seconds must be > 0"),
+        (lambda: WindowCounter(10.0, buckets=0), r"buckets must be >= 1"),
+    ],
+)
+def test_budget_bad_configuration_is_refused(build: object, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        build()  # type: ignore[operator]
