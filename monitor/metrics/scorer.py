@@ -96,6 +96,8 @@ class RobustnessScorer:
         has_logits = bool(getattr(model, "has_logits", False))
         has_proba = bool(getattr(model, "has_proba", model.kind == "classifier"))
         out = default_output(model.kind) if self.config.output == "auto" else self.config.output
+        if self.config.output == "auto" and out == "proba" and not has_proba:
+            out = "logit" if has_logits else "label"  # a classifier without probabilities: next best f
         self.output: OutputKind = check_output(out, model.kind, has_logits=has_logits, has_proba=has_proba)
         self.ball = parse_ball(self.config.ball).resolve(n)
         directions = ball_directions(self.ball, n, seed=self.config.seed)
@@ -150,11 +152,14 @@ class RobustnessScorer:
                 f"model expects rows of {self.model.n_features} features; got an array of shape {tuple(x.shape)}"
             )
         b_all = x.shape[0]
-        valid = np.all(np.isfinite(x), axis=1)
+        # validity is judged on the float32 rows the model sees: a value beyond float32 range is as bad as inf
+        with np.errstate(over="ignore", invalid="ignore"):
+            x32 = np.ascontiguousarray(x, dtype=np.float32)
+        valid = np.all(np.isfinite(x32), axis=1)
         result = self._empty(b_all, valid)
         if not valid.any():
             return result
-        centres = np.ascontiguousarray(x[valid] if not valid.all() else x, dtype=np.float32)
+        centres = x32 if valid.all() else np.ascontiguousarray(x32[valid])
         scored = self._score_valid(centres)
         for name in ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability"):
             getattr(result, name)[valid] = scored[name]
@@ -194,9 +199,13 @@ class RobustnessScorer:
                 log_pair = _log_floor(p_centre), _log_floor(p_ball)
             if log_pair is not None:
                 gamma_logit = gamma_from_values(*log_pair)
-                prob = (
-                    out.proba[np.arange(b), klass].astype(np.float64) if out.proba is not None else np.full(b, np.nan)
-                )
+                if out.proba is not None:
+                    prob = out.proba[np.arange(b), klass].astype(np.float64)
+                else:  # logits only: P_C = softmax(logits)[C]
+                    assert out.logits is not None
+                    z = out.logits[:b].astype(np.float64)
+                    z -= z.max(axis=1, keepdims=True)
+                    prob = np.exp(z[np.arange(b), klass]) / np.exp(z).sum(axis=1)
                 p_adj = prob * np.exp(-self.config.steps * gamma_logit)
             else:
                 gamma_logit = np.full(b, np.nan)

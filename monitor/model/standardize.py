@@ -73,6 +73,16 @@ class Standardizer:
     def from_dict(cls, data: dict[str, list[float]]) -> Standardizer:
         mean = np.asarray(data["mean"], dtype=np.float64)
         scale = np.asarray(data["scale"], dtype=np.float64)
-        if mean.shape != scale.shape or mean.ndim != 1 or np.any(scale <= 0):
-            raise DataError(f"stored standardizer is inconsistent: mean {mean.shape}, scale {scale.shape}")
+        # NaN fails `scale > 0` but also `scale <= 0`, so check finiteness explicitly: a NaN scale would NaN every score
+        if (
+            mean.shape != scale.shape
+            or mean.ndim != 1
+            or not np.all(np.isfinite(mean))
+            or not np.all(np.isfinite(scale))
+            or np.any(scale <= 0)
+        ):
+            raise DataError(
+                f"stored standardizer is inconsistent: mean {mean.shape}, scale {scale.shape}; expected equal 1-D "
+                "shapes, finite values and every scale > 0. Rebuild the reference"
+            )
         return cls(mean=mean, scale=scale)

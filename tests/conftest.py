@@ -1,0 +1,76 @@
+"""Shared fakes and fixtures: counting wrappers around real models, tiny ONNX models built per test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from monitor.model.base import ModelKind, ModelOutput
+from monitor.model.onnx import OnnxModel
+from tests.unit import onnx_graphs
+
+
+class CountingPredictor:
+    """A :class:`Predictor` that delegates to a real model and records every ``evaluate`` call's row count."""
+
+    def __init__(self, model: OnnxModel) -> None:
+        self.model = model
+        self.calls: list[int] = []
+
+    @property
+    def n_features(self) -> int:
+        return self.model.n_features
+
+    @property
+    def kind(self) -> ModelKind:
+        return self.model.kind
+
+    @property
+    def has_logits(self) -> bool:
+        return self.model.has_logits
+
+    @property
+    def has_proba(self) -> bool:
+        return self.model.has_proba
+
+    def evaluate(self, rows: NDArray[np.float32]) -> ModelOutput:
+        self.calls.append(int(rows.shape[0]))
+        return self.model.evaluate(rows)
+
+
+class CountingSession:
+    """Wraps an onnxruntime session and records the batch size of every ``run``."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self.batch_sizes: list[int] = []
+
+    def run(self, names: list[str], feeds: dict[str, NDArray[Any]]) -> list[NDArray[Any]]:
+        self.batch_sizes.append(int(next(iter(feeds.values())).shape[0]))
+        result: list[NDArray[Any]] = self._session.run(names, feeds)
+        return result
+
+
+@pytest.fixture
+def linear_classifier_model(tmp_path: Path) -> OnnxModel:
+    """2-D, 2 classes: logit1 − logit0 = x1 − x2 + 0.2, exposing logits, probabilities and label."""
+    return OnnxModel(onnx_graphs.linear_classifier(tmp_path / "clf.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2]))
+
+
+@pytest.fixture
+def curved_classifier_model(tmp_path: Path) -> OnnxModel:
+    """2-D, 3 classes with quadratic logits (logit_k = x·W_k + b_k + q_k·‖x‖²), exposing all three outputs."""
+    weights = [[1.0, -0.5, 0.0], [0.3, 0.8, -1.0]]
+    return OnnxModel(
+        onnx_graphs.linear_classifier(tmp_path / "curved.onnx", weights, [0.1, 0.0, -0.2], curvature=[0.4, -0.3, 0.1])
+    )
+
+
+@pytest.fixture
+def norm_regressor_model(tmp_path: Path) -> OnnxModel:
+    """y = ‖x‖² in 3-D."""
+    return OnnxModel(onnx_graphs.polynomial_regressor(tmp_path / "norm.onnx", 3, [onnx_graphs.squared_norm(3)]))

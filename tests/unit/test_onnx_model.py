@@ -1,0 +1,227 @@
+"""OnnxModel (stage 3): signature checks, output mapping, ZipMap rewrite, chunking, and load-time error messages."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from monitor.errors import ModelError
+from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
+from tests.conftest import CountingSession
+from tests.unit import onnx_graphs
+
+ROWS = np.random.default_rng(0).normal(size=(23, 2)).astype(np.float32)
+
+
+# -- regressors --------------------------------------------------------------------------------------------------
+def test_onnx_model_reads_a_regressor_signature(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_graphs.linear_regressor(tmp_path / "lin.onnx", [1.0, -2.0], 0.5))
+    assert (model.kind, model.n_features, model.input_name) == ("regressor", 2, "x")
+    assert model.describe()["outputs"] == ["y"]
+
+
+def test_onnx_model_regressor_values_match_numpy(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_graphs.linear_regressor(tmp_path / "lin.onnx", [1.0, -2.0], 0.5))
+    out = model.evaluate(ROWS)
+    assert out.value is not None and out.value.dtype == np.float32
+    np.testing.assert_allclose(out.value, ROWS @ np.array([[1.0], [-2.0]]) + 0.5, rtol=1e-6, atol=1e-6)
+
+
+def test_onnx_model_reshapes_a_flat_regressor_output_to_a_column(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_graphs.linear_regressor(tmp_path / "flat.onnx", [1.0, 1.0], flat=True))
+    out = model.evaluate(ROWS)
+    assert out.value is not None and out.value.shape == (23, 1)
+
+
+def test_onnx_model_feeds_doubles_to_a_double_input_model(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_graphs.double_input_regressor(tmp_path / "double.onnx", [1.0, 3.0]))
+    out = model.evaluate(ROWS)
+    assert out.value is not None
+    np.testing.assert_allclose(out.value[:, 0], ROWS @ np.array([1.0, 3.0]), rtol=1e-6, atol=1e-6)
+
+
+def test_onnx_model_treats_a_lone_raw_output_as_a_regression_value(tmp_path: Path) -> None:
+    # "raw" marks logits only next to a classifier's probabilities or labels; alone it is a regressor's output
+    model = OnnxModel(onnx_graphs.linear_regressor(tmp_path / "raw.onnx", [1.0, 2.0], output="raw_score"))
+    assert model.kind == "regressor" and not model.has_logits
+    assert model.evaluate(ROWS).value is not None
+
+
+# -- classifiers -------------------------------------------------------------------------------------------------
+def test_onnx_model_reads_a_classifier_with_logits_probabilities_and_label(linear_classifier_model: OnnxModel) -> None:
+    assert (linear_classifier_model.kind, linear_classifier_model.has_logits, linear_classifier_model.has_proba) == (
+        "classifier",
+        True,
+        True,
+    )
+
+
+def test_onnx_model_classifier_outputs_agree(linear_classifier_model: OnnxModel) -> None:
+    out = linear_classifier_model.evaluate(ROWS)
+    assert out.label is not None and out.proba is not None and out.logits is not None
+    assert out.proba.shape == out.logits.shape == (23, 2)
+    np.testing.assert_array_equal(out.label, (ROWS[:, 0] - ROWS[:, 1] + 0.2 > 0).astype(np.int64))
+    np.testing.assert_allclose(out.proba.sum(axis=1), 1.0, rtol=1e-6)
+
+
+def test_onnx_model_expands_a_single_probability_column_to_two_classes(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_graphs.sigmoid_classifier(tmp_path / "sig.onnx", [1.0, 1.0], 0.1))
+    out = model.evaluate(ROWS)
+    assert out.proba is not None and out.label is not None and out.proba.shape == (23, 2)
+    expected = 1.0 / (1.0 + np.exp(-(ROWS.sum(axis=1) + 0.1)))
+    np.testing.assert_allclose(out.proba[:, 1], expected, rtol=1e-5)
+    np.testing.assert_array_equal(out.label, (expected > 0.5).astype(np.int64))
+
+
+def test_onnx_model_labels_a_logits_only_classifier_by_argmax(tmp_path: Path) -> None:
+    path = onnx_graphs.linear_classifier(
+        tmp_path / "lg.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2], outputs=("logits",)
+    )
+    model = OnnxModel(path)
+    out = model.evaluate(ROWS)
+    assert model.kind == "classifier" and model.has_logits and not model.has_proba
+    assert out.logits is not None and out.label is not None
+    np.testing.assert_array_equal(out.label, out.logits.argmax(axis=1))
+
+
+def test_onnx_model_rewrites_a_zipmap_classifier_to_a_probability_tensor(tmp_path: Path) -> None:
+    path, estimator = onnx_graphs.zipmap_classifier(tmp_path / "zip.onnx")
+    model = OnnxModel(path)
+    out = model.evaluate(ROWS)
+    assert model.kind == "classifier" and model.has_proba
+    assert out.proba is not None and out.label is not None
+    np.testing.assert_allclose(out.proba, estimator.predict_proba(ROWS), atol=1e-6)
+    np.testing.assert_array_equal(out.label, estimator.predict(ROWS))
+
+
+def test_onnx_model_maps_string_class_labels_to_indices(tmp_path: Path) -> None:
+    path, estimator = onnx_graphs.zipmap_classifier(tmp_path / "zip.onnx", classes=("ham", "spam"))
+    out = OnnxModel(path).evaluate(ROWS)
+    assert out.label is not None
+    np.testing.assert_array_equal(estimator.classes_[out.label], estimator.predict(ROWS))
+
+
+def test_onnx_model_reads_a_classifier_converted_without_zipmap(tmp_path: Path) -> None:
+    path, estimator = onnx_graphs.zipmap_classifier(tmp_path / "plain.onnx", zipmap=False)
+    out = OnnxModel(path).evaluate(ROWS)
+    assert out.proba is not None
+    np.testing.assert_allclose(out.proba, estimator.predict_proba(ROWS), atol=1e-6)
+
+
+def test_onnx_model_rejects_string_labels_without_probabilities(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_graphs.string_label_only_model(tmp_path / "strings.onnx"))
+    with pytest.raises(ModelError, match=r"exposes only string labels \('label'\) and no probabilities"):
+        model.evaluate(ROWS)
+
+
+# -- chunking ----------------------------------------------------------------------------------------------------
+def test_onnx_model_results_do_not_depend_on_the_chunk_size(linear_classifier_model: OnnxModel) -> None:
+    chunked = OnnxModel(linear_classifier_model.path, OnnxRuntimeOptions(max_rows_per_run=7))
+    whole, parts = linear_classifier_model.evaluate(ROWS), chunked.evaluate(ROWS)
+    assert whole.proba is not None and parts.proba is not None
+    np.testing.assert_array_equal(parts.label, whole.label)
+    np.testing.assert_allclose(parts.proba, whole.proba, rtol=1e-6)
+
+
+def test_onnx_model_runs_the_session_once_per_chunk(linear_classifier_model: OnnxModel) -> None:
+    model = OnnxModel(linear_classifier_model.path, OnnxRuntimeOptions(max_rows_per_run=7))
+    session = CountingSession(model._session)
+    model._session = session
+    model.evaluate(ROWS)
+    assert session.batch_sizes == [7, 7, 7, 2]
+    assert len(session.batch_sizes) == math.ceil(23 / 7)
+
+
+def test_onnx_model_runs_the_session_once_when_the_batch_fits(linear_classifier_model: OnnxModel) -> None:
+    model = OnnxModel(linear_classifier_model.path, OnnxRuntimeOptions(max_rows_per_run=23))
+    session = CountingSession(model._session)
+    model._session = session
+    model.evaluate(ROWS)
+    assert session.batch_sizes == [23]
+
+
+def test_onnx_model_rejects_a_chunk_size_below_one(linear_classifier_model: OnnxModel) -> None:
+    with pytest.raises(ModelError, match="max_rows_per_run must be >= 1; got 0"):
+        OnnxModel(linear_classifier_model.path, OnnxRuntimeOptions(max_rows_per_run=0))
+
+
+def test_onnx_model_reports_a_failing_run_with_the_batch_size(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_graphs.odd_batch_failing_model(tmp_path / "odd.onnx"))
+    with pytest.raises(ModelError, match="onnxruntime failed on a batch of 3 rows"):
+        model.evaluate(ROWS[:3])
+
+
+# -- providers ---------------------------------------------------------------------------------------------------
+def test_onnx_model_falls_back_to_cpu_for_an_unavailable_provider(
+    linear_classifier_model: OnnxModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    if "TensorrtExecutionProvider" in ort.get_available_providers():
+        pytest.skip("TensorRT is available here")
+    with caplog.at_level(logging.WARNING, logger="monitor.model.onnx"):
+        model = OnnxModel(linear_classifier_model.path, OnnxRuntimeOptions(providers=("tensorrt",)))
+    assert model.providers == ["CPUExecutionProvider"]
+    assert "execution provider not available" in caplog.text
+
+
+# -- bad inputs --------------------------------------------------------------------------------------------------
+def test_onnx_model_rejects_rows_of_the_wrong_width(linear_classifier_model: OnnxModel) -> None:
+    with pytest.raises(ModelError, match=r"model input 'x' expects rows of 2 features; got an array of shape \(4, 5\)"):
+        linear_classifier_model.evaluate(np.zeros((4, 5), dtype=np.float32))
+
+
+def test_onnx_model_rejects_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match=r"model file '.*absent\.onnx' does not exist \(expected an \.onnx file\)"):
+        OnnxModel(tmp_path / "absent.onnx")
+
+
+def test_onnx_model_rejects_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="does not exist"):
+        OnnxModel(tmp_path)
+
+
+def test_onnx_model_rejects_a_file_that_is_not_onnx(tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx"
+    path.write_bytes(b"this is a CSV, not a model\n1,2,3\n")
+    with pytest.raises(ModelError, match=r"cannot load '.*model\.onnx' (as an ONNX model|with onnxruntime)"):
+        OnnxModel(path)
+
+
+def test_onnx_model_rejects_an_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.onnx"
+    path.write_bytes(b"")
+    with pytest.raises(ModelError, match=r"cannot load '.*empty\.onnx'"):
+        OnnxModel(path)
+
+
+def test_onnx_model_rejects_two_inputs(tmp_path: Path) -> None:
+    with pytest.raises(
+        ModelError, match=r"has 2 inputs \('a' tensor\(float\).*'b'.*expected exactly one 2-D float input"
+    ):
+        OnnxModel(onnx_graphs.two_input_model(tmp_path / "two.onnx"))
+
+
+def test_onnx_model_rejects_a_three_dimensional_input(tmp_path: Path) -> None:
+    with pytest.raises(
+        ModelError, match=r"input 'x' is tensor\(float\) with shape \['N', 2, 3\]; expected a 2-D float"
+    ):
+        OnnxModel(onnx_graphs.three_d_input_model(tmp_path / "3d.onnx"))
+
+
+def test_onnx_model_rejects_a_string_input(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match=r"input 'x' is tensor\(string\) with shape \['N', 2\]; expected a 2-D float"):
+        OnnxModel(onnx_graphs.string_input_model(tmp_path / "str.onnx"))
+
+
+def test_onnx_model_rejects_a_symbolic_feature_dimension(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="the feature dimension must be a fixed integer"):
+        OnnxModel(onnx_graphs.dynamic_width_model(tmp_path / "dyn.onnx"))
+
+
+def test_onnx_model_rejects_outputs_that_are_neither_classifier_nor_regressor(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match=r"has outputs 'positive' tensor\(bool\).*expected a probability tensor"):
+        OnnxModel(onnx_graphs.bool_output_model(tmp_path / "bool.onnx"))
