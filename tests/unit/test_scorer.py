@@ -332,4 +332,9 @@ def test_scorer_rejects_logit_output_without_a_logit_tensor(tmp_path: Path) -> N
 def test_scorer_rejects_proba_output_for_a_label_only_model(tmp_path: Path) -> None:
     path = onnx_graphs.linear_classifier(tmp_path / "l.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2], outputs=("label",))
     with pytest.raises(ConfigError, match="output 'proba' needs a probability output; this model exposes labels only"):
-        _scorer(OnnxModel(path))
+        _scorer(OnnxModel(path), output="proba")
+
+
+def test_scorer_auto_output_falls_back_to_label_for_a_label_only_model(tmp_path: Path) -> None:
+    path = onnx_graphs.linear_classifier(tmp_path / "l.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2], outputs=("label",))
+    assert _scorer(OnnxModel(path)).output == "label"
