@@ -77,6 +77,13 @@ def _expose_zipmap_input(model_bytes: bytes) -> tuple[bytes, dict[str, str]]:
     mapping: dict[str, str] = {}
     if not zip_nodes:
         return model_bytes, mapping
+    # the tensor feeding ZipMap is float for float inputs and double for double inputs: read it, don't assume
+    inferred = onnx.shape_inference.infer_shapes(proto).graph
+    elem_types = {
+        vi.name: vi.type.tensor_type.elem_type
+        for vi in (*inferred.value_info, *inferred.output)
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type
+    }
     new_outputs = []
     for out in graph.output:
         node = zip_nodes.get(out.name)
@@ -84,7 +91,9 @@ def _expose_zipmap_input(model_bytes: bytes) -> tuple[bytes, dict[str, str]]:
             new_outputs.append(out)
             continue
         mapping[out.name] = node.input[0]
-        new_outputs.append(helper.make_tensor_value_info(node.input[0], TensorProto.FLOAT, ["N", None]))
+        new_outputs.append(
+            helper.make_tensor_value_info(node.input[0], elem_types.get(node.input[0], TensorProto.FLOAT), ["N", None])
+        )
     del graph.output[:]
     graph.output.extend(new_outputs)
     remaining = [n for n in graph.node if n.op_type != "ZipMap"]

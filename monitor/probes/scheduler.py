@@ -27,6 +27,7 @@ from monitor.config import ProbeSettings
 from monitor.exporters.prometheus import MetricsState
 from monitor.metrics.scorer import ScoreResult
 from monitor.probes.funnel import FunnelConfig, run_funnel
+from monitor.probes.perturbations import PERTURBATION_NAMES
 from monitor.probes.regions import RegionIndex
 from monitor.probes.report import build_report
 
@@ -71,7 +72,11 @@ class ProbeScheduler:
         self.settings = settings
         self.state = state
         self.clock = clock
-        self.funnel = funnel or FunnelConfig()
+        # periodic probes skip the γ-ascent direction (B·m·(1+m) rows, most of a run's cost) and keep Algorithm 2
+        # short; `harmonic-monitor probe` runs the full set offline
+        self.funnel = funnel or FunnelConfig(
+            perturbations=tuple(p for p in PERTURBATION_NAMES if p != "gamma_ascent"), steps=5
+        )
         self._models: dict[str, _ModelProbes] = {}
         self._last_run = clock()
         self.probe_rows = 0
@@ -143,7 +148,9 @@ class ProbeScheduler:
                 self.state.inc("harmonic_model_evaluations_total", (rt.name, "probe"), float(used))
                 report = build_report(result)
                 report["region"] = region.to_dict()
-                report["model"] = rt.name
+                model_info = report.get("model")
+                if isinstance(model_info, dict):
+                    model_info["name"] = rt.name
                 report["probed_at"] = now
                 report["wall_seconds"] = time.perf_counter() - started
                 mp.reports[region.region_id] = report

@@ -1,0 +1,242 @@
+"""``harmonic-monitor demo``: the embedded end-to-end demo (no Kafka needed)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="run the embedded demo: stationary, benign-shift and harmful-shift phases through the real pipeline",
+        description=(
+            "Train a model on scikit-learn's breast-cancer data, convert it to ONNX, and replay a stream in three "
+            "phases (stationary, benign covariate shift, harmful shift toward the decision boundary) through the "
+            "same pipeline as `run` — decode, sample, score, windows, drift, alerts, probes. Shows live progress, "
+            "serves /metrics unless --no-serve, and ends with a per-phase summary."
+        ),
+    )
+    p.add_argument("--events", type=int, default=30000, help="events in total, split over the 3 phases (default 30000)")
+    p.add_argument("--seed", type=int, default=0, help="seed for the data, the ball and the noise (default 0)")
+    p.add_argument("--summary-json", help="write the per-phase summary here as JSON")
+    p.add_argument("--no-serve", action="store_true", help="do not serve /metrics")
+    p.add_argument("--metrics-port", type=int, default=9108, help="port for /metrics etc. (default 9108)")
+    p.add_argument("--workdir", help="where to put the model, reference and state (default: a temp dir)")
+    p.add_argument("--alertmanager-url", help="also deliver the demo's alerts to this Alertmanager")
+    p.add_argument(
+        "--linger", type=float, default=0.0, help="keep serving /metrics this many seconds after the summary"
+    )
+    p.set_defaults(func=run)
+
+
+class _PhaseSource:
+    """Replays one phase at a time (a ReplaySource per phase), so each phase's verdict is read at its end."""
+
+    def __init__(self) -> None:
+        from monitor.source.replay import ReplaySource
+
+        self.current = ReplaySource([])
+        self.committed: dict[tuple[str, int], int] = {}
+        self._offset = 0
+
+    def load(self, lines: list[bytes]) -> None:
+        from monitor.source.replay import ReplaySource
+
+        self.current = ReplaySource(lines, topic="demo")
+
+    def poll(self, timeout_seconds: float, max_records: int) -> list[Any]:
+        from monitor.source.base import RawRecord
+
+        out = []
+        for r in self.current.poll(timeout_seconds, max_records):
+            out.append(RawRecord(value=r.value, topic="demo", partition=0, offset=self._offset))
+            self._offset += 1
+        return out
+
+    def commit(self, positions: dict[tuple[str, int], int]) -> None:
+        self.committed.update(positions)
+
+    @property
+    def ready(self) -> bool:
+        return True
+
+    @property
+    def exhausted(self) -> bool:
+        return self.current.exhausted
+
+    def close(self) -> None:
+        return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from monitor.app import load_model_runtime
+    from monitor.config import load_settings
+    from monitor.demo import PHASES, build_demo
+    from monitor.service import Service
+
+    if args.events < 3000:
+        raise ConfigError(f"--events must be >= 3000 (1000 per phase, the drift window); got {args.events}")
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="harmonic-demo-"))
+    out = sys.stdout
+    started = time.perf_counter()
+    print(f"harmonic-monitor demo: training the model and generating {args.events} events in {workdir}", file=out)
+    data = build_demo(workdir, events=args.events, seed=args.seed)
+    flags: dict[str, Any] = {
+        "models": [
+            {
+                "name": "demo",
+                "path": str(data.model_path),
+                "version": "1",
+                "reference": str(data.reference_path),
+                "scoring": {"seed": args.seed},
+            }
+        ],
+        "state_dir": str(workdir / "state"),
+        "sampler": {"events_per_second": 0},
+        "batch": {"max_events": 512},
+        "metrics": {"port": args.metrics_port, "host": "127.0.0.1"},
+        "probes": {"interval_seconds": 5.0, "budget_share": 0.1},
+        "alerts": {"alertmanager_url": args.alertmanager_url, "for_seconds": 10.0, "resolve_after_seconds": 30.0},
+    }
+    settings = load_settings(None, flags)
+    source = _PhaseSource()
+    runtimes = [load_model_runtime(m) for m in settings.models]
+    phase_stats: dict[str, dict[str, Any]] = {}
+    with Service(settings, source, runtimes, serve_metrics=not args.no_serve) as svc:
+        pipeline = svc.pipeline
+        watch = pipeline.runtimes["demo"].watch
+        assert watch is not None
+        current = {"name": PHASES[0]}
+        sums: dict[str, list[NDArray[np.float64]]] = {p: [] for p in PHASES}
+        flick: dict[str, list[NDArray[np.float64]]] = {p: [] for p in PHASES}
+
+        def collect(rt: Any, rows: Any, result: Any, now: float) -> None:
+            sums[current["name"]].append(result.gamma[result.valid])
+            flick[current["name"]].append(result.flicker[result.valid])
+
+        pipeline.scored_hooks.append(collect)
+        if svc.server is not None:
+            print(f"metrics: http://127.0.0.1:{svc.server.port}/metrics  (probes: /probes)", file=out)
+        stop = threading.Event()
+        for name in PHASES:
+            current["name"] = name
+            lines = data.phases[name]
+            source.load(lines)
+            alerts_before = len(watch.fired)
+            t0 = time.perf_counter()
+            last_print = 0.0
+            while not source.exhausted and not stop.is_set():
+                pipeline.step(0.0)
+                svc.probes.tick()
+                now = time.perf_counter()
+                if now - last_print >= 0.5:
+                    last_print = now
+                    _progress(out, name, source.current.emitted, len(lines), now - t0, sums[name], flick[name], watch)
+            pipeline.flush()
+            watch.evaluate(_last_ts(lines))
+            g = np.concatenate(sums[name]) if sums[name] else np.zeros(0)
+            f = np.concatenate(flick[name]) if flick[name] else np.zeros(0)
+            fired = [
+                ev.alert.labels["alertname"] for ev in watch.fired[alerts_before:] if ev.alert.state.value == "firing"
+            ]
+            verdict = watch.verdict("other")
+            report = watch.last_reports.get("other")
+            phase_stats[name] = {
+                "name": name,
+                "events": len(lines),
+                "gamma_mean": float(g.mean()) if g.size else float("nan"),
+                "gamma_p95": float(np.quantile(g, 0.95)) if g.size else float("nan"),
+                "flicker_mean": float(f.mean()) if f.size else float("nan"),
+                "verdict": verdict.value if verdict is not None else "stable",
+                "alerts": sorted(set(fired)),
+                "detectors_fired": list(report.fired) if report else [],
+                "features_moved": [n for n, _ in report.top_features] if report else [],
+                "seconds": round(time.perf_counter() - t0, 2),
+            }
+            _progress(
+                out, name, len(lines), len(lines), time.perf_counter() - t0, sums[name], flick[name], watch, final=True
+            )
+        svc.probes.run_once(time.time())
+        pipeline.close()
+        elapsed = time.perf_counter() - started
+        summary = {
+            "phases": [phase_stats[p] for p in PHASES],
+            "model": str(data.model_path),
+            "zero_weight_features": list(data.zero_weight_features),
+            "events_scored": int(svc.state.counter_sum("harmonic_events_scored_total")),
+            "events_invalid": int(svc.state.counter_sum("harmonic_events_invalid_total")),
+            "probe_regions": sum(len(m["reports"]) for m in svc.probes.report()["models"].values()),
+            "seconds": round(elapsed, 2),
+        }
+        _print_summary(out, summary)
+        if args.summary_json:
+            Path(args.summary_json).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+            print(f"summary written to {args.summary_json}", file=out)
+        if args.linger > 0 and svc.server is not None:
+            print(f"serving /metrics for {args.linger:.0f} s more (Ctrl-C to stop)", file=out)
+            try:
+                time.sleep(args.linger)
+            except KeyboardInterrupt:
+                pass
+    return 0
+
+
+def _last_ts(lines: list[bytes]) -> float:
+    return float(json.loads(lines[-1])["ts"]) / 1000.0
+
+
+def _progress(
+    out: Any,
+    phase: str,
+    done: int,
+    total: int,
+    seconds: float,
+    gam: list[NDArray[np.float64]],
+    fl: list[NDArray[np.float64]],
+    watch: Any,
+    *,
+    final: bool = False,
+) -> None:
+    g = np.concatenate(gam[-4:]) if gam else np.zeros(0)
+    f = np.concatenate(fl[-4:]) if fl else np.zeros(0)
+    verdict = watch.verdict("other") if watch is not None else None
+    rate = done / seconds if seconds > 0 else 0.0
+    line = (
+        f"[{phase:>13}] {done:>6}/{total:<6} events  {rate:>8.0f} ev/s  "
+        f"γ {g.mean() if g.size else float('nan'):.2e}  flicker {f.mean() if f.size else float('nan'):.4f}  "
+        f"verdict {verdict.value if verdict is not None else '…'}"
+    )
+    tty = hasattr(out, "isatty") and out.isatty()
+    if tty:
+        out.write("\r" + line + ("\n" if final else ""))
+        out.flush()
+    elif final:
+        print(line, file=out)
+
+
+def _print_summary(out: Any, summary: dict[str, Any]) -> None:
+    print("\nsummary", file=out)
+    print(f"{'phase':<14} {'events':>7} {'γ mean':>10} {'γ p95':>10} {'flicker':>8}  {'verdict':<14} alerts", file=out)
+    for p in summary["phases"]:
+        print(
+            f"{p['name']:<14} {p['events']:>7} {p['gamma_mean']:>10.2e} {p['gamma_p95']:>10.2e} "
+            f"{p['flicker_mean']:>8.4f}  {p['verdict']:<14} {', '.join(p['alerts']) or '-'}",
+            file=out,
+        )
+    print(
+        f"{summary['events_scored']} events scored, {summary['probe_regions']} region(s) probed, "
+        f"{summary['seconds']} s",
+        file=out,
+    )

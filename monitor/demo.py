@@ -1,0 +1,105 @@
+"""The embedded demo: a model trained on a dataset shipped with scikit-learn, an ONNX copy, and a replayed stream in
+three phases — stationary, a benign covariate shift, a harmful shift — pushed through the same pipeline as ``run``.
+
+Data (breast-cancer, 30 features, binary). The model is an L1-regularised logistic regression inside a scaling
+pipeline, so several features get weight exactly 0.
+
+- ``stationary``: training rows re-sampled with 2 % per-feature jitter — the reference distribution.
+- ``benign-shift``: the same, with the zero-weight features moved by +1.5 standard deviations. The inputs move
+  (per-feature KS fires) but the model's output, hence γ and flicker, cannot change.
+- ``harmful-shift``: half of the events are placed near the decision boundary (on the segment between a row of
+  each class, at a logit drawn from N(0, 1.5)): inputs move *toward the boundary*, so γ and flicker rise.
+
+Event time advances 10 ms per event (100 events/s of event time), so alert ``for`` durations mean the same as live.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.errors import ModelError
+
+PHASES = ("stationary", "benign-shift", "harmful-shift")
+EVENT_SPACING_MS = 10
+START_MS = 1_795_000_000_000
+
+
+@dataclass(frozen=True)
+class DemoData:
+    model_path: Path
+    reference_path: Path
+    n_features: int
+    zero_weight_features: tuple[int, ...]
+    phases: dict[str, list[bytes]]
+
+
+def build_demo(workdir: Path, *, events: int, seed: int) -> DemoData:
+    """Train, convert and generate the three phases' raw events (JSON bytes, SPEC §1) into ``workdir``."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from monitor.commands.convert import convert_estimator
+
+    X, y = load_breast_cancer(return_X_y=True)
+    rng = np.random.default_rng(seed)
+    model = make_pipeline(StandardScaler(), LogisticRegression(penalty="l1", solver="liblinear", C=0.1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X, y)
+    coef = model[-1].coef_.ravel()
+    zero = tuple(int(j) for j in np.flatnonzero(coef == 0.0))
+    if len(zero) < 2:
+        raise ModelError(f"demo model kept {len(zero)} zero-weight features; expected several (L1 regularisation)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    model_path = convert_estimator(model, X.shape[1], workdir / "demo-model.onnx")
+    reference_path = workdir / "reference.csv"
+    np.savetxt(reference_path, X, delimiter=",")
+
+    std = X.std(axis=0)
+    per_phase = [events // 3, events // 3, events - 2 * (events // 3)]
+
+    def stationary(k: int) -> NDArray[np.float64]:
+        rows = X[rng.integers(0, X.shape[0], size=k)]
+        return np.asarray(rows + rng.normal(0.0, 0.02, size=rows.shape) * std)
+
+    benign = stationary(per_phase[1])
+    moved = list(zero[: min(6, len(zero))])
+    benign[:, moved] += 1.5 * std[moved]
+
+    harmful = stationary(per_phase[2])
+    near = rng.random(per_phase[2]) < 0.5
+    a = X[y == 0][rng.integers(0, int((y == 0).sum()), size=per_phase[2])]
+    b = X[y == 1][rng.integers(0, int((y == 1).sum()), size=per_phase[2])]
+    la, lb = model.decision_function(a), model.decision_function(b)
+    target = rng.normal(0.0, 1.5, size=per_phase[2])
+    t = np.clip((la - target) / (la - lb), 0.0, 1.0)  # the logit is affine along the segment
+    boundary = a + t[:, None] * (b - a)
+    harmful[near] = boundary[near]
+
+    phases: dict[str, list[bytes]] = {}
+    counter = 0
+    for name, rows in zip(PHASES, (stationary(per_phase[0]), benign, harmful), strict=True):
+        live = model.predict(rows)
+        proba = model.predict_proba(rows)
+        lines = []
+        for i in range(rows.shape[0]):
+            doc = {
+                "id": f"demo-{counter}",
+                "ts": START_MS + counter * EVENT_SPACING_MS,
+                "model": "demo",
+                "model_version": "1",
+                "features": [round(float(v), 6) for v in rows[i]],
+                "prediction": {"label": int(live[i]), "probabilities": [float(p) for p in proba[i]]},
+            }
+            lines.append(json.dumps(doc).encode())
+            counter += 1
+        phases[name] = lines
+    return DemoData(model_path, reference_path, X.shape[1], zero, phases)

@@ -1,0 +1,361 @@
+"""Probes: the three-stage funnel on one region (SPEC §6, seed 000 §10.5), plus Algorithm 2 and consistency.
+
+1. **MRI** — every probe target (each τ; each feature of ``shift``) at the moderate intensity ``eps``.
+   A target is *flagged* when its r is below ``mri_cut``.
+2. **Sensitivity** — the sensitivity columns of the flagged targets, averaged over ``sensitivity_draws`` draws
+   of stochastic τ (draw 0 reuses the MRI rows). A (target, output i) pair is *fragile* when
+   S_i / scale_i ≥ ``sensitivity_cut`` (scale = 1 for probabilities, the output scale for regressors).
+3. **Threshold search** — bisection for ε* only on targets with at least one fragile output, most fragile
+   (lowest r) first so that a budget goes to the worst. The MRI value P(eps) is a free first probe: when it is
+   already below P(0) − δ the bracket starts as [0, eps] instead of [0, ε_max].
+
+Then output consistency over {clean, each τ at ``eps``} (mostly cached rows) and seed 001 Algorithm 2
+(:func:`~monitor.metrics.adversarial.gamma_ascent_search`) from every point, ``steps`` steps.
+
+Evaluation counts are model *rows* per stage. ``exhaustive`` is what threshold search on every target would
+cost at full depth — B clean rows, the γ-ascent directions, and (1 + ⌈log2(ε_max/η)⌉) evaluations of every
+target (the seed's O(k·d·log(1/η))); ``exhaustive_min`` is its floor when no target crosses (clean, directions and
+one P(ε_max) per target). Compare them with ``funnel`` = mri + sensitivity + threshold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.errors import ConfigError, ProbeError
+from monitor.metrics.adversarial import AdversarialResult, gamma_ascent_search
+from monitor.metrics.scorer import ScoringConfig
+from monitor.model.base import ModelKind, Predictor
+from monitor.model.standardize import Standardizer
+from monitor.probes.consistency import ConsistencyResult, output_consistency
+from monitor.probes.mri import MriResult, open_session, scan_mri
+from monitor.probes.perturbations import (
+    PERTURBATION_NAMES,
+    BudgetExhaustedError,
+    FeatureShift,
+    GammaAscent,
+    Perturbation,
+    ProbeSession,
+    ProbeTarget,
+    check_names,
+)
+from monitor.probes.sensitivity import SensitivityResult, sensitivity_matrix
+from monitor.probes.threshold import TargetThreshold, bisection_steps, check_search, search_target
+
+STAGES: tuple[str, ...] = ("mri", "sensitivity", "threshold", "consistency", "adversarial")
+
+
+class _BudgetStop(Exception):
+    """Internal: a stage finished partially because the row budget ran out; stop the funnel there."""
+
+
+@dataclass(frozen=True, slots=True)
+class FunnelConfig:
+    """Settings of one funnel run. Intensities are in the standardizer's units (raw for ``space: raw``).
+
+    Attributes
+    ----------
+    perturbations : τ names to probe (registry order is kept in reports).
+    eps : the moderate MRI / sensitivity / consistency intensity.
+    mri_cut : a target with r < mri_cut goes on to the sensitivity stage (seed: r > 0.9 can be deprioritized).
+    sensitivity_cut : a (target, output) pair is fragile when S_i/scale_i ≥ this.
+    sensitivity_draws : draws per stochastic τ in the sensitivity stage.
+    delta, eps_max, eta : threshold search: tolerance δ on the agreement rate, range [0, ε_max], resolution η.
+    radius, ball : the γ ball for ``gamma_ascent`` and Algorithm 2 (standardized units).
+    steps : Algorithm 2 steps N per point; 0 skips it.
+    seed : seeds every random draw and the ball.
+    consistency_tolerance : regressors: |Δ| ≤ tolerance·scale counts as the same output.
+    search_all : threshold search on every target (the exhaustive profile) instead of the fragile ones only.
+    """
+
+    perturbations: tuple[str, ...] = PERTURBATION_NAMES
+    eps: float = 0.1
+    mri_cut: float = 0.9
+    sensitivity_cut: float = 0.01
+    sensitivity_draws: int = 4
+    delta: float = 0.2
+    eps_max: float = 1.0
+    eta: float = 0.01
+    radius: float = 0.05
+    ball: str = "auto"
+    steps: int = 10
+    seed: int = 0
+    consistency_tolerance: float = 0.1
+    search_all: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "perturbations", check_names(self.perturbations))
+        try:
+            check_search(self.delta, self.eps_max, self.eta)
+        except ProbeError as exc:
+            raise ConfigError(str(exc)) from None
+        if not (np.isfinite(self.eps) and self.eps > 0):
+            raise ConfigError(f"eps (MRI intensity) must be a finite number > 0; got {self.eps!r}")
+        if not 0 < self.mri_cut <= 1:
+            raise ConfigError(f"mri_cut must be in (0, 1]; got {self.mri_cut!r}")
+        if not self.sensitivity_cut >= 0:
+            raise ConfigError(f"sensitivity_cut must be >= 0; got {self.sensitivity_cut!r}")
+        if self.sensitivity_draws < 1:
+            raise ConfigError(f"sensitivity_draws must be >= 1; got {self.sensitivity_draws!r}")
+        if not (np.isfinite(self.radius) and self.radius > 0):
+            raise ConfigError(f"radius must be a finite number > 0; got {self.radius!r}")
+        if self.steps < 0:
+            raise ConfigError(f"steps (Algorithm 2) must be >= 0; got {self.steps!r}")
+        if not self.consistency_tolerance > 0:
+            raise ConfigError(f"consistency_tolerance must be > 0; got {self.consistency_tolerance!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class FragileTarget:
+    """A target that passed both screens.
+
+    Attributes
+    ----------
+    perturbation, feature : the target (feature index for ``shift``, else None).
+    r : its MRI agreement at ``eps``.
+    outputs : output dimensions i with S_i/scale_i ≥ sensitivity_cut (the fragile (target, output) pairs).
+    sensitivity : (D,) its sensitivity column.
+    """
+
+    perturbation: str
+    feature: int | None
+    r: float
+    outputs: tuple[int, ...]
+    sensitivity: tuple[float, ...]
+
+    @property
+    def key(self) -> str:
+        return self.perturbation if self.feature is None else f"{self.perturbation}[{self.feature}]"
+
+
+@dataclass(frozen=True, slots=True)
+class FunnelResult:
+    """Everything one funnel run produced; :func:`monitor.probes.report.build_report` turns it into JSON.
+
+    Stage results are None when the stage did not run (budget exhausted before it, or ``steps`` = 0).
+    ``sensitivity_all`` is the full matrix over every target from the MRI's own rows (one draw, no extra model
+    rows); ``sensitivity`` is the stage-2 matrix of the flagged targets (``sensitivity_draws`` draws).
+    ``evaluations`` holds the model rows each stage *used* (keys :data:`STAGES`; they add up to
+    :attr:`total_rows`, so summing the dict is the run's cost). ``exhaustive_rows`` / ``exhaustive_min_rows`` are
+    what threshold search on every target would have cost (not spent; see the module docstring).
+    ``stopped_at`` names the stage where the budget ran out (None when complete).
+    """
+
+    config: FunnelConfig
+    kind: ModelKind
+    n_points: int
+    n_features: int
+    n_outputs: int
+    output_scale: tuple[float, ...]
+    targets: tuple[str, ...]
+    mri: MriResult | None
+    sensitivity_all: SensitivityResult | None
+    sensitivity: SensitivityResult | None
+    flagged: tuple[str, ...]
+    fragile: tuple[FragileTarget, ...]
+    thresholds: tuple[TargetThreshold, ...]
+    consistency: ConsistencyResult | None
+    adversarial: AdversarialResult | None
+    evaluations: dict[str, int] = field(default_factory=dict)
+    exhaustive_rows: int = 0
+    exhaustive_min_rows: int = 0
+    stopped_at: str | None = None
+
+    @property
+    def total_rows(self) -> int:
+        """Model rows the run evaluated, all stages."""
+        return sum(self.evaluations.values())
+
+    @property
+    def funnel_rows(self) -> int:
+        """Rows of the three funnel stages (mri + sensitivity + threshold): compare with ``exhaustive_rows``."""
+        return (
+            self.evaluations.get("mri", 0)
+            + self.evaluations.get("sensitivity", 0)
+            + self.evaluations.get("threshold", 0)
+        )
+
+    @property
+    def complete(self) -> bool:
+        return self.stopped_at is None
+
+
+def exhaustive_rows(
+    session: ProbeSession, targets: tuple[ProbeTarget, ...], eps_max: float, eta: float
+) -> tuple[int, int]:
+    """(full-depth, floor) model rows of threshold search on every target without the funnel.
+
+    Both include the B clean rows and the γ-ascent directions (when ``gamma_ascent`` is a target). Full depth
+    charges every target 1 + ⌈log2(ε_max/η)⌉ evaluations (P(ε_max) and the bisection); the floor charges one.
+    """
+    b = session.n_points
+    fixed = b
+    for t in targets:
+        for member in t.members:
+            if isinstance(member, GammaAscent):
+                fixed += member.direction_rows(b)
+    per_eval = sum(session.rows_per_evaluation(t) for t in targets)
+    depth = 1 + bisection_steps(eps_max, eta)
+    return fixed + per_eval * depth, fixed + per_eval
+
+
+def _consistency_configurations(targets: tuple[ProbeTarget, ...]) -> list[Perturbation]:
+    """One configuration per τ: the target's perturbation, and for ``shift`` a random feature and sign per point."""
+    configs: list[Perturbation] = []
+    seen: set[str] = set()
+    for t in targets:
+        if t.name in seen:
+            continue
+        seen.add(t.name)
+        configs.append(FeatureShift(feature=None) if t.name == "shift" else t.members[0])
+    return configs
+
+
+def run_funnel(
+    model: Predictor,
+    standardizer: Standardizer,
+    points: NDArray[np.floating],
+    config: FunnelConfig | None = None,
+    *,
+    budget_rows: int | None = None,
+    fill: NDArray[np.float64] | None = None,
+    output_scale: NDArray[np.floating] | None = None,
+    labels: NDArray[np.integer] | None = None,
+) -> FunnelResult:
+    """Run the funnel on (B, n) raw-unit ``points`` treated as one region.
+
+    Parameters
+    ----------
+    model : the predictor (ONNX copy).
+    standardizer : defines the units of every ε (identity for ``space: raw``).
+    points : (B, n) raw units, finite.
+    config : stages' settings; defaults to :class:`FunnelConfig`.
+    budget_rows : model-row budget for the whole run (clean rows included); stages stop when it runs out and
+        ``stopped_at`` says where. It must at least cover the B clean rows.
+    fill : (n,) raw values that ``dropout`` writes; default the standardizer's mean (the reference mean).
+    output_scale : (D,) regressor output scale for C = 1 − |Δ|/scale; default the std over the points.
+    labels : (B,) class indices, optional: consistency then reports accuracy, PDR and an accuracy baseline.
+
+    Returns
+    -------
+    FunnelResult.
+
+    Raises
+    ------
+    ConfigError
+        Invalid settings.
+    ProbeError
+        Points of the wrong shape or non-finite, bad labels/scale, or a budget smaller than B rows.
+    """
+    cfg = config or FunnelConfig()
+    session, targets = open_session(
+        model,
+        standardizer,
+        points,
+        perturbations=cfg.perturbations,
+        seed=cfg.seed,
+        radius=cfg.radius,
+        ball=cfg.ball,
+        fill=fill,
+        output_scale=output_scale,
+        budget_rows=budget_rows,
+    )
+    counts = dict.fromkeys(STAGES, 0)
+    mri: MriResult | None = None
+    sens_all: SensitivityResult | None = None
+    sens: SensitivityResult | None = None
+    flagged: list[ProbeTarget] = []
+    fragile: list[FragileTarget] = []
+    thresholds: list[TargetThreshold] = []
+    consistency: ConsistencyResult | None = None
+    adversarial: AdversarialResult | None = None
+    stage: str | None = "mri"
+    mark_at = 0  # the B clean rows, evaluated when the session opened, count towards the MRI stage
+
+    def mark(name: str) -> None:
+        nonlocal mark_at
+        counts[name] += session.evaluations - mark_at
+        mark_at = session.evaluations
+
+    try:
+        # cheap targets first, the γ-ascent directions (B·m·(1+m) rows) last, so a budget keeps the most
+        cheap_first = sorted(targets, key=lambda t: any(isinstance(m, GammaAscent) for m in t.members))
+        mri = scan_mri(session, cheap_first, cfg.eps, partial=True)
+        scanned = [t for t in targets if t.key in mri.by_target]
+        sens_all = sensitivity_matrix(session, scanned, cfg.eps, draws=1)  # the MRI's rows: free
+        mark("mri")
+        if not mri.complete:
+            raise _BudgetStop
+
+        stage = "sensitivity"
+        flagged = [t for t in scanned if mri.by_target[t.key] < cfg.mri_cut]
+        sens = sensitivity_matrix(session, flagged, cfg.eps, draws=cfg.sensitivity_draws)
+        mark("sensitivity")
+        for t in flagged:
+            col = sens.column(t.key)
+            outs = tuple(int(i) for i in np.flatnonzero(col / session.output_scale >= cfg.sensitivity_cut))
+            if outs:
+                fragile.append(
+                    FragileTarget(t.name, t.feature, mri.by_target[t.key], outs, tuple(float(v) for v in col))
+                )
+
+        stage = "threshold"
+        r_of = mri.by_target
+        by_key = {t.key: t for t in targets}
+        order = (
+            sorted(targets, key=lambda t: r_of[t.key])
+            if cfg.search_all
+            else [by_key[f.key] for f in sorted(fragile, key=lambda f: f.r)]
+        )
+        hints = {key: (cfg.eps, r) for key, r in r_of.items()} if cfg.eps <= cfg.eps_max else None
+        for t in order:
+            thresholds.append(search_target(session, t, delta=cfg.delta, eps_max=cfg.eps_max, eta=cfg.eta, hints=hints))
+        mark("threshold")
+
+        stage = "consistency"
+        consistency = output_consistency(
+            session, _consistency_configurations(targets), cfg.eps, labels=labels, tolerance=cfg.consistency_tolerance
+        )
+        mark("consistency")
+
+        stage = "adversarial"
+        if cfg.steps > 0:
+            classifier = session.model.kind == "classifier"
+            output = "label" if classifier and not session.model.has_proba else "auto"
+            scoring = ScoringConfig(radius=cfg.radius, ball=cfg.ball, output=output, flicker_copies=0, seed=cfg.seed)
+            adversarial = gamma_ascent_search(
+                session.model, standardizer, session.raw_points, steps=cfg.steps, config=scoring
+            )
+        mark("adversarial")
+        stage = None
+    except (BudgetExhaustedError, _BudgetStop):
+        assert stage is not None
+        mark(stage)  # the rows the interrupted stage used before the refusal
+
+    assert sum(counts.values()) == session.evaluations, "every evaluated row belongs to one stage"
+    full, floor = exhaustive_rows(session, targets, cfg.eps_max, cfg.eta)
+    order_of = {key: i for i, key in enumerate(t.key for t in targets)}
+    return FunnelResult(
+        config=cfg,
+        kind=session.model.kind,
+        n_points=session.n_points,
+        n_features=session.n_features,
+        n_outputs=session.n_outputs,
+        output_scale=tuple(float(v) for v in session.output_scale),
+        targets=tuple(t.key for t in targets),
+        mri=mri,
+        sensitivity_all=sens_all,
+        sensitivity=sens,
+        flagged=tuple(t.key for t in flagged),
+        fragile=tuple(fragile),
+        thresholds=tuple(sorted(thresholds, key=lambda th: order_of[th.key])),
+        consistency=consistency,
+        adversarial=adversarial,
+        evaluations=counts,
+        exhaustive_rows=full,
+        exhaustive_min_rows=floor,
+        stopped_at=stage,
+    )

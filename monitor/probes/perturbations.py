@@ -1,0 +1,690 @@
+"""Probes: the perturbation types τ of SPEC §6 and the session that evaluates perturbed copies of a region.
+
+Every perturbation maps ``(points, ε, rng)`` to perturbed points, both ``(B, n)`` float64 in *standardized units*
+(x̃ = (x − μ)/s of the :class:`~monitor.model.standardize.Standardizer`; with ``space: raw`` the standardizer is the
+identity, so standardized units are raw units). The registry :data:`PERTURBATIONS` maps a name to a factory:
+
+============== =================================================================================================
+``noise``      x̃ + ε·z, z ~ N(0, I): Gaussian noise with σ = ε.
+``shift``      x̃ ± ε·e_j: one feature j moved by ε (a family: one member per feature j and sign). With no
+               feature given, every point gets its own random feature and sign (used as one configuration in
+               output consistency).
+``dropout``    each feature is replaced by the reference mean (0 in standardized units, or the ``fill`` values
+               of the context) independently with probability ε (ε clipped to [0, 1]).
+``scale``      x ↦ x·(1 ± ε) in *raw* units, an independent random sign per feature and point: a relative
+               (gain / calibration) error of size ε. Meaningful for ratio-scale features (amounts, counts,
+               durations); for a feature whose raw zero is arbitrary (°C, already-centred data) it is noise
+               proportional to |x|, and a feature that is 0 in raw units never moves.
+``quantize``   x̃ ↦ ε·round(x̃/ε): rounding to a grid of step ε (standardized units, i.e. ε·s_j in raw units;
+               the grid is anchored at the reference mean). ε = 0 is the identity. P(ε) need not be monotone.
+``gamma_ascent`` x̃ + ε·v*(x): v*(x) is the unit ball direction (radius r, the γ ball of SPEC §2) whose ball
+               point has the largest γ — one step of seed 001 Algorithm 2, stretched to length ε. Needs the
+               model; the direction is computed once per point set (B·m·(1+m) model rows) and cached.
+============== =================================================================================================
+
+Randomness: a perturbation draws the *same amount* of randomness from ``rng`` whatever ε is, so calling it with a
+freshly seeded generator at two intensities gives coupled perturbations (the same noise direction, nested dropout
+masks, the same signs). :class:`ProbeSession` seeds one generator per (perturbation, draw), which makes P(ε)
+a deterministic, and for noise/shift/dropout/gamma_ascent per point monotone-friendly, function of ε — what the
+bisection of :mod:`monitor.probes.threshold` needs.
+
+A :class:`ProbeTarget` is what a threshold is searched for: one τ, or for ``shift`` one feature j with both signs
+as members (a point counts as consistent only when it is consistent under +ε *and* −ε).
+
+:class:`ProbeSession` holds the model (wrapped in a :class:`CountingPredictor`), the region's points and their
+clean outputs, and evaluates perturbed copies with a cache, so that stages that need the same rows (MRI,
+sensitivity, consistency) pay for them once. Model evaluations are counted in *rows* (one row = one input
+vector through the model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.errors import ConfigError, ProbeError
+from monitor.metrics.balls import ball_directions
+from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
+from monitor.model.base import ModelKind, ModelOutput, Predictor
+from monitor.model.standardize import Standardizer
+
+FloatArray = NDArray[np.float64]
+
+#: the registry order; also the column order of MRI vectors and sensitivity matrices
+PERTURBATION_NAMES: tuple[str, ...] = ("noise", "shift", "dropout", "scale", "quantize", "gamma_ascent")
+
+
+class BudgetExhaustedError(ProbeError):
+    """The probe's model-row budget would be exceeded by the next evaluation.
+
+    Attributes
+    ----------
+    budget_rows : the budget.
+    used_rows : rows evaluated so far.
+    requested_rows : rows of the evaluation that was refused.
+    """
+
+    def __init__(self, budget_rows: int, used_rows: int, requested_rows: int) -> None:
+        super().__init__(
+            f"probe budget of {budget_rows} model rows exhausted: {used_rows} used, the next evaluation needs "
+            f"{requested_rows} more. Raise the budget or probe fewer points/perturbations."
+        )
+        self.budget_rows = budget_rows
+        self.used_rows = used_rows
+        self.requested_rows = requested_rows
+
+
+class CountingPredictor:
+    """A :class:`~monitor.model.base.Predictor` wrapper that counts rows and calls, and enforces a row budget.
+
+    Parameters
+    ----------
+    model : the wrapped predictor.
+    budget_rows : refuse (raise :class:`BudgetExhaustedError`) any evaluation that would take the row count
+        above this; None = unlimited.
+
+    >>> from monitor.model.base import ModelOutput
+    >>> class Const:
+    ...     n_features, kind = 2, "regressor"
+    ...     def evaluate(self, rows):
+    ...         return ModelOutput(value=np.zeros((len(rows), 1), dtype=np.float32))
+    >>> counter = CountingPredictor(Const())
+    >>> _ = counter.evaluate(np.zeros((3, 2), dtype=np.float32))
+    >>> counter.rows, counter.calls
+    (3, 1)
+    """
+
+    def __init__(self, model: Predictor, *, budget_rows: int | None = None) -> None:
+        if budget_rows is not None and budget_rows < 1:
+            raise ConfigError(f"budget_rows must be >= 1 or None; got {budget_rows!r}")
+        self.inner = model
+        self.budget_rows = budget_rows
+        self.rows = 0
+        self.calls = 0
+
+    @property
+    def n_features(self) -> int:
+        return self.inner.n_features
+
+    @property
+    def kind(self) -> ModelKind:
+        return self.inner.kind
+
+    @property
+    def has_logits(self) -> bool:
+        return bool(getattr(self.inner, "has_logits", False))
+
+    @property
+    def has_proba(self) -> bool:
+        return bool(getattr(self.inner, "has_proba", self.inner.kind == "classifier"))
+
+    def evaluate(self, rows: NDArray[np.float32]) -> ModelOutput:
+        b = int(rows.shape[0])
+        if self.budget_rows is not None and self.rows + b > self.budget_rows:
+            raise BudgetExhaustedError(self.budget_rows, self.rows, b)
+        self.rows += b
+        self.calls += 1
+        return self.inner.evaluate(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class PerturbationContext:
+    """What perturbation factories may need beyond (points, ε, rng).
+
+    Attributes
+    ----------
+    standardizer : defines standardized units (identity for ``space: raw``).
+    model : needed by ``gamma_ascent`` only; pass the session's :class:`CountingPredictor` so its rows are counted.
+    fill : (n,) raw-unit values that ``dropout`` writes; None = ``standardizer.mean`` (the reference mean).
+    radius : γ ball radius for ``gamma_ascent``, standardized units.
+    ball : γ ball construction for ``gamma_ascent`` (see :mod:`monitor.metrics.balls`).
+    seed : seeds the ball construction.
+    """
+
+    standardizer: Standardizer
+    model: Predictor | None = None
+    fill: FloatArray | None = None
+    radius: float = 0.05
+    ball: str = "auto"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.radius > 0:
+            raise ConfigError(f"gamma_ascent radius must be > 0; got {self.radius!r}")
+        n = self.standardizer.n_features
+        if self.fill is not None and np.shape(self.fill) != (n,):
+            raise ConfigError(f"dropout fill values must have shape ({n},); got {np.shape(self.fill)}")
+        if self.model is not None and self.model.n_features != n:
+            raise ConfigError(
+                f"the standardizer has {n} features; the model expects {self.model.n_features}. "
+                "Was the reference built for another model?"
+            )
+
+    @property
+    def n_features(self) -> int:
+        return self.standardizer.n_features
+
+    @property
+    def fill_standardized(self) -> FloatArray:
+        """(n,) the dropout fill in standardized units (zeros when it is the reference mean)."""
+        if self.fill is None:
+            return np.zeros(self.n_features)
+        row: FloatArray = self.standardizer.to_standardized(np.asarray(self.fill, dtype=np.float64)[None, :])[0]
+        return row
+
+
+class Perturbation(Protocol):
+    """One perturbation τ_ε.
+
+    Attributes
+    ----------
+    name : the registry name (``shift`` for every member of the shift family).
+    key : unique within a probe: ``name`` or ``shift[j]+`` / ``shift[j]-`` / ``shift[random]``.
+    feature : the feature index of a single-feature shift, else None.
+    stochastic : True when the result depends on ``rng``.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def feature(self) -> int | None: ...
+
+    @property
+    def stochastic(self) -> bool: ...
+
+    def apply(self, points: FloatArray, eps: float, rng: np.random.Generator) -> FloatArray:
+        """Perturb (B, n) standardized points at intensity ε ≥ 0; returns a new (B, n) array."""
+        ...
+
+
+def _check_eps(eps: float) -> float:
+    if not (np.isfinite(eps) and eps >= 0):
+        raise ProbeError(f"perturbation intensity ε must be a finite number >= 0; got {eps!r}")
+    return float(eps)
+
+
+@dataclass(frozen=True, slots=True)
+class GaussianNoise:
+    """x̃ + ε·z with z ~ N(0, I) in standardized units (σ = ε).
+
+    >>> GaussianNoise().apply(np.zeros((1, 3)), 0.0, np.random.default_rng(0)).tolist()
+    [[0.0, 0.0, 0.0]]
+    """
+
+    name: str = "noise"
+    key: str = "noise"
+    feature: int | None = None
+    stochastic: bool = True
+
+    def apply(self, points: FloatArray, eps: float, rng: np.random.Generator) -> FloatArray:
+        eps = _check_eps(eps)
+        out: FloatArray = points + eps * rng.standard_normal(points.shape)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureShift:
+    """x̃ + sign·ε·e_j; with ``feature`` None, a random feature and sign per point (drawn from ``rng``).
+
+    >>> FeatureShift(feature=1, sign=-1).apply(np.zeros((1, 3)), 0.5, np.random.default_rng(0)).tolist()
+    [[0.0, -0.5, 0.0]]
+    """
+
+    feature: int | None = None
+    sign: int = 1
+    name: str = "shift"
+
+    def __post_init__(self) -> None:
+        if self.sign not in (1, -1):
+            raise ConfigError(f"shift sign must be +1 or -1; got {self.sign!r}")
+        if self.feature is not None and self.feature < 0:
+            raise ConfigError(f"shift feature index must be >= 0; got {self.feature!r}")
+
+    @property
+    def key(self) -> str:
+        if self.feature is None:
+            return "shift[random]"
+        return f"shift[{self.feature}]{'+' if self.sign > 0 else '-'}"
+
+    @property
+    def stochastic(self) -> bool:
+        return self.feature is None
+
+    def apply(self, points: FloatArray, eps: float, rng: np.random.Generator) -> FloatArray:
+        eps = _check_eps(eps)
+        out = points.copy()
+        b, n = points.shape
+        if self.feature is None:
+            cols = rng.integers(0, n, size=b)
+            signs = rng.choice(np.array([-1.0, 1.0]), size=b)
+            out[np.arange(b), cols] += signs * eps
+            return out
+        if self.feature >= n:
+            raise ProbeError(f"shift feature index {self.feature} is out of range for points with {n} features")
+        out[:, self.feature] += self.sign * eps
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureDropout:
+    """Each feature replaced by ``fill`` (standardized; 0 = reference mean) with probability min(ε, 1).
+
+    Masks are nested across ε for one generator seed: a feature dropped at ε is dropped at every ε' > ε.
+
+    >>> FeatureDropout(fill=np.zeros(2)).apply(np.ones((1, 2)), 1.0, np.random.default_rng(0)).tolist()
+    [[0.0, 0.0]]
+    """
+
+    fill: FloatArray
+    name: str = "dropout"
+    key: str = "dropout"
+    feature: int | None = None
+    stochastic: bool = True
+
+    def apply(self, points: FloatArray, eps: float, rng: np.random.Generator) -> FloatArray:
+        eps = min(_check_eps(eps), 1.0)
+        u = rng.random(points.shape)
+        out: FloatArray = np.where(u < eps, self.fill[None, :], points)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RawScale:
+    """x ↦ x·(1 ± ε) in raw units, an independent random sign per feature and point.
+
+    >>> s = Standardizer(mean=np.array([10.0]), scale=np.array([2.0]))
+    >>> z = s.to_standardized(np.array([[20.0]]))
+    >>> out = RawScale(standardizer=s).apply(z, 0.5, np.random.default_rng(0))
+    >>> float(s.to_raw(out)[0, 0]) in (10.0, 30.0)
+    True
+    """
+
+    standardizer: Standardizer
+    name: str = "scale"
+    key: str = "scale"
+    feature: int | None = None
+    stochastic: bool = True
+
+    def apply(self, points: FloatArray, eps: float, rng: np.random.Generator) -> FloatArray:
+        eps = _check_eps(eps)
+        signs = rng.choice(np.array([-1.0, 1.0]), size=points.shape)
+        raw = self.standardizer.to_raw(points) * (1.0 + signs * eps)
+        return self.standardizer.to_standardized(raw)
+
+
+@dataclass(frozen=True, slots=True)
+class Quantize:
+    """x̃ ↦ ε·round(x̃/ε) (standardized units; the identity at ε = 0).
+
+    >>> Quantize().apply(np.array([[0.26, -0.74]]), 0.5, np.random.default_rng(0)).tolist()
+    [[0.5, -0.5]]
+    """
+
+    name: str = "quantize"
+    key: str = "quantize"
+    feature: int | None = None
+    stochastic: bool = False
+
+    def apply(self, points: FloatArray, eps: float, rng: np.random.Generator) -> FloatArray:
+        eps = _check_eps(eps)
+        if eps == 0.0:
+            return points.copy()
+        out: FloatArray = eps * np.round(points / eps)
+        return out
+
+
+class GammaAscent:
+    """x̃ + ε·v*(x), v* the unit ball direction whose ball point has the largest γ (seed 001 Algorithm 2, one step).
+
+    The directions are computed with :class:`~monitor.metrics.scorer.RobustnessScorer` (flicker off) over the
+    B·m ball points, costing B·m·(1+m) model rows, once per distinct point set (cached by content).
+
+    Parameters
+    ----------
+    model : the predictor (pass a :class:`CountingPredictor` to have the rows counted).
+    standardizer : defines standardized units.
+    radius, ball, seed : the γ ball (standardized units).
+    """
+
+    name = "gamma_ascent"
+    key = "gamma_ascent"
+    feature: int | None = None
+    stochastic = False
+
+    def __init__(
+        self, model: Predictor, standardizer: Standardizer, *, radius: float = 0.05, ball: str = "auto", seed: int = 0
+    ) -> None:
+        output = "label" if model.kind == "classifier" and not getattr(model, "has_proba", True) else "auto"
+        self._scorer = RobustnessScorer(
+            model, standardizer, ScoringConfig(radius=radius, ball=ball, output=output, flicker_copies=0, seed=seed)
+        )
+        self._standardizer = standardizer
+        #: (m, n) unit directions, standardized units, in the scorer's ball order
+        self.directions = ball_directions(self._scorer.ball, model.n_features, seed=seed)
+        self._cache: dict[bytes, FloatArray] = {}
+
+    def direction_rows(self, n_points: int) -> int:
+        """Model rows :meth:`direction` costs for ``n_points`` new points: B·m·(1+m)."""
+        m = int(self.directions.shape[0])
+        return n_points * m * self._scorer.rows_per_event()
+
+    def direction(self, points: FloatArray) -> FloatArray:
+        """(B, n) unit γ-ascent directions for (B, n) standardized points."""
+        digest = hashlib.sha1(np.ascontiguousarray(points, dtype=np.float64).tobytes()).digest()
+        cached = self._cache.get(digest)
+        if cached is not None:
+            return cached
+        b, n = points.shape
+        m = self.directions.shape[0]
+        raw = self._standardizer.to_raw(points)
+        candidates = (raw[:, None, :] + self._scorer.offsets.astype(np.float64)[None, :, :]).reshape(b * m, n)
+        gamma = self._scorer.score(candidates).gamma.reshape(b, m)
+        best = np.argmax(np.nan_to_num(gamma, nan=-1.0), axis=1)
+        found: FloatArray = self.directions[best]
+        self._cache[digest] = found
+        return found
+
+    def apply(self, points: FloatArray, eps: float, rng: np.random.Generator) -> FloatArray:
+        eps = _check_eps(eps)
+        out: FloatArray = points + eps * self.direction(points)
+        return out
+
+
+#: a factory builds one perturbation from a context; ``feature``/``sign`` matter for ``shift`` only
+PerturbationFactory = Callable[[PerturbationContext, int | None, int], Perturbation]
+
+
+def _noise(context: PerturbationContext, feature: int | None, sign: int) -> Perturbation:
+    return GaussianNoise()
+
+
+def _shift(context: PerturbationContext, feature: int | None, sign: int) -> Perturbation:
+    return FeatureShift(feature=feature, sign=sign)
+
+
+def _dropout(context: PerturbationContext, feature: int | None, sign: int) -> Perturbation:
+    return FeatureDropout(fill=context.fill_standardized)
+
+
+def _scale(context: PerturbationContext, feature: int | None, sign: int) -> Perturbation:
+    return RawScale(standardizer=context.standardizer)
+
+
+def _quantize(context: PerturbationContext, feature: int | None, sign: int) -> Perturbation:
+    return Quantize()
+
+
+def _gamma_ascent(context: PerturbationContext, feature: int | None, sign: int) -> Perturbation:
+    if context.model is None:
+        raise ConfigError("perturbation 'gamma_ascent' needs the model; build the PerturbationContext with model=")
+    return GammaAscent(context.model, context.standardizer, radius=context.radius, ball=context.ball, seed=context.seed)
+
+
+#: name -> factory, in :data:`PERTURBATION_NAMES` order
+PERTURBATIONS: Mapping[str, PerturbationFactory] = MappingProxyType(
+    {
+        "noise": _noise,
+        "shift": _shift,
+        "dropout": _dropout,
+        "scale": _scale,
+        "quantize": _quantize,
+        "gamma_ascent": _gamma_ascent,
+    }
+)
+
+
+def check_names(names: Sequence[str]) -> tuple[str, ...]:
+    """Validate perturbation names (order kept, duplicates removed).
+
+    >>> check_names(["noise", "shift", "noise"])
+    ('noise', 'shift')
+    >>> check_names(["blur"])
+    Traceback (most recent call last):
+    ...
+    monitor.errors.ConfigError: perturbation 'blur' is not one of noise, shift, dropout, scale, quantize, gamma_ascent
+    """
+    out: list[str] = []
+    for name in names:
+        if name not in PERTURBATIONS:
+            raise ConfigError(f"perturbation '{name}' is not one of {', '.join(PERTURBATION_NAMES)}")
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise ConfigError(f"no perturbation types given; expected some of {', '.join(PERTURBATION_NAMES)}")
+    return tuple(out)
+
+
+def make_perturbation(
+    name: str, context: PerturbationContext, *, feature: int | None = None, sign: int = 1
+) -> Perturbation:
+    """Build the perturbation registered as ``name``.
+
+    Parameters
+    ----------
+    name : one of :data:`PERTURBATION_NAMES`.
+    context : standardizer, model (gamma_ascent), dropout fill, γ ball.
+    feature, sign : for ``shift``: the feature index (None = a random one per point) and +1/−1.
+
+    Raises
+    ------
+    ConfigError
+        Unknown name, or ``gamma_ascent`` without a model.
+    """
+    check_names([name])
+    return PERTURBATIONS[name](context, feature, sign)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeTarget:
+    """A unit of threshold search: one τ, or one feature of ``shift`` with both signs.
+
+    A point is consistent under the target when it is consistent under every member (both signs for a shift).
+    """
+
+    name: str
+    feature: int | None
+    members: tuple[Perturbation, ...] = field(compare=False)
+
+    @property
+    def key(self) -> str:
+        return self.name if self.feature is None else f"{self.name}[{self.feature}]"
+
+
+def probe_targets(names: Sequence[str], context: PerturbationContext) -> tuple[ProbeTarget, ...]:
+    """One target per τ, except ``shift``: one target per feature j with members +ε·e_j and −ε·e_j.
+
+    Returns
+    -------
+    Targets in registry order of ``names``; shift features in index order.
+    """
+    targets: list[ProbeTarget] = []
+    for name in check_names(names):
+        if name == "shift":
+            for j in range(context.n_features):
+                members = (
+                    make_perturbation(name, context, feature=j, sign=1),
+                    make_perturbation(name, context, feature=j, sign=-1),
+                )
+                targets.append(ProbeTarget(name, j, members))
+        else:
+            targets.append(ProbeTarget(name, None, (make_perturbation(name, context),)))
+    return tuple(targets)
+
+
+class ProbeSession:
+    """A region's points and their clean outputs; evaluates perturbed copies with caching and row counting.
+
+    Parameters
+    ----------
+    model : the predictor. It is wrapped in a :class:`CountingPredictor` unless it already is one (then the
+        counts continue on it, which lets a caller share one counter between a session and its perturbations).
+    standardizer : defines standardized units.
+    points : (B, n) raw units, finite.
+    seed : seeds every perturbation draw: draw d of perturbation k uses ``default_rng([seed, crc32(k), d])``.
+    output_scale : (D,) the regressor output scale for consistency 1 − |Δ|/scale; None = the std of the clean
+        outputs over the points (a constant output gets 1). Ignored for classifiers.
+    budget_rows : the row budget of a new counter (ignored when ``model`` is already a counter).
+
+    Raises
+    ------
+    ProbeError
+        Points of the wrong shape or with NaN/inf values.
+    """
+
+    def __init__(
+        self,
+        model: Predictor,
+        standardizer: Standardizer,
+        points: NDArray[np.floating],
+        *,
+        seed: int = 0,
+        output_scale: NDArray[np.floating] | None = None,
+        budget_rows: int | None = None,
+    ) -> None:
+        self.model = (
+            model if isinstance(model, CountingPredictor) else CountingPredictor(model, budget_rows=budget_rows)
+        )
+        n = self.model.n_features
+        x = np.asarray(points, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != n or x.shape[0] == 0:
+            raise ProbeError(f"probe points must be a non-empty (B, {n}) array for this model; got shape {x.shape}")
+        if not np.all(np.isfinite(x)):
+            bad = int(np.count_nonzero(~np.all(np.isfinite(x), axis=1)))
+            raise ProbeError(f"{bad} of {x.shape[0]} probe points contain NaN or infinite values; drop them first")
+        if standardizer.n_features != n:
+            raise ProbeError(
+                f"the standardizer has {standardizer.n_features} features; the model expects {n}. "
+                "Was the reference built for another model?"
+            )
+        self.standardizer = standardizer
+        self.seed = seed
+        self.raw_points = x
+        #: (B, n) standardized units
+        self.points = standardizer.to_standardized(x)
+        self._label_width: int | None = None
+        self.clean = self.model.evaluate(x.astype(np.float32))
+        self.clean_scores = self.scores(self.clean)
+        if self.model.kind == "classifier":
+            self.output_scale = np.ones(self.clean_scores.shape[1])
+        elif output_scale is not None:
+            scale = np.asarray(output_scale, dtype=np.float64).reshape(-1)
+            if scale.shape != (self.clean_scores.shape[1],) or not np.all(scale > 0):
+                raise ProbeError(
+                    f"output_scale must hold {self.clean_scores.shape[1]} positive values (one per model output); "
+                    f"got {scale.tolist()}"
+                )
+            self.output_scale = scale
+        else:
+            std = self.clean_scores.std(axis=0)
+            self.output_scale = np.where(std > 1e-12, std, 1.0)
+        self._cache: dict[tuple[str, float, int], ModelOutput] = {}
+
+    # -- sizes ---------------------------------------------------------------------------------------------
+    @property
+    def n_points(self) -> int:
+        return int(self.points.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.points.shape[1])
+
+    @property
+    def n_outputs(self) -> int:
+        """D: classes for classifiers, output columns for regressors."""
+        return int(self.clean_scores.shape[1])
+
+    @property
+    def evaluations(self) -> int:
+        """Model rows evaluated so far (the clean points included)."""
+        return self.model.rows
+
+    # -- evaluation ----------------------------------------------------------------------------------------
+    def rng(self, perturbation: Perturbation, draw: int = 0) -> np.random.Generator:
+        """The generator for draw ``draw`` of ``perturbation``: the same at every ε (coupled perturbations)."""
+        return np.random.default_rng([self.seed, zlib.crc32(perturbation.key.encode()), draw])
+
+    def perturbed_points(self, perturbation: Perturbation, eps: float, draw: int = 0) -> FloatArray:
+        """(B, n) standardized perturbed points for draw ``draw`` at intensity ε."""
+        return perturbation.apply(self.points, eps, self.rng(perturbation, draw))
+
+    def outputs(self, perturbation: Perturbation, eps: float, draw: int = 0) -> ModelOutput:
+        """Model outputs on the perturbed points (cached by key, ε and draw; ε = 0 is the clean output)."""
+        if eps == 0.0:
+            return self.clean
+        cache_key = (perturbation.key, float(eps), draw if perturbation.stochastic else 0)
+        hit = self._cache.get(cache_key)
+        if hit is not None:
+            return hit
+        z = self.perturbed_points(perturbation, eps, cache_key[2])
+        out = self.model.evaluate(self.standardizer.to_raw(z).astype(np.float32))
+        self._cache[cache_key] = out
+        return out
+
+    def is_cached(self, perturbation: Perturbation, eps: float, draw: int = 0) -> bool:
+        return eps == 0.0 or (perturbation.key, float(eps), draw if perturbation.stochastic else 0) in self._cache
+
+    def scores(self, out: ModelOutput) -> FloatArray:
+        """f per row, (B, D): probabilities, regression values, or for label-only classifiers one-hot labels.
+
+        The one-hot width is fixed by the clean points (at least 2); a perturbed label outside it is an all-zero
+        row, so |Δ| still shows the clean class's column dropping to 0.
+        """
+        if out.proba is not None:
+            return out.proba.astype(np.float64)
+        if out.value is not None:
+            return out.value.astype(np.float64)
+        if out.label is None:
+            raise ProbeError("the model returned neither probabilities, labels nor values")
+        if self._label_width is None:
+            self._label_width = max(2, int(out.label.max()) + 1)
+        width = self._label_width
+        eye = np.vstack([np.eye(width), np.zeros((1, width))])
+        onehot: FloatArray = eye[np.where(out.label < width, out.label, width)]
+        return onehot
+
+    def consistency(self, out: ModelOutput) -> FloatArray:
+        """C(f(x), f(τ(x))) per point, (B,) in [0, 1].
+
+        Classifiers: 1 when the predicted class is unchanged, else 0. Regressors: the mean over outputs of
+        clip(1 − |Δ_i| / scale_i, 0, 1).
+        """
+        if self.model.kind == "classifier":
+            assert out.label is not None and self.clean.label is not None
+            same: FloatArray = (out.label == self.clean.label).astype(np.float64)
+            return same
+        delta = np.abs(self.scores(out) - self.clean_scores) / self.output_scale
+        per_point: FloatArray = np.clip(1.0 - delta, 0.0, 1.0).mean(axis=1)
+        return per_point
+
+    def target_consistency(self, target: ProbeTarget, eps: float, draw: int = 0) -> FloatArray:
+        """(B,) the minimum consistency over the target's members (both signs for a shift)."""
+        per_member = [self.consistency(self.outputs(p, eps, draw)) for p in target.members]
+        out: FloatArray = np.min(np.vstack(per_member), axis=0)
+        return out
+
+    def agreement(self, target: ProbeTarget, eps: float, draw: int = 0) -> float:
+        """P(ε) for the target: mean consistency over the points (class agreement rate for classifiers)."""
+        return float(self.target_consistency(target, eps, draw).mean())
+
+    def curve(self, target: ProbeTarget) -> Callable[[float], float]:
+        """P(ε) as a callable for :func:`monitor.probes.threshold.bisect_threshold` (coupled draws, cached)."""
+
+        def p_of(eps: float) -> float:
+            return self.agreement(target, eps)
+
+        return p_of
+
+    def rows_per_evaluation(self, target: ProbeTarget) -> int:
+        """Model rows one P(ε) evaluation of ``target`` costs (B per member)."""
+        return self.n_points * len(target.members)

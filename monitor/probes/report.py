@@ -1,0 +1,234 @@
+"""Probes: the JSON probe report of one funnel run (schema in ``docs/PROBES.md``).
+
+:func:`build_report` turns a :class:`~monitor.probes.funnel.FunnelResult` into plain JSON values (NaN and ±inf
+become null); :func:`write_report` writes it atomically. The fixed keys that other tools read are ``mri``,
+``thresholds`` and ``evaluations``; everything else may grow.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TypeAlias
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.errors import DataError
+from monitor.probes.funnel import FunnelResult
+from monitor.probes.sensitivity import SensitivityResult
+
+JsonValue: TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+JsonObject: TypeAlias = dict[str, JsonValue]
+
+SCHEMA_VERSION = 1
+
+
+def _num(value: float | np.floating | None) -> float | None:
+    """A finite float, or None for None/NaN/inf."""
+    if value is None:
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def _matrix(m: NDArray[np.float64]) -> list[JsonValue]:
+    return [[_num(v) for v in row] for row in np.asarray(m, dtype=np.float64)]
+
+
+def _output_names(kind: str, n_outputs: int) -> list[JsonValue]:
+    stem = "p(class {})" if kind == "classifier" else "output {}"
+    return [stem.format(i) for i in range(n_outputs)]
+
+
+def _sensitivity(
+    full: SensitivityResult | None, flagged: SensitivityResult | None, kind: str, n_outputs: int
+) -> JsonObject | None:
+    if full is None:
+        return None
+    names, by_type = full.by_type()
+    shift = full.shift_by_feature()
+    out: JsonObject = {
+        "eps": full.eps,
+        "outputs": _output_names(kind, n_outputs),
+        "perturbations": list(names),
+        "matrix": _matrix(by_type),
+        "shift_by_feature": None if shift is None else _matrix(shift),
+        "flagged": None,
+    }
+    if flagged is not None:
+        out["flagged"] = {
+            "draws": flagged.draws,
+            "columns": list(flagged.columns),
+            "matrix": _matrix(flagged.matrix),
+            "rows": flagged.rows,
+        }
+    return out
+
+
+def build_report(
+    result: FunnelResult,
+    *,
+    space: str = "standardized",
+    model_path: str | os.PathLike[str] | None = None,
+    data_path: str | os.PathLike[str] | None = None,
+    reference_path: str | os.PathLike[str] | None = None,
+    extra_evaluations: Mapping[str, int] | None = None,
+) -> JsonObject:
+    """The probe report as a JSON object (see ``docs/PROBES.md`` for every key and its units).
+
+    Parameters
+    ----------
+    result : a funnel run.
+    space : ``standardized`` or ``raw``: the units of every ε in the report.
+    model_path, data_path, reference_path : recorded as given (None = not recorded).
+    extra_evaluations : more row counts to record beside the stages' (e.g. ``reference``).
+    """
+    cfg = result.config
+    mri = result.mri
+    thresholds: list[JsonValue] = [
+        {
+            "perturbation": t.perturbation,
+            "feature": t.feature,
+            "eps_star": _num(t.result.eps_star),
+            "eps_max": t.result.eps_max,
+            "crossed": t.result.crossed,
+            "eps_low": _num(t.result.eps_low),
+            "eps_high": _num(t.result.eps_high),
+            "p0": _num(t.result.p0),
+            "limit": _num(t.result.limit),
+            "r": None if mri is None else _num(mri.by_target.get(t.key)),
+            "calls": t.result.calls,
+            "rows": t.rows,
+        }
+        for t in result.thresholds
+    ]
+    adversarial: JsonObject | None = None
+    if result.adversarial is not None:
+        adv = result.adversarial
+        adversarial = {
+            "steps": cfg.steps,
+            "radius": cfg.radius,
+            "n_flipped": int(np.count_nonzero(adv.flip_step >= 0)),
+            "points": [
+                {
+                    "index": i,
+                    "flip_step": None if adv.flip_step[i] < 0 else int(adv.flip_step[i]),
+                    "stable": bool(adv.flip_step[i] < 0),
+                    "start_class": int(adv.start_class[i]),
+                    "end_class": int(adv.end_class[i]),
+                    "max_gamma": _num(float(np.nanmax(adv.gamma_path[i])) if adv.gamma_path.shape[1] else None),
+                }
+                for i in range(adv.flip_step.shape[0])
+            ],
+            "rows": adv.evaluations,
+        }
+    consistency: JsonObject | None = None
+    if result.consistency is not None:
+        con = result.consistency
+        consistency = {
+            "eps": con.eps,
+            "configurations": list(con.configurations),
+            "n_configurations": len(con.configurations),
+            "output_consistency": con.output_consistency,
+            "agreement": con.agreement,
+            "accuracy": _num(con.accuracy),
+            "baseline": con.baseline,
+            "baseline_from": "accuracy" if con.accuracy is not None else "agreement",
+            "mean_score_std": _num(con.mean_score_std),
+            "score_std": [_num(v) for v in con.score_std],
+            "consistent": [bool(v) for v in con.per_point],
+            "pdr": _num(con.pdr),
+            "rows": con.rows,
+        }
+    evaluations: dict[str, JsonValue] = {k: int(v) for k, v in result.evaluations.items()}
+    evaluations["funnel"] = result.funnel_rows
+    evaluations["total"] = result.total_rows
+    evaluations["exhaustive"] = result.exhaustive_rows
+    evaluations["exhaustive_min"] = result.exhaustive_min_rows
+    for k, v in (extra_evaluations or {}).items():
+        evaluations[k] = int(v)
+    config: JsonObject = {
+        "perturbations": list(cfg.perturbations),
+        "eps": cfg.eps,
+        "mri_cut": cfg.mri_cut,
+        "sensitivity_cut": cfg.sensitivity_cut,
+        "sensitivity_draws": cfg.sensitivity_draws,
+        "delta": cfg.delta,
+        "eps_max": cfg.eps_max,
+        "eta": cfg.eta,
+        "radius": cfg.radius,
+        "ball": cfg.ball,
+        "steps": cfg.steps,
+        "seed": cfg.seed,
+        "consistency_tolerance": cfg.consistency_tolerance,
+        "search_all": cfg.search_all,
+    }
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": {
+            "path": None if model_path is None else str(model_path),
+            "kind": result.kind,
+            "n_features": result.n_features,
+            "n_outputs": result.n_outputs,
+            "output_scale": [_num(v) for v in result.output_scale],
+        },
+        "data": None if data_path is None else str(data_path),
+        "reference": None if reference_path is None else str(reference_path),
+        "space": space,
+        "n_points": result.n_points,
+        "config": config,
+        "mri": {} if mri is None else {k: _num(v) for k, v in mri.vector.items()},
+        "mri_by_target": {} if mri is None else {k: _num(v) for k, v in mri.by_target.items()},
+        "mri_shift_by_feature": None
+        if mri is None or mri.shift_by_feature is None
+        else [_num(v) for v in mri.shift_by_feature],
+        "sensitivity": _sensitivity(result.sensitivity_all, result.sensitivity, result.kind, result.n_outputs),
+        "flagged": list(result.flagged),
+        "fragile": [
+            {
+                "perturbation": f.perturbation,
+                "feature": f.feature,
+                "r": _num(f.r),
+                "outputs": list(f.outputs),
+                "sensitivity": [_num(v) for v in f.sensitivity],
+            }
+            for f in result.fragile
+        ],
+        "thresholds": thresholds,
+        "adversarial": adversarial,
+        "consistency": consistency,
+        "evaluations": evaluations,
+        "complete": result.complete,
+        "stopped_at": result.stopped_at,
+    }
+
+
+def write_report(report: JsonObject, path: str | os.PathLike[str]) -> Path:
+    """Write ``report`` as indented JSON, atomically (temp file + rename in the same folder).
+
+    Raises
+    ------
+    DataError
+        The folder does not exist or is not writable.
+    """
+    out = Path(path)
+    text = json.dumps(report, indent=2, allow_nan=False) + "\n"
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise DataError(f"cannot write the probe report to '{out}': folder '{folder}' does not exist", path=str(out))
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, out)
+    except OSError as exc:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise DataError(f"cannot write the probe report to '{out}': {exc}", path=str(out)) from exc
+    return out
