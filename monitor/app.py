@@ -82,6 +82,10 @@ def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
     rt = ModelRuntime(settings=ms, model=model)
     if ms.scoring.space == "raw":
         rt.activate(Standardizer.identity(model.n_features))
+    elif ms.reference is not None and ms.reference.suffix.lower() == ".json":
+        from monitor.commands.reference import read_reference
+
+        rt.activate(read_reference(ms.reference, model.n_features)[0])
     elif ms.reference is not None:
         ref = load_rows(ms.reference)
         if ref.shape[1] != model.n_features:
@@ -188,8 +192,14 @@ class Pipeline:
                 log.info("standardizer restored from state", extra={"model": rt.name})
             if "watch" in saved:
                 rt.watch.restore(saved["watch"])
-            if rt.standardizer is not None and not rt.watch.has_reference and rt.settings.reference is not None:
-                self._reference_from_file(rt)
+            ref_path = rt.settings.reference
+            if rt.standardizer is not None and not rt.watch.has_reference and ref_path is not None:
+                if ref_path.suffix.lower() == ".json":
+                    from monitor.commands.reference import read_reference
+
+                    rt.watch.install_reference(read_reference(ref_path, rt.model.n_features)[1])
+                else:
+                    self._reference_from_file(rt)
 
     # -- state ---------------------------------------------------------------------------------------------
     def _restore(self) -> None:
@@ -229,10 +239,15 @@ class Pipeline:
         records = self.source.poll(timeout_seconds, self.settings.kafka.max_poll_records)
         now = self.clock()
         events: list[InferenceEvent] = []
+        positions: Positions = {}
         for record in records:
             events.extend(self._ingest(record, now))
+            positions[(record.topic, record.partition)] = record.offset + 1
         events.extend(self.joiner.expire(now))
         self._accept_many(events, now)
+        # only now are these records' events pending (or dead-lettered): if anything above raised, the final
+        # flush in close() must not commit past records whose events were never applied (at-least-once)
+        self._consumed.update(positions)
         full = any(len(rt.pending) >= self.settings.batch.max_events for rt in self.runtimes.values())
         aged = (
             self._oldest_pending is not None
@@ -246,7 +261,6 @@ class Pipeline:
 
     def _ingest(self, record: RawRecord, now: float) -> list[InferenceEvent]:
         """Decode one record; invalid ones are counted, dead-lettered and logged (rate-limited), never raised."""
-        self._consumed[(record.topic, record.partition)] = record.offset + 1
         event_now = record.timestamp_ms / 1000.0 if record.timestamp_ms else now
         try:
             events = self.joiner.update(record.value, record.headers, record.origin, now=event_now)
@@ -270,7 +284,8 @@ class Pipeline:
                 ("harmonic-origin", f"{record.topic}/{record.partition}/{record.offset}".encode()),
                 *record.headers,
             ]
-            self.sink.send(dlq, record.value, headers)
+            # the reason is also the key: brokers before Kafka 0.11 carry no headers (the sink drops them there)
+            self.sink.send(dlq, record.value, headers, key=exc.reason.encode())
             self.state.inc("harmonic_events_dead_lettered_total", ("unknown",))
 
     def _accept_many(self, events: Sequence[InferenceEvent], now: float) -> None:

@@ -135,9 +135,9 @@ class ModelWatch:
             feature_names=self.feature_names,
             max_sample=self.config.reference_max_events,
         )
-        self._install_reference(ref)
+        self.install_reference(ref)
 
-    def _install_reference(self, ref: Reference) -> None:
+    def install_reference(self, ref: Reference) -> None:
         self.reference = ref
         self._engines.clear()
         self._builder = None
@@ -149,7 +149,7 @@ class ModelWatch:
 
     def restore(self, data: dict[str, Any]) -> None:
         if data.get("reference"):
-            self._install_reference(Reference.from_dict(data["reference"]))
+            self.install_reference(Reference.from_dict(data["reference"]))
             log.info("reference restored from state", extra={"model": self.model})
 
     def _engine(self, segment: str) -> VerdictEngine:
@@ -217,7 +217,7 @@ class ModelWatch:
             gamma=batch.gamma, flicker=batch.flicker, features=batch.features, predicted_class=batch.predicted_class
         )
         if self._builder.ready:
-            self._install_reference(self._builder.build())
+            self.install_reference(self._builder.build())
             log.info("reference built from the warm-up window", extra={"model": self.model})
 
     # -- evaluation ----------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -186,10 +187,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"summary written to {args.summary_json}", file=out)
         if args.linger > 0 and svc.server is not None:
             print(f"serving /metrics for {args.linger:.0f} s more (Ctrl-C to stop)", file=out)
-            try:
+            with contextlib.suppress(KeyboardInterrupt):
                 time.sleep(args.linger)
-            except KeyboardInterrupt:
-                pass
     return 0
 
 
