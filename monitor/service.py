@@ -23,6 +23,7 @@ from monitor.source.base import RebalanceHandler, Sink, Source
 
 log = logging.getLogger("monitor.service")
 
+
 def build_sampler(settings: Settings) -> Sampler:
     """Budget 0 scores everything; otherwise a token-bucket budget per model, class-stratified by default."""
     rate = settings.sampler.events_per_second
