@@ -27,9 +27,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="harmonic-monitor",
         description="Label-free robustness monitoring for ML models: anharmonicity γ, flicker, drift, probes.",
     )
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    parser.add_argument("--log-format", default="plain", choices=["plain", "json"])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log level (default info)"
+    )
+    parser.add_argument(
+        "--log-format", default="plain", choices=["plain", "json"], help="log line format on stderr (default plain)"
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="run `harmonic-monitor COMMAND --help` for its options"
+    )
     for name in _COMMANDS:
         try:
             module = importlib.import_module(name)

@@ -6,6 +6,7 @@ Nested environment variables use ``__``: ``HARMONIC_KAFKA__BOOTSTRAP_SERVERS=bro
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,13 +62,33 @@ class KafkaSettings(_Strict):
         description="Passed through to kafka-python: security_protocol, ssl_cafile, sasl_mechanism, ...",
     )
 
+    @field_validator("api_version", mode="before")
+    @classmethod
+    def _api_version_is_dotted(cls, v: object) -> object:
+        # validated at load so that check-config catches it, not the first Kafka connection; a YAML number is refused
+        # because YAML reads 2.10 as 2.1
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            raise ValueError(f"write the version as a quoted string, e.g. api_version: '{v}' (YAML reads 2.10 as 2.1)")
+        if isinstance(v, str) and not _API_VERSION.fullmatch(v):
+            raise ValueError(f"'{v}' is not a version like '0.9' or '2.8.1'")
+        return v
+
     def api_version_tuple(self) -> tuple[int, ...] | None:
-        if self.api_version is None:
-            return None
-        try:
-            return tuple(int(p) for p in self.api_version.split("."))
-        except ValueError as exc:
-            raise ConfigError(f"kafka.api_version '{self.api_version}' is not like '0.9' or '2.8.1'") from exc
+        return None if self.api_version is None else _parse_api_version(self.api_version)
+
+
+_API_VERSION = re.compile(r"[0-9]+(\.[0-9]+)*")
+
+
+def _parse_api_version(text: str) -> tuple[int, ...]:
+    """``"0.9"`` → ``(0, 9)``; raises :class:`ConfigError` for anything else.
+
+    >>> _parse_api_version("2.8.1")
+    (2, 8, 1)
+    """
+    if not _API_VERSION.fullmatch(text):
+        raise ConfigError(f"kafka.api_version '{text}' is not like '0.9' or '2.8.1'")
+    return tuple(int(p) for p in text.split("."))
 
 
 class SamplerSettings(_Strict):
@@ -207,6 +228,9 @@ def _format_validation(exc: ValidationError) -> str:
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
         if err["type"] == "extra_forbidden":
             lines.append(f"unknown key '{loc}' (check spelling; see `harmonic-monitor check-config --help`)")
+        elif err["type"] == "value_error":
+            # our validators' messages already name the value; drop pydantic's "Value error, " prefix
+            lines.append(f"'{loc}': {err.get('ctx', {}).get('error', err['msg'])}")
         else:
             got = err.get("input")
             shown = "" if isinstance(got, dict | list) else f"; got {got!r}"

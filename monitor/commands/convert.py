@@ -63,6 +63,11 @@ def run(args: argparse.Namespace) -> int:
         estimator = joblib.load(src)
     except Exception as exc:  # noqa: BLE001 - unpickling can raise anything
         raise ModelError(f"cannot load '{src}' with joblib: {exc}") from exc
+    if not hasattr(estimator, "predict"):
+        raise ModelError(
+            f"'{src}' holds a {type(estimator).__name__}, not a scikit-learn estimator (no predict method); "
+            "save the fitted model itself with joblib.dump(model, path)"
+        )
     n = args.n_features or getattr(estimator, "n_features_in_", None)
     if not n:
         raise ModelError(f"cannot tell the input width of {type(estimator).__name__}; pass --n-features")

@@ -90,6 +90,12 @@ def read_reference(path: str | Path, n_features: int) -> tuple[Standardizer, Ref
         doc: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise DataError(f"cannot read reference JSON '{p}': {exc}", path=str(p)) from exc
+    if not isinstance(doc, dict):
+        raise DataError(
+            f"'{p}' is not a harmonic-monitor reference (a JSON {type(doc).__name__}, not an object); "
+            "build one with `harmonic-monitor reference`",
+            path=str(p),
+        )
     if doc.get("format") != REFERENCE_FORMAT or doc.get("version") != REFERENCE_VERSION:
         raise DataError(
             f"'{p}' is not a harmonic-monitor reference (format {doc.get('format')!r}, version {doc.get('version')!r}); "
@@ -101,4 +107,10 @@ def read_reference(path: str | Path, n_features: int) -> tuple[Standardizer, Ref
             f"reference '{p}' was built for {doc.get('n_features')} features; the model takes {n_features}",
             path=str(p),
         )
-    return Standardizer.from_dict(doc["standardizer"]), Reference.from_dict(doc["reference"])
+    try:
+        return Standardizer.from_dict(doc["standardizer"]), Reference.from_dict(doc["reference"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a hand-edited file
+        raise DataError(
+            f"reference '{p}' is damaged ({type(exc).__name__}: {exc}); rebuild it with `harmonic-monitor reference`",
+            path=str(p),
+        ) from exc

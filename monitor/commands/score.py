@@ -29,7 +29,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_model_options(p)
     p.add_argument("--data", required=True, help="rows to score: .csv (a header row is detected and skipped) or .npy")
     add_scoring_options(p)
-    p.add_argument("--batch-size", type=int, default=1024, help="events per model call (default 1024)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=1024,
+        help="events per model call (default 1024); flicker noise is drawn per call, so keep it fixed to reproduce "
+        "a run bit for bit",
+    )
     p.add_argument("--out", required=True, help="output CSV path")
     p.set_defaults(func=run)
 

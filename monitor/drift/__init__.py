@@ -1,0 +1,29 @@
+"""Stage 5b: drift detectors on the γ and flicker streams, per-feature input drift, and the verdict."""
+
+from __future__ import annotations
+
+from monitor.drift.base import DriftDetector, DriftState, ReferenceLike, ks_two_sample
+from monitor.drift.cusum import Cusum
+from monitor.drift.features import FeatureDrift, FeatureShift
+from monitor.drift.ks import KsDrift
+from monitor.drift.page_hinkley import PageHinkley
+from monitor.drift.rate import RateTest
+from monitor.drift.verdict import DriftSettings, Verdict, VerdictEngine, VerdictReport, decide_verdict
+
+__all__ = [
+    "Cusum",
+    "DriftDetector",
+    "DriftSettings",
+    "DriftState",
+    "FeatureDrift",
+    "FeatureShift",
+    "KsDrift",
+    "PageHinkley",
+    "RateTest",
+    "ReferenceLike",
+    "Verdict",
+    "VerdictEngine",
+    "VerdictReport",
+    "decide_verdict",
+    "ks_two_sample",
+]

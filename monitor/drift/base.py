@@ -1,0 +1,249 @@
+"""Stage 5b: the :class:`DriftDetector` protocol, the state every detector reports, and shared helpers.
+
+A detector is fed per-event values in arrival order (``update`` takes one value or a 1-D array of
+them; :class:`~monitor.drift.features.FeatureDrift` takes rows) and exposes read-only state. Two kinds:
+
+- sequential (CUSUM, Page–Hinkley): a statistic updated at every event; ``p_value`` is NaN;
+- windowed two-sample tests (KS on γ, rate test on flicker, per-feature KS): a bounded buffer of the
+  last ``window`` events tested against the reference every ``every`` events.
+
+``drift_detected`` is the *current* state, not a latch: it clears by itself when the stream returns
+to normal, so an alert built on it resolves. Detectors never read a clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Protocol, Self
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import kolmogorov
+
+from monitor.errors import ConfigError, DataError
+
+Alternative = Literal["greater", "two-sided"]
+
+
+@dataclass(frozen=True, slots=True)
+class DriftState:
+    """A detector's state after its last update.
+
+    Attributes
+    ----------
+    name : detector label, e.g. ``"gamma_cusum"``.
+    drift_detected : whether it signals drift now.
+    statistic : the detector's statistic (CUSUM sum, KS distance, z score …).
+    threshold : the value ``statistic`` is compared with (NaN where the rule is a p-value).
+    p_value : NaN for sequential detectors or before the first evaluation.
+    events : events fed since the last reset.
+    alarms : times drift_detected turned on since the last reset.
+    first_alarm_event : event count (1-based) at the first alarm since reset, or None.
+    """
+
+    name: str
+    drift_detected: bool
+    statistic: float
+    threshold: float
+    p_value: float
+    events: int
+    alarms: int = 0
+    first_alarm_event: int | None = None
+
+
+class DriftDetector(Protocol):
+    """What the app needs from every drift detector."""
+
+    def update(self, values: ArrayLike) -> Self:
+        """Feed per-event values (a scalar or a 1-D array, oldest first)."""
+        ...
+
+    def reset(self) -> None:
+        """Return to the freshly constructed state."""
+        ...
+
+    @property
+    def drift_detected(self) -> bool:
+        """Whether the detector signals drift after its last update."""
+        ...
+
+    @property
+    def state(self) -> DriftState:
+        """A snapshot of the detector's state."""
+        ...
+
+
+class ReferenceLike(Protocol):
+    """What the detectors read from a reference (``monitor.rolling.reference.Reference`` fits it)."""
+
+    @property
+    def gamma_sample(self) -> NDArray[np.float64]:
+        """(m,) γ sample."""
+        ...
+
+    @property
+    def flicker_sample(self) -> NDArray[np.float64]:
+        """(m,) flicker sample."""
+        ...
+
+    @property
+    def flicker_mean(self) -> float:
+        """Mean flicker."""
+        ...
+
+    @property
+    def flicker_var(self) -> float:
+        """Population variance of flicker."""
+        ...
+
+    @property
+    def flicker_count(self) -> int:
+        """Events behind the flicker statistics."""
+        ...
+
+    @property
+    def feature_sample(self) -> NDArray[np.float64]:
+        """(m, n) feature rows."""
+        ...
+
+    @property
+    def feature_names(self) -> tuple[str, ...] | None:
+        """Names of the n features, if known."""
+        ...
+
+
+class AlarmCounter:
+    """Counts off→on transitions of a detector's signal and remembers the first one (shared helper)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to no alarms."""
+        self.on = False
+        self.alarms = 0
+        self.first_event: int | None = None
+
+    def mark(self, on: bool, event: int) -> None:
+        """Record the signal ``on`` as of the 1-based ``event`` count."""
+        if on and not self.on:
+            self.alarms += 1
+            if self.first_event is None:
+                self.first_event = event
+        self.on = on
+
+
+def as_values(values: ArrayLike) -> NDArray[np.float64]:
+    """Per-event values as a 1-D float64 array with NaN (missing) entries dropped.
+
+    >>> as_values([0.1, float("nan"), 0.2]).tolist()
+    [0.1, 0.2]
+    """
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    return v[~np.isnan(v)]
+
+
+def check_reference(values: ArrayLike, name: str, min_size: int = 10) -> NDArray[np.float64]:
+    """A sorted, finite copy of a reference sample.
+
+    Raises
+    ------
+    DataError
+        If fewer than ``min_size`` finite values remain.
+    """
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    v = np.sort(v[np.isfinite(v)])
+    if v.size < min_size:
+        raise DataError(f"{name} reference needs >= {min_size} finite values; got {v.size}")
+    return v
+
+
+def require(condition: bool, message: str) -> None:
+    """Raise :class:`ConfigError` with ``message`` unless ``condition`` holds (parameter checks)."""
+    if not condition:
+        raise ConfigError(message)
+
+
+def ks_two_sample(
+    sample: NDArray[np.float64], reference_sorted: NDArray[np.float64], alternative: Alternative
+) -> tuple[float, float]:
+    """Kolmogorov–Smirnov distance and asymptotic p-value of ``sample`` against a sorted reference.
+
+    ``greater``: D⁺ = max_x (G_ref(x) − F_sample(x)), large when the sample is stochastically larger
+    (the one-sided test for "γ went up"); p ≈ exp(−2·n_e·D²). ``two-sided``: D = max |G − F|,
+    p = Kolmogorov survival at √n_e·D. n_e = n·m/(n+m). Ties (many exact zeros) are handled by
+    evaluating both step functions at every observed value; with ties the p-value is conservative.
+    Same statistic as ``scipy.stats.ks_2samp`` (``alternative="less"`` for ``greater``), without its
+    per-call overhead.
+
+    >>> d, p = ks_two_sample(np.array([1.0, 2.0, 3.0]), np.array([0.0, 0.5, 1.0]), "greater")
+    >>> round(d, 3), p < 0.5
+    (0.667, True)
+    """
+    n, m = sample.size, reference_sorted.size
+    if n == 0 or m == 0:
+        return 0.0, 1.0
+    s = np.sort(sample)
+    grid = np.concatenate([s, reference_sorted])
+    f = np.searchsorted(s, grid, side="right") / n
+    g = np.searchsorted(reference_sorted, grid, side="right") / m
+    en = n * m / (n + m)
+    if alternative == "greater":
+        d = max(float(np.max(g - f)), 0.0)
+        return d, min(1.0, math.exp(-2.0 * en * d * d))
+    d = float(np.max(np.abs(g - f)))
+    return d, float(min(1.0, kolmogorov(math.sqrt(en) * d)))
+
+
+class WindowBuffer:
+    """A ring buffer of the last ``size`` per-event values (1-D) or rows (2-D) (shared helper)."""
+
+    def __init__(self, size: int, width: int | None = None) -> None:
+        self.size = size
+        self.width = width
+        self.reset()
+
+    def reset(self) -> None:
+        """Empty the buffer."""
+        shape = (self.size,) if self.width is None else (self.size, self.width)
+        self._data = np.zeros(shape)
+        self._pos = 0
+        self.filled = 0
+
+    def extend(self, values: NDArray[np.float64]) -> None:
+        """Append values (or rows), keeping only the last ``size``."""
+        tail = values[-self.size :]
+        idx = (self._pos + np.arange(tail.shape[0])) % self.size
+        self._data[idx] = tail
+        self._pos = (self._pos + tail.shape[0]) % self.size
+        self.filled = min(self.size, self.filled + tail.shape[0])
+
+    def values(self) -> NDArray[np.float64]:
+        """The held values (or rows), oldest first (a copy)."""
+        if self.filled < self.size:
+            return self._data[: self.filled].copy()
+        return np.roll(self._data, -self._pos, axis=0)
+
+
+class Cadence:
+    """Fires every ``every`` events once ``min_events`` have been seen (windowed tests' schedule)."""
+
+    def __init__(self, every: int, min_events: int) -> None:
+        self.every = every
+        self.min_events = min_events
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to zero events."""
+        self.events = 0
+        self._next = self.min_events
+
+    def advance(self, n: int) -> list[int]:
+        """Count ``n`` more events; return the 1-based event counts at which a test is due."""
+        self.events += n
+        due: list[int] = []
+        while self._next <= self.events:
+            due.append(self._next)
+            self._next += self.every
+        return due

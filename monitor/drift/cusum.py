@@ -1,0 +1,140 @@
+"""Stage 5b: one-sided (upward) CUSUM on the rate of high values, the default sequential detector.
+
+γ is mostly near 0 with a heavy right tail, and flicker is mostly exactly 0, so a CUSUM on the raw
+values is ruled by a few tail events and its threshold depends on the model's scale. A harmful shift
+moves events toward decision boundaries, i.e. *more events land in the tail*. This detector turns
+each event into an exceedance indicator b = [x > c], with c the reference's ``quantile`` (for γ the
+reference q90; ties handled: when most reference values are 0, c = 0 and the null rate is the share
+above 0), and runs Page's Bernoulli CUSUM for the rate rising from p₀ (the reference share above c)
+to p₁ = ``rate_ratio``·p₀:
+
+    S_t = min(cap, max(0, S_{t-1} + b·ln(p₁/p₀) + (1 − b)·ln((1 − p₁)/(1 − p₀)))).
+
+The alarm turns on when S > h and off when S < ``clear_ratio``·h (hysteresis, so an alert does not
+flap while S wanders around h).
+
+It is scale-free (only ranks against the reference matter), and h is in log-likelihood-ratio units:
+the in-control run length grows like e^h. S is capped at ``cap_ratio``·h so that an alarm clears
+within a bounded number of events, (cap_ratio − clear_ratio)·h / |ln((1 − p₁)/(1 − p₀))|, once the
+rate returns to p₀.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Self
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from monitor.drift.base import AlarmCounter, DriftState, as_values, check_reference, require
+
+
+class Cusum:
+    """Bernoulli CUSUM on exceedances of a reference quantile (one-sided, upward).
+
+    Parameters
+    ----------
+    reference : (m,) reference sample of the signal (γ or flicker), m >= 10.
+    quantile : reference quantile that defines a "high" value (0 < quantile < 1).
+    rate_ratio : the rise of the exceedance rate to detect, p₁/p₀ (> 1).
+    threshold : h, alarm level in log-likelihood units (> 0).
+    min_rate : floor on p₀ (0 < min_rate < 0.5), so a reference with no value above c still works.
+    cap_ratio : S is capped at cap_ratio·h (>= 1).
+    clear_ratio : the alarm clears when S < clear_ratio·h (0 <= clear_ratio <= 1).
+    name : label reported in :class:`DriftState`.
+
+    Raises
+    ------
+    ConfigError
+        On a parameter out of range.
+    DataError
+        If the reference has fewer than 10 finite values.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> det = Cusum(rng.exponential(size=5000))
+    >>> det.update(rng.exponential(size=2000)).drift_detected
+    False
+    >>> det.update(rng.exponential(size=500) * 3.0).drift_detected
+    True
+    """
+
+    def __init__(
+        self,
+        reference: ArrayLike,
+        *,
+        quantile: float = 0.9,
+        rate_ratio: float = 2.0,
+        threshold: float = 14.0,
+        min_rate: float = 1e-3,
+        cap_ratio: float = 2.0,
+        clear_ratio: float = 0.5,
+        name: str = "cusum",
+    ) -> None:
+        require(0.0 < quantile < 1.0, f"quantile must be in (0, 1); got {quantile!r}")
+        require(rate_ratio > 1.0, f"rate_ratio must be > 1 (the detector looks for a rising rate); got {rate_ratio!r}")
+        require(threshold > 0.0, f"threshold must be > 0; got {threshold!r}")
+        require(0.0 < min_rate < 0.5, f"min_rate must be in (0, 0.5); got {min_rate!r}")
+        require(cap_ratio >= 1.0, f"cap_ratio must be >= 1; got {cap_ratio!r}")
+        require(0.0 <= clear_ratio <= 1.0, f"clear_ratio must be in [0, 1]; got {clear_ratio!r}")
+        ref = check_reference(reference, name)
+        self.quantile, self.rate_ratio, self.threshold = quantile, rate_ratio, threshold
+        self.min_rate, self.cap_ratio, self.clear_ratio, self.name = min_rate, cap_ratio, clear_ratio, name
+        self.cutoff = float(np.quantile(ref, quantile))
+        self.null_rate = max(min_rate, float(np.mean(ref > self.cutoff)))
+        self.alt_rate = min(rate_ratio * self.null_rate, 0.5 * (1.0 + self.null_rate))
+        self._up = math.log(self.alt_rate / self.null_rate)
+        self._down = math.log((1.0 - self.alt_rate) / (1.0 - self.null_rate))
+        self._cap = cap_ratio * threshold
+        self._clear = clear_ratio * threshold
+        self._alarm = AlarmCounter()
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to S = 0 and no events."""
+        self._s = 0.0
+        self._events = 0
+        self._alarm.reset()
+
+    def update(self, values: ArrayLike) -> Self:
+        """Feed per-event values (NaN = missing, skipped)."""
+        s, h, clear, cap, up, down = self._s, self.threshold, self._clear, self._cap, self._up, self._down
+        alarm, event = self._alarm, self._events
+        for hit in (as_values(values) > self.cutoff).tolist():
+            s = min(cap, max(0.0, s + (up if hit else down)))
+            event += 1
+            if (not alarm.on and s > h) or (alarm.on and s < clear):
+                alarm.mark(not alarm.on, event)
+        self._s, self._events = s, event
+        return self
+
+    @property
+    def statistic(self) -> float:
+        """The CUSUM sum S (log-likelihood ratio units)."""
+        return self._s
+
+    @property
+    def p_value(self) -> float:
+        """NaN: a sequential detector has no p-value."""
+        return float("nan")
+
+    @property
+    def drift_detected(self) -> bool:
+        """True from S > threshold until S < clear_ratio·threshold."""
+        return self._alarm.on
+
+    @property
+    def state(self) -> DriftState:
+        """Snapshot of the detector's state."""
+        return DriftState(
+            self.name,
+            self._alarm.on,
+            self._s,
+            self.threshold,
+            float("nan"),
+            self._events,
+            self._alarm.alarms,
+            self._alarm.first_event,
+        )

@@ -1,0 +1,232 @@
+"""Stage 5b: the per-window verdict — stable, benign shift or harmful shift — and the engine behind it.
+
+- ``harmful-shift``: a γ detector or a flicker detector fired (events moved toward unstable regions);
+- ``benign-shift``: only the per-feature input drift fired (inputs moved, γ and flicker did not);
+- ``stable``: nothing fired.
+
+:func:`decide_verdict` is the pure rule on detector states. :class:`VerdictEngine` owns the default
+detector set built from a reference (γ: CUSUM + KS; flicker: CUSUM + rate test; features: per-feature
+KS), feeds them per batch and reads the verdict; :class:`DriftSettings` holds their settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Self
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from monitor.drift.base import DriftState, ReferenceLike
+from monitor.drift.cusum import Cusum
+from monitor.drift.features import FeatureDrift, FeatureShift
+from monitor.drift.ks import KsDrift
+from monitor.drift.rate import RateTest
+
+
+class Verdict(StrEnum):
+    """The verdict of one window."""
+
+    STABLE = "stable"
+    BENIGN_SHIFT = "benign-shift"
+    HARMFUL_SHIFT = "harmful-shift"
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictReport:
+    """A verdict with its reasons.
+
+    Attributes
+    ----------
+    verdict : the verdict.
+    fired : names of the detectors signalling drift now.
+    top_features : (name, KS distance) of the features that moved most, largest first.
+    """
+
+    verdict: Verdict
+    fired: tuple[str, ...] = ()
+    top_features: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def message(self) -> str:
+        """One line for an alert or a log.
+
+        >>> VerdictReport(Verdict.HARMFUL_SHIFT, ("gamma_cusum",), (("income", 0.31),)).message
+        'harmful-shift: gamma_cusum fired; inputs moved: income (D=0.31)'
+        """
+        text = self.verdict.value
+        if self.fired:
+            text += ": " + ", ".join(self.fired) + " fired"
+        if self.top_features:
+            text += "; inputs moved: " + ", ".join(f"{n} (D={d:.2f})" for n, d in self.top_features)
+        return text
+
+
+def decide_verdict(
+    *,
+    gamma: Iterable[DriftState],
+    flicker: Iterable[DriftState],
+    features: DriftState | None = None,
+    moved: Sequence[FeatureShift] = (),
+    top: int = 3,
+) -> VerdictReport:
+    """The verdict rule: harmful if any γ or flicker detector fired, benign if only input drift did.
+
+    Parameters
+    ----------
+    gamma, flicker : states of the γ and flicker detectors (upward detectors only).
+    features : state of the per-feature input drift detector, or None.
+    moved : the features that moved, ranked (``FeatureDrift.moved``), to name in the report.
+    top : how many moved features to name.
+
+    Examples
+    --------
+    >>> quiet = DriftState("gamma_cusum", False, 0.0, 12.0, float("nan"), 100)
+    >>> inputs = DriftState("features_ks", True, 0.4, 0.1, 1e-9, 100)
+    >>> decide_verdict(gamma=[quiet], flicker=[], features=inputs).verdict
+    <Verdict.BENIGN_SHIFT: 'benign-shift'>
+    """
+    g, f = list(gamma), list(flicker)
+    fired = tuple(s.name for s in (*g, *f) if s.drift_detected)
+    inputs = features is not None and features.drift_detected
+    named = tuple((m.name, m.statistic) for m in moved[:top]) if inputs else ()
+    if fired:
+        return VerdictReport(Verdict.HARMFUL_SHIFT, fired + ((features.name,) if inputs and features else ()), named)
+    if inputs and features is not None:
+        return VerdictReport(Verdict.BENIGN_SHIFT, (features.name,), named)
+    return VerdictReport(Verdict.STABLE)
+
+
+@dataclass(frozen=True, slots=True)
+class DriftSettings:
+    """Settings of the default detector set (see each detector for the meaning and valid range).
+
+    The defaults were chosen on synthetic γ/flicker streams (tests/unit/test_drift_quality.py): silent on
+    stationary streams, alarm within a few hundred events of a doubling of the high-γ or flicker rate.
+    """
+
+    cusum_quantile: float = 0.9
+    cusum_rate_ratio: float = 2.0
+    cusum_threshold: float = 14.0
+    window: int = 1000
+    every: int = 100
+    ks_alpha: float = 1e-4
+    ks_min_distance: float = 0.1
+    rate_alpha: float = 1e-4
+    rate_min_increase: float = 0.01
+    feature_alpha: float = 0.01
+    feature_min_distance: float = 0.1
+
+
+class VerdictEngine:
+    """The default detectors of one (model, segment) key, fed per batch, read as a verdict.
+
+    Parameters
+    ----------
+    reference : the reference (``monitor.rolling.reference.Reference`` or anything shaped like it).
+    settings : detector settings (defaults: :class:`DriftSettings`).
+
+    Raises
+    ------
+    ConfigError, DataError
+        From the detectors, on bad settings or an unusable reference.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> rng = np.random.default_rng(0)
+    >>> ref = SimpleNamespace(gamma_sample=rng.exponential(size=5000), flicker_sample=np.zeros(5000),
+    ...                       flicker_mean=0.0, flicker_var=0.0, flicker_count=5000,
+    ...                       feature_sample=rng.normal(size=(2000, 2)), feature_names=("a", "b"))
+    >>> eng = VerdictEngine(ref)
+    >>> eng.update(gamma=rng.exponential(size=3000), flicker=np.zeros(3000),
+    ...            features=rng.normal(size=(3000, 2))).verdict
+    <Verdict.STABLE: 'stable'>
+    >>> eng.update(gamma=rng.exponential(size=1000), flicker=np.zeros(1000),
+    ...            features=rng.normal(size=(1000, 2)) + [0.0, 1.0]).report.message
+    'benign-shift: features_ks fired; inputs moved: b (D=0.40)'
+    """
+
+    def __init__(self, reference: ReferenceLike, settings: DriftSettings | None = None) -> None:
+        s = settings or DriftSettings()
+        self.settings = s
+        cusum = {"quantile": s.cusum_quantile, "rate_ratio": s.cusum_rate_ratio, "threshold": s.cusum_threshold}
+        self.gamma_cusum = Cusum(reference.gamma_sample, name="gamma_cusum", **cusum)
+        self.gamma_ks = KsDrift(
+            reference.gamma_sample,
+            window=s.window,
+            every=s.every,
+            alpha=s.ks_alpha,
+            min_distance=s.ks_min_distance,
+            name="gamma_ks",
+        )
+        self.flicker_cusum = Cusum(reference.flicker_sample, name="flicker_cusum", **cusum)
+        self.flicker_rate = RateTest(
+            reference.flicker_mean,
+            reference.flicker_var,
+            reference.flicker_count,
+            window=s.window,
+            every=s.every,
+            alpha=s.rate_alpha,
+            min_increase=s.rate_min_increase,
+            name="flicker_rate",
+        )
+        sample = np.asarray(reference.feature_sample, dtype=np.float64)
+        self.feature_drift = (
+            FeatureDrift(
+                sample,
+                feature_names=reference.feature_names,
+                window=s.window,
+                every=s.every,
+                alpha=s.feature_alpha,
+                min_distance=s.feature_min_distance,
+            )
+            if sample.ndim == 2 and sample.shape[1] > 0
+            else None
+        )
+
+    def reset(self) -> None:
+        """Reset every detector (e.g. after the reference was rebuilt)."""
+        for d in (self.gamma_cusum, self.gamma_ks, self.flicker_cusum, self.flicker_rate, self.feature_drift):
+            if d is not None:
+                d.reset()
+
+    def update(
+        self, *, gamma: ArrayLike | None = None, flicker: ArrayLike | None = None, features: ArrayLike | None = None
+    ) -> Self:
+        """Feed one batch: γ (b,), flicker (b,), feature rows (b, n); any may be None (not scored)."""
+        if gamma is not None:
+            self.gamma_cusum.update(gamma)
+            self.gamma_ks.update(gamma)
+        if flicker is not None:
+            self.flicker_cusum.update(flicker)
+            self.flicker_rate.update(flicker)
+        if features is not None and self.feature_drift is not None:
+            self.feature_drift.update(features)
+        return self
+
+    @property
+    def states(self) -> tuple[DriftState, ...]:
+        """States of every detector (γ CUSUM, γ KS, flicker CUSUM, flicker rate[, features])."""
+        out = [d.state for d in (self.gamma_cusum, self.gamma_ks, self.flicker_cusum, self.flicker_rate)]
+        if self.feature_drift is not None:
+            out.append(self.feature_drift.state)
+        return tuple(out)
+
+    @property
+    def report(self) -> VerdictReport:
+        """The verdict now, with the detectors that fired and the top moved features."""
+        fd = self.feature_drift
+        return decide_verdict(
+            gamma=(self.gamma_cusum.state, self.gamma_ks.state),
+            flicker=(self.flicker_cusum.state, self.flicker_rate.state),
+            features=None if fd is None else fd.state,
+            moved=() if fd is None else fd.moved,
+        )
+
+    @property
+    def verdict(self) -> Verdict:
+        """The verdict now."""
+        return self.report.verdict

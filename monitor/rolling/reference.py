@@ -1,0 +1,379 @@
+"""Stage 5a: the reference distribution the drift detectors compare against, and its warm-up builder.
+
+A :class:`Reference` comes from reference data (γ, flicker and features computed offline) or from the
+first N scored events (:class:`WarmupReferenceBuilder`). It is bounded whatever N was: γ and flicker
+keep a sorted, quantile-thinned sample (≤ ``max_sample`` order statistics, so KS and tail rates read
+the same distribution), features keep a seeded random subset of rows (≤ ``max_feature_sample``);
+means, variances and counts are exact over all N. It round-trips through a JSON-able dict so the app
+can persist it in its state directory and restore it on restart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Self
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from monitor.errors import ConfigError, DataError
+
+FORMAT: Final = "harmonic-monitor/reference/v1"
+
+
+def thin_sorted(values: NDArray[np.float64], max_size: int) -> NDArray[np.float64]:
+    """Sorted finite values, thinned to at most ``max_size`` evenly spaced order statistics.
+
+    Order statistic i of m sits at rank (i + ½)·N/m, so every quantile of the thinned sample is
+    within 1/m of the full sample's (ties, such as many exact zeros, keep their share).
+
+    >>> thin_sorted(np.arange(10.0)[::-1], 5).tolist()
+    [1.0, 3.0, 5.0, 7.0, 9.0]
+    """
+    v = np.sort(values[np.isfinite(values)])
+    if v.size <= max_size:
+        return v
+    ranks = ((np.arange(max_size) + 0.5) * v.size / max_size).astype(np.intp)
+    return v[ranks]
+
+
+def _check_sizes(max_sample: int, max_feature_sample: int) -> None:
+    if max_sample < 10 or max_feature_sample < 10:
+        raise ConfigError(
+            f"max_sample and max_feature_sample must be >= 10; got {max_sample!r}, {max_feature_sample!r}"
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Reference:
+    """What "normal" looks like for one model (and segment).
+
+    Attributes
+    ----------
+    n_events : events the reference was built from.
+    gamma_sample : (≤ max_sample,) sorted γ sample.
+    gamma_mean : exact mean γ over all events.
+    flicker_sample : (≤ max_sample,) sorted flicker sample.
+    flicker_mean, flicker_var, flicker_count : exact mean, population variance and count of flicker.
+    feature_mean, feature_std : (n,) exact per-feature mean and population std.
+    feature_sample : (≤ max_feature_sample, n) random rows, for per-feature KS.
+    class_mix : predicted class → fraction (empty when no classes were given).
+    feature_names : optional names of the n features (alerts name the features that moved).
+    """
+
+    n_events: int
+    gamma_sample: NDArray[np.float64]
+    gamma_mean: float
+    flicker_sample: NDArray[np.float64]
+    flicker_mean: float
+    flicker_var: float
+    flicker_count: int
+    feature_mean: NDArray[np.float64]
+    feature_std: NDArray[np.float64]
+    feature_sample: NDArray[np.float64]
+    class_mix: Mapping[int, float]
+    feature_names: tuple[str, ...] | None = None
+
+    @property
+    def n_features(self) -> int:
+        """Feature count n."""
+        return int(self.feature_mean.size)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        *,
+        gamma: ArrayLike,
+        flicker: ArrayLike,
+        features: ArrayLike,
+        predicted_class: ArrayLike | None = None,
+        feature_names: Sequence[str] | None = None,
+        max_sample: int = 5000,
+        max_feature_sample: int = 2000,
+        seed: int = 0,
+    ) -> Reference:
+        """Build from offline arrays.
+
+        Parameters
+        ----------
+        gamma, flicker : (N,) per-event values; NaN entries are ignored.
+        features : (N, n) raw feature rows.
+        predicted_class : (N,) ints (-1 = none), or None.
+        feature_names : n names, or None.
+        max_sample : bound on the γ and flicker samples.
+        max_feature_sample : bound on the feature rows kept.
+        seed : seeds the choice of feature rows, so the same data and seed give the same reference.
+
+        Raises
+        ------
+        DataError
+            If the arrays are empty, disagree in length, have no finite γ or flicker, or have
+            non-finite features.
+        ConfigError
+            If a bound is below 10.
+
+        Examples
+        --------
+        >>> ref = Reference.from_arrays(gamma=[0.0, 0.1, 0.3], flicker=[0.0, 0.0, 0.5],
+        ...                             features=[[1.0], [2.0], [3.0]], predicted_class=[0, 1, 1])
+        >>> ref.gamma_sample.tolist(), round(ref.flicker_mean, 3), ref.class_mix
+        ([0.0, 0.1, 0.3], 0.167, {0: 0.3333333333333333, 1: 0.6666666666666666})
+        >>> Reference.from_dict(ref.to_dict()).feature_mean.tolist()
+        [2.0]
+        """
+        _check_sizes(max_sample, max_feature_sample)
+        g = np.asarray(gamma, dtype=np.float64).reshape(-1)
+        f = np.asarray(flicker, dtype=np.float64).reshape(-1)
+        x = np.asarray(features, dtype=np.float64)
+        if x.ndim != 2 or x.shape[0] == 0:
+            raise DataError(f"reference features must be a non-empty 2-D array (events × features); got {x.shape}")
+        n_events = x.shape[0]
+        if g.size != n_events or f.size != n_events:
+            raise DataError(
+                f"reference arrays disagree: {n_events} feature rows, {g.size} γ values, {f.size} flicker values"
+            )
+        if not np.all(np.isfinite(x)):
+            raise DataError("reference features have NaN or infinite values; clean them first")
+        g_ok, f_ok = g[np.isfinite(g)], f[np.isfinite(f)]
+        if g_ok.size == 0 or f_ok.size == 0:
+            raise DataError("reference needs at least one finite γ and one finite flicker value")
+        rng = np.random.default_rng(seed)
+        rows = (
+            np.sort(rng.choice(n_events, size=max_feature_sample, replace=False))
+            if n_events > max_feature_sample
+            else None
+        )
+        mix: dict[int, float] = {}
+        if predicted_class is not None:
+            pc = np.asarray(predicted_class, dtype=np.int64).reshape(-1)
+            if pc.size != n_events:
+                raise DataError(f"reference predicted_class has {pc.size} values; expected {n_events}")
+            classes, counts = np.unique(pc[pc >= 0], return_counts=True)
+            total = int(counts.sum())
+            mix = {int(c): int(k) / total for c, k in zip(classes, counts, strict=True)}
+        names = None if feature_names is None else tuple(str(n) for n in feature_names)
+        if names is not None and len(names) != x.shape[1]:
+            raise DataError(f"{len(names)} feature names given for {x.shape[1]} features")
+        return cls(
+            n_events=n_events,
+            gamma_sample=thin_sorted(g_ok, max_sample),
+            gamma_mean=float(g_ok.mean()),
+            flicker_sample=thin_sorted(f_ok, max_sample),
+            flicker_mean=float(f_ok.mean()),
+            flicker_var=float(f_ok.var()),
+            flicker_count=int(f_ok.size),
+            feature_mean=x.mean(axis=0),
+            feature_std=x.std(axis=0),
+            feature_sample=x if rows is None else x[rows],
+            class_mix=mix,
+            feature_names=names,
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-able dict (lists, floats, ints, strings) that :meth:`from_dict` restores exactly."""
+        return {
+            "format": FORMAT,
+            "n_events": self.n_events,
+            "gamma_sample": self.gamma_sample.tolist(),
+            "gamma_mean": self.gamma_mean,
+            "flicker_sample": self.flicker_sample.tolist(),
+            "flicker_mean": self.flicker_mean,
+            "flicker_var": self.flicker_var,
+            "flicker_count": self.flicker_count,
+            "feature_mean": self.feature_mean.tolist(),
+            "feature_std": self.feature_std.tolist(),
+            "feature_sample": self.feature_sample.tolist(),
+            # JSON object keys are strings; from_dict turns them back into ints
+            "class_mix": {str(c): p for c, p in self.class_mix.items()},
+            "feature_names": None if self.feature_names is None else list(self.feature_names),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Reference:
+        """Restore a reference written by :meth:`to_dict`.
+
+        Raises
+        ------
+        DataError
+            If the dict is not a reference of this format or a field is missing or malformed.
+        """
+        if data.get("format") != FORMAT:
+            raise DataError(f"not a reference dict: format is {data.get('format')!r}; expected {FORMAT!r}")
+        try:
+            n = len(_floats(data["feature_mean"]))
+            sample = np.asarray(data["feature_sample"], dtype=np.float64).reshape(-1, n)
+            names = data.get("feature_names")
+            mix = data["class_mix"]
+            if not isinstance(mix, Mapping):
+                raise TypeError("class_mix must be an object")
+            ref = cls(
+                n_events=_int(data["n_events"]),
+                gamma_sample=np.sort(_floats(data["gamma_sample"])),
+                gamma_mean=_float(data["gamma_mean"]),
+                flicker_sample=np.sort(_floats(data["flicker_sample"])),
+                flicker_mean=_float(data["flicker_mean"]),
+                flicker_var=_float(data["flicker_var"]),
+                flicker_count=_int(data["flicker_count"]),
+                feature_mean=_floats(data["feature_mean"]),
+                feature_std=_floats(data["feature_std"]),
+                feature_sample=sample,
+                class_mix={int(c): _float(p) for c, p in mix.items()},
+                feature_names=None if names is None else tuple(str(s) for s in _sequence(names)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(
+                f"reference dict is malformed ({type(exc).__name__}: {exc}); rebuild the reference"
+            ) from exc
+        if ref.feature_std.size != n or ref.gamma_sample.size == 0 or ref.flicker_sample.size == 0:
+            raise DataError("reference dict is malformed: empty samples or feature stats of different lengths")
+        if ref.feature_names is not None and len(ref.feature_names) != n:
+            raise DataError(f"reference dict has {len(ref.feature_names)} feature names for {n} features")
+        return ref
+
+
+def _sequence(value: object) -> Sequence[object]:
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _floats(value: object) -> NDArray[np.float64]:
+    arr = np.asarray(_sequence(value), dtype=np.float64).reshape(-1)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("non-finite number in a list")
+    return arr
+
+
+def _float(value: object) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise TypeError(f"expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise TypeError(f"expected a count (int >= 0), got {value!r}")
+    return value
+
+
+class WarmupReferenceBuilder:
+    """Collects the first ``events`` scored events and turns them into a :class:`Reference`.
+
+    Memory is bounded by ``events`` rows; events past that are ignored (``ready`` stays True).
+
+    Parameters
+    ----------
+    events : warm-up length N (>= 10).
+    max_sample, max_feature_sample, seed : passed to :meth:`Reference.from_arrays`.
+    feature_names : optional names of the features.
+
+    Examples
+    --------
+    >>> b = WarmupReferenceBuilder(events=10)
+    >>> _ = b.update(gamma=np.zeros(6), flicker=np.zeros(6), features=np.ones((6, 2)))
+    >>> b.ready, b.count
+    (False, 6)
+    >>> _ = b.update(gamma=np.ones(6), flicker=np.zeros(6), features=np.ones((6, 2)))
+    >>> b.ready, b.build().n_events, b.build().gamma_mean
+    (True, 10, 0.4)
+    """
+
+    def __init__(
+        self,
+        events: int = 5000,
+        *,
+        max_sample: int = 5000,
+        max_feature_sample: int = 2000,
+        feature_names: Sequence[str] | None = None,
+        seed: int = 0,
+    ) -> None:
+        if events < 10:
+            raise ConfigError(f"warm-up needs events >= 10 to estimate a reference; got {events!r}")
+        _check_sizes(max_sample, max_feature_sample)
+        self.events = int(events)
+        self.max_sample = int(max_sample)
+        self.max_feature_sample = int(max_feature_sample)
+        self.feature_names = None if feature_names is None else tuple(feature_names)
+        self.seed = seed
+        self.reset()
+
+    def reset(self) -> None:
+        """Drop everything collected."""
+        self._gamma: list[NDArray[np.float64]] = []
+        self._flicker: list[NDArray[np.float64]] = []
+        self._features: list[NDArray[np.float64]] = []
+        self._classes: list[NDArray[np.int64]] = []
+        self._count = 0
+
+    @property
+    def count(self) -> int:
+        """Events collected so far (<= ``events``)."""
+        return self._count
+
+    @property
+    def ready(self) -> bool:
+        """True once ``events`` events have been collected."""
+        return self._count >= self.events
+
+    def update(
+        self,
+        *,
+        gamma: ArrayLike,
+        flicker: ArrayLike,
+        features: ArrayLike,
+        predicted_class: ArrayLike | None = None,
+    ) -> Self:
+        """Add a batch: γ (b,), flicker (b,), features (b, n), predicted class (b,) or None.
+
+        Raises
+        ------
+        DataError
+            If the batch's arrays disagree in length or its feature count differs from earlier batches.
+        """
+        x = np.asarray(features, dtype=np.float64)
+        g = np.asarray(gamma, dtype=np.float64).reshape(-1)
+        f = np.asarray(flicker, dtype=np.float64).reshape(-1)
+        if x.ndim != 2 or g.size != x.shape[0] or f.size != x.shape[0]:
+            raise DataError(f"warm-up batch shapes disagree: features {x.shape}, γ {g.shape}, flicker {f.shape}")
+        if self._features and x.shape[1] != self._features[0].shape[1]:
+            raise DataError(
+                f"warm-up batch has {x.shape[1]} features; earlier batches had {self._features[0].shape[1]}"
+            )
+        pc = (
+            np.full(g.size, -1, dtype=np.int64)
+            if predicted_class is None
+            else np.asarray(predicted_class, dtype=np.int64).reshape(-1)
+        )
+        if pc.size != g.size:
+            raise DataError(f"warm-up predicted_class has {pc.size} values; the batch has {g.size} events")
+        take = min(self.events - self._count, g.size)
+        if take > 0:
+            self._gamma.append(g[:take].copy())
+            self._flicker.append(f[:take].copy())
+            self._features.append(x[:take].copy())
+            self._classes.append(pc[:take].copy())
+            self._count += take
+        return self
+
+    def build(self) -> Reference:
+        """The reference from the collected events.
+
+        Raises
+        ------
+        DataError
+            If fewer than ``events`` events have been collected (check :attr:`ready` first).
+        """
+        if not self.ready:
+            raise DataError(f"warm-up has {self._count} of {self.events} events; keep feeding it until ready is True")
+        return Reference.from_arrays(
+            gamma=np.concatenate(self._gamma),
+            flicker=np.concatenate(self._flicker),
+            features=np.vstack(self._features),
+            predicted_class=np.concatenate(self._classes),
+            feature_names=self.feature_names,
+            max_sample=self.max_sample,
+            max_feature_sample=self.max_feature_sample,
+            seed=self.seed,
+        )

@@ -1,0 +1,200 @@
+"""``check-config``, the settings ``run`` builds from its flags, ``--help`` for every command, ``python -m monitor``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from monitor.cli import build_parser, main
+from monitor.commands.run import settings_from_args
+from monitor.config import Settings
+from monitor.errors import ConfigError
+from tests.unit import onnx_graphs
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No inherited HARMONIC_* variables; main() installs its own root log handler, so put pytest's back after."""
+    for name in list(os.environ):
+        if name.upper().startswith("HARMONIC_"):
+            monkeypatch.delenv(name)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    """A 2-feature, 2-class ONNX classifier."""
+    return onnx_graphs.linear_classifier(tmp_path / "fraud-v3.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2])
+
+
+def write_yaml(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "monitor.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def check_config(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["check-config", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def run_settings(*args: str) -> Settings:
+    return settings_from_args(build_parser().parse_args(["run", *args]))
+
+
+# -- check-config -----------------------------------------------------------------------------------------------
+def test_check_config_valid_prints_json_and_exits_0(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = check_config(
+        capsys, "--config", str(write_yaml(tmp_path, f"models:\n  - {{name: m, path: {model}}}\n"))
+    )
+    assert code == 0
+    assert json.loads(out)["models"][0]["name"] == "m"
+
+
+def test_check_config_unknown_key_exits_2_naming_it(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_yaml(tmp_path, f"models:\n  - {{name: m, path: {model}}}\nkafka:\n  topik: x\n")
+    code, out, err = check_config(capsys, "--config", str(path))
+    assert (code, out) == (2, "")
+    assert "error: invalid configuration:\n  unknown key 'kafka.topik'" in err
+
+
+def test_check_config_shows_an_env_override(
+    model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HARMONIC_KAFKA__TOPIC", "from-env")
+    code, out, _ = check_config(capsys, "--model", str(model))
+    assert (code, json.loads(out)["kafka"]["topic"]) == (0, "from-env")
+
+
+def test_check_config_flag_beats_env(
+    model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HARMONIC_KAFKA__TOPIC", "from-env")
+    _, out, _ = check_config(capsys, "--model", str(model), "--topic", "from-flag")
+    assert json.loads(out)["kafka"]["topic"] == "from-flag"
+
+
+def test_check_config_missing_model_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = check_config(capsys, "--model", str(tmp_path / "absent.onnx"))
+    assert code == 2 and "absent.onnx' does not exist" in err
+
+
+def test_check_config_no_load_models_skips_the_onnx_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = check_config(capsys, "--model", str(tmp_path / "absent.onnx"), "--no-load-models")
+    assert (code, json.loads(out)["models"][0]["name"]) == (0, "absent")
+
+
+def test_check_config_rejects_feature_names_of_the_wrong_count(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_yaml(tmp_path, f"models:\n  - {{name: m, path: {model}, feature_names: [a, b, c]}}\n")
+    code, _, err = check_config(capsys, "--config", str(path))
+    assert code == 2 and "model 'm': feature_names lists 3 names; the ONNX input takes 2 features" in err
+
+
+def test_check_config_without_a_model_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = check_config(capsys, "--no-load-models")
+    assert code == 2 and "no model configured" in err
+
+
+def test_check_config_bad_api_version_exits_2(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = check_config(capsys, "--model", str(model), "--api-version", "latest")
+    assert code == 2 and "'kafka.api_version': 'latest' is not a version" in err
+
+
+# -- run's settings -----------------------------------------------------------------------------------------------
+def test_run_settings_model_name_defaults_to_the_onnx_stem(tmp_path: Path) -> None:
+    settings = run_settings("--model", str(tmp_path / "models" / "fraud-v3.onnx"))
+    assert settings.models[0].name == "fraud-v3"
+
+
+def test_run_settings_model_name_flag_overrides_the_stem(tmp_path: Path) -> None:
+    settings = run_settings("--model", str(tmp_path / "fraud-v3.onnx"), "--model-name", "fraud")
+    assert settings.models[0].name == "fraud"
+
+
+def test_run_settings_model_flag_replaces_the_file_models(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "models:\n  - {name: a, path: a.onnx}\n  - {name: b, path: b.onnx}\n")
+    settings = run_settings("--config", str(path), "--model", "c.onnx")
+    assert [m.name for m in settings.models] == ["c"]
+
+
+def test_run_settings_reference_flag_needs_model() -> None:
+    with pytest.raises(ConfigError, match=r"--model-name and --reference need --model"):
+        run_settings("--reference", "ref.csv")
+
+
+def test_run_settings_maps_kafka_and_metrics_flags() -> None:
+    settings = run_settings(
+        "--model", "m.onnx", "--bootstrap-servers", "b:9092", "--api-version", "0.9", "--metrics-port", "0"
+    )
+    assert (settings.kafka.bootstrap_servers, settings.kafka.api_version_tuple(), settings.metrics.port) == (
+        "b:9092",
+        (0, 9),
+        0,
+    )
+
+
+# -- --help -------------------------------------------------------------------------------------------------------
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+@pytest.mark.parametrize("command", ["score", "convert", "reference", "run", "check-config"])
+def test_help_documents_every_option_of(command: str) -> None:
+    undocumented = [a.option_strings for a in _subparsers()[command]._actions if not a.help]
+    assert undocumented == []
+
+
+def test_help_documents_every_top_level_option() -> None:
+    assert [a.option_strings for a in build_parser()._actions if not a.help] == []
+
+
+@pytest.mark.parametrize("command", ["score", "convert", "reference", "run", "check-config"])
+def test_help_exits_0_for(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0 and f"harmonic-monitor {command}" in capsys.readouterr().out
+
+
+# -- python -m monitor --------------------------------------------------------------------------------------------
+def test_python_m_monitor_lists_the_commands() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "monitor", "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert completed.returncode == 0
+    assert all(c in completed.stdout for c in ("score", "convert", "reference", "run", "check-config"))
+
+
+def test_python_m_monitor_check_config_exits_2_with_the_error(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HARMONIC_")}
+    completed = subprocess.run(
+        [sys.executable, "-m", "monitor", "check-config", "--no-load-models"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert completed.returncode == 2
+    assert completed.stderr.startswith("error: invalid configuration:")

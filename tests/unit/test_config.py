@@ -1,0 +1,232 @@
+"""Configuration loading: precedence flag > HARMONIC_* env > YAML file > default, and errors that name the key."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.config import KafkaSettings, Settings, load_settings, merge_flags
+from monitor.errors import ConfigError
+
+ONE_MODEL = "models:\n  - name: m\n    path: m.onnx\n"
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_harmonic_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's own HARMONIC_* variables must not leak into these tests."""
+    for name in list(os.environ):
+        if name.upper().startswith("HARMONIC_"):
+            monkeypatch.delenv(name)
+
+
+def write_yaml(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "monitor.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@dataclass(frozen=True)
+class Key:
+    """One setting seen through every layer: its env variable, flag dict, YAML snippet and a value per layer."""
+
+    env_name: str
+    flags: Callable[[str], dict[str, Any]]
+    read: Callable[[Settings], str]
+    yaml: str
+    default: str
+    file_value: str
+    env_value: str
+    flag_value: str
+
+
+NESTED = Key(
+    env_name="HARMONIC_KAFKA__TOPIC",
+    flags=lambda v: {"kafka": {"topic": v}},
+    read=lambda s: s.kafka.topic,
+    yaml="kafka:\n  topic: from-file\n",
+    default="inference-events",
+    file_value="from-file",
+    env_value="from-env",
+    flag_value="from-flag",
+)
+TOP_LEVEL = Key(
+    env_name="HARMONIC_LOG_LEVEL",
+    flags=lambda v: {"log_level": v},
+    read=lambda s: s.log_level,
+    yaml="log_level: warning\n",
+    default="info",
+    file_value="warning",
+    env_value="error",
+    flag_value="debug",
+)
+KEYS = pytest.mark.parametrize("key", [NESTED, TOP_LEVEL], ids=["nested", "top-level"])
+
+
+@KEYS
+def test_load_settings_uses_the_default_without_file_env_or_flag(tmp_path: Path, key: Key) -> None:
+    assert key.read(load_settings(write_yaml(tmp_path, ONE_MODEL))) == key.default
+
+
+@KEYS
+def test_load_settings_file_beats_default(tmp_path: Path, key: Key) -> None:
+    assert key.read(load_settings(write_yaml(tmp_path, ONE_MODEL + key.yaml))) == key.file_value
+
+
+@KEYS
+def test_load_settings_env_beats_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: Key) -> None:
+    monkeypatch.setenv(key.env_name, key.env_value)
+    assert key.read(load_settings(write_yaml(tmp_path, ONE_MODEL + key.yaml))) == key.env_value
+
+
+@KEYS
+def test_load_settings_flag_beats_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: Key) -> None:
+    monkeypatch.setenv(key.env_name, key.env_value)
+    settings = load_settings(write_yaml(tmp_path, ONE_MODEL + key.yaml), key.flags(key.flag_value))
+    assert key.read(settings) == key.flag_value
+
+
+def test_load_settings_env_override_keeps_sibling_keys_from_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARMONIC_KAFKA__TOPIC", "from-env")
+    settings = load_settings(write_yaml(tmp_path, ONE_MODEL + "kafka:\n  group_id: from-file\n"))
+    assert (settings.kafka.topic, settings.kafka.group_id) == ("from-env", "from-file")
+
+
+def test_load_settings_ignores_flags_that_are_none(tmp_path: Path) -> None:
+    flags = {"kafka": {"topic": None}, "state_dir": None}
+    settings = load_settings(write_yaml(tmp_path, ONE_MODEL + "kafka:\n  topic: from-file\n"), flags)
+    assert settings.kafka.topic == "from-file"
+
+
+def test_load_settings_reads_nested_env_into_a_mapping_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARMONIC_KAFKA__SECURITY__SASL_PLAIN_PASSWORD", "s3cret")
+    settings = load_settings(None, {"models": [{"name": "m", "path": "m.onnx"}]})
+    assert settings.kafka.security == {"sasl_plain_password": "s3cret"}
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "dotted"),
+    [
+        ("kafka:\n  topik: x\n", "kafka.topik"),
+        ("sampler:\n  events_per_secnd: 5\n", "sampler.events_per_secnd"),
+        ("kafak:\n  topic: x\n", "kafak"),
+        ("log_levl: debug\n", "log_levl"),
+        ("models:\n  - name: m\n    path: m.onnx\n    scoring:\n      radiuss: 1\n", "models.0.scoring.radiuss"),
+    ],
+    ids=["nested", "nested-sampler", "top-level-section", "top-level", "in-model-list"],
+)
+def test_load_settings_names_an_unknown_yaml_key(tmp_path: Path, yaml_text: str, dotted: str) -> None:
+    text = yaml_text if yaml_text.startswith("models") else ONE_MODEL + yaml_text
+    with pytest.raises(ConfigError, match=rf"unknown key '{dotted}' \(check spelling"):
+        load_settings(write_yaml(tmp_path, text))
+
+
+def test_load_settings_names_an_unknown_nested_env_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARMONIC_KAFKA__TOPICC", "x")
+    with pytest.raises(ConfigError, match=r"unknown key 'kafka\.topicc'"):
+        load_settings(write_yaml(tmp_path, ONE_MODEL))
+
+
+def test_load_settings_names_key_and_value_of_a_wrong_type(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, ONE_MODEL + "kafka:\n  session_timeout_ms: soon\n")
+    with pytest.raises(ConfigError, match=r"'kafka\.session_timeout_ms': Input should be a valid integer.*got 'soon'"):
+        load_settings(path)
+
+
+def test_load_settings_names_key_and_value_out_of_range(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, ONE_MODEL + "metrics:\n  port: 70000\n")
+    with pytest.raises(ConfigError, match=r"'metrics\.port': Input should be less than or equal to 65535; got 70000"):
+        load_settings(path)
+
+
+def test_load_settings_names_a_wrong_type_from_the_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARMONIC_SAMPLER__EVENTS_PER_SECOND", "lots")
+    with pytest.raises(ConfigError, match=r"'sampler\.events_per_second'.*got 'lots'"):
+        load_settings(write_yaml(tmp_path, ONE_MODEL))
+
+
+def test_load_settings_without_a_model_says_how_to_add_one() -> None:
+    with pytest.raises(ConfigError, match=r"no model configured: pass --model M\.onnx or list `models:`"):
+        load_settings(None)
+
+
+def test_load_settings_rejects_duplicate_model_names(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "models:\n  - {name: a, path: a.onnx}\n  - {name: a, path: b.onnx}\n")
+    with pytest.raises(ConfigError, match=r"'models': model names must be unique; repeated: \['a'\]"):
+        load_settings(path)
+
+
+def test_load_settings_names_a_missing_required_model_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"'models\.0\.path': Field required"):
+        load_settings(write_yaml(tmp_path, "models:\n  - name: m\n"))
+
+
+@pytest.mark.parametrize(("text", "expected"), [("0.9", (0, 9)), ("2.8.1", (2, 8, 1)), (None, None)])
+def test_kafka_settings_api_version_tuple_parses_dotted_versions(
+    text: str | None, expected: tuple[int, ...] | None
+) -> None:
+    assert KafkaSettings(api_version=text).api_version_tuple() == expected
+
+
+@pytest.mark.parametrize("text", ["x", "", "0.9.", "-1", "v2"])
+def test_load_settings_rejects_an_api_version_that_is_not_dotted_numbers(text: str) -> None:
+    flags = {"models": [{"name": "m", "path": "m.onnx"}], "kafka": {"api_version": text}}
+    with pytest.raises(ConfigError, match=rf"'kafka\.api_version': '{text}' is not a version like '0\.9'"):
+        load_settings(None, flags)
+
+
+def test_load_settings_rejects_an_unquoted_yaml_api_version(tmp_path: Path) -> None:
+    # YAML reads 2.10 as the float 2.1: accepting numbers would silently pin the wrong version
+    path = write_yaml(tmp_path, ONE_MODEL + "kafka:\n  api_version: 2.10\n")
+    with pytest.raises(ConfigError, match=r"'kafka\.api_version': write the version as a quoted string"):
+        load_settings(path)
+
+
+def test_load_settings_accepts_an_api_version_from_the_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARMONIC_KAFKA__API_VERSION", "0.9")
+    assert load_settings(write_yaml(tmp_path, ONE_MODEL)).kafka.api_version_tuple() == (0, 9)
+
+
+def test_kafka_settings_api_version_tuple_rejects_an_unvalidated_value() -> None:
+    unchecked = KafkaSettings.model_construct(api_version="x")
+    with pytest.raises(ConfigError, match=r"kafka\.api_version 'x' is not like '0\.9' or '2\.8\.1'"):
+        unchecked.api_version_tuple()
+
+
+def test_load_settings_rejects_invalid_yaml(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "models: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"config file '.*monitor\.yaml' is not valid YAML"):
+        load_settings(path)
+
+
+def test_load_settings_rejects_a_top_level_that_is_not_a_mapping(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "- a\n- b\n")
+    with pytest.raises(ConfigError, match=r"must be a mapping at the top level; got list"):
+        load_settings(path)
+
+
+def test_load_settings_rejects_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"config file '.*absent\.yaml' does not exist"):
+        load_settings(tmp_path / "absent.yaml")
+
+
+def test_load_settings_treats_an_empty_file_as_no_settings(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"no model configured"):
+        load_settings(write_yaml(tmp_path, "# only a comment\n"))
+
+
+def test_settings_are_frozen(tmp_path: Path) -> None:
+    settings = load_settings(write_yaml(tmp_path, ONE_MODEL))
+    with pytest.raises(ValueError, match=r"frozen"):
+        settings.log_level = "debug"  # type: ignore[misc]
+
+
+def test_merge_flags_deep_merges_and_drops_none() -> None:
+    merged = merge_flags({"kafka": {"topic": "a", "group_id": "g"}}, {"kafka": {"topic": "b", "api_version": None}})
+    assert merged == {"kafka": {"topic": "b", "group_id": "g"}}
