@@ -15,6 +15,7 @@ fi
 
 bash scripts/install-services.sh
 bash scripts/install-alertmanager.sh
+bash scripts/install-prometheus.sh
 
 echo "== ruff format --check"; .venv/bin/ruff format --check .
 echo "== ruff check";          .venv/bin/ruff check .

@@ -1,0 +1,460 @@
+"""Generate docs/METRICS.md from the metric catalogue (``monitor.exporters.prometheus.METRICS``).
+
+    .venv/bin/python scripts/gen_metrics_doc.py           # rewrite docs/METRICS.md
+    .venv/bin/python scripts/gen_metrics_doc.py --check   # exit 1 when docs/METRICS.md is out of date
+
+Name, type, labels, help text and buckets come from METRICS; the unit, the group and "how to use it" of each
+metric come from :data:`USAGE` below. A metric in METRICS without an entry here (or an entry for a metric that no
+longer exists) is an error, so tests/unit/test_metrics_doc.py fails until the new metric is documented.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from monitor.drift.verdict import Verdict
+from monitor.exporters.prometheus import METRICS, MetricSpec
+from monitor.probes.perturbations import PERTURBATION_NAMES
+from monitor.source.decode import INVALID_REASONS
+
+REPO = Path(__file__).resolve().parents[1]
+OUTPUT = REPO / "docs" / "METRICS.md"
+
+
+@dataclass(frozen=True)
+class Usage:
+    group: str
+    unit: str
+    use: str
+
+
+GROUPS = (
+    "Traffic and sampling",
+    "Per-event robustness (histograms)",
+    "Shadow agreement",
+    "Rolling windows and reference",
+    "Drift",
+    "Alerts",
+    "Probes on flagged regions",
+    "With delayed labels",
+    "Cost and latency",
+    "Process",
+)
+
+_RATE_NOTE = "Scored counts are a sample: divide a scored rate by `harmonic_events_sampled_ratio` for live traffic."
+
+USAGE: dict[str, Usage] = {
+    # -- traffic ---------------------------------------------------------------------------------------------------
+    "harmonic_events_consumed_total": Usage(
+        "Traffic and sampling",
+        "events",
+        "Everything read from Kafka, valid or not, before sampling: `sum by (model) (rate(...[5m]))` is the "
+        'topic\'s throughput as this sidecar sees it. Invalid records count under `model="unknown"` when they '
+        "cannot be attributed. A flat line while producers are busy means the consumer is stuck or has no "
+        "partitions (check `harmonic_ready`).",
+    ),
+    "harmonic_events_scored_total": Usage(
+        "Traffic and sampling",
+        "events",
+        "Events re-evaluated against the ONNX copy, i.e. the denominator behind every robustness number. "
+        + _RATE_NOTE
+        + " Per-segment rates show whether small segments get enough samples for their windows to mean anything.",
+    ),
+    "harmonic_events_invalid_total": Usage(
+        "Traffic and sampling",
+        "events",
+        "`sum by (reason) (rate(...[5m]))`: a new reason appearing, or a jump in `wrong_width`/`missing_field`, is "
+        "almost always a producer-side schema change. The ratio to consumed events is recorded as "
+        "`instance:harmonic_events_invalid:ratio_rate5m` (alert HarmonicInvalidEventsHigh).",
+    ),
+    "harmonic_events_dead_lettered_total": Usage(
+        "Traffic and sampling",
+        "events",
+        "Should track `harmonic_events_invalid_total` when `kafka.dead_letter_topic` is set; the payloads and the "
+        "reason (header `harmonic-invalid-reason`) are on that topic for replay or inspection.",
+    ),
+    "harmonic_events_sampled_total": Usage(
+        "Traffic and sampling",
+        "events",
+        "Valid events the sampler accepted (stratified by predicted class by default). Compare with consumed to see "
+        "how much of the traffic the budget covers.",
+    ),
+    "harmonic_events_sampled_ratio": Usage(
+        "Traffic and sampling",
+        "ratio (0–1)",
+        "**Scale sampled rates back up with it**: live rate ≈ `rate(harmonic_events_scored_total[5m]) / "
+        "harmonic_events_sampled_ratio` (recorded as `model_segment:harmonic_events_scored_scaled:rate5m`). "
+        "Histograms and window gauges are *distributions* and need no scaling. A ratio far below 1 lengthens the "
+        "wall-clock time to detect drift (alert HarmonicSampledRatioLow); see docs/OPERATIONS.md.",
+    ),
+    # -- per-event histograms ------------------------------------------------------------------------------------
+    "harmonic_gamma": Usage(
+        "Per-event robustness (histograms)",
+        "units of f (probability for `output: proba`, logit for `logit`, the output for `value`)",
+        "Anharmonicity γ(x) = |f(x) − mean of f over a ball of radius r around x|: ~0 where the model is locally "
+        "smooth, large near decision boundaries. `histogram_quantile(0.95, sum by (model, segment, le) "
+        "(rate(harmonic_gamma_bucket[5m])))` is the p95 (recorded as `model_segment:harmonic_gamma:p95_5m`); "
+        "the buckets grow ~3× each, so quantiles are coarse — the exact window quantile is "
+        "`harmonic_window_gamma_p95`. Compare against `harmonic_reference_gamma_mean`, not an absolute number: "
+        "γ's scale depends on the model and on r.",
+    ),
+    "harmonic_flicker": Usage(
+        "Per-event robustness (histograms)",
+        "ratio (0–1): share of noise copies whose class flips",
+        "Per-event flicker under Gaussian noise σ (`scoring.sigma`, standardized units), K = "
+        "`scoring.flicker_copies` copies, so values are multiples of 1/K. Mean flicker = "
+        "`rate(harmonic_flicker_sum[5m]) / rate(harmonic_flicker_count[5m])`; most events sit in the 0 bucket, "
+        "the tail above 0.25 is where the model is fragile.",
+    ),
+    "harmonic_p_adj": Usage(
+        "Per-event robustness (histograms)",
+        "probability (0–1)",
+        "P_adj = P·exp(−N·γ_logit), N = `scoring.steps`: the predicted class's probability discounted by local "
+        "anharmonicity (seed 001, eq. 5). Falling mean P_adj with unchanged raw confidence means the model stays "
+        "confident in places where it is not robust.",
+    ),
+    # -- shadow ------------------------------------------------------------------------------------------------------
+    "harmonic_shadow_compared_total": Usage(
+        "Shadow agreement",
+        "events",
+        "Only events carrying the live server's `prediction.label` can be compared; if this is ~0 the shadow check "
+        "is blind (producers do not send predictions).",
+    ),
+    "harmonic_shadow_disagreements_total": Usage(
+        "Shadow agreement",
+        "events",
+        "Disagreement ratio = `rate(harmonic_shadow_disagreements_total[15m]) / "
+        "rate(harmonic_shadow_compared_total[15m])` (recorded as `model:harmonic_shadow_disagreement:ratio_rate15m`). "
+        "**Anything above a percent or two means the ONNX copy is wrong or stale and every other harmonic metric "
+        "for that model is suspect** (alert HarmonicShadowDisagreement).",
+    ),
+    # -- windows -----------------------------------------------------------------------------------------------------
+    "harmonic_window_gamma_mean": Usage(
+        "Rolling windows and reference",
+        "units of f (as `harmonic_gamma`)",
+        "Mean γ over each rolling window (`window` = `60s`, `300s`, `3600s`, … for time windows, `last_N` for the "
+        "count window). Plot against `harmonic_reference_gamma_mean`: the ratio of the two is the simplest "
+        '"how much less smooth is today\'s traffic" number. Updated every `drift.every` scored events.',
+    ),
+    "harmonic_window_gamma_p95": Usage(
+        "Rolling windows and reference",
+        "units of f (as `harmonic_gamma`)",
+        "Exact (count window) or fine-grid (time windows) 95th percentile of γ: prefer it to `histogram_quantile` "
+        "on `harmonic_gamma_bucket` when you need precision.",
+    ),
+    "harmonic_window_flicker_mean": Usage(
+        "Rolling windows and reference",
+        "ratio (0–1)",
+        "Mean flicker over the window; compare with `harmonic_reference_flicker_mean`.",
+    ),
+    "harmonic_window_stability": Usage(
+        "Rolling windows and reference",
+        "ratio (0–1)",
+        "Stability = 1 − mean flicker (seed 002 A); the first part of the robustness composite.",
+    ),
+    "harmonic_window_p_adj_mean": Usage(
+        "Rolling windows and reference",
+        "probability (0–1)",
+        "Mean P_adj over the window.",
+    ),
+    "harmonic_window_shadow_disagreement_ratio": Usage(
+        "Rolling windows and reference",
+        "ratio (0–1)",
+        "Live-vs-ONNX disagreement over the window, per segment (absent while no event in the window carried a "
+        "live prediction). The sidecar's HarmonicShadowDisagreement alert uses the count window.",
+    ),
+    "harmonic_window_events": Usage(
+        "Rolling windows and reference",
+        "events",
+        "How many scored events the window holds: read every other window gauge with it — a window of 12 events "
+        "says little.",
+    ),
+    "harmonic_reference_gamma_mean": Usage(
+        "Rolling windows and reference",
+        "units of f (as `harmonic_gamma`)",
+        "Mean γ of the reference distribution (scored reference file, or the warm-up window). Constant until the "
+        "reference is rebuilt; absent during warm-up.",
+    ),
+    "harmonic_reference_flicker_mean": Usage(
+        "Rolling windows and reference",
+        "ratio (0–1)",
+        "Mean flicker of the reference distribution.",
+    ),
+    # -- drift -------------------------------------------------------------------------------------------------------
+    "harmonic_drift_verdict": Usage(
+        "Drift",
+        "1 (one series per model/segment: the current verdict)",
+        "Exactly one series per (model, segment) has value 1; its `verdict` label is the answer. **stable**; "
+        "**benign-shift** — inputs moved (per-feature KS) but γ and flicker did not; **harmful-shift** — γ or "
+        "flicker rose against the reference: traffic is moving into unstable regions. "
+        '`harmonic_drift_verdict{verdict="harmful-shift"} == 1` lists affected segments.',
+    ),
+    "harmonic_drift_statistic": Usage(
+        "Drift",
+        "per signal: CUSUM in log-likelihood units, KS as a distance (0–1), flicker_rate as a one-sided Welch z",
+        "What each detector currently reads: `gamma_cusum`/`flicker_cusum` (alarm at `drift.cusum_threshold`), "
+        "`gamma_ks`/`features_ks` (alarm above `drift.ks_min_distance`/`drift.feature_min_distance` with "
+        "significance), `flicker_rate`. Plotting a statistic against its threshold shows how close a segment is to "
+        "alerting.",
+    ),
+    "harmonic_drift_p_value": Usage(
+        "Drift",
+        "probability (0–1)",
+        "p-values of the window tests where they exist (not for CUSUM). Small p with a small distance is a "
+        "significant but irrelevant shift; the verdict needs both.",
+    ),
+    "harmonic_feature_drift_features": Usage(
+        "Drift",
+        "features",
+        "How many input features the per-feature KS test flags. The alert annotations list the top ones by name.",
+    ),
+    # -- alerts ------------------------------------------------------------------------------------------------------
+    "harmonic_alerts_firing": Usage(
+        "Alerts",
+        "1 firing / 0 not",
+        "The sidecar's own alert state (HarmonicHarmfulShift, HarmonicInputDrift, HarmonicShadowDisagreement) per "
+        "model and segment, after `alerts.for_seconds` and with `alerts.resolve_after_seconds` hysteresis. Useful "
+        "when Alertmanager delivery is broken (`harmonic_alert_deliveries_failed_total`).",
+    ),
+    "harmonic_alerts_fired_total": Usage(
+        "Alerts",
+        "alerts",
+        "Transitions to firing; `increase(...[7d])` is the alert volume per model, the input for tuning "
+        "thresholds (the defaults' false-alarm rates: bench/drift_quality.py).",
+    ),
+    "harmonic_alert_deliveries_failed_total": Usage(
+        "Alerts",
+        "deliveries",
+        'Deliveries to Alertmanager (`receiver="alertmanager"`) or the webhook that failed after retries. Any '
+        "increase means alerts may be firing unseen (Prometheus alert HarmonicAlertDeliveryFailing).",
+    ),
+    # -- probes ------------------------------------------------------------------------------------------------------
+    "harmonic_regions_tracked": Usage(
+        "Probes on flagged regions",
+        "regions",
+        "Regions of feature space where sampled events showed high γ or flicker, in the bounded index "
+        "(`probes.max_regions`). A steady climb means new fragile areas keep appearing.",
+    ),
+    "harmonic_probe_runs_total": Usage(
+        "Probes on flagged regions",
+        "runs",
+        "Completed probe runs (every `probes.interval_seconds`, within `probes.budget_share` of model evaluations). "
+        "Flat while regions exist = the probe budget is exhausted by event scoring.",
+    ),
+    "harmonic_probe_eps_star": Usage(
+        "Probes on flagged regions",
+        "perturbation intensity ε (standardized units; `+Inf` = never crossed below ε_max)",
+        "Threshold profile: the smallest ε at which agreement under that perturbation drops by δ. Small ε* on "
+        "`noise` or `shift` is a region where tiny input changes flip the model. Full report (exemplars, evaluation "
+        "counts per funnel stage): `GET /probes`.",
+    ),
+    "harmonic_probe_mri": Usage(
+        "Probes on flagged regions",
+        "ratio (0–1): agreement",
+        "Model Robustness Index component per perturbation at a fixed moderate ε: the share of the region's points "
+        "whose prediction survives it. **Read it as a vector across `perturbation`**, never averaged into one number.",
+    ),
+    # -- labels ------------------------------------------------------------------------------------------------------
+    "harmonic_labels_joined_total": Usage(
+        "With delayed labels",
+        "labels",
+        "Labels from `kafka.labels_topic` joined to scored events by id within the time-to-live. The accuracy-based "
+        "gauges below only exist when this moves.",
+    ),
+    "harmonic_labels_unmatched_total": Usage(
+        "With delayed labels",
+        "labels",
+        "Labels that found no event: arrived after the time-to-live, or the event was not sampled/scored. A high "
+        "share means the label delay exceeds the join window.",
+    ),
+    "harmonic_window_accuracy": Usage(
+        "With delayed labels",
+        "ratio (0–1)",
+        "Accuracy over the labelled events in the window — the ground truth the label-free signals predict.",
+    ),
+    "harmonic_resilience": Usage(
+        "With delayed labels",
+        "ratio (0–1)",
+        "min(accuracy under σ = 0.1 Gaussian noise / clean accuracy, 1) over joined labels (seed 002 B).",
+    ),
+    "harmonic_reliability": Usage(
+        "With delayed labels",
+        "ratio (0–1)",
+        "1 − expected calibration error with 10 equal-width confidence bins (seed 002 C).",
+    ),
+    "harmonic_robustness_composite": Usage(
+        "With delayed labels",
+        "ratio (0–1)",
+        "0.4·stability + 0.3·resilience + 0.3·reliability. **Always show it beside its three parts** "
+        "(`harmonic_window_stability`, `harmonic_resilience`, `harmonic_reliability`): one number hides which one "
+        "moved.",
+    ),
+    # -- cost and latency ------------------------------------------------------------------------------------------
+    "harmonic_score_batch_duration_seconds": Usage(
+        "Cost and latency",
+        "seconds",
+        "Wall time to score one micro-batch: B events × (1 + ball points + flicker copies) model rows. p99 near "
+        "`batch.max_wait_ms` or rising with constant batch size = CPU starvation (alert HarmonicScoreLatencyHigh).",
+    ),
+    "harmonic_event_lag_seconds": Usage(
+        "Cost and latency",
+        "seconds",
+        "Event timestamp → scored. p50 ≈ batching delay plus producer-to-Kafka latency; a p99 that grows means "
+        "the sidecar falls behind the topic (alert HarmonicEventLagHigh) — or producer clocks are wrong.",
+    ),
+    "harmonic_model_evaluations_total": Usage(
+        "Cost and latency",
+        "model rows",
+        "Rows sent through onnxruntime by `purpose`: `events` (scoring), `shadow` (live comparison), `reference` "
+        '(start-up), `probe`. `rate(...{purpose="events"}[5m])` divided by the per-row cost from '
+        "docs/BENCHMARKS.md is the CPU the sidecar needs; probes stay under `probes.budget_share`.",
+    ),
+    # -- process -----------------------------------------------------------------------------------------------------
+    "harmonic_up": Usage(
+        "Process",
+        "1",
+        "Always 1 while the process runs; the `version` label tells which build is deployed "
+        "(`count by (version) (harmonic_up)` during a rollout). Its absence is alert HarmonicSidecarAbsent.",
+    ),
+    "harmonic_ready": Usage(
+        "Process",
+        "1 ready / 0 not",
+        "Mirrors `/readyz`: every model loaded and at least one Kafka partition assigned. 0 on a replica beyond "
+        "the partition count is expected (it idles); 0 everywhere is alert HarmonicNotReady. Set when `/readyz` "
+        "is probed.",
+    ),
+}
+
+LABELS: dict[str, str] = {
+    "model": "The model's name (`models[].name`; events' `model` field). `unknown` on invalid events that could "
+    "not be attributed.",
+    "model_version": "The event's `model_version`, else `models[].version`, else `unknown`.",
+    "segment": "The event's `segment`; bounded: beyond `segments.max_segments` distinct values (or outside "
+    "`segments.allowed`) everything folds into `other`.",
+    "reason": "Why an event was invalid: " + ", ".join(f"`{r}`" for r in INVALID_REASONS) + ".",
+    "purpose": "What model rows were spent on: `events`, `shadow`, `reference`, `probe`.",
+    "window": "`<seconds>s` for each of `windows.time_windows_seconds` (default `60s`, `300s`, `3600s`) and "
+    "`last_<N>` for the count window (`windows.count_window_events`, default `last_2000`).",
+    "verdict": "One of " + ", ".join(f"`{v.value}`" for v in Verdict) + ".",
+    "signal": "Drift detector: `gamma_cusum`, `gamma_ks`, `flicker_cusum`, `flicker_rate`, `features_ks`.",
+    "alertname": "`HarmonicHarmfulShift`, `HarmonicInputDrift`, `HarmonicShadowDisagreement`.",
+    "receiver": "Alert delivery target: `alertmanager` or `webhook`.",
+    "region": "Region id in the model's region index (`r1`, `r2`, …); details at `GET /probes`.",
+    "perturbation": "Perturbation type τ: " + ", ".join(f"`{p}`" for p in PERTURBATION_NAMES) + ".",
+    "version": "harmonic-monitor's version.",
+}
+
+HEADER = """\
+<!-- Generated by scripts/gen_metrics_doc.py from monitor/exporters/prometheus.py METRICS. Do not edit by hand:
+     change METRICS or the USAGE table in the script, then run `.venv/bin/python scripts/gen_metrics_doc.py`. -->
+# Metrics
+
+harmonic-monitor serves these series at `GET /metrics` on `metrics.port` (default 9108). Alerting and recording
+rules over them: [`deploy/prometheus/harmonic-rules.yml`](../deploy/prometheus/harmonic-rules.yml); dashboard:
+[`grafana/dashboards/harmonic-overview.json`](../grafana/dashboards/harmonic-overview.json); what to do when
+an alert fires: [OPERATIONS.md](OPERATIONS.md).
+
+## Reading them
+
+- **Everything is prefixed `harmonic_`**, counters end in `_total`, durations are in seconds, ratios are 0–1.
+- **Sampling.** Only a sample of events is scored (`sampler.events_per_second` per model). Counters of *scored*
+  events therefore count the sample: to estimate live traffic divide by the sampled ratio,
+  `rate(harmonic_events_scored_total[5m]) / on (model) group_left () harmonic_events_sampled_ratio`.
+  Histograms (γ, flicker, P_adj) and the window gauges describe *distributions* and need no rescaling. The
+  default sampler is stratified by the live predicted class, so rare classes are over-represented in the scored
+  stream (by at most the sampler's boost factor); set `sampler.stratify: false` when you need the scored
+  distribution to mirror the traffic's class mix.
+- **Per replica.** Each replica exports what it scored from its share of the topic's partitions. Aggregate
+  counters and histogram buckets with `sum`; do not sum window gauges or ratios (use `max`/`avg`, or
+  recompute from the counters).
+- **Counters survive restarts**: they are persisted in the state directory and restored, so `rate()` sees no
+  reset when a sidecar restarts with its state.
+- **Cardinality** is bounded: `segment` folds into `other` beyond `segments.max_segments`; `region` is bounded
+  by `probes.max_regions`; `reason`, `purpose`, `signal`, `verdict`, `perturbation` are fixed vocabularies.
+"""
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _labels(spec: MetricSpec) -> str:
+    return ", ".join(f"`{label}`" for label in spec.labels) or "—"
+
+
+def _exposed(spec: MetricSpec) -> str:
+    if spec.type == "histogram":
+        return f"`{spec.name}_bucket{{le}}`, `{spec.name}_sum`, `{spec.name}_count`"
+    return f"`{spec.name}`"
+
+
+def render() -> str:
+    """The full text of docs/METRICS.md.
+
+    Raises
+    ------
+    KeyError
+        A metric in METRICS has no USAGE entry, or USAGE documents a metric METRICS no longer declares.
+    """
+    names = [m.name for m in METRICS]
+    missing = [n for n in names if n not in USAGE]
+    stale = sorted(set(USAGE) - set(names))
+    if missing or stale:
+        raise KeyError(
+            f"scripts/gen_metrics_doc.py USAGE is out of step with METRICS: undocumented {missing}, "
+            f"no longer declared {stale}. Add (or remove) an entry: group, unit and how to use the metric."
+        )
+    bad_groups = sorted({u.group for u in USAGE.values()} - set(GROUPS))
+    if bad_groups:
+        raise KeyError(f"unknown groups {bad_groups}; use one of {GROUPS}")
+    used_labels = {label for m in METRICS for label in m.labels}
+    if used_labels - set(LABELS):
+        raise KeyError(f"labels without a description in LABELS: {sorted(used_labels - set(LABELS))}")
+
+    out = [HEADER, "\n## Labels\n\n| label | values |\n|---|---|\n"]
+    out += [f"| `{label}` | {_cell(LABELS[label])} |\n" for label in sorted(used_labels)]
+    out.append("\n## Catalogue\n\n| metric | type | labels | unit | meaning |\n|---|---|---|---|---|\n")
+    for spec in METRICS:
+        out.append(
+            f"| [`{spec.name}`](#{spec.name}) | {spec.type} | {_labels(spec)} | {_cell(USAGE[spec.name].unit)} "
+            f"| {_cell(spec.help)} |\n"
+        )
+    for group in GROUPS:
+        specs = [m for m in METRICS if USAGE[m.name].group == group]
+        if not specs:
+            continue
+        out.append(f"\n## {group}\n")
+        for spec in specs:
+            usage = USAGE[spec.name]
+            out.append(f"\n### {spec.name}\n\n")
+            out.append(f"- **Type:** {spec.type} — exposed as {_exposed(spec)}\n")
+            out.append(f"- **Labels:** {_labels(spec)}\n")
+            out.append(f"- **Unit:** {usage.unit}\n")
+            if spec.buckets:
+                out.append(f"- **Buckets (`le`):** {', '.join(f'{b:g}' for b in spec.buckets)}, +Inf\n")
+            out.append(f"- **Meaning:** {spec.help}\n")
+            out.append(f"\n{usage.use}\n")
+    return "".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/METRICS.md is not up to date")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
+        if current != text:
+            print(f"{OUTPUT.relative_to(REPO)} is out of date: run .venv/bin/python scripts/gen_metrics_doc.py")
+            return 1
+        return 0
+    OUTPUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUTPUT.relative_to(REPO)} ({len(METRICS)} metrics)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,363 @@
+"""A real Prometheus scrapes a real sidecar's ``/metrics`` and evaluates ``deploy/prometheus/harmonic-rules.yml``.
+
+The sidecar is the production :class:`~monitor.service.Service` (decode → sample → score with a tiny ONNX model →
+windows/drift → :class:`~monitor.exporters.prometheus.MetricsServer`) fed by a looping, rate-limited
+:class:`~monitor.source.replay.ReplaySource`, so its counters and histograms keep moving while Prometheus (the
+Debian ``prometheus`` binary, started on a free loopback port with a 1 s scrape and evaluation interval) reads
+them. The tests ask Prometheus' HTTP API what it stored: raw counters, ``histogram_quantile`` over the γ
+histogram, our recording rules, and every rule of the file loaded with health ``ok``.
+
+The binary comes from ``bash scripts/install-prometheus.sh``; without it the tests fail with that command —
+they are never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import numpy as np
+import pytest
+import yaml
+
+from monitor.app import load_model_runtime
+from monitor.config import load_settings
+from monitor.service import Service
+from monitor.source.replay import ReplaySource
+from tests.integration.alertmanager_service import free_port
+from tests.unit import onnx_graphs
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = REPO / "deploy" / "prometheus" / "harmonic-rules.yml"
+DASHBOARDS = sorted((REPO / "grafana" / "dashboards").glob("*.json"))
+#: Grafana's variables, replaced by what a user selecting "All" (and the 300 s window) would send
+GRAFANA_VARIABLES = {
+    "$__rate_interval": "1m",
+    "$__interval": "15s",
+    "$__range": "1h",
+    "$model": ".*",
+    "$segment": ".*",
+    "$window": "300s",
+}
+PROMETHEUS = "/usr/bin/prometheus"
+PROMTOOL = "/usr/bin/promtool"
+INSTALL_HINT = "Install it with `bash scripts/install-prometheus.sh` (Debian package prometheus)."
+#: every wait below is bounded by this (Prometheus start, first scrapes, first rule evaluations)
+DEADLINE_SECONDS = 60.0
+
+CONFIG_TEMPLATE = """\
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+  - {rules}
+scrape_configs:
+  - job_name: harmonic-monitor
+    static_configs:
+      - targets: ["127.0.0.1:{target_port}"]
+"""
+
+
+def _opener() -> urllib.request.OpenerDirector:
+    # loopback only: never route through an HTTP(S)_PROXY from the environment
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class PrometheusService:
+    """Runs ``/usr/bin/prometheus`` on 127.0.0.1 for a ``with`` block, scraping one target with our rules.
+
+    Parameters
+    ----------
+    target_port : int
+        Port of the ``/metrics`` endpoint on 127.0.0.1.
+    rules : Path
+        Rule file to load.
+    binary : str
+        Prometheus executable.
+
+    Raises
+    ------
+    RuntimeError
+        If the binary is missing (with the install command), exits early or is not ready in time (with its log).
+    """
+
+    def __init__(self, target_port: int, rules: Path = RULES, *, binary: str = PROMETHEUS) -> None:
+        self.binary = binary
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._config = CONFIG_TEMPLATE.format(rules=json.dumps(str(rules)), target_port=target_port)
+        self._opener = _opener()
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log_path: Path | None = None
+
+    def __enter__(self) -> Self:
+        if not os.access(self.binary, os.X_OK):
+            raise RuntimeError(f"Prometheus binary not found at {self.binary}. {INSTALL_HINT}")
+        self._tmp = tempfile.TemporaryDirectory(prefix="prometheus-test-")
+        tmp = Path(self._tmp.name)
+        config = tmp / "prometheus.yml"
+        config.write_text(self._config, encoding="utf-8")
+        self._log_path = tmp / "prometheus.log"
+        with self._log_path.open("wb") as log:
+            self._process = subprocess.Popen(
+                [
+                    self.binary,
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={tmp / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--log.level=warn",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        try:
+            self.wait_for(self._ready, "Prometheus /-/ready")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(5)
+        self._process = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def log(self) -> str:
+        """Prometheus' own log so far (for failure messages)."""
+        if self._log_path is None or not self._log_path.exists():
+            return ""
+        return self._log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
+
+    def _ready(self) -> bool:
+        assert self._process is not None
+        if self._process.poll() is not None:
+            raise RuntimeError(f"Prometheus exited with {self._process.returncode}:\n{self.log()}")
+        try:
+            with self._opener.open(f"{self.url}/-/ready", timeout=1) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def api(self, path: str, **params: str) -> Any:
+        """``GET /api/v1/<path>``; the ``data`` of a successful answer."""
+        query = urllib.parse.urlencode(params)
+        with self._opener.open(f"{self.url}/api/v1/{path}?{query}", timeout=5) as response:
+            body = json.load(response)
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        """An instant query's result vector."""
+        data = self.api("query", query=promql)
+        assert data["resultType"] == "vector", data
+        result: list[dict[str, Any]] = data["result"]
+        return result
+
+    def wait_for(self, check: Callable[[], Any], what: str, timeout_seconds: float = DEADLINE_SECONDS) -> Any:
+        """Poll ``check`` until it returns something truthy; AssertionError naming ``what`` after the deadline."""
+        deadline = time.monotonic() + timeout_seconds
+        last: Any = None
+        while time.monotonic() < deadline:
+            last = check()
+            if last:
+                return last
+            time.sleep(0.2)  # bounded polling of an external process
+        raise AssertionError(f"{what}: nothing within {timeout_seconds} s (last: {last!r})\n{self.log()}")
+
+    def wait_for_samples(self, promql: str, accept: Callable[[float], bool] = math.isfinite) -> list[dict[str, Any]]:
+        """Poll an instant query until it has samples and ``accept`` holds for every value (default: finite)."""
+
+        def accepted() -> list[dict[str, Any]]:
+            result = self.query(promql)
+            return result if result and all(accept(float(s["value"][1])) for s in result) else []
+
+        result: list[dict[str, Any]] = self.wait_for(accepted, f"samples of {promql!r} satisfying {accept.__name__}")
+        return result
+
+
+def _events(n: int, seed: int) -> list[bytes]:
+    """Events for a 2-feature, 3-class model (live label always given); every 50th line is invalid."""
+    rng = np.random.default_rng(seed)
+    now_ms = int(time.time() * 1000)
+    lines: list[bytes] = []
+    for i in range(n):
+        if i % 50 == 49:
+            lines.append(b"not json" if i % 100 == 99 else b'{"id": "short", "model": "credit", "features": [1.0]}')
+            continue
+        event = {
+            "id": f"e{i}",
+            "ts": now_ms + i,
+            "model": "credit",
+            "model_version": "3",
+            "features": rng.normal(0.0, 1.5, 2).tolist(),
+            "prediction": {"label": int(rng.integers(0, 3))},
+            "segment": ("eu", "us")[i % 2],
+        }
+        lines.append(json.dumps(event).encode())
+    return lines
+
+
+@pytest.fixture(scope="module")
+def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """The production service with ``/metrics`` on a free loopback port, scoring a looping replay at 400 ev/s."""
+    tmp = tmp_path_factory.mktemp("sidecar")
+    model = onnx_graphs.linear_classifier(
+        tmp / "credit.onnx", [[1.0, -0.5, 0.0], [0.3, 0.8, -1.0]], [0.1, 0.0, -0.2], curvature=[0.4, -0.3, 0.1]
+    )
+    np.save(tmp / "reference.npy", np.random.default_rng(0).normal(0.0, 1.5, (400, 2)))
+    settings = load_settings(
+        None,
+        {
+            "models": [{"name": "credit", "path": str(model), "reference": str(tmp / "reference.npy")}],
+            "sampler": {"events_per_second": 0},
+            "batch": {"max_events": 64, "max_wait_ms": 50},
+            "drift": {"window": 100, "every": 50},
+            "metrics": {"host": "127.0.0.1", "port": 0},
+            "state_dir": str(tmp / "state"),
+        },
+    )
+    source = ReplaySource(_events(2000, seed=1), rate=400.0, loop=True)
+    service = Service(settings, source, [load_model_runtime(m) for m in settings.models], serve_metrics=True)
+    stop = threading.Event()
+    with service:
+        worker = threading.Thread(target=service.run, args=(stop,), name="sidecar", daemon=True)
+        worker.start()
+        try:
+            yield service
+        finally:
+            stop.set()
+            worker.join(30)
+    assert not worker.is_alive(), "the sidecar did not stop within 30 s of its stop event"
+
+
+@pytest.fixture(scope="module")
+def prometheus(sidecar: Service) -> Iterator[PrometheusService]:
+    assert sidecar.server is not None
+    with PrometheusService(sidecar.server.port) as prom:
+        yield prom
+
+
+def test_prometheus_scrapes_the_sidecar_target_without_errors(prometheus: PrometheusService) -> None:
+    def healthy_target() -> list[dict[str, Any]]:
+        targets = prometheus.api("targets", state="active")["activeTargets"]
+        return [t for t in targets if t["health"] == "up"]
+
+    (target,) = prometheus.wait_for(healthy_target, "target health 'up'")
+    assert target["labels"]["job"] == "harmonic-monitor"
+    assert target["lastError"] == ""
+
+
+def test_prometheus_stores_the_consumed_events_counter(prometheus: PrometheusService) -> None:
+    result = prometheus.wait_for(
+        lambda: [s for s in prometheus.query('harmonic_events_consumed_total{model="credit"}') if float(s["value"][1])],
+        "harmonic_events_consumed_total > 0",
+    )
+    assert [s["metric"]["model"] for s in result] == ["credit"]
+    assert all(s["metric"]["job"] == "harmonic-monitor" for s in result)
+
+
+def test_prometheus_computes_a_gamma_p95_from_the_histogram(prometheus: PrometheusService) -> None:
+    (sample,) = prometheus.wait_for_samples("histogram_quantile(0.95, sum by (le) (rate(harmonic_gamma_bucket[30s])))")
+    p95 = float(sample["value"][1])
+    assert 0.0 <= p95 <= 1.0, f"γ of a probability lies in [0, 1]; Prometheus computed p95 = {p95}"
+
+
+def test_recording_rules_produce_series_from_the_real_metrics(prometheus: PrometheusService) -> None:
+    p95 = prometheus.wait_for_samples("model_segment:harmonic_gamma:p95_5m")
+    assert {(s["metric"]["model"], s["metric"]["segment"]) for s in p95} == {("credit", "eu"), ("credit", "us")}
+    ratio = prometheus.wait_for_samples("model:harmonic_shadow_disagreement:ratio_rate15m")
+    assert 0.0 <= float(ratio[0]["value"][1]) <= 1.0
+
+    def positive(value: float) -> bool:
+        return value > 0
+
+    (invalid,) = prometheus.wait_for_samples("instance:harmonic_events_invalid:ratio_rate5m", positive)
+    assert float(invalid["value"][1]) == pytest.approx(1 / 50, rel=0.5)  # every 50th line of the replay
+
+
+def test_every_rule_of_the_file_is_loaded_and_evaluates_ok(prometheus: PrometheusService) -> None:
+    declared = {
+        rule.get("record") or rule["alert"]
+        for group in yaml.safe_load(RULES.read_text(encoding="utf-8"))["groups"]
+        for rule in group["rules"]
+    }
+
+    def evaluated() -> list[dict[str, Any]]:
+        rules = [r for g in prometheus.api("rules")["groups"] for r in g["rules"]]
+        return rules if rules and all(r["health"] != "unknown" for r in rules) else []
+
+    rules = prometheus.wait_for(evaluated, "every rule evaluated at least once")
+    assert {r["name"] for r in rules} == declared
+    broken = {r["name"]: r.get("lastError") for r in rules if r["health"] != "ok"}
+    assert not broken, f"rules with errors: {broken}"
+
+
+def _dashboard_queries(node: Any) -> Iterator[str]:
+    """Every PromQL expression in a dashboard: panel targets (rows included), annotations, variable queries."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "expr" and isinstance(value, str):
+                yield value
+            elif key == "definition" and isinstance(value, str) and value.startswith("label_values("):
+                yield value.removeprefix("label_values(").rsplit(",", 1)[0]  # the series selector
+            else:
+                yield from _dashboard_queries(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _dashboard_queries(item)
+
+
+@pytest.mark.parametrize("dashboard", DASHBOARDS, ids=[d.name for d in DASHBOARDS])
+def test_every_dashboard_query_runs_in_prometheus(prometheus: PrometheusService, dashboard: Path) -> None:
+    queries = sorted(set(_dashboard_queries(json.loads(dashboard.read_text(encoding="utf-8")))))
+    assert len(queries) > 20, f"{dashboard.name}: expected the panels' queries; found {queries}"
+    errors: dict[str, str] = {}
+    for query in queries:
+        promql = query
+        for variable, value in GRAFANA_VARIABLES.items():
+            promql = promql.replace(variable, value)
+        assert "$" not in promql, f"unknown Grafana variable in {query!r}"
+        try:
+            prometheus.query(promql)
+        except urllib.error.HTTPError as exc:  # 400 bad_data: the expression does not parse or type-check
+            errors[query] = exc.read().decode(errors="replace")
+    assert not errors, f"{dashboard.name}: queries Prometheus rejects: {json.dumps(errors, indent=2)}"
+
+
+def test_promtool_accepts_the_rules_and_their_unit_tests() -> None:
+    if not os.access(PROMTOOL, os.X_OK):
+        raise RuntimeError(f"promtool not found at {PROMTOOL}. {INSTALL_HINT}")
+    for args in (
+        ["check", "rules", str(RULES)],
+        ["test", "rules", str(RULES.with_name("harmonic-rules.test.yml"))],
+        ["check", "config", str(REPO / "deploy" / "compose" / "prometheus.yml")],
+    ):
+        done = subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, f"promtool {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"

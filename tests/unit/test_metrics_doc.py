@@ -1,0 +1,62 @@
+"""docs/METRICS.md is generated from METRICS by scripts/gen_metrics_doc.py and must match it.
+
+A metric added to ``monitor.exporters.prometheus.METRICS`` without a USAGE entry in the script (unit, group, how to
+use it), or without regenerating the page, fails here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from monitor.exporters import prometheus
+from monitor.exporters.prometheus import METRICS, MetricSpec
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "gen_metrics_doc.py"
+DOC = REPO / "docs" / "METRICS.md"
+
+
+@pytest.fixture(scope="module")
+def gen() -> ModuleType:
+    """scripts/gen_metrics_doc.py imported as a module (scripts/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("gen_metrics_doc", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_metrics_doc_is_up_to_date(gen: ModuleType) -> None:
+    assert DOC.read_text(encoding="utf-8") == gen.render(), (
+        "docs/METRICS.md is out of date with METRICS: run .venv/bin/python scripts/gen_metrics_doc.py"
+    )
+
+
+def test_metrics_doc_documents_every_metric_once(gen: ModuleType) -> None:
+    text = DOC.read_text(encoding="utf-8")
+    for spec in METRICS:
+        assert text.count(f"\n### {spec.name}\n") == 1, spec.name
+        assert gen.USAGE[spec.name].use.strip(), f"{spec.name}: empty 'how to use it'"
+
+
+def test_metrics_doc_rejects_an_undocumented_metric(gen: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = MetricSpec("harmonic_new_thing_total", "counter", "A metric nobody documented.", ("model",))
+    monkeypatch.setattr(gen, "METRICS", (*prometheus.METRICS, extra))
+    with pytest.raises(KeyError, match=r"undocumented \['harmonic_new_thing_total'\]"):
+        gen.render()
+
+
+def test_metrics_doc_rejects_usage_for_a_removed_metric(gen: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gen, "METRICS", tuple(m for m in prometheus.METRICS if m.name != "harmonic_up"))
+    with pytest.raises(KeyError, match=r"no longer declared \['harmonic_up'\]"):
+        gen.render()
+
+
+def test_metrics_doc_check_mode_passes_on_the_committed_page(gen: ModuleType) -> None:
+    assert gen.main(["--check"]) == 0
