@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.config import ModelSettings, Settings
-from monitor.errors import ConfigError, InvalidEventError, MonitorError
+from monitor.errors import ConfigError, DataError, InvalidEventError, MonitorError
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
@@ -109,7 +109,9 @@ class StateStore:
             return {}
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+            if isinstance(data, dict) and data.get("version") == STATE_VERSION:
+                _check_state(data)
+        except (OSError, ValueError) as exc:  # ValueError: bad JSON, bad UTF-8, or not the shape persist() writes
             # a corrupt state file must not keep the sidecar down: start fresh, keep the bad file for inspection
             bad = self.path.with_suffix(f".corrupt-{int(time.time())}")
             self.path.rename(bad)
@@ -125,6 +127,24 @@ class StateStore:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"version": STATE_VERSION, **data}, default=float), encoding="utf-8")
         os.replace(tmp, self.path)
+
+
+def _check_state(data: dict[str, Any]) -> None:
+    """Raise ValueError when a parsed state file does not have the shape :meth:`Pipeline.persist` writes."""
+    counters, models = data.get("counters", []), data.get("models", {})
+    if not isinstance(counters, list) or not all(
+        isinstance(row, dict)
+        and isinstance(row.get("name"), str)
+        and isinstance(row.get("labels"), list)
+        and isinstance(row.get("value"), int | float)
+        for row in counters
+    ):
+        raise ValueError("state 'counters' is not a list of {name, labels, value} objects")
+    if not isinstance(models, dict) or not all(
+        isinstance(m, dict) and all(isinstance(m.get(k, {}), dict) for k in ("standardizer", "watch"))
+        for m in models.values()
+    ):
+        raise ValueError("state 'models' is not an object of per-model objects")
 
 
 class Pipeline:
@@ -179,19 +199,15 @@ class Pipeline:
         for rt in runtimes:
             self.state.inc("harmonic_events_consumed_total", (rt.name,), 0.0)
         for rt in self.runtimes.values():
-            rt.watch = ModelWatch(
-                rt.name,
-                WatchConfig.from_settings(settings, rt.settings.warmup_events),
-                self.state,
-                on_alert=self.on_alert,
-                feature_names=rt.settings.feature_names,
-            )
-            saved = self._saved_models.get(rt.name, {})
-            if rt.standardizer is None and "standardizer" in saved:
-                rt.activate(Standardizer.from_dict(saved["standardizer"]))
-                log.info("standardizer restored from state", extra={"model": rt.name})
-            if "watch" in saved:
-                rt.watch.restore(saved["watch"])
+            rt.watch = self._new_watch(rt)
+            try:
+                self._restore_model(rt, self._saved_models.get(rt.name, {}))
+            except (MonitorError, KeyError, TypeError, ValueError) as exc:
+                # e.g. the model's feature count changed since the state was written: rebuild, do not crash-loop
+                log.warning(
+                    "saved state does not fit the model; ignoring it", extra={"model": rt.name, "error": str(exc)}
+                )
+                rt.watch = self._new_watch(rt)
             ref_path = rt.settings.reference
             if rt.standardizer is not None and not rt.watch.has_reference and ref_path is not None:
                 if ref_path.suffix.lower() == ".json":
@@ -208,6 +224,31 @@ class Pipeline:
         self._saved_models: dict[str, dict[str, Any]] = data.get("models", {})
         if data:
             log.info("state restored", extra={"path": str(self.store.path)})
+
+    def _new_watch(self, rt: ModelRuntime) -> ModelWatch:
+        return ModelWatch(
+            rt.name,
+            WatchConfig.from_settings(self.settings, rt.settings.warmup_events),
+            self.state,
+            on_alert=self.on_alert,
+            feature_names=rt.settings.feature_names,
+        )
+
+    def _restore_model(self, rt: ModelRuntime, saved: dict[str, Any]) -> None:
+        """Re-install a model's saved standardizer (when none is configured) and reference, if they fit the model."""
+        assert rt.watch is not None
+        n = rt.model.n_features
+        if rt.standardizer is None and "standardizer" in saved:
+            std = Standardizer.from_dict(saved["standardizer"])
+            if std.n_features != n:
+                raise DataError(f"saved standardizer has {std.n_features} features; model '{rt.name}' expects {n}")
+            rt.activate(std)
+            log.info("standardizer restored from state", extra={"model": rt.name})
+        if "watch" in saved:
+            rt.watch.restore(saved["watch"])
+            ref = rt.watch.reference
+            if ref is not None and ref.n_features != n:
+                raise DataError(f"saved reference has {ref.n_features} features; model '{rt.name}' expects {n}")
 
     def persist(self) -> None:
         models: dict[str, Any] = {}
@@ -296,8 +337,9 @@ class Pipeline:
         for name, evs in by_model.items():
             rt = self.runtimes[name]
             if rt.scorer is None:
-                self._warm_up(rt, evs)
-                continue
+                evs = self._warm_up(rt, evs)
+                if not evs:
+                    continue
             shadow = self._shadow(rt, evs)
             for ev, disagreement in zip(evs, shadow, strict=True):
                 # the ONNX copy and the live server disagree: always score it (a stale copy must show)
@@ -309,13 +351,17 @@ class Pipeline:
                 if self._oldest_pending is None:
                     self._oldest_pending = now
 
-    def _warm_up(self, rt: ModelRuntime, evs: Sequence[InferenceEvent]) -> None:
-        rt.warmup.extend(ev.features for ev in evs)
-        if len(rt.warmup) >= rt.settings.warmup_events:
-            rt.activate(Standardizer.fit(np.vstack(rt.warmup)))
-            rt.warmup.clear()
-            log.info("warm-up complete; standardizer fitted", extra={"model": rt.name})
-            self.persist()
+    def _warm_up(self, rt: ModelRuntime, evs: list[InferenceEvent]) -> list[InferenceEvent]:
+        """Feed the warm-up window; returns the events past it (to be scored with the freshly fitted standardizer)."""
+        need = rt.settings.warmup_events - len(rt.warmup)
+        rt.warmup.extend(ev.features for ev in evs[:need])
+        if len(rt.warmup) < rt.settings.warmup_events:
+            return []
+        rt.activate(Standardizer.fit(np.vstack(rt.warmup)))
+        rt.warmup.clear()
+        log.info("warm-up complete; standardizer fitted", extra={"model": rt.name})
+        self.persist()
+        return evs[need:]
 
     def _shadow(self, rt: ModelRuntime, evs: Sequence[InferenceEvent]) -> list[float]:
         """Shadow agreement (SPEC §4): per event NaN (no live label), 0.0 (agrees) or 1.0 (disagrees).

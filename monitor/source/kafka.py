@@ -8,6 +8,7 @@ rebalance across replicas of the same ``group_id``. Security settings (SSL/SASL)
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -57,6 +58,7 @@ class KafkaSource:
         self.topic = topic
         self._handler = rebalance
         self._assigned: set[tuple[str, int]] = set()
+        self._poll_thread: int | None = None
         kw = _common(bootstrap_servers, api_version, security or {})
         try:
             self._consumer = KafkaConsumer(
@@ -78,9 +80,12 @@ class KafkaSource:
         class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
             def on_partitions_revoked(self, revoked: Any) -> None:
                 parts = [(tp.topic, tp.partition) for tp in revoked]
-                if source._handler is not None and parts:
-                    source._handler.before_revoke(parts)
-                source._assigned.difference_update(parts)
+                try:
+                    if source._handler is not None and parts:
+                        source._handler.before_revoke(parts)
+                finally:
+                    # even when the flush failed: these partitions are not ours any more (readiness, commits)
+                    source._assigned.difference_update(parts)
                 log.info("partitions revoked", extra={"partitions": sorted(parts)})
 
             def on_partitions_assigned(self, assigned: Any) -> None:
@@ -93,6 +98,7 @@ class KafkaSource:
         self._consumer.subscribe([topic], listener=_Listener())
 
     def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
+        self._poll_thread = threading.get_ident()
         batches = self._consumer.poll(timeout_ms=int(timeout_seconds * 1000), max_records=max_records)
         out: list[RawRecord] = []
         for tp, records in batches.items():
@@ -118,6 +124,13 @@ class KafkaSource:
         if not owned:
             return
         offsets = {TopicPartition(t, p): OffsetAndMetadata(off, "", -1) for (t, p), off in owned.items()}
+        if self._poll_thread is not None and threading.get_ident() != self._poll_thread:
+            # kafka-python >= 3 calls the rebalance listener (before_revoke -> flush -> commit) on its IO thread,
+            # where a blocking commit raises RuntimeError and fails the rebalance (and poll()). Queue the commit on
+            # that loop instead: it is sent before the group re-forms; if the broker refuses it, the events since
+            # the last commit are re-delivered to the next owner (at-least-once).
+            self._consumer.commit_async(offsets, callback=_log_failed_commit)
+            return
         try:
             self._consumer.commit(offsets)
         except KafkaError as exc:
@@ -143,6 +156,11 @@ class KafkaSource:
             log.exception("error while closing the Kafka consumer")
 
 
+def _log_failed_commit(offsets: Any, response: Any) -> None:
+    if isinstance(response, Exception):
+        log.warning("offset commit failed; events will be re-delivered", extra={"error": repr(response)})
+
+
 class KafkaSink:
     """A kafka-python producer for the dead-letter and scores topics (acks=all, retries)."""
 
@@ -165,10 +183,22 @@ class KafkaSink:
         except KafkaError as exc:
             raise SourceError(f"cannot connect a producer to Kafka at '{bootstrap_servers}': {exc!r}") from exc
         self._pending: list[Any] = []
+        # record headers arrived with Kafka 0.11 (message format v2); kafka-python asserts on them before that
+        version = tuple(self._producer.config["api_version"] or (0, 11))
+        self.headers_supported = version >= (0, 11)
+        self._headers_warned = False
 
     def send(
         self, topic: str, value: bytes, headers: Sequence[tuple[str, bytes]] = (), key: bytes | None = None
     ) -> None:
+        if headers and not self.headers_supported:
+            if not self._headers_warned:
+                self._headers_warned = True
+                log.warning(
+                    "the broker predates Kafka 0.11 and cannot store record headers; they are dropped",
+                    extra={"topic": topic, "headers": [k for k, _ in headers]},
+                )
+            headers = ()
         self._pending.append(self._producer.send(topic, value=value, key=key, headers=list(headers)))
 
     def flush(self, timeout_seconds: float) -> None:
