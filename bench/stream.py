@@ -1,0 +1,752 @@
+"""Streaming performance: decode+sample throughput against raw kafka-python, produce→/metrics latency, and RSS.
+
+Three subcommands, each printing markdown tables plus the command and the machine:
+
+``throughput``
+    Produces N SPEC §1 events (20 features, live ``prediction`` with label and probabilities, 4 segments) to a
+    4-partition topic on a real broker (Kafka 0.9.0.1 and/or Tansu, from ``tests/integration/brokers.py``), then
+    reads the whole topic again and again with fresh consumer groups, alternating the order of these variants
+    repeat by repeat:
+
+    - ``raw``: a plain ``KafkaConsumer`` (the same settings ``KafkaSource`` uses) touching every record's value;
+    - ``raw-nocrc``: the same with ``check_crcs=False`` — what ``raw`` would be with a free CRC check (kafka-python
+      checks v2 record batches, Tansu's format, with a pure-Python CRC-32C unless the ``crc32c`` package is there);
+    - ``json``: the ``raw`` loop plus ``json.loads`` of every value — the floor for any stdlib-JSON decoder;
+    - ``decode``: the same loop, each record through ``KServeJoiner.update`` (the pipeline's decoder entry);
+    - ``decode+sample``: as ``decode``, then every event through the sampler the service builds
+      (``StratifiedSampler`` at the configured budget, default 200 events/s: nearly every event is dropped);
+    - ``pipeline-noshadow``: the real ``Pipeline.step()`` over a real ``KafkaSource`` — RawRecord conversion,
+      decode, counters, sampling, micro-batch scoring of what the sampler kept, windows/drift, commits — with the
+      shadow check (one ONNX centre evaluation per poll batch for events carrying a live label) switched off;
+    - ``pipeline``: the same, shadow check on (the production path).
+
+    Rate = records after the first non-empty poll / time from the end of that poll to the last record processed
+    (the group join and the first fetch are excluded the same way for every variant). Ratios are taken per
+    repeat (both sides timed in the same repeat) and the median is reported.
+
+``latency``
+    Runs the real sidecar (``python -m monitor run``) as a subprocess against a broker, produces events at a steady
+    rate stamped with the send time, and scrapes ``/metrics`` every 50 ms. For each produced batch, produce→visible
+    is the time from ``send()`` to the first scrape whose ``harmonic_events_consumed_total`` (resp.
+    ``harmonic_events_scored_total``) covers it. The sidecar's own ``harmonic_event_lag_seconds`` histogram
+    (event ts → scored) is reported as a cross-check, as bucket bounds.
+
+``memory``
+    An in-process ``Service`` (the same wiring as ``run``, metrics server on) over ``ReplaySource(loop=True)`` of
+    a few thousand pre-encoded events without ``ts`` (so each event is stamped with the pipeline clock), sampling
+    VmRSS from ``/proc/self/status`` every 100,000 events up to 1,000,000. The clock is simulated stream time,
+    ``--offered-rate`` events per second (default 1,000/s against the 200/s budget: about a fifth is scored, the
+    60 s and 300 s windows roll many times over, and probes fire every 300 s of it).
+
+Usage (the commands behind docs/BENCHMARKS.md; times on 2 cores)::
+
+    .venv/bin/python bench/stream.py throughput --brokers kafka09 --events 200000 --repeats 3   # ~3 min
+    .venv/bin/python bench/stream.py throughput --brokers tansu --events 50000 --repeats 3      # ~3 min
+    .venv/bin/python bench/stream.py latency --brokers kafka09 tansu --seconds 60 --rate 200   # ~3 min
+    .venv/bin/python bench/stream.py memory --events 1000000                                   # ~2.5 min
+    .venv/bin/python bench/stream.py throughput --brokers kafka09 --events 100000 --profile pipeline  # cProfile
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))  # for tests.integration.brokers
+
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", "open_text is deprecated", DeprecationWarning)
+    import kafka
+    from kafka import KafkaConsumer, KafkaProducer
+
+import onnxruntime as ort  # noqa: E402
+import sklearn  # noqa: E402
+from skl2onnx import to_onnx  # noqa: E402
+from sklearn.datasets import make_classification  # noqa: E402
+from sklearn.ensemble import GradientBoostingClassifier  # noqa: E402
+
+from monitor.app import ModelRuntime, Pipeline, load_model_runtime  # noqa: E402
+from monitor.config import Settings, load_settings  # noqa: E402
+from monitor.events import InferenceEvent  # noqa: E402
+from monitor.exporters.prometheus import MetricsState  # noqa: E402
+from monitor.service import Service, build_sampler  # noqa: E402
+from monitor.source.decode import EventDecoder, KServeJoiner, ModelSchema  # noqa: E402
+from monitor.source.kafka import KafkaSource  # noqa: E402
+from monitor.source.replay import ReplaySource  # noqa: E402
+from tests.integration.brokers import Broker, Kafka09Broker, TansuBroker  # noqa: E402
+
+MODEL = "credit"
+N_FEATURES = 20
+PARTITIONS = 4
+SEGMENTS = ("eu", "us", "apac", "latam")
+VARIANTS = ("raw", "raw-nocrc", "json", "decode", "decode+sample", "pipeline-noshadow", "pipeline")
+BROKERS: dict[str, type[Broker]] = {"kafka09": Kafka09Broker, "tansu": TansuBroker}
+SESSION_TIMEOUT_MS = 6000  # Tansu holds every join for about half of this
+
+
+# -- shared: machine line, model, events -----------------------------------------------------------------------
+def machine() -> str:
+    cpu = platform.processor() or "unknown CPU"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    cores = len(os.sched_getaffinity(0))
+    return (
+        f"{cpu}, {cores} cores available, {platform.system()} {platform.release()}; Python {platform.python_version()}, "
+        f"kafka-python {kafka.__version__}, numpy {np.__version__}, onnxruntime {ort.__version__}, "
+        f"scikit-learn {sklearn.__version__}"
+    )
+
+
+def workdir(prefix: str) -> Path:
+    """A temporary directory removed when the script exits."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """The watched model (ONNX), its reference rows, and event rows with the live model's answers."""
+
+    model_path: Path
+    reference_path: Path
+    rows: NDArray[np.float64]  # (n, 20): features of the events
+    labels: NDArray[np.int64]  # (n,): live predicted class
+    probabilities: NDArray[np.float64]  # (n, 2)
+
+
+def build_fixture(folder: Path) -> Fixture:
+    """GradientBoosting (100 trees, depth 3) on make_classification, as in bench/engine_throughput.py."""
+    x, y = make_classification(n_samples=6000, n_features=N_FEATURES, n_informative=12, random_state=0)
+    est = GradientBoostingClassifier(n_estimators=100, random_state=0).fit(x[:4000], y[:4000])
+    onx = to_onnx(est, x[:1].astype(np.float32), options={id(est): {"zipmap": False}}, target_opset=17)
+    model_path = folder / f"{MODEL}.onnx"
+    model_path.write_bytes(onx.SerializeToString())
+    reference_path = folder / "reference.npy"
+    np.save(reference_path, x[:2000])
+    rows = x[4000:]
+    proba = est.predict_proba(rows)
+    return Fixture(model_path, reference_path, rows, proba.argmax(axis=1).astype(np.int64), proba)
+
+
+def encode_events(fx: Fixture, n: int, *, start: int = 0, ts_ms: int | None = 0, prefix: str = "e") -> list[bytes]:
+    """``n`` SPEC §1 events; ``ts_ms`` 0 = a fixed epoch-ms stamp, None = no ``ts`` (the pipeline stamps it)."""
+    out: list[bytes] = []
+    base_ts = 1_795_168_800_000
+    m = fx.rows.shape[0]
+    for i in range(start, start + n):
+        j = i % m
+        doc: dict[str, Any] = {"id": f"{prefix}{i}", "model": MODEL, "model_version": "3"}
+        if ts_ms is not None:
+            doc["ts"] = ts_ms or base_ts + i
+        doc["features"] = fx.rows[j].tolist()
+        doc["prediction"] = {"label": int(fx.labels[j]), "probabilities": [round(p, 6) for p in fx.probabilities[j]]}
+        doc["segment"] = SEGMENTS[i % len(SEGMENTS)]
+        out.append(json.dumps(doc).encode())
+    return out
+
+
+def settings_for(fx: Fixture, state_dir: Path, *, budget: float, **extra: Any) -> Settings:
+    flags: dict[str, Any] = {
+        "models": [{"name": MODEL, "path": str(fx.model_path), "reference": str(fx.reference_path)}],
+        "sampler": {"events_per_second": budget},
+        "state_dir": str(state_dir),
+        **extra,
+    }
+    return load_settings(None, flags)
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
+
+
+# -- throughput ------------------------------------------------------------------------------------------------
+@contextmanager
+def running_broker(name: str) -> Iterator[Broker]:
+    with BROKERS[name]() as broker:
+        yield broker
+
+
+def produce(broker: Broker, topic: str, values: Sequence[bytes]) -> float:
+    """Send every value (no key: spread over the partitions); returns seconds until all were acknowledged."""
+    producer = KafkaProducer(
+        **broker.kafka_kwargs(), acks=1, linger_ms=20, batch_size=512 * 1024, max_request_size=8 << 20
+    )
+    started = time.perf_counter()
+    futures = [producer.send(topic, value=v) for v in values]
+    producer.flush(timeout=300)
+    for f in futures[-100:]:
+        f.get(timeout=0)
+    elapsed = time.perf_counter() - started
+    producer.close(timeout=10)
+    return elapsed
+
+
+def raw_consumer_kwargs(broker: Broker, group_id: str, max_poll_records: int) -> dict[str, Any]:
+    """What ``KafkaSource`` passes to ``KafkaConsumer`` (group, no auto-commit, earliest, heartbeat = session/3)."""
+    return {
+        **broker.kafka_kwargs(),
+        "group_id": group_id,
+        "client_id": "harmonic-bench",
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": SESSION_TIMEOUT_MS,
+        "heartbeat_interval_ms": max(300, SESSION_TIMEOUT_MS // 3),
+        "max_poll_records": max_poll_records,
+    }
+
+
+@dataclass
+class Run:
+    rate: float  # records/s
+    seconds: float
+    records: int
+    scored: float = 0.0
+    shadow_rows: float = 0.0
+
+
+def timed_consume(step: Callable[[], int], total: int, finish: Callable[[], None] | None = None) -> Run:
+    """Call ``step`` (poll + process, returns records processed) until ``total`` records; see the module doc."""
+    deadline = time.monotonic() + 120.0
+    n = 0
+    while n == 0:
+        n = step()
+        if time.monotonic() > deadline:
+            raise RuntimeError("no records within 120 s; is the topic empty?")
+    first, t0 = n, time.perf_counter()
+    while n < total:
+        n += step()
+        if time.monotonic() > deadline + 600:
+            raise RuntimeError(f"only {n} of {total} records after 600 s")
+    if finish is not None:
+        finish()
+    elapsed = time.perf_counter() - t0
+    return Run(rate=(n - first) / elapsed, seconds=elapsed, records=n)
+
+
+class _NoShadowPipeline(Pipeline):
+    """The real pipeline with the shadow check off: every event reads as "no live label" (NaN), none is forced."""
+
+    def _shadow(self, rt: ModelRuntime, evs: Sequence[InferenceEvent]) -> list[float]:
+        return [float("nan")] * len(evs)
+
+
+def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixture, args: argparse.Namespace) -> Run:
+    group = f"bench-{variant}-{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory(prefix="hm-bench-state-") as state_dir:
+        settings = settings_for(
+            fx, Path(state_dir), budget=args.budget, kafka={"max_poll_records": args.max_poll_records}
+        )
+        if variant.startswith("pipeline"):
+            return _run_pipeline(variant, broker, topic, total, settings, group)
+        kwargs = raw_consumer_kwargs(broker, group, args.max_poll_records)
+        if variant == "raw-nocrc":
+            kwargs["check_crcs"] = False
+        consumer = KafkaConsumer(**kwargs)
+        consumer.subscribe([topic])
+        decoder = EventDecoder(
+            {MODEL: ModelSchema(N_FEATURES, None, default_version="unknown")},
+            default_model=MODEL,
+            max_bytes=settings.max_event_bytes,
+            segments=settings.segments.allowed,
+            max_segments=settings.segments.max_segments,
+        )
+        joiner = KServeJoiner(decoder)
+        sampler = build_sampler(settings)
+        kept = 0
+
+        def raw() -> int:
+            n = 0
+            for _tp, recs in consumer.poll(timeout_ms=200, max_records=args.max_poll_records).items():
+                for r in recs:
+                    n += len(r.value) > 0
+            return n
+
+        def parse() -> int:
+            n = 0
+            for _tp, recs in consumer.poll(timeout_ms=200, max_records=args.max_poll_records).items():
+                for r in recs:
+                    n += isinstance(json.loads(r.value), dict)
+            return n
+
+        def decode(sample: bool) -> int:
+            nonlocal kept
+            n = 0
+            now = time.time()
+            for tp, recs in consumer.poll(timeout_ms=200, max_records=args.max_poll_records).items():
+                origin_topic, partition = tp.topic, tp.partition
+                for r in recs:
+                    n += 1
+                    events = joiner.update(r.value, r.headers or (), (origin_topic, partition, r.offset), now=now)
+                    if sample:
+                        for ev in events:
+                            kept += sampler.sample(ev, now) > 0
+            return n
+
+        step: Callable[[], int]
+        if variant in ("raw", "raw-nocrc"):
+            step = raw
+        elif variant == "json":
+            step = parse
+        else:
+            step = lambda: decode(variant == "decode+sample")  # noqa: E731
+        try:
+            run = timed_consume(step, total)
+        finally:
+            consumer.close(autocommit=False)
+        run.scored = float(kept)
+        return run
+
+
+def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings: Settings, group: str) -> Run:
+    source = KafkaSource(
+        broker.bootstrap,
+        topic,
+        group,
+        api_version=broker.api_version,
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+        max_poll_records=settings.kafka.max_poll_records,
+    )
+    state = MetricsState()
+    cls = _NoShadowPipeline if variant == "pipeline-noshadow" else Pipeline
+    pipeline = cls(settings, source, [load_model_runtime(settings.models[0])], build_sampler(settings), state=state)
+    try:
+        run = timed_consume(lambda: pipeline.step(0.2), total, finish=pipeline.flush)
+    finally:
+        source.close()
+    run.scored = state.counter_sum("harmonic_events_scored_total")
+    run.shadow_rows = state.counter("harmonic_model_evaluations_total", (MODEL, "shadow"))
+    return run
+
+
+def throughput(args: argparse.Namespace) -> None:
+    fx_dir = workdir("hm-bench-")
+    fx = build_fixture(fx_dir)
+    values = encode_events(fx, args.events)
+    mean_bytes = sum(map(len, values)) / len(values)
+    print(f"machine: {machine()}", flush=True)
+    print(f"load average at start: {load_average()}", flush=True)
+    print(
+        f"events: {args.events:,} of {mean_bytes:.0f} bytes mean; budget {args.budget:g} events/s; "
+        f"max_poll_records {args.max_poll_records}",
+        flush=True,
+    )
+    variants = [v for v in VARIANTS if v in args.variants]
+    table: list[list[str]] = []
+    for name in args.brokers:
+        with running_broker(name) as broker:
+            topic = f"bench-stream-{uuid.uuid4().hex[:8]}"
+            broker.create_topic(topic, PARTITIONS)
+            seconds = produce(broker, topic, values)
+            print(
+                f"\n{name}: produced {args.events:,} events in {seconds:.1f} s ({args.events / seconds:,.0f}/s)",
+                flush=True,
+            )
+            if args.profile:
+                _profile(args.profile, broker, topic, args.events, fx, args)
+                continue
+            runs: dict[str, list[Run]] = {v: [] for v in variants}
+            for rep in range(args.repeats):
+                order = variants if rep % 2 == 0 else variants[::-1]
+                for v in order:
+                    r = run_variant(v, broker, topic, args.events, fx, args)
+                    runs[v].append(r)
+                    print(
+                        f"  repeat {rep} {v:18s} {r.rate:10,.0f} records/s  ({r.seconds:.2f} s, "
+                        f"scored {r.scored:,.0f}, shadow rows {r.shadow_rows:,.0f})",
+                        flush=True,
+                    )
+            table.extend(_summarize(name, variants, runs))
+    if args.profile:
+        return
+    print(f"\nload average at end: {load_average()}\n")
+    nocrc = "raw-nocrc" in variants
+    print(
+        "| broker | path | records/s (median) | min – max | ÷ raw, same repeat: median (worst) | "
+        + ("÷ raw-nocrc: median (worst) | " if nocrc else "")
+        + "kept/scored per pass |"
+    )
+    print("|---|---|---:|---:|---:|" + ("---:|" if nocrc else "") + "---:|")
+    for row in table:
+        print("| " + " | ".join(row if nocrc else row[:5] + row[6:]) + " |")
+
+
+def _summarize(broker: str, variants: Sequence[str], runs: dict[str, list[Run]]) -> list[list[str]]:
+    """One row per variant; ratios are per repeat (both sides timed in the same repeat), then the median."""
+
+    def ratio(v: str, base: str) -> str:
+        if base not in runs or v in ("raw", base):
+            return "—"
+        per_rep = [r.rate / b.rate for r, b in zip(runs[v], runs[base], strict=True)]
+        return f"{statistics.median(per_rep):.2f} ({min(per_rep):.2f})"
+
+    rows = []
+    for v in variants:
+        rates = [r.rate for r in runs[v]]
+        scored = statistics.median(r.scored for r in runs[v])
+        rows.append(
+            [
+                broker,
+                v,
+                f"{statistics.median(rates):,.0f}",
+                f"{min(rates):,.0f} – {max(rates):,.0f}",
+                ratio(v, "raw"),
+                ratio(v, "raw-nocrc"),
+                f"{scored:,.0f}" if v.endswith(("sample", "shadow", "pipeline")) else "—",
+            ]
+        )
+    return rows
+
+
+def _profile(variant: str, broker: Broker, topic: str, total: int, fx: Fixture, args: argparse.Namespace) -> None:
+    prof = cProfile.Profile()
+    prof.enable()
+    r = run_variant(variant, broker, topic, total, fx, args)
+    prof.disable()
+    print(f"  profiled {variant}: {r.rate:,.0f} records/s under cProfile (slower than unprofiled)")
+    buf = io.StringIO()
+    stats = pstats.Stats(prof, stream=buf)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(
+        r"monitor/|bench/stream|kafka/consumer/group|fetcher.py.*fetched_records|onnxruntime", 40
+    )
+    print(buf.getvalue())
+
+
+# -- latency ---------------------------------------------------------------------------------------------------
+_SAMPLE = re.compile(r"^(harmonic_[a-z_]+?)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN|\+Inf)$")
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Sums over label sets of every sample (and ``le``-keyed buckets of the lag histogram)."""
+    with urllib.request.urlopen(url, timeout=2) as resp:
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m is None:
+            continue
+        name, labels, value = m.groups()
+        if name == "harmonic_event_lag_seconds_bucket":
+            le = re.search(r'le="([^"]+)"', labels or "")
+            name = f"{name}:{le.group(1) if le else '?'}"
+        out[name] = out.get(name, 0.0) + float(value)
+    return out
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as resp:
+            return int(resp.status) == 200
+    except OSError:
+        return False
+
+
+def wait_for(cond: Callable[[], bool], seconds: float, what: str, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + seconds
+    while not cond():
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"sidecar exited with {proc.returncode} while waiting for {what}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {seconds} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def latency(args: argparse.Namespace) -> None:
+    from tests.integration.brokers import free_port
+
+    work = workdir("hm-bench-lat-")
+    fx = build_fixture(work)
+    print(f"machine: {machine()}", flush=True)
+    print(f"load average at start: {load_average()}", flush=True)
+    rows: list[str] = []
+    for name in args.brokers:
+        with running_broker(name) as broker:
+            topic = f"bench-latency-{uuid.uuid4().hex[:8]}"
+            broker.create_topic(topic, PARTITIONS)
+            port = free_port()
+            argv = [
+                sys.executable, "-m", "monitor", "run",
+                "--model", str(fx.model_path), "--model-name", MODEL, "--reference", str(fx.reference_path),
+                "--bootstrap-servers", broker.bootstrap, "--topic", topic, "--group-id", f"lat-{uuid.uuid4().hex[:6]}",
+                "--metrics-port", str(port), "--state-dir", str(work / f"state-{name}"),
+            ]  # fmt: skip
+            if broker.api_version is not None:
+                argv += ["--api-version", ".".join(map(str, broker.api_version))]
+            env = {
+                **os.environ,
+                "HARMONIC_SAMPLER__EVENTS_PER_SECOND": str(args.budget),
+                "HARMONIC_KAFKA__SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
+                "HARMONIC_LOG_LEVEL": "warning",
+            }
+            env_shown = " ".join(f"{k}={env[k]}" for k in sorted(env) if k.startswith("HARMONIC_"))
+            print(f"\n{name}: sidecar: {env_shown} python {shlex.join(argv[1:])}", flush=True)
+            log_path = work / f"sidecar-{name}.log"
+            with open(log_path, "wb") as log_file:
+                proc = subprocess.Popen(argv, env=env, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+                try:
+                    rows.append(_measure_latency(name, broker, topic, port, fx, proc, args))
+                except BaseException:
+                    print(log_path.read_text()[-3000:])
+                    raise
+                finally:
+                    proc.terminate()
+                    try:
+                        proc.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+    print(f"\nload average at end: {load_average()}\n")
+    print(
+        "| broker | events (rate × s) | produce → consumed visible p50 / p99 / max | "
+        "produce → scored visible p50 / p99 / max | scored / produced | lag histogram p50 / p99 (bucket ≤) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print(row)
+
+
+def _measure_latency(
+    name: str, broker: Broker, topic: str, port: int, fx: Fixture, proc: subprocess.Popen[bytes],
+    args: argparse.Namespace,
+) -> str:  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    wait_for(lambda: http_ok(f"{base}/readyz"), 90, "/readyz (partitions assigned)", proc)
+    producer = KafkaProducer(**broker.kafka_kwargs(), acks=1, linger_ms=0)
+    # warm-up: a first batch through every partition, scored, before measuring
+    warm = encode_events(fx, 100, ts_ms=int(time.time() * 1000), prefix="w")
+    for v in warm:
+        producer.send(topic, value=v)
+    producer.flush()
+    wait_for(lambda: scrape(f"{base}/metrics").get("harmonic_events_scored_total", 0) >= 100 * (args.budget == 0),
+             60, "warm-up events scored", proc)  # fmt: skip
+    time.sleep(1.0)
+    start = scrape(f"{base}/metrics")
+    c0, s0 = start.get("harmonic_events_consumed_total", 0.0), start.get("harmonic_events_scored_total", 0.0)
+
+    samples: list[tuple[float, float, float]] = []  # (time the scrape answered, consumed, scored) minus baseline
+    stop = threading.Event()
+
+    def scraper() -> None:
+        while not stop.is_set():
+            t_next = time.time() + args.scrape_seconds
+            got = scrape(f"{base}/metrics")
+            samples.append(
+                (
+                    time.time(),
+                    got.get("harmonic_events_consumed_total", 0.0) - c0,
+                    got.get("harmonic_events_scored_total", 0.0) - s0,
+                )
+            )
+            time.sleep(max(0.0, t_next - time.time()))
+
+    thread = threading.Thread(target=scraper, daemon=True)
+    thread.start()
+    per_batch = max(1, round(args.rate * args.batch_seconds))
+    n_batches = int(args.seconds / args.batch_seconds)
+    sent: list[tuple[float, int]] = []  # (send time, cumulative events after this batch)
+    t_start = time.time()
+    total = 0
+    for k in range(n_batches):
+        target = t_start + k * args.batch_seconds
+        time.sleep(max(0.0, target - time.time()))
+        t_send = time.time()
+        for v in encode_events(fx, per_batch, start=total, ts_ms=int(t_send * 1000), prefix=f"l{k}-"):
+            producer.send(topic, value=v)
+        total += per_batch
+        sent.append((t_send, total))
+    producer.flush()
+    expect_scored = total if args.budget == 0 else 0
+    deadline = time.time() + 30
+    while time.time() < deadline and (not samples or samples[-1][1] < total or samples[-1][2] < expect_scored):
+        time.sleep(0.1)
+    time.sleep(0.5)
+    stop.set()
+    thread.join()
+    end = scrape(f"{base}/metrics")
+    producer.close(timeout=5)
+
+    def lags(col: int) -> list[float]:
+        out: list[float] = []
+        j = 0
+        for t_send, cum in sent:
+            while j < len(samples) and samples[j][col] < cum:
+                j += 1
+            if j == len(samples):
+                break
+            out.append(samples[j][0] - t_send)
+        return out
+
+    consumed, scored = lags(1), lags(2)
+    hist = _lag_quantiles(start, end)
+    scored_total = end.get("harmonic_events_scored_total", 0.0) - s0
+
+    def fmt(xs: list[float]) -> str:
+        if not xs:
+            return "n/a"
+        return f"{pct(xs, 50) * 1000:,.0f} / {pct(xs, 99) * 1000:,.0f} / {max(xs) * 1000:,.0f} ms"
+
+    print(f"  {name}: {total} events in {n_batches} batches; {len(samples)} scrapes; "
+          f"consumed batches seen {len(consumed)}, scored batches seen {len(scored)}", flush=True)  # fmt: skip
+    return (
+        f"| {name} | {total:,} ({args.rate:g}/s × {args.seconds:g} s) | {fmt(consumed)} | {fmt(scored)} | "
+        f"{scored_total:,.0f} / {total:,} | {hist} |"
+    )
+
+
+def _lag_quantiles(start: dict[str, float], end: dict[str, float]) -> str:
+    prefix = "harmonic_event_lag_seconds_bucket:"
+    buckets = sorted(
+        ((float(k[len(prefix):]), end[k] - start.get(k, 0.0)) for k in end if k.startswith(prefix)),
+        key=lambda b: b[0],
+    )  # fmt: skip
+    if not buckets or buckets[-1][1] <= 0:
+        return "n/a"
+    total = buckets[-1][1]
+
+    def q(p: float) -> str:
+        for bound, cum in buckets:
+            if cum >= p * total:
+                return f"{bound * 1000:g} ms" if bound != float("inf") else "+Inf"
+        return "+Inf"
+
+    return f"{q(0.5)} / {q(0.99)}"
+
+
+# -- memory ----------------------------------------------------------------------------------------------------
+def rss_kib() -> tuple[int, int]:
+    """(VmRSS, VmHWM) of this process in KiB."""
+    fields = dict(
+        line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("Vm")
+    )
+    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+def memory(args: argparse.Namespace) -> None:
+    work = workdir("hm-bench-mem-")
+    fx = build_fixture(work)
+    print(f"machine: {machine()}", flush=True)
+    print(f"load average at start: {load_average()}", flush=True)
+    pool = encode_events(fx, args.pool, ts_ms=None)
+    settings = settings_for(fx, work / "state", budget=args.budget, metrics={"port": 0, "host": "127.0.0.1"})
+    source = ReplaySource(pool, loop=True)
+    # Simulated stream time: the pipeline's clock (events without ts are stamped with it, the sampler budgets
+    # against it, windows roll and probes fire on it) advances 1/offered_rate per event replayed.
+    base = time.time()
+    clock: Callable[[], float] = time.time
+    if args.offered_rate > 0:
+        clock = lambda: base + source.emitted / args.offered_rate  # noqa: E731
+    print(
+        f"pool {args.pool:,} events of {sum(map(len, pool)) / len(pool):.0f} bytes mean, no ts; budget "
+        f"{args.budget:g} events/s; clock: "
+        + (f"simulated, {args.offered_rate:g} events/s offered" if args.offered_rate > 0 else "wall"),
+        flush=True,
+    )
+    svc = Service(settings, source, [load_model_runtime(settings.models[0])], serve_metrics=True, clock=clock)
+    stop = threading.Event()
+    rows: list[tuple[int, float, float, int, int, int, int]] = []
+    started = time.perf_counter()
+    next_mark = 0
+    assert svc.server is not None
+
+    def tick() -> None:
+        nonlocal next_mark
+        if source.emitted < next_mark:
+            return
+        rss, hwm = rss_kib()
+        body = urllib.request.urlopen(f"http://127.0.0.1:{svc.server.port}/metrics", timeout=5).read()  # type: ignore[union-attr]
+        scored = svc.state.counter_sum("harmonic_events_scored_total")
+        rows.append((source.emitted, time.perf_counter() - started, scored, rss, hwm, len(body), body.count(b"\n")))
+        print(f"  {source.emitted:>9,} events  {time.perf_counter() - started:6.1f} s  scored {scored:>8,.0f}  "
+              f"RSS {rss / 1024:7.1f} MiB  HWM {hwm / 1024:7.1f} MiB  /metrics {len(body):,} B", flush=True)  # fmt: skip
+        next_mark += args.every
+        if source.emitted >= args.events:
+            stop.set()
+
+    with svc:
+        svc.run(stop, tick=tick)
+    print(f"\nload average at end: {load_average()}\n")
+    base_rss = next((r[3] for r in rows if r[0] >= args.warmup), rows[0][3])
+    print(
+        "| events | elapsed s | events/s (since start) | scored | VmRSS MiB | Δ vs warm-up | VmHWM MiB | "
+        "/metrics bytes |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for emitted, secs, scored, rss, hwm, nbytes, _lines in rows:
+        delta = "" if emitted < args.warmup else f"{(rss - base_rss) / 1024:+.1f}"
+        rate = f"{emitted / secs:,.0f}" if secs > 0 else "—"
+        print(f"| {emitted:,} | {secs:.1f} | {rate} | {scored:,.0f} | {rss / 1024:.1f} | {delta} | {hwm / 1024:.1f} | "
+              f"{nbytes:,} |")  # fmt: skip
+
+
+# -- command line ----------------------------------------------------------------------------------------------
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("throughput", help="decode+sample (and whole-pipeline) rate vs raw kafka-python")
+    t.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["kafka09"])
+    t.add_argument("--events", type=int, default=200_000)
+    t.add_argument("--repeats", type=int, default=3)
+    t.add_argument("--budget", type=float, default=200.0, help="sampler events/s (the service default: 200)")
+    t.add_argument("--max-poll-records", type=int, default=2000, help="the service default: 2000")
+    t.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    t.add_argument("--profile", choices=VARIANTS, help="profile one pass of this variant instead of timing")
+    t.set_defaults(func=throughput)
+    la = sub.add_parser("latency", help="produce → visible in /metrics, against the real sidecar")
+    la.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["kafka09"])
+    la.add_argument("--rate", type=float, default=200.0, help="events/s produced")
+    la.add_argument("--seconds", type=float, default=60.0)
+    la.add_argument("--batch-seconds", type=float, default=0.05, help="produce a batch this often")
+    la.add_argument("--scrape-seconds", type=float, default=0.05, help="scrape /metrics this often")
+    la.add_argument("--budget", type=float, default=0.0, help="sampler events/s; 0 (default) scores every event")
+    la.set_defaults(func=latency)
+    m = sub.add_parser("memory", help="RSS every 100k events up to 1M (in-process, ReplaySource)")
+    m.add_argument("--events", type=int, default=1_000_000)
+    m.add_argument("--every", type=int, default=100_000)
+    m.add_argument("--warmup", type=int, default=200_000, help="growth is measured from here")
+    m.add_argument("--pool", type=int, default=5000, help="distinct pre-encoded events replayed in a loop")
+    m.add_argument("--budget", type=float, default=200.0, help="sampler events/s")
+    m.add_argument(
+        "--offered-rate", type=float, default=1000.0, help="simulated events/s of stream time; 0 = the wall clock"
+    )
+    m.set_defaults(func=memory)
+    args = p.parse_args(argv)
+    print(f"command: .venv/bin/python bench/stream.py {shlex.join(sys.argv[1:] if argv is None else argv)}")
+    args.func(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
