@@ -141,6 +141,7 @@ class Service:
     ) -> None:
         def _tick() -> None:
             self.probes.tick()
+            self.pipeline.readiness()  # keeps harmonic_ready current even when nothing polls /readyz
             self._export_delivery_counters()
             if tick is not None:
                 tick()

@@ -33,5 +33,19 @@ def run(args: argparse.Namespace) -> int:
                     f"model '{m.name}': feature_names lists {len(m.feature_names)} names; the ONNX input takes "
                     f"{model.n_features} features"
                 )
-    print(json.dumps(settings.model_dump(mode="json"), indent=2))
+    print(json.dumps(redact(settings.model_dump(mode="json")), indent=2))
     return 0
+
+
+_SECRET_WORDS = ("password", "secret", "token", "key")
+
+
+def redact(value: object, key: str = "") -> object:
+    """Replace values of secret-looking keys (SASL/SSL passwords, tokens, private keys) with "***"."""
+    if isinstance(value, dict):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, key) for v in value]
+    if value not in (None, "") and any(w in key.lower() for w in _SECRET_WORDS):
+        return "***"
+    return value

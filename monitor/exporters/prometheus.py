@@ -118,7 +118,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "harmonic_drift_statistic",
         "gauge",
-        "Latest drift statistic per signal (gamma_ks, flicker_rate, gamma_page_hinkley, features_ks).",
+        "Latest drift statistic per signal (gamma_cusum, gamma_ks, flicker_cusum, flicker_rate, features_ks).",
         (_M, _S, "signal"),
     ),
     MetricSpec(
