@@ -42,7 +42,7 @@ class ModelSettings(_Strict):
     warmup_events: int = Field(2000, ge=10, description="Warm-up window size when no reference is given.")
     providers: tuple[str, ...] = Field(("cpu",), description="onnxruntime execution providers, in order.")
     threads: int = Field(0, ge=0, description="onnxruntime intra-op threads (0 = default).")
-    max_rows_per_run: int = Field(65536, ge=1, description="Rows per session.run chunk.")
+    max_rows_per_run: int = Field(16384, ge=1, description="Rows per session.run chunk (16384 measured best).")
     scoring: ScoringSettings = Field(default_factory=ScoringSettings)
 
 

@@ -22,7 +22,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         help="comma-separated onnxruntime execution providers, in order (cpu, cuda, or full names); default cpu",
     )
     p.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0 = its default)")
-    p.add_argument("--max-rows", type=int, default=65536, help="rows per session.run chunk (default 65536)")
+    p.add_argument("--max-rows", type=int, default=16384, help="rows per session.run chunk (default 16384)")
 
 
 def add_scoring_options(p: argparse.ArgumentParser) -> None:

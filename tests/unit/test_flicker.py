@@ -16,7 +16,7 @@ import pytest
 from numpy.typing import NDArray
 from scipy.stats import norm
 
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
+from monitor.metrics.scorer import RobustnessScorer, ScoringConfig, noise_bank_rows
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
 from tests.unit import onnx_graphs
@@ -95,3 +95,67 @@ def test_regressor_flicker_matches_the_gaussian_tail_beyond_the_tolerance(tmp_pa
     flicker = RobustnessScorer(model, Standardizer.identity(3), config).score(x).flicker
     expected = np.full(4, 2.0 * norm.cdf(-tolerance / (SIGMA * np.linalg.norm(w))))
     np.testing.assert_array_less(np.abs(flicker - expected), _binomial_tolerance(expected, COPIES))
+
+
+# -- the noise bank the copies are drawn from ---------------------------------------------------------------------
+def test_noise_bank_size_is_clamped_and_never_below_four_times_the_copies() -> None:
+    assert noise_bank_rows(20, 32) == 65536  # 2**22 // 20 = 209,715, capped at 65,536
+    assert noise_bank_rows(1000, 32) == 2**22 // 1000
+    assert noise_bank_rows(2, COPIES) == 65536 >= 4 * COPIES
+    assert noise_bank_rows(1000, COPIES) == 4 * COPIES  # the lower bound wins over 2**22 // n
+    assert noise_bank_rows(20, 20000) == 80000  # ... and over the 65,536 cap
+
+
+def test_flicker_copies_of_one_event_are_distinct_consecutive_bank_rows(linear_classifier_model: OnnxModel) -> None:
+    k, b = 64, 5
+    scorer = RobustnessScorer(linear_classifier_model, Standardizer.identity(2), ScoringConfig(flicker_copies=k))
+    bank = scorer._bank.copy()
+    rows = scorer.build_rows(np.zeros((b, 2), dtype=np.float32))  # zero centres: the copies are bank rows exactly
+    copies = rows[b * (1 + scorer.ball_size) :].reshape(b, k, 2)
+    for event in copies:
+        assert np.unique(event, axis=0).shape[0] == k
+        (start,) = np.flatnonzero(np.all(bank == event[0], axis=1))
+        np.testing.assert_array_equal(bank[start : start + k], event)
+
+
+def test_noise_bank_is_pre_scaled_by_sigma_and_the_standardizer(linear_classifier_model: OnnxModel) -> None:
+    std = Standardizer(mean=np.zeros(2), scale=np.array([2.0, 0.5]))
+    scorer = RobustnessScorer(linear_classifier_model, std, ScoringConfig(flicker_copies=32, sigma=SIGMA))
+    assert scorer._bank.dtype == np.float32
+    np.testing.assert_allclose(scorer._bank.std(axis=0), SIGMA * std.scale, rtol=0.02)
+    np.testing.assert_allclose(scorer._bank.mean(axis=0), 0.0, atol=0.02 * SIGMA * std.scale.max())
+
+
+def test_noise_bank_is_renewed_by_an_eighth_of_the_rows_each_call_consumed(linear_classifier_model: OnnxModel) -> None:
+    k, b = 64, 512  # 32,768 copies per call: 4,096 bank rows redrawn per call
+    scorer = RobustnessScorer(linear_classifier_model, Standardizer.identity(2), ScoringConfig(flicker_copies=k))
+    x = np.random.default_rng(0).normal(size=(b, 2))
+    initial = scorer._bank.copy()
+    before = initial
+    for _ in range(scorer._bank.shape[0] // (b * k // 8)):
+        scorer.score(x)
+        changed = np.any(scorer._bank != before, axis=1)
+        assert changed.sum() == b * k // 8
+        before = scorer._bank.copy()
+    assert np.all(np.any(scorer._bank != initial, axis=1))  # after bank_rows / 4096 calls every row was redrawn
+
+
+def test_scorers_with_the_same_seed_agree_over_a_sequence_of_calls(linear_classifier_model: OnnxModel) -> None:
+    config = ScoringConfig(flicker_copies=48, sigma=0.5, seed=11)
+    first = RobustnessScorer(linear_classifier_model, Standardizer.identity(2), config)
+    second = RobustnessScorer(linear_classifier_model, Standardizer.identity(2), config)
+    rng = np.random.default_rng(4)
+    for size in (7, 1, 300, 64, 7):
+        x = rng.normal(scale=0.3, size=(size, 2))
+        a, b = first.score(x), second.score(x)
+        for name in ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability", "valid"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+        assert 0.0 < a.flicker.mean() < 1.0  # the copies really cross the boundary, so flicker is informative
+    np.testing.assert_array_equal(first._bank, second._bank)
+
+
+def test_repeated_calls_draw_new_copies(linear_classifier_model: OnnxModel) -> None:
+    scorer = RobustnessScorer(linear_classifier_model, Standardizer.identity(2), ScoringConfig(flicker_copies=32))
+    x = np.zeros((4, 2), dtype=np.float32)
+    first = scorer.build_rows(x).copy()
+    assert not np.array_equal(scorer.build_rows(x), first)

@@ -16,7 +16,7 @@ from monitor.errors import ConfigError, ModelError
 from monitor.metrics.balls import ball_directions
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.base import ModelOutput
-from monitor.model.onnx import OnnxModel
+from monitor.model.onnx import OnnxModel, argmax_rows
 from monitor.model.standardize import Standardizer
 from tests.conftest import CountingPredictor
 from tests.unit import onnx_graphs
@@ -338,3 +338,20 @@ def test_scorer_rejects_proba_output_for_a_label_only_model(tmp_path: Path) -> N
 def test_scorer_auto_output_falls_back_to_label_for_a_label_only_model(tmp_path: Path) -> None:
     path = onnx_graphs.linear_classifier(tmp_path / "l.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2], outputs=("label",))
     assert _scorer(OnnxModel(path)).output == "label"
+
+
+# -- the class index the scorer reads (OnnxModel labels) ----------------------------------------------------------
+@pytest.mark.parametrize("classes", [1, 2, 3, 5, 8, 9, 12])
+def test_model_labels_are_numpys_argmax_including_ties_and_nan(classes: int) -> None:
+    rng = np.random.default_rng(classes)
+    table = rng.integers(0, 3, size=(4000, classes)).astype(np.float32)  # many tied maxima
+    table[::7] = rng.random((len(table[::7]), classes), dtype=np.float32)
+    table[5, -1], table[6, 0] = np.inf, -np.inf
+    table[8] = -0.0
+    table[9, 0] = 0.0
+    np.testing.assert_array_equal(argmax_rows(table), table.argmax(axis=1))
+    assert argmax_rows(table).dtype == np.int64
+    table[11, classes // 2] = np.nan  # a NaN counts as the maximum, as in numpy
+    table[12] = np.nan
+    np.testing.assert_array_equal(argmax_rows(table), table.argmax(axis=1))
+    assert argmax_rows(table[:0]).shape == (0,)
