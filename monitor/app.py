@@ -49,8 +49,9 @@ class ModelRuntime:
     scorer: RobustnessScorer | None = None
     watch: ModelWatch | None = None
     warmup: list[NDArray[np.float64]] = field(default_factory=list)
-    #: sampled events waiting for the next micro-batch, each with its shadow disagreement (NaN, 0 or 1)
-    pending: list[tuple[InferenceEvent, float]] = field(default_factory=list)
+    #: sampled events waiting for the next micro-batch, each with its shadow disagreement (NaN, 0 or 1) and its
+    #: sampling weight (1 / inclusion probability)
+    pending: list[tuple[InferenceEvent, float, float]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -187,6 +188,7 @@ class Pipeline:
         )
         self.joiner = KServeJoiner(self.decoder)
         self._invalid_log = RateLimitedLogger(log)
+        self._thin_rng = np.random.default_rng(0)
         #: called after every scored batch with (runtime, raw rows, result, now) — the probe scheduler's feed
         self.scored_hooks: list[Callable[[ModelRuntime, NDArray[np.float64], ScoreResult, float], None]] = []
         self._consumed: Positions = {}
@@ -281,9 +283,12 @@ class Pipeline:
         now = self.clock()
         events: list[InferenceEvent] = []
         positions: Positions = {}
+        consumed: dict[str, int] = {}  # one locked counter update per model per poll, not per record
         for record in records:
-            events.extend(self._ingest(record, now))
+            events.extend(self._ingest(record, now, consumed))
             positions[(record.topic, record.partition)] = record.offset + 1
+        for model, n in consumed.items():
+            self.state.inc("harmonic_events_consumed_total", (model,), float(n))
         events.extend(self.joiner.expire(now))
         self._accept_many(events, now)
         # only now are these records' events pending (or dead-lettered): if anything above raised, the final
@@ -300,18 +305,18 @@ class Pipeline:
             self.persist()
         return len(records)
 
-    def _ingest(self, record: RawRecord, now: float) -> list[InferenceEvent]:
+    def _ingest(self, record: RawRecord, now: float, consumed: dict[str, int]) -> list[InferenceEvent]:
         """Decode one record; invalid ones are counted, dead-lettered and logged (rate-limited), never raised."""
         event_now = record.timestamp_ms / 1000.0 if record.timestamp_ms else now
         try:
             events = self.joiner.update(record.value, record.headers, record.origin, now=event_now)
         except InvalidEventError as exc:
-            self.state.inc("harmonic_events_consumed_total", ("unknown",))
+            consumed["unknown"] = consumed.get("unknown", 0) + 1
             self._invalid(record, exc)
             return []
         # one record counts once, under the model it belongs to (a held KServe half: the default model)
         model = events[0].model if events else self.default_model
-        self.state.inc("harmonic_events_consumed_total", (model,))
+        consumed[model] = consumed.get(model, 0) + 1
         return events
 
     def _invalid(self, record: RawRecord, exc: InvalidEventError) -> None:
@@ -347,7 +352,7 @@ class Pipeline:
                 if weight <= 0:
                     continue
                 self.state.inc("harmonic_events_sampled_total", (ev.model,))
-                rt.pending.append((ev, disagreement))
+                rt.pending.append((ev, disagreement, weight))
                 if self._oldest_pending is None:
                     self._oldest_pending = now
 
@@ -419,10 +424,11 @@ class Pipeline:
         )
         return result
 
-    def _score_batch(self, rt: ModelRuntime, pending: list[tuple[InferenceEvent, float]]) -> None:
+    def _score_batch(self, rt: ModelRuntime, pending: list[tuple[InferenceEvent, float, float]]) -> None:
         started = time.perf_counter()
-        batch = [ev for ev, _ in pending]
-        shadow = np.array([d for _, d in pending])
+        batch = [ev for ev, _, _ in pending]
+        shadow = np.array([d for _, d, _ in pending])
+        weights = np.array([w for _, _, w in pending])
         rows = np.vstack([ev.features for ev in batch])
         result = self._score_rows(rt, rows, purpose="events")
         self.state.observe("harmonic_score_batch_duration_seconds", (rt.name,), [time.perf_counter() - started])
@@ -431,11 +437,27 @@ class Pipeline:
             "harmonic_event_lag_seconds", (rt.name,), np.array([max(0.0, now - ev.timestamp_seconds) for ev in batch])
         )
         assert rt.watch is not None
-        rt.watch.update(batch, rows, result, shadow)
+        rt.watch.update(batch, rows, result, shadow, uniform=self._uniform_subset(rt.name, weights))
         for hook in self.scored_hooks:
             hook(rt, rows, result, now)
         if self.settings.kafka.scores_topic and self.sink is not None:
             self._publish_scores(rt, batch, result)
+
+    def _uniform_subset(self, model: str, weights: NDArray[np.float64]) -> NDArray[np.bool_] | None:
+        """Thin a class-stratified sample back to uniform inclusion for the windows and drift detectors.
+
+        Stratified sampling over-represents rare live classes (and forced shadow keeps); their γ/flicker would then
+        not be comparable with the reference, which was not sampled that way. Keeping each event with probability
+        w / w_max (w = 1/inclusion probability, w_max = the largest current stratum weight) gives every offered
+        event the same overall inclusion probability 1/w_max. None when the sampler is not class-biased.
+        """
+        if not getattr(self.sampler, "biases_class_mix", False):
+            return None
+        stats = self.sampler.snapshot().get(model)
+        finite = [st.weight for st in (stats.strata.values() if stats else ()) if np.isfinite(st.weight)]
+        w_max = max([*finite, float(weights.max(initial=1.0))])
+        keep: NDArray[np.bool_] = self._thin_rng.random(weights.shape[0]) < weights / w_max
+        return keep
 
     def _publish_scores(self, rt: ModelRuntime, batch: list[InferenceEvent], result: ScoreResult) -> None:
         topic = self.settings.kafka.scores_topic

@@ -166,8 +166,15 @@ class ModelWatch:
         rows: NDArray[np.float64],
         result: ScoreResult,
         shadow: NDArray[np.float64],
+        *,
+        uniform: NDArray[np.bool_] | None = None,
     ) -> None:
-        """Feed one scored micro-batch; ``shadow`` is per event NaN (no live label), 0 (agrees) or 1."""
+        """Feed one scored micro-batch; ``shadow`` is per event NaN (no live label), 0 (agrees) or 1.
+
+        ``uniform`` (optional) selects the events that enter the windows and drift detectors — the pipeline thins a
+        class-stratified sample back to uniform inclusion so windows stay comparable with the reference. Counters
+        and histograms always see every scored event.
+        """
         ok = result.valid
         ts = np.array([ev.timestamp_seconds for ev in events])
         segments = [ev.segment for ev in events]
@@ -180,10 +187,11 @@ class ModelWatch:
             shadow_disagreement=shadow,
             predicted_class=result.predicted_class,
             segment=segments,
-        ).take(ok)
+        )
+        full = batch
+        batch = full.take(ok)
         if batch.size == 0:
             return
-        self.windows.update(self.model, batch)
         seg_arr = batch.segments
         for seg in np.unique(seg_arr):
             sel = seg_arr == seg
@@ -195,13 +203,18 @@ class ModelWatch:
             if good:
                 self.state.inc("harmonic_events_scored_total", (self.model, ev.model_version, ev.segment))
         event_now = float(batch.timestamps_seconds.max())
+        drift = batch if uniform is None else full.take(ok & uniform)
+        if drift.size:
+            self.windows.update(self.model, drift)
         if self.reference is None:
-            self._warm_up(batch)
+            if drift.size:
+                self._warm_up(drift)
         else:
-            for seg in np.unique(seg_arr):
-                sel = seg_arr == seg
+            drift_segs = drift.segments
+            for seg in np.unique(drift_segs):
+                sel = drift_segs == seg
                 self._engine(str(seg)).update(
-                    gamma=batch.gamma[sel], flicker=batch.flicker[sel], features=batch.features[sel]
+                    gamma=drift.gamma[sel], flicker=drift.flicker[sel], features=drift.features[sel]
                 )
         self._since_eval += batch.size
         if self._since_eval >= self.config.detectors.every:

@@ -39,6 +39,9 @@ class StratifiedSampler(UniformSampler):
         As the uniform sampler, or ``exponent`` outside [0, 1], or ``max_boost < 1``.
     """
 
+    #: keeps rare live classes more often than uniform: the pipeline thins its drift feed back to uniform
+    biases_class_mix = True
+
     def __init__(
         self,
         target_per_second: float,
