@@ -102,6 +102,8 @@ class RegionIndex:
 
     def reset(self) -> None:
         self._regions: list[Region] = []
+        # row k = self._regions[k].centre, kept in one array so the nearest-centre search is one vector op per row
+        self._centres = np.zeros((self.max_regions, self.n_features))
         self._next_id = 0
         self._last_decay: float | None = None
         self.flagged_total = 0
@@ -140,11 +142,13 @@ class RegionIndex:
         for i in idx:
             self.flagged_total += 1
             z = standardized[i]
-            region = self._nearest(z)
-            if region is None:
-                region = self._open(z, now)
+            k = self._nearest(z)
+            if k is None:
+                k = self._open(z, now)
+            region = self._regions[k]
             region.events += 1
             region.centre += (z - region.centre) / region.events
+            self._centres[k] = region.centre
             region.gamma_sum += g[i]
             region.gamma_max = max(region.gamma_max, float(g[i]))
             region.flicker_sum += f[i]
@@ -155,19 +159,17 @@ class RegionIndex:
             region._filled = min(region._filled + 1, self.max_exemplars)
         return self
 
-    def _nearest(self, z: NDArray[np.float64]) -> Region | None:
+    def _nearest(self, z: NDArray[np.float64]) -> int | None:
+        """Slot of the nearest region whose centre is within ``radius`` of ``z``, else None."""
         if not self._regions:
             return None
-        centres = np.stack([r.centre for r in self._regions])
-        d = np.linalg.norm(centres - z, axis=1)
-        j = int(np.argmin(d))
-        return self._regions[j] if d[j] <= self.radius else None
+        diff = self._centres[: len(self._regions)] - z
+        d2 = np.einsum("ij,ij->i", diff, diff)
+        j = int(np.argmin(d2))
+        return j if d2[j] <= self.radius**2 else None
 
-    def _open(self, z: NDArray[np.float64], now: float) -> Region:
-        if len(self._regions) >= self.max_regions:
-            worst = min(range(len(self._regions)), key=lambda k: self._regions[k].score)
-            del self._regions[worst]
-            self.evicted_total += 1
+    def _open(self, z: NDArray[np.float64], now: float) -> int:
+        """Open a region at ``z``; when the index is full it takes the slot of the lowest-scoring one."""
         region = Region(
             region_id=f"r{self._next_id}",
             centre=z.astype(np.float64).copy(),
@@ -177,8 +179,15 @@ class RegionIndex:
             last_seen=now,
         )
         self._next_id += 1
-        self._regions.append(region)
-        return region
+        if len(self._regions) >= self.max_regions:
+            slot = min(range(len(self._regions)), key=lambda k: self._regions[k].score)
+            self._regions[slot] = region
+            self.evicted_total += 1
+        else:
+            slot = len(self._regions)
+            self._regions.append(region)
+        self._centres[slot] = region.centre
+        return slot
 
     def worst(self, k: int) -> list[Region]:
         """The ``k`` regions with the highest score."""

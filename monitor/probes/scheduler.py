@@ -5,6 +5,10 @@ Budget: probes may use at most ``budget_share`` of all model rows evaluated (eve
 the scheduler computes the rows it has earned since start — ``share/(1−share) × event rows − probe rows so far``
 — and passes that as the funnel's ``budget_rows``; a region is skipped when less than its clean rows remain. So
 over any stretch of time, probing never takes more than ``budget_share`` of the model's work from event scoring.
+Rows alone do not bound the cost (probe rows go through the model in small batches, and the region bookkeeping in
+:meth:`ProbeScheduler.observe` costs time too), so ``tick`` also skips a run while the scheduler's own wall time —
+observe plus runs — exceeds ``budget_share`` of the time since start: scored events/s then drop by at most about
+that share.
 Results become metrics (ε* per region and τ, MRI components) and a JSON report at ``/probes`` and in the state
 dir (``probes.json``).
 """
@@ -26,10 +30,12 @@ from numpy.typing import NDArray
 from monitor.config import ProbeSettings
 from monitor.exporters.prometheus import MetricsState
 from monitor.metrics.scorer import ScoreResult
+from monitor.model.standardize import Standardizer
 from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
 from monitor.probes.regions import RegionIndex
 from monitor.probes.report import build_report
+from monitor.rolling.reference import Reference
 
 if TYPE_CHECKING:
     from monitor.app import ModelRuntime, Pipeline
@@ -67,6 +73,7 @@ class ProbeScheduler:
         *,
         clock: Callable[[], float] = time.time,
         funnel: FunnelConfig | None = None,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.pipeline = pipeline
         self.settings = settings
@@ -79,6 +86,11 @@ class ProbeScheduler:
         )
         self._models: dict[str, _ModelProbes] = {}
         self._last_run = clock()
+        self.timer = timer
+        self._started = timer()
+        #: wall seconds spent in observe() and run_once(): what probing costs the stream (time-share budget)
+        self.busy_seconds = 0.0
+        self._last_run_seconds = 0.0  # the next run is assumed to cost as much, so it fits before it starts
         self.probe_rows = 0
         self.event_rows_at_start = 0.0
         pipeline.scored_hooks.append(self.observe)
@@ -95,39 +107,75 @@ class ProbeScheduler:
     def observe(self, rt: ModelRuntime, rows: NDArray[np.float64], result: ScoreResult, now: float) -> None:
         if not self.settings.enabled or rt.standardizer is None or rt.watch is None or rt.watch.reference is None:
             return
-        ref = rt.watch.reference
+        started = self.timer()
+        try:
+            self._observe(rt, rt.standardizer, rt.watch.reference, rows, result, now)
+        finally:
+            self.busy_seconds += self.timer() - started
+
+    def _observe(
+        self,
+        rt: ModelRuntime,
+        standardizer: Standardizer,
+        ref: Reference,
+        rows: NDArray[np.float64],
+        result: ScoreResult,
+        now: float,
+    ) -> None:
         threshold = float(np.quantile(ref.gamma_sample, 0.95)) if ref.gamma_sample.size else 0.0
         flagged = result.valid & ((result.gamma > max(threshold, 1e-9)) | (result.flicker > 0))
         if not flagged.any():
             return
         mp = self._for(rt)
-        mp.index.update(rt.standardizer.to_standardized(rows), rows, result.gamma, result.flicker, flagged, now)
+        mp.index.update(standardizer.to_standardized(rows), rows, result.gamma, result.flicker, flagged, now)
         self.state.set("harmonic_regions_tracked", (rt.name,), float(len(mp.index)))
 
     # -- periodic -------------------------------------------------------------------------------------------
     def event_rows(self) -> float:
-        return self.state.counter_sum("harmonic_model_evaluations_total") - self.probe_rows_total()
+        """Rows spent on live events (scoring and shadow checks): what earns probe budget. The one-off reference
+        scoring at start-up does not, or probes could take more than their share of the stream's work."""
+        return sum(
+            self.state.counter("harmonic_model_evaluations_total", (m, purpose))
+            for m in self.pipeline.runtimes
+            for purpose in ("events", "shadow")
+        )
 
     def probe_rows_total(self) -> float:
-        return float(self.probe_rows)
+        # from the counters, which survive restarts: earlier processes' probe rows were spent from the same budget
+        # (counting only this process's would let a restart treat them as event rows and probe far past the share)
+        return sum(self.state.counter("harmonic_model_evaluations_total", (m, "probe")) for m in self.pipeline.runtimes)
 
     def budget_rows(self) -> int:
         share = self.settings.budget_share
         earned = share / (1.0 - share) * self.event_rows() if share < 1.0 else float("inf")
-        return int(max(0.0, min(earned - self.probe_rows, 1e12)))
+        return int(max(0.0, min(earned - self.probe_rows_total(), 1e12)))
 
     def tick(self) -> None:
         """Run a probe round when the interval has passed."""
         if not self.settings.enabled:
             return
         now = self.clock()
-        if now - self._last_run < self.settings.interval_seconds:
+        if now - self._last_run < self.settings.interval_seconds or not self.time_allowed():
             return
         self._last_run = now
         self.run_once(now)
 
+    def time_allowed(self) -> bool:
+        """Whether the scheduler's wall time so far, plus a run like the last one, is within ``budget_share`` of the
+        time since it started."""
+        share = self.settings.budget_share
+        return share >= 1.0 or self.busy_seconds + self._last_run_seconds <= share * (self.timer() - self._started)
+
     def run_once(self, now: float) -> int:
         """Probe the worst regions of every model within budget. Returns the number of regions probed."""
+        started = self.timer()
+        try:
+            return self._run_once(now)
+        finally:
+            self._last_run_seconds = self.timer() - started
+            self.busy_seconds += self._last_run_seconds
+
+    def _run_once(self, now: float) -> int:
         probed = 0
         for rt in self.pipeline.runtimes.values():
             mp = self._models.get(rt.name)
@@ -146,6 +194,7 @@ class ProbeScheduler:
                 used = int(sum(result.evaluations.values()))
                 self.probe_rows += used
                 self.state.inc("harmonic_model_evaluations_total", (rt.name, "probe"), float(used))
+                region.probed_at = now  # before to_dict(), so the report's own region says when it was probed
                 report = build_report(result)
                 report["region"] = region.to_dict()
                 model_info = report.get("model")
@@ -154,7 +203,6 @@ class ProbeScheduler:
                 report["probed_at"] = now
                 report["wall_seconds"] = time.perf_counter() - started
                 mp.reports[region.region_id] = report
-                region.probed_at = now
                 self._export(rt.name, region.region_id, report)
                 probed += 1
             if probed:

@@ -1,0 +1,451 @@
+"""The wiring (monitor/app.py): Pipeline.step on a ReplaySource or a recording fake source, with a tiny ONNX model.
+
+Covers counters, invalid events (counted by reason, dead-lettered, never stopping the loop), at-least-once commits
+(only after the batch is scored and published; never past a held KServe half), the scores topic, shadow agreement
+with forced sampling, the warm-up path, and state persistence (including a corrupt state file).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from monitor.app import STATE_FILE, Pipeline, load_model_runtime
+from monitor.config import Settings, load_settings
+from monitor.exporters.prometheus import MetricsState
+from monitor.service import build_sampler
+from monitor.source.base import Positions, RawRecord
+from monitor.source.replay import ReplaySource
+from tests.unit import onnx_graphs
+
+TS_MS = 1_795_000_000_000
+MODEL = "clf"
+
+
+# ---------------------------------------------------------------------- fakes and builders
+
+
+class FakeClock:
+    """Seconds that move only when the test says so."""
+
+    def __init__(self, start: float = TS_MS / 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class RecordingSink:
+    """A Sink that keeps every message and counts flushes; ``log`` is shared with the source to order calls."""
+
+    def __init__(self, log: list[str] | None = None) -> None:
+        self.sent: list[tuple[str, bytes, list[tuple[str, bytes]], bytes | None]] = []
+        self.flushes = 0
+        self.log = log if log is not None else []
+
+    def send(
+        self, topic: str, value: bytes, headers: Sequence[tuple[str, bytes]] = (), key: bytes | None = None
+    ) -> None:
+        self.sent.append((topic, value, list(headers), key))
+        self.log.append(f"send:{topic}")
+
+    def flush(self, timeout_seconds: float) -> None:
+        self.flushes += 1
+        self.log.append("flush")
+
+    def close(self) -> None:
+        return None
+
+    def on(self, topic: str) -> list[tuple[bytes, list[tuple[str, bytes]], bytes | None]]:
+        return [(v, h, k) for t, v, h, k in self.sent if t == topic]
+
+
+class RecordingSource:
+    """A Source over fixed RawRecords (partition 0) that records each commit with a snapshot taken at that moment."""
+
+    def __init__(self, records: Iterable[RawRecord], snapshot: Callable[[], float] = lambda: 0.0) -> None:
+        self.records = list(records)
+        self.next = 0
+        self.commits: list[tuple[Positions, float]] = []
+        self.snapshot = snapshot
+        self.log: list[str] = []
+
+    def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
+        out = self.records[self.next : self.next + max_records]
+        self.next += len(out)
+        return out
+
+    def commit(self, positions: Positions) -> None:
+        self.commits.append((dict(positions), self.snapshot()))
+        self.log.append("commit")
+
+    @property
+    def ready(self) -> bool:
+        return True
+
+    @property
+    def exhausted(self) -> bool:
+        return self.next >= len(self.records)
+
+    def close(self) -> None:
+        return None
+
+
+def event(i: int, x: Sequence[float], *, label: int | None = None, segment: str | None = None, **extra: Any) -> bytes:
+    doc: dict[str, Any] = {"id": f"e{i}", "ts": TS_MS + 10 * i, "model": MODEL, "features": [float(v) for v in x]}
+    if label is not None:
+        doc["prediction"] = {"label": label}
+    if segment is not None:
+        doc["segment"] = segment
+    doc.update(extra)
+    return json.dumps(doc).encode()
+
+
+def model_class(x: NDArray[np.float64]) -> NDArray[np.int64]:
+    """The tiny model's class: 1 when x0 − x1 + 0.2 > 0."""
+    return (x[:, 0] - x[:, 1] + 0.2 > 0).astype(np.int64)
+
+
+def rows(n: int, seed: int = 0) -> NDArray[np.float64]:
+    return np.random.default_rng(seed).normal(0.0, 1.0, size=(n, 2))
+
+
+def events(x: NDArray[np.float64], *, labels: bool = True, start: int = 0) -> list[bytes]:
+    cls = model_class(x)
+    return [event(start + i, x[i], label=int(cls[i]) if labels else None) for i in range(x.shape[0])]
+
+
+def make_settings(tmp_path: Path, *, reference: bool = True, **overrides: Any) -> Settings:
+    model_path = tmp_path / "clf.onnx"
+    if not model_path.exists():
+        onnx_graphs.linear_classifier(model_path, [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2])
+    model: dict[str, Any] = {"name": MODEL, "path": str(model_path), "version": "1", "scoring": {"flicker_copies": 8}}
+    if reference:
+        ref_path = tmp_path / "ref.csv"
+        np.savetxt(ref_path, rows(300, seed=99), delimiter=",")
+        model["reference"] = str(ref_path)
+    else:
+        model["warmup_events"] = overrides.pop("warmup_events", 50)
+    flags: dict[str, Any] = {
+        "models": [model],
+        "state_dir": str(tmp_path / "state"),
+        "sampler": {"events_per_second": 0},
+        "probes": {"enabled": False},
+    }
+    for key, value in overrides.items():
+        flags[key] = value
+    return load_settings(None, flags)
+
+
+def make_pipeline(
+    settings: Settings,
+    source: Any,
+    *,
+    sink: RecordingSink | None = None,
+    state: MetricsState | None = None,
+    clock: FakeClock | None = None,
+) -> Pipeline:
+    runtimes = [load_model_runtime(m) for m in settings.models]
+    return Pipeline(
+        settings,
+        source,
+        runtimes,
+        build_sampler(settings),
+        state=state or MetricsState(),
+        sink=sink,
+        clock=clock or FakeClock(),
+    )
+
+
+def drain(pipeline: Pipeline, limit: int = 10_000) -> None:
+    for _ in range(limit):
+        if pipeline.step(0.0) == 0 and pipeline.source.exhausted:
+            break
+    pipeline.close()
+
+
+def counter(state: MetricsState, name: str) -> float:
+    return state.counter_sum(name)
+
+
+# ---------------------------------------------------------------------- counters and invalid events
+
+
+def test_pipeline_counts_consumed_and_scored_and_commits_past_the_last_offset(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 64})
+    source = ReplaySource(events(rows(200, seed=1)))
+    pipeline = make_pipeline(settings, source)
+    drain(pipeline)
+    state = pipeline.state
+    assert counter(state, "harmonic_events_consumed_total") == 200
+    assert state.counter("harmonic_events_consumed_total", (MODEL,)) == 200
+    assert counter(state, "harmonic_events_scored_total") == 200
+    assert state.counter("harmonic_events_scored_total", (MODEL, "1", "other")) == 200
+    assert counter(state, "harmonic_events_invalid_total") == 0
+    assert source.committed == {("replay", 0): 200}  # last offset (199) + 1
+
+
+INVALID: list[tuple[bytes, str]] = [
+    (b"not json at all", "not_json"),
+    (b"[1, 2]", "not_object"),
+    (json.dumps({"id": "m", "ts": TS_MS, "model": MODEL}).encode(), "missing_field"),
+    (json.dumps({"id": "w", "ts": TS_MS, "model": MODEL, "features": [1.0, 2.0, 3.0]}).encode(), "wrong_width"),
+    (json.dumps({"id": "u", "ts": TS_MS, "model": "nope", "features": [1.0, 2.0]}).encode(), "unknown_model"),
+    (json.dumps({"id": "t", "ts": 12345, "model": MODEL, "features": [1.0, 2.0]}).encode(), "bad_timestamp"),
+    (json.dumps({"id": "s", "ts": TS_MS, "model": MODEL, "features": ["a", 2.0]}).encode(), "bad_type"),
+]
+
+
+def test_pipeline_counts_invalid_events_by_reason_and_keeps_scoring(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 5})
+    valid = events(rows(40, seed=2))
+    lines = [line for pair in zip(valid[: len(INVALID)], (raw for raw, _ in INVALID), strict=True) for line in pair]
+    lines += valid[len(INVALID) :]
+    source = ReplaySource(lines)
+    pipeline = make_pipeline(settings, source)
+    drain(pipeline)
+    state = pipeline.state
+    for _, reason in INVALID:
+        assert state.counter("harmonic_events_invalid_total", ("unknown", reason)) == 1, reason
+    assert counter(state, "harmonic_events_invalid_total") == len(INVALID)
+    assert counter(state, "harmonic_events_scored_total") == 40
+    assert counter(state, "harmonic_events_consumed_total") == 40 + len(INVALID)
+    assert source.committed == {("replay", 0): 40 + len(INVALID)}
+
+
+def test_pipeline_dead_letters_invalid_events_with_the_reason_header(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, kafka={"dead_letter_topic": "dlq"})
+    sink = RecordingSink()
+    lines = [raw for raw, _ in INVALID] + events(rows(5, seed=3))
+    pipeline = make_pipeline(settings, ReplaySource(lines), sink=sink)
+    drain(pipeline)
+    dead = sink.on("dlq")
+    assert [v for v, _, _ in dead] == [raw for raw, _ in INVALID]  # the original bytes, in order
+    for (_, headers, key), (_, reason) in zip(dead, INVALID, strict=True):
+        hdr = dict(headers)
+        assert hdr["harmonic-invalid-reason"] == reason.encode()
+        assert key == reason.encode()
+        assert hdr["harmonic-invalid-detail"]
+        assert hdr["harmonic-origin"].startswith(b"replay/0/")
+    assert pipeline.state.counter("harmonic_events_dead_lettered_total", ("unknown",)) == len(INVALID)
+    assert counter(pipeline.state, "harmonic_events_scored_total") == 5
+
+
+# ---------------------------------------------------------------------- at-least-once commits
+
+
+def test_pipeline_commits_only_after_the_pending_batch_is_scored(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, batch={"max_events": 25, "max_wait_ms": 60_000}, kafka={"max_poll_records": 10})
+    state = MetricsState()
+    lines = events(rows(30, seed=4))
+    source = RecordingSource(
+        [RawRecord(v, topic="t", partition=0, offset=100 + i) for i, v in enumerate(lines)],
+        snapshot=lambda: state.counter_sum("harmonic_events_scored_total"),
+    )
+    clock = FakeClock()
+    pipeline = make_pipeline(settings, source, state=state, clock=clock)
+    assert pipeline.step(0.0) == 10 and pipeline.step(0.0) == 10
+    assert source.commits == []  # 20 events pending, batch not full, not aged: nothing scored, nothing committed
+    assert state.counter_sum("harmonic_events_scored_total") == 0
+    assert pipeline.step(0.0) == 10  # 30 >= 25: flush
+    assert source.commits == [({("t", 0): 130}, 30.0)]  # scored before the commit; last offset 129 + 1
+
+
+def test_pipeline_flushes_an_aged_partial_batch_then_commits(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, batch={"max_events": 1000, "max_wait_ms": 200}, kafka={"max_poll_records": 5})
+    state = MetricsState()
+    lines = events(rows(5, seed=5))
+    source = RecordingSource(
+        [RawRecord(v, topic="t", partition=0, offset=i) for i, v in enumerate(lines)],
+        snapshot=lambda: state.counter_sum("harmonic_events_scored_total"),
+    )
+    clock = FakeClock()
+    pipeline = make_pipeline(settings, source, state=state, clock=clock)
+    pipeline.step(0.0)
+    clock.now += 0.1
+    pipeline.step(0.0)
+    assert source.commits == []
+    clock.now += 0.15  # 250 ms since the first pending event
+    pipeline.step(0.0)
+    assert source.commits == [({("t", 0): 5}, 5.0)]
+
+
+def test_pipeline_publishes_and_flushes_the_sink_before_committing(tmp_path: Path) -> None:
+    settings = make_settings(
+        tmp_path, kafka={"scores_topic": "scores", "max_poll_records": 50}, batch={"max_events": 50}
+    )
+    log: list[str] = []
+    sink = RecordingSink(log)
+    x = rows(50, seed=6)
+    source = RecordingSource([RawRecord(v, topic="t", partition=0, offset=i) for i, v in enumerate(events(x))])
+    source.log = log
+    pipeline = make_pipeline(settings, source, sink=sink)
+    pipeline.step(0.0)
+    assert log[-2:] == ["flush", "commit"]
+    assert log.index("flush") > max(i for i, entry in enumerate(log) if entry == "send:scores")
+    docs = [json.loads(v) for v, _, _ in sink.on("scores")]
+    assert [d["id"] for d in docs] == [f"e{i}" for i in range(50)]  # one JSON per scored event
+    assert [k for _, _, k in sink.on("scores")] == [f"e{i}".encode() for i in range(50)]
+    assert {d["model"] for d in docs} == {MODEL} and {d["model_version"] for d in docs} == {"1"}
+    assert [d["predicted_class"] for d in docs] == model_class(x).tolist()
+    for d in docs:
+        assert d["gamma"] >= 0.0 and 0.0 <= d["flicker"] <= 1.0 and 0.0 <= d["probability"] <= 1.0
+
+
+def test_pipeline_never_commits_past_a_held_kserve_half(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 10}, batch={"max_events": 1})
+    ce = [
+        ("ce_specversion", b"1.0"),
+        ("ce_type", b"org.kubeflow.serving.inference.request"),
+        ("ce_id", b"req-1"),
+        ("ce_source", b"http://localhost/"),
+        ("ce_inferenceservicename", MODEL.encode()),
+        ("content-type", b"application/json"),
+    ]
+    request = RawRecord(json.dumps({"instances": [[0.5, 0.1]]}).encode(), tuple(ce), "t", 0, 3)
+    plain = [RawRecord(v, topic="t", partition=0, offset=i) for i, v in enumerate(events(rows(3, seed=7)))]
+    later = [RawRecord(v, topic="t", partition=0, offset=4 + i) for i, v in enumerate(events(rows(3, seed=8)))]
+    source = RecordingSource([*plain, request, *later])
+    pipeline = make_pipeline(settings, source)
+    pipeline.step(0.0)
+    assert source.commits and source.commits[-1][0] == {("t", 0): 3}  # offset 3 (the request) is still held
+    pipeline.close()  # releases the request without a prediction, scores it, then commits everything
+    assert source.commits[-1][0] == {("t", 0): 7}
+    assert counter(pipeline.state, "harmonic_events_scored_total") == 7
+
+
+# ---------------------------------------------------------------------- shadow agreement
+
+
+def test_pipeline_shadow_disagreements_are_counted_and_always_scored(tmp_path: Path) -> None:
+    settings = make_settings(
+        tmp_path,
+        sampler={"events_per_second": 1.0, "burst_seconds": 1.0, "stratify": False},
+        kafka={"scores_topic": "scores", "max_poll_records": 100},
+    )
+    sink = RecordingSink()
+    x = rows(300, seed=9)
+    cls = model_class(x)
+    wrong = set(range(7, 300, 23))  # 13 events whose live label disagrees with the ONNX copy
+    lines = [event(i, x[i], label=int(1 - cls[i]) if i in wrong else int(cls[i])) for i in range(300)]
+    pipeline = make_pipeline(settings, ReplaySource(lines), sink=sink)  # a frozen clock: the budget never refills
+    drain(pipeline)
+    state = pipeline.state
+    assert state.counter("harmonic_shadow_compared_total", (MODEL,)) == 300
+    assert state.counter("harmonic_shadow_disagreements_total", (MODEL,)) == len(wrong)
+    scored = {json.loads(v)["id"] for v, _, _ in sink.on("scores")}
+    assert {f"e{i}" for i in wrong} <= scored  # forced through the sampler
+    assert len(scored) < 300  # the budget did drop the agreeing ones
+    assert state.counter("harmonic_events_sampled_total", (MODEL,)) == len(scored)
+
+
+def test_pipeline_events_without_a_live_label_are_not_shadow_compared(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    pipeline = make_pipeline(settings, ReplaySource(events(rows(20, seed=10), labels=False)))
+    drain(pipeline)
+    assert pipeline.state.counter("harmonic_shadow_compared_total", (MODEL,)) == 0
+    assert pipeline.state.counter("harmonic_model_evaluations_total", (MODEL, "shadow")) == 0
+    assert counter(pipeline.state, "harmonic_events_scored_total") == 20
+
+
+# ---------------------------------------------------------------------- warm-up
+
+
+def test_pipeline_warm_up_fits_the_standardizer_then_starts_scoring(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, reference=False, warmup_events=50, kafka={"max_poll_records": 25})
+    x = rows(80, seed=11) * [2.0, 0.5] + [10.0, -3.0]
+    pipeline = make_pipeline(settings, ReplaySource(events(x)))
+    rt = pipeline.runtimes[MODEL]
+    pipeline.step(0.0)
+    assert rt.scorer is None and rt.standardizer is None  # 25 of 50 warm-up events
+    pipeline.step(0.0)
+    assert rt.standardizer is not None and rt.scorer is not None
+    np.testing.assert_allclose(rt.standardizer.mean, x[:50].mean(axis=0))
+    np.testing.assert_allclose(rt.standardizer.scale, x[:50].std(axis=0))
+    assert counter(pipeline.state, "harmonic_events_scored_total") == 0
+    drain(pipeline)
+    assert counter(pipeline.state, "harmonic_events_scored_total") == 30
+    assert counter(pipeline.state, "harmonic_events_consumed_total") == 80
+    ok, detail = pipeline.readiness()
+    assert ok and detail["models"][MODEL]["scoring"] is True
+
+
+def test_pipeline_scores_the_events_past_the_warm_up_window_in_the_same_poll(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, reference=False, warmup_events=50, kafka={"max_poll_records": 500})
+    x = rows(80, seed=16) + 3.0
+    pipeline = make_pipeline(settings, ReplaySource(events(x)))
+    pipeline.step(0.0)  # one poll: 50 warm-up events, then 30 scored with the fresh standardizer
+    std = pipeline.runtimes[MODEL].standardizer
+    assert std is not None
+    np.testing.assert_allclose(std.mean, x[:50].mean(axis=0))
+    pipeline.flush()
+    assert counter(pipeline.state, "harmonic_events_scored_total") == 30
+
+
+# ---------------------------------------------------------------------- state
+
+
+def test_pipeline_state_counters_survive_a_restart(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    first = make_pipeline(settings, ReplaySource(events(rows(30, seed=12)) + [b"junk"]))
+    drain(first)
+    assert (tmp_path / "state" / STATE_FILE).is_file()
+    second = make_pipeline(settings, ReplaySource(events(rows(10, seed=13), start=30)))
+    assert counter(second.state, "harmonic_events_scored_total") == 30
+    assert second.state.counter("harmonic_events_invalid_total", ("unknown", "not_json")) == 1
+    drain(second)
+    assert counter(second.state, "harmonic_events_scored_total") == 40
+    assert second.state.counter("harmonic_events_consumed_total", (MODEL,)) == 40
+
+
+def test_pipeline_restores_the_warm_up_standardizer_and_reference(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, reference=False, warmup_events=50)
+    first = make_pipeline(settings, ReplaySource(events(rows(200, seed=14) + 4.0)))
+    drain(first)
+    fitted = first.runtimes[MODEL].standardizer
+    watch = first.runtimes[MODEL].watch
+    assert fitted is not None and watch is not None and watch.has_reference  # 150 scored >= 50 warm-up events
+    second = make_pipeline(settings, ReplaySource([]))
+    rt = second.runtimes[MODEL]
+    assert rt.standardizer is not None and rt.scorer is not None  # scoring at once, no second warm-up
+    np.testing.assert_array_equal(rt.standardizer.mean, fitted.mean)
+    np.testing.assert_array_equal(rt.standardizer.scale, fitted.scale)
+    assert rt.watch is not None and rt.watch.reference is not None and watch.reference is not None
+    assert rt.watch.reference.gamma_mean == watch.reference.gamma_mean
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"{not json", b"\xff\xfe\x00garbage", b'{"version": 1, "counters": 5}', b'{"version": 1, "models": []}'],
+    ids=["bad-json", "bad-utf8", "bad-counters", "bad-models"],
+)
+def test_pipeline_moves_a_corrupt_state_file_aside_and_starts_fresh(tmp_path: Path, content: bytes) -> None:
+    settings = make_settings(tmp_path)
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    (state_dir / STATE_FILE).write_bytes(content)
+    pipeline = make_pipeline(settings, ReplaySource(events(rows(10, seed=15))))
+    moved = [p for p in state_dir.iterdir() if p.name.startswith("state.corrupt-")]
+    assert len(moved) == 1 and moved[0].read_bytes() == content  # kept for inspection
+    assert counter(pipeline.state, "harmonic_events_scored_total") == 0
+    drain(pipeline)
+    assert counter(pipeline.state, "harmonic_events_scored_total") == 10
+    assert json.loads((state_dir / STATE_FILE).read_text())["version"] == 1
+
+
+def test_pipeline_ignores_saved_state_of_another_feature_count(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, reference=False, warmup_events=20)
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    stale = {"standardizer": {"mean": [0.0, 0.0, 0.0], "scale": [1.0, 1.0, 1.0]}}  # the model had 3 features
+    (state_dir / STATE_FILE).write_text(json.dumps({"version": 1, "counters": [], "models": {MODEL: stale}}))
+    pipeline = make_pipeline(settings, ReplaySource(events(rows(50, seed=17))))
+    assert pipeline.runtimes[MODEL].standardizer is None  # warm up again instead of crash-looping
+    drain(pipeline)
+    assert counter(pipeline.state, "harmonic_events_scored_total") == 30

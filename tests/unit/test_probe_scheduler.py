@@ -1,0 +1,230 @@
+"""Probes: the scheduler (monitor/probes/scheduler.py) on a real Pipeline, a tiny ONNX model and a fake clock.
+
+Events are placed near the tiny model's decision boundary (x0 − x1 + 0.2 = 0) so that flicker flags them and
+regions form; the budget test checks probe rows against the scored rows over several runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from monitor.app import Pipeline
+from monitor.exporters.prometheus import MetricsState
+from monitor.probes.scheduler import ProbeScheduler
+from monitor.source.replay import ReplaySource
+from tests.unit.test_pipeline import MODEL, FakeClock, event, make_pipeline, make_settings, model_class
+
+EVALS = "harmonic_model_evaluations_total"
+
+
+def boundary_events(n: int, seed: int, start: int = 0) -> list[bytes]:
+    """Events within ~0.05 of the decision boundary, around two places: (0, 0.2) and (2, 2.2)."""
+    rng = np.random.default_rng(seed)
+    u = np.where(rng.random(n) < 0.5, 0.0, 2.0) + rng.normal(0.0, 0.1, n)
+    x = np.column_stack([u, u + 0.2 + rng.normal(0.0, 0.03, n)])
+    cls = model_class(x)
+    return [event(start + i, x[i], label=int(cls[i])) for i in range(n)]
+
+
+class FakeTimer:
+    """Wall seconds for the time-share budget: fixed unless the test moves them, or +``step`` per reading."""
+
+    def __init__(self, step: float = 0.0) -> None:
+        self.now = 0.0
+        self.step = step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def make(
+    tmp_path: Path,
+    *,
+    share: float = 0.5,
+    interval: float = 60.0,
+    enabled: bool = True,
+    timer: FakeTimer | None = None,
+    **settings: Any,
+) -> tuple[Pipeline, ProbeScheduler, FakeClock]:
+    s = make_settings(
+        tmp_path,
+        probes={"enabled": enabled, "interval_seconds": interval, "budget_share": share, "regions_per_run": 2},
+        **settings,
+    )
+    clock = FakeClock()
+    pipeline = make_pipeline(s, ReplaySource([]), state=MetricsState(), clock=clock)
+    probes = ProbeScheduler(pipeline, s.probes, pipeline.state, clock=clock, timer=timer or FakeTimer())
+    return pipeline, probes, clock
+
+
+def score(pipeline: Pipeline, lines: list[bytes]) -> None:
+    pipeline.source = ReplaySource(lines)
+    while pipeline.step(0.0):
+        pass
+    pipeline.flush()
+
+
+def event_rows(state: MetricsState) -> float:
+    """Rows evaluated for live events (scoring + shadow checks); the reference scored at start-up is not one."""
+    return state.counter(EVALS, (MODEL, "events")) + state.counter(EVALS, (MODEL, "shadow"))
+
+
+# ---------------------------------------------------------------------- regions from scored batches
+
+
+def test_probe_scheduler_observes_flagged_events_into_regions(tmp_path: Path) -> None:
+    pipeline, probes, _ = make(tmp_path)
+    score(pipeline, boundary_events(400, seed=1))
+    regions = probes.report()["models"][MODEL]["regions"]
+    assert 1 <= len(regions) <= 64
+    assert pipeline.state.gauge("harmonic_regions_tracked", (MODEL,)) == len(regions)
+    assert sum(r["events"] for r in regions) > 100  # most boundary events flicker
+    assert all(r["flicker_mean"] > 0 or r["gamma_mean"] > 0 for r in regions)
+    scores = [r["score"] for r in regions]
+    assert scores == sorted(scores, reverse=True)  # worst first
+
+
+def test_probe_scheduler_ignores_stable_events(tmp_path: Path) -> None:
+    pipeline, probes, _ = make(tmp_path)
+    rng = np.random.default_rng(2)
+    x = np.column_stack([rng.normal(5.0, 0.1, 200), rng.normal(-5.0, 0.1, 200)])  # far from the boundary
+    score(pipeline, [event(i, x[i]) for i in range(200)])
+    assert probes.report()["models"] == {}
+    assert probes.run_once(0.0) == 0
+
+
+def test_probe_scheduler_disabled_does_nothing(tmp_path: Path) -> None:
+    pipeline, probes, clock = make(tmp_path, enabled=False, interval=1.0)
+    score(pipeline, boundary_events(300, seed=3))
+    clock.now += 10.0
+    probes.tick()
+    assert probes.report()["models"] == {}
+    assert pipeline.state.counter(EVALS, (MODEL, "probe")) == 0
+    assert not (tmp_path / "state" / "probes.json").exists()
+
+
+# ---------------------------------------------------------------------- runs, metrics, report
+
+
+def test_probe_scheduler_run_once_probes_the_worst_regions_and_sets_metrics(tmp_path: Path) -> None:
+    pipeline, probes, clock = make(tmp_path)
+    score(pipeline, boundary_events(600, seed=4))
+    probed = probes.run_once(clock.now)
+    assert 1 <= probed <= 2  # regions_per_run
+    state = pipeline.state
+    assert state.counter("harmonic_probe_runs_total", (MODEL,)) == 1
+    report = probes.report()
+    mp = report["models"][MODEL]
+    assert mp["runs"] == 1 and len(mp["reports"]) == probed
+    worst = {r["id"] for r in mp["regions"][:probed]}
+    assert {rep["region"]["id"] for rep in mp["reports"]} == worst
+    rep = mp["reports"][0]
+    rid = rep["region"]["id"]
+    assert rep["model"]["name"] == MODEL and rep["probed_at"] == clock.now and rep["wall_seconds"] >= 0
+    assert rep["region"]["probed_at"] == clock.now
+    assert set(rep["mri"]) >= {"noise", "shift", "dropout", "scale", "quantize"}
+    for tau, r in rep["mri"].items():
+        if r is not None:
+            assert 0.0 <= r <= 1.0
+            assert state.gauge("harmonic_probe_mri", (MODEL, rid, tau)) == pytest.approx(r)
+    taus = {t["perturbation"] for t in rep["thresholds"]}
+    assert taus, "boundary points are fragile: some threshold search must run"
+    for tau in taus:
+        eps = state.gauge("harmonic_probe_eps_star", (MODEL, rid, tau))
+        assert eps is not None and eps > 0  # +Inf when never crossed below ε_max
+    assert sum(r["evaluations"]["total"] for r in mp["reports"]) == state.counter(EVALS, (MODEL, "probe"))
+    assert report["probe_rows"] == state.counter(EVALS, (MODEL, "probe"))
+    assert report["budget_share"] == 0.5
+
+
+def test_probe_scheduler_writes_probes_json_to_the_state_dir(tmp_path: Path) -> None:
+    pipeline, probes, clock = make(tmp_path)
+    score(pipeline, boundary_events(600, seed=5))
+    assert probes.run_once(clock.now) >= 1
+    written = json.loads((tmp_path / "state" / "probes.json").read_text(encoding="utf-8"))
+    assert written["models"][MODEL]["runs"] == 1
+    assert [r["region"]["id"] for r in written["models"][MODEL]["reports"]] == [
+        r["region"]["id"] for r in probes.report()["models"][MODEL]["reports"]
+    ]
+
+
+def test_probe_scheduler_tick_waits_for_the_interval(tmp_path: Path) -> None:
+    pipeline, probes, clock = make(tmp_path, interval=60.0)
+    score(pipeline, boundary_events(600, seed=6))
+    clock.now += 59.0
+    probes.tick()
+    assert pipeline.state.counter("harmonic_probe_runs_total", (MODEL,)) == 0
+    clock.now += 1.0
+    probes.tick()
+    assert pipeline.state.counter("harmonic_probe_runs_total", (MODEL,)) == 1
+    probes.tick()  # the next run is another interval away
+    assert pipeline.state.counter("harmonic_probe_runs_total", (MODEL,)) == 1
+
+
+# ---------------------------------------------------------------------- the budget
+
+
+@pytest.mark.parametrize("share", [0.02, 0.1, 0.3])
+def test_probe_scheduler_probe_rows_stay_within_the_budget_share(tmp_path: Path, share: float) -> None:
+    pipeline, probes, clock = make(tmp_path, share=share, interval=1.0)
+    state = pipeline.state
+    for k in range(6):
+        score(pipeline, boundary_events(300, seed=10 + k, start=300 * k))
+        clock.now += 1.0
+        probes.tick()
+        probe_rows = state.counter(EVALS, (MODEL, "probe"))
+        assert probe_rows <= share / (1.0 - share) * event_rows(state)
+        assert probe_rows == probes.probe_rows
+    assert state.counter(EVALS, (MODEL, "probe")) > 0  # the budget does let probes run
+
+
+def test_probe_scheduler_defers_regions_when_the_budget_is_spent(tmp_path: Path) -> None:
+    pipeline, probes, clock = make(tmp_path, share=0.001)
+    score(pipeline, boundary_events(200, seed=20))
+    assert probes.budget_rows() < 16
+    assert probes.run_once(clock.now) == 0
+    assert pipeline.state.counter(EVALS, (MODEL, "probe")) == 0
+
+
+def test_probe_scheduler_budget_counts_probe_rows_restored_from_state(tmp_path: Path) -> None:
+    pipeline, probes, clock = make(tmp_path, share=0.1)
+    score(pipeline, boundary_events(600, seed=21))
+    probes.run_once(clock.now)
+    pipeline.close()  # persists the counters, probe rows included
+    assert pipeline.state.counter(EVALS, (MODEL, "probe")) > 0
+    restarted, again, _ = make(tmp_path, share=0.1)
+    state = restarted.state
+    assert state.counter(EVALS, (MODEL, "probe")) == pipeline.state.counter(EVALS, (MODEL, "probe"))
+    # earned since the start of the history, less everything probes ever used: never more than before the restart
+    assert again.budget_rows() <= 0.1 / 0.9 * event_rows(state) - state.counter(EVALS, (MODEL, "probe")) + 1
+
+
+def test_probe_scheduler_skips_runs_while_its_wall_time_exceeds_the_share(tmp_path: Path) -> None:
+    timer = FakeTimer()
+    pipeline, probes, clock = make(tmp_path, share=0.5, interval=1.0, timer=timer)
+    score(pipeline, boundary_events(600, seed=30))
+    timer.now = 10.0
+    probes.busy_seconds = 6.0  # 60 % of the 10 s since start: over the 50 % share
+    assert not probes.time_allowed()
+    clock.now += 5.0
+    probes.tick()
+    assert pipeline.state.counter("harmonic_probe_runs_total", (MODEL,)) == 0
+    timer.now = 12.0  # 6 s of 12 s: back within the share
+    assert probes.time_allowed()
+    probes.tick()
+    assert pipeline.state.counter("harmonic_probe_runs_total", (MODEL,)) == 1
+
+
+def test_probe_scheduler_counts_observe_and_run_time_as_busy(tmp_path: Path) -> None:
+    pipeline, probes, clock = make(tmp_path, timer=FakeTimer(step=1.0))  # every reading is 1 s later
+    assert probes.busy_seconds == 0.0
+    score(pipeline, boundary_events(300, seed=31))  # 2 scored batches: observe() read the timer twice each
+    assert probes.busy_seconds == 2.0
+    probes.run_once(clock.now)
+    assert probes.busy_seconds > 2.0

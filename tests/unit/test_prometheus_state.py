@@ -1,0 +1,187 @@
+"""Stage 6: MetricsState (the hot path's values) and MetricsServer (the pull endpoint) in
+monitor/exporters/prometheus.py — exposition read back over HTTP from a real server on a free port."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.exporters.prometheus import GAMMA_BUCKETS, METRICS, MetricsServer, MetricsState
+
+
+def get(port: int, path: str) -> tuple[int, str, str]:
+    """(status, content type, body) of a GET, error statuses included."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.headers["Content-Type"], resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode()
+        content_type = exc.headers["Content-Type"]
+        exc.close()
+        return exc.code, content_type, body
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+@pytest.fixture
+def state() -> MetricsState:
+    return MetricsState()
+
+
+class FakeReadiness:
+    """The pipeline's readiness check, flipped by the test."""
+
+    def __init__(self) -> None:
+        self.ok = False
+
+    def __call__(self) -> tuple[bool, dict[str, Any]]:
+        return self.ok, {"source_ready": self.ok, "models": {"credit": {"loaded": True}}}
+
+
+@pytest.fixture
+def readiness() -> FakeReadiness:
+    return FakeReadiness()
+
+
+@pytest.fixture
+def server(state: MetricsState, readiness: FakeReadiness) -> Iterator[MetricsServer]:
+    srv = MetricsServer(
+        state,
+        host="127.0.0.1",
+        port=0,
+        ready=readiness,
+        probes=lambda: {"budget_share": 0.1, "models": {"credit": {"runs": 2}}},
+        registry=CollectorRegistry(auto_describe=False),
+    )
+    with srv:
+        yield srv
+
+
+# ---------------------------------------------------------------------- MetricsState
+
+
+def test_prometheus_state_counters_add_and_sum_over_labels(state: MetricsState) -> None:
+    state.inc("harmonic_events_consumed_total", ("credit",))
+    state.inc("harmonic_events_consumed_total", ("credit",), 4.0)
+    state.inc("harmonic_events_consumed_total", ("fraud",), 2.0)
+    assert state.counter("harmonic_events_consumed_total", ("credit",)) == 5.0
+    assert state.counter("harmonic_events_consumed_total", ("other",)) == 0.0
+    assert state.counter_sum("harmonic_events_consumed_total") == 7.0
+    state.set_counter("harmonic_alert_deliveries_failed_total", ("webhook",), 3.0)
+    assert state.counter("harmonic_alert_deliveries_failed_total", ("webhook",)) == 3.0
+
+
+def test_prometheus_state_gauges_set_read_and_clear(state: MetricsState) -> None:
+    state.set("harmonic_drift_verdict", ("credit", "eu", "stable"), 1.0)
+    state.set("harmonic_drift_verdict", ("credit", "us", "stable"), 1.0)
+    assert state.gauge("harmonic_drift_verdict", ("credit", "eu", "stable")) == 1.0
+    state.clear_gauges("harmonic_drift_verdict", lambda labels: labels[1] == "eu")
+    assert state.gauge("harmonic_drift_verdict", ("credit", "eu", "stable")) is None
+    assert state.gauge("harmonic_drift_verdict", ("credit", "us", "stable")) == 1.0
+
+
+def test_prometheus_state_rejects_undeclared_metrics_and_wrong_labels(state: MetricsState) -> None:
+    with pytest.raises(KeyError, match="'harmonic_nope_total' is not declared as a counter"):
+        state.inc("harmonic_nope_total", ("credit",))
+    with pytest.raises(KeyError, match="is not declared as a gauge"):
+        state.set("harmonic_events_consumed_total", ("credit",), 1.0)  # a counter, not a gauge
+    with pytest.raises(ValueError, match=r"takes labels \('model',\); got \('credit', 'eu'\)"):
+        state.inc("harmonic_events_consumed_total", ("credit", "eu"))
+
+
+def test_prometheus_state_counters_dump_and_load(state: MetricsState) -> None:
+    state.inc("harmonic_events_scored_total", ("credit", "3", "eu"), 10.0)
+    state.set("harmonic_window_events", ("credit", "eu", "60s"), 5.0)
+    rows = state.dump_counters()
+    assert rows == [{"name": "harmonic_events_scored_total", "labels": ["credit", "3", "eu"], "value": 10.0}]
+    fresh = MetricsState()
+    fresh.load_counters(
+        [*rows, {"name": "harmonic_window_events", "labels": ["x"], "value": 1.0}, {"name": "gone", "labels": []}]
+    )
+    assert fresh.counter("harmonic_events_scored_total", ("credit", "3", "eu")) == 10.0
+    assert fresh.dump_counters() == rows  # gauges and unknown names are not restored as counters
+
+
+def test_prometheus_state_every_spec_is_well_formed() -> None:
+    names = [m.name for m in METRICS]
+    assert len(names) == len(set(names))
+    for spec in METRICS:
+        assert spec.name.startswith("harmonic_")
+        assert spec.name.endswith("_total") == (spec.type == "counter"), spec.name
+        assert (spec.type == "histogram") == bool(spec.buckets), spec.name
+        assert list(spec.buckets) == sorted(spec.buckets)
+
+
+# ---------------------------------------------------------------------- exposition over HTTP
+
+
+def test_prometheus_server_exposes_counters_gauges_and_histograms(state: MetricsState, server: MetricsServer) -> None:
+    state.inc("harmonic_events_consumed_total", ("credit",), 3.0)
+    state.set("harmonic_window_gamma_mean", ("credit", "eu", "60s"), 0.25)
+    state.observe("harmonic_gamma", ("credit", "eu"), np.array([0.0, 5e-4, 5e-4, 0.02, 7.0, np.nan]))
+    status, content_type, body = get(server.port, "/metrics")
+    assert status == 200 and content_type.startswith("text/plain")
+    assert "# TYPE harmonic_events_consumed_total counter" in body
+    assert "# TYPE harmonic_gamma histogram" in body
+    got = samples(body)
+    assert got[("harmonic_events_consumed_total", (("model", "credit"),))] == 3.0
+    assert got[("harmonic_window_gamma_mean", (("model", "credit"), ("segment", "eu"), ("window", "60s")))] == 0.25
+    lab = (("model", "credit"), ("segment", "eu"))
+
+    def bucket(le: str) -> float:
+        return got[("harmonic_gamma_bucket", tuple(sorted((*lab, ("le", le)))))]
+
+    # cumulative "le" buckets; NaN dropped; 0.0 lands in the le="0.0" bucket, 7.0 only in +Inf
+    assert bucket("0.0") == 1 and bucket("0.0003") == 1 and bucket("0.001") == 3 and bucket("0.03") == 4
+    assert bucket("1.0") == 4 and bucket("+Inf") == 5
+    assert got[("harmonic_gamma_count", lab)] == 5
+    assert got[("harmonic_gamma_sum", lab)] == pytest.approx(7.021)
+    assert len([k for k in got if k[0] == "harmonic_gamma_bucket"]) == len(GAMMA_BUCKETS) + 1
+
+
+def test_prometheus_server_healthz_is_always_ok(server: MetricsServer) -> None:
+    status, content_type, body = get(server.port, "/healthz")
+    assert (status, content_type, json.loads(body)) == (200, "application/json", {"status": "ok"})
+
+
+def test_prometheus_server_readyz_is_503_until_ready_then_200(server: MetricsServer, readiness: FakeReadiness) -> None:
+    status, _, body = get(server.port, "/readyz")
+    assert status == 503
+    assert json.loads(body) == {"ready": False, "source_ready": False, "models": {"credit": {"loaded": True}}}
+    readiness.ok = True
+    status, content_type, body = get(server.port, "/readyz?verbose=1")
+    assert (status, content_type) == (200, "application/json")
+    assert json.loads(body)["ready"] is True
+
+
+def test_prometheus_server_serves_the_probe_report(server: MetricsServer) -> None:
+    status, content_type, body = get(server.port, "/probes")
+    assert (status, content_type) == (200, "application/json")
+    assert json.loads(body) == {"budget_share": 0.1, "models": {"credit": {"runs": 2}}}
+
+
+def test_prometheus_server_unknown_path_is_404(server: MetricsServer) -> None:
+    status, content_type, body = get(server.port, "/nope")
+    assert status == 404 and content_type == "text/plain"
+    assert "/metrics" in body and "/probes" in body
+
+
+def test_prometheus_server_defaults_are_ready_and_an_empty_probe_report(state: MetricsState) -> None:
+    with MetricsServer(state, host="127.0.0.1", port=0) as srv:
+        assert srv.port > 0
+        assert get(srv.port, "/readyz")[0] == 200
+        assert json.loads(get(srv.port, "/probes")[2]) == {"regions": []}

@@ -1,0 +1,139 @@
+"""Probes: the bounded index of flagged regions (monitor/probes/regions.py), on plain arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from monitor.errors import ConfigError
+from monitor.probes.regions import RegionIndex
+
+
+def feed(
+    index: RegionIndex,
+    z: np.ndarray,
+    *,
+    gamma: float | np.ndarray = 0.1,
+    flicker: float | np.ndarray = 0.0,
+    flagged: np.ndarray | None = None,
+    now: float = 0.0,
+) -> RegionIndex:
+    """Standardized rows ``z`` double as raw rows ×10 (so exemplars are told apart from centres)."""
+    n = z.shape[0]
+    return index.update(
+        z,
+        z * 10.0,
+        np.broadcast_to(np.asarray(gamma, dtype=float), (n,)).copy(),
+        np.broadcast_to(np.asarray(flicker, dtype=float), (n,)).copy(),
+        np.ones(n, dtype=bool) if flagged is None else flagged,
+        now,
+    )
+
+
+def test_regions_flagged_rows_open_and_join_within_radius() -> None:
+    index = RegionIndex(2, radius=1.0)
+    feed(index, np.array([[0.0, 0.0], [0.5, 0.0], [5.0, 5.0], [5.2, 4.9]]))
+    assert len(index) == 2
+    near, far = index.regions
+    assert (near.events, far.events) == (2, 2)
+    np.testing.assert_allclose(near.centre, [0.25, 0.0])  # the running mean of its members
+    np.testing.assert_allclose(far.centre, [5.1, 4.95])
+    assert near.radius == far.radius == 1.0
+    assert index.flagged_total == 4
+
+
+def test_regions_unflagged_rows_are_ignored() -> None:
+    index = RegionIndex(2)
+    feed(index, np.zeros((3, 2)), flagged=np.array([False, False, False]))
+    assert len(index) == 0 and index.flagged_total == 0
+    feed(index, np.zeros((3, 2)), flagged=np.array([False, True, False]))
+    assert len(index) == 1 and index.regions[0].events == 1
+
+
+def test_regions_default_radius_is_half_a_standard_deviation_per_axis() -> None:
+    assert RegionIndex(16).radius == pytest.approx(2.0)
+    index = RegionIndex(4)  # radius 1
+    feed(index, np.array([[0.0, 0, 0, 0], [0.9, 0, 0, 0], [2.5, 0, 0, 0]]))
+    assert [r.events for r in index.regions] == [2, 1]
+
+
+def test_regions_scores_and_means_accumulate() -> None:
+    index = RegionIndex(2, radius=1.0)
+    feed(index, np.zeros((4, 2)), gamma=np.array([0.1, 0.3, np.nan, 0.2]), flicker=np.array([0.0, 0.5, 0.25, 0.25]))
+    (r,) = index.regions
+    assert r.events == 4
+    assert r.gamma_mean == pytest.approx(0.6 / 4)  # NaN γ counts as 0
+    assert r.gamma_max == pytest.approx(0.3)
+    assert r.flicker_mean == pytest.approx(0.25)
+    assert r.score == pytest.approx(0.6 + 1.0)
+    d = r.to_dict()
+    assert d["id"] == r.region_id and d["events"] == 4 and d["exemplars"] == 4
+    assert d["centre_standardized"] == [0.0, 0.0]
+
+
+def test_regions_index_is_bounded_and_evicts_the_lowest_score() -> None:
+    index = RegionIndex(1, max_regions=3, radius=0.5)
+    feed(index, np.array([[0.0]]), gamma=1.0)
+    feed(index, np.array([[10.0]]), gamma=0.1)  # the weakest
+    feed(index, np.array([[20.0]]), gamma=2.0)
+    feed(index, np.array([[30.0]]), gamma=0.5)  # full: evicts the region at 10
+    assert len(index) == 3 and index.evicted_total == 1
+    assert sorted(float(r.centre[0]) for r in index.regions) == [0.0, 20.0, 30.0]
+    assert [float(r.centre[0]) for r in index.worst(2)] == [20.0, 0.0]
+    for k in range(10):
+        feed(index, np.array([[100.0 + 10 * k]]), gamma=0.01 * (k + 1))
+    assert len(index) == 3
+
+
+def test_regions_exemplars_are_a_bounded_ring_of_raw_rows() -> None:
+    index = RegionIndex(2, radius=1.0, max_exemplars=4)
+    z = np.column_stack([np.linspace(0.0, 0.6, 10), np.zeros(10)])
+    feed(index, z)
+    (r,) = index.regions
+    assert r.events == 10 and r.exemplars.shape == (4, 2)
+    points = r.points()
+    assert points.shape == (4, 2)
+    # the newest four raw rows (×10), in ring order: slots hold rows 8, 9, 6, 7
+    np.testing.assert_allclose(sorted(points[:, 0]), sorted(z[6:, 0] * 10.0))
+    small = RegionIndex(2, max_exemplars=4)
+    feed(small, np.zeros((2, 2)))
+    assert small.regions[0].points().shape == (2, 2)
+
+
+def test_regions_scores_decay_with_the_half_life() -> None:
+    index = RegionIndex(1, radius=0.5, half_life_seconds=10.0)
+    feed(index, np.array([[0.0]]), gamma=1.0, now=0.0)
+    feed(index, np.array([[5.0]]), gamma=1.0, now=10.0)  # the first region decays to 0.5 before this update
+    old, new = index.regions
+    assert old.score == pytest.approx(0.5) and new.score == pytest.approx(1.0)
+    feed(index, np.array([[5.0]]), gamma=0.0, now=30.0)  # two more half-lives
+    assert old.score == pytest.approx(0.125) and new.score == pytest.approx(0.25)
+    assert (old.last_seen, new.last_seen, new.first_seen) == (0.0, 30.0, 10.0)
+    feed(index, np.array([[5.0]]), gamma=0.0, now=20.0)  # a clock that steps back does not grow scores
+    assert old.score == pytest.approx(0.125)
+
+
+def test_regions_reset_forgets_everything() -> None:
+    index = RegionIndex(2, max_regions=1, radius=0.5)
+    feed(index, np.array([[0.0, 0.0], [3.0, 3.0]]))
+    assert index.evicted_total == 1
+    index.reset()
+    assert len(index) == 0 and len(index.regions) == 0
+    assert (index.flagged_total, index.evicted_total) == (0, 0)
+    fresh = feed(index, np.array([[1.0, 1.0]])).worst(1)
+    assert [r.region_id for r in fresh] == ["r0"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"n_features": 0}, "must be >= 1"),
+        ({"n_features": 2, "max_regions": 0}, "must be >= 1"),
+        ({"n_features": 2, "max_exemplars": 0}, "must be >= 1"),
+        ({"n_features": 2, "radius": 0.0}, "radius must be > 0"),
+        ({"n_features": 2, "half_life_seconds": -1.0}, "half_life_seconds must be > 0"),
+    ],
+)
+def test_regions_bad_parameters_raise(kwargs: dict[str, float], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        RegionIndex(**kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,293 @@
+"""Per-model analytics (monitor/watch.py): ModelWatch on synthetic scored batches with event-time timestamps.
+
+The batches are built directly (no model): γ is exponential, flicker a mixture of 0 and Binomial(32, p)/32, two
+Gaussian features. A harmful shift raises γ and the flicker rate; time is the events' own timestamps (100 events/s).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from monitor.drift.verdict import DriftSettings, Verdict
+from monitor.events import InferenceEvent
+from monitor.exporters.alerts import AlertEvent
+from monitor.exporters.prometheus import MetricsState
+from monitor.metrics.scorer import ScoreResult
+from monitor.rolling.reference import Reference
+from monitor.watch import HARMFUL_ALERT, INPUT_ALERT, SHADOW_ALERT, ModelWatch, WatchConfig
+
+MODEL = "credit"
+T0 = 1_795_000_000.0
+SPACING = 0.01  # seconds of event time per event
+BATCH = 100
+
+
+class Stream:
+    """Seeded synthetic scored events; ``harmful`` raises γ and flicker, ``moved`` shifts feature 1 only."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.index = 0
+
+    def signals(self, n: int, *, harmful: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        unstable = self.rng.random(n) < (0.4 if harmful else 0.1)
+        gamma = self.rng.exponential(1e-3, n) * np.where(unstable & harmful, 5.0, 1.0)
+        flicker = np.where(unstable, self.rng.binomial(32, 0.15, n) / 32.0, 0.0)
+        return gamma, flicker
+
+    def features(self, n: int, *, moved: bool = False) -> np.ndarray:
+        x = self.rng.normal(0.0, 1.0, (n, 2))
+        if moved:
+            x[:, 1] += 1.5
+        return x
+
+    def batch(
+        self,
+        n: int = BATCH,
+        *,
+        harmful: bool = False,
+        moved: bool = False,
+        segment: str = "other",
+        shadow_rate: float | None = None,
+    ) -> tuple[list[InferenceEvent], np.ndarray, ScoreResult, np.ndarray]:
+        x = self.features(n, moved=moved)
+        gamma, flicker = self.signals(n, harmful=harmful)
+        events = [
+            InferenceEvent(f"e{self.index + i}", MODEL, "1", x[i], T0 + (self.index + i) * SPACING, segment=segment)
+            for i in range(n)
+        ]
+        self.index += n
+        result = ScoreResult(
+            gamma=gamma,
+            flicker=flicker,
+            p_adj=np.exp(-25.0 * gamma),
+            gamma_logit=gamma,
+            predicted_class=(x[:, 0] > 0).astype(np.int64),
+            probability=np.full(n, 0.9),
+            valid=np.ones(n, dtype=bool),
+        )
+        shadow = np.full(n, np.nan) if shadow_rate is None else (self.rng.random(n) < shadow_rate).astype(float)
+        return events, x, result, shadow
+
+    @property
+    def now(self) -> float:
+        return T0 + (self.index - 1) * SPACING
+
+
+def reference(seed: int = 100, n: int = 5000) -> Reference:
+    s = Stream(seed)
+    gamma, flicker = s.signals(n)
+    return Reference.from_arrays(
+        gamma=gamma, flicker=flicker, features=s.features(n), predicted_class=np.zeros(n, dtype=np.int64)
+    )
+
+
+def make_watch(
+    *, for_seconds: float = 10.0, alerts: list[AlertEvent] | None = None, with_reference: bool = True
+) -> tuple[ModelWatch, MetricsState]:
+    state = MetricsState()
+    config = WatchConfig(
+        window_seconds=(60.0,),
+        count_window_events=1000,
+        detectors=DriftSettings(window=1000, every=100),
+        warmup_events=500,
+        for_seconds=for_seconds,
+        resolve_after_seconds=30.0,
+        shadow_disagreement_threshold=0.02,
+    )
+    watch = ModelWatch(MODEL, config, state, on_alert=None if alerts is None else alerts.append)
+    if with_reference:
+        watch.install_reference(reference())
+    return watch, state
+
+
+def feed(watch: ModelWatch, stream: Stream, batches: int, **kwargs: object) -> list[Verdict | None]:
+    """Feed ``batches`` batches; return the verdict of ``segment`` after each one."""
+    segment = str(kwargs.get("segment", "other"))
+    verdicts = []
+    for _ in range(batches):
+        watch.update(*stream.batch(**kwargs))  # type: ignore[arg-type]
+        verdicts.append(watch.verdict(segment))
+    return verdicts
+
+
+def fired(watch: ModelWatch, rule: str, segment: str | None = None) -> list[AlertEvent]:
+    return [
+        ev
+        for ev in watch.fired
+        if ev.alert.rule.name == rule
+        and ev.alert.state.value == "firing"
+        and (segment is None or ev.alert.segment == segment)
+    ]
+
+
+# ---------------------------------------------------------------------- stationary
+
+
+def test_watch_stationary_stream_is_stable_and_silent() -> None:
+    watch, state = make_watch()
+    stream = Stream(seed=1)
+    verdicts = feed(watch, stream, 80)  # 8000 events, 80 s of event time
+    assert set(verdicts) == {Verdict.STABLE}
+    assert watch.fired == []
+    assert state.gauge("harmonic_drift_verdict", (MODEL, "other", "stable")) == 1.0
+    assert state.gauge("harmonic_drift_verdict", (MODEL, "other", "harmful-shift")) is None
+    assert state.gauge("harmonic_alerts_firing", (MODEL, "other", HARMFUL_ALERT)) == 0.0
+    assert state.counter("harmonic_events_scored_total", (MODEL, "1", "other")) == 8000
+    assert state.gauge("harmonic_window_events", (MODEL, "other", "60s")) == 6000  # 60 s at 100 events/s
+    assert state.gauge("harmonic_window_events", (MODEL, "other", "last_1000")) == 1000
+
+
+# ---------------------------------------------------------------------- harmful shift
+
+
+def test_watch_harmful_shift_gives_the_harmful_verdict() -> None:
+    watch, _ = make_watch()
+    stream = Stream(seed=2)
+    feed(watch, stream, 30)
+    verdicts = feed(watch, stream, 40, harmful=True)
+    assert verdicts[-1] == Verdict.HARMFUL_SHIFT
+    first = verdicts.index(Verdict.HARMFUL_SHIFT)
+    assert first < 15  # within 1500 events of the shift
+    report = watch.last_reports["other"]
+    assert any(name.startswith(("gamma", "flicker")) for name in report.fired)
+
+
+def test_watch_harmful_alert_fires_after_for_seconds_of_event_time() -> None:
+    delivered: list[AlertEvent] = []
+    watch, state = make_watch(for_seconds=10.0, alerts=delivered)
+    stream = Stream(seed=3)
+    feed(watch, stream, 30)
+    verdicts = feed(watch, stream, 60, harmful=True)
+    first = verdicts.index(Verdict.HARMFUL_SHIFT)
+    (ev,) = fired(watch, HARMFUL_ALERT)
+    alert = ev.alert
+    # pending from the first harmful evaluation, firing once 10 s of event time later (evaluations are 1 s apart)
+    first_harmful_at = T0 + ((30 + first + 1) * BATCH - 1) * SPACING
+    assert alert.starts_at_seconds == pytest.approx(first_harmful_at)
+    assert ev.at_seconds - alert.starts_at_seconds >= 10.0
+    assert ev.at_seconds - alert.starts_at_seconds < 10.0 + BATCH * SPACING + 1e-9
+    assert delivered == watch.fired and ev in delivered
+    assert alert.labels["model"] == MODEL and alert.labels["segment"] == "other"
+    assert alert.labels["verdict"] == "harmful" and alert.labels["severity"] == "warning"
+    notes = alert.annotations
+    assert repr(MODEL) in notes["summary"] and "'other'" in notes["summary"]
+    ref = watch.reference
+    assert ref is not None
+    assert float(notes["reference"]) == pytest.approx(ref.gamma_mean, rel=1e-5)
+    assert float(notes["value"]) > 1.5 * float(notes["reference"])  # the window's γ is well above the reference
+    assert "harmful-shift" in notes["description"]
+    assert state.gauge("harmonic_alerts_firing", (MODEL, "other", HARMFUL_ALERT)) == 1.0
+    assert state.counter("harmonic_alerts_fired_total", (MODEL, HARMFUL_ALERT)) == 1.0
+
+
+def test_watch_harmful_alert_does_not_fire_before_for_seconds() -> None:
+    watch, _ = make_watch(for_seconds=120.0)
+    stream = Stream(seed=3)
+    feed(watch, stream, 30)
+    verdicts = feed(watch, stream, 60, harmful=True)  # 60 s of event time: harmful, but not yet for 120 s
+    assert verdicts[-1] == Verdict.HARMFUL_SHIFT
+    assert fired(watch, HARMFUL_ALERT) == []
+    pending = watch.alerts.get(HARMFUL_ALERT, model=MODEL, segment="other")
+    assert pending is not None and pending.state.value == "pending"
+
+
+def test_watch_benign_shift_fires_only_the_input_drift_alert() -> None:
+    watch, _ = make_watch(for_seconds=5.0)
+    stream = Stream(seed=4)
+    feed(watch, stream, 30)
+    verdicts = feed(watch, stream, 40, moved=True)
+    assert verdicts[-1] == Verdict.BENIGN_SHIFT
+    assert fired(watch, HARMFUL_ALERT) == []
+    (ev,) = fired(watch, INPUT_ALERT)
+    assert ev.alert.top_features[0] == "f1" and ev.alert.labels["verdict"] == "benign"
+
+
+# ---------------------------------------------------------------------- shadow disagreement
+
+
+def test_watch_shadow_disagreement_above_threshold_fires() -> None:
+    watch, state = make_watch(for_seconds=5.0)
+    stream = Stream(seed=5)
+    feed(watch, stream, 20, shadow_rate=0.1)
+    (ev,) = fired(watch, SHADOW_ALERT)
+    assert ev.alert.labels["severity"] == "critical"
+    assert float(ev.alert.annotations["value"]) == pytest.approx(0.1, abs=0.03)
+    assert float(ev.alert.annotations["reference"]) == 0.02
+    ratio = state.gauge("harmonic_window_shadow_disagreement_ratio", (MODEL, "other", "60s"))
+    assert ratio == pytest.approx(0.1, abs=0.03)
+
+
+def test_watch_shadow_agreement_stays_silent() -> None:
+    watch, _ = make_watch(for_seconds=5.0)
+    stream = Stream(seed=6)
+    feed(watch, stream, 20, shadow_rate=0.0)
+    assert fired(watch, SHADOW_ALERT) == []
+
+
+def test_watch_shadow_alert_needs_no_reference() -> None:
+    watch, _ = make_watch(for_seconds=5.0, with_reference=False)
+    stream = Stream(seed=7)
+    feed(watch, stream, 3, shadow_rate=0.5)  # 300 events: still warming up the reference (500)
+    assert not watch.has_reference
+    feed(watch, stream, 10, shadow_rate=0.5)
+    assert fired(watch, SHADOW_ALERT)
+
+
+# ---------------------------------------------------------------------- segments and warm-up
+
+
+def test_watch_segments_are_kept_apart() -> None:
+    watch, state = make_watch(for_seconds=5.0)
+    stream = Stream(seed=8)
+    for _ in range(30):
+        watch.update(*stream.batch(segment="eu"))
+        watch.update(*stream.batch(segment="us"))
+    for _ in range(40):
+        watch.update(*stream.batch(segment="eu", harmful=True))
+        watch.update(*stream.batch(segment="us"))
+    assert watch.verdict("eu") == Verdict.HARMFUL_SHIFT
+    assert watch.verdict("us") == Verdict.STABLE
+    assert [ev.alert.segment for ev in fired(watch, HARMFUL_ALERT)] == ["eu"]
+    assert state.gauge("harmonic_alerts_firing", (MODEL, "us", HARMFUL_ALERT)) == 0.0
+    assert state.counter("harmonic_events_scored_total", (MODEL, "1", "eu")) == 7000
+    assert state.counter("harmonic_events_scored_total", (MODEL, "1", "us")) == 7000
+
+
+def test_watch_builds_its_reference_from_the_warm_up_window() -> None:
+    watch, state = make_watch(with_reference=False)
+    stream = Stream(seed=9)
+    feed(watch, stream, 4)
+    assert not watch.has_reference and watch.verdict("other") is None
+    feed(watch, stream, 1)
+    assert watch.has_reference and watch.reference is not None and watch.reference.n_events == 500
+    assert state.gauge("harmonic_reference_gamma_mean", (MODEL,)) == pytest.approx(watch.reference.gamma_mean)
+    assert set(feed(watch, stream, 30)) == {Verdict.STABLE}
+
+
+def test_watch_dump_and_restore_keep_the_reference() -> None:
+    watch, _ = make_watch()
+    restored, _ = make_watch(with_reference=False)
+    restored.restore(watch.dump())
+    assert restored.reference is not None and watch.reference is not None
+    assert restored.reference.gamma_mean == watch.reference.gamma_mean
+    np.testing.assert_array_equal(restored.reference.gamma_sample, watch.reference.gamma_sample)
+
+
+def test_watch_ignores_invalid_rows() -> None:
+    watch, state = make_watch()
+    stream = Stream(seed=10)
+    events, x, result, shadow = stream.batch()
+    valid = np.arange(BATCH) % 4 != 0
+    bad = ScoreResult(
+        gamma=np.where(valid, result.gamma, np.nan),
+        flicker=np.where(valid, result.flicker, np.nan),
+        p_adj=result.p_adj,
+        gamma_logit=result.gamma_logit,
+        predicted_class=result.predicted_class,
+        probability=result.probability,
+        valid=valid,
+    )
+    watch.update(events, x, bad, shadow)
+    assert state.counter("harmonic_events_scored_total", (MODEL, "1", "other")) == 75
