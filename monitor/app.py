@@ -284,11 +284,13 @@ class Pipeline:
         events: list[InferenceEvent] = []
         positions: Positions = {}
         consumed: dict[str, int] = {}  # one locked counter update per model per poll, not per record
-        for record in records:
-            events.extend(self._ingest(record, now, consumed))
-            positions[(record.topic, record.partition)] = record.offset + 1
-        for model, n in consumed.items():
-            self.state.inc("harmonic_events_consumed_total", (model,), float(n))
+        try:
+            for record in records:
+                events.extend(self._ingest(record, now, consumed))
+                positions[(record.topic, record.partition)] = record.offset + 1
+        finally:  # records read are counted even when a later one fails (they will be re-delivered)
+            for model, n in consumed.items():
+                self.state.inc("harmonic_events_consumed_total", (model,), float(n))
         events.extend(self.joiner.expire(now))
         self._accept_many(events, now)
         # only now are these records' events pending (or dead-lettered): if anything above raised, the final
