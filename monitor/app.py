@@ -29,9 +29,11 @@ from monitor.metrics.scorer import RobustnessScorer, ScoreResult, ScoringConfig
 from monitor.model.io import load_rows
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
+from monitor.rolling.labelled import LabelledWindow
 from monitor.sampler.base import Sampler
 from monitor.source.base import Positions, RawRecord, Sink, Source
 from monitor.source.decode import INVALID_REASONS, EventDecoder, KServeJoiner, ModelSchema
+from monitor.source.labels import JoinedLabel, LabelDecoder, LabelJoiner, ScoredPrediction
 from monitor.watch import ModelWatch, WatchConfig
 
 log = logging.getLogger("monitor.app")
@@ -189,6 +191,11 @@ class Pipeline:
         self.joiner = KServeJoiner(self.decoder)
         self._invalid_log = RateLimitedLogger(log)
         self._thin_rng = np.random.default_rng(0)
+        self.labels_topic = settings.kafka.labels_topic
+        self.label_decoder = LabelDecoder()
+        self.label_joiner = LabelJoiner(settings.labels.ttl_seconds, settings.labels.max_predictions)
+        self.label_windows: dict[str, LabelledWindow] = {}
+        self._label_rng = np.random.default_rng(1)
         #: called after every scored batch with (runtime, raw rows, result, now) — the probe scheduler's feed
         self.scored_hooks: list[Callable[[ModelRuntime, NDArray[np.float64], ScoreResult, float], None]] = []
         self._consumed: Positions = {}
@@ -286,7 +293,10 @@ class Pipeline:
         consumed: dict[str, int] = {}  # one locked counter update per model per poll, not per record
         try:
             for record in records:
-                events.extend(self._ingest(record, now, consumed))
+                if self.labels_topic is not None and record.topic == self.labels_topic:
+                    self._label_record(record, now)
+                else:
+                    events.extend(self._ingest(record, now, consumed))
                 positions[(record.topic, record.partition)] = record.offset + 1
         finally:  # records read are counted even when a later one fails (they will be re-delivered)
             for model, n in consumed.items():
@@ -444,6 +454,91 @@ class Pipeline:
             hook(rt, rows, result, now)
         if self.settings.kafka.scores_topic and self.sink is not None:
             self._publish_scores(rt, batch, result)
+        if self.labels_topic is not None and rt.model.kind == "classifier":
+            self._remember_for_labels(rt, batch, rows, result)
+
+    # -- delayed labels (SPEC §7) -------------------------------------------------------------------------------
+    def _label_record(self, record: RawRecord, now: float) -> None:
+        self.state.inc("harmonic_labels_consumed_total", ())
+        try:
+            label = self.label_decoder.decode(record.value, now=now)
+        except InvalidEventError as exc:
+            self.state.inc("harmonic_labels_invalid_total", (exc.reason,))
+            self._invalid_log.warning("label-" + exc.reason, "invalid label", reason=exc.reason, error=str(exc))
+            return
+        joined = self.label_joiner.add_label(label, now)
+        self._apply_labels([joined] if joined is not None else [])
+
+    def _remember_for_labels(
+        self, rt: ModelRuntime, batch: list[InferenceEvent], rows: NDArray[np.float64], result: ScoreResult
+    ) -> None:
+        """Keep each scored prediction (class value, confidence, class under σ = 0.1 noise) until its label comes.
+
+        One extra model call of 2·B rows (centres and one noisy copy each) gives the model's own class values, which
+        is what labels carry.
+        """
+        assert rt.standardizer is not None
+        ok = result.valid
+        if not ok.any():
+            return
+        x = rows[ok].astype(np.float32)
+        sigma = (self.settings.labels.noise_sigma * rt.standardizer.scale).astype(np.float32)
+        noisy = x + self._label_rng.standard_normal(x.shape, dtype=np.float32) * sigma
+        out = rt.model.evaluate(np.vstack([x, noisy]))
+        self.state.inc("harmonic_model_evaluations_total", (rt.name, "labels"), float(2 * x.shape[0]))
+        values = out.raw_label if out.raw_label is not None and out.raw_label.dtype.kind in "iu" else out.label
+        assert values is not None
+        b = x.shape[0]
+        now = self.clock()
+        joined: list[JoinedLabel] = []
+        for j, i in enumerate(np.flatnonzero(ok)):
+            ev = batch[i]
+            prediction = ScoredPrediction(
+                ev.event_id,
+                ev.model,
+                ev.model_version,
+                ev.segment,
+                ev.timestamp_seconds,
+                predicted_class=int(values[j]),
+                confidence=None if not np.isfinite(result.probability[i]) else float(result.probability[i]),
+                noisy_class=int(values[b + j]),
+            )
+            hit = self.label_joiner.add_prediction(prediction, now)
+            if hit is not None:
+                joined.append(hit)
+        self._apply_labels(joined)
+
+    def _apply_labels(self, joined: list[JoinedLabel]) -> None:
+        by_model: dict[str, list[JoinedLabel]] = {}
+        for j in joined:
+            by_model.setdefault(j.prediction.model, []).append(j)
+        for model, items in by_model.items():
+            window = self.label_windows.get(model)
+            if window is None:
+                window = self.label_windows[model] = LabelledWindow(self.settings.labels.window_events)
+            window.update(
+                [j.correct for j in items], [j.noisy_correct for j in items], [j.prediction.confidence for j in items]
+            )
+            self.state.inc("harmonic_labels_joined_total", (model,), float(len(items)))
+            q = window.get()
+            name = f"last_{window.size}"
+            self.state.set("harmonic_window_accuracy", (model, "all", name), q.accuracy)
+            self.state.set("harmonic_resilience", (model,), q.resilience)
+            self.state.set("harmonic_reliability", (model,), q.reliability)
+            stability = self._stability(model)
+            if np.isfinite(stability):
+                self.state.set("harmonic_robustness_composite", (model,), q.composite(stability))
+        self.state.set_counter("harmonic_labels_unmatched_total", (), float(self.label_joiner.unmatched_labels_total))
+
+    def _stability(self, model: str) -> float:
+        """1 − mean flicker over the model's count windows (all segments)."""
+        rt = self.runtimes.get(model)
+        if rt is None or rt.watch is None:
+            return float("nan")
+        values = [rt.watch.windows.count_window(m, seg).values("flicker") for m, seg in rt.watch.windows.keys]
+        flat = np.concatenate(values) if values else np.zeros(0)
+        flat = flat[np.isfinite(flat)]
+        return float(1.0 - flat.mean()) if flat.size else float("nan")
 
     def _uniform_subset(self, model: str, weights: NDArray[np.float64]) -> NDArray[np.bool_] | None:
         """Thin a class-stratified sample back to uniform inclusion for the windows and drift detectors.

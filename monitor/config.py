@@ -145,6 +145,15 @@ class ProbeSettings(_Strict):
     budget_share: float = Field(0.1, gt=0, le=1, description="Max share of model evaluations used by probes.")
 
 
+class LabelSettings(_Strict):
+    """Delayed labels (kafka.labels_topic): accuracy, resilience, ECE/reliability, composite (SPEC §7)."""
+
+    ttl_seconds: float = Field(86400.0, gt=0, description="How long a scored prediction waits for its label.")
+    max_predictions: int = Field(100_000, ge=1, description="Bound on predictions waiting for labels.")
+    window_events: int = Field(2000, ge=10, description="Joined labels the quality figures are computed over.")
+    noise_sigma: float = Field(0.1, gt=0, description="σ of the noisy copy behind Resilience (standardized).")
+
+
 class MetricsSettings(_Strict):
     host: str = Field("0.0.0.0")
     port: int = Field(9108, ge=0, le=65535, description="0 = pick a free port (tests).")
@@ -166,6 +175,7 @@ class Settings(BaseSettings):
     drift: DriftSettings = Field(default_factory=DriftSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     probes: ProbeSettings = Field(default_factory=ProbeSettings)
+    labels: LabelSettings = Field(default_factory=LabelSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     state_dir: Path = Field(Path("state"), description="Where state survives restarts.")
     max_event_bytes: int = Field(1 << 20, ge=64, description="Larger events are invalid (too_large).")

@@ -108,7 +108,7 @@ class Service:
         rebalance = _Rebalance()
         source = KafkaSource(
             k.bootstrap_servers,
-            k.topic,
+            [k.topic, k.labels_topic] if k.labels_topic else k.topic,
             k.group_id,
             api_version=k.api_version_tuple(),
             security=k.security,

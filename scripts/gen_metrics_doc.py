@@ -258,6 +258,18 @@ USAGE: dict[str, Usage] = {
         "whose prediction survives it. **Read it as a vector across `perturbation`**, never averaged into one number.",
     ),
     # -- labels ------------------------------------------------------------------------------------------------------
+    "harmonic_labels_consumed_total": Usage(
+        "With delayed labels",
+        "labels",
+        "Messages read from `kafka.labels_topic` ({id, label, ts}). Compare with the joined count: a large gap means "
+        "labels for events that were not sampled, or ids that do not match the events' ids.",
+    ),
+    "harmonic_labels_invalid_total": Usage(
+        "With delayed labels",
+        "labels",
+        "Label messages that could not be decoded, by the same bounded reasons as events. They are logged "
+        "(rate-limited) and skipped; they never stop the loop.",
+    ),
     "harmonic_labels_joined_total": Usage(
         "With delayed labels",
         "labels",

@@ -144,9 +144,16 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "harmonic_probe_mri", "gauge", "MRI component per region and perturbation.", (_M, "region", "perturbation")
     ),
+    MetricSpec("harmonic_labels_consumed_total", "counter", "Delayed-label messages read from the labels topic.", ()),
+    MetricSpec(
+        "harmonic_labels_invalid_total", "counter", "Label messages that could not be decoded, by reason.", ("reason",)
+    ),
     MetricSpec("harmonic_labels_joined_total", "counter", "Delayed labels joined to scored events.", (_M,)),
     MetricSpec(
-        "harmonic_labels_unmatched_total", "counter", "Delayed labels with no event (expired or unknown id).", (_M,)
+        "harmonic_labels_unmatched_total",
+        "counter",
+        "Delayed labels with no scored event (not sampled, expired, or unknown id).",
+        (),
     ),
     MetricSpec("harmonic_window_accuracy", "gauge", "Accuracy over joined labels in the window.", (_M, _S, "window")),
     MetricSpec("harmonic_resilience", "gauge", "min(acc under σ=0.1 noise / clean acc, 1) over joined labels.", (_M,)),

@@ -41,7 +41,7 @@ class KafkaSource:
     def __init__(
         self,
         bootstrap_servers: str,
-        topic: str,
+        topic: str | Sequence[str],
         group_id: str,
         *,
         api_version: tuple[int, ...] | None = None,
@@ -55,7 +55,8 @@ class KafkaSource:
         from kafka import ConsumerRebalanceListener, KafkaConsumer
         from kafka.errors import KafkaError
 
-        self.topic = topic
+        self.topics = [topic] if isinstance(topic, str) else list(topic)
+        self.topic = self.topics[0]
         self._handler = rebalance
         self._assigned: set[tuple[str, int]] = set()
         self._poll_thread: int | None = None
@@ -95,7 +96,7 @@ class KafkaSource:
                     source._handler.after_assign(parts)
                 log.info("partitions assigned", extra={"partitions": sorted(parts)})
 
-        self._consumer.subscribe([topic], listener=_Listener())
+        self._consumer.subscribe(self.topics, listener=_Listener())
 
     def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
         self._poll_thread = threading.get_ident()

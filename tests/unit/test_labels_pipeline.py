@@ -1,0 +1,115 @@
+"""Delayed labels through the pipeline: accuracy, resilience, reliability (1 − ECE) and the composite (SPEC §7)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification
+from sklearn.linear_model import LogisticRegression
+
+from monitor.app import Pipeline, load_model_runtime
+from monitor.commands.convert import convert_estimator
+from monitor.config import load_settings
+from monitor.rolling.labelled import LabelledWindow, expected_calibration_error
+from monitor.service import build_sampler
+from monitor.source.base import Positions, RawRecord
+
+TS_MS = 1_795_000_000_000
+
+
+class TwoTopicSource:
+    """Events on 'events', labels on 'labels', delivered in one poll each."""
+
+    def __init__(self, polls: list[list[RawRecord]]) -> None:
+        self._polls = list(polls)
+        self.committed: Positions = {}
+
+    def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
+        return self._polls.pop(0) if self._polls else []
+
+    def commit(self, positions: Positions) -> None:
+        self.committed.update(positions)
+
+    @property
+    def ready(self) -> bool:
+        return True
+
+    @property
+    def exhausted(self) -> bool:
+        return not self._polls
+
+    def close(self) -> None:
+        return None
+
+
+def _pipeline(tmp_path: Path, polls: list[list[RawRecord]], x: np.ndarray, y: np.ndarray) -> Pipeline:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = LogisticRegression(max_iter=500).fit(x, y)
+    path = convert_estimator(model, x.shape[1], tmp_path / "m.onnx")
+    np.savetxt(tmp_path / "ref.csv", x, delimiter=",")
+    settings = load_settings(
+        None,
+        {
+            "models": [{"name": "m", "path": str(path), "reference": str(tmp_path / "ref.csv")}],
+            "kafka": {"labels_topic": "labels"},
+            "sampler": {"events_per_second": 0},
+            "state_dir": str(tmp_path / "state"),
+            "labels": {"window_events": 500},
+        },
+    )
+    rts = [load_model_runtime(m) for m in settings.models]
+    return Pipeline(settings, TwoTopicSource(polls), rts, build_sampler(settings), clock=lambda: TS_MS / 1000)
+
+
+def test_pipeline_joins_delayed_labels_into_accuracy_resilience_and_reliability(tmp_path: Path) -> None:
+    x, y = make_classification(n_samples=600, n_features=5, n_informative=3, random_state=0, flip_y=0.1)
+    events = [
+        RawRecord(
+            json.dumps({"id": f"e{i}", "ts": TS_MS + i, "features": x[i].tolist()}).encode(),
+            topic="events",
+            partition=0,
+            offset=i,
+        )
+        for i in range(400)
+    ]
+    labels = [
+        RawRecord(json.dumps({"id": f"e{i}", "label": int(y[i])}).encode(), topic="labels", partition=0, offset=i)
+        for i in range(400)
+    ] + [RawRecord(b'{"id": "nobody", "label": 1}', topic="labels", partition=0, offset=400)]
+    pipe = _pipeline(tmp_path, [events, labels, [RawRecord(b"[]", topic="labels", partition=0, offset=401)]], x, y)
+    while not pipe.source.exhausted:
+        pipe.step(0.0)
+    pipe.flush()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = float((LogisticRegression(max_iter=500).fit(x, y).predict(x[:400]) == y[:400]).mean())
+    st = pipe.state
+    assert st.counter("harmonic_labels_joined_total", ("m",)) == 400
+    assert pipe.label_joiner.pending_labels == 1  # "nobody": held (bounded, TTL) in case its event comes late
+    assert st.counter("harmonic_labels_invalid_total", ("not_object",)) == 1
+    assert st.gauge("harmonic_window_accuracy", ("m", "all", "last_500")) == pytest.approx(expected, abs=1e-9)
+    resilience = st.gauge("harmonic_resilience", ("m",))
+    reliability = st.gauge("harmonic_reliability", ("m",))
+    composite = st.gauge("harmonic_robustness_composite", ("m",))
+    assert resilience is not None and 0.5 < resilience <= 1.0
+    assert reliability is not None and 0.0 <= reliability <= 1.0
+    assert composite is not None and 0.0 <= composite <= 1.0
+    assert pipe.source.committed[("labels", 0)] == 402  # label records are committed like events
+
+
+def test_expected_calibration_error_is_zero_for_a_calibrated_bin_and_the_gap_otherwise() -> None:
+    conf = np.full(10, 0.75)
+    assert expected_calibration_error(conf, np.array([True] * 7 + [False] * 3)) == pytest.approx(0.05)
+    assert expected_calibration_error(np.array([1.0, 1.0]), np.array([True, True])) == 0.0
+
+
+def test_labelled_window_keeps_only_the_last_size_labels_and_reports_resilience_capped_at_one() -> None:
+    w = LabelledWindow(size=3).update([False, True, True, True], [True, True, True, True], [None] * 4)
+    q = w.get()
+    assert q.events == 3 and q.accuracy == 1.0 and q.resilience == 1.0
+    assert np.isnan(q.ece)  # no confidences: ECE undefined, not 0
