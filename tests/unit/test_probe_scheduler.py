@@ -215,7 +215,9 @@ def test_probe_scheduler_skips_runs_while_its_wall_time_exceeds_the_share(tmp_pa
     clock.now += 5.0
     probes.tick()
     assert pipeline.state.counter("harmonic_probe_runs_total", (MODEL,)) == 0
-    timer.now = 12.0  # 6 s of 12 s: back within the share
+    timer.now = 12.0  # 6 s of 12 s = the share, but over TIME_MARGIN (0.8) of it: still waiting
+    assert not probes.time_allowed()
+    timer.now = 15.0  # 6 s of 15 s = 40 % = 0.8 × the 50 % share: allowed again
     assert probes.time_allowed()
     probes.tick()
     assert pipeline.state.counter("harmonic_probe_runs_total", (MODEL,)) == 1
