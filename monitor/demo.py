@@ -37,6 +37,7 @@ class DemoData:
     n_features: int
     zero_weight_features: tuple[int, ...]
     phases: dict[str, list[bytes]]
+    feature_names: tuple[str, ...] = ()
 
 
 def build_demo(workdir: Path, *, events: int, seed: int) -> DemoData:
@@ -48,7 +49,9 @@ def build_demo(workdir: Path, *, events: int, seed: int) -> DemoData:
 
     from monitor.commands.convert import convert_estimator
 
-    X, y = load_breast_cancer(return_X_y=True)
+    dataset = load_breast_cancer()
+    X, y = dataset.data, dataset.target
+    names = tuple(str(n) for n in dataset.feature_names)
     rng = np.random.default_rng(seed)
     model = make_pipeline(StandardScaler(), LogisticRegression(penalty="l1", solver="liblinear", C=0.1))
     with warnings.catch_warnings():
@@ -102,4 +105,4 @@ def build_demo(workdir: Path, *, events: int, seed: int) -> DemoData:
             lines.append(json.dumps(doc).encode())
             counter += 1
         phases[name] = lines
-    return DemoData(model_path, reference_path, X.shape[1], zero, phases)
+    return DemoData(model_path, reference_path, X.shape[1], zero, phases, names)

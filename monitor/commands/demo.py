@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
                 "path": str(data.model_path),
                 "version": "1",
                 "reference": str(data.reference_path),
+                "feature_names": list(data.feature_names),
                 "scoring": {"seed": args.seed},
             }
         ],
@@ -175,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         summary = {
             "phases": [phase_stats[p] for p in PHASES],
             "model": str(data.model_path),
-            "zero_weight_features": list(data.zero_weight_features),
+            "zero_weight_features": [data.feature_names[j] for j in data.zero_weight_features],
             "events_scored": int(svc.state.counter_sum("harmonic_events_scored_total")),
             "events_invalid": int(svc.state.counter_sum("harmonic_events_invalid_total")),
             "probe_regions": sum(len(m["reports"]) for m in svc.probes.report()["models"].values()),
