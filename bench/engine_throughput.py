@@ -17,6 +17,9 @@ each batch size B, this script measures in ONE process, interleaved repeat by re
 - **noise share**: the scorer's flicker-noise step alone (gather of B·K rows from the noise bank and the refresh
   draw of B·K/8 bank rows; the centres are added separately) as a share of the scorer's time.
 
+The scorer's model overlaps building chunk k+1's rows with chunk k's ``session.run`` (``overlap_chunks``, on by
+default only when 1 <= intra-op threads < cores); the bound runs the same chunks one after the other.
+
 It prints a markdown table and the machine. Usage::
 
     .venv/bin/python bench/engine_throughput.py                      # the table in docs/BENCHMARKS.md
@@ -214,6 +217,8 @@ def measure(
     options = OnnxRuntimeOptions(intra_op_threads=threads)
     if args.max_rows is not None:
         options = replace(options, max_rows_per_run=args.max_rows)
+    if args.overlap != "auto":
+        options = replace(options, overlap_chunks=args.overlap == "on")
     model = OnnxModel(path, options)
     scorer = RobustnessScorer(model, standardizer, ScoringConfig())  # simplex+anti (42 points), K = 32
     session, names, inp = model._session, model._run_names, model.input_name  # the scorer's own session
@@ -270,6 +275,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="max_rows_per_run of the scorer's model (default: OnnxRuntimeOptions')",
     )
+    ap.add_argument(
+        "--overlap",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="overlap_chunks of the scorer's model: build chunk k+1's rows while chunk k runs (auto: when "
+        "1 <= intra-op threads < cores)",
+    )
     ap.add_argument("--min-seconds", type=float, default=1.0, help="minimum timing per (model, threads, B) cell")
     ap.add_argument("--min-repeats", type=int, default=7)
     ap.add_argument("--naive-events", type=int, default=64, help="events timed in the one-run-per-event loop")
@@ -319,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     chunk = args.max_rows if args.max_rows is not None else OnnxRuntimeOptions().max_rows_per_run
     print(
         "\n(events/s; 75 model rows per event: 1 centre + 42 ball points + 32 flicker copies; "
-        f"max_rows_per_run {chunk:,})"
+        f"max_rows_per_run {chunk:,}; overlap_chunks {args.overlap})"
     )
     return 0
 

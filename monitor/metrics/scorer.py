@@ -2,7 +2,10 @@
 
 For B events with a ball of m directions and K flicker copies the scorer fills one preallocated float32 buffer
 of B·(1 + m + K) rows — centres, then ball points x + r·s⊙v_i, then noisy copies x + σ·s⊙ε — and calls
-``Predictor.evaluate`` once (the model chunks only by its max-rows setting). Radius and noise are in
+``Predictor.evaluate`` once (the model chunks only by its max-rows setting). With an :class:`OnnxModel` the
+buffer is written chunk by chunk through ``OnnxModel.evaluate_streamed`` instead: the same chunks and the same
+``session.run`` calls, but chunk k+1's rows are built while chunk k runs in the model's worker thread (when a
+core is free); the rows and results are bit-identical to a full ``build_rows`` then ``evaluate``. Radius and noise are in
 standardized units: s is the per-feature scale of the :class:`Standardizer` (all ones for ``space: raw``).
 
 Flicker noise bank
@@ -147,23 +150,28 @@ class RobustnessScorer:
 
     def build_rows(self, centres: NDArray[np.float32]) -> NDArray[np.float32]:
         """Fill (and return a view of) the buffer: centres, ball points, flicker copies for (B, n) centres."""
+        buf, rows = self._start_rows(centres)
+        rows.fill(buf.shape[0])
+        self._refresh_bank(rows.refresh)  # after every copy is gathered
+        return buf
+
+    def _start_rows(self, centres: NDArray[np.float32]) -> tuple[NDArray[np.float32], _RowWriter]:
+        """The (B·(1+m+K), n) buffer view for ``centres`` and a writer that fills it in order, chunk by chunk.
+
+        The events' bank offsets are drawn here (before the refresh draw, as always); the caller refreshes
+        ``writer.refresh`` bank rows once every row is written.
+        """
         b, n = centres.shape
         m, k = self.ball_size, self.config.flicker_copies
         total = b * (1 + m + k)
         if self._buffer.shape[0] < total:
             self._buffer = np.empty((total, n), dtype=np.float32)
         buf = self._buffer[:total]
-        buf[:b] = centres
-        ball = buf[b : b + b * m].reshape(b, m, n)
-        # offsets first (a broadcast copy along B with m·n-long rows), then += centres: faster than one np.add with
-        # both operands broadcast (inner loops of n values), same float32 sums
-        ball.reshape(b, m * n)[...] = self.offsets.reshape(1, m * n)
-        ball += centres[:, None, :]
+        index: NDArray[np.intp] | None = None
         if k:
-            noisy = buf[b + b * m :]
-            self._fill_noise(noisy, b)
-            noisy.reshape(b, k, n)[...] += centres[:, None, :]
-        return buf
+            starts: NDArray[np.int64] = np.asarray(self._rng.integers(0, self._bank.shape[0] - k + 1, size=b))
+            index = (starts[:, None] + self._copy_index).reshape(-1)
+        return buf, _RowWriter(buf, centres, self.offsets, self._bank, index, k)
 
     def _fill_noise(self, noisy: NDArray[np.float32], b: int) -> None:
         """Write B·K bank rows (K consecutive rows per event, random start) into ``noisy``; refresh B·K/8 rows."""
@@ -182,6 +190,8 @@ class RobustnessScorer:
         """Redraw the next ``count`` bank rows (all of them at most), round-robin."""
         bank_rows = self._bank.shape[0]
         count = min(count, bank_rows)
+        if count == 0:  # no flicker copies (K = 0): no bank
+            return
         start = self._bank_cursor
         stop = start + count
         if stop <= bank_rows:
@@ -237,7 +247,14 @@ class RobustnessScorer:
     def _score_valid(self, centres: NDArray[np.float32]) -> dict[str, NDArray[np.generic]]:
         b = centres.shape[0]
         m, k = self.ball_size, self.config.flicker_copies
-        out = self.model.evaluate(self.build_rows(centres))
+        streamed = getattr(self.model, "evaluate_streamed", None)
+        if streamed is None:
+            out = self.model.evaluate(self.build_rows(centres))
+        else:
+            # rows written chunk by chunk while the model runs the previous chunk; the bank refresh overlaps the
+            # last chunk's run (it may only start once every flicker copy has been gathered)
+            buf, writer = self._start_rows(centres)
+            out = streamed(buf, lambda _start, stop: writer.fill(stop), lambda: self._refresh_bank(writer.refresh))
         res: dict[str, NDArray[np.generic]] = {}
         if self.model.kind == "classifier":
             assert out.label is not None
@@ -293,6 +310,62 @@ class RobustnessScorer:
         res["p_adj"] = p_adj
         res["flicker"] = flicker
         return res
+
+
+class _RowWriter:
+    """Writes a scorer buffer in row order — centres, ball points, flicker copies — a whole event at a time.
+
+    ``fill(stop)`` makes rows ``[0, stop)`` final; it writes only rows not yet written (whole events, so it may
+    run past ``stop`` into rows no one reads yet). Every row gets the same float32 operations as one full write:
+    ball point = offset then ``+= centre``, copy = bank row then ``+= centre``.
+    """
+
+    __slots__ = ("_ball_end", "_buf", "_centres", "_bank", "_done", "_index", "_k", "_m", "_offsets", "refresh")
+
+    def __init__(
+        self,
+        buf: NDArray[np.float32],
+        centres: NDArray[np.float32],
+        offsets: NDArray[np.float32],
+        bank: NDArray[np.float32],
+        index: NDArray[np.intp] | None,
+        k: int,
+    ) -> None:
+        b = centres.shape[0]
+        self._buf, self._centres, self._offsets, self._bank, self._index = buf, centres, offsets, bank, index
+        self._m, self._k = offsets.shape[0], k
+        self._ball_end = b * (1 + self._m)
+        self._done = 0  # rows [0, _done) are written
+        #: bank rows to redraw once every copy has been gathered
+        self.refresh = math.ceil(b * k / 8)
+
+    def fill(self, stop: int) -> None:
+        buf, centres = self._buf, self._centres
+        b, n = centres.shape
+        m, k = self._m, self._k
+        while self._done < stop:
+            done = self._done
+            if done < b:
+                buf[:b] = centres
+                self._done = b
+            elif done < self._ball_end:
+                e0 = (done - b) // m
+                e1 = min(b, -(-(stop - b) // m))
+                ball = buf[done : b + e1 * m].reshape(e1 - e0, m, n)
+                # offsets first (a broadcast copy with m·n-long rows), then += centres: faster than one np.add with
+                # both operands broadcast (inner loops of n values), same float32 sums
+                ball.reshape(e1 - e0, m * n)[...] = self._offsets.reshape(1, m * n)
+                ball += centres[e0:e1, None, :]
+                self._done = b + e1 * m
+            else:
+                assert self._index is not None
+                e0 = (done - self._ball_end) // k
+                e1 = min(b, -(-(stop - self._ball_end) // k))
+                noisy = buf[done : self._ball_end + e1 * k]
+                # indices are in range; "clip" avoids a copy
+                np.take(self._bank, self._index[e0 * k : e1 * k], axis=0, out=noisy, mode="clip")
+                noisy.reshape(e1 - e0, k, n)[...] += centres[e0:e1, None, :]
+                self._done = self._ball_end + e1 * k
 
 
 def noise_bank_rows(n_features: int, copies: int) -> int:

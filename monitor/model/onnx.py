@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +50,11 @@ class OnnxRuntimeOptions:
     #: 76,800 rows 1.7-1.9x faster in 16,384-row chunks (its activations stay in cache) and no model got faster
     #: with larger chunks; cheap models pay ~10-20 µs per extra run.
     max_rows_per_run: int = 16384
+    #: :meth:`OnnxModel.evaluate_streamed` runs chunk k in a worker thread while the caller builds chunk k+1.
+    #: None = only when a core is left over for the caller: 1 <= intra_op_threads < available cores (with
+    #: onnxruntime's default threads every core already runs the model; overlapping cost 5-10 % there, see
+    #: docs/BENCHMARKS.md, engine throughput).
+    overlap_chunks: bool | None = None
 
 
 #: up to this many classes :func:`argmax_rows` compares columns; beyond, numpy's row-wise argmax is faster
@@ -77,6 +85,13 @@ def argmax_rows(table: NDArray[np.float32]) -> NDArray[np.int64]:
         np.maximum(label, step, out=label)  # the last column that beat the running maximum is the argmax
         np.maximum(best, column, out=best)
     return label.astype(np.int64)
+
+
+def _available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _resolve_providers(requested: Sequence[str]) -> list[str]:
@@ -171,6 +186,14 @@ class OnnxModel:
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
             raise ModelError(f"cannot load '{self.path}' with onnxruntime: {exc}") from exc
         self._inspect_signature()
+        #: runs chunk k's ``session.run`` while :meth:`evaluate_streamed`'s caller builds chunk k+1 (created lazily)
+        self._worker: ThreadPoolExecutor | None = None
+        self._worker_lock = threading.Lock()
+        overlap = self.options.overlap_chunks
+        if overlap is None:
+            threads = self.options.intra_op_threads
+            overlap = 1 <= threads < _available_cores()
+        self.overlaps_chunks: bool = overlap
 
     # -- signature ---------------------------------------------------------------------------------------
     def _inspect_signature(self) -> None:
@@ -295,21 +318,93 @@ class OnnxModel:
         x = np.ascontiguousarray(rows, dtype=self._input_dtype)
         b = x.shape[0]
         step = self.options.max_rows_per_run
-        first = self._run(x[:step])
         if b <= step:
-            return self._to_output(first)
-        # several chunks: write each chunk's outputs straight into arrays of the full size (no concatenate)
+            return self._to_output(self._run(x))
+        return self._to_output(self._merge([self._run(x[i : i + step]) for i in range(0, b, step)], b))
+
+    def evaluate_streamed(
+        self,
+        rows: NDArray[np.float32],
+        fill: Callable[[int, int], None],
+        after: Callable[[], None] | None = None,
+    ) -> ModelOutput:
+        """:meth:`evaluate` on a buffer the caller fills chunk by chunk, overlapping the filling with inference.
+
+        The chunks are exactly those of :meth:`evaluate` (``max_rows_per_run`` rows each, one ``session.run``
+        per chunk) and so are the outputs. For each chunk ``[start, stop)`` in order, ``fill(start, stop)`` is
+        called in this thread and must leave rows ``[start, stop)`` of ``rows`` final; it may also write rows at or
+        beyond ``stop`` but never rows before ``start`` (a worker thread may be reading them). The chunk is then
+        handed to a single persistent worker thread, so the next ``fill`` runs while onnxruntime (which releases
+        the GIL) evaluates this chunk. ``after()``, if given, runs once every chunk has been filled (while the last
+        one runs). When the rows fit one chunk, or ``overlaps_chunks`` is False, fill, ``after`` and the runs
+        happen in turn in this thread.
+
+        Raises
+        ------
+        ModelError
+            As :meth:`evaluate`; an exception raised by ``fill``/``after`` propagates after the submitted runs end.
+        """
+        self.check_rows(rows)
+        b = rows.shape[0]
+        step = self.options.max_rows_per_run
+        if b <= step or not self.overlaps_chunks:
+            parts = []
+            for i in range(0, max(b, 1), step):  # an empty buffer still gets one (empty) run, as in evaluate
+                stop = min(i + step, b)
+                fill(i, stop)
+                if stop == b and after is not None:
+                    after()
+                parts.append(self._run(np.ascontiguousarray(rows[i:stop], dtype=self._input_dtype)))
+            return self._to_output(self._merge(parts, b))
+        worker = self._executor()
+        futures: list[Future[dict[str, NDArray[Any]]]] = []
+        try:
+            for i in range(0, b, step):
+                stop = min(i + step, b)
+                fill(i, stop)
+                futures.append(worker.submit(self._run, np.ascontiguousarray(rows[i:stop], dtype=self._input_dtype)))
+            if after is not None:
+                after()
+            parts = [f.result() for f in futures]
+        finally:
+            for f in futures:
+                f.cancel()
+            wait_futures(futures)  # never return (or raise) while the worker still reads the caller's buffer
+        return self._to_output(self._merge(parts, b))
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._worker is None:
+            with self._worker_lock:
+                if self._worker is None:
+                    self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onnx-run")
+        return self._worker
+
+    def close(self) -> None:
+        """Stop the worker thread of :meth:`evaluate_streamed` (a later call starts a new one)."""
+        with self._worker_lock:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=True)
+
+    @staticmethod
+    def _merge(parts: list[dict[str, NDArray[Any]]], b: int) -> dict[str, NDArray[Any]]:
+        """Chunk outputs written straight into arrays of the full size (no concatenate)."""
+        if len(parts) == 1:
+            return parts[0]
         merged: dict[str, NDArray[Any]] = {}
-        for name, part in first.items():
-            if part.dtype.kind in "OSU":  # string labels: widths may differ per chunk
-                merged[name] = np.empty((b, *part.shape[1:]), dtype=object)
+        for name, first in parts[0].items():
+            if first.dtype.kind in "OSU":  # string labels: widths may differ per chunk
+                merged[name] = np.empty((b, *first.shape[1:]), dtype=object)
             else:
-                merged[name] = np.empty((b, *part.shape[1:]), dtype=part.dtype)
-            merged[name][: part.shape[0]] = part
-        for i in range(step, b, step):
-            for name, part in self._run(x[i : i + step]).items():
-                merged[name][i : i + part.shape[0]] = part
-        return self._to_output(merged)
+                merged[name] = np.empty((b, *first.shape[1:]), dtype=first.dtype)
+        i = 0
+        for part in parts:
+            size = 0
+            for name, values in part.items():
+                size = values.shape[0]
+                merged[name][i : i + size] = values
+            i += size
+        return merged
 
     def _run(self, chunk: NDArray[Any]) -> dict[str, NDArray[Any]]:
         try:

@@ -225,3 +225,65 @@ def test_onnx_model_rejects_a_symbolic_feature_dimension(tmp_path: Path) -> None
 def test_onnx_model_rejects_outputs_that_are_neither_classifier_nor_regressor(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"has outputs 'positive' tensor\(bool\).*expected a probability tensor"):
         OnnxModel(onnx_graphs.bool_output_model(tmp_path / "bool.onnx"))
+
+
+# -- streamed evaluation (rows built chunk by chunk, overlapped with the previous chunk's run) --------------------
+def _streamed(model: OnnxModel, rows: np.ndarray) -> tuple[object, list[tuple[int, int]]]:
+    """``evaluate_streamed`` copying ``rows`` into a buffer as asked; returns the output and the fill calls."""
+    buf = np.full_like(rows, np.nan)
+    calls: list[tuple[int, int]] = []
+
+    def fill(start: int, stop: int) -> None:
+        calls.append((start, stop))
+        buf[start:stop] = rows[start:stop]
+
+    return model.evaluate_streamed(buf, fill), calls
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.parametrize("chunk", [1, 7, 23, 100])
+def test_onnx_model_streamed_evaluation_equals_evaluate_in_the_same_chunks(
+    linear_classifier_model: OnnxModel, chunk: int, overlap: bool
+) -> None:
+    model = OnnxModel(linear_classifier_model.path, OnnxRuntimeOptions(max_rows_per_run=chunk, overlap_chunks=overlap))
+    session = CountingSession(model._session)
+    model._session = session
+    out, calls = _streamed(model, ROWS)
+    streamed_sizes, session.batch_sizes = session.batch_sizes, []
+    whole = model.evaluate(ROWS)
+    assert streamed_sizes == session.batch_sizes  # the same session.run calls, chunk for chunk
+    assert calls == [(i, min(i + chunk, 23)) for i in range(0, 23, chunk)]
+    for name in ("label", "proba", "logits", "raw_label"):
+        np.testing.assert_array_equal(getattr(out, name), getattr(whole, name))
+    model.close()
+
+
+def test_onnx_model_overlaps_chunks_only_with_a_core_to_spare(linear_classifier_model: OnnxModel) -> None:
+    path = linear_classifier_model.path
+    assert not OnnxModel(path, OnnxRuntimeOptions(intra_op_threads=0)).overlaps_chunks
+    assert OnnxModel(path, OnnxRuntimeOptions(intra_op_threads=1, overlap_chunks=True)).overlaps_chunks
+    assert not OnnxModel(path, OnnxRuntimeOptions(intra_op_threads=1, overlap_chunks=False)).overlaps_chunks
+
+
+def test_onnx_model_streamed_run_failing_in_the_worker_raises_model_error(tmp_path: Path) -> None:
+    model = OnnxModel(
+        onnx_graphs.odd_batch_failing_model(tmp_path / "odd.onnx"),
+        OnnxRuntimeOptions(max_rows_per_run=4, overlap_chunks=True),
+    )
+    with pytest.raises(ModelError, match="onnxruntime failed on a batch of 3 rows"):
+        _streamed(model, ROWS[:11])  # chunks of 4, 4, 3: the last run fails in the worker thread
+    out, _ = _streamed(model, ROWS[:8])  # the worker is still usable
+    model.close()
+
+
+def test_onnx_model_streamed_fill_error_propagates_after_the_submitted_runs(linear_classifier_model: OnnxModel) -> None:
+    model = OnnxModel(linear_classifier_model.path, OnnxRuntimeOptions(max_rows_per_run=5, overlap_chunks=True))
+    buf = ROWS.copy()
+
+    def fill(start: int, stop: int) -> None:
+        if start == 10:
+            raise ValueError("bad rows")
+
+    with pytest.raises(ValueError, match="bad rows"):
+        model.evaluate_streamed(buf, fill)
+    model.close()
