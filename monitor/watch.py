@@ -290,7 +290,7 @@ class ModelWatch:
             now,
             top_features=top,
             detail=report.message,
-            verdict="harmful",
+            verdict=Verdict.HARMFUL_SHIFT.value,
         )
         self._observe_alert(
             INPUT_ALERT,
@@ -301,7 +301,7 @@ class ModelWatch:
             now,
             top_features=top,
             detail=report.message,
-            verdict="benign",
+            verdict=Verdict.BENIGN_SHIFT.value,
         )
 
     def _observe_alert(

@@ -170,7 +170,7 @@ def test_watch_harmful_alert_fires_after_for_seconds_of_event_time() -> None:
     assert ev.at_seconds - alert.starts_at_seconds < 10.0 + BATCH * SPACING + 1e-9
     assert delivered == watch.fired and ev in delivered
     assert alert.labels["model"] == MODEL and alert.labels["segment"] == "other"
-    assert alert.labels["verdict"] == "harmful" and alert.labels["severity"] == "warning"
+    assert alert.labels["verdict"] == "harmful-shift" and alert.labels["severity"] == "warning"
     notes = alert.annotations
     assert repr(MODEL) in notes["summary"] and "'other'" in notes["summary"]
     ref = watch.reference
@@ -201,7 +201,7 @@ def test_watch_benign_shift_fires_only_the_input_drift_alert() -> None:
     assert verdicts[-1] == Verdict.BENIGN_SHIFT
     assert fired(watch, HARMFUL_ALERT) == []
     (ev,) = fired(watch, INPUT_ALERT)
-    assert ev.alert.top_features[0] == "f1" and ev.alert.labels["verdict"] == "benign"
+    assert ev.alert.top_features[0] == "f1" and ev.alert.labels["verdict"] == "benign-shift"
 
 
 # ---------------------------------------------------------------------- shadow disagreement
