@@ -477,7 +477,7 @@ def test_run_survives_sigkill_and_sigterm_without_losing_events(
             "the first events to be scored and committed",
             DRAIN_TIMEOUT_SECONDS,
         )
-        streaming = pool.submit(produce_slowly, kafka_broker, topic, during.messages, per_second=100.0)
+        streaming = pool.submit(produce_slowly, kafka_broker, topic, during.messages, per_second=50.0)
         at_kill = first.wait_for_metrics(
             lambda s: consumed(s) >= len(before.messages) + 50, "the stream to be under way", DRAIN_TIMEOUT_SECONDS
         )
