@@ -135,6 +135,10 @@ class AlertSettings(_Strict):
     for_seconds: float = Field(30.0, ge=0, description="Condition must hold this long before firing.")
     resolve_after_seconds: float = Field(60.0, ge=0, description="Hysteresis: clear this long before resolving.")
     shadow_disagreement_threshold: float = Field(0.02, ge=0, le=1)
+    runbook_url_base: str = Field(
+        "docs/OPERATIONS.md",
+        description="Alerts get runbook_url = <base>#<alertname lower-cased>; point it at your hosted copy.",
+    )
 
 
 class ProbeSettings(_Strict):

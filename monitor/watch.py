@@ -43,6 +43,7 @@ class WatchConfig:
     for_seconds: float = 30.0
     resolve_after_seconds: float = 60.0
     shadow_disagreement_threshold: float = 0.02
+    runbook_url_base: str = "docs/OPERATIONS.md"
 
     @classmethod
     def from_settings(cls, s: Settings, warmup_events: int = 2000) -> WatchConfig:
@@ -69,6 +70,7 @@ class WatchConfig:
             for_seconds=s.alerts.for_seconds,
             resolve_after_seconds=s.alerts.resolve_after_seconds,
             shadow_disagreement_threshold=s.alerts.shadow_disagreement_threshold,
+            runbook_url_base=s.alerts.runbook_url_base,
         )
 
 
@@ -104,13 +106,17 @@ class ModelWatch:
             max_models=1,
             max_segments=config.max_segments,
         )
+        timing = (config.for_seconds, config.resolve_after_seconds)
+
+        def rule(name: str, signal: str, severity: str) -> AlertRule:
+            url = f"{config.runbook_url_base}#{name.lower()}" if config.runbook_url_base else ""
+            return AlertRule(name, signal, *timing, severity=severity, runbook_url=url)
+
         self.alerts = AlertEngine(
             [
-                AlertRule(HARMFUL_ALERT, "gamma_flicker", config.for_seconds, config.resolve_after_seconds, "warning"),
-                AlertRule(INPUT_ALERT, "features", config.for_seconds, config.resolve_after_seconds, "info"),
-                AlertRule(
-                    SHADOW_ALERT, "shadow_disagreement", config.for_seconds, config.resolve_after_seconds, "critical"
-                ),
+                rule(HARMFUL_ALERT, "gamma_flicker", "warning"),
+                rule(INPUT_ALERT, "features", "info"),
+                rule(SHADOW_ALERT, "shadow_disagreement", "critical"),
             ]
         )
         self.reference: Reference | None = None

@@ -173,6 +173,7 @@ def test_watch_harmful_alert_fires_after_for_seconds_of_event_time() -> None:
     assert alert.labels["verdict"] == "harmful-shift" and alert.labels["severity"] == "warning"
     notes = alert.annotations
     assert repr(MODEL) in notes["summary"] and "'other'" in notes["summary"]
+    assert notes["runbook_url"] == "docs/OPERATIONS.md#harmonicharmfulshift"  # a section of docs/OPERATIONS.md
     ref = watch.reference
     assert ref is not None
     assert float(notes["reference"]) == pytest.approx(ref.gamma_mean, rel=1e-5)
