@@ -20,4 +20,4 @@ bash scripts/install-prometheus.sh
 echo "== ruff format --check"; .venv/bin/ruff format --check .
 echo "== ruff check";          .venv/bin/ruff check .
 echo "== mypy";                .venv/bin/mypy
-echo "== pytest";              .venv/bin/pytest -p no:cacheprovider "$@"
+echo "== pytest";              .venv/bin/pytest -p no:cacheprovider --cov=monitor --cov-report=term "$@"

@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.errors import ConfigError
-from monitor.model.base import ModelKind, ModelOutput
+from monitor.model.base import ModelKind
 
 OutputKind = Literal["proba", "logit", "label", "value"]
 OUTPUT_KINDS: tuple[OutputKind, ...] = ("proba", "logit", "label", "value")
@@ -38,32 +38,6 @@ def check_output(output: str, kind: ModelKind, *, has_logits: bool, has_proba: b
     if output == "proba" and not has_proba:
         raise ConfigError("output 'proba' needs a probability output; this model exposes labels only (use label)")
     return output
-
-
-def target_values(out: ModelOutput, output: OutputKind, klass: NDArray[np.int64] | None) -> NDArray[np.float32]:
-    """f at every evaluated row, shape (rows, D).
-
-    ``klass`` is, per row, the class index whose probability/logit is read (the class predicted at the centre,
-    so the same index is used at every ball point).
-    """
-    if output == "value":
-        assert out.value is not None
-        return out.value
-    if output == "label":
-        assert out.label is not None
-        return out.label.astype(np.float32).reshape(-1, 1)
-    table = out.proba if output == "proba" else out.logits
-    assert table is not None and klass is not None
-    return np.take_along_axis(table, klass.reshape(-1, 1), axis=1)
-
-
-def log_proba_values(out: ModelOutput, klass: NDArray[np.int64]) -> NDArray[np.float32]:
-    """The class logit, or log-probability where the model exposes no logit (for P_adj), shape (rows, 1)."""
-    if out.logits is not None:
-        return np.take_along_axis(out.logits, klass.reshape(-1, 1), axis=1)
-    assert out.proba is not None
-    p = np.take_along_axis(out.proba, klass.reshape(-1, 1), axis=1)
-    return np.log(np.maximum(p, LOG_FLOOR, dtype=np.float32))
 
 
 def gamma_from_values(centre: NDArray[np.floating], ball: NDArray[np.floating]) -> NDArray[np.float64]:

@@ -378,7 +378,7 @@ def _pick(
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
     """Column ``klass[e]`` of a (rows, C) output table at each event's centre and ball points: (B, 1), (B, m, 1).
 
-    Same values as :func:`monitor.metrics.gamma.target_values` with the centre class repeated per row, without
+    f per SPEC §2 (the centre's class read at every ball point), with the centre class repeated per row, without
     materialising that per-row class array.
     """
     c = table.shape[1]
@@ -400,5 +400,5 @@ def _target_pair(
 
 
 def _log_floor(p: NDArray[np.float32]) -> NDArray[np.float32]:
-    """log(max(p, LOG_FLOOR)) in float32, as :func:`monitor.metrics.gamma.log_proba_values` computes it."""
+    """log(max(p, LOG_FLOOR)) in float32: the log-probability that stands in for a logit in P_adj (SPEC §2)."""
     return np.log(np.maximum(p, LOG_FLOOR, dtype=np.float32))
