@@ -14,6 +14,7 @@ to normal, so an alert built on it resolves. Detectors never read a clock.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Literal, Protocol, Self
 
@@ -247,3 +248,55 @@ class Cadence:
             due.append(self._next)
             self._next += self.every
         return due
+
+
+class WindowedTest(ABC):
+    """Shared machinery of the window-vs-reference tests (KS on γ, rate test on flicker, per-feature KS): checks of
+    the window settings, the bounded window, the test cadence and the alarm counter, ``reset`` and the feed loop.
+
+    A subclass calls :meth:`_init_window` in ``__init__`` (then ``self.reset()``), clears its result state in
+    :meth:`_clear` and runs its test on ``self._buffer.values()`` in :meth:`_test`.
+    """
+
+    window: int
+    every: int
+    min_events: int
+    alpha: float
+
+    def _init_window(
+        self, window: int, every: int, min_events: int | None, alpha: float, width: int | None = None
+    ) -> None:
+        require(window >= 10, f"window must be >= 10 events; got {window!r}")
+        require(every >= 1, f"every must be >= 1 event; got {every!r}")
+        first = window if min_events is None else min_events
+        require(10 <= first <= window, f"min_events must be between 10 and window={window}; got {min_events!r}")
+        require(0.0 < alpha < 1.0, f"alpha must be in (0, 1); got {alpha!r}")
+        self.window, self.every, self.min_events, self.alpha = window, every, first, alpha
+        self._buffer = WindowBuffer(window, width)
+        self._cadence = Cadence(every, first)
+        self._alarm = AlarmCounter()
+
+    def reset(self) -> None:
+        """Empty the window; no test result."""
+        self._buffer.reset()
+        self._cadence.reset()
+        self._alarm.reset()
+        self._clear()
+
+    def _feed(self, values: NDArray[np.float64]) -> None:
+        """Append values (or rows) in order, running the test at every event where one is due."""
+        start, pos = self._cadence.events, 0
+        for due in self._cadence.advance(values.shape[0]):
+            cut = due - start
+            self._buffer.extend(values[pos:cut])
+            pos = cut
+            self._test(due)
+        self._buffer.extend(values[pos:])
+
+    @abstractmethod
+    def _clear(self) -> None:
+        """Forget the last test result."""
+
+    @abstractmethod
+    def _test(self, event: int) -> None:
+        """Test the current window; ``event`` is the 1-based count of events seen."""

@@ -16,7 +16,7 @@ from typing import Self
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.drift.base import AlarmCounter, Cadence, DriftState, WindowBuffer, ks_two_sample, require
+from monitor.drift.base import DriftState, WindowedTest, ks_two_sample, require
 from monitor.errors import DataError
 
 
@@ -30,7 +30,7 @@ class FeatureShift:
     p_value: float
 
 
-class FeatureDrift:
+class FeatureDrift(WindowedTest):
     """Per-feature two-sided KS against a reference sample, Bonferroni-corrected.
 
     Parameters
@@ -74,11 +74,6 @@ class FeatureDrift:
         min_distance: float = 0.1,
         name: str = "features_ks",
     ) -> None:
-        require(window >= 10, f"window must be >= 10 events; got {window!r}")
-        require(every >= 1, f"every must be >= 1 event; got {every!r}")
-        first = window if min_events is None else min_events
-        require(10 <= first <= window, f"min_events must be between 10 and window={window}; got {min_events!r}")
-        require(0.0 < alpha < 1.0, f"alpha must be in (0, 1); got {alpha!r}")
         require(0.0 <= min_distance < 1.0, f"min_distance must be in [0, 1); got {min_distance!r}")
         ref = np.asarray(reference, dtype=np.float64)
         if ref.ndim != 2 or ref.shape[0] < 10 or ref.shape[1] < 1:
@@ -91,11 +86,8 @@ class FeatureDrift:
             raise DataError(f"{len(names)} feature names given for {n} reference features")
         self.reference = np.sort(ref, axis=0)
         self.feature_names = names
-        self.window, self.every, self.min_events = window, every, first
-        self.alpha, self.min_distance, self.name = alpha, min_distance, name
-        self._buffer = WindowBuffer(window, n)
-        self._cadence = Cadence(every, first)
-        self._alarm = AlarmCounter()
+        self._init_window(window, every, min_events, alpha, width=n)
+        self.min_distance, self.name = min_distance, name
         self.reset()
 
     @property
@@ -103,11 +95,7 @@ class FeatureDrift:
         """Feature count n."""
         return int(self.reference.shape[1])
 
-    def reset(self) -> None:
-        """Empty the window; no test result."""
-        self._buffer.reset()
-        self._cadence.reset()
-        self._alarm.reset()
+    def _clear(self) -> None:
         self._d: NDArray[np.float64] = np.zeros(self.n_features)
         self._p: NDArray[np.float64] = np.full(self.n_features, np.nan)
         self._moved: tuple[FeatureShift, ...] = ()
@@ -121,14 +109,7 @@ class FeatureDrift:
                 f"feature drift expects rows of {self.n_features} features; got shape {x.shape}. "
                 "Was the feature list changed?"
             )
-        x = x[np.all(np.isfinite(x), axis=1)]
-        start, pos = self._cadence.events, 0
-        for due in self._cadence.advance(x.shape[0]):
-            cut = due - start
-            self._buffer.extend(x[pos:cut])
-            pos = cut
-            self._test(due)
-        self._buffer.extend(x[pos:])
+        self._feed(x[np.all(np.isfinite(x), axis=1)])
         return self
 
     def _test(self, event: int) -> None:

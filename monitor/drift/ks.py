@@ -15,11 +15,9 @@ from typing import Self
 from numpy.typing import ArrayLike
 
 from monitor.drift.base import (
-    AlarmCounter,
     Alternative,
-    Cadence,
     DriftState,
-    WindowBuffer,
+    WindowedTest,
     as_values,
     check_reference,
     ks_two_sample,
@@ -27,7 +25,7 @@ from monitor.drift.base import (
 )
 
 
-class KsDrift:
+class KsDrift(WindowedTest):
     """Windowed two-sample KS detector.
 
     Parameters
@@ -71,43 +69,24 @@ class KsDrift:
         alternative: Alternative = "greater",
         name: str = "ks",
     ) -> None:
-        require(window >= 10, f"window must be >= 10 events; got {window!r}")
-        require(every >= 1, f"every must be >= 1 event; got {every!r}")
-        first = window if min_events is None else min_events
-        require(10 <= first <= window, f"min_events must be between 10 and window={window}; got {min_events!r}")
-        require(0.0 < alpha < 1.0, f"alpha must be in (0, 1); got {alpha!r}")
+        self._init_window(window, every, min_events, alpha)
         require(0.0 <= min_distance < 1.0, f"min_distance must be in [0, 1); got {min_distance!r}")
         require(
             alternative in ("greater", "two-sided"),
             f"alternative must be 'greater' or 'two-sided'; got {alternative!r}",
         )
         self.reference = check_reference(reference, name)
-        self.window, self.every, self.min_events = window, every, first
-        self.alpha, self.min_distance, self.alternative, self.name = alpha, min_distance, alternative, name
-        self._buffer = WindowBuffer(window)
-        self._cadence = Cadence(every, first)
-        self._alarm = AlarmCounter()
+        self.min_distance, self.alternative, self.name = min_distance, alternative, name
         self.reset()
 
-    def reset(self) -> None:
-        """Empty the window; no test result."""
-        self._buffer.reset()
-        self._cadence.reset()
-        self._alarm.reset()
+    def _clear(self) -> None:
         self._d = 0.0
         self._p = float("nan")
         self._drift = False
 
     def update(self, values: ArrayLike) -> Self:
         """Feed per-event values (NaN = missing, skipped); tests run at every due event in the batch."""
-        v = as_values(values)
-        start, pos = self._cadence.events, 0
-        for due in self._cadence.advance(v.size):
-            cut = due - start
-            self._buffer.extend(v[pos:cut])
-            pos = cut
-            self._test(due)
-        self._buffer.extend(v[pos:])
+        self._feed(as_values(values))
         return self
 
     def _test(self, event: int) -> None:

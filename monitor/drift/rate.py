@@ -18,10 +18,10 @@ from typing import Self
 
 from numpy.typing import ArrayLike
 
-from monitor.drift.base import AlarmCounter, Cadence, DriftState, WindowBuffer, as_values, require
+from monitor.drift.base import DriftState, WindowedTest, as_values, require
 
 
-class RateTest:
+class RateTest(WindowedTest):
     """Windowed one-sided mean test against a reference mean (for flicker, a rate in [0, 1]).
 
     Parameters
@@ -69,25 +69,13 @@ class RateTest:
             reference_var >= 0.0 and math.isfinite(reference_var), f"reference_var must be >= 0; got {reference_var!r}"
         )
         require(reference_count >= 1, f"reference_count must be >= 1; got {reference_count!r}")
-        require(window >= 10, f"window must be >= 10 events; got {window!r}")
-        require(every >= 1, f"every must be >= 1 event; got {every!r}")
-        first = window if min_events is None else min_events
-        require(10 <= first <= window, f"min_events must be between 10 and window={window}; got {min_events!r}")
-        require(0.0 < alpha < 1.0, f"alpha must be in (0, 1); got {alpha!r}")
+        self._init_window(window, every, min_events, alpha)
         require(min_increase >= 0.0, f"min_increase must be >= 0; got {min_increase!r}")
         self.reference_mean, self.reference_var, self.reference_count = reference_mean, reference_var, reference_count
-        self.window, self.every, self.min_events = window, every, first
-        self.alpha, self.min_increase, self.name = alpha, min_increase, name
-        self._buffer = WindowBuffer(window)
-        self._cadence = Cadence(every, first)
-        self._alarm = AlarmCounter()
+        self.min_increase, self.name = min_increase, name
         self.reset()
 
-    def reset(self) -> None:
-        """Empty the window; no test result."""
-        self._buffer.reset()
-        self._cadence.reset()
-        self._alarm.reset()
+    def _clear(self) -> None:
         self._z = 0.0
         self._p = float("nan")
         self._mean = float("nan")
@@ -95,14 +83,7 @@ class RateTest:
 
     def update(self, values: ArrayLike) -> Self:
         """Feed per-event values (NaN = missing, skipped); tests run at every due event in the batch."""
-        v = as_values(values)
-        start, pos = self._cadence.events, 0
-        for due in self._cadence.advance(v.size):
-            cut = due - start
-            self._buffer.extend(v[pos:cut])
-            pos = cut
-            self._test(due)
-        self._buffer.extend(v[pos:])
+        self._feed(as_values(values))
         return self
 
     def _test(self, event: int) -> None:
