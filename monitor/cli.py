@@ -7,6 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from monitor.allocator import tune_malloc
 from monitor.errors import MonitorError
 from monitor.logs import setup_logging
 
@@ -51,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(args.log_level, args.log_format)
+    tune_malloc()
     try:
         code: int = args.func(args)
     except MonitorError as exc:
