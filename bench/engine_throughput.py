@@ -6,19 +6,23 @@ each batch size B, this script measures in ONE process, interleaved repeat by re
 - **scorer**: ``B / time(scorer.score(batch))`` — the whole job: build the B·(1+m+K) rows, one ``evaluate``,
   γ, γ_logit, flicker, P_adj;
 - **bound**: ``B / time(session.run(rows))`` — onnxruntime alone, on the very rows the job evaluates (a copy of
-  ``scorer.build_rows(batch)``: centres, ball points, flicker copies), cut into the same ``max_rows_per_run``
-  chunks as the scorer's ``evaluate`` (one ``run`` when they fit), on the very session the scorer uses (same
+  ``scorer.build_rows(batch)``: centres, ball points, flicker copies), cut into the scorer's chunks (whole
+  events, ``max_rows_per_run // 75`` per run; one ``run`` when they fit), on the model's own session (same
   threads, same outputs);
 - **1-run bound**: the same rows in a single ``run`` call whatever their number (the bound's definition before
-  the chunk size default changed);
+  the chunk size default changed), timed in a second loop against the bound, not beside the scorer: its large run
+  evicts the caches for whatever runs next;
 - **naive loops**, timed on a few events: *ORT per event* (one ``session.run`` of that event's 1+m+K rows, numpy
   per event), *ORT per point* (one ``session.run`` per evaluated row) and *sklearn per point* (the original
   estimator's ``predict_proba`` per evaluated row), all computing the same scores;
-- **noise share**: the scorer's flicker-noise step alone (gather of B·K rows from the noise bank and the refresh
-  draw of B·K/8 bank rows; the centres are added separately) as a share of the scorer's time.
+- **refresh share**: the scorer's noise-bank refresh alone — one redraw of a 1,024-row block, timed on its own and
+  scaled by the share of it a batch owes, B·K/64/1,024 (the batch's noise itself is a view of the bank) — as a
+  share of the scorer's time.
 
-The scorer's model overlaps building chunk k+1's rows with chunk k's ``session.run`` (``overlap_chunks``, on by
-default only when 1 <= intra-op threads < cores); the bound runs the same chunks one after the other.
+The scorer's model builds the ball points and flicker copies inside the graph (``rows_in_graph``, see
+``monitor/model/neighbourhood.py``) and runs whole events per ``session.run`` (``max_rows_per_run // 75`` events);
+the bound runs the same rows, already built, in the same chunks. ``--rows-in-graph off`` measures the numpy path.
+The process applies the sidecar's malloc settings (``monitor/allocator.py``) first, as ``harmonic-monitor`` does.
 
 It prints a markdown table and the machine. Usage::
 
@@ -49,7 +53,8 @@ from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
 
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
+from monitor.allocator import tune_malloc
+from monitor.metrics.scorer import BANK_REFRESH_BLOCK, BANK_REFRESH_DIVISOR, RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
 
@@ -104,17 +109,24 @@ def train(spec: Spec, est: object, x: NDArray[np.float64], y: NDArray[np.int64],
 
 
 def median_times(fns: list[Callable[[], object]], min_repeats: int, min_seconds: float) -> list[float]:
-    """Median wall time of each fn, calling them interleaved (so drift in the machine hits all alike)."""
+    """Median wall time of each fn, calling them interleaved (so drift in the machine hits all alike).
+
+    The order rotates every round: each fn follows each other fn equally often, so none always runs right after
+    the one that evicts the caches (the 1-run bound touches the most memory).
+    """
     for fn in fns:  # warm-up: allocations, onnxruntime's first-run arenas
         fn()
         fn()
     samples: list[list[float]] = [[] for _ in fns]
     start = time.perf_counter()
-    while len(samples[0]) < min_repeats or time.perf_counter() - start < min_seconds:
-        for fn, acc in zip(fns, samples, strict=True):
+    rounds = 0
+    while rounds < min_repeats or time.perf_counter() - start < min_seconds:
+        for j in range(len(fns)):
+            i = (j + rounds) % len(fns)
             t0 = time.perf_counter()
-            fn()
-            acc.append(time.perf_counter() - t0)
+            fns[i]()
+            samples[i].append(time.perf_counter() - t0)
+        rounds += 1
     return [statistics.median(s) for s in samples]
 
 
@@ -217,30 +229,40 @@ def measure(
     options = OnnxRuntimeOptions(intra_op_threads=threads)
     if args.max_rows is not None:
         options = replace(options, max_rows_per_run=args.max_rows)
-    if args.overlap != "auto":
-        options = replace(options, overlap_chunks=args.overlap == "on")
+    options = replace(options, rows_in_graph=args.rows_in_graph == "on")
     model = OnnxModel(path, options)
     scorer = RobustnessScorer(model, standardizer, ScoringConfig())  # simplex+anti (42 points), K = 32
     session, names, inp = model._session, model._run_names, model.input_name  # the scorer's own session
     n, k = model.n_features, scorer.config.flicker_copies
     rows: list[Row] = []
-    step = model.options.max_rows_per_run
+    per_event = scorer.rows_per_event()
+    if scorer.rows_built_in_graph:  # whole events per run
+        step = max(1, model.options.max_rows_per_run // per_event) * per_event
+    else:
+        step = model.options.max_rows_per_run
+    del n
     for b in args.batch_sizes:
         batch = pool[:b]
         x = scorer.build_rows(batch).copy()  # the very rows the job evaluates
-        feeds = [{inp: x[i : i + step]} for i in range(0, x.shape[0], step)]  # evaluate's chunks
-        noise = np.empty((b * k, n), dtype=np.float32)
-        t_score, t_bound, t_one, t_noise = median_times(
+        feeds = [{inp: x[i : i + step]} for i in range(0, x.shape[0], step)]  # the scorer's chunks
+        t_score, t_bound, t_noise = median_times(
             [
                 partial(scorer.score, batch),
                 partial(run_chunks, session, names, feeds),
-                partial(session.run, names, {inp: x}),
-                partial(scorer._fill_noise, noise, b),  # the scorer's noise step, alone
+                partial(scorer._refresh_bank, BANK_REFRESH_BLOCK),  # the scorer's bank refresh, alone
             ],
             args.min_repeats,
             args.min_seconds,
         )
-        rows.append(Row(spec.label, threads, b, b / t_score, b / t_bound, b / t_one, t_noise / t_score))
+        # the 1-run bound in a loop of its own: its single run of B·75 rows evicts the caches for whatever runs
+        # next (measured: the MLP scorer's model call went from 7.3 to 8.6 µs/event right after one at B = 1024)
+        _, t_one = median_times(
+            [partial(run_chunks, session, names, feeds), partial(session.run, names, {inp: x})],
+            args.min_repeats,
+            args.min_seconds / 2,
+        )
+        share = t_noise * (b * k / BANK_REFRESH_DIVISOR / BANK_REFRESH_BLOCK) / t_score  # amortised per batch
+        rows.append(Row(spec.label, threads, b, b / t_score, b / t_bound, b / t_one, share))
         print(
             f"  {spec.key} threads={threads} B={b}: {rows[-1].scorer_eps:,.0f} vs {rows[-1].bound_eps:,.0f}", flush=True
         )
@@ -276,17 +298,18 @@ def main(argv: list[str] | None = None) -> int:
         help="max_rows_per_run of the scorer's model (default: OnnxRuntimeOptions')",
     )
     ap.add_argument(
-        "--overlap",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="overlap_chunks of the scorer's model: build chunk k+1's rows while chunk k runs (auto: when "
-        "1 <= intra-op threads < cores)",
+        "--rows-in-graph",
+        choices=("on", "off"),
+        default="on",
+        help="rows_in_graph of the scorer's model: onnxruntime builds ball points and flicker copies (on), or "
+        "the scorer builds them in numpy (off)",
     )
     ap.add_argument("--min-seconds", type=float, default=1.0, help="minimum timing per (model, threads, B) cell")
     ap.add_argument("--min-repeats", type=int, default=7)
     ap.add_argument("--naive-events", type=int, default=64, help="events timed in the one-run-per-event loop")
     ap.add_argument("--naive-point-events", type=int, default=4, help="events timed in the one-run-per-point loops")
     args = ap.parse_args(argv)
+    tune_malloc()
     specs = [s for s in SPECS if s.key in args.models.split(",")]
 
     x, y = make_classification(n_samples=6000, n_features=N_FEATURES, n_informative=12, random_state=0)
@@ -308,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     thr = {0: "default"}
     print(
         "\n| model | intra-op threads | B | scorer events/s | bound events/s | scorer / bound "
-        "| 1-run bound events/s | scorer / 1-run bound | noise share |"
+        "| 1-run bound events/s | scorer / 1-run bound | refresh share |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in table:
@@ -331,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     chunk = args.max_rows if args.max_rows is not None else OnnxRuntimeOptions().max_rows_per_run
     print(
         "\n(events/s; 75 model rows per event: 1 centre + 42 ball points + 32 flicker copies; "
-        f"max_rows_per_run {chunk:,}; overlap_chunks {args.overlap})"
+        f"max_rows_per_run {chunk:,}; rows_in_graph {args.rows_in_graph})"
     )
     return 0
 

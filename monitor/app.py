@@ -80,7 +80,12 @@ class ModelRuntime:
 def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
     model = OnnxModel(
         ms.path,
-        OnnxRuntimeOptions(providers=ms.providers, intra_op_threads=ms.threads, max_rows_per_run=ms.max_rows_per_run),
+        OnnxRuntimeOptions(
+            providers=ms.providers,
+            intra_op_threads=ms.threads,
+            max_rows_per_run=ms.max_rows_per_run,
+            rows_in_graph=ms.rows_in_graph,
+        ),
     )
     rt = ModelRuntime(settings=ms, model=model)
     if ms.scoring.space == "raw":

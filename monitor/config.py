@@ -43,6 +43,11 @@ class ModelSettings(_Strict):
     providers: tuple[str, ...] = Field(("cpu",), description="onnxruntime execution providers, in order.")
     threads: int = Field(0, ge=0, description="onnxruntime intra-op threads (0 = default).")
     max_rows_per_run: int = Field(16384, ge=1, description="Rows per session.run chunk (16384 measured best).")
+    rows_in_graph: bool = Field(
+        True,
+        description="Let onnxruntime build the ball points and flicker copies (a wrapped copy of the graph, checked "
+        "against the model at load); false builds them in numpy (slower; for graphs the wrapper mishandles).",
+    )
     scoring: ScoringSettings = Field(default_factory=ScoringSettings)
 
 

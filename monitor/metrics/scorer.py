@@ -1,12 +1,13 @@
 """Stage 4: the per-event robustness scorer — γ, flicker and P_adj for a micro-batch in ONE model call.
 
-For B events with a ball of m directions and K flicker copies the scorer fills one preallocated float32 buffer
-of B·(1 + m + K) rows — centres, then ball points x + r·s⊙v_i, then noisy copies x + σ·s⊙ε — and calls
-``Predictor.evaluate`` once (the model chunks only by its max-rows setting). With an :class:`OnnxModel` the
-buffer is written chunk by chunk through ``OnnxModel.evaluate_streamed`` instead: the same chunks and the same
-``session.run`` calls, but chunk k+1's rows are built while chunk k runs in the model's worker thread (when a
-core is free); the rows and results are bit-identical to a full ``build_rows`` then ``evaluate``. Radius and noise are in
-standardized units: s is the per-feature scale of the :class:`Standardizer` (all ones for ``space: raw``).
+For B events with a ball of m directions and K flicker copies the model evaluates B·(1 + m + K) rows — centres,
+then ball points x + r·s⊙v_i, then noisy copies x + σ·s⊙ε. With an :class:`OnnxModel` those rows are built inside
+onnxruntime: ``OnnxModel.neighbourhood`` wraps the graph so that it takes the B centres and the batch's noise and
+adds the offsets itself (:mod:`monitor.model.neighbourhood`), one ``session.run`` per chunk of whole events
+(``max_rows_per_run // (1 + m + K)`` of them). Any other :class:`Predictor`, or a graph that cannot be wrapped, gets
+the rows built here (:meth:`RobustnessScorer.build_rows`) and one ``evaluate``. Either way the model sees the same
+rows. Radius and noise are in standardized units: s is the per-feature scale of the :class:`Standardizer` (all ones
+for ``space: raw``).
 
 Flicker noise bank
 ------------------
@@ -14,24 +15,30 @@ Why: drawing K·n fresh normals per event (640 float32 values at the defaults, ~
 onnxruntime's whole evaluation of the event for cheap models (5–7× for a logistic regression), so the draw, not
 the model, set the throughput. The scorer therefore keeps a bank of ``bank_rows = clamp(2**22 // n, 4K, 65536)``
 pre-drawn, pre-scaled rows σ·s⊙ε (float32, ε ~ N(0, I); the lower bound 4K wins over the upper one) drawn from
-the seeded generator at construction. Each event takes K *consecutive* bank rows starting at its own uniformly
-random offset in [0, bank_rows − K] (one vectorised gather, then the centre is added by broadcasting). After each
-call the bank is refreshed in place: the next ⌈B·K/8⌉ rows in round-robin order are redrawn, so every row is
-renewed continually while the amortised draw costs ~1/8 of drawing every copy fresh.
+the seeded generator at construction. A batch of B events takes B·K *consecutive* bank rows starting at a
+uniformly random offset (event e gets rows e·K … e·K + K − 1 of that block), so the wrapped graph reads the bank
+itself, without a copy; when B·K exceeds the bank, each event takes K consecutive rows at its own random offset
+(gathered). The bank is refreshed in place, round-robin: each batch owes ⌈B·K/64⌉ redrawn rows, paid in blocks of
+at least 1,024 rows, so every row is renewed continually (the whole bank every ~64 bank-fulls of copies) while
+the draw costs ~1/64 of drawing every copy fresh. For a linear head the graph takes the noise projected,
+``noise @ W.T + b`` (see ``monitor.model.neighbourhood.linear_head``); the scorer keeps that projected bank beside
+the bank and refreshes both rows together.
 
 Statistical properties:
 
 - per event, the K copies are K distinct bank rows, i.e. K independent N(0, σ²·diag(s)²) offsets: the flicker
   estimate of an event is an unbiased binomial proportion over K independent copies, as before;
-- different events (in one call, or in calls between refreshes of a row) may share bank rows, so the flicker
-  estimates of *different* events are weakly positively correlated (through shared noise, never within one
-  event); averages over many events have slightly more variance than with fully fresh draws;
+- events of one batch use disjoint bank rows; events of different batches may share bank rows (until those rows
+  are redrawn), so the flicker estimates of *different* events are weakly positively correlated (through shared
+  noise, never within one event); averages over many events have slightly more variance than with fully fresh
+  draws;
 - seeded: two scorers with the same seed give identical results for the same sequence of calls (same batch
   sizes, same valid rows); the draw stream is not the one of a per-copy ``standard_normal`` draw.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -48,6 +55,7 @@ from monitor.metrics.gamma import (
     gamma_from_values,
 )
 from monitor.model.base import ModelOutput, Predictor
+from monitor.model.onnx import NeighbourhoodEvaluator, OnnxModel, argmax_rows
 from monitor.model.standardize import Standardizer
 
 
@@ -136,9 +144,16 @@ class RobustnessScorer:
         #: (bank_rows, n) pre-scaled flicker offsets σ·s⊙ε; see the module docstring
         self._bank = np.empty((noise_bank_rows(n, k) if k else 0, n), dtype=np.float32)
         self._bank_cursor = 0  # next bank row to redraw
+        self._refresh_owed = 0  # bank rows to redraw at the next refresh
         self._copy_index = np.arange(k, dtype=np.intp)
         if k:
             self._draw_bank_rows(0, self._bank.shape[0])
+        #: the model's graph wrapped to build ball points and flicker copies itself (None: built here in numpy)
+        self._neighbourhood = _neighbourhood_of(model, self.offsets, k)
+        #: the bank as the wrapped graph takes it: the bank itself, or its projection for a linear head
+        self._bank_fed = self._bank
+        if self._neighbourhood is not None and self._neighbourhood.projects_noise:
+            self._bank_fed = self._neighbourhood.project_noise(self._bank)
 
     @property
     def ball_size(self) -> int:
@@ -148,18 +163,16 @@ class RobustnessScorer:
         """Model rows evaluated per event: 1 + m + K."""
         return 1 + self.ball_size + self.config.flicker_copies
 
+    @property
+    def rows_built_in_graph(self) -> bool:
+        """True when the model builds the ball points and flicker copies itself (see ``OnnxModel.neighbourhood``)."""
+        return self._neighbourhood is not None
+
     def build_rows(self, centres: NDArray[np.float32]) -> NDArray[np.float32]:
-        """Fill (and return a view of) the buffer: centres, ball points, flicker copies for (B, n) centres."""
-        buf, rows = self._start_rows(centres)
-        rows.fill(buf.shape[0])
-        self._refresh_bank(rows.refresh)  # after every copy is gathered
-        return buf
+        """Fill (and return a view of) the buffer: centres, ball points, flicker copies for (B, n) centres.
 
-    def _start_rows(self, centres: NDArray[np.float32]) -> tuple[NDArray[np.float32], _RowWriter]:
-        """The (B·(1+m+K), n) buffer view for ``centres`` and a writer that fills it in order, chunk by chunk.
-
-        The events' bank offsets are drawn here (before the refresh draw, as always); the caller refreshes
-        ``writer.refresh`` bank rows once every row is written.
+        Draws the batch's noise and refreshes the bank exactly as :meth:`score` does, so on a scorer in the same
+        state it returns the very rows ``score`` evaluates (whether it builds them here or in the model's graph).
         """
         b, n = centres.shape
         m, k = self.ball_size, self.config.flicker_copies
@@ -167,24 +180,48 @@ class RobustnessScorer:
         if self._buffer.shape[0] < total:
             self._buffer = np.empty((total, n), dtype=np.float32)
         buf = self._buffer[:total]
-        index: NDArray[np.intp] | None = None
+        buf[:b] = centres
+        ball = buf[b : b * (1 + m)].reshape(b, m, n)
+        # offsets first (a broadcast copy with m·n-long rows), then += centres: faster than one np.add with both
+        # operands broadcast (inner loops of n values), and the same float32 sums as the graph's centre + offset
+        ball.reshape(b, m * n)[...] = self.offsets.reshape(1, m * n)
+        ball += centres[:, None, :]
         if k:
-            starts: NDArray[np.int64] = np.asarray(self._rng.integers(0, self._bank.shape[0] - k + 1, size=b))
-            index = (starts[:, None] + self._copy_index).reshape(-1)
-        return buf, _RowWriter(buf, centres, self.offsets, self._bank, index, k)
+            noisy = buf[b * (1 + m) :]
+            noisy[...] = _take(self._bank, self._noise_pick(b))
+            noisy.reshape(b, k, n)[...] += centres[:, None, :]
+            self._after_batch(b)
+        return buf
 
-    def _fill_noise(self, noisy: NDArray[np.float32], b: int) -> None:
-        """Write B·K bank rows (K consecutive rows per event, random start) into ``noisy``; refresh B·K/8 rows."""
+    def _noise_pick(self, b: int) -> slice | NDArray[np.intp]:
+        """Which bank rows are a batch's B·K flicker offsets: K consecutive rows per event (module docstring).
+
+        One contiguous block of the bank at a uniformly random start when the bank holds B·K rows (a slice: the
+        graph reads the bank itself, no copy), otherwise K consecutive rows at a random start per event.
+        """
         k = self.config.flicker_copies
-        starts = self._rng.integers(0, self._bank.shape[0] - k + 1, size=b)
-        index = (starts[:, None] + self._copy_index).reshape(-1)
-        np.take(self._bank, index, axis=0, out=noisy, mode="clip")  # indices are in range; "clip" avoids a copy
-        self._refresh_bank(math.ceil(b * k / 8))
+        bank_rows = self._bank.shape[0]
+        if b * k <= bank_rows:
+            start = int(self._rng.integers(0, bank_rows - b * k + 1))
+            return slice(start, start + b * k)
+        starts = self._rng.integers(0, bank_rows - k + 1, size=b)
+        index: NDArray[np.intp] = (starts[:, None] + self._copy_index).reshape(-1)
+        return index
+
+    def _after_batch(self, b: int) -> None:
+        """Owe ⌈B·K / BANK_REFRESH_DIVISOR⌉ bank rows; redraw them once at least BANK_REFRESH_BLOCK are owed."""
+        self._refresh_owed += math.ceil(b * self.config.flicker_copies / BANK_REFRESH_DIVISOR)
+        if self._refresh_owed >= min(BANK_REFRESH_BLOCK, self._bank.shape[0]):
+            self._refresh_bank(self._refresh_owed)
+            self._refresh_owed = 0
 
     def _draw_bank_rows(self, start: int, stop: int) -> None:
         rows = self._bank[start:stop]
         self._rng.standard_normal(out=rows, dtype=np.float32)
         rows *= self._noise_scale
+        nbh = getattr(self, "_neighbourhood", None)  # None while __init__ draws the first bank
+        if nbh is not None and nbh.projects_noise:
+            self._bank_fed[start:stop] = nbh.project_noise(rows)
 
     def _refresh_bank(self, count: int) -> None:
         """Redraw the next ``count`` bank rows (all of them at most), round-robin."""
@@ -223,11 +260,12 @@ class RobustnessScorer:
         with np.errstate(over="ignore", invalid="ignore"):
             x32 = np.ascontiguousarray(x, dtype=np.float32)
         valid = np.all(np.isfinite(x32), axis=1)
+        if valid.all():
+            return ScoreResult(**self._score_valid(x32), valid=valid)  # type: ignore[arg-type]
         result = self._empty(b_all, valid)
         if not valid.any():
             return result
-        centres = x32 if valid.all() else np.ascontiguousarray(x32[valid])
-        scored = self._score_valid(centres)
+        scored = self._score_valid(np.ascontiguousarray(x32[valid]))
         for name in ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability"):
             getattr(result, name)[valid] = scored[name]
         return result
@@ -247,23 +285,20 @@ class RobustnessScorer:
     def _score_valid(self, centres: NDArray[np.float32]) -> dict[str, NDArray[np.generic]]:
         b = centres.shape[0]
         m, k = self.ball_size, self.config.flicker_copies
-        streamed = getattr(self.model, "evaluate_streamed", None)
-        if streamed is None:
+        if self._neighbourhood is None:
             out = self.model.evaluate(self.build_rows(centres))
         else:
-            # rows written chunk by chunk while the model runs the previous chunk; the bank refresh overlaps the
-            # last chunk's run (it may only start once every flicker copy has been gathered)
-            buf, writer = self._start_rows(centres)
-            out = streamed(buf, lambda _start, stop: writer.fill(stop), lambda: self._refresh_bank(writer.refresh))
+            # the model's graph adds the offsets and the noise to the centres itself: one run per chunk of events
+            out = self._neighbourhood.evaluate(centres, _take(self._bank_fed, self._noise_pick(b)) if k else None)
+            if k:
+                self._after_batch(b)
         res: dict[str, NDArray[np.generic]] = {}
         if self.model.kind == "classifier":
-            assert out.label is not None
-            labels = out.label
-            klass = labels[:b]
+            klass = _labels(out, 0, b)
             # f (and the log-probability for P_adj) is read at the class predicted at the centre, at the centre and
             # at every ball point. Gather (B, 1) and (B, m, 1) straight from the output tables: no per-row class
             # array, and the probability column is gathered once even when it serves both γ and γ_logit.
-            f_centre, f_ball = _target_pair(out, self.output, labels, b, m)
+            f_centre, f_ball = _target_pair(out, self.output, klass, b, m)
             gamma = gamma_from_values(f_centre, f_ball)
             log_pair: tuple[NDArray[np.float32], NDArray[np.float32]] | None = None
             if out.logits is not None:
@@ -286,7 +321,7 @@ class RobustnessScorer:
                 prob = np.full(b, np.nan)
                 p_adj = np.full(b, np.nan)
             if k:
-                flips = labels[b * (1 + m) :].reshape(b, k) != klass[:, None]
+                flips = _labels(out, b * (1 + m), b * (1 + m + k)).reshape(b, k) != klass[:, None]
                 flicker = np.count_nonzero(flips, axis=1) / k  # = flips.mean(axis=1), bit for bit
             else:
                 flicker = np.full(b, np.nan)
@@ -312,60 +347,24 @@ class RobustnessScorer:
         return res
 
 
-class _RowWriter:
-    """Writes a scorer buffer in row order — centres, ball points, flicker copies — a whole event at a time.
+def _take(bank: NDArray[np.float32], pick: slice | NDArray[np.intp]) -> NDArray[np.float32]:
+    """Bank rows by :meth:`RobustnessScorer._noise_pick`: a view for a slice, a gather for indices."""
+    if isinstance(pick, slice):
+        return bank[pick]
+    return np.take(bank, pick, axis=0, mode="clip")  # indices are in range; "clip" avoids a copy
 
-    ``fill(stop)`` makes rows ``[0, stop)`` final; it writes only rows not yet written (whole events, so it may
-    run past ``stop`` into rows no one reads yet). Every row gets the same float32 operations as one full write:
-    ball point = offset then ``+= centre``, copy = bank row then ``+= centre``.
-    """
 
-    __slots__ = ("_ball_end", "_buf", "_centres", "_bank", "_done", "_index", "_k", "_m", "_offsets", "refresh")
+def _neighbourhood_of(model: Predictor, offsets: NDArray[np.float32], copies: int) -> NeighbourhoodEvaluator | None:
+    """The model's in-graph row builder when it offers one (an :class:`OnnxModel` whose graph can be wrapped)."""
+    if not isinstance(model, OnnxModel):
+        return None
+    return model.neighbourhood(offsets, copies)
 
-    def __init__(
-        self,
-        buf: NDArray[np.float32],
-        centres: NDArray[np.float32],
-        offsets: NDArray[np.float32],
-        bank: NDArray[np.float32],
-        index: NDArray[np.intp] | None,
-        k: int,
-    ) -> None:
-        b = centres.shape[0]
-        self._buf, self._centres, self._offsets, self._bank, self._index = buf, centres, offsets, bank, index
-        self._m, self._k = offsets.shape[0], k
-        self._ball_end = b * (1 + self._m)
-        self._done = 0  # rows [0, _done) are written
-        #: bank rows to redraw once every copy has been gathered
-        self.refresh = math.ceil(b * k / 8)
 
-    def fill(self, stop: int) -> None:
-        buf, centres = self._buf, self._centres
-        b, n = centres.shape
-        m, k = self._m, self._k
-        while self._done < stop:
-            done = self._done
-            if done < b:
-                buf[:b] = centres
-                self._done = b
-            elif done < self._ball_end:
-                e0 = (done - b) // m
-                e1 = min(b, -(-(stop - b) // m))
-                ball = buf[done : b + e1 * m].reshape(e1 - e0, m, n)
-                # offsets first (a broadcast copy with m·n-long rows), then += centres: faster than one np.add with
-                # both operands broadcast (inner loops of n values), same float32 sums
-                ball.reshape(e1 - e0, m * n)[...] = self._offsets.reshape(1, m * n)
-                ball += centres[e0:e1, None, :]
-                self._done = b + e1 * m
-            else:
-                assert self._index is not None
-                e0 = (done - self._ball_end) // k
-                e1 = min(b, -(-(stop - self._ball_end) // k))
-                noisy = buf[done : self._ball_end + e1 * k]
-                # indices are in range; "clip" avoids a copy
-                np.take(self._bank, self._index[e0 * k : e1 * k], axis=0, out=noisy, mode="clip")
-                noisy.reshape(e1 - e0, k, n)[...] += centres[e0:e1, None, :]
-                self._done = self._ball_end + e1 * k
+#: each batch owes ⌈B·K / BANK_REFRESH_DIVISOR⌉ redrawn bank rows (see the module docstring) ...
+BANK_REFRESH_DIVISOR = 64
+#: ... paid in blocks of at least this many rows (a redraw costs ~30 µs however few rows it draws)
+BANK_REFRESH_BLOCK = 1024
 
 
 def noise_bank_rows(n_features: int, copies: int) -> int:
@@ -383,20 +382,41 @@ def _pick(
     """
     c = table.shape[1]
     flat = table[: b * (1 + m)].reshape(-1)  # a view for the contiguous tables onnxruntime returns
-    centre = flat.take(np.arange(0, b * c, c) + klass)[:, None]
-    ball = flat.take(np.arange(b * c, b * (1 + m) * c, c).reshape(b, m) + klass[:, None])[:, :, None]
+    centre_base, ball_base = _pick_bases(b, m, c)
+    centre = flat.take(centre_base + klass)[:, None]
+    ball = flat.take(ball_base + klass[:, None])[:, :, None]
     return centre, ball
 
 
+@functools.lru_cache(maxsize=16)
+def _pick_bases(b: int, m: int, c: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Flat offsets of column 0 at the B centres and the B·m ball points of a (rows, C) table (read-only)."""
+    centre = np.arange(0, b * c, c)
+    ball = np.arange(b * c, b * (1 + m) * c, c).reshape(b, m)
+    centre.flags.writeable = False
+    ball.flags.writeable = False
+    return centre, ball
+
+
+def _labels(out: ModelOutput, start: int, stop: int) -> NDArray[np.int64]:
+    """Class indices of rows [start, stop): the output's labels, or the argmax of its probabilities/logits."""
+    if out.label is not None:
+        return out.label[start:stop]
+    table = out.proba if out.proba is not None else out.logits
+    assert table is not None, "a classifier output carries labels, probabilities or logits"
+    return argmax_rows(table[start:stop])
+
+
 def _target_pair(
-    out: ModelOutput, output: OutputKind, labels: NDArray[np.int64], b: int, m: int
+    out: ModelOutput, output: OutputKind, klass: NDArray[np.int64], b: int, m: int
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
     """f at the centres (B, 1) and at the ball points (B, m, 1) for a classifier (proba, logit or label)."""
     if output == "label":
-        return labels[:b].astype(np.float32)[:, None], labels[b : b * (1 + m)].astype(np.float32).reshape(b, m, 1)
+        ball = _labels(out, b, b * (1 + m))
+        return klass.astype(np.float32)[:, None], ball.astype(np.float32).reshape(b, m, 1)
     table = out.proba if output == "proba" else out.logits
     assert table is not None
-    return _pick(table, labels[:b], b, m)
+    return _pick(table, klass, b, m)
 
 
 def _log_floor(p: NDArray[np.float32]) -> NDArray[np.float32]:

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from numpy.typing import NDArray
 
 from monitor.errors import ModelError
 from monitor.model.base import ModelKind, ModelOutput
+from monitor.model.neighbourhood import NeighbourhoodRunner, neighbourhood_graph
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +49,9 @@ class OnnxRuntimeOptions:
     #: 76,800 rows 1.7-1.9x faster in 16,384-row chunks (its activations stay in cache) and no model got faster
     #: with larger chunks; cheap models pay ~10-20 µs per extra run.
     max_rows_per_run: int = 16384
-    #: :meth:`OnnxModel.evaluate_streamed` runs chunk k in a worker thread while the caller builds chunk k+1.
-    #: None = only when a core is left over for the caller: 1 <= intra_op_threads < available cores (with
-    #: onnxruntime's default threads every core already runs the model; overlapping cost 5-10 % there, see
-    #: docs/BENCHMARKS.md, engine throughput).
-    overlap_chunks: bool | None = None
+    #: let :meth:`OnnxModel.neighbourhood` wrap the graph so onnxruntime builds ball points and flicker copies
+    #: itself (see :mod:`monitor.model.neighbourhood`); False: the scorer builds them in numpy
+    rows_in_graph: bool = True
 
 
 #: up to this many classes :func:`argmax_rows` compares columns; beyond, numpy's row-wise argmax is faster
@@ -85,13 +82,6 @@ def argmax_rows(table: NDArray[np.float32]) -> NDArray[np.int64]:
         np.maximum(label, step, out=label)  # the last column that beat the running maximum is the argmax
         np.maximum(best, column, out=best)
     return label.astype(np.int64)
-
-
-def _available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _resolve_providers(requested: Sequence[str]) -> list[str]:
@@ -176,24 +166,13 @@ class OnnxModel:
             raw, self._zipmap = _expose_zipmap_input(raw)
         except Exception as exc:  # noqa: BLE001 - any parse failure means "not ONNX"
             raise ModelError(f"cannot load '{self.path}' as an ONNX model: {exc}") from exc
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = self.options.intra_op_threads
-        so.inter_op_num_threads = self.options.inter_op_threads
-        so.log_severity_level = 3
         self.providers = _resolve_providers(self.options.providers)
         try:
-            self._session = ort.InferenceSession(raw, sess_options=so, providers=self.providers)
+            self._session = ort.InferenceSession(raw, sess_options=self._session_options(), providers=self.providers)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
             raise ModelError(f"cannot load '{self.path}' with onnxruntime: {exc}") from exc
         self._inspect_signature()
-        #: runs chunk k's ``session.run`` while :meth:`evaluate_streamed`'s caller builds chunk k+1 (created lazily)
-        self._worker: ThreadPoolExecutor | None = None
-        self._worker_lock = threading.Lock()
-        overlap = self.options.overlap_chunks
-        if overlap is None:
-            threads = self.options.intra_op_threads
-            overlap = 1 <= threads < _available_cores()
-        self.overlaps_chunks: bool = overlap
+        self._model_bytes = raw  # ZipMap removed; what :meth:`neighbourhood` wraps
 
     # -- signature ---------------------------------------------------------------------------------------
     def _inspect_signature(self) -> None:
@@ -322,69 +301,94 @@ class OnnxModel:
             return self._to_output(self._run(x))
         return self._to_output(self._merge([self._run(x[i : i + step]) for i in range(0, b, step)], b))
 
-    def evaluate_streamed(
-        self,
-        rows: NDArray[np.float32],
-        fill: Callable[[int, int], None],
-        after: Callable[[], None] | None = None,
-    ) -> ModelOutput:
-        """:meth:`evaluate` on a buffer the caller fills chunk by chunk, overlapping the filling with inference.
+    def neighbourhood(self, offsets: NDArray[np.float32], copies: int) -> NeighbourhoodEvaluator | None:
+        """An evaluator of centres, their ball points ``centre + offsets`` and K noisy copies in one graph.
 
-        The chunks are exactly those of :meth:`evaluate` (``max_rows_per_run`` rows each, one ``session.run``
-        per chunk) and so are the outputs. For each chunk ``[start, stop)`` in order, ``fill(start, stop)`` is
-        called in this thread and must leave rows ``[start, stop)`` of ``rows`` final; it may also write rows at or
-        beyond ``stop`` but never rows before ``start`` (a worker thread may be reading them). The chunk is then
-        handed to a single persistent worker thread, so the next ``fill`` runs while onnxruntime (which releases
-        the GIL) evaluates this chunk. ``after()``, if given, runs once every chunk has been filled (while the last
-        one runs). When the rows fit one chunk, or ``overlaps_chunks`` is False, fill, ``after`` and the runs
-        happen in turn in this thread.
-
-        Raises
-        ------
-        ModelError
-            As :meth:`evaluate`; an exception raised by ``fill``/``after`` propagates after the submitted runs end.
+        See :mod:`monitor.model.neighbourhood`. Runs whole events per ``session.run``, as many as fit in
+        ``max_rows_per_run`` rows (at least one). Returns None when the graph cannot be wrapped (sub-graphs) or
+        onnxruntime refuses the wrapped graph; the caller then evaluates rows it built itself.
         """
-        self.check_rows(rows)
-        b = rows.shape[0]
-        step = self.options.max_rows_per_run
-        if b <= step or not self.overlaps_chunks:
-            parts = []
-            for i in range(0, max(b, 1), step):  # an empty buffer still gets one (empty) run, as in evaluate
-                stop = min(i + step, b)
-                fill(i, stop)
-                if stop == b and after is not None:
-                    after()
-                parts.append(self._run(np.ascontiguousarray(rows[i:stop], dtype=self._input_dtype)))
-            return self._to_output(self._merge(parts, b))
-        worker = self._executor()
-        futures: list[Future[dict[str, NDArray[Any]]]] = []
+        if not self.options.rows_in_graph:
+            return None
+        m = int(offsets.shape[0])
+        # labels come from the probabilities (or logits) when the model has them: the model's own label output is
+        # not needed for ball points and copies, and a lowered linear head does not compute it
+        names = [
+            n
+            for n in self._run_names
+            if n != self._label_name or (self._proba_name is None and self._logits_name is None)
+        ]
+        wrapped = neighbourhood_graph(
+            self._model_bytes,
+            input_name=self.input_name,
+            output_names=names,
+            offsets=offsets,
+            copies=copies,
+            input_is_double=self._input_dtype == np.float64,
+        )
+        if wrapped is None:
+            log.info(
+                "model graph has sub-graphs; ball points are built outside onnxruntime", extra={"model": str(self.path)}
+            )
+            return None
         try:
-            for i in range(0, b, step):
-                stop = min(i + step, b)
-                fill(i, stop)
-                futures.append(worker.submit(self._run, np.ascontiguousarray(rows[i:stop], dtype=self._input_dtype)))
-            if after is not None:
-                after()
-            parts = [f.result() for f in futures]
-        finally:
-            for f in futures:
-                f.cancel()
-            wait_futures(futures)  # never return (or raise) while the worker still reads the caller's buffer
-        return self._to_output(self._merge(parts, b))
+            session = ort.InferenceSession(
+                wrapped.model, sess_options=self._session_options(), providers=self.providers
+            )
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
+            log.warning(
+                "onnxruntime refused the neighbourhood graph; ball points are built outside onnxruntime",
+                extra={"model": str(self.path), "error": str(exc)},
+            )
+            return None
+        per_event = 1 + m + copies
+        runner = NeighbourhoodRunner(session, names, m, copies, self.options.max_rows_per_run // per_event)
+        evaluator = NeighbourhoodEvaluator(runner, partial(self._to_output, labels=False), wrapped.projection)
+        problem = self._check_neighbourhood(evaluator, offsets, copies)
+        if problem is not None:
+            log.warning(
+                "neighbourhood graph disagrees with the model; ball points are built outside onnxruntime",
+                extra={"model": str(self.path), "problem": problem},
+            )
+            return None
+        return evaluator
 
-    def _executor(self) -> ThreadPoolExecutor:
-        if self._worker is None:
-            with self._worker_lock:
-                if self._worker is None:
-                    self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onnx-run")
-        return self._worker
+    def _check_neighbourhood(
+        self, evaluator: NeighbourhoodEvaluator, offsets: NDArray[np.float32], copies: int
+    ) -> str | None:
+        """Compare the wrapped graph with the model on a few seeded rows; a description of the first mismatch."""
+        rng = np.random.default_rng(0)
+        n, b = self._n_features, 3
+        centres = rng.standard_normal((b, n)).astype(np.float32)
+        noise = (0.05 * rng.standard_normal((b * copies, n))).astype(np.float32)
+        rows = [centres, (centres[:, None, :] + offsets[None, :, :]).reshape(-1, n)]
+        if copies:
+            rows.append((centres[:, None, :] + noise.reshape(b, copies, n)).reshape(-1, n))
+        try:
+            got = evaluator.evaluate(centres, evaluator.project_noise(noise) if copies else None)
+        except ModelError as exc:
+            return str(exc)
+        want = self.evaluate(np.concatenate(rows))
+        for name in ("proba", "logits", "value"):
+            a, e = getattr(got, name), getattr(want, name)
+            if (a is None) != (e is None):
+                return f"output {name} present in one graph only"
+            if a is not None and (a.shape != e.shape or not np.allclose(a, e, rtol=1e-4, atol=1e-5, equal_nan=True)):
+                return f"output {name} differs (shapes {a.shape} and {e.shape})"
+        if (
+            got.proba is None
+            and got.logits is None
+            and not np.array_equal(np.asarray(got.label), np.asarray(want.label))
+        ):
+            return "labels differ"
+        return None
 
-    def close(self) -> None:
-        """Stop the worker thread of :meth:`evaluate_streamed` (a later call starts a new one)."""
-        with self._worker_lock:
-            worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.shutdown(wait=True)
+    def _session_options(self) -> ort.SessionOptions:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = self.options.intra_op_threads
+        so.inter_op_num_threads = self.options.inter_op_threads
+        so.log_severity_level = 3
+        return so
 
     @staticmethod
     def _merge(parts: list[dict[str, NDArray[Any]]], b: int) -> dict[str, NDArray[Any]]:
@@ -413,7 +417,9 @@ class OnnxModel:
             raise ModelError(f"onnxruntime failed on a batch of {chunk.shape[0]} rows: {exc}") from exc
         return dict(zip(self._run_names, values, strict=True))
 
-    def _to_output(self, out: dict[str, NDArray[Any]]) -> ModelOutput:
+    def _to_output(self, out: dict[str, NDArray[Any]], labels: bool = True) -> ModelOutput:
+        """The session's outputs as a :class:`ModelOutput`. ``labels=False`` leaves ``label`` None when probabilities
+        or logits carry it (their ``argmax_rows``), for callers that need the labels of a few rows only."""
         if self._kind == "regressor":
             cols = [np.asarray(out[n], dtype=np.float32).reshape(len(out[n]), -1) for n in self._value_names]
             return ModelOutput(value=cols[0] if len(cols) == 1 else np.hstack(cols))
@@ -422,14 +428,14 @@ class OnnxModel:
             proba = np.asarray(out[self._proba_name], dtype=np.float32)
             if proba.ndim == 1:  # binary models emitting P(class 1) only
                 proba = np.stack([1.0 - proba, proba], axis=1)
-            label = argmax_rows(proba)
+            label = argmax_rows(proba) if labels else None
         if self._logits_name is not None:
             logits = np.asarray(out[self._logits_name], dtype=np.float32)
             if logits.ndim == 1:
                 logits = np.stack([np.zeros_like(logits), logits], axis=1)
-            if label is None:
+            if label is None and labels and proba is None:
                 label = argmax_rows(logits)
-        if label is None and self._label_name is not None:
+        if label is None and self._label_name is not None and proba is None and logits is None:
             raw = out[self._label_name]
             if raw.dtype.kind not in "iu":
                 raise ModelError(
@@ -437,5 +443,47 @@ class OnnxModel:
                     "probabilities; export the probability output"
                 )
             label = raw.astype(np.int64).reshape(-1)
-        raw_label = None if self._label_name is None else np.asarray(out[self._label_name]).reshape(-1)
+        own = out.get(self._label_name) if self._label_name is not None else None
+        raw_label = None if own is None else np.asarray(own).reshape(-1)
         return ModelOutput(label=label, proba=proba, logits=logits, raw_label=raw_label)
+
+
+class NeighbourhoodEvaluator:
+    """``OnnxModel.neighbourhood``'s result: ``evaluate(centres, noise)`` = ``evaluate(stacked rows)``."""
+
+    def __init__(
+        self,
+        runner: NeighbourhoodRunner,
+        convert: Callable[[dict[str, NDArray[Any]]], ModelOutput],
+        projection: NDArray[np.float64] | None = None,
+    ) -> None:
+        self._runner = runner
+        self._convert = convert
+        self._projection = projection
+
+    @property
+    def projects_noise(self) -> bool:
+        """True when :meth:`evaluate` takes the noise projected by :meth:`project_noise` (a linear head)."""
+        return self._projection is not None
+
+    def project_noise(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Noise rows (r, n) as the graph takes them: ``rows @ W.T + b`` for a linear head (in float64)."""
+        if self._projection is None:
+            return rows
+        w, b = self._projection[:, :-1], self._projection[:, -1]
+        projected: NDArray[np.float32] = (rows.astype(np.float64) @ w.T + b).astype(np.float32)
+        return projected
+
+    @property
+    def events_per_run(self) -> int:
+        return self._runner.events_per_run
+
+    def evaluate(self, centres: NDArray[np.float32], noise: NDArray[np.float32] | None) -> ModelOutput:
+        """Outputs for B float32 centres and their (B·K, ·) noise offsets (see :meth:`project_noise`), rows
+        ordered as ``build_rows``. ``label`` is None when probabilities or logits carry it (take ``argmax_rows`` of
+        the rows needed)."""
+        try:
+            out = self._runner.run(centres, noise)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime error types are not public
+            raise ModelError(f"onnxruntime failed on a batch of {centres.shape[0]} events: {exc}") from exc
+        return self._convert(out)

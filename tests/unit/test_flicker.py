@@ -16,7 +16,13 @@ import pytest
 from numpy.typing import NDArray
 from scipy.stats import norm
 
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig, noise_bank_rows
+from monitor.metrics.scorer import (
+    BANK_REFRESH_BLOCK,
+    BANK_REFRESH_DIVISOR,
+    RobustnessScorer,
+    ScoringConfig,
+    noise_bank_rows,
+)
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
 from tests.unit import onnx_graphs
@@ -126,18 +132,45 @@ def test_noise_bank_is_pre_scaled_by_sigma_and_the_standardizer(linear_classifie
     np.testing.assert_allclose(scorer._bank.mean(axis=0), 0.0, atol=0.02 * SIGMA * std.scale.max())
 
 
-def test_noise_bank_is_renewed_by_an_eighth_of_the_rows_each_call_consumed(linear_classifier_model: OnnxModel) -> None:
-    k, b = 64, 512  # 32,768 copies per call: 4,096 bank rows redrawn per call
+def test_noise_bank_is_renewed_by_a_64th_of_the_copies_in_blocks(linear_classifier_model: OnnxModel) -> None:
+    k, b = 64, 100  # 6,400 copies per call: 100 bank rows owed per call, redrawn once 1,024 are owed
     scorer = RobustnessScorer(linear_classifier_model, Standardizer.identity(2), ScoringConfig(flicker_copies=k))
     x = np.random.default_rng(0).normal(size=(b, 2))
     initial = scorer._bank.copy()
     before = initial
-    for _ in range(scorer._bank.shape[0] // (b * k // 8)):
+    owed = 0
+    for _ in range(scorer._bank.shape[0] // (b * k // BANK_REFRESH_DIVISOR) + 11):
         scorer.score(x)
-        changed = np.any(scorer._bank != before, axis=1)
-        assert changed.sum() == b * k // 8
+        owed += b * k // BANK_REFRESH_DIVISOR
+        changed = int(np.any(scorer._bank != before, axis=1).sum())
+        if owed >= BANK_REFRESH_BLOCK:
+            assert changed == owed  # the whole debt at once, contiguous rows round-robin
+            owed = 0
+        else:
+            assert changed == 0
         before = scorer._bank.copy()
-    assert np.all(np.any(scorer._bank != initial, axis=1))  # after bank_rows / 4096 calls every row was redrawn
+    assert np.all(np.any(scorer._bank != initial, axis=1))  # after a bank's worth of owed rows every row was redrawn
+
+
+def test_one_batch_takes_disjoint_consecutive_bank_rows(linear_classifier_model: OnnxModel) -> None:
+    k, b = 16, 40
+    scorer = RobustnessScorer(linear_classifier_model, Standardizer.identity(2), ScoringConfig(flicker_copies=k))
+    bank = scorer._bank.copy()
+    rows = scorer.build_rows(np.zeros((b, 2), dtype=np.float32))
+    copies = rows[b * (1 + scorer.ball_size) :]
+    (start,) = np.flatnonzero(np.all(bank == copies[0], axis=1))
+    np.testing.assert_array_equal(bank[start : start + b * k], copies)  # one block: no row used twice in a batch
+
+
+def test_a_batch_larger_than_the_bank_gathers_k_rows_per_event(linear_classifier_model: OnnxModel) -> None:
+    k = 64
+    scorer = RobustnessScorer(linear_classifier_model, Standardizer.identity(2), ScoringConfig(flicker_copies=k))
+    b = scorer._bank.shape[0] // k + 1  # B·K > bank rows: each event its own random block of K rows
+    bank = scorer._bank.copy()
+    copies = scorer.build_rows(np.zeros((b, 2), dtype=np.float32))[b * (1 + scorer.ball_size) :].reshape(b, k, 2)
+    for event in copies[:: max(1, b // 50)]:
+        (start,) = np.flatnonzero(np.all(bank == event[0], axis=1))
+        np.testing.assert_array_equal(bank[start : start + k], event)
 
 
 def test_scorers_with_the_same_seed_agree_over_a_sequence_of_calls(linear_classifier_model: OnnxModel) -> None:

@@ -16,9 +16,9 @@ from monitor.errors import ConfigError, ModelError
 from monitor.metrics.balls import ball_directions
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.base import ModelOutput
-from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions, argmax_rows
+from monitor.model.onnx import OnnxModel, argmax_rows
 from monitor.model.standardize import Standardizer
-from tests.conftest import CountingPredictor, CountingSession
+from tests.conftest import CountingPredictor
 from tests.unit import onnx_graphs
 
 RADIUS = 0.5
@@ -355,82 +355,3 @@ def test_model_labels_are_numpys_argmax_including_ties_and_nan(classes: int) -> 
     table[12] = np.nan
     np.testing.assert_array_equal(argmax_rows(table), table.argmax(axis=1))
     assert argmax_rows(table[:0]).shape == (0,)
-
-
-# -- rows built chunk by chunk, overlapped with the model's runs ----------------------------------------------------
-_RESULT_FIELDS = ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability", "valid")
-
-
-@pytest.mark.parametrize("overlap", [True, False])
-@pytest.mark.parametrize("copies", [0, 32])
-@pytest.mark.parametrize("fixture", ["curved_classifier_model", "norm_regressor_model"])
-def test_scorer_chunked_streamed_scores_equal_a_single_chunk(
-    fixture: str, copies: int, overlap: bool, request: pytest.FixtureRequest
-) -> None:
-    base: OnnxModel = request.getfixturevalue(fixture)
-    n = base.n_features
-
-    def scorer(chunk: int) -> RobustnessScorer:
-        options = OnnxRuntimeOptions(max_rows_per_run=chunk, intra_op_threads=1, overlap_chunks=overlap)
-        config = ScoringConfig(radius=RADIUS, flicker_copies=copies, seed=5)
-        return RobustnessScorer(OnnxModel(base.path, options), Standardizer.identity(n), config)
-
-    single = scorer(10**7)
-    chunked = [scorer(chunk) for chunk in (1, 13, 64, 1000)]
-    rng = np.random.default_rng(1)
-    for b in (1, 2, 7, 33, 100):  # the same call sequence for every scorer: the noise bank draws stay aligned
-        rows = rng.normal(size=(b, n))
-        if b > 2:
-            rows[1, 0] = np.nan
-            rows[-1, -1] = np.inf
-        expected = single.score(rows)
-        for other in chunked:
-            got = other.score(rows)
-            for name in _RESULT_FIELDS:
-                np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), err_msg=name)
-    for other in chunked:
-        np.testing.assert_array_equal(other._bank, single._bank)
-
-
-def test_scorer_streamed_rows_equal_build_rows(curved_classifier_model: OnnxModel) -> None:
-    options = OnnxRuntimeOptions(max_rows_per_run=50, overlap_chunks=True)
-    model = OnnxModel(curved_classifier_model.path, options)
-    seen: list[NDArray[np.float32]] = []
-    real_run = model._run
-
-    def recording_run(chunk: NDArray[np.float32]) -> dict[str, NDArray[np.float32]]:
-        seen.append(chunk.copy())
-        return real_run(chunk)
-
-    model._run = recording_run  # type: ignore[method-assign]
-    config = ScoringConfig(radius=RADIUS, flicker_copies=16, seed=2)
-    streamed = RobustnessScorer(model, Standardizer.identity(2), config)
-    reference = RobustnessScorer(curved_classifier_model, Standardizer.identity(2), config)
-    centres = np.random.default_rng(3).normal(size=(9, 2)).astype(np.float32)
-    streamed.score(centres)
-    expected = reference.build_rows(centres)
-    assert [c.shape[0] for c in seen] == [50] * (expected.shape[0] // 50) + [expected.shape[0] % 50]
-    np.testing.assert_array_equal(np.concatenate(seen), expected)
-
-
-def test_scorer_streamed_batch_runs_the_session_once_per_max_rows_chunk(curved_classifier_model: OnnxModel) -> None:
-    model = OnnxModel(curved_classifier_model.path, OnnxRuntimeOptions(max_rows_per_run=64, overlap_chunks=True))
-    session = CountingSession(model._session)
-    model._session = session
-    scorer = RobustnessScorer(model, Standardizer.identity(2), ScoringConfig(flicker_copies=8))
-    scorer.score(np.random.default_rng(0).normal(size=(10, 2)))
-    total = 10 * scorer.rows_per_event()
-    assert session.batch_sizes == [min(64, total - i) for i in range(0, total, 64)]
-
-
-def test_scorer_streamed_worker_failure_is_a_model_error(curved_classifier_model: OnnxModel) -> None:
-    model = OnnxModel(curved_classifier_model.path, OnnxRuntimeOptions(max_rows_per_run=16, overlap_chunks=True))
-
-    class Failing:
-        def run(self, names: list[str], feeds: dict[str, NDArray[np.float32]]) -> list[NDArray[np.float32]]:
-            raise RuntimeError("device lost")
-
-    model._session = Failing()
-    scorer = RobustnessScorer(model, Standardizer.identity(2), ScoringConfig(flicker_copies=4))
-    with pytest.raises(ModelError, match="onnxruntime failed on a batch of 16 rows: device lost"):
-        scorer.score(np.random.default_rng(0).normal(size=(5, 2)))

@@ -1,0 +1,434 @@
+"""Ball points and flicker copies generated inside the ONNX graph: one ``session.run`` per micro-batch chunk.
+
+Why: for cheap dense models (a logistic regression, a small MLP) writing the B·(1 + m + K) rows in numpy — centres,
+ball points x + r·s⊙v_i, noisy copies x + σ·s⊙ε — cost as much as onnxruntime's evaluation of them (see
+docs/BENCHMARKS.md, engine throughput), so the scorer ran at a fraction of onnxruntime's speed. Here the rows are
+produced by onnxruntime itself, in C++ and on its intra-op threads, from the B centres:
+
+- the graph takes ``centres`` [B, n] and ``noise`` [B, K, n] (the scorer passes a view of its noise bank, no copy);
+  the ball offsets [1, m, n] are an initializer;
+- ``ball = centres[:, None, :] + offsets`` and ``flicker = centres[:, None, :] + noise`` (the centres expanded to
+  [B, m, n] and [B, K, n] first, then one Add each), reshaped to [B·m, n] and [B·K, n];
+- the model's nodes are copied three times — once on the centres, once on the ball points, once on the flicker
+  copies (tensor names prefixed ``c/``, ``b/``, ``f/``; initializers are shared, not copied) — so the rows are never
+  concatenated into one input tensor (that copy alone cost a third of a logistic regression's evaluation);
+- each requested output comes back in three parts, which :class:`NeighbourhoodRunner` writes into arrays laid out
+  exactly as ``evaluate`` of the stacked rows would return them: B centre rows, then B·m ball rows, then B·K copies.
+
+Every row gets the same float32 operations as the numpy path (``centre + offset``, ``centre + noise``; a model with
+a double input gets the float32 row cast to double, as ``OnnxModel.evaluate`` casts a float32 buffer), so the rows
+are bit-identical; the model's outputs may differ in the last bits only where onnxruntime's kernels depend on the
+number of rows in a run.
+
+Graphs the rewrite cannot copy safely — a node with a sub-graph attribute (If, Loop, Scan), whose inner graphs
+may read outer tensors by name — get ``None`` from :func:`neighbourhood_graph`; the scorer then builds the rows in
+numpy as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+from numpy.typing import NDArray
+from onnx import TensorProto, helper, numpy_helper
+
+#: the three row blocks of a micro-batch, in output order: centres, ball points, flicker copies
+PARTS = ("c", "b", "f")
+
+
+@dataclass(frozen=True, slots=True)
+class WrappedGraph:
+    """:func:`neighbourhood_graph`'s result.
+
+    ``projection`` is None when the graph takes the flicker noise as rows of n features; for a linear head it is
+    the (T, n + 1) float64 matrix [W | b] and the graph takes the noise already projected, ``noise @ W.T + b``.
+    """
+
+    model: bytes
+    projection: NDArray[np.float64] | None
+
+
+@dataclass(frozen=True, slots=True)
+class LinearHead:
+    """The LinearClassifier/LinearRegressor reading the model input (see :func:`linear_head`)."""
+
+    index: int  # of the node in the graph
+    weights: NDArray[np.float64]  # (T, n)
+    intercepts: NDArray[np.float32]  # (T,)
+    #: the standard op replacing the node's post-transform once its scores are ``x @ W.T + intercepts``: "" (none),
+    #: "Sigmoid" or "Softmax"
+    lowered: str
+    output: str  # the node output the lowered ops write (probabilities, or the regressor's values)
+
+
+_LOWERED_POST = {"NONE": "", "LOGISTIC": "Sigmoid", "SOFTMAX": "Softmax"}
+
+
+def linear_head(graph: onnx.GraphProto, input_name: str, n: int) -> LinearHead | None:
+    """The linear head when the input feeds only a LinearClassifier/LinearRegressor with T < n targets.
+
+    Such a node computes ``x @ W.T + b`` before its post-transform, so ``(x + δ) @ W.T = x @ W.T + δ @ W.T``:
+    the ball points and noisy copies can be built with T numbers per row instead of n. onnxruntime's linear
+    kernels also spend ~8 ns per row on their own label selection, as much as the whole logistic regression, so
+    where the node's semantics are plain standard ops — a classifier with one score per class (T = classes ≥ 2),
+    post-transform NONE, LOGISTIC or SOFTMAX, whose label output feeds no other node; a regressor with post-transform
+    NONE — the copies compute ``Add`` (+ ``Sigmoid``/``Softmax``) instead, and labels come from the probabilities.
+    ``OnnxModel.neighbourhood`` checks the wrapped graph against the model before using it.
+    """
+    consumers = [i for i, node in enumerate(graph.node) if input_name in node.input]
+    if len(consumers) != 1 or any(o.name == input_name for o in graph.output):
+        return None
+    index = consumers[0]
+    node = graph.node[index]
+    if node.domain != "ai.onnx.ml" or node.op_type not in ("LinearClassifier", "LinearRegressor"):
+        return None
+    if list(node.input) != [input_name]:
+        return None
+    coefficients = next((a for a in node.attribute if a.name == "coefficients"), None)
+    if coefficients is None or not coefficients.floats or len(coefficients.floats) % n:
+        return None
+    w = np.asarray(coefficients.floats, dtype=np.float64).reshape(-1, n)
+    targets = w.shape[0]
+    if targets >= n:
+        return None
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    raw_intercepts = attrs.get("intercepts") or [0.0] * targets
+    if len(raw_intercepts) != targets:
+        return None
+    intercepts = np.asarray(raw_intercepts, dtype=np.float32)
+    post = attrs.get("post_transform", b"NONE")
+    post = post.decode() if isinstance(post, bytes) else str(post)
+    consumed = {t for other in graph.node for t in other.input}
+    lowered: str | None = None
+    output = node.output[0]
+    if node.op_type == "LinearClassifier":
+        classes = len(attrs.get("classlabels_ints") or attrs.get("classlabels_strings") or [])
+        if len(node.output) == 2 and node.output[0] not in consumed and targets == classes >= 2:
+            lowered = _LOWERED_POST.get(post)
+            output = node.output[1]
+    elif post == "NONE":
+        lowered = ""
+    if lowered is None:
+        return None
+    return LinearHead(index, w, intercepts, lowered, output)
+
+
+def neighbourhood_graph(
+    model_bytes: bytes,
+    *,
+    input_name: str,
+    output_names: Sequence[str],
+    offsets: NDArray[np.float32],
+    copies: int,
+    input_is_double: bool,
+) -> WrappedGraph | None:
+    """The model wrapped to evaluate each centre, its ball points and its flicker copies in one run.
+
+    Parameters
+    ----------
+    model_bytes : the model (ZipMap already removed) as serialized ONNX.
+    input_name : its single 2-D input.
+    output_names : the outputs to expose, each as ``c/<name>``, ``b/<name>`` and (when ``copies``) ``f/<name>``.
+    offsets : (m, n) float32 ball offsets in raw units.
+    copies : K flicker copies per centre (0: no ``noise`` input and no ``f/`` outputs).
+    input_is_double : the model's input is double: rows are built in float32 and cast, as the numpy path does.
+
+    Returns
+    -------
+    The new model and the noise projection, or None when the graph holds sub-graphs (see the module docstring).
+    """
+    proto = onnx.load_from_string(model_bytes)
+    graph = proto.graph
+    for node in graph.node:
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            return None
+    m, n = offsets.shape
+    shared = {init.name for init in graph.initializer} | {init.name for init in graph.sparse_initializer}
+    taken = shared | {t for node in graph.node for t in (*node.input, *node.output)} | {input_name}
+
+    def fresh(base: str) -> str:
+        name = base
+        while name in taken:
+            name = "_" + name
+        taken.add(name)
+        return name
+
+    opset = max((op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")), default=0)
+    if opset < 8:
+        return None  # Expand arrived in opset 8
+    centres, noise = fresh("centres"), fresh("noise")
+    head = None if input_is_double else linear_head(graph, input_name, n)
+    if head is not None:
+        return _wrap_linear(proto, head, input_name, output_names, offsets, copies, fresh, centres, noise)
+    axis1, rows_shape = fresh("nbh_axis1"), fresh("nbh_rows_shape")
+    c3 = fresh("nbh_centres3")
+    # Broadcast Adds whose innermost broadcast span is a single row (n values) run ~2.5x slower in onnxruntime
+    # than an Expand followed by an Add over spans of m·n values, so the centres are expanded first.
+    if opset >= 13:  # axes became an input in opset 13
+        unsqueeze = helper.make_node("Unsqueeze", [centres, axis1], [c3], name=fresh("nbh_unsqueeze"))
+    else:
+        unsqueeze = helper.make_node("Unsqueeze", [centres], [c3], axes=[1], name=fresh("nbh_unsqueeze"))
+    pre = [unsqueeze]
+    constants = [numpy_helper.from_array(np.array([-1, n], dtype=np.int64), rows_shape)]
+    if opset >= 13:
+        constants.append(numpy_helper.from_array(np.array([1], dtype=np.int64), axis1))
+    ball = _expanded_add(pre, constants, fresh, c3, "ball", m, n, offsets=offsets)
+    pre.append(helper.make_node("Reshape", [ball, rows_shape], [fresh("nbh_ball")], name=fresh("nbh_rows_ball")))
+    sources = {"c": centres, "b": pre[-1].output[0]}
+    if copies:
+        flick = _expanded_add(pre, constants, fresh, c3, "flicker", copies, n, noise=noise)
+        pre.append(
+            helper.make_node("Reshape", [flick, rows_shape], [fresh("nbh_flicker")], name=fresh("nbh_rows_flicker"))
+        )
+        sources["f"] = pre[-1].output[0]
+    if input_is_double:
+        for part, src in list(sources.items()):
+            cast = fresh(f"nbh_{part}_double")
+            pre.append(helper.make_node("Cast", [src], [cast], to=TensorProto.DOUBLE, name=fresh("nbh_cast")))
+            sources[part] = cast
+    nodes = pre + _copies(graph, sources, input_name, shared, skip=())
+    return _assemble(proto, nodes, constants, centres, noise, n, n, copies, list(sources), output_names, None)
+
+
+def _expanded_add(
+    nodes: list[onnx.NodeProto],
+    constants: list[onnx.TensorProto],
+    fresh: Callable[[str], str],
+    rows3: str,
+    what: str,
+    count: int,
+    width: int,
+    *,
+    offsets: NDArray[np.float32] | None = None,
+    noise: str | None = None,
+) -> str:
+    """``rows3`` [B, 1, width] expanded to [B, count, width] plus the (count, width) ``offsets`` (an initializer,
+    added over rows of count·width values) or the [B, count, width] input ``noise``; returns the result's name."""
+    shape, rep, out = fresh(f"nbh_{what}_shape"), fresh(f"nbh_{what}_rep"), fresh(f"nbh_{what}_sum")
+    constants.append(numpy_helper.from_array(np.array([1, count, width], dtype=np.int64), shape))
+    nodes.append(helper.make_node("Expand", [rows3, shape], [rep], name=fresh(f"nbh_expand_{what}")))
+    if noise is not None:
+        nodes.append(helper.make_node("Add", [rep, noise], [out], name=fresh(f"nbh_add_{what}")))
+        return out
+    assert offsets is not None
+    flat_shape, flat, offs = fresh(f"nbh_{what}_flat_shape"), fresh(f"nbh_{what}_flat"), fresh(f"nbh_{what}_offsets")
+    constants.append(numpy_helper.from_array(np.array([-1, count * width], dtype=np.int64), flat_shape))
+    constants.append(
+        numpy_helper.from_array(np.ascontiguousarray(offsets, dtype=np.float32).reshape(1, count * width), offs)
+    )
+    nodes.append(helper.make_node("Reshape", [rep, flat_shape], [flat], name=fresh(f"nbh_flatten_{what}")))
+    nodes.append(helper.make_node("Add", [flat, offs], [out], name=fresh(f"nbh_add_{what}")))
+    return out
+
+
+def _copies(
+    graph: onnx.GraphProto, sources: dict[str, str], input_name: str, shared: set[str], skip: Sequence[int]
+) -> list[onnx.NodeProto]:
+    """The graph's nodes once per part, tensors prefixed ``<part>/``, the input read from ``sources[part]``."""
+    copied: list[onnx.NodeProto] = []
+    for part, src in sources.items():
+        for index, node in enumerate(graph.node):
+            if index in skip:
+                continue
+            clone = onnx.NodeProto()
+            clone.CopyFrom(node)
+            if clone.name:
+                clone.name = f"{part}/{node.name}"
+            del clone.input[:]
+            clone.input.extend(_rename(t, part, src, input_name, shared) for t in node.input)
+            del clone.output[:]
+            clone.output.extend(_rename(t, part, src, input_name, shared) for t in node.output)
+            copied.append(clone)
+    return copied
+
+
+def _assemble(
+    proto: onnx.ModelProto,
+    nodes: list[onnx.NodeProto],
+    constants: list[onnx.TensorProto],
+    centres: str,
+    noise: str,
+    noise_width: int,
+    n_features: int,
+    copies: int,
+    parts: Sequence[str],
+    output_names: Sequence[str],
+    projection: NDArray[np.float64] | None,
+) -> WrappedGraph:
+    """The wrapped model: inputs ``centres`` [B, n] (and ``noise`` [B, K, width]), outputs ``<part>/<name>``."""
+    graph = proto.graph
+    by_name = {o.name: o for o in graph.output}
+    outputs = []
+    for part in parts:
+        for name in output_names:
+            out = onnx.ValueInfoProto()
+            out.CopyFrom(by_name[name])
+            out.name = f"{part}/{name}"
+            if out.type.HasField("tensor_type"):  # the batch dimension changes (B, B·m, B·K): leave the shape free
+                out.type.tensor_type.ClearField("shape")
+            outputs.append(out)
+    inputs = [helper.make_tensor_value_info(centres, TensorProto.FLOAT, ["B", n_features])]
+    if copies:
+        inputs.append(helper.make_tensor_value_info(noise, TensorProto.FLOAT, ["B", copies, noise_width]))
+    wrapped = helper.make_graph(
+        nodes,
+        f"{graph.name}_neighbourhood",
+        inputs,
+        outputs,
+        initializer=[*graph.initializer, *constants],
+        sparse_initializer=list(graph.sparse_initializer),
+    )
+    model = helper.make_model(wrapped, opset_imports=list(proto.opset_import))
+    model.ir_version = proto.ir_version
+    model.functions.extend(proto.functions)
+    return WrappedGraph(model.SerializeToString(), projection)
+
+
+def _wrap_linear(
+    proto: onnx.ModelProto,
+    head: LinearHead,
+    input_name: str,
+    output_names: Sequence[str],
+    offsets: NDArray[np.float32],
+    copies: int,
+    fresh: Callable[[str], str],
+    centres: str,
+    noise: str,
+) -> WrappedGraph:
+    """A linear head's scores for every row of an event from one MatMul of its centre (see :func:`linear_head`).
+
+    With W (T, n) and intercepts b, an event's m ball scores are ``x @ tile(W.T, m) + (offsets @ W.T + b)`` — a
+    [B, n] × [n, m·T] MatMul and one Add over rows of m·T values — and its K copies' scores are
+    ``x @ tile(W.T, K) + fed`` where the scorer feeds ``fed = noise @ W.T + b`` (``project_noise``). Building rows
+    of T values with Expand/Add instead cost more than the logistic regression itself: onnxruntime's broadcasting
+    loops pay per innermost span, here T = 2 values.
+    """
+    graph = proto.graph
+    m, n = offsets.shape
+    w = head.weights
+    t = w.shape[0]
+    wt = np.ascontiguousarray(w.T, dtype=np.float32)  # (n, T)
+    bias = head.intercepts.astype(np.float64)
+    rows_shape = fresh("nbh_rows_shape")
+    constants = [numpy_helper.from_array(np.array([-1, t], dtype=np.int64), rows_shape)]
+    nodes: list[onnx.NodeProto] = []
+
+    def scores(part: str, weights: NDArray[np.float32], add: str, add_value: NDArray[np.float32] | None) -> None:
+        """``centres @ weights + add`` → post-transform → [rows, T] into the part's copy of the head's output."""
+        w_name, s_name, z_name = fresh(f"nbh_{part}_weights"), fresh(f"nbh_{part}_scores"), fresh(f"nbh_{part}_z")
+        constants.append(numpy_helper.from_array(weights, w_name))
+        if add_value is not None:
+            constants.append(numpy_helper.from_array(add_value, add))
+        nodes.append(helper.make_node("MatMul", [centres, w_name], [s_name], name=fresh(f"nbh_{part}_matmul")))
+        nodes.append(helper.make_node("Add", [s_name, add], [z_name], name=fresh(f"nbh_{part}_add")))
+        target = f"{part}/{head.output}"
+        if head.lowered == "Sigmoid":  # elementwise: on the wide [B, m·T] block, then reshaped
+            post = fresh(f"nbh_{part}_post")
+            nodes.append(helper.make_node("Sigmoid", [z_name], [post], name=fresh(f"nbh_{part}_sigmoid")))
+            nodes.append(helper.make_node("Reshape", [post, rows_shape], [target], name=fresh(f"nbh_{part}_rows")))
+        elif head.lowered == "Softmax":  # per row of T scores
+            rows = fresh(f"nbh_{part}_rows")
+            nodes.append(helper.make_node("Reshape", [z_name, rows_shape], [rows], name=fresh(f"nbh_{part}_reshape")))
+            softmax = helper.make_node("Softmax", [rows], [target], name=fresh(f"nbh_{part}_softmax"))
+            softmax.attribute.append(helper.make_attribute("axis", -1))
+            nodes.append(softmax)
+        else:
+            nodes.append(helper.make_node("Reshape", [z_name, rows_shape], [target], name=fresh(f"nbh_{part}_rows")))
+
+    scores("c", wt, fresh("nbh_c_bias"), bias.astype(np.float32).reshape(1, t))
+    ball_bias = (offsets.astype(np.float64) @ w.T + bias).astype(np.float32).reshape(1, m * t)
+    scores("b", np.tile(wt, (1, m)), fresh("nbh_b_bias"), ball_bias)
+    parts = ["c", "b"]
+    if copies:
+        flat, noise_shape = fresh("nbh_noise_flat"), fresh("nbh_noise_shape")
+        constants.append(numpy_helper.from_array(np.array([-1, copies * t], dtype=np.int64), noise_shape))
+        nodes.append(helper.make_node("Reshape", [noise, noise_shape], [flat], name=fresh("nbh_flatten_noise")))
+        scores("f", np.tile(wt, (1, copies)), flat, None)
+        parts.append("f")
+    shared = {init.name for init in graph.initializer} | {init.name for init in graph.sparse_initializer}
+    # the rest of the graph (after the head) once per part; nothing else reads the input
+    nodes += _copies(graph, dict.fromkeys(parts, ""), input_name, shared, skip=(head.index,))
+    projection = np.hstack([w, bias[:, None]])  # (T, n + 1): [noise, 1] @ projection.T = noise @ W.T + b
+    return _assemble(proto, nodes, constants, centres, noise, t, n, copies, parts, output_names, projection)
+
+
+def _rename(tensor: str, part: str, source: str, input_name: str, shared: set[str]) -> str:
+    if not tensor or tensor in shared:
+        return tensor
+    if tensor == input_name:
+        return source
+    return f"{part}/{tensor}"
+
+
+class NeighbourhoodRunner:
+    """Runs a :func:`neighbourhood_graph` session in chunks of whole events.
+
+    ``run`` returns the requested outputs as one dict laid out like ``session.run`` on the stacked rows —
+    B centre rows, B·m ball rows, B·K flicker rows — ready for ``OnnxModel``'s output conversion.
+    """
+
+    def __init__(self, session: Any, output_names: Sequence[str], m: int, copies: int, events_per_run: int) -> None:
+        self._session = session
+        self._names = list(output_names)
+        self._m, self._k = m, copies
+        self.events_per_run = max(1, events_per_run)
+        inputs = session.get_inputs()
+        self._centres_name = inputs[0].name
+        self._noise_name = inputs[1].name if copies else None
+        parts = PARTS if copies else PARTS[:2]
+        self._fetch = [f"{p}/{name}" for p in parts for name in self._names]
+
+    def run(self, centres: NDArray[np.float32], noise: NDArray[np.float32] | None) -> dict[str, NDArray[Any]]:
+        """Outputs for (B, n) float32 ``centres`` and (B·K, width) float32 ``noise`` (None when K = 0)."""
+        b = centres.shape[0]
+        m, k = self._m, self._k
+        step = self.events_per_run
+        noise3 = None if noise is None or not k else noise.reshape(b, k, noise.shape[1])
+        if b <= step:
+            return self._join(self._run_chunk(centres, noise3), b)
+        merged: dict[str, NDArray[Any]] | None = None
+        for e0 in range(0, b, step):
+            e1 = min(b, e0 + step)
+            part = self._run_chunk(centres[e0:e1], None if noise3 is None else noise3[e0:e1])
+            if merged is None:
+                merged = self._allocate(part, b)
+            for name in self._names:
+                target = merged[name]
+                target[e0:e1] = part[f"c/{name}"]
+                target[b + e0 * m : b + e1 * m] = part[f"b/{name}"]
+                if k:
+                    target[b * (1 + m) + e0 * k : b * (1 + m) + e1 * k] = part[f"f/{name}"]
+        assert merged is not None
+        return merged
+
+    def _run_chunk(self, centres: NDArray[np.float32], noise3: NDArray[np.float32] | None) -> dict[str, NDArray[Any]]:
+        feed: dict[str, NDArray[np.float32]] = {self._centres_name: centres}
+        if self._noise_name is not None:
+            assert noise3 is not None
+            feed[self._noise_name] = noise3
+        return dict(zip(self._fetch, self._session.run(self._fetch, feed), strict=True))
+
+    def _allocate(self, part: dict[str, NDArray[Any]], b: int) -> dict[str, NDArray[Any]]:
+        rows = b * (1 + self._m + self._k)
+        out: dict[str, NDArray[Any]] = {}
+        for name in self._names:
+            first = part[f"c/{name}"]
+            dtype = object if first.dtype.kind in "OSU" else first.dtype  # string labels: widths may differ
+            out[name] = np.empty((rows, *first.shape[1:]), dtype=dtype)
+        return out
+
+    def _join(self, part: dict[str, NDArray[Any]], b: int) -> dict[str, NDArray[Any]]:
+        """One chunk: the three blocks of each output, one after the other."""
+        out = self._allocate(part, b)
+        parts = PARTS if self._k else PARTS[:2]
+        for name in self._names:
+            target, start = out[name], 0
+            for p in parts:
+                block = part[f"{p}/{name}"]
+                target[start : start + block.shape[0]] = block
+                start += block.shape[0]
+        return out

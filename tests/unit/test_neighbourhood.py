@@ -1,0 +1,259 @@
+"""Ball points and flicker copies built inside the ONNX graph (``OnnxModel.neighbourhood``).
+
+The in-graph path must score exactly what the numpy path scores: same rows (same offsets, same bank rows for the
+same seed and call sequence), same outputs up to the last float32 bits, the same bank afterwards; one
+``session.run`` per chunk of whole events; and a clean fallback when a graph cannot be wrapped or disagrees.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from numpy.typing import NDArray
+from onnx import TensorProto, helper
+
+from monitor.errors import ModelError
+from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
+from monitor.model import onnx as onnx_module
+from monitor.model.neighbourhood import linear_head, neighbourhood_graph
+from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
+from monitor.model.standardize import Standardizer
+from tests.conftest import CountingSession
+from tests.unit import onnx_graphs
+
+RESULT_FIELDS = ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability", "valid")
+
+
+def _pair(path: Path, config: ScoringConfig, *, chunk: int = 16384) -> tuple[RobustnessScorer, RobustnessScorer]:
+    """The same model and config scored in the graph and in numpy."""
+    graph = OnnxModel(path, OnnxRuntimeOptions(max_rows_per_run=chunk, rows_in_graph=True))
+    plain = OnnxModel(path, OnnxRuntimeOptions(max_rows_per_run=chunk, rows_in_graph=False))
+    std = Standardizer.identity(graph.n_features)
+    return RobustnessScorer(graph, std, config), RobustnessScorer(plain, std, config)
+
+
+def _assert_same_scores(a: Any, b: Any, *, rtol: float = 2e-5, atol: float = 1e-6) -> None:
+    for name in RESULT_FIELDS:
+        got, want = getattr(a, name), getattr(b, name)
+        if np.asarray(want).dtype.kind == "f":
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True, err_msg=name)
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def _calls(scorer_a: RobustnessScorer, scorer_b: RobustnessScorer, n: int, sizes: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(1)
+    for b in sizes:  # the same call sequence for both scorers: their noise banks stay aligned
+        rows = rng.normal(scale=0.7, size=(b, n))
+        if b > 2:
+            rows[1, 0] = np.nan
+            rows[-1, -1] = np.inf
+        _assert_same_scores(scorer_a.score(rows), scorer_b.score(rows))
+    np.testing.assert_array_equal(scorer_a._bank, scorer_b._bank)
+
+
+@pytest.mark.parametrize("copies", [0, 16])
+@pytest.mark.parametrize("chunk", [1, 90, 10**6])  # rows per run: 1 event at least, a few events, everything
+@pytest.mark.parametrize("fixture", ["curved_classifier_model", "norm_regressor_model", "linear_classifier_model"])
+def test_in_graph_scores_equal_numpy_scores(
+    fixture: str, chunk: int, copies: int, request: pytest.FixtureRequest
+) -> None:
+    base: OnnxModel = request.getfixturevalue(fixture)
+    config = ScoringConfig(radius=0.3, flicker_copies=copies, sigma=0.3, seed=5)
+    graph, plain = _pair(base.path, config, chunk=chunk)
+    assert graph.rows_built_in_graph and not plain.rows_built_in_graph
+    _calls(graph, plain, base.n_features, (1, 2, 7, 33, 100))
+
+
+@pytest.mark.parametrize("output", ["proba", "logit", "label"])
+def test_in_graph_scores_equal_numpy_scores_for_every_output(curved_classifier_model: OnnxModel, output: str) -> None:
+    config = ScoringConfig(radius=0.3, output=output, flicker_copies=8, sigma=0.3, seed=2)
+    graph, plain = _pair(curved_classifier_model.path, config, chunk=200)
+    _calls(graph, plain, 2, (5, 40))
+
+
+def test_in_graph_rows_are_the_rows_build_rows_writes(curved_classifier_model: OnnxModel, tmp_path: Path) -> None:
+    """The wrapped graph with an Identity model returns its input rows: they equal ``build_rows`` bit for bit."""
+    path = tmp_path / "identity.onnx"
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["value"])],
+        "identity",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("value", TensorProto.FLOAT, ["N", 3])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    config = ScoringConfig(radius=0.2, flicker_copies=8, seed=4)
+    std = Standardizer(mean=np.zeros(3), scale=np.array([1.0, 3.0, 0.5]))
+    in_graph = RobustnessScorer(OnnxModel(path, OnnxRuntimeOptions(max_rows_per_run=50)), std, config)
+    numpy_side = RobustnessScorer(OnnxModel(path, OnnxRuntimeOptions(rows_in_graph=False)), std, config)
+    centres = np.random.default_rng(3).normal(size=(9, 3)).astype(np.float32)
+    assert in_graph._neighbourhood is not None
+    out = in_graph._neighbourhood.evaluate(centres, in_graph._bank[in_graph._noise_pick(9)])
+    in_graph._after_batch(9)
+    assert out.value is not None
+    np.testing.assert_array_equal(out.value, numpy_side.build_rows(centres))
+
+
+def test_in_graph_runs_once_per_chunk_of_whole_events(curved_classifier_model: OnnxModel) -> None:
+    model = OnnxModel(curved_classifier_model.path, OnnxRuntimeOptions(max_rows_per_run=64))
+    scorer = RobustnessScorer(model, Standardizer.identity(2), ScoringConfig(flicker_copies=8))
+    assert scorer._neighbourhood is not None
+    runner = scorer._neighbourhood._runner
+    session = CountingSession(runner._session)
+    runner._session = session
+    per_event = scorer.rows_per_event()  # 1 + 4 + 8 = 13 rows: 4 events per 64-row run
+    assert runner.events_per_run == 64 // per_event
+    scorer.score(np.random.default_rng(0).normal(size=(10, 2)))
+    assert session.batch_sizes == [4, 4, 2]  # centres per run
+    runner.events_per_run = 10**6
+    session.batch_sizes.clear()
+    scorer.score(np.random.default_rng(0).normal(size=(10, 2)))
+    assert session.batch_sizes == [10]  # ONE session.run for the micro-batch
+
+
+def test_a_run_failure_is_a_model_error_naming_the_batch(curved_classifier_model: OnnxModel) -> None:
+    scorer = RobustnessScorer(curved_classifier_model, Standardizer.identity(2), ScoringConfig(flicker_copies=4))
+
+    class Failing:
+        def run(self, names: list[str], feeds: dict[str, NDArray[np.float32]]) -> list[NDArray[np.float32]]:
+            raise RuntimeError("device lost")
+
+    assert scorer._neighbourhood is not None
+    scorer._neighbourhood._runner._session = Failing()
+    with pytest.raises(ModelError, match="onnxruntime failed on a batch of 5 events: device lost"):
+        scorer.score(np.random.default_rng(0).normal(size=(5, 2)))
+
+
+def test_double_input_models_get_float32_rows_cast_in_the_graph(tmp_path: Path) -> None:
+    path = onnx_graphs.double_input_regressor(tmp_path / "double.onnx", [1.0, -2.0, 0.5])
+    config = ScoringConfig(radius=0.3, flicker_copies=8, seed=1)
+    graph, plain = _pair(path, config)
+    assert graph.rows_built_in_graph
+    _calls(graph, plain, 3, (3, 20))
+
+
+def test_zipmap_and_string_label_classifiers(tmp_path: Path) -> None:
+    path, _ = onnx_graphs.zipmap_classifier(tmp_path / "zip.onnx", classes=("no", "yes"))
+    graph, plain = _pair(path, ScoringConfig(radius=0.3, flicker_copies=8, seed=3))
+    assert graph.rows_built_in_graph
+    _calls(graph, plain, 2, (4, 30))
+
+
+def test_an_old_opset_model_is_wrapped_with_the_attribute_form_of_unsqueeze(tmp_path: Path) -> None:
+    path = tmp_path / "opset11.onnx"
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["xw"]),
+            helper.make_node("Softmax", ["xw"], ["probabilities"], axis=1),
+        ],
+        "old",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2])],
+        [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", 2])],
+        initializer=[onnx.numpy_helper.from_array(np.array([[1.0, -1.0], [0.5, 2.0]], dtype=np.float32), "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 7
+    onnx.save(model, path)
+    in_graph, plain = _pair(path, ScoringConfig(radius=0.3, flicker_copies=8, seed=3))
+    assert in_graph.rows_built_in_graph
+    _calls(in_graph, plain, 2, (4, 30))
+
+
+def test_a_graph_with_subgraphs_falls_back_to_numpy_rows(tmp_path: Path) -> None:
+    then = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["then_out"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("then_out", TensorProto.FLOAT, ["N", 2])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["else_out"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("else_out", TensorProto.FLOAT, ["N", 2])],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("If", ["flag"], ["value"], then_branch=then, else_branch=other)],
+        "with_if",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2])],
+        [helper.make_tensor_value_info("value", TensorProto.FLOAT, ["N", 2])],
+        initializer=[onnx.numpy_helper.from_array(np.array(True), "flag")],
+    )
+    path = tmp_path / "if.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    model = OnnxModel(path)
+    scorer = RobustnessScorer(model, Standardizer.identity(2), ScoringConfig(flicker_copies=4))
+    assert not scorer.rows_built_in_graph
+    result = scorer.score(np.zeros((3, 2)))
+    np.testing.assert_allclose(result.gamma, 0.0, atol=1e-6)  # the identity is harmonic
+
+
+def test_a_wrapped_graph_that_disagrees_with_the_model_is_not_used(
+    curved_classifier_model: OnnxModel, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = onnx_module.neighbourhood_graph
+
+    def wrong_offsets(*args: Any, **kwargs: Any) -> Any:
+        kwargs["offsets"] = kwargs["offsets"] * 3  # a wrapping bug: the graph builds other ball points
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(onnx_module, "neighbourhood_graph", wrong_offsets)
+    with caplog.at_level("WARNING"):
+        scorer = RobustnessScorer(curved_classifier_model, Standardizer.identity(2), ScoringConfig(radius=0.5))
+    assert not scorer.rows_built_in_graph
+    assert "neighbourhood graph disagrees with the model" in caplog.text
+
+
+# -- linear heads: scores from one MatMul of the centre ---------------------------------------------------------
+def _sklearn_linear(tmp_path: Path, estimator: Any, n: int, classes: int = 2) -> Path:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, n))
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(int) if classes == 2 else np.digitize(x[:, 0], [-0.4, 0.4])
+    from sklearn.base import is_regressor
+
+    if is_regressor(estimator):
+        y = x @ rng.normal(size=n)
+    estimator.fit(x, y)
+    return onnx_graphs.sklearn_to_onnx(tmp_path / "linear.onnx", estimator, n, zipmap=is_regressor(estimator))
+
+
+@pytest.mark.parametrize("kind", ["binary", "multinomial", "regression"])
+def test_linear_heads_score_like_the_numpy_path(tmp_path: Path, kind: str) -> None:
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+
+    n = 6
+    if kind == "regression":
+        path = _sklearn_linear(tmp_path, LinearRegression(), n)
+    else:
+        path = _sklearn_linear(tmp_path, LogisticRegression(max_iter=500), n, classes=2 if kind == "binary" else 3)
+    head = linear_head(onnx.load(path).graph, "X", n)
+    assert head is not None and head.weights.shape[1] == n
+    config = ScoringConfig(radius=0.3, flicker_copies=16, sigma=0.3, seed=7)
+    graph, plain = _pair(path, config, chunk=500)
+    assert graph._neighbourhood is not None and graph._neighbourhood.projects_noise
+    _calls(graph, plain, n, (1, 9, 64))
+
+
+def test_linear_head_is_not_used_when_it_would_not_save_work(tmp_path: Path) -> None:
+    path, _ = onnx_graphs.zipmap_classifier(tmp_path / "lr2.onnx", zipmap=False)  # 2 targets on 2 features
+    assert linear_head(onnx.load(path).graph, "X", 2) is None
+
+
+def test_neighbourhood_graph_leaves_the_model_graph_alone(curved_classifier_model: OnnxModel) -> None:
+    before = curved_classifier_model._model_bytes
+    wrapped = neighbourhood_graph(
+        before,
+        input_name="x",
+        output_names=["probabilities"],
+        offsets=np.ones((4, 2), dtype=np.float32),
+        copies=3,
+        input_is_double=False,
+    )
+    assert wrapped is not None and wrapped.projection is None
+    assert curved_classifier_model._model_bytes == before
+    names = {o.name for o in onnx.load_from_string(wrapped.model).graph.output}
+    assert names == {"c/probabilities", "b/probabilities", "f/probabilities"}
