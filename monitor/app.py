@@ -54,6 +54,7 @@ class ModelRuntime:
     #: sampled events waiting for the next micro-batch, each with its shadow disagreement (NaN, 0 or 1) and its
     #: sampling weight (1 / inclusion probability)
     pending: list[tuple[InferenceEvent, float, float]] = field(default_factory=list)
+    _fingerprint: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -75,6 +76,22 @@ class ModelRuntime:
     def activate(self, standardizer: Standardizer) -> None:
         self.standardizer = standardizer
         self.scorer = RobustnessScorer(self.model, standardizer, self.scoring_config())
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a saved reference was computed from: the model file, the reference file and the scoring settings.
+
+        Persisted beside the reference; a restart with any of them changed rebuilds the reference instead of
+        restoring a γ/flicker distribution that no longer describes this model (see ``Pipeline._restore_model``).
+        Computed once, when first asked (at start-up): it describes the files this process loaded.
+        """
+        if self._fingerprint is None:
+            reference = self.settings.reference
+            self._fingerprint = {
+                "model_sha256": _sha256(self.model.path),
+                "reference_sha256": None if reference is None else _sha256(reference),
+                "scoring": self.settings.scoring.model_dump(mode="json"),
+            }
+        return self._fingerprint
 
 
 def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
@@ -249,9 +266,29 @@ class Pipeline:
         )
 
     def _restore_model(self, rt: ModelRuntime, saved: dict[str, Any]) -> None:
-        """Re-install a model's saved standardizer (when none is configured) and reference, if they fit the model."""
+        """Re-install a model's saved standardizer (when none is configured) and reference, if they fit the model.
+
+        The saved reference and windows are dropped (and the reference rebuilt from the file or a new warm-up)
+        when the model file, the reference file or the scoring settings changed since they were written: their γ
+        and flicker are not comparable with what this process computes. A saved warm-up standardizer is kept (it
+        describes the traffic, not the model) unless a reference file is configured now.
+        """
         assert rt.watch is not None
         n = rt.model.n_features
+        current = rt.fingerprint()
+        saved_fingerprint = saved.get("fingerprint")
+        if "watch" in saved and saved_fingerprint != current:
+            changed = (
+                ["state written by a version without fingerprints"]
+                if not isinstance(saved_fingerprint, dict)
+                else [key.removesuffix("_sha256") for key in current if saved_fingerprint.get(key) != current[key]]
+            )
+            log.warning(
+                "saved reference and windows were computed with another model, reference or scoring settings; "
+                "rebuilding them",
+                extra={"model": rt.name, "changed": changed},
+            )
+            saved = {k: v for k, v in saved.items() if k != "watch"}
         if rt.standardizer is None and "standardizer" in saved:
             std = Standardizer.from_dict(saved["standardizer"])
             if std.n_features != n:
@@ -272,6 +309,7 @@ class Pipeline:
                 entry["standardizer"] = rt.standardizer.to_dict()
             if rt.watch is not None:
                 entry["watch"] = rt.watch.dump()
+                entry["fingerprint"] = rt.fingerprint()
             models[rt.name] = entry
         self.store.save({"counters": self.state.dump_counters(), "models": models})
         self._last_persist = self.clock()
@@ -635,6 +673,16 @@ class Pipeline:
             log.exception("final flush failed; uncommitted events will be re-delivered")
         self.persist()
         log.info("pipeline stopped; offsets committed and state persisted", extra={"state": str(self.store.path)})
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _num(v: float) -> float | None:

@@ -6,7 +6,9 @@ Nested environment variables use ``__``: ``HARMONIC_KAFKA__BOOTSTRAP_SERVERS=bro
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -263,6 +265,7 @@ def load_settings(config_file: str | Path | None = None, flags: dict[str, Any] |
     ``flags`` is a nested dict of values given on the command line (None values are ignored). Environment
     variables override the file; flags override both.
     """
+    _check_environment(os.environ)
     file_data = _read_yaml(Path(config_file)) if config_file else {}
     overrides = _prune(flags or {})
 
@@ -283,6 +286,36 @@ def load_settings(config_file: str | Path | None = None, flags: dict[str, Any] |
         return _Layered(**overrides)
     except ValidationError as exc:
         raise ConfigError(_format_validation(exc)) from exc
+
+
+#: HARMONIC_* variables that are read outside the settings model
+NON_SETTING_VARIABLES = frozenset({"HARMONIC_MALLOC_TUNING"})
+
+
+def _check_environment(environ: Mapping[str, str]) -> None:
+    """Refuse a ``HARMONIC_*`` variable that names no setting (pydantic-settings would silently ignore it).
+
+    The classic slip is a single underscore where a nested key needs two: ``HARMONIC_KAFKA_BOOTSTRAP_SERVERS``
+    is ignored and the sidecar connects to the default broker. Unknown keys *inside* a section
+    (``HARMONIC_KAFKA__TOPICC``) are caught by the model's ``extra="forbid"``.
+    """
+    sections = set(Settings.model_fields)
+    for key in sorted(environ):
+        if not key.upper().startswith("HARMONIC_") or key.upper() in NON_SETTING_VARIABLES:
+            continue
+        top = key[len("HARMONIC_") :].lower().split("__", 1)[0]
+        if top in sections:
+            continue
+        hint = ""
+        for section in sorted(sections, key=len, reverse=True):
+            if top.startswith(section + "_"):
+                nested = key[: len("HARMONIC_") + len(section)] + "__" + key[len("HARMONIC_") + len(section) + 1 :]
+                hint = f"; nested keys take a double underscore: {nested.upper()}"
+                break
+        raise ConfigError(
+            f"unknown environment variable '{key}': there is no setting '{top}'{hint} "
+            f"(top-level settings: {', '.join(sorted(sections))})"
+        )
 
 
 class _DictSource(PydanticBaseSettingsSource):

@@ -230,3 +230,31 @@ def test_settings_are_frozen(tmp_path: Path) -> None:
 def test_merge_flags_deep_merges_and_drops_none() -> None:
     merged = merge_flags({"kafka": {"topic": "a", "group_id": "g"}}, {"kafka": {"topic": "b", "api_version": None}})
     assert merged == {"kafka": {"topic": "b", "group_id": "g"}}
+
+
+def test_load_settings_refuses_a_single_underscore_nested_env_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARMONIC_KAFKA_BOOTSTRAP_SERVERS", "broker:9092")
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown environment variable 'HARMONIC_KAFKA_BOOTSTRAP_SERVERS'.*"
+        r"nested keys take a double underscore: HARMONIC_KAFKA__BOOTSTRAP_SERVERS",
+    ):
+        load_settings(write_yaml(tmp_path, ONE_MODEL))
+
+
+def test_load_settings_refuses_an_env_key_naming_no_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARMONIC_STATEDIR", "/var/lib/x")
+    with pytest.raises(
+        ConfigError, match=r"'HARMONIC_STATEDIR': there is no setting 'statedir' \(top-level settings: .*state_dir"
+    ):
+        load_settings(write_yaml(tmp_path, ONE_MODEL))
+
+
+def test_load_settings_accepts_top_level_and_non_setting_env_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARMONIC_MAX_EVENT_BYTES", "4096")
+    monkeypatch.setenv("HARMONIC_MALLOC_TUNING", "0")
+    assert load_settings(write_yaml(tmp_path, ONE_MODEL)).max_event_bytes == 4096

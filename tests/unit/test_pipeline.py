@@ -449,3 +449,41 @@ def test_pipeline_ignores_saved_state_of_another_feature_count(tmp_path: Path) -
     assert pipeline.runtimes[MODEL].standardizer is None  # warm up again instead of crash-looping
     drain(pipeline)
     assert counter(pipeline.state, "harmonic_events_scored_total") == 30
+
+
+def _scored_reference_mean(pipeline: Pipeline) -> float:
+    watch = pipeline.runtimes[MODEL].watch
+    assert watch is not None and watch.reference is not None
+    return float(watch.reference.gamma_mean)
+
+
+def test_pipeline_rebuilds_the_reference_when_the_reference_file_changed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = make_settings(tmp_path)
+    first = make_pipeline(settings, ReplaySource(events(rows(20, seed=20))))
+    drain(first)
+    before = _scored_reference_mean(first)
+    assert make_pipeline(settings, ReplaySource([])).runtimes[MODEL].watch is not None
+    assert _scored_reference_mean(make_pipeline(settings, ReplaySource([]))) == before  # unchanged: restored
+    # the operator ships a new reference (other traffic: far from the boundary, γ near 0) and restarts
+    np.savetxt(tmp_path / "ref.csv", rows(300, seed=98) * 0.1 + 5.0, delimiter=",")
+    with caplog.at_level("WARNING"):
+        second = make_pipeline(settings, ReplaySource([]))
+    (warning,) = [r for r in caplog.records if "rebuilding them" in r.getMessage()]
+    assert warning.changed == ["reference"]  # type: ignore[attr-defined]
+    assert _scored_reference_mean(second) != before
+    fresh_dir = tmp_path / "fresh"
+    fresh = make_pipeline(settings.model_copy(update={"state_dir": fresh_dir}), ReplaySource([]))
+    assert _scored_reference_mean(second) == _scored_reference_mean(fresh)  # as if started without state
+
+
+def test_pipeline_rebuilds_the_reference_when_the_scoring_settings_changed(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    drain(make_pipeline(settings, ReplaySource(events(rows(20, seed=21)))))
+    before = _scored_reference_mean(make_pipeline(settings, ReplaySource([])))
+    model = settings.models[0]
+    wider = settings.model_copy(
+        update={"models": [model.model_copy(update={"scoring": model.scoring.model_copy(update={"radius": 0.5})})]}
+    )
+    assert _scored_reference_mean(make_pipeline(wider, ReplaySource([]))) != before
