@@ -15,10 +15,16 @@ Three subcommands, each printing markdown tables plus the command and the machin
     - ``decode``: the same loop, each record through ``KServeJoiner.update`` (the pipeline's decoder entry);
     - ``decode+sample``: as ``decode``, then every event through the sampler the service builds
       (``StratifiedSampler`` at the configured budget, default 200 events/s: nearly every event is dropped);
-    - ``pipeline-noshadow``: the real ``Pipeline.step()`` over a real ``KafkaSource`` — RawRecord conversion,
-      decode, counters, sampling, micro-batch scoring of what the sampler kept, windows/drift, commits — with the
-      shadow check (one ONNX centre evaluation per poll batch for events carrying a live label) switched off;
-    - ``pipeline``: the same, shadow check on (the production path).
+    - ``source-proc``: ``ProcessKafkaSource`` (the kafka-python consumer in a child process, records shipped to
+      this process in column batches) touching every record's value;
+    - ``decode+sample-proc``: ``decode+sample`` over the records ``ProcessKafkaSource`` delivers — what the
+      sidecar does by default with 2+ CPUs (``kafka.consumer_process``);
+    - ``pipeline-noshadow``: the real ``Pipeline.step()`` over the source the service builds (``ProcessKafkaSource``
+      with 2+ CPUs, else ``KafkaSource``) — RawRecord conversion, decode, counters, sampling, micro-batch scoring of
+      what the sampler kept, windows/drift, commits — with the shadow check (one ONNX centre evaluation per poll
+      batch for events carrying a live label) switched off;
+    - ``pipeline``: the same, shadow check on (the production path);
+    - ``pipeline-inproc``: ``pipeline`` over the in-process ``KafkaSource``.
 
     Rate = records after the first non-empty poll / time from the end of that poll to the last record processed
     (the group join and the first fetch are excluded the same way for every variant). Ratios are taken per
@@ -69,7 +75,7 @@ import time
 import urllib.request
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,8 +103,10 @@ from monitor.config import Settings, load_settings  # noqa: E402
 from monitor.events import InferenceEvent  # noqa: E402
 from monitor.exporters.prometheus import MetricsState  # noqa: E402
 from monitor.service import Service, build_sampler  # noqa: E402
+from monitor.source.base import Source  # noqa: E402
 from monitor.source.decode import EventDecoder, KServeJoiner, ModelSchema  # noqa: E402
 from monitor.source.kafka import KafkaSource  # noqa: E402
+from monitor.source.kafka_process import ProcessKafkaSource  # noqa: E402
 from monitor.source.replay import ReplaySource  # noqa: E402
 from tests.integration.brokers import Broker, Kafka09Broker, TansuBroker  # noqa: E402
 
@@ -106,7 +114,18 @@ MODEL = "credit"
 N_FEATURES = 20
 PARTITIONS = 4
 SEGMENTS = ("eu", "us", "apac", "latam")
-VARIANTS = ("raw", "raw-nocrc", "json", "decode", "decode+sample", "pipeline-noshadow", "pipeline")
+VARIANTS = (
+    "raw",
+    "raw-nocrc",
+    "json",
+    "decode",
+    "decode+sample",
+    "source-proc",
+    "decode+sample-proc",
+    "pipeline-noshadow",
+    "pipeline",
+    "pipeline-inproc",
+)
 BROKERS: dict[str, type[Broker]] = {"kafka09": Kafka09Broker, "tansu": TansuBroker}
 SESSION_TIMEOUT_MS = 6000  # Tansu holds every join for about half of this
 
@@ -272,11 +291,6 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
         )
         if variant.startswith("pipeline"):
             return _run_pipeline(variant, broker, topic, total, settings, group)
-        kwargs = raw_consumer_kwargs(broker, group, args.max_poll_records)
-        if variant == "raw-nocrc":
-            kwargs["check_crcs"] = False
-        consumer = KafkaConsumer(**kwargs)
-        consumer.subscribe([topic])
         decoder = EventDecoder(
             {MODEL: ModelSchema(N_FEATURES, None, default_version="unknown")},
             default_model=MODEL,
@@ -287,6 +301,49 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
         joiner = KServeJoiner(decoder)
         sampler = build_sampler(settings)
         kept = 0
+
+        def decode_and_sample(records: Iterable[tuple[bytes, Any, tuple[str, int, int]]], sample: bool) -> int:
+            nonlocal kept
+            n = 0
+            now = time.time()
+            for value, headers, origin in records:
+                n += 1
+                events = joiner.update(value, headers, origin, now=now)
+                if sample:
+                    for ev in events:
+                        kept += sampler.sample(ev, now) > 0
+            return n
+
+        if variant.endswith("-proc"):
+            source = ProcessKafkaSource(
+                {
+                    "bootstrap_servers": broker.bootstrap,
+                    "topic": topic,
+                    "group_id": group,
+                    "api_version": broker.api_version,
+                    "session_timeout_ms": SESSION_TIMEOUT_MS,
+                    "max_poll_records": args.max_poll_records,
+                }
+            )
+
+            def proc_step() -> int:
+                records = source.poll(0.2, args.max_poll_records)
+                if variant == "source-proc":
+                    return sum(len(r.value) > 0 for r in records)
+                return decode_and_sample(((r.value, r.headers, r.origin) for r in records), True)
+
+            try:
+                run = timed_consume(proc_step, total)
+            finally:
+                source.close()
+            run.scored = float(kept)
+            return run
+
+        kwargs = raw_consumer_kwargs(broker, group, args.max_poll_records)
+        if variant == "raw-nocrc":
+            kwargs["check_crcs"] = False
+        consumer = KafkaConsumer(**kwargs)
+        consumer.subscribe([topic])
 
         def raw() -> int:
             n = 0
@@ -303,17 +360,12 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
             return n
 
         def decode(sample: bool) -> int:
-            nonlocal kept
             n = 0
-            now = time.time()
             for tp, recs in consumer.poll(timeout_ms=200, max_records=args.max_poll_records).items():
                 origin_topic, partition = tp.topic, tp.partition
-                for r in recs:
-                    n += 1
-                    events = joiner.update(r.value, r.headers or (), (origin_topic, partition, r.offset), now=now)
-                    if sample:
-                        for ev in events:
-                            kept += sampler.sample(ev, now) > 0
+                n += decode_and_sample(
+                    ((r.value, r.headers or (), (origin_topic, partition, r.offset)) for r in recs), sample
+                )
             return n
 
         step: Callable[[], int]
@@ -332,14 +384,20 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
 
 
 def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings: Settings, group: str) -> Run:
-    source = KafkaSource(
-        broker.bootstrap,
-        topic,
-        group,
-        api_version=broker.api_version,
-        session_timeout_ms=SESSION_TIMEOUT_MS,
-        max_poll_records=settings.kafka.max_poll_records,
-    )
+    consumer: dict[str, Any] = {
+        "bootstrap_servers": broker.bootstrap,
+        "topic": topic,
+        "group_id": group,
+        "api_version": broker.api_version,
+        "session_timeout_ms": SESSION_TIMEOUT_MS,
+        "max_poll_records": settings.kafka.max_poll_records,
+    }
+    # as Service.from_settings: the consumer in a child process when 2+ CPUs are available, unless "-inproc"
+    source: Source
+    if variant != "pipeline-inproc" and settings.kafka.use_consumer_process():
+        source = ProcessKafkaSource(consumer)
+    else:
+        source = KafkaSource(**consumer)
     state = MetricsState()
     cls = _NoShadowPipeline if variant == "pipeline-noshadow" else Pipeline
     pipeline = cls(settings, source, [load_model_runtime(settings.models[0])], build_sampler(settings), state=state)

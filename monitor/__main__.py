@@ -6,4 +6,5 @@ import sys
 
 from monitor.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a child process imports it as its parent's main module
+    sys.exit(main())

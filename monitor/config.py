@@ -68,6 +68,20 @@ class KafkaSettings(_Strict):
         default_factory=dict,
         description="Passed through to kafka-python: security_protocol, ssl_cafile, sasl_mechanism, ...",
     )
+    consumer_process: bool | None = Field(
+        None,
+        description="Run the kafka-python consumer in a child process so fetching and decoding use two cores "
+        "(monitor/source/kafka_process.py); default: when 2 or more CPUs are available.",
+    )
+
+    def use_consumer_process(self) -> bool:
+        if self.consumer_process is not None:
+            return self.consumer_process
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cpus = os.cpu_count() or 1
+        return cpus >= 2
 
     @field_validator("api_version", mode="before")
     @classmethod

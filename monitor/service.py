@@ -102,21 +102,28 @@ class Service:
     @classmethod
     def from_settings(cls, settings: Settings) -> Service:
         from monitor.source.kafka import KafkaSink, KafkaSource
+        from monitor.source.kafka_process import ProcessKafkaSource
 
         runtimes = [load_model_runtime(m) for m in settings.models]
         k = settings.kafka
         rebalance = _Rebalance()
-        source = KafkaSource(
-            k.bootstrap_servers,
-            [k.topic, k.labels_topic] if k.labels_topic else k.topic,
-            k.group_id,
-            api_version=k.api_version_tuple(),
-            security=k.security,
-            auto_offset_reset=k.auto_offset_reset,
-            session_timeout_ms=k.session_timeout_ms,
-            max_poll_records=k.max_poll_records,
-            rebalance=rebalance,
-        )
+        consumer: dict[str, Any] = {
+            "bootstrap_servers": k.bootstrap_servers,
+            "topic": [k.topic, k.labels_topic] if k.labels_topic else k.topic,
+            "group_id": k.group_id,
+            "api_version": k.api_version_tuple(),
+            "security": k.security,
+            "auto_offset_reset": k.auto_offset_reset,
+            "session_timeout_ms": k.session_timeout_ms,
+            "max_poll_records": k.max_poll_records,
+        }
+        source: Source
+        if k.use_consumer_process():
+            source = ProcessKafkaSource(
+                consumer, rebalance=rebalance, log_level=settings.log_level, log_format=settings.log_format
+            )
+        else:
+            source = KafkaSource(**consumer, rebalance=rebalance)
         sink = None
         if k.dead_letter_topic or k.scores_topic:
             sink = KafkaSink(k.bootstrap_servers, api_version=k.api_version_tuple(), security=k.security)

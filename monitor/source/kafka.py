@@ -15,6 +15,10 @@ from typing import Any
 from monitor.errors import SourceError
 from monitor.source.base import Positions, RawRecord, RebalanceHandler
 
+Headers = tuple[tuple[str, bytes], ...]
+#: (topic, partition, values, headers per record or None when no record has any, offsets, timestamps in ms)
+PartitionBatch = tuple[str, int, list[bytes], list[Headers] | None, list[int], list[int | None]]
+
 log = logging.getLogger(__name__)
 
 
@@ -99,22 +103,25 @@ class KafkaSource:
         self._consumer.subscribe(self.topics, listener=_Listener())
 
     def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
+        out: list[RawRecord] = []
+        for topic, partition, values, headers, offsets, timestamps in self.poll_columns(timeout_seconds, max_records):
+            for i, value in enumerate(values):
+                out.append(RawRecord(value, headers[i] if headers else (), topic, partition, offsets[i], timestamps[i]))
+        return out
+
+    def poll_columns(self, timeout_seconds: float, max_records: int) -> list[PartitionBatch]:
+        """What :meth:`poll` returns, as one column batch per partition (cheap to send to another process)."""
         self._poll_thread = threading.get_ident()
         batches = self._consumer.poll(timeout_ms=int(timeout_seconds * 1000), max_records=max_records)
-        out: list[RawRecord] = []
+        out: list[PartitionBatch] = []
         for tp, records in batches.items():
-            for r in records:
-                headers = tuple((k, v if v is not None else b"") for k, v in (r.headers or ()))
-                out.append(
-                    RawRecord(
-                        value=r.value if r.value is not None else b"",
-                        headers=headers,
-                        topic=tp.topic,
-                        partition=tp.partition,
-                        offset=r.offset,
-                        timestamp_ms=r.timestamp,
-                    )
-                )
+            values = [r.value if r.value is not None else b"" for r in records]
+            headers: list[Headers] | None = None
+            if any(r.headers for r in records):
+                headers = [tuple((k, v if v is not None else b"") for k, v in (r.headers or ())) for r in records]
+            out.append(
+                (tp.topic, tp.partition, values, headers, [r.offset for r in records], [r.timestamp for r in records])
+            )
         return out
 
     def commit(self, positions: Positions) -> None:

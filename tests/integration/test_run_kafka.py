@@ -442,8 +442,39 @@ def produce_slowly(broker: Broker, topic: str, messages: Sequence[Message], per_
     return ends
 
 
+def consumer_children(parent: int) -> list[int]:
+    """Pids of live ``monitor.source.kafka_process`` processes whose parent is ``parent``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        state = stat.rsplit(")", 1)[1].split()[0]
+        if b"monitor.source.kafka_process" in cmdline and ppid == parent and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def processes_alive(pids: Sequence[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.append(pid)
+    return alive
+
+
+@pytest.mark.parametrize("consumer_process", ["true", "false"], ids=["consumer-process", "in-process"])
 def test_run_survives_sigkill_and_sigterm_without_losing_events(
-    kafka_broker: Broker, topic: str, classifier: ClassifierFiles, tmp_path: Path
+    kafka_broker: Broker, topic: str, classifier: ClassifierFiles, tmp_path: Path, consumer_process: str
 ) -> None:
     scores = new_topic(kafka_broker, "scores")
     group, state = group_name(), tmp_path / "state"
@@ -459,7 +490,7 @@ def test_run_survives_sigkill_and_sigterm_without_losing_events(
             model_name=MODEL,
             reference=classifier.reference_path,
             scores_topic=scores,
-            env=run_env(0, **env),
+            env=run_env(0, HARMONIC_KAFKA__CONSUMER_PROCESS=consumer_process, **env),
         )
 
     before = valid_events(classifier, 200, prefix="before")
@@ -481,8 +512,15 @@ def test_run_survives_sigkill_and_sigterm_without_losing_events(
         at_kill = first.wait_for_metrics(
             lambda s: consumed(s) >= len(before.messages) + 50, "the stream to be under way", DRAIN_TIMEOUT_SECONDS
         )
+        children = consumer_children(first.pid)
+        assert len(children) == (1 if consumer_process == "true" else 0)
         assert first.kill() == -signal.SIGKILL
         assert not streaming.done(), "the stream ended before the crash; the kill was not mid-stream"
+        # the consumer process dies with the sidecar: no orphan keeps the group's partitions
+        deadline = time.monotonic() + 10.0
+        while processes_alive(children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not processes_alive(children), f"consumer process {children} outlived the killed sidecar"
         # the crash lost work in hand: records read beyond the last commit, which a restart must re-deliver
         committed = sum(offset or 0 for offset in committed_offsets(kafka_broker, topic, group).values())
         assert consumed(at_kill) - committed > 0, "the kill found nothing in flight"

@@ -1,0 +1,340 @@
+"""``ProcessKafkaSource``: the kafka-python consumer in a child process, records handed over in column batches.
+
+Why: kafka-python parses every fetched record in Python — ~8.5 µs per record on Kafka 0.9 on the benchmark machine
+(docs/BENCHMARKS.md, streaming) — and decoding plus sampling an event costs about as much again, all under one
+GIL. With the consumer in its own process the two run on two cores: the child fetches, parses and ships each
+poll's records as one message of plain lists per partition (values, headers, offsets, timestamps); this process
+decodes, samples and scores. The child keeps fetching while this process works, up to the pipe's buffer plus one
+batch in flight (bounded memory, natural back-pressure).
+
+The :class:`~monitor.source.base.Source` contract is unchanged:
+
+- ``poll`` returns records in the order the child fetched them;
+- ``commit`` forwards positions to the child, which commits them between its polls in the order given;
+  ``close`` waits until the child has committed everything sent before it and closed the consumer
+  (the final commit of a SIGTERM is durable when ``close`` returns);
+- rebalances: the child's listener (on kafka-python's thread) sends ``revoked`` and *waits* (bounded) for this
+  process to flush: ``poll`` meets the message after every record fetched before it, calls the handler's
+  ``before_revoke`` (the pipeline flushes and commits), and sends the resulting positions back, which the child
+  commits before the group re-forms — as the in-process :class:`~monitor.source.kafka.KafkaSource` does.
+  Records of revoked partitions still buffered here, not yet returned by ``poll``, are dropped: they were never
+  applied, and the partition's next owner reads them from the committed offset;
+- the child dies with this process (``PR_SET_PDEATHSIG`` on Linux; elsewhere it notices its parent is gone at its
+  next poll), so a SIGKILLed sidecar does not leave a consumer holding its partitions; the child ignores SIGINT and
+  SIGTERM: shutdown is this process's decision.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import itertools
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+from monitor.errors import SourceError
+from monitor.source.base import Positions, RawRecord, RebalanceHandler
+
+log = logging.getLogger(__name__)
+
+#: how long the child's rebalance listener waits for this process to flush and answer
+REVOKE_REPLY_TIMEOUT_SECONDS = 60.0
+
+
+class ProcessKafkaSource:
+    """A :class:`~monitor.source.kafka.KafkaSource` running in a child process (see the module docstring).
+
+    Parameters
+    ----------
+    consumer : keyword arguments of :class:`~monitor.source.kafka.KafkaSource` (bootstrap_servers, topic,
+        group_id, api_version, security, auto_offset_reset, session_timeout_ms, max_poll_records).
+    rebalance : told before partitions are revoked (flush + commit) and after they are assigned, from ``poll``.
+    start_timeout_seconds : bound on the child's start (imports, first connection).
+    log_level, log_format : the child's logging, as this process's.
+
+    Raises
+    ------
+    SourceError
+        The child could not create the consumer (the message is the child's error) or did not start in time.
+    """
+
+    def __init__(
+        self,
+        consumer: Mapping[str, Any],
+        *,
+        rebalance: RebalanceHandler | None = None,
+        start_timeout_seconds: float = 60.0,
+        log_level: str = "info",
+        log_format: str = "plain",
+    ) -> None:
+        self._handler = rebalance
+        self._assigned: set[tuple[str, int]] = set()
+        self._buffer: collections.deque[RawRecord] = collections.deque()
+        self._revoking = False
+        self._revoke_positions: Positions = {}
+        self._closed = False
+        # a fresh interpreter running this module (not fork: the parent holds onnxruntime and other threads; not
+        # multiprocessing's spawn: it re-imports the parent's __main__), talking over two inherited pipes
+        cmd_read, cmd_write = os.pipe()
+        out_read, out_write = os.pipe()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "monitor.source.kafka_process", str(cmd_read), str(out_write), str(os.getpid())],
+            pass_fds=(cmd_read, out_write),
+            stdin=subprocess.DEVNULL,
+        )
+        os.close(cmd_read)
+        os.close(out_write)
+        self._commands = Connection(cmd_write, readable=False)
+        self._out = Connection(out_read, writable=False)
+        self._send(("config", {"consumer": dict(consumer), "log_level": log_level, "log_format": log_format}))
+        deadline = time.monotonic() + start_timeout_seconds
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._out.poll(remaining):
+                self._stop_child()
+                raise SourceError(f"the Kafka consumer process did not start within {start_timeout_seconds:.0f} s")
+            kind, payload = self._recv()
+            if kind == "started":
+                break
+            if kind == "error":
+                self._stop_child()
+                raise SourceError(str(payload))
+        log.info("Kafka consumer process started", extra={"pid": self._process.pid})
+
+    # -- Source ------------------------------------------------------------------------------------------
+    def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
+        deadline = time.monotonic() + timeout_seconds
+        while not self._buffer:
+            remaining = max(0.0, deadline - time.monotonic())
+            if not self._out.poll(remaining):
+                return []
+            self._handle(*self._recv())
+            if remaining == 0.0:
+                break
+        n = min(max_records, len(self._buffer))
+        return [self._buffer.popleft() for _ in range(n)]
+
+    def commit(self, positions: Positions) -> None:
+        owned = {k: v for k, v in positions.items() if k in self._assigned}
+        if not owned:
+            return
+        if self._revoking:  # answered with the revoke, committed by the child's listener before the group re-forms
+            self._revoke_positions.update(owned)
+            return
+        self._send(("commit", owned))
+
+    @property
+    def ready(self) -> bool:
+        return bool(self._assigned)
+
+    @property
+    def assigned(self) -> list[tuple[str, int]]:
+        return sorted(self._assigned)
+
+    @property
+    def exhausted(self) -> bool:
+        return False
+
+    def close(self, timeout_seconds: float = 30.0) -> None:
+        """Have the child commit what was sent, close the consumer and exit; wait for it (bounded)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._send(("close", None))
+            deadline = time.monotonic() + timeout_seconds
+            while time.monotonic() < deadline:
+                if not self._out.poll(max(0.0, deadline - time.monotonic())):
+                    break
+                kind, payload = self._recv()
+                if kind == "closed":
+                    break
+                if kind == "revoked":  # a rebalance raced the close: nothing more to flush here
+                    self._send(("revoke_done", (payload[0], {})))
+        except (SourceError, OSError):
+            pass  # the child is gone already: nothing left to commit there
+        finally:
+            self._stop_child()
+
+    # -- messages from the child ---------------------------------------------------------------------------
+    def _handle(self, kind: str, payload: Any) -> None:
+        if kind == "records":
+            for topic, partition, values, headers, offsets, timestamps in payload:
+                append = self._buffer.append
+                for i, value in enumerate(values):
+                    append(RawRecord(value, headers[i] if headers else (), topic, partition, offsets[i], timestamps[i]))
+        elif kind == "assigned":
+            parts = [(str(t), int(p)) for t, p in payload]
+            self._assigned.update(parts)
+            if self._handler is not None:
+                self._handler.after_assign(parts)
+            log.info("partitions assigned", extra={"partitions": sorted(parts)})
+        elif kind == "revoked":
+            token, raw_parts = payload
+            parts = [(str(t), int(p)) for t, p in raw_parts]
+            gone = set(parts)
+            # buffered records of these partitions were never applied: their next owner reads them
+            self._buffer = collections.deque(r for r in self._buffer if (r.topic, r.partition) not in gone)
+            self._revoking, self._revoke_positions = True, {}
+            try:
+                if self._handler is not None and parts:
+                    self._handler.before_revoke(parts)
+            finally:
+                self._revoking = False
+                self._send(("revoke_done", (token, self._revoke_positions)))
+                self._assigned.difference_update(parts)
+            log.info("partitions revoked", extra={"partitions": sorted(parts)})
+        elif kind == "fatal":
+            raise SourceError(f"the Kafka consumer process failed: {payload}")
+        elif kind == "log":
+            pass
+
+    def _recv(self) -> tuple[str, Any]:
+        try:
+            kind, payload = self._out.recv()
+        except (EOFError, OSError) as exc:
+            code = self._process.poll()
+            raise SourceError(f"the Kafka consumer process exited (exit code {code}): {exc!r}") from exc
+        return str(kind), payload
+
+    def _send(self, message: tuple[str, Any]) -> None:
+        try:
+            self._commands.send(message)
+        except (BrokenPipeError, OSError) as exc:
+            raise SourceError(f"the Kafka consumer process is gone (exit code {self._process.poll()})") from exc
+
+    def _stop_child(self) -> None:
+        try:
+            self._process.wait(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            log.warning("Kafka consumer process did not exit; killing it", extra={"pid": self._process.pid})
+            self._process.kill()
+            self._process.wait(timeout=5.0)
+        for conn in (self._commands, self._out):
+            conn.close()
+
+
+# ---------------------------------------------------------------------- the child
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies; elsewhere the poll loop checks ``getppid``."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _child_main(commands: Connection, out: Connection, parent: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _die_with_parent(parent)
+    from monitor.logs import setup_logging
+    from monitor.source.kafka import KafkaSource
+
+    kind, config = commands.recv()
+    assert kind == "config", kind
+    consumer: dict[str, Any] = config["consumer"]
+    setup_logging(config["log_level"], config["log_format"])
+    send_lock = threading.RLock()
+
+    def send(kind: str, payload: Any) -> None:
+        with send_lock:
+            out.send((kind, payload))
+
+    replies: dict[int, Positions] = {}
+    answered: dict[int, threading.Event] = {}
+    tokens = itertools.count()
+    todo: queue.Queue[tuple[str, Any]] = queue.Queue()
+    closing = threading.Event()
+    source: KafkaSource | None = None
+
+    class Forward:
+        """The in-process source's rebalance handler, forwarding to the parent and waiting for its flush."""
+
+        def before_revoke(self, partitions: Sequence[tuple[str, int]]) -> None:
+            if closing.is_set():  # consumer.close() revokes too: the parent flushed and committed before close
+                return
+            token = next(tokens)
+            done = answered[token] = threading.Event()
+            send("revoked", (token, list(partitions)))
+            if not done.wait(REVOKE_REPLY_TIMEOUT_SECONDS):
+                log.warning("no flush from the parent in time; partitions revoked without a commit")
+                return
+            positions = replies.pop(token, {})
+            if positions and source is not None:
+                source.commit(positions)  # on kafka-python's thread: queued as an async commit there
+
+        def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
+            send("assigned", list(partitions))
+
+    def read_commands() -> None:
+        while True:
+            try:
+                kind, payload = commands.recv()
+            except (EOFError, OSError):
+                todo.put(("close", None))  # the parent is gone: stop
+                return
+            if kind == "revoke_done":
+                token, positions = payload
+                replies[token] = positions
+                event = answered.pop(token, None)
+                if event is not None:
+                    event.set()
+            else:
+                todo.put((kind, payload))
+                if kind == "close":
+                    return
+
+    try:
+        source = KafkaSource(**consumer, rebalance=Forward())
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it as SourceError
+        send("error", str(exc))
+        return
+    send("started", None)
+    threading.Thread(target=read_commands, name="commands", daemon=True).start()
+    max_records = int(consumer.get("max_poll_records", 2000))
+    try:
+        while True:
+            while True:
+                try:
+                    kind, payload = todo.get_nowait()
+                except queue.Empty:
+                    break
+                if kind == "commit":
+                    source.commit(payload)
+                elif kind == "close":
+                    closing.set()
+                    source.close()
+                    send("closed", None)
+                    return
+            if os.getppid() != parent:
+                return
+            batches = source.poll_columns(0.2, max_records)
+            if batches:
+                send("records", batches)
+    except (BrokenPipeError, EOFError, OSError):
+        return  # the parent is gone
+    except Exception as exc:  # noqa: BLE001 - reported, then the parent raises SourceError from poll
+        log.exception("Kafka consumer process failed")
+        with contextlib.suppress(OSError):
+            send("fatal", repr(exc))
+
+
+if __name__ == "__main__":
+    _child_main(
+        Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False), int(sys.argv[3])
+    )

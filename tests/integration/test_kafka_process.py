@@ -1,0 +1,163 @@
+"""``ProcessKafkaSource`` against real brokers, driven from this process: records, commits, rebalances, errors.
+
+The end-to-end behaviour of the sidecar with the consumer process (crash, SIGTERM, replicas) is covered by
+``test_run_kafka.py``; here the source itself: every record exactly once and in partition order, commits that
+land in the group, a rebalance that asks this process to flush before the partitions go, buffered records of a
+revoked partition dropped (not applied twice), a clean close, and a clear error when the consumer cannot start.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from kafka import KafkaProducer
+
+from monitor.errors import SourceError
+from monitor.source.base import Positions, RawRecord
+from monitor.source.kafka_process import ProcessKafkaSource
+from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker
+from tests.integration.test_run_kafka import committed_offsets, group_name
+
+PARTITIONS = 4
+
+
+def _produce(broker: Broker, topic: str, n: int, start: int = 0) -> dict[int, int]:
+    """``n`` values b"<i>" spread by key over the partitions; returns partition → end offset."""
+    producer = KafkaProducer(**broker.kafka_kwargs(), acks="all")
+    futures = [producer.send(topic, key=str(i).encode(), value=str(i).encode()) for i in range(start, start + n)]
+    producer.flush(timeout=60)
+    ends: dict[int, int] = {}
+    for f in futures:
+        meta = f.get(timeout=30)
+        ends[meta.partition] = max(ends.get(meta.partition, 0), meta.offset + 1)
+    producer.close(timeout=10)
+    return ends
+
+
+def _source(broker: Broker, topic: str, group: str, **extra: Any) -> ProcessKafkaSource:
+    consumer = {
+        "bootstrap_servers": broker.bootstrap,
+        "topic": topic,
+        "group_id": group,
+        "api_version": broker.api_version,
+        "session_timeout_ms": CONSUMER_SESSION_TIMEOUT_MS,
+        "max_poll_records": 50,
+    }
+    return ProcessKafkaSource(consumer, **extra)
+
+
+def _drain(source: ProcessKafkaSource, want: int, seconds: float = 60.0) -> list[RawRecord]:
+    got: list[RawRecord] = []
+    deadline = time.monotonic() + seconds
+    while len(got) < want and time.monotonic() < deadline:
+        got += source.poll(0.2, 50)
+    return got
+
+
+class Recorder:
+    """A rebalance handler that records the calls and commits what it was given, as the pipeline does."""
+
+    def __init__(self) -> None:
+        self.source: ProcessKafkaSource | None = None
+        self.revoked: list[list[tuple[str, int]]] = []
+        self.assigned: list[list[tuple[str, int]]] = []
+        self.positions: Positions = {}
+
+    def before_revoke(self, partitions: Sequence[tuple[str, int]]) -> None:
+        self.revoked.append(sorted(partitions))
+        assert self.source is not None
+        self.source.commit(dict(self.positions))
+
+    def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
+        self.assigned.append(sorted(partitions))
+
+
+def test_every_record_once_in_partition_order_and_commits_land(kafka_broker: Broker, topic: str) -> None:
+    ends = _produce(kafka_broker, topic, 300)
+    group = group_name()
+    source = _source(kafka_broker, topic, group)
+    try:
+        records = _drain(source, 300)
+        assert sorted(int(r.value) for r in records) == list(range(300))
+        for p in range(PARTITIONS):
+            offsets = [r.offset for r in records if r.partition == p]
+            assert offsets == list(range(len(offsets)))  # in order, no gap, no repeat
+        assert source.ready and source.assigned == [(topic, p) for p in range(PARTITIONS)]
+        assert all(r.topic == topic and r.headers == () for r in records)
+        source.commit({(topic, p): end for p, end in ends.items()})
+        source.commit({("not-ours", 0): 5})  # positions of partitions not assigned are ignored
+    finally:
+        source.close()
+    assert committed_offsets(kafka_broker, topic, group) == ends  # durable once close() returned
+
+
+def test_a_rebalance_asks_this_process_to_flush_and_commits_its_positions(
+    kafka09_broker: Broker, kafka09_topic: str
+) -> None:
+    broker, topic = kafka09_broker, kafka09_topic
+    _produce(broker, topic, 200)
+    group = group_name()
+    recorder = Recorder()
+    first = _source(broker, topic, group, rebalance=recorder)
+    recorder.source = first
+    second: ProcessKafkaSource | None = None
+    try:
+        records = _drain(first, 200)
+        applied = [r for r in records if r.partition in (0, 1)]  # "apply" two partitions' records only
+        recorder.positions = {(topic, p): max(r.offset for r in applied if r.partition == p) + 1 for p in (0, 1)}
+        second = _source(broker, topic, group)  # joins the group: the first member's partitions are revoked
+        deadline = time.monotonic() + 60.0
+        while not recorder.revoked and time.monotonic() < deadline:
+            first.poll(0.2, 50)  # the revoke reaches this process through poll, as in the pipeline
+        assert recorder.revoked and recorder.revoked[0] == [(topic, p) for p in range(PARTITIONS)]
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline and committed_offsets(broker, topic, group).get(0) is None:
+            first.poll(0.2, 50)
+            second.poll(0.2, 50)
+        committed = committed_offsets(broker, topic, group)
+        assert committed[0] == recorder.positions[(topic, 0)]  # committed by the child before the group re-formed
+        assert committed[1] == recorder.positions[(topic, 1)]
+        assert committed[2] is None and committed[3] is None  # nothing applied there: nothing committed
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+def test_records_of_a_revoked_partition_still_buffered_are_dropped(kafka_broker: Broker, topic: str) -> None:
+    _produce(kafka_broker, topic, 400)
+    source = _source(kafka_broker, topic, group_name())
+    try:
+        first = _drain(source, 1)
+        assert first  # the child has fetched; more records wait in this process's buffer
+        deadline = time.monotonic() + 30.0
+        while len(source._buffer) == 0 and time.monotonic() < deadline:
+            source._handle(*source._recv())
+        buffered = {(r.topic, r.partition) for r in source._buffer}
+        assert buffered
+        gone = sorted(buffered)[0]
+        source._handle("revoked", (10**6, [gone]))  # as the child reports it (the child is not waiting on 10**6)
+        assert all((r.topic, r.partition) != gone for r in source._buffer)
+        assert gone not in source.assigned
+    finally:
+        source.close()
+
+
+def test_a_consumer_that_cannot_start_is_a_source_error_with_the_reason() -> None:
+    consumer = {"bootstrap_servers": "127.0.0.1:9", "topic": "t", "group_id": "g", "security": {"bogus_option": 1}}
+    with pytest.raises(SourceError, match=r"cannot connect to Kafka at '127\.0\.0\.1:9'.*Unrecognized configs"):
+        ProcessKafkaSource(consumer)
+
+
+def test_close_is_idempotent_and_a_dead_child_is_a_source_error(kafka_broker: Broker, topic: str) -> None:
+    source = _source(kafka_broker, topic, group_name())
+    source._process.kill()
+    source._process.wait(timeout=10)
+    with pytest.raises(SourceError, match="consumer process exited"):
+        for _ in range(50):
+            source.poll(0.2, 10)
+    source.close()
+    source.close()
