@@ -28,7 +28,9 @@ Three subcommands, each printing markdown tables plus the command and the machin
 
     Rate = records after the first non-empty poll / time from the end of that poll to the last record processed
     (the group join and the first fetch are excluded the same way for every variant). Ratios are taken per
-    repeat (both sides timed in the same repeat) and the median is reported.
+    repeat (both sides timed in the same repeat) and the median is reported. CPU seconds (utime + stime from
+    /proc, over the whole variant run including the group join) are reported for this process, the consumer
+    child process where there is one, and the broker's processes, which share the machine's cores.
 
 ``latency``
     Runs the real sidecar (``python -m monitor run``) as a subprocess against a broker, produces events at a steady
@@ -98,6 +100,7 @@ from skl2onnx import to_onnx  # noqa: E402
 from sklearn.datasets import make_classification  # noqa: E402
 from sklearn.ensemble import GradientBoostingClassifier  # noqa: E402
 
+from monitor.allocator import tune_malloc  # noqa: E402
 from monitor.app import ModelRuntime, Pipeline, load_model_runtime  # noqa: E402
 from monitor.config import Settings, load_settings  # noqa: E402
 from monitor.events import InferenceEvent  # noqa: E402
@@ -255,6 +258,36 @@ class Run:
     records: int
     scored: float = 0.0
     shadow_rows: float = 0.0
+    # CPU seconds over the whole variant run (group join included): this process, the consumer child (the
+    # ``-proc`` variants and the pipeline with the consumer process), the broker's processes
+    cpu_main: float = 0.0
+    cpu_child: float = 0.0
+    cpu_broker: float = 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads) from /proc; 0.0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def broker_cpu_seconds() -> float:
+    from tests.integration import brokers
+
+    return sum(cpu_seconds(p.pid) for p in list(brokers._LIVE_PROCESSES))
+
+
+#: the consumer child of the variant being run (its CPU is read just before it is closed)
+_child_cpu: list[float] = [0.0]
+
+
+def _close_child(source: Any) -> None:
+    if isinstance(source, ProcessKafkaSource):
+        _child_cpu[0] = cpu_seconds(source._process.pid)
+    source.close()
 
 
 def timed_consume(step: Callable[[], int], total: int, finish: Callable[[], None] | None = None) -> Run:
@@ -335,7 +368,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
             try:
                 run = timed_consume(proc_step, total)
             finally:
-                source.close()
+                _close_child(source)
             run.scored = float(kept)
             return run
 
@@ -404,7 +437,7 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
     try:
         run = timed_consume(lambda: pipeline.step(0.2), total, finish=pipeline.flush)
     finally:
-        source.close()
+        _close_child(source)
     run.scored = state.counter_sum("harmonic_events_scored_total")
     run.shadow_rows = state.counter("harmonic_model_evaluations_total", (MODEL, "shadow"))
     return run
@@ -440,11 +473,17 @@ def throughput(args: argparse.Namespace) -> None:
             for rep in range(args.repeats):
                 order = variants if rep % 2 == 0 else variants[::-1]
                 for v in order:
+                    _child_cpu[0] = 0.0
+                    main0, broker0 = cpu_seconds(os.getpid()), broker_cpu_seconds()
                     r = run_variant(v, broker, topic, args.events, fx, args)
+                    r.cpu_main = cpu_seconds(os.getpid()) - main0
+                    r.cpu_broker = broker_cpu_seconds() - broker0
+                    r.cpu_child = _child_cpu[0]
                     runs[v].append(r)
                     print(
                         f"  repeat {rep} {v:18s} {r.rate:10,.0f} records/s  ({r.seconds:.2f} s, "
-                        f"scored {r.scored:,.0f}, shadow rows {r.shadow_rows:,.0f})",
+                        f"scored {r.scored:,.0f}, shadow rows {r.shadow_rows:,.0f}; CPU s: this process "
+                        f"{r.cpu_main:.2f}, consumer child {r.cpu_child:.2f}, broker {r.cpu_broker:.2f})",
                         flush=True,
                     )
             table.extend(_summarize(name, variants, runs))
@@ -455,9 +494,9 @@ def throughput(args: argparse.Namespace) -> None:
     print(
         "| broker | path | records/s (median) | min – max | ÷ raw, same repeat: median (worst) | "
         + ("÷ raw-nocrc: median (worst) | " if nocrc else "")
-        + "kept/scored per pass |"
+        + "kept/scored per pass | CPU s: this process / consumer child / broker |"
     )
-    print("|---|---|---:|---:|---:|" + ("---:|" if nocrc else "") + "---:|")
+    print("|---|---|---:|---:|---:|" + ("---:|" if nocrc else "") + "---:|---:|")
     for row in table:
         print("| " + " | ".join(row if nocrc else row[:5] + row[6:]) + " |")
 
@@ -484,6 +523,10 @@ def _summarize(broker: str, variants: Sequence[str], runs: dict[str, list[Run]])
                 ratio(v, "raw"),
                 ratio(v, "raw-nocrc"),
                 f"{scored:,.0f}" if v.endswith(("sample", "shadow", "pipeline")) else "—",
+                " / ".join(
+                    f"{statistics.median(getattr(r, k) for r in runs[v]):.1f}"
+                    for k in ("cpu_main", "cpu_child", "cpu_broker")
+                ),
             ]
         )
     return rows
@@ -801,6 +844,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     m.set_defaults(func=memory)
     args = p.parse_args(argv)
+    tune_malloc()  # as `harmonic-monitor` does at start (monitor/allocator.py)
     print(f"command: .venv/bin/python bench/stream.py {shlex.join(sys.argv[1:] if argv is None else argv)}")
     args.func(args)
     return 0

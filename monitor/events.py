@@ -8,18 +8,20 @@ import numpy as np
 from numpy.typing import NDArray
 
 
-@dataclass(frozen=True, slots=True)
+# LivePrediction and InferenceEvent are built once per consumed event: slots without ``frozen`` (a frozen dataclass
+# sets each field through object.__setattr__, 0.95 µs instead of 0.37 µs per event here). Treat them as read-only.
+@dataclass(slots=True)
 class LivePrediction:
-    """What the live model server answered for an event (optional in the event)."""
+    """What the live model server answered for an event (optional in the event). Read-only by convention."""
 
     label: int | None = None
     probabilities: tuple[float, ...] | None = None
     value: tuple[float, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InferenceEvent:
-    """One decoded, validated inference event.
+    """One decoded, validated inference event. Read-only by convention (not frozen: see above).
 
     ``features`` has shape (n_features,) in raw units, float64, all finite.
     """

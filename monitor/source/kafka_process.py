@@ -40,6 +40,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from monitor.errors import SourceError
@@ -49,6 +50,10 @@ log = logging.getLogger(__name__)
 
 #: how long the child's rebalance listener waits for this process to flush and answer
 REVOKE_REPLY_TIMEOUT_SECONDS = 60.0
+#: messages (poll batches) the child may have fetched ahead of what this process has read, besides the pipe's
+OUTBOX_MESSAGES = 2
+#: the child→parent pipe's buffer (Linux F_SETPIPE_SZ; capped by /proc/sys/fs/pipe-max-size, default 1 MiB)
+PIPE_BYTES = 1 << 20
 
 
 class ProcessKafkaSource:
@@ -87,6 +92,7 @@ class ProcessKafkaSource:
         # multiprocessing's spawn: it re-imports the parent's __main__), talking over two inherited pipes
         cmd_read, cmd_write = os.pipe()
         out_read, out_write = os.pipe()
+        _grow_pipe(out_write)
         self._process = subprocess.Popen(
             [sys.executable, "-m", "monitor.source.kafka_process", str(cmd_read), str(out_write), str(os.getpid())],
             pass_fds=(cmd_read, out_write),
@@ -227,6 +233,17 @@ class ProcessKafkaSource:
 # ---------------------------------------------------------------------- the child
 
 
+def _grow_pipe(fd: int) -> None:
+    """Give the pipe a 1 MiB buffer where Linux allows it (a bigger buffer only means fewer stalls)."""
+    try:
+        import fcntl
+
+        limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+        fcntl.fcntl(fd, 1031, min(PIPE_BYTES, limit))  # F_SETPIPE_SZ
+    except (ImportError, OSError, ValueError):
+        pass
+
+
 def _die_with_parent(parent: int) -> None:
     """Ask Linux to SIGKILL this process when its parent dies; elsewhere the poll loop checks ``getppid``."""
     try:
@@ -249,11 +266,39 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     assert kind == "config", kind
     consumer: dict[str, Any] = config["consumer"]
     setup_logging(config["log_level"], config["log_format"])
-    send_lock = threading.RLock()
+    # Every message goes through one bounded outbox, in order, written by one sender thread: the poll loop fetches
+    # the next batch while the parent still reads the previous one (a pipe holds at most 1 MiB, a batch of 2,000
+    # events ~1.2 MB), and a rebalance message never overtakes the records fetched before it.
+    outbox: queue.Queue[tuple[str, Any] | None] = queue.Queue(maxsize=OUTBOX_MESSAGES)
+    parent_gone = threading.Event()
 
     def send(kind: str, payload: Any) -> None:
-        with send_lock:
-            out.send((kind, payload))
+        while not parent_gone.is_set():
+            try:
+                outbox.put((kind, payload), timeout=0.5)
+                return
+            except queue.Full:
+                continue
+
+    def write_messages() -> None:
+        while True:
+            message = outbox.get()
+            if message is None:
+                return
+            try:
+                out.send(message)
+            except (BrokenPipeError, OSError):
+                parent_gone.set()
+                return
+
+    writer = threading.Thread(target=write_messages, name="sender", daemon=True)
+    writer.start()
+
+    def finish() -> None:
+        """Let the sender write what is queued, then stop it."""
+        with contextlib.suppress(queue.Full):
+            outbox.put(None, timeout=REVOKE_REPLY_TIMEOUT_SECONDS)
+        writer.join(timeout=REVOKE_REPLY_TIMEOUT_SECONDS)
 
     replies: dict[int, Positions] = {}
     answered: dict[int, threading.Event] = {}
@@ -303,6 +348,7 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
         source = KafkaSource(**consumer, rebalance=Forward())
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it as SourceError
         send("error", str(exc))
+        finish()
         return
     send("started", None)
     threading.Thread(target=read_commands, name="commands", daemon=True).start()
@@ -320,8 +366,9 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
                     closing.set()
                     source.close()
                     send("closed", None)
+                    finish()
                     return
-            if os.getppid() != parent:
+            if os.getppid() != parent or parent_gone.is_set():
                 return
             batches = source.poll_columns(0.2, max_records)
             if batches:
@@ -330,8 +377,8 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
         return  # the parent is gone
     except Exception as exc:  # noqa: BLE001 - reported, then the parent raises SourceError from poll
         log.exception("Kafka consumer process failed")
-        with contextlib.suppress(OSError):
-            send("fatal", repr(exc))
+        send("fatal", repr(exc))
+        finish()
 
 
 if __name__ == "__main__":
