@@ -30,7 +30,25 @@ def _common(bootstrap_servers: str, api_version: tuple[int, ...] | None, securit
     return kw
 
 
-class KafkaSource:
+class GroupMember:
+    """What both Kafka sources answer from the partitions the group assigned them (``_assigned``)."""
+
+    _assigned: set[tuple[str, int]]
+
+    @property
+    def ready(self) -> bool:
+        return bool(self._assigned)
+
+    @property
+    def assigned(self) -> list[tuple[str, int]]:
+        return sorted(self._assigned)
+
+    @property
+    def exhausted(self) -> bool:
+        return False
+
+
+class KafkaSource(GroupMember):
     """Consume one topic in a consumer group.
 
     Parameters
@@ -144,18 +162,6 @@ class KafkaSource:
         except KafkaError as exc:
             # a commit that fails (e.g. after a rebalance) means those events are re-delivered: at-least-once
             log.warning("offset commit failed; events will be re-delivered", extra={"error": repr(exc)})
-
-    @property
-    def ready(self) -> bool:
-        return bool(self._assigned)
-
-    @property
-    def assigned(self) -> list[tuple[str, int]]:
-        return sorted(self._assigned)
-
-    @property
-    def exhausted(self) -> bool:
-        return False
 
     def close(self) -> None:
         try:

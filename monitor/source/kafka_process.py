@@ -45,6 +45,7 @@ from typing import Any
 
 from monitor.errors import SourceError
 from monitor.source.base import Positions, RawRecord, RebalanceHandler
+from monitor.source.kafka import GroupMember
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ OUTBOX_MESSAGES = 2
 PIPE_BYTES = 1 << 20
 
 
-class ProcessKafkaSource:
+class ProcessKafkaSource(GroupMember):
     """A :class:`~monitor.source.kafka.KafkaSource` running in a child process (see the module docstring).
 
     Parameters
@@ -138,18 +139,6 @@ class ProcessKafkaSource:
             self._revoke_positions.update(owned)
             return
         self._send(("commit", owned))
-
-    @property
-    def ready(self) -> bool:
-        return bool(self._assigned)
-
-    @property
-    def assigned(self) -> list[tuple[str, int]]:
-        return sorted(self._assigned)
-
-    @property
-    def exhausted(self) -> bool:
-        return False
 
     def close(self, timeout_seconds: float = 30.0) -> None:
         """Have the child commit what was sent, close the consumer and exit; wait for it (bounded)."""
