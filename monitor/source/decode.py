@@ -780,6 +780,14 @@ def _number_tuple(raw: object) -> tuple[float, ...] | None:
     """A tuple of finite floats, or None when ``raw`` is not a flat list of numbers."""
     if not isinstance(raw, list) or not raw:
         return None
+    # fast path, the common case: JSON numbers with a fraction part are floats; fsum is finite only when every
+    # element is (it raises OverflowError when the exact sum exceeds the float range: the careful loop decides)
+    if all(type(v) is float for v in raw):
+        try:
+            if math.isfinite(math.fsum(raw)):
+                return tuple(raw)
+        except OverflowError:
+            pass
     out: list[float] = []
     for v in raw:
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
@@ -822,24 +830,24 @@ def _prediction(raw: object, event_id: str | None) -> LivePrediction:
     label: int | None = None
     probabilities: tuple[float, ...] | None = None
     value: tuple[float, ...] | None = None
-    if raw.get("label") is not None:
-        label = _as_label(raw["label"])
+    raw_label, raw_probabilities, v = raw.get("label"), raw.get("probabilities"), raw.get("value")
+    if raw_label is not None:
+        label = raw_label if type(raw_label) is int else _as_label(raw_label)
         if label is None:
             raise _invalid(
                 "bad_prediction",
-                f"{_who(event_id)}: prediction 'label' must be an integer class; got {_shown(raw['label'])}",
+                f"{_who(event_id)}: prediction 'label' must be an integer class; got {_shown(raw_label)}",
             )
-    if raw.get("probabilities") is not None:
-        probabilities = _number_tuple(raw["probabilities"])
-        if probabilities is None or not all(0.0 <= p <= 1.0 for p in probabilities):
+    if raw_probabilities is not None:
+        probabilities = _number_tuple(raw_probabilities)
+        if probabilities is None or not (min(probabilities) >= 0.0 and max(probabilities) <= 1.0):
             raise _invalid(
                 "bad_prediction",
-                f"{_who(event_id)}: prediction 'probabilities' must be a list of numbers in [0, 1]; got {_shown(raw['probabilities'])}",
+                f"{_who(event_id)}: prediction 'probabilities' must be a list of numbers in [0, 1]; got {_shown(raw_probabilities)}",
             )
         if label is None:
             label = _argmax(probabilities)
-    if raw.get("value") is not None:
-        v = raw["value"]
+    if v is not None:
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
             value = (float(v),)
         else:
