@@ -51,8 +51,9 @@ log = logging.getLogger(__name__)
 
 #: how long the child's rebalance listener waits for this process to flush and answer
 REVOKE_REPLY_TIMEOUT_SECONDS = 60.0
-#: messages (poll batches) the child may have fetched ahead of what this process has read, besides the pipe's
-OUTBOX_MESSAGES = 2
+#: messages (poll batches, ~1.2 MB each at 2,000 events) the child may hold fetched ahead of what this process has
+#: read, besides the pipe's: enough that neither process stalls on the other's hiccups (2 stalled visibly)
+OUTBOX_MESSAGES = 6
 #: the child→parent pipe's buffer (Linux F_SETPIPE_SZ; capped by /proc/sys/fs/pipe-max-size, default 1 MiB)
 PIPE_BYTES = 1 << 20
 
