@@ -28,7 +28,6 @@ river is a bench-only dependency (``pip install river``). Usage::
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -36,8 +35,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 
 import numpy as np
-import scipy
-import sklearn
+from machine import machine  # bench/machine.py: the script's folder is on sys.path
 from numpy.typing import NDArray
 from scipy import stats
 from sklearn.ensemble import HistGradientBoostingClassifier
@@ -47,7 +45,6 @@ from monitor.metrics.balls import ball_directions
 from monitor.rolling.reference import Reference
 
 try:
-    import river
     from river.datasets import synth
 except ImportError:  # pragma: no cover - bench-only dependency
     sys.exit("bench/drift_quality.py needs river: .venv/bin/pip install river")
@@ -246,14 +243,6 @@ def run_one(spec: StreamSpec, seed: int, results: dict[str, Outcome]) -> str:
     return engine.report.verdict.value
 
 
-def machine() -> str:
-    return (
-        f"{platform.processor() or platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores, "
-        f"Python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, "
-        f"scikit-learn {sklearn.__version__}, river {river.__version__}"
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=5, help="runs per stream (seeds 0..N-1)")
@@ -261,7 +250,7 @@ def main() -> None:
     args = parser.parse_args()
     t0 = time.perf_counter()
     print(f"command: .venv/bin/python bench/drift_quality.py {' '.join(sys.argv[1:])}".rstrip())
-    print(f"machine: {machine()}")
+    print(f"machine: {machine('numpy', 'scipy', 'sklearn', 'river')}")
     print(
         f"setup: {args.seeds} seeds per stream; train {TRAIN}, reference {REF}, then {PRE} pre-drift + {POST} "
         f"post-drift events; batches of {BATCH}; HistGradientBoostingClassifier(max_iter=100); r = {RADIUS}, "

@@ -33,8 +33,6 @@ It prints a markdown table and the machine. Usage::
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import tempfile
 import time
@@ -45,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-import sklearn
+from machine import machine  # bench/machine.py: the script's folder is on sys.path
 from numpy.typing import NDArray
 from skl2onnx import to_onnx
 from sklearn.datasets import make_classification
@@ -80,22 +78,6 @@ SPECS = (
     Spec("mlp", "MLP (20-64-64-2, relu)", False, lambda: MLPClassifier((64, 64), max_iter=300, random_state=0)),
     Spec("lr", "LogisticRegression", False, lambda: LogisticRegression(max_iter=1000)),
 )
-
-
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (
-        f"{cpu}, {cores} cores available, {platform.system()} {platform.release()}; Python {platform.python_version()}, "
-        f"numpy {np.__version__}, onnxruntime {ort.__version__}, scikit-learn {sklearn.__version__}"
-    )
 
 
 def train(spec: Spec, est: object, x: NDArray[np.float64], y: NDArray[np.int64], folder: Path) -> Path:
@@ -315,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     x, y = make_classification(n_samples=6000, n_features=N_FEATURES, n_informative=12, random_state=0)
     x_train, y_train, pool = x[:4000], y[:4000], x[4000:].astype(np.float32)
     data = (Standardizer.fit(x_train), pool)
-    print(f"machine: {machine()}", flush=True)
+    print(f"machine: {machine('numpy', 'onnxruntime', 'sklearn')}", flush=True)
 
     table: list[Row] = []
     naive: list[tuple[str, int, tuple[float, float, float, float]]] = []

@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -38,8 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
-import sklearn
+from machine import machine  # bench/machine.py: the script's folder is on sys.path
 from sklearn.datasets import make_classification
 from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
@@ -71,24 +68,6 @@ class RunResult:
     probe_runs: float
     probe_seconds: float
     wall_seconds: float
-
-
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    load = " ".join(f"{v:.1f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
-    return (
-        f"{cpu}, {cores} cores available, load average {load} at start, {platform.system()} {platform.release()}; "
-        f"Python {platform.python_version()}, numpy {np.__version__}, onnxruntime {ort.__version__}, "
-        f"scikit-learn {sklearn.__version__}"
-    )
 
 
 def build(key: str, folder: Path, n_events: int, seed: int) -> tuple[Path, Path, list[bytes]]:
@@ -202,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [k for k in keys if k not in MODELS]
     if unknown:
         ap.error(f"unknown model(s) {unknown}; choose from {sorted(MODELS)}")
-    print(f"machine: {machine()}", flush=True)
+    print(f"machine: {machine('numpy', 'onnxruntime', 'sklearn', load=True)}", flush=True)
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}", flush=True)
 
     rows = []

@@ -63,7 +63,6 @@ import cProfile
 import io
 import json
 import os
-import platform
 import pstats
 import re
 import shlex
@@ -91,11 +90,9 @@ sys.path.insert(0, str(REPO_ROOT))  # for tests.integration.brokers
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", "open_text is deprecated", DeprecationWarning)
-    import kafka
     from kafka import KafkaConsumer, KafkaProducer
 
-import onnxruntime as ort  # noqa: E402
-import sklearn  # noqa: E402
+from machine import machine  # noqa: E402  (bench/machine.py: the script's folder is on sys.path)
 from skl2onnx import to_onnx  # noqa: E402
 from sklearn.datasets import make_classification  # noqa: E402
 from sklearn.ensemble import GradientBoostingClassifier  # noqa: E402
@@ -134,20 +131,6 @@ SESSION_TIMEOUT_MS = 6000  # Tansu holds every join for about half of this
 
 
 # -- shared: machine line, model, events -----------------------------------------------------------------------
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    cores = len(os.sched_getaffinity(0))
-    return (
-        f"{cpu}, {cores} cores available, {platform.system()} {platform.release()}; Python {platform.python_version()}, "
-        f"kafka-python {kafka.__version__}, numpy {np.__version__}, onnxruntime {ort.__version__}, "
-        f"scikit-learn {sklearn.__version__}"
-    )
-
-
 def workdir(prefix: str) -> Path:
     """A temporary directory removed when the script exits."""
     path = Path(tempfile.mkdtemp(prefix=prefix))
@@ -448,7 +431,7 @@ def throughput(args: argparse.Namespace) -> None:
     fx = build_fixture(fx_dir)
     values = encode_events(fx, args.events)
     mean_bytes = sum(map(len, values)) / len(values)
-    print(f"machine: {machine()}", flush=True)
+    print(f"machine: {machine('kafka', 'numpy', 'onnxruntime', 'sklearn')}", flush=True)
     print(f"load average at start: {load_average()}", flush=True)
     print(
         f"events: {args.events:,} of {mean_bytes:.0f} bytes mean; budget {args.budget:g} events/s; "
@@ -591,7 +574,7 @@ def latency(args: argparse.Namespace) -> None:
 
     work = workdir("hm-bench-lat-")
     fx = build_fixture(work)
-    print(f"machine: {machine()}", flush=True)
+    print(f"machine: {machine('kafka', 'numpy', 'onnxruntime', 'sklearn')}", flush=True)
     print(f"load average at start: {load_average()}", flush=True)
     rows: list[str] = []
     for name in args.brokers:
@@ -758,7 +741,7 @@ def rss_kib() -> tuple[int, int]:
 def memory(args: argparse.Namespace) -> None:
     work = workdir("hm-bench-mem-")
     fx = build_fixture(work)
-    print(f"machine: {machine()}", flush=True)
+    print(f"machine: {machine('kafka', 'numpy', 'onnxruntime', 'sklearn')}", flush=True)
     print(f"load average at start: {load_average()}", flush=True)
     pool = encode_events(fx, args.pool, ts_ms=None)
     settings = settings_for(fx, work / "state", budget=args.budget, metrics={"port": 0, "host": "127.0.0.1"})
