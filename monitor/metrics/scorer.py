@@ -141,19 +141,22 @@ class RobustnessScorer:
         self._rng = np.random.default_rng(self.config.seed)
         self._buffer = np.empty((0, n), dtype=np.float32)
         k = self.config.flicker_copies
+        #: the model's graph wrapped to build ball points and flicker copies itself (None: built here in numpy)
+        self._neighbourhood = _neighbourhood_of(model, self.offsets, k)
+        bank_rows = noise_bank_rows(n, k) if k else 0
         #: (bank_rows, n) pre-scaled flicker offsets σ·s⊙ε; see the module docstring
-        self._bank = np.empty((noise_bank_rows(n, k) if k else 0, n), dtype=np.float32)
+        self._bank = np.empty((bank_rows, n), dtype=np.float32)
+        #: the bank as the wrapped graph takes it: the bank itself, or its projection for a linear head (its rows
+        #: are redrawn with the bank's, in :meth:`_draw_bank_rows`)
+        self._bank_fed = self._bank
+        width = None if self._neighbourhood is None else self._neighbourhood.noise_width
+        if width is not None:
+            self._bank_fed = np.empty((bank_rows, width), dtype=np.float32)
         self._bank_cursor = 0  # next bank row to redraw
         self._refresh_owed = 0  # bank rows to redraw at the next refresh
         self._copy_index = np.arange(k, dtype=np.intp)
         if k:
-            self._draw_bank_rows(0, self._bank.shape[0])
-        #: the model's graph wrapped to build ball points and flicker copies itself (None: built here in numpy)
-        self._neighbourhood = _neighbourhood_of(model, self.offsets, k)
-        #: the bank as the wrapped graph takes it: the bank itself, or its projection for a linear head
-        self._bank_fed = self._bank
-        if self._neighbourhood is not None and self._neighbourhood.projects_noise:
-            self._bank_fed = self._neighbourhood.project_noise(self._bank)
+            self._draw_bank_rows(0, bank_rows)
 
     @property
     def ball_size(self) -> int:
@@ -219,9 +222,9 @@ class RobustnessScorer:
         rows = self._bank[start:stop]
         self._rng.standard_normal(out=rows, dtype=np.float32)
         rows *= self._noise_scale
-        nbh = getattr(self, "_neighbourhood", None)  # None while __init__ draws the first bank
-        if nbh is not None and nbh.projects_noise:
-            self._bank_fed[start:stop] = nbh.project_noise(rows)
+        if self._bank_fed is not self._bank:
+            assert self._neighbourhood is not None
+            self._bank_fed[start:stop] = self._neighbourhood.project_noise(rows)
 
     def _refresh_bank(self, count: int) -> None:
         """Redraw the next ``count`` bank rows (all of them at most), round-robin."""

@@ -466,6 +466,11 @@ class NeighbourhoodEvaluator:
         """True when :meth:`evaluate` takes the noise projected by :meth:`project_noise` (a linear head)."""
         return self._projection is not None
 
+    @property
+    def noise_width(self) -> int | None:
+        """Columns of the noise :meth:`evaluate` takes when projected (T), None when it takes raw rows."""
+        return None if self._projection is None else int(self._projection.shape[0])
+
     def project_noise(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
         """Noise rows (r, n) as the graph takes them: ``rows @ W.T + b`` for a linear head (in float64)."""
         if self._projection is None:
