@@ -237,7 +237,7 @@ def measure(
             args.min_seconds,
         )
         # the 1-run bound in a loop of its own: its single run of B·75 rows evicts the caches for whatever runs
-        # next (measured: the MLP scorer's model call went from 7.3 to 8.6 µs/event right after one at B = 1024)
+        # next (bench/engine_breakdown.py --pollute: the MLP's wrapped graph went from 7.40 to 8.24 µs/event at B = 1024)
         _, t_one = median_times(
             [partial(run_chunks, session, names, feeds), partial(session.run, names, {inp: x})],
             args.min_repeats,

@@ -2,9 +2,10 @@
 
 Why: every micro-batch allocates and frees arrays of 100 KB-1 MB (onnxruntime's outputs, numpy temporaries). glibc
 serves blocks above its mmap threshold (128 KB at start, adapting upwards only as such blocks are freed) with fresh
-``mmap`` pages, and every first touch of a fresh page is a page fault — expensive on virtual machines. Measured on
-the benchmark machine (docs/BENCHMARKS.md, engine throughput): reading a model's 150 KB output right after the run
-cost 0.41 µs/event with fresh pages and 0.10 µs/event with reused heap memory, ~20 % of an MLP's scoring time.
+``mmap`` pages, and every first touch of a fresh page is a page fault — expensive on virtual machines. During
+development (docs/BENCHMARKS.md, engine throughput, change 8) reading a model's 150 KB output right after the run
+cost 0.41 µs/event with fresh pages and 0.10 µs/event with reused heap memory; with the final scorer, which no longer
+labels every row, the difference is within run-to-run noise (``bench/engine_breakdown.py``).
 
 :func:`tune_malloc` raises the mmap threshold to 64 MiB and the trim threshold to 256 MiB, so such blocks are reused
 from the heap. The price is that memory freed below 256 MiB of heap top is kept by the process rather than

@@ -366,7 +366,7 @@ def _neighbourhood_of(model: Predictor, offsets: NDArray[np.float32], copies: in
 
 #: each batch owes ⌈B·K / BANK_REFRESH_DIVISOR⌉ redrawn bank rows (see the module docstring) ...
 BANK_REFRESH_DIVISOR = 64
-#: ... paid in blocks of at least this many rows (a redraw costs ~30 µs however few rows it draws)
+#: ... paid in blocks of at least this many rows (a redraw has a fixed per-call cost)
 BANK_REFRESH_BLOCK = 1024
 
 

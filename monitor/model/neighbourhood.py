@@ -11,7 +11,7 @@ produced by onnxruntime itself, in C++ and on its intra-op threads, from the B c
   [B, m, n] and [B, K, n] first, then one Add each), reshaped to [B·m, n] and [B·K, n];
 - the model's nodes are copied three times — once on the centres, once on the ball points, once on the flicker
   copies (tensor names prefixed ``c/``, ``b/``, ``f/``; initializers are shared, not copied) — so the rows are never
-  concatenated into one input tensor (that copy alone cost a third of a logistic regression's evaluation);
+  concatenated into one input tensor (which would be one more pass over every row);
 - each requested output comes back in three parts, which :class:`NeighbourhoodRunner` writes into arrays laid out
   exactly as ``evaluate`` of the stacked rows would return them: B centre rows, then B·m ball rows, then B·K copies.
 
@@ -73,7 +73,7 @@ def linear_head(graph: onnx.GraphProto, input_name: str, n: int) -> LinearHead |
 
     Such a node computes ``x @ W.T + b`` before its post-transform, so ``(x + δ) @ W.T = x @ W.T + δ @ W.T``:
     the ball points and noisy copies can be built with T numbers per row instead of n. onnxruntime's linear
-    kernels also spend ~8 ns per row on their own label selection, as much as the whole logistic regression, so
+    kernels also cost ~9 ns per row (docs/BENCHMARKS.md: ~1.5M events/s × 75 rows), mostly per-row work, so
     where the node's semantics are plain standard ops — a classifier with one score per class (T = classes ≥ 2),
     post-transform NONE, LOGISTIC or SOFTMAX, whose label output feeds no other node; a regressor with post-transform
     NONE — the copies compute ``Add`` (+ ``Sigmoid``/``Softmax``) instead, and labels come from the probabilities.
@@ -167,7 +167,8 @@ def neighbourhood_graph(
     axis1, rows_shape = fresh("nbh_axis1"), fresh("nbh_rows_shape")
     c3 = fresh("nbh_centres3")
     # Broadcast Adds whose innermost broadcast span is a single row (n values) run ~2.5x slower in onnxruntime
-    # than an Expand followed by an Add over spans of m·n values, so the centres are expanded first.
+    # than an Expand followed by an Add over spans of m·n values (bench/engine_breakdown.py --broadcast), so the
+    # centres are expanded first.
     if opset >= 13:  # axes became an input in opset 13
         unsqueeze = helper.make_node("Unsqueeze", [centres, axis1], [c3], name=fresh("nbh_unsqueeze"))
     else:

@@ -1,0 +1,175 @@
+"""Where the scorer's time goes (issue 2): µs per event of each step of ``RobustnessScorer.score``, beside the bound.
+
+For one model of ``bench/engine_throughput.py`` and one batch size, the script wraps the scorer's steps with timers
+and scores the same batch repeatedly (after warm-up), reporting µs per event for: the wrapped graph's evaluation
+(``NeighbourhoodEvaluator.evaluate``), the bank refresh, class indices, picking f at the class, the γ means and the
+log-floor, and the whole ``score``; and, timed alone, the bound (``session.run`` on the very rows, in the scorer's
+chunks). ``--pollute`` runs a single ``session.run`` of all the batch's rows before every ``score`` (what the 1-run
+bound did to the scorer when it ran beside it). ``--broadcast`` also times, for 256 events of 20 features and 42
+ball points, a broadcasting Add [B,1,n] + [1,m,n] against an Expand followed by an Add over rows of m·n values.
+
+Run with ``HARMONIC_MALLOC_TUNING=0`` to see the steps without the sidecar's malloc settings.
+
+    .venv/bin/python bench/engine_breakdown.py --model mlp --batch 1024 --threads 1
+    .venv/bin/python bench/engine_breakdown.py --model mlp --batch 1024 --threads 1 --pollute
+    .venv/bin/python bench/engine_breakdown.py --model lr --batch 256 --broadcast
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+from engine_throughput import N_FEATURES, SPECS, train
+from machine import machine  # bench/machine.py: the script's folder is on sys.path
+from onnx import TensorProto, helper, numpy_helper
+from sklearn.datasets import make_classification
+
+import monitor.metrics.scorer as scorer_module
+from monitor.allocator import tune_malloc
+from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
+from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
+from monitor.model.standardize import Standardizer
+
+
+def timed(target: Any, name: str, totals: dict[str, float]) -> None:
+    """Replace ``target.name`` with a wrapper adding its wall time to ``totals[name]``."""
+    real = getattr(target, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            totals[name] = totals.get(name, 0.0) + time.perf_counter() - t0
+
+    setattr(target, name, wrapper)
+
+
+def median_us(fn: Callable[[], object], b: int, repeats: int) -> float:
+    fn()
+    fn()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples) / b * 1e6
+
+
+def broadcast(threads: int, repeats: int) -> None:
+    b, m, n = 256, 42, N_FEATURES
+    rng = np.random.default_rng(0)
+    centres = rng.random((b, n), dtype=np.float32)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    x = helper.make_tensor_value_info("C", TensorProto.FLOAT, [b, n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    axis = numpy_helper.from_array(np.array([1], np.int64), "axis")
+    offsets3 = numpy_helper.from_array(rng.random((1, m, n), dtype=np.float32), "offsets3")
+    offsets2 = numpy_helper.from_array(rng.random((1, m * n), dtype=np.float32), "offsets2")
+    shape = numpy_helper.from_array(np.array([1, m, n], np.int64), "shape")
+    flat = numpy_helper.from_array(np.array([-1, m * n], np.int64), "flat")
+    graphs = {
+        "broadcast Add [B,1,n] + [1,m,n]": (
+            [helper.make_node("Unsqueeze", ["C", "axis"], ["c3"]), helper.make_node("Add", ["c3", "offsets3"], ["y"])],
+            [axis, offsets3],
+        ),
+        "Expand, then Add over m·n-value rows": (
+            [
+                helper.make_node("Unsqueeze", ["C", "axis"], ["c3"]),
+                helper.make_node("Expand", ["c3", "shape"], ["e"]),
+                helper.make_node("Reshape", ["e", "flat"], ["e2"]),
+                helper.make_node("Add", ["e2", "offsets2"], ["y"]),
+            ],
+            [axis, offsets2, shape, flat],
+        ),
+    }
+    for label, (nodes, inits) in graphs.items():
+        model = helper.make_model(
+            helper.make_graph(nodes, "g", [x], [y], initializer=inits),
+            opset_imports=[helper.make_opsetid("", 17)],
+            ir_version=8,
+        )
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        per_call = median_us(lambda s=session: s.run(["y"], {"C": centres}), 1, repeats)
+        print(f"| {label} | {per_call:.1f} µs per call of {b} events |")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--model", choices=[s.key for s in SPECS], default="mlp")
+    ap.add_argument("--batch", type=int, default=1024)
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads (0 = onnxruntime's default)")
+    ap.add_argument("--repeats", type=int, default=60)
+    ap.add_argument("--pollute", action="store_true", help="one session.run of all the rows before every score")
+    ap.add_argument("--broadcast", action="store_true", help="also time broadcast Add against Expand + Add")
+    args = ap.parse_args()
+    malloc = tune_malloc()
+    print(f"machine: {machine('numpy', 'onnxruntime', 'sklearn')}; malloc settings applied: {malloc}")
+    spec = next(s for s in SPECS if s.key == args.model)
+    x, y = make_classification(n_samples=6000, n_features=N_FEATURES, n_informative=12, random_state=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = train(spec, spec.make(), x[:4000], y[:4000], Path(tmp))
+        model = OnnxModel(path, OnnxRuntimeOptions(intra_op_threads=args.threads))
+        scorer = RobustnessScorer(model, Standardizer.fit(x[:4000]), ScoringConfig())
+        batch = x[4000 : 4000 + args.batch].astype(np.float32)
+        b = batch.shape[0]
+        rows = scorer.build_rows(batch).copy()
+        step = max(1, model.options.max_rows_per_run // scorer.rows_per_event()) * scorer.rows_per_event()
+        session, names, inp = model._session, model._run_names, model.input_name
+        bound = median_us(
+            lambda: [session.run(names, {inp: rows[i : i + step]}) for i in range(0, rows.shape[0], step)],
+            b,
+            args.repeats,
+        )
+        totals: dict[str, float] = {}
+        if scorer._neighbourhood is not None:
+            timed(scorer._neighbourhood, "evaluate", totals)
+        timed(scorer, "_after_batch", totals)
+        for name in ("_labels", "_target_pair", "gamma_from_values", "_log_floor"):
+            timed(scorer_module, name, totals)
+        for _ in range(3):
+            scorer.score(batch)
+        totals.clear()
+        whole = 0.0
+        for _ in range(args.repeats):
+            if args.pollute:
+                session.run(names, {inp: rows})
+            t0 = time.perf_counter()
+            scorer.score(batch)
+            whole += time.perf_counter() - t0
+    per = {k: v / args.repeats / b * 1e6 for k, v in totals.items()}
+    print(
+        f"\n{spec.label}, B = {b}, intra-op threads {args.threads or 'default'}, "
+        f"{'after a 1-run of all rows each time' if args.pollute else 'nothing between calls'}; µs per event:\n"
+    )
+    print("| step | µs/event |\n|---|---:|")
+    print(f"| bound: session.run on the rows, same chunks (timed alone) | {bound:.2f} |")
+    print(f"| score (whole) | {whole / args.repeats / b * 1e6:.2f} |")
+    labels = {
+        "evaluate": "wrapped graph (NeighbourhoodEvaluator.evaluate)",
+        "_after_batch": "noise-bank refresh",
+        "_labels": "class indices",
+        "_target_pair": "f at the class",
+        "gamma_from_values": "γ and γ_logit means",
+        "_log_floor": "log-floor",
+    }
+    for key, label in labels.items():
+        if key in per:
+            print(f"| {label} | {per[key]:.3f} |")
+    if args.broadcast:
+        print("\n| row building in onnxruntime | time |\n|---|---:|")
+        broadcast(args.threads, args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
