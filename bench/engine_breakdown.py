@@ -6,13 +6,15 @@ and scores the same batch repeatedly (after warm-up), reporting µs per event fo
 log-floor, and the whole ``score``; and, timed alone, the bound (``session.run`` on the very rows, in the scorer's
 chunks). ``--pollute`` runs a single ``session.run`` of all the batch's rows before every ``score`` (what the 1-run
 bound did to the scorer when it ran beside it). ``--broadcast`` also times, for 256 events of 20 features and 42
-ball points, a broadcasting Add [B,1,n] + [1,m,n] against an Expand followed by an Add over rows of m·n values.
+ball points, a broadcasting Add [B,1,n] + [1,m,n] against an Expand followed by an Add over rows of m·n values;
+``--scalar`` times ``Sub(1, p)`` on a [N, 1] column with the constant of rank 0 and of shape [1, 1].
 
 Run with ``HARMONIC_MALLOC_TUNING=0`` to see the steps without the sidecar's malloc settings.
 
     .venv/bin/python bench/engine_breakdown.py --model mlp --batch 1024 --threads 1
     .venv/bin/python bench/engine_breakdown.py --model mlp --batch 1024 --threads 1 --pollute
     .venv/bin/python bench/engine_breakdown.py --model lr --batch 256 --broadcast
+    .venv/bin/python bench/engine_breakdown.py --model mlp --batch 256 --scalar
 """
 
 from __future__ import annotations
@@ -103,6 +105,28 @@ def broadcast(threads: int, repeats: int) -> None:
         print(f"| {label} | {per_call:.1f} µs per call of {b} events |")
 
 
+def scalar(threads: int, repeats: int) -> None:
+    """``Sub(1, p)`` on a [N, 1] column (skl2onnx's negative-class probability) with the 1 of rank 0 and of rank 2."""
+    n = 218 * 42  # one chunk of ball points of the MLP
+    p = np.random.default_rng(0).random((n, 1), dtype=np.float32)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    for label, value in (("rank 0 (as skl2onnx writes it)", np.float32(1.0)), ("rank 2, [1, 1]", np.ones((1, 1)))):
+        graph = helper.make_graph(
+            [helper.make_node("Sub", ["one", "p"], ["y"])],
+            "g",
+            [helper.make_tensor_value_info("p", TensorProto.FLOAT, ["N", 1])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
+            initializer=[numpy_helper.from_array(np.asarray(value, dtype=np.float32), "one")],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        per_call = median_us(lambda s=session: s.run(["y"], {"p": p}), 1, repeats)
+        print(
+            f"| Sub(1, p), the 1 of {label} | {per_call:.1f} µs per call of {n} rows ({per_call / n * 1e3:.2f} ns/row) |"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--model", choices=[s.key for s in SPECS], default="mlp")
@@ -111,6 +135,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=60)
     ap.add_argument("--pollute", action="store_true", help="one session.run of all the rows before every score")
     ap.add_argument("--broadcast", action="store_true", help="also time broadcast Add against Expand + Add")
+    ap.add_argument("--scalar", action="store_true", help="also time Sub(1, p) with a rank-0 and a [1, 1] constant")
     args = ap.parse_args()
     malloc = tune_malloc()
     print(f"machine: {machine('numpy', 'onnxruntime', 'sklearn')}; malloc settings applied: {malloc}")
@@ -168,6 +193,9 @@ def main() -> int:
     if args.broadcast:
         print("\n| row building in onnxruntime | time |\n|---|---:|")
         broadcast(args.threads, args.repeats)
+    if args.scalar:
+        print("\n| scalar operand (monitor/model/broadcast.py) | time |\n|---|---:|")
+        scalar(args.threads, args.repeats)
     return 0
 
 

@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 
 from monitor.errors import ModelError
 from monitor.model.base import ModelKind, ModelOutput
+from monitor.model.broadcast import widen_scalar_operands
 from monitor.model.neighbourhood import NeighbourhoodRunner, neighbourhood_graph
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,17 @@ def _resolve_providers(requested: Sequence[str]) -> list[str]:
     return chosen
 
 
+def _widen_scalar_operands(model_bytes: bytes) -> bytes:
+    """The model with single-value constants reshaped to their partners' rank (:mod:`monitor.model.broadcast`)."""
+    import onnx
+
+    proto = onnx.load_from_string(model_bytes)
+    if not widen_scalar_operands(proto):
+        return model_bytes
+    widened: bytes = proto.SerializeToString()
+    return widened
+
+
 def _expose_zipmap_input(model_bytes: bytes) -> tuple[bytes, dict[str, str]]:
     """Rewrite a graph whose outputs come from ZipMap nodes to output the probability tensors instead.
 
@@ -164,6 +176,7 @@ class OnnxModel:
         raw = self.path.read_bytes()
         try:
             raw, self._zipmap = _expose_zipmap_input(raw)
+            raw = _widen_scalar_operands(raw)
         except Exception as exc:  # noqa: BLE001 - any parse failure means "not ONNX"
             raise ModelError(f"cannot load '{self.path}' as an ONNX model: {exc}") from exc
         self.providers = _resolve_providers(self.options.providers)

@@ -257,3 +257,33 @@ def test_neighbourhood_graph_leaves_the_model_graph_alone(curved_classifier_mode
     assert curved_classifier_model._model_bytes == before
     names = {o.name for o in onnx.load_from_string(wrapped.model).graph.output}
     assert names == {"c/probabilities", "b/probabilities", "f/probabilities"}
+
+
+def test_the_wrapped_graph_keeps_only_the_nodes_its_outputs_need(tmp_path: Path) -> None:
+    """An MLP's label branch (ArgMax → ArrayFeatureExtractor → Reshape → Cast) is dropped from every copy when the
+    probabilities are exposed: onnxruntime would run it on every ball point and copy otherwise."""
+    from sklearn.neural_network import MLPClassifier
+
+    x, y = onnx_graphs.training_blobs(4)
+    mlp = MLPClassifier(hidden_layer_sizes=(8,), solver="lbfgs", max_iter=2000, random_state=0).fit(x, y)
+    path = onnx_graphs.sklearn_to_onnx(tmp_path / "mlp.onnx", mlp, 2, zipmap=False)
+    plain = onnx.load(path).graph
+    assert {"ArgMax", "ArrayFeatureExtractor"} <= {node.op_type for node in plain.node}
+    wrapped = neighbourhood_graph(
+        path.read_bytes(),
+        input_name="X",
+        output_names=["probabilities"],
+        offsets=np.ones((4, 2), dtype=np.float32),
+        copies=3,
+        input_is_double=False,
+    )
+    assert wrapped is not None
+    graph = onnx.load_from_string(wrapped.model).graph
+    ops = [node.op_type for node in graph.node]
+    assert "ArgMax" not in ops and "ArrayFeatureExtractor" not in ops
+    assert ops.count("Sigmoid") == 3  # the probabilities still computed once per part
+    read = {t for node in graph.node for t in node.input}
+    assert all(init.name in read for init in graph.initializer)  # the label branch's constants went with it
+    scorers = _pair(path, ScoringConfig(radius=0.2, flicker_copies=8, seed=2))
+    assert scorers[0].rows_built_in_graph
+    _calls(*scorers, 2, (5, 40))
