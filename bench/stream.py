@@ -13,8 +13,9 @@ Three subcommands, each printing markdown tables plus the command and the machin
       checks v2 record batches, Tansu's format, with a pure-Python CRC-32C unless the ``crc32c`` package is there);
     - ``json``: the ``raw`` loop plus ``json.loads`` of every value — the floor for any stdlib-JSON decoder;
     - ``decode``: the same loop, each record through ``KServeJoiner.update`` (the pipeline's decoder entry);
-    - ``decode+sample``: as ``decode``, then every event through the sampler the service builds
-      (``StratifiedSampler`` at the configured budget, default 200 events/s: nearly every event is dropped);
+    - ``decode+sample``: as ``decode``, then the poll's events through the sampler the service builds, in one
+      ``sample_many`` call as the pipeline makes (``StratifiedSampler`` at the configured budget, default 200
+      events/s: nearly every event is dropped);
     - ``source-proc``: ``ProcessKafkaSource`` (the kafka-python consumer in a child process, records shipped to
       this process in column batches) touching every record's value;
     - ``decode+sample-proc``: ``decode+sample`` over the records ``ProcessKafkaSource`` delivers — what the
@@ -97,9 +98,9 @@ from skl2onnx import to_onnx  # noqa: E402
 from sklearn.datasets import make_classification  # noqa: E402
 from sklearn.ensemble import GradientBoostingClassifier  # noqa: E402
 
-from monitor.allocator import tune_malloc  # noqa: E402
+from monitor.allocator import freeze_startup_objects, tune_gc, tune_malloc  # noqa: E402
 from monitor.app import ModelRuntime, Pipeline, load_model_runtime  # noqa: E402
-from monitor.config import Settings, load_settings  # noqa: E402
+from monitor.config import KafkaSettings, Settings, load_settings  # noqa: E402
 from monitor.events import InferenceEvent  # noqa: E402
 from monitor.exporters.prometheus import MetricsState  # noqa: E402
 from monitor.service import Service, build_sampler  # noqa: E402
@@ -221,7 +222,8 @@ def produce(broker: Broker, topic: str, values: Sequence[bytes]) -> float:
 
 
 def raw_consumer_kwargs(broker: Broker, group_id: str, max_poll_records: int) -> dict[str, Any]:
-    """What ``KafkaSource`` passes to ``KafkaConsumer`` (group, no auto-commit, earliest, heartbeat = session/3)."""
+    """What ``KafkaSource`` passes to ``KafkaConsumer`` (group, no auto-commit, earliest, heartbeat = session/3,
+    the fetch settings' defaults)."""
     return {
         **broker.kafka_kwargs(),
         "group_id": group_id,
@@ -231,6 +233,8 @@ def raw_consumer_kwargs(broker: Broker, group_id: str, max_poll_records: int) ->
         "session_timeout_ms": SESSION_TIMEOUT_MS,
         "heartbeat_interval_ms": max(300, SESSION_TIMEOUT_MS // 3),
         "max_poll_records": max_poll_records,
+        "fetch_max_wait_ms": KafkaSettings().fetch_max_wait_ms,
+        "max_partition_fetch_bytes": KafkaSettings().max_partition_fetch_bytes,
     }
 
 
@@ -322,12 +326,12 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
             nonlocal kept
             n = 0
             now = time.time()
+            events: list[InferenceEvent] = []
             for value, headers, origin in records:
                 n += 1
-                events = joiner.update(value, headers, origin, now=now)
-                if sample:
-                    for ev in events:
-                        kept += sampler.sample(ev, now) > 0
+                events.extend(joiner.update(value, headers, origin, now=now))
+            if sample:  # one decision call per poll, as Pipeline._accept_many makes
+                kept += sum(w > 0 for w in sampler.sample_many(events, now))
             return n
 
         if variant.endswith("-proc"):
@@ -439,6 +443,8 @@ def throughput(args: argparse.Namespace) -> None:
         flush=True,
     )
     variants = [v for v in VARIANTS if v in args.variants]
+    freeze_startup_objects()  # as `harmonic-monitor run` does once started (monitor/allocator.py)
+    print(f"GC: {'CPython defaults' if os.environ.get('HARMONIC_GC_TUNING') == '0' else 'the sidecar settings'}")
     table: list[list[str]] = []
     for name in args.brokers:
         with running_broker(name) as broker:
@@ -807,6 +813,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--max-poll-records", type=int, default=2000, help="the service default: 2000")
     t.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     t.add_argument("--profile", choices=VARIANTS, help="profile one pass of this variant instead of timing")
+    t.add_argument(
+        "--gc",
+        choices=["tuned", "default"],
+        default="tuned",
+        help="the sidecar's GC settings (monitor/allocator.py; this process and the consumer child) or CPython's",
+    )
     t.set_defaults(func=throughput)
     la = sub.add_parser("latency", help="produce → visible in /metrics, against the real sidecar")
     la.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["kafka09"])
@@ -827,7 +839,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     m.set_defaults(func=memory)
     args = p.parse_args(argv)
+    if getattr(args, "gc", "tuned") == "default":
+        os.environ["HARMONIC_GC_TUNING"] = "0"  # read by tune_gc, freeze_startup_objects and the consumer child
     tune_malloc()  # as `harmonic-monitor` does at start (monitor/allocator.py)
+    tune_gc()
     print(f"command: .venv/bin/python bench/stream.py {shlex.join(sys.argv[1:] if argv is None else argv)}")
     args.func(args)
     return 0

@@ -1,5 +1,6 @@
-"""glibc malloc settings for the hot loop: keep freed memory in the heap instead of unmapping it.
+"""Memory settings for the hot loop: glibc malloc keeps freed memory in its heap; the cyclic GC runs less often.
 
+**malloc.**
 Why: every micro-batch allocates and frees arrays of 100 KB-1 MB (onnxruntime's outputs, numpy temporaries). glibc
 serves blocks above its mmap threshold (128 KB at start, adapting upwards only as such blocks are freed) with fresh
 ``mmap`` pages, and every first touch of a fresh page is a page fault — expensive on virtual machines. During
@@ -11,12 +12,24 @@ labels every row, the difference is within run-to-run noise (``bench/engine_brea
 from the heap. The price is that memory freed below 256 MiB of heap top is kept by the process rather than
 returned to the system: RSS stays at its high-water mark (bounded by the largest micro-batch) instead of
 shrinking. Off glibc (musl, macOS) it does nothing. ``HARMONIC_MALLOC_TUNING=0`` turns it off.
+
+**Cyclic garbage collector.** Decoding an event allocates some thirty container objects (orjson's dicts and lists,
+the record, the event); CPython collects its youngest generation every 700 net allocations, and each collection
+walks every young container. In the consumer loop that was a fifth of the decoding process's CPU:
+``bench/stream.py throughput --gc default`` against the default settings (docs/BENCHMARKS.md, streaming). Nothing
+on the hot path builds reference cycles, so :func:`tune_gc` collects the youngest generation every
+``GC_THRESHOLDS[0]`` allocations instead (older generations as CPython does, every 10 younger collections), and
+:func:`freeze_startup_objects` moves what start-up built — models, sessions, imported modules, ~200k objects — out
+of the collector's sight (``gc.freeze``), so a full collection walks only what the loop created. Cyclic garbage
+waits longer to be freed (up to that many allocations); reference-counted memory is freed as before.
+``HARMONIC_GC_TUNING=0`` keeps CPython's settings.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import logging
 import os
 
@@ -26,11 +39,14 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 64 * 2**20
 TRIM_THRESHOLD = 256 * 2**20
+#: gc.set_threshold: youngest generation every 50,000 net allocations (CPython: 700), older ones as CPython
+GC_THRESHOLDS = (50_000, 10, 10)
+_OFF = ("0", "false", "no", "off")
 
 
 def tune_malloc() -> bool:
     """Apply the settings above; True when glibc accepted them."""
-    if os.environ.get("HARMONIC_MALLOC_TUNING", "1").strip().lower() in ("0", "false", "no", "off"):
+    if os.environ.get("HARMONIC_MALLOC_TUNING", "1").strip().lower() in _OFF:
         return False
     name = ctypes.util.find_library("c")
     if name is None:
@@ -45,3 +61,23 @@ def tune_malloc() -> bool:
     ok = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
     log.debug("malloc tuning", extra={"applied": ok})
     return ok
+
+
+def tune_gc() -> bool:
+    """Apply :data:`GC_THRESHOLDS`; False (nothing changed) when ``HARMONIC_GC_TUNING=0``."""
+    if os.environ.get("HARMONIC_GC_TUNING", "1").strip().lower() in _OFF:
+        return False
+    gc.set_threshold(*GC_THRESHOLDS)
+    log.debug("gc tuning", extra={"thresholds": GC_THRESHOLDS})
+    return True
+
+
+def freeze_startup_objects() -> None:
+    """After start-up (models loaded, consumer created): collect once, then exempt what is left from the collector.
+
+    Does nothing when ``HARMONIC_GC_TUNING=0``.
+    """
+    if os.environ.get("HARMONIC_GC_TUNING", "1").strip().lower() in _OFF:
+        return
+    gc.collect()
+    gc.freeze()

@@ -401,9 +401,9 @@ class Pipeline:
                 if not evs:
                     continue
             shadow = self._shadow(rt, evs)
-            for ev, disagreement in zip(evs, shadow, strict=True):
-                # the ONNX copy and the live server disagree: always score it (a stale copy must show)
-                weight = self.sampler.sample(ev, now, force=disagreement == 1.0)
+            # the ONNX copy and the live server disagree: always score it (a stale copy must show)
+            weights = self.sampler.sample_many(evs, now, [d == 1.0 for d in shadow])
+            for ev, disagreement, weight in zip(evs, shadow, weights, strict=True):
                 if weight <= 0:
                     continue
                 self.state.inc("harmonic_events_sampled_total", (ev.model,))

@@ -7,7 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from monitor.allocator import tune_malloc
+from monitor.allocator import tune_gc, tune_malloc
 from monitor.errors import MonitorError
 from monitor.logs import setup_logging
 
@@ -53,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     tune_malloc()
+    tune_gc()
     try:
         code: int = args.func(args)
     except MonitorError as exc:

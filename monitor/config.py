@@ -61,6 +61,16 @@ class KafkaSettings(_Strict):
     auto_offset_reset: Literal["earliest", "latest"] = Field("earliest")
     session_timeout_ms: int = Field(10000, ge=1000)
     max_poll_records: int = Field(2000, ge=1)
+    fetch_max_wait_ms: int = Field(
+        100,
+        ge=0,
+        description="How long the broker may hold a fetch for partitions with no new data. kafka-python keeps one "
+        "fetch in flight per broker, so a partition with data waits behind it: its default 500 ms showed as "
+        "400-600 ms stalls when other partitions had been read to the end (docs/OPERATIONS.md, ingest).",
+    )
+    max_partition_fetch_bytes: int = Field(
+        1 << 20, ge=1024, description="Most bytes fetched per partition per request (kafka-python's default, 1 MiB)."
+    )
     dead_letter_topic: str | None = Field(None, description="Invalid events go here with the reason in a header.")
     scores_topic: str | None = Field(None, description="Optional: per-event scores are published here.")
     labels_topic: str | None = Field(None, description="Optional: delayed labels {id,label,ts}.")
@@ -303,7 +313,7 @@ def load_settings(config_file: str | Path | None = None, flags: dict[str, Any] |
 
 
 #: HARMONIC_* variables that are read outside the settings model
-NON_SETTING_VARIABLES = frozenset({"HARMONIC_MALLOC_TUNING"})
+NON_SETTING_VARIABLES = frozenset({"HARMONIC_MALLOC_TUNING", "HARMONIC_GC_TUNING"})
 
 
 def _check_environment(environ: Mapping[str, str]) -> None:

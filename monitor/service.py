@@ -11,7 +11,7 @@ from typing import Any
 
 from monitor import __version__
 from monitor.app import ModelRuntime, Pipeline, load_model_runtime
-from monitor.config import Settings
+from monitor.config import KafkaSettings, Settings
 from monitor.exporters.alerts import AlertEvent
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
 from monitor.exporters.prometheus import MetricsServer, MetricsState
@@ -22,6 +22,22 @@ from monitor.sampler.uniform import UniformSampler
 from monitor.source.base import RebalanceHandler, Sink, Source
 
 log = logging.getLogger("monitor.service")
+
+
+def consumer_arguments(k: KafkaSettings) -> dict[str, Any]:
+    """:class:`~monitor.source.kafka.KafkaSource`'s keyword arguments from the ``kafka`` settings."""
+    return {
+        "bootstrap_servers": k.bootstrap_servers,
+        "topic": [k.topic, k.labels_topic] if k.labels_topic else k.topic,
+        "group_id": k.group_id,
+        "api_version": k.api_version_tuple(),
+        "security": k.security,
+        "auto_offset_reset": k.auto_offset_reset,
+        "session_timeout_ms": k.session_timeout_ms,
+        "max_poll_records": k.max_poll_records,
+        "fetch_max_wait_ms": k.fetch_max_wait_ms,
+        "max_partition_fetch_bytes": k.max_partition_fetch_bytes,
+    }
 
 
 def build_sampler(settings: Settings) -> Sampler:
@@ -107,16 +123,7 @@ class Service:
         runtimes = [load_model_runtime(m) for m in settings.models]
         k = settings.kafka
         rebalance = _Rebalance()
-        consumer: dict[str, Any] = {
-            "bootstrap_servers": k.bootstrap_servers,
-            "topic": [k.topic, k.labels_topic] if k.labels_topic else k.topic,
-            "group_id": k.group_id,
-            "api_version": k.api_version_tuple(),
-            "security": k.security,
-            "auto_offset_reset": k.auto_offset_reset,
-            "session_timeout_ms": k.session_timeout_ms,
-            "max_poll_records": k.max_poll_records,
-        }
+        consumer = consumer_arguments(k)
         source: Source
         if k.use_consumer_process():
             source = ProcessKafkaSource(

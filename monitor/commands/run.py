@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from monitor.allocator import freeze_startup_objects
 from monitor.config import Settings, load_settings
 
 log = logging.getLogger("monitor.run")
@@ -87,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     with Service.from_settings(settings) as service:
+        freeze_startup_objects()  # models loaded, consumer connected (monitor/allocator.py)
         service.run(stop)
     return 0
 

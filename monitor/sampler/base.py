@@ -8,7 +8,7 @@ counters behind the ``sampled fraction`` metric.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -60,6 +60,11 @@ class Sampler(Protocol):
 
     def sample(self, event: InferenceEvent, now: float, *, force: bool = False) -> float:
         """Return 0.0 to drop ``event``, else its weight (> 0) to score it. ``force=True`` always keeps it."""
+
+    def sample_many(
+        self, events: Sequence[InferenceEvent], now: float, forced: Sequence[bool] | None = None
+    ) -> list[float]:
+        """``sample`` on each event in turn at one ``now`` (``forced[i]``: its ``force``); the weights, in order."""
 
     def snapshot(self) -> Mapping[str, ModelSamplingStats]:
         """Per-model counts, read at scrape time."""

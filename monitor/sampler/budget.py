@@ -98,7 +98,8 @@ class RateEstimator:
         self.reset()
 
     def reset(self) -> None:
-        self._value = 0.0
+        #: the decayed count at the last update (a plain attribute: see :meth:`count_at`)
+        self.count = 0.0
         self._last: float | None = None
         self._start = 0.0
 
@@ -107,13 +108,13 @@ class RateEstimator:
         if last is None:
             self._last = self._start = now
         elif now > last:
-            self._value *= math.exp((last - now) / self.window_seconds)
+            self.count *= math.exp((last - now) / self.window_seconds)
             self._last = now
 
     def update(self, now: float, count: float = 1.0) -> None:
         """Record ``count`` events at ``now``."""
         self._decay(now)
-        self._value += count
+        self.count += count
 
     def rate(self, now: float) -> float:
         """The estimated events per second at ``now`` (0.0 before any event)."""
@@ -122,7 +123,19 @@ class RateEstimator:
         self._decay(now)
         tau = self.window_seconds
         observed = max(self._last - self._start, 0.01 * tau)
-        return self._value / (tau * -math.expm1(-observed / tau))
+        return self.count / (tau * -math.expm1(-observed / tau))
+
+    def count_at(self, now: float) -> float:
+        """Record one event at ``now`` and return the divisor of :meth:`rate` at ``now``.
+
+        While ``now`` does not move, ``rate(now)`` is the decayed count over this divisor: a caller recording many
+        events at one ``now`` (``UniformSampler.sample_many``) adds to :attr:`count` and divides.
+        """
+        self.update(now)
+        tau = self.window_seconds
+        assert self._last is not None
+        observed = max(self._last - self._start, 0.01 * tau)
+        return tau * -math.expm1(-observed / tau)
 
     def observed_seconds(self, now: float) -> float:
         """How long this estimator has been watching (0.0 before any event)."""
@@ -163,6 +176,15 @@ class WindowCounter:
         self._seen[i] += 1
         if kept:
             self._kept[i] += 1
+
+    def add_many(self, now: float, seen: int, kept: int) -> None:
+        """``add`` called ``seen`` times at ``now``, ``kept`` of them kept."""
+        slot = int(now // self._width)
+        i = slot % self.buckets
+        if self._slot[i] != slot:
+            self._slot[i], self._seen[i], self._kept[i] = slot, 0, 0
+        self._seen[i] += seen
+        self._kept[i] += kept
 
     def totals(self, now: float) -> tuple[int, int]:
         """(seen, kept) over the slots inside the horizon ending at ``now``."""

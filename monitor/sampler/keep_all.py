@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from monitor.events import InferenceEvent
 from monitor.sampler.base import ModelSamplingStats
@@ -32,6 +32,11 @@ class KeepAllSampler:
         if force:
             self._forced[event.model] = self._forced.get(event.model, 0) + 1
         return 1.0
+
+    def sample_many(
+        self, events: Sequence[InferenceEvent], now: float, forced: Sequence[bool] | None = None
+    ) -> list[float]:
+        return [self.sample(ev, now, force=bool(forced and forced[i])) for i, ev in enumerate(events)]
 
     def snapshot(self) -> Mapping[str, ModelSamplingStats]:
         return {

@@ -41,6 +41,7 @@ class StratifiedSampler(UniformSampler):
 
     #: keeps rare live classes more often than uniform: the pipeline thins its drift feed back to uniform
     biases_class_mix = True
+    _stratum_counts_offers = True  # see UniformSampler.sample_many
 
     def __init__(
         self,

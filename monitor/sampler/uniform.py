@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from monitor.errors import ConfigError
@@ -51,6 +51,10 @@ class _Model:
 
 class UniformSampler:
     """Budgeted, uniform-within-model sampling (stage 2).
+
+    Subclasses that override :meth:`sample` or :meth:`_stratum` set ``_batch_path = False``, so that
+    :meth:`sample_many` goes through them; ``_stratum_counts_offers`` says whether ``_stratum`` counts the event in
+    the stratum's offered rate (stratified sampling does).
 
     Parameters
     ----------
@@ -90,6 +94,9 @@ class UniformSampler:
     >>> 950 < kept < 1050
     True
     """
+
+    _batch_path = True
+    _stratum_counts_offers = False
 
     def __init__(
         self,
@@ -190,6 +197,67 @@ class UniformSampler:
         stratum.window.add(now, False)
         return 0.0
 
+    def sample_many(
+        self, events: Sequence[InferenceEvent], now: float, forced: Sequence[bool] | None = None
+    ) -> list[float]:
+        """:meth:`sample` on each event in turn, all at one ``now``: the same weights, draws and counters.
+
+        The pipeline decides on a whole poll (thousands of events) at one clock reading. With ``now`` fixed, a
+        rate estimate decays once and then only counts, and the sampled-fraction window gets one update per
+        stratum, so the per-event work is a few dict lookups and one draw: ~0.4 µs instead of ~1.3 µs per event
+        (bench/stream.py, decode+sample). ``forced[i]`` is ``sample``'s ``force`` for ``events[i]``.
+        """
+        if not self._batch_path:
+            return [self.sample(ev, now, force=bool(forced and forced[i])) for i, ev in enumerate(events)]
+        self._now = now
+        weights = [0.0] * len(events)
+        models = self._models
+        draw = self._rng.random
+        count_offers = self._stratum_counts_offers
+        # per (model, live label): the model, its stratum, its offered-rate estimates and the model's rate divisor
+        # at ``now`` (see RateEstimator.count_at); the stratum's seen/kept totals before this call
+        seen: dict[tuple[str, int | None], tuple[_Model, _Stratum, RateEstimator, RateEstimator | None, float]] = {}
+        before: dict[int, tuple[_Stratum, int, int]] = {}
+        for i, ev in enumerate(events):
+            pred = ev.prediction
+            key = (ev.model, None if pred is None else pred.label)
+            entry = seen.get(key)
+            if entry is None:
+                model = models.get(ev.model)
+                if model is None:
+                    model = self._add_model(ev.model, now)
+                divisor = model.offered.count_at(now)
+                stratum = self._stratum_for(model, key[1])
+                stratum_rate = stratum.offered if count_offers else None
+                if stratum_rate is not None:
+                    stratum_rate.count_at(now)
+                entry = seen[key] = (model, stratum, model.offered, stratum_rate, divisor)
+                before.setdefault(id(stratum), (stratum, stratum.seen_total, stratum.kept_total))
+            else:
+                model, stratum, model_rate, stratum_rate, divisor = entry
+                model_rate.count += 1.0
+                if stratum_rate is not None:
+                    stratum_rate.count += 1.0
+            if self._next_reallocation is None or now >= self._next_reallocation:
+                self._reallocate(now)
+            p = min(1.0, stratum.boost * model.target / max(model.offered.count / divisor, _MIN_RATE))
+            stratum.probability = p
+            stratum.seen_total += 1
+            if forced and forced[i]:
+                model.bucket.force(now)
+                self._global.force(now)
+                stratum.kept_total += 1
+                stratum.forced_total += 1
+                weights[i] = 1.0
+            elif (p >= 1.0 or draw() < p) and model.bucket.available(now) and self._global.available(now):
+                model.bucket.take(now)
+                self._global.take(now)
+                stratum.kept_total += 1
+                weights[i] = 1.0 / p
+        for stratum, seen_before, kept_before in before.values():
+            stratum.window.add_many(now, stratum.seen_total - seen_before, stratum.kept_total - kept_before)
+        return weights
+
     # ------------------------------------------------------------------ budget
 
     def _add_model(self, name: str, now: float) -> _Model:
@@ -206,7 +274,11 @@ class UniformSampler:
 
     def _stratum(self, model: _Model, event: InferenceEvent, now: float) -> _Stratum:
         pred = event.prediction
-        key = "none" if pred is None or pred.label is None else str(pred.label)
+        return self._stratum_for(model, None if pred is None else pred.label)
+
+    def _stratum_for(self, model: _Model, label: int | None) -> _Stratum:
+        """The model's stratum for a live label (None: no live label), created on first sight."""
+        key = "none" if label is None else str(label)
         stratum = model.strata.get(key)
         if stratum is None:
             if len(model.strata) >= self.max_strata and key != "none":

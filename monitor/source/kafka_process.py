@@ -26,7 +26,6 @@ The :class:`~monitor.source.base.Source` contract is unchanged:
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import ctypes
 import itertools
@@ -45,7 +44,7 @@ from typing import Any
 
 from monitor.errors import SourceError
 from monitor.source.base import Positions, RawRecord, RebalanceHandler
-from monitor.source.kafka import GroupMember
+from monitor.source.kafka import GroupMember, records_of
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +63,8 @@ class ProcessKafkaSource(GroupMember):
     Parameters
     ----------
     consumer : keyword arguments of :class:`~monitor.source.kafka.KafkaSource` (bootstrap_servers, topic,
-        group_id, api_version, security, auto_offset_reset, session_timeout_ms, max_poll_records).
+        group_id, api_version, security, auto_offset_reset, session_timeout_ms, max_poll_records, fetch_max_wait_ms,
+        max_partition_fetch_bytes).
     rebalance : told before partitions are revoked (flush + commit) and after they are assigned, from ``poll``.
     start_timeout_seconds : bound on the child's start (imports, first connection).
     log_level, log_format : the child's logging, as this process's.
@@ -86,7 +86,10 @@ class ProcessKafkaSource(GroupMember):
     ) -> None:
         self._handler = rebalance
         self._assigned: set[tuple[str, int]] = set()
-        self._buffer: collections.deque[RawRecord] = collections.deque()
+        # records received, not yet returned by poll: self._buffer[self._next:] (slices, not a deque: no Python-level
+        # loop per record)
+        self._buffer: list[RawRecord] = []
+        self._next = 0
         self._revoking = False
         self._revoke_positions: Positions = {}
         self._closed = False
@@ -122,15 +125,21 @@ class ProcessKafkaSource(GroupMember):
     # -- Source ------------------------------------------------------------------------------------------
     def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
         deadline = time.monotonic() + timeout_seconds
-        while not self._buffer:
+        while self._next >= len(self._buffer):
             remaining = max(0.0, deadline - time.monotonic())
             if not self._out.poll(remaining):
                 return []
             self._handle(*self._recv())
             if remaining == 0.0:
                 break
-        n = min(max_records, len(self._buffer))
-        return [self._buffer.popleft() for _ in range(n)]
+        start = self._next
+        out = self._buffer[start : start + max_records]
+        self._next = start + len(out)
+        return out
+
+    def buffered(self) -> list[RawRecord]:
+        """Records received from the child and not yet returned by :meth:`poll`."""
+        return self._buffer[self._next :]
 
     def commit(self, positions: Positions) -> None:
         owned = {k: v for k, v in positions.items() if k in self._assigned}
@@ -165,10 +174,10 @@ class ProcessKafkaSource(GroupMember):
     # -- messages from the child ---------------------------------------------------------------------------
     def _handle(self, kind: str, payload: Any) -> None:
         if kind == "records":
-            for topic, partition, values, headers, offsets, timestamps in payload:
-                append = self._buffer.append
-                for i, value in enumerate(values):
-                    append(RawRecord(value, headers[i] if headers else (), topic, partition, offsets[i], timestamps[i]))
+            if self._next >= len(self._buffer):  # all returned: start afresh rather than grow
+                self._buffer, self._next = [], 0
+            for batch in payload:
+                self._buffer.extend(records_of(batch))
         elif kind == "assigned":
             parts = [(str(t), int(p)) for t, p in payload]
             self._assigned.update(parts)
@@ -180,7 +189,8 @@ class ProcessKafkaSource(GroupMember):
             parts = [(str(t), int(p)) for t, p in raw_parts]
             gone = set(parts)
             # buffered records of these partitions were never applied: their next owner reads them
-            self._buffer = collections.deque(r for r in self._buffer if (r.topic, r.partition) not in gone)
+            self._buffer = [r for r in self.buffered() if (r.topic, r.partition) not in gone]
+            self._next = 0
             self._revoking, self._revoke_positions = True, {}
             try:
                 if self._handler is not None and parts:
@@ -249,8 +259,12 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _die_with_parent(parent)
+    from monitor.allocator import freeze_startup_objects, tune_gc, tune_malloc
     from monitor.logs import setup_logging
     from monitor.source.kafka import KafkaSource
+
+    tune_malloc()  # the same memory settings as the sidecar (the environment is inherited)
+    tune_gc()
 
     kind, config = commands.recv()
     assert kind == "config", kind
@@ -340,6 +354,7 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
         send("error", str(exc))
         finish()
         return
+    freeze_startup_objects()
     send("started", None)
     threading.Thread(target=read_commands, name="commands", daemon=True).start()
     max_records = int(consumer.get("max_poll_records", 2000))

@@ -134,13 +134,14 @@ def test_records_of_a_revoked_partition_still_buffered_are_dropped(kafka_broker:
         first = _drain(source, 1)
         assert first  # the child has fetched; more records wait in this process's buffer
         deadline = time.monotonic() + 30.0
-        while len(source._buffer) == 0 and time.monotonic() < deadline:
+        while not source.buffered() and time.monotonic() < deadline:
             source._handle(*source._recv())
-        buffered = {(r.topic, r.partition) for r in source._buffer}
+        buffered = {(r.topic, r.partition) for r in source.buffered()}
         assert buffered
         gone = sorted(buffered)[0]
         source._handle("revoked", (10**6, [gone]))  # as the child reports it (the child is not waiting on 10**6)
-        assert all((r.topic, r.partition) != gone for r in source._buffer)
+        left = source.buffered()
+        assert all((r.topic, r.partition) != gone for r in left)
         assert gone not in source.assigned
     finally:
         source.close()

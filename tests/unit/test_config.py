@@ -257,4 +257,20 @@ def test_load_settings_accepts_top_level_and_non_setting_env_keys(
 ) -> None:
     monkeypatch.setenv("HARMONIC_MAX_EVENT_BYTES", "4096")
     monkeypatch.setenv("HARMONIC_MALLOC_TUNING", "0")
+    monkeypatch.setenv("HARMONIC_GC_TUNING", "0")
     assert load_settings(write_yaml(tmp_path, ONE_MODEL)).max_event_bytes == 4096
+
+
+def test_kafka_fetch_settings_reach_the_consumer_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fetch settings default to a 100 ms broker wait (kafka-python: 500) and pass through to KafkaSource."""
+    from monitor.service import consumer_arguments
+
+    defaults = consumer_arguments(KafkaSettings())
+    assert defaults["fetch_max_wait_ms"] == 100 and defaults["max_partition_fetch_bytes"] == 1 << 20
+    monkeypatch.setenv("HARMONIC_KAFKA__FETCH_MAX_WAIT_MS", "250")
+    settings = load_settings(write_yaml(tmp_path, ONE_MODEL + "kafka:\n  max_partition_fetch_bytes: 4194304\n"))
+    args = consumer_arguments(settings.kafka)
+    assert args["fetch_max_wait_ms"] == 250 and args["max_partition_fetch_bytes"] == 4 << 20
+    monkeypatch.delenv("HARMONIC_KAFKA__FETCH_MAX_WAIT_MS")
+    with pytest.raises(ConfigError, match="fetch_max_wait_ms"):
+        load_settings(write_yaml(tmp_path, ONE_MODEL + "kafka:\n  fetch_max_wait_ms: -1\n"))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from monitor.errors import SourceError
-from monitor.source.base import Source
+from monitor.source.base import RawRecord, Source
 from monitor.source.replay import ReplaySource
 
 
@@ -94,3 +94,16 @@ def test_replay_empty_source_is_exhausted_and_ready() -> None:
 def test_replay_satisfies_the_source_protocol() -> None:
     source: Source = ReplaySource(LINES)
     assert source.ready and not source.exhausted
+
+
+def test_records_of_a_column_batch_are_raw_records_in_order() -> None:
+    from monitor.source.kafka import records_of
+
+    plain = list(records_of(("t", 3, [b"a", b"b"], None, [7, 8], [100, None])))
+    assert plain == [RawRecord(b"a", (), "t", 3, 7, 100), RawRecord(b"b", (), "t", 3, 8, None)]
+    assert all(type(r) is RawRecord for r in plain) and plain[1].origin == ("t", 3, 8)
+    headers = [(("ce_id", b"1"),), ()]
+    with_headers = list(records_of(("t", 0, [b"x", b"y"], headers, [0, 1], [5, 6])))
+    assert [r.headers for r in with_headers] == headers
+    with pytest.raises(ValueError):  # columns of different lengths are a bug, not a short batch
+        list(records_of(("t", 0, [b"x"], None, [0, 1], [5, 6])))

@@ -256,3 +256,55 @@ def test_sampler_bad_configuration_is_refused(kwargs: dict[str, object], match: 
 def test_budget_bad_configuration_is_refused(build: object, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         build()  # type: ignore[operator]
+
+
+def _mixed_stream(seed: int) -> list[tuple[float, list[InferenceEvent], list[bool]]]:
+    """Polls at a non-decreasing clock (some polls share a reading): three models, labels past max_strata, no
+    label, forced keeps."""
+    rng = np.random.default_rng(seed)
+    polls = []
+    now, i = 1000.0, 0
+    for _ in range(60):
+        now += float(rng.choice([0.0, 0.003, 0.05, 0.4, 2.5]))
+        events, forced = [], []
+        for _ in range(int(rng.integers(0, 300))):
+            model = str(rng.choice(["a", "b", "c"], p=[0.7, 0.25, 0.05]))
+            label = None if rng.random() < 0.1 else int(rng.zipf(1.6)) % 12
+            events.append(make_event(model, label, i))
+            forced.append(bool(rng.random() < 0.01))
+            i += 1
+        polls.append((now, events, forced))
+    return polls
+
+
+@pytest.mark.parametrize("kind", ["uniform", "stratified"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sample_many_decides_exactly_as_sample_called_in_turn(kind: str, seed: int) -> None:
+    def make() -> UniformSampler:
+        cls = UniformSampler if kind == "uniform" else StratifiedSampler
+        return cls(300.0, model_targets={"c": 5.0}, max_strata=6, seed=seed)
+
+    one, many = make(), make()
+    kept = 0
+    for now, events, forced in _mixed_stream(seed):
+        expected = [one.sample(ev, now, force=f) for ev, f in zip(events, forced, strict=True)]
+        got = many.sample_many(events, now, forced)
+        assert got == expected
+        kept += sum(w > 0 for w in got)
+        assert many.snapshot() == one.snapshot()
+    assert many._rng.random() == one._rng.random()
+    assert 0 < kept < sum(len(e) for _, e, _ in _mixed_stream(seed))  # both kept and dropped events were seen
+
+
+def test_sample_many_goes_through_an_overridden_sample() -> None:
+    class Halving(UniformSampler):
+        _batch_path = False
+
+        def sample(self, event: InferenceEvent, now: float, *, force: bool = False) -> float:
+            return 0.5 * super().sample(event, now, force=force)
+
+    events = [make_event("m", 1, i) for i in range(50)]
+    one, many = Halving(30.0), Halving(30.0)
+    expected = [one.sample(ev, 0.0) for ev in events]
+    assert 0.5 in expected and 0.0 in expected
+    assert many.sample_many(events, 0.0) == expected
