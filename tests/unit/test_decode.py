@@ -643,3 +643,77 @@ def test_decode_bad_model_version_and_integer_segment() -> None:
     assert decoder().decode(event(segment=42)).segment == "42"
     with pytest.raises(InvalidEventError, match=r"'model_version' must be a string or an integer; got 1.5"):
         decoder().decode(event(model_version=1.5))
+
+
+# ---------------------------------------------------------------------- the common-shape fast path
+
+_FIELD_CHOICES: dict[str, list[Any]] = {
+    "id": ["a1", 17, None, True, 2.5, ["x"], ""],
+    "model": ["credit", "wide", None, "nope", 3, False],
+    "model_version": ["3", 4, None, 1.5, ["v"], True],
+    "features": [
+        [1.0, 2.0, 3.0],
+        [1, 2, 3],
+        [1.0, True, 3.0],
+        [1.0, 2.0],
+        [0.5] * 32,
+        [1.0, "2", 3.0],
+        [1.0, None, 3.0],
+        [1e308, 1e308, 1e308],
+        {"age": 1.0, "income": 2.0, "debt": 3.0},
+        "1,2,3",
+        None,
+    ],
+    "ts": [1795168800000, 1795168800000.5, TS, "yesterday", 1795168800, None, True, -5, 1e400],
+    "segment": ["eu", "us", 7, None, True, "x" * 300, ["eu"]],
+    "prediction": [
+        None,
+        {"label": 1},
+        {"label": 0, "probabilities": [0.9, 0.1]},
+        {"probabilities": [0.2, 0.8]},
+        {"label": 1, "probabilities": [1, 0]},
+        {"label": True},
+        {"label": "1"},
+        {"label": 1.0},
+        {"label": 1, "probabilities": [0.5, 1.5]},
+        {"label": 1, "probabilities": [0.5, True]},
+        {"label": 1, "probabilities": []},
+        {"label": 1, "value": 2.0},
+        {"value": [1.0, 2.0]},
+        {"other": 1},
+        [0.1, 0.9],
+        {"label": 1, "probabilities": "0.1,0.9"},
+    ],
+}
+
+
+def _outcome(dec: EventDecoder, value: bytes, now: float | None) -> Any:
+    try:
+        ev = dec.decode(value, origin=("t", 1, 42), now=now)
+    except InvalidEventError as exc:
+        return ("invalid", exc.reason, str(exc))
+    return (ev.event_id, ev.model, ev.model_version, ev.features.tolist(), ev.features.dtype, ev.timestamp_seconds,
+            ev.segment, ev.prediction, ev.origin)  # fmt: skip
+
+
+@pytest.mark.parametrize("segments", [None, ("eu",)])
+@pytest.mark.parametrize("now", [None, 1795168000.0])
+def test_the_fast_path_decodes_every_shape_as_the_careful_path(
+    monkeypatch: pytest.MonkeyPatch, segments: tuple[str, ...] | None, now: float | None
+) -> None:
+    rng = np.random.default_rng(0)
+    fast, careful = decoder(segments=segments, max_segments=2), decoder(segments=segments, max_segments=2)
+    monkeypatch.setattr(careful, "_plain_common", lambda *args: None)
+    shapes = [{name: values[0] for name, values in _FIELD_CHOICES.items()}]
+    for name, values in _FIELD_CHOICES.items():  # every choice of every field, the others at their first choice
+        shapes += [{**shapes[0], name: v} for v in values[1:]]
+    for _ in range(1500):  # and random combinations
+        shapes.append({name: values[rng.integers(len(values))] for name, values in _FIELD_CHOICES.items()})
+    taken = 0
+    for doc in shapes:
+        value = json.dumps({k: v for k, v in doc.items() if v is not None or rng.random() < 0.5}).encode()
+        got, want = _outcome(fast, value, now), _outcome(careful, value, now)
+        assert got == want, value
+        taken += fast._plain_common(json.loads(value), None, now) is not None
+    assert taken >= 10  # the fast path did take the common shapes (most random combinations have a fault)
+    assert fast._plain_common(shapes[0], None, now) is not None
