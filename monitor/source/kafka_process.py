@@ -460,6 +460,4 @@ def _child_main(commands: Connection, out: int, parent: int) -> None:
 
 
 if __name__ == "__main__":
-    _child_main(
-        Connection(int(sys.argv[1]), writable=False), int(sys.argv[2]), int(sys.argv[3])
-    )
+    _child_main(Connection(int(sys.argv[1]), writable=False), int(sys.argv[2]), int(sys.argv[3]))
