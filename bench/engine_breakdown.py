@@ -148,13 +148,11 @@ def main() -> int:
         batch = x[4000 : 4000 + args.batch].astype(np.float32)
         b = batch.shape[0]
         rows = scorer.build_rows(batch).copy()
-        step = max(1, model.options.max_rows_per_run // scorer.rows_per_event()) * scorer.rows_per_event()
+        per_event = scorer.rows_per_event()
+        assert scorer._neighbourhood is not None, "the breakdown times the in-graph path"
+        feeds = [rows[e0 * per_event : e1 * per_event] for e0, e1 in scorer._neighbourhood.chunks(b)]
         session, names, inp = model._session, model._run_names, model.input_name
-        bound = median_us(
-            lambda: [session.run(names, {inp: rows[i : i + step]}) for i in range(0, rows.shape[0], step)],
-            b,
-            args.repeats,
-        )
+        bound = median_us(lambda: [session.run(names, {inp: chunk}) for chunk in feeds], b, args.repeats)
         totals: dict[str, float] = {}
         if scorer._neighbourhood is not None:
             timed(scorer._neighbourhood, "evaluate", totals)

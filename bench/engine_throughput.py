@@ -15,6 +15,9 @@ each batch size B, this script measures in ONE process, interleaved repeat by re
 - **naive loops**, timed on a few events: *ORT per event* (one ``session.run`` of that event's 1+m+K rows, numpy
   per event), *ORT per point* (one ``session.run`` per evaluated row) and *sklearn per point* (the original
   estimator's ``predict_proba`` per evaluated row), all computing the same scores;
+- **scorer / bound** twice: the ratio of the two medians, and *paired*: the median over rounds of (bound time /
+  scorer time) of the same round — on a shared machine whose speed drifts over seconds, the paired ratio is the
+  steadier one (a slow spell moves both calls of a round);
 - **refresh share**: the scorer's noise-bank refresh alone — one redraw of a 1,024-row block, timed on its own and
   scaled by the share of it a batch owes, B·K/64/1,024 (the batch's noise itself is a view of the bank) — as a
   share of the scorer's time.
@@ -91,10 +94,15 @@ def train(spec: Spec, est: object, x: NDArray[np.float64], y: NDArray[np.int64],
 
 
 def median_times(fns: list[Callable[[], object]], min_repeats: int, min_seconds: float) -> list[float]:
-    """Median wall time of each fn, calling them interleaved (so drift in the machine hits all alike).
+    """Median wall time of each fn (see :func:`timed_rounds`)."""
+    return [statistics.median(s) for s in timed_rounds(fns, min_repeats, min_seconds)]
+
+
+def timed_rounds(fns: list[Callable[[], object]], min_repeats: int, min_seconds: float) -> list[list[float]]:
+    """Wall times of each fn, round by round, calling them interleaved (so drift in the machine hits all alike).
 
     The order rotates every round: each fn follows each other fn equally often, so none always runs right after
-    the one that evicts the caches (the 1-run bound touches the most memory).
+    the one that evicts the caches (the 1-run bound touches the most memory). ``samples[i][r]`` is fn i in round r.
     """
     for fn in fns:  # warm-up: allocations, onnxruntime's first-run arenas
         fn()
@@ -109,7 +117,7 @@ def median_times(fns: list[Callable[[], object]], min_repeats: int, min_seconds:
             fns[i]()
             samples[i].append(time.perf_counter() - t0)
         rounds += 1
-    return [statistics.median(s) for s in samples]
+    return samples
 
 
 def run_chunks(session: ort.InferenceSession, names: list[str], feeds: list[dict[str, NDArray[np.float32]]]) -> None:
@@ -196,6 +204,7 @@ class Row:
     bound_eps: float
     one_run_eps: float
     noise_share: float
+    paired_ratio: float  # median over rounds of bound time / scorer time
 
 
 def measure(
@@ -218,16 +227,17 @@ def measure(
     n, k = model.n_features, scorer.config.flicker_copies
     rows: list[Row] = []
     per_event = scorer.rows_per_event()
-    if scorer.rows_built_in_graph:  # whole events per run
-        step = max(1, model.options.max_rows_per_run // per_event) * per_event
-    else:
-        step = model.options.max_rows_per_run
     del n
     for b in args.batch_sizes:
         batch = pool[:b]
         x = scorer.build_rows(batch).copy()  # the very rows the job evaluates
-        feeds = [{inp: x[i : i + step]} for i in range(0, x.shape[0], step)]  # the scorer's chunks
-        t_score, t_bound, t_noise = median_times(
+        if scorer._neighbourhood is not None:  # the scorer's runs: whole events, as many as fit, of equal size
+            bounds = [(e0 * per_event, e1 * per_event) for e0, e1 in scorer._neighbourhood.chunks(b)]
+        else:
+            step = model.options.max_rows_per_run
+            bounds = [(i, min(i + step, x.shape[0])) for i in range(0, x.shape[0], step)]
+        feeds = [{inp: x[r0:r1]} for r0, r1 in bounds]  # the scorer's chunks
+        s_score, s_bound, s_noise = timed_rounds(
             [
                 partial(scorer.score, batch),
                 partial(run_chunks, session, names, feeds),
@@ -236,6 +246,10 @@ def measure(
             args.min_repeats,
             args.min_seconds,
         )
+        t_score, t_bound, t_noise = map(statistics.median, (s_score, s_bound, s_noise))
+        # the same ratio round by round (the scorer and the bound a few ms apart): a slow spell of the machine
+        # longer than a round moves both sides of a pair, not one median
+        paired = statistics.median(b_ / s_ for s_, b_ in zip(s_score, s_bound, strict=True))
         # the 1-run bound in a loop of its own: its single run of B·75 rows evicts the caches for whatever runs
         # next (bench/engine_breakdown.py --pollute: the MLP's wrapped graph went from 7.40 to 8.24 µs/event at B = 1024)
         _, t_one = median_times(
@@ -244,7 +258,7 @@ def measure(
             args.min_seconds / 2,
         )
         share = t_noise * (b * k / BANK_REFRESH_DIVISOR / BANK_REFRESH_BLOCK) / t_score  # amortised per batch
-        rows.append(Row(spec.label, threads, b, b / t_score, b / t_bound, b / t_one, share))
+        rows.append(Row(spec.label, threads, b, b / t_score, b / t_bound, b / t_one, share, paired))
         print(
             f"  {spec.key} threads={threads} B={b}: {rows[-1].scorer_eps:,.0f} vs {rows[-1].bound_eps:,.0f}", flush=True
         )
@@ -286,8 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         help="rows_in_graph of the scorer's model: onnxruntime builds ball points and flicker copies (on), or "
         "the scorer builds them in numpy (off)",
     )
-    ap.add_argument("--min-seconds", type=float, default=1.0, help="minimum timing per (model, threads, B) cell")
-    ap.add_argument("--min-repeats", type=int, default=7)
+    ap.add_argument("--min-seconds", type=float, default=2.0, help="minimum timing per (model, threads, B) cell")
+    ap.add_argument("--min-repeats", type=int, default=11)
     ap.add_argument("--naive-events", type=int, default=64, help="events timed in the one-run-per-event loop")
     ap.add_argument("--naive-point-events", type=int, default=4, help="events timed in the one-run-per-point loops")
     args = ap.parse_args(argv)
@@ -313,13 +327,14 @@ def main(argv: list[str] | None = None) -> int:
     thr = {0: "default"}
     print(
         "\n| model | intra-op threads | B | scorer events/s | bound events/s | scorer / bound "
-        "| 1-run bound events/s | scorer / 1-run bound | refresh share |"
+        "| scorer / bound, paired | 1-run bound events/s | scorer / 1-run bound | refresh share |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in table:
         print(
             f"| {r.label} | {thr.get(r.threads, r.threads)} | {r.batch} | {r.scorer_eps:,.0f} | {r.bound_eps:,.0f} "
-            f"| {r.scorer_eps / r.bound_eps:.2f} | {r.one_run_eps:,.0f} | {r.scorer_eps / r.one_run_eps:.2f} "
+            f"| {r.scorer_eps / r.bound_eps:.2f} | {r.paired_ratio:.2f} | {r.one_run_eps:,.0f} "
+            f"| {r.scorer_eps / r.one_run_eps:.2f} "
             f"| {r.noise_share:.0%} |"
         )
     big = args.batch_sizes[-1]

@@ -50,6 +50,8 @@ class WrappedGraph:
 
     model: bytes
     projection: NDArray[np.float64] | None
+    #: the centre is the first of 1 + m rows per event in the ``b`` part (offset 0) and there is no ``c`` part
+    centre_in_ball: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +179,12 @@ def neighbourhood_graph(
     constants = [numpy_helper.from_array(np.array([-1, n], dtype=np.int64), rows_shape)]
     if opset >= 13:
         constants.append(numpy_helper.from_array(np.array([1], dtype=np.int64), axis1))
-    ball = _expanded_add(pre, constants, fresh, c3, "ball", m, n, offsets=offsets)
+    # the centre rides with its ball points as offset 0 (centre + 0.0 is the centre): one copy of the model fewer,
+    # whose fixed cost per node and run was paid for B rows only
+    with_centre = np.vstack([np.zeros((1, n), dtype=np.float32), offsets.astype(np.float32)])
+    ball = _expanded_add(pre, constants, fresh, c3, "ball", m + 1, n, offsets=with_centre)
     pre.append(helper.make_node("Reshape", [ball, rows_shape], [fresh("nbh_ball")], name=fresh("nbh_rows_ball")))
-    sources = {"c": centres, "b": pre[-1].output[0]}
+    sources = {"b": pre[-1].output[0]}
     if copies:
         flick = _expanded_add(pre, constants, fresh, c3, "flicker", copies, n, noise=noise)
         pre.append(
@@ -192,7 +197,8 @@ def neighbourhood_graph(
             pre.append(helper.make_node("Cast", [src], [cast], to=TensorProto.DOUBLE, name=fresh("nbh_cast")))
             sources[part] = cast
     nodes = pre + _copies(graph, sources, input_name, shared, skip=())
-    return _assemble(proto, nodes, constants, centres, noise, n, n, copies, list(sources), output_names, None)
+    wrapped = _assemble(proto, nodes, constants, centres, noise, n, n, copies, list(sources), output_names, None)
+    return WrappedGraph(wrapped.model, None, centre_in_ball=True)
 
 
 def _expanded_add(
@@ -389,40 +395,65 @@ class NeighbourhoodRunner:
 
     ``run`` returns the requested outputs as one dict laid out like ``session.run`` on the stacked rows —
     B centre rows, B·m ball rows, B·K flicker rows — ready for ``OnnxModel``'s output conversion.
+    ``centre_in_ball``: the graph's ``b`` part holds each event's centre then its m ball points (no ``c`` part).
     """
 
-    def __init__(self, session: Any, output_names: Sequence[str], m: int, copies: int, events_per_run: int) -> None:
+    def __init__(
+        self,
+        session: Any,
+        output_names: Sequence[str],
+        m: int,
+        copies: int,
+        events_per_run: int,
+        *,
+        centre_in_ball: bool = False,
+    ) -> None:
         self._session = session
         self._names = list(output_names)
         self._m, self._k = m, copies
         self.events_per_run = max(1, events_per_run)
+        self._centre_in_ball = centre_in_ball
         inputs = session.get_inputs()
         self._centres_name = inputs[0].name
         self._noise_name = inputs[1].name if copies else None
-        parts = PARTS if copies else PARTS[:2]
+        parts = [p for p in PARTS if (p != "c" or not centre_in_ball) and (p != "f" or copies)]
         self._fetch = [f"{p}/{name}" for p in parts for name in self._names]
+
+    def chunks(self, b: int) -> list[tuple[int, int]]:
+        """The [start, stop) events of each run for a batch of ``b``: as few runs as ``events_per_run`` allows, of
+        equal size (±1) — 256 events at 218 per run are two runs of 128, not 218 and a 38-event run that pays every
+        node's fixed cost for a sixth of the work."""
+        runs = max(1, -(-b // self.events_per_run))
+        size, extra = divmod(b, runs)
+        bounds, start = [], 0
+        for i in range(runs):
+            stop = start + size + (1 if i < extra else 0)
+            bounds.append((start, stop))
+            start = stop
+        return bounds
 
     def run(self, centres: NDArray[np.float32], noise: NDArray[np.float32] | None) -> dict[str, NDArray[Any]]:
         """Outputs for (B, n) float32 ``centres`` and (B·K, width) float32 ``noise`` (None when K = 0)."""
         b = centres.shape[0]
         m, k = self._m, self._k
-        step = self.events_per_run
         noise3 = None if noise is None or not k else noise.reshape(b, k, noise.shape[1])
-        if b <= step:
-            return self._join(self._run_chunk(centres, noise3), b)
-        merged: dict[str, NDArray[Any]] | None = None
-        for e0 in range(0, b, step):
-            e1 = min(b, e0 + step)
+        merged: dict[str, NDArray[Any]] = {}
+        for e0, e1 in self.chunks(b):
             part = self._run_chunk(centres[e0:e1], None if noise3 is None else noise3[e0:e1])
-            if merged is None:
+            if not merged:
                 merged = self._allocate(part, b)
             for name in self._names:
                 target = merged[name]
-                target[e0:e1] = part[f"c/{name}"]
-                target[b + e0 * m : b + e1 * m] = part[f"b/{name}"]
+                if self._centre_in_ball:
+                    rows = part[f"b/{name}"]
+                    per_event = rows.reshape(e1 - e0, 1 + m, *rows.shape[1:])
+                    target[e0:e1] = per_event[:, 0]
+                    target[b + e0 * m : b + e1 * m] = per_event[:, 1:].reshape(-1, *rows.shape[1:])
+                else:
+                    target[e0:e1] = part[f"c/{name}"]
+                    target[b + e0 * m : b + e1 * m] = part[f"b/{name}"]
                 if k:
                     target[b * (1 + m) + e0 * k : b * (1 + m) + e1 * k] = part[f"f/{name}"]
-        assert merged is not None
         return merged
 
     def _run_chunk(self, centres: NDArray[np.float32], noise3: NDArray[np.float32] | None) -> dict[str, NDArray[Any]]:
@@ -436,19 +467,7 @@ class NeighbourhoodRunner:
         rows = b * (1 + self._m + self._k)
         out: dict[str, NDArray[Any]] = {}
         for name in self._names:
-            first = part[f"c/{name}"]
+            first = part[f"b/{name}"]
             dtype = object if first.dtype.kind in "OSU" else first.dtype  # string labels: widths may differ
             out[name] = np.empty((rows, *first.shape[1:]), dtype=dtype)
-        return out
-
-    def _join(self, part: dict[str, NDArray[Any]], b: int) -> dict[str, NDArray[Any]]:
-        """One chunk: the three blocks of each output, one after the other."""
-        out = self._allocate(part, b)
-        parts = PARTS if self._k else PARTS[:2]
-        for name in self._names:
-            target, start = out[name], 0
-            for p in parts:
-                block = part[f"{p}/{name}"]
-                target[start : start + block.shape[0]] = block
-                start += block.shape[0]
         return out

@@ -355,7 +355,9 @@ class OnnxModel:
             )
             return None
         per_event = 1 + m + copies
-        runner = NeighbourhoodRunner(session, names, m, copies, self.options.max_rows_per_run // per_event)
+        runner = NeighbourhoodRunner(
+            session, names, m, copies, self.options.max_rows_per_run // per_event, centre_in_ball=wrapped.centre_in_ball
+        )
         evaluator = NeighbourhoodEvaluator(runner, partial(self._to_output, labels=False), wrapped.projection)
         problem = self._check_neighbourhood(evaluator, offsets, copies)
         if problem is not None:
@@ -495,6 +497,10 @@ class NeighbourhoodEvaluator:
     @property
     def events_per_run(self) -> int:
         return self._runner.events_per_run
+
+    def chunks(self, b: int) -> list[tuple[int, int]]:
+        """The [start, stop) events of each ``session.run`` for a batch of ``b`` events."""
+        return self._runner.chunks(b)
 
     def evaluate(self, centres: NDArray[np.float32], noise: NDArray[np.float32] | None) -> ModelOutput:
         """Outputs for B float32 centres and their (B·K, ·) noise offsets (see :meth:`project_noise`), rows

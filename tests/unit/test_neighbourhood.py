@@ -108,7 +108,7 @@ def test_in_graph_runs_once_per_chunk_of_whole_events(curved_classifier_model: O
     per_event = scorer.rows_per_event()  # 1 + 4 + 8 = 13 rows: 4 events per 64-row run
     assert runner.events_per_run == 64 // per_event
     scorer.score(np.random.default_rng(0).normal(size=(10, 2)))
-    assert session.batch_sizes == [4, 4, 2]  # centres per run
+    assert session.batch_sizes == [4, 3, 3]  # centres per run: as few runs as fit, of equal size
     runner.events_per_run = 10**6
     session.batch_sizes.clear()
     scorer.score(np.random.default_rng(0).normal(size=(10, 2)))
@@ -253,10 +253,10 @@ def test_neighbourhood_graph_leaves_the_model_graph_alone(curved_classifier_mode
         copies=3,
         input_is_double=False,
     )
-    assert wrapped is not None and wrapped.projection is None
+    assert wrapped is not None and wrapped.projection is None and wrapped.centre_in_ball
     assert curved_classifier_model._model_bytes == before
     names = {o.name for o in onnx.load_from_string(wrapped.model).graph.output}
-    assert names == {"c/probabilities", "b/probabilities", "f/probabilities"}
+    assert names == {"b/probabilities", "f/probabilities"}  # the centres ride in the ball part, as offset 0
 
 
 def test_the_wrapped_graph_keeps_only_the_nodes_its_outputs_need(tmp_path: Path) -> None:
@@ -281,9 +281,29 @@ def test_the_wrapped_graph_keeps_only_the_nodes_its_outputs_need(tmp_path: Path)
     graph = onnx.load_from_string(wrapped.model).graph
     ops = [node.op_type for node in graph.node]
     assert "ArgMax" not in ops and "ArrayFeatureExtractor" not in ops
-    assert ops.count("Sigmoid") == 3  # the probabilities still computed once per part
+    assert ops.count("Sigmoid") == 2  # the probabilities still computed once per part (centre + ball, copies)
     read = {t for node in graph.node for t in node.input}
     assert all(init.name in read for init in graph.initializer)  # the label branch's constants went with it
     scorers = _pair(path, ScoringConfig(radius=0.2, flicker_copies=8, seed=2))
     assert scorers[0].rows_built_in_graph
     _calls(*scorers, 2, (5, 40))
+
+
+@pytest.mark.parametrize("per_run", [1, 4, 218])
+def test_chunks_cover_the_batch_in_the_fewest_runs_of_equal_size(per_run: int) -> None:
+    from monitor.model.neighbourhood import NeighbourhoodRunner
+
+    class _Input:
+        name = "centres"
+
+    class _Session:
+        def get_inputs(self) -> list[Any]:
+            return [_Input()]
+
+    runner = NeighbourhoodRunner(_Session(), ["y"], m=4, copies=0, events_per_run=per_run)
+    for b in (1, 3, 4, 5, 38, 218, 219, 256, 1024):
+        bounds = runner.chunks(b)
+        assert bounds[0][0] == 0 and bounds[-1][1] == b
+        assert all(stop == nxt for (_, stop), (nxt, _) in zip(bounds, bounds[1:], strict=False))
+        sizes = [stop - start for start, stop in bounds]
+        assert len(bounds) == -(-b // per_run) and max(sizes) <= per_run and max(sizes) - min(sizes) <= 1
