@@ -6,19 +6,22 @@ docs/BENCHMARKS.md, engine throughput), so the scorer ran at a fraction of onnxr
 produced by onnxruntime itself, in C++ and on its intra-op threads, from the B centres:
 
 - the graph takes ``centres`` [B, n] and ``noise`` [B, K, n] (the scorer passes a view of its noise bank, no copy);
-  the ball offsets [1, m, n] are an initializer;
+  the offsets [1, 1 + m, n] — a zero row, then the m ball offsets — are an initializer;
 - ``ball = centres[:, None, :] + offsets`` and ``flicker = centres[:, None, :] + noise`` (the centres expanded to
-  [B, m, n] and [B, K, n] first, then one Add each), reshaped to [B·m, n] and [B·K, n];
-- the model's nodes are copied three times — once on the centres, once on the ball points, once on the flicker
-  copies (tensor names prefixed ``c/``, ``b/``, ``f/``; initializers are shared, not copied) — so the rows are never
-  concatenated into one input tensor (which would be one more pass over every row);
-- each requested output comes back in three parts, which :class:`NeighbourhoodRunner` writes into arrays laid out
+  [B, 1 + m, n] and [B, K, n] first, then one Add each), reshaped to [B·(1 + m), n] and [B·K, n]: each event's
+  centre is the first of its ball rows (``centre + 0.0``);
+- the model's nodes are copied twice — once on the centres with their ball points, once on the flicker copies
+  (tensor names prefixed ``b/`` and ``f/``; initializers are shared, not copied) — so the rows are never
+  concatenated into one input tensor (which would be one more pass over every row), and no copy runs on B rows
+  only (a third copy for the centres paid each node's fixed cost per run for 1/75 of the rows);
+- each requested output comes back in two parts, which :class:`NeighbourhoodRunner` writes into arrays laid out
   exactly as ``evaluate`` of the stacked rows would return them: B centre rows, then B·m ball rows, then B·K copies.
+  A linear head (:func:`linear_head`) keeps a ``c/`` part of its own.
 
 Every row gets the same float32 operations as the numpy path (``centre + offset``, ``centre + noise``; a model with
 a double input gets the float32 row cast to double, as ``OnnxModel.evaluate`` casts a float32 buffer), so the rows
-are bit-identical; the model's outputs may differ in the last bits only where onnxruntime's kernels depend on the
-number of rows in a run.
+are bit-identical — the centre too, up to the sign of a zero (``-0.0 + 0.0`` is ``+0.0``); the model's outputs may
+differ in the last bits only where onnxruntime's kernels depend on the number of rows in a run.
 
 Graphs the rewrite cannot copy safely — a node with a sub-graph attribute (If, Loop, Scan), whose inner graphs
 may read outer tensors by name — get ``None`` from :func:`neighbourhood_graph`; the scorer then builds the rows in
