@@ -15,8 +15,8 @@ shrinking. Off glibc (musl, macOS) it does nothing. ``HARMONIC_MALLOC_TUNING=0``
 
 **Cyclic garbage collector.** Decoding an event allocates some thirty container objects (orjson's dicts and lists,
 the record, the event); CPython collects its youngest generation every 700 net allocations, and each collection
-walks every young container. In the consumer loop that was a fifth of the decoding process's CPU:
-``bench/stream.py throughput --gc default`` against the default settings (docs/BENCHMARKS.md, streaming). Nothing
+walks every young container. In the consumer loop that was a large share of the decoding process's CPU
+(docs/BENCHMARKS.md, streaming: ``bench/stream.py throughput --gc default`` against the default settings). Nothing
 on the hot path builds reference cycles, so :func:`tune_gc` collects the youngest generation every
 ``GC_THRESHOLDS[0]`` allocations instead (older generations as CPython does, every 10 younger collections), and
 :func:`freeze_startup_objects` moves what start-up built — models, sessions, imported modules, ~200k objects — out
