@@ -28,7 +28,10 @@ Three subcommands, each printing markdown tables plus the command and the machin
     - ``pipeline-inproc``: ``pipeline`` over the in-process ``KafkaSource``.
 
     Rate = records after the first non-empty poll / time from the end of that poll to the last record processed
-    (the group join and the first fetch are excluded the same way for every variant). Ratios are taken per
+    (the group join and the first fetch are excluded the same way for every variant). Polls after that which return
+    nothing, and the time they take, are printed per repeat: the topic holds every record before the first poll, so
+    such a poll waited on the consumer's fetching (``--fetch-max-wait-ms`` sets ``kafka.fetch_max_wait_ms`` for every
+    consumer). Ratios are taken per
     repeat (both sides timed in the same repeat) and the median is reported. CPU seconds (utime + stime from
     /proc, over the whole variant run including the group join) are reported for this process, the consumer
     child process where there is one, and the broker's processes, which share the machine's cores.
@@ -221,9 +224,9 @@ def produce(broker: Broker, topic: str, values: Sequence[bytes]) -> float:
     return elapsed
 
 
-def raw_consumer_kwargs(broker: Broker, group_id: str, max_poll_records: int) -> dict[str, Any]:
+def raw_consumer_kwargs(broker: Broker, group_id: str, max_poll_records: int, fetch_max_wait_ms: int) -> dict[str, Any]:
     """What ``KafkaSource`` passes to ``KafkaConsumer`` (group, no auto-commit, earliest, heartbeat = session/3,
-    the fetch settings' defaults)."""
+    the fetch settings)."""
     return {
         **broker.kafka_kwargs(),
         "group_id": group_id,
@@ -233,7 +236,7 @@ def raw_consumer_kwargs(broker: Broker, group_id: str, max_poll_records: int) ->
         "session_timeout_ms": SESSION_TIMEOUT_MS,
         "heartbeat_interval_ms": max(300, SESSION_TIMEOUT_MS // 3),
         "max_poll_records": max_poll_records,
-        "fetch_max_wait_ms": KafkaSettings().fetch_max_wait_ms,
+        "fetch_max_wait_ms": fetch_max_wait_ms,
         "max_partition_fetch_bytes": KafkaSettings().max_partition_fetch_bytes,
     }
 
@@ -250,6 +253,9 @@ class Run:
     cpu_main: float = 0.0
     cpu_child: float = 0.0
     cpu_broker: float = 0.0
+    # polls that returned nothing after the first record, and the seconds they took (the topic was full all along)
+    empty_polls: int = 0
+    empty_seconds: float = 0.0
 
 
 def cpu_seconds(pid: int) -> float:
@@ -286,14 +292,20 @@ def timed_consume(step: Callable[[], int], total: int, finish: Callable[[], None
         if time.monotonic() > deadline:
             raise RuntimeError("no records within 120 s; is the topic empty?")
     first, t0 = n, time.perf_counter()
+    empty, empty_seconds = 0, 0.0
     while n < total:
-        n += step()
+        s0 = time.perf_counter()
+        got = step()
+        if not got:  # a poll that waited for records the broker had (the topic holds them all)
+            empty += 1
+            empty_seconds += time.perf_counter() - s0
+        n += got
         if time.monotonic() > deadline + 600:
             raise RuntimeError(f"only {n} of {total} records after 600 s")
     if finish is not None:
         finish()
     elapsed = time.perf_counter() - t0
-    return Run(rate=(n - first) / elapsed, seconds=elapsed, records=n)
+    return Run(rate=(n - first) / elapsed, seconds=elapsed, records=n, empty_polls=empty, empty_seconds=empty_seconds)
 
 
 class _NoShadowPipeline(Pipeline):
@@ -307,7 +319,10 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
     group = f"bench-{variant}-{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory(prefix="hm-bench-state-") as state_dir:
         settings = settings_for(
-            fx, Path(state_dir), budget=args.budget, kafka={"max_poll_records": args.max_poll_records}
+            fx,
+            Path(state_dir),
+            budget=args.budget,
+            kafka={"max_poll_records": args.max_poll_records, "fetch_max_wait_ms": args.fetch_max_wait_ms},
         )
         if variant.startswith("pipeline"):
             return _run_pipeline(variant, broker, topic, total, settings, group)
@@ -343,6 +358,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
                     "api_version": broker.api_version,
                     "session_timeout_ms": SESSION_TIMEOUT_MS,
                     "max_poll_records": args.max_poll_records,
+                    "fetch_max_wait_ms": args.fetch_max_wait_ms,
                 }
             )
 
@@ -359,7 +375,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
             run.scored = float(kept)
             return run
 
-        kwargs = raw_consumer_kwargs(broker, group, args.max_poll_records)
+        kwargs = raw_consumer_kwargs(broker, group, args.max_poll_records, args.fetch_max_wait_ms)
         if variant == "raw-nocrc":
             kwargs["check_crcs"] = False
         consumer = KafkaConsumer(**kwargs)
@@ -439,7 +455,7 @@ def throughput(args: argparse.Namespace) -> None:
     print(f"load average at start: {load_average()}", flush=True)
     print(
         f"events: {args.events:,} of {mean_bytes:.0f} bytes mean; budget {args.budget:g} events/s; "
-        f"max_poll_records {args.max_poll_records}",
+        f"max_poll_records {args.max_poll_records}; fetch_max_wait_ms {args.fetch_max_wait_ms}",
         flush=True,
     )
     variants = [v for v in VARIANTS if v in args.variants]
@@ -472,7 +488,8 @@ def throughput(args: argparse.Namespace) -> None:
                     print(
                         f"  repeat {rep} {v:18s} {r.rate:10,.0f} records/s  ({r.seconds:.2f} s, "
                         f"scored {r.scored:,.0f}, shadow rows {r.shadow_rows:,.0f}; CPU s: this process "
-                        f"{r.cpu_main:.2f}, consumer child {r.cpu_child:.2f}, broker {r.cpu_broker:.2f})",
+                        f"{r.cpu_main:.2f}, consumer child {r.cpu_child:.2f}, broker {r.cpu_broker:.2f}; "
+                        f"empty polls {r.empty_polls} taking {r.empty_seconds:.2f} s)",
                         flush=True,
                     )
             table.extend(_summarize(name, variants, runs))
@@ -813,6 +830,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--max-poll-records", type=int, default=2000, help="the service default: 2000")
     t.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     t.add_argument("--profile", choices=VARIANTS, help="profile one pass of this variant instead of timing")
+    t.add_argument(
+        "--fetch-max-wait-ms",
+        type=int,
+        default=KafkaSettings().fetch_max_wait_ms,
+        help="kafka.fetch_max_wait_ms for every consumer (raw and the sidecar's; default: the setting's default)",
+    )
     t.add_argument(
         "--gc",
         choices=["tuned", "default"],

@@ -64,9 +64,9 @@ class KafkaSettings(_Strict):
     fetch_max_wait_ms: int = Field(
         100,
         ge=0,
-        description="How long the broker may hold a fetch for partitions with no new data. kafka-python keeps one "
-        "fetch in flight per broker, so a partition with data waits behind it: its default 500 ms showed as "
-        "400-600 ms stalls when other partitions had been read to the end (docs/OPERATIONS.md, ingest).",
+        description="How long the broker may hold a fetch that has no new data yet. Some brokers (Tansu) hold it for "
+        "the whole wait even when records arrive meanwhile: at kafka-python's default 500 ms records reached the "
+        "sidecar ~160 ms later at the median (docs/BENCHMARKS.md, latency).",
     )
     max_partition_fetch_bytes: int = Field(
         1 << 20, ge=1024, description="Most bytes fetched per partition per request (kafka-python's default, 1 MiB)."
