@@ -102,31 +102,36 @@ def _resolve_providers(requested: Sequence[str]) -> list[str]:
     return chosen
 
 
-def _widen_scalar_operands(model_bytes: bytes) -> bytes:
-    """The model with single-value constants reshaped to their partners' rank (:mod:`monitor.model.broadcast`)."""
+def _prepare(model_bytes: bytes) -> tuple[bytes, dict[str, str]]:
+    """The model as the sessions load it: ZipMap outputs exposed as tensors (:func:`_expose_zipmap_input`) and
+    single-value constants reshaped to their partners' rank (:mod:`monitor.model.broadcast`); parsed once, and
+    serialized again only when either rewrite changed something.
+
+    Returns the bytes and the ZipMap mapping {original output name: new tensor output name}.
+    """
     import onnx
 
     proto = onnx.load_from_string(model_bytes)
-    if not widen_scalar_operands(proto):
-        return model_bytes
-    widened: bytes = proto.SerializeToString()
-    return widened
+    mapping = _expose_zipmap_input(proto)
+    if not widen_scalar_operands(proto) and not mapping:
+        return model_bytes, mapping
+    prepared: bytes = proto.SerializeToString()
+    return prepared, mapping
 
 
-def _expose_zipmap_input(model_bytes: bytes) -> tuple[bytes, dict[str, str]]:
-    """Rewrite a graph whose outputs come from ZipMap nodes to output the probability tensors instead.
+def _expose_zipmap_input(proto: Any) -> dict[str, str]:
+    """Rewrite (in place) a graph whose outputs come from ZipMap nodes to output the probability tensors instead.
 
-    Returns the new model bytes and a mapping {original output name: new tensor output name}.
+    Returns the mapping {original output name: new tensor output name} (empty: nothing changed).
     """
     import onnx
     from onnx import TensorProto, helper
 
-    proto = onnx.load_from_string(model_bytes)
     graph = proto.graph
     zip_nodes = {n.output[0]: n for n in graph.node if n.op_type == "ZipMap"}
     mapping: dict[str, str] = {}
     if not zip_nodes:
-        return model_bytes, mapping
+        return mapping
     # the tensor feeding ZipMap is float for float inputs and double for double inputs: read it, don't assume
     inferred = onnx.shape_inference.infer_shapes(proto).graph
     elem_types = {
@@ -149,7 +154,7 @@ def _expose_zipmap_input(model_bytes: bytes) -> tuple[bytes, dict[str, str]]:
     remaining = [n for n in graph.node if n.op_type != "ZipMap"]
     del graph.node[:]
     graph.node.extend(remaining)
-    return proto.SerializeToString(), mapping
+    return mapping
 
 
 class OnnxModel:
@@ -175,8 +180,7 @@ class OnnxModel:
             raise ModelError(f"model file '{self.path}' does not exist (expected an .onnx file)")
         raw = self.path.read_bytes()
         try:
-            raw, self._zipmap = _expose_zipmap_input(raw)
-            raw = _widen_scalar_operands(raw)
+            raw, self._zipmap = _prepare(raw)
         except Exception as exc:  # noqa: BLE001 - any parse failure means "not ONNX"
             raise ModelError(f"cannot load '{self.path}' as an ONNX model: {exc}") from exc
         self.providers = _resolve_providers(self.options.providers)
@@ -443,14 +447,14 @@ class OnnxModel:
             proba = np.asarray(out[self._proba_name], dtype=np.float32)
             if proba.ndim == 1:  # binary models emitting P(class 1) only
                 proba = np.stack([1.0 - proba, proba], axis=1)
-            label = argmax_rows(proba) if labels else None
         if self._logits_name is not None:
             logits = np.asarray(out[self._logits_name], dtype=np.float32)
             if logits.ndim == 1:
                 logits = np.stack([np.zeros_like(logits), logits], axis=1)
-            if label is None and labels and proba is None:
-                label = argmax_rows(logits)
-        if label is None and self._label_name is not None and proba is None and logits is None:
+        table = proba if proba is not None else logits
+        if table is not None:  # the class is the argmax of the probabilities, else of the logits
+            label = argmax_rows(table) if labels else None
+        elif self._label_name is not None:
             raw = out[self._label_name]
             if raw.dtype.kind not in "iu":
                 raise ModelError(
