@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from monitor.errors import ConfigError
+from monitor.source.kafka import FETCH_MAX_WAIT_MS, MAX_PARTITION_FETCH_BYTES
 
 
 class _Strict(BaseModel):
@@ -62,14 +63,16 @@ class KafkaSettings(_Strict):
     session_timeout_ms: int = Field(10000, ge=1000)
     max_poll_records: int = Field(2000, ge=1)
     fetch_max_wait_ms: int = Field(
-        100,
+        FETCH_MAX_WAIT_MS,
         ge=0,
         description="How long the broker may hold a fetch that has no new data yet. Some brokers (Tansu) hold it for "
         "the whole wait even when records arrive meanwhile: at kafka-python's default 500 ms records reached the "
         "sidecar ~160 ms later at the median (docs/BENCHMARKS.md, latency).",
     )
     max_partition_fetch_bytes: int = Field(
-        1 << 20, ge=1024, description="Most bytes fetched per partition per request (kafka-python's default, 1 MiB)."
+        MAX_PARTITION_FETCH_BYTES,
+        ge=1024,
+        description="Most bytes fetched per partition per request (kafka-python's default, 1 MiB).",
     )
     dead_letter_topic: str | None = Field(None, description="Invalid events go here with the reason in a header.")
     scores_topic: str | None = Field(None, description="Optional: per-event scores are published here.")

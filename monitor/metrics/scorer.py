@@ -3,8 +3,8 @@
 For B events with a ball of m directions and K flicker copies the model evaluates B·(1 + m + K) rows — centres,
 then ball points x + r·s⊙v_i, then noisy copies x + σ·s⊙ε. With an :class:`OnnxModel` those rows are built inside
 onnxruntime: ``OnnxModel.neighbourhood`` wraps the graph so that it takes the B centres and the batch's noise and
-adds the offsets itself (:mod:`monitor.model.neighbourhood`), one ``session.run`` per chunk of whole events
-(``max_rows_per_run // (1 + m + K)`` of them). Any other :class:`Predictor`, or a graph that cannot be wrapped, gets
+adds the offsets itself (:mod:`monitor.model.neighbourhood`), one ``session.run`` per run of whole events
+(at most ``max_rows_per_run // (1 + m + K)`` of them, the batch cut into runs of equal size). Any other :class:`Predictor`, or a graph that cannot be wrapped, gets
 the rows built here (:meth:`RobustnessScorer.build_rows`) and one ``evaluate``. Either way the model sees the same
 rows. Radius and noise are in standardized units: s is the per-feature scale of the :class:`Standardizer` (all ones
 for ``space: raw``).

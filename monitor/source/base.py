@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
+#: Kafka record headers as a source delivers them: (key, value) pairs, a missing value as b""
+Headers = tuple[tuple[str, bytes], ...]
+
 
 class RawRecord(NamedTuple):
     """One undecoded message. ``partition``/``offset`` are −1 for sources without positions.
@@ -18,7 +21,7 @@ class RawRecord(NamedTuple):
     """
 
     value: bytes
-    headers: tuple[tuple[str, bytes], ...] = ()
+    headers: Headers = ()
     topic: str = ""
     partition: int = -1
     offset: int = -1

@@ -15,9 +15,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from monitor.errors import SourceError
-from monitor.source.base import Positions, RawRecord, RebalanceHandler
+from monitor.source.base import Headers, Positions, RawRecord, RebalanceHandler
 
-Headers = tuple[tuple[str, bytes], ...]
+#: fetch settings' defaults (``KafkaSettings`` documents them): the broker may hold a fetch 100 ms (kafka-python:
+#: 500), 1 MiB per partition per fetch (kafka-python's)
+FETCH_MAX_WAIT_MS = 100
+MAX_PARTITION_FETCH_BYTES = 1 << 20
 #: (topic, partition, values, headers per record or None when no record has any, offsets, timestamps in ms)
 PartitionBatch = tuple[str, int, list[bytes], list[Headers] | None, list[int], list[int | None]]
 
@@ -98,8 +101,8 @@ class KafkaSource(GroupMember):
         auto_offset_reset: str = "earliest",
         session_timeout_ms: int = 10000,
         max_poll_records: int = 2000,
-        fetch_max_wait_ms: int = 100,
-        max_partition_fetch_bytes: int = 1 << 20,
+        fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
+        max_partition_fetch_bytes: int = MAX_PARTITION_FETCH_BYTES,
         rebalance: RebalanceHandler | None = None,
         client_id: str = "harmonic-monitor",
     ) -> None:
