@@ -205,7 +205,7 @@ class UniformSampler:
         The pipeline decides on a whole poll (thousands of events) at one clock reading. With ``now`` fixed, a
         rate estimate decays once and then only counts, and the sampled-fraction window gets one update per
         stratum, so the per-event work is a few dict lookups and one draw: ~0.5 µs instead of ~1.3 µs per event
-        (bench/stream.py, decode+sample). ``forced[i]`` is ``sample``'s ``force`` for ``events[i]``.
+        (bench/ingest_parts.py). ``forced[i]`` is ``sample``'s ``force`` for ``events[i]``.
         """
         if not self._batch_path:
             return [self.sample(ev, now, force=bool(forced and forced[i])) for i, ev in enumerate(events)]

@@ -31,8 +31,8 @@ _new_record = functools.partial(tuple.__new__, RawRecord)
 def records_of(batch: PartitionBatch) -> Iterator[RawRecord]:
     """The records of one column batch, in order.
 
-    Built by ``map``/``zip`` without a Python-level loop: constructing each RawRecord through its NamedTuple
-    ``__new__`` was ~1 µs per record in the decoding process under load (bench/stream.py, py-spy), a tenth of it.
+    Built by ``map``/``zip`` without a Python-level loop: 0.15–0.24 µs per record against 0.38–0.41 µs for the
+    NamedTuple constructor called in a loop (bench/ingest_parts.py).
     """
     topic, partition, values, headers, offsets, timestamps = batch
     n = len(values)

@@ -31,11 +31,8 @@ import ctypes
 import itertools
 import logging
 import os
-import pickle
 import queue
-import select
 import signal
-import struct
 import subprocess
 import sys
 import threading
@@ -109,7 +106,7 @@ class ProcessKafkaSource(GroupMember):
         os.close(cmd_read)
         os.close(out_write)
         self._commands = Connection(cmd_write, readable=False)
-        self._out = FrameReader(out_read)
+        self._out = Connection(out_read, writable=False)
         self._send(("config", {"consumer": dict(consumer), "log_level": log_level, "log_format": log_format}))
         deadline = time.monotonic() + start_timeout_seconds
         while True:
@@ -229,78 +226,8 @@ class ProcessKafkaSource(GroupMember):
             log.warning("Kafka consumer process did not exit; killing it", extra={"pid": self._process.pid})
             self._process.kill()
             self._process.wait(timeout=5.0)
-        self._commands.close()
-        self._out.close()
-
-
-# ---------------------------------------------------------------------- child → parent frames
-
-#: a frame's header: the pickled message's length, then the record values' (0 for other messages)
-_FRAME_HEADER = struct.Struct("!QQ")
-
-
-def write_frame(fd: int, kind: str, payload: Any) -> None:
-    """Write one message to ``fd`` (blocking) as :class:`FrameReader` reads it.
-
-    A ``records`` payload (column batches, :data:`~monitor.source.kafka.PartitionBatch`) travels as its batches with
-    each value list replaced by the values' lengths, pickled, followed by all values as one byte string: pickling
-    2,000 separate values cost ~0.5 µs each in the consumer process (on the GIL its fetching threads need), the
-    single string ~0.05 µs. Written from memoryviews: a partial write copies nothing.
-    """
-    blob = b""
-    if kind == "records":
-        lengths = [(t, p, [len(v) for v in values], h, o, ts) for t, p, values, h, o, ts in payload]
-        blob = b"".join(v for batch in payload for v in batch[2])
-        payload = lengths
-    meta = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
-    for part in (_FRAME_HEADER.pack(len(meta), len(blob)), meta, blob):
-        view = memoryview(part)
-        while view:
-            view = view[os.write(fd, view) :]
-
-
-class FrameReader:
-    """The parent's end of the child's frames (see :func:`write_frame`): ``poll`` and ``recv`` as a Connection's."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._poller = select.poll()
-        self._poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-
-    def poll(self, timeout_seconds: float) -> bool:
-        """Whether a frame (or the end of the stream) can be read within ``timeout_seconds``."""
-        return bool(self._poller.poll(max(0, int(timeout_seconds * 1000 + 0.999))))
-
-    def recv(self) -> tuple[str, Any]:
-        """The next message; ``records`` come back as column batches with their values. EOFError at the end."""
-        meta_len, blob_len = _FRAME_HEADER.unpack(self._read(_FRAME_HEADER.size))
-        kind, payload = pickle.loads(self._read(meta_len))
-        if kind == "records":
-            blob = bytes(self._read(blob_len))
-            batches = []
-            start = 0
-            for topic, partition, lengths, headers, offsets, timestamps in payload:
-                ends = list(itertools.accumulate(lengths, initial=start))
-                values = list(map(blob.__getitem__, map(slice, ends[:-1], ends[1:])))
-                start = ends[-1]
-                batches.append((topic, partition, values, headers, offsets, timestamps))
-            payload = batches
-        return kind, payload
-
-    def _read(self, n: int) -> bytearray:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = os.readv(self._fd, [view[got:]])
-            if k == 0:
-                raise EOFError("the consumer process closed its end of the pipe")
-            got += k
-        return buf
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
+        for conn in (self._commands, self._out):
+            conn.close()
 
 
 # ---------------------------------------------------------------------- the child
@@ -328,7 +255,7 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _child_main(commands: Connection, out: int, parent: int) -> None:
+def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _die_with_parent(parent)
@@ -363,7 +290,7 @@ def _child_main(commands: Connection, out: int, parent: int) -> None:
             if message is None:
                 return
             try:
-                write_frame(out, *message)
+                out.send(message)
             except (BrokenPipeError, OSError):
                 parent_gone.set()
                 return
@@ -460,4 +387,6 @@ def _child_main(commands: Connection, out: int, parent: int) -> None:
 
 
 if __name__ == "__main__":
-    _child_main(Connection(int(sys.argv[1]), writable=False), int(sys.argv[2]), int(sys.argv[3]))
+    _child_main(
+        Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False), int(sys.argv[3])
+    )
