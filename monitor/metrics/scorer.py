@@ -14,15 +14,17 @@ Flicker noise bank
 Why: drawing K·n fresh normals per event (640 float32 values at the defaults, ~5.5 µs) cost more than
 onnxruntime's whole evaluation of the event for cheap models (5–7× for a logistic regression), so the draw, not
 the model, set the throughput. The scorer therefore keeps a bank of ``bank_rows = clamp(2**22 // n, 4K, 65536)``
-pre-drawn, pre-scaled rows σ·s⊙ε (float32, ε ~ N(0, I); the lower bound 4K wins over the upper one) drawn from
+pre-drawn, pre-scaled rows σ·s⊙ε (float32, ε ~ N(0, I); the lower bound 4K wins over the upper one; n is the
+width of the projected bank below when that is wider) drawn from
 the seeded generator at construction. A batch of B events takes B·K *consecutive* bank rows starting at a
 uniformly random offset (event e gets rows e·K … e·K + K − 1 of that block), so the wrapped graph reads the bank
 itself, without a copy; when B·K exceeds the bank, each event takes K consecutive rows at its own random offset
 (gathered). The bank is refreshed in place, round-robin: each batch owes ⌈B·K/64⌉ redrawn rows, paid in blocks of
 at least 1,024 rows, so every row is renewed continually (the whole bank every ~64 bank-fulls of copies) while
 the draw costs ~1/64 of drawing every copy fresh. For a linear head the graph takes the noise projected,
-``noise @ W.T + b`` (see ``monitor.model.neighbourhood.linear_head``); the scorer keeps that projected bank beside
-the bank and refreshes both rows together.
+``noise @ W.T + b`` (see ``monitor.model.neighbourhood.linear_head``), and for a model whose input feeds one affine
+layer (an MLP's first MatMul + Add) ``noise @ W + b`` (``affine_input``); the scorer keeps that projected bank
+beside the bank and refreshes both rows together.
 
 Statistical properties:
 
@@ -143,13 +145,13 @@ class RobustnessScorer:
         k = self.config.flicker_copies
         #: the model's graph wrapped to build ball points and flicker copies itself (None: built here in numpy)
         self._neighbourhood = _neighbourhood_of(model, self.offsets, k)
-        bank_rows = noise_bank_rows(n, k) if k else 0
+        width = None if self._neighbourhood is None else self._neighbourhood.noise_width
+        bank_rows = noise_bank_rows(max(n, width or 0), k) if k else 0
         #: (bank_rows, n) pre-scaled flicker offsets σ·s⊙ε; see the module docstring
         self._bank = np.empty((bank_rows, n), dtype=np.float32)
-        #: the bank as the wrapped graph takes it: the bank itself, or its projection for a linear head (its rows
-        #: are redrawn with the bank's, in :meth:`_draw_bank_rows`)
+        #: the bank as the wrapped graph takes it: the bank itself, or its projection through a linear head or the
+        #: first affine layer (its rows are redrawn with the bank's, in :meth:`_draw_bank_rows`)
         self._bank_fed = self._bank
-        width = None if self._neighbourhood is None else self._neighbourhood.noise_width
         if width is not None:
             self._bank_fed = np.empty((bank_rows, width), dtype=np.float32)
         self._bank_cursor = 0  # next bank row to redraw

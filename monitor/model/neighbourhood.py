@@ -17,11 +17,19 @@ produced by onnxruntime itself, in C++ and on its intra-op threads, from the B c
 - each requested output comes back in two parts, which :class:`NeighbourhoodRunner` writes into arrays laid out
   exactly as ``evaluate`` of the stacked rows would return them: B centre rows, then B·m ball rows, then B·K copies.
   A linear head (:func:`linear_head`) keeps a ``c/`` part of its own.
+- when the input feeds one affine layer (:func:`affine_input`: an MLP's first ``MatMul`` + ``Add``, a ``Gemm``),
+  that layer runs on the B centres only: ``(x + δ) @ W + b = x @ W + (δ @ W + b)``, so the ball rows are the
+  centres' ``x @ W`` plus the offsets' ``δ @ W + b`` (computed once, in float64), and the flicker rows plus the noise
+  projected the same way (the scorer keeps that projected bank). The MLP of bench/ stops multiplying 75 rows per
+  event by its 20×64 first layer: +7 % scored events/s at B = 256 (docs/BENCHMARKS.md, engine, change 15).
 
-Every row gets the same float32 operations as the numpy path (``centre + offset``, ``centre + noise``; a model with
-a double input gets the float32 row cast to double, as ``OnnxModel.evaluate`` casts a float32 buffer), so the rows
-are bit-identical — the centre too, up to the sign of a zero (``-0.0 + 0.0`` is ``+0.0``); the model's outputs may
-differ in the last bits only where onnxruntime's kernels depend on the number of rows in a run.
+Otherwise every row gets the same float32 operations as the numpy path (``centre + offset``, ``centre + noise``; a
+model with a double input gets the float32 row cast to double, as ``OnnxModel.evaluate`` casts a float32 buffer), so
+the rows are bit-identical — the centre too, up to the sign of a zero (``-0.0 + 0.0`` is ``+0.0``); the model's
+outputs may differ in the last bits only where onnxruntime's kernels depend on the number of rows in a run. The
+linear-head and affine rewrites change the order of float32 operations (the offset is no longer rounded into
+``x + δ`` first), so their outputs agree with the model's within float32 rounding, not bit for bit;
+``OnnxModel.neighbourhood`` compares every wrapped graph with the model at load and falls back to numpy rows if not.
 
 Graphs the rewrite cannot copy safely — a node with a sub-graph attribute (If, Loop, Scan), whose inner graphs
 may read outer tensors by name — get ``None`` from :func:`neighbourhood_graph`; the scorer then builds the rows in
@@ -36,6 +44,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from numpy.typing import NDArray
 from onnx import TensorProto, helper, numpy_helper
 
@@ -122,6 +131,95 @@ def linear_head(graph: onnx.GraphProto, input_name: str, n: int) -> LinearHead |
     return LinearHead(index, w, intercepts, lowered, output)
 
 
+@dataclass(frozen=True, slots=True)
+class AffineInput:
+    """The model's first affine layer, ``[Cast →] MatMul(W) [→ Add(b)]`` or ``Gemm``, reading the input (see
+    :func:`affine_input`)."""
+
+    nodes: tuple[int, ...]  # indices of the nodes it replaces, in graph order
+    weights: NDArray[np.float64]  # (n, H): x @ weights
+    bias: NDArray[np.float64]  # (H,)
+    output: str  # the tensor its last node writes, [rows, H]
+
+
+def _initializer(graph: onnx.GraphProto, name: str) -> NDArray[np.float64] | None:
+    for init in graph.initializer:
+        if init.name == name:
+            value = numpy_helper.to_array(init)
+            return value.astype(np.float64) if value.dtype == np.float32 else None
+    return None
+
+
+def affine_input(graph: onnx.GraphProto, input_name: str, n: int) -> AffineInput | None:
+    """The affine layer the (float32) input feeds alone: ``MatMul`` by an (n, H) initializer, then optionally an
+    ``Add`` of an H-value initializer, or a ``Gemm`` (alpha = beta = 1, A not transposed) with initializer B and
+    C; a float-to-float ``Cast`` before it is passed over.
+
+    Since ``(x + δ) @ W + b = x @ W + (δ @ W + b)``, the ball points' and copies' first-layer activations can be
+    built from the centres' ``x @ W`` (B rows) and the offsets' ``δ @ W + b`` — computed once for the ball, and
+    for the flicker noise bank when it is drawn — instead of multiplying every one of the B·(1 + m + K) rows.
+    """
+    consumers: dict[str, list[int]] = {}
+    for i, node in enumerate(graph.node):
+        for t in node.input:
+            consumers.setdefault(t, []).append(i)
+    exposed = {o.name for o in graph.output}
+
+    def only_consumer(tensor: str) -> int | None:
+        readers = consumers.get(tensor, [])
+        return readers[0] if len(readers) == 1 and tensor not in exposed else None
+
+    index = only_consumer(input_name)
+    nodes: list[int] = []
+    tensor = input_name
+    if index is not None and graph.node[index].op_type == "Cast" and graph.node[index].domain in ("", "ai.onnx"):
+        to = next((a.i for a in graph.node[index].attribute if a.name == "to"), None)
+        if to != TensorProto.FLOAT:
+            return None
+        nodes.append(index)
+        tensor = graph.node[index].output[0]
+        index = only_consumer(tensor)
+    if index is None:
+        return None
+    node = graph.node[index]
+    if node.domain not in ("", "ai.onnx") or list(node.input[:1]) != [tensor]:
+        return None
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if node.op_type == "MatMul":
+        w = _initializer(graph, node.input[1])
+        bias: NDArray[np.float64] | None = None
+    elif node.op_type == "Gemm" and len(node.input) == 3 and attrs.get("alpha", 1.0) == 1.0:
+        if attrs.get("beta", 1.0) != 1.0 or attrs.get("transA", 0):
+            return None
+        w = _initializer(graph, node.input[1])
+        if w is not None and attrs.get("transB", 0):
+            w = w.T
+        bias = _initializer(graph, node.input[2])
+    else:
+        return None
+    if w is None or w.ndim != 2 or w.shape[0] != n:
+        return None
+    h = w.shape[1]
+    nodes.append(index)
+    out = node.output[0]
+    after = only_consumer(out) if node.op_type == "MatMul" else None
+    if after is not None and graph.node[after].op_type == "Add" and graph.node[after].domain in ("", "ai.onnx"):
+        add = graph.node[after]
+        other = add.input[1] if add.input[0] == out else add.input[0]
+        value = _initializer(graph, other)
+        if value is not None and value.shape in ((h,), (1, h)):  # the bias is folded into the offsets
+            bias = value.reshape(h)
+            nodes.append(after)
+            out = add.output[0]
+    if out in exposed:
+        return None
+    if bias is None:
+        bias = np.zeros(h)
+    elif bias.size != h or bias.ndim > 2 or bias.shape[-1] != h:
+        return None
+    return AffineInput(tuple(nodes), w, bias.reshape(h), out)
+
+
 def neighbourhood_graph(
     model_bytes: bytes,
     *,
@@ -169,31 +267,15 @@ def neighbourhood_graph(
     head = None if input_is_double else linear_head(graph, input_name, n)
     if head is not None:
         return _wrap_linear(proto, head, input_name, output_names, offsets, copies, fresh, centres, noise)
-    axis1, rows_shape = fresh("nbh_axis1"), fresh("nbh_rows_shape")
-    c3 = fresh("nbh_centres3")
-    # Broadcast Adds whose innermost broadcast span is a single row (n values) run ~2.5x slower in onnxruntime
-    # than an Expand followed by an Add over spans of m·n values (bench/engine_breakdown.py --broadcast), so the
-    # centres are expanded first.
-    if opset >= 13:  # axes became an input in opset 13
-        unsqueeze = helper.make_node("Unsqueeze", [centres, axis1], [c3], name=fresh("nbh_unsqueeze"))
-    else:
-        unsqueeze = helper.make_node("Unsqueeze", [centres], [c3], axes=[1], name=fresh("nbh_unsqueeze"))
-    pre = [unsqueeze]
-    constants = [numpy_helper.from_array(np.array([-1, n], dtype=np.int64), rows_shape)]
-    if opset >= 13:
-        constants.append(numpy_helper.from_array(np.array([1], dtype=np.int64), axis1))
+    affine = None if input_is_double else affine_input(graph, input_name, n)
+    if affine is not None:
+        return _wrap_affine(proto, affine, output_names, offsets, copies, fresh, centres, noise, opset)
+    pre: list[onnx.NodeProto] = []
+    constants: list[onnx.TensorProto] = []
     # the centre rides with its ball points as offset 0 (centre + 0.0 is the centre): one copy of the model fewer,
     # whose fixed cost per node and run was paid for B rows only
     with_centre = np.vstack([np.zeros((1, n), dtype=np.float32), offsets.astype(np.float32)])
-    ball = _expanded_add(pre, constants, fresh, c3, "ball", m + 1, n, offsets=with_centre)
-    pre.append(helper.make_node("Reshape", [ball, rows_shape], [fresh("nbh_ball")], name=fresh("nbh_rows_ball")))
-    sources = {"b": pre[-1].output[0]}
-    if copies:
-        flick = _expanded_add(pre, constants, fresh, c3, "flicker", copies, n, noise=noise)
-        pre.append(
-            helper.make_node("Reshape", [flick, rows_shape], [fresh("nbh_flicker")], name=fresh("nbh_rows_flicker"))
-        )
-        sources["f"] = pre[-1].output[0]
+    sources = _neighbourhood_rows(pre, constants, fresh, centres, with_centre, copies, noise, opset)
     if input_is_double:
         for part, src in list(sources.items()):
             cast = fresh(f"nbh_{part}_double")
@@ -202,6 +284,41 @@ def neighbourhood_graph(
     nodes = pre + _copies(graph, sources, input_name, shared, skip=())
     wrapped = _assemble(proto, nodes, constants, centres, noise, n, n, copies, list(sources), output_names, None)
     return WrappedGraph(wrapped.model, None, centre_in_ball=True)
+
+
+def _neighbourhood_rows(
+    nodes: list[onnx.NodeProto],
+    constants: list[onnx.TensorProto],
+    fresh: Callable[[str], str],
+    rows: str,
+    offsets: NDArray[np.float32],
+    copies: int,
+    noise: str,
+    opset: int,
+) -> dict[str, str]:
+    """Each of the B ``rows`` [B, w] plus the (1 + m, w) ``offsets`` — ``b``, [B·(1 + m), w] — and, with copies,
+    plus its K rows of the input ``noise`` [B, K, w] — ``f``, [B·K, w]; returns the two tensors' names by part."""
+    width = offsets.shape[1]
+    axis1, rows_shape, rows3 = fresh("nbh_axis1"), fresh("nbh_rows_shape"), fresh("nbh_rows3")
+    constants.append(numpy_helper.from_array(np.array([-1, width], dtype=np.int64), rows_shape))
+    # Broadcast Adds whose innermost broadcast span is a single row (w values) run ~2.5x slower in onnxruntime
+    # than an Expand followed by an Add over spans of m·w values (bench/engine_breakdown.py --broadcast), so the
+    # rows are expanded first.
+    if opset >= 13:  # axes became an input in opset 13
+        constants.append(numpy_helper.from_array(np.array([1], dtype=np.int64), axis1))
+        nodes.append(helper.make_node("Unsqueeze", [rows, axis1], [rows3], name=fresh("nbh_unsqueeze")))
+    else:
+        nodes.append(helper.make_node("Unsqueeze", [rows], [rows3], axes=[1], name=fresh("nbh_unsqueeze")))
+    ball = _expanded_add(nodes, constants, fresh, rows3, "ball", offsets.shape[0], width, offsets=offsets)
+    nodes.append(helper.make_node("Reshape", [ball, rows_shape], [fresh("nbh_ball")], name=fresh("nbh_rows_ball")))
+    sources = {"b": nodes[-1].output[0]}
+    if copies:
+        flick = _expanded_add(nodes, constants, fresh, rows3, "flicker", copies, width, noise=noise)
+        nodes.append(
+            helper.make_node("Reshape", [flick, rows_shape], [fresh("nbh_flicker")], name=fresh("nbh_rows_flicker"))
+        )
+        sources["f"] = nodes[-1].output[0]
+    return sources
 
 
 def _expanded_add(
@@ -368,6 +485,36 @@ def _wrap_linear(
     return _assemble(proto, nodes, constants, centres, noise, t, n, copies, parts, output_names, projection)
 
 
+def _wrap_affine(
+    proto: onnx.ModelProto,
+    affine: AffineInput,
+    output_names: Sequence[str],
+    offsets: NDArray[np.float32],
+    copies: int,
+    fresh: Callable[[str], str],
+    centres: str,
+    noise: str,
+    opset: int,
+) -> WrappedGraph:
+    """The first affine layer applied to the B centres only; ball points and copies get ``x @ W`` plus their
+    offsets' ``δ @ W + b`` (see :func:`affine_input`): the scorer feeds the noise projected, ``noise @ W + b``."""
+    graph = proto.graph
+    m, n = offsets.shape
+    w, bias = affine.weights, affine.bias
+    h = w.shape[1]
+    weights, z = fresh("nbh_weights"), fresh("nbh_z")
+    constants = [numpy_helper.from_array(w.astype(np.float32), weights)]
+    pre = [helper.make_node("MatMul", [centres, weights], [z], name=fresh("nbh_matmul"))]
+    with_centre = np.vstack([np.zeros((1, n)), offsets.astype(np.float64)])
+    projected = (with_centre @ w + bias).astype(np.float32)  # (1 + m, H); row 0, the centre's, is the bias
+    sources = _neighbourhood_rows(pre, constants, fresh, z, projected, copies, noise, opset)
+    shared = {init.name for init in graph.initializer} | {init.name for init in graph.sparse_initializer}
+    nodes = pre + _copies(graph, sources, affine.output, shared, skip=affine.nodes)
+    projection = np.hstack([w.T, bias[:, None]])  # (H, n + 1): [noise, 1] @ projection.T = noise @ W + b
+    wrapped = _assemble(proto, nodes, constants, centres, noise, h, n, copies, list(sources), output_names, projection)
+    return WrappedGraph(wrapped.model, projection, centre_in_ball=True)
+
+
 def _live(nodes: Sequence[onnx.NodeProto], outputs: Sequence[str]) -> list[onnx.NodeProto]:
     """The nodes the ``outputs`` depend on, in their order (``nodes`` is topologically sorted).
 
@@ -391,6 +538,47 @@ def _rename(tensor: str, part: str, source: str, input_name: str, shared: set[st
     if tensor == input_name:
         return source
     return f"{part}/{tensor}"
+
+
+class NoiseProjector:
+    """``rows @ W.T + b`` for a (T, n + 1) projection [W | b], in float32, on a one-thread onnxruntime session.
+
+    The scorer projects its flicker noise bank through a linear head or a first affine layer when it redraws bank
+    rows (:func:`linear_head`, :func:`affine_input`). numpy's matrix product goes to OpenBLAS, whose worker threads
+    fight onnxruntime's spinning intra-op threads for the cores: with default threads on 2 cores, redrawing 1,024
+    rows through the MLP's 20×64 layer took 27–35 % of the scorer's time instead of 2–3 % with one BLAS thread
+    (docs/BENCHMARKS.md, engine, change 15). A session with one thread and no spinning takes no other core.
+    """
+
+    def __init__(self, projection: NDArray[np.float64]) -> None:
+        t, n = projection.shape[0], projection.shape[1] - 1
+        graph = helper.make_graph(
+            [
+                helper.make_node("MatMul", ["rows", "weights"], ["scores"]),
+                helper.make_node("Add", ["scores", "bias"], ["projected"]),
+            ],
+            "noise_projection",
+            [helper.make_tensor_value_info("rows", TensorProto.FLOAT, ["N", n])],
+            [helper.make_tensor_value_info("projected", TensorProto.FLOAT, ["N", t])],
+            initializer=[
+                numpy_helper.from_array(np.ascontiguousarray(projection[:, :-1].T, dtype=np.float32), "weights"),
+                numpy_helper.from_array(projection[:, -1].astype(np.float32).reshape(1, t), "bias"),
+            ],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 7
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(
+            model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+
+    def __call__(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
+        projected: NDArray[np.float32] = self._session.run(None, {"rows": np.ascontiguousarray(rows, np.float32)})[0]
+        return projected
 
 
 class NeighbourhoodRunner:

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from monitor.errors import ModelError
 from monitor.model.base import ModelKind, ModelOutput
 from monitor.model.broadcast import widen_scalar_operands
-from monitor.model.neighbourhood import NeighbourhoodRunner, neighbourhood_graph
+from monitor.model.neighbourhood import NeighbourhoodRunner, NoiseProjector, neighbourhood_graph
 
 log = logging.getLogger(__name__)
 
@@ -479,6 +479,7 @@ class NeighbourhoodEvaluator:
         self._runner = runner
         self._convert = convert
         self._projection = projection
+        self._projector = None if projection is None else NoiseProjector(projection)
 
     @property
     def projects_noise(self) -> bool:
@@ -491,12 +492,11 @@ class NeighbourhoodEvaluator:
         return None if self._projection is None else int(self._projection.shape[0])
 
     def project_noise(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
-        """Noise rows (r, n) as the graph takes them: ``rows @ W.T + b`` for a linear head (in float64)."""
-        if self._projection is None:
+        """Noise rows (r, n) as the graph takes them: ``rows @ W.T + b`` for a linear head or first affine layer
+        (see :class:`~monitor.model.neighbourhood.NoiseProjector`)."""
+        if self._projector is None:
             return rows
-        w, b = self._projection[:, :-1], self._projection[:, -1]
-        projected: NDArray[np.float32] = (rows.astype(np.float64) @ w.T + b).astype(np.float32)
-        return projected
+        return self._projector(rows)
 
     @property
     def events_per_run(self) -> int:

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 from monitor.errors import ModelError
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model import onnx as onnx_module
-from monitor.model.neighbourhood import linear_head, neighbourhood_graph
+from monitor.model.neighbourhood import affine_input, linear_head, neighbourhood_graph
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
 from tests.conftest import CountingSession
@@ -45,14 +45,16 @@ def _assert_same_scores(a: Any, b: Any, *, rtol: float = 2e-5, atol: float = 1e-
             np.testing.assert_array_equal(got, want, err_msg=name)
 
 
-def _calls(scorer_a: RobustnessScorer, scorer_b: RobustnessScorer, n: int, sizes: tuple[int, ...]) -> None:
+def _calls(
+    scorer_a: RobustnessScorer, scorer_b: RobustnessScorer, n: int, sizes: tuple[int, ...], **tolerance: float
+) -> None:
     rng = np.random.default_rng(1)
     for b in sizes:  # the same call sequence for both scorers: their noise banks stay aligned
         rows = rng.normal(scale=0.7, size=(b, n))
         if b > 2:
             rows[1, 0] = np.nan
             rows[-1, -1] = np.inf
-        _assert_same_scores(scorer_a.score(rows), scorer_b.score(rows))
+        _assert_same_scores(scorer_a.score(rows), scorer_b.score(rows), **tolerance)
     np.testing.assert_array_equal(scorer_a._bank, scorer_b._bank)
 
 
@@ -241,6 +243,118 @@ def test_linear_heads_score_like_the_numpy_path(tmp_path: Path, kind: str) -> No
 def test_linear_head_is_not_used_when_it_would_not_save_work(tmp_path: Path) -> None:
     path, _ = onnx_graphs.zipmap_classifier(tmp_path / "lr2.onnx", zipmap=False)  # 2 targets on 2 features
     assert linear_head(onnx.load(path).graph, "X", 2) is None
+
+
+# -- the first affine layer on the centres only ------------------------------------------------------------------
+def _mlp(tmp_path: Path, n: int = 5, hidden: int = 12, classes: int = 2) -> Path:
+    from sklearn.neural_network import MLPClassifier
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, n))
+    y = np.digitize(x[:, 0] + 0.5 * np.sin(2 * x[:, 1]), [-0.3, 0.3][: classes - 1])
+    # strongly regularized: probabilities away from 0 and 1, where log(1 − p) in float32 is rounding noise in
+    # either path and γ_logit would compare rounding, not the rewrite
+    mlp = MLPClassifier(hidden_layer_sizes=(hidden, hidden), alpha=3.0, solver="lbfgs", max_iter=3000, random_state=0)
+    return onnx_graphs.sklearn_to_onnx(tmp_path / "mlp.onnx", mlp.fit(x, y), n, zipmap=False)
+
+
+def _gemm_net(path: Path, n: int, hidden: int, *, trans_b: int, opset: int = 17) -> Path:
+    """input → Gemm(W, c) → Relu → MatMul → Softmax, as PyTorch exports a Linear layer (transB = 1)."""
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=(hidden, n) if trans_b else (n, hidden)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gemm", ["x", "W", "c"], ["h"], transB=trans_b),
+            helper.make_node("Relu", ["h"], ["a"]),
+            helper.make_node("MatMul", ["a", "V"], ["z"]),
+            helper.make_node("Softmax", ["z"], ["probabilities"], axis=1),
+        ],
+        "gemm_net",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", n])],
+        [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", 3])],
+        initializer=[
+            onnx.numpy_helper.from_array(w, "W"),
+            onnx.numpy_helper.from_array(rng.normal(size=hidden).astype(np.float32), "c"),
+            onnx.numpy_helper.from_array(rng.normal(size=(hidden, 3)).astype(np.float32), "V"),
+        ],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8), path)
+    return path
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_an_mlps_first_layer_runs_on_the_centres_only(tmp_path: Path, classes: int) -> None:
+    path = _mlp(tmp_path, classes=classes)
+    affine = affine_input(onnx.load(path).graph, "X", 5)
+    assert affine is not None and affine.weights.shape == (5, 12)
+    ops = [onnx.load(path).graph.node[i].op_type for i in affine.nodes]
+    assert ops == ["Cast", "MatMul", "Add"]  # skl2onnx's no-op Cast, then x @ W + b: the bias is folded
+    config = ScoringConfig(radius=0.3, flicker_copies=16, sigma=0.3, seed=7)
+    graph, plain = _pair(path, config, chunk=700)
+    assert graph._neighbourhood is not None and graph._neighbourhood.noise_width == 12
+    assert graph._bank_fed.shape == (graph._bank.shape[0], 12)
+    wrapped = onnx.load_from_string(
+        neighbourhood_graph(
+            path.read_bytes(),
+            input_name="X",
+            output_names=["probabilities"],
+            offsets=graph.offsets,
+            copies=16,
+            input_is_double=False,
+        ).model  # type: ignore[union-attr]
+    ).graph
+    first = [node for node in wrapped.node if "centres" in node.input]
+    assert [node.op_type for node in first] == ["MatMul"]  # the B centres, not the B·(1 + m + K) rows
+    # x @ W + (δ @ W + b) rounds otherwise than (x + δ) @ W + b: agreement within float32 rounding, as the load-time
+    # check asks (against a float64 evaluation both paths are off by about as much: γ ~1e-6, γ_logit ~4e-6)
+    _calls(graph, plain, 5, (1, 9, 64), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_a_gemm_first_layer_is_folded_too(tmp_path: Path, trans_b: int) -> None:
+    path = _gemm_net(tmp_path / "gemm.onnx", 4, 6, trans_b=trans_b)
+    affine = affine_input(onnx.load(path).graph, "x", 4)
+    assert affine is not None and affine.weights.shape == (4, 6) and affine.output == "h"
+    graph, plain = _pair(path, ScoringConfig(radius=0.3, flicker_copies=8, sigma=0.3, seed=1), chunk=300)
+    assert graph._neighbourhood is not None and graph._neighbourhood.noise_width == 6
+    _calls(graph, plain, 4, (3, 40), rtol=1e-4, atol=1e-5)
+
+
+def _edit(path: Path, change: Any) -> onnx.GraphProto:
+    model = onnx.load(path)
+    change(model.graph)
+    return model.graph
+
+
+def test_the_affine_rewrite_declines_what_it_cannot_fold(tmp_path: Path) -> None:
+    path = _gemm_net(tmp_path / "gemm.onnx", 4, 6, trans_b=1)
+    assert affine_input(onnx.load(path).graph, "x", 4) is not None
+
+    def second_reader(g: onnx.GraphProto) -> None:  # the input also read elsewhere: its rows are needed
+        g.node.append(helper.make_node("Identity", ["x"], ["x_copy"]))
+
+    def weights_computed(g: onnx.GraphProto) -> None:  # B is not a constant
+        g.node.insert(0, helper.make_node("Identity", ["W"], ["W2"]))
+        g.node[1].input[1] = "W2"
+
+    def exposed(g: onnx.GraphProto) -> None:  # the layer's output is a model output: it must exist as a tensor
+        g.output.append(helper.make_tensor_value_info("h", TensorProto.FLOAT, ["N", 6]))
+
+    def scaled(g: onnx.GraphProto) -> None:  # alpha ≠ 1
+        g.node[0].attribute.append(helper.make_attribute("alpha", 2.0))
+
+    for change in (second_reader, weights_computed, exposed, scaled):
+        assert affine_input(_edit(path, change), "x", 4) is None, change.__name__
+    assert affine_input(onnx.load(path).graph, "x", 5) is None  # W is not (n, H) for this input width
+
+
+def test_a_cast_to_double_before_the_first_layer_is_not_passed_over(tmp_path: Path) -> None:
+    path = _mlp(tmp_path)
+    graph = onnx.load(path).graph
+    cast = graph.node[0]
+    assert cast.op_type == "Cast"
+    cast.attribute[0].i = TensorProto.DOUBLE
+    assert affine_input(graph, "X", 5) is None
 
 
 def test_neighbourhood_graph_leaves_the_model_graph_alone(curved_classifier_model: OnnxModel) -> None:
