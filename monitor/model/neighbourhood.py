@@ -639,7 +639,8 @@ class NeighbourhoodRunner:
                     rows = part[f"b/{name}"]
                     per_event = rows.reshape(e1 - e0, 1 + m, *rows.shape[1:])
                     target[e0:e1] = per_event[:, 0]
-                    target[b + e0 * m : b + e1 * m] = per_event[:, 1:].reshape(-1, *rows.shape[1:])
+                    # one copy: reshaping the strided per_event[:, 1:] first would copy it once more
+                    target[b + e0 * m : b + e1 * m].reshape(e1 - e0, m, *rows.shape[1:])[...] = per_event[:, 1:]
                 else:
                     target[e0:e1] = part[f"c/{name}"]
                     target[b + e0 * m : b + e1 * m] = part[f"b/{name}"]
