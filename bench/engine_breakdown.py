@@ -8,6 +8,8 @@ chunks). ``--pollute`` runs a single ``session.run`` of all the batch's rows bef
 bound did to the scorer when it ran beside it). ``--broadcast`` also times, for 256 events of 20 features and 42
 ball points, a broadcasting Add [B,1,n] + [1,m,n] against an Expand followed by an Add over rows of m·n values;
 ``--scalar`` times ``Sub(1, p)`` on a [N, 1] column with the constant of rank 0 and of shape [1, 1].
+``--affine`` times, interleaved call by call, the bound and two scorers of the same model: with the first affine
+layer on the centres only (``affine_input``, the default) and without that rewrite (every row multiplied).
 
 Run with ``HARMONIC_MALLOC_TUNING=0`` to see the steps without the sidecar's malloc settings.
 
@@ -15,6 +17,7 @@ Run with ``HARMONIC_MALLOC_TUNING=0`` to see the steps without the sidecar's mal
     .venv/bin/python bench/engine_breakdown.py --model mlp --batch 1024 --threads 1 --pollute
     .venv/bin/python bench/engine_breakdown.py --model lr --batch 256 --broadcast
     .venv/bin/python bench/engine_breakdown.py --model mlp --batch 256 --scalar
+    .venv/bin/python bench/engine_breakdown.py --model mlp --batch 256 --threads 1 --affine
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ import numpy as np
 import onnxruntime as ort
 from engine_throughput import N_FEATURES, SPECS, train
 from machine import machine  # bench/machine.py: the script's folder is on sys.path
+from numpy.typing import NDArray
 from onnx import TensorProto, helper, numpy_helper
 from sklearn.datasets import make_classification
 
 import monitor.metrics.scorer as scorer_module
+import monitor.model.neighbourhood as neighbourhood_module
 from monitor.allocator import tune_malloc
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
@@ -64,6 +69,55 @@ def median_us(fn: Callable[[], object], b: int, repeats: int) -> float:
         fn()
         samples.append(time.perf_counter() - t0)
     return statistics.median(samples) / b * 1e6
+
+
+def affine(path: Path, fitted: Standardizer, threads: int, batch: NDArray[np.float32], seconds: float) -> list[str]:
+    """The scorer with and without the first-affine-layer rewrite, against the bound, interleaved call by call."""
+    options = OnnxRuntimeOptions(intra_op_threads=threads)
+    with_rewrite = RobustnessScorer(OnnxModel(path, options), fitted, ScoringConfig())
+    real = neighbourhood_module.affine_input
+    neighbourhood_module.affine_input = lambda *args: None  # type: ignore[assignment]
+    try:
+        plain_model = OnnxModel(path, options)
+        without = RobustnessScorer(plain_model, fitted, ScoringConfig())
+    finally:
+        neighbourhood_module.affine_input = real
+    assert with_rewrite._neighbourhood is not None and without._neighbourhood is not None
+    lines = [
+        f"noise as the graphs take it: {with_rewrite._neighbourhood.noise_width or 'raw'} wide (rewrite), "
+        f"{without._neighbourhood.noise_width or 'raw'} (none)",
+        "",
+        "| scorer with or without the first-layer rewrite | µs/event | ÷ bound | paired |",
+        "|---|---:|---:|---:|",
+    ]
+    b = batch.shape[0]
+    per_event = without.rows_per_event()
+    rows = RobustnessScorer(plain_model, fitted, ScoringConfig()).build_rows(batch).copy()
+    feeds = [rows[e0 * per_event : e1 * per_event] for e0, e1 in without._neighbourhood.chunks(b)]
+    session, names, inp = plain_model._session, plain_model._run_names, plain_model.input_name
+    calls: dict[str, Callable[[], object]] = {
+        "bound (session.run on the rows)": lambda: [session.run(names, {inp: chunk}) for chunk in feeds],
+        "scorer, first layer on the centres (default)": lambda: with_rewrite.score(batch),
+        "scorer, every row multiplied": lambda: without.score(batch),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for fn in calls.values():
+        fn()
+        fn()
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end or len(samples["scorer, every row multiplied"]) < 11:
+        for name, fn in calls.items():
+            t0 = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - t0)
+    bound = samples["bound (session.run on the rows)"]
+    for name, times in samples.items():
+        paired = statistics.median(x / y for x, y in zip(bound, times, strict=True))
+        lines.append(
+            f"| {name} | {statistics.median(times) / b * 1e6:.2f} | "
+            f"{statistics.median(bound) / statistics.median(times):.3f} | {paired:.3f} |"
+        )
+    return lines
 
 
 def broadcast(threads: int, repeats: int) -> None:
@@ -136,6 +190,7 @@ def main() -> int:
     ap.add_argument("--pollute", action="store_true", help="one session.run of all the rows before every score")
     ap.add_argument("--broadcast", action="store_true", help="also time broadcast Add against Expand + Add")
     ap.add_argument("--scalar", action="store_true", help="also time Sub(1, p) with a rank-0 and a [1, 1] constant")
+    ap.add_argument("--affine", action="store_true", help="also time the scorer with and without the affine rewrite")
     args = ap.parse_args()
     malloc = tune_malloc()
     print(f"machine: {machine('numpy', 'onnxruntime', 'sklearn')}; malloc settings applied: {malloc}")
@@ -144,7 +199,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = train(spec, spec.make(), x[:4000], y[:4000], Path(tmp))
         model = OnnxModel(path, OnnxRuntimeOptions(intra_op_threads=args.threads))
-        scorer = RobustnessScorer(model, Standardizer.fit(x[:4000]), ScoringConfig())
+        fitted = Standardizer.fit(x[:4000])
+        scorer = RobustnessScorer(model, fitted, ScoringConfig())
         batch = x[4000 : 4000 + args.batch].astype(np.float32)
         b = batch.shape[0]
         rows = scorer.build_rows(batch).copy()
@@ -169,6 +225,7 @@ def main() -> int:
             t0 = time.perf_counter()
             scorer.score(batch)
             whole += time.perf_counter() - t0
+        affine_lines = affine(path, fitted, args.threads, batch, 6.0) if args.affine else []
     per = {k: v / args.repeats / b * 1e6 for k, v in totals.items()}
     print(
         f"\n{spec.label}, B = {b}, intra-op threads {args.threads or 'default'}, "
@@ -194,6 +251,8 @@ def main() -> int:
     if args.scalar:
         print("\n| scalar operand (monitor/model/broadcast.py) | time |\n|---|---:|")
         scalar(args.threads, args.repeats)
+    if affine_lines:
+        print("\n" + "\n".join(affine_lines))
     return 0
 
 

@@ -21,7 +21,8 @@ produced by onnxruntime itself, in C++ and on its intra-op threads, from the B c
   that layer runs on the B centres only: ``(x + δ) @ W + b = x @ W + (δ @ W + b)``, so the ball rows are the
   centres' ``x @ W`` plus the offsets' ``δ @ W + b`` (computed once, in float64), and the flicker rows plus the noise
   projected the same way (the scorer keeps that projected bank). The MLP of bench/ stops multiplying 75 rows per
-  event by its 20×64 first layer: +7 % scored events/s at B = 256 (docs/BENCHMARKS.md, engine, change 15).
+  event by its 20×64 first layer: 0–3 % more scored events/s at B = 256, 4 % at B = 1024 (docs/BENCHMARKS.md,
+  engine, change 15).
 
 Otherwise every row gets the same float32 operations as the numpy path (``centre + offset``, ``centre + noise``; a
 model with a double input gets the float32 row cast to double, as ``OnnxModel.evaluate`` casts a float32 buffer), so
