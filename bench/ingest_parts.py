@@ -16,7 +16,9 @@ turn, so a slow spell of the machine hits the pieces compared alike:
   dataclass with the same fields (what RawRecord was before);
 - ``InferenceEvent`` + ``LivePrediction``: the slots dataclasses as they are, and frozen copies of them;
 - the consumer child's hand-over of a 2,000-record poll: pickling the column batch with its values, written to
-  /dev/null (what ``multiprocessing.connection.Connection.send`` does).
+  /dev/null (what ``multiprocessing.connection.Connection.send`` does);
+- an event's features as an array: ``np.array`` per event (what the decoder did for every event before features
+  became lazy, ``InferenceEvent.features``) against ``feature_rows`` of all the events in one call.
 
 It also prints how many start-up objects were frozen out of the GC's sight. Usage::
 
@@ -44,7 +46,7 @@ from machine import machine  # bench/machine.py: the script's folder is on sys.p
 from stream import MODEL, N_FEATURES, build_fixture, encode_events, settings_for
 
 from monitor.allocator import GC_THRESHOLDS, freeze_startup_objects, tune_malloc
-from monitor.events import InferenceEvent, LivePrediction
+from monitor.events import InferenceEvent, LivePrediction, feature_rows
 from monitor.service import build_sampler
 from monitor.source.base import RawRecord
 from monitor.source.decode import EventDecoder, KServeJoiner, ModelSchema
@@ -151,6 +153,8 @@ def main() -> int:
         build_sampler(settings).sample_many(events, now)
 
     batch = ("t", 0, values, None, list(range(n)), [0] * n)
+    unread = decode_with(fast)()  # events whose features were never read: the decoder's lists
+    lists = [list(e._features) for e in unread]
     feats = [np.asarray(e.features) for e in events]
 
     def build_events(event: type, prediction: type) -> Callable[[], object]:
@@ -197,6 +201,11 @@ def main() -> int:
         ("InferenceEvent + LivePrediction (slots)", build_events(InferenceEvent, LivePrediction)),
         ("the same, frozen slots dataclasses", build_events(_FrozenEvent, _FrozenPrediction)),
         ("child hand-over: pickle a 2,000-record column batch", pickled),
+        (
+            "features: np.array per event (what decode did before)",
+            lambda: [np.array(f, dtype=np.float64) for f in lists],
+        ),
+        ("features: feature_rows of all the events, one call", lambda: feature_rows(unread)),
     ]
     try:
         times = interleaved([fn for _, fn in pieces], n, args.repeats)

@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from monitor.config import ModelSettings, Settings
 from monitor.errors import ConfigError, DataError, InvalidEventError, MonitorError
-from monitor.events import InferenceEvent
+from monitor.events import InferenceEvent, feature_rows
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
 from monitor.metrics.scorer import RobustnessScorer, ScoreResult, ScoringConfig
@@ -433,7 +433,7 @@ class Pipeline:
         flags = [float("nan")] * len(evs)
         if not idx or rt.model.kind != "classifier":
             return flags
-        rows = np.vstack([evs[i].features for i in idx]).astype(np.float32)
+        rows = feature_rows([evs[i] for i in idx]).astype(np.float32)
         out = rt.model.evaluate(rows)
         self.state.inc("harmonic_model_evaluations_total", (rt.name, "shadow"), float(len(idx)))
         ours = out.raw_label if out.raw_label is not None else out.label
@@ -484,7 +484,7 @@ class Pipeline:
         batch = [ev for ev, _, _ in pending]
         shadow = np.array([d for _, d, _ in pending])
         weights = np.array([w for _, _, w in pending])
-        rows = np.vstack([ev.features for ev in batch])
+        rows = feature_rows(batch)
         result = self._score_rows(rt, rows, purpose="events")
         self.state.observe("harmonic_score_batch_duration_seconds", (rt.name,), [time.perf_counter() - started])
         now = self.clock()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,22 +21,65 @@ class LivePrediction:
     value: tuple[float, ...] | None = None
 
 
-@dataclass(slots=True)
 class InferenceEvent:
     """One decoded, validated inference event. Read-only by convention (not frozen: see above).
 
-    ``features`` has shape (n_features,) in raw units, float64, all finite.
+    ``features`` has shape (n_features,) in raw units, float64, all finite. The decoder hands over the JSON list it
+    validated and the array is made on first access: most events are dropped by the sampler without their features
+    being read, and ``np.array`` of 20 floats cost 0.83 µs per event against 9.13 for the whole decode in a slow
+    spell of the benchmark machine (bench/ingest_parts.py); :func:`feature_rows` stacks many events' features in one
+    call.
     """
 
-    event_id: str
-    model: str
-    model_version: str
-    features: NDArray[np.float64]
-    timestamp_seconds: float
-    segment: str = "other"
-    prediction: LivePrediction | None = None
-    # where it came from, for at-least-once commits: (topic, partition, offset) or None
-    origin: tuple[str, int, int] | None = field(default=None, compare=False)
+    __slots__ = (
+        "event_id",
+        "model",
+        "model_version",
+        "_features",
+        "timestamp_seconds",
+        "segment",
+        "prediction",
+        "origin",
+    )
+
+    def __init__(
+        self,
+        event_id: str,
+        model: str,
+        model_version: str,
+        features: NDArray[np.float64] | list[float],
+        timestamp_seconds: float,
+        segment: str = "other",
+        prediction: LivePrediction | None = None,
+        origin: tuple[str, int, int] | None = None,  # where it came from, for at-least-once commits
+    ) -> None:
+        self.event_id = event_id
+        self.model = model
+        self.model_version = model_version
+        self._features = features
+        self.timestamp_seconds = timestamp_seconds
+        self.segment = segment
+        self.prediction = prediction
+        self.origin = origin
+
+    @property
+    def features(self) -> NDArray[np.float64]:
+        values = self._features
+        if type(values) is not np.ndarray:
+            values = self._features = np.array(values, dtype=np.float64)
+        return values
+
+    def __repr__(self) -> str:
+        return (
+            f"InferenceEvent(event_id={self.event_id!r}, model={self.model!r}, model_version={self.model_version!r}, "
+            f"features={self.features!r}, timestamp_seconds={self.timestamp_seconds!r}, segment={self.segment!r}, "
+            f"prediction={self.prediction!r}, origin={self.origin!r})"
+        )
+
+
+def feature_rows(events: Sequence[InferenceEvent]) -> NDArray[np.float64]:
+    """The events' features as one (len(events), n) float64 array, converted in one call."""
+    return np.array([ev._features for ev in events], dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True)

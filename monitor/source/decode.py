@@ -482,7 +482,7 @@ class EventDecoder:
             event_id=event_id,
             model=model,
             model_version=version,
-            features=np.array(features, dtype=np.float64),
+            features=features,  # validated above; made an array when read (InferenceEvent.features)
             timestamp_seconds=timestamp,
             segment=segment,
             prediction=prediction,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from monitor.errors import ConfigError, InvalidEventError
-from monitor.events import LivePrediction
+from monitor.events import InferenceEvent, LivePrediction, feature_rows
 from monitor.source.decode import (
     INVALID_REASONS,
     EventDecoder,
@@ -67,6 +67,28 @@ def test_decode_plain_event_fields() -> None:
     assert ev.timestamp_seconds == TS_SECONDS
     assert ev.prediction == LivePrediction(label=1, probabilities=(0.2, 0.8))
     assert ev.origin == ("events", 2, 41)
+
+
+def test_features_become_a_float64_array_once_when_read() -> None:
+    """The fast path keeps the validated JSON list (most events are dropped unread); reading ``features`` makes
+    the float64 array once, integers included."""
+    ev = decoder().decode(event(id="ints", features=[1, 2, 3], ts=1_795_168_800_000))
+    assert isinstance(ev._features, list)  # the fast path took it: no array made at decode
+    first = ev.features
+    assert first.dtype == np.float64 and first.tolist() == [1.0, 2.0, 3.0]
+    assert ev.features is first  # made once
+    assert "features=array([1., 2., 3.])" in repr(ev)
+
+
+def test_feature_rows_stack_lists_and_arrays_as_float64() -> None:
+    lazy = decoder().decode(event(features=[1, 2, 3], ts=1_795_168_800_000))
+    read = decoder().decode(event(features=[4.5, 5.0, 6.0], ts=1_795_168_800_000))
+    read.features  # noqa: B018 - already an array
+    given = InferenceEvent("c", "credit", "7", np.array([7.0, 8.0, 9.0]), 0.0)
+    rows = feature_rows([lazy, read, given])
+    assert rows.dtype == np.float64 and rows.shape == (3, 3)
+    np.testing.assert_array_equal(rows, [[1, 2, 3], [4.5, 5, 6], [7, 8, 9]])
+    assert isinstance(lazy._features, list)  # stacking does not convert each event
 
 
 def test_decode_dict_features_follow_the_configured_order() -> None:
