@@ -39,7 +39,7 @@ numpy as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,6 +221,62 @@ def affine_input(graph: onnx.GraphProto, input_name: str, n: int) -> AffineInput
     return AffineInput(tuple(nodes), w, bias.reshape(h), out)
 
 
+@dataclass(frozen=True, slots=True)
+class _Wrapping:
+    """What every wrapping of one model shares: the parsed model, its initializer names (shared by the copies, never
+    renamed), a fresh-name maker, the new inputs' names, the outputs to expose, the ball and the copies."""
+
+    proto: onnx.ModelProto
+    shared: frozenset[str]
+    fresh: Callable[[str], str]
+    centres: str
+    noise: str
+    output_names: Sequence[str]
+    offsets: NDArray[np.float32]
+    copies: int
+    opset: int
+
+    def assemble(
+        self,
+        nodes: list[onnx.NodeProto],
+        constants: list[onnx.TensorProto],
+        noise_width: int,
+        parts: Sequence[str],
+        projection: NDArray[np.float64] | None,
+        *,
+        centre_in_ball: bool,
+    ) -> WrappedGraph:
+        """The wrapped model: inputs ``centres`` [B, n] (and ``noise`` [B, K, width]), outputs ``<part>/<name>``."""
+        graph = self.proto.graph
+        by_name = {o.name: o for o in graph.output}
+        outputs = []
+        for part in parts:
+            for name in self.output_names:
+                out = onnx.ValueInfoProto()
+                out.CopyFrom(by_name[name])
+                out.name = f"{part}/{name}"
+                if out.type.HasField("tensor_type"):  # the batch dimension changes (B, B·m, B·K): leave it free
+                    out.type.tensor_type.ClearField("shape")
+                outputs.append(out)
+        inputs = [helper.make_tensor_value_info(self.centres, TensorProto.FLOAT, ["B", self.offsets.shape[1]])]
+        if self.copies:
+            inputs.append(helper.make_tensor_value_info(self.noise, TensorProto.FLOAT, ["B", self.copies, noise_width]))
+        live = _live(nodes, [o.name for o in outputs])
+        read = {t for node in live for t in node.input}
+        wrapped = helper.make_graph(
+            live,
+            f"{graph.name}_neighbourhood",
+            inputs,
+            outputs,
+            initializer=[t for t in (*graph.initializer, *constants) if t.name in read],
+            sparse_initializer=[t for t in graph.sparse_initializer if t.values.name in read],
+        )
+        model = helper.make_model(wrapped, opset_imports=list(self.proto.opset_import))
+        model.ir_version = self.proto.ir_version
+        model.functions.extend(self.proto.functions)
+        return WrappedGraph(model.SerializeToString(), projection, centre_in_ball=centre_in_ball)
+
+
 def neighbourhood_graph(
     model_bytes: bytes,
     *,
@@ -264,48 +320,47 @@ def neighbourhood_graph(
     opset = max((op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")), default=0)
     if opset < 8:
         return None  # Expand arrived in opset 8
-    centres, noise = fresh("centres"), fresh("noise")
+    wrap = _Wrapping(
+        proto, frozenset(shared), fresh, fresh("centres"), fresh("noise"), output_names, offsets, copies, opset
+    )
     head = None if input_is_double else linear_head(graph, input_name, n)
     if head is not None:
-        return _wrap_linear(proto, head, input_name, output_names, offsets, copies, fresh, centres, noise)
+        return _wrap_linear(wrap, head, input_name)
     affine = None if input_is_double else affine_input(graph, input_name, n)
     if affine is not None:
-        return _wrap_affine(proto, affine, output_names, offsets, copies, fresh, centres, noise, opset)
+        return _wrap_affine(wrap, affine)
     pre: list[onnx.NodeProto] = []
     constants: list[onnx.TensorProto] = []
     # the centre rides with its ball points as offset 0 (centre + 0.0 is the centre): one copy of the model fewer,
     # whose fixed cost per node and run was paid for B rows only
     with_centre = np.vstack([np.zeros((1, n), dtype=np.float32), offsets.astype(np.float32)])
-    sources = _neighbourhood_rows(pre, constants, fresh, centres, with_centre, copies, noise, opset)
+    sources = _neighbourhood_rows(wrap, pre, constants, wrap.centres, with_centre)
     if input_is_double:
         for part, src in list(sources.items()):
             cast = fresh(f"nbh_{part}_double")
             pre.append(helper.make_node("Cast", [src], [cast], to=TensorProto.DOUBLE, name=fresh("nbh_cast")))
             sources[part] = cast
     nodes = pre + _copies(graph, sources, input_name, shared, skip=())
-    wrapped = _assemble(proto, nodes, constants, centres, noise, n, n, copies, list(sources), output_names, None)
-    return WrappedGraph(wrapped.model, None, centre_in_ball=True)
+    return wrap.assemble(nodes, constants, n, list(sources), None, centre_in_ball=True)
 
 
 def _neighbourhood_rows(
+    wrap: _Wrapping,
     nodes: list[onnx.NodeProto],
     constants: list[onnx.TensorProto],
-    fresh: Callable[[str], str],
     rows: str,
     offsets: NDArray[np.float32],
-    copies: int,
-    noise: str,
-    opset: int,
 ) -> dict[str, str]:
     """Each of the B ``rows`` [B, w] plus the (1 + m, w) ``offsets`` — ``b``, [B·(1 + m), w] — and, with copies,
     plus its K rows of the input ``noise`` [B, K, w] — ``f``, [B·K, w]; returns the two tensors' names by part."""
+    fresh, copies = wrap.fresh, wrap.copies
     width = offsets.shape[1]
     axis1, rows_shape, rows3 = fresh("nbh_axis1"), fresh("nbh_rows_shape"), fresh("nbh_rows3")
     constants.append(numpy_helper.from_array(np.array([-1, width], dtype=np.int64), rows_shape))
     # Broadcast Adds whose innermost broadcast span is a single row (w values) run ~2.5x slower in onnxruntime
     # than an Expand followed by an Add over spans of m·w values (bench/engine_breakdown.py --broadcast), so the
     # rows are expanded first.
-    if opset >= 13:  # axes became an input in opset 13
+    if wrap.opset >= 13:  # axes became an input in opset 13
         constants.append(numpy_helper.from_array(np.array([1], dtype=np.int64), axis1))
         nodes.append(helper.make_node("Unsqueeze", [rows, axis1], [rows3], name=fresh("nbh_unsqueeze")))
     else:
@@ -314,7 +369,7 @@ def _neighbourhood_rows(
     nodes.append(helper.make_node("Reshape", [ball, rows_shape], [fresh("nbh_ball")], name=fresh("nbh_rows_ball")))
     sources = {"b": nodes[-1].output[0]}
     if copies:
-        flick = _expanded_add(nodes, constants, fresh, rows3, "flicker", copies, width, noise=noise)
+        flick = _expanded_add(nodes, constants, fresh, rows3, "flicker", copies, width, noise=wrap.noise)
         nodes.append(
             helper.make_node("Reshape", [flick, rows_shape], [fresh("nbh_flicker")], name=fresh("nbh_rows_flicker"))
         )
@@ -354,7 +409,7 @@ def _expanded_add(
 
 
 def _copies(
-    graph: onnx.GraphProto, sources: dict[str, str], input_name: str, shared: set[str], skip: Sequence[int]
+    graph: onnx.GraphProto, sources: dict[str, str], input_name: str, shared: Set[str], skip: Sequence[int]
 ) -> list[onnx.NodeProto]:
     """The graph's nodes once per part, tensors prefixed ``<part>/``, the input read from ``sources[part]``."""
     copied: list[onnx.NodeProto] = []
@@ -374,61 +429,7 @@ def _copies(
     return copied
 
 
-def _assemble(
-    proto: onnx.ModelProto,
-    nodes: list[onnx.NodeProto],
-    constants: list[onnx.TensorProto],
-    centres: str,
-    noise: str,
-    noise_width: int,
-    n_features: int,
-    copies: int,
-    parts: Sequence[str],
-    output_names: Sequence[str],
-    projection: NDArray[np.float64] | None,
-) -> WrappedGraph:
-    """The wrapped model: inputs ``centres`` [B, n] (and ``noise`` [B, K, width]), outputs ``<part>/<name>``."""
-    graph = proto.graph
-    by_name = {o.name: o for o in graph.output}
-    outputs = []
-    for part in parts:
-        for name in output_names:
-            out = onnx.ValueInfoProto()
-            out.CopyFrom(by_name[name])
-            out.name = f"{part}/{name}"
-            if out.type.HasField("tensor_type"):  # the batch dimension changes (B, B·m, B·K): leave the shape free
-                out.type.tensor_type.ClearField("shape")
-            outputs.append(out)
-    inputs = [helper.make_tensor_value_info(centres, TensorProto.FLOAT, ["B", n_features])]
-    if copies:
-        inputs.append(helper.make_tensor_value_info(noise, TensorProto.FLOAT, ["B", copies, noise_width]))
-    live = _live(nodes, [o.name for o in outputs])
-    read = {t for node in live for t in node.input}
-    wrapped = helper.make_graph(
-        live,
-        f"{graph.name}_neighbourhood",
-        inputs,
-        outputs,
-        initializer=[t for t in (*graph.initializer, *constants) if t.name in read],
-        sparse_initializer=[t for t in graph.sparse_initializer if t.values.name in read],
-    )
-    model = helper.make_model(wrapped, opset_imports=list(proto.opset_import))
-    model.ir_version = proto.ir_version
-    model.functions.extend(proto.functions)
-    return WrappedGraph(model.SerializeToString(), projection)
-
-
-def _wrap_linear(
-    proto: onnx.ModelProto,
-    head: LinearHead,
-    input_name: str,
-    output_names: Sequence[str],
-    offsets: NDArray[np.float32],
-    copies: int,
-    fresh: Callable[[str], str],
-    centres: str,
-    noise: str,
-) -> WrappedGraph:
+def _wrap_linear(wrap: _Wrapping, head: LinearHead, input_name: str) -> WrappedGraph:
     """A linear head's scores for every row of an event from one MatMul of its centre (see :func:`linear_head`).
 
     With W (T, n) and intercepts b, an event's m ball scores are ``x @ tile(W.T, m) + (offsets @ W.T + b)`` — a
@@ -437,7 +438,8 @@ def _wrap_linear(
     of T values with Expand/Add instead cost more than the logistic regression itself: onnxruntime's broadcasting
     loops pay per innermost span, here T = 2 values.
     """
-    graph = proto.graph
+    graph, fresh, centres, noise, copies = wrap.proto.graph, wrap.fresh, wrap.centres, wrap.noise, wrap.copies
+    offsets = wrap.offsets
     m, n = offsets.shape
     w = head.weights
     t = w.shape[0]
@@ -479,41 +481,26 @@ def _wrap_linear(
         nodes.append(helper.make_node("Reshape", [noise, noise_shape], [flat], name=fresh("nbh_flatten_noise")))
         scores("f", np.tile(wt, (1, copies)), flat, None)
         parts.append("f")
-    shared = {init.name for init in graph.initializer} | {init.name for init in graph.sparse_initializer}
     # the rest of the graph (after the head) once per part; nothing else reads the input
-    nodes += _copies(graph, dict.fromkeys(parts, ""), input_name, shared, skip=(head.index,))
+    nodes += _copies(graph, dict.fromkeys(parts, ""), input_name, wrap.shared, skip=(head.index,))
     projection = np.hstack([w, bias[:, None]])  # (T, n + 1): [noise, 1] @ projection.T = noise @ W.T + b
-    return _assemble(proto, nodes, constants, centres, noise, t, n, copies, parts, output_names, projection)
+    return wrap.assemble(nodes, constants, t, parts, projection, centre_in_ball=False)
 
 
-def _wrap_affine(
-    proto: onnx.ModelProto,
-    affine: AffineInput,
-    output_names: Sequence[str],
-    offsets: NDArray[np.float32],
-    copies: int,
-    fresh: Callable[[str], str],
-    centres: str,
-    noise: str,
-    opset: int,
-) -> WrappedGraph:
+def _wrap_affine(wrap: _Wrapping, affine: AffineInput) -> WrappedGraph:
     """The first affine layer applied to the B centres only; ball points and copies get ``x @ W`` plus their
     offsets' ``δ @ W + b`` (see :func:`affine_input`): the scorer feeds the noise projected, ``noise @ W + b``."""
-    graph = proto.graph
-    m, n = offsets.shape
+    n = wrap.offsets.shape[1]
     w, bias = affine.weights, affine.bias
-    h = w.shape[1]
-    weights, z = fresh("nbh_weights"), fresh("nbh_z")
+    weights, z = wrap.fresh("nbh_weights"), wrap.fresh("nbh_z")
     constants = [numpy_helper.from_array(w.astype(np.float32), weights)]
-    pre = [helper.make_node("MatMul", [centres, weights], [z], name=fresh("nbh_matmul"))]
-    with_centre = np.vstack([np.zeros((1, n)), offsets.astype(np.float64)])
+    pre = [helper.make_node("MatMul", [wrap.centres, weights], [z], name=wrap.fresh("nbh_matmul"))]
+    with_centre = np.vstack([np.zeros((1, n)), wrap.offsets.astype(np.float64)])
     projected = (with_centre @ w + bias).astype(np.float32)  # (1 + m, H); row 0, the centre's, is the bias
-    sources = _neighbourhood_rows(pre, constants, fresh, z, projected, copies, noise, opset)
-    shared = {init.name for init in graph.initializer} | {init.name for init in graph.sparse_initializer}
-    nodes = pre + _copies(graph, sources, affine.output, shared, skip=affine.nodes)
+    sources = _neighbourhood_rows(wrap, pre, constants, z, projected)
+    nodes = pre + _copies(wrap.proto.graph, sources, affine.output, wrap.shared, skip=affine.nodes)
     projection = np.hstack([w.T, bias[:, None]])  # (H, n + 1): [noise, 1] @ projection.T = noise @ W + b
-    wrapped = _assemble(proto, nodes, constants, centres, noise, h, n, copies, list(sources), output_names, projection)
-    return WrappedGraph(wrapped.model, projection, centre_in_ball=True)
+    return wrap.assemble(nodes, constants, w.shape[1], list(sources), projection, centre_in_ball=True)
 
 
 def _live(nodes: Sequence[onnx.NodeProto], outputs: Sequence[str]) -> list[onnx.NodeProto]:
@@ -533,7 +520,7 @@ def _live(nodes: Sequence[onnx.NodeProto], outputs: Sequence[str]) -> list[onnx.
     return kept
 
 
-def _rename(tensor: str, part: str, source: str, input_name: str, shared: set[str]) -> str:
+def _rename(tensor: str, part: str, source: str, input_name: str, shared: Set[str]) -> str:
     if not tensor or tensor in shared:
         return tensor
     if tensor == input_name:
@@ -553,6 +540,8 @@ class NoiseProjector:
 
     def __init__(self, projection: NDArray[np.float64]) -> None:
         t, n = projection.shape[0], projection.shape[1] - 1
+        #: columns of the projected rows (T)
+        self.width = int(t)
         graph = helper.make_graph(
             [
                 helper.make_node("MatMul", ["rows", "weights"], ["scores"]),

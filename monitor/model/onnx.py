@@ -478,18 +478,17 @@ class NeighbourhoodEvaluator:
     ) -> None:
         self._runner = runner
         self._convert = convert
-        self._projection = projection
         self._projector = None if projection is None else NoiseProjector(projection)
 
     @property
     def projects_noise(self) -> bool:
         """True when :meth:`evaluate` takes the noise projected by :meth:`project_noise` (a linear head)."""
-        return self._projection is not None
+        return self._projector is not None
 
     @property
     def noise_width(self) -> int | None:
         """Columns of the noise :meth:`evaluate` takes when projected (T), None when it takes raw rows."""
-        return None if self._projection is None else int(self._projection.shape[0])
+        return None if self._projector is None else self._projector.width
 
     def project_noise(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
         """Noise rows (r, n) as the graph takes them: ``rows @ W.T + b`` for a linear head or first affine layer
