@@ -534,8 +534,8 @@ class NoiseProjector:
     The scorer projects its flicker noise bank through a linear head or a first affine layer when it redraws bank
     rows (:func:`linear_head`, :func:`affine_input`). numpy's matrix product goes to OpenBLAS, whose worker threads
     fight onnxruntime's spinning intra-op threads for the cores: with default threads on 2 cores, redrawing 1,024
-    rows through the MLP's 20×64 layer took 27–35 % of the scorer's time instead of 2–3 % with one BLAS thread
-    (docs/BENCHMARKS.md, engine, change 15). A session with one thread and no spinning takes no other core.
+    rows through the MLP's 20×64 layer took 21–35 % of the scorer's time instead of 2 % with one BLAS thread
+    (docs/BENCHMARKS.md, engine, change 16). A session with one thread and no spinning takes no other core.
     """
 
     def __init__(self, projection: NDArray[np.float64]) -> None:
