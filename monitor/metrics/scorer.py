@@ -43,6 +43,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -262,11 +263,16 @@ class RobustnessScorer:
             )
         b_all = x.shape[0]
         # validity is judged on the float32 rows the model sees: a value beyond float32 range is as bad as inf
-        with np.errstate(over="ignore", invalid="ignore"):
-            x32 = np.ascontiguousarray(x, dtype=np.float32)
+        if x.dtype == np.float32 and x.flags.c_contiguous:
+            x32 = x  # what ascontiguousarray returns for it (no cast: nothing to overflow)
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                x32 = np.ascontiguousarray(x, dtype=np.float32)
+        # one reduction for the common case: the float64 sum of float32 values is finite exactly when every value
+        # is (a NaN or ±inf makes it NaN or ±inf; finite float32 values cannot add up past float64's range)
+        if math.isfinite(x32.sum(dtype=np.float64)):
+            return ScoreResult(**self._score_valid(x32), valid=np.ones(b_all, dtype=np.bool_))  # type: ignore[arg-type]
         valid = np.all(np.isfinite(x32), axis=1)
-        if valid.all():
-            return ScoreResult(**self._score_valid(x32), valid=valid)  # type: ignore[arg-type]
         result = self._empty(b_all, valid)
         if not valid.any():
             return result
@@ -301,35 +307,39 @@ class RobustnessScorer:
         if self.model.kind == "classifier":
             klass = _labels(out, 0, b)
             # f (and the log-probability for P_adj) is read at the class predicted at the centre, at the centre and
-            # at every ball point. Gather (B, 1) and (B, m, 1) straight from the output tables: no per-row class
-            # array, and the probability column is gathered once even when it serves both γ and γ_logit.
+            # at every ball point: (B,) and (B, m) gathered straight from the output tables, no per-row class array.
+            # Few numpy calls, no temporaries beyond the gathered arrays (their logs are taken in place): right
+            # after onnxruntime's run each call here pays for cold caches, so the call count is what costs.
             f_centre, f_ball = _target_pair(out, self.output, klass, b, m)
-            gamma = gamma_from_values(f_centre, f_ball)
+            gamma = _gamma(f_centre, f_ball)
+            prob: NDArray[np.float64] | None = None
+            if out.proba is not None:
+                # P at the predicted class: f itself when f is the probability (gathered once for γ and γ_logit)
+                p_centre = f_centre if self.output == "proba" else out.proba[np.arange(b), klass]
+                prob = p_centre.astype(np.float64)
             log_pair: tuple[NDArray[np.float32], NDArray[np.float32]] | None = None
             if out.logits is not None:
                 log_pair = _pick(out.logits, klass, b, m)
             elif out.proba is not None:
-                p_centre, p_ball = (f_centre, f_ball) if self.output == "proba" else _pick(out.proba, klass, b, m)
-                log_pair = _log_floor(p_centre), _log_floor(p_ball)
+                # f_centre/f_ball are fresh gathers, no longer needed as probabilities: floored and logged in place
+                p_pair = (f_centre, f_ball) if self.output == "proba" else _pick(out.proba, klass, b, m)
+                log_pair = _log_floor(p_pair[0]), _log_floor(p_pair[1])
             if log_pair is not None:
-                gamma_logit = gamma_from_values(*log_pair)
-                if out.proba is not None:
-                    prob = out.proba[np.arange(b), klass].astype(np.float64)
-                else:  # logits only: P_C = softmax(logits)[C]
+                gamma_logit = _gamma(*log_pair)
+                if prob is None:  # logits only: P_C = softmax(logits)[C]
                     assert out.logits is not None
                     z = out.logits[:b].astype(np.float64)
                     z -= z.max(axis=1, keepdims=True)
                     prob = np.exp(z[np.arange(b), klass]) / np.exp(z).sum(axis=1)
-                p_adj = prob * np.exp(-self.config.steps * gamma_logit)
+                p_adj = np.multiply(gamma_logit, -self.config.steps)
+                np.exp(p_adj, out=p_adj)
+                p_adj *= prob  # P·e^(−Nγ_logit)
             else:
                 gamma_logit = np.full(b, np.nan)
                 prob = np.full(b, np.nan)
                 p_adj = np.full(b, np.nan)
-            if k:
-                flips = _labels(out, b * (1 + m), b * (1 + m + k)).reshape(b, k) != klass[:, None]
-                flicker = np.count_nonzero(flips, axis=1) / k  # = flips.mean(axis=1), bit for bit
-            else:
-                flicker = np.full(b, np.nan)
+            # the share of copies whose class differs: count / K is flips.mean(axis=1), bit for bit
+            flicker = np.count_nonzero(_flips(out, klass, b * (1 + m), b, k), axis=1) / k if k else np.full(b, np.nan)
             res["predicted_class"] = klass
             res["probability"] = prob
         else:
@@ -380,16 +390,16 @@ def noise_bank_rows(n_features: int, copies: int) -> int:
 def _pick(
     table: NDArray[np.float32], klass: NDArray[np.int64], b: int, m: int
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-    """Column ``klass[e]`` of a (rows, C) output table at each event's centre and ball points: (B, 1), (B, m, 1).
+    """Column ``klass[e]`` of a (rows, C) output table at each event's centre and ball points: (B,), (B, m).
 
     f per SPEC §2 (the centre's class read at every ball point), with the centre class repeated per row, without
-    materialising that per-row class array.
+    materialising that per-row class array. Both results are fresh arrays (gathers), never views of ``table``.
     """
     c = table.shape[1]
     flat = table[: b * (1 + m)].reshape(-1)  # a view for the contiguous tables onnxruntime returns
     centre_base, ball_base = _pick_bases(b, m, c)
-    centre = flat.take(centre_base + klass)[:, None]
-    ball = flat.take(ball_base + klass[:, None])[:, :, None]
+    centre = flat.take(centre_base + klass)
+    ball = flat.take(ball_base + klass[:, None])
     return centre, ball
 
 
@@ -407,23 +417,51 @@ def _labels(out: ModelOutput, start: int, stop: int) -> NDArray[np.int64]:
     """Class indices of rows [start, stop): the output's labels, or the argmax of its probabilities/logits."""
     if out.label is not None:
         return out.label[start:stop]
+    return argmax_rows(_class_table(out)[start:stop])
+
+
+def _flips(out: ModelOutput, klass: NDArray[np.int64], start: int, b: int, k: int) -> NDArray[np.bool_]:
+    """(B, K): whether each flicker copy (rows [start, start + B·K)) is predicted another class than its centre."""
+    stop = start + b * k
+    if out.label is not None:
+        labels: NDArray[np.integer[Any] | np.bool_] = out.label[start:stop]
+    else:  # compared only: the column comparison's own bool/uint8 indices, not converted to int64 first
+        labels = argmax_rows(_class_table(out)[start:stop], narrow=True)
+    flips: NDArray[np.bool_] = labels.reshape(b, k) != klass[:, None]
+    return flips
+
+
+def _class_table(out: ModelOutput) -> NDArray[np.float32]:
+    """The table a classifier's class is the argmax of: probabilities, else logits."""
     table = out.proba if out.proba is not None else out.logits
     assert table is not None, "a classifier output carries labels, probabilities or logits"
-    return argmax_rows(table[start:stop])
+    return table
 
 
 def _target_pair(
     out: ModelOutput, output: OutputKind, klass: NDArray[np.int64], b: int, m: int
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-    """f at the centres (B, 1) and at the ball points (B, m, 1) for a classifier (proba, logit or label)."""
+    """f at the centres (B,) and at the ball points (B, m) for a classifier (proba, logit or label); fresh arrays."""
     if output == "label":
         ball = _labels(out, b, b * (1 + m))
-        return klass.astype(np.float32)[:, None], ball.astype(np.float32).reshape(b, m, 1)
+        return klass.astype(np.float32), ball.astype(np.float32).reshape(b, m)
     table = out.proba if output == "proba" else out.logits
     assert table is not None
     return _pick(table, klass, b, m)
 
 
+def _gamma(centre: NDArray[np.float32], ball: NDArray[np.float32]) -> NDArray[np.float64]:
+    """|f(x) − mean f(ball)| per event for scalar f: (B,) and (B, m) float32 → (B,) float64.
+
+    The same float64 values as :func:`~monitor.metrics.gamma.gamma_from_values` on (B, 1) and (B, m, 1) (the
+    mean accumulates in float64, the float32 centre is promoted exactly), in three numpy calls instead of five.
+    """
+    gamma: NDArray[np.float64] = np.abs(centre - ball.mean(axis=1, dtype=np.float64))
+    return gamma
+
+
 def _log_floor(p: NDArray[np.float32]) -> NDArray[np.float32]:
-    """log(max(p, LOG_FLOOR)) in float32: the log-probability that stands in for a logit in P_adj (SPEC §2)."""
-    return np.log(np.maximum(p, LOG_FLOOR, dtype=np.float32))
+    """log(max(p, LOG_FLOOR)) in float32, **in place** (``p`` is overwritten and returned): the log-probability
+    that stands in for a logit in P_adj (SPEC §2)."""
+    np.maximum(p, np.float32(LOG_FLOOR), out=p)
+    return np.log(p, out=p)

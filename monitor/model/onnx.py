@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import onnxruntime as ort
@@ -59,19 +59,27 @@ class OnnxRuntimeOptions:
 _COLUMNWISE_ARGMAX_MAX_CLASSES = 8
 
 
-def argmax_rows(table: NDArray[np.float32]) -> NDArray[np.int64]:
-    """``table.argmax(axis=1)`` as int64: the first index of the row maximum, or of the first NaN in the row.
+@overload
+def argmax_rows(table: NDArray[np.float32], *, narrow: Literal[False] = False) -> NDArray[np.int64]: ...
+@overload
+def argmax_rows(table: NDArray[np.float32], *, narrow: bool) -> NDArray[np.integer[Any] | np.bool_]: ...
+def argmax_rows(table: NDArray[np.float32], *, narrow: bool = False) -> NDArray[np.integer[Any] | np.bool_]:
+    """``table.argmax(axis=1)``: the first index of the row maximum, or of the first NaN in the row.
 
     numpy's ``argmax(axis=1)`` loops over rows and costs ~10 ns per row for 2–8 columns; comparing whole columns
     gives the same indices (strict ``>`` keeps the first of tied maxima) at a fraction of that. Tables holding a
-    NaN, or with more than 8 columns, go to numpy.
+    NaN, or with more than 8 columns, go to numpy. int64 indices; with ``narrow`` the same indices in the
+    narrowest type the column comparison yields (bool for 2 columns, uint8 up to 8), for callers that only
+    compare them — no conversion pass.
     """
     rows, classes = table.shape
-    if classes > _COLUMNWISE_ARGMAX_MAX_CLASSES or classes < 2 or np.isnan(table).any():
+    # one reduction, no temporary, screens for NaN: the maximum of a table is NaN exactly when a value is
+    if classes > _COLUMNWISE_ARGMAX_MAX_CLASSES or classes < 2 or (rows and np.isnan(table.max())):
         by_row: NDArray[np.int64] = table.argmax(axis=1).astype(np.int64, copy=False)
         return by_row
     if classes == 2:
-        return np.greater(table[:, 1], table[:, 0]).astype(np.int64)
+        above = np.greater(table[:, 1], table[:, 0])
+        return above if narrow else above.astype(np.int64)
     best = table[:, 0].copy()
     label = np.zeros(rows, dtype=np.uint8)
     step = np.empty(rows, dtype=np.uint8)
@@ -82,7 +90,7 @@ def argmax_rows(table: NDArray[np.float32]) -> NDArray[np.int64]:
         np.multiply(beats.view(np.uint8), j, out=step)  # j where column j beats every earlier column, else 0
         np.maximum(label, step, out=label)  # the last column that beat the running maximum is the argmax
         np.maximum(best, column, out=best)
-    return label.astype(np.int64)
+    return label if narrow else label.astype(np.int64)
 
 
 def _resolve_providers(requested: Sequence[str]) -> list[str]:

@@ -262,6 +262,18 @@ def test_scorer_reports_rows_beyond_float32_range_as_invalid(curved_classifier_m
     assert np.isnan(result.gamma[0]) and result.predicted_class[0] == -1
 
 
+def test_scorer_judges_float32_rows_at_the_edges_of_their_range(curved_classifier_model: OnnxModel) -> None:
+    big = np.finfo(np.float32).max
+    x = np.array([[big, big], [-big, big], [0.1, 0.2]], dtype=np.float32)  # finite; their float32 sum would overflow
+    scorer = _scorer(curved_classifier_model)
+    with np.errstate(all="ignore"):  # the model's outputs overflow at such inputs; validity is what is tested
+        np.testing.assert_array_equal(scorer.score(x).valid, [True, True, True])
+        x[1, 1] = np.inf
+        np.testing.assert_array_equal(scorer.score(x).valid, [True, False, True])
+        x[0, 0] = -np.inf  # beside +inf: the sum is NaN, not ±inf
+        np.testing.assert_array_equal(scorer.score(x).valid, [False, False, True])
+
+
 def test_scorer_skips_the_model_call_when_every_row_is_invalid(linear_classifier_model: OnnxModel) -> None:
     counting = CountingPredictor(linear_classifier_model)
     result = RobustnessScorer(counting, Standardizer.identity(2)).score(np.full((3, 2), np.nan))
@@ -346,12 +358,22 @@ def test_model_labels_are_numpys_argmax_including_ties_and_nan(classes: int) -> 
     rng = np.random.default_rng(classes)
     table = rng.integers(0, 3, size=(4000, classes)).astype(np.float32)  # many tied maxima
     table[::7] = rng.random((len(table[::7]), classes), dtype=np.float32)
-    table[5, -1], table[6, 0] = np.inf, -np.inf
+    table[5, -1] = np.inf
+    table[7, :] = np.inf  # tied infinities: the first wins
     table[8] = -0.0
     table[9, 0] = 0.0
+    columnwise = 2 <= classes <= 8
+    # no NaN: 2-8 columns take the column comparison (its narrow indices are bool / uint8, numpy's are int64)
     np.testing.assert_array_equal(argmax_rows(table), table.argmax(axis=1))
     assert argmax_rows(table).dtype == np.int64
+    narrow = argmax_rows(table, narrow=True)
+    np.testing.assert_array_equal(narrow.astype(np.int64), table.argmax(axis=1))
+    assert narrow.dtype == (np.bool_ if classes == 2 else np.uint8) if columnwise else narrow.dtype == np.int64
+    table[6, 0] = -np.inf  # beside +inf: still the column comparison, the same indices
+    np.testing.assert_array_equal(argmax_rows(table), table.argmax(axis=1))
+    np.testing.assert_array_equal(argmax_rows(table, narrow=True).astype(np.int64), table.argmax(axis=1))
     table[11, classes // 2] = np.nan  # a NaN counts as the maximum, as in numpy
     table[12] = np.nan
     np.testing.assert_array_equal(argmax_rows(table), table.argmax(axis=1))
+    assert argmax_rows(table, narrow=True).dtype == np.int64  # a NaN anywhere: numpy's row-wise argmax
     assert argmax_rows(table[:0]).shape == (0,)
