@@ -453,8 +453,8 @@ def _target_pair(
 def _gamma(centre: NDArray[np.float32], ball: NDArray[np.float32]) -> NDArray[np.float64]:
     """|f(x) − mean f(ball)| per event for scalar f: (B,) and (B, m) float32 → (B,) float64.
 
-    The same float64 values as :func:`~monitor.metrics.gamma.gamma_from_values` on (B, 1) and (B, m, 1) (the
-    mean accumulates in float64, the float32 centre is promoted exactly), in three numpy calls instead of five.
+    γ as :func:`~monitor.metrics.gamma.gamma_from_values` computes it for (B, 1) and (B, m, 1) — the mean
+    accumulated in float64, the float32 centre promoted exactly — in three numpy calls instead of five.
     """
     gamma: NDArray[np.float64] = np.abs(centre - ball.mean(axis=1, dtype=np.float64))
     return gamma
