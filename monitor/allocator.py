@@ -46,7 +46,7 @@ _OFF = ("0", "false", "no", "off")
 
 def tune_malloc() -> bool:
     """Apply the settings above; True when glibc accepted them."""
-    if os.environ.get("HARMONIC_MALLOC_TUNING", "1").strip().lower() in _OFF:
+    if not _switched_on("HARMONIC_MALLOC_TUNING"):
         return False
     name = ctypes.util.find_library("c")
     if name is None:
@@ -65,7 +65,7 @@ def tune_malloc() -> bool:
 
 def tune_gc() -> bool:
     """Apply :data:`GC_THRESHOLDS`; False (nothing changed) when ``HARMONIC_GC_TUNING=0``."""
-    if os.environ.get("HARMONIC_GC_TUNING", "1").strip().lower() in _OFF:
+    if not _switched_on("HARMONIC_GC_TUNING"):
         return False
     gc.set_threshold(*GC_THRESHOLDS)
     log.debug("gc tuning", extra={"thresholds": GC_THRESHOLDS})
@@ -77,7 +77,12 @@ def freeze_startup_objects() -> None:
 
     Does nothing when ``HARMONIC_GC_TUNING=0``.
     """
-    if os.environ.get("HARMONIC_GC_TUNING", "1").strip().lower() in _OFF:
+    if not _switched_on("HARMONIC_GC_TUNING"):
         return
     gc.collect()
     gc.freeze()
+
+
+def _switched_on(variable: str) -> bool:
+    """False when the environment variable says 0/false/no/off (any case); on when unset or anything else."""
+    return os.environ.get(variable, "1").strip().lower() not in _OFF

@@ -83,3 +83,11 @@ def fraction_and_weight(kept: int, seen: int) -> tuple[float, float]:
     if kept == 0:
         return 0.0, float("inf")
     return kept / seen, seen / kept
+
+
+def sample_each(
+    sampler: Sampler, events: Sequence[InferenceEvent], now: float, forced: Sequence[bool] | None = None
+) -> list[float]:
+    """``sampler.sample`` on each event in turn at ``now`` (``forced[i]``: its ``force``): ``sample_many``'s meaning,
+    for samplers without a faster batch path."""
+    return [sampler.sample(ev, now, force=bool(forced and forced[i])) for i, ev in enumerate(events)]

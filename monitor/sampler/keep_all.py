@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from monitor.events import InferenceEvent
-from monitor.sampler.base import ModelSamplingStats
+from monitor.sampler.base import ModelSamplingStats, sample_each
 
 
 class KeepAllSampler:
@@ -36,7 +36,7 @@ class KeepAllSampler:
     def sample_many(
         self, events: Sequence[InferenceEvent], now: float, forced: Sequence[bool] | None = None
     ) -> list[float]:
-        return [self.sample(ev, now, force=bool(forced and forced[i])) for i, ev in enumerate(events)]
+        return sample_each(self, events, now, forced)
 
     def snapshot(self) -> Mapping[str, ModelSamplingStats]:
         return {

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from monitor.errors import ConfigError
 from monitor.events import InferenceEvent
-from monitor.sampler.base import ModelSamplingStats, StratumStats, fraction_and_weight
+from monitor.sampler.base import ModelSamplingStats, StratumStats, fraction_and_weight, sample_each
 from monitor.sampler.budget import RateEstimator, TokenBucket, WindowCounter, water_fill
 
 #: smallest offered rate used as a divisor (events/s)
@@ -208,7 +208,7 @@ class UniformSampler:
         (bench/ingest_parts.py). ``forced[i]`` is ``sample``'s ``force`` for ``events[i]``.
         """
         if not self._batch_path:
-            return [self.sample(ev, now, force=bool(forced and forced[i])) for i, ev in enumerate(events)]
+            return sample_each(self, events, now, forced)
         self._now = now
         weights = [0.0] * len(events)
         models = self._models
