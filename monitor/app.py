@@ -229,6 +229,7 @@ class Pipeline:
             self.state.inc("harmonic_events_invalid_total", ("unknown", reason), 0.0)
         for rt in runtimes:
             self.state.inc("harmonic_events_consumed_total", (rt.name,), 0.0)
+            self.state.inc("harmonic_scores_nonfinite_total", (rt.name,), 0.0)
         for rt in self.runtimes.values():
             rt.watch = self._new_watch(rt)
             try:
@@ -487,6 +488,7 @@ class Pipeline:
         rows = feature_rows(batch)
         result = self._score_rows(rt, rows, purpose="events")
         self.state.observe("harmonic_score_batch_duration_seconds", (rt.name,), [time.perf_counter() - started])
+        self._count_nonfinite(rt.name, batch, result)
         now = self.clock()
         self.state.observe(
             "harmonic_event_lag_seconds", (rt.name,), np.array([max(0.0, now - ev.timestamp_seconds) for ev in batch])
@@ -499,6 +501,22 @@ class Pipeline:
             self._publish_scores(rt, batch, result)
         if self.labels_topic is not None and rt.model.kind == "classifier":
             self._remember_for_labels(rt, batch, rows, result)
+
+    def _count_nonfinite(self, model: str, batch: list[InferenceEvent], result: ScoreResult) -> None:
+        """Valid events whose γ came out NaN or ±inf: the model's own outputs were not finite at the event or around
+        it (an overflow at extreme inputs). Their γ stays out of the histograms and the windows' statistics, so they are
+        counted here, and logged (rate-limited): a model that breaks down at some inputs is itself a robustness
+        finding."""
+        bad = np.flatnonzero(result.valid & ~np.isfinite(result.gamma))
+        if bad.size:
+            self.state.inc("harmonic_scores_nonfinite_total", (model,), float(bad.size))
+            self._invalid_log.warning(
+                "nonfinite-" + model,
+                "model outputs not finite at valid events; their scores are left out of histograms and windows",
+                model=model,
+                events=int(bad.size),
+                event_ids=[batch[i].event_id for i in bad[:3]],
+            )
 
     # -- delayed labels (SPEC §7) -------------------------------------------------------------------------------
     def _label_record(self, record: RawRecord, now: float) -> None:

@@ -63,6 +63,16 @@ USAGE: dict[str, Usage] = {
         + _RATE_NOTE
         + " Per-segment rates show whether small segments get enough samples for their windows to mean anything.",
     ),
+    "harmonic_scores_nonfinite_total": Usage(
+        "Per-event robustness (histograms)",
+        "events",
+        "Scored events (valid features) at which the ONNX copy's own outputs were NaN or ±inf — at the event, a ball "
+        "point or a flicker copy — usually an overflow at extreme inputs. Their γ is NaN or inf, so they are left "
+        "out of `harmonic_gamma` and the windows' statistics (a NaN γ also out of the drift tests; an inf γ counts "
+        "there as a very large one), and counted here instead (and logged, rate-limited). "
+        "Should stay at 0: any increase means the model breaks down somewhere in the traffic it serves (alert "
+        "HarmonicModelOutputsNotFinite).",
+    ),
     "harmonic_events_invalid_total": Usage(
         "Traffic and sampling",
         "events",

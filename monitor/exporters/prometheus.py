@@ -45,6 +45,12 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("harmonic_events_consumed_total", "counter", "Raw events read from the source.", (_M,)),
     MetricSpec("harmonic_events_scored_total", "counter", "Events re-evaluated against the ONNX copy.", (_M, _V, _S)),
     MetricSpec(
+        "harmonic_scores_nonfinite_total",
+        "counter",
+        "Scored events whose gamma came out NaN or inf: the model's outputs were not finite at or around the event.",
+        (_M,),
+    ),
+    MetricSpec(
         "harmonic_events_invalid_total",
         "counter",
         "Events that could not be decoded, by reason (model 'unknown' when it could not be attributed).",

@@ -249,7 +249,10 @@ class RobustnessScorer:
 
         Returns
         -------
-        ScoreResult; rows with NaN/inf are reported as invalid (NaN scores) without failing the batch.
+        ScoreResult; rows with NaN/inf are reported as invalid (NaN scores) without failing the batch. A valid row
+        at which the model's own outputs are not finite (an overflow at extreme inputs: NaN probabilities, ±inf
+        logits) gets NaN or inf scores, without numpy warnings: the caller counts those
+        (``harmonic_scores_nonfinite_total``).
 
         Raises
         ------
@@ -261,13 +264,13 @@ class RobustnessScorer:
             raise ModelError(
                 f"model expects rows of {self.model.n_features} features; got an array of shape {tuple(x.shape)}"
             )
+        with _quiet():
+            return self._score_rows(x)
+
+    def _score_rows(self, x: NDArray[np.floating]) -> ScoreResult:
         b_all = x.shape[0]
         # validity is judged on the float32 rows the model sees: a value beyond float32 range is as bad as inf
-        if x.dtype == np.float32 and x.flags.c_contiguous:
-            x32 = x  # what ascontiguousarray returns for it (no cast: nothing to overflow)
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                x32 = np.ascontiguousarray(x, dtype=np.float32)
+        x32 = np.ascontiguousarray(x, dtype=np.float32)  # contiguous float32 rows as they are, no copy
         # one reduction for the common case: the float64 sum of float32 values is finite exactly when every value
         # is (a NaN or ±inf makes it NaN or ±inf; finite float32 values cannot add up past float64's range)
         if math.isfinite(x32.sum(dtype=np.float64)):
@@ -360,6 +363,15 @@ class RobustnessScorer:
         res["p_adj"] = p_adj
         res["flicker"] = flicker
         return res
+
+
+def _quiet() -> np.errstate:
+    """numpy's floating-point warnings off while scoring. Non-finite values are expected and handled: input values
+    beyond float32's range (cast to ±inf) and ±inf/NaN rows (``inf + -inf`` in the validity sum) make rows invalid;
+    model outputs that are NaN or ±inf at a valid row (inf − inf in γ, an overflowing softmax) give NaN/inf scores,
+    which the caller counts. A warning would only be a raw line on stderr beside the JSON logs. A fresh context each
+    call: one ``errstate`` instance is not safe to enter from two threads."""
+    return np.errstate(invalid="ignore", over="ignore", divide="ignore")
 
 
 def _take(bank: NDArray[np.float32], pick: slice | NDArray[np.intp]) -> NDArray[np.float32]:

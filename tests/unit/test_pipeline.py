@@ -219,6 +219,33 @@ def test_pipeline_counts_invalid_events_by_reason_and_keeps_scoring(tmp_path: Pa
     assert source.committed == {("replay", 0): 40 + len(INVALID)}
 
 
+def test_pipeline_counts_events_whose_model_outputs_are_not_finite(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # logit1 − logit0 = x0 − x1 + 0.2 overflows float32 at these finite features: NaN probabilities, NaN γ
+    settings = make_settings(tmp_path)
+    normal = rows(30, seed=4)
+    extreme = np.array([[3e38, -3e38], [2.5e38, -1e38], [2e38, -2e38]])
+    lines = events(normal) + [event(100 + i, x) for i, x in enumerate(extreme)]
+    pipeline = make_pipeline(settings, ReplaySource(lines))
+    assert pipeline.state.counter("harmonic_scores_nonfinite_total", (MODEL,)) == 0  # registered at start
+    with caplog.at_level("WARNING"):
+        drain(pipeline)
+    state = pipeline.state
+    assert state.counter("harmonic_scores_nonfinite_total", (MODEL,)) == 3
+    assert counter(state, "harmonic_events_scored_total") == 33  # valid events: scored, and counted as such
+    observed = {
+        s.name: s.value
+        for family in state.families()
+        if family.name == "harmonic_gamma"
+        for s in family.samples
+        if s.name == "harmonic_gamma_count"
+    }
+    assert observed == {"harmonic_gamma_count": 30}  # the NaN γ stay out of the histogram
+    (line,) = [r for r in caplog.records if "model outputs not finite" in r.getMessage()]
+    assert line.model == MODEL and line.events == 3 and line.event_ids == ["e100", "e101", "e102"]  # type: ignore[attr-defined]
+
+
 def test_pipeline_dead_letters_invalid_events_with_the_reason_header(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, kafka={"dead_letter_topic": "dlq"})
     sink = RecordingSink()

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -266,12 +267,28 @@ def test_scorer_judges_float32_rows_at_the_edges_of_their_range(curved_classifie
     big = np.finfo(np.float32).max
     x = np.array([[big, big], [-big, big], [0.1, 0.2]], dtype=np.float32)  # finite; their float32 sum would overflow
     scorer = _scorer(curved_classifier_model)
-    with np.errstate(all="ignore"):  # the model's outputs overflow at such inputs; validity is what is tested
-        np.testing.assert_array_equal(scorer.score(x).valid, [True, True, True])
-        x[1, 1] = np.inf
-        np.testing.assert_array_equal(scorer.score(x).valid, [True, False, True])
-        x[0, 0] = -np.inf  # beside +inf: the sum is NaN, not ±inf
-        np.testing.assert_array_equal(scorer.score(x).valid, [False, False, True])
+    np.testing.assert_array_equal(scorer.score(x).valid, [True, True, True])
+    x[1, 1] = np.inf
+    np.testing.assert_array_equal(scorer.score(x).valid, [True, False, True])
+    x[0, 0] = -np.inf  # beside +inf: the sum is NaN, not ±inf
+    np.testing.assert_array_equal(scorer.score(x).valid, [False, False, True])
+
+
+@pytest.mark.parametrize("output", ["proba", "logit", "label"])
+def test_scorer_gives_nan_scores_without_warnings_where_the_model_outputs_overflow(
+    curved_classifier_model: OnnxModel, output: str
+) -> None:
+    # finite rows at which the quadratic logits overflow float32: inf logits, NaN probabilities
+    x = np.array([[1e20, 1e20], [0.1, 0.2], [-1e20, 3e19]], dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's RuntimeWarnings (invalid value, overflow) would raise here
+        result = _scorer(curved_classifier_model, output=output, flicker_copies=8).score(x)
+        clean = _scorer(curved_classifier_model, output=output, flicker_copies=8).score(x[1:2])
+    np.testing.assert_array_equal(result.valid, [True, True, True])
+    # f from NaN probabilities or ±inf logits is not finite; a label (argmax) stays defined
+    assert np.isfinite(result.gamma[[0, 2]]).all() == (output == "label")
+    assert np.isnan(result.p_adj[[0, 2]]).all()
+    np.testing.assert_allclose(result.gamma[1], clean.gamma[0], rtol=1e-6)
 
 
 def test_scorer_skips_the_model_call_when_every_row_is_invalid(linear_classifier_model: OnnxModel) -> None:
