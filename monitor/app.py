@@ -434,7 +434,7 @@ class Pipeline:
         flags = [float("nan")] * len(evs)
         if not idx or rt.model.kind != "classifier":
             return flags
-        rows = feature_rows([evs[i] for i in idx]).astype(np.float32)
+        rows = feature_rows([evs[i] for i in idx], np.float32)
         out = rt.model.evaluate(rows)
         self.state.inc("harmonic_model_evaluations_total", (rt.name, "shadow"), float(len(idx)))
         ours = out.raw_label if out.raw_label is not None else out.label

@@ -14,6 +14,8 @@ constants that are also graph inputs (a caller may override them) and graphs wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import onnx
 from onnx import numpy_helper
 
@@ -43,7 +45,9 @@ def widen_scalar_operands(model: onnx.ModelProto) -> int:
         if tensor is not None and tensor.HasField("shape"):
             ranks[info.name] = len(tensor.shape.dim)
     widened: dict[tuple[str, int], str] = {}
-    taken = {init.name for init in graph.initializer} | {t for n in graph.node for t in (*n.input, *n.output)}
+    fresh = fresh_namer(
+        {init.name for init in graph.initializer} | {t for n in graph.node for t in (*n.input, *n.output)}
+    )
     rewrites = 0
     for node in graph.node:
         if node.domain not in ("", "ai.onnx") or node.op_type not in BROADCASTING_OPS:
@@ -59,16 +63,26 @@ def widen_scalar_operands(model: onnx.ModelProto) -> int:
                 continue
             key = (name, target)
             if key not in widened:
-                new = f"{name}_rank{target}"
-                while new in taken:
-                    new = "_" + new
-                taken.add(new)
+                new = fresh(f"{name}_rank{target}")
                 value = numpy_helper.to_array(constants[name]).reshape((1,) * target)
                 graph.initializer.append(numpy_helper.from_array(value, new))
                 widened[key] = new
             node.input[position] = widened[key]
             rewrites += 1
     return rewrites
+
+
+def fresh_namer(taken: set[str]) -> Callable[[str], str]:
+    """A maker of tensor names not in ``taken`` (which it extends): the base name, prefixed by ``_`` until unused."""
+
+    def fresh(base: str) -> str:
+        name = base
+        while name in taken:
+            name = "_" + name
+        taken.add(name)
+        return name
+
+    return fresh
 
 
 def _size(init: onnx.TensorProto) -> int:

@@ -49,6 +49,8 @@ import onnxruntime as ort
 from numpy.typing import NDArray
 from onnx import TensorProto, helper, numpy_helper
 
+from monitor.model.broadcast import fresh_namer
+
 #: the three row blocks of a micro-batch, in output order: centres, ball points, flicker copies
 PARTS = ("c", "b", "f")
 
@@ -308,15 +310,7 @@ def neighbourhood_graph(
             return None
     m, n = offsets.shape
     shared = {init.name for init in graph.initializer} | {init.name for init in graph.sparse_initializer}
-    taken = shared | {t for node in graph.node for t in (*node.input, *node.output)} | {input_name}
-
-    def fresh(base: str) -> str:
-        name = base
-        while name in taken:
-            name = "_" + name
-        taken.add(name)
-        return name
-
+    fresh = fresh_namer(shared | {t for node in graph.node for t in (*node.input, *node.output)} | {input_name})
     opset = max((op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")), default=0)
     if opset < 8:
         return None  # Expand arrived in opset 8
