@@ -53,6 +53,12 @@ class OnnxRuntimeOptions:
     #: let :meth:`OnnxModel.neighbourhood` wrap the graph so onnxruntime builds ball points and flicker copies
     #: itself (see :mod:`monitor.model.neighbourhood`); False: the scorer builds them in numpy
     rows_in_graph: bool = True
+    #: let onnxruntime's intra-op threads keep spinning after a ``session.run`` returns (its default). False sets
+    #: ``session.force_spinning_stop``: the threads spin while a run needs them and stop when it returns. A
+    #: spinning thread holds a core that the next thing needs — the scorer's wrapped session right after the
+    #: shadow check's run on the model's own session (each session has its own pool), another model's session, the
+    #: consumer process, the model server beside the sidecar. bench/ort_spin.py measures it (docs/BENCHMARKS.md).
+    spin_after_run: bool = False
 
 
 #: up to this many classes :func:`argmax_rows` compares columns; beyond, numpy's row-wise argmax is faster
@@ -415,6 +421,8 @@ class OnnxModel:
         so.intra_op_num_threads = self.options.intra_op_threads
         so.inter_op_num_threads = self.options.inter_op_threads
         so.log_severity_level = 3
+        if not self.options.spin_after_run:
+            so.add_session_config_entry("session.force_spinning_stop", "1")
         return so
 
     @staticmethod

@@ -225,3 +225,28 @@ def test_onnx_model_rejects_a_symbolic_feature_dimension(tmp_path: Path) -> None
 def test_onnx_model_rejects_outputs_that_are_neither_classifier_nor_regressor(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"has outputs 'positive' tensor\(bool\).*expected a probability tensor"):
         OnnxModel(onnx_graphs.bool_output_model(tmp_path / "bool.onnx"))
+
+
+def _spin_stop(session: ort.InferenceSession) -> str | None:
+    """The session's ``session.force_spinning_stop`` entry, None when it is not set (onnxruntime's default)."""
+    try:
+        return str(session.get_session_options().get_session_config_entry("session.force_spinning_stop"))
+    except RuntimeError:
+        return None
+
+
+@pytest.mark.parametrize(("spin_after_run", "expected"), [(False, "1"), (True, None)])
+def test_onnx_model_sessions_stop_their_threads_spinning_after_a_run_unless_asked(
+    linear_classifier_model: OnnxModel, spin_after_run: bool, expected: str | None
+) -> None:
+    model = OnnxModel(linear_classifier_model.path, OnnxRuntimeOptions(spin_after_run=spin_after_run))
+    offsets = np.zeros((3, 2), dtype=np.float32)
+    evaluator = model.neighbourhood(offsets, copies=2)
+    assert evaluator is not None, "the linear classifier's graph is wrapped"
+    # both sessions the scorer and the shadow check run: the model's own and the wrapped graph's
+    assert _spin_stop(model._session) == expected
+    assert _spin_stop(evaluator._runner._session) == expected
+
+
+def test_onnx_model_stops_spinning_by_default() -> None:
+    assert OnnxRuntimeOptions().spin_after_run is False
