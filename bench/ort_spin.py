@@ -50,7 +50,12 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = onnxruntime's default)")
     ap.add_argument("--batch", type=int, default=256, help="events per scorer micro-batch")
     ap.add_argument("--poll", type=int, default=2000, help="rows of the shadow check (the sidecar's max_poll_records)")
-    ap.add_argument("--gap", type=float, default=60.0, help="ms of sleep before each call (onnxruntime spins ~30 ms)")
+    ap.add_argument(
+        "--gap",
+        type=float,
+        default=60.0,
+        help="ms of sleep before each call (long enough for spinning threads to stop)",
+    )
     ap.add_argument("--rounds", type=int, default=60)
     args = ap.parse_args()
     tune_malloc()
