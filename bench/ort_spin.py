@@ -15,10 +15,12 @@ default) and stopped (the sidecar's default) — each timed on:
 - *bound*: ``session.run`` of the very rows the scorer evaluates, in its chunks, on the model's own session (the
   bound of ``engine_throughput.py``).
 
-Every call is preceded by a ``--gap`` ms sleep, so that whatever the previous call left spinning has stopped and
-each call pays only for its own sessions; the process CPU time spent during that sleep (``time.process_time``,
-all threads) is the *idle CPU* the previous call left behind: what spinning takes from the model server beside the
-sidecar between batches. Calls are interleaved, the order rotating every round; medians.
+Every call is preceded by a ``--gap`` ms sleep, so that what the previous call left spinning has mostly stopped
+and each call pays mainly for its own sessions; the process CPU time spent during that sleep
+(``time.process_time``, all threads) is the *idle CPU* the previous call left behind: what spinning takes from the
+model server beside the sidecar between batches. Idle CPU equal to the whole gap means the spinning may have gone
+on into the next call, whichever it was (so it can slow a "stopped" call too). Calls are interleaved, the order
+rotating every round; medians.
 
     .venv/bin/python bench/ort_spin.py --model mlp --threads 0
 """
