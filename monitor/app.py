@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.config import ModelSettings, Settings
+from monitor.cpus import intra_op_threads
 from monitor.errors import ConfigError, DataError, InvalidEventError, MonitorError
 from monitor.events import InferenceEvent, feature_rows
 from monitor.exporters.prometheus import MetricsState
@@ -99,7 +100,7 @@ def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
         ms.path,
         OnnxRuntimeOptions(
             providers=ms.providers,
-            intra_op_threads=ms.threads,
+            intra_op_threads=intra_op_threads(ms.threads, str(ms.path)),
             max_rows_per_run=ms.max_rows_per_run,
             rows_in_graph=ms.rows_in_graph,
         ),

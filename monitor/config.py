@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from monitor.cpus import available_cpus
 from monitor.errors import ConfigError
 from monitor.source.kafka import FETCH_MAX_WAIT_MS, MAX_PARTITION_FETCH_BYTES
 
@@ -44,7 +45,12 @@ class ModelSettings(_Strict):
     feature_names: tuple[str, ...] | None = Field(None, description="Order for events whose features are a map.")
     warmup_events: int = Field(2000, ge=10, description="Warm-up window size when no reference is given.")
     providers: tuple[str, ...] = Field(("cpu",), description="onnxruntime execution providers, in order.")
-    threads: int = Field(0, ge=0, description="onnxruntime intra-op threads (0 = default).")
+    threads: int = Field(
+        0,
+        ge=0,
+        description="onnxruntime intra-op threads (0 = onnxruntime's default, capped by the container's cgroup CPU "
+        "quota).",
+    )
     max_rows_per_run: int = Field(16384, ge=1, description="Rows per session.run chunk (16384 measured best).")
     rows_in_graph: bool = Field(
         True,
@@ -84,17 +90,14 @@ class KafkaSettings(_Strict):
     consumer_process: bool | None = Field(
         None,
         description="Run the kafka-python consumer in a child process so fetching and decoding use two cores "
-        "(monitor/source/kafka_process.py); default: when 2 or more CPUs are available.",
+        "(monitor/source/kafka_process.py); default: when 2 or more CPUs are available (CPU affinity, capped by the "
+        "container's cgroup CPU quota).",
     )
 
     def use_consumer_process(self) -> bool:
         if self.consumer_process is not None:
             return self.consumer_process
-        try:
-            cpus = len(os.sched_getaffinity(0))
-        except AttributeError:  # not Linux
-            cpus = os.cpu_count() or 1
-        return cpus >= 2
+        return available_cpus() >= 2  # the container's CPU quota counts, not only the node's cores
 
     @field_validator("api_version", mode="before")
     @classmethod

@@ -7,6 +7,7 @@ import argparse
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.cpus import intra_op_threads
 from monitor.errors import DataError
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.io import load_rows
@@ -21,7 +22,12 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         default="cpu",
         help="comma-separated onnxruntime execution providers, in order (cpu, cuda, or full names); default cpu",
     )
-    p.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0 = its default)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="onnxruntime intra-op threads (0 = its default, capped by the cgroup CPU quota)",
+    )
     p.add_argument("--max-rows", type=int, default=16384, help="rows per session.run chunk (default 16384)")
 
 
@@ -55,7 +61,11 @@ def load_model(args: argparse.Namespace) -> OnnxModel:
     providers = tuple(p.strip() for p in str(args.providers).split(",") if p.strip())
     return OnnxModel(
         args.model,
-        OnnxRuntimeOptions(providers=providers, intra_op_threads=args.threads, max_rows_per_run=args.max_rows),
+        OnnxRuntimeOptions(
+            providers=providers,
+            intra_op_threads=intra_op_threads(args.threads, str(args.model)),
+            max_rows_per_run=args.max_rows,
+        ),
     )
 
 
