@@ -75,10 +75,8 @@ def available_cpus(root: Path = CGROUP_ROOT) -> int:
 def default_intra_op_threads(root: Path = CGROUP_ROOT) -> int:
     """The intra-op thread count for ``threads: 0``: 0 (onnxruntime's own default: a thread per physical core it
     sees) unless a cgroup quota allows fewer CPUs than this process may run on — then ``⌈quota⌉``."""
-    limit = cgroup_cpu_limit(root)
-    if limit is None or math.ceil(limit) >= affinity_cpus():
-        return 0
-    return max(1, math.ceil(limit))
+    cpus = available_cpus(root)
+    return 0 if cpus >= affinity_cpus() else cpus
 
 
 def intra_op_threads(requested: int, model: str, root: Path = CGROUP_ROOT) -> int:
