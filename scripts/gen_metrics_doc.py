@@ -67,7 +67,9 @@ USAGE: dict[str, Usage] = {
         "Per-event robustness (histograms)",
         "events",
         "Scored events (valid features) at which the ONNX copy's own outputs were NaN or ±inf — at the event, a ball "
-        "point or a flicker copy — usually an overflow at extreme inputs. Their γ is NaN or inf, so they are left "
+        "point or a flicker copy — usually an overflow at extreme inputs. Where the probabilities are NaN at the event itself "
+        "the event has no class (`predicted_class` −1 in the scores topic and `score` output) and all its scores "
+        "are NaN. Their γ is NaN or inf, so they are left "
         "out of `harmonic_gamma` and the windows' statistics (a NaN γ also out of the drift tests; an inf γ counts "
         "there as a very large one), and counted here instead (and logged, rate-limited). "
         "Should stay at 0: any increase means the model breaks down somewhere in the traffic it serves (alert "

@@ -94,7 +94,8 @@ class ScoreResult:
     """Per-event results, all of shape (B,). Rows that were not finite have ``valid`` False and NaN scores.
 
     ``predicted_class`` is −1 for regressors and invalid rows; ``probability`` and ``p_adj`` are NaN for
-    regressors.
+    regressors. A valid row at which a classifier's class scores (probabilities, else logits) hold a NaN — an
+    overflow inside the model — has no class either: −1, and NaN γ, γ_logit, flicker, P_adj and probability.
     """
 
     gamma: NDArray[np.float64]
@@ -252,7 +253,7 @@ class RobustnessScorer:
         ScoreResult; rows with NaN/inf are reported as invalid (NaN scores) without failing the batch. A valid row
         at which the model's own outputs are not finite (an overflow at extreme inputs: NaN probabilities, ±inf
         logits) gets NaN or inf scores, without numpy warnings: the caller counts those
-        (``harmonic_scores_nonfinite_total``).
+        (``harmonic_scores_nonfinite_total``); with NaN class scores at the row itself its class is −1.
 
         Raises
         ------
@@ -343,6 +344,12 @@ class RobustnessScorer:
                 p_adj = np.full(b, np.nan)
             # the share of copies whose class differs: count / K is flips.mean(axis=1), bit for bit
             flicker = np.count_nonzero(_flips(out, klass, b * (1 + m), b, k), axis=1) / k if k else np.full(b, np.nan)
+            undefined = _undefined_classes(out, b)
+            if undefined is not None:
+                # argmax would name the first NaN's column: no class, so nothing read at that class either
+                klass = np.where(undefined, -1, klass)
+                for scores in (gamma, gamma_logit, p_adj, flicker, prob):
+                    scores[undefined] = np.nan
             res["predicted_class"] = klass
             res["probability"] = prob
         else:
@@ -441,6 +448,19 @@ def _flips(out: ModelOutput, klass: NDArray[np.int64], start: int, b: int, k: in
         labels = argmax_rows(_class_table(out)[start:stop], narrow=True)
     flips: NDArray[np.bool_] = labels.reshape(b, k) != klass[:, None]
     return flips
+
+
+def _undefined_classes(out: ModelOutput, b: int) -> NDArray[np.bool_] | None:
+    """(B,): events whose class scores at the centre hold a NaN (an overflow inside the model), or None when no
+    event's do — the common case costs one reduction over the (B, classes) centre rows. A model's own label output
+    is its class whatever its probabilities say."""
+    if out.label is not None or b == 0:
+        return None
+    centre = _class_table(out)[:b]
+    if not np.isnan(centre.max()):
+        return None
+    undefined: NDArray[np.bool_] = np.isnan(centre).any(axis=1)
+    return undefined
 
 
 def _class_table(out: ModelOutput) -> NDArray[np.float32]:

@@ -285,10 +285,12 @@ def test_scorer_gives_nan_scores_without_warnings_where_the_model_outputs_overfl
         result = _scorer(curved_classifier_model, output=output, flicker_copies=8).score(x)
         clean = _scorer(curved_classifier_model, output=output, flicker_copies=8).score(x[1:2])
     np.testing.assert_array_equal(result.valid, [True, True, True])
-    # f from NaN probabilities or ±inf logits is not finite; a label (argmax) stays defined
-    assert np.isfinite(result.gamma[[0, 2]]).all() == (output == "label")
-    assert np.isnan(result.p_adj[[0, 2]]).all()
+    # NaN probabilities at the event: no class (argmax would name the first NaN's column), so no score read at it
+    np.testing.assert_array_equal(result.predicted_class, [-1, clean.predicted_class[0], -1])
+    for scores in (result.gamma, result.gamma_logit, result.flicker, result.p_adj, result.probability):
+        assert np.isnan(scores[[0, 2]]).all()
     np.testing.assert_allclose(result.gamma[1], clean.gamma[0], rtol=1e-6)
+    assert result.flicker[1] == clean.flicker[0]
 
 
 def test_scorer_skips_the_model_call_when_every_row_is_invalid(linear_classifier_model: OnnxModel) -> None:
