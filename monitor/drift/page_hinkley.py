@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Self
 
+import numpy as np
 from numpy.typing import ArrayLike
 
 from monitor.drift.base import AlarmCounter, DriftState, as_values, require
@@ -76,9 +77,11 @@ class PageHinkley:
         self._alarm.reset()
 
     def update(self, values: ArrayLike) -> Self:
-        """Feed per-event values (NaN = missing, skipped)."""
+        """Feed per-event values. NaN (missing) and ±inf are skipped: one inf would make the running mean inf, and
+        every later excess ``x − mean`` −inf or NaN, so the test would never alarm again."""
         count, mean, excess, drift = self._count, self._mean, self._excess, self._drift
-        for x in as_values(values).tolist():
+        v = as_values(values)
+        for x in v[np.isfinite(v)].tolist():
             count += 1
             mean += (x - mean) / count
             excess = max(0.0, excess + x - mean - self.tolerance)

@@ -188,6 +188,14 @@ def test_page_hinkley_waits_for_the_burn_in() -> None:
     assert ph.drift_detected and ph.state.first_alarm_event == 50
 
 
+def test_page_hinkley_skips_infinite_values_and_still_alarms_after_them() -> None:
+    ph = PageHinkley(threshold=1.0, tolerance=0.0, min_events=5)
+    ph.update([0.0, 0.0, np.inf, 0.0, -np.inf, np.nan, 0.0, 0.0])
+    assert not ph.drift_detected and ph.state.events == 5 and ph.statistic == 0.0
+    ph.update(np.full(5, 10.0))
+    assert ph.drift_detected
+
+
 def test_rate_test_needs_the_minimum_increase() -> None:
     rate = RateTest(0.010, 0.001, 1_000_000, window=100_000, every=100_000, min_increase=0.01)
     rate.update(np.full(100_000, 0.012))
