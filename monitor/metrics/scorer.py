@@ -459,7 +459,7 @@ def _undefined_classes(out: ModelOutput, b: int) -> NDArray[np.bool_] | None:
     centre = _class_table(out)[:b]
     if not np.isnan(centre.max()):
         return None
-    undefined: NDArray[np.bool_] = np.isnan(centre).any(axis=1)
+    undefined: NDArray[np.bool_] = np.isnan(centre).any(axis=1).reshape(-1)  # reshape: a (B,) array to mypy
     return undefined
 
 
