@@ -23,6 +23,15 @@ allocations instead (older generations as CPython does, every 10 younger collect
 loop created. There, decoding a poll of events kept alive costs ~11 µs per event with CPython's settings and ~5.5
 µs with these. Cyclic garbage waits longer to be freed (up to that many allocations); reference-counted memory is
 freed as before. ``HARMONIC_GC_TUNING=0`` keeps CPython's settings.
+
+**Collections by time as well.** Allocation counts alone let garbage live for as long as it takes the loop to make
+50,000 net allocations, and at a low event rate that is minutes. kafka-python does build cycles: a fetch that times
+out inside ``poll`` raises and catches ``KafkaTimeoutError`` (kafka-python 3.0), whose traceback holds the frames
+that hold the poll's records — about one every two seconds at 2,500 events/s. With the threshold alone the consumer
+process grew by ~1.2 MiB per 100,000 events, steadily, over 1,000,000 events at 2,500/s (``bench/stream.py
+memory-kafka --rate 2500``, docs/BENCHMARKS.md). :class:`TimedCollector` also collects every second (the older
+generations every 10 and 60 seconds), so the garbage cannot outlive a few seconds whatever the rate; the sidecar's
+loop and the consumer process call it once per poll.
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ import ctypes.util
 import gc
 import logging
 import os
+import time
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +92,56 @@ def freeze_startup_objects() -> None:
         return
     gc.collect()
     gc.freeze()
+
+
+class TimedCollector:
+    """Runs the cyclic GC by time: the youngest generation every ``interval`` seconds, the middle one every
+    ``middle_every``-th time and all of them every ``full_every``-th (defaults: 1 s, 10 s, 60 s).
+
+    :meth:`maybe_collect` is meant to be called from a loop, as often as it likes: between due times it only reads
+    the clock. With CPython's own settings (``HARMONIC_GC_TUNING=0``) it never collects, since their thresholds
+    already collect often. A collection walks only objects not frozen by :func:`freeze_startup_objects`.
+
+    >>> now = [0.0]
+    >>> c = TimedCollector(clock=lambda: now[0], enabled=True)
+    >>> c.maybe_collect(), c.maybe_collect()  # the first call starts the clock
+    (None, None)
+    >>> now[0] = 1.0; c.maybe_collect()
+    0
+    """
+
+    def __init__(
+        self,
+        interval: float = 1.0,
+        *,
+        middle_every: int = 10,
+        full_every: int = 60,
+        clock: Callable[[], float] = time.monotonic,
+        enabled: bool | None = None,
+    ) -> None:
+        self.interval, self.middle_every, self.full_every = interval, middle_every, full_every
+        self._clock = clock
+        self.enabled = _switched_on("HARMONIC_GC_TUNING") if enabled is None else enabled
+        self._due: float | None = None
+        self.collections = 0
+
+    def maybe_collect(self) -> int | None:
+        """Collect when due; returns the generation collected, else None."""
+        if not self.enabled:
+            return None
+        now = self._clock()
+        if self._due is None:
+            self._due = now + self.interval
+            return None
+        if now < self._due:
+            return None
+        self._due = now + self.interval
+        self.collections += 1
+        generation = (
+            2 if self.collections % self.full_every == 0 else 1 if self.collections % self.middle_every == 0 else 0
+        )
+        gc.collect(generation)
+        return generation
 
 
 def _switched_on(variable: str) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from monitor import __version__
+from monitor.allocator import TimedCollector
 from monitor.app import ModelRuntime, Pipeline, load_model_runtime
 from monitor.config import KafkaSettings, Settings
 from monitor.exporters.alerts import AlertEvent
@@ -105,6 +106,8 @@ class Service:
         from monitor.probes.scheduler import ProbeScheduler
 
         self.probes = ProbeScheduler(self.pipeline, settings.probes, self.state, clock=clock)
+        #: the cyclic GC by time too, so that garbage does not wait for 50,000 allocations (monitor/allocator.py)
+        self.collector = TimedCollector()
         self.server: MetricsServer | None = None
         if serve_metrics:
             self.server = MetricsServer(
@@ -154,6 +157,7 @@ class Service:
         self, stop: threading.Event, *, until_exhausted: bool = False, tick: Callable[[], None] | None = None
     ) -> None:
         def _tick() -> None:
+            self.collector.maybe_collect()
             self.probes.tick()
             self.pipeline.readiness()  # keeps harmonic_ready current even when nothing polls /readyz
             self._export_delivery_counters()

@@ -259,7 +259,7 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _die_with_parent(parent)
-    from monitor.allocator import freeze_startup_objects, tune_gc, tune_malloc
+    from monitor.allocator import TimedCollector, freeze_startup_objects, tune_gc, tune_malloc
     from monitor.logs import setup_logging
     from monitor.source.kafka import KafkaSource
 
@@ -358,8 +358,11 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     send("started", None)
     threading.Thread(target=read_commands, name="commands", daemon=True).start()
     max_records = int(consumer.get("max_poll_records", 2000))
+    # kafka-python's timed-out fetches leave cycles holding the poll's records: collect them by time as well
+    collector = TimedCollector()
     try:
         while True:
+            collector.maybe_collect()
             while True:
                 try:
                     kind, payload = todo.get_nowait()
