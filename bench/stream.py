@@ -1,6 +1,6 @@
 """Streaming performance: decode+sample throughput against raw kafka-python, produce→/metrics latency, and RSS.
 
-Three subcommands, each printing markdown tables plus the command and the machine:
+Four subcommands, each printing markdown tables plus the command and the machine:
 
 ``throughput``
     Produces N SPEC §1 events (20 features, live ``prediction`` with label and probabilities, 4 segments) to a
@@ -50,12 +50,22 @@ Three subcommands, each printing markdown tables plus the command and the machin
     ``--offered-rate`` events per second (default 1,000/s against the 200/s budget: about a fifth is scored, the
     60 s and 300 s windows roll many times over, and probes fire every 300 s of it).
 
+``memory-kafka``
+    The real sidecar (``python -m monitor run``, its consumer child included, a dead-letter topic set) against a
+    real broker while a producer thread sends ``--events`` values (a pool of pre-encoded events without ``ts``,
+    every 100th one malformed: not JSON, wrong width, NaN, unknown model in turn), as fast as it can or at
+    ``--rate``. Each time ``harmonic_events_consumed_total`` passes another 100,000 it records VmRSS/VmHWM of the
+    sidecar and of its child processes (``/proc``) beside the scored, invalid and dead-lettered counters; then
+    SIGTERM, and the exit code and how long the exit took.
+
 Usage (the commands behind docs/BENCHMARKS.md; times on 2 cores)::
 
     .venv/bin/python bench/stream.py throughput --brokers kafka09 --events 200000 --repeats 3   # ~3 min
     .venv/bin/python bench/stream.py throughput --brokers tansu --events 50000 --repeats 3      # ~3 min
     .venv/bin/python bench/stream.py latency --brokers kafka09 tansu --seconds 60 --rate 200   # ~3 min
     .venv/bin/python bench/stream.py memory --events 1000000                                   # ~2.5 min
+    .venv/bin/python bench/stream.py memory-kafka --brokers kafka09 tansu --events 1000000     # ~1 min
+    .venv/bin/python bench/stream.py memory-kafka --brokers kafka09 --events 1000000 --rate 2500  # ~7 min
     .venv/bin/python bench/stream.py throughput --brokers kafka09 --events 100000 --profile pipeline  # cProfile
 """
 
@@ -71,6 +81,7 @@ import pstats
 import re
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -592,6 +603,19 @@ def wait_for(cond: Callable[[], bool], seconds: float, what: str, proc: subproce
         time.sleep(0.05)
 
 
+def sidecar_argv(fx: Fixture, broker: Broker, topic: str, port: int, state_dir: Path, group: str) -> list[str]:
+    """``python -m monitor run`` for the fixture's model against ``broker``, as an operator would start it."""
+    argv = [
+        sys.executable, "-m", "monitor", "run",
+        "--model", str(fx.model_path), "--model-name", MODEL, "--reference", str(fx.reference_path),
+        "--bootstrap-servers", broker.bootstrap, "--topic", topic, "--group-id", group,
+        "--metrics-port", str(port), "--state-dir", str(state_dir),
+    ]  # fmt: skip
+    if broker.api_version is not None:
+        argv += ["--api-version", ".".join(map(str, broker.api_version))]
+    return argv
+
+
 def latency(args: argparse.Namespace) -> None:
     from tests.integration.brokers import free_port
 
@@ -605,14 +629,7 @@ def latency(args: argparse.Namespace) -> None:
             topic = f"bench-latency-{uuid.uuid4().hex[:8]}"
             broker.create_topic(topic, PARTITIONS)
             port = free_port()
-            argv = [
-                sys.executable, "-m", "monitor", "run",
-                "--model", str(fx.model_path), "--model-name", MODEL, "--reference", str(fx.reference_path),
-                "--bootstrap-servers", broker.bootstrap, "--topic", topic, "--group-id", f"lat-{uuid.uuid4().hex[:6]}",
-                "--metrics-port", str(port), "--state-dir", str(work / f"state-{name}"),
-            ]  # fmt: skip
-            if broker.api_version is not None:
-                argv += ["--api-version", ".".join(map(str, broker.api_version))]
+            argv = sidecar_argv(fx, broker, topic, port, work / f"state-{name}", f"lat-{uuid.uuid4().hex[:6]}")
             env = {
                 **os.environ,
                 "HARMONIC_SAMPLER__EVENTS_PER_SECOND": str(args.budget),
@@ -818,6 +835,167 @@ def memory(args: argparse.Namespace) -> None:
               f"{nbytes:,} |")  # fmt: skip
 
 
+def proc_rss_kib(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of process ``pid`` in KiB; (0, 0) when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0, 0
+    fields = dict(line.split(":", 1) for line in text.splitlines() if line.startswith("Vm"))
+    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+def child_pids(pid: int) -> list[int]:
+    """Direct children of ``pid`` (from each process's /proc/PID/stat)."""
+    out: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # the field after the parenthesised command name: state, then ppid
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(entry.name))
+    return out
+
+
+def malformed_values(n: int) -> list[bytes]:
+    """Invalid events of four kinds, in turn: not JSON, wrong width, NaN feature, unknown model."""
+    kinds = [
+        lambda i: b"\xff\xfe not json " + str(i).encode(),
+        lambda i: json.dumps({"id": f"bad{i}", "model": MODEL, "features": [1.0, 2.0]}).encode(),
+        lambda i: f'{{"id": "bad{i}", "model": "{MODEL}", "features": [NaN{", 0.5" * (N_FEATURES - 1)}]}}'.encode(),
+        lambda i: json.dumps({"id": f"bad{i}", "model": "other", "features": [0.5] * N_FEATURES}).encode(),
+    ]
+    return [kinds[i % len(kinds)](i) for i in range(n)]
+
+
+def memory_kafka(args: argparse.Namespace) -> None:
+    """RSS of the real sidecar (and its consumer child) against a real broker, every ``--every`` events consumed."""
+    from tests.integration.brokers import free_port
+
+    work = workdir("hm-bench-memk-")
+    fx = build_fixture(work)
+    print(f"machine: {machine('kafka', 'numpy', 'onnxruntime', 'sklearn')}", flush=True)
+    print(f"load average at start: {load_average()}", flush=True)
+    pool = encode_events(fx, args.pool, ts_ms=None)
+    bad = malformed_values(max(1, args.pool // args.invalid_every))
+    # every --invalid-every-th value is malformed (the kinds in turn); the rest cycle through the pool
+    values = [bad[(i // args.invalid_every) % len(bad)] if i % args.invalid_every == 0 else pool[i % len(pool)]
+              for i in range(len(pool))]  # fmt: skip
+    n_invalid = sum(1 for i in range(args.events) if i % len(values) % args.invalid_every == 0)
+    print(f"{args.events:,} events ({n_invalid:,} malformed: not JSON, wrong width, NaN, unknown model in turn), "
+          f"a pool of {len(values):,} values of {sum(map(len, values)) / len(values):.0f} bytes mean, no ts; "
+          f"produced while the sidecar consumes, "
+          + (f"at {args.rate:,.0f} events/s" if args.rate > 0 else "as fast as the producer goes"), flush=True)  # fmt: skip
+    tables: list[tuple[str, list[tuple[int, float, float, float, int, int, int, int]], str]] = []
+    for name in args.brokers:
+        with running_broker(name) as broker:
+            topic = f"bench-memory-{uuid.uuid4().hex[:8]}"
+            dead = f"{topic}-dead"
+            broker.create_topic(topic, PARTITIONS)
+            broker.create_topic(dead, 1)
+            port = free_port()
+            argv = sidecar_argv(fx, broker, topic, port, work / f"state-{name}", f"mem-{uuid.uuid4().hex[:6]}")
+            argv += ["--dead-letter-topic", dead]
+            env = {
+                **os.environ,
+                "HARMONIC_SAMPLER__EVENTS_PER_SECOND": str(args.budget),
+                "HARMONIC_KAFKA__SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
+                "HARMONIC_LOG_LEVEL": "warning",
+            }
+            env_shown = " ".join(f"{k}={env[k]}" for k in sorted(env) if k.startswith("HARMONIC_"))
+            print(f"\n{name}: sidecar: {env_shown} python {shlex.join(argv[1:])}", flush=True)
+            log_path = work / f"sidecar-{name}.log"
+            with open(log_path, "wb") as log_file:
+                proc = subprocess.Popen(argv, env=env, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+                try:
+                    rows, exit_line = _measure_memory(broker, topic, port, values, proc, args)
+                except BaseException:
+                    print(log_path.read_text()[-3000:])
+                    raise
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+            tables.append((name, rows, exit_line))
+    print(f"\nload average at end: {load_average()}")
+    for name, rows, exit_line in tables:
+        base = next((r for r in rows if r[0] >= args.warmup), rows[0])
+        print(f"\n{name}: {exit_line}\n")
+        print(
+            "| consumed | elapsed s | scored | invalid | dead-lettered | sidecar VmRSS MiB | consumer child VmRSS MiB | "
+            "sum MiB | Δ sum vs warm-up | sidecar VmHWM MiB |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for consumed, secs, scored, invalid, rss, child, hwm, dead_n in rows:
+            delta = "" if consumed < args.warmup else f"{(rss + child - base[4] - base[5]) / 1024:+.1f}"
+            print(f"| {consumed:,} | {secs:.1f} | {scored:,.0f} | {invalid:,.0f} | {dead_n:,} | {rss / 1024:.1f} | "
+                  f"{child / 1024:.1f} | {(rss + child) / 1024:.1f} | {delta} | {hwm / 1024:.1f} |")  # fmt: skip
+
+
+def _measure_memory(
+    broker: Broker, topic: str, port: int, values: Sequence[bytes], proc: subprocess.Popen[bytes],
+    args: argparse.Namespace,
+) -> tuple[list[tuple[int, float, float, float, int, int, int, int]], str]:  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    wait_for(lambda: http_ok(f"{base}/readyz"), 90, "/readyz (partitions assigned)", proc)
+    failure: list[BaseException] = []
+
+    def producer_thread() -> None:
+        try:
+            producer = KafkaProducer(**broker.kafka_kwargs(), acks=1, linger_ms=20, batch_size=512 * 1024)
+            # at --rate, a block of rate/20 values every 50 ms; else as fast as the producer goes
+            block = max(1, int(args.rate / 20)) if args.rate > 0 else args.events
+            t0 = time.monotonic()
+            for i0 in range(0, args.events, block):
+                if args.rate > 0:
+                    time.sleep(max(0.0, t0 + i0 / args.rate - time.monotonic()))
+                for i in range(i0, min(i0 + block, args.events)):
+                    producer.send(topic, value=values[i % len(values)])
+            producer.flush(timeout=600)
+            producer.close(timeout=10)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=producer_thread, daemon=True)
+    started = time.perf_counter()
+    thread.start()
+    rows: list[tuple[int, float, float, float, int, int, int, int]] = []
+    next_mark = args.every
+    deadline = time.monotonic() + args.timeout
+    while True:
+        if failure:
+            raise RuntimeError(f"producer failed: {failure[0]!r}")
+        if proc.poll() is not None:
+            raise RuntimeError(f"sidecar exited with {proc.returncode} at {rows[-1][0] if rows else 0:,} events")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {args.timeout} s; last: {rows[-1] if rows else None}")
+        got = scrape(f"{base}/metrics")
+        consumed = int(got.get("harmonic_events_consumed_total", 0.0))
+        if consumed >= next_mark or consumed >= args.events:
+            rss, hwm = proc_rss_kib(proc.pid)
+            child = sum(proc_rss_kib(c)[0] for c in child_pids(proc.pid))
+            row = (consumed, time.perf_counter() - started, got.get("harmonic_events_scored_total", 0.0),
+                   got.get("harmonic_events_invalid_total", 0.0), rss, child, hwm,
+                   int(got.get("harmonic_events_dead_lettered_total", 0.0)))  # fmt: skip
+            rows.append(row)
+            print(f"  {consumed:>9,} consumed  {row[1]:6.1f} s  scored {row[2]:>7,.0f}  invalid {row[3]:>6,.0f}  "
+                  f"RSS {rss / 1024:6.1f} + child {child / 1024:6.1f} MiB  HWM {hwm / 1024:6.1f} MiB", flush=True)  # fmt: skip
+            while next_mark <= consumed:
+                next_mark += args.every
+            if consumed >= args.events:
+                break
+        time.sleep(0.2)
+    thread.join(timeout=60)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=60)
+    return rows, f"SIGTERM after the last event: exit code {code} in {time.monotonic() - t0:.1f} s"
+
+
 # -- command line ----------------------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
@@ -861,6 +1039,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--offered-rate", type=float, default=1000.0, help="simulated events/s of stream time; 0 = the wall clock"
     )
     m.set_defaults(func=memory)
+    mk = sub.add_parser("memory-kafka", help="RSS of the real sidecar and its consumer child against a real broker")
+    mk.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["kafka09"])
+    mk.add_argument("--events", type=int, default=1_000_000)
+    mk.add_argument("--every", type=int, default=100_000)
+    mk.add_argument("--warmup", type=int, default=200_000, help="growth is measured from here")
+    mk.add_argument("--pool", type=int, default=5000, help="distinct pre-encoded values produced in a loop")
+    mk.add_argument("--invalid-every", type=int, default=100, help="every N-th value is malformed")
+    mk.add_argument("--budget", type=float, default=200.0, help="sampler events/s (the service default: 200)")
+    mk.add_argument("--rate", type=float, default=0.0, help="events/s produced; 0 (default) = as fast as possible")
+    mk.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds per broker")
+    mk.set_defaults(func=memory_kafka)
     args = p.parse_args(argv)
     if getattr(args, "gc", "tuned") == "default":
         os.environ["HARMONIC_GC_TUNING"] = "0"  # read by tune_gc, freeze_startup_objects and the consumer child
