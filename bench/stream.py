@@ -616,6 +616,36 @@ def sidecar_argv(fx: Fixture, broker: Broker, topic: str, port: int, state_dir: 
     return argv
 
 
+@contextmanager
+def running_sidecar(argv: list[str], name: str, work: Path, budget: float) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``argv`` (see :func:`sidecar_argv`) with the sampler budget and quick group joins, its output in a log;
+    on an error print the log's tail; at the end stop it (SIGTERM, then SIGKILL after 30 s) if it still runs."""
+    env = {
+        **os.environ,
+        "HARMONIC_SAMPLER__EVENTS_PER_SECOND": str(budget),
+        "HARMONIC_KAFKA__SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
+        "HARMONIC_LOG_LEVEL": "warning",
+    }
+    env_shown = " ".join(f"{k}={env[k]}" for k in sorted(env) if k.startswith("HARMONIC_"))
+    print(f"\n{name}: sidecar: {env_shown} python {shlex.join(argv[1:])}", flush=True)
+    log_path = work / f"sidecar-{name}.log"
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen(argv, env=env, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        try:
+            yield proc
+        except BaseException:
+            print(log_path.read_text()[-3000:])
+            raise
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
 def latency(args: argparse.Namespace) -> None:
     from tests.integration.brokers import free_port
 
@@ -630,28 +660,8 @@ def latency(args: argparse.Namespace) -> None:
             broker.create_topic(topic, PARTITIONS)
             port = free_port()
             argv = sidecar_argv(fx, broker, topic, port, work / f"state-{name}", f"lat-{uuid.uuid4().hex[:6]}")
-            env = {
-                **os.environ,
-                "HARMONIC_SAMPLER__EVENTS_PER_SECOND": str(args.budget),
-                "HARMONIC_KAFKA__SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
-                "HARMONIC_LOG_LEVEL": "warning",
-            }
-            env_shown = " ".join(f"{k}={env[k]}" for k in sorted(env) if k.startswith("HARMONIC_"))
-            print(f"\n{name}: sidecar: {env_shown} python {shlex.join(argv[1:])}", flush=True)
-            log_path = work / f"sidecar-{name}.log"
-            with open(log_path, "wb") as log_file:
-                proc = subprocess.Popen(argv, env=env, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-                try:
-                    rows.append(_measure_latency(name, broker, topic, port, fx, proc, args))
-                except BaseException:
-                    print(log_path.read_text()[-3000:])
-                    raise
-                finally:
-                    proc.terminate()
-                    try:
-                        proc.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
+            with running_sidecar(argv, name, work, args.budget) as proc:
+                rows.append(_measure_latency(name, broker, topic, port, fx, proc, args))
     print(f"\nload average at end: {load_average()}\n")
     print(
         "| broker | events (rate × s) | produce → consumed visible p50 / p99 / max | "
@@ -900,26 +910,8 @@ def memory_kafka(args: argparse.Namespace) -> None:
             port = free_port()
             argv = sidecar_argv(fx, broker, topic, port, work / f"state-{name}", f"mem-{uuid.uuid4().hex[:6]}")
             argv += ["--dead-letter-topic", dead]
-            env = {
-                **os.environ,
-                "HARMONIC_SAMPLER__EVENTS_PER_SECOND": str(args.budget),
-                "HARMONIC_KAFKA__SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
-                "HARMONIC_LOG_LEVEL": "warning",
-            }
-            env_shown = " ".join(f"{k}={env[k]}" for k in sorted(env) if k.startswith("HARMONIC_"))
-            print(f"\n{name}: sidecar: {env_shown} python {shlex.join(argv[1:])}", flush=True)
-            log_path = work / f"sidecar-{name}.log"
-            with open(log_path, "wb") as log_file:
-                proc = subprocess.Popen(argv, env=env, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-                try:
-                    rows, exit_line = _measure_memory(broker, topic, port, values, proc, args)
-                except BaseException:
-                    print(log_path.read_text()[-3000:])
-                    raise
-                finally:
-                    if proc.poll() is None:
-                        proc.kill()
-                        proc.wait()
+            with running_sidecar(argv, name, work, args.budget) as proc:
+                rows, exit_line = _measure_memory(broker, topic, port, values, proc, args)
             tables.append((name, rows, exit_line))
     print(f"\nload average at end: {load_average()}")
     for name, rows, exit_line in tables:
