@@ -309,7 +309,7 @@ class RobustnessScorer:
                 self._after_batch(b)
         res: dict[str, NDArray[np.generic]] = {}
         if self.model.kind == "classifier":
-            klass = _labels(out, 0, b)
+            klass, undefined = _centre_classes(out, b)
             # f (and the log-probability for P_adj) is read at the class predicted at the centre, at the centre and
             # at every ball point: (B,) and (B, m) gathered straight from the output tables, no per-row class array.
             # Few numpy calls, no temporaries beyond the gathered arrays (their logs are taken in place): right
@@ -344,7 +344,6 @@ class RobustnessScorer:
                 p_adj = np.full(b, np.nan)
             # the share of copies whose class differs: count / K is flips.mean(axis=1), bit for bit
             flicker = np.count_nonzero(_flips(out, klass, b * (1 + m), b, k), axis=1) / k if k else np.full(b, np.nan)
-            undefined = _undefined_classes(out, b)
             if undefined is not None:
                 # argmax would name the first NaN's column: no class, so nothing read at that class either
                 klass = np.where(undefined, -1, klass)
@@ -450,17 +449,19 @@ def _flips(out: ModelOutput, klass: NDArray[np.int64], start: int, b: int, k: in
     return flips
 
 
-def _undefined_classes(out: ModelOutput, b: int) -> NDArray[np.bool_] | None:
-    """(B,): events whose class scores at the centre hold a NaN (an overflow inside the model), or None when no
-    event's do — the common case costs one reduction over the (B, classes) centre rows. A model's own label output
-    is its class whatever its probabilities say."""
-    if out.label is not None or b == 0:
-        return None
+def _centre_classes(out: ModelOutput, b: int) -> tuple[NDArray[np.int64], NDArray[np.bool_] | None]:
+    """The class of each centre (rows [0, B)), and which centres have none — their class scores hold a NaN (an
+    overflow inside the model), where argmax would name the first NaN's column — or None when none is so. One NaN
+    screen of the centre rows serves both. A model's own label output is its class whatever its probabilities say."""
+    if out.label is not None:
+        return out.label[:b], None
     centre = _class_table(out)[:b]
-    if not np.isnan(centre.max()):
-        return None
+    has_nan = bool(b and np.isnan(centre.max()))
+    klass = argmax_rows(centre, has_nan=has_nan)
+    if not has_nan:
+        return klass, None
     undefined: NDArray[np.bool_] = np.isnan(centre).any(axis=1).reshape(-1)  # reshape: a (B,) array to mypy
-    return undefined
+    return klass, undefined
 
 
 def _class_table(out: ModelOutput) -> NDArray[np.float32]:

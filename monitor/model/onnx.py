@@ -66,21 +66,30 @@ _COLUMNWISE_ARGMAX_MAX_CLASSES = 8
 
 
 @overload
-def argmax_rows(table: NDArray[np.float32], *, narrow: Literal[False] = False) -> NDArray[np.int64]: ...
+def argmax_rows(
+    table: NDArray[np.float32], *, narrow: Literal[False] = False, has_nan: bool | None = None
+) -> NDArray[np.int64]: ...
 @overload
-def argmax_rows(table: NDArray[np.float32], *, narrow: bool) -> NDArray[np.integer[Any] | np.bool_]: ...
-def argmax_rows(table: NDArray[np.float32], *, narrow: bool = False) -> NDArray[np.integer[Any] | np.bool_]:
+def argmax_rows(
+    table: NDArray[np.float32], *, narrow: bool, has_nan: bool | None = None
+) -> NDArray[np.integer[Any] | np.bool_]: ...
+def argmax_rows(
+    table: NDArray[np.float32], *, narrow: bool = False, has_nan: bool | None = None
+) -> NDArray[np.integer[Any] | np.bool_]:
     """``table.argmax(axis=1)``: the first index of the row maximum, or of the first NaN in the row.
 
     numpy's ``argmax(axis=1)`` loops over rows and costs ~10 ns per row for 2–8 columns; comparing whole columns
     gives the same indices (strict ``>`` keeps the first of tied maxima) at a fraction of that. Tables holding a
     NaN, or with more than 8 columns, go to numpy. int64 indices; with ``narrow`` the same indices in the
     narrowest type the column comparison yields (bool for 2 columns, uint8 up to 8), for callers that only
-    compare them — no conversion pass.
+    compare them — no conversion pass. ``has_nan``: whether the table holds a NaN, when the caller has screened it
+    already (None: screened here).
     """
     rows, classes = table.shape
-    # one reduction, no temporary, screens for NaN: the maximum of a table is NaN exactly when a value is
-    if classes > _COLUMNWISE_ARGMAX_MAX_CLASSES or classes < 2 or (rows and np.isnan(table.max())):
+    if has_nan is None:
+        # one reduction, no temporary, screens for NaN: the maximum of a table is NaN exactly when a value is
+        has_nan = bool(rows and np.isnan(table.max()))
+    if classes > _COLUMNWISE_ARGMAX_MAX_CLASSES or classes < 2 or has_nan:
         by_row: NDArray[np.int64] = table.argmax(axis=1).astype(np.int64, copy=False)
         return by_row
     if classes == 2:
