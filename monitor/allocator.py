@@ -27,7 +27,7 @@ freed as before. ``HARMONIC_GC_TUNING=0`` keeps CPython's settings.
 **Collections by time as well.** Allocation counts alone let garbage live for as long as it takes the loop to make
 50,000 net allocations, and at a low event rate that is minutes. kafka-python does build cycles: a fetch that times
 out inside ``poll`` raises and catches ``KafkaTimeoutError`` (kafka-python 3.0), whose traceback holds the frames
-that hold the poll's records — about one every two seconds at 2,500 events/s. With the threshold alone the consumer
+that hold the poll's records — over and over while the loop waits for records. With the threshold alone the consumer
 process grew by ~1.2 MiB per 100,000 events, steadily, over 1,000,000 events at 2,500/s (``bench/stream.py
 memory-kafka --rate 2500``, docs/BENCHMARKS.md). :class:`TimedCollector` also collects every second (the older
 generations every 10 and 60 seconds), so the garbage cannot outlive a few seconds whatever the rate; the sidecar's
