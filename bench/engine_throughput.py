@@ -305,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--naive-events", type=int, default=64, help="events timed in the one-run-per-event loop")
     ap.add_argument("--naive-point-events", type=int, default=4, help="events timed in the one-run-per-point loops")
     args = ap.parse_args(argv)
+    for flag, value in (("--naive-events", args.naive_events), ("--naive-point-events", args.naive_point_events)):
+        if value < 1:
+            ap.error(f"{flag} must be at least 1 (the naive loops are timed and cross-checked on them); got {value}")
     tune_malloc()
     specs = [s for s in SPECS if s.key in args.models.split(",")]
 
