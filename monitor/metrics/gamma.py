@@ -45,16 +45,22 @@ def gamma_from_values(centre: NDArray[np.floating], ball: NDArray[np.floating]) 
 
     Parameters
     ----------
-    centre : (B, D) f at the events.
-    ball : (B, m, D) f at the ball points.
+    centre : (B, D) f at the events, or (B,) for a scalar f.
+    ball : (B, m, D) f at the ball points, or (B, m) for a scalar f.
 
     Returns
     -------
-    (B,) float64 — |f(x) − mean f(ball)|, L2 norm over D.
+    (B,) float64 — |f(x) − mean f(ball)|, L2 norm over D; the mean accumulated in float64 and a float32 centre
+    promoted exactly. The scalar form is the scorer's hot path: three numpy calls, no copy of the centre.
 
     >>> gamma_from_values(np.array([[1.0]]), np.array([[[0.0], [1.0]]])).tolist()
     [0.5]
+    >>> gamma_from_values(np.array([1.0]), np.array([[0.0, 1.0]])).tolist()
+    [0.5]
     """
+    if centre.ndim == 1:
+        scalar: NDArray[np.float64] = np.abs(centre - ball.mean(axis=1, dtype=np.float64))
+        return scalar
     diff = centre.astype(np.float64) - ball.mean(axis=1, dtype=np.float64)
     out: NDArray[np.float64] = np.abs(diff[:, 0]) if diff.shape[1] == 1 else np.sqrt(np.einsum("bd,bd->b", diff, diff))
     return out

@@ -315,7 +315,7 @@ class RobustnessScorer:
             # Few numpy calls, no temporaries beyond the gathered arrays (their logs are taken in place): right
             # after onnxruntime's run each call here pays for cold caches, so the call count is what costs.
             f_centre, f_ball = _target_pair(out, self.output, klass, b, m)
-            gamma = _gamma(f_centre, f_ball)
+            gamma = gamma_from_values(f_centre, f_ball)
             prob: NDArray[np.float64] | None = None
             if out.proba is not None:
                 # P at the predicted class: f itself when f is the probability (gathered once for γ and γ_logit)
@@ -329,7 +329,7 @@ class RobustnessScorer:
                 p_pair = (f_centre, f_ball) if self.output == "proba" else _pick(out.proba, klass, b, m)
                 log_pair = _log_floor(p_pair[0]), _log_floor(p_pair[1])
             if log_pair is not None:
-                gamma_logit = _gamma(*log_pair)
+                gamma_logit = gamma_from_values(*log_pair)
                 if prob is None:  # logits only: P_C = softmax(logits)[C]
                     assert out.logits is not None
                     z = out.logits[:b].astype(np.float64)
@@ -481,16 +481,6 @@ def _target_pair(
     table = out.proba if output == "proba" else out.logits
     assert table is not None
     return _pick(table, klass, b, m)
-
-
-def _gamma(centre: NDArray[np.float32], ball: NDArray[np.float32]) -> NDArray[np.float64]:
-    """|f(x) − mean f(ball)| per event for scalar f: (B,) and (B, m) float32 → (B,) float64.
-
-    γ as :func:`~monitor.metrics.gamma.gamma_from_values` computes it for (B, 1) and (B, m, 1) — the mean
-    accumulated in float64, the float32 centre promoted exactly — in three numpy calls instead of five.
-    """
-    gamma: NDArray[np.float64] = np.abs(centre - ball.mean(axis=1, dtype=np.float64))
-    return gamma
 
 
 def _log_floor(p: NDArray[np.float32]) -> NDArray[np.float32]:
