@@ -36,6 +36,7 @@ It prints a markdown table and the machine. Usage::
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import tempfile
 import time
@@ -53,6 +54,7 @@ from sklearn.datasets import make_classification
 from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
+from verdict import verdict
 
 from monitor.allocator import tune_malloc
 from monitor.metrics.scorer import BANK_REFRESH_BLOCK, BANK_REFRESH_DIVISOR, RobustnessScorer, ScoringConfig
@@ -214,8 +216,13 @@ def measure(
     threads: int,
     data: tuple[Standardizer, NDArray[np.float32]],
     args: argparse.Namespace,
-) -> tuple[list[Row], tuple[float, float, float, float]]:
-    """Table rows for one (model, threads) pair, and the naive loops' events/s plus the scorer's at the largest B."""
+    extras: bool = True,
+) -> tuple[list[Row], tuple[float, float, float, float] | None]:
+    """Table rows for one (model, threads) pair, and the naive loops' events/s plus the scorer's at the largest B.
+
+    ``extras=False`` (the repeat runs of ``--runs``) times the scorer against the bound only: no 1-run bound (NaN),
+    no naive loops (None).
+    """
     standardizer, pool = data
     options = OnnxRuntimeOptions(intra_op_threads=threads)
     if args.max_rows is not None:
@@ -252,16 +259,22 @@ def measure(
         paired = statistics.median(b_ / s_ for s_, b_ in zip(s_score, s_bound, strict=True))
         # the 1-run bound in a loop of its own: its single run of B·75 rows evicts the caches for whatever runs
         # next (bench/engine_breakdown.py --pollute: the MLP's wrapped graph went from 7.40 to 8.24 µs/event at B = 1024)
-        _, t_one = median_times(
-            [partial(run_chunks, session, names, feeds), partial(session.run, names, {inp: x})],
-            args.min_repeats,
-            args.min_seconds / 2,
-        )
+        t_one = math.nan
+        if extras:
+            _, t_one = median_times(
+                [partial(run_chunks, session, names, feeds), partial(session.run, names, {inp: x})],
+                args.min_repeats,
+                args.min_seconds / 2,
+            )
         share = t_noise * (b * k / BANK_REFRESH_DIVISOR / BANK_REFRESH_BLOCK) / t_score  # amortised per batch
         rows.append(Row(spec.label, threads, b, b / t_score, b / t_bound, b / t_one, share, paired))
         print(
-            f"  {spec.key} threads={threads} B={b}: {rows[-1].scorer_eps:,.0f} vs {rows[-1].bound_eps:,.0f}", flush=True
+            f"  {spec.key} threads={threads} B={b}: {rows[-1].scorer_eps:,.0f} vs {rows[-1].bound_eps:,.0f} "
+            f"(paired {paired:.3f})",
+            flush=True,
         )
+    if not extras:
+        return rows, None
 
     ev, pts = pool[: args.naive_events], pool[: args.naive_point_events]
     (t_event,) = median_times([lambda: naive_per_event(model, scorer, ev, 1)], 3, 0.0)
@@ -271,6 +284,24 @@ def measure(
     gap = float(np.max(np.abs(naive_per_event(model, scorer, ev, 1) - scorer.score(ev).gamma)))
     assert gap < 1e-5, f"naive loop and scorer disagree on gamma by {gap}"
     return rows, (len(ev) / t_event, len(pts) / t_point, len(pts) / t_skl, rows[-1].scorer_eps)
+
+
+def print_verdicts(rows: list[Row], target: float, runs: int) -> None:
+    """Per cell, its runs' paired ratios judged against ``target`` (bench/verdict.py)."""
+    cells: dict[tuple[str, int, int], list[float]] = {}
+    for r in rows:
+        cells.setdefault((r.label, r.threads, r.batch), []).append(r.paired_ratio)
+    print(
+        f"\n{runs} runs; per cell the paired ratio of each run (scorer / bound, median over its rounds), judged "
+        f"against {target:g}: median [95 % bootstrap interval of the median], runs at or above the target, verdict\n"
+    )
+    print("| model | intra-op threads | B | paired scorer / bound, per run: min – max | median [95 % CI], verdict |")
+    print("|---|---:|---:|---:|---|")
+    for (label, threads, batch), ratios in cells.items():
+        print(
+            f"| {label} | {threads or 'default'} | {batch} | {min(ratios):.2f} – {max(ratios):.2f} "
+            f"| {verdict(ratios, target)} |"
+        )
 
 
 def times(ratio: float) -> str:
@@ -304,8 +335,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-repeats", type=int, default=11)
     ap.add_argument("--naive-events", type=int, default=64, help="events timed in the one-run-per-event loop")
     ap.add_argument("--naive-point-events", type=int, default=4, help="events timed in the one-run-per-point loops")
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="time every (model, threads, B) cell this many times, the cells in turn; runs after the first time the "
+        "scorer against the bound only, and a verdict table judges each cell's paired ratios against --target "
+        "(bench/verdict.py)",
+    )
+    ap.add_argument("--target", type=float, default=0.85, help="the scorer / bound target the verdict judges")
     args = ap.parse_args(argv)
-    for flag, value in (("--naive-events", args.naive_events), ("--naive-point-events", args.naive_point_events)):
+    for flag, value in (
+        ("--naive-events", args.naive_events),
+        ("--naive-point-events", args.naive_point_events),
+        ("--runs", args.runs),
+    ):
         if value < 1:
             ap.error(f"{flag} must be at least 1 (the naive loops are timed and cross-checked on them); got {value}")
     tune_malloc()
@@ -318,14 +362,21 @@ def main(argv: list[str] | None = None) -> int:
 
     table: list[Row] = []
     naive: list[tuple[str, int, tuple[float, float, float, float]]] = []
+    repeats: list[Row] = []  # the --runs after the first
     with tempfile.TemporaryDirectory() as tmp:
+        trained = []
         for spec in specs:
             est = spec.make()
-            path = train(spec, est, x_train, y_train, Path(tmp))
-            for threads in args.threads:
-                rows, loops = measure(spec, est, path, threads, data, args)
-                table += rows
-                naive.append((spec.label, threads, loops))
+            trained.append((spec, est, train(spec, est, x_train, y_train, Path(tmp))))
+        for run in range(args.runs):
+            if run:
+                print(f"run {run + 1} of {args.runs}", flush=True)
+            for spec, est, path in trained:
+                for threads in args.threads:
+                    rows, loops = measure(spec, est, path, threads, data, args, extras=run == 0)
+                    (repeats if run else table).extend(rows)
+                    if loops is not None:
+                        naive.append((spec.label, threads, loops))
 
     thr = {0: "default"}
     print(
@@ -351,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
             f"| {label} | {thr.get(threads, threads)} | {per_event:,.0f} | {per_point:,.0f} | {skl:,.0f} | {best:,.0f} "
             f"| {times(best / per_event)} | {times(best / per_point)} | {times(best / skl)} |"
         )
+    if args.runs > 1:
+        print_verdicts(table + repeats, args.target, args.runs)
     chunk = args.max_rows if args.max_rows is not None else OnnxRuntimeOptions().max_rows_per_run
     print(
         "\n(events/s; 75 model rows per event: 1 centre + 42 ball points + 32 flicker copies; "

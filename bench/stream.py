@@ -111,6 +111,7 @@ from machine import machine  # noqa: E402  (bench/machine.py: the script's folde
 from skl2onnx import to_onnx  # noqa: E402
 from sklearn.datasets import make_classification  # noqa: E402
 from sklearn.ensemble import GradientBoostingClassifier  # noqa: E402
+from verdict import Verdict, verdict  # noqa: E402  (bench/verdict.py)
 
 from monitor.allocator import freeze_startup_objects, tune_gc, tune_malloc  # noqa: E402
 from monitor.app import ModelRuntime, Pipeline, load_model_runtime  # noqa: E402
@@ -473,6 +474,7 @@ def throughput(args: argparse.Namespace) -> None:
     freeze_startup_objects()  # as `harmonic-monitor run` does once started (monitor/allocator.py)
     print(f"GC: {'CPython defaults' if os.environ.get('HARMONIC_GC_TUNING') == '0' else 'the sidecar settings'}")
     table: list[list[str]] = []
+    verdicts: list[tuple[str, Verdict]] = []
     for name in args.brokers:
         with running_broker(name) as broker:
             topic = f"bench-stream-{uuid.uuid4().hex[:8]}"
@@ -504,6 +506,9 @@ def throughput(args: argparse.Namespace) -> None:
                         flush=True,
                     )
             table.extend(_summarize(name, variants, runs))
+            if "raw" in runs and "decode+sample-proc" in runs and args.repeats >= 2:
+                ratios = [r.rate / b.rate for r, b in zip(runs["decode+sample-proc"], runs["raw"], strict=True)]
+                verdicts.append((name, verdict(ratios, args.target)))
     if args.profile:
         return
     print(f"\nload average at end: {load_average()}\n")
@@ -516,6 +521,14 @@ def throughput(args: argparse.Namespace) -> None:
     print("|---|---|---:|---:|---:|" + ("---:|" if nocrc else "") + "---:|---:|")
     for row in table:
         print("| " + " | ".join(row if nocrc else row[:5] + row[6:]) + " |")
+    if verdicts:
+        print(
+            f"\ndecode+sample-proc ÷ raw over the repeats, judged against {args.target:g}: median [95 % bootstrap "
+            "interval of the median], repeats at or above the target, verdict\n"
+        )
+        print("| broker | decode+sample-proc ÷ raw |\n|---|---|")
+        for name, judged in verdicts:
+            print(f"| {name} | {judged} |")
 
 
 def _summarize(broker: str, variants: Sequence[str], runs: dict[str, list[Run]]) -> list[list[str]]:
@@ -1000,6 +1013,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--max-poll-records", type=int, default=2000, help="the service default: 2000")
     t.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     t.add_argument("--profile", choices=VARIANTS, help="profile one pass of this variant instead of timing")
+    t.add_argument(
+        "--target",
+        type=float,
+        default=0.8,
+        help="the decode+sample-proc ÷ raw target the verdict judges, over the repeats (bench/verdict.py); "
+        "it needs both variants and at least 2 repeats",
+    )
     t.add_argument(
         "--fetch-max-wait-ms",
         type=int,
