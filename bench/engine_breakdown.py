@@ -213,7 +213,7 @@ def main() -> int:
         if scorer._neighbourhood is not None:
             timed(scorer._neighbourhood, "evaluate", totals)
         timed(scorer, "_after_batch", totals)
-        for name in ("_labels", "_target_pair", "_gamma", "_log_floor"):
+        for name in ("_centre_classes", "_flips", "_target_pair", "gamma_from_values", "_log_floor"):
             timed(scorer_module, name, totals)
         for _ in range(3):
             scorer.score(batch)
@@ -237,9 +237,10 @@ def main() -> int:
     labels = {
         "evaluate": "wrapped graph (NeighbourhoodEvaluator.evaluate)",
         "_after_batch": "noise-bank refresh",
-        "_labels": "class indices",
+        "_centre_classes": "class indices at the centres",
+        "_flips": "flicker copies' class flips",
         "_target_pair": "f at the class",
-        "_gamma": "γ and γ_logit means",
+        "gamma_from_values": "γ and γ_logit means",
         "_log_floor": "log-floor",
     }
     for key, label in labels.items():
