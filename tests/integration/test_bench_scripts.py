@@ -67,7 +67,17 @@ def test_engine_throughput_prints_its_tables_and_the_verdicts_of_its_runs() -> N
 
 def test_engine_breakdown_times_every_step_it_names() -> None:
     out = bench(
-        "bench/engine_breakdown.py", "--model", "mlp", "--batch", "16", "--threads", "1", "--repeats", "3", "--pollute"
+        "bench/engine_breakdown.py",
+        "--model",
+        "mlp",
+        "--batch",
+        "16",
+        "--threads",
+        "1",
+        "--repeats",
+        "3",
+        "--pollute",
+        "--post",
     )
     for step in (
         "wrapped graph (NeighbourhoodEvaluator.evaluate)",
@@ -79,6 +89,8 @@ def test_engine_breakdown_times_every_step_it_names() -> None:
         "log-floor",
     ):
         assert f"| {step} | " in out, step
+    assert "| post-processing right after the run | " in out
+    assert "| the same, again on the same outputs | " in out
     out = bench(
         "bench/engine_breakdown.py", "--model", "lr", "--batch", "16", "--repeats", "3", "--broadcast", "--scalar"
     )
