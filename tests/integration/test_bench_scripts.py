@@ -147,3 +147,12 @@ def test_stream_throughput_against_a_real_broker_prints_the_verdict() -> None:
         line.startswith("| kafka09 | ") and line.endswith((": met |", ": not met |", ": undecided |"))
         for line in out.splitlines()
     ), out[-2000:]
+
+
+@pytest.mark.integration
+def test_child_memory_traces_the_consumer_loop_against_a_real_broker() -> None:
+    out = bench("bench/child_memory.py", "--rate", "2000", "--seconds", "12", "--warmup", "4", "--every", "4", "--trim")
+    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert len(rows) >= 2, out[-2000:]
+    assert int(rows[-1].split("|")[2].strip().replace(",", "")) > 0  # records were consumed
+    assert "allocation sites that grew most since the warm-up" in out
