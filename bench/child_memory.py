@@ -26,7 +26,6 @@ import sys
 import time
 import tracemalloc
 import uuid
-from pathlib import Path
 
 import stream  # bench/stream.py: the script's folder is on sys.path
 from kafka import KafkaProducer
@@ -36,24 +35,12 @@ from monitor.allocator import TimedCollector, freeze_startup_objects, tune_gc, t
 from monitor.source.kafka import KafkaSource
 
 
-def vm_rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def produce(bootstrap: str, topic: str, rate: float, seconds: float) -> None:
     """Send the pool round-robin at ``rate`` events/s for ``seconds`` (the ``--produce`` process)."""
     fx = stream.build_fixture(stream.workdir("hm-bench-childmem-"))
     pool = stream.encode_events(fx, 5000, ts_ms=None)
     producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=(0, 9), acks=1, linger_ms=5)
-    sent, start = 0, time.monotonic()
-    while (elapsed := time.monotonic() - start) < seconds:
-        while sent < int(elapsed * rate):
-            producer.send(topic, pool[sent % len(pool)])
-            sent += 1
-        time.sleep(0.01)
+    stream.send_at_rate(producer, topic, pool, int(rate * seconds), rate)
     producer.flush()
     producer.close()
 
@@ -129,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                     next_line += args.every
                     traced = tracemalloc.get_traced_memory()[0] / 2**20 if tracemalloc.is_tracing() else float("nan")
                     print(
-                        f"| {now - start:.0f} | {records:,} | {vm_rss_mib():.1f} | {traced:.2f} | {len(gc.get_objects()):,} |",
+                        f"| {now - start:.0f} | {records:,} | {stream.rss_kib()[0] / 1024:.1f} | {traced:.2f} | {len(gc.get_objects()):,} |",
                         flush=True,
                     )
         finally:

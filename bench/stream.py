@@ -236,6 +236,18 @@ def produce(broker: Broker, topic: str, values: Sequence[bytes]) -> float:
     return elapsed
 
 
+def send_at_rate(producer: KafkaProducer, topic: str, values: Sequence[bytes], count: int, rate: float) -> None:
+    """Send ``count`` values, round-robin from ``values``: at ``rate`` events/s as a block of rate/20 values every
+    50 ms, or as fast as the producer goes when ``rate`` is 0."""
+    block = max(1, int(rate / 20)) if rate > 0 else count
+    t0 = time.monotonic()
+    for i0 in range(0, count, block):
+        if rate > 0:
+            time.sleep(max(0.0, t0 + i0 / rate - time.monotonic()))
+        for i in range(i0, min(i0 + block, count)):
+            producer.send(topic, value=values[i % len(values)])
+
+
 def raw_consumer_kwargs(broker: Broker, group_id: str, max_poll_records: int, fetch_max_wait_ms: int) -> dict[str, Any]:
     """What ``KafkaSource`` passes to ``KafkaConsumer`` (group, no auto-commit, earliest, heartbeat = session/3,
     the fetch settings)."""
@@ -507,8 +519,7 @@ def throughput(args: argparse.Namespace) -> None:
                     )
             table.extend(_summarize(name, variants, runs))
             if "raw" in runs and "decode+sample-proc" in runs and args.repeats >= 2:
-                ratios = [r.rate / b.rate for r, b in zip(runs["decode+sample-proc"], runs["raw"], strict=True)]
-                verdicts.append((name, verdict(ratios, args.target)))
+                verdicts.append((name, verdict(paired_ratios(runs, "decode+sample-proc", "raw"), args.target)))
     if args.profile:
         return
     print(f"\nload average at end: {load_average()}\n")
@@ -531,13 +542,18 @@ def throughput(args: argparse.Namespace) -> None:
             print(f"| {name} | {judged} |")
 
 
+def paired_ratios(runs: dict[str, list[Run]], variant: str, base: str) -> list[float]:
+    """``variant``'s rate over ``base``'s, repeat by repeat (both timed in the same repeat)."""
+    return [r.rate / b.rate for r, b in zip(runs[variant], runs[base], strict=True)]
+
+
 def _summarize(broker: str, variants: Sequence[str], runs: dict[str, list[Run]]) -> list[list[str]]:
     """One row per variant; ratios are per repeat (both sides timed in the same repeat), then the median."""
 
     def ratio(v: str, base: str) -> str:
         if base not in runs or v in ("raw", base):
             return "—"
-        per_rep = [r.rate / b.rate for r, b in zip(runs[v], runs[base], strict=True)]
+        per_rep = paired_ratios(runs, v, base)
         return f"{statistics.median(per_rep):.2f} ({min(per_rep):.2f})"
 
     rows = []
@@ -952,14 +968,7 @@ def _measure_memory(
     def producer_thread() -> None:
         try:
             producer = KafkaProducer(**broker.kafka_kwargs(), acks=1, linger_ms=20, batch_size=512 * 1024)
-            # at --rate, a block of rate/20 values every 50 ms; else as fast as the producer goes
-            block = max(1, int(args.rate / 20)) if args.rate > 0 else args.events
-            t0 = time.monotonic()
-            for i0 in range(0, args.events, block):
-                if args.rate > 0:
-                    time.sleep(max(0.0, t0 + i0 / args.rate - time.monotonic()))
-                for i in range(i0, min(i0 + block, args.events)):
-                    producer.send(topic, value=values[i % len(values)])
+            send_at_rate(producer, topic, values, args.events, args.rate)
             producer.flush(timeout=600)
             producer.close(timeout=10)
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
