@@ -10,6 +10,8 @@ ball points, a broadcasting Add [B,1,n] + [1,m,n] against an Expand followed by 
 ``--scalar`` times ``Sub(1, p)`` on a [N, 1] column with the constant of rank 0 and of shape [1, 1].
 ``--post`` times the numpy post-processing (``_score_valid`` on outputs already computed) right after the run that
 produced them and again on the same outputs.
+``--nodes`` runs onnxruntime's profiler on the bound's session and on the scorer's wrapped graph, and prints each node's
+median kernel time per run (µs) beside the median of the whole run: where a run's time goes, node by node.
 ``--affine`` times, interleaved call by call, the bound and two scorers of the same model: with the first affine
 layer on the centres only (``affine_input``, the default) and without that rewrite (every row multiplied).
 
@@ -20,11 +22,13 @@ Run with ``HARMONIC_MALLOC_TUNING=0`` to see the steps without the sidecar's mal
     .venv/bin/python bench/engine_breakdown.py --model lr --batch 256 --broadcast
     .venv/bin/python bench/engine_breakdown.py --model mlp --batch 256 --scalar
     .venv/bin/python bench/engine_breakdown.py --model mlp --batch 256 --threads 1 --affine
+    .venv/bin/python bench/engine_breakdown.py --model mlp --batch 256 --threads 0 --nodes
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
@@ -153,6 +157,74 @@ def post_processing(scorer: RobustnessScorer, batch: NDArray[np.float32], repeat
     ]
 
 
+class ProfiledModel(OnnxModel):
+    """An :class:`OnnxModel` whose sessions — the model's own and the wrapped graph ``neighbourhood`` builds — write
+    onnxruntime's profile (JSON) under ``prefix``; otherwise the options the scorer runs with."""
+
+    prefix = ""
+
+    def _session_options(self) -> ort.SessionOptions:
+        options = super()._session_options()
+        options.enable_profiling = True
+        options.profile_file_prefix = self.prefix
+        return options
+
+
+def node_times(profile: str, skip: int) -> tuple[float, dict[tuple[str, str], float]]:
+    """The median ``model_run`` (µs) and each node's median kernel time per run (µs) of an onnxruntime profile,
+    leaving out the first ``skip`` runs (warm-up)."""
+    with open(profile, encoding="utf-8") as fh:
+        events = json.load(fh)
+    runs = [e["dur"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
+    per_node: dict[tuple[str, str], list[float]] = {}
+    for e in events:
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+            key = (str(e.get("args", {}).get("op_name", "?")), e["name"][: -len("_kernel_time")])
+            per_node.setdefault(key, []).append(e["dur"])
+    # a node runs once per model_run: its i-th time belongs to the i-th run
+    medians = {key: statistics.median(times[skip:] or times) for key, times in per_node.items()}
+    return statistics.median(runs[skip:] or runs), medians
+
+
+def nodes(path: Path, threads: int, fitted: Standardizer, batch: NDArray[np.float32], repeats: int) -> list[str]:
+    """onnxruntime's profiler on the bound (the model's session, on the rows in the scorer's chunks) and on the
+    scorer's wrapped graph (``score`` calls), each node's median kernel time per run."""
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        ProfiledModel.prefix = str(Path(tmp) / "ort")
+        model = ProfiledModel(path, OnnxRuntimeOptions(intra_op_threads=threads))
+        scorer = RobustnessScorer(model, fitted, ScoringConfig())
+        assert scorer._neighbourhood is not None, "the breakdown times the in-graph path"
+        b = batch.shape[0]
+        per_event = scorer.rows_per_event()
+        chunks = scorer._neighbourhood.chunks(b)
+        rows = scorer.build_rows(batch).copy()
+        feeds = [rows[e0 * per_event : e1 * per_event] for e0, e1 in chunks]
+        session, names, inp = model._session, model._run_names, model.input_name
+        warm_up = 3
+        for _ in range(warm_up + repeats):
+            for chunk in feeds:
+                session.run(names, {inp: chunk})
+            scorer.score(batch)
+        wrapped = scorer._neighbourhood._runner._session
+        sizes = sorted({e1 - e0 for e0, e1 in chunks})
+        size = "/".join(str(s) for s in sizes)
+        for label, sess in (("bound: the model on the rows", session), ("the scorer's wrapped graph", wrapped)):
+            # the first run of each is OnnxModel.neighbourhood's check of the wrapped graph against the model
+            run, per_node = node_times(sess.end_profiling(), 1 + warm_up * len(chunks))
+            lines += [
+                "",
+                f"{label}: {len(per_node)} nodes, run of {size} events: {run:.0f} µs (median); "
+                f"node kernel times sum to {sum(per_node.values()):.0f} µs",
+                "",
+                "| node | op | µs per run (median) |",
+                "|---|---|---:|",
+            ]
+            for (op, name), us in sorted(per_node.items(), key=lambda item: -item[1]):
+                lines.append(f"| {name} | {op} | {us:.0f} |")
+    return lines
+
+
 def broadcast(threads: int, repeats: int) -> None:
     b, m, n = 256, 42, N_FEATURES
     rng = np.random.default_rng(0)
@@ -229,6 +301,11 @@ def main() -> int:
         action="store_true",
         help="also time the numpy post-processing right after the run and again on the same outputs",
     )
+    ap.add_argument(
+        "--nodes",
+        action="store_true",
+        help="also print each node's median kernel time per run (onnxruntime's profiler), bound and wrapped graph",
+    )
     args = ap.parse_args()
     malloc = tune_malloc()
     print(f"machine: {machine('numpy', 'onnxruntime', 'sklearn')}; malloc settings applied: {malloc}")
@@ -267,6 +344,7 @@ def main() -> int:
         post_lines = []
         if args.post:  # a scorer of its own: none of the timers above wrap it
             post_lines = post_processing(RobustnessScorer(model, fitted, ScoringConfig()), batch, args.repeats)
+        node_lines = nodes(path, args.threads, fitted, batch, args.repeats) if args.nodes else []
     per = {k: v / args.repeats / b * 1e6 for k, v in totals.items()}
     print(
         f"\n{spec.label}, B = {b}, intra-op threads {args.threads or 'default'}, "
@@ -298,6 +376,8 @@ def main() -> int:
         print("\n".join(post_lines))
     if affine_lines:
         print("\n" + "\n".join(affine_lines))
+    if node_lines:
+        print("\n".join(node_lines))
     return 0
 
 

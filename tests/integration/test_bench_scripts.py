@@ -98,6 +98,17 @@ def test_engine_breakdown_times_every_step_it_names() -> None:
     assert "| scalar operand (monitor/model/broadcast.py) | time |" in out
 
 
+def test_engine_breakdown_profiles_every_node_of_both_graphs() -> None:
+    out = bench(
+        "bench/engine_breakdown.py", "--model", "mlp", "--batch", "16", "--threads", "1", "--repeats", "3", "--nodes"
+    )
+    assert "bound: the model on the rows: " in out
+    assert "the scorer's wrapped graph: " in out
+    assert out.count("| node | op | µs per run (median) |") == 2
+    # the MLP's first layer runs on the centres in the wrapped graph (affine rewrite): its Expand nodes are profiled
+    assert "| Expand |" in out
+
+
 def test_engine_breakdown_affine_comparison_runs() -> None:
     out = bench("bench/engine_breakdown.py", "--model", "mlp", "--batch", "16", "--threads", "1", "--affine")
     assert "| scorer, first layer on the centres (default) | " in out
