@@ -66,6 +66,18 @@ def timed(target: Any, name: str, totals: dict[str, float]) -> None:
     setattr(target, name, wrapper)
 
 
+def bound_rows(
+    scorer: RobustnessScorer, batch: NDArray[np.float32]
+) -> tuple[NDArray[np.float32], list[NDArray[np.float32]]]:
+    """The rows ``scorer`` evaluates for ``batch`` (a copy of ``build_rows``; it draws the batch's noise as ``score``
+    does) and those rows cut into the scorer's runs: what the bound runs."""
+    assert scorer._neighbourhood is not None, "the breakdown times the in-graph path"
+    rows = scorer.build_rows(batch).copy()
+    per_event = scorer.rows_per_event()
+    chunks = scorer._neighbourhood.chunks(batch.shape[0])
+    return rows, [rows[e0 * per_event : e1 * per_event] for e0, e1 in chunks]
+
+
 def median_us(fn: Callable[[], object], b: int, repeats: int) -> float:
     fn()
     fn()
@@ -97,9 +109,8 @@ def affine(path: Path, fitted: Standardizer, threads: int, batch: NDArray[np.flo
         "|---|---:|---:|---:|",
     ]
     b = batch.shape[0]
-    per_event = without.rows_per_event()
-    rows = RobustnessScorer(plain_model, fitted, ScoringConfig()).build_rows(batch).copy()
-    feeds = [rows[e0 * per_event : e1 * per_event] for e0, e1 in without._neighbourhood.chunks(b)]
+    # a scorer of the same model of its own draws the rows, so that ``without``'s noise stream is left as it was
+    _, feeds = bound_rows(RobustnessScorer(plain_model, fitted, ScoringConfig()), batch)
     session, names, inp = plain_model._session, plain_model._run_names, plain_model.input_name
     calls: dict[str, Callable[[], object]] = {
         "bound (session.run on the rows)": lambda: [session.run(names, {inp: chunk}) for chunk in feeds],
@@ -161,7 +172,9 @@ class ProfiledModel(OnnxModel):
     """An :class:`OnnxModel` whose sessions — the model's own and the wrapped graph ``neighbourhood`` builds — write
     onnxruntime's profile (JSON) under ``prefix``; otherwise the options the scorer runs with."""
 
-    prefix = ""
+    def __init__(self, path: Path, options: OnnxRuntimeOptions, prefix: str) -> None:
+        self.prefix = prefix  # before the sessions: OnnxModel.__init__ creates the model's own
+        super().__init__(path, options)
 
     def _session_options(self) -> ort.SessionOptions:
         options = super()._session_options()
@@ -191,15 +204,11 @@ def nodes(path: Path, threads: int, fitted: Standardizer, batch: NDArray[np.floa
     scorer's wrapped graph (``score`` calls), each node's median kernel time per run."""
     lines: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        ProfiledModel.prefix = str(Path(tmp) / "ort")
-        model = ProfiledModel(path, OnnxRuntimeOptions(intra_op_threads=threads))
+        model = ProfiledModel(path, OnnxRuntimeOptions(intra_op_threads=threads), str(Path(tmp) / "ort"))
         scorer = RobustnessScorer(model, fitted, ScoringConfig())
         assert scorer._neighbourhood is not None, "the breakdown times the in-graph path"
-        b = batch.shape[0]
-        per_event = scorer.rows_per_event()
-        chunks = scorer._neighbourhood.chunks(b)
-        rows = scorer.build_rows(batch).copy()
-        feeds = [rows[e0 * per_event : e1 * per_event] for e0, e1 in chunks]
+        chunks = scorer._neighbourhood.chunks(batch.shape[0])
+        _, feeds = bound_rows(scorer, batch)
         session, names, inp = model._session, model._run_names, model.input_name
         warm_up = 3
         for _ in range(warm_up + repeats):
@@ -318,10 +327,7 @@ def main() -> int:
         scorer = RobustnessScorer(model, fitted, ScoringConfig())
         batch = x[4000 : 4000 + args.batch].astype(np.float32)
         b = batch.shape[0]
-        rows = scorer.build_rows(batch).copy()
-        per_event = scorer.rows_per_event()
-        assert scorer._neighbourhood is not None, "the breakdown times the in-graph path"
-        feeds = [rows[e0 * per_event : e1 * per_event] for e0, e1 in scorer._neighbourhood.chunks(b)]
+        rows, feeds = bound_rows(scorer, batch)
         session, names, inp = model._session, model._run_names, model.input_name
         bound = median_us(lambda: [session.run(names, {inp: chunk}) for chunk in feeds], b, args.repeats)
         totals: dict[str, float] = {}
