@@ -334,6 +334,7 @@ def main() -> int:
         if scorer._neighbourhood is not None:
             timed(scorer._neighbourhood, "evaluate", totals)
         timed(scorer, "_after_batch", totals)
+        timed(scorer, "_binary_results", totals)  # a binary classifier whose graph exposes p alone: all of the rest
         for name in ("_centre_classes", "_flips", "_target_pair", "gamma_from_values", "_log_floor"):
             timed(scorer_module, name, totals)
         for _ in range(3):
@@ -362,6 +363,7 @@ def main() -> int:
     labels = {
         "evaluate": "wrapped graph (NeighbourhoodEvaluator.evaluate)",
         "_after_batch": "noise-bank refresh",
+        "_binary_results": "a binary classifier's scores from P(class 1) (all the steps below, in one)",
         "_centre_classes": "class indices at the centres",
         "_flips": "flicker copies' class flips",
         "_target_pair": "f at the class",

@@ -299,7 +299,7 @@ class RobustnessScorer:
 
     def _score_valid(self, centres: NDArray[np.float32]) -> dict[str, NDArray[np.generic]]:
         b = centres.shape[0]
-        m, k = self.ball_size, self.config.flicker_copies
+        k = self.config.flicker_copies
         if self._neighbourhood is None:
             out = self.model.evaluate(self.build_rows(centres))
         else:
@@ -307,6 +307,15 @@ class RobustnessScorer:
             out = self._neighbourhood.evaluate(centres, _take(self._bank_fed, self._noise_pick(b)) if k else None)
             if k:
                 self._after_batch(b)
+        return self._results(out, b)
+
+    def _results(self, out: ModelOutput, b: int) -> dict[str, NDArray[np.generic]]:
+        """The scores of B events from the model's outputs on their rows (laid out as :meth:`build_rows`)."""
+        m, k = self.ball_size, self.config.flicker_copies
+        if out.positive is not None:  # a binary classifier's P(class 1) alone (ModelOutput.positive)
+            if self.output == "proba":
+                return self._binary_results(out.positive, b)
+            out = out.with_table()
         res: dict[str, NDArray[np.generic]] = {}
         if self.model.kind == "classifier":
             klass, undefined = _centre_classes(out, b)
@@ -369,6 +378,49 @@ class RobustnessScorer:
         res["p_adj"] = p_adj
         res["flicker"] = flicker
         return res
+
+    def _binary_results(self, p: NDArray[np.float32], b: int) -> dict[str, NDArray[np.generic]]:
+        """:meth:`_results` with ``output: proba`` for a binary classifier from p = P(class 1) of every row alone.
+
+        The same numbers as from the table ``[1 − p, p]``, bit for bit: its row-wise argmax is class 1 exactly where
+        ``p > 1 − p`` (a tie or a NaN is class 0, argmax's first column); f at class 0 is ``1 − p`` rounded to float32
+        as the model's ``Sub`` rounds it. Fewer passes over the outputs than gathering from the table, which the
+        wrapped graph then need not build (see ``monitor.model.neighbourhood.binary_positive``).
+        """
+        m, k = self.ball_size, self.config.flicker_copies
+        one = np.float32(1)
+        centre = p[:b]
+        negative = one - centre
+        is_one = centre > negative
+        klass = is_one.astype(np.int64)
+        undefined = np.isnan(centre) if b and np.isnan(centre.max()) else None
+        f_centre = np.where(is_one, centre, negative)
+        f_ball = p[b : b * (1 + m)].reshape(b, m).copy()
+        np.subtract(one, f_ball, out=f_ball, where=~is_one[:, None])
+        gamma = gamma_from_values(f_centre, f_ball)
+        prob = f_centre.astype(np.float64)
+        gamma_logit = gamma_from_values(_log_floor(f_centre), _log_floor(f_ball))
+        p_adj = np.multiply(gamma_logit, -self.config.steps)
+        np.exp(p_adj, out=p_adj)
+        p_adj *= prob  # P·e^(−Nγ_logit)
+        if k:
+            copies = p[b * (1 + m) : b * (1 + m + k)]
+            flips = (copies > one - copies).reshape(b, k) != is_one[:, None]
+            flicker = np.count_nonzero(flips, axis=1) / k
+        else:
+            flicker = np.full(b, np.nan)
+        if undefined is not None:
+            klass[undefined] = -1
+            for scores in (gamma, gamma_logit, p_adj, flicker, prob):
+                scores[undefined] = np.nan
+        return {
+            "predicted_class": klass,
+            "probability": prob,
+            "gamma": gamma,
+            "gamma_logit": gamma_logit,
+            "p_adj": p_adj,
+            "flicker": flicker,
+        }
 
 
 def _quiet() -> np.errstate:

@@ -30,6 +30,9 @@ class ModelOutput:
     value : (B, D) float32 regression outputs (regressors), else None.
     raw_label : (B,) the model's own label output (class *values*, int or str) when it has one, else None —
         what a live server reports, so shadow agreement compares against this, not the index.
+    positive : (B,) float32 P(class 1) of a binary classifier whose probability table is ``[1 − p, p]`` (the
+        ``1 − p`` in float32), set *instead of* ``proba`` by ``OnnxModel.neighbourhood`` for such a model (see
+        ``monitor.model.neighbourhood.binary_positive``); :meth:`with_table` builds the table from it.
     """
 
     label: NDArray[np.int64] | None = None
@@ -37,12 +40,23 @@ class ModelOutput:
     logits: NDArray[np.float32] | None = None
     value: NDArray[np.float32] | None = None
     raw_label: NDArray[np.generic] | None = None
+    positive: NDArray[np.float32] | None = None
 
     def __len__(self) -> int:
-        for arr in (self.label, self.proba, self.logits, self.value):
+        for arr in (self.label, self.proba, self.logits, self.value, self.positive):
             if arr is not None:
                 return int(arr.shape[0])
         return 0
+
+    def with_table(self) -> ModelOutput:
+        """This output with ``proba`` the (B, 2) table ``[1 − p, p]`` when only ``positive`` carries it (else itself)."""
+        if self.positive is None or self.proba is not None:
+            return self
+        p = self.positive
+        table = np.empty((p.shape[0], 2), dtype=np.float32)
+        np.subtract(np.float32(1), p, out=table[:, 0])
+        table[:, 1] = p
+        return ModelOutput(label=self.label, proba=table, logits=self.logits, raw_label=self.raw_label)
 
 
 class Predictor(Protocol):

@@ -223,6 +223,40 @@ def affine_input(graph: onnx.GraphProto, input_name: str, n: int) -> AffineInput
     return AffineInput(tuple(nodes), w, bias.reshape(h), out)
 
 
+def binary_positive(graph: onnx.GraphProto, proba_name: str) -> str | None:
+    """The tensor p [rows, 1] when the probability output ``proba_name`` is ``Concat([1 − p, p], axis=1)``, else None.
+
+    That is how skl2onnx writes a binary classifier's probabilities after a sigmoid (an MLP, SGD or any
+    ``predict_proba`` of the form [1 − p, p]): ``Sub(1, p)`` then ``Concat`` along the class axis. The scorer needs
+    no more than p for such a model — the class is 1 exactly where ``p > 1 − p`` in float32, which is what the
+    table's row-wise argmax finds, and f at class 0 is ``1 − p`` computed as the graph's ``Sub`` computes it — so the
+    wrapped graph exposes p and leaves out the ``Sub`` and ``Concat`` on every ball point and copy (see
+    ``OnnxModel.neighbourhood``). The constant must be a single 1 (any shape of one element); the ``Sub`` must read
+    the same tensor the ``Concat`` takes second. ``OnnxModel.neighbourhood`` checks the result against the model.
+    """
+    producers = {t: node for node in graph.node for t in node.output}
+    ones = {init.name for init in graph.initializer if _is_one(numpy_helper.to_array(init))}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            value = next((a.t for a in node.attribute if a.name == "value" and a.HasField("t")), None)
+            if value is not None and _is_one(numpy_helper.to_array(value)):
+                ones.add(node.output[0])
+    concat = producers.get(proba_name)
+    if concat is None or concat.op_type != "Concat" or concat.domain not in ("", "ai.onnx") or len(concat.input) != 2:
+        return None
+    if next((a.i for a in concat.attribute if a.name == "axis"), None) not in (1, -1):
+        return None
+    negative, positive = concat.input
+    sub = producers.get(negative)
+    if sub is None or sub.op_type != "Sub" or sub.domain not in ("", "ai.onnx") or len(sub.input) != 2:
+        return None
+    return positive if sub.input[0] in ones and sub.input[1] == positive else None
+
+
+def _is_one(value: NDArray[Any]) -> bool:
+    return value.size == 1 and value.dtype == np.float32 and float(value.reshape(-1)[0]) == 1.0
+
+
 @dataclass(frozen=True, slots=True)
 class _Wrapping:
     """What every wrapping of one model shares: the parsed model, its initializer names (shared by the copies, never
@@ -254,6 +288,9 @@ class _Wrapping:
         outputs = []
         for part in parts:
             for name in self.output_names:
+                if name not in by_name:  # an inner tensor (a binary classifier's p, see binary_positive): float32
+                    outputs.append(helper.make_tensor_value_info(f"{part}/{name}", TensorProto.FLOAT, None))
+                    continue
                 out = onnx.ValueInfoProto()
                 out.CopyFrom(by_name[name])
                 out.name = f"{part}/{name}"
@@ -294,7 +331,8 @@ def neighbourhood_graph(
     ----------
     model_bytes : the model (ZipMap already removed) as serialized ONNX.
     input_name : its single 2-D input.
-    output_names : the outputs to expose, each as ``c/<name>``, ``b/<name>`` and (when ``copies``) ``f/<name>``.
+    output_names : the outputs to expose, each as ``c/<name>``, ``b/<name>`` and (when ``copies``) ``f/<name>``;
+        a float32 inner tensor of the model may stand for an output (see :func:`binary_positive`).
     offsets : (m, n) float32 ball offsets in raw units.
     copies : K flicker copies per centre (0: no ``noise`` input and no ``f/`` outputs).
     input_is_double : the model's input is double: rows are built in float32 and cast, as the numpy path does.

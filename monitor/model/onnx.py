@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from monitor.errors import ModelError
 from monitor.model.base import ModelKind, ModelOutput
 from monitor.model.broadcast import widen_scalar_operands
-from monitor.model.neighbourhood import NeighbourhoodRunner, NoiseProjector, neighbourhood_graph
+from monitor.model.neighbourhood import NeighbourhoodRunner, NoiseProjector, binary_positive, neighbourhood_graph
 
 log = logging.getLogger(__name__)
 
@@ -358,10 +358,14 @@ class OnnxModel:
             for n in self._run_names
             if n != self._label_name or (self._proba_name is None and self._logits_name is None)
         ]
+        # a binary classifier's [1 − p, p] table: the graph exposes p alone (see binary_positive), the scorer reads
+        # the class and f at it from p, and no Sub and Concat run on the ball points and copies
+        positive = self._binary_positive()
+        fetched = [positive if n == self._proba_name and positive is not None else n for n in names]
         wrapped = neighbourhood_graph(
             self._model_bytes,
             input_name=self.input_name,
-            output_names=names,
+            output_names=fetched,
             offsets=offsets,
             copies=copies,
             input_is_double=self._input_dtype == np.float64,
@@ -383,9 +387,17 @@ class OnnxModel:
             return None
         per_event = 1 + m + copies
         runner = NeighbourhoodRunner(
-            session, names, m, copies, self.options.max_rows_per_run // per_event, centre_in_ball=wrapped.centre_in_ball
+            session,
+            fetched,
+            m,
+            copies,
+            self.options.max_rows_per_run // per_event,
+            centre_in_ball=wrapped.centre_in_ball,
         )
-        evaluator = NeighbourhoodEvaluator(runner, partial(self._to_output, labels=False), wrapped.projection)
+        convert: Callable[[dict[str, NDArray[Any]]], ModelOutput] = partial(self._to_output, labels=False)
+        if positive is not None:
+            convert = partial(_positive_output, positive)
+        evaluator = NeighbourhoodEvaluator(runner, convert, wrapped.projection)
         problem = self._check_neighbourhood(evaluator, offsets, copies)
         if problem is not None:
             log.warning(
@@ -394,6 +406,17 @@ class OnnxModel:
             )
             return None
         return evaluator
+
+    def _binary_positive(self) -> str | None:
+        """p when the probability output is a binary classifier's float32 ``[1 − p, p]`` (see
+        :func:`~monitor.model.neighbourhood.binary_positive`) and there is no logits output, else None."""
+        if self._proba_name is None or self._logits_name is not None:
+            return None
+        if next(o.type for o in self._session.get_outputs() if o.name == self._proba_name) != "tensor(float)":
+            return None
+        import onnx  # as in _prepare: only where a graph is rewritten
+
+        return binary_positive(onnx.load_from_string(self._model_bytes).graph, self._proba_name)
 
     def _check_neighbourhood(
         self, evaluator: NeighbourhoodEvaluator, offsets: NDArray[np.float32], copies: int
@@ -410,6 +433,7 @@ class OnnxModel:
             got = evaluator.evaluate(centres, evaluator.project_noise(noise) if copies else None)
         except ModelError as exc:
             return str(exc)
+        got = got.with_table()
         want = self.evaluate(np.concatenate(rows))
         for name in ("proba", "logits", "value"):
             a, e = getattr(got, name), getattr(want, name)
@@ -490,6 +514,14 @@ class OnnxModel:
         own = out.get(self._label_name) if self._label_name is not None else None
         raw_label = None if own is None else np.asarray(own).reshape(-1)
         return ModelOutput(label=label, proba=proba, logits=logits, raw_label=raw_label)
+
+
+def _positive_output(name: str, out: dict[str, NDArray[Any]]) -> ModelOutput:
+    """A binary classifier's p [rows, 1] (the wrapped graph's output ``name``) as ``ModelOutput.positive``."""
+    p = out[name]
+    if p.ndim != 2 or p.shape[1] != 1 or p.dtype != np.float32:
+        raise ModelError(f"expected P(class 1) as float32 [rows, 1] from tensor '{name}'; got {p.dtype} {p.shape}")
+    return ModelOutput(positive=p.reshape(-1))
 
 
 class NeighbourhoodEvaluator:

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 from monitor.errors import ModelError
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model import onnx as onnx_module
-from monitor.model.neighbourhood import affine_input, linear_head, neighbourhood_graph
+from monitor.model.neighbourhood import affine_input, binary_positive, linear_head, neighbourhood_graph
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
 from tests.conftest import CountingSession
@@ -451,3 +451,96 @@ def test_chunks_cover_the_batch_in_the_fewest_runs_of_equal_size(per_run: int) -
         assert all(stop == nxt for (_, stop), (nxt, _) in zip(bounds, bounds[1:], strict=False))
         sizes = [stop - start for start, stop in bounds]
         assert len(bounds) == -(-b // per_run) and max(sizes) <= per_run and max(sizes) - min(sizes) <= 1
+
+
+def _binary_head(
+    path: Path, *, one: float = 1.0, axis: int = 1, swapped: bool = False, constant_node: bool = False
+) -> Path:
+    """x → MatMul → Sigmoid → p [N, 1]; probabilities = Concat(Sub(one, p), p) — skl2onnx's binary head — or a
+    variant the binary rewrite must refuse (another constant, axis, or order)."""
+    w = np.array([[1.5], [-2.0], [0.5]], dtype=np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["z"]),
+        helper.make_node("Sigmoid", ["z"], ["p"]),
+        helper.make_node("Sub", ["one", "p"], ["q"]),
+        helper.make_node("Concat", ["p", "q"] if swapped else ["q", "p"], ["probabilities"], axis=axis),
+    ]
+    inits = [onnx.numpy_helper.from_array(w, "W")]
+    one_value = onnx.numpy_helper.from_array(np.array([[one]], dtype=np.float32), "one")
+    if constant_node:
+        nodes.insert(0, helper.make_node("Constant", [], ["one"], value=one_value))
+    else:
+        inits.append(one_value)
+    graph = helper.make_graph(
+        nodes,
+        "binary_head",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", 2])],
+        initializer=inits,
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def test_binary_positive_finds_p_of_a_one_minus_p_p_table(tmp_path: Path) -> None:
+    def found(**variant: Any) -> str | None:
+        return binary_positive(onnx.load(_binary_head(tmp_path / "head.onnx", **variant)).graph, "probabilities")
+
+    assert found() == "p"
+    assert found(constant_node=True) == "p"
+    assert found(axis=-1) == "p"
+    assert found(one=2.0) is None  # [2 − p, p] is not a probability table of p
+    assert found(axis=0) is None  # rows, not classes
+    assert found(swapped=True) is None  # [p, 1 − p]: class 1 would be the first column
+    assert binary_positive(onnx.load(_mlp(tmp_path, classes=3)).graph, "probabilities") is None  # a softmax head
+
+
+@pytest.mark.parametrize("copies", [0, 16])
+def test_a_binary_mlp_exposes_p_alone_and_scores_as_the_numpy_rows(tmp_path: Path, copies: int) -> None:
+    """skl2onnx's binary MLP: the wrapped graph returns p [rows, 1] without the Sub and Concat on every ball point
+    and copy, and the scores agree with the numpy rows' (the affine rewrite's float32 rounding, as above)."""
+    path = _mlp(tmp_path)
+    graph, plain = _pair(path, ScoringConfig(radius=0.3, flicker_copies=copies, sigma=0.3, seed=7), chunk=700)
+    evaluator = graph._neighbourhood
+    assert evaluator is not None
+    positive = binary_positive(onnx.load(path).graph, "probabilities")
+    assert positive is not None
+    assert evaluator._runner._fetch == [f"{part}/{positive}" for part in ("b", "f")[: 1 + bool(copies)]]
+    out = evaluator.evaluate(np.zeros((2, 5), dtype=np.float32), graph._bank_fed[: 2 * copies] if copies else None)
+    assert out.proba is None and out.positive is not None and out.positive.shape == (2 * graph.rows_per_event(),)
+    _calls(graph, plain, 5, (1, 9, 64), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("output", ["proba", "label"])
+def test_scores_from_p_alone_are_the_scores_from_the_table_bit_for_bit(tmp_path: Path, output: str) -> None:
+    """``_binary_results`` against the table path on the same p, with the cases where reading p differs from an
+    argmax if done carelessly: p = 0.5 (a tie: class 0), values whose 1 − p rounds, 0 and 1 (log floor), NaN at a
+    centre (no class) and at a copy (class 0, as argmax's first NaN)."""
+    path = _mlp(tmp_path)
+    scorer = _pair(path, ScoringConfig(radius=0.3, flicker_copies=8, output=output, seed=3))[0]
+    m, k, b = scorer.ball_size, 8, 6
+    p = np.random.default_rng(4).uniform(size=b * (1 + m + k)).astype(np.float32)
+    p[0] = 0.5  # centre 0 on the boundary
+    p[1] = np.nextafter(np.float32(0.5), np.float32(1))
+    p[2] = np.nan  # centre 2: no class
+    p[3] = 1.0
+    p[4] = 0.0
+    p[b : b + m] = np.float32(0.5)  # centre 0's ball: every point a tie
+    p[b + m] = np.float32(1e-30)
+    p[b * (1 + m)] = np.nan  # a copy of centre 0
+    p[b * (1 + m) + 1] = np.float32(0.5)
+    from monitor.model.base import ModelOutput
+
+    got = scorer._results(ModelOutput(positive=p), b)
+    want = scorer._results(ModelOutput(positive=p).with_table(), b)
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    assert got["predicted_class"][0] == 0 and got["predicted_class"][1] == 1 and got["predicted_class"][2] == -1
+
+
+def test_a_positive_output_of_the_wrong_shape_is_a_clear_error() -> None:
+    with pytest.raises(
+        ModelError, match=r"expected P\(class 1\) as float32 \[rows, 1\] from tensor 'b/p'; got float32 \(4, 2\)"
+    ):
+        onnx_module._positive_output("b/p", {"b/p": np.zeros((4, 2), dtype=np.float32)})
