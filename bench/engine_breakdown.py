@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
-from engine_throughput import N_FEATURES, SPECS, train
+from engine_throughput import N_FEATURES, SPECS, timed_rounds, train
 from machine import machine  # bench/machine.py: the script's folder is on sys.path
 from numpy.typing import NDArray
 from onnx import TensorProto, helper, numpy_helper
@@ -89,23 +89,35 @@ def median_us(fn: Callable[[], object], b: int, repeats: int) -> float:
     return statistics.median(samples) / b * 1e6
 
 
-def affine(path: Path, fitted: Standardizer, threads: int, batch: NDArray[np.float32], seconds: float) -> list[str]:
-    """The scorer with and without the first-affine-layer rewrite, against the bound, interleaved call by call."""
+def rewrite_ab(
+    path: Path,
+    fitted: Standardizer,
+    threads: int,
+    batch: NDArray[np.float32],
+    seconds: float,
+    *,
+    target: Any,
+    name: str,
+    labels: tuple[str, str],
+) -> list[str]:
+    """The scorer with and without one of the wrapped graph's rewrites (``target.name`` returning None turns it off:
+    ``affine_input`` for the first-layer rewrite, ``OnnxModel._binary_positive`` for the binary p), against the
+    bound, interleaved call by call in an order that rotates every round."""
     options = OnnxRuntimeOptions(intra_op_threads=threads)
     with_rewrite = RobustnessScorer(OnnxModel(path, options), fitted, ScoringConfig())
-    real = neighbourhood_module.affine_input
-    neighbourhood_module.affine_input = lambda *args: None  # type: ignore[assignment]
+    real = getattr(target, name)
+    setattr(target, name, lambda *args: None)
     try:
         plain_model = OnnxModel(path, options)
         without = RobustnessScorer(plain_model, fitted, ScoringConfig())
     finally:
-        neighbourhood_module.affine_input = real
+        setattr(target, name, real)
     assert with_rewrite._neighbourhood is not None and without._neighbourhood is not None
     lines = [
         f"noise as the graphs take it: {with_rewrite._neighbourhood.noise_width or 'raw'} wide (rewrite), "
         f"{without._neighbourhood.noise_width or 'raw'} (none)",
         "",
-        "| scorer with or without the first-layer rewrite | µs/event | ÷ bound | paired |",
+        f"| scorer with or without the rewrite: {labels[0]} (default) or {labels[1]} | µs/event | ÷ bound | paired |",
         "|---|---:|---:|---:|",
     ]
     b = batch.shape[0]
@@ -114,24 +126,17 @@ def affine(path: Path, fitted: Standardizer, threads: int, batch: NDArray[np.flo
     session, names, inp = plain_model._session, plain_model._run_names, plain_model.input_name
     calls: dict[str, Callable[[], object]] = {
         "bound (session.run on the rows)": lambda: [session.run(names, {inp: chunk}) for chunk in feeds],
-        "scorer, first layer on the centres (default)": lambda: with_rewrite.score(batch),
-        "scorer, every row multiplied": lambda: without.score(batch),
+        f"scorer, {labels[0]} (default)": lambda: with_rewrite.score(batch),
+        f"scorer, {labels[1]}": lambda: without.score(batch),
     }
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    for fn in calls.values():
-        fn()
-        fn()
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end or len(samples["scorer, every row multiplied"]) < 11:
-        for name, fn in calls.items():
-            t0 = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - t0)
+    # the order rotates round by round (timed_rounds): a fixed order would always run the same scorer right after
+    # the bound, whose session's threads and caches it inherits
+    samples = dict(zip(calls, timed_rounds(list(calls.values()), 11, seconds), strict=True))
     bound = samples["bound (session.run on the rows)"]
-    for name, times in samples.items():
+    for key, times in samples.items():
         paired = statistics.median(x / y for x, y in zip(bound, times, strict=True))
         lines.append(
-            f"| {name} | {statistics.median(times) / b * 1e6:.2f} | "
+            f"| {key} | {statistics.median(times) / b * 1e6:.2f} | "
             f"{statistics.median(bound) / statistics.median(times):.3f} | {paired:.3f} |"
         )
     return lines
@@ -306,6 +311,13 @@ def main() -> int:
     ap.add_argument("--scalar", action="store_true", help="also time Sub(1, p) with a rank-0 and a [1, 1] constant")
     ap.add_argument("--affine", action="store_true", help="also time the scorer with and without the affine rewrite")
     ap.add_argument(
+        "--binary",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="also time the scorer with and without the binary-classifier rewrite (p alone), for SECONDS",
+    )
+    ap.add_argument(
         "--post",
         action="store_true",
         help="also time the numpy post-processing right after the run and again on the same outputs",
@@ -347,7 +359,29 @@ def main() -> int:
             t0 = time.perf_counter()
             scorer.score(batch)
             whole += time.perf_counter() - t0
-        affine_lines = affine(path, fitted, args.threads, batch, 6.0) if args.affine else []
+        affine_lines = []
+        if args.affine:
+            affine_lines = rewrite_ab(
+                path,
+                fitted,
+                args.threads,
+                batch,
+                6.0,
+                target=neighbourhood_module,
+                name="affine_input",
+                labels=("first layer on the centres", "every row multiplied"),
+            )
+        if args.binary:
+            affine_lines += [""] * bool(affine_lines) + rewrite_ab(
+                path,
+                fitted,
+                args.threads,
+                batch,
+                args.binary,
+                target=OnnxModel,
+                name="_binary_positive",
+                labels=("binary classifier read from p", "the [1 − p, p] table"),
+            )
         post_lines = []
         if args.post:  # a scorer of its own: none of the timers above wrap it
             post_lines = post_processing(RobustnessScorer(model, fitted, ScoringConfig()), batch, args.repeats)

@@ -65,11 +65,20 @@ def test_engine_throughput_prints_its_tables_and_the_verdicts_of_its_runs() -> N
     assert any(line.endswith((": met |", ": not met |", ": undecided |")) for line in verdicts), verdicts
 
 
-def test_engine_breakdown_times_every_step_it_names() -> None:
+#: the steps of ``RobustnessScorer.score`` the breakdown names: a binary classifier read from p (the MLP, see
+#: ``monitor.model.neighbourhood.binary_positive``), or the class table (GradientBoosting's [N, 2] probabilities)
+BREAKDOWN_STEPS = {
+    "mlp": ("a binary classifier's scores from P(class 1) (all the steps below, in one)",),
+    "gb": ("class indices at the centres", "flicker copies' class flips", "f at the class"),
+}
+
+
+@pytest.mark.parametrize("model", sorted(BREAKDOWN_STEPS))
+def test_engine_breakdown_times_every_step_it_names(model: str) -> None:
     out = bench(
         "bench/engine_breakdown.py",
         "--model",
-        "mlp",
+        model,
         "--batch",
         "16",
         "--threads",
@@ -82,9 +91,7 @@ def test_engine_breakdown_times_every_step_it_names() -> None:
     for step in (
         "wrapped graph (NeighbourhoodEvaluator.evaluate)",
         "noise-bank refresh",
-        "class indices at the centres",
-        "flicker copies' class flips",
-        "f at the class",
+        *BREAKDOWN_STEPS[model],
         "γ and γ_logit means",
         "log-floor",
     ):
@@ -109,10 +116,14 @@ def test_engine_breakdown_profiles_every_node_of_both_graphs() -> None:
     assert "| Expand |" in out
 
 
-def test_engine_breakdown_affine_comparison_runs() -> None:
-    out = bench("bench/engine_breakdown.py", "--model", "mlp", "--batch", "16", "--threads", "1", "--affine")
+def test_engine_breakdown_rewrite_comparisons_run() -> None:
+    out = bench(
+        "bench/engine_breakdown.py", "--model", "mlp", "--batch", "16", "--threads", "1", "--affine", "--binary", "0.2"
+    )
     assert "| scorer, first layer on the centres (default) | " in out
     assert "| scorer, every row multiplied | " in out
+    assert "| scorer, binary classifier read from p (default) | " in out
+    assert "| scorer, the [1 − p, p] table | " in out
 
 
 def test_scorer_ab_checks_identical_results_before_timing() -> None:
