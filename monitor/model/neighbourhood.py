@@ -23,6 +23,11 @@ produced by onnxruntime itself, in C++ and on its intra-op threads, from the B c
   projected the same way (the scorer keeps that projected bank). The MLP of bench/ stops multiplying 75 rows per
   event by its 20×64 first layer: 0–3 % more scored events/s at B = 256, 4 % at B = 1024 (docs/BENCHMARKS.md,
   engine, change 15).
+- when the model is a binary classifier whose probabilities are ``Concat([1 − p, p])`` (:func:`binary_positive`:
+  skl2onnx's sigmoid heads, the MLP of bench/ among them), ``OnnxModel.neighbourhood`` asks for p [rows, 1] instead,
+  so the ``Sub`` and ``Concat`` do not run on every ball point and copy, and the scorer reads the class, f at it and
+  the flips from p (``ModelOutput.positive``), bit for bit what it reads from the table: 3–4 % more scored events/s
+  for that MLP at B = 1024, no difference beyond the spread at B = 256 (docs/BENCHMARKS.md, engine, change 20).
 
 Otherwise every row gets the same float32 operations as the numpy path (``centre + offset``, ``centre + noise``; a
 model with a double input gets the float32 row cast to double, as ``OnnxModel.evaluate`` casts a float32 buffer), so
