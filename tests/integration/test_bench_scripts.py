@@ -142,6 +142,13 @@ def test_ort_spin_and_ingest_parts_print_their_tables() -> None:
     assert "| decode, fast path (as shipped) |" in out
 
 
+def test_record_parse_checks_its_floor_against_kafka_python() -> None:
+    # the script asserts that its floor loop gives kafka-python's offsets, timestamps and values before timing
+    out = bench("bench/record_parse.py", "--records", "300", "--rounds", "2")
+    assert "| PartitionRecords.take(), check_crcs on (the consumer's default) |" in out
+    assert "| floor: one loop to the same columns, batch CRC checked |" in out
+
+
 def test_probe_overhead_runs() -> None:
     out = bench("bench/probe_overhead.py", "--models", "lr", "--events", "2000", "--repeats", "1")
     assert "| LogisticRegression |" in out
