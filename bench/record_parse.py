@@ -11,6 +11,8 @@ interleaved rounds:
   parse (``DefaultRecordBatch``), and a ``ConsumerRecord`` per record — with ``check_crcs`` on (the default) and off;
 - ``DefaultRecordBatch`` iteration alone: the record parse without the fetcher's ``ConsumerRecord`` step;
 - the column batch ``KafkaSource.poll_columns`` builds from the ``ConsumerRecord`` list;
+- the consumer child's memory and GC settings apply throughout (``monitor/allocator.py``: malloc thresholds, GC
+  thresholds raised, start-up objects frozen), as in the child;
 - a floor: one tight pure-Python loop reading each record's offset, timestamp and value (varints decoded inline,
   the batch CRC checked) into the same columns. It is a measurement of how much of the parse is kafka-python's
   per-record generality, checked here to give exactly kafka-python's offsets, timestamps and values on these
@@ -40,6 +42,8 @@ from kafka.record.memory_records import MemoryRecords
 from kafka.structs import TopicPartition
 from machine import machine  # bench/machine.py: the script's folder is on sys.path
 from stream import build_fixture, encode_events
+
+from monitor.allocator import freeze_startup_objects, tune_gc, tune_malloc
 
 #: kafka-python's producer default ``batch_size``
 BATCH_BYTES = 16384
@@ -140,7 +144,8 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=41)
     args = ap.parse_args()
-    print(f"machine: {machine('kafka', 'crc32c')}")
+    malloc, gc_tuned = tune_malloc(), tune_gc()  # what the consumer child applies at its start
+    print(f"machine: {machine('kafka', 'crc32c')}; the child's malloc / GC settings applied: {malloc} / {gc_tuned}")
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     with tempfile.TemporaryDirectory() as tmp:
         values = encode_events(build_fixture(Path(tmp)), args.records)
@@ -149,6 +154,7 @@ def main() -> int:
     got = floor(data)
     assert got == columns(reference), "the floor loop disagrees with kafka-python"
     assert got[0] == values
+    freeze_startup_objects()  # as the child does once its consumer exists
     steps: dict[str, Callable[[], object]] = {
         "PartitionRecords.take(), check_crcs on (the consumer's default)": lambda: take(data, True),
         "PartitionRecords.take(), check_crcs off": lambda: take(data, False),
