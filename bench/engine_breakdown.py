@@ -33,6 +33,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +153,7 @@ def post_processing(scorer: RobustnessScorer, batch: NDArray[np.float32], repeat
     cold: list[float] = []
     warm: list[float] = []
     try:
-        scorer._after_batch = lambda _b: None  # type: ignore[method-assign]  # the refresh is timed on its own
+        scorer._after_batch = lambda b: None  # type: ignore[method-assign]  # the refresh is timed on its own
         for i in range(repeats + 3):
             out = real_evaluate(batch, scorer_module._take(scorer._bank_fed, scorer._noise_pick(b)))
             nb.evaluate = lambda *_args, _out=out: _out  # type: ignore[method-assign]
@@ -274,7 +275,7 @@ def broadcast(threads: int, repeats: int) -> None:
             ir_version=8,
         )
         session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        per_call = median_us(lambda s=session: s.run(["y"], {"C": centres}), 1, repeats)
+        per_call = median_us(partial(session.run, ["y"], {"C": centres}), 1, repeats)
         print(f"| {label} | {per_call:.1f} µs per call of {b} events |")
 
 
@@ -294,7 +295,7 @@ def scalar(threads: int, repeats: int) -> None:
         )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
         session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        per_call = median_us(lambda s=session: s.run(["y"], {"p": p}), 1, repeats)
+        per_call = median_us(partial(session.run, ["y"], {"p": p}), 1, repeats)
         print(
             f"| Sub(1, p), the 1 of {label} | {per_call:.1f} µs per call of {n} rows ({per_call / n * 1e3:.2f} ns/row) |"
         )

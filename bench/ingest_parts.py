@@ -50,7 +50,7 @@ from monitor.events import InferenceEvent, LivePrediction, feature_rows
 from monitor.service import build_sampler
 from monitor.source.base import RawRecord
 from monitor.source.decode import EventDecoder, KServeJoiner, ModelSchema
-from monitor.source.kafka import records_of
+from monitor.source.kafka import PartitionBatch, records_of
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -152,7 +152,7 @@ def main() -> int:
     def sample_many() -> None:
         build_sampler(settings).sample_many(events, now)
 
-    batch = ("t", 0, values, None, list(range(n)), [0] * n)
+    batch: PartitionBatch = ("t", 0, values, None, list(range(n)), [0] * n)
     unread = decode_with(fast)()  # events whose features were never read: the decoder's lists
     lists = [list(e._features) for e in unread]
     feats = [np.asarray(e.features) for e in events]

@@ -33,17 +33,26 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 from engine_throughput import N_FEATURES, SPECS, run_chunks, train
 from machine import machine  # bench/machine.py: the script's folder is on sys.path
+from numpy.typing import NDArray
 from sklearn.datasets import make_classification
 
 from monitor.allocator import tune_malloc
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
+
+
+def sidecar_batch(
+    model: OnnxModel, scorer: RobustnessScorer, poll: NDArray[np.float32], batch: NDArray[np.float32]
+) -> object:
+    """What the sidecar runs per batch: the shadow check's evaluation of the poll, then the score of the batch."""
+    return model.evaluate(poll), scorer.score(batch)
 
 
 def main() -> int:
@@ -79,9 +88,9 @@ def main() -> int:
                 {model.input_name: rows[e0 * per_event : e1 * per_event]}
                 for e0, e1 in scorer._neighbourhood.chunks(args.batch)
             ]
-            calls[f"sidecar batch, {label}"] = lambda m=model, s=scorer: (m.evaluate(poll), s.score(batch))
-            calls[f"score, {label}"] = lambda s=scorer: s.score(batch)
-            calls[f"bound, {label}"] = lambda m=model, f=feeds: run_chunks(m._session, m._run_names, f)
+            calls[f"sidecar batch, {label}"] = partial(sidecar_batch, model, scorer, poll, batch)
+            calls[f"score, {label}"] = partial(scorer.score, batch)
+            calls[f"bound, {label}"] = partial(run_chunks, model._session, model._run_names, feeds)
         names = list(calls)
         wall: dict[str, list[float]] = {n: [] for n in names}
         idle: dict[str, list[float]] = {n: [] for n in names}

@@ -79,9 +79,9 @@ def main() -> int:
             per = n.rows_per_event()
             built = n.build_rows(batch.astype(np.float32)).copy()
             assert n._neighbourhood is not None
-            feeds = [{n.model.input_name: built[e0 * per : e1 * per]} for e0, e1 in n._neighbourhood.chunks(b)]
             model = n.model
             assert isinstance(model, OnnxModel)
+            feeds = [{model.input_name: built[e0 * per : e1 * per]} for e0, e1 in n._neighbourhood.chunks(b)]
             bound = partial(run_chunks, model._session, model._run_names, feeds)
             s_old, s_new, s_bound = timed_rounds(
                 [partial(a.score, batch), partial(n.score, batch), bound], 20, args.seconds
