@@ -240,12 +240,6 @@ def binary_positive(graph: onnx.GraphProto, proba_name: str) -> str | None:
     the same tensor the ``Concat`` takes second. ``OnnxModel.neighbourhood`` checks the result against the model.
     """
     producers = {t: node for node in graph.node for t in node.output}
-    ones = {init.name for init in graph.initializer if _is_one(numpy_helper.to_array(init))}
-    for node in graph.node:
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-            value = next((a.t for a in node.attribute if a.name == "value" and a.HasField("t")), None)
-            if value is not None and _is_one(numpy_helper.to_array(value)):
-                ones.add(node.output[0])
     concat = producers.get(proba_name)
     if concat is None or concat.op_type != "Concat" or concat.domain not in ("", "ai.onnx") or len(concat.input) != 2:
         return None
@@ -253,13 +247,15 @@ def binary_positive(graph: onnx.GraphProto, proba_name: str) -> str | None:
         return None
     negative, positive = concat.input
     sub = producers.get(negative)
-    if sub is None or sub.op_type != "Sub" or sub.domain not in ("", "ai.onnx") or len(sub.input) != 2:
+    if sub is None or sub.op_type != "Sub" or sub.domain not in ("", "ai.onnx") or list(sub.input[1:]) != [positive]:
         return None
-    return positive if sub.input[0] in ones and sub.input[1] == positive else None
-
-
-def _is_one(value: NDArray[Any]) -> bool:
-    return value.size == 1 and value.dtype == np.float32 and float(value.reshape(-1)[0]) == 1.0
+    one = _initializer(graph, sub.input[0])
+    constant = producers.get(sub.input[0])
+    if one is None and constant is not None and constant.op_type == "Constant":
+        value = next((a.t for a in constant.attribute if a.name == "value" and a.HasField("t")), None)
+        if value is not None and value.data_type == TensorProto.FLOAT:
+            one = numpy_helper.to_array(value).astype(np.float64)
+    return positive if one is not None and one.size == 1 and float(one.reshape(-1)[0]) == 1.0 else None
 
 
 @dataclass(frozen=True, slots=True)
