@@ -12,8 +12,10 @@ ball points, a broadcasting Add [B,1,n] + [1,m,n] against an Expand followed by 
 produced them and again on the same outputs.
 ``--nodes`` runs onnxruntime's profiler on the bound's session and on the scorer's wrapped graph, and prints each node's
 median kernel time per run (µs) beside the median of the whole run: where a run's time goes, node by node.
-``--affine`` times, interleaved call by call, the bound and two scorers of the same model: with the first affine
-layer on the centres only (``affine_input``, the default) and without that rewrite (every row multiplied).
+``--affine`` times, interleaved call by call in a rotating order, the bound and two scorers of the same model: with
+the first affine layer on the centres only (``affine_input``, the default) and without that rewrite (every row
+multiplied). ``--binary SECONDS`` does the same for a binary classifier read from p alone (``binary_positive``)
+against the [1 − p, p] table.
 
 Run with ``HARMONIC_MALLOC_TUNING=0`` to see the steps without the sidecar's malloc settings.
 
@@ -360,28 +362,22 @@ def main() -> int:
             t0 = time.perf_counter()
             scorer.score(batch)
             whole += time.perf_counter() - t0
-        affine_lines = []
+        # (what to turn off: object and attribute, the two sides' labels, seconds) for each A/B asked for
+        rewrites: list[tuple[Any, str, tuple[str, str], float]] = []
         if args.affine:
-            affine_lines = rewrite_ab(
-                path,
-                fitted,
-                args.threads,
-                batch,
-                6.0,
-                target=neighbourhood_module,
-                name="affine_input",
-                labels=("first layer on the centres", "every row multiplied"),
+            rewrites.append(
+                (neighbourhood_module, "affine_input", ("first layer on the centres", "every row multiplied"), 6.0)
             )
         if args.binary:
-            affine_lines += [""] * bool(affine_lines) + rewrite_ab(
-                path,
-                fitted,
-                args.threads,
-                batch,
-                args.binary,
-                target=OnnxModel,
-                name="_binary_positive",
-                labels=("binary classifier read from p", "the [1 − p, p] table"),
+            rewrites.append(
+                (OnnxModel, "_binary_positive", ("binary classifier read from p", "the [1 − p, p] table"), args.binary)
+            )
+        rewrite_lines: list[str] = []
+        for target, attribute, sides, seconds in rewrites:
+            if rewrite_lines:
+                rewrite_lines.append("")
+            rewrite_lines += rewrite_ab(
+                path, fitted, args.threads, batch, seconds, target=target, name=attribute, labels=sides
             )
         post_lines = []
         if args.post:  # a scorer of its own: none of the timers above wrap it
@@ -417,8 +413,8 @@ def main() -> int:
     if post_lines:
         print("\n| the scorer's numpy work after the run, same batch | µs/event |\n|---|---:|")
         print("\n".join(post_lines))
-    if affine_lines:
-        print("\n" + "\n".join(affine_lines))
+    if rewrite_lines:
+        print("\n" + "\n".join(rewrite_lines))
     if node_lines:
         print("\n".join(node_lines))
     return 0

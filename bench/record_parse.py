@@ -10,13 +10,13 @@ interleaved rounds:
 - ``PartitionRecords.take()``: the fetcher's generator over one partition's fetched bytes — batch CRC-32C, record
   parse (``DefaultRecordBatch``), and a ``ConsumerRecord`` per record — with ``check_crcs`` on (the default) and off;
 - ``DefaultRecordBatch`` iteration alone: the record parse without the fetcher's ``ConsumerRecord`` step;
-- the column batch ``KafkaSource.poll_columns`` builds from the ``ConsumerRecord`` list;
+- the column batch the child builds from the ``ConsumerRecord`` list (``monitor.source.kafka.columns_of``);
 - the consumer child's memory and GC settings apply throughout (``monitor/allocator.py``: malloc thresholds, GC
   thresholds raised, start-up objects frozen), as in the child;
-- a floor: one tight pure-Python loop reading each record's offset, timestamp and value (varints decoded inline,
-  the batch CRC checked) into the same columns. It is a measurement of how much of the parse is kafka-python's
-  per-record generality, checked here to give exactly kafka-python's offsets, timestamps and values on these
-  batches; it is not product code (no headers, control or transactional batches, compression).
+- a floor: one tight pure-Python loop reading each record's offset, timestamp and value (kafka-python's own
+  ``decode_varint``, the batch CRC checked) into the same columns. It measures how much of the parse is
+  kafka-python's per-record generality, and is checked here to give exactly kafka-python's offsets, timestamps and
+  values on these batches; it is not product code (no headers, control or transactional batches, compression).
 
 Usage::
 
@@ -39,11 +39,13 @@ from typing import Any
 from kafka.consumer.fetcher import Fetcher
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
+from kafka.record.util import decode_varint
 from kafka.structs import TopicPartition
 from machine import machine  # bench/machine.py: the script's folder is on sys.path
 from stream import build_fixture, encode_events
 
 from monitor.allocator import freeze_startup_objects, tune_gc, tune_malloc
+from monitor.source.kafka import PartitionBatch, columns_of
 
 #: kafka-python's producer default ``batch_size``
 BATCH_BYTES = 16384
@@ -92,30 +94,12 @@ def batch_records(data: bytes) -> int:
     return n
 
 
-def columns(records: list[Any]) -> tuple[list[bytes], list[int], list[int]]:
-    """What ``KafkaSource.poll_columns`` builds per partition (no headers on these records)."""
-    values = [r.value if r.value is not None else b"" for r in records]
-    _ = any(r.headers for r in records)
-    return values, [r.offset for r in records], [r.timestamp for r in records]
-
-
-def _varint(buffer: Any, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buffer[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
-def floor(data: bytes) -> tuple[list[bytes], list[int], list[int]]:
+def floor(data: bytes) -> PartitionBatch:
     """Offsets, timestamps and values of plain v2 batches in one loop (see the module docstring: a floor, not a parser
     for every batch)."""
     values: list[bytes] = []
     offsets: list[int] = []
-    stamps: list[int] = []
+    stamps: list[int | None] = []
     records = MemoryRecords(data)
     batch = records.next_batch()
     while batch is not None:
@@ -123,20 +107,20 @@ def floor(data: bytes) -> tuple[list[bytes], list[int], list[int]]:
         buffer, pos = batch._buffer, batch._pos
         base, first = batch.base_offset, batch.first_timestamp
         for _ in range(batch._num_records):
-            length, pos = _varint(buffer, pos)
+            length, pos = decode_varint(buffer, pos)
             end = pos + length
             pos += 1  # attributes: one byte
-            delta_ts, pos = _varint(buffer, pos)
-            delta_offset, pos = _varint(buffer, pos)
-            key_length, pos = _varint(buffer, pos)
+            delta_ts, pos = decode_varint(buffer, pos)
+            delta_offset, pos = decode_varint(buffer, pos)
+            key_length, pos = decode_varint(buffer, pos)
             pos += max(key_length, 0)
-            value_length, pos = _varint(buffer, pos)
+            value_length, pos = decode_varint(buffer, pos)
             values.append(bytes(buffer[pos : pos + value_length]))
             offsets.append(base + delta_offset)
             stamps.append(first + delta_ts)
             pos = end
         batch = records.next_batch()
-    return values, offsets, stamps
+    return ("t", 0, values, None, offsets, stamps)
 
 
 def main() -> int:
@@ -152,14 +136,14 @@ def main() -> int:
     data, batches = fetched_bytes(values)
     reference = take(data, True)
     got = floor(data)
-    assert got == columns(reference), "the floor loop disagrees with kafka-python"
-    assert got[0] == values
+    assert got == columns_of("t", 0, reference), "the floor loop disagrees with kafka-python"
+    assert got[2] == values
     freeze_startup_objects()  # as the child does once its consumer exists
     steps: dict[str, Callable[[], object]] = {
         "PartitionRecords.take(), check_crcs on (the consumer's default)": lambda: take(data, True),
         "PartitionRecords.take(), check_crcs off": lambda: take(data, False),
         "DefaultRecordBatch iteration alone (no ConsumerRecord)": lambda: batch_records(data),
-        "the child's column batch from the ConsumerRecords": lambda: columns(reference),
+        "the child's column batch from the ConsumerRecords": lambda: columns_of("t", 0, reference),
         "floor: one loop to the same columns, batch CRC checked": lambda: floor(data),
     }
     samples: dict[str, list[float]] = {name: [] for name in steps}

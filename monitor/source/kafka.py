@@ -28,6 +28,16 @@ PartitionBatch = tuple[str, int, list[bytes], list[Headers] | None, list[int], l
 _new_record = functools.partial(tuple.__new__, RawRecord)
 
 
+def columns_of(topic: str, partition: int, records: Sequence[Any]) -> PartitionBatch:
+    """One partition's kafka-python ``ConsumerRecord``s as a column batch (what :meth:`KafkaSource.poll_columns`
+    returns; absent values and header values become ``b""``, headers stay None when no record has any)."""
+    values = [r.value if r.value is not None else b"" for r in records]
+    headers: list[Headers] | None = None
+    if any(r.headers for r in records):
+        headers = [tuple((k, v if v is not None else b"") for k, v in (r.headers or ())) for r in records]
+    return (topic, partition, values, headers, [r.offset for r in records], [r.timestamp for r in records])
+
+
 def records_of(batch: PartitionBatch) -> Iterator[RawRecord]:
     """The records of one column batch, in order.
 
@@ -164,16 +174,7 @@ class KafkaSource(GroupMember):
         """What :meth:`poll` returns, as one column batch per partition (cheap to send to another process)."""
         self._poll_thread = threading.get_ident()
         batches = self._consumer.poll(timeout_ms=int(timeout_seconds * 1000), max_records=max_records)
-        out: list[PartitionBatch] = []
-        for tp, records in batches.items():
-            values = [r.value if r.value is not None else b"" for r in records]
-            headers: list[Headers] | None = None
-            if any(r.headers for r in records):
-                headers = [tuple((k, v if v is not None else b"") for k, v in (r.headers or ())) for r in records]
-            out.append(
-                (tp.topic, tp.partition, values, headers, [r.offset for r in records], [r.timestamp for r in records])
-            )
-        return out
+        return [columns_of(tp.topic, tp.partition, records) for tp, records in batches.items()]
 
     def commit(self, positions: Positions) -> None:
         from kafka.errors import KafkaError
