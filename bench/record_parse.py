@@ -9,6 +9,8 @@ interleaved rounds:
 
 - ``PartitionRecords.take()``: the fetcher's generator over one partition's fetched bytes — batch CRC-32C, record
   parse (``DefaultRecordBatch``), and a ``ConsumerRecord`` per record — with ``check_crcs`` on (the default) and off;
+- the same ``take()`` with the consumer's lean parse (``monitor.source.records``, what the child installs; checked
+  here to give kafka-python's records);
 - ``DefaultRecordBatch`` iteration alone: the record parse without the fetcher's ``ConsumerRecord`` step;
 - the column batch the child builds from the ``ConsumerRecord`` list (``monitor.source.kafka.columns_of``);
 - the consumer child's memory and GC settings apply throughout (``monitor/allocator.py``: malloc thresholds, GC
@@ -46,6 +48,7 @@ from stream import build_fixture, encode_events
 
 from monitor.allocator import freeze_startup_objects, tune_gc, tune_malloc
 from monitor.source.kafka import PartitionBatch, columns_of
+from monitor.source.records import lean_partition_records, refusal
 
 #: kafka-python's producer default ``batch_size``
 BATCH_BYTES = 16384
@@ -79,6 +82,12 @@ def fetched_bytes(values: list[bytes]) -> tuple[bytes, int]:
 
 def take(data: bytes, check_crcs: bool) -> list[Any]:
     records = Fetcher.PartitionRecords(0, TopicPartition("t", 0), MemoryRecords(data), check_crcs=check_crcs)
+    taken: list[Any] = records.take()
+    return taken
+
+
+def lean_take(data: bytes) -> list[Any]:
+    records = lean_partition_records()(0, TopicPartition("t", 0), MemoryRecords(data), check_crcs=True)
     taken: list[Any] = records.take()
     return taken
 
@@ -138,10 +147,13 @@ def main() -> int:
     got = floor(data)
     assert got == columns_of("t", 0, reference), "the floor loop disagrees with kafka-python"
     assert got[2] == values
+    assert lean_take(data) == reference, "the lean parse disagrees with kafka-python"
+    print(f"lean parse usable with this kafka-python: {refusal() or 'yes'}")
     freeze_startup_objects()  # as the child does once its consumer exists
     steps: dict[str, Callable[[], object]] = {
         "PartitionRecords.take(), check_crcs on (the consumer's default)": lambda: take(data, True),
         "PartitionRecords.take(), check_crcs off": lambda: take(data, False),
+        "the lean parse (monitor/source/records.py): take(), check_crcs on": lambda: lean_take(data),
         "DefaultRecordBatch iteration alone (no ConsumerRecord)": lambda: batch_records(data),
         "the child's column batch from the ConsumerRecords": lambda: columns_of("t", 0, reference),
         "floor: one loop to the same columns, batch CRC checked": lambda: floor(data),

@@ -80,6 +80,12 @@ class KafkaSettings(_Strict):
         ge=1024,
         description="Most bytes fetched per partition per request (kafka-python's default, 1 MiB).",
     )
+    lean_record_parse: bool = Field(
+        True,
+        description="Parse fetched v2 record batches with the consumer's own lean loop (monitor/source/records.py: "
+        "the same records, positions and errors as kafka-python's parse, at less CPU per record); it is used only "
+        "with a kafka-python release it was checked against, and false keeps kafka-python's own parse.",
+    )
     dead_letter_topic: str | None = Field(None, description="Invalid events go here with the reason in a header.")
     scores_topic: str | None = Field(None, description="Optional: per-event scores are published here.")
     labels_topic: str | None = Field(None, description="Optional: delayed labels {id,label,ts}.")

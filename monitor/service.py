@@ -38,6 +38,7 @@ def consumer_arguments(k: KafkaSettings) -> dict[str, Any]:
         "max_poll_records": k.max_poll_records,
         "fetch_max_wait_ms": k.fetch_max_wait_ms,
         "max_partition_fetch_bytes": k.max_partition_fetch_bytes,
+        "lean_record_parse": k.lean_record_parse,
     }
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from monitor.errors import SourceError
+from monitor.source import records
 from monitor.source.base import Headers, Positions, RawRecord, RebalanceHandler
 
 #: fetch settings' defaults (``KafkaSettings`` documents them): the broker may hold a fetch 100 ms (kafka-python:
@@ -97,6 +98,8 @@ class KafkaSource(GroupMember):
     api_version : e.g. (0, 9) for old brokers; None lets kafka-python negotiate.
     security : extra kafka-python settings (security_protocol, ssl_*, sasl_*), passed through.
     fetch_max_wait_ms, max_partition_fetch_bytes : kafka-python's fetch settings (see ``KafkaSettings``).
+    lean_record_parse : parse v2 record batches with :mod:`monitor.source.records` where the installed kafka-python
+        was checked against it (else, or when False, kafka-python's own parse).
     rebalance : told before partitions are revoked (flush + commit there) and after assignment.
     """
 
@@ -115,6 +118,7 @@ class KafkaSource(GroupMember):
         max_partition_fetch_bytes: int = MAX_PARTITION_FETCH_BYTES,
         rebalance: RebalanceHandler | None = None,
         client_id: str = "harmonic-monitor",
+        lean_record_parse: bool = True,
     ) -> None:
         from kafka import ConsumerRebalanceListener, KafkaConsumer
         from kafka.errors import KafkaError
@@ -142,6 +146,7 @@ class KafkaSource(GroupMember):
             raise SourceError(f"cannot connect to Kafka at '{bootstrap_servers}': {exc!r}") from exc
         except ValueError as exc:
             raise SourceError(f"invalid Kafka consumer settings: {exc}") from exc
+        self.lean_record_parse = lean_record_parse and records.install(self._consumer)
         source = self
 
         class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]

@@ -64,7 +64,7 @@ class ProcessKafkaSource(GroupMember):
     ----------
     consumer : keyword arguments of :class:`~monitor.source.kafka.KafkaSource` (bootstrap_servers, topic,
         group_id, api_version, security, auto_offset_reset, session_timeout_ms, max_poll_records, fetch_max_wait_ms,
-        max_partition_fetch_bytes).
+        max_partition_fetch_bytes, lean_record_parse).
     rebalance : told before partitions are revoked (flush + commit) and after they are assigned, from ``poll``.
     start_timeout_seconds : bound on the child's start (imports, first connection).
     log_level, log_format : the child's logging, as this process's.

@@ -271,6 +271,10 @@ def test_kafka_fetch_settings_reach_the_consumer_arguments(tmp_path: Path, monke
     settings = load_settings(write_yaml(tmp_path, ONE_MODEL + "kafka:\n  max_partition_fetch_bytes: 4194304\n"))
     args = consumer_arguments(settings.kafka)
     assert args["fetch_max_wait_ms"] == 250 and args["max_partition_fetch_bytes"] == 4 << 20
+    assert defaults["lean_record_parse"] is True
+    monkeypatch.setenv("HARMONIC_KAFKA__LEAN_RECORD_PARSE", "false")
+    assert consumer_arguments(load_settings(write_yaml(tmp_path, ONE_MODEL)).kafka)["lean_record_parse"] is False
+    monkeypatch.delenv("HARMONIC_KAFKA__LEAN_RECORD_PARSE")
     monkeypatch.delenv("HARMONIC_KAFKA__FETCH_MAX_WAIT_MS")
     with pytest.raises(ConfigError, match="fetch_max_wait_ms"):
         load_settings(write_yaml(tmp_path, ONE_MODEL + "kafka:\n  fetch_max_wait_ms: -1\n"))

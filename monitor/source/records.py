@@ -1,0 +1,298 @@
+"""A leaner parse of Kafka v2 record batches for the consumer (issue 3: the consumer child's CPU).
+
+kafka-python turns every fetched record into a ``DefaultRecord`` object (``DefaultRecordBatch._read_msg``: seven
+``decode_varint`` calls, property reads) and then into a ``ConsumerRecord`` (``PartitionRecords._unpack_records``).
+On a broker that answers with v2 batches (Tansu, any Kafka ≥ 0.11) that per-record generality is most of what the
+consumer child spends parsing. :class:`LeanPartitionRecords` does the same work with the record parse inlined, in
+about half the time of kafka-python's ``take()`` (bench/record_parse.py; figures in docs/BENCHMARKS.md): the same ``ConsumerRecord``s, the same positions (``next_fetch_offset``
+after every record), the same metrics (records and bytes read), the same errors with the same messages, and the
+same handling of control batches, aborted transactions, compaction gaps and compression (kafka-python's own
+decompression). Legacy message sets (magic 0/1, e.g. Kafka 0.9) go through kafka-python's own record loop (copied
+unchanged); consumers with deserializers through kafka-python's ``_unpack_records`` itself.
+
+It replaces a library internal, so it is installed only where it was checked: :func:`install` compares the source
+of every kafka-python function it re-implements or relies on with the hashes recorded here, and leaves the consumer
+on kafka-python's own parse (logging why) when any differs. ``tests/unit/test_records.py`` checks the equivalence
+against kafka-python on every batch shape, and that the hashes still match the installed kafka-python.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: sha256 (first 16 hex digits) of ``inspect.getsource`` of each kafka-python function that
+#: :class:`LeanPartitionRecords` re-implements or whose behaviour it relies on, per kafka-python release checked;
+#: another release whose functions all hash the same is accepted too
+CHECKED_SOURCES: dict[str, dict[str, str]] = {
+    "3.0.12": {
+        "kafka.consumer.fetcher:Fetcher._parse_fetched_data": "3cd93b6d3b7b96e1",  # builds self.PartitionRecords
+        "kafka.consumer.fetcher:Fetcher.PartitionRecords.__init__": "69626e7150e62346",
+        "kafka.consumer.fetcher:Fetcher.PartitionRecords._unpack_records": "d91ccce28d83483f",
+        "kafka.consumer.fetcher:Fetcher.PartitionRecords.take": "9558697bd76730b8",
+        "kafka.record.default_records:DefaultRecordBatch.__init__": "8df1286ebd1e7110",
+        "kafka.record.default_records:DefaultRecordBatch._maybe_uncompress": "35e0360528daf8bd",
+        "kafka.record.default_records:DefaultRecordBatch.__iter__": "b4a70014a33bed92",
+        "kafka.record.default_records:DefaultRecordBatch.__next__": "ff2fba2efdb152f4",
+        "kafka.record.default_records:DefaultRecordBatch._read_msg": "b203a6ee5e4f423b",
+        "kafka.record.default_records:DefaultRecord.__init__": "70882ba702536be0",
+        "kafka.record.default_records:DefaultRecord.validate_crc": "ca8f93282fb1a7e5",
+        "kafka.record.util:decode_varint": "15359185a92694d1",
+    },
+}
+
+CONSUMER_RECORD_FIELDS = (
+    "topic", "partition", "leader_epoch", "offset", "timestamp", "timestamp_type", "key", "value", "headers",
+    "checksum", "serialized_key_size", "serialized_value_size", "serialized_header_size",
+)  # fmt: skip
+
+
+def _source_hash(qualified: str) -> str:
+    import importlib
+
+    module_name, _, path = qualified.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def refusal() -> str | None:
+    """Why the installed kafka-python cannot use :class:`LeanPartitionRecords`; None when it can."""
+    import kafka
+    from kafka.consumer.fetcher import ConsumerRecord
+
+    version = getattr(kafka, "__version__", "unknown")
+    if tuple(ConsumerRecord._fields) != CONSUMER_RECORD_FIELDS:
+        return (
+            f"kafka-python {version}'s ConsumerRecord has fields {ConsumerRecord._fields}, not {CONSUMER_RECORD_FIELDS}"
+        )
+    reasons = []
+    for checked, expected in CHECKED_SOURCES.items():
+        differs = []
+        for qualified, digest in expected.items():
+            try:
+                found = _source_hash(qualified)
+            except (ImportError, AttributeError, OSError, TypeError) as exc:
+                differs.append(f"{qualified} unreadable ({exc!r})")
+                continue
+            if found != digest:
+                differs.append(f"{qualified} (sha256 {found}, checked {digest})")
+        if not differs:
+            return None
+        reasons.append(f"against {checked}: {', '.join(differs)}")
+    return f"kafka-python {version} differs from every release this parse was checked against: {'; '.join(reasons)}"
+
+
+def install(consumer: Any) -> bool:
+    """Make ``consumer`` (a ``KafkaConsumer``) parse v2 batches with :class:`LeanPartitionRecords`; False (and the
+    consumer unchanged) where the installed kafka-python was not checked or deserializers are configured."""
+    why = refusal()
+    if why is None and not hasattr(getattr(consumer, "_fetcher", None), "PartitionRecords"):
+        why = "the consumer has no _fetcher.PartitionRecords"
+    if why is None and (consumer.config.get("key_deserializer") or consumer.config.get("value_deserializer")):
+        why = "the consumer has deserializers"
+    if why is not None:
+        log.info("kafka-python's own record parse is used", extra={"reason": why})
+        return False
+    consumer._fetcher.PartitionRecords = lean_partition_records()
+    log.info("lean record parse installed")
+    return True
+
+
+@functools.cache
+def lean_partition_records() -> type:
+    """The class (built on first use, so that importing this module does not import kafka-python)."""
+    import kafka.errors as errors
+    from kafka.consumer.fetcher import ConsumerRecord, Fetcher
+    from kafka.protocol.consumer import IsolationLevel
+    from kafka.record.default_records import DefaultRecordBatch
+    from kafka.record.util import decode_varint
+
+    new_record = functools.partial(tuple.__new__, ConsumerRecord)
+    corrupt = errors.CorruptRecordError
+    log_append_time = DefaultRecordBatch.LOG_APPEND_TIME
+
+    class LeanPartitionRecords(Fetcher.PartitionRecords):  # type: ignore[misc]
+        def _unpack_records(self, tp: Any, records: Any, key_deserializer: Any, value_deserializer: Any) -> Any:
+            if key_deserializer is not None or value_deserializer is not None:
+                return super()._unpack_records(tp, records, key_deserializer, value_deserializer)
+            return self._lean_records(tp, records)
+
+        def _lean_records(self, tp: Any, records: Any) -> Iterator[Any]:
+            # kafka-python's _unpack_records with its deserializers None; only the loop over a v2 batch's records
+            # differs (marked below), the rest is the same statement for statement
+            try:
+                batch = records.next_batch()
+                last_batch = None
+                while batch is not None:
+                    last_batch = batch
+
+                    if self.check_crcs and not batch.validate_crc():
+                        raise corrupt(
+                            f"Record batch for partition {self.topic_partition} at offset {batch.base_offset} failed crc check"
+                        )
+
+                    if batch.magic == 2:
+                        self.leader_epoch = batch.leader_epoch
+                        if self.isolation_level == IsolationLevel.READ_COMMITTED and batch.has_producer_id():
+                            self._consume_aborted_transactions_up_to(batch.last_offset)
+                            producer_id = batch.producer_id
+                            if self._contains_abort_marker(batch):
+                                self.aborted_producer_ids.discard(producer_id)
+                            elif self._is_batch_aborted(batch):
+                                self.next_fetch_offset = batch.next_offset
+                                batch = records.next_batch()
+                                continue
+                        if batch.is_control_batch:
+                            self.next_fetch_offset = batch.next_offset
+                            batch = records.next_batch()
+                            continue
+                        yield from self._v2_records(tp, batch)  # the lean part
+                    else:
+                        for record in batch:  # legacy message sets: kafka-python's loop
+                            if self.check_crcs and not record.validate_crc():
+                                raise corrupt(
+                                    f"Record for partition {self.topic_partition} at offset {record.offset} failed crc check"
+                                )
+                            key, value, headers = record.key, record.value, record.headers
+                            key_size = len(key) if key is not None else -1
+                            value_size = len(value) if value is not None else -1
+                            header_size = (
+                                sum(len(k.encode("utf-8")) + (len(v) if v is not None else 0) for k, v in headers)
+                                if headers
+                                else -1
+                            )
+                            self.records_read += 1
+                            self.bytes_read += record.size_in_bytes
+                            self.next_fetch_offset = record.offset + 1
+                            yield ConsumerRecord(
+                                tp.topic, tp.partition, self.leader_epoch, record.offset, record.timestamp,
+                                record.timestamp_type, key, value, headers, record.checksum,
+                                key_size, value_size, header_size,
+                            )  # fmt: skip
+
+                    batch = records.next_batch()
+                else:
+                    if last_batch and last_batch.magic == 2:
+                        self.next_fetch_offset = last_batch.next_offset
+                    self.drain()
+            except StopIteration:
+                log.exception("StopIteration raised unpacking messageset")
+                raise RuntimeError("StopIteration raised unpacking messageset") from None
+
+        def _v2_records(self, tp: Any, batch: Any) -> Iterator[Any]:
+            """``for record in batch`` (DefaultRecordBatch.__iter__/__next__/_read_msg) fused with the
+            ConsumerRecord built from each record: one frame and no per-record objects beyond the record itself.
+            A v2 record has no CRC of its own (``DefaultRecord.validate_crc`` is True), so there is none to check."""
+            batch._maybe_uncompress()
+            buffer = batch._buffer
+            pos = batch._pos
+            topic, partition, epoch = tp.topic, tp.partition, self.leader_epoch
+            base_offset = batch.base_offset
+            timestamp_type = batch.timestamp_type
+            append_time = batch.max_timestamp if timestamp_type == log_append_time else None
+            first_timestamp = batch.first_timestamp
+            key: bytes | None
+            value: bytes | None
+            header_value: bytes | None
+            for _ in range(batch._num_records):
+                try:
+                    # Record => Length Attributes TimestampDelta OffsetDelta Key Value [HeaderKey HeaderValue];
+                    # a one-byte varint is decoded in line (zig-zag), longer ones by kafka-python's decode_varint;
+                    # the blocks repeat on purpose: a helper's call per field is the cost this loop removes
+                    b = buffer[pos]
+                    if b < 0x80:
+                        length, pos = (b >> 1) ^ -(b & 1), pos + 1
+                    else:
+                        length, pos = decode_varint(buffer, pos)
+                    start = pos
+                    b = buffer[pos]
+                    if b < 0x80:
+                        pos += 1  # attributes: unused
+                    else:
+                        _, pos = decode_varint(buffer, pos)
+                    b = buffer[pos]
+                    if b < 0x80:
+                        delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+                    else:
+                        delta, pos = decode_varint(buffer, pos)
+                    timestamp = first_timestamp + delta if append_time is None else append_time
+                    b = buffer[pos]
+                    if b < 0x80:
+                        delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+                    else:
+                        delta, pos = decode_varint(buffer, pos)
+                    offset = base_offset + delta
+                    b = buffer[pos]
+                    if b < 0x80:
+                        size, pos = (b >> 1) ^ -(b & 1), pos + 1
+                    else:
+                        size, pos = decode_varint(buffer, pos)
+                    if size >= 0:
+                        key = bytes(buffer[pos : pos + size])
+                        pos += size
+                        key_size = len(key)
+                    else:
+                        key, key_size = None, -1
+                    b = buffer[pos]
+                    if b < 0x80:
+                        size, pos = (b >> 1) ^ -(b & 1), pos + 1
+                    else:
+                        size, pos = decode_varint(buffer, pos)
+                    if size >= 0:
+                        value = bytes(buffer[pos : pos + size])
+                        pos += size
+                        value_size = len(value)
+                    else:
+                        value, value_size = None, -1
+                    count, pos = decode_varint(buffer, pos)
+                    if count < 0:
+                        raise corrupt(f"Found invalid number of record headers {count}")
+                    headers: list[tuple[str, bytes | None]] = []
+                    header_size = -1
+                    if count:
+                        header_size = 0
+                        while count:
+                            size, pos = decode_varint(buffer, pos)
+                            if size < 0:
+                                raise corrupt(f"Invalid negative header key size {size}")
+                            header_key = buffer[pos : pos + size].decode("utf-8")
+                            pos += size
+                            size, pos = decode_varint(buffer, pos)
+                            if size >= 0:
+                                header_value = bytes(buffer[pos : pos + size])
+                                pos += size
+                            else:
+                                header_value = None
+                            headers.append((header_key, header_value))
+                            header_size += len(header_key.encode("utf-8")) + (
+                                len(header_value) if header_value is not None else 0
+                            )
+                            count -= 1
+                    if pos - start != length:
+                        raise corrupt(
+                            "Invalid record size: expected to read "
+                            f"{length} bytes in record payload, but instead read {pos - start}"
+                        )
+                except (ValueError, IndexError) as err:
+                    raise corrupt(f"Found invalid record structure: {err!r}") from None
+                self.records_read += 1
+                self.bytes_read += length
+                self.next_fetch_offset = offset + 1
+                yield new_record((
+                    topic, partition, epoch, offset, timestamp, timestamp_type, key, value, headers, None,
+                    key_size, value_size, header_size,
+                ))  # fmt: skip
+            batch._pos, batch._next_record_index = pos, max(batch._num_records, 0)
+            if pos != len(buffer):
+                raise corrupt(f"{len(buffer) - pos} unconsumed bytes after all records consumed")
+
+    return LeanPartitionRecords
