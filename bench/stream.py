@@ -123,6 +123,7 @@ from monitor.source.base import Source  # noqa: E402
 from monitor.source.decode import EventDecoder, KServeJoiner, ModelSchema  # noqa: E402
 from monitor.source.kafka import KafkaSource  # noqa: E402
 from monitor.source.kafka_process import ProcessKafkaSource  # noqa: E402
+from monitor.source.records import refusal  # noqa: E402
 from monitor.source.replay import ReplaySource  # noqa: E402
 from tests.integration.brokers import Broker, Kafka09Broker, TansuBroker  # noqa: E402
 
@@ -383,6 +384,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
                     "session_timeout_ms": SESSION_TIMEOUT_MS,
                     "max_poll_records": args.max_poll_records,
                     "fetch_max_wait_ms": args.fetch_max_wait_ms,
+                    "lean_record_parse": args.record_parse == "lean",
                 }
             )
 
@@ -485,6 +487,8 @@ def throughput(args: argparse.Namespace) -> None:
     variants = [v for v in VARIANTS if v in args.variants]
     freeze_startup_objects()  # as `harmonic-monitor run` does once started (monitor/allocator.py)
     print(f"GC: {'CPython defaults' if os.environ.get('HARMONIC_GC_TUNING') == '0' else 'the sidecar settings'}")
+    lean = f"lean (usable: {refusal() or 'yes'})" if args.record_parse == "lean" else "kafka-python's"
+    print(f"the sidecar consumer's record parse: {lean}", flush=True)
     table: list[list[str]] = []
     verdicts: list[tuple[str, Verdict]] = []
     for name in args.brokers:
@@ -1034,6 +1038,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=KafkaSettings().fetch_max_wait_ms,
         help="kafka.fetch_max_wait_ms for every consumer (raw and the sidecar's; default: the setting's default)",
+    )
+    t.add_argument(
+        "--record-parse",
+        choices=["lean", "kafka-python"],
+        default="lean" if KafkaSettings().lean_record_parse else "kafka-python",
+        help="the sidecar consumer's record parse (kafka.lean_record_parse; default: the setting's default); "
+        "the raw variants always use kafka-python's",
     )
     t.add_argument(
         "--gc",
