@@ -143,9 +143,11 @@ def test_ort_spin_and_ingest_parts_print_their_tables() -> None:
 
 
 def test_record_parse_checks_its_floor_against_kafka_python() -> None:
-    # the script asserts that its floor loop gives kafka-python's offsets, timestamps and values before timing
+    # the script asserts that its floor loop and the lean parse give kafka-python's records before timing
     out = bench("bench/record_parse.py", "--records", "300", "--rounds", "2")
     assert "| PartitionRecords.take(), check_crcs on (the consumer's default) |" in out
+    assert "lean parse usable with this kafka-python: yes" in out
+    assert "| the lean parse (monitor/source/records.py): take(), check_crcs on |" in out
     assert "| floor: one loop to the same columns, batch CRC checked |" in out
 
 
