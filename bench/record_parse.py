@@ -80,14 +80,8 @@ def fetched_bytes(values: list[bytes]) -> tuple[bytes, int]:
     return bytes(out), batches
 
 
-def take(data: bytes, check_crcs: bool) -> list[Any]:
-    records = Fetcher.PartitionRecords(0, TopicPartition("t", 0), MemoryRecords(data), check_crcs=check_crcs)
-    taken: list[Any] = records.take()
-    return taken
-
-
-def lean_take(data: bytes) -> list[Any]:
-    records = lean_partition_records()(0, TopicPartition("t", 0), MemoryRecords(data), check_crcs=True)
+def take(data: bytes, check_crcs: bool, cls: type = Fetcher.PartitionRecords) -> list[Any]:
+    records = cls(0, TopicPartition("t", 0), MemoryRecords(data), check_crcs=check_crcs)
     taken: list[Any] = records.take()
     return taken
 
@@ -147,13 +141,15 @@ def main() -> int:
     got = floor(data)
     assert got == columns_of("t", 0, reference), "the floor loop disagrees with kafka-python"
     assert got[2] == values
-    assert lean_take(data) == reference, "the lean parse disagrees with kafka-python"
+    assert take(data, True, lean_partition_records()) == reference, "the lean parse disagrees with kafka-python"
     print(f"lean parse usable with this kafka-python: {refusal() or 'yes'}")
     freeze_startup_objects()  # as the child does once its consumer exists
     steps: dict[str, Callable[[], object]] = {
         "PartitionRecords.take(), check_crcs on (the consumer's default)": lambda: take(data, True),
         "PartitionRecords.take(), check_crcs off": lambda: take(data, False),
-        "the lean parse (monitor/source/records.py): take(), check_crcs on": lambda: lean_take(data),
+        "the lean parse (monitor/source/records.py): take(), check_crcs on": lambda: take(
+            data, True, lean_partition_records()
+        ),
         "DefaultRecordBatch iteration alone (no ConsumerRecord)": lambda: batch_records(data),
         "the child's column batch from the ConsumerRecords": lambda: columns_of("t", 0, reference),
         "floor: one loop to the same columns, batch CRC checked": lambda: floor(data),

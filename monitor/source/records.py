@@ -291,7 +291,6 @@ def lean_partition_records() -> type:
                     topic, partition, epoch, offset, timestamp, timestamp_type, key, value, headers, None,
                     key_size, value_size, header_size,
                 ))  # fmt: skip
-            batch._pos, batch._next_record_index = pos, max(batch._num_records, 0)
             if pos != len(buffer):
                 raise corrupt(f"{len(buffer) - pos} unconsumed bytes after all records consumed")
 

@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 from kafka import KafkaProducer
+from kafka.structs import TopicPartition
 
 from monitor.source.base import RawRecord
 from monitor.source.kafka import KafkaSource
@@ -76,14 +77,8 @@ def test_the_lean_parse_reads_what_kafka_pythons_parse_reads(kafka_broker: Broke
         positions = {
             (r.topic, r.partition): r.offset + 1 for r in sorted(lean, key=lambda r: r.offset)
         }  # what the pipeline would commit
-        assert {tp: lean_source._consumer.position(_tp(tp)) for tp in positions} == positions
-        assert {tp: plain_source._consumer.position(_tp(tp)) for tp in positions} == positions
+        assert {tp: lean_source._consumer.position(TopicPartition(*tp)) for tp in positions} == positions
+        assert {tp: plain_source._consumer.position(TopicPartition(*tp)) for tp in positions} == positions
     finally:
         lean_source.close()
         plain_source.close()
-
-
-def _tp(key: tuple[str, int]) -> object:
-    from kafka.structs import TopicPartition
-
-    return TopicPartition(*key)
