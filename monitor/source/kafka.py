@@ -8,10 +8,11 @@ rebalance across replicas of the same ``group_id``. Security settings (SSL/SASL)
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from monitor.errors import SourceError
@@ -22,6 +23,12 @@ from monitor.source.base import Headers, Positions, RawRecord, RebalanceHandler
 #: 500), 1 MiB per partition per fetch (kafka-python's)
 FETCH_MAX_WAIT_MS = 100
 MAX_PARTITION_FETCH_BYTES = 1 << 20
+#: bound on one synchronous offset commit (ms); past it the commit is given up with a warning, and the events since
+#: the last commit that landed are re-delivered (at-least-once). kafka-python's own default is request_timeout_ms
+#: (30 s), or no bound at all in older releases.
+COMMIT_TIMEOUT_MS = 10_000
+#: bound on closing the consumer (leaving the group, closing connections), in ms
+CLOSE_TIMEOUT_MS = 5_000
 #: (topic, partition, values, headers per record or None when no record has any, offsets, timestamps in ms)
 PartitionBatch = tuple[str, int, list[bytes], list[Headers] | None, list[int], list[int | None]]
 
@@ -147,6 +154,10 @@ class KafkaSource(GroupMember):
         except ValueError as exc:
             raise SourceError(f"invalid Kafka consumer settings: {exc}") from exc
         self.lean_record_parse = lean_record_parse and records.install(self._consumer)
+        # bounded commit and close where kafka-python takes a bound: without one, a commit retries while the
+        # coordinator is unknown, and a shutdown would wait for it
+        self._commit_bound = _bound(self._consumer.commit, COMMIT_TIMEOUT_MS)
+        self._close_bound = _bound(self._consumer.close, CLOSE_TIMEOUT_MS)
         source = self
 
         class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -197,16 +208,21 @@ class KafkaSource(GroupMember):
             self._consumer.commit_async(offsets, callback=_log_failed_commit)
             return
         try:
-            self._consumer.commit(offsets)
+            self._consumer.commit(offsets, **self._commit_bound)
         except KafkaError as exc:
             # a commit that fails (e.g. after a rebalance) means those events are re-delivered: at-least-once
             log.warning("offset commit failed; events will be re-delivered", extra={"error": repr(exc)})
 
     def close(self) -> None:
         try:
-            self._consumer.close(autocommit=False)
+            self._consumer.close(autocommit=False, **self._close_bound)
         except Exception:  # noqa: BLE001 - closing must not mask the real shutdown path
             log.exception("error while closing the Kafka consumer")
+
+
+def _bound(method: Callable[..., Any], timeout_ms: int) -> dict[str, int]:
+    """``{"timeout_ms": timeout_ms}`` where ``method`` takes it (recent kafka-python), else nothing."""
+    return {"timeout_ms": timeout_ms} if "timeout_ms" in inspect.signature(method).parameters else {}
 
 
 def _log_failed_commit(offsets: Any, response: Any) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import itertools
 import logging
 import os
@@ -55,6 +56,11 @@ REVOKE_REPLY_TIMEOUT_SECONDS = 60.0
 OUTBOX_MESSAGES = 6
 #: the child→parent pipe's buffer (Linux F_SETPIPE_SZ; capped by /proc/sys/fs/pipe-max-size, default 1 MiB)
 PIPE_BYTES = 1 << 20
+#: how long ``close`` waits for the child to exit after it reported "closed" (or did not in time), before killing it
+EXIT_WAIT_SECONDS = 10.0
+#: the signal on which the child writes its threads' stacks to stderr (faulthandler), before a kill; None off POSIX
+STACKS_SIGNAL: signal.Signals | None = getattr(signal, "SIGUSR1", None)
+STACKS_WAIT_SECONDS = 1.0
 
 
 class ProcessKafkaSource(GroupMember):
@@ -151,7 +157,12 @@ class ProcessKafkaSource(GroupMember):
         self._send(("commit", owned))
 
     def close(self, timeout_seconds: float = 30.0) -> None:
-        """Have the child commit what was sent, close the consumer and exit; wait for it (bounded)."""
+        """Have the child commit what was sent, close the consumer and exit; wait for it (bounded).
+
+        Each of the child's commits is bounded by ``COMMIT_TIMEOUT_MS`` and its close by ``CLOSE_TIMEOUT_MS``
+        (:mod:`monitor.source.kafka`); a child not done after ``timeout_seconds`` plus ``EXIT_WAIT_SECONDS`` writes
+        its threads' stacks to stderr and is killed.
+        """
         if self._closed:
             return
         self._closed = True
@@ -221,13 +232,33 @@ class ProcessKafkaSource(GroupMember):
 
     def _stop_child(self) -> None:
         try:
-            self._process.wait(timeout=10.0)
+            self._process.wait(timeout=EXIT_WAIT_SECONDS)
         except subprocess.TimeoutExpired:
-            log.warning("Kafka consumer process did not exit; killing it", extra={"pid": self._process.pid})
+            # where it hangs is what an operator needs: the child writes its threads' stacks to its stderr (ours)
+            dumped = _dump_stacks(self._process)
+            log.warning(
+                "Kafka consumer process did not exit; killing it"
+                + ("; its threads' stacks are in its stderr above" if dumped else ""),
+                extra={"pid": self._process.pid},
+            )
             self._process.kill()
             self._process.wait(timeout=5.0)
         for conn in (self._commands, self._out):
             conn.close()
+
+
+def _dump_stacks(process: subprocess.Popen[bytes]) -> bool:
+    """Have the child write every thread's stack to its stderr (its ``faulthandler`` on SIGUSR1); True if asked."""
+    if STACKS_SIGNAL is None or process.poll() is not None:
+        return False
+    try:
+        process.send_signal(STACKS_SIGNAL)
+        process.wait(timeout=STACKS_WAIT_SECONDS)  # it does not exit on the signal: this is time to write the dump
+    except subprocess.TimeoutExpired:
+        pass
+    except OSError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------- the child
@@ -258,6 +289,8 @@ def _die_with_parent(parent: int) -> None:
 def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if STACKS_SIGNAL is not None:  # asked by the parent before it kills a child that does not exit (_dump_stacks)
+        faulthandler.register(STACKS_SIGNAL, all_threads=True)
     _die_with_parent(parent)
     from monitor.allocator import TimedCollector, freeze_startup_objects, tune_gc, tune_malloc
     from monitor.logs import setup_logging
