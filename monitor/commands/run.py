@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
@@ -94,5 +95,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _force_exit() -> None:
-    log.error("graceful shutdown exceeded its bound; exiting without a final commit (events will be re-delivered)")
+    from monitor.source.kafka_process import dump_consumer_stacks
+
+    log.error(
+        "graceful shutdown exceeded its bound; exiting without a final commit (events will be re-delivered); "
+        "the threads' stacks follow on stderr"
+    )
+    faulthandler.dump_traceback(all_threads=True)  # where this process's shutdown hung
+    dump_consumer_stacks()  # and the consumer child's, when it runs in one
     os._exit(3)

@@ -38,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -61,6 +62,8 @@ EXIT_WAIT_SECONDS = 10.0
 #: the signal on which the child writes its threads' stacks to stderr (faulthandler), before a kill; None off POSIX
 STACKS_SIGNAL: signal.Signals | None = getattr(signal, "SIGUSR1", None)
 STACKS_WAIT_SECONDS = 1.0
+#: the sources whose child is running (started, not closed): :func:`dump_consumer_stacks` asks each of them
+_LIVE: weakref.WeakSet[ProcessKafkaSource] = weakref.WeakSet()
 
 
 class ProcessKafkaSource(GroupMember):
@@ -126,6 +129,7 @@ class ProcessKafkaSource(GroupMember):
             if kind == "error":
                 self._stop_child()
                 raise SourceError(str(payload))
+        _LIVE.add(self)
         log.info("Kafka consumer process started", extra={"pid": self._process.pid})
 
     # -- Source ------------------------------------------------------------------------------------------
@@ -181,6 +185,7 @@ class ProcessKafkaSource(GroupMember):
             pass  # the child is gone already: nothing left to commit there
         finally:
             self._stop_child()
+            _LIVE.discard(self)
 
     # -- messages from the child ---------------------------------------------------------------------------
     def _handle(self, kind: str, payload: Any) -> None:
@@ -245,6 +250,12 @@ class ProcessKafkaSource(GroupMember):
             self._process.wait(timeout=5.0)
         for conn in (self._commands, self._out):
             conn.close()
+
+
+def dump_consumer_stacks() -> int:
+    """Have every running consumer child write its threads' stacks to stderr (a shutdown past its bound calls this
+    before it exits, so the log says where the child hung); returns how many were asked."""
+    return sum(_dump_stacks(source._process) for source in list(_LIVE))
 
 
 def _dump_stacks(process: subprocess.Popen[bytes]) -> bool:

@@ -14,10 +14,12 @@ import sys
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import IO
 
 import pytest
 from kafka import KafkaConsumer
 
+from monitor.commands import run as run_command
 from monitor.source import kafka_process
 from monitor.source.kafka import CLOSE_TIMEOUT_MS, COMMIT_TIMEOUT_MS, _bound
 from monitor.source.kafka_process import ProcessKafkaSource
@@ -41,14 +43,12 @@ def _handles(pid: int, signum: int) -> bool:
     raise AssertionError(f"no SigCgt line for pid {pid}")
 
 
-def test_a_child_that_does_not_exit_writes_its_stacks_then_is_killed(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
-) -> None:
-    """The real child module, started as ProcessKafkaSource starts it, never sent its config: it waits forever."""
+def _hung_child(stderr_path: Path) -> tuple[ProcessKafkaSource, subprocess.Popen[bytes], IO[bytes]]:
+    """The real child module, started as ProcessKafkaSource starts it and never sent its config: it waits forever."""
     assert kafka_process.STACKS_SIGNAL is not None
     cmd_read, cmd_write = os.pipe()
     out_read, out_write = os.pipe()
-    stderr = (tmp_path / "child.stderr").open("wb")
+    stderr = stderr_path.open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "monitor.source.kafka_process", str(cmd_read), str(out_write), str(os.getpid())],
         pass_fds=(cmd_read, out_write),
@@ -66,15 +66,51 @@ def test_a_child_that_does_not_exit_writes_its_stacks_then_is_killed(
     while not _handles(process.pid, kafka_process.STACKS_SIGNAL):
         assert process.poll() is None and time.monotonic() < deadline, "the child never installed its handler"
         time.sleep(0.01)
+    return source, process, stderr
+
+
+def _is_child_dump(text: str) -> bool:
+    return "most recent call first" in text and "kafka_process.py" in text and "_child_main" in text
+
+
+def test_a_child_that_does_not_exit_writes_its_stacks_then_is_killed(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    source, process, stderr = _hung_child(tmp_path / "child.stderr")
     monkeypatch.setattr(kafka_process, "EXIT_WAIT_SECONDS", 0.05)
     with caplog.at_level(logging.WARNING, logger="monitor.source.kafka_process"):
         source._stop_child()
     stderr.close()
     assert process.returncode == -signal.SIGKILL
     dump = (tmp_path / "child.stderr").read_text()
-    assert "most recent call first" in dump and "kafka_process.py" in dump and "_child_main" in dump, dump
+    assert _is_child_dump(dump), dump
     assert "did not exit; killing it; its threads' stacks are in its stderr above" in caplog.text
     assert source._commands.closed and source._out.closed
+
+
+def test_a_shutdown_past_its_bound_dumps_the_stacks_of_the_sidecar_and_its_consumer_child(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source, process, stderr = _hung_child(tmp_path / "child.stderr")
+    monkeypatch.setattr(kafka_process, "_LIVE", {source})
+
+    def exit_(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(run_command.os, "_exit", exit_)
+    try:
+        with caplog.at_level(logging.ERROR, logger="monitor.commands.run"), pytest.raises(SystemExit) as exited:
+            run_command._force_exit()
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+        stderr.close()
+    assert exited.value.code == 3
+    assert "graceful shutdown exceeded its bound" in caplog.text
+    own = capfd.readouterr().err
+    assert "most recent call first" in own and "_force_exit" in own, own  # this process's threads
+    dump = (tmp_path / "child.stderr").read_text()
+    assert _is_child_dump(dump), dump  # the child's
 
 
 def test_an_exited_child_is_not_signalled() -> None:
