@@ -375,6 +375,10 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
             send("assigned", list(partitions))
 
     def read_commands() -> None:
+        # Reads until the parent closes the pipe, "close" included: a rebalance can start after the parent sent
+        # "close" and before the poll loop gets to it (the poll loop is then inside poll(), in the rebalance), and
+        # the parent's answer to that "revoked" must still be read, or the listener waits, the poll never returns
+        # and the close never happens (seen once in CI: the child killed, its last commit lost).
         while True:
             try:
                 kind, payload = commands.recv()
@@ -388,9 +392,9 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
                 if event is not None:
                     event.set()
             else:
-                todo.put((kind, payload))
                 if kind == "close":
-                    return
+                    closing.set()  # a rebalance from here on does not ask the parent to flush: it has, before close
+                todo.put((kind, payload))
 
     try:
         source = KafkaSource(**consumer, rebalance=Forward())

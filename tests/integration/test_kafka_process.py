@@ -8,6 +8,7 @@ revoked partition dropped (not applied twice), a clean close, and a clear error 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -92,6 +93,35 @@ def test_every_record_once_in_partition_order_and_commits_land(kafka_broker: Bro
     finally:
         source.close()
     assert committed_offsets(kafka_broker, topic, group) == ends  # durable once close() returned
+
+
+def test_close_while_a_rebalance_waits_for_this_process(
+    kafka_broker: Broker, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A member joins just before close: the child's listener has asked this process to flush ("revoked") when
+    "close" is sent. ``close`` answers it, and the child must still read that answer. It once stopped reading
+    commands at "close": the listener waited, poll() never returned, the child was killed and its commit lost."""
+    ends = _produce(kafka_broker, topic, 100)
+    group = group_name()
+    source = _source(kafka_broker, topic, group)
+    second: ProcessKafkaSource | None = None
+    try:
+        assert len(_drain(source, 100)) == 100
+        second = _source(kafka_broker, topic, group)  # joins the group: this member's partitions are revoked
+        # wait, without reading it, for the child's next message: with every record drained, its "revoked"
+        assert source._out.poll(60.0), "no rebalance reached the first member"
+        source.commit({(topic, p): end for p, end in ends.items()})
+        with caplog.at_level(logging.WARNING, logger="monitor.source.kafka_process"):
+            source.close()
+        assert "did not exit" not in caplog.text
+        assert source._process.returncode == 0
+    finally:
+        source.close()
+        if second is not None:
+            second.close()
+    committed = committed_offsets(kafka_broker, topic, group)
+    # what the first member still held after the rebalance is committed; the rest goes to the second member
+    assert all(committed[p] in (None, end) for p, end in ends.items()), committed
 
 
 def test_a_rebalance_asks_this_process_to_flush_and_commits_its_positions(
