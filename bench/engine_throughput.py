@@ -9,9 +9,9 @@ each batch size B, this script measures in ONE process, interleaved repeat by re
   ``scorer.build_rows(batch)``: centres, ball points, flicker copies), cut into the scorer's chunks (whole
   events, ``max_rows_per_run // 75`` per run; one ``run`` when they fit), on the model's own session (same
   threads, same outputs);
-- **1-run bound**: the same rows in a single ``run`` call whatever their number (the bound's definition before
-  the chunk size default changed), timed in a second loop against the bound, not beside the scorer: its large run
-  evicts the caches for whatever runs next;
+- **1-run bound**: the same rows in a single ``run`` call whatever their number (what chunking the rows gains),
+  timed in a second loop against the bound, not beside the scorer: its large run evicts the caches for whatever
+  runs next;
 - **naive loops**, timed on a few events: *ORT per event* (one ``session.run`` of that event's 1+m+K rows, numpy
   per event), *ORT per point* (one ``session.run`` per evaluated row) and *sklearn per point* (the original
   estimator's ``predict_proba`` per evaluated row), all computing the same scores;
@@ -258,7 +258,7 @@ def measure(
         # longer than a round moves both sides of a pair, not one median
         paired = statistics.median(b_ / s_ for s_, b_ in zip(s_score, s_bound, strict=True))
         # the 1-run bound in a loop of its own: its single run of B·75 rows evicts the caches for whatever runs
-        # next (bench/engine_breakdown.py --pollute: the MLP's wrapped graph went from 7.40 to 8.24 µs/event at B = 1024)
+        # next, so it would slow the scorer down if it ran beside it
         t_one = math.nan
         if extras:
             _, t_one = median_times(

@@ -1,7 +1,7 @@
 """Probe overhead (issue: "Probing under the budget does not reduce scored events/s by more than the stated share").
 
 For a classifier on 20 synthetic features, this script replays the same stream of events through the whole sidecar
-(:class:`monitor.service.Service`: decode → shadow check → sample everything → score → windows/drift → probe
+(:class:`monitor.runtime.service.Service`: decode → shadow check → sample everything → score → windows/drift → probe
 scheduler) twice per repeat, interleaved: once with probes **off**, once **on** with a short ``interval_seconds`` so
 that the scheduler wakes after almost every micro-batch and probing is limited by the budget alone
 (``budget_share`` 0.1 by default). Each run starts from a fresh state dir; the timer covers ``Service.run`` only
@@ -42,10 +42,10 @@ from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
 
-from monitor.app import load_model_runtime
-from monitor.commands.convert import convert_estimator
 from monitor.config import Settings, load_settings
-from monitor.service import Service
+from monitor.model.convert import convert_estimator
+from monitor.runtime.models import load_model_runtime
+from monitor.runtime.service import Service
 from monitor.source.replay import ReplaySource
 
 N_FEATURES = 20

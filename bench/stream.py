@@ -114,17 +114,20 @@ from sklearn.ensemble import GradientBoostingClassifier  # noqa: E402
 from verdict import Verdict, verdict  # noqa: E402  (bench/verdict.py)
 
 from monitor.allocator import freeze_startup_objects, tune_gc, tune_malloc  # noqa: E402
-from monitor.app import ModelRuntime, Pipeline, load_model_runtime  # noqa: E402
 from monitor.config import KafkaSettings, Settings, load_settings  # noqa: E402
 from monitor.events import InferenceEvent  # noqa: E402
 from monitor.exporters.prometheus import MetricsState  # noqa: E402
-from monitor.service import Service, build_sampler  # noqa: E402
+from monitor.runtime.models import ModelRuntime, load_model_runtime  # noqa: E402
+from monitor.runtime.pipeline import Pipeline  # noqa: E402
+from monitor.runtime.service import Service, build_sampler  # noqa: E402
 from monitor.source.base import Source  # noqa: E402
-from monitor.source.decode import EventDecoder, KServeJoiner, ModelSchema  # noqa: E402
+from monitor.source.decode import EventDecoder  # noqa: E402
 from monitor.source.kafka import KafkaSource  # noqa: E402
 from monitor.source.kafka_process import ProcessKafkaSource  # noqa: E402
+from monitor.source.kserve_join import KServeJoiner  # noqa: E402
 from monitor.source.records import refusal  # noqa: E402
 from monitor.source.replay import ReplaySource  # noqa: E402
+from monitor.source.validate import ModelSchema  # noqa: E402
 from tests.integration.brokers import Broker, Kafka09Broker, TansuBroker  # noqa: E402
 
 MODEL = "credit"

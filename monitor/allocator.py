@@ -3,10 +3,10 @@
 **malloc.**
 Why: every micro-batch allocates and frees arrays of 100 KB-1 MB (onnxruntime's outputs, numpy temporaries). glibc
 serves blocks above its mmap threshold (128 KB at start, adapting upwards only as such blocks are freed) with fresh
-``mmap`` pages, and every first touch of a fresh page is a page fault — expensive on virtual machines. During
-development (docs/BENCHMARKS.md, engine throughput, change 8) reading a model's 150 KB output right after the run
-cost 0.41 µs/event with fresh pages and 0.10 µs/event with reused heap memory; with the final scorer, which no longer
-labels every row, the difference is within run-to-run noise (``bench/engine_breakdown.py``).
+``mmap`` pages, and every first touch of a fresh page is a page fault — expensive on virtual machines. Reading a
+model's 150 KB output right after the run cost 0.41 µs/event with fresh pages and 0.10 µs/event with reused heap
+memory when the scorer still labelled every row; with the current scorer the difference is within run-to-run noise,
+and the setting stays because it costs only RSS.
 
 :func:`tune_malloc` raises the mmap threshold to 64 MiB and the trim threshold to 256 MiB, so such blocks are reused
 from the heap. The price is that memory freed below 256 MiB of heap top is kept by the process rather than
@@ -18,20 +18,22 @@ record, the event); CPython collects its youngest generation every 700 net alloc
 every young container — and every so often an older generation, with everything start-up built. Nothing on the hot
 path builds reference cycles, so :func:`tune_gc` collects the youngest generation every ``GC_THRESHOLDS[0]``
 allocations instead (older generations as CPython does, every 10 younger collections), and
-:func:`freeze_startup_objects` moves what start-up built — models, sessions, imported modules, ~160,000 objects in
-``bench/ingest_parts.py`` — out of the collector's sight (``gc.freeze``), so a full collection walks only what the
-loop created. There, decoding a poll of events kept alive costs ~11 µs per event with CPython's settings and ~5.5
-µs with these. Cyclic garbage waits longer to be freed (up to that many allocations); reference-counted memory is
-freed as before. ``HARMONIC_GC_TUNING=0`` keeps CPython's settings.
+:func:`freeze_startup_objects` moves what start-up built — models, sessions, imported modules, some 160,000 objects —
+out of the collector's sight (``gc.freeze``), so a full collection walks only what the loop created. With CPython's
+settings the decoding process spent 2.6 instead of 2.0 CPU-s per 200,000 records on Kafka 0.9 and 3.2 instead of 1.6
+on Tansu (``bench/stream.py throughput --gc default``; docs/BENCHMARKS.md, ingest vs raw client). Cyclic garbage
+waits longer to be freed (up to that many allocations); reference-counted memory is freed as before.
+``HARMONIC_GC_TUNING=0`` keeps CPython's settings.
 
 **Collections by time as well.** Allocation counts alone let garbage live for as long as it takes the loop to make
 50,000 net allocations, and at a low event rate that is minutes. kafka-python does build cycles: a fetch that times
 out inside ``poll`` raises and catches ``KafkaTimeoutError`` (kafka-python 3.0), whose traceback holds the frames
 that hold the poll's records — over and over while the loop waits for records. With the threshold alone the consumer
 process grew by ~1.2 MiB per 100,000 events, steadily, over 1,000,000 events at 2,500/s (``bench/stream.py
-memory-kafka --rate 2500``, docs/BENCHMARKS.md). :class:`TimedCollector` also collects every second (the older
-generations every 10 and 60 seconds), so the garbage cannot outlive a few seconds whatever the rate; the sidecar's
-loop and the consumer process call it once per poll.
+memory-kafka --rate 2500``). :class:`TimedCollector` also collects every second (the older generations every 10
+and 60 seconds), so the garbage cannot outlive a few seconds whatever the rate; the sidecar's loop and the consumer
+process call it once per poll. With it the consumer process stays at 35–38 MiB over that run (docs/BENCHMARKS.md,
+memory).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from numpy.typing import NDArray
 
 
 # LivePrediction and InferenceEvent are built once per consumed event: slots without ``frozen`` (a frozen dataclass
-# sets each field through object.__setattr__: both together 1.5 µs instead of 0.65 µs per event,
-# bench/ingest_parts.py). Treat them as read-only.
+# sets each field through object.__setattr__: both together 1.5 µs instead of 0.65 µs per event).
+# Treat them as read-only.
 @dataclass(slots=True)
 class LivePrediction:
     """What the live model server answered for an event (optional in the event). Read-only by convention."""
@@ -28,7 +28,7 @@ class InferenceEvent:
     ``features`` has shape (n_features,) in raw units, float64, all finite. The decoder hands over the JSON list it
     validated and the array is made on first access: most events are dropped by the sampler without their features
     being read, and ``np.array`` of 20 floats cost 0.83 µs per event against 9.13 for the whole decode in a slow
-    spell of the benchmark machine (bench/ingest_parts.py); :func:`feature_rows` stacks many events' features in one
+    spell of the benchmark machine; :func:`feature_rows` stacks many events' features in one
     call.
     """
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from monitor.drift.verdict import Verdict
 from monitor.exporters.prometheus import METRICS, MetricSpec
 from monitor.probes.perturbations import PERTURBATION_NAMES
-from monitor.source.decode import INVALID_REASONS
+from monitor.source.validate import INVALID_REASONS
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "docs" / "METRICS.md"

@@ -3,7 +3,7 @@
 onnxruntime's CPU kernels for broadcasting elementwise ops (Add, Sub, Mul, Div, Pow, Max, ...) take a slow path when
 one operand is a single value of lower rank and the other's innermost dimension is 1: ``Sub(1.0, p)`` with ``p`` of
 shape [N, 1] — how skl2onnx writes a binary classifier's ``1 - p`` column — costs ~8 ns per element against ~0.5 ns
-when the constant has shape [1, 1] (onnxruntime 1.31, bench/engine_breakdown.py --scalar). For the MLP of
+when the constant has shape [1, 1] (measured on onnxruntime 1.31). For the MLP of
 bench/engine_throughput.py that one Sub was ~9 % of every run. The rewrite reshapes such a constant to all-ones
 dimensions of the other operands' rank: the broadcast result — shape and every value — is the same, by the
 broadcasting rules, and only the kernel onnxruntime picks changes.

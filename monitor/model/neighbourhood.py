@@ -1,9 +1,10 @@
 """Ball points and flicker copies generated inside the ONNX graph: one ``session.run`` per micro-batch chunk.
 
 Why: for cheap dense models (a logistic regression, a small MLP) writing the B·(1 + m + K) rows in numpy — centres,
-ball points x + r·s⊙v_i, noisy copies x + σ·s⊙ε — cost as much as onnxruntime's evaluation of them (see
-docs/BENCHMARKS.md, engine throughput), so the scorer ran at a fraction of onnxruntime's speed. Here the rows are
-produced by onnxruntime itself, in C++ and on its intra-op threads, from the B centres:
+ball points x + r·s⊙v_i, noisy copies x + σ·s⊙ε — costs as much as onnxruntime's evaluation of them, so a scorer
+that writes them runs at a fraction of onnxruntime's speed. Here the rows are produced by onnxruntime itself, in
+C++ and on its intra-op threads, from the B centres, and the scorer runs close to onnxruntime alone on the same
+rows (docs/BENCHMARKS.md, engine vs bound):
 
 - the graph takes ``centres`` [B, n] and ``noise`` [B, K, n] (the scorer passes a view of its noise bank, no copy);
   the offsets [1, 1 + m, n] — a zero row, then the m ball offsets — are an initializer;
@@ -20,14 +21,13 @@ produced by onnxruntime itself, in C++ and on its intra-op threads, from the B c
 - when the input feeds one affine layer (:func:`affine_input`: an MLP's first ``MatMul`` + ``Add``, a ``Gemm``),
   that layer runs on the B centres only: ``(x + δ) @ W + b = x @ W + (δ @ W + b)``, so the ball rows are the
   centres' ``x @ W`` plus the offsets' ``δ @ W + b`` (computed once, in float64), and the flicker rows plus the noise
-  projected the same way (the scorer keeps that projected bank). The MLP of bench/ stops multiplying 75 rows per
-  event by its 20×64 first layer: 0–3 % more scored events/s at B = 256, 4 % at B = 1024 (docs/BENCHMARKS.md,
-  engine, change 15).
+  projected the same way (the scorer keeps that projected bank). The MLP of bench/ multiplies only the centres by
+  its 20×64 first layer, not 75 rows per event: a few per cent more scored events/s at B = 1024, less at B = 256.
 - when the model is a binary classifier whose probabilities are ``Concat([1 − p, p])`` (:func:`binary_positive`:
   skl2onnx's sigmoid heads, the MLP of bench/ among them), ``OnnxModel.neighbourhood`` asks for p [rows, 1] instead,
   so the ``Sub`` and ``Concat`` do not run on every ball point and copy, and the scorer reads the class, f at it and
   the flips from p (``ModelOutput.positive``), bit for bit what it reads from the table: 3–4 % more scored events/s
-  for that MLP at B = 1024, no difference beyond the spread at B = 256 (docs/BENCHMARKS.md, engine, change 20).
+  for that MLP at B = 1024, no difference beyond the run-to-run spread at B = 256.
 
 Otherwise every row gets the same float32 operations as the numpy path (``centre + offset``, ``centre + noise``; a
 model with a double input gets the float32 row cast to double, as ``OnnxModel.evaluate`` casts a float32 buffer), so
@@ -95,11 +95,11 @@ def linear_head(graph: onnx.GraphProto, input_name: str, n: int) -> LinearHead |
 
     Such a node computes ``x @ W.T + b`` before its post-transform, so ``(x + δ) @ W.T = x @ W.T + δ @ W.T``:
     the ball points and noisy copies can be built with T numbers per row instead of n. onnxruntime's linear
-    kernels also cost ~9 ns per row (docs/BENCHMARKS.md: ~1.5M events/s × 75 rows), mostly per-row work, so
-    where the node's semantics are plain standard ops — a classifier with one score per class (T = classes ≥ 2),
-    post-transform NONE, LOGISTIC or SOFTMAX, whose label output feeds no other node; a regressor with post-transform
-    NONE — the copies compute ``Add`` (+ ``Sigmoid``/``Softmax``) instead, and labels come from the probabilities.
-    ``OnnxModel.neighbourhood`` checks the wrapped graph against the model before using it.
+    kernels also cost ~9 ns per row (docs/BENCHMARKS.md, engine vs bound: ~1.5M events/s × 75 rows on one thread),
+    mostly per-row work, so where the node's semantics are plain standard ops — a classifier with one score per class
+    (T = classes ≥ 2), post-transform NONE, LOGISTIC or SOFTMAX, whose label output feeds no other node; a regressor
+    with post-transform NONE — the copies compute ``Add`` (+ ``Sigmoid``/``Softmax``) instead, and labels come from
+    the probabilities. ``OnnxModel.neighbourhood`` checks the wrapped graph against the model before using it.
     """
     consumers = [i for i, node in enumerate(graph.node) if input_name in node.input]
     if len(consumers) != 1 or any(o.name == input_name for o in graph.output):
@@ -391,8 +391,7 @@ def _neighbourhood_rows(
     axis1, rows_shape, rows3 = fresh("nbh_axis1"), fresh("nbh_rows_shape"), fresh("nbh_rows3")
     constants.append(numpy_helper.from_array(np.array([-1, width], dtype=np.int64), rows_shape))
     # Broadcast Adds whose innermost broadcast span is a single row (w values) run ~2.5x slower in onnxruntime
-    # than an Expand followed by an Add over spans of m·w values (bench/engine_breakdown.py --broadcast), so the
-    # rows are expanded first.
+    # (1.31) than an Expand followed by an Add over spans of m·w values, so the rows are expanded first.
     if wrap.opset >= 13:  # axes became an input in opset 13
         constants.append(numpy_helper.from_array(np.array([1], dtype=np.int64), axis1))
         nodes.append(helper.make_node("Unsqueeze", [rows, axis1], [rows3], name=fresh("nbh_unsqueeze")))
@@ -567,8 +566,9 @@ class NoiseProjector:
     The scorer projects its flicker noise bank through a linear head or a first affine layer when it redraws bank
     rows (:func:`linear_head`, :func:`affine_input`). numpy's matrix product goes to OpenBLAS, whose worker threads
     fight onnxruntime's spinning intra-op threads for the cores: with default threads on 2 cores, redrawing 1,024
-    rows through the MLP's 20×64 layer took 21–35 % of the scorer's time instead of 2 % with one BLAS thread
-    (docs/BENCHMARKS.md, engine, change 16). A session with one thread and no spinning takes no other core.
+    rows through the MLP's 20×64 layer in numpy took 21–35 % of the scorer's time. A session with one thread and no
+    spinning takes no other core: the refresh is 2–3 % of the MLP's score (docs/BENCHMARKS.md, engine vs bound,
+    refresh share).
     """
 
     def __init__(self, projection: NDArray[np.float64]) -> None:

@@ -38,7 +38,8 @@ from monitor.probes.report import build_report
 from monitor.rolling.reference import Reference
 
 if TYPE_CHECKING:
-    from monitor.app import ModelRuntime, Pipeline
+    from monitor.runtime.models import ModelRuntime
+    from monitor.runtime.pipeline import Pipeline
 
 log = logging.getLogger("monitor.probes")
 

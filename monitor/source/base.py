@@ -17,7 +17,7 @@ class RawRecord(NamedTuple):
     """One undecoded message. ``partition``/``offset`` are −1 for sources without positions.
 
     A NamedTuple rather than a frozen dataclass: built once per consumed message, its constructor costs ~0.4 µs
-    instead of ~0.7 µs, and ``records_of`` builds it from column batches in ~0.2 µs (bench/ingest_parts.py).
+    instead of ~0.7 µs, and ``records_of`` builds it from column batches in ~0.2 µs.
     """
 
     value: bytes

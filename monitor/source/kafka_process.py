@@ -1,11 +1,11 @@
 """``ProcessKafkaSource``: the kafka-python consumer in a child process, records handed over in column batches.
 
-Why: kafka-python parses every fetched record in Python — ~8.5 µs per record on Kafka 0.9 on the benchmark machine
-(docs/BENCHMARKS.md, streaming) — and decoding plus sampling an event costs about as much again, all under one
-GIL. With the consumer in its own process the two run on two cores: the child fetches, parses and ships each
-poll's records as one message of plain lists per partition (values, headers, offsets, timestamps); this process
-decodes, samples and scores. The child keeps fetching while this process works, up to the pipe's buffer plus one
-batch in flight (bounded memory, natural back-pressure).
+Why: kafka-python parses every fetched record in Python — raw kafka-python reads ~100,000–120,000 records/s on one
+core of the benchmark machine (docs/BENCHMARKS.md, ingest vs raw client) — and decoding plus sampling an event costs
+about as much again, all under one GIL. With the consumer in its own process the two run on two cores: the child
+fetches, parses and ships each poll's records as one message of plain lists per partition (values, headers, offsets,
+timestamps); this process decodes, samples and scores. The child keeps fetching while this process works, up to the
+pipe's buffer plus one batch in flight (bounded memory, natural back-pressure).
 
 The :class:`~monitor.source.base.Source` contract is unchanged:
 

@@ -10,13 +10,12 @@ caller passes, in epoch seconds, so replays are deterministic. Nothing here does
 from __future__ import annotations
 
 import json
-import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from monitor.errors import ConfigError, InvalidEventError
 from monitor.events import LabelEvent
-from monitor.source.decode import _shown, parse_timestamp
+from monitor.source.validate import as_label, parse_timestamp, shown
 
 
 class LabelDecoder:
@@ -51,7 +50,7 @@ class LabelDecoder:
         Raises
         ------
         InvalidEventError
-            ``reason`` from :data:`monitor.source.decode.INVALID_REASONS` (too_large, not_json, not_object,
+            ``reason`` from :data:`monitor.source.validate.INVALID_REASONS` (too_large, not_json, not_object,
             missing_field, bad_type, bad_timestamp).
         """
         if len(value) > self.max_bytes:
@@ -60,7 +59,7 @@ class LabelDecoder:
             doc = json.loads(value)
         except (ValueError, RecursionError) as exc:
             raise InvalidEventError(
-                "not_json", f"label is not UTF-8 JSON ({exc}); it starts {_shown(value[:40])}"
+                "not_json", f"label is not UTF-8 JSON ({exc}); it starts {shown(value[:40])}"
             ) from None
         if not isinstance(doc, dict):
             raise InvalidEventError("not_object", f"label must be a JSON object; got a JSON {type(doc).__name__}")
@@ -68,33 +67,18 @@ class LabelDecoder:
         if raw_id is None:
             raise InvalidEventError("missing_field", "label has no 'id'; it cannot be joined to an event")
         if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
-            raise InvalidEventError("bad_type", f"label 'id' must be a string or an integer; got {_shown(raw_id)}")
+            raise InvalidEventError("bad_type", f"label 'id' must be a string or an integer; got {shown(raw_id)}")
         event_id = str(raw_id)
         if "label" not in doc or doc["label"] is None:
             raise InvalidEventError("missing_field", f"label for event '{event_id}' has no 'label' field")
-        label = _label_value(doc["label"])
+        label = as_label(doc["label"])
         if label is None:
             raise InvalidEventError(
-                "bad_type", f"label for event '{event_id}' must be an integer class; got {_shown(doc['label'])}"
+                "bad_type", f"label for event '{event_id}' must be an integer class; got {shown(doc['label'])}"
             )
         return LabelEvent(
             event_id=event_id, label=label, timestamp_seconds=parse_timestamp(doc.get("ts"), now, event_id)
         )
-
-
-def _label_value(raw: object) -> int | None:
-    if isinstance(raw, bool):
-        return int(raw)
-    if isinstance(raw, int):
-        return raw
-    if isinstance(raw, float) and math.isfinite(raw) and raw.is_integer():
-        return int(raw)
-    if isinstance(raw, str):
-        try:
-            return int(raw)
-        except ValueError:
-            return None
-    return None
 
 
 @dataclass(frozen=True, slots=True)

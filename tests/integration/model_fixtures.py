@@ -49,7 +49,7 @@ def build_classifier(directory: Path, seed: int = 0) -> ClassifierFiles:
     from sklearn.datasets import make_classification
     from sklearn.linear_model import LogisticRegression
 
-    from monitor.commands.convert import convert_estimator
+    from monitor.model.convert import convert_estimator
     from monitor.model.onnx import OnnxModel
 
     x, y = make_classification(

@@ -1,6 +1,6 @@
 """A real Prometheus scrapes a real sidecar's ``/metrics`` and evaluates ``deploy/prometheus/harmonic-rules.yml``.
 
-The sidecar is the production :class:`~monitor.service.Service` (decode → sample → score with a tiny ONNX model →
+The sidecar is the production :class:`~monitor.runtime.service.Service` (decode → sample → score with a tiny ONNX model →
 windows/drift → :class:`~monitor.exporters.prometheus.MetricsServer`) fed by a looping, rate-limited
 :class:`~monitor.source.replay.ReplaySource`, so its counters and histograms keep moving while Prometheus (the
 Debian ``prometheus`` binary, started on a free loopback port with a 1 s scrape and evaluation interval) reads
@@ -32,9 +32,9 @@ import numpy as np
 import pytest
 import yaml
 
-from monitor.app import load_model_runtime
 from monitor.config import load_settings
-from monitor.service import Service
+from monitor.runtime.models import load_model_runtime
+from monitor.runtime.service import Service
 from monitor.source.replay import ReplaySource
 from tests.integration.alertmanager_service import free_port
 from tests.unit import onnx_graphs

@@ -26,12 +26,13 @@ import pytest
 import yaml
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from monitor.app import Pipeline, load_model_runtime
 from monitor.config import load_settings
 from monitor.errors import SourceError
+from monitor.runtime.models import load_model_runtime
+from monitor.runtime.pipeline import Pipeline
 from monitor.sampler.keep_all import KeepAllSampler
-from monitor.source.decode import INVALID_REASONS
 from monitor.source.kafka import KafkaSource
+from monitor.source.validate import INVALID_REASONS
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
 from tests.integration.sidecar import Scrape, Sidecar, partitions_of

@@ -13,8 +13,8 @@ import pytest
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from monitor.cli import main
-from monitor.commands.convert import convert_estimator
 from monitor.errors import ModelError
+from monitor.model.convert import convert_estimator
 from tests.unit.onnx_graphs import training_blobs
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from monitor.cli import build_parser, main
-from monitor.commands.run import settings_from_args
+from monitor.cli.run import settings_from_args
 from monitor.config import Settings
 from monitor.errors import ConfigError
 from tests.unit import onnx_graphs

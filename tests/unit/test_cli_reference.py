@@ -12,8 +12,8 @@ import pytest
 from numpy.typing import NDArray
 
 from monitor.cli import main
-from monitor.commands.reference import REFERENCE_FORMAT, REFERENCE_VERSION, read_reference
 from monitor.errors import DataError
+from monitor.rolling.reference_file import REFERENCE_FORMAT, REFERENCE_VERSION, read_reference
 from tests.unit.onnx_graphs import training_blobs, zipmap_classifier
 
 

@@ -1,4 +1,4 @@
-"""``harmonic-monitor demo`` end to end (monitor/commands/demo.py + monitor/demo.py), run as a subprocess.
+"""``harmonic-monitor demo`` end to end (monitor/cli/demo.py + monitor/cli/demo_data.py), run as a subprocess.
 
 The full demo takes tens of seconds, so it is marked slow; nothing here asserts on time.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.demo import PHASES
+from monitor.cli.demo_data import PHASES
 
 
 def run_demo(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

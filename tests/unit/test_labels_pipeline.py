@@ -11,11 +11,12 @@ import pytest
 from sklearn.datasets import make_classification
 from sklearn.linear_model import LogisticRegression
 
-from monitor.app import Pipeline, load_model_runtime
-from monitor.commands.convert import convert_estimator
 from monitor.config import load_settings
+from monitor.model.convert import convert_estimator
 from monitor.rolling.labelled import LabelledWindow, expected_calibration_error
-from monitor.service import build_sampler
+from monitor.runtime.models import load_model_runtime
+from monitor.runtime.pipeline import Pipeline
+from monitor.runtime.service import build_sampler
 from monitor.source.base import Positions, RawRecord
 
 TS_MS = 1_795_000_000_000

@@ -1,4 +1,4 @@
-"""The wiring (monitor/app.py): Pipeline.step on a ReplaySource or a recording fake source, with a tiny ONNX model.
+"""The wiring (monitor/runtime/pipeline.py): Pipeline.step on a ReplaySource or a recording fake source, with a tiny ONNX model.
 
 Covers counters, invalid events (counted by reason, dead-lettered, never stopping the loop), at-least-once commits
 (only after the batch is scored and published; never past a held KServe half), the scores topic, shadow agreement
@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from monitor.app import STATE_FILE, Pipeline, load_model_runtime
 from monitor.config import Settings, load_settings
 from monitor.exporters.prometheus import MetricsState
-from monitor.service import build_sampler
+from monitor.runtime.models import load_model_runtime
+from monitor.runtime.pipeline import Pipeline
+from monitor.runtime.service import build_sampler
+from monitor.runtime.state import STATE_FILE
 from monitor.source.base import Positions, RawRecord
 from monitor.source.replay import ReplaySource
 from tests.unit import onnx_graphs

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from monitor.app import Pipeline
 from monitor.exporters.prometheus import MetricsState
 from monitor.probes.scheduler import ProbeScheduler
+from monitor.runtime.pipeline import Pipeline
 from monitor.source.replay import ReplaySource
 from tests.unit.test_pipeline import MODEL, FakeClock, event, make_pipeline, make_settings, model_class
 

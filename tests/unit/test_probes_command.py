@@ -12,7 +12,7 @@ import pytest
 from skl2onnx import to_onnx
 from sklearn.linear_model import LogisticRegression
 
-from monitor.probes.command import register
+from monitor.cli.probe import register
 
 N_FEATURES = 4
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from monitor.allocator import TimedCollector
-from monitor.app import load_model_runtime
-from monitor.service import Service
+from monitor.runtime.models import load_model_runtime
+from monitor.runtime.service import Service
 from monitor.source.replay import ReplaySource
 from tests.unit.test_pipeline import FakeClock, events, make_settings, rows
 

@@ -19,7 +19,7 @@ from typing import IO
 import pytest
 from kafka import KafkaConsumer
 
-from monitor.commands import run as run_command
+from monitor.cli import run as run_command
 from monitor.source import kafka_process
 from monitor.source.kafka import CLOSE_TIMEOUT_MS, COMMIT_TIMEOUT_MS, _bound
 from monitor.source.kafka_process import ProcessKafkaSource
@@ -99,7 +99,7 @@ def test_a_shutdown_past_its_bound_dumps_the_stacks_of_the_sidecar_and_its_consu
 
     monkeypatch.setattr(run_command.os, "_exit", exit_)
     try:
-        with caplog.at_level(logging.ERROR, logger="monitor.commands.run"), pytest.raises(SystemExit) as exited:
+        with caplog.at_level(logging.ERROR, logger="monitor.cli.run"), pytest.raises(SystemExit) as exited:
             run_command._force_exit()
     finally:
         process.kill()

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from monitor.app import Pipeline
+from monitor.runtime.scoring import UniformThinner
 from monitor.sampler.base import ModelSamplingStats, StratumStats
 
 
@@ -21,8 +21,7 @@ class _BiasedSampler:
 
 
 def _thin(sampler: object, weights: np.ndarray) -> np.ndarray | None:
-    fake = SimpleNamespace(sampler=sampler, _thin_rng=np.random.default_rng(0))
-    return Pipeline._uniform_subset(fake, "m", weights)  # type: ignore[arg-type]
+    return UniformThinner(sampler, seed=0).keep("m", weights)  # type: ignore[arg-type]
 
 
 def test_uniform_subset_restores_uniform_inclusion_of_a_stratified_sample() -> None:

@@ -1,4 +1,4 @@
-"""Per-model analytics (monitor/watch.py): ModelWatch on synthetic scored batches with event-time timestamps.
+"""Per-model analytics (monitor/runtime/watch.py): ModelWatch on synthetic scored batches with event-time timestamps.
 
 The batches are built directly (no model): γ is exponential, flicker a mixture of 0 and Binomial(32, p)/32, two
 Gaussian features. A harmful shift raises γ and the flicker rate; time is the events' own timestamps (100 events/s).
@@ -15,7 +15,7 @@ from monitor.exporters.alerts import AlertEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference
-from monitor.watch import HARMFUL_ALERT, INPUT_ALERT, SHADOW_ALERT, ModelWatch, WatchConfig
+from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT, SHADOW_ALERT, ModelWatch, WatchConfig
 
 MODEL = "credit"
 T0 = 1_795_000_000.0

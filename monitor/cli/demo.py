@@ -82,10 +82,10 @@ class _PhaseSource:
 
 
 def run(args: argparse.Namespace) -> int:
-    from monitor.app import load_model_runtime
+    from monitor.cli.demo_data import PHASES, build_demo
     from monitor.config import load_settings
-    from monitor.demo import PHASES, build_demo
-    from monitor.service import Service
+    from monitor.runtime.models import load_model_runtime
+    from monitor.runtime.service import Service
 
     if args.events < 3000:
         raise ConfigError(f"--events must be >= 3000 (1000 per phase, the drift window); got {args.events}")

@@ -11,18 +11,19 @@ from typing import Any
 
 from monitor import __version__
 from monitor.allocator import TimedCollector
-from monitor.app import ModelRuntime, Pipeline, load_model_runtime
 from monitor.config import KafkaSettings, Settings
 from monitor.exporters.alerts import AlertEvent
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
 from monitor.exporters.prometheus import MetricsServer, MetricsState
+from monitor.runtime.models import ModelRuntime, load_model_runtime
+from monitor.runtime.pipeline import Pipeline
 from monitor.sampler.base import Sampler
 from monitor.sampler.keep_all import KeepAllSampler
 from monitor.sampler.stratified import StratifiedSampler
 from monitor.sampler.uniform import UniformSampler
 from monitor.source.base import RebalanceHandler, Sink, Source
 
-log = logging.getLogger("monitor.service")
+log = logging.getLogger("monitor.runtime.service")
 
 
 def consumer_arguments(k: KafkaSettings) -> dict[str, Any]:

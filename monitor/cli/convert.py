@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from monitor.errors import ModelError
+from monitor.model.convert import convert_estimator
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,30 +25,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--n-features", type=int, help="input width (default: the estimator's n_features_in_)")
     p.add_argument("--opset", type=int, default=None, help="target ONNX opset (default: skl2onnx's)")
     p.set_defaults(func=run)
-
-
-def convert_estimator(estimator: object, n_features: int, out: Path, opset: int | None = None) -> Path:
-    """Convert a fitted estimator with skl2onnx, probabilities as a tensor. Returns ``out``."""
-    try:
-        from skl2onnx import to_onnx
-        from skl2onnx.common.data_types import FloatTensorType
-    except ImportError as exc:
-        raise ModelError(
-            "skl2onnx is not installed; install the extra: pip install 'harmonic-monitor[convert]'"
-        ) from exc
-    options = {id(estimator): {"zipmap": False}} if hasattr(estimator, "predict_proba") else None
-    try:
-        onx = to_onnx(
-            estimator,
-            initial_types=[("input", FloatTensorType([None, n_features]))],
-            options=options,
-            target_opset=opset,
-        )
-    except Exception as exc:  # noqa: BLE001 - skl2onnx raises many types
-        raise ModelError(f"skl2onnx cannot convert {type(estimator).__name__}: {exc}") from exc
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(onx.SerializeToString())
-    return out
 
 
 def run(args: argparse.Namespace) -> int:

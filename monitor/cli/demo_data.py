@@ -47,7 +47,7 @@ def build_demo(workdir: Path, *, events: int, seed: int) -> DemoData:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from monitor.commands.convert import convert_estimator
+    from monitor.model.convert import convert_estimator
 
     dataset = load_breast_cancer()
     X, y = dataset.data, dataset.target

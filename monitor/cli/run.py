@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from monitor.service import Service
+    from monitor.runtime.service import Service
 
     settings = settings_from_args(args)
     stop = threading.Event()

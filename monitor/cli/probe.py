@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.commands.common import add_model_options, build_standardizer, load_model, load_points
+from monitor.cli.common import add_model_options, build_standardizer, load_model, load_points
 from monitor.errors import MonitorError, ProbeError
 from monitor.model.io import load_rows
 from monitor.model.onnx import OnnxModel
@@ -177,7 +177,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``probe`` on its own (``python -m monitor.probes.command ...``), without the other sub-commands."""
+    """Run ``probe`` on its own (``python -m monitor.cli.probe ...``), without the other sub-commands."""
     parser = argparse.ArgumentParser(prog="harmonic-monitor")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["probe", *(sys.argv[1:] if argv is None else argv)])

@@ -7,20 +7,15 @@ with a ready reference and does not re-score reference rows at start-up.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from monitor.commands.common import add_model_options, add_scoring_options, build_scorer, load_points
+from monitor.cli.common import add_model_options, add_scoring_options, build_scorer, load_points
 from monitor.errors import DataError
-from monitor.model.standardize import Standardizer
 from monitor.rolling.reference import Reference
-
-REFERENCE_FORMAT = "harmonic-monitor/reference"
-REFERENCE_VERSION = 1
+from monitor.rolling.reference_file import write_reference
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,54 +58,10 @@ def run(args: argparse.Namespace) -> int:
         feature_names=names,
         seed=args.seed,
     )
-    doc = {
-        "format": REFERENCE_FORMAT,
-        "version": REFERENCE_VERSION,
-        "model": str(args.model),
-        "n_features": model.n_features,
-        "space": args.space,
-        "standardizer": standardizer.to_dict(),
-        "reference": ref.to_dict(),
-    }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, default=float) + "\n", encoding="utf-8")
+    out = write_reference(Path(args.out), standardizer, ref, model=str(args.model), space=args.space)
     print(
         f"reference of {ref.n_events} rows written to {out} (γ mean {ref.gamma_mean:.3g}, flicker mean "
         f"{ref.flicker_mean:.3g})",
         file=sys.stderr,
     )
     return 0
-
-
-def read_reference(path: str | Path, n_features: int) -> tuple[Standardizer, Reference]:
-    """Load a file written by ``harmonic-monitor reference`` and check it fits the model."""
-    p = Path(path)
-    try:
-        doc: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read reference JSON '{p}': {exc}", path=str(p)) from exc
-    if not isinstance(doc, dict):
-        raise DataError(
-            f"'{p}' is not a harmonic-monitor reference (a JSON {type(doc).__name__}, not an object); "
-            "build one with `harmonic-monitor reference`",
-            path=str(p),
-        )
-    if doc.get("format") != REFERENCE_FORMAT or doc.get("version") != REFERENCE_VERSION:
-        raise DataError(
-            f"'{p}' is not a harmonic-monitor reference (format {doc.get('format')!r}, version {doc.get('version')!r}); "
-            "build one with `harmonic-monitor reference`",
-            path=str(p),
-        )
-    if doc.get("n_features") != n_features:
-        raise DataError(
-            f"reference '{p}' was built for {doc.get('n_features')} features; the model takes {n_features}",
-            path=str(p),
-        )
-    try:
-        return Standardizer.from_dict(doc["standardizer"]), Reference.from_dict(doc["reference"])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a hand-edited file
-        raise DataError(
-            f"reference '{p}' is damaged ({type(exc).__name__}: {exc}); rebuild it with `harmonic-monitor reference`",
-            path=str(p),
-        ) from exc

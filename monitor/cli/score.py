@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from monitor.commands.common import add_model_options, add_scoring_options, build_scorer, load_points
+from monitor.cli.common import add_model_options, add_scoring_options, build_scorer, load_points
 from monitor.errors import MonitorError
 
 log = logging.getLogger("monitor.score")

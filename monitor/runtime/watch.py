@@ -25,7 +25,7 @@ from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
 from monitor.rolling.windows import SignalBatch, WindowSet
 
-log = logging.getLogger("monitor.watch")
+log = logging.getLogger("monitor.runtime.watch")
 
 HARMFUL_ALERT = "HarmonicHarmfulShift"
 INPUT_ALERT = "HarmonicInputDrift"

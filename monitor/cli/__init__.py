@@ -1,4 +1,5 @@
-"""The ``harmonic-monitor`` command line. Sub-commands live in :mod:`monitor.commands` (and probes)."""
+"""The ``harmonic-monitor`` command line: one module per sub-command in this package, each with ``register`` (its
+arguments) and ``run`` (parse, call the runtime or a library stage, print). Nothing below ``cli`` imports it."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ from monitor.logs import setup_logging
 
 #: modules exposing ``register(subparsers)``; a missing optional module is skipped
 _COMMANDS = (
-    "monitor.commands.score",
-    "monitor.commands.convert",
-    "monitor.commands.reference",
-    "monitor.commands.run",
-    "monitor.commands.check_config",
-    "monitor.commands.demo",
-    "monitor.probes.command",
+    "monitor.cli.score",
+    "monitor.cli.convert",
+    "monitor.cli.reference",
+    "monitor.cli.run",
+    "monitor.cli.check_config",
+    "monitor.cli.demo",
+    "monitor.cli.probe",
 )
 
 

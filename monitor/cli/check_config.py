@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from monitor.commands.run import add_settings_flags, settings_from_args
+from monitor.cli.run import add_settings_flags, settings_from_args
 from monitor.errors import ConfigError
 
 

@@ -1,0 +1,96 @@
+"""The pipeline's first seam: Kafka records → decoded events, with every invalid record counted and dead-lettered.
+
+:class:`Ingest` owns the event decoder and the KServe request/response joiner. A record that does not decode is
+counted under ``harmonic_events_invalid_total{reason}``, logged (rate-limited) and sent to the dead-letter topic
+with its reason in a header; it never raises out of the loop. Label records are not read here (see
+:mod:`monitor.runtime.labels`).
+"""
+
+from __future__ import annotations
+
+from monitor.config import Settings
+from monitor.errors import InvalidEventError
+from monitor.events import InferenceEvent
+from monitor.exporters.prometheus import MetricsState
+from monitor.logs import RateLimitedLogger
+from monitor.source.base import Positions, RawRecord, Sink
+from monitor.source.decode import EventDecoder
+from monitor.source.kserve_join import KServeJoiner
+from monitor.source.validate import INVALID_REASONS, ModelSchema
+
+
+class Ingest:
+    """Decode records into events for the models in ``schemas`` (the first one is the default model)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        schemas: dict[str, ModelSchema],
+        state: MetricsState,
+        sink: Sink | None,
+        invalid_log: RateLimitedLogger,
+    ) -> None:
+        self.settings = settings
+        self.state = state
+        self.sink = sink
+        self.default_model = next(iter(schemas))
+        self.decoder = EventDecoder(
+            schemas,
+            default_model=self.default_model,
+            max_bytes=settings.max_event_bytes,
+            segments=settings.segments.allowed,
+            max_segments=settings.segments.max_segments,
+        )
+        self.joiner = KServeJoiner(self.decoder)
+        self._invalid_log = invalid_log
+        # pre-register the bounded label set at 0, so rate() sees the first increment of every series
+        for reason in INVALID_REASONS:
+            self.state.inc("harmonic_events_invalid_total", ("unknown", reason), 0.0)
+
+    def decode(self, record: RawRecord, now: float, consumed: dict[str, int]) -> list[InferenceEvent]:
+        """Decode one record; invalid ones are counted, dead-lettered and logged (rate-limited), never raised.
+
+        ``consumed`` counts records per model (one locked counter update per model per poll happens later).
+        """
+        event_now = record.timestamp_ms / 1000.0 if record.timestamp_ms else now
+        try:
+            events = self.joiner.update(record.value, record.headers, record.origin, now=event_now)
+        except InvalidEventError as exc:
+            consumed["unknown"] = consumed.get("unknown", 0) + 1
+            self._invalid(record, exc)
+            return []
+        # one record counts once, under the model it belongs to (a held KServe half: the default model)
+        model = events[0].model if events else self.default_model
+        consumed[model] = consumed.get(model, 0) + 1
+        return events
+
+    def _invalid(self, record: RawRecord, exc: InvalidEventError) -> None:
+        self.state.inc("harmonic_events_invalid_total", ("unknown", exc.reason))
+        self._invalid_log.warning(exc.reason, "invalid event", reason=exc.reason, error=str(exc), origin=record.origin)
+        dlq = self.settings.kafka.dead_letter_topic
+        if dlq and self.sink is not None:
+            headers = [
+                ("harmonic-invalid-reason", exc.reason.encode()),
+                ("harmonic-invalid-detail", str(exc).encode()[:1000]),
+                ("harmonic-origin", f"{record.topic}/{record.partition}/{record.offset}".encode()),
+                *record.headers,
+            ]
+            # the reason is also the key: brokers before Kafka 0.11 carry no headers (the sink drops them there)
+            self.sink.send(dlq, record.value, headers, key=exc.reason.encode())
+            self.state.inc("harmonic_events_dead_lettered_total", ("unknown",))
+
+    def expire(self, now: float) -> list[InferenceEvent]:
+        """KServe halves whose partner did not come in time, as events (request only)."""
+        return self.joiner.expire(now)
+
+    def drain(self) -> list[InferenceEvent]:
+        """Every KServe half still held, as events (at shutdown)."""
+        return self.joiner.flush()
+
+    def committable(self, consumed: Positions) -> Positions:
+        """``consumed`` held back to the first record of any KServe half still waiting for its partner."""
+        positions = dict(consumed)
+        for key, held in self.joiner.held_positions().items():
+            if key in positions:
+                positions[key] = min(positions[key], held)
+        return positions

@@ -1,0 +1,129 @@
+"""The pipeline's labels seam (SPEC §7): delayed ground-truth labels joined to the predictions the sidecar scored.
+
+:class:`LabelStage` decodes records from the labels topic, keeps each scored prediction (its class value,
+confidence and class under small noise) until its label arrives or its time-to-live ends, and updates the
+labelled windows: accuracy, resilience, reliability and the composite robustness gauge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.config import Settings
+from monitor.errors import InvalidEventError
+from monitor.events import InferenceEvent
+from monitor.exporters.prometheus import MetricsState
+from monitor.logs import RateLimitedLogger
+from monitor.metrics.scorer import ScoreResult
+from monitor.rolling.labelled import LabelledWindow
+from monitor.runtime.models import ModelRuntime
+from monitor.source.base import RawRecord
+from monitor.source.labels import JoinedLabel, LabelDecoder, LabelJoiner, ScoredPrediction
+
+
+class LabelStage:
+    """Joins delayed labels to scored predictions and keeps the labelled windows per model."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        runtimes: Mapping[str, ModelRuntime],
+        state: MetricsState,
+        clock: Callable[[], float],
+        invalid_log: RateLimitedLogger,
+    ) -> None:
+        self.settings = settings
+        self.runtimes = runtimes
+        self.state = state
+        self.clock = clock
+        self._invalid_log = invalid_log
+        self.decoder = LabelDecoder()
+        self.joiner = LabelJoiner(settings.labels.ttl_seconds, settings.labels.max_predictions)
+        self.windows: dict[str, LabelledWindow] = {}
+        self._rng = np.random.default_rng(1)
+
+    def record(self, record: RawRecord, now: float) -> None:
+        """One record from the labels topic: decoded and joined, or counted as invalid by reason."""
+        self.state.inc("harmonic_labels_consumed_total", ())
+        try:
+            label = self.decoder.decode(record.value, now=now)
+        except InvalidEventError as exc:
+            self.state.inc("harmonic_labels_invalid_total", (exc.reason,))
+            self._invalid_log.warning("label-" + exc.reason, "invalid label", reason=exc.reason, error=str(exc))
+            return
+        joined = self.joiner.add_label(label, now)
+        self._apply([joined] if joined is not None else [])
+
+    def remember(
+        self, rt: ModelRuntime, batch: list[InferenceEvent], rows: NDArray[np.float64], result: ScoreResult
+    ) -> None:
+        """Keep each scored prediction (class value, confidence, class under σ = 0.1 noise) until its label comes.
+
+        One extra model call of 2·B rows (centres and one noisy copy each) gives the model's own class values, which
+        is what labels carry.
+        """
+        assert rt.standardizer is not None
+        ok = result.valid
+        if not ok.any():
+            return
+        x = rows[ok].astype(np.float32)
+        sigma = (self.settings.labels.noise_sigma * rt.standardizer.scale).astype(np.float32)
+        noisy = x + self._rng.standard_normal(x.shape, dtype=np.float32) * sigma
+        out = rt.model.evaluate(np.vstack([x, noisy]))
+        self.state.inc("harmonic_model_evaluations_total", (rt.name, "labels"), float(2 * x.shape[0]))
+        values = out.raw_label if out.raw_label is not None and out.raw_label.dtype.kind in "iu" else out.label
+        assert values is not None
+        b = x.shape[0]
+        now = self.clock()
+        joined: list[JoinedLabel] = []
+        for j, i in enumerate(np.flatnonzero(ok)):
+            ev = batch[i]
+            prediction = ScoredPrediction(
+                ev.event_id,
+                ev.model,
+                ev.model_version,
+                ev.segment,
+                ev.timestamp_seconds,
+                predicted_class=int(values[j]),
+                confidence=None if not np.isfinite(result.probability[i]) else float(result.probability[i]),
+                noisy_class=int(values[b + j]),
+            )
+            hit = self.joiner.add_prediction(prediction, now)
+            if hit is not None:
+                joined.append(hit)
+        self._apply(joined)
+
+    def _apply(self, joined: list[JoinedLabel]) -> None:
+        by_model: dict[str, list[JoinedLabel]] = {}
+        for j in joined:
+            by_model.setdefault(j.prediction.model, []).append(j)
+        for model, items in by_model.items():
+            window = self.windows.get(model)
+            if window is None:
+                window = self.windows[model] = LabelledWindow(self.settings.labels.window_events)
+            window.update(
+                [j.correct for j in items], [j.noisy_correct for j in items], [j.prediction.confidence for j in items]
+            )
+            self.state.inc("harmonic_labels_joined_total", (model,), float(len(items)))
+            q = window.get()
+            name = f"last_{window.size}"
+            self.state.set("harmonic_window_accuracy", (model, "all", name), q.accuracy)
+            self.state.set("harmonic_resilience", (model,), q.resilience)
+            self.state.set("harmonic_reliability", (model,), q.reliability)
+            stability = self._stability(model)
+            if np.isfinite(stability):
+                self.state.set("harmonic_robustness_composite", (model,), q.composite(stability))
+        self.state.set_counter("harmonic_labels_unmatched_total", (), float(self.joiner.unmatched_labels_total))
+
+    def _stability(self, model: str) -> float:
+        """1 − mean flicker over the model's count windows (all segments)."""
+        rt = self.runtimes.get(model)
+        if rt is None or rt.watch is None:
+            return float("nan")
+        values = [rt.watch.windows.count_window(m, seg).values("flicker") for m, seg in rt.watch.windows.keys]
+        flat = np.concatenate(values) if values else np.zeros(0)
+        flat = flat[np.isfinite(flat)]
+        return float(1.0 - flat.mean()) if flat.size else float("nan")

@@ -1,0 +1,118 @@
+"""The runtime's per-model record: the ONNX copy, its standardizer, scorer and analytics (:class:`ModelWatch`).
+
+:func:`load_model_runtime` is where a configured model enters the runtime: the ONNX file is loaded once and its
+standardizer comes from the reference (a CSV/NPY of rows or a ``harmonic-monitor reference`` JSON), from
+``space: raw``, or later from the warm-up window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.config import ModelSettings
+from monitor.cpus import intra_op_threads
+from monitor.errors import ConfigError
+from monitor.events import InferenceEvent
+from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
+from monitor.model.io import load_rows
+from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
+from monitor.model.standardize import Standardizer
+from monitor.rolling.reference_file import read_reference
+from monitor.runtime.watch import ModelWatch
+
+
+@dataclass
+class ModelRuntime:
+    """One watched model: its ONNX copy, standardizer (None during warm-up), scorer and analytics."""
+
+    settings: ModelSettings
+    model: OnnxModel
+    standardizer: Standardizer | None = None
+    scorer: RobustnessScorer | None = None
+    watch: ModelWatch | None = None
+    warmup: list[NDArray[np.float64]] = field(default_factory=list)
+    #: sampled events waiting for the next micro-batch, each with its shadow disagreement (NaN, 0 or 1) and its
+    #: sampling weight (1 / inclusion probability)
+    pending: list[tuple[InferenceEvent, float, float]] = field(default_factory=list)
+    _fingerprint: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    def scoring_config(self) -> ScoringConfig:
+        s = self.settings.scoring
+        return ScoringConfig(
+            radius=s.radius,
+            ball=s.ball,
+            output=s.output,
+            flicker_copies=s.flicker_copies,
+            sigma=s.sigma,
+            steps=s.steps,
+            seed=s.seed,
+            regression_tolerance=s.regression_tolerance,
+        )
+
+    def activate(self, standardizer: Standardizer) -> None:
+        self.standardizer = standardizer
+        self.scorer = RobustnessScorer(self.model, standardizer, self.scoring_config())
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a saved reference was computed from: the model file, the reference file and the scoring settings.
+
+        Persisted beside the reference; a restart with any of them changed rebuilds the reference instead of
+        restoring a γ/flicker distribution that no longer describes this model (see :func:`monitor.runtime.state.restore_model`).
+        Computed once, when first asked (at start-up): it describes the files this process loaded.
+        """
+        if self._fingerprint is None:
+            reference = self.settings.reference
+            self._fingerprint = {
+                "model_sha256": _sha256(self.model.path),
+                "reference_sha256": None if reference is None else _sha256(reference),
+                "scoring": self.settings.scoring.model_dump(mode="json"),
+            }
+        return self._fingerprint
+
+
+def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
+    """Load the model's ONNX copy and, when its reference (or ``space: raw``) allows, its standardizer.
+
+    Without a reference the standardizer is fitted from the first ``warmup_events`` events of the stream.
+    """
+    model = OnnxModel(
+        ms.path,
+        OnnxRuntimeOptions(
+            providers=ms.providers,
+            intra_op_threads=intra_op_threads(ms.threads, str(ms.path)),
+            max_rows_per_run=ms.max_rows_per_run,
+            rows_in_graph=ms.rows_in_graph,
+        ),
+    )
+    rt = ModelRuntime(settings=ms, model=model)
+    if ms.scoring.space == "raw":
+        rt.activate(Standardizer.identity(model.n_features))
+    elif ms.reference is not None and ms.reference.suffix.lower() == ".json":
+        rt.activate(read_reference(ms.reference, model.n_features)[0])
+    elif ms.reference is not None:
+        ref = load_rows(ms.reference)
+        if ref.shape[1] != model.n_features:
+            raise ConfigError(
+                f"reference '{ms.reference}' has {ref.shape[1]} columns; model '{ms.name}' expects "
+                f"{model.n_features} features. Was the reference built for another model?"
+            )
+        rt.activate(Standardizer.fit(ref[np.all(np.isfinite(ref), axis=1)]))
+    return rt
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,255 @@
+"""The pipeline's second seam: decoded events → warm-up, shadow check, sampling → micro-batches scored → windows.
+
+:class:`Scoring` keeps each model's pending micro-batch. :meth:`Scoring.accept` feeds the warm-up window (a model
+without a reference fits its standardizer on the first events), compares the live server's label with the ONNX
+copy (shadow agreement, SPEC §4) and asks the sampler which events to score. :meth:`Scoring.score_pending` scores
+them in batches of at most ``batch.max_events`` rows and applies each result: the model's windows, detectors and
+alerts (:class:`~monitor.runtime.watch.ModelWatch`), the scored hooks (the probe scheduler), the scores topic and
+the predictions kept for delayed labels.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.config import Settings
+from monitor.events import InferenceEvent, feature_rows
+from monitor.exporters.prometheus import MetricsState
+from monitor.logs import RateLimitedLogger
+from monitor.metrics.scorer import ScoreResult
+from monitor.model.io import load_rows
+from monitor.model.standardize import Standardizer
+from monitor.runtime.labels import LabelStage
+from monitor.runtime.models import ModelRuntime
+from monitor.sampler.base import Sampler
+from monitor.source.base import Sink
+
+log = logging.getLogger("monitor.runtime.scoring")
+
+#: called after every scored batch with (runtime, raw rows, result, now): the probe scheduler's feed
+ScoredHook = Callable[[ModelRuntime, NDArray[np.float64], ScoreResult, float], None]
+
+
+class UniformThinner:
+    """Thins a class-stratified sample back to uniform inclusion for the windows and drift detectors.
+
+    Stratified sampling over-represents rare live classes (and forced shadow keeps); their γ/flicker would then
+    not be comparable with the reference, which was not sampled that way. Keeping each event with probability
+    w / w_max (w = 1/inclusion probability, w_max = the largest current stratum weight) gives every offered
+    event the same overall inclusion probability 1/w_max.
+    """
+
+    def __init__(self, sampler: Sampler, seed: int = 0) -> None:
+        self.sampler = sampler
+        self._rng = np.random.default_rng(seed)
+
+    def keep(self, model: str, weights: NDArray[np.float64]) -> NDArray[np.bool_] | None:
+        """A keep-mask over a batch with these sampling weights; None when the sampler is not class-biased."""
+        if not getattr(self.sampler, "biases_class_mix", False):
+            return None
+        stats = self.sampler.snapshot().get(model)
+        finite = [st.weight for st in (stats.strata.values() if stats else ()) if np.isfinite(st.weight)]
+        w_max = max([*finite, float(weights.max(initial=1.0))])
+        keep: NDArray[np.bool_] = self._rng.random(weights.shape[0]) < weights / w_max
+        return keep
+
+
+class Scoring:
+    """Sampling, micro-batching and scoring for every watched model."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        runtimes: Mapping[str, ModelRuntime],
+        sampler: Sampler,
+        state: MetricsState,
+        sink: Sink | None,
+        labels: LabelStage | None,
+        clock: Callable[[], float],
+        invalid_log: RateLimitedLogger,
+        persist: Callable[[], None],
+    ) -> None:
+        self.settings = settings
+        self.runtimes = runtimes
+        self.sampler = sampler
+        self.state = state
+        self.sink = sink
+        self.labels = labels
+        self.clock = clock
+        self._invalid_log = invalid_log
+        self._persist = persist
+        self.thinner = UniformThinner(sampler)
+        self.hooks: list[ScoredHook] = []
+        #: when the oldest pending event was sampled (None: nothing pending)
+        self.oldest_pending: float | None = None
+
+    # -- accept: warm-up, shadow, sample ---------------------------------------------------------------------
+    def accept(self, events: Sequence[InferenceEvent], now: float) -> None:
+        """Shadow-check events that carry a live label (one centre-only model call per model), then sample."""
+        by_model: dict[str, list[InferenceEvent]] = {}
+        for ev in events:
+            by_model.setdefault(ev.model, []).append(ev)
+        for name, evs in by_model.items():
+            rt = self.runtimes[name]
+            if rt.scorer is None:
+                evs = self._warm_up(rt, evs)
+                if not evs:
+                    continue
+            shadow = self._shadow(rt, evs)
+            # the ONNX copy and the live server disagree: always score it (a stale copy must show)
+            weights = self.sampler.sample_many(evs, now, [d == 1.0 for d in shadow])
+            for ev, disagreement, weight in zip(evs, shadow, weights, strict=True):
+                if weight <= 0:
+                    continue
+                self.state.inc("harmonic_events_sampled_total", (ev.model,))
+                rt.pending.append((ev, disagreement, weight))
+                if self.oldest_pending is None:
+                    self.oldest_pending = now
+
+    def _warm_up(self, rt: ModelRuntime, evs: list[InferenceEvent]) -> list[InferenceEvent]:
+        """Feed the warm-up window; returns the events past it (to be scored with the freshly fitted standardizer)."""
+        need = rt.settings.warmup_events - len(rt.warmup)
+        rt.warmup.extend(ev.features for ev in evs[:need])
+        if len(rt.warmup) < rt.settings.warmup_events:
+            return []
+        rt.activate(Standardizer.fit(np.vstack(rt.warmup)))
+        rt.warmup.clear()
+        log.info("warm-up complete; standardizer fitted", extra={"model": rt.name})
+        self._persist()
+        return evs[need:]
+
+    def _shadow(self, rt: ModelRuntime, evs: Sequence[InferenceEvent]) -> list[float]:
+        """Shadow agreement (SPEC §4): per event NaN (no live label), 0.0 (agrees) or 1.0 (disagrees).
+
+        The live label is the server's class *value*; it is compared with the ONNX copy's own label output when
+        the model has one, else with the predicted class index. One centre-only model call per model per poll.
+        """
+        idx = [i for i, ev in enumerate(evs) if ev.prediction is not None and ev.prediction.label is not None]
+        flags = [float("nan")] * len(evs)
+        if not idx or rt.model.kind != "classifier":
+            return flags
+        rows = feature_rows([evs[i] for i in idx], np.float32)
+        out = rt.model.evaluate(rows)
+        self.state.inc("harmonic_model_evaluations_total", (rt.name, "shadow"), float(len(idx)))
+        ours = out.raw_label if out.raw_label is not None else out.label
+        assert ours is not None
+        live = [evs[i].prediction.label for i in idx]  # type: ignore[union-attr]
+        if ours.dtype.kind in "iub":
+            mismatch = np.asarray(live, dtype=np.int64) != ours.astype(np.int64)
+        else:
+            mismatch = np.array([str(a) != str(b) for a, b in zip(live, ours, strict=True)])
+        self.state.inc("harmonic_shadow_compared_total", (rt.name,), float(len(idx)))
+        self.state.inc("harmonic_shadow_disagreements_total", (rt.name,), float(mismatch.sum()))
+        for j, i in enumerate(idx):
+            flags[i] = 1.0 if mismatch[j] else 0.0
+        return flags
+
+    # -- score and apply ------------------------------------------------------------------------------------
+    def batch_due(self, now: float) -> bool:
+        """A model's pending batch is full, or the oldest pending event has waited ``batch.max_wait_ms``."""
+        full = any(len(rt.pending) >= self.settings.batch.max_events for rt in self.runtimes.values())
+        aged = (
+            self.oldest_pending is not None and (now - self.oldest_pending) * 1000.0 >= self.settings.batch.max_wait_ms
+        )
+        return full or aged
+
+    def score_pending(self) -> None:
+        """Score and apply everything pending, in batches of at most ``batch.max_events`` events."""
+        for rt in self.runtimes.values():
+            while rt.pending:
+                batch = rt.pending[: self.settings.batch.max_events]
+                del rt.pending[: len(batch)]
+                self._score_batch(rt, batch)
+        self.oldest_pending = None
+
+    def score_rows(self, rt: ModelRuntime, rows: NDArray[np.float64], *, purpose: str) -> ScoreResult:
+        """Score raw feature rows with the model's scorer, counting the model evaluations under ``purpose``."""
+        assert rt.scorer is not None
+        result = rt.scorer.score(rows)
+        self.state.inc(
+            "harmonic_model_evaluations_total", (rt.name, purpose), float(rows.shape[0] * rt.scorer.rows_per_event())
+        )
+        return result
+
+    def _score_batch(self, rt: ModelRuntime, pending: list[tuple[InferenceEvent, float, float]]) -> None:
+        started = time.perf_counter()
+        batch = [ev for ev, _, _ in pending]
+        shadow = np.array([d for _, d, _ in pending])
+        weights = np.array([w for _, _, w in pending])
+        rows = feature_rows(batch)
+        result = self.score_rows(rt, rows, purpose="events")
+        self.state.observe("harmonic_score_batch_duration_seconds", (rt.name,), [time.perf_counter() - started])
+        self._count_nonfinite(rt.name, batch, result)
+        now = self.clock()
+        self.state.observe(
+            "harmonic_event_lag_seconds", (rt.name,), np.array([max(0.0, now - ev.timestamp_seconds) for ev in batch])
+        )
+        assert rt.watch is not None
+        rt.watch.update(batch, rows, result, shadow, uniform=self.thinner.keep(rt.name, weights))
+        for hook in self.hooks:
+            hook(rt, rows, result, now)
+        if self.settings.kafka.scores_topic and self.sink is not None:
+            self._publish_scores(rt, batch, result)
+        if self.labels is not None and rt.model.kind == "classifier":
+            self.labels.remember(rt, batch, rows, result)
+
+    def _count_nonfinite(self, model: str, batch: list[InferenceEvent], result: ScoreResult) -> None:
+        """Valid events whose γ came out NaN or ±inf: the model's own outputs were not finite at the event or around
+        it (an overflow at extreme inputs). Their γ stays out of the histograms and the windows' statistics, so they are
+        counted here, and logged (rate-limited): a model that breaks down at some inputs is itself a robustness
+        finding."""
+        bad = np.flatnonzero(result.valid & ~np.isfinite(result.gamma))
+        if bad.size:
+            self.state.inc("harmonic_scores_nonfinite_total", (model,), float(bad.size))
+            self._invalid_log.warning(
+                "nonfinite-" + model,
+                "model outputs not finite at valid events; their scores are left out of histograms and windows",
+                model=model,
+                events=int(bad.size),
+                event_ids=[batch[i].event_id for i in bad[:3]],
+            )
+
+    def _publish_scores(self, rt: ModelRuntime, batch: list[InferenceEvent], result: ScoreResult) -> None:
+        topic = self.settings.kafka.scores_topic
+        assert topic is not None and self.sink is not None
+        for i, ev in enumerate(batch):
+            doc = {
+                "id": ev.event_id,
+                "model": ev.model,
+                "model_version": ev.model_version,
+                "segment": ev.segment,
+                "ts": ev.timestamp_seconds,
+                "gamma": _num(result.gamma[i]),
+                "flicker": _num(result.flicker[i]),
+                "p_adj": _num(result.p_adj[i]),
+                "predicted_class": int(result.predicted_class[i]),
+                "probability": _num(result.probability[i]),
+            }
+            self.sink.send(topic, json.dumps(doc).encode(), key=ev.event_id.encode())
+
+    def update_sampling_gauges(self) -> None:
+        for name, stats in self.sampler.snapshot().items():
+            self.state.set("harmonic_events_sampled_ratio", (name,), stats.fraction)
+
+    # -- the reference, when it is given as rows --------------------------------------------------------------
+    def reference_from_file(self, rt: ModelRuntime) -> None:
+        """Score (a bounded sample of) the reference data once to get the reference γ/flicker distribution."""
+        assert rt.settings.reference is not None and rt.scorer is not None and rt.watch is not None
+        ref = load_rows(rt.settings.reference)
+        ref = ref[np.all(np.isfinite(ref), axis=1)]
+        rng = np.random.default_rng(rt.settings.scoring.seed)
+        if ref.shape[0] > rt.watch.config.reference_max_events:
+            ref = ref[rng.choice(ref.shape[0], rt.watch.config.reference_max_events, replace=False)]
+        result = self.score_rows(rt, ref, purpose="reference")
+        rt.watch.set_reference(ref, result)
+        log.info("reference built from file", extra={"model": rt.name, "rows": int(ref.shape[0])})
+
+
+def _num(v: float) -> float | None:
+    return None if not np.isfinite(v) else float(v)
