@@ -350,6 +350,14 @@ USAGE: dict[str, Usage] = {
         "the partition count is expected (it idles); 0 everywhere is alert HarmonicNotReady. Set when `/readyz` "
         "is probed.",
     ),
+    "harmonic_degraded": Usage(
+        "Process",
+        "1 degraded / absent or 0 not",
+        "The sidecar keeps running but something needs fixing: `state_dir` (the state directory is read-only or "
+        "full: state is not saved, offsets are not committed), `producer` (the dead-letter or scores topic cannot "
+        "be reached: records wait in a bounded buffer), `alert_delivery` (Alertmanager or the webhook does not "
+        "answer). `/readyz` stays 200 and lists the reasons under `degraded`; the log says what to fix.",
+    ),
 }
 
 LABELS: dict[str, str] = {

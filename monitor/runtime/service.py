@@ -14,7 +14,8 @@ from monitor.allocator import TimedCollector
 from monitor.config import KafkaSettings, Settings
 from monitor.exporters.alerts import AlertEvent
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
-from monitor.exporters.prometheus import MetricsServer, MetricsState
+from monitor.exporters.http import MetricsServer
+from monitor.exporters.prometheus import MetricsState
 from monitor.runtime.models import ModelRuntime, load_model_runtime
 from monitor.runtime.pipeline import Pipeline
 from monitor.sampler.base import Sampler

@@ -1,7 +1,7 @@
 """A real Prometheus scrapes a real sidecar's ``/metrics`` and evaluates ``deploy/prometheus/harmonic-rules.yml``.
 
 The sidecar is the production :class:`~monitor.runtime.service.Service` (decode → sample → score with a tiny ONNX model →
-windows/drift → :class:`~monitor.exporters.prometheus.MetricsServer`) fed by a looping, rate-limited
+windows/drift → :class:`~monitor.exporters.http.MetricsServer`) fed by a looping, rate-limited
 :class:`~monitor.source.replay.ReplaySource`, so its counters and histograms keep moving while Prometheus (the
 Debian ``prometheus`` binary, started on a free loopback port with a 1 s scrape and evaluation interval) reads
 them. The tests ask Prometheus' HTTP API what it stored: raw counters, ``histogram_quantile`` over the γ

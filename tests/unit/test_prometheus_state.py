@@ -14,7 +14,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.exporters.prometheus import GAMMA_BUCKETS, METRICS, MetricsServer, MetricsState
+from monitor.exporters.http import MetricsServer
+from monitor.exporters.prometheus import GAMMA_BUCKETS, METRICS, MetricsState
 
 
 def get(port: int, path: str) -> tuple[int, str, str]:
