@@ -9,20 +9,50 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from monitor.cpus import available_cpus
 from monitor.errors import ConfigError
-from monitor.source.kafka import FETCH_MAX_WAIT_MS, MAX_PARTITION_FETCH_BYTES
+from monitor.logs import is_secret_name, redact, redact_text
+from monitor.source.kafka import (
+    FETCH_MAX_WAIT_MS,
+    MAX_PARTITION_FETCH_BYTES,
+    PRODUCER_BUFFER_BYTES,
+    PRODUCER_DELIVERY_TIMEOUT_MS,
+)
+
+#: what no string setting may hold: control characters (NUL included), U+2028/9 and lone surrogates (an undecodable byte in an
+#: environment variable, a "\ud800" escape in YAML): names and versions become metric labels, paths reach the OS
+_UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _printable(value: Any) -> Any:
+    """``value`` when every string in it (dict keys and values, tuple items, paths) is printable UTF-8 text."""
+    texts = [value] if isinstance(value, str | Path) else []
+    if isinstance(value, tuple | list):
+        texts = [v for v in value if isinstance(v, str | Path)]
+    elif isinstance(value, dict):
+        texts = [t for kv in value.items() for t in kv if isinstance(t, str | Path)]
+    for text in texts:
+        found = _UNSAFE_TEXT.search(str(text))
+        if found:
+            raise ValueError(
+                f"{str(text)!r} holds {found.group()!r}, a control character or a byte that is not UTF-8; "
+                "expected printable UTF-8 text (check the file's encoding and the variable's value)"
+            )
+    return value
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf passes gt=0: refuse it
+
+    _printable_text = field_validator("*")(_printable)
 
 
 class ScoringSettings(_Strict):
@@ -89,6 +119,25 @@ class KafkaSettings(_Strict):
     dead_letter_topic: str | None = Field(None, description="Invalid events go here with the reason in a header.")
     scores_topic: str | None = Field(None, description="Optional: per-event scores are published here.")
     labels_topic: str | None = Field(None, description="Optional: delayed labels {id,label,ts}.")
+    producer_buffer_bytes: int = Field(
+        PRODUCER_BUFFER_BYTES,
+        ge=1 << 16,
+        description="Bytes of dead letters and scores kept until the broker acknowledges them. While the broker is "
+        "away they wait here and are re-sent; when it is full the pipeline stops reading (back-pressure) until they "
+        "are delivered, unless producer_drop_when_full.",
+    )
+    producer_drop_when_full: bool = Field(
+        False,
+        description="true: dead letters and scores beyond producer_buffer_bytes are dropped and counted "
+        "(harmonic_producer_dropped_total) and the pipeline keeps reading; false: it pauses until they are delivered.",
+    )
+    producer_delivery_timeout_ms: int = Field(
+        PRODUCER_DELIVERY_TIMEOUT_MS,
+        ge=1000,
+        description="kafka-python's delivery_timeout_ms: how long it tries one record before reporting it failed "
+        "(harmonic_producer_failures_total); the sidecar then sends it again: nothing is given up while the broker "
+        "is away.",
+    )
     security: dict[str, str | int | bool] = Field(
         default_factory=dict,
         description="Passed through to kafka-python: security_protocol, ssl_cafile, sasl_mechanism, ...",
@@ -113,7 +162,7 @@ class KafkaSettings(_Strict):
         if isinstance(v, int | float) and not isinstance(v, bool):
             raise ValueError(f"write the version as a quoted string, e.g. api_version: '{v}' (YAML reads 2.10 as 2.1)")
         if isinstance(v, str) and not _API_VERSION.fullmatch(v):
-            raise ValueError(f"'{v}' is not a version like '0.9' or '2.8.1'")
+            raise ValueError(f"{v!r} is not a version like '0.9' or '2.8.1'")  # repr: v may hold a surrogate
         return v
 
     def api_version_tuple(self) -> tuple[int, ...] | None:
@@ -146,8 +195,16 @@ class BatchSettings(_Strict):
 
 
 class SegmentSettings(_Strict):
+    """Bounds on the identity labels taken from event data (DECISIONS 3): segments and model versions."""
+
     max_segments: int = Field(20, ge=1, description="Distinct segments per model; the rest fold into 'other'.")
     allowed: tuple[str, ...] | None = Field(None, description="If set, only these segments (others → 'other').")
+    max_versions: int = Field(
+        8,
+        ge=1,
+        description="model_version values kept per model: the least recently seen is evicted with its series. Set it "
+        "above the number of versions served at once (a canary and its base).",
+    )
 
 
 class WindowSettings(_Strict):
@@ -202,16 +259,39 @@ class LabelSettings(_Strict):
 
 
 class MetricsSettings(_Strict):
+    """The HTTP endpoint (/metrics, /healthz, /readyz, /probes) and its limits; docs/OPERATIONS.md, "HTTP endpoint"."""
+
     host: str = Field("0.0.0.0")
     port: int = Field(9108, ge=0, le=65535, description="0 = pick a free port (tests).")
+    min_render_interval_seconds: float = Field(
+        1.0, gt=0, le=60, description="/metrics is rendered at most once per this interval; scrapers share the bytes."
+    )
+    read_timeout_seconds: float = Field(
+        5.0, gt=0, description="A request head must arrive within this of connecting (or of the last response)."
+    )
+    write_timeout_seconds: float = Field(10.0, gt=0, description="A response must drain to the client within this.")
+    max_connections: int = Field(
+        512, ge=1, description="Open connections; a new one beyond closes the longest-waiting idle or half-open one."
+    )
+    max_concurrent_scrapes: int = Field(
+        16, ge=1, description="/metrics requests in flight (more: 503) and responses per render (more wait)."
+    )
+    workers: int = Field(4, ge=1, description="Threads that run /readyz and /probes; twice as many queued, then 503.")
 
 
 class Settings(BaseSettings):
     """Everything ``harmonic-monitor run`` needs."""
 
     model_config = SettingsConfigDict(
-        env_prefix="HARMONIC_", env_nested_delimiter="__", extra="forbid", frozen=True, case_sensitive=False
+        env_prefix="HARMONIC_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+        case_sensitive=False,
+        allow_inf_nan=False,
     )
+
+    _printable_text = field_validator("*")(_printable)
 
     models: tuple[ModelSettings, ...] = Field(default=(), description="Models watched by this process.")
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
@@ -225,6 +305,14 @@ class Settings(BaseSettings):
     labels: LabelSettings = Field(default_factory=LabelSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     state_dir: Path = Field(Path("state"), description="Where state survives restarts.")
+    checkpoint_seconds: float = Field(
+        5.0,
+        ge=0,
+        description=(
+            "How often the state is written (fsynced) and, right after, the offsets it covers are committed: the "
+            "most a crash re-reads. 0 checkpoints after every micro-batch (tests; costs an fsync per batch)."
+        ),
+    )
     max_event_bytes: int = Field(1 << 20, ge=64, description="Larger events are invalid (too_large).")
     shutdown_timeout_seconds: float = Field(20.0, gt=0, description="Bound on a graceful SIGTERM exit.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")
@@ -254,8 +342,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # flags (init) > environment > YAML file (passed as defaults by load_settings) > field defaults
-        return (init_settings, env_settings)
+        # flags (init) > environment > YAML file (load_settings passes its data in _FILE_DATA) > field defaults
+        return (init_settings, env_settings, _DictSource(settings_cls, _FILE_DATA.get() or {}))
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -263,12 +351,18 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file '{path}' does not exist")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file '{path}' is not UTF-8 text ({exc.reason}); save it as UTF-8") from exc
+    # ValueError: a value YAML's resolver takes for a date but is none (2026-13-45); RecursionError: deep nesting
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise ConfigError(f"config file '{path}' is not valid YAML: {exc}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file '{path}' must be a mapping at the top level; got {type(data).__name__}")
+    odd = [key for key in data if not isinstance(key, str)]
+    if odd:
+        raise ConfigError(f"config file '{path}' has top-level key {odd[0]!r}; expected setting names such as 'models'")
     return data
 
 
@@ -290,9 +384,10 @@ def _format_validation(exc: ValidationError) -> str:
             lines.append(f"'{loc}': {err.get('ctx', {}).get('error', err['msg'])}")
         else:
             got = err.get("input")
-            shown = "" if isinstance(got, dict | list) else f"; got {got!r}"
+            secret = next((str(part) for part in err["loc"] if is_secret_name(str(part))), "")
+            shown = "" if isinstance(got, dict | list) else f"; got {redact(got, secret)!r}"
             lines.append(f"'{loc}': {err['msg']}{shown}")
-    return "invalid configuration:\n  " + "\n  ".join(lines)
+    return redact_text("invalid configuration:\n  " + "\n  ".join(lines))  # no secret in an error message
 
 
 def load_settings(config_file: str | Path | None = None, flags: dict[str, Any] | None = None) -> Settings:
@@ -304,24 +399,28 @@ def load_settings(config_file: str | Path | None = None, flags: dict[str, Any] |
     _check_environment(os.environ)
     file_data = _read_yaml(Path(config_file)) if config_file else {}
     overrides = _prune(flags or {})
-
-    class _Layered(Settings):
-        # the YAML layer sits under the environment: feed it through a source placed after env
-        @classmethod
-        def settings_customise_sources(
-            cls,
-            settings_cls: type[BaseSettings],
-            init_settings: PydanticBaseSettingsSource,
-            env_settings: PydanticBaseSettingsSource,
-            dotenv_settings: PydanticBaseSettingsSource,
-            file_secret_settings: PydanticBaseSettingsSource,
-        ) -> tuple[PydanticBaseSettingsSource, ...]:
-            return (init_settings, env_settings, _DictSource(settings_cls, file_data))
-
+    token = _FILE_DATA.set(file_data)
     try:
-        return _Layered(**overrides)
+        return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(_format_validation(exc)) from exc
+    except UnicodeEncodeError as exc:  # a validator quoted a lone surrogate; pydantic cannot carry that message
+        raise ConfigError(
+            "invalid configuration: a setting holds a lone surrogate (a '\\udXXX' escape in YAML, or a byte that is "
+            "not UTF-8 in a HARMONIC_* variable); expected printable UTF-8 text"
+        ) from exc
+    except SettingsError as exc:  # a HARMONIC_* variable of a list or section setting that is not JSON
+        raise ConfigError(
+            f"{exc}: a list or section setting given as an environment variable must be JSON, e.g. "
+            """HARMONIC_MODELS='[{"name": "credit", "path": "credit.onnx"}]'"""
+        ) from exc
+    finally:
+        _FILE_DATA.reset(token)
+
+
+#: the YAML file's data while load_settings builds its Settings: the layer under the environment (a context
+#: variable: concurrent loads stay apart; a subclass built per call for it cost 2 ms of the 3.5 a load took)
+_FILE_DATA: ContextVar[dict[str, Any] | None] = ContextVar("_FILE_DATA", default=None)
 
 
 #: HARMONIC_* variables that are read outside the settings model

@@ -25,11 +25,14 @@ class LivePrediction:
 class InferenceEvent:
     """One decoded, validated inference event. Read-only by convention (not frozen: see above).
 
-    ``features`` has shape (n_features,) in raw units, float64, all finite. The decoder hands over the JSON list it
-    validated and the array is made on first access: most events are dropped by the sampler without their features
-    being read, and ``np.array`` of 20 floats cost 0.83 µs per event against 9.13 for the whole decode in a slow
-    spell of the benchmark machine; :func:`feature_rows` stacks many events' features in one
-    call.
+    ``features`` has shape (n_features,) in raw units, float64, all finite and within float32's range (the model
+    computes in float32). ``event_id``, ``model_version`` and ``segment`` encode as UTF-8 and carry no control
+    characters (the decoders clean them: :func:`monitor.source.validate.clean_text`).
+
+    The decoder hands over the JSON list it validated and the array is made on first access: most events are
+    dropped by the sampler without their features being read, and ``np.array`` of 20 floats cost 0.83 µs per event
+    against 9.13 for the whole decode in a slow spell of the benchmark machine; :func:`feature_rows` stacks many
+    events' features in one call.
     """
 
     __slots__ = (

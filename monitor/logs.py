@@ -1,38 +1,125 @@
-"""Logging set-up: one line per lifecycle event, plain or JSON (``--log-format json``)."""
+"""Logging set-up: one line per lifecycle event, plain or JSON (``--log-format json``), and the one redaction of
+secrets (:func:`redact`, :func:`redact_text`) used wherever settings, URLs or errors are printed or logged."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
+#: what replaces a secret
+REDACTED = "***"
+#: setting names whose values are secrets: passwords, tokens, keys, credentials, and every SASL setting but the
+#: mechanism (kafka-python's sasl_plain_username/password, sasl_oauth_token_provider, ...). Not ``ssl_keyfile``: a path.
+_SECRET_NAME = re.compile(
+    r"pass|secret|token|credential|private|auth|api_?key|(?:^|_)key$|^sasl_(?!mechanism$)", re.IGNORECASE
+)
+#: a URL in free text: its userinfo (``user:password@``) and its query string are what can carry secrets
+_URL = re.compile(r"\b(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?:(?P<userinfo>[^\s/?#'\"<>]*)@)?(?P<rest>[^\s'\"<>]*)")
+_QUERY_VALUE = re.compile(r"(?P<name>[?&;][^=&;#]*=)[^&;#]*")
+#: ``name=value`` / ``'name': 'value'`` in free text (an exception's repr of a settings dict) with a secret name;
+#: after a colon only a quoted value counts (prose such as "'x.password': Input should be ..." is left alone)
+_NAMED_VALUE = re.compile(
+    r"(?P<name>[\w.-]*(?:pass|secret|token|credential|private|auth|api_?key|sasl_plain_)[\w.-]*)(?P<q>['\"]?)"
+    r"(?:(?P<sep>\s*[:=]\s*)(?P<vq>['\"])(?:(?!(?P=vq)).)*(?P=vq)|(?P<eq>\s*=\s*)(?!(?:bearer|basic)\s)[^\s,;&}\])]+)",
+    re.IGNORECASE,
+)
+_BEARER = re.compile(r"\b(?P<scheme>bearer|basic)\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a setting, header or query parameter called ``name`` holds a secret.
+
+    >>> [is_secret_name(n) for n in ("sasl_plain_password", "ssl_password", "sasl_mechanism", "ssl_keyfile", "topic")]
+    [True, True, False, False, False]
+    """
+    return bool(_SECRET_NAME.search(name))
+
+
+def _redact_url(match: re.Match[str]) -> str:
+    userinfo = f"{REDACTED}@" if match.group("userinfo") is not None else ""
+    rest = match.group("rest")
+    path, mark, query = rest.partition("?")
+    if mark:
+        query = _QUERY_VALUE.sub(lambda m: m.group("name") + REDACTED, "?" + query)[1:]
+    return f"{match.group('scheme')}{userinfo}{path}{mark}{query}"
+
+
+def _redact_named(match: re.Match[str]) -> str:
+    quote = match.group("vq") or ""
+    sep = match.group("sep") if quote else match.group("eq")
+    return f"{match.group('name')}{match.group('q')}{sep}{quote}{REDACTED}{quote}"
+
+
+def redact_text(text: str) -> str:
+    """``text`` with the secrets it may carry replaced by ``***``: a URL's userinfo and query values, the value of a
+    ``name=value`` or ``'name': 'value'`` pair whose name is secret-like, and ``Bearer``/``Basic`` credentials.
+
+    >>> redact_text("POST https://am:s3cret@alertmanager:9093/api/v2/alerts?token=abc&x=1 failed")
+    'POST https://***@alertmanager:9093/api/v2/alerts?token=***&x=*** failed'
+    >>> redact_text("Unrecognized configs: {'sasl_plain_passwrd': 'hunter2'}")
+    "Unrecognized configs: {'sasl_plain_passwrd': '***'}"
+    """
+    if "://" in text:
+        text = _URL.sub(_redact_url, text)
+    text = _BEARER.sub(lambda m: f"{m.group('scheme')} {REDACTED}", text)
+    return _NAMED_VALUE.sub(_redact_named, text)
+
+
+def redact(value: object, key: str = "") -> object:
+    """Settings (or any JSON-like value) as they may be printed or logged: the value of every secret-named key
+    (:func:`is_secret_name`) replaced by ``***``, every string through :func:`redact_text`.
+
+    The one redaction used wherever settings, URLs or errors reach stdout or a log line (DECISIONS 16): ``check-config``,
+    the start-up line of ``run``, error messages and every formatted log record (:class:`JsonFormatter`,
+    :class:`PlainFormatter`).
+
+    >>> redact({"kafka": {"security": {"sasl_plain_password": "p", "sasl_mechanism": "PLAIN"}},
+    ...         "alerts": {"webhook_url": "https://hooks.example/h?token=t"}})
+    {'kafka': {'security': {'sasl_plain_password': '***', 'sasl_mechanism': 'PLAIN'}}, \
+'alerts': {'webhook_url': 'https://hooks.example/h?token=***'}}
+    """
+    if isinstance(value, Mapping):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, key) for v in value]
+    if isinstance(value, tuple):
+        return tuple(redact(v, key) for v in value)
+    if value not in (None, "") and key and is_secret_name(key):
+        return REDACTED
+    if isinstance(value, str):
+        return redact_text(value)
+    return value
+
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
-    return {k: v for k, v in vars(record).items() if k not in _RESERVED and not k.startswith("_")}
+    return {k: redact(v, k) for k, v in vars(record).items() if k not in _RESERVED and not k.startswith("_")}
 
 
 class JsonFormatter(logging.Formatter):
-    """Renders a record and its ``extra=`` fields as one JSON object per line."""
+    """Renders a record and its ``extra=`` fields as one JSON object per line, secrets redacted (:func:`redact`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         payload: dict[str, Any] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": redact_text(record.getMessage()),
         }
         payload.update(_extras(record))
         if record.exc_info:
-            payload["exc"] = self.formatException(record.exc_info)
-        return json.dumps(payload, default=str)
+            payload["exc"] = redact_text(self.formatException(record.exc_info))
+        return json.dumps(payload, default=lambda obj: redact_text(str(obj)))  # e.g. an exception as an extra
 
 
 class PlainFormatter(logging.Formatter):
-    """``time level logger: message key=value ...``"""
+    """``time level logger: message key=value ...``, secrets redacted (:func:`redact`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         base = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {record.getMessage()}"
@@ -40,7 +127,7 @@ class PlainFormatter(logging.Formatter):
         text = f"{base} {extras}" if extras else base
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
-        return text
+        return redact_text(text)
 
 
 class KafkaCloseRaceFilter(logging.Filter):

@@ -16,9 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from monitor.drift.verdict import Verdict
+from monitor.exporters.http import PATHS as HTTP_PATHS
+from monitor.exporters.http import REJECT_REASONS
 from monitor.exporters.prometheus import METRICS, MetricSpec
 from monitor.probes.perturbations import PERTURBATION_NAMES
-from monitor.source.validate import INVALID_REASONS
+from monitor.source.kafka import DROP_REASONS as PRODUCER_DROP_REASONS
+from monitor.source.kafka import TOPIC_KINDS
+from monitor.source.kserve_join import KSERVE_DROP_REASONS
+from monitor.source.validate import INVALID_REASONS, PROCESSING_REASONS
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "docs" / "METRICS.md"
@@ -87,6 +92,25 @@ USAGE: dict[str, Usage] = {
         "events",
         "Should track `harmonic_events_invalid_total` when `kafka.dead_letter_topic` is set; the payloads and the "
         "reason (header `harmonic-invalid-reason`) are on that topic for replay or inspection.",
+    ),
+    "harmonic_kserve_dropped_total": Usage(
+        "Traffic and sampling",
+        "CloudEvent halves",
+        "KServe payload-logging messages the request/response joiner discarded. `duplicate`: a second request or "
+        "response with a `ce_id` already waiting (a redelivery, or a logger that reuses ids: their events are not "
+        "scored twice, and a reused id pairs the wrong halves); `orphan_response`: a response whose request never "
+        "came within the join TTL (the request is lost upstream, or requests go to another topic); "
+        "`mismatched_response`: a response whose prediction count differs from its request's instances (the "
+        "request's events are scored without a live prediction, so shadow agreement misses them). A steady rate "
+        "of any of them means the payload logger or the topics need fixing, not the sidecar.",
+    ),
+    "harmonic_model_versions_evicted_total": Usage(
+        "Traffic and sampling",
+        "versions",
+        "`model_version` values aged out of the exported series: beyond `segments.max_versions` per model, the "
+        "least recently seen version is evicted and every series that carries it is removed. A few per rollout is "
+        "normal; a steady rate means versions churn (a build id or timestamp sent as the version) or more versions "
+        "serve at once than `segments.max_versions` allows, and their counters keep restarting.",
     ),
     "harmonic_events_sampled_total": Usage(
         "Traffic and sampling",
@@ -243,6 +267,24 @@ USAGE: dict[str, Usage] = {
         'Deliveries to Alertmanager (`receiver="alertmanager"`) or the webhook that failed after retries. Any '
         "increase means alerts may be firing unseen (Prometheus alert HarmonicAlertDeliveryFailing).",
     ),
+    "harmonic_producer_failures_total": Usage(
+        "Process",
+        "records",
+        'Attempts to deliver a dead letter (`topic_kind="dead_letter"`) or a score (`"scores"`) that failed: '
+        "the broker was away past `kafka.producer_delivery_timeout_ms`, a topic had no metadata, or the broker "
+        "refused the request. Nothing is lost by it: the record is kept and sent again, and the offsets of its event "
+        'are not committed until it is acknowledged. A rising rate with `harmonic_degraded{reason="producer"}` = 1 '
+        "is an outage of the producer topics; the rate-limited log line says what failed.",
+    ),
+    "harmonic_producer_dropped_total": Usage(
+        "Process",
+        "records",
+        'Dead letters and scores given up: `reason="buffer_full"` when `kafka.producer_drop_when_full` is true and '
+        "`kafka.producer_buffer_bytes` was full (the pipeline kept reading instead of pausing), "
+        '`reason="too_large"` when the broker or `max_request_size` (4 MiB) refuses the size of the record, so that '
+        "re-sending could never succeed. Should stay at 0 with the default settings; each drop is logged "
+        "(rate-limited).",
+    ),
     # -- probes ------------------------------------------------------------------------------------------------------
     "harmonic_regions_tracked": Usage(
         "Probes on flagged regions",
@@ -358,15 +400,54 @@ USAGE: dict[str, Usage] = {
         "be reached: records wait in a bounded buffer), `alert_delivery` (Alertmanager or the webhook does not "
         "answer). `/readyz` stays 200 and lists the reasons under `degraded`; the log says what to fix.",
     ),
+    "harmonic_http_requests_total": Usage(
+        "Process",
+        "requests",
+        "Requests the HTTP endpoint answered, by `path` (`metrics`, `healthz`, `readyz`, `probes`, `other`). "
+        '`rate(...{path="metrics"})` against `rate(harmonic_http_render_duration_seconds_count[5m])` shows how '
+        "many scrapes share each render; more scrapes than your Prometheus replicas make means someone else scrapes.",
+    ),
+    "harmonic_http_requests_rejected_total": Usage(
+        "Process",
+        "requests",
+        "Connections or requests the endpoint refused or dropped, by `reason`: `read_timeout` (a request head did not "
+        "arrive within `metrics.read_timeout_seconds`: slow or half-open clients), `write_timeout` (a client did not "
+        "read its response), `too_many_connections` (over `metrics.max_connections`), `too_many_scrapes` (over "
+        "`metrics.max_concurrent_scrapes`: 503), `pool_full` (`/readyz` or `/probes` queued beyond the worker pool: "
+        "503), `bad_request` (malformed, with a body, not GET/HEAD). A steady rate means a client misbehaves; "
+        "docs/OPERATIONS.md, *HTTP endpoint*.",
+    ),
+    "harmonic_http_render_duration_seconds": Usage(
+        "Process",
+        "seconds",
+        "Wall time of one `/metrics` render. Renders happen at most once per `metrics.min_render_interval_seconds` "
+        "whatever the number of scrapers; a p99 approaching the scrape timeout means too many series (check the "
+        "bounded labels) or a starved CPU.",
+    ),
 }
 
 LABELS: dict[str, str] = {
     "model": "The model's name (`models[].name`; events' `model` field). `unknown` on invalid events that could "
     "not be attributed.",
-    "model_version": "The event's `model_version`, else `models[].version`, else `unknown`.",
+    "model_version": "The event's `model_version`, else `models[].version`, else `unknown`; at most 128 "
+    "characters, control characters removed. Bounded: the `segments.max_versions` (default 8) most recently seen "
+    "per model are kept, the least recently seen is evicted with its series "
+    "(`harmonic_model_versions_evicted_total`).",
     "segment": "The event's `segment`; bounded: beyond `segments.max_segments` distinct values (or outside "
     "`segments.allowed`) everything folds into `other`.",
-    "reason": "Why an event was invalid: " + ", ".join(f"`{r}`" for r in INVALID_REASONS) + ".",
+    "reason": "Why an event was invalid: "
+    + ", ".join(f"`{r}`" for r in (*INVALID_REASONS, *PROCESSING_REASONS))
+    + ". Why a KServe half was dropped (`harmonic_kserve_dropped_total`): "
+    + ", ".join(f"`{r}`" for r in KSERVE_DROP_REASONS)
+    + ". Why the HTTP endpoint refused a request (`harmonic_http_requests_rejected_total`): "
+    + ", ".join(f"`{r}`" for r in REJECT_REASONS)
+    + ". Why the Kafka producer gave a record up (`harmonic_producer_dropped_total`): "
+    + ", ".join(f"`{r}`" for r in PRODUCER_DROP_REASONS)
+    + ".",
+    "topic_kind": "Which output topic a producer record was for: "
+    + ", ".join(f"`{k}`" for k in TOPIC_KINDS)
+    + " (`kafka.dead_letter_topic`, `kafka.scores_topic`).",
+    "path": "The HTTP endpoint's path without its slash: " + ", ".join(f"`{p}`" for p in HTTP_PATHS) + ".",
     "purpose": "What model rows were spent on: `events`, `shadow`, `reference`, `probe`.",
     "window": "`<seconds>s` for each of `windows.time_windows_seconds` (default `60s`, `300s`, `3600s`) and "
     "`last_<N>` for the count window (`windows.count_window_events`, default `last_2000`).",
@@ -404,7 +485,8 @@ an alert fires: [OPERATIONS.md](OPERATIONS.md).
   recompute from the counters).
 - **Counters survive restarts**: they are persisted in the state directory and restored, so `rate()` sees no
   reset when a sidecar restarts with its state.
-- **Cardinality** is bounded: `segment` folds into `other` beyond `segments.max_segments`; `region` is bounded
+- **Cardinality** is bounded: `segment` folds into `other` beyond `segments.max_segments`; `model_version` keeps
+  the `segments.max_versions` most recently seen per model (older ones are removed); `region` is bounded
   by `probes.max_regions`; `reason`, `purpose`, `signal`, `verdict`, `perturbation` are fixed vocabularies.
 """
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from monitor.allocator import tune_gc, tune_malloc
 from monitor.errors import MonitorError
-from monitor.logs import setup_logging
+from monitor.logs import redact_text, setup_logging
 
 #: modules exposing ``register(subparsers)``; a missing optional module is skipped
 _COMMANDS = (
@@ -29,11 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="harmonic-monitor",
         description="Label-free robustness monitoring for ML models: anharmonicity γ, flicker, drift, probes.",
     )
+    # default None: `run` and `check-config` then take log_level/log_format from the settings (HARMONIC_* > YAML)
     parser.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log level (default info)"
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        help="log level (default: the settings' log_level, else info); wins over HARMONIC_LOG_LEVEL and the file",
     )
     parser.add_argument(
-        "--log-format", default="plain", choices=["plain", "json"], help="log line format on stderr (default plain)"
+        "--log-format",
+        choices=["plain", "json"],
+        help="log line format on stderr (default: the settings' log_format, else plain)",
     )
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", help="run `harmonic-monitor COMMAND --help` for its options"
@@ -52,13 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
+    setup_logging(args.log_level or "info", args.log_format or "plain")  # `run` re-applies the settings' choice
     tune_malloc()
     tune_gc()
     try:
         code: int = args.func(args)
     except MonitorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

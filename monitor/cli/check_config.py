@@ -7,6 +7,7 @@ import json
 
 from monitor.cli.run import add_settings_flags, settings_from_args
 from monitor.errors import ConfigError
+from monitor.logs import redact, setup_logging
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,6 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    setup_logging(settings.log_level, settings.log_format)
     if not args.no_load_models:
         from monitor.model.onnx import OnnxModel
 
@@ -33,19 +35,6 @@ def run(args: argparse.Namespace) -> int:
                     f"model '{m.name}': feature_names lists {len(m.feature_names)} names; the ONNX input takes "
                     f"{model.n_features} features"
                 )
+    # secrets (SASL/SSL passwords, tokens, credentials in URLs) print as "***": the output lands in CI logs and tickets
     print(json.dumps(redact(settings.model_dump(mode="json")), indent=2))
     return 0
-
-
-_SECRET_WORDS = ("password", "secret", "token", "key")
-
-
-def redact(value: object, key: str = "") -> object:
-    """Replace values of secret-looking keys (SASL/SSL passwords, tokens, private keys) with "***"."""
-    if isinstance(value, dict):
-        return {k: redact(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v, key) for v in value]
-    if value not in (None, "") and any(w in key.lower() for w in _SECRET_WORDS):
-        return "***"
-    return value

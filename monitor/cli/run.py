@@ -11,8 +11,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from monitor import __version__
 from monitor.allocator import freeze_startup_objects
 from monitor.config import Settings, load_settings
+from monitor.logs import redact, setup_logging
 
 log = logging.getLogger("monitor.run")
 
@@ -44,6 +46,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         },
         "metrics": {"port": args.metrics_port},
         "state_dir": args.state_dir,
+        # the top-level --log-level/--log-format (None when not given): one choice for this process and its
+        # consumer child, with the usual precedence over HARMONIC_LOG_LEVEL/_FORMAT and the file
+        "log_level": getattr(args, "log_level", None),
+        "log_format": getattr(args, "log_format", None),
     }
     if args.model:
         model: dict[str, Any] = {"name": args.model_name or Path(args.model).stem, "path": args.model}
@@ -76,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from monitor.runtime.service import Service
 
     settings = settings_from_args(args)
+    log_start(settings)
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: object) -> None:
@@ -92,6 +99,15 @@ def run(args: argparse.Namespace) -> int:
         freeze_startup_objects()  # models loaded, consumer connected (monitor/allocator.py)
         service.run(stop)
     return 0
+
+
+def log_start(settings: Settings) -> None:
+    """Apply the settings' logging (the consumer child gets the same) and log the effective settings, redacted."""
+    setup_logging(settings.log_level, settings.log_format)
+    log.info(
+        "harmonic-monitor run starting",
+        extra={"version": __version__, "settings": redact(settings.model_dump(mode="json"))},
+    )
 
 
 def _force_exit() -> None:

@@ -15,6 +15,10 @@ thread between the alert engine and a sender, so a slow or dead receiver never b
   past its ``endsAt``), so every firing alert is re-sent each ``resend_interval_seconds``, like
   Prometheus does. A resolved alert is sent (with ``endsAt``) until delivered, then forgotten.
 * **stop(timeout)** — one last best-effort flush of the outbox, then the thread exits.
+* **degraded** — None while deliveries succeed; after a failure, until the next success, one line saying what
+  fails and what to fix (``harmonic_degraded{reason="alert_delivery"}``). Failures are logged, rate-limited.
+* **secrets** — a URL's ``user:password@`` becomes HTTP basic authentication and leaves the URL; every URL in a
+  message or log line is redacted (:func:`monitor.logs.redact_text`).
 
 The worker's logic is :meth:`DeliveryWorker.process_once`, which takes the time as an argument;
 the thread only calls it in a loop, so tests drive it with a fake clock and a fake sender.
@@ -22,8 +26,10 @@ the thread only calls it in a loop, so tests drive it with a fake clock and a fa
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
+import logging
 import math
 import re
 import threading
@@ -39,11 +45,13 @@ from typing import Protocol, Self
 
 from monitor.errors import ConfigError, MonitorError
 from monitor.exporters.alerts import Alert, AlertEvent, AlertState
+from monitor.logs import RateLimitedLogger, redact_text
 
 __all__ = ["AlertmanagerSender", "DeliveryError", "DeliveryWorker", "Sender", "WebhookSender", "rfc3339"]
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _USER_AGENT = "harmonic-monitor"
+log = logging.getLogger(__name__)
 
 
 class DeliveryError(MonitorError):
@@ -82,8 +90,28 @@ def rfc3339(seconds: float) -> str:
 def _check_url(url: str, what: str) -> str:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"{what} URL must be an absolute http(s) URL such as 'http://alertmanager:9093'; got {url!r}")
+        shown = redact_text(url)
+        raise ConfigError(
+            f"{what} URL must be an absolute http(s) URL such as 'http://alertmanager:9093'; got {shown!r}"
+        )
     return url
+
+
+def _split_credentials(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without its ``user:password@`` part, and the basic-auth header that part stands for (urllib itself
+    would take ``user:password@host`` for the host name).
+
+    >>> _split_credentials("https://am:s3cret@alertmanager:9093/prefix")
+    ('https://alertmanager:9093/prefix', {'Authorization': 'Basic YW06czNjcmV0'})
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, {}
+    host = parts.netloc.rpartition("@")[2]
+    user = urllib.parse.unquote(parts.username or "")
+    password = urllib.parse.unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)), {"Authorization": f"Basic {token}"}
 
 
 def _check_timeout(timeout_seconds: float) -> float:
@@ -96,9 +124,11 @@ class _JsonPoster:
     """POSTs JSON with urllib; never follows redirects (urllib would turn a POST into a bodiless GET)."""
 
     def __init__(self, url: str, *, timeout_seconds: float, headers: Mapping[str, str] | None, env_proxy: bool) -> None:
-        self.url = url
+        #: what messages show: no userinfo, no query values
+        self.shown_url = redact_text(url)
+        self.url, auth = _split_credentials(url)
         self.timeout_seconds = _check_timeout(timeout_seconds)
-        self.headers = {"Content-Type": "application/json", "User-Agent": _USER_AGENT, **(headers or {})}
+        self.headers = {"Content-Type": "application/json", "User-Agent": _USER_AGENT, **auth, **(headers or {})}
         self._opener = urllib.request.OpenerDirector()
         # Alerting should not silently go through a corporate proxy taken from the environment
         # (Prometheus' default too); `env_proxy=True` opts in.
@@ -124,16 +154,16 @@ class _JsonPoster:
             retryable = err.code >= 500 or err.code in (408, 429)
             hint = "will retry" if retryable else "not retried: check the URL and the payload"
             raise DeliveryError(
-                f"POST {self.url} answered HTTP {err.code} ({answer or err.reason}); {hint}",
-                url=self.url,
+                redact_text(f"POST {self.shown_url} answered HTTP {err.code} ({answer or err.reason}); {hint}"),
+                url=self.shown_url,
                 status=err.code,
                 retryable=retryable,
             ) from None
         except (OSError, http.client.HTTPException) as err:
-            reason = err.reason if isinstance(err, urllib.error.URLError) else err
+            reason = redact_text(str(err.reason if isinstance(err, urllib.error.URLError) else err))
             raise DeliveryError(
-                f"POST {self.url} failed: {reason!s}. Is the receiver running and reachable from here?",
-                url=self.url,
+                f"POST {self.shown_url} failed: {reason}. Is the receiver running and reachable from here?",
+                url=self.shown_url,
                 status=None,
                 retryable=True,
             ) from err
@@ -312,7 +342,8 @@ class DeliveryWorker:
     Counters (plain attributes, read without locking): ``sent_total`` alerts delivered,
     ``failed_total`` failed POST attempts, ``dropped_total`` alerts dropped from a full outbox,
     ``rejected_total`` alerts dropped because the receiver refused them (4xx), ``resent_total``
-    firing alerts queued again by the resend timer. ``last_error`` holds the latest failure message.
+    firing alerts queued again by the resend timer. ``last_error`` holds the latest failure message, and
+    :attr:`degraded` says what fails until a delivery succeeds again (failures are also logged, rate-limited).
     """
 
     def __init__(
@@ -356,6 +387,7 @@ class DeliveryWorker:
         self._stopping = False
         self._wakeup = False
         self._stop_deadline = math.inf
+        self._log = RateLimitedLogger(log)
         self.reset()
 
     def reset(self) -> None:
@@ -373,6 +405,7 @@ class DeliveryWorker:
         self.rejected_total = 0
         self.resent_total = 0
         self.last_error: str | None = None
+        self._failures_since_success = 0
 
     # ----------------------------------------------------------------- producer side (any thread)
 
@@ -403,6 +436,18 @@ class DeliveryWorker:
     def running(self) -> bool:
         """Whether the background thread is alive."""
         return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def degraded(self) -> str | None:
+        """None while deliveries succeed; after a failed POST, until the next success: what fails and what to fix."""
+        with self._cond:
+            failures, error, waiting = self._failures_since_success, self.last_error, len(self._outbox)
+        if not failures:
+            return None
+        return (
+            f"alert delivery to {self.name} failing ({failures} failed POSTs since the last success; {waiting} alerts "
+            f"waiting, the oldest dropped past {self.queue_size}): {error}"
+        )
 
     def _enqueue(self, alert: Alert, *, evict: bool) -> bool:
         fp = alert.fingerprint
@@ -470,9 +515,25 @@ class DeliveryWorker:
         except Exception as err:  # a buggy custom sender must not kill the delivery thread
             error = DeliveryError(f"{type(err).__name__}: {err}", url="", status=None, retryable=True)
         with self._cond:
-            if error is not None:
+            failures = self._failures_since_success
+            if error is None:
+                self._failures_since_success = 0
+            else:
                 self.failed_total += 1
-                self.last_error = str(error)
+                self._failures_since_success += 1
+                self.last_error = redact_text(str(error))
+            queued = len(self._outbox)
+        if error is not None:
+            self._log.warning(
+                self.name,
+                "alert delivery failed; will retry" if error.retryable else "alert delivery refused; not retried",
+                receiver=self.name,
+                error=self.last_error,
+                queued=queued,
+            )
+        elif failures:
+            log.info("alert delivery works again", extra={"receiver": self.name, "failed_before": failures})
+        with self._cond:
             if error is not None and error.retryable:
                 self._consecutive_failures += 1
                 exponent = min(self._consecutive_failures - 1, 62)

@@ -8,6 +8,7 @@ documentation source for docs/METRICS.md and the only place a new metric is adde
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -54,6 +55,20 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec(
         "harmonic_events_dead_lettered_total", "counter", "Invalid events forwarded to the dead-letter topic.", (_M,)
+    ),
+    MetricSpec(
+        "harmonic_kserve_dropped_total",
+        "counter",
+        "KServe CloudEvent halves the request/response joiner dropped, by reason (duplicate, orphan_response, "
+        "mismatched_response).",
+        (_M, "reason"),
+    ),
+    MetricSpec(
+        "harmonic_model_versions_evicted_total",
+        "counter",
+        "model_version values aged out (beyond segments.max_versions, least recently seen first); their series "
+        "were removed.",
+        (_M,),
     ),
     MetricSpec("harmonic_events_sampled_total", "counter", "Valid events chosen for scoring by the sampler.", (_M,)),
     MetricSpec(
@@ -135,6 +150,20 @@ METRICS: tuple[MetricSpec, ...] = (
         "Alert deliveries that failed after retries.",
         ("receiver",),
     ),
+    MetricSpec(
+        "harmonic_producer_failures_total",
+        "counter",
+        "Dead letters and scores the Kafka producer failed to deliver on one attempt (each is kept and re-sent), by "
+        "topic_kind (dead_letter, scores).",
+        ("topic_kind",),
+    ),
+    MetricSpec(
+        "harmonic_producer_dropped_total",
+        "counter",
+        "Dead letters and scores given up, by topic_kind (dead_letter, scores) and reason (buffer_full: the buffer was "
+        "full with kafka.producer_drop_when_full; too_large: the broker or max_request_size refuses its size).",
+        ("topic_kind", "reason"),
+    ),
     MetricSpec("harmonic_regions_tracked", "gauge", "Flagged feature regions in the bounded index.", (_M,)),
     MetricSpec("harmonic_probe_runs_total", "counter", "Threshold-probe runs completed.", (_M,)),
     MetricSpec(
@@ -174,10 +203,38 @@ METRICS: tuple[MetricSpec, ...] = (
         "1 while the sidecar runs degraded for this reason (state_dir, producer, alert_delivery); /readyz lists them.",
         ("reason",),
     ),
+    MetricSpec(
+        "harmonic_http_requests_total",
+        "counter",
+        "HTTP requests answered, by path (metrics, healthz, readyz, probes, other).",
+        ("path",),
+    ),
+    MetricSpec(
+        "harmonic_http_requests_rejected_total",
+        "counter",
+        "Connections or requests the HTTP endpoint refused or dropped, by reason (read_timeout, write_timeout, "
+        "too_many_connections, too_many_scrapes, pool_full, bad_request).",
+        ("reason",),
+    ),
+    MetricSpec(
+        "harmonic_http_render_duration_seconds",
+        "histogram",
+        "Wall time of one /metrics render (at most one per metrics.min_render_interval_seconds).",
+        (),
+        SECONDS_BUCKETS,
+    ),
 )
 
 SPECS: dict[str, MetricSpec] = {m.name: m for m in METRICS}
 Labels = tuple[str, ...]
+#: per metric: label name → its position in the label tuple (to find series by one label's value)
+_LABEL_AT: dict[str, dict[str, int]] = {m.name: {label: i for i, label in enumerate(m.labels)} for m in METRICS}
+#: metrics whose series carry a model_version: (position of ``model``, position of ``model_version``)
+_VERSIONED: dict[str, tuple[int, int]] = {
+    m.name: (m.labels.index(_M), m.labels.index(_V)) for m in METRICS if _M in m.labels and _V in m.labels
+}
+#: model_version values kept per model by default (setting ``segments.max_versions``; DECISIONS 3)
+MAX_VERSIONS = 8
 
 
 @dataclass
@@ -189,12 +246,82 @@ class _Hist:
 
 @dataclass
 class MetricsState:
-    """All exported values. Thread-safe; updates are cheap and vectorised."""
+    """All exported values. Thread-safe; updates are cheap and vectorised.
+
+    ``model_version`` is bounded here, where every series is written (DECISIONS 3): per model, the
+    ``max_versions`` most recently written versions are kept; writing a series with one more evicts the least
+    recently written version and removes every series that carries it for that model (counted in
+    ``harmonic_model_versions_evicted_total``). A new deployment appears at once; old ones age out. Events of an
+    evicted version still in flight simply bring it back as the most recent, so the bound holds whatever the
+    order of writes. Set ``max_versions`` above the number of versions served at once (a canary and its base).
+
+    Raises
+    ------
+    ValueError
+        ``max_versions < 1``.
+    """
 
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _counters: dict[tuple[str, Labels], float] = field(default_factory=dict)
     _gauges: dict[tuple[str, Labels], float] = field(default_factory=dict)
     _hists: dict[tuple[str, Labels], _Hist] = field(default_factory=dict)
+    max_versions: int = MAX_VERSIONS
+    _versions: dict[str, OrderedDict[str, None]] = field(default_factory=dict)  # model → versions, least recent first
+
+    def __post_init__(self) -> None:
+        self.limit_versions(self.max_versions)
+
+    def limit_versions(self, max_versions: int) -> None:
+        """Keep at most ``max_versions`` model_version values per model from now on (evicting any excess now)."""
+        if max_versions < 1:
+            raise ValueError(f"max_versions must be >= 1; got {max_versions!r}")
+        with self._lock:
+            self.max_versions = max_versions
+            for model, seen in self._versions.items():
+                self._evict(model, seen)
+
+    def forget(self, label_name: str, value: str, model: str | None = None) -> int:
+        """Remove every series whose ``label_name`` label is ``value`` (and whose ``model`` is ``model``, if given).
+
+        Returns
+        -------
+        int
+            Series removed (counters, gauges and histograms together).
+        """
+        with self._lock:
+            return self._forget(label_name, value, model)
+
+    def _forget(self, label_name: str, value: str, model: str | None) -> int:  # lock held
+        removed = 0
+        stores: tuple[dict[tuple[str, Labels], Any], ...] = (self._counters, self._gauges, self._hists)
+        for store in stores:
+            doomed = [key for key in store if _carries(key, label_name, value, model)]
+            for key in doomed:
+                del store[key]
+            removed += len(doomed)
+        if label_name == _V:
+            for name, seen in self._versions.items():
+                if model is None or name == model:
+                    seen.pop(value, None)
+        return removed
+
+    def _seen(self, name: str, labels: Labels) -> None:  # lock held; ``name`` is in _VERSIONED
+        model_at, version_at = _VERSIONED[name]
+        model, version = labels[model_at], labels[version_at]
+        seen = self._versions.get(model)
+        if seen is None:
+            seen = self._versions[model] = OrderedDict()
+        if version in seen:
+            seen.move_to_end(version)
+            return
+        seen[version] = None
+        self._evict(model, seen)
+
+    def _evict(self, model: str, seen: OrderedDict[str, None]) -> None:  # lock held
+        while len(seen) > self.max_versions:
+            self._forget(_V, next(iter(seen)), model)
+            key = ("harmonic_model_versions_evicted_total", (model,))
+            self._counters[key] = self._counters.get(key, 0.0) + 1.0
 
     @staticmethod
     def _check(name: str, labels: Labels, kind: MetricType) -> MetricSpec:
@@ -210,17 +337,23 @@ class MetricsState:
         with self._lock:
             key = (name, labels)
             self._counters[key] = self._counters.get(key, 0.0) + value
+            if name in _VERSIONED:
+                self._seen(name, labels)
 
     def set_counter(self, name: str, labels: Labels, value: float) -> None:
         """Set a counter mirrored from a component that keeps its own monotone count."""
         self._check(name, labels, "counter")
         with self._lock:
             self._counters[(name, labels)] = float(value)
+            if name in _VERSIONED:
+                self._seen(name, labels)
 
     def set(self, name: str, labels: Labels, value: float) -> None:
         self._check(name, labels, "gauge")
         with self._lock:
             self._gauges[(name, labels)] = float(value)
+            if name in _VERSIONED:
+                self._seen(name, labels)
 
     def clear_gauges(self, name: str, match: Callable[[Labels], bool]) -> None:
         with self._lock:
@@ -242,6 +375,8 @@ class MetricsState:
             idx = np.searchsorted(h.bounds, arr, side="left")  # value <= bound goes in that bucket ("le")
             h.counts += np.bincount(idx, minlength=h.counts.size)
             h.total += float(arr.sum())
+            if name in _VERSIONED:
+                self._seen(name, labels)
 
     def counter(self, name: str, labels: Labels) -> float:
         with self._lock:
@@ -265,7 +400,10 @@ class MetricsState:
             for row in rows:
                 name = str(row["name"])
                 if name in SPECS and SPECS[name].type == "counter":
-                    self._counters[(name, tuple(str(x) for x in row["labels"]))] = float(row["value"])
+                    labels = tuple(str(x) for x in row["labels"])
+                    self._counters[(name, labels)] = float(row["value"])
+                    if name in _VERSIONED and len(labels) == len(SPECS[name].labels):
+                        self._seen(name, labels)  # a state saved before the bound held more versions
 
     # -- scrape ---------------------------------------------------------------------------------------------
     def families(self) -> Iterator[Metric]:
@@ -296,6 +434,19 @@ class MetricsState:
                     buckets.append(("+Inf", float(cum[-1])))
                     hfam.add_metric(list(lab), buckets, total)
                 yield hfam
+
+
+def _carries(key: tuple[str, Labels], label_name: str, value: str, model: str | None) -> bool:
+    """The series ``key`` has ``label_name`` = ``value`` (and ``model`` = ``model`` when given)."""
+    name, labels = key
+    at = _LABEL_AT.get(name, {})
+    i = at.get(label_name)
+    if i is None or labels[i] != value:
+        return False
+    if model is None:
+        return True
+    j = at.get(_M)
+    return j is not None and labels[j] == model
 
 
 def _fmt_bound(b: float) -> str:

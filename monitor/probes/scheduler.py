@@ -15,6 +15,7 @@ dir (``probes.json``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -255,11 +256,18 @@ class ProbeScheduler:
         }
 
     def _write(self) -> None:
+        """Keep the report in the state directory; one that cannot be written (read-only, full) is reported by the
+        state store's degraded state, and the report stays served from memory (``GET /probes``)."""
         path = Path(self.pipeline.settings.state_dir) / "probes.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.report(), default=float), encoding="utf-8")
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(self.report(), default=float), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            log.warning("probe report not written to the state directory", extra={"path": str(path), "error": str(exc)})
 
 
 def _starts_with(prefix: tuple[str, ...]) -> Callable[[tuple[str, ...]], bool]:

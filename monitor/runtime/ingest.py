@@ -8,6 +8,9 @@ with its reason in a header; it never raises out of the loop. Label records are 
 
 from __future__ import annotations
 
+import json
+import traceback
+
 from monitor.config import Settings
 from monitor.errors import InvalidEventError
 from monitor.events import InferenceEvent
@@ -16,7 +19,7 @@ from monitor.logs import RateLimitedLogger
 from monitor.source.base import Positions, RawRecord, Sink
 from monitor.source.decode import EventDecoder
 from monitor.source.kserve_join import KServeJoiner
-from monitor.source.validate import INVALID_REASONS, ModelSchema
+from monitor.source.validate import INVALID_REASONS, PROCESSING_REASONS, ModelSchema
 
 
 class Ingest:
@@ -44,40 +47,71 @@ class Ingest:
         self.joiner = KServeJoiner(self.decoder)
         self._invalid_log = invalid_log
         # pre-register the bounded label set at 0, so rate() sees the first increment of every series
-        for reason in INVALID_REASONS:
+        for reason in (*INVALID_REASONS, *PROCESSING_REASONS):
             self.state.inc("harmonic_events_invalid_total", ("unknown", reason), 0.0)
 
     def decode(self, record: RawRecord, now: float, consumed: dict[str, int]) -> list[InferenceEvent]:
         """Decode one record; invalid ones are counted, dead-lettered and logged (rate-limited), never raised.
 
-        ``consumed`` counts records per model (one locked counter update per model per poll happens later).
+        ``consumed`` counts records per model (one locked counter update per model per poll happens later). A decoder
+        that raises anything but :class:`InvalidEventError` is a bug; the record is dead-lettered as
+        ``decode_failed`` and the loop goes on.
         """
         event_now = record.timestamp_ms / 1000.0 if record.timestamp_ms else now
         try:
             events = self.joiner.update(record.value, record.headers, record.origin, now=event_now)
         except InvalidEventError as exc:
             consumed["unknown"] = consumed.get("unknown", 0) + 1
-            self._invalid(record, exc)
+            self.dead_letter(record, exc.reason, str(exc))
+            return []
+        except Exception as exc:  # noqa: BLE001 - isolation: no record may raise out of the loop
+            consumed["unknown"] = consumed.get("unknown", 0) + 1
+            self.dead_letter(record, "decode_failed", f"{type(exc).__name__}: {exc}", exc_info=True)
             return []
         # one record counts once, under the model it belongs to (a held KServe half: the default model)
         model = events[0].model if events else self.default_model
         consumed[model] = consumed.get(model, 0) + 1
         return events
 
-    def _invalid(self, record: RawRecord, exc: InvalidEventError) -> None:
-        self.state.inc("harmonic_events_invalid_total", ("unknown", exc.reason))
-        self._invalid_log.warning(exc.reason, "invalid event", reason=exc.reason, error=str(exc), origin=record.origin)
+    def dead_letter(
+        self,
+        record: RawRecord | None,
+        reason: str,
+        detail: str,
+        *,
+        model: str = "unknown",
+        event: InferenceEvent | None = None,
+        exc_info: bool = False,
+    ) -> None:
+        """Count an invalid event under ``reason``, log it (rate-limited) and send it to the dead-letter topic.
+
+        ``record`` is the raw record it came from; without one (a KServe request whose response never came) the
+        dead letter carries the event's identity as JSON.
+        """
+        self.state.inc("harmonic_events_invalid_total", (model, reason))
+        origin = record.origin if record is not None else None
+        trace = {"traceback": traceback.format_exc()} if exc_info else {}
+        self._invalid_log.warning(
+            reason, "invalid event", reason=reason, error=detail, origin=origin, model=model, **trace
+        )
         dlq = self.settings.kafka.dead_letter_topic
-        if dlq and self.sink is not None:
-            headers = [
-                ("harmonic-invalid-reason", exc.reason.encode()),
-                ("harmonic-invalid-detail", str(exc).encode()[:1000]),
-                ("harmonic-origin", f"{record.topic}/{record.partition}/{record.offset}".encode()),
-                *record.headers,
-            ]
-            # the reason is also the key: brokers before Kafka 0.11 carry no headers (the sink drops them there)
-            self.sink.send(dlq, record.value, headers, key=exc.reason.encode())
-            self.state.inc("harmonic_events_dead_lettered_total", ("unknown",))
+        if not dlq or self.sink is None:
+            return
+        if record is not None:
+            value, extra = record.value, record.headers
+            where = f"{record.topic}/{record.partition}/{record.offset}"
+        else:
+            ident = {"id": event.event_id, "model": event.model} if event is not None else {}
+            value, extra, where = json.dumps(ident).encode(), (), "none"
+        headers = [
+            ("harmonic-invalid-reason", reason.encode()),
+            ("harmonic-invalid-detail", detail.encode("utf-8", "replace")[:1000]),
+            ("harmonic-origin", where.encode("utf-8", "replace")),
+            *extra,
+        ]
+        # the reason is also the key: brokers before Kafka 0.11 carry no headers (the sink drops them there)
+        self.sink.send(dlq, value, headers, key=reason.encode())
+        self.state.inc("harmonic_events_dead_lettered_total", (model,))
 
     def expire(self, now: float) -> list[InferenceEvent]:
         """KServe halves whose partner did not come in time, as events (request only)."""

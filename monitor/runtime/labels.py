@@ -50,12 +50,18 @@ class LabelStage:
         self.state.inc("harmonic_labels_consumed_total", ())
         try:
             label = self.decoder.decode(record.value, now=now)
+            joined = self.joiner.add_label(label, now)
         except InvalidEventError as exc:
-            self.state.inc("harmonic_labels_invalid_total", (exc.reason,))
-            self._invalid_log.warning("label-" + exc.reason, "invalid label", reason=exc.reason, error=str(exc))
+            self._invalid(exc.reason, str(exc))
             return
-        joined = self.joiner.add_label(label, now)
+        except Exception as exc:  # noqa: BLE001 - a decoder bug: count the label, keep the loop
+            self._invalid("bad_label", f"{type(exc).__name__}: {exc}")
+            return
         self._apply([joined] if joined is not None else [])
+
+    def _invalid(self, reason: str, detail: str) -> None:
+        self.state.inc("harmonic_labels_invalid_total", (reason,))
+        self._invalid_log.warning("label-" + reason, "invalid label", reason=reason, error=detail)
 
     def remember(
         self, rt: ModelRuntime, batch: list[InferenceEvent], rows: NDArray[np.float64], result: ScoreResult

@@ -25,6 +25,10 @@ from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference_file import read_reference
 from monitor.runtime.watch import ModelWatch
+from monitor.source.base import RawRecord
+
+#: one sampled event waiting to be scored: (event, shadow disagreement, sampling weight, its record or None)
+Pending = tuple[InferenceEvent, float, float, RawRecord | None]
 
 
 @dataclass
@@ -37,9 +41,9 @@ class ModelRuntime:
     scorer: RobustnessScorer | None = None
     watch: ModelWatch | None = None
     warmup: list[NDArray[np.float64]] = field(default_factory=list)
-    #: sampled events waiting for the next micro-batch, each with its shadow disagreement (NaN, 0 or 1) and its
-    #: sampling weight (1 / inclusion probability)
-    pending: list[tuple[InferenceEvent, float, float]] = field(default_factory=list)
+    #: sampled events waiting for the next micro-batch, each with its shadow disagreement (NaN, 0 or 1), its
+    #: sampling weight (1 / inclusion probability) and the record it came from (dead-lettered if applying it fails)
+    pending: list[Pending] = field(default_factory=list)
     _fingerprint: dict[str, Any] | None = field(default=None, repr=False)
 
     @property

@@ -30,12 +30,12 @@ from monitor.runtime.ingest import Ingest
 from monitor.runtime.labels import LabelStage
 from monitor.runtime.models import ModelRuntime
 from monitor.runtime.scoring import ScoredHook, Scoring
-from monitor.runtime.state import StateStore, model_state, restore_model
+from monitor.runtime.state import InFlight, StateStore, model_state, restore_model
 from monitor.runtime.watch import ModelWatch, WatchConfig
 from monitor.sampler.base import Sampler
-from monitor.source.base import Positions, Sink, Source
+from monitor.source.base import Positions, RawRecord, Sink, Source
 from monitor.source.labels import LabelJoiner
-from monitor.source.validate import ModelSchema
+from monitor.source.validate import PROCESSING_REASONS, ModelSchema
 
 log = logging.getLogger("monitor.runtime.pipeline")
 
@@ -61,15 +61,34 @@ class Pipeline:
         self.default_model = runtimes[0].name
         self.sampler = sampler
         self.state = state or MetricsState()
+        self.state.limit_versions(settings.segments.max_versions)
         self.sink = sink
         self.clock = clock
         self.on_alert = on_alert
         self.store = StateStore(settings.state_dir)
         self.labels_topic = settings.kafka.labels_topic
+        #: positions of records whose events are pending or applied (or dead-lettered)
         self._consumed: Positions = {}
-        self._last_persist = self.clock()
+        #: positions whose events are all applied: what the next checkpoint saves and then commits
+        self._applied: Positions = {}
+        self._committed: Positions = {}
+        self._last_checkpoint = self.clock()
+        self._checkpoint_requested = False
+        #: the sink's last flush left dead letters or scores unacknowledged: offsets wait for them
+        self._undelivered = False
+        #: alert delivery workers (set by the service), asked for their degraded state
+        self.alert_workers: Sequence[Any] = ()
+        self.inflight = InFlight(settings.state_dir)
+        #: [first, last] offsets per partition of the records polled but not yet applied (the in-flight marker)
+        self._unapplied: dict[tuple[str, int], list[int]] = {}
+        #: after an unclean exit: per partition, the last offset that was in flight (processed one at a time)
+        self._careful_until: dict[tuple[str, int], int] = {}
+        #: records that were in flight at two consecutive crashes: dead-lettered without processing
+        self._poison: set[tuple[str, int, int]] = set()
         saved = self._restore()
+        self._after_unclean_exit(self.inflight.load())
         invalid_log = RateLimitedLogger(log)
+        self._degraded_log = RateLimitedLogger(log, interval_seconds=60.0)
         schemas = {
             rt.name: ModelSchema(
                 rt.model.n_features, rt.settings.feature_names, default_version=rt.settings.version or "unknown"
@@ -77,6 +96,9 @@ class Pipeline:
             for rt in runtimes
         }
         self.ingest = Ingest(settings, schemas, self.state, sink, invalid_log)
+        for reason in PROCESSING_REASONS:
+            for rt in runtimes:
+                self.state.inc("harmonic_events_invalid_total", (rt.name, reason), 0.0)
         self.labels = LabelStage(settings, self.runtimes, self.state, clock, invalid_log)
         self.scoring = Scoring(
             settings,
@@ -87,7 +109,8 @@ class Pipeline:
             self.labels if self.labels_topic is not None else None,
             clock,
             invalid_log,
-            self.persist,
+            self.ingest.dead_letter,
+            self._request_checkpoint,
         )
         for rt in runtimes:
             self.state.inc("harmonic_events_consumed_total", (rt.name,), 0.0)
@@ -137,58 +160,151 @@ class Pipeline:
             feature_names=rt.settings.feature_names,
         )
 
-    def persist(self) -> None:
+    def persist(self) -> bool:
+        """Write the state durably, with the applied positions; False when the state directory cannot take it."""
         models = {rt.name: model_state(rt) for rt in self.runtimes.values()}
-        self.store.save({"counters": self.state.dump_counters(), "models": models})
-        self._last_persist = self.clock()
+        positions = [[topic, partition, offset] for (topic, partition), offset in sorted(self._applied.items())]
+        ok = self.store.save({"counters": self.state.dump_counters(), "models": models, "positions": positions})
+        self.state.set("harmonic_degraded", ("state_dir",), 0.0 if ok else 1.0)
+        if not ok:
+            self._degraded_log.warning("state_dir", "state not saved; offsets not committed", error=self.store.degraded)
+        return ok
+
+    def _request_checkpoint(self) -> None:
+        self._checkpoint_requested = True
+
+    def _checkpoint(self) -> None:
+        """Save the state, then commit exactly the positions it holds: a commit never runs ahead of the state."""
+        self._last_checkpoint = self.clock()
+        self._checkpoint_requested = False
+        if not self.persist():
+            return
+        positions = dict(self._applied)
+        if positions and positions != self._committed:
+            self.source.commit(positions)
+            self._committed = positions
+
+    def _after_unclean_exit(self, marker: dict[str, Any] | None) -> None:
+        """Plan the re-processing of what the previous process had in flight when it died (see :class:`InFlight`)."""
+        if marker is None:
+            return
+        ranges = _ranges(marker.get("ranges", {}))
+        careful = _ranges(marker.get("careful_until", {}))
+        if marker.get("careful"):
+            # it died again while one record was processed alone: that record crashed it twice
+            self._poison = {(t, p, first) for (t, p), (first, last) in ranges.items() if first == last}
+            self._careful_until = {key: last for key, (_, last) in careful.items()}
+        else:
+            self._careful_until = {key: last for key, (_, last) in ranges.items()}
+        log.warning(
+            "the previous process stopped while processing records; re-processing them one at a time",
+            extra={
+                "in_flight": {f"{t}/{p}": list(r) for (t, p), r in ranges.items()},
+                "dead_lettered": [f"{t}/{p}/{o}" for t, p, o in sorted(self._poison)],
+            },
+        )
 
     # -- the loop ------------------------------------------------------------------------------------------
     def step(self, timeout_seconds: float = 0.2) -> int:
         """Poll once, decode/sample everything polled, flush when a batch is full or old. Returns records read."""
+        if self.sink is not None and getattr(self.sink, "backlogged", False):
+            # back-pressure: unacknowledged dead letters and scores fill the producer's buffer (broker or topic
+            # away): read nothing more; flush() re-sends them (waiting about a second) and commits once delivered
+            self.flush()
+            return 0
         records = self.source.poll(timeout_seconds, self.settings.kafka.max_poll_records)
         now = self.clock()
-        events: list[InferenceEvent] = []
+        if records and self._careful_until:
+            # after an unclean exit: one record at a time, each applied under its own marker (its dead letters and
+            # scores are delivered with the next flush: a crash there is not one record's)
+            for record in records:
+                self._process([record], now, careful=True)
+                self.scoring.score_pending()
+                self.inflight.clear()
+            self.flush()
+        elif records:
+            self._process(records, now, careful=False)
+        if not records:
+            self.scoring.accept([(ev, None) for ev in self.ingest.expire(now)], now)
+        if (
+            self.scoring.batch_due(now)
+            or (records and self.scoring.oldest_pending is None)
+            or (self.settings.checkpoint_seconds > 0 and self._checkpoint_due(now))
+            or self._undelivered
+        ):
+            self.flush()
+        return len(records)
+
+    def _process(self, records: list[RawRecord], now: float, *, careful: bool) -> None:
+        """Decode, shadow-check and sample ``records`` (one poll's, or one record after an unclean exit)."""
+        for record in records:
+            span = self._unapplied.setdefault((record.topic, record.partition), [record.offset, record.offset])
+            span[1] = record.offset
+        self._write_marker(records, careful)
+        items: list[tuple[InferenceEvent, RawRecord | None]] = []
         positions: Positions = {}
         consumed: dict[str, int] = {}  # one locked counter update per model per poll, not per record
         try:
             for record in records:
-                if self.labels_topic is not None and record.topic == self.labels_topic:
+                key = (record.topic, record.partition)
+                if self._poison and (record.topic, record.partition, record.offset) in self._poison:
+                    consumed["unknown"] = consumed.get("unknown", 0) + 1
+                    self.ingest.dead_letter(
+                        record, "crashed_processing", "the process died twice with this record in flight"
+                    )
+                elif self.labels_topic is not None and record.topic == self.labels_topic:
                     self.labels.record(record, now)
                 else:
-                    events.extend(self.ingest.decode(record, now, consumed))
-                positions[(record.topic, record.partition)] = record.offset + 1
+                    items.extend((ev, record) for ev in self.ingest.decode(record, now, consumed))
+                positions[key] = record.offset + 1
+                if key in self._careful_until and record.offset >= self._careful_until[key]:
+                    del self._careful_until[key]
         finally:  # records read are counted even when a later one fails (they will be re-delivered)
             for model, n in consumed.items():
                 self.state.inc("harmonic_events_consumed_total", (model,), float(n))
-        events.extend(self.ingest.expire(now))
-        self.scoring.accept(events, now)
-        # only now are these records' events pending (or dead-lettered): if anything above raised, the final
-        # flush in close() must not commit past records whose events were never applied (at-least-once)
+            for (model, reason), count in self.ingest.joiner.dropped.items():
+                self.state.set_counter("harmonic_kserve_dropped_total", (model, reason), float(count))
+        items.extend((ev, None) for ev in self.ingest.expire(now))
+        self.scoring.accept(items, now)
+        # only now are these records' events pending (or dead-lettered): if anything above raised, nothing may
+        # commit past records whose events were never applied (at-least-once)
         self._consumed.update(positions)
-        if self.scoring.batch_due(now) or (records and self.scoring.oldest_pending is None):
-            self.flush()
-        if now - self._last_persist >= 10.0:
-            self.persist()
-        return len(records)
+
+    def _write_marker(self, records: list[RawRecord], careful: bool) -> None:
+        if careful:  # one record alone: the marker names it, and keeps the rest of the range still to re-process
+            ranges = {f"{r.topic}/{r.partition}": [r.offset, r.offset] for r in records}
+            marker: dict[str, Any] = {"ranges": ranges, "careful": True}
+            marker["careful_until"] = {f"{t}/{p}": [o, o] for (t, p), o in self._careful_until.items()}
+        else:
+            marker = {"ranges": {f"{t}/{p}": list(span) for (t, p), span in self._unapplied.items()}, "careful": False}
+        self.inflight.write(marker)
+
+    def _checkpoint_due(self, now: float) -> bool:
+        interval = self.settings.checkpoint_seconds
+        return self._checkpoint_requested or (now - self._last_checkpoint >= interval and bool(self._consumed))
 
     def flush(self) -> None:
-        """Score everything pending, publish, then commit the consumed positions (at-least-once)."""
+        """Score and apply everything pending, publish; checkpoint (save, then commit) when one is due."""
         self.scoring.score_pending()
-        if self.sink is not None:
-            self.sink.flush(30.0)
+        delivered = self.sink is None or self.sink.flush(30.0)
         self.scoring.update_sampling_gauges()
-        self._commit()
-
-    def _commit(self) -> None:
-        if not self._consumed:
-            return
-        self.source.commit(self.ingest.committable(self._consumed))
+        self._undelivered = not delivered
+        if delivered:  # only then are these events' dead letters and scores acknowledged: they may be committed
+            self._applied = self.ingest.committable(self._consumed)
+        self._unapplied.clear()
+        self.inflight.clear()
+        if self._checkpoint_due(self.clock()):
+            self._checkpoint()
 
     # -- rebalance (called from inside poll) ---------------------------------------------------------------
     def before_revoke(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Apply and checkpoint everything read from ``partitions`` before the group gives them to another member."""
         self.flush()
+        self._checkpoint()
         for key in partitions:
             self._consumed.pop(key, None)
+            self._applied.pop(key, None)
+            self._committed.pop(key, None)
 
     def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
         return None
@@ -198,7 +314,23 @@ class Pipeline:
     def ready(self) -> bool:
         return self.source.ready and all(rt.model is not None for rt in self.runtimes.values())
 
+    def degraded(self) -> dict[str, str]:
+        """What runs degraded (reason → what to fix): the state directory, the producer, alert delivery. The process
+        stays up."""
+        found: dict[str, str] = {}
+        if self.store.degraded is not None:
+            found["state_dir"] = self.store.degraded
+        producer = getattr(self.sink, "degraded", None)
+        if isinstance(producer, str):
+            found["producer"] = producer
+        failing = [d for d in (getattr(w, "degraded", None) for w in self.alert_workers) if isinstance(d, str)]
+        if failing:
+            found["alert_delivery"] = "; ".join(failing)
+        return found
+
     def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """Ready when every model is loaded and partitions are assigned; ``degraded`` lists what needs fixing
+        (DECISIONS 4: a degraded sidecar stays ready, so that it stays in the scrape path and shows the fault)."""
         detail: dict[str, Any] = {
             "source_ready": self.source.ready,
             "models": {
@@ -209,6 +341,12 @@ class Pipeline:
         assigned = getattr(self.source, "assigned", None)
         if assigned is not None:
             detail["partitions"] = [f"{t}/{p}" for t, p in assigned]
+        degraded = self.degraded()
+        detail["degraded"] = sorted(degraded)
+        if degraded:
+            detail["degraded_detail"] = degraded
+        for reason in ("state_dir", "producer", "alert_delivery"):
+            self.state.set("harmonic_degraded", (reason,), 1.0 if reason in degraded else 0.0)
         ok = self.ready
         self.state.set("harmonic_ready", (), 1.0 if ok else 0.0)
         return ok, detail
@@ -216,7 +354,12 @@ class Pipeline:
     def run(
         self, stop: threading.Event, *, until_exhausted: bool = False, tick: Callable[[], None] | None = None
     ) -> None:
-        """Loop until ``stop`` is set (or a finite source is exhausted), then flush, commit and persist."""
+        """Loop until ``stop`` is set (or a finite source is exhausted), then flush, checkpoint and return.
+
+        An exception out of the loop (a bug: every record's own failures are caught where they happen) ends it
+        *without* applying or committing anything more: what was in flight stays uncommitted and the in-flight
+        marker stays, so the next start re-reads those records one at a time (:class:`InFlight`).
+        """
         log.info("pipeline started", extra={"models": sorted(self.runtimes)})
         try:
             while not stop.is_set():
@@ -225,14 +368,40 @@ class Pipeline:
                     tick()
                 if until_exhausted and n == 0 and self.source.exhausted:
                     break
-        finally:
+        except KeyboardInterrupt:
             self.close()
+            raise
+        except Exception:
+            log.exception("pipeline stopped by an error; nothing past the last checkpoint is committed")
+            raise
+        self.close()
 
     def close(self) -> None:
-        self.scoring.accept(self.ingest.drain(), self.clock())
+        """Apply what is pending (and KServe halves still held), checkpoint, and remove the in-flight marker."""
+        self.scoring.accept([(ev, None) for ev in self.ingest.drain()], self.clock())
         try:
             self.flush()
         except MonitorError:
             log.exception("final flush failed; uncommitted events will be re-delivered")
-        self.persist()
-        log.info("pipeline stopped; offsets committed and state persisted", extra={"state": str(self.store.path)})
+            return
+        self._checkpoint()
+        self.inflight.clear()
+        log.info("pipeline stopped; state saved and offsets committed", extra={"state": str(self.store.path)})
+
+
+def _ranges(raw: object) -> dict[tuple[str, int], tuple[int, int]]:
+    """Marker ranges {"topic/partition": [first, last]} as {(topic, partition): (first, last)}; bad rows dropped."""
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    if not isinstance(raw, dict):
+        return out
+    for key, value in raw.items():
+        topic, _, partition = str(key).rpartition("/")
+        if (
+            topic
+            and partition.isdigit()
+            and isinstance(value, list)
+            and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        ):
+            out[(topic, int(partition))] = (value[0], value[1])
+    return out

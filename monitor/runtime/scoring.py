@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,11 +27,27 @@ from monitor.metrics.scorer import ScoreResult
 from monitor.model.io import load_rows
 from monitor.model.standardize import Standardizer
 from monitor.runtime.labels import LabelStage
-from monitor.runtime.models import ModelRuntime
+from monitor.runtime.models import ModelRuntime, Pending
 from monitor.sampler.base import Sampler
-from monitor.source.base import Sink
+from monitor.source.base import RawRecord, Sink
 
 log = logging.getLogger("monitor.runtime.scoring")
+
+
+class DeadLetter(Protocol):
+    """:meth:`monitor.runtime.ingest.Ingest.dead_letter`: count, log and dead-letter one event."""
+
+    def __call__(
+        self,
+        record: RawRecord | None,
+        reason: str,
+        detail: str,
+        *,
+        model: str = ...,
+        event: InferenceEvent | None = ...,
+        exc_info: bool = ...,
+    ) -> None: ...
+
 
 #: called after every scored batch with (runtime, raw rows, result, now): the probe scheduler's feed
 ScoredHook = Callable[[ModelRuntime, NDArray[np.float64], ScoreResult, float], None]
@@ -73,7 +90,8 @@ class Scoring:
         labels: LabelStage | None,
         clock: Callable[[], float],
         invalid_log: RateLimitedLogger,
-        persist: Callable[[], None],
+        dead_letter: DeadLetter,
+        checkpoint_soon: Callable[[], None],
     ) -> None:
         self.settings = settings
         self.runtimes = runtimes
@@ -83,45 +101,66 @@ class Scoring:
         self.labels = labels
         self.clock = clock
         self._invalid_log = invalid_log
-        self._persist = persist
+        self.dead_letter = dead_letter
+        self._checkpoint_soon = checkpoint_soon
         self.thinner = UniformThinner(sampler)
         self.hooks: list[ScoredHook] = []
         #: when the oldest pending event was sampled (None: nothing pending)
         self.oldest_pending: float | None = None
 
     # -- accept: warm-up, shadow, sample ---------------------------------------------------------------------
-    def accept(self, events: Sequence[InferenceEvent], now: float) -> None:
-        """Shadow-check events that carry a live label (one centre-only model call per model), then sample."""
-        by_model: dict[str, list[InferenceEvent]] = {}
-        for ev in events:
-            by_model.setdefault(ev.model, []).append(ev)
-        for name, evs in by_model.items():
-            rt = self.runtimes[name]
-            if rt.scorer is None:
-                evs = self._warm_up(rt, evs)
-                if not evs:
-                    continue
-            shadow = self._shadow(rt, evs)
-            # the ONNX copy and the live server disagree: always score it (a stale copy must show)
-            weights = self.sampler.sample_many(evs, now, [d == 1.0 for d in shadow])
-            for ev, disagreement, weight in zip(evs, shadow, weights, strict=True):
-                if weight <= 0:
-                    continue
-                self.state.inc("harmonic_events_sampled_total", (ev.model,))
-                rt.pending.append((ev, disagreement, weight))
-                if self.oldest_pending is None:
-                    self.oldest_pending = now
+    def accept(self, items: Sequence[tuple[InferenceEvent, RawRecord | None]], now: float) -> None:
+        """Shadow-check events that carry a live label (one centre-only model call per model), then sample.
 
-    def _warm_up(self, rt: ModelRuntime, evs: list[InferenceEvent]) -> list[InferenceEvent]:
+        ``items`` pairs each event with the record it came from. If checking or sampling a model's events raises,
+        they are taken again one at a time, and an event that still fails is dead-lettered as ``unscorable``.
+        """
+        by_model: dict[str, list[tuple[InferenceEvent, RawRecord | None]]] = {}
+        for item in items:
+            by_model.setdefault(item[0].model, []).append(item)
+        for name, group in by_model.items():
+            rt = self.runtimes[name]
+            try:
+                self._accept_model(rt, group, now)
+            except Exception:  # noqa: BLE001 - isolation: one event must not stop the others
+                for item in group:
+                    try:
+                        self._accept_model(rt, [item], now)
+                    except Exception as exc:  # noqa: BLE001
+                        self._unscorable(item[0], item[1], exc)
+
+    def _accept_model(self, rt: ModelRuntime, items: list[tuple[InferenceEvent, RawRecord | None]], now: float) -> None:
+        if rt.scorer is None:
+            items = self._warm_up(rt, items)
+            if not items:
+                return
+        evs = [ev for ev, _ in items]
+        shadow = self._shadow(rt, evs)
+        # the ONNX copy and the live server disagree: always score it (a stale copy must show)
+        weights = self.sampler.sample_many(evs, now, [d == 1.0 for d in shadow])
+        for (ev, record), disagreement, weight in zip(items, shadow, weights, strict=True):
+            if weight <= 0:
+                continue
+            self.state.inc("harmonic_events_sampled_total", (ev.model,))
+            rt.pending.append((ev, disagreement, weight, record))
+            if self.oldest_pending is None:
+                self.oldest_pending = now
+
+    def _unscorable(self, ev: InferenceEvent, record: RawRecord | None, exc: BaseException) -> None:
+        self.dead_letter(record, "unscorable", f"{type(exc).__name__}: {exc}", model=ev.model, event=ev, exc_info=True)
+
+    def _warm_up(
+        self, rt: ModelRuntime, evs: list[tuple[InferenceEvent, RawRecord | None]]
+    ) -> list[tuple[InferenceEvent, RawRecord | None]]:
         """Feed the warm-up window; returns the events past it (to be scored with the freshly fitted standardizer)."""
         need = rt.settings.warmup_events - len(rt.warmup)
-        rt.warmup.extend(ev.features for ev in evs[:need])
+        rt.warmup.extend(ev.features for ev, _ in evs[:need])
         if len(rt.warmup) < rt.settings.warmup_events:
             return []
         rt.activate(Standardizer.fit(np.vstack(rt.warmup)))
         rt.warmup.clear()
         log.info("warm-up complete; standardizer fitted", extra={"model": rt.name})
-        self._persist()
+        self._checkpoint_soon()
         return evs[need:]
 
     def _shadow(self, rt: ModelRuntime, evs: Sequence[InferenceEvent]) -> list[float]:
@@ -177,11 +216,30 @@ class Scoring:
         )
         return result
 
-    def _score_batch(self, rt: ModelRuntime, pending: list[tuple[InferenceEvent, float, float]]) -> None:
+    def _score_batch(self, rt: ModelRuntime, pending: list[Pending]) -> None:
+        """Score and apply one micro-batch; if that raises, each event alone, dead-lettering those that still fail.
+
+        A failure is a bug or an event the model cannot take. Effects the failed batch applied before it raised
+        (counters, window entries of the events before the failing one) may then be applied a second time: at most
+        one micro-batch's worth, logged with the traceback.
+        """
+        try:
+            self._apply_batch(rt, pending)
+        except Exception as first:  # noqa: BLE001 - isolation: one event must not stop the others
+            if len(pending) == 1:
+                self._unscorable(pending[0][0], pending[0][3], first)
+                return
+            for item in pending:
+                try:
+                    self._apply_batch(rt, [item])
+                except Exception as exc:  # noqa: BLE001
+                    self._unscorable(item[0], item[3], exc)
+
+    def _apply_batch(self, rt: ModelRuntime, pending: list[Pending]) -> None:
         started = time.perf_counter()
-        batch = [ev for ev, _, _ in pending]
-        shadow = np.array([d for _, d, _ in pending])
-        weights = np.array([w for _, _, w in pending])
+        batch = [ev for ev, _, _, _ in pending]
+        shadow = np.array([d for _, d, _, _ in pending])
+        weights = np.array([w for _, _, w, _ in pending])
         rows = feature_rows(batch)
         result = self.score_rows(rt, rows, purpose="events")
         self.state.observe("harmonic_score_batch_duration_seconds", (rt.name,), [time.perf_counter() - started])
@@ -193,11 +251,17 @@ class Scoring:
         assert rt.watch is not None
         rt.watch.update(batch, rows, result, shadow, uniform=self.thinner.keep(rt.name, weights))
         for hook in self.hooks:
-            hook(rt, rows, result, now)
+            try:
+                hook(rt, rows, result, now)
+            except Exception:  # a probe-scheduler bug must not take the events with it
+                log.exception("scored-batch hook failed; the batch is applied", extra={"model": rt.name})
         if self.settings.kafka.scores_topic and self.sink is not None:
             self._publish_scores(rt, batch, result)
         if self.labels is not None and rt.model.kind == "classifier":
-            self.labels.remember(rt, batch, rows, result)
+            try:
+                self.labels.remember(rt, batch, rows, result)
+            except Exception:  # their labels will go unmatched; the scores stand
+                log.exception("keeping predictions for delayed labels failed", extra={"model": rt.name})
 
     def _count_nonfinite(self, model: str, batch: list[InferenceEvent], result: ScoreResult) -> None:
         """Valid events whose γ came out NaN or ±inf: the model's own outputs were not finite at the event or around

@@ -14,7 +14,7 @@ from monitor.allocator import TimedCollector
 from monitor.config import KafkaSettings, Settings
 from monitor.exporters.alerts import AlertEvent
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
-from monitor.exporters.http import MetricsServer
+from monitor.exporters.http import HttpLimits, MetricsServer
 from monitor.exporters.prometheus import MetricsState
 from monitor.runtime.models import ModelRuntime, load_model_runtime
 from monitor.runtime.pipeline import Pipeline
@@ -106,6 +106,7 @@ class Service:
             clock=clock,
             on_alert=self._deliver,
         )
+        self.pipeline.alert_workers = self.workers
         from monitor.probes.scheduler import ProbeScheduler
 
         self.probes = ProbeScheduler(self.pipeline, settings.probes, self.state, clock=clock)
@@ -119,6 +120,7 @@ class Service:
                 port=settings.metrics.port,
                 ready=self.pipeline.readiness,
                 probes=self.probes.report,
+                limits=HttpLimits.from_settings(settings.metrics),
             )
 
     @classmethod
@@ -139,7 +141,17 @@ class Service:
             source = KafkaSource(**consumer, rebalance=rebalance)
         sink = None
         if k.dead_letter_topic or k.scores_topic:
-            sink = KafkaSink(k.bootstrap_servers, api_version=k.api_version_tuple(), security=k.security)
+            sink = KafkaSink(
+                k.bootstrap_servers,
+                api_version=k.api_version_tuple(),
+                security=k.security,
+                topic_kinds={
+                    t: kind for t, kind in ((k.scores_topic, "scores"), (k.dead_letter_topic, "dead_letter")) if t
+                },
+                buffer_bytes=k.producer_buffer_bytes,
+                drop_when_full=k.producer_drop_when_full,
+                delivery_timeout_ms=k.producer_delivery_timeout_ms,
+            )
         svc = cls(settings, source, runtimes, sink=sink)
         rebalance.target = svc.pipeline
         return svc
@@ -172,6 +184,13 @@ class Service:
     def _export_delivery_counters(self) -> None:
         for w in self.workers:
             self.state.set_counter("harmonic_alert_deliveries_failed_total", (w.name,), float(w.failed_total))
+        # the Kafka sink's own monotone counts (monitor/source/kafka.py KafkaSink), by topic_kind (and drop reason)
+        failed: dict[str, int] = getattr(self.sink, "failed_total", {})
+        for kind, n in failed.items():
+            self.state.set_counter("harmonic_producer_failures_total", (kind,), float(n))
+        dropped: dict[tuple[str, str], int] = getattr(self.sink, "dropped_total", {})
+        for labels, n in dropped.items():
+            self.state.set_counter("harmonic_producer_dropped_total", labels, float(n))
 
     def __exit__(self, *exc: object) -> None:
         for w in self.workers:

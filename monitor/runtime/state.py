@@ -1,11 +1,13 @@
-"""The runtime's durable state: ``<state_dir>/state.json`` (counters, standardizers, references and windows).
+"""The runtime's durable state: ``<state_dir>/state.json`` (counters, standardizers, references, windows and the
+applied offsets) and ``<state_dir>/inflight.json`` (the records being processed).
 
-:class:`StateStore` reads and writes the file; :func:`restore_model` puts one model's saved part back when it still
+:class:`StateStore` reads and writes the state file; :class:`InFlight` the marker; :func:`restore_model` puts one model's saved part back when it still
 describes the model that was loaded, and :func:`model_state` is that part as the pipeline saves it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -20,14 +22,23 @@ from monitor.runtime.models import ModelRuntime
 log = logging.getLogger("monitor.runtime.state")
 STATE_FILE = "state.json"
 STATE_VERSION = 1
+INFLIGHT_FILE = "inflight.json"
 
 
 class StateStore:
-    """``<state_dir>/state.json``, written atomically (temp file + rename)."""
+    """``<state_dir>/state.json``, written durably: temp file, fsync, rename, fsync of the directory.
+
+    A state directory that cannot be written (read-only, full, gone) never stops the sidecar: :meth:`save` returns
+    False, removes its temp file (a full volume is not filled further), and :attr:`degraded` says what to fix until a
+    save succeeds again. The pipeline commits offsets only after a save that returned True.
+    """
 
     def __init__(self, state_dir: Path) -> None:
         self.dir = Path(state_dir)
         self.path = self.dir / STATE_FILE
+        #: None while saves succeed; else what is wrong and what to fix (``harmonic_degraded{reason="state_dir"}``)
+        self.degraded: str | None = None
+        self.failed_saves_total = 0
 
     def load(self) -> dict[str, Any]:
         if not self.path.is_file():
@@ -39,7 +50,14 @@ class StateStore:
         except (OSError, ValueError) as exc:  # ValueError: bad JSON, bad UTF-8, or not the shape persist() writes
             # a corrupt state file must not keep the sidecar down: start fresh, keep the bad file for inspection
             bad = self.path.with_suffix(f".corrupt-{int(time.time())}")
-            self.path.rename(bad)
+            try:
+                self.path.rename(bad)
+            except OSError as move_error:  # a read-only directory: leave it; the next good save replaces it
+                log.error(
+                    "state file unreadable and cannot be moved aside; starting fresh",
+                    extra={"path": str(self.path), "error": str(exc), "move_error": str(move_error)},
+                )
+                return {}
             log.error("state file unreadable; starting fresh", extra={"moved_to": str(bad), "error": str(exc)})
             return {}
         if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
@@ -47,11 +65,85 @@ class StateStore:
             return {}
         return data
 
-    def save(self, data: dict[str, Any]) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+    def save(self, data: dict[str, Any]) -> bool:
+        """Write ``data`` durably; False (and :attr:`degraded` set) when the directory cannot take it."""
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"version": STATE_VERSION, **data}, default=float), encoding="utf-8")
-        os.replace(tmp, self.path)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            body = json.dumps({"version": STATE_VERSION, **data}, default=float).encode("utf-8")
+            with open(tmp, "wb") as fh:
+                fh.write(body)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+            _fsync_dir(self.dir)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            self.failed_saves_total += 1
+            self.degraded = (
+                f"state directory '{self.dir}' cannot be written ({exc.strerror or exc}); state is not saved and "
+                "offsets are not committed until it can. Free space or make it writable by the sidecar's user."
+            )
+            return False
+        if self.degraded is not None:
+            log.warning("state directory writable again; state saved", extra={"path": str(self.path)})
+        self.degraded = None
+        return True
+
+
+class InFlight:
+    """``<state_dir>/inflight.json``: the records being processed, so that a crash can be traced to a record.
+
+    Written before a poll's records are processed and removed once they are applied, so a marker found at start-up
+    means the previous process died with those records in flight (an OOM kill, a kill -9, or a record that crashes
+    the process). The pipeline then re-processes that range one record at a time, each under a marker of its own
+    (``careful``); a record that was in flight at two consecutive crashes is dead-lettered with reason
+    ``crashed_processing`` instead of being processed a third time. Written without fsync: it must survive the
+    process, not the machine. ``ranges`` maps "topic/partition" to [first, last] offsets.
+    """
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = Path(state_dir) / INFLIGHT_FILE
+        self._written = False
+
+    def load(self) -> dict[str, Any] | None:
+        """The marker left by a process that did not stop cleanly, or None."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("in-flight marker unreadable; ignoring it", extra={"path": str(self.path), "error": str(exc)})
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("ranges"), dict):
+            return None
+        return data
+
+    def write(self, marker: dict[str, Any]) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(marker), encoding="utf-8")
+            os.replace(tmp, self.path)
+            self._written = True
+        except OSError:  # the state directory's own problem, reported by StateStore.save
+            self._written = False
+
+    def clear(self) -> None:
+        if self._written:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            self._written = False
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a rename inside ``path`` durable (POSIX: fsync the directory)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def check_state(data: dict[str, Any]) -> None:
@@ -70,6 +162,31 @@ def check_state(data: dict[str, Any]) -> None:
         for m in models.values()
     ):
         raise ValueError("state 'models' is not an object of per-model objects")
+    positions = data.get("positions", [])
+    if not isinstance(positions, list) or not all(
+        isinstance(row, list)
+        and len(row) == 3
+        and isinstance(row[0], str)
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in row[1:])
+        for row in positions
+    ):
+        raise ValueError("state 'positions' is not a list of [topic, partition, offset] rows")
+    # label values are written sanitised; a file from elsewhere may hold values exposition cannot encode: drop them
+    usable = [row for row in counters if _encodable(row["name"], *row["labels"])]
+    if len(usable) < len(counters):
+        log.warning(
+            "state counters with unencodable label values dropped", extra={"dropped": len(counters) - len(usable)}
+        )
+        data["counters"] = usable
+
+
+def _encodable(*values: object) -> bool:
+    try:
+        for v in values:
+            str(v).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def restore_model(rt: ModelRuntime, saved: dict[str, Any]) -> None:

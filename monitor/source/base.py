@@ -72,7 +72,12 @@ class Sink(Protocol):
     ) -> None:
         """Queue one message."""
 
-    def flush(self, timeout_seconds: float) -> None:
-        """Block until queued messages are acknowledged (raises on failure)."""
+    def flush(self, timeout_seconds: float) -> bool:
+        """Wait (at most ``timeout_seconds``) until every message sent so far is acknowledged; True when all are.
+
+        False when some are not (the broker is away): the sink keeps and re-sends them, and the caller must not
+        commit the positions of the events they came from until a later flush returns True. Never raises for an
+        unreachable broker.
+        """
 
     def close(self) -> None: ...

@@ -26,6 +26,11 @@ Decisions worth knowing during an incident:
   anything else folds into ``"other"`` so that metric cardinality stays bounded.
 * Feature maps must name exactly the model's features: a missing name is ``missing_field``, an extra one
   ``unknown_feature`` (an extra name usually means the producer's feature list changed).
+* Features must be finite (``not_finite``) and within float32's range, ±3.4e38 (``out_of_range``): the ONNX copy
+  computes in float32, where a larger value is inf.
+* ``id``, ``model_version`` and ``segment`` go through :func:`~monitor.source.validate.clean_text` (valid UTF-8,
+  no control characters; an id or version beyond 128 characters keeps a prefix and a digest of the whole; a
+  segment beyond 64 folds into ``"other"``). ``model`` is only matched against the configured names.
 """
 
 from __future__ import annotations
@@ -48,10 +53,17 @@ from monitor.source.kserve import (
     is_cloudevent,
 )
 from monitor.source.validate import (
+    FLOAT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_EPOCH_MS,
+    MAX_ID_CHARS,
+    MAX_VERSION_CHARS,
     MIN_EPOCH_MS,
     Headers,
     ModelSchema,
     Origin,
+    clean_text,
     invalid,
     loads,
     names_listed,
@@ -118,6 +130,9 @@ class EventDecoder:
         self.default_model = default_model
         self.max_bytes = max_bytes
         self.segments: frozenset[str] | None = frozenset(segments) if segments is not None else None
+        # allow-listed values are cleaned like event values before the look-up; a cap that fits the longest keeps
+        # every allowed value reachable
+        self._allowed_chars = max([MAX_SEGMENT_CHARS, *(len(s) for s in self.segments or ())])
         self.max_segments = max_segments
         self.reset()
 
@@ -241,15 +256,16 @@ class EventDecoder:
             event_id = str(raw_id)
         else:
             raise invalid("bad_type", f"event 'id' must be a string or an integer; got {shown(raw_id)}")
+        event_id = clean_text(event_id, MAX_ID_CHARS)  # first: every message below quotes it
 
         model, schema = self._model(doc.get("model"), event_id)
         raw_version = doc.get("model_version")
         if raw_version is None:
             version = schema.default_version
         elif isinstance(raw_version, str):
-            version = raw_version
+            version = clean_text(raw_version, MAX_VERSION_CHARS)
         elif isinstance(raw_version, int) and not isinstance(raw_version, bool):
-            version = str(raw_version)
+            version = clean_text(str(raw_version), MAX_VERSION_CHARS)
         else:
             raise invalid(
                 "bad_type",
@@ -282,11 +298,12 @@ class EventDecoder:
     ) -> InferenceEvent | None:
         """The event when it has the common shape, else None (then :meth:`_plain` checks it field by field).
 
-        The common shape: a string ``id``; a known (or the default) ``model``; a string or absent
-        ``model_version``; a list of the model's width of finite numbers; epoch-ms or absent ``ts``; an admitted or
-        absent ``segment``; an absent ``prediction`` or ``{"label": int}`` with optional ``"probabilities"``: floats
-        in [0, 1]. Every value the careful path would accept differently or refuse goes to it, so the result is the
-        careful path's, event for event (tests/unit/test_decode.py checks both on every shape and fault). Inline
+        The common shape: a printable-ASCII ``id`` within its cap; a known (or the default) ``model``; such a string
+        or absent ``model_version``; a list of the model's width of numbers within float32's range; epoch-ms or
+        absent ``ts``; an admitted or absent ``segment``; an absent ``prediction`` or ``{"label": int64}`` with
+        optional ``"probabilities"``: floats in [0, 1]. Every value the careful path would accept differently or
+        refuse goes to it, so the result is the careful path's, event for event (tests/unit/test_decode.py checks
+        both on every shape and fault; bench/fuzz.py on generated documents). Inline
         checks without a call per field: a whole decode costs ~5.5 µs per event instead of ~6.4 with the careful
         path alone.
         """
@@ -298,8 +315,10 @@ class EventDecoder:
         ts = get("ts")
         segment = get("segment")
         raw_prediction = get("prediction")
-        if type(event_id) is not str:
-            return None
+        if type(event_id) is not str or not (
+            len(event_id) <= MAX_ID_CHARS and event_id.isascii() and event_id.isprintable()
+        ):
+            return None  # clean_text has work to do: the careful path does it
         if model is None:
             model = self.default_model
         if type(model) is not str:
@@ -309,12 +328,17 @@ class EventDecoder:
             return None
         if version is None:
             version = schema.default_version
-        elif type(version) is not str:
+        elif type(version) is not str or not (
+            len(version) <= MAX_VERSION_CHARS and version.isascii() and version.isprintable()
+        ):
             return None
         if type(features) is not list or len(features) != schema.n_features:
             return None
         try:
-            if not math.isfinite(math.fsum(features)):
+            # one C pass: hypot >= every |element|, so <= FLOAT32_MAX bounds them all; NaN fails the comparison;
+            # TypeError for a non-number, OverflowError for an integer beyond float64. Values whose hypot exceeds
+            # the bound although each is within it (many near 1e38) take the careful path, which accepts them.
+            if not math.hypot(*features) <= FLOAT32_MAX:
                 return None
         except (TypeError, OverflowError):
             return None
@@ -322,11 +346,8 @@ class EventDecoder:
             if now is None:
                 return None
             timestamp = float(now)
-        elif type(ts) is int or type(ts) is float:
-            ms = float(ts)
-            if not (MIN_EPOCH_MS <= ms < math.inf):
-                return None
-            timestamp = ms / 1000.0
+        elif (type(ts) is int or type(ts) is float) and MIN_EPOCH_MS <= ts < MAX_EPOCH_MS:
+            timestamp = ts / 1000.0
         else:
             return None
         if segment is None:
@@ -335,15 +356,17 @@ class EventDecoder:
             return None
         elif self.segments is not None:
             if segment not in self.segments:
+                if not (segment.isascii() and segment.isprintable()):
+                    return None  # cleaned, it might be allowed: the careful path looks
                 segment = "other"
-        elif segment not in self._admitted_segments:
+        elif segment not in self._admitted_segments:  # admitted values are clean already
             return None
         prediction: LivePrediction | None = None
         if raw_prediction is not None:
             if type(raw_prediction) is not dict or "value" in raw_prediction:
                 return None
             label = raw_prediction.get("label")
-            if type(label) is not int:
+            if type(label) is not int or not INT64_MIN <= label <= INT64_MAX:
                 return None
             probabilities = raw_prediction.get("probabilities")
             if probabilities is not None:
@@ -401,13 +424,13 @@ class EventDecoder:
                 "bad_type",
                 f"{who(event_id)}: 'features' must be a list of {n} numbers or a name→value map; got a JSON {type(raw).__name__}",
             )
-        # One C pass checks types and finiteness: fsum raises TypeError on a non-number, OverflowError on
-        # huge values, and returns inf/nan when any element is non-finite. Only failures take the slow path.
+        # One C pass checks types, finiteness and float32's range (see _plain_common); only failures take the
+        # slow path, which names the first offending feature or accepts.
         try:
-            finite = math.isfinite(math.fsum(values))  # type: ignore[arg-type]
+            safe = math.hypot(*values) <= FLOAT32_MAX  # type: ignore[arg-type]
         except (TypeError, OverflowError):
-            finite = False
-        if not finite:
+            safe = False
+        if not safe:
             _explain_bad_values(values, schema.feature_names, event_id)
         return np.array(values, dtype=np.float64)
 
@@ -449,10 +472,14 @@ class EventDecoder:
         else:
             raise invalid("bad_type", f"{who(event_id)}: 'segment' must be a string; got {shown(raw)}")
         if self.segments is not None:
+            segment = clean_text(segment, self._allowed_chars)
             return segment if segment in self.segments else "other"
+        if len(segment) > MAX_SEGMENT_CHARS:
+            return "other"
+        segment = clean_text(segment, MAX_SEGMENT_CHARS)
         if segment in self._admitted_segments:
             return segment
-        if len(self._admitted_segments) < self.max_segments and len(segment) <= MAX_SEGMENT_CHARS:
+        if len(self._admitted_segments) < self.max_segments:
             self._admitted_segments.add(segment)
             return segment
         return "other"
@@ -473,15 +500,21 @@ def _digest(value: bytes) -> str:
 
 
 def _explain_bad_values(values: Sequence[object], names: Sequence[str] | None, event_id: str | None) -> None:
-    """Slow path: name the first offending feature. Always raises."""
+    """Slow path: name the first offending feature, or return when every feature is valid after all (many values
+    near ±3.4e38 whose hypot exceeds the bound although each is within it)."""
     for i, v in enumerate(values):
         label = f"'{names[i]}'" if names is not None else f"[{i}]"
         if not isinstance(v, int | float):  # bools pass as 0/1, as they do on the fast path
             raise invalid("bad_type", f"{who(event_id)}: feature {label} must be a number; got {shown(v)}")
         try:
-            if not math.isfinite(float(v)):
-                raise invalid("not_finite", f"{who(event_id)}: feature {label} is {v!r}; every feature must be finite")
-        except OverflowError:
-            raise invalid("not_finite", f"{who(event_id)}: feature {label} overflows float64") from None
-    # every element is finite but the sum overflowed (values near ±1.8e308): still representable, accept
-    return
+            number = float(v)
+        except OverflowError:  # an integer beyond float64
+            number = math.inf
+        if math.isnan(number) or (math.isinf(number) and isinstance(v, float)):
+            raise invalid("not_finite", f"{who(event_id)}: feature {label} is {v!r}; every feature must be finite")
+        if abs(number) > FLOAT32_MAX:
+            raise invalid(
+                "out_of_range",
+                f"{who(event_id)}: feature {label} is {shown(v, 30)}, beyond float32's range (±3.4e38) in which the "
+                "model computes; send values in the model's units (a sentinel such as 1e300 for 'missing' does not work)",
+            )

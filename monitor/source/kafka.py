@@ -1,8 +1,10 @@
 """Stage 1: ``KafkaSource`` (a kafka-python consumer in a consumer group) and ``KafkaSink`` (producer).
 
 Offsets are committed by the pipeline, only after a batch's results are applied (at-least-once); partitions
-rebalance across replicas of the same ``group_id``. Security settings (SSL/SASL) are passed through untouched;
-``api_version`` is only set when configured (never hard-coded), so modern brokers negotiate.
+rebalance across replicas of the same ``group_id``. The sink holds every dead letter and score until the broker
+acknowledges it and sends it again while the broker is away: its ``flush`` says whether all are acknowledged, which
+is what lets the pipeline commit. Security settings (SSL/SASL) are passed through untouched; ``api_version`` is only
+set when configured (never hard-coded), so modern brokers negotiate. Errors and log lines never show a secret.
 """
 
 from __future__ import annotations
@@ -12,10 +14,14 @@ import inspect
 import itertools
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from monitor.errors import SourceError
+from monitor.logs import RateLimitedLogger, redact_text
 from monitor.source import records
 from monitor.source.base import Headers, Positions, RawRecord, RebalanceHandler
 
@@ -29,6 +35,21 @@ MAX_PARTITION_FETCH_BYTES = 1 << 20
 COMMIT_TIMEOUT_MS = 10_000
 #: bound on closing the consumer (leaving the group, closing connections), in ms
 CLOSE_TIMEOUT_MS = 5_000
+#: producer settings' defaults (``KafkaSettings`` documents them): bytes of unacknowledged dead letters and scores
+#: held before the pipeline is paused (or records dropped), and kafka-python's bound on one delivery attempt
+PRODUCER_BUFFER_BYTES = 32 << 20
+PRODUCER_DELIVERY_TIMEOUT_MS = 120_000
+#: how long the producer waits to fill a batch; and how long one ``send`` may block waiting for a topic's
+#: metadata (kafka-python's max_block_ms, 60 s by default): past it the record waits and is handed over again later
+PRODUCER_LINGER_MS = 20
+PRODUCER_MAX_BLOCK_MS = 5_000
+#: records held this long with no acknowledgement at all: the broker is taken to be away (``KafkaSink.degraded``)
+STALL_SECONDS = 5.0
+#: how long a flush that cannot deliver waits for progress before it hands the loop back (the loop's pace then)
+RETRY_WAIT_SECONDS = 1.0
+#: the ``topic_kind`` label values of the producer counters, and the ``reason`` values of its drops
+TOPIC_KINDS = ("dead_letter", "scores")
+DROP_REASONS = ("buffer_full", "too_large")
 #: (topic, partition, values, headers per record or None when no record has any, offsets, timestamps in ms)
 PartitionBatch = tuple[str, int, list[bytes], list[Headers] | None, list[int], list[int | None]]
 
@@ -150,9 +171,10 @@ class KafkaSource(GroupMember):
                 **kw,
             )
         except KafkaError as exc:
-            raise SourceError(f"cannot connect to Kafka at '{bootstrap_servers}': {exc!r}") from exc
+            where = redact_text(bootstrap_servers)
+            raise SourceError(f"cannot connect to Kafka at '{where}': {redact_text(repr(exc))}") from exc
         except ValueError as exc:
-            raise SourceError(f"invalid Kafka consumer settings: {exc}") from exc
+            raise SourceError(f"invalid Kafka consumer settings: {redact_text(str(exc))}") from exc
         self.lean_record_parse = lean_record_parse and records.install(self._consumer)
         # bounded commit and close where kafka-python takes a bound: without one, a commit retries while the
         # coordinator is unknown, and a shutdown would wait for it
@@ -230,8 +252,78 @@ def _log_failed_commit(offsets: Any, response: Any) -> None:
         log.warning("offset commit failed; events will be re-delivered", extra={"error": repr(response)})
 
 
+class Future(Protocol):
+    """What :meth:`Producer.send` returns (kafka-python's ``FutureRecordMetadata``): callbacks run on its I/O thread,
+    or at once when the outcome is already known."""
+
+    def add_callback(self, f: Callable[..., object], *args: object) -> object: ...
+
+    def add_errback(self, f: Callable[..., object], *args: object) -> object: ...
+
+
+class Producer(Protocol):
+    """The part of kafka-python's ``KafkaProducer`` that :class:`KafkaSink` uses (a fake in the unit tests)."""
+
+    @property
+    def config(self) -> Mapping[str, Any]: ...
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> Future: ...
+
+    def close(self, timeout: float | None = None) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Out:
+    """One record the sink holds until the broker acknowledges it."""
+
+    topic: str
+    value: bytes
+    key: bytes | None
+    headers: list[tuple[str, bytes]]
+    kind: str
+    size: int
+
+
 class KafkaSink:
-    """A kafka-python producer for the dead-letter and scores topics (acks=all, retries)."""
+    """The dead-letter and scores topics: a kafka-python producer (acks=all) that rides out a broker outage.
+
+    Every record is held, counted in bytes, until the broker acknowledges it; a record that fails (the broker is away
+    past kafka-python's ``delivery_timeout_ms``, a topic without metadata past ``max_block_ms``, a refused request) is
+    kept and handed to kafka-python again at the next :meth:`flush`, so nothing is given up while the broker is away.
+    The contract with the pipeline:
+
+    - :meth:`flush` returns True only when every record sent so far is acknowledged: only then may the offsets of
+      the events they came from be committed (at-least-once). False keeps them; it never raises for an absent broker;
+    - :attr:`backlogged` is True while the held records fill ``buffer_bytes``: the pipeline then reads nothing more
+      and calls :meth:`flush` until it clears (back-pressure). With ``drop_when_full`` it stays False and records
+      beyond the buffer are dropped instead, counted in ``dropped_total[(kind, "buffer_full")]``;
+    - :attr:`degraded` says what is wrong and what to fix while records cannot be delivered (else None);
+    - ``failed_total[kind]`` (failed attempts, each re-sent) and ``dropped_total[(kind, reason)]`` are monotone counts
+      for ``harmonic_producer_failures_total`` / ``harmonic_producer_dropped_total``.
+
+    Parameters
+    ----------
+    bootstrap_servers, api_version, security, client_id : as for :class:`KafkaSource`.
+    topic_kinds : topic → kind (``dead_letter`` or ``scores``), the ``topic_kind`` label of the counters (a topic
+        not listed counts as ``dead_letter``).
+    buffer_bytes : bytes held before back-pressure (or drops); one record is always taken, however large.
+    drop_when_full : drop (and count) records beyond ``buffer_bytes`` rather than back-pressure the pipeline.
+    delivery_timeout_ms : kafka-python's bound on one attempt of a record before it reports it failed.
+    stall_seconds : records waiting this long with no acknowledgement at all: the broker is taken to be away.
+    producer : a ready producer instead of a new ``KafkaProducer`` (tests).
+    clock : monotonic seconds (``time.monotonic``).
+
+    Raises
+    ------
+    SourceError
+        The producer could not be created (no broker answered at start-up, invalid settings).
+    """
 
     def __init__(
         self,
@@ -240,26 +332,58 @@ class KafkaSink:
         api_version: tuple[int, ...] | None = None,
         security: Mapping[str, Any] | None = None,
         client_id: str = "harmonic-monitor",
+        topic_kinds: Mapping[str, str] | None = None,
+        buffer_bytes: int = PRODUCER_BUFFER_BYTES,
+        drop_when_full: bool = False,
+        delivery_timeout_ms: int = PRODUCER_DELIVERY_TIMEOUT_MS,
+        stall_seconds: float = STALL_SECONDS,
+        producer: Producer | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        from kafka import KafkaProducer
-        from kafka.errors import KafkaError
-
-        kw = _common(bootstrap_servers, api_version, security or {})
-        try:
-            self._producer = KafkaProducer(
-                client_id=client_id, acks="all", retries=5, linger_ms=20, max_request_size=4 << 20, **kw
-            )
-        except KafkaError as exc:
-            raise SourceError(f"cannot connect a producer to Kafka at '{bootstrap_servers}': {exc!r}") from exc
-        self._pending: list[Any] = []
+        if buffer_bytes < 1:
+            raise ValueError(f"buffer_bytes must be >= 1; got {buffer_bytes!r}")
+        if stall_seconds <= 0:
+            raise ValueError(f"stall_seconds must be > 0; got {stall_seconds!r}")
+        unknown = sorted(set((topic_kinds or {}).values()) - set(TOPIC_KINDS))
+        if unknown:
+            raise ValueError(f"topic kinds must be among {TOPIC_KINDS}; got {unknown}")
+        self.bootstrap_servers = redact_text(bootstrap_servers)
+        self.topic_kinds = dict(topic_kinds or {})
+        self.buffer_bytes = buffer_bytes
+        self.drop_when_full = drop_when_full
+        self.stall_seconds = stall_seconds
+        self._clock = clock
+        self._producer = (
+            producer
+            if producer is not None
+            else _new_producer(bootstrap_servers, api_version, security or {}, client_id, delivery_timeout_ms)
+        )
         # record headers arrived with Kafka 0.11 (message format v2); kafka-python asserts on them before that
-        version = tuple(self._producer.config["api_version"] or (0, 11))
+        version = tuple(self._producer.config.get("api_version") or (0, 11))
         self.headers_supported = version >= (0, 11)
         self._headers_warned = False
+        self._log = RateLimitedLogger(log)
+        self._cond = threading.Condition()
+        #: held records not in kafka-python now: queued behind a failed hand-over, or failed and due to be re-sent
+        self._waiting: deque[_Out] = deque()
+        self._in_flight = 0  # handed to kafka-python, outcome not known yet
+        self._held = 0  # waiting + in flight
+        self._held_bytes = 0
+        #: last acknowledgement, or when the sink last went from holding nothing to holding something
+        self._progress_at = clock()
+        #: kind → the latest failure, until a record of that kind is acknowledged again
+        self._failing: dict[str, str] = {}
+        self._reported = False  # a degraded state was logged: log the recovery too
+        self._closing = False
+        self.acknowledged_total = 0
+        self.failed_total: dict[str, int] = dict.fromkeys(TOPIC_KINDS, 0)
+        self.dropped_total: dict[tuple[str, str], int] = {(k, r): 0 for k in TOPIC_KINDS for r in DROP_REASONS}
 
+    # -- what the pipeline calls -----------------------------------------------------------------------------
     def send(
         self, topic: str, value: bytes, headers: Sequence[tuple[str, bytes]] = (), key: bytes | None = None
     ) -> None:
+        """Queue one record; never blocks on an absent broker beyond one ``max_block_ms`` and never raises for it."""
         if headers and not self.headers_supported:
             if not self._headers_warned:
                 self._headers_warned = True
@@ -268,21 +392,261 @@ class KafkaSink:
                     extra={"topic": topic, "headers": [k for k, _ in headers]},
                 )
             headers = ()
-        self._pending.append(self._producer.send(topic, value=value, key=key, headers=list(headers)))
+        size = len(value) + len(key or b"") + sum(len(k) + len(v) for k, v in headers)
+        out = _Out(topic, value, key, list(headers), self.topic_kinds.get(topic, TOPIC_KINDS[0]), size)
+        full = queued = False
+        with self._cond:
+            if self.drop_when_full and self._held and self._held_bytes + size > self.buffer_bytes:
+                self.dropped_total[(out.kind, "buffer_full")] += 1
+                full = True
+            else:
+                self._hold(out)
+                queued = bool(self._waiting)
+                if queued:  # behind records that could not be handed over: keep the order, do not block again
+                    self._waiting.append(out)
+        if full:
+            self._log.warning(
+                "dropped-" + out.kind,
+                "producer buffer full; record dropped (kafka.producer_drop_when_full is true)",
+                topic_kind=out.kind,
+                buffer_bytes=self.buffer_bytes,
+            )
+        elif not queued and not self._hand_over(out):
+            with self._cond:
+                self._waiting.append(out)
 
-    def flush(self, timeout_seconds: float) -> None:
+    def flush(self, timeout_seconds: float) -> bool:
+        """Re-send what failed, then wait (at most ``timeout_seconds``) until every record sent so far is acknowledged.
+
+        Returns
+        -------
+        bool
+            True when everything is acknowledged (the pipeline may commit). False otherwise: the records are kept
+            and re-sent at the next flush. While the broker does not acknowledge anything (``stall_seconds``), a flush
+            gives up after about ``RETRY_WAIT_SECONDS`` rather than the whole timeout, so the loop keeps turning.
+        """
+        start = self._clock()
+        deadline = start + timeout_seconds
+        self._resend()
+        with self._cond:
+            while self._held:
+                now = self._clock()
+                if now >= deadline:
+                    break
+                stalled = self._in_flight == 0 or now - self._progress_at >= self.stall_seconds
+                if stalled and now - start >= RETRY_WAIT_SECONDS:
+                    break
+                # wake when the answer may change: an outcome (notify), the stall, the retry wait, the deadline
+                until = start + RETRY_WAIT_SECONDS if stalled else self._progress_at + self.stall_seconds
+                self._cond.wait(max(0.0, min(until, deadline) - now))
+            delivered = self._held == 0
+        if not delivered:
+            problem = self.degraded
+            if problem is not None:
+                self._reported = True
+                self._log.warning("degraded", "producer cannot deliver; records kept for re-sending", problem=problem)
+        return delivered
+
+    @property
+    def backlogged(self) -> bool:
+        """True while held records fill the buffer: read nothing more until :meth:`flush` has delivered them."""
+        with self._cond:
+            return not self.drop_when_full and self._held_bytes >= self.buffer_bytes
+
+    @property
+    def held(self) -> int:
+        """Records not acknowledged yet (in kafka-python or waiting to be re-sent)."""
+        return self._held
+
+    @property
+    def degraded(self) -> str | None:
+        """None while records are delivered; else one line: what is wrong and what to fix."""
+        with self._cond:
+            now = self._clock()
+            problems = [f"{kind} records fail ({error})" for kind, error in sorted(self._failing.items())]
+            silent = now - self._progress_at
+            if self._held and silent >= self.stall_seconds:
+                problems.append(f"no acknowledgement for {silent:.0f} s")
+            if not problems:
+                return None
+            held, held_bytes, paused = self._held, self._held_bytes, self._held_bytes >= self.buffer_bytes
+        if paused:
+            effect = "dropping new ones" if self.drop_when_full else "reading paused until they are delivered"
+        else:
+            effect = f"{self.buffer_bytes - held_bytes} bytes of buffer left"
+        topics = ", ".join(sorted(self.topic_kinds)) or "the output topics"
+        return (
+            f"Kafka producer at '{self.bootstrap_servers}': {'; '.join(problems)}; {held} records kept for re-sending "
+            f"({effect}). Check that the brokers are up and that the topics ({topics}) exist and accept writes from "
+            "this client."
+        )
+
+    def close(self, timeout_seconds: float = 5.0) -> None:
+        """Close the producer: bounded, and at once when records are still unacknowledged (the broker is away)."""
+        from kafka.errors import KafkaTimeoutError
+
+        self._closing = True
+        held = self._held
+        if held:
+            log.warning(
+                "closing the producer with records not acknowledged; the events they came from were not committed "
+                "and are read again at the next start",
+                extra={"records": held},
+            )
+        try:
+            try:
+                self._producer.close(timeout=0.0 if held else timeout_seconds)
+            except KafkaTimeoutError:
+                # kafka-python's close flushes first and raises while batches are incomplete (and would again at
+                # exit): abort them through its sender thread, then close for real
+                sender = getattr(self._producer, "_sender", None)
+                if sender is not None:
+                    sender.force_close()
+                    sender.join(timeout_seconds)
+                self._producer.close(timeout=0.0)
+        except Exception:  # noqa: BLE001 - closing must not mask the real shutdown path
+            log.exception("error while closing the Kafka producer")
+
+    # -- internals -------------------------------------------------------------------------------------------
+    def _hold(self, out: _Out) -> None:
+        if not self._held:
+            self._progress_at = self._clock()
+        self._held += 1
+        self._held_bytes += out.size
+
+    def _release(self, out: _Out) -> None:
+        self._held -= 1
+        self._held_bytes -= out.size
+
+    def _hand_over(self, out: _Out) -> bool:
+        """Give ``out`` to kafka-python; False (counted, logged) when it cannot take it now."""
         from kafka.errors import KafkaError
 
-        self._producer.flush(timeout=timeout_seconds)
-        pending, self._pending = self._pending, []
-        for fut in pending:
-            try:
-                fut.get(timeout=0)
-            except KafkaError as exc:
-                raise SourceError(f"a message to Kafka was not acknowledged: {exc!r}") from exc
-
-    def close(self) -> None:
+        with self._cond:
+            self._in_flight += 1  # before the callbacks: they may run at once
         try:
-            self._producer.close(timeout=5)
-        except Exception:  # noqa: BLE001
-            log.exception("error while closing the Kafka producer")
+            future = self._producer.send(out.topic, value=out.value, key=out.key, headers=out.headers)
+        except KafkaError as exc:  # e.g. no metadata for the topic within max_block_ms: the broker is away
+            with self._cond:
+                self._in_flight -= 1
+                if _too_large(exc):
+                    self._release(out)
+                    self.dropped_total[(out.kind, "too_large")] += 1
+            if _too_large(exc):
+                self._log_drop(out, exc)
+                return True
+            self._failed(out, exc)
+            return False
+        future.add_callback(self._on_ack, out)
+        future.add_errback(self._on_error, out)
+        return True
+
+    def _resend(self) -> None:
+        while True:
+            with self._cond:
+                if not self._waiting:
+                    return
+                out = self._waiting.popleft()
+            if not self._hand_over(out):
+                with self._cond:
+                    self._waiting.appendleft(out)
+                return
+
+    def _on_ack(self, out: _Out, _metadata: object) -> None:
+        """kafka-python's I/O thread: the broker acknowledged ``out``."""
+        with self._cond:
+            self._in_flight -= 1
+            self._release(out)
+            self.acknowledged_total += 1
+            self._progress_at = self._clock()
+            self._failing.pop(out.kind, None)
+            recovered = self._reported and not self._failing and not self._closing
+            if recovered:
+                self._reported = False
+            self._cond.notify_all()
+        if recovered:
+            log.info("Kafka producer delivering again", extra={"held": self._held})
+
+    def _on_error(self, out: _Out, error: BaseException) -> None:
+        """kafka-python's I/O thread: ``out`` failed (retries and delivery_timeout_ms spent, or a refusal)."""
+        with self._cond:
+            self._in_flight -= 1
+            if _too_large(error):
+                self._release(out)
+                self.dropped_total[(out.kind, "too_large")] += 1
+            elif self._closing:  # aborted by close(): its event was not committed and is read again
+                self._release(out)
+            else:
+                self._waiting.append(out)
+            self._cond.notify_all()
+        if self._closing:
+            return
+        if _too_large(error):
+            self._log_drop(out, error)
+        else:
+            self._failed(out, error)
+
+    def _failed(self, out: _Out, error: BaseException) -> None:
+        text = str(error)  # kafka-python's errors start with their class name; others may not
+        message = redact_text(text if text.startswith(type(error).__name__) else f"{type(error).__name__}: {text}")
+        with self._cond:
+            self.failed_total[out.kind] += 1
+            self._failing[out.kind] = message
+            self._reported = True
+            held = self._held
+        self._log.warning(
+            "failed-" + out.kind,
+            "producer could not deliver a record; it is kept and re-sent",
+            topic_kind=out.kind,
+            topic=out.topic,
+            error=message,
+            held=held,
+        )
+
+    def _log_drop(self, out: _Out, error: BaseException) -> None:
+        self._log.warning(
+            "too-large-" + out.kind,
+            "record too large for the broker or max_request_size; dropped",
+            topic_kind=out.kind,
+            topic=out.topic,
+            bytes=out.size,
+            error=redact_text(str(error)),
+        )
+
+
+def _too_large(error: BaseException) -> bool:
+    """A record the broker (or ``max_request_size``) will never take: re-sending it would stall the sink forever."""
+    from kafka.errors import MessageSizeTooLargeError, RecordListTooLargeError
+
+    return isinstance(error, MessageSizeTooLargeError | RecordListTooLargeError)
+
+
+def _new_producer(
+    bootstrap_servers: str,
+    api_version: tuple[int, ...] | None,
+    security: Mapping[str, Any],
+    client_id: str,
+    delivery_timeout_ms: int,
+) -> Producer:
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    kw = _common(bootstrap_servers, api_version, security)
+    try:
+        producer: Producer = KafkaProducer(
+            client_id=client_id,
+            acks="all",
+            linger_ms=PRODUCER_LINGER_MS,
+            max_request_size=4 << 20,
+            max_block_ms=PRODUCER_MAX_BLOCK_MS,
+            delivery_timeout_ms=delivery_timeout_ms,
+            # kafka-python refuses delivery_timeout_ms < linger_ms + request_timeout_ms
+            request_timeout_ms=min(30_000, delivery_timeout_ms - PRODUCER_LINGER_MS),
+            **kw,
+        )
+    except KafkaError as exc:
+        where = redact_text(bootstrap_servers)
+        raise SourceError(f"cannot connect a producer to Kafka at '{where}': {redact_text(repr(exc))}") from exc
+    except ValueError as exc:
+        raise SourceError(f"invalid Kafka producer settings: {redact_text(str(exc))}") from exc
+    return producer

@@ -17,7 +17,6 @@ resolves the model), and the v1/v2 body parsers. The entry points are
 from __future__ import annotations
 
 import base64
-import binascii
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,10 +26,16 @@ from numpy.typing import NDArray
 
 from monitor.events import InferenceEvent, LivePrediction
 from monitor.source.validate import (
+    FLOAT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_ID_CHARS,
+    MAX_VERSION_CHARS,
     Headers,
     ModelSchema,
     Origin,
     argmax,
+    clean_text,
     invalid,
     loads,
     names_listed,
@@ -125,13 +130,14 @@ def decode_structured(
     body: object
     if "data" in doc:
         body = doc["data"]
-        if isinstance(body, str):
-            body = _json_body(body.encode())
+        if isinstance(body, str):  # a lone surrogate (a valid JSON escape) has no UTF-8: let the parser refuse it
+            body = _json_body(body.encode("utf-8", "surrogatepass"))
     elif isinstance(doc.get("data_base64"), str):
         try:
-            body = _json_body(base64.b64decode(str(doc["data_base64"]), validate=True))
-        except binascii.Error:
+            raw = base64.b64decode(str(doc["data_base64"]), validate=True)
+        except ValueError:  # binascii.Error, or a non-ASCII character (a plain ValueError)
             raise invalid("not_json", "structured CloudEvent has a 'data_base64' that is not base64") from None
+        body = _json_body(raw)
     else:
         raise invalid("missing_field", f"CloudEvent '{attrs.get('id', '?')}' has neither 'data' nor 'data_base64'")
     if not isinstance(body, dict):
@@ -148,7 +154,7 @@ def decode_cloudevent(
 ) -> KServeRequest | KServeResponse:
     """The request or response half that a CloudEvent's attributes (``type``, ``id``, ...) and body describe."""
     ce_type = attrs.get("type", "")
-    ce_id = attrs.get("id")
+    ce_id = clean_text(attrs.get("id", ""), MAX_ID_CHARS)  # first: every message below quotes it
     if not ce_id:
         raise invalid(
             "missing_field",
@@ -158,8 +164,9 @@ def decode_cloudevent(
     model, schema = model_of(raw_model, ce_id)
     if ce_type.endswith(".inference.request"):
         timestamp = parse_timestamp(attrs.get("time"), now, ce_id)
-        rows = _kserve_rows(body, model, schema, ce_id)
-        version = attrs.get("endpoint") or schema.default_version
+        rows = _checked_rows(_kserve_rows(body, model, schema, ce_id), ce_id)
+        endpoint = attrs.get("endpoint")
+        version = clean_text(endpoint, MAX_VERSION_CHARS) if endpoint else schema.default_version
         return KServeRequest(ce_id, model, version, timestamp, rows, origin)
     if ce_type.endswith(".inference.response"):
         return KServeResponse(ce_id, model, _kserve_predictions(body, ce_id), origin)
@@ -167,6 +174,21 @@ def decode_cloudevent(
         "unsupported_format",
         f"CloudEvent '{ce_id}' has type '{ce_type}'; expected '*.inference.request' or '*.inference.response'",
     )
+
+
+def _checked_rows(rows: NDArray[np.float64], ce_id: str) -> NDArray[np.float64]:
+    """``rows`` when every feature is finite and within float32's range (the model computes in float32)."""
+    if not bool(np.all(np.abs(rows) <= FLOAT32_MAX)):  # one pass; NaN fails the comparison too
+        bad = np.argwhere(~(np.abs(rows) <= FLOAT32_MAX))[0]
+        value = rows[bad[0], bad[1]]
+        if not np.isfinite(value):
+            raise invalid("not_finite", f"KServe request '{ce_id}': instance {bad[0]} feature [{bad[1]}] is not finite")
+        raise invalid(
+            "out_of_range",
+            f"KServe request '{ce_id}': instance {bad[0]} feature [{bad[1]}] is {value:g}, beyond float32's range "
+            "(±3.4e38) in which the model computes; send values in the model's units",
+        )
+    return rows
 
 
 def _json_body(raw: bytes) -> object:
@@ -185,6 +207,8 @@ def _v1_prediction(raw: object, ce_id: str) -> LivePrediction:
     if isinstance(raw, dict):
         return parse_prediction(raw, ce_id)
     if isinstance(raw, bool | int):
+        if not INT64_MIN <= raw <= INT64_MAX:
+            raise invalid("bad_prediction", f"KServe response '{ce_id}': class {shown(raw)} does not fit in int64")
         return LivePrediction(label=int(raw))
     if isinstance(raw, float) and math.isfinite(raw):
         return LivePrediction(value=(raw,))
@@ -229,7 +253,8 @@ def _v2_tensor(raw: object, ce_id: str, what: str, reason: str) -> tuple[str, st
         )
     try:
         arr = np.asarray(data, dtype=np.float64).reshape(shape)
-    except (ValueError, TypeError):
+    # OverflowError: an integer beyond float64 in data, or a size beyond C's in shape; RecursionError: deep nesting
+    except (ValueError, TypeError, OverflowError, RecursionError):
         raise invalid(
             "wrong_width", f"KServe {what} '{ce_id}': tensor '{name}' data does not fit its shape {shape}"
         ) from None
@@ -249,6 +274,8 @@ def _v2_predictions(outputs: object, ce_id: str) -> tuple[LivePrediction, ...]:
         if arr.ndim == 2 and arr.shape[1] == 1:
             arr = arr[:, 0]
         if arr.ndim == 1 and datatype in _INT_V2_TYPES:
+            if not bool(np.all(np.abs(arr) < 2.0**63)):
+                raise invalid("bad_prediction", f"KServe response '{ce_id}': output '{name}' has a class beyond int64")
             labels = arr
         elif (
             arr.ndim == 2
@@ -321,7 +348,7 @@ def _kserve_rows(body: Mapping[str, object], model: str, schema: ModelSchema, ce
         instances = dec_rows
     try:
         rows = np.array(instances, dtype=np.float64)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError, RecursionError):  # see _v2_tensor
         widths = sorted({len(r) for r in instances if isinstance(r, list)})
         if widths and widths != [n]:
             raise invalid(
@@ -339,9 +366,6 @@ def _kserve_rows(body: Mapping[str, object], model: str, schema: ModelSchema, ce
             "wrong_width",
             f"model '{model}' expects {n} features; KServe request '{ce_id}' has {width}. Was the feature list changed?",
         )
-    if not np.isfinite(rows).all():
-        bad = np.argwhere(~np.isfinite(rows))[0]
-        raise invalid("not_finite", f"KServe request '{ce_id}': instance {bad[0]} feature [{bad[1]}] is not finite")
     return rows
 
 

@@ -16,6 +16,13 @@ from monitor.source.decode import EventDecoder
 from monitor.source.kserve import KServeRequest, KServeResponse, is_cloudevent
 from monitor.source.validate import Headers, Origin
 
+#: why :class:`KServeJoiner` drops a half (the fixed ``reason`` set of ``harmonic_kserve_dropped_total``):
+#: ``duplicate``: a second request or response for a ``ce_id`` already held (a redelivery, or a reused id);
+#: ``orphan_response``: a response whose request never came (TTL, the ``max_pending`` bound, or shutdown);
+#: ``mismatched_response``: a response whose prediction count differs from its request's instances (the
+#: request's events go on without a live prediction)
+KSERVE_DROP_REASONS: tuple[str, ...] = ("duplicate", "orphan_response", "mismatched_response")
+
 
 class KServeJoiner:
     """Pair KServe request and response messages by ``ce_id`` (stage 1), within a TTL and a size bound.
@@ -24,7 +31,8 @@ class KServeJoiner:
     through; a KServe request is held until its response arrives (its events then carry the live prediction
     that shadow agreement needs, SPEC §4) or until ``ttl_seconds`` pass (its events are then emitted without a
     prediction). A response whose request never comes is dropped at expiry and counted. When more than
-    ``max_pending`` halves are held, the oldest is treated as expired.
+    ``max_pending`` halves are held, the oldest is treated as expired. Every dropped half is counted in
+    :attr:`dropped` by model and a reason from :data:`KSERVE_DROP_REASONS`.
 
     Held requests delay their events by at most ``ttl_seconds``; :meth:`held_positions` lets the caller keep
     its Kafka commit below them.
@@ -58,6 +66,9 @@ class KServeJoiner:
         self.unpaired_total = 0  # requests emitted without (response late, missing, or the wrong length)
         self.orphan_responses_total = 0  # responses dropped because no request came
         self.duplicates_total = 0  # a second request or response for a held ce_id (redelivery), dropped
+        self.mismatched_responses_total = 0  # responses dropped because their length differs from the request's
+        #: (model, reason in KSERVE_DROP_REASONS) → halves dropped; monotone until reset() (mirror with set_counter)
+        self.dropped: dict[tuple[str, str], int] = {}
 
     @property
     def pending(self) -> int:
@@ -92,12 +103,15 @@ class KServeJoiner:
         other = held[1]
         if type(other) is type(part):
             self.duplicates_total += 1
+            self._drop(part.model, "duplicate")
             return ready
         del self._pending[part.ce_id]
         request, response = (part, other) if isinstance(part, KServeRequest) else (other, part)
         assert isinstance(request, KServeRequest) and isinstance(response, KServeResponse)
         if len(response.predictions) != request.features.shape[0]:
             self.unpaired_total += 1
+            self.mismatched_responses_total += 1
+            self._drop(response.model, "mismatched_response")
             ready.extend(request.events())
         else:
             self.paired_total += 1
@@ -140,4 +154,9 @@ class KServeJoiner:
             self.unpaired_total += 1
             return part.events()
         self.orphan_responses_total += 1
+        self._drop(part.model, "orphan_response")
         return []
+
+    def _drop(self, model: str, reason: str) -> None:
+        key = (model, reason)
+        self.dropped[key] = self.dropped.get(key, 0) + 1

@@ -13,9 +13,9 @@ import json
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from monitor.errors import ConfigError, InvalidEventError
+from monitor.errors import ConfigError
 from monitor.events import LabelEvent
-from monitor.source.validate import as_label, parse_timestamp, shown
+from monitor.source.validate import MAX_ID_CHARS, as_label, clean_text, invalid, parse_timestamp, shown
 
 
 class LabelDecoder:
@@ -44,6 +44,8 @@ class LabelDecoder:
         ----------
         value : bytes
             UTF-8 JSON ``{"id": str|int, "label": int|bool|integral float|digit string, "ts": ISO-8601|epoch ms}``.
+            The id is cleaned as the event decoders clean event ids (:func:`~monitor.source.validate.clean_text`),
+            so that it still matches its event's; the label must fit in int64.
         now : float, optional
             Epoch seconds used when ``ts`` is absent.
 
@@ -54,27 +56,26 @@ class LabelDecoder:
             missing_field, bad_type, bad_timestamp).
         """
         if len(value) > self.max_bytes:
-            raise InvalidEventError("too_large", f"label of {len(value)} bytes exceeds max_bytes={self.max_bytes}")
+            raise invalid("too_large", f"label of {len(value)} bytes exceeds max_bytes={self.max_bytes}")
         try:
             doc = json.loads(value)
         except (ValueError, RecursionError) as exc:
-            raise InvalidEventError(
-                "not_json", f"label is not UTF-8 JSON ({exc}); it starts {shown(value[:40])}"
-            ) from None
+            raise invalid("not_json", f"label is not UTF-8 JSON ({exc}); it starts {shown(value[:40])}") from None
         if not isinstance(doc, dict):
-            raise InvalidEventError("not_object", f"label must be a JSON object; got a JSON {type(doc).__name__}")
+            raise invalid("not_object", f"label must be a JSON object; got a JSON {type(doc).__name__}")
         raw_id = doc.get("id")
         if raw_id is None:
-            raise InvalidEventError("missing_field", "label has no 'id'; it cannot be joined to an event")
+            raise invalid("missing_field", "label has no 'id'; it cannot be joined to an event")
         if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
-            raise InvalidEventError("bad_type", f"label 'id' must be a string or an integer; got {shown(raw_id)}")
-        event_id = str(raw_id)
+            raise invalid("bad_type", f"label 'id' must be a string or an integer; got {shown(raw_id)}")
+        event_id = clean_text(str(raw_id), MAX_ID_CHARS)
         if "label" not in doc or doc["label"] is None:
-            raise InvalidEventError("missing_field", f"label for event '{event_id}' has no 'label' field")
+            raise invalid("missing_field", f"label for event '{event_id}' has no 'label' field")
         label = as_label(doc["label"])
         if label is None:
-            raise InvalidEventError(
-                "bad_type", f"label for event '{event_id}' must be an integer class; got {shown(doc['label'])}"
+            raise invalid(
+                "bad_type",
+                f"label for event '{event_id}' must be an integer class; got {shown(doc['label'])} (classes fit in int64)",
             )
         return LabelEvent(
             event_id=event_id, label=label, timestamp_seconds=parse_timestamp(doc.get("ts"), now, event_id)

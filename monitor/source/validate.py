@@ -8,12 +8,20 @@ CloudEvents) both build on what is here: :data:`INVALID_REASONS` and the message
 Every problem raises :class:`~monitor.errors.InvalidEventError` whose ``reason`` is one of
 :data:`INVALID_REASONS` (a bounded metric label) and whose message says what was expected and what arrived.
 The caller counts it and moves on; nothing here does I/O or stops the loop.
+
+What a decoder hands on is safe for every later stage, so that no later stage has to check again: features are
+finite and within float32's range (the ONNX copy computes in float32); class labels fit in int64; timestamps lie
+between 1973 and the year 9999; and every string taken from event data (event id, ``model_version``, segment)
+went through :func:`clean_text` once, at the edge: valid UTF-8, no control characters, bounded length. Such a
+string can go into a metric label, a log line, a Kafka header or a JSON document without failing there.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,7 +49,28 @@ INVALID_REASONS: tuple[str, ...] = (
     "bad_timestamp",
     "bad_prediction",
     "unsupported_format",
+    # a feature is finite but beyond float32's range (±3.4e38): the ONNX copy computes in float32, where it is inf
+    "out_of_range",
 )
+#: the reasons the runtime gives an event it could decode but not process (monitor/runtime): counted and
+#: dead-lettered like the decoders' reasons, under the same metric
+PROCESSING_REASONS: tuple[str, ...] = (
+    # scoring or applying the event raised; the event is dead-lettered
+    "unscorable",
+    # the decoder raised something other than InvalidEventError (a bug); the record is dead-lettered
+    "decode_failed",
+    # the process died twice with this record in flight; it is dead-lettered without processing
+    "crashed_processing",
+)
+
+#: the largest float32; a feature beyond ±this would be inf in the model's float32 input
+FLOAT32_MAX = 3.4028234663852886e38
+#: class labels (a prediction's ``label``, a delayed label) must fit in int64: later stages hold them in numpy arrays
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: ``model_version`` values longer than this keep a prefix and a digest of the whole (:func:`clean_text`)
+MAX_VERSION_CHARS = 128
+#: event ids (and KServe ``ce_id``) longer than this keep a prefix and a digest of the whole (:func:`clean_text`)
+MAX_ID_CHARS = 128
 
 #: Kafka message headers, (key, value) pairs
 Headers = Sequence[tuple[str, bytes | None]]
@@ -50,10 +79,66 @@ Origin = tuple[str, int, int]
 
 #: epoch-millisecond values below this (before 1973-03-03) are almost certainly epoch seconds
 MIN_EPOCH_MS = 1e11
+#: timestamps from this on (9999-12-31T00:00:00Z, in ms) are refused: a day short of the end of year 9999, so that
+#: any later datetime conversion (alert times, reports) stays within ``datetime``'s range
+MAX_EPOCH_MS = 253_402_214_400_000.0
+
+#: what :func:`clean_text` takes out: control characters (C0, DEL, C1) and the line/paragraph separators U+2028/9
+#: are removed; lone surrogates (valid JSON escapes such as "\ud800" that no UTF-8 encoding exists for) become U+FFFD
+_UNSAFE_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+#: a capped string keeps this many characters less than its cap: "~" and a 16-hex digest of the whole
+_DIGEST_CHARS = 17
+
+
+def _unsafe_char(match: re.Match[str]) -> str:
+    return "\ufffd" if match.group() >= "\ud800" else ""
+
+
+def clean_text(raw: str, max_chars: int) -> str:
+    """A string from event data made safe for every later stage: metric labels, logs, Kafka headers, JSON.
+
+    Lone surrogates become U+FFFD, control characters and U+2028/U+2029 are removed, and a string longer than
+    ``max_chars`` keeps its first ``max_chars - 17`` characters followed by ``~`` and a 16-hex BLAKE2b digest of the
+    whole, so that distinct long values stay distinct (and the same value always gives the same result: a label's
+    id still joins its event). Plain printable ASCII within the cap is returned as is, at the cost of two checks.
+
+    Parameters
+    ----------
+    raw : str
+        The value as decoded from JSON or a header.
+    max_chars : int
+        The cap, > 17 (:data:`MAX_ID_CHARS`, :data:`MAX_VERSION_CHARS`, ``MAX_SEGMENT_CHARS``).
+
+    Returns
+    -------
+    str
+        At most ``max_chars`` characters; ``.encode("utf-8")`` always succeeds.
+
+    Examples
+    --------
+    >>> clean_text("v1.2", 128), clean_text("eu\\x00\\n", 128), clean_text("bad\\ud800", 128) == "bad\\ufffd"
+    ('v1.2', 'eu', True)
+    >>> len(clean_text("x" * 500, 64)), clean_text("x" * 500, 64)[-17:-16]
+    (64, '~')
+    """
+    if len(raw) <= max_chars and raw.isascii() and raw.isprintable():
+        return raw
+    text = raw if len(raw) <= max_chars else raw[: max_chars - _DIGEST_CHARS]
+    if not text.isprintable():  # also False for harmless characters (Unicode spaces, format characters): cheap enough
+        text = _UNSAFE_CHARS.sub(_unsafe_char, text)
+    if len(raw) > max_chars:
+        text += "~" + hashlib.blake2b(raw.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return text
+
+
+#: longest message an :class:`InvalidEventError` carries (it goes into a log line and a dead-letter header)
+_MAX_MESSAGE_CHARS = 2000
 
 
 def invalid(reason: str, message: str) -> InvalidEventError:
-    return InvalidEventError(reason, message)
+    """The error for an invalid event. Its message is cleaned like event data (it quotes event data: feature
+    names, ids), so that logging it or putting it in a Kafka header cannot fail."""
+    return InvalidEventError(reason, clean_text(message, _MAX_MESSAGE_CHARS))
 
 
 def who(event_id: str | None) -> str:
@@ -61,8 +146,18 @@ def who(event_id: str | None) -> str:
 
 
 def shown(value: object, limit: int = 60) -> str:
-    """A short repr of an offending value (messages never carry whole payloads)."""
-    text = repr(value)
+    """A short repr of an offending value (messages never carry whole payloads).
+
+    >>> deep = []
+    >>> for _ in range(100_000):
+    ...     deep = [deep]
+    >>> shown("x" * 100, 10), shown(deep)
+    ("'xxxxxx...", 'a JSON list nested too deep to show')
+    """
+    try:
+        text = repr(value)
+    except RecursionError:  # JSON parses ~1000 levels; repr, called deeper in the stack, may not reach them
+        return f"a JSON {type(value).__name__} nested too deep to show"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -87,7 +182,8 @@ class ModelSchema:
     Raises
     ------
     ConfigError
-        ``n_features < 1``, or ``feature_names`` of the wrong length or with duplicates.
+        ``n_features < 1``, ``feature_names`` of the wrong length or with duplicates, or a ``default_version``
+        that :func:`clean_text` would change (it becomes a metric label as it is).
 
     Examples
     --------
@@ -102,6 +198,11 @@ class ModelSchema:
     def __post_init__(self) -> None:
         if self.n_features < 1:
             raise ConfigError(f"n_features must be >= 1; got {self.n_features}")
+        if clean_text(self.default_version, MAX_VERSION_CHARS) != self.default_version:
+            raise ConfigError(
+                f"default_version {self.default_version!r} has control characters, lone surrogates or more than "
+                f"{MAX_VERSION_CHARS} characters; give a printable version label"
+            )
         if self.feature_names is not None:
             if len(self.feature_names) != self.n_features:
                 raise ConfigError(
@@ -155,54 +256,81 @@ def parse_timestamp(raw: object, now: float | None, event_id: str | None = None)
             ) from None
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
-        return parsed.timestamp()
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        ms = float(raw)
-        if not math.isfinite(ms) or ms < MIN_EPOCH_MS:
+        seconds = parsed.timestamp()
+        if not MIN_EPOCH_MS <= seconds * 1000.0 < MAX_EPOCH_MS:
             raise invalid(
                 "bad_timestamp",
-                f"{who(event_id)}: 'ts' {shown(raw)} is not epoch milliseconds (epoch seconds? multiply by 1000)",
+                f"{who(event_id)}: 'ts' {shown(raw)} is not between 1973-03-03 and 9999-12-31; expected the time the "
+                "event happened",
             )
-        return ms / 1000.0
+        return seconds
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        # compared before any conversion: an integer of 400 digits is valid JSON but overflows float()
+        if not MIN_EPOCH_MS <= raw < MAX_EPOCH_MS:
+            too_late = raw >= MAX_EPOCH_MS
+            raise invalid(
+                "bad_timestamp",
+                f"{who(event_id)}: 'ts' {shown(raw)} is not epoch milliseconds "
+                + ("before 9999-12-31" if too_late else "(epoch seconds? multiply by 1000)"),
+            )
+        return raw / 1000.0
     raise invalid(
         "bad_timestamp", f"{who(event_id)}: 'ts' must be an ISO-8601 string or epoch milliseconds; got {shown(raw)}"
     )
+
+
+def finite_float(raw: object) -> float | None:
+    """``float(raw)`` for a JSON number (not a bool) whose value is finite as a float64; None for anything else.
+
+    >>> finite_float(3), finite_float(1.5), finite_float(True), finite_float(float("inf")), finite_float(10**400)
+    (3.0, 1.5, None, None, None)
+    """
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        return None
+    try:
+        value = float(raw)  # an integer beyond float64 (valid JSON: up to 4300 digits) raises OverflowError
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def number_tuple(raw: object) -> tuple[float, ...] | None:
     """A tuple of finite floats, or None when ``raw`` is not a flat list of numbers."""
     if not isinstance(raw, list) or not raw:
         return None
-    # fast path, the common case: JSON numbers with a fraction part are floats; fsum is finite only when every
-    # element is (it raises OverflowError when the exact sum exceeds the float range: the careful loop decides)
-    if all(type(v) is float for v in raw):
-        try:
-            if math.isfinite(math.fsum(raw)):
-                return tuple(raw)
-        except OverflowError:
-            pass
+    # fast path, the common case: JSON numbers with a fraction part are floats; hypot is finite only when every
+    # element is (NaN, inf and -inf together give NaN or inf, never an error; values near 1.8e308 can overflow it
+    # to inf: the careful loop decides those)
+    if all(type(v) is float for v in raw) and math.isfinite(math.hypot(*raw)):
+        return tuple(raw)
     out: list[float] = []
     for v in raw:
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        value = finite_float(v)
+        if value is None:
             return None
-        out.append(float(v))
+        out.append(value)
     return tuple(out)
 
 
 def as_label(raw: object) -> int | None:
-    """An integer class from an int, a bool, an integral float or a digit string; None for anything else."""
+    """An integer class within int64 from an int, a bool, an integral float or a digit string; None otherwise.
+
+    >>> as_label(2), as_label(True), as_label(3.0), as_label("4"), as_label(2.5), as_label(2**63), as_label(1e300)
+    (2, 1, 3, 4, None, None, None)
+    """
+    label: int | None = None
     if isinstance(raw, bool):
         return int(raw)
     if isinstance(raw, int):
-        return raw
-    if isinstance(raw, float) and raw.is_integer():
-        return int(raw)
-    if isinstance(raw, str):
+        label = raw
+    elif isinstance(raw, float) and raw.is_integer():
+        label = int(raw)
+    elif isinstance(raw, str):
         try:
-            return int(raw)
-        except ValueError:
+            label = int(raw)
+        except ValueError:  # not digits, or more than 4300 of them
             return None
-    return None
+    return label if label is not None and INT64_MIN <= label <= INT64_MAX else None
 
 
 def argmax(values: Sequence[float]) -> int:
@@ -222,11 +350,11 @@ def parse_prediction(raw: object, event_id: str | None) -> LivePrediction:
     value: tuple[float, ...] | None = None
     raw_label, raw_probabilities, v = raw.get("label"), raw.get("probabilities"), raw.get("value")
     if raw_label is not None:
-        label = raw_label if type(raw_label) is int else as_label(raw_label)
+        label = as_label(raw_label)
         if label is None:
             raise invalid(
                 "bad_prediction",
-                f"{who(event_id)}: prediction 'label' must be an integer class; got {shown(raw_label)}",
+                f"{who(event_id)}: prediction 'label' must be an integer class; got {shown(raw_label)} (classes fit in int64)",
             )
     if raw_probabilities is not None:
         probabilities = number_tuple(raw_probabilities)
@@ -238,8 +366,9 @@ def parse_prediction(raw: object, event_id: str | None) -> LivePrediction:
         if label is None:
             label = argmax(probabilities)
     if v is not None:
-        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
-            value = (float(v),)
+        number = finite_float(v)
+        if number is not None:
+            value = (number,)
         else:
             value = number_tuple(v)
             if value is None:

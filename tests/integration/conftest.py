@@ -9,10 +9,22 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.integration.brokers import Broker, BrokerPool, Kafka09Broker
+
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test in this folder talks to real services: marked ``integration`` here, so a new file cannot forget
+    (``pytest -m "not integration"`` must never start a broker)."""
+    for item in items:
+        if _HERE in Path(item.path).parents:
+            item.add_marker(pytest.mark.integration)
+
 
 #: Partitions of the topic the ``topic`` fixture creates.
 TOPIC_PARTITIONS = 4

@@ -72,8 +72,12 @@ class Scrape:
         return out
 
     def counts(self) -> tuple[tuple[str, float], ...]:
-        """Every counter and histogram count on the page, summed per sample name (to tell a settled page)."""
-        names = sorted(n for n in self.samples if n.endswith(("_total", "_count")))
+        """Every counter and histogram count on the page but the HTTP endpoint's, summed per sample name (to tell a
+        settled page)."""
+        # the HTTP endpoint's own counters move with every scrape, so they never settle: left out
+        names = sorted(
+            n for n in self.samples if n.endswith(("_total", "_count")) and not n.startswith("harmonic_http_")
+        )
         return tuple((n, self.total(n)) for n in names)
 
     def value(self, name: str, **labels: str) -> float | None:

@@ -69,6 +69,24 @@ def test_probe_overhead_runs() -> None:
     assert "| LogisticRegression |" in out
 
 
+def test_abuse_runs_every_phase_against_the_endpoint() -> None:
+    out = bench(
+        "bench/abuse.py",
+        "--variants",
+        "new",
+        "--seconds",
+        "1",
+        "--settle",
+        "0.5",
+        "--half-open",
+        "20",
+        "--scrapers",
+        "2",
+    )
+    for phase in ("idle", "scrapers", "half-open", "both"):
+        assert f"| new | {phase} |" in out, out
+
+
 @pytest.mark.integration
 def test_stream_throughput_against_a_real_broker_prints_the_verdict() -> None:
     out = bench(

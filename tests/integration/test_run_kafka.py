@@ -157,6 +157,8 @@ def invalid_events(files: ClassifierFiles) -> Batch:
         ("not_finite", doc(features=[float("nan"), *row[1:]])),
         ("not_finite", doc(features=[*row[:-1], float("inf")])),
         ("not_finite", doc(features=[*row[:-1], 1e400])),
+        ("not_finite", doc(features=[float("inf"), float("-inf"), *row[2:]])),  # once raised out of the decoder
+        ("out_of_range", doc(features=[*row[:-1], 1e300])),  # finite, but inf in the model's float32
         ("too_large", doc(padding="x" * (MAX_EVENT_BYTES + 100))),
         ("unknown_model", doc(model="no-such-model")),
         ("unknown_feature", doc(features={**dict(zip(names, row, strict=True)), "f_extra": 1.0})),
@@ -383,8 +385,8 @@ class _UnreachableSink:
     ) -> None:
         raise SourceError(f"cannot reach topic {topic!r}")
 
-    def flush(self, timeout_seconds: float) -> None:
-        return None
+    def flush(self, timeout_seconds: float) -> bool:
+        return True
 
     def close(self) -> None:
         return None

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from monitor.cli import build_parser, main
-from monitor.cli.run import settings_from_args
+from monitor.cli.run import log_start, settings_from_args
 from monitor.config import Settings
 from monitor.errors import ConfigError
+from monitor.logs import JsonFormatter
 from tests.unit import onnx_graphs
 
 
@@ -117,6 +118,95 @@ def test_check_config_without_a_model_exits_2(capsys: pytest.CaptureFixture[str]
 def test_check_config_bad_api_version_exits_2(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = check_config(capsys, "--model", str(model), "--api-version", "latest")
     assert code == 2 and "'kafka.api_version': 'latest' is not a version" in err
+
+
+# -- secrets --------------------------------------------------------------------------------------------------------
+SECRET = "hunter2"
+
+
+def secret_config(tmp_path: Path, model: Path) -> Path:
+    """A configuration with a password in every place a secret can hide: security, URLs' userinfo and query."""
+    return write_yaml(
+        tmp_path,
+        f"models:\n  - {{name: m, path: {model}}}\n"
+        f"kafka:\n  security: {{sasl_mechanism: PLAIN, sasl_plain_username: u, sasl_plain_password: {SECRET}}}\n"
+        f"alerts:\n  alertmanager_url: https://am:{SECRET}@alertmanager:9093\n"
+        f"  webhook_url: https://hooks.example/h?token={SECRET}\n",
+    )
+
+
+def test_check_config_never_prints_a_secret(
+    tmp_path: Path, model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HARMONIC_KAFKA__SECURITY__SSL_PASSWORD", SECRET)
+    code, out, err = check_config(capsys, "--config", str(secret_config(tmp_path, model)))
+    assert code == 0 and SECRET not in out + err
+    shown = json.loads(out)
+    assert shown["kafka"]["security"] == {
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "***",
+        "sasl_plain_password": "***",
+        "ssl_password": "***",
+    }
+    assert shown["alerts"]["alertmanager_url"] == "https://***@alertmanager:9093"
+    assert shown["alerts"]["webhook_url"] == "https://hooks.example/h?token=***"
+
+
+@pytest.mark.parametrize(
+    ("yaml_tail", "secret"),
+    [
+        ("kafka:\n  security: {ssl_password: 271.828}\n", "271.828"),  # not a str, int or bool: refused
+        (f"kafka:\n  session_timeout_ms: https://u:{SECRET}@x\n", SECRET),
+        (f"alerts:\n  for_seconds: 'token={SECRET}'\n", SECRET),
+    ],
+)
+def test_config_errors_never_show_a_secret(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str], yaml_tail: str, secret: str
+) -> None:
+    path = write_yaml(tmp_path, f"models:\n  - {{name: m, path: {model}}}\n" + yaml_tail)
+    code, out, err = check_config(capsys, "--config", str(path), "--no-load-models")
+    assert code == 2 and "error: invalid configuration" in err
+    assert secret not in out + err
+
+
+def test_run_start_up_line_shows_the_settings_without_a_secret(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = run_settings("--config", str(secret_config(tmp_path, model)))
+    log_start(settings)
+    err = capsys.readouterr().err
+    assert "harmonic-monitor run starting" in err and "alertmanager:9093" in err
+    assert SECRET not in err
+
+
+# -- logging: one choice for the process and its consumer child ----------------------------------------------------
+@pytest.mark.parametrize(
+    ("env", "flags", "expected"),
+    [
+        ({}, [], ("info", "plain")),
+        ({"HARMONIC_LOG_FORMAT": "json", "HARMONIC_LOG_LEVEL": "warning"}, [], ("warning", "json")),
+        ({"HARMONIC_LOG_FORMAT": "json"}, ["--log-format", "plain", "--log-level", "debug"], ("debug", "plain")),
+    ],
+)
+def test_run_logging_takes_the_flag_else_the_settings(
+    model: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], flags: list[str], expected: tuple[str, str]
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = settings_from_args(build_parser().parse_args([*flags, "run", "--model", str(model)]))
+    assert (settings.log_level, settings.log_format) == expected
+
+
+def test_run_logging_applies_the_settings_format_to_this_process(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = run_settings(
+        "--config", str(write_yaml(tmp_path, f"models: [{{name: m, path: {model}}}]\nlog_format: json\n"))
+    )
+    log_start(settings)  # what `run` does before it starts the consumer child with the same two settings
+    (line,) = capsys.readouterr().err.splitlines()
+    assert json.loads(line)["msg"] == "harmonic-monitor run starting"
+    assert isinstance(logging.getLogger().handlers[0].formatter, JsonFormatter)
 
 
 # -- run's settings -----------------------------------------------------------------------------------------------

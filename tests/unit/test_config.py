@@ -278,3 +278,54 @@ def test_kafka_fetch_settings_reach_the_consumer_arguments(tmp_path: Path, monke
     monkeypatch.delenv("HARMONIC_KAFKA__FETCH_MAX_WAIT_MS")
     with pytest.raises(ConfigError, match="fetch_max_wait_ms"):
         load_settings(write_yaml(tmp_path, ONE_MODEL + "kafka:\n  fetch_max_wait_ms: -1\n"))
+
+
+def test_load_settings_reads_max_versions_next_to_the_segment_bound(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "models: [{name: m, path: m.onnx}]\nsegments: {max_versions: 3}\n")
+    assert load_settings(path).segments.max_versions == 3
+    assert load_settings(None, {"models": [{"name": "m", "path": "m.onnx"}]}).segments.max_versions == 8
+    with pytest.raises(ConfigError, match=r"'segments\.max_versions': Input should be greater than or equal to 1"):
+        load_settings(write_yaml(tmp_path, "models: [{name: m, path: m.onnx}]\nsegments: {max_versions: 0}\n"))
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "match"),
+    [
+        ('models: [{name: "m\\ud800", path: m.onnx}]', r"'models\.0\.name': .*unicode string; got 'm\\ud800'"),
+        ('models: [{name: m, path: "m\\0.onnx"}]', r"'models\.0\.path': .* a control character"),
+        ('models: [{name: m, path: m.onnx}]\nsegments: {allowed: ["eu\\n"]}', r"'segments\.allowed'"),
+        (
+            "models: [{name: m, path: m.onnx, scoring: {radius: .inf}}]",
+            r"'models\.0\.scoring\.radius': Input should be a finite number",
+        ),
+        ("? ", r"has top-level key None; expected setting names"),
+        ("a: 2026-13-45", r"is not valid YAML"),
+    ],
+)
+def test_load_settings_refuses_text_and_numbers_later_stages_cannot_use(
+    tmp_path: Path, yaml_text: str, match: str
+) -> None:
+    """Found by fuzzing the loader: each went through (and broke a label, a path or the scorer) or leaked a
+    UnicodeEncodeError, a TypeError or a ValueError instead of ConfigError."""
+    with pytest.raises(ConfigError, match=match) as info:
+        load_settings(write_yaml(tmp_path, yaml_text))
+    assert str(info.value).encode("utf-8")
+
+
+def test_load_settings_refuses_a_file_that_is_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "monitor.yaml"
+    path.write_bytes(b"models: [{name: \xff}]")
+    with pytest.raises(ConfigError, match=r"is not UTF-8 text .*; save it as UTF-8"):
+        load_settings(path)
+
+
+def test_load_settings_says_that_a_list_setting_from_the_env_must_be_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARMONIC_MODELS", "m.onnx")
+    with pytest.raises(ConfigError, match=r"must be JSON, e\.g\. HARMONIC_MODELS="):
+        load_settings()
+
+
+def test_load_settings_refuses_an_env_value_that_is_not_utf8(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARMONIC_KAFKA__TOPIC", "events\udcff")  # the byte 0xff, as os.environ decodes it
+    with pytest.raises(ConfigError, match=r"'kafka\.topic': .*unicode string; got 'events\\udcff'"):
+        load_settings(None, {"models": [{"name": "m", "path": "m.onnx"}]})

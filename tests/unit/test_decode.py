@@ -5,6 +5,7 @@ KServe CloudEvents and the joiner: tests/unit/test_kserve.py (which reuses the h
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,13 @@ import pytest
 from monitor.errors import ConfigError, InvalidEventError
 from monitor.events import InferenceEvent, LivePrediction, feature_rows
 from monitor.source.decode import EventDecoder
-from monitor.source.validate import INVALID_REASONS, ModelSchema, parse_timestamp
+from monitor.source.validate import (
+    INVALID_REASONS,
+    MAX_ID_CHARS,
+    MAX_VERSION_CHARS,
+    ModelSchema,
+    parse_timestamp,
+)
 
 NAMES = ("age", "income", "debt")
 TS = "2026-11-20T10:00:00Z"
@@ -151,9 +158,18 @@ def test_decode_prediction_shapes(prediction: object, expected: LivePrediction |
     assert decoder().decode(event(prediction=prediction)).prediction == expected
 
 
-def test_decode_accepts_huge_but_finite_features() -> None:
-    ev = decoder().decode(event(features=[1.7e308, 1.7e308, 0]))
-    assert np.isfinite(ev.features).all()
+def test_decode_accepts_features_up_to_the_float32_range() -> None:
+    """The model computes in float32: ±3.4e38 is the largest magnitude it holds (many such values together take the
+    careful path, which accepts them)."""
+    ev = decoder().decode(event(features=[3.4e38, -3.4e38, 3.4e38]))
+    assert np.isfinite(ev.features.astype(np.float32)).all()
+
+
+@pytest.mark.parametrize("features", [[1e300, 1.0, 2.0], [1.7e308, 1.7e308, 0], [1, 2, 10**40], [3.5e38, 0, 0]])
+def test_decode_refuses_features_beyond_float32(features: list[float]) -> None:
+    """An event with 1e300 was neither scored nor counted: float32 made it inf in the model (issue 30)."""
+    with pytest.raises(InvalidEventError, match=r"beyond float32's range \(±3\.4e38\) in which the model computes"):
+        decoder().decode(event(features=features))
 
 
 WIDE_31 = json.dumps({"id": "a1b2", "ts": TS, "model": "wide", "features": [0.5] * 31}).encode()
@@ -188,6 +204,8 @@ INVALID_CASES: list[tuple[bytes, str, str]] = [
     (b'{"id": "a1b2", "features": [1, NaN, 3]}', "not_finite", r"event 'a1b2': feature 'income' is nan"),
     (b'{"id": "a1b2", "features": [1, 2, -Infinity]}', "not_finite", r"feature 'debt' is -inf"),
     (b'{"id": "a1b2", "features": [1, 2, 1e400]}', "not_finite", r"feature 'debt' is inf"),
+    (b'{"id": "a1b2", "features": [Infinity, -Infinity, 3]}', "not_finite", r"feature 'age' is inf"),
+    (event(features=[1, 1e300, 3]), "out_of_range", r"event 'a1b2': feature 'income' is 1e\+300, beyond float32's"),
     (
         event(model="fraud"),
         "unknown_model",
@@ -236,6 +254,7 @@ def test_decode_cloudevent_headers_are_unsupported_in_plain_decode() -> None:
 
 def test_decode_every_reason_is_declared_and_exercised() -> None:
     exercised = {reason for _, reason, _ in INVALID_CASES} | {"unsupported_format"}
+    exercised |= {"unscorable", "crashed_processing"}  # the runtime's reasons: scoring raised, a crash loop
     assert exercised == set(INVALID_REASONS)
 
 
@@ -268,9 +287,9 @@ def test_decode_bad_model_version_and_integer_segment() -> None:
 # ---------------------------------------------------------------------- the common-shape fast path
 
 _FIELD_CHOICES: dict[str, list[Any]] = {
-    "id": ["a1", 17, None, True, 2.5, ["x"], ""],
+    "id": ["a1", 17, None, True, 2.5, ["x"], "", "p\ud800", "a\nb", "é", "i" * 200, 10**200],
     "model": ["credit", "wide", None, "nope", 3, False],
-    "model_version": ["3", 4, None, 1.5, ["v"], True],
+    "model_version": ["3", 4, None, 1.5, ["v"], True, "\ud800", "v\x00", "v" * 129, "ß"],
     "features": [
         [1.0, 2.0, 3.0],
         [1, 2, 3],
@@ -280,12 +299,17 @@ _FIELD_CHOICES: dict[str, list[Any]] = {
         [1.0, "2", 3.0],
         [1.0, None, 3.0],
         [1e308, 1e308, 1e308],
+        [float("inf"), float("-inf"), 1.0],
+        [1.0, float("nan"), 3.0],
+        [1e300, 2.0, 3.0],
+        [3.4e38, -3.4e38, 3.4e38],
+        [10**40, 2, 3],
         {"age": 1.0, "income": 2.0, "debt": 3.0},
         "1,2,3",
         None,
     ],
-    "ts": [1795168800000, 1795168800000.5, TS, "yesterday", 1795168800, None, True, -5, 1e400],
-    "segment": ["eu", "us", 7, None, True, "x" * 300, ["eu"]],
+    "ts": [1795168800000, 1795168800000.5, TS, "yesterday", 1795168800, None, True, -5, 1e400, 10**30, 2.6e14],
+    "segment": ["eu", "us", 7, None, True, "x" * 300, ["eu"], "eu\x00", "\ud800", "ü"],
     "prediction": [
         None,
         {"label": 1},
@@ -303,6 +327,9 @@ _FIELD_CHOICES: dict[str, list[Any]] = {
         {"other": 1},
         [0.1, 0.9],
         {"label": 1, "probabilities": "0.1,0.9"},
+        {"label": 2**63},
+        {"label": -(2**63)},
+        {"label": 1e300},
     ],
 }
 
@@ -337,3 +364,89 @@ def test_the_fast_path_decodes_every_shape_as_the_careful_path(
         taken += fast._plain_common(json.loads(value), None, now) is not None
     assert taken >= 10  # the fast path did take the common shapes (most random combinations have a fault)
     assert fast._plain_common(shapes[0], None, now) is not None
+
+
+# ---------------------------------------------------------------------- values safe for every later stage (issue 30)
+
+
+@pytest.mark.parametrize("field", ["segment", "model_version", "id"])
+def test_decode_cleans_a_lone_surrogate_on_both_paths(field: str) -> None:
+    """A lone surrogate is valid JSON; it made the alert fingerprint (segment), /metrics (model_version) and the
+    dead-letter header (id) raise UnicodeEncodeError. Both paths replace it and give the same event."""
+    value = b'{"id": "p1", "ts": 1763800000000, "model": "credit", "features": [1, 2, 3]}'
+    value = value[:-1] + b', "' + field.encode() + b'": "a\\ud800"}'
+    events = [decoder().decode(value), CarefulDecoder().decode(value)]
+    for ev in events:
+        text = {"segment": ev.segment, "model_version": ev.model_version, "id": ev.event_id}[field]
+        assert text == "a\ufffd" and text.encode("utf-8")
+    assert _outcome_of(events[0]) == _outcome_of(events[1])
+
+
+def test_decode_removes_control_characters_and_caps_long_values() -> None:
+    ev = decoder().decode(event(id="a\x00b\n", model_version="v\x1b[31m1", segment="eu\u2028"))
+    assert (ev.event_id, ev.model_version, ev.segment) == ("ab", "v[31m1", "eu")
+    long_id, long_version = "i" * 300, "v" * 300
+    ev = decoder().decode(event(id=long_id, model_version=long_version))
+    assert len(ev.event_id) == MAX_ID_CHARS and ev.event_id.startswith("i" * 100) and ev.event_id[-17] == "~"
+    assert len(ev.model_version) == MAX_VERSION_CHARS
+    assert decoder().decode(event(id=long_id + "x")).event_id != ev.event_id  # distinct values stay distinct
+
+
+def test_decode_message_of_an_invalid_event_always_encodes() -> None:
+    """The message quotes event data (here an extra feature name with a surrogate); it goes into a Kafka header."""
+    with pytest.raises(InvalidEventError) as info:
+        decoder().decode(event(features={"age": 1, "income": 2, "debt": 3, "\ud800": 4}))
+    assert info.value.reason == "unknown_feature"
+    assert str(info.value).encode("utf-8")
+
+
+def test_decode_infinity_and_minus_infinity_together_are_not_finite() -> None:
+    """fsum raised ValueError on inf + -inf (json.dumps writes both tokens) and the process exited (issue 30)."""
+    value = json.dumps({"id": "i1", "ts": 1795168800000, "features": [math.inf, -math.inf, 1.0]}).encode()
+    for dec in (decoder(), CarefulDecoder()):
+        with pytest.raises(InvalidEventError, match=r"feature 'age' is inf; every feature must be finite") as info:
+            dec.decode(value)
+        assert info.value.reason == "not_finite"
+
+
+def test_decode_refuses_labels_and_timestamps_beyond_what_later_stages_hold() -> None:
+    with pytest.raises(InvalidEventError, match=r"must be an integer class; got 9223372036854775808") as info:
+        decoder().decode(event(prediction={"label": 2**63}))
+    assert info.value.reason == "bad_prediction"
+    for ts in (10**30, 253402214400000, "9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"):
+        with pytest.raises(InvalidEventError) as info:
+            decoder().decode(event(ts=ts))
+        assert info.value.reason == "bad_timestamp"
+
+
+def test_decode_allow_list_matches_cleaned_values() -> None:
+    dec = decoder(segments=["eu"])
+    assert [dec.decode(event(segment=s)).segment for s in ["eu\x00", "\ud800", "eu"]] == ["eu", "other", "eu"]
+
+
+def test_decode_refuses_a_default_version_that_is_no_label() -> None:
+    with pytest.raises(ConfigError, match=r"default_version 'v\\n' has control characters"):
+        ModelSchema(3, default_version="v\n")
+
+
+class CarefulDecoder(EventDecoder):
+    """The decoder of the tests above with its fast path switched off."""
+
+    def __init__(self) -> None:
+        super().__init__({"credit": ModelSchema(3, NAMES, default_version="7")}, default_model="credit")
+
+    def _plain_common(self, doc: Any, origin: Any, now: float | None) -> InferenceEvent | None:
+        return None
+
+
+def _outcome_of(ev: InferenceEvent) -> tuple[Any, ...]:
+    return (ev.event_id, ev.model, ev.model_version, ev.features.tolist(), ev.timestamp_seconds, ev.segment)
+
+
+@pytest.mark.parametrize("field", ["id", "model", "model_version", "segment", "ts", "prediction"])
+def test_decode_refuses_a_field_nested_as_deep_as_json_parses(field: str) -> None:
+    """Quoting such a value in the message recursed too deep (RecursionError out of the decoder)."""
+    for depth in range(900, 1001, 5):
+        nested = b"[" * depth + b"1" + b"]" * depth
+        with pytest.raises(InvalidEventError):
+            decoder().decode(event(features=[1, 2, 3])[:-1] + b', "%s": %s}' % (field.encode(), nested))

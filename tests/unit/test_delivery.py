@@ -467,3 +467,54 @@ def test_delivery_worker_stop_returns_when_the_last_flush_fails() -> None:
     worker.submit(fired())
     assert worker.stop(timeout_seconds=3)
     assert worker.queue_depth == 1 and worker.sent_total == 0
+
+
+# ----------------------------------------------------------------------------- degraded, secrets
+
+
+def test_delivery_worker_is_degraded_from_a_failure_until_the_next_success() -> None:
+    worker = DeliveryWorker(FakeSender([retryable(), None]), name="alertmanager")
+    assert worker.degraded is None
+    worker.submit(fired())
+    worker.process_once(T0)
+    degraded = worker.degraded
+    assert degraded is not None
+    assert "alert delivery to alertmanager failing (1 failed POSTs since the last success; 1 alerts waiting" in degraded
+    worker.process_once(T0 + 60)
+    assert worker.degraded is None and worker.sent_total == 1
+
+
+def test_delivery_worker_logs_a_failure_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    worker = DeliveryWorker(FakeSender([retryable(), retryable()]), name="webhook", initial_backoff_seconds=1.0)
+    worker.submit(fired())
+    with caplog.at_level("WARNING", logger="monitor.exporters.delivery"):
+        worker.process_once(T0)
+        worker.process_once(T0 + 1)
+    assert [r.getMessage() for r in caplog.records] == ["alert delivery failed; will retry"]
+
+
+def test_sender_sends_url_credentials_as_basic_auth_and_never_shows_them(receiver: Receiver) -> None:
+    host = receiver.url.removeprefix("http://")
+    sender = AlertmanagerSender(f"http://am:s3cr%40t@{host}/")
+    sender.send([fired().alert], T0)
+    ((path, headers, _),) = receiver.requests
+    assert path == "/api/v2/alerts"
+    assert headers["Authorization"] == "Basic YW06czNjckB0"  # am:s3cr@t
+    receiver.statuses = [503]
+    with pytest.raises(DeliveryError) as info:
+        sender.send([fired().alert], T0)
+    assert "s3cr" not in str(info.value) and "s3cr" not in info.value.url
+    assert info.value.url == f"http://***@{host}/api/v2/alerts"
+
+
+def test_sender_error_never_shows_a_token_in_the_query() -> None:
+    url = f"http://127.0.0.1:{free_port()}/hook?token=s3cret"
+    with pytest.raises(DeliveryError, match=r"/hook\?token=\*\*\* failed") as info:
+        WebhookSender(url, timeout_seconds=2).send([fired().alert], T0)
+    assert "s3cret" not in str(info.value)
+
+
+def test_sender_config_error_never_shows_the_password() -> None:
+    with pytest.raises(ConfigError, match="absolute http") as info:
+        WebhookSender("ftp://user:s3cret@host/hook")
+    assert "s3cret" not in str(info.value)

@@ -135,3 +135,42 @@ def test_load_rows_rejects_a_pickled_npy_array(tmp_path: Path) -> None:
     np.save(tmp_path / "x.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(DataError, match="Object arrays cannot be loaded when allow_pickle=False"):
         load_rows(tmp_path / "x.npy")
+
+
+def test_load_rows_refuses_an_npy_header_that_claims_more_data_than_follows(tmp_path: Path) -> None:
+    """The header's shape was allocated before reading: a 40-byte file raised MemoryError for 5.85 EiB."""
+    header = repr({"descr": "<c16", "fortran_order": True, "shape": (1159854, 1246, 291738411)})
+    path = tmp_path / "big.npy"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + b"\x00" * 8)
+    with pytest.raises(DataError, match=r"is truncated: its header claims an array of shape \(1159854, 1246"):
+        load_rows(path)
+
+
+@pytest.mark.parametrize(
+    ("header", "match"),
+    [
+        ("{'descr': '<i8', 'fortran_order': False, 'shape': (), }" + " " * 20 + "[", r"cannot read .* as a NumPy"),
+        ("{'descr': '|b1', 'fortran_order': False, 'shape': (0, 0), }", r"expected at least one row and column"),
+    ],
+)
+def test_load_rows_refuses_a_malformed_or_empty_npy_array(tmp_path: Path, header: str, match: str) -> None:
+    path = tmp_path / "odd.npy"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + b"\n")
+    with pytest.raises(DataError, match=match):
+        load_rows(path)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npy"])
+def test_load_rows_refuses_a_finite_value_beyond_float32(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"huge{suffix}"
+    if suffix == ".npy":
+        np.save(path, np.array([[1.0, 2.0], [3.0, 1e300]]))
+    else:
+        path.write_text("1,2\n3,1e300\n")
+    with pytest.raises(DataError, match=r"row 2 column 2 holds 1e\+300, beyond float32's range"):
+        load_rows(path)
+
+
+def test_load_rows_refuses_a_path_with_a_nul_byte(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"does not exist"):
+        load_rows(str(tmp_path / "a\x00b.csv"))

@@ -13,7 +13,7 @@ from monitor.errors import ConfigError, InvalidEventError
 from monitor.events import LivePrediction
 from monitor.source.decode import EventDecoder
 from monitor.source.kserve import KServeRequest, KServeResponse
-from monitor.source.kserve_join import KServeJoiner
+from monitor.source.kserve_join import KSERVE_DROP_REASONS, KServeJoiner
 from monitor.source.validate import ModelSchema
 from tests.unit.test_decode import NAMES, TS, TS_SECONDS, ce_headers, decoder, event
 
@@ -407,6 +407,77 @@ KSERVE_MORE_INVALID: list[tuple[bytes, list[tuple[str, bytes]], str, str]] = [
 
 @pytest.mark.parametrize(("value", "headers", "reason", "match"), KSERVE_MORE_INVALID)
 def test_kserve_more_invalid_messages(value: bytes, headers: list[tuple[str, bytes]], reason: str, match: str) -> None:
+    with pytest.raises(InvalidEventError, match=match) as info:
+        decoder().decode_kserve(value, headers)
+    assert info.value.reason == reason
+
+
+# ---------------------------------------------------------------------- values safe for every later stage (issue 30)
+
+
+def test_kserve_joiner_counts_every_dropped_half_by_model_and_reason() -> None:
+    """Reused ids were dropped silently: each drop is counted under a reason from KSERVE_DROP_REASONS."""
+    joiner = KServeJoiner(decoder(), ttl_seconds=1.0)
+    joiner.update(v1_request([1, 2, 3]), ce_headers("request", "d"), now=0.0)
+    joiner.update(v1_request([1, 2, 3]), ce_headers("request", "d"), now=0.0)  # reused id: dropped
+    joiner.update(v1_response(1, 0), ce_headers("response", "d"), now=0.1)  # two predictions for one instance
+    joiner.update(v1_response(1), ce_headers("response", "lost"), now=0.2)
+    joiner.expire(5.0)  # the response whose request never came
+    assert joiner.dropped == {
+        ("credit", "duplicate"): 1,
+        ("credit", "mismatched_response"): 1,
+        ("credit", "orphan_response"): 1,
+    }
+    assert {reason for _, reason in joiner.dropped} <= set(KSERVE_DROP_REASONS)
+    joiner.reset()
+    assert joiner.dropped == {}
+
+
+def test_kserve_cleans_ids_and_versions_from_headers_and_structured_attributes() -> None:
+    (ev,) = decoder().decode_many(v1_request([1, 2, 3]), ce_headers("request", "r\x1b1", ce_endpoint="blue\n"))
+    assert (ev.event_id, ev.model_version) == ("r1", "blue")
+    doc = {"specversion": "1.0", "type": "x.inference.request", "id": "s\ud800", "endpoint": "v" * 300,
+           "time": TS, "data": {"instances": [[1, 2, 3]]}}  # fmt: skip
+    (ev,) = decoder().decode_many(json.dumps(doc).encode())
+    assert ev.event_id == "s\ufffd" and len(ev.model_version) == 128 and ev.model_version.encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("value", "headers", "reason", "match"),
+    [
+        (v1_request([1, 2, 1e300]), ce_headers("request"), "out_of_range", r"feature \[2\] is 1e\+300, beyond float32"),
+        (v1_request([1, 2, 10**400]), ce_headers("request"), "bad_type", r"instances must be lists of 3 numbers"),
+        (v1_response(2**63), ce_headers("response"), "bad_prediction", r"class 9223372036854775808 does not fit"),
+        (
+            body(outputs=[{"name": "p", "shape": [1], "datatype": "INT64", "data": [1e300]}]),
+            ce_headers("response"),
+            "bad_prediction",
+            r"output 'p' has a class beyond int64",
+        ),
+        (
+            body(inputs=[{"name": "x", "shape": [2**62, 2**62], "datatype": "FP32", "data": [1, 2, 3]}]),
+            ce_headers("request"),
+            "wrong_width",
+            r"data does not fit its shape",
+        ),
+        (
+            body(specversion="1.0", type="x.inference.request", id="s", data_base64="é"),
+            [],
+            "not_json",
+            r"'data_base64' that is not base64",
+        ),
+        (
+            json.dumps({"specversion": "1.0", "type": "x.inference.request", "id": "s", "data": "\ud800"}).encode(),
+            [],
+            "not_json",
+            r"data is not JSON",
+        ),
+    ],
+)
+def test_kserve_values_beyond_later_stages_are_refused_with_a_reason(
+    value: bytes, headers: list[tuple[str, bytes]], reason: str, match: str
+) -> None:
+    """Each raised OverflowError, ValueError or UnicodeEncodeError out of the decoder before (issue 30's fuzzing)."""
     with pytest.raises(InvalidEventError, match=match) as info:
         decoder().decode_kserve(value, headers)
     assert info.value.reason == reason

@@ -6,7 +6,9 @@ import pytest
 
 from monitor.errors import ConfigError, InvalidEventError
 from monitor.events import LabelEvent
+from monitor.source.decode import EventDecoder
 from monitor.source.labels import JoinedLabel, LabelDecoder, LabelJoiner, ScoredPrediction
+from monitor.source.validate import ModelSchema
 
 
 def scored(event_id: str, predicted: int = 1, noisy: int | None = None) -> ScoredPrediction:
@@ -131,3 +133,20 @@ def test_label_joiner_bad_configuration_is_refused(kwargs: dict[str, float], mat
 def test_label_decoder_bad_configuration_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"max_bytes must be >= 1"):
         LabelDecoder(max_bytes=0)
+
+
+def test_label_decode_cleans_the_id_as_the_event_decoder_does() -> None:
+    """A label's id must still join its event's after both are cleaned (issue 30: lone surrogate ids)."""
+    events = EventDecoder({"m": ModelSchema(1)}, default_model="m")
+    for raw_id in ("p\\ud800", "a\\u0000b", "i" * 300):
+        value = b'{"id": "%s", "ts": 1795168800000, "features": [1]}' % raw_id.encode()
+        label = LabelDecoder(max_bytes=1024).decode(b'{"id": "%s", "label": 1}' % raw_id.encode(), now=0.0)
+        assert label.event_id == events.decode(value).event_id
+        assert label.event_id.encode("utf-8")
+
+
+@pytest.mark.parametrize("label", [b"9223372036854775808", b"-9223372036854775809", b"1e300", b'"1' + b"0" * 30 + b'"'])
+def test_label_decode_refuses_a_class_beyond_int64(label: bytes) -> None:
+    with pytest.raises(InvalidEventError, match=r"must be an integer class; got .* \(classes fit in int64\)") as info:
+        LabelDecoder().decode(b'{"id": "a", "label": ' + label + b"}", now=0.0)
+    assert info.value.reason == "bad_type"

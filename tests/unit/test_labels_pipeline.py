@@ -61,6 +61,7 @@ def _pipeline(tmp_path: Path, polls: list[list[RawRecord]], x: np.ndarray, y: np
             "sampler": {"events_per_second": 0},
             "state_dir": str(tmp_path / "state"),
             "labels": {"window_events": 500},
+            "checkpoint_seconds": 0,  # commits at every micro-batch, so the test can read them after a flush
         },
     )
     rts = [load_model_runtime(m) for m in settings.models]

@@ -1,4 +1,4 @@
-"""Logging set-up: kafka-python's close race is demoted, other receive errors are not."""
+"""Logging set-up: kafka-python's close race is demoted, other receive errors are not; secrets never reach a line."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from monitor.logs import KAFKA_TRANSPORT_LOGGER, KafkaCloseRaceFilter, setup_logging
+from monitor.logs import KAFKA_TRANSPORT_LOGGER, KafkaCloseRaceFilter, redact, redact_text, setup_logging
+
+SECRET = "hunter2"
 
 
 @pytest.fixture(autouse=True)
@@ -83,3 +85,52 @@ def test_setup_logging_installs_the_filter_once() -> None:
     setup_logging("debug")
     filters = logging.getLogger(KAFKA_TRANSPORT_LOGGER).filters
     assert sum(isinstance(f, KafkaCloseRaceFilter) for f in filters) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("https://am:hunter2@alertmanager:9093/api", "https://***@alertmanager:9093/api"),
+        ("https://hunter2@hooks.example/x", "https://***@hooks.example/x"),
+        ("http://h/hook?token=hunter2&channel=ops", "http://h/hook?token=***&channel=***"),
+        ("{'sasl_plain_password': 'hunter2 with spaces', 'x': 1}", "{'sasl_plain_password': '***', 'x': 1}"),
+        ("ssl_password=hunter2 topic=t", "ssl_password=*** topic=t"),
+        ("Authorization: Bearer hunter2", "Authorization: Bearer ***"),
+        ("nothing secret at kafka:9092", "nothing secret at kafka:9092"),
+    ],
+)
+def test_redact_text_hides(text: str, shown: str) -> None:
+    assert redact_text(text) == shown
+
+
+def test_redact_hides_secret_keys_and_urls_at_any_depth() -> None:
+    settings = {
+        "kafka": {
+            "bootstrap_servers": "k:9092",
+            "security": {"sasl_plain_password": SECRET, "sasl_mechanism": "PLAIN"},
+        },
+        "alerts": {"alertmanager_url": f"https://am:{SECRET}@am:9093", "webhook_url": None},
+        "headers": [{"api_key": SECRET}],
+    }
+    shown = redact(settings)
+    assert SECRET not in str(shown)
+    assert shown == {
+        "kafka": {"bootstrap_servers": "k:9092", "security": {"sasl_plain_password": "***", "sasl_mechanism": "PLAIN"}},
+        "alerts": {"alertmanager_url": "https://***@am:9093", "webhook_url": None},
+        "headers": [{"api_key": "***"}],
+    }
+
+
+@pytest.mark.parametrize("fmt", ["plain", "json"])
+def test_no_log_line_shows_a_secret(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
+    setup_logging("info", fmt)
+    log = logging.getLogger("monitor.test")
+    url = f"https://u:{SECRET}@am/x?token={SECRET}"
+    log.warning("POST %s failed", url, extra={"sasl_plain_password": SECRET, "error": OSError(f"refused: {url}")})
+    try:
+        raise ValueError(f"Unrecognized configs: {{'ssl_password': '{SECRET}'}}")
+    except ValueError:
+        log.exception("producer failed", extra={"settings": {"security": {"ssl_password": SECRET}}})
+    err = capsys.readouterr().err
+    assert err.count("***") >= 7 and "Unrecognized configs" in err and "refused: https://***@am/x" in err
+    assert SECRET not in err

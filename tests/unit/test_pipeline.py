@@ -57,9 +57,10 @@ class RecordingSink:
         self.sent.append((topic, value, list(headers), key))
         self.log.append(f"send:{topic}")
 
-    def flush(self, timeout_seconds: float) -> None:
+    def flush(self, timeout_seconds: float) -> bool:
         self.flushes += 1
         self.log.append("flush")
+        return True
 
     def close(self) -> None:
         return None
@@ -139,6 +140,9 @@ def make_settings(tmp_path: Path, *, reference: bool = True, **overrides: Any) -
         "state_dir": str(tmp_path / "state"),
         "sampler": {"events_per_second": 0},
         "probes": {"enabled": False},
+        # a checkpoint (state saved, then offsets committed) after every micro-batch, so that commits can be
+        # asserted batch by batch; the default checkpoints every few seconds
+        "checkpoint_seconds": 0,
     }
     for key, value in overrides.items():
         flags[key] = value

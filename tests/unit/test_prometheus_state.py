@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.exporters import prometheus
 from monitor.exporters.http import MetricsServer
-from monitor.exporters.prometheus import GAMMA_BUCKETS, METRICS, MetricsState
+from monitor.exporters.prometheus import GAMMA_BUCKETS, METRICS, MetricSpec, MetricsState, StateCollector
 
 
 def get(port: int, path: str) -> tuple[int, str, str]:
@@ -115,6 +116,71 @@ def test_prometheus_state_counters_dump_and_load(state: MetricsState) -> None:
     )
     assert fresh.counter("harmonic_events_scored_total", ("credit", "3", "eu")) == 10.0
     assert fresh.dump_counters() == rows  # gauges and unknown names are not restored as counters
+
+
+def test_prometheus_state_keeps_the_most_recent_versions_and_removes_the_series_of_the_evicted() -> None:
+    """10,000 distinct model_version values made 9,626 series (issue 30); now at most max_versions per model."""
+    state = MetricsState(max_versions=8)
+    for i in range(10_000):
+        state.inc("harmonic_events_scored_total", ("credit", f"v{i}", "eu"))
+        state.inc("harmonic_events_scored_total", ("credit", "stable", "eu"))  # seen all along: never evicted
+    state.inc("harmonic_events_scored_total", ("fraud", "v0", "eu"))  # another model keeps its own versions
+    versions = {
+        lab[1] for (name, lab) in state._counters if name == "harmonic_events_scored_total" and lab[0] == "credit"
+    }
+    assert versions == {"stable", *(f"v{i}" for i in range(10_000 - 7, 10_000))}
+    assert state.counter("harmonic_events_scored_total", ("fraud", "v0", "eu")) == 1.0
+    assert state.counter("harmonic_model_versions_evicted_total", ("credit",)) == 10_000 + 1 - 8
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StateCollector(state))
+    text = generate_latest(registry).decode()
+    assert text.count("harmonic_events_scored_total{") == 8 + 1
+
+
+def test_prometheus_state_eviction_removes_counters_gauges_and_histograms_of_that_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by the label's position in each spec: any metric declared with model and model_version is bounded."""
+    specs = {
+        "harmonic_test_version_gauge": MetricSpec("harmonic_test_version_gauge", "gauge", "t", ("model_version", "model")),
+        "harmonic_test_version_hist": MetricSpec("harmonic_test_version_hist", "histogram", "t", ("model", "model_version"), (1.0,)),
+    }  # fmt: skip
+    monkeypatch.setattr(prometheus, "SPECS", {**prometheus.SPECS, **specs})
+    monkeypatch.setattr(prometheus, "_LABEL_AT", {**prometheus._LABEL_AT, **{n: {"model": 1, "model_version": 0} if "gauge" in n else {"model": 0, "model_version": 1} for n in specs}})  # fmt: skip
+    monkeypatch.setattr(prometheus, "_VERSIONED", {**prometheus._VERSIONED, "harmonic_test_version_gauge": (1, 0), "harmonic_test_version_hist": (0, 1)})  # fmt: skip
+    state = MetricsState(max_versions=2)
+    state.inc("harmonic_events_scored_total", ("credit", "1", "eu"))
+    state.set("harmonic_test_version_gauge", ("1", "credit"), 3.0)
+    state.observe("harmonic_test_version_hist", ("credit", "1"), [0.5])
+    state.set("harmonic_test_version_gauge", ("1", "fraud"), 3.0)  # the same version of another model stays
+    state.inc("harmonic_events_scored_total", ("credit", "2", "eu"))
+    state.observe("harmonic_test_version_hist", ("credit", "3"), [0.5])  # a third version: "1" is the oldest
+    assert state.counter("harmonic_events_scored_total", ("credit", "1", "eu")) == 0.0
+    assert state.gauge("harmonic_test_version_gauge", ("1", "credit")) is None
+    assert ("harmonic_test_version_hist", ("credit", "1")) not in state._hists
+    assert state.gauge("harmonic_test_version_gauge", ("1", "fraud")) == 3.0
+    assert state.counter("harmonic_events_scored_total", ("credit", "2", "eu")) == 1.0
+
+
+def test_prometheus_state_forget_and_limit_versions() -> None:
+    state = MetricsState()
+    for version in ("a", "b", "c"):
+        state.inc("harmonic_events_scored_total", ("credit", version, "eu"))
+    assert state.forget("model_version", "a", "credit") == 1
+    assert state.forget("model_version", "a", "credit") == 0
+    state.limit_versions(1)  # "b" is the least recently seen of the two left
+    assert [lab[1] for (_, lab) in state._counters if _ == "harmonic_events_scored_total"] == ["c"]
+    with pytest.raises(ValueError, match=r"max_versions must be >= 1; got 0"):
+        MetricsState(max_versions=0)
+
+
+def test_prometheus_state_restored_counters_respect_the_version_bound() -> None:
+    rows = [
+        {"name": "harmonic_events_scored_total", "labels": ["credit", str(i), "eu"], "value": 1.0} for i in range(20)
+    ]
+    state = MetricsState(max_versions=3)
+    state.load_counters(rows)
+    assert state.counter_sum("harmonic_events_scored_total") == 3.0
 
 
 def test_prometheus_state_every_spec_is_well_formed() -> None:

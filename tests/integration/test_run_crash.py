@@ -1,0 +1,149 @@
+"""Crashes against real brokers: ``harmonic-monitor run`` SIGKILLed with events in flight, then restarted.
+
+Offsets are committed only after the state that covers them was written (``checkpoint_seconds``), so a kill -9
+between two checkpoints loses nothing: what the state does not hold, the broker delivers again. And the records in
+flight at the kill are re-processed one at a time after the restart (the in-flight marker), an invalid one among
+them dead-lettered and counted once.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.integration.brokers import Broker
+from tests.integration.model_fixtures import ClassifierFiles, build_classifier
+from tests.integration.sidecar import Scrape, Sidecar
+from tests.integration.test_run_kafka import (
+    DRAIN_TIMEOUT_SECONDS,
+    MODEL,
+    REASON_HEADER,
+    committed_offsets,
+    group_name,
+    produce,
+    read_topic,
+    run_env,
+    score_ids,
+    valid_events,
+)
+
+pytestmark = pytest.mark.integration
+
+#: long enough that the kill comes before the first checkpoint
+CHECKPOINT_SECONDS = "120"
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
+    return build_classifier(tmp_path_factory.mktemp("model"))
+
+
+def consumed(s: Scrape) -> float:
+    return s.total("harmonic_events_consumed_total")
+
+
+def sidecar(broker: Broker, topic: str, group: str, tmp_path: Path, files: ClassifierFiles, **env: str) -> Sidecar:
+    return Sidecar(
+        broker,
+        topic=topic,
+        group_id=group,
+        state_dir=tmp_path / "state",
+        log_path=tmp_path / "sidecar.log",
+        model=files.onnx_path,
+        model_name=MODEL,
+        reference=files.reference_path,
+        dead_letter_topic=f"{topic}-dlq",
+        scores_topic=f"{topic}-scores",
+        env=run_env(0, **env),
+    )
+
+
+def test_run_killed_before_its_first_checkpoint_loses_no_event(
+    kafka_broker: Broker, topic: str, classifier: ClassifierFiles, tmp_path: Path
+) -> None:
+    group = group_name()
+    kafka_broker.create_topic(f"{topic}-dlq", 1)
+    kafka_broker.create_topic(f"{topic}-scores", 4)
+    batch = valid_events(classifier, 3000, prefix="k")
+    with sidecar(
+        kafka_broker, topic, group, tmp_path, classifier, HARMONIC_CHECKPOINT_SECONDS=CHECKPOINT_SECONDS
+    ) as first:
+        first.wait_ready()
+        ends = produce(kafka_broker, topic, batch.messages)
+        first.wait_for_metrics(
+            lambda s: s.total("harmonic_events_scored_total") >= len(batch.messages),
+            "every event consumed and scored",
+            DRAIN_TIMEOUT_SECONDS,
+        )
+        assert first.kill() == -signal.SIGKILL
+    # nothing was checkpointed, so nothing was committed: the broker delivers every event again
+    assert all(offset is None for offset in committed_offsets(kafka_broker, topic, group).values())
+    assert not (tmp_path / "state" / "state.json").exists()
+    with sidecar(kafka_broker, topic, group, tmp_path, classifier) as second:
+        second.wait_ready()
+        settled = second.wait_for_metrics(
+            lambda s: committed_offsets(kafka_broker, topic, group) == ends,
+            "the restarted sidecar to apply and commit every event",
+            DRAIN_TIMEOUT_SECONDS,
+            settle_seconds=0.5,
+        )
+        # every event's effect is there exactly once: counted, scored, its score published
+        assert consumed(settled) == len(batch.messages)
+        assert settled.total("harmonic_events_scored_total") == len(batch.messages)
+        records = read_topic(
+            kafka_broker, f"{topic}-scores", lambda r: set(batch.valid_ids) <= set(score_ids(r)), "every score"
+        )
+        assert set(score_ids(records)) == set(batch.valid_ids)
+        code, _ = second.terminate()
+    assert code == 0, second.log_tail()
+
+
+def test_run_killed_with_an_invalid_record_in_flight_reprocesses_it_once(
+    kafka_broker: Broker, topic: str, classifier: ClassifierFiles, tmp_path: Path
+) -> None:
+    group = group_name()
+    kafka_broker.create_topic(f"{topic}-dlq", 1)
+    kafka_broker.create_topic(f"{topic}-scores", 4)
+    good = valid_events(classifier, 400, prefix="g")
+    poison_doc = {"id": "poison", "model": MODEL, "ts": 1_795_000_000_000}
+    width = len(classifier.events[0])
+    poison = json.dumps({**poison_doc, "features": [float("inf"), float("-inf"), *([0.0] * (width - 2))]}).encode()
+    messages = [*good.messages[:200], (b"poison", poison), *good.messages[200:]]
+    # the first run holds everything it reads in one pending micro-batch, so the kill finds it all in flight
+    in_hand = {"HARMONIC_BATCH__MAX_EVENTS": "10000", "HARMONIC_BATCH__MAX_WAIT_MS": "600000"}
+    with sidecar(
+        kafka_broker, topic, group, tmp_path, classifier, HARMONIC_CHECKPOINT_SECONDS=CHECKPOINT_SECONDS, **in_hand
+    ) as first:
+        first.wait_ready()
+        ends = produce(kafka_broker, topic, messages)
+        first.wait_for_metrics(
+            lambda s: consumed(s) >= len(messages), "the batch with the invalid record consumed", DRAIN_TIMEOUT_SECONDS
+        )
+        assert first.scrape().total("harmonic_events_scored_total") == 0
+        assert first.kill() == -signal.SIGKILL
+    marker = tmp_path / "state" / "inflight.json"
+    assert marker.exists()
+    with sidecar(kafka_broker, topic, group, tmp_path, classifier) as second:
+        second.wait_ready()
+        settled = second.wait_for_metrics(
+            lambda s: committed_offsets(kafka_broker, topic, group) == ends,
+            "the restarted sidecar to apply and commit every record",
+            DRAIN_TIMEOUT_SECONDS,
+            settle_seconds=0.5,
+        )
+        assert consumed(settled) == len(messages)
+        assert settled.total("harmonic_events_scored_total") == len(good.messages)
+        invalid = {k: v for k, v in settled.by_label("harmonic_events_invalid_total", "reason").items() if v}
+        assert invalid == {"not_finite": 1.0}
+        dead = read_topic(kafka_broker, f"{topic}-dlq", lambda r: len(r) >= 1, "the dead letter", partitions=1)
+        # at least once: the first run may have sent it before the kill
+        assert {r.value for r in dead} == {poison} and all(r.key == b"not_finite" for r in dead)
+        if kafka_broker.api_version is None:  # headers need Kafka >= 0.11 (Tansu); Kafka 0.9 keeps the key
+            assert {r.headers[REASON_HEADER] for r in dead} == {b"not_finite"}
+        code, _ = second.terminate()
+    assert code == 0, second.log_tail()
+    assert not marker.exists()  # the clean stop removed the in-flight marker
+    assert "re-processing them one at a time" in second.log_tail(400)
