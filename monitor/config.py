@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -64,15 +64,31 @@ class ScoringSettings(_Strict):
     sigma: float = Field(0.05, gt=0, description="Flicker noise scale σ.")
     steps: int = Field(25, ge=0, description="N in P_adj = P·exp(−N·γ_logit).")
     seed: int = Field(0, description="Seeds ball rotations/samples and flicker noise.")
-    regression_tolerance: float = Field(0.1, gt=0, description="Regressor flicker: |Δ| above this is a flip.")
+    regression_tolerance: float = Field(
+        0.1,
+        gt=0,
+        description="Regressor flicker: a copy flips when its output moves by more than this fraction of the output's "
+        "reference IQR (harmonic_flicker_tolerance gives it in output units; docs/SPEC-NOTES.md).",
+    )
 
 
 class ModelSettings(_Strict):
     name: str = Field(..., min_length=1, description="Model name as it appears in events' `model` field.")
     path: Path = Field(..., description="The ONNX file.")
+    model_kind: Literal["auto", "classifier", "regressor"] = Field(
+        "auto",
+        description="Classifier or regressor: auto decides from the graph (Softmax, ArgMax, label output, ZipMap; "
+        "the load log says what it decided and why); set it when a float [N, C] output holds logits the graph "
+        "does not mark.",
+    )
     version: str = Field("", description="Label model_version when events carry none.")
     reference: Path | None = Field(None, description="Reference data (.csv/.npy); else a warm-up window.")
     feature_names: tuple[str, ...] | None = Field(None, description="Order for events whose features are a map.")
+    reference_header: Literal["auto", "yes", "no"] = Field(
+        "auto",
+        description="Is the first row of a CSV reference a header? auto: when it is not the same kind as the rows "
+        "below it (names above numbers, or column numbers above fractional rows); yes: always; no: never.",
+    )
     warmup_events: int = Field(2000, ge=10, description="Warm-up window size when no reference is given.")
     providers: tuple[str, ...] = Field(("cpu",), description="onnxruntime execution providers, in order.")
     threads: int = Field(
@@ -184,7 +200,12 @@ def _parse_api_version(text: str) -> tuple[int, ...]:
 
 
 class SamplerSettings(_Strict):
-    events_per_second: float = Field(200.0, ge=0, description="Scoring budget per model; 0 = score everything.")
+    events_per_second: float = Field(
+        200.0,
+        ge=0,
+        description="Scoring budget (events/s) shared by all models, an equal share each under overload (max-min "
+        "fairness: what a model does not use goes to the others); 0 = score everything.",
+    )
     burst_seconds: float = Field(2.0, gt=0, description="Token-bucket depth in seconds of budget.")
     stratify: bool = Field(True, description="Class-stratified acceptance on the live predicted class.")
 
@@ -208,8 +229,18 @@ class SegmentSettings(_Strict):
 
 
 class WindowSettings(_Strict):
-    time_windows_seconds: tuple[int, ...] = Field((60, 300, 3600), description="Rolling time windows.")
+    time_windows_seconds: tuple[Annotated[int, Field(gt=0)], ...] = Field(
+        (60, 300, 3600), min_length=1, description="Rolling time windows (distinct spans > 0)."
+    )
     count_window_events: int = Field(2000, ge=50, description="Count window size (events).")
+
+    @field_validator("time_windows_seconds")
+    @classmethod
+    def _distinct_windows(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        repeated = sorted({w for w in v if v.count(w) > 1})
+        if repeated:
+            raise ValueError(f"{list(v)} repeats {repeated}; list each span once (each window is one series)")
+        return v
 
 
 class DriftSettings(_Strict):
@@ -234,6 +265,13 @@ class AlertSettings(_Strict):
     webhook_url: str | None = Field(None, description="Generic JSON webhook.")
     for_seconds: float = Field(30.0, ge=0, description="Condition must hold this long before firing.")
     resolve_after_seconds: float = Field(60.0, ge=0, description="Hysteresis: clear this long before resolving.")
+    allowed_lag_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="Alerts run on max(event-time watermark, wall time − this): event time while events arrive "
+        "within this of their timestamps; on a quiet stream time goes on this far behind the wall clock, so alerts "
+        "resolve; a backlog's old timestamps never resolve them (docs/OPERATIONS.md, Alerts on a quiet stream).",
+    )
     shadow_disagreement_threshold: float = Field(0.02, ge=0, le=1)
     runbook_url_base: str = Field(
         "docs/OPERATIONS.md",

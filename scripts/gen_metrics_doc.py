@@ -219,6 +219,16 @@ USAGE: dict[str, Usage] = {
         "ratio (0–1)",
         "Mean flicker of the reference distribution.",
     ),
+    "harmonic_flicker_tolerance": Usage(
+        "Rolling windows and reference",
+        "the model output's own units (`output` = the output column, 0 … 15 at most)",
+        "Regressors only: a flicker copy counts as a flip when its output moves by more than this "
+        "(`scoring.regression_tolerance`, a fraction, times the output's IQR over the reference; with several "
+        "outputs, when the RMS of the moves in units of these tolerances exceeds 1). Set when the scorer is built "
+        "(from the reference or the warm-up window) and constant until it is rebuilt; compare it with the changes "
+        "of the prediction that matter to the model's users. An exactly linear model flickers at about 0.7 % with "
+        "the defaults (σ = 0.05, tolerance 0.1): docs/SPEC-NOTES.md.",
+    ),
     # -- drift -------------------------------------------------------------------------------------------------------
     "harmonic_drift_verdict": Usage(
         "Drift",
@@ -449,6 +459,8 @@ LABELS: dict[str, str] = {
     + " (`kafka.dead_letter_topic`, `kafka.scores_topic`).",
     "path": "The HTTP endpoint's path without its slash: " + ", ".join(f"`{p}`" for p in HTTP_PATHS) + ".",
     "purpose": "What model rows were spent on: `events`, `shadow`, `reference`, `probe`.",
+    "output": "A regressor's output column, `0` to `15` (the model's outputs concatenated in graph order; columns "
+    "beyond 16 are not exported).",
     "window": "`<seconds>s` for each of `windows.time_windows_seconds` (default `60s`, `300s`, `3600s`) and "
     "`last_<N>` for the count window (`windows.count_window_events`, default `last_2000`).",
     "verdict": "One of " + ", ".join(f"`{v.value}`" for v in Verdict) + ".",
@@ -473,7 +485,8 @@ an alert fires: [OPERATIONS.md](OPERATIONS.md).
 ## Reading them
 
 - **Everything is prefixed `harmonic_`**, counters end in `_total`, durations are in seconds, ratios are 0–1.
-- **Sampling.** Only a sample of events is scored (`sampler.events_per_second` per model). Counters of *scored*
+- **Sampling.** Only a sample of events is scored (`sampler.events_per_second`, one budget shared by all models:
+  an equal share each under overload, and what a model does not use goes to the others). Counters of *scored*
   events therefore count the sample: to estimate live traffic divide by the sampled ratio,
   `rate(harmonic_events_scored_total[5m]) / on (model) group_left () harmonic_events_sampled_ratio`.
   Histograms (γ, flicker, P_adj) and the window gauges describe *distributions* and need no rescaling. The

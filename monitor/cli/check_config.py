@@ -1,13 +1,24 @@
-"""``harmonic-monitor check-config``: validate a configuration (file + env + flags) without running."""
+"""``harmonic-monitor check-config``: validate a configuration (file + env + flags) without running.
+
+It refuses what ``run`` would refuse before or during its loop: the settings themselves (pydantic: every window,
+budget and radius is checked where it is declared), each model file, the scorer and the windows built from the
+settings, and each model's reference (its width, its columns' names against ``feature_names``, and that some row
+is finite).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+
+import numpy as np
 
 from monitor.cli.run import add_settings_flags, settings_from_args
+from monitor.config import ModelSettings, Settings
 from monitor.errors import ConfigError
 from monitor.logs import redact, setup_logging
+from monitor.model.io import RowsFile, read_rows
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -15,10 +26,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "check-config",
         help="validate the configuration and print the effective settings as JSON",
         description="Load the YAML file, HARMONIC_* variables and flags exactly as `run` would, check every model "
-        "file loads, and print the effective settings. Exit 0 when valid, 2 with the reasons otherwise.",
+        "file loads with its scoring settings and its reference (width, names, finite rows), and print the "
+        "effective settings. Exit 0 when valid, 2 with the reasons otherwise.",
     )
     add_settings_flags(p)
-    p.add_argument("--no-load-models", action="store_true", help="check settings only; do not open the ONNX files")
+    p.add_argument(
+        "--no-load-models",
+        action="store_true",
+        help="check settings only; do not open the ONNX files or the references",
+    )
     p.set_defaults(func=run)
 
 
@@ -26,15 +42,81 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     setup_logging(settings.log_level, settings.log_format)
     if not args.no_load_models:
-        from monitor.model.onnx import OnnxModel
-
         for m in settings.models:
-            model = OnnxModel(m.path)
-            if m.feature_names is not None and len(m.feature_names) != model.n_features:
-                raise ConfigError(
-                    f"model '{m.name}': feature_names lists {len(m.feature_names)} names; the ONNX input takes "
-                    f"{model.n_features} features"
-                )
+            check_model(settings, m)
     # secrets (SASL/SSL passwords, tokens, credentials in URLs) print as "***": the output lands in CI logs and tickets
     print(json.dumps(redact(settings.model_dump(mode="json")), indent=2))
     return 0
+
+
+def check_model(settings: Settings, ms: ModelSettings) -> None:
+    """Load ``ms`` as ``run`` does and build what ``run`` builds from it later; raise what ``run`` would raise.
+
+    Raises
+    ------
+    MonitorError
+        The model file, its scoring settings, the windows, or its reference (width, names, finite rows).
+    """
+    from monitor.exporters.prometheus import MetricsState
+    from monitor.runtime.models import load_model_runtime
+    from monitor.runtime.watch import ModelWatch, WatchConfig
+
+    table = None
+    if ms.reference is not None and ms.reference.suffix.lower() != ".json":
+        table = _read_reference(ms)  # before the load: a reference without a finite row fails there less clearly
+    rt = load_model_runtime(ms)
+    n = rt.model.n_features
+    if ms.feature_names is not None and len(ms.feature_names) != n:
+        raise ConfigError(
+            f"model '{ms.name}': feature_names lists {len(ms.feature_names)} names; the ONNX input takes {n} features"
+        )
+    rt.scoring_config()  # the ball and the scales: without a reference `run` builds the scorer after the warm-up
+    ModelWatch(ms.name, WatchConfig.from_settings(settings, ms.warmup_events), MetricsState())
+    if table is not None:
+        _check_width(ms, table.rows.shape[1], n)  # load_model_runtime does not read it with space: raw
+        _check_names(ms, table.names)
+        print(f"model '{ms.name}': reference: {table.describe()}", file=sys.stderr)
+    elif ms.reference is not None:
+        from monitor.rolling.reference_file import read_reference
+
+        _, reference = read_reference(ms.reference, n)
+        _check_names(ms, reference.feature_names)
+        print(f"model '{ms.name}': reference '{ms.reference}' of {reference.n_events} events", file=sys.stderr)
+
+
+def _read_reference(ms: ModelSettings) -> RowsFile:
+    assert ms.reference is not None
+    table = read_rows(ms.reference, ms.reference_header, flag="--reference-header")
+    finite = int(np.count_nonzero(np.all(np.isfinite(table.rows), axis=1)))
+    if finite == 0:
+        raise ConfigError(
+            f"model '{ms.name}': reference '{ms.reference}' has no row without NaN or infinite values "
+            f"({table.rows.shape[0]} rows read); `run` standardizes with the finite rows. Clean the file or point "
+            "`reference` at another one"
+        )
+    if finite < table.rows.shape[0]:
+        print(
+            f"note: model '{ms.name}': {table.rows.shape[0] - finite} of {table.rows.shape[0]} reference rows hold "
+            "NaN or infinite values; `run` leaves them out",
+            file=sys.stderr,
+        )
+    return table
+
+
+def _check_width(ms: ModelSettings, width: int, n_features: int) -> None:
+    if width != n_features:
+        raise ConfigError(
+            f"reference '{ms.reference}' has {width} columns; model '{ms.name}' expects {n_features} features. "
+            "Was the reference built for another model?"
+        )
+
+
+def _check_names(ms: ModelSettings, names: tuple[str, ...] | None) -> None:
+    """The reference's column names (a CSV header, a reference file's feature names) agree with feature_names."""
+    if names is None or ms.feature_names is None or tuple(names) == tuple(ms.feature_names):
+        return
+    raise ConfigError(
+        f"model '{ms.name}': reference '{ms.reference}' names its columns {', '.join(names)}; model "
+        f"'{ms.name}' lists feature_names {', '.join(ms.feature_names)}. The columns must be in the order of "
+        "feature_names: reorder one of them, or rename the header if only the spelling differs"
+    )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -10,9 +12,24 @@ from numpy.typing import NDArray
 from monitor.cpus import intra_op_threads
 from monitor.errors import DataError
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
-from monitor.model.io import load_rows
+from monitor.model.io import HEADER_MODES, HeaderMode, read_rows
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
+
+
+def count_at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer >= ``low``, refused with what arrived (``--sample-rows 0``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}; got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}; got {value}")
+        return value
+
+    return parse
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -24,11 +41,28 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--threads",
-        type=int,
+        type=count_at_least(0),
         default=0,
         help="onnxruntime intra-op threads (0 = its default, capped by the cgroup CPU quota)",
     )
     p.add_argument("--max-rows", type=int, default=16384, help="rows per session.run chunk (default 16384)")
+    p.add_argument(
+        "--model-kind",
+        choices=["auto", "classifier", "regressor"],
+        default="auto",
+        help="classifier or regressor: auto decides from the graph (the log says what it decided and why)",
+    )
+
+
+def add_header_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--header",
+        choices=HEADER_MODES,
+        default="auto",
+        help="is the first row of each CSV file read (data, reference, labels) a header? auto (default): when it is "
+        "not the same kind as the rows below it (names above numbers, or column numbers 0..n-1 / 1..n above "
+        "fractional rows); yes: always skipped; no: always data. What was decided is printed",
+    )
 
 
 def add_scoring_options(p: argparse.ArgumentParser) -> None:
@@ -55,6 +89,13 @@ def add_scoring_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sigma", type=float, default=0.05, help="flicker noise scale σ (default 0.05, in --space units)")
     p.add_argument("--steps", type=int, default=25, help="N in p_adj = P·exp(−N·γ_logit) (default 25)")
     p.add_argument("--seed", type=int, default=0, help="seed for ball rotations/samples and flicker noise")
+    p.add_argument(
+        "--regression-tolerance",
+        type=float,
+        default=0.1,
+        help="regressors: a noisy copy flips when its output moves more than this fraction of the output's IQR "
+        "(default 0.1)",
+    )
 
 
 def load_model(args: argparse.Namespace) -> OnnxModel:
@@ -66,23 +107,55 @@ def load_model(args: argparse.Namespace) -> OnnxModel:
             intra_op_threads=intra_op_threads(args.threads, str(args.model)),
             max_rows_per_run=args.max_rows,
         ),
+        model_kind=args.model_kind,
     )
 
 
-def load_points(path: str, n_features: int, *, what: str) -> NDArray[np.float64]:
-    rows = load_rows(path)
+def load_points(
+    path: str,
+    n_features: int,
+    *,
+    what: str,
+    header: HeaderMode = "auto",
+    announce: bool = True,
+    notes: list[str] | None = None,
+) -> NDArray[np.float64]:
+    """The rows of ``path`` (``what`` names its flag in messages).
+
+    What was read (rows, columns, the header decision) is printed on stderr when ``announce``, or appended to
+    ``notes`` when given, for a command that prints it with its result (``probe``: an error is one line).
+    """
+    table = read_rows(path, header)
+    if notes is not None:
+        notes.append(f"{what}: {table.describe()}")
+    elif announce:
+        print(f"{what}: {table.describe()}", file=sys.stderr)
+    rows = table.rows
     if rows.shape[1] != n_features:
         raise DataError(
-            f"{what} '{path}' has {rows.shape[1]} columns; the model expects {n_features} features", path=path
+            f"{what} '{path}' has {rows.shape[1]} columns; the model expects {n_features} features. "
+            "Was the file written for another model?",
+            path=path,
         )
     return rows
 
 
-def build_standardizer(args: argparse.Namespace, n_features: int, data_path: str) -> Standardizer:
+def build_standardizer(
+    args: argparse.Namespace, n_features: int, data_path: str, notes: list[str] | None = None
+) -> Standardizer:
     if args.space == "raw":
         return Standardizer.identity(n_features)
     ref_path = args.reference or data_path
-    ref = load_points(ref_path, n_features, what="--reference" if args.reference else "--data")
+    what = "--reference" if args.reference else "--data"
+    # --data is announced where the command reads it for scoring, not twice
+    ref = load_points(
+        ref_path,
+        n_features,
+        what=what,
+        header=args.header,
+        announce=bool(args.reference),
+        notes=notes if args.reference else None,
+    )
     finite = ref[np.all(np.isfinite(ref), axis=1)]
     if finite.shape[0] == 0:
         raise DataError(f"'{ref_path}' has no finite rows to standardize with", path=ref_path)
@@ -100,5 +173,6 @@ def build_scorer(args: argparse.Namespace) -> tuple[OnnxModel, Standardizer, Rob
         sigma=args.sigma,
         steps=args.steps,
         seed=args.seed,
+        regression_tolerance=args.regression_tolerance,
     )
     return model, standardizer, RobustnessScorer(model, standardizer, config)

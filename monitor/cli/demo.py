@@ -1,15 +1,25 @@
-"""``harmonic-monitor demo``: the embedded end-to-end demo (no Kafka needed)."""
+"""``harmonic-monitor demo``: the embedded end-to-end demo (no Kafka needed).
+
+Without ``--workdir`` the model, the events and the state go to a temporary directory that is removed on every exit
+path: the end of the demo, an error, Ctrl-C and SIGTERM. The progress line and the summary show the same numbers:
+each phase's γ and flicker means are running means over every event scored in the phase, and the phase's last
+progress line is rendered from the summary's row.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import shutil
+import signal
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -82,17 +92,106 @@ class _PhaseSource:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.events < 3000:
+        raise ConfigError(f"--events must be >= 3000 (1000 per phase, the drift window); got {args.events}")
+    if args.workdir:
+        return _run(args, Path(args.workdir), kept=True)
+    with _removed_on_exit() as workdir:
+        return _run(args, workdir, kept=False)
+
+
+@contextlib.contextmanager
+def _removed_on_exit() -> Iterator[Path]:
+    """A temporary directory, removed however the block ends: SIGTERM raises SystemExit(143) meanwhile, so that
+    this ``finally`` runs (Ctrl-C's KeyboardInterrupt and errors unwind through it anyway)."""
+    restore = _exit_on_sigterm()
+    workdir: Path | None = None
+    try:
+        workdir = Path(tempfile.mkdtemp(prefix="harmonic-demo-"))
+        yield workdir
+    finally:
+        if workdir is not None:
+            with _ignoring_sigterm():  # a second SIGTERM must not cut the removal short
+                shutil.rmtree(workdir, ignore_errors=True)
+        restore()
+
+
+def _exit_on_sigterm() -> Callable[[], None]:
+    """Make SIGTERM raise SystemExit(128 + 15) in the main thread; returns what puts the previous handler back."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        return lambda: None
+
+    def _on_sigterm(signum: int, _frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore
+
+
+@contextlib.contextmanager
+def _ignoring_sigterm() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _PhaseTally:
+    """γ and flicker of the events scored in one phase: running means for the progress line, the same means and
+    the γ p95 for the summary (one number per thing)."""
+
+    def __init__(self) -> None:
+        self._gamma: list[NDArray[np.float64]] = []
+        self._gamma_sum = 0.0
+        self._flicker_sum = 0.0
+        self._flicker_count = 0
+
+    def update(self, gamma: NDArray[np.float64], flicker: NDArray[np.float64]) -> _PhaseTally:
+        """Add a scored batch's values; NaN ones (a class score that overflowed in the model) are left out."""
+        gamma = gamma[np.isfinite(gamma)]
+        self._gamma.append(gamma)
+        self._gamma_sum += float(gamma.sum())
+        finite = flicker[np.isfinite(flicker)]
+        self._flicker_sum += float(finite.sum())
+        self._flicker_count += int(finite.size)
+        return self
+
+    @property
+    def gamma_count(self) -> int:
+        return sum(g.size for g in self._gamma)
+
+    @property
+    def gamma_mean(self) -> float:
+        n = self.gamma_count
+        return self._gamma_sum / n if n else float("nan")
+
+    @property
+    def flicker_mean(self) -> float:
+        return self._flicker_sum / self._flicker_count if self._flicker_count else float("nan")
+
+    def gamma_p95(self) -> float:
+        return float(np.quantile(np.concatenate(self._gamma), 0.95)) if self.gamma_count else float("nan")
+
+
+def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
     from monitor.cli.demo_data import PHASES, build_demo
+    from monitor.clock import WatermarkClock
     from monitor.config import load_settings
     from monitor.runtime.models import load_model_runtime
     from monitor.runtime.service import Service
 
-    if args.events < 3000:
-        raise ConfigError(f"--events must be >= 3000 (1000 per phase, the drift window); got {args.events}")
-    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="harmonic-demo-"))
     out = sys.stdout
     started = time.perf_counter()
     print(f"harmonic-monitor demo: training the model and generating {args.events} events in {workdir}", file=out)
+    out.flush()  # a caller waiting for this line (a test, a wrapper script) sees it at once
     data = build_demo(workdir, events=args.events, seed=args.seed)
     flags: dict[str, Any] = {
         "models": [
@@ -116,17 +215,17 @@ def run(args: argparse.Namespace) -> int:
     source = _PhaseSource()
     runtimes = [load_model_runtime(m) for m in settings.models]
     phase_stats: dict[str, dict[str, Any]] = {}
-    with Service(settings, source, runtimes, serve_metrics=not args.no_serve) as svc:
+    # a replay: windows and alerts run on the events' own time (the watermark), not the wall clock
+    clock = WatermarkClock()
+    with Service(settings, source, runtimes, serve_metrics=not args.no_serve, alert_clock=clock) as svc:
         pipeline = svc.pipeline
         watch = pipeline.runtimes["demo"].watch
         assert watch is not None
+        tallies = {p: _PhaseTally() for p in PHASES}
         current = {"name": PHASES[0]}
-        sums: dict[str, list[NDArray[np.float64]]] = {p: [] for p in PHASES}
-        flick: dict[str, list[NDArray[np.float64]]] = {p: [] for p in PHASES}
 
         def collect(rt: Any, rows: Any, result: Any, now: float) -> None:
-            sums[current["name"]].append(result.gamma[result.valid])
-            flick[current["name"]].append(result.flicker[result.valid])
+            tallies[current["name"]].update(result.gamma[result.valid], result.flicker[result.valid])
 
         pipeline.scored_hooks.append(collect)
         if svc.server is not None:
@@ -134,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
         stop = threading.Event()
         for name in PHASES:
             current["name"] = name
+            tally = tallies[name]
             lines = data.phases[name]
             source.load(lines)
             alerts_before = len(watch.fired)
@@ -145,30 +245,48 @@ def run(args: argparse.Namespace) -> int:
                 now = time.perf_counter()
                 if now - last_print >= 0.5:
                     last_print = now
-                    _progress(out, name, source.current.emitted, len(lines), now - t0, sums[name], flick[name], watch)
+                    verdict = watch.verdict("other")
+                    _progress(
+                        out,
+                        name,
+                        source.current.emitted,
+                        len(lines),
+                        now - t0,
+                        tally.gamma_mean,
+                        tally.flicker_mean,
+                        verdict.value if verdict is not None else "…",
+                    )
             pipeline.flush()
             watch.evaluate(_last_ts(lines))
-            g = np.concatenate(sums[name]) if sums[name] else np.zeros(0)
-            f = np.concatenate(flick[name]) if flick[name] else np.zeros(0)
             fired = [
                 ev.alert.labels["alertname"] for ev in watch.fired[alerts_before:] if ev.alert.state.value == "firing"
             ]
             verdict = watch.verdict("other")
             report = watch.last_reports.get("other")
-            phase_stats[name] = {
+            seconds = time.perf_counter() - t0
+            stats = phase_stats[name] = {
                 "name": name,
                 "events": len(lines),
-                "gamma_mean": float(g.mean()) if g.size else float("nan"),
-                "gamma_p95": float(np.quantile(g, 0.95)) if g.size else float("nan"),
-                "flicker_mean": float(f.mean()) if f.size else float("nan"),
+                "gamma_mean": tally.gamma_mean,
+                "gamma_p95": tally.gamma_p95(),
+                "flicker_mean": tally.flicker_mean,
                 "verdict": verdict.value if verdict is not None else "stable",
                 "alerts": sorted(set(fired)),
                 "detectors_fired": list(report.fired) if report else [],
                 "features_moved": [n for n, _ in report.top_features] if report else [],
-                "seconds": round(time.perf_counter() - t0, 2),
+                "seconds": round(seconds, 2),
             }
+            # the phase's last progress line: the summary's row, so that the two never disagree
             _progress(
-                out, name, len(lines), len(lines), time.perf_counter() - t0, sums[name], flick[name], watch, final=True
+                out,
+                name,
+                len(lines),
+                len(lines),
+                seconds,
+                stats["gamma_mean"],
+                stats["flicker_mean"],
+                stats["verdict"],
+                final=True,
             )
         svc.probes.run_once(time.time())
         pipeline.close()
@@ -176,6 +294,8 @@ def run(args: argparse.Namespace) -> int:
         summary = {
             "phases": [phase_stats[p] for p in PHASES],
             "model": str(data.model_path),
+            "workdir": str(workdir),
+            "workdir_kept": kept,
             "zero_weight_features": [data.feature_names[j] for j in data.zero_weight_features],
             "events_scored": int(svc.state.counter_sum("harmonic_events_scored_total")),
             "events_invalid": int(svc.state.counter_sum("harmonic_events_invalid_total")),
@@ -203,20 +323,17 @@ def _progress(
     done: int,
     total: int,
     seconds: float,
-    gam: list[NDArray[np.float64]],
-    fl: list[NDArray[np.float64]],
-    watch: Any,
+    gamma_mean: float,
+    flicker_mean: float,
+    verdict: str,
     *,
     final: bool = False,
 ) -> None:
-    g = np.concatenate(gam[-4:]) if gam else np.zeros(0)
-    f = np.concatenate(fl[-4:]) if fl else np.zeros(0)
-    verdict = watch.verdict("other") if watch is not None else None
+    """One progress line: the phase's running γ and flicker means (over every event scored in it so far)."""
     rate = done / seconds if seconds > 0 else 0.0
     line = (
         f"[{phase:>13}] {done:>6}/{total:<6} events  {rate:>8.0f} ev/s  "
-        f"γ {g.mean() if g.size else float('nan'):.2e}  flicker {f.mean() if f.size else float('nan'):.4f}  "
-        f"verdict {verdict.value if verdict is not None else '…'}"
+        f"γ {gamma_mean:.2e}  flicker {flicker_mean:.4f}  verdict {verdict}"
     )
     tty = hasattr(out, "isatty") and out.isatty()
     if tty:
@@ -240,3 +357,9 @@ def _print_summary(out: Any, summary: dict[str, Any]) -> None:
         f"{summary['seconds']} s",
         file=out,
     )
+    if summary["workdir_kept"]:
+        print(f"files kept in {summary['workdir']} (--workdir): the model, its reference and the state", file=out)
+    else:
+        print(
+            f"temporary files in {summary['workdir']} are removed at exit (pass --workdir DIR to keep them)", file=out
+        )

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.cli.common import add_model_options, build_standardizer, load_model, load_points
+from monitor.cli.common import add_header_option, add_model_options, build_standardizer, load_model, load_points
 from monitor.errors import MonitorError, ProbeError
-from monitor.model.io import load_rows
+from monitor.model.io import HeaderMode, load_rows
 from monitor.model.onnx import OnnxModel
 from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
@@ -40,7 +40,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     add_model_options(p)
-    p.add_argument("--data", required=True, help="points to probe: .csv (a header row is skipped) or .npy")
+    p.add_argument(
+        "--data", required=True, help="points to probe: .csv (a header row is detected: see --header) or .npy"
+    )
+    add_header_option(p)
     p.add_argument(
         "--reference", help="reference data (.csv/.npy): standardization and dropout means; default: --data itself"
     )
@@ -91,8 +94,8 @@ def run_probe_command(args: argparse.Namespace) -> int:
         return EXIT_ERROR
 
 
-def _load_labels(path: str, n_points: int) -> NDArray[np.int64]:
-    raw = load_rows(path).reshape(-1)
+def _load_labels(path: str, n_points: int, header: HeaderMode) -> NDArray[np.int64]:
+    raw = load_rows(path, header).reshape(-1)
     if raw.shape[0] != n_points:
         raise ProbeError(
             f"--labels '{path}' has {raw.shape[0]} values; expected one class index per point ({n_points})"
@@ -131,12 +134,25 @@ def _run(args: argparse.Namespace) -> int:
     if args.budget is not None and args.budget < 1:
         raise ProbeError(f"--budget must be a positive number of model rows; got {args.budget}")
     model = load_model(args)
-    points = load_points(args.data, model.n_features, what="--data")
+    notes: list[str] = []  # what was read, printed with the result: an error is one line
+    points = load_points(args.data, model.n_features, what="--data", header=args.header, notes=notes)
     bad = int(np.count_nonzero(~np.all(np.isfinite(points), axis=1)))
     if bad:
         raise ProbeError(f"--data '{args.data}' has {bad} row(s) with NaN or infinite values; remove them to probe")
-    standardizer = build_standardizer(args, model.n_features, args.data)
-    reference = load_points(args.reference, model.n_features, what="--reference") if args.reference else None
+    standardizer = build_standardizer(args, model.n_features, args.data, notes)
+    reference = (
+        # noted by build_standardizer unless --space raw left it unread
+        load_points(
+            args.reference,
+            model.n_features,
+            what="--reference",
+            header=args.header,
+            announce=False,
+            notes=notes if args.space == "raw" else None,
+        )
+        if args.reference
+        else None
+    )
     fill = None
     if args.space == "raw":  # dropout still writes the reference (or data) mean, in raw units
         base = reference if reference is not None else points
@@ -145,7 +161,7 @@ def _run(args: argparse.Namespace) -> int:
     output_scale = None
     if reference is not None and model.kind == "regressor":
         output_scale, extra["reference"] = _reference_scale(model, reference)
-    labels = _load_labels(args.labels, points.shape[0]) if args.labels else None
+    labels = _load_labels(args.labels, points.shape[0], args.header) if args.labels else None
     result = run_funnel(
         model,
         standardizer,
@@ -165,6 +181,8 @@ def _run(args: argparse.Namespace) -> int:
         extra_evaluations=extra,
     )
     out = write_report(report, args.json_path)
+    for note in notes:
+        print(note, file=sys.stderr)
     mri = ", ".join(f"{k} {v:.3f}" for k, v in (result.mri.vector.items() if result.mri else ()))
     print(
         f"probed {result.n_points} points: MRI [{mri}]; {len(result.thresholds)} threshold search(es); "

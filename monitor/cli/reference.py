@@ -12,7 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
-from monitor.cli.common import add_model_options, add_scoring_options, build_scorer, load_points
+from monitor.cli.common import (
+    add_header_option,
+    add_model_options,
+    add_scoring_options,
+    build_scorer,
+    count_at_least,
+    load_points,
+)
 from monitor.errors import DataError
 from monitor.rolling.reference import Reference
 from monitor.rolling.reference_file import write_reference
@@ -28,9 +35,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     add_model_options(p)
-    p.add_argument("--data", required=True, help="reference rows: .csv or .npy")
+    p.add_argument(
+        "--data", required=True, help="reference rows: .csv (a header row is detected: see --header) or .npy"
+    )
+    add_header_option(p)
     add_scoring_options(p)
-    p.add_argument("--sample-rows", type=int, default=5000, help="rows scored (a seeded sample; default 5000)")
+    p.add_argument(
+        "--sample-rows", type=count_at_least(1), default=5000, help="rows scored (a seeded sample; default 5000)"
+    )
     p.add_argument("--feature-names", help="comma-separated names of the features (alerts name moved features)")
     p.add_argument("--out", required=True, help="output JSON")
     p.set_defaults(func=run)
@@ -38,7 +50,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     model, standardizer, scorer = build_scorer(args)
-    rows = load_points(args.data, model.n_features, what="--data")
+    rows = load_points(args.data, model.n_features, what="--data", header=args.header)
     rows = rows[np.all(np.isfinite(rows), axis=1)]
     if rows.shape[0] < 10:
         raise DataError(f"'{args.data}' has {rows.shape[0]} finite rows; a reference needs at least 10", path=args.data)

@@ -24,6 +24,12 @@ def add_settings_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="ONNX model file (defines the single watched model; overrides the file's list)")
     p.add_argument("--model-name", help="name events use in their `model` field (default: the ONNX file's stem)")
     p.add_argument("--reference", help="reference data (.csv/.npy) for standardization and drift")
+    p.add_argument(
+        "--reference-header",
+        choices=["auto", "yes", "no"],
+        help="is the reference CSV's first row a header? auto (default): when it is not the same kind as the rows "
+        "below it; yes; no (the model's reference_header setting)",
+    )
     p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers, host:port[,host:port]")
     p.add_argument("--topic", help="topic with inference events")
     p.add_argument("--group-id", help="consumer group (replicas share it)")
@@ -55,11 +61,15 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         model: dict[str, Any] = {"name": args.model_name or Path(args.model).stem, "path": args.model}
         if args.reference:
             model["reference"] = args.reference
+        if args.reference_header:
+            model["reference_header"] = args.reference_header
         flags["models"] = [model]
-    elif args.model_name or args.reference:
+    elif args.model_name or args.reference or args.reference_header:
         from monitor.errors import ConfigError
 
-        raise ConfigError("--model-name and --reference need --model (or put them in the config file's `models:`)")
+        raise ConfigError(
+            "--model-name, --reference and --reference-header need --model (or put them in the config file's `models:`)"
+        )
     return load_settings(args.config, flags)
 
 

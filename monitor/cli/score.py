@@ -10,7 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
-from monitor.cli.common import add_model_options, add_scoring_options, build_scorer, load_points
+from monitor.cli.common import (
+    add_header_option,
+    add_model_options,
+    add_scoring_options,
+    build_scorer,
+    load_points,
+)
 from monitor.errors import MonitorError
 
 log = logging.getLogger("monitor.score")
@@ -27,7 +33,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     add_model_options(p)
-    p.add_argument("--data", required=True, help="rows to score: .csv (a header row is detected and skipped) or .npy")
+    p.add_argument("--data", required=True, help="rows to score: .csv (a header row is detected: see --header) or .npy")
+    add_header_option(p)
     add_scoring_options(p)
     p.add_argument(
         "--batch-size",
@@ -42,7 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     model, standardizer, scorer = build_scorer(args)
-    rows = load_points(args.data, model.n_features, what="--data")
+    rows = load_points(args.data, model.n_features, what="--data", header=args.header)
     out_path = Path(args.out)
     classifier = model.kind == "classifier"
     header = ["gamma", "flicker", "p_adj", "predicted_class"] + (["probability"] if classifier else [])
@@ -69,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             f"(data rows {shown}); their output rows are NaN",
             file=sys.stderr,
         )
-    print(f"scored {rows.shape[0] - len(invalid)} rows -> {out_path}", file=sys.stderr)
+    print(f"scored {rows.shape[0] - len(invalid)} of {rows.shape[0]} rows -> {out_path}", file=sys.stderr)
     return 0
 
 

@@ -17,10 +17,17 @@ alerts with Prometheus' semantics::
 * Deduplication: there is exactly one alert per fingerprint (rule, model, segment); observing a
   held condition again updates its numbers and emits nothing.
 
+Conditions are evaluated on a clock as well as on new data: :meth:`AlertEngine.advance` moves every
+pending and firing alert on to a later time with the condition it was last observed with, so a pending
+alert fires and a clearing one resolves on time although no new evaluation arrives, and an alert whose
+evidence went *quiet* (its model and segment received no events for a while; the caller decides) counts
+its condition as false and resolves after the hysteresis.
+
 Only the two transitions that leave the process — *fired* and *resolved* — are returned as
 :class:`AlertEvent` objects; :mod:`monitor.exporters.delivery` sends them. The engine does no I/O
 and reads no clock: ``now_seconds`` (Unix epoch seconds, the timestamps go into ``startsAt`` and
-``endsAt``) is passed in on every call, so a list of booleans is enough to test it.
+``endsAt``; :mod:`monitor.clock` in the sidecar) is passed in on every call, so a list of booleans
+is enough to test it.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from monitor.errors import ConfigError
@@ -343,6 +350,55 @@ class AlertEngine:
         self._resolved_total += 1
         resolved = replace(tracked.alert, state=AlertState.RESOLVED, ends_at_seconds=now_seconds)
         return AlertEvent(alert=resolved, previous=AlertState.FIRING, at_seconds=now_seconds)
+
+    def advance(self, now_seconds: float, *, quiet: Collection[tuple[str, str]] = ()) -> list[AlertEvent]:
+        """Evaluate every pending and firing alert at ``now_seconds`` without new data.
+
+        Each alert's condition is the one it was last observed with (a pending alert's held; a firing alert's
+        held unless its hysteresis clock runs), or false where its (model, segment) is in ``quiet``: no recent
+        evidence. So a pending alert fires once ``for_seconds`` have passed, and a firing alert whose condition
+        is false or quiet resolves once ``resolve_after_seconds`` have passed, on a stream that sends nothing.
+
+        Parameters
+        ----------
+        now_seconds : float
+            Evaluation time, Unix epoch seconds.
+        quiet : collection of (model, segment)
+            Slices whose conditions count as false.
+
+        Returns
+        -------
+        list of AlertEvent
+            The transitions, in :meth:`active` order.
+
+        Examples
+        --------
+        >>> engine = AlertEngine([AlertRule("GammaDrift", "gamma", for_seconds=0, resolve_after_seconds=120)])
+        >>> engine.observe("GammaDrift", model="m", segment="s", condition=True, value=1, reference=0, now_seconds=0)
+        ... # doctest: +ELLIPSIS
+        AlertEvent(...)
+        >>> engine.advance(60, quiet={("m", "s")}), [e.alert.state.value for e in engine.advance(180, quiet={("m", "s")})]
+        ([], ['resolved'])
+        """
+        events: list[AlertEvent] = []
+        for alert in self.active():
+            tracked = self._tracked[alert.fingerprint]
+            held = alert.state is AlertState.PENDING or tracked.clear_since_seconds is None
+            event = self.observe(
+                alert.rule.name,
+                model=alert.model,
+                segment=alert.segment,
+                condition=held and (alert.model, alert.segment) not in quiet,
+                value=alert.value,
+                reference=alert.reference,
+                now_seconds=now_seconds,
+                top_features=alert.top_features,
+                detail=alert.detail,
+                verdict=alert.verdict,
+            )
+            if event is not None:
+                events.append(event)
+        return events
 
     def _maybe_fire(self, tracked: _Tracked, now_seconds: float) -> AlertEvent | None:
         alert = tracked.alert

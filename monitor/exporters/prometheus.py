@@ -127,6 +127,13 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("harmonic_reference_gamma_mean", "gauge", "Mean γ of the reference distribution.", (_M,)),
     MetricSpec("harmonic_reference_flicker_mean", "gauge", "Mean flicker of the reference distribution.", (_M,)),
     MetricSpec(
+        "harmonic_flicker_tolerance",
+        "gauge",
+        "Regressors: how far a flicker copy's output must move to flip, in the output's units "
+        "(scoring.regression_tolerance × the output's reference IQR), per output column.",
+        (_M, "output"),
+    ),
+    MetricSpec(
         "harmonic_drift_verdict",
         "gauge",
         "1 for the current verdict of the latest drift evaluation (stable, benign-shift, harmful-shift).",

@@ -73,7 +73,9 @@ class ScoringConfig:
     sigma: float = 0.05
     steps: int = 25  # N in P_adj = P·exp(−N·γ_logit)
     seed: int = 0
-    regression_tolerance: float = 0.1  # flicker for regressors: |Δ output| above this counts as a flip
+    #: flicker for regressors: a copy flips when its output moves by more than this fraction of the output's
+    #: reference IQR (:func:`output_scale`; RMS over the outputs, each in units of its own IQR)
+    regression_tolerance: float = 0.1
 
     def __post_init__(self) -> None:
         if not self.radius > 0:
@@ -145,6 +147,19 @@ class RobustnessScorer:
         self._rng = np.random.default_rng(self.config.seed)
         self._buffer = np.empty((0, n), dtype=np.float32)
         k = self.config.flicker_copies
+        #: (D,) regressors with flicker copies: each output's IQR over the reference (:func:`output_scale`), the
+        #: scale ``regression_tolerance`` is a fraction of; None otherwise
+        self.output_scale: NDArray[np.float64] | None = None
+        #: (D,) the same in output units: ``regression_tolerance`` · output_scale (a gauge), None otherwise
+        self.flicker_tolerance: NDArray[np.float64] | None = None
+        self._flip_weights = np.ones(0, dtype=np.float32)
+        if model.kind == "regressor" and k:
+            self.output_scale = output_scale(model, standardizer, seed=self.config.seed)
+            self.flicker_tolerance = self.config.regression_tolerance * self.output_scale
+            # a copy flips when Σ_d (Δ_d · w_d)² > 1, w_d = 1 / (tolerance_d · √D): the RMS of Δ_d / IQR_d over the
+            # D outputs exceeds the fraction (|Δ| > tolerance for one output)
+            d = self.flicker_tolerance.shape[0]
+            self._flip_weights = (1.0 / (self.flicker_tolerance * math.sqrt(d))).astype(np.float32)
         #: the model's graph wrapped to build ball points and flicker copies itself (None: built here in numpy)
         self._neighbourhood = _neighbourhood_of(model, self.offsets, k)
         width = None if self._neighbourhood is None else self._neighbourhood.noise_width
@@ -367,8 +382,14 @@ class RobustnessScorer:
             gamma_logit = np.full(b, np.nan)
             p_adj = np.full(b, np.nan)
             if k:
-                moved = np.linalg.norm(v[b * (1 + m) :].reshape(b, k, -1) - v[:b, None, :], axis=2)
-                flicker = (moved > self.config.regression_tolerance).mean(axis=1, dtype=np.float64)
+                assert self.flicker_tolerance is not None
+                moved = v[b * (1 + m) :].reshape(b, k, -1) - v[:b, None, :]
+                if moved.shape[2] == 1:
+                    flips = np.abs(moved[:, :, 0]) > self.flicker_tolerance[0]
+                else:
+                    moved *= self._flip_weights
+                    flips = np.einsum("bkd,bkd->bk", moved, moved) > 1.0
+                flicker = flips.mean(axis=1, dtype=np.float64)
             else:
                 flicker = np.full(b, np.nan)
             res["predicted_class"] = np.full(b, -1, dtype=np.int64)
@@ -444,6 +465,52 @@ def _neighbourhood_of(model: Predictor, offsets: NDArray[np.float32], copies: in
     if not isinstance(model, OnnxModel):
         return None
     return model.neighbourhood(offsets, copies)
+
+
+#: rows :func:`output_scale` evaluates: the IQR of 2,048 normal draws is within ~4 % of the true IQR (one standard
+#: error), and for a regressor it costs one model call of 2,048 rows when its scorer is built
+OUTPUT_SCALE_ROWS = 2048
+
+
+def output_scale(
+    model: Predictor, standardizer: Standardizer, *, seed: int = 0, rows: int = OUTPUT_SCALE_ROWS
+) -> NDArray[np.float64]:
+    """(D,) each regression output's spread over the reference: its interquartile range on ``rows`` seeded rows
+    ``μ + s⊙z``, z ~ N(0, I) — the standardizer's location and scale, features independent.
+
+    This is the scale a regressor's flicker tolerance is a fraction of (DECISIONS 8, docs/SPEC-NOTES.md). It is drawn
+    from the standardizer, not from reference rows, so that every path that scores — the ``score`` and
+    ``reference`` commands, ``run`` with a reference file, a warm-up window or a restored state — computes the
+    same number from what they all share. For an exactly linear model f(x) = w·x it is 1.349·‖w⊙s‖, exactly the
+    spread the flicker noise σ·s⊙ε moves the output by, over σ: its flicker is 2Φ(−1.349·τ/σ) whatever w is
+    (0.007 at τ = 0.1, σ = 0.05). An output whose IQR is 0 or not finite (a model constant over most of the box)
+    falls back to its range over the rows, then to 1.
+
+    Raises
+    ------
+    ModelError
+        The model returned no regression values.
+    """
+    n = model.n_features
+    rng = np.random.default_rng([seed, 0x5CA1E])  # its own stream: the flicker bank's draws stay as they were
+    block = max(1, min(rows, 2**22 // max(n, 1)))  # at most ~16 MB of float32 rows at a time (image models)
+    parts: list[NDArray[np.float32]] = []
+    for start in range(0, rows, block):
+        z = rng.standard_normal((min(block, rows - start), n))
+        value = model.evaluate(standardizer.to_raw(z).astype(np.float32)).value
+        if value is None:
+            raise ModelError("a regressor's evaluation returned no values")
+        parts.append(value.reshape(value.shape[0], -1))
+    values = np.concatenate(parts).astype(np.float64)
+    finite = np.where(np.isfinite(values), values, np.nan)
+    finite[:, np.isnan(finite).all(axis=0)] = 0.0  # an output never finite: scale 1 below (and no all-NaN warning)
+    with _quiet():
+        low, high = np.nanpercentile(finite, [25.0, 75.0], axis=0)
+        scale = high - low
+        spread = np.nanmax(finite, axis=0) - np.nanmin(finite, axis=0)
+    scale = np.where(np.isfinite(scale) & (scale > 0), scale, spread)
+    result: NDArray[np.float64] = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+    return result
 
 
 #: each batch owes ⌈B·K / BANK_REFRESH_DIVISOR⌉ redrawn bank rows (see the module docstring) ...

@@ -3,12 +3,12 @@
 Supported signatures
 --------------------
 - exactly one 2-D float (or double) input ``[batch, n_features]``;
-- classifiers: a probability tensor ``[batch, C]``, or the ZipMap (sequence of maps) that skl2onnx emits by
+- outputs as :func:`monitor.model.outputs.decide_outputs` reads them, once, at load (logged in one INFO line):
+  classifiers expose a probability tensor ``[batch, C]``, the ZipMap (sequence of maps) that skl2onnx emits by
   default — the graph is rewritten at load time to expose the tensor feeding the ZipMap, so the hot path never
-  converts Python dicts; optionally a label output and a logits output (an output whose name contains "logit");
-  a classifier may also expose logits alone (labels are then their argmax);
-- regressors: float outputs ``[batch]`` or ``[batch, D]`` (any name without "logit" when there is no probability
-  or label output beside them).
+  converts Python dicts —, logits, or a label output, in any combination; a classifier with logits alone gets their
+  softmax added to the graph as its probabilities (the class stays their argmax); regressors expose float outputs
+  ``[batch]`` or ``[batch, D]``. ``model_kind`` overrides the decision.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal, overload
@@ -29,6 +29,7 @@ from monitor.errors import ModelError
 from monitor.model.base import ModelKind, ModelOutput
 from monitor.model.broadcast import widen_scalar_operands
 from monitor.model.neighbourhood import NeighbourhoodRunner, NoiseProjector, binary_positive, neighbourhood_graph
+from monitor.model.outputs import ModelKindSetting, OutputDecision, add_probabilities, decide_outputs
 
 log = logging.getLogger(__name__)
 
@@ -127,21 +128,41 @@ def _resolve_providers(requested: Sequence[str]) -> list[str]:
     return chosen
 
 
-def _prepare(model_bytes: bytes) -> tuple[bytes, dict[str, str]]:
-    """The model as the sessions load it: ZipMap outputs exposed as tensors (:func:`_expose_zipmap_input`) and
-    single-value constants reshaped to their partners' rank (:mod:`monitor.model.broadcast`); parsed once, and
-    serialized again only when either rewrite changed something.
+def _prepare(
+    model_bytes: bytes, model_kind: ModelKindSetting, model: str
+) -> tuple[bytes, dict[str, str], OutputDecision]:
+    """The model as the sessions load it, and what its outputs are (:func:`~monitor.model.outputs.decide_outputs`).
 
-    Returns the bytes and the ZipMap mapping {original output name: new tensor output name}.
+    ZipMap outputs are exposed as tensors (:func:`_expose_zipmap_input`), logits alone get their softmax as a new
+    output (:func:`~monitor.model.outputs.add_probabilities`) and single-value constants are reshaped to their
+    partners' rank (:mod:`monitor.model.broadcast`); parsed once, and serialized again only when a rewrite changed
+    something. Returns the bytes, the ZipMap mapping {original output name: new tensor output name} and the
+    decision.
+
+    Raises
+    ------
+    ModelError
+        The bytes are not ONNX, or no output fits the kind.
     """
     import onnx
 
-    proto = onnx.load_from_string(model_bytes)
-    mapping = _expose_zipmap_input(proto)
-    if not widen_scalar_operands(proto) and not mapping:
-        return model_bytes, mapping
+    try:
+        proto = onnx.load_from_string(model_bytes)
+        mapping = _expose_zipmap_input(proto)
+    except Exception as exc:  # noqa: BLE001 - any parse failure means "not ONNX"
+        raise ModelError(f"cannot load '{model}' as an ONNX model: {exc}") from exc
+    if not proto.graph.input and not proto.graph.output:  # b"" and some other bytes parse as an empty model
+        raise ModelError(f"cannot load '{model}' as an ONNX model: it holds no graph (no inputs, no outputs)")
+    decision = decide_outputs(proto.graph, mapping, model_kind, model=model)
+    changed = bool(mapping)
+    if decision.softmax_of is not None:
+        decision = replace(decision, proba=add_probabilities(proto.graph, decision.softmax_of))
+        changed = True
+    changed = widen_scalar_operands(proto) > 0 or changed
+    if not changed:
+        return model_bytes, mapping, decision
     prepared: bytes = proto.SerializeToString()
-    return prepared, mapping
+    return prepared, mapping, decision
 
 
 def _expose_zipmap_input(proto: Any) -> dict[str, str]:
@@ -189,6 +210,7 @@ class OnnxModel:
     ----------
     path : the ``.onnx`` file.
     options : providers, thread counts and the chunk size (rows per ``session.run``).
+    model_kind : ``auto`` decides classifier or regressor from the graph; ``classifier``/``regressor`` override it.
 
     Raises
     ------
@@ -196,18 +218,20 @@ class OnnxModel:
         The file is missing or not ONNX, or the signature is unsupported (the message names the inputs/outputs).
     """
 
-    def __init__(self, path: str | os.PathLike[str], options: OnnxRuntimeOptions | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        options: OnnxRuntimeOptions | None = None,
+        *,
+        model_kind: ModelKindSetting = "auto",
+    ) -> None:
         self.path = Path(path)
         self.options = options or OnnxRuntimeOptions()
         if self.options.max_rows_per_run < 1:
             raise ModelError(f"max_rows_per_run must be >= 1; got {self.options.max_rows_per_run}")
         if not self.path.is_file():
             raise ModelError(f"model file '{self.path}' does not exist (expected an .onnx file)")
-        raw = self.path.read_bytes()
-        try:
-            raw, self._zipmap = _prepare(raw)
-        except Exception as exc:  # noqa: BLE001 - any parse failure means "not ONNX"
-            raise ModelError(f"cannot load '{self.path}' as an ONNX model: {exc}") from exc
+        raw, self._zipmap, self._decision = _prepare(self.path.read_bytes(), model_kind, str(self.path))
         self.providers = _resolve_providers(self.options.providers)
         try:
             self._session = ort.InferenceSession(raw, sess_options=self._session_options(), providers=self.providers)
@@ -240,56 +264,20 @@ class OnnxModel:
         self._input_dtype = np.float32 if inp.type == "tensor(float)" else np.float64
         self._n_features = int(width)
 
-        self._label_name: str | None = None
-        self._proba_name: str | None = None
-        self._logits_name: str | None = None
-        value_names: list[str] = []
-        outputs = self._session.get_outputs()
-        for out in outputs:
-            lname = out.name.lower()
-            if out.type in ("tensor(int64)", "tensor(int32)", "tensor(string)") and self._label_name is None:
-                self._label_name = out.name
-            elif out.type in ("tensor(float)", "tensor(double)"):
-                if "logit" in lname or "raw" in lname:
-                    self._logits_name = out.name
-                elif out.name in self._zipmap.values() or "prob" in lname:
-                    self._proba_name = out.name
-                else:
-                    value_names.append(out.name)
-            elif out.type.startswith("seq(map"):
-                # ZipMap we could not rewrite (e.g. not produced by a ZipMap node we recognise)
-                raise ModelError(
-                    f"model output '{out.name}' is {out.type}; convert with zipmap disabled "
-                    "(skl2onnx options={'zipmap': False}) or use `harmonic-monitor convert`"
-                )
-        if self._proba_name is None and self._label_name is not None and value_names:
-            self._proba_name = value_names.pop(0)  # classifier with an unnamed probability tensor
-        if (
-            self._logits_name is not None
-            and self._proba_name is None
-            and self._label_name is None
-            and "logit" not in self._logits_name.lower()
-        ):
-            # "raw" alone does not make a classifier: with no probabilities or labels beside it, an output such as
-            # 'raw_score' is a regression value (keep the graph's output order)
-            order = {o.name: i for i, o in enumerate(outputs)}
-            value_names = sorted([*value_names, self._logits_name], key=order.__getitem__)
-            self._logits_name = None
-        if self._proba_name is not None or self._label_name is not None or self._logits_name is not None:
-            self._kind: ModelKind = "classifier"
-            self._value_names: list[str] = []
-        elif value_names:
-            self._kind = "regressor"
-            self._value_names = value_names
-        else:
-            described_out = ", ".join(f"'{o.name}' {o.type} {o.shape}" for o in outputs)
-            raise ModelError(
-                f"model '{self.path.name}' has outputs {described_out}; expected a probability tensor or ZipMap "
-                "(classifier) or float tensors (regressor)"
-            )
+        decision = self._decision
+        self._label_name: str | None = decision.label
+        self._proba_name: str | None = decision.proba
+        self._logits_name: str | None = decision.logits
+        self._kind: ModelKind = decision.kind
+        self._value_names: list[str] = list(decision.values)
         self._run_names = [
             n for n in (self._label_name, self._proba_name, self._logits_name, *self._value_names) if n is not None
         ]
+        # DECISIONS 11: the one line that says what the model's outputs were read as, and why
+        log.info(
+            f"model '{self.path.name}' read as a {decision.summary()}",
+            extra={"model": str(self.path), "kind": decision.kind, "outputs": self._run_names},
+        )
 
     # -- public API --------------------------------------------------------------------------------------
     @property
@@ -308,11 +296,17 @@ class OnnxModel:
     def has_proba(self) -> bool:
         return self._proba_name is not None
 
+    @property
+    def decision(self) -> OutputDecision:
+        """What the outputs were read as, and why (see :func:`~monitor.model.outputs.decide_outputs`)."""
+        return self._decision
+
     def describe(self) -> dict[str, Any]:
         """A JSON-able summary for logs and ``/readyz``."""
         return {
             "path": str(self.path),
             "kind": self._kind,
+            "kind_reason": self._decision.reason,
             "n_features": self._n_features,
             "input": self.input_name,
             "outputs": self._run_names,
@@ -496,11 +490,13 @@ class OnnxModel:
         proba = logits = label = None
         if self._proba_name is not None:
             proba = np.asarray(out[self._proba_name], dtype=np.float32)
-            if proba.ndim == 1:  # binary models emitting P(class 1) only
+            if proba.ndim == 1 or proba.shape[1] == 1:  # binary models emitting P(class 1) only
+                proba = proba.reshape(-1)
                 proba = np.stack([1.0 - proba, proba], axis=1)
         if self._logits_name is not None:
             logits = np.asarray(out[self._logits_name], dtype=np.float32)
-            if logits.ndim == 1:
+            if logits.ndim == 1 or logits.shape[1] == 1:  # the logit of class 1: softmax([0, z]) = [1 − σ(z), σ(z)]
+                logits = logits.reshape(-1)
                 logits = np.stack([np.zeros_like(logits), logits], axis=1)
         table = proba if proba is not None else logits
         if table is not None:  # the class is the argmax of the probabilities, else of the logits

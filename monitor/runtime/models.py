@@ -80,6 +80,9 @@ class ModelRuntime:
                 "model_sha256": _sha256(self.model.path),
                 "reference_sha256": None if reference is None else _sha256(reference),
                 "scoring": self.settings.scoring.model_dump(mode="json"),
+                # what the outputs were read as (model_kind, or the graph): γ and flicker mean something else
+                # when it changes
+                "outputs": self.model.decision.fingerprint(),
             }
         return self._fingerprint
 
@@ -97,6 +100,7 @@ def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
             max_rows_per_run=ms.max_rows_per_run,
             rows_in_graph=ms.rows_in_graph,
         ),
+        model_kind=ms.model_kind,
     )
     rt = ModelRuntime(settings=ms, model=model)
     if ms.scoring.space == "raw":
@@ -104,7 +108,7 @@ def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
     elif ms.reference is not None and ms.reference.suffix.lower() == ".json":
         rt.activate(read_reference(ms.reference, model.n_features)[0])
     elif ms.reference is not None:
-        ref = load_rows(ms.reference)
+        ref = load_rows(ms.reference, ms.reference_header)
         if ref.shape[1] != model.n_features:
             raise ConfigError(
                 f"reference '{ms.reference}' has {ref.shape[1]} columns; model '{ms.name}' expects "

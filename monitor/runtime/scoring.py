@@ -49,6 +49,9 @@ class DeadLetter(Protocol):
     ) -> None: ...
 
 
+#: output columns whose flicker tolerance is a gauge (``output`` label "0" … "15"): bounded for wide outputs
+FLICKER_TOLERANCE_COLUMNS = 16
+
 #: called after every scored batch with (runtime, raw rows, result, now): the probe scheduler's feed
 ScoredHook = Callable[[ModelRuntime, NDArray[np.float64], ScoreResult, float], None]
 
@@ -214,6 +217,9 @@ class Scoring:
         self.state.inc(
             "harmonic_model_evaluations_total", (rt.name, purpose), float(rows.shape[0] * rt.scorer.rows_per_event())
         )
+        if rt.scorer.flicker_tolerance is not None:  # a regressor's flip threshold in output units (DECISIONS 8)
+            for column, tolerance in enumerate(rt.scorer.flicker_tolerance[:FLICKER_TOLERANCE_COLUMNS]):
+                self.state.set("harmonic_flicker_tolerance", (rt.name, str(column)), float(tolerance))
         return result
 
     def _score_batch(self, rt: ModelRuntime, pending: list[Pending]) -> None:
@@ -305,7 +311,7 @@ class Scoring:
     def reference_from_file(self, rt: ModelRuntime) -> None:
         """Score (a bounded sample of) the reference data once to get the reference γ/flicker distribution."""
         assert rt.settings.reference is not None and rt.scorer is not None and rt.watch is not None
-        ref = load_rows(rt.settings.reference)
+        ref = load_rows(rt.settings.reference, rt.settings.reference_header)
         ref = ref[np.all(np.isfinite(ref), axis=1)]
         rng = np.random.default_rng(rt.settings.scoring.seed)
         if ref.shape[0] > rt.watch.config.reference_max_events:

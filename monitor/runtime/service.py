@@ -11,6 +11,7 @@ from typing import Any
 
 from monitor import __version__
 from monitor.allocator import TimedCollector
+from monitor.clock import WatermarkClock
 from monitor.config import KafkaSettings, Settings
 from monitor.exporters.alerts import AlertEvent
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
@@ -45,7 +46,8 @@ def consumer_arguments(k: KafkaSettings) -> dict[str, Any]:
 
 
 def build_sampler(settings: Settings) -> Sampler:
-    """Budget 0 scores everything; otherwise a token-bucket budget per model, class-stratified by default."""
+    """Budget 0 scores everything; otherwise one budget shared by all models (max-min fair shares, a token bucket
+    each), class-stratified by default."""
     rate = settings.sampler.events_per_second
     if rate == 0:
         return KeepAllSampler()
@@ -83,6 +85,7 @@ class Service:
         state: MetricsState | None = None,
         serve_metrics: bool = True,
         clock: Callable[[], float] = time.time,
+        alert_clock: WatermarkClock | None = None,
     ) -> None:
         self.settings = settings
         self.state = state or MetricsState()
@@ -107,6 +110,14 @@ class Service:
             on_alert=self._deliver,
         )
         self.pipeline.alert_workers = self.workers
+        #: the one clock every model's windows and alerts read (DECISIONS 5): max(event-time watermark, wall time −
+        #: alerts.allowed_lag_seconds) unless the caller passes another (the demo: the watermark alone)
+        self.alert_clock = (
+            alert_clock if alert_clock is not None else WatermarkClock(settings.alerts.allowed_lag_seconds, wall=clock)
+        )
+        for rt in self.pipeline.runtimes.values():
+            if rt.watch is not None:
+                rt.watch.clock = self.alert_clock
         from monitor.probes.scheduler import ProbeScheduler
 
         self.probes = ProbeScheduler(self.pipeline, settings.probes, self.state, clock=clock)
@@ -175,6 +186,9 @@ class Service:
             self.collector.maybe_collect()
             self.probes.tick()
             self.pipeline.readiness()  # keeps harmonic_ready current even when nothing polls /readyz
+            for rt in self.pipeline.runtimes.values():  # alerts fire and resolve on the clock, events or not
+                if rt.watch is not None:
+                    rt.watch.tick()
             self._export_delivery_counters()
             if tick is not None:
                 tick()

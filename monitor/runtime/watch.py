@@ -2,12 +2,18 @@
 
 One :class:`ModelWatch` per watched model. It takes every scored micro-batch, updates the windows and the
 per-segment drift engines, and every ``drift.every`` events publishes window gauges and the verdict and feeds the
-alert engine. Time is the events' own timestamps (so replays and demos behave like live traffic).
+alert engine. Time is one injected :class:`~monitor.clock.WatermarkClock` (DECISIONS 5): the event-time watermark
+in replays and the demo, ``max(watermark, wall − alerts.allowed_lag_seconds)`` in ``run``. Time windows cover event
+time up to the watermark; alerts run on the clock, and :meth:`ModelWatch.tick` (``Service.run`` calls it every loop
+turn) moves them on between batches, so they fire and resolve on time on a quiet stream too. A segment that received
+no scored event for its shortest time window (read on the clock, at arrival: a backlog's old timestamps do not count
+as quiet) has no current evidence, and its alert conditions count as false.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.clock import WatermarkClock
 from monitor.config import Settings
 from monitor.drift.verdict import DriftSettings as DetectorSettings
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
@@ -84,6 +91,8 @@ class ModelWatch:
     state : where metrics go.
     on_alert : called with each :class:`AlertEvent` (fired / resolved) — the delivery worker's ``submit``.
     feature_names : names used in alerts for the features that moved (default f0, f1, …).
+    clock : the clock windows and alerts read; each batch advances its watermark. Default: event time of this
+        model's own events (a replay). The service shares one among all models (``clock`` attribute).
     """
 
     def __init__(
@@ -94,8 +103,10 @@ class ModelWatch:
         *,
         on_alert: Callable[[AlertEvent], None] | None = None,
         feature_names: Sequence[str] | None = None,
+        clock: WatermarkClock | None = None,
     ) -> None:
         self.model = model
+        self.clock = clock if clock is not None else WatermarkClock()
         self.config = config
         self.state = state
         self.on_alert = on_alert
@@ -123,6 +134,10 @@ class ModelWatch:
         self._builder: WarmupReferenceBuilder | None = None
         self._engines: dict[str, VerdictEngine] = {}
         self._since_eval = 0
+        #: per segment, the clock's reading when its last scored event arrived (what "quiet" is judged on)
+        self._arrived: dict[str, float] = {}
+        #: a segment with no arrival for this long on the clock is quiet: its shortest time window
+        self._quiet_seconds = min(config.window_seconds)
         self.last_reports: dict[str, VerdictReport] = {}
         self.fired: list[AlertEvent] = []
 
@@ -208,7 +223,9 @@ class ModelWatch:
         for ev, good in zip(events, ok, strict=True):
             if good:
                 self.state.inc("harmonic_events_scored_total", (self.model, ev.model_version, ev.segment))
-        event_now = float(batch.timestamps_seconds.max())
+        now = self.clock.advance(float(batch.timestamps_seconds.max())).now()
+        for seg in np.unique(seg_arr):
+            self._arrived[str(seg)] = now
         drift = batch if uniform is None else full.take(ok & uniform)
         if drift.size:
             self.windows.update(self.model, drift)
@@ -225,7 +242,7 @@ class ModelWatch:
         self._since_eval += batch.size
         if self._since_eval >= self.config.detectors.every:
             self._since_eval = 0
-            self.evaluate(event_now)
+            self.evaluate(now)
 
     def _warm_up(self, batch: SignalBatch) -> None:
         if self._builder is None:
@@ -240,10 +257,17 @@ class ModelWatch:
             log.info("reference built from the warm-up window", extra={"model": self.model})
 
     # -- evaluation ----------------------------------------------------------------------------------------
-    def evaluate(self, now: float) -> None:
-        """Publish window gauges, verdicts and alert transitions for every segment."""
+    def evaluate(self, now: float | None = None) -> None:
+        """Publish window gauges, verdicts and alert transitions for every segment, at ``now`` (default: the clock).
+
+        Time windows end at the event-time watermark (at most ``now``): during a backlog they describe the events
+        being read, not the empty last minute of wall time.
+        """
+        if now is None:
+            now = self.clock.now()
+        windows_end = min(now, self.clock.watermark) if math.isfinite(self.clock.watermark) else now
         for model, segment in self.windows.keys:
-            snaps = self.windows.snapshot(model, segment, now)
+            snaps = self.windows.snapshot(model, segment, windows_end)
             for wname, snap in snaps.items():
                 labels = (self.model, segment, wname)
                 sig = snap.signals
@@ -285,6 +309,9 @@ class ModelWatch:
             self.state.set("harmonic_drift_statistic", (self.model, segment, st.name), st.statistic)
             if np.isfinite(st.p_value):
                 self.state.set("harmonic_drift_p_value", (self.model, segment, st.name), st.p_value)
+        features = self._engines[segment].feature_drift
+        if features is not None:  # None: the reference holds no feature sample, so nothing is tested
+            self.state.set("harmonic_feature_drift_features", (self.model, segment), float(len(features.moved)))
         gamma_now = float(np.nanmean(count.values("gamma")[-self.config.detectors.window :]))
         top = tuple(name for name, _ in report.top_features)
         self._observe_alert(
@@ -327,7 +354,7 @@ class ModelWatch:
             rule,
             model=self.model,
             segment=segment,
-            condition=condition,
+            condition=condition and not self._quiet(segment, now),
             value=value,
             reference=reference,
             now_seconds=now,
@@ -335,6 +362,10 @@ class ModelWatch:
             detail=detail,
             verdict=verdict,
         )
+        self._publish(rule, segment, ev)
+
+    def _publish(self, rule: str, segment: str, ev: AlertEvent | None) -> None:
+        """The alert's firing gauge, and a transition's counter, log line and delivery."""
         firing = self.alerts.get(rule, model=self.model, segment=segment)
         is_firing = firing is not None and firing.state.value == "firing"
         self.state.set("harmonic_alerts_firing", (self.model, segment, rule), 1.0 if is_firing else 0.0)
@@ -345,10 +376,27 @@ class ModelWatch:
         self.fired.append(ev)
         log.warning(
             "alert " + ev.alert.state.value,
-            extra={"alert": rule, "model": self.model, "segment": segment, "detail": detail},
+            extra={"alert": rule, "model": self.model, "segment": segment, "detail": ev.alert.detail},
         )
         if self.on_alert is not None:
             self.on_alert(ev)
+
+    def _quiet(self, segment: str, now: float) -> bool:
+        """No scored event of ``segment`` arrived within its shortest time window of the clock."""
+        return now - self._arrived.get(segment, -math.inf) > self._quiet_seconds
+
+    def tick(self) -> None:
+        """Move the alerts on to the clock's now without new events: pending ones fire after ``for_seconds``,
+        false or quiet ones resolve after ``resolve_after_seconds``. Cheap when no alert is pending or firing."""
+        active = self.alerts.active()
+        now = self.clock.now()
+        if not active or not math.isfinite(now):
+            return
+        quiet = {(self.model, a.segment) for a in active if self._quiet(a.segment, now)}
+        transitions = {(ev.alert.rule.name, ev.alert.segment): ev for ev in self.alerts.advance(now, quiet=quiet)}
+        for alert in active:
+            key = (alert.rule.name, alert.segment)
+            self._publish(*key, transitions.get(key))
 
     def verdict(self, segment: str) -> Verdict | None:
         rep = self.last_reports.get(segment)

@@ -69,11 +69,18 @@ class TokenBucket:
         self._refill(now)
         self._tokens = max(self._tokens - 1.0, -self.burst)
 
-    def set_rate(self, rate_per_second: float, burst: float, now: float) -> None:
-        """Change the rate and burst from ``now`` on (tokens accrued so far are kept, clipped to the new burst)."""
+    def set_rate(self, rate_per_second: float, burst: float, now: float, *, fill: bool = False) -> None:
+        """Change the rate and burst from ``now`` on: tokens accrued so far are kept, clipped to the new burst, or
+        with ``fill`` the bucket starts full at the new burst (a newcomer's first share).
+
+        >>> b = TokenBucket(rate_per_second=0.0, burst=1.0)
+        >>> b.set_rate(10.0, 5.0, now=0.0, fill=True)
+        >>> b.tokens
+        5.0
+        """
         self._refill(now)
         self.rate_per_second, self.burst = float(rate_per_second), max(1.0, float(burst))
-        self._tokens = min(self._tokens, self.burst)
+        self._tokens = self.burst if fill else min(self._tokens, self.burst)
 
 
 class RateEstimator:

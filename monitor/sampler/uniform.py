@@ -4,7 +4,10 @@ The budget is a target of scored events per second, in total and optionally per 
 bucket at its target plus a small headroom (a hard cap on surges) and accepts an event with probability ``target / offered rate`` (so that
 acceptance is spread evenly over the stream instead of going to whichever events arrive first after a refill);
 models without an explicit target share what is left of the total by max-min fairness, re-divided every
-``reallocate_seconds``. A global bucket at the total target (plus headroom) caps the sum.
+``reallocate_seconds``: under overload each busy model gets an equal share, and what a model does not use (it
+offers less than its share, or went idle and its rate estimate decayed, time constant ``rate_window_seconds``) goes
+to the others. A newcomer is given a share at once and its bucket starts full at that share's burst. A global
+bucket at the total target (plus headroom) caps the sum.
 
 Forced keeps (``force=True``, e.g. an event whose live prediction disagrees with the ONNX copy) are always kept
 and paid for from the buckets, so they crowd ordinary samples out rather than exceed the budget for long.
@@ -47,6 +50,8 @@ class _Model:
     bucket: TokenBucket
     target: float
     strata: dict[str, _Stratum] = field(default_factory=dict)
+    #: no share assigned yet: the first reallocation fills the bucket to its share's burst
+    fresh: bool = True
 
 
 class UniformSampler:
@@ -306,7 +311,8 @@ class UniformSampler:
             target = explicit.get(name, shares.get(name, 0.0))
             model.target = target
             cap = target * (1.0 + self.headroom)
-            model.bucket.set_rate(cap, cap * self.burst_seconds, now)
+            model.bucket.set_rate(cap, cap * self.burst_seconds, now, fill=model.fresh)
+            model.fresh = False
             self._reallocate_strata(model, now)
 
     def _reallocate_strata(self, model: _Model, now: float) -> None:

@@ -583,25 +583,30 @@ class Kafka09Broker(Broker):
             )
         self.start_broker()
 
-    def create_topic(self, topic: str, partitions: int) -> None:
+    def create_topic(self, topic: str, partitions: int, configs: Mapping[str, str] | None = None) -> None:
         """Create ``topic`` with ``partitions`` partitions through ZooKeeper (``TopicCommand``).
 
         Kafka 0.9 has no CreateTopics request, so this runs the broker's own admin tool
-        (~0.5 s of JVM). Raises ``BrokerError`` if the topic already exists.
+        (~0.5 s of JVM). ``configs`` are topic-level settings (``max.message.bytes``...). Raises
+        ``BrokerError`` if the topic already exists.
         """
         if partitions < 1:
             raise ValueError(f"partitions must be >= 1; got {partitions!r}")
-        argv = self._java_argv(_java(), "128m", "kafka.admin.TopicCommand", "tools-log4j.properties") + [
-            "--zookeeper",
-            self.zookeeper_connect,
-            "--create",
-            "--topic",
-            topic,
-            "--partitions",
-            str(partitions),
-            "--replication-factor",
-            "1",
-        ]
+        args = ["--create", "--topic", topic, "--partitions", str(partitions), "--replication-factor", "1"]
+        self._topic_command(args, configs or {}, f'Created topic "{topic}"', f"creating topic {topic!r}")
+        self._wait_for_topic(topic, partitions)
+
+    def alter_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Change topic-level settings of ``topic`` (e.g. ``min.insync.replicas``) through ZooKeeper; the broker
+        applies them when it sees ZooKeeper's change notification, a moment later."""
+        args = ["--alter", "--topic", topic]
+        self._topic_command(args, configs, f'Updated config for topic "{topic}"', f"altering topic {topic!r}")
+
+    def _topic_command(self, args: list[str], configs: Mapping[str, str], success: str, what: str) -> None:
+        argv = self._java_argv(_java(), "128m", "kafka.admin.TopicCommand", "tools-log4j.properties")
+        argv += ["--zookeeper", self.zookeeper_connect, *args]
+        for key, value in configs.items():
+            argv += ["--config", f"{key}={value}"]
         try:
             result = subprocess.run(
                 argv,
@@ -612,15 +617,14 @@ class Kafka09Broker(Broker):
                 check=False,
             )
         except subprocess.TimeoutExpired as exc:
-            raise BrokerError(f"kafka-topics --create {topic!r} timed out", self.log_tail()) from exc
+            raise BrokerError(f"kafka-topics: {what} timed out", self.log_tail()) from exc
         output = (result.stdout + result.stderr).strip()
-        if result.returncode != 0 or f'Created topic "{topic}"' not in output:
+        if result.returncode != 0 or success not in output:
             raise BrokerError(
-                f"creating topic {topic!r} with {partitions} partitions on kafka09 failed "
+                f"{what} ({' '.join(argv[argv.index('--zookeeper') + 2 :])}) on kafka09 failed "
                 f"(exit {result.returncode}): {output[-2000:]}",
                 self.log_tail(),
             )
-        self._wait_for_topic(topic, partitions)
 
 
 class TansuBroker(Broker):

@@ -45,6 +45,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DELIVERY_TIMEOUT_MS = 3000
 #: a password in the settings and in an Alertmanager URL: it must appear in no log line
 SECRET = "hunter2-outage"
+#: how long the broker stays away (issue 30: "broker stopped for 60 s")
+OUTAGE_SECONDS = 60.0
 #: how long the child is given to fetch the events produced while the sidecar itself is stopped
 FETCH_SECONDS = 3.0
 
@@ -120,6 +122,12 @@ def test_run_keeps_dead_letters_and_scores_through_a_broker_outage(
                 ),
                 "every event scored, scores and dead letters failing in the producer, the producer reported degraded",
                 DRAIN_TIMEOUT_SECONDS,
+            )
+            # the issue's outage: the broker stays away a full minute while the sidecar stays up and says so
+            sidecar.wait_until(
+                lambda: time.monotonic() - outage_started >= OUTAGE_SECONDS,
+                f"{OUTAGE_SECONDS:.0f} s of outage with the process up",
+                OUTAGE_SECONDS + 10,
             )
             status, detail = sidecar.readyz()
             assert sidecar.running

@@ -149,11 +149,13 @@ def linear_classifier(
     *,
     curvature: ArrayLike | None = None,
     outputs: Sequence[str] = ("logits", "probabilities", "label"),
+    names: Mapping[str, str] | None = None,
 ) -> Path:
     """logits = x·W + b (+ q_k·‖x‖² per class k when ``curvature`` q is given); W is (n, C).
 
-    ``outputs`` picks which of ``logits`` [N, C], ``probabilities`` [N, C] (softmax) and ``label`` [N] int64
-    (argmax) the graph exposes, in that order.
+    ``outputs`` picks which of ``logits`` [N, C], ``probabilities`` [N, C] (softmax), ``log_probabilities``
+    [N, C] (log-softmax) and ``label`` [N] int64 (argmax) the graph exposes, in that order; ``names`` renames them
+    (e.g. ``{"logits": "output"}``). The Softmax and ArgMax nodes stay in the graph whichever are exposed.
     """
     w = np.asarray(weights, dtype=np.float32)
     n, c = w.shape
@@ -172,18 +174,43 @@ def linear_classifier(
             helper.make_node("Add", ["affine", "curved"], ["curved_logits"]),
         ]
         logits = "curved_logits"
+    name = {o: o for o in ("logits", "probabilities", "log_probabilities", "label")} | dict(names or {})
     nodes += [
-        helper.make_node("Identity", [logits], ["logits"]),
-        helper.make_node("Softmax", [logits], ["probabilities"], axis=1),
-        helper.make_node("ArgMax", [logits], ["label"], axis=1, keepdims=0),
+        helper.make_node("Identity", [logits], [name["logits"]]),
+        helper.make_node("Softmax", [logits], [name["probabilities"]], axis=1),
+        helper.make_node("ArgMax", [logits], [name["label"]], axis=1, keepdims=0),
     ]
+    if "log_probabilities" in outputs:
+        nodes.append(helper.make_node("LogSoftmax", [logits], [name["log_probabilities"]], axis=1))
     infos = {
-        "logits": helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", c]),
-        "probabilities": helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", c]),
-        "label": helper.make_tensor_value_info("label", TensorProto.INT64, ["N"]),
+        "logits": helper.make_tensor_value_info(name["logits"], TensorProto.FLOAT, ["N", c]),
+        "probabilities": helper.make_tensor_value_info(name["probabilities"], TensorProto.FLOAT, ["N", c]),
+        "log_probabilities": helper.make_tensor_value_info(name["log_probabilities"], TensorProto.FLOAT, ["N", c]),
+        "label": helper.make_tensor_value_info(name["label"], TensorProto.INT64, ["N"]),
     }
     graph = helper.make_graph(nodes, "linear_classifier", [_input(n)], [infos[o] for o in outputs], initializer=inits)
     return _save(graph, path)
+
+
+def logits_network(
+    path: Path, n_features: int, classes: int, *, hidden: int = 16, seed: int = 0, output: str = "output"
+) -> Path:
+    """What a deep-learning export of a classifier looks like: ``output`` = relu(x·W + b)·V + c, [N, classes], with
+    nothing after it (no Softmax, ArgMax or label output: the logits alone). Seeded normal weights."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        _const("W1", rng.normal(size=(n_features, hidden))),
+        _const("b1", rng.normal(size=hidden) * 0.1),
+        _const("W2", rng.normal(size=(hidden, classes))),
+        _const("b2", rng.normal(size=classes) * 0.1),
+    ]
+    nodes = [
+        helper.make_node("Gemm", ["x", "W1", "b1"], ["hidden"]),
+        helper.make_node("Relu", ["hidden"], ["active"]),
+        helper.make_node("Gemm", ["active", "W2", "b2"], [output]),
+    ]
+    info = helper.make_tensor_value_info(output, TensorProto.FLOAT, ["N", classes])
+    return _save(helper.make_graph(nodes, "logits_network", [_input(n_features)], [info], initializer=inits), path)
 
 
 def sigmoid_classifier(path: Path, weights: ArrayLike, bias: float) -> Path:

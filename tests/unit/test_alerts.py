@@ -233,3 +233,50 @@ def test_alert_engine_reset_forgets_alerts_and_counters(engine: AlertEngine) -> 
     engine.reset()
     assert engine.active() == () and engine.fired_total == 0
     assert observe(engine, True, 100.0) is None  # pending again from scratch
+
+
+# ---------------------------------------------------------------------- evaluation on a clock (issue 31 row 11)
+
+
+def test_alert_engine_advance_fires_a_pending_alert_without_new_observations(engine: AlertEngine) -> None:
+    assert observe(engine, True, 0.0) is None  # pending; the condition was last seen true
+    assert engine.advance(59.0) == []
+    (event,) = engine.advance(60.0)
+    assert event.alert.state is AlertState.FIRING and event.at_seconds == 60.0
+    assert engine.fired_total == 1
+
+
+def test_alert_engine_advance_resolves_a_firing_alert_whose_condition_was_last_false(engine: AlertEngine) -> None:
+    observe(engine, True, 0.0)
+    observe(engine, True, 60.0)
+    assert observe(engine, False, 100.0) is None  # hysteresis starts; then no evaluation for a long time
+    assert engine.advance(219.0) == []
+    (event,) = engine.advance(220.0)
+    assert event.alert.state is AlertState.RESOLVED and event.alert.ends_at_seconds == 220.0
+
+
+def test_alert_engine_advance_keeps_a_held_condition_firing(engine: AlertEngine) -> None:
+    observe(engine, True, 0.0)
+    observe(engine, True, 60.0)
+    assert engine.advance(10_000.0) == []
+    alert = engine.get("HarmonicGammaDrift", model="credit", segment="eu")
+    assert alert is not None and alert.state is AlertState.FIRING
+    assert alert.value == 0.082 and alert.top_features == ("f3", "f7")  # its numbers are kept
+
+
+def test_alert_engine_advance_resolves_a_firing_alert_whose_evidence_went_quiet(engine: AlertEngine) -> None:
+    observe(engine, True, 0.0)
+    observe(engine, True, 60.0)
+    observe(engine, True, 0.0, segment="us")
+    observe(engine, True, 60.0, segment="us")
+    quiet = {("credit", "eu")}
+    assert engine.advance(100.0, quiet=quiet) == []  # the condition counts as false from here
+    (event,) = engine.advance(220.0, quiet=quiet)
+    assert event.alert.segment == "eu" and event.alert.state is AlertState.RESOLVED
+    assert [a.segment for a in engine.firing()] == ["us"]
+
+
+def test_alert_engine_advance_drops_a_quiet_pending_alert(engine: AlertEngine) -> None:
+    observe(engine, True, 0.0)
+    assert engine.advance(30.0, quiet={("credit", "eu")}) == []
+    assert engine.active() == ()

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from monitor.cli import build_parser, main
@@ -120,6 +121,92 @@ def test_check_config_bad_api_version_exits_2(model: Path, capsys: pytest.Captur
     assert code == 2 and "'kafka.api_version': 'latest' is not a version" in err
 
 
+# -- check-config refuses what `run` would refuse later (issue 31, row 4) -------------------------------------------
+def write_reference_csv(tmp_path: Path, text: str, name: str = "reference.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def reference_rows(n_columns: int, n_rows: int = 20) -> str:
+    rows = np.random.default_rng(0).normal(size=(n_rows, n_columns))
+    return "".join(",".join(f"{v:.6f}" for v in row) + "\n" for row in rows)
+
+
+def test_check_config_refuses_a_reference_wider_than_the_model(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wide = write_reference_csv(tmp_path, reference_rows(5), "wide.csv")
+    code, out, err = check_config(capsys, "--model", str(model), "--reference", str(wide))
+    assert (code, out) == (2, "")
+    assert "reference 'wide.csv' has 5 columns; model 'fraud-v3' expects 2 features" in err.replace(
+        str(tmp_path) + "/", ""
+    )
+
+
+def test_check_config_refuses_a_wide_reference_with_raw_space_too(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wide = write_reference_csv(tmp_path, reference_rows(5), "wide.csv")
+    text = f"models:\n  - {{name: m, path: {model}, reference: {wide}, scoring: {{space: raw}}}}\n"
+    code, _, err = check_config(capsys, "--config", str(write_yaml(tmp_path, text)))
+    assert code == 2 and "has 5 columns; model 'm' expects 2 features" in err
+
+
+def test_check_config_refuses_reference_names_that_differ_from_feature_names(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ref = write_reference_csv(tmp_path, "amount,age\n" + reference_rows(2))
+    text = f"models:\n  - {{name: m, path: {model}, reference: {ref}, feature_names: [age, amount]}}\n"
+    code, _, err = check_config(capsys, "--config", str(write_yaml(tmp_path, text)))
+    assert code == 2
+    assert "names its columns amount, age; model 'm' lists feature_names age, amount" in err
+
+
+def test_check_config_refuses_a_reference_without_a_finite_row(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ref = write_reference_csv(tmp_path, "nan,1\n2,inf\n")
+    code, _, err = check_config(capsys, "--model", str(model), "--reference", str(ref))
+    assert code == 2 and "has no row without NaN or infinite values (2 rows read)" in err
+
+
+def test_check_config_reports_the_reference_it_read(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ref = write_reference_csv(tmp_path, "0,1\n" + reference_rows(2))
+    code, out, err = check_config(capsys, "--model", str(model), "--reference", str(ref))
+    assert code == 0 and json.loads(out)["models"][0]["reference"] == str(ref)
+    assert "read 20 rows × 2 columns" in err and "header row detected: 0,1 (use --reference-header no" in err
+
+
+def test_check_config_reference_header_no_reads_the_first_row_as_data(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ref = write_reference_csv(tmp_path, "0,1\n" + reference_rows(2))
+    code, out, err = check_config(capsys, "--model", str(model), "--reference", str(ref), "--reference-header", "no")
+    assert code == 0 and "read 21 rows × 2 columns" in err
+    assert json.loads(out)["models"][0]["reference_header"] == "no"
+
+
+def test_check_config_refuses_a_ball_the_scorer_cannot_build(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a reference the scorer is built after the warm-up: `run` would fail minutes into the stream."""
+    text = f"models:\n  - {{name: m, path: {model}, scoring: {{ball: 'rotationz:4'}}}}\n"
+    code, _, err = check_config(capsys, "--config", str(write_yaml(tmp_path, text)))
+    assert code == 2 and "rotationz:4" in err
+
+
+@pytest.mark.parametrize("windows", ["[60, 0]", "[-60]", "[]", "[60, 60]"])
+def test_check_config_refuses_time_windows_that_are_not_positive_and_distinct(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str], windows: str
+) -> None:
+    text = f"models:\n  - {{name: m, path: {model}}}\nwindows:\n  time_windows_seconds: {windows}\n"
+    code, _, err = check_config(capsys, "--config", str(write_yaml(tmp_path, text)), "--no-load-models")
+    assert code == 2 and "'windows.time_windows_seconds" in err
+
+
 # -- secrets --------------------------------------------------------------------------------------------------------
 SECRET = "hunter2"
 
@@ -227,7 +314,7 @@ def test_run_settings_model_flag_replaces_the_file_models(tmp_path: Path) -> Non
 
 
 def test_run_settings_reference_flag_needs_model() -> None:
-    with pytest.raises(ConfigError, match=r"--model-name and --reference need --model"):
+    with pytest.raises(ConfigError, match=r"--model-name, --reference and --reference-header need --model"):
         run_settings("--reference", "ref.csv")
 
 

@@ -75,6 +75,18 @@ def test_reference_samples_at_most_sample_rows(tmp_path: Path, model: Path, rows
     assert read_reference(tmp_path / "ref.json", 2)[1].n_events == 25
 
 
+def test_reference_skips_a_numbered_header_row(tmp_path: Path, model: Path, rows: NDArray[np.float64]) -> None:
+    np.savetxt(tmp_path / "rows.csv", rows, delimiter=",", header="0,1", comments="")
+    assert build(model, tmp_path / "rows.csv", tmp_path / "ref.json") == 0
+    assert read_reference(tmp_path / "ref.json", 2)[1].n_events == rows.shape[0]
+
+
+def test_reference_header_yes_skips_the_first_row(tmp_path: Path, model: Path, rows: NDArray[np.float64]) -> None:
+    np.savetxt(tmp_path / "rows.csv", rows, delimiter=",")
+    assert build(model, tmp_path / "rows.csv", tmp_path / "ref.json", "--header", "yes") == 0
+    assert read_reference(tmp_path / "ref.json", 2)[1].n_events == rows.shape[0] - 1
+
+
 def test_reference_needs_ten_finite_rows(
     tmp_path: Path, model: Path, rows: NDArray[np.float64], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -140,3 +152,12 @@ def test_read_reference_rejects_a_damaged_file(tmp_path: Path, reference_json: P
     (tmp_path / "damaged.json").write_text(json.dumps(doc), encoding="utf-8")
     with pytest.raises(DataError, match=r"damaged|rebuild"):
         read_reference(tmp_path / "damaged.json", 2)
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_reference_refuses_a_sample_rows_below_one_naming_the_flag(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        build(model, tmp_path / "rows.npy", tmp_path / "ref.json", "--sample-rows", value)
+    assert exit_info.value.code == 2 and "argument --sample-rows: " in capsys.readouterr().err

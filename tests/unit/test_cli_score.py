@@ -137,6 +137,13 @@ def test_score_probability_matches_sklearn_predict_proba(files: Files, tmp_path:
     np.testing.assert_allclose(values[:, 4], files.estimator.predict_proba(files.rows).max(axis=1), atol=1e-5)
 
 
+def test_score_flicker_of_a_linear_regressor_is_near_zero_with_the_defaults(files: Files, tmp_path: Path) -> None:
+    # issue 31 row 1: the tolerance is a fraction of the output's reference IQR, not 0.1 in the output's units
+    score(files.regressor, files.data_csv, tmp_path / "out.csv", "--flicker-copies", "256")
+    _, values = read_output(tmp_path / "out.csv")
+    assert values[:, 1].mean() < 0.03  # 2Φ(−1.349·0.1/0.05) = 0.007 for any exactly linear model
+
+
 def test_score_regressor_reports_no_class(files: Files, tmp_path: Path) -> None:
     score(files.regressor, files.data_csv, tmp_path / "out.csv")
     _, values = read_output(tmp_path / "out.csv")
@@ -147,6 +154,31 @@ def test_score_skips_a_header_row_in_the_input_csv(files: Files, tmp_path: Path)
     score(files.classifier, files.data_csv, tmp_path / "plain.csv")
     score(files.classifier, files.data_csv_header, tmp_path / "header.csv")
     assert (tmp_path / "header.csv").read_bytes() == (tmp_path / "plain.csv").read_bytes()
+
+
+def _numbered_header_csv(files: Files, tmp_path: Path) -> Path:
+    """500 rows of floats under a header row of column numbers, as pandas writes a frame without names."""
+    rows = np.random.default_rng(1).normal(size=(500, N_FEATURES)) * FEATURE_SCALE
+    path = tmp_path / "numbered.csv"
+    np.savetxt(path, rows, delimiter=",", header="1,2,3", comments="")
+    return path
+
+
+def test_score_takes_a_numbered_first_row_for_a_header_and_says_so(
+    files: Files, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert score(files.classifier, _numbered_header_csv(files, tmp_path), tmp_path / "out.csv") == 0
+    err = capsys.readouterr().err
+    assert read_output(tmp_path / "out.csv")[1].shape[0] == 500
+    assert "read 500 rows × 3 columns from" in err
+    assert "header row detected: 1,2,3 (use --header no to read it as data)" in err
+    assert "scored 500 of 500 rows" in err
+
+
+def test_score_header_no_reads_a_numbered_first_row_as_data(files: Files, tmp_path: Path) -> None:
+    data = _numbered_header_csv(files, tmp_path)
+    assert score(files.classifier, data, tmp_path / "out.csv", "--header", "no") == 0
+    assert read_output(tmp_path / "out.csv")[1].shape[0] == 501
 
 
 def test_score_reads_npy_like_csv(files: Files, tmp_path: Path) -> None:
@@ -204,7 +236,7 @@ def test_score_missing_data_exits_2_with_a_clear_message(
     files: Files, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert score(files.classifier, tmp_path / "absent.csv", tmp_path / "out.csv") == 2
-    err = capsys.readouterr().err
+    err = capsys.readouterr().err.splitlines()[-1]  # after the model's load log line
     assert err.startswith("error: data file '") and "absent.csv' does not exist" in err
 
 

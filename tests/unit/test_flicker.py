@@ -4,7 +4,8 @@ For a linear classifier with score s(x) = w·x + b, a copy x + σ·S·ε (S = di
 ε ~ N(0, I)) has score s(x) + σ·(w⊙S)·ε ~ N(s(x), σ²‖w⊙S‖²), so it lands on the other side of the boundary
 with probability Φ(−|s(x)| / (σ‖w⊙S‖)) — with the identity standardizer, Φ(−dist/σ) for the geometric distance
 dist = |s|/‖w‖. The scorer's estimate over K copies is a binomial proportion: it must match within 4 standard
-errors (plus a 1/K floor for probabilities near 0).
+errors (plus a 1/K floor for probabilities near 0). A regressor's copy flips when its output moves by more than
+``regression_tolerance`` times the output's reference IQR.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from monitor.metrics.scorer import (
     RobustnessScorer,
     ScoringConfig,
     noise_bank_rows,
+    output_scale,
 )
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
@@ -93,14 +95,103 @@ def test_flicker_differs_across_seeds(linear_classifier_model: OnnxModel) -> Non
 
 @pytest.mark.parametrize("tolerance", [0.05, 0.15, 0.3])
 def test_regressor_flicker_matches_the_gaussian_tail_beyond_the_tolerance(tmp_path: Path, tolerance: float) -> None:
-    # y = w·x: Δy = σ·w·ε ~ N(0, σ²‖w‖²), so P(|Δy| > tol) = 2·Φ(−tol / (σ‖w‖)) at every point
+    # y = w·x: Δy = σ·w·ε ~ N(0, σ²‖w‖²), so P(|Δy| > τ·IQR) = 2·Φ(−τ·IQR / (σ‖w‖)) at every point
     w = np.array([0.5, -1.0, 2.0])
     model = OnnxModel(onnx_graphs.linear_regressor(tmp_path / "lin.onnx", w, 1.0))
     x = np.random.default_rng(0).uniform(-1.0, 1.0, (4, 3))
     config = ScoringConfig(flicker_copies=COPIES, sigma=SIGMA, seed=5, regression_tolerance=tolerance)
-    flicker = RobustnessScorer(model, Standardizer.identity(3), config).score(x).flicker
-    expected = np.full(4, 2.0 * norm.cdf(-tolerance / (SIGMA * np.linalg.norm(w))))
+    scorer = RobustnessScorer(model, Standardizer.identity(3), config)
+    assert scorer.output_scale is not None
+    flicker = scorer.score(x).flicker
+    expected = np.full(4, 2.0 * norm.cdf(-tolerance * scorer.output_scale[0] / (SIGMA * np.linalg.norm(w))))
     np.testing.assert_array_less(np.abs(flicker - expected), _binomial_tolerance(expected, COPIES))
+
+
+# -- regressors: a tolerance relative to the output's reference IQR (issue 31 row 1, DECISIONS 8) -----------------
+#: 2Φ(−1.349·τ/σ): the flicker of any exactly linear regressor at tolerance τ and noise σ (module docstring of
+#: monitor.metrics.scorer.output_scale); 1.349 = the IQR of N(0, 1)
+IQR_OF_A_STANDARD_NORMAL = 2.0 * norm.ppf(0.75)
+
+
+def _sklearn_linear_regression(tmp_path: Path) -> tuple[OnnxModel, NDArray[np.float64]]:
+    """scikit-learn's LinearRegression on 3 features of very different scales, y exactly linear; and its rows."""
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(500, 3)) * np.array([1.0, 10.0, 100.0]) + np.array([0.0, 50.0, -300.0])
+    y = x @ np.array([3.0, -0.5, 0.02]) + 4.0
+    estimator = LinearRegression().fit(x, y)
+    return OnnxModel(onnx_graphs.sklearn_to_onnx(tmp_path / "linreg.onnx", estimator, 3)), x
+
+
+def test_flicker_of_an_exactly_linear_regressor_is_near_zero_with_the_defaults(tmp_path: Path) -> None:
+    # issue 31 row 1: mean flicker was 0.60-0.74 (an absolute tolerance of 0.1 in the output's units)
+    model, x = _sklearn_linear_regression(tmp_path)
+    flicker = RobustnessScorer(model, Standardizer.fit(x), ScoringConfig()).score(x).flicker
+    expected = 2.0 * norm.cdf(-IQR_OF_A_STANDARD_NORMAL * 0.1 / 0.05)  # 0.0070
+    assert flicker.mean() < 0.02, f"mean flicker {flicker.mean():.3f}; expected about {expected:.4f}"
+
+
+def test_flicker_of_a_linear_regressor_does_not_depend_on_its_weights(tmp_path: Path) -> None:
+    # Δy / IQR = σ·(w⊙s)·ε / (1.349‖w⊙s‖): the same distribution for every w, so the same closed form
+    x = np.random.default_rng(1).normal(size=(300, 4))
+    std = Standardizer(mean=np.array([1.0, -2.0, 0.0, 5.0]), scale=np.array([0.5, 3.0, 1.0, 20.0]))
+    config = ScoringConfig(flicker_copies=256, sigma=0.05, regression_tolerance=0.05, seed=2)
+    expected = 2.0 * norm.cdf(-IQR_OF_A_STANDARD_NORMAL * 0.05 / 0.05)  # 0.177
+    for i, w in enumerate(([1.0, 0.0, 0.0, 0.0], [0.1, -4.0, 2.0, 0.01], [300.0, 300.0, -300.0, 1.0])):
+        model = OnnxModel(onnx_graphs.linear_regressor(tmp_path / f"lin{i}.onnx", w, 7.0))
+        flicker = RobustnessScorer(model, std, config).score(std.to_raw(x)).flicker.mean()
+        # 76,800 copies; the IQR is measured on 2,048 rows (±3 %), which moves the tail by up to ±0.015
+        assert abs(flicker - expected) < 0.025, (w, flicker, expected)
+
+
+def test_flicker_of_a_regressor_does_not_depend_on_its_output_units(tmp_path: Path) -> None:
+    x = np.random.default_rng(2).uniform(-1.0, 1.0, (50, 3))
+    config = ScoringConfig(flicker_copies=64, sigma=0.3, seed=4)
+    flickers = []
+    for units in (1.0, 1000.0):
+        poly = tuple((units * c, powers) for c, powers in onnx_graphs.squared_norm(3))
+        model = OnnxModel(onnx_graphs.polynomial_regressor(tmp_path / f"norm{units}.onnx", 3, [poly]))
+        flickers.append(RobustnessScorer(model, Standardizer.identity(3), config).score(x).flicker)
+    assert 0.05 < flickers[0].mean() < 0.95  # informative: the copies of a curved model do move it
+    np.testing.assert_allclose(flickers[1], flickers[0], atol=1.0 / 64 + 1e-12)  # a float32 tie at most
+
+
+def test_flicker_of_a_multi_output_regressor_judges_each_output_on_its_own_scale(tmp_path: Path) -> None:
+    # the outputs (y, 1000·y) move by the same fraction of their own IQR: the RMS of the two is that fraction, so
+    # the pair flickers exactly as y alone
+    x = np.random.default_rng(3).normal(size=(40, 2))
+    w = np.array([[1.0, 1000.0], [-2.0, -2000.0]])
+    config = ScoringConfig(flicker_copies=128, sigma=0.05, regression_tolerance=0.05, seed=6)
+    pair = OnnxModel(onnx_graphs.linear_regressor(tmp_path / "pair.onnx", w))
+    single = OnnxModel(onnx_graphs.linear_regressor(tmp_path / "single.onnx", w[:, 0]))
+    both = RobustnessScorer(pair, Standardizer.identity(2), config)
+    alone = RobustnessScorer(single, Standardizer.identity(2), config)
+    assert both.output_scale is not None and alone.output_scale is not None
+    np.testing.assert_allclose(both.output_scale, alone.output_scale[0] * np.array([1.0, 1000.0]), rtol=1e-5)
+    np.testing.assert_allclose(both.score(x).flicker, alone.score(x).flicker, atol=1.0 / 128 + 1e-12)
+
+
+def test_output_scale_is_the_output_iqr_over_the_standardizers_reference(tmp_path: Path) -> None:
+    w = np.array([2.0, -0.5, 0.0])
+    std = Standardizer(mean=np.array([10.0, 0.0, 3.0]), scale=np.array([0.5, 4.0, 100.0]))
+    model = OnnxModel(onnx_graphs.linear_regressor(tmp_path / "lin.onnx", w, 3.0))
+    scale = output_scale(model, std, seed=0)
+    np.testing.assert_allclose(scale, IQR_OF_A_STANDARD_NORMAL * np.linalg.norm(w * std.scale), rtol=0.06)
+    np.testing.assert_array_equal(output_scale(model, std, seed=0), scale)  # seeded
+
+
+def test_output_scale_of_a_constant_output_falls_back_to_one(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_graphs.linear_regressor(tmp_path / "flat.onnx", [0.0, 0.0], 4.0))
+    np.testing.assert_array_equal(output_scale(model, Standardizer.identity(2)), [1.0])
+
+
+def test_scorer_has_no_output_scale_for_a_classifier_or_without_copies(
+    linear_classifier_model: OnnxModel, norm_regressor_model: OnnxModel
+) -> None:
+    assert RobustnessScorer(linear_classifier_model, Standardizer.identity(2)).flicker_tolerance is None
+    no_copies = ScoringConfig(flicker_copies=0)
+    assert RobustnessScorer(norm_regressor_model, Standardizer.identity(3), no_copies).flicker_tolerance is None
 
 
 # -- the noise bank the copies are drawn from ---------------------------------------------------------------------

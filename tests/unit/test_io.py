@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from monitor.errors import DataError
-from monitor.model.io import load_rows
+from monitor.model.io import load_rows, read_rows
 
 
 def _write(path: Path, text: str) -> Path:
@@ -174,3 +174,91 @@ def test_load_rows_refuses_a_finite_value_beyond_float32(tmp_path: Path, suffix:
 def test_load_rows_refuses_a_path_with_a_nul_byte(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"does not exist"):
         load_rows(str(tmp_path / "a\x00b.csv"))
+
+
+# -- the header row: judged against the rows below it (issue 31, row 3) -------------------------------------------
+def _floats_below(first: str, n_rows: int = 500) -> str:
+    rows = np.random.default_rng(0).normal(size=(n_rows, 3))
+    return first + "\n" + "\n".join(",".join(f"{v:.6f}" for v in row) for row in rows) + "\n"
+
+
+@pytest.mark.parametrize("first", ["1,2,3", "0,1,2", "0.0,1.0,2.0"])
+def test_load_rows_takes_numbered_columns_above_float_rows_for_a_header(tmp_path: Path, first: str) -> None:
+    rows = load_rows(_write(tmp_path / "x.csv", _floats_below(first)))
+    assert rows.shape == (500, 3)
+
+
+def test_load_rows_keeps_a_numbered_first_row_when_rows_like_it_follow(tmp_path: Path) -> None:
+    rows = load_rows(_write(tmp_path / "x.csv", "1,2,3\n4,5,6\n0.5,1.5,2.5\n"))
+    np.testing.assert_array_equal(rows[0], [1.0, 2.0, 3.0])
+
+
+def test_load_rows_keeps_a_first_row_that_is_not_in_column_order(tmp_path: Path) -> None:
+    assert load_rows(_write(tmp_path / "x.csv", _floats_below("3,2,1"))).shape == (501, 3)
+
+
+def test_load_rows_keeps_a_single_column_first_row_of_one(tmp_path: Path) -> None:
+    np.testing.assert_array_equal(load_rows(_write(tmp_path / "x.csv", "1\n0.5\n2.5\n")), [[1.0], [0.5], [2.5]])
+
+
+def test_load_rows_header_no_reads_a_numbered_first_row_as_data(tmp_path: Path) -> None:
+    rows = load_rows(_write(tmp_path / "x.csv", _floats_below("1,2,3")), header="no")
+    assert rows.shape == (501, 3) and rows[0].tolist() == [1.0, 2.0, 3.0]
+
+
+def test_load_rows_header_yes_skips_a_first_row_of_data(tmp_path: Path) -> None:
+    np.testing.assert_array_equal(load_rows(_write(tmp_path / "x.csv", "7,8\n1,2\n"), header="yes"), [[1.0, 2.0]])
+
+
+def test_load_rows_header_no_refuses_a_text_first_row_suggesting_auto(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"line 1 has a non-numeric value: .*'a'.*--header auto"):
+        load_rows(_write(tmp_path / "x.csv", "a,b\n1,2\n"), header="no")
+
+
+def test_load_rows_refuses_an_unknown_header_mode(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"header must be 'auto', 'yes' or 'no'; got 'maybe'"):
+        load_rows(_write(tmp_path / "x.csv", "1,2\n"), header="maybe")  # type: ignore[arg-type]
+
+
+def test_read_rows_says_a_numbered_header_was_detected_and_how_to_keep_it(tmp_path: Path) -> None:
+    table = read_rows(_write(tmp_path / "x.csv", _floats_below("1,2,3")))
+    assert table.header == ("1", "2", "3")
+    assert table.note == "header row detected: 1,2,3 (use --header no to read it as data)"
+
+
+def test_read_rows_names_the_columns_of_a_text_header(tmp_path: Path) -> None:
+    table = read_rows(_write(tmp_path / "x.csv", "age, income\n1,2\n"))
+    assert (table.header, table.names, table.note) == (("age", "income"), ("age", "income"), "header row: age,income")
+
+
+def test_read_rows_has_no_names_for_a_numbered_header(tmp_path: Path) -> None:
+    assert read_rows(_write(tmp_path / "x.csv", _floats_below("0,1,2"))).names is None
+
+
+def test_read_rows_says_when_a_numbered_first_row_was_kept_as_data(tmp_path: Path) -> None:
+    table = read_rows(_write(tmp_path / "x.csv", "1,2,3\n4,5,6\n0.5,1.5,2.5\n"))
+    assert table.header is None
+    assert table.note == (
+        "first row 1,2,3 read as data: rows of whole numbers like it follow (use --header yes if it is a header)"
+    )
+
+
+def test_read_rows_describes_rows_and_columns_read(tmp_path: Path) -> None:
+    table = read_rows(_write(tmp_path / "x.csv", "1.5,2\n3,4\n"))
+    assert table.describe() == f"read 2 rows × 2 columns from '{tmp_path / 'x.csv'}'; no header row"
+
+
+def test_read_rows_of_an_npy_file_has_no_header(tmp_path: Path) -> None:
+    np.save(tmp_path / "x.npy", np.ones((4, 2)))
+    table = read_rows(tmp_path / "x.npy")
+    assert (table.rows.shape, table.header, table.note) == ((4, 2), None, "")
+
+
+def test_read_rows_names_the_callers_flag_in_its_note(tmp_path: Path) -> None:
+    table = read_rows(_write(tmp_path / "x.csv", _floats_below("1,2,3")), flag="--reference-header")
+    assert table.note == "header row detected: 1,2,3 (use --reference-header no to read it as data)"
+
+
+def test_load_rows_says_a_text_value_below_the_first_row_cannot_be_scored(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"line 2 has a non-numeric value: .*'red'; expected numbers in every column"):
+        load_rows(_write(tmp_path / "x.csv", "1.5,2\nred,4\n"))

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+from numpy.typing import NDArray
 
 from monitor.errors import ModelError
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
@@ -84,7 +85,7 @@ def test_onnx_model_labels_a_logits_only_classifier_by_argmax(tmp_path: Path) ->
     )
     model = OnnxModel(path)
     out = model.evaluate(ROWS)
-    assert model.kind == "classifier" and model.has_logits and not model.has_proba
+    assert model.kind == "classifier" and model.has_logits
     assert out.logits is not None and out.label is not None
     np.testing.assert_array_equal(out.label, out.logits.argmax(axis=1))
 
@@ -117,6 +118,133 @@ def test_onnx_model_rejects_string_labels_without_probabilities(tmp_path: Path) 
     model = OnnxModel(onnx_graphs.string_label_only_model(tmp_path / "strings.onnx"))
     with pytest.raises(ModelError, match=r"exposes only string labels \('label'\) and no probabilities"):
         model.evaluate(ROWS)
+
+
+# -- what the outputs are: one decision, logged (issue 31 row 2, DECISIONS 11) ----------------------------------------
+def _softmax(z: NDArray[np.floating]) -> NDArray[np.float64]:
+    e = np.exp(np.asarray(z, dtype=np.float64) - z.max(axis=1, keepdims=True))
+    softmax: NDArray[np.float64] = e / e.sum(axis=1, keepdims=True)
+    return softmax
+
+
+W3 = [[1.0, -0.5, 0.2], [0.3, 0.8, -1.0]]
+B3 = [0.1, 0.0, -0.2]
+
+
+def test_onnx_model_reads_a_softmax_output_named_output_as_probabilities(tmp_path: Path) -> None:
+    path = onnx_graphs.linear_classifier(
+        tmp_path / "sm.onnx", W3, B3, outputs=("probabilities",), names={"probabilities": "output"}
+    )
+    model = OnnxModel(path)
+    out = model.evaluate(ROWS)
+    assert (model.kind, model.has_proba, model.has_logits) == ("classifier", True, False)
+    assert "'output' is computed by Softmax" in model.decision.reason
+    assert out.proba is not None
+    np.testing.assert_allclose(out.proba, _softmax(ROWS @ np.array(W3) + B3), rtol=1e-5)
+
+
+def test_onnx_model_reads_a_float_output_beside_an_argmax_label_as_logits(tmp_path: Path) -> None:
+    # the float output is the ArgMax's input: logits, not probabilities (it was read as probabilities)
+    path = onnx_graphs.linear_classifier(
+        tmp_path / "am.onnx", W3, B3, outputs=("logits", "label"), names={"logits": "output"}
+    )
+    model = OnnxModel(path)
+    out = model.evaluate(ROWS)
+    assert (model.kind, model.has_logits, model.has_proba) == ("classifier", True, True)
+    assert model.decision.logits == "output" and model.decision.softmax_of == "output"
+    assert out.logits is not None and out.proba is not None and out.label is not None
+    logits = ROWS @ np.array(W3) + B3
+    np.testing.assert_allclose(out.logits, logits, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.proba, _softmax(logits), rtol=1e-5)  # confidence: the softmax of the logits
+    np.testing.assert_array_equal(out.label, logits.argmax(axis=1))
+
+
+def test_onnx_model_reads_a_log_softmax_output_as_logits(tmp_path: Path) -> None:
+    path = onnx_graphs.linear_classifier(
+        tmp_path / "ls.onnx", W3, B3, outputs=("log_probabilities",), names={"log_probabilities": "output"}
+    )
+    model = OnnxModel(path)
+    out = model.evaluate(ROWS)
+    assert (model.kind, model.decision.logits) == ("classifier", "output")
+    assert out.proba is not None
+    np.testing.assert_allclose(out.proba, _softmax(ROWS @ np.array(W3) + B3), rtol=1e-5)
+
+
+def test_onnx_model_reads_a_bare_wide_output_as_regression_targets_and_says_how_to_override(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_graphs.logits_network(tmp_path / "net.onnx", 2, 10))
+    assert model.kind == "regressor" and model.decision.values == ("output",)
+    assert "set model_kind: classifier if they are class scores" in model.decision.reason
+    out = model.evaluate(ROWS)
+    assert out.value is not None and out.value.shape == (23, 10)
+
+
+def test_onnx_model_kind_classifier_reads_a_bare_output_as_logits(tmp_path: Path) -> None:
+    # issue 31 row 2: an exported network whose one output 'output' [N, 10] holds logits
+    plain = OnnxModel(onnx_graphs.logits_network(tmp_path / "net.onnx", 2, 10))
+    model = OnnxModel(plain.path, model_kind="classifier")
+    out = model.evaluate(ROWS)
+    assert (model.kind, model.has_logits, model.has_proba) == ("classifier", True, True)
+    assert "model_kind: classifier" in model.decision.reason
+    logits = plain.evaluate(ROWS).value
+    assert logits is not None and out.logits is not None and out.proba is not None
+    np.testing.assert_array_equal(out.logits, logits)
+    np.testing.assert_array_equal(out.label, logits.argmax(axis=1))
+    np.testing.assert_allclose(out.proba, _softmax(logits.astype(np.float64)), rtol=1e-5, atol=1e-7)
+
+
+def test_onnx_model_kind_regressor_reads_a_classifiers_floats_as_values(linear_classifier_model: OnnxModel) -> None:
+    model = OnnxModel(linear_classifier_model.path, model_kind="regressor")
+    assert model.kind == "regressor" and model.decision.values == ("logits", "probabilities")
+    assert model.decision.ignored == ("label",)
+    out = model.evaluate(ROWS)
+    assert out.value is not None and out.value.shape == (23, 4) and out.label is None
+
+
+def test_onnx_model_kind_regressor_needs_a_float_output(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match=r"model_kind: regressor but has no float outputs \('label' tensor\(string\)"):
+        OnnxModel(onnx_graphs.string_label_only_model(tmp_path / "s.onnx"), model_kind="regressor")
+
+
+def test_onnx_model_reads_a_single_logit_column_as_a_binary_classifier(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_graphs.linear_regressor(tmp_path / "logit.onnx", [[1.0], [-1.0]], 0.2, output="logit"))
+    out = model.evaluate(ROWS)
+    z = ROWS[:, 0] - ROWS[:, 1] + 0.2
+    assert model.kind == "classifier" and out.proba is not None and out.proba.shape == (23, 2)
+    np.testing.assert_allclose(out.proba[:, 1], 1.0 / (1.0 + np.exp(-z)), rtol=1e-5)
+    np.testing.assert_array_equal(out.label, (z > 0).astype(np.int64))
+
+
+def test_onnx_model_reads_a_scikit_learn_regressor_by_its_regressor_node(tmp_path: Path) -> None:
+    from sklearn.linear_model import LinearRegression
+
+    x = np.random.default_rng(0).normal(size=(50, 3))
+    estimator = LinearRegression().fit(x, x @ np.array([1.0, 2.0, -1.0]))
+    model = OnnxModel(onnx_graphs.sklearn_to_onnx(tmp_path / "lr.onnx", estimator, 3))
+    assert model.kind == "regressor" and model.decision.reason == "'variable' is computed by LinearRegressor"
+
+
+def test_onnx_model_says_a_zipmap_classifier_was_read_by_its_zipmap(tmp_path: Path) -> None:
+    path, _ = onnx_graphs.zipmap_classifier(tmp_path / "zip.onnx")
+    model = OnnxModel(path)
+    assert model.kind == "classifier" and "fed a ZipMap" in model.decision.reason
+
+
+def test_onnx_model_logs_its_kind_decision_in_one_info_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = onnx_graphs.linear_classifier(
+        tmp_path / "am.onnx", W3, B3, outputs=("logits", "label"), names={"logits": "output"}
+    )
+    with caplog.at_level(logging.INFO, logger="monitor.model.onnx"):
+        OnnxModel(path)
+    lines = [r.getMessage() for r in caplog.records if r.name == "monitor.model.onnx" and r.levelno == logging.INFO]
+    assert lines == [
+        "model 'am.onnx' read as a classifier; probabilities from softmax of 'output'; logits from 'output'; labels "
+        "from 'label'; why: 'output' is read by ArgMax and Softmax (class scores)"
+    ]
+
+
+def test_onnx_model_describes_its_kind_decision(linear_classifier_model: OnnxModel) -> None:
+    reason = linear_classifier_model.describe()["kind_reason"]
+    assert reason == "'probabilities' is computed by Softmax; 'logits' is named like logits"
 
 
 # -- chunking ----------------------------------------------------------------------------------------------------

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from monitor.config import SamplerSettings
 from monitor.errors import ConfigError
 from monitor.events import InferenceEvent, LivePrediction
 from monitor.sampler.base import Sampler, fraction_and_weight
@@ -129,6 +132,63 @@ def test_uniform_sampler_shares_the_budget_between_models() -> None:
     snap = sampler.snapshot()
     assert snap["small"].target_per_second == pytest.approx(100.0, rel=0.05)
     assert snap["big"].target_per_second == pytest.approx(400.0, rel=0.05)
+
+
+def _two_models(
+    sampler: UniformSampler, seconds: float, rate: float, models: Sequence[str], start: float = 0.0
+) -> dict[str, int]:
+    """Offer ``models`` alternately, ``rate`` events/s each, in 10 ms polls (``sample_many``); kept count per model."""
+    kept = dict.fromkeys(models, 0)
+    per_poll = int(rate / 100.0)
+    for k in range(int(seconds * 100)):
+        events = [make_event(model=m, i=j) for j in range(per_poll) for m in models]
+        for ev, w in zip(events, sampler.sample_many(events, start + k / 100.0), strict=True):
+            kept[ev.model] += w > 0
+    return kept
+
+
+@pytest.mark.parametrize("cls", [UniformSampler, StratifiedSampler])
+def test_sampler_gives_two_overloaded_models_half_the_budget_each(cls: type[UniformSampler]) -> None:
+    sampler = cls(500.0, seed=14)
+    _two_models(sampler, 5.0, 5000.0, ["a", "b"])  # warm-up: each offers 10x the whole budget
+    kept = _two_models(sampler, 20.0, 5000.0, ["a", "b"], start=5.0)
+    assert kept["a"] / 20.0 == pytest.approx(250.0, rel=0.05)
+    assert kept["b"] / 20.0 == pytest.approx(250.0, rel=0.05)
+    assert (kept["a"] + kept["b"]) / 20.0 <= 500.0 * 1.02  # one budget for both, not one each
+
+
+@pytest.mark.parametrize("cls", [UniformSampler, StratifiedSampler])
+def test_sampler_passes_an_idle_models_share_to_the_busy_one(cls: type[UniformSampler]) -> None:
+    sampler = cls(500.0, seed=15)
+    _two_models(sampler, 20.0, 5000.0, ["a", "b"])
+    _two_models(sampler, 60.0, 5000.0, ["b"], start=20.0)  # "a" goes idle: its rate estimate decays
+    kept = _two_models(sampler, 20.0, 5000.0, ["b"], start=80.0)
+    assert kept["b"] / 20.0 == pytest.approx(500.0, rel=0.03)
+    assert sampler.snapshot()["a"].target_per_second < 5.0
+
+
+@pytest.mark.parametrize("cls", [UniformSampler, StratifiedSampler])
+def test_sampler_starts_a_new_models_bucket_full(cls: type[UniformSampler]) -> None:
+    sampler = cls(100.0, burst_seconds=1.0, seed=16)
+    _two_models(sampler, 10.0, 1000.0, ["a"])  # a busy model holds the budget
+    burst = [make_event(model="b", i=i) for i in range(5)]  # a newcomer's first poll: 5 events at one instant
+    assert all(w > 0 for w in sampler.sample_many(burst, 10.0))  # its share's burst, not one token
+
+
+def test_sampler_budget_is_described_as_one_budget_shared_by_all_models() -> None:
+    # issue 31 row 8: every place that explains `events_per_second` says the same thing as the code
+    repo = Path(__file__).resolve().parents[2]
+    texts = {
+        name: (repo / name).read_text(encoding="utf-8")
+        for name in ("docs/OPERATIONS.md", "docs/METRICS.md", "docs/SPEC-NOTES.md", "deploy/monitor.example.yaml")
+    }
+    description = str(SamplerSettings.model_fields["events_per_second"].description)
+    texts["SamplerSettings.events_per_second"] = f"`events_per_second`: {description}"
+    for name, text in texts.items():
+        paragraphs = [p for p in re.split(r"\n\s*\n|\n(?=- )", text) if "events_per_second" in p]  # or list items
+        assert paragraphs, name
+        assert not [p for p in paragraphs if re.search(r"per[ -]model", p)], f"{name} calls the budget per model"
+        assert "shared by all models" in text, f"{name} does not say the budget is shared by all models"
 
 
 def test_uniform_sampler_explicit_model_target() -> None:

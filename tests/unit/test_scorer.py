@@ -15,9 +15,9 @@ from numpy.typing import NDArray
 
 from monitor.errors import ConfigError, ModelError
 from monitor.metrics.balls import ball_directions
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
+from monitor.metrics.scorer import OUTPUT_SCALE_ROWS, RobustnessScorer, ScoringConfig
 from monitor.model.base import ModelOutput
-from monitor.model.onnx import OnnxModel, argmax_rows
+from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions, argmax_rows
 from monitor.model.standardize import Standardizer
 from tests.conftest import CountingPredictor
 from tests.unit import onnx_graphs
@@ -64,6 +64,8 @@ def test_scorer_evaluates_a_micro_batch_in_one_model_call(linear_classifier_mode
 def test_scorer_evaluates_a_regressor_batch_in_one_model_call(norm_regressor_model: OnnxModel) -> None:
     counting = CountingPredictor(norm_regressor_model)
     scorer = RobustnessScorer(counting, Standardizer.identity(3), ScoringConfig(ball="rotations:2", flicker_copies=5))
+    assert counting.calls == [OUTPUT_SCALE_ROWS]  # the output's scale for the flicker tolerance, once, when built
+    counting.calls.clear()
     scorer.score(np.random.default_rng(0).normal(size=(4, 3)))
     assert counting.calls == [4 * (1 + 2 * 8 + 5)]
 
@@ -153,6 +155,30 @@ def test_scorer_reports_the_probability_of_the_predicted_class(curved_classifier
     result = _scorer(curved_classifier_model).score(x)
     np.testing.assert_array_equal(result.predicted_class, proba.argmax(axis=1))
     np.testing.assert_array_equal(result.probability, proba.max(axis=1))
+
+
+@pytest.mark.parametrize("rows_in_graph", [True, False])
+def test_scorer_scores_a_logits_only_classifier_as_the_same_classifier_with_probabilities(
+    tmp_path: Path, rows_in_graph: bool
+) -> None:
+    # issue 31 row 2: one bare output 'output' [N, C] of logits, read as a classifier (model_kind), scores as the
+    # same logits exposed with their softmax and argmax: class = argmax, f = softmax at it, γ_logit on the logits
+    weights = np.random.default_rng(5).normal(size=(3, 4))
+    bias = [0.1, -0.2, 0.0, 0.3]
+    options = OnnxRuntimeOptions(rows_in_graph=rows_in_graph)
+    bare = onnx_graphs.linear_regressor(tmp_path / "bare.onnx", weights, bias, output="output")
+    logits_only = OnnxModel(bare, options, model_kind="classifier")
+    full = OnnxModel(onnx_graphs.linear_classifier(tmp_path / "full.onnx", weights, bias), options)
+    config = ScoringConfig(radius=0.3, flicker_copies=16, sigma=0.3, seed=3)
+    x = np.random.default_rng(6).normal(size=(40, 3))
+    got = RobustnessScorer(logits_only, Standardizer.identity(3), config).score(x)
+    want = RobustnessScorer(full, Standardizer.identity(3), config).score(x)
+    assert 0.0 < want.flicker.mean() < 1.0 and want.gamma.max() > 0  # informative
+    np.testing.assert_array_equal(got.predicted_class, want.predicted_class)
+    np.testing.assert_array_equal(got.flicker, want.flicker)
+    for name in ("gamma", "gamma_logit", "p_adj", "probability"):
+        # γ_logit of linear logits is 0 up to float32 rounding of logits of size ~3 (ball points in one run or another)
+        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 def test_scorer_regressor_has_no_class_probability_or_p_adj(norm_regressor_model: OnnxModel) -> None:

@@ -1,4 +1,5 @@
-"""``Service.run``'s tick: the sidecar's own process collects cyclic garbage by time (monitor/allocator.py)."""
+"""``Service.run``'s tick: the sidecar's own process collects cyclic garbage by time (monitor/allocator.py), and
+alerts move on with the clock when no event arrives (monitor/runtime/watch.py, monitor/clock.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 from monitor.allocator import TimedCollector
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.service import Service
+from monitor.runtime.watch import SHADOW_ALERT
 from monitor.source.replay import ReplaySource
-from tests.unit.test_pipeline import FakeClock, events, make_settings, rows
+from tests.unit.test_pipeline import MODEL, FakeClock, event, events, make_settings, model_class, rows
 
 
 class Cycle:
@@ -53,3 +55,43 @@ def test_service_run_collects_cycles_by_time_in_its_tick(tmp_path: Path, collect
     assert svc.collector.collections >= 1
     assert freed() is None
     assert svc.state.counter_sum("harmonic_events_consumed_total") == 64
+
+
+def test_service_run_resolves_an_alert_when_the_stream_goes_quiet(tmp_path: Path) -> None:
+    settings = make_settings(
+        tmp_path,
+        alerts={"for_seconds": 0, "resolve_after_seconds": 30, "allowed_lag_seconds": 60},
+        drift={"every": 50},
+        windows={"time_windows_seconds": [60]},
+    )
+    x = rows(300, seed=4)
+    wrong = [event(i, x[i], label=1 - int(c)) for i, c in enumerate(model_class(x))]  # 3 s of live disagreement
+    clock = FakeClock()
+    start = clock.now
+    runtimes = [load_model_runtime(m) for m in settings.models]
+    svc = Service(settings, ReplaySource(wrong), runtimes, serve_metrics=False, clock=clock)
+    stop = threading.Event()
+    resolved_after: list[float] = []
+
+    def one_second_per_turn() -> None:  # then nothing more arrives: only the clock moves
+        watch = svc.pipeline.runtimes[MODEL].watch
+        assert watch is not None
+        if not resolved_after and [ev for ev in watch.fired if ev.alert.state.value == "resolved"]:
+            resolved_after.append(clock.now - start)
+        clock.now += 1.0
+        if clock.now - start > 400:
+            stop.set()
+
+    with svc:
+        svc.run(stop, tick=one_second_per_turn)
+
+    watch = svc.pipeline.runtimes[MODEL].watch
+    assert watch is not None
+    assert [(ev.alert.rule.name, ev.alert.state.value) for ev in watch.fired] == [
+        (SHADOW_ALERT, "firing"),
+        (SHADOW_ALERT, "resolved"),
+    ]
+    # the last event is ~3 s in; the clock trails the wall by 60 s once events stop, the segment is quiet after its
+    # 60 s window, then 30 s of hysteresis
+    assert 150.0 <= resolved_after[0] <= 160.0
+    assert svc.state.gauge("harmonic_alerts_firing", (MODEL, "other", SHADOW_ALERT)) == 0.0

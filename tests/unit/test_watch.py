@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from monitor.clock import WatermarkClock
 from monitor.drift.verdict import DriftSettings, Verdict
 from monitor.events import InferenceEvent
 from monitor.exporters.alerts import AlertEvent
@@ -84,7 +85,11 @@ def reference(seed: int = 100, n: int = 5000) -> Reference:
 
 
 def make_watch(
-    *, for_seconds: float = 10.0, alerts: list[AlertEvent] | None = None, with_reference: bool = True
+    *,
+    for_seconds: float = 10.0,
+    alerts: list[AlertEvent] | None = None,
+    with_reference: bool = True,
+    clock: WatermarkClock | None = None,
 ) -> tuple[ModelWatch, MetricsState]:
     state = MetricsState()
     config = WatchConfig(
@@ -96,7 +101,7 @@ def make_watch(
         resolve_after_seconds=30.0,
         shadow_disagreement_threshold=0.02,
     )
-    watch = ModelWatch(MODEL, config, state, on_alert=None if alerts is None else alerts.append)
+    watch = ModelWatch(MODEL, config, state, on_alert=None if alerts is None else alerts.append, clock=clock)
     if with_reference:
         watch.install_reference(reference())
     return watch, state
@@ -205,6 +210,15 @@ def test_watch_benign_shift_fires_only_the_input_drift_alert() -> None:
     assert ev.alert.top_features[0] == "f1" and ev.alert.labels["verdict"] == "benign-shift"
 
 
+def test_watch_publishes_how_many_input_features_moved() -> None:
+    watch, state = make_watch()
+    stream = Stream(seed=4)
+    feed(watch, stream, 30)
+    assert state.gauge("harmonic_feature_drift_features", (MODEL, "other")) == 0.0  # tested, nothing moved
+    feed(watch, stream, 40, moved=True)
+    assert state.gauge("harmonic_feature_drift_features", (MODEL, "other")) == 1.0  # f1 only
+
+
 # ---------------------------------------------------------------------- shadow disagreement
 
 
@@ -234,6 +248,96 @@ def test_watch_shadow_alert_needs_no_reference() -> None:
     assert not watch.has_reference
     feed(watch, stream, 10, shadow_rate=0.5)
     assert fired(watch, SHADOW_ALERT)
+
+
+# ---------------------------------------------------------------------- alerts on a clock (issue 31 row 11)
+
+
+class Wall:
+    """A wall clock that moves only when the test says so."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def resolved(watch: ModelWatch, rule: str = SHADOW_ALERT) -> list[AlertEvent]:
+    return [ev for ev in watch.fired if ev.alert.rule.name == rule and ev.alert.state.value == "resolved"]
+
+
+def test_watch_quiet_segment_resolves_its_firing_alert_in_event_time() -> None:
+    watch, state = make_watch(for_seconds=5.0)  # replay: the clock is the event-time watermark
+    stream = Stream(seed=11)
+    for _ in range(20):
+        watch.update(*stream.batch(segment="eu", shadow_rate=0.5))
+        watch.update(*stream.batch(segment="us", shadow_rate=0.0))
+    (ev,) = fired(watch, SHADOW_ALERT)
+    assert ev.alert.segment == "eu"
+    eu_last = stream.now - BATCH * SPACING
+    for _ in range(150):  # "eu" goes quiet while "us" carries event time on for 150 s
+        watch.update(*stream.batch(segment="us", shadow_rate=0.0))
+    (done,) = resolved(watch)
+    assert done.alert.segment == "eu"
+    # quiet once its shortest window (60 s) has no new event, then resolve_after_seconds (30 s) of hysteresis
+    assert 90.0 <= done.at_seconds - eu_last <= 92.0
+    assert state.gauge("harmonic_alerts_firing", (MODEL, "eu", SHADOW_ALERT)) == 0.0
+
+
+def test_watch_tick_in_event_time_waits_for_events() -> None:
+    watch, _ = make_watch(for_seconds=5.0)
+    stream = Stream(seed=12)
+    for _ in range(20):
+        watch.update(*stream.batch(shadow_rate=0.5))
+    assert fired(watch, SHADOW_ALERT)
+    for _ in range(100):
+        watch.tick()  # a replay that ended: event time stands still, nothing resolves
+    assert resolved(watch) == []
+
+
+def test_watch_tick_resolves_a_firing_alert_on_a_quiet_stream() -> None:
+    wall = Wall(T0)
+    delivered: list[AlertEvent] = []
+    watch, state = make_watch(for_seconds=5.0, alerts=delivered, clock=WatermarkClock(60.0, wall=wall))
+    stream = Stream(seed=13)
+    for _ in range(20):  # live: events arrive half a second after their timestamps
+        watch.update(*stream.batch(shadow_rate=0.5))
+        wall.now = stream.now + 0.5
+        watch.tick()
+    assert fired(watch, SHADOW_ALERT)
+    last = stream.now
+    seconds = 0
+    while not resolved(watch) and seconds < 1000:  # the stream stops; Service.run ticks every loop turn
+        seconds += 1
+        wall.now = last + seconds
+        watch.tick()
+    # the clock trails the wall by allowed_lag (60 s) once events stop; the segment is quiet after its shortest
+    # window (60 s) of that clock, then resolve_after_seconds (30 s)
+    assert 150 <= seconds <= 152
+    (done,) = resolved(watch)
+    assert done in delivered and done.at_seconds == pytest.approx(last + seconds - 60.0)
+    assert state.gauge("harmonic_alerts_firing", (MODEL, "other", SHADOW_ALERT)) == 0.0
+
+
+def test_watch_backlog_after_a_restart_keeps_its_alert_firing() -> None:
+    wall = Wall(T0 + 3600.0)  # after a restart the consumer reads events an hour old, 10x faster than real time
+    watch, _ = make_watch(for_seconds=5.0, clock=WatermarkClock(60.0, wall=wall))
+    stream = Stream(seed=14)
+    for _ in range(300):
+        watch.update(*stream.batch(shadow_rate=0.5))
+        wall.now += 0.1
+        watch.tick()
+    (ev,) = fired(watch, SHADOW_ALERT)  # for_seconds runs on the clock: wall - allowed lag
+    assert ev.at_seconds - ev.alert.starts_at_seconds == pytest.approx(5.0, abs=0.2)
+    assert ev.alert.starts_at_seconds == pytest.approx(T0 + 3600.0 - 60.0 + 0.1, abs=0.2)
+    assert resolved(watch) == []  # its events keep the condition true: old timestamps do not make it quiet
+    end = wall.now
+    while not resolved(watch) and wall.now < end + 1000:  # the backlog is read; then nothing more arrives
+        wall.now += 1.0
+        watch.tick()
+    # the clock already trails the wall by the allowed lag: quiet after 60 s, resolved 30 s later
+    assert 90.0 <= wall.now - end <= 92.0
 
 
 # ---------------------------------------------------------------------- segments and warm-up

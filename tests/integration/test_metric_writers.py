@@ -1,0 +1,347 @@
+"""Every declared metric has a writer (DECISIONS 18): one run of the real pipeline after which every
+:data:`~monitor.exporters.prometheus.METRICS` entry has a sample that a code path wrote.
+
+The run: ``harmonic-monitor run`` as a process against Kafka 0.9, reading the embedded demo's three phases
+(stationary, a benign input shift, a harmful shift toward the decision boundary; ``monitor/cli/demo_data.py``) so
+that the per-feature KS test, HarmonicInputDrift and HarmonicHarmfulShift fire; delayed labels on a labels topic;
+a scores topic and a dead-letter topic; KServe CloudEvents; three model versions over ``segments.max_versions=2``;
+probes every second; alerts to a real Alertmanager (which must hold them) and to a webhook nothing listens on. The
+faults that fault-only metrics need are injected for real and listed in :data:`DRIVEN_BY`.
+
+"Written" is read from ``/metrics`` alone: a counter has a sample > 0, a histogram a ``_count`` > 0, and a gauge a
+sample that is neither 0 nor NaN. A series pre-registered at zero (the invalid-reason counters, the
+``harmonic_degraded`` reasons, ``harmonic_alerts_firing`` of a quiet rule) therefore never counts; the gauges whose
+healthy value is 0 are driven away from it by the faults and alerts of this run. A new ``MetricSpec`` with no writer
+fails here, because the check iterates :data:`METRICS` itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from kafka import KafkaProducer
+from kafka.errors import KafkaError, NotEnoughReplicasError
+
+from monitor.cli.demo_data import PHASES, DemoData, build_demo
+from monitor.exporters.prometheus import METRICS, MetricSpec
+from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT
+from tests.integration.alertmanager_service import AlertmanagerService, free_port
+from tests.integration.brokers import Kafka09Broker
+from tests.integration.sidecar import Scrape, Sidecar
+from tests.integration.test_run_kafka import Message, group_name, produce
+
+pytestmark = pytest.mark.slow
+
+MODEL = "demo"
+#: a second model, a regressor: some series exist for regressors only
+REGRESSOR = "demo-regressor"
+#: events over the demo's three phases: enough for a 300-event drift window to fill with each shift
+EVENTS = 2400
+#: event time per event, as in the demo (100 events/s of event time)
+SPACING_MS = 10
+#: the first event's time is this far after the moment the stream is produced, so that the events' own time drives
+#: the alert clock whatever wall-time lag the run allows (DECISIONS 5)
+LEAD_MS = 2000
+#: every that-many-th stationary event carries a wrong live label (shadow disagreements)
+DISAGREE_EVERY = 40
+#: events smaller than this pass; the dead-letter topic refuses records above DEAD_LETTER_MAX_BYTES
+MAX_EVENT_BYTES = 4096
+DEAD_LETTER_MAX_BYTES = 2048
+#: events sent after the scores topic starts refusing writes (one producer failure is enough)
+TAIL_EVENTS = 20
+#: bound on draining the stream, on the alert reaching Alertmanager, and on the fault-driven metrics
+DRAIN_TIMEOUT_SECONDS = 90.0
+ALERT_TIMEOUT_SECONDS = 20.0
+WRITTEN_TIMEOUT_SECONDS = 60.0
+REFUSED_TIMEOUT_SECONDS = 20.0
+
+#: metrics that only a fault, or one particular input, makes a code path write: what this run does for each
+DRIVEN_BY: dict[str, str] = {
+    "harmonic_events_invalid_total": "an event that is not JSON and one over max_event_bytes",
+    "harmonic_events_dead_lettered_total": "the same two invalid events",
+    "harmonic_scores_nonfinite_total": "an event whose ±3e38 features overflow the model's float32 arithmetic",
+    "harmonic_kserve_dropped_total": "a KServe request CloudEvent sent twice (duplicate)",
+    "harmonic_model_versions_evicted_total": "three model_version values with segments.max_versions=2",
+    "harmonic_window_shadow_disagreement_ratio": f"a wrong live label on every {DISAGREE_EVERY}th stationary event",
+    "harmonic_alerts_firing": "the drift phases (0 for a quiet rule is pre-registered, not written)",
+    "harmonic_alert_deliveries_failed_total": "an alert webhook on a port nothing listens on",
+    "harmonic_degraded": "the dead webhook (alert_delivery) and the scores topic refusing writes (producer)",
+    "harmonic_producer_failures_total": "the scores topic altered to min.insync.replicas=2 on a one-broker cluster",
+    "harmonic_producer_dropped_total": f"the dead-letter topic's max.message.bytes={DEAD_LETTER_MAX_BYTES} below "
+    "the too-large event (too_large)",
+    "harmonic_labels_invalid_total": "a label that is not JSON",
+    "harmonic_labels_unmatched_total": "two labels for an id never scored (the second is a duplicate)",
+    "harmonic_http_requests_rejected_total": "a POST to /metrics (bad_request)",
+    "harmonic_flicker_tolerance": f"a regressor ({REGRESSOR}) watched beside the classifier: regressors only",
+}
+
+
+# ---------------------------------------------------------------------------------------------- the check
+
+
+def written(spec: MetricSpec, scrape: Scrape) -> bool:
+    """Whether ``scrape`` holds a sample of ``spec`` that a code path wrote (see the module docstring)."""
+    if spec.type == "counter":
+        return any(v > 0 for _, v in scrape.samples.get(spec.name, []))
+    if spec.type == "histogram":
+        return any(v > 0 for _, v in scrape.samples.get(f"{spec.name}_count", []))
+    return any(v != 0 and not math.isnan(v) for _, v in scrape.samples.get(spec.name, []))
+
+
+def unwritten(scrape: Scrape) -> dict[str, str]:
+    """Every declared metric without a written sample → what the page shows of it (and what should drive it)."""
+    missing: dict[str, str] = {}
+    for spec in METRICS:
+        if written(spec, scrape):
+            continue
+        name = f"{spec.name}_count" if spec.type == "histogram" else spec.name
+        seen = scrape.samples.get(name, [])
+        shown = f"only {sorted({v for _, v in seen})}" if seen else "no sample"
+        driver = DRIVEN_BY.get(spec.name)
+        missing[spec.name] = shown + (f" (driven by: {driver})" if driver else "")
+    return missing
+
+
+# ---------------------------------------------------------------------------------------------- the stream
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000.0, UTC).isoformat()
+
+
+@dataclass
+class Stream:
+    """The demo's phases re-timed to now, with the extra records this run needs; ``events`` go to the events topic,
+    ``labels`` to the labels topic."""
+
+    data: DemoData
+    start_ms: int
+    events: list[Message] = field(default_factory=list)
+    labels: list[Message] = field(default_factory=list)
+    index: int = 0
+
+    def ts(self) -> int:
+        return self.start_ms + self.index * SPACING_MS
+
+    def add(self, doc: dict[str, object]) -> None:
+        self.events.append((str(doc.get("id", "x")).encode(), json.dumps(doc).encode()))
+        self.index += 1
+
+    def phase(self, name: str, rows: list[bytes]) -> None:
+        for j, raw in enumerate(rows):
+            doc = json.loads(raw)
+            doc["ts"] = self.ts()
+            if name == "stationary":
+                doc["model_version"] = str(1 + j % 3)  # three versions, two kept: evictions
+                if j % DISAGREE_EVERY == 0:
+                    doc["prediction"] = {"label": 1 - int(doc["prediction"]["label"])}
+                if j < 300:  # delayed labels: the live label is the truth, as far as this test cares
+                    truth = {"id": doc["id"], "label": int(doc["prediction"]["label"])}
+                    self.labels.append((str(doc["id"]).encode(), json.dumps(truth).encode()))
+                if j == 100:
+                    self.extras(doc)
+            self.add(doc)
+
+    def extras(self, like: dict[str, object]) -> None:
+        """The fault-only inputs, in the stationary phase (see :data:`DRIVEN_BY`)."""
+        features = like["features"]
+        assert isinstance(features, list)
+        self.add({**like, "id": "overflow", "features": [3e38 if k % 2 else -3e38 for k in range(len(features))]})
+        self.events.append((b"bad-json", b"{this is not json"))
+        self.add({**like, "id": "too-large", "padding": "x" * (MAX_EVENT_BYTES + 100)})
+        ce = {
+            "specversion": "1.0",
+            "id": "kserve-1",
+            "source": "test",
+            "inferenceservicename": MODEL,
+            "time": iso(self.ts()),
+            "datacontenttype": "application/json",
+        }
+        request = {**ce, "type": "org.kubeflow.serving.inference.request", "data": {"instances": [features]}}
+        response = {**ce, "type": "org.kubeflow.serving.inference.response", "data": {"predictions": [1]}}
+        for doc in (request, request, response):  # the second request is a duplicate the joiner drops
+            self.events.append((b"kserve-1", json.dumps(doc).encode()))
+        self.index += 1
+        self.labels += [(b"bad", b"not a label"), *[(b"nobody", b'{"id": "never-scored", "label": 1}')] * 2]
+
+
+def build_stream(data: DemoData) -> Stream:
+    stream = Stream(data, start_ms=int(time.time() * 1000) + LEAD_MS)
+    for name in PHASES:
+        stream.phase(name, data.phases[name])
+    return stream
+
+
+def tail(stream: Stream, count: int) -> list[Message]:
+    """``count`` more harmful-phase events, timed after the stream: their scores meet the refusing scores topic."""
+    rows = stream.data.phases[PHASES[-1]][:count]
+    before = len(stream.events)
+    for j, raw in enumerate(rows):
+        stream.add({**json.loads(raw), "id": f"tail-{j}", "ts": stream.ts()})
+    return stream.events[before:]
+
+
+# ---------------------------------------------------------------------------------------------- the run
+
+
+@pytest.fixture
+def alertmanager() -> Iterator[AlertmanagerService]:
+    with AlertmanagerService() as service:
+        yield service
+
+
+def build_regressor(data: DemoData, out: Path) -> Path:
+    """A linear regressor on the demo's reference rows (the reference is also its reference)."""
+    from sklearn.linear_model import LinearRegression
+
+    from monitor.model.convert import convert_estimator
+
+    x = np.loadtxt(data.reference_path, delimiter=",")
+    estimator = LinearRegression().fit(x, x[:, 0] + x[:, 1])
+    return convert_estimator(estimator, data.n_features, out)
+
+
+def new_topic(broker: Kafka09Broker, stem: str, configs: dict[str, str] | None = None) -> str:
+    name = f"metric-writers-{stem}-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(name, 1, configs)  # one partition: the phases arrive in order
+    return name
+
+
+def wait_until_refused(broker: Kafka09Broker, topic: str) -> None:
+    """Wait until the broker refuses acks=all writes to ``topic`` (it applies a config change a moment after
+    ZooKeeper holds it): the sidecar's scores produced after this fail for sure."""
+    producer = KafkaProducer(**broker.kafka_kwargs(), acks="all", retries=0)
+    deadline = time.monotonic() + REFUSED_TIMEOUT_SECONDS
+    try:
+        while True:
+            try:
+                producer.send(topic, b"are writes refused yet?").get(timeout=10)
+            except NotEnoughReplicasError:
+                return
+            except KafkaError as exc:
+                raise AssertionError(f"writing to {topic} failed otherwise than refused: {exc!r}") from exc
+            if time.monotonic() >= deadline:
+                raise AssertionError(
+                    f"{topic} still takes acks=all writes {REFUSED_TIMEOUT_SECONDS:.0f} s after the change"
+                )
+            time.sleep(0.1)  # bounded polling of an external process
+    finally:
+        producer.close(timeout=5)
+
+
+def post_metrics(sidecar: Sidecar) -> int:
+    """POST to /metrics (a request the endpoint refuses); returns the status."""
+    request = urllib.request.Request(f"http://127.0.0.1:{sidecar.port}/metrics", data=b"x", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return int(exc.code)
+
+
+def test_every_declared_metric_is_written_by_the_real_pipeline(
+    kafka09_broker: Kafka09Broker, alertmanager: AlertmanagerService, tmp_path: Path
+) -> None:
+    assert DRIVEN_BY.keys() <= {m.name for m in METRICS}, "DRIVEN_BY names a metric that is not declared"
+    broker = kafka09_broker
+    data = build_demo(tmp_path / "demo", events=EVENTS, seed=0)
+    events, labels, scores = new_topic(broker, "events"), new_topic(broker, "labels"), new_topic(broker, "scores")
+    dead_letters = new_topic(broker, "dlq", {"max.message.bytes": str(DEAD_LETTER_MAX_BYTES)})
+    stream = build_stream(data)
+    produce(broker, labels, stream.labels)
+    produce(broker, events, stream.events)
+    records = len(stream.events)
+
+    config = tmp_path / "monitor.yaml"
+    settings = {
+        "models": [
+            {
+                "name": MODEL,
+                "path": str(data.model_path),
+                "version": "1",
+                "reference": str(data.reference_path),
+                "feature_names": list(data.feature_names),
+            },
+            {
+                "name": REGRESSOR,
+                "path": str(build_regressor(data, tmp_path / "regressor.onnx")),
+                "reference": str(data.reference_path),
+            },
+        ],
+        "kafka": {
+            "labels_topic": labels,
+            "scores_topic": scores,
+            "dead_letter_topic": dead_letters,
+            "producer_delivery_timeout_ms": 1000,  # the refused scores fail (and count) after a second
+        },
+        "sampler": {"events_per_second": 0},
+        "segments": {"max_versions": 2},
+        "drift": {"window": 300, "every": 50},
+        "alerts": {
+            "alertmanager_url": alertmanager.url,
+            "webhook_url": f"http://127.0.0.1:{free_port()}/nobody-listens",
+            "for_seconds": 1.0,
+            "resolve_after_seconds": 600.0,
+        },
+        "probes": {"interval_seconds": 1.0, "budget_share": 1.0},
+        "max_event_bytes": MAX_EVENT_BYTES,
+    }
+    config.write_text(yaml.safe_dump(settings))
+    sidecar = Sidecar(
+        broker,
+        topic=events,
+        group_id=group_name(),
+        state_dir=tmp_path / "state",
+        log_path=tmp_path / "sidecar.log",
+        config=config,
+    )
+    with sidecar:
+        sidecar.wait_ready()
+        sidecar.wait_for_metrics(
+            lambda s: (
+                s.total("harmonic_events_consumed_total") >= records
+                and s.total("harmonic_alerts_fired_total", alertname=HARMFUL_ALERT) > 0
+            ),
+            f"{records} records consumed and {HARMFUL_ALERT} fired",
+            DRAIN_TIMEOUT_SECONDS,
+        )
+        # the alerts went out of the process: the real Alertmanager holds both drift alerts
+        held = alertmanager.wait_for_alerts(
+            lambda alerts: {HARMFUL_ALERT, INPUT_ALERT} <= {a["labels"]["alertname"] for a in alerts},
+            ALERT_TIMEOUT_SECONDS,
+            model=MODEL,
+        )
+        assert all(a["status"]["state"] == "active" for a in held)
+
+        # faults last, so that the stream above was scored at full speed: the scores topic now refuses acks=all
+        # writes (one in-sync replica of the two it asks for), and the endpoint gets a request it refuses
+        broker.alter_topic_config(scores, {"min.insync.replicas": "2"})
+        wait_until_refused(broker, scores)
+        produce(broker, events, tail(stream, TAIL_EVENTS))
+        assert post_metrics(sidecar) >= 400
+
+        missing: dict[str, str] = {}
+
+        def all_written(s: Scrape) -> bool:
+            missing.clear()
+            missing.update(unwritten(s))
+            return not missing
+
+        try:
+            sidecar.wait_for_metrics(all_written, "a written sample of every declared metric", WRITTEN_TIMEOUT_SECONDS)
+        except AssertionError as exc:
+            lines = "\n".join(f"  {name}: {what}" for name, what in missing.items())
+            raise AssertionError(f"declared metrics with no written sample:\n{lines}\n{exc}") from None
