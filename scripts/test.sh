@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (README "Run the tests"; .ci/run calls exactly this).
 # On a fresh Debian 12 machine it: creates .venv, installs the package with its dev extra, fetches the real
-# services the integration tests start on 127.0.0.1 (Kafka 0.9 + ZooKeeper, Tansu, Alertmanager, Prometheus),
-# then runs format/lint/type checks and the whole pytest suite (unit, slow and integration; nothing skipped).
+# services the integration tests start on 127.0.0.1 (Kafka 0.9 + ZooKeeper, Tansu, Alertmanager, Prometheus) and
+# the container image's build tools and base, then runs format/lint/type checks and the whole pytest suite (unit,
+# slow and integration; nothing skipped).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -16,6 +17,9 @@ fi
 bash scripts/install-services.sh
 bash scripts/install-alertmanager.sh
 bash scripts/install-prometheus.sh
+# buildah + mmdebstrap and the local python:3.11-slim base (cached in .cache/image/); the image itself is built by
+# tests/integration/test_image.py, from the tree it tests (DECISIONS 23)
+bash scripts/build-image.sh --prepare
 
 echo "== ruff format --check"; .venv/bin/ruff format --check .
 echo "== ruff check";          .venv/bin/ruff check .

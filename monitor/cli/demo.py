@@ -61,18 +61,21 @@ class _PhaseSource:
         self.current = ReplaySource([])
         self.committed: dict[tuple[str, int], int] = {}
         self._offset = 0
+        # each run is a new stream: a state kept in --workdir holds the last run's position on its own topic, and
+        # records below a saved position are skipped as already applied
+        self._topic = f"demo-{time.time_ns()}"
 
     def load(self, lines: list[bytes]) -> None:
         from monitor.source.replay import ReplaySource
 
-        self.current = ReplaySource(lines, topic="demo")
+        self.current = ReplaySource(lines, topic=self._topic)
 
     def poll(self, timeout_seconds: float, max_records: int) -> list[Any]:
         from monitor.source.base import RawRecord
 
         out = []
         for r in self.current.poll(timeout_seconds, max_records):
-            out.append(RawRecord(value=r.value, topic="demo", partition=0, offset=self._offset))
+            out.append(RawRecord(value=r.value, topic=self._topic, partition=0, offset=self._offset))
             self._offset += 1
         return out
 

@@ -85,6 +85,11 @@ class Pipeline:
         self._careful_until: dict[tuple[str, int], int] = {}
         #: records that were in flight at two consecutive crashes: dead-lettered without processing
         self._poison: set[tuple[str, int, int]] = set()
+        #: per partition, the position whose effects the state already holds: a record below it that the broker
+        #: delivers (its commit did not land: a crash between save and commit, a failed commit at a rebalance)
+        #: is skipped, not applied twice. From the saved state at start, and from a partition given up at a
+        #: rebalance; dropped for a partition once a record at or past it arrives.
+        self._held: Positions = {}
         saved = self._restore()
         self._after_unclean_exit(self.inflight.load())
         invalid_log = RateLimitedLogger(log)
@@ -146,6 +151,7 @@ class Pipeline:
         """Load the saved counters; returns the saved per-model parts (applied once the models' watches exist)."""
         data = self.store.load()
         self.state.load_counters(data.get("counters", []))
+        self._held = {(str(t), int(p)): int(o) for t, p, o in data.get("positions", [])}
         if data:
             log.info("state restored", extra={"path": str(self.store.path)})
         models: dict[str, dict[str, Any]] = data.get("models", {})
@@ -163,7 +169,9 @@ class Pipeline:
     def persist(self) -> bool:
         """Write the state durably, with the applied positions; False when the state directory cannot take it."""
         models = {rt.name: model_state(rt) for rt in self.runtimes.values()}
-        positions = [[topic, partition, offset] for (topic, partition), offset in sorted(self._applied.items())]
+        # positions still held from the saved state (no record of that partition seen since) stay in it
+        held = {**self._held, **self._applied}
+        positions = [[topic, partition, offset] for (topic, partition), offset in sorted(held.items())]
         ok = self.store.save({"counters": self.state.dump_counters(), "models": models, "positions": positions})
         self.state.set("harmonic_degraded", ("state_dir",), 0.0 if ok else 1.0)
         if not ok:
@@ -247,6 +255,11 @@ class Pipeline:
         try:
             for record in records:
                 key = (record.topic, record.partition)
+                if self._held and key in self._held:
+                    if record.offset < self._held[key]:
+                        positions[key] = record.offset + 1  # applied before: in the state already
+                        continue
+                    del self._held[key]
                 if self._poison and (record.topic, record.partition, record.offset) in self._poison:
                     consumed["unknown"] = consumed.get("unknown", 0) + 1
                     self.ingest.dead_letter(
@@ -302,6 +315,8 @@ class Pipeline:
         self.flush()
         self._checkpoint()
         for key in partitions:
+            if key in self._applied:  # if the commit above does not land, the next delivery skips what we hold
+                self._held[key] = self._applied[key]
             self._consumed.pop(key, None)
             self._applied.pop(key, None)
             self._committed.pop(key, None)

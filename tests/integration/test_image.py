@@ -17,6 +17,7 @@ the build log's tail: they are never skipped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -308,10 +309,8 @@ class ImageSidecar(Sidecar):
 
     def kill(self) -> int:
         process = self._require_process()
-        try:
+        with contextlib.suppress(ProcessLookupError):  # the group exited meanwhile
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         code = process.wait(timeout=10)
         self._reap()
         return code
@@ -403,7 +402,7 @@ def test_image_runs_against_a_broker_on_the_host(
         )
         # every process in the container runs as the image's user, not as root
         main = sidecar.entrypoint_process()
-        inside = {p: uids(p) for p in descendants(sidecar.pid) if not cmdline(p)[0:1] == ["buildah-chroot-runtime"]}
+        inside = {p: uids(p) for p in descendants(sidecar.pid) if cmdline(p)[:1] != ["buildah-chroot-runtime"]}
         assert uids(main) == {UID}, f"the entrypoint runs as {uids(main)}, not as the image's user {UID}"
         assert all(u == {UID} for u in inside.values() if u), {p: (cmdline(p)[:3], u) for p, u in inside.items()}
         # the HEALTHCHECK command, run inside the image with the container's environment, sees a healthy sidecar
