@@ -50,7 +50,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 # A virtual environment keeps the package and its dependencies apart from the base image's site-packages (and
 # from Debian's "externally managed" python3). The dependencies' versions come from pyproject.toml's ranges
-# (DL3013 wants pins: the wheel is our own). The [convert] extra is skl2onnx alone (well under 1 MB: onnx and
+# (DL3013 wants pins: the wheel is our own). The [convert] extra is skl2onnx alone (about 3 MB: onnx and
 # scikit-learn are runtime dependencies already), and `demo` trains and converts a model with it.
 COPY --from=build /wheels /tmp/wheels
 # hadolint ignore=DL3013
@@ -78,9 +78,10 @@ EXPOSE 9108
 # For docker and compose only (see the header: Kubernetes probes /healthz and /readyz itself, and the OCI image
 # format has no HEALTHCHECK). No curl in the slim image: ask /healthz with the standard library. The port follows
 # HARMONIC_METRICS__PORT when the port is moved by environment; the proxy handler is emptied so an HTTP(S)_PROXY
-# in the environment is never used for a loopback check.
+# in the environment is never used for a loopback check. With TLS on (metrics.web_config_file given by environment)
+# it asks over https without verifying the certificate: a loopback liveness check, and /healthz needs no credentials.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request as u; u.build_opener(u.ProxyHandler({})).open('http://127.0.0.1:' + os.environ.get('HARMONIC_METRICS__PORT', '9108') + '/healthz', timeout=4)"]
+    CMD ["python", "-c", "import os, ssl, urllib.request as u; p = os.environ.get('HARMONIC_METRICS__PORT', '9108'); o = u.build_opener(u.ProxyHandler({}), u.HTTPSHandler(context=ssl._create_unverified_context())); t = os.environ.get('HARMONIC_METRICS__WEB_CONFIG_FILE') and 'https' or 'http'; o.open(t + '://127.0.0.1:' + p + '/healthz', timeout=4)"]
 
 # SIGTERM: finish the batch in hand, commit offsets, persist state, exit 0 (bounded by shutdown_timeout_seconds).
 STOPSIGNAL SIGTERM

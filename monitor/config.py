@@ -200,13 +200,26 @@ def _parse_api_version(text: str) -> tuple[int, ...]:
 
 
 class SamplerSettings(_Strict):
-    events_per_second: float = Field(
-        200.0,
+    events_per_second: float | None = Field(
+        None,
         ge=0,
-        description="Scoring budget (events/s) shared by all models, an equal share each under overload (max-min "
-        "fairness: what a model does not use goes to the others); 0 = score everything.",
+        description="Optional cap on scored events/s, one budget shared by all models, an equal share each under "
+        "overload (max-min fairness: what a model does not use goes to the others); unset (the default) = no cap, "
+        "the CPU share alone decides; 0 = score every event (no sampling, no CPU limit).",
     )
-    burst_seconds: float = Field(2.0, gt=0, description="Token-bucket depth in seconds of budget.")
+    cpu_share: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="Share of the available CPUs (affinity capped by the cgroup CPU quota) that scoring may take. "
+        "Every event is scored while the measured scoring cost fits in it; above, events are sampled uniformly, "
+        "one budget shared by all models (an equal share of CPU time each under overload).",
+    )
+    burst_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="Bucket depth in seconds of budget (CPU share and cap): a burst this size is scored whole.",
+    )
     stratify: bool = Field(True, description="Class-stratified acceptance on the live predicted class.")
 
 
@@ -315,6 +328,11 @@ class MetricsSettings(_Strict):
         16, ge=1, description="/metrics requests in flight (more: 503) and responses per render (more wait)."
     )
     workers: int = Field(4, ge=1, description="Threads that run /readyz and /probes; twice as many queued, then 503.")
+    web_config_file: Path | None = Field(
+        None,
+        description="TLS and basic auth: a web config file in the Prometheus exporter-toolkit's format "
+        "(deploy/web-config.example.yml). None: plain HTTP, no auth. /healthz stays open to probes.",
+    )
 
 
 class Settings(BaseSettings):

@@ -423,8 +423,9 @@ USAGE: dict[str, Usage] = {
         "Connections or requests the endpoint refused or dropped, by `reason`: `read_timeout` (a request head did not "
         "arrive within `metrics.read_timeout_seconds`: slow or half-open clients), `write_timeout` (a client did not "
         "read its response), `too_many_connections` (over `metrics.max_connections`), `too_many_scrapes` (over "
-        "`metrics.max_concurrent_scrapes`: 503), `pool_full` (`/readyz` or `/probes` queued beyond the worker pool: "
-        "503), `bad_request` (malformed, with a body, not GET/HEAD). A steady rate means a client misbehaves; "
+        "`metrics.max_concurrent_scrapes`: 503), `pool_full` (`/readyz`, `/probes` or password checks queued beyond "
+        "their pool: 503), `bad_request` (malformed, with a body, not GET/HEAD), `unauthorized` (missing or wrong "
+        "basic-auth credentials: 401). A steady rate means a client misbehaves; "
         "docs/OPERATIONS.md, *HTTP endpoint*.",
     ),
     "harmonic_http_render_duration_seconds": Usage(
@@ -485,9 +486,10 @@ an alert fires: [OPERATIONS.md](OPERATIONS.md).
 ## Reading them
 
 - **Everything is prefixed `harmonic_`**, counters end in `_total`, durations are in seconds, ratios are 0–1.
-- **Sampling.** Only a sample of events is scored (`sampler.events_per_second`, one budget shared by all models:
-  an equal share each under overload, and what a model does not use goes to the others). Counters of *scored*
-  events therefore count the sample: to estimate live traffic divide by the sampled ratio,
+- **Sampling.** Every event is scored while scoring fits in `sampler.cpu_share` of the CPUs; above that only a
+  sample is (one budget shared by all models: an equal share of CPU time each under overload, and what a model does
+  not use goes to the others; `sampler.events_per_second` optionally caps it). Counters of *scored*
+  events then count the sample: to estimate live traffic divide by the sampled ratio,
   `rate(harmonic_events_scored_total[5m]) / on (model) group_left () harmonic_events_sampled_ratio`.
   Histograms (γ, flicker, P_adj) and the window gauges describe *distributions* and need no rescaling. The
   default sampler is stratified by the live predicted class, so rare classes are over-represented in the scored

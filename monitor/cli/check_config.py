@@ -41,6 +41,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     setup_logging(settings.log_level, settings.log_format)
+    if settings.metrics.web_config_file is not None:
+        from monitor.exporters.webconfig import load_web_config
+
+        load_web_config(settings.metrics.web_config_file)  # TLS files loaded, hashes checked: what `run` does first
     if not args.no_load_models:
         for m in settings.models:
             check_model(settings, m)

@@ -32,10 +32,17 @@ second, closes all 300 half-open connections after the read timeout, answers eve
 half-open connection — its keep-alive timer starts only after a first response, and it has no request-head timeout
 (Kludex/uvicorn#157) — and with ``limit_concurrency`` they fill the cap, so every ``/healthz`` got 503; it also
 serves scraper loops as fast as they ask (600-800 responses/s, ingest 54-75 %). The loop here is the standard
-library's asyncio, so issue 25 gets TLS from an ``ssl.SSLContext`` built from the exporter-toolkit web config
-(``start_server(ssl=..., ssl_handshake_timeout=...)``; a reload swaps it from an SNI callback) and basic auth as a header check before
-routing, with the bcrypt comparison on the worker pool (it costs ~0.1 s by design) and its result cached per
-credential; no new runtime dependency.
+library's asyncio, so TLS is an ``ssl.SSLContext`` handed to ``start_server``.
+
+TLS and basic auth (issue 25). With ``web_config`` (``metrics.web_config_file``, the Prometheus exporter-toolkit's
+format, :mod:`monitor.exporters.webconfig`) the port speaks TLS only; the handshake must finish within
+``read_timeout_seconds``. With ``basic_auth_users``, every path but ``/healthz`` needs ``Authorization: Basic``:
+``/healthz`` stays open so that a kubelet liveness probe needs no credentials (it reveals nothing but "alive"), while
+``/metrics``, ``/readyz`` and ``/probes`` answer 401 with ``WWW-Authenticate: Basic realm="harmonic-monitor"``
+(``reason="unauthorized"``) to a missing or wrong credential. A credential verified in the last minute is accepted
+on the loop at once; any other goes to bcrypt (~0.1 s by design) on a one-thread auth pool with at most
+``2 * workers`` waiting, beyond which it gets 503 at once (``pool_full``): a flood of bad passwords costs one core
+at most and never stalls the loop, ``/healthz`` or a scraper whose credential is cached.
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from monitor.config import MetricsSettings
 from monitor.exporters.prometheus import MetricsState, StateCollector
+from monitor.exporters.webconfig import BasicAuth, WebConfig, unauthorized_header
 from monitor.logs import RateLimitedLogger
 
 log = logging.getLogger("monitor.exporters.http")
@@ -67,7 +75,7 @@ JsonProvider = Callable[[], Any]
 _Response = tuple[int, bytes, str]
 
 #: ``harmonic_http_requests_rejected_total{reason}``: the fixed set of reasons
-RejectReason = Literal["read_timeout", "write_timeout", "too_many_connections", "too_many_scrapes", "pool_full", "bad_request"]  # fmt: skip
+RejectReason = Literal["read_timeout", "write_timeout", "too_many_connections", "too_many_scrapes", "pool_full", "bad_request", "unauthorized"]  # fmt: skip
 REJECT_REASONS: tuple[RejectReason, ...] = get_args(RejectReason)
 #: ``harmonic_http_requests_total{path}``: the fixed set of paths (anything else counts as ``other``)
 PATHS = ("metrics", "healthz", "readyz", "probes", "other")
@@ -80,8 +88,9 @@ _FIX: dict[RejectReason, str] = {
     "write_timeout": "a client did not read its response in time",
     "too_many_connections": "more connections than metrics.max_connections: find the client that opens them",
     "too_many_scrapes": "more concurrent scrapes than metrics.max_concurrent_scrapes: check who scrapes /metrics",
-    "pool_full": "/readyz or /probes calls queued beyond the worker pool: the readiness callback is slow",
+    "pool_full": "/readyz or /probes calls, or password checks, queued beyond their pool: a slow readiness callback or a flood of wrong passwords",
     "bad_request": "malformed, oversized or non-GET requests: something other than a scraper talks to this port",
+    "unauthorized": "a request without valid basic-auth credentials: check the scraper's basic_auth against basic_auth_users in metrics.web_config_file",
 }
 
 
@@ -113,7 +122,7 @@ class HttpLimits:
 
     @classmethod
     def from_settings(cls, settings: MetricsSettings) -> HttpLimits:
-        return cls(**settings.model_dump(exclude={"host", "port"}))
+        return cls(**settings.model_dump(exclude={"host", "port", "web_config_file"}))
 
 
 class RenderCache:
@@ -181,10 +190,11 @@ class RenderCache:
 
 
 class _Request:
-    __slots__ = ("keep_alive", "method", "path")
+    __slots__ = ("authorization", "keep_alive", "method", "path")
 
-    def __init__(self, method: str, path: str, keep_alive: bool) -> None:
+    def __init__(self, method: str, path: str, keep_alive: bool, authorization: str | None = None) -> None:
         self.method, self.path, self.keep_alive = method, path, keep_alive
+        self.authorization = authorization
 
 
 class _BadRequest(Exception):
@@ -218,7 +228,7 @@ def parse_head(head: bytes) -> _Request:
         raise _BadRequest(400, "requests to this endpoint carry no body")
     connection = headers.get("connection", "").lower()
     keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-    return _Request(method, target.split("?", 1)[0], keep_alive)
+    return _Request(method, target.split("?", 1)[0], keep_alive, headers.get("authorization"))
 
 
 class MetricsServer:
@@ -239,7 +249,9 @@ class MetricsServer:
     limits : HttpLimits, optional
         Timeouts, pool sizes and caps (defaults: :class:`HttpLimits`).
     clock : callable
-        Monotonic seconds for the render interval.
+        Monotonic seconds for the render interval and the credential cache.
+    web_config : WebConfig, optional
+        TLS (its ``ssl_context``) and basic-auth users from ``metrics.web_config_file``; None: plain HTTP, no auth.
     """
 
     def __init__(
@@ -253,8 +265,14 @@ class MetricsServer:
         registry: CollectorRegistry | None = None,
         limits: HttpLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
+        web_config: WebConfig | None = None,
     ) -> None:
         self.limits = limits or HttpLimits()
+        self._ssl = None if web_config is None else web_config.ssl_context
+        if self._ssl is None and web_config is not None and web_config.tls is not None:
+            self._ssl = web_config.tls.context(web_config.source)  # parsed but not loaded: load the files now
+        self.scheme = "https" if self._ssl is not None else "http"
+        self.auth = BasicAuth(web_config.users, clock=clock) if web_config is not None and web_config.users else None
         self.registry = registry or CollectorRegistry(auto_describe=False)
         self.registry.register(StateCollector(state))
         self._state = state
@@ -269,6 +287,8 @@ class MetricsServer:
         )
         self._render_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-render")
         self._pool = ThreadPoolExecutor(max_workers=self.limits.workers, thread_name_prefix="metrics-worker")
+        # bcrypt on its own single thread: a flood of wrong passwords costs one core and never delays /readyz
+        self._auth_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-auth")
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="metrics-http", daemon=True)
         self._stopped = asyncio.Event()  # binds to the loop on first use, in the loop thread
@@ -278,6 +298,7 @@ class MetricsServer:
         self._scrapes = 0
         self._served_render, self._served = 0, 0  # scrapes answered with render number `_served_render`
         self._pool_jobs = 0
+        self._auth_jobs = 0
 
     @property
     def port(self) -> int:
@@ -296,6 +317,7 @@ class MetricsServer:
             self._loop.close()
         self._render_pool.shutdown(wait=False, cancel_futures=True)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._auth_pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> MetricsServer:
         return self.start()
@@ -312,7 +334,10 @@ class MetricsServer:
             self._loop.close()
 
     async def _serve_forever(self) -> None:
-        server = await asyncio.start_server(self._connection, sock=self._sock, limit=MAX_HEAD_BYTES, backlog=128)
+        tls: dict[str, Any] = {}
+        if self._ssl is not None:
+            tls = {"ssl": self._ssl, "ssl_handshake_timeout": self.limits.read_timeout_seconds}
+        server = await asyncio.start_server(self._connection, sock=self._sock, limit=MAX_HEAD_BYTES, backlog=128, **tls)
         async with server:
             await self._stopped.wait()
             server.close()
@@ -385,6 +410,10 @@ class MetricsServer:
         """Answer one GET or HEAD; False when the connection must close."""
         name = request.path.removeprefix("/")
         self._state.inc("harmonic_http_requests_total", (name if name in PATHS[:-1] else "other",))
+        if self.auth is not None and name != "healthz":
+            refusal = await self._authorize(request)
+            if refusal is not None:
+                return await self._send(writer, *refusal, request=request)
         if name == "metrics":
             if self._scrapes >= self.limits.max_concurrent_scrapes:
                 self._reject("too_many_scrapes")
@@ -421,6 +450,24 @@ class MetricsServer:
         else:
             status, body, ctype = 404, b"not found: try /metrics, /healthz, /readyz, /probes\n", _TEXT
         return await self._send(writer, status, body, ctype, request=request)
+
+    async def _authorize(self, request: _Request) -> _Response | None:
+        """None when the request's credentials are valid, else the response that refuses it (401 or 503)."""
+        assert self.auth is not None
+        if self.auth.cached(request.authorization):
+            return None
+        if request.authorization is not None:
+            if self._auth_jobs >= 2 * self.limits.workers:
+                self._reject("pool_full")
+                return 503, b"busy: too many password checks in flight; retry\n", _TEXT
+            self._auth_jobs += 1
+            try:
+                if await self._loop.run_in_executor(self._auth_pool, self.auth.verify, request.authorization):
+                    return None
+            finally:
+                self._auth_jobs -= 1
+        self._reject("unauthorized")
+        return 401, b"unauthorized: basic auth required\n", _TEXT
 
     async def _off_loop(self, pool: ThreadPoolExecutor, job: Callable[[], _Response]) -> _Response:
         """Run ``job`` on ``pool``; a 500 that says why when it raises."""
@@ -466,6 +513,8 @@ class MetricsServer:
         ]
         if status == 503:
             lines.append("Retry-After: 1")
+        if status == 401:
+            lines.append(f"WWW-Authenticate: {unauthorized_header()}")
         if allow:
             lines.append("Allow: GET, HEAD")
         if not keep_alive:

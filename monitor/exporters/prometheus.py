@@ -220,7 +220,7 @@ METRICS: tuple[MetricSpec, ...] = (
         "harmonic_http_requests_rejected_total",
         "counter",
         "Connections or requests the HTTP endpoint refused or dropped, by reason (read_timeout, write_timeout, "
-        "too_many_connections, too_many_scrapes, pool_full, bad_request).",
+        "too_many_connections, too_many_scrapes, pool_full, bad_request, unauthorized).",
         ("reason",),
     ),
     MetricSpec(

@@ -242,7 +242,7 @@ class Scoring:
                     self._unscorable(item[0], item[3], exc)
 
     def _apply_batch(self, rt: ModelRuntime, pending: list[Pending]) -> None:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         batch = [ev for ev, _, _, _ in pending]
         shadow = np.array([d for _, d, _, _ in pending])
         weights = np.array([w for _, _, w, _ in pending])
@@ -256,6 +256,8 @@ class Scoring:
         )
         assert rt.watch is not None
         rt.watch.update(batch, rows, result, shadow, uniform=self.thinner.keep(rt.name, weights))
+        # the measured cost (CPU seconds, all threads: onnxruntime's too) that the sampler divides its budget by
+        self.sampler.observe_cost(rt.name, len(batch), time.process_time() - cpu_started)
         for hook in self.hooks:
             try:
                 hook(rt, rows, result, now)
@@ -316,7 +318,11 @@ class Scoring:
         rng = np.random.default_rng(rt.settings.scoring.seed)
         if ref.shape[0] > rt.watch.config.reference_max_events:
             ref = ref[rng.choice(ref.shape[0], rt.watch.config.reference_max_events, replace=False)]
+        cpu_started = time.process_time()
         result = self.score_rows(rt, ref, purpose="reference")
+        # the first measured cost: the sampler knows what an event costs before the first poll (a backlog read
+        # after a restart is then sampled from its first poll on, not scored whole)
+        self.sampler.observe_cost(rt.name, int(ref.shape[0]), time.process_time() - cpu_started)
         rt.watch.set_reference(ref, result)
         log.info("reference built from file", extra={"model": rt.name, "rows": int(ref.shape[0])})
 

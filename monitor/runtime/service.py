@@ -13,10 +13,12 @@ from monitor import __version__
 from monitor.allocator import TimedCollector
 from monitor.clock import WatermarkClock
 from monitor.config import KafkaSettings, Settings
+from monitor.cpus import affinity_cpus, cgroup_cpu_limit
 from monitor.exporters.alerts import AlertEvent
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
 from monitor.exporters.http import HttpLimits, MetricsServer
 from monitor.exporters.prometheus import MetricsState
+from monitor.exporters.webconfig import load_web_config
 from monitor.runtime.models import ModelRuntime, load_model_runtime
 from monitor.runtime.pipeline import Pipeline
 from monitor.sampler.base import Sampler
@@ -46,15 +48,18 @@ def consumer_arguments(k: KafkaSettings) -> dict[str, Any]:
 
 
 def build_sampler(settings: Settings) -> Sampler:
-    """Budget 0 scores everything; otherwise one budget shared by all models (max-min fair shares, a token bucket
-    each), class-stratified by default."""
-    rate = settings.sampler.events_per_second
-    if rate == 0:
+    """``events_per_second: 0`` scores everything; otherwise work-conserving sampling (DECISIONS 14): every event is
+    scored while the measured scoring cost fits in ``cpu_share`` of the available CPUs, and above that one budget
+    is shared by all models (max-min fair shares), capped at ``events_per_second`` when set; class-stratified by
+    default."""
+    s = settings.sampler
+    if s.events_per_second == 0:
         return KeepAllSampler()
-    burst = settings.sampler.burst_seconds
-    if settings.sampler.stratify:
-        return StratifiedSampler(rate, burst_seconds=burst)
-    return UniformSampler(rate, burst_seconds=burst)
+    # CPUs' worth of time: affinity capped by the cgroup quota, fractional (a 1.5-CPU limit is 1.5, not 2)
+    quota = cgroup_cpu_limit()
+    cpus = min(float(affinity_cpus()), quota) if quota is not None else float(affinity_cpus())
+    cls = StratifiedSampler if s.stratify else UniformSampler
+    return cls(s.events_per_second or 0.0, cpus=cpus, cpu_share=s.cpu_share, burst_seconds=s.burst_seconds)
 
 
 class _Rebalance:
@@ -132,6 +137,11 @@ class Service:
                 ready=self.pipeline.readiness,
                 probes=self.probes.report,
                 limits=HttpLimits.from_settings(settings.metrics),
+                web_config=(
+                    load_web_config(settings.metrics.web_config_file)
+                    if settings.metrics.web_config_file is not None
+                    else None
+                ),
             )
 
     @classmethod

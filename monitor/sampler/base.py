@@ -3,7 +3,8 @@
 A :class:`Sampler` sees every valid event once, in arrival order, with the pipeline's clock reading ``now``
 (epoch seconds). It answers with a weight: 0.0 means "drop", anything else means "score this event" and is the
 event's Horvitz–Thompson weight (1 / its inclusion probability; 1.0 for a forced keep). ``snapshot()`` reads the
-counters behind the ``sampled fraction`` metric.
+counters behind the ``sampled fraction`` metric. ``observe_cost`` is told, after each scored micro-batch, what
+scoring cost, so that a sampler can score everything while the engine keeps up.
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ class Sampler(Protocol):
 
     def snapshot(self) -> Mapping[str, ModelSamplingStats]:
         """Per-model counts, read at scrape time."""
+
+    def observe_cost(self, model: str, events: int, seconds: float) -> None:
+        """Scoring ``events`` of ``model``'s events took ``seconds`` of CPU (one micro-batch): the measured cost
+        that work-conserving samplers divide the CPU budget by (DECISIONS 14)."""
 
 
 def fraction_and_weight(kept: int, seen: int) -> tuple[float, float]:

@@ -18,7 +18,7 @@ class TokenBucket:
     """A token bucket: ``rate_per_second`` tokens accrue up to ``burst``; taking one needs one.
 
     Forced takes may drive the balance negative, down to ``-burst``, so that forced keeps are paid back by
-    later ordinary ones instead of being refused.
+    later ordinary ones instead of being refused. ``rate_per_second = inf`` is an unlimited bucket (always a token).
 
     Examples
     --------
@@ -28,8 +28,8 @@ class TokenBucket:
     """
 
     def __init__(self, rate_per_second: float, burst: float) -> None:
-        if not rate_per_second >= 0 or not math.isfinite(rate_per_second):
-            raise ConfigError(f"rate_per_second must be a finite number >= 0; got {rate_per_second!r}")
+        if not rate_per_second >= 0:
+            raise ConfigError(f"rate_per_second must be a number >= 0 (inf: unlimited); got {rate_per_second!r}")
         if not burst >= 1:
             raise ConfigError(f"burst must be >= 1 token; got {burst!r}")
         self.rate_per_second, self.burst = float(rate_per_second), float(burst)
@@ -80,7 +80,63 @@ class TokenBucket:
         """
         self._refill(now)
         self.rate_per_second, self.burst = float(rate_per_second), max(1.0, float(burst))
-        self._tokens = self.burst if fill else min(self._tokens, self.burst)
+        unlimited = math.isinf(self.rate_per_second)
+        self._tokens = self.burst if fill or unlimited else min(self._tokens, self.burst)
+
+
+class CpuBucket:
+    """CPU seconds available to scoring: ``cpu_per_second`` accrues up to ``depth_seconds`` of it; an event is taken
+    while the balance is positive and costs its measured CPU seconds (so one event dearer than the whole depth is
+    still taken, and paid back). ``cpu_per_second = inf``: unlimited.
+
+    Examples
+    --------
+    >>> b = CpuBucket(cpu_per_second=1.6, depth_seconds=2.0)
+    >>> b.take(0.0, 3.0), b.take(0.0, 1.0), b.take(0.0, 0.1), b.take(1.0, 0.001)
+    (True, True, False, True)
+    """
+
+    def __init__(self, cpu_per_second: float, depth_seconds: float) -> None:
+        if not cpu_per_second > 0:
+            raise ConfigError(f"cpu_per_second must be > 0 (inf: unlimited); got {cpu_per_second!r}")
+        if not depth_seconds > 0:
+            raise ConfigError(f"depth_seconds must be > 0; got {depth_seconds!r}")
+        self.cpu_per_second, self.depth_seconds = float(cpu_per_second), float(depth_seconds)
+        self.depth = self.cpu_per_second * self.depth_seconds
+        self.reset()
+
+    def reset(self) -> None:
+        """Full bucket, no time seen yet."""
+        self._balance = self.depth
+        self._last: float | None = None
+
+    @property
+    def balance(self) -> float:
+        return self._balance
+
+    def _refill(self, now: float) -> None:
+        last = self._last
+        if last is None or now > last:
+            if last is not None:
+                self._balance = min(self.depth, self._balance + (now - last) * self.cpu_per_second)
+            self._last = now
+
+    def available(self, now: float) -> bool:
+        """Whether an event could be taken at ``now``."""
+        self._refill(now)
+        return self._balance > 0.0
+
+    def take(self, now: float, cost_seconds: float) -> bool:
+        """Take one event of ``cost_seconds`` if the balance is positive."""
+        if not self.available(now):
+            return False
+        self._balance -= cost_seconds
+        return True
+
+    def force(self, now: float, cost_seconds: float) -> None:
+        """Take one event whatever the balance (floored at ``-depth``)."""
+        self._refill(now)
+        self._balance = max(self._balance - cost_seconds, -self.depth)
 
 
 class RateEstimator:

@@ -38,6 +38,9 @@ class KeepAllSampler:
     ) -> list[float]:
         return sample_each(self, events, now, forced)
 
+    def observe_cost(self, model: str, events: int, seconds: float) -> None:
+        """Nothing to budget: every event is scored whatever it costs."""
+
     def snapshot(self) -> Mapping[str, ModelSamplingStats]:
         return {
             m: ModelSamplingStats(

@@ -1,4 +1,4 @@
-"""Stage 2: budgeted, class-stratified sampling — rare live classes are still seen.
+"""Stage 2: work-conserving, class-stratified sampling — rare live classes are still seen.
 
 The ONNX copy's class is only known after scoring, so strata are the *live server's* predicted class carried
 by the event (``"none"`` when it carries none, which makes a stream without live predictions plain uniform).
@@ -6,8 +6,8 @@ Each model's budget is divided between its strata in proportion to ``offered_rat
 (1 = uniform, 0 = the same budget per class, default 0.5), by water-filling so that budget a small class cannot
 use goes to the others. A stratum's acceptance probability is at most ``max_boost`` times the model's uniform
 probability, which bounds how strongly rare classes are over-represented (and keeps the per-event weights
-``1/p`` within a factor ``max_boost`` of the uniform weight on that side). Budgets, buckets, forced keeps and
-counters are those of :class:`~monitor.sampler.uniform.UniformSampler`.
+``1/p`` within a factor ``max_boost`` of the uniform weight on that side). The CPU budget, event caps, buckets, forced
+keeps and counters are those of :class:`~monitor.sampler.uniform.UniformSampler`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ class StratifiedSampler(UniformSampler):
 
     Parameters
     ----------
-    target_per_second, model_targets, burst_seconds, rate_window_seconds, horizon_seconds, reallocate_seconds,
-    headroom, max_strata, seed
+    target_per_second, model_targets, cpus, cpu_share, cost_smoothing, burst_seconds, rate_window_seconds,
+    horizon_seconds, reallocate_seconds, headroom, max_strata, seed
         As :class:`~monitor.sampler.uniform.UniformSampler`.
     exponent : float in [0, 1]
         A stratum's share of its model's budget is proportional to ``offered_rate ** exponent``.
@@ -45,9 +45,12 @@ class StratifiedSampler(UniformSampler):
 
     def __init__(
         self,
-        target_per_second: float,
+        target_per_second: float = 0.0,
         *,
         model_targets: Mapping[str, float] | None = None,
+        cpus: float = 1.0,
+        cpu_share: float = 0.0,
+        cost_smoothing: float = 0.2,
         exponent: float = 0.5,
         max_boost: float = 10.0,
         burst_seconds: float = 1.0,
@@ -66,6 +69,9 @@ class StratifiedSampler(UniformSampler):
         super().__init__(
             target_per_second,
             model_targets=model_targets,
+            cpus=cpus,
+            cpu_share=cpu_share,
+            cost_smoothing=cost_smoothing,
             burst_seconds=burst_seconds,
             rate_window_seconds=rate_window_seconds,
             horizon_seconds=horizon_seconds,

@@ -1,13 +1,22 @@
-"""Stage 2: budgeted uniform sampling — every event of a model has the same chance of being scored.
+"""Stage 2: work-conserving uniform sampling — every event is scored while the engine keeps up; under overload
+every event of a model has the same chance of being scored.
 
-The budget is a target of scored events per second, in total and optionally per model. Each model gets a token
-bucket at its target plus a small headroom (a hard cap on surges) and accepts an event with probability ``target / offered rate`` (so that
-acceptance is spread evenly over the stream instead of going to whichever events arrive first after a refill);
-models without an explicit target share what is left of the total by max-min fairness, re-divided every
-``reallocate_seconds``: under overload each busy model gets an equal share, and what a model does not use (it
-offers less than its share, or went idle and its rate estimate decayed, time constant ``rate_window_seconds``) goes
-to the others. A newcomer is given a share at once and its bucket starts full at that share's burst. A global
-bucket at the total target (plus headroom) caps the sum.
+What scoring can sustain is measured, not assumed (DECISIONS 14): the CPU budget is ``cpu_share`` of the CPUs
+the process may use (:func:`monitor.cpus.available_cpus`: affinity capped by the cgroup's CPU quota), and each
+model's cost is a moving average of the CPU seconds per scored event that the pipeline reports after every
+micro-batch (:meth:`UniformSampler.observe_cost`). The budget is divided between models by max-min fairness in
+CPU time: a model whose offered work (offered rate × its cost) is below an equal share keeps all of its events,
+and the rest is split equally between the models that offer more, re-divided every ``reallocate_seconds``. When
+every model offers less than its share, the spare CPU is added to every model's share, so nothing is sampled away
+while the engine keeps up — a burst (a first test, a backlog after a restart, a traffic spike) is scored whole as
+long as it fits the CPU bucket (``burst_seconds`` of the CPU budget). A model's events are accepted with
+probability ``share / offered rate`` (its events per second), so that under overload acceptance is spread evenly
+over the stream, and a backlog read in event-time order is sampled evenly over its event-time span rather than in
+its first second; token buckets only cap surges the rate estimate has not caught up with. A model whose cost is not
+known yet (nothing scored) is not limited by CPU.
+
+An optional cap ``target_per_second`` (events/s, all models together; explicit ``model_targets`` per model) is
+shared by the same max-min fairness in events; 0 means no cap, only the CPU budget.
 
 Forced keeps (``force=True``, e.g. an event whose live prediction disagrees with the ONNX copy) are always kept
 and paid for from the buckets, so they crowd ordinary samples out rather than exceed the budget for long.
@@ -27,7 +36,7 @@ from dataclasses import dataclass, field
 from monitor.errors import ConfigError
 from monitor.events import InferenceEvent
 from monitor.sampler.base import ModelSamplingStats, StratumStats, fraction_and_weight, sample_each
-from monitor.sampler.budget import RateEstimator, TokenBucket, WindowCounter, water_fill
+from monitor.sampler.budget import CpuBucket, RateEstimator, TokenBucket, WindowCounter, water_fill
 
 #: smallest offered rate used as a divisor (events/s)
 _MIN_RATE = 1e-9
@@ -50,12 +59,14 @@ class _Model:
     bucket: TokenBucket
     target: float
     strata: dict[str, _Stratum] = field(default_factory=dict)
+    #: moving average of CPU seconds per scored event (0.0: not measured yet)
+    cost_seconds: float = 0.0
     #: no share assigned yet: the first reallocation fills the bucket to its share's burst
     fresh: bool = True
 
 
 class UniformSampler:
-    """Budgeted, uniform-within-model sampling (stage 2).
+    """Work-conserving, uniform-within-model sampling (stage 2).
 
     Subclasses that override :meth:`sample` or :meth:`_stratum` set ``_batch_path = False``, so that
     :meth:`sample_many` goes through them; ``_stratum_counts_offers`` says whether ``_stratum`` counts the event in
@@ -64,11 +75,17 @@ class UniformSampler:
     Parameters
     ----------
     target_per_second : float
-        Total scored events per second, all models together.
+        Cap on scored events per second, all models together; 0 = no cap (only the CPU budget limits).
     model_targets : mapping of model → events per second, optional
-        Explicit per-model targets (hard caps); other models share the rest of the total.
+        Explicit per-model caps; other models share the rest of the total.
+    cpus : float
+        CPUs the process may use (:func:`monitor.cpus.available_cpus`).
+    cpu_share : float
+        Share of ``cpus`` that scoring may take (0 = no CPU limit; then only ``target_per_second`` limits).
+    cost_smoothing : float in (0, 1]
+        Weight of each new batch in the moving average of CPU seconds per event (:meth:`observe_cost`).
     burst_seconds : float
-        Bucket depth, in seconds of each target.
+        Bucket depths, in seconds of each target and of the CPU budget.
     rate_window_seconds : float
         Time constant of the offered-rate estimates.
     horizon_seconds : float
@@ -87,7 +104,7 @@ class UniformSampler:
     Raises
     ------
     ConfigError
-        A non-positive target, window, horizon or period, or a negative model target.
+        A negative target, share or model target, a non-positive window, horizon or period, or no CPUs.
 
     Examples
     --------
@@ -98,6 +115,11 @@ class UniformSampler:
     >>> kept = sum(s.keep(ev, now=i / 1000.0) for i in range(100_000))  # 1000 events/s for 100 s
     >>> 950 < kept < 1050
     True
+    >>> w = UniformSampler(cpus=2.0, cpu_share=0.5, seed=0)  # 1 CPU-s/s; 1 ms per event: 1000 events/s
+    >>> w.observe_cost("m", events=100, seconds=0.1)
+    >>> kept = sum(w.keep(ev, now=i / 4000.0) for i in range(400_000))  # 4000 events/s for 100 s
+    >>> 95_000 < kept < 105_000
+    True
     """
 
     _batch_path = True
@@ -105,9 +127,12 @@ class UniformSampler:
 
     def __init__(
         self,
-        target_per_second: float,
+        target_per_second: float = 0.0,
         *,
         model_targets: Mapping[str, float] | None = None,
+        cpus: float = 1.0,
+        cpu_share: float = 0.0,
+        cost_smoothing: float = 0.2,
         burst_seconds: float = 1.0,
         rate_window_seconds: float = 10.0,
         horizon_seconds: float = 60.0,
@@ -118,8 +143,11 @@ class UniformSampler:
     ) -> None:
         if not headroom >= 0:
             raise ConfigError(f"headroom must be >= 0; got {headroom!r}")
+        for name, v in (("target_per_second", target_per_second), ("cpu_share", cpu_share)):
+            if not (v >= 0 and math.isfinite(v)):
+                raise ConfigError(f"{name} must be a finite number >= 0 (0: no limit); got {v!r}")
         for name, v in (
-            ("target_per_second", target_per_second),
+            ("cpus", cpus),
             ("burst_seconds", burst_seconds),
             ("rate_window_seconds", rate_window_seconds),
             ("horizon_seconds", horizon_seconds),
@@ -127,6 +155,8 @@ class UniformSampler:
         ):
             if not v > 0:
                 raise ConfigError(f"{name} must be > 0; got {v!r}")
+        if not 0 < cost_smoothing <= 1:
+            raise ConfigError(f"cost_smoothing must be in (0, 1]; got {cost_smoothing!r}")
         bad = {m: t for m, t in (model_targets or {}).items() if not t >= 0}
         if bad:
             raise ConfigError(f"model_targets must be >= 0 events/s; got {bad}")
@@ -134,6 +164,7 @@ class UniformSampler:
             raise ConfigError(f"max_strata must be >= 1; got {max_strata}")
         self.target_per_second = float(target_per_second)
         self.model_targets: dict[str, float] = dict(model_targets or {})
+        self.cpus, self.cpu_share, self.cost_smoothing = float(cpus), float(cpu_share), float(cost_smoothing)
         self.burst_seconds = float(burst_seconds)
         self.rate_window_seconds = float(rate_window_seconds)
         self.horizon_seconds = float(horizon_seconds)
@@ -143,14 +174,43 @@ class UniformSampler:
         self.seed = seed
         self.reset()
 
+    @property
+    def cpu_per_second(self) -> float:
+        """CPU seconds per second that scoring may take (inf: no CPU limit)."""
+        return self.cpus * self.cpu_share if self.cpu_share > 0 else math.inf
+
+    @property
+    def event_cap_per_second(self) -> float:
+        """The cap on scored events per second, all models (inf: none)."""
+        return self.target_per_second if self.target_per_second > 0 else math.inf
+
     def reset(self) -> None:
-        """Forget all models, rates and counters; reseed."""
+        """Forget all models, rates, costs and counters; reseed."""
         self._rng = random.Random(self.seed)
-        cap = self.target_per_second * (1.0 + self.headroom)
+        cap = self.event_cap_per_second * (1.0 + self.headroom)
         self._global = TokenBucket(cap, max(1.0, cap * self.burst_seconds))
+        self._cpu = CpuBucket(self.cpu_per_second, self.burst_seconds)
         self._models: dict[str, _Model] = {}
         self._next_reallocation: float | None = None
         self._now = 0.0
+
+    def observe_cost(self, model: str, events: int, seconds: float) -> None:
+        """Report that scoring ``events`` of ``model``'s events took ``seconds`` of CPU (one micro-batch).
+
+        Folded into the model's moving average of CPU seconds per event; the first report of a model re-divides
+        the budget at the next decision.
+        """
+        if events <= 0 or not (seconds >= 0 and math.isfinite(seconds)):
+            return
+        m = self._models.get(model)
+        if m is None:
+            m = self._add_model(model, self._now)
+        per_event = max(seconds / events, 1e-9)
+        if m.cost_seconds <= 0:
+            m.cost_seconds = per_event
+            self._next_reallocation = None
+        else:
+            m.cost_seconds += self.cost_smoothing * (per_event - m.cost_seconds)
 
     # ------------------------------------------------------------------ hot path
 
@@ -189,13 +249,20 @@ class UniformSampler:
         if force:
             model.bucket.force(now)
             self._global.force(now)
+            self._cpu.force(now, model.cost_seconds)
             stratum.kept_total += 1
             stratum.forced_total += 1
             stratum.window.add(now, True)
             return 1.0
-        if (p >= 1.0 or self._rng.random() < p) and model.bucket.available(now) and self._global.available(now):
+        if (
+            (p >= 1.0 or self._rng.random() < p)
+            and model.bucket.available(now)
+            and self._global.available(now)
+            and self._cpu.available(now)
+        ):
             model.bucket.take(now)
             self._global.take(now)
+            self._cpu.take(now, model.cost_seconds)
             stratum.kept_total += 1
             stratum.window.add(now, True)
             return 1.0 / p
@@ -205,25 +272,35 @@ class UniformSampler:
     def sample_many(
         self, events: Sequence[InferenceEvent], now: float, forced: Sequence[bool] | None = None
     ) -> list[float]:
-        """:meth:`sample` on each event in turn, all at one ``now``: the same weights, draws and counters.
+        """:meth:`sample` on each event of one poll, all at one ``now``, at the rate the whole poll makes.
 
         The pipeline decides on a whole poll (thousands of events) at one clock reading. With ``now`` fixed, a
         rate estimate decays once and then only counts, and the sampled-fraction window gets one update per
         stratum, so the per-event work is a few dict lookups and one draw: ~0.5 µs instead of ~1.3 µs per event.
         ``forced[i]`` is ``sample``'s ``force`` for ``events[i]``.
+
+        Work-conserving (a CPU share set, no event cap): a poll whose measured scoring cost fits in the CPU bucket while that is at
+        least half full (the engine has been keeping up) is scored whole, weight 1 — a burst is not judged by the
+        instantaneous rate it seems to have. This is the one place where ``sample_many`` and ``sample`` differ.
         """
         if not self._batch_path:
             return sample_each(self, events, now, forced)
         self._now = now
+        absorb = self._absorbs(events, now)
         weights = [0.0] * len(events)
         models = self._models
         draw = self._rng.random
+        cpu = self._cpu
         count_offers = self._stratum_counts_offers
         # per (model, live label): the model, its stratum, its offered-rate estimates and the model's rate divisor
         # at ``now`` (see RateEstimator.count_at); the stratum's seen/kept totals before this call
         seen: dict[tuple[str, int | None], tuple[_Model, _Stratum, RateEstimator, RateEstimator | None, float]] = {}
         before: dict[int, tuple[_Stratum, int, int]] = {}
-        for i, ev in enumerate(events):
+        # first count the whole poll into the offered rates, then decide every event at the poll's rate: one
+        # acceptance probability per (model, stratum) for the whole poll, so that a poll is sampled evenly over its
+        # events (deciding in turn, the first events of a large poll saw a low rate and were all kept)
+        entries: list[tuple[_Model, _Stratum, RateEstimator, RateEstimator | None, float]] = []
+        for ev in events:
             pred = ev.prediction
             key = (ev.model, None if pred is None else pred.label)
             entry = seen.get(key)
@@ -239,10 +316,11 @@ class UniformSampler:
                 entry = seen[key] = (model, stratum, model.offered, stratum_rate, divisor)
                 before.setdefault(id(stratum), (stratum, stratum.seen_total, stratum.kept_total))
             else:
-                model, stratum, model_rate, stratum_rate, divisor = entry
-                model_rate.count += 1.0
-                if stratum_rate is not None:
-                    stratum_rate.count += 1.0
+                entry[2].count += 1.0
+                if entry[3] is not None:
+                    entry[3].count += 1.0
+            entries.append(entry)
+        for i, (model, stratum, _, _, divisor) in enumerate(entries):
             if self._next_reallocation is None or now >= self._next_reallocation:
                 self._reallocate(now)
             p = min(1.0, stratum.boost * model.target / max(model.offered.count / divisor, _MIN_RATE))
@@ -251,17 +329,47 @@ class UniformSampler:
             if forced and forced[i]:
                 model.bucket.force(now)
                 self._global.force(now)
+                cpu.force(now, model.cost_seconds)
                 stratum.kept_total += 1
                 stratum.forced_total += 1
                 weights[i] = 1.0
-            elif (p >= 1.0 or draw() < p) and model.bucket.available(now) and self._global.available(now):
+            elif absorb:
+                model.bucket.force(now)
+                self._global.take(now)
+                cpu.force(now, model.cost_seconds)
+                stratum.kept_total += 1
+                weights[i] = 1.0
+            elif (
+                (p >= 1.0 or draw() < p)
+                and model.bucket.available(now)
+                and self._global.available(now)
+                and cpu.available(now)
+            ):
                 model.bucket.take(now)
                 self._global.take(now)
+                cpu.take(now, model.cost_seconds)
                 stratum.kept_total += 1
                 weights[i] = 1.0 / p
         for stratum, seen_before, kept_before in before.values():
             stratum.window.add_many(now, stratum.seen_total - seen_before, stratum.kept_total - kept_before)
         return weights
+
+    def _absorbs(self, events: Sequence[InferenceEvent], now: float) -> bool:
+        """Whether this poll is scored whole: a CPU share is set, the CPU bucket is at least half full and holds the
+        poll's measured cost, and no event cap is set (a cap is a hard cap)."""
+        cpu = self._cpu
+        if (
+            math.isinf(cpu.cpu_per_second)
+            or self.target_per_second > 0
+            or not cpu.available(now)
+            or cpu.balance < cpu.depth / 2
+        ):
+            return False
+        counts: dict[str, int] = {}
+        for ev in events:
+            counts[ev.model] = counts.get(ev.model, 0) + 1
+        work = sum(n * m.cost_seconds for name, n in counts.items() if (m := self._models.get(name)) is not None)
+        return work <= cpu.balance
 
     # ------------------------------------------------------------------ budget
 
@@ -295,25 +403,47 @@ class UniformSampler:
         return stratum
 
     def _reallocate(self, now: float) -> None:
-        """Re-divide the total target: explicit model targets first, the rest by max-min fairness.
+        """Re-divide the budget: CPU time by max-min fairness (explicit model caps first), then the event cap.
 
         A model watched for less than ``reallocate_seconds`` has no reliable rate yet: it is not capped at its
-        estimate, and budgets are re-divided ten times as often until every model has settled.
+        estimate, and budgets are re-divided ten times as often until every model has settled. What no model can
+        use (every one offers less than its share) is added to every model's share: work-conserving.
         """
         young = {name for name, m in self._models.items() if m.offered.observed_seconds(now) < self.reallocate_seconds}
         self._next_reallocation = now + (0.1 if young else 1.0) * self.reallocate_seconds
         offered = {name: (math.inf if name in young else m.offered.rate(now)) for name, m in self._models.items()}
         explicit = {name: t for name, t in self.model_targets.items() if name in self._models}
-        used = sum(min(t, offered[name]) for name, t in explicit.items())
-        implicit = {name: offered[name] for name in self._models if name not in explicit}
-        shares = water_fill(self.target_per_second - used, implicit)
+        # events/s each model may score within the CPU budget
+        cpu_targets = self._divide(
+            self.cpu_per_second,
+            {name: min(offered[name], explicit.get(name, math.inf)) for name in self._models},
+            {name: m.cost_seconds for name, m in self._models.items()},
+        )
+        # then the event cap (explicit model targets first, the rest max-min)
+        used = sum(min(t, offered[name], cpu_targets[name]) for name, t in explicit.items())
+        implicit = {name: min(offered[name], cpu_targets[name]) for name in self._models if name not in explicit}
+        shares = self._divide(self.event_cap_per_second - used, implicit, {})
         for name, model in self._models.items():
-            target = explicit.get(name, shares.get(name, 0.0))
+            target = min(cpu_targets[name], explicit[name] if name in explicit else shares[name])
             model.target = target
             cap = target * (1.0 + self.headroom)
             model.bucket.set_rate(cap, cap * self.burst_seconds, now, fill=model.fresh)
             model.fresh = False
             self._reallocate_strata(model, now)
+
+    @staticmethod
+    def _divide(budget: float, demand: Mapping[str, float], cost: Mapping[str, float]) -> dict[str, float]:
+        """Events/s per key: ``budget`` (in units of ``cost``, 1 per event where missing or unmeasured) water-filled
+        over ``demand`` (events/s, inf: unknown), plus what every key leaves unused; inf where the budget is inf or the
+        cost unmeasured."""
+        unit = {k: (cost.get(k, 1.0) if cost.get(k, 1.0) > 0 else 0.0) for k in demand}
+        if math.isinf(budget):
+            return dict.fromkeys(demand, math.inf)
+        budget = max(0.0, budget)
+        limited = {k: d * unit[k] if d < math.inf else math.inf for k, d in demand.items() if unit[k] > 0}
+        alloc = water_fill(budget, limited)
+        spare = max(0.0, budget - sum(alloc.values()))
+        return {k: (alloc[k] + spare) / unit[k] if unit[k] > 0 else math.inf for k in demand}
 
     def _reallocate_strata(self, model: _Model, now: float) -> None:
         """Uniform: every stratum at the model's probability. Overridden by stratified sampling."""

@@ -142,7 +142,13 @@ class Sidecar:
             if value is not None:
                 args += [flag, str(value)]
         self._args = args + ["--state-dir", str(state_dir)]
-        self._env = {"HARMONIC_KAFKA__SESSION_TIMEOUT_MS": str(CONSUMER_SESSION_TIMEOUT_MS), **(env or {})}
+        self._env = {
+            "HARMONIC_KAFKA__SESSION_TIMEOUT_MS": str(CONSUMER_SESSION_TIMEOUT_MS),
+            # a fresh page for every scrape: the default serves one render for up to 1 s, longer than
+            # wait_for_metrics' settle times, so a page could look settled while the pipeline moves on
+            "HARMONIC_METRICS__MIN_RENDER_INTERVAL_SECONDS": "0.01",
+            **(env or {}),
+        }
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 

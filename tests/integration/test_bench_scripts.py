@@ -69,6 +69,12 @@ def test_probe_overhead_runs() -> None:
     assert "| LogisticRegression |" in out
 
 
+def test_sampling_compares_the_committed_sampler_with_the_work_conserving_one() -> None:
+    out = bench("bench/sampling.py", "--burst", "100")
+    assert "| burst of 100 at once | after (cpu_share 0.8) |" in out
+    assert "| 1 h backlog, 36,000 events at once | before (200 events/s budget) |" in out
+
+
 def test_abuse_runs_every_phase_against_the_endpoint() -> None:
     out = bench(
         "bench/abuse.py",

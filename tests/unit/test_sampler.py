@@ -13,7 +13,7 @@ from monitor.config import SamplerSettings
 from monitor.errors import ConfigError
 from monitor.events import InferenceEvent, LivePrediction
 from monitor.sampler.base import Sampler, fraction_and_weight
-from monitor.sampler.budget import RateEstimator, TokenBucket, WindowCounter, water_fill
+from monitor.sampler.budget import CpuBucket, RateEstimator, TokenBucket, WindowCounter, water_fill
 from monitor.sampler.stratified import StratifiedSampler
 from monitor.sampler.uniform import UniformSampler
 
@@ -289,7 +289,10 @@ def test_stratified_sampler_forced_keeps_are_always_kept() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"target_per_second": 0.0}, r"target_per_second must be > 0"),
+        ({"target_per_second": -1.0}, r"target_per_second must be a finite number >= 0"),
+        ({"cpu_share": -0.5}, r"cpu_share must be a finite number >= 0"),
+        ({"cpus": 0.0}, r"cpus must be > 0"),
+        ({"cost_smoothing": 0.0}, r"cost_smoothing must be in \(0, 1\]"),
         ({"target_per_second": 1.0, "burst_seconds": 0.0}, r"burst_seconds must be > 0"),
         ({"target_per_second": 1.0, "model_targets": {"a": -1.0}}, r"model_targets must be >= 0"),
         ({"target_per_second": 1.0, "headroom": -0.1}, r"headroom must be >= 0"),
@@ -306,7 +309,9 @@ def test_sampler_bad_configuration_is_refused(kwargs: dict[str, object], match: 
 @pytest.mark.parametrize(
     ("build", "match"),
     [
-        (lambda: TokenBucket(-1.0, 1.0), r"rate_per_second must be a finite number >= 0"),
+        (lambda: TokenBucket(-1.0, 1.0), r"rate_per_second must be a number >= 0"),
+        (lambda: CpuBucket(0.0, 1.0), r"cpu_per_second must be > 0"),
+        (lambda: CpuBucket(1.0, 0.0), r"depth_seconds must be > 0"),
         (lambda: TokenBucket(1.0, 0.5), r"burst must be >= 1 token"),
         (lambda: RateEstimator(0.0), r"window_seconds must be > 0"),
         (lambda: WindowCounter(0.0), r"horizon_seconds must be > 0"),
@@ -340,6 +345,8 @@ def _mixed_stream(seed: int) -> list[tuple[float, list[InferenceEvent], list[boo
 @pytest.mark.parametrize("kind", ["uniform", "stratified"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sample_many_decides_exactly_as_sample_called_in_turn(kind: str, seed: int) -> None:
+    # issue 25: sample_many now counts a whole poll before deciding (one probability per poll, see the next test), so
+    # the exact equivalence with ``sample`` holds poll by poll for one-event polls, which is what it checks now
     def make() -> UniformSampler:
         cls = UniformSampler if kind == "uniform" else StratifiedSampler
         return cls(300.0, model_targets={"c": 5.0}, max_strata=6, seed=seed)
@@ -348,12 +355,24 @@ def test_sample_many_decides_exactly_as_sample_called_in_turn(kind: str, seed: i
     kept = 0
     for now, events, forced in _mixed_stream(seed):
         expected = [one.sample(ev, now, force=f) for ev, f in zip(events, forced, strict=True)]
-        got = many.sample_many(events, now, forced)
+        got = [many.sample_many([ev], now, [f])[0] for ev, f in zip(events, forced, strict=True)]
         assert got == expected
         kept += sum(w > 0 for w in got)
         assert many.snapshot() == one.snapshot()
     assert many._rng.random() == one._rng.random()
     assert 0 < kept < sum(len(e) for _, e, _ in _mixed_stream(seed))  # both kept and dropped events were seen
+
+
+@pytest.mark.parametrize("cls", [UniformSampler, StratifiedSampler])
+def test_sample_many_samples_a_large_poll_evenly(cls: type[UniformSampler]) -> None:
+    # issue 25: deciding in turn, the first events of a large poll saw a low offered rate and were all kept (a
+    # backlog was scored in its first second); counting the poll first gives every event one probability
+    sampler = cls(200.0, burst_seconds=100.0, seed=21)
+    weights = np.array(sampler.sample_many([make_event(i=i) for i in range(20_000)], 0.0))
+    first, second = np.count_nonzero(weights[:10_000]), np.count_nonzero(weights[10_000:])
+    assert first > 0 and second > 0
+    assert abs(first - second) < 0.25 * (first + second) / 2
+    assert len(set(weights[weights > 0].tolist())) == 1
 
 
 def test_sample_many_goes_through_an_overridden_sample() -> None:
