@@ -81,6 +81,12 @@ class ModelSettings(_Strict):
         "the load log says what it decided and why); set it when a float [N, C] output holds logits the graph "
         "does not mark.",
     )
+    fixed_features: list[str] = Field(
+        default_factory=list,
+        description="Float features held fixed like int and string inputs (copied unchanged to every ball point, "
+        "noise copy and probe row): element names (x[3]) or input names (all their elements). For one-hot columns "
+        "and counts stored as float. See docs/MODELS.md.",
+    )
     version: str = Field("", description="Label model_version when events carry none.")
     reference: Path | None = Field(None, description="Reference data (.csv/.npy); else a warm-up window.")
     feature_names: tuple[str, ...] | None = Field(None, description="Order for events whose features are a map.")

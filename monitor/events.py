@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from monitor.model.signature import Held
 
 
 # LivePrediction and InferenceEvent are built once per consumed event: slots without ``frozen`` (a frozen dataclass
@@ -27,7 +30,10 @@ class InferenceEvent:
 
     ``features`` has shape (n_features,) in raw units, float64, all finite and within float32's range (the model
     computes in float32). ``event_id``, ``model_version`` and ``segment`` encode as UTF-8 and carry no control
-    characters (the decoders clean them: :func:`monitor.source.validate.clean_text`).
+    characters (the decoders clean them: :func:`monitor.source.validate.clean_text`). ``features`` is the model's
+    feature vector x (:mod:`monitor.model.signature`); ``held`` the values its model holds fixed — each held input's
+    row (without the batch dimension) by input name, the ``fixed_features`` columns under
+    :data:`~monitor.model.signature.HELD_COLUMNS` — or None for a model that holds nothing.
 
     The decoder hands over the JSON list it validated and the array is made on first access: most events are
     dropped by the sampler without their features being read, and ``np.array`` of 20 floats cost 0.83 µs per event
@@ -44,6 +50,7 @@ class InferenceEvent:
         "segment",
         "prediction",
         "origin",
+        "held",
     )
 
     def __init__(
@@ -56,6 +63,7 @@ class InferenceEvent:
         segment: str = "other",
         prediction: LivePrediction | None = None,
         origin: tuple[str, int, int] | None = None,  # where it came from, for at-least-once commits
+        held: dict[str, Any] | None = None,
     ) -> None:
         self.event_id = event_id
         self.model = model
@@ -65,6 +73,7 @@ class InferenceEvent:
         self.segment = segment
         self.prediction = prediction
         self.origin = origin
+        self.held = held
 
     @property
     def features(self) -> NDArray[np.float64]:
@@ -77,7 +86,7 @@ class InferenceEvent:
         return (
             f"InferenceEvent(event_id={self.event_id!r}, model={self.model!r}, model_version={self.model_version!r}, "
             f"features={self.features!r}, timestamp_seconds={self.timestamp_seconds!r}, segment={self.segment!r}, "
-            f"prediction={self.prediction!r}, origin={self.origin!r})"
+            f"prediction={self.prediction!r}, origin={self.origin!r}, held={self.held!r})"
         )
 
 
@@ -85,6 +94,15 @@ def feature_rows(events: Sequence[InferenceEvent], dtype: type[np.floating[Any]]
     """The events' features as one (len(events), n) array of ``dtype`` (float64 by default), converted in one call
     (float32 straight from the values: the same rounding as through float64, without a second pass)."""
     return np.array([ev._features for ev in events], dtype=dtype)
+
+
+def held_rows(events: Sequence[InferenceEvent]) -> Held | None:
+    """The events' held values as one :class:`~monitor.model.signature.Held` (None when their model holds nothing)."""
+    if not events or events[0].held is None:
+        return None
+    from monitor.model.signature import Held
+
+    return Held.stack([ev.held for ev in events if ev.held is not None])
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,9 @@ from numpy.typing import NDArray
 from monitor.cpus import intra_op_threads
 from monitor.errors import DataError
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
-from monitor.model.io import HEADER_MODES, HeaderMode, read_rows
+from monitor.model.io import HEADER_MODES, HeaderMode, read_model_rows, read_rows
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
+from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 
 
@@ -51,6 +52,13 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         choices=["auto", "classifier", "regressor"],
         default="auto",
         help="classifier or regressor: auto decides from the graph (the log says what it decided and why)",
+    )
+    p.add_argument(
+        "--fixed-features",
+        default="",
+        metavar="NAME[,NAME…]",
+        help="float features held fixed like int and string inputs (never perturbed): feature names such as "
+        "'x[3]', or an input's name for all its elements (a one-hot column, a count stored as float)",
     )
 
 
@@ -108,7 +116,38 @@ def load_model(args: argparse.Namespace) -> OnnxModel:
             max_rows_per_run=args.max_rows,
         ),
         model_kind=args.model_kind,
+        fixed_features=fixed_features(args),
     )
+
+
+def fixed_features(args: argparse.Namespace) -> tuple[str, ...]:
+    """The names given with ``--fixed-features`` (none when the command has no such option)."""
+    text = str(getattr(args, "fixed_features", "") or "")
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def load_inputs(
+    path: str,
+    model: OnnxModel,
+    *,
+    what: str,
+    header: HeaderMode = "auto",
+    announce: bool = True,
+    notes: list[str] | None = None,
+) -> tuple[NDArray[np.float64], Held | None]:
+    """The rows of ``path`` for ``model``: x (N, D) and the held values (None when the model holds nothing).
+
+    A plain model (one 2-D float input) reads exactly as :func:`load_points`; any other reads a CSV whose header
+    names its inputs or features, an ``.npy`` or an ``.npz`` (:func:`~monitor.model.io.read_model_rows`).
+    """
+    if model.signature.plain and not path.lower().endswith(".npz"):
+        return load_points(path, model.n_features, what=what, header=header, announce=announce, notes=notes), None
+    table = read_model_rows(path, model.signature, header)
+    if notes is not None:
+        notes.append(f"{what}: {table.describe()}")
+    elif announce:
+        print(f"{what}: {table.describe()}", file=sys.stderr)
+    return table.rows, table.held
 
 
 def load_points(
@@ -141,21 +180,38 @@ def load_points(
 
 
 def build_standardizer(
-    args: argparse.Namespace, n_features: int, data_path: str, notes: list[str] | None = None
+    args: argparse.Namespace,
+    n_features: int,
+    data_path: str,
+    notes: list[str] | None = None,
+    *,
+    model: OnnxModel | None = None,
 ) -> Standardizer:
+    """The standardizer of ``--reference`` (or of ``data_path``); ``model``: read the file for its signature
+    (:func:`load_inputs`) rather than as plain rows of ``n_features`` columns."""
     if args.space == "raw":
         return Standardizer.identity(n_features)
     ref_path = args.reference or data_path
     what = "--reference" if args.reference else "--data"
     # --data is announced where the command reads it for scoring, not twice
-    ref = load_points(
-        ref_path,
-        n_features,
-        what=what,
-        header=args.header,
-        announce=bool(args.reference),
-        notes=notes if args.reference else None,
-    )
+    if model is not None:
+        ref, _ = load_inputs(
+            ref_path,
+            model,
+            what=what,
+            header=args.header,
+            announce=bool(args.reference),
+            notes=notes if args.reference else None,
+        )
+    else:
+        ref = load_points(
+            ref_path,
+            n_features,
+            what=what,
+            header=args.header,
+            announce=bool(args.reference),
+            notes=notes if args.reference else None,
+        )
     finite = ref[np.all(np.isfinite(ref), axis=1)]
     if finite.shape[0] == 0:
         raise DataError(f"'{ref_path}' has no finite rows to standardize with", path=ref_path)
@@ -164,7 +220,7 @@ def build_standardizer(
 
 def build_scorer(args: argparse.Namespace) -> tuple[OnnxModel, Standardizer, RobustnessScorer]:
     model = load_model(args)
-    standardizer = build_standardizer(args, model.n_features, args.data)
+    standardizer = build_standardizer(args, model.n_features, args.data, model=model)
     config = ScoringConfig(
         radius=args.radius,
         ball=args.ball,
@@ -175,4 +231,10 @@ def build_scorer(args: argparse.Namespace) -> tuple[OnnxModel, Standardizer, Rob
         seed=args.seed,
         regression_tolerance=args.regression_tolerance,
     )
-    return model, standardizer, RobustnessScorer(model, standardizer, config)
+    held_sample = None
+    if model.signature.has_held and model.kind == "regressor" and args.flicker_copies > 0:
+        # a regressor's output scale is measured with held values the reference (or the data) holds
+        _, held_sample = load_inputs(
+            args.reference or args.data, model, what="--reference", header=args.header, announce=False
+        )
+    return model, standardizer, RobustnessScorer(model, standardizer, config, held_sample=held_sample)

@@ -227,7 +227,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
         tallies = {p: _PhaseTally() for p in PHASES}
         current = {"name": PHASES[0]}
 
-        def collect(rt: Any, rows: Any, result: Any, now: float) -> None:
+        def collect(rt: Any, rows: Any, result: Any, now: float, held: Any = None) -> None:
             tallies[current["name"]].update(result.gamma[result.valid], result.flicker[result.valid])
 
         pipeline.scored_hooks.append(collect)

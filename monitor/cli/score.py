@@ -15,7 +15,7 @@ from monitor.cli.common import (
     add_model_options,
     add_scoring_options,
     build_scorer,
-    load_points,
+    load_inputs,
 )
 from monitor.errors import MonitorError
 
@@ -33,7 +33,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     add_model_options(p)
-    p.add_argument("--data", required=True, help="rows to score: .csv (a header row is detected: see --header) or .npy")
+    p.add_argument(
+        "--data",
+        required=True,
+        help="rows to score: .csv (a header row is detected: see --header), .npy, or .npz (one array per input "
+        "name); for a model of several inputs, a CSV header names its inputs or features",
+    )
     add_header_option(p)
     add_scoring_options(p)
     p.add_argument(
@@ -49,7 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     model, standardizer, scorer = build_scorer(args)
-    rows = load_points(args.data, model.n_features, what="--data", header=args.header)
+    rows, held = load_inputs(args.data, model, what="--data", header=args.header)
     out_path = Path(args.out)
     classifier = model.kind == "classifier"
     header = ["gamma", "flicker", "p_adj", "predicted_class"] + (["probability"] if classifier else [])
@@ -61,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         writer = csv.writer(fh)
         writer.writerow(header)
         for start in range(0, rows.shape[0], args.batch_size):
-            res = scorer.score(rows[start : start + args.batch_size])
+            part = slice(start, start + args.batch_size)
+            res = scorer.score(rows[part], None if held is None else held.take(part))
             invalid.extend(int(i) + start for i in np.flatnonzero(~res.valid))
             cols = [res.gamma, res.flicker, res.p_adj, res.predicted_class.astype(np.float64)]
             if classifier:

@@ -41,6 +41,7 @@ Statistical properties:
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -58,8 +59,11 @@ from monitor.metrics.gamma import (
     gamma_from_values,
 )
 from monitor.model.base import ModelOutput, Predictor
-from monitor.model.onnx import NeighbourhoodEvaluator, OnnxModel, argmax_rows
+from monitor.model.onnx import NeighbourhoodEvaluator, NeighbourhoodRejected, OnnxModel, argmax_rows
+from monitor.model.signature import Held, default_held
 from monitor.model.standardize import Standardizer
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +124,17 @@ class RobustnessScorer:
     model : the ONNX copy (or any :class:`Predictor`).
     standardizer : per-feature scale that makes ``radius``/``sigma`` standardized units.
     config : radius, ball, output, flicker copies, sigma, N, seed.
+    held_sample : for a model with values held fixed (:mod:`monitor.model.signature`), held values seen in the
+        reference or warm-up; a regressor's output scale is measured with rows of them (:func:`output_scale`).
     """
 
-    def __init__(self, model: Predictor, standardizer: Standardizer, config: ScoringConfig | None = None) -> None:
+    def __init__(
+        self,
+        model: Predictor,
+        standardizer: Standardizer,
+        config: ScoringConfig | None = None,
+        held_sample: Held | None = None,
+    ) -> None:
         self.model = model
         self.config = config or ScoringConfig()
         n = model.n_features
@@ -154,7 +166,7 @@ class RobustnessScorer:
         self.flicker_tolerance: NDArray[np.float64] | None = None
         self._flip_weights = np.ones(0, dtype=np.float32)
         if model.kind == "regressor" and k:
-            self.output_scale = output_scale(model, standardizer, seed=self.config.seed)
+            self.output_scale = output_scale(model, standardizer, seed=self.config.seed, held_sample=held_sample)
             self.flicker_tolerance = self.config.regression_tolerance * self.output_scale
             # a copy flips when Σ_d (Δ_d · w_d)² > 1, w_d = 1 / (tolerance_d · √D): the RMS of Δ_d / IQR_d over the
             # D outputs exceeds the fraction (|Δ| > tolerance for one output)
@@ -260,8 +272,8 @@ class RobustnessScorer:
             self._draw_bank_rows(0, stop - bank_rows)
         self._bank_cursor = stop % bank_rows
 
-    def score(self, rows: NDArray[np.floating]) -> ScoreResult:
-        """Score (B, n) rows in raw units.
+    def score(self, rows: NDArray[np.floating], held: Held | None = None) -> ScoreResult:
+        """Score (B, n) rows in raw units; ``held``: their held values when the model has any.
 
         Returns
         -------
@@ -281,21 +293,21 @@ class RobustnessScorer:
                 f"model expects rows of {self.model.n_features} features; got an array of shape {tuple(x.shape)}"
             )
         with _quiet():
-            return self._score_rows(x)
+            return self._score_rows(x, held)
 
-    def _score_rows(self, x: NDArray[np.floating]) -> ScoreResult:
+    def _score_rows(self, x: NDArray[np.floating], held: Held | None = None) -> ScoreResult:
         b_all = x.shape[0]
         # validity is judged on the float32 rows the model sees: a value beyond float32 range is as bad as inf
         x32 = np.ascontiguousarray(x, dtype=np.float32)  # contiguous float32 rows as they are, no copy
         # one reduction for the common case: the float64 sum of float32 values is finite exactly when every value
         # is (a NaN or ±inf makes it NaN or ±inf; finite float32 values cannot add up past float64's range)
         if math.isfinite(x32.sum(dtype=np.float64)):
-            return ScoreResult(**self._score_valid(x32), valid=np.ones(b_all, dtype=np.bool_))  # type: ignore[arg-type]
+            return ScoreResult(**self._score_valid(x32, held), valid=np.ones(b_all, dtype=np.bool_))  # type: ignore[arg-type]
         valid = np.all(np.isfinite(x32), axis=1)
         result = self._empty(b_all, valid)
         if not valid.any():
             return result
-        scored = self._score_valid(np.ascontiguousarray(x32[valid]))
+        scored = self._score_valid(np.ascontiguousarray(x32[valid]), None if held is None else held.take(valid))
         for name in ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability"):
             getattr(result, name)[valid] = scored[name]
         return result
@@ -312,17 +324,32 @@ class RobustnessScorer:
             valid=valid,
         )
 
-    def _score_valid(self, centres: NDArray[np.float32]) -> dict[str, NDArray[np.generic]]:
+    def _score_valid(self, centres: NDArray[np.float32], held: Held | None = None) -> dict[str, NDArray[np.generic]]:
         b = centres.shape[0]
         k = self.config.flicker_copies
-        if self._neighbourhood is None:
-            out = self.model.evaluate(self.build_rows(centres))
-        else:
+        if self._neighbourhood is not None:
             # the model's graph adds the offsets and the noise to the centres itself: one run per chunk of events
-            out = self._neighbourhood.evaluate(centres, _take(self._bank_fed, self._noise_pick(b)) if k else None)
-            if k:
-                self._after_batch(b)
-        return self._results(out, b)
+            try:
+                out = self._neighbourhood.evaluate(
+                    centres, _take(self._bank_fed, self._noise_pick(b)) if k else None, held
+                )
+            except NeighbourhoodRejected as exc:
+                log.warning(
+                    "neighbourhood graph disagrees with the model on the first batch; ball points are built outside "
+                    "onnxruntime",
+                    extra={"problem": str(exc)},
+                )
+                self._neighbourhood = None
+            else:
+                if k:
+                    self._after_batch(b)
+                return self._results(out, b)
+        stacked = None
+        if held is not None:
+            parts = [held, held.repeat(self.ball_size)] + ([held.repeat(k)] if k else [])
+            stacked = Held.concat(parts)
+        rows = self.build_rows(centres)
+        return self._results(self.model.evaluate(rows) if stacked is None else self.model.evaluate(rows, stacked), b)
 
     def _results(self, out: ModelOutput, b: int) -> dict[str, NDArray[np.generic]]:
         """The scores of B events from the model's outputs on their rows (laid out as :meth:`build_rows`)."""
@@ -473,7 +500,12 @@ OUTPUT_SCALE_ROWS = 2048
 
 
 def output_scale(
-    model: Predictor, standardizer: Standardizer, *, seed: int = 0, rows: int = OUTPUT_SCALE_ROWS
+    model: Predictor,
+    standardizer: Standardizer,
+    *,
+    seed: int = 0,
+    rows: int = OUTPUT_SCALE_ROWS,
+    held_sample: Held | None = None,
 ) -> NDArray[np.float64]:
     """(D,) each regression output's spread over the reference: its interquartile range on ``rows`` seeded rows
     ``μ + s⊙z``, z ~ N(0, I) — the standardizer's location and scale, features independent.
@@ -484,7 +516,9 @@ def output_scale(
     same number from what they all share. For an exactly linear model f(x) = w·x it is 1.349·‖w⊙s‖, exactly the
     spread the flicker noise σ·s⊙ε moves the output by, over σ: its flicker is 2Φ(−1.349·τ/σ) whatever w is
     (0.007 at τ = 0.1, σ = 0.05). An output whose IQR is 0 or not finite (a model constant over most of the box)
-    falls back to its range over the rows, then to 1.
+    falls back to its range over the rows, then to 1. A model with values held fixed gets, per row, the held values
+    of a seeded draw from ``held_sample`` (the reference's or the warm-up's), or their defaults (0, False, the empty
+    string) when there is none.
 
     Raises
     ------
@@ -493,11 +527,20 @@ def output_scale(
     """
     n = model.n_features
     rng = np.random.default_rng([seed, 0x5CA1E])  # its own stream: the flicker bank's draws stay as they were
+    signature = getattr(model, "signature", None)
+    if held_sample is None and signature is not None and signature.has_held:
+        held_sample = default_held(signature, 1)
+    held_rng = np.random.default_rng([seed, 0x4E1D])
     block = max(1, min(rows, 2**22 // max(n, 1)))  # at most ~16 MB of float32 rows at a time (image models)
     parts: list[NDArray[np.float32]] = []
     for start in range(0, rows, block):
         z = rng.standard_normal((min(block, rows - start), n))
-        value = model.evaluate(standardizer.to_raw(z).astype(np.float32)).value
+        held = None
+        if held_sample is not None and len(held_sample):
+            pick = np.asarray(held_rng.integers(0, len(held_sample), size=z.shape[0]), dtype=np.int64)
+            held = held_sample.take(pick)
+        raw = standardizer.to_raw(z).astype(np.float32)
+        value = (model.evaluate(raw) if held is None else model.evaluate(raw, held)).value
         if value is None:
             raise ModelError("a regressor's evaluation returned no values")
         parts.append(value.reshape(value.shape[0], -1))

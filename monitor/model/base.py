@@ -7,10 +7,13 @@ is the production implementation and tests may pass any object with the same sha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from monitor.model.signature import Held
 
 ModelKind = Literal["classifier", "regressor"]
 
@@ -60,7 +63,8 @@ class ModelOutput:
 
 
 class Predictor(Protocol):
-    """Anything that maps a (B, n_features) float32 array in raw units to a :class:`ModelOutput`."""
+    """Anything that maps a (B, n_features) float32 array in raw units — and, for a model with inputs held fixed,
+    their held values (:class:`monitor.model.signature.Held`) — to a :class:`ModelOutput`."""
 
     @property
     def n_features(self) -> int: ...
@@ -68,4 +72,4 @@ class Predictor(Protocol):
     @property
     def kind(self) -> ModelKind: ...
 
-    def evaluate(self, rows: NDArray[np.float32]) -> ModelOutput: ...
+    def evaluate(self, rows: NDArray[np.float32], held: Held | None = None) -> ModelOutput: ...

@@ -282,6 +282,7 @@ class _Wrapping:
         projection: NDArray[np.float64] | None,
         *,
         centre_in_ball: bool,
+        held: Sequence[tuple[str, int, tuple[int, ...]]] = (),
     ) -> WrappedGraph:
         """The wrapped model: inputs ``centres`` [B, n] (and ``noise`` [B, K, width]), outputs ``<part>/<name>``."""
         graph = self.proto.graph
@@ -301,6 +302,7 @@ class _Wrapping:
         inputs = [helper.make_tensor_value_info(self.centres, TensorProto.FLOAT, ["B", self.offsets.shape[1]])]
         if self.copies:
             inputs.append(helper.make_tensor_value_info(self.noise, TensorProto.FLOAT, ["B", self.copies, noise_width]))
+        inputs.extend(helper.make_tensor_value_info(name, elem, ["B", *dims]) for name, elem, dims in held)
         live = _live(nodes, [o.name for o in outputs])
         read = {t for node in live for t in node.input}
         wrapped = helper.make_graph(
@@ -325,6 +327,7 @@ def neighbourhood_graph(
     offsets: NDArray[np.float32],
     copies: int,
     input_is_double: bool,
+    held: Sequence[tuple[str, int, tuple[int, ...]]] = (),
 ) -> WrappedGraph | None:
     """The model wrapped to evaluate each centre, its ball points and its flicker copies in one run.
 
@@ -337,6 +340,9 @@ def neighbourhood_graph(
     offsets : (m, n) float32 ball offsets in raw units.
     copies : K flicker copies per centre (0: no ``noise`` input and no ``f/`` outputs).
     input_is_double : the model's input is double: rows are built in float32 and cast, as the numpy path does.
+    held : the model's inputs held fixed, (name, ONNX element type, row dims): inputs of the wrapped graph with B
+        rows, each row repeated for its event's ball points and copies inside the graph (Unsqueeze, Expand,
+        Reshape); the linear-head and affine rewrites are not tried for such a model.
 
     Returns
     -------
@@ -356,10 +362,10 @@ def neighbourhood_graph(
     wrap = _Wrapping(
         proto, frozenset(shared), fresh, fresh("centres"), fresh("noise"), output_names, offsets, copies, opset
     )
-    head = None if input_is_double else linear_head(graph, input_name, n)
+    head = None if input_is_double or held else linear_head(graph, input_name, n)
     if head is not None:
         return _wrap_linear(wrap, head, input_name)
-    affine = None if input_is_double else affine_input(graph, input_name, n)
+    affine = None if input_is_double or held else affine_input(graph, input_name, n)
     if affine is not None:
         return _wrap_affine(wrap, affine)
     pre: list[onnx.NodeProto] = []
@@ -373,8 +379,41 @@ def neighbourhood_graph(
             cast = fresh(f"nbh_{part}_double")
             pre.append(helper.make_node("Cast", [src], [cast], to=TensorProto.DOUBLE, name=fresh("nbh_cast")))
             sources[part] = cast
+    rows_per_part = {"b": 1 + m, "f": copies}
+    for name, _, dims in held:
+        for part in sources:
+            _repeat_held(wrap, pre, constants, name, dims, rows_per_part[part], f"{part}/{name}")
     nodes = pre + _copies(graph, sources, input_name, shared, skip=())
-    return wrap.assemble(nodes, constants, n, list(sources), None, centre_in_ball=True)
+    return wrap.assemble(nodes, constants, n, list(sources), None, centre_in_ball=True, held=held)
+
+
+def _repeat_held(
+    wrap: _Wrapping,
+    nodes: list[onnx.NodeProto],
+    constants: list[onnx.TensorProto],
+    name: str,
+    dims: tuple[int, ...],
+    count: int,
+    out: str,
+) -> None:
+    """The held input ``name`` [B, *dims] with each row repeated ``count`` times, [B·count, *dims], as ``out``."""
+    fresh = wrap.fresh
+    with_axis, rep, expand_shape, rows_shape = (
+        fresh(f"nbh_{name}_3"),
+        fresh(f"nbh_{name}_rep"),
+        fresh(f"nbh_{name}_expand"),
+        fresh(f"nbh_{name}_rows"),
+    )
+    if wrap.opset >= 13:
+        axis = fresh("nbh_held_axis1")
+        constants.append(numpy_helper.from_array(np.array([1], dtype=np.int64), axis))
+        nodes.append(helper.make_node("Unsqueeze", [name, axis], [with_axis], name=fresh("nbh_unsqueeze")))
+    else:
+        nodes.append(helper.make_node("Unsqueeze", [name], [with_axis], axes=[1], name=fresh("nbh_unsqueeze")))
+    constants.append(numpy_helper.from_array(np.array([1, count, *([1] * len(dims))], dtype=np.int64), expand_shape))
+    nodes.append(helper.make_node("Expand", [with_axis, expand_shape], [rep], name=fresh("nbh_expand_held")))
+    constants.append(numpy_helper.from_array(np.array([-1, *dims], dtype=np.int64), rows_shape))
+    nodes.append(helper.make_node("Reshape", [rep, rows_shape], [out], name=fresh("nbh_rows_held")))
 
 
 def _neighbourhood_rows(
@@ -646,14 +685,24 @@ class NeighbourhoodRunner:
             start = stop
         return bounds
 
-    def run(self, centres: NDArray[np.float32], noise: NDArray[np.float32] | None) -> dict[str, NDArray[Any]]:
-        """Outputs for (B, n) float32 ``centres`` and (B·K, width) float32 ``noise`` (None when K = 0)."""
+    def run(
+        self,
+        centres: NDArray[np.float32],
+        noise: NDArray[np.float32] | None,
+        held: dict[str, NDArray[Any]] | None = None,
+    ) -> dict[str, NDArray[Any]]:
+        """Outputs for (B, n) float32 ``centres``, (B·K, width) float32 ``noise`` (None when K = 0) and the B
+        centres' held values by graph input name."""
         b = centres.shape[0]
         m, k = self._m, self._k
         noise3 = None if noise is None or not k else noise.reshape(b, k, noise.shape[1])
         merged: dict[str, NDArray[Any]] = {}
         for e0, e1 in self.chunks(b):
-            part = self._run_chunk(centres[e0:e1], None if noise3 is None else noise3[e0:e1])
+            part = self._run_chunk(
+                centres[e0:e1],
+                None if noise3 is None else noise3[e0:e1],
+                None if not held else {k: v[e0:e1] for k, v in held.items()},
+            )
             if not merged:
                 merged = self._allocate(part, b)
             for name in self._names:
@@ -671,11 +720,18 @@ class NeighbourhoodRunner:
                     target[b * (1 + m) + e0 * k : b * (1 + m) + e1 * k] = part[f"f/{name}"]
         return merged
 
-    def _run_chunk(self, centres: NDArray[np.float32], noise3: NDArray[np.float32] | None) -> dict[str, NDArray[Any]]:
-        feed: dict[str, NDArray[np.float32]] = {self._centres_name: centres}
+    def _run_chunk(
+        self,
+        centres: NDArray[np.float32],
+        noise3: NDArray[np.float32] | None,
+        held: dict[str, NDArray[Any]] | None = None,
+    ) -> dict[str, NDArray[Any]]:
+        feed: dict[str, NDArray[Any]] = {self._centres_name: centres}
         if self._noise_name is not None:
             assert noise3 is not None
             feed[self._noise_name] = noise3
+        if held:
+            feed.update(held)
         return dict(zip(self._fetch, self._session.run(self._fetch, feed), strict=True))
 
     def _allocate(self, part: dict[str, NDArray[Any]], b: int) -> dict[str, NDArray[Any]]:

@@ -2,7 +2,13 @@
 
 Supported signatures
 --------------------
-- exactly one 2-D float (or double) input ``[batch, n_features]``;
+- any number of inputs, as :mod:`monitor.model.signature` reads them: float and double inputs are perturbed, int,
+  bool and string inputs are held fixed; shapes ``[batch]``, ``[batch, n]`` and ``[batch, d1, d2, …]``. A model of
+  one 2-D float input is used as it is; any other is rewritten at load to take the feature vector x [batch, D] and
+  the held values (:func:`~monitor.model.signature.canonical_model`);
+- a fixed batch dimension is made free by that rewrite when the rewritten model agrees with row-by-row runs of the
+  original at load; otherwise rows are evaluated in runs of the fixed size, with a warning that states the measured
+  cost per row;
 - outputs as :func:`monitor.model.outputs.decide_outputs` reads them, once, at load (logged in one INFO line):
   classifiers expose a probability tensor ``[batch, C]``, the ZipMap (sequence of maps) that skl2onnx emits by
   default — the graph is rewritten at load time to expose the tensor feeding the ZipMap, so the hot path never
@@ -14,6 +20,7 @@ Supported signatures
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -30,6 +37,7 @@ from monitor.model.base import ModelKind, ModelOutput
 from monitor.model.broadcast import widen_scalar_operands
 from monitor.model.neighbourhood import NeighbourhoodRunner, NoiseProjector, binary_positive, neighbourhood_graph
 from monitor.model.outputs import ModelKindSetting, OutputDecision, add_probabilities, decide_outputs
+from monitor.model.signature import HELD_COLUMNS, Held, Signature, canonical_model, default_held
 
 log = logging.getLogger(__name__)
 
@@ -129,20 +137,20 @@ def _resolve_providers(requested: Sequence[str]) -> list[str]:
 
 
 def _prepare(
-    model_bytes: bytes, model_kind: ModelKindSetting, model: str
-) -> tuple[bytes, dict[str, str], OutputDecision]:
+    model_bytes: bytes, model_kind: ModelKindSetting, model: str, fixed_features: Sequence[str] = ()
+) -> tuple[bytes, dict[str, str], OutputDecision, Signature]:
     """The model as the sessions load it, and what its outputs are (:func:`~monitor.model.outputs.decide_outputs`).
 
     ZipMap outputs are exposed as tensors (:func:`_expose_zipmap_input`), logits alone get their softmax as a new
     output (:func:`~monitor.model.outputs.add_probabilities`) and single-value constants are reshaped to their
     partners' rank (:mod:`monitor.model.broadcast`); parsed once, and serialized again only when a rewrite changed
-    something. Returns the bytes, the ZipMap mapping {original output name: new tensor output name} and the
-    decision.
+    something. Returns the bytes, the ZipMap mapping {original output name: new tensor output name}, the
+    decision and the model's input signature (:class:`~monitor.model.signature.Signature`).
 
     Raises
     ------
     ModelError
-        The bytes are not ONNX, or no output fits the kind.
+        The bytes are not ONNX, no output fits the kind, or an input cannot be fed.
     """
     import onnx
 
@@ -153,6 +161,7 @@ def _prepare(
         raise ModelError(f"cannot load '{model}' as an ONNX model: {exc}") from exc
     if not proto.graph.input and not proto.graph.output:  # b"" and some other bytes parse as an empty model
         raise ModelError(f"cannot load '{model}' as an ONNX model: it holds no graph (no inputs, no outputs)")
+    signature = Signature.from_graph(proto.graph, fixed_features, model=Path(model).name)
     decision = decide_outputs(proto.graph, mapping, model_kind, model=model)
     changed = bool(mapping)
     if decision.softmax_of is not None:
@@ -160,9 +169,9 @@ def _prepare(
         changed = True
     changed = widen_scalar_operands(proto) > 0 or changed
     if not changed:
-        return model_bytes, mapping, decision
+        return model_bytes, mapping, decision, signature
     prepared: bytes = proto.SerializeToString()
-    return prepared, mapping, decision
+    return prepared, mapping, decision, signature
 
 
 def _expose_zipmap_input(proto: Any) -> dict[str, str]:
@@ -211,6 +220,8 @@ class OnnxModel:
     path : the ``.onnx`` file.
     options : providers, thread counts and the chunk size (rows per ``session.run``).
     model_kind : ``auto`` decides classifier or regressor from the graph; ``classifier``/``regressor`` override it.
+    fixed_features : float features (element names, or input names for all their elements) held fixed like the
+        non-float inputs (see :mod:`monitor.model.signature`).
 
     Raises
     ------
@@ -224,6 +235,7 @@ class OnnxModel:
         options: OnnxRuntimeOptions | None = None,
         *,
         model_kind: ModelKindSetting = "auto",
+        fixed_features: Sequence[str] = (),
     ) -> None:
         self.path = Path(path)
         self.options = options or OnnxRuntimeOptions()
@@ -231,38 +243,125 @@ class OnnxModel:
             raise ModelError(f"max_rows_per_run must be >= 1; got {self.options.max_rows_per_run}")
         if not self.path.is_file():
             raise ModelError(f"model file '{self.path}' does not exist (expected an .onnx file)")
-        raw, self._zipmap, self._decision = _prepare(self.path.read_bytes(), model_kind, str(self.path))
+        raw, self._zipmap, self._decision, self.signature = _prepare(
+            self.path.read_bytes(), model_kind, str(self.path), fixed_features
+        )
         self.providers = _resolve_providers(self.options.providers)
+        #: rows per ``session.run`` when the model's batch dimension stays fixed (None: free)
+        self._run_batch: int | None = None
+        self._held_columns: str | None = None
+        if not self.signature.plain:
+            raw = self._canonical(raw)
         try:
             self._session = ort.InferenceSession(raw, sess_options=self._session_options(), providers=self.providers)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
             raise ModelError(f"cannot load '{self.path}' with onnxruntime: {exc}") from exc
         self._inspect_signature()
-        self._model_bytes = raw  # ZipMap removed; what :meth:`neighbourhood` wraps
+        self._model_bytes = raw  # ZipMap removed, inputs canonical; what :meth:`neighbourhood` wraps
 
     # -- signature ---------------------------------------------------------------------------------------
+    def _canonical(self, raw: bytes) -> bytes:
+        """The model rewritten to take x and the held values (:func:`~monitor.model.signature.canonical_model`).
+
+        A fixed batch dimension is made free when the rewritten model agrees with row-by-row runs of the original on
+        seeded rows; otherwise the batch stays fixed and :meth:`_run` feeds runs of that many rows (padded), with a
+        warning stating the measured cost.
+        """
+        import onnx
+
+        signature = self.signature
+        canonical = canonical_model(onnx.load_from_string(raw), signature, free_batch=True)
+        fixed = signature.fixed_batch
+        if fixed is not None:
+            problem = self._check_free_batch(raw, canonical.model, canonical.x, canonical.held_columns, fixed)
+            if problem is not None:
+                canonical = canonical_model(onnx.load_from_string(raw), signature, free_batch=False)
+                self._run_batch = fixed
+                cost = self._row_cost(raw, fixed)
+                log.warning(
+                    f"model '{self.path.name}' has a fixed batch of {fixed} that cannot be made free ({problem}); "
+                    f"rows are evaluated in runs of {fixed}: {cost * 1e6:.0f} µs per run measured at load, about "
+                    f"{cost * 1e6 * (1 + 75) / fixed:.0f} µs per scored event at the default ball and copies. Export "
+                    "the model with a dynamic batch dimension to score in batches",
+                    extra={"model": str(self.path), "batch": fixed, "seconds_per_run": cost},
+                )
+            else:
+                log.info(
+                    f"model '{self.path.name}' has a fixed batch of {fixed}; made free by a graph rewrite, checked "
+                    "against row-by-row runs",
+                    extra={"model": str(self.path), "batch": fixed},
+                )
+        self._held_columns = canonical.held_columns
+        return canonical.model
+
+    def _example_feeds(self, rows: int) -> tuple[NDArray[np.float32], Held | None]:
+        """Seeded x and default held values (0, False, the empty string) for load-time checks."""
+        x = np.random.default_rng(0).standard_normal((rows, self.signature.n_features)).astype(np.float32)
+        return x, default_held(self.signature, rows)
+
+    def _check_free_batch(
+        self, original: bytes, rewritten: bytes, x_name: str, held_columns: str | None, fixed: int
+    ) -> str | None:
+        """Whether the rewritten model on 3·fixed rows agrees with the original run ``fixed`` rows at a time."""
+        sig = self.signature
+        try:
+            x, held = self._example_feeds(3 * fixed)
+            new = ort.InferenceSession(rewritten, sess_options=self._session_options(), providers=self.providers)
+            old = ort.InferenceSession(original, sess_options=self._session_options(), providers=self.providers)
+            feed = self._canonical_feed(x_name, held_columns, x, held)
+            names = [o.name for o in old.get_outputs()]
+            got = new.run(names, feed)
+            parts = []
+            for i in range(0, 3 * fixed, fixed):
+                part_held = None if held is None else held.take(slice(i, i + fixed))
+                parts.append(old.run(names, sig.feeds(x[i : i + fixed], part_held)))
+        except Exception as exc:  # noqa: BLE001 - onnxruntime error types are not public
+            return f"the rewritten graph fails: {str(exc).splitlines()[0][:200]}"
+        for j, name in enumerate(names):
+            want = np.concatenate([np.asarray(p[j]) for p in parts])
+            have = np.asarray(got[j])
+            if have.shape != want.shape:
+                return f"output '{name}' has shape {list(have.shape)} for {3 * fixed} rows, not {list(want.shape)}"
+            if have.dtype.kind in "fc" and not np.allclose(have, want, rtol=1e-5, atol=1e-6, equal_nan=True):
+                return f"output '{name}' differs from row-by-row runs"
+            if have.dtype.kind not in "fc" and not np.array_equal(have, want):
+                return f"output '{name}' differs from row-by-row runs"
+        return None
+
+    def _row_cost(self, original: bytes, fixed: int) -> float:
+        """Seconds per ``session.run`` of ``fixed`` rows of the original model (the best of 20)."""
+        import time
+
+        x, held = self._example_feeds(fixed)
+        try:
+            session = ort.InferenceSession(original, sess_options=self._session_options(), providers=self.providers)
+            feed = self.signature.feeds(x, held)
+            names = [o.name for o in session.get_outputs()]
+            best = math.inf
+            for _ in range(20):
+                t0 = time.perf_counter()
+                session.run(names, feed)
+                best = min(best, time.perf_counter() - t0)
+        except Exception:  # noqa: BLE001 - a cost estimate only
+            return math.nan
+        return best
+
+    @staticmethod
+    def _canonical_feed(
+        x_name: str, held_columns: str | None, x: NDArray[np.float32], held: Held | None
+    ) -> dict[str, NDArray[Any]]:
+        feed: dict[str, NDArray[Any]] = {x_name: x}
+        if held is not None:
+            for key, value in held.values.items():
+                feed[held_columns if key == HELD_COLUMNS and held_columns is not None else key] = value
+        return feed
+
     def _inspect_signature(self) -> None:
         inputs = self._session.get_inputs()
-        described = ", ".join(f"'{i.name}' {i.type} {i.shape}" for i in inputs)
-        if len(inputs) != 1:
-            raise ModelError(
-                f"model '{self.path.name}' has {len(inputs)} inputs ({described}); expected exactly one "
-                "2-D float input [batch, n_features]"
-            )
-        inp = inputs[0]
-        if inp.type not in ("tensor(float)", "tensor(double)") or len(inp.shape) != 2:
-            raise ModelError(
-                f"model input '{inp.name}' is {inp.type} with shape {inp.shape}; expected a 2-D float tensor "
-                "[batch, n_features]"
-            )
-        width = inp.shape[1]
-        if not isinstance(width, int) or width < 1:
-            raise ModelError(
-                f"model input '{inp.name}' has shape {inp.shape}; the feature dimension must be a fixed integer"
-            )
+        inp = inputs[0]  # the plain model's one input, or the canonical x (listed first)
         self.input_name: str = inp.name
         self._input_dtype = np.float32 if inp.type == "tensor(float)" else np.float64
-        self._n_features = int(width)
+        self._n_features = self.signature.n_features
 
         decision = self._decision
         self._label_name: str | None = decision.label
@@ -309,6 +408,8 @@ class OnnxModel:
             "kind_reason": self._decision.reason,
             "n_features": self._n_features,
             "input": self.input_name,
+            "inputs": self.signature.summary()["inputs"],
+            "held": self.signature.summary()["held"],
             "outputs": self._run_names,
             "providers": self.providers,
         }
@@ -321,8 +422,9 @@ class OnnxModel:
                 f"got an array of shape {tuple(rows.shape)}"
             )
 
-    def evaluate(self, rows: NDArray[np.float32]) -> ModelOutput:
-        """Evaluate (B, n_features) rows in raw units, in chunks of ``max_rows_per_run``.
+    def evaluate(self, rows: NDArray[np.float32], held: Held | None = None) -> ModelOutput:
+        """Evaluate (B, n_features) rows in raw units, in chunks of ``max_rows_per_run``; ``held``: the B rows'
+        held values when the model has any (:class:`~monitor.model.signature.Held`).
 
         Returns
         -------
@@ -332,10 +434,21 @@ class OnnxModel:
         self.check_rows(rows)
         x = np.ascontiguousarray(rows, dtype=self._input_dtype)
         b = x.shape[0]
+        self.signature.check_held(held, b)
+        if not self.signature.has_held:
+            held = None
         step = self.options.max_rows_per_run
         if b <= step:
-            return self._to_output(self._run(x))
-        return self._to_output(self._merge([self._run(x[i : i + step]) for i in range(0, b, step)], b))
+            return self._to_output(self._run(x, held))
+        return self._to_output(
+            self._merge(
+                [
+                    self._run(x[i : i + step], None if held is None else held.take(slice(i, i + step)))
+                    for i in range(0, b, step)
+                ],
+                b,
+            )
+        )
 
     def neighbourhood(self, offsets: NDArray[np.float32], copies: int) -> NeighbourhoodEvaluator | None:
         """An evaluator of centres, their ball points ``centre + offsets`` and K noisy copies in one graph.
@@ -344,7 +457,7 @@ class OnnxModel:
         ``max_rows_per_run`` rows (at least one). Returns None when the graph cannot be wrapped (sub-graphs) or
         onnxruntime refuses the wrapped graph; the caller then evaluates rows it built itself.
         """
-        if not self.options.rows_in_graph:
+        if not self.options.rows_in_graph or self._run_batch is not None:
             return None
         m = int(offsets.shape[0])
         # labels come from the probabilities (or logits) when the model has them: the model's own label output is
@@ -365,6 +478,7 @@ class OnnxModel:
             offsets=offsets,
             copies=copies,
             input_is_double=self._input_dtype == np.float64,
+            held=self._held_specs(),
         )
         if wrapped is None:
             log.info(
@@ -393,7 +507,11 @@ class OnnxModel:
         convert: Callable[[dict[str, NDArray[Any]]], ModelOutput] = partial(self._to_output, labels=False)
         if positive is not None:
             convert = partial(_positive_output, positive)
-        evaluator = NeighbourhoodEvaluator(runner, convert, wrapped.projection)
+        evaluator = NeighbourhoodEvaluator(runner, convert, wrapped.projection, self._held_feed_names())
+        if self.signature.has_held:
+            # the held values a model accepts are its own (a category it knows): checked on the first real batch
+            evaluator.check_first = partial(self._check_neighbourhood, evaluator, offsets, copies)
+            return evaluator
         problem = self._check_neighbourhood(evaluator, offsets, copies)
         if problem is not None:
             log.warning(
@@ -402,6 +520,22 @@ class OnnxModel:
             )
             return None
         return evaluator
+
+    def _held_specs(self) -> list[tuple[str, int, tuple[int, ...]]]:
+        """The wrapped graph's held inputs: (name, ONNX element type, row dims)."""
+        from onnx import TensorProto
+
+        specs = [(s.name, s.elem_type, s.dims) for s in self.signature.held_inputs]
+        if self._held_columns is not None:
+            specs.append((self._held_columns, TensorProto.FLOAT, (len(self.signature.held_features),)))
+        return specs
+
+    def _held_feed_names(self) -> dict[str, str]:
+        """{key of :class:`Held`: graph input name}."""
+        names = {s.name: s.name for s in self.signature.held_inputs}
+        if self._held_columns is not None:
+            names[HELD_COLUMNS] = self._held_columns
+        return names
 
     def _binary_positive(self) -> str | None:
         """p when the probability output is a binary classifier's float32 ``[1 − p, p]`` (see
@@ -415,22 +549,35 @@ class OnnxModel:
         return binary_positive(onnx.load_from_string(self._model_bytes).graph, self._proba_name)
 
     def _check_neighbourhood(
-        self, evaluator: NeighbourhoodEvaluator, offsets: NDArray[np.float32], copies: int
+        self,
+        evaluator: NeighbourhoodEvaluator,
+        offsets: NDArray[np.float32],
+        copies: int,
+        centres: NDArray[np.float32] | None = None,
+        held: Held | None = None,
     ) -> str | None:
-        """Compare the wrapped graph with the model on a few seeded rows; a description of the first mismatch."""
+        """Compare the wrapped graph with the model on a few rows (seeded, or the given ``centres`` with their
+        ``held`` values); a description of the first mismatch."""
         rng = np.random.default_rng(0)
-        n, b = self._n_features, 3
-        centres = rng.standard_normal((b, n)).astype(np.float32)
+        n = self._n_features
+        if centres is None:
+            centres = rng.standard_normal((3, n)).astype(np.float32)
+        b = centres.shape[0]
         noise = (0.05 * rng.standard_normal((b * copies, n))).astype(np.float32)
         rows = [centres, (centres[:, None, :] + offsets[None, :, :]).reshape(-1, n)]
         if copies:
             rows.append((centres[:, None, :] + noise.reshape(b, copies, n)).reshape(-1, n))
         try:
-            got = evaluator.evaluate(centres, evaluator.project_noise(noise) if copies else None)
+            got = evaluator.evaluate(centres, evaluator.project_noise(noise) if copies else None, held)
         except ModelError as exc:
             return str(exc)
         got = got.with_table()
-        want = self.evaluate(np.concatenate(rows))
+        stacked_held = None
+        if held is not None:
+            stacked_held = Held.concat(
+                [held, held.repeat(int(offsets.shape[0]))] + ([held.repeat(copies)] if copies else [])
+            )
+        want = self.evaluate(np.concatenate(rows), stacked_held)
         for name in ("proba", "logits", "value"):
             a, e = getattr(got, name), getattr(want, name)
             if (a is None) != (e is None):
@@ -474,12 +621,27 @@ class OnnxModel:
             i += size
         return merged
 
-    def _run(self, chunk: NDArray[Any]) -> dict[str, NDArray[Any]]:
+    def _run(self, chunk: NDArray[Any], held: Held | None = None) -> dict[str, NDArray[Any]]:
+        fixed = self._run_batch
+        if fixed is not None and chunk.shape[0] != fixed:
+            return self._run_fixed(chunk, held, fixed)
+        feed = self._canonical_feed(self.input_name, self._held_columns, chunk, held)
         try:
-            values = self._session.run(self._run_names, {self.input_name: chunk})
+            values = self._session.run(self._run_names, feed)
         except Exception as exc:  # noqa: BLE001 - onnxruntime error types are not public
             raise ModelError(f"onnxruntime failed on a batch of {chunk.shape[0]} rows: {exc}") from exc
         return dict(zip(self._run_names, values, strict=True))
+
+    def _run_fixed(self, chunk: NDArray[Any], held: Held | None, fixed: int) -> dict[str, NDArray[Any]]:
+        """A model whose batch stays fixed: runs of ``fixed`` rows, the last one padded with copies of its last row."""
+        b = chunk.shape[0]
+        parts = []
+        for i in range(0, b, fixed):
+            idx = np.minimum(np.arange(i, i + fixed), b - 1)
+            out = self._run(chunk[idx], None if held is None else held.take(idx))
+            take = min(fixed, b - i)
+            parts.append({k: v[:take] for k, v in out.items()})
+        return self._merge(parts, b)
 
     def _to_output(self, out: dict[str, NDArray[Any]], labels: bool = True) -> ModelOutput:
         """The session's outputs as a :class:`ModelOutput`. ``labels=False`` leaves ``label`` None when probabilities
@@ -530,10 +692,15 @@ class NeighbourhoodEvaluator:
         runner: NeighbourhoodRunner,
         convert: Callable[[dict[str, NDArray[Any]]], ModelOutput],
         projection: NDArray[np.float64] | None = None,
+        held_names: dict[str, str] | None = None,
     ) -> None:
         self._runner = runner
         self._convert = convert
         self._projector = None if projection is None else NoiseProjector(projection)
+        self._held_names = held_names or {}
+        #: for a model with held values: compares the graph with the model on the first batch's first events
+        #: (their held values are ones the model accepts), then is cleared
+        self.check_first: Callable[..., str | None] | None = None
 
     @property
     def projects_noise(self) -> bool:
@@ -560,12 +727,37 @@ class NeighbourhoodEvaluator:
         """The [start, stop) events of each ``session.run`` for a batch of ``b`` events."""
         return self._runner.chunks(b)
 
-    def evaluate(self, centres: NDArray[np.float32], noise: NDArray[np.float32] | None) -> ModelOutput:
+    def evaluate(
+        self, centres: NDArray[np.float32], noise: NDArray[np.float32] | None, held: Held | None = None
+    ) -> ModelOutput:
         """Outputs for B float32 centres and their (B·K, ·) noise offsets (see :meth:`project_noise`), rows
-        ordered as ``build_rows``. ``label`` is None when probabilities or logits carry it (take ``argmax_rows`` of
-        the rows needed)."""
+        ordered as ``build_rows``; ``held``: the B centres' held values, repeated for their ball points and copies
+        inside the graph. ``label`` is None when probabilities or logits carry it (take ``argmax_rows`` of the rows
+        needed).
+
+        Raises
+        ------
+        NeighbourhoodRejected
+            On the first batch of a model with held values, when the graph disagrees with the model: the caller
+            evaluates the rows it builds itself from then on.
+        """
+        if self.check_first is not None:
+            check, self.check_first = self.check_first, None
+            first = slice(0, min(3, centres.shape[0]))
+            problem = check(
+                centres=np.ascontiguousarray(centres[first]), held=None if held is None else held.take(first)
+            )
+            if problem is not None:
+                raise NeighbourhoodRejected(problem)
+        feed_held = None
+        if held is not None and self._held_names:
+            feed_held = {self._held_names[k]: v for k, v in held.values.items()}
         try:
-            out = self._runner.run(centres, noise)
+            out = self._runner.run(centres, noise, feed_held)
         except Exception as exc:  # noqa: BLE001 - onnxruntime error types are not public
             raise ModelError(f"onnxruntime failed on a batch of {centres.shape[0]} events: {exc}") from exc
         return self._convert(out)
+
+
+class NeighbourhoodRejected(ModelError):
+    """The neighbourhood graph disagreed with the model on the first batch (see ``NeighbourhoodEvaluator.evaluate``)."""

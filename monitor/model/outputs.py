@@ -7,10 +7,14 @@ INFO line and every later stage (scorer, shadow check, probes, labels) reads it 
 at the inputs, so models with several inputs or image inputs get the same decision.
 
 Evidence, strongest first (per float output, through ``Identity``/``Reshape``/``Squeeze``/``Unsqueeze``/``Flatten``/
-``Cast`` back to the node that computes it):
+``Cast`` and ``ai.onnx.ml`` ``ArrayFeatureExtractor`` back to the node that computes it):
 
-- probabilities: the tensor a ZipMap read (rewritten at load), a ``Softmax``, the scores of an ``ai.onnx.ml``
-  ``*Classifier`` node, a name containing ``prob``;
+- decision scores, read as logits: the scores of an ``ai.onnx.ml`` ``LinearClassifier`` with no post-transform —
+  margins of any sign and size, not probabilities, though skl2onnx names them ``probabilities`` (``LinearSVC``,
+  ``RidgeClassifier``; a binary one computes the positive class's score alone: one logit column, whatever shape it
+  declares);
+- probabilities: the tensor a ZipMap read (rewritten at load), a ``Softmax``, the scores of any other
+  ``ai.onnx.ml`` ``*Classifier`` node, a name containing ``prob``;
 - logits (class scores): a ``LogSoftmax`` (log-probabilities: same argmax, same softmax), a ``Softmax`` or an
   ``ArgMax`` (axis 1) that reads the output — the graph itself turns it into classes —, a name containing ``logit``,
   a name containing ``raw`` beside a label or probability output;
@@ -18,6 +22,9 @@ Evidence, strongest first (per float output, through ``Identity``/``Reshape``/``
 - regression values: an ``ai.onnx.ml`` ``*Regressor`` node.
 
 Any label, probability or logits output makes a classifier; otherwise the float outputs are regression values.
+Probabilities split into one output per class (skl2onnx ``zipmap='columns'``: a label output beside two or more
+unmarked one-column float outputs) are refused with a message saying how to convert instead: read one at a time,
+the first would pass for P(class 1).
 A float ``[N, C ≥ 2]`` output with no evidence either way stays a regressor — its C columns read as C regression
 targets — and the log line says so and how to override (``model_kind: classifier``); docs/SPEC-NOTES.md argues that
 choice. When the class scores are logits only, the model's probabilities are their softmax (sigmoid for a single
@@ -39,6 +46,8 @@ ModelKindSetting = Literal["auto", "classifier", "regressor"]
 
 #: nodes that pass a tensor on without changing what its values mean
 _PASS_THROUGH = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Cast"})
+#: ``ai.onnx.ml`` nodes that pass a tensor on the same way (``ArrayFeatureExtractor`` selects columns)
+_ML_PASS_THROUGH = frozenset({"ArrayFeatureExtractor"})
 _FLOAT = ("float", "double", "float16")
 _LABEL = ("int64", "int32", "string")
 
@@ -201,6 +210,15 @@ def decide_outputs(
         logits = raw
         evidence[raw.name] = _Evidence("logits", f"'{raw.name}' is named raw beside a classifier's outputs")
     unmarked = [o for o in floats if o is not proba and o is not logits and evidence[o.name].role == "none"]
+    columns = [o for o in unmarked if o.columns == 1]
+    if proba is None and logits is None and label is not None and len(columns) >= 2:
+        names = ", ".join(f"'{o.name}'" for o in columns)
+        raise ModelError(
+            f"model '{model}' has a label output '{label}' and one probability output per class ({names}); "
+            "export the probabilities as one [batch, classes] tensor: skl2onnx options={'zipmap': False} "
+            "(or the default ZipMap) rather than zipmap='columns'; set model_kind: regressor if they are "
+            f"regression targets (outputs: {described})"
+        )
     if proba is None and logits is None and label is not None and unmarked:
         proba = unmarked[0]  # e.g. a converter's [N, C] scores next to its label, with no telling name
         evidence[proba.name] = _Evidence("proba", f"'{proba.name}' is the float output beside label output '{label}'")
@@ -267,7 +285,7 @@ def add_probabilities(graph: Any, logits: str) -> str:
     from monitor.model.broadcast import fresh_namer
 
     info = next(o for o in graph.output if o.name == logits)
-    columns = next(o for o in graph_outputs(graph) if o.name == logits).columns
+    columns = 1 if _single_column(graph, logits) else next(o for o in graph_outputs(graph) if o.name == logits).columns
     taken = {t for node in graph.node for t in (*node.input, *node.output)} | {o.name for o in graph.output}
     fresh = fresh_namer(taken | {i.name for i in graph.input} | {i.name for i in graph.initializer})
     name = fresh(f"{logits}_probabilities")
@@ -287,10 +305,14 @@ def _evidence(graph: Any, out: OutputInfo, zipmap_tensors: set[str]) -> _Evidenc
     producers = {t: node for node in graph.node for t in node.output}
     chain = [out.name]
     node = producers.get(out.name)
-    while node is not None and node.op_type in _PASS_THROUGH and node.domain in ("", "ai.onnx") and node.input:
+    while node is not None and node.input and _passes_through(node):
         chain.append(node.input[0])
         node = producers.get(node.input[0])
     name = out.name.lower()
+    if node is not None and node.domain == "ai.onnx.ml" and chain[-1] in node.output[1:] and _margins(node):
+        return _Evidence(
+            "logits", f"'{out.name}' holds the decision scores of {node.op_type} (margins, not probabilities)"
+        )
     if out.name in zipmap_tensors:
         return _Evidence("proba", f"'{out.name}' fed a ZipMap (probabilities per class)")
     if node is not None and node.domain in ("", "ai.onnx"):
@@ -316,6 +338,42 @@ def _evidence(graph: Any, out: OutputInfo, zipmap_tensors: set[str]) -> _Evidenc
     if readers:
         return _Evidence("logits", f"'{out.name}' is read by {' and '.join(sorted(readers))} (class scores)")
     return _Evidence("none", "")
+
+
+def _passes_through(node: Any) -> bool:
+    """Whether the node hands its first input on with the same meaning (same values, or a selection of columns)."""
+    if node.domain in ("", "ai.onnx"):
+        return node.op_type in _PASS_THROUGH
+    return node.domain == "ai.onnx.ml" and node.op_type in _ML_PASS_THROUGH
+
+
+def _margins(node: Any) -> bool:
+    """Whether an ``ai.onnx.ml`` classifier's scores are decision scores: a ``LinearClassifier`` with no
+    post-transform (skl2onnx's ``LinearSVC``, ``RidgeClassifier``). A ``LOGISTIC``/``SOFTMAX`` one is a logistic
+    regression's probabilities; tree ensembles with no post-transform average leaf probabilities (random forests).
+    ``SVMClassifier`` is not included: onnxruntime's binary scores without Platt scaling are not in class order, so
+    their softmax would name the wrong class."""
+    if node.op_type != "LinearClassifier":
+        return False
+    post = next((a.s.decode() for a in node.attribute if a.name == "post_transform"), "NONE")
+    return post == "NONE"
+
+
+def _single_column(graph: Any, name: str) -> bool:
+    """Whether ``name`` is computed (through pass-through nodes) by an ``ArrayFeatureExtractor`` that selects one
+    column: skl2onnx declares a binary ``LinearSVC``'s score [N, 2] but computes [N, 1] (the positive class)."""
+    producers = {t: node for node in graph.node for t in node.output}
+    constants = {t.name: t for t in graph.initializer}
+    node = producers.get(name)
+    while node is not None and node.input and _passes_through(node):
+        if node.domain == "ai.onnx.ml" and node.op_type == "ArrayFeatureExtractor" and len(node.input) > 1:
+            index = constants.get(node.input[1])
+            if index is not None:
+                from onnx import numpy_helper
+
+                return bool(numpy_helper.to_array(index).size == 1)
+        node = producers.get(node.input[0])
+    return False
 
 
 def _axis(node: Any, *, default: int) -> int:

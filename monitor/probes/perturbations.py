@@ -53,6 +53,7 @@ from monitor.errors import ConfigError, ProbeError
 from monitor.metrics.balls import ball_directions
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.base import ModelKind, ModelOutput, Predictor
+from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 
 FloatArray = NDArray[np.float64]
@@ -125,13 +126,13 @@ class CountingPredictor:
     def has_proba(self) -> bool:
         return bool(getattr(self.inner, "has_proba", self.inner.kind == "classifier"))
 
-    def evaluate(self, rows: NDArray[np.float32]) -> ModelOutput:
+    def evaluate(self, rows: NDArray[np.float32], held: Held | None = None) -> ModelOutput:
         b = int(rows.shape[0])
         if self.budget_rows is not None and self.rows + b > self.budget_rows:
             raise BudgetExhaustedError(self.budget_rows, self.rows, b)
         self.rows += b
         self.calls += 1
-        return self.inner.evaluate(rows)
+        return self.inner.evaluate(rows) if held is None else self.inner.evaluate(rows, held)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,13 @@
 
 A JSON document holding the standardizer and the reference γ/flicker/feature distributions, so that the sidecar
 starts with a ready reference instead of re-scoring reference rows at start-up.
+
+For a model that holds values fixed (int, bool and string inputs, ``fixed_features``: see
+:mod:`monitor.model.signature`) the file also holds ``held_sample``: up to :data:`HELD_SAMPLE_ROWS` seeded rows of
+the reference's held values, ``{"rows": n, "values": {key: {"dtype": "int64" | "bool" | "float32" | "string",
+"shape": [n, …], "data": nested lists}}}`` (strings as JSON strings). :func:`read_held_sample` gives them back as a
+:class:`~monitor.model.signature.Held` for ``RobustnessScorer(..., held_sample=...)``; files without it (older ones,
+plain models) still load, and give None.
 """
 
 from __future__ import annotations
@@ -10,17 +17,34 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from monitor.errors import DataError
+from monitor.model.signature import HELD_COLUMNS, Held, Signature
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference import Reference
 
 REFERENCE_FORMAT = "harmonic-monitor/reference"
 REFERENCE_VERSION = 1
+#: held rows a reference file keeps for a model that holds values fixed (a seeded sample of the reference's)
+HELD_SAMPLE_ROWS = 256
 
 
-def write_reference(out: Path, standardizer: Standardizer, ref: Reference, *, model: str, space: str) -> Path:
-    """Write ``ref`` and the standardizer it was computed with as a reference file; returns ``out``."""
-    doc = {
+def write_reference(
+    out: Path,
+    standardizer: Standardizer,
+    ref: Reference,
+    *,
+    model: str,
+    space: str,
+    held_sample: Held | None = None,
+) -> Path:
+    """Write ``ref`` and the standardizer it was computed with as a reference file; returns ``out``.
+
+    ``held_sample``: held values of reference rows (a model that holds values fixed); at most
+    :data:`HELD_SAMPLE_ROWS` of them are kept (:func:`sample_held`).
+    """
+    doc: dict[str, Any] = {
         "format": REFERENCE_FORMAT,
         "version": REFERENCE_VERSION,
         "model": model,
@@ -29,6 +53,8 @@ def write_reference(out: Path, standardizer: Standardizer, ref: Reference, *, mo
         "standardizer": standardizer.to_dict(),
         "reference": ref.to_dict(),
     }
+    if held_sample is not None and len(held_sample) and held_sample.values:
+        doc["held_sample"] = _held_to_json(sample_held(held_sample, HELD_SAMPLE_ROWS))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, default=float) + "\n", encoding="utf-8")
     return out
@@ -65,3 +91,80 @@ def read_reference(path: str | Path, n_features: int) -> tuple[Standardizer, Ref
             f"reference '{p}' is damaged ({type(exc).__name__}: {exc}); rebuild it with `harmonic-monitor reference`",
             path=str(p),
         ) from exc
+
+
+def sample_held(held: Held, rows: int = HELD_SAMPLE_ROWS, *, seed: int = 0) -> Held:
+    """At most ``rows`` of ``held``'s rows: all of them when they are that few, else a seeded sample in file order."""
+    n = len(held)
+    if n <= rows:
+        return held
+    pick = np.sort(np.random.default_rng([seed, 0x4E1D]).choice(n, rows, replace=False))
+    return held.take(pick)
+
+
+def _held_to_json(held: Held) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, arr in held.values.items():
+        dtype = "string" if arr.dtype.kind in "OUS" else str(arr.dtype)
+        data = arr.astype(str).tolist() if dtype == "string" else arr.tolist()
+        values[key] = {"dtype": dtype, "shape": list(arr.shape), "data": data}
+    return {"rows": len(held), "values": values}
+
+
+def read_held_sample(path: str | Path, signature: Signature) -> Held | None:
+    """The held values a reference file keeps (see the module docstring), for ``RobustnessScorer(held_sample=...)``.
+
+    Returns None when the model holds nothing, or the file keeps no held values (an older file, a JSON reference
+    built for a plain model).
+
+    Raises
+    ------
+    DataError
+        The file cannot be read, or its held values do not fit the model (other inputs, shapes or types).
+    """
+    if not signature.has_held:
+        return None
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"cannot read reference JSON '{p}': {exc}", path=str(p)) from exc
+    block = doc.get("held_sample") if isinstance(doc, dict) else None
+    if block is None:
+        return None
+    rebuild = "rebuild it with `harmonic-monitor reference` for this model"
+    try:
+        values = block["values"]
+        keys = list(signature.held_keys)
+        if sorted(values) != sorted(keys):
+            raise DataError(
+                f"reference '{p}' keeps held values of {sorted(values)}; the model holds {keys} fixed: {rebuild}",
+                path=str(p),
+            )
+        dims = {s.name: (s.dims, s.dtype) for s in signature.held_inputs}
+        dims[HELD_COLUMNS] = ((len(signature.held_features),), np.dtype(np.float32))
+        out: dict[str, Any] = {}
+        rows = int(block["rows"])
+        for key in keys:
+            shape, dtype = dims[key]
+            entry = values[key]
+            if dtype.kind == "O":
+                if entry["dtype"] != "string":
+                    raise ValueError(f"'{key}' holds {entry['dtype']} values; the model takes strings")
+                arr = np.array(entry["data"], dtype=object)
+                if not all(isinstance(v, str) for v in arr.reshape(-1)):
+                    raise ValueError(f"'{key}' holds values that are not strings")
+            else:
+                if entry["dtype"] == "string":
+                    raise ValueError(f"'{key}' holds strings; the model takes {dtype}")
+                arr = np.array(entry["data"], dtype=dtype)
+            if arr.shape != (rows, *shape):
+                raise ValueError(f"'{key}' has shape {list(arr.shape)}; the model takes {[rows, *shape]}")
+            out[key] = arr
+    except DataError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise DataError(
+            f"reference '{p}' keeps held values that do not fit the model ({exc}): {rebuild}", path=str(p)
+        ) from exc
+    return Held(out) if rows else None

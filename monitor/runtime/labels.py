@@ -18,6 +18,7 @@ from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
 from monitor.metrics.scorer import ScoreResult
+from monitor.model.signature import Held
 from monitor.rolling.labelled import LabelledWindow
 from monitor.runtime.models import ModelRuntime
 from monitor.source.base import RawRecord
@@ -64,7 +65,12 @@ class LabelStage:
         self._invalid_log.warning("label-" + reason, "invalid label", reason=reason, error=detail)
 
     def remember(
-        self, rt: ModelRuntime, batch: list[InferenceEvent], rows: NDArray[np.float64], result: ScoreResult
+        self,
+        rt: ModelRuntime,
+        batch: list[InferenceEvent],
+        rows: NDArray[np.float64],
+        result: ScoreResult,
+        held: Held | None = None,
     ) -> None:
         """Keep each scored prediction (class value, confidence, class under σ = 0.1 noise) until its label comes.
 
@@ -78,7 +84,8 @@ class LabelStage:
         x = rows[ok].astype(np.float32)
         sigma = (self.settings.labels.noise_sigma * rt.standardizer.scale).astype(np.float32)
         noisy = x + self._rng.standard_normal(x.shape, dtype=np.float32) * sigma
-        out = rt.model.evaluate(np.vstack([x, noisy]))
+        both = None if held is None else Held.concat([held.take(ok)] * 2)
+        out = rt.model.evaluate(np.vstack([x, noisy]), both)
         self.state.inc("harmonic_model_evaluations_total", (rt.name, "labels"), float(2 * x.shape[0]))
         values = out.raw_label if out.raw_label is not None and out.raw_label.dtype.kind in "iu" else out.label
         assert values is not None

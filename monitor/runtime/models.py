@@ -22,10 +22,14 @@ from monitor.events import InferenceEvent
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.io import load_rows
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
+from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference_file import read_reference
 from monitor.runtime.watch import ModelWatch
 from monitor.source.base import RawRecord
+
+#: held values kept for a regressor's output scale (:attr:`ModelRuntime.held_sample`)
+HELD_SAMPLE_ROWS = 256
 
 #: one sampled event waiting to be scored: (event, shadow disagreement, sampling weight, its record or None)
 Pending = tuple[InferenceEvent, float, float, RawRecord | None]
@@ -41,6 +45,11 @@ class ModelRuntime:
     scorer: RobustnessScorer | None = None
     watch: ModelWatch | None = None
     warmup: list[NDArray[np.float64]] = field(default_factory=list)
+    #: the warm-up events' held values, for a model that holds inputs fixed (see :attr:`held_sample`)
+    warmup_held: list[dict[str, Any]] = field(default_factory=list)
+    #: held values seen in the reference or the warm-up (at most :data:`HELD_SAMPLE_ROWS`), for a model that holds
+    #: inputs fixed: a regressor's output scale is measured with them (``RobustnessScorer(held_sample=...)``)
+    held_sample: Held | None = None
     #: sampled events waiting for the next micro-batch, each with its shadow disagreement (NaN, 0 or 1), its
     #: sampling weight (1 / inclusion probability) and the record it came from (dead-lettered if applying it fails)
     pending: list[Pending] = field(default_factory=list)
@@ -65,7 +74,7 @@ class ModelRuntime:
 
     def activate(self, standardizer: Standardizer) -> None:
         self.standardizer = standardizer
-        self.scorer = RobustnessScorer(self.model, standardizer, self.scoring_config())
+        self.scorer = RobustnessScorer(self.model, standardizer, self.scoring_config(), held_sample=self.held_sample)
 
     def fingerprint(self) -> dict[str, Any]:
         """What a saved reference was computed from: the model file, the reference file and the scoring settings.
@@ -101,6 +110,7 @@ def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
             rows_in_graph=ms.rows_in_graph,
         ),
         model_kind=ms.model_kind,
+        fixed_features=ms.fixed_features,
     )
     rt = ModelRuntime(settings=ms, model=model)
     if ms.scoring.space == "raw":

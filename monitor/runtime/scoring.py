@@ -20,14 +20,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.config import Settings
-from monitor.events import InferenceEvent, feature_rows
+from monitor.events import InferenceEvent, feature_rows, held_rows
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
 from monitor.metrics.scorer import ScoreResult
 from monitor.model.io import load_rows
+from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.runtime.labels import LabelStage
-from monitor.runtime.models import ModelRuntime, Pending
+from monitor.runtime.models import HELD_SAMPLE_ROWS, ModelRuntime, Pending
 from monitor.sampler.base import Sampler
 from monitor.source.base import RawRecord, Sink
 
@@ -53,7 +54,7 @@ class DeadLetter(Protocol):
 FLICKER_TOLERANCE_COLUMNS = 16
 
 #: called after every scored batch with (runtime, raw rows, result, now): the probe scheduler's feed
-ScoredHook = Callable[[ModelRuntime, NDArray[np.float64], ScoreResult, float], None]
+ScoredHook = Callable[[ModelRuntime, NDArray[np.float64], ScoreResult, float, Held | None], None]
 
 
 class UniformThinner:
@@ -68,6 +69,9 @@ class UniformThinner:
     def __init__(self, sampler: Sampler, seed: int = 0) -> None:
         self.sampler = sampler
         self._rng = np.random.default_rng(seed)
+        #: events the sampler holds undecided (its event-time reservoir, ``Sampler.release``), by ``id``: the event,
+        #: its record and its shadow disagreement, until the sampler decides on them
+        self.held: dict[int, tuple[InferenceEvent, RawRecord | None, float]] = {}
 
     def keep(self, model: str, weights: NDArray[np.float64]) -> NDArray[np.bool_] | None:
         """A keep-mask over a batch with these sampling weights; None when the sampler is not class-biased."""
@@ -131,6 +135,27 @@ class Scoring:
                         self._accept_model(rt, [item], now)
                     except Exception as exc:  # noqa: BLE001
                         self._unscorable(item[0], item[1], exc)
+        # the sampler's event-time reservoir (DECISIONS 14): decisions on events it held at earlier polls
+        for ev, weight in self.sampler.release(now):
+            ev_held = self.thinner.held.pop(id(ev), None)
+            if ev_held is not None and weight > 0:
+                self._pend(self.runtimes[ev.model], ev, ev_held[2], weight, ev_held[1], now)
+        if self.thinner.held and self.oldest_pending is None:
+            self.oldest_pending = now  # held events are on their way: no flush (and commit) as if nothing were
+
+    def _pend(
+        self,
+        rt: ModelRuntime,
+        ev: InferenceEvent,
+        disagreement: float,
+        weight: float,
+        record: RawRecord | None,
+        now: float,
+    ) -> None:
+        self.state.inc("harmonic_events_sampled_total", (ev.model,))
+        rt.pending.append((ev, disagreement, weight, record))
+        if self.oldest_pending is None:
+            self.oldest_pending = now
 
     def _accept_model(self, rt: ModelRuntime, items: list[tuple[InferenceEvent, RawRecord | None]], now: float) -> None:
         if rt.scorer is None:
@@ -141,13 +166,12 @@ class Scoring:
         shadow = self._shadow(rt, evs)
         # the ONNX copy and the live server disagree: always score it (a stale copy must show)
         weights = self.sampler.sample_many(evs, now, [d == 1.0 for d in shadow])
+        held = {id(ev) for ev in getattr(self.sampler, "last_held", ())}
         for (ev, record), disagreement, weight in zip(items, shadow, weights, strict=True):
-            if weight <= 0:
-                continue
-            self.state.inc("harmonic_events_sampled_total", (ev.model,))
-            rt.pending.append((ev, disagreement, weight, record))
-            if self.oldest_pending is None:
-                self.oldest_pending = now
+            if weight > 0:
+                self._pend(rt, ev, disagreement, weight, record, now)
+            elif held and id(ev) in held:  # decided later, by ``Sampler.release`` (see ``accept``)
+                self.thinner.held[id(ev)] = (ev, record, disagreement)
 
     def _unscorable(self, ev: InferenceEvent, record: RawRecord | None, exc: BaseException) -> None:
         self.dead_letter(record, "unscorable", f"{type(exc).__name__}: {exc}", model=ev.model, event=ev, exc_info=True)
@@ -158,10 +182,15 @@ class Scoring:
         """Feed the warm-up window; returns the events past it (to be scored with the freshly fitted standardizer)."""
         need = rt.settings.warmup_events - len(rt.warmup)
         rt.warmup.extend(ev.features for ev, _ in evs[:need])
+        if rt.model.signature.has_held:
+            rt.warmup_held.extend(ev.held for ev, _ in evs[:need] if ev.held is not None)
         if len(rt.warmup) < rt.settings.warmup_events:
             return []
+        if rt.warmup_held and rt.held_sample is None:  # what a regressor's output scale is measured with
+            rt.held_sample = Held.stack(rt.warmup_held[:HELD_SAMPLE_ROWS])
         rt.activate(Standardizer.fit(np.vstack(rt.warmup)))
         rt.warmup.clear()
+        rt.warmup_held.clear()
         log.info("warm-up complete; standardizer fitted", extra={"model": rt.name})
         self._checkpoint_soon()
         return evs[need:]
@@ -177,7 +206,7 @@ class Scoring:
         if not idx or rt.model.kind != "classifier":
             return flags
         rows = feature_rows([evs[i] for i in idx], np.float32)
-        out = rt.model.evaluate(rows)
+        out = rt.model.evaluate(rows, held_rows([evs[i] for i in idx]))
         self.state.inc("harmonic_model_evaluations_total", (rt.name, "shadow"), float(len(idx)))
         ours = out.raw_label if out.raw_label is not None else out.label
         assert ours is not None
@@ -210,10 +239,13 @@ class Scoring:
                 self._score_batch(rt, batch)
         self.oldest_pending = None
 
-    def score_rows(self, rt: ModelRuntime, rows: NDArray[np.float64], *, purpose: str) -> ScoreResult:
-        """Score raw feature rows with the model's scorer, counting the model evaluations under ``purpose``."""
+    def score_rows(
+        self, rt: ModelRuntime, rows: NDArray[np.float64], held: Held | None = None, *, purpose: str
+    ) -> ScoreResult:
+        """Score raw feature rows (and their held values) with the model's scorer, counting the model evaluations
+        under ``purpose``."""
         assert rt.scorer is not None
-        result = rt.scorer.score(rows)
+        result = rt.scorer.score(rows, held)
         self.state.inc(
             "harmonic_model_evaluations_total", (rt.name, purpose), float(rows.shape[0] * rt.scorer.rows_per_event())
         )
@@ -247,7 +279,8 @@ class Scoring:
         shadow = np.array([d for _, d, _, _ in pending])
         weights = np.array([w for _, _, w, _ in pending])
         rows = feature_rows(batch)
-        result = self.score_rows(rt, rows, purpose="events")
+        held = held_rows(batch)
+        result = self.score_rows(rt, rows, held, purpose="events")
         self.state.observe("harmonic_score_batch_duration_seconds", (rt.name,), [time.perf_counter() - started])
         self._count_nonfinite(rt.name, batch, result)
         now = self.clock()
@@ -260,14 +293,14 @@ class Scoring:
         self.sampler.observe_cost(rt.name, len(batch), time.process_time() - cpu_started)
         for hook in self.hooks:
             try:
-                hook(rt, rows, result, now)
+                hook(rt, rows, result, now, held)
             except Exception:  # a probe-scheduler bug must not take the events with it
                 log.exception("scored-batch hook failed; the batch is applied", extra={"model": rt.name})
         if self.settings.kafka.scores_topic and self.sink is not None:
             self._publish_scores(rt, batch, result)
         if self.labels is not None and rt.model.kind == "classifier":
             try:
-                self.labels.remember(rt, batch, rows, result)
+                self.labels.remember(rt, batch, rows, result, held)
             except Exception:  # their labels will go unmatched; the scores stand
                 log.exception("keeping predictions for delayed labels failed", extra={"model": rt.name})
 

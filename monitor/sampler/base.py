@@ -3,7 +3,8 @@
 A :class:`Sampler` sees every valid event once, in arrival order, with the pipeline's clock reading ``now``
 (epoch seconds). It answers with a weight: 0.0 means "drop", anything else means "score this event" and is the
 event's Horvitz–Thompson weight (1 / its inclusion probability; 1.0 for a forced keep). ``snapshot()`` reads the
-counters behind the ``sampled fraction`` metric. ``observe_cost`` is told, after each scored micro-batch, what
+counters behind the ``sampled fraction`` metric. ``release`` hands out the decisions on events a sampler held back
+for a while (weight 0.0 when offered). ``observe_cost`` is told, after each scored micro-batch, what
 scoring cost, so that a sampler can score everything while the engine keeps up.
 """
 
@@ -66,6 +67,11 @@ class Sampler(Protocol):
         self, events: Sequence[InferenceEvent], now: float, forced: Sequence[bool] | None = None
     ) -> list[float]:
         """``sample`` on each event in turn at one ``now`` (``forced[i]``: its ``force``); the weights, in order."""
+
+    def release(self, now: float) -> list[tuple[InferenceEvent, float]]:
+        """Decisions on events that ``sample_many`` held undecided (weight 0.0 there), as (event, weight); called
+        once per poll step, after that step's ``sample_many`` calls (DECISIONS 14: an event-time reservoir bounded
+        in delay). Samplers that never hold return []."""
 
     def snapshot(self) -> Mapping[str, ModelSamplingStats]:
         """Per-model counts, read at scrape time."""

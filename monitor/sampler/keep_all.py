@@ -38,6 +38,10 @@ class KeepAllSampler:
     ) -> list[float]:
         return sample_each(self, events, now, forced)
 
+    def release(self, now: float) -> list[tuple[InferenceEvent, float]]:
+        """Nothing is ever held."""
+        return []
+
     def observe_cost(self, model: str, events: int, seconds: float) -> None:
         """Nothing to budget: every event is scored whatever it costs."""
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -40,6 +41,10 @@ from monitor.sampler.budget import CpuBucket, RateEstimator, TokenBucket, Window
 
 #: smallest offered rate used as a divisor (events/s)
 _MIN_RATE = 1e-9
+#: the offered rate is measured over the polls of about the last second
+_RATE_SPAN_SECONDS = 1.0
+#: most events one model may hold in the event-time reservoir (a bound on memory for very cheap models)
+_MAX_HELD = 50_000
 
 
 @dataclass(slots=True)
@@ -63,6 +68,18 @@ class _Model:
     cost_seconds: float = 0.0
     #: no share assigned yet: the first reallocation fills the bucket to its share's burst
     fresh: bool = True
+    #: (now, events) of this model's recent polls, while they follow each other within ``max_delay_seconds``: the
+    #: offered rate measured over the intervals between polls (the first poll's own interval is unknown)
+    polls: deque[tuple[float, int]] = field(default_factory=deque)
+    #: the event-time reservoir: a poll whose rate is not known yet, held (undecided) until the next poll measures it
+    held: list[tuple[InferenceEvent, _Stratum]] = field(default_factory=list)
+    held_since: float = 0.0
+    #: this model had events since the last :meth:`UniformSampler.release`
+    stepped: bool = False
+    #: what was held last was decided below probability 1 (overloaded) or at 1 (steady, within its share): while
+    #: the measured rate stays on the same side of the share, polls are decided at once
+    overloaded: bool = False
+    steady: bool = False
 
 
 class UniformSampler:
@@ -98,6 +115,11 @@ class UniformSampler:
         refuses a noticeable share of the draws (a random walk against a wall) and the kept rate falls short.
     max_strata : int
         Live classes tracked per model; further classes are counted as ``"other"``.
+    max_delay_seconds : float
+        Bound on the event-time reservoir's delay (work-conserving mode): a poll that cannot be scored whole and
+        whose offered rate is not known yet (the first poll of a backlog) is held, undecided, until the next poll
+        measures the rate, or until the stream pauses, and at most this long; also the longest gap between two polls
+        over which an offered rate is measured. 0: never hold.
     seed : int
         Seed of the acceptance draws.
 
@@ -139,8 +161,11 @@ class UniformSampler:
         reallocate_seconds: float = 1.0,
         headroom: float = 0.1,
         max_strata: int = 32,
+        max_delay_seconds: float = 1.0,
         seed: int = 0,
     ) -> None:
+        if not max_delay_seconds >= 0:
+            raise ConfigError(f"max_delay_seconds must be >= 0; got {max_delay_seconds!r}")
         if not headroom >= 0:
             raise ConfigError(f"headroom must be >= 0; got {headroom!r}")
         for name, v in (("target_per_second", target_per_second), ("cpu_share", cpu_share)):
@@ -171,6 +196,7 @@ class UniformSampler:
         self.reallocate_seconds = float(reallocate_seconds)
         self.headroom = float(headroom)
         self.max_strata = max_strata
+        self.max_delay_seconds = float(max_delay_seconds)
         self.seed = seed
         self.reset()
 
@@ -193,6 +219,10 @@ class UniformSampler:
         self._models: dict[str, _Model] = {}
         self._next_reallocation: float | None = None
         self._now = 0.0
+        #: decisions on held events taken by ``sample_many``, handed out by :meth:`release`
+        self._released: list[tuple[InferenceEvent, float]] = []
+        #: the events the last ``sample_many`` held (weight 0.0 there; their decision comes from :meth:`release`)
+        self.last_held: list[InferenceEvent] = []
 
     def observe_cost(self, model: str, events: int, seconds: float) -> None:
         """Report that scoring ``events`` of ``model``'s events took ``seconds`` of CPU (one micro-batch).
@@ -242,7 +272,9 @@ class UniformSampler:
         stratum = self._stratum(model, event, now)
         if self._next_reallocation is None or now >= self._next_reallocation:
             self._reallocate(now)
-        offered = model.offered.rate(now)
+        model.stepped = True
+        measured = self._poll_rate(model, now, 1)  # as sample_many: the rate over the intervals between polls
+        offered = measured if measured is not None else model.offered.rate(now)
         p = min(1.0, stratum.boost * model.target / max(offered, _MIN_RATE))
         stratum.probability = p
         stratum.seen_total += 1
@@ -272,34 +304,34 @@ class UniformSampler:
     def sample_many(
         self, events: Sequence[InferenceEvent], now: float, forced: Sequence[bool] | None = None
     ) -> list[float]:
-        """:meth:`sample` on each event of one poll, all at one ``now``, at the rate the whole poll makes.
+        """:meth:`sample` on each event of one poll, all at one ``now``, at the rate the polls make.
 
         The pipeline decides on a whole poll (thousands of events) at one clock reading. With ``now`` fixed, a
         rate estimate decays once and then only counts, and the sampled-fraction window gets one update per
-        stratum, so the per-event work is a few dict lookups and one draw: ~0.5 µs instead of ~1.3 µs per event.
-        ``forced[i]`` is ``sample``'s ``force`` for ``events[i]``.
+        stratum, so the per-event work is a few dict lookups and one draw. ``forced[i]`` is ``sample``'s ``force``
+        for ``events[i]``. The acceptance probability is the share over the offered rate measured over the
+        intervals between this model's recent polls (exact for a steady stream from the second poll on), one
+        probability per (model, stratum) for the whole poll, so that a poll is sampled evenly over its events.
 
-        Work-conserving (a CPU share set, no event cap): a poll whose measured scoring cost fits in the CPU bucket while that is at
-        least half full (the engine has been keeping up) is scored whole, weight 1 — a burst is not judged by the
-        instantaneous rate it seems to have. This is the one place where ``sample_many`` and ``sample`` differ.
+        Work-conserving (a CPU share set, no event cap; DECISIONS 14), a delay-bounded event-time reservoir: while
+        a model is not known to be overloaded, its polls are *held* (weight 0 here, decided later) as long as their
+        measured cost fits in the CPU bucket. When the stream pauses (:meth:`release` sees a step without the
+        model's events) what was held was a burst, and it is scored whole if it fits (else uniformly, as much as the
+        bucket affords); when what is held outgrows the bucket, it is a backlog or an overload, and everything held
+        is decided at the measured rate's probability, and later polls at once. So a burst is scored whole, and a
+        backlog read after a restart is sampled at one probability from its first event on — uniformly over its
+        event-time span, not more densely in its first minutes. Nothing is held longer than ``max_delay_seconds``.
+        The decisions on held events are handed out by :meth:`release`, which the caller calls once per poll step.
         """
         if not self._batch_path:
             return sample_each(self, events, now, forced)
         self._now = now
-        absorb = self._absorbs(events, now)
         weights = [0.0] * len(events)
         models = self._models
-        draw = self._rng.random
-        cpu = self._cpu
         count_offers = self._stratum_counts_offers
-        # per (model, live label): the model, its stratum, its offered-rate estimates and the model's rate divisor
-        # at ``now`` (see RateEstimator.count_at); the stratum's seen/kept totals before this call
-        seen: dict[tuple[str, int | None], tuple[_Model, _Stratum, RateEstimator, RateEstimator | None, float]] = {}
-        before: dict[int, tuple[_Stratum, int, int]] = {}
-        # first count the whole poll into the offered rates, then decide every event at the poll's rate: one
-        # acceptance probability per (model, stratum) for the whole poll, so that a poll is sampled evenly over its
-        # events (deciding in turn, the first events of a large poll saw a low rate and were all kept)
-        entries: list[tuple[_Model, _Stratum, RateEstimator, RateEstimator | None, float]] = []
+        seen: dict[tuple[str, int | None], tuple[_Model, _Stratum]] = {}
+        per_model: dict[str, int] = {}
+        entries: list[tuple[_Model, _Stratum]] = []
         for ev in events:
             pred = ev.prediction
             key = (ev.model, None if pred is None else pred.label)
@@ -308,68 +340,181 @@ class UniformSampler:
                 model = models.get(ev.model)
                 if model is None:
                     model = self._add_model(ev.model, now)
-                divisor = model.offered.count_at(now)
+                model.offered.update(now)
                 stratum = self._stratum_for(model, key[1])
-                stratum_rate = stratum.offered if count_offers else None
-                if stratum_rate is not None:
-                    stratum_rate.count_at(now)
-                entry = seen[key] = (model, stratum, model.offered, stratum_rate, divisor)
-                before.setdefault(id(stratum), (stratum, stratum.seen_total, stratum.kept_total))
+                if count_offers:
+                    stratum.offered.update(now)
+                entry = seen[key] = (model, stratum)
             else:
-                entry[2].count += 1.0
-                if entry[3] is not None:
-                    entry[3].count += 1.0
+                entry[0].offered.count += 1.0
+                if count_offers:
+                    entry[1].offered.count += 1.0
             entries.append(entry)
-        for i, (model, stratum, _, _, divisor) in enumerate(entries):
-            if self._next_reallocation is None or now >= self._next_reallocation:
-                self._reallocate(now)
-            p = min(1.0, stratum.boost * model.target / max(model.offered.count / divisor, _MIN_RATE))
-            stratum.probability = p
-            stratum.seen_total += 1
-            if forced and forced[i]:
-                model.bucket.force(now)
-                self._global.force(now)
-                cpu.force(now, model.cost_seconds)
-                stratum.kept_total += 1
-                stratum.forced_total += 1
-                weights[i] = 1.0
-            elif absorb:
-                model.bucket.force(now)
-                self._global.take(now)
-                cpu.force(now, model.cost_seconds)
-                stratum.kept_total += 1
-                weights[i] = 1.0
-            elif (
-                (p >= 1.0 or draw() < p)
-                and model.bucket.available(now)
-                and self._global.available(now)
-                and cpu.available(now)
+            per_model[ev.model] = per_model.get(ev.model, 0) + 1
+        if self._next_reallocation is None or now >= self._next_reallocation:
+            self._reallocate(now)
+        touched: dict[int, tuple[_Stratum, int, int]] = {}
+        rates: dict[str, float] = {}
+        hold: set[str] = set()
+        absorb: set[str] = set()
+        reservoir = self._reservoir
+        for name, n in per_model.items():
+            model = models[name]
+            model.stepped = True
+            measured = self._poll_rate(model, now, n)
+            rate = measured if measured is not None else model.offered.rate(now)
+            rates[name] = rate
+            if not reservoir:
+                if self._absorbs(model, n, now):
+                    absorb.add(name)
+                continue
+            if model.held and now - model.held_since >= self.max_delay_seconds:
+                self._decide_held(model, now, measured, touched)
+            if measured is not None and (
+                (model.overloaded and measured > model.target) or (model.steady and measured <= model.target)
             ):
-                model.bucket.take(now)
-                self._global.take(now)
-                cpu.take(now, model.cost_seconds)
-                stratum.kept_total += 1
-                weights[i] = 1.0 / p
-        for stratum, seen_before, kept_before in before.values():
+                continue  # a known overload or a steady stream within its share: decided at once
+            model.overloaded = model.steady = False
+            if not model.held:
+                model.held_since = now
+            hold.add(name)
+        forced_any = bool(forced)
+        self.last_held = []
+        for i, (model, stratum) in enumerate(entries):
+            ev = events[i]
+            force = forced_any and bool(forced[i])  # type: ignore[index]
+            if ev.model in hold and not force:
+                model.held.append((ev, stratum))
+                self.last_held.append(ev)
+                continue
+            if id(stratum) not in touched:
+                touched[id(stratum)] = (stratum, stratum.seen_total, stratum.kept_total)
+            p = min(1.0, stratum.boost * model.target / max(rates[ev.model], _MIN_RATE))
+            weights[i] = self._decide(model, stratum, p, now, force=force, absorb=ev.model in absorb)
+        for name in hold:
+            model = models[name]
+            if model.held and not self._fits(model, len(model.held), now):
+                # more than the bucket holds: a backlog or an overload, not a burst — decide at the measured rate
+                measured = self._poll_rate(model, now, 0)
+                if measured is not None or len(model.held) >= _MAX_HELD:
+                    self._decide_held(model, now, measured, touched)
+        for stratum, seen_before, kept_before in touched.values():
             stratum.window.add_many(now, stratum.seen_total - seen_before, stratum.kept_total - kept_before)
         return weights
 
-    def _absorbs(self, events: Sequence[InferenceEvent], now: float) -> bool:
-        """Whether this poll is scored whole: a CPU share is set, the CPU bucket is at least half full and holds the
-        poll's measured cost, and no event cap is set (a cap is a hard cap)."""
-        cpu = self._cpu
+    def release(self, now: float) -> list[tuple[InferenceEvent, float]]:
+        """Decisions on held events (see :meth:`sample_many`): (event, weight), weight 0.0 = dropped.
+
+        Call it once per poll step, after ``sample_many`` on that step's events (with none, too): a model whose
+        events were held and that had none since the last call has paused, so what it held was a burst; anything
+        held ``max_delay_seconds`` is decided now. Returns the decisions taken since the last call.
+        """
+        self._now = now
+        touched: dict[int, tuple[_Stratum, int, int]] = {}
+        for model in self._models.values():
+            if model.held and (not model.stepped or now - model.held_since >= self.max_delay_seconds):
+                self._decide_held(model, now, None if not model.stepped else self._poll_rate(model, now, 0), touched)
+            if not model.stepped:  # a pause: the next poll starts a new episode (its rate is not known yet)
+                model.polls.clear()
+                model.overloaded = model.steady = False
+            model.stepped = False
+        for stratum, seen_before, kept_before in touched.values():
+            stratum.window.add_many(now, stratum.seen_total - seen_before, stratum.kept_total - kept_before)
+        released, self._released = self._released, []
+        return released
+
+    @property
+    def holding(self) -> int:
+        """Events held undecided in the event-time reservoir, all models."""
+        return sum(len(m.held) for m in self._models.values())
+
+    @property
+    def _reservoir(self) -> bool:
+        """Work-conserving with a delay bound: polls may be held (see :meth:`sample_many`)."""
+        return self.max_delay_seconds > 0 and not math.isinf(self._cpu.cpu_per_second) and self.target_per_second <= 0
+
+    def _decide(self, model: _Model, stratum: _Stratum, p: float, now: float, *, force: bool, absorb: bool) -> float:
+        """Decide one event at acceptance probability ``p``: its weight (0.0: dropped)."""
+        stratum.probability = p
+        stratum.seen_total += 1
+        if force:
+            model.bucket.force(now)
+            self._global.force(now)
+            self._cpu.force(now, model.cost_seconds)
+            stratum.kept_total += 1
+            stratum.forced_total += 1
+            return 1.0
+        if absorb:
+            model.bucket.force(now)
+            self._global.take(now)
+            self._cpu.force(now, model.cost_seconds)
+            stratum.kept_total += 1
+            return 1.0
         if (
-            math.isinf(cpu.cpu_per_second)
-            or self.target_per_second > 0
-            or not cpu.available(now)
-            or cpu.balance < cpu.depth / 2
+            (p >= 1.0 or self._rng.random() < p)
+            and model.bucket.available(now)
+            and self._global.available(now)
+            and self._cpu.available(now)
         ):
-            return False
-        counts: dict[str, int] = {}
-        for ev in events:
-            counts[ev.model] = counts.get(ev.model, 0) + 1
-        work = sum(n * m.cost_seconds for name, n in counts.items() if (m := self._models.get(name)) is not None)
-        return work <= cpu.balance
+            model.bucket.take(now)
+            self._global.take(now)
+            self._cpu.take(now, model.cost_seconds)
+            stratum.kept_total += 1
+            return 1.0 / p
+        return 0.0
+
+    def _decide_held(
+        self, model: _Model, now: float, rate: float | None, touched: dict[int, tuple[_Stratum, int, int]]
+    ) -> None:
+        """Decide everything ``model`` holds, into ``_released``: at ``rate``'s probability (events/s measured over
+        the polls), or, with no rate (the stream paused: a burst), whole if it fits the CPU bucket, else uniformly at
+        what the bucket affords. A probability below 1 marks the model overloaded."""
+        held, model.held = model.held, []
+        whole = False
+        p_burst = 1.0
+        if rate is None:
+            whole = self._fits(model, len(held), now)
+            work = len(held) * model.cost_seconds
+            if not whole and work > 0:
+                p_burst = min(1.0, max(self._cpu.balance, 0.0) / work)
+        for ev, stratum in held:
+            if id(stratum) not in touched:
+                touched[id(stratum)] = (stratum, stratum.seen_total, stratum.kept_total)
+            p = p_burst if rate is None else min(1.0, stratum.boost * model.target / max(rate, _MIN_RATE))
+            if rate is not None:
+                model.overloaded = model.overloaded or p < 1.0
+                model.steady = not model.overloaded
+            self._released.append((ev, self._decide(model, stratum, p, now, force=False, absorb=whole)))
+
+    def _poll_rate(self, model: _Model, now: float, events: int) -> float | None:
+        """Record a poll of ``events`` at ``now``; the offered rate over the intervals between the recent polls
+        (None: fewer than two polls, i.e. the rate of the first poll after a pause is not known yet)."""
+        polls = model.polls
+        if polls and not 0.0 <= now - polls[-1][0] <= max(self.max_delay_seconds, self.reallocate_seconds):
+            polls.clear()
+        if polls and polls[-1][0] == now:
+            polls[-1] = (now, polls[-1][1] + events)
+        elif events or polls:
+            polls.append((now, events))
+        while len(polls) > 2 and now - polls[1][0] >= _RATE_SPAN_SECONDS:
+            polls.popleft()
+        if len(polls) < 2:
+            return None
+        return sum(n for _, n in list(polls)[1:]) / (now - polls[0][0])
+
+    def _fits(self, model: _Model, events: int, now: float) -> bool:
+        """``events`` of ``model`` can be scored whole: the CPU bucket is at least half full and holds their cost."""
+        cpu = self._cpu
+        if math.isinf(cpu.cpu_per_second):
+            return True
+        return cpu.available(now) and cpu.balance >= cpu.depth / 2 and events * model.cost_seconds <= cpu.balance
+
+    def _absorbs(self, model: _Model, events: int, now: float) -> bool:
+        """Without a reservoir (``max_delay_seconds`` 0): whether this poll is scored whole: a CPU share is set, no
+        event cap (a cap is a hard cap), and the poll fits (:meth:`_fits`)."""
+        return (
+            not math.isinf(self._cpu.cpu_per_second) and self.target_per_second <= 0 and self._fits(model, events, now)
+        )
 
     # ------------------------------------------------------------------ budget
 

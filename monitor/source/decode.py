@@ -28,6 +28,12 @@ Decisions worth knowing during an incident:
   ``unknown_feature`` (an extra name usually means the producer's feature list changed).
 * Features must be finite (``not_finite``) and within float32's range, ±3.4e38 (``out_of_range``): the ONNX copy
   computes in float32, where a larger value is inf.
+* A model with several inputs, string/int inputs or N-D tensors (a schema with a non-plain ``signature``) takes
+  ``features`` as a map by input name (``{"x": [0.1, 2.3, 4.5], "city": "Lyon", "id": 7}``, nested lists for N-D
+  inputs) or by float element name (``{"x[0]": 0.1, ...}``), or as a list of every float value in graph order when it
+  has no non-float input (:func:`~monitor.source.validate.signature_row`); the event then carries ``held`` values.
+  A value of the wrong type or shape is ``bad_type``, a missing input ``missing_field``, an unknown name
+  ``unknown_feature``; the message names the input, what it takes and what arrived.
 * ``id``, ``model_version`` and ``segment`` go through :func:`~monitor.source.validate.clean_text` (valid UTF-8,
   no control characters; an id or version beyond 128 characters keeps a prefix and a digest of the whole; a
   segment beyond 64 folds into ``"other"``). ``model`` is only matched against the configured names.
@@ -38,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -64,12 +71,14 @@ from monitor.source.validate import (
     ModelSchema,
     Origin,
     clean_text,
+    explain_bad_values,
     invalid,
     loads,
     names_listed,
     parse_prediction,
     parse_timestamp,
     shown,
+    signature_row,
     who,
 )
 
@@ -127,6 +136,13 @@ class EventDecoder:
         if max_segments < 0:
             raise ConfigError(f"max_segments must be >= 0; got {max_segments}")
         self.models: dict[str, ModelSchema] = dict(models)
+        #: the models whose list events the fast path may take as they are: those decoded as plain lists, and those
+        #: with a signature that holds nothing (their list is x in graph order, and no held values come with it)
+        self._fast_models: dict[str, ModelSchema] = {
+            name: schema
+            for name, schema in self.models.items()
+            if schema.shaped is None or not schema.shaped.has_held
+        }
         self.default_model = default_model
         self.max_bytes = max_bytes
         self.segments: frozenset[str] | None = frozenset(segments) if segments is not None else None
@@ -272,13 +288,25 @@ class EventDecoder:
                 f"{who(event_id)}: 'model_version' must be a string or an integer; got {shown(raw_version)}",
             )
 
+        shaped = schema.shaped
         if "features" not in doc:
+            if shaped is not None:
+                raise invalid(
+                    "missing_field",
+                    f"{who(event_id)} has no 'features' field; model '{model}' takes {shaped.describe()}: give them "
+                    "as a name→value map" + ("" if shaped.held_inputs else " or a list of its float values"),
+                )
             raise invalid(
                 "missing_field",
                 f"{who(event_id)} has no 'features' field; model '{model}' expects a list of {schema.n_features} numbers"
                 + (" or a name→value map" if schema.feature_names else ""),
             )
-        features = self._features(doc["features"], model, schema, event_id)
+        held: dict[str, Any] | None = None
+        features: NDArray[np.float64] | list[float]
+        if shaped is None:
+            features = self._features(doc["features"], model, schema, event_id)
+        else:
+            features, held = signature_row(doc["features"], shaped, f"model '{model}': {who(event_id)}")
         timestamp = parse_timestamp(doc.get("ts"), now, event_id)
         raw_prediction = doc.get("prediction")
         prediction = None if raw_prediction is None else parse_prediction(raw_prediction, event_id)
@@ -291,6 +319,7 @@ class EventDecoder:
             segment=self._segment(doc.get("segment"), event_id),
             prediction=prediction,
             origin=origin,
+            held=held,
         )
 
     def _plain_common(
@@ -323,7 +352,7 @@ class EventDecoder:
             model = self.default_model
         if type(model) is not str:
             return None
-        schema = self.models.get(model)
+        schema = self._fast_models.get(model)
         if schema is None:
             return None
         if version is None:
@@ -431,7 +460,7 @@ class EventDecoder:
         except (TypeError, OverflowError):
             safe = False
         if not safe:
-            _explain_bad_values(values, schema.feature_names, event_id)
+            explain_bad_values(values, schema.feature_names, event_id)
         return np.array(values, dtype=np.float64)
 
     def _ordered(self, raw: dict[str, object], model: str, schema: ModelSchema, event_id: str | None) -> list[object]:
@@ -497,24 +526,3 @@ class EventDecoder:
 
 def _digest(value: bytes) -> str:
     return hashlib.blake2b(value, digest_size=8).hexdigest()
-
-
-def _explain_bad_values(values: Sequence[object], names: Sequence[str] | None, event_id: str | None) -> None:
-    """Slow path: name the first offending feature, or return when every feature is valid after all (many values
-    near ±3.4e38 whose hypot exceeds the bound although each is within it)."""
-    for i, v in enumerate(values):
-        label = f"'{names[i]}'" if names is not None else f"[{i}]"
-        if not isinstance(v, int | float):  # bools pass as 0/1, as they do on the fast path
-            raise invalid("bad_type", f"{who(event_id)}: feature {label} must be a number; got {shown(v)}")
-        try:
-            number = float(v)
-        except OverflowError:  # an integer beyond float64
-            number = math.inf
-        if math.isnan(number) or (math.isinf(number) and isinstance(v, float)):
-            raise invalid("not_finite", f"{who(event_id)}: feature {label} is {v!r}; every feature must be finite")
-        if abs(number) > FLOAT32_MAX:
-            raise invalid(
-                "out_of_range",
-                f"{who(event_id)}: feature {label} is {shown(v, 30)}, beyond float32's range (±3.4e38) in which the "
-                "model computes; send values in the model's units (a sentinel such as 1e300 for 'missing' does not work)",
-            )

@@ -20,6 +20,7 @@ import base64
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -43,7 +44,11 @@ from monitor.source.validate import (
     parse_prediction,
     parse_timestamp,
     shown,
+    signature_row,
 )
+
+if TYPE_CHECKING:
+    from monitor.model.signature import InputSpec, Signature
 
 #: (raw model name or None, event id) → (model, schema), raising ``missing_field`` / ``bad_type`` / ``unknown_model``
 ModelLookup = Callable[[object, str | None], tuple[str, ModelSchema]]
@@ -58,7 +63,8 @@ _INT_V2_TYPES = frozenset({"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8"
 
 @dataclass(frozen=True, slots=True)
 class KServeRequest:
-    """A decoded KServe request: one row of ``features`` per instance, shape (N, n_features)."""
+    """A decoded KServe request: one row of ``features`` per instance, shape (N, n_features), and for a model that
+    holds inputs fixed each instance's held values (:attr:`monitor.events.InferenceEvent.held`)."""
 
     ce_id: str
     model: str
@@ -66,6 +72,7 @@ class KServeRequest:
     timestamp_seconds: float
     features: NDArray[np.float64]
     origin: Origin | None = None
+    held: tuple[dict[str, Any], ...] | None = None
 
     def events(self, predictions: Sequence[LivePrediction | None] | None = None) -> list[InferenceEvent]:
         """One event per instance; ``id`` is ``ce_id`` for a single instance, ``"<ce_id>/<i>"`` otherwise."""
@@ -81,6 +88,7 @@ class KServeRequest:
                 timestamp_seconds=self.timestamp_seconds,
                 prediction=preds[i],
                 origin=self.origin,
+                held=self.held[i] if self.held is not None else None,
             )
             for i in range(n)
         ]
@@ -164,10 +172,14 @@ def decode_cloudevent(
     model, schema = model_of(raw_model, ce_id)
     if ce_type.endswith(".inference.request"):
         timestamp = parse_timestamp(attrs.get("time"), now, ce_id)
-        rows = _checked_rows(_kserve_rows(body, model, schema, ce_id), ce_id)
+        held: tuple[dict[str, Any], ...] | None = None
+        if schema.shaped is None:
+            rows = _checked_rows(_kserve_rows(body, model, schema, ce_id), ce_id)
+        else:
+            rows, held = _shaped_rows(body, model, schema.shaped, ce_id)
         endpoint = attrs.get("endpoint")
         version = clean_text(endpoint, MAX_VERSION_CHARS) if endpoint else schema.default_version
-        return KServeRequest(ce_id, model, version, timestamp, rows, origin)
+        return KServeRequest(ce_id, model, version, timestamp, rows, origin, held)
     if ce_type.endswith(".inference.response"):
         return KServeResponse(ce_id, model, _kserve_predictions(body, ce_id), origin)
     raise invalid(

@@ -22,12 +22,16 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from monitor.errors import ConfigError, InvalidEventError
 from monitor.events import LivePrediction
+
+if TYPE_CHECKING:  # not imported at run time: the signature module pulls in onnx, and a schema's signature is given
+    from monitor.model.signature import InputSpec, Signature
 
 _orjson_loads: Callable[[bytes], object] | None
 try:  # orjson is a declared dependency; the stdlib path keeps a broken install working
@@ -178,12 +182,20 @@ class ModelSchema:
         The feature order; needed to accept features as a name→value map (and KServe v2 column inputs).
     default_version : str
         ``model_version`` given to events that carry none.
+    signature : Signature, optional
+        The model's inputs (:class:`~monitor.model.signature.Signature`). None, or a *plain* signature (one 2-D
+        float input), decodes events as a plain list or map of ``n_features`` numbers. Any other signature (several
+        inputs, string/int inputs, N-D tensors, ``fixed_features``) decodes ``features`` by it
+        (:func:`signature_row`): a list of every float element in graph order (only when the model has no
+        non-float input), or a map by input name or float element name; events then carry ``held`` values.
+        ``n_features`` must then be the signature's D.
 
     Raises
     ------
     ConfigError
-        ``n_features < 1``, ``feature_names`` of the wrong length or with duplicates, or a ``default_version``
-        that :func:`clean_text` would change (it becomes a metric label as it is).
+        ``n_features < 1``, ``feature_names`` of the wrong length or with duplicates, a ``default_version``
+        that :func:`clean_text` would change (it becomes a metric label as it is), or ``n_features`` other than a
+        non-plain ``signature``'s.
 
     Examples
     --------
@@ -194,10 +206,21 @@ class ModelSchema:
     n_features: int
     feature_names: tuple[str, ...] | None = None
     default_version: str = "unknown"
+    # not compared: a Signature holds numpy arrays, which do not compare to one bool
+    signature: Signature | None = field(default=None, compare=False)
+    #: the signature events are decoded by: ``signature`` unless it is None or plain (set in __post_init__)
+    shaped: Signature | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.n_features < 1:
             raise ConfigError(f"n_features must be >= 1; got {self.n_features}")
+        if self.signature is not None and not self.signature.plain:
+            if self.n_features != self.signature.n_features:
+                raise ConfigError(
+                    f"n_features is {self.n_features} but the model's inputs ({self.signature.describe()}) give "
+                    f"{self.signature.n_features} perturbable features"
+                )
+            object.__setattr__(self, "shaped", self.signature)
         if clean_text(self.default_version, MAX_VERSION_CHARS) != self.default_version:
             raise ConfigError(
                 f"default_version {self.default_version!r} has control characters, lone surrogates or more than "
@@ -382,3 +405,151 @@ def parse_prediction(raw: object, event_id: str | None) -> LivePrediction:
             f"{who(event_id)}: 'prediction' has none of 'label', 'probabilities', 'value'; got {shown(raw)}",
         )
     return LivePrediction(label=label, probabilities=probabilities, value=value)
+
+
+def explain_bad_values(
+    values: Sequence[object], names: Sequence[str] | None, event_id: str | None, where: str | None = None
+) -> None:
+    """Slow path: name the first offending feature, or return when every feature is valid after all (many values
+    near ±3.4e38 whose hypot exceeds the bound although each is within it). ``where`` names the event in messages
+    (default: by ``event_id``)."""
+    subject = where if where is not None else who(event_id)
+    for i, v in enumerate(values):
+        label = f"'{names[i]}'" if names is not None else f"[{i}]"
+        if not isinstance(v, int | float):  # bools pass as 0/1, as they do on the fast path
+            raise invalid("bad_type", f"{subject}: feature {label} must be a number; got {shown(v)}")
+        try:
+            number = float(v)
+        except OverflowError:  # an integer beyond float64
+            number = math.inf
+        if math.isnan(number) or (math.isinf(number) and isinstance(v, float)):
+            raise invalid("not_finite", f"{subject}: feature {label} is {v!r}; every feature must be finite")
+        if abs(number) > FLOAT32_MAX:
+            raise invalid(
+                "out_of_range",
+                f"{subject}: feature {label} is {shown(v, 30)}, beyond float32's range (±3.4e38) in which the "
+                "model computes; send values in the model's units (a sentinel such as 1e300 for 'missing' does not work)",
+            )
+
+
+# ---------------------------------------------------------------------- models with a signature
+
+#: :class:`~monitor.model.signature.SignatureError` reasons → :data:`INVALID_REASONS` (``bad_features`` becomes
+#: ``unknown_feature`` when the map names something the model does not take, ``non_finite`` ``out_of_range`` when
+#: the value is finite but beyond float32's range: the reasons plain events get for the same faults)
+_SIGNATURE_REASONS: dict[str, str] = {
+    "missing_field": "missing_field",
+    "bad_features": "bad_type",
+    "non_finite": "not_finite",
+    "wrong_feature_count": "wrong_width",
+}
+
+
+def signature_row(raw: object, signature: Signature, where: str) -> tuple[list[float], dict[str, Any] | None]:
+    """One event's feature vector x and held values, from its ``features`` as a model with ``signature`` takes them.
+
+    ``raw`` is a JSON list of every float element in graph order (only for a model without non-float inputs), or
+    a name→value map whose keys are input names (a scalar for a one-element input, nested lists for ``[n]`` and
+    N-D inputs, strings for string inputs, integers for int inputs, booleans for bool inputs) or float element
+    names (``age``, ``pixels[0,3,1]``). ``where`` names the event in messages (``model 'm': event 'e1'``).
+
+    Returns
+    -------
+    (list of float, dict or None)
+        x in ``signature.features`` order (D values, finite and within float32's range), and the held values by
+        input name (each row without the batch dimension; ``fixed_features`` columns under
+        :data:`~monitor.model.signature.HELD_COLUMNS`), or None when the model holds nothing.
+
+    Raises
+    ------
+    InvalidEventError
+        ``bad_type``, ``missing_field``, ``unknown_feature``, ``wrong_width``, ``not_finite`` or ``out_of_range``;
+        the message names the input, what was expected and what arrived.
+    """
+    from monitor.model.signature import SignatureError  # loaded already: ``signature`` is one of its objects
+
+    try:
+        if isinstance(raw, list):
+            x, held = signature.row_from_list(raw)
+            try:  # row_from_list places the values without looking at them (see EventDecoder._features)
+                safe = math.hypot(*raw) <= FLOAT32_MAX
+            except (TypeError, OverflowError):
+                safe = False
+            if not safe:
+                names = [n for s in signature.float_inputs for n in s.element_names()]
+                explain_bad_values(raw, names, None, where)
+        elif isinstance(raw, dict):
+            x, held = signature.row_from_map(raw, where=where)
+        else:
+            as_list = "" if signature.held_inputs else " or a list of its float values in graph order"
+            raise invalid(
+                "bad_type",
+                f"{where}: 'features' must be a name→value map of the model's inputs ({signature.describe()})"
+                f"{as_list}; got a JSON {type(raw).__name__}",
+            )
+    except SignatureError as exc:
+        message = str(exc) if isinstance(raw, dict) else f"{where}: {exc}"  # row_from_list does not name the event
+        raise invalid(_signature_reason(exc.reason, raw, signature), message) from None
+    except OverflowError:  # an integer beyond float64 for a float input: math.isfinite cannot take it
+        bad = _first_bad_number(raw, signature)
+        name = f"input '{bad[0]}'" if bad is not None else "a float input"
+        raise invalid(
+            "out_of_range",
+            f"{where}: {name} holds an integer beyond float's range; send values in the model's units (within ±3.4e38)",
+        ) from None
+    if not signature.has_held:
+        return x, None
+    check_strings(held, signature.held_inputs, where)
+    return x, held
+
+
+def check_strings(held: Mapping[str, Any], specs: Sequence[InputSpec], where: str) -> None:
+    """Refuse a string for a string input that has no UTF-8 form (a lone surrogate, a valid JSON escape): the model
+    runtime encodes strings as UTF-8 and would fail on it at scoring time, not here."""
+    for spec in specs:
+        if spec.type_name != "string":
+            continue
+        for value in getattr(held[spec.name], "flat", (held[spec.name],)):
+            if isinstance(value, str) and not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise invalid(
+                        "bad_type",
+                        f"{where}: input {spec.describe()} holds {shown(value)}, which is not valid Unicode (a lone "
+                        "surrogate); send UTF-8 text",
+                    ) from None
+
+
+def _signature_reason(reason: str, raw: object, signature: Signature) -> str:
+    if reason == "bad_features" and isinstance(raw, dict):
+        known = {s.name for s in signature.inputs} | {n for s in signature.float_inputs for n in s.element_names()}
+        if any(key not in known for key in raw):
+            return "unknown_feature"
+    if reason == "non_finite":
+        bad = _first_bad_number(raw, signature)
+        if bad is not None:
+            return bad[1]
+    return _SIGNATURE_REASONS.get(reason, "bad_type")
+
+
+def _first_bad_number(raw: object, signature: Signature) -> tuple[str, str] | None:
+    """(input name, ``not_finite`` or ``out_of_range``) of the first number of a float input in ``raw`` (a map)
+    that is not finite or beyond float32's range, in the order :meth:`Signature.row_from_map` checks them."""
+    if not isinstance(raw, dict):
+        return None
+    for spec in signature.float_inputs:
+        if spec.name in raw:
+            stack: list[object] = [raw[spec.name]]
+        else:
+            stack = [raw.get(n) for n in spec.element_names()]
+        stack.reverse()
+        while stack:  # depth first, in order, without recursion (JSON nests up to ~1000 deep)
+            v = stack.pop()
+            if isinstance(v, list):
+                stack.extend(reversed(v))
+            elif isinstance(v, float) and not math.isfinite(v):
+                return spec.name, "not_finite"
+            elif isinstance(v, int | float) and not isinstance(v, bool) and abs(v) > FLOAT32_MAX:
+                return spec.name, "out_of_range"
+    return None

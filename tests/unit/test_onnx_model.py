@@ -326,30 +326,6 @@ def test_onnx_model_rejects_an_empty_file(tmp_path: Path) -> None:
         OnnxModel(path)
 
 
-def test_onnx_model_rejects_two_inputs(tmp_path: Path) -> None:
-    with pytest.raises(
-        ModelError, match=r"has 2 inputs \('a' tensor\(float\).*'b'.*expected exactly one 2-D float input"
-    ):
-        OnnxModel(onnx_graphs.two_input_model(tmp_path / "two.onnx"))
-
-
-def test_onnx_model_rejects_a_three_dimensional_input(tmp_path: Path) -> None:
-    with pytest.raises(
-        ModelError, match=r"input 'x' is tensor\(float\) with shape \['N', 2, 3\]; expected a 2-D float"
-    ):
-        OnnxModel(onnx_graphs.three_d_input_model(tmp_path / "3d.onnx"))
-
-
-def test_onnx_model_rejects_a_string_input(tmp_path: Path) -> None:
-    with pytest.raises(ModelError, match=r"input 'x' is tensor\(string\) with shape \['N', 2\]; expected a 2-D float"):
-        OnnxModel(onnx_graphs.string_input_model(tmp_path / "str.onnx"))
-
-
-def test_onnx_model_rejects_a_symbolic_feature_dimension(tmp_path: Path) -> None:
-    with pytest.raises(ModelError, match="the feature dimension must be a fixed integer"):
-        OnnxModel(onnx_graphs.dynamic_width_model(tmp_path / "dyn.onnx"))
-
-
 def test_onnx_model_rejects_outputs_that_are_neither_classifier_nor_regressor(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"has outputs 'positive' tensor\(bool\).*expected a probability tensor"):
         OnnxModel(onnx_graphs.bool_output_model(tmp_path / "bool.onnx"))
