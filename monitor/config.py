@@ -58,6 +58,14 @@ class _Strict(BaseModel):
 class ScoringSettings(_Strict):
     radius: float = Field(0.05, gt=0, description="Ball radius r (standardized units unless space=raw).")
     space: Literal["standardized", "raw"] = Field("standardized", description="Units of radius and sigma.")
+    scale: Literal["per_feature", "global", "per_channel"] = Field(
+        "per_feature",
+        description="How standardized units are fitted: each feature its own mean and scale, one for all features "
+        "(images in pixel-value units relative to their spread), or one per image channel (see channel_axis).",
+    )
+    channel_axis: int = Field(
+        1, description="With scale: per_channel, the channel axis of an image input's shape: 1 for NCHW, -1 for NHWC."
+    )
     ball: str = Field("auto", description="simplex | simplex+anti | rotations:K | hypercube:m | auto.")
     output: Literal["auto", "proba", "logit", "label", "value"] = Field("auto", description="What f is for γ.")
     flicker_copies: int = Field(32, ge=0, description="Gaussian copies per event (K).")

@@ -21,6 +21,7 @@ _COMMANDS = (
     "monitor.cli.check_config",
     "monitor.cli.demo",
     "monitor.cli.probe",
+    "monitor.cli.estimate",
 )
 
 

@@ -18,7 +18,8 @@ from monitor.cli.run import add_settings_flags, settings_from_args
 from monitor.config import ModelSettings, Settings
 from monitor.errors import ConfigError
 from monitor.logs import redact, setup_logging
-from monitor.model.io import RowsFile, read_rows
+from monitor.model.io import ModelRowsFile, RowsFile, read_model_rows, read_rows
+from monitor.model.onnx import OnnxModel
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,10 +66,10 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
     from monitor.runtime.models import load_model_runtime
     from monitor.runtime.watch import ModelWatch, WatchConfig
 
+    rt = load_model_runtime(ms)
     table = None
     if ms.reference is not None and ms.reference.suffix.lower() != ".json":
-        table = _read_reference(ms)  # before the load: a reference without a finite row fails there less clearly
-    rt = load_model_runtime(ms)
+        table = _read_reference(ms, rt.model)
     n = rt.model.n_features
     if ms.feature_names is not None and len(ms.feature_names) != n:
         raise ConfigError(
@@ -78,7 +79,7 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
     ModelWatch(ms.name, WatchConfig.from_settings(settings, ms.warmup_events), MetricsState())
     if table is not None:
         _check_width(ms, table.rows.shape[1], n)  # load_model_runtime does not read it with space: raw
-        _check_names(ms, table.names)
+        _check_names(ms, table.names if isinstance(table, RowsFile) else None)
         print(f"model '{ms.name}': reference: {table.describe()}", file=sys.stderr)
     elif ms.reference is not None:
         from monitor.rolling.reference_file import read_reference
@@ -88,9 +89,15 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
         print(f"model '{ms.name}': reference '{ms.reference}' of {reference.n_events} events", file=sys.stderr)
 
 
-def _read_reference(ms: ModelSettings) -> RowsFile:
+def _read_reference(ms: ModelSettings, model: OnnxModel) -> RowsFile | ModelRowsFile:
+    """The reference rows as ``run`` reads them: plain rows for a model of one 2-D float input, else by the
+    model's signature (:func:`~monitor.model.io.read_model_rows`)."""
     assert ms.reference is not None
-    table = read_rows(ms.reference, ms.reference_header, flag="--reference-header")
+    table: RowsFile | ModelRowsFile
+    if model.signature.plain:
+        table = read_rows(ms.reference, ms.reference_header, flag="--reference-header")
+    else:
+        table = read_model_rows(ms.reference, model.signature, ms.reference_header, flag="--reference-header")
     finite = int(np.count_nonzero(np.all(np.isfinite(table.rows), axis=1)))
     if finite == 0:
         raise ConfigError(

@@ -3,6 +3,10 @@
 ``harmonic-monitor probe --model M.onnx --data POINTS.(csv|npy) [--reference R.csv] [--space standardized|raw]
 [--delta 0.2] [--eps-max 1.0] [--eta 0.01] --json OUT.json``; see ``--help`` and ``docs/PROBES.md``.
 Errors (missing or malformed files, wrong widths, bad settings) print one line on stderr and exit with 2.
+
+A model that holds values fixed (int, bool and string inputs, ``--fixed-features``): ``--data`` gives each point's
+held values too (a CSV whose header names the inputs, or an ``.npz``), and every row the funnel builds from a point
+carries that point's own held values (see :mod:`monitor.probes.funnel`); only the feature vector is perturbed.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.cli.common import add_header_option, add_model_options, build_standardizer, load_model, load_points
+from monitor.cli.common import add_header_option, add_model_options, build_standardizer, load_inputs, load_model
 from monitor.errors import MonitorError, ProbeError
 from monitor.model.io import HeaderMode, load_rows
 from monitor.model.onnx import OnnxModel
+from monitor.model.signature import Held
 from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
 from monitor.probes.report import build_report, write_report
@@ -41,7 +46,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_model_options(p)
     p.add_argument(
-        "--data", required=True, help="points to probe: .csv (a header row is detected: see --header) or .npy"
+        "--data",
+        required=True,
+        help="points to probe: .csv (a header row is detected: see --header), .npy, or .npz (one array per input "
+        "name); for a model of several inputs, a CSV header names its inputs or features",
     )
     add_header_option(p)
     p.add_argument(
@@ -105,10 +113,13 @@ def _load_labels(path: str, n_points: int, header: HeaderMode) -> NDArray[np.int
     return raw.astype(np.int64)
 
 
-def _reference_scale(model: OnnxModel, reference: NDArray[np.float64]) -> tuple[NDArray[np.float64], int]:
+def _reference_scale(
+    model: OnnxModel, reference: NDArray[np.float64], held: Held | None = None
+) -> tuple[NDArray[np.float64], int]:
     """(D,) the std of a regressor's outputs on the reference rows (constant outputs get 1), and the rows used."""
-    finite = reference[np.all(np.isfinite(reference), axis=1)]
-    out = model.evaluate(finite.astype(np.float32))
+    ok = np.all(np.isfinite(reference), axis=1)
+    finite = reference[ok]
+    out = model.evaluate(finite.astype(np.float32), None if held is None else held.take(ok))
     assert out.value is not None
     std = out.value.astype(np.float64).std(axis=0)
     return np.where(std > 1e-12, std, 1.0), int(finite.shape[0])
@@ -135,23 +146,23 @@ def _run(args: argparse.Namespace) -> int:
         raise ProbeError(f"--budget must be a positive number of model rows; got {args.budget}")
     model = load_model(args)
     notes: list[str] = []  # what was read, printed with the result: an error is one line
-    points = load_points(args.data, model.n_features, what="--data", header=args.header, notes=notes)
+    points, held = load_inputs(args.data, model, what="--data", header=args.header, notes=notes)
     bad = int(np.count_nonzero(~np.all(np.isfinite(points), axis=1)))
     if bad:
         raise ProbeError(f"--data '{args.data}' has {bad} row(s) with NaN or infinite values; remove them to probe")
-    standardizer = build_standardizer(args, model.n_features, args.data, notes)
-    reference = (
+    standardizer = build_standardizer(args, model.n_features, args.data, notes, model=model)
+    reference, reference_held = (
         # noted by build_standardizer unless --space raw left it unread
-        load_points(
+        load_inputs(
             args.reference,
-            model.n_features,
+            model,
             what="--reference",
             header=args.header,
             announce=False,
             notes=notes if args.space == "raw" else None,
         )
         if args.reference
-        else None
+        else (None, None)
     )
     fill = None
     if args.space == "raw":  # dropout still writes the reference (or data) mean, in raw units
@@ -160,7 +171,7 @@ def _run(args: argparse.Namespace) -> int:
     extra: dict[str, int] = {}
     output_scale = None
     if reference is not None and model.kind == "regressor":
-        output_scale, extra["reference"] = _reference_scale(model, reference)
+        output_scale, extra["reference"] = _reference_scale(model, reference, reference_held)
     labels = _load_labels(args.labels, points.shape[0], args.header) if args.labels else None
     result = run_funnel(
         model,
@@ -171,6 +182,7 @@ def _run(args: argparse.Namespace) -> int:
         fill=fill,
         output_scale=output_scale,
         labels=labels,
+        held=held,
     )
     report = build_report(
         result,

@@ -536,21 +536,21 @@ def _csv_inputs(p: Path, signature: Signature, header: HeaderMode, flag: str) ->
     if not records:
         raise DataError(f"'{p}' contains no data rows", path=str(p))
     known = _column_names(signature)
-    first_line, first = records[0]
+    first = records[0][1]
     named = header != "no" and any(c in known for c in first)
-    if not named and signature.held_inputs and (header == "yes" or not any(_is_number(c) for c in first)):
+    if not named and header != "no" and signature.held_inputs and (header == "yes" or not any(map(_is_number, first))):
         named = True  # a header of other names: refused below, naming them
     if named:
         return _named_columns(p, signature, known, first, records[1:]), "columns by name"
     if signature.held_inputs:
         raise DataError(
             f"'{p}' has no header row naming the model's inputs (first row: {_shown(first)}); the model takes "
-            f"{signature.describe()}: name each column in a header row — an input's name for a one-element input, "
-            f"or element names like {next(iter(known))!r}"
+            f"{signature.describe()}: name each column in a header row ({_names(list(known))}: an input's name for "
+            "a one-element input, element names for the others)"
             + (f" ({flag} no reads the first row as data)" if header == "no" else ""),
             path=str(p),
         )
-    rows = [(line, cells) for line, cells in records[1:]]
+    rows = records[1:]
     skip, note = _first_row_is_header(tuple(first), [_numbers(c, ln, p) for ln, c in rows], header, flag)
     data = rows if skip else records
     if not data:

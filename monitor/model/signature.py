@@ -357,6 +357,7 @@ class Signature:
             (by_input if key in input_names else loose)[key] = value
         if loose:  # element names: "x[3]" of a float input given feature by feature
             elements = {s.name: s.element_names() for s in self.float_inputs if s.name not in by_input}
+            dims = {s.name: s.dims for s in self.float_inputs}
             for spec_name, names in elements.items():
                 if any(n in loose for n in names):
                     missing = [n for n in names if n not in loose]
@@ -365,7 +366,9 @@ class Signature:
                             "missing_field",
                             f"{where} gives {spec_name}'s elements one by one but lacks {_listed(missing)}",
                         )
-                    by_input[spec_name] = [loose.pop(n) for n in names]
+                    flat = [loose.pop(n) for n in names]
+                    # nested as the input's shape: _flatten checks the nesting it is given
+                    by_input[spec_name] = _nest(flat, dims[spec_name])
             if loose:
                 raise SignatureError(
                     "bad_features",
@@ -389,11 +392,11 @@ class Signature:
                             "bad_features",
                             f"{where}: input {spec.describe()} takes numbers; got a JSON {type(v).__name__}",
                         )
-                    if not math.isfinite(v) or abs(v) > _FLOAT32_MAX:
+                    if not math.isfinite(v) or abs(v) > _FLOAT32_MAX:  # type: ignore[arg-type] # a number
                         raise SignatureError(
                             "non_finite", f"{where}: input '{spec.name}' holds {v!r}; expected finite float32 values"
                         )
-                full.extend(float(v) for v in flat)
+                full.extend(float(v) for v in flat)  # type: ignore[arg-type] # checked numbers above
             else:
                 held[spec.name] = _held_row(flat, spec, where)
         order = np.concatenate([self._sources[s.name] for s in self.float_inputs])
@@ -427,6 +430,49 @@ class Signature:
         if self.held_features:
             held[HELD_COLUMNS] = np.asarray(by_column[d:], dtype=np.float32)
         return by_column[:d], held
+
+
+def scale_groups(signature: Signature, scale: str, channel_axis: int = 1) -> NDArray[np.intp] | None:
+    """The standardizer's feature groups (:meth:`monitor.model.standardize.Standardizer.fit`) for a ``scale``
+    setting: ``per_feature`` (None: each feature its own), ``global`` (one group), ``per_channel`` (the elements of
+    each float input with the same index along ``channel_axis`` of its shape, batch included: 1 for NCHW, -1 for
+    NHWC; an input of fewer dimensions is one group).
+
+    Raises
+    ------
+    ModelError
+        An unknown setting, or a channel axis outside an input's shape.
+    """
+    if scale == "per_feature":
+        return None
+    d = signature.n_features
+    if scale == "global":
+        return np.zeros(d, dtype=np.intp)
+    if scale != "per_channel":
+        raise ModelError(f"scale must be per_feature, global or per_channel; got {scale!r}")
+    column = {name: i for i, name in enumerate(signature.features)}
+    groups = np.zeros(d, dtype=np.intp)
+    next_group = 0
+    for spec in signature.float_inputs:
+        rank = len(spec.dims) + 1
+        names = spec.element_names()
+        if rank < 3:  # no channel axis: the whole input is one group
+            for name in names:
+                if name in column:
+                    groups[column[name]] = next_group
+            next_group += 1
+            continue
+        axis = channel_axis if channel_axis >= 0 else rank + channel_axis
+        if not 1 <= axis < rank:
+            raise ModelError(
+                f"channel_axis {channel_axis} is outside input {spec.describe()}: give 1 for NCHW or -1 for NHWC"
+            )
+        channels = spec.dims[axis - 1]
+        for name, index in zip(names, np.ndindex(*spec.dims), strict=True):
+            if name in column:
+                groups[column[name]] = next_group + index[axis - 1]
+        next_group += channels
+    return groups
 
 
 def default_held(signature: Signature, rows: int) -> Held | None:
@@ -559,6 +605,14 @@ def _flatten(value: object, spec: InputSpec, where: str) -> list[Any]:
         return [value]
     walk(value, 0)
     return flat
+
+
+def _nest(flat: list[Any], dims: tuple[int, ...]) -> object:
+    """A flat row-major list of values as nested lists of shape ``dims``."""
+    if len(dims) <= 1:
+        return flat if dims and dims[0] > 1 else flat[0]
+    step = len(flat) // dims[0]
+    return [_nest(flat[i * step : (i + 1) * step], dims[1:]) for i in range(dims[0])]
 
 
 def _held_row(flat: list[Any], spec: InputSpec, where: str) -> NDArray[Any]:

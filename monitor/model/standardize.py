@@ -1,6 +1,8 @@
 """Stage 3: per-feature standardization, so radii and noise scales are in standardized units.
 
-x̃ = (x − μ) / s with μ, s from reference data; a constant feature gets s = 1.
+x̃ = (x − μ) / s with μ, s from reference data; a constant feature gets s = 1. Features may share one μ and s
+(``groups``): every pixel of an image (``scale: global``), or the pixels of one channel (``scale: per_channel``) —
+per-pixel scales would make a border pixel that is always 0 as wide as the digit's strokes.
 """
 
 from __future__ import annotations
@@ -38,16 +40,33 @@ class Standardizer:
     scale: NDArray[np.float64]
 
     @classmethod
-    def fit(cls, reference: NDArray[np.floating], *, min_scale: float = 1e-12) -> Standardizer:
-        """Fit from a (N, n) reference array; constant (or near-constant) features get scale 1."""
+    def fit(
+        cls,
+        reference: NDArray[np.floating],
+        *,
+        min_scale: float = 1e-12,
+        groups: NDArray[np.intp] | None = None,
+    ) -> Standardizer:
+        """Fit from a (N, n) reference array; constant (or near-constant) features get scale 1. ``groups``: (n,)
+        group ids; the features of a group share the mean and standard deviation of all their values."""
         ref = np.asarray(reference, dtype=np.float64)
         if ref.ndim != 2 or ref.shape[0] == 0:
             raise DataError(f"reference data must be a non-empty 2-D array (rows × features); got shape {ref.shape}")
         if not np.all(np.isfinite(ref)):
             bad = int(np.count_nonzero(~np.all(np.isfinite(ref), axis=1)))
             raise DataError(f"reference data has {bad} row(s) with NaN or infinite values; clean them first")
-        mean = ref.mean(axis=0)
-        scale = ref.std(axis=0)
+        if groups is not None:
+            if groups.shape != (ref.shape[1],):
+                raise DataError(f"scale groups give {groups.shape[0]} features; the reference has {ref.shape[1]}")
+            mean = np.empty(ref.shape[1])
+            scale = np.empty(ref.shape[1])
+            for g in np.unique(groups):
+                cols = groups == g
+                mean[cols] = ref[:, cols].mean()
+                scale[cols] = ref[:, cols].std()
+        else:
+            mean = ref.mean(axis=0)
+            scale = ref.std(axis=0)
         scale = np.where(scale > min_scale, scale, 1.0)
         return cls(mean=mean, scale=scale)
 

@@ -12,6 +12,13 @@
 Then output consistency over {clean, each τ at ``eps``} (mostly cached rows) and seed 001 Algorithm 2
 (:func:`~monitor.metrics.adversarial.gamma_ascent_search`) from every point, ``steps`` steps.
 
+Models with values held fixed (int, bool and string inputs, ``fixed_features``): ``held`` gives each point's held
+values; every row built from a point — perturbed copies, γ-ascent candidates, Algorithm 2's steps — is evaluated
+with that point's own held values (only x is perturbed). The MRI, sensitivity, threshold and consistency stages
+keep the points' order, so the session passes ``held`` with each evaluation; Algorithm 2 runs once per group of
+points sharing their held values, through :class:`~monitor.probes.perturbations.BoundHeld` (the same rows and
+results as one run: each point's ascent depends on its own ball only).
+
 Evaluation counts are model *rows* per stage. ``exhaustive`` is what threshold search on every target would
 cost at full depth — B clean rows, the γ-ascent directions, and (1 + ⌈log2(ε_max/η)⌉) evaluations of every
 target (the seed's O(k·d·log(1/η))); ``exhaustive_min`` is its floor when no target crosses (clean, directions and
@@ -29,11 +36,13 @@ from monitor.errors import ConfigError, ProbeError
 from monitor.metrics.adversarial import AdversarialResult, gamma_ascent_search
 from monitor.metrics.scorer import ScoringConfig
 from monitor.model.base import ModelKind, Predictor
+from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.probes.consistency import ConsistencyResult, output_consistency
 from monitor.probes.mri import MriResult, open_session, scan_mri
 from monitor.probes.perturbations import (
     PERTURBATION_NAMES,
+    BoundHeld,
     BudgetExhaustedError,
     FeatureShift,
     GammaAscent,
@@ -214,6 +223,68 @@ def _consistency_configurations(targets: tuple[ProbeTarget, ...]) -> list[Pertur
     return configs
 
 
+def held_groups(held: Held) -> list[NDArray[np.intp]]:
+    """The row indices of each distinct row of held values, in order of first appearance."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    keys = sorted(held.values)
+    for i in range(len(held)):
+        key = tuple(
+            tuple(held.values[k][i].reshape(-1).tolist())
+            if held.values[k].dtype.kind == "O"
+            else held.values[k][i].tobytes()
+            for k in keys
+        )
+        groups.setdefault(key, []).append(i)
+    return [np.asarray(idx, dtype=np.intp) for idx in groups.values()]
+
+
+def _ascent_search(
+    model: Predictor,
+    standardizer: Standardizer,
+    points: NDArray[np.float64],
+    held: Held | None,
+    steps: int,
+    config: ScoringConfig,
+) -> AdversarialResult:
+    """:func:`gamma_ascent_search` from every point, each evaluated with its own held values (see the module
+    docstring): one run per group of points that share them."""
+    if held is None or not held.values:
+        return gamma_ascent_search(model, standardizer, points, steps=steps, config=config)
+    groups = held_groups(held)
+    parts = [
+        (
+            idx,
+            gamma_ascent_search(
+                BoundHeld(model, held.take(idx[:1])), standardizer, points[idx], steps=steps, config=config
+            ),
+        )
+        for idx in groups
+    ]
+    if len(parts) == 1:
+        return parts[0][1]
+    b = points.shape[0]
+    first = parts[0][1]
+    flip_step = np.empty(b, dtype=first.flip_step.dtype)
+    start_class = np.empty(b, dtype=first.start_class.dtype)
+    end_class = np.empty(b, dtype=first.end_class.dtype)
+    final_points = np.empty_like(points, dtype=first.final_points.dtype)
+    gamma_path = np.empty((b, first.gamma_path.shape[1]), dtype=first.gamma_path.dtype)
+    for idx, part in parts:
+        flip_step[idx] = part.flip_step
+        start_class[idx] = part.start_class
+        end_class[idx] = part.end_class
+        final_points[idx] = part.final_points
+        gamma_path[idx] = part.gamma_path
+    return AdversarialResult(
+        flip_step=flip_step,
+        start_class=start_class,
+        end_class=end_class,
+        final_points=final_points,
+        gamma_path=gamma_path,
+        evaluations=sum(part.evaluations for _, part in parts),
+    )
+
+
 def run_funnel(
     model: Predictor,
     standardizer: Standardizer,
@@ -224,6 +295,7 @@ def run_funnel(
     fill: NDArray[np.float64] | None = None,
     output_scale: NDArray[np.floating] | None = None,
     labels: NDArray[np.integer] | None = None,
+    held: Held | None = None,
 ) -> FunnelResult:
     """Run the funnel on (B, n) raw-unit ``points`` treated as one region.
 
@@ -238,6 +310,7 @@ def run_funnel(
     fill : (n,) raw values that ``dropout`` writes; default the standardizer's mean (the reference mean).
     output_scale : (D,) regressor output scale for C = 1 − |Δ|/scale; default the std over the points.
     labels : (B,) class indices, optional: consistency then reports accuracy, PDR and an accuracy baseline.
+    held : the points' held values (B rows) for a model that holds values fixed; None for one that holds nothing.
 
     Returns
     -------
@@ -262,6 +335,7 @@ def run_funnel(
         fill=fill,
         output_scale=output_scale,
         budget_rows=budget_rows,
+        held=held,
     )
     counts = dict.fromkeys(STAGES, 0)
     mri: MriResult | None = None
@@ -326,9 +400,7 @@ def run_funnel(
             classifier = session.model.kind == "classifier"
             output = "label" if classifier and not session.model.has_proba else "auto"
             scoring = ScoringConfig(radius=cfg.radius, ball=cfg.ball, output=output, flicker_copies=0, seed=cfg.seed)
-            adversarial = gamma_ascent_search(
-                session.model, standardizer, session.raw_points, steps=cfg.steps, config=scoring
-            )
+            adversarial = _ascent_search(session.model, standardizer, session.raw_points, held, cfg.steps, scoring)
         mark("adversarial")
         stage = None
     except (BudgetExhaustedError, _BudgetStop):

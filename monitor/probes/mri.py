@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from monitor.errors import ProbeError
 from monitor.model.base import Predictor
+from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.probes.perturbations import (
     PERTURBATION_NAMES,
@@ -119,16 +120,21 @@ def open_session(
     fill: NDArray[np.float64] | None = None,
     output_scale: NDArray[np.floating] | None = None,
     budget_rows: int | None = None,
+    held: Held | None = None,
 ) -> tuple[ProbeSession, tuple[ProbeTarget, ...]]:
     """A session on ``points`` (raw units) and its probe targets, sharing one row counter.
 
     ``radius``/``ball`` configure ``gamma_ascent``; ``fill`` (raw units) is what ``dropout`` writes (default the
     standardizer's mean); ``output_scale`` is the regressor scale for C. The clean points cost B rows at once.
+    ``held``: the points' held values, one row per point, for a model that holds values fixed (every row built from
+    a point carries its held values: see :mod:`monitor.probes.perturbations`).
     """
     counter = CountingPredictor(model, budget_rows=budget_rows)
-    context = PerturbationContext(standardizer, model=counter, fill=fill, radius=radius, ball=ball, seed=seed)
+    context = PerturbationContext(
+        standardizer, model=counter, fill=fill, radius=radius, ball=ball, seed=seed, held=held
+    )
     targets = probe_targets(perturbations, context)
-    session = ProbeSession(counter, standardizer, points, seed=seed, output_scale=output_scale)
+    session = ProbeSession(counter, standardizer, points, seed=seed, output_scale=output_scale, held=held)
     return session, targets
 
 
@@ -142,12 +148,20 @@ def mri_vector(
     seed: int = 0,
     radius: float = 0.05,
     output_scale: NDArray[np.floating] | None = None,
+    held: Held | None = None,
 ) -> dict[str, float]:
     """The MRI vector {τ name: r} of (B, n) raw-unit ``points`` at intensity ``eps`` (standardized units).
 
     A convenience over :func:`open_session` + :func:`scan_mri`.
     """
     session, targets = open_session(
-        model, standardizer, points, perturbations=perturbations, seed=seed, radius=radius, output_scale=output_scale
+        model,
+        standardizer,
+        points,
+        perturbations=perturbations,
+        seed=seed,
+        radius=radius,
+        output_scale=output_scale,
+        held=held,
     )
     return scan_mri(session, targets, eps).vector

@@ -35,6 +35,14 @@ as members (a point counts as consistent only when it is consistent under +ε *a
 clean outputs, and evaluates perturbed copies with a cache, so that stages that need the same rows (MRI,
 sensitivity, consistency) pay for them once. Model evaluations are counted in *rows* (one row = one input
 vector through the model).
+
+Models with values held fixed (int, bool and string inputs, ``fixed_features``: :mod:`monitor.model.signature`):
+perturbations act on the feature vector x only; each point keeps its *own* held values in every row built from it.
+The session takes the points' held values (``held``, one row per point) and passes them with every evaluation (the
+perturbed rows of a point keep its row position); ``gamma_ascent`` repeats them for each point's ball candidates
+(the :class:`PerturbationContext`'s ``held``). :class:`BoundHeld` binds one held row to a predictor for code that
+evaluates rows without held values (Algorithm 2 in :mod:`monitor.probes.funnel`, run per group of points that share
+their held values).
 """
 
 from __future__ import annotations
@@ -80,6 +88,44 @@ class BudgetExhaustedError(ProbeError):
         self.budget_rows = budget_rows
         self.used_rows = used_rows
         self.requested_rows = requested_rows
+
+
+class BoundHeld:
+    """A predictor that evaluates every row with one bound row of held values (repeated for each row).
+
+    For code that evaluates rows built from points that all share these held values, and passes none itself (the
+    γ scorer inside Algorithm 2). An evaluation that passes held values uses those instead.
+
+    Parameters
+    ----------
+    model : the wrapped predictor (a :class:`CountingPredictor` keeps counting).
+    row : the held values of one row (``len(row) == 1``).
+    """
+
+    def __init__(self, model: Predictor, row: Held) -> None:
+        if len(row) != 1:
+            raise ProbeError(f"BoundHeld binds one row of held values; got {len(row)}")
+        self.inner = model
+        self.row = row
+
+    @property
+    def n_features(self) -> int:
+        return self.inner.n_features
+
+    @property
+    def kind(self) -> ModelKind:
+        return self.inner.kind
+
+    @property
+    def has_logits(self) -> bool:
+        return bool(getattr(self.inner, "has_logits", False))
+
+    @property
+    def has_proba(self) -> bool:
+        return bool(getattr(self.inner, "has_proba", self.inner.kind == "classifier"))
+
+    def evaluate(self, rows: NDArray[np.float32], held: Held | None = None) -> ModelOutput:
+        return self.inner.evaluate(rows, held if held is not None else self.row.repeat(int(rows.shape[0])))
 
 
 class CountingPredictor:
@@ -147,6 +193,8 @@ class PerturbationContext:
     radius : γ ball radius for ``gamma_ascent``, standardized units.
     ball : γ ball construction for ``gamma_ascent`` (see :mod:`monitor.metrics.balls`).
     seed : seeds the ball construction.
+    held : the probed points' held values, one row per point, for a model that holds values fixed: ``gamma_ascent``
+        evaluates each point's ball candidates with its row.
     """
 
     standardizer: Standardizer
@@ -155,6 +203,7 @@ class PerturbationContext:
     radius: float = 0.05
     ball: str = "auto"
     seed: int = 0
+    held: Held | None = None
 
     def __post_init__(self) -> None:
         if not self.radius > 0:
@@ -356,6 +405,8 @@ class GammaAscent:
     model : the predictor (pass a :class:`CountingPredictor` to have the rows counted).
     standardizer : defines standardized units.
     radius, ball, seed : the γ ball (standardized units).
+    held : the points' held values (one row per point) for a model that holds values fixed; each point's m
+        candidates are evaluated with its row. :meth:`direction` then takes that many points.
     """
 
     name = "gamma_ascent"
@@ -364,8 +415,16 @@ class GammaAscent:
     stochastic = False
 
     def __init__(
-        self, model: Predictor, standardizer: Standardizer, *, radius: float = 0.05, ball: str = "auto", seed: int = 0
+        self,
+        model: Predictor,
+        standardizer: Standardizer,
+        *,
+        radius: float = 0.05,
+        ball: str = "auto",
+        seed: int = 0,
+        held: Held | None = None,
     ) -> None:
+        self._held = held
         output = "label" if model.kind == "classifier" and not getattr(model, "has_proba", True) else "auto"
         self._scorer = RobustnessScorer(
             model, standardizer, ScoringConfig(radius=radius, ball=ball, output=output, flicker_copies=0, seed=seed)
@@ -390,7 +449,12 @@ class GammaAscent:
         m = self.directions.shape[0]
         raw = self._standardizer.to_raw(points)
         candidates = (raw[:, None, :] + self._scorer.offsets.astype(np.float64)[None, :, :]).reshape(b * m, n)
-        gamma = self._scorer.score(candidates).gamma.reshape(b, m)
+        if self._held is None:
+            gamma = self._scorer.score(candidates).gamma.reshape(b, m)
+        else:
+            if len(self._held) != b:
+                raise ProbeError(f"gamma_ascent holds the held values of {len(self._held)} points; got {b} points")
+            gamma = self._scorer.score(candidates, self._held.repeat(int(m))).gamma.reshape(b, m)
         best = np.argmax(np.nan_to_num(gamma, nan=-1.0), axis=1)
         found: FloatArray = self.directions[best]
         self._cache[digest] = found
@@ -429,7 +493,14 @@ def _quantize(context: PerturbationContext, feature: int | None, sign: int) -> P
 def _gamma_ascent(context: PerturbationContext, feature: int | None, sign: int) -> Perturbation:
     if context.model is None:
         raise ConfigError("perturbation 'gamma_ascent' needs the model; build the PerturbationContext with model=")
-    return GammaAscent(context.model, context.standardizer, radius=context.radius, ball=context.ball, seed=context.seed)
+    return GammaAscent(
+        context.model,
+        context.standardizer,
+        radius=context.radius,
+        ball=context.ball,
+        seed=context.seed,
+        held=context.held,
+    )
 
 
 #: name -> factory, in :data:`PERTURBATION_NAMES` order
@@ -536,11 +607,13 @@ class ProbeSession:
     output_scale : (D,) the regressor output scale for consistency 1 − |Δ|/scale; None = the std of the clean
         outputs over the points (a constant output gets 1). Ignored for classifiers.
     budget_rows : the row budget of a new counter (ignored when ``model`` is already a counter).
+    held : the points' held values (one row per point) for a model that holds values fixed; every evaluation of
+        perturbed points passes them (the rows keep the points' order).
 
     Raises
     ------
     ProbeError
-        Points of the wrong shape or with NaN/inf values.
+        Points of the wrong shape or with NaN/inf values, or held values for another number of points.
     """
 
     def __init__(
@@ -552,6 +625,7 @@ class ProbeSession:
         seed: int = 0,
         output_scale: NDArray[np.floating] | None = None,
         budget_rows: int | None = None,
+        held: Held | None = None,
     ) -> None:
         self.model = (
             model if isinstance(model, CountingPredictor) else CountingPredictor(model, budget_rows=budget_rows)
@@ -568,13 +642,17 @@ class ProbeSession:
                 f"the standardizer has {standardizer.n_features} features; the model expects {n}. "
                 "Was the reference built for another model?"
             )
+        if held is not None and len(held) != x.shape[0]:
+            raise ProbeError(f"probe points number {x.shape[0]}; their held values have {len(held)} rows")
         self.standardizer = standardizer
         self.seed = seed
+        #: the points' held values (None: the model holds nothing)
+        self.held = held
         self.raw_points = x
         #: (B, n) standardized units
         self.points = standardizer.to_standardized(x)
         self._label_width: int | None = None
-        self.clean = self.model.evaluate(x.astype(np.float32))
+        self.clean = self.model.evaluate(x.astype(np.float32), held)
         self.clean_scores = self.scores(self.clean)
         if self.model.kind == "classifier":
             self.output_scale = np.ones(self.clean_scores.shape[1])
@@ -628,7 +706,7 @@ class ProbeSession:
         if hit is not None:
             return hit
         z = self.perturbed_points(perturbation, eps, cache_key[2])
-        out = self.model.evaluate(self.standardizer.to_raw(z).astype(np.float32))
+        out = self.model.evaluate(self.standardizer.to_raw(z).astype(np.float32), self.held)
         self._cache[cache_key] = out
         return out
 

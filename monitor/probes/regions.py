@@ -5,6 +5,10 @@ units), a radius, the exemplars that put it there (raw units, bounded), and its 
 γ exceeds a threshold (the reference's upper quantile) or any flicker copy flipped. A flagged event joins the
 nearest region whose centre is within ``radius``; otherwise it opens a new one, evicting the region with the
 lowest decayed score when the index is full. Memory: ``max_regions × max_exemplars × n`` floats.
+
+For a model that holds values fixed (int, bool and string inputs: :mod:`monitor.model.signature`) each exemplar
+keeps its event's held values beside its raw row (:meth:`Region.held`), so that a probe evaluates every exemplar with
+its own; regions are still found in x alone (the held values do not move a centre).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.errors import ConfigError
+from monitor.model.signature import Held
 
 
 @dataclass
@@ -35,6 +40,8 @@ class Region:
     last_seen: float = 0.0
     probed_at: float | None = None
     _filled: int = field(default=0, repr=False)
+    #: the exemplars' held values by key, ``(max_exemplars, …)`` each, in the exemplars' slots (None: none held)
+    held_exemplars: dict[str, NDArray[Any]] | None = field(default=None, repr=False)
 
     @property
     def gamma_mean(self) -> float:
@@ -46,6 +53,12 @@ class Region:
 
     def points(self) -> NDArray[np.float64]:
         return self.exemplars[: self._filled]
+
+    def held(self) -> Held | None:
+        """The held values of :meth:`points`, row for row (None when the model holds nothing)."""
+        if self.held_exemplars is None:
+            return None
+        return Held({k: v[: self._filled] for k, v in self.held_exemplars.items()})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -131,8 +144,10 @@ class RegionIndex:
         flicker: NDArray[np.float64],
         flagged: NDArray[np.bool_],
         now: float,
+        held: Held | None = None,
     ) -> Self:
-        """Add the flagged rows of a scored batch (all arrays have B rows; ``flagged`` selects)."""
+        """Add the flagged rows of a scored batch (all arrays have B rows; ``flagged`` selects); ``held``: the
+        batch's held values (B rows), kept with the exemplars."""
         idx = np.flatnonzero(flagged)
         if idx.size == 0:
             return self
@@ -156,6 +171,11 @@ class RegionIndex:
             region.last_seen = now
             slot = (region.events - 1) % self.max_exemplars
             region.exemplars[slot] = raw[i]
+            if held is not None and held.values:
+                if region.held_exemplars is None or set(region.held_exemplars) != set(held.values):
+                    region.held_exemplars = _held_slots(held, self.max_exemplars)
+                for key, values in held.values.items():
+                    region.held_exemplars[key][slot] = values[i]
             region._filled = min(region._filled + 1, self.max_exemplars)
         return self
 
@@ -192,3 +212,12 @@ class RegionIndex:
     def worst(self, k: int) -> list[Region]:
         """The ``k`` regions with the highest score."""
         return sorted(self._regions, key=lambda r: r.score, reverse=True)[:k]
+
+
+def _held_slots(held: Held, size: int) -> dict[str, NDArray[Any]]:
+    """Empty exemplar slots for ``held``'s keys: ``(size, …)`` each, strings as objects (no fixed width)."""
+    slots: dict[str, NDArray[Any]] = {}
+    for key, v in held.values.items():
+        shape = (size, *v.shape[1:])
+        slots[key] = np.full(shape, "", dtype=object) if v.dtype.kind in "OUS" else np.zeros(shape, dtype=v.dtype)
+    return slots

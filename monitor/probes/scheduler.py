@@ -11,6 +11,10 @@ observe plus runs — exceeds ``TIME_MARGIN × budget_share`` of the time since 
 costs outside its own time, e.g. caches evicted for the event path): scored events/s then drop by at most the share.
 Results become metrics (ε* per region and τ, MRI components) and a JSON report at ``/probes`` and in the state
 dir (``probes.json``).
+
+A model that holds values fixed (int, bool and string inputs: :mod:`monitor.model.signature`): :meth:`observe` gets
+the scored batch's held values, the region index keeps each exemplar's, and the funnel evaluates every exemplar's
+rows with its own (:func:`~monitor.probes.funnel.run_funnel`'s ``held``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from numpy.typing import NDArray
 from monitor.config import ProbeSettings
 from monitor.exporters.prometheus import MetricsState
 from monitor.metrics.scorer import ScoreResult
+from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
@@ -109,12 +114,16 @@ class ProbeScheduler:
         return mp
 
     # -- fed by the pipeline after each scored batch --------------------------------------------------------
-    def observe(self, rt: ModelRuntime, rows: NDArray[np.float64], result: ScoreResult, now: float) -> None:
+    def observe(
+        self, rt: ModelRuntime, rows: NDArray[np.float64], result: ScoreResult, now: float, held: Held | None = None
+    ) -> None:
+        """Feed the flagged events of a scored batch to the model's region index; ``held``: the batch's held values
+        (a model that holds values fixed), kept with the exemplars."""
         if not self.settings.enabled or rt.standardizer is None or rt.watch is None or rt.watch.reference is None:
             return
         started = self.timer()
         try:
-            self._observe(rt, rt.standardizer, rt.watch.reference, rows, result, now)
+            self._observe(rt, rt.standardizer, rt.watch.reference, rows, result, now, held)
         finally:
             self.busy_seconds += self.timer() - started
 
@@ -126,13 +135,14 @@ class ProbeScheduler:
         rows: NDArray[np.float64],
         result: ScoreResult,
         now: float,
+        held: Held | None = None,
     ) -> None:
         threshold = float(np.quantile(ref.gamma_sample, 0.95)) if ref.gamma_sample.size else 0.0
         flagged = result.valid & ((result.gamma > max(threshold, 1e-9)) | (result.flicker > 0))
         if not flagged.any():
             return
         mp = self._for(rt)
-        mp.index.update(standardizer.to_standardized(rows), rows, result.gamma, result.flicker, flagged, now)
+        mp.index.update(standardizer.to_standardized(rows), rows, result.gamma, result.flicker, flagged, now, held)
         self.state.set("harmonic_regions_tracked", (rt.name,), float(len(mp.index)))
 
     # -- periodic -------------------------------------------------------------------------------------------
@@ -198,7 +208,9 @@ class ProbeScheduler:
                     log.info("probe budget exhausted; region deferred", extra={"model": rt.name, "budget": budget})
                     break
                 started = time.perf_counter()
-                result = run_funnel(rt.model, rt.standardizer, points, self.funnel, budget_rows=budget)
+                result = run_funnel(
+                    rt.model, rt.standardizer, points, self.funnel, budget_rows=budget, held=region.held()
+                )
                 used = int(sum(result.evaluations.values()))
                 self.probe_rows += used
                 self.state.inc("harmonic_model_evaluations_total", (rt.name, "probe"), float(used))

@@ -20,11 +20,11 @@ from monitor.cpus import intra_op_threads
 from monitor.errors import ConfigError
 from monitor.events import InferenceEvent
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
-from monitor.model.io import load_rows
+from monitor.model.io import read_model_rows
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
-from monitor.model.signature import Held
+from monitor.model.signature import Held, scale_groups
 from monitor.model.standardize import Standardizer
-from monitor.rolling.reference_file import read_reference
+from monitor.rolling.reference_file import read_held_sample, read_reference
 from monitor.runtime.watch import ModelWatch
 from monitor.source.base import RawRecord
 
@@ -72,6 +72,11 @@ class ModelRuntime:
             regression_tolerance=s.regression_tolerance,
         )
 
+    def fit_standardizer(self, rows: NDArray[np.float64]) -> Standardizer:
+        """The standardizer of reference or warm-up rows, with the ``scale`` grouping the settings ask for."""
+        s = self.settings.scoring
+        return Standardizer.fit(rows, groups=scale_groups(self.model.signature, s.scale, s.channel_axis))
+
     def activate(self, standardizer: Standardizer) -> None:
         self.standardizer = standardizer
         self.scorer = RobustnessScorer(self.model, standardizer, self.scoring_config(), held_sample=self.held_sample)
@@ -116,16 +121,40 @@ def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
     if ms.scoring.space == "raw":
         rt.activate(Standardizer.identity(model.n_features))
     elif ms.reference is not None and ms.reference.suffix.lower() == ".json":
+        rt.held_sample = read_held_sample(ms.reference, model.signature)
         rt.activate(read_reference(ms.reference, model.n_features)[0])
     elif ms.reference is not None:
-        ref = load_rows(ms.reference, ms.reference_header)
-        if ref.shape[1] != model.n_features:
-            raise ConfigError(
-                f"reference '{ms.reference}' has {ref.shape[1]} columns; model '{ms.name}' expects "
-                f"{model.n_features} features. Was the reference built for another model?"
-            )
-        rt.activate(Standardizer.fit(ref[np.all(np.isfinite(ref), axis=1)]))
+        ref, held = read_reference_rows(ms, model)
+        finite = np.all(np.isfinite(ref), axis=1)
+        if held is not None:
+            rt.held_sample = held.take(np.flatnonzero(finite)[:HELD_SAMPLE_ROWS])
+        rt.activate(rt.fit_standardizer(ref[finite]))
     return rt
+
+
+def read_reference_rows(ms: ModelSettings, model: OnnxModel) -> tuple[NDArray[np.float64], Held | None]:
+    """The reference file's x and held values (:func:`~monitor.model.io.read_model_rows`).
+
+    Raises
+    ------
+    ConfigError
+        The file is not as wide as the model's features, or has no row without NaN or infinite values.
+    """
+    assert ms.reference is not None
+    table = read_model_rows(ms.reference, model.signature, ms.reference_header, flag="--reference-header")
+    ref = table.rows
+    if ref.shape[1] != model.n_features:
+        raise ConfigError(
+            f"reference '{ms.reference}' has {ref.shape[1]} columns; model '{ms.name}' expects "
+            f"{model.n_features} features. Was the reference built for another model?"
+        )
+    if not np.all(np.isfinite(ref), axis=1).any():
+        raise ConfigError(
+            f"model '{ms.name}': reference '{ms.reference}' has no row without NaN or infinite values "
+            f"({ref.shape[0]} rows read); `run` standardizes with the finite rows. Clean the file or point "
+            "`reference` at another one"
+        )
+    return ref, table.held
 
 
 def _sha256(path: Path) -> str:

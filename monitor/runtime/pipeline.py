@@ -96,7 +96,10 @@ class Pipeline:
         self._degraded_log = RateLimitedLogger(log, interval_seconds=60.0)
         schemas = {
             rt.name: ModelSchema(
-                rt.model.n_features, rt.settings.feature_names, default_version=rt.settings.version or "unknown"
+                rt.model.n_features,
+                rt.settings.feature_names,
+                default_version=rt.settings.version or "unknown",
+                signature=None if rt.model.signature.plain else rt.model.signature,  # events decoded by its inputs
             )
             for rt in runtimes
         }

@@ -24,11 +24,9 @@ from monitor.events import InferenceEvent, feature_rows, held_rows
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
 from monitor.metrics.scorer import ScoreResult
-from monitor.model.io import load_rows
 from monitor.model.signature import Held
-from monitor.model.standardize import Standardizer
 from monitor.runtime.labels import LabelStage
-from monitor.runtime.models import HELD_SAMPLE_ROWS, ModelRuntime, Pending
+from monitor.runtime.models import HELD_SAMPLE_ROWS, ModelRuntime, Pending, read_reference_rows
 from monitor.sampler.base import Sampler
 from monitor.source.base import RawRecord, Sink
 
@@ -188,7 +186,7 @@ class Scoring:
             return []
         if rt.warmup_held and rt.held_sample is None:  # what a regressor's output scale is measured with
             rt.held_sample = Held.stack(rt.warmup_held[:HELD_SAMPLE_ROWS])
-        rt.activate(Standardizer.fit(np.vstack(rt.warmup)))
+        rt.activate(rt.fit_standardizer(np.vstack(rt.warmup)))
         rt.warmup.clear()
         rt.warmup_held.clear()
         log.info("warm-up complete; standardizer fitted", extra={"model": rt.name})
@@ -346,13 +344,15 @@ class Scoring:
     def reference_from_file(self, rt: ModelRuntime) -> None:
         """Score (a bounded sample of) the reference data once to get the reference γ/flicker distribution."""
         assert rt.settings.reference is not None and rt.scorer is not None and rt.watch is not None
-        ref = load_rows(rt.settings.reference, rt.settings.reference_header)
-        ref = ref[np.all(np.isfinite(ref), axis=1)]
+        ref, held = read_reference_rows(rt.settings, rt.model)
+        keep = np.flatnonzero(np.all(np.isfinite(ref), axis=1))
         rng = np.random.default_rng(rt.settings.scoring.seed)
-        if ref.shape[0] > rt.watch.config.reference_max_events:
-            ref = ref[rng.choice(ref.shape[0], rt.watch.config.reference_max_events, replace=False)]
+        if keep.shape[0] > rt.watch.config.reference_max_events:
+            keep = keep[rng.choice(keep.shape[0], rt.watch.config.reference_max_events, replace=False)]
+        ref = ref[keep]
+        held = None if held is None else held.take(keep)
         cpu_started = time.process_time()
-        result = self.score_rows(rt, ref, purpose="reference")
+        result = self.score_rows(rt, ref, held, purpose="reference")
         # the first measured cost: the sampler knows what an event costs before the first poll (a backlog read
         # after a restart is then sampled from its first poll on, not scored whole)
         self.sampler.observe_cost(rt.name, int(ref.shape[0]), time.process_time() - cpu_started)

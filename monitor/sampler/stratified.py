@@ -26,7 +26,7 @@ class StratifiedSampler(UniformSampler):
     Parameters
     ----------
     target_per_second, model_targets, cpus, cpu_share, cost_smoothing, burst_seconds, rate_window_seconds,
-    horizon_seconds, reallocate_seconds, headroom, max_strata, seed
+    horizon_seconds, reallocate_seconds, headroom, max_strata, max_delay_seconds, seed
         As :class:`~monitor.sampler.uniform.UniformSampler`.
     exponent : float in [0, 1]
         A stratum's share of its model's budget is proportional to ``offered_rate ** exponent``.
@@ -59,6 +59,7 @@ class StratifiedSampler(UniformSampler):
         reallocate_seconds: float = 1.0,
         headroom: float = 0.1,
         max_strata: int = 32,
+        max_delay_seconds: float = 1.0,
         seed: int = 0,
     ) -> None:
         if not 0.0 <= exponent <= 1.0:
@@ -78,6 +79,7 @@ class StratifiedSampler(UniformSampler):
             reallocate_seconds=reallocate_seconds,
             headroom=headroom,
             max_strata=max_strata,
+            max_delay_seconds=max_delay_seconds,
             seed=seed,
         )
 

@@ -10,9 +10,13 @@ and the rest is split equally between the models that offer more, re-divided eve
 every model offers less than its share, the spare CPU is added to every model's share, so nothing is sampled away
 while the engine keeps up — a burst (a first test, a backlog after a restart, a traffic spike) is scored whole as
 long as it fits the CPU bucket (``burst_seconds`` of the CPU budget). A model's events are accepted with
-probability ``share / offered rate`` (its events per second), so that under overload acceptance is spread evenly
-over the stream, and a backlog read in event-time order is sampled evenly over its event-time span rather than in
-its first second; token buckets only cap surges the rate estimate has not caught up with. A model whose cost is not
+probability ``share / offered rate`` (its events per second, measured over the intervals between its recent
+polls), so that under overload acceptance is spread evenly over the stream; token buckets only cap surges the rate
+estimate has not caught up with. Batch decisions (:meth:`UniformSampler.sample_many`) go through a delay-bounded
+event-time reservoir (DECISIONS 14): the first polls of a stream are held undecided until the stream pauses (a
+burst: scored whole if it fits the CPU bucket) or outgrows the bucket (a backlog or an overload: all of it decided
+at the measured rate), at most ``max_delay_seconds``, so that a backlog read after a restart is sampled at one
+probability over its whole event-time span, not more densely in its first minutes. A model whose cost is not
 known yet (nothing scored) is not limited by CPU.
 
 An optional cap ``target_per_second`` (events/s, all models together; explicit ``model_targets`` per model) is
@@ -43,6 +47,8 @@ from monitor.sampler.budget import CpuBucket, RateEstimator, TokenBucket, Window
 _MIN_RATE = 1e-9
 #: the offered rate is measured over the polls of about the last second
 _RATE_SPAN_SECONDS = 1.0
+#: a poll is held only if its cost is at least this share of the CPU bucket (or something is held already)
+_HOLD_MIN_DEPTH = 0.01
 #: most events one model may hold in the event-time reservoir (a bound on memory for very cheap models)
 _MAX_HELD = 50_000
 
@@ -71,6 +77,7 @@ class _Model:
     #: (now, events) of this model's recent polls, while they follow each other within ``max_delay_seconds``: the
     #: offered rate measured over the intervals between polls (the first poll's own interval is unknown)
     polls: deque[tuple[float, int]] = field(default_factory=deque)
+    polled: int = 0  # events in ``polls``
     #: the event-time reservoir: a poll whose rate is not known yet, held (undecided) until the next poll measures it
     held: list[tuple[InferenceEvent, _Stratum]] = field(default_factory=list)
     held_since: float = 0.0
@@ -364,7 +371,7 @@ class UniformSampler:
             measured = self._poll_rate(model, now, n)
             rate = measured if measured is not None else model.offered.rate(now)
             rates[name] = rate
-            if not reservoir:
+            if not reservoir or model.cost_seconds <= 0:  # cost not measured yet: scored whole, to measure it
                 if self._absorbs(model, n, now):
                     absorb.add(name)
                 continue
@@ -375,6 +382,12 @@ class UniformSampler:
             ):
                 continue  # a known overload or a steady stream within its share: decided at once
             model.overloaded = model.steady = False
+            if not model.held and n * model.cost_seconds < _HOLD_MIN_DEPTH * self._cpu.depth:
+                # a small poll (one record re-run alone after a crash, a trickle) is decided at once: holding it
+                # would move its scoring out of the step that reads it, for no gain in evenness
+                if self._fits(model, n, now):
+                    absorb.add(name)
+                continue
             if not model.held:
                 model.held_since = now
             hold.add(name)
@@ -416,6 +429,7 @@ class UniformSampler:
                 self._decide_held(model, now, None if not model.stepped else self._poll_rate(model, now, 0), touched)
             if not model.stepped:  # a pause: the next poll starts a new episode (its rate is not known yet)
                 model.polls.clear()
+                model.polled = 0
                 model.overloaded = model.steady = False
             model.stepped = False
         for stratum, seen_before, kept_before in touched.values():
@@ -492,15 +506,19 @@ class UniformSampler:
         polls = model.polls
         if polls and not 0.0 <= now - polls[-1][0] <= max(self.max_delay_seconds, self.reallocate_seconds):
             polls.clear()
+            model.polled = 0
         if polls and polls[-1][0] == now:
             polls[-1] = (now, polls[-1][1] + events)
+            model.polled += events
         elif events or polls:
             polls.append((now, events))
+            model.polled += events
         while len(polls) > 2 and now - polls[1][0] >= _RATE_SPAN_SECONDS:
-            polls.popleft()
+            model.polled -= polls.popleft()[1]
         if len(polls) < 2:
             return None
-        return sum(n for _, n in list(polls)[1:]) / (now - polls[0][0])
+        anchor_time, anchor_events = polls[0]
+        return (model.polled - anchor_events) / (now - anchor_time)
 
     def _fits(self, model: _Model, events: int, now: float) -> bool:
         """``events`` of ``model`` can be scored whole: the CPU bucket is at least half full and holds their cost."""

@@ -139,9 +139,7 @@ class EventDecoder:
         #: the models whose list events the fast path may take as they are: those decoded as plain lists, and those
         #: with a signature that holds nothing (their list is x in graph order, and no held values come with it)
         self._fast_models: dict[str, ModelSchema] = {
-            name: schema
-            for name, schema in self.models.items()
-            if schema.shaped is None or not schema.shaped.has_held
+            name: schema for name, schema in self.models.items() if schema.shaped is None or not schema.shaped.has_held
         }
         self.default_model = default_model
         self.max_bytes = max_bytes

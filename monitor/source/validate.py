@@ -479,7 +479,7 @@ def signature_row(raw: object, signature: Signature, where: str) -> tuple[list[f
                 names = [n for s in signature.float_inputs for n in s.element_names()]
                 explain_bad_values(raw, names, None, where)
         elif isinstance(raw, dict):
-            x, held = signature.row_from_map(raw, where=where)
+            x, held = signature.row_from_map(_nested_elements(raw, signature), where=where)
         else:
             as_list = "" if signature.held_inputs else " or a list of its float values in graph order"
             raise invalid(
@@ -501,6 +501,25 @@ def signature_row(raw: object, signature: Signature, where: str) -> tuple[list[f
         return x, None
     check_strings(held, signature.held_inputs, where)
     return x, held
+
+
+def _nested_elements(raw: dict[str, object], signature: Signature) -> dict[str, object]:
+    """``raw`` with the element names of an N-D float input (``img[0,3,1]``…), when it gives them all, replaced by
+    the input's nested list: :meth:`Signature.row_from_map` gathers element names into a flat list, which it takes
+    for a ``[n]`` input only."""
+    for spec in signature.float_inputs:
+        if len(spec.dims) < 2 or spec.name in raw:
+            continue
+        names = spec.element_names()
+        if names[0] not in raw or not all(n in raw for n in names):
+            continue  # not given by element, or some missing: row_from_map says which
+        nested: list[object] = [raw[n] for n in names]
+        for size in reversed(spec.dims[1:]):
+            nested = [nested[i : i + size] for i in range(0, len(nested), size)]
+        given = set(names)
+        raw = {k: v for k, v in raw.items() if k not in given}
+        raw[spec.name] = nested
+    return raw
 
 
 def check_strings(held: Mapping[str, Any], specs: Sequence[InputSpec], where: str) -> None:

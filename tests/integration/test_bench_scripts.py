@@ -64,15 +64,52 @@ def test_engine_throughput_prints_its_tables_and_the_verdicts_of_its_runs() -> N
     assert any(line.endswith((": met |", ": not met |", ": undecided |")) for line in verdicts), verdicts
 
 
+def test_any_model_prints_its_table_and_the_verdicts_of_its_runs() -> None:
+    out = bench(
+        "bench/any_model.py",
+        "--batch-sizes",
+        "8",
+        "--threads",
+        "1",
+        "--min-seconds",
+        "0",
+        "--min-repeats",
+        "2",
+        "--runs",
+        "2",
+    )
+    assert "| rows in graph | intra-op threads | B | scorer events/s | bound events/s |" in out
+    kinds = ("→ LogisticRegression", "→ LinearRegression", "LightGBM", "XGBoost", "CNN 8×8", "int64 id", "batch 1")
+    for label in kinds:
+        rows = [line for line in out.splitlines() if line.startswith("| ") and label in line]
+        assert len(rows) == 2, (label, rows)  # the table's row and the verdict's
+        assert any(line.endswith((": met |", ": not met |", ": undecided |")) for line in rows), rows
+
+
 def test_probe_overhead_runs() -> None:
     out = bench("bench/probe_overhead.py", "--models", "lr", "--events", "2000", "--repeats", "1")
     assert "| LogisticRegression |" in out
+
+
+def test_accuracy_estimate_prints_its_table() -> None:
+    """CBPE is skipped here: NannyML lives in its own venv (bench/.venv-nannyml), not in CI's."""
+    out = bench(
+        "bench/accuracy_estimate.py", "--seeds", "1", "--datasets", "breast_cancer", "--models", "lr", "--no-cbpe"
+    )
+    assert "| sets | accuracy moved (points) | ours (harmonic) |" in out
+    assert "| breast_cancer/lr |" in out
 
 
 def test_sampling_compares_the_committed_sampler_with_the_work_conserving_one() -> None:
     out = bench("bench/sampling.py", "--burst", "100")
     assert "| burst of 100 at once | after (cpu_share 0.8) |" in out
     assert "| 1 h backlog, 36,000 events at once | before (200 events/s budget) |" in out
+
+
+def test_burst_compares_the_old_sampler_with_the_event_time_reservoir() -> None:
+    out = bench("bench/burst.py")
+    assert "| burst, 500 at once, 53 µs | new (event-time reservoir) | 500 of 500 |" in out
+    assert "| 1 h backlog at 50,000/s, 1 ms | old (offered-rate division, 7a02537) |" in out
 
 
 def test_abuse_runs_every_phase_against_the_endpoint() -> None:

@@ -385,3 +385,46 @@ def test_held_take_repeat_concat_stack() -> None:
     assert Held.concat([held, held.take(np.array([1]))]).values["c"][:, 0].tolist() == ["a", "b", "b"]
     stacked = Held.stack([{"c": np.array(["x"], dtype=object), "i": np.array([3])}] * 2)
     assert len(stacked) == 2 and stacked.values["i"].shape == (2, 1)
+
+
+# -- standardization of images ------------------------------------------------------------------------------------
+def test_image_scales_global_and_per_channel(tmp_path: Path) -> None:
+    from monitor.model.signature import InputSpec, scale_groups
+
+    nchw = Signature.build([InputSpec("img", TensorProto.FLOAT, (2, 2, 2), None)])
+    assert scale_groups(nchw, "per_feature") is None
+    assert scale_groups(nchw, "global").tolist() == [0] * 8  # type: ignore[union-attr]
+    assert scale_groups(nchw, "per_channel", 1).tolist() == [0, 0, 0, 0, 1, 1, 1, 1]  # type: ignore[union-attr]
+    assert scale_groups(nchw, "per_channel", -1).tolist() == [0, 1, 0, 1, 0, 1, 0, 1]  # type: ignore[union-attr]
+    with pytest.raises(ModelError, match="channel_axis 4 is outside input 'img'"):
+        scale_groups(nchw, "per_channel", 4)
+    rows = np.random.default_rng(0).normal(size=(50, 8)) * np.array([1, 1, 1, 1, 5, 5, 5, 5]) + 3
+    rows[:, 0] = 0.0  # a border pixel, always 0: per feature its scale would fall back to 1
+    std = Standardizer.fit(rows, groups=scale_groups(nchw, "per_channel", 1))
+    assert len(set(std.scale[:4].round(12))) == 1 and len(set(std.scale[4:].round(12))) == 1
+    assert std.scale[4] > 3 * std.scale[0]
+    np.testing.assert_allclose(std.mean[4:], rows[:, 4:].mean())
+
+
+def test_the_digits_model_in_pixel_units_and_global_scale(tmp_path: Path) -> None:
+    from monitor.model.signature import scale_groups
+
+    zoo = model_zoo.build_cnn_digits(tmp_path)
+    model = OnnxModel(zoo.path)
+    x, _ = model.signature.split(zoo.inputs)
+    for std in (Standardizer.identity(64), Standardizer.fit(x, groups=scale_groups(model.signature, "global"))):
+        result = RobustnessScorer(model, std, ScoringConfig(radius=0.5, flicker_copies=8)).score(x)
+        assert result.valid.all() and np.all(np.isfinite(result.gamma))
+
+
+def test_row_from_map_takes_an_image_pixel_by_pixel(tmp_path: Path) -> None:
+    from monitor.model.signature import InputSpec
+
+    sig = Signature.build([InputSpec("img", TensorProto.FLOAT, (1, 2, 2), None)])
+    pixels = {f"img[0,{i},{j}]": float(2 * i + j) for i in range(2) for j in range(2)}
+    x, held = sig.row_from_map(pixels)
+    assert x == [0.0, 1.0, 2.0, 3.0] and held == {}
+    one = Signature.build(
+        [InputSpec("v", TensorProto.FLOAT, (1,), None), InputSpec("w", TensorProto.FLOAT, (2,), None)]
+    )
+    assert one.row_from_map({"v": 1.0, "w[0]": 2.0, "w[1]": 3.0})[0] == [1.0, 2.0, 3.0]

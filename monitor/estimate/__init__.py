@@ -1,0 +1,98 @@
+"""Accuracy without labels (issue 26): estimators fitted on a labelled reference, applied to unlabelled windows.
+
+The API, for ``reference --labels``, ``run`` and the ``estimate`` command::
+
+    fit = fit_from_scores(reference_scores, labels, seed=0)       # or fit_estimators(conf, γ, flicker, P_adj, correct)
+    doc = fit.to_dict()                                            # JSON: the reference file's "accuracy_estimator"
+    fit = EstimatorFit.from_dict(doc)
+    out = estimate_from_scores(fit, window_scores, method=None)    # or estimate(fit, conf, γ, flicker, P_adj)
+    out["accuracy"]["estimate"], out["accuracy"]["lower"], out["accuracy"]["upper"]
+
+What an estimate can claim (DECISIONS 7): it is a prediction from the model's own outputs, right under covariate
+shift to the extent the benchmark shows (``docs/BENCHMARKS.md``), blind to a change of concept (P(y|x) moving while
+inputs and outputs do not); delayed labels, when they arrive, override it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from monitor.errors import DataError
+from monitor.estimate.calibration import CALIBRATION_KINDS, Calibration, CalibrationKind
+from monitor.estimate.estimators import (
+    DEFAULT_METHOD,
+    LEVEL,
+    METHODS,
+    SMALL_N,
+    EstimatorFit,
+    HarmonicModel,
+    estimate,
+    fit_estimators,
+)
+from monitor.metrics.scorer import ScoreResult
+
+__all__ = [
+    "CALIBRATION_KINDS",
+    "DEFAULT_METHOD",
+    "LEVEL",
+    "METHODS",
+    "SMALL_N",
+    "Calibration",
+    "CalibrationKind",
+    "EstimatorFit",
+    "HarmonicModel",
+    "correct_from_scores",
+    "estimate",
+    "estimate_from_scores",
+    "fit_estimators",
+    "fit_from_scores",
+]
+
+
+def correct_from_scores(scores: ScoreResult, labels: ArrayLike) -> NDArray[np.bool_]:
+    """Per row, whether the predicted class index equals the label (class indices 0..C−1, as the label join
+    compares them); False at invalid rows, which the fit leaves out anyway."""
+    y = np.asarray(labels).reshape(-1)
+    if y.shape[0] != len(scores):
+        raise DataError(f"{y.shape[0]} labels for {len(scores)} scored rows; expected one class index per row")
+    correct: NDArray[np.bool_] = scores.valid & (scores.predicted_class >= 0) & (scores.predicted_class == y)
+    return correct
+
+
+def fit_from_scores(
+    scores: ScoreResult, labels: ArrayLike, *, seed: int = 0, calibration: CalibrationKind = "temperature"
+) -> EstimatorFit:
+    """:func:`fit_estimators` on a labelled reference scored by ``RobustnessScorer.score``."""
+    return fit_estimators(
+        np.where(scores.valid, scores.probability, np.nan),
+        scores.gamma,
+        scores.flicker,
+        scores.p_adj,
+        correct_from_scores(scores, labels),
+        seed=seed,
+        calibration=calibration,
+    )
+
+
+def estimate_from_scores(
+    fit: EstimatorFit,
+    scores: ScoreResult,
+    *,
+    method: str | None = None,
+    seed: int = 0,
+    weights: ArrayLike | None = None,
+) -> dict[str, Any]:
+    """:func:`estimate` on a window scored by ``RobustnessScorer.score``."""
+    return estimate(
+        fit,
+        np.where(scores.valid, scores.probability, np.nan),
+        scores.gamma,
+        scores.flicker,
+        scores.p_adj,
+        method=method,
+        seed=seed,
+        weights=weights,
+    )

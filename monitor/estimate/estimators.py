@@ -1,0 +1,556 @@
+"""Label-free accuracy estimators fitted on a labelled reference (issue 26): AC, ATC, DoC and ``harmonic``.
+
+Every estimator reads per-event scores of :class:`~monitor.metrics.scorer.RobustnessScorer` — the confidence of
+the predicted class (``ScoreResult.probability``), γ, flicker and P_adj — and estimates the accuracy the model
+realizes on the target rows, with a 90 % interval:
+
+``ac`` (Average Confidence)
+    the mean calibrated confidence (:mod:`monitor.estimate.calibration`).
+``atc`` (Average Thresholded Confidence, Garg et al., ICLR 2022)
+    a threshold t on the confidence such that the share of reference rows above t equals the reference accuracy
+    (ties at t share out fractionally, so the reference matches exactly); the estimate is the share of target rows
+    above t. The score is the raw confidence: any monotone calibration leaves the share unchanged.
+``doc`` (Difference of Confidences, Guillory et al., ICCV 2021)
+    reference accuracy + (mean target confidence − mean reference confidence), raw confidences.
+``harmonic`` (ours)
+    a logistic model of P(correct | logit confidence, log γ, flicker, logit P_adj) fitted on the reference with
+    K-fold cross-fitting: every reference row's out-of-fold prediction judges the fit (log-loss beside the
+    confidence-only model's), and the extra features are kept only when they lower that out-of-fold log-loss; the
+    estimate is the mean predicted P(correct) over the target rows.
+
+The interval (90 %, normal: estimate ± 1.645·sd, clipped to [0, 1]) adds three variances:
+
+1. **realized noise**, Poisson-binomial: the window's realized accuracy is a sum of independent Bernoulli(p_i)
+   over its rows, variance Σp_i(1 − p_i)/n² with p_i the calibrated confidence (``harmonic``: its own P(correct)),
+   read with the normal approximation — fine from a few dozen rows. Below :data:`SMALL_N` rows the worst case
+   1/(4n) replaces it, so the interval of a tiny window is wide (and the result says so);
+2. **fit noise**: the spread of the estimate over :data:`N_DRAWS` bootstrap resamples of the reference, each
+   refitting the calibration, the ATC threshold, the DoC offset or the logistic model (the draws are part of the
+   fit, so an estimate costs no refit);
+3. **shift**: none of these estimators is unbiased under shift, and their error grows with how far the window has
+   moved; DECISIONS 9 asks that the interval account for it. The margin is ``shift_inflation`` × |AC estimate −
+   reference accuracy| (how far the calibrated confidence moved, the same for every method) plus a floor
+   ``shift_floor``, both measured on ``bench/accuracy_estimate.py`` (``docs/BENCHMARKS.md``).
+
+Sampling weights (the class-stratified sampler, DECISIONS 9): ``estimate(..., weights=1/p(sampled))`` weights every
+mean, share and variance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from monitor.errors import DataError
+from monitor.estimate.calibration import (
+    CALIBRATION_KINDS,
+    Calibration,
+    CalibrationKind,
+    fit_logistic,
+    logit,
+    sigmoid,
+    temperature_params,
+)
+
+METHODS: tuple[str, ...] = ("harmonic", "ac", "atc", "doc")
+#: the primary method when none is named (DECISIONS 9: the best on the benchmark, docs/BENCHMARKS.md "Accuracy
+#: estimate vs peers"): AC, ATC and harmonic tie on MAE over all 491 sets (3.96 / 3.98 / 4.09 points), and ATC is
+#: by far the best where accuracy moved 10 points or more (7.8 vs 12.6 / 13.3), which is what an alert is for
+DEFAULT_METHOD = "atc"
+FIT_FORMAT = "harmonic-monitor/accuracy-estimator"
+FIT_VERSION = 1
+LEVEL = 0.90
+Z = 1.6448536269514722  # the standard normal's 95th percentile: a two-sided 90 % interval
+#: below this many rows the interval uses the worst-case Bernoulli variance and the result carries a warning
+SMALL_N = 30
+#: fewest valid reference rows a fit accepts
+MIN_REFERENCE_ROWS = 20
+N_DRAWS = 100
+FOLDS = 5
+#: the harmonic model's features, in order (all of them when they vary on the reference)
+FEATURES: tuple[str, ...] = ("logit_confidence", "log_gamma", "flicker", "logit_p_adj")
+GAMMA_FLOOR = 1e-6
+#: L2 inverse strength of the harmonic model on standardized features
+HARMONIC_C = 1.0
+#: the shift margin: SHIFT_INFLATION × |AC − reference accuracy| + SHIFT_FLOOR (see the module docstring)
+SHIFT_INFLATION = 0.75
+SHIFT_FLOOR = 0.01
+
+
+def _as_float(a: ArrayLike) -> NDArray[np.float64]:
+    return np.asarray(a, dtype=np.float64).reshape(-1)
+
+
+def feature_matrix(
+    confidence: ArrayLike, gamma: ArrayLike, flicker: ArrayLike, p_adj: ArrayLike
+) -> NDArray[np.float64]:
+    """(n, 4) the harmonic model's raw features (:data:`FEATURES`); NaN where a score is missing."""
+    conf = _as_float(confidence)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cols = [
+            logit(conf),
+            np.log(np.maximum(_as_float(gamma), 0.0) + GAMMA_FLOOR),
+            _as_float(flicker),
+            logit(_as_float(p_adj)),
+        ]
+    x = np.column_stack(cols)
+    x[~np.isfinite(x)] = np.nan
+    x[~np.isfinite(conf), 0] = np.nan
+    return x
+
+
+def valid_confidence(confidence: ArrayLike) -> NDArray[np.bool_]:
+    """Rows whose confidence is a probability (a scored classifier row): finite and in (0, 1]."""
+    conf = _as_float(confidence)
+    with np.errstate(invalid="ignore"):
+        ok: NDArray[np.bool_] = np.isfinite(conf) & (conf > 0.0) & (conf <= 1.0)
+    return ok
+
+
+def _not_classifier(what: str) -> DataError:
+    return DataError(
+        f"{what} holds no class probability on any row: accuracy estimation is for classifiers (a regressor's "
+        "scores have no confidence, and 'accuracy' has no meaning for it)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class HarmonicModel:
+    """The logistic model of P(correct | features): features standardized by (center, scale), NaN imputed by the
+    reference median (``impute``, raw feature units), then ``σ(x·coef + intercept)``."""
+
+    features: tuple[str, ...]
+    center: NDArray[np.float64]
+    scale: NDArray[np.float64]
+    impute: NDArray[np.float64]
+    coef: NDArray[np.float64]
+    intercept: float
+
+    def design(self, x_all: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Standardized design matrix of the kept features from the (n, 4) :func:`feature_matrix`."""
+        idx = [FEATURES.index(f) for f in self.features]
+        x = x_all[:, idx].copy()
+        miss = np.isnan(x)
+        if miss.any():
+            x[miss] = np.broadcast_to(self.impute, x.shape)[miss]
+        out: NDArray[np.float64] = (x - self.center) / self.scale
+        return out
+
+    def predict(self, x_all: NDArray[np.float64]) -> NDArray[np.float64]:
+        return sigmoid(self.design(x_all) @ self.coef + self.intercept)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "features": list(self.features),
+            "center": self.center.tolist(),
+            "scale": self.scale.tolist(),
+            "impute": self.impute.tolist(),
+            "coef": self.coef.tolist(),
+            "intercept": self.intercept,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> HarmonicModel:
+        features = tuple(str(f) for f in doc["features"])
+        unknown = [f for f in features if f not in FEATURES]
+        if unknown:
+            raise ValueError(f"unknown harmonic features {unknown}; known: {list(FEATURES)}")
+        arrays = [np.asarray(doc[k], dtype=np.float64).reshape(-1) for k in ("center", "scale", "impute", "coef")]
+        if any(a.shape[0] != len(features) for a in arrays):
+            raise ValueError("harmonic 'center', 'scale', 'impute' and 'coef' need one value per feature")
+        center, scale, impute, coef = arrays
+        return cls(features, center, scale, impute, coef, float(doc["intercept"]))
+
+
+@dataclass(frozen=True, slots=True)
+class EstimatorFit:
+    """Everything the estimators need from the labelled reference; JSON-able by :meth:`to_dict`.
+
+    ``draws``: per method, :data:`N_DRAWS` refits on bootstrap resamples of the reference — ``ac``: [a, b] of the
+    temperature calibration (empty for isotonic), ``atc``: [threshold, tie fraction], ``doc``: the offset
+    (accuracy − mean confidence), ``harmonic``: [intercept, *coef].
+    """
+
+    n: int
+    accuracy: float
+    calibration: Calibration
+    atc_threshold: float
+    atc_tie_fraction: float
+    mean_confidence: float
+    harmonic: HarmonicModel
+    draws: dict[str, list[list[float]]]
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    shift_inflation: float = SHIFT_INFLATION
+    shift_floor: float = SHIFT_FLOOR
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document a reference file stores under ``accuracy_estimator``."""
+        return {
+            "format": FIT_FORMAT,
+            "version": FIT_VERSION,
+            "n": self.n,
+            "accuracy": self.accuracy,
+            "calibration": self.calibration.to_dict(),
+            "atc": {"threshold": self.atc_threshold, "tie_fraction": self.atc_tie_fraction},
+            "doc": {"mean_confidence": self.mean_confidence},
+            "harmonic": self.harmonic.to_dict(),
+            "interval": {"level": LEVEL, "shift_inflation": self.shift_inflation, "shift_floor": self.shift_floor},
+            "draws": {k: [list(map(float, d)) for d in v] for k, v in self.draws.items()},
+            "diagnostics": self.diagnostics,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> EstimatorFit:
+        """Read :meth:`to_dict`'s document back.
+
+        Raises
+        ------
+        DataError
+            Not such a document, another version, or a damaged one.
+        """
+        if not isinstance(doc, Mapping) or doc.get("format") != FIT_FORMAT or doc.get("version") != FIT_VERSION:
+            got = (doc.get("format"), doc.get("version")) if isinstance(doc, Mapping) else type(doc).__name__
+            raise DataError(
+                f"not an accuracy-estimator fit of format {FIT_FORMAT!r} version {FIT_VERSION} (got {got}); rebuild "
+                "it from a labelled reference"
+            )
+        try:
+            draws = {str(k): [[float(x) for x in d] for d in v] for k, v in doc["draws"].items()}
+            interval = doc.get("interval", {})
+            fit = cls(
+                n=int(doc["n"]),
+                accuracy=float(doc["accuracy"]),
+                calibration=Calibration.from_dict(doc["calibration"]),
+                atc_threshold=float(doc["atc"]["threshold"]),
+                atc_tie_fraction=float(doc["atc"]["tie_fraction"]),
+                mean_confidence=float(doc["doc"]["mean_confidence"]),
+                harmonic=HarmonicModel.from_dict(doc["harmonic"]),
+                draws=draws,
+                diagnostics=dict(doc.get("diagnostics", {})),
+                shift_inflation=float(interval.get("shift_inflation", SHIFT_INFLATION)),
+                shift_floor=float(interval.get("shift_floor", SHIFT_FLOOR)),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise DataError(
+                f"the accuracy-estimator fit is damaged ({type(exc).__name__}: {exc}); rebuild it from a labelled "
+                "reference"
+            ) from exc
+        if not 0.0 <= fit.accuracy <= 1.0 or fit.n < 1:
+            raise DataError(f"the accuracy-estimator fit is damaged (accuracy {fit.accuracy}, n {fit.n})")
+        return fit
+
+
+# -- fitting ------------------------------------------------------------------------------------------------------
+
+
+def atc_threshold(confidence: NDArray[np.float64], accuracy: float) -> tuple[float, float]:
+    """(t, tie fraction f): the share of ``confidence`` above t, plus f × the share equal to t, is ``accuracy``."""
+    n = confidence.shape[0]
+    k = accuracy * n
+    if k <= 0:
+        return math.inf, 0.0
+    s = np.sort(confidence)[::-1]
+    t = float(s[min(n, math.ceil(k - 1e-9)) - 1])
+    above = int(np.count_nonzero(confidence > t))
+    equal = int(np.count_nonzero(confidence == t))
+    frac = min(1.0, max(0.0, (k - above) / equal)) if equal else 0.0
+    return t, frac
+
+
+def _atc_share(confidence: NDArray[np.float64], t: float, frac: float, w: NDArray[np.float64] | None = None) -> float:
+    hit = (confidence > t) + frac * (confidence == t)
+    return float(np.mean(hit) if w is None else np.sum(w * hit) / np.sum(w))
+
+
+def _harmonic_fit(x_all: NDArray[np.float64], correct: NDArray[np.bool_], features: tuple[str, ...]) -> HarmonicModel:
+    idx = [FEATURES.index(f) for f in features]
+    raw = x_all[:, idx]
+    impute = np.nanmedian(raw, axis=0) if raw.shape[0] else np.zeros(len(idx))
+    impute = np.where(np.isfinite(impute), impute, 0.0)
+    filled = np.where(np.isnan(raw), impute, raw)
+    center = filled.mean(axis=0)
+    scale = filled.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    coef, intercept = fit_logistic((filled - center) / scale, correct, c=HARMONIC_C)
+    return HarmonicModel(features, center, scale, impute, coef, intercept)
+
+
+def _varying(x_all: NDArray[np.float64]) -> tuple[str, ...]:
+    """The features with at least two distinct finite values on the reference (γ is 0 everywhere on a model flat
+    at every point, flicker NaN without flicker copies: such a column says nothing)."""
+    kept = []
+    for j, name in enumerate(FEATURES):
+        col = x_all[:, j]
+        col = col[np.isfinite(col)]
+        if col.shape[0] >= 2 and float(col.max() - col.min()) > 0:
+            kept.append(name)
+    return tuple(kept)
+
+
+def _log_loss(p: NDArray[np.float64], y: NDArray[np.bool_]) -> float:
+    q = np.clip(p, 1e-9, 1 - 1e-9)
+    return float(-np.mean(np.where(y, np.log(q), np.log1p(-q))))
+
+
+def _folds(correct: NDArray[np.bool_], k: int, rng: np.random.Generator) -> NDArray[np.int64]:
+    """A fold number per row, stratified on correctness."""
+    fold = np.empty(correct.shape[0], dtype=np.int64)
+    for value in (False, True):
+        rows = np.flatnonzero(correct == value)
+        rng.shuffle(rows)
+        fold[rows] = np.arange(rows.shape[0]) % k
+    return fold
+
+
+def fit_estimators(
+    confidence: ArrayLike,
+    gamma: ArrayLike,
+    flicker: ArrayLike,
+    p_adj: ArrayLike,
+    correct: ArrayLike,
+    *,
+    seed: int = 0,
+    calibration: CalibrationKind = "temperature",
+    draws: int = N_DRAWS,
+    folds: int = FOLDS,
+) -> EstimatorFit:
+    """Fit every estimator on a labelled reference (a validation set the model did not train on).
+
+    Parameters
+    ----------
+    confidence, gamma, flicker, p_adj : per reference row, as ``ScoreResult.probability``, ``.gamma``, ``.flicker``,
+        ``.p_adj``. Rows whose confidence is not a probability (invalid rows, rows without a class) are left out.
+    correct : per row, whether the predicted class equals the label.
+    seed : seeds the folds and the bootstrap.
+    calibration : ``temperature`` (default) or ``isotonic`` (:mod:`monitor.estimate.calibration`).
+
+    Raises
+    ------
+    DataError
+        No row has a confidence (a regressor), fewer than :data:`MIN_REFERENCE_ROWS` valid rows, or arrays of
+        different lengths.
+    """
+    if calibration not in CALIBRATION_KINDS:
+        raise ValueError(f"calibration must be one of {CALIBRATION_KINDS}; got {calibration!r}")
+    conf_all = _as_float(confidence)
+    ok_all = np.asarray(correct).reshape(-1).astype(np.bool_)
+    x_all = feature_matrix(conf_all, gamma, flicker, p_adj)
+    if not conf_all.shape[0] == ok_all.shape[0] == x_all.shape[0]:
+        raise DataError(
+            f"reference scores and correctness differ in length ({conf_all.shape[0]} vs {ok_all.shape[0]}; "
+            f"features {x_all.shape[0]})"
+        )
+    valid = valid_confidence(conf_all)
+    if conf_all.shape[0] and not valid.any():
+        raise _not_classifier("the reference")
+    n = int(np.count_nonzero(valid))
+    if n < MIN_REFERENCE_ROWS:
+        raise DataError(
+            f"the labelled reference has {n} valid rows; fitting accuracy estimators needs at least "
+            f"{MIN_REFERENCE_ROWS} (a few hundred for intervals worth reading)"
+        )
+    conf, ok, x = conf_all[valid], ok_all[valid], x_all[valid]
+    accuracy = float(np.mean(ok))
+    rng = np.random.default_rng([seed, 0xACC])
+
+    cal = Calibration.fit(conf, ok, calibration)
+    t, frac = atc_threshold(conf, accuracy)
+    mean_conf = float(np.mean(conf))
+
+    # the harmonic model: cross-fitted out-of-fold predictions judge the full feature set against confidence alone
+    full = _varying(x)
+    candidates = {"confidence_only": tuple(f for f in full if f == "logit_confidence"), "harmonic": full}
+    k = max(2, min(folds, int(min(np.count_nonzero(ok), np.count_nonzero(~ok)))))
+    fold = _folds(ok, k, rng)
+    oof_loss: dict[str, float] = {}
+    oof_mean: dict[str, float] = {}
+    for name, feats in candidates.items():
+        oof = np.empty(n)
+        for f in range(k):
+            train, test = fold != f, fold == f
+            oof[test] = _harmonic_fit(x[train], ok[train], feats).predict(x[test])
+        oof_loss[name] = _log_loss(oof, ok)
+        oof_mean[name] = float(np.mean(oof))
+    chosen = "harmonic" if oof_loss["harmonic"] < oof_loss["confidence_only"] else "confidence_only"
+    features = candidates[chosen]
+    harmonic = _harmonic_fit(x, ok, features)
+
+    boot: dict[str, list[list[float]]] = {"ac": [], "atc": [], "doc": [], "harmonic": []}
+    for _ in range(draws):
+        pick = rng.integers(0, n, size=n)
+        c_b, ok_b, x_b = conf[pick], ok[pick], x[pick]
+        acc_b = float(np.mean(ok_b))
+        if calibration == "temperature":
+            boot["ac"].append(list(temperature_params(c_b, ok_b)))
+        boot["atc"].append(list(atc_threshold(c_b, acc_b)))
+        boot["doc"].append([acc_b - float(np.mean(c_b))])
+        h = _harmonic_fit(x_b, ok_b, features)
+        # the draw's coefficients on the full fit's standardization, so that one design matrix serves every draw
+        coef = h.coef * harmonic.scale / h.scale
+        intercept = h.intercept + float(np.sum(h.coef * (harmonic.center - h.center) / h.scale))
+        boot["harmonic"].append([intercept, *coef.tolist()])
+    diagnostics = {
+        "calibration": calibration,
+        "folds": k,
+        "oof_log_loss": oof_loss,
+        "oof_mean_prediction": oof_mean,
+        "harmonic_model": chosen,
+        "rows_left_out": int(conf_all.shape[0] - n),
+    }
+    return EstimatorFit(
+        n=n,
+        accuracy=accuracy,
+        calibration=cal,
+        atc_threshold=t,
+        atc_tie_fraction=frac,
+        mean_confidence=mean_conf,
+        harmonic=harmonic,
+        draws=boot,
+        diagnostics=diagnostics,
+    )
+
+
+# -- estimating ---------------------------------------------------------------------------------------------------
+
+
+def _wmean(v: NDArray[np.float64], w: NDArray[np.float64] | None) -> float:
+    return float(np.mean(v) if w is None else np.sum(w * v) / np.sum(w))
+
+
+def _poisson_binomial_var(p: NDArray[np.float64], w: NDArray[np.float64] | None, small: bool) -> float:
+    """Variance of the (weighted) realized accuracy of independent Bernoulli(p_i) rows; worst case when small."""
+    q = np.full_like(p, 0.25) if small else p * (1.0 - p)
+    if w is None:
+        return float(np.sum(q)) / float(p.shape[0]) ** 2
+    return float(np.sum(w * w * q) / np.sum(w) ** 2)
+
+
+def estimate(
+    fit: EstimatorFit,
+    confidence: ArrayLike,
+    gamma: ArrayLike,
+    flicker: ArrayLike,
+    p_adj: ArrayLike,
+    *,
+    method: str | None = None,
+    seed: int = 0,
+    weights: ArrayLike | None = None,
+) -> dict[str, Any]:
+    """Estimate the accuracy the model realizes on the target rows, by every method, with 90 % intervals.
+
+    Parameters
+    ----------
+    fit : :func:`fit_estimators` (or :meth:`EstimatorFit.from_dict` of a stored one).
+    confidence, gamma, flicker, p_adj : per target row (``ScoreResult`` fields); rows whose confidence is not a
+        probability are left out (``n_invalid``); a missing γ, flicker or P_adj is imputed by the reference median.
+    method : the primary method (``accuracy``): one of :data:`METHODS`; default :data:`DEFAULT_METHOD`.
+    seed : unused by the closed-form intervals; kept so that a later randomized interval stays reproducible.
+    weights : per row, a sampling weight (1/p(sampled)); default equal.
+
+    Returns
+    -------
+    ``{"n", "n_invalid", "level", "reference_accuracy", "reference_n", "accuracy": {"estimate", "lower", "upper",
+    "method", "sd"}, "methods": {name: {"estimate", "lower", "upper", "sd", "sd_noise", "sd_fit",
+    "shift_margin"}}, "warnings": [...]}``, every number a finite float.
+
+    Raises
+    ------
+    DataError
+        An unknown method, no valid row at all, or no confidence on any row (a regressor).
+    """
+    del seed
+    primary = DEFAULT_METHOD if method is None else method
+    if primary not in METHODS:
+        raise DataError(f"unknown accuracy-estimation method {primary!r}; choose one of {', '.join(METHODS)}")
+    conf_all = _as_float(confidence)
+    x_all = feature_matrix(conf_all, gamma, flicker, p_adj)
+    if x_all.shape[0] != conf_all.shape[0]:
+        raise DataError("confidence, gamma, flicker and p_adj differ in length")
+    valid = valid_confidence(conf_all)
+    w: NDArray[np.float64] | None = None
+    if weights is not None:
+        w_all = _as_float(weights)
+        if w_all.shape[0] != conf_all.shape[0]:
+            raise DataError(f"{w_all.shape[0]} weights for {conf_all.shape[0]} rows")
+        valid &= np.isfinite(w_all) & (w_all > 0)
+        w = w_all[valid]
+    n = int(np.count_nonzero(valid))
+    if n == 0:
+        if conf_all.shape[0] and not np.isfinite(conf_all).any():
+            raise _not_classifier("the data")
+        raise DataError(f"no valid rows to estimate accuracy on ({conf_all.shape[0]} rows, none scored)")
+    conf, x = conf_all[valid], x_all[valid]
+    small = n < SMALL_N
+    warnings: list[str] = []
+    if small:
+        warnings.append(
+            f"only {n} rows (< {SMALL_N}): the realized-accuracy noise uses the worst case 1/(4n), so the interval "
+            "is wide; read the estimate as a rough guide"
+        )
+    p_cal = fit.calibration.apply(conf)
+    ac = _wmean(p_cal, w)
+    margin = fit.shift_inflation * abs(ac - fit.accuracy) + fit.shift_floor
+    noise_cal = _poisson_binomial_var(p_cal, w, small)
+
+    points: dict[str, float] = {}
+    fit_sd: dict[str, float] = {}
+    noise: dict[str, float] = {}
+
+    points["ac"] = ac
+    ac_draws = [_wmean(sigmoid(a * logit(conf) + b), w) for a, b in fit.draws.get("ac", [])]
+    fit_sd["ac"] = float(np.std(ac_draws)) if ac_draws else 0.0
+    noise["ac"] = noise_cal
+
+    points["atc"] = _atc_share(conf, fit.atc_threshold, fit.atc_tie_fraction, w)
+    atc_draws = [_atc_share(conf, t, f, w) for t, f in fit.draws.get("atc", [])]
+    fit_sd["atc"] = float(np.std(atc_draws)) if atc_draws else 0.0
+    noise["atc"] = noise_cal
+
+    mean_conf = _wmean(conf, w)
+    points["doc"] = fit.accuracy + mean_conf - fit.mean_confidence
+    doc_draws = [d[0] + mean_conf for d in fit.draws.get("doc", [])]
+    fit_sd["doc"] = float(np.std(doc_draws)) if doc_draws else 0.0
+    noise["doc"] = noise_cal
+
+    design = fit.harmonic.design(x)
+    p_h = sigmoid(design @ fit.harmonic.coef + fit.harmonic.intercept)
+    points["harmonic"] = _wmean(p_h, w)
+    h_draws = [_wmean(sigmoid(design @ np.asarray(d[1:]) + d[0]), w) for d in fit.draws.get("harmonic", [])]
+    fit_sd["harmonic"] = float(np.std(h_draws)) if h_draws else 0.0
+    noise["harmonic"] = _poisson_binomial_var(p_h, w, small)
+
+    methods: dict[str, dict[str, float]] = {}
+    for name in METHODS:
+        e = min(1.0, max(0.0, points[name]))
+        sd = math.sqrt(noise[name] + fit_sd[name] ** 2 + margin**2)
+        methods[name] = {
+            "estimate": e,
+            "lower": max(0.0, e - Z * sd),
+            "upper": min(1.0, e + Z * sd),
+            "sd": sd,
+            "sd_noise": math.sqrt(noise[name]),
+            "sd_fit": fit_sd[name],
+            "shift_margin": margin,
+        }
+    top = methods[primary]
+    return {
+        "n": n,
+        "n_invalid": int(conf_all.shape[0] - n),
+        "level": LEVEL,
+        "reference_accuracy": fit.accuracy,
+        "reference_n": fit.n,
+        "accuracy": {
+            "estimate": top["estimate"],
+            "lower": top["lower"],
+            "upper": top["upper"],
+            "method": primary,
+            "sd": top["sd"],
+        },
+        "methods": methods,
+        "warnings": warnings,
+    }
