@@ -3,7 +3,7 @@ the tree (work-conserving, with the delay-bounded event-time reservoir) and for 
 
 *old* is the sampler of commit 7a02537 (``--old-ref``): work-conserving, but its acceptance probability divides the
 share by an offered rate estimated from the first poll on, and a poll that fits the CPU bucket is scored whole. It
-is read with ``git show`` into a temporary package (``load_old`` of ``bench/sampling.py``); nothing in the checkout
+is read with ``git show`` into a temporary package (:func:`load_old`); nothing in the checkout
 changes. *new* is ``monitor.sampler`` as it is now. Both are driven as the pipeline drives them, in simulated time
 (no Kafka, figures independent of this machine's speed): one ``sample_many`` per poll of up to 2,000 events
 (``kafka.max_poll_records``), then one ``release`` (``Scoring.accept``; the old sampler holds nothing), kept events
@@ -31,10 +31,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import importlib
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -45,11 +49,26 @@ from monitor.sampler.stratified import StratifiedSampler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import machine  # noqa: E402
-from sampling import load_old  # noqa: E402
 
 POLL = 2000
 BATCH = 256
 START = 1e6
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_old(ref: str) -> ModuleType:
+    """The stratified sampler module as committed at ``ref``, imported from a temporary package."""
+    root = Path(tempfile.mkdtemp(prefix="oldsampler-"))
+    pkg = root / "oldsampler"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("", encoding="utf-8")
+    for name in ("base", "budget", "uniform", "stratified"):
+        text = subprocess.run(
+            ["git", "show", f"{ref}:monitor/sampler/{name}.py"], cwd=REPO, check=True, capture_output=True, text=True
+        ).stdout
+        (pkg / f"{name}.py").write_text(text.replace("monitor.sampler.", "oldsampler."), encoding="utf-8")
+    sys.path.insert(0, str(root))
+    return importlib.import_module("oldsampler.stratified")
 
 
 def replay(sampler: Any, times: np.ndarray, ingest_per_second: float, cost: float, poll: int = POLL) -> np.ndarray:

@@ -126,6 +126,13 @@ USAGE: dict[str, Usage] = {
         "Histograms and window gauges are *distributions* and need no scaling. A ratio far below 1 lengthens the "
         "wall-clock time to detect drift (alert HarmonicSampledRatioLow); see docs/OPERATIONS.md.",
     ),
+    "harmonic_sampler_capacity_events_per_second": Usage(
+        "Traffic and sampling",
+        "events/s",
+        "What scoring can sustain for the model within `sampler.cpu_share`, from the measured cost per event (or "
+        "`sampler.events_per_second` when set). Offered traffic below it is scored whole; above it, sampled evenly in "
+        "event time. Absent until the cost is measured (the reference scored at start-up, or the first batch).",
+    ),
     # -- per-event histograms ------------------------------------------------------------------------------------
     "harmonic_gamma": Usage(
         "Per-event robustness (histograms)",

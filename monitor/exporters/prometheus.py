@@ -77,6 +77,13 @@ METRICS: tuple[MetricSpec, ...] = (
         "Sampled fraction of valid events (recent horizon); divide scored rates by it to scale back up.",
         (_M,),
     ),
+    MetricSpec(
+        "harmonic_sampler_capacity_events_per_second",
+        "gauge",
+        "Events per second the sampler lets scoring take for the model: its CPU share over the measured cost per "
+        "event (or the configured cap); offered traffic above it is sampled.",
+        (_M,),
+    ),
     MetricSpec("harmonic_gamma", "histogram", "Anharmonicity γ per scored event.", (_M, _S), GAMMA_BUCKETS),
     MetricSpec(
         "harmonic_flicker", "histogram", "Flicker (class-flip fraction) per scored event.", (_M, _S), FLICKER_BUCKETS

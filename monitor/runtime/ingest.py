@@ -121,10 +121,12 @@ class Ingest:
         """Every KServe half still held, as events (at shutdown)."""
         return self.joiner.flush()
 
-    def committable(self, consumed: Positions) -> Positions:
-        """``consumed`` held back to the first record of any KServe half still waiting for its partner."""
+    def committable(self, consumed: Positions, undecided: Positions | None = None) -> Positions:
+        """``consumed`` held back to the first record of any KServe half still waiting for its partner, and to the
+        ``undecided`` positions (the first record of an event the sampler still holds, per partition)."""
         positions = dict(consumed)
-        for key, held in self.joiner.held_positions().items():
+        waiting = list(self.joiner.held_positions().items()) + list((undecided or {}).items())
+        for key, held in waiting:
             if key in positions:
                 positions[key] = min(positions[key], held)
         return positions

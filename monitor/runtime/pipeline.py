@@ -306,7 +306,7 @@ class Pipeline:
         self.scoring.update_sampling_gauges()
         self._undelivered = not delivered
         if delivered:  # only then are these events' dead letters and scores acknowledged: they may be committed
-            self._applied = self.ingest.committable(self._consumed)
+            self._applied = self.ingest.committable(self._consumed, self.scoring.held_positions())
         self._unapplied.clear()
         self.inflight.clear()
         if self._checkpoint_due(self.clock()):
@@ -397,6 +397,7 @@ class Pipeline:
     def close(self) -> None:
         """Apply what is pending (and KServe halves still held), checkpoint, and remove the in-flight marker."""
         self.scoring.accept([(ev, None) for ev in self.ingest.drain()], self.clock())
+        self.scoring.release_held(self.clock())
         try:
             self.flush()
         except MonitorError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
@@ -140,6 +141,22 @@ class Scoring:
                 self._pend(self.runtimes[ev.model], ev, ev_held[2], weight, ev_held[1], now)
         if self.thinner.held and self.oldest_pending is None:
             self.oldest_pending = now  # held events are on their way: no flush (and commit) as if nothing were
+
+    def held_positions(self) -> dict[tuple[str, int], int]:
+        """Per partition, the offset of the first record whose event the sampler still holds undecided: offsets
+        are committed only below it (the event is applied once decided)."""
+        first: dict[tuple[str, int], int] = {}
+        for _, record, _ in self.thinner.held.values():
+            if record is not None:
+                key = (record.topic, record.partition)
+                first[key] = min(first.get(key, record.offset), record.offset)
+        return first
+
+    def release_held(self, now: float) -> None:
+        """Decide every event the sampler holds (at shutdown): two empty steps, so each model has paused — what it
+        held was a burst, scored whole when the CPU budget allows, else sampled evenly."""
+        self.accept([], now)
+        self.accept([], now)
 
     def _pend(
         self,
@@ -339,6 +356,8 @@ class Scoring:
     def update_sampling_gauges(self) -> None:
         for name, stats in self.sampler.snapshot().items():
             self.state.set("harmonic_events_sampled_ratio", (name,), stats.fraction)
+            if math.isfinite(stats.target_per_second) and stats.target_per_second > 0:
+                self.state.set("harmonic_sampler_capacity_events_per_second", (name,), stats.target_per_second)
 
     # -- the reference, when it is given as rows --------------------------------------------------------------
     def reference_from_file(self, rt: ModelRuntime) -> None:

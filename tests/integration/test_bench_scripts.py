@@ -100,12 +100,6 @@ def test_accuracy_estimate_prints_its_table() -> None:
     assert "| breast_cancer/lr |" in out
 
 
-def test_sampling_compares_the_committed_sampler_with_the_work_conserving_one() -> None:
-    out = bench("bench/sampling.py", "--burst", "100")
-    assert "| burst of 100 at once | after (cpu_share 0.8) |" in out
-    assert "| 1 h backlog, 36,000 events at once | before (200 events/s budget) |" in out
-
-
 def test_burst_compares_the_old_sampler_with_the_event_time_reservoir() -> None:
     out = bench("bench/burst.py")
     assert "| burst, 500 at once, 53 µs | new (event-time reservoir) | 500 of 500 |" in out

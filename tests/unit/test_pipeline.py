@@ -22,6 +22,7 @@ from monitor.runtime.models import load_model_runtime
 from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.service import build_sampler
 from monitor.runtime.state import STATE_FILE
+from monitor.sampler.keep_all import KeepAllSampler
 from monitor.source.base import Positions, RawRecord
 from monitor.source.replay import ReplaySource
 from tests.unit import onnx_graphs
@@ -522,3 +523,71 @@ def test_pipeline_rebuilds_the_reference_when_the_scoring_settings_changed(tmp_p
         update={"models": [model.model_copy(update={"scoring": model.scoring.model_copy(update={"radius": 0.5})})]}
     )
     assert _scored_reference_mean(make_pipeline(wider, ReplaySource([]))) != before
+
+
+class _HoldingSampler:
+    """The configured sampler, except that events of the first ``hold`` polls are held undecided (as the
+    event-time reservoir does) until the next poll step: each then decided kept with weight 1."""
+
+    def __init__(self, inner: Any, hold: int) -> None:
+        self._inner = inner
+        self._hold = hold
+        self._waiting: list[Any] = []
+        self.last_held: list[Any] = []
+
+    def sample_many(self, evs: Any, now: float, force: Any = None) -> list[float]:
+        if self._hold > 0:
+            self._hold -= 1
+            self.last_held = list(evs)
+            self._later = list(evs)
+            return [0.0] * len(evs)
+        self.last_held = []
+        weights: list[float] = self._inner.sample_many(evs, now, force)
+        return weights
+
+    def release(self, now: float) -> list[tuple[Any, float]]:
+        out = [(ev, 1.0) for ev in self._waiting]
+        self._waiting = getattr(self, "_later", [])
+        self._later = []
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_pipeline_never_commits_past_an_event_the_sampler_still_holds(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 3})
+    records = [RawRecord(v, topic="t", partition=0, offset=i) for i, v in enumerate(events(rows(6, seed=3)))]
+    source = RecordingSource(records)
+    runtimes = [load_model_runtime(m) for m in settings.models]
+    pipeline = Pipeline(
+        settings,
+        source,
+        runtimes,
+        _HoldingSampler(KeepAllSampler(), hold=1),  # type: ignore[arg-type]
+        state=MetricsState(),
+        clock=FakeClock(),
+    )
+    pipeline.step(0.0)  # offsets 0-2: held undecided, nothing scored, nothing committed
+    assert counter(pipeline.state, "harmonic_events_scored_total") == 0 and not source.commits
+    pipeline.flush()  # a checkpoint while they are held commits nothing past them
+    assert all(c[0].get(("t", 0), 0) == 0 for c in source.commits), source.commits
+    pipeline.step(0.0)  # offsets 3-5 accepted; 0-2 released at this step: all six pending
+    pipeline.flush()
+    assert counter(pipeline.state, "harmonic_events_scored_total") == 6
+    assert source.commits[-1][0] == {("t", 0): 6}
+
+
+def test_scoring_held_positions_are_the_first_held_record_per_partition(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    pipeline = make_pipeline(settings, RecordingSource([]))
+    thinner = pipeline.scoring.thinner
+    a = RawRecord(b"{}", topic="t", partition=0, offset=7)
+    b = RawRecord(b"{}", topic="t", partition=0, offset=4)
+    c = RawRecord(b"{}", topic="t", partition=1, offset=9)
+    thinner.held.update({1: (None, a, 0.0), 2: (None, b, 0.0), 3: (None, c, 0.0), 4: (None, None, 0.0)})  # type: ignore[dict-item]
+    assert pipeline.scoring.held_positions() == {("t", 0): 4, ("t", 1): 9}
+    assert pipeline.ingest.committable({("t", 0): 10, ("t", 1): 12}, pipeline.scoring.held_positions()) == {
+        ("t", 0): 4,
+        ("t", 1): 9,
+    }
