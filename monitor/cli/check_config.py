@@ -67,6 +67,13 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
     from monitor.runtime.watch import ModelWatch, WatchConfig
 
     rt = load_model_runtime(ms)
+    sig = rt.model.signature
+    held = ", ".join([s.name for s in sig.held_inputs] + list(sig.held_features)) or "nothing"
+    print(
+        f"model '{ms.name}': inputs {sig.describe()}; {sig.n_features} features perturbed, {held} held fixed; "
+        f"read as a {rt.model.decision.summary()}",
+        file=sys.stderr,
+    )
     table = None
     if ms.reference is not None and ms.reference.suffix.lower() != ".json":
         table = _read_reference(ms, rt.model)

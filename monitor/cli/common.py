@@ -10,11 +10,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.cpus import intra_op_threads
-from monitor.errors import DataError
+from monitor.errors import ConfigError, DataError, ModelError
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.io import HEADER_MODES, HeaderMode, read_model_rows, read_rows
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
-from monitor.model.signature import Held
+from monitor.model.signature import Held, scale_groups
 from monitor.model.standardize import Standardizer
 
 
@@ -81,6 +81,16 @@ def add_scoring_options(p: argparse.ArgumentParser) -> None:
         choices=["standardized", "raw"],
         default="standardized",
         help="units of --radius/--sigma: standardized by the reference (default) or raw feature units",
+    )
+    p.add_argument(
+        "--scale",
+        choices=["per_feature", "global", "per_channel"],
+        default="per_feature",
+        help="standardized units: each feature its own mean and scale (default), one for all features (images), or "
+        "one per image channel (--channel-axis)",
+    )
+    p.add_argument(
+        "--channel-axis", type=int, default=1, help="with --scale per_channel: 1 for NCHW (default), -1 for NHWC"
     )
     p.add_argument(
         "--ball",
@@ -215,7 +225,13 @@ def build_standardizer(
     finite = ref[np.all(np.isfinite(ref), axis=1)]
     if finite.shape[0] == 0:
         raise DataError(f"'{ref_path}' has no finite rows to standardize with", path=ref_path)
-    return Standardizer.fit(finite)
+    groups = None
+    if model is not None and getattr(args, "scale", "per_feature") != "per_feature":
+        try:
+            groups = scale_groups(model.signature, args.scale, args.channel_axis)
+        except ModelError as exc:
+            raise ConfigError(str(exc)) from None
+    return Standardizer.fit(finite, groups=groups)
 
 
 def build_scorer(args: argparse.Namespace) -> tuple[OnnxModel, Standardizer, RobustnessScorer]:

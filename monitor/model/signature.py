@@ -510,7 +510,8 @@ def _listed(names: Sequence[str]) -> str:
 def _spec(vi: onnx.ValueInfoProto, model: str) -> InputSpec:
     if not vi.type.HasField("tensor_type"):
         raise ModelError(
-            f"model '{model}' input '{vi.name}' is a {vi.type.WhichOneof('value')}, not a tensor; the monitor feeds "
+            f"model '{model}' input '{vi.name}' is a {str(vi.type.WhichOneof('value')).removesuffix('_type')}, not a "
+            "tensor; the monitor feeds "
             "tensors only (sequences and maps as inputs are not supported)"
         )
     tensor = vi.type.tensor_type
