@@ -180,12 +180,16 @@ def affine_input(graph: onnx.GraphProto, input_name: str, n: int) -> AffineInput
     index = only_consumer(input_name)
     nodes: list[int] = []
     tensor = input_name
-    if index is not None and graph.node[index].op_type == "Cast" and graph.node[index].domain in ("", "ai.onnx"):
-        to = next((a.i for a in graph.node[index].attribute if a.name == "to"), None)
-        if to != TensorProto.FLOAT:
+    # an Identity (the input rewrite of monitor/model/signature.py names the model's input with one) or a
+    # float-to-float Cast before the layer is passed over
+    while index is not None and graph.node[index].op_type in ("Cast", "Identity"):
+        node = graph.node[index]
+        if node.domain not in ("", "ai.onnx"):
+            return None
+        if node.op_type == "Cast" and next((a.i for a in node.attribute if a.name == "to"), None) != TensorProto.FLOAT:
             return None
         nodes.append(index)
-        tensor = graph.node[index].output[0]
+        tensor = node.output[0]
         index = only_consumer(tensor)
     if index is None:
         return None
@@ -357,6 +361,9 @@ def neighbourhood_graph(
     shared = {init.name for init in graph.initializer} | {init.name for init in graph.sparse_initializer}
     fresh = fresh_namer(shared | {t for node in graph.node for t in (*node.input, *node.output)} | {input_name})
     opset = max((op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")), default=0)
+    if opset == 0:  # only ai.onnx.ml nodes (onnxmltools' tree ensembles): the wrapping's own ops need the default one
+        proto.opset_import.append(helper.make_opsetid("", 13))
+        opset = 13
     if opset < 8:
         return None  # Expand arrived in opset 8
     wrap = _Wrapping(
@@ -365,9 +372,9 @@ def neighbourhood_graph(
     head = None if input_is_double or held else linear_head(graph, input_name, n)
     if head is not None:
         return _wrap_linear(wrap, head, input_name)
-    affine = None if input_is_double or held else affine_input(graph, input_name, n)
+    affine = None if input_is_double else affine_input(graph, input_name, n)
     if affine is not None:
-        return _wrap_affine(wrap, affine)
+        return _wrap_affine(wrap, affine, held)
     pre: list[onnx.NodeProto] = []
     constants: list[onnx.TensorProto] = []
     # the centre rides with its ball points as offset 0 (centre + 0.0 is the centre): one copy of the model fewer,
@@ -558,7 +565,9 @@ def _wrap_linear(wrap: _Wrapping, head: LinearHead, input_name: str) -> WrappedG
     return wrap.assemble(nodes, constants, t, parts, projection, centre_in_ball=False)
 
 
-def _wrap_affine(wrap: _Wrapping, affine: AffineInput) -> WrappedGraph:
+def _wrap_affine(
+    wrap: _Wrapping, affine: AffineInput, held: Sequence[tuple[str, int, tuple[int, ...]]] = ()
+) -> WrappedGraph:
     """The first affine layer applied to the B centres only; ball points and copies get ``x @ W`` plus their
     offsets' ``δ @ W + b`` (see :func:`affine_input`): the scorer feeds the noise projected, ``noise @ W + b``."""
     n = wrap.offsets.shape[1]
@@ -569,9 +578,13 @@ def _wrap_affine(wrap: _Wrapping, affine: AffineInput) -> WrappedGraph:
     with_centre = np.vstack([np.zeros((1, n)), wrap.offsets.astype(np.float64)])
     projected = (with_centre @ w + bias).astype(np.float32)  # (1 + m, H); row 0, the centre's, is the bias
     sources = _neighbourhood_rows(wrap, pre, constants, z, projected)
+    rows_per_part = {"b": 1 + wrap.offsets.shape[0], "f": wrap.copies}
+    for name, _, dims in held:
+        for part in sources:
+            _repeat_held(wrap, pre, constants, name, dims, rows_per_part[part], f"{part}/{name}")
     nodes = pre + _copies(wrap.proto.graph, sources, affine.output, wrap.shared, skip=affine.nodes)
     projection = np.hstack([w.T, bias[:, None]])  # (H, n + 1): [noise, 1] @ projection.T = noise @ W + b
-    return wrap.assemble(nodes, constants, w.shape[1], list(sources), projection, centre_in_ball=True)
+    return wrap.assemble(nodes, constants, w.shape[1], list(sources), projection, centre_in_ball=True, held=held)
 
 
 def _live(nodes: Sequence[onnx.NodeProto], outputs: Sequence[str]) -> list[onnx.NodeProto]:

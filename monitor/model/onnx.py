@@ -482,7 +482,9 @@ class OnnxModel:
         )
         if wrapped is None:
             log.info(
-                "model graph has sub-graphs; ball points are built outside onnxruntime", extra={"model": str(self.path)}
+                "model graph cannot be wrapped (sub-graphs, or an opset before 8); ball points are built outside "
+                "onnxruntime",
+                extra={"model": str(self.path)},
             )
             return None
         try:
