@@ -44,6 +44,7 @@ GROUPS = (
     "Drift",
     "Alerts",
     "Probes on flagged regions",
+    "Accuracy without labels",
     "With delayed labels",
     "Cost and latency",
     "Process",
@@ -130,7 +131,7 @@ USAGE: dict[str, Usage] = {
         "Traffic and sampling",
         "events/s",
         "What scoring can sustain for the model within `sampler.cpu_share`, from the measured cost per event (or "
-        "`sampler.events_per_second` when set). Offered traffic below it is scored whole; above it, sampled evenly in "
+        "the configured event cap, when one is set). Offered traffic below it is scored whole; above it, sampled evenly in "
         "event time. Absent until the cost is measured (the reference scored at start-up, or the first batch).",
     ),
     # -- per-event histograms ------------------------------------------------------------------------------------
@@ -358,6 +359,32 @@ USAGE: dict[str, Usage] = {
         "ratio (0–1)",
         "Accuracy over the labelled events in the window — the ground truth the label-free signals predict.",
     ),
+    "harmonic_estimated_accuracy": Usage(
+        "Accuracy without labels",
+        "ratio (0–1)",
+        "The model's accuracy over the window estimated from its own outputs (confidence; γ, flicker and P_adj for "
+        '`method="harmonic"`), by every method (`harmonic`, `ac`, `atc`, `doc`); only for a model whose reference '
+        "JSON was built with `reference --labels`. Recomputed every `accuracy.interval_seconds`. Read the primary "
+        "method (`accuracy.method`, default `atc`) with its interval, beside `harmonic_window_accuracy` when labels "
+        "arrive (they override it). Blind to a change of P(y|x) alone (docs/OPERATIONS.md, Accuracy without labels).",
+    ),
+    "harmonic_estimated_accuracy_lower": Usage(
+        "Accuracy without labels",
+        "ratio (0–1)",
+        "Lower end of the estimate's 90 % interval (realized-accuracy noise + reference-fit noise + a shift margin).",
+    ),
+    "harmonic_estimated_accuracy_upper": Usage(
+        "Accuracy without labels",
+        "ratio (0–1)",
+        "Upper end of the 90 % interval. HarmonicAccuracyDrop fires when the primary method's upper end over the count "
+        "window is below `harmonic_reference_accuracy` − `accuracy.tolerance`.",
+    ),
+    "harmonic_reference_accuracy": Usage(
+        "Accuracy without labels",
+        "ratio (0–1)",
+        "The model's accuracy on its labelled reference (the validation set `reference --labels` was given): what "
+        "every estimate starts from, and what HarmonicAccuracyDrop compares with.",
+    ),
     "harmonic_resilience": Usage(
         "With delayed labels",
         "ratio (0–1)",
@@ -473,7 +500,9 @@ LABELS: dict[str, str] = {
     "`last_<N>` for the count window (`windows.count_window_events`, default `last_2000`).",
     "verdict": "One of " + ", ".join(f"`{v.value}`" for v in Verdict) + ".",
     "signal": "Drift detector: `gamma_cusum`, `gamma_ks`, `flicker_cusum`, `flicker_rate`, `features_ks`.",
-    "alertname": "`HarmonicHarmfulShift`, `HarmonicInputDrift`, `HarmonicShadowDisagreement`.",
+    "alertname": "`HarmonicHarmfulShift`, `HarmonicInputDrift`, `HarmonicShadowDisagreement`, `HarmonicAccuracyDrop`.",
+    "method": "Label-free accuracy estimator: `harmonic` (ours: confidence, γ, flicker, P_adj), `ac` (average "
+    "calibrated confidence), `atc` (average thresholded confidence), `doc` (difference of confidences).",
     "receiver": "Alert delivery target: `alertmanager` or `webhook`.",
     "region": "Region id in the model's region index (`r1`, `r2`, …); details at `GET /probes`.",
     "perturbation": "Perturbation type τ: " + ", ".join(f"`{p}`" for p in PERTURBATION_NAMES) + ".",
