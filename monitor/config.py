@@ -277,12 +277,25 @@ class DriftSettings(_Strict):
     every: int = Field(100, ge=1, description="Run the window tests every N scored events.")
     cusum_quantile: float = Field(0.9, gt=0, lt=1, description="CUSUM watches the rate above this ref quantile.")
     cusum_rate_ratio: float = Field(2.0, gt=1, description="CUSUM is tuned to detect this rate increase.")
-    cusum_threshold: float = Field(14.0, gt=0, description="CUSUM alarm threshold (log-likelihood units).")
-    ks_alpha: float = Field(1e-4, gt=0, lt=1, description="KS significance on γ.")
+    false_alarms_per_million_events: float = Field(
+        1.0,
+        gt=0,
+        lt=1e5,
+        description="Stated false-alarm rate of each CUSUM: its threshold is calibrated on the reference (bootstrap "
+        "streams) so that a stationary stream alarms this often per 10^6 events (expected run length 10^6 / rate).",
+    )
+    cusum_threshold: float | None = Field(
+        None, gt=0, description="Pin the CUSUM threshold (log-likelihood units); None: calibrated for the rate above."
+    )
+    ks_alpha: float = Field(1e-4, gt=0, lt=1, description="KS significance on γ (false-alarm rate per window test).")
     ks_min_distance: float = Field(0.1, gt=0, lt=1, description="KS effect-size floor on γ.")
-    rate_alpha: float = Field(1e-4, gt=0, lt=1, description="Flicker rate-test significance.")
+    rate_alpha: float = Field(
+        1e-4, gt=0, lt=1, description="Flicker rate-test significance (false-alarm rate per window test)."
+    )
     rate_min_increase: float = Field(0.01, ge=0, description="Flicker mean must rise at least this much.")
-    feature_alpha: float = Field(0.01, gt=0, lt=1, description="Per-feature KS family-wise significance.")
+    feature_alpha: float = Field(
+        0.01, gt=0, lt=1, description="Per-feature KS: false discovery rate across features (Benjamini–Hochberg)."
+    )
     feature_min_distance: float = Field(0.1, gt=0, lt=1, description="Per-feature KS effect-size floor.")
     reference_max_events: int = Field(5000, ge=100, description="Reference rows scored at start-up (sampled).")
 
@@ -321,6 +334,36 @@ class LabelSettings(_Strict):
     max_predictions: int = Field(100_000, ge=1, description="Bound on predictions waiting for labels.")
     window_events: int = Field(2000, ge=10, description="Joined labels the quality figures are computed over.")
     noise_sigma: float = Field(0.1, gt=0, description="σ of the noisy copy behind Resilience (standardized).")
+
+
+class AccuracySettings(_Strict):
+    """Label-free accuracy estimates (issue 26) for a model whose reference JSON holds ``accuracy_estimator``
+    (``harmonic-monitor reference --labels``); docs/OPERATIONS.md, "Accuracy without labels"."""
+
+    method: Literal["harmonic", "ac", "atc", "doc"] = Field(
+        "atc",
+        description="Primary method: the one HarmonicAccuracyDrop reads (every method is exported). Default atc, the "
+        "best measured where accuracy moved (docs/BENCHMARKS.md).",
+    )
+    tolerance: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="HarmonicAccuracyDrop fires when the primary method's 90 % upper bound on the count window is "
+        "below the reference accuracy minus this.",
+    )
+    interval_seconds: float = Field(
+        15.0,
+        ge=0,
+        description="Estimates are recomputed at most this often per model (clock seconds; 0 = every "
+        "evaluation). One estimate of a 2000-event window costs ~20 ms.",
+    )
+    sample_events: int = Field(
+        1000, ge=50, description="Events each time window keeps for the estimate (a uniform sample per bucket)."
+    )
+    min_events: int = Field(
+        100, ge=1, description="HarmonicAccuracyDrop needs at least this many events in the count window."
+    )
 
 
 class MetricsSettings(_Strict):
@@ -373,6 +416,7 @@ class Settings(BaseSettings):
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     probes: ProbeSettings = Field(default_factory=ProbeSettings)
     labels: LabelSettings = Field(default_factory=LabelSettings)
+    accuracy: AccuracySettings = Field(default_factory=AccuracySettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     state_dir: Path = Field(Path("state"), description="Where state survives restarts.")
     checkpoint_seconds: float = Field(

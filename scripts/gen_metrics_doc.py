@@ -132,7 +132,8 @@ USAGE: dict[str, Usage] = {
         "events/s",
         "What scoring can sustain for the model within `sampler.cpu_share`, from the measured cost per event (or "
         "the configured event cap, when one is set). Offered traffic below it is scored whole; above it, sampled evenly in "
-        "event time. Absent until the cost is measured (the reference scored at start-up, or the first batch).",
+        "event time. Absent until the cost is measured (the reference scored at start-up, or the first batch); +Inf "
+        "when nothing limits scoring (`events_per_second: 0`: every event scored).",
     ),
     # -- per-event histograms ------------------------------------------------------------------------------------
     "harmonic_gamma": Usage(

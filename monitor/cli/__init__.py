@@ -18,6 +18,7 @@ _COMMANDS = (
     "monitor.cli.convert",
     "monitor.cli.reference",
     "monitor.cli.run",
+    "monitor.cli.replay",
     "monitor.cli.check_config",
     "monitor.cli.demo",
     "monitor.cli.probe",

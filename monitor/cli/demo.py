@@ -202,7 +202,8 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
                 "name": "demo",
                 "path": str(data.model_path),
                 "version": "1",
-                "reference": str(data.reference_path),
+                # the reference built with labels: the run estimates accuracy without labels from it
+                "reference": str(data.labelled_reference_path or data.reference_path),
                 "feature_names": list(data.feature_names),
                 "scoring": {"seed": args.seed},
             }
@@ -225,10 +226,15 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
         watch = pipeline.runtimes["demo"].watch
         assert watch is not None
         tallies = {p: _PhaseTally() for p in PHASES}
+        scores: dict[str, list[NDArray[np.float64]]] = {p: [] for p in PHASES}
         current = {"name": PHASES[0]}
 
         def collect(rt: Any, rows: Any, result: Any, now: float, held: Any = None) -> None:
             tallies[current["name"]].update(result.gamma[result.valid], result.flicker[result.valid])
+            ok = result.valid
+            scores[current["name"]].append(
+                np.column_stack([result.probability[ok], result.gamma[ok], result.flicker[ok], result.p_adj[ok]])
+            )
 
         pipeline.scored_hooks.append(collect)
         if svc.server is not None:
@@ -277,6 +283,12 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
                 "alerts": sorted(set(fired)),
                 "detectors_fired": list(report.fired) if report else [],
                 "features_moved": [n for n, _ in report.top_features] if report else [],
+                "accuracy": _phase_accuracy(
+                    pipeline.runtimes["demo"].accuracy_fit,
+                    scores[name],
+                    settings.accuracy.method,
+                    data.realized_accuracy(name) if data.labels else float("nan"),
+                ),
                 "seconds": round(seconds, 2),
             }
             # the phase's last progress line: the summary's row, so that the two never disagree
@@ -314,6 +326,28 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
             with contextlib.suppress(KeyboardInterrupt):
                 time.sleep(args.linger)
     return 0
+
+
+def _phase_accuracy(fit: Any, parts: list[NDArray[np.float64]], method: str, realized: float) -> dict[str, Any] | None:
+    """The phase's accuracy estimated without labels (every event scored in it; ``estimate`` of monitor.estimate)
+    by the primary method with its 90 % interval, beside the accuracy it realized; None without a labelled
+    reference."""
+    if fit is None or not parts:
+        return None
+    from monitor.estimate import estimate
+
+    x = np.concatenate(parts)
+    out = estimate(fit, x[:, 0], x[:, 1], x[:, 2], x[:, 3], method=method)
+    acc = out["accuracy"]
+    return {
+        "method": acc["method"],
+        "estimate": acc["estimate"],
+        "lower": acc["lower"],
+        "upper": acc["upper"],
+        "realized": realized,
+        "reference": out["reference_accuracy"],
+        "methods": {k: v["estimate"] for k, v in out["methods"].items()},
+    }
 
 
 def _last_ts(lines: list[bytes]) -> float:
@@ -355,6 +389,20 @@ def _print_summary(out: Any, summary: dict[str, Any]) -> None:
             f"{p['flicker_mean']:>8.4f}  {p['verdict']:<14} {', '.join(p['alerts']) or '-'}",
             file=out,
         )
+    rows = [(p["name"], p["accuracy"]) for p in summary["phases"] if p.get("accuracy")]
+    if rows:
+        first = rows[0][1]
+        print(
+            f"\naccuracy without labels ({first['method']}, 90 % interval; reference accuracy "
+            f"{first['reference']:.3f}) vs realized",
+            file=out,
+        )
+        for name, a in rows:
+            print(
+                f"  {name:<14} estimated {a['estimate']:.3f} [{a['lower']:.3f}, {a['upper']:.3f}]  "
+                f"realized {a['realized']:.3f}",
+                file=out,
+            )
     print(
         f"{summary['events_scored']} events scored, {summary['probe_regions']} region(s) probed, "
         f"{summary['seconds']} s",

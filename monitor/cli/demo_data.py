@@ -11,13 +11,19 @@ pipeline, so several features get weight exactly 0.
   each class, at a logit drawn from N(0, 1.5)): inputs move *toward the boundary*, so γ and flicker rise.
 
 Event time advances 10 ms per event (100 events/s of event time), so alert ``for`` durations mean the same as live.
+
+Truth, for the realized accuracy the demo prints beside its label-free estimate: a re-sampled row keeps its
+dataset label; a row placed on the segment between two rows of different classes takes the class of the nearer
+end. The labelled reference (``reference.json``, what ``reference --labels`` writes) is fitted on the training rows
+with their labels: fine for this strongly regularised linear model, whose training accuracy is close to its
+held-out accuracy; in production give ``reference --labels`` a validation set the model did not train on.
 """
 
 from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +44,16 @@ class DemoData:
     zero_weight_features: tuple[int, ...]
     phases: dict[str, list[bytes]]
     feature_names: tuple[str, ...] = ()
+    #: per phase, the true class of each event (see the module docstring)
+    labels: dict[str, list[int]] = field(default_factory=dict)
+    #: the reference as JSON with the fitted accuracy estimators (``reference --labels`` on the training rows)
+    labelled_reference_path: Path | None = None
+
+    def realized_accuracy(self, phase: str) -> float:
+        """The share of the phase's events whose live prediction equals its true class."""
+        live = [int(json.loads(line)["prediction"]["label"]) for line in self.phases[phase]]
+        truth = self.labels[phase]
+        return sum(a == b for a, b in zip(live, truth, strict=True)) / len(truth) if truth else float("nan")
 
 
 def build_demo(workdir: Path, *, events: int, seed: int) -> DemoData:
@@ -65,19 +81,23 @@ def build_demo(workdir: Path, *, events: int, seed: int) -> DemoData:
     model_path = convert_estimator(model, X.shape[1], workdir / "demo-model.onnx")
     reference_path = workdir / "reference.csv"
     np.savetxt(reference_path, X, delimiter=",")
+    labelled_path = write_labelled_reference(
+        model_path, reference_path, X, y, workdir / "reference.json", feature_names=names, seed=seed
+    )
 
     std = X.std(axis=0)
     per_phase = [events // 3, events // 3, events - 2 * (events // 3)]
 
-    def stationary(k: int) -> NDArray[np.float64]:
-        rows = X[rng.integers(0, X.shape[0], size=k)]
-        return np.asarray(rows + rng.normal(0.0, 0.02, size=rows.shape) * std)
+    def stationary(k: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        pick = rng.integers(0, X.shape[0], size=k)
+        rows = X[pick]
+        return np.asarray(rows + rng.normal(0.0, 0.02, size=rows.shape) * std), np.asarray(y[pick], dtype=np.int64)
 
-    benign = stationary(per_phase[1])
+    benign, benign_y = stationary(per_phase[1])
     moved = list(zero[: min(6, len(zero))])
     benign[:, moved] += 1.5 * std[moved]
 
-    harmful = stationary(per_phase[2])
+    harmful, harmful_y = stationary(per_phase[2])
     near = rng.random(per_phase[2]) < 0.5
     a = X[y == 0][rng.integers(0, int((y == 0).sum()), size=per_phase[2])]
     b = X[y == 1][rng.integers(0, int((y == 1).sum()), size=per_phase[2])]
@@ -86,10 +106,13 @@ def build_demo(workdir: Path, *, events: int, seed: int) -> DemoData:
     t = np.clip((la - target) / (la - lb), 0.0, 1.0)  # the logit is affine along the segment
     boundary = a + t[:, None] * (b - a)
     harmful[near] = boundary[near]
+    harmful_y[near] = (t[near] >= 0.5).astype(np.int64)  # the nearer end's class: a is class 0, b class 1
 
     phases: dict[str, list[bytes]] = {}
+    first, first_y = stationary(per_phase[0])
+    truth = dict(zip(PHASES, ([int(v) for v in phase_y] for phase_y in (first_y, benign_y, harmful_y)), strict=True))
     counter = 0
-    for name, rows in zip(PHASES, (stationary(per_phase[0]), benign, harmful), strict=True):
+    for name, rows in zip(PHASES, (first, benign, harmful), strict=True):
         live = model.predict(rows)
         proba = model.predict_proba(rows)
         lines = []
@@ -105,4 +128,41 @@ def build_demo(workdir: Path, *, events: int, seed: int) -> DemoData:
             lines.append(json.dumps(doc).encode())
             counter += 1
         phases[name] = lines
-    return DemoData(model_path, reference_path, X.shape[1], zero, phases, names)
+    return DemoData(model_path, reference_path, X.shape[1], zero, phases, names, truth, labelled_path)
+
+
+def write_labelled_reference(
+    model_path: Path,
+    reference_csv: Path,
+    rows: NDArray[np.float64],
+    labels: NDArray[np.int64],
+    out: Path,
+    *,
+    feature_names: tuple[str, ...],
+    seed: int,
+) -> Path:
+    """What ``reference --labels`` writes, scored exactly as ``run`` scores the model with ``reference_csv`` as its
+    reference (its standardizer, ``scoring.seed`` = ``seed``, the other scoring settings at their defaults)."""
+    from monitor.cli.reference import labelled_fit
+    from monitor.config import ModelSettings
+    from monitor.rolling.reference import Reference
+    from monitor.rolling.reference_file import write_reference
+    from monitor.runtime.models import load_model_runtime
+
+    rt = load_model_runtime(
+        ModelSettings(name="demo", path=model_path, reference=reference_csv, scoring={"seed": seed})
+    )
+    assert rt.scorer is not None and rt.standardizer is not None
+    result = rt.scorer.score(rows)
+    ok = result.valid
+    ref = Reference.from_arrays(
+        gamma=result.gamma[ok],
+        flicker=result.flicker[ok],
+        features=rows[ok],
+        predicted_class=result.predicted_class[ok],
+        feature_names=feature_names or None,
+    )
+    fit = labelled_fit(rt.model, rows, None, result, labels, seed=seed)
+    return write_reference(
+        out, rt.standardizer, ref, model=str(model_path), space="standardized", accuracy_estimator=fit.to_dict()
+    )

@@ -5,6 +5,10 @@ with a ready reference and does not re-score reference rows at start-up. For a m
 bool and string inputs, ``--fixed-features``) it also keeps a seeded sample of the reference rows' held values
 (:func:`monitor.rolling.reference_file.read_held_sample`); its feature names default to the model's
 (``Signature.features``).
+
+With ``--labels`` (the true class of each reference row: a labelled validation set the model did not train on) the
+file also stores ``accuracy_estimator``: the label-free accuracy estimators of :mod:`monitor.estimate` fitted on
+those rows (:func:`labelled_fit`), which ``estimate`` and ``run`` (``harmonic_estimated_accuracy``) read.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import NDArray
 
 from monitor.cli.common import (
     add_header_option,
@@ -24,6 +29,11 @@ from monitor.cli.common import (
     load_inputs,
 )
 from monitor.errors import DataError
+from monitor.estimate import CALIBRATION_KINDS, CalibrationKind, EstimatorFit, fit_estimators
+from monitor.metrics.scorer import ScoreResult
+from monitor.model.io import HeaderMode, load_rows
+from monitor.model.onnx import OnnxModel
+from monitor.model.signature import Held
 from monitor.rolling.reference import Reference
 from monitor.rolling.reference_file import write_reference
 
@@ -50,6 +60,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--sample-rows", type=count_at_least(1), default=5000, help="rows scored (a seeded sample; default 5000)"
     )
     p.add_argument("--feature-names", help="comma-separated names of the features (alerts name moved features)")
+    p.add_argument(
+        "--labels",
+        help="the true class of each --data row, one per row (.csv/.npy): the class values the model's integer label "
+        "output gives (what delayed labels carry), or class indices 0..C−1 for a model without one. The reference "
+        "then also stores the fitted label-free accuracy estimators (`estimate`; `run`'s "
+        "harmonic_estimated_accuracy). Give a validation set the model did not train on",
+    )
+    p.add_argument(
+        "--calibration",
+        choices=CALIBRATION_KINDS,
+        default="temperature",
+        help="with --labels: the confidence calibration fitted (default temperature: see monitor/estimate)",
+    )
     p.add_argument("--out", required=True, help="output JSON")
     p.set_defaults(func=run)
 
@@ -57,9 +80,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     model, standardizer, scorer = build_scorer(args)
     rows, held = load_inputs(args.data, model, what="--data", header=args.header)
+    labels = None if args.labels is None else read_labels(args.labels, rows.shape[0], header=args.header)
+    if labels is not None and model.kind != "classifier":
+        raise DataError(
+            f"'{args.model}' is read as a {model.kind}: --labels fits accuracy estimators, which are for classifiers "
+            "(set --model-kind classifier if its outputs are class scores)"
+        )
     finite = np.all(np.isfinite(rows), axis=1)
     rows = rows[finite]
     held = None if held is None else held.take(finite)
+    labels = None if labels is None else labels[finite]
     if rows.shape[0] < 10:
         raise DataError(f"'{args.data}' has {rows.shape[0]} finite rows; a reference needs at least 10", path=args.data)
     rng = np.random.default_rng(args.seed)
@@ -67,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         pick = rng.choice(rows.shape[0], args.sample_rows, replace=False)
         rows = rows[pick]
         held = None if held is None else held.take(pick)
+        labels = None if labels is None else labels[pick]
     names = tuple(n.strip() for n in args.feature_names.split(",")) if args.feature_names else None
     if names is None and not model.signature.plain:
         names = model.signature.features
@@ -82,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
         feature_names=names,
         seed=args.seed,
     )
+    fit = None
+    if labels is not None:
+        fit = labelled_fit(model, rows, held, result, labels, seed=args.seed, calibration=args.calibration)
     out = write_reference(
         Path(args.out),
         standardizer,
@@ -89,10 +123,82 @@ def run(args: argparse.Namespace) -> int:
         model=str(args.model),
         space=args.space,
         held_sample=None if held is None else held.take(ok),
+        accuracy_estimator=None if fit is None else fit.to_dict(),
     )
     print(
         f"reference of {ref.n_events} rows written to {out} (γ mean {ref.gamma_mean:.3g}, flicker mean "
         f"{ref.flicker_mean:.3g})",
         file=sys.stderr,
     )
+    if fit is not None:
+        print(
+            f"accuracy estimators fitted on {fit.n} labelled rows: reference accuracy {fit.accuracy:.3f}, "
+            f"{fit.calibration.kind} calibration, ATC threshold {fit.atc_threshold:.4g}, harmonic model "
+            f"{fit.diagnostics.get('harmonic_model')} (cross-fitted, {fit.diagnostics.get('folds')} folds)",
+            file=sys.stderr,
+        )
+        if fit.n < 200:
+            print(f"warning: {fit.n} labelled rows make a noisy fit (a few hundred or more is better)", file=sys.stderr)
     return 0
+
+
+def read_labels(path: str, n_rows: int, *, header: HeaderMode = "auto") -> NDArray[np.int64]:
+    """One integer class per data row from ``path`` (.csv/.npy, one column or one row).
+
+    Raises
+    ------
+    DataError
+        Another count than ``n_rows``, or a value that is not an integer.
+    """
+    raw = load_rows(path, header).reshape(-1)
+    if raw.shape[0] != n_rows:
+        raise DataError(
+            f"--labels '{path}' has {raw.shape[0]} values; expected one class per --data row ({n_rows})", path=path
+        )
+    if not np.all(np.isfinite(raw)) or np.any(raw != np.round(raw)):
+        raise DataError(f"--labels '{path}' must hold integer classes (class values or indices 0..C−1)", path=path)
+    return raw.astype(np.int64)
+
+
+def labelled_fit(
+    model: OnnxModel,
+    rows: NDArray[np.float64],
+    held: Held | None,
+    result: ScoreResult,
+    labels: NDArray[np.int64],
+    *,
+    seed: int = 0,
+    calibration: CalibrationKind = "temperature",
+) -> EstimatorFit:
+    """The accuracy estimators fitted on scored, labelled reference rows (cross-fitted: ``fit_estimators``).
+
+    A row is correct when its label equals what the label join of ``run`` compares a delayed label with
+    (:class:`monitor.runtime.labels.LabelStage`): the model's own class value when its label output is an integer,
+    else the predicted class index. Labels the model never predicts on these rows are reported on stderr (class
+    indices given for a model whose class values differ, say).
+    """
+    out = model.evaluate(rows.astype(np.float32), held)
+    raw = out.raw_label
+    values = raw if raw is not None and raw.dtype.kind in "iu" else out.label
+    if values is None:
+        raise DataError("the model gives no predicted class; --labels is for classifiers")
+    predicted = np.asarray(values).astype(np.int64).reshape(-1)
+    unseen = sorted(set(np.unique(labels).tolist()) - set(np.unique(predicted).tolist()))
+    if unseen:
+        shown = ", ".join(str(v) for v in unseen[:10])
+        print(
+            f"warning: label value(s) {shown} are never predicted on the reference rows; the model predicts "
+            f"{', '.join(str(v) for v in np.unique(predicted)[:10].tolist())}. Labels must be the class values its "
+            "label output gives (class indices for a model without an integer label output)",
+            file=sys.stderr,
+        )
+    correct = result.valid & (predicted == labels)
+    return fit_estimators(
+        np.where(result.valid, result.probability, np.nan),
+        result.gamma,
+        result.flicker,
+        result.p_adj,
+        correct,
+        seed=seed,
+        calibration=calibration,
+    )

@@ -20,16 +20,7 @@ log = logging.getLogger("monitor.run")
 
 
 def add_settings_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="YAML configuration file (flags > HARMONIC_* env > file > defaults)")
-    p.add_argument("--model", help="ONNX model file (defines the single watched model; overrides the file's list)")
-    p.add_argument("--model-name", help="name events use in their `model` field (default: the ONNX file's stem)")
-    p.add_argument("--reference", help="reference data (.csv/.npy) for standardization and drift")
-    p.add_argument(
-        "--reference-header",
-        choices=["auto", "yes", "no"],
-        help="is the reference CSV's first row a header? auto (default): when it is not the same kind as the rows "
-        "below it; yes; no (the model's reference_header setting)",
-    )
+    add_model_flags(p)
     p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers, host:port[,host:port]")
     p.add_argument("--topic", help="topic with inference events")
     p.add_argument("--group-id", help="consumer group (replicas share it)")
@@ -40,18 +31,38 @@ def add_settings_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scores-topic", help="optional topic receiving per-event scores as JSON")
 
 
-def settings_from_args(args: argparse.Namespace) -> Settings:
+def add_model_flags(p: argparse.ArgumentParser) -> None:
+    """--config and the single watched model's flags (``run``; ``replay`` takes these without the Kafka ones)."""
+    p.add_argument("--config", help="YAML configuration file (flags > HARMONIC_* env > file > defaults)")
+    p.add_argument("--model", help="ONNX model file (defines the single watched model; overrides the file's list)")
+    p.add_argument("--model-name", help="name events use in their `model` field (default: the ONNX file's stem)")
+    p.add_argument("--reference", help="reference data (.csv/.npy) for standardization and drift")
+    p.add_argument(
+        "--reference-header",
+        choices=["auto", "yes", "no"],
+        help="is the reference CSV's first row a header? auto (default): when it is not the same kind as the rows "
+        "below it; yes; no (the model's reference_header setting)",
+    )
+
+
+def settings_from_args(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> Settings:
+    """Settings from the flags of :func:`add_settings_flags` (a flag a command lacks counts as not given) over the
+    environment and ``--config``; ``overrides``: a command's own values (top-level sections), over the flags."""
+
+    def flag(name: str) -> Any:
+        return getattr(args, name, None)
+
     flags: dict[str, Any] = {
         "kafka": {
-            "bootstrap_servers": args.bootstrap_servers,
-            "topic": args.topic,
-            "group_id": args.group_id,
-            "api_version": args.api_version,
-            "dead_letter_topic": args.dead_letter_topic,
-            "scores_topic": args.scores_topic,
+            "bootstrap_servers": flag("bootstrap_servers"),
+            "topic": flag("topic"),
+            "group_id": flag("group_id"),
+            "api_version": flag("api_version"),
+            "dead_letter_topic": flag("dead_letter_topic"),
+            "scores_topic": flag("scores_topic"),
         },
-        "metrics": {"port": args.metrics_port},
-        "state_dir": args.state_dir,
+        "metrics": {"port": flag("metrics_port")},
+        "state_dir": flag("state_dir"),
         # the top-level --log-level/--log-format (None when not given): one choice for this process and its
         # consumer child, with the usual precedence over HARMONIC_LOG_LEVEL/_FORMAT and the file
         "log_level": getattr(args, "log_level", None),
@@ -70,6 +81,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise ConfigError(
             "--model-name, --reference and --reference-header need --model (or put them in the config file's `models:`)"
         )
+    flags.update(overrides or {})
     return load_settings(args.config, flags)
 
 

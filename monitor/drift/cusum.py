@@ -14,7 +14,10 @@ The alarm turns on when S > h and off when S < ``clear_ratio``·h (hysteresis, s
 flap while S wanders around h).
 
 It is scale-free (only ranks against the reference matter), and h is in log-likelihood-ratio units:
-the in-control run length grows like e^h. S is capped at ``cap_ratio``·h so that an alarm clears
+the in-control run length grows like e^h. By default h is not set by hand: it is derived from
+``false_alarms_per_million`` (false alarms per 10⁶ stationary events) by simulating bootstrap streams from
+the reference (:func:`~monitor.drift.calibrate.calibrate_cusum`; the result is in ``calibration``). A
+``threshold`` given explicitly pins h instead. S is capped at ``cap_ratio``·h so that an alarm clears
 within a bounded number of events, (cap_ratio − clear_ratio)·h / |ln((1 − p₁)/(1 − p₀))|, once the
 rate returns to p₀.
 """
@@ -28,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from monitor.drift.base import AlarmCounter, DriftState, as_values, check_reference, require
+from monitor.drift.calibrate import Calibration, calibrate_cusum
 
 
 class Cusum:
@@ -38,7 +42,10 @@ class Cusum:
     reference : (m,) reference sample of the signal (γ or flicker), m >= 10.
     quantile : reference quantile that defines a "high" value (0 < quantile < 1).
     rate_ratio : the rise of the exceedance rate to detect, p₁/p₀ (> 1).
-    threshold : h, alarm level in log-likelihood units (> 0).
+    threshold : h, alarm level in log-likelihood units (> 0); None (default): calibrated on the reference for
+        ``false_alarms_per_million``.
+    false_alarms_per_million : target false alarms per 10⁶ stationary events (0 < rate < 10⁵), used when
+        ``threshold`` is None; the expected run length between false alarms is 10⁶ / rate events.
     min_rate : floor on p₀ (0 < min_rate < 0.5), so a reference with no value above c still works.
     cap_ratio : S is capped at cap_ratio·h (>= 1).
     clear_ratio : the alarm clears when S < clear_ratio·h (0 <= clear_ratio <= 1).
@@ -67,7 +74,8 @@ class Cusum:
         *,
         quantile: float = 0.9,
         rate_ratio: float = 2.0,
-        threshold: float = 14.0,
+        threshold: float | None = None,
+        false_alarms_per_million: float = 1.0,
         min_rate: float = 1e-3,
         cap_ratio: float = 2.0,
         clear_ratio: float = 0.5,
@@ -75,18 +83,35 @@ class Cusum:
     ) -> None:
         require(0.0 < quantile < 1.0, f"quantile must be in (0, 1); got {quantile!r}")
         require(rate_ratio > 1.0, f"rate_ratio must be > 1 (the detector looks for a rising rate); got {rate_ratio!r}")
-        require(threshold > 0.0, f"threshold must be > 0; got {threshold!r}")
+        require(threshold is None or threshold > 0.0, f"threshold must be > 0; got {threshold!r}")
+        require(
+            0.0 < false_alarms_per_million < 1e5,
+            f"false_alarms_per_million must be in (0, 1e5); got {false_alarms_per_million!r}",
+        )
         require(0.0 < min_rate < 0.5, f"min_rate must be in (0, 0.5); got {min_rate!r}")
         require(cap_ratio >= 1.0, f"cap_ratio must be >= 1; got {cap_ratio!r}")
         require(0.0 <= clear_ratio <= 1.0, f"clear_ratio must be in [0, 1]; got {clear_ratio!r}")
         ref = check_reference(reference, name)
-        self.quantile, self.rate_ratio, self.threshold = quantile, rate_ratio, threshold
+        self.quantile, self.rate_ratio = quantile, rate_ratio
         self.min_rate, self.cap_ratio, self.clear_ratio, self.name = min_rate, cap_ratio, clear_ratio, name
         self.cutoff = float(np.quantile(ref, quantile))
         self.null_rate = max(min_rate, float(np.mean(ref > self.cutoff)))
         self.alt_rate = min(rate_ratio * self.null_rate, 0.5 * (1.0 + self.null_rate))
         self._up = math.log(self.alt_rate / self.null_rate)
         self._down = math.log((1.0 - self.alt_rate) / (1.0 - self.null_rate))
+        #: how the threshold was derived (None when ``threshold`` was given)
+        self.calibration: Calibration | None = None
+        if threshold is None:
+            self.calibration = calibrate_cusum(
+                float(np.mean(ref > self.cutoff)),
+                self._up,
+                self._down,
+                false_alarms_per_million,
+                reference_size=ref.size,
+                name=name,
+            )
+            threshold = self.calibration.threshold
+        self.threshold = threshold
         self._cap = cap_ratio * threshold
         self._clear = clear_ratio * threshold
         self._alarm = AlarmCounter()

@@ -1,9 +1,11 @@
 """Stage 5b: per-feature input drift, reported beside the γ/flicker detectors.
 
 Every ``every`` events each feature of the last ``window`` rows is compared with the same feature of the
-reference sample by a two-sided KS test. With n features tested at once the p-values are
-Bonferroni-corrected (p·n, capped at 1) so ``alpha`` is the family-wise level; a feature *moved* when
-its corrected p < alpha and its distance D >= ``min_distance``. Moved features are ranked by D, so an
+reference sample by a two-sided KS test. With n features tested at once the p-values are adjusted by
+Benjamini–Hochberg (:func:`~monitor.drift.calibrate.benjamini_hochberg`), so ``alpha`` is the false
+discovery rate across features: among the features reported as moved, at most that share is expected to
+be noise, and when no feature moved it is the chance that a window test reports any (the per-window
+false-alarm rate). A feature *moved* when its adjusted p < alpha and its distance D >= ``min_distance``. Moved features are ranked by D, so an
 alert can name the top ones. Input drift alone is a *benign* shift unless γ or flicker also rose.
 """
 
@@ -17,12 +19,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.drift.base import DriftState, WindowedTest, ks_two_sample, require
+from monitor.drift.calibrate import benjamini_hochberg
 from monitor.errors import DataError
 
 
 @dataclass(frozen=True, slots=True)
 class FeatureShift:
-    """One feature that moved: its index, name, KS distance and Bonferroni-corrected p-value."""
+    """One feature that moved: its index, name, KS distance and Benjamini–Hochberg adjusted p-value."""
 
     index: int
     name: str
@@ -31,7 +34,7 @@ class FeatureShift:
 
 
 class FeatureDrift(WindowedTest):
-    """Per-feature two-sided KS against a reference sample, Bonferroni-corrected.
+    """Per-feature two-sided KS against a reference sample, false discovery rate controlled across features.
 
     Parameters
     ----------
@@ -40,7 +43,7 @@ class FeatureDrift(WindowedTest):
     window : rows in the tested window (>= 10).
     every : rows between tests (>= 1).
     min_events : rows before the first test (default ``window``; between 10 and ``window``).
-    alpha : family-wise significance level (0 < alpha < 1).
+    alpha : false discovery rate across features, Benjamini–Hochberg (0 < alpha < 1).
     min_distance : minimum KS distance for a feature to count as moved (0 <= min_distance < 1).
     name : label reported in :class:`DriftState`.
 
@@ -116,8 +119,8 @@ class FeatureDrift(WindowedTest):
         w = self._buffer.values()
         n = self.n_features
         for j in range(n):
-            d, p = ks_two_sample(w[:, j], self.reference[:, j], "two-sided")
-            self._d[j], self._p[j] = d, min(1.0, p * n)
+            self._d[j], self._p[j] = ks_two_sample(w[:, j], self.reference[:, j], "two-sided")
+        self._p = benjamini_hochberg(self._p)
         hit = np.flatnonzero((self._p < self.alpha) & (self._d >= self.min_distance))
         order = hit[np.argsort(-self._d[hit], kind="stable")]
         self._moved = tuple(
@@ -137,7 +140,7 @@ class FeatureDrift(WindowedTest):
 
     @property
     def p_values(self) -> NDArray[np.float64]:
-        """(n,) Bonferroni-corrected p-value per feature at the last test (a copy; NaN before the first)."""
+        """(n,) Benjamini–Hochberg adjusted p-value per feature at the last test (a copy; NaN before the first)."""
         return self._p.copy()
 
     @property
@@ -147,7 +150,7 @@ class FeatureDrift(WindowedTest):
 
     @property
     def p_value(self) -> float:
-        """Smallest corrected p-value at the last test (NaN before the first)."""
+        """Smallest adjusted p-value at the last test (NaN before the first)."""
         return float(np.min(self._p)) if np.all(np.isfinite(self._p)) else float("nan")
 
     @property

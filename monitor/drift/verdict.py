@@ -103,13 +103,18 @@ def decide_verdict(
 class DriftSettings:
     """Settings of the default detector set (see each detector for the meaning and valid range).
 
-    The defaults were chosen on synthetic γ/flicker streams (tests/unit/test_drift_quality.py): silent on
-    stationary streams, alarm within a few hundred events of a doubling of the high-γ or flicker rate.
+    False alarms are stated, not tuned: each CUSUM's threshold is calibrated on the reference for
+    ``false_alarms_per_million_events`` (unless ``cusum_threshold`` pins it); the window tests (γ KS, flicker
+    rate) false-alarm with probability at most ``ks_alpha`` / ``rate_alpha`` per window test (less with their
+    effect-size floors); the per-feature tests hold the false discovery rate across features at
+    ``feature_alpha`` (Benjamini–Hochberg). The harmful verdict is the union of four detectors, so its rate is
+    at most 2·rate + 10⁶·(ks_alpha + rate_alpha)/every per 10⁶ events (measured: docs/BENCHMARKS.md).
     """
 
+    false_alarms_per_million_events: float = 1.0
     cusum_quantile: float = 0.9
     cusum_rate_ratio: float = 2.0
-    cusum_threshold: float = 14.0
+    cusum_threshold: float | None = None
     window: int = 1000
     every: int = 100
     ks_alpha: float = 1e-4
@@ -152,8 +157,18 @@ class VerdictEngine:
     def __init__(self, reference: ReferenceLike, settings: DriftSettings | None = None) -> None:
         s = settings or DriftSettings()
         self.settings = s
-        cusum = {"quantile": s.cusum_quantile, "rate_ratio": s.cusum_rate_ratio, "threshold": s.cusum_threshold}
-        self.gamma_cusum = Cusum(reference.gamma_sample, name="gamma_cusum", **cusum)
+
+        def cusum(sample: ArrayLike, name: str) -> Cusum:
+            return Cusum(
+                sample,
+                quantile=s.cusum_quantile,
+                rate_ratio=s.cusum_rate_ratio,
+                threshold=s.cusum_threshold,
+                false_alarms_per_million=s.false_alarms_per_million_events,
+                name=name,
+            )
+
+        self.gamma_cusum = cusum(reference.gamma_sample, "gamma_cusum")
         self.gamma_ks = KsDrift(
             reference.gamma_sample,
             window=s.window,
@@ -162,7 +177,7 @@ class VerdictEngine:
             min_distance=s.ks_min_distance,
             name="gamma_ks",
         )
-        self.flicker_cusum = Cusum(reference.flicker_sample, name="flicker_cusum", **cusum)
+        self.flicker_cusum = cusum(reference.flicker_sample, "flicker_cusum")
         self.flicker_rate = RateTest(
             reference.flicker_mean,
             reference.flicker_var,
@@ -186,6 +201,11 @@ class VerdictEngine:
             if sample.ndim == 2 and sample.shape[1] > 0
             else None
         )
+
+    @property
+    def thresholds(self) -> dict[str, float]:
+        """The sequential detectors' thresholds (calibrated on the reference unless pinned), by detector name."""
+        return {c.name: c.threshold for c in (self.gamma_cusum, self.flicker_cusum)}
 
     def reset(self) -> None:
         """Reset every detector (e.g. after the reference was rebuilt)."""

@@ -201,6 +201,30 @@ METRICS: tuple[MetricSpec, ...] = (
         (),
     ),
     MetricSpec("harmonic_window_accuracy", "gauge", "Accuracy over joined labels in the window.", (_M, _S, "window")),
+    MetricSpec(
+        "harmonic_estimated_accuracy",
+        "gauge",
+        "Label-free estimate of the model's accuracy over the window, by method (needs a reference built with labels).",
+        (_M, _S, "window", "method"),
+    ),
+    MetricSpec(
+        "harmonic_estimated_accuracy_lower",
+        "gauge",
+        "Lower end of the estimated accuracy's 90 % interval.",
+        (_M, _S, "window", "method"),
+    ),
+    MetricSpec(
+        "harmonic_estimated_accuracy_upper",
+        "gauge",
+        "Upper end of the estimated accuracy's 90 % interval.",
+        (_M, _S, "window", "method"),
+    ),
+    MetricSpec(
+        "harmonic_reference_accuracy",
+        "gauge",
+        "Accuracy of the model on its labelled reference (what the estimates are fitted on).",
+        (_M,),
+    ),
     MetricSpec("harmonic_resilience", "gauge", "min(acc under σ=0.1 noise / clean acc, 1) over joined labels.", (_M,)),
     MetricSpec("harmonic_reliability", "gauge", "1 − ECE (10 equal-width bins) over joined labels.", (_M,)),
     MetricSpec(

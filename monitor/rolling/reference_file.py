@@ -9,11 +9,16 @@ the reference's held values, ``{"rows": n, "values": {key: {"dtype": "int64" | "
 "shape": [n, …], "data": nested lists}}}`` (strings as JSON strings). :func:`read_held_sample` gives them back as a
 :class:`~monitor.model.signature.Held` for ``RobustnessScorer(..., held_sample=...)``; files without it (older ones,
 plain models) still load, and give None.
+
+A reference built with labels (``reference --labels``) also holds ``accuracy_estimator``: the fitted label-free
+accuracy estimators (:mod:`monitor.estimate`, ``EstimatorFit.to_dict()``), read by
+:func:`read_accuracy_estimator`; files without it load as before.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +33,8 @@ REFERENCE_FORMAT = "harmonic-monitor/reference"
 REFERENCE_VERSION = 1
 #: held rows a reference file keeps for a model that holds values fixed (a seeded sample of the reference's)
 HELD_SAMPLE_ROWS = 256
+#: the key of the fitted accuracy estimators (``reference --labels``); files without it load as before
+ACCURACY_KEY = "accuracy_estimator"
 
 
 def write_reference(
@@ -38,11 +45,13 @@ def write_reference(
     model: str,
     space: str,
     held_sample: Held | None = None,
+    accuracy_estimator: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``ref`` and the standardizer it was computed with as a reference file; returns ``out``.
 
     ``held_sample``: held values of reference rows (a model that holds values fixed); at most
-    :data:`HELD_SAMPLE_ROWS` of them are kept (:func:`sample_held`).
+    :data:`HELD_SAMPLE_ROWS` of them are kept (:func:`sample_held`). ``accuracy_estimator``: a labelled
+    reference's ``EstimatorFit.to_dict()`` (:mod:`monitor.estimate`), stored under :data:`ACCURACY_KEY`.
     """
     doc: dict[str, Any] = {
         "format": REFERENCE_FORMAT,
@@ -55,6 +64,8 @@ def write_reference(
     }
     if held_sample is not None and len(held_sample) and held_sample.values:
         doc["held_sample"] = _held_to_json(sample_held(held_sample, HELD_SAMPLE_ROWS))
+    if accuracy_estimator is not None:
+        doc[ACCURACY_KEY] = dict(accuracy_estimator)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, default=float) + "\n", encoding="utf-8")
     return out
@@ -91,6 +102,32 @@ def read_reference(path: str | Path, n_features: int) -> tuple[Standardizer, Ref
             f"reference '{p}' is damaged ({type(exc).__name__}: {exc}); rebuild it with `harmonic-monitor reference`",
             path=str(p),
         ) from exc
+
+
+def read_accuracy_estimator(path: str | Path) -> dict[str, Any] | None:
+    """The ``accuracy_estimator`` document a reference file keeps (``reference --labels``), or None when it keeps
+    none (an older file, a reference built without labels). Read it with ``EstimatorFit.from_dict``.
+
+    Raises
+    ------
+    DataError
+        The file cannot be read, or its ``accuracy_estimator`` is not a JSON object.
+    """
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"cannot read reference JSON '{p}': {exc}", path=str(p)) from exc
+    block = doc.get(ACCURACY_KEY) if isinstance(doc, dict) else None
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise DataError(
+            f"reference '{p}' holds an '{ACCURACY_KEY}' that is not a JSON object; rebuild it with "
+            "`harmonic-monitor reference --labels`",
+            path=str(p),
+        )
+    return block
 
 
 def sample_held(held: Held, rows: int = HELD_SAMPLE_ROWS, *, seed: int = 0) -> Held:

@@ -17,14 +17,15 @@ from numpy.typing import NDArray
 
 from monitor.config import ModelSettings
 from monitor.cpus import intra_op_threads
-from monitor.errors import ConfigError
+from monitor.errors import ConfigError, DataError
+from monitor.estimate import EstimatorFit
 from monitor.events import InferenceEvent
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.io import read_model_rows
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.signature import Held, scale_groups
 from monitor.model.standardize import Standardizer
-from monitor.rolling.reference_file import read_held_sample, read_reference
+from monitor.rolling.reference_file import read_accuracy_estimator, read_held_sample, read_reference
 from monitor.runtime.watch import ModelWatch
 from monitor.source.base import RawRecord
 
@@ -53,6 +54,9 @@ class ModelRuntime:
     #: sampled events waiting for the next micro-batch, each with its shadow disagreement (NaN, 0 or 1), its
     #: sampling weight (1 / inclusion probability) and the record it came from (dead-lettered if applying it fails)
     pending: list[Pending] = field(default_factory=list)
+    #: the label-free accuracy estimators a reference JSON built with labels holds (``reference --labels``), else
+    #: None; the model's :class:`ModelWatch` estimates accuracy per window with them
+    accuracy_fit: EstimatorFit | None = None
     _fingerprint: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
@@ -129,7 +133,32 @@ def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
         if held is not None:
             rt.held_sample = held.take(np.flatnonzero(finite)[:HELD_SAMPLE_ROWS])
         rt.activate(rt.fit_standardizer(ref[finite]))
+    if ms.reference is not None and ms.reference.suffix.lower() == ".json":
+        rt.accuracy_fit = read_accuracy_fit(ms, model)
     return rt
+
+
+def read_accuracy_fit(ms: ModelSettings, model: OnnxModel) -> EstimatorFit | None:
+    """The accuracy estimators the model's reference JSON holds, or None (a file built without labels).
+
+    Raises
+    ------
+    ConfigError
+        The file holds a damaged or other-version fit, or holds one for a model read as a regressor.
+    """
+    assert ms.reference is not None
+    doc = read_accuracy_estimator(ms.reference)
+    if doc is None:
+        return None
+    if model.kind != "classifier":
+        raise ConfigError(
+            f"model '{ms.name}' is read as a {model.kind}, but its reference '{ms.reference}' holds accuracy "
+            "estimators (built with `reference --labels`): accuracy estimation is for classifiers"
+        )
+    try:
+        return EstimatorFit.from_dict(doc)
+    except DataError as exc:
+        raise ConfigError(f"model '{ms.name}': reference '{ms.reference}': {exc}") from exc
 
 
 def read_reference_rows(ms: ModelSettings, model: OnnxModel) -> tuple[NDArray[np.float64], Held | None]:

@@ -99,7 +99,7 @@ class Pipeline:
                 rt.model.n_features,
                 rt.settings.feature_names,
                 default_version=rt.settings.version or "unknown",
-                signature=None if rt.model.signature.plain else rt.model.signature,  # events decoded by its inputs
+                signature=rt.model.signature,  # events decoded by its inputs; a plain one also by its input's name
             )
             for rt in runtimes
         }
@@ -161,13 +161,15 @@ class Pipeline:
         return models
 
     def _new_watch(self, rt: ModelRuntime) -> ModelWatch:
-        return ModelWatch(
+        watch = ModelWatch(
             rt.name,
             WatchConfig.from_settings(self.settings, rt.settings.warmup_events),
             self.state,
             on_alert=self.on_alert,
             feature_names=rt.settings.feature_names,
         )
+        watch.set_accuracy_fit(rt.accuracy_fit)  # None: the reference holds no labelled fit
+        return watch
 
     def persist(self) -> bool:
         """Write the state durably, with the applied positions; False when the state directory cannot take it."""

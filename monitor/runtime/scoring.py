@@ -356,8 +356,11 @@ class Scoring:
     def update_sampling_gauges(self) -> None:
         for name, stats in self.sampler.snapshot().items():
             self.state.set("harmonic_events_sampled_ratio", (name,), stats.fraction)
-            if math.isfinite(stats.target_per_second) and stats.target_per_second > 0:
-                self.state.set("harmonic_sampler_capacity_events_per_second", (name,), stats.target_per_second)
+            capacity = getattr(self.sampler, "capacity", None)
+            # a sampler without a capacity scores every event (sampler.events_per_second: 0): no limit, +Inf
+            value = capacity(name) if capacity is not None else math.inf
+            if value is not None:
+                self.state.set("harmonic_sampler_capacity_events_per_second", (name,), value)
 
     # -- the reference, when it is given as rows --------------------------------------------------------------
     def reference_from_file(self, rt: ModelRuntime) -> None:

@@ -123,6 +123,8 @@ class Service:
         for rt in self.pipeline.runtimes.values():
             if rt.watch is not None:
                 rt.watch.clock = self.alert_clock
+                if rt.accuracy_fit is not None and rt.watch.accuracy_fit is None:
+                    rt.watch.set_accuracy_fit(rt.accuracy_fit)
         from monitor.probes.scheduler import ProbeScheduler
 
         self.probes = ProbeScheduler(self.pipeline, settings.probes, self.state, clock=clock)

@@ -25,18 +25,25 @@ from monitor.clock import WatermarkClock
 from monitor.config import Settings
 from monitor.drift.verdict import DriftSettings as DetectorSettings
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
+from monitor.errors import DataError
+from monitor.estimate import DEFAULT_METHOD, EstimatorFit, estimate
 from monitor.events import InferenceEvent
 from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule
 from monitor.exporters.prometheus import MetricsState
 from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
-from monitor.rolling.windows import SignalBatch, WindowSet
+from monitor.rolling.scores import ScoreRows, ScoreSamples
+from monitor.rolling.windows import OTHER, SignalBatch, WindowSet
 
 log = logging.getLogger("monitor.runtime.watch")
 
 HARMFUL_ALERT = "HarmonicHarmfulShift"
 INPUT_ALERT = "HarmonicInputDrift"
 SHADOW_ALERT = "HarmonicShadowDisagreement"
+ACCURACY_ALERT = "HarmonicAccuracyDrop"
+
+#: an observer of :class:`ModelWatch` (``ModelWatch.observers``): ``f(segment, change, now, event)``
+WatchObserver = Callable[[str, VerdictReport | AlertEvent, float, InferenceEvent | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +58,12 @@ class WatchConfig:
     resolve_after_seconds: float = 60.0
     shadow_disagreement_threshold: float = 0.02
     runbook_url_base: str = "docs/OPERATIONS.md"
+    #: the label-free accuracy estimate (``accuracy`` settings; used only with an :class:`EstimatorFit`)
+    accuracy_method: str = DEFAULT_METHOD
+    accuracy_tolerance: float = 0.05
+    accuracy_interval_seconds: float = 15.0
+    accuracy_sample_events: int = 1000
+    accuracy_min_events: int = 100
 
     @classmethod
     def from_settings(cls, s: Settings, warmup_events: int = 2000) -> WatchConfig:
@@ -62,6 +75,7 @@ class WatchConfig:
             detectors=DetectorSettings(
                 cusum_quantile=d.cusum_quantile,
                 cusum_rate_ratio=d.cusum_rate_ratio,
+                false_alarms_per_million_events=d.false_alarms_per_million_events,
                 cusum_threshold=d.cusum_threshold,
                 window=d.window,
                 every=d.every,
@@ -78,6 +92,11 @@ class WatchConfig:
             resolve_after_seconds=s.alerts.resolve_after_seconds,
             shadow_disagreement_threshold=s.alerts.shadow_disagreement_threshold,
             runbook_url_base=s.alerts.runbook_url_base,
+            accuracy_method=s.accuracy.method,
+            accuracy_tolerance=s.accuracy.tolerance,
+            accuracy_interval_seconds=s.accuracy.interval_seconds,
+            accuracy_sample_events=s.accuracy.sample_events,
+            accuracy_min_events=s.accuracy.min_events,
         )
 
 
@@ -128,6 +147,7 @@ class ModelWatch:
                 rule(HARMFUL_ALERT, "gamma_flicker", "warning"),
                 rule(INPUT_ALERT, "features", "info"),
                 rule(SHADOW_ALERT, "shadow_disagreement", "critical"),
+                rule(ACCURACY_ALERT, "accuracy", "warning"),
             ]
         )
         self.reference: Reference | None = None
@@ -140,6 +160,88 @@ class ModelWatch:
         self._quiet_seconds = min(config.window_seconds)
         self.last_reports: dict[str, VerdictReport] = {}
         self.fired: list[AlertEvent] = []
+        #: the label-free accuracy estimators of a labelled reference (:meth:`set_accuracy_fit`), their per-event
+        #: score samples per window, and the last estimates per segment and window (``estimate``'s result)
+        self.accuracy_fit: EstimatorFit | None = None
+        self._scores: ScoreSamples | None = None
+        self._estimated_at = -math.inf
+        self.last_estimates: dict[str, dict[str, dict[str, Any]]] = {}
+        # -- observer hook (``replay``'s timeline, monitor/cli/replay.py) ------------------------------------------
+        #: called as ``f(segment, change, now, event)`` when a segment's verdict changes (``change``: the new
+        #: VerdictReport; the first report counts as a change from stable) and when an alert fires or resolves
+        #: (``change``: the AlertEvent); ``event`` is the last event of the batch being applied, None when the
+        #: change happened outside :meth:`update` (``tick``, a direct ``evaluate``)
+        self.observers: list[WatchObserver] = []
+        self._applying: InferenceEvent | None = None
+
+    # -- accuracy without labels ---------------------------------------------------------------------------
+    def set_accuracy_fit(self, fit: EstimatorFit | None) -> None:
+        """Estimate accuracy per window with ``fit`` (a labelled reference's, ``reference --labels``); None: stop."""
+        self.accuracy_fit = fit
+        self.last_estimates.clear()
+        self._estimated_at = -math.inf
+        if fit is None:
+            self._scores = None
+            return
+        self._scores = ScoreSamples(
+            window_seconds=self.config.window_seconds,
+            count_size=self.config.count_window_events,
+            capacity=self.config.accuracy_sample_events,
+            buckets=self.windows.buckets,
+        )
+        self.state.set("harmonic_reference_accuracy", (self.model,), fit.accuracy)
+
+    def _keep_scores(self, drift: SignalBatch, confidence: NDArray[np.float64]) -> None:
+        """Add the events that entered the windows to the score samples, under the windows' (folded) segments."""
+        assert self._scores is not None
+        keys = {seg for _, seg in self.windows.keys}
+        values = np.column_stack([confidence, drift.gamma, drift.flicker, drift.p_adj])
+        segs = np.array([s if s in keys else OTHER for s in drift.segments.tolist()])
+        for seg in np.unique(segs).tolist():
+            sel = segs == seg
+            self._scores.update(str(seg), drift.timestamps_seconds[sel], values[sel])
+
+    def _estimate(self, segment: str, windows_end: float) -> None:
+        """Estimate every window's accuracy of ``segment`` by every method and publish the gauges."""
+        assert self._scores is not None and self.accuracy_fit is not None
+        out: dict[str, dict[str, Any]] = {}
+        for wname, rows in self._scores.rows(segment, windows_end).items():
+            if rows.n == 0:
+                continue
+            try:
+                result = _estimate_rows(self.accuracy_fit, rows, self.config.accuracy_method)
+            except DataError:  # no row with a confidence in this window
+                continue
+            out[wname] = result
+            labels = (self.model, segment, wname)
+            for method, m in result["methods"].items():
+                self.state.set("harmonic_estimated_accuracy", (*labels, method), m["estimate"])
+                self.state.set("harmonic_estimated_accuracy_lower", (*labels, method), m["lower"])
+                self.state.set("harmonic_estimated_accuracy_upper", (*labels, method), m["upper"])
+        self.last_estimates[segment] = out
+
+    def _accuracy_alert(self, segment: str, now: float) -> None:
+        """HarmonicAccuracyDrop: the primary method's 90 % upper bound over the count window is below the reference
+        accuracy minus ``accuracy_tolerance``, on at least ``accuracy_min_events`` events."""
+        assert self.accuracy_fit is not None
+        ref = self.accuracy_fit.accuracy
+        result = self.last_estimates.get(segment, {}).get(f"last_{self.config.count_window_events}")
+        if result is None:
+            condition, value, detail = False, float("nan"), ""
+        else:
+            acc = result["accuracy"]
+            limit = ref - self.config.accuracy_tolerance
+            condition = result["n"] >= self.config.accuracy_min_events and acc["upper"] < limit
+            value = float(acc["estimate"])
+            detail = (
+                f"{acc['method']} estimate {acc['estimate']:.3f}, 90 % interval [{acc['lower']:.3f}, "
+                f"{acc['upper']:.3f}] over the last {result['n']} events; upper bound below reference accuracy "
+                f"{ref:.3f} − tolerance {self.config.accuracy_tolerance:g} = {limit:.3f}. A label-free estimate: "
+                "delayed labels, when they arrive, override it"
+            )
+        self._observe_alert(
+            ACCURACY_ALERT, segment, condition, value, ref, now, detail=detail, verdict=Verdict.HARMFUL_SHIFT.value
+        )
 
     # -- reference -----------------------------------------------------------------------------------------
     @property
@@ -229,6 +331,9 @@ class ModelWatch:
         drift = batch if uniform is None else full.take(ok & uniform)
         if drift.size:
             self.windows.update(self.model, drift)
+            if self._scores is not None:
+                conf = result.probability[ok] if uniform is None else result.probability[ok & uniform]
+                self._keep_scores(drift, conf)
         if self.reference is None:
             if drift.size:
                 self._warm_up(drift)
@@ -242,7 +347,11 @@ class ModelWatch:
         self._since_eval += batch.size
         if self._since_eval >= self.config.detectors.every:
             self._since_eval = 0
-            self.evaluate(now)
+            self._applying = events[-1]  # for the observers
+            try:
+                self.evaluate(now)
+            finally:
+                self._applying = None
 
     def _warm_up(self, batch: SignalBatch) -> None:
         if self._builder is None:
@@ -266,6 +375,9 @@ class ModelWatch:
         if now is None:
             now = self.clock.now()
         windows_end = min(now, self.clock.watermark) if math.isfinite(self.clock.watermark) else now
+        estimating = self._scores is not None and now - self._estimated_at >= self.config.accuracy_interval_seconds
+        if estimating:
+            self._estimated_at = now
         for model, segment in self.windows.keys:
             snaps = self.windows.snapshot(model, segment, windows_end)
             for wname, snap in snaps.items():
@@ -281,7 +393,11 @@ class ModelWatch:
                 self.state.set("harmonic_window_p_adj_mean", labels, sig["p_adj"].mean)
                 if sig["shadow_disagreement"].count:
                     self.state.set("harmonic_window_shadow_disagreement_ratio", labels, sig["shadow_disagreement"].mean)
+            if estimating:
+                self._estimate(segment, windows_end)
             self._evaluate_segment(segment, snaps, now)
+            if self.accuracy_fit is not None:
+                self._accuracy_alert(segment, now)
 
     def _evaluate_segment(self, segment: str, snaps: dict[str, Any], now: float) -> None:
         count = self.windows.count_window(self.model, segment)
@@ -302,7 +418,10 @@ class ModelWatch:
         if self.reference is None or segment not in self._engines:
             return
         report = self._engines[segment].report
+        previous = self.last_reports.get(segment)
         self.last_reports[segment] = report
+        if report.verdict != (Verdict.STABLE if previous is None else previous.verdict):
+            self._notify(segment, report, now)
         self.state.clear_gauges("harmonic_drift_verdict", lambda lab: lab[:2] == (self.model, segment))
         self.state.set("harmonic_drift_verdict", (self.model, segment, report.verdict.value), 1.0)
         for st in self._engines[segment].states:
@@ -374,12 +493,21 @@ class ModelWatch:
         if ev.alert.state.value == "firing":
             self.state.inc("harmonic_alerts_fired_total", (self.model, rule))
         self.fired.append(ev)
+        self._notify(segment, ev, ev.at_seconds)
         log.warning(
             "alert " + ev.alert.state.value,
             extra={"alert": rule, "model": self.model, "segment": segment, "detail": ev.alert.detail},
         )
         if self.on_alert is not None:
             self.on_alert(ev)
+
+    def _notify(self, segment: str, change: VerdictReport | AlertEvent, now: float) -> None:
+        """Call the observers (the observer hook); one that raises is logged, the batch goes on."""
+        for observe in self.observers:
+            try:
+                observe(segment, change, now, self._applying)
+            except Exception:
+                log.exception("watch observer failed", extra={"model": self.model, "segment": segment})
 
     def _quiet(self, segment: str, now: float) -> bool:
         """No scored event of ``segment`` arrived within its shortest time window of the clock."""
@@ -401,6 +529,21 @@ class ModelWatch:
     def verdict(self, segment: str) -> Verdict | None:
         rep = self.last_reports.get(segment)
         return None if rep is None else rep.verdict
+
+
+def _estimate_rows(fit: EstimatorFit, rows: ScoreRows, method: str) -> dict[str, Any]:
+    """:func:`monitor.estimate.estimate` on a window's rows; the weights only when they differ (a sampled window)."""
+    w = rows.weights
+    weights = None if w.size == 0 or bool(np.all(w == w[0])) else w
+    return estimate(
+        fit,
+        rows.column("confidence"),
+        rows.column("gamma"),
+        rows.column("flicker"),
+        rows.column("p_adj"),
+        method=method,
+        weights=weights,
+    )
 
 
 def _q(quantiles: Any, q: float) -> float:

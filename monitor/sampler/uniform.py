@@ -613,6 +613,19 @@ class UniformSampler:
 
     # ------------------------------------------------------------------ read
 
+    def capacity(self, model: str) -> float | None:
+        """Events/s scoring can sustain for ``model`` alone: the CPU budget over its measured cost per event, capped
+        by the event cap (its explicit target first); None while neither bounds it (no cost measured yet, or no CPU
+        share and no cap)."""
+        m = self._models.get(model)
+        if m is None:
+            return None
+        capacity = math.inf
+        if not math.isinf(self.cpu_per_second) and m.cost_seconds > 0:
+            capacity = self.cpu_per_second / m.cost_seconds
+        capacity = min(capacity, self.model_targets.get(model, self.event_cap_per_second))
+        return None if math.isinf(capacity) else capacity
+
     def snapshot(self) -> dict[str, ModelSamplingStats]:
         """Per-model budget and counts at the last ``now`` seen.
 

@@ -463,6 +463,11 @@ class EventDecoder:
 
     def _ordered(self, raw: dict[str, object], model: str, schema: ModelSchema, event_id: str | None) -> list[object]:
         names = schema.feature_names
+        sig = schema.signature
+        if sig is not None and len(raw) == 1 and sig.inputs[0].name in raw and (names is None or len(names) > 1):
+            # a plain model's one input given by its name, as a named tensor: {"input": [0.1, 2.3, ...]}
+            x, _ = signature_row(raw, sig, f"model '{model}': {who(event_id)}")
+            return list(x)
         if names is None:
             raise invalid(
                 "bad_type",

@@ -4,7 +4,8 @@
 The run: ``harmonic-monitor run`` as a process against Kafka 0.9, reading the embedded demo's three phases
 (stationary, a benign input shift, a harmful shift toward the decision boundary; ``monitor/cli/demo_data.py``) so
 that the per-feature KS test, HarmonicInputDrift and HarmonicHarmfulShift fire; delayed labels on a labels topic;
-a scores topic and a dead-letter topic; KServe CloudEvents; three model versions over ``segments.max_versions=2``;
+a scores topic and a dead-letter topic; the classifier's reference a JSON built with labels, so that the label-free
+accuracy estimates are exported (finite, every method, every window); KServe CloudEvents; three model versions over ``segments.max_versions=2``;
 probes every second; alerts to a real Alertmanager (which must hold them) and to a webhook nothing listens on. The
 faults that fault-only metrics need are injected for real and listed in :data:`DRIVEN_BY`.
 
@@ -35,6 +36,7 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError, NotEnoughReplicasError
 
 from monitor.cli.demo_data import PHASES, DemoData, build_demo
+from monitor.estimate import METHODS
 from monitor.exporters.prometheus import METRICS, MetricSpec
 from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT
 from tests.integration.alertmanager_service import AlertmanagerService, free_port
@@ -272,7 +274,8 @@ def test_every_declared_metric_is_written_by_the_real_pipeline(
                 "name": MODEL,
                 "path": str(data.model_path),
                 "version": "1",
-                "reference": str(data.reference_path),
+                # `reference --labels`: the run estimates accuracy without labels (harmonic_estimated_accuracy)
+                "reference": str(data.labelled_reference_path),
                 "feature_names": list(data.feature_names),
             },
             {
@@ -325,6 +328,30 @@ def test_every_declared_metric_is_written_by_the_real_pipeline(
             model=MODEL,
         )
         assert all(a["status"]["state"] == "active" for a in held)
+
+        # accuracy without labels: every method and window of the classifier has a finite estimate in [lower, upper]
+        scrape = sidecar.scrape()
+        estimates = {
+            (lab["window"], lab["method"]): v
+            for lab, v in scrape.samples.get("harmonic_estimated_accuracy", [])
+            if lab["model"] == MODEL
+        }
+        assert {m for _, m in estimates} == set(METHODS) and {w for w, _ in estimates} >= {"60s", "last_2000"}, (
+            estimates
+        )
+        bounds = {
+            name: {
+                (lab["window"], lab["method"]): v for lab, v in scrape.samples.get(name, []) if lab["model"] == MODEL
+            }
+            for name in ("harmonic_estimated_accuracy_lower", "harmonic_estimated_accuracy_upper")
+        }
+        for key, value in estimates.items():
+            lower, upper = (
+                bounds["harmonic_estimated_accuracy_lower"][key],
+                bounds["harmonic_estimated_accuracy_upper"][key],
+            )
+            assert all(math.isfinite(v) for v in (lower, value, upper)) and 0 <= lower <= value <= upper <= 1, key
+        assert 0.9 < scrape.total("harmonic_reference_accuracy", model=MODEL) <= 1.0
 
         # faults last, so that the stream above was scored at full speed: the scores topic now refuses acks=all
         # writes (one in-sync replica of the two it asks for), and the endpoint gets a request it refuses

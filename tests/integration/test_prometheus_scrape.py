@@ -52,6 +52,7 @@ GRAFANA_VARIABLES = {
     "$model": ".*",
     "$segment": ".*",
     "$window": "300s",
+    "$method": "atc",
 }
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"

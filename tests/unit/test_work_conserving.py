@@ -209,3 +209,15 @@ def test_max_delay_zero_never_holds() -> None:
     assert 0 < sum(w > 0 for w in weights) < 2000
     with pytest.raises(ConfigError, match="max_delay_seconds"):
         UniformSampler(max_delay_seconds=-1.0)
+
+
+def test_capacity_is_the_cpu_budget_over_the_measured_cost_capped_by_the_event_cap() -> None:
+    from monitor.sampler.uniform import UniformSampler
+
+    sampler = UniformSampler(cpus=1.0, cpu_share=0.5, seed=0)
+    assert sampler.capacity("m") is None  # never seen
+    sampler.observe_cost("m", 100, 0.1)  # 1 ms per event
+    assert sampler.capacity("m") == pytest.approx(500.0)
+    capped = UniformSampler(target_per_second=200.0, cpus=1.0, cpu_share=0.5, seed=0)
+    capped.observe_cost("m", 100, 0.1)
+    assert capped.capacity("m") == pytest.approx(200.0)

@@ -1,0 +1,187 @@
+"""Calibrated false alarms (issues 22 and 26): measured false alarms per 10⁶ stationary events vs the configured rate,
+and the detection delay after a harmful shift beside it. Needs only numpy (no river).
+
+Streams shaped like the real signals (as in tests/unit/test_drift_quality.py): γ is 0 for 30 % of events, lognormal
+around 1e-3 otherwise, and a ``tail`` share of events (0.10) sits near a decision boundary (lognormal around 0.05);
+flicker is k/32 (k = 1…16) for a ``rate`` share of events (0.05) and 0 otherwise. For every configured rate and
+signal, REFS fresh references of 5,000 events each calibrate a CUSUM (the app's default detector: quantile 0.9, rate
+ratio 2), then stationary events from the *same population* (not resampled from the reference, so the reference's
+own sampling error counts) are fed and false alarms counted. A harmful shift (the boundary share tripling
+0.10 → 0.30, or the flickering share 0.05 → 0.15) then gives the delay: events after the change until the alarm,
+over DELAY_RUNS runs. The window tests are reported as the share of window tests that signal on stationary streams
+(their stated rate is α per window test), and the per-feature test as the share of windows with any moved feature
+out of 20 null features (Benjamini–Hochberg at FDR α: with no feature moved, the chance of any false discovery).
+
+Usage::
+
+    .venv/bin/python bench/false_alarms.py            # the table in docs/BENCHMARKS.md (~4 min on 2 cores)
+    .venv/bin/python bench/false_alarms.py --quick    # 10x fewer events
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+from machine import machine  # bench/machine.py: the script's folder is on sys.path
+from numpy.typing import NDArray
+
+from monitor.drift import Cusum, FeatureDrift, KsDrift, RateTest
+from monitor.drift.calibrate import HORIZON, STREAMS
+
+REF_EVENTS = 5000
+REFS = 50
+DELAY_RUNS = 200
+CHUNK = 1_000_000
+
+Draw = Callable[[np.random.Generator, int, bool], NDArray[np.float64]]
+
+
+def gamma_stream(rng: np.random.Generator, n: int, shifted: bool = False) -> NDArray[np.float64]:
+    g = rng.lognormal(np.log(1e-3), 1.0, n)
+    g[rng.random(n) < 0.3] = 0.0
+    near = rng.random(n) < (0.30 if shifted else 0.10)
+    g[near] = np.minimum(rng.lognormal(np.log(0.05), 0.8, int(near.sum())), 1.0)
+    return g
+
+
+def flicker_stream(rng: np.random.Generator, n: int, shifted: bool = False) -> NDArray[np.float64]:
+    f = np.zeros(n)
+    on = rng.random(n) < (0.15 if shifted else 0.05)
+    f[on] = rng.integers(1, 17, int(on.sum())) / 32
+    return f
+
+
+SIGNALS: dict[str, Draw] = {"gamma": gamma_stream, "flicker": flicker_stream}
+
+
+def cusum_false_alarms(draw: Draw, rate: float, events: int) -> tuple[int, list[float], float]:
+    """(alarms, thresholds, mean calibration seconds) over REFS references × events / REFS stationary events."""
+    alarms, thresholds, seconds = 0, [], 0.0
+    per_ref = events // REFS
+    for r in range(REFS):
+        rng = np.random.default_rng(1000 + r)
+        t0 = time.perf_counter()
+        det = Cusum(draw(rng, REF_EVENTS, False), false_alarms_per_million=rate)
+        seconds += time.perf_counter() - t0
+        thresholds.append(det.threshold)
+        for start in range(0, per_ref, CHUNK):
+            det.update(draw(rng, min(CHUNK, per_ref - start), False))
+        alarms += det.state.alarms
+    return alarms, thresholds, seconds / REFS
+
+
+def cusum_delays(draw: Draw, rate: float, step: int = 10, post: int = 3000) -> NDArray[np.float64]:
+    """Events from the shift to the alarm, per run (inf: missed within ``post`` events)."""
+    out = []
+    for run in range(DELAY_RUNS):
+        rng = np.random.default_rng(run)
+        det = Cusum(draw(rng, REF_EVENTS, False), false_alarms_per_million=rate)
+        det.update(draw(rng, 2000, False))
+        shifted = draw(rng, post, True)
+        delay = float("inf")
+        for i in range(0, post, step):
+            if det.update(shifted[i : i + step]).drift_detected:
+                delay = float(i + step)
+                break
+        out.append(delay)
+    return np.asarray(out)
+
+
+def window_share(make: Callable[[NDArray[np.float64]], KsDrift | RateTest], draw: Draw, events: int) -> tuple[int, int]:
+    """(window tests that signalled, window tests) on stationary streams, over REFS references."""
+    on, tests = 0, 0
+    for r in range(REFS):
+        rng = np.random.default_rng(2000 + r)
+        det = make(draw(rng, REF_EVENTS, False))
+        x = draw(rng, events // REFS, False)
+        every = det.every
+        det.update(x[: det.min_events - every])
+        for i in range(det.min_events - every, x.size - every + 1, every):
+            det.update(x[i : i + every])
+            on += det.drift_detected
+            tests += 1
+    return on, tests
+
+
+def feature_share(alpha: float, windows: int, n_features: int = 20, window: int = 500) -> tuple[int, int]:
+    """(windows with any moved feature, windows) for null features, BH at FDR ``alpha``, no effect-size floor."""
+    rng = np.random.default_rng(7)
+    fd = FeatureDrift(
+        rng.normal(size=(REF_EVENTS, n_features)), window=window, every=window, alpha=alpha, min_distance=0.0
+    )
+    hits = 0
+    for _ in range(windows):
+        hits += bool(fd.update(rng.normal(size=(window, n_features))).moved)
+    return hits, windows
+
+
+def _ks(alpha: float, floor: float) -> Callable[[NDArray[np.float64]], KsDrift | RateTest]:
+    return lambda r: KsDrift(r, alpha=alpha, min_distance=floor)
+
+
+def _rate(alpha: float, floor: float) -> Callable[[NDArray[np.float64]], KsDrift | RateTest]:
+    return lambda r: RateTest(float(r.mean()), float(r.var()), r.size, alpha=alpha, min_increase=floor)
+
+
+def _rate_text(alarms: int, events: int) -> str:
+    return f"{alarms / events * 1e6:.2f} ({alarms} in {events / 1e6:g}M)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rates", type=float, nargs="*", default=[1.0, 10.0, 100.0], help="per 10^6 events")
+    parser.add_argument("--quick", action="store_true", help="10x fewer events")
+    args = parser.parse_args()
+    scale = 0.1 if args.quick else 1.0
+    t_start = time.perf_counter()
+    print(f"command: .venv/bin/python bench/false_alarms.py {' '.join(sys.argv[1:])}".rstrip())
+    print(f"machine: {machine('numpy', 'scipy')}")
+    print(
+        f"setup: {REFS} references of {REF_EVENTS} events per cell; calibration {STREAMS} x {HORIZON} bootstrap "
+        f"events; delay over {DELAY_RUNS} runs (shift after 2,000 stationary events, 10-event steps)\n"
+    )
+    print(
+        "| detector | configured / 10⁶ events | measured / 10⁶ events | ratio | threshold h (mean) "
+        "| calibration | mean delay | p90 delay | missed |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for rate in args.rates:
+        events = int(max(2e7, 100 / rate * 1e6) * scale)  # about 100 alarms expected at the configured rate
+        for name, draw in SIGNALS.items():
+            alarms, hs, secs = cusum_false_alarms(draw, rate, events)
+            d = cusum_delays(draw, rate)
+            hit = d[np.isfinite(d)]
+            measured = alarms / events * 1e6
+            print(
+                f"| {name}_cusum | {rate:g} | {_rate_text(alarms, events)} | {measured / rate:.2f} "
+                f"| {np.mean(hs):.2f} | {secs * 1e3:.0f} ms | {hit.mean():.0f} | {np.percentile(hit, 90):.0f} "
+                f"| {100 * np.mean(~np.isfinite(d)):.1f} % |",
+                flush=True,
+            )
+    events = int(2e7 * scale)
+    print("\nWindow tests on stationary streams (share of window tests that signal; the stated rate is α per test):\n")
+    print("| detector | α per window test | effect-size floor | signalled / tests | share |")
+    print("|---|---:|---:|---:|---:|")
+    cases: list[tuple[str, float, float, Callable[[NDArray[np.float64]], KsDrift | RateTest], Draw]] = []
+    for alpha in (1e-4, 1e-2):
+        for floor in (0.1, 0.0) if alpha == 1e-4 else (0.0,):
+            cases.append(("gamma_ks", alpha, floor, _ks(alpha, floor), gamma_stream))
+            cases.append(("flicker_rate", alpha, floor / 10, _rate(alpha, floor / 10), flicker_stream))
+    for name, alpha, floor, make, draw in cases:
+        on, tests = window_share(make, draw, events if alpha < 1e-3 else events // 10)
+        print(f"| {name} | {alpha:g} | {floor:g} | {on} / {tests} | {on / tests:.2e} |", flush=True)
+    print("\nPer-feature KS, 20 null features, Benjamini–Hochberg, no effect-size floor (windows of 500 rows):\n")
+    print("| FDR α | windows with any moved feature / windows | share |")
+    print("|---:|---:|---:|")
+    for alpha in (0.01, 0.05):
+        hits, windows = feature_share(alpha, int(2000 * scale))
+        print(f"| {alpha:g} | {hits} / {windows} | {hits / windows:.3f} |", flush=True)
+    print(f"\n(total {time.perf_counter() - t_start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

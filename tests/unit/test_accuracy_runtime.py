@@ -1,0 +1,327 @@
+"""Accuracy without labels in the product (issue 26): ``reference --labels`` stores the fitted estimators, ``run``
+loads them, and :class:`~monitor.runtime.watch.ModelWatch` publishes ``harmonic_estimated_accuracy`` per window and
+method and fires ``HarmonicAccuracyDrop``.
+
+Real models: a scikit-learn logistic regression on two overlapping Gaussian blobs (accuracy ~0.93), converted with
+skl2onnx; every window scored by the real :class:`~monitor.metrics.scorer.RobustnessScorer`. Seeded, no sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from monitor.cli import main
+from monitor.config import AccuracySettings, ModelSettings, load_settings
+from monitor.estimate import DEFAULT_METHOD, METHODS, EstimatorFit, fit_from_scores
+from monitor.events import InferenceEvent
+from monitor.exporters.prometheus import MetricsState
+from monitor.metrics.scorer import RobustnessScorer, ScoreResult, ScoringConfig
+from monitor.model.onnx import OnnxModel
+from monitor.model.standardize import Standardizer
+from monitor.rolling.reference_file import ACCURACY_KEY, read_accuracy_estimator, read_reference
+from monitor.rolling.scores import ScoreSamples
+from monitor.runtime.models import load_model_runtime
+from monitor.runtime.watch import ACCURACY_ALERT, ModelWatch, WatchConfig
+from tests.unit.onnx_graphs import sklearn_to_onnx
+
+MODEL = "blobs"
+T0 = 1_795_000_000.0
+SPACING = 0.01  # seconds of event time per event
+COUNT = 500
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logging() -> Iterator[None]:
+    """main() installs its own root handler on stderr; put pytest's back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def blobs(seed: int, n: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Two overlapping Gaussian blobs in 2-D (centres ±1 on both axes, unit noise): a classifier gets ~0.92 right."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, size=n)
+    x = rng.normal(size=(n, 2)) + np.where(y[:, None] == 1, 1.0, -1.0)
+    return x, y
+
+
+def train(path: Path, classes: tuple[int, int] = (0, 1)) -> tuple[Path, Any]:
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = blobs(0, 400)
+    estimator = LogisticRegression().fit(x, np.asarray(classes)[y])
+    return sklearn_to_onnx(path, estimator, 2, zipmap=False), estimator
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    return train(tmp_path_factory.mktemp("accuracy_runtime") / "clf.onnx")
+
+
+@pytest.fixture(scope="module")
+def validation() -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    return blobs(1, 400)
+
+
+def build(model: Path, data: Path, out: Path, *extra: str) -> int:
+    return main(["reference", "--model", str(model), "--data", str(data), "--out", str(out), *extra])
+
+
+# -- reference --labels -------------------------------------------------------------------------------------------
+
+
+def test_reference_labels_stores_a_fit_that_round_trips(
+    tmp_path: Path, model: tuple[Path, Any], validation: tuple[NDArray[np.float64], NDArray[np.int64]]
+) -> None:
+    x, y = validation
+    np.save(tmp_path / "x.npy", x)
+    np.savetxt(tmp_path / "y.csv", y, fmt="%d")
+    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.csv")) == 0
+    doc = read_accuracy_estimator(tmp_path / "ref.json")
+    assert doc is not None
+    fit = EstimatorFit.from_dict(doc)
+    assert fit.n == 400
+    assert fit.accuracy == pytest.approx(float(np.mean(model[1].predict(x) == y)), abs=1.5 / 400)
+    assert 0.85 < fit.accuracy < 0.97
+    assert fit.diagnostics["folds"] >= 2  # cross-fitted
+    assert EstimatorFit.from_dict(fit.to_dict()).to_dict() == fit.to_dict()
+    # the drift part of the file is what a reference without labels holds
+    standardizer, reference = read_reference(tmp_path / "ref.json", 2)
+    assert reference.n_events == 400 and standardizer.n_features == 2
+
+
+def test_reference_labels_may_be_the_models_class_values(
+    tmp_path: Path, validation: tuple[NDArray[np.float64], NDArray[np.int64]]
+) -> None:
+    """Labels as the model's label output gives them (3 and 7 here), as the label join of `run` compares them."""
+    path, estimator = train(tmp_path / "clf37.onnx", classes=(3, 7))
+    x, y = validation
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", np.asarray([3, 7])[y])
+    assert build(path, tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) == 0
+    doc = read_accuracy_estimator(tmp_path / "ref.json")
+    assert doc is not None
+    expected = float(np.mean(estimator.predict(x) == np.asarray([3, 7])[y]))
+    assert EstimatorFit.from_dict(doc).accuracy == pytest.approx(expected, abs=1.5 / 400)
+
+
+def test_reference_labels_follow_the_sampled_rows(
+    tmp_path: Path, model: tuple[Path, Any], validation: tuple[NDArray[np.float64], NDArray[np.int64]]
+) -> None:
+    x, y = validation
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    args = ["--labels", str(tmp_path / "y.npy"), "--sample-rows", "150"]
+    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json", *args) == 0
+    doc = read_accuracy_estimator(tmp_path / "ref.json")
+    assert doc is not None and doc["n"] == 150
+    assert 0.8 < doc["accuracy"] < 1.0  # rows and labels stayed paired (a shuffled pairing gives ~0.5)
+
+
+def test_reference_labels_of_another_length_are_refused(
+    tmp_path: Path, model: tuple[Path, Any], validation: tuple[NDArray[np.float64], NDArray[np.int64]], capsys: Any
+) -> None:
+    x, y = validation
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y[:-1])
+    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) != 0
+    assert "one class per --data row" in capsys.readouterr().err
+    assert not (tmp_path / "ref.json").exists()
+
+
+def test_a_reference_without_labels_still_loads_and_holds_no_fit(
+    tmp_path: Path, model: tuple[Path, Any], validation: tuple[NDArray[np.float64], NDArray[np.int64]]
+) -> None:
+    x, _ = validation
+    np.save(tmp_path / "x.npy", x)
+    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json") == 0
+    assert ACCURACY_KEY not in json.loads((tmp_path / "ref.json").read_text())
+    assert read_accuracy_estimator(tmp_path / "ref.json") is None
+    rt = load_model_runtime(ModelSettings(name=MODEL, path=model[0], reference=tmp_path / "ref.json"))
+    assert rt.standardizer is not None and rt.accuracy_fit is None
+
+
+def test_run_loads_the_fit_of_a_labelled_reference(
+    tmp_path: Path, model: tuple[Path, Any], validation: tuple[NDArray[np.float64], NDArray[np.int64]]
+) -> None:
+    x, y = validation
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) == 0
+    rt = load_model_runtime(ModelSettings(name=MODEL, path=model[0], reference=tmp_path / "ref.json"))
+    assert rt.accuracy_fit is not None and 0.85 < rt.accuracy_fit.accuracy < 0.97
+
+
+def test_accuracy_settings_name_the_librarys_methods() -> None:
+    field = AccuracySettings.model_fields["method"]
+    assert field.default == DEFAULT_METHOD
+    assert set(field.annotation.__args__) == set(METHODS)  # type: ignore[union-attr]
+    s = load_settings(
+        None, {"models": [{"name": MODEL, "path": "m.onnx"}], "accuracy": {"method": "harmonic", "tolerance": 0.1}}
+    )
+    assert WatchConfig.from_settings(s).accuracy_method == "harmonic"
+    assert WatchConfig.from_settings(s).accuracy_tolerance == 0.1
+
+
+# -- the watch: gauges and the alert ------------------------------------------------------------------------------
+
+
+class Scored:
+    """Rows scored by the real scorer, turned into timed events of one segment."""
+
+    def __init__(self, model_path: Path, reference_rows: NDArray[np.float64]) -> None:
+        self.scorer = RobustnessScorer(
+            OnnxModel(model_path), Standardizer.fit(reference_rows), ScoringConfig(flicker_copies=16)
+        )
+        self.index = 0
+
+    def score(self, x: NDArray[np.float64]) -> ScoreResult:
+        return self.scorer.score(x)
+
+    def batch(self, x: NDArray[np.float64]) -> tuple[list[InferenceEvent], NDArray[np.float64], ScoreResult]:
+        events = [
+            InferenceEvent(f"e{self.index + i}", MODEL, "1", x[i], T0 + (self.index + i) * SPACING)
+            for i in range(x.shape[0])
+        ]
+        self.index += x.shape[0]
+        return events, x, self.score(x)
+
+
+@pytest.fixture(scope="module")
+def scored(model: tuple[Path, Any], validation: tuple[NDArray[np.float64], NDArray[np.int64]]) -> Scored:
+    return Scored(model[0], validation[0])
+
+
+@pytest.fixture(scope="module")
+def fit(scored: Scored, validation: tuple[NDArray[np.float64], NDArray[np.int64]]) -> EstimatorFit:
+    x, y = validation
+    return fit_from_scores(scored.score(x), y, seed=0)
+
+
+def watch_with(fit: EstimatorFit | None, **config: Any) -> tuple[ModelWatch, MetricsState]:
+    state = MetricsState()
+    defaults: dict[str, Any] = {
+        "count_window_events": COUNT,
+        "for_seconds": 0.0,
+        "resolve_after_seconds": 5.0,
+        "accuracy_interval_seconds": 0.0,
+    }
+    watch = ModelWatch(MODEL, WatchConfig(**{**defaults, **config}), state)
+    watch.set_accuracy_fit(fit)
+    return watch, state
+
+
+def feed(watch: ModelWatch, scored: Scored, x: NDArray[np.float64], batch: int = 100) -> None:
+    for start in range(0, x.shape[0], batch):
+        events, rows, result = scored.batch(x[start : start + batch])
+        watch.update(events, rows, result, np.full(rows.shape[0], np.nan))
+
+
+def near_boundary(seed: int, n: int) -> NDArray[np.float64]:
+    """Rows around the decision boundary x0 + x1 = 0: the model is right on about half of them."""
+    rng = np.random.default_rng(seed)
+    t = rng.normal(0.0, 0.25, n)
+    u = rng.normal(0.0, 2.0, n)
+    return np.column_stack([t + u, t - u]) / np.sqrt(2.0)
+
+
+def test_every_window_and_method_gets_an_estimate_with_its_interval(scored: Scored, fit: EstimatorFit) -> None:
+    watch, state = watch_with(fit)
+    feed(watch, scored, blobs(5, 1000)[0])
+    assert state.gauge("harmonic_reference_accuracy", (MODEL,)) == pytest.approx(fit.accuracy)
+    for window in ("60s", "300s", "3600s", f"last_{COUNT}"):
+        for method in METHODS:
+            labels = (MODEL, "other", window, method)
+            est = state.gauge("harmonic_estimated_accuracy", labels)
+            lo = state.gauge("harmonic_estimated_accuracy_lower", labels)
+            hi = state.gauge("harmonic_estimated_accuracy_upper", labels)
+            assert est is not None and lo is not None and hi is not None, labels
+            assert 0.0 <= lo <= est <= hi <= 1.0 and math.isfinite(est), (labels, lo, est, hi)
+            # stationary traffic: every interval covers the reference accuracy; the count window's estimate (all
+            # 500 events, verbatim) is close to it (the time windows' samples are smaller at first)
+            assert lo <= fit.accuracy <= hi, (labels, lo, est, hi, fit.accuracy)
+            if window == f"last_{COUNT}":
+                assert abs(est - fit.accuracy) < 0.05, (labels, est, fit.accuracy)
+    assert watch.alerts.get(ACCURACY_ALERT, model=MODEL, segment="other") is None
+    assert state.gauge("harmonic_alerts_firing", (MODEL, "other", ACCURACY_ALERT)) == 0.0
+
+
+def test_accuracy_drop_fires_when_the_upper_bound_falls_below_the_tolerance(scored: Scored, fit: EstimatorFit) -> None:
+    watch, state = watch_with(fit)
+    feed(watch, scored, blobs(6, 600)[0])
+    assert not [ev for ev in watch.fired if ev.alert.rule.name == ACCURACY_ALERT]
+    feed(watch, scored, near_boundary(7, 600))
+    upper = state.gauge("harmonic_estimated_accuracy_upper", (MODEL, "other", f"last_{COUNT}", DEFAULT_METHOD))
+    assert upper is not None and upper < fit.accuracy - 0.05
+    fired = [ev for ev in watch.fired if ev.alert.rule.name == ACCURACY_ALERT and ev.alert.state.value == "firing"]
+    assert len(fired) == 1
+    alert = fired[0].alert
+    assert alert.labels["verdict"] == "harmful-shift" and alert.labels["signal"] == "accuracy"
+    assert alert.reference == pytest.approx(fit.accuracy)
+    assert "upper bound below reference accuracy" in alert.annotations["description"]
+    assert state.gauge("harmonic_alerts_firing", (MODEL, "other", ACCURACY_ALERT)) == 1.0
+    # back to stationary traffic: the count window refills, the condition clears, the alert resolves
+    feed(watch, scored, blobs(8, 1200)[0])
+    assert state.gauge("harmonic_alerts_firing", (MODEL, "other", ACCURACY_ALERT)) == 0.0
+
+
+def test_a_tolerance_wider_than_the_drop_keeps_the_alert_quiet(scored: Scored, fit: EstimatorFit) -> None:
+    watch, _ = watch_with(fit, accuracy_tolerance=0.95)
+    feed(watch, scored, near_boundary(9, 600))
+    assert not [ev for ev in watch.fired if ev.alert.rule.name == ACCURACY_ALERT]
+
+
+def test_min_events_holds_the_alert_on_a_small_window(scored: Scored, fit: EstimatorFit) -> None:
+    watch, _ = watch_with(fit, accuracy_min_events=10_000)
+    feed(watch, scored, near_boundary(10, 600))
+    assert not [ev for ev in watch.fired if ev.alert.rule.name == ACCURACY_ALERT]
+
+
+def test_without_a_fit_nothing_is_estimated(scored: Scored) -> None:
+    watch, state = watch_with(None)
+    feed(watch, scored, blobs(11, 300)[0])
+    assert state.gauge("harmonic_estimated_accuracy", (MODEL, "other", f"last_{COUNT}", DEFAULT_METHOD)) is None
+    assert state.gauge("harmonic_reference_accuracy", (MODEL,)) is None
+
+
+def test_estimates_are_recomputed_at_most_every_interval(scored: Scored, fit: EstimatorFit) -> None:
+    watch, _ = watch_with(fit, accuracy_interval_seconds=1000.0)
+    feed(watch, scored, blobs(12, 300)[0])
+    first = watch.last_estimates["other"][f"last_{COUNT}"]
+    feed(watch, scored, near_boundary(13, 300))  # 3 s of event time later: not yet
+    assert watch.last_estimates["other"][f"last_{COUNT}"] is first
+
+
+# -- the bounded score samples ------------------------------------------------------------------------------------
+
+
+def test_time_samples_stand_for_every_event_of_their_window_within_their_capacity() -> None:
+    samples = ScoreSamples(window_seconds=(60.0, 10.0), count_size=50, capacity=120, buckets=12)
+    rng = np.random.default_rng(0)
+    ts = T0 + np.arange(3000) * 0.01  # 30 s at 100 events/s
+    values = rng.random((3000, 4))
+    for start in range(0, 3000, 250):
+        samples.update("eu", ts[start : start + 250], values[start : start + 250])
+    rows = samples.rows("eu", float(ts[-1]))
+    assert set(rows) == {"10s", "60s", "last_50"}
+    assert rows["60s"].n == 120 and rows["60s"].events == 3000
+    assert rows["10s"].n == 120 and abs(rows["10s"].events - 1000) <= 100  # whole buckets of 10/12 s
+    assert rows["last_50"].n == 50 and np.array_equal(rows["last_50"].values, values[-50:])
+    # a weighted mean of the sample estimates the window's mean
+    w = rows["60s"].weights
+    assert abs(float(np.sum(w * rows["60s"].column("confidence")) / w.sum()) - values[:, 0].mean()) < 0.06
+    # the 60 s window empties after a minute of event time
+    assert samples.rows("eu", float(ts[-1]) + 120.0)["60s"].n == 0
+    assert samples.rows("us", float(ts[-1])) == {}
