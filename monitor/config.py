@@ -70,6 +70,13 @@ class ScoringSettings(_Strict):
     output: Literal["auto", "proba", "logit", "label", "value"] = Field("auto", description="What f is for γ.")
     flicker_copies: int = Field(32, ge=0, description="Gaussian copies per event (K).")
     sigma: float = Field(0.05, gt=0, description="Flicker noise scale σ.")
+    scales: Literal["fixed", "from_reference"] = Field(
+        "from_reference",
+        description="from_reference: score at the σ and r a reference JSON records (built with `reference --scales "
+        "from-reference`: σ at which a stated share of reference events flickers, r = σ); a reference that records "
+        "none (a CSV, a warm-up, a JSON built at fixed scales) scores at radius and sigma. radius or sigma set here "
+        "explicitly win over the recorded ones. fixed: always radius and sigma.",
+    )
     steps: int = Field(25, ge=0, description="N in P_adj = P·exp(−N·γ_logit).")
     seed: int = Field(0, description="Seeds ball rotations/samples and flicker noise.")
     regression_tolerance: float = Field(
@@ -271,7 +278,8 @@ class WindowSettings(_Strict):
 
 
 class DriftSettings(_Strict):
-    """Detector settings (see monitor/drift/*): γ CUSUM + KS, flicker CUSUM + rate test, per-feature KS."""
+    """Detector settings (see monitor/drift/*): γ CUSUM + KS, flicker CUSUM + rate test, confidence CUSUM,
+    per-feature KS."""
 
     window: int = Field(1000, ge=50, description="Events in the window compared with the reference.")
     every: int = Field(100, ge=1, description="Run the window tests every N scored events.")
@@ -297,6 +305,11 @@ class DriftSettings(_Strict):
         0.01, gt=0, lt=1, description="Per-feature KS: false discovery rate across features (Benjamini–Hochberg)."
     )
     feature_min_distance: float = Field(0.1, gt=0, lt=1, description="Per-feature KS effect-size floor.")
+    confidence_detector: bool = Field(
+        True,
+        description="Classifiers: a CUSUM on 1 − max-probability (a fall in the model's confidence), calibrated like "
+        "the γ CUSUM, counts as output-side evidence for harmful-shift. Regressors have none.",
+    )
     reference_max_events: int = Field(5000, ge=100, description="Reference rows scored at start-up (sampled).")
 
 

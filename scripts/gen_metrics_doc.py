@@ -161,6 +161,17 @@ USAGE: dict[str, Usage] = {
         "anharmonicity (seed 001, eq. 5). Falling mean P_adj with unchanged raw confidence means the model stays "
         "confident in places where it is not robust.",
     ),
+    "harmonic_confidence": Usage(
+        "Per-event robustness (histograms)",
+        "probability (1/K … 1, K classes)",
+        "The model's own confidence: the largest class probability of each scored event (`ScoreResult.probability`; "
+        "the margin between the top two classes is not exported). Classifiers only — a regressor has no series. "
+        "Mean = `rate(harmonic_confidence_sum[5m]) / rate(harmonic_confidence_count[5m])`; a growing share below "
+        '0.9 (`harmonic_confidence_bucket{le="0.9"}`) means the model is less sure of today\'s traffic. The drift '
+        "detector `confidence_cusum` watches the same signal for a *fall* against the reference; a fall counts as "
+        "output-side evidence for `harmful-shift`. A model that becomes confidently wrong keeps its confidence: "
+        "only the accuracy estimate or labels can show that.",
+    ),
     # -- shadow ------------------------------------------------------------------------------------------------------
     "harmonic_shadow_compared_total": Usage(
         "Shadow agreement",
@@ -205,6 +216,13 @@ USAGE: dict[str, Usage] = {
         "probability (0–1)",
         "Mean P_adj over the window.",
     ),
+    "harmonic_window_confidence_mean": Usage(
+        "Rolling windows and reference",
+        "probability (1/K … 1)",
+        "Mean max class probability over the window (classifiers only; absent for regressors). Beside "
+        "`harmonic_window_gamma_mean` and `harmonic_window_flicker_mean` it is the cheapest output-side signal: a "
+        "falling mean means the model is less sure of today's traffic than of the reference.",
+    ),
     "harmonic_window_shadow_disagreement_ratio": Usage(
         "Rolling windows and reference",
         "ratio (0–1)",
@@ -238,19 +256,33 @@ USAGE: dict[str, Usage] = {
         "of the prediction that matter to the model's users. An exactly linear model flickers at about 0.7 % with "
         "the defaults (σ = 0.05, tolerance 0.1): docs/SPEC-NOTES.md.",
     ),
+    "harmonic_scoring_scale": Usage(
+        "Rolling windows and reference",
+        "`scoring.space` units (standardized by default; `scale` = `sigma` or `radius`)",
+        "The flicker noise scale σ and the γ ball radius r the scorer uses: `scoring.sigma`/`scoring.radius`, or "
+        "those a reference JSON records (`reference --scales from-reference`: the σ at which a stated share of "
+        "reference events flickers, r = σ) under `scoring.scales: from_reference`. Set when events are scored, "
+        "constant until the scorer is rebuilt. γ and flicker are only comparable between models or releases scored "
+        "at the same scales: docs/SPEC-NOTES.md (Signal scales).",
+    ),
     # -- drift -------------------------------------------------------------------------------------------------------
     "harmonic_drift_verdict": Usage(
         "Drift",
         "1 (one series per model/segment: the current verdict)",
-        "Exactly one series per (model, segment) has value 1; its `verdict` label is the answer. **stable**; "
-        "**benign-shift** — inputs moved (per-feature KS) but γ and flicker did not; **harmful-shift** — γ or "
-        "flicker rose against the reference: traffic is moving into unstable regions. "
+        "Exactly one series per (model, segment) has value 1; its `verdict` label is the answer. **stable** — no "
+        "evidence of change in inputs or outputs (not a claim that accuracy is fine); **input-shift** — inputs "
+        "moved (per-feature KS) but no output-side detector fired: the monitor cannot tell from outputs whether "
+        "accuracy suffered, check `harmonic_estimated_accuracy` or labels; **harmful-shift** — output-side "
+        "evidence: γ or flicker rose, confidence fell against the reference, or the accuracy estimate's upper "
+        "bound is below its tolerance. Delayed labels override all three. "
         '`harmonic_drift_verdict{verdict="harmful-shift"} == 1` lists affected segments.',
     ),
     "harmonic_drift_statistic": Usage(
         "Drift",
         "per signal: CUSUM in log-likelihood units, KS as a distance (0–1), flicker_rate as a one-sided Welch z",
-        "What each detector currently reads: `gamma_cusum`/`flicker_cusum` (alarm at `drift.cusum_threshold`), "
+        "What each detector currently reads: `gamma_cusum`/`flicker_cusum`/`confidence_cusum` (the last on "
+        "1 − max-probability, classifiers only; each alarms at its threshold, calibrated for "
+        "`drift.false_alarms_per_million_events` unless `drift.cusum_threshold` pins it), "
         "`gamma_ks`/`features_ks` (alarm above `drift.ks_min_distance`/`drift.feature_min_distance` with "
         "significance), `flicker_rate`. Plotting a statistic against its threshold shows how close a segment is to "
         "alerting.",
@@ -497,10 +529,12 @@ LABELS: dict[str, str] = {
     "purpose": "What model rows were spent on: `events`, `shadow`, `reference`, `probe`.",
     "output": "A regressor's output column, `0` to `15` (the model's outputs concatenated in graph order; columns "
     "beyond 16 are not exported).",
+    "scale": "`sigma` (flicker noise scale σ) or `radius` (γ ball radius r).",
     "window": "`<seconds>s` for each of `windows.time_windows_seconds` (default `60s`, `300s`, `3600s`) and "
     "`last_<N>` for the count window (`windows.count_window_events`, default `last_2000`).",
     "verdict": "One of " + ", ".join(f"`{v.value}`" for v in Verdict) + ".",
-    "signal": "Drift detector: `gamma_cusum`, `gamma_ks`, `flicker_cusum`, `flicker_rate`, `features_ks`.",
+    "signal": "Drift detector: `gamma_cusum`, `gamma_ks`, `flicker_cusum`, `flicker_rate`, `confidence_cusum` "
+    "(classifiers), `features_ks`.",
     "alertname": "`HarmonicHarmfulShift`, `HarmonicInputDrift`, `HarmonicShadowDisagreement`, `HarmonicAccuracyDrop`.",
     "method": "Label-free accuracy estimator: `harmonic` (ours: confidence, γ, flicker, P_adj), `ac` (average "
     "calibrated confidence), `atc` (average thresholded confidence), `doc` (difference of confidences).",

@@ -31,10 +31,10 @@ from monitor.errors import ConfigError
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "demo",
-        help="run the embedded demo: stationary, benign-shift and harmful-shift phases through the real pipeline",
+        help="run the embedded demo: stationary, input-shift and harmful-shift phases through the real pipeline",
         description=(
             "Train a model on scikit-learn's breast-cancer data, convert it to ONNX, and replay a stream in three "
-            "phases (stationary, benign covariate shift, harmful shift toward the decision boundary) through the "
+            "phases (stationary, input (covariate) shift, harmful shift toward the decision boundary) through the "
             "same pipeline as `run` — decode, sample, score, windows, drift, alerts, probes. Shows live progress, "
             "serves /metrics unless --no-serve, and ends with a per-phase summary."
         ),

@@ -1,14 +1,16 @@
 """The embedded demo: a model trained on a dataset shipped with scikit-learn, an ONNX copy, and a replayed stream in
-three phases — stationary, a benign covariate shift, a harmful shift — pushed through the same pipeline as ``run``.
+three phases — stationary, an input (covariate) shift, a harmful shift — pushed through the same pipeline as ``run``.
 
 Data (breast-cancer, 30 features, binary). The model is an L1-regularised logistic regression inside a scaling
 pipeline, so several features get weight exactly 0.
 
 - ``stationary``: training rows re-sampled with 2 % per-feature jitter — the reference distribution.
-- ``benign-shift``: the same, with the zero-weight features moved by +1.5 standard deviations. The inputs move
-  (per-feature KS fires) but the model's output, hence γ and flicker, cannot change.
+- ``input-shift``: the same, with the zero-weight features moved by +1.5 standard deviations. The inputs move
+  (per-feature KS fires) but the model's output, hence γ, flicker and confidence, cannot change: the verdict is
+  ``input-shift`` (harm unknown from the outputs; here the accuracy estimate and the truth show none).
 - ``harmful-shift``: half of the events are placed near the decision boundary (on the segment between a row of
-  each class, at a logit drawn from N(0, 1.5)): inputs move *toward the boundary*, so γ and flicker rise.
+  each class, at a logit drawn from N(0, 1.5)): inputs move *toward the boundary*, so γ and flicker rise and the
+  model's confidence falls.
 
 Event time advances 10 ms per event (100 events/s of event time), so alert ``for`` durations mean the same as live.
 
@@ -31,7 +33,7 @@ from numpy.typing import NDArray
 
 from monitor.errors import ModelError
 
-PHASES = ("stationary", "benign-shift", "harmful-shift")
+PHASES = ("stationary", "input-shift", "harmful-shift")
 EVENT_SPACING_MS = 10
 START_MS = 1_795_000_000_000
 
@@ -93,9 +95,9 @@ def build_demo(workdir: Path, *, events: int, seed: int) -> DemoData:
         rows = X[pick]
         return np.asarray(rows + rng.normal(0.0, 0.02, size=rows.shape) * std), np.asarray(y[pick], dtype=np.int64)
 
-    benign, benign_y = stationary(per_phase[1])
+    shifted, shifted_y = stationary(per_phase[1])
     moved = list(zero[: min(6, len(zero))])
-    benign[:, moved] += 1.5 * std[moved]
+    shifted[:, moved] += 1.5 * std[moved]
 
     harmful, harmful_y = stationary(per_phase[2])
     near = rng.random(per_phase[2]) < 0.5
@@ -110,9 +112,9 @@ def build_demo(workdir: Path, *, events: int, seed: int) -> DemoData:
 
     phases: dict[str, list[bytes]] = {}
     first, first_y = stationary(per_phase[0])
-    truth = dict(zip(PHASES, ([int(v) for v in phase_y] for phase_y in (first_y, benign_y, harmful_y)), strict=True))
+    truth = dict(zip(PHASES, ([int(v) for v in phase_y] for phase_y in (first_y, shifted_y, harmful_y)), strict=True))
     counter = 0
-    for name, rows in zip(PHASES, (first, benign, harmful), strict=True):
+    for name, rows in zip(PHASES, (first, shifted, harmful), strict=True):
         live = model.predict(rows)
         proba = model.predict_proba(rows)
         lines = []
@@ -161,6 +163,7 @@ def write_labelled_reference(
         features=rows[ok],
         predicted_class=result.predicted_class[ok],
         feature_names=feature_names or None,
+        confidence=result.probability[ok],
     )
     fit = labelled_fit(rt.model, rows, None, result, labels, seed=seed)
     return write_reference(

@@ -9,11 +9,16 @@ bool and string inputs, ``--fixed-features``) it also keeps a seeded sample of t
 With ``--labels`` (the true class of each reference row: a labelled validation set the model did not train on) the
 file also stores ``accuracy_estimator``: the label-free accuracy estimators of :mod:`monitor.estimate` fitted on
 those rows (:func:`labelled_fit`), which ``estimate`` and ``run`` (``harmonic_estimated_accuracy``) read.
+
+With ``--scales from-reference`` σ and r are not the fixed ``--sigma``/``--radius`` but chosen on the reference rows so
+that ``--target-flicker-share`` of them flicker (:func:`monitor.metrics.scales.choose_scales`, r = σ); the reference
+is scored at them and the file records them (``scales``), which ``run`` then scores at.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -30,7 +35,8 @@ from monitor.cli.common import (
 )
 from monitor.errors import DataError
 from monitor.estimate import CALIBRATION_KINDS, CalibrationKind, EstimatorFit, fit_estimators
-from monitor.metrics.scorer import ScoreResult
+from monitor.metrics.scales import choose_scales
+from monitor.metrics.scorer import RobustnessScorer, ScoreResult
 from monitor.model.io import HeaderMode, load_rows
 from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held
@@ -73,6 +79,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="temperature",
         help="with --labels: the confidence calibration fitted (default temperature: see monitor/estimate)",
     )
+    p.add_argument(
+        "--scales",
+        choices=["fixed", "from-reference"],
+        default="fixed",
+        help="fixed (default): score at --radius/--sigma; from-reference: choose σ on the reference rows so that "
+        "--target-flicker-share of them flicker (a seeded bisection, r = σ; --radius/--sigma are then not used), "
+        "score at it and record it in the JSON (`run` scores at it)",
+    )
+    p.add_argument(
+        "--target-flicker-share",
+        type=float,
+        default=0.5,
+        help="with --scales from-reference: the share of reference rows with non-zero flicker at the chosen σ "
+        "(default 0.5)",
+    )
     p.add_argument("--out", required=True, help="output JSON")
     p.set_defaults(func=run)
 
@@ -103,6 +124,24 @@ def run(args: argparse.Namespace) -> int:
         names = model.signature.features
     if names is not None and len(names) != model.n_features:
         raise DataError(f"--feature-names lists {len(names)} names; the model takes {model.n_features} features")
+    scales = None
+    if args.scales == "from-reference":
+        scales = choose_scales(
+            model,
+            standardizer,
+            rows,
+            held,
+            scorer.config,
+            target_share=args.target_flicker_share,
+            held_sample=held,
+        )
+        config = dataclasses.replace(scorer.config, sigma=scales.sigma, radius=scales.radius)
+        scorer = RobustnessScorer(model, standardizer, config, held_sample=held)
+        print(
+            f"signal scales from the reference: σ = r = {scales.sigma:.4g} ({args.space} units); "
+            f"{scales.flicker_share:.0%} of {scales.rows} rows flicker (target {args.target_flicker_share:.0%})",
+            file=sys.stderr,
+        )
     result = scorer.score(rows, held)
     ok = result.valid
     ref = Reference.from_arrays(
@@ -112,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         predicted_class=result.predicted_class[ok],
         feature_names=names,
         seed=args.seed,
+        confidence=result.probability[ok] if model.kind == "classifier" else None,
     )
     fit = None
     if labels is not None:
@@ -124,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         space=args.space,
         held_sample=None if held is None else held.take(ok),
         accuracy_estimator=None if fit is None else fit.to_dict(),
+        scales=scales,
     )
     print(
         f"reference of {ref.n_events} rows written to {out} (γ mean {ref.gamma_mean:.3g}, flicker mean "

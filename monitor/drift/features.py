@@ -6,7 +6,8 @@ Benjamini–Hochberg (:func:`~monitor.drift.calibrate.benjamini_hochberg`), so `
 discovery rate across features: among the features reported as moved, at most that share is expected to
 be noise, and when no feature moved it is the chance that a window test reports any (the per-window
 false-alarm rate). A feature *moved* when its adjusted p < alpha and its distance D >= ``min_distance``. Moved features are ranked by D, so an
-alert can name the top ones. Input drift alone is a *benign* shift unless γ or flicker also rose.
+alert can name the top ones. Input drift alone is an ``input-shift`` (harm unknown without labels or the accuracy
+estimate) unless output-side evidence (γ, flicker, confidence, the accuracy estimate) says the model is affected.
 """
 
 from __future__ import annotations

@@ -1,12 +1,22 @@
-"""Stage 5b: the per-window verdict — stable, benign shift or harmful shift — and the engine behind it.
+"""Stage 5b: the per-window verdict — stable, input shift or harmful shift — and the engine behind it.
 
-- ``harmful-shift``: a γ detector or a flicker detector fired (events moved toward unstable regions);
-- ``benign-shift``: only the per-feature input drift fired (inputs moved, γ and flicker did not);
-- ``stable``: nothing fired.
+A label-free verdict claims only what the evidence shows (DECISIONS 7):
+
+- ``harmful-shift``: output-side evidence says the model is affected — a γ detector, a flicker detector or the
+  confidence detector (a fall in max-probability) fired, or the label-free accuracy estimate is below its
+  tolerance (``HarmonicAccuracyDrop``'s condition, passed in by the caller);
+- ``input-shift``: only the per-feature input drift fired. The inputs moved; the monitor cannot tell from the
+  outputs whether accuracy suffered — check the accuracy estimate or delayed labels. It is *not* a claim that the
+  shift is harmless;
+- ``stable``: no evidence of change in inputs or outputs — never a claim that accuracy is fine (a change of
+  concept alone, P(y|x) moving while inputs and outputs do not, is invisible without labels).
+
+Delayed labels, when they arrive, override all of these.
 
 :func:`decide_verdict` is the pure rule on detector states. :class:`VerdictEngine` owns the default
-detector set built from a reference (γ: CUSUM + KS; flicker: CUSUM + rate test; features: per-feature
-KS), feeds them per batch and reads the verdict; :class:`DriftSettings` holds their settings.
+detector set built from a reference (γ: CUSUM + KS; flicker: CUSUM + rate test; confidence: CUSUM on
+1 − max-probability, classifiers only; features: per-feature KS), feeds them per batch and reads the verdict;
+:class:`DriftSettings` holds their settings.
 """
 
 from __future__ import annotations
@@ -17,9 +27,10 @@ from enum import StrEnum
 from typing import Self
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from monitor.drift.base import DriftState, ReferenceLike
+from monitor.drift.calibrate import MIN_REFERENCE
 from monitor.drift.cusum import Cusum
 from monitor.drift.features import FeatureDrift, FeatureShift
 from monitor.drift.ks import KsDrift
@@ -30,7 +41,7 @@ class Verdict(StrEnum):
     """The verdict of one window."""
 
     STABLE = "stable"
-    BENIGN_SHIFT = "benign-shift"
+    INPUT_SHIFT = "input-shift"
     HARMFUL_SHIFT = "harmful-shift"
 
 
@@ -71,8 +82,14 @@ def decide_verdict(
     features: DriftState | None = None,
     moved: Sequence[FeatureShift] = (),
     top: int = 3,
+    confidence: Iterable[DriftState] = (),
+    accuracy_drop: bool = False,
 ) -> VerdictReport:
-    """The verdict rule: harmful if any γ or flicker detector fired, benign if only input drift did.
+    """The verdict rule: harmful on output-side evidence, input-shift if only input drift fired, else stable.
+
+    Output-side evidence is any γ, flicker or confidence detector signalling drift, or ``accuracy_drop`` (the
+    label-free accuracy estimate's upper bound below the reference accuracy minus its tolerance; reported as
+    ``accuracy_estimate``). Input drift alone says nothing about accuracy, so it is ``input-shift``, never benign.
 
     Parameters
     ----------
@@ -80,22 +97,30 @@ def decide_verdict(
     features : state of the per-feature input drift detector, or None.
     moved : the features that moved, ranked (``FeatureDrift.moved``), to name in the report.
     top : how many moved features to name.
+    confidence : states of the confidence detectors (a *fall* in max-probability; none for regressors).
+    accuracy_drop : the accuracy estimate's alert condition holds (HarmonicAccuracyDrop).
 
     Examples
     --------
     >>> quiet = DriftState("gamma_cusum", False, 0.0, 12.0, float("nan"), 100)
     >>> inputs = DriftState("features_ks", True, 0.4, 0.1, 1e-9, 100)
     >>> decide_verdict(gamma=[quiet], flicker=[], features=inputs).verdict
-    <Verdict.BENIGN_SHIFT: 'benign-shift'>
+    <Verdict.INPUT_SHIFT: 'input-shift'>
+    >>> low = DriftState("confidence_cusum", True, 14.0, 12.0, float("nan"), 100)
+    >>> decide_verdict(gamma=[quiet], flicker=[], confidence=[low], features=inputs).message
+    'harmful-shift: confidence_cusum, features_ks fired'
+    >>> decide_verdict(gamma=[quiet], flicker=[], accuracy_drop=True).message
+    'harmful-shift: accuracy_estimate fired'
     """
-    g, f = list(gamma), list(flicker)
-    fired = tuple(s.name for s in (*g, *f) if s.drift_detected)
+    fired = tuple(s.name for s in (*gamma, *flicker, *confidence) if s.drift_detected)
+    if accuracy_drop:
+        fired += ("accuracy_estimate",)
     inputs = features is not None and features.drift_detected
     named = tuple((m.name, m.statistic) for m in moved[:top]) if inputs else ()
     if fired:
         return VerdictReport(Verdict.HARMFUL_SHIFT, fired + ((features.name,) if inputs and features else ()), named)
     if inputs and features is not None:
-        return VerdictReport(Verdict.BENIGN_SHIFT, (features.name,), named)
+        return VerdictReport(Verdict.INPUT_SHIFT, (features.name,), named)
     return VerdictReport(Verdict.STABLE)
 
 
@@ -123,6 +148,21 @@ class DriftSettings:
     rate_min_increase: float = 0.01
     feature_alpha: float = 0.01
     feature_min_distance: float = 0.1
+    confidence_detector: bool = True
+
+
+def confidence_fall_reference(confidence: ArrayLike) -> NDArray[np.float64] | None:
+    """The reference sample the confidence detector watches, 1 − max-probability (finite values), or None when
+    there are too few for a calibration (a regressor: its max-probability is NaN).
+
+    >>> confidence_fall_reference([1.0, 0.9, float("nan")] * 100)[:2].tolist()
+    [0.0, 0.09999999999999998]
+    >>> confidence_fall_reference([float("nan")] * 500) is None
+    True
+    """
+    c = np.asarray(confidence, dtype=np.float64).reshape(-1)
+    c = c[np.isfinite(c)]
+    return None if c.size < MIN_REFERENCE else 1.0 - c
 
 
 class VerdictEngine:
@@ -144,14 +184,15 @@ class VerdictEngine:
     >>> rng = np.random.default_rng(0)
     >>> ref = SimpleNamespace(gamma_sample=rng.exponential(size=5000), flicker_sample=np.zeros(5000),
     ...                       flicker_mean=0.0, flicker_var=0.0, flicker_count=5000,
-    ...                       feature_sample=rng.normal(size=(2000, 2)), feature_names=("a", "b"))
+    ...                       feature_sample=rng.normal(size=(2000, 2)), feature_names=("a", "b"),
+    ...                       confidence_sample=np.linspace(0.6, 1.0, 5000))
     >>> eng = VerdictEngine(ref)
     >>> eng.update(gamma=rng.exponential(size=3000), flicker=np.zeros(3000),
     ...            features=rng.normal(size=(3000, 2))).verdict
     <Verdict.STABLE: 'stable'>
     >>> eng.update(gamma=rng.exponential(size=1000), flicker=np.zeros(1000),
     ...            features=rng.normal(size=(1000, 2)) + [0.0, 1.0]).report.message
-    'benign-shift: features_ks fired; inputs moved: b (D=0.40)'
+    'input-shift: features_ks fired; inputs moved: b (D=0.40)'
     """
 
     def __init__(self, reference: ReferenceLike, settings: DriftSettings | None = None) -> None:
@@ -178,6 +219,10 @@ class VerdictEngine:
             name="gamma_ks",
         )
         self.flicker_cusum = cusum(reference.flicker_sample, "flicker_cusum")
+        # a fall in confidence = a rise of 1 − max-probability above the reference's upper quantile; none for a
+        # regressor or a reference without a confidence sample (one written before confidence was kept)
+        fall = confidence_fall_reference(getattr(reference, "confidence_sample", ()))
+        self.confidence_cusum = cusum(fall, "confidence_cusum") if s.confidence_detector and fall is not None else None
         self.flicker_rate = RateTest(
             reference.flicker_mean,
             reference.flicker_var,
@@ -205,32 +250,49 @@ class VerdictEngine:
     @property
     def thresholds(self) -> dict[str, float]:
         """The sequential detectors' thresholds (calibrated on the reference unless pinned), by detector name."""
-        return {c.name: c.threshold for c in (self.gamma_cusum, self.flicker_cusum)}
+        return {c.name: c.threshold for c in (self.gamma_cusum, self.flicker_cusum, self.confidence_cusum) if c}
 
     def reset(self) -> None:
         """Reset every detector (e.g. after the reference was rebuilt)."""
-        for d in (self.gamma_cusum, self.gamma_ks, self.flicker_cusum, self.flicker_rate, self.feature_drift):
+        for d in (
+            self.gamma_cusum,
+            self.gamma_ks,
+            self.flicker_cusum,
+            self.flicker_rate,
+            self.confidence_cusum,
+            self.feature_drift,
+        ):
             if d is not None:
                 d.reset()
 
     def update(
-        self, *, gamma: ArrayLike | None = None, flicker: ArrayLike | None = None, features: ArrayLike | None = None
+        self,
+        *,
+        gamma: ArrayLike | None = None,
+        flicker: ArrayLike | None = None,
+        features: ArrayLike | None = None,
+        confidence: ArrayLike | None = None,
     ) -> Self:
-        """Feed one batch: γ (b,), flicker (b,), feature rows (b, n); any may be None (not scored)."""
+        """Feed one batch: γ (b,), flicker (b,), feature rows (b, n), max-probability (b,); any may be None (not
+        scored). NaN confidence (a regressor, a row without a class) is skipped."""
         if gamma is not None:
             self.gamma_cusum.update(gamma)
             self.gamma_ks.update(gamma)
         if flicker is not None:
             self.flicker_cusum.update(flicker)
             self.flicker_rate.update(flicker)
+        if confidence is not None and self.confidence_cusum is not None:
+            self.confidence_cusum.update(1.0 - np.asarray(confidence, dtype=np.float64))
         if features is not None and self.feature_drift is not None:
             self.feature_drift.update(features)
         return self
 
     @property
     def states(self) -> tuple[DriftState, ...]:
-        """States of every detector (γ CUSUM, γ KS, flicker CUSUM, flicker rate[, features])."""
+        """States of every detector (γ CUSUM, γ KS, flicker CUSUM, flicker rate[, confidence CUSUM][, features])."""
         out = [d.state for d in (self.gamma_cusum, self.gamma_ks, self.flicker_cusum, self.flicker_rate)]
+        if self.confidence_cusum is not None:
+            out.append(self.confidence_cusum.state)
         if self.feature_drift is not None:
             out.append(self.feature_drift.state)
         return tuple(out)
@@ -238,12 +300,19 @@ class VerdictEngine:
     @property
     def report(self) -> VerdictReport:
         """The verdict now, with the detectors that fired and the top moved features."""
+        return self.assess()
+
+    def assess(self, *, accuracy_drop: bool = False) -> VerdictReport:
+        """The verdict now, with ``accuracy_drop`` (the accuracy estimate's alert condition) as output-side
+        evidence too."""
         fd = self.feature_drift
         return decide_verdict(
             gamma=(self.gamma_cusum.state, self.gamma_ks.state),
             flicker=(self.flicker_cusum.state, self.flicker_rate.state),
+            confidence=() if self.confidence_cusum is None else (self.confidence_cusum.state,),
             features=None if fd is None else fd.state,
             moved=() if fd is None else fd.moved,
+            accuracy_drop=accuracy_drop,
         )
 
     @property

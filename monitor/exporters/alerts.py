@@ -288,7 +288,7 @@ class AlertEngine:
         detail : str
             Extra evidence for the description, e.g. ``"KS p=1e-09"``.
         verdict : str
-            ``"harmful"`` or ``"benign"`` (or another short word); fixed when the alert goes pending.
+            ``"harmful-shift"`` or ``"input-shift"`` (or another short word); fixed when the alert goes pending.
 
         Returns
         -------

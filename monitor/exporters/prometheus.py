@@ -22,6 +22,8 @@ MetricType = Literal["counter", "gauge", "histogram"]
 GAMMA_BUCKETS = (0.0, 1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1.0)
 FLICKER_BUCKETS = (0.0, 0.03125, 0.0625, 0.125, 0.25, 0.5, 0.75, 1.0)
 UNIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
+#: max-probability lies in [1/K, 1] and most of a healthy classifier's mass sits near 1: finer at the top
+CONFIDENCE_BUCKETS = (0.1, 0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999, 1.0)
 SECONDS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -92,6 +94,13 @@ METRICS: tuple[MetricSpec, ...] = (
         "harmonic_p_adj", "histogram", "N-step adversarial robustness P·exp(−Nγ) per event.", (_M, _S), UNIT_BUCKETS
     ),
     MetricSpec(
+        "harmonic_confidence",
+        "histogram",
+        "The model's confidence (max class probability) per scored event; classifiers only.",
+        (_M, _S),
+        CONFIDENCE_BUCKETS,
+    ),
+    MetricSpec(
         "harmonic_shadow_compared_total", "counter", "Scored events that carried the live server's prediction.", (_M,)
     ),
     MetricSpec(
@@ -125,6 +134,12 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("harmonic_window_stability", "gauge", "1 − mean flicker over the rolling window.", (_M, _S, "window")),
     MetricSpec("harmonic_window_p_adj_mean", "gauge", "Mean P_adj over the rolling window.", (_M, _S, "window")),
     MetricSpec(
+        "harmonic_window_confidence_mean",
+        "gauge",
+        "Mean confidence (max class probability) over the rolling window; classifiers only.",
+        (_M, _S, "window"),
+    ),
+    MetricSpec(
         "harmonic_window_shadow_disagreement_ratio",
         "gauge",
         "Live vs ONNX disagreement rate over the rolling window.",
@@ -141,15 +156,23 @@ METRICS: tuple[MetricSpec, ...] = (
         (_M, "output"),
     ),
     MetricSpec(
+        "harmonic_scoring_scale",
+        "gauge",
+        "The flicker noise scale σ and ball radius r the scorer uses (scale=sigma|radius), in scoring.space units: "
+        "fixed settings or chosen from the reference (scoring.scales).",
+        (_M, "scale"),
+    ),
+    MetricSpec(
         "harmonic_drift_verdict",
         "gauge",
-        "1 for the current verdict of the latest drift evaluation (stable, benign-shift, harmful-shift).",
+        "1 for the current verdict of the latest drift evaluation (stable, input-shift, harmful-shift).",
         (_M, _S, "verdict"),
     ),
     MetricSpec(
         "harmonic_drift_statistic",
         "gauge",
-        "Latest drift statistic per signal (gamma_cusum, gamma_ks, flicker_cusum, flicker_rate, features_ks).",
+        "Latest drift statistic per signal (gamma_cusum, gamma_ks, flicker_cusum, flicker_rate, confidence_cusum, "
+        "features_ks).",
         (_M, _S, "signal"),
     ),
     MetricSpec(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Self
 
 import numpy as np
@@ -61,6 +61,8 @@ class Reference:
     feature_sample : (≤ max_feature_sample, n) random rows, for per-feature KS.
     class_mix : predicted class → fraction (empty when no classes were given).
     feature_names : optional names of the n features (alerts name the features that moved).
+    confidence_sample : (≤ max_sample,) sorted sample of the model's confidence (max-probability) per event; empty
+        for a regressor, or for a reference written before confidence was kept (no confidence detector then).
     """
 
     n_events: int
@@ -75,6 +77,7 @@ class Reference:
     feature_sample: NDArray[np.float64]
     class_mix: Mapping[int, float]
     feature_names: tuple[str, ...] | None = None
+    confidence_sample: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     @property
     def n_features(self) -> int:
@@ -93,12 +96,15 @@ class Reference:
         max_sample: int = 5000,
         max_feature_sample: int = 2000,
         seed: int = 0,
+        confidence: ArrayLike | None = None,
     ) -> Reference:
         """Build from offline arrays.
 
         Parameters
         ----------
         gamma, flicker : (N,) per-event values; NaN entries are ignored.
+        confidence : (N,) the model's max-probability per event (NaN ignored: regressors, rows without a class),
+            or None (no confidence sample).
         features : (N, n) raw feature rows.
         predicted_class : (N,) ints (-1 = none), or None.
         feature_names : n names, or None.
@@ -156,6 +162,9 @@ class Reference:
         names = None if feature_names is None else tuple(str(n) for n in feature_names)
         if names is not None and len(names) != x.shape[1]:
             raise DataError(f"{len(names)} feature names given for {x.shape[1]} features")
+        conf = np.zeros(0) if confidence is None else np.asarray(confidence, dtype=np.float64).reshape(-1)
+        if confidence is not None and conf.size != n_events:
+            raise DataError(f"reference confidence has {conf.size} values; expected {n_events}")
         return cls(
             n_events=n_events,
             gamma_sample=thin_sorted(g_ok, max_sample),
@@ -169,6 +178,7 @@ class Reference:
             feature_sample=x if rows is None else x[rows],
             class_mix=mix,
             feature_names=names,
+            confidence_sample=thin_sorted(conf, max_sample),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -188,6 +198,7 @@ class Reference:
             # JSON object keys are strings; from_dict turns them back into ints
             "class_mix": {str(c): p for c, p in self.class_mix.items()},
             "feature_names": None if self.feature_names is None else list(self.feature_names),
+            "confidence_sample": self.confidence_sample.tolist(),
         }
 
     @classmethod
@@ -221,6 +232,8 @@ class Reference:
                 feature_sample=sample,
                 class_mix={int(c): _float(p) for c, p in mix.items()},
                 feature_names=None if names is None else tuple(str(s) for s in _sequence(names)),
+                # absent in references written before confidence was kept: no confidence detector for them
+                confidence_sample=np.sort(_floats(data.get("confidence_sample", []))),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(
@@ -305,6 +318,7 @@ class WarmupReferenceBuilder:
         self._flicker: list[NDArray[np.float64]] = []
         self._features: list[NDArray[np.float64]] = []
         self._classes: list[NDArray[np.int64]] = []
+        self._confidence: list[NDArray[np.float64]] = []
         self._count = 0
 
     @property
@@ -324,8 +338,10 @@ class WarmupReferenceBuilder:
         flicker: ArrayLike,
         features: ArrayLike,
         predicted_class: ArrayLike | None = None,
+        confidence: ArrayLike | None = None,
     ) -> Self:
-        """Add a batch: γ (b,), flicker (b,), features (b, n), predicted class (b,) or None.
+        """Add a batch: γ (b,), flicker (b,), features (b, n), predicted class (b,) or None, max-probability (b,)
+        or None (NaN: none).
 
         Raises
         ------
@@ -348,12 +364,16 @@ class WarmupReferenceBuilder:
         )
         if pc.size != g.size:
             raise DataError(f"warm-up predicted_class has {pc.size} values; the batch has {g.size} events")
+        conf = np.full(g.size, np.nan) if confidence is None else np.asarray(confidence, dtype=np.float64).reshape(-1)
+        if conf.size != g.size:
+            raise DataError(f"warm-up confidence has {conf.size} values; the batch has {g.size} events")
         take = min(self.events - self._count, g.size)
         if take > 0:
             self._gamma.append(g[:take].copy())
             self._flicker.append(f[:take].copy())
             self._features.append(x[:take].copy())
             self._classes.append(pc[:take].copy())
+            self._confidence.append(conf[:take].copy())
             self._count += take
         return self
 
@@ -372,6 +392,7 @@ class WarmupReferenceBuilder:
             flicker=np.concatenate(self._flicker),
             features=np.vstack(self._features),
             predicted_class=np.concatenate(self._classes),
+            confidence=np.concatenate(self._confidence),
             feature_names=self.feature_names,
             max_sample=self.max_sample,
             max_feature_sample=self.max_feature_sample,

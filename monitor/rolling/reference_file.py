@@ -13,6 +13,11 @@ plain models) still load, and give None.
 A reference built with labels (``reference --labels``) also holds ``accuracy_estimator``: the fitted label-free
 accuracy estimators (:mod:`monitor.estimate`, ``EstimatorFit.to_dict()``), read by
 :func:`read_accuracy_estimator`; files without it load as before.
+
+A reference built with ``reference --scales from-reference`` also holds ``scales``: the σ and r its γ and flicker
+were scored at and how they were chosen (:class:`monitor.metrics.scales.SignalScales`: ``{"sigma", "radius",
+"method", "flicker_share", "target", "rows"}``), read by :func:`read_scales`; ``run`` scores at them unless the
+model's ``scoring`` settings say otherwise. Files without it load as before (scored at the fixed settings).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from monitor.errors import DataError
+from monitor.metrics.scales import SignalScales
 from monitor.model.signature import HELD_COLUMNS, Held, Signature
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference import Reference
@@ -35,6 +41,8 @@ REFERENCE_VERSION = 1
 HELD_SAMPLE_ROWS = 256
 #: the key of the fitted accuracy estimators (``reference --labels``); files without it load as before
 ACCURACY_KEY = "accuracy_estimator"
+#: the key of the signal scales chosen from the reference (``reference --scales from-reference``)
+SCALES_KEY = "scales"
 
 
 def write_reference(
@@ -46,12 +54,14 @@ def write_reference(
     space: str,
     held_sample: Held | None = None,
     accuracy_estimator: Mapping[str, Any] | None = None,
+    scales: SignalScales | None = None,
 ) -> Path:
     """Write ``ref`` and the standardizer it was computed with as a reference file; returns ``out``.
 
     ``held_sample``: held values of reference rows (a model that holds values fixed); at most
     :data:`HELD_SAMPLE_ROWS` of them are kept (:func:`sample_held`). ``accuracy_estimator``: a labelled
     reference's ``EstimatorFit.to_dict()`` (:mod:`monitor.estimate`), stored under :data:`ACCURACY_KEY`.
+    ``scales``: the σ and r chosen from the reference, stored under :data:`SCALES_KEY`.
     """
     doc: dict[str, Any] = {
         "format": REFERENCE_FORMAT,
@@ -66,6 +76,8 @@ def write_reference(
         doc["held_sample"] = _held_to_json(sample_held(held_sample, HELD_SAMPLE_ROWS))
     if accuracy_estimator is not None:
         doc[ACCURACY_KEY] = dict(accuracy_estimator)
+    if scales is not None:
+        doc[SCALES_KEY] = scales.to_dict()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, default=float) + "\n", encoding="utf-8")
     return out
@@ -128,6 +140,32 @@ def read_accuracy_estimator(path: str | Path) -> dict[str, Any] | None:
             path=str(p),
         )
     return block
+
+
+def read_scales(path: str | Path) -> SignalScales | None:
+    """The signal scales a reference file records (``reference --scales from-reference``), or None when it records
+    none (an older file, a reference built at the fixed scales).
+
+    Raises
+    ------
+    DataError
+        The file cannot be read, or its ``scales`` block is damaged.
+    """
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"cannot read reference JSON '{p}': {exc}", path=str(p)) from exc
+    block = doc.get(SCALES_KEY) if isinstance(doc, dict) else None
+    if block is None:
+        return None
+    try:
+        return SignalScales.from_dict(block)
+    except DataError as exc:
+        raise DataError(
+            f"reference '{p}': {exc}; rebuild it with `harmonic-monitor reference --scales from-reference`",
+            path=str(p),
+        ) from exc
 
 
 def sample_held(held: Held, rows: int = HELD_SAMPLE_ROWS, *, seed: int = 0) -> Held:

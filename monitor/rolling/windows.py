@@ -26,8 +26,8 @@ from numpy.typing import ArrayLike, NDArray
 from monitor.errors import ConfigError, DataError
 from monitor.rolling.sketch import BinGrid
 
-Signal = Literal["gamma", "flicker", "p_adj", "shadow_disagreement"]
-SIGNALS: Final[tuple[Signal, ...]] = ("gamma", "flicker", "p_adj", "shadow_disagreement")
+Signal = Literal["gamma", "flicker", "p_adj", "shadow_disagreement", "confidence"]
+SIGNALS: Final[tuple[Signal, ...]] = ("gamma", "flicker", "p_adj", "shadow_disagreement", "confidence")
 OTHER: Final = "other"
 #: class-mix key for predicted classes >= max_classes (time windows only)
 OTHER_CLASS: Final = -1
@@ -49,7 +49,8 @@ class SignalBatch:
     """The per-event signals of one micro-batch of one model; row i of every array is event i.
 
     Build it with :meth:`of`, which checks shapes. Attributes: ``timestamps_seconds`` (b,);
-    ``gamma``, ``flicker``, ``p_adj``, ``shadow_disagreement`` (b,) float64, NaN = missing;
+    ``gamma``, ``flicker``, ``p_adj``, ``shadow_disagreement``, ``confidence`` (the model's max-probability; NaN
+    for a regressor) (b,) float64, NaN = missing;
     ``predicted_class`` (b,) int64, -1 = missing; ``features`` (b, n) float64 raw units;
     ``segments`` (b,) str.
     """
@@ -62,6 +63,7 @@ class SignalBatch:
     predicted_class: NDArray[np.int64]
     features: NDArray[np.float64]
     segments: NDArray[np.str_]
+    confidence: NDArray[np.float64]
 
     @classmethod
     def of(
@@ -75,6 +77,7 @@ class SignalBatch:
         shadow_disagreement: ArrayLike | None = None,
         predicted_class: ArrayLike | None = None,
         segment: str | Sequence[str] = OTHER,
+        confidence: ArrayLike | None = None,
     ) -> SignalBatch:
         """Validate and pack one batch.
 
@@ -85,6 +88,7 @@ class SignalBatch:
         gamma, flicker, p_adj, shadow_disagreement : (b,) or None (all missing).
         predicted_class : (b,) ints or None.
         segment : one segment for the batch or (b,) per-event segments.
+        confidence : (b,) max-probability or None (all missing).
 
         Raises
         ------
@@ -125,6 +129,7 @@ class SignalBatch:
             predicted_class=pc,
             features=x,
             segments=seg.astype(np.str_),
+            confidence=_signal_array("confidence", confidence, size),
         )
 
     @property
@@ -153,6 +158,7 @@ class SignalBatch:
             predicted_class=self.predicted_class[rows],
             features=self.features[rows],
             segments=self.segments[rows],
+            confidence=self.confidence[rows],
         )
 
 
@@ -269,6 +275,7 @@ class TimeWindow:
             "gamma": gamma_grid or BinGrid.log_spaced(),
             "flicker": unit,
             "p_adj": unit,
+            "confidence": unit,
         }
         self.reset()
 
@@ -395,7 +402,7 @@ class TimeWindow:
 
 
 class CountWindow:
-    """The last ``size`` events verbatim, in arrival order (bounded: size × (n + 6) numbers).
+    """The last ``size`` events verbatim, in arrival order (bounded: size × (n + 7) numbers).
 
     Parameters
     ----------

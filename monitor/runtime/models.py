@@ -20,12 +20,13 @@ from monitor.cpus import intra_op_threads
 from monitor.errors import ConfigError, DataError
 from monitor.estimate import EstimatorFit
 from monitor.events import InferenceEvent
+from monitor.metrics.scales import SignalScales
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.io import read_model_rows
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.signature import Held, scale_groups
 from monitor.model.standardize import Standardizer
-from monitor.rolling.reference_file import read_accuracy_estimator, read_held_sample, read_reference
+from monitor.rolling.reference_file import read_accuracy_estimator, read_held_sample, read_reference, read_scales
 from monitor.runtime.watch import ModelWatch
 from monitor.source.base import RawRecord
 
@@ -57,6 +58,9 @@ class ModelRuntime:
     #: the label-free accuracy estimators a reference JSON built with labels holds (``reference --labels``), else
     #: None; the model's :class:`ModelWatch` estimates accuracy per window with them
     accuracy_fit: EstimatorFit | None = None
+    #: the σ and r the reference JSON records (``reference --scales from-reference``), else None; with
+    #: ``scoring.scales: from_reference`` the scorer uses them where radius/sigma are not set explicitly
+    recorded_scales: SignalScales | None = None
     _fingerprint: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
@@ -65,15 +69,29 @@ class ModelRuntime:
 
     def scoring_config(self) -> ScoringConfig:
         s = self.settings.scoring
+        radius, sigma = self.scales()
         return ScoringConfig(
-            radius=s.radius,
+            radius=radius,
             ball=s.ball,
             output=s.output,
             flicker_copies=s.flicker_copies,
-            sigma=s.sigma,
+            sigma=sigma,
             steps=s.steps,
             seed=s.seed,
             regression_tolerance=s.regression_tolerance,
+        )
+
+    def scales(self) -> tuple[float, float]:
+        """(radius, sigma) the scorer uses: the recorded scales of the reference JSON under ``scales:
+        from_reference``, except where the settings give radius or sigma explicitly; else the settings'."""
+        s = self.settings.scoring
+        rec = self.recorded_scales
+        if rec is None or s.scales == "fixed":
+            return s.radius, s.sigma
+        explicit = s.model_fields_set
+        return (
+            s.radius if "radius" in explicit else rec.radius,
+            s.sigma if "sigma" in explicit else rec.sigma,
         )
 
     def fit_standardizer(self, rows: NDArray[np.float64]) -> Standardizer:
@@ -126,6 +144,10 @@ def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
         rt.activate(Standardizer.identity(model.n_features))
     elif ms.reference is not None and ms.reference.suffix.lower() == ".json":
         rt.held_sample = read_held_sample(ms.reference, model.signature)
+        try:
+            rt.recorded_scales = read_scales(ms.reference)
+        except DataError as exc:
+            raise ConfigError(f"model '{ms.name}': {exc}") from exc
         rt.activate(read_reference(ms.reference, model.n_features)[0])
     elif ms.reference is not None:
         ref, held = read_reference_rows(ms, model)

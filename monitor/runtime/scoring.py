@@ -267,6 +267,9 @@ class Scoring:
         if rt.scorer.flicker_tolerance is not None:  # a regressor's flip threshold in output units (DECISIONS 8)
             for column, tolerance in enumerate(rt.scorer.flicker_tolerance[:FLICKER_TOLERANCE_COLUMNS]):
                 self.state.set("harmonic_flicker_tolerance", (rt.name, str(column)), float(tolerance))
+        # the σ and r scored at: fixed settings or chosen from the reference (monitor/metrics/scales.py)
+        self.state.set("harmonic_scoring_scale", (rt.name, "sigma"), rt.scorer.config.sigma)
+        self.state.set("harmonic_scoring_scale", (rt.name, "radius"), rt.scorer.config.radius)
         return result
 
     def _score_batch(self, rt: ModelRuntime, pending: list[Pending]) -> None:

@@ -85,6 +85,7 @@ class WatchConfig:
                 rate_min_increase=d.rate_min_increase,
                 feature_alpha=d.feature_alpha,
                 feature_min_distance=d.feature_min_distance,
+                confidence_detector=d.confidence_detector,
             ),
             reference_max_events=d.reference_max_events,
             warmup_events=warmup_events,
@@ -221,8 +222,24 @@ class ModelWatch:
         self.last_estimates[segment] = out
 
     def _accuracy_alert(self, segment: str, now: float) -> None:
-        """HarmonicAccuracyDrop: the primary method's 90 % upper bound over the count window is below the reference
-        accuracy minus ``accuracy_tolerance``, on at least ``accuracy_min_events`` events."""
+        """HarmonicAccuracyDrop: :meth:`_accuracy_condition` holds."""
+        assert self.accuracy_fit is not None
+        condition, value, detail = self._accuracy_condition(segment)
+        self._observe_alert(
+            ACCURACY_ALERT,
+            segment,
+            condition,
+            value,
+            self.accuracy_fit.accuracy,
+            now,
+            detail=detail,
+            verdict=Verdict.HARMFUL_SHIFT.value,
+        )
+
+    def _accuracy_condition(self, segment: str) -> tuple[bool, float, str]:
+        """(condition, estimate, detail) of HarmonicAccuracyDrop: the primary method's 90 % upper bound over the
+        count window is below the reference accuracy minus ``accuracy_tolerance``, on at least
+        ``accuracy_min_events`` events. Output-side evidence for the harmful verdict too."""
         assert self.accuracy_fit is not None
         ref = self.accuracy_fit.accuracy
         result = self.last_estimates.get(segment, {}).get(f"last_{self.config.count_window_events}")
@@ -239,9 +256,7 @@ class ModelWatch:
                 f"{ref:.3f} − tolerance {self.config.accuracy_tolerance:g} = {limit:.3f}. A label-free estimate: "
                 "delayed labels, when they arrive, override it"
             )
-        self._observe_alert(
-            ACCURACY_ALERT, segment, condition, value, ref, now, detail=detail, verdict=Verdict.HARMFUL_SHIFT.value
-        )
+        return bool(condition), value, detail
 
     # -- reference -----------------------------------------------------------------------------------------
     @property
@@ -257,6 +272,7 @@ class ModelWatch:
             predicted_class=result.predicted_class[ok],
             feature_names=self.feature_names,
             max_sample=self.config.reference_max_events,
+            confidence=result.probability[ok],
         )
         self.install_reference(ref)
 
@@ -310,6 +326,7 @@ class ModelWatch:
             shadow_disagreement=shadow,
             predicted_class=result.predicted_class,
             segment=segments,
+            confidence=result.probability,
         )
         full = batch
         batch = full.take(ok)
@@ -322,6 +339,10 @@ class ModelWatch:
             self.state.observe("harmonic_gamma", labels, batch.gamma[sel])
             self.state.observe("harmonic_flicker", labels, batch.flicker[sel])
             self.state.observe("harmonic_p_adj", labels, batch.p_adj[sel])
+            conf = batch.confidence[sel]
+            conf = conf[np.isfinite(conf)]  # NaN for a regressor (no classes): no confidence series
+            if conf.size:
+                self.state.observe("harmonic_confidence", labels, conf)
         for ev, good in zip(events, ok, strict=True):
             if good:
                 self.state.inc("harmonic_events_scored_total", (self.model, ev.model_version, ev.segment))
@@ -342,7 +363,10 @@ class ModelWatch:
             for seg in np.unique(drift_segs):
                 sel = drift_segs == seg
                 self._engine(str(seg)).update(
-                    gamma=drift.gamma[sel], flicker=drift.flicker[sel], features=drift.features[sel]
+                    gamma=drift.gamma[sel],
+                    flicker=drift.flicker[sel],
+                    features=drift.features[sel],
+                    confidence=drift.confidence[sel],
                 )
         self._since_eval += batch.size
         if self._since_eval >= self.config.detectors.every:
@@ -359,7 +383,11 @@ class ModelWatch:
                 self.config.warmup_events, feature_names=self.feature_names, max_sample=self.config.reference_max_events
             )
         self._builder.update(
-            gamma=batch.gamma, flicker=batch.flicker, features=batch.features, predicted_class=batch.predicted_class
+            gamma=batch.gamma,
+            flicker=batch.flicker,
+            features=batch.features,
+            predicted_class=batch.predicted_class,
+            confidence=batch.confidence,
         )
         if self._builder.ready:
             self.install_reference(self._builder.build())
@@ -391,6 +419,8 @@ class ModelWatch:
                 self.state.set("harmonic_window_flicker_mean", labels, sig["flicker"].mean)
                 self.state.set("harmonic_window_stability", labels, 1.0 - sig["flicker"].mean)
                 self.state.set("harmonic_window_p_adj_mean", labels, sig["p_adj"].mean)
+                if sig["confidence"].count:  # none for a regressor
+                    self.state.set("harmonic_window_confidence_mean", labels, sig["confidence"].mean)
                 if sig["shadow_disagreement"].count:
                     self.state.set("harmonic_window_shadow_disagreement_ratio", labels, sig["shadow_disagreement"].mean)
             if estimating:
@@ -417,7 +447,9 @@ class ModelWatch:
         )
         if self.reference is None or segment not in self._engines:
             return
-        report = self._engines[segment].report
+        # output-side evidence besides the detectors: the accuracy estimate's alert condition (DECISIONS 7)
+        accuracy_drop = self.accuracy_fit is not None and self._accuracy_condition(segment)[0]
+        report = self._engines[segment].assess(accuracy_drop=accuracy_drop)
         previous = self.last_reports.get(segment)
         self.last_reports[segment] = report
         if report.verdict != (Verdict.STABLE if previous is None else previous.verdict):
@@ -447,13 +479,13 @@ class ModelWatch:
         self._observe_alert(
             INPUT_ALERT,
             segment,
-            report.verdict == Verdict.BENIGN_SHIFT,
+            report.verdict == Verdict.INPUT_SHIFT,
             gamma_now,
             self.reference.gamma_mean,
             now,
             top_features=top,
             detail=report.message,
-            verdict=Verdict.BENIGN_SHIFT.value,
+            verdict=Verdict.INPUT_SHIFT.value,
         )
 
     def _observe_alert(

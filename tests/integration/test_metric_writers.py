@@ -2,7 +2,7 @@
 :data:`~monitor.exporters.prometheus.METRICS` entry has a sample that a code path wrote.
 
 The run: ``harmonic-monitor run`` as a process against Kafka 0.9, reading the embedded demo's three phases
-(stationary, a benign input shift, a harmful shift toward the decision boundary; ``monitor/cli/demo_data.py``) so
+(stationary, an input shift, a harmful shift toward the decision boundary; ``monitor/cli/demo_data.py``) so
 that the per-feature KS test, HarmonicInputDrift and HarmonicHarmfulShift fire; delayed labels on a labels topic;
 a scores topic and a dead-letter topic; the classifier's reference a JSON built with labels, so that the label-free
 accuracy estimates are exported (finite, every method, every window); KServe CloudEvents; three model versions over ``segments.max_versions=2``;

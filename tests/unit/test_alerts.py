@@ -181,7 +181,7 @@ def test_alert_engine_fires_again_after_resolving(engine: AlertEngine) -> None:
 
 def test_alert_engine_keeps_verdict_label_while_alert_lives(engine: AlertEngine) -> None:
     observe(engine, True, 0.0, verdict="harmful")
-    event = observe(engine, True, 60.0, verdict="benign")
+    event = observe(engine, True, 60.0, verdict="input-shift")
     assert event is not None and event.alert.labels["verdict"] == "harmful"
 
 

@@ -58,17 +58,17 @@ def test_demo_three_phases_get_their_own_verdicts(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
     phases = summary["phases"]
-    assert [p["name"] for p in phases] == ["stationary", "benign-shift", "harmful-shift"] == list(PHASES)
+    assert [p["name"] for p in phases] == ["stationary", "input-shift", "harmful-shift"] == list(PHASES)
     assert sum(p["events"] for p in phases) == 20000
     # the verdict of each phase names it; the stationary phase's verdict is the Verdict enum's "stable"
-    assert [p["verdict"] for p in phases] == ["stable", "benign-shift", "harmful-shift"]
+    assert [p["verdict"] for p in phases] == ["stable", "input-shift", "harmful-shift"]
     for p in phases:
         assert isinstance(p["gamma_mean"], float) and math.isfinite(p["gamma_mean"])
         assert isinstance(p["flicker_mean"], float) and math.isfinite(p["flicker_mean"])
-    stationary, benign, harmful = phases
+    stationary, shifted, harmful = phases
     assert stationary["alerts"] == []
     assert "HarmonicHarmfulShift" in harmful["alerts"]
-    assert "HarmonicHarmfulShift" not in benign["alerts"]
+    assert "HarmonicHarmfulShift" not in shifted["alerts"]
     assert harmful["flicker_mean"] > stationary["flicker_mean"]
     assert summary["events_scored"] == 20000 and summary["events_invalid"] == 0
     assert "summary" in proc.stdout and "harmful-shift" in proc.stdout

@@ -138,7 +138,7 @@ ENGINE_RUNS = 40
 
 
 def _engine_run(seed: int, kind: str) -> tuple[int, float]:
-    """Harmful/benign verdict false alarms before the change and delay to the expected verdict after it."""
+    """Harmful/input-shift verdict false alarms before the change and delay to the expected verdict after it."""
     rng = np.random.default_rng(seed)
     n_feat = 5
     ref = Reference.from_arrays(
@@ -153,7 +153,7 @@ def _engine_run(seed: int, kind: str) -> tuple[int, float]:
             gamma=gamma_stream(rng, step), flicker=flicker_stream(rng, step), features=rng.normal(size=(step, n_feat))
         )
         wrong += eng.verdict is not Verdict.STABLE
-    want = Verdict.HARMFUL_SHIFT if kind == "harmful" else Verdict.BENIGN_SHIFT
+    want = Verdict.HARMFUL_SHIFT if kind == "harmful" else Verdict.INPUT_SHIFT
     for i in range(0, POST, step):
         x = rng.normal(size=(step, n_feat))
         if kind == "harmful":
@@ -181,7 +181,7 @@ def engine_quality(kind: str) -> tuple[float, float, float, float]:
     )
 
 
-@pytest.mark.parametrize("kind", ["harmful", "benign"])
+@pytest.mark.parametrize("kind", ["harmful", "input"])
 def test_verdict_engine_names_the_shift_in_bounded_events_and_is_quiet_before(kind: str) -> None:
     wrong, missed, mean_delay, p90 = engine_quality(kind)
     assert wrong == 0.0 and missed == 0.0
@@ -194,7 +194,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for name in DETECTORS:
         print(quality(name).row(name))
-    for kind in ("harmful", "benign"):
+    for kind in ("harmful", "input"):
         wrong, missed, mean_delay, p90 = engine_quality(kind)
         print(
             f"| VerdictEngine → {kind} ({ENGINE_RUNS} runs, 50-event batches) | {wrong:.3f} | {mean_delay:.0f} "

@@ -1,4 +1,4 @@
-"""Verdict rule and engine: harmful if γ/flicker rose, benign if only inputs moved, stable otherwise."""
+"""Verdict rule and engine: harmful if γ/flicker rose, input-shift if only inputs moved, stable otherwise."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def state(name: str, on: bool) -> DriftState:
     ("gamma", "flicker", "features", "want"),
     [
         (False, False, False, Verdict.STABLE),
-        (False, False, True, Verdict.BENIGN_SHIFT),
+        (False, False, True, Verdict.INPUT_SHIFT),
         (True, False, False, Verdict.HARMFUL_SHIFT),
         (False, True, False, Verdict.HARMFUL_SHIFT),
         (True, True, True, Verdict.HARMFUL_SHIFT),
@@ -52,7 +52,7 @@ def test_decide_verdict_names_detectors_and_top_features() -> None:
 
 
 def test_verdict_is_a_string_for_metrics_and_json() -> None:
-    assert json.dumps(Verdict.BENIGN_SHIFT) == '"benign-shift"'
+    assert json.dumps(Verdict.INPUT_SHIFT) == '"input-shift"'
 
 
 def make_reference(rng: np.random.Generator) -> Reference:
@@ -64,7 +64,7 @@ def make_reference(rng: np.random.Generator) -> Reference:
     )
 
 
-def test_engine_moves_from_stable_to_benign_to_harmful() -> None:
+def test_engine_moves_from_stable_to_input_shift_to_harmful() -> None:
     rng = np.random.default_rng(0)
     eng = VerdictEngine(make_reference(rng))
     ref = eng.gamma_cusum.cutoff
@@ -81,7 +81,7 @@ def test_engine_moves_from_stable_to_benign_to_harmful() -> None:
         features=rng.normal(size=(n, 3)) + [0.0, 0.0, 1.0],
     )
     report = eng.report
-    assert report.verdict is Verdict.BENIGN_SHIFT and report.top_features[0][0] == "c"
+    assert report.verdict is Verdict.INPUT_SHIFT and report.top_features[0][0] == "c"
     eng.update(gamma=np.full(500, 10 * ref), flicker=None, features=None)
     harmful = eng.report
     assert harmful.verdict is Verdict.HARMFUL_SHIFT and "gamma_cusum" in harmful.fired

@@ -199,15 +199,15 @@ def test_watch_harmful_alert_does_not_fire_before_for_seconds() -> None:
     assert pending is not None and pending.state.value == "pending"
 
 
-def test_watch_benign_shift_fires_only_the_input_drift_alert() -> None:
+def test_watch_input_shift_fires_only_the_input_drift_alert() -> None:
     watch, _ = make_watch(for_seconds=5.0)
     stream = Stream(seed=4)
     feed(watch, stream, 30)
     verdicts = feed(watch, stream, 40, moved=True)
-    assert verdicts[-1] == Verdict.BENIGN_SHIFT
+    assert verdicts[-1] == Verdict.INPUT_SHIFT
     assert fired(watch, HARMFUL_ALERT) == []
     (ev,) = fired(watch, INPUT_ALERT)
-    assert ev.alert.top_features[0] == "f1" and ev.alert.labels["verdict"] == "benign-shift"
+    assert ev.alert.top_features[0] == "f1" and ev.alert.labels["verdict"] == "input-shift"
 
 
 def test_watch_publishes_how_many_input_features_moved() -> None:
