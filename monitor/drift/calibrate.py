@@ -242,7 +242,7 @@ def calibrate_cusum(
         streams,
         horizon,
         seed,
-        reference_size >= MIN_REFERENCE,
+        reference_size,  # the groups' spread of exceedance shares depends on it, not on p alone
     )
 
     def compute() -> Calibration:
