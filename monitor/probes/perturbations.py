@@ -90,23 +90,10 @@ class BudgetExhaustedError(ProbeError):
         self.requested_rows = requested_rows
 
 
-class BoundHeld:
-    """A predictor that evaluates every row with one bound row of held values (repeated for each row).
+class _Wrapper:
+    """What a :class:`~monitor.model.base.Predictor` wrapper passes through from the model it wraps (``inner``)."""
 
-    For code that evaluates rows built from points that all share these held values, and passes none itself (the
-    γ scorer inside Algorithm 2). An evaluation that passes held values uses those instead.
-
-    Parameters
-    ----------
-    model : the wrapped predictor (a :class:`CountingPredictor` keeps counting).
-    row : the held values of one row (``len(row) == 1``).
-    """
-
-    def __init__(self, model: Predictor, row: Held) -> None:
-        if len(row) != 1:
-            raise ProbeError(f"BoundHeld binds one row of held values; got {len(row)}")
-        self.inner = model
-        self.row = row
+    inner: Predictor
 
     @property
     def n_features(self) -> int:
@@ -124,11 +111,30 @@ class BoundHeld:
     def has_proba(self) -> bool:
         return bool(getattr(self.inner, "has_proba", self.inner.kind == "classifier"))
 
+
+class BoundHeld(_Wrapper):
+    """A predictor that evaluates every row with one bound row of held values (repeated for each row).
+
+    For code that evaluates rows built from points that all share these held values, and passes none itself (the
+    γ scorer inside Algorithm 2). An evaluation that passes held values uses those instead.
+
+    Parameters
+    ----------
+    model : the wrapped predictor (a :class:`CountingPredictor` keeps counting).
+    row : the held values of one row (``len(row) == 1``).
+    """
+
+    def __init__(self, model: Predictor, row: Held) -> None:
+        if len(row) != 1:
+            raise ProbeError(f"BoundHeld binds one row of held values; got {len(row)}")
+        self.inner = model
+        self.row = row
+
     def evaluate(self, rows: NDArray[np.float32], held: Held | None = None) -> ModelOutput:
         return self.inner.evaluate(rows, held if held is not None else self.row.repeat(int(rows.shape[0])))
 
 
-class CountingPredictor:
+class CountingPredictor(_Wrapper):
     """A :class:`~monitor.model.base.Predictor` wrapper that counts rows and calls, and enforces a row budget.
 
     Parameters
@@ -155,22 +161,6 @@ class CountingPredictor:
         self.budget_rows = budget_rows
         self.rows = 0
         self.calls = 0
-
-    @property
-    def n_features(self) -> int:
-        return self.inner.n_features
-
-    @property
-    def kind(self) -> ModelKind:
-        return self.inner.kind
-
-    @property
-    def has_logits(self) -> bool:
-        return bool(getattr(self.inner, "has_logits", False))
-
-    @property
-    def has_proba(self) -> bool:
-        return bool(getattr(self.inner, "has_proba", self.inner.kind == "classifier"))
 
     def evaluate(self, rows: NDArray[np.float32], held: Held | None = None) -> ModelOutput:
         b = int(rows.shape[0])
