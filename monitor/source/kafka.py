@@ -364,8 +364,10 @@ class KafkaSink:
         self._headers_warned = False
         self._log = RateLimitedLogger(log)
         self._cond = threading.Condition()
-        #: held records not in kafka-python now: queued behind a failed hand-over, or failed and due to be re-sent
-        self._waiting: deque[_Out] = deque()
+        #: topic → held records not in kafka-python now: queued behind a failed hand-over to that topic, or failed
+        #: and due to be re-sent. Per topic: one topic without metadata (deleted, not yet created, not writable) must
+        #: not hold back another topic's records, and order only matters within a topic.
+        self._waiting: dict[str, deque[_Out]] = {}
         self._in_flight = 0  # handed to kafka-python, outcome not known yet
         self._held = 0  # waiting + in flight
         self._held_bytes = 0
@@ -401,9 +403,10 @@ class KafkaSink:
                 full = True
             else:
                 self._hold(out)
-                queued = bool(self._waiting)
-                if queued:  # behind records that could not be handed over: keep the order, do not block again
-                    self._waiting.append(out)
+                behind = self._waiting.get(topic)
+                queued = bool(behind)
+                if behind:  # behind this topic's records that could not be handed over: keep the order, do not block
+                    behind.append(out)
         if full:
             self._log.warning(
                 "dropped-" + out.kind,
@@ -413,7 +416,7 @@ class KafkaSink:
             )
         elif not queued and not self._hand_over(out):
             with self._cond:
-                self._waiting.append(out)
+                self._waiting.setdefault(topic, deque()).append(out)
 
     def flush(self, timeout_seconds: float) -> bool:
         """Re-send what failed, then wait (at most ``timeout_seconds``) until every record sent so far is acknowledged.
@@ -542,15 +545,21 @@ class KafkaSink:
         return True
 
     def _resend(self) -> None:
-        while True:
-            with self._cond:
-                if not self._waiting:
-                    return
-                out = self._waiting.popleft()
-            if not self._hand_over(out):
+        """Hand each topic's waiting records over in order, up to the first that kafka-python cannot take now."""
+        with self._cond:
+            topics = list(self._waiting)
+        for topic in topics:
+            while True:
                 with self._cond:
-                    self._waiting.appendleft(out)
-                return
+                    waiting = self._waiting.get(topic)
+                    if not waiting:
+                        self._waiting.pop(topic, None)
+                        break
+                    out = waiting.popleft()
+                if not self._hand_over(out):
+                    with self._cond:
+                        self._waiting.setdefault(topic, deque()).appendleft(out)
+                    break
 
     def _on_ack(self, out: _Out, _metadata: object) -> None:
         """kafka-python's I/O thread: the broker acknowledged ``out``."""
@@ -577,7 +586,7 @@ class KafkaSink:
             elif self._closing:  # aborted by close(): its event was not committed and is read again
                 self._release(out)
             else:
-                self._waiting.append(out)
+                self._waiting.setdefault(out.topic, deque()).append(out)
             self._cond.notify_all()
         if self._closing:
             return

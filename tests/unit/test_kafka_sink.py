@@ -66,6 +66,7 @@ class FakeProducer:
         self.config: dict[str, Any] = {"api_version": api_version}
         self.sent: list[tuple[str, bytes | None, list[tuple[str, bytes]] | None, FakeFuture]] = []
         self.refuse: BaseException | None = None
+        self.refuse_topics: dict[str, BaseException] = {}  # like ``refuse``, for one topic only
         self.closed: list[float | None] = []
         self.auto_ack = False  # acknowledge every record as it is sent (a healthy broker)
 
@@ -78,6 +79,8 @@ class FakeProducer:
     ) -> FakeFuture:
         if self.refuse is not None:
             raise self.refuse
+        if topic in self.refuse_topics:
+            raise self.refuse_topics[topic]
         future = FakeFuture()
         self.sent.append((topic, value, headers, future))
         if self.auto_ack:
@@ -151,6 +154,24 @@ def test_kafka_sink_record_without_metadata_waits_and_the_next_ones_queue_behind
     assert producer.values() == [b"first", b"second"]
     producer.ack_all()
     assert sink.flush(0.0)
+
+
+def test_kafka_sink_topic_without_metadata_does_not_hold_back_another_topic() -> None:
+    producer = FakeProducer()
+    sink = make_sink(producer)
+    producer.refuse_topics[SCORES] = KafkaTimeoutError("Failed to update metadata after 5.0 secs.")
+    sink.send(SCORES, b"s1")
+    sink.send(DLQ, b"d1")  # another topic: handed over at once, not queued behind the refused scores
+    sink.send(SCORES, b"s2")  # the same topic: queued behind s1, in order
+    assert producer.values() == [b"d1"] and sink.failed_total == {"dead_letter": 0, "scores": 1}
+    producer.ack_all()
+    assert not sink.flush(0.0) and sink.held == 2
+    del producer.refuse_topics[SCORES]
+    sink.send(DLQ, b"d2")
+    assert not sink.flush(0.0)
+    assert producer.values() == [b"d1", b"d2", b"s1", b"s2"]
+    producer.ack_all()
+    assert sink.flush(0.0) and sink.held == 0
 
 
 def test_kafka_sink_is_backlogged_while_the_buffer_is_full() -> None:
