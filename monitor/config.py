@@ -278,8 +278,8 @@ class WindowSettings(_Strict):
 
 
 class DriftSettings(_Strict):
-    """Detector settings (see monitor/drift/*): γ CUSUM + KS, flicker CUSUM + rate test, confidence CUSUM,
-    per-feature KS."""
+    """Detector settings (see monitor/drift/*): γ CUSUM + KS, flicker CUSUM + rate test, confidence CUSUM, margin
+    CUSUM, per-feature KS."""
 
     window: int = Field(1000, ge=50, description="Events in the window compared with the reference.")
     every: int = Field(100, ge=1, description="Run the window tests every N scored events.")
@@ -309,6 +309,12 @@ class DriftSettings(_Strict):
         True,
         description="Classifiers: a CUSUM on 1 − max-probability (a fall in the model's confidence), calibrated like "
         "the γ CUSUM, counts as output-side evidence for harmful-shift. Regressors have none.",
+    )
+    margin_detector: bool = Field(
+        True,
+        description="Classifiers: a CUSUM on 1 − margin (margin = top-1 minus top-2 class probability; a fall means "
+        "two classes draw closer), calibrated like the γ CUSUM, counts as output-side evidence for harmful-shift. "
+        "For a binary model it repeats the confidence CUSUM (margin = 2·max-probability − 1). Regressors have none.",
     )
     reference_max_events: int = Field(5000, ge=100, description="Reference rows scored at start-up (sampled).")
 

@@ -165,12 +165,22 @@ USAGE: dict[str, Usage] = {
         "Per-event robustness (histograms)",
         "probability (1/K … 1, K classes)",
         "The model's own confidence: the largest class probability of each scored event (`ScoreResult.probability`; "
-        "the margin between the top two classes is not exported). Classifiers only — a regressor has no series. "
+        "the margin between the top two classes is `harmonic_margin`). Classifiers only — a regressor has no series. "
         "Mean = `rate(harmonic_confidence_sum[5m]) / rate(harmonic_confidence_count[5m])`; a growing share below "
         '0.9 (`harmonic_confidence_bucket{le="0.9"}`) means the model is less sure of today\'s traffic. The drift '
         "detector `confidence_cusum` watches the same signal for a *fall* against the reference; a fall counts as "
         "output-side evidence for `harmful-shift`. A model that becomes confidently wrong keeps its confidence: "
         "only the accuracy estimate or labels can show that.",
+    ),
+    "harmonic_margin": Usage(
+        "Per-event robustness (histograms)",
+        "probability difference (0–1)",
+        "The model's margin: top-1 minus top-2 class probability of each scored event (`ScoreResult.margin`), from "
+        "the same probabilities as `harmonic_confidence`. Classifiers only. For a binary model it is "
+        "2·confidence − 1 and carries nothing new; for more classes it separates two classes tied (margin near 0 "
+        "at any confidence) from probability spread over many (low confidence, margin not small). A growing share "
+        'below 0.1 (`harmonic_margin_bucket{le="0.1"}`) means more events sit between two classes. The drift detector '
+        "`margin_cusum` watches it for a *fall* against the reference, as output-side evidence for `harmful-shift`.",
     ),
     # -- shadow ------------------------------------------------------------------------------------------------------
     "harmonic_shadow_compared_total": Usage(
@@ -223,6 +233,14 @@ USAGE: dict[str, Usage] = {
         "`harmonic_window_gamma_mean` and `harmonic_window_flicker_mean` it is the cheapest output-side signal: a "
         "falling mean means the model is less sure of today's traffic than of the reference.",
     ),
+    "harmonic_window_margin_mean": Usage(
+        "Rolling windows and reference",
+        "probability difference (0–1)",
+        "Mean top-1 minus top-2 class probability over the window (classifiers only; absent for regressors). Read it "
+        "beside `harmonic_window_confidence_mean`: for a binary model it is 2·confidence − 1; for more classes a "
+        "margin that falls while confidence holds means the runner-up class gained: events drift toward a tie "
+        "between two classes.",
+    ),
     "harmonic_window_shadow_disagreement_ratio": Usage(
         "Rolling windows and reference",
         "ratio (0–1)",
@@ -273,15 +291,15 @@ USAGE: dict[str, Usage] = {
         "evidence of change in inputs or outputs (not a claim that accuracy is fine); **input-shift** — inputs "
         "moved (per-feature KS) but no output-side detector fired: the monitor cannot tell from outputs whether "
         "accuracy suffered, check `harmonic_estimated_accuracy` or labels; **harmful-shift** — output-side "
-        "evidence: γ or flicker rose, confidence fell against the reference, or the accuracy estimate's upper "
+        "evidence: γ or flicker rose, confidence or margin fell against the reference, or the accuracy estimate's upper "
         "bound is below its tolerance. Delayed labels override all three. "
         '`harmonic_drift_verdict{verdict="harmful-shift"} == 1` lists affected segments.',
     ),
     "harmonic_drift_statistic": Usage(
         "Drift",
         "per signal: CUSUM in log-likelihood units, KS as a distance (0–1), flicker_rate as a one-sided Welch z",
-        "What each detector currently reads: `gamma_cusum`/`flicker_cusum`/`confidence_cusum` (the last on "
-        "1 − max-probability, classifiers only; each alarms at its threshold, calibrated for "
+        "What each detector currently reads: `gamma_cusum`/`flicker_cusum`/`confidence_cusum`/`margin_cusum` (the "
+        "last two on 1 − max-probability and 1 − margin, classifiers only; each alarms at its threshold, calibrated for "
         "`drift.false_alarms_per_million_events` unless `drift.cusum_threshold` pins it), "
         "`gamma_ks`/`features_ks` (alarm above `drift.ks_min_distance`/`drift.feature_min_distance` with "
         "significance), `flicker_rate`. Plotting a statistic against its threshold shows how close a segment is to "
@@ -533,8 +551,8 @@ LABELS: dict[str, str] = {
     "window": "`<seconds>s` for each of `windows.time_windows_seconds` (default `60s`, `300s`, `3600s`) and "
     "`last_<N>` for the count window (`windows.count_window_events`, default `last_2000`).",
     "verdict": "One of " + ", ".join(f"`{v.value}`" for v in Verdict) + ".",
-    "signal": "Drift detector: `gamma_cusum`, `gamma_ks`, `flicker_cusum`, `flicker_rate`, `confidence_cusum` "
-    "(classifiers), `features_ks`.",
+    "signal": "Drift detector: `gamma_cusum`, `gamma_ks`, `flicker_cusum`, `flicker_rate`, `confidence_cusum` and "
+    "`margin_cusum` (classifiers), `features_ks`.",
     "alertname": "`HarmonicHarmfulShift`, `HarmonicInputDrift`, `HarmonicShadowDisagreement`, `HarmonicAccuracyDrop`.",
     "method": "Label-free accuracy estimator: `harmonic` (ours: confidence, γ, flicker, P_adj), `ac` (average "
     "calibrated confidence), `atc` (average thresholded confidence), `doc` (difference of confidences).",

@@ -164,6 +164,7 @@ def write_labelled_reference(
         predicted_class=result.predicted_class[ok],
         feature_names=feature_names or None,
         confidence=result.probability[ok],
+        margin=result.margin[ok],
     )
     fit = labelled_fit(rt.model, rows, None, result, labels, seed=seed)
     return write_reference(

@@ -152,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         feature_names=names,
         seed=args.seed,
         confidence=result.probability[ok] if model.kind == "classifier" else None,
+        margin=result.margin[ok] if model.kind == "classifier" else None,
     )
     fit = None
     if labels is not None:

@@ -2,9 +2,10 @@
 
 A label-free verdict claims only what the evidence shows (DECISIONS 7):
 
-- ``harmful-shift``: output-side evidence says the model is affected — a γ detector, a flicker detector or the
-  confidence detector (a fall in max-probability) fired, or the label-free accuracy estimate is below its
-  tolerance (``HarmonicAccuracyDrop``'s condition, passed in by the caller);
+- ``harmful-shift``: output-side evidence says the model is affected — a γ detector, a flicker detector, the
+  confidence detector (a fall in max-probability) or the margin detector (a fall in top-1 minus top-2 class
+  probability) fired, or the label-free accuracy estimate is below its tolerance (``HarmonicAccuracyDrop``'s
+  condition, passed in by the caller);
 - ``input-shift``: only the per-feature input drift fired. The inputs moved; the monitor cannot tell from the
   outputs whether accuracy suffered — check the accuracy estimate or delayed labels. It is *not* a claim that the
   shift is harmless;
@@ -15,7 +16,8 @@ Delayed labels, when they arrive, override all of these.
 
 :func:`decide_verdict` is the pure rule on detector states. :class:`VerdictEngine` owns the default
 detector set built from a reference (γ: CUSUM + KS; flicker: CUSUM + rate test; confidence: CUSUM on
-1 − max-probability, classifiers only; features: per-feature KS), feeds them per batch and reads the verdict;
+1 − max-probability, and margin: CUSUM on 1 − margin, classifiers only; features: per-feature KS), feeds them per
+batch and reads the verdict;
 :class:`DriftSettings` holds their settings.
 """
 
@@ -84,10 +86,11 @@ def decide_verdict(
     top: int = 3,
     confidence: Iterable[DriftState] = (),
     accuracy_drop: bool = False,
+    margin: Iterable[DriftState] = (),
 ) -> VerdictReport:
     """The verdict rule: harmful on output-side evidence, input-shift if only input drift fired, else stable.
 
-    Output-side evidence is any γ, flicker or confidence detector signalling drift, or ``accuracy_drop`` (the
+    Output-side evidence is any γ, flicker, confidence or margin detector signalling drift, or ``accuracy_drop`` (the
     label-free accuracy estimate's upper bound below the reference accuracy minus its tolerance; reported as
     ``accuracy_estimate``). Input drift alone says nothing about accuracy, so it is ``input-shift``, never benign.
 
@@ -99,6 +102,7 @@ def decide_verdict(
     top : how many moved features to name.
     confidence : states of the confidence detectors (a *fall* in max-probability; none for regressors).
     accuracy_drop : the accuracy estimate's alert condition holds (HarmonicAccuracyDrop).
+    margin : states of the margin detectors (a *fall* in top-1 minus top-2 class probability; none for regressors).
 
     Examples
     --------
@@ -112,7 +116,7 @@ def decide_verdict(
     >>> decide_verdict(gamma=[quiet], flicker=[], accuracy_drop=True).message
     'harmful-shift: accuracy_estimate fired'
     """
-    fired = tuple(s.name for s in (*gamma, *flicker, *confidence) if s.drift_detected)
+    fired = tuple(s.name for s in (*gamma, *flicker, *confidence, *margin) if s.drift_detected)
     if accuracy_drop:
         fired += ("accuracy_estimate",)
     inputs = features is not None and features.drift_detected
@@ -132,8 +136,11 @@ class DriftSettings:
     ``false_alarms_per_million_events`` (unless ``cusum_threshold`` pins it); the window tests (γ KS, flicker
     rate) false-alarm with probability at most ``ks_alpha`` / ``rate_alpha`` per window test (less with their
     effect-size floors); the per-feature tests hold the false discovery rate across features at
-    ``feature_alpha`` (Benjamini–Hochberg). The harmful verdict is the union of four detectors, so its rate is
-    at most 2·rate + 10⁶·(ks_alpha + rate_alpha)/every per 10⁶ events (measured: docs/BENCHMARKS.md).
+    ``feature_alpha`` (Benjamini–Hochberg). The harmful verdict is the union of the output-side detectors, so its
+    rate is at most k·rate + 10⁶·(ks_alpha + rate_alpha)/every per 10⁶ events, k the CUSUMs in the set: 2 (γ,
+    flicker), up to 4 for a classifier (confidence, margin); per-CUSUM rates measured in docs/BENCHMARKS.md. A
+    binary classifier's margin CUSUM sees the same exceedances as its confidence CUSUM up to rounding
+    (1 − margin = 2·(1 − max-probability), and the CUSUM reads only ranks), so it adds next to no alarms there.
     """
 
     false_alarms_per_million_events: float = 1.0
@@ -149,11 +156,13 @@ class DriftSettings:
     feature_alpha: float = 0.01
     feature_min_distance: float = 0.1
     confidence_detector: bool = True
+    margin_detector: bool = True
 
 
 def confidence_fall_reference(confidence: ArrayLike) -> NDArray[np.float64] | None:
     """The reference sample the confidence detector watches, 1 − max-probability (finite values), or None when
-    there are too few for a calibration (a regressor: its max-probability is NaN).
+    there are too few for a calibration (a regressor: its max-probability is NaN). The margin detector watches
+    1 − margin the same way (this function on the margin sample).
 
     >>> confidence_fall_reference([1.0, 0.9, float("nan")] * 100)[:2].tolist()
     [0.0, 0.09999999999999998]
@@ -223,6 +232,10 @@ class VerdictEngine:
         # regressor or a reference without a confidence sample (one written before confidence was kept)
         fall = confidence_fall_reference(getattr(reference, "confidence_sample", ()))
         self.confidence_cusum = cusum(fall, "confidence_cusum") if s.confidence_detector and fall is not None else None
+        # a fall in margin (top-1 minus top-2 class probability) the same way, on 1 − margin: none for a regressor or
+        # a reference written before margin was kept
+        narrow = confidence_fall_reference(getattr(reference, "margin_sample", ()))
+        self.margin_cusum = cusum(narrow, "margin_cusum") if s.margin_detector and narrow is not None else None
         self.flicker_rate = RateTest(
             reference.flicker_mean,
             reference.flicker_var,
@@ -250,7 +263,8 @@ class VerdictEngine:
     @property
     def thresholds(self) -> dict[str, float]:
         """The sequential detectors' thresholds (calibrated on the reference unless pinned), by detector name."""
-        return {c.name: c.threshold for c in (self.gamma_cusum, self.flicker_cusum, self.confidence_cusum) if c}
+        cusums = (self.gamma_cusum, self.flicker_cusum, self.confidence_cusum, self.margin_cusum)
+        return {c.name: c.threshold for c in cusums if c}
 
     def reset(self) -> None:
         """Reset every detector (e.g. after the reference was rebuilt)."""
@@ -260,6 +274,7 @@ class VerdictEngine:
             self.flicker_cusum,
             self.flicker_rate,
             self.confidence_cusum,
+            self.margin_cusum,
             self.feature_drift,
         ):
             if d is not None:
@@ -272,9 +287,10 @@ class VerdictEngine:
         flicker: ArrayLike | None = None,
         features: ArrayLike | None = None,
         confidence: ArrayLike | None = None,
+        margin: ArrayLike | None = None,
     ) -> Self:
-        """Feed one batch: γ (b,), flicker (b,), feature rows (b, n), max-probability (b,); any may be None (not
-        scored). NaN confidence (a regressor, a row without a class) is skipped."""
+        """Feed one batch: γ (b,), flicker (b,), feature rows (b, n), max-probability (b,), margin (b,); any may be
+        None (not scored). NaN confidence or margin (a regressor, a row without a class) is skipped."""
         if gamma is not None:
             self.gamma_cusum.update(gamma)
             self.gamma_ks.update(gamma)
@@ -283,16 +299,21 @@ class VerdictEngine:
             self.flicker_rate.update(flicker)
         if confidence is not None and self.confidence_cusum is not None:
             self.confidence_cusum.update(1.0 - np.asarray(confidence, dtype=np.float64))
+        if margin is not None and self.margin_cusum is not None:
+            self.margin_cusum.update(1.0 - np.asarray(margin, dtype=np.float64))
         if features is not None and self.feature_drift is not None:
             self.feature_drift.update(features)
         return self
 
     @property
     def states(self) -> tuple[DriftState, ...]:
-        """States of every detector (γ CUSUM, γ KS, flicker CUSUM, flicker rate[, confidence CUSUM][, features])."""
+        """States of every detector (γ CUSUM, γ KS, flicker CUSUM, flicker rate[, confidence CUSUM][, margin
+        CUSUM][, features])."""
         out = [d.state for d in (self.gamma_cusum, self.gamma_ks, self.flicker_cusum, self.flicker_rate)]
         if self.confidence_cusum is not None:
             out.append(self.confidence_cusum.state)
+        if self.margin_cusum is not None:
+            out.append(self.margin_cusum.state)
         if self.feature_drift is not None:
             out.append(self.feature_drift.state)
         return tuple(out)
@@ -310,6 +331,7 @@ class VerdictEngine:
             gamma=(self.gamma_cusum.state, self.gamma_ks.state),
             flicker=(self.flicker_cusum.state, self.flicker_rate.state),
             confidence=() if self.confidence_cusum is None else (self.confidence_cusum.state,),
+            margin=() if self.margin_cusum is None else (self.margin_cusum.state,),
             features=None if fd is None else fd.state,
             moved=() if fd is None else fd.moved,
             accuracy_drop=accuracy_drop,

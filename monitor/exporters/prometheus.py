@@ -24,6 +24,9 @@ FLICKER_BUCKETS = (0.0, 0.03125, 0.0625, 0.125, 0.25, 0.5, 0.75, 1.0)
 UNIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
 #: max-probability lies in [1/K, 1] and most of a healthy classifier's mass sits near 1: finer at the top
 CONFIDENCE_BUCKETS = (0.1, 0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999, 1.0)
+#: top-1 minus top-2 class probability lies in [0, 1]; for a binary model margin = 2·max-probability − 1, so these are
+#: the confidence buckets from 0.5 up (0.5 → 0, 0.6 → 0.2, …, 0.999 → 0.998), with 0.05 and 0.1 for near-ties
+MARGIN_BUCKETS = (0.0, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 0.9, 0.98, 0.998, 1.0)
 SECONDS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -101,6 +104,13 @@ METRICS: tuple[MetricSpec, ...] = (
         CONFIDENCE_BUCKETS,
     ),
     MetricSpec(
+        "harmonic_margin",
+        "histogram",
+        "The model's margin (top-1 minus top-2 class probability) per scored event; classifiers only.",
+        (_M, _S),
+        MARGIN_BUCKETS,
+    ),
+    MetricSpec(
         "harmonic_shadow_compared_total", "counter", "Scored events that carried the live server's prediction.", (_M,)
     ),
     MetricSpec(
@@ -140,6 +150,12 @@ METRICS: tuple[MetricSpec, ...] = (
         (_M, _S, "window"),
     ),
     MetricSpec(
+        "harmonic_window_margin_mean",
+        "gauge",
+        "Mean margin (top-1 minus top-2 class probability) over the rolling window; classifiers only.",
+        (_M, _S, "window"),
+    ),
+    MetricSpec(
         "harmonic_window_shadow_disagreement_ratio",
         "gauge",
         "Live vs ONNX disagreement rate over the rolling window.",
@@ -172,7 +188,7 @@ METRICS: tuple[MetricSpec, ...] = (
         "harmonic_drift_statistic",
         "gauge",
         "Latest drift statistic per signal (gamma_cusum, gamma_ks, flicker_cusum, flicker_rate, confidence_cusum, "
-        "features_ks).",
+        "margin_cusum, features_ks).",
         (_M, _S, "signal"),
     ),
     MetricSpec(

@@ -100,8 +100,11 @@ class ScoreResult:
     """Per-event results, all of shape (B,). Rows that were not finite have ``valid`` False and NaN scores.
 
     ``predicted_class`` is −1 for regressors and invalid rows; ``probability`` and ``p_adj`` are NaN for
-    regressors. A valid row at which a classifier's class scores (probabilities, else logits) hold a NaN — an
-    overflow inside the model — has no class either: −1, and NaN γ, γ_logit, flicker, P_adj and probability.
+    regressors. ``margin`` is the top-1 minus the top-2 class probability at the event (in [0, 1]; 2p − 1 for a
+    binary classifier's max-probability p), from the same probabilities as ``probability`` (the probability
+    output, else the softmax of the logits); NaN exactly where ``probability`` is. A valid row at which a
+    classifier's class scores (probabilities, else logits) hold a NaN — an overflow inside the model — has no class
+    either: −1, and NaN γ, γ_logit, flicker, P_adj, probability and margin.
     """
 
     gamma: NDArray[np.float64]
@@ -111,6 +114,7 @@ class ScoreResult:
     predicted_class: NDArray[np.int64]
     probability: NDArray[np.float64]
     valid: NDArray[np.bool_]
+    margin: NDArray[np.float64]
 
     def __len__(self) -> int:
         return int(self.gamma.shape[0])
@@ -308,7 +312,7 @@ class RobustnessScorer:
         if not valid.any():
             return result
         scored = self._score_valid(np.ascontiguousarray(x32[valid]), None if held is None else held.take(valid))
-        for name in ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability"):
+        for name in ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability", "margin"):
             getattr(result, name)[valid] = scored[name]
         return result
 
@@ -322,6 +326,7 @@ class RobustnessScorer:
             predicted_class=np.full(b, -1, dtype=np.int64),
             probability=nan,
             valid=valid,
+            margin=nan.copy(),
         )
 
     def _score_valid(self, centres: NDArray[np.float32], held: Held | None = None) -> dict[str, NDArray[np.generic]]:
@@ -368,10 +373,12 @@ class RobustnessScorer:
             f_centre, f_ball = _target_pair(out, self.output, klass, b, m)
             gamma = gamma_from_values(f_centre, f_ball)
             prob: NDArray[np.float64] | None = None
+            margin: NDArray[np.float64] | None = None
             if out.proba is not None:
                 # P at the predicted class: f itself when f is the probability (gathered once for γ and γ_logit)
                 p_centre = f_centre if self.output == "proba" else out.proba[np.arange(b), klass]
                 prob = p_centre.astype(np.float64)
+                margin = _top_two_margin(out.proba[:b])
             log_pair: tuple[NDArray[np.float32], NDArray[np.float32]] | None = None
             if out.logits is not None:
                 log_pair = _pick(out.logits, klass, b, m)
@@ -385,7 +392,10 @@ class RobustnessScorer:
                     assert out.logits is not None
                     z = out.logits[:b].astype(np.float64)
                     z -= z.max(axis=1, keepdims=True)
-                    prob = np.exp(z[np.arange(b), klass]) / np.exp(z).sum(axis=1)
+                    np.exp(z, out=z)
+                    z /= z.sum(axis=1, keepdims=True)
+                    prob = z[np.arange(b), klass]
+                    margin = _top_two_margin(z)
                 p_adj = np.multiply(gamma_logit, -self.config.steps)
                 np.exp(p_adj, out=p_adj)
                 p_adj *= prob  # P·e^(−Nγ_logit)
@@ -393,15 +403,18 @@ class RobustnessScorer:
                 gamma_logit = np.full(b, np.nan)
                 prob = np.full(b, np.nan)
                 p_adj = np.full(b, np.nan)
+            if margin is None:  # a label output alone: no class probabilities
+                margin = np.full(b, np.nan)
             # the share of copies whose class differs: count / K is flips.mean(axis=1), bit for bit
             flicker = np.count_nonzero(_flips(out, klass, b * (1 + m), b, k), axis=1) / k if k else np.full(b, np.nan)
             if undefined is not None:
                 # argmax would name the first NaN's column: no class, so nothing read at that class either
                 klass = np.where(undefined, -1, klass)
-                for scores in (gamma, gamma_logit, p_adj, flicker, prob):
+                for scores in (gamma, gamma_logit, p_adj, flicker, prob, margin):
                     scores[undefined] = np.nan
             res["predicted_class"] = klass
             res["probability"] = prob
+            res["margin"] = margin
         else:
             assert out.value is not None
             v = out.value
@@ -421,6 +434,7 @@ class RobustnessScorer:
                 flicker = np.full(b, np.nan)
             res["predicted_class"] = np.full(b, -1, dtype=np.int64)
             res["probability"] = np.full(b, np.nan)
+            res["margin"] = np.full(b, np.nan)
         res["gamma"] = gamma
         res["gamma_logit"] = gamma_logit
         res["p_adj"] = p_adj
@@ -447,6 +461,8 @@ class RobustnessScorer:
         np.subtract(one, f_ball, out=f_ball, where=~is_one[:, None])
         gamma = gamma_from_values(f_centre, f_ball)
         prob = f_centre.astype(np.float64)
+        # top-1 − top-2 of the table [1 − p, p] (its float32 values, subtracted in float64 as from the table)
+        margin = np.abs(centre.astype(np.float64) - negative)
         gamma_logit = gamma_from_values(_log_floor(f_centre), _log_floor(f_ball))
         p_adj = np.multiply(gamma_logit, -self.config.steps)
         np.exp(p_adj, out=p_adj)
@@ -459,11 +475,12 @@ class RobustnessScorer:
             flicker = np.full(b, np.nan)
         if undefined is not None:
             klass[undefined] = -1
-            for scores in (gamma, gamma_logit, p_adj, flicker, prob):
+            for scores in (gamma, gamma_logit, p_adj, flicker, prob, margin):
                 scores[undefined] = np.nan
         return {
             "predicted_class": klass,
             "probability": prob,
+            "margin": margin,
             "gamma": gamma,
             "gamma_logit": gamma_logit,
             "p_adj": p_adj,
@@ -624,6 +641,16 @@ def _centre_classes(out: ModelOutput, b: int) -> tuple[NDArray[np.int64], NDArra
         return klass, None
     undefined: NDArray[np.bool_] = np.isnan(centre).any(axis=1).reshape(-1)  # reshape: a (B,) array to mypy
     return klass, undefined
+
+
+def _top_two_margin(p: NDArray[np.floating]) -> NDArray[np.float64]:
+    """(B,) top-1 minus top-2 value of each row of a (B, C) probability table, in float64; a table of one column
+    (no second class) gives its value. A row holding a NaN gives NaN (``np.partition`` sorts NaN last)."""
+    if p.shape[1] < 2:
+        return p[:, 0].astype(np.float64)
+    top = np.partition(p, p.shape[1] - 2, axis=1)[:, -2:].astype(np.float64)
+    margin: NDArray[np.float64] = top[:, 1] - top[:, 0]
+    return margin
 
 
 def _class_table(out: ModelOutput) -> NDArray[np.float32]:

@@ -63,6 +63,8 @@ class Reference:
     feature_names : optional names of the n features (alerts name the features that moved).
     confidence_sample : (≤ max_sample,) sorted sample of the model's confidence (max-probability) per event; empty
         for a regressor, or for a reference written before confidence was kept (no confidence detector then).
+    margin_sample : (≤ max_sample,) sorted sample of the model's margin (top-1 minus top-2 class probability) per
+        event; empty for a regressor, or for a reference written before margin was kept (no margin detector then).
     """
 
     n_events: int
@@ -78,6 +80,7 @@ class Reference:
     class_mix: Mapping[int, float]
     feature_names: tuple[str, ...] | None = None
     confidence_sample: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    margin_sample: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     @property
     def n_features(self) -> int:
@@ -97,6 +100,7 @@ class Reference:
         max_feature_sample: int = 2000,
         seed: int = 0,
         confidence: ArrayLike | None = None,
+        margin: ArrayLike | None = None,
     ) -> Reference:
         """Build from offline arrays.
 
@@ -105,10 +109,12 @@ class Reference:
         gamma, flicker : (N,) per-event values; NaN entries are ignored.
         confidence : (N,) the model's max-probability per event (NaN ignored: regressors, rows without a class),
             or None (no confidence sample).
+        margin : (N,) the model's top-1 minus top-2 class probability per event (NaN ignored), or None (no margin
+            sample).
         features : (N, n) raw feature rows.
         predicted_class : (N,) ints (-1 = none), or None.
         feature_names : n names, or None.
-        max_sample : bound on the γ and flicker samples.
+        max_sample : bound on the γ, flicker, confidence and margin samples.
         max_feature_sample : bound on the feature rows kept.
         seed : seeds the choice of feature rows, so the same data and seed give the same reference.
 
@@ -165,6 +171,9 @@ class Reference:
         conf = np.zeros(0) if confidence is None else np.asarray(confidence, dtype=np.float64).reshape(-1)
         if confidence is not None and conf.size != n_events:
             raise DataError(f"reference confidence has {conf.size} values; expected {n_events}")
+        marg = np.zeros(0) if margin is None else np.asarray(margin, dtype=np.float64).reshape(-1)
+        if margin is not None and marg.size != n_events:
+            raise DataError(f"reference margin has {marg.size} values; expected {n_events}")
         return cls(
             n_events=n_events,
             gamma_sample=thin_sorted(g_ok, max_sample),
@@ -179,6 +188,7 @@ class Reference:
             class_mix=mix,
             feature_names=names,
             confidence_sample=thin_sorted(conf, max_sample),
+            margin_sample=thin_sorted(marg, max_sample),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -199,6 +209,7 @@ class Reference:
             "class_mix": {str(c): p for c, p in self.class_mix.items()},
             "feature_names": None if self.feature_names is None else list(self.feature_names),
             "confidence_sample": self.confidence_sample.tolist(),
+            "margin_sample": self.margin_sample.tolist(),
         }
 
     @classmethod
@@ -234,6 +245,8 @@ class Reference:
                 feature_names=None if names is None else tuple(str(s) for s in _sequence(names)),
                 # absent in references written before confidence was kept: no confidence detector for them
                 confidence_sample=np.sort(_floats(data.get("confidence_sample", []))),
+                # absent in references written before margin was kept: no margin detector for them
+                margin_sample=np.sort(_floats(data.get("margin_sample", []))),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(
@@ -319,6 +332,7 @@ class WarmupReferenceBuilder:
         self._features: list[NDArray[np.float64]] = []
         self._classes: list[NDArray[np.int64]] = []
         self._confidence: list[NDArray[np.float64]] = []
+        self._margin: list[NDArray[np.float64]] = []
         self._count = 0
 
     @property
@@ -339,9 +353,10 @@ class WarmupReferenceBuilder:
         features: ArrayLike,
         predicted_class: ArrayLike | None = None,
         confidence: ArrayLike | None = None,
+        margin: ArrayLike | None = None,
     ) -> Self:
         """Add a batch: γ (b,), flicker (b,), features (b, n), predicted class (b,) or None, max-probability (b,)
-        or None (NaN: none).
+        or None (NaN: none), margin (top-1 minus top-2 class probability, b,) or None (NaN: none).
 
         Raises
         ------
@@ -367,6 +382,9 @@ class WarmupReferenceBuilder:
         conf = np.full(g.size, np.nan) if confidence is None else np.asarray(confidence, dtype=np.float64).reshape(-1)
         if conf.size != g.size:
             raise DataError(f"warm-up confidence has {conf.size} values; the batch has {g.size} events")
+        marg = np.full(g.size, np.nan) if margin is None else np.asarray(margin, dtype=np.float64).reshape(-1)
+        if marg.size != g.size:
+            raise DataError(f"warm-up margin has {marg.size} values; the batch has {g.size} events")
         take = min(self.events - self._count, g.size)
         if take > 0:
             self._gamma.append(g[:take].copy())
@@ -374,6 +392,7 @@ class WarmupReferenceBuilder:
             self._features.append(x[:take].copy())
             self._classes.append(pc[:take].copy())
             self._confidence.append(conf[:take].copy())
+            self._margin.append(marg[:take].copy())
             self._count += take
         return self
 
@@ -393,6 +412,7 @@ class WarmupReferenceBuilder:
             features=np.vstack(self._features),
             predicted_class=np.concatenate(self._classes),
             confidence=np.concatenate(self._confidence),
+            margin=np.concatenate(self._margin),
             feature_names=self.feature_names,
             max_sample=self.max_sample,
             max_feature_sample=self.max_feature_sample,

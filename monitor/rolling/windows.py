@@ -1,7 +1,7 @@
 """Stage 5a: rolling time and count windows of the per-event signals, per model and segment.
 
-Every scored event carries γ, flicker, P_adj, shadow disagreement (0/1), the predicted class and its input
-features. A :class:`WindowSet` keeps, for each (model, segment) key,
+Every scored event carries γ, flicker, P_adj, shadow disagreement (0/1), the model's confidence and margin
+(classifiers), the predicted class and its input features. A :class:`WindowSet` keeps, for each (model, segment) key,
 
 - one :class:`TimeWindow` per span (default 60 s, 300 s, 3600 s): a ring of ``buckets`` per-bucket
   aggregates (counts, sums, sums of squares, fixed-bin histograms, class counts, per-feature sums), so
@@ -26,8 +26,8 @@ from numpy.typing import ArrayLike, NDArray
 from monitor.errors import ConfigError, DataError
 from monitor.rolling.sketch import BinGrid
 
-Signal = Literal["gamma", "flicker", "p_adj", "shadow_disagreement", "confidence"]
-SIGNALS: Final[tuple[Signal, ...]] = ("gamma", "flicker", "p_adj", "shadow_disagreement", "confidence")
+Signal = Literal["gamma", "flicker", "p_adj", "shadow_disagreement", "confidence", "margin"]
+SIGNALS: Final[tuple[Signal, ...]] = ("gamma", "flicker", "p_adj", "shadow_disagreement", "confidence", "margin")
 OTHER: Final = "other"
 #: class-mix key for predicted classes >= max_classes (time windows only)
 OTHER_CLASS: Final = -1
@@ -50,7 +50,8 @@ class SignalBatch:
 
     Build it with :meth:`of`, which checks shapes. Attributes: ``timestamps_seconds`` (b,);
     ``gamma``, ``flicker``, ``p_adj``, ``shadow_disagreement``, ``confidence`` (the model's max-probability; NaN
-    for a regressor) (b,) float64, NaN = missing;
+    for a regressor), ``margin`` (top-1 minus top-2 class probability; NaN for a regressor) (b,) float64,
+    NaN = missing;
     ``predicted_class`` (b,) int64, -1 = missing; ``features`` (b, n) float64 raw units;
     ``segments`` (b,) str.
     """
@@ -64,6 +65,7 @@ class SignalBatch:
     features: NDArray[np.float64]
     segments: NDArray[np.str_]
     confidence: NDArray[np.float64]
+    margin: NDArray[np.float64]
 
     @classmethod
     def of(
@@ -78,6 +80,7 @@ class SignalBatch:
         predicted_class: ArrayLike | None = None,
         segment: str | Sequence[str] = OTHER,
         confidence: ArrayLike | None = None,
+        margin: ArrayLike | None = None,
     ) -> SignalBatch:
         """Validate and pack one batch.
 
@@ -89,6 +92,7 @@ class SignalBatch:
         predicted_class : (b,) ints or None.
         segment : one segment for the batch or (b,) per-event segments.
         confidence : (b,) max-probability or None (all missing).
+        margin : (b,) top-1 minus top-2 class probability or None (all missing).
 
         Raises
         ------
@@ -130,6 +134,7 @@ class SignalBatch:
             features=x,
             segments=seg.astype(np.str_),
             confidence=_signal_array("confidence", confidence, size),
+            margin=_signal_array("margin", margin, size),
         )
 
     @property
@@ -159,6 +164,7 @@ class SignalBatch:
             features=self.features[rows],
             segments=self.segments[rows],
             confidence=self.confidence[rows],
+            margin=self.margin[rows],
         )
 
 
@@ -227,7 +233,7 @@ class TimeWindow:
     max_classes : predicted classes 0 … max_classes-1 are counted apart; others fold into -1.
     quantiles : which quantiles snapshots report.
     gamma_grid, unit_grid : histogram bins for γ (default log-spaced 1e-6…1e3, 16/decade) and for
-        flicker and P_adj (default 100 bins on [0, 1]).
+        flicker, P_adj, confidence and margin (default 100 bins on [0, 1]).
 
     Raises
     ------
@@ -276,6 +282,7 @@ class TimeWindow:
             "flicker": unit,
             "p_adj": unit,
             "confidence": unit,
+            "margin": unit,
         }
         self.reset()
 

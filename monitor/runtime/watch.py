@@ -86,6 +86,7 @@ class WatchConfig:
                 feature_alpha=d.feature_alpha,
                 feature_min_distance=d.feature_min_distance,
                 confidence_detector=d.confidence_detector,
+                margin_detector=d.margin_detector,
             ),
             reference_max_events=d.reference_max_events,
             warmup_events=warmup_events,
@@ -273,6 +274,7 @@ class ModelWatch:
             feature_names=self.feature_names,
             max_sample=self.config.reference_max_events,
             confidence=result.probability[ok],
+            margin=result.margin[ok],
         )
         self.install_reference(ref)
 
@@ -327,6 +329,7 @@ class ModelWatch:
             predicted_class=result.predicted_class,
             segment=segments,
             confidence=result.probability,
+            margin=result.margin,
         )
         full = batch
         batch = full.take(ok)
@@ -343,6 +346,10 @@ class ModelWatch:
             conf = conf[np.isfinite(conf)]  # NaN for a regressor (no classes): no confidence series
             if conf.size:
                 self.state.observe("harmonic_confidence", labels, conf)
+            margin = batch.margin[sel]
+            margin = margin[np.isfinite(margin)]  # NaN for a regressor, like confidence
+            if margin.size:
+                self.state.observe("harmonic_margin", labels, margin)
         for ev, good in zip(events, ok, strict=True):
             if good:
                 self.state.inc("harmonic_events_scored_total", (self.model, ev.model_version, ev.segment))
@@ -367,6 +374,7 @@ class ModelWatch:
                     flicker=drift.flicker[sel],
                     features=drift.features[sel],
                     confidence=drift.confidence[sel],
+                    margin=drift.margin[sel],
                 )
         self._since_eval += batch.size
         if self._since_eval >= self.config.detectors.every:
@@ -388,6 +396,7 @@ class ModelWatch:
             features=batch.features,
             predicted_class=batch.predicted_class,
             confidence=batch.confidence,
+            margin=batch.margin,
         )
         if self._builder.ready:
             self.install_reference(self._builder.build())
@@ -421,6 +430,8 @@ class ModelWatch:
                 self.state.set("harmonic_window_p_adj_mean", labels, sig["p_adj"].mean)
                 if sig["confidence"].count:  # none for a regressor
                     self.state.set("harmonic_window_confidence_mean", labels, sig["confidence"].mean)
+                if sig["margin"].count:  # none for a regressor
+                    self.state.set("harmonic_window_margin_mean", labels, sig["margin"].mean)
                 if sig["shadow_disagreement"].count:
                     self.state.set("harmonic_window_shadow_disagreement_ratio", labels, sig["shadow_disagreement"].mean)
             if estimating:

@@ -213,6 +213,7 @@ def _with_confidence(batch: tuple, confidence: np.ndarray) -> tuple:  # type: ig
         predicted_class=result.predicted_class,
         probability=confidence,
         valid=result.valid,
+        margin=2.0 * confidence - 1.0,  # a binary model's margin
     )
     return events, x, r, shadow
 

@@ -272,7 +272,7 @@ def test_scorers_with_the_same_seed_agree_over_a_sequence_of_calls(linear_classi
     for size in (7, 1, 300, 64, 7):
         x = rng.normal(scale=0.3, size=(size, 2))
         a, b = first.score(x), second.score(x)
-        for name in ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability", "valid"):
+        for name in ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability", "margin", "valid"):
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
         assert 0.0 < a.flicker.mean() < 1.0  # the copies really cross the boundary, so flicker is informative
     np.testing.assert_array_equal(first._bank, second._bank)

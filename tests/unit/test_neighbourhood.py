@@ -25,7 +25,7 @@ from monitor.model.standardize import Standardizer
 from tests.conftest import CountingSession
 from tests.unit import onnx_graphs
 
-RESULT_FIELDS = ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability", "valid")
+RESULT_FIELDS = ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability", "margin", "valid")
 
 
 def _pair(path: Path, config: ScoringConfig, *, chunk: int = 16384) -> tuple[RobustnessScorer, RobustnessScorer]:

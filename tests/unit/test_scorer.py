@@ -176,7 +176,7 @@ def test_scorer_scores_a_logits_only_classifier_as_the_same_classifier_with_prob
     assert 0.0 < want.flicker.mean() < 1.0 and want.gamma.max() > 0  # informative
     np.testing.assert_array_equal(got.predicted_class, want.predicted_class)
     np.testing.assert_array_equal(got.flicker, want.flicker)
-    for name in ("gamma", "gamma_logit", "p_adj", "probability"):
+    for name in ("gamma", "gamma_logit", "p_adj", "probability", "margin"):
         # γ_logit of linear logits is 0 up to float32 rounding of logits of size ~3 (ball points in one run or another)
         np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-5, atol=1e-6, err_msg=name)
 

@@ -67,6 +67,7 @@ class Stream:
             predicted_class=(x[:, 0] > 0).astype(np.int64),
             probability=np.full(n, 0.9),
             valid=np.ones(n, dtype=bool),
+            margin=np.full(n, 0.8),
         )
         shadow = np.full(n, np.nan) if shadow_rate is None else (self.rng.random(n) < shadow_rate).astype(float)
         return events, x, result, shadow
@@ -393,6 +394,7 @@ def test_watch_ignores_invalid_rows() -> None:
         predicted_class=result.predicted_class,
         probability=result.probability,
         valid=valid,
+        margin=result.margin,
     )
     watch.update(events, x, bad, shadow)
     assert state.counter("harmonic_events_scored_total", (MODEL, "1", "other")) == 75
