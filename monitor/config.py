@@ -289,8 +289,9 @@ class DriftSettings(_Strict):
         1.0,
         gt=0,
         lt=1e5,
-        description="Stated false-alarm rate of each CUSUM: its threshold is calibrated on the reference (bootstrap "
-        "streams) so that a stationary stream alarms this often per 10^6 events (expected run length 10^6 / rate).",
+        description="Stated false-alarm rate of the verdict's CUSUMs together, per 10^6 stationary events: the k "
+        "CUSUMs (gamma, flicker, confidence, margin) each get rate/k, their thresholds calibrated on the reference "
+        "(bootstrap streams); the window tests add at most 10^6*(ks_alpha + rate_alpha)/every.",
     )
     cusum_threshold: float | None = Field(
         None, gt=0, description="Pin the CUSUM threshold (log-likelihood units); None: calibrated for the rate above."

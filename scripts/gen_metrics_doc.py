@@ -299,8 +299,9 @@ USAGE: dict[str, Usage] = {
         "Drift",
         "per signal: CUSUM in log-likelihood units, KS as a distance (0–1), flicker_rate as a one-sided Welch z",
         "What each detector currently reads: `gamma_cusum`/`flicker_cusum`/`confidence_cusum`/`margin_cusum` (the "
-        "last two on 1 − max-probability and 1 − margin, classifiers only; each alarms at its threshold, calibrated for "
-        "`drift.false_alarms_per_million_events` unless `drift.cusum_threshold` pins it), "
+        "last two on 1 − max-probability and 1 − margin, classifiers only, margin with three classes or more; each "
+        "alarms at its threshold, calibrated for its share of `drift.false_alarms_per_million_events` unless "
+        "`drift.cusum_threshold` pins it), "
         "`gamma_ks`/`features_ks` (alarm above `drift.ks_min_distance`/`drift.feature_min_distance` with "
         "significance), `flicker_rate`. Plotting a statistic against its threshold shows how close a segment is to "
         "alerting.",

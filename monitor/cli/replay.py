@@ -8,8 +8,9 @@ Decode, sample, score, windows, detectors, verdicts and alerts run exactly as in
 * every event is scored (``sampler.events_per_second: 0``: no sampling, no CPU cap; the config's ``sampler``
   section is overridden), and windows and alerts read the events' own time (the watermark, DECISIONS 5), so the
   same file gives the same timeline;
-* micro-batches are ``drift.every`` events unless the config sets ``batch.max_events``, so verdicts are evaluated
-  every ``drift.every`` events, as that setting says.
+* micro-batches are ``REPLAY_BATCH`` (10) events unless the config sets ``batch.max_events``: a detector that
+  turns on is reported at the micro-batch that turned it on (the window tests still run every ``drift.every``
+  events), so a change's ``index`` is within 10 events of the event that decided it.
 
 The timeline (``--timeline``) is ``{"events": n, "changes": [...], "alerts": [...]}``. ``events`` counts the
 file's non-blank lines (valid or not); each change and alert carries ``index``, the 0-based line of the event at
@@ -34,6 +35,8 @@ from monitor.errors import ConfigError, SourceError
 if TYPE_CHECKING:
     from monitor.config import Settings
 
+#: events per micro-batch unless the settings name a size: a verdict change lands within this many events
+REPLAY_BATCH = 10
 #: the counters behind the summary on stderr
 _INVALID = "harmonic_events_invalid_total"
 _SCORED = "harmonic_events_scored_total"
@@ -82,14 +85,14 @@ def run(args: argparse.Namespace) -> int:
 
 def replay_settings(args: argparse.Namespace, state_dir: Path) -> Settings:
     """``run``'s settings (flags > HARMONIC_* > --config) with the replay's overrides: every event scored, the
-    state in ``state_dir``, micro-batches of ``drift.every`` events unless the settings name a batch size, and no
+    state in ``state_dir``, micro-batches of ``REPLAY_BATCH`` events unless the settings name a batch size, and no
     alert delivery."""
     from monitor.cli.run import settings_from_args
 
     overrides: dict[str, Any] = {"sampler": {"events_per_second": 0}, "state_dir": str(state_dir)}
     settings = settings_from_args(args, overrides)
     if "max_events" not in settings.batch.model_fields_set:
-        batch = {**settings.batch.model_dump(), "max_events": settings.drift.every}
+        batch = {**settings.batch.model_dump(), "max_events": REPLAY_BATCH}
         settings = settings_from_args(args, {**overrides, "batch": batch})
     # a backtest must not page anyone: alerts go to the timeline only
     alerts = settings.alerts.model_copy(update={"alertmanager_url": None, "webhook_url": None})

@@ -132,15 +132,14 @@ def decide_verdict(
 class DriftSettings:
     """Settings of the default detector set (see each detector for the meaning and valid range).
 
-    False alarms are stated, not tuned: each CUSUM's threshold is calibrated on the reference for
-    ``false_alarms_per_million_events`` (unless ``cusum_threshold`` pins it); the window tests (γ KS, flicker
-    rate) false-alarm with probability at most ``ks_alpha`` / ``rate_alpha`` per window test (less with their
-    effect-size floors); the per-feature tests hold the false discovery rate across features at
-    ``feature_alpha`` (Benjamini–Hochberg). The harmful verdict is the union of the output-side detectors, so its
-    rate is at most k·rate + 10⁶·(ks_alpha + rate_alpha)/every per 10⁶ events, k the CUSUMs in the set: 2 (γ,
-    flicker), up to 4 for a classifier (confidence, margin); per-CUSUM rates measured in docs/BENCHMARKS.md. A
-    binary classifier's margin CUSUM sees the same exceedances as its confidence CUSUM up to rounding
-    (1 − margin = 2·(1 − max-probability), and the CUSUM reads only ranks), so it adds next to no alarms there.
+    False alarms are stated, not tuned: ``false_alarms_per_million_events`` is the rate of the verdict's CUSUMs
+    together — the k CUSUMs in the set (γ and flicker; confidence and margin for a classifier, margin only with
+    three classes or more: a binary classifier's 1 − margin is 2·(1 − max-probability), the same exceedances) each
+    get rate/k, their thresholds calibrated on the reference (unless ``cusum_threshold`` pins them). The window
+    tests (γ KS, flicker rate) false-alarm with probability at most ``ks_alpha`` / ``rate_alpha`` per window test
+    (less with their effect-size floors), adding at most 10⁶·(ks_alpha + rate_alpha)/every per 10⁶ events; the
+    per-feature tests hold the false discovery rate across features at ``feature_alpha`` (Benjamini–Hochberg).
+    Measured rates: docs/BENCHMARKS.md.
     """
 
     false_alarms_per_million_events: float = 1.0
@@ -157,6 +156,15 @@ class DriftSettings:
     feature_min_distance: float = 0.1
     confidence_detector: bool = True
     margin_detector: bool = True
+
+
+def _binary(reference: ReferenceLike) -> bool:
+    """True when the reference's margins are 2·max-probability − 1 throughout (a binary classifier)."""
+    conf = np.asarray(getattr(reference, "confidence_sample", ()), dtype=np.float64)
+    margin = np.asarray(getattr(reference, "margin_sample", ()), dtype=np.float64)
+    if conf.shape != margin.shape or conf.size == 0:
+        return False
+    return bool(np.allclose(margin, 2.0 * conf - 1.0, rtol=0.0, atol=1e-6, equal_nan=True))
 
 
 def confidence_fall_reference(confidence: ArrayLike) -> NDArray[np.float64] | None:
@@ -208,13 +216,26 @@ class VerdictEngine:
         s = settings or DriftSettings()
         self.settings = s
 
+        # a fall in confidence = a rise of 1 − max-probability above the reference's upper quantile; none for a
+        # regressor or a reference without a confidence sample (one written before confidence was kept)
+        fall = confidence_fall_reference(getattr(reference, "confidence_sample", ())) if s.confidence_detector else None
+        # a fall in margin (top-1 minus top-2 class probability) the same way, on 1 − margin: none for a regressor, a
+        # reference written before margin was kept, or a binary classifier (its 1 − margin is 2·(1 − max-probability):
+        # the same exceedances as the confidence CUSUM, which would spend a share of the false-alarm budget twice)
+        narrow = confidence_fall_reference(getattr(reference, "margin_sample", ())) if s.margin_detector else None
+        if narrow is not None and fall is not None and _binary(reference):
+            narrow = None
+        #: the CUSUMs share the stated false-alarm rate evenly: the verdict, their union, alarms at about that rate
+        self.cusums_sharing = 2 + (fall is not None) + (narrow is not None)
+        rate = s.false_alarms_per_million_events / self.cusums_sharing
+
         def cusum(sample: ArrayLike, name: str) -> Cusum:
             return Cusum(
                 sample,
                 quantile=s.cusum_quantile,
                 rate_ratio=s.cusum_rate_ratio,
                 threshold=s.cusum_threshold,
-                false_alarms_per_million=s.false_alarms_per_million_events,
+                false_alarms_per_million=rate,
                 name=name,
             )
 
@@ -228,14 +249,8 @@ class VerdictEngine:
             name="gamma_ks",
         )
         self.flicker_cusum = cusum(reference.flicker_sample, "flicker_cusum")
-        # a fall in confidence = a rise of 1 − max-probability above the reference's upper quantile; none for a
-        # regressor or a reference without a confidence sample (one written before confidence was kept)
-        fall = confidence_fall_reference(getattr(reference, "confidence_sample", ()))
-        self.confidence_cusum = cusum(fall, "confidence_cusum") if s.confidence_detector and fall is not None else None
-        # a fall in margin (top-1 minus top-2 class probability) the same way, on 1 − margin: none for a regressor or
-        # a reference written before margin was kept
-        narrow = confidence_fall_reference(getattr(reference, "margin_sample", ()))
-        self.margin_cusum = cusum(narrow, "margin_cusum") if s.margin_detector and narrow is not None else None
+        self.confidence_cusum = cusum(fall, "confidence_cusum") if fall is not None else None
+        self.margin_cusum = cusum(narrow, "margin_cusum") if narrow is not None else None
         self.flicker_rate = RateTest(
             reference.flicker_mean,
             reference.flicker_var,
@@ -304,6 +319,25 @@ class VerdictEngine:
         if features is not None and self.feature_drift is not None:
             self.feature_drift.update(features)
         return self
+
+    @property
+    def alarms_on(self) -> tuple[bool, ...]:
+        """Whether each detector signals drift now, in :attr:`states` order (cheap: no snapshots). A caller that
+        evaluates the verdict on a cadence re-evaluates early when this changes, so a CUSUM crossing its threshold
+        is reported at the batch that crossed it, not at the next cadence."""
+        return tuple(d.drift_detected for d in self._detectors())
+
+    def _detectors(self) -> tuple[Cusum | KsDrift | RateTest | FeatureDrift, ...]:
+        found = (
+            self.gamma_cusum,
+            self.gamma_ks,
+            self.flicker_cusum,
+            self.flicker_rate,
+            self.confidence_cusum,
+            self.margin_cusum,
+            self.feature_drift,
+        )
+        return tuple(d for d in found if d is not None)
 
     @property
     def states(self) -> tuple[DriftState, ...]:

@@ -161,6 +161,8 @@ class ModelWatch:
         #: a segment with no arrival for this long on the clock is quiet: its shortest time window
         self._quiet_seconds = min(config.window_seconds)
         self.last_reports: dict[str, VerdictReport] = {}
+        #: segment → its engine's ``alarms_on`` at the last evaluation
+        self._alarms_at_eval: dict[str, tuple[bool, ...]] = {}
         self.fired: list[AlertEvent] = []
         #: the label-free accuracy estimators of a labelled reference (:meth:`set_accuracy_fit`), their per-event
         #: score samples per window, and the last estimates per segment and window (``estimate``'s result)
@@ -281,6 +283,7 @@ class ModelWatch:
     def install_reference(self, ref: Reference) -> None:
         self.reference = ref
         self._engines.clear()
+        self._alarms_at_eval.clear()
         self._builder = None
         self.state.set("harmonic_reference_gamma_mean", (self.model,), ref.gamma_mean)
         self.state.set("harmonic_reference_flicker_mean", (self.model,), ref.flicker_mean)
@@ -298,6 +301,7 @@ class ModelWatch:
         if eng is None:
             assert self.reference is not None
             eng = self._engines[segment] = VerdictEngine(self.reference, self.config.detectors)
+            self._alarms_at_eval[segment] = eng.alarms_on
         return eng
 
     # -- per batch -----------------------------------------------------------------------------------------
@@ -377,7 +381,10 @@ class ModelWatch:
                     margin=drift.margin[sel],
                 )
         self._since_eval += batch.size
-        if self._since_eval >= self.config.detectors.every:
+        # every `every` events, and at once when a detector turned on or off in this batch: a verdict change is
+        # reported at the batch that caused it (the detectors update per event; the cadence only paces the gauges)
+        flipped = any(eng.alarms_on != self._alarms_at_eval[seg] for seg, eng in self._engines.items())
+        if self._since_eval >= self.config.detectors.every or flipped:
             self._since_eval = 0
             self._applying = events[-1]  # for the observers
             try:
@@ -461,6 +468,7 @@ class ModelWatch:
         # output-side evidence besides the detectors: the accuracy estimate's alert condition (DECISIONS 7)
         accuracy_drop = self.accuracy_fit is not None and self._accuracy_condition(segment)[0]
         report = self._engines[segment].assess(accuracy_drop=accuracy_drop)
+        self._alarms_at_eval[segment] = self._engines[segment].alarms_on
         previous = self.last_reports.get(segment)
         self.last_reports[segment] = report
         if report.verdict != (Verdict.STABLE if previous is None else previous.verdict):

@@ -219,9 +219,11 @@ def test_margin_threshold_is_calibrated_like_confidence_and_can_be_switched_off(
     assert eng.margin_cusum is not None
     cal = eng.margin_cusum.calibration
     assert cal is not None and cal.method != "fallback"
-    assert eng.thresholds["margin_cusum"] == pytest.approx(Cusum(1.0 - ref.margin_sample, name="m").threshold)
+    assert eng.cusums_sharing == 4  # the stated rate is the four CUSUMs' together
+    share = Cusum(1.0 - ref.margin_sample, false_alarms_per_million=0.25, name="m")
+    assert eng.thresholds["margin_cusum"] == pytest.approx(share.threshold)
     assert set(eng.thresholds) == {"gamma_cusum", "flicker_cusum", "confidence_cusum", "margin_cusum"}
-    assert 8.0 < eng.thresholds["margin_cusum"] < 14.0
+    assert 8.0 < eng.thresholds["margin_cusum"] < 15.0
     assert VerdictEngine(ref, DriftSettings(cusum_threshold=14.0)).thresholds["margin_cusum"] == 14.0
     off = VerdictEngine(ref, DriftSettings(margin_detector=False))
     assert off.margin_cusum is None and off.confidence_cusum is not None
@@ -250,20 +252,27 @@ def test_margin_cusum_catches_a_runner_up_gaining_which_confidence_cannot_see() 
     assert eng.confidence_cusum.state.alarms == 0  # max-probability did not move
 
 
-def test_binary_margin_cusum_repeats_the_confidence_cusum() -> None:
+def test_binary_margin_repeats_confidence_so_a_binary_model_has_no_margin_cusum() -> None:
     rng = np.random.default_rng(7)
     c = 0.5 + 0.5 * rng.beta(5.0, 1.0, 5000)
-    ref = Reference.from_arrays(
-        gamma=np.ones(5000), flicker=np.zeros(5000), features=np.zeros((5000, 1)), confidence=c, margin=2 * c - 1
-    )
-    eng = VerdictEngine(ref)
-    assert eng.margin_cusum is not None and eng.confidence_cusum is not None
-    assert eng.thresholds["margin_cusum"] == eng.thresholds["confidence_cusum"]
+
+    def ref(margin: np.ndarray) -> Reference:
+        return Reference.from_arrays(
+            gamma=np.ones(5000), flicker=np.zeros(5000), features=np.zeros((5000, 1)), confidence=c, margin=margin
+        )
+
+    # the same CUSUM on 1 − margin = 2·(1 − max-probability) moves in step with the confidence one ...
+    forced = Cusum(1.0 - (2 * c - 1), name="m"), Cusum(1.0 - c, name="c")
     stream = np.concatenate([0.5 + 0.5 * rng.beta(5.0, 1.0, 2000), 0.5 + 0.2 * rng.random(500)])
     for i in range(0, stream.size, 50):
-        eng.update(confidence=stream[i : i + 50], margin=2 * stream[i : i + 50] - 1)
-        assert eng.margin_cusum.statistic == pytest.approx(eng.confidence_cusum.statistic)
-    assert eng.margin_cusum.drift_detected and eng.confidence_cusum.drift_detected
+        forced[0].update(1.0 - (2 * stream[i : i + 50] - 1))
+        forced[1].update(1.0 - stream[i : i + 50])
+        assert forced[0].statistic == pytest.approx(forced[1].statistic)
+    # ... so the engine leaves it out and its share of the false-alarm rate goes to the others
+    binary = VerdictEngine(ref(2 * c - 1))
+    assert binary.margin_cusum is None and binary.confidence_cusum is not None and binary.cusums_sharing == 3
+    three = VerdictEngine(ref(np.clip(2 * c - 1 - 0.1 * rng.random(5000), 0.0, 1.0)))  # a runner-up below 1 − p
+    assert three.margin_cusum is not None and three.cusums_sharing == 4
 
 
 def _state(name: str, on: bool) -> DriftState:

@@ -160,6 +160,35 @@ def test_watch_harmful_shift_gives_the_harmful_verdict() -> None:
     assert any(name.startswith(("gamma", "flicker")) for name in report.fired)
 
 
+def test_watch_reports_a_verdict_change_at_the_batch_whose_detector_crossed_not_at_the_cadence() -> None:
+    watch, _ = make_watch()  # window tests every 100 events
+    stream = Stream(seed=2)
+    feed(watch, stream, 300, n=10)
+    engine = watch._engine("other")
+    first = None
+    for i in range(400):  # batches of 10 events: ten per cadence
+        watch.update(*stream.batch(10, harmful=True))
+        if first is None and any(engine.alarms_on):
+            first = i
+            # the batch that turned a detector on is the batch whose verdict says so
+            assert watch.verdict("other") is Verdict.HARMFUL_SHIFT, engine.alarms_on
+            break
+    assert first is not None
+    crossings = []  # and not only at the cadence: over several streams, some crossings land between
+    for seed in range(3, 9):
+        w, _ = make_watch()
+        st = Stream(seed=seed)
+        feed(w, st, 300, n=10)
+        eng = w._engine("other")
+        for i in range(400):
+            w.update(*st.batch(10, harmful=True))
+            if w.verdict("other") is Verdict.HARMFUL_SHIFT:
+                assert any(eng.alarms_on)
+                crossings.append(i)
+                break
+    assert any((i + 1) % 10 for i in crossings), crossings
+
+
 def test_watch_harmful_alert_fires_after_for_seconds_of_event_time() -> None:
     delivered: list[AlertEvent] = []
     watch, state = make_watch(for_seconds=10.0, alerts=delivered)
