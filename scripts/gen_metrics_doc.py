@@ -329,7 +329,7 @@ USAGE: dict[str, Usage] = {
         "Alerts",
         "alerts",
         "Transitions to firing; `increase(...[7d])` is the alert volume per model, the input for tuning "
-        "thresholds (the defaults' false-alarm rates: bench/drift_quality.py).",
+        "thresholds (the verdict's false-alarm rates and delays on river streams: bench/verdict_quality.py).",
     ),
     "harmonic_alert_deliveries_failed_total": Usage(
         "Alerts",

@@ -25,11 +25,11 @@ log = logging.getLogger("monitor.score")
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "score",
-        help="score rows offline: gamma, flicker, p_adj, predicted_class (+ probability) per row",
+        help="score rows offline: gamma, flicker, p_adj, predicted_class (+ probability, margin) per row",
         description=(
             "Re-evaluate every row of --data against the ONNX model and write one CSV row per input row, "
-            "in input order, with columns gamma, flicker, p_adj, predicted_class (and probability for "
-            "classifiers). Rows with NaN/inf are reported on stderr and get NaN scores."
+            "in input order, with columns gamma, flicker, p_adj, predicted_class (and probability and margin "
+            "for classifiers). Rows with NaN/inf are reported on stderr and get NaN scores."
         ),
     )
     add_model_options(p)
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     rows, held = load_inputs(args.data, model, what="--data", header=args.header)
     out_path = Path(args.out)
     classifier = model.kind == "classifier"
-    header = ["gamma", "flicker", "p_adj", "predicted_class"] + (["probability"] if classifier else [])
+    header = ["gamma", "flicker", "p_adj", "predicted_class"] + (["probability", "margin"] if classifier else [])
     if args.batch_size < 1:
         raise MonitorError(f"--batch-size must be >= 1; got {args.batch_size}")
     invalid: list[int] = []
@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
             cols = [res.gamma, res.flicker, res.p_adj, res.predicted_class.astype(np.float64)]
             if classifier:
                 cols.append(res.probability)
+                cols.append(res.margin)
             block = np.column_stack(cols)
             block[~res.valid, 3] = np.nan
             writer.writerows([_fmt(v) for v in row] for row in block)

@@ -353,6 +353,7 @@ class Scoring:
                 "p_adj": _num(result.p_adj[i]),
                 "predicted_class": int(result.predicted_class[i]),
                 "probability": _num(result.probability[i]),
+                "margin": _num(result.margin[i]),
             }
             self.sink.send(topic, json.dumps(doc).encode(), key=ev.event_id.encode())
 

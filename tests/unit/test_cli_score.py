@@ -23,7 +23,7 @@ from tests.unit.onnx_graphs import sklearn_to_onnx
 N_FEATURES = 3
 #: very different feature scales, so that standardized and raw radii differ a lot
 FEATURE_SCALE = np.array([1.0, 20.0, 0.05])
-CLASSIFIER_HEADER = ["gamma", "flicker", "p_adj", "predicted_class", "probability"]
+CLASSIFIER_HEADER = ["gamma", "flicker", "p_adj", "predicted_class", "probability", "margin"]
 REGRESSOR_HEADER = ["gamma", "flicker", "p_adj", "predicted_class"]
 #: every option of the documented `score` contract
 CONTRACT_OPTIONS = [
@@ -135,6 +135,33 @@ def test_score_probability_matches_sklearn_predict_proba(files: Files, tmp_path:
     score(files.classifier, files.data_csv, tmp_path / "out.csv")
     _, values = read_output(tmp_path / "out.csv")
     np.testing.assert_allclose(values[:, 4], files.estimator.predict_proba(files.rows).max(axis=1), atol=1e-5)
+
+
+def test_score_margin_is_top_one_minus_top_two_of_sklearn_predict_proba(files: Files, tmp_path: Path) -> None:
+    score(files.classifier, files.data_csv, tmp_path / "out.csv")
+    header, values = read_output(tmp_path / "out.csv")
+    assert header.index("margin") == header.index("probability") + 1
+    top = np.sort(files.estimator.predict_proba(files.rows), axis=1)
+    expected = top[:, -1] - top[:, -2]
+    assert expected.std() > 0.01  # real, varied values
+    np.testing.assert_allclose(values[:, 5], expected, atol=1e-5)
+
+
+def test_score_margin_of_a_binary_classifier_is_two_probability_minus_one(files: Files, tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(200, N_FEATURES))
+    clf = LogisticRegression(random_state=0).fit(x, (x[:, 0] - x[:, 1] > 0).astype(int))
+    model = sklearn_to_onnx(tmp_path / "binary.onnx", clf, N_FEATURES, zipmap=False)
+    rows = rng.normal(size=(30, N_FEATURES))
+    rows[4, 0] = np.nan  # an invalid row: probability and margin both NaN
+    np.save(tmp_path / "binary.npy", rows)
+    score(model, tmp_path / "binary.npy", tmp_path / "out.csv")
+    header, values = read_output(tmp_path / "out.csv")
+    probability, margin = values[:, header.index("probability")], values[:, header.index("margin")]
+    assert np.isnan(probability[4]) and np.isnan(margin[4])
+    valid = np.arange(30) != 4
+    np.testing.assert_allclose(margin[valid], 2.0 * probability[valid] - 1.0, atol=1e-6)
+    assert (margin[valid] > 0.0).all() and margin[valid].std() > 0.01
 
 
 def test_score_flicker_of_a_linear_regressor_is_near_zero_with_the_defaults(files: Files, tmp_path: Path) -> None:

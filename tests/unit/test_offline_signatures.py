@@ -309,7 +309,7 @@ def test_score_an_image_model_from_npy_and_csv_gives_the_same_scores(files: File
         out = tmp_path / f"{name}.scores.csv"
         assert score(files.image, files.root / name, out, "--flicker-copies", "8") == 0
         results.append(read_scores(out))
-    assert results[0].shape == (N_ROWS, 5)
+    assert results[0].shape == (N_ROWS, 6)  # a classifier: probability and margin after predicted_class
     assert np.all(np.isfinite(results[0]))
     for other in results[1:]:
         np.testing.assert_array_equal(other, results[0])

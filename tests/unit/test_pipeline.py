@@ -29,6 +29,20 @@ from tests.unit import onnx_graphs
 
 TS_MS = 1_795_000_000_000
 MODEL = "clf"
+#: the fields of a record on the scores topic, in order
+SCORES_RECORD_KEYS = (
+    "id",
+    "model",
+    "model_version",
+    "segment",
+    "ts",
+    "gamma",
+    "flicker",
+    "p_adj",
+    "predicted_class",
+    "probability",
+    "margin",
+)
 
 
 # ---------------------------------------------------------------------- fakes and builders
@@ -330,6 +344,26 @@ def test_pipeline_publishes_and_flushes_the_sink_before_committing(tmp_path: Pat
     assert [d["predicted_class"] for d in docs] == model_class(x).tolist()
     for d in docs:
         assert d["gamma"] >= 0.0 and 0.0 <= d["flicker"] <= 1.0 and 0.0 <= d["probability"] <= 1.0
+    # the record's fields, and the margin: top-1 minus top-2 class probability, 2p − 1 for this binary model
+    assert {tuple(d) for d in docs} == {SCORES_RECORD_KEYS}
+    margin = np.array([d["margin"] for d in docs], dtype=np.float64)
+    probability = np.array([d["probability"] for d in docs], dtype=np.float64)
+    np.testing.assert_allclose(margin, 2.0 * probability - 1.0, atol=1e-6)
+    assert margin.std() > 0.01  # real values, not one constant
+
+
+def test_pipeline_publishes_null_probability_and_margin_for_a_regressor(tmp_path: Path) -> None:
+    path = onnx_graphs.linear_regressor(tmp_path / "reg.onnx", [1.0, -1.0])
+    reference = tmp_path / "reg_ref.csv"
+    np.savetxt(reference, rows(300, seed=99), delimiter=",")
+    model = {"name": MODEL, "path": str(path), "reference": str(reference), "scoring": {"flicker_copies": 8}}
+    settings = make_settings(tmp_path, models=[model], kafka={"scores_topic": "scores", "max_poll_records": 20})
+    sink = RecordingSink()
+    drain(make_pipeline(settings, ReplaySource(events(rows(20, seed=6), labels=False)), sink=sink))
+    docs = [json.loads(v) for v, _, _ in sink.on("scores")]
+    assert len(docs) == 20 and {tuple(d) for d in docs} == {SCORES_RECORD_KEYS}
+    assert all(d["probability"] is None and d["margin"] is None and d["predicted_class"] == -1 for d in docs)
+    assert all(d["gamma"] is not None for d in docs)
 
 
 def test_pipeline_never_commits_past_a_held_kserve_half(tmp_path: Path) -> None:
