@@ -5,7 +5,9 @@ reference sample by a two-sided KS test. With n features tested at once the p-va
 Benjamini–Hochberg (:func:`~monitor.drift.calibrate.benjamini_hochberg`), so ``alpha`` is the false
 discovery rate across features: among the features reported as moved, at most that share is expected to
 be noise, and when no feature moved it is the chance that a window test reports any (the per-window
-false-alarm rate). A feature *moved* when its adjusted p < alpha and its distance D >= ``min_distance``. Moved features are ranked by D, so an
+false-alarm rate). A feature *moved* when its adjusted p < alpha and its distance D >= ``min_distance``; while the
+alarm is on, D >= ``clear_ratio``·``min_distance`` keeps a feature moved (hysteresis: a shift whose distance sits
+near the floor does not flap the verdict between input-shift and stable). Moved features are ranked by D, so an
 alert can name the top ones. Input drift alone is an ``input-shift`` (harm unknown without labels or the accuracy
 estimate) unless output-side evidence (γ, flicker, confidence, the accuracy estimate) says the model is affected.
 """
@@ -46,6 +48,8 @@ class FeatureDrift(WindowedTest):
     min_events : rows before the first test (default ``window``; between 10 and ``window``).
     alpha : false discovery rate across features, Benjamini–Hochberg (0 < alpha < 1).
     min_distance : minimum KS distance for a feature to count as moved (0 <= min_distance < 1).
+    clear_ratio : while the alarm is on, a feature stays moved down to ``clear_ratio``·``min_distance`` (still
+        significant at ``alpha``) (0 <= clear_ratio <= 1).
     name : label reported in :class:`DriftState`.
 
     Raises
@@ -76,9 +80,11 @@ class FeatureDrift(WindowedTest):
         min_events: int | None = None,
         alpha: float = 0.01,
         min_distance: float = 0.1,
+        clear_ratio: float = 0.5,
         name: str = "features_ks",
     ) -> None:
         require(0.0 <= min_distance < 1.0, f"min_distance must be in [0, 1); got {min_distance!r}")
+        require(0.0 <= clear_ratio <= 1.0, f"clear_ratio must be in [0, 1]; got {clear_ratio!r}")
         ref = np.asarray(reference, dtype=np.float64)
         if ref.ndim != 2 or ref.shape[0] < 10 or ref.shape[1] < 1:
             raise DataError(f"feature reference must be a 2-D array with >= 10 rows and >= 1 column; got {ref.shape}")
@@ -91,7 +97,7 @@ class FeatureDrift(WindowedTest):
         self.reference = np.sort(ref, axis=0)
         self.feature_names = names
         self._init_window(window, every, min_events, alpha, width=n)
-        self.min_distance, self.name = min_distance, name
+        self.min_distance, self.clear_ratio, self.name = min_distance, clear_ratio, name
         self.reset()
 
     @property
@@ -122,7 +128,8 @@ class FeatureDrift(WindowedTest):
         for j in range(n):
             self._d[j], self._p[j] = ks_two_sample(w[:, j], self.reference[:, j], "two-sided")
         self._p = benjamini_hochberg(self._p)
-        hit = np.flatnonzero((self._p < self.alpha) & (self._d >= self.min_distance))
+        floor = self.min_distance * (self.clear_ratio if self._moved else 1.0)
+        hit = np.flatnonzero((self._p < self.alpha) & (self._d >= floor))
         order = hit[np.argsort(-self._d[hit], kind="stable")]
         self._moved = tuple(
             FeatureShift(int(j), self.feature_names[j], float(self._d[j]), float(self._p[j])) for j in order

@@ -225,6 +225,27 @@ def test_feature_drift_ranks_moved_features_and_corrects_for_many_tests() -> Non
     assert fd.p_values[3] == pytest.approx(min(1.0, 20 * raw / 2), rel=0.2)
 
 
+def test_feature_drift_alarm_holds_while_the_distance_stays_above_half_the_floor() -> None:
+    rng = np.random.default_rng(4)
+    ref = rng.normal(size=(5000, 1))
+
+    def window(shift: float) -> np.ndarray:
+        return rng.normal(size=(1000, 1)) + shift
+
+    strict = FeatureDrift(ref, window=1000, every=1000, min_distance=0.1, clear_ratio=1.0)
+    held = FeatureDrift(ref, window=1000, every=1000, min_distance=0.1)
+    for fd in (strict, held):
+        assert fd.update(window(0.5)).drift_detected  # D ≈ 0.2: moved
+    # the shift shrinks to D ≈ 0.07, below the 0.1 floor but still significant: only the hysteresis keeps it
+    small = window(0.15)
+    d = stats.ks_2samp(small[:, 0], ref[:, 0]).statistic
+    assert 0.05 < d < 0.1, d
+    assert not strict.update(small).drift_detected
+    assert held.update(small).drift_detected and held.moved[0].statistic == pytest.approx(d, abs=1e-9)
+    assert not held.update(window(0.0)).drift_detected  # back to the reference: clears
+    assert not held.update(small).drift_detected  # and a D below the floor does not turn it on again
+
+
 def test_feature_drift_rejects_rows_of_the_wrong_width() -> None:
     fd = FeatureDrift(np.zeros((20, 3)))
     with pytest.raises(DataError, match=r"expects rows of 3 features; got shape \(2, 4\)"):
