@@ -377,9 +377,13 @@ def _state_at(timeline: dict[str, Any], index: int) -> str:
     return str(state)
 
 
-def run_one(key: str, seed: int, drift_extra: Sequence[str] = (), ours_only: bool = False) -> Run:
+def run_one(
+    key: str, seed: int, drift_extra: Sequence[str] = (), ours_only: bool = False, ours_rate: float | None = None
+) -> Run:
     """One stream × seed. ``drift_extra``: more ``drift`` settings for our verdict (``name: value`` YAML lines,
-    e.g. ``confidence_detector: false``); ``ours_only``: skip the river baselines."""
+    e.g. ``confidence_detector: false``); ``ours_only``: skip the river baselines; ``ours_rate``: our verdict's
+    false alarms per 10⁶ events (default: the baselines' budget, FA_PER_10K per 10k)."""
+    rate = FA_PER_10K * 100 if ours_rate is None else ours_rate
     from skl2onnx import to_onnx
 
     t0 = time.perf_counter()
@@ -427,7 +431,7 @@ def run_one(key: str, seed: int, drift_extra: Sequence[str] = (), ours_only: boo
         )
         config = tmp / "monitor.yaml"
         config.write_text(
-            f"drift:\n  false_alarms_per_million_events: {FA_PER_10K * 100:g}\n"
+            f"drift:\n  false_alarms_per_million_events: {rate:g}\n"
             + "".join(f"  {line}\n" for line in drift_extra)
             + f"batch:\n  max_events: {BATCH}\n",
             encoding="utf-8",
@@ -588,6 +592,12 @@ def main() -> None:
         help="one more drift setting for our verdict (repeatable), e.g. 'confidence_detector: false'",
     )
     parser.add_argument("--ours-only", action="store_true", help="our verdict only, no river baselines")
+    parser.add_argument(
+        "--ours-rate",
+        type=float,
+        metavar="PER_MILLION",
+        help=f"our verdict's drift.false_alarms_per_million_events (default {FA_PER_10K * 100:g}: the baselines' budget)",
+    )
     parser.add_argument("--report", metavar="JSON", help="print the tables from a --json file of an earlier run")
     parser.add_argument("--check-kswin", action="store_true", help="check the tabled KSWIN against river's; exit")
     args = parser.parse_args()
@@ -600,7 +610,8 @@ def main() -> None:
     print(
         f"setup: {args.seeds} seeds per stream; train {TRAIN}, labelled reference {REF}, calibration run {CAL}, "
         f"then {PRE} before + {POST} after the change; GradientBoostingClassifier(n_estimators=100); our defaults "
-        f"but drift.false_alarms_per_million_events = {FA_PER_10K * 100:g} and replay batches of {BATCH}; baselines "
+        f"but drift.false_alarms_per_million_events = {args.ours_rate or FA_PER_10K * 100:g} and replay batches of "
+        f"{BATCH}; baselines "
         f"calibrated to ≤ {FA_PER_10K:g} alarm per 10k calibration events\n"
     )
     if args.report:  # the tables again from a --json file, without running anything
@@ -611,7 +622,9 @@ def main() -> None:
         return
     jobs = [(k, s) for k in args.streams for s in range(args.seeds)]
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        work = functools.partial(run_one, drift_extra=tuple(args.drift), ours_only=args.ours_only)
+        work = functools.partial(
+            run_one, drift_extra=tuple(args.drift), ours_only=args.ours_only, ours_rate=args.ours_rate
+        )
         runs = list(pool.map(work, *zip(*jobs, strict=True)))
     print("\n".join(report(runs, args.seeds)))
     if args.json:
