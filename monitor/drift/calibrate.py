@@ -270,20 +270,7 @@ def calibrate_cusum(
             thetas = [lundberg_exponent(float(q), up, down) for q in p_groups]
             found = threshold_for_rate(mx.reshape(GROUPS, per), horizon, rate, thetas)
             if found is not None:
-                h, method, theta = found
-                cal = Calibration(
-                    h,
-                    false_alarms_per_million,
-                    method,
-                    streams,
-                    horizon,
-                    theta,
-                    time.perf_counter() - t0,
-                    f"{name}: h = {h:.2f} for {false_alarms_per_million:g} false alarms per 10^6 events "
-                    f"({streams} x {horizon} bootstrap events, {method})",
-                )
-                log.info("drift threshold calibrated: %s in %.3f s", cal.detail, cal.seconds, extra={"detector": name})
-                return cal
+                return _calibrated(name, f"h = {found[0]:.2f}", found, false_alarms_per_million, streams, horizon, t0)
             why = "the simulated statistic never moved"
         log.warning(
             "drift threshold not calibrated: %s; using Lorden's bound h = ln(1e6 / rate) = %.2f (conservative)",
@@ -296,6 +283,32 @@ def calibrate_cusum(
         )
 
     return cached(key, compute)
+
+
+def _calibrated(
+    name: str,
+    what: str,
+    found: tuple[float, str, float],
+    false_alarms_per_million: float,
+    streams: int,
+    horizon: int,
+    t0: float,
+) -> Calibration:
+    """The :class:`Calibration` of a threshold ``threshold_for_rate`` found (h, method, θ), logged."""
+    h, method, theta = found
+    cal = Calibration(
+        h,
+        false_alarms_per_million,
+        method,
+        streams,
+        horizon,
+        theta,
+        time.perf_counter() - t0,
+        f"{name}: {what} for {false_alarms_per_million:g} false alarms per 10^6 events "
+        f"({streams} x {horizon} bootstrap events, {method})",
+    )
+    log.info("drift threshold calibrated: %s in %.3f s", cal.detail, cal.seconds, extra={"detector": name})
+    return cal
 
 
 def calibrate_page_hinkley(
@@ -341,20 +354,7 @@ def calibrate_page_hinkley(
         found = threshold_for_rate(mx, horizon, rate)
         if found is None:
             return Calibration(float("nan"), false_alarms_per_million, "fallback", detail=f"{name}: no movement")
-        h, method, theta = found
-        cal = Calibration(
-            h,
-            false_alarms_per_million,
-            method,
-            streams,
-            horizon,
-            theta,
-            time.perf_counter() - t0,
-            f"{name}: threshold = {h:.4g} for {false_alarms_per_million:g} false alarms per 10^6 events "
-            f"({streams} x {horizon} bootstrap events, {method})",
-        )
-        log.info("drift threshold calibrated: %s in %.3f s", cal.detail, cal.seconds, extra={"detector": name})
-        return cal
+        return _calibrated(name, f"threshold = {found[0]:.4g}", found, false_alarms_per_million, streams, horizon, t0)
 
     cal = cached(key, compute)
     return cal if math.isfinite(cal.threshold) else None

@@ -366,6 +366,9 @@ class ModelWatch:
             if self._scores is not None:
                 conf = result.probability[ok] if uniform is None else result.probability[ok & uniform]
                 self._keep_scores(drift, conf)
+        # a detector of a segment this batch fed turned on or off: the verdict is evaluated now, not at the next
+        # `every` events, so a change is reported at the batch that caused it (the cadence paces the gauges)
+        flipped = False
         if self.reference is None:
             if drift.size:
                 self._warm_up(drift)
@@ -373,17 +376,15 @@ class ModelWatch:
             drift_segs = drift.segments
             for seg in np.unique(drift_segs):
                 sel = drift_segs == seg
-                self._engine(str(seg)).update(
+                eng = self._engine(str(seg)).update(
                     gamma=drift.gamma[sel],
                     flicker=drift.flicker[sel],
                     features=drift.features[sel],
                     confidence=drift.confidence[sel],
                     margin=drift.margin[sel],
                 )
+                flipped = flipped or eng.alarms_on != self._alarms_at_eval[str(seg)]
         self._since_eval += batch.size
-        # every `every` events, and at once when a detector turned on or off in this batch: a verdict change is
-        # reported at the batch that caused it (the detectors update per event; the cadence only paces the gauges)
-        flipped = any(eng.alarms_on != self._alarms_at_eval[seg] for seg, eng in self._engines.items())
         if self._since_eval >= self.config.detectors.every or flipped:
             self._since_eval = 0
             self._applying = events[-1]  # for the observers

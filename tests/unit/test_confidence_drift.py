@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -18,7 +19,6 @@ from monitor.drift import Cusum, VerdictEngine
 from monitor.drift.base import DriftState
 from monitor.drift.verdict import DriftSettings, Verdict, decide_verdict
 from monitor.exporters.prometheus import MetricsState
-from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
 from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT
 
@@ -209,17 +209,8 @@ def test_engine_input_only_shift_is_input_shift_and_confidence_fall_is_harmful_a
 
 def _with_confidence(batch: tuple, confidence: np.ndarray) -> tuple:  # type: ignore[type-arg]
     events, x, result, shadow = batch
-    r = ScoreResult(
-        gamma=result.gamma,
-        flicker=result.flicker,
-        p_adj=result.p_adj,
-        gamma_logit=result.gamma_logit,
-        predicted_class=result.predicted_class,
-        probability=confidence,
-        valid=result.valid,
-        margin=2.0 * confidence - 1.0,  # a binary model's margin
-    )
-    return events, x, r, shadow
+    # a binary model's margin is 2·max-probability − 1
+    return events, x, dataclasses.replace(result, probability=confidence, margin=2.0 * confidence - 1.0), shadow
 
 
 def _hist_count(state: MetricsState, name: str) -> float:

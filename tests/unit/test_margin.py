@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from monitor.drift import Cusum, VerdictEngine
 from monitor.drift.base import DriftState
 from monitor.drift.verdict import DriftSettings, Verdict, decide_verdict
 from monitor.exporters.prometheus import MetricsState
-from monitor.metrics.scorer import RobustnessScorer, ScoreResult, ScoringConfig
+from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
@@ -305,17 +306,7 @@ def test_margin_is_output_side_evidence(margin: bool, inputs: bool, want: Verdic
 
 def _with(batch: tuple, confidence: np.ndarray, margin: np.ndarray) -> tuple:  # type: ignore[type-arg]
     events, x, result, shadow = batch
-    r = ScoreResult(
-        gamma=result.gamma,
-        flicker=result.flicker,
-        p_adj=result.p_adj,
-        gamma_logit=result.gamma_logit,
-        predicted_class=result.predicted_class,
-        probability=confidence,
-        valid=result.valid,
-        margin=margin,
-    )
-    return events, x, r, shadow
+    return events, x, dataclasses.replace(result, probability=confidence, margin=margin), shadow
 
 
 def _hist_count(state: MetricsState, name: str) -> float:
