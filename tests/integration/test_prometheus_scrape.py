@@ -290,6 +290,16 @@ def test_prometheus_computes_a_gamma_p95_from_the_histogram(prometheus: Promethe
     assert 0.0 <= p95 <= 1.0, f"γ of a probability lies in [0, 1]; Prometheus computed p95 = {p95}"
 
 
+def test_prometheus_stores_confidence_and_margin_between_their_bounds(prometheus: PrometheusService) -> None:
+    conf = "(sum(rate(harmonic_confidence_sum[30s])) / sum(rate(harmonic_confidence_count[30s])))"
+    margin = "(sum(rate(harmonic_margin_sum[30s])) / sum(rate(harmonic_margin_count[30s])))"
+    (c,) = prometheus.wait_for_samples(conf)
+    assert 1 / 3 <= float(c["value"][1]) <= 1.0, c  # a 3-class model's mean max-probability
+    # per event top-1 − top-2 lies in [2·top-1 − 1, top-1], so the means do too (each query at one instant)
+    prometheus.wait_for_samples(f"{margin} - (2 * {conf} - 1)", lambda v: v >= -1e-9)
+    prometheus.wait_for_samples(f"{conf} - {margin}", lambda v: v >= -1e-9)
+
+
 def test_recording_rules_produce_series_from_the_real_metrics(prometheus: PrometheusService) -> None:
     p95 = prometheus.wait_for_samples("model_segment:harmonic_gamma:p95_5m")
     assert {(s["metric"]["model"], s["metric"]["segment"]) for s in p95} == {("credit", "eu"), ("credit", "us")}
