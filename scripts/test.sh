@@ -24,4 +24,7 @@ bash scripts/build-image.sh --prepare
 echo "== ruff format --check"; .venv/bin/ruff format --check .
 echo "== ruff check";          .venv/bin/ruff check .
 echo "== mypy";                .venv/bin/mypy
-echo "== pytest";              .venv/bin/pytest -p no:cacheprovider --cov=monitor --cov-report=term "$@"
+# The suite on every core: each xdist worker starts its own brokers and services on free loopback ports the first
+# time one of its tests needs them; a test file stays on one worker, so a module-scoped fixture (a sidecar, a service) starts once. PYTEST_WORKERS overrides.
+echo "== pytest";              .venv/bin/pytest -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --dist loadfile \
+    --durations=30 --cov=monitor --cov-report=term "$@"
