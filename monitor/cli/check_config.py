@@ -152,7 +152,7 @@ def _logits_hint(model: OnnxModel) -> str:
     """For a regressor whose one output has several columns: that a classifier's logits read so (exported without
     its Softmax) need ``model_kind: classifier``."""
     decision = model.decision
-    if decision.kind != "regressor" or len(decision.values) != 1 or "model_kind" in decision.reason:
+    if decision.kind != "regressor" or len(decision.values) != 1 or "set in the configuration" in decision.reason:
         return ""
     width = model.evaluate(np.zeros((1, model.n_features), dtype=np.float32), default_held(model.signature, 1))
     assert width.value is not None
