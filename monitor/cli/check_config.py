@@ -76,6 +76,26 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
         f"read as a {rt.model.decision.summary()}{_logits_hint(rt.model)}",
         file=sys.stderr,
     )
+    fixed = sig.fixed_batch
+    if fixed is not None and rt.model.run_batch is None:
+        print(
+            f"model '{ms.name}': fixed batch of {fixed} made free at load (checked against runs of {fixed})",
+            file=sys.stderr,
+        )
+    elif fixed is not None:
+        print(
+            f"model '{ms.name}': fixed batch of {fixed} kept: rows are evaluated in runs of {fixed} (the load warning "
+            "gives the cost); export the model with a dynamic batch dimension",
+            file=sys.stderr,
+        )
+    half = [spec.describe() for spec in sig.float_inputs if spec.type_name in ("float16", "bfloat16")]
+    if half:
+        print(
+            f"model '{ms.name}': half-precision input {', '.join(half)}: perturbed in float32 and cast at the input; "
+            "γ below the output's resolution (about 5e-4 for float16, 4e-3 for bfloat16) is rounding, not the model "
+            "(docs/MODELS.md, Half precision)",
+            file=sys.stderr,
+        )
     for data in rt.model.external_data:
         print(
             f"model '{ms.name}': weights in external data {data.describe()}, read from beside the model",

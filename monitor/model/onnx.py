@@ -522,6 +522,11 @@ class OnnxModel:
         return self._n_features
 
     @property
+    def run_batch(self) -> int | None:
+        """Rows per ``session.run`` when the model's fixed batch could not be made free, else None."""
+        return self._run_batch
+
+    @property
     def kind(self) -> ModelKind:
         return self._kind
 

@@ -285,11 +285,24 @@ def test_check_config_names_the_external_data_file_and_its_size(
     tmp_path: Path, elsewhere: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     yaml = tmp_path / "m.yaml"
-    yaml.write_text(f"models:\n  - {{name: digits, path: {FIXTURES / 'cnn_dynamo.onnx'}}}\n")
+    yaml.write_text(
+        f"models:\n  - {{name: digits, path: {FIXTURES / 'cnn_dynamo.onnx'}}}\n"
+        f"  - {{name: half, path: {FIXTURES / 'cnn_dynamo_fp16.onnx'}}}\n"
+    )
     code, err = _check_config(capsys, yaml)
     size = (FIXTURES / "cnn_dynamo.onnx.data").stat().st_size
     assert code == 0
     assert f"model 'digits': weights in external data 'cnn_dynamo.onnx.data' ({size / 1000:.1f} kB, 1 tensor)" in err
+    assert "model 'digits': fixed batch of 1 made free at load (checked against runs of 1)" in err
+    assert "model 'half': half-precision input 'image' float16 [1, 1, 8, 8]: perturbed in float32" in err
+    assert "model 'digits': half-precision" not in err
+
+
+def test_check_config_says_a_kept_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    yaml = tmp_path / "m.yaml"
+    yaml.write_text(f"models:\n  - {{name: bound, path: {_batch_bound(tmp_path / 'bound.onnx')}}}\n")
+    code, err = _check_config(capsys, yaml)
+    assert code == 0 and "model 'bound': fixed batch of 1 kept: rows are evaluated in runs of 1" in err
 
 
 def _per_column(path: Path) -> Path:
