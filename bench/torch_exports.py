@@ -13,9 +13,9 @@ torch 2.13.0; torch is not needed here): one small CNN on scikit-learn's 8×8 di
 
 Speed: every model is loaded by its absolute path from a fresh temporary working directory (external data must
 resolve beside the model, not in the working directory), then ``RobustnessScorer.score`` runs on ``--events``
-digits (default ball, 32 flicker copies), the models interleaved, ``--repeats`` times; the table gives the median
-events/s and the median of the per-run ratios to the free-batch export run beside it (paired: a machine that other
-jobs load slows neighbouring runs alike).
+digits (default ball, 32 flicker copies), the models interleaved (the order reversed every other run),
+``--repeats`` times; the table gives the median events/s and the median of the per-run ratios to the free-batch
+export run beside it (paired: a machine that other jobs load slows neighbouring runs alike).
 
 Precision: γ of the float16 model against the float32 model's on all 1,797 digits at several radii.
 
@@ -81,8 +81,9 @@ def speed(events: int, repeats: int) -> list[str]:
                 loads[label] = time.perf_counter() - t0
             scorers = {label: RobustnessScorer(m, standardizer, ScoringConfig()) for label, m in models.items()}
             rates: dict[str, list[float]] = {label: [] for label in scorers}
-            for _ in range(repeats):
-                for label, scorer in scorers.items():
+            for i in range(repeats):
+                order = list(scorers.items())
+                for label, scorer in order if i % 2 == 0 else order[::-1]:  # no model always runs first
                     t0 = time.perf_counter()
                     scorer.score(rows)
                     rates[label].append(events / (time.perf_counter() - t0))

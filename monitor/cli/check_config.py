@@ -201,13 +201,13 @@ def _check_feature_names(ms: ModelSettings, model: OnnxModel) -> None:
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise ConfigError(
             f"model '{ms.name}': feature_names lists {', '.join(hints)}{more}, which name no input element of the "
-            f"model; its features are {_first(sig.features)}. Spell them as the model's inputs do (or drop "
-            "feature_names: the model's own names are used)"
+            f"model; its features are {_first(sig.features)}. Spell them as the model's inputs do, or drop "
+            "feature_names"
         )
     if tuple(ms.feature_names) != sig.features:
         raise ConfigError(
             f"model '{ms.name}': feature_names lists the model's features in another order; the model's order is "
-            f"{_first(sig.features)}. List them in that order (or drop feature_names: the model's own names are used)"
+            f"{_first(sig.features)}. List them in that order, or drop feature_names"
         )
 
 
