@@ -5,18 +5,18 @@ A model may take any number of inputs. Each is a tensor ``[batch, d1, d2, …]``
 - **perturbable**: float, double, float16 and bfloat16 inputs. Their elements, concatenated in the graph's input
   order and row-major within each input, form the feature vector x — what balls, flicker noise, standardization,
   drift and probes act on; x is float32 whatever the input's precision (half-precision inputs get x cast at the
-  input, in the graph). An input ``[batch, 1]`` or ``[batch]`` gives one feature named after the input (skl2onnx's one input per
-  column); ``[batch, n]`` gives ``name[0]`` … ``name[n-1]``; an N-D input ``[batch, 1, 8, 8]`` gives
+  input, in the graph). An input ``[batch, 1]`` or ``[batch]`` gives one feature named after the input (skl2onnx's
+  one input per column); ``[batch, n]`` gives ``name[0]`` … ``name[n-1]``; an N-D input ``[batch, 1, 8, 8]`` gives
   ``name[0,0,0]`` … ``name[0,7,7]`` (an image in NCHW or NHWC order, as the model takes it).
 - **held fixed**: int, bool and string inputs (categorical columns, ids), and the float features named in the
   ``fixed_features`` setting (a one-hot column, a count stored as float). Their values are copied unchanged to every
   ball point, noise copy and probe row; they travel beside x as :class:`Held`.
 
-A model of one 2-D float32 or float64 input with a free batch dimension and no fixed features is *plain*: x is its input as it
-is. Any other model is rewritten at load (:func:`canonical_model`) into one taking ``x`` [batch, D] float32, the held
-float features [batch, H] float32 (when ``fixed_features`` names some) and its non-float inputs as they are; the
-rewrite gathers, reshapes and casts x back into the model's inputs inside the graph, so the rest of the monitor sees a
-model of one 2-D float input plus held values.
+A model of one 2-D float32 or float64 input with a free batch dimension and no fixed features is *plain*: x is its
+input as it is. Any other model is rewritten at load (:func:`canonical_model`) into one taking ``x`` [batch, D]
+float32, the held float features [batch, H] float32 (when ``fixed_features`` names some) and its non-float inputs as
+they are; the rewrite gathers, reshapes and casts x back into the model's inputs inside the graph, so the rest of the
+monitor sees a model of one 2-D float input plus held values.
 """
 
 from __future__ import annotations

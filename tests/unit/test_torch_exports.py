@@ -24,8 +24,8 @@ from monitor.model.standardize import Standardizer
 from tests.unit import onnx_graphs
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "torch"
-#: |γ(float16) − γ(float32)| allowed per event: about one float16 step of a probability in [0.5, 1) (2⁻¹¹ ≈ 4.9e-4);
-#: docs/MODELS.md states it (measured at most 2.7e-4 on the 1,797 digits)
+#: |γ(float16) − γ(float32)| allowed per event: about one float16 step of a probability in [0.5, 1)
+#: (2⁻¹¹ ≈ 4.9e-4); docs/MODELS.md states it (measured at most 2.7e-4 on the 1,797 digits)
 FLOAT16_GAMMA_TOLERANCE = 5e-4
 
 
