@@ -194,7 +194,11 @@ class ExternalData:
 
 
 def _size(n: int) -> str:
-    """Bytes in words: ``512 B``, ``3.1 kB``, ``41.9 MB``, ``2.1 GB``."""
+    """Bytes in words.
+
+    >>> _size(512), _size(3_100), _size(41_900_000), _size(2_100_000_000)
+    ('512 B', '3.1 kB', '41.9 MB', '2.1 GB')
+    """
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"

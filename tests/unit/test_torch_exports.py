@@ -100,6 +100,21 @@ def test_a_data_file_outside_the_models_directory_is_refused(tmp_path: Path) -> 
         OnnxModel(tmp_path / "inner" / "m.onnx")
 
 
+def test_a_model_reaching_protobufs_limit_is_refused_with_its_size(
+    elsewhere: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("monitor.model.onnx._PROTOBUF_LIMIT", 4096)
+    with pytest.raises(ModelError, match=r"with its external data \('cnn_dynamo.onnx.data' .*\) is 8.9 kB; .* 2 GiB"):
+        OnnxModel(FIXTURES / "cnn_dynamo.onnx")
+
+
+def test_a_truncated_data_file_is_refused(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "cnn_dynamo.onnx", tmp_path / "cnn_dynamo.onnx")
+    (tmp_path / "cnn_dynamo.onnx.data").write_bytes((FIXTURES / "cnn_dynamo.onnx.data").read_bytes()[:100])
+    with pytest.raises(ModelError, match=r"cannot read the external data of model .*exceeds available data"):
+        OnnxModel(tmp_path / "cnn_dynamo.onnx")
+
+
 # -- torch's fixed batch -------------------------------------------------------------------------------------------
 def test_the_default_export_is_freed_and_agrees_with_the_free_batch_export(
     digits: NDArray[np.float32], elsewhere: Path, caplog: pytest.LogCaptureFixture
