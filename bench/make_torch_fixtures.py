@@ -15,6 +15,9 @@ What it writes (the same trained weights in each):
 - ``cnn_legacy.onnx``: ``dynamo=False`` with a dynamic batch (the older exporter: free batch, weights inside);
 - ``cnn_dynamo_fp16.onnx`` (+ ``.data``): the network in half precision (``model.half()``), float16 input and
   output, exported the default way;
+- ``gru_dynamo.onnx`` (+ ``.data``): a GRU reading each digit as 8 rows of 8 pixels (``[1, 8, 8]``, batch first),
+  default export: its initial state a constant ``[1, 1, 16]`` of zeros and its output reshaped sequence-first to
+  ``[8, 1, 16]`` — the batch fixed at position 1;
 - ``VERSIONS``: the torch, onnx and onnxscript versions that wrote them.
 """
 
@@ -54,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         accuracy = float((model.logits(xt).argmax(1) == yt).float().mean())
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob("cnn_*"):
+    for stale in [*out.glob("*.onnx"), *out.glob("*.onnx.data")]:
         stale.unlink()
     one = xt[:1]
     torch.onnx.export(model, (one,), str(out / "cnn_dynamo.onnx"), dynamo=True, input_names=["image"])
@@ -71,6 +74,15 @@ def main(argv: list[str] | None = None) -> int:
     half.load_state_dict(model.state_dict())
     half = half.half().eval()
     torch.onnx.export(half, (one.half(),), str(out / "cnn_dynamo_fp16.onnx"), dynamo=True, input_names=["image"])
+    gru = _gru(torch)
+    opt = torch.optim.Adam(gru.parameters(), lr=0.01)
+    rows = xt[:, 0]
+    for _ in range(args.epochs):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(gru.logits(rows), yt).backward()
+        opt.step()
+    gru.eval()
+    torch.onnx.export(gru, (rows[:1],), str(out / "gru_dynamo.onnx"), dynamo=True, input_names=["rows"])
     (out / "VERSIONS").write_text(
         f"torch {torch.__version__}\nonnx {onnx.__version__}\nonnxscript {onnxscript.__version__}\n"
         f"training accuracy {accuracy:.3f} ({args.epochs} full-batch Adam epochs, seed 0)\n"
@@ -98,6 +110,26 @@ def _cnn(torch: Any) -> Any:
             return torch.softmax(self.logits(x), dim=1)
 
     return Cnn()
+
+
+def _gru(torch: Any) -> Any:
+    """GRU 8→16 over the 8 rows of a digit, linear 16→10 on the last step, softmax."""
+    nn = torch.nn
+
+    class Gru(nn.Module):  # type: ignore[misc, name-defined, unused-ignore]
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = nn.GRU(8, 16, batch_first=True)
+            self.fc = nn.Linear(16, 10)
+
+        def logits(self, x: Any) -> Any:
+            out, _ = self.gru(x)
+            return self.fc(out[:, -1])
+
+        def forward(self, x: Any) -> Any:
+            return torch.softmax(self.logits(x), dim=1)
+
+    return Gru()
 
 
 if __name__ == "__main__":

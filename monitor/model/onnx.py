@@ -404,6 +404,10 @@ class OnnxModel:
         if fixed is not None:
             kept = canonical_model(onnx.load_from_string(raw), signature, free_batch=False)
             problem = self._check_free_batch(kept.model, canonical.model, canonical.x, canonical.held_columns, fixed)
+            if problem is not None:  # the batch elsewhere than first in some Reshape targets (sequence-first layers)
+                anywhere = canonical_model(onnx.load_from_string(raw), signature, free_batch=True, batch_anywhere=True)
+                if self._check_free_batch(kept.model, anywhere.model, anywhere.x, anywhere.held_columns, fixed) is None:
+                    canonical, problem = anywhere, None
             if problem is not None:
                 canonical = kept
                 self._run_batch = fixed

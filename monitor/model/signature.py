@@ -656,13 +656,17 @@ class Canonical:
     batch_free: bool  # False: the model's fixed batch is kept (the caller runs rows in runs of that size)
 
 
-def canonical_model(proto: onnx.ModelProto, signature: Signature, *, free_batch: bool = True) -> Canonical:
+def canonical_model(
+    proto: onnx.ModelProto, signature: Signature, *, free_batch: bool = True, batch_anywhere: bool = False
+) -> Canonical:
     """The model rewritten to take x [batch, D] float32 (see the module docstring); ``proto`` is changed in place.
 
     ``free_batch``: also make a fixed batch dimension free — the inputs' and outputs' first dimension becomes
     symbolic, and a ``Reshape`` whose target shape is a constant starting with the fixed batch size gets 0 there
-    (copy the batch from its input), as a torch export's ``[1, -1]`` flatten needs. The caller checks the rewritten
-    model against row-by-row runs of the original before trusting it.
+    (copy the batch from its input), as a torch export's ``[1, -1]`` flatten needs. ``batch_anywhere`` also rewrites
+    the targets where the batch sits at another position (sequence-first tensors: ``[5, 1, 16]``): see
+    :func:`_free_reshapes`. The caller checks the rewritten model against row-by-row runs of the original before
+    trusting it.
     """
     graph = proto.graph
     taken = {i.name for i in graph.initializer} | {t for n in graph.node for t in (*n.input, *n.output)}
@@ -708,7 +712,8 @@ def canonical_model(proto: onnx.ModelProto, signature: Signature, *, free_batch:
         else:
             pre.append(helper.make_node("Identity", [current], [spec.name], name=fresh("sig_input")))
     if free_batch and fixed is not None:
-        _free_reshapes(graph, fixed, fresh)
+        _free_reshapes(graph, fixed, fresh, anywhere=batch_anywhere)
+        _drop_zero_initial_states(graph)
         for out in graph.output:
             if out.type.HasField("tensor_type") and out.type.tensor_type.HasField("shape"):
                 dims = out.type.tensor_type.shape.dim
@@ -724,13 +729,17 @@ def canonical_model(proto: onnx.ModelProto, signature: Signature, *, free_batch:
     return Canonical(proto.SerializeToString(), x_name, held_name, free_batch or fixed is None)
 
 
-def _free_reshapes(graph: onnx.GraphProto, batch: int, fresh: Callable[[str], str]) -> None:
+def _free_reshapes(graph: onnx.GraphProto, batch: int, fresh: Callable[[str], str], *, anywhere: bool = False) -> None:
     """Reshape targets that are constants starting with ``batch`` take the batch from the reshaped tensor instead.
 
     Without ``allowzero`` the target's first value becomes 0 (copy the input's first dimension). With
     ``allowzero=1`` (torch's dynamo exporter writes ``view`` so) a 0 is a literal zero: the target becomes
     ``Concat(Shape(data)[0:1], target[1:])``, computed in the graph before the Reshape. Shape annotations of
     intermediate tensors that state the fixed batch are dropped (onnxruntime infers them again).
+
+    ``anywhere``: a target that does not start with the batch, holds no -1 and holds the batch size exactly once
+    (``[5, 1, 16]``: sequence, batch, hidden, as a GRU's output is reshaped) gets -1 there — the one dimension
+    inferred from the data's size. A guess: the caller keeps it only if the rewritten model agrees with the original.
     """
     consts = {i.name: i for i in graph.initializer}
     producers = {n.output[0]: n for n in graph.node if n.op_type == "Constant" and n.output}
@@ -740,6 +749,14 @@ def _free_reshapes(graph: onnx.GraphProto, batch: int, fresh: Callable[[str], st
         # a constant reshaped (a bias to [1, C, 1, 1]) has no batch: its target's leading 1 stays
         if node.op_type == "Reshape" and len(node.input) >= 2 and node.input[0] not in consts.keys() | producers:
             value = _constant_target(node.input[1], consts, producers)
+        if value is not None and anywhere and value.ndim == 1 and value.size and value[0] != batch:
+            if -1 not in value and int(np.count_nonzero(value == batch)) == 1:
+                new = np.where(value == batch, -1, value).astype(np.int64)
+                target = fresh(f"{node.name or 'reshape'}_target")
+                graph.initializer.append(numpy_helper.from_array(new, target))
+                node.input[1] = target
+            nodes.append(node)
+            continue
         if value is None or value.ndim != 1 or not value.size or value[0] != batch:
             nodes.append(node)
             continue
@@ -765,6 +782,23 @@ def _free_reshapes(graph: onnx.GraphProto, batch: int, fresh: Callable[[str], st
     kept = [vi for vi in graph.value_info if not _starts_with(vi, batch)]
     del graph.value_info[:]
     graph.value_info.extend(kept)
+
+
+#: recurrent nodes and the positions of their initial states (ONNX: zeros when absent)
+_INITIAL_STATES = {"RNN": (5,), "GRU": (5,), "LSTM": (5, 6)}
+
+
+def _drop_zero_initial_states(graph: onnx.GraphProto) -> None:
+    """An RNN, GRU or LSTM whose initial state is a constant of zeros (torch writes ``[layers, batch, hidden]`` with
+    the traced batch) gets no initial state: ONNX's default is zeros, for any batch."""
+    consts = {i.name: i for i in graph.initializer}
+    producers = {n.output[0]: n for n in graph.node if n.op_type == "Constant" and n.output}
+    for node in graph.node:
+        for position in _INITIAL_STATES.get(node.op_type, ()) if node.domain in ("", "ai.onnx") else ():
+            if position < len(node.input) and node.input[position]:
+                value = _constant_target(node.input[position], consts, producers)
+                if value is not None and not np.any(value):
+                    node.input[position] = ""
 
 
 def _constant_target(

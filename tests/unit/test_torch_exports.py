@@ -146,6 +146,25 @@ def test_the_default_export_scores_its_ball_in_the_graph(digits: NDArray[np.floa
     np.testing.assert_array_equal(a.predicted_class, b.predicted_class)
 
 
+def test_a_gru_exports_sequence_first_batch_and_zero_state_are_freed(
+    digits: NDArray[np.float32], elsewhere: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """torch writes the GRU's initial state as a constant [1, 1, 16] of zeros and reshapes its output to [8, 1, 16]
+    (sequence first: the batch at position 1); neither the first-position rewrite alone nor a kept batch is needed."""
+    with caplog.at_level(logging.INFO):
+        model = OnnxModel(FIXTURES / "gru_dynamo.onnx")
+    assert model.run_batch is None and "made free by a graph rewrite" in caplog.text
+    counting = _CountingSession(model._session)
+    model._session = counting
+    whole = model.evaluate(digits[:60])
+    assert counting.runs == 1
+    one_by_one = np.concatenate([np.asarray(model.evaluate(digits[i : i + 1]).proba) for i in range(60)])
+    np.testing.assert_allclose(np.asarray(whole.proba), one_by_one, rtol=1e-5, atol=1e-6)
+    from sklearn.datasets import load_digits
+
+    assert np.mean(model.evaluate(digits).label == load_digits().target) > 0.8
+
+
 def _allowzero_flatten(path: Path, *, constant_node: bool = False) -> Path:
     """[2, 3, 2] → Reshape(allowzero=1) to [2, 6] → MatMul: the fixed batch of 2 written as torch writes it."""
     w = np.arange(12, dtype=np.float32).reshape(6, 2) / 10
