@@ -9,6 +9,7 @@ is finite).
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 
@@ -20,6 +21,7 @@ from monitor.errors import ConfigError
 from monitor.logs import redact, setup_logging
 from monitor.model.io import ModelRowsFile, RowsFile, read_model_rows, read_rows
 from monitor.model.onnx import OnnxModel
+from monitor.model.signature import default_held
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,9 +73,34 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
     held = ", ".join([s.name for s in sig.held_inputs] + list(sig.held_features)) or "nothing"
     print(
         f"model '{ms.name}': inputs {sig.describe()}; {sig.n_features} features perturbed, {held} held fixed; "
-        f"read as a {rt.model.decision.summary()}",
+        f"read as a {rt.model.decision.summary()}{_logits_hint(rt.model)}",
         file=sys.stderr,
     )
+    fixed = sig.fixed_batch
+    if fixed is not None and rt.model.run_batch is None:
+        print(
+            f"model '{ms.name}': fixed batch of {fixed} made free at load (checked against runs of {fixed})",
+            file=sys.stderr,
+        )
+    elif fixed is not None:
+        print(
+            f"model '{ms.name}': fixed batch of {fixed} kept: rows are evaluated in runs of {fixed} (the load warning "
+            "gives the cost); export the model with a dynamic batch dimension",
+            file=sys.stderr,
+        )
+    half = [spec.describe() for spec in sig.float_inputs if spec.type_name in ("float16", "bfloat16")]
+    if half:
+        print(
+            f"model '{ms.name}': half-precision input {', '.join(half)}: perturbed in float32 and cast at the input; "
+            "γ below the output's resolution (about 5e-4 for float16, 4e-3 for bfloat16) is rounding, not the model "
+            "(docs/MODELS.md, Half precision)",
+            file=sys.stderr,
+        )
+    for data in rt.model.external_data:
+        print(
+            f"model '{ms.name}': weights in external data {data.describe()}, read from beside the model",
+            file=sys.stderr,
+        )
     table = None
     if ms.reference is not None and ms.reference.suffix.lower() != ".json":
         table = _read_reference(ms, rt.model)
@@ -82,6 +109,7 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
         raise ConfigError(
             f"model '{ms.name}': feature_names lists {len(ms.feature_names)} names; the ONNX input takes {n} features"
         )
+    _check_feature_names(ms, rt.model)
     rt.scoring_config()  # the ball and the scales: without a reference `run` builds the scorer after the warm-up
     ModelWatch(ms.name, WatchConfig.from_settings(settings, ms.warmup_events), MetricsState())
     if table is not None:
@@ -138,3 +166,51 @@ def _check_names(ms: ModelSettings, names: tuple[str, ...] | None) -> None:
         f"'{ms.name}' lists feature_names {', '.join(ms.feature_names)}. The columns must be in the order of "
         "feature_names: reorder one of them, or rename the header if only the spelling differs"
     )
+
+
+def _logits_hint(model: OnnxModel) -> str:
+    """For a regressor whose one output has several columns: that a classifier's logits read so (exported without
+    its Softmax) need ``model_kind: classifier``."""
+    decision = model.decision
+    if decision.kind != "regressor" or len(decision.values) != 1 or "set in the configuration" in decision.reason:
+        return ""
+    width = model.evaluate(np.zeros((1, model.n_features), dtype=np.float32), default_held(model.signature, 1))
+    assert width.value is not None
+    columns = int(width.value.shape[1])
+    if columns < 2:
+        return ""
+    return (
+        f". NOTE: if these {columns} values are a classifier's logits (exported without its Softmax), set "
+        "model_kind: classifier — read as a regressor, its confidence, margin and flicker are not computed"
+    )
+
+
+def _check_feature_names(ms: ModelSettings, model: OnnxModel) -> None:
+    """When the model's inputs name its features (one input per column, several inputs, N-D inputs), each
+    ``feature_names`` entry must be one of those names, in the model's order."""
+    sig = model.signature
+    if ms.feature_names is None or sig.plain:  # one 2-D input: its columns are named by feature_names alone
+        return
+    known = set(sig.features)
+    unknown = [n for n in ms.feature_names if n not in known]
+    if unknown:
+        hints = []
+        for name in unknown[:5]:
+            close = difflib.get_close_matches(name, sig.features, n=3, cutoff=0.5)
+            hints.append(f"'{name}' (closest: {', '.join(repr(c) for c in close)})" if close else f"'{name}'")
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise ConfigError(
+            f"model '{ms.name}': feature_names lists {', '.join(hints)}{more}, which name no input element of the "
+            f"model; its features are {_first(sig.features)}. Spell them as the model's inputs do, or drop "
+            "feature_names"
+        )
+    if tuple(ms.feature_names) != sig.features:
+        raise ConfigError(
+            f"model '{ms.name}': feature_names lists the model's features in another order; the model's order is "
+            f"{_first(sig.features)}. List them in that order, or drop feature_names"
+        )
+
+
+def _first(names: tuple[str, ...], shown: int = 12) -> str:
+    listed = ", ".join(names[:shown])
+    return listed + (f" … ({len(names)} in all)" if len(names) > shown else "")

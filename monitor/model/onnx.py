@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -162,8 +163,9 @@ def _prepare(
     if not proto.graph.input and not proto.graph.output:  # b"" and some other bytes parse as an empty model
         raise ModelError(f"cannot load '{model}' as an ONNX model: it holds no graph (no inputs, no outputs)")
     signature = Signature.from_graph(proto.graph, fixed_features, model=Path(model).name)
+    widened = _widen_bfloat16_outputs(proto.graph)
     decision = decide_outputs(proto.graph, mapping, model_kind, model=model)
-    changed = bool(mapping)
+    changed = bool(mapping) or widened
     if decision.softmax_of is not None:
         decision = replace(decision, proba=add_probabilities(proto.graph, decision.softmax_of))
         changed = True
@@ -172,6 +174,132 @@ def _prepare(
         return model_bytes, mapping, decision, signature
     prepared: bytes = proto.SerializeToString()
     return prepared, mapping, decision, signature
+
+
+#: protobuf cannot serialize a message of 2 GiB or more: a model whose weights reach it cannot be read into one
+_PROTOBUF_LIMIT = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalData:
+    """A file an ONNX model keeps some of its tensors in (torch's default export writes ``model.onnx.data``)."""
+
+    name: str  # as the model names it, relative to the model's directory
+    size: int  # bytes
+    tensors: int  # how many tensors it holds
+
+    def describe(self) -> str:
+        """``'cnn.onnx.data' (3.1 kB, 4 tensors)``."""
+        return f"'{self.name}' ({_size(self.size)}, {self.tensors} tensor{'s' if self.tensors != 1 else ''})"
+
+
+def _size(n: int) -> str:
+    """Bytes in words.
+
+    >>> _size(512), _size(3_100), _size(41_900_000), _size(2_100_000_000)
+    ('512 B', '3.1 kB', '41.9 MB', '2.1 GB')
+    """
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _all_tensors(graph: Any) -> list[Any]:
+    """The graph's initializers and constant tensors, sub-graphs included."""
+    tensors = list(graph.initializer)
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                tensors.append(attr.t)
+            tensors.extend(attr.tensors)
+            if attr.HasField("g"):
+                tensors.extend(_all_tensors(attr.g))
+            for sub in attr.graphs:
+                tensors.extend(_all_tensors(sub))
+    return tensors
+
+
+def read_model(path: Path) -> tuple[bytes, tuple[ExternalData, ...]]:
+    """The model's bytes with its external data (tensors kept in files beside it) read in, and those files.
+
+    External data paths are relative to the model's own directory, whatever the working directory: the model is
+    read from there, so a sidecar started anywhere loads ``model.onnx`` and ``model.onnx.data`` side by side. A model
+    without external data is returned as its file's bytes.
+
+    Raises
+    ------
+    ModelError
+        The file is not ONNX, an external data file is missing or outside the model's directory, or the model with
+        its weights reaches protobuf's 2 GiB limit.
+    """
+    import onnx
+
+    raw = path.read_bytes()
+    try:
+        proto = onnx.load_from_string(raw)
+    except Exception:  # noqa: BLE001 - not ONNX: _prepare says so with the parser's words
+        return raw, ()
+    external: Counter[str] = Counter()
+    for tensor in _all_tensors(proto.graph):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            external[next((e.value for e in tensor.external_data if e.key == "location"), "")] += 1
+    if not external:
+        return raw, ()
+    folder = path.resolve().parent
+    files: list[ExternalData] = []
+    for name, tensors in external.items():
+        where = (folder / name).resolve()
+        if not where.is_relative_to(folder):
+            raise ModelError(
+                f"model '{path}' keeps tensors in '{name}', outside its own directory '{folder}'; external data must "
+                "lie in the model's directory or below it: export the model again, or move the data file beside it"
+            )
+        if not where.is_file():
+            raise ModelError(
+                f"model '{path}' keeps {tensors} tensor(s) in the external data file '{name}', which should be "
+                f"at '{where}' and is not; copy the data file beside the model (torch's export writes it next to "
+                "the .onnx file: ship both)"
+            )
+        files.append(ExternalData(name, where.stat().st_size, tensors))
+    total = len(raw) + sum(f.size for f in files)
+    if total >= _PROTOBUF_LIMIT:
+        raise ModelError(
+            f"model '{path}' with its external data ({', '.join(f.describe() for f in files)}) is {_size(total)}; the "
+            "monitor rewrites the graph in memory and protobuf stops at 2 GiB: monitor a smaller copy of the model "
+            "(distilled or quantized) or a sub-graph"
+        )
+    try:
+        onnx.load_external_data_for_model(proto, str(folder))
+    except Exception as exc:  # noqa: BLE001 - onnx raises several types for a bad data file
+        raise ModelError(f"cannot read the external data of model '{path}': {exc}") from exc
+    return proto.SerializeToString(), tuple(files)
+
+
+def _widen_bfloat16_outputs(graph: Any) -> bool:
+    """Cast (in place) the graph's bfloat16 outputs to float32, under the same names: onnxruntime's Python API
+    returns no bfloat16 array. True when it changed something."""
+    from onnx import TensorProto, helper
+
+    from monitor.model.broadcast import fresh_namer
+
+    targets = [
+        o
+        for o in graph.output
+        if o.type.HasField("tensor_type") and o.type.tensor_type.elem_type == TensorProto.BFLOAT16
+    ]
+    if not targets:
+        return False
+    taken = {t for n in graph.node for t in (*n.input, *n.output)} | {i.name for i in graph.input}
+    fresh = fresh_namer(taken | {i.name for i in graph.initializer})
+    for out in targets:
+        inner = fresh(f"{out.name}_bfloat16")
+        for node in graph.node:
+            node.output[:] = [inner if t == out.name else t for t in node.output]
+            node.input[:] = [inner if t == out.name else t for t in node.input]
+        graph.node.append(helper.make_node("Cast", [inner], [out.name], to=TensorProto.FLOAT, name=fresh("widen")))
+        out.type.tensor_type.elem_type = TensorProto.FLOAT
+    return True
 
 
 def _expose_zipmap_input(proto: Any) -> dict[str, str]:
@@ -243,8 +371,9 @@ class OnnxModel:
             raise ModelError(f"max_rows_per_run must be >= 1; got {self.options.max_rows_per_run}")
         if not self.path.is_file():
             raise ModelError(f"model file '{self.path}' does not exist (expected an .onnx file)")
+        model_bytes, self.external_data = read_model(self.path)
         raw, self._zipmap, self._decision, self.signature = _prepare(
-            self.path.read_bytes(), model_kind, str(self.path), fixed_features
+            model_bytes, model_kind, str(self.path), fixed_features
         )
         self.providers = _resolve_providers(self.options.providers)
         #: rows per ``session.run`` when the model's batch dimension stays fixed (None: free)
@@ -273,17 +402,30 @@ class OnnxModel:
         canonical = canonical_model(onnx.load_from_string(raw), signature, free_batch=True)
         fixed = signature.fixed_batch
         if fixed is not None:
-            problem = self._check_free_batch(raw, canonical.model, canonical.x, canonical.held_columns, fixed)
+            kept = canonical_model(onnx.load_from_string(raw), signature, free_batch=False)
+            problem = self._check_free_batch(kept.model, canonical.model, canonical.x, canonical.held_columns, fixed)
+            if problem is not None:  # the batch elsewhere than first in some Reshape targets (sequence-first layers)
+                anywhere = canonical_model(onnx.load_from_string(raw), signature, free_batch=True, batch_anywhere=True)
+                if self._check_free_batch(kept.model, anywhere.model, anywhere.x, anywhere.held_columns, fixed) is None:
+                    canonical, problem = anywhere, None
             if problem is not None:
-                canonical = canonical_model(onnx.load_from_string(raw), signature, free_batch=False)
+                canonical = kept
                 self._run_batch = fixed
-                cost = self._row_cost(raw, fixed)
+                cost = self._row_cost(kept.model, kept.x, kept.held_columns, fixed)
+                if isinstance(cost, str):
+                    measured = f"the cost per run could not be measured at load ({cost})"
+                    seconds: float | None = None
+                else:
+                    measured = (
+                        f"{cost * 1e6:.0f} µs per run measured at load, about "
+                        f"{cost * 1e6 * (1 + 75) / fixed:.0f} µs per scored event at the default ball and copies"
+                    )
+                    seconds = cost
                 log.warning(
                     f"model '{self.path.name}' has a fixed batch of {fixed} that cannot be made free ({problem}); "
-                    f"rows are evaluated in runs of {fixed}: {cost * 1e6:.0f} µs per run measured at load, about "
-                    f"{cost * 1e6 * (1 + 75) / fixed:.0f} µs per scored event at the default ball and copies. Export "
-                    "the model with a dynamic batch dimension to score in batches",
-                    extra={"model": str(self.path), "batch": fixed, "seconds_per_run": cost},
+                    f"rows are evaluated in runs of {fixed}: {measured}. Export the model with a dynamic batch "
+                    "dimension to score in batches (torch: dynamic_shapes, or dynamo=False with dynamic_axes)",
+                    extra={"model": str(self.path), "batch": fixed, "seconds_per_run": seconds},
                 )
             else:
                 log.info(
@@ -302,19 +444,22 @@ class OnnxModel:
     def _check_free_batch(
         self, original: bytes, rewritten: bytes, x_name: str, held_columns: str | None, fixed: int
     ) -> str | None:
-        """Whether the rewritten model on 3·fixed rows agrees with the original run ``fixed`` rows at a time."""
-        sig = self.signature
+        """Whether the rewritten model on 3·fixed rows agrees with the original run ``fixed`` rows at a time
+        (``original``: the model rewritten to take x with its batch kept, so both take the same feeds)."""
         try:
             x, held = self._example_feeds(3 * fixed)
-            new = ort.InferenceSession(rewritten, sess_options=self._session_options(), providers=self.providers)
-            old = ort.InferenceSession(original, sess_options=self._session_options(), providers=self.providers)
+            # a graph that fails here is expected (the batch stays fixed, with one warning of ours): onnxruntime
+            # must not print its own error line for it
+            quiet = self._quiet_options()
+            new = ort.InferenceSession(rewritten, sess_options=quiet, providers=self.providers)
+            old = ort.InferenceSession(original, sess_options=quiet, providers=self.providers)
             feed = self._canonical_feed(x_name, held_columns, x, held)
             names = [o.name for o in old.get_outputs()]
             got = new.run(names, feed)
             parts = []
             for i in range(0, 3 * fixed, fixed):
                 part_held = None if held is None else held.take(slice(i, i + fixed))
-                parts.append(old.run(names, sig.feeds(x[i : i + fixed], part_held)))
+                parts.append(old.run(names, self._canonical_feed(x_name, held_columns, x[i : i + fixed], part_held)))
         except Exception as exc:  # noqa: BLE001 - onnxruntime error types are not public
             return f"the rewritten graph fails: {str(exc).splitlines()[0][:200]}"
         for j, name in enumerate(names):
@@ -328,22 +473,23 @@ class OnnxModel:
                 return f"output '{name}' differs from row-by-row runs"
         return None
 
-    def _row_cost(self, original: bytes, fixed: int) -> float:
-        """Seconds per ``session.run`` of ``fixed`` rows of the original model (the best of 20)."""
+    def _row_cost(self, kept: bytes, x_name: str, held_columns: str | None, fixed: int) -> float | str:
+        """Seconds per ``session.run`` of ``fixed`` rows of the model with its batch kept (the best of 20), or why it
+        could not be measured."""
         import time
 
         x, held = self._example_feeds(fixed)
         try:
-            session = ort.InferenceSession(original, sess_options=self._session_options(), providers=self.providers)
-            feed = self.signature.feeds(x, held)
+            session = ort.InferenceSession(kept, sess_options=self._quiet_options(), providers=self.providers)
+            feed = self._canonical_feed(x_name, held_columns, x, held)
             names = [o.name for o in session.get_outputs()]
             best = math.inf
             for _ in range(20):
                 t0 = time.perf_counter()
                 session.run(names, feed)
                 best = min(best, time.perf_counter() - t0)
-        except Exception:  # noqa: BLE001 - a cost estimate only
-            return math.nan
+        except Exception as exc:  # noqa: BLE001 - a cost estimate only
+            return f"onnxruntime: {str(exc).splitlines()[0][:200]}" if str(exc) else type(exc).__name__
         return best
 
     @staticmethod
@@ -382,6 +528,11 @@ class OnnxModel:
     @property
     def n_features(self) -> int:
         return self._n_features
+
+    @property
+    def run_batch(self) -> int | None:
+        """Rows per ``session.run`` when the model's fixed batch could not be made free, else None."""
+        return self._run_batch
 
     @property
     def kind(self) -> ModelKind:
@@ -601,6 +752,13 @@ class OnnxModel:
         so.log_severity_level = 3
         if not self.options.spin_after_run:
             so.add_session_config_entry("session.force_spinning_stop", "1")
+        return so
+
+    def _quiet_options(self) -> ort.SessionOptions:
+        """:meth:`_session_options` with onnxruntime's own log silenced (fatal only): for load-time trials whose
+        failure the monitor reports itself."""
+        so = self._session_options()
+        so.log_severity_level = 4
         return so
 
     @staticmethod

@@ -2,26 +2,27 @@
 
 A model may take any number of inputs. Each is a tensor ``[batch, d1, d2, …]`` (or ``[batch]``):
 
-- **perturbable**: float and double inputs. Their elements, concatenated in the graph's input order and row-major
-  within each input, form the feature vector x — what balls, flicker noise, standardization, drift and probes act
-  on. An input ``[batch, 1]`` or ``[batch]`` gives one feature named after the input (skl2onnx's one input per
-  column); ``[batch, n]`` gives ``name[0]`` … ``name[n-1]``; an N-D input ``[batch, 1, 8, 8]`` gives
+- **perturbable**: float, double, float16 and bfloat16 inputs. Their elements, concatenated in the graph's input
+  order and row-major within each input, form the feature vector x — what balls, flicker noise, standardization,
+  drift and probes act on; x is float32 whatever the input's precision (half-precision inputs get x cast at the
+  input, in the graph). An input ``[batch, 1]`` or ``[batch]`` gives one feature named after the input (skl2onnx's
+  one input per column); ``[batch, n]`` gives ``name[0]`` … ``name[n-1]``; an N-D input ``[batch, 1, 8, 8]`` gives
   ``name[0,0,0]`` … ``name[0,7,7]`` (an image in NCHW or NHWC order, as the model takes it).
 - **held fixed**: int, bool and string inputs (categorical columns, ids), and the float features named in the
   ``fixed_features`` setting (a one-hot column, a count stored as float). Their values are copied unchanged to every
   ball point, noise copy and probe row; they travel beside x as :class:`Held`.
 
-A model of one 2-D float input with a free batch dimension and no fixed features is *plain*: x is its input as it
-is. Any other model is rewritten at load (:func:`canonical_model`) into one taking ``x`` [batch, D] float32, the held
-float features [batch, H] float32 (when ``fixed_features`` names some) and its non-float inputs as they are; the
-rewrite gathers, reshapes and casts x back into the model's inputs inside the graph, so the rest of the monitor sees a
-model of one 2-D float input plus held values.
+A model of one 2-D float32 or float64 input with a free batch dimension and no fixed features is *plain*: x is its
+input as it is. Any other model is rewritten at load (:func:`canonical_model`) into one taking ``x`` [batch, D]
+float32, the held float features [batch, H] float32 (when ``fixed_features`` names some) and its non-float inputs as
+they are; the rewrite gathers, reshapes and casts x back into the model's inputs inside the graph, so the rest of the
+monitor sees a model of one 2-D float input plus held values.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,14 @@ from monitor.model.broadcast import fresh_namer
 #: the key of :class:`Held` under which the float features held by ``fixed_features`` travel
 HELD_COLUMNS = "@fixed_features"
 
-_FLOATS: dict[int, np.dtype[Any]] = {TensorProto.FLOAT: np.dtype(np.float32), TensorProto.DOUBLE: np.dtype(np.float64)}
+_FLOATS: dict[int, np.dtype[Any]] = {
+    TensorProto.FLOAT: np.dtype(np.float32),
+    TensorProto.DOUBLE: np.dtype(np.float64),
+    # half precision: x stays float32, the rewrite casts it at the input (see the module docstring)
+    TensorProto.FLOAT16: np.dtype(np.float16),
+    # numpy has no bfloat16, and onnxruntime's Python API takes none: only the rewritten graph feeds this input
+    TensorProto.BFLOAT16: np.dtype(np.float32),
+}
 _HELD_TYPES: dict[int, np.dtype[Any]] = {
     TensorProto.INT8: np.dtype(np.int8),
     TensorProto.INT16: np.dtype(np.int16),
@@ -168,7 +176,7 @@ class Signature:
         Raises
         ------
         ModelError
-            No input, an input that is not a tensor, a type the monitor cannot feed (float16 …), a non-batch
+            No input, an input that is not a tensor, a type the monitor cannot feed (complex …), a non-batch
             dimension that is not a fixed integer, or a ``fixed_features`` name that is no float feature.
         """
         initialized = {i.name for i in graph.initializer}
@@ -243,7 +251,8 @@ class Signature:
         if len(self.inputs) != 1 or self.held_features:
             return False
         spec = self.inputs[0]
-        return spec.is_float and spec.batch is None and len(spec.dims) == 1
+        wide = spec.elem_type in (TensorProto.FLOAT, TensorProto.DOUBLE)  # half precision is cast in the graph
+        return wide and spec.batch is None and len(spec.dims) == 1
 
     def describe(self) -> str:
         """The inputs as one line: ``'age' float [batch, 1], 'city' string [batch, 1]``."""
@@ -519,8 +528,8 @@ def _spec(vi: onnx.ValueInfoProto, model: str) -> InputSpec:
     if elem not in _FLOATS and elem not in _HELD_TYPES:
         raise ModelError(
             f"model '{model}' input '{vi.name}' is {_TYPE_NAMES.get(elem, f'type {elem}')}; supported input types "
-            "are float and double (perturbed), int, uint, bool and string (held fixed). Cast it in the graph or "
-            "export the model with float32 inputs"
+            "are float, double, float16 and bfloat16 (perturbed), int, uint, bool and string (held fixed). Cast it "
+            "in the graph or export the model with float32 inputs"
         )
     if not tensor.HasField("shape") or not tensor.shape.dim:
         raise ModelError(
@@ -647,13 +656,17 @@ class Canonical:
     batch_free: bool  # False: the model's fixed batch is kept (the caller runs rows in runs of that size)
 
 
-def canonical_model(proto: onnx.ModelProto, signature: Signature, *, free_batch: bool = True) -> Canonical:
+def canonical_model(
+    proto: onnx.ModelProto, signature: Signature, *, free_batch: bool = True, batch_anywhere: bool = False
+) -> Canonical:
     """The model rewritten to take x [batch, D] float32 (see the module docstring); ``proto`` is changed in place.
 
     ``free_batch``: also make a fixed batch dimension free — the inputs' and outputs' first dimension becomes
     symbolic, and a ``Reshape`` whose target shape is a constant starting with the fixed batch size gets 0 there
-    (copy the batch from its input), as a torch export's ``[1, -1]`` flatten needs. The caller checks the rewritten
-    model against row-by-row runs of the original before trusting it.
+    (copy the batch from its input), as a torch export's ``[1, -1]`` flatten needs. ``batch_anywhere`` also rewrites
+    the targets where the batch sits at another position (sequence-first tensors: ``[5, 1, 16]``): see
+    :func:`_free_reshapes`. The caller checks the rewritten model against row-by-row runs of the original before
+    trusting it.
     """
     graph = proto.graph
     taken = {i.name for i in graph.initializer} | {t for n in graph.node for t in (*n.input, *n.output)}
@@ -694,12 +707,13 @@ def canonical_model(proto: onnx.ModelProto, signature: Signature, *, free_batch:
             reshaped = fresh(f"{spec.name}_reshaped")
             pre.append(helper.make_node("Reshape", [current, shape], [reshaped], name=fresh("sig_reshape")))
             current = reshaped
-        if spec.elem_type == TensorProto.DOUBLE:
-            pre.append(helper.make_node("Cast", [current], [spec.name], to=TensorProto.DOUBLE, name=fresh("sig_cast")))
+        if spec.elem_type != TensorProto.FLOAT:  # double, float16, bfloat16: cast from x's float32
+            pre.append(helper.make_node("Cast", [current], [spec.name], to=spec.elem_type, name=fresh("sig_cast")))
         else:
             pre.append(helper.make_node("Identity", [current], [spec.name], name=fresh("sig_input")))
     if free_batch and fixed is not None:
-        _free_reshapes(graph, fixed)
+        _free_reshapes(graph, fixed, fresh, anywhere=batch_anywhere)
+        _drop_zero_initial_states(graph)
         for out in graph.output:
             if out.type.HasField("tensor_type") and out.type.tensor_type.HasField("shape"):
                 dims = out.type.tensor_type.shape.dim
@@ -715,27 +729,94 @@ def canonical_model(proto: onnx.ModelProto, signature: Signature, *, free_batch:
     return Canonical(proto.SerializeToString(), x_name, held_name, free_batch or fixed is None)
 
 
-def _free_reshapes(graph: onnx.GraphProto, batch: int) -> None:
-    """Reshape targets that are constants starting with ``batch`` get 0 (copy the input's first dimension)."""
+def _free_reshapes(graph: onnx.GraphProto, batch: int, fresh: Callable[[str], str], *, anywhere: bool = False) -> None:
+    """Reshape targets that are constants starting with ``batch`` take the batch from the reshaped tensor instead.
+
+    Without ``allowzero`` the target's first value becomes 0 (copy the input's first dimension). With
+    ``allowzero=1`` (torch's dynamo exporter writes ``view`` so) a 0 is a literal zero: the target becomes
+    ``Concat(Shape(data)[0:1], target[1:])``, computed in the graph before the Reshape. Shape annotations of
+    intermediate tensors that state the fixed batch are dropped (onnxruntime infers them again).
+
+    ``anywhere``: a target that does not start with the batch, holds no -1 and holds the batch size exactly once
+    (``[5, 1, 16]``: sequence, batch, hidden, as a GRU's output is reshaped) gets -1 there — the one dimension
+    inferred from the data's size. A guess: the caller keeps it only if the rewritten model agrees with the original.
+    """
+    consts = {i.name: i for i in graph.initializer}
+    producers = {n.output[0]: n for n in graph.node if n.op_type == "Constant" and n.output}
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        value = None
+        # a constant reshaped (a bias to [1, C, 1, 1]) has no batch: its target's leading 1 stays
+        if node.op_type == "Reshape" and len(node.input) >= 2 and node.input[0] not in consts.keys() | producers:
+            value = _constant_target(node.input[1], consts, producers)
+        if value is not None and anywhere and value.ndim == 1 and value.size and value[0] != batch:
+            if -1 not in value and int(np.count_nonzero(value == batch)) == 1:
+                new = np.where(value == batch, -1, value).astype(np.int64)
+                target = fresh(f"{node.name or 'reshape'}_target")
+                graph.initializer.append(numpy_helper.from_array(new, target))
+                node.input[1] = target
+            nodes.append(node)
+            continue
+        if value is None or value.ndim != 1 or not value.size or value[0] != batch:
+            nodes.append(node)
+            continue
+        if any(a.name == "allowzero" and a.i for a in node.attribute):  # 0 is a literal zero there
+            rest = fresh(f"{node.name or 'reshape'}_rest")
+            graph.initializer.append(numpy_helper.from_array(value[1:].astype(np.int64), rest))
+            first = fresh(f"{node.name or 'reshape'}_first")
+            graph.initializer.append(numpy_helper.from_array(np.array([0], dtype=np.int64), first))
+            shape, rows, target = (fresh(f"{node.name or 'reshape'}_{t}") for t in ("shape", "rows", "target"))
+            nodes.append(helper.make_node("Shape", [node.input[0]], [shape], name=fresh("free_batch_shape")))
+            nodes.append(helper.make_node("Gather", [shape, first], [rows], axis=0, name=fresh("free_batch_rows")))
+            nodes.append(helper.make_node("Concat", [rows, rest], [target], axis=0, name=fresh("free_batch_target")))
+            node.input[1] = target
+        else:
+            new = value.copy()
+            new[0] = 0
+            target = fresh(f"{node.name or 'reshape'}_target")
+            graph.initializer.append(numpy_helper.from_array(new.astype(np.int64), target))
+            node.input[1] = target
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    kept = [vi for vi in graph.value_info if not _starts_with(vi, batch)]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
+
+
+#: recurrent nodes and the positions of their initial states (ONNX: zeros when absent)
+_INITIAL_STATES = {"RNN": (5,), "GRU": (5,), "LSTM": (5, 6)}
+
+
+def _drop_zero_initial_states(graph: onnx.GraphProto) -> None:
+    """An RNN, GRU or LSTM whose initial state is a constant of zeros (torch writes ``[layers, batch, hidden]`` with
+    the traced batch) gets no initial state: ONNX's default is zeros, for any batch."""
     consts = {i.name: i for i in graph.initializer}
     producers = {n.output[0]: n for n in graph.node if n.op_type == "Constant" and n.output}
     for node in graph.node:
-        if node.op_type != "Reshape" or len(node.input) < 2:
-            continue
-        if any(a.name == "allowzero" and a.i for a in node.attribute):  # 0 is a literal zero there
-            continue
-        target = node.input[1]
-        if target in consts:
-            value = numpy_helper.to_array(consts[target])
-            if value.ndim == 1 and value.size and value[0] == batch:
-                new = value.copy()
-                new[0] = 0
-                consts[target].CopyFrom(numpy_helper.from_array(new, target))
-        elif target in producers:
-            attr = next((a for a in producers[target].attribute if a.name == "value" and a.HasField("t")), None)
-            if attr is not None:
-                value = numpy_helper.to_array(attr.t)
-                if value.ndim == 1 and value.size and value[0] == batch:
-                    new = value.copy()
-                    new[0] = 0
-                    attr.t.CopyFrom(numpy_helper.from_array(new, attr.t.name))
+        for position in _INITIAL_STATES.get(node.op_type, ()) if node.domain in ("", "ai.onnx") else ():
+            if position < len(node.input) and node.input[position]:
+                value = _constant_target(node.input[position], consts, producers)
+                if value is not None and not np.any(value):
+                    node.input[position] = ""
+
+
+def _constant_target(
+    name: str, consts: Mapping[str, onnx.TensorProto], producers: Mapping[str, onnx.NodeProto]
+) -> NDArray[Any] | None:
+    """The value of a Reshape's target when it is an initializer or a Constant node's output, else None."""
+    if name in consts:
+        return numpy_helper.to_array(consts[name])
+    if name in producers:
+        attr = next((a for a in producers[name].attribute if a.name == "value" and a.HasField("t")), None)
+        if attr is not None:
+            return numpy_helper.to_array(attr.t)
+    return None
+
+
+def _starts_with(vi: onnx.ValueInfoProto, batch: int) -> bool:
+    """Whether a tensor's annotated shape starts with the fixed batch size."""
+    if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+        return False
+    dims = vi.type.tensor_type.shape.dim
+    return bool(dims) and dims[0].HasField("dim_value") and dims[0].dim_value == batch

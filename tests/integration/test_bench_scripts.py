@@ -91,6 +91,14 @@ def test_probe_overhead_runs() -> None:
     assert "| LogisticRegression |" in out
 
 
+def test_torch_exports_prints_its_speed_and_precision_tables() -> None:
+    """On the committed fixtures; torch itself (bench/make_torch_fixtures.py) is not run here."""
+    out = bench("bench/torch_exports.py", "--events", "20", "--repeats", "1", "--radii", "0.5")
+    assert "| dynamo=True (default), batch freed at load |" in out
+    assert "| dynamo=True, batch kept at 1 |" in out
+    assert "| 0.5 |" in out
+
+
 def test_accuracy_estimate_prints_its_table() -> None:
     """CBPE is skipped here: NannyML lives in its own venv (bench/.venv-nannyml), not in CI's."""
     out = bench(
