@@ -324,8 +324,10 @@ def test_run_counts_scores_and_dead_letters_every_event(
             lambda s: (
                 consumed(s) >= n + m
                 and s.total("harmonic_events_scored_total") == s.total("harmonic_events_sampled_total")
+                # the ratio gauge is written after the poll's scoring: a render between the two has no ratio yet
+                and s.value("harmonic_events_sampled_ratio", model=MODEL) is not None
             ),
-            f"{n + m} events consumed and every sampled one scored",
+            f"{n + m} events consumed, every sampled one scored and the sampled ratio exported",
             DRAIN_TIMEOUT_SECONDS,
             settle_seconds=0.5,
         )
