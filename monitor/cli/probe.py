@@ -1,7 +1,11 @@
 """``harmonic-monitor probe``: run the probe funnel on a file of points (one region) and write the JSON report.
 
 ``harmonic-monitor probe --model M.onnx --data POINTS.(csv|npy) [--reference R.csv] [--space standardized|raw]
-[--delta 0.2] [--eps-max 1.0] [--eta 0.01] --json OUT.json``; see ``--help`` and ``docs/PROBES.md``.
+[--delta 0.2] [--eps-start 1.0] [--eps-max 8.0] [--eta 0.01] --json OUT.json``; see ``--help`` and ``docs/PROBES.md``.
+
+Every feature has one name: the model's (``input[13]``), or the ``--data`` CSV header's for a plain model. The
+report's ``thresholds`` list every (perturbation, feature) pair with its status, its name and ε in raw units beside
+standardized ones (``docs/PROBES.md``).
 Errors (missing or malformed files, wrong widths, bad settings) print one line on stderr and exit with 2.
 
 A model that holds values fixed (int, bool and string inputs, ``--fixed-features``): ``--data`` gives each point's
@@ -20,11 +24,12 @@ from numpy.typing import NDArray
 
 from monitor.cli.common import add_header_option, add_model_options, build_standardizer, load_inputs, load_model
 from monitor.errors import MonitorError, ProbeError
-from monitor.model.io import HeaderMode, load_rows
+from monitor.model.io import HeaderMode, load_rows, read_rows
 from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held
 from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
+from monitor.probes.profile import FeatureInfo, ProfileEntry, held_names
 from monitor.probes.report import build_report, write_report
 
 EXIT_OK = 0
@@ -61,9 +66,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="standardized",
         help="units of every ε: standardized by the reference (default) or raw feature units",
     )
+    p.add_argument(
+        "--scale",
+        choices=["per_feature", "global", "per_channel"],
+        default="per_feature",
+        help="standardized units: each feature its own mean and scale (default), one for all features (images), or "
+        "one per image channel (--channel-axis)",
+    )
+    p.add_argument(
+        "--channel-axis", type=int, default=1, help="with --scale per_channel: 1 for NCHW (default), -1 for NHWC"
+    )
     p.add_argument("--json", required=True, dest="json_path", metavar="OUT.json", help="where to write the report")
     p.add_argument("--delta", type=float, default=0.2, help="threshold search: tolerated drop δ of P(ε) (default 0.2)")
-    p.add_argument("--eps-max", type=float, default=1.0, help="threshold search range [0, ε_max] (default 1.0)")
+    p.add_argument(
+        "--eps-max",
+        type=float,
+        default=8.0,
+        help="threshold search cap: the range grows up to [0, ε_max] (default 8.0)",
+    )
+    p.add_argument(
+        "--eps-start",
+        type=float,
+        default=1.0,
+        help="threshold search range starts at [0, ε_start] and doubles until P(ε) crosses or ε_max is reached; "
+        "set it to ε_max or above for one fixed range (default 1.0)",
+    )
     p.add_argument("--eta", type=float, default=0.01, help="threshold search resolution η (default 0.01)")
     p.add_argument("--eps", type=float, default=0.1, help="moderate intensity of the MRI/sensitivity (default 0.1)")
     p.add_argument("--mri-cut", type=float, default=0.9, help="targets with MRI r below this are examined (0.9)")
@@ -136,6 +163,7 @@ def _run(args: argparse.Namespace) -> int:
         delta=args.delta,
         eps_max=args.eps_max,
         eta=args.eta,
+        eps_start=args.eps_start,
         radius=args.radius,
         ball=args.ball,
         steps=args.steps,
@@ -173,6 +201,18 @@ def _run(args: argparse.Namespace) -> int:
     if reference is not None and model.kind == "regressor":
         output_scale, extra["reference"] = _reference_scale(model, reference, reference_held)
     labels = _load_labels(args.labels, points.shape[0], args.header) if args.labels else None
+    if model.signature.plain and args.data.lower().endswith(".csv"):
+        header_names = read_rows(args.data, args.header).names
+        if header_names is not None:
+            model.name_features(header_names, source=f"--data '{args.data}' header")
+    base = reference if reference is not None else points
+    features = FeatureInfo.build(
+        model.feature_names,
+        standardizer,
+        reference=base,
+        held=held_names(model.signature),
+        mark_zero_spread=args.space != "raw",
+    )
     result = run_funnel(
         model,
         standardizer,
@@ -183,6 +223,7 @@ def _run(args: argparse.Namespace) -> int:
         output_scale=output_scale,
         labels=labels,
         held=held,
+        features=features,
     )
     report = build_report(
         result,
@@ -191,19 +232,25 @@ def _run(args: argparse.Namespace) -> int:
         data_path=args.data,
         reference_path=args.reference,
         extra_evaluations=extra,
+        points=points,
     )
     out = write_report(report, args.json_path)
     for note in notes:
         print(note, file=sys.stderr)
     mri = ", ".join(f"{k} {v:.3f}" for k, v in (result.mri.vector.items() if result.mri else ()))
     print(
-        f"probed {result.n_points} points: MRI [{mri}]; {len(result.thresholds)} threshold search(es); "
+        f"probed {result.n_points} points: MRI [{mri}]; {len(result.thresholds)} threshold search(es), "
+        f"{_crossed(result.profile)} of {len(result.profile)} targets crossed; "
         f"{result.total_rows} model rows (funnel {result.funnel_rows} vs exhaustive {result.exhaustive_rows})"
         + ("" if result.complete else f"; budget exhausted in stage '{result.stopped_at}'")
         + f" -> {out}",
         file=sys.stderr,
     )
     return EXIT_OK
+
+
+def _crossed(profile: Sequence[ProfileEntry]) -> int:
+    return sum(1 for e in profile if e.status == "crossed")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

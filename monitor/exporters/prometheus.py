@@ -228,6 +228,13 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "harmonic_probe_mri", "gauge", "MRI component per region and perturbation.", (_M, "region", "perturbation")
     ),
+    MetricSpec(
+        "harmonic_probe_targets",
+        "gauge",
+        "Probe targets ((perturbation, feature) pairs) of a region's last profile, by status: crossed, not_crossed, "
+        "not_searched.",
+        (_M, "region", "status"),
+    ),
     MetricSpec("harmonic_labels_consumed_total", "counter", "Delayed-label messages read from the labels topic.", ()),
     MetricSpec(
         "harmonic_labels_invalid_total", "counter", "Label messages that could not be decoded, by reason.", ("reason",)

@@ -9,8 +9,12 @@ Rows alone do not bound the cost (probe rows go through the model in small batch
 :meth:`ProbeScheduler.observe` costs time too), so ``tick`` also skips a run while the scheduler's own wall time —
 observe plus runs — exceeds ``TIME_MARGIN × budget_share`` of the time since start (the margin covers what probing
 costs outside its own time, e.g. caches evicted for the event path): scored events/s then drop by at most the share.
-Results become metrics (ε* per region and τ, MRI components) and a JSON report at ``/probes`` and in the state
-dir (``probes.json``).
+Results become metrics (ε* per region and τ, MRI components, the profile's targets per status) and a JSON report
+at ``/probes`` and in the state dir (``probes.json``). Each report carries the complete threshold profile (every
+(τ, feature) pair with its status: :mod:`monitor.probes.profile`) in the model's feature names
+(:attr:`~monitor.model.onnx.OnnxModel.feature_names`) with ε in raw units beside standardized ones; each region
+its centre in raw units and its exemplars' held values; the index says how it evicts (the lowest decayed score when
+full) and how many regions it has evicted.
 
 A model that holds values fixed (int, bool and string inputs: :mod:`monitor.model.signature`): :meth:`observe` gets
 the scored batch's held values, the region index keeps each exemplar's, and the funnel evaluates every exemplar's
@@ -39,7 +43,8 @@ from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
-from monitor.probes.regions import RegionIndex
+from monitor.probes.profile import FeatureInfo, held_names
+from monitor.probes.regions import Region, RegionIndex
 from monitor.probes.report import build_report
 from monitor.rolling.reference import Reference
 
@@ -54,6 +59,12 @@ TIME_MARGIN = 0.8
 
 #: a region needs at least this many exemplars before it is probed
 MIN_EXEMPLARS = 4
+
+#: distinct held values listed per held input in a region's summary
+HELD_SHOWN = 5
+
+#: the statuses of the profile, each a ``harmonic_probe_targets`` series
+STATUSES: tuple[str, ...] = ("crossed", "not_crossed", "not_searched")
 
 
 @dataclass
@@ -145,6 +156,10 @@ class ProbeScheduler:
         mp.index.update(standardizer.to_standardized(rows), rows, result.gamma, result.flicker, flagged, now, held)
         self.state.set("harmonic_regions_tracked", (rt.name,), float(len(mp.index)))
 
+    def _with_names(self, rt: ModelRuntime, mp: _ModelProbes) -> list[dict[str, Any]]:
+        features = None if rt.standardizer is None else _features(rt, rt.standardizer)
+        return [region_summary(r, features) for r in mp.index.worst(mp.index.max_regions)]
+
     # -- periodic -------------------------------------------------------------------------------------------
     def event_rows(self) -> float:
         """Rows spent on live events (scoring and shadow checks): what earns probe budget. The one-off reference
@@ -208,15 +223,22 @@ class ProbeScheduler:
                     log.info("probe budget exhausted; region deferred", extra={"model": rt.name, "budget": budget})
                     break
                 started = time.perf_counter()
+                features = _features(rt, rt.standardizer)
                 result = run_funnel(
-                    rt.model, rt.standardizer, points, self.funnel, budget_rows=budget, held=region.held()
+                    rt.model,
+                    rt.standardizer,
+                    points,
+                    self.funnel,
+                    budget_rows=budget,
+                    held=region.held(),
+                    features=features,
                 )
                 used = int(sum(result.evaluations.values()))
                 self.probe_rows += used
                 self.state.inc("harmonic_model_evaluations_total", (rt.name, "probe"), float(used))
                 region.probed_at = now  # before to_dict(), so the report's own region says when it was probed
-                report = build_report(result)
-                report["region"] = region.to_dict()
+                report = build_report(result, points=points)
+                report["region"] = region_summary(region, features)
                 model_info = report.get("model")
                 if isinstance(model_info, dict):
                     model_info["name"] = rt.name
@@ -233,7 +255,7 @@ class ProbeScheduler:
             for rid in [k for k in mp.reports if k not in live]:
                 del mp.reports[rid]
                 prefix = (rt.name, rid)
-                for metric in ("harmonic_probe_eps_star", "harmonic_probe_mri"):
+                for metric in ("harmonic_probe_eps_star", "harmonic_probe_mri", "harmonic_probe_targets"):
                     self.state.clear_gauges(metric, _starts_with(prefix))
         if probed:
             self._write()
@@ -245,11 +267,19 @@ class ProbeScheduler:
                 self.state.set("harmonic_probe_mri", (model, region_id, tau), float(r))
         worst: dict[str, float] = {}
         for t in report.get("thresholds", []):
+            if t.get("status", "crossed") == "not_searched":
+                continue  # nothing measured: no ε* to export (its status is counted below)
             eps = t["eps_star"]
             val = float("inf") if eps is None else float(eps)
             worst[t["perturbation"]] = min(worst.get(t["perturbation"], float("inf")), val)
         for tau, eps in worst.items():
             self.state.set("harmonic_probe_eps_star", (model, region_id, tau), eps)
+        counts = dict.fromkeys(STATUSES, 0)
+        for t in report.get("thresholds", []):
+            if t.get("status") in counts:
+                counts[t["status"]] += 1
+        for status, n in counts.items():
+            self.state.set("harmonic_probe_targets", (model, region_id, status), float(n))
 
     def report(self) -> dict[str, Any]:
         """The JSON served at ``/probes``."""
@@ -259,7 +289,21 @@ class ProbeScheduler:
             "event_rows": self.event_rows(),
             "models": {
                 name: {
-                    "regions": [r.to_dict() for r in mp.index.worst(mp.index.max_regions)],
+                    "feature_names": list(self.pipeline.runtimes[name].model.feature_names)
+                    if name in self.pipeline.runtimes
+                    else None,
+                    "regions": self._with_names(self.pipeline.runtimes[name], mp)
+                    if name in self.pipeline.runtimes
+                    else [r.to_dict() for r in mp.index.worst(mp.index.max_regions)],
+                    "index": {
+                        "regions": len(mp.index),
+                        "max_regions": mp.index.max_regions,
+                        "flagged_total": mp.index.flagged_total,
+                        "evicted_total": mp.index.evicted_total,
+                        "half_life_seconds": mp.index.half_life_seconds,
+                        "eviction": "when full, a new region replaces the one with the lowest score (γ + flicker of "
+                        f"its events, halved every {mp.index.half_life_seconds:g} s)",
+                    },
                     "reports": list(mp.reports.values()),
                     "runs": mp.runs,
                 }
@@ -280,6 +324,42 @@ class ProbeScheduler:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             log.warning("probe report not written to the state directory", extra={"path": str(path), "error": str(exc)})
+
+
+def _features(rt: ModelRuntime, standardizer: Standardizer) -> FeatureInfo:
+    """The model's feature names, raw units and reference range (from the reference's sample) for its reports."""
+    ref = None if rt.watch is None else rt.watch.reference
+    sample = None if ref is None or ref.feature_sample.size == 0 else ref.feature_sample
+    return FeatureInfo.build(
+        rt.model.feature_names,
+        standardizer,
+        reference=sample,
+        std=None if ref is None else ref.feature_std,
+        held=held_names(rt.model.signature),
+        mark_zero_spread=rt.settings.scoring.space != "raw",
+    )
+
+
+def region_summary(region: Region, features: FeatureInfo | None) -> dict[str, Any]:
+    """A region as ``/probes`` shows it: :meth:`Region.to_dict` plus its centre in raw units by feature name and the
+    held values of its exemplars (a few distinct ones per held input)."""
+    out = region.to_dict()
+    if features is not None:
+        out["centre_raw"] = dict(zip(features.names, features.to_raw(region.centre).tolist(), strict=True))
+    held = region.held()
+    if held is not None:
+        shown: dict[str, list[Any]] = {}
+        for key, values in held.values.items():
+            distinct: list[Any] = []
+            for v in values:
+                item = v.tolist() if isinstance(v, np.ndarray) else (v.item() if isinstance(v, np.generic) else v)
+                if item not in distinct:
+                    distinct.append(item)
+                if len(distinct) >= HELD_SHOWN:
+                    break
+            shown[key] = distinct
+        out["held_values"] = shown
+    return out
 
 
 def _starts_with(prefix: tuple[str, ...]) -> Callable[[tuple[str, ...]], bool]:
