@@ -362,6 +362,13 @@ USAGE: dict[str, Usage] = {
         "Regions of feature space where sampled events showed high γ or flicker, in the bounded index "
         "(`probes.max_regions`). A steady climb means new fragile areas keep appearing.",
     ),
+    "harmonic_regions_evicted_total": Usage(
+        "Probes on flagged regions",
+        "regions",
+        "Regions dropped because the index was full (`probes.max_regions`): each new region replaces the one with "
+        "the lowest score (γ + flicker of its events, halved every hour). A rate close to the rate of new regions "
+        "means the index churns and a region rarely lives long enough to be probed: raise `probes.max_regions`.",
+    ),
     "harmonic_probe_runs_total": Usage(
         "Probes on flagged regions",
         "runs",

@@ -218,6 +218,12 @@ METRICS: tuple[MetricSpec, ...] = (
         ("topic_kind", "reason"),
     ),
     MetricSpec("harmonic_regions_tracked", "gauge", "Flagged feature regions in the bounded index.", (_M,)),
+    MetricSpec(
+        "harmonic_regions_evicted_total",
+        "counter",
+        "Regions evicted from the full index: a new region replaced the one with the lowest decayed score.",
+        (_M,),
+    ),
     MetricSpec("harmonic_probe_runs_total", "counter", "Threshold-probe runs completed.", (_M,)),
     MetricSpec(
         "harmonic_probe_eps_star",

@@ -153,8 +153,11 @@ class ProbeScheduler:
         if not flagged.any():
             return
         mp = self._for(rt)
+        evicted = mp.index.evicted_total
         mp.index.update(standardizer.to_standardized(rows), rows, result.gamma, result.flicker, flagged, now, held)
         self.state.set("harmonic_regions_tracked", (rt.name,), float(len(mp.index)))
+        if mp.index.evicted_total > evicted:
+            self.state.inc("harmonic_regions_evicted_total", (rt.name,), float(mp.index.evicted_total - evicted))
 
     def _with_names(self, rt: ModelRuntime, mp: _ModelProbes) -> list[dict[str, Any]]:
         features = None if rt.standardizer is None else _features(rt, rt.standardizer)

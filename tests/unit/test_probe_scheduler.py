@@ -267,3 +267,14 @@ def test_probe_scheduler_counts_observe_and_run_time_as_busy(tmp_path: Path) -> 
     assert probes.busy_seconds == 2.0
     probes.run_once(clock.now)
     assert probes.busy_seconds > 2.0
+
+
+def test_probe_scheduler_counts_regions_evicted_from_a_full_index(tmp_path: Path) -> None:
+    s = make_settings(tmp_path, probes={"enabled": True, "interval_seconds": 60.0, "max_regions": 1})
+    clock = FakeClock()
+    pipeline = make_pipeline(s, ReplaySource([]), state=MetricsState(), clock=clock)
+    probes = ProbeScheduler(pipeline, s.probes, pipeline.state, clock=clock, timer=FakeTimer())
+    score(pipeline, boundary_events(400, seed=8))  # two places, one slot: they keep replacing each other
+    index = probes.report()["models"][MODEL]["index"]
+    assert index["regions"] == 1 and index["max_regions"] == 1 and index["evicted_total"] >= 1
+    assert pipeline.state.counter("harmonic_regions_evicted_total", (MODEL,)) == index["evicted_total"]
