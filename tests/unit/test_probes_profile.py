@@ -267,3 +267,30 @@ def test_a_fixed_range_still_works_with_eps_start_at_the_cap(linear: Path) -> No
     eps = [e.threshold.result.eps_star if e.threshold else None for e in grown.profile]
     assert eps[0] == pytest.approx(2.5, abs=0.01) and eps[1] == pytest.approx(2.5, abs=0.01)
     assert eps[2] == pytest.approx(5.0, abs=0.01)
+
+
+def test_probe_scale_global_gives_every_feature_one_unit(linear: Path, tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    ref = rng.normal(size=(200, 3)) * [1.0, 3.0, 0.0]  # feature 2 constant: with one global unit it still moves
+    np.savetxt(tmp_path / "ref.csv", ref, delimiter=",")
+    np.savetxt(tmp_path / "pts.csv", ref[:8], delimiter=",")
+    out = tmp_path / "r.json"
+    argv = [
+        "probe",
+        "--model",
+        str(linear),
+        "--data",
+        str(tmp_path / "pts.csv"),
+        "--reference",
+        str(tmp_path / "ref.csv"),
+    ]
+    assert (
+        _run(
+            [*argv, "--scale", "global", "--exhaustive", "--perturbations", "shift", "--steps", "0", "--json", str(out)]
+        )
+        == 0
+    )
+    report = _report(out)
+    units = [t["raw_per_unit"] for t in report["thresholds"]]
+    assert units == pytest.approx([ref.std()] * 3)
+    assert report["features"]["zero_spread"] == [] and all(t["status"] != "not_searched" for t in report["thresholds"])
