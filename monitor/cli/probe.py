@@ -31,6 +31,7 @@ from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
 from monitor.probes.profile import FeatureInfo, ProfileEntry, held_names
 from monitor.probes.report import build_report, write_report
+from monitor.probes.trees import tree_splits
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -92,6 +93,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "set it to ε_max or above for one fixed range (default 1.0)",
     )
     p.add_argument("--eta", type=float, default=0.01, help="threshold search resolution η (default 0.01)")
+    p.add_argument(
+        "--bisect-trees",
+        action="store_true",
+        help="bisect single-feature shifts of a tree ensemble too, instead of reading ε* exactly from its splits",
+    )
     p.add_argument("--eps", type=float, default=0.1, help="moderate intensity of the MRI/sensitivity (default 0.1)")
     p.add_argument("--mri-cut", type=float, default=0.9, help="targets with MRI r below this are examined (0.9)")
     p.add_argument(
@@ -205,6 +211,7 @@ def _run(args: argparse.Namespace) -> int:
         header_names = read_rows(args.data, args.header).names
         if header_names is not None:
             model.name_features(header_names, source=f"--data '{args.data}' header")
+    splits = None if args.bisect_trees else tree_splits(args.model, model.n_features, plain=model.signature.plain)
     base = reference if reference is not None else points
     features = FeatureInfo.build(
         model.feature_names,
@@ -224,6 +231,7 @@ def _run(args: argparse.Namespace) -> int:
         labels=labels,
         held=held,
         features=features,
+        splits=splits,
     )
     report = build_report(
         result,
@@ -234,6 +242,7 @@ def _run(args: argparse.Namespace) -> int:
         extra_evaluations=extra,
         points=points,
     )
+    report["trees"] = None if splits is None else {"nodes": list(splits.nodes), "exact_shift": True}
     out = write_report(report, args.json_path)
     for note in notes:
         print(note, file=sys.stderr)

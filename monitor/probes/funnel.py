@@ -60,6 +60,7 @@ from monitor.probes.perturbations import (
 from monitor.probes.profile import FeatureInfo, ProfileEntry, complete_profile
 from monitor.probes.sensitivity import SensitivityResult, sensitivity_matrix
 from monitor.probes.threshold import TargetThreshold, check_search, search_depth, search_target
+from monitor.probes.trees import TreeSplits, exact_shift_threshold
 
 STAGES: tuple[str, ...] = ("mri", "sensitivity", "threshold", "consistency", "adversarial")
 
@@ -313,6 +314,7 @@ def run_funnel(
     labels: NDArray[np.integer] | None = None,
     held: Held | None = None,
     features: FeatureInfo | None = None,
+    splits: TreeSplits | None = None,
 ) -> FunnelResult:
     """Run the funnel on (B, n) raw-unit ``points`` treated as one region.
 
@@ -330,6 +332,8 @@ def run_funnel(
     held : the points' held values (B rows) for a model that holds values fixed; None for one that holds nothing.
     features : names, raw units, reference range and zero-spread features (:class:`FeatureInfo`); features of zero
         spread are not searched. None: no feature is known to have zero spread.
+    splits : a tree ensemble's split thresholds (:func:`monitor.probes.trees.tree_splits`): single-feature shifts
+        then get their exact ε* from the steps (method ``exact_tree``) instead of bisection.
 
     Returns
     -------
@@ -411,6 +415,9 @@ def run_funnel(
         hints = {key: (cfg.eps, r) for key, r in r_of.items()} if cfg.eps <= cfg.eps_max else None
         for t in order:
             if t.key in zero_keys:
+                continue
+            if splits is not None and t.name == "shift" and t.feature is not None:
+                thresholds.append(exact_shift_threshold(session, t, splits, delta=cfg.delta, eps_max=cfg.eps_max))
                 continue
             thresholds.append(
                 search_target(

@@ -109,6 +109,7 @@ def _entry(
         "reason_text": None if e.reason is None else REASONS[e.reason],
         "detail": e.detail,
         "searched": None if res is None else [0.0, _num(res.searched_to)],
+        "method": None if t is None else t.method,
     }
     if feature is not None and features is not None:
         out["name"] = features.names[feature]

@@ -46,6 +46,7 @@ from monitor.probes.perturbations import PERTURBATION_NAMES
 from monitor.probes.profile import FeatureInfo, held_names
 from monitor.probes.regions import Region, RegionIndex
 from monitor.probes.report import build_report
+from monitor.probes.trees import TreeSplits, tree_splits
 from monitor.rolling.reference import Reference
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ class _ModelProbes:
     index: RegionIndex
     reports: dict[str, dict[str, Any]] = field(default_factory=dict)
     runs: int = 0
+    #: a tree ensemble's split thresholds (exact single-feature ε*), read once; None: bisection
+    splits: TreeSplits | None = None
 
 
 class ProbeScheduler:
@@ -120,7 +123,8 @@ class ProbeScheduler:
         mp = self._models.get(rt.name)
         if mp is None:
             mp = self._models[rt.name] = _ModelProbes(
-                RegionIndex(rt.model.n_features, max_regions=self.settings.max_regions)
+                RegionIndex(rt.model.n_features, max_regions=self.settings.max_regions),
+                splits=tree_splits(rt.model.path, rt.model.n_features, plain=rt.model.signature.plain),
             )
         return mp
 
@@ -235,6 +239,7 @@ class ProbeScheduler:
                     budget_rows=budget,
                     held=region.held(),
                     features=features,
+                    splits=mp.splits,
                 )
                 used = int(sum(result.evaluations.values()))
                 self.probe_rows += used

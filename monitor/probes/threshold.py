@@ -209,12 +209,14 @@ class TargetThreshold:
     feature : feature index for ``shift``, else None.
     result : the bisection outcome (ε in the session's standardized units).
     rows : model rows this search evaluated.
+    method : ``bisection``, or ``exact_tree`` (:mod:`monitor.probes.trees`: the step positions of a tree ensemble).
     """
 
     perturbation: str
     feature: int | None
     result: ThresholdResult
     rows: int
+    method: str = "bisection"
 
     @property
     def key(self) -> str:
