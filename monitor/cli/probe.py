@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,10 +28,12 @@ from monitor.errors import MonitorError, ProbeError
 from monitor.model.io import HeaderMode, load_rows, read_rows
 from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held
+from monitor.model.standardize import Standardizer
+from monitor.probes.certify import certificate_report, certify, noise_copies
 from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
 from monitor.probes.profile import FeatureInfo, ProfileEntry, held_names
-from monitor.probes.report import build_report, write_report
+from monitor.probes.report import JsonValue, build_report, write_report
 from monitor.probes.trees import tree_splits
 
 EXIT_OK = 0
@@ -93,6 +96,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "set it to ε_max or above for one fixed range (default 1.0)",
     )
     p.add_argument("--eta", type=float, default=0.01, help="threshold search resolution η (default 0.01)")
+    p.add_argument(
+        "--certify-copies",
+        type=int,
+        default=32,
+        help="certified radius (randomized smoothing): Gaussian copies per point for a classifier, B·K model rows; "
+        "0 skips it (default 32)",
+    )
+    p.add_argument(
+        "--certify-sigma", type=float, default=0.05, help="noise scale σ of the certified radius (default 0.05)"
+    )
+    p.add_argument("--certify-alpha", type=float, default=0.001, help="1 − confidence of p_lower (default 0.001)")
+    p.add_argument(
+        "--certify-select",
+        type=int,
+        default=0,
+        help="copies that select the class (their majority), apart from those that estimate it; 0 selects the "
+        "clean class (default 0)",
+    )
     p.add_argument(
         "--bisect-trees",
         action="store_true",
@@ -243,6 +264,12 @@ def _run(args: argparse.Namespace) -> int:
         points=points,
     )
     report["trees"] = None if splits is None else {"nodes": list(splits.nodes), "exact_shift": True}
+    left = None if args.budget is None else args.budget - result.total_rows
+    report["certified"] = _certified(args, model, standardizer, points, held, left)
+    evaluations = report.get("evaluations")
+    certified = report["certified"]
+    if isinstance(evaluations, dict) and isinstance(certified, dict) and isinstance(certified.get("rows"), int):
+        evaluations["certify"] = certified["rows"]
     out = write_report(report, args.json_path)
     for note in notes:
         print(note, file=sys.stderr)
@@ -256,6 +283,44 @@ def _run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_OK
+
+
+def _certified(
+    args: argparse.Namespace,
+    model: OnnxModel,
+    standardizer: Standardizer,
+    points: NDArray[np.float64],
+    held: Held | None,
+    budget_left: int | None,
+) -> JsonValue:
+    """The report's ``certified`` object (None when skipped; a status and reason where it does not apply)."""
+    k = int(args.certify_copies)
+    if k == 0:
+        return None
+    if k < 1:
+        raise ProbeError(f"--certify-copies must be >= 0 (0 skips the certified radius); got {k}")
+    if model.kind != "classifier":
+        return {"status": "not_applicable", "reason": "a certified radius is for classifiers; this is a regressor"}
+    needed = points.shape[0] * (k + 1)
+    if budget_left is not None and needed > budget_left:
+        return {
+            "status": "not_computed",
+            "reason": f"budget: {needed} model rows needed, {max(budget_left, 0)} left of --budget",
+        }
+    noisy_std = noise_copies(standardizer.to_standardized(points), k, float(args.certify_sigma), int(args.seed))
+    rows_held = None if held is None else held.take(np.repeat(np.arange(points.shape[0]), k))
+    noisy = model.evaluate(standardizer.to_raw(noisy_std).astype(np.float32), rows_held).label
+    clean = model.evaluate(points.astype(np.float32), held).label
+    assert noisy is not None and clean is not None
+    cert = certify(
+        noisy.reshape(points.shape[0], k),
+        clean,
+        sigma=float(args.certify_sigma),
+        alpha=float(args.certify_alpha),
+        select=int(args.certify_select),
+    )
+    out: dict[str, Any] = {"status": "certified", **certificate_report(cert, rows=points.shape[0] * (k + 1))}
+    return out
 
 
 def _crossed(profile: Sequence[ProfileEntry]) -> int:
