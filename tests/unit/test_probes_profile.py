@@ -294,3 +294,21 @@ def test_probe_scale_global_gives_every_feature_one_unit(linear: Path, tmp_path:
     units = [t["raw_per_unit"] for t in report["thresholds"]]
     assert units == pytest.approx([ref.std()] * 3)
     assert report["features"]["zero_spread"] == [] and all(t["status"] != "not_searched" for t in report["thresholds"])
+
+
+def test_region_summary_gives_the_centre_in_raw_units_and_the_exemplars_held_values() -> None:
+    from monitor.model.signature import Held
+    from monitor.probes.regions import RegionIndex
+    from monitor.probes.scheduler import region_summary
+
+    std = Standardizer(mean=np.array([10.0, -1.0]), scale=np.array([2.0, 0.5]))
+    raw = np.array([[10.0, -1.0], [12.0, -0.5], [10.0, -1.0]])
+    z = std.to_standardized(raw)
+    held = Held({"city": np.array(["Oslo", "Lima", "Oslo"], dtype=object), "channel": np.array([3, 3, 4])})
+    index = RegionIndex(2, radius=10.0).update(z, raw, np.ones(3), np.zeros(3), np.ones(3, dtype=bool), 0.0, held)
+    (region,) = index.regions
+    info = FeatureInfo.build(["temperature", "pressure"], std)
+    out = region_summary(region, info)
+    assert out["centre_raw"] == pytest.approx({"temperature": raw[:, 0].mean(), "pressure": raw[:, 1].mean()})
+    assert out["held_values"] == {"city": ["Oslo", "Lima"], "channel": [3, 4]}
+    assert "centre_raw" not in region_summary(region, None)
