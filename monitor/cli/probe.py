@@ -29,6 +29,7 @@ from monitor.model.io import HeaderMode, load_rows, read_rows
 from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
+from monitor.probes.boundary import minimal_l2
 from monitor.probes.certify import certificate_report, certify, noise_copies
 from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
@@ -113,6 +114,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=0,
         help="copies that select the class (their majority), apart from those that estimate it; 0 selects the "
         "clean class (default 0)",
+    )
+    p.add_argument(
+        "--l2-boundary",
+        action="store_true",
+        help="also search each point's nearest class boundary in L2 (black box, ~(n+1)·8 model rows per point for "
+        "n features), reported beside the single-feature ε*",
     )
     p.add_argument(
         "--bisect-trees",
@@ -265,6 +272,14 @@ def _run(args: argparse.Namespace) -> int:
     )
     report["trees"] = None if splits is None else {"nodes": list(splits.nodes), "exact_shift": True}
     left = None if args.budget is None else args.budget - result.total_rows
+    if args.l2_boundary:
+        report["boundary_l2"] = _boundary(model, standardizer, points, held, report)
+        section = report["boundary_l2"]
+        if isinstance(section, dict) and isinstance(section.get("rows"), int):
+            left = None if left is None else left - section["rows"]
+            evaluations = report.get("evaluations")
+            if isinstance(evaluations, dict):
+                evaluations["boundary_l2"] = section["rows"]
     report["certified"] = _certified(args, model, standardizer, points, held, left)
     evaluations = report.get("evaluations")
     certified = report["certified"]
@@ -321,6 +336,44 @@ def _certified(
     )
     out: dict[str, Any] = {"status": "certified", **certificate_report(cert, rows=points.shape[0] * (k + 1))}
     return out
+
+
+def _boundary(
+    model: OnnxModel,
+    standardizer: Standardizer,
+    points: NDArray[np.float64],
+    held: Held | None,
+    report: dict[str, Any],
+) -> dict[str, Any]:
+    """The report's ``boundary_l2`` object: each point's nearest boundary in L2 beside the single-feature ε*."""
+    if model.kind != "classifier" or not model.has_proba:
+        return {"status": "not_applicable", "reason": "the L2 boundary search needs a classifier with probabilities"}
+    found = minimal_l2(model, standardizer, points, held=held)
+    shifts = [t for t in report.get("thresholds", []) if t.get("perturbation") == "shift" and t.get("crossed")]
+    best = min(shifts, key=lambda t: t["eps_star"], default=None)
+    ok = np.isfinite(found.distance)
+    return {
+        "status": "searched",
+        "method": "black-box DeepFool steps on finite-difference gradients of the log-odds margin, then bisection",
+        "units": "standardized L2" if report.get("space") == "standardized" else "raw L2",
+        "found_points": int(np.count_nonzero(ok)),
+        "median_distance": float(np.median(found.distance[ok])) if ok.any() else None,
+        "min_distance": float(found.distance[ok].min()) if ok.any() else None,
+        "single_feature_min_eps_star": None if best is None else best["eps_star"],
+        "single_feature_min_name": None if best is None else best.get("name"),
+        "rows_per_point": float(found.rows.mean()),
+        "points": [
+            {
+                "index": i,
+                "status": found.status[i],
+                "distance": float(found.distance[i]) if ok[i] else None,
+                "reason": found.reason[i],
+                "rows": int(found.rows[i]),
+            }
+            for i in range(points.shape[0])
+        ],
+        "rows": int(found.rows.sum()),
+    }
 
 
 def _crossed(profile: Sequence[ProfileEntry]) -> int:
