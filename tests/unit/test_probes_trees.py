@@ -191,3 +191,22 @@ def test_probe_reports_the_exact_method_and_bisects_on_request(tmp_path: Path) -
         assert (e["eps_star"] is None) == (b["eps_star"] is None)
         if e["eps_star"] is not None:
             assert abs(e["eps_star"] - b["eps_star"]) <= 0.01  # bisection lands within η of the exact step
+
+
+def test_not_exact_for_membership_splits_out_of_range_features_or_a_degenerate_scaler(tmp_path: Path) -> None:
+    graph = onnx.load(str(_opset5_regressor(tmp_path / "t5.onnx"))).graph
+    assert read_splits(graph, 2) is not None
+    member = onnx.GraphProto()
+    member.CopyFrom(graph)
+    modes = next(a for a in member.node[0].attribute if a.name == "nodes_modes")
+    modes.t.CopyFrom(numpy_helper.from_array(np.array([0, 6, 4], dtype=np.uint8)))
+    assert read_splits(member, 2) is None  # BRANCH_MEMBER
+    assert read_splits(graph, 1) is None  # a split on feature 1 of a one-feature input
+    scaled = onnx.GraphProto()
+    scaled.CopyFrom(graph)
+    scaled.node[0].input[0] = "Xs"
+    scaled.node.insert(0, helper.make_node("Scaler", ["X"], ["Xs"], domain="ai.onnx.ml", offset=[0.0], scale=[0.0]))
+    assert read_splits(scaled, 2) is None  # scale 0: no raw threshold
+    scaled.node[0].CopyFrom(helper.make_node("Scaler", ["X"], ["Xs"], domain="ai.onnx.ml", offset=[1.0], scale=[2.0]))
+    splits = read_splits(scaled, 2)
+    assert splits is not None and [t.tolist() for t in splits.thresholds] == [[1.5, 2.5], [0.75]]  # x = y/2 + 1
