@@ -5,7 +5,9 @@ with skl2onnx: ``lr`` (StandardScaler + LogisticRegression: the nearest boundary
 |logit| / ‖w·s‖ in standardized units) and ``gbdt`` (GradientBoostingClassifier). ``--points`` rows drawn at random
 are attacked, every distance in standardized units (the reference standardizer of all rows):
 
-- **ours**: :func:`monitor.probes.boundary.minimal_l2` (``probe --l2-boundary``);
+- **ours**: :func:`monitor.probes.boundary.minimal_l2` (``probe --l2-boundary``), alone and with 200 reference
+  rows as anchors (each point also bisects towards its nearest anchor of another class; the anchors' classes are
+  charged to the points' rows, shared);
 - **single feature**: the smallest single-feature ε* over the features, per point (the funnel's threshold search on
   that one point, every feature searched, default range);
 - **HopSkipJump** (ART 1.20, L2, untargeted) at its defaults (``max_iter`` 50, ``max_eval`` 10000,
@@ -52,6 +54,8 @@ from monitor.probes.funnel import FunnelConfig, run_funnel
 
 HERE = Path(__file__).resolve().parent
 ART_PYTHON = HERE / ".venv-art" / "bin" / "python"
+#: reference rows the anchored search may bisect towards (their classes cost ANCHORS rows, shared by the points)
+ANCHORS = 200
 HSJ_SETTINGS = {"defaults": (50, 10_000, 100), "small": (10, 100, 10)}
 
 
@@ -133,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     std = Standardizer.fit(x)
     idx = np.random.default_rng(args.seed).choice(x.shape[0], args.points, replace=False)
     points = x[idx]
+    anchors = x[np.random.default_rng(args.seed + 1).choice(x.shape[0], ANCHORS, replace=False)]
     print(f"machine: {machine('numpy', 'onnxruntime', 'sklearn', load=True)}", flush=True)
     print(f"breast cancer, {args.points} points (seed {args.seed}); distances in standardized L2 units\n")
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -147,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                 closed = np.abs(est.decision_function(points)) / np.linalg.norm(w)  # type: ignore[attr-defined]
             start = time.perf_counter()
             ours = minimal_l2(model, std, points)
+            anchored = minimal_l2(model, std, points, anchors=anchors)
             ours_s = (time.perf_counter() - start) / args.points
             single, single_rows, single_s = _single_feature(model, std, points)
             hsj: dict[str, tuple[NDArray[np.float64], float, float]] = {}
@@ -171,6 +177,16 @@ def main(argv: list[str] | None = None) -> int:
             if closed is not None:
                 print(_row("closed form", closed, closed, ref, 0, 0.0))
             print(_row("ours (`--l2-boundary`)", ours.distance, closed, ref, float(ours.rows.mean()), ours_s))
+            print(
+                _row(
+                    f"ours + {ANCHORS} reference anchors",
+                    anchored.distance,
+                    closed,
+                    ref,
+                    float(anchored.rows.mean()) + ANCHORS / args.points,
+                    ours_s,
+                )
+            )
             print(_row("single feature (min ε*)", single, closed, ref, single_rows, single_s))
             for setting, (d, rows, secs) in hsj.items():
                 print(_row(f"HopSkipJump ({setting})", d, closed, ref if setting != "defaults" else None, rows, secs))

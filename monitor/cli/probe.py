@@ -37,6 +37,9 @@ from monitor.probes.profile import FeatureInfo, ProfileEntry, held_names
 from monitor.probes.report import JsonValue, build_report, write_report
 from monitor.probes.trees import tree_splits
 
+#: reference rows the L2 boundary search may bisect towards (nearest of another class)
+ANCHORS = 200
+
 EXIT_OK = 0
 EXIT_ERROR = 2
 
@@ -273,7 +276,7 @@ def _run(args: argparse.Namespace) -> int:
     report["trees"] = None if splits is None else {"nodes": list(splits.nodes), "exact_shift": True}
     left = None if args.budget is None else args.budget - result.total_rows
     if args.l2_boundary:
-        report["boundary_l2"] = _boundary(model, standardizer, points, held, report)
+        report["boundary_l2"] = _boundary(model, standardizer, points, held, report, base)
         section = report["boundary_l2"]
         if isinstance(section, dict) and isinstance(section.get("rows"), int):
             left = None if left is None else left - section["rows"]
@@ -344,11 +347,15 @@ def _boundary(
     points: NDArray[np.float64],
     held: Held | None,
     report: dict[str, Any],
+    reference: NDArray[np.float64],
 ) -> dict[str, Any]:
-    """The report's ``boundary_l2`` object: each point's nearest boundary in L2 beside the single-feature ε*."""
+    """The report's ``boundary_l2`` object: each point's nearest boundary in L2 beside the single-feature ε*; up to
+    :data:`ANCHORS` reference rows (or data rows) serve as anchors (:func:`minimal_l2`)."""
     if model.kind != "classifier" or not model.has_proba:
         return {"status": "not_applicable", "reason": "the L2 boundary search needs a classifier with probabilities"}
-    found = minimal_l2(model, standardizer, points, held=held)
+    finite = reference[np.all(np.isfinite(reference), axis=1)]
+    pick = np.random.default_rng(0).choice(finite.shape[0], min(ANCHORS, finite.shape[0]), replace=False)
+    found = minimal_l2(model, standardizer, points, held=held, anchors=finite[pick])
     shifts = [t for t in report.get("thresholds", []) if t.get("perturbation") == "shift" and t.get("crossed")]
     best = min(shifts, key=lambda t: t["eps_star"], default=None)
     ok = np.isfinite(found.distance)
@@ -372,7 +379,8 @@ def _boundary(
             }
             for i in range(points.shape[0])
         ],
-        "rows": int(found.rows.sum()),
+        "anchors": int(pick.size),
+        "rows": int(found.rows.sum()) + int(pick.size),
     }
 
 

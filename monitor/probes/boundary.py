@@ -69,8 +69,13 @@ def minimal_l2(
     cap: float = 8.0,
     bisection_steps: int = 12,
     refine: int = 2,
+    anchors: NDArray[np.floating] | None = None,
 ) -> BoundaryResult:
     """The nearest class boundary in L2 from each (B, n) raw point (see the module docstring).
+
+    ``anchors``: (M, n) raw rows (e.g. a sample of the reference) with values held like the points' own — each
+    point also bisects the segment to its nearest anchor of another class (found for every point that has one, flat
+    margin or not), and the nearer boundary is kept. Their M classes cost M rows, shared (not in ``rows``).
 
     Raises
     ------
@@ -175,6 +180,31 @@ def minimal_l2(
     found = np.flatnonzero(flipped)
     end = z.copy()
     end[found] = bisect(found, z[found])
+    if anchors is not None and len(anchors):
+        za = standardizer.to_standardized(np.asarray(anchors, dtype=np.float64))
+        out = model.evaluate(
+            np.asarray(anchors, dtype=np.float32), None if held is None else held.take(np.zeros(len(za), dtype=np.intp))
+        )
+        if out.label is None:
+            raise ProbeError("the L2 boundary search follows class probabilities; this classifier gives labels only")
+        a_label = out.label.astype(np.int64)
+        pick = np.full(b, -1, dtype=np.intp)
+        for q in range(b):
+            other = np.flatnonzero(a_label != cls[q])
+            if other.size:
+                pick[q] = other[np.argmin(np.linalg.norm(za[other] - z0[q], axis=1))]
+        cand = np.flatnonzero(pick >= 0)
+        if cand.size:
+            label, _ = run(za[pick[cand]], cand)  # with each point's own held values the class may differ
+            cand = cand[label != cls[cand]]
+        if cand.size:
+            alt = bisect(cand, za[pick[cand]])
+            nearer = ~flipped[cand] | (
+                np.linalg.norm(alt - z0[cand], axis=1) < np.linalg.norm(end[cand] - z0[cand], axis=1)
+            )
+            end[cand[nearer]] = alt[nearer]
+            flipped[cand] = True
+            found = np.flatnonzero(flipped)
     # refine: at the boundary point the probabilities are near 1/2 (no float32 saturation), so its normal is
     # accurate; project the start onto that tangent plane and keep the projection when it is nearer
     for _ in range(refine):

@@ -120,3 +120,18 @@ def test_probe_reports_the_l2_boundary_beside_the_single_feature_threshold(
     assert section["single_feature_min_eps_star"] is not None
     # one feature at a time can only be farther than the nearest boundary in any direction
     assert section["min_distance"] <= section["single_feature_min_eps_star"] + 1e-6
+
+
+def test_reference_anchors_find_every_point_at_the_closed_form(
+    breast_cancer: tuple[OnnxModel, np.ndarray, np.ndarray, np.ndarray],
+) -> None:
+    """The points the margin cannot lead (saturated float32 probabilities) are found from the nearest reference row
+    of the other class, and the tangent-plane refinement brings them to the closed form too."""
+    model, x, closed, _ = breast_cancer
+    idx = np.random.default_rng(0).choice(x.shape[0], 50, replace=False)
+    anchors = x[np.random.default_rng(1).choice(x.shape[0], 200, replace=False)]
+    result = minimal_l2(model, Standardizer.fit(x), x[idx], anchors=anchors)
+    assert result.status == ("found",) * 50
+    ratio = result.distance / closed[idx]
+    assert ratio.min() >= 1.0 - 1e-3 and ratio.max() <= 1.2
+    assert result.rows.mean() + 200 / 50 <= ROWS_PER_POINT / 10
