@@ -30,7 +30,7 @@ from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.probes.boundary import minimal_l2
-from monitor.probes.certify import certificate_report, certify, noise_copies
+from monitor.probes.certify import certificate_report, certify_points
 from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
 from monitor.probes.profile import FeatureInfo, ProfileEntry, held_names
@@ -325,19 +325,18 @@ def _certified(
             "status": "not_computed",
             "reason": f"budget: {needed} model rows needed, {max(budget_left, 0)} left of --budget",
         }
-    noisy_std = noise_copies(standardizer.to_standardized(points), k, float(args.certify_sigma), int(args.seed))
-    rows_held = None if held is None else held.take(np.repeat(np.arange(points.shape[0]), k))
-    noisy = model.evaluate(standardizer.to_raw(noisy_std).astype(np.float32), rows_held).label
-    clean = model.evaluate(points.astype(np.float32), held).label
-    assert noisy is not None and clean is not None
-    cert = certify(
-        noisy.reshape(points.shape[0], k),
-        clean,
+    cert, rows = certify_points(
+        model,
+        standardizer,
+        points,
+        held=held,
+        copies=k,
         sigma=float(args.certify_sigma),
         alpha=float(args.certify_alpha),
         select=int(args.certify_select),
+        seed=int(args.seed),
     )
-    out: dict[str, Any] = {"status": "certified", **certificate_report(cert, rows=points.shape[0] * (k + 1))}
+    out: dict[str, Any] = {"status": "certified", **certificate_report(cert, rows=rows)}
     return out
 
 

@@ -28,6 +28,9 @@ from numpy.typing import NDArray
 from scipy.stats import beta, norm
 
 from monitor.errors import ProbeError
+from monitor.model.base import Predictor
+from monitor.model.signature import Held
+from monitor.model.standardize import Standardizer
 
 #: what a report says beside every radius
 CAVEAT = (
@@ -52,12 +55,23 @@ def clopper_pearson_lower(successes: int, trials: int, alpha: float) -> float:
 
 
 def radius_cap(sigma: float, copies: int, alpha: float) -> float:
-    """The largest radius ``copies`` estimation copies can certify (all agreeing): σ·Φ⁻¹(α^(1/n)).
+    """The largest radius ``copies`` estimation copies can certify (all agreeing): σ·Φ⁻¹(α^(1/n)); 0 when even
+    that bound is ≤ 1/2 (too few copies: see :func:`min_copies`).
 
-    >>> round(radius_cap(1.0, 32, 0.001), 2)
-    0.86
+    >>> round(radius_cap(1.0, 32, 0.001), 2), radius_cap(1.0, 8, 0.001)
+    (0.86, 0.0)
     """
-    return float(sigma * norm.ppf(alpha ** (1.0 / copies)))
+    p = alpha ** (1.0 / copies)
+    return float(sigma * norm.ppf(p)) if p > 0.5 else 0.0
+
+
+def min_copies(alpha: float) -> int:
+    """The fewest estimation copies that can certify anything at level α: α^(1/n) > 1/2.
+
+    >>> min_copies(0.001), min_copies(0.05)
+    (10, 5)
+    """
+    return int(math.floor(math.log(alpha) / math.log(0.5))) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +186,7 @@ def certificate_report(cert: Certificate, rows: int) -> dict[str, Any]:
         "cap": cert.cap,
         "cap_over_sigma": cert.cap / cert.sigma,
         "p_lower_cap": cert.alpha ** (1.0 / cert.copies),
+        "min_copies_to_certify": min_copies(cert.alpha),
         "certified_points": int(np.count_nonzero(ok)),
         "abstained_points": int(np.count_nonzero(~ok)),
         "median_radius": float(np.median(cert.radius)) if cert.radius.size else None,
@@ -190,3 +205,36 @@ def certificate_report(cert: Certificate, rows: int) -> dict[str, Any]:
         "median_certified_radius": float(np.median(radii)) if radii.size else None,
         "rows": rows,
     }
+
+
+def certify_points(
+    model: Predictor,
+    standardizer: Standardizer,
+    points: NDArray[np.float64],
+    *,
+    held: Held | None = None,
+    copies: int = 32,
+    sigma: float = 0.05,
+    alpha: float = 0.001,
+    select: int = 0,
+    seed: int = 0,
+) -> tuple[Certificate, int]:
+    """Score ``copies`` Gaussian copies (σ in standardized units) of each (B, n) raw point and :func:`certify` them;
+    returns the certificate and the model rows used (B·(copies + 1)).
+
+    Raises
+    ------
+    ProbeError
+        A regressor, or a classifier that gives no class.
+    """
+    if model.kind != "classifier":
+        raise ProbeError("a certified radius is for classifiers; this is a regressor")
+    b = points.shape[0]
+    noisy_std = noise_copies(standardizer.to_standardized(points), copies, sigma, seed)
+    rows_held = None if held is None else held.take(np.repeat(np.arange(b), copies))
+    noisy = model.evaluate(standardizer.to_raw(noisy_std).astype(np.float32), rows_held).label
+    clean = model.evaluate(points.astype(np.float32), held).label
+    if noisy is None or clean is None:
+        raise ProbeError("the model gives no class label: a certified radius needs one")
+    cert = certify(noisy.reshape(b, copies), clean, sigma=sigma, alpha=alpha, select=select)
+    return cert, b * (copies + 1)

@@ -41,6 +41,7 @@ from monitor.exporters.prometheus import MetricsState
 from monitor.metrics.scorer import ScoreResult
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
+from monitor.probes.certify import certificate_report, certify_points
 from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
 from monitor.probes.profile import FeatureInfo, held_names
@@ -247,6 +248,15 @@ class ProbeScheduler:
                 region.probed_at = now  # before to_dict(), so the report's own region says when it was probed
                 report = build_report(result, points=points)
                 report["region"] = region_summary(region, features)
+                report["certified"], cert_rows = self._certify(rt, points, region.held(), budget - used)
+                if cert_rows:
+                    used += cert_rows
+                    self.probe_rows += cert_rows
+                    self.state.inc("harmonic_model_evaluations_total", (rt.name, "probe"), float(cert_rows))
+                    evaluations = report.get("evaluations")
+                    if isinstance(evaluations, dict):
+                        evaluations["certify"] = cert_rows
+                        evaluations["total"] = int(evaluations.get("total", 0)) + cert_rows
                 model_info = report.get("model")
                 if isinstance(model_info, dict):
                     model_info["name"] = rt.name
@@ -268,6 +278,26 @@ class ProbeScheduler:
         if probed:
             self._write()
         return probed
+
+    def _certify(
+        self, rt: ModelRuntime, points: NDArray[np.float64], held: Held | None, budget_left: int
+    ) -> tuple[dict[str, Any], int]:
+        """The region's certified radius (randomized smoothing at the model's flicker σ and copies), within the
+        budget left; a status and reason where it does not apply."""
+        scoring = rt.scoring_config()
+        copies = scoring.flicker_copies
+        if rt.model.kind != "classifier":
+            return {"status": "not_applicable", "reason": "a certified radius is for classifiers"}, 0
+        if copies < 2:
+            return {"status": "not_computed", "reason": f"flicker_copies is {copies}: too few noise copies"}, 0
+        needed = points.shape[0] * (copies + 1)
+        if needed > budget_left:
+            return {"status": "not_computed", "reason": f"budget: {needed} rows needed, {budget_left} left"}, 0
+        assert rt.standardizer is not None
+        cert, rows = certify_points(
+            rt.model, rt.standardizer, points, held=held, copies=copies, sigma=scoring.sigma, seed=scoring.seed
+        )
+        return {"status": "certified", **certificate_report(cert, rows)}, rows
 
     def _export(self, model: str, region_id: str, report: dict[str, Any]) -> None:
         for tau, r in (report.get("mri") or {}).items():

@@ -178,6 +178,13 @@ def test_probe_scheduler_reports_the_complete_profile_in_the_models_names_and_un
     }
     assert sum(v or 0 for v in counts.values()) == len(keys)
     assert counts == {s: rep["profile"]["status"][s] for s in counts}
+    # the region's certified radius at the model's flicker σ and copies (8 here), with its caveat and cap
+    cert = rep["certified"]
+    assert cert["status"] == "certified" and "smoothed classifier" in cert["caveat"]
+    assert cert["copies"] == 8 and cert["sigma"] == pytest.approx(rt.scoring_config().sigma)
+    assert cert["cap"] == 0.0 and cert["min_copies_to_certify"] == 10  # 8 copies certify nothing at α = 0.001
+    assert all(0.0 <= p["radius"] <= cert["cap"] + 1e-12 for p in cert["points"])
+    assert rep["evaluations"]["certify"] == cert["rows"] == len(cert["points"]) * 9
 
 
 def test_probe_scheduler_writes_probes_json_to_the_state_dir(tmp_path: Path) -> None:
