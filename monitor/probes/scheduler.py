@@ -256,7 +256,8 @@ class ProbeScheduler:
                     evaluations = report.get("evaluations")
                     if isinstance(evaluations, dict):
                         evaluations["certify"] = cert_rows
-                        evaluations["total"] = int(evaluations.get("total", 0)) + cert_rows
+                        total = evaluations.get("total")
+                        evaluations["total"] = (total if isinstance(total, int) else 0) + cert_rows
                 model_info = report.get("model")
                 if isinstance(model_info, dict):
                     model_info["name"] = rt.name
