@@ -362,6 +362,13 @@ USAGE: dict[str, Usage] = {
         "Regions of feature space where sampled events showed high γ or flicker, in the bounded index "
         "(`probes.max_regions`). A steady climb means new fragile areas keep appearing.",
     ),
+    "harmonic_regions_evicted_total": Usage(
+        "Probes on flagged regions",
+        "regions",
+        "Regions dropped because the index was full (`probes.max_regions`): each new region replaces the one with "
+        "the lowest score (γ + flicker of its events, halved every hour). A rate close to the rate of new regions "
+        "means the index churns and a region rarely lives long enough to be probed: raise `probes.max_regions`.",
+    ),
     "harmonic_probe_runs_total": Usage(
         "Probes on flagged regions",
         "runs",
@@ -380,6 +387,14 @@ USAGE: dict[str, Usage] = {
         "ratio (0–1): agreement",
         "Model Robustness Index component per perturbation at a fixed moderate ε: the share of the region's points "
         "whose prediction survives it. **Read it as a vector across `perturbation`**, never averaged into one number.",
+    ),
+    "harmonic_probe_targets": Usage(
+        "Probes on flagged regions",
+        "targets ((perturbation, feature) pairs)",
+        "The region's last threshold profile counted by status: `crossed` (ε* found), `not_crossed` (robust up to the "
+        "cap ε_max), `not_searched` (robust at the funnel's moderate ε, the budget, a feature of zero reference "
+        "spread). The three add up to every target, so a feature never looked at cannot pass for a robust one; each "
+        "target's status and reason: `GET /probes`.",
     ),
     # -- labels ------------------------------------------------------------------------------------------------------
     "harmonic_labels_consumed_total": Usage(
@@ -560,6 +575,7 @@ LABELS: dict[str, str] = {
     "receiver": "Alert delivery target: `alertmanager` or `webhook`.",
     "region": "Region id in the model's region index (`r1`, `r2`, …); details at `GET /probes`.",
     "perturbation": "Perturbation type τ: " + ", ".join(f"`{p}`" for p in PERTURBATION_NAMES) + ".",
+    "status": "A probe target's status in the threshold profile: `crossed`, `not_crossed`, `not_searched`.",
     "version": "harmonic-monitor's version.",
 }
 

@@ -218,6 +218,12 @@ METRICS: tuple[MetricSpec, ...] = (
         ("topic_kind", "reason"),
     ),
     MetricSpec("harmonic_regions_tracked", "gauge", "Flagged feature regions in the bounded index.", (_M,)),
+    MetricSpec(
+        "harmonic_regions_evicted_total",
+        "counter",
+        "Regions evicted from the full index: a new region replaced the one with the lowest decayed score.",
+        (_M,),
+    ),
     MetricSpec("harmonic_probe_runs_total", "counter", "Threshold-probe runs completed.", (_M,)),
     MetricSpec(
         "harmonic_probe_eps_star",
@@ -227,6 +233,13 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec(
         "harmonic_probe_mri", "gauge", "MRI component per region and perturbation.", (_M, "region", "perturbation")
+    ),
+    MetricSpec(
+        "harmonic_probe_targets",
+        "gauge",
+        "Probe targets ((perturbation, feature) pairs) of a region's last profile, by status: crossed, not_crossed, "
+        "not_searched.",
+        (_M, "region", "status"),
     ),
     MetricSpec("harmonic_labels_consumed_total", "counter", "Delayed-label messages read from the labels topic.", ()),
     MetricSpec(

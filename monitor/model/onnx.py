@@ -340,6 +340,11 @@ def _expose_zipmap_input(proto: Any) -> dict[str, str]:
     return mapping
 
 
+def _first(names: Sequence[str], shown: int = 3) -> str:
+    """``a, b, c, …`` — the first few of a list of names."""
+    return ", ".join(names[:shown]) + (", …" if len(names) > shown else "")
+
+
 class OnnxModel:
     """An ONNX model loaded with onnxruntime.
 
@@ -387,6 +392,7 @@ class OnnxModel:
             raise ModelError(f"cannot load '{self.path}' with onnxruntime: {exc}") from exc
         self._inspect_signature()
         self._model_bytes = raw  # ZipMap removed, inputs canonical; what :meth:`neighbourhood` wraps
+        self._feature_names: tuple[str, ...] = self.signature.features
 
     # -- signature ---------------------------------------------------------------------------------------
     def _canonical(self, raw: bytes) -> bytes:
@@ -537,6 +543,36 @@ class OnnxModel:
     @property
     def kind(self) -> ModelKind:
         return self._kind
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        """One name per element of x, in row order, decided at load: the signature's element names
+        (``input[13]`` for a plain 2-D input, an input's own name for a one-element input) unless
+        :meth:`name_features` gave others (a CSV header, the ``feature_names`` setting). Probe reports, ``/probes``
+        and drift alerts name features by it."""
+        return self._feature_names
+
+    def name_features(self, names: Sequence[str], *, source: str) -> None:
+        """Rename x's elements (``source`` says where the names came from, for the error message).
+
+        Raises
+        ------
+        ModelError
+            Not one non-empty name per feature, or a name given twice.
+        """
+        given = tuple(str(n).strip() for n in names)
+        if len(given) != self._n_features:
+            raise ModelError(
+                f"{source} gives {len(given)} feature names; model '{self.path.name}' perturbs {self._n_features} "
+                f"features ({_first(self.signature.features)}): give one name per feature, in order"
+            )
+        empty = [i for i, n in enumerate(given) if not n]
+        if empty:
+            raise ModelError(f"{source} has empty feature names at positions {empty[:5]}; name every feature")
+        dupes = sorted({n for n in given if given.count(n) > 1})
+        if dupes:
+            raise ModelError(f"{source} names features more than once: {', '.join(dupes[:5])}; use distinct names")
+        self._feature_names = given
 
     @property
     def has_logits(self) -> bool:

@@ -7,7 +7,13 @@
    S_i / scale_i ≥ ``sensitivity_cut`` (scale = 1 for probabilities, the output scale for regressors).
 3. **Threshold search** — bisection for ε* only on targets with at least one fragile output, most fragile
    (lowest r) first so that a budget goes to the worst. The MRI value P(eps) is a free first probe: when it is
-   already below P(0) − δ the bracket starts as [0, eps] instead of [0, ε_max].
+   already below P(0) − δ the bracket starts as [0, eps] instead of [0, ε_max]. The range grows geometrically from
+   ``eps_start`` (1 standardized unit) up to the cap ``eps_max`` (8) until P crosses
+   (:func:`~monitor.probes.threshold.growth_ladder`).
+
+Every target then gets a status in :attr:`FunnelResult.profile` (:mod:`monitor.probes.profile`): crossed, not
+crossed within the cap, or not searched with the reason (robust at ``eps``, the budget, a feature of zero reference
+spread — never searched, since a standardized unit means nothing there).
 
 Then output consistency over {clean, each τ at ``eps``} (mostly cached rows) and seed 001 Algorithm 2
 (:func:`~monitor.metrics.adversarial.gamma_ascent_search`) from every point, ``steps`` steps.
@@ -20,9 +26,9 @@ points sharing their held values, through :class:`~monitor.probes.perturbations.
 results as one run: each point's ascent depends on its own ball only).
 
 Evaluation counts are model *rows* per stage. ``exhaustive`` is what threshold search on every target would
-cost at full depth — B clean rows, the γ-ascent directions, and (1 + ⌈log2(ε_max/η)⌉) evaluations of every
-target (the seed's O(k·d·log(1/η))); ``exhaustive_min`` is its floor when no target crosses (clean, directions and
-one P(ε_max) per target). Compare them with ``funnel`` = mri + sensitivity + threshold.
+cost at full depth — B clean rows, the γ-ascent directions, and every rung of the growing range plus the bisection of
+its widest bracket for every target (the seed's O(k·d·log(1/η)); :func:`~monitor.probes.threshold.search_depth`);
+``exhaustive_min`` is its floor when no target crosses (clean, directions and every rung per target). Compare them with ``funnel`` = mri + sensitivity + threshold.
 """
 
 from __future__ import annotations
@@ -51,8 +57,10 @@ from monitor.probes.perturbations import (
     ProbeTarget,
     check_names,
 )
+from monitor.probes.profile import FeatureInfo, ProfileEntry, complete_profile
 from monitor.probes.sensitivity import SensitivityResult, sensitivity_matrix
-from monitor.probes.threshold import TargetThreshold, bisection_steps, check_search, search_target
+from monitor.probes.threshold import TargetThreshold, check_search, search_depth, search_target
+from monitor.probes.trees import TreeSplits, exact_shift_threshold
 
 STAGES: tuple[str, ...] = ("mri", "sensitivity", "threshold", "consistency", "adversarial")
 
@@ -72,7 +80,10 @@ class FunnelConfig:
     mri_cut : a target with r < mri_cut goes on to the sensitivity stage (seed: r > 0.9 can be deprioritized).
     sensitivity_cut : a (target, output) pair is fragile when S_i/scale_i ≥ this.
     sensitivity_draws : draws per stochastic τ in the sensitivity stage.
-    delta, eps_max, eta : threshold search: tolerance δ on the agreement rate, range [0, ε_max], resolution η.
+    delta, eps_max, eta : threshold search: tolerance δ on the agreement rate, range [0, ε_max] (the cap),
+        resolution η.
+    eps_start : the range grows geometrically from here (ε_start, 2·ε_start, … up to ε_max) until P crosses;
+        None (or ≥ ε_max) searches [0, ε_max] at once.
     radius, ball : the γ ball for ``gamma_ascent`` and Algorithm 2 (standardized units).
     steps : Algorithm 2 steps N per point; 0 skips it.
     seed : seeds every random draw and the ball.
@@ -86,8 +97,9 @@ class FunnelConfig:
     sensitivity_cut: float = 0.01
     sensitivity_draws: int = 4
     delta: float = 0.2
-    eps_max: float = 1.0
+    eps_max: float = 8.0
     eta: float = 0.01
+    eps_start: float | None = 1.0
     radius: float = 0.05
     ball: str = "auto"
     steps: int = 10
@@ -101,6 +113,8 @@ class FunnelConfig:
             check_search(self.delta, self.eps_max, self.eta)
         except ProbeError as exc:
             raise ConfigError(str(exc)) from None
+        if self.eps_start is not None and not (np.isfinite(self.eps_start) and self.eps_start > 0):
+            raise ConfigError(f"eps_start (where the range starts growing) must be > 0; got {self.eps_start!r}")
         if not (np.isfinite(self.eps) and self.eps > 0):
             raise ConfigError(f"eps (MRI intensity) must be a finite number > 0; got {self.eps!r}")
         if not 0 < self.mri_cut <= 1:
@@ -150,7 +164,8 @@ class FunnelResult:
     ``evaluations`` holds the model rows each stage *used* (keys :data:`STAGES`; they add up to
     :attr:`total_rows`, so summing the dict is the run's cost). ``exhaustive_rows`` / ``exhaustive_min_rows`` are
     what threshold search on every target would have cost (not spent; see the module docstring).
-    ``stopped_at`` names the stage where the budget ran out (None when complete).
+    ``stopped_at`` names the stage where the budget ran out (None when complete). ``profile`` has one entry per
+    target (every (τ, feature) pair) with its status; ``thresholds`` holds the searches alone, as before.
     """
 
     config: FunnelConfig
@@ -172,6 +187,8 @@ class FunnelResult:
     exhaustive_rows: int = 0
     exhaustive_min_rows: int = 0
     stopped_at: str | None = None
+    profile: tuple[ProfileEntry, ...] = ()
+    features: FeatureInfo | None = None
 
     @property
     def total_rows(self) -> int:
@@ -193,12 +210,12 @@ class FunnelResult:
 
 
 def exhaustive_rows(
-    session: ProbeSession, targets: tuple[ProbeTarget, ...], eps_max: float, eta: float
+    session: ProbeSession, targets: tuple[ProbeTarget, ...], eps_max: float, eta: float, eps_start: float | None = None
 ) -> tuple[int, int]:
     """(full-depth, floor) model rows of threshold search on every target without the funnel.
 
     Both include the B clean rows and the γ-ascent directions (when ``gamma_ascent`` is a target). Full depth
-    charges every target 1 + ⌈log2(ε_max/η)⌉ evaluations (P(ε_max) and the bisection); the floor charges one.
+    charges every target every rung of the range and the bisection of its widest bracket; the floor every rung.
     """
     b = session.n_points
     fixed = b
@@ -207,8 +224,8 @@ def exhaustive_rows(
             if isinstance(member, GammaAscent):
                 fixed += member.direction_rows(b)
     per_eval = sum(session.rows_per_evaluation(t) for t in targets)
-    depth = 1 + bisection_steps(eps_max, eta)
-    return fixed + per_eval * depth, fixed + per_eval
+    depth, rungs = search_depth(eps_start, eps_max, eta)
+    return fixed + per_eval * depth, fixed + per_eval * rungs
 
 
 def _consistency_configurations(targets: tuple[ProbeTarget, ...]) -> list[Perturbation]:
@@ -296,6 +313,8 @@ def run_funnel(
     output_scale: NDArray[np.floating] | None = None,
     labels: NDArray[np.integer] | None = None,
     held: Held | None = None,
+    features: FeatureInfo | None = None,
+    splits: TreeSplits | None = None,
 ) -> FunnelResult:
     """Run the funnel on (B, n) raw-unit ``points`` treated as one region.
 
@@ -311,6 +330,10 @@ def run_funnel(
     output_scale : (D,) regressor output scale for C = 1 − |Δ|/scale; default the std over the points.
     labels : (B,) class indices, optional: consistency then reports accuracy, PDR and an accuracy baseline.
     held : the points' held values (B rows) for a model that holds values fixed; None for one that holds nothing.
+    features : names, raw units, reference range and zero-spread features (:class:`FeatureInfo`); features of zero
+        spread are not searched. None: no feature is known to have zero spread.
+    splits : a tree ensemble's split thresholds (:func:`monitor.probes.trees.tree_splits`): single-feature shifts
+        then get their exact ε* from the steps (method ``exact_tree``) instead of bisection.
 
     Returns
     -------
@@ -338,6 +361,11 @@ def run_funnel(
         held=held,
     )
     counts = dict.fromkeys(STAGES, 0)
+    zero_keys: set[str] = set()
+    if features is not None:
+        if features.n_features != session.n_features:
+            raise ProbeError(f"feature info names {features.n_features} features; the points have {session.n_features}")
+        zero_keys = {t.key for t in targets if t.feature is not None and bool(features.zero_spread[t.feature])}
     mri: MriResult | None = None
     sens_all: SensitivityResult | None = None
     sens: SensitivityResult | None = None
@@ -386,7 +414,16 @@ def run_funnel(
         )
         hints = {key: (cfg.eps, r) for key, r in r_of.items()} if cfg.eps <= cfg.eps_max else None
         for t in order:
-            thresholds.append(search_target(session, t, delta=cfg.delta, eps_max=cfg.eps_max, eta=cfg.eta, hints=hints))
+            if t.key in zero_keys:
+                continue
+            if splits is not None and t.name == "shift" and t.feature is not None:
+                thresholds.append(exact_shift_threshold(session, t, splits, delta=cfg.delta, eps_max=cfg.eps_max))
+                continue
+            thresholds.append(
+                search_target(
+                    session, t, delta=cfg.delta, eps_max=cfg.eps_max, eta=cfg.eta, hints=hints, eps_start=cfg.eps_start
+                )
+            )
         mark("threshold")
 
         stage = "consistency"
@@ -408,7 +445,19 @@ def run_funnel(
         mark(stage)  # the rows the interrupted stage used before the refusal
 
     assert sum(counts.values()) == session.evaluations, "every evaluated row belongs to one stage"
-    full, floor = exhaustive_rows(session, targets, cfg.eps_max, cfg.eta)
+    full, floor = exhaustive_rows(session, targets, cfg.eps_max, cfg.eta, cfg.eps_start)
+    profile = complete_profile(
+        [(t.name, t.feature) for t in targets],
+        thresholds,
+        mri=None if mri is None else mri.by_target,
+        flagged=[t.key for t in flagged],
+        fragile=[f.key for f in fragile],
+        zero_spread=sorted(zero_keys),
+        stopped_at=stage,
+        eps=cfg.eps,
+        mri_cut=cfg.mri_cut,
+        sensitivity_cut=cfg.sensitivity_cut,
+    )
     order_of = {key: i for i, key in enumerate(t.key for t in targets)}
     return FunnelResult(
         config=cfg,
@@ -430,4 +479,6 @@ def run_funnel(
         exhaustive_rows=full,
         exhaustive_min_rows=floor,
         stopped_at=stage,
+        profile=profile,
+        features=features,
     )

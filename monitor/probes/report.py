@@ -3,6 +3,11 @@
 :func:`build_report` turns a :class:`~monitor.probes.funnel.FunnelResult` into plain JSON values (NaN and ±inf
 become null); :func:`write_report` writes it atomically. The fixed keys that other tools read are ``mri``,
 ``thresholds`` and ``evaluations``; everything else may grow.
+
+``thresholds`` is the complete profile: one entry per (τ, feature) pair with ``status`` (``crossed``,
+``not_crossed``, ``not_searched`` with its ``reason``), the range searched, the feature's ``name`` and, for a
+feature shift, ε* in raw units beside the standardized one; then one ``not_searched`` entry (reason ``held``) per
+element the model holds fixed.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from numpy.typing import NDArray
 
 from monitor.errors import DataError
 from monitor.probes.funnel import FunnelResult
+from monitor.probes.profile import REASONS, FeatureInfo, ProfileEntry
 from monitor.probes.sensitivity import SensitivityResult
 
 JsonValue: TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
@@ -70,6 +76,55 @@ def _sensitivity(
     return out
 
 
+def _raw(value: float | None, feature: int | None, features: FeatureInfo | None) -> float | None:
+    """A standardized shift of ``feature`` in raw units (None for a τ that is not one feature's shift)."""
+    if value is None or feature is None or features is None:
+        return None
+    return _num(value * float(features.scale[feature]))
+
+
+def _entry(
+    e: ProfileEntry, r: float | None, features: FeatureInfo | None, outside: NDArray[np.int64] | None
+) -> JsonObject:
+    """One threshold entry: the keys a search has always had, then status, reason, range, name and raw units."""
+    t = e.threshold
+    res = None if t is None else t.result
+    feature = e.feature
+    out: JsonObject = {
+        "perturbation": e.perturbation,
+        "feature": feature,
+        "eps_star": None if res is None else _num(res.eps_star),
+        "eps_max": None if res is None else res.eps_max,
+        "crossed": False if res is None else res.crossed,
+        "eps_low": None if res is None else _num(res.eps_low),
+        "eps_high": None if res is None else _num(res.eps_high),
+        "p0": None if res is None else _num(res.p0),
+        "limit": None if res is None else _num(res.limit),
+        "r": _num(r),
+        "calls": 0 if res is None else res.calls,
+        "rows": 0 if t is None else t.rows,
+        "key": e.key,
+        "status": e.status,
+        "reason": e.reason,
+        "reason_text": None if e.reason is None else REASONS[e.reason],
+        "detail": e.detail,
+        "searched": None if res is None else [0.0, _num(res.searched_to)],
+        "method": None if t is None else t.method,
+    }
+    if feature is not None and features is not None:
+        out["name"] = features.names[feature]
+        out["raw_per_unit"] = _num(float(features.scale[feature]))
+        out["eps_star_raw"] = None if res is None else _raw(res.eps_star, feature, features)
+        out["eps_max_raw"] = None if res is None else _raw(res.eps_max, feature, features)
+        out["searched_raw"] = None if res is None else [0.0, _raw(res.searched_to, feature, features)]
+        if features.low is not None and features.high is not None:
+            out["reference_range_raw"] = [_num(features.low[feature]), _num(features.high[feature])]
+        out["outside_reference"] = None if outside is None else int(outside[feature])
+    else:
+        out["name"] = e.perturbation if feature is None else None
+    return out
+
+
 def build_report(
     result: FunnelResult,
     *,
@@ -78,6 +133,7 @@ def build_report(
     data_path: str | os.PathLike[str] | None = None,
     reference_path: str | os.PathLike[str] | None = None,
     extra_evaluations: Mapping[str, int] | None = None,
+    points: NDArray[np.floating] | None = None,
 ) -> JsonObject:
     """The probe report as a JSON object (see ``docs/PROBES.md`` for every key and its units).
 
@@ -87,10 +143,33 @@ def build_report(
     space : ``standardized`` or ``raw``: the units of every ε in the report.
     model_path, data_path, reference_path : recorded as given (None = not recorded).
     extra_evaluations : more row counts to record beside the stages' (e.g. ``reference``).
+    points : the probed (B, n) raw points: each threshold entry then counts those outside the reference range.
     """
     cfg = result.config
     mri = result.mri
+    features = result.features
+    outside = None if features is None or points is None else features.outside(points)
     thresholds: list[JsonValue] = [
+        _entry(e, None if mri is None else mri.by_target.get(e.key), features, outside) for e in result.profile
+    ]
+    thresholds.extend(
+        {
+            "perturbation": "shift",
+            "feature": None,
+            "eps_star": None,
+            "eps_max": None,
+            "crossed": False,
+            "key": f"held[{name}]",
+            "name": name,
+            "status": "not_searched",
+            "reason": "held",
+            "reason_text": REASONS["held"],
+            "detail": None,
+            "searched": None,
+        }
+        for name in (() if features is None else features.held)
+    )
+    legacy: list[JsonValue] = [
         {
             "perturbation": t.perturbation,
             "feature": t.feature,
@@ -107,6 +186,8 @@ def build_report(
         }
         for t in result.thresholds
     ]
+    if not result.profile:  # a result built without a profile: the searches alone, as before
+        thresholds = legacy
     adversarial: JsonObject | None = None
     if result.adversarial is not None:
         adv = result.adversarial
@@ -167,6 +248,7 @@ def build_report(
         "seed": cfg.seed,
         "consistency_tolerance": cfg.consistency_tolerance,
         "search_all": cfg.search_all,
+        "eps_start": cfg.eps_start,
     }
     return {
         "schema_version": SCHEMA_VERSION,
@@ -200,12 +282,44 @@ def build_report(
             for f in result.fragile
         ],
         "thresholds": thresholds,
+        "profile": _profile_summary(thresholds),
+        "features": None
+        if features is None
+        else {
+            "names": list(features.names),
+            "raw_per_unit": [_num(v) for v in features.scale],
+            "mean": [_num(v) for v in features.mean],
+            "reference_low": None if features.low is None else [_num(v) for v in features.low],
+            "reference_high": None if features.high is None else [_num(v) for v in features.high],
+            "zero_spread": [features.names[j] for j in np.flatnonzero(features.zero_spread)],
+            "held": list(features.held),
+            "outside_reference": None
+            if outside is None
+            else {features.names[j]: int(outside[j]) for j in np.flatnonzero(outside)},
+        },
         "adversarial": adversarial,
         "consistency": consistency,
         "evaluations": evaluations,
         "complete": result.complete,
         "stopped_at": result.stopped_at,
     }
+
+
+def _profile_summary(thresholds: list[JsonValue]) -> JsonObject:
+    """How many entries have each status, and each not-searched reason."""
+    status: dict[str, JsonValue] = {"crossed": 0, "not_crossed": 0, "not_searched": 0}
+    reasons: dict[str, JsonValue] = {}
+    for t in thresholds:
+        if not isinstance(t, dict):
+            continue
+        s = str(t.get("status"))
+        count = status.get(s, 0)
+        status[s] = (count if isinstance(count, int) else 0) + 1
+        if t.get("reason") is not None:
+            k = str(t["reason"])
+            n = reasons.get(k, 0)
+            reasons[k] = (n if isinstance(n, int) else 0) + 1
+    return {"status": status, "reasons": reasons, "entries": len(thresholds)}
 
 
 def write_report(report: JsonObject, path: str | os.PathLike[str]) -> Path:

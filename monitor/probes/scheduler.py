@@ -9,8 +9,12 @@ Rows alone do not bound the cost (probe rows go through the model in small batch
 :meth:`ProbeScheduler.observe` costs time too), so ``tick`` also skips a run while the scheduler's own wall time —
 observe plus runs — exceeds ``TIME_MARGIN × budget_share`` of the time since start (the margin covers what probing
 costs outside its own time, e.g. caches evicted for the event path): scored events/s then drop by at most the share.
-Results become metrics (ε* per region and τ, MRI components) and a JSON report at ``/probes`` and in the state
-dir (``probes.json``).
+Results become metrics (ε* per region and τ, MRI components, the profile's targets per status) and a JSON report
+at ``/probes`` and in the state dir (``probes.json``). Each report carries the complete threshold profile (every
+(τ, feature) pair with its status: :mod:`monitor.probes.profile`) in the model's feature names
+(:attr:`~monitor.model.onnx.OnnxModel.feature_names`) with ε in raw units beside standardized ones; each region
+its centre in raw units and its exemplars' held values; the index says how it evicts (the lowest decayed score when
+full) and how many regions it has evicted.
 
 A model that holds values fixed (int, bool and string inputs: :mod:`monitor.model.signature`): :meth:`observe` gets
 the scored batch's held values, the region index keeps each exemplar's, and the funnel evaluates every exemplar's
@@ -37,10 +41,13 @@ from monitor.exporters.prometheus import MetricsState
 from monitor.metrics.scorer import ScoreResult
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
+from monitor.probes.certify import certificate_report, certify_points
 from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
-from monitor.probes.regions import RegionIndex
+from monitor.probes.profile import FeatureInfo, held_names
+from monitor.probes.regions import Region, RegionIndex
 from monitor.probes.report import build_report
+from monitor.probes.trees import TreeSplits, tree_splits
 from monitor.rolling.reference import Reference
 
 if TYPE_CHECKING:
@@ -55,12 +62,20 @@ TIME_MARGIN = 0.8
 #: a region needs at least this many exemplars before it is probed
 MIN_EXEMPLARS = 4
 
+#: distinct held values listed per held input in a region's summary
+HELD_SHOWN = 5
+
+#: the statuses of the profile, each a ``harmonic_probe_targets`` series
+STATUSES: tuple[str, ...] = ("crossed", "not_crossed", "not_searched")
+
 
 @dataclass
 class _ModelProbes:
     index: RegionIndex
     reports: dict[str, dict[str, Any]] = field(default_factory=dict)
     runs: int = 0
+    #: a tree ensemble's split thresholds (exact single-feature ε*), read once; None: bisection
+    splits: TreeSplits | None = None
 
 
 class ProbeScheduler:
@@ -109,7 +124,8 @@ class ProbeScheduler:
         mp = self._models.get(rt.name)
         if mp is None:
             mp = self._models[rt.name] = _ModelProbes(
-                RegionIndex(rt.model.n_features, max_regions=self.settings.max_regions)
+                RegionIndex(rt.model.n_features, max_regions=self.settings.max_regions),
+                splits=tree_splits(rt.model.path, rt.model.n_features, plain=rt.model.signature.plain),
             )
         return mp
 
@@ -142,8 +158,15 @@ class ProbeScheduler:
         if not flagged.any():
             return
         mp = self._for(rt)
+        evicted = mp.index.evicted_total
         mp.index.update(standardizer.to_standardized(rows), rows, result.gamma, result.flicker, flagged, now, held)
         self.state.set("harmonic_regions_tracked", (rt.name,), float(len(mp.index)))
+        if mp.index.evicted_total > evicted:
+            self.state.inc("harmonic_regions_evicted_total", (rt.name,), float(mp.index.evicted_total - evicted))
+
+    def _with_names(self, rt: ModelRuntime, mp: _ModelProbes) -> list[dict[str, Any]]:
+        features = None if rt.standardizer is None else _features(rt, rt.standardizer)
+        return [region_summary(r, features) for r in mp.index.worst(mp.index.max_regions)]
 
     # -- periodic -------------------------------------------------------------------------------------------
     def event_rows(self) -> float:
@@ -208,15 +231,33 @@ class ProbeScheduler:
                     log.info("probe budget exhausted; region deferred", extra={"model": rt.name, "budget": budget})
                     break
                 started = time.perf_counter()
+                features = _features(rt, rt.standardizer)
                 result = run_funnel(
-                    rt.model, rt.standardizer, points, self.funnel, budget_rows=budget, held=region.held()
+                    rt.model,
+                    rt.standardizer,
+                    points,
+                    self.funnel,
+                    budget_rows=budget,
+                    held=region.held(),
+                    features=features,
+                    splits=mp.splits,
                 )
                 used = int(sum(result.evaluations.values()))
                 self.probe_rows += used
                 self.state.inc("harmonic_model_evaluations_total", (rt.name, "probe"), float(used))
                 region.probed_at = now  # before to_dict(), so the report's own region says when it was probed
-                report = build_report(result)
-                report["region"] = region.to_dict()
+                report = build_report(result, points=points)
+                report["region"] = region_summary(region, features)
+                report["certified"], cert_rows = self._certify(rt, points, region.held(), budget - used)
+                if cert_rows:
+                    used += cert_rows
+                    self.probe_rows += cert_rows
+                    self.state.inc("harmonic_model_evaluations_total", (rt.name, "probe"), float(cert_rows))
+                    evaluations = report.get("evaluations")
+                    if isinstance(evaluations, dict):
+                        evaluations["certify"] = cert_rows
+                        total = evaluations.get("total")
+                        evaluations["total"] = (total if isinstance(total, int) else 0) + cert_rows
                 model_info = report.get("model")
                 if isinstance(model_info, dict):
                     model_info["name"] = rt.name
@@ -233,11 +274,31 @@ class ProbeScheduler:
             for rid in [k for k in mp.reports if k not in live]:
                 del mp.reports[rid]
                 prefix = (rt.name, rid)
-                for metric in ("harmonic_probe_eps_star", "harmonic_probe_mri"):
+                for metric in ("harmonic_probe_eps_star", "harmonic_probe_mri", "harmonic_probe_targets"):
                     self.state.clear_gauges(metric, _starts_with(prefix))
         if probed:
             self._write()
         return probed
+
+    def _certify(
+        self, rt: ModelRuntime, points: NDArray[np.float64], held: Held | None, budget_left: int
+    ) -> tuple[dict[str, Any], int]:
+        """The region's certified radius (randomized smoothing at the model's flicker σ and copies), within the
+        budget left; a status and reason where it does not apply."""
+        scoring = rt.scoring_config()
+        copies = scoring.flicker_copies
+        if rt.model.kind != "classifier":
+            return {"status": "not_applicable", "reason": "a certified radius is for classifiers"}, 0
+        if copies < 2:
+            return {"status": "not_computed", "reason": f"flicker_copies is {copies}: too few noise copies"}, 0
+        needed = points.shape[0] * (copies + 1)
+        if needed > budget_left:
+            return {"status": "not_computed", "reason": f"budget: {needed} rows needed, {budget_left} left"}, 0
+        assert rt.standardizer is not None
+        cert, rows = certify_points(
+            rt.model, rt.standardizer, points, held=held, copies=copies, sigma=scoring.sigma, seed=scoring.seed
+        )
+        return {"status": "certified", **certificate_report(cert, rows)}, rows
 
     def _export(self, model: str, region_id: str, report: dict[str, Any]) -> None:
         for tau, r in (report.get("mri") or {}).items():
@@ -245,11 +306,19 @@ class ProbeScheduler:
                 self.state.set("harmonic_probe_mri", (model, region_id, tau), float(r))
         worst: dict[str, float] = {}
         for t in report.get("thresholds", []):
+            if t.get("status", "crossed") == "not_searched":
+                continue  # nothing measured: no ε* to export (its status is counted below)
             eps = t["eps_star"]
             val = float("inf") if eps is None else float(eps)
             worst[t["perturbation"]] = min(worst.get(t["perturbation"], float("inf")), val)
         for tau, eps in worst.items():
             self.state.set("harmonic_probe_eps_star", (model, region_id, tau), eps)
+        counts = dict.fromkeys(STATUSES, 0)
+        for t in report.get("thresholds", []):
+            if t.get("status") in counts:
+                counts[t["status"]] += 1
+        for status, n in counts.items():
+            self.state.set("harmonic_probe_targets", (model, region_id, status), float(n))
 
     def report(self) -> dict[str, Any]:
         """The JSON served at ``/probes``."""
@@ -259,7 +328,21 @@ class ProbeScheduler:
             "event_rows": self.event_rows(),
             "models": {
                 name: {
-                    "regions": [r.to_dict() for r in mp.index.worst(mp.index.max_regions)],
+                    "feature_names": list(self.pipeline.runtimes[name].model.feature_names)
+                    if name in self.pipeline.runtimes
+                    else None,
+                    "regions": self._with_names(self.pipeline.runtimes[name], mp)
+                    if name in self.pipeline.runtimes
+                    else [r.to_dict() for r in mp.index.worst(mp.index.max_regions)],
+                    "index": {
+                        "regions": len(mp.index),
+                        "max_regions": mp.index.max_regions,
+                        "flagged_total": mp.index.flagged_total,
+                        "evicted_total": mp.index.evicted_total,
+                        "half_life_seconds": mp.index.half_life_seconds,
+                        "eviction": "when full, a new region replaces the one with the lowest score (γ + flicker of "
+                        f"its events, halved every {mp.index.half_life_seconds:g} s)",
+                    },
                     "reports": list(mp.reports.values()),
                     "runs": mp.runs,
                 }
@@ -280,6 +363,42 @@ class ProbeScheduler:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             log.warning("probe report not written to the state directory", extra={"path": str(path), "error": str(exc)})
+
+
+def _features(rt: ModelRuntime, standardizer: Standardizer) -> FeatureInfo:
+    """The model's feature names, raw units and reference range (from the reference's sample) for its reports."""
+    ref = None if rt.watch is None else rt.watch.reference
+    sample = None if ref is None or ref.feature_sample.size == 0 else ref.feature_sample
+    return FeatureInfo.build(
+        rt.model.feature_names,
+        standardizer,
+        reference=sample,
+        std=None if ref is None else ref.feature_std,
+        held=held_names(rt.model.signature),
+        mark_zero_spread=rt.settings.scoring.space != "raw",
+    )
+
+
+def region_summary(region: Region, features: FeatureInfo | None) -> dict[str, Any]:
+    """A region as ``/probes`` shows it: :meth:`Region.to_dict` plus its centre in raw units by feature name and the
+    held values of its exemplars (a few distinct ones per held input)."""
+    out = region.to_dict()
+    if features is not None:
+        out["centre_raw"] = dict(zip(features.names, features.to_raw(region.centre).tolist(), strict=True))
+    held = region.held()
+    if held is not None:
+        shown: dict[str, list[Any]] = {}
+        for key, values in held.values.items():
+            distinct: list[Any] = []
+            for v in values:
+                item = v.tolist() if isinstance(v, np.ndarray) else (v.item() if isinstance(v, np.generic) else v)
+                if item not in distinct:
+                    distinct.append(item)
+                if len(distinct) >= HELD_SHOWN:
+                    break
+            shown[key] = distinct
+        out["held_values"] = shown
+    return out
 
 
 def _starts_with(prefix: tuple[str, ...]) -> Callable[[tuple[str, ...]], bool]:

@@ -5,7 +5,12 @@ P(ε) is the agreement rate under a perturbation at intensity ε; the threshold 
     ε* = inf{ε > 0 : P(ε) < P(0) − δ},
 
 found by bisection on [0, ε_max] to resolution η (seed 000 §10.4.4). When P(ε_max) ≥ P(0) − δ the threshold is not
-crossed within the range and is reported as None ("> ε_max"). :func:`bisect_threshold` works on any callable
+crossed within the range and is reported as None ("> ε_max").
+
+The range grows to fit the data: with ``eps_start`` below ε_max, P is evaluated on the ladder ε_start, 2·ε_start,
+4·ε_start, … (the last rung is ε_max, the cap) until it crosses, and bisection then works on the bracket between the
+last two rungs; a feature whose boundary lies at 5 standardized units is found without paying for a range of 8 on
+every feature that crosses at 0.3. :func:`growth_ladder` lists the rungs. :func:`bisect_threshold` works on any callable
 P(ε) — a model-backed curve from :meth:`monitor.probes.perturbations.ProbeSession.curve`, or a table of measured
 values interpolated by the caller. Bisection assumes P is (roughly) non-increasing in ε; where it is not
 (``quantize``) the result is *a* crossing point within η, not necessarily the infimum.
@@ -30,7 +35,7 @@ class ThresholdResult:
     eps_star : the threshold, (eps_low + eps_high)/2; None when not crossed within [0, eps_max].
     eps_low : the largest ε evaluated that was not crossed (0 when none was).
     eps_high : the smallest ε evaluated that was crossed; None when none was.
-    eps_max : the search range's upper end.
+    eps_max : the search range's upper end (the cap when the range grew).
     p0 : P(0), the baseline.
     limit : P(0) − δ; crossing means P(ε) < limit.
     calls : how many times P was evaluated (P(0) included when it was computed here, a hint excluded).
@@ -49,6 +54,41 @@ class ThresholdResult:
     @property
     def crossed(self) -> bool:
         return self.eps_star is not None
+
+    @property
+    def searched_to(self) -> float:
+        """The largest ε evaluated (a hint included): the search covered [0, searched_to]."""
+        return max((e for e, _ in self.trace), default=0.0)
+
+
+def growth_ladder(eps_start: float | None, eps_max: float) -> tuple[float, ...]:
+    """The rungs at which a growing range evaluates P: ε_start·2^k below ε_max, then ε_max itself.
+
+    >>> growth_ladder(1.0, 8.0), growth_ladder(1.0, 6.0), growth_ladder(None, 8.0), growth_ladder(2.0, 1.0)
+    ((1.0, 2.0, 4.0, 8.0), (1.0, 2.0, 4.0, 6.0), (8.0,), (1.0,))
+    """
+    if eps_start is None or eps_start >= eps_max:
+        return (eps_max,)
+    rungs: list[float] = []
+    eps = eps_start
+    while eps < eps_max * (1 - 1e-12):
+        rungs.append(eps)
+        eps *= 2.0
+    rungs.append(eps_max)
+    return tuple(rungs)
+
+
+def search_depth(eps_start: float | None, eps_max: float, eta: float) -> tuple[int, int]:
+    """(most, fewest) evaluations of P one search can take, P(0) excluded: every rung plus the bisection of the
+    widest bracket, and every rung with no crossing.
+
+    >>> search_depth(None, 1.0, 0.01), search_depth(1.0, 8.0, 0.01)
+    ((8, 1), (13, 4))
+    """
+    ladder = growth_ladder(eps_start, eps_max)
+    lows = (0.0, *ladder[:-1])
+    widest = max(high - low for low, high in zip(lows, ladder, strict=True))
+    return len(ladder) + bisection_steps(widest, eta), len(ladder)
 
 
 def bisection_steps(width: float, eta: float) -> int:
@@ -80,6 +120,7 @@ def bisect_threshold(
     eta: float,
     p0: float | None = None,
     hint: tuple[float, float] | None = None,
+    eps_start: float | None = None,
 ) -> ThresholdResult:
     """Find ε* = inf{ε > 0 : P(ε) < P(0) − δ} on [0, ε_max] by bisection.
 
@@ -93,6 +134,7 @@ def bisect_threshold(
     p0 : P(0) when already known (saves one call).
     hint : a known (ε_h, P(ε_h)) with 0 < ε_h ≤ ε_max, e.g. from the MRI scan. When it is crossed, the search
         brackets [0, ε_h] and skips evaluating P(ε_max).
+    eps_start : grow the range from here (see the module docstring); None or ≥ ε_max searches [0, ε_max] at once.
 
     Returns
     -------
@@ -110,8 +152,13 @@ def bisect_threshold(
     (True, 9)
     >>> bisect_threshold(lambda e: 1.0, delta=0.25, eps_max=1.0, eta=0.01).eps_star is None
     True
+    >>> r = bisect_threshold(lambda e: 1.0 if e < 5.0 else 0.0, delta=0.25, eps_max=8.0, eta=0.01, eps_start=1.0)
+    >>> abs(r.eps_star - 5.0) <= 0.01, [e for e, _ in r.trace][:5]
+    (True, [0.0, 1.0, 2.0, 4.0, 8.0])
     """
     check_search(delta, eps_max, eta)
+    if eps_start is not None and not (math.isfinite(eps_start) and eps_start > 0):
+        raise ProbeError(f"ε_start (where the range starts growing) must be a finite number > 0; got {eps_start!r}")
     trace: list[tuple[float, float]] = []
     calls = 0
 
@@ -134,11 +181,15 @@ def bisect_threshold(
         trace.append((float(eps_h), float(p_h)))
         if p_h < limit:
             high = float(eps_h)
-    if high is None:
-        if p_at(eps_max) >= limit:
-            return ThresholdResult(None, eps_max, None, eps_max, base, limit, calls, tuple(trace))
-        high = eps_max
     low = 0.0
+    if high is None:
+        for rung in growth_ladder(eps_start, eps_max):
+            if p_at(rung) < limit:
+                high = rung
+                break
+            low = rung
+        if high is None:
+            return ThresholdResult(None, eps_max, None, eps_max, base, limit, calls, tuple(trace))
     while high - low > eta:
         mid = 0.5 * (low + high)
         if p_at(mid) < limit:
@@ -158,12 +209,14 @@ class TargetThreshold:
     feature : feature index for ``shift``, else None.
     result : the bisection outcome (ε in the session's standardized units).
     rows : model rows this search evaluated.
+    method : ``bisection``, or ``exact_tree`` (:mod:`monitor.probes.trees`: the step positions of a tree ensemble).
     """
 
     perturbation: str
     feature: int | None
     result: ThresholdResult
     rows: int
+    method: str = "bisection"
 
     @property
     def key(self) -> str:
@@ -178,6 +231,7 @@ def threshold_profile(
     eps_max: float,
     eta: float,
     hints: Mapping[str, tuple[float, float]] | None = None,
+    eps_start: float | None = None,
 ) -> list[TargetThreshold]:
     """Threshold search on each target of a session (the threshold profile).
 
@@ -185,7 +239,7 @@ def threshold_profile(
     ----------
     session : the region's points and model.
     targets : what to search, in order (put the most fragile first when a budget may run out).
-    delta, eps_max, eta : as for :func:`bisect_threshold`; ε in standardized units.
+    delta, eps_max, eta, eps_start : as for :func:`bisect_threshold`; ε in standardized units.
     hints : target key -> a known (ε, P(ε)), e.g. the MRI scan's.
 
     Returns
@@ -202,7 +256,9 @@ def threshold_profile(
     check_search(delta, eps_max, eta)
     out: list[TargetThreshold] = []
     for target in targets:
-        out.append(search_target(session, target, delta=delta, eps_max=eps_max, eta=eta, hints=hints))
+        out.append(
+            search_target(session, target, delta=delta, eps_max=eps_max, eta=eta, hints=hints, eps_start=eps_start)
+        )
     return out
 
 
@@ -214,11 +270,14 @@ def search_target(
     eps_max: float,
     eta: float,
     hints: Mapping[str, tuple[float, float]] | None = None,
+    eps_start: float | None = None,
 ) -> TargetThreshold:
     """Threshold search for one target; see :func:`threshold_profile`."""
     before = session.evaluations
     hint = None if hints is None else hints.get(target.key)
     if hint is not None and hint[0] > eps_max:
         hint = None
-    result = bisect_threshold(session.curve(target), delta=delta, eps_max=eps_max, eta=eta, hint=hint)
+    result = bisect_threshold(
+        session.curve(target), delta=delta, eps_max=eps_max, eta=eta, hint=hint, eps_start=eps_start
+    )
     return TargetThreshold(target.name, target.feature, result, session.evaluations - before)

@@ -139,6 +139,9 @@ def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
         model_kind=ms.model_kind,
         fixed_features=ms.fixed_features,
     )
+    if ms.feature_names is not None and len(ms.feature_names) == model.n_features:
+        # one name per element, decided here: probe reports, /probes and drift alerts use model.feature_names
+        model.name_features(ms.feature_names, source=f"model '{ms.name}': feature_names")
     rt = ModelRuntime(settings=ms, model=model)
     if ms.scoring.space == "raw":
         rt.activate(Standardizer.identity(model.n_features))

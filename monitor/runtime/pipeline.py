@@ -166,7 +166,7 @@ class Pipeline:
             WatchConfig.from_settings(self.settings, rt.settings.warmup_events),
             self.state,
             on_alert=self.on_alert,
-            feature_names=rt.settings.feature_names,
+            feature_names=rt.model.feature_names,  # the names decided at load (settings' feature_names or the signature's)
         )
         watch.set_accuracy_fit(rt.accuracy_fit)  # None: the reference holds no labelled fit
         return watch

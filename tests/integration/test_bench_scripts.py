@@ -108,6 +108,13 @@ def test_accuracy_estimate_prints_its_table() -> None:
     assert "| breast_cancer/lr |" in out
 
 
+def test_l2_boundary_prints_its_tables() -> None:
+    """HopSkipJump is skipped here: ART lives in its own venv (bench/.venv-art), not in CI's."""
+    out = bench("bench/l2_boundary.py", "--points", "3", "--models", "lr,gbdt", "--no-art")
+    assert "| ours (`--l2-boundary`) | 3/3 |" in out and "### gbdt" in out
+    assert "HopSkipJump skipped: --no-art" in out
+
+
 def test_burst_compares_the_old_sampler_with_the_event_time_reservoir() -> None:
     out = bench("bench/burst.py")
     assert "| burst, 500 at once, 53 µs | new (event-time reservoir) | 500 of 500 |" in out

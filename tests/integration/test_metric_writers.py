@@ -86,6 +86,7 @@ DRIVEN_BY: dict[str, str] = {
     "harmonic_labels_invalid_total": "a label that is not JSON",
     "harmonic_labels_unmatched_total": "two labels for an id never scored (the second is a duplicate)",
     "harmonic_http_requests_rejected_total": "a POST to /metrics (bad_request)",
+    "harmonic_regions_evicted_total": "probes.max_regions=2 while the drift phases flag events in new places",
     "harmonic_flicker_tolerance": f"a regressor ({REGRESSOR}) watched beside the classifier: regressors only",
 }
 
@@ -299,7 +300,8 @@ def test_every_declared_metric_is_written_by_the_real_pipeline(
             "for_seconds": 1.0,
             "resolve_after_seconds": 600.0,
         },
-        "probes": {"interval_seconds": 1.0, "budget_share": 1.0},
+        # two regions at most: the drift phases open more, so the full index evicts (harmonic_regions_evicted_total)
+        "probes": {"interval_seconds": 1.0, "budget_share": 1.0, "max_regions": 2},
         "max_event_bytes": MAX_EVENT_BYTES,
     }
     config.write_text(yaml.safe_dump(settings))

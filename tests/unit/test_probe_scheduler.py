@@ -133,7 +133,7 @@ def test_probe_scheduler_run_once_probes_the_worst_regions_and_sets_metrics(tmp_
         if r is not None:
             assert 0.0 <= r <= 1.0
             assert state.gauge("harmonic_probe_mri", (MODEL, rid, tau)) == pytest.approx(r)
-    taus = {t["perturbation"] for t in rep["thresholds"]}
+    taus = {t["perturbation"] for t in rep["thresholds"] if t["status"] != "not_searched"}
     assert taus, "boundary points are fragile: some threshold search must run"
     for tau in taus:
         eps = state.gauge("harmonic_probe_eps_star", (MODEL, rid, tau))
@@ -141,6 +141,50 @@ def test_probe_scheduler_run_once_probes_the_worst_regions_and_sets_metrics(tmp_
     assert sum(r["evaluations"]["total"] for r in mp["reports"]) == state.counter(EVALS, (MODEL, "probe"))
     assert report["probe_rows"] == state.counter(EVALS, (MODEL, "probe"))
     assert report["budget_share"] == 0.5
+
+
+def test_probe_scheduler_reports_the_complete_profile_in_the_models_names_and_units(tmp_path: Path) -> None:
+    pipeline, probes, clock = make(tmp_path)
+    rt = pipeline.runtimes[MODEL]
+    rt.model.name_features(("temperature", "pressure"), source="the test")
+    score(pipeline, boundary_events(600, seed=4))
+    assert probes.run_once(clock.now) >= 1
+    mp = probes.report()["models"][MODEL]
+    assert mp["feature_names"] == ["temperature", "pressure"]
+    assert mp["index"]["max_regions"] == 64 and mp["index"]["evicted_total"] == 0
+    assert "lowest score" in mp["index"]["eviction"]
+    std = rt.standardizer
+    assert std is not None
+    for region in mp["regions"]:
+        raw = [region["centre_raw"]["temperature"], region["centre_raw"]["pressure"]]
+        assert raw == pytest.approx((std.mean + std.scale * np.asarray(region["centre_standardized"])).tolist())
+    rep = mp["reports"][0]
+    rid = rep["region"]["id"]
+    # every (τ, feature) pair, each with a status; shift targets carry the feature's name and raw units
+    keys = [t["key"] for t in rep["thresholds"]]
+    assert keys == list(rep["mri_by_target"]) and {"shift[0]", "shift[1]"} <= set(keys)
+    for t in rep["thresholds"]:
+        assert t["status"] in ("crossed", "not_crossed", "not_searched")
+        assert (t["reason"] is None) == (t["status"] != "not_searched")
+        if t["perturbation"] == "shift":
+            j = t["feature"]
+            assert t["name"] == ("temperature", "pressure")[j]
+            assert t["raw_per_unit"] == pytest.approx(std.scale[j])
+            if t["eps_star"] is not None:
+                assert t["eps_star_raw"] == pytest.approx(t["eps_star"] * std.scale[j])
+    state = pipeline.state
+    counts = {
+        s: state.gauge("harmonic_probe_targets", (MODEL, rid, s)) for s in ("crossed", "not_crossed", "not_searched")
+    }
+    assert sum(v or 0 for v in counts.values()) == len(keys)
+    assert counts == {s: rep["profile"]["status"][s] for s in counts}
+    # the region's certified radius at the model's flicker σ and copies (8 here), with its caveat and cap
+    cert = rep["certified"]
+    assert cert["status"] == "certified" and "smoothed classifier" in cert["caveat"]
+    assert cert["copies"] == 8 and cert["sigma"] == pytest.approx(rt.scoring_config().sigma)
+    assert cert["cap"] == 0.0 and cert["min_copies_to_certify"] == 10  # 8 copies certify nothing at α = 0.001
+    assert all(0.0 <= p["radius"] <= cert["cap"] + 1e-12 for p in cert["points"])
+    assert rep["evaluations"]["certify"] == cert["rows"] == len(cert["points"]) * 9
 
 
 def test_probe_scheduler_writes_probes_json_to_the_state_dir(tmp_path: Path) -> None:
@@ -230,3 +274,14 @@ def test_probe_scheduler_counts_observe_and_run_time_as_busy(tmp_path: Path) -> 
     assert probes.busy_seconds == 2.0
     probes.run_once(clock.now)
     assert probes.busy_seconds > 2.0
+
+
+def test_probe_scheduler_counts_regions_evicted_from_a_full_index(tmp_path: Path) -> None:
+    s = make_settings(tmp_path, probes={"enabled": True, "interval_seconds": 60.0, "max_regions": 1})
+    clock = FakeClock()
+    pipeline = make_pipeline(s, ReplaySource([]), state=MetricsState(), clock=clock)
+    probes = ProbeScheduler(pipeline, s.probes, pipeline.state, clock=clock, timer=FakeTimer())
+    score(pipeline, boundary_events(400, seed=8))  # two places, one slot: they keep replacing each other
+    index = probes.report()["models"][MODEL]["index"]
+    assert index["regions"] == 1 and index["max_regions"] == 1 and index["evicted_total"] >= 1
+    assert pipeline.state.counter("harmonic_regions_evicted_total", (MODEL,)) == index["evicted_total"]

@@ -62,11 +62,16 @@ def test_probe_writes_the_report_with_the_fixed_keys(files: dict[str, Path], tmp
     assert set(report["evaluations"]) >= {"mri", "sensitivity", "threshold", "exhaustive"}
     assert report["evaluations"]["funnel"] <= report["evaluations"]["exhaustive"]
     assert report["thresholds"], "some target is fragile at ε = 0.3"
-    assert {(t["perturbation"], t["feature"]) for t in report["thresholds"]} == {
+    searched = [t for t in report["thresholds"] if t["status"] != "not_searched"]
+    assert {(t["perturbation"], t["feature"]) for t in searched} == {
         (f["perturbation"], f["feature"]) for f in report["fragile"]
     }
-    for row in report["thresholds"]:
+    # the profile is complete: every target appears once, the unsearched ones with a reason
+    assert [t["key"] for t in report["thresholds"]] == list(report["mri_by_target"])
+    assert all(t["reason"] == "robust_at_eps" for t in report["thresholds"] if t["status"] == "not_searched")
+    for row in searched:
         assert row["eps_max"] == 1.0 and (row["eps_star"] is None or 0.0 < row["eps_star"] <= 1.0)
+        assert row["status"] == ("crossed" if row["crossed"] else "not_crossed")
         assert isinstance(row["feature"], int) if row["perturbation"] == "shift" else row["feature"] is None
     assert report["space"] == "standardized" and report["n_points"] == 25
     assert len(report["sensitivity"]["matrix"]) == 3  # three class probabilities
@@ -135,7 +140,7 @@ def test_probe_wrong_width_exits_2_with_a_message(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--eta", "3"], "η .* must be > 0 and below ε_max = 1.0; got 3.0"),
+        (["--eta", "9"], "η .* must be > 0 and below ε_max = 8.0; got 9.0"),
         (["--perturbations", "noise,blur"], "perturbation 'blur' is not one of"),
         (["--budget", "0"], "--budget must be a positive number of model rows; got 0"),
         (["--labels", "{points}"], "--labels .* has 100 values; expected one class index per point"),

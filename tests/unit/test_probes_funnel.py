@@ -122,7 +122,7 @@ def test_funnel_on_a_regressor_searches_the_relative_output_change(tmp_path: Pat
         ({"perturbations": ("blur",)}, "perturbation 'blur' is not one of"),
         ({"eps": 0.0}, "eps .* must be a finite number > 0; got 0.0"),
         ({"mri_cut": 1.5}, r"mri_cut must be in \(0, 1\]; got 1.5"),
-        ({"eta": 2.0}, "η .* below ε_max = 1.0; got 2.0"),
+        ({"eta": 2.0, "eps_max": 1.0}, "η .* below ε_max = 1.0; got 2.0"),
         ({"sensitivity_draws": 0}, "sensitivity_draws must be >= 1; got 0"),
         ({"steps": -1}, "steps .* must be >= 0; got -1"),
     ],
@@ -142,9 +142,10 @@ def test_report_is_strict_json_with_the_fixed_keys(sparse_model: OnnxModel, tmp_
     assert set(loaded["evaluations"]) >= {"mri", "sensitivity", "threshold", "exhaustive"}
     assert all(isinstance(v, int) for v in loaded["evaluations"].values())
     assert loaded["thresholds"], "the sparse model has fragile targets"
+    assert [row["key"] for row in loaded["thresholds"]] == list(result.targets)  # every target, searched or not
     for row in loaded["thresholds"]:
-        assert set(row) >= {"perturbation", "feature", "eps_star", "eps_max"}
-        assert row["eps_max"] == cfg.eps_max
+        assert set(row) >= {"perturbation", "feature", "eps_star", "eps_max", "status", "reason", "searched"}
+        assert row["eps_max"] == (None if row["status"] == "not_searched" else cfg.eps_max)
         assert (row["feature"] is None) == (row["perturbation"] != "shift")
     assert len(loaded["mri_shift_by_feature"]) == W.size
     assert len(loaded["sensitivity"]["matrix"]) == 2  # two class probabilities × τ
