@@ -35,6 +35,7 @@ from monitor.runtime.watch import ModelWatch, WatchConfig
 from monitor.sampler.base import Sampler
 from monitor.source.base import Positions, RawRecord, Sink, Source
 from monitor.source.labels import LabelJoiner
+from monitor.source.records import UNDECODABLE_HEADER
 from monitor.source.validate import PROCESSING_REASONS, ModelSchema
 
 log = logging.getLogger("monitor.runtime.pipeline")
@@ -269,6 +270,12 @@ class Pipeline:
                     consumed["unknown"] = consumed.get("unknown", 0) + 1
                     self.ingest.dead_letter(
                         record, "crashed_processing", "the process died twice with this record in flight"
+                    )
+                elif record.headers and record.headers[0][0] == UNDECODABLE_HEADER:
+                    consumed["unknown"] = consumed.get("unknown", 0) + 1
+                    why = record.headers[0][1].decode("utf-8", "replace")
+                    self.ingest.dead_letter(
+                        record._replace(headers=record.headers[1:]), "undecodable_batch", f"record batch: {why}"
                     )
                 elif self.labels_topic is not None and record.topic == self.labels_topic:
                     self.labels.record(record, now)

@@ -176,6 +176,7 @@ class KafkaSource(GroupMember):
         except ValueError as exc:
             raise SourceError(f"invalid Kafka consumer settings: {redact_text(str(exc))}") from exc
         self.lean_record_parse = lean_record_parse and records.install(self._consumer)
+        records.guard(self._consumer)  # a batch that cannot be decoded is skipped and dead-lettered, not raised
         # bounded commit and close where kafka-python takes a bound: without one, a commit retries while the
         # coordinator is unknown, and a shutdown would wait for it
         self._commit_bound = _bound(self._consumer.commit, COMMIT_TIMEOUT_MS)
