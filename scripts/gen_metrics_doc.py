@@ -461,6 +461,13 @@ USAGE: dict[str, Usage] = {
         "Wall time to score one micro-batch: B events × (1 + ball points + flicker copies) model rows. p99 near "
         "`batch.max_wait_ms` or rising with constant batch size = CPU starvation (alert HarmonicScoreLatencyHigh).",
     ),
+    "harmonic_events_mistimed_total": Usage(
+        "Cost and latency",
+        "events",
+        "`sum by (model, reason) (rate(...[5m]))`: `future_timestamp` above 0 means a producer's clock runs ahead "
+        "(its events were placed at arrival, so windows and alerts stay on time); `late` means events arrive more "
+        "than `alerts.allowed_lag_seconds` behind the model's newest (a lagging partition or producer).",
+    ),
     "harmonic_event_lag_seconds": Usage(
         "Cost and latency",
         "seconds",

@@ -127,6 +127,14 @@ METRICS: tuple[MetricSpec, ...] = (
         SECONDS_BUCKETS,
     ),
     MetricSpec(
+        "harmonic_events_mistimed_total",
+        "counter",
+        "Scored events whose timestamp was out of bounds, by reason: future_timestamp (beyond "
+        "alerts.max_event_skew_seconds ahead; placed at arrival, or at the watermark in a replay), late (more than "
+        "alerts.allowed_lag_seconds behind the model's watermark).",
+        (_M, "reason"),
+    ),
+    MetricSpec(
         "harmonic_event_lag_seconds",
         "histogram",
         "Event timestamp to scored, per event.",

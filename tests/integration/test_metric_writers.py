@@ -87,6 +87,7 @@ DRIVEN_BY: dict[str, str] = {
     "harmonic_labels_unmatched_total": "two labels for an id never scored (the second is a duplicate)",
     "harmonic_http_requests_rejected_total": "a POST to /metrics (bad_request)",
     "harmonic_flicker_tolerance": f"a regressor ({REGRESSOR}) watched beside the classifier: regressors only",
+    "harmonic_events_mistimed_total": "an event stamped 3 h ahead (future_timestamp) and one 10 min behind (late)",
 }
 
 
@@ -163,6 +164,10 @@ class Stream:
         self.add({**like, "id": "overflow", "features": [3e38 if k % 2 else -3e38 for k in range(len(features))]})
         self.events.append((b"bad-json", b"{this is not json"))
         self.add({**like, "id": "too-large", "padding": "x" * (MAX_EVENT_BYTES + 100)})
+        # a producer host whose clock runs 3 h ahead, before the shifts: the drift alerts must still fire (placed at
+        # arrival, this event cannot move the model's clock past its windows)
+        self.add({**like, "id": "from-the-future", "ts": self.ts() + 3 * 3600 * 1000})
+        self.add({**like, "id": "late", "ts": self.ts() - 600 * 1000})
         ce = {
             "specversion": "1.0",
             "id": "kserve-1",
