@@ -501,7 +501,8 @@ USAGE: dict[str, Usage] = {
         "The sidecar keeps running but something needs fixing: `state_dir` (the state directory is read-only or "
         "full: state is not saved, offsets are not committed), `producer` (the dead-letter or scores topic cannot "
         "be reached: records wait in a bounded buffer), `alert_delivery` (Alertmanager or the webhook does not "
-        "answer). `/readyz` stays 200 and lists the reasons under `degraded`; the log says what to fix.",
+        "answer), `recovery` (after an unclean exit, the partitions that had records in flight are re-processed one "
+        "record at a time; it ends by itself, per partition, once those records are read again or revoked). `/readyz` stays 200 and lists the reasons under `degraded`; the log says what to fix.",
     ),
     "harmonic_http_requests_total": Usage(
         "Process",

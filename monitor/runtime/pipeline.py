@@ -84,6 +84,9 @@ class Pipeline:
         self._unapplied: dict[tuple[str, int], list[int]] = {}
         #: after an unclean exit: per partition, the last offset that was in flight (processed one at a time)
         self._careful_until: dict[tuple[str, int], int] = {}
+        #: per partition, the [first, last] offsets in flight at that unclean exit: a record processed alone that is
+        #: in flight at the next crash too is poison only when it lies in these (it was in flight at both)
+        self._suspects: dict[tuple[str, int], tuple[int, int]] = {}
         #: records that were in flight at two consecutive crashes: dead-lettered without processing
         self._poison: set[tuple[str, int, int]] = set()
         #: per partition, the position whose effects the state already holds: a record below it that the broker
@@ -205,11 +208,23 @@ class Pipeline:
         ranges = _ranges(marker.get("ranges", {}))
         careful = _ranges(marker.get("careful_until", {}))
         if marker.get("careful"):
-            # it died again while one record was processed alone: that record crashed it twice
-            self._poison = {(t, p, first) for (t, p), (first, last) in ranges.items() if first == last}
+            # it died again while one record was processed alone: that record crashed it twice, if it was in flight
+            # at the crash before too (a marker without suspects: every record it processed alone was)
+            suspects = (
+                _ranges(marker["suspects"])
+                if "suspects" in marker
+                else {k: (0, last) for k, (_, last) in careful.items()}
+            )
+            self._poison = {
+                (t, p, first)
+                for (t, p), (first, last) in ranges.items()
+                if first == last and (t, p) in suspects and suspects[(t, p)][0] <= first <= suspects[(t, p)][1]
+            }
             self._careful_until = {key: last for key, (_, last) in careful.items()}
+            self._suspects = {key: suspects[key] for key in self._careful_until if key in suspects}
         else:
             self._careful_until = {key: last for key, (_, last) in ranges.items()}
+            self._suspects = dict(ranges)
         log.warning(
             "the previous process stopped while processing records; re-processing them one at a time",
             extra={
@@ -229,13 +244,19 @@ class Pipeline:
         records = self.source.poll(timeout_seconds, self.settings.kafka.max_poll_records)
         now = self.clock()
         if records and self._careful_until:
-            # after an unclean exit: one record at a time, each applied under its own marker (its dead letters and
-            # scores are delivered with the next flush: a crash there is not one record's)
-            for record in records:
+            # after an unclean exit, per partition: the records of a partition that had records in flight, one at a
+            # time, each applied under its own marker (its dead letters and scores are delivered with the next flush:
+            # a crash there is not one record's); every other partition's records as usual, after them
+            careful = [r for r in records if (r.topic, r.partition) in self._careful_until]
+            rest = [r for r in records if (r.topic, r.partition) not in self._careful_until] if careful else records
+            for record in careful:
                 self._process([record], now, careful=True)
                 self.scoring.score_pending()
                 self.inflight.clear()
-            self.flush()
+            if careful:
+                self.flush()
+            if rest:
+                self._process(rest, now, careful=False)
         elif records:
             self._process(records, now, careful=False)
         if not records:
@@ -283,7 +304,7 @@ class Pipeline:
                     items.extend((ev, record) for ev in self.ingest.decode(record, now, consumed))
                 positions[key] = record.offset + 1
                 if key in self._careful_until and record.offset >= self._careful_until[key]:
-                    del self._careful_until[key]
+                    self._end_recovery([key], "its records in flight at the unclean exit are re-processed")
         finally:  # records read are counted even when a later one fails (they will be re-delivered)
             for model, n in consumed.items():
                 self.state.inc("harmonic_events_consumed_total", (model,), float(n))
@@ -300,6 +321,7 @@ class Pipeline:
             ranges = {f"{r.topic}/{r.partition}": [r.offset, r.offset] for r in records}
             marker: dict[str, Any] = {"ranges": ranges, "careful": True}
             marker["careful_until"] = {f"{t}/{p}": [o, o] for (t, p), o in self._careful_until.items()}
+            marker["suspects"] = {f"{t}/{p}": list(span) for (t, p), span in self._suspects.items()}
         else:
             marker = {"ranges": {f"{t}/{p}": list(span) for (t, p), span in self._unapplied.items()}, "careful": False}
         self.inflight.write(marker)
@@ -326,6 +348,8 @@ class Pipeline:
         """Apply and checkpoint everything read from ``partitions`` before the group gives them to another member."""
         self.flush()
         self._checkpoint()
+        # the next owner re-reads what this replica had not committed; it has no marker of ours: recovery ends here
+        self._end_recovery([key for key in partitions if key in self._careful_until], "the partition was revoked")
         for key in partitions:
             if key in self._applied:  # if the commit above does not land, the next delivery skips what we hold
                 self._held[key] = self._applied[key]
@@ -335,6 +359,17 @@ class Pipeline:
 
     def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
         return None
+
+    def _end_recovery(self, keys: Sequence[tuple[str, int]], why: str) -> None:
+        """These partitions go back to whole batches (logged; ``harmonic_degraded{reason="recovery"}`` follows)."""
+        for key in keys:
+            until = self._careful_until.pop(key, None)
+            self._suspects.pop(key, None)
+            if until is not None:
+                log.info(
+                    "recovery mode ended for a partition: its records are processed in batches again",
+                    extra={"partition": f"{key[0]}/{key[1]}", "until_offset": until, "why": why},
+                )
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     @property
@@ -353,6 +388,12 @@ class Pipeline:
         failing = [d for d in (getattr(w, "degraded", None) for w in self.alert_workers) if isinstance(d, str)]
         if failing:
             found["alert_delivery"] = "; ".join(failing)
+        if self._careful_until:
+            parts = ", ".join(f"{t}/{p} up to offset {o}" for (t, p), o in sorted(self._careful_until.items()))
+            found["recovery"] = (
+                f"after an unclean exit, the records then in flight are re-processed one at a time ({parts}); it "
+                "ends by itself when they are read again or the partitions are revoked"
+            )
         return found
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -372,7 +413,7 @@ class Pipeline:
         detail["degraded"] = sorted(degraded)
         if degraded:
             detail["degraded_detail"] = degraded
-        for reason in ("state_dir", "producer", "alert_delivery"):
+        for reason in ("state_dir", "producer", "alert_delivery", "recovery"):
             self.state.set("harmonic_degraded", (reason,), 1.0 if reason in degraded else 0.0)
         ok = self.ready
         self.state.set("harmonic_ready", (), 1.0 if ok else 0.0)
