@@ -502,7 +502,7 @@ USAGE: dict[str, Usage] = {
         "full: state is not saved, offsets are not committed), `producer` (the dead-letter or scores topic cannot "
         "be reached: records wait in a bounded buffer), `alert_delivery` (Alertmanager or the webhook does not "
         "answer), `recovery` (after an unclean exit, the partitions that had records in flight are re-processed one "
-        "record at a time; it ends by itself, per partition, once those records are read again or revoked). `/readyz` stays 200 and lists the reasons under `degraded`; the log says what to fix.",
+        "record at a time; it ends by itself, per partition, once those records are read again or revoked), `broker` (the consumer's Kafka broker cannot be reached, at start-up or later: the sidecar waits for it and consumes again when it is back). `/readyz` stays 200 and lists the reasons under `degraded`; the log says what to fix.",
     ),
     "harmonic_http_requests_total": Usage(
         "Process",

@@ -285,7 +285,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "harmonic_degraded",
         "gauge",
-        "1 while the sidecar runs degraded for this reason (state_dir, producer, alert_delivery, recovery); /readyz lists them.",
+        "1 while the sidecar runs degraded for this reason (state_dir, producer, alert_delivery, recovery, broker); /readyz lists them.",
         ("reason",),
     ),
     MetricSpec(

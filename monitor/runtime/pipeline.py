@@ -388,6 +388,9 @@ class Pipeline:
         failing = [d for d in (getattr(w, "degraded", None) for w in self.alert_workers) if isinstance(d, str)]
         if failing:
             found["alert_delivery"] = "; ".join(failing)
+        broker = getattr(self.source, "degraded", None)
+        if isinstance(broker, str):
+            found["broker"] = broker
         if self._careful_until:
             parts = ", ".join(f"{t}/{p} up to offset {o}" for (t, p), o in sorted(self._careful_until.items()))
             found["recovery"] = (
@@ -413,7 +416,7 @@ class Pipeline:
         detail["degraded"] = sorted(degraded)
         if degraded:
             detail["degraded_detail"] = degraded
-        for reason in ("state_dir", "producer", "alert_delivery", "recovery"):
+        for reason in ("state_dir", "producer", "alert_delivery", "recovery", "broker"):
             self.state.set("harmonic_degraded", (reason,), 1.0 if reason in degraded else 0.0)
         ok = self.ready
         self.state.set("harmonic_ready", (), 1.0 if ok else 0.0)
