@@ -1,4 +1,4 @@
-"""The clock that windows and alerts read (DECISIONS 5: one clock, injected); shared by every stage, like ``events``.
+"""The clock that windows and alerts read (injected; one per model in ``run``, one shared in replays and the demo).
 
 Replays and the demo run on event time: :class:`WatermarkClock` without a lag reads the *watermark*, the largest
 event timestamp seen, so a replay behaves like the live traffic it recorded and stands still when it ends. ``run``

@@ -461,6 +461,13 @@ USAGE: dict[str, Usage] = {
         "Wall time to score one micro-batch: B events × (1 + ball points + flicker copies) model rows. p99 near "
         "`batch.max_wait_ms` or rising with constant batch size = CPU starvation (alert HarmonicScoreLatencyHigh).",
     ),
+    "harmonic_offsets_went_back_total": Usage(
+        "Traffic and sampling",
+        "partitions",
+        "`increase(...[1h]) > 0`: after a restart the broker handed out records below the last committed position. "
+        "Expected after an operator's offset reset for reprocessing; otherwise the topic was re-created or the "
+        "address now points at another cluster: check which. The log line names the partition and both offsets.",
+    ),
     "harmonic_events_mistimed_total": Usage(
         "Cost and latency",
         "events",

@@ -127,6 +127,13 @@ METRICS: tuple[MetricSpec, ...] = (
         SECONDS_BUCKETS,
     ),
     MetricSpec(
+        "harmonic_offsets_went_back_total",
+        "counter",
+        "Partitions whose first record after a start lay below the position last committed (an operator's offset "
+        "reset, a re-created topic, another cluster): read from the broker's position, not the saved one.",
+        (),
+    ),
+    MetricSpec(
         "harmonic_events_mistimed_total",
         "counter",
         "Scored events whose timestamp was out of bounds, by reason: future_timestamp (beyond "

@@ -94,6 +94,10 @@ class Pipeline:
         #: is skipped, not applied twice. From the saved state at start, and from a partition given up at a
         #: rebalance; dropped for a partition once a record at or past it arrives.
         self._held: Positions = {}
+        #: per partition, the position the previous process had last committed when it saved its state (only for
+        #: partitions still held from that state): a first record below it means the offsets went back (an
+        #: operator's reset, a re-created topic, another cluster): the broker wins over the saved position
+        self._saved_committed: Positions = {}
         saved = self._restore()
         self._after_unclean_exit(self.inflight.load())
         invalid_log = RateLimitedLogger(log)
@@ -159,6 +163,15 @@ class Pipeline:
         data = self.store.load()
         self.state.load_counters(data.get("counters", []))
         self._held = {(str(t), int(p)): int(o) for t, p, o in data.get("positions", [])}
+        self._saved_committed = {
+            (row[0], row[1]): row[2]
+            for row in data.get("committed", [])
+            if isinstance(row, list)
+            and len(row) == 3
+            and isinstance(row[0], str)
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in row[1:])
+            and (row[0], row[1]) in self._held
+        }
         if data:
             log.info("state restored", extra={"path": str(self.store.path)})
         models: dict[str, dict[str, Any]] = data.get("models", {})
@@ -181,7 +194,17 @@ class Pipeline:
         # positions still held from the saved state (no record of that partition seen since) stay in it
         held = {**self._held, **self._applied}
         positions = [[topic, partition, offset] for (topic, partition), offset in sorted(held.items())]
-        ok = self.store.save({"counters": self.state.dump_counters(), "models": models, "positions": positions})
+        # what was last committed (before this save's commit): a restart that is handed records below it sees
+        # offsets that went back, not a commit that did not land
+        committed = {**self._saved_committed, **self._committed}
+        ok = self.store.save(
+            {
+                "counters": self.state.dump_counters(),
+                "models": models,
+                "positions": positions,
+                "committed": [[t, p, o] for (t, p), o in sorted(committed.items())],
+            }
+        )
         self.state.set("harmonic_degraded", ("state_dir",), 0.0 if ok else 1.0)
         if not ok:
             self._degraded_log.warning("state_dir", "state not saved; offsets not committed", error=self.store.degraded)
@@ -283,10 +306,11 @@ class Pipeline:
             for record in records:
                 key = (record.topic, record.partition)
                 if self._held and key in self._held:
-                    if record.offset < self._held[key]:
+                    if record.offset < self._held[key] and not self._went_back(key, record.offset):
                         positions[key] = record.offset + 1  # applied before: in the state already
                         continue
                     del self._held[key]
+                    self._saved_committed.pop(key, None)
                 if self._poison and (record.topic, record.partition, record.offset) in self._poison:
                     consumed["unknown"] = consumed.get("unknown", 0) + 1
                     self.ingest.dead_letter(
@@ -356,9 +380,31 @@ class Pipeline:
             self._consumed.pop(key, None)
             self._applied.pop(key, None)
             self._committed.pop(key, None)
+            self._saved_committed.pop(key, None)  # held from this session now: its commit may not have landed
 
     def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
         return None
+
+    def _went_back(self, key: tuple[str, int], offset: int) -> bool:
+        """The first record of a partition held from the saved state lies below the position last committed: the
+        offsets went back (an operator's reset for reprocessing, a re-created topic, another cluster at the same
+        address). The broker's position wins; logged and counted. At or above it, it is a redelivery of what was
+        applied but not committed (a crash between save and commit), skipped."""
+        committed = self._saved_committed.get(key)
+        if committed is None or offset >= committed:
+            return False
+        self.state.inc("harmonic_offsets_went_back_total", ())
+        log.warning(
+            "offsets went back: the broker hands out records below the position last committed; reading from there "
+            "(an operator's reset, a re-created topic, or another cluster at the same address)",
+            extra={
+                "partition": f"{key[0]}/{key[1]}",
+                "first_offset": offset,
+                "last_committed": committed,
+                "saved_position": self._held[key],
+            },
+        )
+        return True
 
     def _end_recovery(self, keys: Sequence[tuple[str, int]], why: str) -> None:
         """These partitions go back to whole batches (logged; ``harmonic_degraded{reason="recovery"}`` follows)."""

@@ -38,6 +38,7 @@ from kafka.errors import KafkaError, NotEnoughReplicasError
 from monitor.cli.demo_data import PHASES, DemoData, build_demo
 from monitor.estimate import METHODS
 from monitor.exporters.prometheus import METRICS, MetricSpec
+from monitor.runtime.state import STATE_FILE, STATE_VERSION
 from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT
 from tests.integration.alertmanager_service import AlertmanagerService, free_port
 from tests.integration.brokers import Kafka09Broker
@@ -88,6 +89,8 @@ DRIVEN_BY: dict[str, str] = {
     "harmonic_http_requests_rejected_total": "a POST to /metrics (bad_request)",
     "harmonic_flicker_tolerance": f"a regressor ({REGRESSOR}) watched beside the classifier: regressors only",
     "harmonic_events_mistimed_total": "an event stamped 3 h ahead (future_timestamp) and one 10 min behind (late)",
+    "harmonic_offsets_went_back_total": "a state dir whose labels-topic position and last commit lie past the topic's "
+    "end (as after the topic was re-created)",
 }
 
 
@@ -308,6 +311,12 @@ def test_every_declared_metric_is_written_by_the_real_pipeline(
         "max_event_bytes": MAX_EVENT_BYTES,
     }
     config.write_text(yaml.safe_dump(settings))
+    # the labels topic as if re-created under a kept state dir: the saved position and last commit lie past its end;
+    # the broker's offsets must win (every label read: harmonic_labels_* below), seen and counted
+    (tmp_path / "state").mkdir()
+    gone = [[labels, 0, 10_000]]
+    saved = {"version": STATE_VERSION, "counters": [], "models": {}, "positions": gone, "committed": gone}
+    (tmp_path / "state" / STATE_FILE).write_text(json.dumps(saved))
     sidecar = Sidecar(
         broker,
         topic=events,
