@@ -60,7 +60,8 @@ RUN set -eux; \
     pip install "${wheel}[convert]"; \
     rm -rf /tmp/wheels; \
     harmonic-monitor --help >/dev/null; \
-    python -c "import skl2onnx"
+    python -c "import skl2onnx"; \
+    python -c "import kafka.codec as c; assert c.has_snappy() and c.has_lz4() and c.has_zstd() and c.xxhash, 'a codec library is missing'"
 
 RUN set -eux; \
     groupadd --system --gid 10001 harmonic; \

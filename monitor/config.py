@@ -332,6 +332,14 @@ class AlertSettings(_Strict):
         "within this of their timestamps; on a quiet stream time goes on this far behind the wall clock, so alerts "
         "resolve; a backlog's old timestamps never resolve them (docs/OPERATIONS.md, Alerts on a quiet stream).",
     )
+    max_event_skew_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="An event's timestamp moves a model's clock only up to this far ahead of where time is (run: "
+        "the wall clock; replay: the watermark); beyond it the event is placed at arrival (replay: the watermark) "
+        "and counted in harmonic_events_mistimed_total{reason=future_timestamp}: one producer's stray clock cannot "
+        "stall windows and alerts.",
+    )
     shadow_disagreement_threshold: float = Field(0.02, ge=0, le=1)
     runbook_url_base: str = Field(
         "docs/OPERATIONS.md",

@@ -476,6 +476,20 @@ USAGE: dict[str, Usage] = {
         "Wall time to score one micro-batch: B events × (1 + ball points + flicker copies) model rows. p99 near "
         "`batch.max_wait_ms` or rising with constant batch size = CPU starvation (alert HarmonicScoreLatencyHigh).",
     ),
+    "harmonic_offsets_went_back_total": Usage(
+        "Traffic and sampling",
+        "partitions",
+        "`increase(...[1h]) > 0`: after a restart the broker handed out records below the last committed position. "
+        "Expected after an operator's offset reset for reprocessing; otherwise the topic was re-created or the "
+        "address now points at another cluster: check which. The log line names the partition and both offsets.",
+    ),
+    "harmonic_events_mistimed_total": Usage(
+        "Cost and latency",
+        "events",
+        "`sum by (model, reason) (rate(...[5m]))`: `future_timestamp` above 0 means a producer's clock runs ahead "
+        "(its events were placed at arrival, so windows and alerts stay on time); `late` means events arrive more "
+        "than `alerts.allowed_lag_seconds` behind the model's newest (a lagging partition or producer).",
+    ),
     "harmonic_event_lag_seconds": Usage(
         "Cost and latency",
         "seconds",
@@ -509,7 +523,8 @@ USAGE: dict[str, Usage] = {
         "The sidecar keeps running but something needs fixing: `state_dir` (the state directory is read-only or "
         "full: state is not saved, offsets are not committed), `producer` (the dead-letter or scores topic cannot "
         "be reached: records wait in a bounded buffer), `alert_delivery` (Alertmanager or the webhook does not "
-        "answer). `/readyz` stays 200 and lists the reasons under `degraded`; the log says what to fix.",
+        "answer), `recovery` (after an unclean exit, the partitions that had records in flight are re-processed one "
+        "record at a time; it ends by itself, per partition, once those records are read again or revoked), `broker` (the consumer's Kafka broker cannot be reached, at start-up or later: the sidecar waits for it and consumes again when it is back). `/readyz` stays 200 and lists the reasons under `degraded`; the log says what to fix.",
     ),
     "harmonic_http_requests_total": Usage(
         "Process",

@@ -181,7 +181,9 @@ def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
     # a new stream each run: records below a position saved in a kept --state-dir would be skipped as applied
     source = ReplaySource(records, topic=f"replay-{time.time_ns()}")
     timeline = Timeline(numbers, lambda: source.emitted - 1)
-    clock = WatermarkClock()  # event time alone: windows and alerts run on the events' timestamps
+    # event time alone: windows and alerts run on the events' timestamps, each bounded to the skew ahead of the
+    # watermark (a stray future timestamp is placed at the watermark: it cannot stop the recording's alerts)
+    clock = WatermarkClock(max_skew_seconds=settings.alerts.max_event_skew_seconds)
     with Service(settings, source, runtimes, serve_metrics=False, alert_clock=clock) as svc:
         before = _counts(svc.state.dump_counters())
         pipeline = svc.pipeline

@@ -15,6 +15,9 @@ thread between the alert engine and a sender, so a slow or dead receiver never b
   past its ``endsAt``), so every firing alert is re-sent each ``resend_interval_seconds``, like
   Prometheus does. A resolved alert is sent (with ``endsAt``) until delivered, then forgotten.
 * **stop(timeout)** — one last best-effort flush of the outbox, then the thread exits.
+* **deadline** — one POST (connect, TLS handshake, request, answer) ends within ``deadline_seconds`` (30 s): the
+  socket timeout bounds each read, so a receiver or proxy that trickles bytes would otherwise hold the thread for
+  good; past the deadline its sockets are shut down and the POST is a counted, retried failure.
 * **degraded** — None while deliveries succeed; after a failure, until the next success, one line saying what
   fails and what to fix (``harmonic_degraded{reason="alert_delivery"}``). Failures are logged, rate-limited.
 * **secrets** — a URL's ``user:password@`` becomes HTTP basic authentication and leaves the URL; every URL in a
@@ -27,11 +30,13 @@ the thread only calls it in a loop, so tests drive it with a fake clock and a fa
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import logging
 import math
 import re
+import socket
 import threading
 import time
 import urllib.error
@@ -41,7 +46,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Any, Protocol, Self
 
 from monitor.errors import ConfigError, MonitorError
 from monitor.exporters.alerts import Alert, AlertEvent, AlertState
@@ -114,37 +119,145 @@ def _split_credentials(url: str) -> tuple[str, dict[str, str]]:
     return urllib.parse.urlunsplit(parts._replace(netloc=host)), {"Authorization": f"Basic {token}"}
 
 
-def _check_timeout(timeout_seconds: float) -> float:
+def _check_timeout(timeout_seconds: float, name: str = "timeout_seconds") -> float:
     if not math.isfinite(timeout_seconds) or timeout_seconds <= 0:
-        raise ConfigError(f"timeout_seconds must be a finite number > 0; got {timeout_seconds!r}")
+        raise ConfigError(f"{name} must be a finite number > 0; got {timeout_seconds!r}")
     return timeout_seconds
 
 
-class _JsonPoster:
-    """POSTs JSON with urllib; never follows redirects (urllib would turn a POST into a bodiless GET)."""
+class _Watchdog:
+    """Shuts down the sockets of one POST at its deadline: a receiver (or proxy) that trickles bytes, each within the
+    socket timeout, cannot hold the delivery thread longer than the deadline."""
 
-    def __init__(self, url: str, *, timeout_seconds: float, headers: Mapping[str, str] | None, env_proxy: bool) -> None:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self.expired = False
+
+    def add(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if not self.expired:
+                return
+        self._shut(sock)
+
+    def expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            self._shut(sock)
+
+    @staticmethod
+    def _shut(sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # already closed, or detached into its TLS wrapper
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _watched(base: type[http.client.HTTPConnection], poster: _JsonPoster) -> type[http.client.HTTPConnection]:
+    """``base`` whose sockets (the TCP one, then its TLS wrapper) are handed to the poster's current watchdog."""
+
+    class Watched(base):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            create: Callable[..., socket.socket] = getattr(self, "_create_connection")  # noqa: B009 - set in base
+
+            def tracked(*a: Any, **kw: Any) -> socket.socket:
+                sock: socket.socket = create(*a, **kw)
+                poster.watchdog().add(sock)
+                return sock
+
+            self._create_connection = tracked
+
+        def connect(self) -> None:
+            super().connect()
+            poster.watchdog().add(self.sock)
+
+    return Watched
+
+
+class _JsonPoster:
+    """POSTs JSON with urllib; never follows redirects (urllib would turn a POST into a bodiless GET). Each POST ends
+    within ``deadline_seconds`` (the socket timeout bounds one read or write, not the whole request)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_seconds: float,
+        headers: Mapping[str, str] | None,
+        env_proxy: bool,
+        deadline_seconds: float = 30.0,
+    ) -> None:
         #: what messages show: no userinfo, no query values
         self.shown_url = redact_text(url)
         self.url, auth = _split_credentials(url)
         self.timeout_seconds = _check_timeout(timeout_seconds)
+        self.deadline_seconds = _check_timeout(deadline_seconds, "deadline_seconds")
+        self._local = threading.local()
+        poster = self
+
+        class _Http(urllib.request.HTTPHandler):
+            def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+                return self.do_open(_watched(http.client.HTTPConnection, poster), req)
+
+        class _Https(urllib.request.HTTPSHandler):
+            def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+                context = getattr(self, "_context", None)
+                return self.do_open(_watched(http.client.HTTPSConnection, poster), req, context=context)
+
         self.headers = {"Content-Type": "application/json", "User-Agent": _USER_AGENT, **auth, **(headers or {})}
         self._opener = urllib.request.OpenerDirector()
         # Alerting should not silently go through a corporate proxy taken from the environment
         # (Prometheus' default too); `env_proxy=True` opts in.
         handlers: tuple[urllib.request.BaseHandler, ...] = (
             urllib.request.ProxyHandler(None if env_proxy else {}),
-            urllib.request.HTTPHandler(),
-            urllib.request.HTTPSHandler(),
+            _Http(),
+            _Https(),
             urllib.request.HTTPDefaultErrorHandler(),
             urllib.request.HTTPErrorProcessor(),
         )
         for handler in handlers:
             self._opener.add_handler(handler)
 
+    def watchdog(self) -> _Watchdog:
+        """The watchdog of the POST in progress on this thread."""
+        current: _Watchdog | None = getattr(self._local, "watchdog", None)
+        if current is None:
+            current = self._local.watchdog = _Watchdog()
+        return current
+
     def post(self, body: object) -> None:
         data = json.dumps(body, separators=(",", ":")).encode("utf-8")
         request = urllib.request.Request(self.url, data=data, method="POST", headers=self.headers)
+        watchdog = self._local.watchdog = _Watchdog()
+        timer = threading.Timer(self.deadline_seconds, watchdog.expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            self._post(request)
+            if watchdog.expired:  # the answer came, but not whole within the deadline: not taken as delivered
+                raise self._late()
+        except DeliveryError:
+            raise
+        except (OSError, http.client.HTTPException) as err:
+            if watchdog.expired:
+                raise self._late() from err
+            raise
+        finally:
+            timer.cancel()
+            self._local.watchdog = None
+
+    def _late(self) -> DeliveryError:
+        return DeliveryError(
+            f"POST {self.shown_url} did not complete within its deadline of {self.deadline_seconds:g} s (the receiver "
+            "or a proxy answers too slowly); will retry",
+            url=self.shown_url,
+            status=None,
+            retryable=True,
+        )
+
+    def _post(self, request: urllib.request.Request) -> None:
         try:
             with self._opener.open(request, timeout=self.timeout_seconds) as response:
                 response.read()
@@ -160,6 +273,8 @@ class _JsonPoster:
                 retryable=retryable,
             ) from None
         except (OSError, http.client.HTTPException) as err:
+            if self._local.watchdog is not None and self._local.watchdog.expired:
+                raise  # post() names the deadline
             reason = redact_text(str(err.reason if isinstance(err, urllib.error.URLError) else err))
             raise DeliveryError(
                 f"POST {self.shown_url} failed: {reason}. Is the receiver running and reachable from here?",
@@ -182,7 +297,9 @@ class AlertmanagerSender:
     url : str
         Alertmanager's base URL, e.g. ``"http://alertmanager:9093"`` (a path prefix is kept).
     timeout_seconds : float
-        Socket timeout of one POST.
+        Socket timeout of one read or write of a POST.
+    deadline_seconds : float
+        Bound on one whole POST (connect, TLS, request, answer): a receiver that trickles bytes is a failure then.
     generator_url : str
         Link back to the monitor (``generatorURL``); omitted when empty.
     firing_ttl_seconds : float or None
@@ -205,6 +322,7 @@ class AlertmanagerSender:
         url: str,
         *,
         timeout_seconds: float = 10.0,
+        deadline_seconds: float = 30.0,
         generator_url: str = "",
         firing_ttl_seconds: float | None = None,
         external_labels: Mapping[str, str] | None = None,
@@ -224,7 +342,11 @@ class AlertmanagerSender:
         self.external_labels = dict(external_labels or {})
         self.endpoint = f"{self.url}/api/v2/alerts"
         self._poster = _JsonPoster(
-            self.endpoint, timeout_seconds=timeout_seconds, headers=headers, env_proxy=proxy_from_environment
+            self.endpoint,
+            timeout_seconds=timeout_seconds,
+            headers=headers,
+            env_proxy=proxy_from_environment,
+            deadline_seconds=deadline_seconds,
         )
 
     def payload(self, alerts: Sequence[Alert], now_seconds: float) -> list[dict[str, object]]:
@@ -264,7 +386,9 @@ class WebhookSender:
     url : str
         The endpoint.
     timeout_seconds : float
-        Socket timeout of one POST.
+        Socket timeout of one read or write of a POST.
+    deadline_seconds : float
+        Bound on one whole POST (connect, TLS, request, answer): a receiver that trickles bytes is a failure then.
     headers : mapping of str to str
         Extra HTTP headers (authentication).
     proxy_from_environment : bool
@@ -281,12 +405,17 @@ class WebhookSender:
         url: str,
         *,
         timeout_seconds: float = 10.0,
+        deadline_seconds: float = 30.0,
         headers: Mapping[str, str] | None = None,
         proxy_from_environment: bool = False,
     ) -> None:
         self.url = _check_url(url, "webhook")
         self._poster = _JsonPoster(
-            self.url, timeout_seconds=timeout_seconds, headers=headers, env_proxy=proxy_from_environment
+            self.url,
+            timeout_seconds=timeout_seconds,
+            headers=headers,
+            env_proxy=proxy_from_environment,
+            deadline_seconds=deadline_seconds,
         )
 
     def payload(self, alerts: Sequence[Alert], now_seconds: float) -> dict[str, object]:

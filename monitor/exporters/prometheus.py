@@ -127,6 +127,21 @@ METRICS: tuple[MetricSpec, ...] = (
         SECONDS_BUCKETS,
     ),
     MetricSpec(
+        "harmonic_offsets_went_back_total",
+        "counter",
+        "Partitions whose first record after a start lay below the position last committed (an operator's offset "
+        "reset, a re-created topic, another cluster): read from the broker's position, not the saved one.",
+        (),
+    ),
+    MetricSpec(
+        "harmonic_events_mistimed_total",
+        "counter",
+        "Scored events whose timestamp was out of bounds, by reason: future_timestamp (beyond "
+        "alerts.max_event_skew_seconds ahead; placed at arrival, or at the watermark in a replay), late (more than "
+        "alerts.allowed_lag_seconds behind the model's watermark).",
+        (_M, "reason"),
+    ),
+    MetricSpec(
         "harmonic_event_lag_seconds",
         "histogram",
         "Event timestamp to scored, per event.",
@@ -290,7 +305,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "harmonic_degraded",
         "gauge",
-        "1 while the sidecar runs degraded for this reason (state_dir, producer, alert_delivery); /readyz lists them.",
+        "1 while the sidecar runs degraded for this reason (state_dir, producer, alert_delivery, recovery, broker); /readyz lists them.",
         ("reason",),
     ),
     MetricSpec(

@@ -35,6 +35,7 @@ from monitor.runtime.watch import ModelWatch, WatchConfig
 from monitor.sampler.base import Sampler
 from monitor.source.base import Positions, RawRecord, Sink, Source
 from monitor.source.labels import LabelJoiner
+from monitor.source.records import UNDECODABLE_HEADER
 from monitor.source.validate import PROCESSING_REASONS, ModelSchema
 
 log = logging.getLogger("monitor.runtime.pipeline")
@@ -83,6 +84,9 @@ class Pipeline:
         self._unapplied: dict[tuple[str, int], list[int]] = {}
         #: after an unclean exit: per partition, the last offset that was in flight (processed one at a time)
         self._careful_until: dict[tuple[str, int], int] = {}
+        #: per partition, the [first, last] offsets in flight at that unclean exit: a record processed alone that is
+        #: in flight at the next crash too is poison only when it lies in these (it was in flight at both)
+        self._suspects: dict[tuple[str, int], tuple[int, int]] = {}
         #: records that were in flight at two consecutive crashes: dead-lettered without processing
         self._poison: set[tuple[str, int, int]] = set()
         #: per partition, the position whose effects the state already holds: a record below it that the broker
@@ -90,6 +94,10 @@ class Pipeline:
         #: is skipped, not applied twice. From the saved state at start, and from a partition given up at a
         #: rebalance; dropped for a partition once a record at or past it arrives.
         self._held: Positions = {}
+        #: per partition, the position the previous process had last committed when it saved its state (only for
+        #: partitions still held from that state): a first record below it means the offsets went back (an
+        #: operator's reset, a re-created topic, another cluster): the broker wins over the saved position
+        self._saved_committed: Positions = {}
         saved = self._restore()
         self._after_unclean_exit(self.inflight.load())
         invalid_log = RateLimitedLogger(log)
@@ -155,6 +163,15 @@ class Pipeline:
         data = self.store.load()
         self.state.load_counters(data.get("counters", []))
         self._held = {(str(t), int(p)): int(o) for t, p, o in data.get("positions", [])}
+        self._saved_committed = {
+            (row[0], row[1]): row[2]
+            for row in data.get("committed", [])
+            if isinstance(row, list)
+            and len(row) == 3
+            and isinstance(row[0], str)
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in row[1:])
+            and (row[0], row[1]) in self._held
+        }
         if data:
             log.info("state restored", extra={"path": str(self.store.path)})
         models: dict[str, dict[str, Any]] = data.get("models", {})
@@ -177,7 +194,17 @@ class Pipeline:
         # positions still held from the saved state (no record of that partition seen since) stay in it
         held = {**self._held, **self._applied}
         positions = [[topic, partition, offset] for (topic, partition), offset in sorted(held.items())]
-        ok = self.store.save({"counters": self.state.dump_counters(), "models": models, "positions": positions})
+        # what was last committed (before this save's commit): a restart that is handed records below it sees
+        # offsets that went back, not a commit that did not land
+        committed = {**self._saved_committed, **self._committed}
+        ok = self.store.save(
+            {
+                "counters": self.state.dump_counters(),
+                "models": models,
+                "positions": positions,
+                "committed": [[t, p, o] for (t, p), o in sorted(committed.items())],
+            }
+        )
         self.state.set("harmonic_degraded", ("state_dir",), 0.0 if ok else 1.0)
         if not ok:
             self._degraded_log.warning("state_dir", "state not saved; offsets not committed", error=self.store.degraded)
@@ -204,11 +231,23 @@ class Pipeline:
         ranges = _ranges(marker.get("ranges", {}))
         careful = _ranges(marker.get("careful_until", {}))
         if marker.get("careful"):
-            # it died again while one record was processed alone: that record crashed it twice
-            self._poison = {(t, p, first) for (t, p), (first, last) in ranges.items() if first == last}
+            # it died again while one record was processed alone: that record crashed it twice, if it was in flight
+            # at the crash before too (a marker without suspects: every record it processed alone was)
+            suspects = (
+                _ranges(marker["suspects"])
+                if "suspects" in marker
+                else {k: (0, last) for k, (_, last) in careful.items()}
+            )
+            self._poison = {
+                (t, p, first)
+                for (t, p), (first, last) in ranges.items()
+                if first == last and (t, p) in suspects and suspects[(t, p)][0] <= first <= suspects[(t, p)][1]
+            }
             self._careful_until = {key: last for key, (_, last) in careful.items()}
+            self._suspects = {key: suspects[key] for key in self._careful_until if key in suspects}
         else:
             self._careful_until = {key: last for key, (_, last) in ranges.items()}
+            self._suspects = dict(ranges)
         log.warning(
             "the previous process stopped while processing records; re-processing them one at a time",
             extra={
@@ -228,13 +267,19 @@ class Pipeline:
         records = self.source.poll(timeout_seconds, self.settings.kafka.max_poll_records)
         now = self.clock()
         if records and self._careful_until:
-            # after an unclean exit: one record at a time, each applied under its own marker (its dead letters and
-            # scores are delivered with the next flush: a crash there is not one record's)
-            for record in records:
+            # after an unclean exit, per partition: the records of a partition that had records in flight, one at a
+            # time, each applied under its own marker (its dead letters and scores are delivered with the next flush:
+            # a crash there is not one record's); every other partition's records as usual, after them
+            careful = [r for r in records if (r.topic, r.partition) in self._careful_until]
+            rest = [r for r in records if (r.topic, r.partition) not in self._careful_until] if careful else records
+            for record in careful:
                 self._process([record], now, careful=True)
                 self.scoring.score_pending()
                 self.inflight.clear()
-            self.flush()
+            if careful:
+                self.flush()
+            if rest:
+                self._process(rest, now, careful=False)
         elif records:
             self._process(records, now, careful=False)
         if not records:
@@ -261,14 +306,21 @@ class Pipeline:
             for record in records:
                 key = (record.topic, record.partition)
                 if self._held and key in self._held:
-                    if record.offset < self._held[key]:
+                    if record.offset < self._held[key] and not self._went_back(key, record.offset):
                         positions[key] = record.offset + 1  # applied before: in the state already
                         continue
                     del self._held[key]
+                    self._saved_committed.pop(key, None)
                 if self._poison and (record.topic, record.partition, record.offset) in self._poison:
                     consumed["unknown"] = consumed.get("unknown", 0) + 1
                     self.ingest.dead_letter(
                         record, "crashed_processing", "the process died twice with this record in flight"
+                    )
+                elif record.headers and record.headers[0][0] == UNDECODABLE_HEADER:
+                    consumed["unknown"] = consumed.get("unknown", 0) + 1
+                    why = record.headers[0][1].decode("utf-8", "replace")
+                    self.ingest.dead_letter(
+                        record._replace(headers=record.headers[1:]), "undecodable_batch", f"record batch: {why}"
                     )
                 elif self.labels_topic is not None and record.topic == self.labels_topic:
                     self.labels.record(record, now)
@@ -276,7 +328,7 @@ class Pipeline:
                     items.extend((ev, record) for ev in self.ingest.decode(record, now, consumed))
                 positions[key] = record.offset + 1
                 if key in self._careful_until and record.offset >= self._careful_until[key]:
-                    del self._careful_until[key]
+                    self._end_recovery([key], "its records in flight at the unclean exit are re-processed")
         finally:  # records read are counted even when a later one fails (they will be re-delivered)
             for model, n in consumed.items():
                 self.state.inc("harmonic_events_consumed_total", (model,), float(n))
@@ -293,6 +345,7 @@ class Pipeline:
             ranges = {f"{r.topic}/{r.partition}": [r.offset, r.offset] for r in records}
             marker: dict[str, Any] = {"ranges": ranges, "careful": True}
             marker["careful_until"] = {f"{t}/{p}": [o, o] for (t, p), o in self._careful_until.items()}
+            marker["suspects"] = {f"{t}/{p}": list(span) for (t, p), span in self._suspects.items()}
         else:
             marker = {"ranges": {f"{t}/{p}": list(span) for (t, p), span in self._unapplied.items()}, "careful": False}
         self.inflight.write(marker)
@@ -319,15 +372,50 @@ class Pipeline:
         """Apply and checkpoint everything read from ``partitions`` before the group gives them to another member."""
         self.flush()
         self._checkpoint()
+        # the next owner re-reads what this replica had not committed; it has no marker of ours: recovery ends here
+        self._end_recovery([key for key in partitions if key in self._careful_until], "the partition was revoked")
         for key in partitions:
             if key in self._applied:  # if the commit above does not land, the next delivery skips what we hold
                 self._held[key] = self._applied[key]
             self._consumed.pop(key, None)
             self._applied.pop(key, None)
             self._committed.pop(key, None)
+            self._saved_committed.pop(key, None)  # held from this session now: its commit may not have landed
 
     def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
         return None
+
+    def _went_back(self, key: tuple[str, int], offset: int) -> bool:
+        """The first record of a partition held from the saved state lies below the position last committed: the
+        offsets went back (an operator's reset for reprocessing, a re-created topic, another cluster at the same
+        address). The broker's position wins; logged and counted. At or above it, it is a redelivery of what was
+        applied but not committed (a crash between save and commit), skipped."""
+        committed = self._saved_committed.get(key)
+        if committed is None or offset >= committed:
+            return False
+        self.state.inc("harmonic_offsets_went_back_total", ())
+        log.warning(
+            "offsets went back: the broker hands out records below the position last committed; reading from there "
+            "(an operator's reset, a re-created topic, or another cluster at the same address)",
+            extra={
+                "partition": f"{key[0]}/{key[1]}",
+                "first_offset": offset,
+                "last_committed": committed,
+                "saved_position": self._held[key],
+            },
+        )
+        return True
+
+    def _end_recovery(self, keys: Sequence[tuple[str, int]], why: str) -> None:
+        """These partitions go back to whole batches (logged; ``harmonic_degraded{reason="recovery"}`` follows)."""
+        for key in keys:
+            until = self._careful_until.pop(key, None)
+            self._suspects.pop(key, None)
+            if until is not None:
+                log.info(
+                    "recovery mode ended for a partition: its records are processed in batches again",
+                    extra={"partition": f"{key[0]}/{key[1]}", "until_offset": until, "why": why},
+                )
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     @property
@@ -346,6 +434,15 @@ class Pipeline:
         failing = [d for d in (getattr(w, "degraded", None) for w in self.alert_workers) if isinstance(d, str)]
         if failing:
             found["alert_delivery"] = "; ".join(failing)
+        broker = getattr(self.source, "degraded", None)
+        if isinstance(broker, str):
+            found["broker"] = broker
+        if self._careful_until:
+            parts = ", ".join(f"{t}/{p} up to offset {o}" for (t, p), o in sorted(self._careful_until.items()))
+            found["recovery"] = (
+                f"after an unclean exit, the records then in flight are re-processed one at a time ({parts}); it "
+                "ends by itself when they are read again or the partitions are revoked"
+            )
         return found
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -365,7 +462,7 @@ class Pipeline:
         detail["degraded"] = sorted(degraded)
         if degraded:
             detail["degraded_detail"] = degraded
-        for reason in ("state_dir", "producer", "alert_delivery"):
+        for reason in ("state_dir", "producer", "alert_delivery", "recovery", "broker"):
             self.state.set("harmonic_degraded", (reason,), 1.0 if reason in degraded else 0.0)
         ok = self.ready
         self.state.set("harmonic_ready", (), 1.0 if ok else 0.0)

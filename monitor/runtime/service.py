@@ -115,14 +115,21 @@ class Service:
             on_alert=self._deliver,
         )
         self.pipeline.alert_workers = self.workers
-        #: the one clock every model's windows and alerts read (DECISIONS 5): max(event-time watermark, wall time −
-        #: alerts.allowed_lag_seconds) unless the caller passes another (the demo: the watermark alone)
-        self.alert_clock = (
-            alert_clock if alert_clock is not None else WatermarkClock(settings.alerts.allowed_lag_seconds, wall=clock)
-        )
+        #: the clock a model's windows and alerts read: max(event-time watermark, wall time −
+        #: alerts.allowed_lag_seconds), one per model so that one producer's timestamps cannot stall another model's
+        #: alerts; a caller's clock (a replay, the demo: the watermark alone) is shared by every model
+        self.alert_clock = alert_clock
         for rt in self.pipeline.runtimes.values():
             if rt.watch is not None:
-                rt.watch.clock = self.alert_clock
+                rt.watch.clock = (
+                    alert_clock
+                    if alert_clock is not None
+                    else WatermarkClock(
+                        settings.alerts.allowed_lag_seconds,
+                        wall=clock,
+                        max_skew_seconds=settings.alerts.max_event_skew_seconds,
+                    )
+                )
                 if rt.accuracy_fit is not None and rt.watch.accuracy_fit is None:
                     rt.watch.set_accuracy_fit(rt.accuracy_fit)
         from monitor.probes.scheduler import ProbeScheduler

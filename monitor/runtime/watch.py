@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.clock import WatermarkClock
+from monitor.clock import MISTIMED_REASONS, WatermarkClock
 from monitor.config import Settings
 from monitor.drift.verdict import DriftSettings as DetectorSettings
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
@@ -30,6 +30,7 @@ from monitor.estimate import DEFAULT_METHOD, EstimatorFit, estimate
 from monitor.events import InferenceEvent
 from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule
 from monitor.exporters.prometheus import MetricsState
+from monitor.logs import RateLimitedLogger
 from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
 from monitor.rolling.scores import ScoreRows, ScoreSamples
@@ -128,6 +129,9 @@ class ModelWatch:
     ) -> None:
         self.model = model
         self.clock = clock if clock is not None else WatermarkClock()
+        self._mistimed_log = RateLimitedLogger(log)
+        for reason in MISTIMED_REASONS:  # pre-registered at 0: rate() sees the first increment
+            state.inc("harmonic_events_mistimed_total", (model, reason), 0.0)
         self.config = config
         self.state = state
         self.on_alert = on_alert
@@ -321,7 +325,21 @@ class ModelWatch:
         and histograms always see every scored event.
         """
         ok = result.valid
-        ts = np.array([ev.timestamp_seconds for ev in events])
+        # timestamps too far ahead of where time is are placed at arrival (run) or at the watermark (replay): one
+        # producer's stray clock cannot move this model's windows and alerts past every event (monitor/clock.py)
+        placed = self.clock.place(np.array([ev.timestamp_seconds for ev in events], dtype=np.float64))
+        ts = placed.seconds
+        for reason, count in (("future_timestamp", placed.future), ("late", placed.late)):
+            if count:
+                self.state.inc("harmonic_events_mistimed_total", (self.model, reason), float(count))
+                if reason == "future_timestamp":
+                    self._mistimed_log.warning(
+                        reason,
+                        "event timestamps ahead of time; placed at arrival (producer clocks?)",
+                        model=self.model,
+                        events=count,
+                        bound_seconds=self.clock.max_skew_seconds,
+                    )
         segments = [ev.segment for ev in events]
         batch = SignalBatch.of(
             features=rows,

@@ -9,10 +9,12 @@ set when configured (never hard-coded), so modern brokers negotiate. Errors and 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import itertools
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -47,6 +49,13 @@ PRODUCER_MAX_BLOCK_MS = 5_000
 STALL_SECONDS = 5.0
 #: how long a flush that cannot deliver waits for progress before it hands the loop back (the loop's pace then)
 RETRY_WAIT_SECONDS = 1.0
+#: the consumer's bound on one attempt to reach the cluster (kafka-python's bootstrap_timeout_ms, 30 s by default):
+#: a broker not there at start-up is waited for, attempt after attempt, with the metrics endpoint already up
+BOOTSTRAP_TIMEOUT_MS = 5_000
+#: after a connection problem the client reported, the broker counts as away this long (``KafkaSource.degraded``)
+AWAY_SECONDS = 10.0
+#: at most one line of ours about an outage this often (kafka-python's own lines about it are held back)
+OUTAGE_LOG_SECONDS = 30.0
 #: the ``topic_kind`` label values of the producer counters, and the ``reason`` values of its drops
 TOPIC_KINDS = ("dead_letter", "scores")
 DROP_REASONS = ("buffer_full", "too_large")
@@ -149,37 +158,38 @@ class KafkaSource(GroupMember):
         lean_record_parse: bool = True,
     ) -> None:
         from kafka import ConsumerRebalanceListener, KafkaConsumer
-        from kafka.errors import KafkaError
 
         self.topics = [topic] if isinstance(topic, str) else list(topic)
         self.topic = self.topics[0]
         self._handler = rebalance
         self._assigned: set[tuple[str, int]] = set()
         self._poll_thread: int | None = None
-        kw = _common(bootstrap_servers, api_version, security or {})
-        try:
-            self._consumer = KafkaConsumer(
-                group_id=group_id,
-                client_id=client_id,
-                enable_auto_commit=False,
-                auto_offset_reset=auto_offset_reset,
-                session_timeout_ms=session_timeout_ms,
-                heartbeat_interval_ms=max(300, session_timeout_ms // 3),
-                max_poll_records=max_poll_records,
-                fetch_max_wait_ms=fetch_max_wait_ms,
-                max_partition_fetch_bytes=max_partition_fetch_bytes,
-                **kw,
-            )
-        except KafkaError as exc:
-            where = redact_text(bootstrap_servers)
-            raise SourceError(f"cannot connect to Kafka at '{where}': {redact_text(repr(exc))}") from exc
-        except ValueError as exc:
-            raise SourceError(f"invalid Kafka consumer settings: {redact_text(str(exc))}") from exc
-        self.lean_record_parse = lean_record_parse and records.install(self._consumer)
-        # bounded commit and close where kafka-python takes a bound: without one, a commit retries while the
-        # coordinator is unknown, and a shutdown would wait for it
-        self._commit_bound = _bound(self._consumer.commit, COMMIT_TIMEOUT_MS)
-        self._close_bound = _bound(self._consumer.close, CLOSE_TIMEOUT_MS)
+        self.bootstrap_servers = bootstrap_servers
+        self._kw: dict[str, Any] = dict(
+            group_id=group_id,
+            client_id=client_id,
+            enable_auto_commit=False,
+            auto_offset_reset=auto_offset_reset,
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=max(300, session_timeout_ms // 3),
+            max_poll_records=max_poll_records,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            **_common(bootstrap_servers, api_version, security or {}),
+        )
+        if "bootstrap_timeout_ms" in KafkaConsumer.DEFAULT_CONFIG:
+            self._kw["bootstrap_timeout_ms"] = BOOTSTRAP_TIMEOUT_MS
+        self._want_lean = lean_record_parse
+        self.lean_record_parse = False
+        self._consumer: Any = None
+        #: monotonic time of the last connection problem, and since when the broker is away (None: it is there)
+        self._error_at = -math.inf
+        #: kafka-python's connection lines held back before this source existed are not this source's problem
+        self._noise_seen = CLIENT_NOISE.last_at
+        self._away_since: float | None = None
+        self._away_error = ""
+        self._outage_log = RateLimitedLogger(log, OUTAGE_LOG_SECONDS)
+        install_client_noise_filter()
         source = self
 
         class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -200,7 +210,90 @@ class KafkaSource(GroupMember):
                     source._handler.after_assign(parts)
                 log.info("partitions assigned", extra={"partitions": sorted(parts)})
 
-        self._consumer.subscribe(self.topics, listener=_Listener())
+        self._listener = _Listener()
+        self._connect()
+
+    def _connect(self) -> bool:
+        """Create the consumer and subscribe; False (the broker noted as away) where the cluster cannot be reached.
+
+        Raises
+        ------
+        SourceError
+            Settings kafka-python refuses (they will not work on any later attempt either).
+        """
+        from kafka.errors import KafkaError
+
+        try:
+            consumer = _new_consumer(self._kw)
+        except _unreachable() as exc:
+            self._broker_away(exc)
+            return False
+        except KafkaError as exc:
+            where = redact_text(self.bootstrap_servers)
+            raise SourceError(f"cannot connect to Kafka at '{where}': {redact_text(repr(exc))}") from exc
+        except ValueError as exc:
+            raise SourceError(f"invalid Kafka consumer settings: {redact_text(str(exc))}") from exc
+        self._consumer = consumer
+        self.lean_record_parse = self._want_lean and records.install(consumer)
+        records.guard(consumer)  # a batch that cannot be decoded is skipped and dead-lettered, not raised
+        # bounded commit and close where kafka-python takes a bound: without one, a commit retries while the
+        # coordinator is unknown, and a shutdown would wait for it
+        self._commit_bound = _bound(consumer.commit, COMMIT_TIMEOUT_MS)
+        self._close_bound = _bound(consumer.close, CLOSE_TIMEOUT_MS)
+        consumer.subscribe(self.topics, listener=self._listener)
+        return True
+
+    def _broker_away(self, exc: BaseException) -> None:
+        now = time.monotonic()
+        self._error_at = now
+        if self._away_since is None:
+            self._away_since = now
+        self._away_error = redact_text(repr(exc))
+        self._outage_log.warning(
+            "away",
+            "Kafka broker not reachable; waiting for it (consumption resumes when it is back)",
+            bootstrap_servers=redact_text(self.bootstrap_servers),
+            error=self._away_error,
+            away_seconds=round(now - self._away_since, 1),
+            client_lines_held_back=CLIENT_NOISE.held,
+        )
+
+    def _note_progress(self, got_records: bool) -> None:
+        """After a poll that did not fail: the broker is back once records come, or the client reported no
+        connection problem for ``AWAY_SECONDS``."""
+        if CLIENT_NOISE.last_at > self._noise_seen:
+            self._noise_seen = self._error_at = CLIENT_NOISE.last_at
+            if self._away_since is None:
+                self._broker_away(ConnectionError(CLIENT_NOISE.last_message))
+        if self._away_since is None:
+            return
+        now = time.monotonic()
+        connected = self._coordinator_connected()
+        quiet = now - self._error_at
+        if got_records or (connected and quiet >= 1.0) or (connected is None and quiet >= AWAY_SECONDS):
+            log.info(
+                "Kafka broker reachable again; consuming",
+                extra={"away_seconds": round(now - self._away_since, 1)},
+            )
+            self._away_since = None
+
+    def _coordinator_connected(self) -> bool | None:
+        """Whether the group coordinator is known and connected (None where kafka-python does not say)."""
+        try:
+            node = self._consumer._coordinator.coordinator_id
+            return node is not None and bool(self._consumer._client.connected(node))
+        except Exception:  # noqa: BLE001 - kafka-python internals: fall back to the time since the last error
+            return None
+
+    @property
+    def away(self) -> tuple[float, str] | None:
+        """(since when, on the monotonic clock; the last error) while the broker is away, else None."""
+        return None if self._away_since is None else (self._away_since, self._away_error)
+
+    @property
+    def degraded(self) -> str | None:
+        """None while the broker answers; else what is wrong and what to fix."""
+        return outage_message(self.bootstrap_servers, self.away)
 
     def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
         out: list[RawRecord] = []
@@ -211,7 +304,16 @@ class KafkaSource(GroupMember):
     def poll_columns(self, timeout_seconds: float, max_records: int) -> list[PartitionBatch]:
         """What :meth:`poll` returns, as one column batch per partition (cheap to send to another process)."""
         self._poll_thread = threading.get_ident()
-        batches = self._consumer.poll(timeout_ms=int(timeout_seconds * 1000), max_records=max_records)
+        if self._consumer is None and not self._connect():
+            time.sleep(timeout_seconds)  # the wait a poll would have had: the next attempt comes with the next poll
+            return []
+        try:
+            batches = self._consumer.poll(timeout_ms=int(timeout_seconds * 1000), max_records=max_records)
+        except _unreachable() as exc:
+            self._broker_away(exc)
+            time.sleep(timeout_seconds)
+            return []
+        self._note_progress(bool(batches))
         return [columns_of(tp.topic, tp.partition, records) for tp, records in batches.items()]
 
     def commit(self, positions: Positions) -> None:
@@ -219,7 +321,7 @@ class KafkaSource(GroupMember):
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
         owned = {k: v for k, v in positions.items() if k in self._assigned}
-        if not owned:
+        if not owned or self._consumer is None:
             return
         offsets = {TopicPartition(t, p): OffsetAndMetadata(off, "", -1) for (t, p), off in owned.items()}
         if self._poll_thread is not None and threading.get_ident() != self._poll_thread:
@@ -236,10 +338,124 @@ class KafkaSource(GroupMember):
             log.warning("offset commit failed; events will be re-delivered", extra={"error": repr(exc)})
 
     def close(self) -> None:
+        if self._consumer is None:
+            return
         try:
             self._consumer.close(autocommit=False, **self._close_bound)
         except Exception:  # noqa: BLE001 - closing must not mask the real shutdown path
             log.exception("error while closing the Kafka consumer")
+
+
+def outage_message(bootstrap_servers: str, away: tuple[float, str] | None) -> str | None:
+    """The ``degraded`` line of a consumer whose broker is away (``away``: since when, monotonic; the error)."""
+    if away is None:
+        return None
+    since, error = away
+    return (
+        f"Kafka broker at '{redact_text(bootstrap_servers)}' not reachable for {time.monotonic() - since:.0f} s "
+        f"({error}); consumption resumes when it is back: check the broker and the network"
+    )
+
+
+def _new_consumer(config: Mapping[str, Any]) -> Any:
+    """A ``KafkaConsumer``; one whose construction fails (a cluster not reached in ``bootstrap_timeout_ms``) closes
+    the network client it had started first, so that attempt after attempt leaves no I/O thread behind."""
+    from kafka import KafkaConsumer
+
+    class Consumer(KafkaConsumer):  # type: ignore[misc]
+        def __init__(self, **kw: Any) -> None:
+            try:
+                super().__init__(**kw)
+            except BaseException:
+                client = getattr(self, "_client", None)
+                if client is not None:
+                    with contextlib.suppress(Exception):
+                        client.close()
+                raise
+
+    return Consumer(**config)
+
+
+@functools.cache
+def _unreachable() -> tuple[type[BaseException], ...]:
+    """What kafka-python raises while the cluster cannot be reached (kafka-python imported on first use)."""
+    from kafka import errors
+
+    names = (  # NoBrokersAvailable: kafka-python 2.x
+        "KafkaConnectionError", "KafkaTimeoutError", "NoBrokersAvailable", "NodeNotReadyError", "RequestTimedOutError",
+        "CoordinatorNotAvailableError",
+    )  # fmt: skip
+    found = tuple(getattr(errors, name) for name in names if hasattr(errors, name))
+    return (*found, ConnectionError, TimeoutError)
+
+
+class ClientNoise(logging.Filter):
+    """Holds back kafka-python's own WARNING and ERROR lines about connections (during an outage it writes several
+    a second, each attempt); :class:`KafkaSource` says it once, in its own line, rate-limited, with how many were
+    held back. Only lines that name a connection problem are held back; every other line of kafka-python passes."""
+
+    SIGNS = (
+        "ECONNREFUSED",
+        "Connection failed",
+        "Connection lost",
+        "Connection reset",
+        "KafkaConnectionError",
+        "Bootstrap",
+        "bootstrap",
+        "not ready",
+        "NodeNotReady",
+        "Unable to connect",
+        "No node available",
+        "socket disconnected",
+        "ConnectionRefused",
+        "Broken pipe",
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = 0
+        self.last_at = -math.inf
+        self.last_message = ""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or record.levelno > logging.ERROR:
+            return True
+        message = record.getMessage()
+        if not any(sign in message for sign in self.SIGNS):
+            return True
+        self.held += 1
+        self.last_at = time.monotonic()
+        self.last_message = message[:300]
+        return False
+
+
+#: one per process: kafka-python's connection lines held back (KafkaSource reports them)
+CLIENT_NOISE = ClientNoise()
+#: the kafka-python loggers that report connection problems (3.0.12; older releases' names too)
+CLIENT_LOGGERS = (
+    "kafka.net.manager",
+    "kafka.net.connection",
+    "kafka.net.transport",
+    "kafka.net.selector",
+    "kafka.conn",
+    "kafka.client_async",
+    "kafka.cluster",
+    "kafka.coordinator",
+    "kafka.coordinator.base",
+    "kafka.coordinator.consumer",
+    "kafka.coordinator.heartbeat",
+    "kafka.consumer.fetcher",
+    "kafka.consumer.group",
+    "kafka.consumer.subscription_state",
+)
+
+
+def install_client_noise_filter() -> None:
+    """Put :data:`CLIENT_NOISE` on kafka-python's connection loggers (idempotent)."""
+    for name in CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        if CLIENT_NOISE not in logger.filters:
+            logger.addFilter(CLIENT_NOISE)
 
 
 def _bound(method: Callable[..., Any], timeout_ms: int) -> dict[str, int]:

@@ -46,7 +46,7 @@ from typing import Any
 
 from monitor.errors import SourceError
 from monitor.source.base import Positions, RawRecord, RebalanceHandler
-from monitor.source.kafka import GroupMember, records_of
+from monitor.source.kafka import GroupMember, outage_message, records_of
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,9 @@ class ProcessKafkaSource(GroupMember):
         self._revoking = False
         self._revoke_positions: Positions = {}
         self._closed = False
+        self._bootstrap_servers = str(consumer.get("bootstrap_servers", ""))
+        #: the child's report while its broker is away: (since, monotonic; the error)
+        self._away: tuple[float, str] | None = None
         # a fresh interpreter running this module (not fork: the parent holds onnxruntime and other threads; not
         # multiprocessing's spawn: it re-imports the parent's __main__), talking over two inherited pipes
         cmd_read, cmd_write = os.pipe()
@@ -146,6 +149,11 @@ class ProcessKafkaSource(GroupMember):
         out = self._buffer[start : start + max_records]
         self._next = start + len(out)
         return out
+
+    @property
+    def degraded(self) -> str | None:
+        """None while the child's broker answers; else what is wrong and what to fix (as the child reports it)."""
+        return outage_message(self._bootstrap_servers, self._away)
 
     def buffered(self) -> list[RawRecord]:
         """Records received from the child and not yet returned by :meth:`poll`."""
@@ -216,6 +224,8 @@ class ProcessKafkaSource(GroupMember):
                 self._send(("revoke_done", (token, self._revoke_positions)))
                 self._assigned.difference_update(parts)
             log.info("partitions revoked", extra={"partitions": sorted(parts)})
+        elif kind == "away":
+            self._away = None if payload is None else (float(payload[0]), str(payload[1]))
         elif kind == "fatal":
             raise SourceError(f"the Kafka consumer process failed: {payload}")
         elif kind == "log":
@@ -408,6 +418,9 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     max_records = int(consumer.get("max_poll_records", 2000))
     # kafka-python's timed-out fetches leave cycles holding the poll's records: collect them by time as well
     collector = TimedCollector()
+    away = source.away
+    if away is not None:
+        send("away", away)
     try:
         while True:
             collector.maybe_collect()
@@ -429,6 +442,9 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
             batches = source.poll_columns(0.2, max_records)
             if batches:
                 send("records", batches)
+            if (source.away is None) != (away is None):  # the broker went away or came back: tell the parent
+                away = source.away
+                send("away", away)
     except (BrokenPipeError, EOFError, OSError):
         return  # the parent is gone
     except Exception as exc:  # noqa: BLE001 - reported, then the parent raises SourceError from poll

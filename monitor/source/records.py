@@ -307,3 +307,91 @@ def lean_partition_records() -> type:
                 raise corrupt(f"{len(buffer) - pos} unconsumed bytes after all records consumed")
 
     return LeanPartitionRecords
+
+
+#: the header that marks a record standing for a whole batch that could not be decoded (its value: the batch's
+#: bytes as fetched; the header's value: why). The pipeline dead-letters such a record as ``undecodable_batch``.
+UNDECODABLE_HEADER = "harmonic-undecodable-batch"
+
+
+class _Batches:
+    """A fetch's ``MemoryRecords``, batch by batch, remembering the batch in hand and its bytes as fetched."""
+
+    __slots__ = ("_records", "batch", "raw")
+
+    def __init__(self, records: Any) -> None:
+        self._records = records
+        self.batch: Any = None
+        self.raw: Any = b""
+
+    def next_batch(self) -> Any:
+        self.batch = None  # an error while reading the framing itself leaves no batch to blame
+        batch = self._records.next_batch()
+        if batch is not None:
+            self.raw = batch._buffer  # before any decompression replaces it (a view: no copy)
+        self.batch = batch
+        return batch
+
+
+def guard(consumer: Any) -> bool:
+    """Make ``consumer`` (a ``KafkaConsumer``) skip record batches it cannot decode rather than raise from ``poll``.
+
+    kafka-python raises from ``poll`` for a batch it cannot decode (a codec whose library is missing, corrupt
+    compressed bytes, a failed CRC), and raises again on every poll and every restart: one bad batch would stop the
+    partition for good. Guarded, such a batch becomes one record in its place: the batch's bytes as fetched, at the
+    batch's last offset, with :data:`UNDECODABLE_HEADER` saying why; the partition goes on after it. Works over
+    either parse (kafka-python's own or the lean one). False (the consumer unchanged, logged) where the installed
+    kafka-python's fetcher does not have the shape relied on.
+    """
+    fetcher: Any = getattr(consumer, "_fetcher", None)
+    base = getattr(fetcher, "PartitionRecords", None)
+    unpack = getattr(base, "_unpack_records", None)
+    try:
+        params = list(inspect.signature(unpack).parameters) if unpack is not None else []
+    except (TypeError, ValueError):
+        params = []
+    if params != ["self", "tp", "records", "key_deserializer", "value_deserializer"]:
+        log.warning(
+            "undecodable record batches are not skipped: kafka-python's fetcher has another shape",
+            extra={"parameters": params},
+        )
+        return False
+    fetcher.PartitionRecords = _guarded(base)
+    return True
+
+
+@functools.cache
+def _guarded(base: Any) -> type:
+    from kafka.consumer.fetcher import ConsumerRecord
+
+    class GuardedPartitionRecords(base):  # type: ignore[misc]
+        next_fetch_offset: int
+        leader_epoch: int
+
+        def _unpack_records(self, tp: Any, records: Any, key_deserializer: Any, value_deserializer: Any) -> Any:
+            batches = _Batches(records)
+            while True:
+                try:
+                    yield from super()._unpack_records(tp, batches, key_deserializer, value_deserializer)
+                    return
+                except Exception as exc:  # noqa: BLE001 - any failure to decode one batch is that batch's
+                    batch = batches.batch
+                    if batch is None:
+                        raise  # the fetch's framing itself: no batch and no offsets to skip to
+                    last = batch.next_offset - 1 if batch.magic == 2 else batch.base_offset
+                    why = str(exc)  # kafka-python's errors name their class; others get it here
+                    if not why.startswith(type(exc).__name__):
+                        why = f"{type(exc).__name__}: {why}"
+                    log.warning(
+                        "record batch cannot be decoded; it is skipped and dead-lettered",
+                        extra={"partition": f"{tp.topic}/{tp.partition}", "offset": last, "reason": why},
+                    )
+                    self.next_fetch_offset = max(self.next_fetch_offset, last + 1)
+                    raw = bytes(batches.raw)
+                    yield ConsumerRecord(
+                        tp.topic, tp.partition, self.leader_epoch, last, None, None, None, raw,
+                        [(UNDECODABLE_HEADER, why.encode("utf-8", "replace"))], None, -1, len(raw), -1,
+                    )  # fmt: skip
+                    # and on with the batches after it (kafka-python's loop again, from where it stopped)
+
+    return GuardedPartitionRecords

@@ -65,6 +65,9 @@ PROCESSING_REASONS: tuple[str, ...] = (
     "decode_failed",
     # the process died twice with this record in flight; it is dead-lettered without processing
     "crashed_processing",
+    # a fetched record batch could not be decoded (a codec without its library, corrupt compressed bytes, a failed
+    # CRC): the batch's bytes as fetched are dead-lettered and the partition goes on after it
+    "undecodable_batch",
 )
 
 #: the largest float32; a feature beyond ±this would be inf in the model's float32 input

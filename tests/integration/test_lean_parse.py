@@ -1,8 +1,9 @@
 """The consumer's lean record parse (``monitor/source/records.py``) against real brokers.
 
 The unit tests check it against kafka-python's parse on bytes built by kafka-python's builders; here the bytes are
-what a real broker serves: v2 batches from Tansu (keys, null keys, empty values, headers (kafka-python's producer sends no null header value), gzip and
-uncompressed producers) and legacy message sets from Kafka 0.9 (which the lean parse hands to kafka-python's loop).
+what a real broker serves: v2 batches from Tansu (keys, null keys, empty values, headers (kafka-python's producer sends no null header value), and
+every codec: uncompressed, gzip, snappy, lz4 and zstd producers) and legacy message sets from Kafka 0.9 (which the
+lean parse hands to kafka-python's loop; uncompressed, gzip, snappy and lz4: Kafka 0.9 predates zstd).
 Two ``KafkaSource``s in different groups read the same topic, one with the lean parse and one with kafka-python's;
 they must return the same records, and move the group's position the same way.
 """
@@ -16,23 +17,29 @@ import pytest
 from kafka import KafkaProducer
 from kafka.structs import TopicPartition
 
+from monitor.source import records
 from monitor.source.base import RawRecord
 from monitor.source.kafka import KafkaSource
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker, TansuBroker
 
 pytestmark = pytest.mark.integration
 
-RECORDS = 600
+RECORDS = 600  # per codec
+
+
+def _codecs(broker: Broker) -> tuple[str | None, ...]:
+    """What producers set as ``compression.type``; zstd needs a broker that speaks v2 batches (Kafka ≥ 2.1)."""
+    return (None, "gzip", "snappy", "lz4", *(("zstd",) if isinstance(broker, TansuBroker) else ()))
 
 
 def _produce(broker: Broker, topic: str) -> int:
-    """RECORDS records from two producers (uncompressed and gzip); headers only where the broker speaks v2."""
+    """RECORDS records from a producer per codec; headers only where the broker speaks v2."""
     headers = isinstance(broker, TansuBroker)
     sent = 0
-    for compression in (None, "gzip"):
+    for compression in _codecs(broker):
         producer = KafkaProducer(**broker.kafka_kwargs(), acks="all", compression_type=compression, linger_ms=20)
         futures = []
-        for i in range(RECORDS // 2):
+        for i in range(RECORDS):
             key = None if i % 4 == 0 else b"key-%d" % i
             value = b"" if i % 9 == 4 else b'{"id": "%d", "features": [%d, 0.5]}' % (i, i) * (1 + i % 5)
             extra = {}
@@ -67,7 +74,8 @@ def test_the_lean_parse_reads_what_kafka_pythons_parse_reads(kafka_broker: Broke
     plain, plain_source = _read_all(kafka_broker, topic, False, sent)
     try:
         assert lean_source.lean_record_parse is True and plain_source.lean_record_parse is False
-        assert len(lean) == sent
+        assert sent == RECORDS * len(_codecs(kafka_broker)) and len(lean) == sent
+        assert not any(records.UNDECODABLE_HEADER in dict(r.headers) for r in lean + plain)  # every batch decoded
         assert sorted(lean, key=lambda r: (r.partition, r.offset)) == sorted(
             plain, key=lambda r: (r.partition, r.offset)
         )

@@ -38,6 +38,7 @@ from kafka.errors import KafkaError, NotEnoughReplicasError
 from monitor.cli.demo_data import PHASES, DemoData, build_demo
 from monitor.estimate import METHODS
 from monitor.exporters.prometheus import METRICS, MetricSpec
+from monitor.runtime.state import STATE_FILE, STATE_VERSION
 from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT
 from tests.integration.alertmanager_service import AlertmanagerService, free_port
 from tests.integration.brokers import Kafka09Broker
@@ -88,6 +89,9 @@ DRIVEN_BY: dict[str, str] = {
     "harmonic_http_requests_rejected_total": "a POST to /metrics (bad_request)",
     "harmonic_regions_evicted_total": "probes.max_regions=2 while the drift phases flag events in new places",
     "harmonic_flicker_tolerance": f"a regressor ({REGRESSOR}) watched beside the classifier: regressors only",
+    "harmonic_events_mistimed_total": "an event stamped 3 h ahead (future_timestamp) and one 10 min behind (late)",
+    "harmonic_offsets_went_back_total": "a state dir whose labels-topic position and last commit lie past the topic's "
+    "end (as after the topic was re-created)",
 }
 
 
@@ -164,6 +168,10 @@ class Stream:
         self.add({**like, "id": "overflow", "features": [3e38 if k % 2 else -3e38 for k in range(len(features))]})
         self.events.append((b"bad-json", b"{this is not json"))
         self.add({**like, "id": "too-large", "padding": "x" * (MAX_EVENT_BYTES + 100)})
+        # a producer host whose clock runs 3 h ahead, before the shifts: the drift alerts must still fire (placed at
+        # arrival, this event cannot move the model's clock past its windows)
+        self.add({**like, "id": "from-the-future", "ts": self.ts() + 3 * 3600 * 1000})
+        self.add({**like, "id": "late", "ts": self.ts() - 600 * 1000})
         ce = {
             "specversion": "1.0",
             "id": "kserve-1",
@@ -305,6 +313,12 @@ def test_every_declared_metric_is_written_by_the_real_pipeline(
         "max_event_bytes": MAX_EVENT_BYTES,
     }
     config.write_text(yaml.safe_dump(settings))
+    # the labels topic as if re-created under a kept state dir: the saved position and last commit lie past its end;
+    # the broker's offsets must win (every label read: harmonic_labels_* below), seen and counted
+    (tmp_path / "state").mkdir()
+    gone = [[labels, 0, 10_000]]
+    saved = {"version": STATE_VERSION, "counters": [], "models": {}, "positions": gone, "committed": gone}
+    (tmp_path / "state" / STATE_FILE).write_text(json.dumps(saved))
     sidecar = Sidecar(
         broker,
         topic=events,

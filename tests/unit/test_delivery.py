@@ -518,3 +518,103 @@ def test_sender_config_error_never_shows_the_password() -> None:
     with pytest.raises(ConfigError, match="absolute http") as info:
         WebhookSender("ftp://user:s3cret@host/hook")
     assert "s3cret" not in str(info.value)
+
+
+# ----------------------------------------------------------------------------- a receiver that trickles bytes
+
+
+class Trickler:
+    """A real HTTP receiver on 127.0.0.1 that, while ``trickling``, answers one byte every ``pause`` seconds (each
+    within any socket timeout), and otherwise answers 200 at once."""
+
+    def __init__(self, pause: float = 0.2) -> None:
+        self.trickling = True
+        self.pause = pause
+        self.stop = threading.Event()
+        self.answered = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/hook"
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def _accept(self) -> None:
+        self.listener.settimeout(0.05)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self.threads.append(thread)
+            thread.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
+            while len(body) < length:
+                body += conn.recv(65536)
+            answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+            if not self.trickling:
+                self.answered += 1  # counted before answering, so the sender never sees it early
+                conn.sendall(answer)
+                return
+            for i in range(len(answer)):  # the status line too: the client waits inside getresponse()
+                if self.stop.wait(self.pause):
+                    return
+                if i == len(answer) - 1:
+                    self.answered += 1
+                try:
+                    conn.sendall(answer[i : i + 1])
+                except OSError:  # the client gave up
+                    return
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(5)
+        self.listener.close()
+
+
+@pytest.fixture
+def trickler() -> Iterator[Trickler]:
+    server = Trickler()
+    yield server
+    server.close()
+
+
+def test_a_trickling_receiver_is_a_counted_failure_within_the_deadline_and_delivery_resumes(
+    trickler: Trickler,
+) -> None:
+    """Each byte comes within the 5 s socket timeout, the whole answer would take ~14 s: the 1 s deadline ends the
+    POST, the failure is counted and degraded; once the receiver answers promptly the alert is delivered."""
+    sender = WebhookSender(trickler.url, timeout_seconds=5.0, deadline_seconds=1.0)
+    worker = DeliveryWorker(sender, name="webhook", initial_backoff_seconds=1.0)
+    worker.submit(fired())
+    worker.process_once(T0)
+    assert (worker.failed_total, worker.sent_total, trickler.answered) == (1, 0, 0)
+    degraded = worker.degraded
+    assert degraded is not None and "did not complete within its deadline of 1 s" in degraded
+    trickler.trickling = False  # healed
+    worker.process_once(T0 + 10.0)
+    assert (worker.failed_total, worker.sent_total, trickler.answered) == (1, 1, 1)
+    assert worker.degraded is None
+
+
+def test_the_deadline_must_be_positive() -> None:
+    with pytest.raises(ConfigError, match="deadline_seconds must be a finite number > 0; got 0.0"):
+        WebhookSender("http://127.0.0.1:9/hook", deadline_seconds=0.0)
+
+
+def test_a_stalled_tls_handshake_ends_at_the_deadline() -> None:
+    """A listener that accepts and never answers the TLS hello: the socket timeout (5 s) is not what ends it."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        sender = WebhookSender(
+            f"https://127.0.0.1:{listener.getsockname()[1]}/hook", timeout_seconds=5.0, deadline_seconds=0.5
+        )
+        with pytest.raises(DeliveryError, match="did not complete within its deadline of 0.5 s") as caught:
+            sender.send([fired().alert], T0)
+    assert caught.value.retryable is True

@@ -169,7 +169,17 @@ def test_plain_batches_give_the_same_records_and_positions_for_any_take_sizes(ta
     assert outcome[-1][-1][0] == 241 and outcome[-1][-1][-1] == 1  # next fetch offset; drained once
 
 
-@pytest.mark.parametrize("compression", [0, DefaultRecordBatch.CODEC_GZIP], ids=["none", "gzip"])
+@pytest.mark.parametrize(
+    "compression",
+    [
+        0,
+        DefaultRecordBatch.CODEC_GZIP,
+        DefaultRecordBatch.CODEC_SNAPPY,
+        DefaultRecordBatch.CODEC_LZ4,
+        DefaultRecordBatch.CODEC_ZSTD,
+    ],
+    ids=["none", "gzip", "snappy", "lz4", "zstd"],
+)
 def test_keys_null_values_and_headers_are_the_same(compression: int) -> None:
     data = v2_batch(10, varied(40), compression=compression) + v2_batch(50, varied(25), compression=compression)
     got = records_of(assert_same(data, (5, 33, None)))
@@ -233,7 +243,7 @@ def test_an_empty_control_batch_under_read_committed_fails_like_kafka_python() -
 
 
 @pytest.mark.parametrize("magic", [0, 1])
-@pytest.mark.parametrize("compression", [0, 1], ids=["none", "gzip"])
+@pytest.mark.parametrize("compression", [0, 1, 2, 3], ids=["none", "gzip", "snappy", "lz4"])
 def test_legacy_message_sets_go_through_kafka_pythons_loop(magic: int, compression: int) -> None:
     values: list[bytes | None] = [b"x" * i for i in range(12)] + [None]
     data = legacy_batch(magic, 0, values, compression=compression) + legacy_batch(magic, 13, [b"y"] * 3)

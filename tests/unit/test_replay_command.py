@@ -167,3 +167,28 @@ def test_indices_are_lines_of_the_file(tmp_path: Path) -> None:
     timeline = Timeline(numbers, last_read=lambda: 1)
     assert timeline._index(SimpleNamespace(origin=("replay", 0, 2))) == 5
     assert timeline._index(None) == 2  # between batches: the last line read
+
+
+@pytest.mark.parametrize("skew", [None, 1e12], ids=["default-skew", "unbounded"])
+def test_one_event_stamped_in_the_year_3000_before_the_shift_does_not_stop_the_alert(
+    stream: Stream, tmp_path: Path, skew: float | None
+) -> None:
+    """The clock is bounded to ``alerts.max_event_skew_seconds`` ahead of the watermark: the stray event is placed at
+    the watermark and the shift still fires. Unbounded (the old behaviour), the one event moves the clock past every
+    window and the shift fires nothing."""
+    lines = stream.events.read_bytes().split(b"\n")
+    doc = json.loads(lines[100])
+    doc.update(id="from-the-future", ts=32_503_680_000_000)  # 3000-01-01 in ms
+    lines.insert(101, json.dumps(doc).encode())
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b"\n".join(lines))
+    config = tmp_path / "monitor.yaml"
+    extra = f"  max_event_skew_seconds: {skew}\n" if skew is not None else ""
+    config.write_text(stream.config.read_text(encoding="utf-8") + extra, encoding="utf-8")
+    out = tmp_path / "timeline.json"
+    poisoned = Stream(stream.model, stream.reference, events, config, stream.lines + 1, stream.first_shifted + 1)
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert replay(poisoned, out) == 0
+    alerts = json.loads(out.read_text(encoding="utf-8"))["alerts"]
+    fired = any(a["alertname"] == "HarmonicHarmfulShift" and a["state"] == "firing" for a in alerts)
+    assert fired is (skew is None), alerts

@@ -1,0 +1,130 @@
+"""End to end: ``harmonic-monitor run`` waits out a broker that is away, at start-up and mid-run, and consumes again.
+
+Two sidecars run at once on the same Kafka 0.9 broker, one with the consumer in its child process (the default on
+2 CPUs) and one in-process, each on its own topic and group. The broker is stopped before they start (they must come
+up: ``/healthz`` answers, ``/readyz`` is not ready and names ``broker``), started, then stopped again mid-run for
+``OUTAGE_SECONDS`` and started again. Every event produced before, between and after the outages must be scored,
+the processes must never exit, and kafka-python's own lines about the refused connections must be held back: the
+log has our rate-limited line instead.
+
+Kafka 0.9 only: Tansu keeps its data in memory, so it cannot stop and come back with the topics and offsets.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.brokers import Kafka09Broker
+from tests.integration.model_fixtures import ClassifierFiles, build_classifier
+from tests.integration.sidecar import Sidecar
+from tests.integration.test_run_kafka import (
+    DRAIN_TIMEOUT_SECONDS,
+    MODEL,
+    group_name,
+    new_topic,
+    produce,
+    run_env,
+    valid_events,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+#: the broker away at start-up, and mid-run
+STARTUP_OUTAGE_SECONDS = 5.0
+OUTAGE_SECONDS = 30.0
+#: our line about an outage comes at most every 30 s (OUTAGE_LOG_SECONDS), and once more when a poll raised
+OUR_LINE = "Kafka broker not reachable; waiting for it"
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
+    return build_classifier(tmp_path_factory.mktemp("model"))
+
+
+def test_run_waits_out_a_broker_away_at_start_up_and_mid_run(
+    kafka09_broker: Kafka09Broker, classifier: ClassifierFiles, tmp_path: Path
+) -> None:
+    broker = kafka09_broker
+    modes = {"child": "true", "in-process": "false"}
+    topics = {mode: new_topic(broker, f"outage-{mode}") for mode in modes}
+    sidecars = {
+        mode: Sidecar(
+            broker,
+            topic=topics[mode],
+            group_id=group_name(),
+            state_dir=tmp_path / mode / "state",
+            log_path=tmp_path / f"{mode}.log",
+            model=classifier.onnx_path,
+            model_name=MODEL,
+            reference=classifier.reference_path,
+            env=run_env(0, HARMONIC_KAFKA__CONSUMER_PROCESS=flag),
+        )
+        for mode, flag in modes.items()
+    }
+    batches = [valid_events(classifier, 40, prefix=f"b{k}", start=40 * k) for k in range(3)]
+    broker.stop_broker()
+    try:
+        for sidecar in sidecars.values():
+            sidecar.start()
+        for sidecar in sidecars.values():  # up, not ready, saying why
+            sidecar.wait_until(lambda s=sidecar: s.get("/healthz")[0] == 200, "/healthz", DRAIN_TIMEOUT_SECONDS)
+            sidecar.wait_until(
+                lambda s=sidecar: "broker" in s.readyz()[1]["degraded"], "degraded: broker", DRAIN_TIMEOUT_SECONDS
+            )
+            status, _ = sidecar.readyz()
+            assert status == 503
+        time.sleep(STARTUP_OUTAGE_SECONDS)  # bounded: the outage itself
+        assert all(s.running for s in sidecars.values())
+    finally:
+        broker.start_broker()
+    try:
+        for mode, sidecar in sidecars.items():
+            sidecar.wait_ready(DRAIN_TIMEOUT_SECONDS)
+            produce(broker, topics[mode], batches[0].messages)
+        for sidecar in sidecars.values():
+            sidecar.wait_for_metrics(
+                lambda s: s.total("harmonic_events_scored_total") == 40, "40 scored", DRAIN_TIMEOUT_SECONDS
+            )
+        broker.stop_broker(kill=True)
+        try:
+            for sidecar in sidecars.values():
+                sidecar.wait_for_metrics(
+                    lambda s: s.value("harmonic_degraded", reason="broker") == 1.0,
+                    "degraded: broker, mid-run",
+                    DRAIN_TIMEOUT_SECONDS,
+                )
+            time.sleep(OUTAGE_SECONDS)  # bounded: the outage itself
+            assert all(s.running for s in sidecars.values())
+            assert all(s.get("/healthz")[0] == 200 for s in sidecars.values())
+        finally:
+            broker.start_broker()
+        for mode in modes:
+            produce(broker, topics[mode], batches[1].messages + batches[2].messages)
+        for sidecar in sidecars.values():
+            sidecar.wait_for_metrics(
+                lambda s: (
+                    s.total("harmonic_events_scored_total") == 120
+                    and s.value("harmonic_degraded", reason="broker") == 0
+                ),
+                "every event scored after the outages, the broker back",
+                DRAIN_TIMEOUT_SECONDS,
+            )
+        for mode, sidecar in sidecars.items():
+            code, _ = sidecar.terminate()
+            assert code == 0, mode
+    finally:
+        for sidecar in sidecars.values():
+            if sidecar.running:
+                sidecar.kill()
+    for mode in modes:
+        log = (tmp_path / f"{mode}.log").read_text()
+        ours = log.count(OUR_LINE)
+        assert 1 <= ours <= 6, (mode, ours, log[-4000:])
+        theirs = [line for line in log.splitlines() if "ECONNREFUSED" in line and OUR_LINE not in line]
+        assert theirs == [], (mode, theirs[:5])  # kafka-python's lines about the refused connections held back
+        errors = [line for line in log.splitlines() if "ERROR" in line and "kafka." in line]
+        assert errors == [], (mode, errors[:5])
+        assert "Kafka broker reachable again" in log, mode

@@ -1,0 +1,123 @@
+"""``KafkaSource`` waits out a broker that is away — at start-up and mid-run — instead of raising.
+
+A fake consumer stands in for kafka-python's (the real broker cases are in tests/integration/test_consumer_outage.py):
+a cluster that cannot be reached when the consumer is created, or a poll that raises a connection error, leaves the
+source up, empty-handed and ``degraded``, with one line of ours; it consumes again once the broker answers.
+kafka-python's own lines about connections are held back by :data:`CLIENT_NOISE`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from kafka.errors import KafkaConfigurationError, KafkaConnectionError, KafkaTimeoutError
+
+from monitor.errors import SourceError
+from monitor.source import kafka as kafka_source
+from monitor.source.kafka import CLIENT_NOISE, KafkaSource, install_client_noise_filter
+
+
+class FakeConsumer:
+    def __init__(self, polls: list[Any]) -> None:
+        self.polls = polls
+        self.subscribed: list[str] = []
+        self.closed = False
+        self.config: dict[str, Any] = {}
+
+    def subscribe(self, topics: list[str], listener: Any) -> None:
+        self.subscribed = list(topics)
+
+    def poll(self, timeout_ms: int, max_records: int) -> Any:
+        item = self.polls.pop(0) if self.polls else {}
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def commit(self, offsets: Any) -> None: ...
+
+    def close(self, autocommit: bool = False) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def attempts(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """What each attempt to create the consumer gives: an exception to raise, or the consumer."""
+    queue: list[Any] = []
+
+    def new_consumer(config: Any) -> Any:
+        item = queue.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    monkeypatch.setattr(kafka_source, "_new_consumer", new_consumer)
+    monkeypatch.setattr(kafka_source.time, "sleep", lambda seconds: None)  # a poll's wait: not in a unit test
+    return queue
+
+
+def record(offset: int) -> Any:
+    from kafka.consumer.fetcher import ConsumerRecord
+
+    return ConsumerRecord("t", 0, -1, offset, 1, 0, None, b"{}", [], None, -1, 2, -1)
+
+
+def test_a_broker_away_at_start_up_is_waited_for(attempts: list[Any], caplog: pytest.LogCaptureFixture) -> None:
+    from kafka.structs import TopicPartition
+
+    consumer = FakeConsumer([{TopicPartition("t", 0): [record(0)]}])
+    away = KafkaTimeoutError("Unable to bootstrap from ['b:9092']")
+    attempts += [away, away, consumer]
+    with caplog.at_level(logging.INFO, logger="monitor.source.kafka"):
+        source = KafkaSource("b:9092", "t", "g")  # does not raise
+        assert source.degraded is not None and "Kafka broker at 'b:9092' not reachable" in source.degraded
+        assert "Unable to bootstrap" in source.degraded
+        assert source.poll(0.0, 10) == []  # the second attempt fails too
+        assert source.commit({("t", 0): 1}) is None and not source.ready
+        got = source.poll(0.0, 10)  # the third attempt connects and reads
+    assert [r.offset for r in got] == [0] and consumer.subscribed == ["t"]
+    assert source.degraded is None
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("Kafka broker not reachable; waiting for it (consumption resumes when it is back)") == 1
+    assert "Kafka broker reachable again; consuming" in messages
+    source.close()
+    assert consumer.closed
+
+
+def test_a_connection_error_mid_run_is_waited_out(attempts: list[Any]) -> None:
+    from kafka.structs import TopicPartition
+
+    consumer = FakeConsumer([KafkaConnectionError("111 ECONNREFUSED"), {TopicPartition("t", 0): [record(5)]}])
+    attempts.append(consumer)
+    source = KafkaSource("b:9092", "t", "g")
+    assert source.degraded is None
+    assert source.poll(0.0, 10) == []
+    assert source.degraded is not None and "ECONNREFUSED" in source.degraded
+    assert [r.offset for r in source.poll(0.0, 10)] == [5]
+    assert source.degraded is None
+
+
+def test_settings_kafka_python_refuses_still_fail_at_once(attempts: list[Any]) -> None:
+    attempts.append(KafkaConfigurationError("Unrecognized configs: {'bogus'}"))
+    with pytest.raises(SourceError, match=r"cannot connect to Kafka at 'b:9092'.*Unrecognized configs"):
+        KafkaSource("b:9092", "t", "g")
+
+
+def test_client_noise_holds_back_connection_lines_only(caplog: pytest.LogCaptureFixture) -> None:
+    install_client_noise_filter()
+    install_client_noise_filter()  # idempotent
+    noisy = logging.getLogger("kafka.net.manager")
+    assert noisy.filters.count(CLIENT_NOISE) == 1
+    held = CLIENT_NOISE.held
+    with caplog.at_level(logging.INFO, logger="kafka"):
+        noisy.error("Connection failed: %s", "KafkaConnectionError: 111 ECONNREFUSED")
+        noisy.warning("Bootstrap bootstrap-0 not ready; waiting %s secs", 0.33)
+        noisy.error("something else entirely")
+        noisy.info("Attempting bootstrap to bootstrap-0")  # INFO is not held back (and not shown at WARNING)
+    assert CLIENT_NOISE.held == held + 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "something else entirely",
+        "Attempting bootstrap to bootstrap-0",
+    ]
+    assert "not ready" in CLIENT_NOISE.last_message

@@ -1,0 +1,122 @@
+"""Recovery mode after an unclean exit ends, and applies per partition (monitor/runtime/pipeline.py).
+
+The partitions that had records in flight at the crash are re-processed one record at a time; every other partition
+reads in batches as usual. Recovery ends for a partition once its records in flight are read again, or when it is
+revoked (logged); while any partition is in it, ``harmonic_degraded{reason="recovery"}`` is 1. A record is
+dead-lettered as ``crashed_processing`` only if it was in flight at both crashes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.runtime.pipeline import Pipeline
+from monitor.runtime.state import INFLIGHT_FILE, InFlight
+from monitor.source.base import RawRecord
+from tests.unit.test_pipeline import RecordingSink, RecordingSource, events, make_pipeline, make_settings, rows
+from tests.unit.test_pipeline_reliability import DLQ, reasons
+
+
+def on(partition: int, lines: list[bytes], start: int = 0) -> list[RawRecord]:
+    return [RawRecord(v, topic="t", partition=partition, offset=start + i) for i, v in enumerate(lines)]
+
+
+def write_marker(settings: Any, marker: dict[str, Any]) -> None:
+    InFlight(Path(settings.state_dir)).path.parent.mkdir(parents=True, exist_ok=True)
+    (Path(settings.state_dir) / INFLIGHT_FILE).write_text(json.dumps(marker))
+
+
+def recording(pipeline: Pipeline) -> list[dict[str, Any]]:
+    markers: list[dict[str, Any]] = []
+    write = pipeline.inflight.write
+    pipeline.inflight.write = lambda m: (markers.append(m), write(m))[-1]  # type: ignore[method-assign]
+    return markers
+
+
+def test_only_the_partition_that_had_records_in_flight_is_processed_one_at_a_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 40})
+    write_marker(settings, {"ranges": {"t/0": [0, 4]}, "careful": False})
+    lines = events(rows(20, seed=4))
+    # one poll with both partitions, as a consumer returns them
+    source = RecordingSource([*on(0, lines[:10]), *on(1, lines[10:])])
+    pipeline = make_pipeline(settings, source)
+    assert pipeline._careful_until == {("t", 0): 4}
+    assert "recovery" in pipeline.degraded() and "t/0 up to offset 4" in pipeline.degraded()["recovery"]
+    pipeline.readiness()
+    assert pipeline.state.gauge("harmonic_degraded", ("recovery",)) == 1.0
+    markers = recording(pipeline)
+    with caplog.at_level(logging.INFO, logger="monitor.runtime.pipeline"):
+        while pipeline.step(0.0):
+            pass
+    careful = [m for m in markers if m["careful"]]
+    batched = [m for m in markers if not m["careful"]]
+    assert {p for m in careful for p in m["ranges"]} == {"t/0"}  # partition 1 never one at a time
+    assert [m["ranges"]["t/0"] for m in careful] == [[o, o] for o in range(10)]  # the rest of this poll's, too
+    assert batched and batched[0]["ranges"] == {"t/1": [0, 9]}
+    assert pipeline._careful_until == {} and "recovery" not in pipeline.degraded()
+    pipeline.readiness()
+    assert pipeline.state.gauge("harmonic_degraded", ("recovery",)) == 0.0
+    ended = [r for r in caplog.records if r.getMessage().startswith("recovery mode ended")]
+    assert [(r.partition, r.until_offset) for r in ended] == [("t/0", 4)]  # type: ignore[attr-defined]
+    pipeline.close()
+    assert pipeline.state.counter_sum("harmonic_events_scored_total") == 20
+
+
+def test_a_revoked_partition_leaves_recovery_mode(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = make_settings(tmp_path)
+    write_marker(settings, {"ranges": {"t/0": [0, 4], "t/1": [7, 9]}, "careful": False})
+    pipeline = make_pipeline(settings, RecordingSource([]))
+    with caplog.at_level(logging.INFO, logger="monitor.runtime.pipeline"):
+        pipeline.before_revoke([("t", 0)])
+    assert pipeline._careful_until == {("t", 1): 9} and pipeline._suspects == {("t", 1): (7, 9)}
+    ended = [r for r in caplog.records if r.getMessage().startswith("recovery mode ended")]
+    assert [r.why for r in ended] == ["the partition was revoked"]  # type: ignore[attr-defined]
+    pipeline.before_revoke([("t", 1)])
+    assert pipeline._careful_until == {} and "recovery" not in pipeline.degraded()
+    pipeline.close()
+
+
+@pytest.mark.parametrize(
+    ("suspects", "poison"),
+    [({"t/0": [0, 9]}, True), ({"t/0": [7, 9]}, False), ({"t/1": [0, 9]}, False)],
+    ids=["in-flight-at-both", "not-in-the-first-range", "another-partition"],
+)
+def test_crashed_processing_only_for_a_record_in_flight_at_both_crashes(
+    tmp_path: Path, suspects: dict[str, list[int]], poison: bool
+) -> None:
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 10, "dead_letter_topic": DLQ})
+    careful_until = {key: [span[1], span[1]] for key, span in suspects.items()}
+    write_marker(
+        settings, {"ranges": {"t/0": [6, 6]}, "careful": True, "careful_until": careful_until, "suspects": suspects}
+    )
+    lines = events(rows(10, seed=9))
+    sink = RecordingSink()
+    pipeline = make_pipeline(settings, RecordingSource(on(0, lines[6:], start=6)), sink=sink)
+    while pipeline.step(0.0):
+        pass
+    pipeline.close()
+    assert reasons(sink) == (["crashed_processing"] if poison else [])
+    assert pipeline.state.counter_sum("harmonic_events_scored_total") == (3 if poison else 4)
+
+
+def test_a_careful_marker_carries_the_ranges_of_the_first_crash(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 10})
+    write_marker(settings, {"ranges": {"t/0": [2, 5]}, "careful": False})
+    lines = events(rows(8, seed=2))
+    pipeline = make_pipeline(settings, RecordingSource(on(0, lines)))
+    markers = recording(pipeline)
+    pipeline.step(0.0)
+    assert markers[0] == {
+        "ranges": {"t/0": [0, 0]},
+        "careful": True,
+        "careful_until": {"t/0": [5, 5]},
+        "suspects": {"t/0": [2, 5]},
+    }
+    pipeline.close()
