@@ -1,7 +1,7 @@
 """Signal scales chosen per model from the reference: the σ (and r) at which flicker carries information.
 
-Why: at the seed's fixed r = σ = 0.05 standardized units, γ is ≈ 1e-5 on logistic and MLP models and only
-0–15 % of events ever flicker (issue 22), so flicker is zero for most events and says little about them. Here σ is
+Why: at the default fixed r = σ = 0.05 standardized units, γ is ≈ 1e-5 on logistic and MLP models and only
+0–15 % of events ever flicker, so flicker is zero for most events and says little about them. Here σ is
 chosen so that a stated share of the reference events (``target_share``, 0.5 by default) has non-zero flicker.
 
 How: a bisection over log σ on at most ``max_rows`` reference rows (a seeded sample), each step one scoring of those
