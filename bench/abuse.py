@@ -1,4 +1,4 @@
-"""The HTTP endpoint under abuse: ingest lost to scrapers, and what half-open connections cost (issue 30).
+"""The HTTP endpoint under abuse: ingest lost to scrapers, and what half-open connections cost.
 
 Each server variant runs in its own process (so threads and RSS are its own) over a :class:`MetricsState` that an
 ingest thread keeps updating the way the pipeline does: per micro-batch of 64 events, ``json.loads`` of each event,
@@ -26,7 +26,7 @@ events/s and its ratio to that baseline, scrapes/s with their p50 and max latenc
 ``/metrics`` probe, the server process's most threads (``threading.active_count()``) and most VmRSS, how many
 half-open connections the server closed, and /metrics renders.
 
-Variants: ``new`` (``monitor.exporters.http.MetricsServer``, default limits), ``old`` (the server before issue 30,
+Variants: ``new`` (``monitor.exporters.http.MetricsServer``, default limits), ``old`` (the server before these limits,
 loaded from ``--old-module``: ``git show f842c1c:monitor/exporters/http.py > /tmp/old_http.py``), ``uvicorn`` and
 ``uvicorn-limited`` (uvicorn 0.54 with an ASGI app over the same :class:`~monitor.exporters.http.RenderCache`,
 ``timeout_keep_alive=5``; the second with ``limit_concurrency=64``; needs ``pip install uvicorn==0.54.0``, the

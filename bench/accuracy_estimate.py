@@ -1,4 +1,4 @@
-"""Accuracy without labels (issue 26): our estimators vs AC/ATC/DoC and NannyML's CBPE on covariate-shifted sets.
+"""Accuracy without labels: our estimators vs AC/ATC/DoC and NannyML's CBPE on covariate-shifted sets.
 
 Data shipped inside scikit-learn (breast cancer, digits, wine; nothing downloaded). Per dataset, model and seed:
 

@@ -1,4 +1,4 @@
-"""Any model vs bound (issue 21): scored events/s of :class:`RobustnessScorer` on the model zoo's kinds against
+"""Any model vs bound: scored events/s of :class:`RobustnessScorer` on the model zoo's kinds against
 onnxruntime alone on the model's own inputs.
 
 For each model kind a team deploys (``tests/model_zoo.py``: a ColumnTransformer classifier and regressor with three

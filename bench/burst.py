@@ -1,4 +1,4 @@
-"""Bursts and backlogs (issue 25 part 1, DECISIONS 14): events scored and event-time coverage, for the sampler in
+"""Bursts and backlogs: events scored and event-time coverage, for the sampler in
 the tree (work-conserving, with the delay-bounded event-time reservoir) and for the old behaviour.
 
 *old* is the sampler of commit 7a02537 (``--old-ref``): work-conserving, but its acceptance probability divides the

@@ -1,4 +1,4 @@
-"""Engine throughput (issue 2): scored events/s of :class:`RobustnessScorer` against the onnxruntime-alone bound.
+"""Engine throughput: scored events/s of :class:`RobustnessScorer` against the onnxruntime-alone bound.
 
 For a GradientBoosting (100 trees), an MLP and a logistic-regression classifier on 20 synthetic features, and for
 each batch size B, this script measures in ONE process, interleaved repeat by repeat:

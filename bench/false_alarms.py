@@ -1,4 +1,4 @@
-"""Calibrated false alarms (issues 22 and 26): measured false alarms per 10⁶ stationary events vs the configured rate,
+"""Calibrated false alarms: measured false alarms per 10⁶ stationary events vs the configured rate,
 and the detection delay after a harmful shift beside it. Needs only numpy (no river).
 
 Streams shaped like the real signals (as in tests/unit/test_drift_quality.py): γ is 0 for 30 % of events, lognormal

@@ -1,4 +1,4 @@
-"""Signal scales (issue 22 item 3): does flicker say more about correctness at a σ chosen from the reference?
+"""Signal scales: does flicker say more about correctness at a σ chosen from the reference?
 
 Breast cancer (shipped inside scikit-learn; nothing downloaded). Per seed: a stratified split into reference (60 %)
 and test (40 %) rows; a ``LogisticRegression`` (on standardized inputs, in a pipeline) and a

@@ -3,7 +3,7 @@
 Four subcommands, each printing markdown tables plus the command and the machine:
 
 ``throughput``
-    Produces N SPEC §1 events (20 features, live ``prediction`` with label and probabilities, 4 segments) to a
+    Produces N plain JSON events (20 features, live ``prediction`` with label and probabilities, 4 segments) to a
     4-partition topic on a real broker (Kafka 0.9.0.1 and/or Tansu, from ``tests/integration/brokers.py``), then
     reads the whole topic again and again with fresh consumer groups, alternating the order of these variants
     repeat by repeat:
@@ -188,7 +188,7 @@ def build_fixture(folder: Path) -> Fixture:
 
 
 def encode_events(fx: Fixture, n: int, *, start: int = 0, ts_ms: int | None = 0, prefix: str = "e") -> list[bytes]:
-    """``n`` SPEC §1 events; ``ts_ms`` 0 = a fixed epoch-ms stamp, None = no ``ts`` (the pipeline stamps it)."""
+    """``n`` plain JSON events; ``ts_ms`` 0 = a fixed epoch-ms stamp, None = no ``ts`` (the pipeline stamps it)."""
     out: list[bytes] = []
     base_ts = 1_795_168_800_000
     m = fx.rows.shape[0]

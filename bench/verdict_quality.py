@@ -1,4 +1,4 @@
-"""Verdicts vs the confidence baselines at the same false-alarm rate (issue 22), on river's synthetic streams.
+"""Verdicts vs the confidence baselines at the same false-alarm rate, on river's synthetic streams.
 
 For each stream and seed:
 
@@ -22,7 +22,7 @@ false alarm per 10k events, a detector alarms by chance within 2,000 events abou
 "detections" say little). False alarms = alarms on the calibration run plus alarms in the PRE part of the live
 stream, per 10,000 events. Accuracy is the model's on the PRE and POST parts (the labels the generators give).
 
-The targets (issue 22), judged per stream over the seeds (a median counts a miss as infinitely late):
+The targets, judged per stream over the seeds (a median counts a miss as infinitely late):
 
 - on a harmful shift visible in the outputs (accuracy down > 5 points, and a max-probability baseline caught it in
   at least half the runs), the verdict's median ``harmful-shift`` delay ≤ 1.5 × the fastest max-probability

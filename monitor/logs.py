@@ -76,7 +76,7 @@ def redact(value: object, key: str = "") -> object:
     """Settings (or any JSON-like value) as they may be printed or logged: the value of every secret-named key
     (:func:`is_secret_name`) replaced by ``***``, every string through :func:`redact_text`.
 
-    The one redaction used wherever settings, URLs or errors reach stdout or a log line (DECISIONS 16): ``check-config``,
+    The one redaction used wherever settings, URLs or errors reach stdout or a log line: ``check-config``,
     the start-up line of ``run``, error messages and every formatted log record (:class:`JsonFormatter`,
     :class:`PlainFormatter`).
 

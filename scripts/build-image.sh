@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the container image from ./Dockerfile with buildah, without any registry of base images (DECISIONS 23).
+# Build the container image from ./Dockerfile with buildah, without any registry of base images.
 #
 #   bash scripts/build-image.sh [--prepare] [TAG]      # TAG default: localhost/harmonic-monitor:dev
 #

@@ -1,4 +1,4 @@
-"""Models as teams deploy them, built inside the tests (issue 21): no download, seeded data, a few seconds in all.
+"""Models as teams deploy them, built inside the tests: no download, seeded data, a few seconds in all.
 
 Each ``build_<name>(dir)`` fits (or seeds) a model with the framework a team would use, converts it to ONNX the
 usual way for that framework, writes it as ``dir/<name>.onnx`` and returns a :class:`ZooModel`: the path, a few

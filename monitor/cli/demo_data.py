@@ -59,7 +59,7 @@ class DemoData:
 
 
 def build_demo(workdir: Path, *, events: int, seed: int) -> DemoData:
-    """Train, convert and generate the three phases' raw events (JSON bytes, SPEC §1) into ``workdir``."""
+    """Train, convert and generate the three phases' raw events (JSON bytes, one plain event each) into ``workdir``."""
     from sklearn.datasets import load_breast_cancer
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline

@@ -1,4 +1,4 @@
-"""``harmonic-monitor estimate``: the model's accuracy on unlabelled rows, with a 90 % interval (issue 26).
+"""``harmonic-monitor estimate``: the model's accuracy on unlabelled rows, with a 90 % interval.
 
 The estimators (:mod:`monitor.estimate`) are fitted on a labelled reference: either the fit a reference JSON stores
 under ``accuracy_estimator`` (``reference --labels``), or a labelled validation set given here with

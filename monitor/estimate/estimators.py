@@ -1,4 +1,4 @@
-"""Label-free accuracy estimators fitted on a labelled reference (issue 26): AC, ATC, DoC and ``harmonic``.
+"""Label-free accuracy estimators fitted on a labelled reference: AC, ATC, DoC and ``harmonic``.
 
 Every estimator reads per-event scores of :class:`~monitor.metrics.scorer.RobustnessScorer` — the confidence of
 the predicted class (``ScoreResult.probability``), γ, flicker and P_adj — and estimates the accuracy the model
@@ -28,11 +28,11 @@ The interval (90 %, normal: estimate ± 1.645·sd, clipped to [0, 1]) adds three
    refitting the calibration, the ATC threshold, the DoC offset or the logistic model (the draws are part of the
    fit, so an estimate costs no refit);
 3. **shift**: none of these estimators is unbiased under shift, and their error grows with how far the window has
-   moved; DECISIONS 9 asks that the interval account for it. The margin is ``shift_inflation`` × |AC estimate −
+   moved, and the interval must account for it. The margin is ``shift_inflation`` × |AC estimate −
    reference accuracy| (how far the calibrated confidence moved, the same for every method) plus a floor
    ``shift_floor``, both measured on ``bench/accuracy_estimate.py`` (``docs/BENCHMARKS.md``).
 
-Sampling weights (the class-stratified sampler, DECISIONS 9): ``estimate(..., weights=1/p(sampled))`` weights every
+Sampling weights (the class-stratified sampler): ``estimate(..., weights=1/p(sampled))`` weights every
 mean, share and variance.
 """
 
@@ -58,7 +58,7 @@ from monitor.estimate.calibration import (
 )
 
 METHODS: tuple[str, ...] = ("harmonic", "ac", "atc", "doc")
-#: the primary method when none is named (DECISIONS 9: the best on the benchmark, docs/BENCHMARKS.md "Accuracy
+#: the primary method when none is named (the best on the benchmark, docs/BENCHMARKS.md "Accuracy
 #: estimate vs peers"): AC, ATC and harmonic tie on MAE over all 491 sets (3.96 / 3.98 / 4.09 points), and ATC is
 #: by far the best where accuracy moved 10 points or more (7.8 vs 12.6 / 13.3), which is what an alert is for
 DEFAULT_METHOD = "atc"

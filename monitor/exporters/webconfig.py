@@ -1,5 +1,5 @@
-"""Stage 6: the HTTP endpoint's web config file — TLS and basic auth in the Prometheus exporter-toolkit's format
-(issue 25, DECISIONS 15), read once at start by ``run`` and ``check-config``.
+"""Stage 6: the HTTP endpoint's web config file — TLS and basic auth in the Prometheus exporter-toolkit's format,
+read once at start by ``run`` and ``check-config``.
 
 The file (``metrics.web_config_file``; docs/OPERATIONS.md, "HTTP endpoint"; ``deploy/web-config.example.yml``)::
 

@@ -1,4 +1,5 @@
-"""Stage 4: anharmonicity γ (SPEC §2, seed 001 eq. 3) from already-evaluated model outputs.
+"""Stage 4: anharmonicity γ (eq. 3 of *Harmonic Machine Learning Models are Robust*) from
+already-evaluated model outputs.
 
 γ(x) = | f(x) − (1/m) Σ_i f(x + r·v_i) |; for vector outputs the L2 norm of that difference.
 These are pure functions over arrays; :mod:`monitor.metrics.scorer` arranges the single model call.

@@ -1,7 +1,7 @@
 """Signal scales chosen per model from the reference: the σ (and r) at which flicker carries information.
 
-Why: at the seed's fixed r = σ = 0.05 standardized units, γ is ≈ 1e-5 on logistic and MLP models and only
-0–15 % of events ever flicker (issue 22), so flicker is zero for most events and says little about them. Here σ is
+Why: at the default fixed r = σ = 0.05 standardized units, γ is ≈ 1e-5 on logistic and MLP models and only
+0–15 % of events ever flicker, so flicker is zero for most events and says little about them. Here σ is
 chosen so that a stated share of the reference events (``target_share``, 0.5 by default) has non-zero flicker.
 
 How: a bisection over log σ on at most ``max_rows`` reference rows (a seeded sample), each step one scoring of those
@@ -10,7 +10,7 @@ share of flickering rows grows with σ almost surely monotonically and the searc
 ``iterations + 2`` scorings of ``max_rows`` rows with a 2-point ball (``hypercube:2``) and the configured K copies.
 
 r is tied to σ (r = σ): the ball and the noise then probe the same neighbourhood, in the same per-feature
-standardized units, as the seed's defaults did (r = σ = 0.05). γ's curvature term grows as r², so a σ at which
+standardized units, as the fixed defaults do (r = σ = 0.05). γ's curvature term grows as r², so a σ at which
 the class changes for half the events is also a radius at which γ leaves its ≈ 1e-5 floor.
 
 Regressors are handled alike: their flicker counts copies whose output moves by more than ``regression_tolerance``
@@ -32,7 +32,7 @@ from monitor.model.base import Predictor
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 
-#: how the scales were chosen: the seed's fixed values, or the bisection on the share of flickering reference rows
+#: how the scales were chosen: fixed (r = σ = 0.05), or the bisection on the share of flickering reference rows
 SCALE_METHODS = ("fixed", "target-flicker-share")
 #: the σ range searched, in the standardizer's units
 SIGMA_LOW, SIGMA_HIGH = 1e-3, 10.0

@@ -1,4 +1,4 @@
-"""Stage 3: what a model's outputs mean — the one decision every later stage reads (DECISIONS 11).
+"""Stage 3: what a model's outputs mean — the one decision every later stage reads.
 
 :func:`decide_outputs` reads the graph once, at load, and says whether the model is a classifier or a regressor,
 which output holds its labels, its probabilities and its logits, and why. ``OnnxModel`` logs that decision in one
@@ -29,7 +29,7 @@ A float ``[N, C ≥ 2]`` output with no evidence either way stays a regressor �
 targets — and the log line says so and how to override (``model_kind: classifier``); docs/SPEC-NOTES.md argues that
 choice. When the class scores are logits only, the model's probabilities are their softmax (sigmoid for a single
 logit column): ``OnnxModel`` adds that node to the graph at load (:attr:`OutputDecision.softmax_of`), so the class
-is the argmax of the logits and γ, flicker and P_adj are the classifier's as SPEC §2–3 define them.
+is the argmax of the logits and γ, flicker and P_adj are the classifier's as docs/SPEC-NOTES.md defines them.
 """
 
 from __future__ import annotations
@@ -278,7 +278,7 @@ def add_probabilities(graph: Any, logits: str) -> str:
     """Add the softmax of the logits output (a sigmoid when it has one column) as a new graph output, in place.
 
     ``graph`` is an ``onnx.GraphProto``; returns the new output's name. The class stays the argmax of the logits
-    (softmax and sigmoid are monotone) and the confidence becomes the probability SPEC §2 reads f at.
+    (softmax and sigmoid are monotone) and the confidence becomes the probability γ reads f at.
     """
     from onnx import helper
 

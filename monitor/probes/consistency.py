@@ -1,4 +1,5 @@
-"""Probes: output consistency across configurations (SPEC §8, seed 003 §2 and App. B).
+"""Probes: output consistency across configurations (*Robustness as an Emergent Property of Task
+Performance*, §2 and App. B).
 
 The configurations V of a point are the clean input plus one perturbed copy per perturbation type at a fixed ε
 (for ``shift``: one random feature and sign per point). Then
@@ -10,7 +11,7 @@ The configurations V of a point are the clean input plus one perturbed copy per 
 - per-example STD of the score across V: the correctness (0/1) when labels are given, else the probability of
   the class predicted on the clean input (regressors: the output over its scale, averaged over outputs);
 - PDR (labels only): mean over perturbed configurations v of 1 − acc_v / acc_clean (Zhu et al., 2024, at
-  dataset level; seed 003's per-example ratio is undefined for 0/1 scores).
+  dataset level; that paper's per-example ratio is undefined for 0/1 scores).
 """
 
 from __future__ import annotations

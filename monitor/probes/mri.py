@@ -1,4 +1,4 @@
-"""Probes: the Model Robustness Index (SPEC §6, seed 000 §10.2) — a vector, never one number.
+"""Probes: the Model Robustness Index (*The Robustness Surface*, §10.2) — a vector, never one number.
 
 r_τ = mean over the region's points of C(f(x), f(τ(x))) at one fixed, moderate ε, with C = class agreement for
 classifiers and clip(1 − |Δ|/scale, 0, 1) (averaged over outputs) for regressors; scale = the output std of the

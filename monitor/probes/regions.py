@@ -1,4 +1,4 @@
-"""Probes: the bounded index of flagged feature regions (SPEC §6).
+"""Probes: the bounded index of flagged feature regions.
 
 A *region* is a place in feature space where sampled events show high γ or flicker: a centre (standardized
 units), a radius, the exemplars that put it there (raw units, bounded), and its scores. Events are flagged when

@@ -1,4 +1,4 @@
-"""Probes: the sensitivity matrix (SPEC §6, seed 000 §10.3) — which output dimensions move under which τ.
+"""Probes: the sensitivity matrix (*The Robustness Surface*, §10.3) — which output dimensions move under which τ.
 
 S_ij = E|f_i(x) − f_i(τ_j(x))| over the region's points (and over ``draws`` independent draws of a stochastic τ),
 with f = class probabilities for classifiers (one-hot labels for label-only models) and the output values for

@@ -1,4 +1,4 @@
-"""Stage 5a: label-based quality over the last N joined labels (SPEC §7, seed 002 B–C).
+"""Stage 5a: label-based quality over the last N joined labels (*Model Robustness Metrics*, §2 B–C).
 
 Accuracy; Resilience = min(accuracy under σ = 0.1 noise / clean accuracy, 1); ECE with M equal-width confidence
 bins and Reliability = 1 − ECE; and the composite 0.4·Stability + 0.3·Resilience + 0.3·Reliability, which is
@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from monitor.errors import ConfigError
 
-COMPOSITE_WEIGHTS = (0.4, 0.3, 0.3)  # stability, resilience, reliability (seed 002 §3)
+COMPOSITE_WEIGHTS = (0.4, 0.3, 0.3)  # stability, resilience, reliability (*Model Robustness Metrics*, §3)
 
 
 def expected_calibration_error(confidence: NDArray[np.floating], correct: NDArray[np.bool_], bins: int = 10) -> float:

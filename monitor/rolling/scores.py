@@ -1,4 +1,4 @@
-"""Stage 5a: bounded per-event score samples per window, for the label-free accuracy estimate (issue 26).
+"""Stage 5a: bounded per-event score samples per window, for the label-free accuracy estimate.
 
 The windows of :mod:`monitor.rolling.windows` keep time windows as per-bucket aggregates, which is enough for means
 and quantiles but not for an accuracy estimator: ATC counts rows above a threshold, the ``harmonic`` estimator

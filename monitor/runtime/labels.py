@@ -1,4 +1,4 @@
-"""The pipeline's labels seam (SPEC §7): delayed ground-truth labels joined to the predictions the sidecar scored.
+"""The pipeline's labels seam: delayed ground-truth labels joined to the predictions the sidecar scored.
 
 :class:`LabelStage` decodes records from the labels topic, keeps each scored prediction (its class value,
 confidence and class under small noise) until its label arrives or its time-to-live ends, and updates the

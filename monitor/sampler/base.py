@@ -70,15 +70,15 @@ class Sampler(Protocol):
 
     def release(self, now: float) -> list[tuple[InferenceEvent, float]]:
         """Decisions on events that ``sample_many`` held undecided (weight 0.0 there), as (event, weight); called
-        once per poll step, after that step's ``sample_many`` calls (DECISIONS 14: an event-time reservoir bounded
-        in delay). Samplers that never hold return []."""
+        once per poll step, after that step's ``sample_many`` calls (an event-time reservoir bounded in
+        delay). Samplers that never hold return []."""
 
     def snapshot(self) -> Mapping[str, ModelSamplingStats]:
         """Per-model counts, read at scrape time."""
 
     def observe_cost(self, model: str, events: int, seconds: float) -> None:
         """Scoring ``events`` of ``model``'s events took ``seconds`` of CPU (one micro-batch): the measured cost
-        that work-conserving samplers divide the CPU budget by (DECISIONS 14)."""
+        that work-conserving samplers divide the CPU budget by."""
 
 
 def fraction_and_weight(kept: int, seen: int) -> tuple[float, float]:

@@ -1,7 +1,7 @@
 """Stage 2: work-conserving uniform sampling — every event is scored while the engine keeps up; under overload
 every event of a model has the same chance of being scored.
 
-What scoring can sustain is measured, not assumed (DECISIONS 14): the CPU budget is ``cpu_share`` of the CPUs
+What scoring can sustain is measured, not assumed: the CPU budget is ``cpu_share`` of the CPUs
 the process may use (:func:`monitor.cpus.available_cpus`: affinity capped by the cgroup's CPU quota), and each
 model's cost is a moving average of the CPU seconds per scored event that the pipeline reports after every
 micro-batch (:meth:`UniformSampler.observe_cost`). The budget is divided between models by max-min fairness in
@@ -13,7 +13,7 @@ long as it fits the CPU bucket (``burst_seconds`` of the CPU budget). A model's 
 probability ``share / offered rate`` (its events per second, measured over the intervals between its recent
 polls), so that under overload acceptance is spread evenly over the stream; token buckets only cap surges the rate
 estimate has not caught up with. Batch decisions (:meth:`UniformSampler.sample_many`) go through a delay-bounded
-event-time reservoir (DECISIONS 14): the first polls of a stream are held undecided until the stream pauses (a
+event-time reservoir: the first polls of a stream are held undecided until the stream pauses (a
 burst: scored whole if it fits the CPU bucket) or outgrows the bucket (a backlog or an overload: all of it decided
 at the measured rate), at most ``max_delay_seconds``, so that a backlog read after a restart is sampled at one
 probability over its whole event-time span, not more densely in its first minutes. A model whose cost is not
@@ -320,7 +320,7 @@ class UniformSampler:
         intervals between this model's recent polls (exact for a steady stream from the second poll on), one
         probability per (model, stratum) for the whole poll, so that a poll is sampled evenly over its events.
 
-        Work-conserving (a CPU share set, no event cap; DECISIONS 14), a delay-bounded event-time reservoir: while
+        Work-conserving (a CPU share set, no event cap), a delay-bounded event-time reservoir: while
         a model is not known to be overloaded, its polls are *held* (weight 0 here, decided later) as long as their
         measured cost fits in the CPU bucket. When the stream pauses (:meth:`release` sees a step without the
         model's events) what was held was a burst, and it is scored whole if it fits (else uniformly, as much as the

@@ -1,6 +1,6 @@
 """Stage 1 (source): decode one Kafka message into validated :class:`~monitor.events.InferenceEvent` objects.
 
-:class:`EventDecoder` is the entry point for both input formats (SPEC §1). It tells a KServe payload-logging
+:class:`EventDecoder` is the entry point for both input formats. It tells a KServe payload-logging
 CloudEvent (parsed by :mod:`monitor.source.kserve`; :class:`~monitor.source.kserve_join.KServeJoiner` pairs its
 request and response halves) from the plain event, which it decodes here, one JSON object per message::
 
@@ -159,7 +159,7 @@ class EventDecoder:
     def decode(
         self, value: bytes, headers: Headers = (), origin: Origin | None = None, now: float | None = None
     ) -> InferenceEvent:
-        """Decode one plain SPEC §1 event.
+        """Decode one plain event.
 
         Parameters
         ----------

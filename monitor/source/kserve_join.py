@@ -1,6 +1,6 @@
 """Stage 1 (source): pair KServe request and response messages into events that carry the live prediction.
 
-:class:`KServeJoiner` is the entry point for a topic that may carry either input format: plain SPEC §1 events
+:class:`KServeJoiner` is the entry point for a topic that may carry either input format: plain events
 pass through :class:`~monitor.source.decode.EventDecoder`; the KServe CloudEvent halves it decodes
 (:mod:`monitor.source.kserve`) are held here, by ``ce_id``, until their partner arrives or a TTL passes.
 Nothing here does I/O; time is the ``now`` the caller passes.
@@ -29,7 +29,7 @@ class KServeJoiner:
 
     This is the single entry point for a topic that may carry either format: plain events pass straight
     through; a KServe request is held until its response arrives (its events then carry the live prediction
-    that shadow agreement needs, SPEC §4) or until ``ttl_seconds`` pass (its events are then emitted without a
+    that shadow agreement needs) or until ``ttl_seconds`` pass (its events are then emitted without a
     prediction). A response whose request never comes is dropped at expiry and counted. When more than
     ``max_pending`` halves are held, the oldest is treated as expired. Every dropped half is counted in
     :attr:`dropped` by model and a reason from :data:`KSERVE_DROP_REASONS`.

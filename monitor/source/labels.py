@@ -1,6 +1,6 @@
 """Stage 1 (labels): decode delayed ground-truth labels and join them to scored predictions by event id.
 
-Labels arrive on their own topic as ``{"id": ..., "label": ..., "ts": ...}`` (SPEC §1) and are joined within a
+Labels arrive on their own topic as ``{"id": ..., "label": ..., "ts": ...}`` and are joined within a
 bounded time-to-live. :class:`LabelJoiner` holds two bounded, insertion-ordered stores: recent *scored*
 predictions (only sampled events are scored, so most labels find no partner; that is normal and counted), and
 labels that arrived before their prediction was scored (a lagging inference topic). Time is the ``now`` the
@@ -90,7 +90,7 @@ class ScoredPrediction:
     ----------
     predicted_class : class predicted by the ONNX copy (None for regressors).
     confidence : probability of ``predicted_class`` (for ECE), or None.
-    noisy_class : class predicted on a σ-noisy copy (for Resilience, SPEC §7), or None.
+    noisy_class : class predicted on a σ-noisy copy (for Resilience), or None.
     """
 
     event_id: str

@@ -1,4 +1,4 @@
-"""The container image, built from ``Dockerfile`` and run as it ships (DECISIONS 23; issue 31, row 12).
+"""The container image, built from ``Dockerfile`` and run as it ships.
 
 ``scripts/build-image.sh`` builds it with buildah on a ``python:3.11-slim`` base made from Debian's packages (no image
 registry is reachable here; ``scripts/test.sh`` runs the script's ``--prepare`` step before pytest). The tests run the

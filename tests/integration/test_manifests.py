@@ -1,4 +1,4 @@
-"""Every deployment manifest in ``deploy/`` checked against its schema, offline (DECISIONS 19; issue 25, part 3).
+"""Every deployment manifest in ``deploy/`` checked against its schema, offline.
 
 - ``deploy/kubernetes/*.yaml``: built-in kinds against Kubernetes' own schemas (``kubernetes-validate``, which ships
   them, strict: an unknown field fails) for the oldest and the newest release it knows; the Prometheus Operator's

@@ -45,7 +45,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DELIVERY_TIMEOUT_MS = 3000
 #: a password in the settings and in an Alertmanager URL: it must appear in no log line
 SECRET = "hunter2-outage"
-#: how long the broker stays away (issue 30: "broker stopped for 60 s")
+#: how long the broker stays away (a broker stopped for 60 s)
 OUTAGE_SECONDS = 60.0
 #: how long the child is given to fetch the events produced while the sidecar itself is stopped
 FETCH_SECONDS = 3.0

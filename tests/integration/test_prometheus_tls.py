@@ -1,4 +1,4 @@
-"""A real Prometheus scrapes a real sidecar's ``/metrics`` over TLS with basic auth (issue 25).
+"""A real Prometheus scrapes a real sidecar's ``/metrics`` over TLS with basic auth.
 
 The sidecar is the production :class:`~monitor.runtime.service.Service` with ``metrics.web_config_file`` pointing
 at a web config (a self-signed certificate made by ``openssl``, one bcrypt-hashed user). Prometheus (the Debian

@@ -1,4 +1,4 @@
-"""A burst against a real broker (issue 25): 500 valid events produced at once, the sidecar at its default settings
+"""A burst against a real broker: 500 valid events produced at once, the sidecar at its default settings
 (work-conserving sampling, no event cap): every one is scored, since the engine keeps up with them.
 
 Before work-conserving sampling, the default budget (200 events/s, 2 s burst) scored 1 of such a burst. The

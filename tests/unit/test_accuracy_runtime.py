@@ -1,4 +1,4 @@
-"""Accuracy without labels in the product (issue 26): ``reference --labels`` stores the fitted estimators, ``run``
+"""Accuracy without labels in the product: ``reference --labels`` stores the fitted estimators, ``run``
 loads them, and :class:`~monitor.runtime.watch.ModelWatch` publishes ``harmonic_estimated_accuracy`` per window and
 method and fires ``HarmonicAccuracyDrop``.
 

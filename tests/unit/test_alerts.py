@@ -235,7 +235,7 @@ def test_alert_engine_reset_forgets_alerts_and_counters(engine: AlertEngine) -> 
     assert observe(engine, True, 100.0) is None  # pending again from scratch
 
 
-# ---------------------------------------------------------------------- evaluation on a clock (issue 31 row 11)
+# ---------------------------------------------------------------------------------------- evaluation on a clock
 
 
 def test_alert_engine_advance_fires_a_pending_alert_without_new_observations(engine: AlertEngine) -> None:

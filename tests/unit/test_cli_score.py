@@ -165,7 +165,7 @@ def test_score_margin_of_a_binary_classifier_is_two_probability_minus_one(files:
 
 
 def test_score_flicker_of_a_linear_regressor_is_near_zero_with_the_defaults(files: Files, tmp_path: Path) -> None:
-    # issue 31 row 1: the tolerance is a fraction of the output's reference IQR, not 0.1 in the output's units
+    # the tolerance is a fraction of the output's reference IQR, not 0.1 in the output's units
     score(files.regressor, files.data_csv, tmp_path / "out.csv", "--flicker-copies", "256")
     _, values = read_output(tmp_path / "out.csv")
     assert values[:, 1].mean() < 0.03  # 2Φ(−1.349·0.1/0.05) = 0.007 for any exactly linear model

@@ -1,4 +1,4 @@
-"""Stage 1: plain SPEC §1 events (monitor/source/decode.py) and the shared checks (monitor/source/validate.py).
+"""Stage 1: plain JSON events (monitor/source/decode.py) and the shared checks (monitor/source/validate.py).
 
 KServe CloudEvents and the joiner: tests/unit/test_kserve.py (which reuses the helpers here)."""
 
@@ -167,7 +167,7 @@ def test_decode_accepts_features_up_to_the_float32_range() -> None:
 
 @pytest.mark.parametrize("features", [[1e300, 1.0, 2.0], [1.7e308, 1.7e308, 0], [1, 2, 10**40], [3.5e38, 0, 0]])
 def test_decode_refuses_features_beyond_float32(features: list[float]) -> None:
-    """An event with 1e300 was neither scored nor counted: float32 made it inf in the model (issue 30)."""
+    """An event with 1e300 was neither scored nor counted: float32 made it inf in the model."""
     with pytest.raises(InvalidEventError, match=r"beyond float32's range \(±3\.4e38\) in which the model computes"):
         decoder().decode(event(features=features))
 
@@ -365,7 +365,7 @@ def test_the_fast_path_decodes_every_shape_as_the_careful_path(
     assert fast._plain_common(shapes[0], None, now) is not None
 
 
-# ---------------------------------------------------------------------- values safe for every later stage (issue 30)
+# --------------------------------------------------------------------------------- values safe for every later stage
 
 
 @pytest.mark.parametrize("field", ["segment", "model_version", "id"])
@@ -400,7 +400,7 @@ def test_decode_message_of_an_invalid_event_always_encodes() -> None:
 
 
 def test_decode_infinity_and_minus_infinity_together_are_not_finite() -> None:
-    """fsum raised ValueError on inf + -inf (json.dumps writes both tokens) and the process exited (issue 30)."""
+    """fsum raised ValueError on inf + -inf (json.dumps writes both tokens) and the process exited."""
     value = json.dumps({"id": "i1", "ts": 1795168800000, "features": [math.inf, -math.inf, 1.0]}).encode()
     for dec in (decoder(), CarefulDecoder()):
         with pytest.raises(InvalidEventError, match=r"feature 'age' is inf; every feature must be finite") as info:

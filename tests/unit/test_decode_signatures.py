@@ -1,4 +1,4 @@
-"""Stage 1 for models with several inputs, categorical (string/int/bool) inputs and N-D tensors (issue 21): events
+"""Stage 1 for models with several inputs, categorical (string/int/bool) inputs and N-D tensors: events
 and KServe requests decoded by the model's :class:`~monitor.model.signature.Signature` into x and held values
 (monitor/source/validate.py ``signature_row``, monitor/source/kserve.py), and every misfit refused with a reason and
 a message that names the input.

@@ -1,4 +1,4 @@
-"""Accuracy without labels (issue 26): the estimators on real models and real bundled data, and the CLI."""
+"""Accuracy without labels: the estimators on real models and real bundled data, and the CLI."""
 
 from __future__ import annotations
 

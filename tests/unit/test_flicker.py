@@ -1,4 +1,4 @@
-"""Stability flicker (SPEC §3) against its closed form on linear ONNX models.
+"""Stability flicker against its closed form on linear ONNX models.
 
 For a linear classifier with score s(x) = w·x + b, a copy x + σ·S·ε (S = diag of the standardizer's scale,
 ε ~ N(0, I)) has score s(x) + σ·(w⊙S)·ε ~ N(s(x), σ²‖w⊙S‖²), so it lands on the other side of the boundary
@@ -107,7 +107,7 @@ def test_regressor_flicker_matches_the_gaussian_tail_beyond_the_tolerance(tmp_pa
     np.testing.assert_array_less(np.abs(flicker - expected), _binomial_tolerance(expected, COPIES))
 
 
-# -- regressors: a tolerance relative to the output's reference IQR (issue 31 row 1, DECISIONS 8) -----------------
+# -- regressors: a tolerance relative to the output's reference IQR -----------------------------------------------
 #: 2Φ(−1.349·τ/σ): the flicker of any exactly linear regressor at tolerance τ and noise σ (module docstring of
 #: monitor.metrics.scorer.output_scale); 1.349 = the IQR of N(0, 1)
 IQR_OF_A_STANDARD_NORMAL = 2.0 * norm.ppf(0.75)
@@ -125,7 +125,7 @@ def _sklearn_linear_regression(tmp_path: Path) -> tuple[OnnxModel, NDArray[np.fl
 
 
 def test_flicker_of_an_exactly_linear_regressor_is_near_zero_with_the_defaults(tmp_path: Path) -> None:
-    # issue 31 row 1: mean flicker was 0.60-0.74 (an absolute tolerance of 0.1 in the output's units)
+    # with an absolute tolerance of 0.1 in the output's units, mean flicker was 0.60-0.74
     model, x = _sklearn_linear_regression(tmp_path)
     flicker = RobustnessScorer(model, Standardizer.fit(x), ScoringConfig()).score(x).flicker
     expected = 2.0 * norm.cdf(-IQR_OF_A_STANDARD_NORMAL * 0.1 / 0.05)  # 0.0070

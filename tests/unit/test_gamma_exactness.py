@@ -1,4 +1,4 @@
-"""γ exactness (SPEC §2) through real tiny ONNX regressors and the full scorer path.
+"""γ exactness through real tiny ONNX regressors and the full scorer path.
 
 The scorer builds ball points and evaluates the model in float32, so "exact" means exact up to float32
 rounding: every check uses ``atol = F32_SLACK · eps32 · (1 + max|f|)`` where max|f| is the largest output

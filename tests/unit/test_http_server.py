@@ -4,7 +4,7 @@ connections, scrapes and readiness calls, bad requests.
 
 Nothing sleeps: renders and callbacks are held on ``threading.Event``s, the render interval runs on a fake clock,
 and where the real server must act on its own (a read or write timeout of a fraction of a second) the test waits
-for that condition with a deadline (DECISIONS 17).
+for that condition with a deadline.
 """
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ def test_load_rows_refuses_a_path_with_a_nul_byte(tmp_path: Path) -> None:
         load_rows(str(tmp_path / "a\x00b.csv"))
 
 
-# -- the header row: judged against the rows below it (issue 31, row 3) -------------------------------------------
+# -- the header row: judged against the rows below it -------------------------------------------------------------
 def _floats_below(first: str, n_rows: int = 500) -> str:
     rows = np.random.default_rng(0).normal(size=(n_rows, 3))
     return first + "\n" + "\n".join(",".join(f"{v:.6f}" for v in row) for row in rows) + "\n"

@@ -412,7 +412,7 @@ def test_kserve_more_invalid_messages(value: bytes, headers: list[tuple[str, byt
     assert info.value.reason == reason
 
 
-# ---------------------------------------------------------------------- values safe for every later stage (issue 30)
+# --------------------------------------------------------------------------------- values safe for every later stage
 
 
 def test_kserve_joiner_counts_every_dropped_half_by_model_and_reason() -> None:
@@ -477,7 +477,7 @@ def test_kserve_cleans_ids_and_versions_from_headers_and_structured_attributes()
 def test_kserve_values_beyond_later_stages_are_refused_with_a_reason(
     value: bytes, headers: list[tuple[str, bytes]], reason: str, match: str
 ) -> None:
-    """Each raised OverflowError, ValueError or UnicodeEncodeError out of the decoder before (issue 30's fuzzing)."""
+    """Each raised OverflowError, ValueError or UnicodeEncodeError out of the decoder before (found by fuzzing)."""
     with pytest.raises(InvalidEventError, match=match) as info:
         decoder().decode_kserve(value, headers)
     assert info.value.reason == reason

@@ -136,7 +136,7 @@ def test_label_decoder_bad_configuration_is_refused() -> None:
 
 
 def test_label_decode_cleans_the_id_as_the_event_decoder_does() -> None:
-    """A label's id must still join its event's after both are cleaned (issue 30: lone surrogate ids)."""
+    """A label's id must still join its event's after both are cleaned (lone surrogate ids)."""
     events = EventDecoder({"m": ModelSchema(1)}, default_model="m")
     for raw_id in ("p\\ud800", "a\\u0000b", "i" * 300):
         value = b'{"id": "%s", "ts": 1795168800000, "features": [1]}' % raw_id.encode()

@@ -1,4 +1,4 @@
-"""Delayed labels through the pipeline: accuracy, resilience, reliability (1 − ECE) and the composite (SPEC §7)."""
+"""Delayed labels through the pipeline: accuracy, resilience, reliability (1 − ECE) and the composite."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The model's margin (top-1 minus top-2 class probability) as a label-free signal beside confidence (issue 22).
+"""The model's margin (top-1 minus top-2 class probability) as a label-free signal beside confidence.
 
 - the scorer computes it from the probabilities ``probability`` reads (the probability output, else the softmax of
   the logits): 2p − 1 for a binary classifier, 0 at a two-class tie, NaN for regressors and invalid rows;

@@ -1,4 +1,4 @@
-"""The model zoo (tests/model_zoo.py, issue 21): each model runs in onnxruntime and agrees with the framework that
+"""The model zoo (tests/model_zoo.py): each model runs in onnxruntime and agrees with the framework that
 built it, and :func:`~monitor.model.outputs.decide_outputs` reads its outputs as what they are."""
 
 from __future__ import annotations

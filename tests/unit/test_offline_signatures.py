@@ -1,4 +1,4 @@
-"""Offline commands (``score``, ``reference``, ``probe``) on models of any signature (issue 21): several inputs, int
+"""Offline commands (``score``, ``reference``, ``probe``) on models of any signature: several inputs, int
 and string inputs held fixed, an image tensor; CSV files whose header names the inputs or features, ``.npy`` and
 ``.npz`` files; clear messages for wrong names, shapes and types.
 

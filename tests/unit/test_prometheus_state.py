@@ -119,7 +119,7 @@ def test_prometheus_state_counters_dump_and_load(state: MetricsState) -> None:
 
 
 def test_prometheus_state_keeps_the_most_recent_versions_and_removes_the_series_of_the_evicted() -> None:
-    """10,000 distinct model_version values made 9,626 series (issue 30); now at most max_versions per model."""
+    """10,000 distinct model_version values made 9,626 series; now at most max_versions per model."""
     state = MetricsState(max_versions=8)
     for i in range(10_000):
         state.inc("harmonic_events_scored_total", ("credit", f"v{i}", "eu"))

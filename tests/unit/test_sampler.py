@@ -176,7 +176,7 @@ def test_sampler_starts_a_new_models_bucket_full(cls: type[UniformSampler]) -> N
 
 
 def test_sampler_budget_is_described_as_one_budget_shared_by_all_models() -> None:
-    # issue 31 row 8: every place that explains `events_per_second` says the same thing as the code
+    # every place that explains `events_per_second` says the same thing as the code
     repo = Path(__file__).resolve().parents[2]
     texts = {
         name: (repo / name).read_text(encoding="utf-8")
@@ -347,7 +347,7 @@ def _mixed_stream(seed: int) -> list[tuple[float, list[InferenceEvent], list[boo
 @pytest.mark.parametrize("kind", ["uniform", "stratified"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sample_many_decides_exactly_as_sample_called_in_turn(kind: str, seed: int) -> None:
-    # issue 25: sample_many now counts a whole poll before deciding (one probability per poll, see the next test), so
+    # sample_many now counts a whole poll before deciding (one probability per poll, see the next test), so
     # the exact equivalence with ``sample`` holds poll by poll for one-event polls, which is what it checks now
     def make() -> UniformSampler:
         cls = UniformSampler if kind == "uniform" else StratifiedSampler
@@ -367,7 +367,7 @@ def test_sample_many_decides_exactly_as_sample_called_in_turn(kind: str, seed: i
 
 @pytest.mark.parametrize("cls", [UniformSampler, StratifiedSampler])
 def test_sample_many_samples_a_large_poll_evenly(cls: type[UniformSampler]) -> None:
-    # issue 25: deciding in turn, the first events of a large poll saw a low offered rate and were all kept (a
+    # decided in turn, the first events of a large poll saw a low offered rate and were all kept (a
     # backlog was scored in its first second); counting the poll first gives every event one probability
     sampler = cls(200.0, burst_seconds=100.0, seed=21)
     weights = np.array(sampler.sample_many([make_event(i=i) for i in range(20_000)], 0.0))

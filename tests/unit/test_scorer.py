@@ -1,7 +1,7 @@
-"""RobustnessScorer (SPEC §2): output modes, P_adj, one model call per micro-batch, invalid rows, bad settings.
+"""RobustnessScorer: output modes, P_adj, one model call per micro-batch, invalid rows, bad settings.
 
 "Direct" expectations evaluate the same real ONNX model at the centres and at x + r·s⊙v_i built here from
-``ball_directions`` (in float32, as the scorer does), then apply the SPEC formulas by hand.
+``ball_directions`` (in float32, as the scorer does), then apply the formulas of docs/SPEC-NOTES.md by hand.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def test_scorer_reports_the_probability_of_the_predicted_class(curved_classifier
 def test_scorer_scores_a_logits_only_classifier_as_the_same_classifier_with_probabilities(
     tmp_path: Path, rows_in_graph: bool
 ) -> None:
-    # issue 31 row 2: one bare output 'output' [N, C] of logits, read as a classifier (model_kind), scores as the
+    # one bare output 'output' [N, C] of logits, read as a classifier (model_kind), scores as the
     # same logits exposed with their softmax and argmax: class = argmax, f = softmax at it, γ_logit on the logits
     weights = np.random.default_rng(5).normal(size=(3, 4))
     bias = [0.1, -0.2, 0.0, 0.3]

@@ -1,4 +1,4 @@
-"""Any model a team deploys (issue 21): signatures read from the graph, the canonical rewrite, held values through the
+"""Any model a team deploys: signatures read from the graph, the canonical rewrite, held values through the
 scorer (numpy rows and the neighbourhood graph), fixed batch dimensions, and γ = 0 for models linear in their float
 inputs while their categorical and id inputs vary from row to row."""
 

@@ -1,4 +1,4 @@
-"""Stage 2: work-conserving sampling (issue 25, DECISIONS 14) — score everything while the engine keeps up, sample
+"""Stage 2: work-conserving sampling — score everything while the engine keeps up, sample
 uniformly in event time above what the CPU share sustains. Simulated time, seeded, no sleeps."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def decile_keep_rates(times: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("cls", [UniformSampler, StratifiedSampler])
 def test_work_conserving_burst_on_an_idle_engine_is_scored_whole(cls: type[UniformSampler]) -> None:
-    # issue 25's finding: 500 events produced at once, default settings, scored 1; the engine was idle
+    # the old behaviour: 500 events produced at once, default settings, scored 1; the engine was idle
     sampler = cls(cpus=1.0, cpu_share=0.8, burst_seconds=2.0, seed=1)
     weights = replay(sampler, np.zeros(500), ingest_per_second=1e9, poll=100, cost_seconds=2e-4)  # all at once
     assert np.all(weights == 1.0)
@@ -160,7 +160,7 @@ def test_work_conserving_settings_are_validated() -> None:
 
 @pytest.mark.parametrize(("cost_seconds", "sampled"), [(1e-3, 0.016), (53e-6, 0.30)])
 def test_work_conserving_backlog_after_a_restart_is_uniform_in_event_time(cost_seconds: float, sampled: float) -> None:
-    # DECISIONS 14: an hour of traffic (10 events/s) read after a restart at 50,000 events/s in polls of 2,000, the
+    # an hour of traffic (10 events/s) read after a restart at 50,000 events/s in polls of 2,000, the
     # cost per event known from the reference scored at start-up. The old sampler (offered rate estimated from the
     # first poll on, a poll that fits the CPU bucket scored whole) kept the first minutes at a different rate from
     # the rest (0 or several times the share: chi-square p < 1e-8 for both costs); the event-time reservoir holds

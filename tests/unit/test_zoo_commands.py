@@ -1,4 +1,4 @@
-"""Every model of the zoo (issue 21) through the offline commands, from the files a team would have: ``reference``,
+"""Every model of the zoo through the offline commands, from the files a team would have: ``reference``,
 ``score`` and ``probe`` on an ``.npz`` of its inputs by name (the string column as a numpy str array)."""
 
 from __future__ import annotations

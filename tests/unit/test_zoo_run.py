@@ -1,4 +1,4 @@
-"""Every model of the zoo (issue 21) through the ``run`` pipeline: ``harmonic-monitor replay`` (the same Service as
+"""Every model of the zoo through the ``run`` pipeline: ``harmonic-monitor replay`` (the same Service as
 ``run``, events from a file in event time) over a JSON-lines stream whose events carry the model's inputs by name
 (strings for the string column, nested lists for the image), with a reference JSON written by ``reference``."""
 
