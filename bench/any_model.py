@@ -57,6 +57,7 @@ if str(REPO) not in sys.path:  # run as a script: make `tests.model_zoo` (the mo
 
 from monitor.allocator import tune_malloc  # noqa: E402
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig  # noqa: E402
+from monitor.model.broadcast import fresh_namer  # noqa: E402
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions, _prepare  # noqa: E402
 from monitor.model.signature import Held, _free_reshapes  # noqa: E402
 from monitor.model.standardize import Standardizer  # noqa: E402
@@ -151,7 +152,9 @@ def bound_session(model: OnnxModel) -> ort.InferenceSession:
             dims = vi.type.tensor_type.shape.dim
             if dims and dims[0].HasField("dim_value") and dims[0].dim_value == fixed:
                 dims[0].dim_param = "batch"
-        _free_reshapes(proto.graph, fixed)
+        taken = {i.name for i in proto.graph.initializer}
+        taken |= {t for n in proto.graph.node for t in (*n.input, *n.output)}
+        _free_reshapes(proto.graph, fixed, fresh_namer(taken))
         raw = proto.SerializeToString()
     return ort.InferenceSession(raw, sess_options=model._session_options(), providers=model.providers)
 
