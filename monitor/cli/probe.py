@@ -149,10 +149,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
     p.add_argument("--labels", help="optional true class indices, one per point (.csv/.npy): accuracy and PDR")
     p.add_argument("--budget", type=int, help="model-row budget; stages stop when it runs out (default: none)")
-    p.add_argument(
+    search = p.add_mutually_exclusive_group()
+    search.add_argument(
         "--exhaustive",
         action="store_true",
-        help="threshold search on every target, not only the fragile ones (the full threshold profile)",
+        help="threshold search on every target, the full threshold profile (the default; kept for scripts)",
+    )
+    search.add_argument(
+        "--screen",
+        action="store_true",
+        help="cheap screen: threshold search only on targets fragile at --eps; the others are reported "
+        "not_searched (robust_at_eps) even where they would cross below --eps-max",
     )
     p.set_defaults(func=run_probe_command)
 
@@ -205,7 +212,7 @@ def _run(args: argparse.Namespace) -> int:
         ball=args.ball,
         steps=args.steps,
         seed=args.seed,
-        search_all=args.exhaustive,
+        search_all=not args.screen,
     )
     if args.budget is not None and args.budget < 1:
         raise ProbeError(f"--budget must be a positive number of model rows; got {args.budget}")

@@ -5,8 +5,9 @@
 2. **Sensitivity** — the sensitivity columns of the flagged targets, averaged over ``sensitivity_draws`` draws
    of stochastic τ (draw 0 reuses the MRI rows). A (target, output i) pair is *fragile* when
    S_i / scale_i ≥ ``sensitivity_cut`` (scale = 1 for probabilities, the output scale for regressors).
-3. **Threshold search** — bisection for ε* only on targets with at least one fragile output, most fragile
-   (lowest r) first so that a budget goes to the worst. The MRI value P(eps) is a free first probe: when it is
+3. **Threshold search** — bisection for ε* on every target by default (``search_all``), most fragile (lowest r)
+   first so that a budget goes to the worst; with ``search_all=False`` (the cheap screen) only on targets with at
+   least one fragile output. The MRI value P(eps) is a free first probe: when it is
    already below P(0) − δ the bracket starts as [0, eps] instead of [0, ε_max]. The range grows geometrically from
    ``eps_start`` (1 standardized unit) up to the cap ``eps_max`` (8) until P crosses
    (:func:`~monitor.probes.threshold.growth_ladder`).
@@ -88,7 +89,11 @@ class FunnelConfig:
     steps : Algorithm 2 steps N per point; 0 skips it.
     seed : seeds every random draw and the ball.
     consistency_tolerance : regressors: |Δ| ≤ tolerance·scale counts as the same output.
-    search_all : threshold search on every target (the exhaustive profile) instead of the fragile ones only.
+    search_all : threshold search on every target (default): the MRI and sensitivity stages still run and order
+        the search (lowest r first, so a budget goes to the worst), but do not screen targets out of it — a target
+        robust at the small ``eps`` may still cross well inside the cap. False: the cheap screen, threshold search
+        on the fragile targets only; the others are reported not searched (``robust_at_eps``). The service's
+        periodic prober uses the screen (it runs under a budget share).
     """
 
     perturbations: tuple[str, ...] = PERTURBATION_NAMES
@@ -105,7 +110,7 @@ class FunnelConfig:
     steps: int = 10
     seed: int = 0
     consistency_tolerance: float = 0.1
-    search_all: bool = False
+    search_all: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "perturbations", check_names(self.perturbations))

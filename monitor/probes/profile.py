@@ -1,7 +1,8 @@
 """Probes: the complete threshold profile, and the features it is told in.
 
-Threshold search runs on the fragile targets only (the funnel's point), so a report that listed only the searched
-ones could not tell "robust" from "not looked at". :func:`complete_profile` gives *every* probe target (each τ;
+Threshold search runs on every target by default; with the cheap screen (``search_all`` off, as the service's
+periodic prober runs) only on the fragile ones, so a report that listed only the searched ones could not tell
+"robust" from "not looked at". :func:`complete_profile` gives *every* probe target (each τ;
 each feature of ``shift``) one :class:`ProfileEntry` with a status:
 
 - ``crossed``: searched, and P(ε) fell below P(0) − δ at ε* within the range searched;
@@ -36,7 +37,7 @@ Reason = Literal["robust_at_eps", "budget", "zero_spread", "held"]
 
 #: what each ``not_searched`` reason means, as reports and docs state it
 REASONS: Mapping[str, str] = {
-    "robust_at_eps": "robust at the funnel's moderate ε (MRI or sensitivity screen): not worth a search",
+    "robust_at_eps": "robust at the funnel's moderate ε (MRI or sensitivity screen, search_all off): not searched",
     "budget": "the model-row budget ran out before this target's search",
     "zero_spread": "the feature does not vary in the reference: a standardized unit means nothing there",
     "held": "an element the model holds fixed (int, bool or string input, fixed_features): never perturbed",

@@ -104,10 +104,11 @@ class ProbeScheduler:
         self.settings = settings
         self.state = state
         self.clock = clock
-        # periodic probes skip the γ-ascent direction (B·m·(1+m) rows, most of a run's cost) and keep Algorithm 2
-        # short; `harmonic-monitor probe` runs the full set offline
+        # periodic probes skip the γ-ascent direction (B·m·(1+m) rows, most of a run's cost), keep Algorithm 2
+        # short and search only the targets the MRI/sensitivity screen finds fragile (a target it passes is
+        # reported not searched, robust at ε); `harmonic-monitor probe` searches every target offline
         self.funnel = funnel or FunnelConfig(
-            perturbations=tuple(p for p in PERTURBATION_NAMES if p != "gamma_ascent"), steps=5
+            perturbations=tuple(p for p in PERTURBATION_NAMES if p != "gamma_ascent"), steps=5, search_all=False
         )
         self._models: dict[str, _ModelProbes] = {}
         self._last_run = clock()

@@ -54,7 +54,7 @@ def test_probe_writes_the_report_with_the_fixed_keys(files: dict[str, Path], tmp
     out = tmp_path / "report.json"
     argv = ["probe", "--model", str(files["model"]), "--data", str(files["points"]), "--json", str(out)]
     fixed = ["--delta", "0.2", "--eps-max", "1.0", "--eta", "0.01"]
-    code = _run([*argv, "--reference", str(files["reference"]), *fixed, "--eps", "0.3", "--steps", "2"])
+    code = _run([*argv, "--reference", str(files["reference"]), *fixed, "--eps", "0.3", "--steps", "2", "--screen"])
     assert code == 0
     report = json.loads(out.read_text(encoding="utf-8"))
     assert list(report["mri"]) == ["noise", "shift", "dropout", "scale", "quantize", "gamma_ascent"]

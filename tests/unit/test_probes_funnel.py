@@ -48,7 +48,7 @@ def _exhaustive(model: OnnxModel, x: np.ndarray, cfg: FunnelConfig) -> tuple[lis
 def test_funnel_costs_less_than_exhaustive_search_and_finds_the_same_fragile_targets(
     sparse_model: OnnxModel, seed: int
 ) -> None:
-    cfg = FunnelConfig(perturbations=("noise", "shift", "gamma_ascent"), steps=0, seed=seed, eta=ETA)
+    cfg = FunnelConfig(perturbations=("noise", "shift", "gamma_ascent"), steps=0, seed=seed, eta=ETA, search_all=False)
     x = _region(seed)
     result = run_funnel(sparse_model, Standardizer.identity(W.size), x, cfg)
     profile, exhaustive_rows = _exhaustive(sparse_model, x, cfg)
@@ -71,7 +71,7 @@ def test_funnel_costs_less_than_exhaustive_search_and_finds_the_same_fragile_tar
 def test_funnel_never_misses_a_target_that_breaks_at_the_screening_intensity(
     sparse_model: OnnxModel, seed: int
 ) -> None:
-    cfg = FunnelConfig(steps=0, seed=seed, eta=ETA)  # every perturbation type
+    cfg = FunnelConfig(steps=0, seed=seed, eta=ETA, search_all=False)  # every perturbation type, the screen
     x = _region(seed)
     result = run_funnel(sparse_model, Standardizer.identity(W.size), x, cfg)
     profile, exhaustive_rows = _exhaustive(sparse_model, x, cfg)
@@ -108,7 +108,7 @@ def test_funnel_stops_within_budget_and_keeps_the_finished_stages(sparse_model: 
 def test_funnel_on_a_regressor_searches_the_relative_output_change(tmp_path: Path) -> None:
     model = linear_regressor(tmp_path / "r.onnx", [[1.0], [0.0]], [0.0])
     x = np.random.default_rng(0).normal(size=(20, 2))
-    cfg = FunnelConfig(perturbations=("shift",), steps=0, eps=0.5, delta=0.2)
+    cfg = FunnelConfig(perturbations=("shift",), steps=0, eps=0.5, delta=0.2, search_all=False)
     result = run_funnel(model, Standardizer.identity(2), x, cfg, output_scale=np.array([1.0]))
     # C = 1 − |Δ|/1 = 1 − ε for feature 0, so P(ε) < 1 − 0.2 from ε = 0.2 on; feature 1 never moves y
     (only,) = result.thresholds

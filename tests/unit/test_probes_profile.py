@@ -233,8 +233,8 @@ def test_default_range_finds_the_logistic_closed_form_on_breast_cancer(tmp_path:
     standardizer = Standardizer.fit(x)
     scaler, lr = clf[0], clf[1]
     w_std = lr.coef_[0] / scaler.scale_ * standardizer.scale  # logit change per standardized unit of each feature
-    config = FunnelConfig(perturbations=("shift",), search_all=True, steps=0)
-    assert (config.eps_start, config.eps_max, config.eta) == (1.0, CAP, 0.01)  # the defaults under test
+    config = FunnelConfig(perturbations=("shift",), steps=0)  # the library's defaults: no exhaustive flag
+    assert (config.eps_start, config.eps_max, config.eta, config.search_all) == (1.0, CAP, 0.01, True)
     rng = np.random.default_rng(3)
     inside = 0
     for i in rng.choice(x.shape[0], size=15, replace=False):
@@ -253,6 +253,49 @@ def test_default_range_finds_the_logistic_closed_form_on_breast_cancer(tmp_path:
             elif closed[j] > CAP + config.eta:
                 assert e.status == "not_crossed", (i, j, closed[j])
     assert inside > 100  # most (point, feature) pairs have their boundary inside the cap
+
+
+def _breast_cancer_cli(tmp_path: Path) -> tuple[Any, np.ndarray, list[str]]:
+    """A logistic pipeline on the bundled breast-cancer data, its reference CSV and the probe argv stem."""
+    data = load_breast_cancer()
+    x, y = data.data, data.target
+    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)).fit(x, y)
+    model = onnx_graphs.sklearn_to_onnx(tmp_path / "bc.onnx", clf, x.shape[1], zipmap=False)
+    np.savetxt(tmp_path / "ref.csv", x, delimiter=",")
+    return clf, x, ["probe", "--model", str(model), "--reference", str(tmp_path / "ref.csv")]
+
+
+def test_the_cli_defaults_find_the_logistic_closed_form_on_breast_cancer_points(tmp_path: Path) -> None:
+    """`probe` with every default (no --exhaustive): each point's shift thresholds whose closed form
+    ε*_j = |logit| / |w_j·s_j| lies inside the cap are crossed at it; the MRI screen at ε = 0.1 (which every
+    target passes) no longer keeps them out of the search. ``--screen`` asks for the cheap screen explicitly."""
+    clf, x, argv = _breast_cancer_cli(tmp_path)
+    scaler, lr = clf[0], clf[1]
+    w_std = lr.coef_[0] / scaler.scale_ * x.std(axis=0)  # logit change per standardized unit (reference std)
+    inside = 0
+    for i in np.random.default_rng(5).choice(x.shape[0], size=3, replace=False):
+        np.savetxt(tmp_path / "pt.csv", x[i : i + 1], delimiter=",")
+        out = tmp_path / f"r{i}.json"
+        assert _run([*argv, "--data", str(tmp_path / "pt.csv"), "--json", str(out)]) == 0
+        report = _report(out)
+        assert report["config"]["search_all"] is True and report["config"]["eps_max"] == CAP
+        closed = abs(float(clf.decision_function(x[i : i + 1])[0])) / np.abs(w_std)
+        shifts = {t["feature"]: t for t in report["thresholds"] if t["perturbation"] == "shift"}
+        assert sorted(shifts) == list(range(x.shape[1]))
+        assert all(t["status"] != "not_searched" for t in report["thresholds"])
+        for j, t in shifts.items():
+            if closed[j] < CAP - 0.01:
+                inside += 1
+                assert t["status"] == "crossed", (i, j, closed[j])
+                assert t["eps_star"] == pytest.approx(closed[j], abs=0.01), (i, j)
+            elif closed[j] > CAP + 0.01:
+                assert t["status"] == "not_crossed" and t["searched"] == [0.0, CAP], (i, j, closed[j])
+    assert inside >= 10
+    screened = tmp_path / "screen.json"
+    assert _run([*argv, "--data", str(tmp_path / "pt.csv"), "--screen", "--json", str(screened)]) == 0
+    report = _report(screened)
+    assert report["config"]["search_all"] is False
+    assert {t["reason"] for t in report["thresholds"] if t["perturbation"] == "shift"} == {"robust_at_eps"}
 
 
 def test_a_fixed_range_still_works_with_eps_start_at_the_cap(linear: Path) -> None:
