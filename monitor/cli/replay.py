@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from monitor.errors import ConfigError, SourceError
 
 if TYPE_CHECKING:
+    from monitor.api import ReplayTimeline
     from monitor.config import Settings
 
 #: events per micro-batch unless the settings name a size: a verdict change lands within this many events
@@ -168,15 +169,26 @@ def read_lines(path: Path) -> tuple[list[bytes], list[int]]:
     return records, numbers
 
 
-def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
+def replay_file(
+    args: argparse.Namespace, path: Path, state_dir: Path, *, max_events: int | None = None
+) -> ReplayTimeline:
+    """Replay the event log at ``path`` with ``args``' settings (:func:`replay_settings`); the typed timeline.
+
+    ``max_events``: only the first that many non-blank lines.
+    """
+    from monitor.api import ReplayTimeline
     from monitor.clock import WatermarkClock
     from monitor.runtime.models import load_model_runtime
     from monitor.runtime.service import Service
     from monitor.source.replay import ReplaySource
 
+    if not path.is_file():
+        raise SourceError(f"--events '{path}' does not exist (expected JSON lines, one event per line)")
     started = time.perf_counter()
     settings = replay_settings(args, state_dir)
     records, numbers = read_lines(path)
+    if max_events is not None:
+        records, numbers = records[:max_events], numbers[:max_events]
     runtimes = [load_model_runtime(m) for m in settings.models]
     # a new stream each run: records below a position saved in a kept --state-dir would be skipped as applied
     source = ReplaySource(records, topic=f"replay-{time.time_ns()}")
@@ -202,7 +214,19 @@ def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
         if name == _INVALID and n > 0:
             invalid[labels[-1]] = invalid.get(labels[-1], 0) + n
     scored = int(sum(v - before.get(k, 0.0) for k, v in after.items() if k[0] == _SCORED))
-    doc = timeline.document(len(records))
+    return ReplayTimeline(
+        len(records),
+        tuple(timeline.changes),
+        tuple(timeline.alerts),
+        invalid,
+        scored,
+        time.perf_counter() - started,
+    )
+
+
+def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
+    result = replay_file(args, path, state_dir)
+    doc = result.document()
     text = json.dumps(doc, indent=2) + "\n"
     if args.timeline == "-":
         sys.stdout.write(text)
@@ -211,12 +235,14 @@ def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
             Path(args.timeline).write_text(text, encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot write --timeline '{args.timeline}': {exc.strerror or exc}") from None
-    seconds = time.perf_counter() - started
-    reasons = ", ".join(f"{r}: {n}" for r, n in sorted(invalid.items())) or "none"
+    seconds = result.seconds
+    invalid = result.invalid
+    n = result.events
+    reasons = ", ".join(f"{r}: {k}" for r, k in sorted(invalid.items())) or "none"
     print(
-        f"replay: {len(records)} events, {scored} scored, {sum(invalid.values())} invalid ({reasons}); "
+        f"replay: {n} events, {result.scored} scored, {sum(invalid.values())} invalid ({reasons}); "
         f"{len(doc['changes'])} verdict change(s), {len(doc['alerts'])} alert transition(s); "
-        f"{seconds:.1f} s ({len(records) / seconds if seconds > 0 else 0.0:.0f} events/s)",
+        f"{seconds:.1f} s ({n / seconds if seconds > 0 else 0.0:.0f} events/s)",
         file=sys.stderr,
     )
     if args.timeline != "-":
