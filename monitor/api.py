@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from monitor.model.signature import Held, Signature
     from monitor.model.standardize import Standardizer
     from monitor.probes.funnel import FunnelResult
-    from monitor.report import Report
+    from monitor.reporting import Report
     from monitor.rolling.reference import Reference
 
 #: what to install for ``to_frame()`` and parquet files
@@ -149,7 +149,10 @@ def yardsticks(live: Mapping[str, NDArray[np.float64]], reference: Reference) ->
         ref_mean = float(np.mean(sample)) if not np.isfinite(mean) else float(mean)
         live_mean = float(np.mean(v))
         ratio = live_mean / ref_mean if ref_mean != 0 else float("nan")
-        pct = 100.0 * float(np.searchsorted(np.sort(sample), float(np.median(v)), side="right")) / sample.size
+        # mid-rank: a signal that is mostly 0 (flicker) at a live median of 0 sits at the middle of the zeros
+        ordered, med = np.sort(sample), float(np.median(v))
+        below = np.searchsorted(ordered, med, side="left") + np.searchsorted(ordered, med, side="right")
+        pct = 50.0 * float(below) / sample.size
         out.append(Yardstick(name, live_mean, ref_mean, ratio, pct))
     return tuple(out)
 
@@ -408,6 +411,12 @@ def read_rows(
         from monitor.model.io import read_model_rows
 
         table = read_model_rows(path, model.signature, header)  # type: ignore[arg-type]
+        if table.rows.shape[1] != model.n_features:
+            raise DataError(
+                f"{what} '{path}' has {table.rows.shape[1]} columns; the model expects {model.n_features} features. "
+                "Was the file written for another model?",
+                path=str(path),
+            )
         return Rows(table.rows, table.held, table.describe())
     raise DataError(
         f"{what}: expected a pandas DataFrame, a numpy array, a mapping of arrays by input name or a file path; got "
@@ -1122,14 +1131,14 @@ def report(
 ) -> Report:
     """One self-contained HTML page of the model over recorded events: the verdict timeline per segment, the signals
     against their reference bands, the Gamma Map, per-input drift, the accuracy estimate and the probe profile of the
-    flagged events (:func:`monitor.report.build_report` says what each section holds).
+    flagged events (:func:`monitor.reporting.build_report` says what each section holds).
 
     Returns
     -------
-    monitor.report.Report
+    monitor.reporting.Report
         ``data`` (every section's typed result, or why it is empty), ``html`` (the page) and ``path`` (``out``).
     """
-    from monitor.report import build_report
+    from monitor.reporting import build_report
 
     return build_report(
         model,

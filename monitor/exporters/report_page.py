@@ -1,7 +1,7 @@
-"""Stage 6: the report page, drawn from :class:`monitor.report.ReportData` alone.
+"""Stage 6: the report page, drawn from :class:`monitor.reporting.ReportData` alone.
 
 One HTML document, self-contained: inline CSS and inline SVG, no script, nothing fetched (it opens offline and can
-be mailed). Each section is ``<section id="…">`` (:data:`monitor.report.SECTIONS`) holding one figure whose data
+be mailed). Each section is ``<section id="…">`` (:data:`monitor.reporting.SECTIONS`) holding one figure whose data
 points carry their exact values in ``data-*`` attributes (what the tests compare with the typed results), a table of
 the same numbers, or a paragraph ``class="empty"`` saying why there is nothing to draw.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from monitor.gammamap import render_svg
 
 if TYPE_CHECKING:
-    from monitor.report import InputDrift, ReportData, SignalSeries, VerdictSpan
+    from monitor.reporting import InputDrift, ReportData, SignalSeries, VerdictSpan
 
 VERDICT_COLOURS = {"stable": "#4caf50", "input-shift": "#ffb300", "harmful-shift": "#d32f2f"}
 _W, _H = 760, 220

@@ -1,0 +1,162 @@
+"""The Python API (``monitor.score`` …): DataFrames, arrays, event logs and parquet in; typed results out; the same
+numbers as the CLI commands."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import monitor
+from monitor.api import MissingExtraError, ReferenceResult, ScoreTable, read_rows
+from monitor.cli import main
+from monitor.errors import DataError
+from monitor.examples import FEATURES, linear_classifier
+from monitor.model.onnx import OnnxModel
+from tests.unit.onnx_graphs import linear_regressor
+from tests.unit.test_offline_signatures import COLOUR_VALUE, string_model
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return linear_classifier(tmp_path_factory.mktemp("api") / "linear.onnx")
+
+
+@pytest.fixture(scope="module")
+def frame() -> pd.DataFrame:
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(60, 3))
+    df = pd.DataFrame(x, columns=list(FEATURES), index=[f"r{i}" for i in range(60)])
+    df["y"] = np.argmax(x @ np.asarray([[1.0, -0.5, 0.2], [0.3, 0.8, -1.0], [-0.7, 0.1, 0.9]]), axis=1)
+    return df
+
+
+def _events(path: Path, rows: np.ndarray, *, bad: bool = True) -> Path:
+    lines = [
+        json.dumps(
+            {"id": f"e{i}", "ts": 1_700_000_000_000 + i, "features": dict(zip(FEATURES, map(float, r), strict=True))}
+        )
+        for i, r in enumerate(rows)
+    ]
+    if bad:
+        lines += ["{not json", json.dumps({"id": "x", "ts": 1}), json.dumps({"id": "y", "features": {"age": 1.0}})]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_score_a_frame_gives_one_row_per_input_row_with_gamma_flicker_class(model: Path, frame: pd.DataFrame) -> None:
+    table = monitor.score(model, frame, reference=frame, flicker_copies=8)
+    out = table.to_frame()
+    assert list(out.columns) == ["gamma", "flicker", "p_adj", "class", "probability", "margin"]
+    assert list(out.index) == list(frame.index)  # the frame's own row labels
+    assert (out["gamma"] >= 0).all() and out["flicker"].between(0, 1).all()
+    live = OnnxModel(str(model)).evaluate(frame[list(FEATURES)].to_numpy(np.float32).reshape(60, 3), None)
+    np.testing.assert_array_equal(out["class"].to_numpy(), live.label)
+    assert table.yardstick == ()  # the data is its own reference: nothing to compare with
+
+
+def test_score_equals_the_cli_on_the_same_rows(model: Path, frame: pd.DataFrame, tmp_path: Path) -> None:
+    data = tmp_path / "rows.csv"
+    frame[list(FEATURES)].to_csv(data, index=False)
+    assert main(["score", "--model", str(model), "--data", str(data), "--out", str(tmp_path / "o.csv")]) == 0
+    with (tmp_path / "o.csv").open() as fh:
+        cli = list(csv.DictReader(fh))
+    api = monitor.score(model, frame, reference=frame).to_frame()
+    np.testing.assert_allclose([float(r["gamma"]) for r in cli], api["gamma"], rtol=1e-8)
+    np.testing.assert_allclose([float(r["flicker"]) for r in cli], api["flicker"], rtol=1e-8)
+    np.testing.assert_array_equal([int(r["predicted_class"]) for r in cli], api["class"])
+
+
+def test_a_frame_missing_columns_is_refused_naming_them(model: Path, frame: pd.DataFrame) -> None:
+    with pytest.raises(DataError, match=r"lacks columns 'income', 'debt'"):
+        monitor.score(model, frame[["age", "y"]])
+
+
+def test_an_array_reads_as_the_inputs_in_graph_order(model: Path, frame: pd.DataFrame) -> None:
+    a = monitor.score(model, frame[list(FEATURES)].to_numpy(), flicker_copies=4).columns["gamma"]
+    b = monitor.score(model, frame, flicker_copies=4).columns["gamma"]
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(DataError, match="an array cannot carry"):
+        monitor.score(model, np.zeros((3, 5)))
+
+
+def test_a_regressors_rows_have_no_class(tmp_path: Path) -> None:
+    path = linear_regressor(tmp_path / "reg.onnx", [1.0, 2.0])
+    out = monitor.score(path, np.random.default_rng(0).normal(size=(20, 2)), flicker_copies=4).to_frame()
+    assert list(out.columns) == ["gamma", "flicker", "p_adj"]
+
+
+def test_a_categorical_string_column_is_a_held_input(tmp_path: Path) -> None:
+    path = string_model(tmp_path / "s.onnx")
+    colours = list(COLOUR_VALUE)
+    df = pd.DataFrame(
+        {
+            "a": np.linspace(0, 1, 12),
+            "b": np.linspace(1, 0, 12),
+            "colour": pd.Categorical([colours[i % len(colours)] for i in range(12)]),
+        }
+    )
+    rows = read_rows(df, OnnxModel(str(path)))
+    assert rows.held is not None and list(rows.held.values["colour"].reshape(-1)) == list(df["colour"].astype(str))
+    assert len(monitor.score(path, df, flicker_copies=4)) == 12
+
+
+def test_an_event_log_counts_invalid_lines_by_reason(model: Path, frame: pd.DataFrame, tmp_path: Path) -> None:
+    log = _events(tmp_path / "events.jsonl", frame[list(FEATURES)].to_numpy())
+    table = monitor.score(model, log, reference=frame, flicker_copies=4)
+    assert len(table) == 60
+    assert sum(table.invalid.values()) == 3 and table.invalid["not_json"] == 1
+    same = monitor.score(model, frame, reference=frame, flicker_copies=4)
+    np.testing.assert_allclose(table.columns["gamma"], same.columns["gamma"], rtol=1e-6)
+
+
+def test_parquet_reads_like_the_frame(model: Path, frame: pd.DataFrame, tmp_path: Path) -> None:
+    frame.to_parquet(tmp_path / "rows.parquet")
+    a = monitor.score(model, tmp_path / "rows.parquet", reference=frame, flicker_copies=4).columns["gamma"]
+    b = monitor.score(model, frame, reference=frame, flicker_copies=4).columns["gamma"]
+    np.testing.assert_array_equal(a, b)
+
+
+def test_reference_and_estimate_with_labels_give_the_realized_accuracy(
+    model: Path, frame: pd.DataFrame, tmp_path: Path
+) -> None:
+    ref = monitor.reference(model, frame, labels="y", flicker_copies=8, out=tmp_path / "ref.json")
+    assert isinstance(ref, ReferenceResult) and ref.fit is not None and ref.path == tmp_path / "ref.json"
+    est = monitor.estimate(model, frame, tmp_path / "ref.json", labels="y", flicker_copies=8)
+    live = OnnxModel(str(model)).evaluate(frame[list(FEATURES)].to_numpy(np.float32), None).label
+    assert est.lower <= est.estimate <= est.upper and est.n_labelled == 60
+    assert est.realized == pytest.approx(float(np.mean(live == frame["y"].to_numpy())))
+    assert set(est.to_frame().index) == set(est.methods)
+    table = monitor.score(model, frame, reference=tmp_path / "ref.json", flicker_copies=8)
+    assert [y.signal for y in table.yardstick] == ["gamma", "flicker", "confidence"]
+    assert "reference" in table.summary()
+
+
+def test_estimate_without_a_fitted_reference_says_how_to_build_one(model: Path, frame: pd.DataFrame) -> None:
+    ref = monitor.reference(model, frame, flicker_copies=4)
+    with pytest.raises(DataError, match=r"labels=y"):
+        monitor.estimate(model, frame, ref)
+
+
+def test_probe_returns_the_funnel_and_its_report(model: Path, frame: pd.DataFrame) -> None:
+    r = monitor.probe(model, frame.iloc[:4], reference=frame, steps=0)
+    assert r.result.n_points == 4 and r.mri == r.report["mri"] and set(r.mri) >= {"noise", "dropout"}
+
+
+def test_to_frame_without_pandas_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    table = ScoreTable({"gamma": np.zeros(2)})
+    with pytest.raises(MissingExtraError, match=r"harmonic-monitor\[frame\]"):
+        table.to_frame()
+
+
+def test_import_monitor_stays_cheap() -> None:
+    code = "import sys, monitor; print(sorted(m for m in ('numpy', 'monitor.api', 'onnxruntime') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
