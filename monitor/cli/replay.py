@@ -72,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.events)
     if not path.is_file():
         raise SourceError(f"--events '{path}' does not exist (expected JSON lines, one event per line)")
+    if args.model and not args.model_name:  # the model the log's events name, as the Python API reads it
+        from monitor.api import log_model_name
+
+        args.model_name = log_model_name(path, args.model)
     if args.state_dir:
         return _replay(args, path, Path(args.state_dir))
     from monitor.cli.demo import _exit_on_sigterm
