@@ -294,6 +294,9 @@ class ReplayTimeline:
     invalid: Mapping[str, int]
     scored: int
     seconds: float = 0.0
+    #: with ``keep_scores``: every scored event's features (N, D) and scores, in the order the pipeline scored them
+    scored_rows: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
+    scores: ScoreResult | None = field(default=None, repr=False, compare=False)
 
     def document(self) -> dict[str, Any]:
         """The timeline JSON ``harmonic-monitor replay --timeline`` writes."""
@@ -1079,6 +1082,7 @@ def replay(
     max_events: int | None = None,
     state_dir: str | os.PathLike[str] | None = None,
     model_name: str | None = None,
+    keep_scores: bool = False,
 ) -> ReplayTimeline:
     """Run the ``run`` pipeline over a ``.jsonl`` event log in event time (``harmonic-monitor replay``).
 
@@ -1110,7 +1114,7 @@ def replay(
             log_format=None,
         )
         state = Path(state_dir) if state_dir is not None else Path(tmp) / "state"
-        return replay_file(args, Path(events), state, max_events=max_events)
+        return replay_file(args, Path(events), state, max_events=max_events, keep_scores=keep_scores)
 
 
 def report(
@@ -1155,7 +1159,3 @@ def report(
         model_name=model_name,
         seed=seed,
     )
-
-
-def _json_dump(doc: Mapping[str, Any]) -> str:
-    return json.dumps(doc, indent=1, allow_nan=False)

@@ -182,10 +182,33 @@ def build_report(
     if not np.all(np.isfinite(rows.x)):
         rows = rows.take(np.all(np.isfinite(rows.x), axis=1))
     notes: list[str] = [rows.source]
+    # the verdict timeline first: a replay here scores every event, and its scores serve the page (one pass)
+    tl: ReplayTimeline | None = None
+    timeline_note = ""
+    if isinstance(timeline, ReplayTimeline):
+        tl = timeline
+    elif timeline is not None:
+        try:
+            tl = ReplayTimeline.from_document(json.loads(Path(timeline).read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise DataError(f"cannot read the timeline '{timeline}': {exc}", path=str(timeline)) from None
+    elif not is_log:
+        timeline_note = "no verdict timeline: the events are rows, not an event log (replay needs a .jsonl log)"
+    else:
+        tl, timeline_note = _replay(m, model, reference, base.path, events, config, max_events, model_name)
     scorer = _scorer(
         m, base, radius=0.05, sigma=0.05, flicker_copies=32, steps=25, seed=seed, ball="auto", output="auto"
     )
-    res = score_rows(scorer, rows.x, rows.held)
+    if (
+        tl is not None
+        and tl.scores is not None
+        and tl.scored_rows is not None
+        and np.array_equal(tl.scored_rows, rows.x)
+    ):
+        res = tl.scores  # the pipeline scored exactly these events, in this order
+        notes.append("scores: the replay's")
+    else:
+        res = score_rows(scorer, rows.x, rows.held)
     table = _score_table(m.kind, res, rows)
     ref = base.reference
     if ref is None and base.rows is not None:
@@ -204,20 +227,6 @@ def build_report(
     ystick = yardsticks(live, ref) if ref is not None else ()
     signals = tuple(_series(name, line, values, ref) for name, values in live.items())
 
-    # verdict timeline
-    tl: ReplayTimeline | None = None
-    timeline_note = ""
-    if isinstance(timeline, ReplayTimeline):
-        tl = timeline
-    elif timeline is not None:
-        try:
-            tl = ReplayTimeline.from_document(json.loads(Path(timeline).read_text(encoding="utf-8")))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise DataError(f"cannot read the timeline '{timeline}': {exc}", path=str(timeline)) from None
-    elif not is_log:
-        timeline_note = "no verdict timeline: the events are rows, not an event log (replay needs a .jsonl log)"
-    else:
-        tl, timeline_note = _replay(m, model, reference, base.path, events, config, max_events, model_name)
     n_lines = int(sum(rows.invalid.values()) + len(rows)) if is_log else len(rows)
     spans = _spans(tl, rows.segments, n_lines) if tl is not None else ()
 
@@ -328,7 +337,7 @@ def _replay(
     ref: Any = reference
     if ref_path is None and not isinstance(reference, (ReferenceResult, str, os.PathLike)):
         return None, "no verdict timeline: the replay reads its reference from a file; pass a reference JSON or path"
-    tl = replay(model, events, ref, config=config, max_events=max_events, model_name=model_name)
+    tl = replay(model, events, ref, config=config, max_events=max_events, model_name=model_name, keep_scores=True)
     return tl, ""
 
 

@@ -174,11 +174,17 @@ def read_lines(path: Path) -> tuple[list[bytes], list[int]]:
 
 
 def replay_file(
-    args: argparse.Namespace, path: Path, state_dir: Path, *, max_events: int | None = None
+    args: argparse.Namespace,
+    path: Path,
+    state_dir: Path,
+    *,
+    max_events: int | None = None,
+    keep_scores: bool = False,
 ) -> ReplayTimeline:
     """Replay the event log at ``path`` with ``args``' settings (:func:`replay_settings`); the typed timeline.
 
-    ``max_events``: only the first that many non-blank lines.
+    ``max_events``: only the first that many non-blank lines; ``keep_scores``: the timeline also holds every scored
+    event's features and scores, in the order scored (``scored_rows``, ``scores``).
     """
     from monitor.api import ReplayTimeline
     from monitor.clock import WatermarkClock
@@ -205,6 +211,9 @@ def replay_file(
         for rt in pipeline.runtimes.values():
             if rt.watch is not None:
                 rt.watch.observers.append(timeline.observer(rt.name))
+        kept: list[tuple[Any, Any]] = []
+        if keep_scores:
+            pipeline.scored_hooks.append(lambda rt, rows, result, now, held: kept.append((rows, result)))
         while not source.exhausted:
             pipeline.step(0.0)
             pipeline.flush()  # every poll's events applied whole: batch boundaries never depend on wall time
@@ -218,6 +227,7 @@ def replay_file(
         if name == _INVALID and n > 0:
             invalid[labels[-1]] = invalid.get(labels[-1], 0) + n
     scored = int(sum(v - before.get(k, 0.0) for k, v in after.items() if k[0] == _SCORED))
+    rows, scores = _joined(kept) if kept else (None, None)
     return ReplayTimeline(
         len(records),
         tuple(timeline.changes),
@@ -225,7 +235,24 @@ def replay_file(
         invalid,
         scored,
         time.perf_counter() - started,
+        scored_rows=rows,
+        scores=scores,
     )
+
+
+def _joined(kept: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+    """The scored batches as one array of rows and one ScoreResult."""
+    import dataclasses
+
+    import numpy as np
+
+    from monitor.metrics.scorer import ScoreResult
+
+    rows = np.concatenate([r for r, _ in kept])
+    fields = {
+        f.name: np.concatenate([getattr(res, f.name) for _, res in kept]) for f in dataclasses.fields(ScoreResult)
+    }
+    return rows, ScoreResult(**fields)
 
 
 def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:

@@ -160,3 +160,78 @@ def test_import_monitor_stays_cheap() -> None:
     code = "import sys, monitor; print(sorted(m for m in ('numpy', 'monitor.api', 'onnxruntime') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+def test_bad_inputs_say_what_was_expected(model: Path, frame: pd.DataFrame, tmp_path: Path) -> None:
+    m = OnnxModel(str(model))
+    with pytest.raises(DataError, match="expected a pandas DataFrame"):
+        read_rows(object(), m)
+    (tmp_path / "r.json").write_text("{}")
+    with pytest.raises(DataError, match="is a JSON file"):
+        read_rows(tmp_path / "r.json", m)
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(DataError, match="not a readable parquet"):
+        read_rows(tmp_path / "bad.parquet", m)
+    with pytest.raises(DataError, match="cannot be read"):
+        read_rows(tmp_path / "absent.jsonl", m)
+    (tmp_path / "none.jsonl").write_text("{oops\n\n")
+    with pytest.raises(DataError, match=r"holds no valid event .*not_json: 1"):
+        read_rows(tmp_path / "none.jsonl", m)
+    with pytest.raises(DataError, match="no label column 'z'"):
+        monitor.reference(model, frame, labels="z")
+    with pytest.raises(DataError, match="3 values for 60 rows"):
+        monitor.reference(model, frame, labels=[0, 1, 2])
+    with pytest.raises(DataError, match="must be numbers"):
+        monitor.score(model, frame.assign(age=["a"] * 60))
+    with pytest.raises(DataError, match="feature_names lists 1 names"):
+        monitor.reference(model, frame, feature_names=["a"], flicker_copies=4)
+    with pytest.raises(DataError, match="integer classes"):
+        monitor.reference(model, frame, labels=np.full(60, 0.5), flicker_copies=4)
+    with pytest.raises(DataError, match="NaN or infinite"):
+        monitor.probe(model, frame.assign(age=np.nan), reference=frame)
+    with pytest.raises(DataError, match="batch size"):
+        monitor.score(model, frame, batch_rows=0)
+    with pytest.raises(DataError, match="file path or monitor.reference"):
+        monitor.replay(model, tmp_path / "none.jsonl", frame)
+
+
+def test_a_plain_model_takes_arrays_and_frames_by_feature_name(tmp_path: Path) -> None:
+    path = linear_regressor(tmp_path / "reg.onnx", [1.0, 2.0])
+    rows = np.random.default_rng(0).normal(size=(30, 2))
+    by_order = monitor.score(path, pd.DataFrame(rows, columns=["u", "v"]), flicker_copies=4)
+    by_name = monitor.score(path, pd.DataFrame(rows, columns=["x[0]", "x[1]"]), flicker_copies=4)
+    np.testing.assert_array_equal(by_order.columns["gamma"], by_name.columns["gamma"])
+    np.testing.assert_array_equal(
+        monitor.score(path, rows, flicker_copies=4).columns["gamma"], by_name.columns["gamma"]
+    )
+    with pytest.raises(DataError, match=r"shape \(30, 3\)"):
+        monitor.score(path, np.zeros((30, 3)))
+    with pytest.raises(DataError, match="accuracy estimation is for classifiers"):
+        monitor.estimate(path, rows, rows)
+    assert "no separate reference" in by_order.summary()
+
+
+def test_a_reference_result_and_rows_give_the_yardstick_and_replay_takes_the_result(
+    model: Path, frame: pd.DataFrame, tmp_path: Path
+) -> None:
+    ref = monitor.reference(model, frame, flicker_copies=8)
+    shifted = frame.assign(income=frame["income"] + 2.0)
+    from_result = monitor.score(model, shifted, reference=ref, flicker_copies=8)
+    from_rows = monitor.score(model, shifted, reference=frame, flicker_copies=8)
+    assert [y.signal for y in from_result.yardstick] == [y.signal for y in from_rows.yardstick]
+    assert all(np.isfinite(y.ratio) and 0 <= y.percentile <= 100 for y in from_rows.yardstick)
+    assert "× reference" in from_rows.yardstick[0].describe()
+    log = _events(tmp_path / "e.jsonl", frame[list(FEATURES)].to_numpy())
+    tl = monitor.replay(model, log, ref)
+    assert tl.events == 63 and tl.invalid["not_json"] == 1 and list(tl.to_frame().columns)[:2] == ["index", "ts"]
+    again = monitor.replay(model, log, None, model_name="linear")
+    assert again.events == 63
+    assert monitor.api.ReplayTimeline.from_document(tl.document()).changes == tl.changes
+    with pytest.raises(DataError, match="not a replay timeline"):
+        monitor.api.ReplayTimeline.from_document({})
+
+
+def test_probe_report_to_frame_lists_the_threshold_searches(model: Path, frame: pd.DataFrame) -> None:
+    r = monitor.probe(model, frame.iloc[:6], reference=frame, steps=0, space="raw")
+    out = r.to_frame()
+    assert list(out.columns) == ["perturbation", "feature", "eps_star"] and len(out) == len(r.result.thresholds)

@@ -243,3 +243,25 @@ def test_the_replay_command_gives_the_timeline_the_page_draws(demo: Demo, report
     assert report.data.timeline is not None
     assert report.data.timeline.document() == json.loads((tmp_path / "t.json").read_text())
     assert report.data.timeline.invalid == {"not_json": 1, "missing_field": 1}
+
+
+def test_a_regressor_over_rows_with_a_given_timeline(tmp_path: Path) -> None:
+    from tests.unit.onnx_graphs import linear_regressor
+
+    model = linear_regressor(tmp_path / "reg.onnx", [1.0, 2.0])
+    rng = np.random.default_rng(0)
+    doc = {"events": 50, "changes": [{"index": 20, "verdict": "input-shift", "segment": "a", "detectors": ["x"]}]}
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    r = monitor.report(
+        model, rng.normal(size=(100, 2)), rng.normal(size=(80, 2)), timeline=tmp_path / "t.json", max_events=50
+    )
+    d = r.data
+    assert d.n_events == 50 and d.gamma_map is None and "regressor" in d.gamma_map_note
+    assert d.accuracy is None and "for classifiers" in d.accuracy_note
+    assert [(s.segment, s.verdict, s.start, s.end) for s in d.spans] == [
+        ("a", "stable", 0, 20),
+        ("a", "input-shift", 20, 50),
+    ]
+    assert '<section id="gammamap"><h2>Gamma Map</h2>\n<p class="empty">' in r.html
+    with pytest.raises(monitor.api.DataError, match="cannot read the timeline"):
+        monitor.report(model, rng.normal(size=(100, 2)), rng.normal(size=(80, 2)), timeline=tmp_path / "absent.json")
