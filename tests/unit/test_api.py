@@ -235,3 +235,22 @@ def test_probe_report_to_frame_lists_the_threshold_searches(model: Path, frame: 
     r = monitor.probe(model, frame.iloc[:6], reference=frame, steps=0, space="raw")
     out = r.to_frame()
     assert list(out.columns) == ["perturbation", "feature", "eps_star"] and len(out) == len(r.result.thresholds)
+
+
+def test_the_commands_read_event_logs_parquet_and_the_reference_json(
+    model: Path, frame: pd.DataFrame, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = _events(tmp_path / "events.jsonl", frame[list(FEATURES)].to_numpy())
+    monitor.reference(model, frame, labels="y", out=tmp_path / "ref.json")
+    frame.to_parquet(tmp_path / "rows.parquet")
+    base = ["--model", str(model), "--reference", str(tmp_path / "ref.json")]
+    assert main(["score", *base, "--data", str(log), "--out", str(tmp_path / "s.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "60 events from" in err and "not_json: 1" in err and "× reference" in err
+    assert main(["score", *base, "--data", str(tmp_path / "rows.parquet"), "--out", str(tmp_path / "p.csv")]) == 0
+    assert (tmp_path / "s.csv").read_text() == (tmp_path / "p.csv").read_text()  # the same rows, the same scores
+    assert main(["estimate", *base, "--data", str(log), "--json", str(tmp_path / "e.json")]) == 0
+    assert json.loads((tmp_path / "e.json").read_text())["n"] == 60
+    out = tmp_path / "probe.json"
+    assert main(["probe", *base, "--data", str(tmp_path / "rows.parquet"), "--json", str(out), "--steps", "0"]) == 0
+    assert json.loads(out.read_text())["n_points"] == 60
