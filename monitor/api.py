@@ -87,7 +87,7 @@ def _is_frame(data: object) -> bool:
 # ---------------------------------------------------------------------------------------------------- typed results
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity: pandas compares a frame's attrs, and arrays have no single truth value
 class Table:
     """Named columns of equal length (N,), in order; ``to_frame()`` is the pandas view of them."""
 
@@ -191,7 +191,7 @@ class Rows:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ScoreTable(Table):
     """:func:`score`'s result: per input row ``gamma``, ``flicker``, ``p_adj`` and, for a classifier, ``class``,
     ``probability`` and ``margin`` (NaN scores and class −1 on rows with NaN or infinite values: ``valid`` False).
@@ -753,7 +753,8 @@ def score(
     model_kind: str = "auto",
     header: str = "auto",
     max_events: int | None = None,
-) -> ScoreTable:
+    as_frame: bool | None = None,
+) -> Any:
     """γ, flicker and P_adj for every row of ``data`` (and the class with its probability for a classifier).
 
     Parameters
@@ -763,11 +764,15 @@ def score(
     reference : what standardizes the radius and σ (rows, a reference JSON or :func:`reference`'s result); default
         the data itself. A reference JSON or :class:`ReferenceResult` also gives ``yardstick``.
     radius, sigma, flicker_copies, steps, seed, ball, output, space : as ``harmonic-monitor score``'s options.
+    as_frame : return a DataFrame (True), the typed :class:`ScoreTable` (False), or a DataFrame exactly when ``data``
+        is one (None, the default).
 
     Returns
     -------
-    ScoreTable
-        One row per input row (per valid event of a log), in order; ``.to_frame()`` for a DataFrame.
+    pandas.DataFrame or ScoreTable
+        One row per input row (per valid event of a log), in order: ``gamma``, ``flicker``, ``p_adj`` (and ``class``,
+        ``probability``, ``margin`` for a classifier). A DataFrame keeps the input frame's index, and its ``attrs``
+        hold ``"score"``: the :class:`ScoreTable` (``yardstick``, ``invalid``, ``summary()``).
 
     Examples
     --------
@@ -818,6 +823,10 @@ def score(
         if m.kind == "classifier":
             live["confidence"] = res.probability
         table = dataclasses.replace(table, yardstick=yardsticks(live, ref))
+    if as_frame or (as_frame is None and _is_frame(data)):
+        frame = table.to_frame()
+        frame.attrs["score"] = table
+        return frame
     return table
 
 

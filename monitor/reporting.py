@@ -195,7 +195,7 @@ def build_report(
     elif not is_log:
         timeline_note = "no verdict timeline: the events are rows, not an event log (replay needs a .jsonl log)"
     else:
-        tl, timeline_note = _replay(m, model, reference, base.path, events, config, max_events, model_name)
+        tl, timeline_note = _replay(model, reference, base.path, events, config, max_events, model_name)
     scorer = _scorer(
         m, base, radius=0.05, sigma=0.05, flicker_copies=32, steps=25, seed=seed, ball="auto", output="auto"
     )
@@ -279,7 +279,7 @@ def build_report(
             probe = run_probe(
                 m,
                 rows.take(np.sort(top)),
-                reference if not isinstance(reference, ReferenceResult) else reference,
+                reference,
                 budget_rows=probe_budget_rows,
                 steps=5,
                 seed=seed,
@@ -323,7 +323,6 @@ def build_report(
 
 
 def _replay(
-    m: Any,
     model: Any,
     reference: Any,
     ref_path: Path | None,

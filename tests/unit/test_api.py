@@ -51,8 +51,10 @@ def _events(path: Path, rows: np.ndarray, *, bad: bool = True) -> Path:
 
 
 def test_score_a_frame_gives_one_row_per_input_row_with_gamma_flicker_class(model: Path, frame: pd.DataFrame) -> None:
-    table = monitor.score(model, frame, reference=frame, flicker_copies=8)
-    out = table.to_frame()
+    out = monitor.score(model, frame, reference=frame, flicker_copies=8)  # a frame in, a frame out
+    assert isinstance(out, pd.DataFrame)
+    table = out.attrs["score"]
+    assert isinstance(table, ScoreTable) and table.to_frame().equals(out)
     assert list(out.columns) == ["gamma", "flicker", "p_adj", "class", "probability", "margin"]
     assert list(out.index) == list(frame.index)  # the frame's own row labels
     assert (out["gamma"] >= 0).all() and out["flicker"].between(0, 1).all()
@@ -67,7 +69,7 @@ def test_score_equals_the_cli_on_the_same_rows(model: Path, frame: pd.DataFrame,
     assert main(["score", "--model", str(model), "--data", str(data), "--out", str(tmp_path / "o.csv")]) == 0
     with (tmp_path / "o.csv").open() as fh:
         cli = list(csv.DictReader(fh))
-    api = monitor.score(model, frame, reference=frame).to_frame()
+    api = monitor.score(model, frame, reference=frame)
     np.testing.assert_allclose([float(r["gamma"]) for r in cli], api["gamma"], rtol=1e-8)
     np.testing.assert_allclose([float(r["flicker"]) for r in cli], api["flicker"], rtol=1e-8)
     np.testing.assert_array_equal([int(r["predicted_class"]) for r in cli], api["class"])
@@ -80,7 +82,7 @@ def test_a_frame_missing_columns_is_refused_naming_them(model: Path, frame: pd.D
 
 def test_an_array_reads_as_the_inputs_in_graph_order(model: Path, frame: pd.DataFrame) -> None:
     a = monitor.score(model, frame[list(FEATURES)].to_numpy(), flicker_copies=4).columns["gamma"]
-    b = monitor.score(model, frame, flicker_copies=4).columns["gamma"]
+    b = monitor.score(model, frame, flicker_copies=4)["gamma"].to_numpy()
     np.testing.assert_array_equal(a, b)
     with pytest.raises(DataError, match="an array cannot carry"):
         monitor.score(model, np.zeros((3, 5)))
@@ -113,13 +115,13 @@ def test_an_event_log_counts_invalid_lines_by_reason(model: Path, frame: pd.Data
     assert len(table) == 60
     assert sum(table.invalid.values()) == 3 and table.invalid["not_json"] == 1
     same = monitor.score(model, frame, reference=frame, flicker_copies=4)
-    np.testing.assert_allclose(table.columns["gamma"], same.columns["gamma"], rtol=1e-6)
+    np.testing.assert_allclose(table.columns["gamma"], same["gamma"], rtol=1e-6)
 
 
 def test_parquet_reads_like_the_frame(model: Path, frame: pd.DataFrame, tmp_path: Path) -> None:
     frame.to_parquet(tmp_path / "rows.parquet")
     a = monitor.score(model, tmp_path / "rows.parquet", reference=frame, flicker_copies=4).columns["gamma"]
-    b = monitor.score(model, frame, reference=frame, flicker_copies=4).columns["gamma"]
+    b = monitor.score(model, frame, reference=frame, flicker_copies=4, as_frame=False).columns["gamma"]
     np.testing.assert_array_equal(a, b)
 
 
@@ -133,7 +135,7 @@ def test_reference_and_estimate_with_labels_give_the_realized_accuracy(
     assert est.lower <= est.estimate <= est.upper and est.n_labelled == 60
     assert est.realized == pytest.approx(float(np.mean(live == frame["y"].to_numpy())))
     assert set(est.to_frame().index) == set(est.methods)
-    table = monitor.score(model, frame, reference=tmp_path / "ref.json", flicker_copies=8)
+    table = monitor.score(model, frame, reference=tmp_path / "ref.json", flicker_copies=8, as_frame=False)
     assert [y.signal for y in table.yardstick] == ["gamma", "flicker", "confidence"]
     assert "reference" in table.summary()
 
@@ -198,8 +200,8 @@ def test_bad_inputs_say_what_was_expected(model: Path, frame: pd.DataFrame, tmp_
 def test_a_plain_model_takes_arrays_and_frames_by_feature_name(tmp_path: Path) -> None:
     path = linear_regressor(tmp_path / "reg.onnx", [1.0, 2.0])
     rows = np.random.default_rng(0).normal(size=(30, 2))
-    by_order = monitor.score(path, pd.DataFrame(rows, columns=["u", "v"]), flicker_copies=4)
-    by_name = monitor.score(path, pd.DataFrame(rows, columns=["x[0]", "x[1]"]), flicker_copies=4)
+    by_order = monitor.score(path, pd.DataFrame(rows, columns=["u", "v"]), flicker_copies=4, as_frame=False)
+    by_name = monitor.score(path, pd.DataFrame(rows, columns=["x[0]", "x[1]"]), flicker_copies=4, as_frame=False)
     np.testing.assert_array_equal(by_order.columns["gamma"], by_name.columns["gamma"])
     np.testing.assert_array_equal(
         monitor.score(path, rows, flicker_copies=4).columns["gamma"], by_name.columns["gamma"]
@@ -216,8 +218,8 @@ def test_a_reference_result_and_rows_give_the_yardstick_and_replay_takes_the_res
 ) -> None:
     ref = monitor.reference(model, frame, flicker_copies=8)
     shifted = frame.assign(income=frame["income"] + 2.0)
-    from_result = monitor.score(model, shifted, reference=ref, flicker_copies=8)
-    from_rows = monitor.score(model, shifted, reference=frame, flicker_copies=8)
+    from_result = monitor.score(model, shifted, reference=ref, flicker_copies=8).attrs["score"]
+    from_rows = monitor.score(model, shifted, reference=frame, flicker_copies=8).attrs["score"]
     assert [y.signal for y in from_result.yardstick] == [y.signal for y in from_rows.yardstick]
     assert all(np.isfinite(y.ratio) and 0 <= y.percentile <= 100 for y in from_rows.yardstick)
     assert "× reference" in from_rows.yardstick[0].describe()

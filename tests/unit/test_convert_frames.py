@@ -57,7 +57,7 @@ def test_a_dataframe_pipeline_converts_to_one_input_per_column_and_scores_the_fr
     assert "age (float), income (float), city (string), rooms (int64)" in capsys.readouterr().err
     model = OnnxModel(str(tmp_path / "m.onnx"))
     assert [s.name for s in model.signature.inputs] == ["age", "income", "city", "rooms"]
-    scores = monitor.score(tmp_path / "m.onnx", df, flicker_copies=4).to_frame()
+    scores = monitor.score(tmp_path / "m.onnx", df, flicker_copies=4)
     np.testing.assert_array_equal(scores["class"].to_numpy(), pipe.predict(df))  # type: ignore[attr-defined]
 
 
