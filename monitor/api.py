@@ -1092,11 +1092,15 @@ def replay(
     state_dir: str | os.PathLike[str] | None = None,
     model_name: str | None = None,
     keep_scores: bool = False,
+    batch_events: int | None = None,
 ) -> ReplayTimeline:
     """Run the ``run`` pipeline over a ``.jsonl`` event log in event time (``harmonic-monitor replay``).
 
     ``reference``: a reference JSON or rows file path, or :func:`reference`'s result (saved to a temporary file);
-    ``config``: a YAML configuration (detectors, segments, alerts), as ``run`` reads it.
+    ``config``: a YAML configuration (detectors, segments, alerts), as ``run`` reads it; ``batch_events``: events
+    per micro-batch unless the configuration names a size (default 10: a verdict change lands within that many
+    events of the event that decided it; larger batches replay faster); ``keep_scores``: the timeline also holds
+    every scored event's features and scores.
     """
     import argparse
 
@@ -1119,6 +1123,7 @@ def replay(
             model_name=model_name or (None if model is None else log_model_name(Path(events), _model_path(model))),
             reference=ref_path,
             reference_header=None,
+            batch_events=batch_events,
             log_level=None,
             log_format=None,
         )
@@ -1141,6 +1146,7 @@ def report(
     title: str | None = None,
     model_name: str | None = None,
     seed: int = 0,
+    replay_batch: int = 100,
 ) -> Report:
     """One self-contained HTML page of the model over recorded events: the verdict timeline per segment, the signals
     against their reference bands, the Gamma Map, per-input drift, the accuracy estimate and the probe profile of the
@@ -1167,4 +1173,5 @@ def report(
         title=title,
         model_name=model_name,
         seed=seed,
+        replay_batch=replay_batch,
     )

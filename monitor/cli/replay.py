@@ -97,7 +97,8 @@ def replay_settings(args: argparse.Namespace, state_dir: Path) -> Settings:
     overrides: dict[str, Any] = {"sampler": {"events_per_second": 0}, "state_dir": str(state_dir)}
     settings = settings_from_args(args, overrides)
     if "max_events" not in settings.batch.model_fields_set:
-        batch = {**settings.batch.model_dump(), "max_events": REPLAY_BATCH}
+        size = getattr(args, "batch_events", None) or REPLAY_BATCH
+        batch = {**settings.batch.model_dump(), "max_events": size}
         settings = settings_from_args(args, {**overrides, "batch": batch})
     # a backtest must not page anyone: alerts go to the timeline only
     alerts = settings.alerts.model_copy(update={"alertmanager_url": None, "webhook_url": None})

@@ -53,6 +53,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--probe-points", type=count_at_least(0), default=20, help="flagged events probed at most (default 20)"
     )
+    p.add_argument(
+        "--replay-batch",
+        type=count_at_least(1),
+        default=100,
+        help="events per micro-batch of the replay (unless --config names a size): a verdict change is placed within "
+        "that many events of the event that decided it; larger is faster (default 100)",
+    )
     p.add_argument("--title", help="the page's title")
     p.add_argument("--seed", type=int, default=0, help="seed of the scoring noise and the probes (default 0)")
     p.set_defaults(func=run)
@@ -75,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         title=args.title,
         model_name=args.model_name,
         seed=args.seed,
+        replay_batch=args.replay_batch,
     )
     d = report.data
     invalid = ", ".join(f"{k}: {v}" for k, v in sorted(d.invalid.items())) or "none"

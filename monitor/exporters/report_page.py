@@ -123,6 +123,11 @@ def _verdicts(data: ReportData) -> str:
         else _empty(f"no verdict change: every segment stayed stable over {data.timeline.events} events")
     )
     alerts = len(data.timeline.alerts)
+    if data.replay_batch:
+        table += (
+            f'<p class="meta">Replayed here in micro-batches of {data.replay_batch} events: a change is placed within '
+            f"{data.replay_batch} events of the event that decided it.</p>"
+        )
     return "".join(out) + legend + table + f'<p class="meta">{alerts} alert transition(s) in the replay.</p>'
 
 

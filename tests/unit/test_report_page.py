@@ -239,7 +239,8 @@ def test_sections_with_nothing_to_draw_say_why(tmp_path: Path) -> None:
 
 def test_the_replay_command_gives_the_timeline_the_page_draws(demo: Demo, report: Report, tmp_path: Path) -> None:
     args = ["--model", str(demo.model), "--reference", str(demo.reference), "--events", str(demo.events)]
-    assert main(["replay", *args, "--timeline", str(tmp_path / "t.json")]) == 0
+    (tmp_path / "c.yaml").write_text("batch:\n  max_events: 100\n")  # the page's replay batches (REPLAY_BATCH)
+    assert main(["replay", *args, "--config", str(tmp_path / "c.yaml"), "--timeline", str(tmp_path / "t.json")]) == 0
     assert report.data.timeline is not None
     assert report.data.timeline.document() == json.loads((tmp_path / "t.json").read_text())
     assert report.data.timeline.invalid == {"not_json": 1, "missing_field": 1}
