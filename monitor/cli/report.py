@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from monitor.cli.common import count_at_least
+from monitor.errors import DataError
 from monitor.model.io import load_rows
 
 
@@ -68,7 +70,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from monitor.reporting import build_report
 
-    labels = None if args.labels is None else load_rows(args.labels).reshape(-1)
+    labels = None
+    if args.labels is not None:
+        if not Path(args.labels).is_file():
+            raise DataError(
+                f"--labels '{args.labels}' does not exist (expected .csv or .npy: one true class per event)"
+            )
+        labels = load_rows(args.labels).reshape(-1)
     report = build_report(
         args.model,
         args.reference,

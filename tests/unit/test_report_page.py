@@ -266,3 +266,9 @@ def test_a_regressor_over_rows_with_a_given_timeline(tmp_path: Path) -> None:
     assert '<section id="gammamap"><h2>Gamma Map</h2>\n<p class="empty">' in r.html
     with pytest.raises(monitor.api.DataError, match="cannot read the timeline"):
         monitor.report(model, rng.normal(size=(100, 2)), rng.normal(size=(80, 2)), timeline=tmp_path / "absent.json")
+
+
+def test_the_cli_names_a_missing_labels_file(demo: Demo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["report", "--model", str(demo.model), "--reference", str(demo.reference), "--events", str(demo.events)]
+    assert main([*args, "--out", str(tmp_path / "r.html"), "--labels", str(tmp_path / "absent.npy")]) == 2
+    assert "--labels '" in capsys.readouterr().err and not (tmp_path / "r.html").exists()
