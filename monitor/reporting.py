@@ -131,6 +131,8 @@ class ReportData:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: events per micro-batch of the replay run for the page (0: the timeline came from elsewhere)
     replay_batch: int = 0
+    #: the reference's Gamma Map, where the reference was given as rows (a reference JSON keeps no (P, γ) pairs)
+    reference_gamma_map: GammaMap | None = None
 
 
 @dataclass(frozen=True)
@@ -219,9 +221,13 @@ def build_report(
         res = score_rows(scorer, rows.x, rows.held)
     table = _score_table(m.kind, res, rows)
     ref = base.reference
+    ref_map: GammaMap | None = None
     if ref is None and base.rows is not None:
         rres = score_rows(scorer, base.rows.x, base.rows.held)
         ok = rres.valid
+        if m.kind == "classifier":  # reference rows give the reference's own Gamma Map, drawn beside the live one
+            pair = ok & np.isfinite(rres.probability) & np.isfinite(rres.gamma)
+            ref_map = gamma_map(rres.probability[pair], rres.gamma[pair])
         ref = Reference.from_arrays(
             gamma=rres.gamma[ok],
             flicker=rres.flicker[ok],
@@ -320,6 +326,7 @@ def build_report(
         n_flagged=int(flagged.size),
         flag_threshold=threshold,
         notes=tuple(notes),
+        reference_gamma_map=ref_map,
         replay_batch=replay_batch if (is_log and timeline is None and tl is not None) else 0,
     )
     page = render_page(data)

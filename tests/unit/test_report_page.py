@@ -234,6 +234,10 @@ def test_sections_with_nothing_to_draw_say_why(tmp_path: Path) -> None:
     assert "events are rows" in p.empty["verdicts"] and "no fitted estimator" in p.empty["accuracy"]
     assert p.points["signals"] and p.points["drift"] and p.points["gammamap"]
     assert r.data.timeline is None and r.data.accuracy is None
+    assert r.data.reference_gamma_map is None  # a ReferenceResult keeps no (P, γ) pairs
+    rows_ref = monitor.report(model, rng.normal(size=(200, 3)), rng.normal(size=(300, 3)))
+    assert rows_ref.data.reference_gamma_map is not None and rows_ref.data.reference_gamma_map.total == 200
+    assert "reference (n=200)" in rows_ref.html and "live (n=300)" in rows_ref.html
     assert len(FEATURES) == len(r.data.drift) and [x.name for x in r.data.drift] == list(FEATURES)
 
 
