@@ -859,11 +859,18 @@ def reference(
     calibration: str = "temperature",
     model_kind: str = "auto",
     out: str | os.PathLike[str] | None = None,
+    scales: str = "fixed",
+    target_flicker_share: float = 0.5,
+    regression_tolerance: float = 0.1,
+    standardizer: Standardizer | None = None,
 ) -> ReferenceResult:
     """Build a reference (what ``harmonic-monitor reference`` writes) from reference rows.
 
     ``labels``: the true class of each row (an array, or a column name of a DataFrame ``data``) to fit the
-    label-free accuracy estimators; ``out``: also write the JSON there.
+    label-free accuracy estimators; ``out``: also write the JSON there. ``scales``: ``fixed`` scores at ``radius`` and
+    ``sigma``; ``from-reference`` chooses σ (= r) so that ``target_flicker_share`` of the rows flicker and records it
+    (``ReferenceResult.scales``; ``run`` then scores at it). ``standardizer``: standardize by this one instead of
+    the rows' own (``harmonic-monitor reference --reference``).
 
     Examples
     --------
@@ -886,11 +893,39 @@ def reference(
     rows = rows.take(finite)
     y = None if y is None else y[finite]
     if len(rows) < 10:
-        raise DataError(f"{rows.source}: {len(rows)} finite rows; a reference needs at least 10")
+        where = rows.source if rows.source.startswith("'") else f"the reference data ({rows.source})"
+        raise DataError(f"{where} has {len(rows)} finite rows; a reference needs at least 10")
+    if y is not None and m.kind != "classifier":
+        raise DataError(
+            f"'{_model_path(model)}' is read as a {m.kind}: labels fit accuracy estimators, which are for classifiers "
+            "(set model_kind='classifier' if its outputs are class scores)"
+        )
+    if scales not in ("fixed", "from-reference"):
+        raise DataError(f"scales must be 'fixed' or 'from-reference'; got {scales!r}")
     if len(rows) > sample_rows:
         pick = np.random.default_rng(seed).choice(len(rows), sample_rows, replace=False)
         rows, y = rows.take(pick), None if y is None else y[pick]
     base = _baseline(None, m, rows, space=space)
+    if standardizer is not None:
+        base = dataclasses.replace(base, standardizer=standardizer)
+    if scales == "from-reference":
+        from monitor.metrics.scales import choose_scales
+        from monitor.metrics.scorer import ScoringConfig
+
+        config = ScoringConfig(
+            radius=radius,
+            ball=ball,
+            output=output,
+            flicker_copies=flicker_copies,
+            sigma=sigma,
+            steps=steps,
+            seed=seed,
+            regression_tolerance=regression_tolerance,
+        )
+        chosen = choose_scales(
+            m, base.standardizer, rows.x, rows.held, config, target_share=target_flicker_share, held_sample=rows.held
+        )
+        base = dataclasses.replace(base, scales=chosen)
     scorer = _scorer(
         m,
         base,
@@ -901,6 +936,7 @@ def reference(
         seed=seed,
         ball=ball,
         output=output,
+        regression_tolerance=regression_tolerance,
     )
     res = score_rows(scorer, rows.x, rows.held)
     ok = res.valid
@@ -920,15 +956,11 @@ def reference(
     )
     fit = None
     if y is not None:
-        if not classifier:
-            raise DataError(
-                f"'{_model_path(model)}' is read as a {m.kind}: labels fit accuracy estimators, which are for classifiers"
-            )
         from monitor.cli.reference import labelled_fit
 
         fit = labelled_fit(m, rows.x, rows.held, res, _int_labels(y), seed=seed, calibration=calibration)  # type: ignore[arg-type]
     held = None if rows.held is None else rows.held.take(ok)
-    result = ReferenceResult(base.standardizer, ref, space, _model_path(model), held, fit)
+    result = ReferenceResult(base.standardizer, ref, space, _model_path(model), held, fit, base.scales)
     if out is not None:
         result = dataclasses.replace(result, path=result.save(out))
     return result
