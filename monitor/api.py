@@ -5,7 +5,8 @@ Every function takes the model (an ONNX path, or a loaded :class:`~monitor.model
 * a **pandas DataFrame**, columns named by the model's inputs or feature names (``age``, ``city``; ``x[0]``,
   ``x[1]`` …), strings (or a categorical dtype) for held string inputs; other columns are ignored, missing ones are
   named in the error;
-* a **numpy array** (N, D) for a plain model (one 2-D float input), or a mapping of arrays by input name;
+* a **numpy array** (N, D) for a model of float inputs only (their values in the graph's input order), or a mapping
+  of arrays by input name;
 * a **file path**: ``.csv``, ``.npy``, ``.npz`` (as the CLI reads them), ``.parquet`` (needs the ``frame`` extra) or a
   ``.jsonl`` event log decoded exactly as ``run`` decodes Kafka messages (invalid lines counted by reason in
   ``invalid``, never raised).
@@ -14,14 +15,16 @@ A reference is any of those rows, a reference JSON written by ``harmonic-monitor
 :meth:`ReferenceResult.save`), or the :class:`ReferenceResult` that :func:`reference` returns.
 
 Results are typed (frozen dataclasses); tables among them have ``to_frame()``, which needs pandas
-(``pip install 'harmonic-monitor[frame]'``) and says so when it is missing. The CLI commands ``score`` and ``replay``
-call these same functions. ``import monitor`` stays cheap: this module is imported on first use of one of them.
+(``pip install 'harmonic-monitor[frame]'``) and says so when it is missing; :func:`score` of a DataFrame returns a
+DataFrame. The commands ``reference``, ``replay`` and ``report`` are wrappers over these functions; ``score``,
+``estimate`` and ``probe`` read their files through :func:`read_rows` (event logs, parquet) and assemble the rest
+themselves. ``import monitor`` stays cheap: this module is imported on first use of one of them.
 
 Examples
 --------
 >>> import numpy as np, monitor
 >>> from monitor.examples import linear_classifier
->>> path = linear_classifier()                      # a 3-feature logistic model (tests' helper)
+>>> path = linear_classifier()                 # inputs age, income, debt; 3 classes
 >>> rows = np.random.default_rng(0).normal(size=(40, 3))
 >>> scores = monitor.score(path, rows, flicker_copies=8)
 >>> scores.columns["gamma"].shape, sorted(scores.columns)[:3]
