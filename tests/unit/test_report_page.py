@@ -46,10 +46,10 @@ class Demo:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
-    """The demo's model, labelled reference and 4500 events in three phases (stationary, input shift, harmful
+    """The demo's model, labelled reference and 3000 events in three phases (stationary, input shift, harmful
     shift) as a .jsonl log with two invalid lines, and the events' true classes."""
     root = tmp_path_factory.mktemp("report")
-    d = build_demo(root / "demo", events=4500, seed=0)
+    d = build_demo(root / "demo", events=3000, seed=0)
     lines = [line for phase in PHASES for line in d.phases[phase]]
     labels = [v for phase in PHASES for v in d.labels[phase]]
     events = root / "events.jsonl"
