@@ -20,6 +20,10 @@ bash scripts/install-prometheus.sh
 # buildah + mmdebstrap and the local python:3.11-slim base (cached in .cache/image/); the image itself is built by
 # tests/integration/test_image.py, from the tree it tests (DECISIONS 23)
 bash scripts/build-image.sh --prepare
+# headless Chromium (Debian's package, no browser download): tests/unit/test_report_page.py renders the report page
+if ! command -v chromium >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 
 echo "== ruff format --check"; .venv/bin/ruff format --check .
 echo "== ruff check";          .venv/bin/ruff check .

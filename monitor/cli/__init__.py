@@ -23,6 +23,7 @@ _COMMANDS = (
     "monitor.cli.demo",
     "monitor.cli.probe",
     "monitor.cli.estimate",
+    "monitor.cli.report",
 )
 
 

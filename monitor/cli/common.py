@@ -74,7 +74,11 @@ def add_header_option(p: argparse.ArgumentParser) -> None:
 
 
 def add_scoring_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--reference", help="reference data (.csv/.npy) for standardization; default: the data itself")
+    p.add_argument(
+        "--reference",
+        help="reference for standardization: a reference JSON (`harmonic-monitor reference`) or reference rows "
+        "(.csv/.npy/.npz/.parquet/.jsonl); default: the data itself",
+    )
     p.add_argument("--radius", type=float, default=0.05, help="ball radius r (default 0.05, in --space units)")
     p.add_argument(
         "--space",
@@ -150,6 +154,20 @@ def load_inputs(
     A plain model (one 2-D float input) reads exactly as :func:`load_points`; any other reads a CSV whose header
     names its inputs or features, an ``.npy`` or an ``.npz`` (:func:`~monitor.model.io.read_model_rows`).
     """
+    if path.lower().endswith((".jsonl", ".parquet")):
+        from monitor.api import read_rows as api_rows
+
+        rows = api_rows(path, model, what=what)
+        line = f"{what}: {rows.source}" + (
+            " (invalid lines by reason: " + ", ".join(f"{k}: {v}" for k, v in sorted(rows.invalid.items())) + ")"
+            if rows.invalid
+            else ""
+        )
+        if notes is not None:
+            notes.append(line)
+        elif announce:
+            print(line, file=sys.stderr)
+        return rows.x, rows.held
     if model.signature.plain and not path.lower().endswith(".npz"):
         return load_points(path, model.n_features, what=what, header=header, announce=announce, notes=notes), None
     table = read_model_rows(path, model.signature, header)
@@ -203,6 +221,13 @@ def build_standardizer(
         return Standardizer.identity(n_features)
     ref_path = args.reference or data_path
     what = "--reference" if args.reference else "--data"
+    if str(ref_path).lower().endswith(".json"):  # a reference JSON: its standardizer, as `run` reads it
+        from monitor.rolling.reference_file import read_reference
+
+        standardizer, _ = read_reference(ref_path, n_features)
+        if notes is not None:
+            notes.append(f"{what}: the standardizer of reference JSON '{ref_path}'")
+        return standardizer
     # --data is announced where the command reads it for scoring, not twice
     if model is not None:
         ref, _ = load_inputs(
@@ -250,7 +275,11 @@ def build_scorer(args: argparse.Namespace) -> tuple[OnnxModel, Standardizer, Rob
     held_sample = None
     if model.signature.has_held and model.kind == "regressor" and args.flicker_copies > 0:
         # a regressor's output scale is measured with held values the reference (or the data) holds
-        _, held_sample = load_inputs(
-            args.reference or args.data, model, what="--reference", header=args.header, announce=False
-        )
+        source = args.reference or args.data
+        if str(source).lower().endswith(".json"):
+            from monitor.rolling.reference_file import read_held_sample
+
+            held_sample = read_held_sample(source, model.signature)
+        else:
+            _, held_sample = load_inputs(source, model, what="--reference", header=args.header, announce=False)
     return model, standardizer, RobustnessScorer(model, standardizer, config, held_sample=held_sample)

@@ -306,6 +306,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
         svc.probes.run_once(time.time())
         pipeline.close()
         elapsed = time.perf_counter() - started
+        yardstick = _reference_yardstick(data.labelled_reference_path, data.n_features, phase_stats)
         summary = {
             "phases": [phase_stats[p] for p in PHASES],
             "model": str(data.model_path),
@@ -315,6 +316,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
             "events_scored": int(svc.state.counter_sum("harmonic_events_scored_total")),
             "events_invalid": int(svc.state.counter_sum("harmonic_events_invalid_total")),
             "probe_regions": sum(len(m["reports"]) for m in svc.probes.report()["models"].values()),
+            "reference": yardstick,
             "seconds": round(elapsed, 2),
         }
         _print_summary(out, summary)
@@ -380,6 +382,31 @@ def _progress(
         print(line, file=out)
 
 
+def _reference_yardstick(
+    path: Path | None, n_features: int, phases: dict[str, dict[str, Any]]
+) -> dict[str, float] | None:
+    """The reference's γ mean, γ p95 and flicker mean; each phase gets its ratios to them (``gamma_ratio`` …)."""
+    if path is None:
+        return None
+    from monitor.rolling.reference_file import read_reference
+
+    _, ref = read_reference(path, n_features)
+    out = {
+        "gamma_mean": float(ref.gamma_mean),
+        "gamma_p95": float(np.quantile(ref.gamma_sample, 0.95)),
+        "flicker_mean": float(ref.flicker_mean),
+    }
+    pairs = (
+        ("gamma_ratio", "gamma_mean", "gamma_mean"),
+        ("gamma_p95_ratio", "gamma_p95", "gamma_p95"),
+        ("flicker_ratio", "flicker_mean", "flicker_mean"),
+    )
+    for stats in phases.values():
+        for key, live_key, ref_key in pairs:
+            stats[key] = stats[live_key] / out[ref_key] if out[ref_key] > 0 else float("nan")
+    return out
+
+
 def _print_summary(out: Any, summary: dict[str, Any]) -> None:
     print("\nsummary", file=out)
     print(f"{'phase':<14} {'events':>7} {'γ mean':>10} {'γ p95':>10} {'flicker':>8}  {'verdict':<14} alerts", file=out)
@@ -389,6 +416,19 @@ def _print_summary(out: Any, summary: dict[str, Any]) -> None:
             f"{p['flicker_mean']:>8.4f}  {p['verdict']:<14} {', '.join(p['alerts']) or '-'}",
             file=out,
         )
+    ref = summary.get("reference")
+    if ref:
+        print(
+            f"\neach phase beside the reference (phase mean ÷ reference mean; reference γ mean {ref['gamma_mean']:.2e}, "
+            f"γ p95 {ref['gamma_p95']:.2e}, flicker mean {ref['flicker_mean']:.4f})",
+            file=out,
+        )
+        for p in summary["phases"]:
+            print(
+                f"  {p['name']:<14} γ {p['gamma_ratio']:.2f}×  γ p95 {p['gamma_p95_ratio']:.2f}×  "
+                f"flicker {p['flicker_ratio']:.2f}×",
+                file=out,
+            )
     rows = [(p["name"], p["accuracy"]) for p in summary["phases"] if p.get("accuracy")]
     if rows:
         first = rows[0][1]

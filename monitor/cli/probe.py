@@ -66,7 +66,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_header_option(p)
     p.add_argument(
-        "--reference", help="reference data (.csv/.npy): standardization and dropout means; default: --data itself"
+        "--reference",
+        help="a reference JSON (`harmonic-monitor reference`) or reference rows (.csv/.npy/.npz/.parquet/.jsonl): "
+        "standardization and dropout means; default: --data itself",
     )
     p.add_argument(
         "--space",
@@ -223,6 +225,7 @@ def _run(args: argparse.Namespace) -> int:
     if bad:
         raise ProbeError(f"--data '{args.data}' has {bad} row(s) with NaN or infinite values; remove them to probe")
     standardizer = build_standardizer(args, model.n_features, args.data, notes, model=model)
+    ref_json = bool(args.reference) and str(args.reference).lower().endswith(".json")
     reference, reference_held = (
         # noted by build_standardizer unless --space raw left it unread
         load_inputs(
@@ -233,13 +236,18 @@ def _run(args: argparse.Namespace) -> int:
             announce=False,
             notes=notes if args.space == "raw" else None,
         )
-        if args.reference
+        if args.reference and not ref_json
         else (None, None)
     )
     fill = None
     if args.space == "raw":  # dropout still writes the reference (or data) mean, in raw units
-        base = reference if reference is not None else points
-        fill = base[np.all(np.isfinite(base), axis=1)].mean(axis=0)
+        if ref_json:
+            from monitor.rolling.reference_file import read_reference
+
+            fill = read_reference(args.reference, model.n_features)[1].feature_mean
+        else:
+            base = reference if reference is not None else points
+            fill = base[np.all(np.isfinite(base), axis=1)].mean(axis=0)
     extra: dict[str, int] = {}
     output_scale = None
     if reference is not None and model.kind == "regressor":

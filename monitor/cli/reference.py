@@ -18,7 +18,6 @@ is scored at them and the file records them (``scales``), which ``run`` then sco
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -35,13 +34,10 @@ from monitor.cli.common import (
 )
 from monitor.errors import DataError
 from monitor.estimate import CALIBRATION_KINDS, CalibrationKind, EstimatorFit, fit_estimators
-from monitor.metrics.scales import choose_scales
-from monitor.metrics.scorer import RobustnessScorer, ScoreResult
+from monitor.metrics.scorer import ScoreResult
 from monitor.model.io import HeaderMode, load_rows
 from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held
-from monitor.rolling.reference import Reference
-from monitor.rolling.reference_file import write_reference
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -99,76 +95,46 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from monitor.api import Rows
+    from monitor.api import reference as build_reference
+
     model, standardizer, scorer = build_scorer(args)
     rows, held = load_inputs(args.data, model, what="--data", header=args.header)
     labels = None if args.labels is None else read_labels(args.labels, rows.shape[0], header=args.header)
-    if labels is not None and model.kind != "classifier":
-        raise DataError(
-            f"'{args.model}' is read as a {model.kind}: --labels fits accuracy estimators, which are for classifiers "
-            "(set --model-kind classifier if its outputs are class scores)"
-        )
-    finite = np.all(np.isfinite(rows), axis=1)
-    rows = rows[finite]
-    held = None if held is None else held.take(finite)
-    labels = None if labels is None else labels[finite]
-    if rows.shape[0] < 10:
-        raise DataError(f"'{args.data}' has {rows.shape[0]} finite rows; a reference needs at least 10", path=args.data)
-    rng = np.random.default_rng(args.seed)
-    if rows.shape[0] > args.sample_rows:
-        pick = rng.choice(rows.shape[0], args.sample_rows, replace=False)
-        rows = rows[pick]
-        held = None if held is None else held.take(pick)
-        labels = None if labels is None else labels[pick]
     names = tuple(n.strip() for n in args.feature_names.split(",")) if args.feature_names else None
-    if names is None and not model.signature.plain:
-        names = model.signature.features
     if names is not None and len(names) != model.n_features:
         raise DataError(f"--feature-names lists {len(names)} names; the model takes {model.n_features} features")
-    scales = None
-    if args.scales == "from-reference":
-        scales = choose_scales(
-            model,
-            standardizer,
-            rows,
-            held,
-            scorer.config,
-            target_share=args.target_flicker_share,
-            held_sample=held,
-        )
-        config = dataclasses.replace(scorer.config, sigma=scales.sigma, radius=scales.radius)
-        scorer = RobustnessScorer(model, standardizer, config, held_sample=held)
+    config = scorer.config
+    result = build_reference(
+        model,
+        Rows(rows, held, f"'{args.data}'"),
+        labels=labels,
+        feature_names=names,
+        sample_rows=args.sample_rows,
+        radius=config.radius,
+        sigma=config.sigma,
+        flicker_copies=config.flicker_copies,
+        steps=config.steps,
+        seed=args.seed,
+        ball=config.ball,
+        output=config.output,
+        space=args.space,
+        calibration=args.calibration,
+        scales=args.scales,
+        target_flicker_share=args.target_flicker_share,
+        regression_tolerance=config.regression_tolerance,
+        standardizer=standardizer,
+        out=Path(args.out),
+    )
+    scales, ref, fit = result.scales, result.reference, result.fit
+    if scales is not None:
         print(
             f"signal scales from the reference: σ = r = {scales.sigma:.4g} ({args.space} units); "
             f"{scales.flicker_share:.0%} of {scales.rows} rows flicker (target {args.target_flicker_share:.0%})",
             file=sys.stderr,
         )
-    result = scorer.score(rows, held)
-    ok = result.valid
-    ref = Reference.from_arrays(
-        gamma=result.gamma[ok],
-        flicker=result.flicker[ok],
-        features=rows[ok],
-        predicted_class=result.predicted_class[ok],
-        feature_names=names,
-        seed=args.seed,
-        confidence=result.probability[ok] if model.kind == "classifier" else None,
-        margin=result.margin[ok] if model.kind == "classifier" else None,
-    )
-    fit = None
-    if labels is not None:
-        fit = labelled_fit(model, rows, held, result, labels, seed=args.seed, calibration=args.calibration)
-    out = write_reference(
-        Path(args.out),
-        standardizer,
-        ref,
-        model=str(args.model),
-        space=args.space,
-        held_sample=None if held is None else held.take(ok),
-        accuracy_estimator=None if fit is None else fit.to_dict(),
-        scales=scales,
-    )
     print(
-        f"reference of {ref.n_events} rows written to {out} (γ mean {ref.gamma_mean:.3g}, flicker mean "
+        f"reference of {ref.n_events} rows written to {result.path} (γ mean {ref.gamma_mean:.3g}, flicker mean "
         f"{ref.flicker_mean:.3g})",
         file=sys.stderr,
     )

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from monitor.errors import ConfigError, SourceError
 
 if TYPE_CHECKING:
+    from monitor.api import ReplayTimeline
     from monitor.config import Settings
 
 #: events per micro-batch unless the settings name a size: a verdict change lands within this many events
@@ -71,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.events)
     if not path.is_file():
         raise SourceError(f"--events '{path}' does not exist (expected JSON lines, one event per line)")
+    if args.model and not args.model_name:  # the model the log's events name, as the Python API reads it
+        from monitor.api import log_model_name
+
+        args.model_name = log_model_name(path, args.model)
     if args.state_dir:
         return _replay(args, path, Path(args.state_dir))
     from monitor.cli.demo import _exit_on_sigterm
@@ -92,7 +97,8 @@ def replay_settings(args: argparse.Namespace, state_dir: Path) -> Settings:
     overrides: dict[str, Any] = {"sampler": {"events_per_second": 0}, "state_dir": str(state_dir)}
     settings = settings_from_args(args, overrides)
     if "max_events" not in settings.batch.model_fields_set:
-        batch = {**settings.batch.model_dump(), "max_events": REPLAY_BATCH}
+        size = getattr(args, "batch_events", None) or REPLAY_BATCH
+        batch = {**settings.batch.model_dump(), "max_events": size}
         settings = settings_from_args(args, {**overrides, "batch": batch})
     # a backtest must not page anyone: alerts go to the timeline only
     alerts = settings.alerts.model_copy(update={"alertmanager_url": None, "webhook_url": None})
@@ -168,15 +174,32 @@ def read_lines(path: Path) -> tuple[list[bytes], list[int]]:
     return records, numbers
 
 
-def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
+def replay_file(
+    args: argparse.Namespace,
+    path: Path,
+    state_dir: Path,
+    *,
+    max_events: int | None = None,
+    keep_scores: bool = False,
+) -> ReplayTimeline:
+    """Replay the event log at ``path`` with ``args``' settings (:func:`replay_settings`); the typed timeline.
+
+    ``max_events``: only the first that many non-blank lines; ``keep_scores``: the timeline also holds every scored
+    event's features and scores, in the order scored (``scored_rows``, ``scores``).
+    """
+    from monitor.api import ReplayTimeline
     from monitor.clock import WatermarkClock
     from monitor.runtime.models import load_model_runtime
     from monitor.runtime.service import Service
     from monitor.source.replay import ReplaySource
 
+    if not path.is_file():
+        raise SourceError(f"--events '{path}' does not exist (expected JSON lines, one event per line)")
     started = time.perf_counter()
     settings = replay_settings(args, state_dir)
     records, numbers = read_lines(path)
+    if max_events is not None:
+        records, numbers = records[:max_events], numbers[:max_events]
     runtimes = [load_model_runtime(m) for m in settings.models]
     # a new stream each run: records below a position saved in a kept --state-dir would be skipped as applied
     source = ReplaySource(records, topic=f"replay-{time.time_ns()}")
@@ -191,6 +214,9 @@ def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
         for rt in pipeline.runtimes.values():
             if rt.watch is not None:
                 rt.watch.observers.append(timeline.observer(rt.name))
+        kept: list[tuple[Any, Any]] = []
+        if keep_scores:
+            pipeline.scored_hooks.append(lambda rt, rows, result, now, held: kept.append((rows, result)))
         while not source.exhausted:
             pipeline.step(0.0)
             pipeline.flush()  # every poll's events applied whole: batch boundaries never depend on wall time
@@ -204,7 +230,37 @@ def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
         if name == _INVALID and n > 0:
             invalid[labels[-1]] = invalid.get(labels[-1], 0) + n
     scored = int(sum(v - before.get(k, 0.0) for k, v in after.items() if k[0] == _SCORED))
-    doc = timeline.document(len(records))
+    rows, scores = _joined(kept) if kept else (None, None)
+    return ReplayTimeline(
+        len(records),
+        tuple(timeline.changes),
+        tuple(timeline.alerts),
+        invalid,
+        scored,
+        time.perf_counter() - started,
+        scored_rows=rows,
+        scores=scores,
+    )
+
+
+def _joined(kept: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+    """The scored batches as one array of rows and one ScoreResult."""
+    import dataclasses
+
+    import numpy as np
+
+    from monitor.metrics.scorer import ScoreResult
+
+    rows = np.concatenate([r for r, _ in kept])
+    fields = {
+        f.name: np.concatenate([getattr(res, f.name) for _, res in kept]) for f in dataclasses.fields(ScoreResult)
+    }
+    return rows, ScoreResult(**fields)
+
+
+def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
+    result = replay_file(args, path, state_dir)
+    doc = result.document()
     text = json.dumps(doc, indent=2) + "\n"
     if args.timeline == "-":
         sys.stdout.write(text)
@@ -213,12 +269,14 @@ def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
             Path(args.timeline).write_text(text, encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot write --timeline '{args.timeline}': {exc.strerror or exc}") from None
-    seconds = time.perf_counter() - started
-    reasons = ", ".join(f"{r}: {n}" for r, n in sorted(invalid.items())) or "none"
+    seconds = result.seconds
+    invalid = result.invalid
+    n = result.events
+    reasons = ", ".join(f"{r}: {k}" for r, k in sorted(invalid.items())) or "none"
     print(
-        f"replay: {len(records)} events, {scored} scored, {sum(invalid.values())} invalid ({reasons}); "
+        f"replay: {n} events, {result.scored} scored, {sum(invalid.values())} invalid ({reasons}); "
         f"{len(doc['changes'])} verdict change(s), {len(doc['alerts'])} alert transition(s); "
-        f"{seconds:.1f} s ({len(records) / seconds if seconds > 0 else 0.0:.0f} events/s)",
+        f"{seconds:.1f} s ({n / seconds if seconds > 0 else 0.0:.0f} events/s)",
         file=sys.stderr,
     )
     if args.timeline != "-":

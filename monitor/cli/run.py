@@ -35,7 +35,11 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
     """--config and the single watched model's flags (``run``; ``replay`` takes these without the Kafka ones)."""
     p.add_argument("--config", help="YAML configuration file (flags > HARMONIC_* env > file > defaults)")
     p.add_argument("--model", help="ONNX model file (defines the single watched model; overrides the file's list)")
-    p.add_argument("--model-name", help="name events use in their `model` field (default: the ONNX file's stem)")
+    p.add_argument(
+        "--model-name",
+        help="name events use in their `model` field (default: the ONNX file's stem; for `replay`, the model its "
+        "log's events name)",
+    )
     p.add_argument("--reference", help="reference data (.csv/.npy) for standardization and drift")
     p.add_argument(
         "--reference-header",

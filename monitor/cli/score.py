@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import NDArray
 
 from monitor.cli.common import (
     add_header_option,
@@ -36,8 +37,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--data",
         required=True,
-        help="rows to score: .csv (a header row is detected: see --header), .npy, or .npz (one array per input "
-        "name); for a model of several inputs, a CSV header names its inputs or features",
+        help="rows to score: .csv (a header row is detected: see --header), .npy, .npz (one array per input "
+        "name), .parquet (columns by input or feature name), or a .jsonl event log (decoded as `run` decodes events; "
+        "invalid lines counted by reason); for a model of several inputs, a CSV header names its inputs or features",
     )
     add_header_option(p)
     add_scoring_options(p)
@@ -61,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise MonitorError(f"--batch-size must be >= 1; got {args.batch_size}")
     invalid: list[int] = []
+    live: dict[str, list[NDArray[np.float64]]] = {"gamma": [], "flicker": [], "confidence": []}
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with out_path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
@@ -69,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
             part = slice(start, start + args.batch_size)
             res = scorer.score(rows[part], None if held is None else held.take(part))
             invalid.extend(int(i) + start for i in np.flatnonzero(~res.valid))
+            live["gamma"].append(res.gamma)
+            live["flicker"].append(res.flicker)
+            live["confidence"].append(res.probability)
             cols = [res.gamma, res.flicker, res.p_adj, res.predicted_class.astype(np.float64)]
             if classifier:
                 cols.append(res.probability)
@@ -84,7 +90,21 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     print(f"scored {rows.shape[0] - len(invalid)} of {rows.shape[0]} rows -> {out_path}", file=sys.stderr)
+    for line in yardstick_lines(args.reference, model.n_features, live):
+        print(line, file=sys.stderr)
     return 0
+
+
+def yardstick_lines(reference: str | None, n_features: int, live: dict[str, list[NDArray[np.float64]]]) -> list[str]:
+    """Each signal's mean beside the reference JSON's (ratio and percentile); one line saying why not otherwise."""
+    if not reference or not str(reference).lower().endswith(".json"):
+        return ["signals beside their reference: give --reference REF.json (`harmonic-monitor reference`) to compare"]
+    from monitor.api import yardsticks
+    from monitor.rolling.reference_file import read_reference
+
+    _, ref = read_reference(reference, n_features)
+    values = {k: np.concatenate(v) for k, v in live.items() if v}
+    return [f"  {y.describe()}" for y in yardsticks(values, ref)]
 
 
 def _fmt(v: float) -> str:

@@ -15,6 +15,8 @@ inputs and outputs do not); delayed labels, when they arrive, override it.
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 import numpy as np
@@ -96,3 +98,16 @@ def estimate_from_scores(
         seed=seed,
         weights=weights,
     )
+
+
+class _CallableModule(types.ModuleType):
+    """``monitor.estimate`` is both this package and the Python API's function: ``monitor.estimate(model, rows,
+    reference)`` calls :func:`monitor.api.estimate` (importing the package would otherwise hide the function)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from monitor.api import estimate as api_estimate
+
+        return api_estimate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -336,7 +336,7 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
     return dict(action.choices)
 
 
-@pytest.mark.parametrize("command", ["score", "convert", "reference", "run", "check-config"])
+@pytest.mark.parametrize("command", ["score", "convert", "reference", "run", "check-config", "report"])
 def test_help_documents_every_option_of(command: str) -> None:
     undocumented = [a.option_strings for a in _subparsers()[command]._actions if not a.help]
     assert undocumented == []
@@ -346,7 +346,7 @@ def test_help_documents_every_top_level_option() -> None:
     assert [a.option_strings for a in build_parser()._actions if not a.help] == []
 
 
-@pytest.mark.parametrize("command", ["score", "convert", "reference", "run", "check-config"])
+@pytest.mark.parametrize("command", ["score", "convert", "reference", "run", "check-config", "report"])
 def test_help_exits_0_for(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])

@@ -70,6 +70,11 @@ def test_demo_three_phases_get_their_own_verdicts(tmp_path: Path) -> None:
     assert "HarmonicHarmfulShift" in harmful["alerts"]
     assert "HarmonicHarmfulShift" not in shifted["alerts"]
     assert harmful["flicker_mean"] > stationary["flicker_mean"]
+    # each phase beside the reference: ratios of its means to the reference's, printed and in the JSON
+    ref = summary["reference"]
+    assert stationary["gamma_ratio"] == pytest.approx(stationary["gamma_mean"] / ref["gamma_mean"])
+    assert harmful["gamma_ratio"] > stationary["gamma_ratio"] and harmful["flicker_ratio"] > 1.0
+    assert f"γ {harmful['gamma_ratio']:.2f}×" in proc.stdout and "each phase beside the reference" in proc.stdout
     assert summary["events_scored"] == 20000 and summary["events_invalid"] == 0
     assert "summary" in proc.stdout and "harmful-shift" in proc.stdout
     assert f"files kept in {tmp_path / 'work'} (--workdir)" in proc.stdout

@@ -1,0 +1,1212 @@
+"""The Python API: score, reference, estimate, replay, probe and report from a notebook.
+
+Every function takes the model (an ONNX path, or a loaded :class:`~monitor.model.onnx.OnnxModel`) and data as
+
+* a **pandas DataFrame**, columns named by the model's inputs or feature names (``age``, ``city``; ``x[0]``,
+  ``x[1]`` …), strings (or a categorical dtype) for held string inputs; other columns are ignored, missing ones are
+  named in the error;
+* a **numpy array** (N, D) for a model of float inputs only (their values in the graph's input order), or a mapping
+  of arrays by input name;
+* a **file path**: ``.csv``, ``.npy``, ``.npz`` (as the CLI reads them), ``.parquet`` (needs the ``frame`` extra) or a
+  ``.jsonl`` event log decoded exactly as ``run`` decodes Kafka messages (invalid lines counted by reason in
+  ``invalid``, never raised).
+
+A reference is any of those rows, a reference JSON written by ``harmonic-monitor reference`` (or
+:meth:`ReferenceResult.save`), or the :class:`ReferenceResult` that :func:`reference` returns.
+
+Results are typed (frozen dataclasses); tables among them have ``to_frame()``, which needs pandas
+(``pip install 'harmonic-monitor[frame]'``) and says so when it is missing; :func:`score` of a DataFrame returns a
+DataFrame. The commands ``reference``, ``replay`` and ``report`` are wrappers over these functions; ``score``,
+``estimate`` and ``probe`` read their files through :func:`read_rows` (event logs, parquet) and assemble the rest
+themselves. ``import monitor`` stays cheap: this module is imported on first use of one of them.
+
+Examples
+--------
+>>> import numpy as np, monitor
+>>> from monitor.examples import linear_classifier
+>>> path = linear_classifier()                 # inputs age, income, debt; 3 classes
+>>> rows = np.random.default_rng(0).normal(size=(40, 3))
+>>> scores = monitor.score(path, rows, flicker_copies=8)
+>>> scores.columns["gamma"].shape, sorted(scores.columns)[:3]
+((40,), ['class', 'flicker', 'gamma'])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.errors import DataError, InvalidEventError, MonitorError
+
+if TYPE_CHECKING:
+    from monitor.estimate import EstimatorFit
+    from monitor.metrics.scales import SignalScales
+    from monitor.metrics.scorer import RobustnessScorer, ScoreResult
+    from monitor.model.onnx import OnnxModel
+    from monitor.model.signature import Held, Signature
+    from monitor.model.standardize import Standardizer
+    from monitor.probes.funnel import FunnelResult
+    from monitor.reporting import Report
+    from monitor.rolling.reference import Reference
+
+#: what to install for ``to_frame()`` and parquet files
+FRAME_EXTRA = "pip install 'harmonic-monitor[frame]'"
+#: rows per scorer call (flicker noise is drawn per call: keep it fixed to reproduce a run)
+BATCH_ROWS = 1024
+
+#: an ONNX path or a loaded model
+ModelLike: TypeAlias = "str | os.PathLike[str] | OnnxModel"
+#: a DataFrame, an array, a mapping of arrays by input name, a file path, or :class:`Rows` (pandas is optional, so
+#: the frame type cannot be named here)
+DataLike: TypeAlias = Any
+
+
+class MissingExtraError(MonitorError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it."""
+
+
+def _pandas() -> Any:
+    try:
+        pd = importlib.import_module("pandas")
+    except ImportError:
+        raise MissingExtraError(f"this needs pandas, which is not installed: {FRAME_EXTRA}") from None
+    return pd
+
+
+def _is_frame(data: object) -> bool:
+    return type(data).__module__.startswith("pandas") and hasattr(data, "columns") and hasattr(data, "iloc")
+
+
+# ---------------------------------------------------------------------------------------------------- typed results
+
+
+@dataclass(frozen=True, eq=False)  # identity: pandas compares a frame's attrs, and arrays have no single truth value
+class Table:
+    """Named columns of equal length (N,), in order; ``to_frame()`` is the pandas view of them."""
+
+    columns: Mapping[str, NDArray[Any]]
+
+    def __len__(self) -> int:
+        return 0 if not self.columns else int(next(iter(self.columns.values())).shape[0])
+
+    def to_frame(self) -> Any:
+        """The columns as a ``pandas.DataFrame`` (raises :class:`MissingExtraError` naming the extra without pandas)."""
+        pd = _pandas()
+        return pd.DataFrame({k: np.asarray(v) for k, v in self.columns.items()})
+
+
+@dataclass(frozen=True)
+class Yardstick:
+    """One signal beside its reference: the live mean, the reference mean, their ratio, and where the live median
+    falls in the reference distribution (percentile 0..100; 50 = as usual)."""
+
+    signal: str
+    live: float
+    reference: float
+    ratio: float
+    percentile: float
+
+    def describe(self) -> str:
+        """``γ 1.54e-05 (1.4× reference 1.10e-05; median at reference p93)``."""
+        ratio = f"{self.ratio:.2g}× reference" if np.isfinite(self.ratio) else "reference"
+        return (
+            f"{self.signal} {self.live:.3g} ({ratio} {self.reference:.3g}; median at reference p{self.percentile:.0f})"
+        )
+
+
+def yardsticks(live: Mapping[str, NDArray[np.float64]], reference: Reference) -> tuple[Yardstick, ...]:
+    """Each live signal (``gamma``, ``flicker``, ``confidence``) beside the reference's.
+
+    >>> import numpy as np
+    >>> from monitor.rolling.reference import Reference
+    >>> ref = Reference.from_arrays(gamma=np.linspace(0, 1, 101), flicker=np.zeros(101),
+    ...                             features=np.zeros((101, 1)))
+    >>> y = yardsticks({"gamma": np.full(10, 0.9)}, ref)[0]
+    >>> round(y.ratio, 2), round(y.percentile)
+    (1.8, 90)
+    """
+    out: list[Yardstick] = []
+    samples = {
+        "gamma": (reference.gamma_sample, reference.gamma_mean),
+        "flicker": (reference.flicker_sample, reference.flicker_mean),
+        "confidence": (reference.confidence_sample, float("nan")),
+    }
+    for name, values in live.items():
+        if name not in samples:
+            continue
+        sample, mean = samples[name]
+        v = np.asarray(values, dtype=np.float64)
+        v = v[np.isfinite(v)]
+        if v.size == 0 or sample.size == 0:
+            continue
+        ref_mean = float(np.mean(sample)) if not np.isfinite(mean) else float(mean)
+        live_mean = float(np.mean(v))
+        ratio = live_mean / ref_mean if ref_mean != 0 else float("nan")
+        # mid-rank: a signal that is mostly 0 (flicker) at a live median of 0 sits at the middle of the zeros
+        ordered, med = np.sort(sample), float(np.median(v))
+        below = np.searchsorted(ordered, med, side="left") + np.searchsorted(ordered, med, side="right")
+        pct = 50.0 * float(below) / sample.size
+        out.append(Yardstick(name, live_mean, ref_mean, ratio, pct))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Data read for a model: x (N, D) float64 in the signature's feature order, held values, and where they came
+    from. For a ``.jsonl`` event log also each event's time, segment and 0-based line, and the lines refused by
+    reason (``invalid``) as ``run`` counts them."""
+
+    x: NDArray[np.float64]
+    held: Held | None
+    source: str
+    invalid: Mapping[str, int] = field(default_factory=dict)
+    timestamps: NDArray[np.float64] | None = None
+    segments: tuple[str, ...] | None = None
+    lines: NDArray[np.int64] | None = None
+    labels: NDArray[Any] | None = None
+    index: Any = None
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+    def take(self, pick: NDArray[Any]) -> Rows:
+        """The rows at ``pick`` (indices or a mask)."""
+        segs = None if self.segments is None else tuple(np.asarray(self.segments, dtype=object)[pick].tolist())
+        return dataclasses.replace(
+            self,
+            x=self.x[pick],
+            held=None if self.held is None else self.held.take(pick),
+            timestamps=None if self.timestamps is None else self.timestamps[pick],
+            segments=segs,
+            lines=None if self.lines is None else self.lines[pick],
+            labels=None if self.labels is None else self.labels[pick],
+            index=None,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class ScoreTable(Table):
+    """:func:`score`'s result: per input row ``gamma``, ``flicker``, ``p_adj`` and, for a classifier, ``class``,
+    ``probability`` and ``margin`` (NaN scores and class −1 on rows with NaN or infinite values: ``valid`` False).
+
+    ``yardstick``: each signal beside the reference's (empty when the data is its own reference);
+    ``invalid``: the event-log lines refused, by reason; ``kind``: classifier or regressor."""
+
+    kind: str = "classifier"
+    n_invalid_rows: int = 0
+    yardstick: tuple[Yardstick, ...] = ()
+    invalid: Mapping[str, int] = field(default_factory=dict)
+    index: Any = None
+
+    def to_frame(self) -> Any:
+        frame = super().to_frame()
+        if self.index is not None:
+            frame.index = self.index
+        return frame
+
+    def summary(self) -> str:
+        """One line per signal with its yardstick, and the rows left out."""
+        n = len(self)
+        lines = [f"scored {n - self.n_invalid_rows} of {n} rows ({self.kind})"]
+        lines += [f"  {y.describe()}" for y in self.yardstick]
+        if not self.yardstick:
+            g = self.columns["gamma"]
+            lines.append(
+                f"  gamma mean {float(np.nanmean(g)) if np.isfinite(g).any() else float('nan'):.3g} (no separate reference to compare with)"
+            )
+        if self.invalid:
+            lines.append("  invalid lines: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.invalid.items())))
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ReferenceResult:
+    """:func:`reference`'s result: what ``run``'s reference JSON holds. ``save(path)`` writes that JSON."""
+
+    standardizer: Standardizer
+    reference: Reference
+    space: str
+    model_path: str
+    held_sample: Held | None = None
+    fit: EstimatorFit | None = None
+    scales: SignalScales | None = None
+    path: Path | None = None
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the reference JSON (``run``, ``replay``, ``estimate`` and ``report`` read it); returns the path."""
+        from monitor.rolling.reference_file import write_reference
+
+        return write_reference(
+            Path(path),
+            self.standardizer,
+            self.reference,
+            model=self.model_path,
+            space=self.space,
+            held_sample=self.held_sample,
+            accuracy_estimator=None if self.fit is None else self.fit.to_dict(),
+            scales=self.scales,
+        )
+
+
+@dataclass(frozen=True)
+class AccuracyEstimate:
+    """:func:`estimate`'s result: the label-free accuracy estimate with its interval (``level``, 0.9), every
+    method's, the reference accuracy, and the realized accuracy where labels were given."""
+
+    estimate: float
+    lower: float
+    upper: float
+    method: str
+    level: float
+    n: int
+    reference_accuracy: float
+    methods: Mapping[str, Mapping[str, float]]
+    warnings: tuple[str, ...] = ()
+    realized: float | None = None
+    n_labelled: int = 0
+
+    def to_frame(self) -> Any:
+        """One row per method: estimate, lower, upper."""
+        pd = _pandas()
+        return pd.DataFrame(
+            [
+                {"method": k, "estimate": v["estimate"], "lower": v["lower"], "upper": v["upper"]}
+                for k, v in self.methods.items()
+            ]
+        ).set_index("method")
+
+
+@dataclass(frozen=True)
+class ReplayTimeline:
+    """:func:`replay`'s result: the verdict changes and alert transitions of the pipeline over an event log, each
+    at the 0-based line where it was decided, and the lines refused by reason."""
+
+    events: int
+    changes: tuple[Mapping[str, Any], ...]
+    alerts: tuple[Mapping[str, Any], ...]
+    invalid: Mapping[str, int]
+    scored: int
+    seconds: float = 0.0
+    #: with ``keep_scores``: every scored event's features (N, D) and scores, in the order the pipeline scored them
+    scored_rows: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
+    scores: ScoreResult | None = field(default=None, repr=False, compare=False)
+
+    def document(self) -> dict[str, Any]:
+        """The timeline JSON ``harmonic-monitor replay --timeline`` writes."""
+        return {
+            "events": self.events,
+            "changes": [dict(c) for c in self.changes],
+            "alerts": [dict(a) for a in self.alerts],
+        }
+
+    def to_frame(self) -> Any:
+        """One row per verdict change."""
+        pd = _pandas()
+        cols = ["index", "ts", "model", "segment", "previous", "verdict", "detectors", "features"]
+        return pd.DataFrame([{k: c.get(k) for k in cols} for c in self.changes], columns=cols)
+
+    @classmethod
+    def from_document(cls, doc: Mapping[str, Any]) -> ReplayTimeline:
+        """A timeline read back from its JSON (``replay --timeline``)."""
+        try:
+            return cls(int(doc["events"]), tuple(doc.get("changes", ())), tuple(doc.get("alerts", ())), {}, 0)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"not a replay timeline (expected 'events', 'changes', 'alerts'): {exc}") from None
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """:func:`probe`'s result: the funnel's typed result and the JSON report ``harmonic-monitor probe`` writes."""
+
+    result: FunnelResult
+    report: Mapping[str, Any]
+
+    @property
+    def mri(self) -> dict[str, float]:
+        """Perturbation type → MRI r (the share of outputs unchanged at the moderate intensity)."""
+        return {} if self.result.mri is None else dict(self.result.mri.vector)
+
+    def to_frame(self) -> Any:
+        """One row per threshold search: perturbation, feature, ε*."""
+        pd = _pandas()
+        return pd.DataFrame(
+            [
+                {"perturbation": t.perturbation, "feature": t.feature, "eps_star": t.result.eps_star}
+                for t in self.result.thresholds
+            ],
+            columns=["perturbation", "feature", "eps_star"],
+        )
+
+
+# ---------------------------------------------------------------------------------------------------- reading
+
+
+def load_model(model: ModelLike, *, model_kind: str = "auto", fixed_features: Sequence[str] = ()) -> OnnxModel:
+    """The ONNX model at ``model`` (a loaded one passes through)."""
+    from monitor.model.onnx import OnnxModel
+
+    if isinstance(model, OnnxModel):
+        return model
+    return OnnxModel(str(model), model_kind=model_kind, fixed_features=tuple(fixed_features))  # type: ignore[arg-type]
+
+
+def _model_path(model: ModelLike) -> str:
+    return str(getattr(model, "path", model))
+
+
+def read_rows(
+    data: DataLike,
+    model: OnnxModel,
+    *,
+    what: str = "data",
+    header: str = "auto",
+    feature_names: Sequence[str] | None = None,
+    model_name: str | None = None,
+    max_events: int | None = None,
+    label_column: str | None = None,
+) -> Rows:
+    """``data`` as rows for ``model`` (see the module docstring for what is accepted).
+
+    Raises
+    ------
+    DataError
+        A frame or mapping lacking inputs (named), an array of the wrong width, an unreadable file, or an event log
+        with no valid event for the model.
+    """
+    if isinstance(data, Rows):
+        return data
+    if _is_frame(data):
+        return _frame_rows(data, model, what=what, feature_names=feature_names, label_column=label_column)
+    if isinstance(data, Mapping):
+        return _mapping_rows(data, model.signature, what)
+    if isinstance(data, np.ndarray):
+        return _array_rows(data, model, what)
+    if isinstance(data, (str, os.PathLike)):
+        path = Path(data)
+        suffix = path.suffix.lower()
+        if suffix == ".jsonl":
+            return read_events(path, model, feature_names=feature_names, model_name=model_name, max_events=max_events)
+        if suffix == ".parquet":
+            pd = _pandas()
+            try:
+                frame = pd.read_parquet(path)
+            except ImportError:
+                raise MissingExtraError(f"reading parquet needs pyarrow: {FRAME_EXTRA}") from None
+            except (OSError, ValueError) as exc:
+                raise DataError(f"{what} '{path}' is not a readable parquet file: {exc}", path=str(path)) from None
+            rows = _frame_rows(
+                frame, model, what=f"{what} '{path}'", feature_names=feature_names, label_column=label_column
+            )
+            return dataclasses.replace(rows, source=f"read {len(rows)} rows from '{path}' (parquet)", index=None)
+        if suffix == ".json":
+            raise DataError(
+                f"{what} '{path}' is a JSON file; rows are .csv, .npy, .npz, .parquet or a .jsonl event log (a "
+                "reference JSON is taken as a reference, not as data)",
+                path=str(path),
+            )
+        from monitor.model.io import read_model_rows
+
+        table = read_model_rows(path, model.signature, header)  # type: ignore[arg-type]
+        if table.rows.shape[1] != model.n_features:
+            raise DataError(
+                f"{what} '{path}' has {table.rows.shape[1]} columns; the model expects {model.n_features} features. "
+                "Was the file written for another model?",
+                path=str(path),
+            )
+        return Rows(table.rows, table.held, table.describe())
+    raise DataError(
+        f"{what}: expected a pandas DataFrame, a numpy array, a mapping of arrays by input name or a file path; got "
+        f"{type(data).__name__}"
+    )
+
+
+def _array_rows(arr: NDArray[Any], model: OnnxModel, what: str) -> Rows:
+    sig = model.signature
+    if not sig.plain:
+        if len(sig.inputs) == 1:
+            return _mapping_rows({sig.inputs[0].name: arr}, sig, what)
+        total = sum(s.size for s in sig.inputs)
+        if sig.held_inputs or arr.ndim != 2 or arr.shape[1] != total:
+            _refuse_array(sig, what)
+        from monitor.model.io import _split_flat
+
+        rows = _mapping_rows(_split_flat(np.asarray(arr, dtype=np.float64), sig.inputs), sig, what)
+        return dataclasses.replace(rows, source=f"{arr.shape[0]} rows from an array (the inputs in graph order)")
+    x = np.asarray(arr, dtype=np.float64)
+    if x.ndim == 1:
+        x = x.reshape(1, -1)
+    if x.ndim != 2 or x.shape[1] != model.n_features:
+        raise DataError(
+            f"{what}: an array of shape {arr.shape}; the model takes (N, {model.n_features}) rows of its features "
+            f"({', '.join(sig.features[:5])}{' …' if model.n_features > 5 else ''})"
+        )
+    return Rows(x, None, f"{x.shape[0]} rows from an array")
+
+
+def _refuse_array(sig: Signature, what: str) -> None:
+    raise DataError(
+        f"{what}: an array cannot carry the model's inputs ({sig.describe()}) unless it is (N, total float values) "
+        "of a model without int, bool or string inputs; pass a DataFrame with columns named by them or a mapping of "
+        "arrays by input name"
+    )
+
+
+def _mapping_rows(inputs: Mapping[str, Any], sig: Signature, what: str) -> Rows:
+    from monitor.errors import ModelError
+
+    try:
+        x, held = sig.split({k: np.asarray(v) for k, v in inputs.items()}, where=what)
+    except ModelError as exc:
+        raise DataError(str(exc)) from None
+    return Rows(x, held if sig.has_held else None, f"{x.shape[0]} rows from arrays by input name")
+
+
+def _frame_rows(
+    frame: Any,
+    model: OnnxModel,
+    *,
+    what: str,
+    feature_names: Sequence[str] | None,
+    label_column: str | None,
+) -> Rows:
+    sig = model.signature
+    columns = [str(c) for c in frame.columns]
+    present = set(columns)
+    labels = None
+    if label_column is not None:
+        if label_column not in present:
+            raise DataError(f"{what} has no label column '{label_column}'; its columns: {', '.join(columns[:20])}")
+        labels = frame[label_column].to_numpy()
+    wanted = {spec.name: spec.element_names() for spec in sig.inputs}
+    every = [n for names in wanted.values() for n in names]
+    if all(n in present for n in every):
+        inputs: dict[str, NDArray[Any]] = {}
+        n = len(frame)
+        for spec in sig.inputs:
+            block = frame[wanted[spec.name]]
+            if spec.type_name == "string":
+                values = np.asarray(block.astype(str).to_numpy(), dtype=object)
+            elif spec.is_float:
+                values = _numeric(block, what)
+            else:
+                values = _numeric(block, what).astype(spec.dtype)
+            inputs[spec.name] = values.reshape(n, *spec.dims)
+        rows = _mapping_rows(inputs, sig, what)
+        return dataclasses.replace(
+            rows, source=f"{n} rows from a DataFrame (columns by name)", labels=labels, index=frame.index
+        )
+    if sig.plain and feature_names and all(n in present for n in feature_names):
+        x = _numeric(frame[list(feature_names)], what)
+        return Rows(
+            x, None, f"{len(x)} rows from a DataFrame (the reference's feature names)", labels=labels, index=frame.index
+        )
+    missing = [n for n in every if n not in present]
+    if sig.plain and len(columns) == model.n_features and not feature_names:
+        x = _numeric(frame, what)
+        return Rows(
+            x,
+            None,
+            f"{len(x)} rows from a DataFrame (columns in order as the model's features)",
+            labels=labels,
+            index=frame.index,
+        )
+    shown = ", ".join(f"'{m}'" for m in missing[:10]) + (" …" if len(missing) > 10 else "")
+    raise DataError(
+        f"{what} lacks columns {shown}; the model takes {sig.describe()} (one column per input, or per element "
+        f"named like '{every[0]}'); the frame has {', '.join(repr(c) for c in columns[:10])}"
+        + (" …" if len(columns) > 10 else "")
+    )
+
+
+def _numeric(block: Any, what: str) -> NDArray[np.float64]:
+    try:
+        return np.asarray(block.to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        bad = [str(c) for c in block.columns if block[c].dtype.kind not in "biuf"]
+        raise DataError(
+            f"{what}: columns {', '.join(bad) or '?'} must be numbers for the model's float inputs: {exc}"
+        ) from None
+
+
+def read_events(
+    path: str | os.PathLike[str],
+    model: OnnxModel,
+    *,
+    feature_names: Sequence[str] | None = None,
+    model_name: str | None = None,
+    max_events: int | None = None,
+) -> Rows:
+    """The events of a ``.jsonl`` log for ``model``, decoded as ``run`` decodes Kafka messages.
+
+    Lines that do not decode are counted by reason (``invalid_json``, ``missing_field``, ``unknown_model`` …) and
+    skipped; events name the model in ``model`` or default to ``model_name`` (the ONNX file's stem by default).
+    ``max_events``: read only the first that many non-blank lines.
+    """
+    from monitor.events import feature_rows, held_rows
+    from monitor.source.decode import EventDecoder
+    from monitor.source.validate import ModelSchema
+
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise DataError(
+            f"event log '{p}' cannot be read: {exc.strerror or exc} (expected JSON lines)", path=str(p)
+        ) from None
+    name = model_name or log_model_name(p, _model_path(model))
+    names = (
+        tuple(feature_names)
+        if feature_names and model.signature.plain and len(feature_names) == model.n_features
+        else None
+    )
+    schema = ModelSchema(model.n_features, names, signature=model.signature)
+    decoder = EventDecoder({name: schema}, default_model=name)
+    events = []
+    lines: list[int] = []
+    invalid: dict[str, int] = {}
+    seen = 0
+    for number, line in enumerate(raw.split(b"\n")):
+        if not line.strip():
+            continue
+        if max_events is not None and seen >= max_events:
+            break
+        seen += 1
+        try:
+            decoded = decoder.decode_many(line.rstrip(b"\r"), origin=(str(p), 0, number), now=0.0)
+        except InvalidEventError as exc:
+            invalid[exc.reason] = invalid.get(exc.reason, 0) + 1
+            continue
+        for ev in decoded:
+            events.append(ev)
+            lines.append(number)
+    if not events:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(invalid.items())) or "no lines"
+        raise DataError(f"event log '{p}' holds no valid event for model '{name}' ({reasons})", path=str(p))
+    x = feature_rows(events)
+    held = held_rows(events) if model.signature.has_held else None
+    return Rows(
+        x,
+        held,
+        f"{len(events)} events from '{p}'" + (f"; {sum(invalid.values())} invalid lines" if invalid else ""),
+        invalid=invalid,
+        timestamps=np.array([ev.timestamp_seconds for ev in events], dtype=np.float64),
+        segments=tuple(ev.segment for ev in events),
+        lines=np.asarray(lines, dtype=np.int64),
+    )
+
+
+def log_model_name(path: Path, model_path: str, *, lines: int = 200) -> str:
+    """The model an event log's events name (the most common ``model`` among its first ``lines`` lines), else the
+    ONNX file's stem (what ``run`` calls a model given by ``--model``)."""
+    counts: dict[str, int] = {}
+    try:
+        with path.open("rb") as fh:
+            for k, line in enumerate(fh):
+                if k >= lines:
+                    break
+                try:
+                    doc = json.loads(line)
+                except ValueError:
+                    continue
+                name = doc.get("model") if isinstance(doc, dict) else None
+                if isinstance(name, str):
+                    counts[name] = counts.get(name, 0) + 1
+    except OSError:
+        pass
+    return max(counts, key=lambda n: counts[n]) if counts else Path(model_path).stem
+
+
+# ---------------------------------------------------------------------------------------------------- baseline
+
+
+@dataclass(frozen=True)
+class _Baseline:
+    standardizer: Standardizer
+    held_sample: Held | None
+    reference: Reference | None
+    fit: EstimatorFit | None
+    scales: SignalScales | None
+    path: Path | None
+    feature_names: tuple[str, ...] | None
+    rows: Rows | None
+
+
+def _baseline(reference: Any, model: OnnxModel, data: Rows | None, *, space: str, header: str = "auto") -> _Baseline:
+    from monitor.model.standardize import Standardizer
+
+    if isinstance(reference, ReferenceResult):
+        return _Baseline(
+            reference.standardizer,
+            reference.held_sample,
+            reference.reference,
+            reference.fit,
+            reference.scales,
+            reference.path,
+            reference.reference.feature_names,
+            None,
+        )
+    if isinstance(reference, (str, os.PathLike)) and str(reference).lower().endswith(".json"):
+        return _json_baseline(Path(reference), model)
+    rows = data if reference is None else read_rows(reference, model, what="reference", header=header)
+    if rows is None:
+        raise DataError("a reference is needed: rows, a reference JSON or monitor.reference(...)'s result")
+    finite = np.all(np.isfinite(rows.x), axis=1)
+    if not finite.any():
+        raise DataError(f"the reference ({rows.source}) has no finite rows to standardize with")
+    std = Standardizer.identity(model.n_features) if space == "raw" else Standardizer.fit(rows.x[finite])
+    held = None if rows.held is None else rows.held.take(finite)
+    return _Baseline(std, held, None, None, None, None, None, rows.take(finite) if reference is not None else None)
+
+
+def _json_baseline(path: Path, model: OnnxModel) -> _Baseline:
+    from monitor.estimate import EstimatorFit
+    from monitor.rolling.reference_file import read_accuracy_estimator, read_held_sample, read_reference, read_scales
+
+    standardizer, ref = read_reference(path, model.n_features)
+    block = read_accuracy_estimator(path)
+    return _Baseline(
+        standardizer,
+        read_held_sample(path, model.signature),
+        ref,
+        None if block is None else EstimatorFit.from_dict(block),
+        read_scales(path),
+        path,
+        ref.feature_names,
+        None,
+    )
+
+
+def _scorer(
+    model: OnnxModel,
+    base: _Baseline,
+    *,
+    radius: float,
+    sigma: float,
+    flicker_copies: int,
+    steps: int,
+    seed: int,
+    ball: str,
+    output: str,
+    regression_tolerance: float = 0.1,
+) -> RobustnessScorer:
+    from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
+
+    if base.scales is not None:  # the reference chose its own scales: score at them, as `run` does
+        radius, sigma = base.scales.radius, base.scales.sigma
+    config = ScoringConfig(
+        radius=radius,
+        ball=ball,
+        output=output,
+        flicker_copies=flicker_copies,
+        sigma=sigma,
+        steps=steps,
+        seed=seed,
+        regression_tolerance=regression_tolerance,
+    )
+    held = base.held_sample if model.signature.has_held else None
+    return RobustnessScorer(model, base.standardizer, config, held_sample=held)
+
+
+def score_rows(
+    scorer: RobustnessScorer, x: NDArray[np.float64], held: Held | None, batch_rows: int = BATCH_ROWS
+) -> ScoreResult:
+    """Score ``x`` in calls of ``batch_rows`` rows; one :class:`ScoreResult` for all."""
+    from monitor.metrics.scorer import ScoreResult
+
+    if batch_rows < 1:
+        raise DataError(f"batch size must be >= 1; got {batch_rows}")
+    parts = [
+        scorer.score(x[s : s + batch_rows], None if held is None else held.take(slice(s, s + batch_rows)))
+        for s in range(0, x.shape[0], batch_rows)
+    ]
+    if not parts:
+        raise DataError("no rows to score")
+    return ScoreResult(
+        **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(ScoreResult)}
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- the API
+
+
+def score(
+    model: ModelLike,
+    data: DataLike,
+    reference: Any = None,
+    *,
+    radius: float = 0.05,
+    sigma: float = 0.05,
+    flicker_copies: int = 32,
+    steps: int = 25,
+    seed: int = 0,
+    ball: str = "auto",
+    output: str = "auto",
+    space: str = "standardized",
+    batch_rows: int = BATCH_ROWS,
+    model_kind: str = "auto",
+    header: str = "auto",
+    max_events: int | None = None,
+    as_frame: bool | None = None,
+) -> Any:
+    """γ, flicker and P_adj for every row of ``data`` (and the class with its probability for a classifier).
+
+    Parameters
+    ----------
+    model : an ONNX path or a loaded model.
+    data : a DataFrame, array, mapping or file (``.csv``/``.npy``/``.npz``/``.parquet``/``.jsonl``).
+    reference : what standardizes the radius and σ (rows, a reference JSON or :func:`reference`'s result); default
+        the data itself. A reference JSON or :class:`ReferenceResult` also gives ``yardstick``.
+    radius, sigma, flicker_copies, steps, seed, ball, output, space : as ``harmonic-monitor score``'s options.
+    as_frame : return a DataFrame (True), the typed :class:`ScoreTable` (False), or a DataFrame exactly when ``data``
+        is one (None, the default).
+
+    Returns
+    -------
+    pandas.DataFrame or ScoreTable
+        One row per input row (per valid event of a log), in order: ``gamma``, ``flicker``, ``p_adj`` (and ``class``,
+        ``probability``, ``margin`` for a classifier). A DataFrame keeps the input frame's index, and its ``attrs``
+        hold ``"score"``: the :class:`ScoreTable` (``yardstick``, ``invalid``, ``summary()``).
+
+    Examples
+    --------
+    >>> import numpy as np, monitor
+    >>> from monitor.examples import linear_classifier
+    >>> rows = np.random.default_rng(1).normal(size=(30, 3))
+    >>> t = monitor.score(linear_classifier(), rows, reference=rows, flicker_copies=4)
+    >>> len(t), t.kind, bool((t.columns["gamma"] >= 0).all())
+    (30, 'classifier', True)
+    """
+    m = load_model(model, model_kind=model_kind)
+    ref_is_data = reference is data
+    base0 = None
+    if reference is not None and not ref_is_data:
+        base0 = _baseline(reference, m, None, space=space, header=header)
+    names = None if base0 is None else base0.feature_names
+    rows = read_rows(data, m, header=header, feature_names=names, max_events=max_events)
+    base = base0 if base0 is not None else _baseline(None, m, rows, space=space)
+    scorer = _scorer(
+        m,
+        base,
+        radius=radius,
+        sigma=sigma,
+        flicker_copies=flicker_copies,
+        steps=steps,
+        seed=seed,
+        ball=ball,
+        output=output,
+    )
+    res = score_rows(scorer, rows.x, rows.held, batch_rows)
+    table = _score_table(m.kind, res, rows)
+    ref = base.reference
+    if ref is None and base.rows is not None:  # reference rows: score a sample of them for the yardstick
+        sample = base.rows.take(np.random.default_rng(seed).permutation(len(base.rows))[:2000])
+        rres = score_rows(scorer, sample.x, sample.held, batch_rows)
+        ok = rres.valid
+        from monitor.rolling.reference import Reference
+
+        if int(ok.sum()) >= 10:
+            ref = Reference.from_arrays(
+                gamma=rres.gamma[ok],
+                flicker=rres.flicker[ok],
+                features=sample.x[ok],
+                confidence=rres.probability[ok] if m.kind == "classifier" else None,
+            )
+    if ref is not None:
+        live = {"gamma": res.gamma, "flicker": res.flicker}
+        if m.kind == "classifier":
+            live["confidence"] = res.probability
+        table = dataclasses.replace(table, yardstick=yardsticks(live, ref))
+    if as_frame or (as_frame is None and _is_frame(data)):
+        frame = table.to_frame()
+        frame.attrs["score"] = table
+        return frame
+    return table
+
+
+def _score_table(kind: str, res: ScoreResult, rows: Rows) -> ScoreTable:
+    cols: dict[str, NDArray[Any]] = {"gamma": res.gamma, "flicker": res.flicker, "p_adj": res.p_adj}
+    if kind == "classifier":
+        cols["class"] = np.where(res.valid, res.predicted_class, -1)
+        cols["probability"] = res.probability
+        cols["margin"] = res.margin
+    return ScoreTable(
+        cols, kind=kind, n_invalid_rows=int((~res.valid).sum()), invalid=dict(rows.invalid), index=rows.index
+    )
+
+
+def reference(
+    model: ModelLike,
+    data: DataLike,
+    *,
+    labels: Any = None,
+    feature_names: Sequence[str] | None = None,
+    sample_rows: int = 5000,
+    radius: float = 0.05,
+    sigma: float = 0.05,
+    flicker_copies: int = 32,
+    steps: int = 25,
+    seed: int = 0,
+    ball: str = "auto",
+    output: str = "auto",
+    space: str = "standardized",
+    calibration: str = "temperature",
+    model_kind: str = "auto",
+    out: str | os.PathLike[str] | None = None,
+    scales: str = "fixed",
+    target_flicker_share: float = 0.5,
+    regression_tolerance: float = 0.1,
+    standardizer: Standardizer | None = None,
+) -> ReferenceResult:
+    """Build a reference (what ``harmonic-monitor reference`` writes) from reference rows.
+
+    ``labels``: the true class of each row (an array, or a column name of a DataFrame ``data``) to fit the
+    label-free accuracy estimators; ``out``: also write the JSON there. ``scales``: ``fixed`` scores at ``radius`` and
+    ``sigma``; ``from-reference`` chooses σ (= r) so that ``target_flicker_share`` of the rows flicker and records it
+    (``ReferenceResult.scales``; ``run`` then scores at it). ``standardizer``: standardize by this one instead of
+    the rows' own (``harmonic-monitor reference --reference``).
+
+    Examples
+    --------
+    >>> import numpy as np, monitor
+    >>> from monitor.examples import linear_classifier
+    >>> ref = monitor.reference(linear_classifier(), np.random.default_rng(2).normal(size=(50, 3)),
+    ...                         flicker_copies=4)
+    >>> ref.reference.n_events, ref.fit is None
+    (50, True)
+    """
+    from monitor.rolling.reference import Reference
+
+    m = load_model(model, model_kind=model_kind)
+    label_column = labels if isinstance(labels, str) and _is_frame(data) else None
+    rows = read_rows(data, m, label_column=label_column)
+    y = rows.labels if label_column is not None else (None if labels is None else np.asarray(labels).reshape(-1))
+    if y is not None and y.shape[0] != len(rows):
+        raise DataError(f"labels: {y.shape[0]} values for {len(rows)} rows; give one class per row")
+    finite = np.all(np.isfinite(rows.x), axis=1)
+    rows = rows.take(finite)
+    y = None if y is None else y[finite]
+    if len(rows) < 10:
+        where = rows.source if rows.source.startswith("'") else f"the reference data ({rows.source})"
+        raise DataError(f"{where} has {len(rows)} finite rows; a reference needs at least 10")
+    if y is not None and m.kind != "classifier":
+        raise DataError(
+            f"'{_model_path(model)}' is read as a {m.kind}: labels fit accuracy estimators, which are for classifiers "
+            "(set model_kind='classifier' if its outputs are class scores)"
+        )
+    if scales not in ("fixed", "from-reference"):
+        raise DataError(f"scales must be 'fixed' or 'from-reference'; got {scales!r}")
+    if len(rows) > sample_rows:
+        pick = np.random.default_rng(seed).choice(len(rows), sample_rows, replace=False)
+        rows, y = rows.take(pick), None if y is None else y[pick]
+    base = _baseline(None, m, rows, space=space)
+    if standardizer is not None:
+        base = dataclasses.replace(base, standardizer=standardizer)
+    if scales == "from-reference":
+        from monitor.metrics.scales import choose_scales
+        from monitor.metrics.scorer import ScoringConfig
+
+        config = ScoringConfig(
+            radius=radius,
+            ball=ball,
+            output=output,
+            flicker_copies=flicker_copies,
+            sigma=sigma,
+            steps=steps,
+            seed=seed,
+            regression_tolerance=regression_tolerance,
+        )
+        chosen = choose_scales(
+            m, base.standardizer, rows.x, rows.held, config, target_share=target_flicker_share, held_sample=rows.held
+        )
+        base = dataclasses.replace(base, scales=chosen)
+    scorer = _scorer(
+        m,
+        base,
+        radius=radius,
+        sigma=sigma,
+        flicker_copies=flicker_copies,
+        steps=steps,
+        seed=seed,
+        ball=ball,
+        output=output,
+        regression_tolerance=regression_tolerance,
+    )
+    res = score_rows(scorer, rows.x, rows.held)
+    ok = res.valid
+    names = tuple(feature_names) if feature_names else (None if m.signature.plain else m.signature.features)
+    if names is not None and len(names) != m.n_features:
+        raise DataError(f"feature_names lists {len(names)} names; the model takes {m.n_features} features")
+    classifier = m.kind == "classifier"
+    ref = Reference.from_arrays(
+        gamma=res.gamma[ok],
+        flicker=res.flicker[ok],
+        features=rows.x[ok],
+        predicted_class=res.predicted_class[ok],
+        feature_names=names,
+        seed=seed,
+        confidence=res.probability[ok] if classifier else None,
+        margin=res.margin[ok] if classifier else None,
+    )
+    fit = None
+    if y is not None:
+        from monitor.cli.reference import labelled_fit
+
+        fit = labelled_fit(m, rows.x, rows.held, res, _int_labels(y), seed=seed, calibration=calibration)  # type: ignore[arg-type]
+    held = None if rows.held is None else rows.held.take(ok)
+    result = ReferenceResult(base.standardizer, ref, space, _model_path(model), held, fit, base.scales)
+    if out is not None:
+        result = dataclasses.replace(result, path=result.save(out))
+    return result
+
+
+def _int_labels(y: NDArray[Any]) -> NDArray[np.int64]:
+    v = np.asarray(y)
+    if v.dtype.kind not in "iub":
+        f = v.astype(np.float64)
+        if not np.all(np.isfinite(f)) or np.any(f != np.round(f)):
+            raise DataError("labels must be integer classes (the class values the model's label output gives)")
+    return v.astype(np.int64)
+
+
+def estimate(
+    model: ModelLike,
+    data: DataLike,
+    reference: Any,
+    *,
+    labels: Any = None,
+    method: str | None = None,
+    flicker_copies: int = 32,
+    seed: int = 0,
+    model_kind: str = "auto",
+    max_events: int | None = None,
+) -> AccuracyEstimate:
+    """The model's accuracy on unlabelled ``data``, with a 90 % interval, from the estimators the reference holds
+    (a reference JSON written with labels, or :func:`reference` called with ``labels``); ``labels`` here (an array or
+    a DataFrame column name) adds the realized accuracy beside the estimate.
+
+    Raises
+    ------
+    DataError
+        A reference without fitted estimators (the message says how to build one), or a regressor.
+    """
+    m = load_model(model, model_kind=model_kind)
+    if m.kind != "classifier":
+        raise DataError(f"'{_model_path(model)}' is read as a {m.kind}: accuracy estimation is for classifiers")
+    base = _baseline(reference, m, None, space="standardized")
+    if base.fit is None:
+        raise DataError(
+            "the reference holds no fitted accuracy estimator; build it with labels: "
+            "monitor.reference(model, rows, labels=y) or `harmonic-monitor reference --labels`"
+        )
+    label_column = labels if isinstance(labels, str) and _is_frame(data) else None
+    rows = read_rows(data, m, feature_names=base.feature_names, label_column=label_column, max_events=max_events)
+    scorer = _scorer(
+        m, base, radius=0.05, sigma=0.05, flicker_copies=flicker_copies, steps=25, seed=seed, ball="auto", output="auto"
+    )
+    res = score_rows(scorer, rows.x, rows.held)
+    y = rows.labels if label_column is not None else (None if labels is None else np.asarray(labels).reshape(-1))
+    return accuracy_from_scores(base.fit, res, m, rows, y, method=method, seed=seed)
+
+
+def accuracy_from_scores(
+    fit: EstimatorFit,
+    res: ScoreResult,
+    model: OnnxModel,
+    rows: Rows,
+    labels: NDArray[Any] | None,
+    *,
+    method: str | None = None,
+    seed: int = 0,
+) -> AccuracyEstimate:
+    """The estimate over scored rows (and the realized accuracy where ``labels``, one per row, are given)."""
+    from monitor.estimate import estimate as run_estimate
+
+    doc = run_estimate(
+        fit, np.where(res.valid, res.probability, np.nan), res.gamma, res.flicker, res.p_adj, method=method, seed=seed
+    )
+    realized, n_labelled = None, 0
+    if labels is not None:
+        if labels.shape[0] != len(rows):
+            raise DataError(f"labels: {labels.shape[0]} values for {len(rows)} rows; give one class per row")
+        predicted = predicted_values(model, rows)
+        ok = res.valid
+        n_labelled = int(ok.sum())
+        realized = float(np.mean(predicted[ok] == _int_labels(labels)[ok])) if n_labelled else None
+    acc = doc["accuracy"]
+    return AccuracyEstimate(
+        float(acc["estimate"]),
+        float(acc["lower"]),
+        float(acc["upper"]),
+        str(acc["method"]),
+        float(doc["level"]),
+        int(doc["n"]),
+        float(doc["reference_accuracy"]),
+        {k: {kk: float(vv) for kk, vv in v.items() if isinstance(vv, (int, float))} for k, v in doc["methods"].items()},
+        tuple(doc["warnings"]),
+        realized,
+        n_labelled,
+    )
+
+
+def predicted_values(model: OnnxModel, rows: Rows) -> NDArray[np.int64]:
+    """What a label is compared with: the model's own class value when its label output is an integer, else the
+    predicted class index (as ``run``'s label join compares)."""
+    out = model.evaluate(np.nan_to_num(rows.x).astype(np.float32), rows.held)
+    raw = out.raw_label
+    values = raw if raw is not None and raw.dtype.kind in "iu" else out.label
+    if values is None:
+        raise DataError("the model gives no predicted class; labels are for classifiers")
+    return np.asarray(values).astype(np.int64).reshape(-1)
+
+
+def probe(
+    model: ModelLike,
+    data: DataLike,
+    reference: Any = None,
+    *,
+    budget_rows: int | None = None,
+    steps: int = 10,
+    eps: float = 0.1,
+    seed: int = 0,
+    labels: Any = None,
+    space: str = "standardized",
+    model_kind: str = "auto",
+) -> ProbeReport:
+    """Run the probe funnel on the rows of ``data`` as one region (``harmonic-monitor probe``).
+
+    Examples
+    --------
+    >>> import numpy as np, monitor
+    >>> from monitor.examples import linear_classifier
+    >>> r = monitor.probe(linear_classifier(), np.random.default_rng(3).normal(size=(5, 3)), steps=0)
+    >>> sorted(r.mri)[:2], r.result.n_points
+    (['dropout', 'gamma_ascent'], 5)
+    """
+    from monitor.probes.funnel import FunnelConfig, run_funnel
+    from monitor.probes.report import build_report
+
+    m = load_model(model, model_kind=model_kind)
+    rows = read_rows(data, m)
+    if not np.all(np.isfinite(rows.x)):
+        raise DataError(f"{rows.source}: rows with NaN or infinite values cannot be probed; remove them")
+    base = _baseline(reference, m, rows, space=space)
+    fill = None
+    if space == "raw":
+        fill = (base.rows.x if base.rows is not None else rows.x).mean(axis=0)
+    y = None if labels is None else _int_labels(np.asarray(labels).reshape(-1))
+    result = run_funnel(
+        m,
+        base.standardizer,
+        rows.x,
+        FunnelConfig(eps=eps, steps=steps, seed=seed),
+        budget_rows=budget_rows,
+        fill=fill,
+        labels=y,
+        held=rows.held,
+    )
+    return ProbeReport(result, build_report(result, space=space, model_path=_model_path(model)))
+
+
+def replay(
+    model: ModelLike | None,
+    events: str | os.PathLike[str],
+    reference: Any = None,
+    *,
+    config: str | os.PathLike[str] | None = None,
+    max_events: int | None = None,
+    state_dir: str | os.PathLike[str] | None = None,
+    model_name: str | None = None,
+    keep_scores: bool = False,
+    batch_events: int | None = None,
+) -> ReplayTimeline:
+    """Run the ``run`` pipeline over a ``.jsonl`` event log in event time (``harmonic-monitor replay``).
+
+    ``reference``: a reference JSON or rows file path, or :func:`reference`'s result (saved to a temporary file);
+    ``config``: a YAML configuration (detectors, segments, alerts), as ``run`` reads it; ``batch_events``: events
+    per micro-batch unless the configuration names a size (default 10: a verdict change lands within that many
+    events of the event that decided it; larger batches replay faster); ``keep_scores``: the timeline also holds
+    every scored event's features and scores.
+    """
+    import argparse
+
+    from monitor.cli.replay import replay_file
+
+    with tempfile.TemporaryDirectory(prefix="harmonic-replay-") as tmp:
+        ref_path: str | None
+        if isinstance(reference, ReferenceResult):
+            ref_path = str(reference.path or reference.save(Path(tmp) / "reference.json"))
+        elif reference is None or isinstance(reference, (str, os.PathLike)):
+            ref_path = None if reference is None else str(reference)
+        else:
+            raise DataError(
+                "replay's reference is a file path or monitor.reference(...)'s result (the pipeline reads it as "
+                "`run` does); save rows with numpy.save or DataFrame.to_csv first"
+            )
+        args = argparse.Namespace(
+            config=None if config is None else str(config),
+            model=None if model is None else _model_path(model),
+            model_name=model_name or (None if model is None else log_model_name(Path(events), _model_path(model))),
+            reference=ref_path,
+            reference_header=None,
+            batch_events=batch_events,
+            log_level=None,
+            log_format=None,
+        )
+        state = Path(state_dir) if state_dir is not None else Path(tmp) / "state"
+        return replay_file(args, Path(events), state, max_events=max_events, keep_scores=keep_scores)
+
+
+def report(
+    model: ModelLike,
+    reference: Any,
+    events: DataLike,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    timeline: ReplayTimeline | str | os.PathLike[str] | None = None,
+    labels: Any = None,
+    config: str | os.PathLike[str] | None = None,
+    max_events: int | None = None,
+    probe_points: int = 20,
+    probe_budget_rows: int = 20000,
+    title: str | None = None,
+    model_name: str | None = None,
+    seed: int = 0,
+    replay_batch: int = 100,
+) -> Report:
+    """One self-contained HTML page of the model over recorded events: the verdict timeline per segment, the signals
+    against their reference bands, the Gamma Map, per-input drift, the accuracy estimate and the probe profile of the
+    flagged events (:func:`monitor.reporting.build_report` says what each section holds).
+
+    Returns
+    -------
+    monitor.reporting.Report
+        ``data`` (every section's typed result, or why it is empty), ``html`` (the page) and ``path`` (``out``).
+    """
+    from monitor.reporting import build_report
+
+    return build_report(
+        model,
+        reference,
+        events,
+        out=out,
+        timeline=timeline,
+        labels=labels,
+        config=config,
+        max_events=max_events,
+        probe_points=probe_points,
+        probe_budget_rows=probe_budget_rows,
+        title=title,
+        model_name=model_name,
+        seed=seed,
+        replay_batch=replay_batch,
+    )

@@ -1,0 +1,110 @@
+"""``harmonic-monitor report``: one self-contained HTML page of a model over recorded events (:mod:`monitor.reporting`).
+
+``harmonic-monitor report --model M.onnx --reference R.json --events E.jsonl --out report.html``: the verdict
+timeline per segment (a replay of the log through the ``run`` pipeline, or ``--timeline`` from an earlier replay),
+the signals against their reference bands, the Gamma Map, per-input drift, the label-free accuracy estimate (and the
+realized accuracy with ``--labels``) and the probe profile of the flagged events. Nothing on the page is fetched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from monitor.cli.common import count_at_least
+from monitor.errors import DataError
+from monitor.model.io import load_rows
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "report",
+        help="write one self-contained HTML page of a model over recorded events (timeline, signals, Gamma Map, "
+        "drift, accuracy, probes)",
+        description=(
+            "Score recorded events against the reference, replay them through the `run` pipeline for the verdict "
+            "timeline, and write one HTML page (inline SVG, nothing fetched) with a section per result: the verdict "
+            "timeline per segment, the signals against their reference bands, the Gamma Map, per-input drift, the "
+            "label-free accuracy estimate and the probe profile of the flagged events. Invalid event lines are "
+            "counted by reason and listed on the page."
+        ),
+    )
+    p.add_argument("--model", required=True, help="the ONNX model file")
+    p.add_argument(
+        "--reference",
+        required=True,
+        help="a reference JSON (`harmonic-monitor reference`; with --labels there for the accuracy estimate) or "
+        "reference rows (.csv/.npy/.npz/.parquet)",
+    )
+    p.add_argument(
+        "--events", required=True, help="recorded events: a .jsonl log (as `run` decodes them), or rows in event order"
+    )
+    p.add_argument("--out", required=True, help="the HTML file to write")
+    p.add_argument("--timeline", help="a timeline JSON from `harmonic-monitor replay` (default: replay --events here)")
+    p.add_argument("--config", help="YAML configuration the replay runs with (detectors, segments), as `run` reads it")
+    p.add_argument(
+        "--labels", help="the true class of each event, one per valid event (.csv/.npy): the realized accuracy"
+    )
+    p.add_argument(
+        "--max-events", type=count_at_least(1), help="read only the first that many events (a long log, cut short)"
+    )
+    p.add_argument(
+        "--model-name", help="the model the events name (default: the one the log names, else the file stem)"
+    )
+    p.add_argument(
+        "--probe-points", type=count_at_least(0), default=20, help="flagged events probed at most (default 20)"
+    )
+    p.add_argument(
+        "--replay-batch",
+        type=count_at_least(1),
+        default=100,
+        help="events per micro-batch of the replay (unless --config names a size): a verdict change is placed within "
+        "that many events of the event that decided it; larger is faster (default 100)",
+    )
+    p.add_argument("--title", help="the page's title")
+    p.add_argument("--seed", type=int, default=0, help="seed of the scoring noise and the probes (default 0)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from monitor.reporting import build_report
+
+    labels = None
+    if args.labels is not None:
+        if not Path(args.labels).is_file():
+            raise DataError(
+                f"--labels '{args.labels}' does not exist (expected .csv or .npy: one true class per event)"
+            )
+        labels = load_rows(args.labels).reshape(-1)
+    report = build_report(
+        args.model,
+        args.reference,
+        args.events,
+        out=args.out,
+        timeline=args.timeline,
+        labels=labels,
+        config=args.config,
+        max_events=args.max_events,
+        probe_points=args.probe_points,
+        title=args.title,
+        model_name=args.model_name,
+        seed=args.seed,
+        replay_batch=args.replay_batch,
+    )
+    d = report.data
+    invalid = ", ".join(f"{k}: {v}" for k, v in sorted(d.invalid.items())) or "none"
+    print(f"report: {d.n_events} events scored of {d.n_lines} lines (invalid: {invalid})", file=sys.stderr)
+    for y in d.yardstick:
+        print(f"  {y.describe()}", file=sys.stderr)
+    for name, note in (
+        ("verdicts", d.timeline_note),
+        ("gammamap", d.gamma_map_note),
+        ("drift", d.drift_note),
+        ("accuracy", d.accuracy_note),
+        ("probes", d.probe_note),
+    ):
+        if note:
+            print(f"  {name}: {note}", file=sys.stderr)
+    print(f"report written to {report.path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,391 @@
+"""Stage 6: the report page, drawn from :class:`monitor.reporting.ReportData` alone.
+
+One HTML document, self-contained: inline CSS and inline SVG, no script, nothing fetched (it opens offline and can
+be mailed). Each section is ``<section id="…">`` (:data:`monitor.reporting.SECTIONS`) holding one figure whose data
+points carry their exact values in ``data-*`` attributes (what the tests compare with the typed results), a table of
+the same numbers, or a paragraph ``class="empty"`` saying why there is nothing to draw.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from monitor.gammamap import render_svg
+
+if TYPE_CHECKING:
+    from monitor.reporting import InputDrift, ReportData, SignalSeries, VerdictSpan
+
+VERDICT_COLOURS = {"stable": "#4caf50", "input-shift": "#ffb300", "harmful-shift": "#d32f2f"}
+_W, _H = 760, 220
+_L, _R, _T, _B = 70, 20, 20, 36
+
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:900px;color:#222}
+h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
+.meta{color:#555;font-size:13px} table{border-collapse:collapse;font-size:13px;margin:8px 0}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:right} th{background:#f5f5f5} td.l,th.l{text-align:left}
+p.empty{color:#777;font-style:italic} svg{display:block;max-width:100%;height:auto}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}
+.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle}
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _num(v: float) -> str:
+    """A value for a ``data-*`` attribute: exact (repr), 'nan' for NaN."""
+    return repr(float(v))
+
+
+def _g(v: float, digits: int = 3) -> str:
+    return "–" if not math.isfinite(v) else f"{v:.{digits}g}"
+
+
+def render_page(data: ReportData) -> str:
+    """The whole page for ``data``."""
+    invalid = ", ".join(f"{k}: {v}" for k, v in sorted(data.invalid.items()))
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_e(data.title)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>{_e(data.title)}</h1>",
+        f'<p class="meta">model <code>{_e(data.model)}</code> ({_e(data.kind)}) · events <code>{_e(data.source)}</code>'
+        f" · {data.n_events} events scored of {data.n_lines} lines"
+        + (f' · <span id="invalid">invalid lines by reason: {_e(invalid)}</span>' if invalid else "")
+        + "</p>",
+        _section("verdicts", "Verdict timeline per segment", _verdicts(data)),
+        _section("signals", "Signals over the log against the reference", _signals(data)),
+        _section("gammamap", "Gamma Map", _gammamap(data)),
+        _section("drift", "Per-input drift", _drift(data)),
+        _section("accuracy", "Label-free accuracy estimate", _accuracy(data)),
+        _section("probes", "Probe profile of the flagged events", _probes(data)),
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _section(sid: str, heading: str, body: str) -> str:
+    return f'<section id="{sid}"><h2>{_e(heading)}</h2>\n{body}\n</section>'
+
+
+def _empty(note: str) -> str:
+    return f'<p class="empty">{_e(note)}</p>'
+
+
+def _svg_open(width: int, height: int, label: str) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'font-family="sans-serif" font-size="11" role="img" aria-label="{_e(label)}">'
+        f'<rect width="{width}" height="{height}" fill="white"/>'
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------ verdicts
+
+
+def _verdicts(data: ReportData) -> str:
+    if data.timeline is None:
+        return _empty(data.timeline_note or "no verdict timeline")
+    spans = data.spans
+    segments = list(dict.fromkeys(s.segment for s in spans))
+    row_h = 26
+    height = _T + row_h * max(len(segments), 1) + _B
+    end = max([s.end for s in spans] + [1])
+    sx = (_W - _L - _R) / end
+    out = [_svg_open(_W, height, "verdict timeline")]
+    for k, seg in enumerate(segments):
+        y = _T + k * row_h
+        out.append(f'<text x="{_L - 6}" y="{y + 16}" text-anchor="end">{_e(seg)}</text>')
+        for s in (s for s in spans if s.segment == seg):
+            out.append(_span_rect(s, _L + s.start * sx, y, max((s.end - s.start) * sx, 1.0), row_h - 6))
+    _x_axis(out, 0.0, float(end), height - _B + 4, "line of the event log")
+    out.append("</svg>")
+    legend = '<p class="legend">' + "".join(
+        f'<span><i style="background:{c}"></i>{_e(v)}</span>' for v, c in VERDICT_COLOURS.items()
+    )
+    legend += "</p>"
+    rows = "".join(
+        f'<tr><td class="l">{_e(c.get("segment", ""))}</td><td>{int(c["index"])}</td><td class="l">'
+        f'{_e(c.get("previous", ""))} → {_e(c["verdict"])}</td><td class="l">{_e(", ".join(c.get("detectors", ())))}'
+        f'</td><td class="l">{_e(", ".join(c.get("features", ())))}</td></tr>'
+        for c in data.timeline.changes
+    )
+    table = (
+        '<table><tr><th class="l">segment</th><th>line</th><th class="l">verdict</th><th class="l">detectors fired'
+        f'</th><th class="l">inputs moved</th></tr>{rows}</table>'
+        if rows
+        else _empty(f"no verdict change: every segment stayed stable over {data.timeline.events} events")
+    )
+    alerts = len(data.timeline.alerts)
+    if data.replay_batch:
+        table += (
+            f'<p class="meta">Replayed here in micro-batches of {data.replay_batch} events: a change is placed within '
+            f"{data.replay_batch} events of the event that decided it.</p>"
+        )
+    return "".join(out) + legend + table + f'<p class="meta">{alerts} alert transition(s) in the replay.</p>'
+
+
+def _span_rect(s: VerdictSpan, x: float, y: float, w: float, h: float) -> str:
+    tip = f"{s.segment}: {s.verdict} from line {s.start} to {s.end}"
+    if s.detectors:
+        tip += f"; detectors fired: {', '.join(s.detectors)}"
+    return (
+        f'<rect class="point" x="{x:.1f}" y="{y}" width="{w:.1f}" height="{h}" '
+        f'fill="{VERDICT_COLOURS.get(s.verdict, "#999")}" data-segment="{_e(s.segment)}" data-verdict="{_e(s.verdict)}" '
+        f'data-start="{s.start}" data-end="{s.end}" data-detectors="{_e(",".join(s.detectors))}">'
+        f"<title>{_e(tip)}</title></rect>"
+    )
+
+
+def _x_axis(out: list[str], lo: float, hi: float, y: float, label: str) -> None:
+    out.append(f'<line x1="{_L}" y1="{y}" x2="{_W - _R}" y2="{y}" stroke="#888"/>')
+    for t in _ticks(lo, hi):
+        x = _L + (t - lo) / (hi - lo or 1.0) * (_W - _L - _R)
+        out.append(f'<text x="{x:.1f}" y="{y + 13}" text-anchor="middle" font-size="10">{_g(t, 4)}</text>')
+    out.append(f'<text x="{(_L + _W - _R) / 2:.0f}" y="{y + 28}" text-anchor="middle">{_e(label)}</text>')
+
+
+def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return [lo] if math.isfinite(lo) else []
+    step = 10 ** math.floor(math.log10((hi - lo) / n))
+    for m in (1, 2, 5, 10):
+        if (hi - lo) / (step * m) <= n:
+            step *= m
+            break
+    first = math.ceil(lo / step) * step
+    return [first + k * step for k in range(int((hi - first) / step) + 1)]
+
+
+# ------------------------------------------------------------------------------------------------------------ signals
+
+
+def _signals(data: ReportData) -> str:
+    shown = [s for s in data.signals if s.mean.size]
+    if not shown:
+        return _empty("no signals: no event could be scored")
+    parts = [_signal_svg(s, data.n_lines) for s in shown]
+    rows = "".join(
+        f'<tr><td class="l">{_e(y.signal)}</td><td>{_g(y.live)}</td><td>{_g(y.reference)}</td><td>{_g(y.ratio, 2)}×</td>'
+        f"<td>p{y.percentile:.0f}</td></tr>"
+        for y in data.yardstick
+    )
+    table = (
+        '<table id="yardstick"><tr><th class="l">signal</th><th>live mean</th><th>reference mean</th><th>ratio</th>'
+        f"<th>live median at reference</th></tr>{rows}</table>"
+        if rows
+        else _empty("no yardstick: the reference keeps no signal samples")
+    )
+    return table + "".join(parts)
+
+
+def _signal_svg(s: SignalSeries, n_lines: int) -> str:
+    values = [float(v) for v in s.mean] + [v for v in (s.ref_low, s.ref_high) if math.isfinite(v)]
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.08 or (abs(hi) * 0.1 or 1.0)
+    lo, hi = lo - pad, hi + pad
+    x_hi = float(max(n_lines - 1, 1))
+
+    def px(x: float) -> float:
+        return _L + x / x_hi * (_W - _L - _R)
+
+    def py(y: float) -> float:
+        return _T + (hi - y) / (hi - lo) * (_H - _T - _B)
+
+    out = [_svg_open(_W, _H, f"{s.signal} over the log")]
+    if math.isfinite(s.ref_low) and math.isfinite(s.ref_high):
+        out.append(
+            f'<rect class="band" x="{_L}" y="{py(s.ref_high):.1f}" width="{_W - _L - _R}" '
+            f'height="{max(py(s.ref_low) - py(s.ref_high), 1.0):.1f}" fill="#90caf9" fill-opacity="0.35" '
+            f'data-low="{_num(s.ref_low)}" data-high="{_num(s.ref_high)}"><title>reference p5–p95: '
+            f"{_g(s.ref_low)} – {_g(s.ref_high)}</title></rect>"
+        )
+        out.append(
+            f'<line x1="{_L}" x2="{_W - _R}" y1="{py(s.ref_median):.1f}" y2="{py(s.ref_median):.1f}" '
+            'stroke="#1565c0" stroke-dasharray="4 3"/>'
+        )
+    pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(s.line, s.mean, strict=True))
+    out.append(f'<polyline points="{pts}" fill="none" stroke="#222" stroke-width="1.5"/>')
+    for x, y in zip(s.line, s.mean, strict=True):
+        out.append(
+            f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="#222" data-x="{_num(x)}" '
+            f'data-y="{_num(y)}"><title>line {x:.0f}: {s.signal} {_g(y)}</title></circle>'
+        )
+    for t in _ticks(lo, hi, 4):
+        out.append(f'<text x="{_L - 6}" y="{py(t) + 4:.1f}" text-anchor="end" font-size="10">{_g(t)}</text>')
+    out.append(
+        f'<text x="{_L + 4}" y="{_T - 6}" font-weight="bold">{_e(s.signal)} (mean per bin; band: reference p5–p95)</text>'
+    )
+    _x_axis(out, 0.0, x_hi, _H - _B + 4, "line of the event log")
+    out.append("</svg>")
+    return f'<figure data-signal="{_e(s.signal)}">' + "".join(out) + "</figure>"
+
+
+# ------------------------------------------------------------------------------------------------------------ gamma map
+
+
+def _gammamap(data: ReportData) -> str:
+    if data.gamma_map is None:
+        return _empty(data.gamma_map_note or "no Gamma Map")
+    svg = render_svg(data.gamma_map, data.reference_gamma_map, title=f"{data.gamma_map.total} events")
+    return f'<figure data-total="{data.gamma_map.total}">{svg}</figure>'
+
+
+# ------------------------------------------------------------------------------------------------------------ drift
+
+
+def _drift(data: ReportData) -> str:
+    if not data.drift:
+        return _empty(data.drift_note or "no per-input drift")
+    return _bars(data.drift) + _drift_table(data.drift)
+
+
+def _bars(drift: Sequence[InputDrift]) -> str:
+    bar_h = 18
+    shown = sorted(drift, key=lambda d: -d.statistic)[:40]
+    height = _T + bar_h * len(shown) + _B
+    left = 170
+    scale = (_W - left - _R) / max(max(d.statistic for d in shown), 1e-9)
+    out = [_svg_open(_W, height, "per-input KS distance")]
+    for k, d in enumerate(shown):
+        y = _T + k * bar_h
+        out.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{_e(d.name)}</text>')
+        out.append(
+            f'<rect class="point" x="{left}" y="{y + 2}" width="{max(d.statistic * scale, 1.0):.1f}" height="{bar_h - 5}" '
+            f'fill="{"#d32f2f" if d.moved else "#90a4ae"}" data-name="{_e(d.name)}" data-value="{_num(d.statistic)}" '
+            f'data-p="{_num(d.p_value)}" data-moved="{str(d.moved).lower()}"><title>{_e(d.name)}: KS D {_g(d.statistic)}, '
+            f"adjusted p {_g(d.p_value)}</title></rect>"
+        )
+    out.append(
+        f'<text x="{left}" y="{height - 10}">KS distance D against the reference sample (red: moved, adjusted p &lt; '
+        "0.01)</text></svg>"
+    )
+    return "".join(out)
+
+
+def _drift_table(drift: Sequence[InputDrift]) -> str:
+    rows = "".join(
+        f'<tr><td class="l">{_e(d.name)}</td><td>{_g(d.statistic)}</td><td>{_g(d.p_value)}</td>'
+        f"<td>{'yes' if d.moved else 'no'}</td><td>{_g(d.live_mean)}</td><td>{_g(d.reference_mean)}</td></tr>"
+        for d in sorted(drift, key=lambda d: -d.statistic)
+    )
+    return (
+        '<table><tr><th class="l">input</th><th>KS D</th><th>adjusted p</th><th>moved</th><th>live mean (raw)</th>'
+        f"<th>reference mean (raw)</th></tr>{rows}</table>"
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------ accuracy
+
+
+def _accuracy(data: ReportData) -> str:
+    acc = data.accuracy
+    if acc is None:
+        return _empty(data.accuracy_note or "no accuracy estimate")
+    items = list(acc.methods.items())
+    row_h = 26
+    height = _T + row_h * (len(items) + (1 if acc.realized is not None else 0)) + _B
+    values = [v for _, m in items for v in (m["lower"], m["upper"])] + [acc.reference_accuracy]
+    if acc.realized is not None:
+        values.append(acc.realized)
+    lo, hi = max(min(values) - 0.02, 0.0), min(max(values) + 0.02, 1.0)
+    left = 120
+
+    def px(x: float) -> float:
+        return left + (x - lo) / (hi - lo or 1.0) * (_W - left - _R)
+
+    out = [_svg_open(_W, height, "accuracy estimate")]
+    for k, (name, m) in enumerate(items):
+        y = _T + k * row_h + 10
+        primary = name == acc.method
+        out.append(f'<text x="{left - 6}" y="{y + 4}" text-anchor="end">{_e(name)}{" *" if primary else ""}</text>')
+        out.append(
+            f'<line x1="{px(m["lower"]):.1f}" x2="{px(m["upper"]):.1f}" y1="{y}" y2="{y}" stroke="#1565c0" '
+            'stroke-width="3"/>'
+        )
+        out.append(
+            f'<circle class="point" cx="{px(m["estimate"]):.1f}" cy="{y}" r="5" fill="{"#0d47a1" if primary else "#64b5f6"}" '
+            f'data-method="{_e(name)}" data-estimate="{_num(m["estimate"])}" data-lower="{_num(m["lower"])}" '
+            f'data-upper="{_num(m["upper"])}"><title>{_e(name)}: {m["estimate"]:.3f} [{m["lower"]:.3f}, '
+            f"{m['upper']:.3f}]</title></circle>"
+        )
+    if acc.realized is not None:
+        y = _T + len(items) * row_h + 10
+        out.append(f'<text x="{left - 6}" y="{y + 4}" text-anchor="end">realized</text>')
+        out.append(
+            f'<rect class="point realized" x="{px(acc.realized) - 5:.1f}" y="{y - 5}" width="10" height="10" '
+            f'fill="#d32f2f" data-realized="{_num(acc.realized)}"><title>realized accuracy {acc.realized:.3f} on '
+            f"{acc.n_labelled} labelled events</title></rect>"
+        )
+    x = px(acc.reference_accuracy)
+    out.append(
+        f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_T}" y2="{height - _B}" stroke="#555" stroke-dasharray="4 3" '
+        f'data-reference="{_num(acc.reference_accuracy)}"/>'
+    )
+    out.append(f'<line x1="{left}" y1="{height - _B + 4}" x2="{_W - _R}" y2="{height - _B + 4}" stroke="#888"/>')
+    for t in _ticks(lo, hi):
+        out.append(f'<text x="{px(t):.1f}" y="{height - _B + 17}" text-anchor="middle" font-size="10">{t:.2f}</text>')
+    out.append(
+        f'<text x="{(left + _W - _R) / 2:.0f}" y="{height - 6}" text-anchor="middle">accuracy ({acc.level:.0%} '
+        "interval; dashed: reference accuracy)</text></svg>"
+    )
+    head = (
+        f'<p id="accuracy-headline">estimated accuracy <b>{acc.estimate:.3f}</b> [{acc.lower:.3f}, {acc.upper:.3f}] '
+        f"({acc.level:.0%}, {_e(acc.method)}) on {acc.n} events; reference accuracy {acc.reference_accuracy:.3f}"
+        + (f"; realized {acc.realized:.3f} on {acc.n_labelled} labelled events" if acc.realized is not None else "")
+        + "</p>"
+    )
+    note = _empty(data.accuracy_note) if data.accuracy_note else ""
+    warn = "".join(f'<p class="meta">warning: {_e(w)}</p>' for w in acc.warnings)
+    return head + "".join(out) + note + warn
+
+
+# ------------------------------------------------------------------------------------------------------------ probes
+
+
+def _probes(data: ReportData) -> str:
+    pr = data.probe
+    if pr is None:
+        return _empty(data.probe_note or "no probe profile")
+    mri = pr.mri
+    head = (
+        f'<p class="meta">{data.n_flagged} event(s) with γ above the reference p99 ({_g(data.flag_threshold)}); '
+        f"the {pr.result.n_points} with the highest γ probed as one region ({pr.result.total_rows} model rows"
+        + ("" if pr.result.complete else f"; budget exhausted in stage '{_e(pr.result.stopped_at)}'")
+        + ").</p>"
+    )
+    if not mri:
+        return head + _empty("the funnel stopped before the MRI stage (budget)")
+    bar_h = 20
+    left = 170
+    height = _T + bar_h * len(mri) + _B
+    out = [_svg_open(_W, height, "probe MRI")]
+    for k, (name, r) in enumerate(mri.items()):
+        y = _T + k * bar_h
+        out.append(f'<text x="{left - 6}" y="{y + 13}" text-anchor="end">{_e(name)}</text>')
+        out.append(
+            f'<rect class="point" x="{left}" y="{y + 2}" width="{max(r, 0.0) * (_W - left - _R):.1f}" height="{bar_h - 5}" '
+            f'fill="{"#d32f2f" if r < 0.9 else "#4caf50"}" data-perturbation="{_e(name)}" data-value="{_num(r)}">'
+            f"<title>{_e(name)}: MRI r {r:.3f} (share of outputs unchanged)</title></rect>"
+        )
+    out.append(
+        f'<text x="{left}" y="{height - 10}">MRI r: the share of outputs unchanged at the moderate intensity '
+        "(red: below 0.9, examined further)</text></svg>"
+    )
+    rows = "".join(
+        f'<tr><td class="l">{_e(t.perturbation)}</td><td class="l">{_e(t.feature)}</td><td data-value="{_num(t.result.eps_star)}">{_g(t.result.eps_star)}</td></tr>'
+        for t in pr.result.thresholds
+        if t.result.eps_star is not None
+    )
+    table = (
+        f'<table><tr><th class="l">perturbation</th><th class="l">input</th><th>ε* (standardized)</th></tr>{rows}</table>'
+        if rows
+        else _empty("no threshold crossed within the searched range")
+    )
+    return head + "".join(out) + table

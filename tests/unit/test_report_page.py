@@ -1,0 +1,278 @@
+"""``harmonic-monitor report`` / ``monitor.report``: the page is self-contained, renders in headless Chromium (Debian's
+``chromium`` package, installed by scripts/test.sh) without console errors, and every section draws the typed
+results it was given — or says why it is empty."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+import zlib
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import monitor
+from monitor.cli import main
+from monitor.cli.demo_data import PHASES, build_demo
+from monitor.examples import FEATURES, linear_classifier
+from monitor.reporting import SECTIONS, Report
+
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+)
+
+
+@dataclass(frozen=True)
+class Demo:
+    model: Path
+    reference: Path
+    events: Path
+    labels: Path
+    n_events: int
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    """The demo's model, labelled reference and 3000 events in three phases (stationary, input shift, harmful
+    shift) as a .jsonl log with two invalid lines, and the events' true classes."""
+    root = tmp_path_factory.mktemp("report")
+    d = build_demo(root / "demo", events=3000, seed=0)
+    lines = [line for phase in PHASES for line in d.phases[phase]]
+    labels = [v for phase in PHASES for v in d.labels[phase]]
+    events = root / "events.jsonl"
+    events.write_bytes(b"\n".join([*lines, b"{not json", b'{"id": "no-features", "ts": 1}']) + b"\n")
+    np.save(root / "labels.npy", np.asarray(labels))
+    assert d.labelled_reference_path is not None
+    return Demo(d.model_path, d.labelled_reference_path, events, root / "labels.npy", len(lines))
+
+
+@pytest.fixture(scope="module")
+def report(demo: Demo, tmp_path_factory: pytest.TempPathFactory) -> Report:
+    out = tmp_path_factory.mktemp("page") / "report.html"
+    return monitor.report(demo.model, demo.reference, demo.events, out=out, labels=np.load(demo.labels))
+
+
+@pytest.fixture(scope="module")
+def dom(report: Report, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
+    """The report page as Chromium built it, and the console messages it logged."""
+    assert report.path is not None
+    return render(report.path, tmp_path_factory.mktemp("dom"), dump=True)
+
+
+# ------------------------------------------------------------------------------------------------ chromium
+
+
+def chromium() -> str:
+    path = shutil.which("chromium")
+    assert path, "headless Chromium is needed: apt-get install -y chromium (scripts/test.sh installs it)"
+    return path
+
+
+def render(page: Path, tmp: Path, *, dump: bool) -> tuple[str, list[str]]:
+    """Chromium's DOM dump (or a screenshot at tmp/shot.png) and the console messages it logged."""
+    args = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp / ('ud-dump' if dump else 'ud-shot')}"]
+    args += ["--dump-dom"] if dump else ["--window-size=1000,3000", f"--screenshot={tmp / 'shot.png'}"]
+    done = subprocess.run([*args, page.as_uri()], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout, [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+
+
+def png_ink(path: Path) -> float:
+    """The share of a PNG's filtered scanline bytes that are not zero: 0 for a page of one colour (every PNG filter
+    predicts a uniform image exactly, whichever filter the encoder picked per row), well above 0 once anything is
+    drawn. Reads 8-bit RGB/RGBA, as Chromium writes its screenshots."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat = 8, b""
+    width = height = channels = 0
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour = struct.unpack(">IIBB", body[:10])
+            assert depth == 8 and colour in (2, 6), (depth, colour)
+            channels = 3 if colour == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    rows = np.frombuffer(zlib.decompress(idat), dtype=np.uint8).reshape(height, width * channels + 1)
+    residuals = rows[1:, 1 + channels :]  # the first row and pixel are predicted from nothing
+    return float(np.count_nonzero(residuals)) / residuals.size
+
+
+class Points(HTMLParser):
+    """Every element of class ``point`` (with its attributes) under its section, and each section's empty note."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.section: str | None = None
+        self.points: dict[str, list[dict[str, str]]] = {s: [] for s in SECTIONS}
+        self.empty: dict[str, str] = {}
+        self.svgs: dict[str, int] = dict.fromkeys(SECTIONS, 0)
+        self._in_empty = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "section":
+            self.section = a.get("id")
+        if self.section is None:
+            return
+        if tag == "svg":
+            self.svgs[self.section] += 1
+        if "point" in a.get("class", "").split():
+            self.points[self.section].append(a)
+        if tag == "rect" and self.section == "gammamap" and "stroke" in a:
+            self.points[self.section].append(a)  # the Gamma Map's cells
+        self._in_empty = tag == "p" and a.get("class") == "empty"
+
+    def handle_data(self, data: str) -> None:
+        if self._in_empty and self.section is not None:
+            self.empty[self.section] = self.empty.get(self.section, "") + data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "section":
+            self.section = None
+        if tag == "p":
+            self._in_empty = False
+
+
+# ------------------------------------------------------------------------------------------------ tests
+
+
+def test_the_page_is_self_contained(report: Report) -> None:
+    page = report.html
+    assert all(f'<section id="{s}">' in page for s in SECTIONS)
+    assert "<script" not in page and " src=" not in page and " href=" not in page and "@import" not in page
+    assert page.count("http") == page.count('xmlns="http://www.w3.org/2000/svg"')  # no address but the SVG namespace
+
+
+def test_chromium_renders_it_with_no_console_error_and_a_picture_in_each_section(
+    report: Report, dom: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    assert report.path is not None
+    assert dom[1] == []
+    parsed = Points()
+    parsed.feed(dom[0])
+    for section in SECTIONS:
+        assert parsed.svgs[section] >= 1 and parsed.points[section], (section, parsed.empty.get(section))
+    _, console = render(report.path, tmp_path, dump=False)
+    assert console == [] and png_ink(tmp_path / "shot.png") > 0.01
+
+
+def test_the_harness_sees_console_errors_and_blank_screens(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><script>console.error('boom'); missing();</script></body></html>")
+    _, console = render(bad, tmp_path, dump=False)
+    assert any("boom" in c for c in console) and any("missing is not defined" in c for c in console)
+    assert png_ink(tmp_path / "shot.png") < 1e-4  # a blank page reads as blank
+
+
+def test_the_figures_equal_the_typed_results(report: Report, dom: tuple[str, list[str]]) -> None:
+    page = dom[0]
+    p = Points()
+    p.feed(page)
+    d = report.data
+    # verdict timeline: one bar per span, as the replay decided (and the shifts were found)
+    spans = [
+        (a["data-segment"], a["data-verdict"], int(a["data-start"]), int(a["data-end"])) for a in p.points["verdicts"]
+    ]
+    assert spans == [(s.segment, s.verdict, s.start, s.end) for s in d.spans]
+    assert {s.verdict for s in d.spans} >= {"input-shift", "harmful-shift"}
+    # signals: every binned mean, in order
+    ys = [float(a["data-y"]) for a in p.points["signals"]]
+    assert ys == [float(v) for s in d.signals for v in s.mean]
+    # Gamma Map: the cells hold the typed map's counts
+    assert d.gamma_map is not None and d.gamma_map.total == d.n_events
+    assert f'data-total="{d.gamma_map.total}"' in page
+    # drift: one bar per input, value = KS D
+    drift = {a["data-name"]: float(a["data-value"]) for a in p.points["drift"]}
+    assert drift == {x.name: x.statistic for x in d.drift}
+    # accuracy: each method's estimate and interval, and the realized accuracy
+    assert d.accuracy is not None and d.accuracy.realized is not None
+    acc = {a["data-method"]: float(a["data-estimate"]) for a in p.points["accuracy"] if "data-method" in a}
+    assert acc == {k: v["estimate"] for k, v in d.accuracy.methods.items()}
+    assert [float(a["data-realized"]) for a in p.points["accuracy"] if "data-realized" in a] == [d.accuracy.realized]
+    # probes: the MRI of the flagged events
+    assert d.probe is not None
+    assert {a["data-perturbation"]: float(a["data-value"]) for a in p.points["probes"]} == d.probe.mri
+    # invalid lines are counted by reason and listed
+    assert d.invalid == {"not_json": 1, "missing_field": 1} and "not_json: 1" in page
+
+
+def test_the_cli_writes_the_page_and_max_events_cuts_the_log(demo: Demo, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    args = ["report", "--model", str(demo.model), "--reference", str(demo.reference), "--events", str(demo.events)]
+    assert main([*args, "--out", str(out), "--max-events", "900", "--probe-points", "5"]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert all(f'<section id="{s}">' in page for s in SECTIONS)
+    assert "900 events scored of 900 lines" in page
+
+
+def test_sections_with_nothing_to_draw_say_why(tmp_path: Path) -> None:
+    model = linear_classifier(tmp_path / "m.onnx")
+    rng = np.random.default_rng(0)
+    ref = monitor.reference(model, rng.normal(size=(200, 3)), flicker_copies=4)  # no labels
+    r = monitor.report(model, ref, rng.normal(size=(300, 3)), out=tmp_path / "r.html")
+    assert r.path is not None
+    dom, console = render(r.path, tmp_path, dump=True)
+    p = Points()
+    p.feed(dom)
+    assert console == []
+    assert "events are rows" in p.empty["verdicts"] and "no fitted estimator" in p.empty["accuracy"]
+    assert p.points["signals"] and p.points["drift"] and p.points["gammamap"]
+    assert r.data.timeline is None and r.data.accuracy is None
+    assert r.data.reference_gamma_map is None  # a ReferenceResult keeps no (P, γ) pairs
+    rows_ref = monitor.report(model, rng.normal(size=(200, 3)), rng.normal(size=(300, 3)))
+    assert rows_ref.data.reference_gamma_map is not None and rows_ref.data.reference_gamma_map.total == 200
+    assert "reference (n=200)" in rows_ref.html and "live (n=300)" in rows_ref.html
+    assert len(FEATURES) == len(r.data.drift) and [x.name for x in r.data.drift] == list(FEATURES)
+
+
+def test_the_replay_command_gives_the_timeline_the_page_draws(demo: Demo, report: Report, tmp_path: Path) -> None:
+    args = ["--model", str(demo.model), "--reference", str(demo.reference), "--events", str(demo.events)]
+    (tmp_path / "c.yaml").write_text("batch:\n  max_events: 100\n")  # the page's replay batches (REPLAY_BATCH)
+    assert main(["replay", *args, "--config", str(tmp_path / "c.yaml"), "--timeline", str(tmp_path / "t.json")]) == 0
+    assert report.data.timeline is not None
+    assert report.data.timeline.document() == json.loads((tmp_path / "t.json").read_text())
+    assert report.data.timeline.invalid == {"not_json": 1, "missing_field": 1}
+
+
+def test_a_regressor_over_rows_with_a_given_timeline(tmp_path: Path) -> None:
+    from tests.unit.onnx_graphs import linear_regressor
+
+    model = linear_regressor(tmp_path / "reg.onnx", [1.0, 2.0])
+    rng = np.random.default_rng(0)
+    doc = {"events": 50, "changes": [{"index": 20, "verdict": "input-shift", "segment": "a", "detectors": ["x"]}]}
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    r = monitor.report(
+        model, rng.normal(size=(100, 2)), rng.normal(size=(80, 2)), timeline=tmp_path / "t.json", max_events=50
+    )
+    d = r.data
+    assert d.n_events == 50 and d.gamma_map is None and "regressor" in d.gamma_map_note
+    assert d.accuracy is None and "for classifiers" in d.accuracy_note
+    assert [(s.segment, s.verdict, s.start, s.end) for s in d.spans] == [
+        ("a", "stable", 0, 20),
+        ("a", "input-shift", 20, 50),
+    ]
+    assert '<section id="gammamap"><h2>Gamma Map</h2>\n<p class="empty">' in r.html
+    with pytest.raises(monitor.api.DataError, match="cannot read the timeline"):
+        monitor.report(model, rng.normal(size=(100, 2)), rng.normal(size=(80, 2)), timeline=tmp_path / "absent.json")
+
+
+def test_the_cli_names_a_missing_labels_file(demo: Demo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["report", "--model", str(demo.model), "--reference", str(demo.reference), "--events", str(demo.events)]
+    assert main([*args, "--out", str(tmp_path / "r.html"), "--labels", str(tmp_path / "absent.npy")]) == 2
+    assert "--labels '" in capsys.readouterr().err and not (tmp_path / "r.html").exists()
