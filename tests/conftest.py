@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,18 @@ from numpy.typing import NDArray
 from monitor.model.base import ModelKind, ModelOutput
 from monitor.model.onnx import OnnxModel
 from tests.unit import onnx_graphs
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logging() -> Iterator[None]:
+    """Each test leaves the root logger as it found it. A CLI entry point installs a handler on the stderr it
+    sees, which under ``capsys`` is a stream closed when the test ends: a later test in the same process (the
+    order differs per xdist worker) that logs without installing its own would write to it."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 class CountingPredictor:
