@@ -1,0 +1,370 @@
+"""The Gamma Map: a 2-D histogram of (P of the predicted class, γ) over scored classifier events.
+
+After "Anharmonicity as a robustness metric" (seed 001, §5, Fig. 5): images found unstable by the γ-gradient
+search (Algorithm 2) dominate the high-γ / low-P corner, so the density of events over a fixed P × γ grid shows at a
+glance how much of the traffic sits where predictions are fragile. This module holds the pure value type, its
+builder from arrays, and the one SVG renderer shared by ``/gammamap``, the docs and the report page.
+
+Edges are fixed so maps from different windows, segments, processes and the reference add up cell by cell:
+
+- ``P_EDGES``: 10 equal bins on [0, 1]; a bin is ``[lo, hi)`` except the last, which includes P = 1.
+- ``GAMMA_EDGES``: 12 bins: ``[0, 1e-4)``, then half-decade bins from 1e-4 to 10 (``[1e-4, 10^-3.5)``, ...,
+  ``[10^0.5, 10)``), then ``[10, +inf)``. γ on probabilities stays below 1; γ on logits can reach the top bins.
+
+Events with a non-finite P or γ are not counted (``skipped`` says how many); P outside [0, 1] or γ < 0 is an error.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.errors import DataError
+
+#: predicted-class probability edges: 10 equal bins on [0, 1], the last closed on the right
+P_EDGES: tuple[float, ...] = tuple(round(i / 10, 10) for i in range(11))
+#: γ edges: 0, half-decades from 1e-4 to 10, +inf (12 bins)
+GAMMA_EDGES: tuple[float, ...] = (0.0, *(round(10.0 ** (-4 + k / 2), 12) for k in range(11)), math.inf)
+
+
+def _label(lo: float, hi: float) -> str:
+    return f"{_fmt(lo)}-{_fmt(hi)}"
+
+
+def _fmt(x: float) -> str:
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.3g}"
+
+
+#: bounded Prometheus label values, one per bin (``p_bin``)
+P_BIN_LABELS: tuple[str, ...] = tuple(_label(P_EDGES[i], P_EDGES[i + 1]) for i in range(len(P_EDGES) - 1))
+#: bounded Prometheus label values, one per bin (``gamma_bin``)
+GAMMA_BIN_LABELS: tuple[str, ...] = tuple(
+    _label(GAMMA_EDGES[i], GAMMA_EDGES[i + 1]) for i in range(len(GAMMA_EDGES) - 1)
+)
+
+
+def _edge_json(x: float) -> float | str:
+    return "+Inf" if math.isinf(x) else x
+
+
+def _edge_from_json(x: object) -> float:
+    if x == "+Inf":
+        return math.inf
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return float(x)
+    raise DataError(f"a Gamma Map edge must be a number or '+Inf'; got {x!r}. Was the JSON written by to_json()?")
+
+
+@dataclass(frozen=True)
+class GammaMap:
+    """Counts of events per (P bin, γ bin); rows follow ``p_edges``, columns ``gamma_edges``.
+
+    ``unstable`` is the share of probed events found unstable per cell (None where no event of the cell was probed),
+    or None for the whole map when Algorithm 2 ran on none. ``probed`` and ``unstable_counts`` carry the numerators
+    and denominators so maps merge exactly. ``skipped`` counts events with a non-finite P or γ.
+
+    >>> m = gamma_map(np.array([0.95, 0.4]), np.array([0.002, 0.3]))
+    >>> m.total, m.counts[9][3], m.counts[4][7]
+    (2, 1, 1)
+    """
+
+    p_edges: tuple[float, ...]
+    gamma_edges: tuple[float, ...]
+    counts: list[list[int]]
+    unstable: list[list[float | None]] | None = None
+    probed: list[list[int]] | None = None
+    unstable_counts: list[list[int]] | None = None
+    skipped: int = 0
+
+    def __post_init__(self) -> None:
+        rows, cols = len(self.p_edges) - 1, len(self.gamma_edges) - 1
+        if rows < 1 or cols < 1:
+            raise DataError(
+                f"a Gamma Map needs at least 2 edges per axis; got {len(self.p_edges)} P edges and "
+                f"{len(self.gamma_edges)} γ edges"
+            )
+        for name, grid in (
+            ("counts", self.counts),
+            ("probed", self.probed),
+            ("unstable_counts", self.unstable_counts),
+            ("unstable", self.unstable),
+        ):
+            if grid is None:
+                continue
+            if len(grid) != rows or any(len(row) != cols for row in grid):
+                got = f"{len(grid)} rows of lengths {sorted({len(r) for r in grid})}"
+                raise DataError(
+                    f"Gamma Map {name} must have {rows} rows of {cols} cells (one per P bin × γ bin); got {got}"
+                )
+
+    @property
+    def total(self) -> int:
+        """Events counted in the map."""
+        return sum(sum(row) for row in self.counts)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict; the infinite last γ edge is written as the string ``"+Inf"``.
+
+        >>> gamma_map(np.array([0.5]), np.array([0.01])).to_json()["gamma_edges"][-1]
+        '+Inf'
+        """
+        return {
+            "p_edges": [_edge_json(x) for x in self.p_edges],
+            "gamma_edges": [_edge_json(x) for x in self.gamma_edges],
+            "p_bins": list(P_BIN_LABELS) if self.p_edges == P_EDGES else None,
+            "gamma_bins": list(GAMMA_BIN_LABELS) if self.gamma_edges == GAMMA_EDGES else None,
+            "counts": [list(row) for row in self.counts],
+            "total": self.total,
+            "skipped": self.skipped,
+            "unstable": None if self.unstable is None else [list(row) for row in self.unstable],
+            "probed": None if self.probed is None else [list(row) for row in self.probed],
+            "unstable_counts": None if self.unstable_counts is None else [list(r) for r in self.unstable_counts],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GammaMap:
+        """Read back what :meth:`to_json` wrote (e.g. a reference file's map)."""
+        try:
+            probed, unstable_counts = data.get("probed"), data.get("unstable_counts")
+            return cls(
+                p_edges=tuple(_edge_from_json(x) for x in data["p_edges"]),
+                gamma_edges=tuple(_edge_from_json(x) for x in data["gamma_edges"]),
+                counts=[[int(c) for c in row] for row in data["counts"]],
+                unstable=_shares(probed, unstable_counts)
+                if probed is not None and unstable_counts is not None
+                else None,
+                probed=None if probed is None else [[int(c) for c in row] for row in probed],
+                unstable_counts=None if unstable_counts is None else [[int(c) for c in r] for r in unstable_counts],
+                skipped=int(data.get("skipped", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(
+                f"not a Gamma Map: expected keys p_edges, gamma_edges, counts as written by to_json(); "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+    def merged(self, other: GammaMap) -> GammaMap:
+        """Cell-wise sum of two maps with the same edges (instability shares recomputed from the counts).
+
+        >>> a = gamma_map(np.array([0.9]), np.array([0.5]), np.array([True]))
+        >>> b = gamma_map(np.array([0.9]), np.array([0.5]), np.array([False]))
+        >>> m = a.merged(b)
+        >>> m.counts[9][8], m.unstable[9][8]
+        (2, 0.5)
+        """
+        if self.p_edges != other.p_edges or self.gamma_edges != other.gamma_edges:
+            raise DataError(
+                "Gamma Maps with different edges cannot be merged; build both with gamma_map() "
+                "(fixed P_EDGES and GAMMA_EDGES)"
+            )
+        counts = _add(self.counts, other.counts)
+        probed = _add_opt(self.probed, other.probed)
+        unstable_counts = _add_opt(self.unstable_counts, other.unstable_counts)
+        unstable = _shares(probed, unstable_counts) if probed is not None and unstable_counts is not None else None
+        return GammaMap(
+            self.p_edges, self.gamma_edges, counts, unstable, probed, unstable_counts, self.skipped + other.skipped
+        )
+
+
+def _add(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
+    return [[x + y for x, y in zip(ra, rb, strict=True)] for ra, rb in zip(a, b, strict=True)]
+
+
+def _add_opt(a: list[list[int]] | None, b: list[list[int]] | None) -> list[list[int]] | None:
+    if a is None:
+        return None if b is None else [list(r) for r in b]
+    if b is None:
+        return [list(r) for r in a]
+    return _add(a, b)
+
+
+def _shares(probed: list[list[int]], unstable: list[list[int]]) -> list[list[float | None]] | None:
+    if not any(any(row) for row in probed):
+        return None
+    return [
+        [(u / p if p else None) for p, u in zip(rp, ru, strict=True)] for rp, ru in zip(probed, unstable, strict=True)
+    ]
+
+
+def empty_map() -> GammaMap:
+    """A map with the fixed edges and no events."""
+    rows, cols = len(P_EDGES) - 1, len(GAMMA_EDGES) - 1
+    return GammaMap(P_EDGES, GAMMA_EDGES, [[0] * cols for _ in range(rows)])
+
+
+def bin_indices(p: NDArray[np.floating], gamma: NDArray[np.floating]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """(P bin, γ bin) of each event under the fixed edges; inputs must be finite, P in [0, 1], γ ≥ 0.
+
+    >>> bin_indices(np.array([0.0, 1.0]), np.array([0.0, 1e9]))
+    (array([0, 9]), array([ 0, 11]))
+    """
+    pi = np.clip(np.searchsorted(np.asarray(P_EDGES), p, side="right") - 1, 0, len(P_EDGES) - 2)
+    gi = np.clip(np.searchsorted(np.asarray(GAMMA_EDGES), gamma, side="right") - 1, 0, len(GAMMA_EDGES) - 2)
+    return pi.astype(np.intp), gi.astype(np.intp)
+
+
+def gamma_map(
+    p: NDArray[np.floating],
+    gamma: NDArray[np.floating],
+    unstable: NDArray[np.bool_] | None = None,
+    *,
+    probed: NDArray[np.bool_] | None = None,
+) -> GammaMap:
+    """Build a Gamma Map from per-event predicted-class probability and γ.
+
+    Parameters
+    ----------
+    p : (B,) probability of the predicted class, in [0, 1].
+    gamma : (B,) γ of each event, ≥ 0.
+    unstable : (B,) whether Algorithm 2 flipped the event's class, or None where it ran on none.
+    probed : (B,) which events Algorithm 2 ran on; default every event when ``unstable`` is given. Entries of
+        ``unstable`` outside ``probed`` are ignored.
+
+    Returns
+    -------
+    GammaMap with the fixed edges ``P_EDGES`` × ``GAMMA_EDGES``.
+
+    Raises
+    ------
+    DataError
+        If the arrays differ in length, P lies outside [0, 1] or γ is negative.
+    """
+    p = np.asarray(p, dtype=np.float64).reshape(-1)
+    gamma = np.asarray(gamma, dtype=np.float64).reshape(-1)
+    if p.shape != gamma.shape:
+        raise DataError(f"gamma_map needs one P per γ; got {p.size} P values and {gamma.size} γ values")
+    finite = np.isfinite(p) & np.isfinite(gamma)
+    if np.any((p[finite] < 0) | (p[finite] > 1)):
+        bad = float(p[finite][(p[finite] < 0) | (p[finite] > 1)][0])
+        raise DataError(
+            f"P must be a probability in [0, 1]; got {bad}. Pass the predicted class's probability, not a logit"
+        )
+    if np.any(gamma[finite] < 0):
+        raise DataError(f"γ must be ≥ 0; got {float(gamma[finite][gamma[finite] < 0][0])}")
+    rows, cols = len(P_EDGES) - 1, len(GAMMA_EDGES) - 1
+    pi, gi = bin_indices(p[finite], gamma[finite])
+    counts = np.zeros((rows, cols), dtype=np.int64)
+    np.add.at(counts, (pi, gi), 1)
+    probed_grid: list[list[int]] | None = None
+    unstable_grid: list[list[int]] | None = None
+    shares: list[list[float | None]] | None = None
+    if unstable is not None or probed is not None:
+        uns = np.zeros(p.shape, dtype=bool) if unstable is None else np.asarray(unstable, dtype=bool).reshape(-1)
+        ran = np.ones(p.shape, dtype=bool) if probed is None else np.asarray(probed, dtype=bool).reshape(-1)
+        if uns.shape != p.shape or ran.shape != p.shape:
+            raise DataError(
+                f"gamma_map needs one unstable/probed flag per event; got {uns.size} and {ran.size} "
+                f"flags for {p.size} events"
+            )
+        ran_f, uns_f = ran[finite], uns[finite] & ran[finite]
+        pc = np.zeros((rows, cols), dtype=np.int64)
+        uc = np.zeros((rows, cols), dtype=np.int64)
+        np.add.at(pc, (pi[ran_f], gi[ran_f]), 1)
+        np.add.at(uc, (pi[uns_f], gi[uns_f]), 1)
+        probed_grid, unstable_grid = pc.tolist(), uc.tolist()
+        shares = _shares(probed_grid, unstable_grid)
+    return GammaMap(
+        P_EDGES, GAMMA_EDGES, counts.tolist(), shares, probed_grid, unstable_grid, int(np.count_nonzero(~finite))
+    )
+
+
+# --- the one renderer ---------------------------------------------------------------------------------------------
+
+_CELL_W, _CELL_H = 34, 22
+_LEFT, _TOP, _BOTTOM, _GAP = 48, 40, 70, 36
+
+
+def _colour(share: float) -> str:
+    """White → dark blue by the cell's share of the map's events (sqrt so sparse cells stay visible)."""
+    t = math.sqrt(max(0.0, min(1.0, share)))
+    r, g, b = (round(255 - t * (255 - c)) for c in (8, 48, 107))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def _panel(m: GammaMap, x0: int, heading: str, out: list[str]) -> None:
+    rows, cols = len(m.p_edges) - 1, len(m.gamma_edges) - 1
+    total = m.total
+    out.append(
+        f'<text x="{x0 + cols * _CELL_W / 2:.0f}" y="{_TOP - 10}" text-anchor="middle" '
+        f'font-weight="bold">{html.escape(heading)} (n={total})</text>'
+    )
+    for i in range(rows):
+        y = _TOP + (rows - 1 - i) * _CELL_H  # high P at the top
+        for j in range(cols):
+            x = x0 + j * _CELL_W
+            c = m.counts[i][j]
+            share = c / total if total else 0.0
+            tip = (
+                f"P {_label(m.p_edges[i], m.p_edges[i + 1])}, γ {_label(m.gamma_edges[j], m.gamma_edges[j + 1])}: "
+                f"{c} events ({share:.1%})"
+            )
+            u = None if m.unstable is None else m.unstable[i][j]
+            if u is not None:
+                tip += f", {u:.0%} of probed unstable"
+            out.append(
+                f'<rect x="{x}" y="{y}" width="{_CELL_W}" height="{_CELL_H}" fill="{_colour(share)}" '
+                f'stroke="#ccc" stroke-width="0.5"><title>{html.escape(tip)}</title></rect>'
+            )
+            if u is not None and u > 0:
+                rad = 2 + 7 * math.sqrt(u)
+                out.append(
+                    f'<circle cx="{x + _CELL_W / 2}" cy="{y + _CELL_H / 2}" r="{rad:.1f}" fill="none" '
+                    f'stroke="#d62728" stroke-width="1.5"/>'
+                )
+    for i in range(rows + 1):  # P axis labels at the edges
+        y = _TOP + (rows - i) * _CELL_H
+        out.append(f'<text x="{x0 - 4}" y="{y + 4}" text-anchor="end" font-size="9">{_fmt(m.p_edges[i])}</text>')
+    base = _TOP + rows * _CELL_H
+    for j in range(cols + 1):
+        x = x0 + j * _CELL_W
+        out.append(
+            f'<text x="{x}" y="{base + 12}" text-anchor="end" font-size="9" '
+            f'transform="rotate(-45 {x} {base + 12})">{_fmt(m.gamma_edges[j])}</text>'
+        )
+    out.append(f'<text x="{x0 + cols * _CELL_W / 2:.0f}" y="{base + _BOTTOM - 10}" text-anchor="middle">γ</text>')
+    out.append(
+        f'<text x="{x0 - 34}" y="{_TOP + rows * _CELL_H / 2:.0f}" text-anchor="middle" '
+        f'transform="rotate(-90 {x0 - 34} {_TOP + rows * _CELL_H / 2:.0f})">P of predicted class</text>'
+    )
+
+
+def render_svg(live: GammaMap, reference: GammaMap | None = None, *, title: str = "") -> str:
+    """Draw the map (and the reference's beside it, on the left) as one self-contained SVG document.
+
+    Each cell's shade is its share of its own map's events, so maps of different sizes compare; a red ring's size
+    shows the share of probed events found unstable in that cell. Hovering a cell gives its counts.
+
+    >>> svg = render_svg(gamma_map(np.array([0.9]), np.array([0.01])), title="m <a>")
+    >>> svg.startswith("<svg") and "m &lt;a&gt;" in svg and svg.endswith("</svg>")
+    True
+    """
+    panels: list[tuple[GammaMap, str]] = []
+    if reference is not None:
+        panels.append((reference, "reference"))
+    panels.append((live, "live"))
+    cols = len(live.gamma_edges) - 1
+    rows = len(live.p_edges) - 1
+    panel_w = _LEFT + cols * _CELL_W + _GAP
+    width = panel_w * len(panels) + 10
+    height = _TOP + rows * _CELL_H + _BOTTOM + (18 if title else 0)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'
+    ]
+    out.append(f"<title>{html.escape(title or 'Gamma Map')}</title>")
+    out.append(f'<rect width="{width}" height="{height}" fill="white"/>')
+    shift = 18 if title else 0
+    if title:
+        out.append(f'<text x="{width / 2:.0f}" y="14" text-anchor="middle" font-size="13">{html.escape(title)}</text>')
+    out.append(f'<g transform="translate(0 {shift})">')
+    for k, (m, heading) in enumerate(panels):
+        _panel(m, _LEFT + k * panel_w, heading, out)
+    out.append("</g></svg>")
+    return "\n".join(out)

@@ -1,0 +1,143 @@
+"""The Gamma Map: binning, merging, JSON round trip, the SVG renderer."""
+
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from monitor.errors import DataError
+from monitor.gammamap import (
+    GAMMA_BIN_LABELS,
+    GAMMA_EDGES,
+    P_BIN_LABELS,
+    P_EDGES,
+    GammaMap,
+    bin_indices,
+    empty_map,
+    gamma_map,
+    render_svg,
+)
+
+
+def test_edges_are_fixed_and_documented() -> None:
+    assert len(P_EDGES) == 11 and P_EDGES[0] == 0.0 and P_EDGES[-1] == 1.0
+    assert len(GAMMA_EDGES) == 13 and GAMMA_EDGES[0] == 0.0 and math.isinf(GAMMA_EDGES[-1])
+    assert GAMMA_EDGES[1] == pytest.approx(1e-4) and GAMMA_EDGES[-2] == pytest.approx(10.0)
+    assert all(a < b for a, b in zip(GAMMA_EDGES, GAMMA_EDGES[1:], strict=False))
+    assert len(P_BIN_LABELS) == 10 and len(GAMMA_BIN_LABELS) == 12
+    assert len(set(P_BIN_LABELS)) == 10 and len(set(GAMMA_BIN_LABELS)) == 12
+    assert P_BIN_LABELS[0] == "0-0.1" and GAMMA_BIN_LABELS[-1] == "10-inf"
+
+
+def test_counts_land_in_the_right_cells() -> None:
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0, 1, 500)
+    g = 10 ** rng.uniform(-6, 2, 500)
+    m = gamma_map(p, g)
+    assert m.total == 500 and m.skipped == 0
+    assert len(m.counts) == 10 and all(len(r) == 12 for r in m.counts)
+    expected = np.histogram2d(p, g, bins=[np.array(P_EDGES), np.array(GAMMA_EDGES[:-1] + (1e300,))])[0]
+    assert np.array_equal(np.array(m.counts), expected.astype(int))
+    assert m.unstable is None and m.probed is None
+
+
+def test_boundaries() -> None:
+    pi, gi = bin_indices(np.array([0.0, 0.1, 0.999, 1.0]), np.array([0.0, 1e-4, 9.99, 10.0]))
+    assert pi.tolist() == [0, 1, 9, 9]
+    assert gi.tolist() == [0, 1, 10, 11]
+
+
+def test_non_finite_is_skipped_and_bad_values_raise() -> None:
+    m = gamma_map(np.array([0.5, np.nan, 0.7]), np.array([0.1, 0.1, np.inf]))
+    assert m.total == 1 and m.skipped == 2
+    with pytest.raises(DataError, match=r"probability in \[0, 1\]; got 3.0"):
+        gamma_map(np.array([3.0]), np.array([0.1]))
+    with pytest.raises(DataError, match="γ must be ≥ 0"):
+        gamma_map(np.array([0.5]), np.array([-0.1]))
+    with pytest.raises(DataError, match="one P per γ; got 2 P values and 1"):
+        gamma_map(np.array([0.5, 0.6]), np.array([0.1]))
+    with pytest.raises(DataError, match="one unstable/probed flag per event"):
+        gamma_map(np.array([0.5]), np.array([0.1]), np.array([True, False]))
+
+
+def test_unstable_share_only_where_probed() -> None:
+    p = np.array([0.95, 0.95, 0.95, 0.35, 0.35])
+    g = np.array([0.002, 0.002, 0.002, 0.5, 0.5])
+    uns = np.array([False, True, True, True, True])
+    probed = np.array([True, True, False, True, False])
+    m = gamma_map(p, g, uns, probed=probed)
+    assert m.unstable is not None and m.probed is not None
+    assert m.unstable[9][3] == 0.5  # two probed, one unstable (the unprobed True is ignored)
+    assert m.unstable[3][8] == 1.0
+    assert m.unstable[0][0] is None  # nothing probed there
+    assert m.probed[9][3] == 2 and m.probed[3][8] == 1
+
+
+def test_probed_none_gives_no_shares() -> None:
+    m = gamma_map(np.array([0.5]), np.array([0.1]), probed=np.array([False]))
+    assert m.unstable is None and m.probed == [[0] * 12 for _ in range(10)]
+
+
+def test_merge_adds_counts_and_recomputes_shares() -> None:
+    a = gamma_map(np.array([0.95, 0.95]), np.array([0.002, 0.002]), np.array([True, False]))
+    b = gamma_map(np.array([0.95, 0.15]), np.array([0.002, 2.0]))
+    m = a.merged(b)
+    assert m.counts[9][3] == 3 and m.counts[1][9] == 1 and m.total == 4
+    assert m.unstable is not None and m.unstable[9][3] == 0.5  # b was not probed: the share keeps a's denominator
+    assert b.merged(b).unstable is None
+    assert empty_map().merged(a).counts == a.counts
+
+
+def test_merge_refuses_other_edges() -> None:
+    a = gamma_map(np.array([0.5]), np.array([0.1]))
+    other = GammaMap((0.0, 1.0), (0.0, math.inf), [[1]])
+    with pytest.raises(DataError, match="different edges"):
+        a.merged(other)
+
+
+def test_shape_is_checked() -> None:
+    with pytest.raises(DataError, match="must have 10 rows of 12 cells"):
+        GammaMap(P_EDGES, GAMMA_EDGES, [[0] * 12] * 9)
+    with pytest.raises(DataError, match="at least 2 edges"):
+        GammaMap((0.0,), GAMMA_EDGES, [])
+
+
+def test_json_round_trip_is_strict_json() -> None:
+    m = gamma_map(np.array([0.95, 0.3]), np.array([0.002, 20.0]), np.array([True, False]))
+    data = m.to_json()
+    text = json.dumps(data, allow_nan=False)  # no Infinity in the output
+    assert data["gamma_edges"][-1] == "+Inf" and data["total"] == 2
+    assert data["gamma_bins"] == list(GAMMA_BIN_LABELS) and data["p_bins"] == list(P_BIN_LABELS)
+    back = GammaMap.from_json(json.loads(text))
+    assert back == m
+    with pytest.raises(DataError, match="not a Gamma Map"):
+        GammaMap.from_json({"counts": []})
+    with pytest.raises(DataError, match="number or '\\+Inf'"):
+        GammaMap.from_json({**data, "p_edges": ["x"] * 11})
+
+
+def test_svg_is_well_formed_and_shows_both_panels() -> None:
+    live = gamma_map(np.array([0.95, 0.3, 0.3]), np.array([0.002, 2.0, 2.0]), np.array([False, True, True]))
+    ref = gamma_map(np.array([0.95, 0.96]), np.array([0.002, 0.001]))
+    svg = render_svg(live, ref, title="iris / segment <all>")
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    rects = [r for r in root.iter(f"{ns}rect") if r.find(f"{ns}title") is not None]
+    assert len(rects) == 2 * 10 * 12
+    texts = " ".join(t.text or "" for t in root.iter(f"{ns}text"))
+    assert "reference (n=2)" in texts and "live (n=3)" in texts and "iris / segment <all>" in texts
+    assert len(list(root.iter(f"{ns}circle"))) == 1  # one cell with unstable events
+    tips = [r.find(f"{ns}title").text or "" for r in rects]  # type: ignore[union-attr]
+    assert any("2 events (66.7%), 100% of probed unstable" in t for t in tips)
+    # darker fill where more of the map's mass sits
+    fills = {t: r.get("fill") for t, r in zip(tips, rects, strict=True)}
+    assert len(set(fills.values())) > 2
+
+
+def test_svg_of_an_empty_map() -> None:
+    root = ET.fromstring(render_svg(empty_map()))
+    assert root.tag.endswith("svg")
