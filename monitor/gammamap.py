@@ -33,7 +33,9 @@ GAMMA_EDGES: tuple[float, ...] = (0.0, *(round(10.0 ** (-4 + k / 2), 12) for k i
 
 
 def _label(lo: float, hi: float) -> str:
-    return f"{_fmt(lo)}-{_fmt(hi)}"
+    # the open last bin is ">=lo": with it the labels sort as strings in bin order, which is the order Prometheus
+    # returns series in and so the order Grafana stacks a heatmap's rows in
+    return f">={_fmt(lo)}" if math.isinf(hi) else f"{_fmt(lo)}-{_fmt(hi)}"
 
 
 def _fmt(x: float) -> str:
@@ -42,9 +44,9 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-#: bounded Prometheus label values, one per bin (``p_bin``)
+#: bounded Prometheus label values, one per bin (``p_bin``); they sort as strings in bin order
 P_BIN_LABELS: tuple[str, ...] = tuple(_label(P_EDGES[i], P_EDGES[i + 1]) for i in range(len(P_EDGES) - 1))
-#: bounded Prometheus label values, one per bin (``gamma_bin``)
+#: bounded Prometheus label values, one per bin (``gamma_bin``); they sort as strings in bin order
 GAMMA_BIN_LABELS: tuple[str, ...] = tuple(
     _label(GAMMA_EDGES[i], GAMMA_EDGES[i + 1]) for i in range(len(GAMMA_EDGES) - 1)
 )
@@ -273,6 +275,77 @@ def gamma_map(
     return GammaMap(
         P_EDGES, GAMMA_EDGES, counts.tolist(), shares, probed_grid, unstable_grid, int(np.count_nonzero(~finite))
     )
+
+
+class GammaMapWindow:
+    """The Gamma Map of the last ``capacity`` events fed, plus the running total since :meth:`reset`.
+
+    Holds one small int per event (its cell), so memory is ``capacity`` ints whatever the traffic. Not thread-safe:
+    the owner locks.
+
+    >>> w = GammaMapWindow(capacity=2).update(np.array([0.9, 0.9, 0.2]), np.array([0.001, 0.001, 2.0]))
+    >>> w.window().total, w.cumulative().total, w.window().counts[9][3]
+    (2, 3, 1)
+    """
+
+    def __init__(self, capacity: int = 2000) -> None:
+        if capacity < 1:
+            raise DataError(f"a Gamma Map window needs capacity ≥ 1 event; got {capacity}")
+        self.capacity = int(capacity)
+        self._rows, self._cols = len(P_EDGES) - 1, len(GAMMA_EDGES) - 1
+        self.reset()
+
+    def reset(self) -> None:
+        self._ring = np.full(self.capacity, -1, dtype=np.int32)
+        self._pos = 0
+        self._window = np.zeros(self._rows * self._cols, dtype=np.int64)
+        self._total = np.zeros(self._rows * self._cols, dtype=np.int64)
+        self._skipped = 0
+        #: the cells' counts the last :meth:`update` added (flat, row-major)
+        self.last_added = np.zeros(self._rows * self._cols, dtype=np.int64)
+
+    def update(self, p: NDArray[np.floating], gamma: NDArray[np.floating]) -> GammaMapWindow:
+        """Add events (same rules as :func:`gamma_map`: non-finite pairs are skipped); :attr:`last_added` then holds
+        the new events' cell counts for whoever exports them."""
+        p = np.asarray(p, dtype=np.float64).reshape(-1)
+        gamma = np.asarray(gamma, dtype=np.float64).reshape(-1)
+        if p.shape != gamma.shape:
+            raise DataError(f"Gamma Map window needs one P per γ; got {p.size} P values and {gamma.size} γ values")
+        finite = np.isfinite(p) & np.isfinite(gamma)
+        self._skipped += int(np.count_nonzero(~finite))
+        pf, gf = p[finite], gamma[finite]
+        if np.any((pf < 0) | (pf > 1)) or np.any(gf < 0):
+            raise DataError("Gamma Map window needs P in [0, 1] and γ ≥ 0; pass the predicted class's probability")
+        pi, gi = bin_indices(pf, gf)
+        cells = (pi * self._cols + gi).astype(np.int32)
+        added = np.bincount(cells, minlength=self._rows * self._cols)
+        self._total += added
+        self.last_added = added
+        k = cells.size
+        if k >= self.capacity:
+            self._ring[:] = cells[-self.capacity :]
+            self._pos = 0
+            self._window = np.bincount(self._ring, minlength=self._rows * self._cols).astype(np.int64)
+            return self
+        idx = (self._pos + np.arange(k)) % self.capacity
+        old = self._ring[idx]
+        old = old[old >= 0]
+        self._window -= np.bincount(old, minlength=self._rows * self._cols)
+        self._window += added
+        self._ring[idx] = cells
+        self._pos = int((self._pos + k) % self.capacity)
+        return self
+
+    def _map(self, flat: NDArray[np.int64]) -> GammaMap:
+        return GammaMap(P_EDGES, GAMMA_EDGES, flat.reshape(self._rows, self._cols).tolist(), skipped=self._skipped)
+
+    def window(self) -> GammaMap:
+        """The map of the last ``capacity`` events."""
+        return self._map(self._window)
+
+    def cumulative(self) -> GammaMap:
+        """The map of every event since :meth:`reset`."""
+        return self._map(self._total)
 
 
 # --- the one renderer ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from monitor.gammamap import (
     P_BIN_LABELS,
     P_EDGES,
     GammaMap,
+    GammaMapWindow,
     bin_indices,
     empty_map,
     gamma_map,
@@ -30,7 +31,9 @@ def test_edges_are_fixed_and_documented() -> None:
     assert all(a < b for a, b in zip(GAMMA_EDGES, GAMMA_EDGES[1:], strict=False))
     assert len(P_BIN_LABELS) == 10 and len(GAMMA_BIN_LABELS) == 12
     assert len(set(P_BIN_LABELS)) == 10 and len(set(GAMMA_BIN_LABELS)) == 12
-    assert P_BIN_LABELS[0] == "0-0.1" and GAMMA_BIN_LABELS[-1] == "10-inf"
+    assert P_BIN_LABELS[0] == "0-0.1" and GAMMA_BIN_LABELS[-1] == ">=10"
+    # Prometheus returns series sorted by label value; Grafana stacks heatmap rows in that order
+    assert sorted(GAMMA_BIN_LABELS) == list(GAMMA_BIN_LABELS) and sorted(P_BIN_LABELS) == list(P_BIN_LABELS)
 
 
 def test_counts_land_in_the_right_cells() -> None:
@@ -141,3 +144,30 @@ def test_svg_is_well_formed_and_shows_both_panels() -> None:
 def test_svg_of_an_empty_map() -> None:
     root = ET.fromstring(render_svg(empty_map()))
     assert root.tag.endswith("svg")
+
+
+def test_window_keeps_the_last_events_and_the_total() -> None:
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0, 1, 700)
+    g = 10 ** rng.uniform(-5, 1.5, 700)
+    w = GammaMapWindow(capacity=250)
+    for lo in range(0, 700, 37):  # batches smaller than the window
+        w.update(p[lo : lo + 37], g[lo : lo + 37])
+    assert w.window() == gamma_map(p[-250:], g[-250:])
+    assert w.cumulative() == gamma_map(p, g)
+    w.update(p[:300], g[:300])  # one batch larger than the window
+    assert w.window() == gamma_map(p[50:300], g[50:300])
+    assert int(w.last_added.sum()) == 300
+    w.reset()
+    assert w.cumulative().total == 0
+
+
+def test_window_skips_non_finite_and_refuses_bad_input() -> None:
+    w = GammaMapWindow(capacity=4).update(np.array([0.5, np.nan]), np.array([0.1, 0.1]))
+    assert w.window().total == 1 and w.window().skipped == 1
+    with pytest.raises(DataError, match="P in \\[0, 1\\]"):
+        w.update(np.array([1.5]), np.array([0.1]))
+    with pytest.raises(DataError, match="one P per γ"):
+        w.update(np.array([0.5]), np.array([0.1, 0.2]))
+    with pytest.raises(DataError, match="capacity ≥ 1"):
+        GammaMapWindow(capacity=0)
