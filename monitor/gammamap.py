@@ -8,8 +8,10 @@ builder from arrays, and the one SVG renderer shared by ``/gammamap``, the docs 
 Edges are fixed so maps from different windows, segments, processes and the reference add up cell by cell:
 
 - ``P_EDGES``: 10 equal bins on [0, 1]; a bin is ``[lo, hi)`` except the last, which includes P = 1.
-- ``GAMMA_EDGES``: 12 bins: ``[0, 1e-4)``, then half-decade bins from 1e-4 to 10 (``[1e-4, 10^-3.5)``, ...,
-  ``[10^0.5, 10)``), then ``[10, +inf)``. γ on probabilities stays below 1; γ on logits can reach the top bins.
+- ``GAMMA_EDGES``: 18 bins: ``[0, 1e-7)``, then half-decade bins from 1e-7 to 10 (``[1e-7, 3.16e-7)``, ...,
+  ``[3.16, 10)``), then ``[10, +inf)``. γ's scale depends on the model, the output and the radius (on a small
+  tabular model's probabilities it sits near 1e-5; on an image model's logits at pixel radius 100 it reaches 1 and
+  beyond), so the fixed range is wide; a map of one model occupies a few adjacent columns.
 
 Events with a non-finite P or γ are not counted (``skipped`` says how many); P outside [0, 1] or γ < 0 is an error.
 """
@@ -28,8 +30,8 @@ from monitor.errors import DataError
 
 #: predicted-class probability edges: 10 equal bins on [0, 1], the last closed on the right
 P_EDGES: tuple[float, ...] = tuple(round(i / 10, 10) for i in range(11))
-#: γ edges: 0, half-decades from 1e-4 to 10, +inf (12 bins)
-GAMMA_EDGES: tuple[float, ...] = (0.0, *(round(10.0 ** (-4 + k / 2), 12) for k in range(11)), math.inf)
+#: γ edges: 0, half-decades from 1e-7 to 10 (3 significant digits), +inf (18 bins)
+GAMMA_EDGES: tuple[float, ...] = (0.0, *(float(f"{10.0 ** (-7 + k / 2):.3g}") for k in range(17)), math.inf)
 
 
 def _label(lo: float, hi: float) -> str:
@@ -39,9 +41,10 @@ def _label(lo: float, hi: float) -> str:
 
 
 def _fmt(x: float) -> str:
+    """Positional, 3 significant digits (``0.000000316``, not ``3.16e-07``): bin labels then sort as strings."""
     if math.isinf(x):
         return "inf"
-    return f"{x:.3g}"
+    return str(np.format_float_positional(float(f"{x:.3g}"), trim="-"))
 
 
 #: bounded Prometheus label values, one per bin (``p_bin``); they sort as strings in bin order
@@ -73,7 +76,7 @@ class GammaMap:
     and denominators so maps merge exactly. ``skipped`` counts events with a non-finite P or γ.
 
     >>> m = gamma_map(np.array([0.95, 0.4]), np.array([0.002, 0.3]))
-    >>> m.total, m.counts[9][3], m.counts[4][7]
+    >>> m.total, m.counts[9][9], m.counts[4][13]
     (2, 1, 1)
     """
 
@@ -110,6 +113,22 @@ class GammaMap:
     def total(self) -> int:
         """Events counted in the map."""
         return sum(sum(row) for row in self.counts)
+
+    def centroid(self) -> tuple[float, float]:
+        """Where the map's mass sits: (mean P over the P bins' centres, mean γ bin index, 0-based); NaN when empty.
+        Mass moving toward high γ / low P shows as the first falling and the second rising.
+
+        >>> gamma_map(np.array([0.95, 0.55]), np.array([1e-7, 1e-6])).centroid()
+        (0.75, 2.0)
+        """
+        c = np.asarray(self.counts, dtype=np.float64)
+        total = c.sum()
+        if total == 0:
+            return math.nan, math.nan
+        p_mid = (np.asarray(self.p_edges[:-1]) + np.asarray(self.p_edges[1:])) / 2
+        p = float((c.sum(axis=1) * p_mid).sum() / total)
+        g = float((c.sum(axis=0) * np.arange(c.shape[1])).sum() / total)
+        return round(p, 12), round(g, 12)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict; the infinite last γ edge is written as the string ``"+Inf"``.
@@ -158,7 +177,7 @@ class GammaMap:
         >>> a = gamma_map(np.array([0.9]), np.array([0.5]), np.array([True]))
         >>> b = gamma_map(np.array([0.9]), np.array([0.5]), np.array([False]))
         >>> m = a.merged(b)
-        >>> m.counts[9][8], m.unstable[9][8]
+        >>> m.counts[9][14], m.unstable[9][14]
         (2, 0.5)
         """
         if self.p_edges != other.p_edges or self.gamma_edges != other.gamma_edges:
@@ -205,7 +224,7 @@ def bin_indices(p: NDArray[np.floating], gamma: NDArray[np.floating]) -> tuple[N
     """(P bin, γ bin) of each event under the fixed edges; inputs must be finite, P in [0, 1], γ ≥ 0.
 
     >>> bin_indices(np.array([0.0, 1.0]), np.array([0.0, 1e9]))
-    (array([0, 9]), array([ 0, 11]))
+    (array([0, 9]), array([ 0, 17]))
     """
     pi = np.clip(np.searchsorted(np.asarray(P_EDGES), p, side="right") - 1, 0, len(P_EDGES) - 2)
     gi = np.clip(np.searchsorted(np.asarray(GAMMA_EDGES), gamma, side="right") - 1, 0, len(GAMMA_EDGES) - 2)
@@ -284,7 +303,7 @@ class GammaMapWindow:
     the owner locks.
 
     >>> w = GammaMapWindow(capacity=2).update(np.array([0.9, 0.9, 0.2]), np.array([0.001, 0.001, 2.0]))
-    >>> w.window().total, w.cumulative().total, w.window().counts[9][3]
+    >>> w.window().total, w.cumulative().total, w.window().counts[9][9]
     (2, 3, 1)
     """
 
@@ -354,9 +373,10 @@ _CELL_W, _CELL_H = 34, 22
 _LEFT, _TOP, _BOTTOM, _GAP = 48, 40, 70, 36
 
 
-def _colour(share: float) -> str:
-    """White → dark blue by the cell's share of the map's events (sqrt so sparse cells stay visible)."""
-    t = math.sqrt(max(0.0, min(1.0, share)))
+def _colour(share: float, top: float) -> str:
+    """White → dark blue by the cell's share of the map's events relative to the map's fullest cell (``top``);
+    sqrt so sparse cells stay visible."""
+    t = math.sqrt(max(0.0, min(1.0, share / top))) if top > 0 else 0.0
     r, g, b = (round(255 - t * (255 - c)) for c in (8, 48, 107))
     return f"#{r:02x}{g:02x}{b:02x}"
 
@@ -364,6 +384,7 @@ def _colour(share: float) -> str:
 def _panel(m: GammaMap, x0: int, heading: str, out: list[str]) -> None:
     rows, cols = len(m.p_edges) - 1, len(m.gamma_edges) - 1
     total = m.total
+    top = max((max(row) for row in m.counts), default=0) / total if total else 0.0
     out.append(
         f'<text x="{x0 + cols * _CELL_W / 2:.0f}" y="{_TOP - 10}" text-anchor="middle" '
         f'font-weight="bold">{html.escape(heading)} (n={total})</text>'
@@ -382,7 +403,7 @@ def _panel(m: GammaMap, x0: int, heading: str, out: list[str]) -> None:
             if u is not None:
                 tip += f", {u:.0%} of probed unstable"
             out.append(
-                f'<rect x="{x}" y="{y}" width="{_CELL_W}" height="{_CELL_H}" fill="{_colour(share)}" '
+                f'<rect x="{x}" y="{y}" width="{_CELL_W}" height="{_CELL_H}" fill="{_colour(share, top)}" '
                 f'stroke="#ccc" stroke-width="0.5"><title>{html.escape(tip)}</title></rect>'
             )
             if u is not None and u > 0:
@@ -411,7 +432,8 @@ def _panel(m: GammaMap, x0: int, heading: str, out: list[str]) -> None:
 def render_svg(live: GammaMap, reference: GammaMap | None = None, *, title: str = "") -> str:
     """Draw the map (and the reference's beside it, on the left) as one self-contained SVG document.
 
-    Each cell's shade is its share of its own map's events, so maps of different sizes compare; a red ring's size
+    Each cell's shade is its share of its own map's events (darkest: that map's fullest cell), so maps of different
+    sizes compare; a red ring's size
     shows the share of probed events found unstable in that cell. Hovering a cell gives its counts.
 
     >>> svg = render_svg(gamma_map(np.array([0.9]), np.array([0.01])), title="m <a>")

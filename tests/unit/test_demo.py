@@ -70,6 +70,11 @@ def test_demo_three_phases_get_their_own_verdicts(tmp_path: Path) -> None:
     assert "HarmonicHarmfulShift" in harmful["alerts"]
     assert "HarmonicHarmfulShift" not in shifted["alerts"]
     assert harmful["flicker_mean"] > stationary["flicker_mean"]
+    # the harmful phase moves the Gamma Map's mass toward low P and high γ; the input shift barely moves it
+    s_c, h_c = stationary["gamma_map"]["centroid"], harmful["gamma_map"]["centroid"]
+    assert h_c["p"] < s_c["p"] and h_c["gamma_bin"] > s_c["gamma_bin"]
+    assert harmful["gamma_map"]["total"] == harmful["events"]
+    assert "mean γ bin" in proc.stdout
     assert summary["events_scored"] == 20000 and summary["events_invalid"] == 0
     assert "summary" in proc.stdout and "harmful-shift" in proc.stdout
     assert f"files kept in {tmp_path / 'work'} (--workdir)" in proc.stdout

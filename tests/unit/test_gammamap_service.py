@@ -127,7 +127,7 @@ def test_handler_json_and_svg() -> None:
     assert list(data["models"]) == [MODEL]  # regressors have no map
     m = data["models"][MODEL]
     assert len(m["counts"]) == len(m["p_edges"]) - 1 and len(m["counts"][0]) == len(m["gamma_edges"]) - 1
-    assert m["counts"][9][3] == 1 and m["counts"][3][8] == 1
+    assert m["counts"][9][9] == 1 and m["counts"][3][14] == 1
     status, body, ctype = handle({"format": "svg"})  # one classifier: model may be left out
     assert status == 200 and ctype == "image/svg+xml"
     root = ET.fromstring(body)
