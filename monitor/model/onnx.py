@@ -120,20 +120,49 @@ def argmax_rows(
 
 
 def _resolve_providers(requested: Sequence[str]) -> list[str]:
-    available = set(ort.get_available_providers())
+    """The requested providers that this onnxruntime build has, in order, CPU always last as the fallback.
+
+    A requested provider the build lacks (``cuda`` with the CPU-only ``onnxruntime`` wheel) is skipped with one
+    warning for all of them; ``onnxruntime-gpu`` (with CUDA and cuDNN installed) provides CUDAExecutionProvider.
+    """
+    available = ort.get_available_providers()
     chosen: list[str] = []
+    missing: list[str] = []
     for name in requested:
         full = _PROVIDER_ALIASES.get(name.lower(), name)
         if full in available:
-            chosen.append(full)
-        else:
-            log.warning(
-                "execution provider not available, skipped",
-                extra={"provider": full, "available": sorted(available)},
-            )
+            if full not in chosen:
+                chosen.append(full)
+        elif full != "CPUExecutionProvider":
+            missing.append(full)
     if "CPUExecutionProvider" not in chosen:
         chosen.append("CPUExecutionProvider")
+    if missing:
+        log.warning(
+            "execution provider not available, skipped: %s; running on %s (this onnxruntime build has %s; "
+            "onnxruntime-gpu provides CUDAExecutionProvider)",
+            ", ".join(missing),
+            ", ".join(chosen),
+            ", ".join(available),
+            extra={"provider": missing, "available": sorted(available)},
+        )
     return chosen
+
+
+def _active_providers(session: ort.InferenceSession, chosen: list[str], path: str) -> list[str]:
+    """The providers the session really runs on. onnxruntime drops a provider that fails to initialise (the CUDA
+    provider of onnxruntime-gpu without the CUDA libraries) and goes on with the next: say so once."""
+    active = [p for p in session.get_providers() if p in chosen] or list(session.get_providers())
+    dropped = [p for p in chosen if p not in active]
+    if dropped:
+        log.warning(
+            "execution provider failed to initialise, skipped: %s; running on %s (are the CUDA and cuDNN libraries "
+            "onnxruntime-gpu needs installed?)",
+            ", ".join(dropped),
+            ", ".join(active),
+            extra={"model": path, "provider": dropped},
+        )
+    return active
 
 
 def _prepare(
@@ -256,6 +285,8 @@ class OnnxModel:
             self._session = ort.InferenceSession(raw, sess_options=self._session_options(), providers=self.providers)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
             raise ModelError(f"cannot load '{self.path}' with onnxruntime: {exc}") from exc
+        #: what the session runs on (later sessions of this model, the wrapped graph's, get the same list)
+        self.providers = _active_providers(self._session, self.providers, str(self.path))
         self._inspect_signature()
         self._model_bytes = raw  # ZipMap removed, inputs canonical; what :meth:`neighbourhood` wraps
 
