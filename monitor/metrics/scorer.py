@@ -50,7 +50,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.errors import ConfigError, ModelError
-from monitor.metrics.balls import ball_directions, parse_ball
+from monitor.metrics.balls import add_hypercube_offsets, ball_directions, event_keys, hypercube_axes, parse_ball
 from monitor.metrics.gamma import (
     LOG_FLOOR,
     OutputKind,
@@ -155,8 +155,13 @@ class RobustnessScorer:
             out = "logit" if has_logits else "label"  # a classifier without probabilities: next best f
         self.output: OutputKind = check_output(out, model.kind, has_logits=has_logits, has_proba=has_proba)
         self.ball = parse_ball(self.config.ball).resolve(n)
-        directions = ball_directions(self.ball, n, seed=self.config.seed)
         scale = standardizer.scale
+        #: a hypercube sample drawn per event (m < 2n): the m/2 axes of each event come from the seed and its values
+        #: (:func:`~monitor.metrics.balls.hypercube_axes`); the rows are built here, each point moving one feature by
+        #: ±r·s_a (``_step``), and :attr:`offsets` is only one such sample (for callers that want a fixed ball)
+        self.per_event_ball = self.ball.per_event(n)
+        self._step = (self.config.radius * scale).astype(np.float32)
+        directions = ball_directions(self.ball, n, seed=self.config.seed)
         #: (m, n) raw-unit offsets r·s⊙v_i
         self.offsets = (self.config.radius * directions * scale).astype(np.float32)
         self._noise_scale = (self.config.sigma * scale).astype(np.float32)
@@ -177,7 +182,7 @@ class RobustnessScorer:
             d = self.flicker_tolerance.shape[0]
             self._flip_weights = (1.0 / (self.flicker_tolerance * math.sqrt(d))).astype(np.float32)
         #: the model's graph wrapped to build ball points and flicker copies itself (None: built here in numpy)
-        self._neighbourhood = _neighbourhood_of(model, self.offsets, k)
+        self._neighbourhood = None if self.per_event_ball else _neighbourhood_of(model, self.offsets, k)
         width = None if self._neighbourhood is None else self._neighbourhood.noise_width
         bank_rows = noise_bank_rows(max(n, width or 0), k) if k else 0
         #: (bank_rows, n) pre-scaled flicker offsets σ·s⊙ε; see the module docstring
@@ -222,14 +227,24 @@ class RobustnessScorer:
         ball = buf[b : b * (1 + m)].reshape(b, m, n)
         # offsets first (a broadcast copy with m·n-long rows), then += centres: faster than one np.add with both
         # operands broadcast (inner loops of n values), and the same float32 sums as the graph's centre + offset
-        ball.reshape(b, m * n)[...] = self.offsets.reshape(1, m * n)
-        ball += centres[:, None, :]
+        if self.per_event_ball:
+            ball[...] = centres[:, None, :]
+            add_hypercube_offsets(ball, self.event_axes(centres), self._step)
+        else:
+            ball.reshape(b, m * n)[...] = self.offsets.reshape(1, m * n)
+            ball += centres[:, None, :]
         if k:
             noisy = buf[b * (1 + m) :]
             noisy[...] = _take(self._bank, self._noise_pick(b))
             noisy.reshape(b, k, n)[...] += centres[:, None, :]
             self._after_batch(b)
         return buf
+
+    def event_axes(self, centres: NDArray[np.floating]) -> NDArray[np.intp]:
+        """(B, m/2) the axes of each event's sampled hypercube (a per-event ball only): drawn from the seed and the
+        event's float32 values, so an event gets the same ball in any batch."""
+        keys = event_keys(centres, self.config.seed)
+        return hypercube_axes(keys, self.model.n_features, self.ball_size // 2)
 
     def _noise_pick(self, b: int) -> slice | NDArray[np.intp]:
         """Which bank rows are a batch's B·K flicker offsets: K consecutive rows per event (module docstring).
