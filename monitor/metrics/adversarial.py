@@ -3,6 +3,12 @@
 From x, repeatedly move to the ball point with the largest γ, N steps; report the step at which the predicted
 class first changes ("stable" when it never does). Each step costs one model call over B·m·(1+m) rows (every ball
 point's own ball), through :class:`RobustnessScorer` with flicker disabled.
+
+At high dimension (a sampled hypercube drawn per event, above 256 features: ``monitor.metrics.balls``) each step
+is the seed's pseudo-code on images: the ball of the current point is its own sample of m signed axes, each
+candidate moves one feature by ±r·s (±r in raw units with ``Standardizer.identity``, e.g. ±100 grey levels), and
+each candidate's γ is computed on the candidate's own sampled ball. After N steps a point differs from x in at most
+N features.
 """
 
 from __future__ import annotations
@@ -75,6 +81,7 @@ def gamma_ascent_search(
     b, n = x.shape
     m = scorer.ball_size
     offsets = scorer.offsets.astype(np.float64)
+    step_raw = scorer.feature_step.astype(np.float64)  # r·s per feature, for the per-event sampled hypercube
     start = scorer.score(x)
     start_class = start.predicted_class
     current = x.copy()
@@ -83,7 +90,10 @@ def gamma_ascent_search(
     gamma_path = np.zeros((b, steps))
     evaluations = b * scorer.rows_per_event()
     for step in range(1, steps + 1):
-        candidates = (current[:, None, :] + offsets[None, :, :]).reshape(b * m, n)
+        if scorer.per_event_ball:
+            candidates = _hypercube_candidates(current, scorer.event_axes(current), step_raw).reshape(b * m, n)
+        else:
+            candidates = (current[:, None, :] + offsets[None, :, :]).reshape(b * m, n)
         scored = scorer.score(candidates)
         evaluations += b * m * scorer.rows_per_event()
         g = scored.gamma.reshape(b, m)
@@ -101,3 +111,18 @@ def gamma_ascent_search(
         gamma_path=gamma_path,
         evaluations=int(evaluations),
     )
+
+
+def _hypercube_candidates(
+    current: NDArray[np.float64], axes: NDArray[np.intp], step: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """(B, m, n) the sampled hypercube around each current point: candidate i < m/2 moves feature ``axes[e, i]`` by
+    +step, candidate m/2 + i by −step (the same points :meth:`RobustnessScorer.build_rows` evaluates)."""
+    b, half = axes.shape
+    out = np.repeat(current[:, None, :], 2 * half, axis=1)
+    rows = np.repeat(np.arange(b), half)
+    cols = np.tile(np.arange(half), b)
+    flat = axes.reshape(-1)
+    out[rows, cols, flat] += step[flat]
+    out[rows, cols + half, flat] -= step[flat]
+    return out

@@ -158,9 +158,9 @@ class RobustnessScorer:
         scale = standardizer.scale
         #: a hypercube sample drawn per event (m < 2n): the m/2 axes of each event come from the seed and its values
         #: (:func:`~monitor.metrics.balls.hypercube_axes`); the rows are built here, each point moving one feature by
-        #: ±r·s_a (``_step``), and :attr:`offsets` is only one such sample (for callers that want a fixed ball)
+        #: ±r·s_a (:attr:`feature_step`), and :attr:`offsets` is only one such sample (for callers that want a fixed ball)
         self.per_event_ball = self.ball.per_event(n)
-        self._step = (self.config.radius * scale).astype(np.float32)
+        self.feature_step = (self.config.radius * scale).astype(np.float32)
         directions = ball_directions(self.ball, n, seed=self.config.seed)
         #: (m, n) raw-unit offsets r·s⊙v_i
         self.offsets = (self.config.radius * directions * scale).astype(np.float32)
@@ -229,7 +229,7 @@ class RobustnessScorer:
         # operands broadcast (inner loops of n values), and the same float32 sums as the graph's centre + offset
         if self.per_event_ball:
             ball[...] = centres[:, None, :]
-            add_hypercube_offsets(ball, self.event_axes(centres), self._step)
+            add_hypercube_offsets(ball, self.event_axes(centres), self.feature_step)
         else:
             ball.reshape(b, m * n)[...] = self.offsets.reshape(1, m * n)
             ball += centres[:, None, :]
