@@ -429,10 +429,16 @@ def _panel(m: GammaMap, x0: int, heading: str, out: list[str]) -> None:
     )
 
 
-def render_svg(live: GammaMap, reference: GammaMap | None = None, *, title: str = "") -> str:
+def render_svg(
+    live: GammaMap,
+    reference: GammaMap | None = None,
+    *,
+    title: str = "",
+    labels: tuple[str, str] = ("live", "reference"),
+) -> str:
     """Draw the map (and the reference's beside it, on the left) as one self-contained SVG document.
 
-    Each cell's shade is its share of its own map's events (darkest: that map's fullest cell), so maps of different
+    ``labels`` names the two panels (live first). Each cell's shade is its share of its own map's events (darkest: that map's fullest cell), so maps of different
     sizes compare; a red ring's size
     shows the share of probed events found unstable in that cell. Hovering a cell gives its counts.
 
@@ -442,8 +448,8 @@ def render_svg(live: GammaMap, reference: GammaMap | None = None, *, title: str 
     """
     panels: list[tuple[GammaMap, str]] = []
     if reference is not None:
-        panels.append((reference, "reference"))
-    panels.append((live, "live"))
+        panels.append((reference, labels[1]))
+    panels.append((live, labels[0]))
     cols = len(live.gamma_edges) - 1
     rows = len(live.p_edges) - 1
     panel_w = _LEFT + cols * _CELL_W + _GAP

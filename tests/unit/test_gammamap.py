@@ -146,6 +146,11 @@ def test_svg_of_an_empty_map() -> None:
     assert root.tag.endswith("svg")
 
 
+def test_svg_panel_labels() -> None:
+    svg = render_svg(empty_map(), empty_map(), labels=("today", "last week"))
+    assert "today (n=0)" in svg and "last week (n=0)" in svg
+
+
 def test_window_keeps_the_last_events_and_the_total() -> None:
     rng = np.random.default_rng(3)
     p = rng.uniform(0, 1, 700)
