@@ -69,6 +69,7 @@ class Setup:
     variance_images: int = 10
     variance_seeds: int = 20
     max_iter: int = 200
+    radius: float = RADIUS
 
 
 def digits(size: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
@@ -110,7 +111,9 @@ def run(setup: Setup) -> dict[str, Any]:
         images = x_test[: setup.images]
         labels = y_test[: setup.images]
         std = Standardizer.identity(n)
-        config = ScoringConfig(radius=RADIUS, ball="hypercube", output="proba", flicker_copies=0, seed=setup.seed)
+        config = ScoringConfig(
+            radius=setup.radius, ball="hypercube", output="proba", flicker_copies=0, seed=setup.seed, steps=setup.steps
+        )
         scorer = RobustnessScorer(model, std, config)
         t0 = time.perf_counter()
         scored = scorer.score(images)
@@ -162,12 +165,14 @@ def run(setup: Setup) -> dict[str, Any]:
 def _variance(model: OnnxModel, std: Standardizer, images: NDArray[np.float64], setup: Setup) -> dict[str, float]:
     """γ of the sampled hypercube over several seeds against γ of the full one (all 2n points)."""
     n = model.n_features
-    full_cfg = ScoringConfig(radius=RADIUS, ball=f"hypercube:{2 * n}", output="proba", flicker_copies=0)
+    full_cfg = ScoringConfig(radius=setup.radius, ball=f"hypercube:{2 * n}", output="proba", flicker_copies=0)
     full = RobustnessScorer(model, std, full_cfg).score(images).gamma
     sampled = np.stack(
         [
             RobustnessScorer(
-                model, std, ScoringConfig(radius=RADIUS, ball="hypercube", output="proba", flicker_copies=0, seed=s)
+                model,
+                std,
+                ScoringConfig(radius=setup.radius, ball="hypercube", output="proba", flicker_copies=0, seed=s),
             )
             .score(images)
             .gamma
@@ -216,7 +221,7 @@ def markdown(r: dict[str, Any]) -> str:
     s, a, v, t = r["setup"], r["auc"], r["variance"], r["seconds"]
     rows_per_event = r["ball_points"] + 1
     lines = [
-        f"{s['images']} held-out digits at {s['size']}×{s['size']} = {r['pixels']} raw pixels, r = {RADIUS:g}, "
+        f"{s['images']} held-out digits at {s['size']}×{s['size']} = {r['pixels']} raw pixels, r = {s['radius']:g}, "
         f"m = {r['ball_points']} sampled hypercube points per image, {s['steps']} Algorithm-2 steps, seed {s['seed']}; "
         f"test accuracy {r['test_accuracy']:.3f}.",
         "",
@@ -224,7 +229,7 @@ def markdown(r: dict[str, Any]) -> str:
         "|---|---|",
         f"| images whose class flips within {s['steps']} steps | {r['flipped_share']:.1%} |",
         f"| median flip step | {r['flip_step_median']:g} |",
-        f"| AUC of P_adj = P·e^(−25·γ_logit) for stability | {a['p_adj']:.3f} |",
+        f"| AUC of P_adj = P·e^(−{s['steps']}·γ_logit) for stability | {a['p_adj']:.3f} |",
         f"| AUC of P alone | {a['p']:.3f} |",
         f"| AUC of −γ alone (γ on the predicted class's probability) | {a['neg_gamma']:.3f} |",
         f"| AUC of −γ_logit alone (on its log-probability) | {a['neg_gamma_logit']:.3f} |",
@@ -247,6 +252,7 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=200, help="held-out images scored and searched (default 200)")
     ap.add_argument("--steps", type=int, default=25, help="Algorithm-2 steps (default 25)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--radius", type=float, default=RADIUS, help="ball radius in grey levels (default 100)")
     ap.add_argument("--variance-seeds", type=int, default=20)
     ap.add_argument("--svg", help="write the Gamma Map (with unstable shares) here")
     ap.add_argument("--json", help="write every figure here")
@@ -256,7 +262,7 @@ def main() -> None:
         times = probe_timing(args.probe_runs, steps=args.steps, seed=args.seed)
         print(f"probe --space raw --steps {args.steps} on 20 images of 4,096 pixels, one core: {times} s")
         return
-    setup = Setup(args.size, args.images, args.steps, args.seed, variance_seeds=args.variance_seeds)
+    setup = Setup(args.size, args.images, args.steps, args.seed, variance_seeds=args.variance_seeds, radius=args.radius)
     result = run(setup)
     print(markdown(result))
     if args.svg:
