@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from machine import machine  # bench/machine.py: the script's folder is on sys.path
 from numpy.typing import NDArray
 from skl2onnx import to_onnx
 from sklearn.datasets import load_digits
@@ -266,6 +267,7 @@ def main() -> None:
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--probe-runs", type=int, default=0, help="time the probe at 4,096 pixels this many times instead")
     args = ap.parse_args()
+    print(f"machine: {machine('numpy', 'onnxruntime', 'sklearn', load=True)}", flush=True)
     if args.probe_runs:
         times = probe_timing(args.probe_runs, steps=args.steps, seed=args.seed)
         print(f"probe --space raw --steps {args.steps} on 20 images of 4,096 pixels, one core: {times} s")
