@@ -13,7 +13,7 @@ N features.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,6 +35,8 @@ class AdversarialResult:
     final_points : (B, n) raw units.
     gamma_path : (B, N) γ of the point chosen at each step.
     evaluations : model rows evaluated in total.
+    start_gamma, start_probability : γ at x and the probability of its predicted class (NaN for regressors): where
+        each point sits on the Gamma Map. Empty when a caller assembled the result from parts without them.
     """
 
     flip_step: NDArray[np.int64]
@@ -43,6 +45,8 @@ class AdversarialResult:
     final_points: NDArray[np.float64]
     gamma_path: NDArray[np.float64]
     evaluations: int
+    start_gamma: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    start_probability: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     @property
     def stable(self) -> NDArray[np.bool_]:
@@ -110,6 +114,8 @@ def gamma_ascent_search(
         final_points=current,
         gamma_path=gamma_path,
         evaluations=int(evaluations),
+        start_gamma=start.gamma,
+        start_probability=start.probability,
     )
 
 

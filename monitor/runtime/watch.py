@@ -16,7 +16,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,15 @@ from monitor.estimate import DEFAULT_METHOD, EstimatorFit, estimate
 from monitor.events import InferenceEvent
 from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule
 from monitor.exporters.prometheus import MetricsState
-from monitor.gammamap import GAMMA_BIN_LABELS, GAMMA_EDGES, P_BIN_LABELS, GammaMap, GammaMapWindow, empty_map
+from monitor.gammamap import (
+    GAMMA_BIN_LABELS,
+    GAMMA_EDGES,
+    P_BIN_LABELS,
+    GammaMap,
+    GammaMapWindow,
+    empty_map,
+    gamma_map,
+)
 from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
 from monitor.rolling.scores import ScoreRows, ScoreSamples
@@ -183,6 +191,8 @@ class ModelWatch:
         #    running total; read by the HTTP thread (``gamma_maps``), hence the lock
         self._gamma_maps: dict[str, GammaMapWindow] = {}
         self._gamma_lock = threading.Lock()
+        #: the points Algorithm 2 ran on (probes), placed by their P and γ, with whether their class flipped
+        self._gamma_probed: GammaMap | None = None
 
     # -- accuracy without labels ---------------------------------------------------------------------------
     def set_accuracy_fit(self, fit: EstimatorFit | None) -> None:
@@ -422,6 +432,17 @@ class ModelWatch:
                     labels = (self.model, key, P_BIN_LABELS[cell // cols], GAMMA_BIN_LABELS[cell % cols])
                     self.state.inc("harmonic_gammamap_events_total", labels, float(win.last_added[cell]))
 
+    def add_probed(
+        self, probability: NDArray[np.float64], gamma: NDArray[np.float64], unstable: NDArray[np.bool_]
+    ) -> None:
+        """Count points that Algorithm 2 ran on (a probe run) into the model's unstable shares per Gamma Map cell."""
+        ok = np.isfinite(probability) & np.isfinite(gamma)
+        if not ok.any():
+            return
+        probed = gamma_map(probability[ok], gamma[ok], unstable[ok])
+        with self._gamma_lock:
+            self._gamma_probed = probed if self._gamma_probed is None else self._gamma_probed.merged(probed)
+
     def gamma_maps(self) -> dict[str, Any]:
         """The model's Gamma Map for ``/gammamap``: the live map over the last ``count_window_events`` events of each
         segment merged (the top-level ``counts``), per segment (``segments``), the running totals (``cumulative``)
@@ -429,7 +450,10 @@ class ModelWatch:
         with self._gamma_lock:
             per_segment = {seg: w.window() for seg, w in sorted(self._gamma_maps.items())}
             totals = [w.cumulative() for w in self._gamma_maps.values()]
+            probed = self._gamma_probed
         live = _merge_maps(list(per_segment.values()))
+        if probed is not None:  # the shares of the probed points (every segment, since start) on the live counts
+            live = replace(live, unstable=probed.unstable, probed=probed.probed, unstable_counts=probed.unstable_counts)
         ref = None if self.reference is None else self.reference.gamma_map
         note = None
         if ref is None:
@@ -453,12 +477,17 @@ class ModelWatch:
             return sorted(self._gamma_maps)
 
     def gamma_map_pair(self, segment: str | None = None) -> tuple[GammaMap, GammaMap | None]:
-        """(live, reference) maps for drawing: one segment's window, or every segment's merged (``None``)."""
+        """(live, reference) maps for drawing: one segment's window, or every segment's merged (``None``), with the
+        probed points' unstable shares (model-wide) on the live map."""
         with self._gamma_lock:
             wins = [w for s, w in self._gamma_maps.items() if segment is None or s == segment]
             maps = [w.window() for w in wins]
+            probed = self._gamma_probed
         ref = None if self.reference is None else self.reference.gamma_map
-        return _merge_maps(maps), ref
+        live = _merge_maps(maps)
+        if probed is not None:
+            live = replace(live, unstable=probed.unstable, probed=probed.probed, unstable_counts=probed.unstable_counts)
+        return live, ref
 
     def _warm_up(self, batch: SignalBatch) -> None:
         if self._builder is None:

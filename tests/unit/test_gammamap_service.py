@@ -7,6 +7,7 @@ import http.client
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -200,3 +201,36 @@ def test_grafana_low_p_panel_selects_existing_p_bins() -> None:
     assert len(exprs) == 2 and all("sum by (gamma_bin)" in e for e in exprs)
     low = next(e for e in exprs if "p_bin=~" in e)
     assert f'p_bin=~"{"|".join(P_BIN_LABELS[:5])}"' in low
+
+
+def test_probed_points_give_the_live_map_its_unstable_shares() -> None:
+    watch, _ = make_watch()
+    watch.update(*scored(np.array([0.95, 0.35, 0.35]), np.array([0.002, 0.5, 0.5]), segment="s"))
+    assert watch.gamma_maps()["unstable"] is None  # no probe has run
+    watch.add_probed(
+        np.array([0.35, 0.36, 0.95, np.nan]), np.array([0.5, 0.6, 0.002, 0.1]), np.array([1, 0, 0, 1], bool)
+    )
+    watch.add_probed(np.array([0.31]), np.array([0.4]), np.array([True]))
+    out = watch.gamma_maps()
+    assert out["counts"][3][14] == 2  # the live counts are untouched
+    assert out["probed"][3][14] == 3 and out["unstable_counts"][3][14] == 2
+    assert out["unstable"][3][14] == pytest.approx(2 / 3) and out["unstable"][9][9] == 0.0
+    assert out["unstable"][0][0] is None
+    live, _ = watch.gamma_map_pair("s")
+    assert live.unstable is not None and live.unstable[3][14] == pytest.approx(2 / 3)
+
+
+def test_a_probe_run_counts_its_algorithm_2_points_into_the_map(tmp_path: Path) -> None:
+    from tests.unit.test_probe_scheduler import boundary_events, make, score
+
+    pipeline, probes, clock = make(tmp_path)
+    score(pipeline, boundary_events(600, seed=4))
+    probed = probes.run_once(clock.now)
+    assert probed >= 1
+    watch = next(iter(pipeline.runtimes.values())).watch
+    assert watch is not None
+    out = watch.gamma_maps()
+    points = sum(len(rep["adversarial"]["points"]) for rep in probes.report()["models"][MODEL]["reports"])
+    assert points > 0
+    assert out["probed"] is not None and sum(map(sum, out["probed"])) == points
+    assert out["unstable"] is not None
