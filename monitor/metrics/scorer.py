@@ -157,8 +157,10 @@ class RobustnessScorer:
         self.ball = parse_ball(self.config.ball).resolve(n)
         scale = standardizer.scale
         #: a hypercube sample drawn per event (m < 2n): the m/2 axes of each event come from the seed and its values
-        #: (:func:`~monitor.metrics.balls.hypercube_axes`); the rows are built here, each point moving one feature by
-        #: ±r·s_a (:attr:`feature_step`), and :attr:`offsets` is only one such sample (for callers that want a fixed ball)
+        #: (:func:`~monitor.metrics.balls.hypercube_axes`); each point moves one feature by ±r·s_a
+        #: (:attr:`feature_step`). A model whose input feeds an affine layer gets the ball in-graph as the m/2 moved
+        #: rows of that layer's W per event; any other gets the rows built here. :attr:`offsets` is one such sample
+        #: (for callers that want a fixed ball, and the in-graph check at load)
         self.per_event_ball = self.ball.per_event(n)
         self.feature_step = (self.config.radius * scale).astype(np.float32)
         directions = ball_directions(self.ball, n, seed=self.config.seed)
@@ -182,7 +184,7 @@ class RobustnessScorer:
             d = self.flicker_tolerance.shape[0]
             self._flip_weights = (1.0 / (self.flicker_tolerance * math.sqrt(d))).astype(np.float32)
         #: the model's graph wrapped to build ball points and flicker copies itself (None: built here in numpy)
-        self._neighbourhood = None if self.per_event_ball else _neighbourhood_of(model, self.offsets, k)
+        self._neighbourhood = _neighbourhood_of(model, self.offsets, k, per_event_ball=self.per_event_ball)
         width = None if self._neighbourhood is None else self._neighbourhood.noise_width
         bank_rows = noise_bank_rows(max(n, width or 0), k) if k else 0
         #: (bank_rows, n) pre-scaled flicker offsets σ·s⊙ε; see the module docstring
@@ -350,8 +352,11 @@ class RobustnessScorer:
         if self._neighbourhood is not None:
             # the model's graph adds the offsets and the noise to the centres itself: one run per chunk of events
             try:
+                ball = None
+                if self.per_event_ball:  # each event's sampled axes, projected through the first affine layer
+                    ball = self._neighbourhood.project_ball(self.event_axes(centres), self.feature_step)
                 out = self._neighbourhood.evaluate(
-                    centres, _take(self._bank_fed, self._noise_pick(b)) if k else None, held
+                    centres, _take(self._bank_fed, self._noise_pick(b)) if k else None, held, ball
                 )
             except NeighbourhoodRejected as exc:
                 log.warning(
@@ -519,10 +524,15 @@ def _take(bank: NDArray[np.float32], pick: slice | NDArray[np.intp]) -> NDArray[
     return np.take(bank, pick, axis=0, mode="clip")  # indices are in range; "clip" avoids a copy
 
 
-def _neighbourhood_of(model: Predictor, offsets: NDArray[np.float32], copies: int) -> NeighbourhoodEvaluator | None:
-    """The model's in-graph row builder when it offers one (an :class:`OnnxModel` whose graph can be wrapped)."""
+def _neighbourhood_of(
+    model: Predictor, offsets: NDArray[np.float32], copies: int, *, per_event_ball: bool = False
+) -> NeighbourhoodEvaluator | None:
+    """The model's in-graph row builder when it offers one (an :class:`OnnxModel` whose graph can be wrapped; with
+    a per-event ball, one whose input feeds an affine layer)."""
     if not isinstance(model, OnnxModel):
         return None
+    if per_event_ball:
+        return model.neighbourhood(offsets, copies, per_event_ball=True)
     return model.neighbourhood(offsets, copies)
 
 

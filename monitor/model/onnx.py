@@ -481,8 +481,14 @@ class OnnxModel:
             )
         )
 
-    def neighbourhood(self, offsets: NDArray[np.float32], copies: int) -> NeighbourhoodEvaluator | None:
+    def neighbourhood(
+        self, offsets: NDArray[np.float32], copies: int, *, per_event_ball: bool = False
+    ) -> NeighbourhoodEvaluator | None:
         """An evaluator of centres, their ball points ``centre + offsets`` and K noisy copies in one graph.
+
+        ``per_event_ball``: each event has its own m offsets (a sampled hypercube drawn per event), passed to
+        ``evaluate`` as ``ball`` (:meth:`NeighbourhoodEvaluator.project_ball`); ``offsets`` is one such sample,
+        used for the check at load. Only a model whose input feeds one affine layer is wrapped for that.
 
         See :mod:`monitor.model.neighbourhood`. Runs whole events per ``session.run``, as many as fit in
         ``max_rows_per_run`` rows (at least one). Returns None when the graph cannot be wrapped (sub-graphs) or
@@ -510,6 +516,7 @@ class OnnxModel:
             copies=copies,
             input_is_double=self._input_dtype == np.float64,
             held=self._held_specs(),
+            per_event_ball=per_event_ball,
         )
         if wrapped is None:
             log.info(
@@ -536,6 +543,7 @@ class OnnxModel:
             copies,
             self.options.max_rows_per_run // per_event,
             centre_in_ball=wrapped.centre_in_ball,
+            ball_input=wrapped.ball_input,
         )
         convert: Callable[[dict[str, NDArray[Any]]], ModelOutput] = partial(self._to_output, labels=False)
         if positive is not None:
@@ -600,8 +608,11 @@ class OnnxModel:
         rows = [centres, (centres[:, None, :] + offsets[None, :, :]).reshape(-1, n)]
         if copies:
             rows.append((centres[:, None, :] + noise.reshape(b, copies, n)).reshape(-1, n))
+        ball = None
+        if evaluator.per_event_ball:  # every event gets the sample ``offsets`` as its own ball here
+            ball = evaluator.project_offsets(np.broadcast_to(offsets, (b, *offsets.shape)))
         try:
-            got = evaluator.evaluate(centres, evaluator.project_noise(noise) if copies else None, held)
+            got = evaluator.evaluate(centres, evaluator.project_noise(noise) if copies else None, held, ball)
         except ModelError as exc:
             return str(exc)
         got = got.with_table()
@@ -760,8 +771,44 @@ class NeighbourhoodEvaluator:
         """The [start, stop) events of each ``session.run`` for a batch of ``b`` events."""
         return self._runner.chunks(b)
 
+    @property
+    def per_event_ball(self) -> bool:
+        """True when :meth:`evaluate` takes each event's ball offsets, projected (:meth:`project_ball`)."""
+        return self._runner.takes_ball
+
+    def project_offsets(self, offsets: NDArray[np.floating]) -> NDArray[np.float32]:
+        """(B, m, n) per-event ball offsets as the graph takes them: (B, 1 + m, H), ``[0; δ] @ W + b``."""
+        assert self._projector is not None
+        proj = self._projector.projection  # (H, n + 1) = [W.T | b]
+        n = proj.shape[1] - 1
+        b, m, _ = offsets.shape
+        out = np.empty((b, 1 + m, proj.shape[0]), dtype=np.float64)
+        out[:, 0] = proj[:, n]
+        out[:, 1:] = np.asarray(offsets, dtype=np.float64) @ proj[:, :n].T + proj[:, n]
+        return out.astype(np.float32)
+
+    def project_ball(self, axes: NDArray[np.intp], step: NDArray[np.floating]) -> NDArray[np.float32]:
+        """A sampled hypercube per event as the graph takes it: event e's ball moves feature ``axes[e, i]`` by
+        +step (point i) and −step (point m/2 + i), so its projected offsets are ``b ± step_a · W[a]``, built from
+        m/2 rows of W per event (never the m·n ball rows). Returns (B, 1 + m, H) float32."""
+        assert self._projector is not None
+        proj = self._projector.projection
+        n = proj.shape[1] - 1
+        b, half = axes.shape
+        bias = proj[:, n]
+        delta = self._projector.by_feature[axes] * np.asarray(step, dtype=np.float64)[axes][..., None]  # (B, half, H)
+        out = np.empty((b, 1 + 2 * half, proj.shape[0]), dtype=np.float64)
+        out[:, 0] = bias
+        out[:, 1 : 1 + half] = bias + delta
+        out[:, 1 + half :] = bias - delta
+        return out.astype(np.float32)
+
     def evaluate(
-        self, centres: NDArray[np.float32], noise: NDArray[np.float32] | None, held: Held | None = None
+        self,
+        centres: NDArray[np.float32],
+        noise: NDArray[np.float32] | None,
+        held: Held | None = None,
+        ball: NDArray[np.float32] | None = None,
     ) -> ModelOutput:
         """Outputs for B float32 centres and their (B·K, ·) noise offsets (see :meth:`project_noise`), rows
         ordered as ``build_rows``; ``held``: the B centres' held values, repeated for their ball points and copies
@@ -786,7 +833,7 @@ class NeighbourhoodEvaluator:
         if held is not None and self._held_names:
             feed_held = {self._held_names[k]: v for k, v in held.values.items()}
         try:
-            out = self._runner.run(centres, noise, feed_held)
+            out = self._runner.run(centres, noise, feed_held, ball)
         except Exception as exc:  # noqa: BLE001 - onnxruntime error types are not public
             raise ModelError(f"onnxruntime failed on a batch of {centres.shape[0]} events: {exc}") from exc
         return self._convert(out)

@@ -10,7 +10,7 @@ import pytest
 
 from monitor.metrics.balls import event_keys, hypercube_axes
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
-from monitor.model.onnx import OnnxModel
+from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
 from tests.unit import onnx_graphs
 
@@ -30,7 +30,7 @@ def rows(seed: int, b: int) -> np.ndarray:
 
 
 def test_each_ball_point_moves_one_feature_by_r_times_its_scale(scorer: RobustnessScorer) -> None:
-    assert scorer.per_event_ball and not scorer.rows_built_in_graph
+    assert scorer.per_event_ball and scorer.rows_built_in_graph  # its input feeds an affine layer (Gemm)
     x = rows(1, 5)
     built = scorer.build_rows(x)
     ball = built[5 : 5 * 17].reshape(5, 16, N)
@@ -78,3 +78,28 @@ def test_a_different_seed_draws_other_axes(tmp_path: Path, scorer: RobustnessSco
     )
     x = rows(5, 10)
     assert not np.array_equal(other.event_axes(x), scorer.event_axes(x))
+
+
+def test_in_graph_ball_agrees_with_rows_built_in_numpy(tmp_path: Path, scorer: RobustnessScorer) -> None:
+    numpy_model = OnnxModel(
+        onnx_graphs.logits_network(tmp_path / "net2.onnx", N, 3, hidden=8),
+        OnnxRuntimeOptions(rows_in_graph=False),
+        model_kind="classifier",
+    )
+    plain = RobustnessScorer(numpy_model, scorer.standardizer, scorer.config)
+    assert scorer.rows_built_in_graph and not plain.rows_built_in_graph
+    x = rows(6, 300)
+    a, b = scorer.score(x), plain.score(x)
+    assert np.array_equal(a.predicted_class, b.predicted_class)
+    np.testing.assert_allclose(a.gamma, b.gamma, rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(a.p_adj, b.p_adj, rtol=1e-3, atol=1e-6)
+
+
+def test_a_model_without_an_affine_input_builds_the_per_event_ball_in_numpy(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_graphs.polynomial_regressor(tmp_path / "poly.onnx", N, [onnx_graphs.squared_norm(N)]))
+    std = Standardizer.identity(N)
+    scorer = RobustnessScorer(model, std, ScoringConfig(ball="hypercube:16", radius=0.5, flicker_copies=0))
+    assert scorer.per_event_ball and not scorer.rows_built_in_graph
+    x = rows(7, 4) * np.float32(0.01)  # small values: float32 keeps r² = 0.25 exact to 1e-4
+    # f = ‖x‖²: every ±e_a pair averages to ‖x‖² + r², so γ = r² whichever axes an event draws
+    np.testing.assert_allclose(scorer.score(x).gamma, 0.25, rtol=1e-3)
