@@ -55,7 +55,7 @@ from monitor.gammamap import gamma_map, render_svg
 from monitor.metrics.adversarial import gamma_ascent_search
 from monitor.metrics.balls import default_hypercube_points
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
-from monitor.model.onnx import OnnxModel
+from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
 
 RADIUS = 100.0
@@ -224,6 +224,37 @@ def probe_timing(runs: int, *, size: int = 64, images: int = 20, steps: int = 25
     return seconds
 
 
+def throughput(runs: int, *, size: int = 64, batch: int = 256, seed: int = 0) -> list[tuple[float, float, float]]:
+    """Per run: seconds of onnxruntime alone on a batch's 1 + m rows per image, of the scorer with the ball in the
+    graph (the MLP's first layer takes each image's moved pixels), and of the scorer building the rows in numpy;
+    one intra-op thread each, the same images."""
+    x, y = digits(size)
+    x_train, x_test, y_train, _ = train_test_split(x, y, test_size=0.4, random_state=seed, stratify=y)
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = train(x_train, y_train, seed, Path(tmp))
+        graph = OnnxModel(path, OnnxRuntimeOptions(intra_op_threads=1), model_kind="classifier")
+        plain = OnnxModel(path, OnnxRuntimeOptions(intra_op_threads=1, rows_in_graph=False), model_kind="classifier")
+        n = graph.n_features
+        cfg = ScoringConfig(radius=RADIUS, ball="hypercube", output="proba", flicker_copies=0, seed=seed)
+        in_graph = RobustnessScorer(graph, Standardizer.identity(n), cfg)
+        in_numpy = RobustnessScorer(plain, Standardizer.identity(n), cfg)
+        if not in_graph.rows_built_in_graph:
+            raise SystemExit("the per-event ball was not wrapped into the graph")
+        images = x_test[:batch].astype(np.float32)
+        rows = in_numpy.build_rows(images).copy()
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            plain.evaluate(rows)
+            t1 = time.perf_counter()
+            in_graph.score(images)
+            t2 = time.perf_counter()
+            in_numpy.score(images)
+            t3 = time.perf_counter()
+            out.append((t1 - t0, t2 - t1, t3 - t2))
+    return out
+
+
 def markdown(r: dict[str, Any]) -> str:
     s, a, v, t = r["setup"], r["auc"], r["variance"], r["seconds"]
     rows_per_event = r["ball_points"] + 1
@@ -266,8 +297,22 @@ def main() -> None:
     ap.add_argument("--svg", help="write the Gamma Map (with unstable shares) here")
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--probe-runs", type=int, default=0, help="time the probe at 4,096 pixels this many times instead")
+    ap.add_argument("--throughput-runs", type=int, default=0, help="time scoring 256 images of 4,096 pixels instead")
     args = ap.parse_args()
     print(f"machine: {machine('numpy', 'onnxruntime', 'sklearn', load=True)}", flush=True)
+    if args.throughput_runs:
+        runs = throughput(args.throughput_runs, seed=args.seed)
+        print("| run | onnxruntime alone on the rows (s) | scorer, ball in graph (s) | scorer, rows in numpy (s) |")
+        print("|---|---|---|---|")
+        for i, (bound, graph, plain) in enumerate(runs, 1):
+            print(f"| {i} | {bound:.4f} | {graph:.4f} | {plain:.4f} |")
+        ratios = sorted(bound / graph for bound, graph, _ in runs)
+        plain_ratios = sorted(bound / plain for bound, _, plain in runs)
+        print(
+            f"\nscored events/s relative to onnxruntime alone, median of {len(runs)}: ball in graph "
+            f"{ratios[len(ratios) // 2]:.2f}, rows in numpy {plain_ratios[len(plain_ratios) // 2]:.2f}"
+        )
+        return
     if args.probe_runs:
         times = probe_timing(args.probe_runs, steps=args.steps, seed=args.seed)
         print(f"probe --space raw --steps {args.steps} on 20 images of 4,096 pixels, one core: {times} s")
