@@ -13,8 +13,9 @@ standardized units). Constructions:
   :func:`default_hypercube_points`: 0.1 % of the 2n points, at least 16.
 
 Sampled hypercube: cost and variance against the full ball. Per event the model evaluates m ball rows instead of 2n
-(n = 10,000: 20 instead of 20,000), and the scorer writes m·n row values plus m index updates; memory is that of the
-rows, never n². The γ of the sample is |f(x) − ḡ_S| where ḡ_S averages g_a = (f(x + r·e_a) + f(x − r·e_a)) / 2
+(n = 10,000: 20 instead of 20,000). For a model whose input feeds an affine layer the graph takes each event's
+m/2 moved rows of that layer's weights (``monitor.model.neighbourhood``); otherwise the scorer writes the m·n row
+values plus m index updates. Memory is that of the rows, never n². The γ of the sample is |f(x) − ḡ_S| where ḡ_S averages g_a = (f(x + r·e_a) + f(x − r·e_a)) / 2
 over the m/2 sampled axes S (drawn without replacement); the full ball's is |f(x) − ḡ| over all n axes. ḡ_S is
 unbiased for ḡ with variance Var(g_a) / (m/2) · (1 − (m/2) / n) (finite-population correction), so the spread of
 γ around the full ball's value shrinks as 1/√m; docs/HIGH-DIMENSION.md measures it on an image model.

@@ -23,6 +23,11 @@ rows (docs/BENCHMARKS.md, engine vs bound):
   centres' ``x @ W`` plus the offsets' ``δ @ W + b`` (computed once, in float64), and the flicker rows plus the noise
   projected the same way (the scorer keeps that projected bank). The MLP of bench/ multiplies only the centres by
   its 20×64 first layer, not 75 rows per event: a few per cent more scored events/s at B = 1024, less at B = 256.
+- a **per-event ball** (a sampled hypercube drawn per event above 256 features, ``monitor.metrics.balls``) is wrapped
+  only through that affine rewrite: the graph takes an input ``ball`` [B, 1 + m, H] holding each event's offsets
+  already projected, ``b ± r·s_a·W[a]`` for its m/2 sampled features a (``NeighbourhoodEvaluator.project_ball``), and
+  adds it to the centres' ``x @ W`` as the flicker noise is added. No ball row of n features is ever formed: for
+  the 4,096-pixel MLP of bench/high_dimension.py the scorer runs faster than onnxruntime alone on those rows.
 - when the model is a binary classifier whose probabilities are ``Concat([1 − p, p])`` (:func:`binary_positive`:
   skl2onnx's sigmoid heads, the MLP of bench/ among them), ``OnnxModel.neighbourhood`` asks for p [rows, 1] instead,
   so the ``Sub`` and ``Concat`` do not run on every ball point and copy, and the scorer reads the class, f at it and
