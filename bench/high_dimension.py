@@ -1,6 +1,6 @@
-"""Seed 001 §5 at high dimension, reproduced on images that ship with scikit-learn.
+"""§5 of "Anharmonicity as a robustness metric" (high dimension), reproduced on images that ship with scikit-learn.
 
-The seed paper ("Anharmonicity as a robustness metric") grey-scales images to 100×100 raw pixel units, samples 0.1 %
+The paper grey-scales images to 100×100 raw pixel units, samples 0.1 %
 of the 2n ±e_j hypercube points of magnitude 100 per image, takes γ on the predicted class, runs the γ-gradient
 search (Algorithm 2) for 25 steps, and finds that P_adj = P·e^(−Nγ) predicts which images stay stable, and that the
 unstable images fill the high-γ / low-P corner of the Gamma Map (its Fig. 5).
@@ -71,7 +71,7 @@ class Setup:
     variance_seeds: int = 20
     max_iter: int = 200
     radius: float = RADIUS
-    #: Gaussian noise (grey levels) added to the held-out images, clipped to 0–255: out-of-domain inputs, the seed's
+    #: Gaussian noise (grey levels) added to the held-out images, clipped to 0–255: out-of-domain inputs, the paper's
     #: setting (ImageNet models on small grey pictures); 0 = the digits as they are
     noise: float = 0.0
 

@@ -150,7 +150,7 @@ USAGE: dict[str, Usage] = {
     "harmonic_gammamap_events_total": Usage(
         "Per-event robustness (histograms)",
         "events",
-        "The Gamma Map (predicted-class probability P × γ, after the seed paper's Fig. 5) as counters, one per "
+        "The Gamma Map (predicted-class probability P × γ, after Fig. 5 of 'Anharmonicity as a robustness metric') as counters, one per "
         "cell: `sum by (gamma_bin) (increase(...[$__rate_interval]))` is the γ-bucket-over-time heatmap, "
         "`sum by (p_bin, gamma_bin) (increase(...[1h]))` the map of the last hour. Mass moving toward high "
         "`gamma_bin` and low `p_bin` is traffic moving where predictions are fragile; `/gammamap` shows the same "

@@ -5,7 +5,7 @@ class first changes ("stable" when it never does). Each step costs one model cal
 point's own ball), through :class:`RobustnessScorer` with flicker disabled.
 
 At high dimension (a sampled hypercube drawn per event, above 256 features: ``monitor.metrics.balls``) each step
-is the seed's pseudo-code on images: the ball of the current point is its own sample of m signed axes, each
+is the paper's pseudo-code on images: the ball of the current point is its own sample of m signed axes, each
 candidate moves one feature by ±r·s (±r in raw units with ``Standardizer.identity``, e.g. ±100 grey levels), and
 each candidate's γ is computed on the candidate's own sampled ball. After N steps a point differs from x in at most
 N features.
