@@ -1,6 +1,6 @@
 """The Gamma Map: a 2-D histogram of (P of the predicted class, γ) over scored classifier events.
 
-After "Anharmonicity as a robustness metric" (seed 001, §5, Fig. 5): images found unstable by the γ-gradient
+After "Anharmonicity as a robustness metric" (§5, Fig. 5): images found unstable by the γ-gradient
 search (Algorithm 2) dominate the high-γ / low-P corner, so the density of events over a fixed P × γ grid shows at a
 glance how much of the traffic sits where predictions are fragile. This module holds the pure value type, its
 builder from arrays, and the one SVG renderer shared by ``/gammamap``, the docs and the report page.
@@ -8,8 +8,10 @@ builder from arrays, and the one SVG renderer shared by ``/gammamap``, the docs 
 Edges are fixed so maps from different windows, segments, processes and the reference add up cell by cell:
 
 - ``P_EDGES``: 10 equal bins on [0, 1]; a bin is ``[lo, hi)`` except the last, which includes P = 1.
-- ``GAMMA_EDGES``: 12 bins: ``[0, 1e-4)``, then half-decade bins from 1e-4 to 10 (``[1e-4, 10^-3.5)``, ...,
-  ``[10^0.5, 10)``), then ``[10, +inf)``. γ on probabilities stays below 1; γ on logits can reach the top bins.
+- ``GAMMA_EDGES``: 18 bins: ``[0, 1e-7)``, then half-decade bins from 1e-7 to 10 (``[1e-7, 3.16e-7)``, ...,
+  ``[3.16, 10)``), then ``[10, +inf)``. γ's scale depends on the model, the output and the radius (on a small
+  tabular model's probabilities it sits near 1e-5; on an image model's logits at pixel radius 100 it reaches 1 and
+  beyond), so the fixed range is wide; a map of one model occupies a few adjacent columns.
 
 Events with a non-finite P or γ are not counted (``skipped`` says how many); P outside [0, 1] or γ < 0 is an error.
 """
@@ -28,23 +30,26 @@ from monitor.errors import DataError
 
 #: predicted-class probability edges: 10 equal bins on [0, 1], the last closed on the right
 P_EDGES: tuple[float, ...] = tuple(round(i / 10, 10) for i in range(11))
-#: γ edges: 0, half-decades from 1e-4 to 10, +inf (12 bins)
-GAMMA_EDGES: tuple[float, ...] = (0.0, *(round(10.0 ** (-4 + k / 2), 12) for k in range(11)), math.inf)
+#: γ edges: 0, half-decades from 1e-7 to 10 (3 significant digits), +inf (18 bins)
+GAMMA_EDGES: tuple[float, ...] = (0.0, *(float(f"{10.0 ** (-7 + k / 2):.3g}") for k in range(17)), math.inf)
 
 
 def _label(lo: float, hi: float) -> str:
-    return f"{_fmt(lo)}-{_fmt(hi)}"
+    # the open last bin is ">=lo": with it the labels sort as strings in bin order, which is the order Prometheus
+    # returns series in and so the order Grafana stacks a heatmap's rows in
+    return f">={_fmt(lo)}" if math.isinf(hi) else f"{_fmt(lo)}-{_fmt(hi)}"
 
 
 def _fmt(x: float) -> str:
+    """Positional, 3 significant digits (``0.000000316``, not ``3.16e-07``): bin labels then sort as strings."""
     if math.isinf(x):
         return "inf"
-    return f"{x:.3g}"
+    return str(np.format_float_positional(float(f"{x:.3g}"), trim="-"))
 
 
-#: bounded Prometheus label values, one per bin (``p_bin``)
+#: bounded Prometheus label values, one per bin (``p_bin``); they sort as strings in bin order
 P_BIN_LABELS: tuple[str, ...] = tuple(_label(P_EDGES[i], P_EDGES[i + 1]) for i in range(len(P_EDGES) - 1))
-#: bounded Prometheus label values, one per bin (``gamma_bin``)
+#: bounded Prometheus label values, one per bin (``gamma_bin``); they sort as strings in bin order
 GAMMA_BIN_LABELS: tuple[str, ...] = tuple(
     _label(GAMMA_EDGES[i], GAMMA_EDGES[i + 1]) for i in range(len(GAMMA_EDGES) - 1)
 )
@@ -71,7 +76,7 @@ class GammaMap:
     and denominators so maps merge exactly. ``skipped`` counts events with a non-finite P or γ.
 
     >>> m = gamma_map(np.array([0.95, 0.4]), np.array([0.002, 0.3]))
-    >>> m.total, m.counts[9][3], m.counts[4][7]
+    >>> m.total, m.counts[9][9], m.counts[4][13]
     (2, 1, 1)
     """
 
@@ -108,6 +113,22 @@ class GammaMap:
     def total(self) -> int:
         """Events counted in the map."""
         return sum(sum(row) for row in self.counts)
+
+    def centroid(self) -> tuple[float, float]:
+        """Where the map's mass sits: (mean P over the P bins' centres, mean γ bin index, 0-based); NaN when empty.
+        Mass moving toward high γ / low P shows as the first falling and the second rising.
+
+        >>> gamma_map(np.array([0.95, 0.55]), np.array([1e-7, 1e-6])).centroid()
+        (0.75, 2.0)
+        """
+        c = np.asarray(self.counts, dtype=np.float64)
+        total = c.sum()
+        if total == 0:
+            return math.nan, math.nan
+        p_mid = (np.asarray(self.p_edges[:-1]) + np.asarray(self.p_edges[1:])) / 2
+        p = float((c.sum(axis=1) * p_mid).sum() / total)
+        g = float((c.sum(axis=0) * np.arange(c.shape[1])).sum() / total)
+        return round(p, 12), round(g, 12)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict; the infinite last γ edge is written as the string ``"+Inf"``.
@@ -156,7 +177,7 @@ class GammaMap:
         >>> a = gamma_map(np.array([0.9]), np.array([0.5]), np.array([True]))
         >>> b = gamma_map(np.array([0.9]), np.array([0.5]), np.array([False]))
         >>> m = a.merged(b)
-        >>> m.counts[9][8], m.unstable[9][8]
+        >>> m.counts[9][14], m.unstable[9][14]
         (2, 0.5)
         """
         if self.p_edges != other.p_edges or self.gamma_edges != other.gamma_edges:
@@ -203,7 +224,7 @@ def bin_indices(p: NDArray[np.floating], gamma: NDArray[np.floating]) -> tuple[N
     """(P bin, γ bin) of each event under the fixed edges; inputs must be finite, P in [0, 1], γ ≥ 0.
 
     >>> bin_indices(np.array([0.0, 1.0]), np.array([0.0, 1e9]))
-    (array([0, 9]), array([ 0, 11]))
+    (array([0, 9]), array([ 0, 17]))
     """
     pi = np.clip(np.searchsorted(np.asarray(P_EDGES), p, side="right") - 1, 0, len(P_EDGES) - 2)
     gi = np.clip(np.searchsorted(np.asarray(GAMMA_EDGES), gamma, side="right") - 1, 0, len(GAMMA_EDGES) - 2)
@@ -275,15 +296,87 @@ def gamma_map(
     )
 
 
+class GammaMapWindow:
+    """The Gamma Map of the last ``capacity`` events fed, plus the running total since :meth:`reset`.
+
+    Holds one small int per event (its cell), so memory is ``capacity`` ints whatever the traffic. Not thread-safe:
+    the owner locks.
+
+    >>> w = GammaMapWindow(capacity=2).update(np.array([0.9, 0.9, 0.2]), np.array([0.001, 0.001, 2.0]))
+    >>> w.window().total, w.cumulative().total, w.window().counts[9][9]
+    (2, 3, 1)
+    """
+
+    def __init__(self, capacity: int = 2000) -> None:
+        if capacity < 1:
+            raise DataError(f"a Gamma Map window needs capacity ≥ 1 event; got {capacity}")
+        self.capacity = int(capacity)
+        self._rows, self._cols = len(P_EDGES) - 1, len(GAMMA_EDGES) - 1
+        self.reset()
+
+    def reset(self) -> None:
+        self._ring = np.full(self.capacity, -1, dtype=np.int32)
+        self._pos = 0
+        self._window = np.zeros(self._rows * self._cols, dtype=np.int64)
+        self._total = np.zeros(self._rows * self._cols, dtype=np.int64)
+        self._skipped = 0
+        #: the cells' counts the last :meth:`update` added (flat, row-major)
+        self.last_added = np.zeros(self._rows * self._cols, dtype=np.int64)
+
+    def update(self, p: NDArray[np.floating], gamma: NDArray[np.floating]) -> GammaMapWindow:
+        """Add events (same rules as :func:`gamma_map`: non-finite pairs are skipped); :attr:`last_added` then holds
+        the new events' cell counts for whoever exports them."""
+        p = np.asarray(p, dtype=np.float64).reshape(-1)
+        gamma = np.asarray(gamma, dtype=np.float64).reshape(-1)
+        if p.shape != gamma.shape:
+            raise DataError(f"Gamma Map window needs one P per γ; got {p.size} P values and {gamma.size} γ values")
+        finite = np.isfinite(p) & np.isfinite(gamma)
+        self._skipped += int(np.count_nonzero(~finite))
+        pf, gf = p[finite], gamma[finite]
+        if np.any((pf < 0) | (pf > 1)) or np.any(gf < 0):
+            raise DataError("Gamma Map window needs P in [0, 1] and γ ≥ 0; pass the predicted class's probability")
+        pi, gi = bin_indices(pf, gf)
+        cells = (pi * self._cols + gi).astype(np.int32)
+        added = np.bincount(cells, minlength=self._rows * self._cols)
+        self._total += added
+        self.last_added = added
+        k = cells.size
+        if k >= self.capacity:
+            self._ring[:] = cells[-self.capacity :]
+            self._pos = 0
+            self._window = np.bincount(self._ring, minlength=self._rows * self._cols).astype(np.int64)
+            return self
+        idx = (self._pos + np.arange(k)) % self.capacity
+        old = self._ring[idx]
+        old = old[old >= 0]
+        self._window -= np.bincount(old, minlength=self._rows * self._cols)
+        self._window += added
+        self._ring[idx] = cells
+        self._pos = int((self._pos + k) % self.capacity)
+        return self
+
+    def _map(self, flat: NDArray[np.int64]) -> GammaMap:
+        return GammaMap(P_EDGES, GAMMA_EDGES, flat.reshape(self._rows, self._cols).tolist(), skipped=self._skipped)
+
+    def window(self) -> GammaMap:
+        """The map of the last ``capacity`` events."""
+        return self._map(self._window)
+
+    def cumulative(self) -> GammaMap:
+        """The map of every event since :meth:`reset`."""
+        return self._map(self._total)
+
+
 # --- the one renderer ---------------------------------------------------------------------------------------------
 
 _CELL_W, _CELL_H = 34, 22
 _LEFT, _TOP, _BOTTOM, _GAP = 48, 40, 70, 36
 
 
-def _colour(share: float) -> str:
-    """White → dark blue by the cell's share of the map's events (sqrt so sparse cells stay visible)."""
-    t = math.sqrt(max(0.0, min(1.0, share)))
+def _colour(share: float, top: float) -> str:
+    """White → dark blue by the cell's share of the map's events relative to the map's fullest cell (``top``);
+    sqrt so sparse cells stay visible."""
+    t = math.sqrt(max(0.0, min(1.0, share / top))) if top > 0 else 0.0
     r, g, b = (round(255 - t * (255 - c)) for c in (8, 48, 107))
     return f"#{r:02x}{g:02x}{b:02x}"
 
@@ -291,6 +384,7 @@ def _colour(share: float) -> str:
 def _panel(m: GammaMap, x0: int, heading: str, out: list[str]) -> None:
     rows, cols = len(m.p_edges) - 1, len(m.gamma_edges) - 1
     total = m.total
+    top = max((max(row) for row in m.counts), default=0) / total if total else 0.0
     out.append(
         f'<text x="{x0 + cols * _CELL_W / 2:.0f}" y="{_TOP - 10}" text-anchor="middle" '
         f'font-weight="bold">{html.escape(heading)} (n={total})</text>'
@@ -309,7 +403,7 @@ def _panel(m: GammaMap, x0: int, heading: str, out: list[str]) -> None:
             if u is not None:
                 tip += f", {u:.0%} of probed unstable"
             out.append(
-                f'<rect x="{x}" y="{y}" width="{_CELL_W}" height="{_CELL_H}" fill="{_colour(share)}" '
+                f'<rect x="{x}" y="{y}" width="{_CELL_W}" height="{_CELL_H}" fill="{_colour(share, top)}" '
                 f'stroke="#ccc" stroke-width="0.5"><title>{html.escape(tip)}</title></rect>'
             )
             if u is not None and u > 0:
@@ -335,10 +429,17 @@ def _panel(m: GammaMap, x0: int, heading: str, out: list[str]) -> None:
     )
 
 
-def render_svg(live: GammaMap, reference: GammaMap | None = None, *, title: str = "") -> str:
+def render_svg(
+    live: GammaMap,
+    reference: GammaMap | None = None,
+    *,
+    title: str = "",
+    labels: tuple[str, str] = ("live", "reference"),
+) -> str:
     """Draw the map (and the reference's beside it, on the left) as one self-contained SVG document.
 
-    Each cell's shade is its share of its own map's events, so maps of different sizes compare; a red ring's size
+    ``labels`` names the two panels (live first). Each cell's shade is its share of its own map's events (darkest: that map's fullest cell), so maps of different
+    sizes compare; a red ring's size
     shows the share of probed events found unstable in that cell. Hovering a cell gives its counts.
 
     >>> svg = render_svg(gamma_map(np.array([0.9]), np.array([0.01])), title="m <a>")
@@ -347,8 +448,8 @@ def render_svg(live: GammaMap, reference: GammaMap | None = None, *, title: str 
     """
     panels: list[tuple[GammaMap, str]] = []
     if reference is not None:
-        panels.append((reference, "reference"))
-    panels.append((live, "live"))
+        panels.append((reference, labels[1]))
+    panels.append((live, labels[0]))
     cols = len(live.gamma_edges) - 1
     rows = len(live.p_edges) - 1
     panel_w = _LEFT + cols * _CELL_W + _GAP

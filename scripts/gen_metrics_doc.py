@@ -19,6 +19,7 @@ from monitor.drift.verdict import Verdict
 from monitor.exporters.http import PATHS as HTTP_PATHS
 from monitor.exporters.http import REJECT_REASONS
 from monitor.exporters.prometheus import METRICS, MetricSpec
+from monitor.gammamap import GAMMA_BIN_LABELS, P_BIN_LABELS
 from monitor.probes.perturbations import PERTURBATION_NAMES
 from monitor.source.kafka import DROP_REASONS as PRODUCER_DROP_REASONS
 from monitor.source.kafka import TOPIC_KINDS
@@ -145,6 +146,15 @@ USAGE: dict[str, Usage] = {
         "the buckets grow ~3× each, so quantiles are coarse — the exact window quantile is "
         "`harmonic_window_gamma_p95`. Compare against `harmonic_reference_gamma_mean`, not an absolute number: "
         "γ's scale depends on the model and on r.",
+    ),
+    "harmonic_gammamap_events_total": Usage(
+        "Per-event robustness (histograms)",
+        "events",
+        "The Gamma Map (predicted-class probability P × γ, after Fig. 5 of 'Anharmonicity as a robustness metric') as counters, one per "
+        "cell: `sum by (gamma_bin) (increase(...[$__rate_interval]))` is the γ-bucket-over-time heatmap, "
+        "`sum by (p_bin, gamma_bin) (increase(...[1h]))` the map of the last hour. Mass moving toward high "
+        "`gamma_bin` and low `p_bin` is traffic moving where predictions are fragile; `/gammamap` shows the same "
+        "map beside the reference's. " + _RATE_NOTE,
     ),
     "harmonic_flicker": Usage(
         "Per-event robustness (histograms)",
@@ -587,6 +597,10 @@ LABELS: dict[str, str] = {
     "alertname": "`HarmonicHarmfulShift`, `HarmonicInputDrift`, `HarmonicShadowDisagreement`, `HarmonicAccuracyDrop`.",
     "method": "Label-free accuracy estimator: `harmonic` (ours: confidence, γ, flicker, P_adj), `ac` (average "
     "calibrated confidence), `atc` (average thresholded confidence), `doc` (difference of confidences).",
+    "p_bin": "Gamma Map bin of the predicted class's probability: "
+    + ", ".join(f"`{b}`" for b in P_BIN_LABELS)
+    + " (each `[lo, hi)`, the last closed).",
+    "gamma_bin": "Gamma Map bin of γ (half-decades): " + ", ".join(f"`{b}`" for b in GAMMA_BIN_LABELS) + ".",
     "receiver": "Alert delivery target: `alertmanager` or `webhook`.",
     "region": "Region id in the model's region index (`r1`, `r2`, …); details at `GET /probes`.",
     "perturbation": "Perturbation type τ: " + ", ".join(f"`{p}`" for p in PERTURBATION_NAMES) + ".",

@@ -99,7 +99,7 @@ def add_scoring_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ball",
         default="auto",
-        help="simplex | simplex+anti | rotations:K | hypercube:m | auto (= simplex+anti, hypercube:128 above 256 features)",
+        help="simplex | simplex+anti | rotations:K | hypercube:m | auto (= simplex+anti; above 256 features hypercube, m = 0.1 %% of 2n, at least 16, drawn per event)",
     )
     p.add_argument(
         "--output",

@@ -238,7 +238,10 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
 
         pipeline.scored_hooks.append(collect)
         if svc.server is not None:
-            print(f"metrics: http://127.0.0.1:{svc.server.port}/metrics  (probes: /probes)", file=out)
+            print(
+                f"metrics: http://127.0.0.1:{svc.server.port}/metrics  (probes: /probes, Gamma Map: /gammamap)",
+                file=out,
+            )
         stop = threading.Event()
         for name in PHASES:
             current["name"] = name
@@ -290,6 +293,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
                     data.realized_accuracy(name) if data.labels else float("nan"),
                 ),
                 "seconds": round(seconds, 2),
+                "gamma_map": _phase_gamma_map(scores[name]),
             }
             # the phase's last progress line: the summary's row, so that the two never disagree
             _progress(
@@ -350,6 +354,16 @@ def _phase_accuracy(fit: Any, parts: list[NDArray[np.float64]], method: str, rea
         "reference": out["reference_accuracy"],
         "methods": {k: v["estimate"] for k, v in out["methods"].items()},
     }
+
+
+def _phase_gamma_map(parts: list[NDArray[np.float64]]) -> dict[str, Any]:
+    """The Gamma Map of every event scored in the phase (columns: probability, γ, flicker, P_adj)."""
+    from monitor.gammamap import gamma_map
+
+    rows = np.concatenate(parts) if parts else np.zeros((0, 4))
+    m = gamma_map(rows[:, 0], rows[:, 1])
+    p, g = m.centroid()
+    return {**m.to_json(), "centroid": {"p": p, "gamma_bin": g}}
 
 
 def _last_ts(lines: list[bytes]) -> float:
@@ -429,6 +443,14 @@ def _print_summary(out: Any, summary: dict[str, Any]) -> None:
                 f"flicker {p['flicker_ratio']:.2f}×",
                 file=out,
             )
+
+    print(
+        "\nGamma Map (P of the predicted class × γ; GET /gammamap?format=svg while serving): where the mass sits",
+        file=out,
+    )
+    for p in summary["phases"]:
+        c = p["gamma_map"]["centroid"]
+        print(f"  {p['name']:<14} mean P {c['p']:.3f}  mean γ bin {c['gamma_bin']:.2f}", file=out)
     rows = [(p["name"], p["accuracy"]) for p in summary["phases"] if p.get("accuracy")]
     if rows:
         first = rows[0][1]

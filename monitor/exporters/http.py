@@ -14,7 +14,7 @@ nor a flood of new ones can grow the thread count. Work that may block runs on f
   a scraper beyond that waits for the next render, so scraper loops cost a bounded number of responses per
   interval, not as many as they can ask for. At most ``max_concurrent_scrapes`` scrapes are in flight (waiting or
   writing); one more is answered 503 at once.
-- ``/readyz`` and ``/probes`` call the pipeline's callbacks on a pool of ``workers`` threads, with at most as many
+- ``/readyz``, ``/probes`` and ``/gammamap`` call the pipeline's callbacks on a pool of ``workers`` threads, with at most as many
   again queued; beyond that, 503 at once.
 
 Limits. A request head (request line and headers, at most 8 KiB) must arrive within ``read_timeout_seconds`` of the
@@ -53,11 +53,12 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Literal, get_args
+from urllib.parse import parse_qs
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -71,6 +72,8 @@ log = logging.getLogger("monitor.exporters.http")
 
 ReadyCheck = Callable[[], tuple[bool, dict[str, Any]]]
 JsonProvider = Callable[[], Any]
+#: a handler that reads the query string's parameters (first value of each) and returns (status, body, content type)
+QueryHandler = Callable[[Mapping[str, str]], tuple[int, bytes, str]]
 #: (status, body, content type)
 _Response = tuple[int, bytes, str]
 
@@ -78,7 +81,7 @@ _Response = tuple[int, bytes, str]
 RejectReason = Literal["read_timeout", "write_timeout", "too_many_connections", "too_many_scrapes", "pool_full", "bad_request", "unauthorized"]  # fmt: skip
 REJECT_REASONS: tuple[RejectReason, ...] = get_args(RejectReason)
 #: ``harmonic_http_requests_total{path}``: the fixed set of paths (anything else counts as ``other``)
-PATHS = ("metrics", "healthz", "readyz", "probes", "other")
+PATHS = ("metrics", "healthz", "readyz", "probes", "gammamap", "other")
 #: request line and headers together; a longer head is refused with 431
 MAX_HEAD_BYTES = 8192
 _JSON = "application/json"
@@ -190,11 +193,18 @@ class RenderCache:
 
 
 class _Request:
-    __slots__ = ("authorization", "keep_alive", "method", "path")
+    __slots__ = ("authorization", "keep_alive", "method", "path", "query")
 
-    def __init__(self, method: str, path: str, keep_alive: bool, authorization: str | None = None) -> None:
+    def __init__(
+        self, method: str, path: str, keep_alive: bool, authorization: str | None = None, query: str = ""
+    ) -> None:
         self.method, self.path, self.keep_alive = method, path, keep_alive
         self.authorization = authorization
+        self.query = query
+
+    def params(self) -> dict[str, str]:
+        """The query string's parameters, the first value of each."""
+        return {k: v[0] for k, v in parse_qs(self.query, keep_blank_values=True).items()}
 
 
 class _BadRequest(Exception):
@@ -228,12 +238,13 @@ def parse_head(head: bytes) -> _Request:
         raise _BadRequest(400, "requests to this endpoint carry no body")
     connection = headers.get("connection", "").lower()
     keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-    return _Request(method, target.split("?", 1)[0], keep_alive, headers.get("authorization"))
+    path, _, query = target.partition("?")
+    return _Request(method, path, keep_alive, headers.get("authorization"), query)
 
 
 class MetricsServer:
     """HTTP endpoint: ``/metrics``, ``/healthz`` (alive), ``/readyz`` (models loaded, partitions assigned),
-    ``/probes`` (latest probe report). Binds at construction; serves from a daemon thread between ``start()`` and
+    ``/probes`` (latest probe report), ``/gammamap`` (the Gamma Maps, JSON or ``?format=svg``). Binds at construction; serves from a daemon thread between ``start()`` and
     ``close()``; use as a context manager.
 
     Parameters
@@ -244,6 +255,8 @@ class MetricsServer:
         Where to listen (port 0: a free one, read back from :attr:`port`).
     ready, probes : callable, optional
         ``/readyz``'s check and ``/probes``' report; run on the worker pool.
+    gammamap : callable, optional
+        ``/gammamap``'s handler: given the query parameters, (status, body, content type); run on the worker pool.
     registry : CollectorRegistry, optional
         The registry rendered on ``/metrics``; the state's collector is registered in it.
     limits : HttpLimits, optional
@@ -262,6 +275,7 @@ class MetricsServer:
         port: int = 9108,
         ready: ReadyCheck | None = None,
         probes: JsonProvider | None = None,
+        gammamap: QueryHandler | None = None,
         registry: CollectorRegistry | None = None,
         limits: HttpLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -278,6 +292,7 @@ class MetricsServer:
         self._state = state
         self._ready: ReadyCheck = ready or (lambda: (True, {}))
         self._probes: JsonProvider = probes or (lambda: {"regions": []})
+        self._gammamap: QueryHandler = gammamap or (lambda _q: (200, _json({"models": {}}), _JSON))
         self.cache = RenderCache(
             self._render, min_interval_seconds=self.limits.min_render_interval_seconds, clock=clock
         )
@@ -436,19 +451,23 @@ class MetricsServer:
                 self._scrapes -= 1
         if name == "healthz":
             status, body, ctype = 200, b'{"status": "ok"}\n', _JSON
-        elif name in ("readyz", "probes"):
+        elif name in ("readyz", "probes", "gammamap"):
             if self._pool_jobs >= 2 * self.limits.workers:
                 self._reject("pool_full")
                 status, body, ctype = 503, b"busy: the worker pool is full; retry\n", _TEXT
             else:
                 self._pool_jobs += 1
                 try:
-                    job = self._readyz if name == "readyz" else self._probe_report
+                    job = {
+                        "readyz": self._readyz,
+                        "probes": self._probe_report,
+                        "gammamap": lambda: self._gammamap(request.params()),
+                    }[name]
                     status, body, ctype = await self._off_loop(self._pool, job)
                 finally:
                     self._pool_jobs -= 1
         else:
-            status, body, ctype = 404, b"not found: try /metrics, /healthz, /readyz, /probes\n", _TEXT
+            status, body, ctype = 404, b"not found: try /metrics, /healthz, /readyz, /probes, /gammamap\n", _TEXT
         return await self._send(writer, status, body, ctype, request=request)
 
     async def _authorize(self, request: _Request) -> _Response | None:

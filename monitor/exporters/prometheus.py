@@ -91,6 +91,13 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec("harmonic_gamma", "histogram", "Anharmonicity γ per scored event.", (_M, _S), GAMMA_BUCKETS),
     MetricSpec(
+        "harmonic_gammamap_events_total",
+        "counter",
+        "Gamma Map cells: scored classifier events by bin of the predicted class's probability (p_bin) and of γ "
+        "(gamma_bin), both from the fixed edges of monitor.gammamap; the events that enter the windows.",
+        (_M, _S, "p_bin", "gamma_bin"),
+    ),
+    MetricSpec(
         "harmonic_flicker", "histogram", "Flicker (class-flip fraction) per scored event.", (_M, _S), FLICKER_BUCKETS
     ),
     MetricSpec(

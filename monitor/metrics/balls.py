@@ -6,11 +6,24 @@ standardized units). Constructions:
 - ``simplex``: the n+1 vertices of the regular n-simplex centred at 0 (Σ v_i = 0, v_i·v_j = −1/n).
 - ``simplex+anti``: the simplex and its reflection (2(n+1) points; all odd moments vanish). Default.
 - ``rotations:K``: K Haar-random rotations of simplex+anti (seeded, so γ is reproducible).
-- ``hypercube:m``: m random ± one-hot directions ±e_j, always in ± pairs; default when n > 256.
+- ``hypercube:m``: m random ± one-hot directions ±e_j, always in ± pairs; default when n > 256. Above 256 features
+  the scorer draws the m/2 axes **per event** (:func:`hypercube_axes`), reproducibly from the seed and the event's
+  own values (:func:`event_keys`), never building an n×n matrix: the "random 0.1 % sampling" of "Anharmonicity as a robustness metric" of the 2n
+  points of a 10,000-pixel image's hypercube. ``hypercube`` alone (or ``auto`` above 256 features) takes
+  :func:`default_hypercube_points`: 0.1 % of the 2n points, at least 16.
+
+Sampled hypercube: cost and variance against the full ball. Per event the model evaluates m ball rows instead of 2n
+(n = 10,000: 20 instead of 20,000). For a model whose input feeds an affine layer the graph takes each event's
+m/2 moved rows of that layer's weights (``monitor.model.neighbourhood``); otherwise the scorer writes the m·n row
+values plus m index updates. Memory is that of the rows, never n². The γ of the sample is |f(x) − ḡ_S| where ḡ_S averages g_a = (f(x + r·e_a) + f(x − r·e_a)) / 2
+over the m/2 sampled axes S (drawn without replacement); the full ball's is |f(x) − ḡ| over all n axes. ḡ_S is
+unbiased for ḡ with variance Var(g_a) / (m/2) · (1 − (m/2) / n) (finite-population correction), so the spread of
+γ around the full ball's value shrinks as 1/√m; docs/HIGH-DIMENSION.md measures it on an image model.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -24,9 +37,23 @@ BallKind = Literal["simplex", "simplex+anti", "rotations", "hypercube"]
 
 #: above this many features the default ball is a sampled hypercube (a simplex would need n+1 model calls)
 SIMPLEX_MAX_FEATURES = 256
-DEFAULT_HYPERCUBE_POINTS = 128
+#: the default hypercube sample: this share of the 2n signed axes (0.1 %, as in "Anharmonicity as a robustness metric") ...
+DEFAULT_HYPERCUBE_SHARE = 0.001
+#: ... and at least this many points
+MIN_HYPERCUBE_POINTS = 16
 
-_SPEC = re.compile(r"^(simplex\+anti|simplex|rotations:(\d+)|hypercube:(\d+)|auto)$")
+_SPEC = re.compile(r"^(simplex\+anti|simplex|rotations:(\d+)|hypercube:(\d+)|hypercube|auto)$")
+
+
+def default_hypercube_points(n_features: int) -> int:
+    """Points of the default sampled hypercube: 0.1 % of the 2n signed axes rounded up to an even count, at least
+    16 and at most 2n (every axis).
+
+    >>> default_hypercube_points(10_000), default_hypercube_points(4096), default_hypercube_points(5)
+    (20, 16, 10)
+    """
+    share = 2 * math.ceil(DEFAULT_HYPERCUBE_SHARE * 2 * n_features / 2)
+    return min(2 * n_features, max(MIN_HYPERCUBE_POINTS, share))
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +68,19 @@ class BallSpec:
 
     def resolve(self, n_features: int) -> BallSpec:
         """Turn ``auto`` into the concrete default for ``n_features``."""
+        if self.kind == "hypercube" and self.count == 0:
+            return BallSpec("hypercube", default_hypercube_points(n_features))
         if self.kind != "auto":
             return self
         if n_features > SIMPLEX_MAX_FEATURES:
-            return BallSpec("hypercube", DEFAULT_HYPERCUBE_POINTS)
+            return BallSpec("hypercube", default_hypercube_points(n_features))
         return BallSpec("simplex+anti")
+
+    def per_event(self, n_features: int) -> bool:
+        """True when this (resolved) ball is a hypercube sample drawn per event: fewer than all 2n signed axes, above
+        :data:`SIMPLEX_MAX_FEATURES` features. Below that a ``hypercube:m`` is one fixed sample (seeded), which the
+        in-graph row builder takes as an initializer."""
+        return self.kind == "hypercube" and 0 < self.count < 2 * n_features and n_features > SIMPLEX_MAX_FEATURES
 
 
 def parse_ball(spec: str) -> BallSpec:
@@ -74,6 +109,8 @@ def parse_ball(spec: str) -> BallSpec:
         return BallSpec("hypercube", count)
     if text == "auto":
         return BallSpec("auto")
+    if text == "hypercube":
+        return BallSpec("hypercube")  # m from default_hypercube_points at resolve()
     return BallSpec("simplex+anti" if text == "simplex+anti" else "simplex")
 
 
@@ -123,16 +160,103 @@ def ball_directions(spec: BallSpec | str, n_features: int, *, seed: int = 0) -> 
     ball = (parse_ball(spec) if isinstance(spec, str) else spec).resolve(n_features)
     if ball.kind == "simplex":
         return simplex_vertices(n_features)
+    rng = np.random.default_rng(seed)
+    if ball.kind == "hypercube":
+        return _hypercube(ball.count, n_features, rng)
     base = simplex_vertices(n_features)
     both = np.vstack([base, -base])
     if ball.kind == "simplex+anti":
         return both
-    rng = np.random.default_rng(seed)
-    if ball.kind == "rotations":
-        return np.vstack([both @ haar_rotation(n_features, rng).T for _ in range(ball.count)])
-    # hypercube: ± pairs of one-hot directions; all of them when m >= 2n
-    pairs = ball.count // 2
+    return np.vstack([both @ haar_rotation(n_features, rng).T for _ in range(ball.count)])
+
+
+def _hypercube(count: int, n_features: int, rng: np.random.Generator) -> NDArray[np.float64]:
+    """One fixed sample of ± pairs of one-hot directions (all of them when m >= 2n): (m, n), nothing n×n built."""
+    pairs = count // 2
     axes = np.arange(n_features) if pairs >= n_features else rng.choice(n_features, size=pairs, replace=False)
     half = np.zeros((axes.size, n_features))
     half[np.arange(axes.size), axes] = 1.0
     return np.vstack([half, -half])
+
+
+# -- the per-event sampled hypercube ------------------------------------------------------------------------------
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(z: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """splitmix64's finaliser, element-wise (uint64 arithmetic wraps, as the hash wants)."""
+    z = z + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    out: NDArray[np.uint64] = z ^ (z >> np.uint64(31))
+    return out
+
+
+def event_keys(rows: NDArray[np.floating], seed: int = 0) -> NDArray[np.uint64]:
+    """(B,) a 64-bit key per row from its float32 values and the seed: the same event gets the same key in any
+    batch, at any position, so its sampled hypercube is reproducible by seed and event.
+
+    >>> x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    >>> bool(event_keys(x, 1)[1] == event_keys(x[1:2], 1)[0]), bool(event_keys(x, 1)[0] != event_keys(x, 2)[0])
+    (True, True)
+    """
+    bits = np.ascontiguousarray(rows, dtype=np.float32).view(np.uint32)
+    n = bits.shape[1]
+    # a multilinear hash: Σ_j bits_j · w_j mod 2^64 with random odd 64-bit weights, then one mix. One multiply-add
+    # per value (the rows are hashed once per batch; mixing every value cost half as much as the model's own run)
+    weights = _mix(np.arange(n, dtype=np.uint64) ^ _mix(np.full(1, seed, dtype=np.uint64))) | np.uint64(1)
+    return _mix(bits @ weights)
+
+
+def hypercube_axes(keys: NDArray[np.uint64], n_features: int, pairs: int) -> NDArray[np.intp]:
+    """(B, pairs) distinct axes per event, drawn from each event's key (:func:`event_keys`); every axis in order
+    when ``pairs >= n_features``. Costs O(B·pairs) per batch, whatever n.
+
+    >>> a = hypercube_axes(np.arange(4, dtype=np.uint64), 10_000, 10)
+    >>> a.shape, all(len(set(row)) == 10 for row in a.tolist())
+    ((4, 10), True)
+    """
+    b = keys.shape[0]
+    if pairs >= n_features:
+        return np.broadcast_to(np.arange(n_features, dtype=np.intp), (b, n_features)).copy()
+    n = np.uint64(n_features)
+    k = keys.astype(np.uint64)[:, None]
+    axes = (_mix(k ^ _mix(np.arange(pairs, dtype=np.uint64))[None, :]) % n).astype(np.intp)
+    counter = pairs
+    while True:  # redraw the later copy of any axis drawn twice in a row (rare: ~pairs² / 2n per event)
+        order = np.argsort(axes, axis=1, kind="stable")
+        ranked = np.take_along_axis(axes, order, axis=1)
+        dup_ranked = np.zeros(axes.shape, dtype=bool)
+        dup_ranked[:, 1:] = ranked[:, 1:] == ranked[:, :-1]
+        if not dup_ranked.any():
+            return axes
+        dup = np.zeros(axes.shape, dtype=bool)
+        np.put_along_axis(dup, order, dup_ranked, axis=1)
+        rows, cols = np.nonzero(dup)
+        fresh = _mix(
+            keys.astype(np.uint64)[rows] ^ _mix(np.full(rows.size, counter, dtype=np.uint64) + cols.astype(np.uint64))
+        )
+        axes[rows, cols] = (fresh % n).astype(np.intp)
+        counter += pairs
+
+
+def add_hypercube_offsets(
+    ball: NDArray[np.float32], axes: NDArray[np.intp], step: NDArray[np.float32]
+) -> NDArray[np.float32]:
+    """Turn ``ball`` (B, m, n), holding each event's centre m times, into its ball points: point i < m/2 moves
+    ``+step[a]`` along axis a = ``axes[e, i]``, point m/2 + i moves ``−step[a]`` (the ± pair). In place.
+
+    ``step`` (n,) is r·s in raw units (s: the standardizer's scale), so the point is ``centre + float32(r·s_a)``
+    exactly as a fixed ball's ``centre + offset`` row.
+    """
+    b, m, _ = ball.shape
+    half = m // 2
+    rows = np.repeat(np.arange(b), half)
+    flat = axes.reshape(-1)
+    delta = step[flat]
+    cols = np.tile(np.arange(half), b)
+    ball[rows, cols, flat] += delta
+    ball[rows, cols + half, flat] -= delta
+    return ball

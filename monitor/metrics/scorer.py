@@ -50,7 +50,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.errors import ConfigError, ModelError
-from monitor.metrics.balls import ball_directions, parse_ball
+from monitor.metrics.balls import add_hypercube_offsets, ball_directions, event_keys, hypercube_axes, parse_ball
 from monitor.metrics.gamma import (
     LOG_FLOOR,
     OutputKind,
@@ -155,8 +155,15 @@ class RobustnessScorer:
             out = "logit" if has_logits else "label"  # a classifier without probabilities: next best f
         self.output: OutputKind = check_output(out, model.kind, has_logits=has_logits, has_proba=has_proba)
         self.ball = parse_ball(self.config.ball).resolve(n)
-        directions = ball_directions(self.ball, n, seed=self.config.seed)
         scale = standardizer.scale
+        #: a hypercube sample drawn per event (m < 2n): the m/2 axes of each event come from the seed and its values
+        #: (:func:`~monitor.metrics.balls.hypercube_axes`); each point moves one feature by ±r·s_a
+        #: (:attr:`feature_step`). A model whose input feeds an affine layer gets the ball in-graph as the m/2 moved
+        #: rows of that layer's W per event; any other gets the rows built here. :attr:`offsets` is one such sample
+        #: (for callers that want a fixed ball, and the in-graph check at load)
+        self.per_event_ball = self.ball.per_event(n)
+        self.feature_step = (self.config.radius * scale).astype(np.float32)
+        directions = ball_directions(self.ball, n, seed=self.config.seed)
         #: (m, n) raw-unit offsets r·s⊙v_i
         self.offsets = (self.config.radius * directions * scale).astype(np.float32)
         self._noise_scale = (self.config.sigma * scale).astype(np.float32)
@@ -177,7 +184,7 @@ class RobustnessScorer:
             d = self.flicker_tolerance.shape[0]
             self._flip_weights = (1.0 / (self.flicker_tolerance * math.sqrt(d))).astype(np.float32)
         #: the model's graph wrapped to build ball points and flicker copies itself (None: built here in numpy)
-        self._neighbourhood = _neighbourhood_of(model, self.offsets, k)
+        self._neighbourhood = _neighbourhood_of(model, self.offsets, k, per_event_ball=self.per_event_ball)
         width = None if self._neighbourhood is None else self._neighbourhood.noise_width
         bank_rows = noise_bank_rows(max(n, width or 0), k) if k else 0
         #: (bank_rows, n) pre-scaled flicker offsets σ·s⊙ε; see the module docstring
@@ -222,14 +229,24 @@ class RobustnessScorer:
         ball = buf[b : b * (1 + m)].reshape(b, m, n)
         # offsets first (a broadcast copy with m·n-long rows), then += centres: faster than one np.add with both
         # operands broadcast (inner loops of n values), and the same float32 sums as the graph's centre + offset
-        ball.reshape(b, m * n)[...] = self.offsets.reshape(1, m * n)
-        ball += centres[:, None, :]
+        if self.per_event_ball:
+            ball[...] = centres[:, None, :]
+            add_hypercube_offsets(ball, self.event_axes(centres), self.feature_step)
+        else:
+            ball.reshape(b, m * n)[...] = self.offsets.reshape(1, m * n)
+            ball += centres[:, None, :]
         if k:
             noisy = buf[b * (1 + m) :]
             noisy[...] = _take(self._bank, self._noise_pick(b))
             noisy.reshape(b, k, n)[...] += centres[:, None, :]
             self._after_batch(b)
         return buf
+
+    def event_axes(self, centres: NDArray[np.floating]) -> NDArray[np.intp]:
+        """(B, m/2) the axes of each event's sampled hypercube (a per-event ball only): drawn from the seed and the
+        event's float32 values, so an event gets the same ball in any batch."""
+        keys = event_keys(centres, self.config.seed)
+        return hypercube_axes(keys, self.model.n_features, self.ball_size // 2)
 
     def _noise_pick(self, b: int) -> slice | NDArray[np.intp]:
         """Which bank rows are a batch's B·K flicker offsets: K consecutive rows per event (module docstring).
@@ -335,8 +352,11 @@ class RobustnessScorer:
         if self._neighbourhood is not None:
             # the model's graph adds the offsets and the noise to the centres itself: one run per chunk of events
             try:
+                ball = None
+                if self.per_event_ball:  # each event's sampled axes, projected through the first affine layer
+                    ball = self._neighbourhood.project_ball(self.event_axes(centres), self.feature_step)
                 out = self._neighbourhood.evaluate(
-                    centres, _take(self._bank_fed, self._noise_pick(b)) if k else None, held
+                    centres, _take(self._bank_fed, self._noise_pick(b)) if k else None, held, ball
                 )
             except NeighbourhoodRejected as exc:
                 log.warning(
@@ -504,10 +524,15 @@ def _take(bank: NDArray[np.float32], pick: slice | NDArray[np.intp]) -> NDArray[
     return np.take(bank, pick, axis=0, mode="clip")  # indices are in range; "clip" avoids a copy
 
 
-def _neighbourhood_of(model: Predictor, offsets: NDArray[np.float32], copies: int) -> NeighbourhoodEvaluator | None:
-    """The model's in-graph row builder when it offers one (an :class:`OnnxModel` whose graph can be wrapped)."""
+def _neighbourhood_of(
+    model: Predictor, offsets: NDArray[np.float32], copies: int, *, per_event_ball: bool = False
+) -> NeighbourhoodEvaluator | None:
+    """The model's in-graph row builder when it offers one (an :class:`OnnxModel` whose graph can be wrapped; with
+    a per-event ball, one whose input feeds an affine layer)."""
     if not isinstance(model, OnnxModel):
         return None
+    if per_event_ball:
+        return model.neighbourhood(offsets, copies, per_event_ball=True)
     return model.neighbourhood(offsets, copies)
 
 

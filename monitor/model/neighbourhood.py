@@ -23,6 +23,11 @@ rows (docs/BENCHMARKS.md, engine vs bound):
   centres' ``x @ W`` plus the offsets' ``δ @ W + b`` (computed once, in float64), and the flicker rows plus the noise
   projected the same way (the scorer keeps that projected bank). The MLP of bench/ multiplies only the centres by
   its 20×64 first layer, not 75 rows per event: a few per cent more scored events/s at B = 1024, less at B = 256.
+- a **per-event ball** (a sampled hypercube drawn per event above 256 features, ``monitor.metrics.balls``) is wrapped
+  only through that affine rewrite: the graph takes an input ``ball`` [B, 1 + m, H] holding each event's offsets
+  already projected, ``b ± r·s_a·W[a]`` for its m/2 sampled features a (``NeighbourhoodEvaluator.project_ball``), and
+  adds it to the centres' ``x @ W`` as the flicker noise is added. No ball row of n features is ever formed: for
+  the 4,096-pixel MLP of bench/high_dimension.py the scorer runs faster than onnxruntime alone on those rows.
 - when the model is a binary classifier whose probabilities are ``Concat([1 − p, p])`` (:func:`binary_positive`:
   skl2onnx's sigmoid heads, the MLP of bench/ among them), ``OnnxModel.neighbourhood`` asks for p [rows, 1] instead,
   so the ``Sub`` and ``Concat`` do not run on every ball point and copy, and the scorer reads the class, f at it and
@@ -72,6 +77,9 @@ class WrappedGraph:
     projection: NDArray[np.float64] | None
     #: the centre is the first of 1 + m rows per event in the ``b`` part (offset 0) and there is no ``c`` part
     centre_in_ball: bool = False
+    #: a per-event ball (a sampled hypercube drawn per event): the graph takes each event's 1 + m ball offsets
+    #: projected through the first affine layer, ``[0; δ_e] @ W + b``, as this input [B, 1 + m, H]
+    ball_input: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +284,8 @@ class _Wrapping:
     offsets: NDArray[np.float32]
     copies: int
     opset: int
+    #: the per-event ball input's name ("" for a ball fixed as an initializer)
+    ball: str = ""
 
     def assemble(
         self,
@@ -306,6 +316,9 @@ class _Wrapping:
         inputs = [helper.make_tensor_value_info(self.centres, TensorProto.FLOAT, ["B", self.offsets.shape[1]])]
         if self.copies:
             inputs.append(helper.make_tensor_value_info(self.noise, TensorProto.FLOAT, ["B", self.copies, noise_width]))
+        if self.ball:
+            m1 = self.offsets.shape[0] + 1
+            inputs.append(helper.make_tensor_value_info(self.ball, TensorProto.FLOAT, ["B", m1, noise_width]))
         inputs.extend(helper.make_tensor_value_info(name, elem, ["B", *dims]) for name, elem, dims in held)
         live = _live(nodes, [o.name for o in outputs])
         read = {t for node in live for t in node.input}
@@ -320,7 +333,9 @@ class _Wrapping:
         model = helper.make_model(wrapped, opset_imports=list(self.proto.opset_import))
         model.ir_version = self.proto.ir_version
         model.functions.extend(self.proto.functions)
-        return WrappedGraph(model.SerializeToString(), projection, centre_in_ball=centre_in_ball)
+        return WrappedGraph(
+            model.SerializeToString(), projection, centre_in_ball=centre_in_ball, ball_input=self.ball or None
+        )
 
 
 def neighbourhood_graph(
@@ -332,6 +347,7 @@ def neighbourhood_graph(
     copies: int,
     input_is_double: bool,
     held: Sequence[tuple[str, int, tuple[int, ...]]] = (),
+    per_event_ball: bool = False,
 ) -> WrappedGraph | None:
     """The model wrapped to evaluate each centre, its ball points and its flicker copies in one run.
 
@@ -347,6 +363,9 @@ def neighbourhood_graph(
     held : the model's inputs held fixed, (name, ONNX element type, row dims): inputs of the wrapped graph with B
         rows, each row repeated for its event's ball points and copies inside the graph (Unsqueeze, Expand,
         Reshape); the linear-head and affine rewrites are not tried for such a model.
+    per_event_ball : each event has its own m ball offsets (``offsets`` is then only their count and width): only
+        a model whose input feeds one affine layer is wrapped (:func:`affine_input`), taking each event's offsets
+        projected through that layer as an input (``ball_input``); None otherwise.
 
     Returns
     -------
@@ -367,8 +386,20 @@ def neighbourhood_graph(
     if opset < 8:
         return None  # Expand arrived in opset 8
     wrap = _Wrapping(
-        proto, frozenset(shared), fresh, fresh("centres"), fresh("noise"), output_names, offsets, copies, opset
+        proto,
+        frozenset(shared),
+        fresh,
+        fresh("centres"),
+        fresh("noise"),
+        output_names,
+        offsets,
+        copies,
+        opset,
+        fresh("ball") if per_event_ball else "",
     )
+    if per_event_ball:
+        affine = None if input_is_double or held else affine_input(graph, input_name, n)
+        return None if affine is None else _wrap_affine(wrap, affine)
     head = None if input_is_double or held else linear_head(graph, input_name, n)
     if head is not None:
         return _wrap_linear(wrap, head, input_name)
@@ -443,7 +474,10 @@ def _neighbourhood_rows(
         nodes.append(helper.make_node("Unsqueeze", [rows, axis1], [rows3], name=fresh("nbh_unsqueeze")))
     else:
         nodes.append(helper.make_node("Unsqueeze", [rows], [rows3], axes=[1], name=fresh("nbh_unsqueeze")))
-    ball = _expanded_add(nodes, constants, fresh, rows3, "ball", offsets.shape[0], width, offsets=offsets)
+    if wrap.ball:  # each event's own offsets, already projected: added like the flicker noise
+        ball = _expanded_add(nodes, constants, fresh, rows3, "ball", offsets.shape[0], width, noise=wrap.ball)
+    else:
+        ball = _expanded_add(nodes, constants, fresh, rows3, "ball", offsets.shape[0], width, offsets=offsets)
     nodes.append(helper.make_node("Reshape", [ball, rows_shape], [fresh("nbh_ball")], name=fresh("nbh_rows_ball")))
     sources = {"b": nodes[-1].output[0]}
     if copies:
@@ -627,6 +661,10 @@ class NoiseProjector:
         t, n = projection.shape[0], projection.shape[1] - 1
         #: columns of the projected rows (T)
         self.width = int(t)
+        #: the (T, n + 1) projection [W | b] itself, and W's rows by feature, (n, T): a per-event ball projects
+        #: its few moved features with them (``NeighbourhoodEvaluator.project_ball``)
+        self.projection = projection
+        self.by_feature = np.ascontiguousarray(projection[:, :-1].T, dtype=np.float64)
         graph = helper.make_graph(
             [
                 helper.make_node("MatMul", ["rows", "weights"], ["scores"]),
@@ -673,8 +711,12 @@ class NeighbourhoodRunner:
         events_per_run: int,
         *,
         centre_in_ball: bool = False,
+        ball_input: str | None = None,
     ) -> None:
         self._session = session
+        self._ball_name = ball_input
+        #: the graph takes each event's ball offsets (projected) as an input
+        self.takes_ball = ball_input is not None
         self._names = list(output_names)
         self._m, self._k = m, copies
         self.events_per_run = max(1, events_per_run)
@@ -703,9 +745,10 @@ class NeighbourhoodRunner:
         centres: NDArray[np.float32],
         noise: NDArray[np.float32] | None,
         held: dict[str, NDArray[Any]] | None = None,
+        ball: NDArray[np.float32] | None = None,
     ) -> dict[str, NDArray[Any]]:
-        """Outputs for (B, n) float32 ``centres``, (B·K, width) float32 ``noise`` (None when K = 0) and the B
-        centres' held values by graph input name."""
+        """Outputs for (B, n) float32 ``centres``, (B·K, width) float32 ``noise`` (None when K = 0), the B
+        centres' held values by graph input name and, for a per-event ball, (B, 1 + m, H) ``ball``."""
         b = centres.shape[0]
         m, k = self._m, self._k
         noise3 = None if noise is None or not k else noise.reshape(b, k, noise.shape[1])
@@ -715,6 +758,7 @@ class NeighbourhoodRunner:
                 centres[e0:e1],
                 None if noise3 is None else noise3[e0:e1],
                 None if not held else {k: v[e0:e1] for k, v in held.items()},
+                None if ball is None else ball[e0:e1],
             )
             if not merged:
                 merged = self._allocate(part, b)
@@ -738,8 +782,13 @@ class NeighbourhoodRunner:
         centres: NDArray[np.float32],
         noise3: NDArray[np.float32] | None,
         held: dict[str, NDArray[Any]] | None = None,
+        ball: NDArray[np.float32] | None = None,
     ) -> dict[str, NDArray[Any]]:
         feed: dict[str, NDArray[Any]] = {self._centres_name: centres}
+        if self._ball_name is not None:
+            if ball is None:
+                raise ValueError("this neighbourhood graph takes each event's ball offsets; none were given")
+            feed[self._ball_name] = ball
         if self._noise_name is not None:
             assert noise3 is not None
             feed[self._noise_name] = noise3

@@ -121,20 +121,49 @@ def argmax_rows(
 
 
 def _resolve_providers(requested: Sequence[str]) -> list[str]:
-    available = set(ort.get_available_providers())
+    """The requested providers that this onnxruntime build has, in order, CPU always last as the fallback.
+
+    A requested provider the build lacks (``cuda`` with the CPU-only ``onnxruntime`` wheel) is skipped with one
+    warning for all of them; ``onnxruntime-gpu`` (with CUDA and cuDNN installed) provides CUDAExecutionProvider.
+    """
+    available = ort.get_available_providers()
     chosen: list[str] = []
+    missing: list[str] = []
     for name in requested:
         full = _PROVIDER_ALIASES.get(name.lower(), name)
         if full in available:
-            chosen.append(full)
-        else:
-            log.warning(
-                "execution provider not available, skipped",
-                extra={"provider": full, "available": sorted(available)},
-            )
+            if full not in chosen:
+                chosen.append(full)
+        elif full != "CPUExecutionProvider":
+            missing.append(full)
     if "CPUExecutionProvider" not in chosen:
         chosen.append("CPUExecutionProvider")
+    if missing:
+        log.warning(
+            "execution provider not available, skipped: %s; running on %s (this onnxruntime build has %s; "
+            "onnxruntime-gpu provides CUDAExecutionProvider)",
+            ", ".join(missing),
+            ", ".join(chosen),
+            ", ".join(available),
+            extra={"provider": missing, "available": sorted(available)},
+        )
     return chosen
+
+
+def _active_providers(session: ort.InferenceSession, chosen: list[str], path: str) -> list[str]:
+    """The providers the session really runs on. onnxruntime drops a provider that fails to initialise (the CUDA
+    provider of onnxruntime-gpu without the CUDA libraries) and goes on with the next: say so once."""
+    active = [p for p in session.get_providers() if p in chosen] or list(session.get_providers())
+    dropped = [p for p in chosen if p not in active]
+    if dropped:
+        log.warning(
+            "execution provider failed to initialise, skipped: %s; running on %s (are the CUDA and cuDNN libraries "
+            "onnxruntime-gpu needs installed?)",
+            ", ".join(dropped),
+            ", ".join(active),
+            extra={"model": path, "provider": dropped},
+        )
+    return active
 
 
 def _prepare(
@@ -390,6 +419,8 @@ class OnnxModel:
             self._session = ort.InferenceSession(raw, sess_options=self._session_options(), providers=self.providers)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
             raise ModelError(f"cannot load '{self.path}' with onnxruntime: {exc}") from exc
+        #: what the session runs on (later sessions of this model, the wrapped graph's, get the same list)
+        self.providers = _active_providers(self._session, self.providers, str(self.path))
         self._inspect_signature()
         self._model_bytes = raw  # ZipMap removed, inputs canonical; what :meth:`neighbourhood` wraps
         self._feature_names: tuple[str, ...] = self.signature.features
@@ -637,8 +668,14 @@ class OnnxModel:
             )
         )
 
-    def neighbourhood(self, offsets: NDArray[np.float32], copies: int) -> NeighbourhoodEvaluator | None:
+    def neighbourhood(
+        self, offsets: NDArray[np.float32], copies: int, *, per_event_ball: bool = False
+    ) -> NeighbourhoodEvaluator | None:
         """An evaluator of centres, their ball points ``centre + offsets`` and K noisy copies in one graph.
+
+        ``per_event_ball``: each event has its own m offsets (a sampled hypercube drawn per event), passed to
+        ``evaluate`` as ``ball`` (:meth:`NeighbourhoodEvaluator.project_ball`); ``offsets`` is one such sample,
+        used for the check at load. Only a model whose input feeds one affine layer is wrapped for that.
 
         See :mod:`monitor.model.neighbourhood`. Runs whole events per ``session.run``, as many as fit in
         ``max_rows_per_run`` rows (at least one). Returns None when the graph cannot be wrapped (sub-graphs) or
@@ -666,6 +703,7 @@ class OnnxModel:
             copies=copies,
             input_is_double=self._input_dtype == np.float64,
             held=self._held_specs(),
+            per_event_ball=per_event_ball,
         )
         if wrapped is None:
             log.info(
@@ -692,6 +730,7 @@ class OnnxModel:
             copies,
             self.options.max_rows_per_run // per_event,
             centre_in_ball=wrapped.centre_in_ball,
+            ball_input=wrapped.ball_input,
         )
         convert: Callable[[dict[str, NDArray[Any]]], ModelOutput] = partial(self._to_output, labels=False)
         if positive is not None:
@@ -756,8 +795,11 @@ class OnnxModel:
         rows = [centres, (centres[:, None, :] + offsets[None, :, :]).reshape(-1, n)]
         if copies:
             rows.append((centres[:, None, :] + noise.reshape(b, copies, n)).reshape(-1, n))
+        ball = None
+        if evaluator.per_event_ball:  # every event gets the sample ``offsets`` as its own ball here
+            ball = evaluator.project_offsets(np.broadcast_to(offsets, (b, *offsets.shape)))
         try:
-            got = evaluator.evaluate(centres, evaluator.project_noise(noise) if copies else None, held)
+            got = evaluator.evaluate(centres, evaluator.project_noise(noise) if copies else None, held, ball)
         except ModelError as exc:
             return str(exc)
         got = got.with_table()
@@ -923,8 +965,44 @@ class NeighbourhoodEvaluator:
         """The [start, stop) events of each ``session.run`` for a batch of ``b`` events."""
         return self._runner.chunks(b)
 
+    @property
+    def per_event_ball(self) -> bool:
+        """True when :meth:`evaluate` takes each event's ball offsets, projected (:meth:`project_ball`)."""
+        return self._runner.takes_ball
+
+    def project_offsets(self, offsets: NDArray[np.floating]) -> NDArray[np.float32]:
+        """(B, m, n) per-event ball offsets as the graph takes them: (B, 1 + m, H), ``[0; δ] @ W + b``."""
+        assert self._projector is not None
+        proj = self._projector.projection  # (H, n + 1) = [W.T | b]
+        n = proj.shape[1] - 1
+        b, m, _ = offsets.shape
+        out = np.empty((b, 1 + m, proj.shape[0]), dtype=np.float64)
+        out[:, 0] = proj[:, n]
+        out[:, 1:] = np.asarray(offsets, dtype=np.float64) @ proj[:, :n].T + proj[:, n]
+        return out.astype(np.float32)
+
+    def project_ball(self, axes: NDArray[np.intp], step: NDArray[np.floating]) -> NDArray[np.float32]:
+        """A sampled hypercube per event as the graph takes it: event e's ball moves feature ``axes[e, i]`` by
+        +step (point i) and −step (point m/2 + i), so its projected offsets are ``b ± step_a · W[a]``, built from
+        m/2 rows of W per event (never the m·n ball rows). Returns (B, 1 + m, H) float32."""
+        assert self._projector is not None
+        proj = self._projector.projection
+        n = proj.shape[1] - 1
+        b, half = axes.shape
+        bias = proj[:, n]
+        delta = self._projector.by_feature[axes] * np.asarray(step, dtype=np.float64)[axes][..., None]  # (B, half, H)
+        out = np.empty((b, 1 + 2 * half, proj.shape[0]), dtype=np.float64)
+        out[:, 0] = bias
+        out[:, 1 : 1 + half] = bias + delta
+        out[:, 1 + half :] = bias - delta
+        return out.astype(np.float32)
+
     def evaluate(
-        self, centres: NDArray[np.float32], noise: NDArray[np.float32] | None, held: Held | None = None
+        self,
+        centres: NDArray[np.float32],
+        noise: NDArray[np.float32] | None,
+        held: Held | None = None,
+        ball: NDArray[np.float32] | None = None,
     ) -> ModelOutput:
         """Outputs for B float32 centres and their (B·K, ·) noise offsets (see :meth:`project_noise`), rows
         ordered as ``build_rows``; ``held``: the B centres' held values, repeated for their ball points and copies
@@ -949,7 +1027,7 @@ class NeighbourhoodEvaluator:
         if held is not None and self._held_names:
             feed_held = {self._held_names[k]: v for k, v in held.values.items()}
         try:
-            out = self._runner.run(centres, noise, feed_held)
+            out = self._runner.run(centres, noise, feed_held, ball)
         except Exception as exc:  # noqa: BLE001 - onnxruntime error types are not public
             raise ModelError(f"onnxruntime failed on a batch of {centres.shape[0]} events: {exc}") from exc
         return self._convert(out)

@@ -29,7 +29,10 @@ a deterministic, and for noise/shift/dropout/gamma_ascent per point monotone-fri
 bisection of :mod:`monitor.probes.threshold` needs.
 
 A :class:`ProbeTarget` is what a threshold is searched for: one τ, or for ``shift`` one feature j with both signs
-as members (a point counts as consistent only when it is consistent under +ε *and* −ε).
+as members (a point counts as consistent only when it is consistent under +ε *and* −ε). Above
+:data:`SHIFT_GROUP_ABOVE` features (images) ``shift`` targets are **groups** of features moved together
+(:func:`feature_groups`: square pixel patches when n is a square, else runs of consecutive features), at most
+:data:`SHIFT_GROUPS` of them; a group's target is keyed by its first feature and lists its members.
 
 :class:`ProbeSession` holds the model (wrapped in a :class:`CountingPredictor`), the region's points and their
 clean outputs, and evaluates perturbed copies with a cache, so that stages that need the same rows (MRI,
@@ -48,6 +51,7 @@ their held values).
 from __future__ import annotations
 
 import hashlib
+import math
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -284,6 +288,8 @@ class FeatureShift:
     feature: int | None = None
     sign: int = 1
     name: str = "shift"
+    #: the features moved together (a pixel patch) when this shift is a group's, keyed by ``feature`` (its first)
+    group: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.sign not in (1, -1):
@@ -310,8 +316,11 @@ class FeatureShift:
             signs = rng.choice(np.array([-1.0, 1.0]), size=b)
             out[np.arange(b), cols] += signs * eps
             return out
-        if self.feature >= n:
+        if self.feature >= n or (self.group and max(self.group) >= n):
             raise ProbeError(f"shift feature index {self.feature} is out of range for points with {n} features")
+        if self.group:
+            out[:, list(self.group)] += self.sign * eps
+            return out
         out[:, self.feature] += self.sign * eps
         return out
 
@@ -557,14 +566,47 @@ class ProbeTarget:
     name: str
     feature: int | None
     members: tuple[Perturbation, ...] = field(compare=False)
+    #: for a grouped ``shift`` (above :data:`SHIFT_GROUP_ABOVE` features): every feature the group moves
+    group: tuple[int, ...] = ()
 
     @property
     def key(self) -> str:
         return self.name if self.feature is None else f"{self.name}[{self.feature}]"
 
 
+#: above this many features, ``shift`` probes groups of features instead of each one (4,096 pixels would cost
+#: 8,192 single-pixel targets, each evaluated on every point)
+SHIFT_GROUP_ABOVE = 256
+#: at most this many shift groups
+SHIFT_GROUPS = 256
+
+
+def feature_groups(n_features: int, groups: int = SHIFT_GROUPS) -> tuple[tuple[int, ...], ...]:
+    """Disjoint groups covering every feature, at most ``groups`` of them: k×k pixel patches in row-major order when
+    n is a perfect square (an image, flattened row by row), else runs of ⌈n / groups⌉ consecutive features.
+
+    >>> [len(g) for g in feature_groups(4096)][:3], len(feature_groups(4096)), feature_groups(16, 4)[1]
+    ([16, 16, 16], 256, (2, 3, 6, 7))
+    >>> feature_groups(10, 4)
+    ((0, 1, 2), (3, 4, 5), (6, 7, 8), (9,))
+    """
+    side = math.isqrt(n_features)
+    if side * side == n_features:
+        k = math.ceil(side / math.isqrt(groups)) if groups >= 1 else side
+        out = []
+        for top in range(0, side, k):
+            for left in range(0, side, k):
+                rows = range(top, min(top + k, side))
+                cols = range(left, min(left + k, side))
+                out.append(tuple(r * side + c for r in rows for c in cols))
+        return tuple(out)
+    size = math.ceil(n_features / groups)
+    return tuple(tuple(range(lo, min(lo + size, n_features))) for lo in range(0, n_features, size))
+
+
 def probe_targets(names: Sequence[str], context: PerturbationContext) -> tuple[ProbeTarget, ...]:
-    """One target per τ, except ``shift``: one target per feature j with members +ε·e_j and −ε·e_j.
+    """One target per τ, except ``shift``: one target per feature j with members +ε·e_j and −ε·e_j (per group of
+    features above :data:`SHIFT_GROUP_ABOVE` features: :func:`feature_groups`).
 
     Returns
     -------
@@ -572,7 +614,12 @@ def probe_targets(names: Sequence[str], context: PerturbationContext) -> tuple[P
     """
     targets: list[ProbeTarget] = []
     for name in check_names(names):
-        if name == "shift":
+        if name == "shift" and context.n_features > SHIFT_GROUP_ABOVE:
+            for group in feature_groups(context.n_features):
+                plus = FeatureShift(feature=group[0], sign=1, group=group)
+                minus = FeatureShift(feature=group[0], sign=-1, group=group)
+                targets.append(ProbeTarget(name, group[0], (plus, minus), group))
+        elif name == "shift":
             for j in range(context.n_features):
                 members = (
                     make_perturbation(name, context, feature=j, sign=1),

@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from monitor.errors import DataError
 from monitor.probes.funnel import FunnelResult
+from monitor.probes.perturbations import SHIFT_GROUP_ABOVE, feature_groups
 from monitor.probes.profile import REASONS, FeatureInfo, ProfileEntry
 from monitor.probes.sensitivity import SensitivityResult
 
@@ -271,6 +272,10 @@ def build_report(
         else [_num(v) for v in mri.shift_by_feature],
         "sensitivity": _sensitivity(result.sensitivity_all, result.sensitivity, result.kind, result.n_outputs),
         "flagged": list(result.flagged),
+        # above SHIFT_GROUP_ABOVE features each shift target is a group keyed by its first feature: its members
+        "shift_groups": {str(g[0]): list(g) for g in feature_groups(result.n_features)}
+        if result.n_features > SHIFT_GROUP_ABOVE and any(t.startswith("shift") for t in result.targets)
+        else None,
         "fragile": [
             {
                 "perturbation": f.perturbation,

@@ -247,6 +247,10 @@ class ProbeScheduler:
                 self.probe_rows += used
                 self.state.inc("harmonic_model_evaluations_total", (rt.name, "probe"), float(used))
                 region.probed_at = now  # before to_dict(), so the report's own region says when it was probed
+                adv = result.adversarial
+                if adv is not None and rt.watch is not None and adv.start_gamma.size == points.shape[0]:
+                    # the points Algorithm 2 ran on (within this run's budget) give the Gamma Map its unstable shares
+                    rt.watch.add_probed(adv.start_probability, adv.start_gamma, ~adv.stable)
                 report = build_report(result, points=points)
                 report["region"] = region_summary(region, features)
                 report["certified"], cert_rows = self._certify(rt, points, region.held(), budget - used)

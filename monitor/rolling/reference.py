@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.errors import ConfigError, DataError
+from monitor.gammamap import GammaMap, gamma_map
 
 FORMAT: Final = "harmonic-monitor/reference/v1"
 
@@ -65,6 +66,8 @@ class Reference:
         for a regressor, or for a reference written before confidence was kept (no confidence detector then).
     margin_sample : (≤ max_sample,) sorted sample of the model's margin (top-1 minus top-2 class probability) per
         event; empty for a regressor, or for a reference written before margin was kept (no margin detector then).
+    gamma_map : the Gamma Map (confidence × γ) over every event with both finite, the yardstick for the live map;
+        None for a regressor, or for a reference written before it was kept.
     """
 
     n_events: int
@@ -81,6 +84,7 @@ class Reference:
     feature_names: tuple[str, ...] | None = None
     confidence_sample: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     margin_sample: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    gamma_map: GammaMap | None = None
 
     @property
     def n_features(self) -> int:
@@ -189,6 +193,7 @@ class Reference:
             feature_names=names,
             confidence_sample=thin_sorted(conf, max_sample),
             margin_sample=thin_sorted(marg, max_sample),
+            gamma_map=_gamma_map(conf, g) if confidence is not None else None,
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -210,6 +215,7 @@ class Reference:
             "feature_names": None if self.feature_names is None else list(self.feature_names),
             "confidence_sample": self.confidence_sample.tolist(),
             "margin_sample": self.margin_sample.tolist(),
+            "gamma_map": None if self.gamma_map is None else self.gamma_map.to_json(),
         }
 
     @classmethod
@@ -247,6 +253,8 @@ class Reference:
                 confidence_sample=np.sort(_floats(data.get("confidence_sample", []))),
                 # absent in references written before margin was kept: no margin detector for them
                 margin_sample=np.sort(_floats(data.get("margin_sample", []))),
+                # absent in references written before the Gamma Map was kept: no reference map beside the live one
+                gamma_map=_read_gamma_map(data.get("gamma_map")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(
@@ -257,6 +265,20 @@ class Reference:
         if ref.feature_names is not None and len(ref.feature_names) != n:
             raise DataError(f"reference dict has {len(ref.feature_names)} feature names for {n} features")
         return ref
+
+
+def _gamma_map(confidence: NDArray[np.float64], gamma: NDArray[np.float64]) -> GammaMap | None:
+    """The reference's Gamma Map over the events with a finite confidence and γ; None when there are none."""
+    ok = np.isfinite(confidence) & np.isfinite(gamma)
+    return gamma_map(confidence[ok], gamma[ok]) if ok.any() else None
+
+
+def _read_gamma_map(value: object) -> GammaMap | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError("gamma_map must be an object")
+    return GammaMap.from_json(dict(value))
 
 
 def _sequence(value: object) -> Sequence[object]:

@@ -19,6 +19,7 @@ from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, Webho
 from monitor.exporters.http import HttpLimits, MetricsServer
 from monitor.exporters.prometheus import MetricsState
 from monitor.exporters.webconfig import load_web_config
+from monitor.runtime.gammamap_view import gamma_map_handler
 from monitor.runtime.models import ModelRuntime, load_model_runtime
 from monitor.runtime.pipeline import Pipeline
 from monitor.sampler.base import Sampler
@@ -145,6 +146,7 @@ class Service:
                 port=settings.metrics.port,
                 ready=self.pipeline.readiness,
                 probes=self.probes.report,
+                gammamap=gamma_map_handler(self.pipeline.runtimes),
                 limits=HttpLimits.from_settings(settings.metrics),
                 web_config=(
                     load_web_config(settings.metrics.web_config_file)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,15 @@ from monitor.estimate import DEFAULT_METHOD, EstimatorFit, estimate
 from monitor.events import InferenceEvent
 from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule
 from monitor.exporters.prometheus import MetricsState
+from monitor.gammamap import (
+    GAMMA_BIN_LABELS,
+    GAMMA_EDGES,
+    P_BIN_LABELS,
+    GammaMap,
+    GammaMapWindow,
+    empty_map,
+    gamma_map,
+)
 from monitor.logs import RateLimitedLogger
 from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
@@ -181,6 +191,12 @@ class ModelWatch:
         #: change happened outside :meth:`update` (``tick``, a direct ``evaluate``)
         self.observers: list[WatchObserver] = []
         self._applying: InferenceEvent | None = None
+        # -- the Gamma Map (classifiers): per segment, the last count_window_events events' (P, γ) cells and the
+        #    running total; read by the HTTP thread (``gamma_maps``), hence the lock
+        self._gamma_maps: dict[str, GammaMapWindow] = {}
+        self._gamma_lock = threading.Lock()
+        #: the points Algorithm 2 ran on (probes), placed by their P and γ, with whether their class flipped
+        self._gamma_probed: GammaMap | None = None
 
     # -- accuracy without labels ---------------------------------------------------------------------------
     def set_accuracy_fit(self, fit: EstimatorFit | None) -> None:
@@ -380,6 +396,7 @@ class ModelWatch:
             self._arrived[str(seg)] = now
         drift = batch if uniform is None else full.take(ok & uniform)
         if drift.size:
+            self._update_gamma_maps(drift)
             self.windows.update(self.model, drift)
             if self._scores is not None:
                 conf = result.probability[ok] if uniform is None else result.probability[ok & uniform]
@@ -410,6 +427,85 @@ class ModelWatch:
                 self.evaluate(now)
             finally:
                 self._applying = None
+
+    # -- the Gamma Map --------------------------------------------------------------------------------------
+    def _update_gamma_maps(self, drift: SignalBatch) -> None:
+        """Add the events that enter the windows (uniform inclusion, like the reference) to their segment's Gamma
+        Map and count them per (p_bin, gamma_bin). Regressors (no confidence) add nothing."""
+        has_p = np.isfinite(drift.confidence)
+        if not has_p.any():
+            return
+        cols = len(GAMMA_EDGES) - 1
+        with self._gamma_lock:
+            for seg in np.unique(drift.segments[has_p]).tolist():
+                key = str(seg)
+                if key not in self._gamma_maps and len(self._gamma_maps) >= self.config.max_segments:
+                    key = OTHER  # bounded like the windows' segments
+                win = self._gamma_maps.get(key)
+                if win is None:
+                    win = self._gamma_maps[key] = GammaMapWindow(self.config.count_window_events)
+                sel = has_p & (drift.segments == seg)
+                win.update(drift.confidence[sel], drift.gamma[sel])
+                for cell in np.flatnonzero(win.last_added).tolist():
+                    labels = (self.model, key, P_BIN_LABELS[cell // cols], GAMMA_BIN_LABELS[cell % cols])
+                    self.state.inc("harmonic_gammamap_events_total", labels, float(win.last_added[cell]))
+
+    def add_probed(
+        self, probability: NDArray[np.float64], gamma: NDArray[np.float64], unstable: NDArray[np.bool_]
+    ) -> None:
+        """Count points that Algorithm 2 ran on (a probe run) into the model's unstable shares per Gamma Map cell."""
+        ok = np.isfinite(probability) & np.isfinite(gamma)
+        if not ok.any():
+            return
+        probed = gamma_map(probability[ok], gamma[ok], unstable[ok])
+        with self._gamma_lock:
+            self._gamma_probed = probed if self._gamma_probed is None else self._gamma_probed.merged(probed)
+
+    def gamma_maps(self) -> dict[str, Any]:
+        """The model's Gamma Map for ``/gammamap``: the live map over the last ``count_window_events`` events of each
+        segment merged (the top-level ``counts``), per segment (``segments``), the running totals (``cumulative``)
+        and the reference's map (``reference``; None, with ``reference_note`` saying why, when there is none)."""
+        with self._gamma_lock:
+            per_segment = {seg: w.window() for seg, w in sorted(self._gamma_maps.items())}
+            totals = [w.cumulative() for w in self._gamma_maps.values()]
+            probed = self._gamma_probed
+        live = _merge_maps(list(per_segment.values()))
+        if probed is not None:  # the shares of the probed points (every segment, since start) on the live counts
+            live = replace(live, unstable=probed.unstable, probed=probed.probed, unstable_counts=probed.unstable_counts)
+        ref = None if self.reference is None else self.reference.gamma_map
+        note = None
+        if ref is None:
+            note = (
+                "no reference yet (warming up)"
+                if self.reference is None
+                else "the reference holds no Gamma Map (a regressor, or a reference file written before it was kept)"
+            )
+        return {
+            **live.to_json(),
+            "window_events": self.config.count_window_events,
+            "segments": {seg: m.to_json() for seg, m in per_segment.items()},
+            "cumulative": _merge_maps(totals).to_json(),
+            "reference": None if ref is None else ref.to_json(),
+            "reference_note": note,
+        }
+
+    def gamma_segments(self) -> list[str]:
+        """Segments with a Gamma Map, sorted."""
+        with self._gamma_lock:
+            return sorted(self._gamma_maps)
+
+    def gamma_map_pair(self, segment: str | None = None) -> tuple[GammaMap, GammaMap | None]:
+        """(live, reference) maps for drawing: one segment's window, or every segment's merged (``None``), with the
+        probed points' unstable shares (model-wide) on the live map."""
+        with self._gamma_lock:
+            wins = [w for s, w in self._gamma_maps.items() if segment is None or s == segment]
+            maps = [w.window() for w in wins]
+            probed = self._gamma_probed
+        ref = None if self.reference is None else self.reference.gamma_map
+        live = _merge_maps(maps)
+        if probed is not None:
+            live = replace(live, unstable=probed.unstable, probed=probed.probed, unstable_counts=probed.unstable_counts)
+        return live, ref
 
     def _warm_up(self, batch: SignalBatch) -> None:
         if self._builder is None:
@@ -599,6 +695,13 @@ class ModelWatch:
     def verdict(self, segment: str) -> Verdict | None:
         rep = self.last_reports.get(segment)
         return None if rep is None else rep.verdict
+
+
+def _merge_maps(maps: Sequence[GammaMap]) -> GammaMap:
+    out = empty_map()
+    for m in maps:
+        out = out.merged(m)
+    return out
 
 
 def _estimate_rows(fit: EstimatorFit, rows: ScoreRows, method: str) -> dict[str, Any]:

@@ -86,6 +86,13 @@ def test_any_model_prints_its_table_and_the_verdicts_of_its_runs() -> None:
         assert any(line.endswith((": met |", ": not met |", ": undecided |")) for line in rows), rows
 
 
+def test_high_dimension_prints_its_table_and_times_the_probe() -> None:
+    out = bench("bench/high_dimension.py", "--size", "24", "--images", "6", "--steps", "2", "--variance-seeds", "2")
+    assert "| images whose class flips within 2 steps |" in out and "| AUC of P alone |" in out
+    out = bench("bench/high_dimension.py", "--probe-runs", "1", "--steps", "1")
+    assert "on 20 images of 4,096 pixels, one core:" in out
+
+
 def test_probe_overhead_runs() -> None:
     out = bench("bench/probe_overhead.py", "--models", "lr", "--events", "2000", "--repeats", "1")
     assert "| LogisticRegression |" in out

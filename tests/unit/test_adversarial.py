@@ -108,3 +108,30 @@ def test_gamma_ascent_search_rejects_zero_steps(step_classifier: OnnxModel) -> N
 def test_gamma_ascent_search_rejects_non_finite_points(step_classifier: OnnxModel) -> None:
     with pytest.raises(ConfigError, match=r"points must be a finite \(B, n\) array; got shape \(2, 1\)"):
         gamma_ascent_search(step_classifier, Standardizer.identity(1), np.array([[0.0], [np.nan]]))
+
+
+# -- at high dimension: the per-point sampled hypercube at a raw-unit radius ---------------------------------------
+def test_search_on_images_moves_one_pixel_per_step_by_the_raw_radius(tmp_path: Path) -> None:
+    n = 400  # a 20×20 "image", raw 0–255 units: above the simplex limit, so each point samples its own hypercube
+    model = OnnxModel(
+        onnx_graphs.logits_network(tmp_path / "img.onnx", n, 4, hidden=8, seed=3), model_kind="classifier"
+    )
+    rng = np.random.default_rng(0)
+    images = rng.uniform(0, 255, size=(6, n))
+    config = ScoringConfig(radius=100.0, ball="hypercube:16", output="logit", seed=5)
+    std = Standardizer.identity(n)
+    result = gamma_ascent_search(model, std, images, steps=5, config=config)
+    moved = result.final_points - images
+    changed = np.count_nonzero(moved, axis=1)
+    assert np.all(changed <= 5) and np.all(changed >= 1)
+    steps_taken = np.abs(moved[moved != 0]) / 100.0
+    assert np.allclose(steps_taken, np.round(steps_taken)) and steps_taken.min() > 0.5  # whole ±100 pixel moves
+    assert result.gamma_path.shape == (6, 5) and np.all(np.isfinite(result.gamma_path))
+    # each step's candidates are the current point's own sample: 16 candidates with 17 rows each, per image
+    assert result.evaluations == 6 * 17 + 5 * 6 * 16 * 17
+    again = gamma_ascent_search(model, std, images, steps=5, config=config)
+    assert np.array_equal(again.final_points, result.final_points)
+    assert np.array_equal(again.flip_step, result.flip_step)
+    assert set(np.unique(result.flip_step).tolist()) <= {-1, 1, 2, 3, 4, 5}
+    stable = result.flip_step < 0
+    assert np.array_equal(result.end_class[stable], result.start_class[stable])

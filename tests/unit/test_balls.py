@@ -9,11 +9,14 @@ import pytest
 
 from monitor.errors import ConfigError
 from monitor.metrics.balls import (
-    DEFAULT_HYPERCUBE_POINTS,
     SIMPLEX_MAX_FEATURES,
     BallSpec,
+    add_hypercube_offsets,
     ball_directions,
+    default_hypercube_points,
+    event_keys,
     haar_rotation,
+    hypercube_axes,
     parse_ball,
     simplex_vertices,
 )
@@ -144,8 +147,81 @@ def test_auto_ball_is_simplex_anti_up_to_the_feature_limit() -> None:
 def test_auto_ball_switches_to_hypercube_above_the_feature_limit() -> None:
     n = SIMPLEX_MAX_FEATURES + 1
     assert SIMPLEX_MAX_FEATURES == 256
-    assert BallSpec("auto").resolve(n) == BallSpec("hypercube", DEFAULT_HYPERCUBE_POINTS)
-    assert ball_directions("auto", n).shape == (DEFAULT_HYPERCUBE_POINTS, n)
+    assert BallSpec("auto").resolve(n) == BallSpec("hypercube", 16)
+    assert ball_directions("auto", n).shape == (16, n)
+    assert BallSpec("auto").resolve(10_000) == BallSpec("hypercube", 20)  # the seed's 0.1 % of 2n
+    assert parse_ball("hypercube").resolve(10_000) == BallSpec("hypercube", 20)
+    assert BallSpec("hypercube", 20).per_event(10_000) and not BallSpec("hypercube", 20).per_event(10)
+    assert not BallSpec("hypercube", 20).per_event(SIMPLEX_MAX_FEATURES)  # one fixed sample at low dimension
+    assert not BallSpec("simplex+anti").per_event(10_000)
+
+
+def test_default_hypercube_points() -> None:
+    assert [default_hypercube_points(n) for n in (1, 8, 257, 4096, 8000, 10_000, 100_000)] == [
+        2,
+        16,
+        16,
+        16,
+        16,
+        20,
+        200,
+    ]
+
+
+def test_hypercube_directions_build_nothing_n_by_n() -> None:
+    import tracemalloc
+
+    tracemalloc.start()
+    v = ball_directions("hypercube:16", 4096, seed=0)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert v.shape == (16, 4096)
+    assert peak < 4 * 16 * 4096 * 8  # a few copies of the (m, n) result, not 4096² (134 MB)
+
+
+def test_event_keys_depend_on_the_values_and_the_seed_only() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 300)).astype(np.float32)
+    keys = event_keys(x, seed=3)
+    assert keys.dtype == np.uint64 and len(set(keys.tolist())) == 50
+    assert np.array_equal(event_keys(x[::-1], seed=3), keys[::-1])  # position in the batch does not matter
+    assert np.array_equal(event_keys(x.astype(np.float64), seed=3), keys)  # float32 values as the model sees them
+    assert not np.array_equal(event_keys(x, seed=4), keys)
+    y = x.copy()
+    y[7, 299] += 1.0
+    assert event_keys(y, seed=3)[7] != keys[7] and np.array_equal(np.delete(event_keys(y, 3), 7), np.delete(keys, 7))
+
+
+@pytest.mark.parametrize(("n", "pairs"), [(10_000, 10), (40, 20), (12, 11)])
+def test_hypercube_axes_are_distinct_reproducible_and_spread(n: int, pairs: int) -> None:
+    keys = np.arange(2000, dtype=np.uint64) * np.uint64(7919)
+    axes = hypercube_axes(keys, n, pairs)
+    assert axes.shape == (2000, pairs) and axes.min() >= 0 and axes.max() < n
+    assert all(len(set(row)) == pairs for row in axes.tolist())
+    assert np.array_equal(hypercube_axes(keys[5:9], n, pairs), axes[5:9])
+    counts = np.bincount(axes.ravel(), minlength=n)
+    if n <= 40:  # every axis about equally often (a uniform draw without replacement)
+        expected = 2000 * pairs / n
+        assert counts.min() > 0.8 * expected and counts.max() < 1.2 * expected
+
+
+def test_hypercube_axes_take_every_axis_when_pairs_cover_them() -> None:
+    axes = hypercube_axes(np.arange(3, dtype=np.uint64), 4, 4)
+    assert axes.tolist() == [[0, 1, 2, 3]] * 3
+
+
+def test_add_hypercube_offsets_moves_one_pixel_per_point_in_pairs() -> None:
+    centres = np.arange(2 * 6, dtype=np.float32).reshape(2, 6)
+    step = np.linspace(0.5, 3.0, 6).astype(np.float32)
+    axes = np.array([[4, 1], [0, 5]])
+    ball = np.repeat(centres[:, None, :], 4, axis=1)
+    add_hypercube_offsets(ball, axes, step)
+    diff = ball - centres[:, None, :]
+    for e in range(2):
+        for i, a in enumerate(axes[e]):
+            expected = np.zeros(6, dtype=np.float32)
+            expected[a] = step[a]
+            assert np.array_equal(diff[e, i], expected) and np.array_equal(diff[e, i + 2], -expected)
 
 
 @pytest.mark.parametrize(

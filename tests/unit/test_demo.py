@@ -75,6 +75,12 @@ def test_demo_three_phases_get_their_own_verdicts(tmp_path: Path) -> None:
     assert stationary["gamma_ratio"] == pytest.approx(stationary["gamma_mean"] / ref["gamma_mean"])
     assert harmful["gamma_ratio"] > stationary["gamma_ratio"] and harmful["flicker_ratio"] > 1.0
     assert f"γ {harmful['gamma_ratio']:.2f}×" in proc.stdout and "each phase beside the reference" in proc.stdout
+
+    # the harmful phase moves the Gamma Map's mass toward low P and high γ; the input shift barely moves it
+    s_c, h_c = stationary["gamma_map"]["centroid"], harmful["gamma_map"]["centroid"]
+    assert h_c["p"] < s_c["p"] and h_c["gamma_bin"] > s_c["gamma_bin"]
+    assert harmful["gamma_map"]["total"] == harmful["events"]
+    assert "mean γ bin" in proc.stdout
     assert summary["events_scored"] == 20000 and summary["events_invalid"] == 0
     assert "summary" in proc.stdout and "harmful-shift" in proc.stdout
     assert f"files kept in {tmp_path / 'work'} (--workdir)" in proc.stdout

@@ -16,6 +16,7 @@ from monitor.gammamap import (
     P_BIN_LABELS,
     P_EDGES,
     GammaMap,
+    GammaMapWindow,
     bin_indices,
     empty_map,
     gamma_map,
@@ -25,12 +26,14 @@ from monitor.gammamap import (
 
 def test_edges_are_fixed_and_documented() -> None:
     assert len(P_EDGES) == 11 and P_EDGES[0] == 0.0 and P_EDGES[-1] == 1.0
-    assert len(GAMMA_EDGES) == 13 and GAMMA_EDGES[0] == 0.0 and math.isinf(GAMMA_EDGES[-1])
-    assert GAMMA_EDGES[1] == pytest.approx(1e-4) and GAMMA_EDGES[-2] == pytest.approx(10.0)
+    assert len(GAMMA_EDGES) == 19 and GAMMA_EDGES[0] == 0.0 and math.isinf(GAMMA_EDGES[-1])
+    assert GAMMA_EDGES[1] == pytest.approx(1e-7) and GAMMA_EDGES[-2] == pytest.approx(10.0)
     assert all(a < b for a, b in zip(GAMMA_EDGES, GAMMA_EDGES[1:], strict=False))
-    assert len(P_BIN_LABELS) == 10 and len(GAMMA_BIN_LABELS) == 12
-    assert len(set(P_BIN_LABELS)) == 10 and len(set(GAMMA_BIN_LABELS)) == 12
-    assert P_BIN_LABELS[0] == "0-0.1" and GAMMA_BIN_LABELS[-1] == "10-inf"
+    assert len(P_BIN_LABELS) == 10 and len(GAMMA_BIN_LABELS) == 18
+    assert len(set(P_BIN_LABELS)) == 10 and len(set(GAMMA_BIN_LABELS)) == 18
+    assert P_BIN_LABELS[0] == "0-0.1" and GAMMA_BIN_LABELS[-1] == ">=10"
+    # Prometheus returns series sorted by label value; Grafana stacks heatmap rows in that order
+    assert sorted(GAMMA_BIN_LABELS) == list(GAMMA_BIN_LABELS) and sorted(P_BIN_LABELS) == list(P_BIN_LABELS)
 
 
 def test_counts_land_in_the_right_cells() -> None:
@@ -39,16 +42,16 @@ def test_counts_land_in_the_right_cells() -> None:
     g = 10 ** rng.uniform(-6, 2, 500)
     m = gamma_map(p, g)
     assert m.total == 500 and m.skipped == 0
-    assert len(m.counts) == 10 and all(len(r) == 12 for r in m.counts)
+    assert len(m.counts) == 10 and all(len(r) == 18 for r in m.counts)
     expected = np.histogram2d(p, g, bins=[np.array(P_EDGES), np.array(GAMMA_EDGES[:-1] + (1e300,))])[0]
     assert np.array_equal(np.array(m.counts), expected.astype(int))
     assert m.unstable is None and m.probed is None
 
 
 def test_boundaries() -> None:
-    pi, gi = bin_indices(np.array([0.0, 0.1, 0.999, 1.0]), np.array([0.0, 1e-4, 9.99, 10.0]))
+    pi, gi = bin_indices(np.array([0.0, 0.1, 0.999, 1.0]), np.array([0.0, 1e-7, 9.99, 10.0]))
     assert pi.tolist() == [0, 1, 9, 9]
-    assert gi.tolist() == [0, 1, 10, 11]
+    assert gi.tolist() == [0, 1, 16, 17]
 
 
 def test_non_finite_is_skipped_and_bad_values_raise() -> None:
@@ -71,23 +74,23 @@ def test_unstable_share_only_where_probed() -> None:
     probed = np.array([True, True, False, True, False])
     m = gamma_map(p, g, uns, probed=probed)
     assert m.unstable is not None and m.probed is not None
-    assert m.unstable[9][3] == 0.5  # two probed, one unstable (the unprobed True is ignored)
-    assert m.unstable[3][8] == 1.0
+    assert m.unstable[9][9] == 0.5  # two probed, one unstable (the unprobed True is ignored)
+    assert m.unstable[3][14] == 1.0
     assert m.unstable[0][0] is None  # nothing probed there
-    assert m.probed[9][3] == 2 and m.probed[3][8] == 1
+    assert m.probed[9][9] == 2 and m.probed[3][14] == 1
 
 
 def test_probed_none_gives_no_shares() -> None:
     m = gamma_map(np.array([0.5]), np.array([0.1]), probed=np.array([False]))
-    assert m.unstable is None and m.probed == [[0] * 12 for _ in range(10)]
+    assert m.unstable is None and m.probed == [[0] * 18 for _ in range(10)]
 
 
 def test_merge_adds_counts_and_recomputes_shares() -> None:
     a = gamma_map(np.array([0.95, 0.95]), np.array([0.002, 0.002]), np.array([True, False]))
     b = gamma_map(np.array([0.95, 0.15]), np.array([0.002, 2.0]))
     m = a.merged(b)
-    assert m.counts[9][3] == 3 and m.counts[1][9] == 1 and m.total == 4
-    assert m.unstable is not None and m.unstable[9][3] == 0.5  # b was not probed: the share keeps a's denominator
+    assert m.counts[9][9] == 3 and m.counts[1][15] == 1 and m.total == 4
+    assert m.unstable is not None and m.unstable[9][9] == 0.5  # b was not probed: the share keeps a's denominator
     assert b.merged(b).unstable is None
     assert empty_map().merged(a).counts == a.counts
 
@@ -100,8 +103,8 @@ def test_merge_refuses_other_edges() -> None:
 
 
 def test_shape_is_checked() -> None:
-    with pytest.raises(DataError, match="must have 10 rows of 12 cells"):
-        GammaMap(P_EDGES, GAMMA_EDGES, [[0] * 12] * 9)
+    with pytest.raises(DataError, match="must have 10 rows of 18 cells"):
+        GammaMap(P_EDGES, GAMMA_EDGES, [[0] * 18] * 9)
     with pytest.raises(DataError, match="at least 2 edges"):
         GammaMap((0.0,), GAMMA_EDGES, [])
 
@@ -127,7 +130,7 @@ def test_svg_is_well_formed_and_shows_both_panels() -> None:
     root = ET.fromstring(svg)
     ns = "{http://www.w3.org/2000/svg}"
     rects = [r for r in root.iter(f"{ns}rect") if r.find(f"{ns}title") is not None]
-    assert len(rects) == 2 * 10 * 12
+    assert len(rects) == 2 * 10 * 18
     texts = " ".join(t.text or "" for t in root.iter(f"{ns}text"))
     assert "reference (n=2)" in texts and "live (n=3)" in texts and "iris / segment <all>" in texts
     assert len(list(root.iter(f"{ns}circle"))) == 1  # one cell with unstable events
@@ -141,3 +144,35 @@ def test_svg_is_well_formed_and_shows_both_panels() -> None:
 def test_svg_of_an_empty_map() -> None:
     root = ET.fromstring(render_svg(empty_map()))
     assert root.tag.endswith("svg")
+
+
+def test_svg_panel_labels() -> None:
+    svg = render_svg(empty_map(), empty_map(), labels=("today", "last week"))
+    assert "today (n=0)" in svg and "last week (n=0)" in svg
+
+
+def test_window_keeps_the_last_events_and_the_total() -> None:
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0, 1, 700)
+    g = 10 ** rng.uniform(-5, 1.5, 700)
+    w = GammaMapWindow(capacity=250)
+    for lo in range(0, 700, 37):  # batches smaller than the window
+        w.update(p[lo : lo + 37], g[lo : lo + 37])
+    assert w.window() == gamma_map(p[-250:], g[-250:])
+    assert w.cumulative() == gamma_map(p, g)
+    w.update(p[:300], g[:300])  # one batch larger than the window
+    assert w.window() == gamma_map(p[50:300], g[50:300])
+    assert int(w.last_added.sum()) == 300
+    w.reset()
+    assert w.cumulative().total == 0
+
+
+def test_window_skips_non_finite_and_refuses_bad_input() -> None:
+    w = GammaMapWindow(capacity=4).update(np.array([0.5, np.nan]), np.array([0.1, 0.1]))
+    assert w.window().total == 1 and w.window().skipped == 1
+    with pytest.raises(DataError, match="P in \\[0, 1\\]"):
+        w.update(np.array([1.5]), np.array([0.1]))
+    with pytest.raises(DataError, match="one P per γ"):
+        w.update(np.array([0.5]), np.array([0.1, 0.2]))
+    with pytest.raises(DataError, match="capacity ≥ 1"):
+        GammaMapWindow(capacity=0)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -294,6 +296,65 @@ def test_onnx_model_falls_back_to_cpu_for_an_unavailable_provider(
         model = OnnxModel(linear_classifier_model.path, OnnxRuntimeOptions(providers=("tensorrt",)))
     assert model.providers == ["CPUExecutionProvider"]
     assert "execution provider not available" in caplog.text
+
+
+def _provider_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "monitor.model.onnx" and r.levelno == logging.WARNING]
+
+
+def test_onnx_model_cuda_then_cpu_runs_on_cpu_with_one_warning_where_cuda_is_absent(
+    linear_classifier_model: OnnxModel, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    with caplog.at_level(logging.WARNING, logger="monitor.model.onnx"):
+        model = OnnxModel(linear_classifier_model.path, OnnxRuntimeOptions(providers=("cuda", "cpu")))
+        model.evaluate(ROWS)
+    assert model.providers == ["CPUExecutionProvider"]
+    warnings = _provider_warnings(caplog)
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert "CUDAExecutionProvider" in warnings[0].getMessage() and "onnxruntime-gpu" in warnings[0].getMessage()
+
+
+class _SessionOn:
+    """Wraps a real CPU session, recording the providers asked for and reporting ``reports`` as its providers."""
+
+    asked: list[list[str]] = []
+
+    def __init__(self, reports: list[str] | None) -> None:
+        self.reports = reports
+
+    def __call__(self, model: Any, sess_options: Any = None, providers: Any = None) -> Any:
+        _SessionOn.asked.append(list(providers))
+        real = _REAL_SESSION(model, sess_options=sess_options, providers=["CPUExecutionProvider"])
+        reports = list(providers) if self.reports is None else self.reports
+        return SimpleNamespace(
+            get_providers=lambda: reports,
+            **{name: getattr(real, name) for name in ("run", "get_inputs", "get_outputs", "get_modelmeta")},
+        )
+
+
+_REAL_SESSION = ort.InferenceSession
+
+
+@pytest.mark.parametrize("reports", [None, ["CPUExecutionProvider"]], ids=["cuda-works", "cuda-fails-to-start"])
+def test_onnx_model_cuda_then_cpu_asks_for_cuda_where_the_build_has_it(
+    linear_classifier_model: OnnxModel,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    reports: list[str] | None,
+) -> None:
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    monkeypatch.setattr(ort, "InferenceSession", _SessionOn(reports))
+    _SessionOn.asked = []
+    with caplog.at_level(logging.WARNING, logger="monitor.model.onnx"):
+        model = OnnxModel(linear_classifier_model.path, OnnxRuntimeOptions(providers=("cuda", "cpu")))
+    assert _SessionOn.asked[0] == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    warnings = _provider_warnings(caplog)
+    if reports is None:
+        assert model.providers == ["CUDAExecutionProvider", "CPUExecutionProvider"] and warnings == []
+    else:
+        assert model.providers == ["CPUExecutionProvider"]
+        assert len(warnings) == 1 and "failed to initialise" in warnings[0].getMessage()
 
 
 # -- bad inputs --------------------------------------------------------------------------------------------------

@@ -1,0 +1,236 @@
+"""The Gamma Map in the service: per model and segment in the watch, its Prometheus cells, the reference's map, and
+``/gammamap`` (JSON and SVG) through the HTTP server."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import numpy as np
+import pytest
+
+from monitor.events import InferenceEvent
+from monitor.exporters.http import MetricsServer
+from monitor.exporters.prometheus import MetricsState
+from monitor.gammamap import GAMMA_BIN_LABELS, P_BIN_LABELS, GammaMap, gamma_map
+from monitor.metrics.scorer import ScoreResult
+from monitor.rolling.reference import Reference
+from monitor.runtime.gammamap_view import gamma_map_handler
+from monitor.runtime.models import ModelRuntime
+from monitor.runtime.watch import ModelWatch, WatchConfig
+
+MODEL = "clf"
+
+
+def scored(
+    p: np.ndarray, gamma: np.ndarray, *, segment: str = "all", start: int = 0
+) -> tuple[list[InferenceEvent], np.ndarray, ScoreResult, np.ndarray]:
+    n = p.size
+    x = np.zeros((n, 2))
+    events = [InferenceEvent(f"e{start + i}", MODEL, "1", x[i], 1000.0 + start + i, segment=segment) for i in range(n)]
+    result = ScoreResult(
+        gamma=gamma,
+        flicker=np.zeros(n),
+        p_adj=p * np.exp(-25 * gamma),
+        gamma_logit=gamma,
+        predicted_class=np.zeros(n, dtype=np.int64),
+        probability=p,
+        valid=np.ones(n, dtype=bool),
+        margin=2 * p - 1,
+    )
+    return events, x, result, np.full(n, np.nan)
+
+
+def make_watch(count_window_events: int = 100, max_segments: int = 20) -> tuple[ModelWatch, MetricsState]:
+    state = MetricsState()
+    config = WatchConfig(count_window_events=count_window_events, max_segments=max_segments, warmup_events=10_000)
+    return ModelWatch(MODEL, config, state), state
+
+
+def test_watch_keeps_a_live_map_per_segment_and_counts_its_cells() -> None:
+    watch, state = make_watch(count_window_events=100)
+    rng = np.random.default_rng(0)
+    p1, g1 = rng.uniform(0.5, 1, 150), 10 ** rng.uniform(-4, -1, 150)
+    p2, g2 = rng.uniform(0.3, 0.6, 40), 10 ** rng.uniform(-1, 0.5, 40)
+    watch.update(*scored(p1[:80], g1[:80], segment="a"))
+    watch.update(*scored(p1[80:], g1[80:], segment="a", start=80))
+    watch.update(*scored(p2, g2, segment="b", start=200))
+    out = watch.gamma_maps()
+    assert out["window_events"] == 100
+    assert GammaMap.from_json(out["segments"]["a"]) == gamma_map(p1[-100:], g1[-100:])
+    assert GammaMap.from_json(out["segments"]["b"]) == gamma_map(p2, g2)
+    assert out["total"] == 140  # the merged live map
+    assert GammaMap.from_json(out["cumulative"]).total == 190
+    assert out["reference"] is None and out["reference_note"] == "no reference yet (warming up)"
+    # every event lands in exactly one Prometheus cell, labelled from the fixed sets
+    assert state.counter_sum("harmonic_gammamap_events_total") == 190
+    full = gamma_map(p1, g1)
+    for i, row in enumerate(full.counts):
+        for j, c in enumerate(row):
+            if c:
+                labels = (MODEL, "a", P_BIN_LABELS[i], GAMMA_BIN_LABELS[j])
+                assert state.counter("harmonic_gammamap_events_total", labels) == c
+    assert watch.gamma_segments() == ["a", "b"]
+    live, ref = watch.gamma_map_pair("b")
+    assert live == gamma_map(p2, g2) and ref is None
+
+
+def test_watch_folds_segments_beyond_the_bound_and_ignores_regressors() -> None:
+    watch, state = make_watch(max_segments=2)
+    for k, seg in enumerate(("a", "b", "c", "d")):
+        watch.update(*scored(np.full(3, 0.9), np.full(3, 0.01), segment=seg, start=10 * k))
+    assert watch.gamma_segments() == ["a", "b", "other"]
+    assert watch.gamma_maps()["segments"]["other"]["total"] == 6
+    reg, reg_state = make_watch()
+    reg.update(*scored(np.full(3, np.nan), np.full(3, 0.01)))
+    assert reg.gamma_segments() == [] and reg_state.counter_sum("harmonic_gammamap_events_total") == 0
+
+
+def test_watch_serves_the_reference_map_beside_the_live_one() -> None:
+    rng = np.random.default_rng(1)
+    conf, gamma = rng.uniform(0.6, 1, 300), rng.exponential(1e-3, 300)
+    ref = Reference.from_arrays(gamma=gamma, flicker=np.zeros(300), features=rng.normal(size=(300, 2)), confidence=conf)
+    assert ref.gamma_map == gamma_map(conf, gamma)
+    assert Reference.from_dict(json.loads(json.dumps(ref.to_dict()))).gamma_map == ref.gamma_map
+    old = {k: v for k, v in ref.to_dict().items() if k != "gamma_map"}  # written before the map was kept
+    assert Reference.from_dict(old).gamma_map is None
+    watch, _ = make_watch()
+    watch.install_reference(ref)
+    out = watch.gamma_maps()
+    assert out["reference"]["counts"] == ref.gamma_map.counts and out["reference_note"] is None
+    watch.install_reference(Reference.from_dict(old))
+    assert "holds no Gamma Map" in watch.gamma_maps()["reference_note"]
+    no_conf = Reference.from_arrays(gamma=gamma, flicker=np.zeros(300), features=rng.normal(size=(300, 2)))
+    assert no_conf.gamma_map is None
+
+
+def runtimes(*watches: tuple[str, ModelWatch | None, str]) -> dict[str, ModelRuntime]:
+    """Stand-ins for ModelRuntime: the handler reads only ``watch`` and ``model.kind``."""
+    return {
+        name: cast(ModelRuntime, SimpleNamespace(watch=w, model=SimpleNamespace(kind=kind)))
+        for name, w, kind in watches
+    }
+
+
+def test_handler_json_and_svg() -> None:
+    watch, _ = make_watch()
+    watch.update(*scored(np.array([0.95, 0.35]), np.array([0.002, 0.5]), segment="s1"))
+    other, _ = make_watch()
+    handle = gamma_map_handler(runtimes((MODEL, watch, "classifier"), ("reg", other, "regressor")))
+    status, body, ctype = handle({})
+    assert status == 200 and ctype == "application/json"
+    data = json.loads(body)
+    assert list(data["models"]) == [MODEL]  # regressors have no map
+    m = data["models"][MODEL]
+    assert len(m["counts"]) == len(m["p_edges"]) - 1 and len(m["counts"][0]) == len(m["gamma_edges"]) - 1
+    assert m["counts"][9][9] == 1 and m["counts"][3][14] == 1
+    status, body, ctype = handle({"format": "svg"})  # one classifier: model may be left out
+    assert status == 200 and ctype == "image/svg+xml"
+    root = ET.fromstring(body)
+    assert "Gamma Map: clf" in "".join(root.itertext())
+    assert handle({"format": "svg", "model": MODEL, "segment": "s1"})[0] == 200
+    status, body, _ = handle({"format": "svg", "model": MODEL, "segment": "nope"})
+    assert status == 404 and b"segments: s1" in body
+    status, body, _ = handle({"format": "svg", "model": "nope"})
+    assert status == 404 and b"classifiers: clf" in body
+    status, body, _ = handle({"format": "png"})
+    assert status == 400 and b"not one of json, svg" in body
+
+
+def test_handler_svg_needs_a_model_when_several_are_watched() -> None:
+    a, _ = make_watch()
+    b, _ = make_watch()
+    handle = gamma_map_handler(runtimes(("a", a, "classifier"), ("b", b, "classifier"), ("c", None, "classifier")))
+    status, body, _ = handle({"format": "svg"})
+    assert status == 400 and b"add &model=NAME (classifiers: a, b)" in body
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[MetricsServer, list[dict[str, str]]]]:
+    seen: list[dict[str, str]] = []
+
+    def handler(params: Any) -> tuple[int, bytes, str]:
+        seen.append(dict(params))
+        return 200, b"<svg/>", "image/svg+xml"
+
+    srv = MetricsServer(MetricsState(), host="127.0.0.1", port=0, gammamap=handler).start()
+    try:
+        yield srv, seen
+    finally:
+        srv.close()
+
+
+def _get(port: int, path: str) -> tuple[int, str, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.getheader("content-type") or "", resp.read()
+    finally:
+        conn.close()
+
+
+def test_http_server_passes_the_query_to_the_gammamap_handler(
+    server: tuple[MetricsServer, list[dict[str, str]]],
+) -> None:
+    srv, seen = server
+    status, ctype, body = _get(srv.port, "/gammamap?format=svg&model=a%20b&segment=")
+    assert (status, ctype, body) == (200, "image/svg+xml", b"<svg/>")
+    assert seen == [{"format": "svg", "model": "a b", "segment": ""}]
+
+
+def test_http_server_default_gammamap_is_empty() -> None:
+    state = MetricsState()
+    with MetricsServer(state, host="127.0.0.1", port=0) as srv:
+        status, ctype, body = _get(srv.port, "/gammamap")
+    assert status == 200 and json.loads(body) == {"models": {}}
+    assert state.counter("harmonic_http_requests_total", ("gammamap",)) == 1.0
+
+
+def test_grafana_low_p_panel_selects_existing_p_bins() -> None:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "grafana" / "dashboards" / "harmonic-overview.json"
+    panels = json.loads(path.read_text(encoding="utf-8"))["panels"]
+    exprs = [t["expr"] for p in panels for t in p.get("targets", []) if "harmonic_gammamap_events_total" in t["expr"]]
+    assert len(exprs) == 2 and all("sum by (gamma_bin)" in e for e in exprs)
+    low = next(e for e in exprs if "p_bin=~" in e)
+    assert f'p_bin=~"{"|".join(P_BIN_LABELS[:5])}"' in low
+
+
+def test_probed_points_give_the_live_map_its_unstable_shares() -> None:
+    watch, _ = make_watch()
+    watch.update(*scored(np.array([0.95, 0.35, 0.35]), np.array([0.002, 0.5, 0.5]), segment="s"))
+    assert watch.gamma_maps()["unstable"] is None  # no probe has run
+    watch.add_probed(
+        np.array([0.35, 0.36, 0.95, np.nan]), np.array([0.5, 0.6, 0.002, 0.1]), np.array([1, 0, 0, 1], bool)
+    )
+    watch.add_probed(np.array([0.31]), np.array([0.4]), np.array([True]))
+    out = watch.gamma_maps()
+    assert out["counts"][3][14] == 2  # the live counts are untouched
+    assert out["probed"][3][14] == 3 and out["unstable_counts"][3][14] == 2
+    assert out["unstable"][3][14] == pytest.approx(2 / 3) and out["unstable"][9][9] == 0.0
+    assert out["unstable"][0][0] is None
+    live, _ = watch.gamma_map_pair("s")
+    assert live.unstable is not None and live.unstable[3][14] == pytest.approx(2 / 3)
+
+
+def test_a_probe_run_counts_its_algorithm_2_points_into_the_map(tmp_path: Path) -> None:
+    from tests.unit.test_probe_scheduler import boundary_events, make, score
+
+    pipeline, probes, clock = make(tmp_path)
+    score(pipeline, boundary_events(600, seed=4))
+    probed = probes.run_once(clock.now)
+    assert probed >= 1
+    watch = next(iter(pipeline.runtimes.values())).watch
+    assert watch is not None
+    out = watch.gamma_maps()
+    points = sum(len(rep["adversarial"]["points"]) for rep in probes.report()["models"][MODEL]["reports"])
+    assert points > 0
+    assert out["probed"] is not None and sum(map(sum, out["probed"])) == points
+    assert out["unstable"] is not None
