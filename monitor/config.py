@@ -260,6 +260,12 @@ class SegmentSettings(_Strict):
         description="model_version values kept per model: the least recently seen is evicted with its series. Set it "
         "above the number of versions served at once (a canary and its base).",
     )
+    reference_column: str | None = Field(
+        None,
+        description="The column of a CSV reference (with a header) that names each row's segment: each segment is "
+        "judged against a baseline from its own rows (the column is not fed to the model). Segments it does not cover, "
+        "and every segment without it, learn their baseline from their first warmup_events events.",
+    )
 
 
 class WindowSettings(_Strict):

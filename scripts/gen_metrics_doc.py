@@ -317,6 +317,13 @@ USAGE: dict[str, Usage] = {
         "features",
         "How many input features the per-feature KS test flags. The alert annotations list the top ones by name.",
     ),
+    "harmonic_segment_warming_up": Usage(
+        "Drift",
+        "1 warming up / 0 has a baseline",
+        "Each segment is judged against its own baseline: from reference data that carries the segment, else learned "
+        "from its first `warmup_events` events. While this is 1 the segment has no verdict and no drift alert; "
+        "`/readyz` lists the warming segments with their progress.",
+    ),
     # -- alerts ------------------------------------------------------------------------------------------------------
     "harmonic_alerts_firing": Usage(
         "Alerts",

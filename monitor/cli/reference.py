@@ -13,6 +13,10 @@ those rows (:func:`labelled_fit`), which ``estimate`` and ``run`` (``harmonic_es
 With ``--scales from-reference`` σ and r are not the fixed ``--sigma``/``--radius`` but chosen on the reference rows so
 that ``--target-flicker-share`` of them flicker (:func:`monitor.metrics.scales.choose_scales`, r = σ); the reference
 is scored at them and the file records them (``scales``), which ``run`` then scores at.
+
+With ``--segment-column NAME`` the CSV's column ``NAME`` names each row's segment (it is not fed to the model): the
+file also stores one baseline per segment (:mod:`monitor.rolling.segment_baselines`), each built from a sample of at
+most ``--sample-rows`` of that segment's rows, so that ``run`` and ``replay`` judge every segment against its own.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held
 from monitor.rolling.reference import Reference
 from monitor.rolling.reference_file import write_reference
+from monitor.rolling.segment_baselines import segment_references, split_segment_column
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -94,13 +99,38 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="with --scales from-reference: the share of reference rows with non-zero flicker at the chosen σ "
         "(default 0.5)",
     )
+    p.add_argument(
+        "--segment-column",
+        help="the --data CSV column (named in its header) that holds each row's segment, as events carry it in "
+        "`segment`; not fed to the model. The file then also stores a baseline per segment (each of the "
+        "--max-segments most frequent with at least 200 rows; the rest together as 'other'), and every segment is "
+        "judged against its own",
+    )
+    p.add_argument(
+        "--max-segments",
+        type=count_at_least(1),
+        default=20,
+        help="with --segment-column: segments with a baseline of their own (default 20, as segments.max_segments)",
+    )
     p.add_argument("--out", required=True, help="output JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    model, standardizer, scorer = build_scorer(args)
-    rows, held = load_inputs(args.data, model, what="--data", header=args.header)
+    segments = None
+    if args.segment_column is None:
+        model, standardizer, scorer = build_scorer(args)
+        rows, held = load_inputs(args.data, model, what="--data", header=args.header)
+    else:
+        with split_segment_column(args.data, args.segment_column) as (path, segments):
+            model, standardizer, scorer = build_scorer(argparse.Namespace(**{**vars(args), "data": str(path)}))
+            rows, held = load_inputs(str(path), model, what="--data", header=args.header)
+        if segments.size != rows.shape[0]:
+            raise DataError(
+                f"--segment-column '{args.segment_column}': {segments.size} values for {rows.shape[0]} rows of "
+                f"'{args.data}'; every row needs one",
+                path=args.data,
+            )
     labels = None if args.labels is None else read_labels(args.labels, rows.shape[0], header=args.header)
     if labels is not None and model.kind != "classifier":
         raise DataError(
@@ -111,10 +141,24 @@ def run(args: argparse.Namespace) -> int:
     rows = rows[finite]
     held = None if held is None else held.take(finite)
     labels = None if labels is None else labels[finite]
+    segments = None if segments is None else segments[finite]
     if rows.shape[0] < 10:
         raise DataError(f"'{args.data}' has {rows.shape[0]} finite rows; a reference needs at least 10", path=args.data)
     rng = np.random.default_rng(args.seed)
-    if rows.shape[0] > args.sample_rows:
+    if segments is not None:  # at most --sample-rows rows of each segment
+        pick = np.sort(
+            np.concatenate(
+                [
+                    idx if idx.size <= args.sample_rows else rng.choice(idx, args.sample_rows, replace=False)
+                    for name in np.unique(segments).tolist()
+                    for idx in [np.flatnonzero(segments == name)]
+                ]
+            )
+        )
+        rows, segments = rows[pick], segments[pick]
+        held = None if held is None else held.take(pick)
+        labels = None if labels is None else labels[pick]
+    elif rows.shape[0] > args.sample_rows:
         pick = rng.choice(rows.shape[0], args.sample_rows, replace=False)
         rows = rows[pick]
         held = None if held is None else held.take(pick)
@@ -154,6 +198,22 @@ def run(args: argparse.Namespace) -> int:
         confidence=result.probability[ok] if model.kind == "classifier" else None,
         margin=result.margin[ok] if model.kind == "classifier" else None,
     )
+    baselines = None
+    if segments is not None:
+        baselines = segment_references(
+            segments[ok],
+            gamma=result.gamma[ok],
+            flicker=result.flicker[ok],
+            features=rows[ok],
+            predicted_class=result.predicted_class[ok],
+            confidence=result.probability[ok] if model.kind == "classifier" else None,
+            margin=result.margin[ok] if model.kind == "classifier" else None,
+            feature_names=names,
+            max_segments=args.max_segments,
+            seed=args.seed,
+        )
+        kept = ", ".join(f"{name} ({ref.n_events})" for name, ref in baselines.items()) or "none"
+        print(f"per-segment baselines (rows): {kept}", file=sys.stderr)
     fit = None
     if labels is not None:
         fit = labelled_fit(model, rows, held, result, labels, seed=args.seed, calibration=args.calibration)
@@ -166,6 +226,8 @@ def run(args: argparse.Namespace) -> int:
         held_sample=None if held is None else held.take(ok),
         accuracy_estimator=None if fit is None else fit.to_dict(),
         scales=scales,
+        segments=baselines,
+        segment_column=args.segment_column,
     )
     print(
         f"reference of {ref.n_events} rows written to {out} (γ mean {ref.gamma_mean:.3g}, flicker mean "

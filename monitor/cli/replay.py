@@ -64,6 +64,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="keep the pipeline's state here (and start from the state already in it, as `run` does); "
         "default: a temporary directory, removed at exit",
     )
+    p.add_argument(
+        "--segment-column",
+        help="the --reference CSV column (named in its header) that holds each row's segment: each segment is judged "
+        "against a baseline from its own rows (segments.reference_column; not fed to the model). Without it, a "
+        "reference JSON's per-segment baselines are used, and segments without one learn theirs from their first "
+        "events",
+    )
     p.set_defaults(func=run)
 
 
@@ -90,6 +97,10 @@ def replay_settings(args: argparse.Namespace, state_dir: Path) -> Settings:
     from monitor.cli.run import settings_from_args
 
     overrides: dict[str, Any] = {"sampler": {"events_per_second": 0}, "state_dir": str(state_dir)}
+    column = getattr(args, "segment_column", None)
+    if column:
+        segments = settings_from_args(args).segments.model_dump(exclude_unset=True)
+        overrides["segments"] = {**segments, "reference_column": column}
     settings = settings_from_args(args, overrides)
     if "max_events" not in settings.batch.model_fields_set:
         batch = {**settings.batch.model_dump(), "max_events": REPLAY_BATCH}
@@ -177,7 +188,7 @@ def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
     started = time.perf_counter()
     settings = replay_settings(args, state_dir)
     records, numbers = read_lines(path)
-    runtimes = [load_model_runtime(m) for m in settings.models]
+    runtimes = [load_model_runtime(m, segment_column=settings.segments.reference_column) for m in settings.models]
     # a new stream each run: records below a position saved in a kept --state-dir would be skipped as applied
     source = ReplaySource(records, topic=f"replay-{time.time_ns()}")
     timeline = Timeline(numbers, lambda: source.emitted - 1)

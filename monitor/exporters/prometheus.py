@@ -195,6 +195,12 @@ METRICS: tuple[MetricSpec, ...] = (
         "harmonic_drift_p_value", "gauge", "Latest p-value per signal where the test has one.", (_M, _S, "signal")
     ),
     MetricSpec("harmonic_feature_drift_features", "gauge", "Input features flagged as drifted.", (_M, _S)),
+    MetricSpec(
+        "harmonic_segment_warming_up",
+        "gauge",
+        "1 while a segment learns its own baseline from its first events (no verdict yet), 0 once it has one.",
+        (_M, _S),
+    ),
     MetricSpec("harmonic_alerts_firing", "gauge", "Alerts currently firing.", (_M, _S, "alertname")),
     MetricSpec("harmonic_alerts_fired_total", "counter", "Alerts that went to firing.", (_M, "alertname")),
     MetricSpec(

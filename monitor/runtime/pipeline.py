@@ -25,7 +25,7 @@ from monitor.errors import MonitorError
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
-from monitor.rolling.reference_file import read_reference
+from monitor.rolling.reference_file import read_reference, read_segment_references
 from monitor.runtime.ingest import Ingest
 from monitor.runtime.labels import LabelStage
 from monitor.runtime.models import ModelRuntime
@@ -136,6 +136,7 @@ class Pipeline:
             ref_path = rt.settings.reference
             if rt.standardizer is not None and not rt.watch.has_reference and ref_path is not None:
                 if ref_path.suffix.lower() == ".json":
+                    rt.watch.install_segment_references(read_segment_references(ref_path, rt.model.n_features))
                     rt.watch.install_reference(read_reference(ref_path, rt.model.n_features)[1])
                 else:
                     self.scoring.reference_from_file(rt)
@@ -354,7 +355,13 @@ class Pipeline:
         detail: dict[str, Any] = {
             "source_ready": self.source.ready,
             "models": {
-                rt.name: {"loaded": True, "scoring": rt.scorer is not None, "warmup_events": len(rt.warmup)}
+                rt.name: {
+                    "loaded": True,
+                    "scoring": rt.scorer is not None,
+                    "warmup_events": len(rt.warmup),
+                    # segments still learning their own baseline (no verdict yet): {segment: {events, of}}
+                    "segments_warming_up": {} if rt.watch is None else rt.watch.warming_up,
+                }
                 for rt in self.runtimes.values()
             },
         }

@@ -27,7 +27,13 @@ from monitor.logs import RateLimitedLogger
 from monitor.metrics.scorer import ScoreResult
 from monitor.model.signature import Held
 from monitor.runtime.labels import LabelStage
-from monitor.runtime.models import HELD_SAMPLE_ROWS, ModelRuntime, Pending, read_reference_rows
+from monitor.runtime.models import (
+    HELD_SAMPLE_ROWS,
+    ModelRuntime,
+    Pending,
+    read_reference_rows,
+    read_segmented_reference_rows,
+)
 from monitor.sampler.base import Sampler
 from monitor.source.base import RawRecord, Sink
 
@@ -368,13 +374,33 @@ class Scoring:
 
     # -- the reference, when it is given as rows --------------------------------------------------------------
     def reference_from_file(self, rt: ModelRuntime) -> None:
-        """Score (a bounded sample of) the reference data once to get the reference γ/flicker distribution."""
+        """Score (a bounded sample of) the reference data once to get the reference γ/flicker distribution.
+
+        With ``segments.reference_column`` the reference CSV carries each row's segment in that column (not fed to the
+        model): each segment gets its own baseline, from a sample of at most ``drift.reference_max_events`` of its rows.
+        """
         assert rt.settings.reference is not None and rt.scorer is not None and rt.watch is not None
-        ref, held = read_reference_rows(rt.settings, rt.model)
+        column = self.settings.segments.reference_column
+        segments = None
+        if column is None:
+            ref, held = read_reference_rows(rt.settings, rt.model)
+        else:
+            ref, held, segments = read_segmented_reference_rows(rt.settings, rt.model, column)
         keep = np.flatnonzero(np.all(np.isfinite(ref), axis=1))
         rng = np.random.default_rng(rt.settings.scoring.seed)
-        if keep.shape[0] > rt.watch.config.reference_max_events:
-            keep = keep[rng.choice(keep.shape[0], rt.watch.config.reference_max_events, replace=False)]
+        cap = rt.watch.config.reference_max_events
+        if segments is not None:  # a bounded sample per segment, so a small segment keeps all of its rows
+            keep = np.sort(
+                np.concatenate(
+                    [
+                        rows if rows.size <= cap else rng.choice(rows, cap, replace=False)
+                        for name in np.unique(segments[keep]).tolist()
+                        for rows in [keep[segments[keep] == name]]
+                    ]
+                )
+            )
+        elif keep.shape[0] > cap:
+            keep = keep[rng.choice(keep.shape[0], cap, replace=False)]
         ref = ref[keep]
         held = None if held is None else held.take(keep)
         cpu_started = time.process_time()
@@ -382,7 +408,7 @@ class Scoring:
         # the first measured cost: the sampler knows what an event costs before the first poll (a backlog read
         # after a restart is then sampled from its first poll on, not scored whole)
         self.sampler.observe_cost(rt.name, int(ref.shape[0]), time.process_time() - cpu_started)
-        rt.watch.set_reference(ref, result)
+        rt.watch.set_reference(ref, result, None if segments is None else segments[keep])
         log.info("reference built from file", extra={"model": rt.name, "rows": int(ref.shape[0])})
 
 

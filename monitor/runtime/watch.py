@@ -8,6 +8,14 @@ time up to the watermark; alerts run on the clock, and :meth:`ModelWatch.tick` (
 turn) moves them on between batches, so they fire and resolve on time on a quiet stream too. A segment that received
 no scored event for its shortest time window (read on the clock, at arrival: a backlog's old timestamps do not count
 as quiet) has no current evidence, and its alert conditions count as false.
+
+Each segment is judged against a baseline of its own (:meth:`ModelWatch.baseline`): the one the reference data gave
+it (:mod:`monitor.rolling.segment_baselines`), else one learned from its own first ``warmup_events`` events. While a
+segment warms up it has no verdict and no drift alert (``harmonic_segment_warming_up`` is 1; ``/readyz`` lists it):
+it is never judged against another population's baseline. A stream without segments (every event in ``other``) is
+judged against the model-wide reference, as the one population it describes; once a named segment appears, the
+folded ``other`` segment warms up a baseline of its own too. Every segment's detectors run at the stated false-alarm
+rate on its own events, each calibrated on its own baseline's size.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from monitor.exporters.prometheus import MetricsState
 from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
 from monitor.rolling.scores import ScoreRows, ScoreSamples
+from monitor.rolling.segment_baselines import references_from_json, references_to_json, segment_references
 from monitor.rolling.windows import OTHER, SignalBatch, WindowSet
 
 log = logging.getLogger("monitor.runtime.watch")
@@ -154,6 +163,12 @@ class ModelWatch:
         )
         self.reference: Reference | None = None
         self._builder: WarmupReferenceBuilder | None = None
+        #: segment → its own baseline: from reference data that carries the segment, or learned by its warm-up
+        self.segment_references: dict[str, Reference] = {}
+        #: segment → the warm-up collecting its first events (while it has no baseline)
+        self._segment_builders: dict[str, WarmupReferenceBuilder] = {}
+        #: a named segment (not ``other``) was seen: ``other`` is then a population of its own, not the whole stream
+        self.segmented = False
         self._engines: dict[str, VerdictEngine] = {}
         self._since_eval = 0
         #: per segment, the clock's reading when its last scored event arrived (what "quiet" is judged on)
@@ -266,8 +281,27 @@ class ModelWatch:
     def has_reference(self) -> bool:
         return self.reference is not None
 
-    def set_reference(self, rows: NDArray[np.float64], result: ScoreResult) -> None:
+    def set_reference(
+        self, rows: NDArray[np.float64], result: ScoreResult, segments: NDArray[np.str_] | None = None
+    ) -> None:
+        """The model-wide reference from scored reference rows; with ``segments`` (one label per row: reference data
+        that carries the segment) also each segment's own baseline (:func:`segment_references`)."""
         ok = result.valid
+        if segments is not None:
+            self.install_segment_references(
+                segment_references(
+                    np.asarray(segments)[ok],
+                    gamma=result.gamma[ok],
+                    flicker=result.flicker[ok],
+                    features=rows[ok],
+                    predicted_class=result.predicted_class[ok],
+                    confidence=result.probability[ok],
+                    margin=result.margin[ok],
+                    feature_names=self.feature_names,
+                    max_segments=self.config.max_segments,
+                    max_sample=self.config.reference_max_events,
+                )
+            )
         ref = Reference.from_arrays(
             gamma=result.gamma[ok],
             flicker=result.flicker[ok],
@@ -281,26 +315,99 @@ class ModelWatch:
         self.install_reference(ref)
 
     def install_reference(self, ref: Reference) -> None:
+        """The model-wide reference (the baseline of an unsegmented stream); segments with their own keep theirs."""
         self.reference = ref
-        self._engines.clear()
-        self._alarms_at_eval.clear()
+        for segment in [s for s in self._engines if s not in self.segment_references]:
+            self._drop_engine(segment)
         self._builder = None
         self.state.set("harmonic_reference_gamma_mean", (self.model,), ref.gamma_mean)
         self.state.set("harmonic_reference_flicker_mean", (self.model,), ref.flicker_mean)
 
+    def install_segment_references(self, refs: dict[str, Reference]) -> None:
+        """Give segments their own baselines (reference data that carries the segment, or a saved state)."""
+        for segment, ref in refs.items():
+            self.segment_references[segment] = ref
+            self._segment_builders.pop(segment, None)
+            self._drop_engine(segment)
+            self.state.set("harmonic_segment_warming_up", (self.model, segment), 0.0)
+        if refs:
+            log.info("per-segment baselines installed", extra={"model": self.model, "segments": sorted(refs)})
+
+    def _drop_engine(self, segment: str) -> None:
+        self._engines.pop(segment, None)
+        self._alarms_at_eval.pop(segment, None)
+
+    def baseline(self, segment: str) -> Reference | None:
+        """The reference ``segment`` is judged against: its own (from reference data or its warm-up); the model-wide
+        one for ``other`` while the stream has no named segment; None while it warms up."""
+        ref = self.segment_references.get(segment)
+        if ref is None and segment == OTHER and not self.segmented:
+            return self.reference
+        return ref
+
+    @property
+    def warming_up(self) -> dict[str, dict[str, int]]:
+        """The segments still learning their baseline: ``{segment: {"events": seen, "of": needed}}``."""
+        return {s: {"events": b.count, "of": b.events} for s, b in sorted(self._segment_builders.items())}
+
+    def _segment_warm_up(self, segment: str, batch: SignalBatch) -> None:
+        """Feed ``segment``'s warm-up; at ``warmup_events`` events its baseline is built and its detectors start."""
+        builder = self._segment_builders.get(segment)
+        if builder is None:
+            builder = self._segment_builders[segment] = WarmupReferenceBuilder(
+                self.config.warmup_events, feature_names=self.feature_names, max_sample=self.config.reference_max_events
+            )
+            log.info(
+                "segment warming up its own baseline",
+                extra={"model": self.model, "segment": segment, "events": self.config.warmup_events},
+            )
+        builder.update(
+            gamma=batch.gamma,
+            flicker=batch.flicker,
+            features=batch.features,
+            predicted_class=batch.predicted_class,
+            confidence=batch.confidence,
+            margin=batch.margin,
+        )
+        if builder.ready:
+            del self._segment_builders[segment]
+            self.install_segment_references({segment: builder.build()})
+            log.info("segment baseline built from its warm-up", extra={"model": self.model, "segment": segment})
+        else:
+            self.state.set("harmonic_segment_warming_up", (self.model, segment), 1.0)
+
+    def _become_segmented(self) -> None:
+        """A named segment appeared: ``other`` is no longer the whole stream, so it stops using the model-wide
+        reference and warms up a baseline of its own (unless the reference data gave it one)."""
+        self.segmented = True
+        if OTHER not in self.segment_references and OTHER in self._engines:
+            self._drop_engine(OTHER)
+            self.last_reports.pop(OTHER, None)
+            self.state.clear_gauges("harmonic_drift_verdict", lambda lab: lab[:2] == (self.model, OTHER))
+            log.info(
+                "segment 'other' now learns its own baseline (named segments appeared)", extra={"model": self.model}
+            )
+
     def dump(self) -> dict[str, Any]:
-        return {"reference": None if self.reference is None else self.reference.to_dict()}
+        return {
+            "reference": None if self.reference is None else self.reference.to_dict(),
+            "segments": references_to_json(self.segment_references),
+            "segmented": self.segmented,
+        }
 
     def restore(self, data: dict[str, Any]) -> None:
         if data.get("reference"):
             self.install_reference(Reference.from_dict(data["reference"]))
             log.info("reference restored from state", extra={"model": self.model})
+        self.segmented = bool(data.get("segmented", False))
+        self.install_segment_references(references_from_json(data.get("segments", {})))
 
     def _engine(self, segment: str) -> VerdictEngine:
         eng = self._engines.get(segment)
         if eng is None:
-            assert self.reference is not None
-            eng = self._engines[segment] = VerdictEngine(self.reference, self.config.detectors)
+            ref = self.baseline(segment)
+            assert ref is not None
+            eng = self._engines[segment] = VerdictEngine(ref, self.config.detectors)
             self._alarms_at_eval[segment] = eng.alarms_on
         return eng
 
@@ -369,21 +476,28 @@ class ModelWatch:
         # a detector of a segment this batch fed turned on or off: the verdict is evaluated now, not at the next
         # `every` events, so a change is reported at the batch that caused it (the cadence paces the gauges)
         flipped = False
-        if self.reference is None:
-            if drift.size:
-                self._warm_up(drift)
-        else:
-            drift_segs = drift.segments
-            for seg in np.unique(drift_segs):
+        if self.reference is None and drift.size:
+            self._warm_up(drift)
+        if drift.size:
+            # each event under its segment as the windows keep it (segments beyond max_segments fold into other)
+            keys = {s for _, s in self.windows.keys}
+            if not self.segmented and any(s != OTHER for s in keys):
+                self._become_segmented()
+            drift_segs = np.array([s if s in keys else OTHER for s in drift.segments.tolist()])
+            for seg in np.unique(drift_segs).tolist():
                 sel = drift_segs == seg
-                eng = self._engine(str(seg)).update(
+                if self.baseline(seg) is None:
+                    if self.segmented:
+                        self._segment_warm_up(seg, drift.take(sel))
+                    continue
+                eng = self._engine(seg).update(
                     gamma=drift.gamma[sel],
                     flicker=drift.flicker[sel],
                     features=drift.features[sel],
                     confidence=drift.confidence[sel],
                     margin=drift.margin[sel],
                 )
-                flipped = flipped or eng.alarms_on != self._alarms_at_eval[str(seg)]
+                flipped = flipped or eng.alarms_on != self._alarms_at_eval[seg]
         self._since_eval += batch.size
         if self._since_eval >= self.config.detectors.every or flipped:
             self._since_eval = 0
@@ -464,8 +578,9 @@ class ModelWatch:
             "invalidates every other signal",
             verdict="shadow",
         )
-        if self.reference is None or segment not in self._engines:
-            return
+        baseline = self.baseline(segment)
+        if baseline is None or segment not in self._engines:
+            return  # no baseline yet (warming up): no verdict, never one against another population's baseline
         # output-side evidence besides the detectors: the accuracy estimate's alert condition (DECISIONS 7)
         accuracy_drop = self.accuracy_fit is not None and self._accuracy_condition(segment)[0]
         report = self._engines[segment].assess(accuracy_drop=accuracy_drop)
@@ -490,7 +605,7 @@ class ModelWatch:
             segment,
             report.verdict == Verdict.HARMFUL_SHIFT,
             gamma_now,
-            self.reference.gamma_mean,
+            baseline.gamma_mean,
             now,
             top_features=top,
             detail=report.message,
@@ -501,7 +616,7 @@ class ModelWatch:
             segment,
             report.verdict == Verdict.INPUT_SHIFT,
             gamma_now,
-            self.reference.gamma_mean,
+            baseline.gamma_mean,
             now,
             top_features=top,
             detail=report.message,

@@ -87,6 +87,7 @@ DRIVEN_BY: dict[str, str] = {
     "harmonic_labels_unmatched_total": "two labels for an id never scored (the second is a duplicate)",
     "harmonic_http_requests_rejected_total": "a POST to /metrics (bad_request)",
     "harmonic_flicker_tolerance": f"a regressor ({REGRESSOR}) watched beside the classifier: regressors only",
+    "harmonic_segment_warming_up": f"three events of {REGRESSOR} in segment 'eu': it warms up its own baseline",
 }
 
 
@@ -163,6 +164,8 @@ class Stream:
         self.add({**like, "id": "overflow", "features": [3e38 if k % 2 else -3e38 for k in range(len(features))]})
         self.events.append((b"bad-json", b"{this is not json"))
         self.add({**like, "id": "too-large", "padding": "x" * (MAX_EVENT_BYTES + 100)})
+        for k in range(3):  # a segment of the regressor that is still learning its own baseline
+            self.add({**like, "id": f"segment-{k}", "model": REGRESSOR, "segment": "eu", "prediction": {"value": 1.0}})
         ce = {
             "specversion": "1.0",
             "id": "kserve-1",
