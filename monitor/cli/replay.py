@@ -12,7 +12,9 @@ Decode, sample, score, windows, detectors, verdicts and alerts run exactly as in
   turns on is reported at the micro-batch that turned it on (the window tests still run every ``drift.every``
   events), so a change's ``index`` is within 10 events of the event that decided it.
 
-The timeline (``--timeline``) is ``{"events": n, "changes": [...], "alerts": [...]}``. ``events`` counts the
+The timeline (``--timeline``) is ``{"events": n, "changes": [...], "alerts": [...], "crossings": [...]}``:
+``crossings`` lists each time a detector of a segment turned on or off (``{"index", "model", "segment",
+"detector", "state": "on" | "off"}``), which the verdict's hysteresis does not hold back. ``events`` counts the
 file's non-blank lines (valid or not); each change and alert carries ``index``, the 0-based line of the event at
 which it was decided: the last event of the micro-batch being applied when the watch evaluated (an alert moved on
 by the clock between batches: the last line read). Invalid lines are counted by reason on stderr and skipped.
@@ -119,13 +121,26 @@ class Timeline:
         self._last_read = last_read
         self.changes: list[dict[str, Any]] = []
         self.alerts: list[dict[str, Any]] = []
+        self.crossings: list[dict[str, Any]] = []
         self._verdicts: dict[tuple[str, str], str] = {}
 
     def observer(self, model: str) -> Callable[[str, Any, float, Any], None]:
         from monitor.exporters.alerts import AlertEvent
+        from monitor.runtime.watch import DetectorCrossing
 
         def observe(segment: str, change: Any, now: float, event: Any) -> None:
             index = self._index(event)
+            if isinstance(change, DetectorCrossing):
+                self.crossings.append(
+                    {
+                        "index": index,
+                        "model": model,
+                        "segment": segment,
+                        "detector": change.detector,
+                        "state": "on" if change.on else "off",
+                    }
+                )
+                return
             if isinstance(change, AlertEvent):
                 alert = change.alert
                 self.alerts.append(
@@ -165,7 +180,7 @@ class Timeline:
         return self.line_numbers[offset] if 0 <= offset < len(self.line_numbers) else 0
 
     def document(self, events: int) -> dict[str, Any]:
-        return {"events": events, "changes": self.changes, "alerts": self.alerts}
+        return {"events": events, "changes": self.changes, "alerts": self.alerts, "crossings": self.crossings}
 
 
 def read_lines(path: Path) -> tuple[list[bytes], list[int]]:

@@ -56,11 +56,16 @@ class VerdictReport:
     verdict : the verdict.
     fired : names of the detectors signalling drift now.
     top_features : (name, KS distance) of the features that moved most, largest first.
+    held_since : set on a harmful-shift held by hysteresis after its output-side evidence went off (when it was last
+        on); None otherwise.
     """
 
     verdict: Verdict
     fired: tuple[str, ...] = ()
     top_features: tuple[tuple[str, float], ...] = ()
+    #: a harmful-shift held by the verdict's hysteresis: the clock reading when its output-side evidence was last on
+    #: (``fired`` names the detectors it was on then); None for a verdict of the detectors now
+    held_since: float | None = None
 
     @property
     def message(self) -> str:
@@ -72,6 +77,8 @@ class VerdictReport:
         text = self.verdict.value
         if self.fired:
             text += ": " + ", ".join(self.fired) + " fired"
+        if self.held_since is not None:
+            text += " (held: output-side evidence off since then, until alerts.resolve_after_seconds pass)"
         if self.top_features:
             text += "; inputs moved: " + ", ".join(f"{n} (D={d:.2f})" for n, d in self.top_features)
         return text
@@ -326,6 +333,11 @@ class VerdictEngine:
         evaluates the verdict on a cadence re-evaluates early when this changes, so a CUSUM crossing its threshold
         is reported at the batch that crossed it, not at the next cadence."""
         return tuple(d.drift_detected for d in self._detectors())
+
+    @property
+    def detector_names(self) -> tuple[str, ...]:
+        """The detectors' names, in :attr:`alarms_on` order."""
+        return tuple(d.name for d in self._detectors())
 
     def _detectors(self) -> tuple[Cusum | KsDrift | RateTest | FeatureDrift, ...]:
         found = (

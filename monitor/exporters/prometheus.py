@@ -196,6 +196,13 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec("harmonic_feature_drift_features", "gauge", "Input features flagged as drifted.", (_M, _S)),
     MetricSpec(
+        "harmonic_feature_drift_statistic",
+        "gauge",
+        "Per-input KS distance to the segment's baseline at the last test (above 64 inputs: the 16 largest, the rest "
+        "as feature='other').",
+        (_M, _S, "feature"),
+    ),
+    MetricSpec(
         "harmonic_segment_warming_up",
         "gauge",
         "1 while a segment learns its own baseline from its first events (no verdict yet), 0 once it has one.",

@@ -167,7 +167,8 @@ class Pipeline:
             WatchConfig.from_settings(self.settings, rt.settings.warmup_events),
             self.state,
             on_alert=self.on_alert,
-            feature_names=rt.settings.feature_names,
+            # the model's per-element input names (Signature.features, row order) unless the settings name them
+            feature_names=rt.settings.feature_names or rt.model.signature.features,
         )
         watch.set_accuracy_fit(rt.accuracy_fit)  # None: the reference holds no labelled fit
         return watch

@@ -20,6 +20,7 @@ rate on its own events, each calibrated on its own baseline's size.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -36,7 +37,7 @@ from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
 from monitor.errors import DataError
 from monitor.estimate import DEFAULT_METHOD, EstimatorFit, estimate
 from monitor.events import InferenceEvent
-from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule
+from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule, Evidence
 from monitor.exporters.prometheus import MetricsState
 from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
@@ -51,8 +52,25 @@ INPUT_ALERT = "HarmonicInputDrift"
 SHADOW_ALERT = "HarmonicShadowDisagreement"
 ACCURACY_ALERT = "HarmonicAccuracyDrop"
 
+#: the per-input drift gauge keeps one series per input up to this many inputs; above it, the
+#: :data:`FEATURE_SERIES_TOP` largest by name and the rest folded into ``other`` (their largest distance)
+FEATURE_SERIES_MAX = 64
+FEATURE_SERIES_TOP = 16
+#: moved inputs named (with their numbers) in an alert
+ALERT_INPUTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorCrossing:
+    """A detector of a segment turned on (crossed its threshold) or off, at the batch that did it: what the
+    timeline reports besides verdict changes, which the verdict's hysteresis may hold back."""
+
+    detector: str
+    on: bool
+
+
 #: an observer of :class:`ModelWatch` (``ModelWatch.observers``): ``f(segment, change, now, event)``
-WatchObserver = Callable[[str, VerdictReport | AlertEvent, float, InferenceEvent | None], None]
+WatchObserver = Callable[[str, VerdictReport | AlertEvent | DetectorCrossing, float, InferenceEvent | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +187,11 @@ class ModelWatch:
         self._segment_builders: dict[str, WarmupReferenceBuilder] = {}
         #: a named segment (not ``other``) was seen: ``other`` is then a population of its own, not the whole stream
         self.segmented = False
+        #: segment → (clock reading of the last evaluation with output-side evidence, that harmful report): the
+        #: verdict stays harmful-shift until that evidence has been off for ``resolve_after_seconds``
+        self._harm_seen: dict[str, tuple[float, VerdictReport]] = {}
+        #: segment → its engine's ``alarms_on`` after the last batch (detector crossings for the observers)
+        self._alarms_seen: dict[str, tuple[bool, ...]] = {}
         self._engines: dict[str, VerdictEngine] = {}
         self._since_eval = 0
         #: per segment, the clock's reading when its last scored event arrived (what "quiet" is judged on)
@@ -252,6 +275,8 @@ class ModelWatch:
             now,
             detail=detail,
             verdict=Verdict.HARMFUL_SHIFT.value,
+            value_name="estimated accuracy",
+            reference_name="reference accuracy",
         )
 
     def _accuracy_condition(self, segment: str) -> tuple[bool, float, str]:
@@ -407,6 +432,12 @@ class ModelWatch:
         if eng is None:
             ref = self.baseline(segment)
             assert ref is not None
+            if (
+                ref.feature_names is None
+                and self.feature_names is not None
+                and len(self.feature_names) == ref.n_features
+            ):
+                ref = dataclasses.replace(ref, feature_names=self.feature_names)  # the model's names in alerts
             eng = self._engines[segment] = VerdictEngine(ref, self.config.detectors)
             self._alarms_at_eval[segment] = eng.alarms_on
         return eng
@@ -498,6 +529,8 @@ class ModelWatch:
                     margin=drift.margin[sel],
                 )
                 flipped = flipped or eng.alarms_on != self._alarms_at_eval[seg]
+                if self.observers:
+                    self._crossings(seg, eng, events[-1])
         self._since_eval += batch.size
         if self._since_eval >= self.config.detectors.every or flipped:
             self._since_eval = 0
@@ -577,14 +610,17 @@ class ModelWatch:
             detail=f"live server vs ONNX copy over the last {shadow_vals.size} events; a stale or wrong ONNX copy "
             "invalidates every other signal",
             verdict="shadow",
+            value_name="disagreement rate",
+            reference_name="threshold",
         )
         baseline = self.baseline(segment)
         if baseline is None or segment not in self._engines:
             return  # no baseline yet (warming up): no verdict, never one against another population's baseline
         # output-side evidence besides the detectors: the accuracy estimate's alert condition (DECISIONS 7)
         accuracy_drop = self.accuracy_fit is not None and self._accuracy_condition(segment)[0]
-        report = self._engines[segment].assess(accuracy_drop=accuracy_drop)
-        self._alarms_at_eval[segment] = self._engines[segment].alarms_on
+        engine = self._engines[segment]
+        report = self._hold_harm(segment, engine.assess(accuracy_drop=accuracy_drop), now)
+        self._alarms_at_eval[segment] = engine.alarms_on
         previous = self.last_reports.get(segment)
         self.last_reports[segment] = report
         if report.verdict != (Verdict.STABLE if previous is None else previous.verdict):
@@ -595,33 +631,168 @@ class ModelWatch:
             self.state.set("harmonic_drift_statistic", (self.model, segment, st.name), st.statistic)
             if np.isfinite(st.p_value):
                 self.state.set("harmonic_drift_p_value", (self.model, segment, st.name), st.p_value)
-        features = self._engines[segment].feature_drift
+        features = engine.feature_drift
         if features is not None:  # None: the reference holds no feature sample, so nothing is tested
             self.state.set("harmonic_feature_drift_features", (self.model, segment), float(len(features.moved)))
+            self._publish_feature_statistics(segment, features.feature_names, features.statistics)
         gamma_now = float(np.nanmean(count.values("gamma")[-self.config.detectors.window :]))
         top = tuple(name for name, _ in report.top_features)
+        outputs, inputs = self._evidence(engine, baseline, count)
+        harmful = report.verdict == Verdict.HARMFUL_SHIFT
+        shown = (*outputs, *inputs) if harmful else inputs
+        first = shown[0] if shown else None
         self._observe_alert(
             HARMFUL_ALERT,
             segment,
-            report.verdict == Verdict.HARMFUL_SHIFT,
-            gamma_now,
-            baseline.gamma_mean,
+            harmful,
+            gamma_now if first is None else first.window,
+            baseline.gamma_mean if first is None else first.reference,
             now,
             top_features=top,
             detail=report.message,
             verdict=Verdict.HARMFUL_SHIFT.value,
+            evidence=shown if harmful else (),
+            value_name="" if first is None else first.measure,
         )
         self._observe_alert(
             INPUT_ALERT,
             segment,
             report.verdict == Verdict.INPUT_SHIFT,
-            gamma_now,
-            baseline.gamma_mean,
+            inputs[0].window if inputs else float("nan"),
+            inputs[0].reference if inputs else float("nan"),
             now,
             top_features=top,
             detail=report.message,
             verdict=Verdict.INPUT_SHIFT.value,
+            evidence=inputs if report.verdict == Verdict.INPUT_SHIFT else (),
+            value_name=inputs[0].measure if inputs else "input window mean",
         )
+
+    def _crossings(self, segment: str, engine: VerdictEngine, event: InferenceEvent) -> None:
+        """Tell the observers which of ``segment``'s detectors turned on or off with this batch."""
+        now_on = engine.alarms_on
+        before = self._alarms_seen.get(segment, (False,) * len(now_on))
+        self._alarms_seen[segment] = now_on
+        if now_on == before:
+            return
+        saved, self._applying = self._applying, event
+        try:
+            for name, was, is_on in zip(engine.detector_names, before, now_on, strict=True):
+                if was != is_on:
+                    self._notify(segment, DetectorCrossing(name, is_on), self.clock.now())
+        finally:
+            self._applying = saved
+
+    def _hold_harm(self, segment: str, report: VerdictReport, now: float) -> VerdictReport:
+        """Verdict hysteresis: a harmful-shift holds until its output-side evidence has been off for
+        ``resolve_after_seconds`` (the alert's own hysteresis), so one shift does not flap a segment between
+        input-shift and harmful-shift. The held report names the detectors it last fired on."""
+        if report.verdict == Verdict.HARMFUL_SHIFT:
+            self._harm_seen[segment] = (now, report)
+            return report
+        seen = self._harm_seen.get(segment)
+        if seen is None:
+            return report
+        at, harmful = seen
+        if now - at < self.config.resolve_after_seconds and not self._quiet(segment, now):
+            return dataclasses.replace(harmful, top_features=report.top_features, held_since=at)
+        del self._harm_seen[segment]
+        return report
+
+    def _evidence(
+        self, engine: VerdictEngine, baseline: Reference, count: Any
+    ) -> tuple[tuple[Evidence, ...], tuple[Evidence, ...]]:
+        """(output detectors that fired, inputs that moved), each in its own numbers: the detector's statistic and
+        threshold, and the quantity it watches over the last ``drift.window`` events vs the baseline."""
+        w = self.config.detectors.window
+
+        def recent(signal: str) -> NDArray[np.float64]:
+            v = np.asarray(count.values(signal), dtype=np.float64)[-w:]
+            return v[np.isfinite(v)]
+
+        outputs: list[Evidence] = []
+        q = f"{self.config.detectors.cusum_quantile * 100:g}th percentile"
+        cusums = (
+            (engine.gamma_cusum, recent("gamma"), "γ"),
+            (engine.flicker_cusum, recent("flicker"), "flicker"),
+            (engine.confidence_cusum, 1.0 - recent("confidence"), "1 − max-probability"),
+            (engine.margin_cusum, 1.0 - recent("margin"), "1 − margin"),
+        )
+        for det, values, label in cusums:
+            if det is None or not det.drift_detected:
+                continue
+            share = float(np.mean(values > det.cutoff)) if values.size else float("nan")
+            outputs.append(
+                Evidence(
+                    det.name,
+                    det.statistic,
+                    det.threshold,
+                    share,
+                    det.null_rate,
+                    f"share of {label} above the reference's {q}, last {values.size} events",
+                )
+            )
+        ks = engine.gamma_ks.state
+        if ks.drift_detected:
+            g = recent("gamma")
+            outputs.append(
+                Evidence(
+                    ks.name,
+                    ks.statistic,
+                    ks.threshold,
+                    float(g.mean()) if g.size else float("nan"),
+                    baseline.gamma_mean,
+                    f"γ mean (KS distance vs its floor, p = {ks.p_value:.2g}), last {g.size} events",
+                )
+            )
+        rate = engine.flicker_rate
+        if rate.drift_detected:
+            f = recent("flicker")
+            outputs.append(
+                Evidence(
+                    rate.name,
+                    rate.statistic,
+                    float("nan"),
+                    float(f.mean()) if f.size else float("nan"),
+                    baseline.flicker_mean,
+                    f"flicker mean (z test, p = {rate.p_value:.2g} < {rate.alpha:g}, rise >= {rate.min_increase:g}), "
+                    f"last {f.size} events",
+                )
+            )
+        inputs: list[Evidence] = []
+        fd = engine.feature_drift
+        if fd is not None and fd.drift_detected:
+            x = np.asarray(count.features(), dtype=np.float64)[-w:]
+            for m in fd.moved[:ALERT_INPUTS]:
+                col = x[:, m.index] if x.ndim == 2 and x.shape[0] else np.zeros(0)
+                col = col[np.isfinite(col)]
+                inputs.append(
+                    Evidence(
+                        m.name,
+                        m.statistic,
+                        fd.min_distance,
+                        float(col.mean()) if col.size else float("nan"),
+                        float(baseline.feature_mean[m.index]),
+                        f"{m.name} mean (KS distance vs its floor, adjusted p = {m.p_value:.2g})",
+                    )
+                )
+        return tuple(outputs), tuple(inputs)
+
+    def _publish_feature_statistics(self, segment: str, names: Sequence[str], statistics: NDArray[np.float64]) -> None:
+        """``harmonic_feature_drift_statistic``: each input's KS distance at the last test, by the model's input
+        names; above :data:`FEATURE_SERIES_MAX` inputs only the :data:`FEATURE_SERIES_TOP` largest, the rest as
+        ``other`` (their largest), so that an image model does not export one series per pixel."""
+        key = (self.model, segment)
+        if len(names) <= FEATURE_SERIES_MAX:
+            for name, d in zip(names, statistics.tolist(), strict=True):
+                self.state.set("harmonic_feature_drift_statistic", (*key, name), float(d))
+            return
+        order = np.argsort(-statistics, kind="stable")
+        self.state.clear_gauges("harmonic_feature_drift_statistic", lambda lab: lab[:2] == key)
+        for j in order[:FEATURE_SERIES_TOP].tolist():
+            self.state.set("harmonic_feature_drift_statistic", (*key, names[j]), float(statistics[j]))
+        rest = statistics[order[FEATURE_SERIES_TOP:]]
+        self.state.set("harmonic_feature_drift_statistic", (*key, OTHER), float(rest.max()) if rest.size else 0.0)
 
     def _observe_alert(
         self,
@@ -635,6 +806,9 @@ class ModelWatch:
         top_features: Sequence[str] = (),
         detail: str = "",
         verdict: str = "harmful",
+        evidence: Sequence[Evidence] = (),
+        value_name: str = "",
+        reference_name: str = "reference",
     ) -> None:
         ev = self.alerts.observe(
             rule,
@@ -647,6 +821,9 @@ class ModelWatch:
             top_features=top_features,
             detail=detail,
             verdict=verdict,
+            evidence=evidence,
+            value_name=value_name,
+            reference_name=reference_name,
         )
         self._publish(rule, segment, ev)
 
@@ -668,7 +845,7 @@ class ModelWatch:
         if self.on_alert is not None:
             self.on_alert(ev)
 
-    def _notify(self, segment: str, change: VerdictReport | AlertEvent, now: float) -> None:
+    def _notify(self, segment: str, change: VerdictReport | AlertEvent | DetectorCrossing, now: float) -> None:
         """Call the observers (the observer hook); one that raises is logged, the batch goes on."""
         for observe in self.observers:
             try:
