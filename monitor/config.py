@@ -323,6 +323,14 @@ class DriftSettings(_Strict):
         "two classes draw closer), calibrated like the γ CUSUM, counts as output-side evidence for harmful-shift. "
         "For a binary model it repeats the confidence CUSUM (margin = 2·max-probability − 1). Regressors have none.",
     )
+    range_min_share: float = Field(
+        0.02,
+        gt=0,
+        lt=1,
+        description="Data quality: an input is flagged (input evidence) when at least this share of the last "
+        "drift.window events lies outside the reference's 0.1–99.9 percentiles (about 0.002 on the reference), "
+        "significantly more than on the reference (false discovery rate drift.feature_alpha across inputs).",
+    )
     reference_max_events: int = Field(5000, ge=100, description="Reference rows scored at start-up (sampled).")
 
 

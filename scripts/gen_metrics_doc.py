@@ -327,6 +327,15 @@ USAGE: dict[str, Usage] = {
         '`feature="other"` (their largest), so an image model does not export a series per pixel. '
         "`topk(5, harmonic_feature_drift_statistic)` lists the inputs that moved most.",
     ),
+    "harmonic_input_out_of_range_ratio": Usage(
+        "Drift",
+        "ratio 0–1",
+        "Data quality per input: the share of recent values beyond anything usual in the baseline (outside its 0.1th "
+        "and 99.9th percentiles; about 0.002 on the baseline itself). Noise added to inputs, a unit change or a "
+        "broken upstream join shows here at once, even when the per-input KS distances stay under their floor. An "
+        "input above `drift.range_min_share` (significantly) counts as input evidence: `input-shift`, named in the "
+        "alert. `topk(5, harmonic_input_out_of_range_ratio)` lists the worst inputs.",
+    ),
     "harmonic_segment_warming_up": Usage(
         "Drift",
         "1 warming up / 0 has a baseline",

@@ -36,6 +36,7 @@ from monitor.drift.calibrate import MIN_REFERENCE
 from monitor.drift.cusum import Cusum
 from monitor.drift.features import FeatureDrift, FeatureShift
 from monitor.drift.ks import KsDrift
+from monitor.drift.quality import RangeDrift
 from monitor.drift.rate import RateTest
 
 
@@ -66,6 +67,8 @@ class VerdictReport:
     #: a harmful-shift held by the verdict's hysteresis: the clock reading when its output-side evidence was last on
     #: (``fired`` names the detectors it was on then); None for a verdict of the detectors now
     held_since: float | None = None
+    #: (name, share outside the reference range) of the inputs the data-quality range test flagged
+    out_of_range: tuple[tuple[str, float], ...] = ()
 
     @property
     def message(self) -> str:
@@ -81,6 +84,8 @@ class VerdictReport:
             text += " (held: output-side evidence off since then, until alerts.resolve_after_seconds pass)"
         if self.top_features:
             text += "; inputs moved: " + ", ".join(f"{n} (D={d:.2f})" for n, d in self.top_features)
+        if self.out_of_range:
+            text += "; outside the reference range: " + ", ".join(f"{n} ({v:.1%})" for n, v in self.out_of_range)
         return text
 
 
@@ -94,6 +99,8 @@ def decide_verdict(
     confidence: Iterable[DriftState] = (),
     accuracy_drop: bool = False,
     margin: Iterable[DriftState] = (),
+    input_range: DriftState | None = None,
+    out_of_range: Sequence[FeatureShift] = (),
 ) -> VerdictReport:
     """The verdict rule: harmful on output-side evidence, input-shift if only input drift fired, else stable.
 
@@ -110,6 +117,8 @@ def decide_verdict(
     confidence : states of the confidence detectors (a *fall* in max-probability; none for regressors).
     accuracy_drop : the accuracy estimate's alert condition holds (HarmonicAccuracyDrop).
     margin : states of the margin detectors (a *fall* in top-1 minus top-2 class probability; none for regressors).
+    input_range : state of the data-quality range test (inputs outside the reference range), or None; input evidence.
+    out_of_range : the inputs it flagged, ranked, to name in the report.
 
     Examples
     --------
@@ -127,11 +136,14 @@ def decide_verdict(
     if accuracy_drop:
         fired += ("accuracy_estimate",)
     inputs = features is not None and features.drift_detected
+    ranged = input_range is not None and input_range.drift_detected
     named = tuple((m.name, m.statistic) for m in moved[:top]) if inputs else ()
+    outside = tuple((m.name, m.statistic) for m in out_of_range[:top]) if ranged else ()
+    input_fired = tuple(s.name for s in (features, input_range) if s is not None and s.drift_detected)
     if fired:
-        return VerdictReport(Verdict.HARMFUL_SHIFT, fired + ((features.name,) if inputs and features else ()), named)
-    if inputs and features is not None:
-        return VerdictReport(Verdict.INPUT_SHIFT, (features.name,), named)
+        return VerdictReport(Verdict.HARMFUL_SHIFT, fired + input_fired, named, out_of_range=outside)
+    if input_fired:
+        return VerdictReport(Verdict.INPUT_SHIFT, input_fired, named, out_of_range=outside)
     return VerdictReport(Verdict.STABLE)
 
 
@@ -163,6 +175,7 @@ class DriftSettings:
     feature_min_distance: float = 0.1
     confidence_detector: bool = True
     margin_detector: bool = True
+    range_min_share: float = 0.02
 
 
 def _binary(reference: ReferenceLike) -> bool:
@@ -281,6 +294,25 @@ class VerdictEngine:
             if sample.ndim == 2 and sample.shape[1] > 0
             else None
         )
+        low = np.asarray(getattr(reference, "feature_low", ()), dtype=np.float64)
+        high = np.asarray(getattr(reference, "feature_high", ()), dtype=np.float64)
+        outside = np.asarray(getattr(reference, "feature_outside", ()), dtype=np.float64)
+        n = sample.shape[1] if sample.ndim == 2 else 0
+        # inputs outside the reference's 0.1–99.9 percentiles (data quality; none for a reference without ranges)
+        self.input_range = (
+            RangeDrift(
+                low,
+                high,
+                outside,
+                feature_names=self.feature_drift.feature_names,
+                window=s.window,
+                every=s.every,
+                alpha=s.feature_alpha,
+                min_share=s.range_min_share,
+            )
+            if self.feature_drift is not None and n > 0 and low.size == high.size == outside.size == n
+            else None
+        )
 
     @property
     def thresholds(self) -> dict[str, float]:
@@ -298,6 +330,7 @@ class VerdictEngine:
             self.confidence_cusum,
             self.margin_cusum,
             self.feature_drift,
+            self.input_range,
         ):
             if d is not None:
                 d.reset()
@@ -325,6 +358,8 @@ class VerdictEngine:
             self.margin_cusum.update(1.0 - np.asarray(margin, dtype=np.float64))
         if features is not None and self.feature_drift is not None:
             self.feature_drift.update(features)
+        if features is not None and self.input_range is not None:
+            self.input_range.update(features)
         return self
 
     @property
@@ -339,7 +374,7 @@ class VerdictEngine:
         """The detectors' names, in :attr:`alarms_on` order."""
         return tuple(d.name for d in self._detectors())
 
-    def _detectors(self) -> tuple[Cusum | KsDrift | RateTest | FeatureDrift, ...]:
+    def _detectors(self) -> tuple[Cusum | KsDrift | RateTest | FeatureDrift | RangeDrift, ...]:
         found = (
             self.gamma_cusum,
             self.gamma_ks,
@@ -348,13 +383,14 @@ class VerdictEngine:
             self.confidence_cusum,
             self.margin_cusum,
             self.feature_drift,
+            self.input_range,
         )
         return tuple(d for d in found if d is not None)
 
     @property
     def states(self) -> tuple[DriftState, ...]:
         """States of every detector (γ CUSUM, γ KS, flicker CUSUM, flicker rate[, confidence CUSUM][, margin
-        CUSUM][, features])."""
+        CUSUM][, features][, inputs range])."""
         out = [d.state for d in (self.gamma_cusum, self.gamma_ks, self.flicker_cusum, self.flicker_rate)]
         if self.confidence_cusum is not None:
             out.append(self.confidence_cusum.state)
@@ -362,6 +398,8 @@ class VerdictEngine:
             out.append(self.margin_cusum.state)
         if self.feature_drift is not None:
             out.append(self.feature_drift.state)
+        if self.input_range is not None:
+            out.append(self.input_range.state)
         return tuple(out)
 
     @property
@@ -381,6 +419,8 @@ class VerdictEngine:
             features=None if fd is None else fd.state,
             moved=() if fd is None else fd.moved,
             accuracy_drop=accuracy_drop,
+            input_range=None if self.input_range is None else self.input_range.state,
+            out_of_range=() if self.input_range is None else self.input_range.moved,
         )
 
     @property

@@ -203,6 +203,13 @@ METRICS: tuple[MetricSpec, ...] = (
         (_M, _S, "feature"),
     ),
     MetricSpec(
+        "harmonic_input_out_of_range_ratio",
+        "gauge",
+        "Per-input share of the last drift.window events outside the segment baseline's 0.1–99.9 percentiles "
+        "(above 64 inputs: the 16 largest, the rest as feature='other').",
+        (_M, _S, "feature"),
+    ),
+    MetricSpec(
         "harmonic_segment_warming_up",
         "gauge",
         "1 while a segment learns its own baseline from its first events (no verdict yet), 0 once it has one.",

@@ -20,6 +20,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from monitor.errors import ConfigError, DataError
 
+#: the reference range of an input (the data-quality range test, monitor/drift/quality.py): these quantiles
+RANGE_QUANTILES: Final = (0.001, 0.999)
+
 FORMAT: Final = "harmonic-monitor/reference/v1"
 
 
@@ -65,6 +68,9 @@ class Reference:
         for a regressor, or for a reference written before confidence was kept (no confidence detector then).
     margin_sample : (≤ max_sample,) sorted sample of the model's margin (top-1 minus top-2 class probability) per
         event; empty for a regressor, or for a reference written before margin was kept (no margin detector then).
+    feature_low, feature_high : (n,) each input's 0.1th and 99.9th percentile over all N rows (the data-quality range
+        test, :mod:`monitor.drift.quality`); empty for a reference written before they were kept (no range test).
+    feature_outside : (n,) each input's share of the N rows outside [low, high] (about 0.002).
     """
 
     n_events: int
@@ -81,6 +87,9 @@ class Reference:
     feature_names: tuple[str, ...] | None = None
     confidence_sample: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     margin_sample: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    feature_low: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    feature_high: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    feature_outside: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     @property
     def n_features(self) -> int:
@@ -174,6 +183,8 @@ class Reference:
         marg = np.zeros(0) if margin is None else np.asarray(margin, dtype=np.float64).reshape(-1)
         if margin is not None and marg.size != n_events:
             raise DataError(f"reference margin has {marg.size} values; expected {n_events}")
+        low, high = np.quantile(x, RANGE_QUANTILES, axis=0)
+        outside = np.mean((x < low) | (x > high), axis=0)
         return cls(
             n_events=n_events,
             gamma_sample=thin_sorted(g_ok, max_sample),
@@ -189,6 +200,9 @@ class Reference:
             feature_names=names,
             confidence_sample=thin_sorted(conf, max_sample),
             margin_sample=thin_sorted(marg, max_sample),
+            feature_low=low,
+            feature_high=high,
+            feature_outside=outside,
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -210,6 +224,9 @@ class Reference:
             "feature_names": None if self.feature_names is None else list(self.feature_names),
             "confidence_sample": self.confidence_sample.tolist(),
             "margin_sample": self.margin_sample.tolist(),
+            "feature_low": self.feature_low.tolist(),
+            "feature_high": self.feature_high.tolist(),
+            "feature_outside": self.feature_outside.tolist(),
         }
 
     @classmethod
@@ -247,11 +264,17 @@ class Reference:
                 confidence_sample=np.sort(_floats(data.get("confidence_sample", []))),
                 # absent in references written before margin was kept: no margin detector for them
                 margin_sample=np.sort(_floats(data.get("margin_sample", []))),
+                # absent in references written before the range test: no range test for them
+                feature_low=_floats(data.get("feature_low", [])),
+                feature_high=_floats(data.get("feature_high", [])),
+                feature_outside=_floats(data.get("feature_outside", [])),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(
                 f"reference dict is malformed ({type(exc).__name__}: {exc}); rebuild the reference"
             ) from exc
+        if {ref.feature_low.size, ref.feature_high.size, ref.feature_outside.size} - {0, n}:
+            raise DataError("reference dict is malformed: its input ranges are not one per feature")
         if ref.feature_std.size != n or ref.gamma_sample.size == 0 or ref.flicker_sample.size == 0:
             raise DataError("reference dict is malformed: empty samples or feature stats of different lengths")
         if ref.feature_names is not None and len(ref.feature_names) != n:

@@ -114,6 +114,7 @@ class WatchConfig:
                 feature_min_distance=d.feature_min_distance,
                 confidence_detector=d.confidence_detector,
                 margin_detector=d.margin_detector,
+                range_min_share=d.range_min_share,
             ),
             reference_max_events=d.reference_max_events,
             warmup_events=warmup_events,
@@ -635,6 +636,13 @@ class ModelWatch:
         if features is not None:  # None: the reference holds no feature sample, so nothing is tested
             self.state.set("harmonic_feature_drift_features", (self.model, segment), float(len(features.moved)))
             self._publish_feature_statistics(segment, features.feature_names, features.statistics)
+        if engine.input_range is not None:
+            self._publish_feature_statistics(
+                segment,
+                engine.input_range.feature_names,
+                engine.input_range.shares,
+                metric="harmonic_input_out_of_range_ratio",
+            )
         gamma_now = float(np.nanmean(count.values("gamma")[-self.config.detectors.window :]))
         top = tuple(name for name, _ in report.top_features)
         outputs, inputs = self._evidence(engine, baseline, count)
@@ -776,23 +784,44 @@ class ModelWatch:
                         f"{m.name} mean (KS distance vs its floor, adjusted p = {m.p_value:.2g})",
                     )
                 )
+        rd = engine.input_range
+        if rd is not None and rd.drift_detected:
+            for m in rd.moved[:ALERT_INPUTS]:
+                lo, hi = float(rd.low[m.index]), float(rd.high[m.index])
+                inputs.append(
+                    Evidence(
+                        m.name,
+                        m.statistic,
+                        rd.min_share,
+                        m.statistic,
+                        float(rd.expected[m.index]),
+                        f"{m.name} share outside the reference's 0.1–99.9 percentiles [{lo:.3g}, {hi:.3g}] "
+                        f"(adjusted p = {m.p_value:.2g})",
+                    )
+                )
         return tuple(outputs), tuple(inputs)
 
-    def _publish_feature_statistics(self, segment: str, names: Sequence[str], statistics: NDArray[np.float64]) -> None:
+    def _publish_feature_statistics(
+        self,
+        segment: str,
+        names: Sequence[str],
+        statistics: NDArray[np.float64],
+        metric: str = "harmonic_feature_drift_statistic",
+    ) -> None:
         """``harmonic_feature_drift_statistic``: each input's KS distance at the last test, by the model's input
         names; above :data:`FEATURE_SERIES_MAX` inputs only the :data:`FEATURE_SERIES_TOP` largest, the rest as
         ``other`` (their largest), so that an image model does not export one series per pixel."""
         key = (self.model, segment)
         if len(names) <= FEATURE_SERIES_MAX:
             for name, d in zip(names, statistics.tolist(), strict=True):
-                self.state.set("harmonic_feature_drift_statistic", (*key, name), float(d))
+                self.state.set(metric, (*key, name), float(d))
             return
         order = np.argsort(-statistics, kind="stable")
-        self.state.clear_gauges("harmonic_feature_drift_statistic", lambda lab: lab[:2] == key)
+        self.state.clear_gauges(metric, lambda lab: lab[:2] == key)
         for j in order[:FEATURE_SERIES_TOP].tolist():
-            self.state.set("harmonic_feature_drift_statistic", (*key, names[j]), float(statistics[j]))
+            self.state.set(metric, (*key, names[j]), float(statistics[j]))
         rest = statistics[order[FEATURE_SERIES_TOP:]]
-        self.state.set("harmonic_feature_drift_statistic", (*key, OTHER), float(rest.max()) if rest.size else 0.0)
+        self.state.set(metric, (*key, OTHER), float(rest.max()) if rest.size else 0.0)
 
     def _observe_alert(
         self,

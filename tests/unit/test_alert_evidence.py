@@ -65,7 +65,7 @@ def test_an_input_alert_names_the_inputs_with_their_numbers() -> None:
         watch.update(*stream.batch(moved=True))
     assert watch.verdict("other") == Verdict.INPUT_SHIFT
     a = alert(watch, INPUT_ALERT)
-    (moved,) = a.evidence
+    (moved,) = [e for e in a.evidence if "KS distance" in e.measure]
     assert moved.detector == "income" and a.top_features == ("income",)
     assert moved.window == pytest.approx(1.5, abs=0.2) and moved.reference == pytest.approx(0.0, abs=0.1)
     assert moved.statistic >= moved.threshold == watch.config.detectors.feature_min_distance
@@ -153,3 +153,36 @@ def test_the_webhook_payload_carries_the_evidence() -> None:
         }
     ]
     assert item["annotations"]["fired"].startswith("flicker_cusum 14 > threshold 12")
+
+
+def test_input_noise_is_seen_by_the_range_test_and_named() -> None:
+    watch, state = make_watch(for_seconds=1.0)
+    watch.feature_names = ("age", "income")
+    stream = Stream(seed=21)
+    for _ in range(20):
+        watch.update(*stream.batch())
+    assert watch.verdict("other") == Verdict.STABLE
+    for _ in range(15):  # noise on income: its spread grows 1.4×, its centre stays (KS distance about 0.08)
+        events, x, result, shadow = stream.batch()
+        x[:, 1] *= 1.4
+        watch.update(events, x, result, shadow)
+    report = watch.last_reports["other"]
+    assert report.verdict == Verdict.INPUT_SHIFT and "inputs_range" in report.fired, report
+    assert [name for name, _ in report.out_of_range] == ["income"]
+    assert "outside the reference range: income" in report.message
+    a = alert(watch, INPUT_ALERT)
+    (ev,) = [e for e in a.evidence if "percentiles" in e.measure]
+    assert ev.detector == "income" and ev.window >= 0.02 > 0.005 > ev.reference
+    share = state.gauge("harmonic_input_out_of_range_ratio", (MODEL, "other", "income"))
+    assert share is not None and share > 0.02
+    assert state.gauge("harmonic_input_out_of_range_ratio", (MODEL, "other", "age")) < 0.02  # type: ignore[operator]
+
+
+def test_the_range_test_keeps_quiet_on_a_stationary_stream() -> None:
+    watch, _ = make_watch()
+    stream = Stream(seed=16)
+    for _ in range(100):
+        watch.update(*stream.batch())
+    engine = watch._engines["other"]
+    assert engine.input_range is not None and engine.input_range.state.alarms == 0
+    assert watch.verdict("other") == Verdict.STABLE
