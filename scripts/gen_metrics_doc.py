@@ -321,7 +321,8 @@ USAGE: dict[str, Usage] = {
         "Drift",
         "KS distance (0–1)",
         "Which inputs moved, by the model's input names (`x[3]`, `age`): each input's two-sample KS distance between "
-        "the last `drift.window` events and the segment's baseline, at the last test. An input is flagged when its "
+        "the last `drift.window` events and the segment's baseline, at the last test; for a held input (string, int, "
+        "bool) the total variation distance of its category frequencies. An input is flagged when its "
         "distance is at least `drift.feature_min_distance` and its adjusted p-value below `drift.feature_alpha`. "
         "One series per input up to 64 inputs; above that the 16 largest by name and the rest folded into "
         '`feature="other"` (their largest), so an image model does not export a series per pixel. '
@@ -334,7 +335,9 @@ USAGE: dict[str, Usage] = {
         "and 99.9th percentiles; about 0.002 on the baseline itself). Noise added to inputs, a unit change or a "
         "broken upstream join shows here at once, even when the per-input KS distances stay under their floor. An "
         "input above `drift.range_min_share` (significantly) counts as input evidence: `input-shift`, named in the "
-        "alert. `topk(5, harmonic_input_out_of_range_ratio)` lists the worst inputs.",
+        "alert. For a held input (string, int, bool) it is the share of values whose category is not in the "
+        "baseline's count table (unseen categories). `topk(5, harmonic_input_out_of_range_ratio)` lists the worst "
+        "inputs.",
     ),
     "harmonic_segment_warming_up": Usage(
         "Drift",

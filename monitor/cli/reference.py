@@ -37,6 +37,7 @@ from monitor.cli.common import (
     count_at_least,
     load_inputs,
 )
+from monitor.drift.categories import count_tables, held_columns, held_element_names
 from monitor.errors import DataError
 from monitor.estimate import CALIBRATION_KINDS, CalibrationKind, EstimatorFit, fit_estimators
 from monitor.metrics.scales import choose_scales
@@ -46,7 +47,7 @@ from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held
 from monitor.rolling.reference import Reference
 from monitor.rolling.reference_file import write_reference
-from monitor.rolling.segment_baselines import segment_references, split_segment_column
+from monitor.rolling.segment_baselines import fold_segments, segment_references, split_segment_column
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -144,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
     segments = None if segments is None else segments[finite]
     if rows.shape[0] < 10:
         raise DataError(f"'{args.data}' has {rows.shape[0]} finite rows; a reference needs at least 10", path=args.data)
+    # count tables of the held inputs from every reference row (before sampling): a rare category stays known
+    names_of_held = held_element_names(model.signature)
+    all_held = None if held is None else held_columns(held.values, names_of_held)
+    all_segments = segments
     rng = np.random.default_rng(args.seed)
     if segments is not None:  # at most --sample-rows rows of each segment
         pick = np.sort(
@@ -212,8 +217,18 @@ def run(args: argparse.Namespace) -> int:
             max_segments=args.max_segments,
             seed=args.seed,
         )
+        if all_held is not None and all_segments is not None:
+            folded = fold_segments(all_segments, args.max_segments)
+            baselines = {
+                name: dataclasses.replace(
+                    ref, held_tables=count_tables({k: v[folded == name] for k, v in all_held.items()})
+                )
+                for name, ref in baselines.items()
+            }
         kept = ", ".join(f"{name} ({ref.n_events})" for name, ref in baselines.items()) or "none"
         print(f"per-segment baselines (rows): {kept}", file=sys.stderr)
+    if all_held is not None:
+        ref = dataclasses.replace(ref, held_tables=count_tables(all_held))
     fit = None
     if labels is not None:
         fit = labelled_fit(model, rows, held, result, labels, seed=args.seed, calibration=args.calibration)

@@ -167,7 +167,12 @@ class Timeline:
                     "model": model,
                     "segment": segment,
                     "detectors": list(change.fired),
-                    "features": [name for name, _ in change.top_features],
+                    # the inputs named as evidence: moved (KS), held inputs' categories, values outside the range
+                    "features": list(
+                        dict.fromkeys(
+                            name for name, _ in (*change.top_features, *change.categories, *change.out_of_range)
+                        )
+                    ),
                 }
             )
             self._verdicts[(model, segment)] = verdict

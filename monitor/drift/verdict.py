@@ -23,7 +23,7 @@ batch and reads the verdict;
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Self
@@ -33,6 +33,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from monitor.drift.base import DriftState, ReferenceLike
 from monitor.drift.calibrate import MIN_REFERENCE
+from monitor.drift.categories import CategoryDrift
 from monitor.drift.cusum import Cusum
 from monitor.drift.features import FeatureDrift, FeatureShift
 from monitor.drift.ks import KsDrift
@@ -69,6 +70,8 @@ class VerdictReport:
     held_since: float | None = None
     #: (name, share outside the reference range) of the inputs the data-quality range test flagged
     out_of_range: tuple[tuple[str, float], ...] = ()
+    #: (name, total variation distance) of the held inputs whose category frequencies moved
+    categories: tuple[tuple[str, float], ...] = ()
 
     @property
     def message(self) -> str:
@@ -84,6 +87,8 @@ class VerdictReport:
             text += " (held: output-side evidence off since then, until alerts.resolve_after_seconds pass)"
         if self.top_features:
             text += "; inputs moved: " + ", ".join(f"{n} (D={d:.2f})" for n, d in self.top_features)
+        if self.categories:
+            text += "; held inputs moved: " + ", ".join(f"{n} (TV={d:.2f})" for n, d in self.categories)
         if self.out_of_range:
             text += "; outside the reference range: " + ", ".join(f"{n} ({v:.1%})" for n, v in self.out_of_range)
         return text
@@ -101,6 +106,8 @@ def decide_verdict(
     margin: Iterable[DriftState] = (),
     input_range: DriftState | None = None,
     out_of_range: Sequence[FeatureShift] = (),
+    categories: DriftState | None = None,
+    categories_moved: Sequence[FeatureShift] = (),
 ) -> VerdictReport:
     """The verdict rule: harmful on output-side evidence, input-shift if only input drift fired, else stable.
 
@@ -119,6 +126,8 @@ def decide_verdict(
     margin : states of the margin detectors (a *fall* in top-1 minus top-2 class probability; none for regressors).
     input_range : state of the data-quality range test (inputs outside the reference range), or None; input evidence.
     out_of_range : the inputs it flagged, ranked, to name in the report.
+    categories : state of the held inputs' category test, or None; input evidence.
+    categories_moved : the held inputs it flagged, ranked, to name in the report.
 
     Examples
     --------
@@ -139,11 +148,13 @@ def decide_verdict(
     ranged = input_range is not None and input_range.drift_detected
     named = tuple((m.name, m.statistic) for m in moved[:top]) if inputs else ()
     outside = tuple((m.name, m.statistic) for m in out_of_range[:top]) if ranged else ()
-    input_fired = tuple(s.name for s in (features, input_range) if s is not None and s.drift_detected)
+    held = categories is not None and categories.drift_detected
+    cats = tuple((m.name, m.statistic) for m in categories_moved[:top]) if held else ()
+    input_fired = tuple(s.name for s in (features, input_range, categories) if s is not None and s.drift_detected)
     if fired:
-        return VerdictReport(Verdict.HARMFUL_SHIFT, fired + input_fired, named, out_of_range=outside)
+        return VerdictReport(Verdict.HARMFUL_SHIFT, fired + input_fired, named, out_of_range=outside, categories=cats)
     if input_fired:
-        return VerdictReport(Verdict.INPUT_SHIFT, input_fired, named, out_of_range=outside)
+        return VerdictReport(Verdict.INPUT_SHIFT, input_fired, named, out_of_range=outside, categories=cats)
     return VerdictReport(Verdict.STABLE)
 
 
@@ -313,6 +324,19 @@ class VerdictEngine:
             if self.feature_drift is not None and n > 0 and low.size == high.size == outside.size == n
             else None
         )
+        tables = getattr(reference, "held_tables", None) or {}
+        # category frequencies of held inputs (string, int, bool; fixed_features): none when the model holds nothing
+        self.held_drift = (
+            CategoryDrift(
+                tables,
+                window=s.window,
+                every=s.every,
+                alpha=s.feature_alpha,
+                min_distance=s.feature_min_distance,
+            )
+            if tables
+            else None
+        )
 
     @property
     def thresholds(self) -> dict[str, float]:
@@ -331,6 +355,7 @@ class VerdictEngine:
             self.margin_cusum,
             self.feature_drift,
             self.input_range,
+            self.held_drift,
         ):
             if d is not None:
                 d.reset()
@@ -343,9 +368,11 @@ class VerdictEngine:
         features: ArrayLike | None = None,
         confidence: ArrayLike | None = None,
         margin: ArrayLike | None = None,
+        held: Mapping[str, NDArray[np.str_]] | None = None,
     ) -> Self:
-        """Feed one batch: γ (b,), flicker (b,), feature rows (b, n), max-probability (b,), margin (b,); any may be
-        None (not scored). NaN confidence or margin (a regressor, a row without a class) is skipped."""
+        """Feed one batch: γ (b,), flicker (b,), feature rows (b, n), max-probability (b,), margin (b,), held input
+        values ``{element: (b,) strings}``; any may be None (not scored). NaN confidence or margin (a regressor, a row
+        without a class) is skipped."""
         if gamma is not None:
             self.gamma_cusum.update(gamma)
             self.gamma_ks.update(gamma)
@@ -360,6 +387,8 @@ class VerdictEngine:
             self.feature_drift.update(features)
         if features is not None and self.input_range is not None:
             self.input_range.update(features)
+        if held is not None and self.held_drift is not None:
+            self.held_drift.update(held)
         return self
 
     @property
@@ -374,7 +403,7 @@ class VerdictEngine:
         """The detectors' names, in :attr:`alarms_on` order."""
         return tuple(d.name for d in self._detectors())
 
-    def _detectors(self) -> tuple[Cusum | KsDrift | RateTest | FeatureDrift | RangeDrift, ...]:
+    def _detectors(self) -> tuple[Cusum | KsDrift | RateTest | FeatureDrift | RangeDrift | CategoryDrift, ...]:
         found = (
             self.gamma_cusum,
             self.gamma_ks,
@@ -384,6 +413,7 @@ class VerdictEngine:
             self.margin_cusum,
             self.feature_drift,
             self.input_range,
+            self.held_drift,
         )
         return tuple(d for d in found if d is not None)
 
@@ -400,6 +430,8 @@ class VerdictEngine:
             out.append(self.feature_drift.state)
         if self.input_range is not None:
             out.append(self.input_range.state)
+        if self.held_drift is not None:
+            out.append(self.held_drift.state)
         return tuple(out)
 
     @property
@@ -421,6 +453,8 @@ class VerdictEngine:
             accuracy_drop=accuracy_drop,
             input_range=None if self.input_range is None else self.input_range.state,
             out_of_range=() if self.input_range is None else self.input_range.moved,
+            categories=None if self.held_drift is None else self.held_drift.state,
+            categories_moved=() if self.held_drift is None else self.held_drift.moved,
         )
 
     @property

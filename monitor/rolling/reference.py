@@ -71,6 +71,9 @@ class Reference:
     feature_low, feature_high : (n,) each input's 0.1th and 99.9th percentile over all N rows (the data-quality range
         test, :mod:`monitor.drift.quality`); empty for a reference written before they were kept (no range test).
     feature_outside : (n,) each input's share of the N rows outside [low, high] (about 0.002).
+    held_tables : per held input element (string, int, bool inputs; ``fixed_features``), its count table over the
+        reference rows: the most frequent categories and ``other`` (:mod:`monitor.drift.categories`); empty for a
+        model that holds nothing or a reference written before they were kept (no category test then).
     """
 
     n_events: int
@@ -90,6 +93,7 @@ class Reference:
     feature_low: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     feature_high: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     feature_outside: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    held_tables: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     @property
     def n_features(self) -> int:
@@ -110,6 +114,7 @@ class Reference:
         seed: int = 0,
         confidence: ArrayLike | None = None,
         margin: ArrayLike | None = None,
+        held: Mapping[str, Sequence[str] | NDArray[np.str_]] | None = None,
     ) -> Reference:
         """Build from offline arrays.
 
@@ -126,6 +131,8 @@ class Reference:
         max_sample : bound on the γ, flicker, confidence and margin samples.
         max_feature_sample : bound on the feature rows kept.
         seed : seeds the choice of feature rows, so the same data and seed give the same reference.
+        held : ``{held element: (N,) values}`` (``monitor.drift.categories.held_columns``), or None: its count
+            tables.
 
         Raises
         ------
@@ -203,6 +210,7 @@ class Reference:
             feature_low=low,
             feature_high=high,
             feature_outside=outside,
+            held_tables={} if held is None else _count_tables(held, n_events),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -227,6 +235,7 @@ class Reference:
             "feature_low": self.feature_low.tolist(),
             "feature_high": self.feature_high.tolist(),
             "feature_outside": self.feature_outside.tolist(),
+            "held_tables": {k: dict(v) for k, v in self.held_tables.items()},
         }
 
     @classmethod
@@ -268,6 +277,7 @@ class Reference:
                 feature_low=_floats(data.get("feature_low", [])),
                 feature_high=_floats(data.get("feature_high", [])),
                 feature_outside=_floats(data.get("feature_outside", [])),
+                held_tables=_tables(data.get("held_tables", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(
@@ -280,6 +290,26 @@ class Reference:
         if ref.feature_names is not None and len(ref.feature_names) != n:
             raise DataError(f"reference dict has {len(ref.feature_names)} feature names for {n} features")
         return ref
+
+
+def _count_tables(held: Mapping[str, Sequence[str] | NDArray[np.str_]], n_events: int) -> dict[str, dict[str, int]]:
+    from monitor.drift.categories import count_tables
+
+    bad = sorted(k for k, v in held.items() if len(v) != n_events)
+    if bad:
+        raise DataError(f"reference held values of {bad} are not one per row ({n_events} rows)")
+    return count_tables(held)
+
+
+def _tables(value: object) -> dict[str, dict[str, int]]:
+    if not isinstance(value, Mapping):
+        raise TypeError("held_tables must be an object")
+    out: dict[str, dict[str, int]] = {}
+    for name, table in value.items():
+        if not isinstance(table, Mapping):
+            raise TypeError(f"held_tables['{name}'] must be an object")
+        out[str(name)] = {str(c): _int(n) for c, n in table.items()}
+    return out
 
 
 def _sequence(value: object) -> Sequence[object]:
@@ -356,6 +386,7 @@ class WarmupReferenceBuilder:
         self._classes: list[NDArray[np.int64]] = []
         self._confidence: list[NDArray[np.float64]] = []
         self._margin: list[NDArray[np.float64]] = []
+        self._held: dict[str, list[NDArray[np.str_]]] = {}
         self._count = 0
 
     @property
@@ -377,8 +408,9 @@ class WarmupReferenceBuilder:
         predicted_class: ArrayLike | None = None,
         confidence: ArrayLike | None = None,
         margin: ArrayLike | None = None,
+        held: Mapping[str, NDArray[np.str_]] | None = None,
     ) -> Self:
-        """Add a batch: γ (b,), flicker (b,), features (b, n), predicted class (b,) or None, max-probability (b,)
+        """Add a batch (``held``: ``{held element: (b,) values}``, or None): γ (b,), flicker (b,), features (b, n), predicted class (b,) or None, max-probability (b,)
         or None (NaN: none), margin (top-1 minus top-2 class probability, b,) or None (NaN: none).
 
         Raises
@@ -416,6 +448,8 @@ class WarmupReferenceBuilder:
             self._classes.append(pc[:take].copy())
             self._confidence.append(conf[:take].copy())
             self._margin.append(marg[:take].copy())
+            for name, col in (held or {}).items():
+                self._held.setdefault(name, []).append(np.asarray(col)[:take].astype(str))
             self._count += take
         return self
 
@@ -436,6 +470,7 @@ class WarmupReferenceBuilder:
             predicted_class=np.concatenate(self._classes),
             confidence=np.concatenate(self._confidence),
             margin=np.concatenate(self._margin),
+            held={k: np.concatenate(v) for k, v in self._held.items()} if self._held else None,
             feature_names=self.feature_names,
             max_sample=self.max_sample,
             max_feature_sample=self.max_feature_sample,

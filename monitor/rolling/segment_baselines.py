@@ -68,6 +68,7 @@ def segment_references(
     max_segments: int = 20,
     max_sample: int = 5000,
     seed: int = 0,
+    held: Mapping[str, NDArray[np.str_]] | None = None,
 ) -> dict[str, Reference]:
     """One :class:`Reference` per segment (:func:`fold_segments`) from scored reference rows; a segment (``other``
     included) with fewer than :data:`MIN_SEGMENT_ROWS` rows gets none (it warms up on its own events).
@@ -102,6 +103,7 @@ def segment_references(
             feature_names=feature_names,
             max_sample=max_sample,
             seed=seed,
+            held=None if held is None else {k: np.asarray(v)[sel] for k, v in held.items()},
         )
     return out
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from monitor.config import Settings
+from monitor.drift.categories import held_element_names
 from monitor.errors import MonitorError
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
@@ -170,6 +171,7 @@ class Pipeline:
             # the model's per-element input names (Signature.features, row order) unless the settings name them
             feature_names=rt.settings.feature_names or rt.model.signature.features,
         )
+        watch.held_names = held_element_names(rt.model.signature)  # the held inputs' category tests, by name
         watch.set_accuracy_fit(rt.accuracy_fit)  # None: the reference holds no labelled fit
         return watch
 

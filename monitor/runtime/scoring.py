@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.config import Settings
+from monitor.drift.categories import held_columns
 from monitor.events import InferenceEvent, feature_rows, held_rows
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
@@ -408,7 +409,8 @@ class Scoring:
         # the first measured cost: the sampler knows what an event costs before the first poll (a backlog read
         # after a restart is then sampled from its first poll on, not scored whole)
         self.sampler.observe_cost(rt.name, int(ref.shape[0]), time.process_time() - cpu_started)
-        rt.watch.set_reference(ref, result, None if segments is None else segments[keep])
+        columns = None if held is None else held_columns(held.values, rt.watch.held_names)
+        rt.watch.set_reference(ref, result, None if segments is None else segments[keep], columns)
         log.info("reference built from file", extra={"model": rt.name, "rows": int(ref.shape[0])})
 
 

@@ -32,11 +32,12 @@ from numpy.typing import NDArray
 
 from monitor.clock import WatermarkClock
 from monitor.config import Settings
+from monitor.drift.categories import held_columns
 from monitor.drift.verdict import DriftSettings as DetectorSettings
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
 from monitor.errors import DataError
 from monitor.estimate import DEFAULT_METHOD, EstimatorFit, estimate
-from monitor.events import InferenceEvent
+from monitor.events import InferenceEvent, held_rows
 from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule, Evidence
 from monitor.exporters.prometheus import MetricsState
 from monitor.metrics.scorer import ScoreResult
@@ -160,6 +161,9 @@ class ModelWatch:
         self.state = state
         self.on_alert = on_alert
         self.feature_names = tuple(feature_names) if feature_names else None
+        #: element names of the held inputs (``monitor.drift.categories.held_element_names`` of the signature), for
+        #: the category tests' names; None: ``input`` / ``input[i]``
+        self.held_names: dict[str, list[str]] | None = None
         self.windows = WindowSet(
             window_seconds=config.window_seconds,
             count_size=config.count_window_events,
@@ -308,7 +312,11 @@ class ModelWatch:
         return self.reference is not None
 
     def set_reference(
-        self, rows: NDArray[np.float64], result: ScoreResult, segments: NDArray[np.str_] | None = None
+        self,
+        rows: NDArray[np.float64],
+        result: ScoreResult,
+        segments: NDArray[np.str_] | None = None,
+        held: dict[str, NDArray[np.str_]] | None = None,
     ) -> None:
         """The model-wide reference from scored reference rows; with ``segments`` (one label per row: reference data
         that carries the segment) also each segment's own baseline (:func:`segment_references`)."""
@@ -326,6 +334,7 @@ class ModelWatch:
                     feature_names=self.feature_names,
                     max_segments=self.config.max_segments,
                     max_sample=self.config.reference_max_events,
+                    held=None if held is None else {k: v[ok] for k, v in held.items()},
                 )
             )
         ref = Reference.from_arrays(
@@ -337,6 +346,7 @@ class ModelWatch:
             max_sample=self.config.reference_max_events,
             confidence=result.probability[ok],
             margin=result.margin[ok],
+            held=None if held is None else {k: v[ok] for k, v in held.items()},
         )
         self.install_reference(ref)
 
@@ -376,7 +386,9 @@ class ModelWatch:
         """The segments still learning their baseline: ``{segment: {"events": seen, "of": needed}}``."""
         return {s: {"events": b.count, "of": b.events} for s, b in sorted(self._segment_builders.items())}
 
-    def _segment_warm_up(self, segment: str, batch: SignalBatch) -> None:
+    def _segment_warm_up(
+        self, segment: str, batch: SignalBatch, held: dict[str, NDArray[np.str_]] | None = None
+    ) -> None:
         """Feed ``segment``'s warm-up; at ``warmup_events`` events its baseline is built and its detectors start."""
         builder = self._segment_builders.get(segment)
         if builder is None:
@@ -394,6 +406,7 @@ class ModelWatch:
             predicted_class=batch.predicted_class,
             confidence=batch.confidence,
             margin=batch.margin,
+            held=held,
         )
         if builder.ready:
             del self._segment_builders[segment]
@@ -500,6 +513,13 @@ class ModelWatch:
         for seg in np.unique(seg_arr):
             self._arrived[str(seg)] = now
         drift = batch if uniform is None else full.take(ok & uniform)
+        # held input values (string, int, bool inputs; fixed_features) of the drift rows, one column per element
+        held = held_rows(events) if events and events[0].held is not None else None
+        drift_held: dict[str, NDArray[np.str_]] | None = None
+        if held is not None and len(held) == len(events):
+            cols = held_columns(held.values, self.held_names)
+            keep = ok if uniform is None else ok & uniform
+            drift_held = {name: col[keep] for name, col in cols.items()}
         if drift.size:
             self.windows.update(self.model, drift)
             if self._scores is not None:
@@ -509,7 +529,7 @@ class ModelWatch:
         # `every` events, so a change is reported at the batch that caused it (the cadence paces the gauges)
         flipped = False
         if self.reference is None and drift.size:
-            self._warm_up(drift)
+            self._warm_up(drift, drift_held)
         if drift.size:
             # each event under its segment as the windows keep it (segments beyond max_segments fold into other)
             keys = {s for _, s in self.windows.keys}
@@ -518,9 +538,10 @@ class ModelWatch:
             drift_segs = np.array([s if s in keys else OTHER for s in drift.segments.tolist()])
             for seg in np.unique(drift_segs).tolist():
                 sel = drift_segs == seg
+                seg_held = None if drift_held is None else {k: v[sel] for k, v in drift_held.items()}
                 if self.baseline(seg) is None:
                     if self.segmented:
-                        self._segment_warm_up(seg, drift.take(sel))
+                        self._segment_warm_up(seg, drift.take(sel), seg_held)
                     continue
                 eng = self._engine(seg).update(
                     gamma=drift.gamma[sel],
@@ -528,6 +549,7 @@ class ModelWatch:
                     features=drift.features[sel],
                     confidence=drift.confidence[sel],
                     margin=drift.margin[sel],
+                    held=seg_held,
                 )
                 flipped = flipped or eng.alarms_on != self._alarms_at_eval[seg]
                 if self.observers:
@@ -541,7 +563,7 @@ class ModelWatch:
             finally:
                 self._applying = None
 
-    def _warm_up(self, batch: SignalBatch) -> None:
+    def _warm_up(self, batch: SignalBatch, held: dict[str, NDArray[np.str_]] | None = None) -> None:
         if self._builder is None:
             self._builder = WarmupReferenceBuilder(
                 self.config.warmup_events, feature_names=self.feature_names, max_sample=self.config.reference_max_events
@@ -553,6 +575,7 @@ class ModelWatch:
             predicted_class=batch.predicted_class,
             confidence=batch.confidence,
             margin=batch.margin,
+            held=held,
         )
         if self._builder.ready:
             self.install_reference(self._builder.build())
@@ -636,6 +659,15 @@ class ModelWatch:
         if features is not None:  # None: the reference holds no feature sample, so nothing is tested
             self.state.set("harmonic_feature_drift_features", (self.model, segment), float(len(features.moved)))
             self._publish_feature_statistics(segment, features.feature_names, features.statistics)
+        held_drift = engine.held_drift
+        if held_drift is not None:  # held inputs: their category distance, and their unseen share as "out of range"
+            self._publish_feature_statistics(segment, held_drift.feature_names, held_drift.statistics)
+            self._publish_feature_statistics(
+                segment,
+                held_drift.feature_names,
+                held_drift.unseen_shares,
+                metric="harmonic_input_out_of_range_ratio",
+            )
         if engine.input_range is not None:
             self._publish_feature_statistics(
                 segment,
@@ -797,6 +829,21 @@ class ModelWatch:
                         float(rd.expected[m.index]),
                         f"{m.name} share outside the reference's 0.1–99.9 percentiles [{lo:.3g}, {hi:.3g}] "
                         f"(adjusted p = {m.p_value:.2g})",
+                    )
+                )
+        hd = engine.held_drift
+        if hd is not None and hd.drift_detected:
+            unseen = hd.unseen_shares
+            for m in hd.moved[:ALERT_INPUTS]:
+                inputs.append(
+                    Evidence(
+                        m.name,
+                        m.statistic,
+                        hd.min_distance,
+                        float(unseen[m.index]),
+                        float(hd.other_shares[m.index]),
+                        f"{m.name} category frequencies (total variation distance, adjusted p = {m.p_value:.2g}); "
+                        "share of categories outside the reference's table",
                     )
                 )
         return tuple(outputs), tuple(inputs)
