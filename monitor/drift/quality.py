@@ -4,14 +4,16 @@ Input noise that costs accuracy can leave every per-feature KS distance under it
 stay put) while many values land beyond anything the reference held. :class:`RangeDrift` watches, per input, the share
 of the last ``window`` events outside the reference's [0.1th, 99.9th] percentiles (:data:`RANGE_QUANTILES`): about
 0.2 % on the reference itself. An input is flagged when its share is at least ``min_share`` and significantly above
-the reference's own share (one-sided binomial test, Benjamini–Hochberg across inputs at ``alpha``). Input evidence
+the reference's own share (one-sided binomial test, Benjamini–Hochberg across inputs at ``alpha``). The range is
+widened by :data:`RANGE_MARGIN` of its width on each side, so that values piled up at an edge (zeros, a cap) that move
+by a rounding or a small jitter do not count as outside. Input evidence
 only: it supports ``input-shift``, never ``harmful-shift`` by itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Self
+from typing import Final, Self
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -33,6 +35,10 @@ def reference_range(x: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArra
     """
     q = np.quantile(np.asarray(x, dtype=np.float64), RANGE_QUANTILES, axis=0)
     return q[0], q[1]
+
+
+#: the reference range is widened by this share of its width on each side (see :class:`RangeDrift`)
+RANGE_MARGIN: Final = 0.01
 
 
 class RangeDrift(WindowedTest):
@@ -74,8 +80,14 @@ class RangeDrift(WindowedTest):
         name: str = "inputs_range",
     ) -> None:
         require(0.0 < min_share < 1.0, f"min_share must be in (0, 1); got {min_share!r}")
-        self.low = np.asarray(low, dtype=np.float64).reshape(-1)
-        self.high = np.asarray(high, dtype=np.float64).reshape(-1)
+        lo = np.asarray(low, dtype=np.float64).reshape(-1)
+        hi = np.asarray(high, dtype=np.float64).reshape(-1)
+        if lo.size != hi.size:
+            raise DataError(f"reference range disagrees: {lo.size} lows, {hi.size} highs")
+        # widened by RANGE_MARGIN of its width on each side: values that pile up at an edge (zeros, a cap) and move
+        # by a rounding or a jitter stay inside
+        pad = RANGE_MARGIN * (hi - lo)
+        self.low, self.high = lo - pad, hi + pad
         self.expected = np.maximum(np.asarray(expected, dtype=np.float64).reshape(-1), 0.002)
         n = self.low.size
         self.feature_names = tuple(str(s) for s in feature_names)

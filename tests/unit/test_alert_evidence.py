@@ -162,9 +162,9 @@ def test_input_noise_is_seen_by_the_range_test_and_named() -> None:
     for _ in range(20):
         watch.update(*stream.batch())
     assert watch.verdict("other") == Verdict.STABLE
-    for _ in range(15):  # noise on income: its spread grows 1.4×, its centre stays (KS distance about 0.08)
+    for _ in range(15):  # noise on income: its spread grows 1.5×, its centre stays (KS distance about 0.1)
         events, x, result, shadow = stream.batch()
-        x[:, 1] *= 1.4
+        x[:, 1] *= 1.5
         watch.update(events, x, result, shadow)
     report = watch.last_reports["other"]
     assert report.verdict == Verdict.INPUT_SHIFT and "inputs_range" in report.fired, report
