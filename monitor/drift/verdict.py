@@ -331,7 +331,7 @@ class VerdictEngine:
                 tables,
                 window=s.window,
                 every=s.every,
-                alpha=s.feature_alpha,
+                alpha=s.ks_alpha,  # a window test every `every` events, like γ's KS
                 min_distance=s.feature_min_distance,
             )
             if tables

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from monitor.cli import main
-from monitor.drift.categories import OTHER_KEY, count_table
+from monitor.drift.categories import OTHER_KEY, CategoryDrift, count_table
 from monitor.drift.verdict import Verdict
 from monitor.events import InferenceEvent
 from monitor.rolling.reference import Reference
@@ -154,3 +154,15 @@ def test_replay_of_a_string_input_model_names_the_held_input(tmp_path: Path) -> 
     changes = json.loads(out.read_text(encoding="utf-8"))["changes"]
     assert changes and changes[0]["index"] >= 2000 and changes[0]["verdict"] != "stable", changes
     assert "held_inputs" in changes[0]["detectors"] and "colour" in changes[0]["features"]
+
+
+def test_a_held_input_of_many_categories_keeps_quiet_when_stationary() -> None:
+    rng = np.random.default_rng(5)
+    cats = [f"c{i}" for i in range(80)]  # more than the table keeps: 64 and other
+    p = rng.dirichlet(np.ones(80))
+    drift = CategoryDrift({"shop": count_table(rng.choice(cats, size=20_000, p=p))}, window=1000, every=100)
+    for _ in range(50):
+        drift.update({"shop": rng.choice(cats, size=1000, p=p)})
+    assert drift.state.alarms == 0 and drift.state.events == 50_000
+    drift.update({"shop": rng.choice(cats[:10], size=1000)})  # and it still sees a real move
+    assert drift.drift_detected
