@@ -625,3 +625,27 @@ def test_scoring_held_positions_are_the_first_held_record_per_partition(tmp_path
         ("t", 0): 4,
         ("t", 1): 9,
     }
+
+
+# ---------------------------------------------------------------------- per-segment baselines
+
+
+def test_pipeline_readyz_lists_segments_warming_up_and_their_baselines_survive_a_restart(tmp_path: Path) -> None:
+    base = make_settings(tmp_path)
+    settings = base.model_copy(update={"models": [base.models[0].model_copy(update={"warmup_events": 60})]})
+    x = rows(200, seed=21)
+    lines = [event(i, x[i], segment="eu" if i % 2 else "us") for i in range(100)]
+    lines += [event(100 + i, x[100 + i], segment="eu") for i in range(40)]  # eu: 90 events, us: 50
+    pipeline = make_pipeline(settings, ReplaySource(lines))
+    drain(pipeline)
+    ok, detail = pipeline.readiness()
+    assert ok  # warming segments do not make the sidecar unready; they are listed
+    assert detail["models"][MODEL]["segments_warming_up"] == {"us": {"events": 50, "of": 60}}
+    assert pipeline.state.gauge("harmonic_segment_warming_up", (MODEL, "us")) == 1.0
+    assert pipeline.state.gauge("harmonic_segment_warming_up", (MODEL, "eu")) == 0.0
+    watch = pipeline.runtimes[MODEL].watch
+    assert watch is not None and sorted(watch.segment_references) == ["eu"]
+    again = make_pipeline(settings, ReplaySource([]))
+    restored = again.runtimes[MODEL].watch
+    assert restored is not None and restored.segmented
+    assert restored.segment_references["eu"].gamma_mean == watch.segment_references["eu"].gamma_mean
