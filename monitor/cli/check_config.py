@@ -99,7 +99,7 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
         _check_width(ms, table.rows.shape[1], n)  # load_model_runtime does not read it with space: raw
         _check_names(ms, table.names if isinstance(table, RowsFile) else None)
         print(f"model '{ms.name}': reference: {table.describe()}", file=sys.stderr)
-    elif ms.reference is not None:
+    elif ms.reference is not None and ms.reference.suffix.lower() == ".json":
         from monitor.rolling.reference_file import read_reference
 
         _, reference = read_reference(ms.reference, n)
