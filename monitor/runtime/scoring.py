@@ -379,6 +379,7 @@ class Scoring:
 
         With ``segments.reference_column`` the reference CSV carries each row's segment in that column (not fed to the
         model): each segment gets its own baseline, from a sample of at most ``drift.reference_max_events`` of its rows.
+        The held inputs' count tables are counted over every finite row.
         """
         assert rt.settings.reference is not None and rt.scorer is not None and rt.watch is not None
         column = self.settings.segments.reference_column
@@ -388,6 +389,9 @@ class Scoring:
         else:
             ref, held, segments = read_segmented_reference_rows(rt.settings, rt.model, column)
         keep = np.flatnonzero(np.all(np.isfinite(ref), axis=1))
+        # the held inputs' count tables come from every finite row, not the scored sample: a rare category stays known
+        all_held = None if held is None else held_columns(held.take(keep).values, rt.watch.held_names)
+        all_segments = None if segments is None else segments[keep]
         rng = np.random.default_rng(rt.settings.scoring.seed)
         cap = rt.watch.config.reference_max_events
         if segments is not None:  # a bounded sample per segment, so a small segment keeps all of its rows
@@ -411,6 +415,8 @@ class Scoring:
         self.sampler.observe_cost(rt.name, int(ref.shape[0]), time.process_time() - cpu_started)
         columns = None if held is None else held_columns(held.values, rt.watch.held_names)
         rt.watch.set_reference(ref, result, None if segments is None else segments[keep], columns)
+        if all_held is not None:
+            rt.watch.set_held_tables(all_held, all_segments)
         log.info("reference built from file", extra={"model": rt.name, "rows": int(ref.shape[0])})
 
 

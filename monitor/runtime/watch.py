@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from monitor.clock import WatermarkClock
 from monitor.config import Settings
-from monitor.drift.categories import held_columns
+from monitor.drift.categories import count_tables, held_columns
 from monitor.drift.verdict import DriftSettings as DetectorSettings
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
 from monitor.errors import DataError
@@ -43,7 +43,12 @@ from monitor.exporters.prometheus import MetricsState
 from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
 from monitor.rolling.scores import ScoreRows, ScoreSamples
-from monitor.rolling.segment_baselines import references_from_json, references_to_json, segment_references
+from monitor.rolling.segment_baselines import (
+    fold_segments,
+    references_from_json,
+    references_to_json,
+    segment_references,
+)
 from monitor.rolling.windows import OTHER, SignalBatch, WindowSet
 
 log = logging.getLogger("monitor.runtime.watch")
@@ -349,6 +354,21 @@ class ModelWatch:
             held=None if held is None else {k: v[ok] for k, v in held.items()},
         )
         self.install_reference(ref)
+
+    def set_held_tables(self, held: dict[str, NDArray[np.str_]], segments: NDArray[np.str_] | None = None) -> None:
+        """Count the held inputs' category tables over all reference rows (``held``: one column per held element;
+        ``segments``: each row's segment, for the per-segment baselines), replacing those of the scored sample."""
+        if self.reference is not None:
+            self.reference = dataclasses.replace(self.reference, held_tables=count_tables(held))
+        if segments is not None and self.segment_references:
+            folded = fold_segments(segments, self.config.max_segments)
+            for name, ref in list(self.segment_references.items()):
+                sel = folded == name
+                if sel.any():
+                    tables = count_tables({k: v[sel] for k, v in held.items()})
+                    self.segment_references[name] = dataclasses.replace(ref, held_tables=tables)
+        for segment in list(self._engines):
+            self._drop_engine(segment)  # rebuilt on the next batch, with the tables
 
     def install_reference(self, ref: Reference) -> None:
         """The model-wide reference (the baseline of an unsegmented stream); segments with their own keep theirs."""

@@ -166,3 +166,27 @@ def test_a_held_input_of_many_categories_keeps_quiet_when_stationary() -> None:
     assert drift.state.alarms == 0 and drift.state.events == 50_000
     drift.update({"shop": rng.choice(cats[:10], size=1000)})  # and it still sees a real move
     assert drift.drift_detected
+
+
+def test_run_counts_the_held_tables_over_every_reference_row_not_the_scored_sample(tmp_path: Path) -> None:
+    zoo = build_column_transformer_classifier(tmp_path)
+    rng = np.random.default_rng(3)
+    with (tmp_path / "ref.csv").open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=["x1", "x2", "x3", "colour"])
+        writer.writeheader()
+        for i in range(600):
+            colour = "purple" if i < 3 else COLOURS[i % 3]  # a rare colour the scored sample of 100 likely misses
+            writer.writerow({"x1": rng.normal(), "x2": rng.normal(), "x3": rng.normal(), "colour": colour})
+    event = {"id": "e0", "model": "ct", "ts": 1_795_000_000_000, "features": {"x1": 0.1, "x2": 0.2, "x3": 0.3}}
+    event["features"]["colour"] = "red"  # type: ignore[index]
+    (tmp_path / "events.jsonl").write_text(json.dumps(event) + "\n", encoding="utf-8")
+    (tmp_path / "cfg.yaml").write_text("drift:\n  reference_max_events: 100\n", encoding="utf-8")
+    state = tmp_path / "state"
+    args = ["replay", "--model", str(zoo.path), "--model-name", "ct", "--reference", str(tmp_path / "ref.csv")]
+    args += ["--events", str(tmp_path / "events.jsonl"), "--config", str(tmp_path / "cfg.yaml")]
+    args += ["--timeline", str(tmp_path / "t.json"), "--state-dir", str(state)]
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert main(args) == 0
+    saved = json.loads((state / "state.json").read_text(encoding="utf-8"))["models"]["ct"]["watch"]["reference"]
+    assert saved["n_events"] == 100
+    assert saved["held_tables"]["colour"]["purple"] == 3 and sum(saved["held_tables"]["colour"].values()) == 600
