@@ -331,6 +331,12 @@ class DriftSettings(_Strict):
         "drift.window events lies outside the reference's 0.1–99.9 percentiles (about 0.002 on the reference), "
         "significantly more than on the reference (false discovery rate drift.feature_alpha across inputs).",
     )
+    multivariate_detector: bool = Field(
+        True,
+        description="A multivariate input test (PCA reconstruction error against the baseline's, 2 to 512 float "
+        "inputs): sees a change in how inputs go together (a correlation that flips) that per-input tests miss. "
+        "Input evidence only; KS at drift.ks_alpha with the drift.ks_min_distance floor.",
+    )
     reference_max_events: int = Field(5000, ge=100, description="Reference rows scored at start-up (sampled).")
 
 

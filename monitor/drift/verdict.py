@@ -37,6 +37,7 @@ from monitor.drift.categories import CategoryDrift
 from monitor.drift.cusum import Cusum
 from monitor.drift.features import FeatureDrift, FeatureShift
 from monitor.drift.ks import KsDrift
+from monitor.drift.multivariate import MAX_INPUTS, ReconstructionDrift
 from monitor.drift.quality import RangeDrift
 from monitor.drift.rate import RateTest
 
@@ -108,6 +109,7 @@ def decide_verdict(
     out_of_range: Sequence[FeatureShift] = (),
     categories: DriftState | None = None,
     categories_moved: Sequence[FeatureShift] = (),
+    multivariate: DriftState | None = None,
 ) -> VerdictReport:
     """The verdict rule: harmful on output-side evidence, input-shift if only input drift fired, else stable.
 
@@ -128,6 +130,7 @@ def decide_verdict(
     out_of_range : the inputs it flagged, ranked, to name in the report.
     categories : state of the held inputs' category test, or None; input evidence.
     categories_moved : the held inputs it flagged, ranked, to name in the report.
+    multivariate : state of the multivariate input test (PCA reconstruction error), or None; input evidence.
 
     Examples
     --------
@@ -150,7 +153,9 @@ def decide_verdict(
     outside = tuple((m.name, m.statistic) for m in out_of_range[:top]) if ranged else ()
     held = categories is not None and categories.drift_detected
     cats = tuple((m.name, m.statistic) for m in categories_moved[:top]) if held else ()
-    input_fired = tuple(s.name for s in (features, input_range, categories) if s is not None and s.drift_detected)
+    input_fired = tuple(
+        s.name for s in (features, input_range, categories, multivariate) if s is not None and s.drift_detected
+    )
     if fired:
         return VerdictReport(Verdict.HARMFUL_SHIFT, fired + input_fired, named, out_of_range=outside, categories=cats)
     if input_fired:
@@ -187,6 +192,7 @@ class DriftSettings:
     confidence_detector: bool = True
     margin_detector: bool = True
     range_min_share: float = 0.02
+    multivariate_detector: bool = True
 
 
 def _binary(reference: ReferenceLike) -> bool:
@@ -324,6 +330,14 @@ class VerdictEngine:
             if self.feature_drift is not None and n > 0 and low.size == high.size == outside.size == n
             else None
         )
+        # how inputs go together (PCA reconstruction error): blind spots of the per-input tests, e.g. a correlation flip
+        self.input_pca = (
+            ReconstructionDrift(
+                sample, window=s.window, every=s.every, alpha=s.ks_alpha, min_distance=s.ks_min_distance
+            )
+            if s.multivariate_detector and sample.ndim == 2 and sample.shape[0] >= 10 and 2 <= n <= MAX_INPUTS
+            else None
+        )
         tables = getattr(reference, "held_tables", None) or {}
         # category frequencies of held inputs (string, int, bool; fixed_features): none when the model holds nothing
         self.held_drift = (
@@ -356,6 +370,7 @@ class VerdictEngine:
             self.feature_drift,
             self.input_range,
             self.held_drift,
+            self.input_pca,
         ):
             if d is not None:
                 d.reset()
@@ -387,6 +402,8 @@ class VerdictEngine:
             self.feature_drift.update(features)
         if features is not None and self.input_range is not None:
             self.input_range.update(features)
+        if features is not None and self.input_pca is not None:
+            self.input_pca.update(features)
         if held is not None and self.held_drift is not None:
             self.held_drift.update(held)
         return self
@@ -403,7 +420,9 @@ class VerdictEngine:
         """The detectors' names, in :attr:`alarms_on` order."""
         return tuple(d.name for d in self._detectors())
 
-    def _detectors(self) -> tuple[Cusum | KsDrift | RateTest | FeatureDrift | RangeDrift | CategoryDrift, ...]:
+    def _detectors(
+        self,
+    ) -> tuple[Cusum | KsDrift | RateTest | FeatureDrift | RangeDrift | CategoryDrift | ReconstructionDrift, ...]:
         found = (
             self.gamma_cusum,
             self.gamma_ks,
@@ -414,6 +433,7 @@ class VerdictEngine:
             self.feature_drift,
             self.input_range,
             self.held_drift,
+            self.input_pca,
         )
         return tuple(d for d in found if d is not None)
 
@@ -432,6 +452,8 @@ class VerdictEngine:
             out.append(self.input_range.state)
         if self.held_drift is not None:
             out.append(self.held_drift.state)
+        if self.input_pca is not None:
+            out.append(self.input_pca.state)
         return tuple(out)
 
     @property
@@ -455,6 +477,7 @@ class VerdictEngine:
             out_of_range=() if self.input_range is None else self.input_range.moved,
             categories=None if self.held_drift is None else self.held_drift.state,
             categories_moved=() if self.held_drift is None else self.held_drift.moved,
+            multivariate=None if self.input_pca is None else self.input_pca.state,
         )
 
     @property

@@ -121,6 +121,7 @@ class WatchConfig:
                 confidence_detector=d.confidence_detector,
                 margin_detector=d.margin_detector,
                 range_min_share=d.range_min_share,
+                multivariate_detector=d.multivariate_detector,
             ),
             reference_max_events=d.reference_max_events,
             warmup_events=warmup_events,
@@ -851,6 +852,20 @@ class ModelWatch:
                         f"(adjusted p = {m.p_value:.2g})",
                     )
                 )
+        pca = engine.input_pca
+        if pca is not None and pca.drift_detected:
+            st = pca.state
+            inputs.append(
+                Evidence(
+                    st.name,
+                    st.statistic,
+                    st.threshold,
+                    pca.window_mean_error,
+                    pca.reference_mean_error,
+                    f"mean PCA reconstruction error ({pca.components} of {pca.mean.size} components; how the inputs "
+                    f"go together; KS distance vs its floor, p = {st.p_value:.2g})",
+                )
+            )
         hd = engine.held_drift
         if hd is not None and hd.drift_detected:
             unseen = hd.unseen_shares
