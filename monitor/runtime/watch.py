@@ -198,6 +198,8 @@ class ModelWatch:
         self._segment_builders: dict[str, WarmupReferenceBuilder] = {}
         #: a named segment (not ``other``) was seen: ``other`` is then a population of its own, not the whole stream
         self.segmented = False
+        #: changes whenever a segment gets a baseline: the pipeline rewrites its baselines file only then
+        self.baselines_version = 0
         #: segment → (clock reading of the last evaluation with output-side evidence, that harmful report): the
         #: verdict stays harmful-shift until that evidence has been off for ``resolve_after_seconds``
         self._harm_seen: dict[str, tuple[float, VerdictReport]] = {}
@@ -382,6 +384,8 @@ class ModelWatch:
 
     def install_segment_references(self, refs: dict[str, Reference]) -> None:
         """Give segments their own baselines (reference data that carries the segment, or a saved state)."""
+        if refs:
+            self.baselines_version += 1
         for segment, ref in refs.items():
             self.segment_references[segment] = ref
             self._segment_builders.pop(segment, None)
@@ -448,12 +452,20 @@ class ModelWatch:
                 "segment 'other' now learns its own baseline (named segments appeared)", extra={"model": self.model}
             )
 
-    def dump(self) -> dict[str, Any]:
-        return {
+    def dump(self, *, segments: bool = True) -> dict[str, Any]:
+        """The reference and, unless ``segments`` is False, the per-segment baselines (the pipeline keeps those in a
+        file of their own, rewritten only when one changes: :meth:`dump_baselines`)."""
+        out: dict[str, Any] = {
             "reference": None if self.reference is None else self.reference.to_dict(),
-            "segments": references_to_json(self.segment_references),
             "segmented": self.segmented,
         }
+        if segments:
+            out["segments"] = self.dump_baselines()
+        return out
+
+    def dump_baselines(self) -> dict[str, Any]:
+        """The per-segment baselines as JSON (``{segment: reference dict}``)."""
+        return references_to_json(self.segment_references)
 
     def restore(self, data: dict[str, Any]) -> None:
         if data.get("reference"):

@@ -21,7 +21,7 @@ from monitor.exporters.prometheus import MetricsState
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.service import build_sampler
-from monitor.runtime.state import STATE_FILE
+from monitor.runtime.state import STATE_FILE, baselines_path
 from monitor.sampler.keep_all import KeepAllSampler
 from monitor.source.base import Positions, RawRecord
 from monitor.source.replay import ReplaySource
@@ -649,3 +649,18 @@ def test_pipeline_readyz_lists_segments_warming_up_and_their_baselines_survive_a
     restored = again.runtimes[MODEL].watch
     assert restored is not None and restored.segmented
     assert restored.segment_references["eu"].gamma_mean == watch.segment_references["eu"].gamma_mean
+    # the baselines live in a file of their own, written when one changes, not in every checkpoint's state.json
+    saved = json.loads((tmp_path / "state" / "state.json").read_text(encoding="utf-8"))
+    assert "segments" not in saved["models"][MODEL]["watch"]
+    path = baselines_path(tmp_path / "state", MODEL)
+    written = path.stat().st_mtime_ns
+    again.persist()
+    assert path.stat().st_mtime_ns == written  # nothing changed: not rewritten
+    # other scoring settings: the saved baselines describe another γ and are dropped
+    first_model = settings.models[0]
+    scoring = first_model.scoring.model_copy(update={"flicker_copies": 4})
+    changed = settings.model_copy(update={"models": [first_model.model_copy(update={"scoring": scoring})]})
+    other = make_pipeline(changed, ReplaySource([]))
+    assert other.runtimes[MODEL].watch is not None and other.runtimes[MODEL].watch.segment_references == {}
+    path.write_text("{not json", encoding="utf-8")  # unreadable: ignored, the segments warm up again
+    assert make_pipeline(settings, ReplaySource([])).runtimes[MODEL].watch.segment_references == {}  # type: ignore[union-attr]
