@@ -92,8 +92,8 @@ class ReconstructionDrift(WindowedTest):
     def errors(self, rows: NDArray[np.float64]) -> NDArray[np.float64]:
         """Each row's squared reconstruction error (in baseline-standardized units)."""
         z = (np.asarray(rows, dtype=np.float64) - self.mean) / self.scale
-        residual = z - (z @ self._basis) @ self._basis.T
-        return np.asarray(np.einsum("ij,ij->i", residual, residual), dtype=np.float64)
+        kept = z @ self._basis  # the basis is orthonormal: |z − z·B·Bᵀ|² = |z|² − |z·B|²
+        return np.asarray(np.maximum(np.square(z).sum(axis=1) - np.square(kept).sum(axis=1), 0.0), dtype=np.float64)
 
     def _clear(self) -> None:
         self._d = 0.0

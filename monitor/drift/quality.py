@@ -124,7 +124,13 @@ class RangeDrift(WindowedTest):
         k = w.sum(axis=0)
         m = w.shape[0]
         self._share = k / m
-        self._p = benjamini_hochberg(np.asarray(binom.sf(k - 1, m, self.expected), dtype=np.float64))
+        # only an input at or above the floor can be flagged: the others keep p = 1 (conservative under
+        # Benjamini–Hochberg), and on a quiet stream no binomial tail is computed at all
+        p = np.ones(self.n_features)
+        candidates = self._share >= self.min_share
+        if candidates.any():
+            p[candidates] = binom.sf(k[candidates] - 1, m, self.expected[candidates])
+        self._p = benjamini_hochberg(p)
         hit = np.flatnonzero((self._p < self.alpha) & (self._share >= self.min_share))
         order = hit[np.argsort(-self._share[hit], kind="stable")]
         self._moved = tuple(
