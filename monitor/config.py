@@ -260,6 +260,12 @@ class SegmentSettings(_Strict):
         description="model_version values kept per model: the least recently seen is evicted with its series. Set it "
         "above the number of versions served at once (a canary and its base).",
     )
+    reference_column: str | None = Field(
+        None,
+        description="The column of a CSV reference (with a header) that names each row's segment: each segment is "
+        "judged against a baseline from its own rows (the column is not fed to the model). Segments it does not cover, "
+        "and every segment without it, learn their baseline from their first warmup_events events.",
+    )
 
 
 class WindowSettings(_Strict):
@@ -316,6 +322,20 @@ class DriftSettings(_Strict):
         description="Classifiers: a CUSUM on 1 − margin (margin = top-1 minus top-2 class probability; a fall means "
         "two classes draw closer), calibrated like the γ CUSUM, counts as output-side evidence for harmful-shift. "
         "For a binary model it repeats the confidence CUSUM (margin = 2·max-probability − 1). Regressors have none.",
+    )
+    range_min_share: float = Field(
+        0.02,
+        gt=0,
+        lt=1,
+        description="Data quality: an input is flagged (input evidence) when at least this share of the last "
+        "drift.window events lies outside the reference's 0.1–99.9 percentiles (about 0.002 on the reference), "
+        "significantly more than on the reference (false discovery rate drift.feature_alpha across inputs).",
+    )
+    multivariate_detector: bool = Field(
+        True,
+        description="A multivariate input test (PCA reconstruction error against the baseline's, 2 to 512 float "
+        "inputs): sees a change in how inputs go together (a correlation that flips) that per-input tests miss. "
+        "Input evidence only; KS at drift.ks_alpha with the drift.ks_min_distance floor.",
     )
     reference_max_events: int = Field(5000, ge=100, description="Reference rows scored at start-up (sampled).")
 

@@ -327,6 +327,35 @@ USAGE: dict[str, Usage] = {
         "features",
         "How many input features the per-feature KS test flags. The alert annotations list the top ones by name.",
     ),
+    "harmonic_feature_drift_statistic": Usage(
+        "Drift",
+        "KS distance (0–1)",
+        "Which inputs moved, by the model's input names (`x[3]`, `age`): each input's two-sample KS distance between "
+        "the last `drift.window` events and the segment's baseline, at the last test; for a held input (string, int, "
+        "bool) the total variation distance of its category frequencies. An input is flagged when its "
+        "distance is at least `drift.feature_min_distance` and its adjusted p-value below `drift.feature_alpha`. "
+        "One series per input up to 64 inputs; above that the 16 largest by name and the rest folded into "
+        '`feature="other"` (their largest), so an image model does not export a series per pixel. '
+        "`topk(5, harmonic_feature_drift_statistic)` lists the inputs that moved most.",
+    ),
+    "harmonic_input_out_of_range_ratio": Usage(
+        "Drift",
+        "ratio 0–1",
+        "Data quality per input: the share of recent values beyond anything usual in the baseline (outside its 0.1th "
+        "and 99.9th percentiles; about 0.002 on the baseline itself). Noise added to inputs, a unit change or a "
+        "broken upstream join shows here at once, even when the per-input KS distances stay under their floor. An "
+        "input above `drift.range_min_share` (significantly) counts as input evidence: `input-shift`, named in the "
+        "alert. For a held input (string, int, bool) it is the share of values whose category is not in the "
+        "baseline's count table (unseen categories). `topk(5, harmonic_input_out_of_range_ratio)` lists the worst "
+        "inputs.",
+    ),
+    "harmonic_segment_warming_up": Usage(
+        "Drift",
+        "1 warming up / 0 has a baseline",
+        "Each segment is judged against its own baseline: from reference data that carries the segment, else learned "
+        "from its first `warmup_events` events. While this is 1 the segment has no verdict and no drift alert; "
+        "`/readyz` lists the warming segments with their progress.",
+    ),
     # -- alerts ------------------------------------------------------------------------------------------------------
     "harmonic_alerts_firing": Usage(
         "Alerts",
@@ -592,6 +621,8 @@ LABELS: dict[str, str] = {
     "window": "`<seconds>s` for each of `windows.time_windows_seconds` (default `60s`, `300s`, `3600s`) and "
     "`last_<N>` for the count window (`windows.count_window_events`, default `last_2000`).",
     "verdict": "One of " + ", ".join(f"`{v.value}`" for v in Verdict) + ".",
+    "feature": "One of the model's inputs by its per-element name (the model's signature, `x[3]`, `age`, or "
+    "`models[].feature_names`); bounded: one per input up to 64 inputs, else the 16 largest and `other`.",
     "signal": "Drift detector: `gamma_cusum`, `gamma_ks`, `flicker_cusum`, `flicker_rate`, `confidence_cusum` and "
     "`margin_cusum` (classifiers), `features_ks`.",
     "alertname": "`HarmonicHarmfulShift`, `HarmonicInputDrift`, `HarmonicShadowDisagreement`, `HarmonicAccuracyDrop`.",

@@ -68,7 +68,8 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
     from monitor.runtime.models import load_model_runtime
     from monitor.runtime.watch import ModelWatch, WatchConfig
 
-    rt = load_model_runtime(ms)
+    column = settings.segments.reference_column
+    rt = load_model_runtime(ms, segment_column=column)
     sig = rt.model.signature
     held = ", ".join([s.name for s in sig.held_inputs] + list(sig.held_features)) or "nothing"
     print(
@@ -102,7 +103,17 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
             file=sys.stderr,
         )
     table = None
-    if ms.reference is not None and ms.reference.suffix.lower() != ".json":
+    if ms.reference is not None and ms.reference.suffix.lower() != ".json" and column is not None:
+        from monitor.runtime.models import read_segmented_reference_rows
+
+        rows, _, segments = read_segmented_reference_rows(ms, rt.model, column)
+        _check_width(ms, rows.shape[1], rt.model.n_features)
+        print(
+            f"model '{ms.name}': reference of {rows.shape[0]} rows in {np.unique(segments).size} segment(s) of "
+            f"column '{column}'",
+            file=sys.stderr,
+        )
+    elif ms.reference is not None and ms.reference.suffix.lower() != ".json":
         table = _read_reference(ms, rt.model)
     n = rt.model.n_features
     if ms.feature_names is not None and len(ms.feature_names) != n:
@@ -116,7 +127,7 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
         _check_width(ms, table.rows.shape[1], n)  # load_model_runtime does not read it with space: raw
         _check_names(ms, table.names if isinstance(table, RowsFile) else None)
         print(f"model '{ms.name}': reference: {table.describe()}", file=sys.stderr)
-    elif ms.reference is not None:
+    elif ms.reference is not None and ms.reference.suffix.lower() == ".json":
         from monitor.rolling.reference_file import read_reference
 
         _, reference = read_reference(ms.reference, n)

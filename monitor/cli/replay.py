@@ -12,7 +12,9 @@ Decode, sample, score, windows, detectors, verdicts and alerts run exactly as in
   turns on is reported at the micro-batch that turned it on (the window tests still run every ``drift.every``
   events), so a change's ``index`` is within 10 events of the event that decided it.
 
-The timeline (``--timeline``) is ``{"events": n, "changes": [...], "alerts": [...]}``. ``events`` counts the
+The timeline (``--timeline``) is ``{"events": n, "changes": [...], "alerts": [...], "crossings": [...]}``:
+``crossings`` lists each time a detector of a segment turned on or off (``{"index", "model", "segment",
+"detector", "state": "on" | "off"}``), which the verdict's hysteresis does not hold back. ``events`` counts the
 file's non-blank lines (valid or not); each change and alert carries ``index``, the 0-based line of the event at
 which it was decided: the last event of the micro-batch being applied when the watch evaluated (an alert moved on
 by the clock between batches: the last line read). Invalid lines are counted by reason on stderr and skipped.
@@ -65,6 +67,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="keep the pipeline's state here (and start from the state already in it, as `run` does); "
         "default: a temporary directory, removed at exit",
     )
+    p.add_argument(
+        "--segment-column",
+        help="the --reference CSV column (named in its header) that holds each row's segment: each segment is judged "
+        "against a baseline from its own rows (segments.reference_column; not fed to the model). Without it, a "
+        "reference JSON's per-segment baselines are used, and segments without one learn theirs from their first "
+        "events",
+    )
     p.set_defaults(func=run)
 
 
@@ -95,6 +104,10 @@ def replay_settings(args: argparse.Namespace, state_dir: Path) -> Settings:
     from monitor.cli.run import settings_from_args
 
     overrides: dict[str, Any] = {"sampler": {"events_per_second": 0}, "state_dir": str(state_dir)}
+    column = getattr(args, "segment_column", None)
+    if column:
+        segments = settings_from_args(args).segments.model_dump(exclude_unset=True)
+        overrides["segments"] = {**segments, "reference_column": column}
     settings = settings_from_args(args, overrides)
     if "max_events" not in settings.batch.model_fields_set:
         size = getattr(args, "batch_events", None) or REPLAY_BATCH
@@ -114,13 +127,26 @@ class Timeline:
         self._last_read = last_read
         self.changes: list[dict[str, Any]] = []
         self.alerts: list[dict[str, Any]] = []
+        self.crossings: list[dict[str, Any]] = []
         self._verdicts: dict[tuple[str, str], str] = {}
 
     def observer(self, model: str) -> Callable[[str, Any, float, Any], None]:
         from monitor.exporters.alerts import AlertEvent
+        from monitor.runtime.watch import DetectorCrossing
 
         def observe(segment: str, change: Any, now: float, event: Any) -> None:
             index = self._index(event)
+            if isinstance(change, DetectorCrossing):
+                self.crossings.append(
+                    {
+                        "index": index,
+                        "model": model,
+                        "segment": segment,
+                        "detector": change.detector,
+                        "state": "on" if change.on else "off",
+                    }
+                )
+                return
             if isinstance(change, AlertEvent):
                 alert = change.alert
                 self.alerts.append(
@@ -147,7 +173,12 @@ class Timeline:
                     "model": model,
                     "segment": segment,
                     "detectors": list(change.fired),
-                    "features": [name for name, _ in change.top_features],
+                    # the inputs named as evidence: moved (KS), held inputs' categories, values outside the range
+                    "features": list(
+                        dict.fromkeys(
+                            name for name, _ in (*change.top_features, *change.categories, *change.out_of_range)
+                        )
+                    ),
                 }
             )
             self._verdicts[(model, segment)] = verdict
@@ -160,7 +191,7 @@ class Timeline:
         return self.line_numbers[offset] if 0 <= offset < len(self.line_numbers) else 0
 
     def document(self, events: int) -> dict[str, Any]:
-        return {"events": events, "changes": self.changes, "alerts": self.alerts}
+        return {"events": events, "changes": self.changes, "alerts": self.alerts, "crossings": self.crossings}
 
 
 def read_lines(path: Path) -> tuple[list[bytes], list[int]]:
@@ -200,7 +231,7 @@ def replay_file(
     records, numbers = read_lines(path)
     if max_events is not None:
         records, numbers = records[:max_events], numbers[:max_events]
-    runtimes = [load_model_runtime(m) for m in settings.models]
+    runtimes = [load_model_runtime(m, segment_column=settings.segments.reference_column) for m in settings.models]
     # a new stream each run: records below a position saved in a kept --state-dir would be skipped as applied
     source = ReplaySource(records, topic=f"replay-{time.time_ns()}")
     timeline = Timeline(numbers, lambda: source.emitted - 1)

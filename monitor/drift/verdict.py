@@ -23,7 +23,7 @@ batch and reads the verdict;
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Self
@@ -33,9 +33,12 @@ from numpy.typing import ArrayLike, NDArray
 
 from monitor.drift.base import DriftState, ReferenceLike
 from monitor.drift.calibrate import MIN_REFERENCE
+from monitor.drift.categories import CategoryDrift
 from monitor.drift.cusum import Cusum
 from monitor.drift.features import FeatureDrift, FeatureShift
 from monitor.drift.ks import KsDrift
+from monitor.drift.multivariate import MAX_INPUTS, ReconstructionDrift
+from monitor.drift.quality import RangeDrift
 from monitor.drift.rate import RateTest
 
 
@@ -56,11 +59,20 @@ class VerdictReport:
     verdict : the verdict.
     fired : names of the detectors signalling drift now.
     top_features : (name, KS distance) of the features that moved most, largest first.
+    held_since : set on a harmful-shift held by hysteresis after its output-side evidence went off (when it was last
+        on); None otherwise.
     """
 
     verdict: Verdict
     fired: tuple[str, ...] = ()
     top_features: tuple[tuple[str, float], ...] = ()
+    #: a harmful-shift held by the verdict's hysteresis: the clock reading when its output-side evidence was last on
+    #: (``fired`` names the detectors it was on then); None for a verdict of the detectors now
+    held_since: float | None = None
+    #: (name, share outside the reference range) of the inputs the data-quality range test flagged
+    out_of_range: tuple[tuple[str, float], ...] = ()
+    #: (name, total variation distance) of the held inputs whose category frequencies moved
+    categories: tuple[tuple[str, float], ...] = ()
 
     @property
     def message(self) -> str:
@@ -72,8 +84,14 @@ class VerdictReport:
         text = self.verdict.value
         if self.fired:
             text += ": " + ", ".join(self.fired) + " fired"
+        if self.held_since is not None:
+            text += " (held: output-side evidence off since then, until alerts.resolve_after_seconds pass)"
         if self.top_features:
             text += "; inputs moved: " + ", ".join(f"{n} (D={d:.2f})" for n, d in self.top_features)
+        if self.categories:
+            text += "; held inputs moved: " + ", ".join(f"{n} (TV={d:.2f})" for n, d in self.categories)
+        if self.out_of_range:
+            text += "; outside the reference range: " + ", ".join(f"{n} ({v:.1%})" for n, v in self.out_of_range)
         return text
 
 
@@ -87,6 +105,11 @@ def decide_verdict(
     confidence: Iterable[DriftState] = (),
     accuracy_drop: bool = False,
     margin: Iterable[DriftState] = (),
+    input_range: DriftState | None = None,
+    out_of_range: Sequence[FeatureShift] = (),
+    categories: DriftState | None = None,
+    categories_moved: Sequence[FeatureShift] = (),
+    multivariate: DriftState | None = None,
 ) -> VerdictReport:
     """The verdict rule: harmful on output-side evidence, input-shift if only input drift fired, else stable.
 
@@ -103,6 +126,11 @@ def decide_verdict(
     confidence : states of the confidence detectors (a *fall* in max-probability; none for regressors).
     accuracy_drop : the accuracy estimate's alert condition holds (HarmonicAccuracyDrop).
     margin : states of the margin detectors (a *fall* in top-1 minus top-2 class probability; none for regressors).
+    input_range : state of the data-quality range test (inputs outside the reference range), or None; input evidence.
+    out_of_range : the inputs it flagged, ranked, to name in the report.
+    categories : state of the held inputs' category test, or None; input evidence.
+    categories_moved : the held inputs it flagged, ranked, to name in the report.
+    multivariate : state of the multivariate input test (PCA reconstruction error), or None; input evidence.
 
     Examples
     --------
@@ -120,11 +148,18 @@ def decide_verdict(
     if accuracy_drop:
         fired += ("accuracy_estimate",)
     inputs = features is not None and features.drift_detected
+    ranged = input_range is not None and input_range.drift_detected
     named = tuple((m.name, m.statistic) for m in moved[:top]) if inputs else ()
+    outside = tuple((m.name, m.statistic) for m in out_of_range[:top]) if ranged else ()
+    held = categories is not None and categories.drift_detected
+    cats = tuple((m.name, m.statistic) for m in categories_moved[:top]) if held else ()
+    input_fired = tuple(
+        s.name for s in (features, input_range, categories, multivariate) if s is not None and s.drift_detected
+    )
     if fired:
-        return VerdictReport(Verdict.HARMFUL_SHIFT, fired + ((features.name,) if inputs and features else ()), named)
-    if inputs and features is not None:
-        return VerdictReport(Verdict.INPUT_SHIFT, (features.name,), named)
+        return VerdictReport(Verdict.HARMFUL_SHIFT, fired + input_fired, named, out_of_range=outside, categories=cats)
+    if input_fired:
+        return VerdictReport(Verdict.INPUT_SHIFT, input_fired, named, out_of_range=outside, categories=cats)
     return VerdictReport(Verdict.STABLE)
 
 
@@ -156,6 +191,8 @@ class DriftSettings:
     feature_min_distance: float = 0.1
     confidence_detector: bool = True
     margin_detector: bool = True
+    range_min_share: float = 0.02
+    multivariate_detector: bool = True
 
 
 def _binary(reference: ReferenceLike) -> bool:
@@ -274,6 +311,46 @@ class VerdictEngine:
             if sample.ndim == 2 and sample.shape[1] > 0
             else None
         )
+        low = np.asarray(getattr(reference, "feature_low", ()), dtype=np.float64)
+        high = np.asarray(getattr(reference, "feature_high", ()), dtype=np.float64)
+        outside = np.asarray(getattr(reference, "feature_outside", ()), dtype=np.float64)
+        n = sample.shape[1] if sample.ndim == 2 else 0
+        # inputs outside the reference's 0.1–99.9 percentiles (data quality; none for a reference without ranges)
+        self.input_range = (
+            RangeDrift(
+                low,
+                high,
+                outside,
+                feature_names=self.feature_drift.feature_names,
+                window=s.window,
+                every=s.every,
+                alpha=s.feature_alpha,
+                min_share=s.range_min_share,
+            )
+            if self.feature_drift is not None and n > 0 and low.size == high.size == outside.size == n
+            else None
+        )
+        # how inputs go together (PCA reconstruction error): blind spots of the per-input tests, e.g. a correlation flip
+        self.input_pca = (
+            ReconstructionDrift(
+                sample, window=s.window, every=s.every, alpha=s.ks_alpha, min_distance=s.ks_min_distance
+            )
+            if s.multivariate_detector and sample.ndim == 2 and sample.shape[0] >= 10 and 2 <= n <= MAX_INPUTS
+            else None
+        )
+        tables = getattr(reference, "held_tables", None) or {}
+        # category frequencies of held inputs (string, int, bool; fixed_features): none when the model holds nothing
+        self.held_drift = (
+            CategoryDrift(
+                tables,
+                window=s.window,
+                every=s.every,
+                alpha=s.ks_alpha,  # a window test every `every` events, like γ's KS
+                min_distance=s.feature_min_distance,
+            )
+            if tables
+            else None
+        )
 
     @property
     def thresholds(self) -> dict[str, float]:
@@ -291,6 +368,9 @@ class VerdictEngine:
             self.confidence_cusum,
             self.margin_cusum,
             self.feature_drift,
+            self.input_range,
+            self.held_drift,
+            self.input_pca,
         ):
             if d is not None:
                 d.reset()
@@ -303,9 +383,11 @@ class VerdictEngine:
         features: ArrayLike | None = None,
         confidence: ArrayLike | None = None,
         margin: ArrayLike | None = None,
+        held: Mapping[str, NDArray[np.str_]] | None = None,
     ) -> Self:
-        """Feed one batch: γ (b,), flicker (b,), feature rows (b, n), max-probability (b,), margin (b,); any may be
-        None (not scored). NaN confidence or margin (a regressor, a row without a class) is skipped."""
+        """Feed one batch: γ (b,), flicker (b,), feature rows (b, n), max-probability (b,), margin (b,), held input
+        values ``{element: (b,) strings}``; any may be None (not scored). NaN confidence or margin (a regressor, a row
+        without a class) is skipped."""
         if gamma is not None:
             self.gamma_cusum.update(gamma)
             self.gamma_ks.update(gamma)
@@ -318,6 +400,12 @@ class VerdictEngine:
             self.margin_cusum.update(1.0 - np.asarray(margin, dtype=np.float64))
         if features is not None and self.feature_drift is not None:
             self.feature_drift.update(features)
+        if features is not None and self.input_range is not None:
+            self.input_range.update(features)
+        if features is not None and self.input_pca is not None:
+            self.input_pca.update(features)
+        if held is not None and self.held_drift is not None:
+            self.held_drift.update(held)
         return self
 
     @property
@@ -327,7 +415,14 @@ class VerdictEngine:
         is reported at the batch that crossed it, not at the next cadence."""
         return tuple(d.drift_detected for d in self._detectors())
 
-    def _detectors(self) -> tuple[Cusum | KsDrift | RateTest | FeatureDrift, ...]:
+    @property
+    def detector_names(self) -> tuple[str, ...]:
+        """The detectors' names, in :attr:`alarms_on` order."""
+        return tuple(d.name for d in self._detectors())
+
+    def _detectors(
+        self,
+    ) -> tuple[Cusum | KsDrift | RateTest | FeatureDrift | RangeDrift | CategoryDrift | ReconstructionDrift, ...]:
         found = (
             self.gamma_cusum,
             self.gamma_ks,
@@ -336,13 +431,16 @@ class VerdictEngine:
             self.confidence_cusum,
             self.margin_cusum,
             self.feature_drift,
+            self.input_range,
+            self.held_drift,
+            self.input_pca,
         )
         return tuple(d for d in found if d is not None)
 
     @property
     def states(self) -> tuple[DriftState, ...]:
         """States of every detector (γ CUSUM, γ KS, flicker CUSUM, flicker rate[, confidence CUSUM][, margin
-        CUSUM][, features])."""
+        CUSUM][, features][, inputs range])."""
         out = [d.state for d in (self.gamma_cusum, self.gamma_ks, self.flicker_cusum, self.flicker_rate)]
         if self.confidence_cusum is not None:
             out.append(self.confidence_cusum.state)
@@ -350,6 +448,12 @@ class VerdictEngine:
             out.append(self.margin_cusum.state)
         if self.feature_drift is not None:
             out.append(self.feature_drift.state)
+        if self.input_range is not None:
+            out.append(self.input_range.state)
+        if self.held_drift is not None:
+            out.append(self.held_drift.state)
+        if self.input_pca is not None:
+            out.append(self.input_pca.state)
         return tuple(out)
 
     @property
@@ -369,6 +473,11 @@ class VerdictEngine:
             features=None if fd is None else fd.state,
             moved=() if fd is None else fd.moved,
             accuracy_drop=accuracy_drop,
+            input_range=None if self.input_range is None else self.input_range.state,
+            out_of_range=() if self.input_range is None else self.input_range.moved,
+            categories=None if self.held_drift is None else self.held_drift.state,
+            categories_moved=() if self.held_drift is None else self.held_drift.moved,
+            multivariate=None if self.input_pca is None else self.input_pca.state,
         )
 
     @property

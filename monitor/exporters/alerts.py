@@ -40,10 +40,57 @@ from dataclasses import dataclass, field, replace
 
 from monitor.errors import ConfigError
 
-__all__ = ["Alert", "AlertEngine", "AlertEvent", "AlertRule", "AlertState", "fingerprint"]
+__all__ = ["Alert", "AlertEngine", "AlertEvent", "AlertRule", "AlertState", "Evidence", "fingerprint"]
 
 # How a signal is named in human-readable annotations; other signals appear verbatim.
 _SIGNAL_DISPLAY: Mapping[str, str] = {"gamma": "γ", "gamma_logit": "γ (logit)", "p_adj": "P_adj"}
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One detector that fired, in its own numbers: what an alert says it fired on.
+
+    Attributes
+    ----------
+    detector : the detector (``flicker_cusum``, ``gamma_ks``, ``features_ks``, …) or, for an input, the input's name.
+    statistic, threshold : the detector's statistic and the threshold it crossed (NaN where a p-value decides).
+    window, reference : the quantity the detector watches, in the recent window and in the reference.
+    measure : what ``window`` and ``reference`` are (``"share of flicker above the reference's 90th percentile"``).
+
+    >>> Evidence("flicker_cusum", 14.2, 12.3, 0.21, 0.1, "share of flicker above the reference's 90th percentile").text
+    "flicker_cusum 14.2 > threshold 12.3 (share of flicker above the reference's 90th percentile: window 0.21 vs reference 0.1)"
+    """
+
+    detector: str
+    statistic: float
+    threshold: float
+    window: float
+    reference: float
+    measure: str
+
+    @property
+    def text(self) -> str:
+        """One clause for an alert's description."""
+        limit = f" > threshold {self.threshold:.3g}" if math.isfinite(self.threshold) else ""
+        return (
+            f"{self.detector} {self.statistic:.3g}{limit} ({self.measure}: window {self.window:.3g} vs reference "
+            f"{self.reference:.3g})"
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-able (non-finite numbers as None)."""
+
+        def num(v: float) -> float | None:
+            return float(v) if math.isfinite(v) else None
+
+        return {
+            "detector": self.detector,
+            "statistic": num(self.statistic),
+            "threshold": num(self.threshold),
+            "window": num(self.window),
+            "reference": num(self.reference),
+            "measure": self.measure,
+        }
 
 
 class AlertState(enum.StrEnum):
@@ -123,6 +170,11 @@ class Alert:
     fired_at_seconds: float | None = None
     ends_at_seconds: float | None = None
     fingerprint: str = field(default="", compare=False)
+    #: the detectors that fired, each in its own numbers (empty: ``value`` vs ``reference`` says it all)
+    evidence: tuple[Evidence, ...] = ()
+    #: what ``value`` and ``reference`` are, for the description (default: the rule signal's window mean)
+    value_name: str = ""
+    reference_name: str = "reference"
 
     @property
     def labels(self) -> dict[str, str]:
@@ -142,7 +194,11 @@ class Alert:
         signal = _SIGNAL_DISPLAY.get(self.rule.signal, self.rule.signal)
         summary = f"{signal} alert {self.rule.name} on model {self.model!r}, segment {self.segment!r}"
         summary += f" ({self.verdict})"
-        description = f"{signal} window mean {self.value:.3g} vs reference {self.reference:.3g}"
+        if self.evidence:
+            description = "fired: " + "; ".join(e.text for e in self.evidence)
+        else:
+            name = self.value_name or f"{signal} window mean"
+            description = f"{name} {self.value:.3g} vs {self.reference_name} {self.reference:.3g}"
         if self.detail:
             description += f" ({self.detail})"
         if self.top_features:
@@ -154,6 +210,8 @@ class Alert:
             "reference": f"{self.reference:.6g}",
             "top_features": ",".join(self.top_features),
         }
+        if self.evidence:
+            out["fired"] = "; ".join(e.text for e in self.evidence)
         if self.rule.runbook_url:
             out["runbook_url"] = self.rule.runbook_url
         return out
@@ -267,6 +325,9 @@ class AlertEngine:
         top_features: Sequence[str] = (),
         detail: str = "",
         verdict: str = "harmful",
+        evidence: Sequence[Evidence] = (),
+        value_name: str = "",
+        reference_name: str = "reference",
     ) -> AlertEvent | None:
         """Feed one evaluation of ``rule`` for (``model``, ``segment``); return the transition, if any.
 
@@ -289,6 +350,11 @@ class AlertEngine:
             Extra evidence for the description, e.g. ``"KS p=1e-09"``.
         verdict : str
             ``"harmful-shift"`` or ``"input-shift"`` (or another short word); fixed when the alert goes pending.
+        evidence : sequence of Evidence
+            The detectors that fired, each with its own statistic, threshold, window and reference values.
+        value_name, reference_name : str
+            What ``value`` and ``reference`` are, for the description (default: the signal's window mean vs
+            "reference"; a rate against a threshold names them so).
 
         Returns
         -------
@@ -323,13 +389,24 @@ class AlertEngine:
                 detail=detail,
                 verdict=verdict,
                 fingerprint=fp,
+                evidence=tuple(evidence),
+                value_name=value_name,
+                reference_name=reference_name,
             )
             tracked = self._tracked[fp] = _Tracked(alert)
             return self._maybe_fire(tracked, now_seconds)
 
         # Deduplicated: same alert, latest numbers (the labels, verdict included, stay as they were).
         tracked.alert = replace(
-            tracked.alert, value=float(value), reference=float(reference), top_features=features, detail=detail
+            tracked.alert,
+            value=float(value),
+            reference=float(reference),
+            top_features=features,
+            detail=detail,
+            # a held alert keeps the evidence it fired on while its condition is off (the hysteresis)
+            evidence=tuple(evidence) if evidence or condition else tracked.alert.evidence,
+            value_name=value_name,
+            reference_name=reference_name,
         )
         if tracked.alert.state is AlertState.PENDING:
             if not condition:
@@ -395,6 +472,9 @@ class AlertEngine:
                 top_features=alert.top_features,
                 detail=alert.detail,
                 verdict=alert.verdict,
+                evidence=alert.evidence,
+                value_name=alert.value_name,
+                reference_name=alert.reference_name,
             )
             if event is not None:
                 events.append(event)

@@ -377,7 +377,7 @@ class WebhookSender:
     """Posts alerts as JSON to any HTTP endpoint (Slack relays, incident tools, a queue gateway).
 
     The body is ``{"version": "1", "sender": "harmonic-monitor", "sentAt": ..., "alerts": [...]}``
-    where each alert is ``{status, fingerprint, labels, annotations, startsAt, firedAt, endsAt}``
+    where each alert is ``{status, fingerprint, labels, annotations, startsAt, firedAt, endsAt, evidence}``
     (``status`` is ``"firing"`` or ``"resolved"``; ``endsAt`` is null while firing) — close to
     Alertmanager's own webhook format, so receivers written for it need few changes.
 
@@ -431,6 +431,7 @@ class WebhookSender:
                     "startsAt": rfc3339(alert.starts_at_seconds),
                     "firedAt": None if alert.fired_at_seconds is None else rfc3339(alert.fired_at_seconds),
                     "endsAt": None if alert.ends_at_seconds is None else rfc3339(alert.ends_at_seconds),
+                    "evidence": [e.to_dict() for e in alert.evidence],
                 }
             )
         return {"version": "1", "sender": _USER_AGENT, "sentAt": rfc3339(now_seconds), "alerts": items}

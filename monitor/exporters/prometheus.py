@@ -217,6 +217,26 @@ METRICS: tuple[MetricSpec, ...] = (
         "harmonic_drift_p_value", "gauge", "Latest p-value per signal where the test has one.", (_M, _S, "signal")
     ),
     MetricSpec("harmonic_feature_drift_features", "gauge", "Input features flagged as drifted.", (_M, _S)),
+    MetricSpec(
+        "harmonic_feature_drift_statistic",
+        "gauge",
+        "Per-input KS distance to the segment's baseline at the last test (above 64 inputs: the 16 largest, the rest "
+        "as feature='other').",
+        (_M, _S, "feature"),
+    ),
+    MetricSpec(
+        "harmonic_input_out_of_range_ratio",
+        "gauge",
+        "Per-input share of the last drift.window events outside the segment baseline's 0.1–99.9 percentiles "
+        "(above 64 inputs: the 16 largest, the rest as feature='other').",
+        (_M, _S, "feature"),
+    ),
+    MetricSpec(
+        "harmonic_segment_warming_up",
+        "gauge",
+        "1 while a segment learns its own baseline from its first events (no verdict yet), 0 once it has one.",
+        (_M, _S),
+    ),
     MetricSpec("harmonic_alerts_firing", "gauge", "Alerts currently firing.", (_M, _S, "alertname")),
     MetricSpec("harmonic_alerts_fired_total", "counter", "Alerts that went to firing.", (_M, "alertname")),
     MetricSpec(

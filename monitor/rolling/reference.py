@@ -21,6 +21,9 @@ from numpy.typing import ArrayLike, NDArray
 from monitor.errors import ConfigError, DataError
 from monitor.gammamap import GammaMap, gamma_map
 
+#: the reference range of an input (the data-quality range test, monitor/drift/quality.py): these quantiles
+RANGE_QUANTILES: Final = (0.001, 0.999)
+
 FORMAT: Final = "harmonic-monitor/reference/v1"
 
 
@@ -68,6 +71,13 @@ class Reference:
         event; empty for a regressor, or for a reference written before margin was kept (no margin detector then).
     gamma_map : the Gamma Map (confidence × γ) over every event with both finite, the yardstick for the live map;
         None for a regressor, or for a reference written before it was kept.
+
+    feature_low, feature_high : (n,) each input's 0.1th and 99.9th percentile over all N rows (the data-quality range
+        test, :mod:`monitor.drift.quality`); empty for a reference written before they were kept (no range test).
+    feature_outside : (n,) each input's share of the N rows outside [low, high] (about 0.002).
+    held_tables : per held input element (string, int, bool inputs; ``fixed_features``), its count table over the
+        reference rows: the most frequent categories and ``other`` (:mod:`monitor.drift.categories`); empty for a
+        model that holds nothing or a reference written before they were kept (no category test then).
     """
 
     n_events: int
@@ -85,6 +95,11 @@ class Reference:
     confidence_sample: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     margin_sample: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     gamma_map: GammaMap | None = None
+
+    feature_low: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    feature_high: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    feature_outside: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    held_tables: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     @property
     def n_features(self) -> int:
@@ -105,6 +120,7 @@ class Reference:
         seed: int = 0,
         confidence: ArrayLike | None = None,
         margin: ArrayLike | None = None,
+        held: Mapping[str, Sequence[str] | NDArray[np.str_]] | None = None,
     ) -> Reference:
         """Build from offline arrays.
 
@@ -121,6 +137,8 @@ class Reference:
         max_sample : bound on the γ, flicker, confidence and margin samples.
         max_feature_sample : bound on the feature rows kept.
         seed : seeds the choice of feature rows, so the same data and seed give the same reference.
+        held : ``{held element: (N,) values}`` (``monitor.drift.categories.held_columns``), or None: its count
+            tables.
 
         Raises
         ------
@@ -178,6 +196,8 @@ class Reference:
         marg = np.zeros(0) if margin is None else np.asarray(margin, dtype=np.float64).reshape(-1)
         if margin is not None and marg.size != n_events:
             raise DataError(f"reference margin has {marg.size} values; expected {n_events}")
+        low, high = np.quantile(x, RANGE_QUANTILES, axis=0)
+        outside = np.mean((x < low) | (x > high), axis=0)
         return cls(
             n_events=n_events,
             gamma_sample=thin_sorted(g_ok, max_sample),
@@ -194,6 +214,10 @@ class Reference:
             confidence_sample=thin_sorted(conf, max_sample),
             margin_sample=thin_sorted(marg, max_sample),
             gamma_map=_gamma_map(conf, g) if confidence is not None else None,
+            feature_low=low,
+            feature_high=high,
+            feature_outside=outside,
+            held_tables={} if held is None else _count_tables(held, n_events),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -216,6 +240,10 @@ class Reference:
             "confidence_sample": self.confidence_sample.tolist(),
             "margin_sample": self.margin_sample.tolist(),
             "gamma_map": None if self.gamma_map is None else self.gamma_map.to_json(),
+            "feature_low": self.feature_low.tolist(),
+            "feature_high": self.feature_high.tolist(),
+            "feature_outside": self.feature_outside.tolist(),
+            "held_tables": {k: dict(v) for k, v in self.held_tables.items()},
         }
 
     @classmethod
@@ -255,11 +283,18 @@ class Reference:
                 margin_sample=np.sort(_floats(data.get("margin_sample", []))),
                 # absent in references written before the Gamma Map was kept: no reference map beside the live one
                 gamma_map=_read_gamma_map(data.get("gamma_map")),
+                # absent in references written before the range test: no range test for them
+                feature_low=_floats(data.get("feature_low", [])),
+                feature_high=_floats(data.get("feature_high", [])),
+                feature_outside=_floats(data.get("feature_outside", [])),
+                held_tables=_tables(data.get("held_tables", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(
                 f"reference dict is malformed ({type(exc).__name__}: {exc}); rebuild the reference"
             ) from exc
+        if {ref.feature_low.size, ref.feature_high.size, ref.feature_outside.size} - {0, n}:
+            raise DataError("reference dict is malformed: its input ranges are not one per feature")
         if ref.feature_std.size != n or ref.gamma_sample.size == 0 or ref.flicker_sample.size == 0:
             raise DataError("reference dict is malformed: empty samples or feature stats of different lengths")
         if ref.feature_names is not None and len(ref.feature_names) != n:
@@ -279,6 +314,26 @@ def _read_gamma_map(value: object) -> GammaMap | None:
     if not isinstance(value, Mapping):
         raise TypeError("gamma_map must be an object")
     return GammaMap.from_json(dict(value))
+
+
+def _count_tables(held: Mapping[str, Sequence[str] | NDArray[np.str_]], n_events: int) -> dict[str, dict[str, int]]:
+    from monitor.drift.categories import count_tables
+
+    bad = sorted(k for k, v in held.items() if len(v) != n_events)
+    if bad:
+        raise DataError(f"reference held values of {bad} are not one per row ({n_events} rows)")
+    return count_tables(held)
+
+
+def _tables(value: object) -> dict[str, dict[str, int]]:
+    if not isinstance(value, Mapping):
+        raise TypeError("held_tables must be an object")
+    out: dict[str, dict[str, int]] = {}
+    for name, table in value.items():
+        if not isinstance(table, Mapping):
+            raise TypeError(f"held_tables['{name}'] must be an object")
+        out[str(name)] = {str(c): _int(n) for c, n in table.items()}
+    return out
 
 
 def _sequence(value: object) -> Sequence[object]:
@@ -355,6 +410,7 @@ class WarmupReferenceBuilder:
         self._classes: list[NDArray[np.int64]] = []
         self._confidence: list[NDArray[np.float64]] = []
         self._margin: list[NDArray[np.float64]] = []
+        self._held: dict[str, list[NDArray[np.str_]]] = {}
         self._count = 0
 
     @property
@@ -376,8 +432,9 @@ class WarmupReferenceBuilder:
         predicted_class: ArrayLike | None = None,
         confidence: ArrayLike | None = None,
         margin: ArrayLike | None = None,
+        held: Mapping[str, NDArray[np.str_]] | None = None,
     ) -> Self:
-        """Add a batch: γ (b,), flicker (b,), features (b, n), predicted class (b,) or None, max-probability (b,)
+        """Add a batch (``held``: ``{held element: (b,) values}``, or None): γ (b,), flicker (b,), features (b, n), predicted class (b,) or None, max-probability (b,)
         or None (NaN: none), margin (top-1 minus top-2 class probability, b,) or None (NaN: none).
 
         Raises
@@ -415,6 +472,8 @@ class WarmupReferenceBuilder:
             self._classes.append(pc[:take].copy())
             self._confidence.append(conf[:take].copy())
             self._margin.append(marg[:take].copy())
+            for name, col in (held or {}).items():
+                self._held.setdefault(name, []).append(np.asarray(col)[:take].astype(str))
             self._count += take
         return self
 
@@ -435,6 +494,7 @@ class WarmupReferenceBuilder:
             predicted_class=np.concatenate(self._classes),
             confidence=np.concatenate(self._confidence),
             margin=np.concatenate(self._margin),
+            held={k: np.concatenate(v) for k, v in self._held.items()} if self._held else None,
             feature_names=self.feature_names,
             max_sample=self.max_sample,
             max_feature_sample=self.max_feature_sample,

@@ -18,11 +18,17 @@ A reference built with ``reference --scales from-reference`` also holds ``scales
 were scored at and how they were chosen (:class:`monitor.metrics.scales.SignalScales`: ``{"sigma", "radius",
 "method", "flicker_share", "target", "rows"}``), read by :func:`read_scales`; ``run`` scores at them unless the
 model's ``scoring`` settings say otherwise. Files without it load as before (scored at the fixed settings).
+
+Version 2 (the current one) may also hold ``segments``: ``{"column": name, "baselines": {segment: reference}}``, one
+reference per segment built from the reference rows of that segment (``reference --segment-column NAME``; see
+:mod:`monitor.rolling.segment_baselines`), read by :func:`read_segment_references`. Version 1 files still load (with
+a log line): they hold no per-segment baselines, so every segment learns its own from its first events.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,9 +40,16 @@ from monitor.metrics.scales import SignalScales
 from monitor.model.signature import HELD_COLUMNS, Held, Signature
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference import Reference
+from monitor.rolling.segment_baselines import references_from_json, references_to_json
+
+log = logging.getLogger("monitor.rolling.reference_file")
 
 REFERENCE_FORMAT = "harmonic-monitor/reference"
-REFERENCE_VERSION = 1
+REFERENCE_VERSION = 2
+#: versions this release reads: 1 (no per-segment baselines) and the current one
+READABLE_VERSIONS = (1, REFERENCE_VERSION)
+#: the key of the per-segment baselines (``reference --segment-column``)
+SEGMENTS_KEY = "segments"
 #: held rows a reference file keeps for a model that holds values fixed (a seeded sample of the reference's)
 HELD_SAMPLE_ROWS = 256
 #: the key of the fitted accuracy estimators (``reference --labels``); files without it load as before
@@ -55,8 +68,13 @@ def write_reference(
     held_sample: Held | None = None,
     accuracy_estimator: Mapping[str, Any] | None = None,
     scales: SignalScales | None = None,
+    segments: Mapping[str, Reference] | None = None,
+    segment_column: str | None = None,
 ) -> Path:
     """Write ``ref`` and the standardizer it was computed with as a reference file; returns ``out``.
+
+    ``segments``: one reference per segment (built from the reference rows of ``segment_column``), stored under
+    :data:`SEGMENTS_KEY`.
 
     ``held_sample``: held values of reference rows (a model that holds values fixed); at most
     :data:`HELD_SAMPLE_ROWS` of them are kept (:func:`sample_held`). ``accuracy_estimator``: a labelled
@@ -78,6 +96,8 @@ def write_reference(
         doc[ACCURACY_KEY] = dict(accuracy_estimator)
     if scales is not None:
         doc[SCALES_KEY] = scales.to_dict()
+    if segments:
+        doc[SEGMENTS_KEY] = {"column": segment_column, "baselines": references_to_json(segments)}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, default=float) + "\n", encoding="utf-8")
     return out
@@ -96,7 +116,7 @@ def read_reference(path: str | Path, n_features: int) -> tuple[Standardizer, Ref
             "build one with `harmonic-monitor reference`",
             path=str(p),
         )
-    if doc.get("format") != REFERENCE_FORMAT or doc.get("version") != REFERENCE_VERSION:
+    if doc.get("format") != REFERENCE_FORMAT or doc.get("version") not in READABLE_VERSIONS:
         raise DataError(
             f"'{p}' is not a harmonic-monitor reference (format {doc.get('format')!r}, version {doc.get('version')!r}); "
             "build one with `harmonic-monitor reference`",
@@ -107,6 +127,12 @@ def read_reference(path: str | Path, n_features: int) -> tuple[Standardizer, Ref
             f"reference '{p}' was built for {doc.get('n_features')} features; the model takes {n_features}",
             path=str(p),
         )
+    if doc.get("version") != REFERENCE_VERSION:
+        log.info(
+            "reference file of an older version read: it holds no per-segment baselines, so each segment learns its "
+            "own from its first events (rebuild it with `harmonic-monitor reference --segment-column` to give them)",
+            extra={"path": str(p), "version": doc.get("version")},
+        )
     try:
         return Standardizer.from_dict(doc["standardizer"]), Reference.from_dict(doc["reference"])
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a hand-edited file
@@ -114,6 +140,43 @@ def read_reference(path: str | Path, n_features: int) -> tuple[Standardizer, Ref
             f"reference '{p}' is damaged ({type(exc).__name__}: {exc}); rebuild it with `harmonic-monitor reference`",
             path=str(p),
         ) from exc
+
+
+def read_segment_references(path: str | Path, n_features: int) -> dict[str, Reference]:
+    """The per-segment baselines a reference file keeps (``reference --segment-column``): ``{segment: Reference}``,
+    empty when it keeps none (a version 1 file, a reference built without a segment column).
+
+    Raises
+    ------
+    DataError
+        The file cannot be read, or its baselines are damaged or built for another feature count.
+    """
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"cannot read reference JSON '{p}': {exc}", path=str(p)) from exc
+    block = doc.get(SEGMENTS_KEY) if isinstance(doc, dict) else None
+    if block is None:
+        return {}
+    try:
+        if not isinstance(block, dict):
+            raise DataError(f"'{SEGMENTS_KEY}' is a {type(block).__name__}, not an object")
+        refs = references_from_json(block.get("baselines"))
+    except DataError as exc:
+        raise DataError(
+            f"reference '{p}' holds damaged per-segment baselines ({exc}); rebuild it with "
+            "`harmonic-monitor reference --segment-column`",
+            path=str(p),
+        ) from exc
+    wrong = sorted(name for name, ref in refs.items() if ref.n_features != n_features)
+    if wrong:
+        raise DataError(
+            f"reference '{p}' holds baselines of segments {wrong} for another feature count; the model takes "
+            f"{n_features}: rebuild it",
+            path=str(p),
+        )
+    return refs
 
 
 def read_accuracy_estimator(path: str | Path) -> dict[str, Any] | None:

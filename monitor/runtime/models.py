@@ -27,6 +27,7 @@ from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.signature import Held, scale_groups
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference_file import read_accuracy_estimator, read_held_sample, read_reference, read_scales
+from monitor.rolling.segment_baselines import split_segment_column
 from monitor.runtime.watch import ModelWatch
 from monitor.source.base import RawRecord
 
@@ -123,10 +124,12 @@ class ModelRuntime:
         return self._fingerprint
 
 
-def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
+def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) -> ModelRuntime:
     """Load the model's ONNX copy and, when its reference (or ``space: raw``) allows, its standardizer.
 
     Without a reference the standardizer is fitted from the first ``warmup_events`` events of the stream.
+    ``segment_column`` (``segments.reference_column``): a CSV reference's column naming each row's segment, left out
+    of the rows the standardizer is fitted on.
     """
     model = OnnxModel(
         ms.path,
@@ -153,7 +156,11 @@ def load_model_runtime(ms: ModelSettings) -> ModelRuntime:
             raise ConfigError(f"model '{ms.name}': {exc}") from exc
         rt.activate(read_reference(ms.reference, model.n_features)[0])
     elif ms.reference is not None:
-        ref, held = read_reference_rows(ms, model)
+        ref, held = (
+            read_reference_rows(ms, model)
+            if segment_column is None
+            else read_segmented_reference_rows(ms, model, segment_column)[:2]
+        )
         finite = np.all(np.isfinite(ref), axis=1)
         if held is not None:
             rt.held_sample = held.take(np.flatnonzero(finite)[:HELD_SAMPLE_ROWS])
@@ -209,6 +216,30 @@ def read_reference_rows(ms: ModelSettings, model: OnnxModel) -> tuple[NDArray[np
             "`reference` at another one"
         )
     return ref, table.held
+
+
+def read_segmented_reference_rows(
+    ms: ModelSettings, model: OnnxModel, column: str
+) -> tuple[NDArray[np.float64], Held | None, NDArray[np.str_]]:
+    """The reference CSV's x and held values without its segment ``column``, and that column's value per row.
+
+    Raises
+    ------
+    ConfigError
+        The reference is not a CSV with a header naming ``column``, or its other columns do not fit the model.
+    """
+    assert ms.reference is not None
+    try:
+        with split_segment_column(ms.reference, column, flag="segments.reference_column") as (path, segments):
+            ref, held = read_reference_rows(ms.model_copy(update={"reference": path}), model)
+    except DataError as exc:
+        raise ConfigError(f"model '{ms.name}': {exc}") from exc
+    if segments.size != ref.shape[0]:
+        raise ConfigError(
+            f"model '{ms.name}': reference '{ms.reference}' has {segments.size} values in its segment column "
+            f"'{column}' for {ref.shape[0]} rows read; every row needs one"
+        )
+    return ref, held, segments
 
 
 def _sha256(path: Path) -> str:

@@ -21,16 +21,25 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from monitor.config import Settings
-from monitor.errors import MonitorError
+from monitor.drift.categories import held_element_names
+from monitor.errors import DataError, MonitorError
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
-from monitor.rolling.reference_file import read_reference
+from monitor.rolling.reference_file import read_reference, read_segment_references
+from monitor.rolling.segment_baselines import references_from_json
 from monitor.runtime.ingest import Ingest
 from monitor.runtime.labels import LabelStage
 from monitor.runtime.models import ModelRuntime
 from monitor.runtime.scoring import ScoredHook, Scoring
-from monitor.runtime.state import InFlight, StateStore, model_state, restore_model
+from monitor.runtime.state import (
+    InFlight,
+    StateStore,
+    load_baselines,
+    model_state,
+    restore_model,
+    save_baselines,
+)
 from monitor.runtime.watch import ModelWatch, WatchConfig
 from monitor.sampler.base import Sampler
 from monitor.source.base import Positions, RawRecord, Sink, Source
@@ -131,6 +140,8 @@ class Pipeline:
         for rt in runtimes:
             self.state.inc("harmonic_events_consumed_total", (rt.name,), 0.0)
             self.state.inc("harmonic_scores_nonfinite_total", (rt.name,), 0.0)
+        #: per model, the baselines_version of its watch last written to its baselines file
+        self._baselines_saved: dict[str, int] = {}
         for rt in self.runtimes.values():
             rt.watch = self._new_watch(rt)
             try:
@@ -141,9 +152,11 @@ class Pipeline:
                     "saved state does not fit the model; ignoring it", extra={"model": rt.name, "error": str(exc)}
                 )
                 rt.watch = self._new_watch(rt)
+            self._restore_baselines(rt)
             ref_path = rt.settings.reference
             if rt.standardizer is not None and not rt.watch.has_reference and ref_path is not None:
                 if ref_path.suffix.lower() == ".json":
+                    rt.watch.install_segment_references(read_segment_references(ref_path, rt.model.n_features))
                     rt.watch.install_reference(read_reference(ref_path, rt.model.n_features)[1])
                 else:
                     self.scoring.reference_from_file(rt)
@@ -185,11 +198,37 @@ class Pipeline:
             on_alert=self.on_alert,
             feature_names=rt.model.feature_names,  # the names decided at load (settings' feature_names or the signature's)
         )
+        watch.held_names = held_element_names(rt.model.signature)  # the held inputs' category tests, by name
         watch.set_accuracy_fit(rt.accuracy_fit)  # None: the reference holds no labelled fit
         return watch
 
+    def _restore_baselines(self, rt: ModelRuntime) -> None:
+        """Re-install a model's saved per-segment baselines (when they were computed with this model, reference and
+        scoring settings)."""
+        assert rt.watch is not None
+        saved = load_baselines(self.store.dir, rt.name, rt.fingerprint())
+        if saved:
+            try:
+                refs = references_from_json(saved)
+                if any(ref.n_features != rt.model.n_features for ref in refs.values()):
+                    raise DataError("saved segment baselines have another feature count")
+            except MonitorError as exc:
+                log.warning("saved segment baselines do not fit the model; ignoring them", extra={"error": str(exc)})
+                return
+            rt.watch.install_segment_references(refs)
+            log.info("segment baselines restored from state", extra={"model": rt.name, "segments": sorted(refs)})
+        self._baselines_saved[rt.name] = rt.watch.baselines_version
+
     def persist(self) -> bool:
         """Write the state durably, with the applied positions; False when the state directory cannot take it."""
+        for rt in self.runtimes.values():  # per-segment baselines: their own file, written when one changed
+            watch = rt.watch
+            if (
+                watch is not None
+                and self._baselines_saved.get(rt.name) != watch.baselines_version
+                and save_baselines(self.store.dir, rt.name, rt.fingerprint(), watch.dump_baselines())
+            ):
+                self._baselines_saved[rt.name] = watch.baselines_version
         models = {rt.name: model_state(rt) for rt in self.runtimes.values()}
         # positions still held from the saved state (no record of that partition seen since) stay in it
         held = {**self._held, **self._applied}
@@ -451,7 +490,13 @@ class Pipeline:
         detail: dict[str, Any] = {
             "source_ready": self.source.ready,
             "models": {
-                rt.name: {"loaded": True, "scoring": rt.scorer is not None, "warmup_events": len(rt.warmup)}
+                rt.name: {
+                    "loaded": True,
+                    "scoring": rt.scorer is not None,
+                    "warmup_events": len(rt.warmup),
+                    # segments still learning their own baseline (no verdict yet): {segment: {events, of}}
+                    "segments_warming_up": {} if rt.watch is None else rt.watch.warming_up,
+                }
                 for rt in self.runtimes.values()
             },
         }

@@ -160,7 +160,7 @@ class Service:
         from monitor.source.kafka import KafkaSink, KafkaSource
         from monitor.source.kafka_process import ProcessKafkaSource
 
-        runtimes = [load_model_runtime(m) for m in settings.models]
+        runtimes = [load_model_runtime(m, segment_column=settings.segments.reference_column) for m in settings.models]
         k = settings.kafka
         rebalance = _Rebalance()
         consumer = consumer_arguments(k)

@@ -8,6 +8,7 @@ describes the model that was loaded, and :func:`model_state` is that part as the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -23,6 +24,9 @@ log = logging.getLogger("monitor.runtime.state")
 STATE_FILE = "state.json"
 STATE_VERSION = 1
 INFLIGHT_FILE = "inflight.json"
+#: per model, ``<state_dir>/baselines-<hash of the model name>.json``: its per-segment baselines (large, and they
+#: change only when a segment gets one: written then, not at every checkpoint)
+BASELINES_VERSION = 1
 
 
 class StateStore:
@@ -90,6 +94,60 @@ class StateStore:
             log.warning("state directory writable again; state saved", extra={"path": str(self.path)})
         self.degraded = None
         return True
+
+
+def baselines_path(state_dir: Path, model: str) -> Path:
+    """Where a model's per-segment baselines are kept."""
+    return Path(state_dir) / f"baselines-{hashlib.sha256(model.encode('utf-8')).hexdigest()[:16]}.json"
+
+
+def save_baselines(state_dir: Path, model: str, fingerprint: dict[str, Any], segments: dict[str, Any]) -> bool:
+    """Write a model's per-segment baselines durably (temp file, fsync, rename); False when the directory cannot
+    take it (the state's own save reports the fault)."""
+    path = baselines_path(state_dir, model)
+    tmp = path.with_suffix(".tmp")
+    doc = {"version": BASELINES_VERSION, "model": model, "fingerprint": fingerprint, "segments": segments}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(json.dumps(doc, default=float).encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
+    return True
+
+
+def load_baselines(state_dir: Path, model: str, fingerprint: dict[str, Any]) -> dict[str, Any] | None:
+    """A model's saved per-segment baselines (``{segment: reference dict}``), or None: none saved, unreadable, or
+    computed with another model, reference or scoring settings (``fingerprint`` differs: they are rebuilt)."""
+    path = baselines_path(state_dir, model)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("saved segment baselines unreadable; ignoring them", extra={"path": str(path), "error": str(exc)})
+        return None
+    if (
+        not isinstance(doc, dict)
+        or doc.get("version") != BASELINES_VERSION
+        or not isinstance(doc.get("segments"), dict)
+    ):
+        log.warning("saved segment baselines of an unknown shape; ignoring them", extra={"path": str(path)})
+        return None
+    if doc.get("fingerprint") != fingerprint:
+        log.warning(
+            "saved segment baselines were computed with another model, reference or scoring settings; rebuilding them",
+            extra={"model": model},
+        )
+        return None
+    segments: dict[str, Any] = doc["segments"]
+    return segments
 
 
 class InFlight:
@@ -232,6 +290,6 @@ def model_state(rt: ModelRuntime) -> dict[str, Any]:
     if rt.standardizer is not None:
         entry["standardizer"] = rt.standardizer.to_dict()
     if rt.watch is not None:
-        entry["watch"] = rt.watch.dump()
+        entry["watch"] = rt.watch.dump(segments=False)  # the baselines go to their own file (save_baselines)
         entry["fingerprint"] = rt.fingerprint()
     return entry

@@ -8,10 +8,19 @@ time up to the watermark; alerts run on the clock, and :meth:`ModelWatch.tick` (
 turn) moves them on between batches, so they fire and resolve on time on a quiet stream too. A segment that received
 no scored event for its shortest time window (read on the clock, at arrival: a backlog's old timestamps do not count
 as quiet) has no current evidence, and its alert conditions count as false.
+
+Each segment is judged against a baseline of its own (:meth:`ModelWatch.baseline`): the one the reference data gave
+it (:mod:`monitor.rolling.segment_baselines`), else one learned from its own first ``warmup_events`` events. While a
+segment warms up it has no verdict and no drift alert (``harmonic_segment_warming_up`` is 1; ``/readyz`` lists it):
+it is never judged against another population's baseline. A stream without segments (every event in ``other``) is
+judged against the model-wide reference, as the one population it describes; once a named segment appears, the
+folded ``other`` segment warms up a baseline of its own too. Every segment's detectors run at the stated false-alarm
+rate on its own events, each calibrated on its own baseline's size.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -24,12 +33,13 @@ from numpy.typing import NDArray
 
 from monitor.clock import MISTIMED_REASONS, WatermarkClock
 from monitor.config import Settings
+from monitor.drift.categories import count_tables, held_columns
 from monitor.drift.verdict import DriftSettings as DetectorSettings
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
 from monitor.errors import DataError
 from monitor.estimate import DEFAULT_METHOD, EstimatorFit, estimate
-from monitor.events import InferenceEvent
-from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule
+from monitor.events import InferenceEvent, held_rows
+from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule, Evidence
 from monitor.exporters.prometheus import MetricsState
 from monitor.gammamap import (
     GAMMA_BIN_LABELS,
@@ -44,6 +54,12 @@ from monitor.logs import RateLimitedLogger
 from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
 from monitor.rolling.scores import ScoreRows, ScoreSamples
+from monitor.rolling.segment_baselines import (
+    fold_segments,
+    references_from_json,
+    references_to_json,
+    segment_references,
+)
 from monitor.rolling.windows import OTHER, SignalBatch, WindowSet
 
 log = logging.getLogger("monitor.runtime.watch")
@@ -53,8 +69,25 @@ INPUT_ALERT = "HarmonicInputDrift"
 SHADOW_ALERT = "HarmonicShadowDisagreement"
 ACCURACY_ALERT = "HarmonicAccuracyDrop"
 
+#: the per-input drift gauge keeps one series per input up to this many inputs; above it, the
+#: :data:`FEATURE_SERIES_TOP` largest by name and the rest folded into ``other`` (their largest distance)
+FEATURE_SERIES_MAX = 64
+FEATURE_SERIES_TOP = 16
+#: moved inputs named (with their numbers) in an alert
+ALERT_INPUTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorCrossing:
+    """A detector of a segment turned on (crossed its threshold) or off, at the batch that did it: what the
+    timeline reports besides verdict changes, which the verdict's hysteresis may hold back."""
+
+    detector: str
+    on: bool
+
+
 #: an observer of :class:`ModelWatch` (``ModelWatch.observers``): ``f(segment, change, now, event)``
-WatchObserver = Callable[[str, VerdictReport | AlertEvent, float, InferenceEvent | None], None]
+WatchObserver = Callable[[str, VerdictReport | AlertEvent | DetectorCrossing, float, InferenceEvent | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +131,8 @@ class WatchConfig:
                 feature_min_distance=d.feature_min_distance,
                 confidence_detector=d.confidence_detector,
                 margin_detector=d.margin_detector,
+                range_min_share=d.range_min_share,
+                multivariate_detector=d.multivariate_detector,
             ),
             reference_max_events=d.reference_max_events,
             warmup_events=warmup_events,
@@ -146,6 +181,9 @@ class ModelWatch:
         self.state = state
         self.on_alert = on_alert
         self.feature_names = tuple(feature_names) if feature_names else None
+        #: element names of the held inputs (``monitor.drift.categories.held_element_names`` of the signature), for
+        #: the category tests' names; None: ``input`` / ``input[i]``
+        self.held_names: dict[str, list[str]] | None = None
         self.windows = WindowSet(
             window_seconds=config.window_seconds,
             count_size=config.count_window_events,
@@ -168,6 +206,19 @@ class ModelWatch:
         )
         self.reference: Reference | None = None
         self._builder: WarmupReferenceBuilder | None = None
+        #: segment → its own baseline: from reference data that carries the segment, or learned by its warm-up
+        self.segment_references: dict[str, Reference] = {}
+        #: segment → the warm-up collecting its first events (while it has no baseline)
+        self._segment_builders: dict[str, WarmupReferenceBuilder] = {}
+        #: a named segment (not ``other``) was seen: ``other`` is then a population of its own, not the whole stream
+        self.segmented = False
+        #: changes whenever a segment gets a baseline: the pipeline rewrites its baselines file only then
+        self.baselines_version = 0
+        #: segment → (clock reading of the last evaluation with output-side evidence, that harmful report): the
+        #: verdict stays harmful-shift until that evidence has been off for ``resolve_after_seconds``
+        self._harm_seen: dict[str, tuple[float, VerdictReport]] = {}
+        #: segment → its engine's ``alarms_on`` after the last batch (detector crossings for the observers)
+        self._alarms_seen: dict[str, tuple[bool, ...]] = {}
         self._engines: dict[str, VerdictEngine] = {}
         self._since_eval = 0
         #: per segment, the clock's reading when its last scored event arrived (what "quiet" is judged on)
@@ -257,6 +308,8 @@ class ModelWatch:
             now,
             detail=detail,
             verdict=Verdict.HARMFUL_SHIFT.value,
+            value_name="estimated accuracy",
+            reference_name="reference accuracy",
         )
 
     def _accuracy_condition(self, segment: str) -> tuple[bool, float, str]:
@@ -286,8 +339,32 @@ class ModelWatch:
     def has_reference(self) -> bool:
         return self.reference is not None
 
-    def set_reference(self, rows: NDArray[np.float64], result: ScoreResult) -> None:
+    def set_reference(
+        self,
+        rows: NDArray[np.float64],
+        result: ScoreResult,
+        segments: NDArray[np.str_] | None = None,
+        held: dict[str, NDArray[np.str_]] | None = None,
+    ) -> None:
+        """The model-wide reference from scored reference rows; with ``segments`` (one label per row: reference data
+        that carries the segment) also each segment's own baseline (:func:`segment_references`)."""
         ok = result.valid
+        if segments is not None:
+            self.install_segment_references(
+                segment_references(
+                    np.asarray(segments)[ok],
+                    gamma=result.gamma[ok],
+                    flicker=result.flicker[ok],
+                    features=rows[ok],
+                    predicted_class=result.predicted_class[ok],
+                    confidence=result.probability[ok],
+                    margin=result.margin[ok],
+                    feature_names=self.feature_names,
+                    max_segments=self.config.max_segments,
+                    max_sample=self.config.reference_max_events,
+                    held=None if held is None else {k: v[ok] for k, v in held.items()},
+                )
+            )
         ref = Reference.from_arrays(
             gamma=result.gamma[ok],
             flicker=result.flicker[ok],
@@ -297,30 +374,138 @@ class ModelWatch:
             max_sample=self.config.reference_max_events,
             confidence=result.probability[ok],
             margin=result.margin[ok],
+            held=None if held is None else {k: v[ok] for k, v in held.items()},
         )
         self.install_reference(ref)
 
+    def set_held_tables(self, held: dict[str, NDArray[np.str_]], segments: NDArray[np.str_] | None = None) -> None:
+        """Count the held inputs' category tables over all reference rows (``held``: one column per held element;
+        ``segments``: each row's segment, for the per-segment baselines), replacing those of the scored sample."""
+        if self.reference is not None:
+            self.reference = dataclasses.replace(self.reference, held_tables=count_tables(held))
+        if segments is not None and self.segment_references:
+            folded = fold_segments(segments, self.config.max_segments)
+            for name, ref in list(self.segment_references.items()):
+                sel = folded == name
+                if sel.any():
+                    tables = count_tables({k: v[sel] for k, v in held.items()})
+                    self.segment_references[name] = dataclasses.replace(ref, held_tables=tables)
+        for segment in list(self._engines):
+            self._drop_engine(segment)  # rebuilt on the next batch, with the tables
+
     def install_reference(self, ref: Reference) -> None:
+        """The model-wide reference (the baseline of an unsegmented stream); segments with their own keep theirs."""
         self.reference = ref
-        self._engines.clear()
-        self._alarms_at_eval.clear()
+        for segment in [s for s in self._engines if s not in self.segment_references]:
+            self._drop_engine(segment)
         self._builder = None
         self.state.set("harmonic_reference_gamma_mean", (self.model,), ref.gamma_mean)
         self.state.set("harmonic_reference_flicker_mean", (self.model,), ref.flicker_mean)
 
-    def dump(self) -> dict[str, Any]:
-        return {"reference": None if self.reference is None else self.reference.to_dict()}
+    def install_segment_references(self, refs: dict[str, Reference]) -> None:
+        """Give segments their own baselines (reference data that carries the segment, or a saved state)."""
+        if refs:
+            self.baselines_version += 1
+        for segment, ref in refs.items():
+            self.segment_references[segment] = ref
+            self._segment_builders.pop(segment, None)
+            self._drop_engine(segment)
+            self.state.set("harmonic_segment_warming_up", (self.model, segment), 0.0)
+        if refs:
+            log.info("per-segment baselines installed", extra={"model": self.model, "segments": sorted(refs)})
+
+    def _drop_engine(self, segment: str) -> None:
+        self._engines.pop(segment, None)
+        self._alarms_at_eval.pop(segment, None)
+
+    def baseline(self, segment: str) -> Reference | None:
+        """The reference ``segment`` is judged against: its own (from reference data or its warm-up); the model-wide
+        one for ``other`` while the stream has no named segment; None while it warms up."""
+        ref = self.segment_references.get(segment)
+        if ref is None and segment == OTHER and not self.segmented:
+            return self.reference
+        return ref
+
+    @property
+    def warming_up(self) -> dict[str, dict[str, int]]:
+        """The segments still learning their baseline: ``{segment: {"events": seen, "of": needed}}``."""
+        return {s: {"events": b.count, "of": b.events} for s, b in sorted(self._segment_builders.items())}
+
+    def _segment_warm_up(
+        self, segment: str, batch: SignalBatch, held: dict[str, NDArray[np.str_]] | None = None
+    ) -> None:
+        """Feed ``segment``'s warm-up; at ``warmup_events`` events its baseline is built and its detectors start."""
+        builder = self._segment_builders.get(segment)
+        if builder is None:
+            builder = self._segment_builders[segment] = WarmupReferenceBuilder(
+                self.config.warmup_events, feature_names=self.feature_names, max_sample=self.config.reference_max_events
+            )
+            log.info(
+                "segment warming up its own baseline",
+                extra={"model": self.model, "segment": segment, "events": self.config.warmup_events},
+            )
+        builder.update(
+            gamma=batch.gamma,
+            flicker=batch.flicker,
+            features=batch.features,
+            predicted_class=batch.predicted_class,
+            confidence=batch.confidence,
+            margin=batch.margin,
+            held=held,
+        )
+        if builder.ready:
+            del self._segment_builders[segment]
+            self.install_segment_references({segment: builder.build()})
+            log.info("segment baseline built from its warm-up", extra={"model": self.model, "segment": segment})
+        else:
+            self.state.set("harmonic_segment_warming_up", (self.model, segment), 1.0)
+
+    def _become_segmented(self) -> None:
+        """A named segment appeared: ``other`` is no longer the whole stream, so it stops using the model-wide
+        reference and warms up a baseline of its own (unless the reference data gave it one)."""
+        self.segmented = True
+        if OTHER not in self.segment_references and OTHER in self._engines:
+            self._drop_engine(OTHER)
+            self.last_reports.pop(OTHER, None)
+            self.state.clear_gauges("harmonic_drift_verdict", lambda lab: lab[:2] == (self.model, OTHER))
+            log.info(
+                "segment 'other' now learns its own baseline (named segments appeared)", extra={"model": self.model}
+            )
+
+    def dump(self, *, segments: bool = True) -> dict[str, Any]:
+        """The reference and, unless ``segments`` is False, the per-segment baselines (the pipeline keeps those in a
+        file of their own, rewritten only when one changes: :meth:`dump_baselines`)."""
+        out: dict[str, Any] = {
+            "reference": None if self.reference is None else self.reference.to_dict(),
+            "segmented": self.segmented,
+        }
+        if segments:
+            out["segments"] = self.dump_baselines()
+        return out
+
+    def dump_baselines(self) -> dict[str, Any]:
+        """The per-segment baselines as JSON (``{segment: reference dict}``)."""
+        return references_to_json(self.segment_references)
 
     def restore(self, data: dict[str, Any]) -> None:
         if data.get("reference"):
             self.install_reference(Reference.from_dict(data["reference"]))
             log.info("reference restored from state", extra={"model": self.model})
+        self.segmented = bool(data.get("segmented", False))
+        self.install_segment_references(references_from_json(data.get("segments", {})))
 
     def _engine(self, segment: str) -> VerdictEngine:
         eng = self._engines.get(segment)
         if eng is None:
-            assert self.reference is not None
-            eng = self._engines[segment] = VerdictEngine(self.reference, self.config.detectors)
+            ref = self.baseline(segment)
+            assert ref is not None
+            if (
+                ref.feature_names is None
+                and self.feature_names is not None
+                and len(self.feature_names) == ref.n_features
+            ):
+                ref = dataclasses.replace(ref, feature_names=self.feature_names)  # the model's names in alerts
+            eng = self._engines[segment] = VerdictEngine(ref, self.config.detectors)
             self._alarms_at_eval[segment] = eng.alarms_on
         return eng
 
@@ -395,6 +580,13 @@ class ModelWatch:
         for seg in np.unique(seg_arr):
             self._arrived[str(seg)] = now
         drift = batch if uniform is None else full.take(ok & uniform)
+        # held input values (string, int, bool inputs; fixed_features) of the drift rows, one column per element
+        held = held_rows(events) if events and events[0].held is not None else None
+        drift_held: dict[str, NDArray[np.str_]] | None = None
+        if held is not None and len(held) == len(events):
+            cols = held_columns(held.values, self.held_names)
+            keep = ok if uniform is None else ok & uniform
+            drift_held = {name: col[keep] for name, col in cols.items()}
         if drift.size:
             self._update_gamma_maps(drift)
             self.windows.update(self.model, drift)
@@ -404,21 +596,32 @@ class ModelWatch:
         # a detector of a segment this batch fed turned on or off: the verdict is evaluated now, not at the next
         # `every` events, so a change is reported at the batch that caused it (the cadence paces the gauges)
         flipped = False
-        if self.reference is None:
-            if drift.size:
-                self._warm_up(drift)
-        else:
-            drift_segs = drift.segments
-            for seg in np.unique(drift_segs):
+        if self.reference is None and drift.size:
+            self._warm_up(drift, drift_held)
+        if drift.size:
+            # each event under its segment as the windows keep it (segments beyond max_segments fold into other)
+            keys = {s for _, s in self.windows.keys}
+            if not self.segmented and any(s != OTHER for s in keys):
+                self._become_segmented()
+            drift_segs = np.array([s if s in keys else OTHER for s in drift.segments.tolist()])
+            for seg in np.unique(drift_segs).tolist():
                 sel = drift_segs == seg
-                eng = self._engine(str(seg)).update(
+                seg_held = None if drift_held is None else {k: v[sel] for k, v in drift_held.items()}
+                if self.baseline(seg) is None:
+                    if self.segmented:
+                        self._segment_warm_up(seg, drift.take(sel), seg_held)
+                    continue
+                eng = self._engine(seg).update(
                     gamma=drift.gamma[sel],
                     flicker=drift.flicker[sel],
                     features=drift.features[sel],
                     confidence=drift.confidence[sel],
                     margin=drift.margin[sel],
+                    held=seg_held,
                 )
-                flipped = flipped or eng.alarms_on != self._alarms_at_eval[str(seg)]
+                flipped = flipped or eng.alarms_on != self._alarms_at_eval[seg]
+                if self.observers:
+                    self._crossings(seg, eng, events[-1])
         self._since_eval += batch.size
         if self._since_eval >= self.config.detectors.every or flipped:
             self._since_eval = 0
@@ -507,7 +710,7 @@ class ModelWatch:
             live = replace(live, unstable=probed.unstable, probed=probed.probed, unstable_counts=probed.unstable_counts)
         return live, ref
 
-    def _warm_up(self, batch: SignalBatch) -> None:
+    def _warm_up(self, batch: SignalBatch, held: dict[str, NDArray[np.str_]] | None = None) -> None:
         if self._builder is None:
             self._builder = WarmupReferenceBuilder(
                 self.config.warmup_events, feature_names=self.feature_names, max_sample=self.config.reference_max_events
@@ -519,6 +722,7 @@ class ModelWatch:
             predicted_class=batch.predicted_class,
             confidence=batch.confidence,
             margin=batch.margin,
+            held=held,
         )
         if self._builder.ready:
             self.install_reference(self._builder.build())
@@ -577,13 +781,17 @@ class ModelWatch:
             detail=f"live server vs ONNX copy over the last {shadow_vals.size} events; a stale or wrong ONNX copy "
             "invalidates every other signal",
             verdict="shadow",
+            value_name="disagreement rate",
+            reference_name="threshold",
         )
-        if self.reference is None or segment not in self._engines:
-            return
+        baseline = self.baseline(segment)
+        if baseline is None or segment not in self._engines:
+            return  # no baseline yet (warming up): no verdict, never one against another population's baseline
         # output-side evidence besides the detectors: the accuracy estimate's alert condition (DECISIONS 7)
         accuracy_drop = self.accuracy_fit is not None and self._accuracy_condition(segment)[0]
-        report = self._engines[segment].assess(accuracy_drop=accuracy_drop)
-        self._alarms_at_eval[segment] = self._engines[segment].alarms_on
+        engine = self._engines[segment]
+        report = self._hold_harm(segment, engine.assess(accuracy_drop=accuracy_drop), now)
+        self._alarms_at_eval[segment] = engine.alarms_on
         previous = self.last_reports.get(segment)
         self.last_reports[segment] = report
         if report.verdict != (Verdict.STABLE if previous is None else previous.verdict):
@@ -594,33 +802,234 @@ class ModelWatch:
             self.state.set("harmonic_drift_statistic", (self.model, segment, st.name), st.statistic)
             if np.isfinite(st.p_value):
                 self.state.set("harmonic_drift_p_value", (self.model, segment, st.name), st.p_value)
-        features = self._engines[segment].feature_drift
+        features = engine.feature_drift
         if features is not None:  # None: the reference holds no feature sample, so nothing is tested
             self.state.set("harmonic_feature_drift_features", (self.model, segment), float(len(features.moved)))
+            self._publish_feature_statistics(segment, features.feature_names, features.statistics)
+        held_drift = engine.held_drift
+        if held_drift is not None:  # held inputs: their category distance, and their unseen share as "out of range"
+            self._publish_feature_statistics(segment, held_drift.feature_names, held_drift.statistics)
+            self._publish_feature_statistics(
+                segment,
+                held_drift.feature_names,
+                held_drift.unseen_shares,
+                metric="harmonic_input_out_of_range_ratio",
+            )
+        if engine.input_range is not None:
+            self._publish_feature_statistics(
+                segment,
+                engine.input_range.feature_names,
+                engine.input_range.shares,
+                metric="harmonic_input_out_of_range_ratio",
+            )
         gamma_now = float(np.nanmean(count.values("gamma")[-self.config.detectors.window :]))
         top = tuple(name for name, _ in report.top_features)
+        outputs, inputs = self._evidence(engine, baseline, count)
+        harmful = report.verdict == Verdict.HARMFUL_SHIFT
+        shown = (*outputs, *inputs) if harmful else inputs
+        first = shown[0] if shown else None
         self._observe_alert(
             HARMFUL_ALERT,
             segment,
-            report.verdict == Verdict.HARMFUL_SHIFT,
-            gamma_now,
-            self.reference.gamma_mean,
+            harmful,
+            gamma_now if first is None else first.window,
+            baseline.gamma_mean if first is None else first.reference,
             now,
             top_features=top,
             detail=report.message,
             verdict=Verdict.HARMFUL_SHIFT.value,
+            evidence=shown if harmful else (),
+            value_name="" if first is None else first.measure,
         )
         self._observe_alert(
             INPUT_ALERT,
             segment,
             report.verdict == Verdict.INPUT_SHIFT,
-            gamma_now,
-            self.reference.gamma_mean,
+            inputs[0].window if inputs else float("nan"),
+            inputs[0].reference if inputs else float("nan"),
             now,
             top_features=top,
             detail=report.message,
             verdict=Verdict.INPUT_SHIFT.value,
+            evidence=inputs if report.verdict == Verdict.INPUT_SHIFT else (),
+            value_name=inputs[0].measure if inputs else "input window mean",
         )
+
+    def _crossings(self, segment: str, engine: VerdictEngine, event: InferenceEvent) -> None:
+        """Tell the observers which of ``segment``'s detectors turned on or off with this batch."""
+        now_on = engine.alarms_on
+        before = self._alarms_seen.get(segment, (False,) * len(now_on))
+        self._alarms_seen[segment] = now_on
+        if now_on == before:
+            return
+        saved, self._applying = self._applying, event
+        try:
+            for name, was, is_on in zip(engine.detector_names, before, now_on, strict=True):
+                if was != is_on:
+                    self._notify(segment, DetectorCrossing(name, is_on), self.clock.now())
+        finally:
+            self._applying = saved
+
+    def _hold_harm(self, segment: str, report: VerdictReport, now: float) -> VerdictReport:
+        """Verdict hysteresis: a harmful-shift holds until its output-side evidence has been off for
+        ``resolve_after_seconds`` (the alert's own hysteresis), so one shift does not flap a segment between
+        input-shift and harmful-shift. The held report names the detectors it last fired on."""
+        if report.verdict == Verdict.HARMFUL_SHIFT:
+            self._harm_seen[segment] = (now, report)
+            return report
+        seen = self._harm_seen.get(segment)
+        if seen is None:
+            return report
+        at, harmful = seen
+        if now - at < self.config.resolve_after_seconds and not self._quiet(segment, now):
+            return dataclasses.replace(harmful, top_features=report.top_features, held_since=at)
+        del self._harm_seen[segment]
+        return report
+
+    def _evidence(
+        self, engine: VerdictEngine, baseline: Reference, count: Any
+    ) -> tuple[tuple[Evidence, ...], tuple[Evidence, ...]]:
+        """(output detectors that fired, inputs that moved), each in its own numbers: the detector's statistic and
+        threshold, and the quantity it watches over the last ``drift.window`` events vs the baseline."""
+        w = self.config.detectors.window
+
+        def recent(signal: str) -> NDArray[np.float64]:
+            v = np.asarray(count.values(signal), dtype=np.float64)[-w:]
+            return v[np.isfinite(v)]
+
+        outputs: list[Evidence] = []
+        q = f"{self.config.detectors.cusum_quantile * 100:g}th percentile"
+        cusums = (
+            (engine.gamma_cusum, recent("gamma"), "γ"),
+            (engine.flicker_cusum, recent("flicker"), "flicker"),
+            (engine.confidence_cusum, 1.0 - recent("confidence"), "1 − max-probability"),
+            (engine.margin_cusum, 1.0 - recent("margin"), "1 − margin"),
+        )
+        for det, values, label in cusums:
+            if det is None or not det.drift_detected:
+                continue
+            share = float(np.mean(values > det.cutoff)) if values.size else float("nan")
+            outputs.append(
+                Evidence(
+                    det.name,
+                    det.statistic,
+                    det.threshold,
+                    share,
+                    det.null_rate,
+                    f"share of {label} above the reference's {q}, last {values.size} events",
+                )
+            )
+        ks = engine.gamma_ks.state
+        if ks.drift_detected:
+            g = recent("gamma")
+            outputs.append(
+                Evidence(
+                    ks.name,
+                    ks.statistic,
+                    ks.threshold,
+                    float(g.mean()) if g.size else float("nan"),
+                    baseline.gamma_mean,
+                    f"γ mean (KS distance vs its floor, p = {ks.p_value:.2g}), last {g.size} events",
+                )
+            )
+        rate = engine.flicker_rate
+        if rate.drift_detected:
+            f = recent("flicker")
+            outputs.append(
+                Evidence(
+                    rate.name,
+                    rate.statistic,
+                    float("nan"),
+                    float(f.mean()) if f.size else float("nan"),
+                    baseline.flicker_mean,
+                    f"flicker mean (z test, p = {rate.p_value:.2g} < {rate.alpha:g}, rise >= {rate.min_increase:g}), "
+                    f"last {f.size} events",
+                )
+            )
+        inputs: list[Evidence] = []
+        fd = engine.feature_drift
+        if fd is not None and fd.drift_detected:
+            x = np.asarray(count.features(), dtype=np.float64)[-w:]
+            for m in fd.moved[:ALERT_INPUTS]:
+                col = x[:, m.index] if x.ndim == 2 and x.shape[0] else np.zeros(0)
+                col = col[np.isfinite(col)]
+                inputs.append(
+                    Evidence(
+                        m.name,
+                        m.statistic,
+                        fd.min_distance,
+                        float(col.mean()) if col.size else float("nan"),
+                        float(baseline.feature_mean[m.index]),
+                        f"{m.name} mean (KS distance vs its floor, adjusted p = {m.p_value:.2g})",
+                    )
+                )
+        rd = engine.input_range
+        if rd is not None and rd.drift_detected:
+            for m in rd.moved[:ALERT_INPUTS]:
+                lo, hi = float(rd.low[m.index]), float(rd.high[m.index])
+                inputs.append(
+                    Evidence(
+                        m.name,
+                        m.statistic,
+                        rd.min_share,
+                        m.statistic,
+                        float(rd.expected[m.index]),
+                        f"{m.name} share outside the reference's 0.1–99.9 percentiles [{lo:.3g}, {hi:.3g}] "
+                        f"(adjusted p = {m.p_value:.2g})",
+                    )
+                )
+        pca = engine.input_pca
+        if pca is not None and pca.drift_detected:
+            st = pca.state
+            inputs.append(
+                Evidence(
+                    st.name,
+                    st.statistic,
+                    st.threshold,
+                    pca.window_mean_error,
+                    pca.reference_mean_error,
+                    f"mean PCA reconstruction error ({pca.components} of {pca.mean.size} components; how the inputs "
+                    f"go together; KS distance vs its floor, p = {st.p_value:.2g})",
+                )
+            )
+        hd = engine.held_drift
+        if hd is not None and hd.drift_detected:
+            unseen = hd.unseen_shares
+            for m in hd.moved[:ALERT_INPUTS]:
+                inputs.append(
+                    Evidence(
+                        m.name,
+                        m.statistic,
+                        hd.min_distance,
+                        float(unseen[m.index]),
+                        float(hd.other_shares[m.index]),
+                        f"{m.name} category frequencies (total variation distance, adjusted p = {m.p_value:.2g}); "
+                        "share of categories outside the reference's table",
+                    )
+                )
+        return tuple(outputs), tuple(inputs)
+
+    def _publish_feature_statistics(
+        self,
+        segment: str,
+        names: Sequence[str],
+        statistics: NDArray[np.float64],
+        metric: str = "harmonic_feature_drift_statistic",
+    ) -> None:
+        """``harmonic_feature_drift_statistic``: each input's KS distance at the last test, by the model's input
+        names; above :data:`FEATURE_SERIES_MAX` inputs only the :data:`FEATURE_SERIES_TOP` largest, the rest as
+        ``other`` (their largest), so that an image model does not export one series per pixel."""
+        key = (self.model, segment)
+        if len(names) <= FEATURE_SERIES_MAX:
+            for name, d in zip(names, statistics.tolist(), strict=True):
+                self.state.set(metric, (*key, name), float(d))
+            return
+        order = np.argsort(-statistics, kind="stable")
+        self.state.clear_gauges(metric, lambda lab: lab[:2] == key)
+        for j in order[:FEATURE_SERIES_TOP].tolist():
+            self.state.set(metric, (*key, names[j]), float(statistics[j]))
+        rest = statistics[order[FEATURE_SERIES_TOP:]]
+        self.state.set(metric, (*key, OTHER), float(rest.max()) if rest.size else 0.0)
 
     def _observe_alert(
         self,
@@ -634,6 +1043,9 @@ class ModelWatch:
         top_features: Sequence[str] = (),
         detail: str = "",
         verdict: str = "harmful",
+        evidence: Sequence[Evidence] = (),
+        value_name: str = "",
+        reference_name: str = "reference",
     ) -> None:
         ev = self.alerts.observe(
             rule,
@@ -646,6 +1058,9 @@ class ModelWatch:
             top_features=top_features,
             detail=detail,
             verdict=verdict,
+            evidence=evidence,
+            value_name=value_name,
+            reference_name=reference_name,
         )
         self._publish(rule, segment, ev)
 
@@ -667,7 +1082,7 @@ class ModelWatch:
         if self.on_alert is not None:
             self.on_alert(ev)
 
-    def _notify(self, segment: str, change: VerdictReport | AlertEvent, now: float) -> None:
+    def _notify(self, segment: str, change: VerdictReport | AlertEvent | DetectorCrossing, now: float) -> None:
         """Call the observers (the observer hook); one that raises is logged, the batch goes on."""
         for observe in self.observers:
             try:

@@ -92,6 +92,7 @@ DRIVEN_BY: dict[str, str] = {
     "harmonic_events_mistimed_total": "an event stamped 3 h ahead (future_timestamp) and one 10 min behind (late)",
     "harmonic_offsets_went_back_total": "a state dir whose labels-topic position and last commit lie past the topic's "
     "end (as after the topic was re-created)",
+    "harmonic_segment_warming_up": f"three events of {REGRESSOR} in segment 'eu': it warms up its own baseline",
 }
 
 
@@ -172,6 +173,8 @@ class Stream:
         # arrival, this event cannot move the model's clock past its windows)
         self.add({**like, "id": "from-the-future", "ts": self.ts() + 3 * 3600 * 1000})
         self.add({**like, "id": "late", "ts": self.ts() - 600 * 1000})
+        for k in range(3):  # a segment of the regressor that is still learning its own baseline
+            self.add({**like, "id": f"segment-{k}", "model": REGRESSOR, "segment": "eu", "prediction": {"value": 1.0}})
         ce = {
             "specversion": "1.0",
             "id": "kserve-1",

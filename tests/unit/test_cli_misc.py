@@ -375,3 +375,18 @@ def test_python_m_monitor_check_config_exits_2_with_the_error(tmp_path: Path) ->
     )
     assert completed.returncode == 2
     assert completed.stderr.startswith("error: invalid configuration:")
+
+
+def test_check_config_reads_a_reference_with_a_segment_column(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = np.random.default_rng(1).normal(size=(30, 2))
+    body = "".join(f"{a:.5f},{'eu' if i % 2 else 'us'},{b:.5f}\n" for i, (a, b) in enumerate(rows))
+    ref = write_reference_csv(tmp_path, "x0,region,x1\n" + body)
+    text = f"models:\n  - {{name: m, path: {model}, reference: {ref}}}\nsegments:\n  reference_column: region\n"
+    code, _, err = check_config(capsys, "--config", str(write_yaml(tmp_path, text)))
+    assert code == 0, err
+    assert "reference of 30 rows in 2 segment(s) of column 'region'" in err
+    wrong = f"models:\n  - {{name: m, path: {model}, reference: {ref}}}\nsegments:\n  reference_column: city\n"
+    code, _, err = check_config(capsys, "--config", str(write_yaml(tmp_path, wrong)))
+    assert code == 2 and "segments.reference_column 'city'" in err and "names no such column" in err

@@ -118,9 +118,10 @@ def test_read_reference_rejects_json_of_another_format(tmp_path: Path) -> None:
 
 def test_read_reference_rejects_a_newer_version(tmp_path: Path, reference_json: Path) -> None:
     doc = json.loads(reference_json.read_text(encoding="utf-8"))
-    (tmp_path / "v2.json").write_text(json.dumps({**doc, "version": 2}), encoding="utf-8")
-    with pytest.raises(DataError, match=r"is not a harmonic-monitor reference .*version 2\)"):
-        read_reference(tmp_path / "v2.json", 2)
+    newer = REFERENCE_VERSION + 1
+    (tmp_path / "newer.json").write_text(json.dumps({**doc, "version": newer}), encoding="utf-8")
+    with pytest.raises(DataError, match=rf"is not a harmonic-monitor reference .*version {newer}\)"):
+        read_reference(tmp_path / "newer.json", 2)
 
 
 def test_read_reference_rejects_json_that_is_not_an_object(tmp_path: Path) -> None:

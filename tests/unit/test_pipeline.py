@@ -21,7 +21,7 @@ from monitor.exporters.prometheus import MetricsState
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.service import build_sampler
-from monitor.runtime.state import STATE_FILE
+from monitor.runtime.state import STATE_FILE, baselines_path
 from monitor.sampler.keep_all import KeepAllSampler
 from monitor.source.base import Positions, RawRecord
 from monitor.source.replay import ReplaySource
@@ -625,3 +625,42 @@ def test_scoring_held_positions_are_the_first_held_record_per_partition(tmp_path
         ("t", 0): 4,
         ("t", 1): 9,
     }
+
+
+# ---------------------------------------------------------------------- per-segment baselines
+
+
+def test_pipeline_readyz_lists_segments_warming_up_and_their_baselines_survive_a_restart(tmp_path: Path) -> None:
+    base = make_settings(tmp_path)
+    settings = base.model_copy(update={"models": [base.models[0].model_copy(update={"warmup_events": 60})]})
+    x = rows(200, seed=21)
+    lines = [event(i, x[i], segment="eu" if i % 2 else "us") for i in range(100)]
+    lines += [event(100 + i, x[100 + i], segment="eu") for i in range(40)]  # eu: 90 events, us: 50
+    pipeline = make_pipeline(settings, ReplaySource(lines))
+    drain(pipeline)
+    ok, detail = pipeline.readiness()
+    assert ok  # warming segments do not make the sidecar unready; they are listed
+    assert detail["models"][MODEL]["segments_warming_up"] == {"us": {"events": 50, "of": 60}}
+    assert pipeline.state.gauge("harmonic_segment_warming_up", (MODEL, "us")) == 1.0
+    assert pipeline.state.gauge("harmonic_segment_warming_up", (MODEL, "eu")) == 0.0
+    watch = pipeline.runtimes[MODEL].watch
+    assert watch is not None and sorted(watch.segment_references) == ["eu"]
+    again = make_pipeline(settings, ReplaySource([]))
+    restored = again.runtimes[MODEL].watch
+    assert restored is not None and restored.segmented
+    assert restored.segment_references["eu"].gamma_mean == watch.segment_references["eu"].gamma_mean
+    # the baselines live in a file of their own, written when one changes, not in every checkpoint's state.json
+    saved = json.loads((tmp_path / "state" / "state.json").read_text(encoding="utf-8"))
+    assert "segments" not in saved["models"][MODEL]["watch"]
+    path = baselines_path(tmp_path / "state", MODEL)
+    written = path.stat().st_mtime_ns
+    again.persist()
+    assert path.stat().st_mtime_ns == written  # nothing changed: not rewritten
+    # other scoring settings: the saved baselines describe another γ and are dropped
+    first_model = settings.models[0]
+    scoring = first_model.scoring.model_copy(update={"flicker_copies": 4})
+    changed = settings.model_copy(update={"models": [first_model.model_copy(update={"scoring": scoring})]})
+    other = make_pipeline(changed, ReplaySource([]))
+    assert other.runtimes[MODEL].watch is not None and other.runtimes[MODEL].watch.segment_references == {}
+    path.write_text("{not json", encoding="utf-8")  # unreadable: ignored, the segments warm up again
+    assert make_pipeline(settings, ReplaySource([])).runtimes[MODEL].watch.segment_references == {}  # type: ignore[union-attr]
