@@ -297,6 +297,8 @@ class ReplayTimeline:
     invalid: Mapping[str, int]
     scored: int
     seconds: float = 0.0
+    #: each time a detector of a segment turned on or off: ``{"index", "model", "segment", ...}``
+    crossings: tuple[Mapping[str, Any], ...] = ()
     #: with ``keep_scores``: every scored event's features (N, D) and scores, in the order the pipeline scored them
     scored_rows: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
     scores: ScoreResult | None = field(default=None, repr=False, compare=False)
@@ -307,6 +309,7 @@ class ReplayTimeline:
             "events": self.events,
             "changes": [dict(c) for c in self.changes],
             "alerts": [dict(a) for a in self.alerts],
+            "crossings": [dict(c) for c in self.crossings],
         }
 
     def to_frame(self) -> Any:
@@ -319,7 +322,14 @@ class ReplayTimeline:
     def from_document(cls, doc: Mapping[str, Any]) -> ReplayTimeline:
         """A timeline read back from its JSON (``replay --timeline``)."""
         try:
-            return cls(int(doc["events"]), tuple(doc.get("changes", ())), tuple(doc.get("alerts", ())), {}, 0)
+            return cls(
+                int(doc["events"]),
+                tuple(doc.get("changes", ())),
+                tuple(doc.get("alerts", ())),
+                {},
+                0,
+                crossings=tuple(doc.get("crossings", ())),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"not a replay timeline (expected 'events', 'changes', 'alerts'): {exc}") from None
 

@@ -269,6 +269,7 @@ def replay_file(
         invalid,
         scored,
         time.perf_counter() - started,
+        crossings=tuple(timeline.crossings),
         scored_rows=rows,
         scores=scores,
     )
