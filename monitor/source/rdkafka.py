@@ -37,6 +37,8 @@ from monitor.source.kafka import (
 )
 
 log = logging.getLogger(__name__)
+#: where librdkafka's own log lines go (served by consume/poll on the caller's thread)
+client_log = logging.getLogger(__name__ + ".librdkafka")
 
 #: kafka-python security setting → librdkafka property (values pass unchanged but ``ssl_check_hostname``)
 SECURITY_NAMES = {
@@ -216,6 +218,7 @@ class RdKafkaSource(GroupMember):
             client_id=client_id,
         )
         conf["error_cb"] = self._on_client_error
+        conf["logger"] = client_log  # librdkafka's own lines in the sidecar's log format, not raw on stderr
         try:
             self._consumer = Consumer(conf)
         except (KafkaException, ValueError, TypeError) as exc:
@@ -366,7 +369,7 @@ class RdProducer:
         self.config: dict[str, Any] = {"api_version": api_version}
         self._log = RateLimitedLogger(log)
         try:
-            self._producer = Producer({**conf, "error_cb": self._on_client_error})
+            self._producer = Producer({**conf, "error_cb": self._on_client_error, "logger": client_log})
         except (KafkaException, ValueError, TypeError) as exc:
             raise SourceError(
                 f"cannot create a librdkafka producer for '{redact_text(str(conf.get('bootstrap.servers')))}': "
