@@ -320,30 +320,44 @@ class RdKafkaSource(GroupMember):
 
 class _Delivery:
     """What :meth:`RdProducer.send` returns: the kafka-python future's callback interface, resolved by librdkafka's
-    delivery report (on the producer's poll thread)."""
+    delivery report (on the producer's poll thread). The report may come before the callbacks are added (the poll
+    thread can serve it as soon as ``produce`` returns): a callback added after the outcome runs at once, as
+    kafka-python's future does."""
 
-    __slots__ = ("_callbacks", "_errbacks")
+    __slots__ = ("_callbacks", "_errbacks", "_lock", "_outcome")
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._callbacks: list[tuple[Callable[..., object], tuple[object, ...]]] = []
         self._errbacks: list[tuple[Callable[..., object], tuple[object, ...]]] = []
+        #: (delivered, message or exception) once the report came
+        self._outcome: tuple[bool, object] | None = None
 
     def add_callback(self, f: Callable[..., object], *args: object) -> object:
-        self._callbacks.append((f, args))
-        return self
+        return self._add(True, f, args)
 
     def add_errback(self, f: Callable[..., object], *args: object) -> object:
-        self._errbacks.append((f, args))
+        return self._add(False, f, args)
+
+    def _add(self, on_success: bool, f: Callable[..., object], args: tuple[object, ...]) -> object:
+        with self._lock:
+            outcome = self._outcome
+            if outcome is None:
+                (self._callbacks if on_success else self._errbacks).append((f, args))
+                return self
+        if outcome[0] == on_success:
+            f(*args, outcome[1])
         return self
 
     def report(self, error: Any, message: Any) -> None:
-        if error is None:
-            for f, args in self._callbacks:
-                f(*args, message)
-        else:
-            exc = _as_kafka_python_error(error)
-            for f, args in self._errbacks:
-                f(*args, exc)
+        delivered = error is None
+        value: object = message if delivered else _as_kafka_python_error(error)
+        with self._lock:
+            self._outcome = (delivered, value)
+            due = self._callbacks if delivered else self._errbacks
+            self._callbacks, self._errbacks = [], []
+        for f, args in due:
+            f(*args, value)
 
 
 def _as_kafka_python_error(error: Any) -> BaseException:

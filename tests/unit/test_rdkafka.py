@@ -395,6 +395,24 @@ def test_producer_delivery_reports_reach_the_sink_callbacks(producer: RdProducer
     assert fake.purged
 
 
+def test_a_delivery_report_before_the_callbacks_are_added_is_not_lost(producer: RdProducer) -> None:
+    # the poll thread may serve the report between produce() returning and the sink adding its callbacks
+    fake: FakeProducer = producer._producer  # type: ignore[assignment]
+    got: list[tuple[str, object]] = []
+    ok, bad = producer.send("scores", value=b"a"), producer.send("scores", value=b"b")
+    fake.queued[0][4](None, "msg")
+    fake.queued[1][4](KafkaError(KafkaError._MSG_TIMED_OUT), None)
+    for f in (ok, bad):
+        f.add_callback(lambda meta: got.append(("ok", meta)))
+        f.add_errback(lambda exc: got.append(("error", exc)))
+    assert got[0] == ("ok", "msg")
+    assert got[1][0] == "error" and isinstance(got[1][1], errors.KafkaError)
+    assert len(got) == 2  # each outcome once, to the matching side only
+    fake.queued[0][4](None, "again")  # a report with no callbacks left runs nothing more
+    assert len(got) == 2
+    producer.close()
+
+
 @pytest.mark.parametrize(
     ("raised", "expected"),
     [
