@@ -25,7 +25,10 @@ Four subcommands, each printing markdown tables plus the command and the machine
       what the sampler kept, windows/drift, commits — with the shadow check (one ONNX centre evaluation per poll
       batch for events carrying a live label) switched off;
     - ``pipeline``: the same, shadow check on (the production path);
-    - ``pipeline-inproc``: ``pipeline`` over the in-process ``KafkaSource``.
+    - ``pipeline-inproc``: ``pipeline`` over the in-process ``KafkaSource``;
+    - ``raw-librdkafka``: a plain confluent-kafka ``Consumer`` (librdkafka, the configuration ``RdKafkaSource``
+      builds) in ``consume(max_poll_records)`` batches, touching every record's value;
+    - ``pipeline-librdkafka``: ``pipeline`` over ``RdKafkaSource`` (``kafka.client: librdkafka``).
 
     Rate = records after the first non-empty poll / time from the end of that poll to the last record processed
     (the group join and the first fetch are excluded the same way for every variant). Polls after that which return
@@ -125,6 +128,7 @@ from monitor.source.decode import EventDecoder  # noqa: E402
 from monitor.source.kafka import KafkaSource  # noqa: E402
 from monitor.source.kafka_process import ProcessKafkaSource  # noqa: E402
 from monitor.source.kserve_join import KServeJoiner  # noqa: E402
+from monitor.source.rdkafka import RdKafkaSource, consumer_conf  # noqa: E402
 from monitor.source.records import refusal  # noqa: E402
 from monitor.source.replay import ReplaySource  # noqa: E402
 from monitor.source.validate import ModelSchema  # noqa: E402
@@ -145,6 +149,8 @@ VARIANTS = (
     "pipeline-noshadow",
     "pipeline",
     "pipeline-inproc",
+    "raw-librdkafka",
+    "pipeline-librdkafka",
 )
 BROKERS: dict[str, type[Broker]] = {"kafka09": Kafka09Broker, "tansu": TansuBroker}
 SESSION_TIMEOUT_MS = 6000  # Tansu holds every join for about half of this
@@ -404,6 +410,8 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
             run.scored = float(kept)
             return run
 
+        if variant == "raw-librdkafka":
+            return _run_raw_librdkafka(broker, topic, total, group, args)
         kwargs = raw_consumer_kwargs(broker, group, args.max_poll_records, args.fetch_max_wait_ms)
         if variant == "raw-nocrc":
             kwargs["check_crcs"] = False
@@ -448,6 +456,33 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
         return run
 
 
+def _run_raw_librdkafka(broker: Broker, topic: str, total: int, group: str, args: argparse.Namespace) -> Run:
+    import confluent_kafka
+
+    conf = consumer_conf(
+        broker.bootstrap,
+        group,
+        api_version=broker.api_version,
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+        fetch_max_wait_ms=args.fetch_max_wait_ms,
+        client_id="harmonic-bench",
+    )
+    consumer = confluent_kafka.Consumer(conf)
+    consumer.subscribe([topic])
+
+    def step() -> int:
+        n = 0
+        for m in consumer.consume(num_messages=args.max_poll_records, timeout=0.2):
+            if m.error() is None:
+                n += len(m.value() or b"") > 0
+        return n
+
+    try:
+        return timed_consume(step, total)
+    finally:
+        consumer.close()
+
+
 def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings: Settings, group: str) -> Run:
     consumer: dict[str, Any] = {
         "bootstrap_servers": broker.bootstrap,
@@ -459,7 +494,9 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
     }
     # as Service.from_settings: the consumer in a child process when 2+ CPUs are available, unless "-inproc"
     source: Source
-    if variant != "pipeline-inproc" and settings.kafka.use_consumer_process():
+    if variant == "pipeline-librdkafka":
+        source = RdKafkaSource(**consumer, fetch_max_wait_ms=settings.kafka.fetch_max_wait_ms)
+    elif variant != "pipeline-inproc" and settings.kafka.use_consumer_process():
         source = ProcessKafkaSource(consumer)
     else:
         source = KafkaSource(**consumer)

@@ -27,6 +27,7 @@ from monitor.sampler.keep_all import KeepAllSampler
 from monitor.sampler.stratified import StratifiedSampler
 from monitor.sampler.uniform import UniformSampler
 from monitor.source.base import RebalanceHandler, Sink, Source
+from monitor.source.kafka import Producer
 
 log = logging.getLogger("monitor.runtime.service")
 
@@ -46,6 +47,15 @@ def consumer_arguments(k: KafkaSettings) -> dict[str, Any]:
         "max_partition_fetch_bytes": k.max_partition_fetch_bytes,
         "lean_record_parse": k.lean_record_parse,
     }
+
+
+def _rd_producer(k: KafkaSettings) -> Producer:
+    """A librdkafka producer for :class:`~monitor.source.kafka.KafkaSink` (``kafka.client: librdkafka``)."""
+    from monitor.source.rdkafka import new_rd_producer
+
+    return new_rd_producer(
+        k.bootstrap_servers, k.api_version_tuple(), k.security, "harmonic-monitor", k.producer_delivery_timeout_ms
+    )
 
 
 def build_sampler(settings: Settings) -> Sampler:
@@ -165,7 +175,11 @@ class Service:
         rebalance = _Rebalance()
         consumer = consumer_arguments(k)
         source: Source
-        if k.use_consumer_process():
+        if k.client == "librdkafka":
+            from monitor.source.rdkafka import RdKafkaSource
+
+            source = RdKafkaSource(**consumer, rebalance=rebalance)
+        elif k.use_consumer_process():
             source = ProcessKafkaSource(
                 consumer, rebalance=rebalance, log_level=settings.log_level, log_format=settings.log_format
             )
@@ -183,6 +197,7 @@ class Service:
                 buffer_bytes=k.producer_buffer_bytes,
                 drop_when_full=k.producer_drop_when_full,
                 delivery_timeout_ms=k.producer_delivery_timeout_ms,
+                producer=_rd_producer(k) if k.client == "librdkafka" else None,
             )
         svc = cls(settings, source, runtimes, sink=sink)
         rebalance.target = svc.pipeline

@@ -32,6 +32,10 @@ from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker, free_
 READY_TIMEOUT_SECONDS = 60.0
 #: Bound on a graceful SIGTERM exit (the sidecar's own watchdog is ``shutdown_timeout_seconds``, 20 s).
 STOP_TIMEOUT_SECONDS = 30.0
+#: ``MONITOR_TEST_KAFKA_CLIENT=librdkafka`` runs every sidecar (but those a test puts in a consumer process, a
+#: kafka-python feature) with that ``kafka.client``: the delivery tests against the other client; a test's own
+#: ``HARMONIC_KAFKA__CLIENT`` wins
+CLIENT_OVERRIDE = os.environ.get("MONITOR_TEST_KAFKA_CLIENT", "")
 _HTTP_TIMEOUT_SECONDS = 5.0
 _LOG_TAIL_LINES = 60
 
@@ -142,7 +146,11 @@ class Sidecar:
             if value is not None:
                 args += [flag, str(value)]
         self._args = args + ["--state-dir", str(state_dir)]
+        client: dict[str, str] = {}
+        if CLIENT_OVERRIDE and (env or {}).get("HARMONIC_KAFKA__CONSUMER_PROCESS") != "true":
+            client = {"HARMONIC_KAFKA__CLIENT": CLIENT_OVERRIDE}
         self._env = {
+            **client,
             "HARMONIC_KAFKA__SESSION_TIMEOUT_MS": str(CONSUMER_SESSION_TIMEOUT_MS),
             # a fresh page for every scrape: the default serves one render for up to 1 s, longer than
             # wait_for_metrics' settle times, so a page could look settled while the pipeline moves on

@@ -1,0 +1,456 @@
+"""Stage 1 on librdkafka (confluent-kafka): ``RdKafkaSource`` and ``RdKafkaSink``, chosen by ``kafka.client``.
+
+The same contracts as the kafka-python classes in :mod:`monitor.source.kafka`:
+
+- the consumer never commits on its own (``enable.auto.commit`` and ``enable.auto.offset.store`` off): the pipeline
+  commits exactly the positions it has checkpointed, synchronously, after the state is saved (at-least-once);
+- rebalance callbacks run on the thread that calls :meth:`RdKafkaSource.poll` (librdkafka serves them inside
+  ``consume``): before partitions are given up the handler applies, checkpoints and commits them;
+- record values stay the raw bytes (a dead letter is the record as it arrived);
+- the sink is :class:`~monitor.source.kafka.KafkaSink` itself (the hold / re-send / back-pressure logic) over a
+  librdkafka producer: :class:`RdProducer` adapts it to the kafka-python producer interface the sink uses.
+
+Settings are translated by :func:`consumer_conf` / :func:`producer_conf`: ``security`` takes kafka-python's names
+(``security_protocol``, ``ssl_cafile``, ``sasl_plain_username`` …) or librdkafka's own dotted names. A configured
+``api_version`` below 0.10 (a broker without ApiVersion requests, e.g. Kafka 0.9) turns version probing off and names
+the broker version: ``api.version.request=false``, ``broker.version.fallback=0.9.0.1``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from monitor.errors import SourceError
+from monitor.logs import RateLimitedLogger, redact_text
+from monitor.source.base import Headers, Positions, RawRecord, RebalanceHandler
+from monitor.source.kafka import (
+    CLOSE_TIMEOUT_MS,
+    FETCH_MAX_WAIT_MS,
+    MAX_PARTITION_FETCH_BYTES,
+    PRODUCER_LINGER_MS,
+    GroupMember,
+    PartitionBatch,
+    records_of,
+)
+
+log = logging.getLogger(__name__)
+#: where librdkafka's own log lines go (served by consume/poll on the caller's thread)
+client_log = logging.getLogger(__name__ + ".librdkafka")
+
+#: kafka-python security setting → librdkafka property (values pass unchanged but ``ssl_check_hostname``)
+SECURITY_NAMES = {
+    "security_protocol": "security.protocol",
+    "ssl_cafile": "ssl.ca.location",
+    "ssl_certfile": "ssl.certificate.location",
+    "ssl_keyfile": "ssl.key.location",
+    "ssl_password": "ssl.key.password",
+    "ssl_crlfile": "ssl.crl.location",
+    "ssl_ciphers": "ssl.cipher.suites",
+    "ssl_check_hostname": "ssl.endpoint.identification.algorithm",
+    "sasl_mechanism": "sasl.mechanism",
+    "sasl_plain_username": "sasl.username",
+    "sasl_plain_password": "sasl.password",
+    "sasl_kerberos_service_name": "sasl.kerberos.service.name",
+}
+#: the broker version librdkafka assumes for a broker that cannot answer ApiVersion requests (before 0.10)
+KAFKA_09_FALLBACK = "0.9.0.1"
+
+
+def _version_conf(api_version: tuple[int, ...] | None) -> dict[str, Any]:
+    """Broker-version properties: none when probing works (unset, or 0.10 and later).
+
+    >>> _version_conf((0, 9))
+    {'api.version.request': False, 'broker.version.fallback': '0.9.0.1'}
+    >>> _version_conf((0, 8, 2))
+    {'api.version.request': False, 'broker.version.fallback': '0.8.2'}
+    >>> _version_conf((2, 8))
+    {}
+    """
+    if api_version is None or api_version >= (0, 10):
+        return {}
+    fallback = KAFKA_09_FALLBACK if api_version[:2] == (0, 9) else ".".join(str(p) for p in api_version)
+    return {"api.version.request": False, "broker.version.fallback": fallback}
+
+
+def security_conf(security: Mapping[str, Any]) -> dict[str, Any]:
+    """librdkafka properties for the ``kafka.security`` settings (kafka-python or librdkafka names).
+
+    >>> security_conf({"security_protocol": "SASL_SSL", "sasl_plain_username": "u", "ssl.ca.location": "/ca.pem"})
+    {'security.protocol': 'SASL_SSL', 'sasl.username': 'u', 'ssl.ca.location': '/ca.pem'}
+    >>> security_conf({"ssl_check_hostname": False})
+    {'ssl.endpoint.identification.algorithm': 'none'}
+    """
+    out: dict[str, Any] = {}
+    for key, value in security.items():
+        if "." in key:  # librdkafka's own name
+            out[key] = value
+            continue
+        name = SECURITY_NAMES.get(key)
+        if name is None:
+            raise SourceError(
+                f"kafka.security.{key} has no librdkafka equivalent here (known: {', '.join(sorted(SECURITY_NAMES))}); "
+                "write the librdkafka property itself instead (a dotted name such as 'ssl.key.location'), or use "
+                "kafka.client: kafka-python"
+            )
+        if key == "ssl_check_hostname":
+            value = "https" if value else "none"
+        out[name] = value
+    return out
+
+
+def _common(
+    bootstrap_servers: str, api_version: tuple[int, ...] | None, security: Mapping[str, Any], client_id: str
+) -> dict[str, Any]:
+    servers = ",".join(s.strip() for s in bootstrap_servers.split(",") if s.strip())
+    return {
+        "bootstrap.servers": servers,
+        "client.id": client_id,
+        **_version_conf(api_version),
+        **security_conf(security),
+    }
+
+
+def consumer_conf(
+    bootstrap_servers: str,
+    group_id: str,
+    *,
+    api_version: tuple[int, ...] | None = None,
+    security: Mapping[str, Any] | None = None,
+    auto_offset_reset: str = "earliest",
+    session_timeout_ms: int = 10000,
+    fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
+    max_partition_fetch_bytes: int = MAX_PARTITION_FETCH_BYTES,
+    client_id: str = "harmonic-monitor",
+) -> dict[str, Any]:
+    """The librdkafka consumer configuration for the ``kafka`` settings (commits only by the pipeline).
+
+    >>> conf = consumer_conf("b1:9092, b2:9092", "g", api_version=(0, 9))
+    >>> conf["bootstrap.servers"], conf["enable.auto.commit"], conf["broker.version.fallback"]
+    ('b1:9092,b2:9092', False, '0.9.0.1')
+    """
+    return {
+        **_common(bootstrap_servers, api_version, security or {}, client_id),
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": auto_offset_reset,
+        "session.timeout.ms": session_timeout_ms,
+        "heartbeat.interval.ms": max(300, session_timeout_ms // 3),
+        "fetch.wait.max.ms": fetch_max_wait_ms,
+        "max.partition.fetch.bytes": max_partition_fetch_bytes,
+    }
+
+
+def producer_conf(
+    bootstrap_servers: str,
+    *,
+    api_version: tuple[int, ...] | None = None,
+    security: Mapping[str, Any] | None = None,
+    client_id: str = "harmonic-monitor",
+    delivery_timeout_ms: int = 120_000,
+) -> dict[str, Any]:
+    """The librdkafka producer configuration (acks=all, the same linger and record size as kafka-python's).
+
+    >>> conf = producer_conf("b:9092", delivery_timeout_ms=5000)
+    >>> conf["acks"], conf["message.timeout.ms"], "api.version.request" in conf
+    ('all', 5000, False)
+    """
+    return {
+        **_common(bootstrap_servers, api_version, security or {}, client_id),
+        "acks": "all",
+        "linger.ms": PRODUCER_LINGER_MS,
+        "message.max.bytes": 4 << 20,
+        "message.timeout.ms": delivery_timeout_ms,
+    }
+
+
+def _consumer_error(where: str, exc: BaseException) -> SourceError:
+    return SourceError(
+        f"cannot create a librdkafka client for Kafka at '{redact_text(where)}': {redact_text(str(exc))}"
+    )
+
+
+class RdKafkaSource(GroupMember):
+    """Consume topics in a consumer group with librdkafka.
+
+    Parameters are :class:`~monitor.source.kafka.KafkaSource`'s (``max_poll_records`` caps one ``consume``;
+    ``lean_record_parse`` does not apply and is accepted for the same call).
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str | Sequence[str],
+        group_id: str,
+        *,
+        api_version: tuple[int, ...] | None = None,
+        security: Mapping[str, Any] | None = None,
+        auto_offset_reset: str = "earliest",
+        session_timeout_ms: int = 10000,
+        max_poll_records: int = 2000,
+        fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
+        max_partition_fetch_bytes: int = MAX_PARTITION_FETCH_BYTES,
+        rebalance: RebalanceHandler | None = None,
+        client_id: str = "harmonic-monitor",
+        lean_record_parse: bool = True,
+    ) -> None:
+        from confluent_kafka import Consumer, KafkaException
+
+        del lean_record_parse
+        self.topics = [topic] if isinstance(topic, str) else list(topic)
+        self.topic = self.topics[0]
+        self.max_poll_records = max_poll_records
+        self._handler = rebalance
+        self._assigned: set[tuple[str, int]] = set()
+        self._log = RateLimitedLogger(log)
+        conf = consumer_conf(
+            bootstrap_servers,
+            group_id,
+            api_version=api_version,
+            security=security,
+            auto_offset_reset=auto_offset_reset,
+            session_timeout_ms=session_timeout_ms,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            client_id=client_id,
+        )
+        conf["error_cb"] = self._on_client_error
+        conf["logger"] = client_log  # librdkafka's own lines in the sidecar's log format, not raw on stderr
+        try:
+            self._consumer = Consumer(conf)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise _consumer_error(bootstrap_servers, exc) from exc
+        self._consumer.subscribe(
+            self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+
+    # -- librdkafka's callbacks (served inside consume(), on the polling thread) --------------------------------
+    def _on_assign(self, _consumer: Any, partitions: list[Any]) -> None:
+        parts = [(tp.topic, tp.partition) for tp in partitions]
+        self._assigned.update(parts)
+        if self._handler is not None:
+            self._handler.after_assign(parts)
+        log.info("partitions assigned", extra={"partitions": sorted(parts)})
+
+    def _on_revoke(self, _consumer: Any, partitions: list[Any]) -> None:
+        parts = [(tp.topic, tp.partition) for tp in partitions]
+        try:
+            if self._handler is not None and parts:
+                self._handler.before_revoke(parts)  # the pipeline applies, checkpoints and commits here
+        finally:
+            self._assigned.difference_update(parts)
+        log.info("partitions revoked", extra={"partitions": sorted(parts)})
+
+    def _on_lost(self, _consumer: Any, partitions: list[Any]) -> None:
+        # lost (the session expired): another member may own them already, so nothing is committed for them
+        parts = [(tp.topic, tp.partition) for tp in partitions]
+        self._assigned.difference_update(parts)
+        log.warning("partitions lost; their uncommitted events are re-delivered", extra={"partitions": sorted(parts)})
+
+    def _on_client_error(self, error: Any) -> None:
+        self._log.warning("client-" + str(error.name()), "Kafka client error", error=redact_text(str(error)))
+
+    # -- Source --------------------------------------------------------------------------------------------------
+    def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
+        out: list[RawRecord] = []
+        for batch in self.poll_columns(timeout_seconds, max_records):
+            out.extend(records_of(batch))
+        return out
+
+    def poll_columns(self, timeout_seconds: float, max_records: int) -> list[PartitionBatch]:
+        """One ``consume`` of up to ``max_records`` messages, as one column batch per partition (in fetch order)."""
+        messages: list[Any] = self._consumer.consume(num_messages=max(1, max_records), timeout=timeout_seconds)
+        #: (topic, partition) → values, headers (one per record), offsets, timestamps; any header seen
+        columns: dict[tuple[str, int], tuple[list[bytes], list[Headers], list[int], list[int | None], list[bool]]] = {}
+        for m in messages:
+            error = m.error()
+            if error is not None:
+                self._log.warning("consume-" + str(error.name()), "Kafka consume error", error=redact_text(str(error)))
+                continue
+            key = (m.topic(), m.partition())
+            col = columns.get(key)
+            if col is None:
+                col = columns[key] = ([], [], [], [], [False])
+            value = m.value()
+            col[0].append(value if value is not None else b"")
+            raw_headers = m.headers()
+            if raw_headers:
+                col[4][0] = True
+                col[1].append(tuple((k, v if v is not None else b"") for k, v in raw_headers))
+            else:
+                col[1].append(())
+            col[2].append(m.offset())
+            kind, ts = m.timestamp()
+            col[3].append(ts if kind != 0 else None)  # 0: TIMESTAMP_NOT_AVAILABLE (brokers before 0.10)
+        return [
+            (topic, partition, values, headers if any_header[0] else None, offsets, stamps)
+            for (topic, partition), (values, headers, offsets, stamps, any_header) in columns.items()
+        ]
+
+    def commit(self, positions: Positions) -> None:
+        """Commit exactly ``positions`` (of partitions still assigned), synchronously; a refusal is logged (the
+        events since the last commit are re-delivered: at-least-once)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        owned = {k: v for k, v in positions.items() if k in self._assigned}
+        if not owned:
+            return
+        offsets = [TopicPartition(t, p, off) for (t, p), off in sorted(owned.items())]
+        try:
+            result = self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            log.warning("offset commit failed; events will be re-delivered", extra={"error": redact_text(str(exc))})
+            return
+        failed = [f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in result or () if tp.error is not None]
+        if failed:
+            log.warning("offset commit failed; events will be re-delivered", extra={"error": "; ".join(failed)})
+
+    def close(self) -> None:
+        try:
+            self._consumer.close()
+        except Exception:  # noqa: BLE001 - closing must not mask the real shutdown path
+            log.exception("error while closing the Kafka consumer")
+
+
+# ------------------------------------------------------------------------------------------------- the producer
+
+
+class _Delivery:
+    """What :meth:`RdProducer.send` returns: the kafka-python future's callback interface, resolved by librdkafka's
+    delivery report (on the producer's poll thread). The report may come before the callbacks are added (the poll
+    thread can serve it as soon as ``produce`` returns): a callback added after the outcome runs at once, as
+    kafka-python's future does."""
+
+    __slots__ = ("_callbacks", "_errbacks", "_lock", "_outcome")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._callbacks: list[tuple[Callable[..., object], tuple[object, ...]]] = []
+        self._errbacks: list[tuple[Callable[..., object], tuple[object, ...]]] = []
+        #: (delivered, message or exception) once the report came
+        self._outcome: tuple[bool, object] | None = None
+
+    def add_callback(self, f: Callable[..., object], *args: object) -> object:
+        return self._add(True, f, args)
+
+    def add_errback(self, f: Callable[..., object], *args: object) -> object:
+        return self._add(False, f, args)
+
+    def _add(self, on_success: bool, f: Callable[..., object], args: tuple[object, ...]) -> object:
+        with self._lock:
+            outcome = self._outcome
+            if outcome is None:
+                (self._callbacks if on_success else self._errbacks).append((f, args))
+                return self
+        if outcome[0] == on_success:
+            f(*args, outcome[1])
+        return self
+
+    def report(self, error: Any, message: Any) -> None:
+        delivered = error is None
+        value: object = message if delivered else _as_kafka_python_error(error)
+        with self._lock:
+            self._outcome = (delivered, value)
+            due = self._callbacks if delivered else self._errbacks
+            self._callbacks, self._errbacks = [], []
+        for f, args in due:
+            f(*args, value)
+
+
+def _as_kafka_python_error(error: Any) -> BaseException:
+    """A librdkafka ``KafkaError`` as the kafka-python exception the sink tells apart (too large: dropped; else
+    kept and re-sent)."""
+    from confluent_kafka import KafkaError
+    from kafka import errors
+
+    text = f"{error.name()}: {error.str()}"
+    cls: type[BaseException] = errors.KafkaError
+    if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        cls = errors.MessageSizeTooLargeError
+    return cls(text)
+
+
+class RdProducer:
+    """A librdkafka producer behind the kafka-python producer interface :class:`~monitor.source.kafka.KafkaSink`
+    uses (``config``, ``send`` → future with callbacks, ``close``). A thread serves delivery reports."""
+
+    def __init__(self, conf: Mapping[str, Any], api_version: tuple[int, ...] | None) -> None:
+        from confluent_kafka import KafkaException, Producer
+
+        self.config: dict[str, Any] = {"api_version": api_version}
+        self._log = RateLimitedLogger(log)
+        try:
+            self._producer = Producer({**conf, "error_cb": self._on_client_error, "logger": client_log})
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise SourceError(
+                f"cannot create a librdkafka producer for '{redact_text(str(conf.get('bootstrap.servers')))}': "
+                f"{redact_text(str(exc))}"
+            ) from exc
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="rdkafka-producer", daemon=True)
+        self._thread.start()
+
+    def _on_client_error(self, error: Any) -> None:
+        self._log.warning("producer-" + str(error.name()), "Kafka producer error", error=redact_text(str(error)))
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.1)
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> _Delivery:
+        from confluent_kafka import KafkaError, KafkaException
+        from kafka import errors
+
+        delivery = _Delivery()
+        try:
+            self._producer.produce(
+                topic, value=value, key=key, headers=list(headers or ()) or None, on_delivery=delivery.report
+            )
+        except BufferError as exc:  # librdkafka's queue is full: the sink keeps the record and hands it over later
+            raise errors.KafkaTimeoutError(f"librdkafka queue full: {exc}") from exc
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                raise errors.MessageSizeTooLargeError(str(error)) from exc
+            raise errors.KafkaError(str(exc)) from exc
+        return delivery
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is queued within ``timeout`` seconds (0: purge it at once), then stop."""
+        wait = CLOSE_TIMEOUT_MS / 1000 if timeout is None else timeout
+        if wait > 0:
+            self._producer.flush(wait)
+        if len(self._producer):
+            self._producer.purge()
+            self._producer.flush(0)
+        self._stop.set()
+        self._thread.join(wait + 1.0)
+
+
+def new_rd_producer(
+    bootstrap_servers: str,
+    api_version: tuple[int, ...] | None,
+    security: Mapping[str, Any],
+    client_id: str,
+    delivery_timeout_ms: int,
+) -> RdProducer:
+    conf = producer_conf(
+        bootstrap_servers,
+        api_version=api_version,
+        security=security,
+        client_id=client_id,
+        delivery_timeout_ms=delivery_timeout_ms,
+    )
+    return RdProducer(conf, api_version)
+
+
+__all__ = ["RdKafkaSource", "RdProducer", "consumer_conf", "new_rd_producer", "producer_conf"]
