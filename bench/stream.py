@@ -25,7 +25,12 @@ Four subcommands, each printing markdown tables plus the command and the machine
       what the sampler kept, windows/drift, commits — with the shadow check (one ONNX centre evaluation per poll
       batch for events carrying a live label) switched off;
     - ``pipeline``: the same, shadow check on (the production path);
-    - ``pipeline-inproc``: ``pipeline`` over the in-process ``KafkaSource``.
+    - ``pipeline-inproc``: ``pipeline`` over the in-process ``KafkaSource``;
+    - ``pipeline-default``: ``pipeline`` with the default sampler (no ``events_per_second`` cap: the CPU share,
+      ingest first), the backlog-drain question: its rate over ``pipeline``'s at ``--budget 100`` (scoring nearly
+      off) is printed per repeat;
+    - ``pipeline-default-fixed``: the same with the ingest-first controller off (the CPU budget fixed at
+      ``cpu_share`` of the CPUs, as before it).
 
     Rate = records after the first non-empty poll / time from the end of that poll to the last record processed
     (the group join and the first fetch are excluded the same way for every variant). Polls after that which return
@@ -145,6 +150,8 @@ VARIANTS = (
     "pipeline-noshadow",
     "pipeline",
     "pipeline-inproc",
+    "pipeline-default",
+    "pipeline-default-fixed",
 )
 BROKERS: dict[str, type[Broker]] = {"kafka09": Kafka09Broker, "tansu": TansuBroker}
 SESSION_TIMEOUT_MS = 6000  # Tansu holds every join for about half of this
@@ -352,6 +359,10 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
             budget=args.budget,
             kafka={"max_poll_records": args.max_poll_records, "fetch_max_wait_ms": args.fetch_max_wait_ms},
         )
+        if variant.startswith("pipeline-default"):
+            settings = settings.model_copy(
+                update={"sampler": settings.sampler.model_copy(update={"events_per_second": None})}
+            )
         if variant.startswith("pipeline"):
             return _run_pipeline(variant, broker, topic, total, settings, group)
         decoder = EventDecoder(
@@ -466,8 +477,26 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
     state = MetricsState()
     cls = _NoShadowPipeline if variant == "pipeline-noshadow" else Pipeline
     pipeline = cls(settings, source, [load_model_runtime(settings.models[0])], build_sampler(settings), state=state)
+    if variant == "pipeline-default-fixed":
+        pipeline.ingest_first = None  # the CPU budget stays at cpu_share of the CPUs
     try:
-        run = timed_consume(lambda: pipeline.step(0.2), total, finish=pipeline.flush)
+        seen: list[tuple[float | None, float]] = []
+
+        def step() -> int:
+            n = pipeline.step(0.2)
+            control = pipeline.ingest_first
+            if control is not None:
+                seen.append((control.lag, control.budget))
+            return n
+
+        run = timed_consume(step, total, finish=pipeline.flush)
+        lags = [lag for lag, _ in seen if lag is not None]
+        if seen:
+            print(
+                f"    ingest first: lag max {max(lags, default=0):,.0f} records, CPU budget min "
+                f"{min(b for _, b in seen):.2f} / cap {pipeline.ingest_first.cap if pipeline.ingest_first else 0:.2f}",
+                flush=True,
+            )
     finally:
         _close_child(source)
     run.scored = state.counter_sum("harmonic_events_scored_total")
@@ -525,6 +554,10 @@ def throughput(args: argparse.Namespace) -> None:
                         flush=True,
                     )
             table.extend(_summarize(name, variants, runs))
+            for v in ("pipeline-default", "pipeline-default-fixed"):
+                if v in runs and "pipeline" in runs:
+                    per_rep = ", ".join(f"{x:.2f}" for x in paired_ratios(runs, v, "pipeline"))
+                    print(f"{name}: {v} ÷ pipeline (budget {args.budget:g} events/s), per repeat: {per_rep}")
             if "raw" in runs and "decode+sample-proc" in runs and args.repeats >= 2:
                 verdicts.append((name, verdict(paired_ratios(runs, "decode+sample-proc", "raw"), args.target)))
     if args.profile:
@@ -575,7 +608,7 @@ def _summarize(broker: str, variants: Sequence[str], runs: dict[str, list[Run]])
                 f"{min(rates):,.0f} – {max(rates):,.0f}",
                 ratio(v, "raw"),
                 ratio(v, "raw-nocrc"),
-                f"{scored:,.0f}" if v.endswith(("sample", "shadow", "pipeline")) else "—",
+                f"{scored:,.0f}" if v.endswith(("sample", "shadow", "pipeline")) or "default" in v else "—",
                 " / ".join(
                     f"{statistics.median(getattr(r, k) for r in runs[v]):.1f}"
                     for k in ("cpu_main", "cpu_child", "cpu_broker")
