@@ -95,7 +95,10 @@ def main(argv: list[str] | None = None) -> int:
             st = wall(startup)
             ratios.append(b / s)
             starts.append(st)
-            print(f"  repeat {rep}: bound {b:.2f} s, score {s:.2f} s (bound ÷ score {b / s:.2f}); startup {st:.2f} s")
+            print(
+                f"  repeat {rep}: bound {b:.2f} s, score {s:.2f} s (bound ÷ score {b / s:.2f}); startup {st:.2f} s",
+                flush=True,
+            )
         print(
             f"\n{args.rows:,} rows, B={args.batch_size}: bound ÷ whole-process score, per repeat: "
             + ", ".join(f"{r:.2f}" for r in ratios)
