@@ -695,6 +695,8 @@ def running_sidecar(argv: list[str], name: str, work: Path, budget: float) -> It
         "HARMONIC_KAFKA__SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
         "HARMONIC_LOG_LEVEL": "warning",
     }
+    if budget < 0:  # the default sampler: no event cap, the CPU share (ingest first)
+        del env["HARMONIC_SAMPLER__EVENTS_PER_SECOND"]
     env_shown = " ".join(f"{k}={env[k]}" for k in sorted(env) if k.startswith("HARMONIC_"))
     print(f"\n{name}: sidecar: {env_shown} python {shlex.join(argv[1:])}", flush=True)
     log_path = work / f"sidecar-{name}.log"
@@ -759,7 +761,8 @@ def _measure_latency(
     start = scrape(f"{base}/metrics")
     c0, s0 = start.get("harmonic_events_consumed_total", 0.0), start.get("harmonic_events_scored_total", 0.0)
 
-    samples: list[tuple[float, float, float]] = []  # (time the scrape answered, consumed, scored) minus baseline
+    # (time the scrape answered, consumed, scored) minus baseline, and the consumer lag in records
+    samples: list[tuple[float, float, float, float]] = []
     stop = threading.Event()
 
     def scraper() -> None:
@@ -771,6 +774,7 @@ def _measure_latency(
                     time.time(),
                     got.get("harmonic_events_consumed_total", 0.0) - c0,
                     got.get("harmonic_events_scored_total", 0.0) - s0,
+                    got.get("harmonic_consumer_lag_records", 0.0),
                 )
             )
             time.sleep(max(0.0, t_next - time.time()))
@@ -823,6 +827,14 @@ def _measure_latency(
 
     print(f"  {name}: {total} events in {n_batches} batches; {len(samples)} scrapes; "
           f"consumed batches seen {len(consumed)}, scored batches seen {len(scored)}", flush=True)  # fmt: skip
+    sending = [lag for t, *_, lag in samples if t <= sent[-1][0]] if sent else []
+    if sending:
+        half = sending[len(sending) // 2 :]
+        print(
+            f"  {name}: consumer lag while producing (records, /metrics every {args.scrape_seconds:g} s): max "
+            f"{max(sending):,.0f}; second half: median {statistics.median(half):,.0f}, max {max(half):,.0f}",
+            flush=True,
+        )
     return (
         f"| {name} | {total:,} ({args.rate:g}/s × {args.seconds:g} s) | {fmt(consumed)} | {fmt(scored)} | "
         f"{scored_total:,.0f} / {total:,} | {hist} |"
@@ -1095,7 +1107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     la.add_argument("--seconds", type=float, default=60.0)
     la.add_argument("--batch-seconds", type=float, default=0.05, help="produce a batch this often")
     la.add_argument("--scrape-seconds", type=float, default=0.05, help="scrape /metrics this often")
-    la.add_argument("--budget", type=float, default=0.0, help="sampler events/s; 0 (default) scores every event")
+    la.add_argument(
+        "--budget",
+        type=float,
+        default=0.0,
+        help="sampler events/s; 0 (default) scores every event; -1: the default sampler (no cap, the CPU share, ingest first), and the consumer lag is reported",
+    )
     la.set_defaults(func=latency)
     m = sub.add_parser("memory", help="RSS every 100k events up to 1M (in-process, ReplaySource)")
     m.add_argument("--events", type=int, default=1_000_000)
