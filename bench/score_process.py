@@ -3,8 +3,8 @@
 Builds the model (20 features, skl2onnx, no ZipMap) and ``--rows`` rows, then per repeat, interleaved:
 
 - **bound**: in this process, onnxruntime alone on the very rows the scorer evaluates (``scorer.build_rows`` of every
-  batch of ``--batch-size``, one ``session.run`` per batch, the model's own session and threads): the time of the
-  model evaluations and nothing else;
+  batch of ``--batch-size``, cut into the scorer's own runs, on the model's own session and threads): the time of
+  the model evaluations and nothing else;
 - **score**: the wall time of ``python -m monitor score --model … --data rows.npy --reference ref.csv --out …`` as a
   subprocess: interpreter start, imports, model load, reference, scoring, CSV writing;
 - **startup**: the wall time of ``python -c "from monitor.cli import build_parser; build_parser()"`` (what every
@@ -55,7 +55,16 @@ def bound_seconds(model_path: Path, ref: Path, data: Path, batch: int) -> float:
     model = OnnxModel(model_path, OnnxRuntimeOptions())
     scorer = RobustnessScorer(model, Standardizer.fit(np.loadtxt(ref, delimiter=",")), ScoringConfig())
     x = np.load(data).astype(np.float32)
-    feeds = [scorer.build_rows(x[i : i + batch]).copy() for i in range(0, x.shape[0], batch)]
+    per_event = scorer.rows_per_event()
+    feeds = []
+    for i in range(0, x.shape[0], batch):
+        rows = scorer.build_rows(x[i : i + batch]).copy()
+        if scorer._neighbourhood is not None:  # the scorer's own runs: whole events, as many as fit
+            chunks = scorer._neighbourhood.chunks(rows.shape[0] // per_event)
+            feeds += [rows[e0 * per_event : e1 * per_event] for e0, e1 in chunks]
+        else:
+            step = model.options.max_rows_per_run
+            feeds += [rows[r : r + step] for r in range(0, rows.shape[0], step)]
     session, names, inp = model._session, model._run_names, model.input_name
     started = time.perf_counter()
     for rows in feeds:
