@@ -235,6 +235,10 @@ class UniformSampler:
         >>> s.set_cpu_budget(5.0, now=1.0)
         >>> s.cpu_per_second
         1.6
+        >>> unlimited = UniformSampler(cpus=2.0)  # no CPU share: nothing to cut
+        >>> unlimited.set_cpu_budget(0.2, now=0.0)
+        >>> unlimited.cpu_per_second
+        inf
         """
         if math.isinf(self.cpu_cap_per_second) or not cpu_per_second > 0:
             return
