@@ -30,6 +30,12 @@ Four subcommands, each printing markdown tables plus the command and the machine
       builds) in ``consume(max_poll_records)`` batches, touching every record's value;
     - ``pipeline-librdkafka``: ``pipeline`` over ``RdKafkaSource`` (``kafka.client: librdkafka``).
 
+    - ``pipeline-default``: ``pipeline`` with the default sampler (no ``events_per_second`` cap: the CPU share,
+      ingest first), the backlog-drain question: its rate over ``pipeline``'s at ``--budget 100`` (scoring nearly
+      off) is printed per repeat;
+    - ``pipeline-default-fixed``: the same with the ingest-first controller off (the CPU budget fixed at
+      ``cpu_share`` of the CPUs, as before it).
+
     Rate = records after the first non-empty poll / time from the end of that poll to the last record processed
     (the group join and the first fetch are excluded the same way for every variant). Polls after that which return
     nothing, and the time they take, are printed per repeat: the topic holds every record before the first poll, so
@@ -151,6 +157,8 @@ VARIANTS = (
     "pipeline-inproc",
     "raw-librdkafka",
     "pipeline-librdkafka",
+    "pipeline-default",
+    "pipeline-default-fixed",
 )
 BROKERS: dict[str, type[Broker]] = {"kafka09": Kafka09Broker, "tansu": TansuBroker}
 SESSION_TIMEOUT_MS = 6000  # Tansu holds every join for about half of this
@@ -358,6 +366,10 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
             budget=args.budget,
             kafka={"max_poll_records": args.max_poll_records, "fetch_max_wait_ms": args.fetch_max_wait_ms},
         )
+        if variant.startswith("pipeline-default"):
+            settings = settings.model_copy(
+                update={"sampler": settings.sampler.model_copy(update={"events_per_second": None})}
+            )
         if variant.startswith("pipeline"):
             return _run_pipeline(variant, broker, topic, total, settings, group)
         decoder = EventDecoder(
@@ -503,8 +515,26 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
     state = MetricsState()
     cls = _NoShadowPipeline if variant == "pipeline-noshadow" else Pipeline
     pipeline = cls(settings, source, [load_model_runtime(settings.models[0])], build_sampler(settings), state=state)
+    if variant == "pipeline-default-fixed":
+        pipeline.ingest_first = None  # the CPU budget stays at cpu_share of the CPUs
     try:
-        run = timed_consume(lambda: pipeline.step(0.2), total, finish=pipeline.flush)
+        seen: list[tuple[float | None, float]] = []
+
+        def step() -> int:
+            n = pipeline.step(0.2)
+            control = pipeline.ingest_first
+            if control is not None:
+                seen.append((control.lag, control.budget))
+            return n
+
+        run = timed_consume(step, total, finish=pipeline.flush)
+        lags = [lag for lag, _ in seen if lag is not None]
+        if seen:
+            print(
+                f"    ingest first: lag max {max(lags, default=0):,.0f} records, CPU budget min "
+                f"{min(b for _, b in seen):.2f} / cap {pipeline.ingest_first.cap if pipeline.ingest_first else 0:.2f}",
+                flush=True,
+            )
     finally:
         _close_child(source)
     run.scored = state.counter_sum("harmonic_events_scored_total")
@@ -562,6 +592,10 @@ def throughput(args: argparse.Namespace) -> None:
                         flush=True,
                     )
             table.extend(_summarize(name, variants, runs))
+            for v in ("pipeline-default", "pipeline-default-fixed"):
+                if v in runs and "pipeline" in runs:
+                    per_rep = ", ".join(f"{x:.2f}" for x in paired_ratios(runs, v, "pipeline"))
+                    print(f"{name}: {v} ÷ pipeline (budget {args.budget:g} events/s), per repeat: {per_rep}")
             if "raw" in runs and "decode+sample-proc" in runs and args.repeats >= 2:
                 verdicts.append((name, verdict(paired_ratios(runs, "decode+sample-proc", "raw"), args.target)))
     if args.profile:
@@ -612,7 +646,7 @@ def _summarize(broker: str, variants: Sequence[str], runs: dict[str, list[Run]])
                 f"{min(rates):,.0f} – {max(rates):,.0f}",
                 ratio(v, "raw"),
                 ratio(v, "raw-nocrc"),
-                f"{scored:,.0f}" if v.endswith(("sample", "shadow", "pipeline")) else "—",
+                f"{scored:,.0f}" if v.endswith(("sample", "shadow", "pipeline")) or "default" in v else "—",
                 " / ".join(
                     f"{statistics.median(getattr(r, k) for r in runs[v]):.1f}"
                     for k in ("cpu_main", "cpu_child", "cpu_broker")
@@ -699,6 +733,8 @@ def running_sidecar(argv: list[str], name: str, work: Path, budget: float) -> It
         "HARMONIC_KAFKA__SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
         "HARMONIC_LOG_LEVEL": "warning",
     }
+    if budget < 0:  # the default sampler: no event cap, the CPU share (ingest first)
+        del env["HARMONIC_SAMPLER__EVENTS_PER_SECOND"]
     env_shown = " ".join(f"{k}={env[k]}" for k in sorted(env) if k.startswith("HARMONIC_"))
     print(f"\n{name}: sidecar: {env_shown} python {shlex.join(argv[1:])}", flush=True)
     log_path = work / f"sidecar-{name}.log"
@@ -763,7 +799,8 @@ def _measure_latency(
     start = scrape(f"{base}/metrics")
     c0, s0 = start.get("harmonic_events_consumed_total", 0.0), start.get("harmonic_events_scored_total", 0.0)
 
-    samples: list[tuple[float, float, float]] = []  # (time the scrape answered, consumed, scored) minus baseline
+    # (time the scrape answered, consumed, scored) minus baseline, and the consumer lag in records
+    samples: list[tuple[float, float, float, float]] = []
     stop = threading.Event()
 
     def scraper() -> None:
@@ -775,6 +812,7 @@ def _measure_latency(
                     time.time(),
                     got.get("harmonic_events_consumed_total", 0.0) - c0,
                     got.get("harmonic_events_scored_total", 0.0) - s0,
+                    got.get("harmonic_consumer_lag_records", 0.0),
                 )
             )
             time.sleep(max(0.0, t_next - time.time()))
@@ -827,6 +865,14 @@ def _measure_latency(
 
     print(f"  {name}: {total} events in {n_batches} batches; {len(samples)} scrapes; "
           f"consumed batches seen {len(consumed)}, scored batches seen {len(scored)}", flush=True)  # fmt: skip
+    sending = [lag for t, *_, lag in samples if t <= sent[-1][0]] if sent else []
+    if sending:
+        half = sending[len(sending) // 2 :]
+        print(
+            f"  {name}: consumer lag while producing (records, /metrics every {args.scrape_seconds:g} s): max "
+            f"{max(sending):,.0f}; second half: median {statistics.median(half):,.0f}, max {max(half):,.0f}",
+            flush=True,
+        )
     return (
         f"| {name} | {total:,} ({args.rate:g}/s × {args.seconds:g} s) | {fmt(consumed)} | {fmt(scored)} | "
         f"{scored_total:,.0f} / {total:,} | {hist} |"
@@ -1099,7 +1145,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     la.add_argument("--seconds", type=float, default=60.0)
     la.add_argument("--batch-seconds", type=float, default=0.05, help="produce a batch this often")
     la.add_argument("--scrape-seconds", type=float, default=0.05, help="scrape /metrics this often")
-    la.add_argument("--budget", type=float, default=0.0, help="sampler events/s; 0 (default) scores every event")
+    la.add_argument(
+        "--budget",
+        type=float,
+        default=0.0,
+        help="sampler events/s; 0 (default) scores every event; -1: the default sampler (no cap, the CPU share, ingest first), and the consumer lag is reported",
+    )
     la.set_defaults(func=latency)
     m = sub.add_parser("memory", help="RSS every 100k events up to 1M (in-process, ReplaySource)")
     m.add_argument("--events", type=int, default=1_000_000)

@@ -134,7 +134,18 @@ USAGE: dict[str, Usage] = {
         "What scoring can sustain for the model within `sampler.cpu_share`, from the measured cost per event (or "
         "the configured event cap, when one is set). Offered traffic below it is scored whole; above it, sampled evenly in "
         "event time. Absent until the cost is measured (the reference scored at start-up, or the first batch); +Inf "
-        "when nothing limits scoring (`events_per_second: 0`: every event scored).",
+        "when nothing limits scoring (`events_per_second: 0`: every event scored). Ingest first: while the consumer "
+        "lags (`harmonic_consumer_lag_records` above five polls' worth, or growing) the CPU budget is cut to what "
+        "ingest leaves, and this falls with it; it climbs back to the `cpu_share` figure once caught up.",
+    ),
+    "harmonic_consumer_lag_records": Usage(
+        "Traffic and sampling",
+        "records",
+        "How far behind the log end the sidecar reads, all assigned partitions together (log-end offsets as the "
+        "last fetches reported them, minus the pipeline's positions). A few polls' worth (`kafka.max_poll_records`) "
+        "is normal; above five polls' worth scoring yields the loop to ingest (the sampled ratio drops) until it is "
+        "back under one poll's worth. Growing for minutes at a steady rate: the input outruns ingest itself "
+        "(add partitions and replicas). Absent for sources that cannot report log ends (replay).",
     ),
     # -- per-event histograms ------------------------------------------------------------------------------------
     "harmonic_gamma": Usage(

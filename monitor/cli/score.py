@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                 cols.append(res.margin)
             block = np.column_stack(cols)
             block[~res.valid, 3] = np.nan
-            writer.writerows([_fmt(v) for v in row] for row in block)
+            fh.write(_format_block(block))
     if invalid:
         shown = ", ".join(str(i + 1) for i in invalid[:20]) + (" …" if len(invalid) > 20 else "")
         print(
@@ -105,6 +105,28 @@ def yardstick_lines(reference: str | None, n_features: int, live: dict[str, list
     _, ref = read_reference(reference, n_features)
     values = {k: np.concatenate(v) for k, v in live.items() if v}
     return [f"  {y.describe()}" for y in yardsticks(values, ref)]
+
+
+def _format_block(block: NDArray[np.float64]) -> str:
+    """CSV lines (``csv.writer``'s ``\\r\\n`` ends) of ``block``'s rows, each value as :func:`_fmt` writes it: one
+    ``%`` format per row (7× faster than a call per value); a row holding a value that ``%.9g`` writes otherwise
+    (an integer of 10 to 15 digits, ``-0.0``) goes through :func:`_fmt`.
+
+    >>> _format_block(np.array([[0.5, float("nan"), 2.0], [-0.0, 1234567890.0, 1e-3]]))
+    '0.5,nan,2\\r\\n0,1234567890,0.001\\r\\n'
+    """
+    if block.size == 0:
+        return ""
+    size = np.abs(block)
+    special = np.any(
+        ((size >= 1e9) & (size < 1e15) & (block == np.round(block))) | ((block == 0) & np.signbit(block)), axis=1
+    )
+    line = ",".join(["%.9g"] * block.shape[1]) + "\r\n"
+    values = block.tolist()
+    return "".join(
+        ",".join(_fmt(v) for v in row) + "\r\n" if odd else line % tuple(row)
+        for row, odd in zip(values, special.tolist(), strict=True)
+    )
 
 
 def _fmt(v: float) -> str:

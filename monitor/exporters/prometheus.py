@@ -86,8 +86,16 @@ METRICS: tuple[MetricSpec, ...] = (
         "harmonic_sampler_capacity_events_per_second",
         "gauge",
         "Events per second the sampler lets scoring take for the model: its CPU share over the measured cost per "
-        "event (or the configured cap); offered traffic above it is sampled.",
+        "event (or the configured cap); offered traffic above it is sampled. Ingest first: while the consumer lags, "
+        "the CPU budget is cut to what ingest leaves, and this falls with it.",
         (_M,),
+    ),
+    MetricSpec(
+        "harmonic_consumer_lag_records",
+        "gauge",
+        "Records the assigned partitions hold past the pipeline's positions (log-end offsets as last fetched), all "
+        "partitions together: above a few polls' worth, scoring yields CPU to ingest.",
+        (),
     ),
     MetricSpec("harmonic_gamma", "histogram", "Anharmonicity γ per scored event.", (_M, _S), GAMMA_BUCKETS),
     MetricSpec(

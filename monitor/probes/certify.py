@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import beta, norm
 
 from monitor.errors import ProbeError
 from monitor.model.base import Predictor
@@ -51,6 +50,8 @@ def clopper_pearson_lower(successes: int, trials: int, alpha: float) -> float:
         raise ProbeError(f"α must be in (0, 1); got {alpha!r}")
     if successes == 0:
         return 0.0
+    from scipy.stats import beta  # here: scipy.stats takes ~1 CPU-s to import
+
     return float(beta.ppf(alpha, successes, trials - successes + 1))
 
 
@@ -62,6 +63,8 @@ def radius_cap(sigma: float, copies: int, alpha: float) -> float:
     (0.86, 0.0)
     """
     p = alpha ** (1.0 / copies)
+    from scipy.stats import norm  # here: scipy.stats takes ~1 CPU-s to import
+
     return float(sigma * norm.ppf(p)) if p > 0.5 else 0.0
 
 
@@ -150,6 +153,8 @@ def certify(
     count = np.count_nonzero(estimate == chosen[:, None], axis=1).astype(np.int64)
     p_lower = np.array([clopper_pearson_lower(int(c), n, alpha) for c in count])
     ok = p_lower > 0.5
+    from scipy.stats import norm  # here: scipy.stats takes ~1 CPU-s to import
+
     radius = np.where(ok, sigma * norm.ppf(np.where(ok, p_lower, 0.75)), 0.0)
     return Certificate(
         label=np.where(ok, chosen, -1).astype(np.int64),

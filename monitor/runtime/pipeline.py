@@ -15,9 +15,10 @@ hand, commits, persists state and returns; a watchdog bounds the whole shutdown.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from monitor.config import Settings
@@ -42,6 +43,7 @@ from monitor.runtime.state import (
 )
 from monitor.runtime.watch import ModelWatch, WatchConfig
 from monitor.sampler.base import Sampler
+from monitor.sampler.ingest_first import IngestFirst
 from monitor.source.base import Positions, RawRecord, Sink, Source
 from monitor.source.labels import LabelJoiner
 from monitor.source.records import UNDECODABLE_HEADER
@@ -142,6 +144,15 @@ class Pipeline:
             self.state.inc("harmonic_scores_nonfinite_total", (rt.name,), 0.0)
         #: per model, the baselines_version of its watch last written to its baselines file
         self._baselines_saved: dict[str, int] = {}
+
+        #: ingest first (a sampler with a CPU cap): the CPU budget follows the consumer lag; None: scoring is not
+        #: budgeted (every event scored, or only an event cap)
+        cap = getattr(sampler, "cpu_cap_per_second", math.inf)
+        poll = settings.kafka.max_poll_records
+        self.ingest_first = (
+            IngestFirst(cap, backlog_records=5 * poll, caught_up_records=poll) if math.isfinite(cap) else None
+        )
+        self._scoring_seen = (0.0, 0.0)
         for rt in self.runtimes.values():
             rt.watch = self._new_watch(rt)
             try:
@@ -330,7 +341,43 @@ class Pipeline:
             or self._undelivered
         ):
             self.flush()
+        self._ingest_first(now, len(records))
         return len(records)
+
+    def consumer_lag(self) -> float | None:
+        """Records the partitions hold past the pipeline's positions (log-end offsets as the source last saw them),
+        all partitions together; None when the source cannot tell (no ``highwaters``) or has not seen any yet."""
+        highwaters = getattr(self.source, "highwaters", None)
+        marks: Mapping[tuple[str, int], int] = highwaters() if highwaters is not None else {}
+        if not marks:
+            return None
+        lag = 0
+        for key, end in marks.items():
+            position = self._consumed.get(key)
+            if position is not None:
+                lag += max(0, end - position)
+        return float(lag)
+
+    def _ingest_first(self, now: float, polled: int) -> None:
+        """Ingest first: the sampler's CPU budget from the lag and what scoring took since the last step."""
+        lag = self.consumer_lag()
+        if lag is not None:
+            self.state.set("harmonic_consumer_lag_records", (), lag)
+        control = self.ingest_first
+        if control is None:
+            return
+        wall, cpu = self.scoring.busy_wall, self.scoring.busy_cpu
+        control.observe(
+            now,
+            lag_records=lag,
+            full_poll=polled >= self.settings.kafka.max_poll_records,
+            scoring_wall=wall - self._scoring_seen[0],
+            scoring_cpu=cpu - self._scoring_seen[1],
+        )
+        self._scoring_seen = (wall, cpu)
+        set_budget = getattr(self.sampler, "set_cpu_budget", None)
+        if set_budget is not None:
+            set_budget(control.budget, now)
 
     def _process(self, records: list[RawRecord], now: float, *, careful: bool) -> None:
         """Decode, shadow-check and sample ``records`` (one poll's, or one record after an unclean exit)."""

@@ -120,6 +120,9 @@ class Scoring:
         self.hooks: list[ScoredHook] = []
         #: when the oldest pending event was sampled (None: nothing pending)
         self.oldest_pending: float | None = None
+        #: wall and CPU seconds spent scoring events so far (the ingest-first controller's measure of scoring)
+        self.busy_wall = 0.0
+        self.busy_cpu = 0.0
 
     # -- accept: warm-up, shadow, sample ---------------------------------------------------------------------
     def accept(self, items: Sequence[tuple[InferenceEvent, RawRecord | None]], now: float) -> None:
@@ -315,7 +318,10 @@ class Scoring:
         assert rt.watch is not None
         rt.watch.update(batch, rows, result, shadow, uniform=self.thinner.keep(rt.name, weights))
         # the measured cost (CPU seconds, all threads: onnxruntime's too) that the sampler divides its budget by
-        self.sampler.observe_cost(rt.name, len(batch), time.process_time() - cpu_started)
+        cpu = time.process_time() - cpu_started
+        self.sampler.observe_cost(rt.name, len(batch), cpu)
+        self.busy_wall += time.perf_counter() - started
+        self.busy_cpu += cpu
         for hook in self.hooks:
             try:
                 hook(rt, rows, result, now, held)

@@ -138,6 +138,28 @@ class CpuBucket:
         self._refill(now)
         self._balance = max(self._balance - cost_seconds, -self.depth)
 
+    def set_rate(self, cpu_per_second: float, now: float, *, empty: bool = False) -> None:
+        """Change the rate from ``now`` on (the depth stays ``depth_seconds`` of it); the balance is kept, clipped
+        to the new depth, or with ``empty`` dropped to at most 0 (what was saved at the old rate is not spent).
+
+        >>> b = CpuBucket(cpu_per_second=1.6, depth_seconds=2.0)
+        >>> b.set_rate(0.1, now=0.0)
+        >>> b.balance
+        0.2
+        >>> b.set_rate(0.05, now=0.0, empty=True)
+        >>> b.balance
+        0.0
+        """
+        if not cpu_per_second > 0:
+            raise ConfigError(f"cpu_per_second must be > 0 (inf: unlimited); got {cpu_per_second!r}")
+        self._refill(now)
+        self.cpu_per_second = float(cpu_per_second)
+        self.depth = self.cpu_per_second * self.depth_seconds
+        if math.isinf(self.depth):
+            self._balance = self.depth
+        else:
+            self._balance = min(self._balance, 0.0 if empty else self.depth)
+
 
 class RateEstimator:
     """Events per second, from an exponentially decayed count with time constant ``window_seconds``.

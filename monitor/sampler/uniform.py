@@ -205,12 +205,49 @@ class UniformSampler:
         self.max_strata = max_strata
         self.max_delay_seconds = float(max_delay_seconds)
         self.seed = seed
+        #: the ingest-first budget (None: the cap), :meth:`set_cpu_budget`
+        self._cpu_budget: float | None = None
+        self._next_reallocation: float | None = None
         self.reset()
 
     @property
-    def cpu_per_second(self) -> float:
-        """CPU seconds per second that scoring may take (inf: no CPU limit)."""
+    def cpu_cap_per_second(self) -> float:
+        """The configured CPU seconds per second scoring may take, at most (inf: no CPU limit)."""
         return self.cpus * self.cpu_share if self.cpu_share > 0 else math.inf
+
+    @property
+    def cpu_per_second(self) -> float:
+        """CPU seconds per second that scoring may take now: the cap, or less while :meth:`set_cpu_budget` says so
+        (ingest first, :mod:`monitor.sampler.ingest_first`) (inf: no CPU limit)."""
+        cap = self.cpu_cap_per_second
+        return cap if self._cpu_budget is None else min(cap, self._cpu_budget)
+
+    def set_cpu_budget(self, cpu_per_second: float, now: float) -> None:
+        """Let scoring take ``cpu_per_second`` (at most the cap) from ``now`` on; the budget is re-divided between
+        models at the next decision when it moved by more than 10 %. A cut to less than half empties the CPU bucket:
+        what was saved at the higher budget is not spent while ingest needs the time. Ignored without a CPU cap
+        (``cpu_share`` 0).
+
+        >>> s = UniformSampler(cpus=2.0, cpu_share=0.8)
+        >>> s.set_cpu_budget(0.2, now=0.0)
+        >>> s.cpu_per_second
+        0.2
+        >>> s.set_cpu_budget(5.0, now=1.0)
+        >>> s.cpu_per_second
+        1.6
+        >>> unlimited = UniformSampler(cpus=2.0)  # no CPU share: nothing to cut
+        >>> unlimited.set_cpu_budget(0.2, now=0.0)
+        >>> unlimited.cpu_per_second
+        inf
+        """
+        if math.isinf(self.cpu_cap_per_second) or not cpu_per_second > 0:
+            return
+        before = self.cpu_per_second
+        self._cpu_budget = min(self.cpu_cap_per_second, float(cpu_per_second))
+        after = self.cpu_per_second
+        if abs(after - before) > 0.1 * before:
+            self._cpu.set_rate(after, now, empty=after < before / 2)
+            self._next_reallocation = None
 
     @property
     def event_cap_per_second(self) -> float:
@@ -224,7 +261,7 @@ class UniformSampler:
         self._global = TokenBucket(cap, max(1.0, cap * self.burst_seconds))
         self._cpu = CpuBucket(self.cpu_per_second, self.burst_seconds)
         self._models: dict[str, _Model] = {}
-        self._next_reallocation: float | None = None
+        self._next_reallocation = None
         self._now = 0.0
         #: decisions on held events taken by ``sample_many``, handed out by :meth:`release`
         self._released: list[tuple[InferenceEvent, float]] = []

@@ -316,6 +316,22 @@ class KafkaSource(GroupMember):
         self._note_progress(bool(batches))
         return [columns_of(tp.topic, tp.partition, records) for tp, records in batches.items()]
 
+    def highwaters(self) -> dict[tuple[str, int], int]:
+        """Log-end offsets of the assigned partitions as the last fetches reported them (no request; a partition not
+        fetched yet is missing): the consumer lag is these minus the positions read."""
+        consumer = self._consumer
+        if consumer is None:
+            return {}
+        out: dict[tuple[str, int], int] = {}
+        try:
+            for tp in consumer.assignment():
+                end = consumer.highwater(tp)
+                if end is not None:
+                    out[(tp.topic, tp.partition)] = int(end)
+        except Exception:  # noqa: BLE001 - a rebalance under way: no lag this step
+            return {}
+        return out
+
     def commit(self, positions: Positions) -> None:
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata, TopicPartition

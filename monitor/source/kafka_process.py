@@ -95,6 +95,8 @@ class ProcessKafkaSource(GroupMember):
     ) -> None:
         self._handler = rebalance
         self._assigned: set[tuple[str, int]] = set()
+        #: log-end offsets per partition, as the child last reported them
+        self._highwaters: dict[tuple[str, int], int] = {}
         # records received, not yet returned by poll: self._buffer[self._next:] (slices, not a deque: no Python-level
         # loop per record)
         self._buffer: list[RawRecord] = []
@@ -154,6 +156,10 @@ class ProcessKafkaSource(GroupMember):
     def degraded(self) -> str | None:
         """None while the child's broker answers; else what is wrong and what to fix (as the child reports it)."""
         return outage_message(self._bootstrap_servers, self._away)
+
+    def highwaters(self) -> dict[tuple[str, int], int]:
+        """Log-end offsets of the assigned partitions as the child's last fetches reported them."""
+        return {key: end for key, end in self._highwaters.items() if key in self._assigned}
 
     def buffered(self) -> list[RawRecord]:
         """Records received from the child and not yet returned by :meth:`poll`."""
@@ -224,6 +230,8 @@ class ProcessKafkaSource(GroupMember):
                 self._send(("revoke_done", (token, self._revoke_positions)))
                 self._assigned.difference_update(parts)
             log.info("partitions revoked", extra={"partitions": sorted(parts)})
+        elif kind == "highwaters":
+            self._highwaters.update(payload)
         elif kind == "away":
             self._away = None if payload is None else (float(payload[0]), str(payload[1]))
         elif kind == "fatal":
@@ -442,6 +450,7 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
             batches = source.poll_columns(0.2, max_records)
             if batches:
                 send("records", batches)
+                send("highwaters", source.highwaters())
             if (source.away is None) != (away is None):  # the broker went away or came back: tell the parent
                 away = source.away
                 send("away", away)

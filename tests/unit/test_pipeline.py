@@ -664,3 +664,44 @@ def test_pipeline_readyz_lists_segments_warming_up_and_their_baselines_survive_a
     assert other.runtimes[MODEL].watch is not None and other.runtimes[MODEL].watch.segment_references == {}
     path.write_text("{not json", encoding="utf-8")  # unreadable: ignored, the segments warm up again
     assert make_pipeline(settings, ReplaySource([])).runtimes[MODEL].watch.segment_references == {}  # type: ignore[union-attr]
+
+
+class LaggingSource(RecordingSource):
+    """A RecordingSource whose partition ends at its last record (the log-end offset a real consumer reports)."""
+
+    def highwaters(self) -> dict[tuple[str, int], int]:
+        return {("t", 0): len(self.records)} if self.next else {}
+
+
+def test_pipeline_exports_the_consumer_lag_and_cuts_scoring_to_what_ingest_leaves_while_behind(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, sampler={"events_per_second": None}, kafka={"max_poll_records": 10})
+    records = [RawRecord(v, topic="t", partition=0, offset=i) for i, v in enumerate(events(rows(200, seed=4)))]
+    clock = FakeClock()
+    pipeline = make_pipeline(settings, LaggingSource(records), clock=clock)
+    control, sampler = pipeline.ingest_first, pipeline.sampler
+    assert control is not None and control.cap == sampler.cpu_cap_per_second  # type: ignore[attr-defined]
+    pipeline.step(0.0)  # 10 of 200 read: 190 behind, above the backlog threshold (5 polls)
+    assert pipeline.state.gauge("harmonic_consumer_lag_records", ()) == 190
+    assert control.state == "behind"
+    assert sampler.cpu_per_second == pytest.approx(control.budget)  # type: ignore[attr-defined]
+    assert control.budget < control.cap
+    while not pipeline.source.exhausted:
+        clock.now += 0.5
+        pipeline.step(0.0)
+    for _ in range(8):  # caught up: the budget doubles every second back to the cap
+        clock.now += 1.0
+        pipeline.step(0.0)
+    assert pipeline.state.gauge("harmonic_consumer_lag_records", ()) == 0
+    assert control.state == "caught_up" and sampler.cpu_per_second == control.cap  # type: ignore[attr-defined]
+    pipeline.close()
+
+
+def test_pipeline_without_a_cpu_cap_has_no_controller_and_a_source_without_log_ends_no_lag(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)  # events_per_second 0: every event scored
+    pipeline = make_pipeline(
+        settings, RecordingSource([RawRecord(events(rows(3))[0], topic="t", partition=0, offset=0)])
+    )
+    assert pipeline.ingest_first is None
+    pipeline.step(0.0)
+    assert pipeline.consumer_lag() is None
+    pipeline.close()
