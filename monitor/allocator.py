@@ -20,8 +20,8 @@ path builds reference cycles, so :func:`tune_gc` collects the youngest generatio
 allocations instead (older generations as CPython does, every 10 younger collections), and
 :func:`freeze_startup_objects` moves what start-up built — models, sessions, imported modules, some 160,000 objects —
 out of the collector's sight (``gc.freeze``), so a full collection walks only what the loop created. With CPython's
-settings the decoding process spent up to twice the CPU per record (``bench/stream.py throughput --gc default``
-against the default, minutes apart on a drifting machine: direction and size, not a controlled difference). Cyclic garbage
+settings the decoding process spent up to twice the CPU per record (``bench/stream.py throughput --gc default`` against
+the default, minutes apart on a drifting machine: direction and size, not a controlled difference). Cyclic garbage
 waits longer to be freed (up to that many allocations); reference-counted memory is freed as before.
 ``HARMONIC_GC_TUNING=0`` keeps CPython's settings.
 
