@@ -27,11 +27,11 @@ refusal is counted in ``harmonic_http_requests_rejected_total{reason}`` and logg
 Why the standard library and not uvicorn. Measured with ``bench/abuse.py`` (figures in docs/BENCHMARKS.md, *HTTP
 endpoint under abuse*): the server before this one lost most of ingest under scraper loops and held a thread per
 half-open connection. This one keeps ingest within the machine's noise, renders about once a second, closes every
-half-open connection after the read timeout, answers every ``/healthz`` probe and runs 4 threads. uvicorn 0.54 over
-the same render cache never closed a half-open connection — its keep-alive timer starts only after a first response, and it has no request-head timeout
-(Kludex/uvicorn#157) — and with ``limit_concurrency`` they fill the cap, so every ``/healthz`` got 503; it also
-serves scraper loops as fast as they ask, at ingest's expense. The loop here is the standard
-library's asyncio, so TLS is an ``ssl.SSLContext`` handed to ``start_server``.
+half-open connection after the read timeout, answers every ``/healthz`` probe and runs 4 threads. uvicorn 0.54 over the
+same render cache never closed a half-open connection — its keep-alive timer starts only after a first response, and it
+has no request-head timeout (Kludex/uvicorn#157) — and with ``limit_concurrency`` they fill the cap, so every
+``/healthz`` got 503; it also serves scraper loops as fast as they ask, at ingest's expense. The loop here is the
+standard library's asyncio, so TLS is an ``ssl.SSLContext`` handed to ``start_server``.
 
 TLS and basic auth (issue 25). With ``web_config`` (``metrics.web_config_file``, the Prometheus exporter-toolkit's
 format, :mod:`monitor.exporters.webconfig`) the port speaks TLS only; the handshake must finish within
