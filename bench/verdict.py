@@ -2,9 +2,9 @@
 
 The benchmarks compare two paths timed side by side (the scorer and onnxruntime alone; decode+sample and raw
 kafka-python), one pair per round or repeat, so that a slow spell of the machine moves both sides of a pair. One
-pair is still noisy, and one run's median moves with the machine (docs/BENCHMARKS.md: ±0.1 between runs minutes
-apart). So a target is judged on many pairs, by the median of their ratios and a bootstrap confidence interval of
-that median:
+pair is still noisy, and one run's median moves with the machine (docs/BENCHMARKS.md, its introduction: the
+machine's speed drifts within minutes). So a target is judged on many pairs, by the median of their ratios and a
+bootstrap confidence interval of that median:
 
 - **met**: the interval's lower end is at or above the target;
 - **not met**: its upper end is below the target;

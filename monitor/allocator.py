@@ -20,8 +20,8 @@ path builds reference cycles, so :func:`tune_gc` collects the youngest generatio
 allocations instead (older generations as CPython does, every 10 younger collections), and
 :func:`freeze_startup_objects` moves what start-up built — models, sessions, imported modules, some 160,000 objects —
 out of the collector's sight (``gc.freeze``), so a full collection walks only what the loop created. With CPython's
-settings the decoding process spent 2.6 instead of 2.0 CPU-s per 200,000 records on Kafka 0.9 and 3.2 instead of 1.6
-on Tansu (``bench/stream.py throughput --gc default``; docs/BENCHMARKS.md, ingest vs raw client). Cyclic garbage
+settings the decoding process spent up to twice the CPU per record (``bench/stream.py throughput --gc default`` against
+the default, minutes apart on a drifting machine: direction and size, not a controlled difference). Cyclic garbage
 waits longer to be freed (up to that many allocations); reference-counted memory is freed as before.
 ``HARMONIC_GC_TUNING=0`` keeps CPython's settings.
 
@@ -32,8 +32,8 @@ that hold the poll's records — over and over while the loop waits for records.
 process grew by ~1.2 MiB per 100,000 events, steadily, over 1,000,000 events at 2,500/s (``bench/stream.py
 memory-kafka --rate 2500``). :class:`TimedCollector` also collects every second (the older generations every 10
 and 60 seconds), so the garbage cannot outlive a few seconds whatever the rate; the sidecar's loop and the consumer
-process call it once per poll. With it the consumer process stays at 35–38 MiB over that run (docs/BENCHMARKS.md,
-memory).
+process call it once per poll. With it the consumer process stays flat over that run (docs/BENCHMARKS.md,
+*Memory*).
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ class DriftSettings:
     tests (γ KS, flicker rate) false-alarm with probability at most ``ks_alpha`` / ``rate_alpha`` per window test
     (less with their effect-size floors), adding at most 10⁶·(ks_alpha + rate_alpha)/every per 10⁶ events; the
     per-feature tests hold the false discovery rate across features at ``feature_alpha`` (Benjamini–Hochberg).
-    Measured rates: docs/BENCHMARKS.md.
+    Measured rates: docs/BENCHMARKS.md, *Calibrated false alarms*.
     """
 
     false_alarms_per_million_events: float = 1.0

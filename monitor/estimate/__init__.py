@@ -9,8 +9,8 @@ The API, for ``reference --labels``, ``run`` and the ``estimate`` command::
     out["accuracy"]["estimate"], out["accuracy"]["lower"], out["accuracy"]["upper"]
 
 What an estimate can claim (DECISIONS 7): it is a prediction from the model's own outputs, right under covariate
-shift to the extent the benchmark shows (``docs/BENCHMARKS.md``), blind to a change of concept (P(y|x) moving while
-inputs and outputs do not); delayed labels, when they arrive, override it.
+shift to the extent the benchmark shows (docs/BENCHMARKS.md, *Accuracy estimate vs peers*), blind to a change of
+concept (P(y|x) moving while inputs and outputs do not); delayed labels, when they arrive, override it.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ The interval (90 %, normal: estimate ± 1.645·sd, clipped to [0, 1]) adds three
 3. **shift**: none of these estimators is unbiased under shift, and their error grows with how far the window has
    moved, and the interval must account for it. The margin is ``shift_inflation`` × |AC estimate −
    reference accuracy| (how far the calibrated confidence moved, the same for every method) plus a floor
-   ``shift_floor``, both measured on ``bench/accuracy_estimate.py`` (``docs/BENCHMARKS.md``).
+   ``shift_floor``, both chosen on ``bench/accuracy_estimate.py`` (docs/BENCHMARKS.md, *Accuracy estimate vs peers*).
 
 Sampling weights (the class-stratified sampler): ``estimate(..., weights=1/p(sampled))`` weights every
 mean, share and variance.
@@ -58,9 +58,9 @@ from monitor.estimate.calibration import (
 )
 
 METHODS: tuple[str, ...] = ("harmonic", "ac", "atc", "doc")
-#: the primary method when none is named (the best on the benchmark, docs/BENCHMARKS.md "Accuracy
-#: estimate vs peers"): AC, ATC and harmonic tie on MAE over all 491 sets (3.96 / 3.98 / 4.09 points), and ATC is
-#: by far the best where accuracy moved 10 points or more (7.8 vs 12.6 / 13.3), which is what an alert is for
+#: the primary method when none is named (the best on the benchmark, docs/BENCHMARKS.md, *Accuracy estimate vs
+#: peers*): AC, ATC and harmonic tie on MAE over all sets, and ATC is by far the best where accuracy moved 10 points
+#: or more, which is what an alert is for
 DEFAULT_METHOD = "atc"
 FIT_FORMAT = "harmonic-monitor/accuracy-estimator"
 FIT_VERSION = 1

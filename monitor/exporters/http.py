@@ -24,15 +24,14 @@ has waited longest for its request (half-open or idle keep-alive), or is itself 
 Requests carry no body (one with ``Content-Length`` or ``Transfer-Encoding`` is 400); GET and HEAD only. Every
 refusal is counted in ``harmonic_http_requests_rejected_total{reason}`` and logged (rate-limited).
 
-Why the standard library and not uvicorn. Measured with ``bench/abuse.py`` (docs/BENCHMARKS.md, "HTTP endpoint under
-abuse", 2 cores, a 100 KB body): the server before this one kept 9 % of ingest under 16 scraper loops and held a
-thread per half-open connection (264). This one keeps ingest within the machine's noise (86 %), renders about once a
-second, closes all 300 half-open connections after the read timeout, answers every ``/healthz`` probe (at most
-134 ms with both abuses at once) and runs 4 threads. uvicorn 0.54 over the same render cache never closed a
-half-open connection — its keep-alive timer starts only after a first response, and it has no request-head timeout
-(Kludex/uvicorn#157) — and with ``limit_concurrency`` they fill the cap, so every ``/healthz`` got 503; it also
-serves scraper loops as fast as they ask (600-800 responses/s, ingest 54-75 %). The loop here is the standard
-library's asyncio, so TLS is an ``ssl.SSLContext`` handed to ``start_server``.
+Why the standard library and not uvicorn. Measured with ``bench/abuse.py`` (figures in docs/BENCHMARKS.md, *HTTP
+endpoint under abuse*): the server before this one lost most of ingest under scraper loops and held a thread per
+half-open connection. This one keeps ingest within the machine's noise, renders about once a second, closes every
+half-open connection after the read timeout, answers every ``/healthz`` probe and runs 4 threads. uvicorn 0.54 over the
+same render cache never closed a half-open connection — its keep-alive timer starts only after a first response, and it
+has no request-head timeout (Kludex/uvicorn#157) — and with ``limit_concurrency`` they fill the cap, so every
+``/healthz`` got 503; it also serves scraper loops as fast as they ask, at ingest's expense. The loop here is the
+standard library's asyncio, so TLS is an ``ssl.SSLContext`` handed to ``start_server``.
 
 TLS and basic auth (issue 25). With ``web_config`` (``metrics.web_config_file``, the Prometheus exporter-toolkit's
 format, :mod:`monitor.exporters.webconfig`) the port speaks TLS only; the handshake must finish within

@@ -4,7 +4,7 @@ Why: for cheap dense models (a logistic regression, a small MLP) writing the B·
 ball points x + r·s⊙v_i, noisy copies x + σ·s⊙ε — costs as much as onnxruntime's evaluation of them, so a scorer
 that writes them runs at a fraction of onnxruntime's speed. Here the rows are produced by onnxruntime itself, in
 C++ and on its intra-op threads, from the B centres, and the scorer runs close to onnxruntime alone on the same
-rows (docs/BENCHMARKS.md, engine vs bound):
+rows (docs/BENCHMARKS.md, *Engine vs bound*):
 
 - the graph takes ``centres`` [B, n] and ``noise`` [B, K, n] (the scorer passes a view of its noise bank, no copy);
   the offsets [1, 1 + m, n] — a zero row, then the m ball offsets — are an initializer;
@@ -103,8 +103,8 @@ def linear_head(graph: onnx.GraphProto, input_name: str, n: int) -> LinearHead |
 
     Such a node computes ``x @ W.T + b`` before its post-transform, so ``(x + δ) @ W.T = x @ W.T + δ @ W.T``:
     the ball points and noisy copies can be built with T numbers per row instead of n. onnxruntime's linear
-    kernels also cost ~9 ns per row (docs/BENCHMARKS.md, engine vs bound: ~1.5M events/s × 75 rows on one thread),
-    mostly per-row work, so where the node's semantics are plain standard ops — a classifier with one score per class
+    kernels also cost a few ns per row (docs/BENCHMARKS.md, *Engine vs bound*, the logistic regression), mostly
+    per-row work, so where the node's semantics are plain standard ops — a classifier with one score per class
     (T = classes ≥ 2), post-transform NONE, LOGISTIC or SOFTMAX, whose label output feeds no other node; a regressor
     with post-transform NONE — the copies compute ``Add`` (+ ``Sigmoid``/``Softmax``) instead, and labels come from
     the probabilities. ``OnnxModel.neighbourhood`` checks the wrapped graph against the model before using it.
@@ -653,8 +653,8 @@ class NoiseProjector:
     rows (:func:`linear_head`, :func:`affine_input`). numpy's matrix product goes to OpenBLAS, whose worker threads
     fight onnxruntime's spinning intra-op threads for the cores: with default threads on 2 cores, redrawing 1,024
     rows through the MLP's 20×64 layer in numpy took 21–35 % of the scorer's time. A session with one thread and no
-    spinning takes no other core: the refresh is 2–3 % of the MLP's score (docs/BENCHMARKS.md, engine vs bound,
-    refresh share).
+    spinning takes no other core: the refresh is a small share of the MLP's score (``bench/engine_throughput.py``,
+    its *refresh share* column; docs/BENCHMARKS.md, *Engine vs bound*).
     """
 
     def __init__(self, projection: NDArray[np.float64]) -> None:

@@ -56,9 +56,9 @@ class OnnxRuntimeOptions:
     providers: tuple[str, ...] = ("cpu",)
     intra_op_threads: int = 0  # 0 = onnxruntime's default
     inter_op_threads: int = 0
-    #: rows per ``session.run``. 16,384 rather than 65,536: in docs/BENCHMARKS.md (engine vs bound) an MLP ran
-    #: 76,800 rows 1.7-1.9x faster in 16,384-row chunks (its activations stay in cache) and no model got faster
-    #: with larger chunks; cheap models pay ~10-20 µs per extra run.
+    #: rows per ``session.run``. 16,384 rather than 65,536: an MLP ran 76,800 rows faster in 16,384-row chunks
+    #: (its activations stay in cache) and no model got faster with larger chunks (``bench/engine_throughput.py``,
+    #: its *1-run bound* column; docs/BENCHMARKS.md, *Engine vs bound*); cheap models pay ~10-20 µs per extra run.
     max_rows_per_run: int = 16384
     #: let :meth:`OnnxModel.neighbourhood` wrap the graph so onnxruntime builds ball points and flicker copies
     #: itself (see :mod:`monitor.model.neighbourhood`); False: the scorer builds them in numpy
@@ -68,8 +68,8 @@ class OnnxRuntimeOptions:
     #: spinning thread holds a core that the next thing needs — the scorer's wrapped session right after the
     #: shadow check's run on the model's own session (each session has its own pool), another model's session, the
     #: consumer process, the model server beside the sidecar. With the threads stopped the whole pipeline ingests
-    #: 0.56-0.65 of raw kafka-python's rate, against 0.35-0.48 with them spinning (docs/BENCHMARKS.md, ingest vs
-    #: raw client).
+    #: a clearly larger share of raw kafka-python's rate (``bench/stream.py throughput --variants raw pipeline``;
+    #: docs/BENCHMARKS.md, *Ingest vs raw client*).
     spin_after_run: bool = False
 
 

@@ -1,7 +1,7 @@
 """``ProcessKafkaSource``: the kafka-python consumer in a child process, records handed over in column batches.
 
-Why: kafka-python parses every fetched record in Python — raw kafka-python reads ~100,000–120,000 records/s on one
-core of the benchmark machine (docs/BENCHMARKS.md, ingest vs raw client) — and decoding plus sampling an event costs
+Why: kafka-python parses every fetched record in Python — most of a raw consumer's CPU (docs/BENCHMARKS.md,
+*Ingest vs raw client*) — and decoding plus sampling an event costs
 about as much again, all under one GIL. With the consumer in its own process the two run on two cores: the child
 fetches, parses and ships each poll's records as one message of plain lists per partition (values, headers, offsets,
 timestamps); this process decodes, samples and scores. The child keeps fetching while this process works, up to the

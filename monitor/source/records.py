@@ -1,15 +1,15 @@
 """A leaner parse of Kafka v2 record batches for the consumer: less CPU per record in the consumer child.
 
 kafka-python turns every fetched record into a ``DefaultRecord`` object (``DefaultRecordBatch._read_msg``: seven
-``decode_varint`` calls, property reads) and then into a ``ConsumerRecord`` (``PartitionRecords._unpack_records``).
-On a broker that answers with v2 batches (Tansu, any Kafka ≥ 0.11) that per-record generality is most of what the
-consumer child spends parsing. :class:`LeanPartitionRecords` does the same work with the record parse inlined, at
-less CPU per record (on Tansu the consumer child spends 1.3–1.5 CPU-s per 200,000 records with it against 1.9 with
-kafka-python's parse: docs/BENCHMARKS.md, ingest vs raw client): the same ``ConsumerRecord``s, the same positions
-(``next_fetch_offset`` after every record), the same metrics (records and bytes read), the same errors with the
-same messages, and the same handling of control batches, aborted transactions, compaction gaps and compression
-(kafka-python's own decompression). Legacy message sets (magic 0/1, e.g. Kafka 0.9) go through kafka-python's own
-record loop (copied unchanged); consumers with deserializers through kafka-python's ``_unpack_records`` itself.
+``decode_varint`` calls, property reads) and then into a ``ConsumerRecord`` (``PartitionRecords._unpack_records``). On a
+broker that answers with v2 batches (Tansu, any Kafka ≥ 0.11) that per-record generality is most of what the consumer
+child spends parsing. :class:`LeanPartitionRecords` does the same work with the record parse inlined, at less CPU per
+record (docs/BENCHMARKS.md, *Ingest vs raw client*, the consumer child's CPU on Tansu): the same ``ConsumerRecord``s,
+the same positions (``next_fetch_offset`` after every record), the same metrics (records and bytes read), the same
+errors with the same messages, and the same handling of control batches, aborted transactions, compaction gaps and
+compression (kafka-python's own decompression). Legacy message sets (magic 0/1, e.g. Kafka 0.9) go through
+kafka-python's own record loop (copied unchanged); consumers with deserializers through kafka-python's
+``_unpack_records`` itself.
 
 It replaces a library internal, so it is installed only where it was checked: :func:`install` compares the source
 of every kafka-python function it re-implements or relies on with the hashes recorded here, and leaves the consumer
@@ -17,13 +17,12 @@ on kafka-python's own parse (logging why) when any differs. ``tests/unit/test_re
 against kafka-python on every batch shape, and that the hashes still match the installed kafka-python.
 
 Why it is kept, on by default (``kafka.lean_record_parse``), and what it costs to maintain. Measured with
-``bench/stream.py throughput --brokers kafka09 tansu --repeats 20`` (docs/BENCHMARKS.md, ingest vs raw client): on
-Tansu the sidecar ingests 0.83–0.88 of raw kafka-python with it (three verdicts, all met against the 0.8 target)
-and 0.81 without it (undecided, 11 of 20 repeats at or above 0.8); Kafka 0.9 serves legacy message sets, which this
-module leaves to kafka-python, and is met either way. The price is this module: about 300 lines that mirror
-kafka-python's private fetcher classes. The hash check bounds that price: a kafka-python upgrade cannot make it
-parse wrongly, only fall back to kafka-python's own parse (logged) until someone re-checks the functions listed in
-``CHECKED_SOURCES`` and records the new hashes; setting ``kafka.lean_record_parse: false`` removes it from the
+``bench/stream.py throughput --brokers kafka09 tansu --repeats 20`` (docs/BENCHMARKS.md, *Ingest vs raw client*): on
+Tansu the sidecar meets the 0.8 target against raw kafka-python with it and is undecided without it; Kafka 0.9 serves
+legacy message sets, which this module leaves to kafka-python, and is met either way. The price is this module: about
+300 lines that mirror kafka-python's private fetcher classes. The hash check bounds that price: a kafka-python upgrade
+cannot make it parse wrongly, only fall back to kafka-python's own parse (logged) until someone re-checks the functions
+listed in ``CHECKED_SOURCES`` and records the new hashes; setting ``kafka.lean_record_parse: false`` removes it from the
 path entirely. The better-suited fast path is a second :class:`~monitor.source.base.Source` on librdkafka
 (confluent-kafka), chosen by setting; when that exists and measures faster, this module should go.
 """
