@@ -124,7 +124,9 @@ class ModelSettings(_Strict):
         description="Let onnxruntime build the ball points and flicker copies (a wrapped copy of the graph, checked "
         "against the model at load); false builds them in numpy (slower; for graphs the wrapper mishandles).",
     )
-    scoring: ScoringSettings = Field(default_factory=ScoringSettings)
+    scoring: ScoringSettings = Field(
+        default_factory=ScoringSettings, description="How γ and flicker are scored for this model."
+    )
 
 
 class KafkaSettings(_Strict):
@@ -132,9 +134,11 @@ class KafkaSettings(_Strict):
     topic: str = Field("inference-events", min_length=1, description="Topic with inference events.")
     group_id: str = Field("harmonic-monitor", min_length=1, description="Consumer group (replicas share it).")
     api_version: str | None = Field(None, description="Broker API version, e.g. '0.9' or '2.8'; default: probe.")
-    auto_offset_reset: Literal["earliest", "latest"] = Field("earliest")
-    session_timeout_ms: int = Field(10000, ge=1000)
-    max_poll_records: int = Field(2000, ge=1)
+    auto_offset_reset: Literal["earliest", "latest"] = Field(
+        "earliest", description="Where a new consumer group starts reading."
+    )
+    session_timeout_ms: int = Field(10000, ge=1000, description="Consumer-group session timeout.")
+    max_poll_records: int = Field(2000, ge=1, description="Records per poll.")
     fetch_max_wait_ms: int = Field(
         FETCH_MAX_WAIT_MS,
         ge=0,
@@ -379,7 +383,9 @@ class AlertSettings(_Strict):
         "and counted in harmonic_events_mistimed_total{reason=future_timestamp}: one producer's stray clock cannot "
         "stall windows and alerts.",
     )
-    shadow_disagreement_threshold: float = Field(0.02, ge=0, le=1)
+    shadow_disagreement_threshold: float = Field(
+        0.02, ge=0, le=1, description="Live-vs-ONNX disagreement rate above which HarmonicShadowDisagreement fires."
+    )
     runbook_url_base: str = Field(
         "docs/OPERATIONS.md",
         description="Alerts get runbook_url = <base>#<alertname lower-cased>; point it at your hosted copy.",
@@ -387,10 +393,10 @@ class AlertSettings(_Strict):
 
 
 class ProbeSettings(_Strict):
-    enabled: bool = Field(True)
+    enabled: bool = Field(True, description="Run threshold probes on flagged regions.")
     interval_seconds: float = Field(300.0, gt=0, description="How often the probe scheduler wakes.")
     max_regions: int = Field(64, ge=1, description="Bounded region index size per model.")
-    regions_per_run: int = Field(3, ge=1)
+    regions_per_run: int = Field(3, ge=1, description="Worst regions probed per run.")
     budget_share: float = Field(0.1, gt=0, le=1, description="Max share of model evaluations used by probes.")
 
 
@@ -436,7 +442,7 @@ class AccuracySettings(_Strict):
 class MetricsSettings(_Strict):
     """The HTTP endpoint (/metrics, /healthz, /readyz, /probes) and its limits; docs/OPERATIONS.md, "HTTP endpoint"."""
 
-    host: str = Field("0.0.0.0")
+    host: str = Field("0.0.0.0", description="Address the HTTP endpoint listens on.")
     port: int = Field(9108, ge=0, le=65535, description="0 = pick a free port (tests).")
     min_render_interval_seconds: float = Field(
         1.0, gt=0, le=60, description="/metrics is rendered at most once per this interval; scrapers share the bytes."
@@ -496,8 +502,10 @@ class Settings(BaseSettings):
     )
     max_event_bytes: int = Field(1 << 20, ge=64, description="Larger events are invalid (too_large).")
     shutdown_timeout_seconds: float = Field(20.0, gt=0, description="Bound on a graceful SIGTERM exit.")
-    log_level: Literal["debug", "info", "warning", "error"] = Field("info")
-    log_format: Literal["plain", "json"] = Field("plain")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Least severe level logged.")
+    log_format: Literal["plain", "json"] = Field(
+        "plain", description="Log lines as plain text or one JSON object each."
+    )
 
     @field_validator("models")
     @classmethod
