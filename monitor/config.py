@@ -66,9 +66,15 @@ class ScoringSettings(_Strict):
     channel_axis: int = Field(
         1, description="With scale: per_channel, the channel axis of an image input's shape: 1 for NCHW, -1 for NHWC."
     )
-    ball: str = Field("auto", description="simplex | simplex+anti | rotations:K | hypercube:m | auto.")
-    output: Literal["auto", "proba", "logit", "label", "value"] = Field("auto", description="What f is for γ.")
-    flicker_copies: int = Field(32, ge=0, description="Gaussian copies per event (K).")
+    ball: str = Field(
+        "auto",
+        description="simplex | simplex+anti | rotations:K | hypercube:m | auto (simplex+anti up to 256 features, "
+        "hypercube beyond).",
+    )
+    output: Literal["auto", "proba", "logit", "label", "value"] = Field(
+        "auto", description="What f is for γ (auto: proba for classifiers, value for regressors)."
+    )
+    flicker_copies: int = Field(32, ge=0, description="Gaussian copies per event (K); 0 turns flicker off.")
     sigma: float = Field(0.05, gt=0, description="Flicker noise scale σ.")
     scales: Literal["fixed", "from_reference"] = Field(
         "from_reference",
@@ -111,7 +117,11 @@ class ModelSettings(_Strict):
         "below it (names above numbers, or column numbers above fractional rows); yes: always; no: never.",
     )
     warmup_events: int = Field(2000, ge=10, description="Warm-up window size when no reference is given.")
-    providers: tuple[str, ...] = Field(("cpu",), description="onnxruntime execution providers, in order.")
+    providers: tuple[str, ...] = Field(
+        ("cpu",),
+        description="onnxruntime execution providers, in order: cpu, cuda, tensorrt or full provider names; CPU is "
+        "always appended as the fallback ([cuda, cpu] runs on CPU with one warning without onnxruntime-gpu).",
+    )
     threads: int = Field(
         0,
         ge=0,
@@ -491,7 +501,7 @@ class Settings(BaseSettings):
     labels: LabelSettings = Field(default_factory=LabelSettings)
     accuracy: AccuracySettings = Field(default_factory=AccuracySettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
-    state_dir: Path = Field(Path("state"), description="Where state survives restarts.")
+    state_dir: Path = Field(Path("state"), description="Where state survives restarts; give each replica its own.")
     checkpoint_seconds: float = Field(
         5.0,
         ge=0,
@@ -501,7 +511,11 @@ class Settings(BaseSettings):
         ),
     )
     max_event_bytes: int = Field(1 << 20, ge=64, description="Larger events are invalid (too_large).")
-    shutdown_timeout_seconds: float = Field(20.0, gt=0, description="Bound on a graceful SIGTERM exit.")
+    shutdown_timeout_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="Bound on a graceful SIGTERM exit; keep it below the pod's terminationGracePeriodSeconds.",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Least severe level logged.")
     log_format: Literal["plain", "json"] = Field(
         "plain", description="Log lines as plain text or one JSON object each."
