@@ -191,7 +191,9 @@ class KafkaSettings(_Strict):
     )
     security: dict[str, str | int | bool] = Field(
         default_factory=dict,
-        description="Passed through to kafka-python: security_protocol, ssl_cafile, sasl_mechanism, ...",
+        description="Passed through to kafka-python: security_protocol, ssl_cafile, sasl_mechanism, ..., e.g. "
+        "{security_protocol: SASL_SSL, sasl_mechanism: SCRAM-SHA-512, sasl_plain_username: harmonic}; give the password "
+        "in HARMONIC_KAFKA__SECURITY__SASL_PLAIN_PASSWORD rather than in the file.",
     )
     consumer_process: bool | None = Field(
         None,
