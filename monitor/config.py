@@ -66,9 +66,15 @@ class ScoringSettings(_Strict):
     channel_axis: int = Field(
         1, description="With scale: per_channel, the channel axis of an image input's shape: 1 for NCHW, -1 for NHWC."
     )
-    ball: str = Field("auto", description="simplex | simplex+anti | rotations:K | hypercube:m | auto.")
-    output: Literal["auto", "proba", "logit", "label", "value"] = Field("auto", description="What f is for γ.")
-    flicker_copies: int = Field(32, ge=0, description="Gaussian copies per event (K).")
+    ball: str = Field(
+        "auto",
+        description="simplex | simplex+anti | rotations:K | hypercube:m | auto (simplex+anti up to 256 features, "
+        "hypercube beyond).",
+    )
+    output: Literal["auto", "proba", "logit", "label", "value"] = Field(
+        "auto", description="What f is for γ (auto: proba for classifiers, value for regressors)."
+    )
+    flicker_copies: int = Field(32, ge=0, description="Gaussian copies per event (K); 0 turns flicker off.")
     sigma: float = Field(0.05, gt=0, description="Flicker noise scale σ.")
     scales: Literal["fixed", "from_reference"] = Field(
         "from_reference",
@@ -111,7 +117,11 @@ class ModelSettings(_Strict):
         "below it (names above numbers, or column numbers above fractional rows); yes: always; no: never.",
     )
     warmup_events: int = Field(2000, ge=10, description="Warm-up window size when no reference is given.")
-    providers: tuple[str, ...] = Field(("cpu",), description="onnxruntime execution providers, in order.")
+    providers: tuple[str, ...] = Field(
+        ("cpu",),
+        description="onnxruntime execution providers, in order: cpu, cuda, tensorrt or full provider names; CPU is "
+        "always appended as the fallback ([cuda, cpu] runs on CPU with one warning without onnxruntime-gpu).",
+    )
     threads: int = Field(
         0,
         ge=0,
@@ -124,7 +134,9 @@ class ModelSettings(_Strict):
         description="Let onnxruntime build the ball points and flicker copies (a wrapped copy of the graph, checked "
         "against the model at load); false builds them in numpy (slower; for graphs the wrapper mishandles).",
     )
-    scoring: ScoringSettings = Field(default_factory=ScoringSettings)
+    scoring: ScoringSettings = Field(
+        default_factory=ScoringSettings, description="How γ and flicker are scored for this model."
+    )
 
 
 class KafkaSettings(_Strict):
@@ -132,9 +144,11 @@ class KafkaSettings(_Strict):
     topic: str = Field("inference-events", min_length=1, description="Topic with inference events.")
     group_id: str = Field("harmonic-monitor", min_length=1, description="Consumer group (replicas share it).")
     api_version: str | None = Field(None, description="Broker API version, e.g. '0.9' or '2.8'; default: probe.")
-    auto_offset_reset: Literal["earliest", "latest"] = Field("earliest")
-    session_timeout_ms: int = Field(10000, ge=1000)
-    max_poll_records: int = Field(2000, ge=1)
+    auto_offset_reset: Literal["earliest", "latest"] = Field(
+        "earliest", description="Where a new consumer group starts reading."
+    )
+    session_timeout_ms: int = Field(10000, ge=1000, description="Consumer-group session timeout.")
+    max_poll_records: int = Field(2000, ge=1, description="Records per poll.")
     fetch_max_wait_ms: int = Field(
         FETCH_MAX_WAIT_MS,
         ge=0,
@@ -177,7 +191,9 @@ class KafkaSettings(_Strict):
     )
     security: dict[str, str | int | bool] = Field(
         default_factory=dict,
-        description="Passed through to kafka-python: security_protocol, ssl_cafile, sasl_mechanism, ...",
+        description="Passed through to kafka-python: security_protocol, ssl_cafile, sasl_mechanism, ..., e.g. "
+        "{security_protocol: SASL_SSL, sasl_mechanism: SCRAM-SHA-512, sasl_plain_username: harmonic}; give the password "
+        "in HARMONIC_KAFKA__SECURITY__SASL_PLAIN_PASSWORD rather than in the file.",
     )
     consumer_process: bool | None = Field(
         None,
@@ -381,7 +397,9 @@ class AlertSettings(_Strict):
         "and counted in harmonic_events_mistimed_total{reason=future_timestamp}: one producer's stray clock cannot "
         "stall windows and alerts.",
     )
-    shadow_disagreement_threshold: float = Field(0.02, ge=0, le=1)
+    shadow_disagreement_threshold: float = Field(
+        0.02, ge=0, le=1, description="Live-vs-ONNX disagreement rate above which HarmonicShadowDisagreement fires."
+    )
     runbook_url_base: str = Field(
         "docs/OPERATIONS.md",
         description="Alerts get runbook_url = <base>#<alertname lower-cased>; point it at your hosted copy.",
@@ -389,10 +407,10 @@ class AlertSettings(_Strict):
 
 
 class ProbeSettings(_Strict):
-    enabled: bool = Field(True)
+    enabled: bool = Field(True, description="Run threshold probes on flagged regions.")
     interval_seconds: float = Field(300.0, gt=0, description="How often the probe scheduler wakes.")
     max_regions: int = Field(64, ge=1, description="Bounded region index size per model.")
-    regions_per_run: int = Field(3, ge=1)
+    regions_per_run: int = Field(3, ge=1, description="Worst regions probed per run.")
     budget_share: float = Field(0.1, gt=0, le=1, description="Max share of model evaluations used by probes.")
 
 
@@ -438,7 +456,7 @@ class AccuracySettings(_Strict):
 class MetricsSettings(_Strict):
     """The HTTP endpoint (/metrics, /healthz, /readyz, /probes) and its limits; docs/OPERATIONS.md, "HTTP endpoint"."""
 
-    host: str = Field("0.0.0.0")
+    host: str = Field("0.0.0.0", description="Address the HTTP endpoint listens on.")
     port: int = Field(9108, ge=0, le=65535, description="0 = pick a free port (tests).")
     min_render_interval_seconds: float = Field(
         1.0, gt=0, le=60, description="/metrics is rendered at most once per this interval; scrapers share the bytes."
@@ -487,7 +505,7 @@ class Settings(BaseSettings):
     labels: LabelSettings = Field(default_factory=LabelSettings)
     accuracy: AccuracySettings = Field(default_factory=AccuracySettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
-    state_dir: Path = Field(Path("state"), description="Where state survives restarts.")
+    state_dir: Path = Field(Path("state"), description="Where state survives restarts; give each replica its own.")
     checkpoint_seconds: float = Field(
         5.0,
         ge=0,
@@ -497,9 +515,15 @@ class Settings(BaseSettings):
         ),
     )
     max_event_bytes: int = Field(1 << 20, ge=64, description="Larger events are invalid (too_large).")
-    shutdown_timeout_seconds: float = Field(20.0, gt=0, description="Bound on a graceful SIGTERM exit.")
-    log_level: Literal["debug", "info", "warning", "error"] = Field("info")
-    log_format: Literal["plain", "json"] = Field("plain")
+    shutdown_timeout_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="Bound on a graceful SIGTERM exit; keep it below the pod's terminationGracePeriodSeconds.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Least severe level logged.")
+    log_format: Literal["plain", "json"] = Field(
+        "plain", description="Log lines as plain text or one JSON object each."
+    )
 
     @field_validator("models")
     @classmethod
