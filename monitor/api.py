@@ -959,7 +959,7 @@ def reference(
     )
     fit = None
     if y is not None:
-        from monitor.cli.reference import labelled_fit
+        from monitor.estimate.labelled import labelled_fit
 
         fit = labelled_fit(m, rows.x, rows.held, res, _int_labels(y), seed=seed, calibration=calibration)  # type: ignore[arg-type]
     held = None if rows.held is None else rows.held.take(ok)
@@ -1137,9 +1137,7 @@ def replay(
     events of the event that decided it; larger batches replay faster); ``keep_scores``: the timeline also holds
     every scored event's features and scores.
     """
-    import argparse
-
-    from monitor.cli.replay import replay_file
+    from monitor.runtime.replay import replay_log, replay_settings
 
     with tempfile.TemporaryDirectory(prefix="harmonic-replay-") as tmp:
         ref_path: str | None
@@ -1152,18 +1150,18 @@ def replay(
                 "replay's reference is a file path or monitor.reference(...)'s result (the pipeline reads it as "
                 "`run` does); save rows with numpy.save or DataFrame.to_csv first"
             )
-        args = argparse.Namespace(
-            config=None if config is None else str(config),
-            model=None if model is None else _model_path(model),
-            model_name=model_name or (None if model is None else log_model_name(Path(events), _model_path(model))),
-            reference=ref_path,
-            reference_header=None,
-            batch_events=batch_events,
-            log_level=None,
-            log_format=None,
-        )
+        flags: dict[str, Any] = {}
+        if model is not None:
+            path = _model_path(model)
+            entry: dict[str, Any] = {"name": model_name or log_model_name(Path(events), path), "path": path}
+            if ref_path is not None:
+                entry["reference"] = ref_path
+            flags["models"] = [entry]
+        elif model_name is not None or ref_path is not None:
+            raise DataError("replay: model_name and reference need a model (or put them in the config's `models:`)")
         state = Path(state_dir) if state_dir is not None else Path(tmp) / "state"
-        return replay_file(args, Path(events), state, max_events=max_events, keep_scores=keep_scores)
+        settings = replay_settings(None if config is None else str(config), flags, state, batch_events=batch_events)
+        return replay_log(settings, Path(events), max_events=max_events, keep_scores=keep_scores)
 
 
 def report(

@@ -256,3 +256,26 @@ def test_the_commands_read_event_logs_parquet_and_the_reference_json(
     out = tmp_path / "probe.json"
     assert main(["probe", *base, "--data", str(tmp_path / "rows.parquet"), "--json", str(out), "--steps", "0"]) == 0
     assert json.loads(out.read_text())["n_points"] == 60
+
+
+def test_the_library_never_imports_the_cli() -> None:
+    """Layering: the commands wrap the library, never the other way round (only monitor/cli and __main__ import
+    monitor.cli)."""
+    import ast
+
+    root = Path(monitor.__file__).parent
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] == "cli" or rel.name == "__main__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            offenders += [f"{rel}: {n}" for n in names if n == "monitor.cli" or n.startswith("monitor.cli.")]
+    assert offenders == []
