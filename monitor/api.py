@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.errors import DataError, InvalidEventError, MonitorError
+from monitor.errors import ConfigError, DataError, InvalidEventError, MonitorError
 
 if TYPE_CHECKING:
     from monitor.estimate import EstimatorFit
@@ -207,6 +207,10 @@ class ScoreTable(Table):
     yardstick: tuple[Yardstick, ...] = ()
     invalid: Mapping[str, int] = field(default_factory=dict)
     index: Any = None
+    #: the scorer's own result, row for row (``valid``, ``predicted_class`` of a regressor …)
+    result: ScoreResult | None = field(default=None, repr=False)
+    #: what was read: ``data`` (and ``reference`` when rows were read for it) → its description
+    sources: Mapping[str, str] = field(default_factory=dict)
 
     def to_frame(self) -> Any:
         frame = super().to_frame()
@@ -274,6 +278,9 @@ class AccuracyEstimate:
     warnings: tuple[str, ...] = ()
     realized: float | None = None
     n_labelled: int = 0
+    #: the estimator's whole answer (what ``harmonic-monitor estimate --json`` writes) and the fit it came from
+    document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    fit: EstimatorFit | None = field(default=None, repr=False, compare=False)
 
     def to_frame(self) -> Any:
         """One row per method: estimate, lower, upper."""
@@ -641,8 +648,23 @@ class _Baseline:
     rows: Rows | None
 
 
-def _baseline(reference: Any, model: OnnxModel, data: Rows | None, *, space: str, header: str = "auto") -> _Baseline:
+def _baseline(
+    reference: Any,
+    model: OnnxModel,
+    data: Rows | None,
+    *,
+    space: str,
+    header: str = "auto",
+    scale: str = "per_feature",
+    channel_axis: int = 1,
+) -> _Baseline:
+    """The standardizer (identity in ``raw`` space), held sample, reference distributions, fitted estimators and
+    scales of ``reference`` (default: of ``data``); ``scale``/``channel_axis``: standardize per feature, globally or
+    per image channel (:func:`monitor.model.signature.scale_groups`)."""
     from monitor.model.standardize import Standardizer
+
+    if space not in ("standardized", "raw"):
+        raise DataError(f"space must be 'standardized' or 'raw'; got {space!r}")
 
     if isinstance(reference, ReferenceResult):
         return _Baseline(
@@ -656,16 +678,46 @@ def _baseline(reference: Any, model: OnnxModel, data: Rows | None, *, space: str
             None,
         )
     if isinstance(reference, (str, os.PathLike)) and str(reference).lower().endswith(".json"):
-        return _json_baseline(Path(reference), model)
+        base = _json_baseline(Path(reference), model)
+        if space == "raw":  # radius and σ in the features' own units
+            base = dataclasses.replace(base, standardizer=Standardizer.identity(model.n_features))
+        return base
     rows = data if reference is None else read_rows(reference, model, what="reference", header=header)
     if rows is None:
         raise DataError("a reference is needed: rows, a reference JSON or monitor.reference(...)'s result")
     finite = np.all(np.isfinite(rows.x), axis=1)
     if not finite.any():
         raise DataError(f"the reference ({rows.source}) has no finite rows to standardize with")
-    std = Standardizer.identity(model.n_features) if space == "raw" else Standardizer.fit(rows.x[finite])
+    if space == "raw":
+        std = Standardizer.identity(model.n_features)
+    else:
+        groups = None
+        if scale != "per_feature":
+            from monitor.errors import ModelError
+            from monitor.model.signature import scale_groups
+
+            try:
+                groups = scale_groups(model.signature, scale, channel_axis)
+            except ModelError as exc:
+                raise ConfigError(str(exc)) from None
+        std = Standardizer.fit(rows.x[finite], groups=groups)
     held = None if rows.held is None else rows.held.take(finite)
     return _Baseline(std, held, None, None, None, None, None, rows.take(finite) if reference is not None else None)
+
+
+def standardizer_of(
+    reference: Any,
+    model: OnnxModel,
+    *,
+    space: str = "standardized",
+    header: str = "auto",
+    scale: str = "per_feature",
+    channel_axis: int = 1,
+) -> Standardizer:
+    """The standardizer a reference gives (rows, a reference JSON or :func:`reference`'s result), as :func:`score`
+    standardizes by it (identity in ``raw`` space)."""
+    base = _baseline(reference, model, None, space=space, header=header, scale=scale, channel_axis=channel_axis)
+    return base.standardizer
 
 
 def _json_baseline(path: Path, model: OnnxModel) -> _Baseline:
@@ -757,6 +809,9 @@ def score(
     header: str = "auto",
     max_events: int | None = None,
     as_frame: bool | None = None,
+    scale: str = "per_feature",
+    channel_axis: int = 1,
+    regression_tolerance: float = 0.1,
 ) -> Any:
     """γ, flicker and P_adj for every row of ``data`` (and the class with its probability for a classifier).
 
@@ -766,7 +821,9 @@ def score(
     data : a DataFrame, array, mapping or file (``.csv``/``.npy``/``.npz``/``.parquet``/``.jsonl``).
     reference : what standardizes the radius and σ (rows, a reference JSON or :func:`reference`'s result); default
         the data itself. A reference JSON or :class:`ReferenceResult` also gives ``yardstick``.
-    radius, sigma, flicker_copies, steps, seed, ball, output, space : as ``harmonic-monitor score``'s options.
+    radius, sigma, flicker_copies, steps, seed, ball, output, space, scale, channel_axis, regression_tolerance :
+        as ``harmonic-monitor score``'s options (a reference JSON that chose its own scales is scored at them, as
+        ``run`` does, not at ``radius`` and ``sigma``).
     as_frame : return a DataFrame (True), the typed :class:`ScoreTable` (False), or a DataFrame exactly when ``data``
         is one (None, the default).
 
@@ -787,13 +844,16 @@ def score(
     (30, 'classifier', True)
     """
     m = load_model(model, model_kind=model_kind)
+    if batch_rows < 1:
+        raise DataError(f"batch size must be >= 1; got {batch_rows}")
     ref_is_data = reference is data
+    std_args: dict[str, Any] = {"space": space, "header": header, "scale": scale, "channel_axis": channel_axis}
     base0 = None
     if reference is not None and not ref_is_data:
-        base0 = _baseline(reference, m, None, space=space, header=header)
+        base0 = _baseline(reference, m, None, **std_args)
     names = None if base0 is None else base0.feature_names
     rows = read_rows(data, m, header=header, feature_names=names, max_events=max_events)
-    base = base0 if base0 is not None else _baseline(None, m, rows, space=space)
+    base = base0 if base0 is not None else _baseline(None, m, rows, **std_args)
     scorer = _scorer(
         m,
         base,
@@ -804,9 +864,13 @@ def score(
         seed=seed,
         ball=ball,
         output=output,
+        regression_tolerance=regression_tolerance,
     )
     res = score_rows(scorer, rows.x, rows.held, batch_rows)
-    table = _score_table(m.kind, res, rows)
+    sources = {"data": rows.source}
+    if base.rows is not None:
+        sources["reference"] = base.rows.source
+    table = dataclasses.replace(_score_table(m.kind, res, rows), result=res, sources=sources)
     ref = base.reference
     if ref is None and base.rows is not None:  # reference rows: score a sample of them for the yardstick
         sample = base.rows.take(np.random.default_rng(seed).permutation(len(base.rows))[:2000])
@@ -866,6 +930,7 @@ def reference(
     target_flicker_share: float = 0.5,
     regression_tolerance: float = 0.1,
     standardizer: Standardizer | None = None,
+    label_kind: str = "values",
 ) -> ReferenceResult:
     """Build a reference (what ``harmonic-monitor reference`` writes) from reference rows.
 
@@ -873,7 +938,8 @@ def reference(
     label-free accuracy estimators; ``out``: also write the JSON there. ``scales``: ``fixed`` scores at ``radius`` and
     ``sigma``; ``from-reference`` chooses σ (= r) so that ``target_flicker_share`` of the rows flicker and records it
     (``ReferenceResult.scales``; ``run`` then scores at it). ``standardizer``: standardize by this one instead of
-    the rows' own (``harmonic-monitor reference --reference``).
+    the rows' own (``harmonic-monitor reference --reference``). ``label_kind``: ``values`` (labels are the class
+    values the model's integer label output gives, else class indices) or ``indices`` (class indices 0..C−1).
 
     Examples
     --------
@@ -961,7 +1027,16 @@ def reference(
     if y is not None:
         from monitor.estimate.labelled import labelled_fit
 
-        fit = labelled_fit(m, rows.x, rows.held, res, _int_labels(y), seed=seed, calibration=calibration)  # type: ignore[arg-type]
+        fit = labelled_fit(
+            m,
+            rows.x,
+            rows.held,
+            res,
+            _int_labels(y),
+            seed=seed,
+            calibration=calibration,  # type: ignore[arg-type]
+            compare=label_kind,
+        )
     held = None if rows.held is None else rows.held.take(ok)
     result = ReferenceResult(base.standardizer, ref, space, _model_path(model), held, fit, base.scales)
     if out is not None:
@@ -989,10 +1064,21 @@ def estimate(
     seed: int = 0,
     model_kind: str = "auto",
     max_events: int | None = None,
+    radius: float = 0.05,
+    sigma: float = 0.05,
+    steps: int = 25,
+    ball: str = "auto",
+    output: str = "auto",
+    space: str = "standardized",
+    scale: str = "per_feature",
+    channel_axis: int = 1,
+    regression_tolerance: float = 0.1,
+    header: str = "auto",
 ) -> AccuracyEstimate:
     """The model's accuracy on unlabelled ``data``, with a 90 % interval, from the estimators the reference holds
     (a reference JSON written with labels, or :func:`reference` called with ``labels``); ``labels`` here (an array or
-    a DataFrame column name) adds the realized accuracy beside the estimate.
+    a DataFrame column name) adds the realized accuracy beside the estimate. The scoring options are
+    :func:`score`'s (``harmonic-monitor estimate``'s flags).
 
     Raises
     ------
@@ -1002,16 +1088,27 @@ def estimate(
     m = load_model(model, model_kind=model_kind)
     if m.kind != "classifier":
         raise DataError(f"'{_model_path(model)}' is read as a {m.kind}: accuracy estimation is for classifiers")
-    base = _baseline(reference, m, None, space="standardized")
+    base = _baseline(reference, m, None, space=space, header=header, scale=scale, channel_axis=channel_axis)
     if base.fit is None:
         raise DataError(
             "the reference holds no fitted accuracy estimator; build it with labels: "
             "monitor.reference(model, rows, labels=y) or `harmonic-monitor reference --labels`"
         )
     label_column = labels if isinstance(labels, str) and _is_frame(data) else None
-    rows = read_rows(data, m, feature_names=base.feature_names, label_column=label_column, max_events=max_events)
+    rows = read_rows(
+        data, m, header=header, feature_names=base.feature_names, label_column=label_column, max_events=max_events
+    )
     scorer = _scorer(
-        m, base, radius=0.05, sigma=0.05, flicker_copies=flicker_copies, steps=25, seed=seed, ball="auto", output="auto"
+        m,
+        base,
+        radius=radius,
+        sigma=sigma,
+        flicker_copies=flicker_copies,
+        steps=steps,
+        seed=seed,
+        ball=ball,
+        output=output,
+        regression_tolerance=regression_tolerance,
     )
     res = score_rows(scorer, rows.x, rows.held)
     y = rows.labels if label_column is not None else (None if labels is None else np.asarray(labels).reshape(-1))
@@ -1055,6 +1152,8 @@ def accuracy_from_scores(
         tuple(doc["warnings"]),
         realized,
         n_labelled,
+        doc,
+        fit,
     )
 
 

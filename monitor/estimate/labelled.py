@@ -30,17 +30,21 @@ def labelled_fit(
     *,
     seed: int = 0,
     calibration: CalibrationKind = "temperature",
+    compare: str = "values",
 ) -> EstimatorFit:
     """The accuracy estimators fitted on scored, labelled reference rows (cross-fitted: ``fit_estimators``).
 
     A row is correct when its label equals what the label join of ``run`` compares a delayed label with
     (:class:`monitor.runtime.labels.LabelStage`): the model's own class value when its label output is an integer,
-    else the predicted class index. Labels the model never predicts on these rows are logged as a warning (class
+    else the predicted class index; ``compare="indices"``: always the predicted class index (labels given as class
+    indices 0..C−1, as ``estimate --reference-labels`` takes them). Labels the model never predicts on these rows are logged as a warning (class
     indices given for a model whose class values differ, say).
     """
-    out = model.evaluate(rows.astype(np.float32), held)
+    if compare not in ("values", "indices"):
+        raise DataError(f"compare must be 'values' or 'indices'; got {compare!r}")
+    out = model.evaluate(np.nan_to_num(rows).astype(np.float32), held)
     raw = out.raw_label
-    values = raw if raw is not None and raw.dtype.kind in "iu" else out.label
+    values = raw if compare == "values" and raw is not None and raw.dtype.kind in "iu" else out.label
     if values is None:
         raise DataError("the model gives no predicted class; labels are for classifiers")
     predicted = np.asarray(values).astype(np.int64).reshape(-1)
