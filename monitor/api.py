@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from monitor.model.signature import Held, Signature
     from monitor.model.standardize import Standardizer
     from monitor.probes.funnel import FunnelResult
+    from monitor.probes.offline import ProbeOptions
     from monitor.reporting import Report
     from monitor.rolling.reference import Reference
 
@@ -1173,15 +1174,27 @@ def probe(
     data: DataLike,
     reference: Any = None,
     *,
+    options: ProbeOptions | None = None,
     budget_rows: int | None = None,
-    steps: int = 10,
-    eps: float = 0.1,
-    seed: int = 0,
+    steps: int | None = None,
+    eps: float | None = None,
+    seed: int | None = None,
     labels: Any = None,
     space: str = "standardized",
     model_kind: str = "auto",
+    header: str = "auto",
+    scale: str = "per_feature",
+    channel_axis: int = 1,
+    data_path: str | None = None,
+    reference_path: str | None = None,
 ) -> ProbeReport:
-    """Run the probe funnel on the rows of ``data`` as one region (``harmonic-monitor probe``).
+    """Run the probe funnel on the rows of ``data`` as one region (``harmonic-monitor probe``, the same report).
+
+    ``options``: :class:`monitor.probes.offline.ProbeOptions` (the command's defaults: certified radius with 32
+    copies, no L2 boundary search …); ``budget_rows``, ``steps``, ``eps`` and ``seed`` override its values.
+    ``reference``: what standardizes ε (rows, a reference JSON or :func:`reference`'s result; default the data);
+    ``labels``: true class indices, one per row. ``data_path``/``reference_path``: the names the report records
+    (default: the paths given, if paths).
 
     Examples
     --------
@@ -1191,29 +1204,57 @@ def probe(
     >>> sorted(r.mri)[:2], r.result.n_points
     (['dropout', 'gamma_ascent'], 5)
     """
-    from monitor.probes.funnel import FunnelConfig, run_funnel
-    from monitor.probes.report import build_report
+    from monitor.probes.offline import ProbeOptions, probe_region
 
+    opts = options if options is not None else ProbeOptions()
+    funnel = opts.funnel
+    funnel = funnel if steps is None else dataclasses.replace(funnel, steps=steps)
+    funnel = funnel if eps is None else dataclasses.replace(funnel, eps=eps)
+    funnel = funnel if seed is None else dataclasses.replace(funnel, seed=seed)
+    opts = dataclasses.replace(opts, funnel=funnel)
+    if budget_rows is not None:
+        opts = dataclasses.replace(opts, budget_rows=budget_rows)
     m = load_model(model, model_kind=model_kind)
-    rows = read_rows(data, m)
+    rows = read_rows(data, m, header=header)
     if not np.all(np.isfinite(rows.x)):
         raise DataError(f"{rows.source}: rows with NaN or infinite values cannot be probed; remove them")
-    base = _baseline(reference, m, rows, space=space)
+    if data_path is None and isinstance(data, (str, os.PathLike)):
+        data_path = str(data)
+    if reference_path is None and isinstance(reference, (str, os.PathLike)):
+        reference_path = str(reference)
+    if m.signature.plain and data_path is not None and data_path.lower().endswith(".csv"):
+        from monitor.model.io import read_rows as read_csv_rows
+
+        names = read_csv_rows(data_path, header).names  # type: ignore[arg-type]
+        if names is not None:
+            m.name_features(names, source=f"--data '{data_path}' header")
+    base = _baseline(reference, m, rows, space=space, header=header, scale=scale, channel_axis=channel_axis)
+    ref_rows = base.rows
     fill = None
-    if space == "raw":
-        fill = (base.rows.x if base.rows is not None else rows.x).mean(axis=0)
+    if space == "raw":  # dropout still writes the reference (or data) mean, in raw units
+        if base.reference is not None:
+            fill = base.reference.feature_mean
+        else:
+            fill = (ref_rows.x if ref_rows is not None else rows.x).mean(axis=0)
     y = None if labels is None else _int_labels(np.asarray(labels).reshape(-1))
-    result = run_funnel(
+    if y is not None and y.shape[0] != len(rows):
+        raise DataError(f"labels: {y.shape[0]} values for {len(rows)} rows; expected one class index per row")
+    result, doc = probe_region(
         m,
         base.standardizer,
         rows.x,
-        FunnelConfig(eps=eps, steps=steps, seed=seed),
-        budget_rows=budget_rows,
+        rows.held,
+        opts,
+        space=space,
+        model_path=_model_path(model),
+        reference=None if ref_rows is None else ref_rows.x,
+        reference_held=None if ref_rows is None else ref_rows.held,
         fill=fill,
         labels=y,
-        held=rows.held,
+        data_path=data_path,
+        reference_path=reference_path,
     )
-    return ProbeReport(result, build_report(result, space=space, model_path=_model_path(model)))
+    return ProbeReport(result, doc)
 
 
 def replay(

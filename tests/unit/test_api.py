@@ -279,3 +279,47 @@ def test_the_library_never_imports_the_cli() -> None:
             )
             offenders += [f"{rel}: {n}" for n in names if n == "monitor.cli" or n.startswith("monitor.cli.")]
     assert offenders == []
+
+
+def test_the_score_estimate_and_probe_commands_give_the_api_results(
+    model: Path, frame: pd.DataFrame, tmp_path: Path
+) -> None:
+    """Each command is a wrapper over the API function: the same options give the same numbers."""
+    data, ref = tmp_path / "rows.csv", tmp_path / "ref.json"
+    frame[list(FEATURES)].iloc[:40].to_csv(data, index=False)
+    monitor.reference(model, frame, labels="y", out=ref, flicker_copies=8)
+    opts = ["--sigma", "0.2", "--radius", "0.1", "--flicker-copies", "8", "--seed", "3"]
+    base = ["--model", str(model), "--data", str(data), *opts]
+    kw = {"sigma": 0.2, "radius": 0.1, "flicker_copies": 8, "seed": 3}
+    # score, with reference rows standardizing
+    assert main(["score", *base, "--reference", str(data), "--out", str(tmp_path / "s.csv")]) == 0
+    with (tmp_path / "s.csv").open() as fh:
+        cli = list(csv.DictReader(fh))
+    api = monitor.score(model, data, reference=str(data), **kw)
+    np.testing.assert_allclose([float(r["flicker"]) for r in cli], api.columns["flicker"], rtol=1e-8)
+    np.testing.assert_allclose([float(r["gamma"]) for r in cli], api.columns["gamma"], rtol=1e-8)
+    # estimate, from the reference JSON's fit
+    assert main(["estimate", *base, "--reference", str(ref), "--json", str(tmp_path / "e.json")]) == 0
+    doc = json.loads((tmp_path / "e.json").read_text())
+    est = monitor.estimate(model, data, ref, **kw)
+    assert doc["accuracy"]["estimate"] == pytest.approx(est.estimate) and doc["n"] == est.n == 40
+    assert doc["methods"].keys() == est.methods.keys()
+    # probe, with the certified radius, the L2 boundary and a budget
+    extra = ["--steps", "2", "--certify-copies", "4", "--l2-boundary", "--budget", "100000", "--seed", "3"]
+    probe_args = ["--model", str(model), "--data", str(data), "--reference", str(ref), *extra]
+    assert main(["probe", *probe_args, "--json", str(tmp_path / "p.json")]) == 0
+    from monitor.probes.offline import ProbeOptions
+
+    r = monitor.probe(
+        model,
+        data,
+        ref,
+        options=ProbeOptions(certify_copies=4, l2_boundary=True),
+        steps=2,
+        seed=3,
+        budget_rows=100000,
+    )
+    got = json.loads((tmp_path / "p.json").read_text())
+    want = json.loads(json.dumps(r.report))
+    for key in ("mri", "thresholds", "certified", "boundary_l2", "evaluations"):
+        assert got[key] == want[key], key
