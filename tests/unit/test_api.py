@@ -323,3 +323,15 @@ def test_the_score_estimate_and_probe_commands_give_the_api_results(
     want = json.loads(json.dumps(r.report))
     for key in ("mri", "thresholds", "certified", "boundary_l2", "evaluations"):
         assert got[key] == want[key], key
+
+
+def test_the_reference_command_writes_a_classifiers_gamma_map(model: Path, frame: pd.DataFrame, tmp_path: Path) -> None:
+    data, out = tmp_path / "rows.csv", tmp_path / "ref.json"
+    frame[list(FEATURES)].to_csv(data, index=False)
+    assert (
+        main(["reference", "--model", str(model), "--data", str(data), "--flicker-copies", "4", "--out", str(out)]) == 0
+    )
+    from monitor.gammamap import GammaMap
+
+    stored = GammaMap.from_json(json.loads(out.read_text())["reference"]["gamma_map"])
+    assert stored.total == 60
