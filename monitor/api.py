@@ -49,7 +49,7 @@ from numpy.typing import NDArray
 from monitor.errors import ConfigError, DataError, InvalidEventError, MonitorError
 
 if TYPE_CHECKING:
-    from monitor.estimate import EstimatorFit
+    from monitor.accuracy import EstimatorFit
     from monitor.metrics.scales import SignalScales
     from monitor.metrics.scorer import RobustnessScorer, ScoreResult
     from monitor.model.onnx import OnnxModel
@@ -722,7 +722,7 @@ def standardizer_of(
 
 
 def _json_baseline(path: Path, model: OnnxModel) -> _Baseline:
-    from monitor.estimate import EstimatorFit
+    from monitor.accuracy import EstimatorFit
     from monitor.rolling.reference_file import read_accuracy_estimator, read_held_sample, read_reference, read_scales
 
     standardizer, ref = read_reference(path, model.n_features)
@@ -1026,7 +1026,7 @@ def reference(
     )
     fit = None
     if y is not None:
-        from monitor.estimate.labelled import labelled_fit
+        from monitor.accuracy.labelled import labelled_fit
 
         fit = labelled_fit(
             m,
@@ -1127,7 +1127,7 @@ def accuracy_from_scores(
     seed: int = 0,
 ) -> AccuracyEstimate:
     """The estimate over scored rows (and the realized accuracy where ``labels``, one per row, are given)."""
-    from monitor.estimate import estimate as run_estimate
+    from monitor.accuracy import estimate as run_estimate
 
     doc = run_estimate(
         fit, np.where(res.valid, res.probability, np.nan), res.gamma, res.flicker, res.p_adj, method=method, seed=seed

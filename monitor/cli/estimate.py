@@ -1,6 +1,6 @@
 """``harmonic-monitor estimate``: the model's accuracy on unlabelled rows, with a 90 % interval.
 
-The estimators (:mod:`monitor.estimate`) are fitted on a labelled reference: either the fit a reference JSON stores
+The estimators (:mod:`monitor.accuracy`) are fitted on a labelled reference: either the fit a reference JSON stores
 under ``accuracy_estimator`` (``reference --labels``), or a labelled validation set given here with
 ``--reference-data`` and ``--reference-labels``, which this command scores and fits itself.
 """
@@ -16,6 +16,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.accuracy import (
+    CALIBRATION_KINDS,
+    DEFAULT_METHOD,
+    METHODS,
+    EstimatorFit,
+)
 from monitor.cli.common import (
     add_header_option,
     add_model_options,
@@ -24,12 +30,6 @@ from monitor.cli.common import (
     load_model,
 )
 from monitor.errors import DataError
-from monitor.estimate import (
-    CALIBRATION_KINDS,
-    DEFAULT_METHOD,
-    METHODS,
-    EstimatorFit,
-)
 from monitor.model.io import load_rows
 
 #: the key of a reference JSON that holds a stored :class:`EstimatorFit` (``EstimatorFit.to_dict()``)
@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--calibration",
         choices=CALIBRATION_KINDS,
         default="temperature",
-        help="confidence calibration fitted on --reference-data (default temperature: see monitor/estimate)",
+        help="confidence calibration fitted on --reference-data (default temperature: see monitor/accuracy)",
     )
     p.add_argument(
         "--method", choices=METHODS, default=DEFAULT_METHOD, help=f"primary method (default {DEFAULT_METHOD})"

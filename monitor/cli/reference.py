@@ -7,8 +7,8 @@ bool and string inputs, ``--fixed-features``) it also keeps a seeded sample of t
 (``Signature.features``).
 
 With ``--labels`` (the true class of each reference row: a labelled validation set the model did not train on) the
-file also stores ``accuracy_estimator``: the label-free accuracy estimators of :mod:`monitor.estimate` fitted on
-those rows (:func:`monitor.estimate.labelled.labelled_fit`), which ``estimate`` and ``run`` (``harmonic_estimated_accuracy``) read.
+file also stores ``accuracy_estimator``: the label-free accuracy estimators of :mod:`monitor.accuracy` fitted on
+those rows (:func:`monitor.accuracy.labelled.labelled_fit`), which ``estimate`` and ``run`` (``harmonic_estimated_accuracy``) read.
 
 With ``--scales from-reference`` σ and r are not the fixed ``--sigma``/``--radius`` but chosen on the reference rows so
 that ``--target-flicker-share`` of them flicker (:func:`monitor.metrics.scales.choose_scales`, r = σ); the reference
@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.accuracy import CALIBRATION_KINDS
 from monitor.cli.common import (
     add_header_option,
     add_model_options,
@@ -33,7 +34,6 @@ from monitor.cli.common import (
     load_inputs,
 )
 from monitor.errors import DataError
-from monitor.estimate import CALIBRATION_KINDS
 from monitor.model.io import HeaderMode, load_rows
 
 
@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--calibration",
         choices=CALIBRATION_KINDS,
         default="temperature",
-        help="with --labels: the confidence calibration fitted (default temperature: see monitor/estimate)",
+        help="with --labels: the confidence calibration fitted (default temperature: see monitor/accuracy)",
     )
     p.add_argument(
         "--scales",

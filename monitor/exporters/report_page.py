@@ -61,7 +61,13 @@ def render_page(data: ReportData) -> str:
         + (f' · <span id="invalid">invalid lines by reason: {_e(invalid)}</span>' if invalid else "")
         + "</p>",
         _section("verdicts", "Verdict timeline per segment", _verdicts(data)),
-        _section("signals", "Signals over the log against the reference", _signals(data)),
+        _section(
+            "signals",
+            "Signals over "
+            + ("event time" if any(x.time is not None for x in data.signals) else "the log")
+            + " against the reference",
+            _signals(data),
+        ),
         _section("gammamap", "Gamma Map", _gammamap(data)),
         _section("drift", "Per-input drift", _drift(data)),
         _section("accuracy", "Label-free accuracy estimate", _accuracy(data)),

@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.accuracy import DEFAULT_METHOD, EstimatorFit, estimate
 from monitor.clock import MISTIMED_REASONS, WatermarkClock
 from monitor.config import Settings
 from monitor.drift.verdict import DriftSettings as DetectorSettings
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
 from monitor.errors import DataError
-from monitor.estimate import DEFAULT_METHOD, EstimatorFit, estimate
 from monitor.events import InferenceEvent
 from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule
 from monitor.exporters.prometheus import MetricsState
@@ -705,7 +705,7 @@ def _merge_maps(maps: Sequence[GammaMap]) -> GammaMap:
 
 
 def _estimate_rows(fit: EstimatorFit, rows: ScoreRows, method: str) -> dict[str, Any]:
-    """:func:`monitor.estimate.estimate` on a window's rows; the weights only when they differ (a sampled window)."""
+    """:func:`monitor.accuracy.estimate` on a window's rows; the weights only when they differ (a sampled window)."""
     w = rows.weights
     weights = None if w.size == 0 or bool(np.all(w == w[0])) else w
     return estimate(

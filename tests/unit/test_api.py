@@ -335,3 +335,12 @@ def test_the_reference_command_writes_a_classifiers_gamma_map(model: Path, frame
 
     stored = GammaMap.from_json(json.loads(out.read_text())["reference"]["gamma_map"])
     assert stored.total == 60
+
+
+def test_monitor_estimate_is_the_api_function_whatever_is_imported() -> None:
+    import importlib
+
+    importlib.import_module("monitor.accuracy")  # the estimators' package: it no longer shares the name
+    from monitor import api
+
+    assert monitor.estimate is api.estimate and callable(monitor.estimate)

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.accuracy.calibration import CalibrationKind
+from monitor.accuracy.estimators import EstimatorFit, fit_estimators
 from monitor.errors import DataError
-from monitor.estimate.calibration import CalibrationKind
-from monitor.estimate.estimators import EstimatorFit, fit_estimators
 
 if TYPE_CHECKING:
     from monitor.metrics.scorer import ScoreResult
