@@ -16,9 +16,9 @@ A reference is any of those rows, a reference JSON written by ``harmonic-monitor
 
 Results are typed (frozen dataclasses); tables among them have ``to_frame()``, which needs pandas
 (``pip install 'harmonic-monitor[frame]'``) and says so when it is missing; :func:`score` of a DataFrame returns a
-DataFrame. The commands ``reference``, ``replay`` and ``report`` are wrappers over these functions; ``score``,
-``estimate`` and ``probe`` read their files through :func:`read_rows` (event logs, parquet) and assemble the rest
-themselves. ``import monitor`` stays cheap: this module is imported on first use of one of them.
+DataFrame. The commands ``score``, ``reference``, ``estimate``, ``replay``, ``probe`` and ``report`` are wrappers
+over these functions (the same options give the same numbers). ``import monitor`` stays cheap: this module is
+imported on first use of one of them.
 
 Examples
 --------
