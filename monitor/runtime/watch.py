@@ -184,7 +184,7 @@ class ModelWatch:
         self._scores: ScoreSamples | None = None
         self._estimated_at = -math.inf
         self.last_estimates: dict[str, dict[str, dict[str, Any]]] = {}
-        # -- observer hook (``replay``'s timeline, monitor/cli/replay.py) ------------------------------------------
+        # -- observer hook (``replay``'s timeline, monitor/runtime/replay.py) ------------------------------------------
         #: called as ``f(segment, change, now, event)`` when a segment's verdict changes (``change``: the new
         #: VerdictReport; the first report counts as a change from stable) and when an alert fires or resolves
         #: (``change``: the AlertEvent); ``event`` is the last event of the batch being applied, None when the
