@@ -15,7 +15,7 @@ Data shipped inside scikit-learn (breast cancer, digits, wine; nothing downloade
    dropped. Sets away from the source's side of j are where accuracy moves by 10 points or more.
 
 For each set: the realized accuracy against every estimator's estimate and 90 % interval — ours (``harmonic``,
-:mod:`monitor.estimate`), AC (temperature-scaled and isotonic), ATC, DoC, "no change" (the reference accuracy),
+:mod:`monitor.accuracy`), AC (temperature-scaled and isotonic), ATC, DoC, "no change" (the reference accuracy),
 and CBPE (NannyML 0.13, fitted on the same reference with the model's full probability table, run in its own venv
 ``bench/.venv-nannyml`` through ``bench/cbpe_helper.py``; its band is NannyML's ±3 standard errors of sampling,
 reported as it comes).
@@ -48,7 +48,7 @@ from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
 
-from monitor.estimate import estimate, fit_estimators
+from monitor.accuracy import estimate, fit_estimators
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.convert import convert_estimator
 from monitor.model.onnx import OnnxModel

@@ -22,10 +22,6 @@ _API = frozenset(__all__) - {"__version__"}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "estimate":  # the package monitor.estimate, callable as the API's estimate (see its __init__)
-        import monitor.estimate
-
-        return monitor.estimate
     if name in _API:
         from monitor import api
 

@@ -16,9 +16,9 @@ A reference is any of those rows, a reference JSON written by ``harmonic-monitor
 
 Results are typed (frozen dataclasses); tables among them have ``to_frame()``, which needs pandas
 (``pip install 'harmonic-monitor[frame]'``) and says so when it is missing; :func:`score` of a DataFrame returns a
-DataFrame. The commands ``reference``, ``replay`` and ``report`` are wrappers over these functions; ``score``,
-``estimate`` and ``probe`` read their files through :func:`read_rows` (event logs, parquet) and assemble the rest
-themselves. ``import monitor`` stays cheap: this module is imported on first use of one of them.
+DataFrame. The commands ``score``, ``reference``, ``estimate``, ``replay``, ``probe`` and ``report`` are wrappers
+over these functions (the same options give the same numbers). ``import monitor`` stays cheap: this module is
+imported on first use of one of them.
 
 Examples
 --------
@@ -46,16 +46,17 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.errors import DataError, InvalidEventError, MonitorError
+from monitor.errors import ConfigError, DataError, InvalidEventError, MonitorError
 
 if TYPE_CHECKING:
-    from monitor.estimate import EstimatorFit
+    from monitor.accuracy import EstimatorFit
     from monitor.metrics.scales import SignalScales
     from monitor.metrics.scorer import RobustnessScorer, ScoreResult
     from monitor.model.onnx import OnnxModel
     from monitor.model.signature import Held, Signature
     from monitor.model.standardize import Standardizer
     from monitor.probes.funnel import FunnelResult
+    from monitor.probes.offline import ProbeOptions
     from monitor.reporting import Report
     from monitor.rolling.reference import Reference
 
@@ -207,6 +208,10 @@ class ScoreTable(Table):
     yardstick: tuple[Yardstick, ...] = ()
     invalid: Mapping[str, int] = field(default_factory=dict)
     index: Any = None
+    #: the scorer's own result, row for row (``valid``, ``predicted_class`` of a regressor …)
+    result: ScoreResult | None = field(default=None, repr=False)
+    #: what was read: ``data`` (and ``reference`` when rows were read for it) → its description
+    sources: Mapping[str, str] = field(default_factory=dict)
 
     def to_frame(self) -> Any:
         frame = super().to_frame()
@@ -274,6 +279,9 @@ class AccuracyEstimate:
     warnings: tuple[str, ...] = ()
     realized: float | None = None
     n_labelled: int = 0
+    #: the estimator's whole answer (what ``harmonic-monitor estimate --json`` writes) and the fit it came from
+    document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    fit: EstimatorFit | None = field(default=None, repr=False, compare=False)
 
     def to_frame(self) -> Any:
         """One row per method: estimate, lower, upper."""
@@ -651,8 +659,23 @@ class _Baseline:
     rows: Rows | None
 
 
-def _baseline(reference: Any, model: OnnxModel, data: Rows | None, *, space: str, header: str = "auto") -> _Baseline:
+def _baseline(
+    reference: Any,
+    model: OnnxModel,
+    data: Rows | None,
+    *,
+    space: str,
+    header: str = "auto",
+    scale: str = "per_feature",
+    channel_axis: int = 1,
+) -> _Baseline:
+    """The standardizer (identity in ``raw`` space), held sample, reference distributions, fitted estimators and
+    scales of ``reference`` (default: of ``data``); ``scale``/``channel_axis``: standardize per feature, globally or
+    per image channel (:func:`monitor.model.signature.scale_groups`)."""
     from monitor.model.standardize import Standardizer
+
+    if space not in ("standardized", "raw"):
+        raise DataError(f"space must be 'standardized' or 'raw'; got {space!r}")
 
     if isinstance(reference, ReferenceResult):
         return _Baseline(
@@ -666,20 +689,50 @@ def _baseline(reference: Any, model: OnnxModel, data: Rows | None, *, space: str
             None,
         )
     if isinstance(reference, (str, os.PathLike)) and str(reference).lower().endswith(".json"):
-        return _json_baseline(Path(reference), model)
+        base = _json_baseline(Path(reference), model)
+        if space == "raw":  # radius and σ in the features' own units
+            base = dataclasses.replace(base, standardizer=Standardizer.identity(model.n_features))
+        return base
     rows = data if reference is None else read_rows(reference, model, what="reference", header=header)
     if rows is None:
         raise DataError("a reference is needed: rows, a reference JSON or monitor.reference(...)'s result")
     finite = np.all(np.isfinite(rows.x), axis=1)
     if not finite.any():
         raise DataError(f"the reference ({rows.source}) has no finite rows to standardize with")
-    std = Standardizer.identity(model.n_features) if space == "raw" else Standardizer.fit(rows.x[finite])
+    if space == "raw":
+        std = Standardizer.identity(model.n_features)
+    else:
+        groups = None
+        if scale != "per_feature":
+            from monitor.errors import ModelError
+            from monitor.model.signature import scale_groups
+
+            try:
+                groups = scale_groups(model.signature, scale, channel_axis)
+            except ModelError as exc:
+                raise ConfigError(str(exc)) from None
+        std = Standardizer.fit(rows.x[finite], groups=groups)
     held = None if rows.held is None else rows.held.take(finite)
     return _Baseline(std, held, None, None, None, None, None, rows.take(finite) if reference is not None else None)
 
 
+def standardizer_of(
+    reference: Any,
+    model: OnnxModel,
+    *,
+    space: str = "standardized",
+    header: str = "auto",
+    scale: str = "per_feature",
+    channel_axis: int = 1,
+) -> Standardizer:
+    """The standardizer a reference gives (rows, a reference JSON or :func:`reference`'s result), as :func:`score`
+    standardizes by it (identity in ``raw`` space)."""
+    base = _baseline(reference, model, None, space=space, header=header, scale=scale, channel_axis=channel_axis)
+    return base.standardizer
+
+
 def _json_baseline(path: Path, model: OnnxModel) -> _Baseline:
-    from monitor.estimate import EstimatorFit
+    from monitor.accuracy import EstimatorFit
     from monitor.rolling.reference_file import read_accuracy_estimator, read_held_sample, read_reference, read_scales
 
     standardizer, ref = read_reference(path, model.n_features)
@@ -767,6 +820,9 @@ def score(
     header: str = "auto",
     max_events: int | None = None,
     as_frame: bool | None = None,
+    scale: str = "per_feature",
+    channel_axis: int = 1,
+    regression_tolerance: float = 0.1,
 ) -> Any:
     """γ, flicker and P_adj for every row of ``data`` (and the class with its probability for a classifier).
 
@@ -776,7 +832,9 @@ def score(
     data : a DataFrame, array, mapping or file (``.csv``/``.npy``/``.npz``/``.parquet``/``.jsonl``).
     reference : what standardizes the radius and σ (rows, a reference JSON or :func:`reference`'s result); default
         the data itself. A reference JSON or :class:`ReferenceResult` also gives ``yardstick``.
-    radius, sigma, flicker_copies, steps, seed, ball, output, space : as ``harmonic-monitor score``'s options.
+    radius, sigma, flicker_copies, steps, seed, ball, output, space, scale, channel_axis, regression_tolerance :
+        as ``harmonic-monitor score``'s options (a reference JSON that chose its own scales is scored at them, as
+        ``run`` does, not at ``radius`` and ``sigma``).
     as_frame : return a DataFrame (True), the typed :class:`ScoreTable` (False), or a DataFrame exactly when ``data``
         is one (None, the default).
 
@@ -797,13 +855,16 @@ def score(
     (30, 'classifier', True)
     """
     m = load_model(model, model_kind=model_kind)
+    if batch_rows < 1:
+        raise DataError(f"batch size must be >= 1; got {batch_rows}")
     ref_is_data = reference is data
+    std_args: dict[str, Any] = {"space": space, "header": header, "scale": scale, "channel_axis": channel_axis}
     base0 = None
     if reference is not None and not ref_is_data:
-        base0 = _baseline(reference, m, None, space=space, header=header)
+        base0 = _baseline(reference, m, None, **std_args)
     names = None if base0 is None else base0.feature_names
     rows = read_rows(data, m, header=header, feature_names=names, max_events=max_events)
-    base = base0 if base0 is not None else _baseline(None, m, rows, space=space)
+    base = base0 if base0 is not None else _baseline(None, m, rows, **std_args)
     scorer = _scorer(
         m,
         base,
@@ -814,9 +875,13 @@ def score(
         seed=seed,
         ball=ball,
         output=output,
+        regression_tolerance=regression_tolerance,
     )
     res = score_rows(scorer, rows.x, rows.held, batch_rows)
-    table = _score_table(m.kind, res, rows)
+    sources = {"data": rows.source}
+    if base.rows is not None:
+        sources["reference"] = base.rows.source
+    table = dataclasses.replace(_score_table(m.kind, res, rows), result=res, sources=sources)
     ref = base.reference
     if ref is None and base.rows is not None:  # reference rows: score a sample of them for the yardstick
         sample = base.rows.take(np.random.default_rng(seed).permutation(len(base.rows))[:2000])
@@ -876,6 +941,7 @@ def reference(
     target_flicker_share: float = 0.5,
     regression_tolerance: float = 0.1,
     standardizer: Standardizer | None = None,
+    label_kind: str = "values",
 ) -> ReferenceResult:
     """Build a reference (what ``harmonic-monitor reference`` writes) from reference rows.
 
@@ -883,7 +949,8 @@ def reference(
     label-free accuracy estimators; ``out``: also write the JSON there. ``scales``: ``fixed`` scores at ``radius`` and
     ``sigma``; ``from-reference`` chooses σ (= r) so that ``target_flicker_share`` of the rows flicker and records it
     (``ReferenceResult.scales``; ``run`` then scores at it). ``standardizer``: standardize by this one instead of
-    the rows' own (``harmonic-monitor reference --reference``).
+    the rows' own (``harmonic-monitor reference --reference``). ``label_kind``: ``values`` (labels are the class
+    values the model's integer label output gives, else class indices) or ``indices`` (class indices 0..C−1).
 
     Examples
     --------
@@ -969,9 +1036,18 @@ def reference(
     )
     fit = None
     if y is not None:
-        from monitor.cli.reference import labelled_fit
+        from monitor.accuracy.labelled import labelled_fit
 
-        fit = labelled_fit(m, rows.x, rows.held, res, _int_labels(y), seed=seed, calibration=calibration)  # type: ignore[arg-type]
+        fit = labelled_fit(
+            m,
+            rows.x,
+            rows.held,
+            res,
+            _int_labels(y),
+            seed=seed,
+            calibration=calibration,  # type: ignore[arg-type]
+            compare=label_kind,
+        )
     held = None if rows.held is None else rows.held.take(ok)
     result = ReferenceResult(base.standardizer, ref, space, _model_path(model), held, fit, base.scales)
     if out is not None:
@@ -999,10 +1075,21 @@ def estimate(
     seed: int = 0,
     model_kind: str = "auto",
     max_events: int | None = None,
+    radius: float = 0.05,
+    sigma: float = 0.05,
+    steps: int = 25,
+    ball: str = "auto",
+    output: str = "auto",
+    space: str = "standardized",
+    scale: str = "per_feature",
+    channel_axis: int = 1,
+    regression_tolerance: float = 0.1,
+    header: str = "auto",
 ) -> AccuracyEstimate:
     """The model's accuracy on unlabelled ``data``, with a 90 % interval, from the estimators the reference holds
     (a reference JSON written with labels, or :func:`reference` called with ``labels``); ``labels`` here (an array or
-    a DataFrame column name) adds the realized accuracy beside the estimate.
+    a DataFrame column name) adds the realized accuracy beside the estimate. The scoring options are
+    :func:`score`'s (``harmonic-monitor estimate``'s flags).
 
     Raises
     ------
@@ -1012,16 +1099,27 @@ def estimate(
     m = load_model(model, model_kind=model_kind)
     if m.kind != "classifier":
         raise DataError(f"'{_model_path(model)}' is read as a {m.kind}: accuracy estimation is for classifiers")
-    base = _baseline(reference, m, None, space="standardized")
+    base = _baseline(reference, m, None, space=space, header=header, scale=scale, channel_axis=channel_axis)
     if base.fit is None:
         raise DataError(
             "the reference holds no fitted accuracy estimator; build it with labels: "
             "monitor.reference(model, rows, labels=y) or `harmonic-monitor reference --labels`"
         )
     label_column = labels if isinstance(labels, str) and _is_frame(data) else None
-    rows = read_rows(data, m, feature_names=base.feature_names, label_column=label_column, max_events=max_events)
+    rows = read_rows(
+        data, m, header=header, feature_names=base.feature_names, label_column=label_column, max_events=max_events
+    )
     scorer = _scorer(
-        m, base, radius=0.05, sigma=0.05, flicker_copies=flicker_copies, steps=25, seed=seed, ball="auto", output="auto"
+        m,
+        base,
+        radius=radius,
+        sigma=sigma,
+        flicker_copies=flicker_copies,
+        steps=steps,
+        seed=seed,
+        ball=ball,
+        output=output,
+        regression_tolerance=regression_tolerance,
     )
     res = score_rows(scorer, rows.x, rows.held)
     y = rows.labels if label_column is not None else (None if labels is None else np.asarray(labels).reshape(-1))
@@ -1039,7 +1137,7 @@ def accuracy_from_scores(
     seed: int = 0,
 ) -> AccuracyEstimate:
     """The estimate over scored rows (and the realized accuracy where ``labels``, one per row, are given)."""
-    from monitor.estimate import estimate as run_estimate
+    from monitor.accuracy import estimate as run_estimate
 
     doc = run_estimate(
         fit, np.where(res.valid, res.probability, np.nan), res.gamma, res.flicker, res.p_adj, method=method, seed=seed
@@ -1065,6 +1163,8 @@ def accuracy_from_scores(
         tuple(doc["warnings"]),
         realized,
         n_labelled,
+        doc,
+        fit,
     )
 
 
@@ -1084,15 +1184,27 @@ def probe(
     data: DataLike,
     reference: Any = None,
     *,
+    options: ProbeOptions | None = None,
     budget_rows: int | None = None,
-    steps: int = 10,
-    eps: float = 0.1,
-    seed: int = 0,
+    steps: int | None = None,
+    eps: float | None = None,
+    seed: int | None = None,
     labels: Any = None,
     space: str = "standardized",
     model_kind: str = "auto",
+    header: str = "auto",
+    scale: str = "per_feature",
+    channel_axis: int = 1,
+    data_path: str | None = None,
+    reference_path: str | None = None,
 ) -> ProbeReport:
-    """Run the probe funnel on the rows of ``data`` as one region (``harmonic-monitor probe``).
+    """Run the probe funnel on the rows of ``data`` as one region (``harmonic-monitor probe``, the same report).
+
+    ``options``: :class:`monitor.probes.offline.ProbeOptions` (the command's defaults: certified radius with 32
+    copies, no L2 boundary search …); ``budget_rows``, ``steps``, ``eps`` and ``seed`` override its values.
+    ``reference``: what standardizes ε (rows, a reference JSON or :func:`reference`'s result; default the data);
+    ``labels``: true class indices, one per row. ``data_path``/``reference_path``: the names the report records
+    (default: the paths given, if paths).
 
     Examples
     --------
@@ -1102,29 +1214,57 @@ def probe(
     >>> sorted(r.mri)[:2], r.result.n_points
     (['dropout', 'gamma_ascent'], 5)
     """
-    from monitor.probes.funnel import FunnelConfig, run_funnel
-    from monitor.probes.report import build_report
+    from monitor.probes.offline import ProbeOptions, probe_region
 
+    opts = options if options is not None else ProbeOptions()
+    funnel = opts.funnel
+    funnel = funnel if steps is None else dataclasses.replace(funnel, steps=steps)
+    funnel = funnel if eps is None else dataclasses.replace(funnel, eps=eps)
+    funnel = funnel if seed is None else dataclasses.replace(funnel, seed=seed)
+    opts = dataclasses.replace(opts, funnel=funnel)
+    if budget_rows is not None:
+        opts = dataclasses.replace(opts, budget_rows=budget_rows)
     m = load_model(model, model_kind=model_kind)
-    rows = read_rows(data, m)
+    rows = read_rows(data, m, header=header)
     if not np.all(np.isfinite(rows.x)):
         raise DataError(f"{rows.source}: rows with NaN or infinite values cannot be probed; remove them")
-    base = _baseline(reference, m, rows, space=space)
+    if data_path is None and isinstance(data, (str, os.PathLike)):
+        data_path = str(data)
+    if reference_path is None and isinstance(reference, (str, os.PathLike)):
+        reference_path = str(reference)
+    if m.signature.plain and data_path is not None and data_path.lower().endswith(".csv"):
+        from monitor.model.io import read_rows as read_csv_rows
+
+        names = read_csv_rows(data_path, header).names  # type: ignore[arg-type]
+        if names is not None:
+            m.name_features(names, source=f"--data '{data_path}' header")
+    base = _baseline(reference, m, rows, space=space, header=header, scale=scale, channel_axis=channel_axis)
+    ref_rows = base.rows
     fill = None
-    if space == "raw":
-        fill = (base.rows.x if base.rows is not None else rows.x).mean(axis=0)
+    if space == "raw":  # dropout still writes the reference (or data) mean, in raw units
+        if base.reference is not None:
+            fill = base.reference.feature_mean
+        else:
+            fill = (ref_rows.x if ref_rows is not None else rows.x).mean(axis=0)
     y = None if labels is None else _int_labels(np.asarray(labels).reshape(-1))
-    result = run_funnel(
+    if y is not None and y.shape[0] != len(rows):
+        raise DataError(f"labels: {y.shape[0]} values for {len(rows)} rows; expected one class index per row")
+    result, doc = probe_region(
         m,
         base.standardizer,
         rows.x,
-        FunnelConfig(eps=eps, steps=steps, seed=seed),
-        budget_rows=budget_rows,
+        rows.held,
+        opts,
+        space=space,
+        model_path=_model_path(model),
+        reference=None if ref_rows is None else ref_rows.x,
+        reference_held=None if ref_rows is None else ref_rows.held,
         fill=fill,
         labels=y,
-        held=rows.held,
+        data_path=data_path,
+        reference_path=reference_path,
     )
-    return ProbeReport(result, build_report(result, space=space, model_path=_model_path(model)))
+    return ProbeReport(result, doc)
 
 
 def replay(
@@ -1147,9 +1287,7 @@ def replay(
     events of the event that decided it; larger batches replay faster); ``keep_scores``: the timeline also holds
     every scored event's features and scores.
     """
-    import argparse
-
-    from monitor.cli.replay import replay_file
+    from monitor.runtime.replay import replay_log, replay_settings
 
     with tempfile.TemporaryDirectory(prefix="harmonic-replay-") as tmp:
         ref_path: str | None
@@ -1162,18 +1300,18 @@ def replay(
                 "replay's reference is a file path or monitor.reference(...)'s result (the pipeline reads it as "
                 "`run` does); save rows with numpy.save or DataFrame.to_csv first"
             )
-        args = argparse.Namespace(
-            config=None if config is None else str(config),
-            model=None if model is None else _model_path(model),
-            model_name=model_name or (None if model is None else log_model_name(Path(events), _model_path(model))),
-            reference=ref_path,
-            reference_header=None,
-            batch_events=batch_events,
-            log_level=None,
-            log_format=None,
-        )
+        flags: dict[str, Any] = {}
+        if model is not None:
+            path = _model_path(model)
+            entry: dict[str, Any] = {"name": model_name or log_model_name(Path(events), path), "path": path}
+            if ref_path is not None:
+                entry["reference"] = ref_path
+            flags["models"] = [entry]
+        elif model_name is not None or ref_path is not None:
+            raise DataError("replay: model_name and reference need a model (or put them in the config's `models:`)")
         state = Path(state_dir) if state_dir is not None else Path(tmp) / "state"
-        return replay_file(args, Path(events), state, max_events=max_events, keep_scores=keep_scores)
+        settings = replay_settings(None if config is None else str(config), flags, state, batch_events=batch_events)
+        return replay_log(settings, Path(events), max_events=max_events, keep_scores=keep_scores)
 
 
 def report(

@@ -5,9 +5,11 @@
 for the verdict timeline (or takes a replay's timeline), and gathers six sections, each a typed result:
 
 ``verdicts``  the verdict timeline per segment with the detectors that fired (:class:`~monitor.api.ReplayTimeline`);
-``signals``   γ, flicker and confidence over the log, binned, against the reference's p5–p95 band
-              (:class:`SignalSeries`), each beside its reference value (:class:`~monitor.api.Yardstick`);
-``gammamap``  the Gamma Map of the events (:class:`~monitor.gammamap.GammaMap`, drawn by the one SVG renderer);
+``signals``   γ, flicker and confidence over event time (the events' timestamps; rows without: over the row),
+              binned, against the reference's p5–p95 band (:class:`SignalSeries`), each beside its reference value
+              (:class:`~monitor.api.Yardstick`);
+``gammamap``  the Gamma Map of the events beside the reference's (:class:`~monitor.gammamap.GammaMap`, drawn by the
+              one SVG renderer);
 ``drift``     per-input drift by name: two-sided KS distance and Benjamini–Hochberg adjusted p against the
               reference's feature sample (:class:`InputDrift`);
 ``accuracy``  the label-free accuracy estimate with its 90 % interval, and the realized accuracy where labels were
@@ -66,7 +68,9 @@ REPLAY_BATCH = 100
 @dataclass(frozen=True)
 class SignalSeries:
     """One signal over the log: per bin of consecutive events, the bin's middle line and the signal's mean; the
-    reference's p5, median and p95 (NaN without a reference sample)."""
+    reference's p5, median and p95 (NaN without a reference sample). ``time``: where the events carry timestamps
+    (an event log), each bin's mean event time in epoch seconds, the bins then cut in event-time order; the page
+    plots over it (None: over the line)."""
 
     signal: str
     line: NDArray[np.float64]
@@ -74,6 +78,7 @@ class SignalSeries:
     ref_low: float
     ref_median: float
     ref_high: float
+    time: NDArray[np.float64] | None = None
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,8 @@ class ReportData:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: events per micro-batch of the replay run for the page (0: the timeline came from elsewhere)
     replay_batch: int = 0
-    #: the reference's Gamma Map, where the reference was given as rows (a reference JSON keeps no (P, γ) pairs)
+    #: the reference's Gamma Map (a classifier's): the reference JSON's (``reference.gamma_map``), or drawn from
+    #: the reference rows
     reference_gamma_map: GammaMap | None = None
 
 
@@ -221,25 +227,24 @@ def build_report(
         res = score_rows(scorer, rows.x, rows.held)
     table = _score_table(m.kind, res, rows)
     ref = base.reference
-    ref_map: GammaMap | None = None
     if ref is None and base.rows is not None:
         rres = score_rows(scorer, base.rows.x, base.rows.held)
         ok = rres.valid
-        if m.kind == "classifier":  # reference rows give the reference's own Gamma Map, drawn beside the live one
-            pair = ok & np.isfinite(rres.probability) & np.isfinite(rres.gamma)
-            ref_map = gamma_map(rres.probability[pair], rres.gamma[pair])
         ref = Reference.from_arrays(
             gamma=rres.gamma[ok],
             flicker=rres.flicker[ok],
             features=base.rows.x[ok],
             confidence=rres.probability[ok] if m.kind == "classifier" else None,
         )
+    # the reference's own Gamma Map, drawn beside the live one (a classifier's reference keeps it)
+    ref_map = ref.gamma_map if ref is not None and m.kind == "classifier" else None
     line = rows.lines.astype(np.float64) if rows.lines is not None else np.arange(len(rows), dtype=np.float64)
     live = {"gamma": res.gamma, "flicker": res.flicker}
     if m.kind == "classifier":
         live["confidence"] = res.probability
     ystick = yardsticks(live, ref) if ref is not None else ()
-    signals = tuple(_series(name, line, values, ref) for name, values in live.items())
+    times = event_times(rows.timestamps)
+    signals = tuple(_series(name, line, values, ref, times) for name, values in live.items())
 
     n_lines = int(sum(rows.invalid.values()) + len(rows)) if is_log else len(rows)
     spans = _spans(tl, rows.segments, n_lines) if tl is not None else ()
@@ -366,23 +371,45 @@ def _replay(
     return tl, ""
 
 
-def _series(name: str, line: NDArray[np.float64], values: NDArray[np.float64], ref: Any) -> SignalSeries:
+def event_times(timestamps: NDArray[np.float64] | None) -> NDArray[np.float64] | None:
+    """The events' times to plot over: None where there are none, any is not finite, or all are equal.
+
+    >>> event_times(np.array([1.0, 1.0])) is None, event_times(np.array([2.0, 1.0])).tolist()
+    (True, [2.0, 1.0])
+    """
+    if timestamps is None or timestamps.size < 2 or not np.all(np.isfinite(timestamps)):
+        return None
+    return None if float(np.ptp(timestamps)) == 0.0 else np.asarray(timestamps, dtype=np.float64)
+
+
+def _series(
+    name: str,
+    line: NDArray[np.float64],
+    values: NDArray[np.float64],
+    ref: Any,
+    times: NDArray[np.float64] | None = None,
+) -> SignalSeries:
     sample = {"gamma": "gamma_sample", "flicker": "flicker_sample", "confidence": "confidence_sample"}[name]
     ref_values = np.zeros(0) if ref is None else np.asarray(getattr(ref, sample))
     if ref_values.size:
         lo, med, hi = (float(v) for v in np.percentile(ref_values, [5, 50, 95]))
     else:
         lo = med = hi = float("nan")
-    bins = np.array_split(np.arange(values.size), min(SIGNAL_BINS, max(values.size, 1)))
-    xs, ys = [], []
+    # bins of consecutive events: in event-time order where the events carry times, else in the log's order
+    order = np.arange(values.size) if times is None else np.argsort(times, kind="stable")
+    bins = np.array_split(order, min(SIGNAL_BINS, max(values.size, 1)))
+    xs, ts, ys = [], [], []
     for b in bins:
         v = values[b]
         v = v[np.isfinite(v)]
         if b.size == 0 or v.size == 0:
             continue
         xs.append(float(np.mean(line[b])))
+        if times is not None:
+            ts.append(float(np.mean(times[b])))
         ys.append(float(np.mean(v)))
-    return SignalSeries(name, np.asarray(xs), np.asarray(ys), lo, med, hi)
+    time = None if times is None else np.asarray(ts)
+    return SignalSeries(name, np.asarray(xs), np.asarray(ys), lo, med, hi, time)
 
 
 def input_drift(

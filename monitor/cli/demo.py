@@ -335,12 +335,12 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
 
 
 def _phase_accuracy(fit: Any, parts: list[NDArray[np.float64]], method: str, realized: float) -> dict[str, Any] | None:
-    """The phase's accuracy estimated without labels (every event scored in it; ``estimate`` of monitor.estimate)
+    """The phase's accuracy estimated without labels (every event scored in it; ``estimate`` of monitor.accuracy)
     by the primary method with its 90 % interval, beside the accuracy it realized; None without a labelled
     reference."""
     if fit is None or not parts:
         return None
-    from monitor.estimate import estimate
+    from monitor.accuracy import estimate
 
     x = np.concatenate(parts)
     out = estimate(fit, x[:, 0], x[:, 1], x[:, 2], x[:, 3], method=method)

@@ -145,7 +145,7 @@ def write_labelled_reference(
 ) -> Path:
     """What ``reference --labels`` writes, scored exactly as ``run`` scores the model with ``reference_csv`` as its
     reference (its standardizer, ``scoring.seed`` = ``seed``, the other scoring settings at their defaults)."""
-    from monitor.cli.reference import labelled_fit
+    from monitor.accuracy.labelled import labelled_fit
     from monitor.config import ModelSettings
     from monitor.rolling.reference import Reference
     from monitor.rolling.reference_file import write_reference

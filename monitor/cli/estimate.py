@@ -1,6 +1,6 @@
 """``harmonic-monitor estimate``: the model's accuracy on unlabelled rows, with a 90 % interval.
 
-The estimators (:mod:`monitor.estimate`) are fitted on a labelled reference: either the fit a reference JSON stores
+The estimators (:mod:`monitor.accuracy`) are fitted on a labelled reference: either the fit a reference JSON stores
 under ``accuracy_estimator`` (``reference --labels``), or a labelled validation set given here with
 ``--reference-data`` and ``--reference-labels``, which this command scores and fits itself.
 """
@@ -16,33 +16,24 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.cli.common import (
-    add_header_option,
-    add_model_options,
-    add_scoring_options,
-    build_scorer,
-    load_inputs,
-    load_model,
-)
-from monitor.errors import DataError
-from monitor.estimate import (
+from monitor.accuracy import (
     CALIBRATION_KINDS,
     DEFAULT_METHOD,
     METHODS,
     EstimatorFit,
-    estimate,
-    fit_estimators,
 )
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
+from monitor.cli.common import (
+    add_header_option,
+    add_model_options,
+    add_scoring_options,
+    load_inputs,
+    load_model,
+)
+from monitor.errors import DataError
 from monitor.model.io import load_rows
-from monitor.model.onnx import OnnxModel
-from monitor.model.signature import Held
-from monitor.rolling.reference_file import read_held_sample, read_reference
 
 #: the key of a reference JSON that holds a stored :class:`EstimatorFit` (``EstimatorFit.to_dict()``)
 FIT_KEY = "accuracy_estimator"
-#: rows per scorer call
-BATCH = 4096
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,7 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--calibration",
         choices=CALIBRATION_KINDS,
         default="temperature",
-        help="confidence calibration fitted on --reference-data (default temperature: see monitor/estimate)",
+        help="confidence calibration fitted on --reference-data (default temperature: see monitor/accuracy)",
     )
     p.add_argument(
         "--method", choices=METHODS, default=DEFAULT_METHOD, help=f"primary method (default {DEFAULT_METHOD})"
@@ -89,6 +80,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """:func:`monitor.api.estimate` with the flags' values (a labelled reference fitted first by
+    :func:`monitor.api.reference`); the JSON and a summary on stderr."""
+    from monitor.api import Rows, standardizer_of
+    from monitor.api import estimate as estimate_accuracy
+    from monitor.api import reference as build_reference
+
     stored = _stored_fit(args.reference) if _is_json(args.reference) else None
     if stored is None and not (args.reference_data and args.reference_labels):
         where = f"'{args.reference}' holds no '{FIT_KEY}'; " if _is_json(args.reference) else ""
@@ -98,32 +95,56 @@ def run(args: argparse.Namespace) -> int:
         )
     if bool(args.reference_data) != bool(args.reference_labels):
         raise DataError("--reference-data and --reference-labels go together")
-    model, scorer = _scorer(args)
+    model = load_model(args)
     if model.kind != "classifier":
         raise DataError(
             f"'{args.model}' is read as a {model.kind}: accuracy estimation is for classifiers (set --model-kind "
             "classifier if its outputs are class scores)"
         )
+    # a reference JSON's standardizer is its own whatever --space says (as `run` reads it)
+    space = "standardized" if _is_json(args.reference) else args.space
+    scoring: dict[str, Any] = {
+        "radius": args.radius,
+        "sigma": args.sigma,
+        "flicker_copies": args.flicker_copies,
+        "steps": args.steps,
+        "seed": args.seed,
+        "ball": args.ball,
+        "output": args.output,
+        "space": space,
+        "regression_tolerance": args.regression_tolerance,
+    }
+    std = {"header": args.header, "scale": args.scale, "channel_axis": args.channel_axis}
     notes: list[str] = []
+    reference: Any = args.reference
     if stored is not None:
-        fit = stored
         source = f"{args.reference} ({FIT_KEY})"
     else:
         ref_rows, ref_held = load_inputs(args.reference_data, model, what="--reference-data", header=args.header)
         labels = _labels(args.reference_labels, ref_rows.shape[0], args.header)
-        s = _score(scorer, ref_rows, ref_held)
-        correct = (s["predicted_class"] == labels) & np.isfinite(s["confidence"])
-        fit = fit_estimators(
-            s["confidence"], s["gamma"], s["flicker"], s["p_adj"], correct, seed=args.seed, calibration=args.calibration
+        # standardize by --reference when given, else by the labelled reference (not the shifted data)
+        standardizer = standardizer_of(args.reference or args.reference_data, model, space=space, **std)
+        reference = build_reference(
+            model,
+            Rows(ref_rows, ref_held, f"'{args.reference_data}'"),
+            labels=labels,
+            sample_rows=max(1, ref_rows.shape[0]),
+            calibration=args.calibration,
+            standardizer=standardizer,
+            label_kind="indices",
+            **scoring,
         )
         source = f"{args.reference_data} with {args.reference_labels}"
-        if fit.n < 200:
-            notes.append(f"the labelled reference has {fit.n} rows: the fit is noisy (a few hundred or more is better)")
-    rows, held = load_inputs(args.data, model, what="--data", header=args.header)
-    t = _score(scorer, rows, held)
-    result: dict[str, Any] = estimate(
-        fit, t["confidence"], t["gamma"], t["flicker"], t["p_adj"], method=args.method, seed=args.seed
-    )
+        fitted = reference.fit
+        if fitted is not None and fitted.n < 200:
+            notes.append(
+                f"the labelled reference has {fitted.n} rows: the fit is noisy (a few hundred or more is better)"
+            )
+    est = estimate_accuracy(model, args.data, reference, method=args.method, **scoring, **std)
+    fit = est.fit
+    if fit is None:  # pragma: no cover - estimate refuses a reference without a fit
+        raise DataError("the reference holds no fitted accuracy estimator")
+    result: dict[str, Any] = dict(est.document)
     result["warnings"] = [*result["warnings"], *notes]
     result["model"] = str(args.model)
     result["data"] = str(args.data)
@@ -153,44 +174,6 @@ def _stored_fit(path: str) -> EstimatorFit | None:
         raise DataError(f"cannot read reference JSON '{path}': {exc}", path=path) from exc
     block = doc.get(FIT_KEY) if isinstance(doc, dict) else None
     return None if block is None else EstimatorFit.from_dict(block)
-
-
-def _scorer(args: argparse.Namespace) -> tuple[OnnxModel, RobustnessScorer]:
-    """The scorer as ``score`` builds it; a reference JSON gives its standardizer (and held sample) instead."""
-    if not _is_json(args.reference):
-        if args.reference is None and args.reference_data:
-            args.reference = args.reference_data  # standardize by the labelled reference, not the shifted data
-        model, _, scorer = build_scorer(args)
-        return model, scorer
-    model = load_model(args)
-    standardizer, _ = read_reference(args.reference, model.n_features)
-    held_sample = read_held_sample(args.reference, model.signature)
-    config = ScoringConfig(
-        radius=args.radius,
-        ball=args.ball,
-        output=args.output,
-        flicker_copies=args.flicker_copies,
-        sigma=args.sigma,
-        steps=args.steps,
-        seed=args.seed,
-        regression_tolerance=args.regression_tolerance,
-    )
-    return model, RobustnessScorer(model, standardizer, config, held_sample=held_sample)
-
-
-def _score(scorer: RobustnessScorer, rows: NDArray[np.float64], held: Held | None) -> dict[str, NDArray[Any]]:
-    parts: dict[str, list[NDArray[Any]]] = {
-        k: [] for k in ("confidence", "gamma", "flicker", "p_adj", "predicted_class")
-    }
-    for start in range(0, rows.shape[0], BATCH):
-        part = slice(start, start + BATCH)
-        res = scorer.score(rows[part], None if held is None else held.take(part))
-        parts["confidence"].append(np.where(res.valid, res.probability, np.nan))
-        parts["gamma"].append(res.gamma)
-        parts["flicker"].append(res.flicker)
-        parts["p_adj"].append(res.p_adj)
-        parts["predicted_class"].append(res.predicted_class)
-    return {k: np.concatenate(v) if v else np.empty(0) for k, v in parts.items()}
 
 
 def _labels(path: str, n_rows: int, header: Any) -> NDArray[np.int64]:

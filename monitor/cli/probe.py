@@ -23,22 +23,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.cli.common import add_header_option, add_model_options, build_standardizer, load_inputs, load_model
+from monitor.cli.common import add_header_option, add_model_options, load_inputs, load_model
 from monitor.errors import MonitorError, ProbeError
-from monitor.model.io import HeaderMode, load_rows, read_rows
-from monitor.model.onnx import OnnxModel
-from monitor.model.signature import Held
-from monitor.model.standardize import Standardizer
-from monitor.probes.boundary import minimal_l2
-from monitor.probes.certify import certificate_report, certify_points
-from monitor.probes.funnel import FunnelConfig, run_funnel
+from monitor.model.io import HeaderMode, load_rows
+from monitor.probes.funnel import FunnelConfig
+from monitor.probes.offline import ProbeOptions
 from monitor.probes.perturbations import PERTURBATION_NAMES
-from monitor.probes.profile import FeatureInfo, ProfileEntry, held_names
-from monitor.probes.report import JsonValue, build_report, write_report
-from monitor.probes.trees import tree_splits
-
-#: reference rows the L2 boundary search may bisect towards (nearest of another class)
-ANCHORS = 200
+from monitor.probes.profile import ProfileEntry
+from monitor.probes.report import write_report
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -186,19 +178,10 @@ def _load_labels(path: str, n_points: int, header: HeaderMode) -> NDArray[np.int
     return raw.astype(np.int64)
 
 
-def _reference_scale(
-    model: OnnxModel, reference: NDArray[np.float64], held: Held | None = None
-) -> tuple[NDArray[np.float64], int]:
-    """(D,) the std of a regressor's outputs on the reference rows (constant outputs get 1), and the rows used."""
-    ok = np.all(np.isfinite(reference), axis=1)
-    finite = reference[ok]
-    out = model.evaluate(finite.astype(np.float32), None if held is None else held.take(ok))
-    assert out.value is not None
-    std = out.value.astype(np.float64).std(axis=0)
-    return np.where(std > 1e-12, std, 1.0), int(finite.shape[0])
-
-
 def _run(args: argparse.Namespace) -> int:
+    from monitor.api import Rows
+    from monitor.api import probe as probe_rows
+
     names = tuple(n.strip() for n in str(args.perturbations).split(",") if n.strip())
     config = FunnelConfig(
         perturbations=names,
@@ -218,92 +201,48 @@ def _run(args: argparse.Namespace) -> int:
     )
     if args.budget is not None and args.budget < 1:
         raise ProbeError(f"--budget must be a positive number of model rows; got {args.budget}")
+    if args.certify_copies < 0:
+        raise ProbeError(f"--certify-copies must be >= 0 (0 skips the certified radius); got {args.certify_copies}")
+    options = ProbeOptions(
+        funnel=config,
+        budget_rows=args.budget,
+        l2_boundary=args.l2_boundary,
+        certify_copies=args.certify_copies,
+        certify_sigma=args.certify_sigma,
+        certify_alpha=args.certify_alpha,
+        certify_select=args.certify_select,
+        bisect_trees=args.bisect_trees,
+    )
     model = load_model(args)
     notes: list[str] = []  # what was read, printed with the result: an error is one line
     points, held = load_inputs(args.data, model, what="--data", header=args.header, notes=notes)
     bad = int(np.count_nonzero(~np.all(np.isfinite(points), axis=1)))
     if bad:
         raise ProbeError(f"--data '{args.data}' has {bad} row(s) with NaN or infinite values; remove them to probe")
-    standardizer = build_standardizer(args, model.n_features, args.data, notes, model=model)
-    ref_json = bool(args.reference) and str(args.reference).lower().endswith(".json")
-    reference, reference_held = (
-        # noted by build_standardizer unless --space raw left it unread
-        load_inputs(
-            args.reference,
-            model,
-            what="--reference",
-            header=args.header,
-            announce=False,
-            notes=notes if args.space == "raw" else None,
-        )
-        if args.reference and not ref_json
-        else (None, None)
-    )
-    fill = None
-    if args.space == "raw":  # dropout still writes the reference (or data) mean, in raw units
-        if ref_json:
-            from monitor.rolling.reference_file import read_reference
-
-            fill = read_reference(args.reference, model.n_features)[1].feature_mean
-        else:
-            base = reference if reference is not None else points
-            fill = base[np.all(np.isfinite(base), axis=1)].mean(axis=0)
-    extra: dict[str, int] = {}
-    output_scale = None
-    if reference is not None and model.kind == "regressor":
-        output_scale, extra["reference"] = _reference_scale(model, reference, reference_held)
+    reference: Any = None
+    if args.reference and str(args.reference).lower().endswith(".json"):
+        reference = args.reference
+        if args.space != "raw":
+            notes.append(f"--reference: the standardizer of reference JSON '{args.reference}'")
+    elif args.reference:
+        ref_rows, ref_held = load_inputs(args.reference, model, what="--reference", header=args.header, notes=notes)
+        reference = Rows(ref_rows, ref_held, f"'{args.reference}'")
     labels = _load_labels(args.labels, points.shape[0], args.header) if args.labels else None
-    if model.signature.plain and args.data.lower().endswith(".csv"):
-        header_names = read_rows(args.data, args.header).names
-        if header_names is not None:
-            model.name_features(header_names, source=f"--data '{args.data}' header")
-    splits = None if args.bisect_trees else tree_splits(args.model, model.n_features, plain=model.signature.plain)
-    base = reference if reference is not None else points
-    features = FeatureInfo.build(
-        model.feature_names,
-        standardizer,
-        reference=base,
-        held=held_names(model.signature),
-        mark_zero_spread=args.space != "raw",
-    )
-    result = run_funnel(
+    done = probe_rows(
         model,
-        standardizer,
-        points,
-        config,
-        budget_rows=args.budget,
-        fill=fill,
-        output_scale=output_scale,
+        Rows(points, held, f"--data '{args.data}'"),
+        reference,
+        options=options,
         labels=labels,
-        held=held,
-        features=features,
-        splits=splits,
-    )
-    report = build_report(
-        result,
         space=args.space,
-        model_path=args.model,
+        header=args.header,
+        scale=args.scale,
+        channel_axis=args.channel_axis,
         data_path=args.data,
         reference_path=args.reference,
-        extra_evaluations=extra,
-        points=points,
     )
-    report["trees"] = None if splits is None else {"nodes": list(splits.nodes), "exact_shift": True}
-    left = None if args.budget is None else args.budget - result.total_rows
-    if args.l2_boundary:
-        report["boundary_l2"] = _boundary(model, standardizer, points, held, report, base)
-        section = report["boundary_l2"]
-        if isinstance(section, dict) and isinstance(section.get("rows"), int):
-            left = None if left is None else left - section["rows"]
-            evaluations = report.get("evaluations")
-            if isinstance(evaluations, dict):
-                evaluations["boundary_l2"] = section["rows"]
-    report["certified"] = _certified(args, model, standardizer, points, held, left)
-    evaluations = report.get("evaluations")
-    certified = report["certified"]
-    if isinstance(evaluations, dict) and isinstance(certified, dict) and isinstance(certified.get("rows"), int):
-        evaluations["certify"] = certified["rows"]
-    out = write_report(report, args.json_path)
+    result = done.result
+    out = write_report(dict(done.report), args.json_path)
     for note in notes:
         print(note, file=sys.stderr)
     mri = ", ".join(f"{k} {v:.3f}" for k, v in (result.mri.vector.items() if result.mri else ()))
@@ -316,86 +255,6 @@ def _run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_OK
-
-
-def _certified(
-    args: argparse.Namespace,
-    model: OnnxModel,
-    standardizer: Standardizer,
-    points: NDArray[np.float64],
-    held: Held | None,
-    budget_left: int | None,
-) -> JsonValue:
-    """The report's ``certified`` object (None when skipped; a status and reason where it does not apply)."""
-    k = int(args.certify_copies)
-    if k == 0:
-        return None
-    if k < 1:
-        raise ProbeError(f"--certify-copies must be >= 0 (0 skips the certified radius); got {k}")
-    if model.kind != "classifier":
-        return {"status": "not_applicable", "reason": "a certified radius is for classifiers; this is a regressor"}
-    needed = points.shape[0] * (k + 1)
-    if budget_left is not None and needed > budget_left:
-        return {
-            "status": "not_computed",
-            "reason": f"budget: {needed} model rows needed, {max(budget_left, 0)} left of --budget",
-        }
-    cert, rows = certify_points(
-        model,
-        standardizer,
-        points,
-        held=held,
-        copies=k,
-        sigma=float(args.certify_sigma),
-        alpha=float(args.certify_alpha),
-        select=int(args.certify_select),
-        seed=int(args.seed),
-    )
-    out: dict[str, Any] = {"status": "certified", **certificate_report(cert, rows=rows)}
-    return out
-
-
-def _boundary(
-    model: OnnxModel,
-    standardizer: Standardizer,
-    points: NDArray[np.float64],
-    held: Held | None,
-    report: dict[str, Any],
-    reference: NDArray[np.float64],
-) -> dict[str, Any]:
-    """The report's ``boundary_l2`` object: each point's nearest boundary in L2 beside the single-feature ε*; up to
-    :data:`ANCHORS` reference rows (or data rows) serve as anchors (:func:`minimal_l2`)."""
-    if model.kind != "classifier" or not model.has_proba:
-        return {"status": "not_applicable", "reason": "the L2 boundary search needs a classifier with probabilities"}
-    finite = reference[np.all(np.isfinite(reference), axis=1)]
-    pick = np.random.default_rng(0).choice(finite.shape[0], min(ANCHORS, finite.shape[0]), replace=False)
-    found = minimal_l2(model, standardizer, points, held=held, anchors=finite[pick])
-    shifts = [t for t in report.get("thresholds", []) if t.get("perturbation") == "shift" and t.get("crossed")]
-    best = min(shifts, key=lambda t: t["eps_star"], default=None)
-    ok = np.isfinite(found.distance)
-    return {
-        "status": "searched",
-        "method": "black-box DeepFool steps on finite-difference gradients of the log-odds margin, then bisection",
-        "units": "standardized L2" if report.get("space") == "standardized" else "raw L2",
-        "found_points": int(np.count_nonzero(ok)),
-        "median_distance": float(np.median(found.distance[ok])) if ok.any() else None,
-        "min_distance": float(found.distance[ok].min()) if ok.any() else None,
-        "single_feature_min_eps_star": None if best is None else best["eps_star"],
-        "single_feature_min_name": None if best is None else best.get("name"),
-        "rows_per_point": float(found.rows.mean()),
-        "points": [
-            {
-                "index": i,
-                "status": found.status[i],
-                "distance": float(found.distance[i]) if ok[i] else None,
-                "reason": found.reason[i],
-                "rows": int(found.rows[i]),
-            }
-            for i in range(points.shape[0])
-        ],
-        "anchors": int(pick.size),
-        "rows": int(found.rows.sum()) + int(pick.size),
-    }
 
 
 def _crossed(profile: Sequence[ProfileEntry]) -> int:

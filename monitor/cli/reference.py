@@ -7,8 +7,8 @@ bool and string inputs, ``--fixed-features``) it also keeps a seeded sample of t
 (``Signature.features``).
 
 With ``--labels`` (the true class of each reference row: a labelled validation set the model did not train on) the
-file also stores ``accuracy_estimator``: the label-free accuracy estimators of :mod:`monitor.estimate` fitted on
-those rows (:func:`labelled_fit`), which ``estimate`` and ``run`` (``harmonic_estimated_accuracy``) read.
+file also stores ``accuracy_estimator``: the label-free accuracy estimators of :mod:`monitor.accuracy` fitted on
+those rows (:func:`monitor.accuracy.labelled.labelled_fit`), which ``estimate`` and ``run`` (``harmonic_estimated_accuracy``) read.
 
 With ``--scales from-reference`` σ and r are not the fixed ``--sigma``/``--radius`` but chosen on the reference rows so
 that ``--target-flicker-share`` of them flicker (:func:`monitor.metrics.scales.choose_scales`, r = σ); the reference
@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.accuracy import CALIBRATION_KINDS
+from monitor.accuracy.labelled import labelled_fit
 from monitor.cli.common import (
     add_header_option,
     add_model_options,
@@ -39,12 +41,9 @@ from monitor.cli.common import (
 )
 from monitor.drift.categories import count_tables, held_columns, held_element_names
 from monitor.errors import DataError
-from monitor.estimate import CALIBRATION_KINDS, CalibrationKind, EstimatorFit, fit_estimators
 from monitor.metrics.scales import choose_scales
-from monitor.metrics.scorer import RobustnessScorer, ScoreResult
+from monitor.metrics.scorer import RobustnessScorer
 from monitor.model.io import HeaderMode, load_rows
-from monitor.model.onnx import OnnxModel
-from monitor.model.signature import Held
 from monitor.rolling.reference import Reference
 from monitor.rolling.reference_file import write_reference
 from monitor.rolling.segment_baselines import fold_segments, segment_references, split_segment_column
@@ -83,7 +82,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--calibration",
         choices=CALIBRATION_KINDS,
         default="temperature",
-        help="with --labels: the confidence calibration fitted (default temperature: see monitor/estimate)",
+        help="with --labels: the confidence calibration fitted (default temperature: see monitor/accuracy)",
     )
     p.add_argument(
         "--scales",
@@ -277,47 +276,3 @@ def read_labels(path: str, n_rows: int, *, header: HeaderMode = "auto") -> NDArr
     if not np.all(np.isfinite(raw)) or np.any(raw != np.round(raw)):
         raise DataError(f"--labels '{path}' must hold integer classes (class values or indices 0..C−1)", path=path)
     return raw.astype(np.int64)
-
-
-def labelled_fit(
-    model: OnnxModel,
-    rows: NDArray[np.float64],
-    held: Held | None,
-    result: ScoreResult,
-    labels: NDArray[np.int64],
-    *,
-    seed: int = 0,
-    calibration: CalibrationKind = "temperature",
-) -> EstimatorFit:
-    """The accuracy estimators fitted on scored, labelled reference rows (cross-fitted: ``fit_estimators``).
-
-    A row is correct when its label equals what the label join of ``run`` compares a delayed label with
-    (:class:`monitor.runtime.labels.LabelStage`): the model's own class value when its label output is an integer,
-    else the predicted class index. Labels the model never predicts on these rows are reported on stderr (class
-    indices given for a model whose class values differ, say).
-    """
-    out = model.evaluate(rows.astype(np.float32), held)
-    raw = out.raw_label
-    values = raw if raw is not None and raw.dtype.kind in "iu" else out.label
-    if values is None:
-        raise DataError("the model gives no predicted class; --labels is for classifiers")
-    predicted = np.asarray(values).astype(np.int64).reshape(-1)
-    unseen = sorted(set(np.unique(labels).tolist()) - set(np.unique(predicted).tolist()))
-    if unseen:
-        shown = ", ".join(str(v) for v in unseen[:10])
-        print(
-            f"warning: label value(s) {shown} are never predicted on the reference rows; the model predicts "
-            f"{', '.join(str(v) for v in np.unique(predicted)[:10].tolist())}. Labels must be the class values its "
-            "label output gives (class indices for a model without an integer label output)",
-            file=sys.stderr,
-        )
-    correct = result.valid & (predicted == labels)
-    return fit_estimators(
-        np.where(result.valid, result.probability, np.nan),
-        result.gamma,
-        result.flicker,
-        result.p_adj,
-        correct,
-        seed=seed,
-        calibration=calibration,
-    )

@@ -52,6 +52,12 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> Settings:
     """Settings from the flags of :func:`add_settings_flags` (a flag a command lacks counts as not given) over the
     environment and ``--config``; ``overrides``: a command's own values (top-level sections), over the flags."""
+    return load_settings(args.config, {**settings_flags(args), **(overrides or {})})
+
+
+def settings_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The values the flags of :func:`add_settings_flags` give (None where not given), as
+    :func:`monitor.config.load_settings` takes them."""
 
     def flag(name: str) -> Any:
         return getattr(args, name, None)
@@ -85,8 +91,7 @@ def settings_from_args(args: argparse.Namespace, overrides: dict[str, Any] | Non
         raise ConfigError(
             "--model-name, --reference and --reference-header need --model (or put them in the config file's `models:`)"
         )
-    flags.update(overrides or {})
-    return load_settings(args.config, flags)
+    return flags
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

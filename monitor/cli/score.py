@@ -11,13 +11,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.cli.common import (
-    add_header_option,
-    add_model_options,
-    add_scoring_options,
-    build_scorer,
-    load_inputs,
-)
+from monitor.cli.common import add_header_option, add_model_options, add_scoring_options, load_model
 from monitor.errors import MonitorError
 
 log = logging.getLogger("monitor.score")
@@ -55,56 +49,78 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    model, standardizer, scorer = build_scorer(args)
-    rows, held = load_inputs(args.data, model, what="--data", header=args.header)
-    out_path = Path(args.out)
-    classifier = model.kind == "classifier"
-    header = ["gamma", "flicker", "p_adj", "predicted_class"] + (["probability", "margin"] if classifier else [])
+    """:func:`monitor.api.score` with the flags' values; the CSV and the summary on stderr."""
+    from monitor.api import ScoreTable
+    from monitor.api import score as score_rows
+
+    model = load_model(args)
     if args.batch_size < 1:
         raise MonitorError(f"--batch-size must be >= 1; got {args.batch_size}")
-    invalid: list[int] = []
-    live: dict[str, list[NDArray[np.float64]]] = {"gamma": [], "flicker": [], "confidence": []}
+    table = score_rows(
+        model,
+        args.data,
+        reference=args.reference,
+        radius=args.radius,
+        sigma=args.sigma,
+        flicker_copies=args.flicker_copies,
+        steps=args.steps,
+        seed=args.seed,
+        ball=args.ball,
+        output=args.output,
+        space=args.space,
+        batch_rows=args.batch_size,
+        header=args.header,
+        scale=args.scale,
+        channel_axis=args.channel_axis,
+        regression_tolerance=args.regression_tolerance,
+        as_frame=False,
+    )
+    assert isinstance(table, ScoreTable) and table.result is not None
+    for flag, text in (("--reference", table.sources.get("reference")), ("--data", table.sources["data"])):
+        if text is not None:
+            line = f"{flag}: {text}"
+            if flag == "--data" and table.invalid:
+                line += (
+                    " (invalid lines by reason: "
+                    + ", ".join(f"{k}: {v}" for k, v in sorted(table.invalid.items()))
+                    + ")"
+                )
+            print(line, file=sys.stderr)
+    res = table.result
+    n = len(table)
+    classifier = model.kind == "classifier"
+    header = ["gamma", "flicker", "p_adj", "predicted_class"] + (["probability", "margin"] if classifier else [])
+    cols = [res.gamma, res.flicker, res.p_adj, res.predicted_class.astype(np.float64)]
+    if classifier:
+        cols += [res.probability, res.margin]
+    block = np.column_stack(cols)
+    block[~res.valid, 3] = np.nan
+    out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with out_path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
-        for start in range(0, rows.shape[0], args.batch_size):
-            part = slice(start, start + args.batch_size)
-            res = scorer.score(rows[part], None if held is None else held.take(part))
-            invalid.extend(int(i) + start for i in np.flatnonzero(~res.valid))
-            live["gamma"].append(res.gamma)
-            live["flicker"].append(res.flicker)
-            live["confidence"].append(res.probability)
-            cols = [res.gamma, res.flicker, res.p_adj, res.predicted_class.astype(np.float64)]
-            if classifier:
-                cols.append(res.probability)
-                cols.append(res.margin)
-            block = np.column_stack(cols)
-            block[~res.valid, 3] = np.nan
-            fh.write(_format_block(block))
-    if invalid:
-        shown = ", ".join(str(i + 1) for i in invalid[:20]) + (" …" if len(invalid) > 20 else "")
+        fh.write(_format_block(block))
+    invalid = np.flatnonzero(~res.valid)
+    if invalid.size:
+        shown = ", ".join(str(int(i) + 1) for i in invalid[:20]) + (" …" if invalid.size > 20 else "")
         print(
-            f"warning: {len(invalid)} of {rows.shape[0]} rows contain NaN or infinite values and were not scored "
+            f"warning: {invalid.size} of {n} rows contain NaN or infinite values and were not scored "
             f"(data rows {shown}); their output rows are NaN",
             file=sys.stderr,
         )
-    print(f"scored {rows.shape[0] - len(invalid)} of {rows.shape[0]} rows -> {out_path}", file=sys.stderr)
-    for line in yardstick_lines(args.reference, model.n_features, live):
-        print(line, file=sys.stderr)
+    print(f"scored {n - invalid.size} of {n} rows -> {out_path}", file=sys.stderr)
+    if table.yardstick:
+        print("signals beside their reference:", file=sys.stderr)
+        for y in table.yardstick:
+            print(f"  {y.describe()}", file=sys.stderr)
+    else:
+        print(
+            "signals beside their reference: give --reference REF.json (`harmonic-monitor reference`) or reference "
+            "rows to compare",
+            file=sys.stderr,
+        )
     return 0
-
-
-def yardstick_lines(reference: str | None, n_features: int, live: dict[str, list[NDArray[np.float64]]]) -> list[str]:
-    """Each signal's mean beside the reference JSON's (ratio and percentile); one line saying why not otherwise."""
-    if not reference or not str(reference).lower().endswith(".json"):
-        return ["signals beside their reference: give --reference REF.json (`harmonic-monitor reference`) to compare"]
-    from monitor.api import yardsticks
-    from monitor.rolling.reference_file import read_reference
-
-    _, ref = read_reference(reference, n_features)
-    values = {k: np.concatenate(v) for k, v in live.items() if v}
-    return [f"  {y.describe()}" for y in yardsticks(values, ref)]
 
 
 def _format_block(block: NDArray[np.float64]) -> str:

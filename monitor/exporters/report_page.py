@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from monitor.gammamap import render_svg
@@ -60,7 +61,13 @@ def render_page(data: ReportData) -> str:
         + (f' · <span id="invalid">invalid lines by reason: {_e(invalid)}</span>' if invalid else "")
         + "</p>",
         _section("verdicts", "Verdict timeline per segment", _verdicts(data)),
-        _section("signals", "Signals over the log against the reference", _signals(data)),
+        _section(
+            "signals",
+            "Signals over "
+            + ("event time" if any(x.time is not None for x in data.signals) else "the log")
+            + " against the reference",
+            _signals(data),
+        ),
         _section("gammamap", "Gamma Map", _gammamap(data)),
         _section("drift", "Per-input drift", _drift(data)),
         _section("accuracy", "Label-free accuracy estimate", _accuracy(data)),
@@ -143,11 +150,14 @@ def _span_rect(s: VerdictSpan, x: float, y: float, w: float, h: float) -> str:
     )
 
 
-def _x_axis(out: list[str], lo: float, hi: float, y: float, label: str) -> None:
+def _x_axis(
+    out: list[str], lo: float, hi: float, y: float, label: str, fmt: Callable[[float], str] | None = None
+) -> None:
     out.append(f'<line x1="{_L}" y1="{y}" x2="{_W - _R}" y2="{y}" stroke="#888"/>')
     for t in _ticks(lo, hi):
         x = _L + (t - lo) / (hi - lo or 1.0) * (_W - _L - _R)
-        out.append(f'<text x="{x:.1f}" y="{y + 13}" text-anchor="middle" font-size="10">{_g(t, 4)}</text>')
+        text = _g(t, 4) if fmt is None else fmt(t)
+        out.append(f'<text x="{x:.1f}" y="{y + 13}" text-anchor="middle" font-size="10">{_e(text)}</text>')
     out.append(f'<text x="{(_L + _W - _R) / 2:.0f}" y="{y + 28}" text-anchor="middle">{_e(label)}</text>')
 
 
@@ -185,12 +195,34 @@ def _signals(data: ReportData) -> str:
     return table + "".join(parts)
 
 
+def _utc(seconds: float, pattern: str = "%Y-%m-%d %H:%M:%S") -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime(pattern)
+
+
+def _time_axis(start: float, end: float) -> tuple[str, Callable[[float], str]]:
+    """The x axis label and tick format of an event-time axis whose x is seconds after ``start``: offsets in
+    seconds under an hour, else the UTC clock (with the day over a day)."""
+    span = end - start
+    if span < 3600:
+        return f"event time: seconds after {_utc(start)} UTC", lambda t: f"+{_g(t, 4)} s"
+    pattern = "%H:%M" if span < 86400 else "%m-%d %H:%M"
+    return f"event time (UTC, from {_utc(start)})", lambda t: _utc(start + t, pattern)
+
+
 def _signal_svg(s: SignalSeries, n_lines: int) -> str:
     values = [float(v) for v in s.mean] + [v for v in (s.ref_low, s.ref_high) if math.isfinite(v)]
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.08 or (abs(hi) * 0.1 or 1.0)
     lo, hi = lo - pad, hi + pad
-    x_hi = float(max(n_lines - 1, 1))
+    over_time = s.time is not None and s.time.size > 0
+    if s.time is not None and over_time:  # x: seconds after the first bin's time
+        start = float(s.time.min())
+        xs = s.time - start
+        x_hi = float(max(float(xs.max()), 1e-9))
+        label, fmt = _time_axis(start, start + x_hi)
+    else:
+        start, xs, x_hi = 0.0, s.line, float(max(n_lines - 1, 1))
+        label, fmt = "line of the event log", None
 
     def px(x: float) -> float:
         return _L + x / x_hi * (_W - _L - _R)
@@ -198,7 +230,7 @@ def _signal_svg(s: SignalSeries, n_lines: int) -> str:
     def py(y: float) -> float:
         return _T + (hi - y) / (hi - lo) * (_H - _T - _B)
 
-    out = [_svg_open(_W, _H, f"{s.signal} over the log")]
+    out = [_svg_open(_W, _H, f"{s.signal} over {'event time' if over_time else 'the log'}")]
     if math.isfinite(s.ref_low) and math.isfinite(s.ref_high):
         out.append(
             f'<rect class="band" x="{_L}" y="{py(s.ref_high):.1f}" width="{_W - _L - _R}" '
@@ -210,21 +242,26 @@ def _signal_svg(s: SignalSeries, n_lines: int) -> str:
             f'<line x1="{_L}" x2="{_W - _R}" y1="{py(s.ref_median):.1f}" y2="{py(s.ref_median):.1f}" '
             'stroke="#1565c0" stroke-dasharray="4 3"/>'
         )
-    pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(s.line, s.mean, strict=True))
+    pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, s.mean, strict=True))
     out.append(f'<polyline points="{pts}" fill="none" stroke="#222" stroke-width="1.5"/>')
-    for x, y in zip(s.line, s.mean, strict=True):
+    for k, (x, y) in enumerate(zip(xs, s.mean, strict=True)):
+        line = float(s.line[k])
+        where = f"{_utc(start + x, '%Y-%m-%d %H:%M:%S')} UTC (line {line:.0f})" if over_time else f"line {line:.0f}"
+        data_t = f' data-time="{_num(s.time[k])}"' if s.time is not None and over_time else ""
         out.append(
-            f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="#222" data-x="{_num(x)}" '
-            f'data-y="{_num(y)}"><title>line {x:.0f}: {s.signal} {_g(y)}</title></circle>'
+            f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="#222" data-x="{_num(x)}"'
+            f'{data_t} data-line="{_num(line)}" data-y="{_num(y)}"><title>{_e(where)}: {s.signal} {_g(y)}</title>'
+            "</circle>"
         )
     for t in _ticks(lo, hi, 4):
         out.append(f'<text x="{_L - 6}" y="{py(t) + 4:.1f}" text-anchor="end" font-size="10">{_g(t)}</text>')
     out.append(
         f'<text x="{_L + 4}" y="{_T - 6}" font-weight="bold">{_e(s.signal)} (mean per bin; band: reference p5–p95)</text>'
     )
-    _x_axis(out, 0.0, x_hi, _H - _B + 4, "line of the event log")
+    _x_axis(out, 0.0, x_hi, _H - _B + 4, label, fmt)
     out.append("</svg>")
-    return f'<figure data-signal="{_e(s.signal)}">' + "".join(out) + "</figure>"
+    axis = "time" if over_time else "line"
+    return f'<figure data-signal="{_e(s.signal)}" data-axis="{axis}">' + "".join(out) + "</figure>"
 
 
 # ------------------------------------------------------------------------------------------------------------ gamma map

@@ -11,7 +11,7 @@ the reference's held values, ``{"rows": n, "values": {key: {"dtype": "int64" | "
 plain models) still load, and give None.
 
 A reference built with labels (``reference --labels``) also holds ``accuracy_estimator``: the fitted label-free
-accuracy estimators (:mod:`monitor.estimate`, ``EstimatorFit.to_dict()``), read by
+accuracy estimators (:mod:`monitor.accuracy`, ``EstimatorFit.to_dict()``), read by
 :func:`read_accuracy_estimator`; files without it load as before.
 
 A reference built with ``reference --scales from-reference`` also holds ``scales``: the σ and r its γ and flicker
@@ -78,7 +78,7 @@ def write_reference(
 
     ``held_sample``: held values of reference rows (a model that holds values fixed); at most
     :data:`HELD_SAMPLE_ROWS` of them are kept (:func:`sample_held`). ``accuracy_estimator``: a labelled
-    reference's ``EstimatorFit.to_dict()`` (:mod:`monitor.estimate`), stored under :data:`ACCURACY_KEY`.
+    reference's ``EstimatorFit.to_dict()`` (:mod:`monitor.accuracy`), stored under :data:`ACCURACY_KEY`.
     ``scales``: the σ and r chosen from the reference, stored under :data:`SCALES_KEY`.
     """
     doc: dict[str, Any] = {

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.accuracy import EstimatorFit
 from monitor.config import ModelSettings
 from monitor.cpus import intra_op_threads
 from monitor.errors import ConfigError, DataError
-from monitor.estimate import EstimatorFit
 from monitor.events import InferenceEvent
 from monitor.metrics.scales import SignalScales
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig

@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.accuracy import DEFAULT_METHOD, EstimatorFit, estimate
 from monitor.clock import MISTIMED_REASONS, WatermarkClock
 from monitor.config import Settings
 from monitor.drift.categories import count_tables, held_columns
 from monitor.drift.verdict import DriftSettings as DetectorSettings
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
 from monitor.errors import DataError
-from monitor.estimate import DEFAULT_METHOD, EstimatorFit, estimate
 from monitor.events import InferenceEvent, held_rows
 from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule, Evidence
 from monitor.exporters.prometheus import MetricsState
@@ -235,7 +235,7 @@ class ModelWatch:
         self._scores: ScoreSamples | None = None
         self._estimated_at = -math.inf
         self.last_estimates: dict[str, dict[str, dict[str, Any]]] = {}
-        # -- observer hook (``replay``'s timeline, monitor/cli/replay.py) ------------------------------------------
+        # -- observer hook (``replay``'s timeline, monitor/runtime/replay.py) ------------------------------------------
         #: called as ``f(segment, change, now, event)`` when a segment's verdict changes (``change``: the new
         #: VerdictReport; the first report counts as a change from stable) and when an alert fires or resolves
         #: (``change``: the AlertEvent); ``event`` is the last event of the batch being applied, None when the
@@ -1120,7 +1120,7 @@ def _merge_maps(maps: Sequence[GammaMap]) -> GammaMap:
 
 
 def _estimate_rows(fit: EstimatorFit, rows: ScoreRows, method: str) -> dict[str, Any]:
-    """:func:`monitor.estimate.estimate` on a window's rows; the weights only when they differ (a sampled window)."""
+    """:func:`monitor.accuracy.estimate` on a window's rows; the weights only when they differ (a sampled window)."""
     w = rows.weights
     weights = None if w.size == 0 or bool(np.all(w == w[0])) else w
     return estimate(

@@ -35,8 +35,8 @@ import yaml
 from kafka import KafkaProducer
 from kafka.errors import KafkaError, NotEnoughReplicasError
 
+from monitor.accuracy import METHODS
 from monitor.cli.demo_data import PHASES, DemoData, build_demo
-from monitor.estimate import METHODS
 from monitor.exporters.prometheus import METRICS, MetricSpec
 from monitor.runtime.state import STATE_FILE, STATE_VERSION
 from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT

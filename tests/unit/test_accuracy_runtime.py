@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from monitor.accuracy import DEFAULT_METHOD, METHODS, EstimatorFit, fit_from_scores
 from monitor.cli import main
 from monitor.config import AccuracySettings, ModelSettings, load_settings
-from monitor.estimate import DEFAULT_METHOD, METHODS, EstimatorFit, fit_from_scores
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.metrics.scorer import RobustnessScorer, ScoreResult, ScoringConfig

@@ -256,3 +256,91 @@ def test_the_commands_read_event_logs_parquet_and_the_reference_json(
     out = tmp_path / "probe.json"
     assert main(["probe", *base, "--data", str(tmp_path / "rows.parquet"), "--json", str(out), "--steps", "0"]) == 0
     assert json.loads(out.read_text())["n_points"] == 60
+
+
+def test_the_library_never_imports_the_cli() -> None:
+    """Layering: the commands wrap the library, never the other way round (only monitor/cli and __main__ import
+    monitor.cli)."""
+    import ast
+
+    root = Path(monitor.__file__).parent
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] == "cli" or rel.name == "__main__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            offenders += [f"{rel}: {n}" for n in names if n == "monitor.cli" or n.startswith("monitor.cli.")]
+    assert offenders == []
+
+
+def test_the_score_estimate_and_probe_commands_give_the_api_results(
+    model: Path, frame: pd.DataFrame, tmp_path: Path
+) -> None:
+    """Each command is a wrapper over the API function: the same options give the same numbers."""
+    data, ref = tmp_path / "rows.csv", tmp_path / "ref.json"
+    frame[list(FEATURES)].iloc[:40].to_csv(data, index=False)
+    monitor.reference(model, frame, labels="y", out=ref, flicker_copies=8)
+    opts = ["--sigma", "0.2", "--radius", "0.1", "--flicker-copies", "8", "--seed", "3"]
+    base = ["--model", str(model), "--data", str(data), *opts]
+    kw = {"sigma": 0.2, "radius": 0.1, "flicker_copies": 8, "seed": 3}
+    # score, with reference rows standardizing
+    assert main(["score", *base, "--reference", str(data), "--out", str(tmp_path / "s.csv")]) == 0
+    with (tmp_path / "s.csv").open() as fh:
+        cli = list(csv.DictReader(fh))
+    api = monitor.score(model, data, reference=str(data), **kw)
+    np.testing.assert_allclose([float(r["flicker"]) for r in cli], api.columns["flicker"], rtol=1e-8)
+    np.testing.assert_allclose([float(r["gamma"]) for r in cli], api.columns["gamma"], rtol=1e-8)
+    # estimate, from the reference JSON's fit
+    assert main(["estimate", *base, "--reference", str(ref), "--json", str(tmp_path / "e.json")]) == 0
+    doc = json.loads((tmp_path / "e.json").read_text())
+    est = monitor.estimate(model, data, ref, **kw)
+    assert doc["accuracy"]["estimate"] == pytest.approx(est.estimate) and doc["n"] == est.n == 40
+    assert doc["methods"].keys() == est.methods.keys()
+    # probe, with the certified radius, the L2 boundary and a budget
+    extra = ["--steps", "2", "--certify-copies", "4", "--l2-boundary", "--budget", "100000", "--seed", "3"]
+    probe_args = ["--model", str(model), "--data", str(data), "--reference", str(ref), *extra]
+    assert main(["probe", *probe_args, "--json", str(tmp_path / "p.json")]) == 0
+    from monitor.probes.offline import ProbeOptions
+
+    r = monitor.probe(
+        model,
+        data,
+        ref,
+        options=ProbeOptions(certify_copies=4, l2_boundary=True),
+        steps=2,
+        seed=3,
+        budget_rows=100000,
+    )
+    got = json.loads((tmp_path / "p.json").read_text())
+    want = json.loads(json.dumps(r.report))
+    for key in ("mri", "thresholds", "certified", "boundary_l2", "evaluations"):
+        assert got[key] == want[key], key
+
+
+def test_the_reference_command_writes_a_classifiers_gamma_map(model: Path, frame: pd.DataFrame, tmp_path: Path) -> None:
+    data, out = tmp_path / "rows.csv", tmp_path / "ref.json"
+    frame[list(FEATURES)].to_csv(data, index=False)
+    assert (
+        main(["reference", "--model", str(model), "--data", str(data), "--flicker-copies", "4", "--out", str(out)]) == 0
+    )
+    from monitor.gammamap import GammaMap
+
+    stored = GammaMap.from_json(json.loads(out.read_text())["reference"]["gamma_map"])
+    assert stored.total == 60
+
+
+def test_monitor_estimate_is_the_api_function_whatever_is_imported() -> None:
+    import importlib
+
+    importlib.import_module("monitor.accuracy")  # the estimators' package: it no longer shares the name
+    from monitor import api
+
+    assert monitor.estimate is api.estimate and callable(monitor.estimate)

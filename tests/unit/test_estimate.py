@@ -14,9 +14,7 @@ from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
-from monitor.cli import main
-from monitor.errors import DataError
-from monitor.estimate import (
+from monitor.accuracy import (
     DEFAULT_METHOD,
     METHODS,
     Calibration,
@@ -26,8 +24,10 @@ from monitor.estimate import (
     fit_estimators,
     fit_from_scores,
 )
-from monitor.estimate.calibration import fit_logistic
-from monitor.estimate.estimators import atc_threshold
+from monitor.accuracy.calibration import fit_logistic
+from monitor.accuracy.estimators import atc_threshold
+from monitor.cli import main
+from monitor.errors import DataError
 from monitor.metrics.scorer import RobustnessScorer, ScoreResult, ScoringConfig
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer

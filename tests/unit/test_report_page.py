@@ -194,6 +194,12 @@ def test_the_figures_equal_the_typed_results(report: Report, dom: tuple[str, lis
     # signals: every binned mean, in order
     ys = [float(a["data-y"]) for a in p.points["signals"]]
     assert ys == [float(v) for s in d.signals for v in s.mean]
+    # ... over event time: each bin at its events' mean timestamp, the bins in event-time order
+    assert all(s.time is not None and s.time.size == s.mean.size for s in d.signals)
+    times = [float(a["data-time"]) for a in p.points["signals"]]
+    assert times == [float(v) for s in d.signals if s.time is not None for v in s.time]
+    assert all(s.time is not None and bool(np.all(np.diff(s.time) >= 0)) for s in d.signals)
+    assert times[0] >= 1_700_000_000 and "event time: seconds after" in page
     # Gamma Map: the cells hold the typed map's counts
     assert d.gamma_map is not None and d.gamma_map.total == d.n_events
     assert f'data-total="{d.gamma_map.total}"' in page
@@ -234,7 +240,15 @@ def test_sections_with_nothing_to_draw_say_why(tmp_path: Path) -> None:
     assert "events are rows" in p.empty["verdicts"] and "no fitted estimator" in p.empty["accuracy"]
     assert p.points["signals"] and p.points["drift"] and p.points["gammamap"]
     assert r.data.timeline is None and r.data.accuracy is None
-    assert r.data.reference_gamma_map is None  # a ReferenceResult keeps no (P, γ) pairs
+    # a reference JSON (or ReferenceResult) keeps its Gamma Map: drawn beside the live one as rows' is
+    assert r.data.reference_gamma_map is not None and r.data.reference_gamma_map.total == 200
+    saved = ref.save(tmp_path / "ref.json")
+    assert json.loads(saved.read_text())["reference"]["gamma_map"]["total"] == 200
+    from_json = monitor.report(model, saved, rng.normal(size=(300, 3)))
+    assert from_json.data.reference_gamma_map is not None and from_json.data.reference_gamma_map.total == 200
+    assert "reference (n=200)" in from_json.html
+    # rows without timestamps: the signals over the line
+    assert all(s.time is None for s in r.data.signals) and 'data-axis="line"' in r.html
     rows_ref = monitor.report(model, rng.normal(size=(200, 3)), rng.normal(size=(300, 3)))
     assert rows_ref.data.reference_gamma_map is not None and rows_ref.data.reference_gamma_map.total == 200
     assert "reference (n=200)" in rows_ref.html and "live (n=300)" in rows_ref.html

@@ -5,7 +5,7 @@ the predicted class (``ScoreResult.probability``), γ, flicker and P_adj — and
 realizes on the target rows, with a 90 % interval:
 
 ``ac`` (Average Confidence)
-    the mean calibrated confidence (:mod:`monitor.estimate.calibration`).
+    the mean calibrated confidence (:mod:`monitor.accuracy.calibration`).
 ``atc`` (Average Thresholded Confidence, Garg et al., ICLR 2022)
     a threshold t on the confidence such that the share of reference rows above t equals the reference accuracy
     (ties at t share out fractionally, so the reference matches exactly); the estimate is the share of target rows
@@ -46,8 +46,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.errors import DataError
-from monitor.estimate.calibration import (
+from monitor.accuracy.calibration import (
     CALIBRATION_KINDS,
     Calibration,
     CalibrationKind,
@@ -56,6 +55,7 @@ from monitor.estimate.calibration import (
     sigmoid,
     temperature_params,
 )
+from monitor.errors import DataError
 
 METHODS: tuple[str, ...] = ("harmonic", "ac", "atc", "doc")
 #: the primary method when none is named (the best on the benchmark, docs/BENCHMARKS.md, *Accuracy estimate vs
@@ -327,7 +327,7 @@ def fit_estimators(
         ``.p_adj``. Rows whose confidence is not a probability (invalid rows, rows without a class) are left out.
     correct : per row, whether the predicted class equals the label.
     seed : seeds the folds and the bootstrap.
-    calibration : ``temperature`` (default) or ``isotonic`` (:mod:`monitor.estimate.calibration`).
+    calibration : ``temperature`` (default) or ``isotonic`` (:mod:`monitor.accuracy.calibration`).
 
     Raises
     ------

@@ -1,4 +1,4 @@
-"""Accuracy without labels (issue 26): estimators fitted on a labelled reference, applied to unlabelled windows.
+"""Accuracy without labels: estimators fitted on a labelled reference, applied to unlabelled windows.
 
 The API, for ``reference --labels``, ``run`` and the ``estimate`` command::
 
@@ -8,23 +8,20 @@ The API, for ``reference --labels``, ``run`` and the ``estimate`` command::
     out = estimate_from_scores(fit, window_scores, method=None)    # or estimate(fit, conf, γ, flicker, P_adj)
     out["accuracy"]["estimate"], out["accuracy"]["lower"], out["accuracy"]["upper"]
 
-What an estimate can claim (DECISIONS 7): it is a prediction from the model's own outputs, right under covariate
-shift to the extent the benchmark shows (docs/BENCHMARKS.md, *Accuracy estimate vs peers*), blind to a change of
-concept (P(y|x) moving while inputs and outputs do not); delayed labels, when they arrive, override it.
+What an estimate can claim: it is a prediction from the model's own outputs, right under covariate
+shift to the extent the benchmark shows (docs/BENCHMARKS.md, *Accuracy estimate vs peers*), blind to a change of concept (P(y|x) moving while
+inputs and outputs do not); delayed labels, when they arrive, override it.
 """
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.errors import DataError
-from monitor.estimate.calibration import CALIBRATION_KINDS, Calibration, CalibrationKind
-from monitor.estimate.estimators import (
+from monitor.accuracy.calibration import CALIBRATION_KINDS, Calibration, CalibrationKind
+from monitor.accuracy.estimators import (
     DEFAULT_METHOD,
     LEVEL,
     METHODS,
@@ -34,6 +31,7 @@ from monitor.estimate.estimators import (
     estimate,
     fit_estimators,
 )
+from monitor.errors import DataError
 from monitor.metrics.scorer import ScoreResult
 
 __all__ = [
@@ -98,16 +96,3 @@ def estimate_from_scores(
         seed=seed,
         weights=weights,
     )
-
-
-class _CallableModule(types.ModuleType):
-    """``monitor.estimate`` is both this package and the Python API's function: ``monitor.estimate(model, rows,
-    reference)`` calls :func:`monitor.api.estimate` (importing the package would otherwise hide the function)."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from monitor.api import estimate as api_estimate
-
-        return api_estimate(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,69 @@
+"""Fitting the label-free accuracy estimators on a scored, labelled reference (``harmonic-monitor reference
+--labels``, :func:`monitor.reference` with ``labels``, the demo)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.accuracy.calibration import CalibrationKind
+from monitor.accuracy.estimators import EstimatorFit, fit_estimators
+from monitor.errors import DataError
+
+if TYPE_CHECKING:
+    from monitor.metrics.scorer import ScoreResult
+    from monitor.model.onnx import OnnxModel
+    from monitor.model.signature import Held
+
+log = logging.getLogger(__name__)
+
+
+def labelled_fit(
+    model: OnnxModel,
+    rows: NDArray[np.float64],
+    held: Held | None,
+    result: ScoreResult,
+    labels: NDArray[np.int64],
+    *,
+    seed: int = 0,
+    calibration: CalibrationKind = "temperature",
+    compare: str = "values",
+) -> EstimatorFit:
+    """The accuracy estimators fitted on scored, labelled reference rows (cross-fitted: ``fit_estimators``).
+
+    A row is correct when its label equals what the label join of ``run`` compares a delayed label with
+    (:class:`monitor.runtime.labels.LabelStage`): the model's own class value when its label output is an integer,
+    else the predicted class index; ``compare="indices"``: always the predicted class index (labels given as class
+    indices 0..C−1, as ``estimate --reference-labels`` takes them). Labels the model never predicts on these rows are logged as a warning (class
+    indices given for a model whose class values differ, say).
+    """
+    if compare not in ("values", "indices"):
+        raise DataError(f"compare must be 'values' or 'indices'; got {compare!r}")
+    out = model.evaluate(np.nan_to_num(rows).astype(np.float32), held)
+    raw = out.raw_label
+    values = raw if compare == "values" and raw is not None and raw.dtype.kind in "iu" else out.label
+    if values is None:
+        raise DataError("the model gives no predicted class; labels are for classifiers")
+    predicted = np.asarray(values).astype(np.int64).reshape(-1)
+    unseen = sorted(set(np.unique(labels).tolist()) - set(np.unique(predicted).tolist()))
+    if unseen:
+        shown = ", ".join(str(v) for v in unseen[:10])
+        log.warning(
+            "label value(s) %s are never predicted on the reference rows; the model predicts %s. Labels must be the "
+            "class values its label output gives (class indices for a model without an integer label output)",
+            shown,
+            ", ".join(str(v) for v in np.unique(predicted)[:10].tolist()),
+        )
+    correct = result.valid & (predicted == labels)
+    return fit_estimators(
+        np.where(result.valid, result.probability, np.nan),
+        result.gamma,
+        result.flicker,
+        result.p_adj,
+        correct,
+        seed=seed,
+        calibration=calibration,
+    )
