@@ -224,25 +224,70 @@ def probe_timing(runs: int, *, size: int = 64, images: int = 20, steps: int = 25
     return seconds
 
 
-def throughput(runs: int, *, size: int = 64, batch: int = 256, seed: int = 0) -> list[tuple[float, float, float]]:
+def conv_model(path: Path, size: int = 64, channels: int = 4, seed: int = 0) -> Path:
+    """A small CNN on ``size``² raw pixels written with onnx.helper (conv 3×3 → ReLU → 2×2 max-pool → linear → softmax,
+    seeded random weights): a model whose input feeds a convolution, not one affine layer, so the scorer builds
+    its per-event ball rows in numpy."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    flat = channels * (size // 2) ** 2
+    weights = [
+        numpy_helper.from_array((rng.standard_normal((channels, 1, 3, 3)) / 255).astype(np.float32), "w"),
+        numpy_helper.from_array(np.zeros(channels, np.float32), "b"),
+        numpy_helper.from_array((rng.standard_normal((flat, 10)) / np.sqrt(flat)).astype(np.float32), "W"),
+        numpy_helper.from_array(np.zeros(10, np.float32), "c"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["image", "w", "b"], ["h"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "W", "c"], ["z"]),
+        helper.make_node("Softmax", ["z"], ["proba"], axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cnn",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 1, size, size])],
+        [helper.make_tensor_value_info("proba", TensorProto.FLOAT, ["batch", 10])],
+        weights,
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def throughput(runs: int, *, size: int = 64, batch: int = 256, seed: int = 0) -> list[tuple[float, ...]]:
     """Per run: seconds of onnxruntime alone on a batch's 1 + m rows per image, of the scorer with the ball in the
-    graph (the MLP's first layer takes each image's moved pixels), and of the scorer building the rows in numpy;
-    one intra-op thread each, the same images."""
+    graph (the MLP's first layer takes each image's moved pixels), of the scorer building the rows in numpy; then of
+    onnxruntime alone and the scorer (rows in numpy: a convolution is not one affine layer) for a CNN
+    (:func:`conv_model`); one intra-op thread each, the same images, each pair timed back to back. Last, the
+    numpy path's row building alone (``build_rows``) and a plain copy of as many bytes (``np.copyto``)."""
     x, y = digits(size)
     x_train, x_test, y_train, _ = train_test_split(x, y, test_size=0.4, random_state=seed, stratify=y)
-    out = []
+    out: list[tuple[float, ...]] = []
     with tempfile.TemporaryDirectory() as tmp:
         path = train(x_train, y_train, seed, Path(tmp))
         graph = OnnxModel(path, OnnxRuntimeOptions(intra_op_threads=1), model_kind="classifier")
         plain = OnnxModel(path, OnnxRuntimeOptions(intra_op_threads=1, rows_in_graph=False), model_kind="classifier")
+        cnn = OnnxModel(
+            conv_model(Path(tmp) / "cnn.onnx", size, seed=seed),
+            OnnxRuntimeOptions(intra_op_threads=1),
+            model_kind="classifier",
+        )
         n = graph.n_features
         cfg = ScoringConfig(radius=RADIUS, ball="hypercube", output="proba", flicker_copies=0, seed=seed)
         in_graph = RobustnessScorer(graph, Standardizer.identity(n), cfg)
         in_numpy = RobustnessScorer(plain, Standardizer.identity(n), cfg)
+        conv = RobustnessScorer(cnn, Standardizer.identity(n), cfg)
         if not in_graph.rows_built_in_graph:
             raise SystemExit("the per-event ball was not wrapped into the graph")
+        if conv.rows_built_in_graph:
+            raise SystemExit("the CNN's ball was wrapped into the graph; this cell times rows built in numpy")
         images = x_test[:batch].astype(np.float32)
         rows = in_numpy.build_rows(images).copy()
+        copy = np.empty_like(rows)
         for _ in range(runs):
             t0 = time.perf_counter()
             plain.evaluate(rows)
@@ -251,7 +296,15 @@ def throughput(runs: int, *, size: int = 64, batch: int = 256, seed: int = 0) ->
             t2 = time.perf_counter()
             in_numpy.score(images)
             t3 = time.perf_counter()
-            out.append((t1 - t0, t2 - t1, t3 - t2))
+            cnn.evaluate(rows)
+            t4 = time.perf_counter()
+            conv.score(images)
+            t5 = time.perf_counter()
+            in_numpy.build_rows(images)
+            t6 = time.perf_counter()
+            np.copyto(copy, rows)
+            t7 = time.perf_counter()
+            out.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6))
     return out
 
 
@@ -302,15 +355,24 @@ def main() -> None:
     print(f"machine: {machine('numpy', 'onnxruntime', 'sklearn', load=True)}", flush=True)
     if args.throughput_runs:
         runs = throughput(args.throughput_runs, seed=args.seed)
-        print("| run | onnxruntime alone on the rows (s) | scorer, ball in graph (s) | scorer, rows in numpy (s) |")
-        print("|---|---|---|---|")
-        for i, (bound, graph, plain) in enumerate(runs, 1):
-            print(f"| {i} | {bound:.4f} | {graph:.4f} | {plain:.4f} |")
-        ratios = sorted(bound / graph for bound, graph, _ in runs)
-        plain_ratios = sorted(bound / plain for bound, _, plain in runs)
+        rows_mb = 256 * (1 + default_hypercube_points(64 * 64)) * 64 * 64 * 4 / 1e6
         print(
-            f"\nscored events/s relative to onnxruntime alone, median of {len(runs)}: ball in graph "
-            f"{ratios[len(ratios) // 2]:.2f}, rows in numpy {plain_ratios[len(plain_ratios) // 2]:.2f}"
+            "| run | MLP: onnxruntime alone on the rows (s) | scorer, ball in graph (s) | scorer, rows in numpy (s) "
+            "| CNN: onnxruntime alone (s) | scorer, rows in numpy (s) | build_rows alone (s) | copy of as many bytes (s) |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
+        for i, cells in enumerate(runs, 1):
+            print(f"| {i} | " + " | ".join(f"{t:.4f}" for t in cells) + " |")
+
+        def median(ratios: list[float]) -> float:
+            return sorted(ratios)[len(ratios) // 2]
+
+        print(
+            f"\nscored events/s relative to onnxruntime alone, median of {len(runs)} paired runs: MLP ball in graph "
+            f"{median([r[0] / r[1] for r in runs]):.2f}, MLP rows in numpy {median([r[0] / r[2] for r in runs]):.2f}, "
+            f"CNN rows in numpy {median([r[3] / r[4] for r in runs]):.2f}; median build_rows "
+            f"{median([r[5] for r in runs]) * 1000:.0f} ms against {median([r[6] for r in runs]) * 1000:.0f} ms for a "
+            f"copy of as many bytes ({rows_mb:.0f} MB)"
         )
         return
     if args.probe_runs:

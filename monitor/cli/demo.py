@@ -229,7 +229,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
         scores: dict[str, list[NDArray[np.float64]]] = {p: [] for p in PHASES}
         current = {"name": PHASES[0]}
 
-        def collect(rt: Any, rows: Any, result: Any, now: float, held: Any = None) -> None:
+        def collect(rt: Any, rows: Any, result: Any, now: float, held: Any = None, segments: Any = None) -> None:
             tallies[current["name"]].update(result.gamma[result.valid], result.flicker[result.valid])
             ok = result.valid
             scores[current["name"]].append(

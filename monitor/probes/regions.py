@@ -8,11 +8,13 @@ lowest decayed score when the index is full. Memory: ``max_regions × max_exempl
 
 For a model that holds values fixed (int, bool and string inputs: :mod:`monitor.model.signature`) each exemplar
 keeps its event's held values beside its raw row (:meth:`Region.held`), so that a probe evaluates every exemplar with
-its own; regions are still found in x alone (the held values do not move a centre).
+its own; regions are still found in x alone (the held values do not move a centre). Each exemplar also keeps its
+event's segment (:meth:`Region.segments`), so that what a probe finds at an exemplar is counted in that segment.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -42,6 +44,8 @@ class Region:
     _filled: int = field(default=0, repr=False)
     #: the exemplars' held values by key, ``(max_exemplars, …)`` each, in the exemplars' slots (None: none held)
     held_exemplars: dict[str, NDArray[Any]] | None = field(default=None, repr=False)
+    #: the exemplars' segments in the exemplars' slots (None: the event's segment was not given)
+    exemplar_segments: list[str | None] = field(default_factory=list, repr=False)
 
     @property
     def gamma_mean(self) -> float:
@@ -59,6 +63,10 @@ class Region:
         if self.held_exemplars is None:
             return None
         return Held({k: v[: self._filled] for k, v in self.held_exemplars.items()})
+
+    def segments(self) -> list[str | None]:
+        """The segments of :meth:`points`' events, row for row (None where it was not given)."""
+        return (self.exemplar_segments + [None] * self._filled)[: self._filled]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -145,9 +153,12 @@ class RegionIndex:
         flagged: NDArray[np.bool_],
         now: float,
         held: Held | None = None,
+        segments: Sequence[str] | None = None,
     ) -> Self:
         """Add the flagged rows of a scored batch (all arrays have B rows; ``flagged`` selects); ``held``: the
-        batch's held values (B rows), kept with the exemplars."""
+        batch's held values (B rows), kept with the exemplars; ``segments``: the B events' segments, kept likewise."""
+        if segments is not None and len(segments) != raw.shape[0]:
+            raise ValueError(f"RegionIndex.update needs one segment per row: {len(segments)} for {raw.shape[0]} rows")
         idx = np.flatnonzero(flagged)
         if idx.size == 0:
             return self
@@ -171,6 +182,9 @@ class RegionIndex:
             region.last_seen = now
             slot = (region.events - 1) % self.max_exemplars
             region.exemplars[slot] = raw[i]
+            if len(region.exemplar_segments) < self.max_exemplars:
+                region.exemplar_segments.extend([None] * (self.max_exemplars - len(region.exemplar_segments)))
+            region.exemplar_segments[slot] = None if segments is None else str(segments[int(i)])
             if held is not None and held.values:
                 if region.held_exemplars is None or set(region.held_exemplars) != set(held.values):
                     region.held_exemplars = _held_slots(held, self.max_exemplars)

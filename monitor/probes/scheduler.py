@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -132,15 +132,21 @@ class ProbeScheduler:
 
     # -- fed by the pipeline after each scored batch --------------------------------------------------------
     def observe(
-        self, rt: ModelRuntime, rows: NDArray[np.float64], result: ScoreResult, now: float, held: Held | None = None
+        self,
+        rt: ModelRuntime,
+        rows: NDArray[np.float64],
+        result: ScoreResult,
+        now: float,
+        held: Held | None = None,
+        segments: Sequence[str] | None = None,
     ) -> None:
         """Feed the flagged events of a scored batch to the model's region index; ``held``: the batch's held values
-        (a model that holds values fixed), kept with the exemplars."""
+        (a model that holds values fixed), ``segments``: the events' segments, both kept with the exemplars."""
         if not self.settings.enabled or rt.standardizer is None or rt.watch is None or rt.watch.reference is None:
             return
         started = self.timer()
         try:
-            self._observe(rt, rt.standardizer, rt.watch.reference, rows, result, now, held)
+            self._observe(rt, rt.standardizer, rt.watch.reference, rows, result, now, held, segments)
         finally:
             self.busy_seconds += self.timer() - started
 
@@ -153,6 +159,7 @@ class ProbeScheduler:
         result: ScoreResult,
         now: float,
         held: Held | None = None,
+        segments: Sequence[str] | None = None,
     ) -> None:
         threshold = float(np.quantile(ref.gamma_sample, 0.95)) if ref.gamma_sample.size else 0.0
         flagged = result.valid & ((result.gamma > max(threshold, 1e-9)) | (result.flicker > 0))
@@ -160,7 +167,8 @@ class ProbeScheduler:
             return
         mp = self._for(rt)
         evicted = mp.index.evicted_total
-        mp.index.update(standardizer.to_standardized(rows), rows, result.gamma, result.flicker, flagged, now, held)
+        std = standardizer.to_standardized(rows)
+        mp.index.update(std, rows, result.gamma, result.flicker, flagged, now, held, segments)
         self.state.set("harmonic_regions_tracked", (rt.name,), float(len(mp.index)))
         if mp.index.evicted_total > evicted:
             self.state.inc("harmonic_regions_evicted_total", (rt.name,), float(mp.index.evicted_total - evicted))
@@ -249,8 +257,9 @@ class ProbeScheduler:
                 region.probed_at = now  # before to_dict(), so the report's own region says when it was probed
                 adv = result.adversarial
                 if adv is not None and rt.watch is not None and adv.start_gamma.size == points.shape[0]:
-                    # the points Algorithm 2 ran on (within this run's budget) give the Gamma Map its unstable shares
-                    rt.watch.add_probed(adv.start_probability, adv.start_gamma, ~adv.stable)
+                    # the points Algorithm 2 ran on (within this run's budget) give the Gamma Map its unstable shares,
+                    # model-wide and in the segment of each point's event
+                    rt.watch.add_probed(adv.start_probability, adv.start_gamma, ~adv.stable, region.segments())
                 report = build_report(result, points=points)
                 report["region"] = region_summary(region, features)
                 report["certified"], cert_rows = self._certify(rt, points, region.held(), budget - used)

@@ -174,7 +174,8 @@ class Pipeline:
 
     @property
     def scored_hooks(self) -> list[ScoredHook]:
-        """Called after every scored batch with (runtime, raw rows, result, now): the probe scheduler's feed."""
+        """Called after every scored batch with (runtime, raw rows, result, now, held values, segments): the probe
+        scheduler's feed."""
         return self.scoring.hooks
 
     @property

@@ -185,7 +185,7 @@ def replay_log(
                 rt.watch.observers.append(timeline.observer(rt.name))
         kept: list[tuple[Any, Any]] = []
         if keep_scores:
-            pipeline.scored_hooks.append(lambda rt, rows, result, now, held: kept.append((rows, result)))
+            pipeline.scored_hooks.append(lambda rt, rows, result, now, held, segments: kept.append((rows, result)))
         while not source.exhausted:
             pipeline.step(0.0)
             pipeline.flush()  # every poll's events applied whole: batch boundaries never depend on wall time

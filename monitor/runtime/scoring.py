@@ -59,8 +59,9 @@ class DeadLetter(Protocol):
 #: output columns whose flicker tolerance is a gauge (``output`` label "0" … "15"): bounded for wide outputs
 FLICKER_TOLERANCE_COLUMNS = 16
 
-#: called after every scored batch with (runtime, raw rows, result, now): the probe scheduler's feed
-ScoredHook = Callable[[ModelRuntime, NDArray[np.float64], ScoreResult, float, Held | None], None]
+#: called after every scored batch with (runtime, raw rows, result, now, held values, the events' segments): the
+#: probe scheduler's feed
+ScoredHook = Callable[[ModelRuntime, NDArray[np.float64], ScoreResult, float, Held | None, list[str]], None]
 
 
 class UniformThinner:
@@ -322,9 +323,10 @@ class Scoring:
         self.sampler.observe_cost(rt.name, len(batch), cpu)
         self.busy_wall += time.perf_counter() - started
         self.busy_cpu += cpu
+        segments = [ev.segment for ev in batch]
         for hook in self.hooks:
             try:
-                hook(rt, rows, result, now, held)
+                hook(rt, rows, result, now, held, segments)
             except Exception:  # a probe-scheduler bug must not take the events with it
                 log.exception("scored-batch hook failed; the batch is applied", extra={"model": rt.name})
         if self.settings.kafka.scores_topic and self.sink is not None:

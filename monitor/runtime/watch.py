@@ -248,6 +248,8 @@ class ModelWatch:
         self._gamma_lock = threading.Lock()
         #: the points Algorithm 2 ran on (probes), placed by their P and γ, with whether their class flipped
         self._gamma_probed: GammaMap | None = None
+        #: the same per segment of each point's event (the region exemplar's), bounded and folded like the maps
+        self._gamma_probed_segments: dict[str, GammaMap] = {}
 
     # -- accuracy without labels ---------------------------------------------------------------------------
     def set_accuracy_fit(self, fit: EstimatorFit | None) -> None:
@@ -654,15 +656,38 @@ class ModelWatch:
                     self.state.inc("harmonic_gammamap_events_total", labels, float(win.last_added[cell]))
 
     def add_probed(
-        self, probability: NDArray[np.float64], gamma: NDArray[np.float64], unstable: NDArray[np.bool_]
+        self,
+        probability: NDArray[np.float64],
+        gamma: NDArray[np.float64],
+        unstable: NDArray[np.bool_],
+        segments: Sequence[str | None] | None = None,
     ) -> None:
-        """Count points that Algorithm 2 ran on (a probe run) into the model's unstable shares per Gamma Map cell."""
+        """Count points that Algorithm 2 ran on (a probe run) into the model's unstable shares per Gamma Map cell;
+        ``segments``: each point's segment (its event's; None where unknown), whose map counts it too."""
         ok = np.isfinite(probability) & np.isfinite(gamma)
         if not ok.any():
             return
         probed = gamma_map(probability[ok], gamma[ok], unstable[ok])
+        by_segment: dict[str, GammaMap] = {}
+        if segments is not None:
+            if len(segments) != ok.size:
+                raise ValueError(f"add_probed needs one segment per point: {len(segments)} for {ok.size} points")
+            seg = np.array([OTHER if s is None else s for s in segments], dtype=object)
+            known = ok & np.array([s is not None for s in segments], dtype=bool)
+            for name in dict.fromkeys(seg[known].tolist()):
+                sel = known & (seg == name)
+                by_segment[str(name)] = gamma_map(probability[sel], gamma[sel], unstable[sel])
         with self._gamma_lock:
             self._gamma_probed = probed if self._gamma_probed is None else self._gamma_probed.merged(probed)
+            for name, part in by_segment.items():
+                key = name
+                if (
+                    key not in self._gamma_probed_segments
+                    and len(self._gamma_probed_segments) >= self.config.max_segments
+                ):
+                    key = OTHER  # bounded like the maps' segments
+                have = self._gamma_probed_segments.get(key)
+                self._gamma_probed_segments[key] = part if have is None else have.merged(part)
 
     def gamma_maps(self) -> dict[str, Any]:
         """The model's Gamma Map for ``/gammamap``: the live map over the last ``count_window_events`` events of each
@@ -672,9 +697,10 @@ class ModelWatch:
             per_segment = {seg: w.window() for seg, w in sorted(self._gamma_maps.items())}
             totals = [w.cumulative() for w in self._gamma_maps.values()]
             probed = self._gamma_probed
-        live = _merge_maps(list(per_segment.values()))
-        if probed is not None:  # the shares of the probed points (every segment, since start) on the live counts
-            live = replace(live, unstable=probed.unstable, probed=probed.probed, unstable_counts=probed.unstable_counts)
+            probed_segments = dict(self._gamma_probed_segments)
+        live = _with_probed(_merge_maps(list(per_segment.values())), probed)  # every segment's, since start
+        # each segment's map with the shares of the points whose events were in it
+        per_segment = {seg: _with_probed(m, probed_segments.get(seg)) for seg, m in per_segment.items()}
         ref = None if self.reference is None else self.reference.gamma_map
         note = None
         if ref is None:
@@ -698,17 +724,14 @@ class ModelWatch:
             return sorted(self._gamma_maps)
 
     def gamma_map_pair(self, segment: str | None = None) -> tuple[GammaMap, GammaMap | None]:
-        """(live, reference) maps for drawing: one segment's window, or every segment's merged (``None``), with the
-        probed points' unstable shares (model-wide) on the live map."""
+        """(live, reference) maps for drawing: one segment's window with the unstable shares of the probed points
+        whose events were in that segment, or every segment's merged (``None``) with every probed point's."""
         with self._gamma_lock:
             wins = [w for s, w in self._gamma_maps.items() if segment is None or s == segment]
             maps = [w.window() for w in wins]
-            probed = self._gamma_probed
+            probed = self._gamma_probed if segment is None else self._gamma_probed_segments.get(segment)
         ref = None if self.reference is None else self.reference.gamma_map
-        live = _merge_maps(maps)
-        if probed is not None:
-            live = replace(live, unstable=probed.unstable, probed=probed.probed, unstable_counts=probed.unstable_counts)
-        return live, ref
+        return _with_probed(_merge_maps(maps), probed), ref
 
     def _warm_up(self, batch: SignalBatch, held: dict[str, NDArray[np.str_]] | None = None) -> None:
         if self._builder is None:
@@ -1117,6 +1140,13 @@ def _merge_maps(maps: Sequence[GammaMap]) -> GammaMap:
     for m in maps:
         out = out.merged(m)
     return out
+
+
+def _with_probed(live: GammaMap, probed: GammaMap | None) -> GammaMap:
+    """``live``'s counts with ``probed``'s unstable shares (the probed points' own cells); unchanged when None."""
+    if probed is None:
+        return live
+    return replace(live, unstable=probed.unstable, probed=probed.probed, unstable_counts=probed.unstable_counts)
 
 
 def _estimate_rows(fit: EstimatorFit, rows: ScoreRows, method: str) -> dict[str, Any]:

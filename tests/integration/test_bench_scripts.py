@@ -91,6 +91,8 @@ def test_high_dimension_prints_its_table_and_times_the_probe() -> None:
     assert "| images whose class flips within 2 steps |" in out and "| AUC of P alone |" in out
     out = bench("bench/high_dimension.py", "--probe-runs", "1", "--steps", "1")
     assert "on 20 images of 4,096 pixels, one core:" in out
+    out = bench("bench/high_dimension.py", "--throughput-runs", "1")
+    assert "| CNN: onnxruntime alone (s) |" in out and "CNN rows in numpy" in out
 
 
 def test_probe_overhead_runs() -> None:

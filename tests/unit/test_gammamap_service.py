@@ -20,6 +20,7 @@ from monitor.exporters.prometheus import MetricsState
 from monitor.gammamap import GAMMA_BIN_LABELS, P_BIN_LABELS, GammaMap, gamma_map
 from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference
+from monitor.rolling.windows import OTHER
 from monitor.runtime.gammamap_view import gamma_map_handler
 from monitor.runtime.models import ModelRuntime
 from monitor.runtime.watch import ModelWatch, WatchConfig
@@ -216,8 +217,40 @@ def test_probed_points_give_the_live_map_its_unstable_shares() -> None:
     assert out["probed"][3][14] == 3 and out["unstable_counts"][3][14] == 2
     assert out["unstable"][3][14] == pytest.approx(2 / 3) and out["unstable"][9][9] == 0.0
     assert out["unstable"][0][0] is None
-    live, _ = watch.gamma_map_pair("s")
+    live, _ = watch.gamma_map_pair()
     assert live.unstable is not None and live.unstable[3][14] == pytest.approx(2 / 3)
+    # points given without their segments count model-wide only
+    assert out["segments"]["s"]["unstable"] is None and watch.gamma_map_pair("s")[0].unstable is None
+
+
+def test_probed_points_count_in_the_segment_of_their_events() -> None:
+    watch, _ = make_watch()
+    watch.update(*scored(np.array([0.35, 0.35]), np.array([0.5, 0.5]), segment="a"))
+    watch.update(*scored(np.array([0.95]), np.array([0.002]), segment="b", start=2))
+    p, g = np.array([0.35, 0.36, 0.35, 0.95, 0.31]), np.array([0.5, 0.6, 0.5, 0.002, 0.4])
+    watch.add_probed(p, g, np.array([1, 0, 1, 0, 1], bool), ["a", "a", "b", "b", None])
+    out = watch.gamma_maps()
+    a, b = out["segments"]["a"], out["segments"]["b"]
+    assert a["probed"][3][14] == 2 and a["unstable"][3][14] == pytest.approx(0.5)
+    assert b["probed"][3][14] == 1 and b["unstable"][3][14] == 1.0 and b["unstable"][9][9] == 0.0
+    assert a["unstable"][9][9] is None and a["counts"] != b["counts"]  # each its own counts and shares
+    assert out["probed"][3][14] == 4 and out["unstable"][3][14] == pytest.approx(3 / 4)  # the None point too
+    live_a, _ = watch.gamma_map_pair("a")
+    assert live_a.unstable is not None and live_a.unstable[3][14] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="one segment per point: 1 for 5 points"):
+        watch.add_probed(p, g, np.zeros(5, bool), ["a"])
+
+
+def test_probed_segments_are_bounded_like_the_maps() -> None:
+    watch, _ = make_watch(max_segments=2)
+    segs = ["a", "b", "c", "d"]
+    watch.add_probed(np.full(4, 0.35), np.full(4, 0.5), np.array([1, 0, 1, 1], bool), segs)
+    with watch._gamma_lock:
+        probed = dict(watch._gamma_probed_segments)
+    assert sorted(probed) == ["a", "b", OTHER]
+    other = probed[OTHER]
+    assert other.probed is not None and other.probed[3][14] == 2 and other.unstable_counts is not None
+    assert other.unstable_counts[3][14] == 2
 
 
 def test_a_probe_run_counts_its_algorithm_2_points_into_the_map(tmp_path: Path) -> None:
@@ -234,3 +267,26 @@ def test_a_probe_run_counts_its_algorithm_2_points_into_the_map(tmp_path: Path) 
     assert points > 0
     assert out["probed"] is not None and sum(map(sum, out["probed"])) == points
     assert out["unstable"] is not None
+
+
+def test_a_probe_run_counts_each_point_in_its_events_segment(tmp_path: Path) -> None:
+    from tests.unit.test_pipeline import event
+    from tests.unit.test_probe_scheduler import boundary_events, make, score
+
+    pipeline, probes, clock = make(tmp_path)
+    # the same boundary events, those near (0, 0.2) in segment "low" and those near (2, 2.2) in "high"
+    lines = []
+    for raw in boundary_events(600, seed=4):
+        doc = json.loads(raw)
+        x, label = doc["features"], doc["prediction"]["label"]
+        lines.append(event(int(doc["id"][1:]), x, label=label, segment="low" if x[0] < 1 else "high"))
+    score(pipeline, lines)
+    assert probes.run_once(clock.now) >= 1
+    watch = next(iter(pipeline.runtimes.values())).watch
+    assert watch is not None
+    out = watch.gamma_maps()
+    total = sum(map(sum, out["probed"]))
+    per_segment = {s: m["probed"] for s, m in out["segments"].items()}
+    probed_somewhere = {s for s, grid in per_segment.items() if grid is not None and sum(map(sum, grid))}
+    assert total > 0 and probed_somewhere <= {"low", "high"} and probed_somewhere
+    assert sum(sum(map(sum, grid)) for grid in per_segment.values() if grid is not None) == total

@@ -137,3 +137,18 @@ def test_regions_reset_forgets_everything() -> None:
 def test_regions_bad_parameters_raise(kwargs: dict[str, float], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         RegionIndex(**kwargs)  # type: ignore[arg-type]
+
+
+def test_exemplars_keep_their_events_segments_slot_for_slot() -> None:
+    idx = RegionIndex(2, max_regions=2, radius=10.0, max_exemplars=3)
+    x = np.arange(10, dtype=np.float64).reshape(5, 2) * 0.01
+    g = np.full(5, 0.5)
+    idx.update(x, x, g, np.zeros(5), np.ones(5, bool), 0.0, segments=["a", "b", "a", "c", "d"])
+    (region,) = idx.regions
+    # a ring of 3: rows 3 and 4 took the slots of rows 0 and 1
+    assert region.segments() == ["c", "d", "a"]
+    assert np.array_equal(region.points(), x[[3, 4, 2]])
+    idx.update(x[:1], x[:1], g[:1], np.zeros(1), np.ones(1, bool), 1.0)  # no segments given: that slot's is unknown
+    assert region.segments() == ["c", "d", None]
+    with pytest.raises(ValueError, match="one segment per row: 1 for 5 rows"):
+        idx.update(x, x, g, np.zeros(5), np.ones(5, bool), 2.0, segments=["a"])
