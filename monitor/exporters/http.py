@@ -36,9 +36,11 @@ library's asyncio, so TLS is an ``ssl.SSLContext`` handed to ``start_server``.
 
 TLS and basic auth (issue 25). With ``web_config`` (``metrics.web_config_file``, the Prometheus exporter-toolkit's
 format, :mod:`monitor.exporters.webconfig`) the port speaks TLS only; the handshake must finish within
-``read_timeout_seconds``. With ``basic_auth_users``, every path but ``/healthz`` needs ``Authorization: Basic``:
-``/healthz`` stays open so that a kubelet liveness probe needs no credentials (it reveals nothing but "alive"), while
-``/metrics``, ``/readyz`` and ``/probes`` answer 401 with ``WWW-Authenticate: Basic realm="harmonic-monitor"``
+``read_timeout_seconds``. A connection is counted against ``max_connections`` from its accept, handshake included:
+a client that opens TCP and never finishes the handshake holds one slot, can be closed to make room like a
+half-open plain connection, and is closed at the read timeout. With ``basic_auth_users``, every path but
+``/healthz`` needs ``Authorization: Basic``: ``/healthz`` stays open so that a kubelet liveness probe needs no
+credentials (it reveals nothing but "alive"), while ``/metrics``, ``/readyz`` and ``/probes`` answer 401 with ``WWW-Authenticate: Basic realm="harmonic-monitor"``
 (``reason="unauthorized"``) to a missing or wrong credential. A credential verified in the last minute is accepted
 on the loop at once; any other goes to bcrypt (~0.1 s by design) on a one-thread auth pool with at most
 ``2 * workers`` waiting, beyond which it gets 503 at once (``pool_full``): a flood of bad passwords costs one core
@@ -51,13 +53,14 @@ import asyncio
 import json
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -231,6 +234,16 @@ def parse_head(head: bytes) -> _Request:
     return _Request(method, target.split("?", 1)[0], keep_alive, headers.get("authorization"))
 
 
+class _AcceptPaused(asyncio.StreamReaderProtocol):
+    """A stream protocol that reads nothing until the connection handler says so: a TLS upgrade then sees the
+    ClientHello, which would otherwise be read into the plain stream's buffer before the handler runs."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        assert isinstance(transport, asyncio.ReadTransport)
+        transport.pause_reading()
+
+
 class MetricsServer:
     """HTTP endpoint: ``/metrics``, ``/healthz`` (alive), ``/readyz`` (models loaded, partitions assigned),
     ``/probes`` (latest probe report). Binds at construction; serves from a daemon thread between ``start()`` and
@@ -334,10 +347,14 @@ class MetricsServer:
             self._loop.close()
 
     async def _serve_forever(self) -> None:
-        tls: dict[str, Any] = {}
-        if self._ssl is not None:
-            tls = {"ssl": self._ssl, "ssl_handshake_timeout": self.limits.read_timeout_seconds}
-        server = await asyncio.start_server(self._connection, sock=self._sock, limit=MAX_HEAD_BYTES, backlog=128, **tls)
+        # TLS is not handed to start_server: its handshake would run before ``_connection`` and so outside the
+        # connection cap; ``_connection`` upgrades each connection itself (``_handshake``)
+        loop = asyncio.get_running_loop()
+
+        def protocol() -> _AcceptPaused:
+            return _AcceptPaused(asyncio.StreamReader(limit=MAX_HEAD_BYTES, loop=loop), self._connection, loop=loop)
+
+        server = await loop.create_server(protocol, sock=self._sock, backlog=128)
         async with server:
             await self._stopped.wait()
             server.close()
@@ -361,10 +378,14 @@ class MetricsServer:
             del self._waiting[oldest]
             oldest.cancel()
         self._open.add(task)
-        # drain() then waits until the whole response left our buffer, so a write timeout bounds all of it
-        writer.transport.set_write_buffer_limits(high=0)
         graceful = False
         try:
+            if self._ssl is None:
+                cast(asyncio.Transport, writer.transport).resume_reading()
+            elif not await self._handshake(writer, task):
+                return
+            # drain() then waits until the whole response left our buffer, so a write timeout bounds all of it
+            writer.transport.set_write_buffer_limits(high=0)
             graceful = await self._requests(reader, writer, task)
         except (ConnectionError, asyncio.CancelledError):
             pass
@@ -375,6 +396,22 @@ class MetricsServer:
                 writer.close()
             else:
                 writer.transport.abort()
+
+    async def _handshake(self, writer: asyncio.StreamWriter, task: asyncio.Task[None]) -> bool:
+        """The TLS handshake of a counted connection: it waits like a request head (evictable by a newer
+        connection beyond the cap) and must finish within the read timeout; False when it did not."""
+        assert self._ssl is not None
+        self._waiting[task] = None
+        try:
+            await asyncio.wait_for(writer.start_tls(self._ssl), self.limits.read_timeout_seconds)
+        except TimeoutError:
+            self._reject("read_timeout")
+            return False
+        except (ssl.SSLError, OSError):  # plain HTTP on the TLS port, a client that rejects our certificate
+            return False
+        finally:
+            self._waiting.pop(task, None)
+        return True
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, task: asyncio.Task[None]) -> bool:  # fmt: skip
         """Serve requests on one connection until it closes; True when it may close gracefully."""
