@@ -265,6 +265,12 @@ class MetricsServer:
         Monotonic seconds for the render interval and the credential cache.
     web_config : WebConfig, optional
         TLS (its ``ssl_context``) and basic-auth users from ``metrics.web_config_file``; None: plain HTTP, no auth.
+    sock : socket.socket, optional
+        A listening socket to serve instead of binding ``host:port`` (the server process gets its parent's).
+    render : callable, optional
+        Produces the ``/metrics`` body instead of rendering ``registry`` (the server process: the pipeline's bytes).
+    health : callable, optional
+        ``/healthz``'s check, run on the loop (so it must not block): 503 when false. None: always 200.
     """
 
     def __init__(
@@ -279,6 +285,9 @@ class MetricsServer:
         limits: HttpLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
         web_config: WebConfig | None = None,
+        sock: socket.socket | None = None,
+        render: Callable[[], bytes] | None = None,
+        health: ReadyCheck | None = None,
     ) -> None:
         self.limits = limits or HttpLimits()
         self._ssl = None if web_config is None else web_config.ssl_context
@@ -291,11 +300,12 @@ class MetricsServer:
         self._state = state
         self._ready: ReadyCheck = ready or (lambda: (True, {}))
         self._probes: JsonProvider = probes or (lambda: {"regions": []})
+        self._health = health
         self.cache = RenderCache(
-            self._render, min_interval_seconds=self.limits.min_render_interval_seconds, clock=clock
+            render or self._render, min_interval_seconds=self.limits.min_render_interval_seconds, clock=clock
         )
         self._log = RateLimitedLogger(log, interval_seconds=60.0)
-        self._sock = socket.create_server(
+        self._sock = sock or socket.create_server(
             (host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=128
         )
         self._render_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-render")
@@ -473,6 +483,9 @@ class MetricsServer:
                 self._scrapes -= 1
         if name == "healthz":
             status, body, ctype = 200, b'{"status": "ok"}\n', _JSON
+            if self._health is not None:  # cheap by contract: it runs on the loop
+                ok, detail = self._health()
+                status, body = (200 if ok else 503), _json({"status": "ok" if ok else "stalled", **detail})
         elif name in ("readyz", "probes"):
             if self._pool_jobs >= 2 * self.limits.workers:
                 self._reject("pool_full")
