@@ -35,7 +35,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from machine import machine  # noqa: E402  (bench/machine.py: the script's folder is on sys.path)
+import stream  # noqa: E402  (bench/stream.py: the script's folder is on sys.path)
+from machine import machine  # noqa: E402  (bench/machine.py)
 from stream import (  # noqa: E402  (bench/stream.py)
     PARTITIONS,
     build_fixture,
@@ -101,6 +102,11 @@ def measure(port: int, total: int, proc: subprocess.Popen[bytes], timeout_second
         if first is None and consumed >= 0.05 * total:
             first = (now, consumed)
         if first is not None and consumed >= 0.95 * total:
+            if now == first[0]:
+                raise RuntimeError(
+                    f"{total} events went from under 5 % to over 95 % consumed within one render of /metrics: "
+                    "the rate cannot be measured; give a larger --events (or a shorter --render-interval)"
+                )
             return (consumed - first[1]) / (now - first[0])
         time.sleep(0.1)
     raise RuntimeError(f"the backlog of {total} was not 95 % consumed within {timeout_seconds} s")
@@ -112,8 +118,9 @@ def one_run(args: argparse.Namespace, broker: object, topic: str, fx: object, wo
 
     port = free_port()
     argv = sidecar_argv(fx, broker, topic, port, work / f"state-{name}", f"storm-{uuid.uuid4().hex[:8]}")  # type: ignore[arg-type]
-    if args.pythonpath:
+    if args.pythonpath:  # `python -m` puts its working directory first on sys.path: run it from there too
         os.environ["PYTHONPATH"] = args.pythonpath
+        stream.REPO_ROOT = Path(args.pythonpath)
     try:
         with running_sidecar(argv, name, work, args.budget) as proc:
             wait_for(lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), 120, "/healthz", proc)
@@ -135,6 +142,7 @@ def one_run(args: argparse.Namespace, broker: object, topic: str, fx: object, wo
                     scrapes = int(out.decode().split()[-1]) / (time.monotonic() - started)
     finally:
         os.environ["PYTHONPATH"] = str(REPO_ROOT)
+        stream.REPO_ROOT = REPO_ROOT
     return rate, scrapes
 
 
@@ -146,9 +154,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--loops", type=int, default=16, help="scraper loops in the storm")
     p.add_argument("--budget", type=float, default=100.0, help="sampler.events_per_second (100: scoring nearly off)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds for one drain")
+    p.add_argument(
+        "--render-interval", type=float, default=None, help="metrics.min_render_interval_seconds (default: its default)"
+    )
     p.add_argument("--pythonpath", default="", help="run the sidecar from this checkout instead")
     args = p.parse_args(argv)
     os.environ["PYTHONPATH"] = str(REPO_ROOT)
+    if args.render_interval is not None:
+        os.environ["HARMONIC_METRICS__MIN_RENDER_INTERVAL_SECONDS"] = str(args.render_interval)
     work = workdir("hm-bench-storm-")
     fx = build_fixture(work)
     print(f"machine: {machine('kafka', 'numpy', 'onnxruntime')}", flush=True)

@@ -196,3 +196,28 @@ def test_the_server_process_dies_with_a_killed_parent() -> None:
     until(lambda: not Path(directory).exists(), "the handover directory removed")
     parent.stdin.close()
     parent.stdout.close()
+
+
+def test_handover_answers_from_the_snapshot_and_writes_the_counts_back(tmp_path: Path) -> None:
+    from monitor.exporters.http_process import COUNTERS, SNAPSHOT, _Handover
+
+    state = MetricsState()
+    handover = _Handover(tmp_path, state, liveness_timeout_seconds=30.0)
+    assert handover.ready() == (False, {"reason": "the pipeline has not published a snapshot yet"})
+    assert handover.health()[0] is False and handover.probes() == {"regions": []}
+    with pytest.raises(RuntimeError, match="has not published a snapshot yet"):
+        handover.metrics()
+    write_atomic(tmp_path / SNAPSHOT, Snapshot(7, time.monotonic(), True, {"p": 1}, {"r": 2}, b"m 1\n").encode())
+    handover.reader._checked = -float("inf")  # no waiting for the recheck interval
+    assert handover.metrics() == b"m 1\n" and handover.ready() == (True, {"p": 1}) and handover.probes() == {"r": 2}
+    ok, detail = handover.health()
+    assert ok and detail["seq"] == 7 and 0.0 <= detail["pipeline_heartbeat_age_seconds"] < 30.0
+    state.inc("harmonic_http_requests_total", ("metrics",))
+    rows = handover.write_counters(None)
+    assert (
+        json.loads((tmp_path / COUNTERS).read_bytes())
+        == rows
+        == [{"name": "harmonic_http_requests_total", "labels": ["metrics"], "value": 1.0}]
+    )
+    (tmp_path / COUNTERS).unlink()
+    assert handover.write_counters(rows) == rows and not (tmp_path / COUNTERS).exists()  # unchanged: not rewritten
