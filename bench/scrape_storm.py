@@ -4,19 +4,21 @@
 One broker (Tansu by default, ``tests/integration/brokers.py``) and one 4-partition topic holding ``--events`` plain
 JSON events (``bench/stream.py``'s events and GBDT model). Each repeat runs the sidecar twice on that topic, each time
 with a fresh consumer group and state dir, once quiet and once under the storm, the order alternating repeat by
-repeat (paired and interleaved: the machine's speed drifts). The storm is a separate process of ``--loops`` threads,
-each looping ``GET /metrics`` on a keep-alive connection, started once ``/healthz`` answers and before the first
-event is consumed. A measuring thread reads ``harmonic_events_consumed_total`` from ``/metrics`` every 0.1 s; the
-rate is the events consumed between the first reading at or above 5 % of the backlog and the first at or above
-95 %, over the time between them. Reported: each run's rate, each repeat's ratio (storm / quiet), the scrapes/s the
-storm got, and the median ratio.
+repeat (paired and interleaved: the machine's speed drifts). A measurer reads ``harmonic_events_consumed_total``
+from ``/metrics`` every 0.1 s; the storm adds ``--loops`` - 1 threads in a separate process, each looping
+``GET /metrics`` on a keep-alive connection, started once ``/healthz`` answers and before the first event is
+consumed: ``--loops`` scrapers with the measurer, the default ``metrics.max_concurrent_scrapes`` (a 17th would take
+a slot now and then and leave a loop spinning on 503s meanwhile). The rate is the events consumed between the first
+reading at or above 5 % of the backlog and the first at or above 95 %, over the time between them. Reported: each
+run's rate, each repeat's ratio (storm / quiet), the scrapes/s the storm got, the CPU used by each of the sidecar's
+processes meanwhile (pipeline, HTTP server, consumer child; a share of one core), and the median ratio.
 
 ``--pythonpath DIR`` runs the sidecar from another checkout (e.g. ``git archive <commit> | tar -x -C DIR``), to
 measure the server before the endpoint moved to its own process with the same script.
 
 Usage (the command behind docs/BENCHMARKS.md, "Scrape storm on the real sidecar"; a few minutes on 2 cores)::
 
-    .venv/bin/python bench/scrape_storm.py --events 200000 --repeats 3
+    .venv/bin/python bench/scrape_storm.py --events 100000 --repeats 3
 """
 
 from __future__ import annotations
@@ -86,10 +88,29 @@ print(sum(counts), flush=True)
 """
 
 
-def measure(port: int, total: int, proc: subprocess.Popen[bytes], timeout_seconds: float) -> float:
-    """Events/s between the first reading of the consumed counter at >= 5 % of ``total`` and the first at >= 95 %."""
+def roles(pid: int) -> dict[str, int]:
+    """The sidecar's processes: ``pipeline`` (``pid``), ``server`` (the HTTP server process, when there is one) and
+    ``consumer`` (the consumer child, when there is one)."""
+    out = {"pipeline": pid}
+    for child in stream.child_pids(pid):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+        out["server" if b"http_process" in cmdline else "consumer"] = child
+    return out
+
+
+def cpu(pids: dict[str, int]) -> dict[str, float]:
+    return {role: stream.cpu_seconds(pid) for role, pid in pids.items()}
+
+
+def measure(port: int, total: int, proc: subprocess.Popen[bytes], timeout_seconds: float) -> tuple[float, dict[str, float]]:  # fmt: skip
+    """Events/s between the first reading of the consumed counter at >= 5 % of ``total`` and the first at >= 95 %,
+    and each of the sidecar's processes' CPU use over that time (a share of one core)."""
     url = f"http://127.0.0.1:{port}/metrics"
-    first: tuple[float, float] | None = None
+    first: tuple[float, float, dict[str, float]] | None = None
+    pids = roles(proc.pid)
     deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -100,20 +121,22 @@ def measure(port: int, total: int, proc: subprocess.Popen[bytes], timeout_second
             consumed = 0.0
         now = time.monotonic()
         if first is None and consumed >= 0.05 * total:
-            first = (now, consumed)
+            first = (now, consumed, cpu(pids))
         if first is not None and consumed >= 0.95 * total:
             if now == first[0]:
                 raise RuntimeError(
                     f"{total} events went from under 5 % to over 95 % consumed within one render of /metrics: "
                     "the rate cannot be measured; give a larger --events (or a shorter --render-interval)"
                 )
-            return (consumed - first[1]) / (now - first[0])
+            used = cpu(pids)
+            shares = {role: (used[role] - first[2][role]) / (now - first[0]) for role in used}
+            return (consumed - first[1]) / (now - first[0]), shares
         time.sleep(0.1)
     raise RuntimeError(f"the backlog of {total} was not 95 % consumed within {timeout_seconds} s")
 
 
-def one_run(args: argparse.Namespace, broker: object, topic: str, fx: object, work: Path, stormy: bool, name: str) -> tuple[float, float]:  # fmt: skip
-    """(ingest events/s, scrapes/s) of one sidecar draining the topic with a fresh group."""
+def one_run(args: argparse.Namespace, broker: object, topic: str, fx: object, work: Path, stormy: bool, name: str) -> tuple[float, float, dict[str, float]]:  # fmt: skip
+    """(ingest events/s, scrapes/s, CPU share by process) of one sidecar draining the topic with a fresh group."""
     from tests.integration.brokers import free_port
 
     port = free_port()
@@ -128,12 +151,12 @@ def one_run(args: argparse.Namespace, broker: object, topic: str, fx: object, wo
             started = time.monotonic()
             if stormy:
                 storm_proc = subprocess.Popen(
-                    [sys.executable, "-c", STORM, "127.0.0.1", str(port), str(args.loops)], stdout=subprocess.PIPE
+                    [sys.executable, "-c", STORM, "127.0.0.1", str(port), str(args.loops - 1)], stdout=subprocess.PIPE
                 )
                 assert storm_proc.stdout is not None
                 storm_proc.stdout.readline()  # "up": the loops are scraping
             try:
-                rate = measure(port, args.events, proc, args.timeout)
+                rate, shares = measure(port, args.events, proc, args.timeout)
             finally:
                 scrapes = 0.0
                 if storm_proc is not None:
@@ -143,7 +166,11 @@ def one_run(args: argparse.Namespace, broker: object, topic: str, fx: object, wo
     finally:
         os.environ["PYTHONPATH"] = str(REPO_ROOT)
         stream.REPO_ROOT = REPO_ROOT
-    return rate, scrapes
+    return rate, scrapes, shares
+
+
+def _shares(shares: dict[str, float]) -> str:
+    return " / ".join(f"{shares[r]:.0%}" if r in shares else "—" for r in ("pipeline", "server", "consumer"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -176,20 +203,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"backlog: {args.events} events produced in {seconds:.1f} s", flush=True)
         for r in range(args.repeats):
             order = (False, True) if r % 2 == 0 else (True, False)
-            got: dict[bool, tuple[float, float]] = {}
+            got: dict[bool, tuple[float, float, dict[str, float]]] = {}
             for stormy in order:
                 got[stormy] = one_run(args, broker, topic, fx, work, stormy, f"r{r}-{'storm' if stormy else 'quiet'}")
             ratio = got[True][0] / got[False][0]
             ratios.append(ratio)
             rows.append(
                 f"| {r + 1} | {'quiet first' if not order[0] else 'storm first'} | {got[False][0]:,.0f} | "
-                f"{got[True][0]:,.0f} | {ratio:.2f} | {got[True][1]:,.0f} |"
+                f"{got[True][0]:,.0f} | {ratio:.2f} | {got[True][1]:,.0f} | {_shares(got[False][2])} | "
+                f"{_shares(got[True][2])} |"
             )
             print(rows[-1], flush=True)
     print(f"\nload average at end: {load_average()}")
     print(f"\n{args.loops} scraper loops, backlog {args.events:,} on {args.broker}, sampler budget {args.budget:g}/s")
-    print("| repeat | order | quiet events/s | storm events/s | ratio | scrapes/s |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| repeat | order | quiet events/s | storm events/s | ratio | scrapes/s "
+        "| CPU quiet: pipeline / server / consumer | CPU storm: pipeline / server / consumer |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     print(f"\nmedian ratio {statistics.median(ratios):.2f} (min {min(ratios):.2f}, max {max(ratios):.2f})")
     return 0

@@ -1,6 +1,9 @@
 """Stage 6: the HTTP endpoint — ``/metrics`` (rendered from :class:`~monitor.exporters.prometheus.MetricsState`),
 ``/healthz``, ``/readyz`` and ``/probes`` — built to hold under abuse (issue 30, DECISIONS 15).
 
+In ``harmonic-monitor run`` this server runs in a process of its own and serves the snapshots the pipeline publishes
+(:mod:`monitor.exporters.http_process`): ``render``, ``ready``, ``probes`` and ``health`` then read the latest one.
+
 Design. One asyncio event loop in one thread owns every connection: accepting, reading request heads, writing
 responses. A connection costs a file descriptor and a buffer, never a thread, so neither 300 half-open connections
 nor a flood of new ones can grow the thread count. Work that may block runs on fixed thread pools behind it:

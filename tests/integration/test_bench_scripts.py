@@ -177,5 +177,5 @@ def test_scrape_storm_on_the_real_sidecar_prints_the_paired_ratios() -> None:
         "0.1",
         timeout=600.0,
     )
-    assert "| repeat | order | quiet events/s | storm events/s | ratio | scrapes/s |" in out
+    assert "| repeat | order | quiet events/s | storm events/s | ratio | scrapes/s " in out
     assert "| 1 | quiet first |" in out and "median ratio" in out, out[-2000:]
