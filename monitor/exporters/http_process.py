@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +81,13 @@ class Snapshot:
     detail: dict[str, Any]
     probes: Any
     metrics: bytes
+    #: further JSON documents by route name (another route served from the pipeline's data reads its own here)
+    documents: dict[str, Any] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         head = {"seq": self.seq, "heartbeat": self.heartbeat, "ready": self.ready, "detail": self.detail}
         head["probes"] = self.probes
+        head["documents"] = self.documents
         return json.dumps(head, default=str).encode() + b"\n" + self.metrics
 
     @classmethod
@@ -93,7 +96,10 @@ class Snapshot:
         if not sep:
             raise ValueError(f"a snapshot is a JSON line and the metrics body; got {len(data)} bytes without a newline")
         h = json.loads(head)
-        return cls(int(h["seq"]), float(h["heartbeat"]), bool(h["ready"]), dict(h["detail"]), h["probes"], metrics)
+        documents = dict(h.get("documents", {}))
+        return cls(
+            int(h["seq"]), float(h["heartbeat"]), bool(h["ready"]), dict(h["detail"]), h["probes"], metrics, documents
+        )
 
 
 class SnapshotReader:
@@ -140,6 +146,9 @@ class ProcessMetricsServer:
         Where to listen; bound here, at construction (port 0: a free one, read back from :attr:`port`).
     ready, probes : callable, optional
         ``/readyz``'s check and ``/probes``' report, called once per render interval on the pipeline's thread.
+    documents : dict, optional
+        Further JSON documents by name, called likewise; the server process reads them with
+        ``_Handover.document(name)`` (the provider of a further route).
     limits : HttpLimits, optional
         As for :class:`~monitor.exporters.http.MetricsServer`; ``min_render_interval_seconds`` is the publish interval.
     web_config_file : Path, optional
@@ -158,6 +167,7 @@ class ProcessMetricsServer:
         port: int = 9108,
         ready: ReadyCheck | None = None,
         probes: JsonProvider | None = None,
+        documents: dict[str, JsonProvider] | None = None,
         limits: HttpLimits | None = None,
         web_config_file: Path | None = None,
         liveness_timeout_seconds: float = LIVENESS_TIMEOUT_SECONDS,
@@ -176,6 +186,7 @@ class ProcessMetricsServer:
         self._state = state
         self._ready: ReadyCheck = ready or (lambda: (True, {}))
         self._probes: JsonProvider = probes or (lambda: {"regions": []})
+        self._documents = dict(documents or {})
         self._liveness = liveness_timeout_seconds
         self._log_args = (log_level, log_format)
         self._clock = clock
@@ -240,7 +251,8 @@ class ProcessMetricsServer:
         self._state.observe("harmonic_http_render_duration_seconds", (), [time.perf_counter() - started])
         ok, detail = self._ready()
         self._seq += 1
-        snap = Snapshot(self._seq, self._clock(), ok, detail, self._probes(), body)
+        documents = {name: provide() for name, provide in self._documents.items()}
+        snap = Snapshot(self._seq, self._clock(), ok, detail, self._probes(), body, documents)
         write_atomic(self.directory / SNAPSHOT, snap.encode())
         self._published = self._clock()
         return True
@@ -311,6 +323,11 @@ class _Handover:
     def probes(self) -> Any:
         snap = self.reader.current()
         return {"regions": []} if snap is None else snap.probes
+
+    def document(self, name: str) -> Any:
+        """The pipeline's latest document ``name`` (None before the first snapshot or when it publishes none)."""
+        snap = self.reader.current()
+        return None if snap is None else snap.documents.get(name)
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         snap = self.reader.current()

@@ -67,6 +67,7 @@ def server(state: MetricsState) -> Iterator[ProcessMetricsServer]:
         port=0,
         ready=lambda: (ready["ok"], {"partitions": ["t/0"] if ready["ok"] else []}),
         probes=lambda: {"regions": [{"name": "r1"}]},
+        documents={"extra": lambda: {"n": 1}},
         limits=HttpLimits(min_render_interval_seconds=0.05),
     )
     srv.ready_flag = ready  # type: ignore[attr-defined]
@@ -108,6 +109,8 @@ def test_process_server_serves_the_published_snapshot_from_another_process(
     server.publish(force=True)
     until(lambda: get(server.port, "/readyz")[0] == 200, "/readyz turned ready")
     assert json.loads(get(server.port, "/probes")[1]) == {"regions": [{"name": "r1"}]}
+    snap = Snapshot.decode((server.directory / "snapshot").read_bytes())
+    assert snap.documents == {"extra": {"n": 1}} and snap.seq >= 3
 
 
 def _try_get(port: int, path: str) -> tuple[int, bytes] | None:
@@ -207,9 +210,12 @@ def test_handover_answers_from_the_snapshot_and_writes_the_counts_back(tmp_path:
     assert handover.health()[0] is False and handover.probes() == {"regions": []}
     with pytest.raises(RuntimeError, match="has not published a snapshot yet"):
         handover.metrics()
-    write_atomic(tmp_path / SNAPSHOT, Snapshot(7, time.monotonic(), True, {"p": 1}, {"r": 2}, b"m 1\n").encode())
+    assert handover.document("gammamap") is None
+    snap = Snapshot(7, time.monotonic(), True, {"p": 1}, {"r": 2}, b"m 1\n", {"gammamap": {"cells": [1]}})
+    write_atomic(tmp_path / SNAPSHOT, snap.encode())
     handover.reader._checked = -float("inf")  # no waiting for the recheck interval
     assert handover.metrics() == b"m 1\n" and handover.ready() == (True, {"p": 1}) and handover.probes() == {"r": 2}
+    assert handover.document("gammamap") == {"cells": [1]} and handover.document("other") is None
     ok, detail = handover.health()
     assert ok and detail["seq"] == 7 and 0.0 <= detail["pipeline_heartbeat_age_seconds"] < 30.0
     state.inc("harmonic_http_requests_total", ("metrics",))
