@@ -1,6 +1,9 @@
 """Stage 6: the HTTP endpoint — ``/metrics`` (rendered from :class:`~monitor.exporters.prometheus.MetricsState`),
 ``/healthz``, ``/readyz`` and ``/probes`` — built to hold under abuse (issue 30, DECISIONS 15).
 
+In ``harmonic-monitor run`` this server runs in a process of its own and serves the snapshots the pipeline publishes
+(:mod:`monitor.exporters.http_process`): ``render``, ``ready``, ``probes`` and ``health`` then read the latest one.
+
 Design. One asyncio event loop in one thread owns every connection: accepting, reading request heads, writing
 responses. A connection costs a file descriptor and a buffer, never a thread, so neither 300 half-open connections
 nor a flood of new ones can grow the thread count. Work that may block runs on fixed thread pools behind it:
@@ -35,9 +38,11 @@ standard library's asyncio, so TLS is an ``ssl.SSLContext`` handed to ``start_se
 
 TLS and basic auth (issue 25). With ``web_config`` (``metrics.web_config_file``, the Prometheus exporter-toolkit's
 format, :mod:`monitor.exporters.webconfig`) the port speaks TLS only; the handshake must finish within
-``read_timeout_seconds``. With ``basic_auth_users``, every path but ``/healthz`` needs ``Authorization: Basic``:
-``/healthz`` stays open so that a kubelet liveness probe needs no credentials (it reveals nothing but "alive"), while
-``/metrics``, ``/readyz`` and ``/probes`` answer 401 with ``WWW-Authenticate: Basic realm="harmonic-monitor"``
+``read_timeout_seconds``. A connection is counted against ``max_connections`` from its accept, handshake included:
+a client that opens TCP and never finishes the handshake holds one slot, can be closed to make room like a
+half-open plain connection, and is closed at the read timeout. With ``basic_auth_users``, every path but
+``/healthz`` needs ``Authorization: Basic``: ``/healthz`` stays open so that a kubelet liveness probe needs no
+credentials (it reveals nothing but "alive"), while ``/metrics``, ``/readyz`` and ``/probes`` answer 401 with ``WWW-Authenticate: Basic realm="harmonic-monitor"``
 (``reason="unauthorized"``) to a missing or wrong credential. A credential verified in the last minute is accepted
 on the loop at once; any other goes to bcrypt (~0.1 s by design) on a one-thread auth pool with at most
 ``2 * workers`` waiting, beyond which it gets 503 at once (``pool_full``): a flood of bad passwords costs one core
@@ -50,13 +55,14 @@ import asyncio
 import json
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 from urllib.parse import parse_qs
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -241,6 +247,16 @@ def parse_head(head: bytes) -> _Request:
     return _Request(method, path, keep_alive, headers.get("authorization"), query)
 
 
+class _AcceptPaused(asyncio.StreamReaderProtocol):
+    """A stream protocol that reads nothing until the connection handler says so: a TLS upgrade then sees the
+    ClientHello, which would otherwise be read into the plain stream's buffer before the handler runs."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        assert isinstance(transport, asyncio.ReadTransport)
+        transport.pause_reading()
+
+
 class MetricsServer:
     """HTTP endpoint: ``/metrics``, ``/healthz`` (alive), ``/readyz`` (models loaded, partitions assigned),
     ``/probes`` (latest probe report), ``/gammamap`` (the Gamma Maps, JSON or ``?format=svg``). Binds at construction; serves from a daemon thread between ``start()`` and
@@ -264,6 +280,12 @@ class MetricsServer:
         Monotonic seconds for the render interval and the credential cache.
     web_config : WebConfig, optional
         TLS (its ``ssl_context``) and basic-auth users from ``metrics.web_config_file``; None: plain HTTP, no auth.
+    sock : socket.socket, optional
+        A listening socket to serve instead of binding ``host:port`` (the server process gets its parent's).
+    render : callable, optional
+        Produces the ``/metrics`` body instead of rendering ``registry`` (the server process: the pipeline's bytes).
+    health : callable, optional
+        ``/healthz``'s check, run on the loop (so it must not block): 503 when false. None: always 200.
     """
 
     def __init__(
@@ -279,6 +301,9 @@ class MetricsServer:
         limits: HttpLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
         web_config: WebConfig | None = None,
+        sock: socket.socket | None = None,
+        render: Callable[[], bytes] | None = None,
+        health: ReadyCheck | None = None,
     ) -> None:
         self.limits = limits or HttpLimits()
         self._ssl = None if web_config is None else web_config.ssl_context
@@ -292,11 +317,12 @@ class MetricsServer:
         self._ready: ReadyCheck = ready or (lambda: (True, {}))
         self._probes: JsonProvider = probes or (lambda: {"regions": []})
         self._gammamap: QueryHandler = gammamap or (lambda _q: (200, _json({"models": {}}), _JSON))
+        self._health = health
         self.cache = RenderCache(
-            self._render, min_interval_seconds=self.limits.min_render_interval_seconds, clock=clock
+            render or self._render, min_interval_seconds=self.limits.min_render_interval_seconds, clock=clock
         )
         self._log = RateLimitedLogger(log, interval_seconds=60.0)
-        self._sock = socket.create_server(
+        self._sock = sock or socket.create_server(
             (host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=128
         )
         self._render_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-render")
@@ -348,10 +374,14 @@ class MetricsServer:
             self._loop.close()
 
     async def _serve_forever(self) -> None:
-        tls: dict[str, Any] = {}
-        if self._ssl is not None:
-            tls = {"ssl": self._ssl, "ssl_handshake_timeout": self.limits.read_timeout_seconds}
-        server = await asyncio.start_server(self._connection, sock=self._sock, limit=MAX_HEAD_BYTES, backlog=128, **tls)
+        # TLS is not handed to start_server: its handshake would run before ``_connection`` and so outside the
+        # connection cap; ``_connection`` upgrades each connection itself (``_handshake``)
+        loop = asyncio.get_running_loop()
+
+        def protocol() -> _AcceptPaused:
+            return _AcceptPaused(asyncio.StreamReader(limit=MAX_HEAD_BYTES, loop=loop), self._connection, loop=loop)
+
+        server = await loop.create_server(protocol, sock=self._sock, backlog=128)
         async with server:
             await self._stopped.wait()
             server.close()
@@ -375,10 +405,14 @@ class MetricsServer:
             del self._waiting[oldest]
             oldest.cancel()
         self._open.add(task)
-        # drain() then waits until the whole response left our buffer, so a write timeout bounds all of it
-        writer.transport.set_write_buffer_limits(high=0)
         graceful = False
         try:
+            if self._ssl is None:
+                cast(asyncio.Transport, writer.transport).resume_reading()
+            elif not await self._handshake(writer, task):
+                return
+            # drain() then waits until the whole response left our buffer, so a write timeout bounds all of it
+            writer.transport.set_write_buffer_limits(high=0)
             graceful = await self._requests(reader, writer, task)
         except (ConnectionError, asyncio.CancelledError):
             pass
@@ -389,6 +423,22 @@ class MetricsServer:
                 writer.close()
             else:
                 writer.transport.abort()
+
+    async def _handshake(self, writer: asyncio.StreamWriter, task: asyncio.Task[None]) -> bool:
+        """The TLS handshake of a counted connection: it waits like a request head (evictable by a newer
+        connection beyond the cap) and must finish within the read timeout; False when it did not."""
+        assert self._ssl is not None
+        self._waiting[task] = None
+        try:
+            await asyncio.wait_for(writer.start_tls(self._ssl), self.limits.read_timeout_seconds)
+        except TimeoutError:
+            self._reject("read_timeout")
+            return False
+        except (ssl.SSLError, OSError):  # plain HTTP on the TLS port, a client that rejects our certificate
+            return False
+        finally:
+            self._waiting.pop(task, None)
+        return True
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, task: asyncio.Task[None]) -> bool:  # fmt: skip
         """Serve requests on one connection until it closes; True when it may close gracefully."""
@@ -450,6 +500,9 @@ class MetricsServer:
                 self._scrapes -= 1
         if name == "healthz":
             status, body, ctype = 200, b'{"status": "ok"}\n', _JSON
+            if self._health is not None:  # cheap by contract: it runs on the loop
+                ok, detail = self._health()
+                status, body = (200 if ok else 503), _json({"status": "ok" if ok else "stalled", **detail})
         elif name in ("readyz", "probes", "gammamap"):
             if self._pool_jobs >= 2 * self.limits.workers:
                 self._reject("pool_full")

@@ -4,33 +4,42 @@
 (see :meth:`monitor.runtime.watch.ModelWatch.gamma_maps`); ``GET /gammamap?format=svg&model=NAME[&segment=S]``
 draws the live map beside the reference's with :func:`monitor.gammamap.render_svg` (``model`` may be left out when
 one classifier is watched). Regressors have no predicted-class probability and no map.
+
+The pipeline builds the document (:func:`gamma_map_document`); the HTTP server process answers from the copy the
+pipeline hands over with each snapshot (:func:`gamma_map_document_handler`), so a request never reaches into the
+pipeline's interpreter. :func:`gamma_map_handler` answers from the runtimes directly (an in-process server).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from monitor.exporters.http import QueryHandler
-from monitor.gammamap import render_svg
-from monitor.runtime.models import ModelRuntime
-from monitor.runtime.watch import ModelWatch
+from monitor.gammamap import GammaMap, render_svg
+
+if TYPE_CHECKING:
+    from monitor.exporters.http import QueryHandler
+    from monitor.runtime.models import ModelRuntime
 
 _JSON = "application/json"
 _TEXT = "text/plain; charset=utf-8"
 _SVG = "image/svg+xml"
 
 
-def _watches(runtimes: Mapping[str, ModelRuntime]) -> dict[str, ModelWatch]:
+def gamma_map_document(runtimes: Mapping[str, ModelRuntime]) -> dict[str, Any]:
+    """``{"models": {name: its watch's gamma_maps()}}`` for every classifier with a watch, by name."""
     return {
-        name: rt.watch
-        for name, rt in sorted(runtimes.items())
-        if rt.watch is not None and rt.model.kind == "classifier"
+        "models": {
+            name: rt.watch.gamma_maps()
+            for name, rt in sorted(runtimes.items())
+            if rt.watch is not None and rt.model.kind == "classifier"
+        }
     }
 
 
-def gamma_map_handler(runtimes: Mapping[str, ModelRuntime]) -> QueryHandler:
-    """The ``/gammamap`` handler over the pipeline's model runtimes (read at each request).
+def gamma_map_document_handler(document: Callable[[], Mapping[str, Any] | None]) -> QueryHandler:
+    """The ``/gammamap`` handler over the latest document (None: none published yet, an empty map set).
 
     Returns
     -------
@@ -40,29 +49,35 @@ def gamma_map_handler(runtimes: Mapping[str, ModelRuntime]) -> QueryHandler:
 
     def handle(params: Mapping[str, str]) -> tuple[int, bytes, str]:
         fmt = params.get("format", "json")
-        watches = _watches(runtimes)
+        doc = document() or {"models": {}}
+        models: Mapping[str, Any] = doc.get("models", {})
         if fmt == "json":
-            body = {"models": {name: w.gamma_maps() for name, w in watches.items()}}
-            return 200, json.dumps(body, allow_nan=False).encode() + b"\n", _JSON
+            return 200, json.dumps({"models": models}, allow_nan=False).encode() + b"\n", _JSON
         if fmt != "svg":
             return 400, f"format '{fmt}' is not one of json, svg; try /gammamap?format=svg\n".encode(), _TEXT
+        names = ", ".join(models) or "none"
         name = params.get("model")
         if name is None:
-            if len(watches) != 1:
-                names = ", ".join(watches) or "none"
+            if len(models) != 1:
                 return 400, f"?format=svg draws one model; add &model=NAME (classifiers: {names})\n".encode(), _TEXT
-            name = next(iter(watches))
-        watch = watches.get(name)
-        if watch is None:
-            names = ", ".join(watches) or "none"
+            name = next(iter(models))
+        entry = models.get(name)
+        if entry is None:
             return 404, f"no classifier named '{name}' is watched (classifiers: {names})\n".encode(), _TEXT
         segment = params.get("segment")
-        if segment is not None and segment not in watch.gamma_segments():
-            known = ", ".join(watch.gamma_segments()) or "none yet"
+        segments: Mapping[str, Any] = entry.get("segments", {})
+        if segment is not None and segment not in segments:
+            known = ", ".join(sorted(segments)) or "none yet"
             return 404, f"model '{name}' has no Gamma Map for segment '{segment}' (segments: {known})\n".encode(), _TEXT
-        live, ref = watch.gamma_map_pair(segment)
+        live = GammaMap.from_json(dict(segments[segment] if segment is not None else entry))
+        ref = None if entry.get("reference") is None else GammaMap.from_json(dict(entry["reference"]))
         title = f"Gamma Map: {name}" + (f", segment {segment}" if segment is not None else "")
-        title += f" (last {watch.config.count_window_events} events per segment)"
+        title += f" (last {entry.get('window_events', '?')} events per segment)"
         return 200, render_svg(live, ref, title=title).encode(), _SVG
 
     return handle
+
+
+def gamma_map_handler(runtimes: Mapping[str, ModelRuntime]) -> QueryHandler:
+    """The ``/gammamap`` handler over the pipeline's model runtimes, read at each request."""
+    return gamma_map_document_handler(lambda: gamma_map_document(runtimes))

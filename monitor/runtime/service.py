@@ -16,10 +16,10 @@ from monitor.config import KafkaSettings, Settings
 from monitor.cpus import affinity_cpus, cgroup_cpu_limit
 from monitor.exporters.alerts import AlertEvent
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
-from monitor.exporters.http import HttpLimits, MetricsServer
+from monitor.exporters.http import HttpLimits
+from monitor.exporters.http_process import ProcessMetricsServer
 from monitor.exporters.prometheus import MetricsState
-from monitor.exporters.webconfig import load_web_config
-from monitor.runtime.gammamap_view import gamma_map_handler
+from monitor.runtime.gammamap_view import gamma_map_document
 from monitor.runtime.models import ModelRuntime, load_model_runtime
 from monitor.runtime.pipeline import Pipeline
 from monitor.sampler.base import Sampler
@@ -148,21 +148,21 @@ class Service:
         self.probes = ProbeScheduler(self.pipeline, settings.probes, self.state, clock=clock)
         #: the cyclic GC by time too, so that garbage does not wait for 50,000 allocations (monitor/allocator.py)
         self.collector = TimedCollector()
-        self.server: MetricsServer | None = None
+        #: the HTTP endpoint in a process of its own (monitor/exporters/http_process.py): scrapers never take this
+        #: interpreter; the loop's tick publishes the rendered snapshot to it
+        self.server: ProcessMetricsServer | None = None
         if serve_metrics:
-            self.server = MetricsServer(
+            self.server = ProcessMetricsServer(
                 self.state,
                 host=settings.metrics.host,
                 port=settings.metrics.port,
                 ready=self.pipeline.readiness,
                 probes=self.probes.report,
-                gammamap=gamma_map_handler(self.pipeline.runtimes),
+                documents={"gammamap": lambda: gamma_map_document(self.pipeline.runtimes)},
                 limits=HttpLimits.from_settings(settings.metrics),
-                web_config=(
-                    load_web_config(settings.metrics.web_config_file)
-                    if settings.metrics.web_config_file is not None
-                    else None
-                ),
+                web_config_file=settings.metrics.web_config_file,
+                log_level=settings.log_level,
+                log_format=settings.log_format,
             )
 
     @classmethod
@@ -226,6 +226,8 @@ class Service:
                 if rt.watch is not None:
                     rt.watch.tick()
             self._export_delivery_counters()
+            if self.server is not None:
+                self.server.publish()
             if tick is not None:
                 tick()
 

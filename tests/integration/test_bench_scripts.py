@@ -170,3 +170,21 @@ def test_stream_throughput_against_a_real_broker_prints_the_verdict() -> None:
         line.startswith("| kafka09 | ") and line.endswith((": met |", ": not met |", ": undecided |"))
         for line in out.splitlines()
     ), out[-2000:]
+
+
+@pytest.mark.integration
+def test_scrape_storm_on_the_real_sidecar_prints_the_paired_ratios() -> None:
+    out = bench(
+        "bench/scrape_storm.py",
+        "--events",
+        "20000",
+        "--repeats",
+        "1",
+        "--loops",
+        "2",
+        "--render-interval",
+        "0.1",
+        timeout=600.0,
+    )
+    assert "| repeat | order | quiet events/s | storm events/s | ratio | scrapes/s " in out
+    assert "| 1 | quiet first |" in out and "median ratio" in out, out[-2000:]

@@ -149,7 +149,11 @@ def test_prometheus_target_with_a_wrong_password_is_down_with_401(
     )
     assert "401" in target["lastError"], target["lastError"]
     assert not prometheus.query('harmonic_events_consumed_total{job="harmonic-tls-wrong"}')
-    assert sidecar.state.counter("harmonic_http_requests_rejected_total", ("unauthorized",)) > 0
+    # the server process counts it; the pipeline copies its counts in on a tick (well under a second later)
+    prometheus.wait_for(
+        lambda: sidecar.state.counter("harmonic_http_requests_rejected_total", ("unauthorized",)) > 0,
+        "the 401s counted as unauthorized",
+    )
 
 
 def test_service_refuses_to_start_with_a_malformed_web_config(tmp_path: Path) -> None:

@@ -447,8 +447,8 @@ def produce_slowly(broker: Broker, topic: str, messages: Sequence[Message], per_
     return ends
 
 
-def consumer_children(parent: int) -> list[int]:
-    """Pids of live ``monitor.source.kafka_process`` processes whose parent is ``parent``."""
+def consumer_children(parent: int, module: bytes = b"monitor.source.kafka_process") -> list[int]:
+    """Pids of live ``module`` processes (the consumer process by default) whose parent is ``parent``."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -460,7 +460,7 @@ def consumer_children(parent: int) -> list[int]:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         state = stat.rsplit(")", 1)[1].split()[0]
-        if b"monitor.source.kafka_process" in cmdline and ppid == parent and state != "Z":
+        if module in cmdline and ppid == parent and state != "Z":
             found.append(int(entry.name))
     return found
 
@@ -519,13 +519,16 @@ def test_run_survives_sigkill_and_sigterm_without_losing_events(
         )
         children = consumer_children(first.pid)
         assert len(children) == (1 if consumer_process == "true" else 0)
+        servers = consumer_children(first.pid, b"monitor.exporters.http_process")
+        assert len(servers) == 1, "the HTTP endpoint runs in a process of its own"
+        children += servers
         assert first.kill() == -signal.SIGKILL
         assert not streaming.done(), "the stream ended before the crash; the kill was not mid-stream"
         # the consumer process dies with the sidecar: no orphan keeps the group's partitions
         deadline = time.monotonic() + 10.0
         while processes_alive(children) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not processes_alive(children), f"consumer process {children} outlived the killed sidecar"
+        assert not processes_alive(children), f"child processes {children} outlived the killed sidecar"
         # the crash lost work in hand: records read beyond the last commit, which a restart must re-deliver
         committed = sum(offset or 0 for offset in committed_offsets(kafka_broker, topic, group).values())
         assert consumed(at_kill) - committed > 0, "the kill found nothing in flight"

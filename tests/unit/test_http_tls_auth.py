@@ -220,3 +220,29 @@ def test_metrics_server_bounds_password_checks_and_keeps_healthz_answering(
         for thread in flood:
             thread.join(DEADLINE_SECONDS)
     assert state.counter("harmonic_http_requests_rejected_total", ("unauthorized",)) == 2
+
+
+def test_metrics_server_counts_stalled_tls_handshakes_against_the_connection_cap(
+    tmp_path: Path, certs: CertFiles, serve: Callable[..., MetricsServer], state: MetricsState
+) -> None:
+    # raw TCP connections that never send a ClientHello: each holds a slot from its accept
+    srv = serve(tls_config(tmp_path, certs), max_connections=3, read_timeout_seconds=30.0)
+    stalled = [socket.create_connection(("127.0.0.1", srv.port), timeout=DEADLINE_SECONDS) for _ in range(3)]
+    try:
+        # the fourth connection closes the longest-waiting handshake to make room
+        assert get(srv, "/healthz", ctx=client_context(certs))[0] == 200
+        assert stalled[0].recv(1) == b""
+        assert state.counter("harmonic_http_requests_rejected_total", ("too_many_connections",)) >= 1
+    finally:
+        for sock in stalled:
+            sock.close()
+
+
+def test_metrics_server_closes_a_stalled_tls_handshake_at_the_read_timeout_and_counts_it(
+    tmp_path: Path, certs: CertFiles, serve: Callable[..., MetricsServer], state: MetricsState
+) -> None:
+    srv = serve(tls_config(tmp_path, certs), read_timeout_seconds=0.2)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=DEADLINE_SECONDS) as sock:
+        sock.sendall(b"\x16\x03\x01")  # the start of a ClientHello, never finished
+        assert sock.recv(1) == b""
+    assert state.counter("harmonic_http_requests_rejected_total", ("read_timeout",)) == 1

@@ -95,3 +95,28 @@ def test_service_run_resolves_an_alert_when_the_stream_goes_quiet(tmp_path: Path
     # 60 s window, then 30 s of hysteresis
     assert 150.0 <= resolved_after[0] <= 160.0
     assert svc.state.gauge("harmonic_alerts_firing", (MODEL, "other", SHADOW_ALERT)) == 0.0
+
+
+def test_service_publishes_the_metrics_snapshot_to_its_server_process_on_its_tick(tmp_path: Path) -> None:
+    import http.client
+
+    settings = make_settings(tmp_path, metrics={"host": "127.0.0.1", "port": 0, "min_render_interval_seconds": 0.01})
+    runtimes = [load_model_runtime(m) for m in settings.models]
+    svc = Service(settings, ReplaySource(events(rows(64, seed=3))), runtimes, clock=FakeClock())
+    assert svc.server is not None
+    with svc:
+        before = svc.server._seq  # the snapshot published at start
+        svc.run(threading.Event(), until_exhausted=True)
+        ticked = svc.server._seq - before
+        svc.server.publish(force=True)  # the last tick may have fallen inside the interval
+        conn = http.client.HTTPConnection("127.0.0.1", svc.server.port, timeout=30)
+        try:
+            for _ in range(600):  # the server process rereads the snapshot within 0.05 s
+                conn.request("GET", "/metrics")
+                body = conn.getresponse().read()
+                if b'harmonic_events_consumed_total{model="clf"} 64.0' in body:
+                    break
+        finally:
+            conn.close()
+    assert ticked >= 1 and svc.server.proc is not None and svc.server.proc.returncode is not None
+    assert b'harmonic_events_consumed_total{model="clf"} 64.0' in body
