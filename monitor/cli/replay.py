@@ -52,16 +52,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--events", required=True, help="JSON-lines file of events, one per line (blank lines skipped)")
     p.add_argument("--timeline", required=True, help="where to write the timeline JSON ('-': stdout)")
     p.add_argument(
+        "--state-dir",
+        help="keep the pipeline's state here (and start from the state already in it, as `run` does); "
+        "default: a temporary directory, removed at exit",
+    )
+    p.add_argument(
         "--segment-column",
         help="the --reference CSV column (named in its header) that holds each row's segment: each segment is judged "
         "against a baseline from its own rows (segments.reference_column; not fed to the model). Without it, a "
         "reference JSON's per-segment baselines are used, and segments without one learn theirs from their first "
         "events",
-    )
-    p.add_argument(
-        "--state-dir",
-        help="keep the pipeline's state here (and start from the state already in it, as `run` does); "
-        "default: a temporary directory, removed at exit",
     )
     p.set_defaults(func=run)
 

@@ -100,7 +100,7 @@ def test_service_run_resolves_an_alert_when_the_stream_goes_quiet(tmp_path: Path
 def test_service_publishes_the_metrics_snapshot_to_its_server_process_on_its_tick(tmp_path: Path) -> None:
     import http.client
 
-    settings = make_settings(tmp_path, metrics={"host": "127.0.0.1", "port": 0, "min_render_interval_seconds": 0.01})
+    settings = make_settings(tmp_path, metrics={"host": "127.0.0.1", "port": 0, "min_render_interval_seconds": 1e-9})
     runtimes = [load_model_runtime(m) for m in settings.models]
     svc = Service(settings, ReplaySource(events(rows(64, seed=3))), runtimes, clock=FakeClock())
     assert svc.server is not None
