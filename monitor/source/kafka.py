@@ -409,6 +409,8 @@ class ClientNoise(logging.Filter):
         "socket disconnected",
         "ConnectionRefused",
         "Broken pipe",
+        "Error receiving network data",  # a connection reset mid-read (a broker killed, a proxy or LB cutting it)
+        "Error sending request data",
     )
 
     def __init__(self) -> None:
