@@ -101,6 +101,9 @@ class ProcessKafkaSource(GroupMember):
         self._next = 0
         self._revoking = False
         self._revoke_positions: Positions = {}
+        #: partitions asked to seek, by the number of seeks the child has not confirmed: records of them that arrive
+        #: before the confirmation were read before the seek, and are dropped
+        self._seeking: dict[tuple[str, int], int] = {}
         self._closed = False
         self._bootstrap_servers = str(consumer.get("bootstrap_servers", ""))
         #: the child's report while its broker is away: (since, monotonic; the error)
@@ -168,6 +171,18 @@ class ProcessKafkaSource(GroupMember):
             return
         self._send(("commit", owned))
 
+    def seek(self, positions: Positions) -> None:
+        """Have the child read these partitions from these offsets on; records of them received (or on the way)
+        before it did are dropped here."""
+        owned = {k: v for k, v in positions.items() if k in self._assigned}
+        if not owned:
+            return
+        self._buffer = [r for r in self.buffered() if (r.topic, r.partition) not in owned]
+        self._next = 0
+        for key in owned:
+            self._seeking[key] = self._seeking.get(key, 0) + 1
+        self._send(("seek", owned))
+
     def close(self, timeout_seconds: float = 30.0) -> None:
         """Have the child commit what was sent, close the consumer and exit; wait for it (bounded).
 
@@ -201,7 +216,15 @@ class ProcessKafkaSource(GroupMember):
             if self._next >= len(self._buffer):  # all returned: start afresh rather than grow
                 self._buffer, self._next = [], 0
             for batch in payload:
+                if self._seeking and (batch[0], batch[1]) in self._seeking:
+                    continue  # read before the seek the child has not confirmed yet
                 self._buffer.extend(records_of(batch))
+        elif kind == "sought":
+            for t, p in payload:
+                key = (str(t), int(p))
+                left = self._seeking.pop(key, 0) - 1
+                if left > 0:
+                    self._seeking[key] = left
         elif kind == "assigned":
             parts = [(str(t), int(p)) for t, p in payload]
             self._assigned.update(parts)
@@ -431,6 +454,9 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
                     break
                 if kind == "commit":
                     source.commit(payload)
+                elif kind == "seek":
+                    source.seek(payload)
+                    send("sought", list(payload))
                 elif kind == "close":
                     closing.set()
                     source.close()
