@@ -142,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                     replica.kill()
     consumed = sum(counters_in_state(r.state_dir, "harmonic_events_consumed_total") for r in replicas)
     scored = sum(counters_in_state(r.state_dir, "harmonic_events_scored_total") for r in replicas)
-    print(f"**Command:** `{command}`  ")
-    print(f"**Machine:** {machine(load=True)}; load average before the run {' '.join(load_before)}  ")
+    print(f"machine: {machine(load=True)}; load average before the run {' '.join(load_before)}")
+    print(f"command: {command}\n")
     print(f"{args.replicas} replicas, {args.partitions} partitions on {args.broker}, {kills} SIGKILLs in "
           f"{storm_seconds:.0f} s ({committed_in_storm:,} events committed by its end), exit codes at the end "
           f"{codes}\n")  # fmt: skip

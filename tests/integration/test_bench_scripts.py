@@ -161,3 +161,24 @@ def test_stream_throughput_against_a_real_broker_prints_the_verdict() -> None:
         line.startswith("| kafka09 | ") and line.endswith((": met |", ": not met |", ": undecided |"))
         for line in out.splitlines()
     ), out[-2000:]
+
+
+@pytest.mark.integration
+def test_kill_storm_sums_the_replicas_counters() -> None:
+    out = bench(
+        "bench/kill_storm.py",
+        "--events",
+        "60",
+        "--rate",
+        "20",
+        "--replicas",
+        "2",
+        "--partitions",
+        "2",
+        "--kill-every",
+        "1.5",
+        "--drain-seconds",
+        "120",
+        timeout=400.0,
+    )
+    assert "\n| 60 | " in out, out[-2000:]  # exit 0 above: no event missing from the summed counters
