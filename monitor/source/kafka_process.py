@@ -104,6 +104,9 @@ class ProcessKafkaSource(GroupMember):
         #: partitions asked to seek, by the number of seeks the child has not confirmed: records of them that arrive
         #: before the confirmation were read before the seek, and are dropped
         self._seeking: dict[tuple[str, int], int] = {}
+        #: revokes handled so far: a seek names it, and the child skips a seek asked before a revoke it has since
+        #: gone through (the partitions were given up; after the rebalance the group's positions stand)
+        self._revokes = 0
         self._closed = False
         self._bootstrap_servers = str(consumer.get("bootstrap_servers", ""))
         #: the child's report while its broker is away: (since, monotonic; the error)
@@ -181,7 +184,7 @@ class ProcessKafkaSource(GroupMember):
         self._next = 0
         for key in owned:
             self._seeking[key] = self._seeking.get(key, 0) + 1
-        self._send(("seek", owned))
+        self._send(("seek", (self._revokes, owned)))
 
     def close(self, timeout_seconds: float = 30.0) -> None:
         """Have the child commit what was sent, close the consumer and exit; wait for it (bounded).
@@ -237,6 +240,9 @@ class ProcessKafkaSource(GroupMember):
             gone = set(parts)
             # buffered records of these partitions were never applied: their next owner reads them
             self._buffer = [r for r in self.buffered() if (r.topic, r.partition) not in gone]
+            for key in gone:  # a seek asked before the revoke: the records after the rebalance are the group's
+                self._seeking.pop(key, None)
+            self._revokes += 1
             self._next = 0
             self._revoking, self._revoke_positions = True, {}
             try:
@@ -384,6 +390,7 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     replies: dict[int, Positions] = {}
     answered: dict[int, threading.Event] = {}
     tokens = itertools.count()
+    revokes = [0]  # "revoked" messages sent: a seek the parent asked before the last of them is stale
     todo: queue.Queue[tuple[str, Any]] = queue.Queue()
     closing = threading.Event()
     source: KafkaSource | None = None
@@ -396,6 +403,7 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
                 return
             token = next(tokens)
             done = answered[token] = threading.Event()
+            revokes[0] += 1
             send("revoked", (token, list(partitions)))
             if not done.wait(REVOKE_REPLY_TIMEOUT_SECONDS):
                 log.warning("no flush from the parent in time; partitions revoked without a commit")
@@ -455,8 +463,10 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
                 if kind == "commit":
                     source.commit(payload)
                 elif kind == "seek":
-                    source.seek(payload)
-                    send("sought", list(payload))
+                    asked_at, positions = payload
+                    if asked_at == revokes[0]:
+                        source.seek(positions)
+                    send("sought", list(positions))
                 elif kind == "close":
                     closing.set()
                     source.close()

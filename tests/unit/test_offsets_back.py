@@ -261,12 +261,32 @@ def test_the_child_consumer_drops_records_read_before_its_seek() -> None:
     source = ProcessKafkaSource.__new__(ProcessKafkaSource)
     source._buffer, source._next, source._seeking = [], 0, {}
     source._assigned = {("t", 0), ("t", 1)}
+    source._revokes = 0
     source._send = sent.append  # type: ignore[method-assign]
     source._handle("records", [columns_of("t", 0, [Record(10), Record(11)]), columns_of("t", 1, [Record(3)])])
     source.seek({("t", 0): 9, ("t", 7): 0})  # a partition not assigned is left alone
-    assert sent == [("seek", {("t", 0): 9})]
+    assert sent == [("seek", (0, {("t", 0): 9}))]  # asked after no revoke: the child applies it
     assert [(r.partition, r.offset) for r in source.buffered()] == [(1, 3)]
     source._handle("records", [columns_of("t", 0, [Record(12)]), columns_of("t", 1, [Record(4)])])  # on the way
     source._handle("sought", [("t", 0)])
     source._handle("records", [columns_of("t", 0, [Record(9), Record(10)])])  # from the new position
     assert [(r.partition, r.offset) for r in source.poll(0.0, 10)] == [(1, 3), (1, 4), (0, 9), (0, 10)]
+
+
+def test_a_seek_asked_before_a_revoke_is_stale() -> None:
+    """A revoke between the seek and its confirmation: the parent no longer drops that partition's records (the
+    group's positions stand after the rebalance), and the next seek names the revoke, so the child skips the old."""
+    from monitor.source.kafka_process import ProcessKafkaSource
+
+    sent: list[tuple[str, object]] = []
+    source = ProcessKafkaSource.__new__(ProcessKafkaSource)
+    source._buffer, source._next, source._seeking, source._revokes = [], 0, {}, 0
+    source._assigned, source._handler, source._revoking, source._revoke_positions = {("t", 0)}, None, False, {}
+    source._send = sent.append  # type: ignore[method-assign]
+    source.seek({("t", 0): 9})
+    source._handle("revoked", (7, [("t", 0)]))
+    assert source._seeking == {} and source._revokes == 1
+    assert sent[-1] == ("revoke_done", (7, {}))
+    source._handle("assigned", [("t", 0)])
+    source.seek({("t", 0): 4})
+    assert sent[-1] == ("seek", (1, {("t", 0): 4}))
