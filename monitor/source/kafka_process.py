@@ -101,12 +101,6 @@ class ProcessKafkaSource(GroupMember):
         self._next = 0
         self._revoking = False
         self._revoke_positions: Positions = {}
-        #: partitions asked to seek, by the number of seeks the child has not confirmed: records of them that arrive
-        #: before the confirmation were read before the seek, and are dropped
-        self._seeking: dict[tuple[str, int], int] = {}
-        #: revokes handled so far: a seek names it, and the child skips a seek asked before a revoke it has since
-        #: gone through (the partitions were given up; after the rebalance the group's positions stand)
-        self._revokes = 0
         self._closed = False
         self._bootstrap_servers = str(consumer.get("bootstrap_servers", ""))
         #: the child's report while its broker is away: (since, monotonic; the error)
@@ -174,18 +168,6 @@ class ProcessKafkaSource(GroupMember):
             return
         self._send(("commit", owned))
 
-    def seek(self, positions: Positions) -> None:
-        """Have the child read these partitions from these offsets on; records of them received (or on the way)
-        before it did are dropped here."""
-        owned = {k: v for k, v in positions.items() if k in self._assigned}
-        if not owned:
-            return
-        self._buffer = [r for r in self.buffered() if (r.topic, r.partition) not in owned]
-        self._next = 0
-        for key in owned:
-            self._seeking[key] = self._seeking.get(key, 0) + 1
-        self._send(("seek", (self._revokes, owned)))
-
     def close(self, timeout_seconds: float = 30.0) -> None:
         """Have the child commit what was sent, close the consumer and exit; wait for it (bounded).
 
@@ -219,15 +201,7 @@ class ProcessKafkaSource(GroupMember):
             if self._next >= len(self._buffer):  # all returned: start afresh rather than grow
                 self._buffer, self._next = [], 0
             for batch in payload:
-                if self._seeking and (batch[0], batch[1]) in self._seeking:
-                    continue  # read before the seek the child has not confirmed yet
                 self._buffer.extend(records_of(batch))
-        elif kind == "sought":
-            for t, p in payload:
-                key = (str(t), int(p))
-                left = self._seeking.pop(key, 0) - 1
-                if left > 0:
-                    self._seeking[key] = left
         elif kind == "assigned":
             parts = [(str(t), int(p)) for t, p in payload]
             self._assigned.update(parts)
@@ -240,9 +214,6 @@ class ProcessKafkaSource(GroupMember):
             gone = set(parts)
             # buffered records of these partitions were never applied: their next owner reads them
             self._buffer = [r for r in self.buffered() if (r.topic, r.partition) not in gone]
-            for key in gone:  # a seek asked before the revoke: the records after the rebalance are the group's
-                self._seeking.pop(key, None)
-            self._revokes += 1
             self._next = 0
             self._revoking, self._revoke_positions = True, {}
             try:
@@ -390,7 +361,6 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     replies: dict[int, Positions] = {}
     answered: dict[int, threading.Event] = {}
     tokens = itertools.count()
-    revokes = [0]  # "revoked" messages sent: a seek the parent asked before the last of them is stale
     todo: queue.Queue[tuple[str, Any]] = queue.Queue()
     closing = threading.Event()
     source: KafkaSource | None = None
@@ -403,7 +373,6 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
                 return
             token = next(tokens)
             done = answered[token] = threading.Event()
-            revokes[0] += 1
             send("revoked", (token, list(partitions)))
             if not done.wait(REVOKE_REPLY_TIMEOUT_SECONDS):
                 log.warning("no flush from the parent in time; partitions revoked without a commit")
@@ -462,11 +431,6 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
                     break
                 if kind == "commit":
                     source.commit(payload)
-                elif kind == "seek":
-                    asked_at, positions = payload
-                    if asked_at == revokes[0]:
-                        source.seek(positions)
-                    send("sought", list(positions))
                 elif kind == "close":
                     closing.set()
                     source.close()
