@@ -1,8 +1,9 @@
 """End to end: a topic deleted and re-created under the same name, grown past the positions a sidecar saved, is read
 from its start when that sidecar restarts with the same state dir and group: every new event counted.
 
-Both brokers keep the group's committed offsets of the deleted topic (Kafka 0.9 until ``offsets.retention.minutes``,
-Tansu 0.6 here too), so the broker hands out the new topic from the old committed offset: only the record just
+Kafka 0.9 keeps the group's committed offsets of the deleted topic (until ``offsets.retention.minutes``; Tansu 0.6
+kept them in some of our runs, dropped them in others: then the new topic is read from 0, below the last commit),
+so the broker hands out the new topic from the old committed offset: only the record just
 before the saved position, re-read and compared with the fingerprint the state saved (its value, and its timestamp
 where the broker keeps one), shows that the topic is another one. That re-read is made by the in-process consumer only (with the consumer in its
 child process the record is compared only when the broker hands it out), so the sidecar runs in-process here.
@@ -33,6 +34,8 @@ PARTITIONS = 2
 BEFORE, AFTER = 40, 120
 #: the line of a new incarnation seen by the record before the saved position
 LINE = "offsets went back: the record at the last applied offset is not the one applied there"
+#: the line of offsets handed out below the position last committed
+BELOW = "offsets went back: the broker hands out records below the position last committed"
 
 
 @pytest.fixture(scope="module")
@@ -82,4 +85,7 @@ def test_a_re_created_topic_is_read_from_its_start_after_a_restart(
         code, _ = second.terminate()
         assert code == 0
     log = (tmp_path / "run2.log").read_text()
-    assert log.count(LINE) == len(ends_before), log[-4000:]
+    # Kafka 0.9 keeps the group's offsets of a deleted topic: only the record before the saved position tells;
+    # Tansu kept them in some runs and dropped them in others (then the new topic is read from 0, below the commit)
+    seen = log.count(LINE) + (log.count(BELOW) if broker.name == "tansu" else 0)
+    assert seen == len(ends_before), log[-4000:]
