@@ -19,7 +19,9 @@ Usage (the command behind the figure in docs/OPERATIONS.md; about 3 min on 2 cor
 from __future__ import annotations
 
 import argparse
+import atexit
 import shlex
+import shutil
 import sys
 import tempfile
 import threading
@@ -84,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("expected --events >= 10, --rate > 0, --replicas >= 2, --partitions >= 1, --kill-every > 0")
     command = "bench/kill_storm.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     work = Path(tempfile.mkdtemp(prefix="hm-kill-storm-"))
+    atexit.register(shutil.rmtree, work, True)  # the replicas' logs and state dirs
     files = build_classifier(work / "model")
     batch = valid_events(files, args.events, prefix="ks")
     load_before = Path("/proc/loadavg").read_text().split()[:3]
