@@ -529,7 +529,8 @@ USAGE: dict[str, Usage] = {
     "harmonic_offsets_went_back_total": Usage(
         "Traffic and sampling",
         "partitions",
-        "`increase(...[1h]) > 0`: after a restart the broker handed out records below the last committed position. "
+        "`increase(...[1h]) > 0`: after a restart the broker handed out records below the last committed position, "
+        "or the record just before the saved position was another one (a re-created topic grown past it). "
         "Expected after an operator's offset reset for reprocessing; otherwise the topic was re-created or the "
         "address now points at another cluster: check which. The log line names the partition and both offsets.",
     ),

@@ -145,7 +145,9 @@ METRICS: tuple[MetricSpec, ...] = (
         "harmonic_offsets_went_back_total",
         "counter",
         "Partitions whose first record after a start lay below the position last committed (an operator's offset "
-        "reset, a re-created topic, another cluster): read from the broker's position, not the saved one.",
+        "reset, a re-created topic, another cluster): read from the broker's position, not the saved one; or whose "
+        "record just before the saved position is another one than the state saw there (a re-created topic grown "
+        "past it): read from its start.",
         (),
     ),
     MetricSpec(

@@ -353,6 +353,22 @@ class KafkaSource(GroupMember):
             # a commit that fails (e.g. after a rebalance) means those events are re-delivered: at-least-once
             log.warning("offset commit failed; events will be re-delivered", extra={"error": repr(exc)})
 
+    def seek(self, positions: Positions) -> None:
+        """Read these assigned partitions from these offsets on (from the poll thread): records fetched before are
+        dropped by kafka-python (their fetch offset is no longer the position); an offset out of range is reset by
+        ``auto_offset_reset``. Partitions not assigned (any more) are left alone."""
+        from kafka.structs import TopicPartition
+
+        if self._consumer is None:
+            return
+        for (topic, partition), offset in positions.items():
+            if (topic, partition) not in self._assigned:
+                continue
+            try:
+                self._consumer.seek(TopicPartition(topic, partition), offset)
+            except (ValueError, AssertionError, TypeError) as exc:  # revoked meanwhile
+                log.warning("seek not done", extra={"partition": f"{topic}/{partition}", "error": repr(exc)})
+
     def close(self) -> None:
         if self._consumer is None:
             return
@@ -425,6 +441,8 @@ class ClientNoise(logging.Filter):
         "socket disconnected",
         "ConnectionRefused",
         "Broken pipe",
+        "Error receiving network data",  # a connection reset mid-read (a broker killed, a proxy or LB cutting it)
+        "Error sending request data",
     )
 
     def __init__(self) -> None:

@@ -25,6 +25,12 @@ consumer groups     ``session_timeout_ms`` in 6000..30000 (broker     every join
                     to ``session_timeout_ms``, so poll at least that  ~7 s when a 2nd member joins)
                     often. Joins are instant, rebalances ~1 heartbeat
 restart             ``restart()`` keeps data and committed offsets   in memory only: no restart
+outage              ``stop_broker()``/``start_broker()``: the        ``TansuBroker(behind_proxy=True)``:
+                    process stops (ZooKeeper stays)                   the process stays (its data is in
+                                                                      memory), ``stop_broker()`` closes
+                                                                      the address clients use (refused,
+                                                                      open connections cut) and
+                                                                      ``start_broker()`` opens it again
 ==================  ===============================================  ===============================
 
 Use ``broker.kafka_kwargs()`` for every client and ``broker.consumer_kwargs(group_id)`` for consumers
@@ -42,6 +48,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 import warnings
@@ -226,6 +233,88 @@ def _kill_leftovers() -> None:
             os.killpg(process.pid, signal.SIGKILL)
 
 
+class TcpProxy:
+    """Forwards 127.0.0.1:``port`` to 127.0.0.1:``target_port``; :meth:`cut` makes the address refuse connections
+    and cuts the open ones (what clients see of a broker that died), :meth:`restore` opens it again.
+
+    Test tooling: one thread accepting, two per connection copying bytes.
+    """
+
+    def __init__(self, port: int, target_port: int) -> None:
+        self.port, self.target_port = port, target_port
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self._open: set[socket.socket] = set()
+
+    @property
+    def listening(self) -> bool:
+        return self._listener is not None
+
+    def restore(self) -> None:
+        """Listen again on the same port (a no-op while listening)."""
+        with self._lock:
+            if self._listener is not None:
+                return
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", self.port))
+            listener.listen(64)
+            listener.settimeout(0.2)
+            self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), name=f"proxy-{self.port}", daemon=True).start()
+
+    def cut(self) -> None:
+        """Stop listening (new connections are refused) and cut every open connection."""
+        with self._lock:
+            listener, self._listener = self._listener, None
+            connections, self._open = self._open, set()
+        if listener is not None:
+            listener.close()
+        for sock in connections:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while self._listener is listener:
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            client.settimeout(None)
+            upstream.settimeout(None)
+            with self._lock:
+                if self._listener is not listener:  # cut meanwhile
+                    client.close()
+                    upstream.close()
+                    return
+                self._open.update((client, upstream))
+            for source, target in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+
+    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, target):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+            with self._lock:
+                self._open.discard(source)
+                self._open.discard(target)
+            source.close()
+
+
 class Broker(abc.ABC):
     """Shared code of the test brokers: lifecycle, client kwargs, readiness and topic checks.
 
@@ -296,9 +385,32 @@ class Broker(abc.ABC):
         """Restart the broker keeping its data; only brokers with durable storage support it."""
         raise BrokerError(f"{self.name} keeps its data in memory, so a restart would lose it; use kafka09")
 
+    def stop_broker(self, kill: bool = False) -> None:
+        """Make the broker unreachable while keeping its data (an outage); ``start_broker()`` ends it."""
+        raise BrokerError(f"{self.name} cannot be made unreachable while keeping its data")
+
+    def start_broker(self) -> None:
+        """End an outage begun by ``stop_broker()`` and wait until the broker answers metadata."""
+        raise BrokerError(f"{self.name} cannot be made unreachable while keeping its data")
+
     @abc.abstractmethod
     def create_topic(self, topic: str, partitions: int) -> None:
         """Create ``topic`` with ``partitions`` partitions and wait until every one has a leader."""
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete ``topic`` (its records; what the broker does with groups' offsets is the broker's) and wait until
+        metadata no longer lists it, so that it can be created again."""
+        self._delete_topic(topic)
+        _wait_until(
+            lambda: self.partition_count(topic) == 0,
+            self.startup_timeout_seconds,
+            f"topic {topic!r} to be deleted",
+            self.log_tail,
+            poll_seconds=0.5,
+        )
+
+    @abc.abstractmethod
+    def _delete_topic(self, topic: str) -> None: ...
 
     def partition_count(self, topic: str) -> int:
         """Number of partitions the broker reports for ``topic`` (0 if it does not exist)."""
@@ -596,6 +708,11 @@ class Kafka09Broker(Broker):
         self._topic_command(args, configs or {}, f'Created topic "{topic}"', f"creating topic {topic!r}")
         self._wait_for_topic(topic, partitions)
 
+    def _delete_topic(self, topic: str) -> None:
+        # through ZooKeeper (0.9 has no DeleteTopics request; delete.topic.enable=true): the broker deletes it a
+        # moment later. Committed offsets of groups stay (0.9 drops them only after offsets.retention.minutes).
+        self._topic_command(["--delete", "--topic", topic], {}, "marked for deletion", f"deleting topic {topic!r}")
+
     def alter_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
         """Change topic-level settings of ``topic`` (e.g. ``min.insync.replicas``) through ZooKeeper; the broker
         applies them when it sees ZooKeeper's change notification, a moment later."""
@@ -631,17 +748,36 @@ class TansuBroker(Broker):
     """Tansu 0.6.0, a Kafka-compatible broker in one static binary, storage in memory.
 
     Speaks the modern protocol (kafka-python negotiates versions itself) and supports
-    CreateTopics. Data lives in memory only, so there is no ``restart()``.
+    CreateTopics. Data lives in memory only, so there is no ``restart()``: this build offers no durable
+    storage engine but S3 and PostgreSQL (``sqlite://``, ``slatedb://``, ``turso://`` answer
+    "FeatureNotEnabled"). An outage is still possible ``behind_proxy``: clients reach the broker through a
+    :class:`TcpProxy` on ``port`` (the advertised address), which ``stop_broker()`` cuts and
+    ``start_broker()`` restores while the process keeps its topics and committed offsets.
+
+    Parameters
+    ----------
+    behind_proxy
+        Put a cuttable proxy in front of the broker (one more hop; only for outage tests).
+    startup_timeout_seconds, keep_work_dir
+        See ``Broker``.
     """
 
     name = "tansu"
     api_version: tuple[int, int] | None = None
+
+    def __init__(
+        self, behind_proxy: bool = False, startup_timeout_seconds: float = 60.0, keep_work_dir: bool = False
+    ) -> None:
+        super().__init__(startup_timeout_seconds, keep_work_dir)
+        self.behind_proxy = behind_proxy
+        self._proxy: TcpProxy | None = None
 
     def start(self) -> Self:
         self._ensure_stopped()
         binary = _require_file(TANSU_BIN, "tansu binary")
         work = self._make_work_dir()
         self.port = free_port()
+        listen_port = free_port() if self.behind_proxy else self.port
         url = f"tcp://127.0.0.1:{self.port}"
         # Tansu also reads CLUSTER_ID, LISTENER_URL, ... from the environment; drop them so
         # only the arguments below count.
@@ -658,7 +794,7 @@ class TansuBroker(Broker):
                 "--cluster-id",
                 f"hm-{uuid.uuid4().hex[:8]}",
                 "--listener-url",
-                url,
+                f"tcp://127.0.0.1:{listen_port}",
                 "--advertised-listener-url",
                 url,
                 "--storage-engine",
@@ -671,10 +807,37 @@ class TansuBroker(Broker):
 
         def start_processes() -> None:
             service.start()
-            self._wait_for_port(self.port, "tansu")
+            self._wait_for_port(listen_port, "tansu")
+            if self.behind_proxy:
+                self._proxy = TcpProxy(self.port, listen_port)
+                self._proxy.restore()
             self._wait_for_metadata()
 
         return self._start_or_clean_up(start_processes)
+
+    def stop_broker(self, kill: bool = False) -> None:
+        """Cut the proxy: the address refuses connections and open ones end (``kill`` changes nothing); the
+        process keeps its data. Only ``behind_proxy``."""
+        self._require_proxy().cut()
+
+    def start_broker(self) -> None:
+        """Open the proxy again and wait until the broker answers metadata through it."""
+        self._require_proxy().restore()
+        self._wait_for_metadata()
+
+    def _require_proxy(self) -> TcpProxy:
+        if self._proxy is None:
+            raise BrokerError(
+                "tansu keeps its data in memory and cannot stop and come back with it; "
+                "start TansuBroker(behind_proxy=True) for an outage"
+            )
+        return self._proxy
+
+    def stop(self) -> None:
+        proxy, self._proxy = self._proxy, None
+        if proxy is not None:
+            proxy.cut()
+        super().stop()
 
     def create_topic(self, topic: str, partitions: int) -> None:
         """Create ``topic`` with ``partitions`` partitions (CreateTopics) and wait for its leaders."""
@@ -691,6 +854,14 @@ class TansuBroker(Broker):
                 self.log_tail(),
             )
         self._wait_for_topic(topic, partitions)
+
+    def _delete_topic(self, topic: str) -> None:
+        # Tansu drops the groups' committed offsets of a deleted topic with it
+        with self.admin() as admin:
+            response = admin.delete_topics([topic])
+        errors = [t for t in response["topics"] if t["error_code"] != 0]
+        if errors:
+            raise BrokerError(f"deleting topic {topic!r} on tansu failed: {errors}", self.log_tail())
 
 
 BROKER_TYPES: Final[dict[str, type[Broker]]] = {"kafka09": Kafka09Broker, "tansu": TansuBroker}

@@ -188,3 +188,23 @@ def test_scrape_storm_on_the_real_sidecar_prints_the_paired_ratios() -> None:
     )
     assert "| repeat | order | quiet events/s | storm events/s | ratio | scrapes/s " in out
     assert "| 1 | quiet first |" in out and "median ratio" in out, out[-2000:]
+
+
+def test_kill_storm_sums_the_replicas_counters() -> None:
+    out = bench(
+        "bench/kill_storm.py",
+        "--events",
+        "60",
+        "--rate",
+        "20",
+        "--replicas",
+        "2",
+        "--partitions",
+        "2",
+        "--kill-every",
+        "1.5",
+        "--drain-seconds",
+        "120",
+        timeout=400.0,
+    )
+    assert "\n| 60 | " in out, out[-2000:]  # exit 0 above: no event missing from the summed counters

@@ -114,10 +114,36 @@ def test_client_noise_holds_back_connection_lines_only(caplog: pytest.LogCapture
         noisy.error("Connection failed: %s", "KafkaConnectionError: 111 ECONNREFUSED")
         noisy.warning("Bootstrap bootstrap-0 not ready; waiting %s secs", 0.33)
         noisy.error("something else entirely")
+        try:  # kafka-python's line when a broker's connection is reset mid-read (log.exception)
+            raise ConnectionResetError(104, "Connection reset by peer")
+        except ConnectionResetError:
+            logging.getLogger("kafka.net.transport").exception("%s: Error receiving network data closing socket", "t")
         noisy.info("Attempting bootstrap to bootstrap-0")  # INFO is not held back (and not shown at WARNING)
-    assert CLIENT_NOISE.held == held + 2
+    assert CLIENT_NOISE.held == held + 3
     assert [r.getMessage() for r in caplog.records] == [
         "something else entirely",
         "Attempting bootstrap to bootstrap-0",
     ]
-    assert "not ready" in CLIENT_NOISE.last_message
+    assert "Error receiving network data" in CLIENT_NOISE.last_message
+
+
+def test_seek_moves_assigned_partitions_only(attempts: list[Any], caplog: pytest.LogCaptureFixture) -> None:
+    """``KafkaSource.seek`` (the pipeline's re-read of the record before a saved position): assigned partitions
+    only; kafka-python refusing one (revoked meanwhile) is a warning, not a failure."""
+    from kafka.structs import TopicPartition
+
+    sought: list[tuple[Any, int]] = []
+
+    class Seeking(FakeConsumer):
+        def seek(self, partition: Any, offset: int) -> None:
+            if partition.partition == 1:
+                raise AssertionError("Unassigned partition")  # kafka-python's check
+            sought.append((partition, offset))
+
+    attempts.append(Seeking([]))
+    source = KafkaSource("127.0.0.1:1", "t", "g", lean_record_parse=False)
+    source._assigned.update({("t", 0), ("t", 1)})
+    with caplog.at_level(logging.WARNING, logger="monitor.source.kafka"):
+        source.seek({("t", 0): 9, ("t", 1): 0, ("t", 2): 4})
+    assert sought == [(TopicPartition("t", 0), 9)]
+    assert [r.getMessage() for r in caplog.records if r.name == "monitor.source.kafka"] == ["seek not done"]

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
+import zlib
 from pathlib import Path
 
 import pytest
 
+from monitor.config import Settings
+from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.state import STATE_FILE, STATE_VERSION
+from monitor.source.base import Positions, RawRecord
 from tests.unit.test_pipeline import RecordingSource, events, make_pipeline, make_settings, rows
 from tests.unit.test_pipeline_reliability import records
 
@@ -83,3 +87,161 @@ def test_a_state_without_committed_positions_keeps_the_saved_positions(tmp_path:
     pipeline.close()
     assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 10
     assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 0
+
+
+# -- a re-created topic already grown past the saved position ---------------------------------------------------------
+
+
+class PartitionLog:
+    """One partition as a broker keeps it, read by a group member that can seek (``KafkaSource.seek``)."""
+
+    def __init__(self, values: list[bytes], *, position: int, timestamps: list[int | None] | None = None) -> None:
+        stamps = timestamps if timestamps is not None else [None] * len(values)
+        self.records = [
+            RawRecord(v, topic="t", partition=0, offset=i, timestamp_ms=ts)
+            for i, (v, ts) in enumerate(zip(values, stamps, strict=True))
+        ]
+        self.position = position
+        self.commits: list[Positions] = []
+        self.seeks: list[Positions] = []
+
+    def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
+        out = self.records[self.position : self.position + max_records]
+        self.position += len(out)
+        return out
+
+    def seek(self, positions: Positions) -> None:
+        self.seeks.append(dict(positions))
+        self.position = positions[("t", 0)]
+
+    def commit(self, positions: Positions) -> None:
+        self.commits.append(dict(positions))
+
+    @property
+    def ready(self) -> bool:
+        return True
+
+    @property
+    def exhausted(self) -> bool:
+        return self.position >= len(self.records)
+
+    def close(self) -> None:
+        return None
+
+
+def drain(settings: Settings, source: object) -> Pipeline:
+    pipeline = make_pipeline(settings, source)
+    while pipeline.step(0.0):
+        pass
+    pipeline.close()
+    return pipeline
+
+
+def first_run(tmp_path: Path, lines: list[bytes], timestamps: list[int | None] | None = None) -> Settings:
+    """A sidecar that read and committed ``lines`` and stopped cleanly: its state dir holds their fingerprints."""
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 4})
+    drain(settings, PartitionLog(lines, position=0, timestamps=timestamps))
+    return settings
+
+
+def test_the_state_records_the_fingerprint_of_the_record_before_each_saved_position(tmp_path: Path) -> None:
+    lines = events(rows(10, seed=7))
+    settings = first_run(tmp_path, lines, [1000 + i for i in range(10)])
+    saved = json.loads((Path(settings.state_dir) / STATE_FILE).read_text())
+    assert saved["tails"] == [["t", 0, 9, 1009, zlib.crc32(lines[9])]]
+
+
+@pytest.mark.parametrize("stamped", [True, False], ids=["timestamps", "no-timestamps"])
+def test_a_re_created_topic_grown_past_the_saved_position_is_read_from_its_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, stamped: bool
+) -> None:
+    settings = first_run(tmp_path, events(rows(10, seed=8)), [1000 + i for i in range(10)] if stamped else None)
+    new = events(rows(25, seed=9))  # the new incarnation: other events, more of them
+    # the group's committed offset outlived the topic (Kafka 0.9 keeps it): the broker hands out 10 onwards
+    source = PartitionLog(new, position=10, timestamps=[5000 + i for i in range(25)] if stamped else None)
+    with caplog.at_level(logging.WARNING, logger="monitor.runtime.pipeline"):
+        pipeline = drain(settings, source)
+    assert source.seeks == [{("t", 0): 9}, {("t", 0): 0}]  # the record before the saved position, then the start
+    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 10 + 25  # every new event counted
+    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 1
+    (line,) = [r for r in caplog.records if "not the one applied there" in r.getMessage()]
+    assert (line.partition, line.offset, line.read_from) == ("t/0", 9, 0)  # type: ignore[attr-defined]
+    assert source.commits[-1] == {("t", 0): 25}
+
+
+def test_the_same_topic_grown_since_is_read_on_from_the_saved_position(tmp_path: Path) -> None:
+    lines = events(rows(20, seed=10))
+    stamps: list[int | None] = [1000 + i for i in range(20)]
+    settings = first_run(tmp_path, lines[:10], stamps[:10])
+    source = PartitionLog(lines, position=10, timestamps=stamps)
+    pipeline = drain(settings, source)
+    assert source.seeks == [{("t", 0): 9}]  # one record re-read and compared: the same one, skipped
+    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 20  # 10 before, 10 new: none twice
+    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 0
+    assert source.commits[-1] == {("t", 0): 20}
+
+
+def test_the_same_value_with_another_timestamp_is_another_record(tmp_path: Path) -> None:
+    """A producer that re-sends the same events into a re-created topic: the broker's timestamps tell them apart."""
+    lines = events(rows(10, seed=11))
+    settings = first_run(tmp_path, lines, [1000 + i for i in range(10)])
+    source = PartitionLog(lines + lines, position=10, timestamps=[9000 + i for i in range(20)])
+    pipeline = drain(settings, source)
+    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 1
+    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 10 + 20
+
+
+def test_the_same_value_without_timestamps_cannot_be_told_apart(tmp_path: Path) -> None:
+    """Message format v0 (Kafka 0.9) keeps no timestamps: the same value re-sent at the same offset looks the same."""
+    lines = events(rows(10, seed=12))
+    settings = first_run(tmp_path, lines)
+    source = PartitionLog(lines + lines, position=10)
+    pipeline = drain(settings, source)
+    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 0
+    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 10 + 10  # 0..9 of the new one unseen
+
+
+def test_a_redelivery_compares_the_record_before_the_saved_position_as_it_passes(tmp_path: Path) -> None:
+    """The last commit did not land: the broker hands out records below the saved position anyway; the one just
+    before it is compared without a seek."""
+    lines = events(rows(20, seed=13))
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 4})
+    saved_state(settings, position=12, committed=8)
+    path = Path(settings.state_dir) / STATE_FILE
+    state = json.loads(path.read_text())
+    state["tails"] = [["t", 0, 11, None, zlib.crc32(lines[11])]]
+    path.write_text(json.dumps(state))
+    source = PartitionLog(lines, position=8)
+    pipeline = drain(settings, source)
+    assert source.seeks == []
+    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 8  # 12..19
+    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 0
+
+
+def test_a_saved_fingerprint_whose_record_is_gone_is_read_on_from_the_broker(tmp_path: Path) -> None:
+    """The record before the saved position was deleted (retention): the seek lands past it; read on, no loop."""
+    lines = events(rows(10, seed=14))
+    settings = first_run(tmp_path, lines)
+
+    class Retained(PartitionLog):
+        def seek(self, positions: Positions) -> None:
+            super().seek({key: max(offset, 10) for key, offset in positions.items()})  # log start 10
+
+    source = Retained(lines + events(rows(5, seed=15)), position=10)
+    pipeline = drain(settings, source)
+    assert source.seeks == [{("t", 0): 10}]
+    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 15
+    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 0
+
+
+def test_a_fingerprint_not_before_its_saved_position_is_ignored(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 4})
+    saved_state(settings, position=10, committed=10)
+    path = Path(settings.state_dir) / STATE_FILE
+    state = json.loads(path.read_text())
+    state["tails"] = [["t", 0, 3, None, 1], ["t", 0, 9, "x", 1], "junk"]
+    path.write_text(json.dumps(state))
+    source = PartitionLog(events(rows(15, seed=16)), position=10)
+    pipeline = drain(settings, source)
+    assert source.seeks == []
+    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 5
