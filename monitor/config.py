@@ -287,7 +287,7 @@ class BatchSettings(_Strict):
 
 
 class SegmentSettings(_Strict):
-    """Bounds on the identity labels taken from event data (DECISIONS 3): segments and model versions."""
+    """Bounds on the identity labels taken from event data: segments and model versions."""
 
     max_segments: int = Field(20, ge=1, description="Distinct segments per model; the rest fold into 'other'.")
     allowed: tuple[str, ...] | None = Field(None, description="If set, only these segments (others → 'other').")
@@ -415,7 +415,7 @@ class ProbeSettings(_Strict):
 
 
 class LabelSettings(_Strict):
-    """Delayed labels (kafka.labels_topic): accuracy, resilience, ECE/reliability, composite (SPEC §7)."""
+    """Delayed labels (kafka.labels_topic): accuracy, resilience, ECE/reliability, composite."""
 
     ttl_seconds: float = Field(86400.0, gt=0, description="How long a scored prediction waits for its label.")
     max_predictions: int = Field(100_000, ge=1, description="Bound on predictions waiting for labels.")
@@ -424,7 +424,7 @@ class LabelSettings(_Strict):
 
 
 class AccuracySettings(_Strict):
-    """Label-free accuracy estimates (issue 26) for a model whose reference JSON holds ``accuracy_estimator``
+    """Label-free accuracy estimates for a model whose reference JSON holds ``accuracy_estimator``
     (``harmonic-monitor reference --labels``); docs/OPERATIONS.md, "Accuracy without labels"."""
 
     method: Literal["harmonic", "ac", "atc", "doc"] = Field(

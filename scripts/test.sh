@@ -18,7 +18,7 @@ bash scripts/install-services.sh
 bash scripts/install-alertmanager.sh
 bash scripts/install-prometheus.sh
 # buildah + mmdebstrap and the local python:3.11-slim base (cached in .cache/image/); the image itself is built by
-# tests/integration/test_image.py, from the tree it tests (DECISIONS 23)
+# tests/integration/test_image.py, from the tree it tests
 bash scripts/build-image.sh --prepare
 # headless Chromium (Debian's package, no browser download): tests/unit/test_report_page.py renders the report page
 if ! command -v chromium >/dev/null 2>&1; then

@@ -6,7 +6,7 @@ Decode, sample, score, windows, detectors, verdicts and alerts run exactly as in
 * no Kafka and no HTTP server: the events come from the file (:class:`~monitor.source.replay.ReplaySource`), as
   fast as they can be scored, and alerts are recorded in the timeline, never delivered;
 * every event is scored (``sampler.events_per_second: 0``: no sampling, no CPU cap; the config's ``sampler``
-  section is overridden), and windows and alerts read the events' own time (the watermark, DECISIONS 5), so the
+  section is overridden), and windows and alerts read the events' own time (the watermark), so the
   same file gives the same timeline;
 * micro-batches are ``REPLAY_BATCH`` (10) events unless the config sets ``batch.max_events``: a detector that
   turns on is reported at the micro-batch that turned it on (the window tests still run every ``drift.every``
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "replay",
         help="backtest: run the pipeline over a JSON-lines file of events in event time; write a verdict timeline",
         description=(
-            "Replay a JSON-lines file of inference events (SPEC §1, one per line) through the same pipeline as "
+            "Replay a JSON-lines file of inference events (one per line) through the same pipeline as "
             "`run` — decode, score every event, windows, drift detectors, verdicts, alerts — in event time, with "
             "no Kafka and no HTTP server, as fast as possible. Writes the timeline of verdict changes and alert "
             "transitions, each at the 0-based line of the event where it was decided. Invalid lines are counted "

@@ -1,6 +1,6 @@
 """Stage 5b: the per-window verdict — stable, input shift or harmful shift — and the engine behind it.
 
-A label-free verdict claims only what the evidence shows (DECISIONS 7):
+A label-free verdict claims only what the evidence shows:
 
 - ``harmful-shift``: output-side evidence says the model is affected — a γ detector, a flicker detector, the
   confidence detector (a fall in max-probability) or the margin detector (a fall in top-1 minus top-2 class

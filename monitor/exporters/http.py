@@ -1,5 +1,5 @@
 """Stage 6: the HTTP endpoint — ``/metrics`` (rendered from :class:`~monitor.exporters.prometheus.MetricsState`),
-``/healthz``, ``/readyz`` and ``/probes`` — built to hold under abuse (issue 30, DECISIONS 15).
+``/healthz``, ``/readyz`` and ``/probes`` — built to hold under abuse.
 
 In ``harmonic-monitor run`` this server runs in a process of its own and serves the snapshots the pipeline publishes
 (:mod:`monitor.exporters.http_process`): ``render``, ``ready``, ``probes`` and ``health`` then read the latest one.
@@ -36,7 +36,7 @@ has no request-head timeout (Kludex/uvicorn#157) — and with ``limit_concurrenc
 ``/healthz`` got 503; it also serves scraper loops as fast as they ask, at ingest's expense. The loop here is the
 standard library's asyncio, so TLS is an ``ssl.SSLContext`` handed to ``start_server``.
 
-TLS and basic auth (issue 25). With ``web_config`` (``metrics.web_config_file``, the Prometheus exporter-toolkit's
+TLS and basic auth. With ``web_config`` (``metrics.web_config_file``, the Prometheus exporter-toolkit's
 format, :mod:`monitor.exporters.webconfig`) the port speaks TLS only; the handshake must finish within
 ``read_timeout_seconds``. A connection is counted against ``max_connections`` from its accept, handshake included:
 a client that opens TCP and never finishes the handshake holds one slot, can be closed to make room like a

@@ -375,7 +375,7 @@ _LABEL_AT: dict[str, dict[str, int]] = {m.name: {label: i for i, label in enumer
 _VERSIONED: dict[str, tuple[int, int]] = {
     m.name: (m.labels.index(_M), m.labels.index(_V)) for m in METRICS if _M in m.labels and _V in m.labels
 }
-#: model_version values kept per model by default (setting ``segments.max_versions``; DECISIONS 3)
+#: model_version values kept per model by default (setting ``segments.max_versions``)
 MAX_VERSIONS = 8
 
 
@@ -390,7 +390,7 @@ class _Hist:
 class MetricsState:
     """All exported values. Thread-safe; updates are cheap and vectorised.
 
-    ``model_version`` is bounded here, where every series is written (DECISIONS 3): per model, the
+    ``model_version`` is bounded here, where every series is written: per model, the
     ``max_versions`` most recently written versions are kept; writing a series with one more evicts the least
     recently written version and removes every series that carries it for that model (counted in
     ``harmonic_model_versions_evicted_total``). A new deployment appears at once; old ones age out. Events of an

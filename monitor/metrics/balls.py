@@ -1,4 +1,4 @@
-"""Stage 4: unit directions that approximate the sphere around a point (SPEC §2, seed 001 §3, §5).
+"""Stage 4: unit directions that approximate the sphere around a point (*Harmonic Machine Learning Models are Robust*, §3 and §5).
 
 A "ball" here is an (m, n) array of unit vectors v_i; the ball points around x are x + r·v_i (in
 standardized units). Constructions:

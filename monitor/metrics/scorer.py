@@ -552,7 +552,7 @@ def output_scale(
     """(D,) each regression output's spread over the reference: its interquartile range on ``rows`` seeded rows
     ``μ + s⊙z``, z ~ N(0, I) — the standardizer's location and scale, features independent.
 
-    This is the scale a regressor's flicker tolerance is a fraction of (DECISIONS 8, docs/SPEC-NOTES.md). It is drawn
+    This is the scale a regressor's flicker tolerance is a fraction of (docs/SPEC-NOTES.md). It is drawn
     from the standardizer, not from reference rows, so that every path that scores — the ``score`` and
     ``reference`` commands, ``run`` with a reference file, a warm-up window or a restored state — computes the
     same number from what they all share. For an exactly linear model f(x) = w·x it is 1.349·‖w⊙s‖, exactly the
@@ -614,7 +614,7 @@ def _pick(
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
     """Column ``klass[e]`` of a (rows, C) output table at each event's centre and ball points: (B,), (B, m).
 
-    f per SPEC §2 (the centre's class read at every ball point), with the centre class repeated per row, without
+    f as γ defines it (the centre's class read at every ball point), with the centre class repeated per row, without
     materialising that per-row class array. Both results are fresh arrays (gathers), never views of ``table``.
     """
     c = table.shape[1]
@@ -699,6 +699,6 @@ def _target_pair(
 
 def _log_floor(p: NDArray[np.float32]) -> NDArray[np.float32]:
     """log(max(p, LOG_FLOOR)) in float32, **in place** (``p`` is overwritten and returned): the log-probability
-    that stands in for a logit in P_adj (SPEC §2)."""
+    that stands in for a logit in P_adj."""
     np.maximum(p, np.float32(LOG_FLOOR), out=p)
     return np.log(p, out=p)

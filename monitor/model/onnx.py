@@ -555,7 +555,7 @@ class OnnxModel:
         self._run_names = [
             n for n in (self._label_name, self._proba_name, self._logits_name, *self._value_names) if n is not None
         ]
-        # DECISIONS 11: the one line that says what the model's outputs were read as, and why
+        # the one line that says what the model's outputs were read as, and why
         log.info(
             f"model '{self.path.name}' read as a {decision.summary()}",
             extra={"model": str(self.path), "kind": decision.kind, "outputs": self._run_names},

@@ -1,4 +1,4 @@
-"""Probes: the three-stage funnel on one region (SPEC §6, seed 000 §10.5), plus Algorithm 2 and consistency.
+"""Probes: the three-stage funnel on one region (*The Robustness Surface*, §10.5), plus Algorithm 2 and consistency.
 
 1. **MRI** — every probe target (each τ; each feature of ``shift``) at the moderate intensity ``eps``.
    A target is *flagged* when its r is below ``mri_cut``.

@@ -1,4 +1,4 @@
-"""Probes: the perturbation types τ of SPEC §6 and the session that evaluates perturbed copies of a region.
+"""Probes: the perturbation types τ and the session that evaluates perturbed copies of a region.
 
 Every perturbation maps ``(points, ε, rng)`` to perturbed points, both ``(B, n)`` float64 in *standardized units*
 (x̃ = (x − μ)/s of the :class:`~monitor.model.standardize.Standardizer`; with ``space: raw`` the standardizer is the
@@ -17,7 +17,7 @@ identity, so standardized units are raw units). The registry :data:`PERTURBATION
                proportional to |x|, and a feature that is 0 in raw units never moves.
 ``quantize``   x̃ ↦ ε·round(x̃/ε): rounding to a grid of step ε (standardized units, i.e. ε·s_j in raw units;
                the grid is anchored at the reference mean). ε = 0 is the identity. P(ε) need not be monotone.
-``gamma_ascent`` x̃ + ε·v*(x): v*(x) is the unit ball direction (radius r, the γ ball of SPEC §2) whose ball
+``gamma_ascent`` x̃ + ε·v*(x): v*(x) is the unit ball direction (radius r, the γ ball) whose ball
                point has the largest γ — one step of seed 001 Algorithm 2, stretched to length ε. Needs the
                model; the direction is computed once per point set (B·m·(1+m) model rows) and cached.
 ============== =================================================================================================

@@ -1,4 +1,4 @@
-"""Probes: adversarial threshold search (SPEC §6, seed 000 §10.4).
+"""Probes: adversarial threshold search (*The Robustness Surface*, §10.4).
 
 P(ε) is the agreement rate under a perturbation at intensity ε; the threshold is
 

@@ -651,7 +651,7 @@ class Pipeline:
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         """Ready when every model is loaded and partitions are assigned; ``degraded`` lists what needs fixing
-        (DECISIONS 4: a degraded sidecar stays ready, so that it stays in the scrape path and shows the fault)."""
+        (a degraded sidecar stays ready, so that it stays in the scrape path and shows the fault)."""
         detail: dict[str, Any] = {
             "source_ready": self.source.ready,
             "models": {

@@ -2,7 +2,7 @@
 
 :class:`Scoring` keeps each model's pending micro-batch. :meth:`Scoring.accept` feeds the warm-up window (a model
 without a reference fits its standardizer on the first events), compares the live server's label with the ONNX
-copy (shadow agreement, SPEC §4) and asks the sampler which events to score. :meth:`Scoring.score_pending` scores
+copy (shadow agreement) and asks the sampler which events to score. :meth:`Scoring.score_pending` scores
 them in batches of at most ``batch.max_events`` rows and applies each result: the model's windows, detectors and
 alerts (:class:`~monitor.runtime.watch.ModelWatch`), the scored hooks (the probe scheduler), the scores topic and
 the predictions kept for delayed labels.
@@ -145,7 +145,7 @@ class Scoring:
                         self._accept_model(rt, [item], now)
                     except Exception as exc:  # noqa: BLE001
                         self._unscorable(item[0], item[1], exc)
-        # the sampler's event-time reservoir (DECISIONS 14): decisions on events it held at earlier polls
+        # the sampler's event-time reservoir: decisions on events it held at earlier polls
         for ev, weight in self.sampler.release(now):
             ev_held = self.thinner.held.pop(id(ev), None)
             if ev_held is not None and weight > 0:
@@ -222,7 +222,7 @@ class Scoring:
         return evs[need:]
 
     def _shadow(self, rt: ModelRuntime, evs: Sequence[InferenceEvent]) -> list[float]:
-        """Shadow agreement (SPEC §4): per event NaN (no live label), 0.0 (agrees) or 1.0 (disagrees).
+        """Shadow agreement: per event NaN (no live label), 0.0 (agrees) or 1.0 (disagrees).
 
         The live label is the server's class *value*; it is compared with the ONNX copy's own label output when
         the model has one, else with the predicted class index. One centre-only model call per model per poll.
@@ -275,7 +275,7 @@ class Scoring:
         self.state.inc(
             "harmonic_model_evaluations_total", (rt.name, purpose), float(rows.shape[0] * rt.scorer.rows_per_event())
         )
-        if rt.scorer.flicker_tolerance is not None:  # a regressor's flip threshold in output units (DECISIONS 8)
+        if rt.scorer.flicker_tolerance is not None:  # a regressor's flip threshold in output units
             for column, tolerance in enumerate(rt.scorer.flicker_tolerance[:FLICKER_TOLERANCE_COLUMNS]):
                 self.state.set("harmonic_flicker_tolerance", (rt.name, str(column)), float(tolerance))
         # the σ and r scored at: fixed settings or chosen from the reference (monitor/metrics/scales.py)

@@ -59,7 +59,7 @@ def _rd_producer(k: KafkaSettings) -> Producer:
 
 
 def build_sampler(settings: Settings) -> Sampler:
-    """``events_per_second: 0`` scores everything; otherwise work-conserving sampling (DECISIONS 14): every event is
+    """``events_per_second: 0`` scores everything; otherwise work-conserving sampling: every event is
     scored while the measured scoring cost fits in ``cpu_share`` of the available CPUs, and above that one budget
     is shared by all models (max-min fair shares), capped at ``events_per_second`` when set; class-stratified by
     default."""

@@ -2,7 +2,7 @@
 
 One :class:`ModelWatch` per watched model. It takes every scored micro-batch, updates the windows and the
 per-segment drift engines, and every ``drift.every`` events publishes window gauges and the verdict and feeds the
-alert engine. Time is one injected :class:`~monitor.clock.WatermarkClock` (DECISIONS 5): the event-time watermark
+alert engine. Time is one injected :class:`~monitor.clock.WatermarkClock`: the event-time watermark
 in replays and the demo, ``max(watermark, wall − alerts.allowed_lag_seconds)`` in ``run``. Time windows cover event
 time up to the watermark; alerts run on the clock, and :meth:`ModelWatch.tick` (``Service.run`` calls it every loop
 turn) moves them on between batches, so they fire and resolve on time on a quiet stream too. A segment that received
@@ -810,7 +810,7 @@ class ModelWatch:
         baseline = self.baseline(segment)
         if baseline is None or segment not in self._engines:
             return  # no baseline yet (warming up): no verdict, never one against another population's baseline
-        # output-side evidence besides the detectors: the accuracy estimate's alert condition (DECISIONS 7)
+        # output-side evidence besides the detectors: the accuracy estimate's alert condition
         accuracy_drop = self.accuracy_fit is not None and self._accuracy_condition(segment)[0]
         engine = self._engines[segment]
         report = self._hold_harm(segment, engine.assess(accuracy_drop=accuracy_drop), now)

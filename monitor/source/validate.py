@@ -1,6 +1,6 @@
 """Stage 1 (source): the validation and parsing that every input format shares.
 
-:mod:`monitor.source.decode` (plain SPEC §1 events) and :mod:`monitor.source.kserve` (KServe payload-logging
+:mod:`monitor.source.decode` (plain JSON events) and :mod:`monitor.source.kserve` (KServe payload-logging
 CloudEvents) both build on what is here: :data:`INVALID_REASONS` and the message helpers, :class:`ModelSchema`
 (what a model's events are checked against), JSON parsing (:func:`loads`), :func:`parse_timestamp`, and the
 ``prediction`` object (:func:`parse_prediction`) that plain events and KServe v1 responses both carry.

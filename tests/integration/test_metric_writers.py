@@ -1,4 +1,4 @@
-"""Every declared metric has a writer (DECISIONS 18): one run of the real pipeline after which every
+"""Every declared metric has a writer: one run of the real pipeline after which every
 :data:`~monitor.exporters.prometheus.METRICS` entry has a sample that a code path wrote.
 
 The run: ``harmonic-monitor run`` as a process against Kafka 0.9, reading the embedded demo's three phases
@@ -55,7 +55,7 @@ EVENTS = 2400
 #: event time per event, as in the demo (100 events/s of event time)
 SPACING_MS = 10
 #: the first event's time is this far after the moment the stream is produced, so that the events' own time drives
-#: the alert clock whatever wall-time lag the run allows (DECISIONS 5)
+#: the alert clock whatever wall-time lag the run allows
 LEAD_MS = 2000
 #: every that-many-th stationary event carries a wrong live label (shadow disagreements)
 DISAGREE_EVERY = 40

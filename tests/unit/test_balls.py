@@ -1,4 +1,4 @@
-"""Ball constructions (SPEC §2): simplex moments, antipodal symmetry, seeded rotations, hypercube pairs."""
+"""Ball constructions: simplex moments, antipodal symmetry, seeded rotations, hypercube pairs."""
 
 from __future__ import annotations
 

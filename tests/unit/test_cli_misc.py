@@ -121,7 +121,7 @@ def test_check_config_bad_api_version_exits_2(model: Path, capsys: pytest.Captur
     assert code == 2 and "'kafka.api_version': 'latest' is not a version" in err
 
 
-# -- check-config refuses what `run` would refuse later (issue 31, row 4) -------------------------------------------
+# -- check-config refuses what `run` would refuse later -------------------------------------------
 def write_reference_csv(tmp_path: Path, text: str, name: str = "reference.csv") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")

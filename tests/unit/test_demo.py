@@ -94,7 +94,7 @@ def test_demo_too_few_events_fails_with_a_clear_message(tmp_path: Path) -> None:
     assert not (tmp_path / "work").exists()  # refused before any work
 
 
-# -- the temporary workdir goes on every exit path (issue 31, row 10) ----------------------------------------------
+# -- the temporary workdir goes on every exit path ----------------------------------------------
 @pytest.mark.slow
 def test_demo_without_workdir_removes_its_temporary_one_and_says_so(
     default_run: tuple[subprocess.CompletedProcess[str], Path],
@@ -143,7 +143,7 @@ def test_demo_removes_its_temporary_workdir_on_sigterm(tmp_path: Path) -> None:
     assert list(tmp_path.glob("harmonic-demo-*")) == []
 
 
-# -- one number per thing: the summary repeats the progress line's last values (issue 31, row 9) -----------------
+# -- one number per thing: the summary repeats the progress line's last values -----------------
 _PROGRESS = re.compile(r"^\[\s*(\S+)\]\s+(\d+)/\d+\s+events\s+\d+ ev/s\s+γ (\S+)\s+flicker (\S+)\s+verdict (\S+)$")
 _SUMMARY_ROW = re.compile(r"^(\S+)\s+(\d+)\s+(\S+)\s+\S+\s+(\S+)\s+(\S+)\s+\S+$")
 

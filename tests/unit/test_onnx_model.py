@@ -122,7 +122,7 @@ def test_onnx_model_rejects_string_labels_without_probabilities(tmp_path: Path) 
         model.evaluate(ROWS)
 
 
-# -- what the outputs are: one decision, logged (issue 31 row 2, DECISIONS 11) ----------------------------------------
+# -- what the outputs are: one decision, logged -------------------------------------------------------
 def _softmax(z: NDArray[np.floating]) -> NDArray[np.float64]:
     e = np.exp(np.asarray(z, dtype=np.float64) - z.max(axis=1, keepdims=True))
     softmax: NDArray[np.float64] = e / e.sum(axis=1, keepdims=True)
@@ -181,7 +181,7 @@ def test_onnx_model_reads_a_bare_wide_output_as_regression_targets_and_says_how_
 
 
 def test_onnx_model_kind_classifier_reads_a_bare_output_as_logits(tmp_path: Path) -> None:
-    # issue 31 row 2: an exported network whose one output 'output' [N, 10] holds logits
+    # an exported network whose one output 'output' [N, 10] holds logits
     plain = OnnxModel(onnx_graphs.logits_network(tmp_path / "net.onnx", 2, 10))
     model = OnnxModel(plain.path, model_kind="classifier")
     out = model.evaluate(ROWS)

@@ -140,7 +140,7 @@ def test_pipeline_stays_up_and_commits_nothing_while_the_state_dir_cannot_be_wri
     assert source.commits == []
     assert detail["degraded"] == ["state_dir"] and "cannot be written" in detail["degraded_detail"]["state_dir"]
     assert pipeline.state.gauge("harmonic_degraded", ("state_dir",)) == 1.0
-    assert ready is (detail["source_ready"] is True)  # degraded is not unready (DECISIONS 4)
+    assert ready is (detail["source_ready"] is True)  # degraded is not unready
     blocker.unlink()  # the operator fixes it
     pipeline.step(0.0)
     assert [positions for positions, _ in source.commits] == [{("t", 0): 20}]

@@ -236,7 +236,7 @@ def test_a_fetch_of_only_control_batches_returns_nothing_and_moves_past_them() -
 
 def test_an_empty_control_batch_under_read_committed_fails_like_kafka_python() -> None:
     """kafka-python reads the marker with next(batch); on an empty batch that is a StopIteration it reports as a
-    RuntimeError (its issue 545)."""
+    RuntimeError (a kafka-python issue)."""
     empty = v2_batch(5, [], producer_id=9, transactional=True, control=True)
     outcome = assert_same(v2_batch(0, plain(5)) + empty, (None, None), isolation=IsolationLevel.READ_COMMITTED)
     assert outcome[1][:3] == ("error", RuntimeError, "StopIteration raised unpacking messageset")

@@ -287,7 +287,7 @@ def test_watch_shadow_alert_needs_no_reference() -> None:
     assert fired(watch, SHADOW_ALERT)
 
 
-# ---------------------------------------------------------------------- alerts on a clock (issue 31 row 11)
+# ---------------------------------------------------------------------- alerts on a clock
 
 
 class Wall:
