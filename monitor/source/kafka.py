@@ -443,6 +443,7 @@ class ClientNoise(logging.Filter):
         "Broken pipe",
         "Error receiving network data",  # a connection reset mid-read (a broker killed, a proxy or LB cutting it)
         "Error sending request data",
+        "Failed to build connection",  # a reconnect attempt refused while the broker is away
     )
 
     def __init__(self) -> None:
