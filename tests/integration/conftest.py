@@ -52,17 +52,6 @@ def kafka09_broker(broker_pool: BrokerPool) -> Kafka09Broker:
     return broker
 
 
-@pytest.fixture
-def private_kafka09() -> Iterator[Kafka09Broker]:
-    """A Kafka 0.9.0.1 of this test's own, for tests that kill or restart their broker: a restarted broker can keep
-    answering group joins slowly for a while, and the tests that share ``kafka09_broker`` must not meet that."""
-    broker = Kafka09Broker().start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
-
-
 def _fresh_topic(broker: Broker, request: pytest.FixtureRequest) -> str:
     # Test name in the topic helps when reading broker logs; Kafka topic names allow [a-zA-Z0-9._-].
     stem = "".join(c if c.isalnum() else "-" for c in request.node.name)[:80].strip("-")

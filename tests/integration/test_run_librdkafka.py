@@ -116,11 +116,11 @@ def test_librdkafka_client_scores_dead_letters_and_commits(
 
 
 def test_librdkafka_sink_keeps_and_resends_records_through_a_broker_outage(
-    private_kafka09: Kafka09Broker, tmp_path: Path
+    kafka09_broker: Kafka09Broker, tmp_path: Path
 ) -> None:
     """``KafkaSink`` over the librdkafka producer: records that time out inside librdkafka while the broker is away
     are counted, kept and re-sent, and every one arrives once it is back (Kafka 0.9: it restarts with its data)."""
-    broker = private_kafka09
+    broker = kafka09_broker
     topic = new_topic(broker, "outage", partitions=1)
     producer = new_rd_producer(broker.bootstrap, broker.api_version, {}, "harmonic-test", 1000)
     sink = KafkaSink(broker.bootstrap, producer=producer, topic_kinds={topic: "scores"}, stall_seconds=1.0)
