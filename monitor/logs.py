@@ -168,6 +168,10 @@ def setup_logging(level: str = "info", fmt: str = "plain") -> None:
     root.setLevel(level.upper())
     for noisy in ("kafka", "urllib3"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    # kafka-python's group lines (joining, elected leader, joined generation N, partitions set or revoked) come a few
+    # per rebalance and say where a member that does not get its partitions waits: kept at the sidecar's level
+    logging.getLogger("kafka.coordinator").setLevel(root.level)
+    logging.getLogger("kafka.coordinator.heartbeat").setLevel(max(logging.WARNING, root.level))
     transport = logging.getLogger(KAFKA_TRANSPORT_LOGGER)
     if not any(isinstance(f, KafkaCloseRaceFilter) for f in transport.filters):
         transport.addFilter(KafkaCloseRaceFilter())

@@ -23,9 +23,24 @@ def _restore_root_logging() -> Iterator[None]:
     order differs per xdist worker) that logs without installing its own would write to it."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    kafka = {name: (lg.level, lg.filters[:]) for name, lg in _kafka_loggers()}
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+    # kafka-python's loggers too: a source installs a filter holding back connection lines, setup_logging sets
+    # levels; a later test on the same worker that expects those lines would otherwise depend on the order
+    for name, lg in _kafka_loggers():
+        was, filters = kafka.get(name, (logging.NOTSET, []))
+        lg.setLevel(was)  # (clears the loggers' level caches)
+        lg.filters[:] = filters
+
+
+def _kafka_loggers() -> list[tuple[str, logging.Logger]]:
+    return [
+        (name, lg)
+        for name, lg in logging.root.manager.loggerDict.items()
+        if (name == "kafka" or name.startswith("kafka.")) and isinstance(lg, logging.Logger)
+    ]
 
 
 class CountingPredictor:

@@ -56,6 +56,13 @@ BOOTSTRAP_TIMEOUT_MS = 5_000
 AWAY_SECONDS = 10.0
 #: at most one line of ours about an outage this often (kafka-python's own lines about it are held back)
 OUTAGE_LOG_SECONDS = 30.0
+#: a consumer whose broker answers but that has not (re-)joined its group for this long — and for
+#: ``REJOIN_SESSIONS`` session timeouts — is closed and created afresh. A join legitimately waits for the other
+#: members to rejoin, at most a session timeout each on Kafka 0.9 (a dead member's), so this is several times
+#: that. kafka-python 3.0.12 was seen (rarely, on a loaded machine) to leave a member that had just been revoked
+#: without a JoinGroup answer for good: the sidecar never got its partitions back and never became ready.
+REJOIN_MIN_SECONDS = 30.0
+REJOIN_SESSIONS = 5
 #: the ``topic_kind`` label values of the producer counters, and the ``reason`` values of its drops
 TOPIC_KINDS = ("dead_letter", "scores")
 DROP_REASONS = ("buffer_full", "too_large")
@@ -189,6 +196,12 @@ class KafkaSource(GroupMember):
         self._away_since: float | None = None
         self._away_error = ""
         self._outage_log = RateLimitedLogger(log, OUTAGE_LOG_SECONDS)
+        #: since when (monotonic) the consumer is not a stable group member while its broker answers; None: it is
+        self._joining_since: float | None = None
+        self._rejoin_seconds = max(REJOIN_MIN_SECONDS, REJOIN_SESSIONS * session_timeout_ms / 1000)
+        #: consumers closed and created afresh because they did not (re-)join in time
+        self.rejoins = 0
+        self._recreating = False
         install_client_noise_filter()
         source = self
 
@@ -196,7 +209,8 @@ class KafkaSource(GroupMember):
             def on_partitions_revoked(self, revoked: Any) -> None:
                 parts = [(tp.topic, tp.partition) for tp in revoked]
                 try:
-                    if source._handler is not None and parts:
+                    # a consumer closed to be created afresh revokes what it still lists; those were revoked already
+                    if source._handler is not None and parts and not source._recreating:
                         source._handler.before_revoke(parts)
                 finally:
                     # even when the flush failed: these partitions are not ours any more (readiness, commits)
@@ -314,7 +328,54 @@ class KafkaSource(GroupMember):
             time.sleep(timeout_seconds)
             return []
         self._note_progress(bool(batches))
+        self._watch_membership()
         return [columns_of(tp.topic, tp.partition, records) for tp, records in batches.items()]
+
+    def _joined(self) -> bool:
+        """Whether the consumer is a stable member of its group (kafka-python's coordinator state; where that is not
+        readable, whether partitions are assigned)."""
+        state = getattr(getattr(self._consumer, "_coordinator", None), "state", None)
+        if isinstance(state, str):
+            return state == "<stable>"  # kafka.structs.MemberState.STABLE (kafka-python 2.x and 3.x)
+        return bool(self._assigned)
+
+    def _watch_membership(self) -> None:
+        """Close and re-create a consumer that has not (re-)joined its group for ``_rejoin_seconds`` while its
+        broker answers (an outage is waited out as such, not counted here)."""
+        if self._consumer is None or self._away_since is not None or self._joined():
+            self._joining_since = None
+            return
+        now = time.monotonic()
+        if self._joining_since is None:
+            self._joining_since = now
+            return
+        waited = now - self._joining_since
+        if waited < self._rejoin_seconds:
+            return
+        coordinator = getattr(self._consumer, "_coordinator", None)
+        log.warning(
+            "Kafka consumer has not joined its group in time; closing it and joining afresh",
+            extra={
+                "group_id": self._kw.get("group_id"),
+                "waited_seconds": round(waited, 1),
+                "member_state": str(getattr(coordinator, "state", "?")),
+                "generation": str(getattr(coordinator, "_generation", "?")),
+            },
+        )
+        self.rejoins += 1
+        self._joining_since = None
+        held = sorted(self._assigned)
+        try:
+            if held and self._handler is not None:  # flushed and committed as before any revoke
+                self._handler.before_revoke(held)
+        finally:
+            self._assigned.clear()
+            self._recreating = True  # closing revokes what kafka-python still lists: told above, not again
+            try:
+                self.close()
+            finally:
+                self._recreating = False
+                self._consumer = None  # the next poll creates the consumer again (``_connect``) and joins
 
     def highwaters(self) -> dict[tuple[str, int], int]:
         """Log-end offsets of the assigned partitions as the last fetches reported them (no request; a partition not

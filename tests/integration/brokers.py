@@ -415,6 +415,10 @@ class Broker(abc.ABC):
     def partition_count(self, topic: str) -> int:
         """Number of partitions the broker reports for ``topic`` (0 if it does not exist)."""
         with self.admin() as admin:
+            # listed first: on Kafka 0.9 a metadata request that names a missing topic creates it (auto-create), so
+            # waiting for a deletion by describing the topic re-created it with the broker's default partitions
+            if topic not in admin.list_topics():
+                return 0
             for description in admin.describe_topics([topic]):
                 if description["name"] == topic and description["error_code"] == 0:
                     return len(description["partitions"])

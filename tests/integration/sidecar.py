@@ -37,7 +37,7 @@ STOP_TIMEOUT_SECONDS = 30.0
 #: ``HARMONIC_KAFKA__CLIENT`` wins
 CLIENT_OVERRIDE = os.environ.get("MONITOR_TEST_KAFKA_CLIENT", "")
 _HTTP_TIMEOUT_SECONDS = 5.0
-_LOG_TAIL_LINES = 60
+_LOG_TAIL_LINES = 150
 
 
 class SidecarError(AssertionError):
@@ -290,12 +290,22 @@ class Sidecar:
         """Wait for ``/readyz`` to answer 200 (model loaded, partitions assigned); return its detail."""
         detail: dict[str, Any] = {}
 
+        last: list[str] = []
+
         def ready() -> bool:
             nonlocal detail
             status, detail = self.readyz()
+            last[:] = [f"{status} {json.dumps(detail, sort_keys=True)[:2000]}"]
             return status == 200
 
-        self.wait_until(ready, "/readyz to answer 200", timeout_seconds)
+        try:
+            self.wait_until(ready, "/readyz to answer 200", timeout_seconds)
+        except SidecarError as exc:
+            if self._dump_consumer_stacks():  # where a stuck consumer child waits: its stacks land in the log
+                exc = SidecarError(self._message("(consumer child's stacks written above) " + str(exc).split("\n")[0]))
+            if last:  # what it answered last says which part was not ready (the log tail follows)
+                raise SidecarError(f"last /readyz answer: {last[0]}\n{exc}") from None
+            raise exc from None
         return detail
 
     def wait_for_metrics(
@@ -339,6 +349,27 @@ class Sidecar:
         return last[0]
 
     # -- diagnostics -------------------------------------------------------------------------------------
+    def _dump_consumer_stacks(self) -> bool:
+        """Have the sidecar's Kafka consumer child (if it runs one) write its threads' stacks to the log (its
+        faulthandler answers SIGUSR1); True when one was asked."""
+        process = self._require_process()
+        try:
+            children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        except OSError:
+            return False
+        asked = False
+        for child in children:
+            try:
+                cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+                if b"monitor.source.kafka_process" in cmdline:
+                    os.kill(int(child), signal.SIGUSR1)
+                    asked = True
+            except (OSError, ValueError):
+                continue
+        if asked:
+            time.sleep(1.0)
+        return asked
+
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         try:
             text = self.log_path.read_text(errors="replace")

@@ -147,3 +147,64 @@ def test_seek_moves_assigned_partitions_only(attempts: list[Any], caplog: pytest
         source.seek({("t", 0): 9, ("t", 1): 0, ("t", 2): 4})
     assert sought == [(TopicPartition("t", 0), 9)]
     assert [r.getMessage() for r in caplog.records if r.name == "monitor.source.kafka"] == ["seek not done"]
+
+
+class Coordinator:
+    def __init__(self, state: str) -> None:
+        self.state = state
+        self._generation = "Generation(generation_id=3, member_id='m', protocol='range')"
+
+
+class Member(FakeConsumer):
+    """A consumer whose group membership (kafka-python's coordinator state) the test sets."""
+
+    def __init__(self, state: str) -> None:
+        super().__init__([])
+        self._coordinator = Coordinator(state)
+
+
+class Handler:
+    def __init__(self) -> None:
+        self.revoked: list[list[tuple[str, int]]] = []
+
+    def before_revoke(self, partitions: Any) -> None:
+        self.revoked.append(list(partitions))
+
+    def after_assign(self, partitions: Any) -> None: ...
+
+
+def test_a_consumer_that_never_rejoins_its_group_is_created_afresh(
+    attempts: list[Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A member left out of its group while the broker answers (kafka-python once waited for good after a revoke)
+    is closed and created again after ``REJOIN_SESSIONS`` session timeouts (at least ``REJOIN_MIN_SECONDS``); the
+    partitions it still held are revoked through the handler first; a stable member, with or without partitions,
+    is left alone."""
+    now = [1000.0]
+    monkeypatch.setattr(kafka_source.time, "monotonic", lambda: now[0])
+    stuck, fresh = Member("<rebalancing>"), Member("<stable>")
+    attempts += [stuck, fresh]
+    handler = Handler()
+    source = KafkaSource("b:9092", "t", "g", session_timeout_ms=10_000, rebalance=handler)
+    source._assigned.add(("t", 0))
+    wait = max(kafka_source.REJOIN_MIN_SECONDS, kafka_source.REJOIN_SESSIONS * 10.0)
+    assert wait == 50.0
+    source.poll(0.0, 10)  # the wait starts
+    now[0] += wait - 1
+    source.poll(0.0, 10)
+    assert not stuck.closed and source.rejoins == 0
+    now[0] += 2
+    with caplog.at_level(logging.WARNING, logger="monitor.source.kafka"):
+        source.poll(0.0, 10)
+    assert stuck.closed and source.rejoins == 1 and handler.revoked == [[("t", 0)]] and not source.ready
+    line = [r for r in caplog.records if r.name == "monitor.source.kafka"]
+    assert [r.getMessage() for r in line] == [
+        "Kafka consumer has not joined its group in time; closing it and joining afresh"
+    ]
+    assert line[0].__dict__["member_state"] == "<rebalancing>" and line[0].__dict__["waited_seconds"] == 51.0
+    source.poll(0.0, 10)  # the next poll creates the consumer again
+    assert fresh.subscribed == ["t"]
+    now[0] += 10 * wait  # a stable member without partitions (more members than partitions) stays
+    source.poll(0.0, 10)
+    source.poll(0.0, 10)
+    assert not fresh.closed and source.rejoins == 1
