@@ -35,8 +35,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import brentq
-from scipy.stats import binom
 
 log = logging.getLogger("monitor.drift.calibrate")
 
@@ -188,6 +186,8 @@ def lundberg_exponent(p: float, up: float, down: float) -> float | None:
     lo = 1e-9
     while f(lo) >= 0.0 and lo < hi:  # f < 0 just right of 0 (negative mean)
         lo *= 10.0
+    from scipy.optimize import brentq  # on use: scipy.optimize and scipy.stats cost ~0.5 s at every command start
+
     root = float(brentq(f, lo, hi, xtol=1e-12))
     return round(root, 9)
 
@@ -254,6 +254,8 @@ def calibrate_cusum(
         elif p <= 0.0:
             why = "no reference value lies above the cutoff, so a stream like the reference never alarms"
         if not why:
+            from scipy.stats import binom  # on use (see brentq above)
+
             rng = np.random.default_rng(seed)
             # each group: a reference we could have drawn instead (its exceedance share resampled), K/G streams
             p_groups = binom.ppf((np.arange(GROUPS) + 0.5) / GROUPS, reference_size, p) / reference_size  # strata

@@ -17,7 +17,6 @@ from typing import Final, Self
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import binom
 
 from monitor.drift.base import DriftState, WindowedTest, require
 from monitor.drift.calibrate import benjamini_hochberg
@@ -129,6 +128,8 @@ class RangeDrift(WindowedTest):
         p = np.ones(self.n_features)
         candidates = self._share >= self.min_share
         if candidates.any():
+            from scipy.stats import binom  # on use: scipy.stats costs ~0.4 s at every command start
+
             p[candidates] = binom.sf(k[candidates] - 1, m, self.expected[candidates])
         self._p = benjamini_hochberg(p)
         hit = np.flatnonzero((self._p < self.alpha) & (self._share >= self.min_share))
