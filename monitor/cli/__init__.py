@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+
+# numpy's OpenBLAS gets one thread unless the user chose: set before numpy is first imported. The products numpy
+# computes here are small (a batch of rows by a few dozen inputs); with a pool, OpenBLAS's idle workers spin between
+# calls, on a core the consumer and onnxruntime need (a third more CPU for the drift tests; docs/BENCHMARKS.md).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from monitor.allocator import tune_gc, tune_malloc
 from monitor.errors import MonitorError

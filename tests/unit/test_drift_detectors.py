@@ -126,6 +126,23 @@ def test_ks_two_sample_matches_scipy(seed: int) -> None:
     assert d2 == pytest.approx(want2.statistic) and p2 == pytest.approx(want2.pvalue, rel=0.1, abs=1e-12)
 
 
+@pytest.mark.parametrize(
+    ("x", "ref"),
+    [
+        ([5.0], [1.0]),  # one value each, the sample above
+        ([1.0], [5.0, 6.0]),  # the sample below every reference value
+        ([0.0, 0.0, 0.0], [0.0, 0.0]),  # nothing but ties
+        ([2.0, 2.0, 3.0, 9.0], [1.0, 2.0, 2.0, 2.0, 3.0, 4.0]),  # ties across the two
+    ],
+)
+def test_ks_two_sample_statistic_is_scipy_s_at_the_edges(x: list[float], ref: list[float]) -> None:
+    """The statistic is taken at each sample's own values only (G − F steps up at the reference's, F − G at the
+    sample's): the same value as scipy's on every observed value, ties and disjoint ranges included."""
+    a, b = np.array(x), np.sort(np.array(ref))
+    assert ks_two_sample(a, b, "greater")[0] == pytest.approx(stats.ks_2samp(a, b, alternative="less").statistic)
+    assert ks_two_sample(a, b, "two-sided")[0] == pytest.approx(stats.ks_2samp(a, b).statistic)
+
+
 def test_ks_is_silent_on_identical_streams_full_of_zeros() -> None:
     rng = np.random.default_rng(4)
 
