@@ -9,7 +9,6 @@ is finite).
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import sys
 
@@ -120,7 +119,6 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
         raise ConfigError(
             f"model '{ms.name}': feature_names lists {len(ms.feature_names)} names; the ONNX input takes {n} features"
         )
-    _check_feature_names(ms, rt.model)
     rt.scoring_config()  # the ball and the scales: without a reference `run` builds the scorer after the warm-up
     ModelWatch(ms.name, WatchConfig.from_settings(settings, ms.warmup_events), MetricsState())
     if table is not None:
@@ -194,34 +192,3 @@ def _logits_hint(model: OnnxModel) -> str:
         f". NOTE: if these {columns} values are a classifier's logits (exported without its Softmax), set "
         "model_kind: classifier — read as a regressor, its confidence, margin and flicker are not computed"
     )
-
-
-def _check_feature_names(ms: ModelSettings, model: OnnxModel) -> None:
-    """When the model's inputs name its features (one input per column, several inputs, N-D inputs), each
-    ``feature_names`` entry must be one of those names, in the model's order."""
-    sig = model.signature
-    if ms.feature_names is None or sig.plain:  # one 2-D input: its columns are named by feature_names alone
-        return
-    known = set(sig.features)
-    unknown = [n for n in ms.feature_names if n not in known]
-    if unknown:
-        hints = []
-        for name in unknown[:5]:
-            close = difflib.get_close_matches(name, sig.features, n=3, cutoff=0.5)
-            hints.append(f"'{name}' (closest: {', '.join(repr(c) for c in close)})" if close else f"'{name}'")
-        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
-        raise ConfigError(
-            f"model '{ms.name}': feature_names lists {', '.join(hints)}{more}, which name no input element of the "
-            f"model; its features are {_first(sig.features)}. Spell them as the model's inputs do, or drop "
-            "feature_names"
-        )
-    if tuple(ms.feature_names) != sig.features:
-        raise ConfigError(
-            f"model '{ms.name}': feature_names lists the model's features in another order; the model's order is "
-            f"{_first(sig.features)}. List them in that order, or drop feature_names"
-        )
-
-
-def _first(names: tuple[str, ...], shown: int = 12) -> str:
-    listed = ", ".join(names[:shown])
-    return listed + (f" … ({len(names)} in all)" if len(names) > shown else "")

@@ -7,6 +7,7 @@ standardizer comes from the reference (a CSV/NPY of rows or a ``harmonic-monitor
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +143,7 @@ def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) 
         model_kind=ms.model_kind,
         fixed_features=ms.fixed_features,
     )
+    check_feature_names(ms, model)
     if ms.feature_names is not None and len(ms.feature_names) == model.n_features:
         # one name per element, decided here: probe reports, /probes and drift alerts use model.feature_names
         model.name_features(ms.feature_names, source=f"model '{ms.name}': feature_names")
@@ -248,3 +250,41 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def check_feature_names(ms: ModelSettings, model: OnnxModel) -> None:
+    """When the model's inputs name its features (one input per column, several inputs, N-D inputs), each
+    ``feature_names`` entry must be one of those names, in the model's order. Checked wherever a model is loaded:
+    ``run`` refuses a misspelt name as ``check-config`` does, with the closest names.
+
+    Raises
+    ------
+    ConfigError
+        A name that names no input element, or the model's names in another order.
+    """
+    sig = model.signature
+    if ms.feature_names is None or sig.plain:  # one 2-D input: its columns are named by feature_names alone
+        return
+    known = set(sig.features)
+    unknown = [n for n in ms.feature_names if n not in known]
+    if unknown:
+        hints = []
+        for name in unknown[:5]:
+            close = difflib.get_close_matches(name, sig.features, n=3, cutoff=0.5)
+            hints.append(f"'{name}' (closest: {', '.join(repr(c) for c in close)})" if close else f"'{name}'")
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise ConfigError(
+            f"model '{ms.name}': feature_names lists {', '.join(hints)}{more}, which name no input element of the "
+            f"model; its features are {_first(sig.features)}. Spell them as the model's inputs do, or drop "
+            "feature_names"
+        )
+    if tuple(ms.feature_names) != sig.features:
+        raise ConfigError(
+            f"model '{ms.name}': feature_names lists the model's features in another order; the model's order is "
+            f"{_first(sig.features)}. List them in that order, or drop feature_names"
+        )
+
+
+def _first(names: tuple[str, ...], shown: int = 12) -> str:
+    listed = ", ".join(names[:shown])
+    return listed + (f" … ({len(names)} in all)" if len(names) > shown else "")

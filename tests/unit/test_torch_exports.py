@@ -376,6 +376,29 @@ def test_check_config_refuses_a_feature_name_the_model_does_not_have_with_the_cl
     assert _check_config(capsys, yaml)[0] == 0
 
 
+def test_run_refuses_a_feature_name_the_model_does_not_have_before_it_connects(tmp_path: Path) -> None:
+    """``run`` loads its models with the same check, before any broker is needed: exit 2 with the closest names."""
+    import subprocess
+    import sys
+
+    model = _per_column(tmp_path / "credit.onnx")
+    yaml = tmp_path / "m.yaml"
+    yaml.write_text(
+        f"models:\n  - {{name: credit, path: {model}, feature_names: [age, income, debt]}}\n"
+        "kafka: {bootstrap_servers: '127.0.0.1:1', topic: t, group_id: g}\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "monitor", "run", "--config", str(yaml), "--metrics-port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "error: model 'credit': feature_names lists 'debt' (closest: 'debt_ratio')" in done.stderr
+
+
 def test_check_config_leaves_a_plain_models_feature_names_free(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
