@@ -14,8 +14,11 @@ While a backlog exists (lag above ``backlog_records``) scoring gets ``behind_sha
 decodes at ``1 - behind_share`` of its scoring-off rate, and the sampler scores a uniform sample at what that
 budget affords. Between ``caught_up_records`` and ``backlog_records`` the budget shrinks while the lag grows
 (halving every ``adjust_seconds``) and holds while it falls, so that at a steady input rate below the loop's
-capacity the lag stays bounded. At or below ``caught_up_records`` the budget grows back (doubling every
-``adjust_seconds``) up to the cap, the configured CPU share: full scoring resumes once caught up.
+capacity the lag stays bounded. At or below ``caught_up_records`` the budget grows back up to the cap, the configured
+CPU share: full scoring resumes once caught up. It grows as TCP's congestion window does: doubling every
+``adjust_seconds`` up to half the budget at which the lag last grew, then by a sixteenth of the cap per
+``adjust_seconds``. Doubling all the way overshot at a steady input rate: scoring took the loop back, a backlog formed,
+the budget fell to the floor, and the lag came in waves of several seconds (docs/BENCHMARKS.md, backlog drain).
 
 All methods take the caller's ``now`` (seconds); nothing here reads a clock or does I/O.
 """
@@ -41,7 +44,8 @@ class IngestFirst:
     behind_share : float in (0, 1)
         Share of the loop's wall time scoring may take while behind.
     adjust_seconds : float
-        The budget halves (lag growing) or doubles (caught up) every this many seconds.
+        The budget halves (lag growing) or doubles (caught up, below half the budget at which the lag last grew;
+        above it, it grows by a sixteenth of the cap) every this many seconds.
     trend_seconds : float
         Time constant of the lag trend's moving average.
 
@@ -53,8 +57,8 @@ class IngestFirst:
     ('behind', 0.1)
     >>> for i in range(1, 11):
     ...     c.observe(float(i), lag_records=0, full_poll=False, scoring_wall=0.1, scoring_cpu=0.1)
-    >>> c.state, c.budget
-    ('caught_up', 1.6)
+    >>> c.state, round(c.budget, 3)  # doubled to 0.8 (half the budget the backlog formed at), then + 0.1 per second
+    ('caught_up', 1.5)
     """
 
     def __init__(
@@ -93,6 +97,8 @@ class IngestFirst:
         self.lag: float | None = None
         #: moving average of the lag's change, records per second
         self.trend = 0.0
+        #: the budget at which the lag last grew (a backlog formed, or it grew between the thresholds); inf: never
+        self.ceiling = math.inf
         self._last: float | None = None
 
     @property
@@ -120,12 +126,20 @@ class IngestFirst:
         self.lag = lag
         floor = self.floor
         if lag > self.backlog_records:
+            if self.state != "behind":
+                self.ceiling = max(floor, self.budget)
             self.state, self.budget = "behind", floor
         elif lag <= self.caught_up_records:
             self.state = "caught_up"
-            self.budget = min(self.cap, max(floor, self.budget) * 2.0 ** (dt / self.adjust_seconds))
+            budget, steps = max(floor, self.budget), dt / self.adjust_seconds
+            if budget < self.ceiling / 2:
+                budget = min(self.ceiling / 2, budget * 2.0**steps)
+            else:
+                budget += self.cap / 16 * steps if math.isfinite(self.cap) else budget * (2.0**steps - 1)
+            self.budget = min(self.cap, budget)
         else:
             self.state = "catching_up"
             if self.trend > 0:
+                self.ceiling = min(self.ceiling, max(floor, self.budget))
                 self.budget = max(floor, self.budget * 0.5 ** (dt / self.adjust_seconds))
             self.budget = min(self.cap, max(floor, self.budget))

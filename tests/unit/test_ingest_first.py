@@ -40,15 +40,18 @@ def test_a_backlog_gets_the_behind_share_of_the_loop_in_cpu_seconds() -> None:
     assert c.budget == pytest.approx(0.1 * 2.0, rel=0.01)
 
 
-def test_caught_up_the_budget_doubles_every_adjust_seconds_up_to_the_cap() -> None:
+def test_caught_up_the_budget_doubles_to_half_the_budget_the_backlog_formed_at_then_grows_to_the_cap() -> None:
+    """As TCP's window: doubling every ``adjust_seconds`` up to half the budget at which the lag last grew, then a
+    sixteenth of the cap per ``adjust_seconds`` (doubling all the way overshot into waves of lag at a steady rate)."""
     c = controller()
-    step(c, 0.0, 60_000.0)
-    assert c.budget == pytest.approx(0.1)
+    step(c, 0.0, 60_000.0)  # the backlog formed at the cap, 1.6
+    assert c.budget == pytest.approx(0.1) and c.ceiling == pytest.approx(CAP)
     budgets = []
-    for t in (1.0, 2.0, 3.0, 4.0, 5.0):
-        step(c, t, 0.0)
+    for t in range(1, 14):
+        step(c, float(t), 0.0)
         budgets.append(c.budget)
-    assert budgets == pytest.approx([0.2, 0.4, 0.8, 1.6, 1.6])
+    assert budgets[:5] == pytest.approx([0.2, 0.4, 0.8, 0.9, 1.0])
+    assert budgets[-2:] == pytest.approx([1.6, 1.6])
     assert c.state == "caught_up"
 
 
@@ -185,7 +188,7 @@ def test_the_lag_stays_bounded_at_a_steady_half_of_capacity_and_scoring_takes_wh
 
 def test_full_scoring_resumes_when_caught_up() -> None:
     loop = Loop(backlog=60_000)
-    loop.run(8.0, 1000.0)  # drained in about 1.3 s, then four doublings back to the cap
+    loop.run(14.0, 1000.0)  # drained in about 1.3 s, three doublings to half the cap, eight steps of a sixteenth
     assert loop.c.state == "caught_up" and loop.c.budget == pytest.approx(CAP)
     before = len(loop.shares)
     loop.run(10.0, 1000.0)  # 1,000 events/s costs 0.05 CPU s/s: everything is scored
