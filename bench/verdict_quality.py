@@ -142,6 +142,17 @@ def _noisy(sd: float) -> Callable[[int, Draw], Any]:
     return after
 
 
+def _correlated(rho: float, sample_seed: int) -> Draw:
+    """Two inputs N(0, 1) with correlation ``rho`` and four independent N(0, 1) ones; the class is x0 + x1 > 0.
+    Flipping ``rho`` leaves every input's own distribution as it was: only a test of the inputs together sees it."""
+    rng = np.random.default_rng(sample_seed)
+    while True:
+        z = rng.normal(size=6)
+        x1 = rho * z[0] + math.sqrt(1.0 - rho * rho) * z[1]
+        row = [float(z[0]), float(x1), *map(float, z[2:])]
+        yield dict(enumerate(row)), int(row[0] + row[1] > 0.0)
+
+
 STREAMS: dict[str, StreamSpec] = {
     "rbf_new": StreamSpec(
         "RandomRBF, model seed s → s+1000",
@@ -186,6 +197,19 @@ STREAMS: dict[str, StreamSpec] = {
         "input noise on every feature; labels from the clean values",
         lambda s, ss: iter(synth.Hyperplane(seed=ss, n_features=10)),
         _noisy(0.2),
+    ),
+    "agrawal_category": StreamSpec(
+        "Agrawal f0, selection on coded categories",
+        "categorical shift: only cars of make 1–4 and zipcodes 0–2 (codes, as the model takes them); the class "
+        "depends on age alone",
+        lambda s, ss: iter(synth.Agrawal(0, seed=ss)),
+        lambda s, it: _rows(it, POST, lambda r: r[4] <= 4.0 and r[5] <= 2.0),
+    ),
+    "correlation_flip": StreamSpec(
+        "Two inputs' correlation +0.9 → −0.9",
+        "each input's own distribution unchanged (every per-feature test is blind); x0 + x1 crowds the class boundary",
+        lambda s, ss: _correlated(0.9, ss),
+        lambda s, it: _rows(_correlated(-0.9, 20_000 + s), POST),
     ),
     "sea_concept": StreamSpec(
         "SEA f0 → f2",

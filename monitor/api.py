@@ -310,6 +310,8 @@ class ReplayTimeline:
     #: with ``keep_scores``: every scored event's features (N, D) and scores, in the order the pipeline scored them
     scored_rows: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
     scores: ScoreResult | None = field(default=None, repr=False, compare=False)
+    #: the refused lines again by the input whose value was at fault: ``{"model/input: problem": count}``
+    invalid_inputs: Mapping[str, int] = field(default_factory=dict)
 
     def document(self) -> dict[str, Any]:
         """The timeline JSON ``harmonic-monitor replay --timeline`` writes."""

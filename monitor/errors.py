@@ -30,12 +30,26 @@ class SourceError(MonitorError):
     """An event source (Kafka, replay file) failed."""
 
 
-class InvalidEventError(SourceError):
-    """One event could not be decoded. ``reason`` is a short, bounded label used in metrics."""
+#: what is wrong with one input's value in an event, for ``harmonic_input_invalid_total``: absent (or JSON null),
+#: NaN/inf, or a finite number beyond float32's range
+INPUT_PROBLEMS = ("missing", "not_finite", "out_of_range")
 
-    def __init__(self, reason: str, message: str) -> None:
+
+class InvalidEventError(SourceError):
+    """One event could not be decoded. ``reason`` is a short, bounded label used in metrics.
+
+    ``model`` is the model the event named, once the decoder knew it (None before); ``inputs`` names the inputs
+    whose values were at fault, each with its problem (one of :data:`INPUT_PROBLEMS`), when the fault lies in
+    values rather than in the event's shape.
+    """
+
+    def __init__(
+        self, reason: str, message: str, *, model: str | None = None, inputs: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         super().__init__(message)
         self.reason = reason
+        self.model = model
+        self.inputs = inputs
 
 
 class ProbeError(MonitorError):

@@ -95,6 +95,17 @@ USAGE: dict[str, Usage] = {
         "Should track `harmonic_events_invalid_total` when `kafka.dead_letter_topic` is set; the payloads and the "
         "reason (header `harmonic-invalid-reason`) are on that topic for replay or inspection.",
     ),
+    "harmonic_input_invalid_total": Usage(
+        "Traffic and sampling",
+        "events",
+        "Data quality per input, for the values the model cannot take: an event with a missing (absent or `null`), "
+        "NaN/inf or beyond-float32 value is dead-lettered whole (the model cannot score it), and counted here under the "
+        "input at fault (under the model it named; `harmonic_events_invalid_total` counts the same events by "
+        "reason). `topk(5, sum by (model, feature, problem) (rate(...[5m])))` names the upstream column that broke: "
+        'a join that stopped filling one input shows as `problem="missing"` on that input alone. A model\'s first 64 '
+        'inputs get their own series; later ones count as `feature="other"` (the dead letter\'s '
+        "`harmonic-invalid-detail` header names the element). Series appear on the first such event.",
+    ),
     "harmonic_kserve_dropped_total": Usage(
         "Traffic and sampling",
         "CloudEvent halves",
@@ -633,6 +644,8 @@ LABELS: dict[str, str] = {
     "window": "`<seconds>s` for each of `windows.time_windows_seconds` (default `60s`, `300s`, `3600s`) and "
     "`last_<N>` for the count window (`windows.count_window_events`, default `last_2000`).",
     "verdict": "One of " + ", ".join(f"`{v.value}`" for v in Verdict) + ".",
+    "problem": "What was wrong with one input's value: `missing` (absent or null), `not_finite` (NaN, ±inf) or "
+    "`out_of_range` (finite but beyond float32's ±3.4e38).",
     "feature": "One of the model's inputs by its per-element name (the model's signature, `x[3]`, `age`, or "
     "`models[].feature_names`); bounded: one per input up to 64 inputs, else the 16 largest and `other`.",
     "signal": "Drift detector: `gamma_cusum`, `gamma_ks`, `flicker_cusum`, `flicker_rate`, `confidence_cusum` and "

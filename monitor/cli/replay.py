@@ -117,6 +117,9 @@ def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
         f"{seconds:.1f} s ({n / seconds if seconds > 0 else 0.0:.0f} events/s)",
         file=sys.stderr,
     )
+    if result.invalid_inputs:
+        by_input = ", ".join(f"{k}: {v}" for k, v in sorted(result.invalid_inputs.items()))
+        print(f"replay: invalid values by input: {by_input}", file=sys.stderr)
     if args.timeline != "-":
         print(f"timeline written to {args.timeline}", file=sys.stderr)
     return 0

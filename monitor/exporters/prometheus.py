@@ -62,6 +62,13 @@ METRICS: tuple[MetricSpec, ...] = (
         "harmonic_events_dead_lettered_total", "counter", "Invalid events forwarded to the dead-letter topic.", (_M,)
     ),
     MetricSpec(
+        "harmonic_input_invalid_total",
+        "counter",
+        "Events dead-lettered for one input's value, by input and problem: missing (absent or null), not_finite "
+        "(NaN, inf) or out_of_range (beyond float32); past 64 inputs of a model, new ones as feature='other'.",
+        (_M, "feature", "problem"),
+    ),
+    MetricSpec(
         "harmonic_kserve_dropped_total",
         "counter",
         "KServe CloudEvent halves the request/response joiner dropped, by reason (duplicate, orphan_response, "

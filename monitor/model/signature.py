@@ -374,6 +374,7 @@ class Signature:
                         raise SignatureError(
                             "missing_field",
                             f"{where} gives {spec_name}'s elements one by one but lacks {_listed(missing)}",
+                            tuple((n, "missing") for n in missing),
                         )
                     flat = [loose.pop(n) for n in names]
                     # nested as the input's shape: _flatten checks the nesting it is given
@@ -387,7 +388,9 @@ class Signature:
         missing = [s.name for s in self.inputs if s.name not in by_input]
         if missing:
             raise SignatureError(
-                "missing_field", f"{where} lacks {_listed(missing)}; the model takes {self.describe()}"
+                "missing_field",
+                f"{where} lacks {_listed(missing)}; the model takes {self.describe()}",
+                tuple((n, "missing") for n in missing),
             )
         full: list[float] = []
         held: dict[str, Any] = {}
@@ -400,10 +403,14 @@ class Signature:
                         raise SignatureError(
                             "bad_features",
                             f"{where}: input {spec.describe()} takes numbers; got a JSON {type(v).__name__}",
+                            ((spec.name, "missing"),) if v is None else (),
                         )
                     if not math.isfinite(v) or abs(v) > _FLOAT32_MAX:  # type: ignore[arg-type] # a number
+                        problem = "out_of_range" if math.isfinite(v) else "not_finite"  # type: ignore[arg-type]
                         raise SignatureError(
-                            "non_finite", f"{where}: input '{spec.name}' holds {v!r}; expected finite float32 values"
+                            "non_finite",
+                            f"{where}: input '{spec.name}' holds {v!r}; expected finite float32 values",
+                            ((spec.name, problem),),
                         )
                 full.extend(float(v) for v in flat)  # type: ignore[arg-type] # checked numbers above
             else:
@@ -501,11 +508,13 @@ def default_held(signature: Signature, rows: int) -> Held | None:
 
 
 class SignatureError(ModelError):
-    """An event or file that does not fit the model's inputs; ``reason`` is the invalid-event reason."""
+    """An event or file that does not fit the model's inputs; ``reason`` is the invalid-event reason, ``inputs``
+    the inputs whose values were at fault with their problem (``missing``, ``not_finite``, ``out_of_range``)."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, inputs: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__(message)
         self.reason = reason
+        self.inputs = inputs
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -626,6 +635,15 @@ def _nest(flat: list[Any], dims: tuple[int, ...]) -> object:
 
 
 def _held_row(flat: list[Any], spec: InputSpec, where: str) -> NDArray[Any]:
+    if any(v is None for v in flat):
+        kinds: dict[int, str] = {TensorProto.STRING: "strings", TensorProto.BOOL: "booleans"}
+        kind = kinds.get(spec.elem_type, "whole numbers")
+        raise SignatureError(
+            "bad_features",
+            f"{where}: input {spec.describe()} takes {kind}; got null (a missing value: send the category the model "
+            "was trained with for 'missing', if any)",
+            ((spec.name, "missing"),),
+        )
     if spec.elem_type == TensorProto.STRING:
         if not all(isinstance(v, str) for v in flat):
             raise SignatureError("bad_features", f"{where}: input {spec.describe()} takes strings; got {flat[:3]!r}")

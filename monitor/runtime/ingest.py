@@ -16,10 +16,14 @@ from monitor.errors import InvalidEventError
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
+from monitor.rolling.windows import OTHER
 from monitor.source.base import Positions, RawRecord, Sink
 from monitor.source.decode import EventDecoder
 from monitor.source.kserve_join import KServeJoiner
 from monitor.source.validate import INVALID_REASONS, PROCESSING_REASONS, ModelSchema
+
+#: input names per model with their own ``harmonic_input_invalid_total`` series (the per-input drift gauges' bound)
+INPUT_SERIES_MAX = 64
 
 
 class Ingest:
@@ -46,6 +50,8 @@ class Ingest:
         )
         self.joiner = KServeJoiner(self.decoder)
         self._invalid_log = invalid_log
+        #: per model, the input names that have a harmonic_input_invalid_total series
+        self._input_series: dict[str, set[str]] = {}
         # pre-register the bounded label set at 0, so rate() sees the first increment of every series
         for reason in (*INVALID_REASONS, *PROCESSING_REASONS):
             self.state.inc("harmonic_events_invalid_total", ("unknown", reason), 0.0)
@@ -62,6 +68,7 @@ class Ingest:
             events = self.joiner.update(record.value, record.headers, record.origin, now=event_now)
         except InvalidEventError as exc:
             consumed["unknown"] = consumed.get("unknown", 0) + 1
+            self._count_inputs(exc)
             self.dead_letter(record, exc.reason, str(exc))
             return []
         except Exception as exc:  # noqa: BLE001 - isolation: no record may raise out of the loop
@@ -72,6 +79,19 @@ class Ingest:
         model = events[0].model if events else self.default_model
         consumed[model] = consumed.get(model, 0) + 1
         return events
+
+    def _count_inputs(self, exc: InvalidEventError) -> None:
+        """``harmonic_input_invalid_total``: one count per input whose value the event got wrong, under the model
+        the event named; a model's first :data:`INPUT_SERIES_MAX` input names get series, later ones ``other``."""
+        if not exc.inputs or exc.model is None:
+            return
+        seen = self._input_series.setdefault(exc.model, set())
+        for name, problem in exc.inputs:
+            if name not in seen and len(seen) >= INPUT_SERIES_MAX:
+                name = OTHER
+            else:
+                seen.add(name)
+            self.state.inc("harmonic_input_invalid_total", (exc.model, name, problem))
 
     def dead_letter(
         self,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 REPLAY_BATCH = 10
 #: the counters behind the summary
 _INVALID = "harmonic_events_invalid_total"
+_INVALID_INPUT = "harmonic_input_invalid_total"
 _SCORED = "harmonic_events_scored_total"
 
 
@@ -194,10 +195,14 @@ def replay_log(
         pipeline.close()
         after = _counts(svc.state.dump_counters())
     invalid: dict[str, int] = {}
+    invalid_inputs: dict[str, int] = {}
     for (name, labels), value in after.items():
         n = int(value - before.get((name, labels), 0.0))
         if name == _INVALID and n > 0:
             invalid[labels[-1]] = invalid.get(labels[-1], 0) + n
+        elif name == _INVALID_INPUT and n > 0:
+            model, feature, problem = labels
+            invalid_inputs[f"{model}/{feature}: {problem}"] = n
     scored = int(sum(v - before.get(k, 0.0) for k, v in after.items() if k[0] == _SCORED))
     rows, scores = _joined(kept) if kept else (None, None)
     return ReplayTimeline(
@@ -210,6 +215,7 @@ def replay_log(
         crossings=tuple(timeline.crossings),
         scored_rows=rows,
         scores=scores,
+        invalid_inputs=invalid_inputs,
     )
 
 
@@ -229,7 +235,11 @@ def _joined(kept: list[tuple[Any, Any]]) -> tuple[Any, Any]:
 
 
 def _counts(rows: list[dict[str, Any]]) -> dict[tuple[str, tuple[str, ...]], float]:
-    return {(str(r["name"]), tuple(r["labels"])): float(r["value"]) for r in rows if r["name"] in (_INVALID, _SCORED)}
+    return {
+        (str(r["name"]), tuple(r["labels"])): float(r["value"])
+        for r in rows
+        if r["name"] in (_INVALID, _INVALID_INPUT, _SCORED)
+    }
 
 
 def _seconds(value: float) -> float | None:

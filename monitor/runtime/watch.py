@@ -983,7 +983,7 @@ class ModelWatch:
                         fd.min_distance,
                         float(col.mean()) if col.size else float("nan"),
                         float(baseline.feature_mean[m.index]),
-                        f"{m.name} mean (KS distance vs its floor, adjusted p = {m.p_value:.2g})",
+                        f"{fd.state.name}: KS distance vs its floor, adjusted p = {m.p_value:.2g}, the input's mean",
                     )
                 )
         rd = engine.input_range
@@ -997,8 +997,8 @@ class ModelWatch:
                         rd.min_share,
                         m.statistic,
                         float(rd.expected[m.index]),
-                        f"{m.name} share outside the reference's 0.1–99.9 percentiles [{lo:.3g}, {hi:.3g}] "
-                        f"(adjusted p = {m.p_value:.2g})",
+                        f"{rd.state.name}: adjusted p = {m.p_value:.2g}, share outside the reference's 0.1–99.9 "
+                        f"percentiles [{lo:.3g}, {hi:.3g}]",
                     )
                 )
         pca = engine.input_pca
@@ -1011,8 +1011,8 @@ class ModelWatch:
                     st.threshold,
                     pca.window_mean_error,
                     pca.reference_mean_error,
-                    f"mean PCA reconstruction error ({pca.components} of {pca.mean.size} components; how the inputs "
-                    f"go together; KS distance vs its floor, p = {st.p_value:.2g})",
+                    f"how the inputs go together: KS distance vs its floor, p = {st.p_value:.2g}, mean PCA "
+                    f"reconstruction error ({pca.components} of {pca.mean.size} components)",
                 )
             )
         hd = engine.held_drift
@@ -1026,8 +1026,8 @@ class ModelWatch:
                         hd.min_distance,
                         float(unseen[m.index]),
                         float(hd.other_shares[m.index]),
-                        f"{m.name} category frequencies (total variation distance, adjusted p = {m.p_value:.2g}); "
-                        "share of categories outside the reference's table",
+                        f"{hd.state.name}: category frequencies by total variation distance, adjusted p = "
+                        f"{m.p_value:.2g}, share of categories outside the reference's table",
                     )
                 )
         return tuple(outputs), tuple(inputs)

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.errors import ConfigError
+from monitor.errors import ConfigError, InvalidEventError
 from monitor.events import InferenceEvent, LivePrediction
 from monitor.source.kserve import (
     KServeRequest,
@@ -301,10 +301,14 @@ class EventDecoder:
             )
         held: dict[str, Any] | None = None
         features: NDArray[np.float64] | list[float]
-        if shaped is None:
-            features = self._features(doc["features"], model, schema, event_id)
-        else:
-            features, held = signature_row(doc["features"], shaped, f"model '{model}': {who(event_id)}")
+        try:
+            if shaped is None:
+                features = self._features(doc["features"], model, schema, event_id)
+            else:
+                features, held = signature_row(doc["features"], shaped, f"model '{model}': {who(event_id)}")
+        except InvalidEventError as exc:
+            exc.model = model  # the per-input count needs the model whose input it is
+            raise
         timestamp = parse_timestamp(doc.get("ts"), now, event_id)
         raw_prediction = doc.get("prediction")
         prediction = None if raw_prediction is None else parse_prediction(raw_prediction, event_id)
@@ -485,6 +489,7 @@ class EventDecoder:
                 "missing_field",
                 f"model '{model}' expects {len(names)} named features; {who(event_id)} lacks {names_listed(missing)}. "
                 "Was the feature list changed?",
+                tuple((str(name), "missing") for name in missing),
             )
         known = set(names)
         extra = [str(name) for name in raw if name not in known]

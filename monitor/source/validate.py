@@ -142,10 +142,11 @@ def clean_text(raw: str, max_chars: int) -> str:
 _MAX_MESSAGE_CHARS = 2000
 
 
-def invalid(reason: str, message: str) -> InvalidEventError:
+def invalid(reason: str, message: str, inputs: tuple[tuple[str, str], ...] = ()) -> InvalidEventError:
     """The error for an invalid event. Its message is cleaned like event data (it quotes event data: feature
-    names, ids), so that logging it or putting it in a Kafka header cannot fail."""
-    return InvalidEventError(reason, clean_text(message, _MAX_MESSAGE_CHARS))
+    names, ids), so that logging it or putting it in a Kafka header cannot fail. ``inputs``: the inputs whose
+    values were at fault, with their problem (see :class:`~monitor.errors.InvalidEventError`)."""
+    return InvalidEventError(reason, clean_text(message, _MAX_MESSAGE_CHARS), inputs=inputs)
 
 
 def who(event_id: str | None) -> str:
@@ -419,19 +420,29 @@ def explain_bad_values(
     subject = where if where is not None else who(event_id)
     for i, v in enumerate(values):
         label = f"'{names[i]}'" if names is not None else f"[{i}]"
+        name = str(names[i]) if names is not None else f"f{i}"  # the name drift gauges give an unnamed feature
         if not isinstance(v, int | float):  # bools pass as 0/1, as they do on the fast path
-            raise invalid("bad_type", f"{subject}: feature {label} must be a number; got {shown(v)}")
+            raise invalid(
+                "bad_type",
+                f"{subject}: feature {label} must be a number; got {shown(v)}",
+                ((name, "missing"),) if v is None else (),
+            )
         try:
             number = float(v)
         except OverflowError:  # an integer beyond float64
             number = math.inf
         if math.isnan(number) or (math.isinf(number) and isinstance(v, float)):
-            raise invalid("not_finite", f"{subject}: feature {label} is {v!r}; every feature must be finite")
+            raise invalid(
+                "not_finite",
+                f"{subject}: feature {label} is {v!r}; every feature must be finite",
+                ((name, "not_finite"),),
+            )
         if abs(number) > FLOAT32_MAX:
             raise invalid(
                 "out_of_range",
                 f"{subject}: feature {label} is {shown(v, 30)}, beyond float32's range (±3.4e38) in which the "
                 "model computes; send values in the model's units (a sentinel such as 1e300 for 'missing' does not work)",
+                ((name, "out_of_range"),),
             )
 
 
@@ -492,13 +503,14 @@ def signature_row(raw: object, signature: Signature, where: str) -> tuple[list[f
             )
     except SignatureError as exc:
         message = str(exc) if isinstance(raw, dict) else f"{where}: {exc}"  # row_from_list does not name the event
-        raise invalid(_signature_reason(exc.reason, raw, signature), message) from None
+        raise invalid(_signature_reason(exc.reason, raw, signature), message, exc.inputs) from None
     except OverflowError:  # an integer beyond float64 for a float input: math.isfinite cannot take it
         bad = _first_bad_number(raw, signature)
         name = f"input '{bad[0]}'" if bad is not None else "a float input"
         raise invalid(
             "out_of_range",
             f"{where}: {name} holds an integer beyond float's range; send values in the model's units (within ±3.4e38)",
+            ((bad[0], "out_of_range"),) if bad is not None else (),
         ) from None
     if not signature.has_held:
         return x, None

@@ -72,8 +72,9 @@ REFUSED_TIMEOUT_SECONDS = 20.0
 
 #: metrics that only a fault, or one particular input, makes a code path write: what this run does for each
 DRIVEN_BY: dict[str, str] = {
-    "harmonic_events_invalid_total": "an event that is not JSON and one over max_event_bytes",
-    "harmonic_events_dead_lettered_total": "the same two invalid events",
+    "harmonic_events_invalid_total": "an event that is not JSON, one over max_event_bytes and one with a null feature",
+    "harmonic_events_dead_lettered_total": "the same three invalid events",
+    "harmonic_input_invalid_total": "the event with a null first feature (missing)",
     "harmonic_scores_nonfinite_total": "an event whose ±3e38 features overflow the model's float32 arithmetic",
     "harmonic_kserve_dropped_total": "a KServe request CloudEvent sent twice (duplicate)",
     "harmonic_model_versions_evicted_total": "three model_version values with segments.max_versions=2",
@@ -175,6 +176,7 @@ class Stream:
         assert isinstance(features, list)
         self.add({**like, "id": "overflow", "features": [3e38 if k % 2 else -3e38 for k in range(len(features))]})
         self.events.append((b"bad-json", b"{this is not json"))
+        self.add({**like, "id": "missing-value", "features": [None, *features[1:]]})  # an upstream column came null
         self.add({**like, "id": "too-large", "padding": "x" * (MAX_EVENT_BYTES + 100)})
         # a producer host whose clock runs 3 h ahead, before the shifts: the drift alerts must still fire (placed at
         # arrival, this event cannot move the model's clock past its windows)
@@ -354,6 +356,27 @@ def test_every_declared_metric_is_written_by_the_real_pipeline(
             model=MODEL,
         )
         assert all(a["status"]["state"] == "active" for a in held)
+        # what a pager shows: each alert says which detectors fired, each with its own statistic, threshold, window
+        # value and reference value; the input alert names the inputs that moved by the model's feature names
+        by_name = {a["labels"]["alertname"]: a["annotations"] for a in held}
+        for name in (HARMFUL_ALERT, INPUT_ALERT):
+            notes = by_name[name]
+            clauses = notes["fired"].split("; ")
+            assert notes["description"].startswith("fired: " + notes["fired"]), notes
+            assert all(" window " in c and " vs reference " in c for c in clauses), json.dumps(notes, indent=1)
+        harmful_detectors = {c.split(" ", 1)[0] for c in by_name[HARMFUL_ALERT]["fired"].split("; ")}
+        assert harmful_detectors & {"gamma_ks", "gamma_cusum", "flicker_cusum", "confidence_cusum", "margin_cusum"}, (
+            by_name[HARMFUL_ALERT]
+        )
+        assert any(" > threshold " in c for c in by_name[HARMFUL_ALERT]["fired"].split("; ")), by_name[HARMFUL_ALERT]
+        moved = [f for f in by_name[INPUT_ALERT]["top_features"].split(",") if f]
+        assert moved and set(moved) <= set(data.feature_names), by_name[INPUT_ALERT]
+        assert all(f in by_name[INPUT_ALERT]["description"] for f in moved), by_name[INPUT_ALERT]
+        # the null feature is counted against its input, by the model's name for it
+        first = data.feature_names[0]
+        assert (
+            sidecar.scrape().total("harmonic_input_invalid_total", model=MODEL, feature=first, problem="missing") == 1
+        )
 
         # accuracy without labels: every method and window of the classifier has a finite estimate in [lower, upper]
         scrape = sidecar.scrape()
