@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor import telemetry as tel
 from monitor.errors import ConfigError
 
 
@@ -317,8 +318,8 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
             "workdir": str(workdir),
             "workdir_kept": kept,
             "zero_weight_features": [data.feature_names[j] for j in data.zero_weight_features],
-            "events_scored": int(svc.state.counter_sum("harmonic_events_scored_total")),
-            "events_invalid": int(svc.state.counter_sum("harmonic_events_invalid_total")),
+            "events_scored": int(tel.EVENTS_SCORED_TOTAL.total(svc.state)),
+            "events_invalid": int(tel.EVENTS_INVALID_TOTAL.total(svc.state)),
             "probe_regions": sum(len(m["reports"]) for m in svc.probes.report()["models"].values()),
             "reference": yardstick,
             "seconds": round(elapsed, 2),

@@ -68,6 +68,7 @@ from urllib.parse import parse_qs
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from monitor import telemetry as tel
 from monitor.config import MetricsSettings
 from monitor.exporters.prometheus import MetricsState, StateCollector
 from monitor.exporters.webconfig import BasicAuth, WebConfig, unauthorized_header
@@ -390,7 +391,7 @@ class MetricsServer:
             await asyncio.gather(*self._open, return_exceptions=True)
 
     def _reject(self, reason: RejectReason) -> None:
-        self._state.inc("harmonic_http_requests_rejected_total", (reason,))
+        tel.HTTP_REQUESTS_REJECTED_TOTAL.inc(self._state, tel.Reason(reason))
         self._log.warning(reason, f"HTTP endpoint refused a request ({reason}): {_FIX[reason]}", reason=reason)
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -473,7 +474,7 @@ class MetricsServer:
     async def _respond(self, request: _Request, writer: asyncio.StreamWriter) -> bool:
         """Answer one GET or HEAD; False when the connection must close."""
         name = request.path.removeprefix("/")
-        self._state.inc("harmonic_http_requests_total", (name if name in PATHS[:-1] else "other",))
+        tel.HTTP_REQUESTS_TOTAL.inc(self._state, tel.Path(name if name in PATHS[:-1] else "other"))
         if self.auth is not None and name != "healthz":
             refusal = await self._authorize(request)
             if refusal is not None:
@@ -604,7 +605,7 @@ class MetricsServer:
     def _render(self) -> bytes:
         started = time.perf_counter()
         body: bytes = generate_latest(self.registry)
-        self._state.observe("harmonic_http_render_duration_seconds", (), [time.perf_counter() - started])
+        tel.HTTP_RENDER_DURATION_SECONDS.observe(self._state, tel.NoLabels(), [time.perf_counter() - started])
         return body
 
 

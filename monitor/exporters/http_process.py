@@ -41,6 +41,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from monitor import telemetry as tel
 from monitor.exporters.http import HttpLimits, JsonProvider, MetricsServer, ReadyCheck
 from monitor.exporters.prometheus import MetricsState, StateCollector
 from monitor.exporters.webconfig import load_web_config
@@ -50,7 +51,7 @@ log = logging.getLogger("monitor.exporters.http_process")
 SNAPSHOT = "snapshot"
 COUNTERS = "counters.json"
 #: the counters the server process keeps and the pipeline exports
-SERVER_COUNTERS = ("harmonic_http_requests_total", "harmonic_http_requests_rejected_total")
+SERVER_COUNTERS = (tel.HTTP_REQUESTS_TOTAL.name, tel.HTTP_REQUESTS_REJECTED_TOTAL.name)
 #: the default ``liveness_timeout_seconds``: a pipeline loop that has not ticked for this long is reported stalled
 LIVENESS_TIMEOUT_SECONDS = 60.0
 
@@ -248,7 +249,7 @@ class ProcessMetricsServer:
             return False
         started = time.perf_counter()
         body: bytes = generate_latest(self.registry)
-        self._state.observe("harmonic_http_render_duration_seconds", (), [time.perf_counter() - started])
+        tel.HTTP_RENDER_DURATION_SECONDS.observe(self._state, tel.NoLabels(), [time.perf_counter() - started])
         ok, detail = self._ready()
         self._seq += 1
         documents = {name: provide() for name, provide in self._documents.items()}

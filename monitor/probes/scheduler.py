@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor import telemetry as tel
 from monitor.config import ProbeSettings
 from monitor.exporters.prometheus import MetricsState
 from monitor.metrics.scorer import ScoreResult
@@ -169,9 +170,9 @@ class ProbeScheduler:
         evicted = mp.index.evicted_total
         std = standardizer.to_standardized(rows)
         mp.index.update(std, rows, result.gamma, result.flicker, flagged, now, held, segments)
-        self.state.set("harmonic_regions_tracked", (rt.name,), float(len(mp.index)))
+        tel.REGIONS_TRACKED.set(self.state, tel.Model(rt.name), float(len(mp.index)))
         if mp.index.evicted_total > evicted:
-            self.state.inc("harmonic_regions_evicted_total", (rt.name,), float(mp.index.evicted_total - evicted))
+            tel.REGIONS_EVICTED_TOTAL.inc(self.state, tel.Model(rt.name), float(mp.index.evicted_total - evicted))
 
     def _with_names(self, rt: ModelRuntime, mp: _ModelProbes) -> list[dict[str, Any]]:
         features = None if rt.standardizer is None else _features(rt, rt.standardizer)
@@ -182,7 +183,7 @@ class ProbeScheduler:
         """Rows spent on live events (scoring and shadow checks): what earns probe budget. The one-off reference
         scoring at start-up does not, or probes could take more than their share of the stream's work."""
         return sum(
-            self.state.counter("harmonic_model_evaluations_total", (m, purpose))
+            tel.MODEL_EVALUATIONS_TOTAL.value(self.state, tel.ModelPurpose(m, purpose))
             for m in self.pipeline.runtimes
             for purpose in ("events", "shadow")
         )
@@ -190,7 +191,9 @@ class ProbeScheduler:
     def probe_rows_total(self) -> float:
         # from the counters, which survive restarts: earlier processes' probe rows were spent from the same budget
         # (counting only this process's would let a restart treat them as event rows and probe far past the share)
-        return sum(self.state.counter("harmonic_model_evaluations_total", (m, "probe")) for m in self.pipeline.runtimes)
+        return sum(
+            tel.MODEL_EVALUATIONS_TOTAL.value(self.state, tel.ModelPurpose(m, "probe")) for m in self.pipeline.runtimes
+        )
 
     def budget_rows(self) -> int:
         share = self.settings.budget_share
@@ -253,7 +256,7 @@ class ProbeScheduler:
                 )
                 used = int(sum(result.evaluations.values()))
                 self.probe_rows += used
-                self.state.inc("harmonic_model_evaluations_total", (rt.name, "probe"), float(used))
+                tel.MODEL_EVALUATIONS_TOTAL.inc(self.state, tel.ModelPurpose(rt.name, "probe"), float(used))
                 region.probed_at = now  # before to_dict(), so the report's own region says when it was probed
                 adv = result.adversarial
                 if adv is not None and rt.watch is not None and adv.start_gamma.size == points.shape[0]:
@@ -266,7 +269,7 @@ class ProbeScheduler:
                 if cert_rows:
                     used += cert_rows
                     self.probe_rows += cert_rows
-                    self.state.inc("harmonic_model_evaluations_total", (rt.name, "probe"), float(cert_rows))
+                    tel.MODEL_EVALUATIONS_TOTAL.inc(self.state, tel.ModelPurpose(rt.name, "probe"), float(cert_rows))
                     evaluations = report.get("evaluations")
                     if isinstance(evaluations, dict):
                         evaluations["certify"] = cert_rows
@@ -282,14 +285,14 @@ class ProbeScheduler:
                 probed += 1
             if probed:
                 mp.runs += 1
-                self.state.inc("harmonic_probe_runs_total", (rt.name,))
+                tel.PROBE_RUNS_TOTAL.inc(self.state, tel.Model(rt.name))
             # keep reports only for regions still in the index (bounded)
             live = {r.region_id for r in mp.index.regions}
             for rid in [k for k in mp.reports if k not in live]:
                 del mp.reports[rid]
                 prefix = (rt.name, rid)
-                for metric in ("harmonic_probe_eps_star", "harmonic_probe_mri", "harmonic_probe_targets"):
-                    self.state.clear_gauges(metric, _starts_with(prefix))
+                for metric in (tel.PROBE_EPS_STAR, tel.PROBE_MRI, tel.PROBE_TARGETS):
+                    metric.clear(self.state, _starts_with(prefix))
         if probed:
             self._write()
         return probed
@@ -317,7 +320,7 @@ class ProbeScheduler:
     def _export(self, model: str, region_id: str, report: dict[str, Any]) -> None:
         for tau, r in (report.get("mri") or {}).items():
             if r is not None:
-                self.state.set("harmonic_probe_mri", (model, region_id, tau), float(r))
+                tel.PROBE_MRI.set(self.state, tel.ModelRegionPerturbation(model, region_id, tau), float(r))
         worst: dict[str, float] = {}
         for t in report.get("thresholds", []):
             if t.get("status", "crossed") == "not_searched":
@@ -326,13 +329,13 @@ class ProbeScheduler:
             val = float("inf") if eps is None else float(eps)
             worst[t["perturbation"]] = min(worst.get(t["perturbation"], float("inf")), val)
         for tau, eps in worst.items():
-            self.state.set("harmonic_probe_eps_star", (model, region_id, tau), eps)
+            tel.PROBE_EPS_STAR.set(self.state, tel.ModelRegionPerturbation(model, region_id, tau), eps)
         counts = dict.fromkeys(STATUSES, 0)
         for t in report.get("thresholds", []):
             if t.get("status") in counts:
                 counts[t["status"]] += 1
         for status, n in counts.items():
-            self.state.set("harmonic_probe_targets", (model, region_id, status), float(n))
+            tel.PROBE_TARGETS.set(self.state, tel.ModelRegionStatus(model, region_id, status), float(n))
 
     def report(self) -> dict[str, Any]:
         """The JSON served at ``/probes``."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import traceback
 
+from monitor import telemetry as tel
 from monitor.config import Settings
 from monitor.errors import InvalidEventError
 from monitor.events import InferenceEvent
@@ -54,7 +55,7 @@ class Ingest:
         self._input_series: dict[str, set[str]] = {}
         # pre-register the bounded label set at 0, so rate() sees the first increment of every series
         for reason in (*INVALID_REASONS, *PROCESSING_REASONS):
-            self.state.inc("harmonic_events_invalid_total", ("unknown", reason), 0.0)
+            tel.EVENTS_INVALID_TOTAL.inc(self.state, tel.ModelReason("unknown", reason), 0.0)
 
     def decode(self, record: RawRecord, now: float, consumed: dict[str, int]) -> list[InferenceEvent]:
         """Decode one record; invalid ones are counted, dead-lettered and logged (rate-limited), never raised.
@@ -91,7 +92,7 @@ class Ingest:
                 name = OTHER
             else:
                 seen.add(name)
-            self.state.inc("harmonic_input_invalid_total", (exc.model, name, problem))
+            tel.INPUT_INVALID_TOTAL.inc(self.state, tel.ModelFeatureProblem(exc.model, name, problem))
 
     def dead_letter(
         self,
@@ -108,7 +109,7 @@ class Ingest:
         ``record`` is the raw record it came from; without one (a KServe request whose response never came) the
         dead letter carries the event's identity as JSON.
         """
-        self.state.inc("harmonic_events_invalid_total", (model, reason))
+        tel.EVENTS_INVALID_TOTAL.inc(self.state, tel.ModelReason(model, reason))
         origin = record.origin if record is not None else None
         trace = {"traceback": traceback.format_exc()} if exc_info else {}
         self._invalid_log.warning(
@@ -131,7 +132,7 @@ class Ingest:
         ]
         # the reason is also the key: brokers before Kafka 0.11 carry no headers (the sink drops them there)
         self.sink.send(dlq, value, headers, key=reason.encode())
-        self.state.inc("harmonic_events_dead_lettered_total", (model,))
+        tel.EVENTS_DEAD_LETTERED_TOTAL.inc(self.state, tel.Model(model))
 
     def expire(self, now: float) -> list[InferenceEvent]:
         """KServe halves whose partner did not come in time, as events (request only)."""

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor import telemetry as tel
 from monitor.config import Settings
 from monitor.errors import InvalidEventError
 from monitor.events import InferenceEvent
@@ -48,7 +49,7 @@ class LabelStage:
 
     def record(self, record: RawRecord, now: float) -> None:
         """One record from the labels topic: decoded and joined, or counted as invalid by reason."""
-        self.state.inc("harmonic_labels_consumed_total", ())
+        tel.LABELS_CONSUMED_TOTAL.inc(self.state, tel.NoLabels())
         try:
             label = self.decoder.decode(record.value, now=now)
             joined = self.joiner.add_label(label, now)
@@ -61,7 +62,7 @@ class LabelStage:
         self._apply([joined] if joined is not None else [])
 
     def _invalid(self, reason: str, detail: str) -> None:
-        self.state.inc("harmonic_labels_invalid_total", (reason,))
+        tel.LABELS_INVALID_TOTAL.inc(self.state, tel.Reason(reason))
         self._invalid_log.warning("label-" + reason, "invalid label", reason=reason, error=detail)
 
     def remember(
@@ -86,7 +87,7 @@ class LabelStage:
         noisy = x + self._rng.standard_normal(x.shape, dtype=np.float32) * sigma
         both = None if held is None else Held.concat([held.take(ok)] * 2)
         out = rt.model.evaluate(np.vstack([x, noisy]), both)
-        self.state.inc("harmonic_model_evaluations_total", (rt.name, "labels"), float(2 * x.shape[0]))
+        tel.MODEL_EVALUATIONS_TOTAL.inc(self.state, tel.ModelPurpose(rt.name, "labels"), float(2 * x.shape[0]))
         values = out.raw_label if out.raw_label is not None and out.raw_label.dtype.kind in "iu" else out.label
         assert values is not None
         b = x.shape[0]
@@ -120,16 +121,16 @@ class LabelStage:
             window.update(
                 [j.correct for j in items], [j.noisy_correct for j in items], [j.prediction.confidence for j in items]
             )
-            self.state.inc("harmonic_labels_joined_total", (model,), float(len(items)))
+            tel.LABELS_JOINED_TOTAL.inc(self.state, tel.Model(model), float(len(items)))
             q = window.get()
             name = f"last_{window.size}"
-            self.state.set("harmonic_window_accuracy", (model, "all", name), q.accuracy)
-            self.state.set("harmonic_resilience", (model,), q.resilience)
-            self.state.set("harmonic_reliability", (model,), q.reliability)
+            tel.WINDOW_ACCURACY.set(self.state, tel.ModelSegmentWindow(model, "all", name), q.accuracy)
+            tel.RESILIENCE.set(self.state, tel.Model(model), q.resilience)
+            tel.RELIABILITY.set(self.state, tel.Model(model), q.reliability)
             stability = self._stability(model)
             if np.isfinite(stability):
-                self.state.set("harmonic_robustness_composite", (model,), q.composite(stability))
-        self.state.set_counter("harmonic_labels_unmatched_total", (), float(self.joiner.unmatched_labels_total))
+                tel.ROBUSTNESS_COMPOSITE.set(self.state, tel.Model(model), q.composite(stability))
+        tel.LABELS_UNMATCHED_TOTAL.set_total(self.state, tel.NoLabels(), float(self.joiner.unmatched_labels_total))
 
     def _stability(self, model: str) -> float:
         """1 − mean flicker over the model's count windows (all segments)."""

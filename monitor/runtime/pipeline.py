@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from monitor import telemetry as tel
 from monitor.config import Settings
 from monitor.drift.categories import held_element_names
 from monitor.errors import DataError, MonitorError
@@ -152,7 +153,7 @@ class Pipeline:
         self.ingest = Ingest(settings, schemas, self.state, sink, invalid_log)
         for reason in PROCESSING_REASONS:
             for rt in runtimes:
-                self.state.inc("harmonic_events_invalid_total", (rt.name, reason), 0.0)
+                tel.EVENTS_INVALID_TOTAL.inc(self.state, tel.ModelReason(rt.name, reason), 0.0)
         self.labels = LabelStage(settings, self.runtimes, self.state, clock, invalid_log)
         self.scoring = Scoring(
             settings,
@@ -167,8 +168,8 @@ class Pipeline:
             self._request_checkpoint,
         )
         for rt in runtimes:
-            self.state.inc("harmonic_events_consumed_total", (rt.name,), 0.0)
-            self.state.inc("harmonic_scores_nonfinite_total", (rt.name,), 0.0)
+            tel.EVENTS_CONSUMED_TOTAL.inc(self.state, tel.Model(rt.name), 0.0)
+            tel.SCORES_NONFINITE_TOTAL.inc(self.state, tel.Model(rt.name), 0.0)
         #: per model, the baselines_version of its watch last written to its baselines file
         self._baselines_saved: dict[str, int] = {}
 
@@ -296,7 +297,7 @@ class Pipeline:
                 "tails": [[t, p, *tail] for (t, p), tail in sorted(tails.items()) if held.get((t, p)) == tail[0] + 1],
             }
         )
-        self.state.set("harmonic_degraded", ("state_dir",), 0.0 if ok else 1.0)
+        tel.DEGRADED.set(self.state, tel.Reason("state_dir"), 0.0 if ok else 1.0)
         if not ok:
             self._degraded_log.warning("state_dir", "state not saved; offsets not committed", error=self.store.degraded)
         return ok
@@ -404,7 +405,7 @@ class Pipeline:
         """Ingest first: the sampler's CPU budget from the lag and what scoring took since the last step."""
         lag = self.consumer_lag()
         if lag is not None:
-            self.state.set("harmonic_consumer_lag_records", (), lag)
+            tel.CONSUMER_LAG_RECORDS.set(self.state, tel.NoLabels(), lag)
         control = self.ingest_first
         if control is None:
             return
@@ -468,9 +469,9 @@ class Pipeline:
             for key, record in last.items():
                 self._tails[key] = _tail(record)
             for model, n in consumed.items():
-                self.state.inc("harmonic_events_consumed_total", (model,), float(n))
+                tel.EVENTS_CONSUMED_TOTAL.inc(self.state, tel.Model(model), float(n))
             for (model, reason), count in self.ingest.joiner.dropped.items():
-                self.state.set_counter("harmonic_kserve_dropped_total", (model, reason), float(count))
+                tel.KSERVE_DROPPED_TOTAL.set_total(self.state, tel.ModelReason(model, reason), float(count))
         items.extend((ev, None) for ev in self.ingest.expire(now))
         self.scoring.accept(items, now)
         # only now are these records' events pending (or dead-lettered): if anything above raised, nothing may
@@ -574,7 +575,7 @@ class Pipeline:
         self._release(key)
         self._consumed.pop(key, None)
         self._applied.pop(key, None)
-        self.state.inc("harmonic_offsets_went_back_total", ())
+        tel.OFFSETS_WENT_BACK_TOTAL.inc(self.state, tel.NoLabels())
         log.warning(
             "offsets went back: the record at the last applied offset is not the one applied there (a re-created "
             "topic, or another cluster at the same address); reading the partition from its start",
@@ -597,7 +598,7 @@ class Pipeline:
         committed = self._saved_committed.get(key)
         if committed is None or offset >= committed:
             return False
-        self.state.inc("harmonic_offsets_went_back_total", ())
+        tel.OFFSETS_WENT_BACK_TOTAL.inc(self.state, tel.NoLabels())
         log.warning(
             "offsets went back: the broker hands out records below the position last committed; reading from there "
             "(an operator's reset, a re-created topic, or another cluster at the same address)",
@@ -673,9 +674,9 @@ class Pipeline:
         if degraded:
             detail["degraded_detail"] = degraded
         for reason in ("state_dir", "producer", "alert_delivery", "recovery", "broker"):
-            self.state.set("harmonic_degraded", (reason,), 1.0 if reason in degraded else 0.0)
+            tel.DEGRADED.set(self.state, tel.Reason(reason), 1.0 if reason in degraded else 0.0)
         ok = self.ready
-        self.state.set("harmonic_ready", (), 1.0 if ok else 0.0)
+        tel.READY.set(self.state, tel.NoLabels(), 1.0 if ok else 0.0)
         return ok, detail
 
     def run(

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from monitor import telemetry as tel
 from monitor.errors import SourceError
 
 if TYPE_CHECKING:
@@ -26,9 +27,9 @@ if TYPE_CHECKING:
 #: events per micro-batch unless the settings name a size: a verdict change lands within this many events
 REPLAY_BATCH = 10
 #: the counters behind the summary
-_INVALID = "harmonic_events_invalid_total"
-_INVALID_INPUT = "harmonic_input_invalid_total"
-_SCORED = "harmonic_events_scored_total"
+_INVALID = tel.EVENTS_INVALID_TOTAL.name
+_INVALID_INPUT = tel.INPUT_INVALID_TOTAL.name
+_SCORED = tel.EVENTS_SCORED_TOTAL.name
 
 
 def replay_settings(

@@ -20,6 +20,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor import telemetry as tel
 from monitor.config import Settings
 from monitor.drift.categories import held_columns
 from monitor.events import InferenceEvent, feature_rows, held_rows
@@ -178,7 +179,7 @@ class Scoring:
         record: RawRecord | None,
         now: float,
     ) -> None:
-        self.state.inc("harmonic_events_sampled_total", (ev.model,))
+        tel.EVENTS_SAMPLED_TOTAL.inc(self.state, tel.Model(ev.model))
         rt.pending.append((ev, disagreement, weight, record))
         if self.oldest_pending is None:
             self.oldest_pending = now
@@ -233,7 +234,7 @@ class Scoring:
             return flags
         rows = feature_rows([evs[i] for i in idx], np.float32)
         out = rt.model.evaluate(rows, held_rows([evs[i] for i in idx]))
-        self.state.inc("harmonic_model_evaluations_total", (rt.name, "shadow"), float(len(idx)))
+        tel.MODEL_EVALUATIONS_TOTAL.inc(self.state, tel.ModelPurpose(rt.name, "shadow"), float(len(idx)))
         ours = out.raw_label if out.raw_label is not None else out.label
         assert ours is not None
         live = [evs[i].prediction.label for i in idx]  # type: ignore[union-attr]
@@ -241,8 +242,8 @@ class Scoring:
             mismatch = np.asarray(live, dtype=np.int64) != ours.astype(np.int64)
         else:
             mismatch = np.array([str(a) != str(b) for a, b in zip(live, ours, strict=True)])
-        self.state.inc("harmonic_shadow_compared_total", (rt.name,), float(len(idx)))
-        self.state.inc("harmonic_shadow_disagreements_total", (rt.name,), float(mismatch.sum()))
+        tel.SHADOW_COMPARED_TOTAL.inc(self.state, tel.Model(rt.name), float(len(idx)))
+        tel.SHADOW_DISAGREEMENTS_TOTAL.inc(self.state, tel.Model(rt.name), float(mismatch.sum()))
         for j, i in enumerate(idx):
             flags[i] = 1.0 if mismatch[j] else 0.0
         return flags
@@ -272,15 +273,15 @@ class Scoring:
         under ``purpose``."""
         assert rt.scorer is not None
         result = rt.scorer.score(rows, held)
-        self.state.inc(
-            "harmonic_model_evaluations_total", (rt.name, purpose), float(rows.shape[0] * rt.scorer.rows_per_event())
+        tel.MODEL_EVALUATIONS_TOTAL.inc(
+            self.state, tel.ModelPurpose(rt.name, purpose), float(rows.shape[0] * rt.scorer.rows_per_event())
         )
         if rt.scorer.flicker_tolerance is not None:  # a regressor's flip threshold in output units
             for column, tolerance in enumerate(rt.scorer.flicker_tolerance[:FLICKER_TOLERANCE_COLUMNS]):
-                self.state.set("harmonic_flicker_tolerance", (rt.name, str(column)), float(tolerance))
+                tel.FLICKER_TOLERANCE.set(self.state, tel.ModelOutput(rt.name, str(column)), float(tolerance))
         # the σ and r scored at: fixed settings or chosen from the reference (monitor/metrics/scales.py)
-        self.state.set("harmonic_scoring_scale", (rt.name, "sigma"), rt.scorer.config.sigma)
-        self.state.set("harmonic_scoring_scale", (rt.name, "radius"), rt.scorer.config.radius)
+        tel.SCORING_SCALE.set(self.state, tel.ModelScale(rt.name, "sigma"), rt.scorer.config.sigma)
+        tel.SCORING_SCALE.set(self.state, tel.ModelScale(rt.name, "radius"), rt.scorer.config.radius)
         return result
 
     def _score_batch(self, rt: ModelRuntime, pending: list[Pending]) -> None:
@@ -310,11 +311,11 @@ class Scoring:
         rows = feature_rows(batch)
         held = held_rows(batch)
         result = self.score_rows(rt, rows, held, purpose="events")
-        self.state.observe("harmonic_score_batch_duration_seconds", (rt.name,), [time.perf_counter() - started])
+        tel.SCORE_BATCH_DURATION_SECONDS.observe(self.state, tel.Model(rt.name), [time.perf_counter() - started])
         self._count_nonfinite(rt.name, batch, result)
         now = self.clock()
-        self.state.observe(
-            "harmonic_event_lag_seconds", (rt.name,), np.array([max(0.0, now - ev.timestamp_seconds) for ev in batch])
+        tel.EVENT_LAG_SECONDS.observe(
+            self.state, tel.Model(rt.name), np.array([max(0.0, now - ev.timestamp_seconds) for ev in batch])
         )
         assert rt.watch is not None
         rt.watch.update(batch, rows, result, shadow, uniform=self.thinner.keep(rt.name, weights))
@@ -344,7 +345,7 @@ class Scoring:
         finding."""
         bad = np.flatnonzero(result.valid & ~np.isfinite(result.gamma))
         if bad.size:
-            self.state.inc("harmonic_scores_nonfinite_total", (model,), float(bad.size))
+            tel.SCORES_NONFINITE_TOTAL.inc(self.state, tel.Model(model), float(bad.size))
             self._invalid_log.warning(
                 "nonfinite-" + model,
                 "model outputs not finite at valid events; their scores are left out of histograms and windows",
@@ -374,12 +375,12 @@ class Scoring:
 
     def update_sampling_gauges(self) -> None:
         for name, stats in self.sampler.snapshot().items():
-            self.state.set("harmonic_events_sampled_ratio", (name,), stats.fraction)
+            tel.EVENTS_SAMPLED_RATIO.set(self.state, tel.Model(name), stats.fraction)
             capacity = getattr(self.sampler, "capacity", None)
             # a sampler without a capacity scores every event (sampler.events_per_second: 0): no limit, +Inf
             value = capacity(name) if capacity is not None else math.inf
             if value is not None:
-                self.state.set("harmonic_sampler_capacity_events_per_second", (name,), value)
+                tel.SAMPLER_CAPACITY_EVENTS_PER_SECOND.set(self.state, tel.Model(name), value)
 
     # -- the reference, when it is given as rows --------------------------------------------------------------
     def reference_from_file(self, rt: ModelRuntime) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from monitor import __version__
+from monitor import telemetry as tel
 from monitor.allocator import TimedCollector
 from monitor.clock import WatermarkClock
 from monitor.config import KafkaSettings, Settings
@@ -105,7 +106,7 @@ class Service:
     ) -> None:
         self.settings = settings
         self.state = state or MetricsState()
-        self.state.set("harmonic_up", (__version__,), 1.0)
+        tel.UP.set(self.state, tel.Version(__version__), 1.0)
         self.workers: list[DeliveryWorker] = []
         if settings.alerts.alertmanager_url:
             self.workers.append(
@@ -235,14 +236,14 @@ class Service:
 
     def _export_delivery_counters(self) -> None:
         for w in self.workers:
-            self.state.set_counter("harmonic_alert_deliveries_failed_total", (w.name,), float(w.failed_total))
+            tel.ALERT_DELIVERIES_FAILED_TOTAL.set_total(self.state, tel.Receiver(w.name), float(w.failed_total))
         # the Kafka sink's own monotone counts (monitor/source/kafka.py KafkaSink), by topic_kind (and drop reason)
         failed: dict[str, int] = getattr(self.sink, "failed_total", {})
         for kind, n in failed.items():
-            self.state.set_counter("harmonic_producer_failures_total", (kind,), float(n))
+            tel.PRODUCER_FAILURES_TOTAL.set_total(self.state, tel.TopicKind(kind), float(n))
         dropped: dict[tuple[str, str], int] = getattr(self.sink, "dropped_total", {})
         for labels, n in dropped.items():
-            self.state.set_counter("harmonic_producer_dropped_total", labels, float(n))
+            tel.PRODUCER_DROPPED_TOTAL.set_total(self.state, tel.TopicKindReason(*labels), float(n))
 
     def __exit__(self, *exc: object) -> None:
         for w in self.workers:

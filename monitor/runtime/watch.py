@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor import telemetry as tel
 from monitor.accuracy import DEFAULT_METHOD, EstimatorFit, estimate
 from monitor.clock import MISTIMED_REASONS, WatermarkClock
 from monitor.config import Settings
@@ -176,7 +177,7 @@ class ModelWatch:
         self.clock = clock if clock is not None else WatermarkClock()
         self._mistimed_log = RateLimitedLogger(log)
         for reason in MISTIMED_REASONS:  # pre-registered at 0: rate() sees the first increment
-            state.inc("harmonic_events_mistimed_total", (model, reason), 0.0)
+            tel.EVENTS_MISTIMED_TOTAL.inc(state, tel.ModelReason(model, reason), 0.0)
         self.config = config
         self.state = state
         self.on_alert = on_alert
@@ -266,7 +267,7 @@ class ModelWatch:
             capacity=self.config.accuracy_sample_events,
             buckets=self.windows.buckets,
         )
-        self.state.set("harmonic_reference_accuracy", (self.model,), fit.accuracy)
+        tel.REFERENCE_ACCURACY.set(self.state, tel.Model(self.model), fit.accuracy)
 
     def _keep_scores(self, drift: SignalBatch, confidence: NDArray[np.float64]) -> None:
         """Add the events that entered the windows to the score samples, under the windows' (folded) segments."""
@@ -292,9 +293,9 @@ class ModelWatch:
             out[wname] = result
             labels = (self.model, segment, wname)
             for method, m in result["methods"].items():
-                self.state.set("harmonic_estimated_accuracy", (*labels, method), m["estimate"])
-                self.state.set("harmonic_estimated_accuracy_lower", (*labels, method), m["lower"])
-                self.state.set("harmonic_estimated_accuracy_upper", (*labels, method), m["upper"])
+                tel.ESTIMATED_ACCURACY.set(self.state, tel.ModelSegmentWindowMethod(*labels, method), m["estimate"])
+                tel.ESTIMATED_ACCURACY_LOWER.set(self.state, tel.ModelSegmentWindowMethod(*labels, method), m["lower"])
+                tel.ESTIMATED_ACCURACY_UPPER.set(self.state, tel.ModelSegmentWindowMethod(*labels, method), m["upper"])
         self.last_estimates[segment] = out
 
     def _accuracy_alert(self, segment: str, now: float) -> None:
@@ -401,8 +402,8 @@ class ModelWatch:
         for segment in [s for s in self._engines if s not in self.segment_references]:
             self._drop_engine(segment)
         self._builder = None
-        self.state.set("harmonic_reference_gamma_mean", (self.model,), ref.gamma_mean)
-        self.state.set("harmonic_reference_flicker_mean", (self.model,), ref.flicker_mean)
+        tel.REFERENCE_GAMMA_MEAN.set(self.state, tel.Model(self.model), ref.gamma_mean)
+        tel.REFERENCE_FLICKER_MEAN.set(self.state, tel.Model(self.model), ref.flicker_mean)
 
     def install_segment_references(self, refs: dict[str, Reference]) -> None:
         """Give segments their own baselines (reference data that carries the segment, or a saved state)."""
@@ -412,7 +413,7 @@ class ModelWatch:
             self.segment_references[segment] = ref
             self._segment_builders.pop(segment, None)
             self._drop_engine(segment)
-            self.state.set("harmonic_segment_warming_up", (self.model, segment), 0.0)
+            tel.SEGMENT_WARMING_UP.set(self.state, tel.ModelSegment(self.model, segment), 0.0)
         if refs:
             log.info("per-segment baselines installed", extra={"model": self.model, "segments": sorted(refs)})
 
@@ -460,7 +461,7 @@ class ModelWatch:
             self.install_segment_references({segment: builder.build()})
             log.info("segment baseline built from its warm-up", extra={"model": self.model, "segment": segment})
         else:
-            self.state.set("harmonic_segment_warming_up", (self.model, segment), 1.0)
+            tel.SEGMENT_WARMING_UP.set(self.state, tel.ModelSegment(self.model, segment), 1.0)
 
     def _become_segmented(self) -> None:
         """A named segment appeared: ``other`` is no longer the whole stream, so it stops using the model-wide
@@ -469,7 +470,7 @@ class ModelWatch:
         if OTHER not in self.segment_references and OTHER in self._engines:
             self._drop_engine(OTHER)
             self.last_reports.pop(OTHER, None)
-            self.state.clear_gauges("harmonic_drift_verdict", lambda lab: lab[:2] == (self.model, OTHER))
+            tel.DRIFT_VERDICT.clear(self.state, lambda lab: lab[:2] == (self.model, OTHER))
             log.info(
                 "segment 'other' now learns its own baseline (named segments appeared)", extra={"model": self.model}
             )
@@ -534,7 +535,7 @@ class ModelWatch:
         ts = placed.seconds
         for reason, count in (("future_timestamp", placed.future), ("late", placed.late)):
             if count:
-                self.state.inc("harmonic_events_mistimed_total", (self.model, reason), float(count))
+                tel.EVENTS_MISTIMED_TOTAL.inc(self.state, tel.ModelReason(self.model, reason), float(count))
                 if reason == "future_timestamp":
                     self._mistimed_log.warning(
                         reason,
@@ -564,20 +565,22 @@ class ModelWatch:
         for seg in np.unique(seg_arr):
             sel = seg_arr == seg
             labels = (self.model, str(seg))
-            self.state.observe("harmonic_gamma", labels, batch.gamma[sel])
-            self.state.observe("harmonic_flicker", labels, batch.flicker[sel])
-            self.state.observe("harmonic_p_adj", labels, batch.p_adj[sel])
+            tel.GAMMA.observe(self.state, tel.ModelSegment(*labels), batch.gamma[sel])
+            tel.FLICKER.observe(self.state, tel.ModelSegment(*labels), batch.flicker[sel])
+            tel.P_ADJ.observe(self.state, tel.ModelSegment(*labels), batch.p_adj[sel])
             conf = batch.confidence[sel]
             conf = conf[np.isfinite(conf)]  # NaN for a regressor (no classes): no confidence series
             if conf.size:
-                self.state.observe("harmonic_confidence", labels, conf)
+                tel.CONFIDENCE.observe(self.state, tel.ModelSegment(*labels), conf)
             margin = batch.margin[sel]
             margin = margin[np.isfinite(margin)]  # NaN for a regressor, like confidence
             if margin.size:
-                self.state.observe("harmonic_margin", labels, margin)
+                tel.MARGIN.observe(self.state, tel.ModelSegment(*labels), margin)
         for ev, good in zip(events, ok, strict=True):
             if good:
-                self.state.inc("harmonic_events_scored_total", (self.model, ev.model_version, ev.segment))
+                tel.EVENTS_SCORED_TOTAL.inc(
+                    self.state, tel.ModelModelVersionSegment(self.model, ev.model_version, ev.segment)
+                )
         now = self.clock.advance(float(batch.timestamps_seconds.max())).now()
         for seg in np.unique(seg_arr):
             self._arrived[str(seg)] = now
@@ -653,7 +656,9 @@ class ModelWatch:
                 win.update(drift.confidence[sel], drift.gamma[sel])
                 for cell in np.flatnonzero(win.last_added).tolist():
                     labels = (self.model, key, P_BIN_LABELS[cell // cols], GAMMA_BIN_LABELS[cell % cols])
-                    self.state.inc("harmonic_gammamap_events_total", labels, float(win.last_added[cell]))
+                    tel.GAMMAMAP_EVENTS_TOTAL.inc(
+                        self.state, tel.ModelSegmentPBinGammaBin(*labels), float(win.last_added[cell])
+                    )
 
     def add_probed(
         self,
@@ -769,20 +774,22 @@ class ModelWatch:
             for wname, snap in snaps.items():
                 labels = (self.model, segment, wname)
                 sig = snap.signals
-                self.state.set("harmonic_window_events", labels, snap.events)
+                tel.WINDOW_EVENTS.set(self.state, tel.ModelSegmentWindow(*labels), snap.events)
                 if snap.events == 0:
                     continue
-                self.state.set("harmonic_window_gamma_mean", labels, sig["gamma"].mean)
-                self.state.set("harmonic_window_gamma_p95", labels, _q(sig["gamma"].quantiles, 0.95))
-                self.state.set("harmonic_window_flicker_mean", labels, sig["flicker"].mean)
-                self.state.set("harmonic_window_stability", labels, 1.0 - sig["flicker"].mean)
-                self.state.set("harmonic_window_p_adj_mean", labels, sig["p_adj"].mean)
+                tel.WINDOW_GAMMA_MEAN.set(self.state, tel.ModelSegmentWindow(*labels), sig["gamma"].mean)
+                tel.WINDOW_GAMMA_P95.set(self.state, tel.ModelSegmentWindow(*labels), _q(sig["gamma"].quantiles, 0.95))
+                tel.WINDOW_FLICKER_MEAN.set(self.state, tel.ModelSegmentWindow(*labels), sig["flicker"].mean)
+                tel.WINDOW_STABILITY.set(self.state, tel.ModelSegmentWindow(*labels), 1.0 - sig["flicker"].mean)
+                tel.WINDOW_P_ADJ_MEAN.set(self.state, tel.ModelSegmentWindow(*labels), sig["p_adj"].mean)
                 if sig["confidence"].count:  # none for a regressor
-                    self.state.set("harmonic_window_confidence_mean", labels, sig["confidence"].mean)
+                    tel.WINDOW_CONFIDENCE_MEAN.set(self.state, tel.ModelSegmentWindow(*labels), sig["confidence"].mean)
                 if sig["margin"].count:  # none for a regressor
-                    self.state.set("harmonic_window_margin_mean", labels, sig["margin"].mean)
+                    tel.WINDOW_MARGIN_MEAN.set(self.state, tel.ModelSegmentWindow(*labels), sig["margin"].mean)
                 if sig["shadow_disagreement"].count:
-                    self.state.set("harmonic_window_shadow_disagreement_ratio", labels, sig["shadow_disagreement"].mean)
+                    tel.WINDOW_SHADOW_DISAGREEMENT_RATIO.set(
+                        self.state, tel.ModelSegmentWindow(*labels), sig["shadow_disagreement"].mean
+                    )
             if estimating:
                 self._estimate(segment, windows_end)
             self._evaluate_segment(segment, snaps, now)
@@ -819,15 +826,17 @@ class ModelWatch:
         self.last_reports[segment] = report
         if report.verdict != (Verdict.STABLE if previous is None else previous.verdict):
             self._notify(segment, report, now)
-        self.state.clear_gauges("harmonic_drift_verdict", lambda lab: lab[:2] == (self.model, segment))
-        self.state.set("harmonic_drift_verdict", (self.model, segment, report.verdict.value), 1.0)
+        tel.DRIFT_VERDICT.clear(self.state, lambda lab: lab[:2] == (self.model, segment))
+        tel.DRIFT_VERDICT.set(self.state, tel.ModelSegmentVerdict(self.model, segment, report.verdict.value), 1.0)
         for st in self._engines[segment].states:
-            self.state.set("harmonic_drift_statistic", (self.model, segment, st.name), st.statistic)
+            tel.DRIFT_STATISTIC.set(self.state, tel.ModelSegmentSignal(self.model, segment, st.name), st.statistic)
             if np.isfinite(st.p_value):
-                self.state.set("harmonic_drift_p_value", (self.model, segment, st.name), st.p_value)
+                tel.DRIFT_P_VALUE.set(self.state, tel.ModelSegmentSignal(self.model, segment, st.name), st.p_value)
         features = engine.feature_drift
         if features is not None:  # None: the reference holds no feature sample, so nothing is tested
-            self.state.set("harmonic_feature_drift_features", (self.model, segment), float(len(features.moved)))
+            tel.FEATURE_DRIFT_FEATURES.set(
+                self.state, tel.ModelSegment(self.model, segment), float(len(features.moved))
+            )
             self._publish_feature_statistics(segment, features.feature_names, features.statistics)
         held_drift = engine.held_drift
         if held_drift is not None:  # held inputs: their category distance, and their unseen share as "out of range"
@@ -836,14 +845,14 @@ class ModelWatch:
                 segment,
                 held_drift.feature_names,
                 held_drift.unseen_shares,
-                metric="harmonic_input_out_of_range_ratio",
+                metric=tel.INPUT_OUT_OF_RANGE_RATIO,
             )
         if engine.input_range is not None:
             self._publish_feature_statistics(
                 segment,
                 engine.input_range.feature_names,
                 engine.input_range.shares,
-                metric="harmonic_input_out_of_range_ratio",
+                metric=tel.INPUT_OUT_OF_RANGE_RATIO,
             )
         gamma_now = float(np.nanmean(count.values("gamma")[-self.config.detectors.window :]))
         top = tuple(name for name, _ in report.top_features)
@@ -1037,22 +1046,22 @@ class ModelWatch:
         segment: str,
         names: Sequence[str],
         statistics: NDArray[np.float64],
-        metric: str = "harmonic_feature_drift_statistic",
+        metric: tel.Gauge[tel.ModelSegmentFeature] = tel.FEATURE_DRIFT_STATISTIC,
     ) -> None:
-        """``harmonic_feature_drift_statistic``: each input's KS distance at the last test, by the model's input
-        names; above :data:`FEATURE_SERIES_MAX` inputs only the :data:`FEATURE_SERIES_TOP` largest, the rest as
+        """``harmonic_feature_drift_statistic`` (or ``metric``): each input's KS distance at the last test, by the
+        model's input names; above :data:`FEATURE_SERIES_MAX` inputs only the :data:`FEATURE_SERIES_TOP` largest, the rest as
         ``other`` (their largest), so that an image model does not export one series per pixel."""
         key = (self.model, segment)
         if len(names) <= FEATURE_SERIES_MAX:
             for name, d in zip(names, statistics.tolist(), strict=True):
-                self.state.set(metric, (*key, name), float(d))
+                metric.set(self.state, tel.ModelSegmentFeature(*key, name), float(d))
             return
         order = np.argsort(-statistics, kind="stable")
-        self.state.clear_gauges(metric, lambda lab: lab[:2] == key)
+        metric.clear(self.state, lambda lab: lab[:2] == key)
         for j in order[:FEATURE_SERIES_TOP].tolist():
-            self.state.set(metric, (*key, names[j]), float(statistics[j]))
+            metric.set(self.state, tel.ModelSegmentFeature(*key, names[j]), float(statistics[j]))
         rest = statistics[order[FEATURE_SERIES_TOP:]]
-        self.state.set(metric, (*key, OTHER), float(rest.max()) if rest.size else 0.0)
+        metric.set(self.state, tel.ModelSegmentFeature(*key, OTHER), float(rest.max()) if rest.size else 0.0)
 
     def _observe_alert(
         self,
@@ -1091,11 +1100,13 @@ class ModelWatch:
         """The alert's firing gauge, and a transition's counter, log line and delivery."""
         firing = self.alerts.get(rule, model=self.model, segment=segment)
         is_firing = firing is not None and firing.state.value == "firing"
-        self.state.set("harmonic_alerts_firing", (self.model, segment, rule), 1.0 if is_firing else 0.0)
+        tel.ALERTS_FIRING.set(
+            self.state, tel.ModelSegmentAlertname(self.model, segment, rule), 1.0 if is_firing else 0.0
+        )
         if ev is None:
             return
         if ev.alert.state.value == "firing":
-            self.state.inc("harmonic_alerts_fired_total", (self.model, rule))
+            tel.ALERTS_FIRED_TOTAL.inc(self.state, tel.ModelAlertname(self.model, rule))
         self.fired.append(ev)
         self._notify(segment, ev, ev.at_seconds)
         log.warning(
