@@ -262,7 +262,7 @@ class ProbeScheduler:
                 if adv is not None and rt.watch is not None and adv.start_gamma.size == points.shape[0]:
                     # the points Algorithm 2 ran on (within this run's budget) give the Gamma Map its unstable shares,
                     # model-wide and in the segment of each point's event
-                    rt.watch.add_probed(adv.start_probability, adv.start_gamma, ~adv.stable, region.segments())
+                    rt.watch.gamma.add_probed(adv.start_probability, adv.start_gamma, ~adv.stable, region.segments())
                 report = build_report(result, points=points)
                 report["region"] = region_summary(region, features)
                 report["certified"], cert_rows = self._certify(rt, points, region.held(), budget - used)

@@ -23,9 +23,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,13 +42,7 @@ from monitor.events import InferenceEvent, held_rows
 from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule, Evidence
 from monitor.exporters.prometheus import MetricsState
 from monitor.gammamap import (
-    GAMMA_BIN_LABELS,
-    GAMMA_EDGES,
-    P_BIN_LABELS,
     GammaMap,
-    GammaMapWindow,
-    empty_map,
-    gamma_map,
 )
 from monitor.logs import RateLimitedLogger
 from monitor.metrics.scorer import ScoreResult
@@ -62,6 +55,8 @@ from monitor.rolling.segment_baselines import (
     segment_references,
 )
 from monitor.rolling.windows import OTHER, SignalBatch, WindowSet
+from monitor.runtime.evidence import detector_evidence
+from monitor.runtime.gamma_maps import SegmentGammaMaps
 
 log = logging.getLogger("monitor.runtime.watch")
 
@@ -74,8 +69,6 @@ ACCURACY_ALERT = "HarmonicAccuracyDrop"
 #: :data:`FEATURE_SERIES_TOP` largest by name and the rest folded into ``other`` (their largest distance)
 FEATURE_SERIES_MAX = 64
 FEATURE_SERIES_TOP = 16
-#: moved inputs named (with their numbers) in an alert
-ALERT_INPUTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,14 +236,8 @@ class ModelWatch:
         #: change happened outside :meth:`update` (``tick``, a direct ``evaluate``)
         self.observers: list[WatchObserver] = []
         self._applying: InferenceEvent | None = None
-        # -- the Gamma Map (classifiers): per segment, the last count_window_events events' (P, γ) cells and the
-        #    running total; read by the HTTP thread (``gamma_maps``), hence the lock
-        self._gamma_maps: dict[str, GammaMapWindow] = {}
-        self._gamma_lock = threading.Lock()
-        #: the points Algorithm 2 ran on (probes), placed by their P and γ, with whether their class flipped
-        self._gamma_probed: GammaMap | None = None
-        #: the same per segment of each point's event (the region exemplar's), bounded and folded like the maps
-        self._gamma_probed_segments: dict[str, GammaMap] = {}
+        #: the Gamma Map (classifiers): per segment, the last count_window_events events' (P, γ) cells
+        self.gamma = SegmentGammaMaps(config.count_window_events, config.max_segments)
 
     # -- accuracy without labels ---------------------------------------------------------------------------
     def set_accuracy_fit(self, fit: EstimatorFit | None) -> None:
@@ -593,7 +580,10 @@ class ModelWatch:
             keep = ok if uniform is None else ok & uniform
             drift_held = {name: col[keep] for name, col in cols.items()}
         if drift.size:
-            self._update_gamma_maps(drift)
+            for (seg, p_bin, gamma_bin), n in self.gamma.update(drift).items():
+                tel.GAMMAMAP_EVENTS_TOTAL.inc(
+                    self.state, tel.ModelSegmentPBinGammaBin(self.model, seg, p_bin, gamma_bin), n
+                )
             self.windows.update(self.model, drift)
             if self._scores is not None:
                 conf = result.probability[ok] if uniform is None else result.probability[ok & uniform]
@@ -636,107 +626,14 @@ class ModelWatch:
             finally:
                 self._applying = None
 
-    # -- the Gamma Map --------------------------------------------------------------------------------------
-    def _update_gamma_maps(self, drift: SignalBatch) -> None:
-        """Add the events that enter the windows (uniform inclusion, like the reference) to their segment's Gamma
-        Map and count them per (p_bin, gamma_bin). Regressors (no confidence) add nothing."""
-        has_p = np.isfinite(drift.confidence)
-        if not has_p.any():
-            return
-        cols = len(GAMMA_EDGES) - 1
-        with self._gamma_lock:
-            for seg in np.unique(drift.segments[has_p]).tolist():
-                key = str(seg)
-                if key not in self._gamma_maps and len(self._gamma_maps) >= self.config.max_segments:
-                    key = OTHER  # bounded like the windows' segments
-                win = self._gamma_maps.get(key)
-                if win is None:
-                    win = self._gamma_maps[key] = GammaMapWindow(self.config.count_window_events)
-                sel = has_p & (drift.segments == seg)
-                win.update(drift.confidence[sel], drift.gamma[sel])
-                for cell in np.flatnonzero(win.last_added).tolist():
-                    labels = (self.model, key, P_BIN_LABELS[cell // cols], GAMMA_BIN_LABELS[cell % cols])
-                    tel.GAMMAMAP_EVENTS_TOTAL.inc(
-                        self.state, tel.ModelSegmentPBinGammaBin(*labels), float(win.last_added[cell])
-                    )
-
-    def add_probed(
-        self,
-        probability: NDArray[np.float64],
-        gamma: NDArray[np.float64],
-        unstable: NDArray[np.bool_],
-        segments: Sequence[str | None] | None = None,
-    ) -> None:
-        """Count points that Algorithm 2 ran on (a probe run) into the model's unstable shares per Gamma Map cell;
-        ``segments``: each point's segment (its event's; None where unknown), whose map counts it too."""
-        ok = np.isfinite(probability) & np.isfinite(gamma)
-        if not ok.any():
-            return
-        probed = gamma_map(probability[ok], gamma[ok], unstable[ok])
-        by_segment: dict[str, GammaMap] = {}
-        if segments is not None:
-            if len(segments) != ok.size:
-                raise ValueError(f"add_probed needs one segment per point: {len(segments)} for {ok.size} points")
-            seg = np.array([OTHER if s is None else s for s in segments], dtype=object)
-            known = ok & np.array([s is not None for s in segments], dtype=bool)
-            for name in dict.fromkeys(seg[known].tolist()):
-                sel = known & (seg == name)
-                by_segment[str(name)] = gamma_map(probability[sel], gamma[sel], unstable[sel])
-        with self._gamma_lock:
-            self._gamma_probed = probed if self._gamma_probed is None else self._gamma_probed.merged(probed)
-            for name, part in by_segment.items():
-                key = name
-                if (
-                    key not in self._gamma_probed_segments
-                    and len(self._gamma_probed_segments) >= self.config.max_segments
-                ):
-                    key = OTHER  # bounded like the maps' segments
-                have = self._gamma_probed_segments.get(key)
-                self._gamma_probed_segments[key] = part if have is None else have.merged(part)
-
+    # -- the Gamma Map (monitor/runtime/gamma_maps.py) -----------------------------------------------------
     def gamma_maps(self) -> dict[str, Any]:
-        """The model's Gamma Map for ``/gammamap``: the live map over the last ``count_window_events`` events of each
-        segment merged (the top-level ``counts``), per segment (``segments``), the running totals (``cumulative``)
-        and the reference's map (``reference``; None, with ``reference_note`` saying why, when there is none)."""
-        with self._gamma_lock:
-            per_segment = {seg: w.window() for seg, w in sorted(self._gamma_maps.items())}
-            totals = [w.cumulative() for w in self._gamma_maps.values()]
-            probed = self._gamma_probed
-            probed_segments = dict(self._gamma_probed_segments)
-        live = _with_probed(_merge_maps(list(per_segment.values())), probed)  # every segment's, since start
-        # each segment's map with the shares of the points whose events were in it
-        per_segment = {seg: _with_probed(m, probed_segments.get(seg)) for seg, m in per_segment.items()}
-        ref = None if self.reference is None else self.reference.gamma_map
-        note = None
-        if ref is None:
-            note = (
-                "no reference yet (warming up)"
-                if self.reference is None
-                else "the reference holds no Gamma Map (a regressor, or a reference file written before it was kept)"
-            )
-        return {
-            **live.to_json(),
-            "window_events": self.config.count_window_events,
-            "segments": {seg: m.to_json() for seg, m in per_segment.items()},
-            "cumulative": _merge_maps(totals).to_json(),
-            "reference": None if ref is None else ref.to_json(),
-            "reference_note": note,
-        }
-
-    def gamma_segments(self) -> list[str]:
-        """Segments with a Gamma Map, sorted."""
-        with self._gamma_lock:
-            return sorted(self._gamma_maps)
+        """The model's Gamma Map for ``/gammamap`` (:meth:`SegmentGammaMaps.to_json`) against its reference."""
+        return self.gamma.to_json(self.reference)
 
     def gamma_map_pair(self, segment: str | None = None) -> tuple[GammaMap, GammaMap | None]:
-        """(live, reference) maps for drawing: one segment's window with the unstable shares of the probed points
-        whose events were in that segment, or every segment's merged (``None``) with every probed point's."""
-        with self._gamma_lock:
-            wins = [w for s, w in self._gamma_maps.items() if segment is None or s == segment]
-            maps = [w.window() for w in wins]
-            probed = self._gamma_probed if segment is None else self._gamma_probed_segments.get(segment)
-        ref = None if self.reference is None else self.reference.gamma_map
-        return _with_probed(_merge_maps(maps), probed), ref
+        """(live, reference) maps for drawing (:meth:`SegmentGammaMaps.pair`)."""
+        return self.gamma.pair(segment, self.reference)
 
     def _warm_up(self, batch: SignalBatch, held: dict[str, NDArray[np.str_]] | None = None) -> None:
         if self._builder is None:
@@ -856,7 +753,7 @@ class ModelWatch:
             )
         gamma_now = float(np.nanmean(count.values("gamma")[-self.config.detectors.window :]))
         top = tuple(name for name, _ in report.top_features)
-        outputs, inputs = self._evidence(engine, baseline, count)
+        outputs, inputs = detector_evidence(engine, baseline, count, self.config.detectors)
         harmful = report.verdict == Verdict.HARMFUL_SHIFT
         shown = (*outputs, *inputs) if harmful else inputs
         first = shown[0] if shown else None
@@ -917,129 +814,6 @@ class ModelWatch:
             return dataclasses.replace(harmful, top_features=report.top_features, held_since=at)
         del self._harm_seen[segment]
         return report
-
-    def _evidence(
-        self, engine: VerdictEngine, baseline: Reference, count: Any
-    ) -> tuple[tuple[Evidence, ...], tuple[Evidence, ...]]:
-        """(output detectors that fired, inputs that moved), each in its own numbers: the detector's statistic and
-        threshold, and the quantity it watches over the last ``drift.window`` events vs the baseline."""
-        w = self.config.detectors.window
-
-        def recent(signal: str) -> NDArray[np.float64]:
-            v = np.asarray(count.values(signal), dtype=np.float64)[-w:]
-            return v[np.isfinite(v)]
-
-        outputs: list[Evidence] = []
-        q = f"{self.config.detectors.cusum_quantile * 100:g}th percentile"
-        cusums = (
-            (engine.gamma_cusum, recent("gamma"), "γ"),
-            (engine.flicker_cusum, recent("flicker"), "flicker"),
-            (engine.confidence_cusum, 1.0 - recent("confidence"), "1 − max-probability"),
-            (engine.margin_cusum, 1.0 - recent("margin"), "1 − margin"),
-        )
-        for det, values, label in cusums:
-            if det is None or not det.drift_detected:
-                continue
-            share = float(np.mean(values > det.cutoff)) if values.size else float("nan")
-            outputs.append(
-                Evidence(
-                    det.name,
-                    det.statistic,
-                    det.threshold,
-                    share,
-                    det.null_rate,
-                    f"share of {label} above the reference's {q}, last {values.size} events",
-                )
-            )
-        ks = engine.gamma_ks.state
-        if ks.drift_detected:
-            g = recent("gamma")
-            outputs.append(
-                Evidence(
-                    ks.name,
-                    ks.statistic,
-                    ks.threshold,
-                    float(g.mean()) if g.size else float("nan"),
-                    baseline.gamma_mean,
-                    f"γ mean (KS distance vs its floor, p = {ks.p_value:.2g}), last {g.size} events",
-                )
-            )
-        rate = engine.flicker_rate
-        if rate.drift_detected:
-            f = recent("flicker")
-            outputs.append(
-                Evidence(
-                    rate.name,
-                    rate.statistic,
-                    float("nan"),
-                    float(f.mean()) if f.size else float("nan"),
-                    baseline.flicker_mean,
-                    f"flicker mean (z test, p = {rate.p_value:.2g} < {rate.alpha:g}, rise >= {rate.min_increase:g}), "
-                    f"last {f.size} events",
-                )
-            )
-        inputs: list[Evidence] = []
-        fd = engine.feature_drift
-        if fd is not None and fd.drift_detected:
-            x = np.asarray(count.features(), dtype=np.float64)[-w:]
-            for m in fd.moved[:ALERT_INPUTS]:
-                col = x[:, m.index] if x.ndim == 2 and x.shape[0] else np.zeros(0)
-                col = col[np.isfinite(col)]
-                inputs.append(
-                    Evidence(
-                        m.name,
-                        m.statistic,
-                        fd.min_distance,
-                        float(col.mean()) if col.size else float("nan"),
-                        float(baseline.feature_mean[m.index]),
-                        f"{fd.state.name}: KS distance vs its floor, adjusted p = {m.p_value:.2g}, the input's mean",
-                    )
-                )
-        rd = engine.input_range
-        if rd is not None and rd.drift_detected:
-            for m in rd.moved[:ALERT_INPUTS]:
-                lo, hi = float(rd.low[m.index]), float(rd.high[m.index])
-                inputs.append(
-                    Evidence(
-                        m.name,
-                        m.statistic,
-                        rd.min_share,
-                        m.statistic,
-                        float(rd.expected[m.index]),
-                        f"{rd.state.name}: adjusted p = {m.p_value:.2g}, share outside the reference's 0.1–99.9 "
-                        f"percentiles [{lo:.3g}, {hi:.3g}]",
-                    )
-                )
-        pca = engine.input_pca
-        if pca is not None and pca.drift_detected:
-            st = pca.state
-            inputs.append(
-                Evidence(
-                    st.name,
-                    st.statistic,
-                    st.threshold,
-                    pca.window_mean_error,
-                    pca.reference_mean_error,
-                    f"how the inputs go together: KS distance vs its floor, p = {st.p_value:.2g}, mean PCA "
-                    f"reconstruction error ({pca.components} of {pca.mean.size} components)",
-                )
-            )
-        hd = engine.held_drift
-        if hd is not None and hd.drift_detected:
-            unseen = hd.unseen_shares
-            for m in hd.moved[:ALERT_INPUTS]:
-                inputs.append(
-                    Evidence(
-                        m.name,
-                        m.statistic,
-                        hd.min_distance,
-                        float(unseen[m.index]),
-                        float(hd.other_shares[m.index]),
-                        f"{hd.state.name}: category frequencies by total variation distance, adjusted p = "
-                        f"{m.p_value:.2g}, share of categories outside the reference's table",
-                    )
-                )
-        return tuple(outputs), tuple(inputs)
 
     def _publish_feature_statistics(
         self,
@@ -1144,20 +918,6 @@ class ModelWatch:
     def verdict(self, segment: str) -> Verdict | None:
         rep = self.last_reports.get(segment)
         return None if rep is None else rep.verdict
-
-
-def _merge_maps(maps: Sequence[GammaMap]) -> GammaMap:
-    out = empty_map()
-    for m in maps:
-        out = out.merged(m)
-    return out
-
-
-def _with_probed(live: GammaMap, probed: GammaMap | None) -> GammaMap:
-    """``live``'s counts with ``probed``'s unstable shares (the probed points' own cells); unchanged when None."""
-    if probed is None:
-        return live
-    return replace(live, unstable=probed.unstable, probed=probed.probed, unstable_counts=probed.unstable_counts)
 
 
 def _estimate_rows(fit: EstimatorFit, rows: ScoreRows, method: str) -> dict[str, Any]:

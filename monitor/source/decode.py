@@ -462,7 +462,8 @@ class EventDecoder:
         except (TypeError, OverflowError):
             safe = False
         if not safe:
-            explain_bad_values(values, schema.feature_names, event_id)
+            elements = schema.signature.features if schema.signature is not None else None
+            explain_bad_values(values, schema.feature_names, event_id, elements=elements)
         return np.array(values, dtype=np.float64)
 
     def _ordered(self, raw: dict[str, object], model: str, schema: ModelSchema, event_id: str | None) -> list[object]:

@@ -412,15 +412,20 @@ def parse_prediction(raw: object, event_id: str | None) -> LivePrediction:
 
 
 def explain_bad_values(
-    values: Sequence[object], names: Sequence[str] | None, event_id: str | None, where: str | None = None
+    values: Sequence[object],
+    names: Sequence[str] | None,
+    event_id: str | None,
+    where: str | None = None,
+    elements: Sequence[str] | None = None,
 ) -> None:
     """Slow path: name the first offending feature, or return when every feature is valid after all (many values
     near ±3.4e38 whose hypot exceeds the bound although each is within it). ``where`` names the event in messages
-    (default: by ``event_id``)."""
+    (default: by ``event_id``); ``elements`` are the model's element names (``input[3]``), which name an unnamed
+    feature in the error's ``inputs`` as the drift gauges name it."""
     subject = where if where is not None else who(event_id)
     for i, v in enumerate(values):
         label = f"'{names[i]}'" if names is not None else f"[{i}]"
-        name = str(names[i]) if names is not None else f"f{i}"  # the name drift gauges give an unnamed feature
+        name = str(names[i]) if names is not None else (elements[i] if elements is not None else f"f{i}")
         if not isinstance(v, int | float):  # bools pass as 0/1, as they do on the fast path
             raise invalid(
                 "bad_type",

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from monitor import telemetry as tel
 from tests.integration.brokers import Broker, Kafka09Broker
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
 from tests.integration.sidecar import Sidecar
@@ -108,7 +109,7 @@ def wait_out_outages(outages: Mapping[str, Outage], classifier: ClassifierFiles,
             produce(outages[mode].broker, topics[mode], batches[0].messages)
         for sidecar in sidecars.values():
             sidecar.wait_for_metrics(
-                lambda s: s.total("harmonic_events_scored_total") == 40, "40 scored", DRAIN_TIMEOUT_SECONDS
+                lambda s: s.total(tel.EVENTS_SCORED_TOTAL.name) == 40, "40 scored", DRAIN_TIMEOUT_SECONDS
             )
         began = time.monotonic()
         away = dict(brokers)
@@ -117,7 +118,7 @@ def wait_out_outages(outages: Mapping[str, Outage], classifier: ClassifierFiles,
         try:
             for sidecar in sidecars.values():
                 sidecar.wait_for_metrics(
-                    lambda s: s.value("harmonic_degraded", reason="broker") == 1.0,
+                    lambda s: s.value(tel.DEGRADED.name, reason="broker") == 1.0,
                     "degraded: broker, mid-run",
                     DRAIN_TIMEOUT_SECONDS,
                 )
@@ -135,8 +136,7 @@ def wait_out_outages(outages: Mapping[str, Outage], classifier: ClassifierFiles,
         for sidecar in sidecars.values():
             sidecar.wait_for_metrics(
                 lambda s: (
-                    s.total("harmonic_events_scored_total") == 120
-                    and s.value("harmonic_degraded", reason="broker") == 0
+                    s.total(tel.EVENTS_SCORED_TOTAL.name) == 120 and s.value(tel.DEGRADED.name, reason="broker") == 0
                 ),
                 "every event scored after the outages, the broker back",
                 DRAIN_TIMEOUT_SECONDS,

@@ -35,6 +35,7 @@ from typing import Any, Self
 import pytest
 import yaml
 
+from monitor import telemetry as tel
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker, Kafka09Broker, free_port
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
 from tests.integration.sidecar import STOP_TIMEOUT_SECONDS, Sidecar, SidecarError
@@ -399,7 +400,7 @@ def test_image_runs_against_a_broker_on_the_host(
     with sidecar:
         sidecar.wait_ready()
         s = sidecar.wait_for_metrics(
-            lambda s: s.total("harmonic_events_scored_total", model=MODEL) >= EVENTS,
+            lambda s: s.total(tel.EVENTS_SCORED_TOTAL.name, model=MODEL) >= EVENTS,
             f"{EVENTS} events scored",
             DRAIN_TIMEOUT_SECONDS,
         )
@@ -415,8 +416,8 @@ def test_image_runs_against_a_broker_on_the_host(
         code = sidecar.stop()
     log = sidecar.log_tail()
     assert code == 0, f"exit status {code} after SIGTERM\n{log}"
-    assert s.total("harmonic_events_consumed_total", model=MODEL) == EVENTS
-    assert s.total("harmonic_events_scored_total", model=MODEL) == EVENTS
+    assert s.total(tel.EVENTS_CONSUMED_TOTAL.name, model=MODEL) == EVENTS
+    assert s.total(tel.EVENTS_SCORED_TOTAL.name, model=MODEL) == EVENTS
     # ... and sees an unhealthy one once it is gone
     assert container.run(health, env=health_env).returncode != 0, "HEALTHCHECK passed with no sidecar running"
     # the default state_dir ("state") landed in the image's working directory, written by the image's user

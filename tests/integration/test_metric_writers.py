@@ -35,6 +35,7 @@ import yaml
 from kafka import KafkaProducer
 from kafka.errors import KafkaError, NotEnoughReplicasError
 
+from monitor import telemetry as tel
 from monitor.accuracy import METHODS
 from monitor.cli.demo_data import PHASES, DemoData, build_demo
 from monitor.exporters.prometheus import METRICS, MetricSpec
@@ -72,28 +73,28 @@ REFUSED_TIMEOUT_SECONDS = 20.0
 
 #: metrics that only a fault, or one particular input, makes a code path write: what this run does for each
 DRIVEN_BY: dict[str, str] = {
-    "harmonic_events_invalid_total": "an event that is not JSON, one over max_event_bytes and one with a null feature",
-    "harmonic_events_dead_lettered_total": "the same three invalid events",
-    "harmonic_input_invalid_total": "the event with a null first feature (missing)",
-    "harmonic_scores_nonfinite_total": "an event whose ±3e38 features overflow the model's float32 arithmetic",
-    "harmonic_kserve_dropped_total": "a KServe request CloudEvent sent twice (duplicate)",
-    "harmonic_model_versions_evicted_total": "three model_version values with segments.max_versions=2",
-    "harmonic_window_shadow_disagreement_ratio": f"a wrong live label on every {DISAGREE_EVERY}th stationary event",
-    "harmonic_alerts_firing": "the drift phases (0 for a quiet rule is pre-registered, not written)",
-    "harmonic_alert_deliveries_failed_total": "an alert webhook on a port nothing listens on",
-    "harmonic_degraded": "the dead webhook (alert_delivery) and the scores topic refusing writes (producer)",
-    "harmonic_producer_failures_total": "the scores topic altered to min.insync.replicas=2 on a one-broker cluster",
-    "harmonic_producer_dropped_total": f"the dead-letter topic's max.message.bytes={DEAD_LETTER_MAX_BYTES} below "
+    tel.EVENTS_INVALID_TOTAL.name: "an event that is not JSON, one over max_event_bytes and one with a null feature",
+    tel.EVENTS_DEAD_LETTERED_TOTAL.name: "the same three invalid events",
+    tel.INPUT_INVALID_TOTAL.name: "the event with a null first feature (missing)",
+    tel.SCORES_NONFINITE_TOTAL.name: "an event whose ±3e38 features overflow the model's float32 arithmetic",
+    tel.KSERVE_DROPPED_TOTAL.name: "a KServe request CloudEvent sent twice (duplicate)",
+    tel.MODEL_VERSIONS_EVICTED_TOTAL.name: "three model_version values with segments.max_versions=2",
+    tel.WINDOW_SHADOW_DISAGREEMENT_RATIO.name: f"a wrong live label on every {DISAGREE_EVERY}th stationary event",
+    tel.ALERTS_FIRING.name: "the drift phases (0 for a quiet rule is pre-registered, not written)",
+    tel.ALERT_DELIVERIES_FAILED_TOTAL.name: "an alert webhook on a port nothing listens on",
+    tel.DEGRADED.name: "the dead webhook (alert_delivery) and the scores topic refusing writes (producer)",
+    tel.PRODUCER_FAILURES_TOTAL.name: "the scores topic altered to min.insync.replicas=2 on a one-broker cluster",
+    tel.PRODUCER_DROPPED_TOTAL.name: f"the dead-letter topic's max.message.bytes={DEAD_LETTER_MAX_BYTES} below "
     "the too-large event (too_large)",
-    "harmonic_labels_invalid_total": "a label that is not JSON",
-    "harmonic_labels_unmatched_total": "two labels for an id never scored (the second is a duplicate)",
-    "harmonic_http_requests_rejected_total": "a POST to /metrics (bad_request)",
-    "harmonic_regions_evicted_total": "probes.max_regions=2 while the drift phases flag events in new places",
-    "harmonic_flicker_tolerance": f"a regressor ({REGRESSOR}) watched beside the classifier: regressors only",
-    "harmonic_events_mistimed_total": "an event stamped 3 h ahead (future_timestamp) and one 10 min behind (late)",
-    "harmonic_offsets_went_back_total": "a state dir whose labels-topic position and last commit lie past the topic's "
+    tel.LABELS_INVALID_TOTAL.name: "a label that is not JSON",
+    tel.LABELS_UNMATCHED_TOTAL.name: "two labels for an id never scored (the second is a duplicate)",
+    tel.HTTP_REQUESTS_REJECTED_TOTAL.name: "a POST to /metrics (bad_request)",
+    tel.REGIONS_EVICTED_TOTAL.name: "probes.max_regions=2 while the drift phases flag events in new places",
+    tel.FLICKER_TOLERANCE.name: f"a regressor ({REGRESSOR}) watched beside the classifier: regressors only",
+    tel.EVENTS_MISTIMED_TOTAL.name: "an event stamped 3 h ahead (future_timestamp) and one 10 min behind (late)",
+    tel.OFFSETS_WENT_BACK_TOTAL.name: "a state dir whose labels-topic position and last commit lie past the topic's "
     "end (as after the topic was re-created)",
-    "harmonic_segment_warming_up": f"three events of {REGRESSOR} in segment 'eu': it warms up its own baseline",
+    tel.SEGMENT_WARMING_UP.name: f"three events of {REGRESSOR} in segment 'eu': it warms up its own baseline",
 }
 
 
@@ -102,7 +103,7 @@ DRIVEN_BY: dict[str, str] = {
 
 #: gauges never pre-registered: any sample, 0 included, was written by a code path (the consumer lag is 0 once the
 #: sidecar has caught up, as it has when this test looks)
-PRESENT_IS_WRITTEN = frozenset({"harmonic_consumer_lag_records"})
+PRESENT_IS_WRITTEN = frozenset({tel.CONSUMER_LAG_RECORDS.name})
 
 
 def written(spec: MetricSpec, scrape: Scrape) -> bool:
@@ -343,8 +344,8 @@ def test_every_declared_metric_is_written_by_the_real_pipeline(
         sidecar.wait_ready()
         sidecar.wait_for_metrics(
             lambda s: (
-                s.total("harmonic_events_consumed_total") >= records
-                and s.total("harmonic_alerts_fired_total", alertname=HARMFUL_ALERT) > 0
+                s.total(tel.EVENTS_CONSUMED_TOTAL.name) >= records
+                and s.total(tel.ALERTS_FIRED_TOTAL.name, alertname=HARMFUL_ALERT) > 0
             ),
             f"{records} records consumed and {HARMFUL_ALERT} fired",
             DRAIN_TIMEOUT_SECONDS,
@@ -374,15 +375,13 @@ def test_every_declared_metric_is_written_by_the_real_pipeline(
         assert all(f in by_name[INPUT_ALERT]["description"] for f in moved), by_name[INPUT_ALERT]
         # the null feature is counted against its input, by the model's name for it
         first = data.feature_names[0]
-        assert (
-            sidecar.scrape().total("harmonic_input_invalid_total", model=MODEL, feature=first, problem="missing") == 1
-        )
+        assert sidecar.scrape().total(tel.INPUT_INVALID_TOTAL.name, model=MODEL, feature=first, problem="missing") == 1
 
         # accuracy without labels: every method and window of the classifier has a finite estimate in [lower, upper]
         scrape = sidecar.scrape()
         estimates = {
             (lab["window"], lab["method"]): v
-            for lab, v in scrape.samples.get("harmonic_estimated_accuracy", [])
+            for lab, v in scrape.samples.get(tel.ESTIMATED_ACCURACY.name, [])
             if lab["model"] == MODEL
         }
         assert {m for _, m in estimates} == set(METHODS) and {w for w, _ in estimates} >= {"60s", "last_2000"}, (
@@ -392,15 +391,15 @@ def test_every_declared_metric_is_written_by_the_real_pipeline(
             name: {
                 (lab["window"], lab["method"]): v for lab, v in scrape.samples.get(name, []) if lab["model"] == MODEL
             }
-            for name in ("harmonic_estimated_accuracy_lower", "harmonic_estimated_accuracy_upper")
+            for name in (tel.ESTIMATED_ACCURACY_LOWER.name, tel.ESTIMATED_ACCURACY_UPPER.name)
         }
         for key, value in estimates.items():
             lower, upper = (
-                bounds["harmonic_estimated_accuracy_lower"][key],
-                bounds["harmonic_estimated_accuracy_upper"][key],
+                bounds[tel.ESTIMATED_ACCURACY_LOWER.name][key],
+                bounds[tel.ESTIMATED_ACCURACY_UPPER.name][key],
             )
             assert all(math.isfinite(v) for v in (lower, value, upper)) and 0 <= lower <= value <= upper <= 1, key
-        assert 0.9 < scrape.total("harmonic_reference_accuracy", model=MODEL) <= 1.0
+        assert 0.9 < scrape.total(tel.REFERENCE_ACCURACY.name, model=MODEL) <= 1.0
 
         # faults last, so that the stream above was scored at full speed: the scores topic now refuses acks=all
         # writes (one in-sync replica of the two it asks for), and the endpoint gets a request it refuses

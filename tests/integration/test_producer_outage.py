@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from monitor import telemetry as tel
 from tests.integration.brokers import Kafka09Broker, free_port
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
 from tests.integration.sidecar import Scrape, Sidecar
@@ -57,7 +58,7 @@ def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
 
 
 def producer_failures(s: Scrape, kind: str) -> float:
-    return s.total("harmonic_producer_failures_total", topic_kind=kind)
+    return s.total(tel.PRODUCER_FAILURES_TOTAL.name, topic_kind=kind)
 
 
 def test_run_keeps_dead_letters_and_scores_through_a_broker_outage(
@@ -95,7 +96,7 @@ def test_run_keeps_dead_letters_and_scores_through_a_broker_outage(
         produce(broker, topic, interleave(before.messages, bad.messages[:10]))
         sidecar.wait_for_metrics(
             lambda s: (
-                s.total("harmonic_events_scored_total") == 50 and s.total("harmonic_events_dead_lettered_total") == 10
+                s.total(tel.EVENTS_SCORED_TOTAL.name) == 50 and s.total(tel.EVENTS_DEAD_LETTERED_TOTAL.name) == 10
             ),
             "the first events scored and dead-lettered",
             DRAIN_TIMEOUT_SECONDS,
@@ -115,10 +116,10 @@ def test_run_keeps_dead_letters_and_scores_through_a_broker_outage(
         try:
             down = sidecar.wait_for_metrics(
                 lambda s: (
-                    s.total("harmonic_events_scored_total") == 200  # still consuming and scoring
+                    s.total(tel.EVENTS_SCORED_TOTAL.name) == 200  # still consuming and scoring
                     and producer_failures(s, "scores") > 0
                     and producer_failures(s, "dead_letter") > 0
-                    and s.value("harmonic_degraded", reason="producer") == 1.0
+                    and s.value(tel.DEGRADED.name, reason="producer") == 1.0
                 ),
                 "every event scored, scores and dead letters failing in the producer, the producer reported degraded",
                 DRAIN_TIMEOUT_SECONDS,
@@ -137,11 +138,11 @@ def test_run_keeps_dead_letters_and_scores_through_a_broker_outage(
         # degraded, not dead: still ready, still consuming, saying what is wrong
         assert status == 200 and "producer" in detail["degraded"], detail
         assert "Kafka producer at '127.0.0.1:" in detail["degraded_detail"]["producer"]
-        assert down.total("harmonic_producer_dropped_total") == 0
+        assert down.total(tel.PRODUCER_DROPPED_TOTAL.name) == 0
 
         # 3. the broker is back: everything held arrives, and the process never stopped
         sidecar.wait_for_metrics(
-            lambda s: s.value("harmonic_degraded", reason="producer") == 0.0,
+            lambda s: s.value(tel.DEGRADED.name, reason="producer") == 0.0,
             "the producer to deliver again",
             DRAIN_TIMEOUT_SECONDS,
         )

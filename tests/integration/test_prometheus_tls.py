@@ -22,6 +22,7 @@ import bcrypt
 import numpy as np
 import pytest
 
+from monitor import telemetry as tel
 from monitor.config import load_settings
 from monitor.errors import ConfigError
 from monitor.runtime.models import load_model_runtime
@@ -151,7 +152,7 @@ def test_prometheus_target_with_a_wrong_password_is_down_with_401(
     assert not prometheus.query('harmonic_events_consumed_total{job="harmonic-tls-wrong"}')
     # the server process counts it; the pipeline copies its counts in on a tick (well under a second later)
     prometheus.wait_for(
-        lambda: sidecar.state.counter("harmonic_http_requests_rejected_total", ("unauthorized",)) > 0,
+        lambda: sidecar.state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("unauthorized",)) > 0,
         "the 401s counted as unauthorized",
     )
 

@@ -20,6 +20,7 @@ import pytest
 import yaml
 from sklearn.datasets import load_digits
 
+from monitor import telemetry as tel
 from tests import model_zoo
 from tests.integration.brokers import Broker
 from tests.integration.sidecar import Sidecar
@@ -127,10 +128,10 @@ def test_run_scores_mixed_type_and_image_events_and_counts_bad_shapes(
             settle_seconds=1.0,
         )
         assert car.running, car.log_tail()
-        assert settled.total("harmonic_events_consumed_total") == len(good) + len(bad)
-        invalid = {k: v for k, v in settled.by_label("harmonic_events_invalid_total", "reason").items() if v}
+        assert settled.total(tel.EVENTS_CONSUMED_TOTAL.name) == len(good) + len(bad)
+        invalid = {k: v for k, v in settled.by_label(tel.EVENTS_INVALID_TOTAL.name, "reason").items() if v}
         assert invalid == dict(reasons), car.log_tail()
-        scored = settled.by_label("harmonic_events_scored_total", "model")
+        scored = settled.by_label(tel.EVENTS_SCORED_TOTAL.name, "model")
         # the digits' first 50 events fit the standardizer (the warm-up) and are not scored
         assert scored == {TABULAR: EVENTS_PER_MODEL, DIGITS: EVENTS_PER_MODEL - 50}, scored
         gamma = settled.by_label("harmonic_gamma_count", "model")

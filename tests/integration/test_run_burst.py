@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from monitor import telemetry as tel
 from tests.integration.brokers import Broker
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
 from tests.integration.sidecar import Sidecar
@@ -53,17 +54,16 @@ def test_run_scores_every_event_of_a_burst_at_default_settings(
         ends = produce(kafka_broker, topic, burst.messages)
         settled = car.wait_for_metrics(
             lambda s: (
-                s.total("harmonic_events_scored_total") >= BURST
-                and committed_offsets(kafka_broker, topic, group) == ends
+                s.total(tel.EVENTS_SCORED_TOTAL.name) >= BURST and committed_offsets(kafka_broker, topic, group) == ends
             ),
             f"all {BURST} events of the burst scored and committed",
             DRAIN_TIMEOUT_SECONDS,
             settle_seconds=1.0,
         )
         assert car.running, car.log_tail()
-        assert settled.total("harmonic_events_consumed_total") == BURST
-        assert settled.total("harmonic_events_scored_total", model=MODEL) == BURST
-        assert settled.total("harmonic_events_sampled_total", model=MODEL) == BURST
-        assert settled.value("harmonic_events_sampled_ratio", model=MODEL) == 1.0
+        assert settled.total(tel.EVENTS_CONSUMED_TOTAL.name) == BURST
+        assert settled.total(tel.EVENTS_SCORED_TOTAL.name, model=MODEL) == BURST
+        assert settled.total(tel.EVENTS_SAMPLED_TOTAL.name, model=MODEL) == BURST
+        assert settled.value(tel.EVENTS_SAMPLED_RATIO.name, model=MODEL) == 1.0
         code, _ = car.terminate()
     assert code == 0, car.log_tail()

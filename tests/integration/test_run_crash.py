@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from monitor import telemetry as tel
 from tests.integration.brokers import Broker
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
 from tests.integration.sidecar import Scrape, Sidecar
@@ -42,7 +43,7 @@ def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
 
 
 def consumed(s: Scrape) -> float:
-    return s.total("harmonic_events_consumed_total")
+    return s.total(tel.EVENTS_CONSUMED_TOTAL.name)
 
 
 def sidecar(broker: Broker, topic: str, group: str, tmp_path: Path, files: ClassifierFiles, **env: str) -> Sidecar:
@@ -74,7 +75,7 @@ def test_run_killed_before_its_first_checkpoint_loses_no_event(
         first.wait_ready()
         ends = produce(kafka_broker, topic, batch.messages)
         first.wait_for_metrics(
-            lambda s: s.total("harmonic_events_scored_total") >= len(batch.messages),
+            lambda s: s.total(tel.EVENTS_SCORED_TOTAL.name) >= len(batch.messages),
             "every event consumed and scored",
             DRAIN_TIMEOUT_SECONDS,
         )
@@ -91,7 +92,7 @@ def test_run_killed_before_its_first_checkpoint_loses_no_event(
         )
         # every event's effect is there exactly once: counted, scored, its score published
         assert consumed(settled) == len(batch.messages)
-        assert settled.total("harmonic_events_scored_total") == len(batch.messages)
+        assert settled.total(tel.EVENTS_SCORED_TOTAL.name) == len(batch.messages)
         records = read_topic(
             kafka_broker, f"{topic}-scores", lambda r: set(batch.valid_ids) <= set(score_ids(r)), "every score"
         )
@@ -121,7 +122,7 @@ def test_run_killed_with_an_invalid_record_in_flight_reprocesses_it_once(
         first.wait_for_metrics(
             lambda s: consumed(s) >= len(messages), "the batch with the invalid record consumed", DRAIN_TIMEOUT_SECONDS
         )
-        assert first.scrape().total("harmonic_events_scored_total") == 0
+        assert first.scrape().total(tel.EVENTS_SCORED_TOTAL.name) == 0
         assert first.kill() == -signal.SIGKILL
     marker = tmp_path / "state" / "inflight.json"
     assert marker.exists()
@@ -134,8 +135,8 @@ def test_run_killed_with_an_invalid_record_in_flight_reprocesses_it_once(
             settle_seconds=0.5,
         )
         assert consumed(settled) == len(messages)
-        assert settled.total("harmonic_events_scored_total") == len(good.messages)
-        invalid = {k: v for k, v in settled.by_label("harmonic_events_invalid_total", "reason").items() if v}
+        assert settled.total(tel.EVENTS_SCORED_TOTAL.name) == len(good.messages)
+        invalid = {k: v for k, v in settled.by_label(tel.EVENTS_INVALID_TOTAL.name, "reason").items() if v}
         assert invalid == {"not_finite": 1.0}
         dead = read_topic(kafka_broker, f"{topic}-dlq", lambda r: len(r) >= 1, "the dead letter", partitions=1)
         # at least once: the first run may have sent it before the kill

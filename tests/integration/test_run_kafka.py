@@ -26,6 +26,7 @@ import pytest
 import yaml
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from monitor import telemetry as tel
 from monitor.config import load_settings
 from monitor.errors import SourceError
 from monitor.runtime.models import load_model_runtime
@@ -259,7 +260,7 @@ def nonzero(values: dict[str, float]) -> dict[str, float]:
 
 
 def consumed(s: Scrape) -> float:
-    return s.total("harmonic_events_consumed_total")
+    return s.total(tel.EVENTS_CONSUMED_TOTAL.name)
 
 
 def run_env(events_per_second: float, **extra: str) -> dict[str, str]:
@@ -323,9 +324,9 @@ def test_run_counts_scores_and_dead_letters_every_event(
         s = sidecar.wait_for_metrics(
             lambda s: (
                 consumed(s) >= n + m
-                and s.total("harmonic_events_scored_total") == s.total("harmonic_events_sampled_total")
+                and s.total(tel.EVENTS_SCORED_TOTAL.name) == s.total(tel.EVENTS_SAMPLED_TOTAL.name)
                 # the ratio gauge is written after the poll's scoring: a render between the two has no ratio yet
-                and s.value("harmonic_events_sampled_ratio", model=MODEL) is not None
+                and s.value(tel.EVENTS_SAMPLED_RATIO.name, model=MODEL) is not None
             ),
             f"{n + m} events consumed, every sampled one scored and the sampled ratio exported",
             DRAIN_TIMEOUT_SECONDS,
@@ -336,15 +337,15 @@ def test_run_counts_scores_and_dead_letters_every_event(
     assert code == 0, f"SIGTERM exit status {code}\n{log}"
 
     # every record counted once: valid ones under their model, invalid ones under "unknown"
-    assert nonzero(s.by_label("harmonic_events_consumed_total", "model")) == {MODEL: n, "unknown": m}
-    assert nonzero(s.by_label("harmonic_events_invalid_total", "reason", model="unknown")) == bad.invalid_reasons
-    assert s.total("harmonic_events_invalid_total") == m
-    assert s.total("harmonic_events_dead_lettered_total") == m
+    assert nonzero(s.by_label(tel.EVENTS_CONSUMED_TOTAL.name, "model")) == {MODEL: n, "unknown": m}
+    assert nonzero(s.by_label(tel.EVENTS_INVALID_TOTAL.name, "reason", model="unknown")) == bad.invalid_reasons
+    assert s.total(tel.EVENTS_INVALID_TOTAL.name) == m
+    assert s.total(tel.EVENTS_DEAD_LETTERED_TOTAL.name) == m
 
     # sampling: scored == sampled <= valid, and the ratio gauge agrees with the counters
-    sampled = s.total("harmonic_events_sampled_total", model=MODEL)
-    scored = s.total("harmonic_events_scored_total", model=MODEL)
-    ratio = s.value("harmonic_events_sampled_ratio", model=MODEL)
+    sampled = s.total(tel.EVENTS_SAMPLED_TOTAL.name, model=MODEL)
+    scored = s.total(tel.EVENTS_SCORED_TOTAL.name, model=MODEL)
+    ratio = s.value(tel.EVENTS_SAMPLED_RATIO.name, model=MODEL)
     assert scored == sampled
     assert ratio is not None and ratio == pytest.approx(sampled / n, abs=0.02)
     if events_per_second == 0:
@@ -354,20 +355,20 @@ def test_run_counts_scores_and_dead_letters_every_event(
         # 400 events arrive in one burst well under a second long; the sampler accepts with probability
         # budget / offered rate, so it keeps a handful of them plus every forced shadow disagreement
         assert good.disagreeing <= scored < n, f"budget 50/s scored {scored} of {n}"
-    assert set(s.by_label("harmonic_events_scored_total", "model_version")) == {"3"}
-    segments = set(s.by_label("harmonic_events_scored_total", "segment"))
+    assert set(s.by_label(tel.EVENTS_SCORED_TOTAL.name, "model_version")) == {"3"}
+    segments = set(s.by_label(tel.EVENTS_SCORED_TOTAL.name, "segment"))
     assert segments <= {*SEGMENTS, "other"}
     if events_per_second == 0:
         assert segments == {*SEGMENTS, "other"}
 
     # one histogram observation per scored event (γ and flicker are finite for finite inputs)
-    for histogram in ("harmonic_gamma", "harmonic_flicker", "harmonic_p_adj"):
+    for histogram in (tel.GAMMA.name, tel.FLICKER.name, tel.P_ADJ.name):
         assert s.total(f"{histogram}_count", model=MODEL) == scored, histogram
     assert s.total("harmonic_gamma_sum", model=MODEL) >= 0.0
 
     # shadow agreement runs on every valid labelled event, sampled or not
-    assert s.total("harmonic_shadow_compared_total", model=MODEL) == good.labelled
-    assert s.total("harmonic_shadow_disagreements_total", model=MODEL) == good.disagreeing
+    assert s.total(tel.SHADOW_COMPARED_TOTAL.name, model=MODEL) == good.labelled
+    assert s.total(tel.SHADOW_DISAGREEMENTS_TOTAL.name, model=MODEL) == good.disagreeing
 
     # the dead-letter topic holds exactly the invalid records, unchanged, with their reason
     letters = read_topic(kafka_broker, dead_letters, lambda r: len(r) >= m, "dead letters", partitions=1)
@@ -426,8 +427,8 @@ def test_pipeline_that_fails_mid_poll_commits_no_record_it_did_not_apply(
             pipeline.run(threading.Event())
     finally:
         source.close()
-    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 2
-    assert pipeline.state.counter_sum("harmonic_events_scored_total") == 0
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 2
+    assert pipeline.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 0
     assert committed_offsets(kafka_broker, one, group, partitions=1) == {0: None}
 
 
@@ -559,15 +560,15 @@ def test_run_survives_sigkill_and_sigterm_without_losing_events(
 
     # 3. SIGTERM committed the end of the log and persisted the counters it exported
     assert committed_offsets(kafka_broker, topic, group) == ends
-    assert counters_in_state(state, "harmonic_events_consumed_total") == total
-    assert counters_in_state(state, "harmonic_events_scored_total") == settled.total("harmonic_events_scored_total")
+    assert counters_in_state(state, tel.EVENTS_CONSUMED_TOTAL.name) == total
+    assert counters_in_state(state, tel.EVENTS_SCORED_TOTAL.name) == settled.total(tel.EVENTS_SCORED_TOTAL.name)
 
     # 4. a restart restores them (nothing is re-delivered: the group is at the end of the log)
     with sidecar() as third:
         third.wait_ready()
         restored = third.wait_for_metrics(lambda s: True, "the restored counters", settle_seconds=1.0)
         assert consumed(restored) == total
-        assert restored.total("harmonic_events_scored_total") == settled.total("harmonic_events_scored_total")
+        assert restored.total(tel.EVENTS_SCORED_TOTAL.name) == settled.total(tel.EVENTS_SCORED_TOTAL.name)
         code, _ = third.terminate()
     assert code == 0, third.log_tail()
 
@@ -639,5 +640,5 @@ def test_run_replicas_split_partitions_and_together_score_every_event(
     assert consumed(sa) == len(early.messages) + sum(late_ends[p] for p in split[0])
     assert consumed(sb) == sum(late_ends[p] for p in split[1]) > 0
     assert consumed(sa) + consumed(sb) == len(expected)
-    assert sa.total("harmonic_events_scored_total") + sb.total("harmonic_events_scored_total") == len(expected)
+    assert sa.total(tel.EVENTS_SCORED_TOTAL.name) + sb.total(tel.EVENTS_SCORED_TOTAL.name) == len(expected)
     assert score_ids(records) == Counter(expected), "each event scored exactly once"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from monitor import telemetry as tel
 from monitor.source.kafka import KafkaSink
 from monitor.source.rdkafka import new_rd_producer
 from monitor.source.validate import INVALID_REASONS
@@ -84,8 +85,8 @@ def test_librdkafka_client_scores_dead_letters_and_commits(
         code, _ = first.terminate()
     assert code == 0, f"SIGTERM exit status {code}\n{first.log_tail()}"
     assert consumed(s) == n + m
-    assert s.total("harmonic_events_scored_total", model=MODEL) == len(good.valid_ids)
-    assert s.total("harmonic_events_dead_lettered_total") == m
+    assert s.total(tel.EVENTS_SCORED_TOTAL.name, model=MODEL) == len(good.valid_ids)
+    assert s.total(tel.EVENTS_DEAD_LETTERED_TOTAL.name) == m
     letters = read_topic(kafka_broker, dead_letters, lambda r: len(r) >= m, "dead letters", partitions=1)
     assert sorted(r.value for r in letters) == sorted(value for _, value in bad.messages)
     # the reason is the key (which reason depends on the model's settings: no feature names here)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from monitor import telemetry as tel
 from tests.integration.brokers import Broker
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
 from tests.integration.sidecar import Sidecar
@@ -105,17 +106,17 @@ def test_run_survives_every_poison_record_and_accounts_for_every_event(
             settle_seconds=1.0,
         )
         assert car.running
-        consumed = settled.total("harmonic_events_consumed_total")
-        invalid = {k: v for k, v in settled.by_label("harmonic_events_invalid_total", "reason").items() if v}
+        consumed = settled.total(tel.EVENTS_CONSUMED_TOTAL.name)
+        invalid = {k: v for k, v in settled.by_label(tel.EVENTS_INVALID_TOTAL.name, "reason").items() if v}
         assert consumed == total
         assert invalid == dict(reasons)
         # the cleaned values are the label values: /metrics parsed (the scrape above), the surrogate replaced
         # (harmonic_gamma carries no model_version, so its series outlive the versions' eviction)
         segments = set(settled.by_label("harmonic_gamma_count", "segment"))
         assert "\ufffd" in segments and "eu[31m" in segments
-        versions = set(settled.by_label("harmonic_events_scored_total", "model_version"))
+        versions = set(settled.by_label(tel.EVENTS_SCORED_TOTAL.name, "model_version"))
         assert len(versions) <= MAX_VERSIONS, f"{len(versions)} model_version series"
-        assert settled.total("harmonic_model_versions_evicted_total") >= VERSIONS - MAX_VERSIONS
+        assert settled.total(tel.MODEL_VERSIONS_EVICTED_TOTAL.name) >= VERSIONS - MAX_VERSIONS
         dead = read_topic(kafka_broker, dlq, lambda r: len(r) >= len(reasons), "the dead letters", partitions=1)
         assert Counter(r.key.decode() for r in dead if r.key) == reasons
         # every other event scored (score-all), once: counted from the scores topic, since an evicted version's
@@ -140,7 +141,7 @@ def test_run_survives_every_poison_record_and_accounts_for_every_event(
             DRAIN_TIMEOUT_SECONDS,
             settle_seconds=1.0,
         )
-        assert resumed.total("harmonic_events_consumed_total") == total + len(more.messages)
+        assert resumed.total(tel.EVENTS_CONSUMED_TOTAL.name) == total + len(more.messages)
         published = read_topic(
             kafka_broker, scores, lambda r: set(more.valid_ids) <= set(score_ids(r)), "the new events' scores"
         )

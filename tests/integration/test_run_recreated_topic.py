@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from monitor import telemetry as tel
 from tests.integration.brokers import Broker
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
 from tests.integration.sidecar import Sidecar
@@ -66,7 +67,7 @@ def test_a_re_created_topic_is_read_from_its_start_after_a_restart(
     first = sidecar(1)
     with first:
         first.wait_for_metrics(
-            lambda s: s.total("harmonic_events_scored_total") == BEFORE, f"{BEFORE} scored", DRAIN_TIMEOUT_SECONDS
+            lambda s: s.total(tel.EVENTS_SCORED_TOTAL.name) == BEFORE, f"{BEFORE} scored", DRAIN_TIMEOUT_SECONDS
         )
         code, _ = first.terminate()
         assert code == 0
@@ -77,11 +78,11 @@ def test_a_re_created_topic_is_read_from_its_start_after_a_restart(
     second = sidecar(2)
     with second:
         second.wait_for_metrics(
-            lambda s: s.total("harmonic_events_scored_total") == BEFORE + AFTER,
+            lambda s: s.total(tel.EVENTS_SCORED_TOTAL.name) == BEFORE + AFTER,
             "every new event scored (the counters carry the first run's)",
             DRAIN_TIMEOUT_SECONDS,
         )
-        assert second.scrape().value("harmonic_offsets_went_back_total") == len(ends_before)
+        assert second.scrape().value(tel.OFFSETS_WENT_BACK_TOTAL.name) == len(ends_before)
         code, _ = second.terminate()
         assert code == 0
     log = (tmp_path / "run2.log").read_text()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from monitor import telemetry as tel
 from tests.integration.brokers import Broker
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
 from tests.integration.sidecar import Sidecar
@@ -92,10 +93,10 @@ def test_run_stays_up_and_commits_nothing_while_its_state_dir_is_read_only_or_fu
         mount("-o", "remount,ro", str(state_dir))
         later = merge_ends(ends, produce(kafka_broker, topic, valid_events(classifier, 200, prefix="b").messages))
         car.wait_for_metrics(
-            lambda s: s.total("harmonic_events_scored_total") >= 400, "the events after the remount scored"
+            lambda s: s.total(tel.EVENTS_SCORED_TOTAL.name) >= 400, "the events after the remount scored"
         )
         car.wait_until(lambda: degraded(car) == ["state_dir"], "/readyz to list state_dir as degraded")
-        assert car.scrape().value("harmonic_degraded", reason="state_dir") == 1.0
+        assert car.scrape().value(tel.DEGRADED.name, reason="state_dir") == 1.0
         assert committed_are(ends), "offsets were committed past a state that could not be saved"
 
         # writable again: the state is saved and the offsets it holds are committed

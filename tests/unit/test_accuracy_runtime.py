@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from monitor import telemetry as tel
 from monitor.accuracy import DEFAULT_METHOD, METHODS, EstimatorFit, fit_from_scores
 from monitor.cli import main
 from monitor.config import AccuracySettings, ModelSettings, load_settings
@@ -240,13 +241,13 @@ def near_boundary(seed: int, n: int) -> NDArray[np.float64]:
 def test_every_window_and_method_gets_an_estimate_with_its_interval(scored: Scored, fit: EstimatorFit) -> None:
     watch, state = watch_with(fit)
     feed(watch, scored, blobs(5, 1000)[0])
-    assert state.gauge("harmonic_reference_accuracy", (MODEL,)) == pytest.approx(fit.accuracy)
+    assert state.gauge(tel.REFERENCE_ACCURACY.name, (MODEL,)) == pytest.approx(fit.accuracy)
     for window in ("60s", "300s", "3600s", f"last_{COUNT}"):
         for method in METHODS:
             labels = (MODEL, "other", window, method)
-            est = state.gauge("harmonic_estimated_accuracy", labels)
-            lo = state.gauge("harmonic_estimated_accuracy_lower", labels)
-            hi = state.gauge("harmonic_estimated_accuracy_upper", labels)
+            est = state.gauge(tel.ESTIMATED_ACCURACY.name, labels)
+            lo = state.gauge(tel.ESTIMATED_ACCURACY_LOWER.name, labels)
+            hi = state.gauge(tel.ESTIMATED_ACCURACY_UPPER.name, labels)
             assert est is not None and lo is not None and hi is not None, labels
             assert 0.0 <= lo <= est <= hi <= 1.0 and math.isfinite(est), (labels, lo, est, hi)
             # stationary traffic: every interval covers the reference accuracy; the count window's estimate (all
@@ -255,7 +256,7 @@ def test_every_window_and_method_gets_an_estimate_with_its_interval(scored: Scor
             if window == f"last_{COUNT}":
                 assert abs(est - fit.accuracy) < 0.05, (labels, est, fit.accuracy)
     assert watch.alerts.get(ACCURACY_ALERT, model=MODEL, segment="other") is None
-    assert state.gauge("harmonic_alerts_firing", (MODEL, "other", ACCURACY_ALERT)) == 0.0
+    assert state.gauge(tel.ALERTS_FIRING.name, (MODEL, "other", ACCURACY_ALERT)) == 0.0
 
 
 def test_accuracy_drop_fires_when_the_upper_bound_falls_below_the_tolerance(scored: Scored, fit: EstimatorFit) -> None:
@@ -263,7 +264,7 @@ def test_accuracy_drop_fires_when_the_upper_bound_falls_below_the_tolerance(scor
     feed(watch, scored, blobs(6, 600)[0])
     assert not [ev for ev in watch.fired if ev.alert.rule.name == ACCURACY_ALERT]
     feed(watch, scored, near_boundary(7, 600))
-    upper = state.gauge("harmonic_estimated_accuracy_upper", (MODEL, "other", f"last_{COUNT}", DEFAULT_METHOD))
+    upper = state.gauge(tel.ESTIMATED_ACCURACY_UPPER.name, (MODEL, "other", f"last_{COUNT}", DEFAULT_METHOD))
     assert upper is not None and upper < fit.accuracy - 0.05
     fired = [ev for ev in watch.fired if ev.alert.rule.name == ACCURACY_ALERT and ev.alert.state.value == "firing"]
     assert len(fired) == 1
@@ -271,10 +272,10 @@ def test_accuracy_drop_fires_when_the_upper_bound_falls_below_the_tolerance(scor
     assert alert.labels["verdict"] == "harmful-shift" and alert.labels["signal"] == "accuracy"
     assert alert.reference == pytest.approx(fit.accuracy)
     assert "upper bound below reference accuracy" in alert.annotations["description"]
-    assert state.gauge("harmonic_alerts_firing", (MODEL, "other", ACCURACY_ALERT)) == 1.0
+    assert state.gauge(tel.ALERTS_FIRING.name, (MODEL, "other", ACCURACY_ALERT)) == 1.0
     # back to stationary traffic: the count window refills, the condition clears, the alert resolves
     feed(watch, scored, blobs(8, 1200)[0])
-    assert state.gauge("harmonic_alerts_firing", (MODEL, "other", ACCURACY_ALERT)) == 0.0
+    assert state.gauge(tel.ALERTS_FIRING.name, (MODEL, "other", ACCURACY_ALERT)) == 0.0
 
 
 def test_a_tolerance_wider_than_the_drop_keeps_the_alert_quiet(scored: Scored, fit: EstimatorFit) -> None:
@@ -292,8 +293,8 @@ def test_min_events_holds_the_alert_on_a_small_window(scored: Scored, fit: Estim
 def test_without_a_fit_nothing_is_estimated(scored: Scored) -> None:
     watch, state = watch_with(None)
     feed(watch, scored, blobs(11, 300)[0])
-    assert state.gauge("harmonic_estimated_accuracy", (MODEL, "other", f"last_{COUNT}", DEFAULT_METHOD)) is None
-    assert state.gauge("harmonic_reference_accuracy", (MODEL,)) is None
+    assert state.gauge(tel.ESTIMATED_ACCURACY.name, (MODEL, "other", f"last_{COUNT}", DEFAULT_METHOD)) is None
+    assert state.gauge(tel.REFERENCE_ACCURACY.name, (MODEL,)) is None
 
 
 def test_estimates_are_recomputed_at_most_every_interval(scored: Scored, fit: EstimatorFit) -> None:

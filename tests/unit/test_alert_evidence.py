@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from monitor import telemetry as tel
 from monitor.drift.verdict import Verdict
 from monitor.exporters.alerts import Alert, AlertRule, AlertState, Evidence
 from monitor.exporters.delivery import WebhookSender
@@ -73,8 +74,8 @@ def test_an_input_alert_names_the_inputs_with_their_numbers() -> None:
     assert a.annotations["description"].startswith("fired: income ")
     assert float(a.annotations["value"]) == pytest.approx(moved.window, rel=1e-5)
     # the per-input gauge, by name
-    assert state.gauge("harmonic_feature_drift_statistic", (MODEL, "other", "income")) == pytest.approx(moved.statistic)
-    assert state.gauge("harmonic_feature_drift_statistic", (MODEL, "other", "age")) < 0.1
+    assert state.gauge(tel.FEATURE_DRIFT_STATISTIC.name, (MODEL, "other", "income")) == pytest.approx(moved.statistic)
+    assert state.gauge(tel.FEATURE_DRIFT_STATISTIC.name, (MODEL, "other", "age")) < 0.1
 
 
 def test_the_shadow_alert_names_its_rate_and_threshold() -> None:
@@ -88,9 +89,7 @@ def test_the_shadow_alert_names_its_rate_and_threshold() -> None:
 
 def gauges(state: MetricsState) -> dict[str, float]:
     return {
-        labels[2]: value
-        for (name, labels), value in state._gauges.items()
-        if name == "harmonic_feature_drift_statistic"
+        labels[2]: value for (name, labels), value in state._gauges.items() if name == tel.FEATURE_DRIFT_STATISTIC.name
     }
 
 
@@ -174,9 +173,9 @@ def test_input_noise_is_seen_by_the_range_test_and_named() -> None:
     a = alert(watch, INPUT_ALERT)
     (ev,) = [e for e in a.evidence if "percentiles" in e.measure]
     assert ev.detector == "income" and ev.window >= 0.02 > 0.005 > ev.reference
-    share = state.gauge("harmonic_input_out_of_range_ratio", (MODEL, "other", "income"))
+    share = state.gauge(tel.INPUT_OUT_OF_RANGE_RATIO.name, (MODEL, "other", "income"))
     assert share is not None and share > 0.02
-    assert state.gauge("harmonic_input_out_of_range_ratio", (MODEL, "other", "age")) < 0.02  # type: ignore[operator]
+    assert state.gauge(tel.INPUT_OUT_OF_RANGE_RATIO.name, (MODEL, "other", "age")) < 0.02  # type: ignore[operator]
 
 
 def test_the_range_test_keeps_quiet_on_a_stationary_stream() -> None:

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from monitor import telemetry as tel
 from monitor.drift import Cusum, VerdictEngine
 from monitor.drift.base import DriftState
 from monitor.drift.verdict import DriftSettings, Verdict, decide_verdict
@@ -231,15 +232,15 @@ def test_watch_keeps_confidence_windows_and_a_fall_in_confidence_is_a_harmful_sh
     for _ in range(20):
         watch.update(*_with_confidence(stream.batch(), confidence_like(rng, 100)))
     assert watch.verdict("other") is Verdict.STABLE
-    mean = state.gauge("harmonic_window_confidence_mean", (MODEL, "other", "60s"))
+    mean = state.gauge(tel.WINDOW_CONFIDENCE_MEAN.name, (MODEL, "other", "60s"))
     assert mean is not None and 0.93 < mean < 0.98  # 0.5·1 + 0.5·(0.5 + 0.5·5/6)
-    assert _hist_count(state, "harmonic_confidence") == 2500
+    assert _hist_count(state, tel.CONFIDENCE.name) == 2500
     for _ in range(30):  # γ, flicker and inputs as before; the model is less sure
         watch.update(*_with_confidence(stream.batch(), confidence_like(rng, 100, fall=0.3)))
     assert watch.verdict("other") is Verdict.HARMFUL_SHIFT
     assert "confidence_cusum" in watch.last_reports["other"].fired
     assert fired(watch, HARMFUL_ALERT) and not fired(watch, INPUT_ALERT)
-    assert state.gauge("harmonic_drift_statistic", (MODEL, "other", "confidence_cusum")) is not None
+    assert state.gauge(tel.DRIFT_STATISTIC.name, (MODEL, "other", "confidence_cusum")) is not None
 
 
 def test_watch_regressor_has_no_confidence_series_and_still_judges_input_shift() -> None:
@@ -252,9 +253,9 @@ def test_watch_regressor_has_no_confidence_series_and_still_judges_input_shift()
     for _ in range(40):
         watch.update(*_with_confidence(stream.batch(moved=True), np.full(100, np.nan)))
     assert watch.verdict("other") is Verdict.INPUT_SHIFT
-    assert state.gauge("harmonic_drift_statistic", (MODEL, "other", "confidence_cusum")) is None
-    assert state.gauge("harmonic_window_confidence_mean", (MODEL, "other", "60s")) is None
-    assert _hist_count(state, "harmonic_confidence") == 0
+    assert state.gauge(tel.DRIFT_STATISTIC.name, (MODEL, "other", "confidence_cusum")) is None
+    assert state.gauge(tel.WINDOW_CONFIDENCE_MEAN.name, (MODEL, "other", "60s")) is None
+    assert _hist_count(state, tel.CONFIDENCE.name) == 0
 
 
 @pytest.mark.parametrize("low", [False, True])

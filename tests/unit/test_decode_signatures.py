@@ -19,6 +19,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from monitor import telemetry as tel
 from monitor.errors import ConfigError, InvalidEventError
 from monitor.events import InferenceEvent, LivePrediction, feature_rows, held_rows
 from monitor.model.onnx import OnnxModel
@@ -614,10 +615,8 @@ def test_pipeline_scores_a_mixed_type_stream_and_counts_misfits_by_reason(tmp_pa
             break
     pipeline.close()
     state = pipeline.state
-    assert state.counter_sum("harmonic_events_consumed_total") == 85
-    assert state.counter_sum("harmonic_events_scored_total") == 80 - 30  # after the warm-up
-    assert state.counter_sum("harmonic_events_invalid_total") == len(misfits)
+    assert state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 85
+    assert state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 80 - 30  # after the warm-up
+    assert state.counter_sum(tel.EVENTS_INVALID_TOTAL.name) == len(misfits)
     for reason in {r for _, r in misfits}:
-        assert state.counter("harmonic_events_invalid_total", ("unknown", reason)) == sum(
-            r == reason for _, r in misfits
-        )
+        assert state.counter(tel.EVENTS_INVALID_TOTAL.name, ("unknown", reason)) == sum(r == reason for _, r in misfits)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from monitor import telemetry as tel
 from monitor.clock import WatermarkClock
 from monitor.errors import ConfigError
 from monitor.runtime.models import load_model_runtime
@@ -62,7 +63,7 @@ def test_one_event_three_hours_ahead_before_a_shift_does_not_stop_the_alert_in_r
         watch.update(evs, x, result, shadow)
         wall.now = stream.now + 0.5
         watch.tick()
-    future = state.counter("harmonic_events_mistimed_total", (WATCHED, "future_timestamp"))
+    future = state.counter(tel.EVENTS_MISTIMED_TOTAL.name, (WATCHED, "future_timestamp"))
     if skew is None:  # the old behaviour: the clock jumped 3 h, the windows hold nothing current, nothing fires
         assert future == 0 and fired(watch, SHADOW_ALERT) == []
     else:

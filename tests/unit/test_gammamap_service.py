@@ -14,6 +14,7 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
+from monitor import telemetry as tel
 from monitor.events import InferenceEvent
 from monitor.exporters.http import MetricsServer
 from monitor.exporters.prometheus import MetricsState
@@ -69,14 +70,14 @@ def test_watch_keeps_a_live_map_per_segment_and_counts_its_cells() -> None:
     assert GammaMap.from_json(out["cumulative"]).total == 190
     assert out["reference"] is None and out["reference_note"] == "no reference yet (warming up)"
     # every event lands in exactly one Prometheus cell, labelled from the fixed sets
-    assert state.counter_sum("harmonic_gammamap_events_total") == 190
+    assert state.counter_sum(tel.GAMMAMAP_EVENTS_TOTAL.name) == 190
     full = gamma_map(p1, g1)
     for i, row in enumerate(full.counts):
         for j, c in enumerate(row):
             if c:
                 labels = (MODEL, "a", P_BIN_LABELS[i], GAMMA_BIN_LABELS[j])
-                assert state.counter("harmonic_gammamap_events_total", labels) == c
-    assert watch.gamma_segments() == ["a", "b"]
+                assert state.counter(tel.GAMMAMAP_EVENTS_TOTAL.name, labels) == c
+    assert watch.gamma.segments() == ["a", "b"]
     live, ref = watch.gamma_map_pair("b")
     assert live == gamma_map(p2, g2) and ref is None
 
@@ -85,11 +86,11 @@ def test_watch_folds_segments_beyond_the_bound_and_ignores_regressors() -> None:
     watch, state = make_watch(max_segments=2)
     for k, seg in enumerate(("a", "b", "c", "d")):
         watch.update(*scored(np.full(3, 0.9), np.full(3, 0.01), segment=seg, start=10 * k))
-    assert watch.gamma_segments() == ["a", "b", "other"]
+    assert watch.gamma.segments() == ["a", "b", "other"]
     assert watch.gamma_maps()["segments"]["other"]["total"] == 6
     reg, reg_state = make_watch()
     reg.update(*scored(np.full(3, np.nan), np.full(3, 0.01)))
-    assert reg.gamma_segments() == [] and reg_state.counter_sum("harmonic_gammamap_events_total") == 0
+    assert reg.gamma.segments() == [] and reg_state.counter_sum(tel.GAMMAMAP_EVENTS_TOTAL.name) == 0
 
 
 def test_watch_serves_the_reference_map_beside_the_live_one() -> None:
@@ -190,7 +191,7 @@ def test_http_server_default_gammamap_is_empty() -> None:
     with MetricsServer(state, host="127.0.0.1", port=0) as srv:
         status, ctype, body = _get(srv.port, "/gammamap")
     assert status == 200 and json.loads(body) == {"models": {}}
-    assert state.counter("harmonic_http_requests_total", ("gammamap",)) == 1.0
+    assert state.counter(tel.HTTP_REQUESTS_TOTAL.name, ("gammamap",)) == 1.0
 
 
 def test_grafana_low_p_panel_selects_existing_p_bins() -> None:
@@ -198,7 +199,7 @@ def test_grafana_low_p_panel_selects_existing_p_bins() -> None:
 
     path = Path(__file__).resolve().parents[2] / "grafana" / "dashboards" / "harmonic-overview.json"
     panels = json.loads(path.read_text(encoding="utf-8"))["panels"]
-    exprs = [t["expr"] for p in panels for t in p.get("targets", []) if "harmonic_gammamap_events_total" in t["expr"]]
+    exprs = [t["expr"] for p in panels for t in p.get("targets", []) if tel.GAMMAMAP_EVENTS_TOTAL.name in t["expr"]]
     assert len(exprs) == 2 and all("sum by (gamma_bin)" in e for e in exprs)
     low = next(e for e in exprs if "p_bin=~" in e)
     assert f'p_bin=~"{"|".join(P_BIN_LABELS[:5])}"' in low
@@ -208,10 +209,10 @@ def test_probed_points_give_the_live_map_its_unstable_shares() -> None:
     watch, _ = make_watch()
     watch.update(*scored(np.array([0.95, 0.35, 0.35]), np.array([0.002, 0.5, 0.5]), segment="s"))
     assert watch.gamma_maps()["unstable"] is None  # no probe has run
-    watch.add_probed(
+    watch.gamma.add_probed(
         np.array([0.35, 0.36, 0.95, np.nan]), np.array([0.5, 0.6, 0.002, 0.1]), np.array([1, 0, 0, 1], bool)
     )
-    watch.add_probed(np.array([0.31]), np.array([0.4]), np.array([True]))
+    watch.gamma.add_probed(np.array([0.31]), np.array([0.4]), np.array([True]))
     out = watch.gamma_maps()
     assert out["counts"][3][14] == 2  # the live counts are untouched
     assert out["probed"][3][14] == 3 and out["unstable_counts"][3][14] == 2
@@ -228,7 +229,7 @@ def test_probed_points_count_in_the_segment_of_their_events() -> None:
     watch.update(*scored(np.array([0.35, 0.35]), np.array([0.5, 0.5]), segment="a"))
     watch.update(*scored(np.array([0.95]), np.array([0.002]), segment="b", start=2))
     p, g = np.array([0.35, 0.36, 0.35, 0.95, 0.31]), np.array([0.5, 0.6, 0.5, 0.002, 0.4])
-    watch.add_probed(p, g, np.array([1, 0, 1, 0, 1], bool), ["a", "a", "b", "b", None])
+    watch.gamma.add_probed(p, g, np.array([1, 0, 1, 0, 1], bool), ["a", "a", "b", "b", None])
     out = watch.gamma_maps()
     a, b = out["segments"]["a"], out["segments"]["b"]
     assert a["probed"][3][14] == 2 and a["unstable"][3][14] == pytest.approx(0.5)
@@ -238,15 +239,15 @@ def test_probed_points_count_in_the_segment_of_their_events() -> None:
     live_a, _ = watch.gamma_map_pair("a")
     assert live_a.unstable is not None and live_a.unstable[3][14] == pytest.approx(0.5)
     with pytest.raises(ValueError, match="one segment per point: 1 for 5 points"):
-        watch.add_probed(p, g, np.zeros(5, bool), ["a"])
+        watch.gamma.add_probed(p, g, np.zeros(5, bool), ["a"])
 
 
 def test_probed_segments_are_bounded_like_the_maps() -> None:
     watch, _ = make_watch(max_segments=2)
     segs = ["a", "b", "c", "d"]
-    watch.add_probed(np.full(4, 0.35), np.full(4, 0.5), np.array([1, 0, 1, 1], bool), segs)
-    with watch._gamma_lock:
-        probed = dict(watch._gamma_probed_segments)
+    watch.gamma.add_probed(np.full(4, 0.35), np.full(4, 0.5), np.array([1, 0, 1, 1], bool), segs)
+    with watch.gamma._lock:
+        probed = dict(watch.gamma._probed_segments)
     assert sorted(probed) == ["a", "b", OTHER]
     other = probed[OTHER]
     assert other.probed is not None and other.probed[3][14] == 2 and other.unstable_counts is not None

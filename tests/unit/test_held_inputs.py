@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from monitor import telemetry as tel
 from monitor.cli import main
 from monitor.drift.categories import OTHER_KEY, CategoryDrift, count_table
 from monitor.drift.verdict import Verdict
@@ -100,7 +101,7 @@ def test_a_one_category_stream_leaves_stable_and_names_the_input() -> None:
     assert [n for n, _ in report.categories] == ["city"] and "held inputs moved: city" in report.message
     alert = watch.alerts.get(INPUT_ALERT, model=MODEL, segment="other")
     assert alert is not None and [e.detector for e in alert.evidence] == ["city"]
-    tv = state.gauge("harmonic_feature_drift_statistic", (MODEL, "other", "city"))  # type: ignore[attr-defined]
+    tv = state.gauge(tel.FEATURE_DRIFT_STATISTIC.name, (MODEL, "other", "city"))  # type: ignore[attr-defined]
     assert tv == pytest.approx(0.5, abs=0.05)
 
 
@@ -111,7 +112,7 @@ def test_an_unseen_category_leaves_stable_and_names_the_input() -> None:
     feed(watch, stream, 12, [*CITIES, "tokyo"], [0.35, 0.2, 0.145, 0.005, 0.3])
     report = watch.last_reports["other"]
     assert report.verdict == Verdict.INPUT_SHIFT and [n for n, _ in report.categories] == ["city"]
-    unseen = state.gauge("harmonic_input_out_of_range_ratio", (MODEL, "other", "city"))  # type: ignore[attr-defined]
+    unseen = state.gauge(tel.INPUT_OUT_OF_RANGE_RATIO.name, (MODEL, "other", "city"))  # type: ignore[attr-defined]
     assert unseen == pytest.approx(0.3, abs=0.05)
     alert = watch.alerts.get(INPUT_ALERT, model=MODEL, segment="other")
     assert alert is not None and alert.evidence[0].window == pytest.approx(unseen)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from monitor import telemetry as tel
 from monitor.exporters.http import HttpLimits
 from monitor.exporters.http_process import ProcessMetricsServer, Snapshot, SnapshotReader, write_atomic
 from monitor.exporters.prometheus import MetricsState
@@ -101,7 +102,7 @@ def test_process_server_serves_the_published_snapshot_from_another_process(
     assert server.proc is not None and server.proc.pid != os.getpid()
     status, body = until(lambda: _try_get(server.port, "/metrics"), "/metrics answered")
     assert status == 200 and b'harmonic_up{version="9.9.9"}' not in body
-    state.set("harmonic_up", ("9.9.9",), 1.0)
+    state.set(tel.UP.name, ("9.9.9",), 1.0)
     server.publish(force=True)
     until(lambda: b'harmonic_up{version="9.9.9"} 1.0' in get(server.port, "/metrics")[1], "the new render served")
     assert get(server.port, "/readyz") == (503, b'{"ready": false, "partitions": []}\n')
@@ -143,7 +144,7 @@ def test_process_server_counts_come_back_into_the_pipelines_state(
 
     def counted() -> bool:
         server.publish()
-        return state.counter("harmonic_http_requests_total", ("other",)) == 2
+        return state.counter(tel.HTTP_REQUESTS_TOTAL.name, ("other",)) == 2
 
     until(counted, "two requests to /nowhere counted in the pipeline's state")
 
@@ -152,7 +153,7 @@ def test_process_server_restarts_a_dead_server_process_with_its_counts(
     server: ProcessMetricsServer, state: MetricsState
 ) -> None:
     until(lambda: _try_get(server.port, "/nowhere"), "the server answered")
-    until(lambda: (server.publish(), state.counter("harmonic_http_requests_total", ("other",)))[1], "counted")
+    until(lambda: (server.publish(), state.counter(tel.HTTP_REQUESTS_TOTAL.name, ("other",)))[1], "counted")
     first = server.proc
     assert first is not None
     first.kill()
@@ -164,7 +165,7 @@ def test_process_server_restarts_a_dead_server_process_with_its_counts(
 
     until(restarted, "a new server process answering")
     assert server.restarts == 1
-    until(lambda: (server.publish(), state.counter("harmonic_http_requests_total", ("other",)) >= 2)[1], "kept")
+    until(lambda: (server.publish(), state.counter(tel.HTTP_REQUESTS_TOTAL.name, ("other",)) >= 2)[1], "kept")
 
 
 def test_process_server_rejects_a_non_positive_liveness_timeout(state: MetricsState) -> None:
@@ -218,12 +219,12 @@ def test_handover_answers_from_the_snapshot_and_writes_the_counts_back(tmp_path:
     assert handover.document("gammamap") == {"cells": [1]} and handover.document("other") is None
     ok, detail = handover.health()
     assert ok and detail["seq"] == 7 and 0.0 <= detail["pipeline_heartbeat_age_seconds"] < 30.0
-    state.inc("harmonic_http_requests_total", ("metrics",))
+    state.inc(tel.HTTP_REQUESTS_TOTAL.name, ("metrics",))
     rows = handover.write_counters(None)
     assert (
         json.loads((tmp_path / COUNTERS).read_bytes())
         == rows
-        == [{"name": "harmonic_http_requests_total", "labels": ["metrics"], "value": 1.0}]
+        == [{"name": tel.HTTP_REQUESTS_TOTAL.name, "labels": ["metrics"], "value": 1.0}]
     )
     (tmp_path / COUNTERS).unlink()
     assert handover.write_counters(rows) == rows and not (tmp_path / COUNTERS).exists()  # unchanged: not rewritten

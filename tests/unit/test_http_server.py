@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor import telemetry as tel
 from monitor.config import MetricsSettings
 from monitor.exporters.http import HttpLimits, MetricsServer, RenderCache, parse_head
 from monitor.exporters.prometheus import MetricsState
@@ -278,9 +279,9 @@ def test_metrics_server_renders_once_per_interval_however_many_scrapers(
 ) -> None:
     clock = FakeClock()
     srv = serve(clock=clock, min_render_interval_seconds=1.0, max_concurrent_scrapes=32)
-    state.inc("harmonic_events_consumed_total", ("credit",), 3.0)
+    state.inc(tel.EVENTS_CONSUMED_TOTAL.name, ("credit",), 3.0)
     bodies = {get(srv.port, "/metrics")[2] for _ in range(20)}
-    state.inc("harmonic_events_consumed_total", ("credit",), 4.0)  # not seen until the interval has passed
+    state.inc(tel.EVENTS_CONSUMED_TOTAL.name, ("credit",), 4.0)  # not seen until the interval has passed
     bodies |= {get(srv.port, "/metrics")[2] for _ in range(5)}
     assert len(bodies) == 1 and srv.cache.renders == 1
     clock.now += 1.0
@@ -291,7 +292,7 @@ def test_metrics_server_renders_once_per_interval_however_many_scrapers(
         s.value
         for f in text_string_to_metric_families(body.decode())
         for s in f.samples
-        if s.name == "harmonic_events_consumed_total"
+        if s.name == tel.EVENTS_CONSUMED_TOTAL.name
     ]
     assert consumed == [7.0]
 
@@ -330,10 +331,10 @@ def test_metrics_server_counts_requests_by_path_and_times_renders(
     srv = serve(clock=clock)
     for path in ("/metrics", "/healthz", "/healthz", "/readyz", "/probes", "/nope", "/metrics/x"):
         get(srv.port, path)
-    counts = {p: state.counter("harmonic_http_requests_total", (p,)) for p in ("metrics", "healthz", "readyz")}
+    counts = {p: state.counter(tel.HTTP_REQUESTS_TOTAL.name, (p,)) for p in ("metrics", "healthz", "readyz")}
     assert counts == {"metrics": 1.0, "healthz": 2.0, "readyz": 1.0}
-    assert state.counter("harmonic_http_requests_total", ("probes",)) == 1.0
-    assert state.counter("harmonic_http_requests_total", ("other",)) == 2.0
+    assert state.counter(tel.HTTP_REQUESTS_TOTAL.name, ("probes",)) == 1.0
+    assert state.counter(tel.HTTP_REQUESTS_TOTAL.name, ("other",)) == 2.0
     clock.now += 1.0
     body = get(srv.port, "/metrics")[2].decode()  # the second render shows the first one's duration
     assert "harmonic_http_render_duration_seconds_count 1.0" in body
@@ -354,7 +355,7 @@ def test_metrics_server_drops_a_half_open_connection_after_the_read_timeout(
     assert closed_by_server(sock)
     assert time.monotonic() - started < DEADLINE_SECONDS
     sock.close()
-    wait_until(lambda: state.counter("harmonic_http_requests_rejected_total", ("read_timeout",)) == 1.0, "counted")
+    wait_until(lambda: state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("read_timeout",)) == 1.0, "counted")
 
 
 def test_metrics_server_keep_alive_connection_serves_several_requests(serve: Callable[..., MetricsServer]) -> None:
@@ -383,7 +384,7 @@ def test_metrics_server_evicts_the_longest_waiting_connection_when_full(
         newer.recv(1)  # still open: nothing to read, no EOF
     for sock in (oldest, newer):
         sock.close()
-    assert state.counter("harmonic_http_requests_rejected_total", ("too_many_connections",)) == 1.0
+    assert state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("too_many_connections",)) == 1.0
 
 
 def test_metrics_server_refuses_a_connection_when_every_one_is_busy(
@@ -395,7 +396,7 @@ def test_metrics_server_refuses_a_connection_when_every_one_is_busy(
     ):
         sock.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
         assert closed_by_server(sock)
-    assert state.counter("harmonic_http_requests_rejected_total", ("too_many_connections",)) == 1.0
+    assert state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("too_many_connections",)) == 1.0
 
 
 def test_metrics_server_answers_503_beyond_the_scrape_cap_and_healthz_meanwhile(
@@ -406,7 +407,7 @@ def test_metrics_server_answers_503_beyond_the_scrape_cap_and_healthz_meanwhile(
         assert (status, headers["retry-after"]) == (503, "1") and b"too many concurrent scrapes" in body
         assert get(srv.port, "/healthz")[0] == 200
     assert out[0][0] == 200 and b"slow_render 1.0" in out[0][2]
-    assert state.counter("harmonic_http_requests_rejected_total", ("too_many_scrapes",)) == 1.0
+    assert state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("too_many_scrapes",)) == 1.0
 
 
 def test_metrics_server_answers_503_when_the_worker_pool_is_full(
@@ -424,7 +425,7 @@ def test_metrics_server_answers_503_when_the_worker_pool_is_full(
     for thread, out in calls:
         thread.join(DEADLINE_SECONDS)
         assert out[0][0] == 200
-    assert state.counter("harmonic_http_requests_rejected_total", ("pool_full",)) == 1.0
+    assert state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("pool_full",)) == 1.0
 
 
 def test_metrics_server_answers_500_when_a_handler_raises(serve: Callable[..., MetricsServer]) -> None:
@@ -452,7 +453,7 @@ def test_metrics_server_refuses_bad_requests_and_closes(
     srv = serve()
     answer = raw(srv.port, request_bytes)
     assert answer.startswith(status_line + b"\r\n") and b"Connection: close\r\n" in answer
-    assert state.counter("harmonic_http_requests_rejected_total", ("bad_request",)) == 1.0
+    assert state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("bad_request",)) == 1.0
 
 
 def test_metrics_server_drops_a_client_that_does_not_read_its_response(
@@ -472,7 +473,7 @@ def test_metrics_server_drops_a_client_that_does_not_read_its_response(
     try:
         sock.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")  # and never read
         wait_until(
-            lambda: state.counter("harmonic_http_requests_rejected_total", ("write_timeout",)) == 1.0,
+            lambda: state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("write_timeout",)) == 1.0,
             "the write timeout",
         )
     finally:
@@ -484,7 +485,7 @@ def test_metrics_server_healthz_answers_within_1s_under_300_half_open_and_16_scr
     state: MetricsState, serve: Callable[..., MetricsServer]
 ) -> None:
     for i in range(200):  # a state with some weight: renders take a while
-        state.observe("harmonic_gamma", (f"m{i % 8}", f"s{i}"), [0.001, 0.01])
+        state.observe(tel.GAMMA.name, (f"m{i % 8}", f"s{i}"), [0.001, 0.01])
     threads_before = threading.active_count()
     srv = serve(read_timeout_seconds=2.0)
     stop = threading.Event()
@@ -516,12 +517,12 @@ def test_metrics_server_healthz_answers_within_1s_under_300_half_open_and_16_scr
             sock.close()
     assert max(latencies) < 1.0, latencies
     assert server_threads <= 2 + srv.limits.workers, f"{server_threads} server threads for 316 connections"
-    assert state.counter("harmonic_http_requests_total", ("metrics",)) > 0
+    assert state.counter(tel.HTTP_REQUESTS_TOTAL.name, ("metrics",)) > 0
 
 
 def test_http_reject_reasons_are_the_ones_the_metric_documents() -> None:
     from monitor.exporters.http import REJECT_REASONS
     from monitor.exporters.prometheus import SPECS
 
-    help_text = SPECS["harmonic_http_requests_rejected_total"].help
+    help_text = SPECS[tel.HTTP_REQUESTS_REJECTED_TOTAL.name].help
     assert all(reason in help_text for reason in REJECT_REASONS), help_text

@@ -17,6 +17,7 @@ from typing import Any
 import bcrypt
 import pytest
 
+from monitor import telemetry as tel
 from monitor.config import MetricsSettings
 from monitor.exporters.http import HttpLimits, MetricsServer
 from monitor.exporters.prometheus import MetricsState
@@ -145,7 +146,7 @@ def test_metrics_server_answers_401_without_valid_credentials(
     assert status == 401
     assert headers["www-authenticate"] == 'Basic realm="harmonic-monitor"'
     assert b"s3cret" not in body
-    assert state.counter("harmonic_http_requests_rejected_total", ("unauthorized",)) == 1
+    assert state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("unauthorized",)) == 1
 
 
 @pytest.mark.parametrize("path", ["/metrics", "/readyz", "/probes"])
@@ -159,7 +160,7 @@ def test_metrics_server_leaves_healthz_open_for_liveness_probes(
 ) -> None:
     srv = serve(AUTH_ONLY)
     assert get(srv, "/healthz")[0] == 200
-    assert state.counter("harmonic_http_requests_rejected_total", ("unauthorized",)) == 0
+    assert state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("unauthorized",)) == 0
 
 
 def test_metrics_server_verifies_a_credential_once_and_then_serves_from_the_cache(
@@ -214,12 +215,12 @@ def test_metrics_server_bounds_password_checks_and_keeps_healthz_answering(
         status, headers, _ = get(srv, "/metrics", basic("prom", "guess3"))
         assert status == 503 and headers["retry-after"] == "1"
         assert get(srv, "/healthz")[0] == 200
-        assert state.counter("harmonic_http_requests_rejected_total", ("pool_full",)) == 1
+        assert state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("pool_full",)) == 1
     finally:
         release.set()
         for thread in flood:
             thread.join(DEADLINE_SECONDS)
-    assert state.counter("harmonic_http_requests_rejected_total", ("unauthorized",)) == 2
+    assert state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("unauthorized",)) == 2
 
 
 def test_metrics_server_counts_stalled_tls_handshakes_against_the_connection_cap(
@@ -232,7 +233,7 @@ def test_metrics_server_counts_stalled_tls_handshakes_against_the_connection_cap
         # the fourth connection closes the longest-waiting handshake to make room
         assert get(srv, "/healthz", ctx=client_context(certs))[0] == 200
         assert stalled[0].recv(1) == b""
-        assert state.counter("harmonic_http_requests_rejected_total", ("too_many_connections",)) >= 1
+        assert state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("too_many_connections",)) >= 1
     finally:
         for sock in stalled:
             sock.close()
@@ -247,6 +248,6 @@ def test_metrics_server_closes_a_stalled_tls_handshake_at_the_read_timeout_and_c
         assert sock.recv(1) == b""
     # the server counts the timeout after it closes the connection: the count may trail the close by a moment
     deadline = time.monotonic() + DEADLINE_SECONDS
-    while state.counter("harmonic_http_requests_rejected_total", ("read_timeout",)) < 1 and time.monotonic() < deadline:
+    while state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("read_timeout",)) < 1 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert state.counter("harmonic_http_requests_rejected_total", ("read_timeout",)) == 1
+    assert state.counter(tel.HTTP_REQUESTS_REJECTED_TOTAL.name, ("read_timeout",)) == 1

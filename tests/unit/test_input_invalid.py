@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from monitor import telemetry as tel
 from monitor.errors import INPUT_PROBLEMS, InvalidEventError
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
@@ -26,7 +27,7 @@ from tests.unit.test_pipeline import event as pipeline_event
 from tests.unit.test_pipeline import events as pipeline_events
 
 TS = 1_790_000_000_000
-METRIC = "harmonic_input_invalid_total"
+METRIC = tel.INPUT_INVALID_TOTAL.name
 
 
 def fault(dec: EventDecoder, doc: dict[str, Any]) -> InvalidEventError:
@@ -52,7 +53,7 @@ def test_a_named_models_faulty_values_name_their_input_and_problem() -> None:
     assert both.inputs == (("age", "missing"), ("income", "missing"))
 
 
-def test_an_unnamed_models_inputs_are_named_as_the_drift_gauges_name_them() -> None:
+def test_a_model_without_names_or_signature_numbers_its_inputs() -> None:
     dec = EventDecoder({"m": ModelSchema(3)}, default_model="m")
     assert fault(dec, {"features": [0.0, 1.0, float("inf")]}).inputs == (("f2", "not_finite"),)
     assert fault(dec, {"features": [None, 1.0, 2.0]}).inputs == (("f0", "missing"),)
@@ -124,12 +125,14 @@ def test_the_pipeline_counts_bad_values_by_input_and_dead_letters_the_events(tmp
     pipeline = make_pipeline(settings, ReplaySource(good[:10] + bad + good[10:]))
     drain(pipeline)
     state = pipeline.state
-    assert state.counter(METRIC, (MODEL, "f1", "not_finite")) == 2
-    assert state.counter(METRIC, (MODEL, "f0", "not_finite")) == 1
-    assert state.counter(METRIC, (MODEL, "f0", "missing")) == 1
+    first, second = pipeline.runtimes[MODEL].model.feature_names  # the names the drift gauges use (input[0], …)
+    assert first != "f0" and first.endswith("[0]")
+    assert state.counter(METRIC, (MODEL, second, "not_finite")) == 2
+    assert state.counter(METRIC, (MODEL, first, "not_finite")) == 1
+    assert state.counter(METRIC, (MODEL, first, "missing")) == 1
     assert state.counter_sum(METRIC) == len(bad)
-    assert state.counter_sum("harmonic_events_invalid_total") == len(bad)
-    assert state.counter_sum("harmonic_events_scored_total") == len(good)
+    assert state.counter_sum(tel.EVENTS_INVALID_TOTAL.name) == len(bad)
+    assert state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == len(good)
 
 
 def test_replay_reports_bad_values_by_input(tmp_path: Path) -> None:
@@ -142,4 +145,5 @@ def test_replay_reports_bad_values_by_input(tmp_path: Path) -> None:
     log.write_bytes(b"\n".join(lines) + b"\n")
     timeline = replay(settings.models[0].path, log, reference=settings.models[0].reference, model_name=MODEL)
     assert timeline.invalid == {"not_finite": 1}
-    assert timeline.invalid_inputs == {f"{MODEL}/f0: not_finite": 1}
+    (name, count), *rest = timeline.invalid_inputs.items()
+    assert not rest and count == 1 and name.startswith(f"{MODEL}/") and name.endswith("[0]: not_finite"), name

@@ -16,6 +16,7 @@ from kafka.errors import (
     NotLeaderForPartitionError,
 )
 
+from monitor import telemetry as tel
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.service import Service
 from monitor.source.kafka import KafkaSink
@@ -316,6 +317,6 @@ def test_service_mirrors_the_sink_counters_into_the_producer_metrics(tmp_path: P
     producer.auto_ack = True  # the broker is back: the failed record and every score are acknowledged at once
     with svc:
         svc.run(threading.Event(), until_exhausted=True)
-    assert svc.state.counter("harmonic_producer_failures_total", ("scores",)) == 1
-    assert svc.state.counter("harmonic_producer_dropped_total", ("dead_letter", "buffer_full")) == 0
+    assert svc.state.counter(tel.PRODUCER_FAILURES_TOTAL.name, ("scores",)) == 1
+    assert svc.state.counter(tel.PRODUCER_DROPPED_TOTAL.name, ("dead_letter", "buffer_full")) == 0
     assert len(producer.sent) > 16  # the failed record again, and a score per event

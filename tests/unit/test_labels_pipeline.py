@@ -11,6 +11,7 @@ import pytest
 from sklearn.datasets import make_classification
 from sklearn.linear_model import LogisticRegression
 
+from monitor import telemetry as tel
 from monitor.config import load_settings
 from monitor.model.convert import convert_estimator
 from monitor.rolling.labelled import LabelledWindow, expected_calibration_error
@@ -91,13 +92,13 @@ def test_pipeline_joins_delayed_labels_into_accuracy_resilience_and_reliability(
         warnings.simplefilter("ignore")
         expected = float((LogisticRegression(max_iter=500).fit(x, y).predict(x[:400]) == y[:400]).mean())
     st = pipe.state
-    assert st.counter("harmonic_labels_joined_total", ("m",)) == 400
+    assert st.counter(tel.LABELS_JOINED_TOTAL.name, ("m",)) == 400
     assert pipe.label_joiner.pending_labels == 1  # "nobody": held (bounded, TTL) in case its event comes late
-    assert st.counter("harmonic_labels_invalid_total", ("not_object",)) == 1
-    assert st.gauge("harmonic_window_accuracy", ("m", "all", "last_500")) == pytest.approx(expected, abs=1e-9)
-    resilience = st.gauge("harmonic_resilience", ("m",))
-    reliability = st.gauge("harmonic_reliability", ("m",))
-    composite = st.gauge("harmonic_robustness_composite", ("m",))
+    assert st.counter(tel.LABELS_INVALID_TOTAL.name, ("not_object",)) == 1
+    assert st.gauge(tel.WINDOW_ACCURACY.name, ("m", "all", "last_500")) == pytest.approx(expected, abs=1e-9)
+    resilience = st.gauge(tel.RESILIENCE.name, ("m",))
+    reliability = st.gauge(tel.RELIABILITY.name, ("m",))
+    composite = st.gauge(tel.ROBUSTNESS_COMPOSITE.name, ("m",))
     assert resilience is not None and 0.5 < resilience <= 1.0
     assert reliability is not None and 0.0 <= reliability <= 1.0
     assert composite is not None and 0.0 <= composite <= 1.0

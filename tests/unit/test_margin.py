@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from monitor import telemetry as tel
 from monitor.config import load_settings
 from monitor.drift import Cusum, VerdictEngine
 from monitor.drift.base import DriftState
@@ -326,16 +327,16 @@ def test_watch_keeps_margin_windows_and_a_fall_in_margin_is_a_harmful_shift() ->
         watch.update(*_with(stream.batch(), *three_class(rng, 100)))
     assert watch.verdict("other") is Verdict.STABLE
     assert watch._engines["other"].margin_cusum is not None
-    mean = state.gauge("harmonic_window_margin_mean", (MODEL, "other", "60s"))
+    mean = state.gauge(tel.WINDOW_MARGIN_MEAN.name, (MODEL, "other", "60s"))
     assert mean is not None and 0.59 < mean < 0.64  # E[c − (1 − c)·u] = 0.75 − 0.25·0.55 ≈ 0.61
-    assert _hist_count(state, "harmonic_margin") == 2500
+    assert _hist_count(state, tel.MARGIN.name) == 2500
     for _ in range(30):  # the runner-up class gains; max-probability, γ, flicker and inputs as before
         watch.update(*_with(stream.batch(), *three_class(rng, 100, runner_up=0.6)))
     report = watch.last_reports["other"]
     assert report.verdict is Verdict.HARMFUL_SHIFT and "margin_cusum" in report.fired
     assert "confidence_cusum" not in report.fired
     assert fired(watch, HARMFUL_ALERT) and not fired(watch, INPUT_ALERT)
-    assert state.gauge("harmonic_drift_statistic", (MODEL, "other", "margin_cusum")) is not None
+    assert state.gauge(tel.DRIFT_STATISTIC.name, (MODEL, "other", "margin_cusum")) is not None
 
 
 def test_watch_regressor_has_no_margin_series() -> None:
@@ -346,9 +347,9 @@ def test_watch_regressor_has_no_margin_series() -> None:
         watch.update(*_with(stream.batch(), nan, nan))
     assert watch.reference is not None and watch.reference.margin_sample.size == 0
     assert watch._engines["other"].margin_cusum is None
-    assert state.gauge("harmonic_window_margin_mean", (MODEL, "other", "60s")) is None
-    assert state.gauge("harmonic_drift_statistic", (MODEL, "other", "margin_cusum")) is None
-    assert _hist_count(state, "harmonic_margin") == 0
+    assert state.gauge(tel.WINDOW_MARGIN_MEAN.name, (MODEL, "other", "60s")) is None
+    assert state.gauge(tel.DRIFT_STATISTIC.name, (MODEL, "other", "margin_cusum")) is None
+    assert _hist_count(state, tel.MARGIN.name) == 0
 
 
 def test_the_margin_detector_setting_reaches_the_watch() -> None:

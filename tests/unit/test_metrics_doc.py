@@ -13,6 +13,7 @@ from types import ModuleType
 
 import pytest
 
+from monitor import telemetry as tel
 from monitor.exporters import prometheus
 from monitor.exporters.prometheus import METRICS, MetricSpec
 
@@ -53,7 +54,7 @@ def test_metrics_doc_rejects_an_undocumented_metric(gen: ModuleType, monkeypatch
 
 
 def test_metrics_doc_rejects_usage_for_a_removed_metric(gen: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gen, "METRICS", tuple(m for m in prometheus.METRICS if m.name != "harmonic_up"))
+    monkeypatch.setattr(gen, "METRICS", tuple(m for m in prometheus.METRICS if m.name != tel.UP.name))
     with pytest.raises(KeyError, match=r"no longer declared \['harmonic_up'\]"):
         gen.render()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from monitor import telemetry as tel
 from monitor.config import Settings
 from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.state import STATE_FILE, STATE_VERSION
@@ -42,8 +43,8 @@ def test_a_redelivery_from_the_last_commit_is_skipped_up_to_the_saved_position(t
     while pipeline.step(0.0):
         pass
     pipeline.close()
-    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 10  # 20..29 only
-    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 0
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 10  # 20..29 only
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 0
 
 
 @pytest.mark.parametrize("first", [0, 5], ids=["re-created-topic", "operator-reset"])
@@ -59,8 +60,8 @@ def test_offsets_below_the_last_commit_win_and_are_logged_and_counted(
         while pipeline.step(0.0):
             pass
     pipeline.close()
-    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 30 - first  # every new event counted
-    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 1
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 30 - first  # every new event counted
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 1
     (line,) = [r for r in caplog.records if r.getMessage().startswith("offsets went back")]
     assert (line.partition, line.first_offset, line.last_committed) == ("t/0", first, 20)  # type: ignore[attr-defined]
     assert source.commits[-1][0] == {("t", 0): 30}
@@ -85,8 +86,8 @@ def test_a_state_without_committed_positions_keeps_the_saved_positions(tmp_path:
     while pipeline.step(0.0):
         pass
     pipeline.close()
-    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 10
-    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 0
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 10
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 0
 
 
 # -- a re-created topic already grown past the saved position ---------------------------------------------------------
@@ -162,8 +163,8 @@ def test_a_re_created_topic_grown_past_the_saved_position_is_read_from_its_start
     with caplog.at_level(logging.WARNING, logger="monitor.runtime.pipeline"):
         pipeline = drain(settings, source)
     assert source.seeks == [{("t", 0): 9}, {("t", 0): 0}]  # the record before the saved position, then the start
-    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 10 + 25  # every new event counted
-    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 1
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 10 + 25  # every new event counted
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 1
     (line,) = [r for r in caplog.records if "not the one applied there" in r.getMessage()]
     assert (line.partition, line.offset, line.read_from) == ("t/0", 9, 0)  # type: ignore[attr-defined]
     assert source.commits[-1] == {("t", 0): 25}
@@ -176,8 +177,8 @@ def test_the_same_topic_grown_since_is_read_on_from_the_saved_position(tmp_path:
     source = PartitionLog(lines, position=10, timestamps=stamps)
     pipeline = drain(settings, source)
     assert source.seeks == [{("t", 0): 9}]  # one record re-read and compared: the same one, skipped
-    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 20  # 10 before, 10 new: none twice
-    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 0
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 20  # 10 before, 10 new: none twice
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 0
     assert source.commits[-1] == {("t", 0): 20}
 
 
@@ -187,8 +188,8 @@ def test_the_same_value_with_another_timestamp_is_another_record(tmp_path: Path)
     settings = first_run(tmp_path, lines, [1000 + i for i in range(10)])
     source = PartitionLog(lines + lines, position=10, timestamps=[9000 + i for i in range(20)])
     pipeline = drain(settings, source)
-    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 1
-    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 10 + 20
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 1
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 10 + 20
 
 
 def test_the_same_value_without_timestamps_cannot_be_told_apart(tmp_path: Path) -> None:
@@ -197,8 +198,8 @@ def test_the_same_value_without_timestamps_cannot_be_told_apart(tmp_path: Path) 
     settings = first_run(tmp_path, lines)
     source = PartitionLog(lines + lines, position=10)
     pipeline = drain(settings, source)
-    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 0
-    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 10 + 10  # 0..9 of the new one unseen
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 0
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 10 + 10  # 0..9 of the new one unseen
 
 
 def test_a_redelivery_compares_the_record_before_the_saved_position_as_it_passes(tmp_path: Path) -> None:
@@ -214,8 +215,8 @@ def test_a_redelivery_compares_the_record_before_the_saved_position_as_it_passes
     source = PartitionLog(lines, position=8)
     pipeline = drain(settings, source)
     assert source.seeks == []
-    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 8  # 12..19
-    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 0
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 8  # 12..19
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 0
 
 
 def test_a_saved_fingerprint_whose_record_is_gone_is_read_on_from_the_broker(tmp_path: Path) -> None:
@@ -230,8 +231,8 @@ def test_a_saved_fingerprint_whose_record_is_gone_is_read_on_from_the_broker(tmp
     source = Retained(lines + events(rows(5, seed=15)), position=10)
     pipeline = drain(settings, source)
     assert source.seeks == [{("t", 0): 10}]
-    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 15
-    assert pipeline.state.counter("harmonic_offsets_went_back_total", ()) == 0
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 15
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 0
 
 
 def test_a_fingerprint_not_before_its_saved_position_is_ignored(tmp_path: Path) -> None:
@@ -244,4 +245,4 @@ def test_a_fingerprint_not_before_its_saved_position_is_ignored(tmp_path: Path) 
     source = PartitionLog(events(rows(15, seed=16)), position=10)
     pipeline = drain(settings, source)
     assert source.seeks == []
-    assert pipeline.state.counter_sum("harmonic_events_consumed_total") == 5
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 5

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from monitor import telemetry as tel
 from monitor.config import Settings, load_settings
 from monitor.exporters.prometheus import MetricsState
 from monitor.runtime.models import load_model_runtime
@@ -204,11 +205,11 @@ def test_pipeline_counts_consumed_and_scored_and_commits_past_the_last_offset(tm
     pipeline = make_pipeline(settings, source)
     drain(pipeline)
     state = pipeline.state
-    assert counter(state, "harmonic_events_consumed_total") == 200
-    assert state.counter("harmonic_events_consumed_total", (MODEL,)) == 200
-    assert counter(state, "harmonic_events_scored_total") == 200
-    assert state.counter("harmonic_events_scored_total", (MODEL, "1", "other")) == 200
-    assert counter(state, "harmonic_events_invalid_total") == 0
+    assert counter(state, tel.EVENTS_CONSUMED_TOTAL.name) == 200
+    assert state.counter(tel.EVENTS_CONSUMED_TOTAL.name, (MODEL,)) == 200
+    assert counter(state, tel.EVENTS_SCORED_TOTAL.name) == 200
+    assert state.counter(tel.EVENTS_SCORED_TOTAL.name, (MODEL, "1", "other")) == 200
+    assert counter(state, tel.EVENTS_INVALID_TOTAL.name) == 0
     assert source.committed == {("replay", 0): 200}  # last offset (199) + 1
 
 
@@ -233,10 +234,10 @@ def test_pipeline_counts_invalid_events_by_reason_and_keeps_scoring(tmp_path: Pa
     drain(pipeline)
     state = pipeline.state
     for _, reason in INVALID:
-        assert state.counter("harmonic_events_invalid_total", ("unknown", reason)) == 1, reason
-    assert counter(state, "harmonic_events_invalid_total") == len(INVALID)
-    assert counter(state, "harmonic_events_scored_total") == 40
-    assert counter(state, "harmonic_events_consumed_total") == 40 + len(INVALID)
+        assert state.counter(tel.EVENTS_INVALID_TOTAL.name, ("unknown", reason)) == 1, reason
+    assert counter(state, tel.EVENTS_INVALID_TOTAL.name) == len(INVALID)
+    assert counter(state, tel.EVENTS_SCORED_TOTAL.name) == 40
+    assert counter(state, tel.EVENTS_CONSUMED_TOTAL.name) == 40 + len(INVALID)
     assert source.committed == {("replay", 0): 40 + len(INVALID)}
 
 
@@ -249,16 +250,16 @@ def test_pipeline_counts_events_whose_model_outputs_are_not_finite(
     extreme = np.array([[3e38, -3e38], [2.5e38, -1e38], [2e38, -2e38]])
     lines = events(normal) + [event(100 + i, x) for i, x in enumerate(extreme)]
     pipeline = make_pipeline(settings, ReplaySource(lines))
-    assert pipeline.state.counter("harmonic_scores_nonfinite_total", (MODEL,)) == 0  # registered at start
+    assert pipeline.state.counter(tel.SCORES_NONFINITE_TOTAL.name, (MODEL,)) == 0  # registered at start
     with caplog.at_level("WARNING"):
         drain(pipeline)
     state = pipeline.state
-    assert state.counter("harmonic_scores_nonfinite_total", (MODEL,)) == 3
-    assert counter(state, "harmonic_events_scored_total") == 33  # valid events: scored, and counted as such
+    assert state.counter(tel.SCORES_NONFINITE_TOTAL.name, (MODEL,)) == 3
+    assert counter(state, tel.EVENTS_SCORED_TOTAL.name) == 33  # valid events: scored, and counted as such
     observed = {
         s.name: s.value
         for family in state.families()
-        if family.name == "harmonic_gamma"
+        if family.name == tel.GAMMA.name
         for s in family.samples
         if s.name == "harmonic_gamma_count"
     }
@@ -281,8 +282,8 @@ def test_pipeline_dead_letters_invalid_events_with_the_reason_header(tmp_path: P
         assert key == reason.encode()
         assert hdr["harmonic-invalid-detail"]
         assert hdr["harmonic-origin"].startswith(b"replay/0/")
-    assert pipeline.state.counter("harmonic_events_dead_lettered_total", ("unknown",)) == len(INVALID)
-    assert counter(pipeline.state, "harmonic_events_scored_total") == 5
+    assert pipeline.state.counter(tel.EVENTS_DEAD_LETTERED_TOTAL.name, ("unknown",)) == len(INVALID)
+    assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 5
 
 
 # ---------------------------------------------------------------------- at-least-once commits
@@ -294,13 +295,13 @@ def test_pipeline_commits_only_after_the_pending_batch_is_scored(tmp_path: Path)
     lines = events(rows(30, seed=4))
     source = RecordingSource(
         [RawRecord(v, topic="t", partition=0, offset=100 + i) for i, v in enumerate(lines)],
-        snapshot=lambda: state.counter_sum("harmonic_events_scored_total"),
+        snapshot=lambda: state.counter_sum(tel.EVENTS_SCORED_TOTAL.name),
     )
     clock = FakeClock()
     pipeline = make_pipeline(settings, source, state=state, clock=clock)
     assert pipeline.step(0.0) == 10 and pipeline.step(0.0) == 10
     assert source.commits == []  # 20 events pending, batch not full, not aged: nothing scored, nothing committed
-    assert state.counter_sum("harmonic_events_scored_total") == 0
+    assert state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 0
     assert pipeline.step(0.0) == 10  # 30 >= 25: flush
     assert source.commits == [({("t", 0): 130}, 30.0)]  # scored before the commit; last offset 129 + 1
 
@@ -311,7 +312,7 @@ def test_pipeline_flushes_an_aged_partial_batch_then_commits(tmp_path: Path) -> 
     lines = events(rows(5, seed=5))
     source = RecordingSource(
         [RawRecord(v, topic="t", partition=0, offset=i) for i, v in enumerate(lines)],
-        snapshot=lambda: state.counter_sum("harmonic_events_scored_total"),
+        snapshot=lambda: state.counter_sum(tel.EVENTS_SCORED_TOTAL.name),
     )
     clock = FakeClock()
     pipeline = make_pipeline(settings, source, state=state, clock=clock)
@@ -385,7 +386,7 @@ def test_pipeline_never_commits_past_a_held_kserve_half(tmp_path: Path) -> None:
     assert source.commits and source.commits[-1][0] == {("t", 0): 3}  # offset 3 (the request) is still held
     pipeline.close()  # releases the request without a prediction, scores it, then commits everything
     assert source.commits[-1][0] == {("t", 0): 7}
-    assert counter(pipeline.state, "harmonic_events_scored_total") == 7
+    assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 7
 
 
 # ---------------------------------------------------------------------- shadow agreement
@@ -405,21 +406,21 @@ def test_pipeline_shadow_disagreements_are_counted_and_always_scored(tmp_path: P
     pipeline = make_pipeline(settings, ReplaySource(lines), sink=sink)  # a frozen clock: the budget never refills
     drain(pipeline)
     state = pipeline.state
-    assert state.counter("harmonic_shadow_compared_total", (MODEL,)) == 300
-    assert state.counter("harmonic_shadow_disagreements_total", (MODEL,)) == len(wrong)
+    assert state.counter(tel.SHADOW_COMPARED_TOTAL.name, (MODEL,)) == 300
+    assert state.counter(tel.SHADOW_DISAGREEMENTS_TOTAL.name, (MODEL,)) == len(wrong)
     scored = {json.loads(v)["id"] for v, _, _ in sink.on("scores")}
     assert {f"e{i}" for i in wrong} <= scored  # forced through the sampler
     assert len(scored) < 300  # the budget did drop the agreeing ones
-    assert state.counter("harmonic_events_sampled_total", (MODEL,)) == len(scored)
+    assert state.counter(tel.EVENTS_SAMPLED_TOTAL.name, (MODEL,)) == len(scored)
 
 
 def test_pipeline_events_without_a_live_label_are_not_shadow_compared(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     pipeline = make_pipeline(settings, ReplaySource(events(rows(20, seed=10), labels=False)))
     drain(pipeline)
-    assert pipeline.state.counter("harmonic_shadow_compared_total", (MODEL,)) == 0
-    assert pipeline.state.counter("harmonic_model_evaluations_total", (MODEL, "shadow")) == 0
-    assert counter(pipeline.state, "harmonic_events_scored_total") == 20
+    assert pipeline.state.counter(tel.SHADOW_COMPARED_TOTAL.name, (MODEL,)) == 0
+    assert pipeline.state.counter(tel.MODEL_EVALUATIONS_TOTAL.name, (MODEL, "shadow")) == 0
+    assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 20
 
 
 # ---------------------------------------------------------------------- warm-up
@@ -436,10 +437,10 @@ def test_pipeline_warm_up_fits_the_standardizer_then_starts_scoring(tmp_path: Pa
     assert rt.standardizer is not None and rt.scorer is not None
     np.testing.assert_allclose(rt.standardizer.mean, x[:50].mean(axis=0))
     np.testing.assert_allclose(rt.standardizer.scale, x[:50].std(axis=0))
-    assert counter(pipeline.state, "harmonic_events_scored_total") == 0
+    assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 0
     drain(pipeline)
-    assert counter(pipeline.state, "harmonic_events_scored_total") == 30
-    assert counter(pipeline.state, "harmonic_events_consumed_total") == 80
+    assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 30
+    assert counter(pipeline.state, tel.EVENTS_CONSUMED_TOTAL.name) == 80
     ok, detail = pipeline.readiness()
     assert ok and detail["models"][MODEL]["scoring"] is True
 
@@ -453,7 +454,7 @@ def test_pipeline_scores_the_events_past_the_warm_up_window_in_the_same_poll(tmp
     assert std is not None
     np.testing.assert_allclose(std.mean, x[:50].mean(axis=0))
     pipeline.flush()
-    assert counter(pipeline.state, "harmonic_events_scored_total") == 30
+    assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 30
 
 
 # ---------------------------------------------------------------------- state
@@ -467,11 +468,11 @@ def test_pipeline_state_counters_survive_a_restart(tmp_path: Path) -> None:
     # new events on another topic: a second replay of "replay" would restart at offset 0, below the position the
     # state holds for it, and be skipped as already applied
     second = make_pipeline(settings, ReplaySource(events(rows(10, seed=13), start=30), topic="replay-2"))
-    assert counter(second.state, "harmonic_events_scored_total") == 30
-    assert second.state.counter("harmonic_events_invalid_total", ("unknown", "not_json")) == 1
+    assert counter(second.state, tel.EVENTS_SCORED_TOTAL.name) == 30
+    assert second.state.counter(tel.EVENTS_INVALID_TOTAL.name, ("unknown", "not_json")) == 1
     drain(second)
-    assert counter(second.state, "harmonic_events_scored_total") == 40
-    assert second.state.counter("harmonic_events_consumed_total", (MODEL,)) == 40
+    assert counter(second.state, tel.EVENTS_SCORED_TOTAL.name) == 40
+    assert second.state.counter(tel.EVENTS_CONSUMED_TOTAL.name, (MODEL,)) == 40
 
 
 def test_pipeline_restores_the_warm_up_standardizer_and_reference(tmp_path: Path) -> None:
@@ -503,9 +504,9 @@ def test_pipeline_moves_a_corrupt_state_file_aside_and_starts_fresh(tmp_path: Pa
     pipeline = make_pipeline(settings, ReplaySource(events(rows(10, seed=15))))
     moved = [p for p in state_dir.iterdir() if p.name.startswith("state.corrupt-")]
     assert len(moved) == 1 and moved[0].read_bytes() == content  # kept for inspection
-    assert counter(pipeline.state, "harmonic_events_scored_total") == 0
+    assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 0
     drain(pipeline)
-    assert counter(pipeline.state, "harmonic_events_scored_total") == 10
+    assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 10
     assert json.loads((state_dir / STATE_FILE).read_text())["version"] == 1
 
 
@@ -518,7 +519,7 @@ def test_pipeline_ignores_saved_state_of_another_feature_count(tmp_path: Path) -
     pipeline = make_pipeline(settings, ReplaySource(events(rows(50, seed=17))))
     assert pipeline.runtimes[MODEL].standardizer is None  # warm up again instead of crash-looping
     drain(pipeline)
-    assert counter(pipeline.state, "harmonic_events_scored_total") == 30
+    assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 30
 
 
 def _scored_reference_mean(pipeline: Pipeline) -> float:
@@ -603,12 +604,12 @@ def test_pipeline_never_commits_past_an_event_the_sampler_still_holds(tmp_path: 
         clock=FakeClock(),
     )
     pipeline.step(0.0)  # offsets 0-2: held undecided, nothing scored, nothing committed
-    assert counter(pipeline.state, "harmonic_events_scored_total") == 0 and not source.commits
+    assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 0 and not source.commits
     pipeline.flush()  # a checkpoint while they are held commits nothing past them
     assert all(c[0].get(("t", 0), 0) == 0 for c in source.commits), source.commits
     pipeline.step(0.0)  # offsets 3-5 accepted; 0-2 released at this step: all six pending
     pipeline.flush()
-    assert counter(pipeline.state, "harmonic_events_scored_total") == 6
+    assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 6
     assert source.commits[-1][0] == {("t", 0): 6}
 
 
@@ -641,8 +642,8 @@ def test_pipeline_readyz_lists_segments_warming_up_and_their_baselines_survive_a
     ok, detail = pipeline.readiness()
     assert ok  # warming segments do not make the sidecar unready; they are listed
     assert detail["models"][MODEL]["segments_warming_up"] == {"us": {"events": 50, "of": 60}}
-    assert pipeline.state.gauge("harmonic_segment_warming_up", (MODEL, "us")) == 1.0
-    assert pipeline.state.gauge("harmonic_segment_warming_up", (MODEL, "eu")) == 0.0
+    assert pipeline.state.gauge(tel.SEGMENT_WARMING_UP.name, (MODEL, "us")) == 1.0
+    assert pipeline.state.gauge(tel.SEGMENT_WARMING_UP.name, (MODEL, "eu")) == 0.0
     watch = pipeline.runtimes[MODEL].watch
     assert watch is not None and sorted(watch.segment_references) == ["eu"]
     again = make_pipeline(settings, ReplaySource([]))
@@ -681,7 +682,7 @@ def test_pipeline_exports_the_consumer_lag_and_cuts_scoring_to_what_ingest_leave
     control, sampler = pipeline.ingest_first, pipeline.sampler
     assert control is not None and control.cap == sampler.cpu_cap_per_second  # type: ignore[attr-defined]
     pipeline.step(0.0)  # 10 of 200 read: 190 behind, above the backlog threshold (5 polls)
-    assert pipeline.state.gauge("harmonic_consumer_lag_records", ()) == 190
+    assert pipeline.state.gauge(tel.CONSUMER_LAG_RECORDS.name, ()) == 190
     assert control.state == "behind"
     assert sampler.cpu_per_second == pytest.approx(control.budget)  # type: ignore[attr-defined]
     assert control.budget < control.cap
@@ -693,7 +694,7 @@ def test_pipeline_exports_the_consumer_lag_and_cuts_scoring_to_what_ingest_leave
     ):  # caught up: doubling to half the budget the backlog formed at, then a sixteenth of the cap a second
         clock.now += 1.0
         pipeline.step(0.0)
-    assert pipeline.state.gauge("harmonic_consumer_lag_records", ()) == 0
+    assert pipeline.state.gauge(tel.CONSUMER_LAG_RECORDS.name, ()) == 0
     assert control.state == "caught_up" and sampler.cpu_per_second == control.cap  # type: ignore[attr-defined]
     pipeline.close()
 

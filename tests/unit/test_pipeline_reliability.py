@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from monitor import telemetry as tel
 from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.state import INFLIGHT_FILE, STATE_FILE, InFlight, StateStore
 from monitor.source.base import RawRecord
@@ -66,8 +67,8 @@ def test_pipeline_dead_letters_an_event_whose_scoring_raises_and_scores_the_rest
         pass
     pipeline.close()
     state = pipeline.state
-    assert state.counter("harmonic_events_invalid_total", (MODEL, "unscorable")) == 1
-    assert state.counter_sum("harmonic_events_scored_total") == 99
+    assert state.counter(tel.EVENTS_INVALID_TOTAL.name, (MODEL, "unscorable")) == 1
+    assert state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 99
     assert reasons(sink) == ["unscorable"]
     value, headers, _ = sink.on(DLQ)[0]
     assert json.loads(value)["id"] == "e37"  # the raw record, kept until applied
@@ -92,8 +93,8 @@ def test_pipeline_dead_letters_a_record_whose_decoder_raises_an_unexpected_error
     while pipeline.step(0.0):
         pass
     pipeline.close()
-    assert pipeline.state.counter("harmonic_events_invalid_total", ("unknown", "decode_failed")) == 1
-    assert pipeline.state.counter_sum("harmonic_events_scored_total") == 9
+    assert pipeline.state.counter(tel.EVENTS_INVALID_TOTAL.name, ("unknown", "decode_failed")) == 1
+    assert pipeline.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 9
     assert reasons(sink) == ["decode_failed"]
 
 
@@ -139,13 +140,13 @@ def test_pipeline_stays_up_and_commits_nothing_while_the_state_dir_cannot_be_wri
     ready, detail = pipeline.readiness()
     assert source.commits == []
     assert detail["degraded"] == ["state_dir"] and "cannot be written" in detail["degraded_detail"]["state_dir"]
-    assert pipeline.state.gauge("harmonic_degraded", ("state_dir",)) == 1.0
+    assert pipeline.state.gauge(tel.DEGRADED.name, ("state_dir",)) == 1.0
     assert ready is (detail["source_ready"] is True)  # degraded is not unready
     blocker.unlink()  # the operator fixes it
     pipeline.step(0.0)
     assert [positions for positions, _ in source.commits] == [{("t", 0): 20}]
     assert pipeline.readiness()[1]["degraded"] == []
-    assert pipeline.state.gauge("harmonic_degraded", ("state_dir",)) == 0.0
+    assert pipeline.state.gauge(tel.DEGRADED.name, ("state_dir",)) == 0.0
 
 
 def test_state_store_save_leaves_no_temp_file_behind_when_it_fails(tmp_path: Path) -> None:
@@ -173,8 +174,8 @@ def test_state_store_load_survives_a_corrupt_file_that_cannot_be_moved_aside(
 def test_state_store_load_drops_counters_whose_labels_cannot_be_encoded(tmp_path: Path) -> None:
     store = StateStore(tmp_path)
     rows_ = [
-        {"name": "harmonic_events_consumed_total", "labels": ["m"], "value": 3},
-        {"name": "harmonic_events_consumed_total", "labels": ["\ud800"], "value": 1},
+        {"name": tel.EVENTS_CONSUMED_TOTAL.name, "labels": ["m"], "value": 3},
+        {"name": tel.EVENTS_CONSUMED_TOTAL.name, "labels": ["\ud800"], "value": 1},
     ]
     store.path.write_text(json.dumps({"version": 1, "counters": rows_, "models": {}}))
     assert [r["labels"] for r in store.load()["counters"]] == [["m"]]
@@ -207,7 +208,7 @@ def test_pipeline_reprocesses_in_flight_records_one_at_a_time_after_an_unclean_e
     assert all(m["careful"] for m in markers[:10]) and not any(m["careful"] for m in markers[10:])
     assert markers[10]["ranges"] == {"t/0": [10, 19]}
     assert source.commits[-1][0] == {("t", 0): 25} and again._careful_until == {}
-    assert again.state.counter_sum("harmonic_events_scored_total") == 25
+    assert again.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 25
     assert not (Path(settings.state_dir) / INFLIGHT_FILE).exists()  # a clean stop removes the marker
 
 
@@ -226,8 +227,8 @@ def test_pipeline_dead_letters_a_record_in_flight_at_two_consecutive_crashes(tmp
     pipeline.close()
     assert reasons(sink) == ["crashed_processing"]
     assert sink.on(DLQ)[0][0] == lines[6]
-    assert pipeline.state.counter("harmonic_events_invalid_total", ("unknown", "crashed_processing")) == 1
-    assert pipeline.state.counter_sum("harmonic_events_scored_total") == 3  # offsets 7, 8, 9
+    assert pipeline.state.counter(tel.EVENTS_INVALID_TOTAL.name, ("unknown", "crashed_processing")) == 1
+    assert pipeline.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 3  # offsets 7, 8, 9
     assert source.commits[-1][0] == {("t", 0): 10}
 
 
@@ -262,9 +263,9 @@ def test_pipeline_counts_every_record_once_when_some_are_poison(tmp_path: Path) 
         pass
     pipeline.close()
     state = pipeline.state
-    consumed = state.counter_sum("harmonic_events_consumed_total")
-    scored = state.counter_sum("harmonic_events_scored_total")
-    invalid = state.counter_sum("harmonic_events_invalid_total")
+    consumed = state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name)
+    scored = state.counter_sum(tel.EVENTS_SCORED_TOTAL.name)
+    invalid = state.counter_sum(tel.EVENTS_INVALID_TOTAL.name)
     assert (consumed, scored, invalid) == (42, 40, 2)
     assert len(sink.on(DLQ)) == 2
 
@@ -288,8 +289,8 @@ def test_pipeline_skips_records_the_saved_state_holds_when_their_commit_did_not_
         pass
     again.close()
     state = again.state
-    assert state.counter_sum("harmonic_events_consumed_total") == 30  # 20 restored + 10 new, none twice
-    assert state.counter_sum("harmonic_events_scored_total") == 30
+    assert state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 30  # 20 restored + 10 new, none twice
+    assert state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 30
     assert source.commits[-1][0] == {("t", 0): 30}
     assert again._held == {}
 

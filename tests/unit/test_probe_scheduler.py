@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from monitor import telemetry as tel
 from monitor.exporters.prometheus import MetricsState
 from monitor.probes.scheduler import ProbeScheduler
 from monitor.runtime.pipeline import Pipeline
 from monitor.source.replay import ReplaySource
 from tests.unit.test_pipeline import MODEL, FakeClock, event, make_pipeline, make_settings, model_class
 
-EVALS = "harmonic_model_evaluations_total"
+EVALS = tel.MODEL_EVALUATIONS_TOTAL.name
 
 
 def boundary_events(n: int, seed: int, start: int = 0) -> list[bytes]:
@@ -83,7 +84,7 @@ def test_probe_scheduler_observes_flagged_events_into_regions(tmp_path: Path) ->
     score(pipeline, boundary_events(400, seed=1))
     regions = probes.report()["models"][MODEL]["regions"]
     assert 1 <= len(regions) <= 64
-    assert pipeline.state.gauge("harmonic_regions_tracked", (MODEL,)) == len(regions)
+    assert pipeline.state.gauge(tel.REGIONS_TRACKED.name, (MODEL,)) == len(regions)
     assert sum(r["events"] for r in regions) > 100  # most boundary events flicker
     assert all(r["flicker_mean"] > 0 or r["gamma_mean"] > 0 for r in regions)
     scores = [r["score"] for r in regions]
@@ -118,7 +119,7 @@ def test_probe_scheduler_run_once_probes_the_worst_regions_and_sets_metrics(tmp_
     probed = probes.run_once(clock.now)
     assert 1 <= probed <= 2  # regions_per_run
     state = pipeline.state
-    assert state.counter("harmonic_probe_runs_total", (MODEL,)) == 1
+    assert state.counter(tel.PROBE_RUNS_TOTAL.name, (MODEL,)) == 1
     report = probes.report()
     mp = report["models"][MODEL]
     assert mp["runs"] == 1 and len(mp["reports"]) == probed
@@ -132,11 +133,11 @@ def test_probe_scheduler_run_once_probes_the_worst_regions_and_sets_metrics(tmp_
     for tau, r in rep["mri"].items():
         if r is not None:
             assert 0.0 <= r <= 1.0
-            assert state.gauge("harmonic_probe_mri", (MODEL, rid, tau)) == pytest.approx(r)
+            assert state.gauge(tel.PROBE_MRI.name, (MODEL, rid, tau)) == pytest.approx(r)
     taus = {t["perturbation"] for t in rep["thresholds"] if t["status"] != "not_searched"}
     assert taus, "boundary points are fragile: some threshold search must run"
     for tau in taus:
-        eps = state.gauge("harmonic_probe_eps_star", (MODEL, rid, tau))
+        eps = state.gauge(tel.PROBE_EPS_STAR.name, (MODEL, rid, tau))
         assert eps is not None and eps > 0  # +Inf when never crossed below ε_max
     assert sum(r["evaluations"]["total"] for r in mp["reports"]) == state.counter(EVALS, (MODEL, "probe"))
     assert report["probe_rows"] == state.counter(EVALS, (MODEL, "probe"))
@@ -174,7 +175,7 @@ def test_probe_scheduler_reports_the_complete_profile_in_the_models_names_and_un
                 assert t["eps_star_raw"] == pytest.approx(t["eps_star"] * std.scale[j])
     state = pipeline.state
     counts = {
-        s: state.gauge("harmonic_probe_targets", (MODEL, rid, s)) for s in ("crossed", "not_crossed", "not_searched")
+        s: state.gauge(tel.PROBE_TARGETS.name, (MODEL, rid, s)) for s in ("crossed", "not_crossed", "not_searched")
     }
     assert sum(v or 0 for v in counts.values()) == len(keys)
     assert counts == {s: rep["profile"]["status"][s] for s in counts}
@@ -203,12 +204,12 @@ def test_probe_scheduler_tick_waits_for_the_interval(tmp_path: Path) -> None:
     score(pipeline, boundary_events(600, seed=6))
     clock.now += 59.0
     probes.tick()
-    assert pipeline.state.counter("harmonic_probe_runs_total", (MODEL,)) == 0
+    assert pipeline.state.counter(tel.PROBE_RUNS_TOTAL.name, (MODEL,)) == 0
     clock.now += 1.0
     probes.tick()
-    assert pipeline.state.counter("harmonic_probe_runs_total", (MODEL,)) == 1
+    assert pipeline.state.counter(tel.PROBE_RUNS_TOTAL.name, (MODEL,)) == 1
     probes.tick()  # the next run is another interval away
-    assert pipeline.state.counter("harmonic_probe_runs_total", (MODEL,)) == 1
+    assert pipeline.state.counter(tel.PROBE_RUNS_TOTAL.name, (MODEL,)) == 1
 
 
 # ---------------------------------------------------------------------- the budget
@@ -258,13 +259,13 @@ def test_probe_scheduler_skips_runs_while_its_wall_time_exceeds_the_share(tmp_pa
     assert not probes.time_allowed()
     clock.now += 5.0
     probes.tick()
-    assert pipeline.state.counter("harmonic_probe_runs_total", (MODEL,)) == 0
+    assert pipeline.state.counter(tel.PROBE_RUNS_TOTAL.name, (MODEL,)) == 0
     timer.now = 12.0  # 6 s of 12 s = the share, but over TIME_MARGIN (0.8) of it: still waiting
     assert not probes.time_allowed()
     timer.now = 15.0  # 6 s of 15 s = 40 % = 0.8 × the 50 % share: allowed again
     assert probes.time_allowed()
     probes.tick()
-    assert pipeline.state.counter("harmonic_probe_runs_total", (MODEL,)) == 1
+    assert pipeline.state.counter(tel.PROBE_RUNS_TOTAL.name, (MODEL,)) == 1
 
 
 def test_probe_scheduler_counts_observe_and_run_time_as_busy(tmp_path: Path) -> None:
@@ -284,4 +285,4 @@ def test_probe_scheduler_counts_regions_evicted_from_a_full_index(tmp_path: Path
     score(pipeline, boundary_events(400, seed=8))  # two places, one slot: they keep replacing each other
     index = probes.report()["models"][MODEL]["index"]
     assert index["regions"] == 1 and index["max_regions"] == 1 and index["evicted_total"] >= 1
-    assert pipeline.state.counter("harmonic_regions_evicted_total", (MODEL,)) == index["evicted_total"]
+    assert pipeline.state.counter(tel.REGIONS_EVICTED_TOTAL.name, (MODEL,)) == index["evicted_total"]

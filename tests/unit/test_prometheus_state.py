@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor import telemetry as tel
 from monitor.exporters import prometheus
 from monitor.exporters.http import MetricsServer
 from monitor.exporters.prometheus import GAMMA_BUCKETS, METRICS, MetricSpec, MetricsState, StateCollector
@@ -77,44 +78,44 @@ def server(state: MetricsState, readiness: FakeReadiness) -> Iterator[MetricsSer
 
 
 def test_prometheus_state_counters_add_and_sum_over_labels(state: MetricsState) -> None:
-    state.inc("harmonic_events_consumed_total", ("credit",))
-    state.inc("harmonic_events_consumed_total", ("credit",), 4.0)
-    state.inc("harmonic_events_consumed_total", ("fraud",), 2.0)
-    assert state.counter("harmonic_events_consumed_total", ("credit",)) == 5.0
-    assert state.counter("harmonic_events_consumed_total", ("other",)) == 0.0
-    assert state.counter_sum("harmonic_events_consumed_total") == 7.0
-    state.set_counter("harmonic_alert_deliveries_failed_total", ("webhook",), 3.0)
-    assert state.counter("harmonic_alert_deliveries_failed_total", ("webhook",)) == 3.0
+    state.inc(tel.EVENTS_CONSUMED_TOTAL.name, ("credit",))
+    state.inc(tel.EVENTS_CONSUMED_TOTAL.name, ("credit",), 4.0)
+    state.inc(tel.EVENTS_CONSUMED_TOTAL.name, ("fraud",), 2.0)
+    assert state.counter(tel.EVENTS_CONSUMED_TOTAL.name, ("credit",)) == 5.0
+    assert state.counter(tel.EVENTS_CONSUMED_TOTAL.name, ("other",)) == 0.0
+    assert state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 7.0
+    state.set_counter(tel.ALERT_DELIVERIES_FAILED_TOTAL.name, ("webhook",), 3.0)
+    assert state.counter(tel.ALERT_DELIVERIES_FAILED_TOTAL.name, ("webhook",)) == 3.0
 
 
 def test_prometheus_state_gauges_set_read_and_clear(state: MetricsState) -> None:
-    state.set("harmonic_drift_verdict", ("credit", "eu", "stable"), 1.0)
-    state.set("harmonic_drift_verdict", ("credit", "us", "stable"), 1.0)
-    assert state.gauge("harmonic_drift_verdict", ("credit", "eu", "stable")) == 1.0
-    state.clear_gauges("harmonic_drift_verdict", lambda labels: labels[1] == "eu")
-    assert state.gauge("harmonic_drift_verdict", ("credit", "eu", "stable")) is None
-    assert state.gauge("harmonic_drift_verdict", ("credit", "us", "stable")) == 1.0
+    state.set(tel.DRIFT_VERDICT.name, ("credit", "eu", "stable"), 1.0)
+    state.set(tel.DRIFT_VERDICT.name, ("credit", "us", "stable"), 1.0)
+    assert state.gauge(tel.DRIFT_VERDICT.name, ("credit", "eu", "stable")) == 1.0
+    state.clear_gauges(tel.DRIFT_VERDICT.name, lambda labels: labels[1] == "eu")
+    assert state.gauge(tel.DRIFT_VERDICT.name, ("credit", "eu", "stable")) is None
+    assert state.gauge(tel.DRIFT_VERDICT.name, ("credit", "us", "stable")) == 1.0
 
 
 def test_prometheus_state_rejects_undeclared_metrics_and_wrong_labels(state: MetricsState) -> None:
     with pytest.raises(KeyError, match="'harmonic_nope_total' is not declared as a counter"):
         state.inc("harmonic_nope_total", ("credit",))
     with pytest.raises(KeyError, match="is not declared as a gauge"):
-        state.set("harmonic_events_consumed_total", ("credit",), 1.0)  # a counter, not a gauge
+        state.set(tel.EVENTS_CONSUMED_TOTAL.name, ("credit",), 1.0)  # a counter, not a gauge
     with pytest.raises(ValueError, match=r"takes labels \('model',\); got \('credit', 'eu'\)"):
-        state.inc("harmonic_events_consumed_total", ("credit", "eu"))
+        state.inc(tel.EVENTS_CONSUMED_TOTAL.name, ("credit", "eu"))
 
 
 def test_prometheus_state_counters_dump_and_load(state: MetricsState) -> None:
-    state.inc("harmonic_events_scored_total", ("credit", "3", "eu"), 10.0)
-    state.set("harmonic_window_events", ("credit", "eu", "60s"), 5.0)
+    state.inc(tel.EVENTS_SCORED_TOTAL.name, ("credit", "3", "eu"), 10.0)
+    state.set(tel.WINDOW_EVENTS.name, ("credit", "eu", "60s"), 5.0)
     rows = state.dump_counters()
-    assert rows == [{"name": "harmonic_events_scored_total", "labels": ["credit", "3", "eu"], "value": 10.0}]
+    assert rows == [{"name": tel.EVENTS_SCORED_TOTAL.name, "labels": ["credit", "3", "eu"], "value": 10.0}]
     fresh = MetricsState()
     fresh.load_counters(
-        [*rows, {"name": "harmonic_window_events", "labels": ["x"], "value": 1.0}, {"name": "gone", "labels": []}]
+        [*rows, {"name": tel.WINDOW_EVENTS.name, "labels": ["x"], "value": 1.0}, {"name": "gone", "labels": []}]
     )
-    assert fresh.counter("harmonic_events_scored_total", ("credit", "3", "eu")) == 10.0
+    assert fresh.counter(tel.EVENTS_SCORED_TOTAL.name, ("credit", "3", "eu")) == 10.0
     assert fresh.dump_counters() == rows  # gauges and unknown names are not restored as counters
 
 
@@ -122,15 +123,15 @@ def test_prometheus_state_keeps_the_most_recent_versions_and_removes_the_series_
     """10,000 distinct model_version values made 9,626 series; now at most max_versions per model."""
     state = MetricsState(max_versions=8)
     for i in range(10_000):
-        state.inc("harmonic_events_scored_total", ("credit", f"v{i}", "eu"))
-        state.inc("harmonic_events_scored_total", ("credit", "stable", "eu"))  # seen all along: never evicted
-    state.inc("harmonic_events_scored_total", ("fraud", "v0", "eu"))  # another model keeps its own versions
+        state.inc(tel.EVENTS_SCORED_TOTAL.name, ("credit", f"v{i}", "eu"))
+        state.inc(tel.EVENTS_SCORED_TOTAL.name, ("credit", "stable", "eu"))  # seen all along: never evicted
+    state.inc(tel.EVENTS_SCORED_TOTAL.name, ("fraud", "v0", "eu"))  # another model keeps its own versions
     versions = {
-        lab[1] for (name, lab) in state._counters if name == "harmonic_events_scored_total" and lab[0] == "credit"
+        lab[1] for (name, lab) in state._counters if name == tel.EVENTS_SCORED_TOTAL.name and lab[0] == "credit"
     }
     assert versions == {"stable", *(f"v{i}" for i in range(10_000 - 7, 10_000))}
-    assert state.counter("harmonic_events_scored_total", ("fraud", "v0", "eu")) == 1.0
-    assert state.counter("harmonic_model_versions_evicted_total", ("credit",)) == 10_000 + 1 - 8
+    assert state.counter(tel.EVENTS_SCORED_TOTAL.name, ("fraud", "v0", "eu")) == 1.0
+    assert state.counter(tel.MODEL_VERSIONS_EVICTED_TOTAL.name, ("credit",)) == 10_000 + 1 - 8
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StateCollector(state))
     text = generate_latest(registry).decode()
@@ -149,38 +150,36 @@ def test_prometheus_state_eviction_removes_counters_gauges_and_histograms_of_tha
     monkeypatch.setattr(prometheus, "_LABEL_AT", {**prometheus._LABEL_AT, **{n: {"model": 1, "model_version": 0} if "gauge" in n else {"model": 0, "model_version": 1} for n in specs}})  # fmt: skip
     monkeypatch.setattr(prometheus, "_VERSIONED", {**prometheus._VERSIONED, "harmonic_test_version_gauge": (1, 0), "harmonic_test_version_hist": (0, 1)})  # fmt: skip
     state = MetricsState(max_versions=2)
-    state.inc("harmonic_events_scored_total", ("credit", "1", "eu"))
+    state.inc(tel.EVENTS_SCORED_TOTAL.name, ("credit", "1", "eu"))
     state.set("harmonic_test_version_gauge", ("1", "credit"), 3.0)
     state.observe("harmonic_test_version_hist", ("credit", "1"), [0.5])
     state.set("harmonic_test_version_gauge", ("1", "fraud"), 3.0)  # the same version of another model stays
-    state.inc("harmonic_events_scored_total", ("credit", "2", "eu"))
+    state.inc(tel.EVENTS_SCORED_TOTAL.name, ("credit", "2", "eu"))
     state.observe("harmonic_test_version_hist", ("credit", "3"), [0.5])  # a third version: "1" is the oldest
-    assert state.counter("harmonic_events_scored_total", ("credit", "1", "eu")) == 0.0
+    assert state.counter(tel.EVENTS_SCORED_TOTAL.name, ("credit", "1", "eu")) == 0.0
     assert state.gauge("harmonic_test_version_gauge", ("1", "credit")) is None
     assert ("harmonic_test_version_hist", ("credit", "1")) not in state._hists
     assert state.gauge("harmonic_test_version_gauge", ("1", "fraud")) == 3.0
-    assert state.counter("harmonic_events_scored_total", ("credit", "2", "eu")) == 1.0
+    assert state.counter(tel.EVENTS_SCORED_TOTAL.name, ("credit", "2", "eu")) == 1.0
 
 
 def test_prometheus_state_forget_and_limit_versions() -> None:
     state = MetricsState()
     for version in ("a", "b", "c"):
-        state.inc("harmonic_events_scored_total", ("credit", version, "eu"))
+        state.inc(tel.EVENTS_SCORED_TOTAL.name, ("credit", version, "eu"))
     assert state.forget("model_version", "a", "credit") == 1
     assert state.forget("model_version", "a", "credit") == 0
     state.limit_versions(1)  # "b" is the least recently seen of the two left
-    assert [lab[1] for (_, lab) in state._counters if _ == "harmonic_events_scored_total"] == ["c"]
+    assert [lab[1] for (_, lab) in state._counters if _ == tel.EVENTS_SCORED_TOTAL.name] == ["c"]
     with pytest.raises(ValueError, match=r"max_versions must be >= 1; got 0"):
         MetricsState(max_versions=0)
 
 
 def test_prometheus_state_restored_counters_respect_the_version_bound() -> None:
-    rows = [
-        {"name": "harmonic_events_scored_total", "labels": ["credit", str(i), "eu"], "value": 1.0} for i in range(20)
-    ]
+    rows = [{"name": tel.EVENTS_SCORED_TOTAL.name, "labels": ["credit", str(i), "eu"], "value": 1.0} for i in range(20)]
     state = MetricsState(max_versions=3)
     state.load_counters(rows)
-    assert state.counter_sum("harmonic_events_scored_total") == 3.0
+    assert state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 3.0
 
 
 def test_prometheus_state_every_spec_is_well_formed() -> None:
@@ -197,16 +196,16 @@ def test_prometheus_state_every_spec_is_well_formed() -> None:
 
 
 def test_prometheus_server_exposes_counters_gauges_and_histograms(state: MetricsState, server: MetricsServer) -> None:
-    state.inc("harmonic_events_consumed_total", ("credit",), 3.0)
-    state.set("harmonic_window_gamma_mean", ("credit", "eu", "60s"), 0.25)
-    state.observe("harmonic_gamma", ("credit", "eu"), np.array([0.0, 5e-4, 5e-4, 0.02, 7.0, np.nan]))
+    state.inc(tel.EVENTS_CONSUMED_TOTAL.name, ("credit",), 3.0)
+    state.set(tel.WINDOW_GAMMA_MEAN.name, ("credit", "eu", "60s"), 0.25)
+    state.observe(tel.GAMMA.name, ("credit", "eu"), np.array([0.0, 5e-4, 5e-4, 0.02, 7.0, np.nan]))
     status, content_type, body = get(server.port, "/metrics")
     assert status == 200 and content_type.startswith("text/plain")
     assert "# TYPE harmonic_events_consumed_total counter" in body
     assert "# TYPE harmonic_gamma histogram" in body
     got = samples(body)
-    assert got[("harmonic_events_consumed_total", (("model", "credit"),))] == 3.0
-    assert got[("harmonic_window_gamma_mean", (("model", "credit"), ("segment", "eu"), ("window", "60s")))] == 0.25
+    assert got[(tel.EVENTS_CONSUMED_TOTAL.name, (("model", "credit"),))] == 3.0
+    assert got[(tel.WINDOW_GAMMA_MEAN.name, (("model", "credit"), ("segment", "eu"), ("window", "60s")))] == 0.25
     lab = (("model", "credit"), ("segment", "eu"))
 
     def bucket(le: str) -> float:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from monitor import telemetry as tel
 from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.state import INFLIGHT_FILE, InFlight
 from monitor.source.base import RawRecord
@@ -50,7 +51,7 @@ def test_only_the_partition_that_had_records_in_flight_is_processed_one_at_a_tim
     assert pipeline._careful_until == {("t", 0): 4}
     assert "recovery" in pipeline.degraded() and "t/0 up to offset 4" in pipeline.degraded()["recovery"]
     pipeline.readiness()
-    assert pipeline.state.gauge("harmonic_degraded", ("recovery",)) == 1.0
+    assert pipeline.state.gauge(tel.DEGRADED.name, ("recovery",)) == 1.0
     markers = recording(pipeline)
     with caplog.at_level(logging.INFO, logger="monitor.runtime.pipeline"):
         while pipeline.step(0.0):
@@ -62,11 +63,11 @@ def test_only_the_partition_that_had_records_in_flight_is_processed_one_at_a_tim
     assert batched and batched[0]["ranges"] == {"t/1": [0, 9]}
     assert pipeline._careful_until == {} and "recovery" not in pipeline.degraded()
     pipeline.readiness()
-    assert pipeline.state.gauge("harmonic_degraded", ("recovery",)) == 0.0
+    assert pipeline.state.gauge(tel.DEGRADED.name, ("recovery",)) == 0.0
     ended = [r for r in caplog.records if r.getMessage().startswith("recovery mode ended")]
     assert [(r.partition, r.until_offset) for r in ended] == [("t/0", 4)]  # type: ignore[attr-defined]
     pipeline.close()
-    assert pipeline.state.counter_sum("harmonic_events_scored_total") == 20
+    assert pipeline.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 20
 
 
 def test_a_revoked_partition_leaves_recovery_mode(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -103,7 +104,7 @@ def test_crashed_processing_only_for_a_record_in_flight_at_both_crashes(
         pass
     pipeline.close()
     assert reasons(sink) == (["crashed_processing"] if poison else [])
-    assert pipeline.state.counter_sum("harmonic_events_scored_total") == (3 if poison else 4)
+    assert pipeline.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == (3 if poison else 4)
 
 
 def test_a_careful_marker_carries_the_ranges_of_the_first_crash(tmp_path: Path) -> None:

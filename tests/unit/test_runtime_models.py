@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from monitor import telemetry as tel
 from monitor.config import ModelSettings, load_settings
 from monitor.exporters.prometheus import MetricsState
 from monitor.runtime.models import load_model_runtime
@@ -50,7 +51,7 @@ def test_pipeline_publishes_a_regressors_flicker_tolerance_in_output_units(tmp_p
     scorer = pipeline.runtimes["reg"].scorer
     assert scorer is not None and scorer.flicker_tolerance is not None
     # the reference was scored at start-up: the gauge holds 0.1 × each output's IQR, in that output's units
-    published = np.array([state.gauge("harmonic_flicker_tolerance", ("reg", column)) for column in ("0", "1")])
+    published = np.array([state.gauge(tel.FLICKER_TOLERANCE.name, ("reg", column)) for column in ("0", "1")])
     np.testing.assert_allclose(published.astype(np.float64), scorer.flicker_tolerance)
     assert published[1] == pytest.approx(150.0 * published[0], rel=0.1)  # |w| 300 vs 2 over the same reference
     pipeline.close()

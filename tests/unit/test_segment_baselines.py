@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from monitor import telemetry as tel
 from monitor.cli import main
 from monitor.drift.verdict import Verdict, VerdictEngine
 from monitor.errors import DataError
@@ -39,7 +40,7 @@ def _restore_root_logging() -> Iterator[None]:
 
 
 def warming(state: MetricsState, segment: str) -> float | None:
-    return state.gauge("harmonic_segment_warming_up", (MODEL, segment))
+    return state.gauge(tel.SEGMENT_WARMING_UP.name, (MODEL, segment))
 
 
 def test_a_segment_unlike_the_average_is_judged_against_its_own_warm_up_baseline() -> None:

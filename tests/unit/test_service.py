@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from monitor import telemetry as tel
 from monitor.allocator import TimedCollector
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.service import Service
@@ -54,7 +55,7 @@ def test_service_run_collects_cycles_by_time_in_its_tick(tmp_path: Path, collect
 
     assert svc.collector.collections >= 1
     assert freed() is None
-    assert svc.state.counter_sum("harmonic_events_consumed_total") == 64
+    assert svc.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 64
 
 
 def test_service_run_resolves_an_alert_when_the_stream_goes_quiet(tmp_path: Path) -> None:
@@ -94,7 +95,7 @@ def test_service_run_resolves_an_alert_when_the_stream_goes_quiet(tmp_path: Path
     # the last event is ~3 s in; the clock trails the wall by 60 s once events stop, the segment is quiet after its
     # 60 s window, then 30 s of hysteresis
     assert 150.0 <= resolved_after[0] <= 160.0
-    assert svc.state.gauge("harmonic_alerts_firing", (MODEL, "other", SHADOW_ALERT)) == 0.0
+    assert svc.state.gauge(tel.ALERTS_FIRING.name, (MODEL, "other", SHADOW_ALERT)) == 0.0
 
 
 def test_service_publishes_the_metrics_snapshot_to_its_server_process_on_its_tick(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from kafka.record.legacy_records import LegacyRecordBatch
 from kafka.record.memory_records import MemoryRecords
 from kafka.record.util import calc_crc32c
 
+from monitor import telemetry as tel
 from monitor.source import records as lean
 from monitor.source.base import RawRecord
 from tests.unit.test_pipeline import MODEL, RecordingSink, RecordingSource, events, make_pipeline, make_settings, rows
@@ -148,8 +149,8 @@ def test_the_pipeline_dead_letters_the_stand_in_with_its_reason_and_goes_on(tmp_
     while pipeline.step(0.0):
         pass
     pipeline.close()
-    assert pipeline.state.counter("harmonic_events_invalid_total", ("unknown", "undecodable_batch")) == 1
-    assert pipeline.state.counter_sum("harmonic_events_scored_total") == 6
+    assert pipeline.state.counter(tel.EVENTS_INVALID_TOTAL.name, ("unknown", "undecodable_batch")) == 1
+    assert pipeline.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 6
     assert reasons(sink) == ["undecodable_batch"]
     value, headers, _ = sink.on(DLQ)[0]
     assert value == b"\x00raw-batch"

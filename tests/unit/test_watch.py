@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from monitor import telemetry as tel
 from monitor.clock import WatermarkClock
 from monitor.drift.verdict import DriftSettings, Verdict
 from monitor.events import InferenceEvent
@@ -137,12 +138,12 @@ def test_watch_stationary_stream_is_stable_and_silent() -> None:
     verdicts = feed(watch, stream, 80)  # 8000 events, 80 s of event time
     assert set(verdicts) == {Verdict.STABLE}
     assert watch.fired == []
-    assert state.gauge("harmonic_drift_verdict", (MODEL, "other", "stable")) == 1.0
-    assert state.gauge("harmonic_drift_verdict", (MODEL, "other", "harmful-shift")) is None
-    assert state.gauge("harmonic_alerts_firing", (MODEL, "other", HARMFUL_ALERT)) == 0.0
-    assert state.counter("harmonic_events_scored_total", (MODEL, "1", "other")) == 8000
-    assert state.gauge("harmonic_window_events", (MODEL, "other", "60s")) == 6000  # 60 s at 100 events/s
-    assert state.gauge("harmonic_window_events", (MODEL, "other", "last_1000")) == 1000
+    assert state.gauge(tel.DRIFT_VERDICT.name, (MODEL, "other", "stable")) == 1.0
+    assert state.gauge(tel.DRIFT_VERDICT.name, (MODEL, "other", "harmful-shift")) is None
+    assert state.gauge(tel.ALERTS_FIRING.name, (MODEL, "other", HARMFUL_ALERT)) == 0.0
+    assert state.counter(tel.EVENTS_SCORED_TOTAL.name, (MODEL, "1", "other")) == 8000
+    assert state.gauge(tel.WINDOW_EVENTS.name, (MODEL, "other", "60s")) == 6000  # 60 s at 100 events/s
+    assert state.gauge(tel.WINDOW_EVENTS.name, (MODEL, "other", "last_1000")) == 1000
 
 
 # ---------------------------------------------------------------------- harmful shift
@@ -221,8 +222,8 @@ def test_watch_harmful_alert_fires_after_for_seconds_of_event_time() -> None:
         assert first.statistic > first.threshold and first.reference == pytest.approx(0.1, abs=0.02)
     assert notes["description"].startswith("fired: " + first.detector)
     assert "harmful-shift" in notes["description"] and notes["fired"] in notes["description"]
-    assert state.gauge("harmonic_alerts_firing", (MODEL, "other", HARMFUL_ALERT)) == 1.0
-    assert state.counter("harmonic_alerts_fired_total", (MODEL, HARMFUL_ALERT)) == 1.0
+    assert state.gauge(tel.ALERTS_FIRING.name, (MODEL, "other", HARMFUL_ALERT)) == 1.0
+    assert state.counter(tel.ALERTS_FIRED_TOTAL.name, (MODEL, HARMFUL_ALERT)) == 1.0
 
 
 def test_watch_harmful_alert_does_not_fire_before_for_seconds() -> None:
@@ -251,9 +252,9 @@ def test_watch_publishes_how_many_input_features_moved() -> None:
     watch, state = make_watch()
     stream = Stream(seed=4)
     feed(watch, stream, 30)
-    assert state.gauge("harmonic_feature_drift_features", (MODEL, "other")) == 0.0  # tested, nothing moved
+    assert state.gauge(tel.FEATURE_DRIFT_FEATURES.name, (MODEL, "other")) == 0.0  # tested, nothing moved
     feed(watch, stream, 40, moved=True)
-    assert state.gauge("harmonic_feature_drift_features", (MODEL, "other")) == 1.0  # f1 only
+    assert state.gauge(tel.FEATURE_DRIFT_FEATURES.name, (MODEL, "other")) == 1.0  # f1 only
 
 
 # ---------------------------------------------------------------------- shadow disagreement
@@ -267,7 +268,7 @@ def test_watch_shadow_disagreement_above_threshold_fires() -> None:
     assert ev.alert.labels["severity"] == "critical"
     assert float(ev.alert.annotations["value"]) == pytest.approx(0.1, abs=0.03)
     assert float(ev.alert.annotations["reference"]) == 0.02
-    ratio = state.gauge("harmonic_window_shadow_disagreement_ratio", (MODEL, "other", "60s"))
+    ratio = state.gauge(tel.WINDOW_SHADOW_DISAGREEMENT_RATIO.name, (MODEL, "other", "60s"))
     assert ratio == pytest.approx(0.1, abs=0.03)
 
 
@@ -319,7 +320,7 @@ def test_watch_quiet_segment_resolves_its_firing_alert_in_event_time() -> None:
     assert done.alert.segment == "eu"
     # quiet once its shortest window (60 s) has no new event, then resolve_after_seconds (30 s) of hysteresis
     assert 90.0 <= done.at_seconds - eu_last <= 92.0
-    assert state.gauge("harmonic_alerts_firing", (MODEL, "eu", SHADOW_ALERT)) == 0.0
+    assert state.gauge(tel.ALERTS_FIRING.name, (MODEL, "eu", SHADOW_ALERT)) == 0.0
 
 
 def test_watch_tick_in_event_time_waits_for_events() -> None:
@@ -354,7 +355,7 @@ def test_watch_tick_resolves_a_firing_alert_on_a_quiet_stream() -> None:
     assert 150 <= seconds <= 152
     (done,) = resolved(watch)
     assert done in delivered and done.at_seconds == pytest.approx(last + seconds - 60.0)
-    assert state.gauge("harmonic_alerts_firing", (MODEL, "other", SHADOW_ALERT)) == 0.0
+    assert state.gauge(tel.ALERTS_FIRING.name, (MODEL, "other", SHADOW_ALERT)) == 0.0
 
 
 def test_watch_backlog_after_a_restart_keeps_its_alert_firing() -> None:
@@ -392,9 +393,9 @@ def test_watch_segments_are_kept_apart() -> None:
     assert watch.verdict("eu") == Verdict.HARMFUL_SHIFT
     assert watch.verdict("us") == Verdict.STABLE
     assert [ev.alert.segment for ev in fired(watch, HARMFUL_ALERT)] == ["eu"]
-    assert state.gauge("harmonic_alerts_firing", (MODEL, "us", HARMFUL_ALERT)) == 0.0
-    assert state.counter("harmonic_events_scored_total", (MODEL, "1", "eu")) == 7000
-    assert state.counter("harmonic_events_scored_total", (MODEL, "1", "us")) == 7000
+    assert state.gauge(tel.ALERTS_FIRING.name, (MODEL, "us", HARMFUL_ALERT)) == 0.0
+    assert state.counter(tel.EVENTS_SCORED_TOTAL.name, (MODEL, "1", "eu")) == 7000
+    assert state.counter(tel.EVENTS_SCORED_TOTAL.name, (MODEL, "1", "us")) == 7000
 
 
 def test_watch_builds_its_reference_from_the_warm_up_window() -> None:
@@ -404,7 +405,7 @@ def test_watch_builds_its_reference_from_the_warm_up_window() -> None:
     assert not watch.has_reference and watch.verdict("other") is None
     feed(watch, stream, 1)
     assert watch.has_reference and watch.reference is not None and watch.reference.n_events == 500
-    assert state.gauge("harmonic_reference_gamma_mean", (MODEL,)) == pytest.approx(watch.reference.gamma_mean)
+    assert state.gauge(tel.REFERENCE_GAMMA_MEAN.name, (MODEL,)) == pytest.approx(watch.reference.gamma_mean)
     assert set(feed(watch, stream, 30)) == {Verdict.STABLE}
 
 
@@ -433,4 +434,4 @@ def test_watch_ignores_invalid_rows() -> None:
         margin=result.margin,
     )
     watch.update(events, x, bad, shadow)
-    assert state.counter("harmonic_events_scored_total", (MODEL, "1", "other")) == 75
+    assert state.counter(tel.EVENTS_SCORED_TOTAL.name, (MODEL, "1", "other")) == 75
