@@ -31,13 +31,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor import telemetry as tel
-from monitor.accuracy import DEFAULT_METHOD, EstimatorFit, estimate
+from monitor.accuracy import DEFAULT_METHOD, EstimatorFit
 from monitor.clock import MISTIMED_REASONS, WatermarkClock
 from monitor.config import Settings
 from monitor.drift.categories import count_tables, held_columns
 from monitor.drift.verdict import DriftSettings as DetectorSettings
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
-from monitor.errors import DataError
 from monitor.events import InferenceEvent, held_rows
 from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule, Evidence
 from monitor.exporters.prometheus import MetricsState
@@ -47,7 +46,6 @@ from monitor.gammamap import (
 from monitor.logs import RateLimitedLogger
 from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
-from monitor.rolling.scores import ScoreRows, ScoreSamples
 from monitor.rolling.segment_baselines import (
     fold_segments,
     references_from_json,
@@ -55,6 +53,7 @@ from monitor.rolling.segment_baselines import (
     segment_references,
 )
 from monitor.rolling.windows import OTHER, SignalBatch, WindowSet
+from monitor.runtime.accuracy_watch import AccuracyEstimates
 from monitor.runtime.evidence import detector_evidence
 from monitor.runtime.gamma_maps import SegmentGammaMaps
 
@@ -223,12 +222,8 @@ class ModelWatch:
         #: segment → its engine's ``alarms_on`` at the last evaluation
         self._alarms_at_eval: dict[str, tuple[bool, ...]] = {}
         self.fired: list[AlertEvent] = []
-        #: the label-free accuracy estimators of a labelled reference (:meth:`set_accuracy_fit`), their per-event
-        #: score samples per window, and the last estimates per segment and window (``estimate``'s result)
-        self.accuracy_fit: EstimatorFit | None = None
-        self._scores: ScoreSamples | None = None
-        self._estimated_at = -math.inf
-        self.last_estimates: dict[str, dict[str, dict[str, Any]]] = {}
+        #: the label-free accuracy estimate (:meth:`set_accuracy_fit`)
+        self.accuracy = AccuracyEstimates(config, self.windows.buckets)
         # -- observer hook (``replay``'s timeline, monitor/runtime/replay.py) ------------------------------------------
         #: called as ``f(segment, change, now, event)`` when a segment's verdict changes (``change``: the new
         #: VerdictReport; the first report counts as a change from stable) and when an alert fires or resolves
@@ -239,90 +234,47 @@ class ModelWatch:
         #: the Gamma Map (classifiers): per segment, the last count_window_events events' (P, γ) cells
         self.gamma = SegmentGammaMaps(config.count_window_events, config.max_segments)
 
-    # -- accuracy without labels ---------------------------------------------------------------------------
+    # -- accuracy without labels (monitor/runtime/accuracy_watch.py) ------------------------------------------
+    @property
+    def accuracy_fit(self) -> EstimatorFit | None:
+        """The labelled reference's estimators the accuracy is estimated with (None: no estimate)."""
+        return self.accuracy.fit
+
+    @property
+    def last_estimates(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """segment → window → the last accuracy estimate."""
+        return self.accuracy.last
+
     def set_accuracy_fit(self, fit: EstimatorFit | None) -> None:
         """Estimate accuracy per window with ``fit`` (a labelled reference's, ``reference --labels``); None: stop."""
-        self.accuracy_fit = fit
-        self.last_estimates.clear()
-        self._estimated_at = -math.inf
-        if fit is None:
-            self._scores = None
-            return
-        self._scores = ScoreSamples(
-            window_seconds=self.config.window_seconds,
-            count_size=self.config.count_window_events,
-            capacity=self.config.accuracy_sample_events,
-            buckets=self.windows.buckets,
-        )
-        tel.REFERENCE_ACCURACY.set(self.state, tel.Model(self.model), fit.accuracy)
+        self.accuracy.set_fit(fit)
+        if fit is not None:
+            tel.REFERENCE_ACCURACY.set(self.state, tel.Model(self.model), fit.accuracy)
 
-    def _keep_scores(self, drift: SignalBatch, confidence: NDArray[np.float64]) -> None:
-        """Add the events that entered the windows to the score samples, under the windows' (folded) segments."""
-        assert self._scores is not None
-        keys = {seg for _, seg in self.windows.keys}
-        values = np.column_stack([confidence, drift.gamma, drift.flicker, drift.p_adj])
-        segs = np.array([s if s in keys else OTHER for s in drift.segments.tolist()])
-        for seg in np.unique(segs).tolist():
-            sel = segs == seg
-            self._scores.update(str(seg), drift.timestamps_seconds[sel], values[sel])
-
-    def _estimate(self, segment: str, windows_end: float) -> None:
-        """Estimate every window's accuracy of ``segment`` by every method and publish the gauges."""
-        assert self._scores is not None and self.accuracy_fit is not None
-        out: dict[str, dict[str, Any]] = {}
-        for wname, rows in self._scores.rows(segment, windows_end).items():
-            if rows.n == 0:
-                continue
-            try:
-                result = _estimate_rows(self.accuracy_fit, rows, self.config.accuracy_method)
-            except DataError:  # no row with a confidence in this window
-                continue
-            out[wname] = result
-            labels = (self.model, segment, wname)
+    def _publish_estimates(self, segment: str, estimates: dict[str, dict[str, Any]]) -> None:
+        for wname, result in estimates.items():
             for method, m in result["methods"].items():
-                tel.ESTIMATED_ACCURACY.set(self.state, tel.ModelSegmentWindowMethod(*labels, method), m["estimate"])
-                tel.ESTIMATED_ACCURACY_LOWER.set(self.state, tel.ModelSegmentWindowMethod(*labels, method), m["lower"])
-                tel.ESTIMATED_ACCURACY_UPPER.set(self.state, tel.ModelSegmentWindowMethod(*labels, method), m["upper"])
-        self.last_estimates[segment] = out
+                labels = tel.ModelSegmentWindowMethod(self.model, segment, wname, method)
+                tel.ESTIMATED_ACCURACY.set(self.state, labels, m["estimate"])
+                tel.ESTIMATED_ACCURACY_LOWER.set(self.state, labels, m["lower"])
+                tel.ESTIMATED_ACCURACY_UPPER.set(self.state, labels, m["upper"])
 
     def _accuracy_alert(self, segment: str, now: float) -> None:
-        """HarmonicAccuracyDrop: :meth:`_accuracy_condition` holds."""
-        assert self.accuracy_fit is not None
-        condition, value, detail = self._accuracy_condition(segment)
+        """HarmonicAccuracyDrop: :meth:`AccuracyEstimates.condition` holds."""
+        assert self.accuracy.fit is not None
+        condition, value, detail = self.accuracy.condition(segment)
         self._observe_alert(
             ACCURACY_ALERT,
             segment,
             condition,
             value,
-            self.accuracy_fit.accuracy,
+            self.accuracy.fit.accuracy,
             now,
             detail=detail,
             verdict=Verdict.HARMFUL_SHIFT.value,
             value_name="estimated accuracy",
             reference_name="reference accuracy",
         )
-
-    def _accuracy_condition(self, segment: str) -> tuple[bool, float, str]:
-        """(condition, estimate, detail) of HarmonicAccuracyDrop: the primary method's 90 % upper bound over the
-        count window is below the reference accuracy minus ``accuracy_tolerance``, on at least
-        ``accuracy_min_events`` events. Output-side evidence for the harmful verdict too."""
-        assert self.accuracy_fit is not None
-        ref = self.accuracy_fit.accuracy
-        result = self.last_estimates.get(segment, {}).get(f"last_{self.config.count_window_events}")
-        if result is None:
-            condition, value, detail = False, float("nan"), ""
-        else:
-            acc = result["accuracy"]
-            limit = ref - self.config.accuracy_tolerance
-            condition = result["n"] >= self.config.accuracy_min_events and acc["upper"] < limit
-            value = float(acc["estimate"])
-            detail = (
-                f"{acc['method']} estimate {acc['estimate']:.3f}, 90 % interval [{acc['lower']:.3f}, "
-                f"{acc['upper']:.3f}] over the last {result['n']} events; upper bound below reference accuracy "
-                f"{ref:.3f} − tolerance {self.config.accuracy_tolerance:g} = {limit:.3f}. A label-free estimate: "
-                "delayed labels, when they arrive, override it"
-            )
-        return bool(condition), value, detail
 
     # -- reference -----------------------------------------------------------------------------------------
     @property
@@ -585,9 +537,9 @@ class ModelWatch:
                     self.state, tel.ModelSegmentPBinGammaBin(self.model, seg, p_bin, gamma_bin), n
                 )
             self.windows.update(self.model, drift)
-            if self._scores is not None:
+            if self.accuracy.samples is not None:
                 conf = result.probability[ok] if uniform is None else result.probability[ok & uniform]
-                self._keep_scores(drift, conf)
+                self.accuracy.keep({seg for _, seg in self.windows.keys}, drift, conf)
         # a detector of a segment this batch fed turned on or off: the verdict is evaluated now, not at the next
         # `every` events, so a change is reported at the batch that caused it (the cadence paces the gauges)
         flipped = False
@@ -663,9 +615,7 @@ class ModelWatch:
         if now is None:
             now = self.clock.now()
         windows_end = min(now, self.clock.watermark) if math.isfinite(self.clock.watermark) else now
-        estimating = self._scores is not None and now - self._estimated_at >= self.config.accuracy_interval_seconds
-        if estimating:
-            self._estimated_at = now
+        estimating = self.accuracy.due(now)
         for model, segment in self.windows.keys:
             snaps = self.windows.snapshot(model, segment, windows_end)
             for wname, snap in snaps.items():
@@ -688,7 +638,7 @@ class ModelWatch:
                         self.state, tel.ModelSegmentWindow(*labels), sig["shadow_disagreement"].mean
                     )
             if estimating:
-                self._estimate(segment, windows_end)
+                self._publish_estimates(segment, self.accuracy.estimate(segment, windows_end))
             self._evaluate_segment(segment, snaps, now)
             if self.accuracy_fit is not None:
                 self._accuracy_alert(segment, now)
@@ -715,7 +665,7 @@ class ModelWatch:
         if baseline is None or segment not in self._engines:
             return  # no baseline yet (warming up): no verdict, never one against another population's baseline
         # output-side evidence besides the detectors: the accuracy estimate's alert condition
-        accuracy_drop = self.accuracy_fit is not None and self._accuracy_condition(segment)[0]
+        accuracy_drop = self.accuracy.fit is not None and self.accuracy.condition(segment)[0]
         engine = self._engines[segment]
         report = self._hold_harm(segment, engine.assess(accuracy_drop=accuracy_drop), now)
         self._alarms_at_eval[segment] = engine.alarms_on
@@ -918,21 +868,6 @@ class ModelWatch:
     def verdict(self, segment: str) -> Verdict | None:
         rep = self.last_reports.get(segment)
         return None if rep is None else rep.verdict
-
-
-def _estimate_rows(fit: EstimatorFit, rows: ScoreRows, method: str) -> dict[str, Any]:
-    """:func:`monitor.accuracy.estimate` on a window's rows; the weights only when they differ (a sampled window)."""
-    w = rows.weights
-    weights = None if w.size == 0 or bool(np.all(w == w[0])) else w
-    return estimate(
-        fit,
-        rows.column("confidence"),
-        rows.column("gamma"),
-        rows.column("flicker"),
-        rows.column("p_adj"),
-        method=method,
-        weights=weights,
-    )
 
 
 def _q(quantiles: Any, q: float) -> float:

@@ -263,8 +263,8 @@ def test_watch_counts_the_accuracy_estimates_condition_as_output_side_evidence(
     low: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     watch, _ = make_watch(for_seconds=5.0)
-    watch.accuracy_fit = SimpleNamespace(accuracy=0.9)  # type: ignore[assignment]  # only the condition is read
-    monkeypatch.setattr(watch, "_accuracy_condition", lambda segment: (low, 0.7, "estimate 0.700"))
+    watch.accuracy.fit = SimpleNamespace(accuracy=0.9)  # type: ignore[assignment]  # only the condition is read
+    monkeypatch.setattr(watch.accuracy, "condition", lambda segment: (low, 0.7, "estimate 0.700"))
     stream = Stream(seed=23)
     for _ in range(30):  # stationary γ, flicker, inputs and confidence
         watch.update(*stream.batch())
