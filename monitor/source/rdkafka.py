@@ -261,8 +261,17 @@ class RdKafkaSource(GroupMember):
         return out
 
     def poll_columns(self, timeout_seconds: float, max_records: int) -> list[PartitionBatch]:
-        """One ``consume`` of up to ``max_records`` messages, as one column batch per partition (in fetch order)."""
-        messages: list[Any] = self._consumer.consume(num_messages=max(1, max_records), timeout=timeout_seconds)
+        """Up to ``max_records`` messages, as one column batch per partition (in fetch order).
+
+        librdkafka's batch ``consume`` waits until it has all ``num_messages`` or the timeout ran out, so on a topic
+        slower than a poll's worth per timeout every poll would sit out the whole timeout. It first takes what is
+        queued without waiting; only when nothing is, it waits for one record and then takes what came with it."""
+        limit = max(1, max_records)
+        messages: list[Any] = self._consumer.consume(num_messages=limit, timeout=0)
+        if not messages and timeout_seconds > 0:
+            messages = self._consumer.consume(num_messages=1, timeout=timeout_seconds)
+            if messages and limit > 1:
+                messages += self._consumer.consume(num_messages=limit - 1, timeout=0)
         #: (topic, partition) → values, headers (one per record), offsets, timestamps; any header seen
         columns: dict[tuple[str, int], tuple[list[bytes], list[Headers], list[int], list[int | None], list[bool]]] = {}
         for m in messages:

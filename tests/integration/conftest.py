@@ -8,7 +8,7 @@ the whole session; a missing binary fails the test with the install command, it 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +42,27 @@ def kafka_broker(request: pytest.FixtureRequest, broker_pool: BrokerPool) -> Bro
     """A running broker; tests using it run once against Kafka 0.9.0.1 and once against Tansu."""
     name: str = request.param
     return broker_pool.get(name)
+
+
+#: (broker, kafka.client) pairs of the delivery tests (crash, poison, state dir): kafka-python on both brokers,
+#: librdkafka on Kafka 0.9 (its version fallback is the harder case; ``test_run_librdkafka.py`` covers Tansu)
+DELIVERY_CASES = (("kafka09", "kafka-python"), ("tansu", "kafka-python"), ("kafka09", "librdkafka"))
+
+
+def broker_for_both_clients() -> Callable[..., Broker]:
+    """A ``kafka_broker`` fixture for a delivery-test module (``kafka_broker = broker_for_both_clients()``): each test
+    runs once per :data:`DELIVERY_CASES` pair, its sidecars with that ``kafka.client``
+    (``MONITOR_TEST_KAFKA_CLIENT``, read when a :class:`~tests.integration.sidecar.Sidecar` is made)."""
+
+    @pytest.fixture(params=DELIVERY_CASES, ids=["kafka09", "tansu", "kafka09-librdkafka"])
+    def kafka_broker(
+        request: pytest.FixtureRequest, broker_pool: BrokerPool, monkeypatch: pytest.MonkeyPatch
+    ) -> Broker:
+        name, client = request.param
+        monkeypatch.setenv("MONITOR_TEST_KAFKA_CLIENT", client)
+        return broker_pool.get(name)
+
+    return kafka_broker
 
 
 @pytest.fixture(scope="session")

@@ -34,8 +34,8 @@ READY_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0
 #: ``MONITOR_TEST_KAFKA_CLIENT=librdkafka`` runs every sidecar (but those a test puts in a consumer process, a
 #: kafka-python feature) with that ``kafka.client``: the delivery tests against the other client; a test's own
-#: ``HARMONIC_KAFKA__CLIENT`` wins
-CLIENT_OVERRIDE = os.environ.get("MONITOR_TEST_KAFKA_CLIENT", "")
+#: ``HARMONIC_KAFKA__CLIENT`` wins. Read when a Sidecar is made (``conftest.broker_for_both_clients`` sets it per test).
+CLIENT_OVERRIDE_ENV = "MONITOR_TEST_KAFKA_CLIENT"
 _HTTP_TIMEOUT_SECONDS = 5.0
 _LOG_TAIL_LINES = 150
 
@@ -147,8 +147,9 @@ class Sidecar:
                 args += [flag, str(value)]
         self._args = args + ["--state-dir", str(state_dir)]
         client: dict[str, str] = {}
-        if CLIENT_OVERRIDE and (env or {}).get("HARMONIC_KAFKA__CONSUMER_PROCESS") != "true":
-            client = {"HARMONIC_KAFKA__CLIENT": CLIENT_OVERRIDE}
+        override = os.environ.get(CLIENT_OVERRIDE_ENV, "")
+        if override and (env or {}).get("HARMONIC_KAFKA__CONSUMER_PROCESS") != "true":
+            client = {"HARMONIC_KAFKA__CLIENT": override}
         self._env = {
             **client,
             "HARMONIC_KAFKA__SESSION_TIMEOUT_MS": str(CONSUMER_SESSION_TIMEOUT_MS),

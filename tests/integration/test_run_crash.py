@@ -16,6 +16,7 @@ import pytest
 
 from monitor import telemetry as tel
 from tests.integration.brokers import Broker
+from tests.integration.conftest import broker_for_both_clients
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
 from tests.integration.sidecar import Scrape, Sidecar
 from tests.integration.test_run_kafka import (
@@ -30,6 +31,9 @@ from tests.integration.test_run_kafka import (
     score_ids,
     valid_events,
 )
+
+#: each test once per broker with kafka-python, and on Kafka 0.9 with librdkafka
+kafka_broker = broker_for_both_clients()
 
 pytestmark = pytest.mark.integration
 

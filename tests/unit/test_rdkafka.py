@@ -250,7 +250,7 @@ def test_source_polls_column_batches_per_partition(fake_consumer: type[FakeConsu
     )
     assert not source.ready
     batches = source.poll_columns(0.5, 100)
-    assert consumer.consume_args == [(100, 0.5)]
+    assert consumer.consume_args == [(100, 0)]  # records were queued: taken without waiting
     assert source.ready and source.assigned == [("events", 0), ("events", 1)]
     assert batches == [
         ("events", 0, [b"a", b"b", b"c"], [(), (("h", b"1"), ("n", b"")), ()], [10, 11, 12], [1000, 1000, 1000]),
@@ -265,6 +265,20 @@ def test_source_polls_column_batches_per_partition(fake_consumer: type[FakeConsu
     assert not source.exhausted
     source.close()
     assert consumer.closed
+
+
+def test_source_waits_for_one_record_only_when_none_is_queued(fake_consumer: type[FakeConsumer]) -> None:
+    """librdkafka's batch consume waits for all num_messages or the timeout: the source never asks it to wait for a
+    full batch, so a slow topic's records come back as soon as the first arrives."""
+    source = RdKafkaSource("b:9092", ["events"], "g", max_poll_records=50)
+    consumer = fake_consumer.instances[0]
+    consumer.batches += [[], [FakeMessage("events", 0, 1, b"a")], [FakeMessage("events", 0, 2, b"b")]]
+    (batch,) = source.poll_columns(0.5, 100)
+    assert consumer.consume_args == [(100, 0), (1, 0.5), (99, 0)]
+    assert batch[2] == [b"a", b"b"] and batch[4] == [1, 2]
+    consumer.consume_args.clear()
+    assert source.poll_columns(0.2, 100) == [] and consumer.consume_args == [(100, 0), (1, 0.2)]
+    source.close()
 
 
 def test_source_commits_exactly_the_positions_of_owned_partitions(
