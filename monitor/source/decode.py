@@ -303,7 +303,7 @@ class EventDecoder:
         features: NDArray[np.float64] | list[float]
         try:
             if shaped is None:
-                features = self._features(doc["features"], model, schema, event_id)
+                features = _features(doc["features"], model, schema, event_id)
             else:
                 features, held = signature_row(doc["features"], shaped, f"model '{model}': {who(event_id)}")
         except InvalidEventError as exc:
@@ -439,67 +439,6 @@ class EventDecoder:
             )
         return raw, schema
 
-    def _features(self, raw: object, model: str, schema: ModelSchema, event_id: str | None) -> NDArray[np.float64]:
-        n = schema.n_features
-        if isinstance(raw, list):
-            if len(raw) != n:
-                raise invalid(
-                    "wrong_width",
-                    f"model '{model}' expects {n} features; {who(event_id)} has {len(raw)}. Was the feature list changed?",
-                )
-            values: list[object] = raw
-        elif isinstance(raw, dict):
-            values = self._ordered(raw, model, schema, event_id)
-        else:
-            raise invalid(
-                "bad_type",
-                f"{who(event_id)}: 'features' must be a list of {n} numbers or a name→value map; got a JSON {type(raw).__name__}",
-            )
-        # One C pass checks types, finiteness and float32's range (see _plain_common); only failures take the
-        # slow path, which names the first offending feature or accepts.
-        try:
-            safe = math.hypot(*values) <= FLOAT32_MAX  # type: ignore[arg-type]
-        except (TypeError, OverflowError):
-            safe = False
-        if not safe:
-            elements = schema.signature.features if schema.signature is not None else None
-            explain_bad_values(values, schema.feature_names, event_id, elements=elements)
-        return np.array(values, dtype=np.float64)
-
-    def _ordered(self, raw: dict[str, object], model: str, schema: ModelSchema, event_id: str | None) -> list[object]:
-        names = schema.feature_names
-        sig = schema.signature
-        if sig is not None and len(raw) == 1 and sig.inputs[0].name in raw and (names is None or len(names) > 1):
-            # a plain model's one input given by its name, as a named tensor: {"input": [0.1, 2.3, ...]}
-            x, _ = signature_row(raw, sig, f"model '{model}': {who(event_id)}")
-            return list(x)
-        if names is None:
-            raise invalid(
-                "bad_type",
-                f"{who(event_id)} gives features as a name→value map but model '{model}' has no feature_names "
-                "configured; send a list or configure the feature order",
-            )
-        if len(raw) == len(names):
-            try:
-                return [raw[name] for name in names]
-            except KeyError:
-                pass
-        missing = [name for name in names if name not in raw]
-        if missing:
-            raise invalid(
-                "missing_field",
-                f"model '{model}' expects {len(names)} named features; {who(event_id)} lacks {names_listed(missing)}. "
-                "Was the feature list changed?",
-                tuple((str(name), "missing") for name in missing),
-            )
-        known = set(names)
-        extra = [str(name) for name in raw if name not in known]
-        raise invalid(
-            "unknown_feature",
-            f"model '{model}' expects {len(names)} named features; {who(event_id)} also has {names_listed(extra)}. "
-            "Was the feature list changed?",
-        )
-
     def _segment(self, raw: object, event_id: str | None) -> str:
         if raw is None:
             return "other"
@@ -531,6 +470,71 @@ class EventDecoder:
 
 
 # ---------------------------------------------------------------------- helpers (pure)
+
+
+def _features(raw: object, model: str, schema: ModelSchema, event_id: str | None) -> NDArray[np.float64]:
+    """A plain model's ``features`` (a list of its width, or a name→value map by ``feature_names``) as x."""
+    n = schema.n_features
+    if isinstance(raw, list):
+        if len(raw) != n:
+            raise invalid(
+                "wrong_width",
+                f"model '{model}' expects {n} features; {who(event_id)} has {len(raw)}. Was the feature list changed?",
+            )
+        values: list[object] = raw
+    elif isinstance(raw, dict):
+        values = _ordered(raw, model, schema, event_id)
+    else:
+        raise invalid(
+            "bad_type",
+            f"{who(event_id)}: 'features' must be a list of {n} numbers or a name→value map; got a JSON {type(raw).__name__}",
+        )
+    # One C pass checks types, finiteness and float32's range (see _plain_common); only failures take the
+    # slow path, which names the first offending feature or accepts.
+    try:
+        safe = math.hypot(*values) <= FLOAT32_MAX  # type: ignore[arg-type]
+    except (TypeError, OverflowError):
+        safe = False
+    if not safe:
+        elements = schema.signature.features if schema.signature is not None else None
+        explain_bad_values(values, schema.feature_names, event_id, elements=elements)
+    return np.array(values, dtype=np.float64)
+
+
+def _ordered(raw: dict[str, object], model: str, schema: ModelSchema, event_id: str | None) -> list[object]:
+    """A name→value map's values in the model's feature order."""
+    names = schema.feature_names
+    sig = schema.signature
+    if sig is not None and len(raw) == 1 and sig.inputs[0].name in raw and (names is None or len(names) > 1):
+        # a plain model's one input given by its name, as a named tensor: {"input": [0.1, 2.3, ...]}
+        x, _ = signature_row(raw, sig, f"model '{model}': {who(event_id)}")
+        return list(x)
+    if names is None:
+        raise invalid(
+            "bad_type",
+            f"{who(event_id)} gives features as a name→value map but model '{model}' has no feature_names "
+            "configured; send a list or configure the feature order",
+        )
+    if len(raw) == len(names):
+        try:
+            return [raw[name] for name in names]
+        except KeyError:
+            pass
+    missing = [name for name in names if name not in raw]
+    if missing:
+        raise invalid(
+            "missing_field",
+            f"model '{model}' expects {len(names)} named features; {who(event_id)} lacks {names_listed(missing)}. "
+            "Was the feature list changed?",
+            tuple((str(name), "missing") for name in missing),
+        )
+    known = set(names)
+    extra = [str(name) for name in raw if name not in known]
+    raise invalid(
+        "unknown_feature",
+        f"model '{model}' expects {len(names)} named features; {who(event_id)} also has {names_listed(extra)}. "
+        "Was the feature list changed?",
+    )
 
 
 def _digest(value: bytes) -> str:
