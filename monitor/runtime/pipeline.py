@@ -18,7 +18,6 @@ import logging
 import math
 import threading
 import time
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +33,7 @@ from monitor.rolling.segment_baselines import references_from_json
 from monitor.runtime.ingest import Ingest
 from monitor.runtime.labels import LabelStage
 from monitor.runtime.models import ModelRuntime
+from monitor.runtime.saved_positions import SEEK, SKIP, SavedPositions, Tail, tail_of
 from monitor.runtime.scoring import ScoredHook, Scoring
 from monitor.runtime.state import (
     InFlight,
@@ -52,22 +52,6 @@ from monitor.source.records import UNDECODABLE_HEADER
 from monitor.source.validate import PROCESSING_REASONS, ModelSchema
 
 log = logging.getLogger("monitor.runtime.pipeline")
-
-#: a record's fingerprint: (offset, timestamp in ms or None, CRC-32 of the value)
-Tail = tuple[int, int | None, int]
-#: what :meth:`Pipeline._held_record` decides for a record of a partition held from the saved state
-_SKIP, _APPLY, _SEEK = "skip", "apply", "seek"
-
-
-def _tail(record: RawRecord) -> Tail:
-    """The fingerprint of ``record``: a timestamp below 0 (none kept, message format v0) is None."""
-    ts = record.timestamp_ms
-    return (record.offset, ts if ts is not None and ts >= 0 else None, zlib.crc32(record.value))
-
-
-def _same(saved: Tail, found: Tail) -> bool:
-    """The same record: the same value, and the same timestamp where both have one."""
-    return saved[2] == found[2] and (saved[1] is None or found[1] is None or saved[1] == found[1])
 
 
 class Pipeline:
@@ -118,25 +102,12 @@ class Pipeline:
         self._suspects: dict[tuple[str, int], tuple[int, int]] = {}
         #: records that were in flight at two consecutive crashes: dead-lettered without processing
         self._poison: set[tuple[str, int, int]] = set()
-        #: per partition, the position whose effects the state already holds: a record below it that the broker
-        #: delivers (its commit did not land: a crash between save and commit, a failed commit at a rebalance)
-        #: is skipped, not applied twice. From the saved state at start, and from a partition given up at a
-        #: rebalance; dropped for a partition once a record at or past it arrives.
-        self._held: Positions = {}
-        #: per partition, the position the previous process had last committed when it saved its state (only for
-        #: partitions still held from that state): a first record below it means the offsets went back (an
-        #: operator's reset, a re-created topic, another cluster): the broker wins over the saved position
-        self._saved_committed: Positions = {}
+        #: the positions, last commits and fingerprints held from the saved state (monitor/runtime/saved_positions.py)
+        self.saved = SavedPositions(self.state)
         #: per partition, the fingerprint of the last record processed (offset, timestamp in ms or None, CRC-32 of the
         #: value): saved with the position after it, so that a restart can tell the record now at that offset from
         #: the one applied there (a re-created topic already grown past the saved position)
         self._tails: dict[tuple[str, int], Tail] = {}
-        #: the saved fingerprints of partitions still held from the saved state, not yet compared
-        self._saved_tails: dict[tuple[str, int], Tail] = {}
-        #: partitions the source was asked to re-read from one record before the saved position (once per start)
-        self._checking: set[tuple[str, int]] = set()
-        #: partitions the source was asked to seek in this step: the rest of this poll's records of them are stale
-        self._sought: set[tuple[str, int]] = set()
         saved = self._restore()
         self._after_unclean_exit(self.inflight.load())
         invalid_log = RateLimitedLogger(log)
@@ -215,26 +186,7 @@ class Pipeline:
         """Load the saved counters; returns the saved per-model parts (applied once the models' watches exist)."""
         data = self.store.load()
         self.state.load_counters(data.get("counters", []))
-        self._held = {(str(t), int(p)): int(o) for t, p, o in data.get("positions", [])}
-        self._saved_committed = {
-            (row[0], row[1]): row[2]
-            for row in data.get("committed", [])
-            if isinstance(row, list)
-            and len(row) == 3
-            and isinstance(row[0], str)
-            and all(isinstance(x, int) and not isinstance(x, bool) for x in row[1:])
-            and (row[0], row[1]) in self._held
-        }
-        self._saved_tails = {
-            (row[0], row[1]): (row[2], row[3], row[4])
-            for row in data.get("tails", [])
-            if isinstance(row, list)
-            and len(row) == 5
-            and isinstance(row[0], str)
-            and all(isinstance(x, int) and not isinstance(x, bool) for x in (row[1], row[2], row[4]))
-            and (row[3] is None or (isinstance(row[3], int) and not isinstance(row[3], bool)))
-            and self._held.get((row[0], row[1])) == row[2] + 1
-        }
+        self.saved.restore(data)
         if data:
             log.info("state restored", extra={"path": str(self.store.path)})
         models: dict[str, dict[str, Any]] = data.get("models", {})
@@ -281,13 +233,13 @@ class Pipeline:
                 self._baselines_saved[rt.name] = watch.baselines_version
         models = {rt.name: model_state(rt) for rt in self.runtimes.values()}
         # positions still held from the saved state (no record of that partition seen since) stay in it
-        held = {**self._held, **self._applied}
+        held = {**self.saved.held, **self._applied}
         positions = [[topic, partition, offset] for (topic, partition), offset in sorted(held.items())]
         # what was last committed (before this save's commit): a restart that is handed records below it sees
         # offsets that went back, not a commit that did not land
-        committed = {**self._saved_committed, **self._committed}
+        committed = {**self.saved.committed, **self._committed}
         # the fingerprint of the record just before each saved position, where this process (or the saved state) has it
-        tails = {**self._saved_tails, **self._tails}
+        tails = {**self.saved.tails, **self._tails}
         ok = self.store.save(
             {
                 "counters": self.state.dump_counters(),
@@ -357,7 +309,7 @@ class Pipeline:
             self.flush()
             return 0
         records = self.source.poll(timeout_seconds, self.settings.kafka.max_poll_records)
-        self._sought.clear()
+        self.saved.sought.clear()
         now = self.clock()
         if records and self._careful_until:
             # after an unclean exit, per partition: the records of a partition that had records in flight, one at a
@@ -435,15 +387,18 @@ class Pipeline:
         try:
             for record in records:
                 key = (record.topic, record.partition)
-                if self._sought and key in self._sought:
+                if self.saved.sought and key in self.saved.sought:
                     continue  # read before the source's seek: it delivers these again, or others, from there
-                if self._held and key in self._held:
-                    verdict = self._held_record(key, record)
-                    if verdict == _SKIP:
+                if self.saved.held and key in self.saved.held:
+                    verdict, incarnation = self.saved.decide(key, record, getattr(self.source, "seek", None))
+                    if incarnation:  # a new incarnation of the topic: nothing read of the old one counts
+                        self._consumed.pop(key, None)
+                        self._applied.pop(key, None)
+                    if verdict == SKIP:
                         positions[key] = record.offset + 1  # applied before: in the state already
                         last[key] = record
                         continue
-                    if verdict == _SEEK:
+                    if verdict == SEEK:
                         positions.pop(key, None)
                         continue
                 if self._poison and (record.topic, record.partition, record.offset) in self._poison:
@@ -467,7 +422,7 @@ class Pipeline:
                     self._end_recovery([key], "its records in flight at the unclean exit are re-processed")
         finally:  # records read are counted even when a later one fails (they will be re-delivered)
             for key, record in last.items():
-                self._tails[key] = _tail(record)
+                self._tails[key] = tail_of(record)
             for model, n in consumed.items():
                 tel.EVENTS_CONSUMED_TOTAL.inc(self.state, tel.Model(model), float(n))
             for (model, reason), count in self.ingest.joiner.dropped.items():
@@ -513,103 +468,14 @@ class Pipeline:
         # the next owner re-reads what this replica had not committed; it has no marker of ours: recovery ends here
         self._end_recovery([key for key in partitions if key in self._careful_until], "the partition was revoked")
         for key in partitions:
-            if key in self._applied:  # if the commit above does not land, the next delivery skips what we hold
-                self._held[key] = self._applied[key]
+            # if the commit above does not land, the next delivery skips what we hold
+            self.saved.hand_back(key, self._applied.get(key))
             self._consumed.pop(key, None)
             self._applied.pop(key, None)
             self._committed.pop(key, None)
-            self._saved_committed.pop(key, None)  # held from this session now: its commit may not have landed
-            self._saved_tails.pop(key, None)
-            self._checking.discard(key)
 
     def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
         return None
-
-    def _held_record(self, key: tuple[str, int], record: RawRecord) -> str:
-        """What to do with a record of a partition still held from the saved state: ``_SKIP`` it (applied before),
-        ``_APPLY`` it (the partition is released: the broker's records from here on are new), or drop it and the
-        rest of this poll's records of the partition because the source was asked to ``_SEEK``.
-
-        Besides the offsets that went back below the last commit (:meth:`_went_back`), the record just before the
-        saved position is compared with the fingerprint saved for it: a restart that is handed the saved position
-        itself first asks the source to re-read that one record; a record there that differs (another value, or
-        another timestamp where the broker keeps them) is a new incarnation of the topic, read from its start."""
-        held = self._held[key]
-        tail = self._saved_tails.get(key)
-        seek = getattr(self.source, "seek", None)
-        if record.offset < held:
-            if tail is not None and record.offset == tail[0]:  # the record applied last before the saved position?
-                del self._saved_tails[key]
-                if _same(tail, _tail(record)):
-                    return _SKIP
-                self._new_incarnation(key, record, tail, seek)
-                if seek is None:  # nothing to re-read with: this record and the rest are new
-                    return _APPLY
-                self._sought.add(key)
-                return _SEEK
-            if self._went_back(key, record.offset):
-                self._release(key)
-                return _APPLY
-            return _SKIP
-        if tail is not None and record.offset == held and seek is not None and key not in self._checking:
-            self._checking.add(key)  # once: if that record is gone (retention), the saved position is read as is
-            seek({key: tail[0]})
-            self._sought.add(key)
-            return _SEEK
-        self._release(key)
-        return _APPLY
-
-    def _release(self, key: tuple[str, int]) -> None:
-        """The saved state no longer speaks for this partition: the broker's records are read as they come."""
-        self._held.pop(key, None)
-        self._saved_committed.pop(key, None)
-        self._saved_tails.pop(key, None)
-        self._checking.discard(key)
-
-    def _new_incarnation(
-        self, key: tuple[str, int], record: RawRecord, tail: Tail, seek: Callable[[Positions], None] | None
-    ) -> None:
-        """The record at the offset applied last before the saved position is another one: the topic was re-created
-        (or the address is another cluster's) and has grown past the saved position. Logged, counted; the partition
-        is read from its start."""
-        self._release(key)
-        self._consumed.pop(key, None)
-        self._applied.pop(key, None)
-        tel.OFFSETS_WENT_BACK_TOTAL.inc(self.state, tel.NoLabels())
-        log.warning(
-            "offsets went back: the record at the last applied offset is not the one applied there (a re-created "
-            "topic, or another cluster at the same address); reading the partition from its start",
-            extra={
-                "partition": f"{key[0]}/{key[1]}",
-                "offset": record.offset,
-                "saved": {"timestamp_ms": tail[1], "value_crc32": tail[2]},
-                "found": {"timestamp_ms": record.timestamp_ms, "value_crc32": zlib.crc32(record.value)},
-                "read_from": 0 if seek is not None else record.offset,
-            },
-        )
-        if seek is not None:
-            seek({key: 0})
-
-    def _went_back(self, key: tuple[str, int], offset: int) -> bool:
-        """The first record of a partition held from the saved state lies below the position last committed: the
-        offsets went back (an operator's reset for reprocessing, a re-created topic, another cluster at the same
-        address). The broker's position wins; logged and counted. At or above it, it is a redelivery of what was
-        applied but not committed (a crash between save and commit), skipped."""
-        committed = self._saved_committed.get(key)
-        if committed is None or offset >= committed:
-            return False
-        tel.OFFSETS_WENT_BACK_TOTAL.inc(self.state, tel.NoLabels())
-        log.warning(
-            "offsets went back: the broker hands out records below the position last committed; reading from there "
-            "(an operator's reset, a re-created topic, or another cluster at the same address)",
-            extra={
-                "partition": f"{key[0]}/{key[1]}",
-                "first_offset": offset,
-                "last_committed": committed,
-                "saved_position": self._held[key],
-            },
-        )
-        return True
 
     def _end_recovery(self, keys: Sequence[tuple[str, int]], why: str) -> None:
         """These partitions go back to whole batches (logged; ``harmonic_degraded{reason="recovery"}`` follows)."""

@@ -292,7 +292,7 @@ def test_pipeline_skips_records_the_saved_state_holds_when_their_commit_did_not_
     assert state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 30  # 20 restored + 10 new, none twice
     assert state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 30
     assert source.commits[-1][0] == {("t", 0): 30}
-    assert again._held == {}
+    assert again.saved.held == {}
 
 
 def test_pipeline_keeps_a_held_position_in_the_state_until_its_partition_is_read_again(tmp_path: Path) -> None:

@@ -1,0 +1,180 @@
+"""The positions a restarted pipeline holds from its saved state, and what it does with the records below them.
+
+The state saves, per partition, the position whose effects it holds, the position last committed and the
+fingerprint of the record just before the saved position. :class:`SavedPositions` keeps those for the partitions
+no record has been seen of since, and decides per record (:meth:`SavedPositions.decide`):
+
+- ``SKIP``: a record below the saved position that the broker delivers again (its commit did not land: a crash
+  between save and commit, a failed commit at a rebalance) — applied before, in the state already;
+- ``APPLY``: the partition is released, the broker's records from here on are new — at or past the saved
+  position, or below the position last committed (the offsets went back: an operator's reset, a re-created topic,
+  another cluster at the same address; logged and counted);
+- ``SEEK``: the source was asked to re-read from elsewhere, and the rest of this poll's records of the partition are
+  stale — to re-read the record before the saved position once (compared with its fingerprint), or from offset 0
+  when that record is another one (a new incarnation of the topic, grown past the saved position).
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from monitor import telemetry as tel
+from monitor.exporters.prometheus import MetricsState
+from monitor.source.base import Positions, RawRecord
+
+log = logging.getLogger("monitor.runtime.pipeline")
+
+#: a record's fingerprint: (offset, timestamp in ms or None, CRC-32 of the value)
+Tail = tuple[int, int | None, int]
+SKIP, APPLY, SEEK = "skip", "apply", "seek"
+
+
+def tail_of(record: RawRecord) -> Tail:
+    """The fingerprint of ``record``: a timestamp below 0 (none kept, message format v0) is None."""
+    ts = record.timestamp_ms
+    return (record.offset, ts if ts is not None and ts >= 0 else None, zlib.crc32(record.value))
+
+
+def _same(saved: Tail, found: Tail) -> bool:
+    """The same record: the same value, and the same timestamp where both have one."""
+    return saved[2] == found[2] and (saved[1] is None or found[1] is None or saved[1] == found[1])
+
+
+class SavedPositions:
+    """Per partition still held from the saved state: the saved position, the last commit, the saved fingerprint."""
+
+    def __init__(self, state: MetricsState) -> None:
+        self.state = state
+        #: per partition, the position whose effects the state already holds: a record below it that the broker
+        #: delivers is skipped, not applied twice. From the saved state at start, and from a partition given up at a
+        #: rebalance; dropped for a partition once a record at or past it arrives.
+        self.held: Positions = {}
+        #: per partition, the position the previous process had last committed when it saved its state (only for
+        #: partitions still held from that state): a first record below it means the offsets went back
+        self.committed: Positions = {}
+        #: the saved fingerprints of partitions still held from the saved state, not yet compared
+        self.tails: dict[tuple[str, int], Tail] = {}
+        #: partitions the source was asked to re-read from one record before the saved position (once per start)
+        self._checking: set[tuple[str, int]] = set()
+        #: partitions the source was asked to seek in this step: the rest of this poll's records of them are stale
+        self.sought: set[tuple[str, int]] = set()
+
+    def restore(self, data: Mapping[str, Any]) -> None:
+        """The saved ``positions``, ``committed`` and ``tails`` rows of a state file (malformed rows are ignored)."""
+        self.held = {(str(t), int(p)): int(o) for t, p, o in data.get("positions", [])}
+        self.committed = {
+            (row[0], row[1]): row[2]
+            for row in data.get("committed", [])
+            if isinstance(row, list)
+            and len(row) == 3
+            and isinstance(row[0], str)
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in row[1:])
+            and (row[0], row[1]) in self.held
+        }
+        self.tails = {
+            (row[0], row[1]): (row[2], row[3], row[4])
+            for row in data.get("tails", [])
+            if isinstance(row, list)
+            and len(row) == 5
+            and isinstance(row[0], str)
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in (row[1], row[2], row[4]))
+            and (row[3] is None or (isinstance(row[3], int) and not isinstance(row[3], bool)))
+            and self.held.get((row[0], row[1])) == row[2] + 1
+        }
+
+    def hand_back(self, key: tuple[str, int], applied: int | None) -> None:
+        """``key`` was given up at a rebalance: held from this session at ``applied`` (if the checkpoint's commit did
+        not land, the next delivery skips what the state holds); its commit may not have landed, so no saved commit
+        or fingerprint speaks for it any more."""
+        if applied is not None:
+            self.held[key] = applied
+        self.committed.pop(key, None)
+        self.tails.pop(key, None)
+        self._checking.discard(key)
+
+    def decide(
+        self, key: tuple[str, int], record: RawRecord, seek: Callable[[Positions], None] | None
+    ) -> tuple[str, bool]:
+        """(``SKIP`` | ``APPLY`` | ``SEEK``, whether the topic is a new incarnation) for ``record`` of a held
+        partition ``key``; ``seek`` is the source's, None where it cannot.
+
+        Besides the offsets that went back below the last commit, the record just before the saved position is
+        compared with the fingerprint saved for it: a restart that is handed the saved position itself first asks the
+        source to re-read that one record; a record there that differs (another value, or another timestamp where
+        the broker keeps them) is a new incarnation of the topic, read from its start."""
+        held = self.held[key]
+        tail = self.tails.get(key)
+        if record.offset < held:
+            if tail is not None and record.offset == tail[0]:  # the record applied last before the saved position?
+                del self.tails[key]
+                if _same(tail, tail_of(record)):
+                    return SKIP, False
+                self._new_incarnation(key, record, tail, seek)
+                if seek is None:  # nothing to re-read with: this record and the rest are new
+                    return APPLY, True
+                self.sought.add(key)
+                return SEEK, True
+            if self._went_back(key, record.offset):
+                self.release(key)
+                return APPLY, False
+            return SKIP, False
+        if tail is not None and record.offset == held and seek is not None and key not in self._checking:
+            self._checking.add(key)  # once: if that record is gone (retention), the saved position is read as is
+            seek({key: tail[0]})
+            self.sought.add(key)
+            return SEEK, False
+        self.release(key)
+        return APPLY, False
+
+    def release(self, key: tuple[str, int]) -> None:
+        """The saved state no longer speaks for this partition: the broker's records are read as they come."""
+        self.held.pop(key, None)
+        self.committed.pop(key, None)
+        self.tails.pop(key, None)
+        self._checking.discard(key)
+
+    def _new_incarnation(
+        self, key: tuple[str, int], record: RawRecord, tail: Tail, seek: Callable[[Positions], None] | None
+    ) -> None:
+        """The record at the offset applied last before the saved position is another one: the topic was re-created
+        (or the address is another cluster's) and has grown past the saved position. Logged, counted; the partition
+        is read from its start."""
+        self.release(key)
+        tel.OFFSETS_WENT_BACK_TOTAL.inc(self.state, tel.NoLabels())
+        log.warning(
+            "offsets went back: the record at the last applied offset is not the one applied there (a re-created "
+            "topic, or another cluster at the same address); reading the partition from its start",
+            extra={
+                "partition": f"{key[0]}/{key[1]}",
+                "offset": record.offset,
+                "saved": {"timestamp_ms": tail[1], "value_crc32": tail[2]},
+                "found": {"timestamp_ms": record.timestamp_ms, "value_crc32": zlib.crc32(record.value)},
+                "read_from": 0 if seek is not None else record.offset,
+            },
+        )
+        if seek is not None:
+            seek({key: 0})
+
+    def _went_back(self, key: tuple[str, int], offset: int) -> bool:
+        """The first record of a partition held from the saved state lies below the position last committed: the
+        offsets went back (an operator's reset for reprocessing, a re-created topic, another cluster at the same
+        address). The broker's position wins; logged and counted. At or above it, it is a redelivery of what was
+        applied but not committed (a crash between save and commit), skipped."""
+        committed = self.committed.get(key)
+        if committed is None or offset >= committed:
+            return False
+        tel.OFFSETS_WENT_BACK_TOTAL.inc(self.state, tel.NoLabels())
+        log.warning(
+            "offsets went back: the broker hands out records below the position last committed; reading from there "
+            "(an operator's reset, a re-created topic, or another cluster at the same address)",
+            extra={
+                "partition": f"{key[0]}/{key[1]}",
+                "first_offset": offset,
+                "last_committed": committed,
+                "saved_position": self.held[key],
+            },
+        )
+        return True
