@@ -17,33 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from monitor.telemetry import (
-    CONFIDENCE_BUCKETS,
-    FLICKER_BUCKETS,
-    GAMMA_BUCKETS,
-    MARGIN_BUCKETS,
-    METRICS,
-    MODEL_VERSIONS_EVICTED_TOTAL,
-    SECONDS_BUCKETS,
-    UNIT_BUCKETS,
-    MetricSpec,
-    MetricType,
-)
-
-__all__ = [
-    "CONFIDENCE_BUCKETS",
-    "FLICKER_BUCKETS",
-    "GAMMA_BUCKETS",
-    "MARGIN_BUCKETS",
-    "METRICS",
-    "SECONDS_BUCKETS",
-    "UNIT_BUCKETS",
-    "Labels",
-    "MetricSpec",
-    "MetricType",
-    "MetricsState",
-    "StateCollector",
-]
+from monitor.telemetry import METRICS, MODEL_VERSIONS_EVICTED_TOTAL, MetricSpec, MetricType
 
 _M = "model"
 _V = "model_version"

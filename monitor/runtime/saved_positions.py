@@ -86,7 +86,7 @@ class SavedPositions:
         }
 
     def hand_back(self, key: tuple[str, int], applied: int | None) -> None:
-        """``key`` was given up at a rebalance: held from this session at ``applied`` (if the checkpoint's commit did
+        """``key`` was given up at a rebalance: held from this process at ``applied`` (if the checkpoint's commit did
         not land, the next delivery skips what the state holds); its commit may not have landed, so no saved commit
         or fingerprint speaks for it any more."""
         if applied is not None:

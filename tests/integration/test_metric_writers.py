@@ -1,5 +1,5 @@
 """Every declared metric has a writer: one run of the real pipeline after which every
-:data:`~monitor.exporters.prometheus.METRICS` entry has a sample that a code path wrote.
+:data:`~monitor.telemetry.METRICS` entry has a sample that a code path wrote.
 
 The run: ``harmonic-monitor run`` as a process against Kafka 0.9, reading the embedded demo's three phases
 (stationary, an input shift, a harmful shift toward the decision boundary; ``monitor/cli/demo_data.py``) so
@@ -38,9 +38,9 @@ from kafka.errors import KafkaError, NotEnoughReplicasError
 from monitor import telemetry as tel
 from monitor.accuracy import METHODS
 from monitor.cli.demo_data import PHASES, DemoData, build_demo
-from monitor.exporters.prometheus import METRICS, MetricSpec
 from monitor.runtime.state import STATE_FILE, STATE_VERSION
 from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT
+from monitor.telemetry import METRICS, MetricSpec
 from tests.integration.alertmanager_service import AlertmanagerService, free_port
 from tests.integration.brokers import Kafka09Broker
 from tests.integration.sidecar import Scrape, Sidecar

@@ -1,7 +1,7 @@
 """The Grafana dashboards and Prometheus rules name only metrics that exist.
 
 Every ``harmonic_*`` name in ``grafana/dashboards/*.json`` and ``deploy/prometheus/*.yml`` (queries, legends,
-descriptions, rule-test series), and in docs/OPERATIONS.md and docs/METRICS.md, must be declared in :data:`monitor.exporters.prometheus.METRICS`, a histogram's
+descriptions, rule-test series), and in docs/OPERATIONS.md and docs/METRICS.md, must be declared in :data:`monitor.telemetry.METRICS`, a histogram's
 ``_bucket``/``_sum``/``_count`` series counting as its declaration. Every recording-rule name (``level:metric:ops``)
 used in an expression must be recorded by a rule file. A renamed or misspelled metric fails here instead of
 drawing an empty panel or an alert that can never fire.

@@ -17,7 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor import telemetry as tel
 from monitor.exporters import prometheus
 from monitor.exporters.http import MetricsServer
-from monitor.exporters.prometheus import GAMMA_BUCKETS, METRICS, MetricSpec, MetricsState, StateCollector
+from monitor.exporters.prometheus import MetricsState, StateCollector
+from monitor.telemetry import GAMMA_BUCKETS, METRICS, MetricSpec
 
 
 def get(port: int, path: str) -> tuple[int, str, str]:
