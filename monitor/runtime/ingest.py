@@ -56,6 +56,10 @@ class Ingest:
         # pre-register the bounded label set at 0, so rate() sees the first increment of every series
         for reason in (*INVALID_REASONS, *PROCESSING_REASONS):
             tel.EVENTS_INVALID_TOTAL.inc(self.state, tel.ModelReason("unknown", reason), 0.0)
+        for model in schemas:
+            tel.EVENTS_CONSUMED_TOTAL.inc(self.state, tel.Model(model), 0.0)
+            for reason in PROCESSING_REASONS:
+                tel.EVENTS_INVALID_TOTAL.inc(self.state, tel.ModelReason(model, reason), 0.0)
 
     def decode(self, record: RawRecord, now: float, consumed: dict[str, int]) -> list[InferenceEvent]:
         """Decode one record; invalid ones are counted, dead-lettered and logged (rate-limited), never raised.

@@ -23,33 +23,27 @@ from typing import Any
 
 from monitor import telemetry as tel
 from monitor.config import Settings
-from monitor.drift.categories import held_element_names
-from monitor.errors import DataError, MonitorError
+from monitor.errors import MonitorError
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
-from monitor.rolling.reference_file import read_reference, read_segment_references
-from monitor.rolling.segment_baselines import references_from_json
 from monitor.runtime.ingest import Ingest
 from monitor.runtime.labels import LabelStage
 from monitor.runtime.models import ModelRuntime
+from monitor.runtime.recovery import CrashRecovery
 from monitor.runtime.saved_positions import SEEK, SKIP, SavedPositions, Tail, tail_of
 from monitor.runtime.scoring import ScoredHook, Scoring
 from monitor.runtime.state import (
-    InFlight,
     StateStore,
-    load_baselines,
     model_state,
-    restore_model,
-    save_baselines,
 )
-from monitor.runtime.watch import ModelWatch, WatchConfig
+from monitor.runtime.watches import SegmentBaselineFiles, install_watch, reference_from_json
 from monitor.sampler.base import Sampler
 from monitor.sampler.ingest_first import IngestFirst
 from monitor.source.base import Positions, RawRecord, Sink, Source
 from monitor.source.labels import LabelJoiner
 from monitor.source.records import UNDECODABLE_HEADER
-from monitor.source.validate import PROCESSING_REASONS, ModelSchema
+from monitor.source.validate import ModelSchema
 
 log = logging.getLogger("monitor.runtime.pipeline")
 
@@ -92,16 +86,6 @@ class Pipeline:
         self._undelivered = False
         #: alert delivery workers (set by the service), asked for their degraded state
         self.alert_workers: Sequence[Any] = ()
-        self.inflight = InFlight(settings.state_dir)
-        #: [first, last] offsets per partition of the records polled but not yet applied (the in-flight marker)
-        self._unapplied: dict[tuple[str, int], list[int]] = {}
-        #: after an unclean exit: per partition, the last offset that was in flight (processed one at a time)
-        self._careful_until: dict[tuple[str, int], int] = {}
-        #: per partition, the [first, last] offsets in flight at that unclean exit: a record processed alone that is
-        #: in flight at the next crash too is poison only when it lies in these (it was in flight at both)
-        self._suspects: dict[tuple[str, int], tuple[int, int]] = {}
-        #: records that were in flight at two consecutive crashes: dead-lettered without processing
-        self._poison: set[tuple[str, int, int]] = set()
         #: the positions, last commits and fingerprints held from the saved state (monitor/runtime/saved_positions.py)
         self.saved = SavedPositions(self.state)
         #: per partition, the fingerprint of the last record processed (offset, timestamp in ms or None, CRC-32 of the
@@ -109,7 +93,8 @@ class Pipeline:
         #: the one applied there (a re-created topic already grown past the saved position)
         self._tails: dict[tuple[str, int], Tail] = {}
         saved = self._restore()
-        self._after_unclean_exit(self.inflight.load())
+        #: the in-flight marker, and the one-record-at-a-time plan after an unclean exit (runtime/recovery.py)
+        self.recovery = CrashRecovery(settings.state_dir)
         invalid_log = RateLimitedLogger(log)
         self._degraded_log = RateLimitedLogger(log, interval_seconds=60.0)
         schemas = {
@@ -122,9 +107,6 @@ class Pipeline:
             for rt in runtimes
         }
         self.ingest = Ingest(settings, schemas, self.state, sink, invalid_log)
-        for reason in PROCESSING_REASONS:
-            for rt in runtimes:
-                tel.EVENTS_INVALID_TOTAL.inc(self.state, tel.ModelReason(rt.name, reason), 0.0)
         self.labels = LabelStage(settings, self.runtimes, self.state, clock, invalid_log)
         self.scoring = Scoring(
             settings,
@@ -138,11 +120,8 @@ class Pipeline:
             self.ingest.dead_letter,
             self._request_checkpoint,
         )
-        for rt in runtimes:
-            tel.EVENTS_CONSUMED_TOTAL.inc(self.state, tel.Model(rt.name), 0.0)
-            tel.SCORES_NONFINITE_TOTAL.inc(self.state, tel.Model(rt.name), 0.0)
-        #: per model, the baselines_version of its watch last written to its baselines file
-        self._baselines_saved: dict[str, int] = {}
+        #: each model's per-segment baselines file, written when they change
+        self.baselines = SegmentBaselineFiles(self.store.dir)
 
         #: ingest first (a sampler with a CPU cap): the CPU budget follows the consumer lag; None: scoring is not
         #: budgeted (every event scored, or only an event cap)
@@ -153,21 +132,13 @@ class Pipeline:
         )
         self._scoring_seen = (0.0, 0.0)
         for rt in self.runtimes.values():
-            rt.watch = self._new_watch(rt)
-            try:
-                restore_model(rt, saved.get(rt.name, {}))
-            except (MonitorError, KeyError, TypeError, ValueError) as exc:
-                # e.g. the model's feature count changed since the state was written: rebuild, do not crash-loop
-                log.warning(
-                    "saved state does not fit the model; ignoring it", extra={"model": rt.name, "error": str(exc)}
-                )
-                rt.watch = self._new_watch(rt)
-            self._restore_baselines(rt)
+            install_watch(settings, rt, self.state, saved.get(rt.name, {}), on_alert)
+            assert rt.watch is not None
+            self.baselines.restore(rt)
             ref_path = rt.settings.reference
             if rt.standardizer is not None and not rt.watch.has_reference and ref_path is not None:
                 if ref_path.suffix.lower() == ".json":
-                    rt.watch.install_segment_references(read_segment_references(ref_path, rt.model.n_features))
-                    rt.watch.install_reference(read_reference(ref_path, rt.model.n_features)[1])
+                    reference_from_json(rt, ref_path)
                 else:
                     self.scoring.reference_from_file(rt)
 
@@ -192,45 +163,9 @@ class Pipeline:
         models: dict[str, dict[str, Any]] = data.get("models", {})
         return models
 
-    def _new_watch(self, rt: ModelRuntime) -> ModelWatch:
-        watch = ModelWatch(
-            rt.name,
-            WatchConfig.from_settings(self.settings, rt.settings.warmup_events),
-            self.state,
-            on_alert=self.on_alert,
-            feature_names=rt.model.feature_names,  # the names decided at load (settings' feature_names or the signature's)
-        )
-        watch.held_names = held_element_names(rt.model.signature)  # the held inputs' category tests, by name
-        watch.set_accuracy_fit(rt.accuracy_fit)  # None: the reference holds no labelled fit
-        return watch
-
-    def _restore_baselines(self, rt: ModelRuntime) -> None:
-        """Re-install a model's saved per-segment baselines (when they were computed with this model, reference and
-        scoring settings)."""
-        assert rt.watch is not None
-        saved = load_baselines(self.store.dir, rt.name, rt.fingerprint())
-        if saved:
-            try:
-                refs = references_from_json(saved)
-                if any(ref.n_features != rt.model.n_features for ref in refs.values()):
-                    raise DataError("saved segment baselines have another feature count")
-            except MonitorError as exc:
-                log.warning("saved segment baselines do not fit the model; ignoring them", extra={"error": str(exc)})
-                return
-            rt.watch.install_segment_references(refs)
-            log.info("segment baselines restored from state", extra={"model": rt.name, "segments": sorted(refs)})
-        self._baselines_saved[rt.name] = rt.watch.baselines_version
-
     def persist(self) -> bool:
         """Write the state durably, with the applied positions; False when the state directory cannot take it."""
-        for rt in self.runtimes.values():  # per-segment baselines: their own file, written when one changed
-            watch = rt.watch
-            if (
-                watch is not None
-                and self._baselines_saved.get(rt.name) != watch.baselines_version
-                and save_baselines(self.store.dir, rt.name, rt.fingerprint(), watch.dump_baselines())
-            ):
-                self._baselines_saved[rt.name] = watch.baselines_version
+        self.baselines.save_changed(self.runtimes.values())  # per-segment baselines: their own file
         models = {rt.name: model_state(rt) for rt in self.runtimes.values()}
         # positions still held from the saved state (no record of that partition seen since) stay in it
         held = {**self.saved.held, **self._applied}
@@ -268,38 +203,6 @@ class Pipeline:
             self.source.commit(positions)
             self._committed = positions
 
-    def _after_unclean_exit(self, marker: dict[str, Any] | None) -> None:
-        """Plan the re-processing of what the previous process had in flight when it died (see :class:`InFlight`)."""
-        if marker is None:
-            return
-        ranges = _ranges(marker.get("ranges", {}))
-        careful = _ranges(marker.get("careful_until", {}))
-        if marker.get("careful"):
-            # it died again while one record was processed alone: that record crashed it twice, if it was in flight
-            # at the crash before too (a marker without suspects: every record it processed alone was)
-            suspects = (
-                _ranges(marker["suspects"])
-                if "suspects" in marker
-                else {k: (0, last) for k, (_, last) in careful.items()}
-            )
-            self._poison = {
-                (t, p, first)
-                for (t, p), (first, last) in ranges.items()
-                if first == last and (t, p) in suspects and suspects[(t, p)][0] <= first <= suspects[(t, p)][1]
-            }
-            self._careful_until = {key: last for key, (_, last) in careful.items()}
-            self._suspects = {key: suspects[key] for key in self._careful_until if key in suspects}
-        else:
-            self._careful_until = {key: last for key, (_, last) in ranges.items()}
-            self._suspects = dict(ranges)
-        log.warning(
-            "the previous process stopped while processing records; re-processing them one at a time",
-            extra={
-                "in_flight": {f"{t}/{p}": list(r) for (t, p), r in ranges.items()},
-                "dead_lettered": [f"{t}/{p}/{o}" for t, p, o in sorted(self._poison)],
-            },
-        )
-
     # -- the loop ------------------------------------------------------------------------------------------
     def step(self, timeout_seconds: float = 0.2) -> int:
         """Poll once, decode/sample everything polled, flush when a batch is full or old. Returns records read."""
@@ -311,22 +214,18 @@ class Pipeline:
         records = self.source.poll(timeout_seconds, self.settings.kafka.max_poll_records)
         self.saved.sought.clear()
         now = self.clock()
-        if records and self._careful_until:
-            # after an unclean exit, per partition: the records of a partition that had records in flight, one at a
-            # time, each applied under its own marker (its dead letters and scores are delivered with the next flush:
-            # a crash there is not one record's); every other partition's records as usual, after them
-            careful = [r for r in records if (r.topic, r.partition) in self._careful_until]
-            rest = [r for r in records if (r.topic, r.partition) not in self._careful_until] if careful else records
-            for record in careful:
-                self._process([record], now, careful=True)
-                self.scoring.score_pending()
-                self.inflight.clear()
-            if careful:
-                self.flush()
-            if rest:
-                self._process(rest, now, careful=False)
-        elif records:
-            self._process(records, now, careful=False)
+        # after an unclean exit, per partition: the records of a partition that had records in flight, one at a
+        # time, each applied under its own marker (its dead letters and scores are delivered with the next flush:
+        # a crash there is not one record's); every other partition's records as usual, after them
+        careful, rest = self.recovery.split(records)
+        for record in careful:
+            self._process([record], now, careful=True)
+            self.scoring.score_pending()
+            self.recovery.inflight.clear()
+        if careful:
+            self.flush()
+        if rest:
+            self._process(rest, now, careful=False)
         if not records:
             self.scoring.accept([(ev, None) for ev in self.ingest.expire(now)], now)
         if (
@@ -340,18 +239,8 @@ class Pipeline:
         return len(records)
 
     def consumer_lag(self) -> float | None:
-        """Records the partitions hold past the pipeline's positions (log-end offsets as the source last saw them),
-        all partitions together; None when the source cannot tell (no ``highwaters``) or has not seen any yet."""
-        highwaters = getattr(self.source, "highwaters", None)
-        marks: Mapping[tuple[str, int], int] = highwaters() if highwaters is not None else {}
-        if not marks:
-            return None
-        lag = 0
-        for key, end in marks.items():
-            position = self._consumed.get(key)
-            if position is not None:
-                lag += max(0, end - position)
-        return float(lag)
+        """Records the partitions hold past the pipeline's positions (see :func:`records_behind`)."""
+        return records_behind(getattr(self.source, "highwaters", None), self._consumed)
 
     def _ingest_first(self, now: float, polled: int) -> None:
         """Ingest first: the sampler's CPU budget from the lag and what scoring took since the last step."""
@@ -376,10 +265,7 @@ class Pipeline:
 
     def _process(self, records: list[RawRecord], now: float, *, careful: bool) -> None:
         """Decode, shadow-check and sample ``records`` (one poll's, or one record after an unclean exit)."""
-        for record in records:
-            span = self._unapplied.setdefault((record.topic, record.partition), [record.offset, record.offset])
-            span[1] = record.offset
-        self._write_marker(records, careful)
+        self.recovery.begin(records, careful)
         items: list[tuple[InferenceEvent, RawRecord | None]] = []
         positions: Positions = {}
         consumed: dict[str, int] = {}  # one locked counter update per model per poll, not per record
@@ -401,7 +287,7 @@ class Pipeline:
                     if verdict == SEEK:
                         positions.pop(key, None)
                         continue
-                if self._poison and (record.topic, record.partition, record.offset) in self._poison:
+                if self.recovery.is_poison(record):
                     consumed["unknown"] = consumed.get("unknown", 0) + 1
                     self.ingest.dead_letter(
                         record, "crashed_processing", "the process died twice with this record in flight"
@@ -418,8 +304,7 @@ class Pipeline:
                     items.extend((ev, record) for ev in self.ingest.decode(record, now, consumed))
                 positions[key] = record.offset + 1
                 last[key] = record
-                if key in self._careful_until and record.offset >= self._careful_until[key]:
-                    self._end_recovery([key], "its records in flight at the unclean exit are re-processed")
+                self.recovery.processed(record)
         finally:  # records read are counted even when a later one fails (they will be re-delivered)
             for key, record in last.items():
                 self._tails[key] = tail_of(record)
@@ -433,16 +318,6 @@ class Pipeline:
         # commit past records whose events were never applied (at-least-once)
         self._consumed.update(positions)
 
-    def _write_marker(self, records: list[RawRecord], careful: bool) -> None:
-        if careful:  # one record alone: the marker names it, and keeps the rest of the range still to re-process
-            ranges = {f"{r.topic}/{r.partition}": [r.offset, r.offset] for r in records}
-            marker: dict[str, Any] = {"ranges": ranges, "careful": True}
-            marker["careful_until"] = {f"{t}/{p}": [o, o] for (t, p), o in self._careful_until.items()}
-            marker["suspects"] = {f"{t}/{p}": list(span) for (t, p), span in self._suspects.items()}
-        else:
-            marker = {"ranges": {f"{t}/{p}": list(span) for (t, p), span in self._unapplied.items()}, "careful": False}
-        self.inflight.write(marker)
-
     def _checkpoint_due(self, now: float) -> bool:
         interval = self.settings.checkpoint_seconds
         return self._checkpoint_requested or (now - self._last_checkpoint >= interval and bool(self._consumed))
@@ -455,8 +330,7 @@ class Pipeline:
         self._undelivered = not delivered
         if delivered:  # only then are these events' dead letters and scores acknowledged: they may be committed
             self._applied = self.ingest.committable(self._consumed, self.scoring.held_positions())
-        self._unapplied.clear()
-        self.inflight.clear()
+        self.recovery.applied()
         if self._checkpoint_due(self.clock()):
             self._checkpoint()
 
@@ -466,7 +340,7 @@ class Pipeline:
         self.flush()
         self._checkpoint()
         # the next owner re-reads what this replica had not committed; it has no marker of ours: recovery ends here
-        self._end_recovery([key for key in partitions if key in self._careful_until], "the partition was revoked")
+        self.recovery.end(partitions, "the partition was revoked")
         for key in partitions:
             # if the commit above does not land, the next delivery skips what we hold
             self.saved.hand_back(key, self._applied.get(key))
@@ -476,17 +350,6 @@ class Pipeline:
 
     def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
         return None
-
-    def _end_recovery(self, keys: Sequence[tuple[str, int]], why: str) -> None:
-        """These partitions go back to whole batches (logged; ``harmonic_degraded{reason="recovery"}`` follows)."""
-        for key in keys:
-            until = self._careful_until.pop(key, None)
-            self._suspects.pop(key, None)
-            if until is not None:
-                log.info(
-                    "recovery mode ended for a partition: its records are processed in batches again",
-                    extra={"partition": f"{key[0]}/{key[1]}", "until_offset": until, "why": why},
-                )
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     @property
@@ -508,12 +371,9 @@ class Pipeline:
         broker = getattr(self.source, "degraded", None)
         if isinstance(broker, str):
             found["broker"] = broker
-        if self._careful_until:
-            parts = ", ".join(f"{t}/{p} up to offset {o}" for (t, p), o in sorted(self._careful_until.items()))
-            found["recovery"] = (
-                f"after an unclean exit, the records then in flight are re-processed one at a time ({parts}); it "
-                "ends by itself when they are read again or the partitions are revoked"
-            )
+        recovering = self.recovery.degraded()
+        if recovering is not None:
+            found["recovery"] = recovering
         return found
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -552,7 +412,7 @@ class Pipeline:
 
         An exception out of the loop (a bug: every record's own failures are caught where they happen) ends it
         *without* applying or committing anything more: what was in flight stays uncommitted and the in-flight
-        marker stays, so the next start re-reads those records one at a time (:class:`InFlight`).
+        marker stays, so the next start re-reads those records one at a time (:class:`~monitor.runtime.state.InFlight`).
         """
         log.info("pipeline started", extra={"models": sorted(self.runtimes)})
         try:
@@ -580,23 +440,16 @@ class Pipeline:
             log.exception("final flush failed; uncommitted events will be re-delivered")
             return
         self._checkpoint()
-        self.inflight.clear()
+        self.recovery.inflight.clear()
         log.info("pipeline stopped; state saved and offsets committed", extra={"state": str(self.store.path)})
 
 
-def _ranges(raw: object) -> dict[tuple[str, int], tuple[int, int]]:
-    """Marker ranges {"topic/partition": [first, last]} as {(topic, partition): (first, last)}; bad rows dropped."""
-    out: dict[tuple[str, int], tuple[int, int]] = {}
-    if not isinstance(raw, dict):
-        return out
-    for key, value in raw.items():
-        topic, _, partition = str(key).rpartition("/")
-        if (
-            topic
-            and partition.isdigit()
-            and isinstance(value, list)
-            and len(value) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-        ):
-            out[(topic, int(partition))] = (value[0], value[1])
-    return out
+def records_behind(
+    highwaters: Callable[[], Mapping[tuple[str, int], int]] | None, positions: Positions
+) -> float | None:
+    """Records the partitions hold past ``positions`` (log-end offsets as the source last saw them), all partitions
+    together; None when the source cannot tell (no ``highwaters``) or has not seen any yet."""
+    marks = highwaters() if highwaters is not None else {}
+    if not marks:
+        return None
+    return float(sum(max(0, end - positions[key]) for key, end in marks.items() if key in positions))

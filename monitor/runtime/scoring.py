@@ -119,6 +119,8 @@ class Scoring:
         self.dead_letter = dead_letter
         self._checkpoint_soon = checkpoint_soon
         self.thinner = UniformThinner(sampler)
+        for model in runtimes:  # pre-registered at 0, so that rate() sees the first increment
+            tel.SCORES_NONFINITE_TOTAL.inc(self.state, tel.Model(model), 0.0)
         self.hooks: list[ScoredHook] = []
         #: when the oldest pending event was sampled (None: nothing pending)
         self.oldest_pending: float | None = None

@@ -196,10 +196,10 @@ def test_pipeline_reprocesses_in_flight_records_one_at_a_time_after_an_unclean_e
     assert marker == {"ranges": {"t/0": [0, 9]}, "careful": False}
     source = RecordingSource(records(lines))  # uncommitted: the broker delivers from offset 0 again
     again = make_pipeline(settings, source)
-    assert again._careful_until == {("t", 0): 9}
+    assert again.recovery.careful_until == {("t", 0): 9}
     markers: list[dict[str, Any]] = []
-    write = again.inflight.write
-    again.inflight.write = lambda marker: (markers.append(marker), write(marker))[-1]  # type: ignore[method-assign]
+    write = again.recovery.inflight.write
+    again.recovery.inflight.write = lambda marker: (markers.append(marker), write(marker))[-1]  # type: ignore[method-assign]
     while again.step(0.0):
         pass
     again.close()
@@ -207,7 +207,7 @@ def test_pipeline_reprocesses_in_flight_records_one_at_a_time_after_an_unclean_e
     assert [m["ranges"] for m in markers[:10]] == [{"t/0": [o, o]} for o in range(10)]
     assert all(m["careful"] for m in markers[:10]) and not any(m["careful"] for m in markers[10:])
     assert markers[10]["ranges"] == {"t/0": [10, 19]}
-    assert source.commits[-1][0] == {("t", 0): 25} and again._careful_until == {}
+    assert source.commits[-1][0] == {("t", 0): 25} and again.recovery.careful_until == {}
     assert again.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 25
     assert not (Path(settings.state_dir) / INFLIGHT_FILE).exists()  # a clean stop removes the marker
 

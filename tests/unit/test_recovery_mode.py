@@ -34,8 +34,8 @@ def write_marker(settings: Any, marker: dict[str, Any]) -> None:
 
 def recording(pipeline: Pipeline) -> list[dict[str, Any]]:
     markers: list[dict[str, Any]] = []
-    write = pipeline.inflight.write
-    pipeline.inflight.write = lambda m: (markers.append(m), write(m))[-1]  # type: ignore[method-assign]
+    write = pipeline.recovery.inflight.write
+    pipeline.recovery.inflight.write = lambda m: (markers.append(m), write(m))[-1]  # type: ignore[method-assign]
     return markers
 
 
@@ -48,7 +48,7 @@ def test_only_the_partition_that_had_records_in_flight_is_processed_one_at_a_tim
     # one poll with both partitions, as a consumer returns them
     source = RecordingSource([*on(0, lines[:10]), *on(1, lines[10:])])
     pipeline = make_pipeline(settings, source)
-    assert pipeline._careful_until == {("t", 0): 4}
+    assert pipeline.recovery.careful_until == {("t", 0): 4}
     assert "recovery" in pipeline.degraded() and "t/0 up to offset 4" in pipeline.degraded()["recovery"]
     pipeline.readiness()
     assert pipeline.state.gauge(tel.DEGRADED.name, ("recovery",)) == 1.0
@@ -61,7 +61,7 @@ def test_only_the_partition_that_had_records_in_flight_is_processed_one_at_a_tim
     assert {p for m in careful for p in m["ranges"]} == {"t/0"}  # partition 1 never one at a time
     assert [m["ranges"]["t/0"] for m in careful] == [[o, o] for o in range(10)]  # the rest of this poll's, too
     assert batched and batched[0]["ranges"] == {"t/1": [0, 9]}
-    assert pipeline._careful_until == {} and "recovery" not in pipeline.degraded()
+    assert pipeline.recovery.careful_until == {} and "recovery" not in pipeline.degraded()
     pipeline.readiness()
     assert pipeline.state.gauge(tel.DEGRADED.name, ("recovery",)) == 0.0
     ended = [r for r in caplog.records if r.getMessage().startswith("recovery mode ended")]
@@ -76,11 +76,11 @@ def test_a_revoked_partition_leaves_recovery_mode(tmp_path: Path, caplog: pytest
     pipeline = make_pipeline(settings, RecordingSource([]))
     with caplog.at_level(logging.INFO, logger="monitor.runtime.pipeline"):
         pipeline.before_revoke([("t", 0)])
-    assert pipeline._careful_until == {("t", 1): 9} and pipeline._suspects == {("t", 1): (7, 9)}
+    assert pipeline.recovery.careful_until == {("t", 1): 9} and pipeline.recovery.suspects == {("t", 1): (7, 9)}
     ended = [r for r in caplog.records if r.getMessage().startswith("recovery mode ended")]
     assert [r.why for r in ended] == ["the partition was revoked"]  # type: ignore[attr-defined]
     pipeline.before_revoke([("t", 1)])
-    assert pipeline._careful_until == {} and "recovery" not in pipeline.degraded()
+    assert pipeline.recovery.careful_until == {} and "recovery" not in pipeline.degraded()
     pipeline.close()
 
 
