@@ -398,19 +398,19 @@ class Signature:
             value = by_input[spec.name]
             flat = _flatten(value, spec, where)
             if spec.is_float:
-                for v in flat:
+                for i, v in enumerate(flat):
                     if type(v) not in (float, int) or isinstance(v, bool):
                         raise SignatureError(
                             "bad_features",
                             f"{where}: input {spec.describe()} takes numbers; got a JSON {type(v).__name__}",
-                            ((spec.name, "missing"),) if v is None else (),
+                            ((spec.element_names()[i], "missing"),) if v is None else (),
                         )
                     if not math.isfinite(v) or abs(v) > _FLOAT32_MAX:  # type: ignore[arg-type] # a number
                         problem = "out_of_range" if math.isfinite(v) else "not_finite"  # type: ignore[arg-type]
                         raise SignatureError(
                             "non_finite",
                             f"{where}: input '{spec.name}' holds {v!r}; expected finite float32 values",
-                            ((spec.name, problem),),
+                            ((spec.element_names()[i], problem),),
                         )
                 full.extend(float(v) for v in flat)  # type: ignore[arg-type] # checked numbers above
             else:
@@ -635,14 +635,15 @@ def _nest(flat: list[Any], dims: tuple[int, ...]) -> object:
 
 
 def _held_row(flat: list[Any], spec: InputSpec, where: str) -> NDArray[Any]:
-    if any(v is None for v in flat):
+    gaps = [i for i, v in enumerate(flat) if v is None]
+    if gaps:
         kinds: dict[int, str] = {TensorProto.STRING: "strings", TensorProto.BOOL: "booleans"}
         kind = kinds.get(spec.elem_type, "whole numbers")
         raise SignatureError(
             "bad_features",
             f"{where}: input {spec.describe()} takes {kind}; got null (a missing value: send the category the model "
             "was trained with for 'missing', if any)",
-            ((spec.name, "missing"),),
+            tuple((spec.element_names()[i], "missing") for i in gaps),
         )
     if spec.elem_type == TensorProto.STRING:
         if not all(isinstance(v, str) for v in flat):

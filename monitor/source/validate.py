@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from monitor.errors import ConfigError, InvalidEventError
 from monitor.events import LivePrediction
@@ -511,11 +511,11 @@ def signature_row(raw: object, signature: Signature, where: str) -> tuple[list[f
         raise invalid(_signature_reason(exc.reason, raw, signature), message, exc.inputs) from None
     except OverflowError:  # an integer beyond float64 for a float input: math.isfinite cannot take it
         bad = _first_bad_number(raw, signature)
-        name = f"input '{bad[0]}'" if bad is not None else "a float input"
+        name = f"input '{bad.input}' ({bad.element})" if bad is not None else "a float input"
         raise invalid(
             "out_of_range",
             f"{where}: {name} holds an integer beyond float's range; send values in the model's units (within ±3.4e38)",
-            ((bad[0], "out_of_range"),) if bad is not None else (),
+            ((bad.element, "out_of_range"),) if bad is not None else (),
         ) from None
     if not signature.has_held:
         return x, None
@@ -568,27 +568,37 @@ def _signature_reason(reason: str, raw: object, signature: Signature) -> str:
     if reason == "non_finite":
         bad = _first_bad_number(raw, signature)
         if bad is not None:
-            return bad[1]
+            return bad.problem
     return _SIGNATURE_REASONS.get(reason, "bad_type")
 
 
-def _first_bad_number(raw: object, signature: Signature) -> tuple[str, str] | None:
-    """(input name, ``not_finite`` or ``out_of_range``) of the first number of a float input in ``raw`` (a map)
-    that is not finite or beyond float32's range, in the order :meth:`Signature.row_from_map` checks them."""
+class _BadNumber(NamedTuple):
+    """Where :func:`_first_bad_number` found a number that float32 cannot hold."""
+
+    input: str
+    element: str  # the element's name, as its drift gauges carry it (``x[2]``; the input's name for one value)
+    problem: str  # ``not_finite`` or ``out_of_range``
+
+
+def _first_bad_number(raw: object, signature: Signature) -> _BadNumber | None:
+    """The first number of a float input in ``raw`` (a map) that is not finite or beyond float32's range, in the
+    order :meth:`Signature.row_from_map` checks them."""
     if not isinstance(raw, dict):
         return None
     for spec in signature.float_inputs:
-        if spec.name in raw:
-            stack: list[object] = [raw[spec.name]]
-        else:
-            stack = [raw.get(n) for n in spec.element_names()]
+        names = spec.element_names()
+        stack: list[object] = [raw[spec.name]] if spec.name in raw else [raw.get(n) for n in names]
         stack.reverse()
+        leaf = 0  # the element's position in row-major order: its name
         while stack:  # depth first, in order, without recursion (JSON nests up to ~1000 deep)
             v = stack.pop()
             if isinstance(v, list):
                 stack.extend(reversed(v))
-            elif isinstance(v, float) and not math.isfinite(v):
-                return spec.name, "not_finite"
-            elif isinstance(v, int | float) and not isinstance(v, bool) and abs(v) > FLOAT32_MAX:
-                return spec.name, "out_of_range"
+                continue
+            element = names[leaf] if leaf < len(names) else spec.name
+            leaf += 1
+            if isinstance(v, float) and not math.isfinite(v):
+                return _BadNumber(spec.name, element, "not_finite")
+            if isinstance(v, int | float) and not isinstance(v, bool) and abs(v) > FLOAT32_MAX:
+                return _BadNumber(spec.name, element, "out_of_range")
     return None

@@ -77,7 +77,10 @@ def test_signature_models_name_the_input_tensor_or_element_at_fault() -> None:
     lacks_city = refused("mixed", {"a": 0.5, "b": [1, 2]})
     assert (lacks_city.model, lacks_city.inputs) == ("mixed", (("city", "missing"),))
     assert refused("mixed", {"a": 0.5, "b": [1, 2], "city": None}).inputs == (("city", "missing"),)
-    assert refused("mixed", {"a": 0.5, "b": [1, float("nan")], "city": "oslo"}).inputs == (("b", "not_finite"),)
+    # a tensor's element by the name its drift gauges carry (b[1]), not by the tensor's
+    assert refused("mixed", {"a": 0.5, "b": [1, float("nan")], "city": "oslo"}).inputs == (("b[1]", "not_finite"),)
+    assert refused("mixed", {"a": 0.5, "b": [None, 2], "city": "oslo"}).inputs == (("b[0]", "missing"),)
+    assert refused("mixed", {"a": 0.5, "b": [1, 10**400], "city": "oslo"}).inputs == (("b[1]", "out_of_range"),)
     assert refused("mixed", {"a": 1e39, "b": [1, 2], "city": "oslo"}).inputs == (("a", "out_of_range"),)
     assert refused("mixed", {"a": None, "b": [1, 2], "city": "oslo"}).inputs == (("a", "missing"),)
     by_element = refused("mixed", {"a": 0.5, "b[0]": 1, "city": "oslo"})
