@@ -16,13 +16,13 @@ from monitor.exporters.delivery import WebhookSender
 from monitor.exporters.prometheus import MetricsState
 from monitor.rolling.reference import Reference
 from monitor.runtime.watch import (
-    FEATURE_SERIES_TOP,
     HARMFUL_ALERT,
     INPUT_ALERT,
     SHADOW_ALERT,
     DetectorCrossing,
     ModelWatch,
 )
+from monitor.runtime.watch_metrics import FEATURE_SERIES_TOP
 from tests.unit.test_watch import MODEL, Stream, make_watch
 
 
@@ -97,12 +97,12 @@ def test_the_per_input_gauge_folds_wide_inputs_into_the_largest_and_other() -> N
     watch, state = make_watch()
     names = [f"px[{i}]" for i in range(100)]
     d = np.linspace(0.0, 0.99, 100)
-    watch._publish_feature_statistics("other", names, d)
+    watch.metrics.feature_statistics("other", names, d)
     series = gauges(state)
     assert len(series) == FEATURE_SERIES_TOP + 1
     assert series["px[99]"] == pytest.approx(0.99) and "px[0]" not in series
     assert series["other"] == pytest.approx(d[100 - FEATURE_SERIES_TOP - 1])
-    watch._publish_feature_statistics("other", names, d[::-1].copy())  # the top set changes: old series go
+    watch.metrics.feature_statistics("other", names, d[::-1].copy())  # the top set changes: old series go
     series = gauges(state)
     assert "px[99]" not in series and series["px[0]"] == pytest.approx(0.99) and len(series) == FEATURE_SERIES_TOP + 1
 
@@ -183,7 +183,7 @@ def test_the_range_test_keeps_quiet_on_a_stationary_stream() -> None:
     stream = Stream(seed=16)
     for _ in range(100):
         watch.update(*stream.batch())
-    engine = watch._engines["other"]
+    engine = watch.verdicts.engines["other"]
     assert engine.input_range is not None and engine.input_range.state.alarms == 0
     assert watch.verdict("other") == Verdict.STABLE
 
@@ -210,7 +210,7 @@ def test_a_correlation_flip_every_per_input_test_misses_is_an_input_shift() -> N
         watch.update(events, correlated(len(events), -1.0), result, shadow)
     report = watch.last_reports["other"]
     assert report.verdict == Verdict.INPUT_SHIFT and report.fired == ("inputs_pca",), report
-    engine = watch._engines["other"]
+    engine = watch.verdicts.engines["other"]
     assert engine.feature_drift is not None and not engine.feature_drift.drift_detected  # per-input KS is blind
     a = alert(watch, INPUT_ALERT)
     (ev,) = a.evidence

@@ -249,7 +249,7 @@ def test_watch_regressor_has_no_confidence_series_and_still_judges_input_shift()
     for _ in range(25):
         watch.update(*_with_confidence(stream.batch(), np.full(100, np.nan)))
     assert watch.reference is not None and watch.reference.confidence_sample.size == 0
-    assert watch._engines["other"].confidence_cusum is None
+    assert watch.verdicts.engines["other"].confidence_cusum is None
     for _ in range(40):
         watch.update(*_with_confidence(stream.batch(moved=True), np.full(100, np.nan)))
     assert watch.verdict("other") is Verdict.INPUT_SHIFT

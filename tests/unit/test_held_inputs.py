@@ -84,7 +84,7 @@ def test_a_stationary_held_input_stays_stable_and_a_rare_category_is_not_unseen(
     stream = Stream(seed=31)
     feed(watch, stream, 40, CITIES, SHARES)
     assert watch.verdict("other") == Verdict.STABLE
-    engine = watch._engines["other"]
+    engine = watch.verdicts.engines["other"]
     assert engine.held_drift is not None and engine.held_drift.state.alarms == 0
     feed(watch, stream, 1, ["lima"])  # a rare but known category: not unseen
     assert engine.held_drift.unseen_shares[0] == 0.0

@@ -326,7 +326,7 @@ def test_watch_keeps_margin_windows_and_a_fall_in_margin_is_a_harmful_shift() ->
     for _ in range(20):
         watch.update(*_with(stream.batch(), *three_class(rng, 100)))
     assert watch.verdict("other") is Verdict.STABLE
-    assert watch._engines["other"].margin_cusum is not None
+    assert watch.verdicts.engines["other"].margin_cusum is not None
     mean = state.gauge(tel.WINDOW_MARGIN_MEAN.name, (MODEL, "other", "60s"))
     assert mean is not None and 0.59 < mean < 0.64  # E[c − (1 − c)·u] = 0.75 − 0.25·0.55 ≈ 0.61
     assert _hist_count(state, tel.MARGIN.name) == 2500
@@ -346,7 +346,7 @@ def test_watch_regressor_has_no_margin_series() -> None:
     for _ in range(10):
         watch.update(*_with(stream.batch(), nan, nan))
     assert watch.reference is not None and watch.reference.margin_sample.size == 0
-    assert watch._engines["other"].margin_cusum is None
+    assert watch.verdicts.engines["other"].margin_cusum is None
     assert state.gauge(tel.WINDOW_MARGIN_MEAN.name, (MODEL, "other", "60s")) is None
     assert state.gauge(tel.DRIFT_STATISTIC.name, (MODEL, "other", "margin_cusum")) is None
     assert _hist_count(state, tel.MARGIN.name) == 0

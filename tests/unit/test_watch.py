@@ -165,7 +165,7 @@ def test_watch_reports_a_verdict_change_at_the_batch_whose_detector_crossed_not_
     watch, _ = make_watch()  # window tests every 100 events
     stream = Stream(seed=2)
     feed(watch, stream, 300, n=10)
-    engine = watch._engine("other")
+    engine = watch.verdicts.engine("other")
     first = None
     for i in range(400):  # batches of 10 events: ten per cadence
         watch.update(*stream.batch(10, harmful=True))
@@ -180,7 +180,7 @@ def test_watch_reports_a_verdict_change_at_the_batch_whose_detector_crossed_not_
         w, _ = make_watch()
         st = Stream(seed=seed)
         feed(w, st, 300, n=10)
-        eng = w._engine("other")
+        eng = w.verdicts.engine("other")
         for i in range(400):
             w.update(*st.batch(10, harmful=True))
             if w.verdict("other") is Verdict.HARMFUL_SHIFT:

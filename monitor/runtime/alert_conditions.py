@@ -1,0 +1,205 @@
+"""The alert rules of a model's watch, when their conditions hold, and what their alerts say.
+
+:class:`AlertConditions` owns the model's :class:`~monitor.exporters.alerts.AlertEngine` with its four rules and the
+arrival time of each segment's last scored event. A segment with no arrival for its shortest time window is quiet:
+its conditions count as false, so its alerts resolve on a stream that went silent. Each observation and each
+:meth:`AlertConditions.tick` returns :class:`AlertUpdate` results (whether the alert fires now, and the transition
+that just happened); the watch publishes them and delivers the transitions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
+from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule, Evidence
+from monitor.rolling.reference import Reference
+from monitor.runtime.evidence import detector_evidence
+
+if TYPE_CHECKING:
+    from monitor.runtime.watch import WatchConfig
+
+HARMFUL_ALERT = "HarmonicHarmfulShift"
+INPUT_ALERT = "HarmonicInputDrift"
+SHADOW_ALERT = "HarmonicShadowDisagreement"
+ACCURACY_ALERT = "HarmonicAccuracyDrop"
+
+
+@dataclass(frozen=True, slots=True)
+class AlertUpdate:
+    """One rule of one segment after an observation or a tick: whether its alert is firing now, and the
+    transition (fired or resolved) that just happened, if any."""
+
+    rule: str
+    segment: str
+    firing: bool
+    transition: AlertEvent | None
+
+
+class AlertConditions:
+    """The model's alert engine, its rules' conditions and the segments' last arrivals."""
+
+    def __init__(self, model: str, config: WatchConfig) -> None:
+        self.model = model
+        self.config = config
+        timing = (config.for_seconds, config.resolve_after_seconds)
+
+        def rule(name: str, signal: str, severity: str) -> AlertRule:
+            url = f"{config.runbook_url_base}#{name.lower()}" if config.runbook_url_base else ""
+            return AlertRule(name, signal, *timing, severity=severity, runbook_url=url)
+
+        self.engine = AlertEngine(
+            [
+                rule(HARMFUL_ALERT, "gamma_flicker", "warning"),
+                rule(INPUT_ALERT, "features", "info"),
+                rule(SHADOW_ALERT, "shadow_disagreement", "critical"),
+                rule(ACCURACY_ALERT, "accuracy", "warning"),
+            ]
+        )
+        #: per segment, the clock's reading when its last scored event arrived (what "quiet" is judged on)
+        self.arrived: dict[str, float] = {}
+        #: a segment with no arrival for this long on the clock is quiet: its shortest time window
+        self.quiet_seconds = min(config.window_seconds)
+
+    def arrive(self, segments: Sequence[str], now: float) -> None:
+        """Scored events of ``segments`` arrived at ``now`` (the clock's reading)."""
+        for segment in segments:
+            self.arrived[segment] = now
+
+    def quiet(self, segment: str, now: float) -> bool:
+        """No scored event of ``segment`` arrived within its shortest time window of the clock."""
+        return now - self.arrived.get(segment, -math.inf) > self.quiet_seconds
+
+    def observe(
+        self,
+        rule: str,
+        segment: str,
+        condition: bool,
+        value: float,
+        reference: float,
+        now: float,
+        *,
+        top_features: Sequence[str] = (),
+        detail: str = "",
+        verdict: str = "harmful",
+        evidence: Sequence[Evidence] = (),
+        value_name: str = "",
+        reference_name: str = "reference",
+    ) -> AlertUpdate:
+        """Feed one evaluation of ``rule`` for ``segment``; a quiet segment's condition counts as false."""
+        ev = self.engine.observe(
+            rule,
+            model=self.model,
+            segment=segment,
+            condition=condition and not self.quiet(segment, now),
+            value=value,
+            reference=reference,
+            now_seconds=now,
+            top_features=top_features,
+            detail=detail,
+            verdict=verdict,
+            evidence=evidence,
+            value_name=value_name,
+            reference_name=reference_name,
+        )
+        return self._update(rule, segment, ev)
+
+    def _update(self, rule: str, segment: str, ev: AlertEvent | None) -> AlertUpdate:
+        firing = self.engine.get(rule, model=self.model, segment=segment)
+        return AlertUpdate(rule, segment, firing is not None and firing.state.value == "firing", ev)
+
+    def shadow(self, segment: str, count: Any, now: float) -> AlertUpdate:
+        """HarmonicShadowDisagreement: the live server and the ONNX copy disagree on more than the threshold's share
+        of the count window's labelled events (at least 50 of them)."""
+        shadow_vals = count.values("shadow_disagreement")
+        shadow_vals = shadow_vals[np.isfinite(shadow_vals)]
+        shadow_rate = float(shadow_vals.mean()) if shadow_vals.size >= 50 else 0.0
+        return self.observe(
+            SHADOW_ALERT,
+            segment,
+            shadow_rate > self.config.shadow_disagreement_threshold,
+            shadow_rate,
+            self.config.shadow_disagreement_threshold,
+            now,
+            detail=f"live server vs ONNX copy over the last {shadow_vals.size} events; a stale or wrong ONNX copy "
+            "invalidates every other signal",
+            verdict="shadow",
+            value_name="disagreement rate",
+            reference_name="threshold",
+        )
+
+    def accuracy(
+        self, segment: str, condition: tuple[bool, float, str], reference_accuracy: float, now: float
+    ) -> AlertUpdate:
+        """HarmonicAccuracyDrop; ``condition``: :meth:`AccuracyEstimates.condition`'s (holds, estimate, detail)."""
+        holds, value, detail = condition
+        return self.observe(
+            ACCURACY_ALERT,
+            segment,
+            holds,
+            value,
+            reference_accuracy,
+            now,
+            detail=detail,
+            verdict=Verdict.HARMFUL_SHIFT.value,
+            value_name="estimated accuracy",
+            reference_name="reference accuracy",
+        )
+
+    def drift(
+        self, segment: str, report: VerdictReport, engine: VerdictEngine, baseline: Reference, count: Any, now: float
+    ) -> list[AlertUpdate]:
+        """HarmonicHarmfulShift and HarmonicInputDrift from the segment's verdict ``report``, with the evidence of
+        its detectors (:func:`detector_evidence`): the output detectors only when the shift is harmful."""
+        gamma_now = float(np.nanmean(count.values("gamma")[-self.config.detectors.window :]))
+        top = tuple(name for name, _ in report.top_features)
+        outputs, inputs = detector_evidence(engine, baseline, count, self.config.detectors)
+        harmful = report.verdict == Verdict.HARMFUL_SHIFT
+        shown = (*outputs, *inputs) if harmful else inputs
+        first = shown[0] if shown else None
+        harmful_update = self.observe(
+            HARMFUL_ALERT,
+            segment,
+            harmful,
+            gamma_now if first is None else first.window,
+            baseline.gamma_mean if first is None else first.reference,
+            now,
+            top_features=top,
+            detail=report.message,
+            verdict=Verdict.HARMFUL_SHIFT.value,
+            evidence=shown if harmful else (),
+            value_name="" if first is None else first.measure,
+        )
+        input_update = self.observe(
+            INPUT_ALERT,
+            segment,
+            report.verdict == Verdict.INPUT_SHIFT,
+            inputs[0].window if inputs else float("nan"),
+            inputs[0].reference if inputs else float("nan"),
+            now,
+            top_features=top,
+            detail=report.message,
+            verdict=Verdict.INPUT_SHIFT.value,
+            evidence=inputs if report.verdict == Verdict.INPUT_SHIFT else (),
+            value_name=inputs[0].measure if inputs else "input window mean",
+        )
+        return [harmful_update, input_update]
+
+    def tick(self, now: float) -> list[AlertUpdate]:
+        """Move the pending and firing alerts on to ``now`` without new events (quiet segments' conditions count as
+        false): one update per such alert, with its transition if it fired or resolved. Cheap when none is
+        active."""
+        active = self.engine.active()
+        if not active or not math.isfinite(now):
+            return []
+        quiet = {(self.model, a.segment) for a in active if self.quiet(a.segment, now)}
+        transitions = {(ev.alert.rule.name, ev.alert.segment): ev for ev in self.engine.advance(now, quiet=quiet)}
+        return [
+            self._update(alert.rule.name, alert.segment, transitions.get((alert.rule.name, alert.segment)))
+            for alert in active
+        ]

@@ -1,0 +1,195 @@
+"""The metrics a model's watch writes, through :mod:`monitor.telemetry`'s typed handles.
+
+:class:`WatchMetrics` turns what the watch and its collaborators return (scored batches, window snapshots, accuracy
+estimates, verdict reports, alert updates, baselines) into series labelled with the model's name. It keeps no state
+of its own besides the model and the metrics state it writes to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor import telemetry as tel
+from monitor.clock import MISTIMED_REASONS, Placed
+from monitor.drift.verdict import VerdictEngine, VerdictReport
+from monitor.events import InferenceEvent
+from monitor.exporters.prometheus import MetricsState
+from monitor.rolling.reference import Reference
+from monitor.rolling.windows import OTHER, SignalBatch
+
+if TYPE_CHECKING:
+    from monitor.runtime.alert_conditions import AlertUpdate
+
+#: the per-input drift gauge keeps one series per input up to this many inputs; above it, the
+#: :data:`FEATURE_SERIES_TOP` largest by name and the rest folded into ``other`` (their largest distance)
+FEATURE_SERIES_MAX = 64
+FEATURE_SERIES_TOP = 16
+
+
+class WatchMetrics:
+    """The series of one model's watch in ``state``."""
+
+    def __init__(self, model: str, state: MetricsState) -> None:
+        self.model = model
+        self.state = state
+        for reason in MISTIMED_REASONS:  # pre-registered at 0: rate() sees the first increment
+            tel.EVENTS_MISTIMED_TOTAL.inc(state, tel.ModelReason(model, reason), 0.0)
+
+    def mistimed(self, placed: Placed) -> None:
+        """A batch's events placed at arrival or at the watermark (future timestamps) and its late ones."""
+        for reason, count in (("future_timestamp", placed.future), ("late", placed.late)):
+            if count:
+                tel.EVENTS_MISTIMED_TOTAL.inc(self.state, tel.ModelReason(self.model, reason), float(count))
+
+    def scored(self, batch: SignalBatch, events: Sequence[InferenceEvent], ok: NDArray[np.bool_]) -> None:
+        """The per-event histograms of the valid events (``batch``) by segment, and the scored-events counter of
+        every event that ``ok`` marks valid."""
+        seg_arr = batch.segments
+        for seg in np.unique(seg_arr):
+            sel = seg_arr == seg
+            labels = tel.ModelSegment(self.model, str(seg))
+            tel.GAMMA.observe(self.state, labels, batch.gamma[sel])
+            tel.FLICKER.observe(self.state, labels, batch.flicker[sel])
+            tel.P_ADJ.observe(self.state, labels, batch.p_adj[sel])
+            conf = batch.confidence[sel]
+            conf = conf[np.isfinite(conf)]  # NaN for a regressor (no classes): no confidence series
+            if conf.size:
+                tel.CONFIDENCE.observe(self.state, labels, conf)
+            margin = batch.margin[sel]
+            margin = margin[np.isfinite(margin)]  # NaN for a regressor, like confidence
+            if margin.size:
+                tel.MARGIN.observe(self.state, labels, margin)
+        for ev, good in zip(events, ok, strict=True):
+            if good:
+                tel.EVENTS_SCORED_TOTAL.inc(
+                    self.state, tel.ModelModelVersionSegment(self.model, ev.model_version, ev.segment)
+                )
+
+    def gamma_cells(self, added: dict[tuple[str, str, str], float]) -> None:
+        """The events the Gamma Map added per (segment, p_bin, gamma_bin)."""
+        for (seg, p_bin, gamma_bin), n in added.items():
+            tel.GAMMAMAP_EVENTS_TOTAL.inc(
+                self.state, tel.ModelSegmentPBinGammaBin(self.model, seg, p_bin, gamma_bin), n
+            )
+
+    def windows(self, segment: str, snaps: dict[str, Any]) -> None:
+        """Each window's event count and, where it holds events, its signal gauges."""
+        for wname, snap in snaps.items():
+            labels = tel.ModelSegmentWindow(self.model, segment, wname)
+            sig = snap.signals
+            tel.WINDOW_EVENTS.set(self.state, labels, snap.events)
+            if snap.events == 0:
+                continue
+            tel.WINDOW_GAMMA_MEAN.set(self.state, labels, sig["gamma"].mean)
+            tel.WINDOW_GAMMA_P95.set(self.state, labels, _q(sig["gamma"].quantiles, 0.95))
+            tel.WINDOW_FLICKER_MEAN.set(self.state, labels, sig["flicker"].mean)
+            tel.WINDOW_STABILITY.set(self.state, labels, 1.0 - sig["flicker"].mean)
+            tel.WINDOW_P_ADJ_MEAN.set(self.state, labels, sig["p_adj"].mean)
+            if sig["confidence"].count:  # none for a regressor
+                tel.WINDOW_CONFIDENCE_MEAN.set(self.state, labels, sig["confidence"].mean)
+            if sig["margin"].count:  # none for a regressor
+                tel.WINDOW_MARGIN_MEAN.set(self.state, labels, sig["margin"].mean)
+            if sig["shadow_disagreement"].count:
+                tel.WINDOW_SHADOW_DISAGREEMENT_RATIO.set(self.state, labels, sig["shadow_disagreement"].mean)
+
+    def estimates(self, segment: str, estimates: dict[str, dict[str, Any]]) -> None:
+        """Each window's accuracy estimate and its interval, by method."""
+        for wname, result in estimates.items():
+            for method, m in result["methods"].items():
+                labels = tel.ModelSegmentWindowMethod(self.model, segment, wname, method)
+                tel.ESTIMATED_ACCURACY.set(self.state, labels, m["estimate"])
+                tel.ESTIMATED_ACCURACY_LOWER.set(self.state, labels, m["lower"])
+                tel.ESTIMATED_ACCURACY_UPPER.set(self.state, labels, m["upper"])
+
+    def reference_accuracy(self, accuracy: float) -> None:
+        tel.REFERENCE_ACCURACY.set(self.state, tel.Model(self.model), accuracy)
+
+    def reference(self, ref: Reference) -> None:
+        """The model-wide reference's means."""
+        tel.REFERENCE_GAMMA_MEAN.set(self.state, tel.Model(self.model), ref.gamma_mean)
+        tel.REFERENCE_FLICKER_MEAN.set(self.state, tel.Model(self.model), ref.flicker_mean)
+
+    def warming_up(self, segment: str, warming: bool) -> None:
+        tel.SEGMENT_WARMING_UP.set(self.state, tel.ModelSegment(self.model, segment), 1.0 if warming else 0.0)
+
+    def clear_verdict(self, segment: str) -> None:
+        """Drop ``segment``'s verdict series (it has no verdict until its new baseline is learned)."""
+        tel.DRIFT_VERDICT.clear(self.state, lambda lab: lab[:2] == (self.model, segment))
+
+    def verdict(self, segment: str, report: VerdictReport, engine: VerdictEngine) -> None:
+        """The segment's verdict, its detectors' statistics and p-values, and its inputs' drift and out-of-range
+        shares."""
+        self.clear_verdict(segment)
+        tel.DRIFT_VERDICT.set(self.state, tel.ModelSegmentVerdict(self.model, segment, report.verdict.value), 1.0)
+        for st in engine.states:
+            tel.DRIFT_STATISTIC.set(self.state, tel.ModelSegmentSignal(self.model, segment, st.name), st.statistic)
+            if np.isfinite(st.p_value):
+                tel.DRIFT_P_VALUE.set(self.state, tel.ModelSegmentSignal(self.model, segment, st.name), st.p_value)
+        features = engine.feature_drift
+        if features is not None:  # None: the reference holds no feature sample, so nothing is tested
+            tel.FEATURE_DRIFT_FEATURES.set(
+                self.state, tel.ModelSegment(self.model, segment), float(len(features.moved))
+            )
+            self.feature_statistics(segment, features.feature_names, features.statistics)
+        held_drift = engine.held_drift
+        if held_drift is not None:  # held inputs: their category distance, and their unseen share as "out of range"
+            self.feature_statistics(segment, held_drift.feature_names, held_drift.statistics)
+            self.feature_statistics(
+                segment,
+                held_drift.feature_names,
+                held_drift.unseen_shares,
+                metric=tel.INPUT_OUT_OF_RANGE_RATIO,
+            )
+        if engine.input_range is not None:
+            self.feature_statistics(
+                segment,
+                engine.input_range.feature_names,
+                engine.input_range.shares,
+                metric=tel.INPUT_OUT_OF_RANGE_RATIO,
+            )
+
+    def feature_statistics(
+        self,
+        segment: str,
+        names: Sequence[str],
+        statistics: NDArray[np.float64],
+        metric: tel.Gauge[tel.ModelSegmentFeature] = tel.FEATURE_DRIFT_STATISTIC,
+    ) -> None:
+        """``harmonic_feature_drift_statistic`` (or ``metric``): each input's KS distance at the last test, by the
+        model's input names; above :data:`FEATURE_SERIES_MAX` inputs only the :data:`FEATURE_SERIES_TOP` largest, the rest as
+        ``other`` (their largest), so that an image model does not export one series per pixel."""
+        key = (self.model, segment)
+        if len(names) <= FEATURE_SERIES_MAX:
+            for name, d in zip(names, statistics.tolist(), strict=True):
+                metric.set(self.state, tel.ModelSegmentFeature(*key, name), float(d))
+            return
+        order = np.argsort(-statistics, kind="stable")
+        metric.clear(self.state, lambda lab: lab[:2] == key)
+        for j in order[:FEATURE_SERIES_TOP].tolist():
+            metric.set(self.state, tel.ModelSegmentFeature(*key, names[j]), float(statistics[j]))
+        rest = statistics[order[FEATURE_SERIES_TOP:]]
+        metric.set(self.state, tel.ModelSegmentFeature(*key, OTHER), float(rest.max()) if rest.size else 0.0)
+
+    def alert(self, update: AlertUpdate) -> None:
+        """The alert's firing gauge, and the fired counter when it has just fired."""
+        tel.ALERTS_FIRING.set(
+            self.state,
+            tel.ModelSegmentAlertname(self.model, update.segment, update.rule),
+            1.0 if update.firing else 0.0,
+        )
+        ev = update.transition
+        if ev is not None and ev.alert.state.value == "firing":
+            tel.ALERTS_FIRED_TOTAL.inc(self.state, tel.ModelAlertname(self.model, update.rule))
+
+
+def _q(quantiles: Any, q: float) -> float:
+    if not quantiles:
+        return float("nan")
+    if q in quantiles:
+        return float(quantiles[q])
+    keys = sorted(quantiles)
+    return float(quantiles[min(keys, key=lambda k: abs(k - q))])
