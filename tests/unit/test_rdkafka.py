@@ -338,7 +338,11 @@ def test_service_builds_the_librdkafka_source_and_sink(
     tmp_path: Path, fake_consumer: type[FakeConsumer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(confluent_kafka, "Producer", FakeProducer)
-    settings = make_settings(tmp_path, kafka={"client": "librdkafka", "scores_topic": "scores", "api_version": "0.9"})
+    settings = make_settings(
+        tmp_path,
+        kafka={"client": "librdkafka", "scores_topic": "scores", "api_version": "0.9"},
+        metrics={"port": 0},  # any free port: 9108 may be taken on a shared machine
+    )
     svc = Service.from_settings(settings)
     try:
         assert isinstance(svc.source, RdKafkaSource)
