@@ -38,40 +38,26 @@ from monitor.model.base import ModelKind, ModelOutput
 from monitor.model.broadcast import widen_scalar_operands
 from monitor.model.neighbourhood import NeighbourhoodRunner, NoiseProjector, binary_positive, neighbourhood_graph
 from monitor.model.outputs import ModelKindSetting, OutputDecision, add_probabilities, decide_outputs
+from monitor.model.session import (
+    OnnxRuntimeOptions,
+    active_providers,
+    quiet_session_options,
+    resolve_providers,
+    session_options,
+)
 from monitor.model.signature import HELD_COLUMNS, Held, Signature, canonical_model, default_held
 
+__all__ = [
+    "ExternalData",
+    "NeighbourhoodEvaluator",
+    "NeighbourhoodRejected",
+    "OnnxModel",
+    "OnnxRuntimeOptions",
+    "argmax_rows",
+    "read_model",
+]
+
 log = logging.getLogger(__name__)
-
-_PROVIDER_ALIASES = {
-    "cpu": "CPUExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class OnnxRuntimeOptions:
-    """How to run the session. ``providers`` accepts aliases (cpu, cuda) or full provider names."""
-
-    providers: tuple[str, ...] = ("cpu",)
-    intra_op_threads: int = 0  # 0 = onnxruntime's default
-    inter_op_threads: int = 0
-    #: rows per ``session.run``. 16,384 rather than 65,536: an MLP ran 76,800 rows faster in 16,384-row chunks
-    #: (its activations stay in cache) and no model got faster with larger chunks (``bench/engine_throughput.py``,
-    #: its *1-run bound* column; docs/BENCHMARKS.md, *Engine vs bound*); cheap models pay ~10-20 µs per extra run.
-    max_rows_per_run: int = 16384
-    #: let :meth:`OnnxModel.neighbourhood` wrap the graph so onnxruntime builds ball points and flicker copies
-    #: itself (see :mod:`monitor.model.neighbourhood`); False: the scorer builds them in numpy
-    rows_in_graph: bool = True
-    #: let onnxruntime's intra-op threads keep spinning after a ``session.run`` returns (its default). False sets
-    #: ``session.force_spinning_stop``: the threads spin while a run needs them and stop when it returns. A
-    #: spinning thread holds a core that the next thing needs — the scorer's wrapped session right after the
-    #: shadow check's run on the model's own session (each session has its own pool), another model's session, the
-    #: consumer process, the model server beside the sidecar. With the threads stopped the whole pipeline ingests
-    #: a clearly larger share of raw kafka-python's rate (``bench/stream.py throughput --variants raw pipeline``;
-    #: docs/BENCHMARKS.md, *Ingest vs raw client*).
-    spin_after_run: bool = False
-
 
 #: up to this many classes :func:`argmax_rows` compares columns; beyond, numpy's row-wise argmax is faster
 _COLUMNWISE_ARGMAX_MAX_CLASSES = 8
@@ -118,52 +104,6 @@ def argmax_rows(
         np.maximum(label, step, out=label)  # the last column that beat the running maximum is the argmax
         np.maximum(best, column, out=best)
     return label if narrow else label.astype(np.int64)
-
-
-def _resolve_providers(requested: Sequence[str]) -> list[str]:
-    """The requested providers that this onnxruntime build has, in order, CPU always last as the fallback.
-
-    A requested provider the build lacks (``cuda`` with the CPU-only ``onnxruntime`` wheel) is skipped with one
-    warning for all of them; ``onnxruntime-gpu`` (with CUDA and cuDNN installed) provides CUDAExecutionProvider.
-    """
-    available = ort.get_available_providers()
-    chosen: list[str] = []
-    missing: list[str] = []
-    for name in requested:
-        full = _PROVIDER_ALIASES.get(name.lower(), name)
-        if full in available:
-            if full not in chosen:
-                chosen.append(full)
-        elif full != "CPUExecutionProvider":
-            missing.append(full)
-    if "CPUExecutionProvider" not in chosen:
-        chosen.append("CPUExecutionProvider")
-    if missing:
-        log.warning(
-            "execution provider not available, skipped: %s; running on %s (this onnxruntime build has %s; "
-            "onnxruntime-gpu provides CUDAExecutionProvider)",
-            ", ".join(missing),
-            ", ".join(chosen),
-            ", ".join(available),
-            extra={"provider": missing, "available": sorted(available)},
-        )
-    return chosen
-
-
-def _active_providers(session: ort.InferenceSession, chosen: list[str], path: str) -> list[str]:
-    """The providers the session really runs on. onnxruntime drops a provider that fails to initialise (the CUDA
-    provider of onnxruntime-gpu without the CUDA libraries) and goes on with the next: say so once."""
-    active = [p for p in session.get_providers() if p in chosen] or list(session.get_providers())
-    dropped = [p for p in chosen if p not in active]
-    if dropped:
-        log.warning(
-            "execution provider failed to initialise, skipped: %s; running on %s (are the CUDA and cuDNN libraries "
-            "onnxruntime-gpu needs installed?)",
-            ", ".join(dropped),
-            ", ".join(active),
-            extra={"model": path, "provider": dropped},
-        )
-    return active
 
 
 def _prepare(
@@ -409,18 +349,20 @@ class OnnxModel:
         raw, self._zipmap, self._decision, self.signature = _prepare(
             model_bytes, model_kind, str(self.path), fixed_features
         )
-        self.providers = _resolve_providers(self.options.providers)
+        self.providers = resolve_providers(self.options.providers)
         #: rows per ``session.run`` when the model's batch dimension stays fixed (None: free)
         self._run_batch: int | None = None
         self._held_columns: str | None = None
         if not self.signature.plain:
             raw = self._canonical(raw)
         try:
-            self._session = ort.InferenceSession(raw, sess_options=self._session_options(), providers=self.providers)
+            self._session = ort.InferenceSession(
+                raw, sess_options=session_options(self.options), providers=self.providers
+            )
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
             raise ModelError(f"cannot load '{self.path}' with onnxruntime: {exc}") from exc
         #: what the session runs on (later sessions of this model, the wrapped graph's, get the same list)
-        self.providers = _active_providers(self._session, self.providers, str(self.path))
+        self.providers = active_providers(self._session, self.providers, str(self.path))
         self._inspect_signature()
         self._model_bytes = raw  # ZipMap removed, inputs canonical; what :meth:`neighbourhood` wraps
         self._feature_names: tuple[str, ...] = self.signature.features
@@ -487,7 +429,7 @@ class OnnxModel:
             x, held = self._example_feeds(3 * fixed)
             # a graph that fails here is expected (the batch stays fixed, with one warning of ours): onnxruntime
             # must not print its own error line for it
-            quiet = self._quiet_options()
+            quiet = quiet_session_options(self.options)
             new = ort.InferenceSession(rewritten, sess_options=quiet, providers=self.providers)
             old = ort.InferenceSession(original, sess_options=quiet, providers=self.providers)
             feed = self._canonical_feed(x_name, held_columns, x, held)
@@ -517,7 +459,9 @@ class OnnxModel:
 
         x, held = self._example_feeds(fixed)
         try:
-            session = ort.InferenceSession(kept, sess_options=self._quiet_options(), providers=self.providers)
+            session = ort.InferenceSession(
+                kept, sess_options=quiet_session_options(self.options), providers=self.providers
+            )
             feed = self._canonical_feed(x_name, held_columns, x, held)
             names = [o.name for o in session.get_outputs()]
             best = math.inf
@@ -714,7 +658,7 @@ class OnnxModel:
             return None
         try:
             session = ort.InferenceSession(
-                wrapped.model, sess_options=self._session_options(), providers=self.providers
+                wrapped.model, sess_options=session_options(self.options), providers=self.providers
             )
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
             log.warning(
@@ -822,22 +766,6 @@ class OnnxModel:
         ):
             return "labels differ"
         return None
-
-    def _session_options(self) -> ort.SessionOptions:
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = self.options.intra_op_threads
-        so.inter_op_num_threads = self.options.inter_op_threads
-        so.log_severity_level = 3
-        if not self.options.spin_after_run:
-            so.add_session_config_entry("session.force_spinning_stop", "1")
-        return so
-
-    def _quiet_options(self) -> ort.SessionOptions:
-        """:meth:`_session_options` with onnxruntime's own log silenced (fatal only): for load-time trials whose
-        failure the monitor reports itself."""
-        so = self._session_options()
-        so.log_severity_level = 4
-        return so
 
     @staticmethod
     def _merge(parts: list[dict[str, NDArray[Any]]], b: int) -> dict[str, NDArray[Any]]:
