@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -38,6 +38,7 @@ from monitor.model.base import ModelKind, ModelOutput
 from monitor.model.broadcast import widen_scalar_operands
 from monitor.model.neighbourhood import NeighbourhoodRunner, NoiseProjector, binary_positive, neighbourhood_graph
 from monitor.model.outputs import ModelKindSetting, OutputDecision, add_probabilities, decide_outputs
+from monitor.model.readout import OutputReader, argmax_rows, positive_output
 from monitor.model.session import (
     OnnxRuntimeOptions,
     active_providers,
@@ -58,52 +59,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: up to this many classes :func:`argmax_rows` compares columns; beyond, numpy's row-wise argmax is faster
-_COLUMNWISE_ARGMAX_MAX_CLASSES = 8
-
-
-@overload
-def argmax_rows(
-    table: NDArray[np.float32], *, narrow: Literal[False] = False, has_nan: bool | None = None
-) -> NDArray[np.int64]: ...
-@overload
-def argmax_rows(
-    table: NDArray[np.float32], *, narrow: bool, has_nan: bool | None = None
-) -> NDArray[np.integer[Any] | np.bool_]: ...
-def argmax_rows(
-    table: NDArray[np.float32], *, narrow: bool = False, has_nan: bool | None = None
-) -> NDArray[np.integer[Any] | np.bool_]:
-    """``table.argmax(axis=1)``: the first index of the row maximum, or of the first NaN in the row.
-
-    numpy's ``argmax(axis=1)`` loops over rows and costs ~10 ns per row for 2–8 columns; comparing whole columns
-    gives the same indices (strict ``>`` keeps the first of tied maxima) at a fraction of that. Tables holding a
-    NaN, or with more than 8 columns, go to numpy. int64 indices; with ``narrow`` the same indices in the
-    narrowest type the column comparison yields (bool for 2 columns, uint8 up to 8), for callers that only
-    compare them — no conversion pass. ``has_nan``: whether the table holds a NaN, when the caller has screened it
-    already (None: screened here).
-    """
-    rows, classes = table.shape
-    if has_nan is None:
-        # one reduction, no temporary, screens for NaN: the maximum of a table is NaN exactly when a value is
-        has_nan = bool(rows and np.isnan(table.max()))
-    if classes > _COLUMNWISE_ARGMAX_MAX_CLASSES or classes < 2 or has_nan:
-        by_row: NDArray[np.int64] = table.argmax(axis=1).astype(np.int64, copy=False)
-        return by_row
-    if classes == 2:
-        above = np.greater(table[:, 1], table[:, 0])
-        return above if narrow else above.astype(np.int64)
-    best = table[:, 0].copy()
-    label = np.zeros(rows, dtype=np.uint8)
-    step = np.empty(rows, dtype=np.uint8)
-    beats = np.empty(rows, dtype=np.bool_)
-    for j in range(1, classes):
-        column = table[:, j]
-        np.greater(column, best, out=beats)
-        np.multiply(beats.view(np.uint8), j, out=step)  # j where column j beats every earlier column, else 0
-        np.maximum(label, step, out=label)  # the last column that beat the running maximum is the argmax
-        np.maximum(best, column, out=best)
-    return label if narrow else label.astype(np.int64)
 
 
 def _prepare(
@@ -491,14 +446,8 @@ class OnnxModel:
         self._n_features = self.signature.n_features
 
         decision = self._decision
-        self._label_name: str | None = decision.label
-        self._proba_name: str | None = decision.proba
-        self._logits_name: str | None = decision.logits
-        self._kind: ModelKind = decision.kind
-        self._value_names: list[str] = list(decision.values)
-        self._run_names = [
-            n for n in (self._label_name, self._proba_name, self._logits_name, *self._value_names) if n is not None
-        ]
+        self._reader = OutputReader(decision, self.path.name)
+        self._run_names = self._reader.names
         # the one line that says what the model's outputs were read as, and why
         log.info(
             f"model '{self.path.name}' read as a {decision.summary()}",
@@ -517,7 +466,7 @@ class OnnxModel:
 
     @property
     def kind(self) -> ModelKind:
-        return self._kind
+        return self._decision.kind
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -551,11 +500,11 @@ class OnnxModel:
 
     @property
     def has_logits(self) -> bool:
-        return self._logits_name is not None
+        return self._decision.logits is not None
 
     @property
     def has_proba(self) -> bool:
-        return self._proba_name is not None
+        return self._decision.proba is not None
 
     @property
     def decision(self) -> OutputDecision:
@@ -566,7 +515,7 @@ class OnnxModel:
         """A JSON-able summary for logs and ``/readyz``."""
         return {
             "path": str(self.path),
-            "kind": self._kind,
+            "kind": self._decision.kind,
             "kind_reason": self._decision.reason,
             "n_features": self._n_features,
             "input": self.input_name,
@@ -601,8 +550,8 @@ class OnnxModel:
             held = None
         step = self.options.max_rows_per_run
         if b <= step:
-            return self._to_output(self._run(x, held))
-        return self._to_output(
+            return self._reader.read(self._run(x, held))
+        return self._reader.read(
             self._merge(
                 [
                     self._run(x[i : i + step], None if held is None else held.take(slice(i, i + step)))
@@ -630,15 +579,14 @@ class OnnxModel:
         m = int(offsets.shape[0])
         # labels come from the probabilities (or logits) when the model has them: the model's own label output is
         # not needed for ball points and copies, and a lowered linear head does not compute it
+        decision = self._decision
         names = [
-            n
-            for n in self._run_names
-            if n != self._label_name or (self._proba_name is None and self._logits_name is None)
+            n for n in self._run_names if n != decision.label or (decision.proba is None and decision.logits is None)
         ]
         # a binary classifier's [1 − p, p] table: the graph exposes p alone (see binary_positive), the scorer reads
         # the class and f at it from p, and no Sub and Concat run on the ball points and copies
         positive = self._binary_positive()
-        fetched = [positive if n == self._proba_name and positive is not None else n for n in names]
+        fetched = [positive if n == decision.proba and positive is not None else n for n in names]
         wrapped = neighbourhood_graph(
             self._model_bytes,
             input_name=self.input_name,
@@ -676,9 +624,9 @@ class OnnxModel:
             centre_in_ball=wrapped.centre_in_ball,
             ball_input=wrapped.ball_input,
         )
-        convert: Callable[[dict[str, NDArray[Any]]], ModelOutput] = partial(self._to_output, labels=False)
+        convert: Callable[[dict[str, NDArray[Any]]], ModelOutput] = partial(self._reader.read, labels=False)
         if positive is not None:
-            convert = partial(_positive_output, positive)
+            convert = partial(positive_output, positive)
         evaluator = NeighbourhoodEvaluator(runner, convert, wrapped.projection, self._held_feed_names())
         if self.signature.has_held:
             # the held values a model accepts are its own (a category it knows): checked on the first real batch
@@ -712,13 +660,14 @@ class OnnxModel:
     def _binary_positive(self) -> str | None:
         """p when the probability output is a binary classifier's float32 ``[1 − p, p]`` (see
         :func:`~monitor.model.neighbourhood.binary_positive`) and there is no logits output, else None."""
-        if self._proba_name is None or self._logits_name is not None:
+        proba = self._decision.proba
+        if proba is None or self._decision.logits is not None:
             return None
-        if next(o.type for o in self._session.get_outputs() if o.name == self._proba_name) != "tensor(float)":
+        if next(o.type for o in self._session.get_outputs() if o.name == proba) != "tensor(float)":
             return None
         import onnx  # as in _prepare: only where a graph is rewritten
 
-        return binary_positive(onnx.load_from_string(self._model_bytes).graph, self._proba_name)
+        return binary_positive(onnx.load_from_string(self._model_bytes).graph, proba)
 
     def _check_neighbourhood(
         self,
@@ -808,46 +757,6 @@ class OnnxModel:
             take = min(fixed, b - i)
             parts.append({k: v[:take] for k, v in out.items()})
         return self._merge(parts, b)
-
-    def _to_output(self, out: dict[str, NDArray[Any]], labels: bool = True) -> ModelOutput:
-        """The session's outputs as a :class:`ModelOutput`. ``labels=False`` leaves ``label`` None when probabilities
-        or logits carry it (their ``argmax_rows``), for callers that need the labels of a few rows only."""
-        if self._kind == "regressor":
-            cols = [np.asarray(out[n], dtype=np.float32).reshape(len(out[n]), -1) for n in self._value_names]
-            return ModelOutput(value=cols[0] if len(cols) == 1 else np.hstack(cols))
-        proba = logits = label = None
-        if self._proba_name is not None:
-            proba = np.asarray(out[self._proba_name], dtype=np.float32)
-            if proba.ndim == 1 or proba.shape[1] == 1:  # binary models emitting P(class 1) only
-                proba = proba.reshape(-1)
-                proba = np.stack([1.0 - proba, proba], axis=1)
-        if self._logits_name is not None:
-            logits = np.asarray(out[self._logits_name], dtype=np.float32)
-            if logits.ndim == 1 or logits.shape[1] == 1:  # the logit of class 1: softmax([0, z]) = [1 − σ(z), σ(z)]
-                logits = logits.reshape(-1)
-                logits = np.stack([np.zeros_like(logits), logits], axis=1)
-        table = proba if proba is not None else logits
-        if table is not None:  # the class is the argmax of the probabilities, else of the logits
-            label = argmax_rows(table) if labels else None
-        elif self._label_name is not None:
-            raw = out[self._label_name]
-            if raw.dtype.kind not in "iu":
-                raise ModelError(
-                    f"model '{self.path.name}' exposes only string labels ('{self._label_name}') and no "
-                    "probabilities; export the probability output"
-                )
-            label = raw.astype(np.int64).reshape(-1)
-        own = out.get(self._label_name) if self._label_name is not None else None
-        raw_label = None if own is None else np.asarray(own).reshape(-1)
-        return ModelOutput(label=label, proba=proba, logits=logits, raw_label=raw_label)
-
-
-def _positive_output(name: str, out: dict[str, NDArray[Any]]) -> ModelOutput:
-    """A binary classifier's p [rows, 1] (the wrapped graph's output ``name``) as ``ModelOutput.positive``."""
-    p = out[name]
-    if p.ndim != 2 or p.shape[1] != 1 or p.dtype != np.float32:
-        raise ModelError(f"expected P(class 1) as float32 [rows, 1] from tensor '{name}'; got {p.dtype} {p.shape}")
-    return ModelOutput(positive=p.reshape(-1))
 
 
 class NeighbourhoodEvaluator:
