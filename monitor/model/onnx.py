@@ -20,7 +20,6 @@ Supported signatures
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -35,19 +34,14 @@ from numpy.typing import NDArray
 
 from monitor.errors import ModelError
 from monitor.model.base import ModelKind, ModelOutput
+from monitor.model.batching import canonical_feed, canonical_graph, merge_outputs, run_fixed
 from monitor.model.broadcast import widen_scalar_operands
 from monitor.model.neighbourhood import NeighbourhoodRunner, binary_positive, neighbourhood_graph
 from monitor.model.neighbourhood_evaluator import NeighbourhoodEvaluator, NeighbourhoodRejected, check_neighbourhood
 from monitor.model.outputs import ModelKindSetting, OutputDecision, add_probabilities, decide_outputs
 from monitor.model.readout import OutputReader, argmax_rows, positive_output
-from monitor.model.session import (
-    OnnxRuntimeOptions,
-    active_providers,
-    quiet_session_options,
-    resolve_providers,
-    session_options,
-)
-from monitor.model.signature import HELD_COLUMNS, Held, Signature, canonical_model, default_held
+from monitor.model.session import OnnxRuntimeOptions, active_providers, resolve_providers, session_options
+from monitor.model.signature import HELD_COLUMNS, Held, Signature
 
 __all__ = [
     "ExternalData",
@@ -273,6 +267,12 @@ def _first(names: Sequence[str], shown: int = 3) -> str:
 class OnnxModel:
     """An ONNX model loaded with onnxruntime.
 
+    Loading reads the model (:func:`read_model`), rewrites its graph and decides what its outputs are
+    (:func:`_prepare`), chooses the execution providers (:mod:`monitor.model.session`), makes its batch dimension
+    free or keeps it fixed (:mod:`monitor.model.batching`) and opens the session; :meth:`evaluate` runs rows in
+    chunks and reads the outputs (:class:`~monitor.model.readout.OutputReader`), :meth:`neighbourhood` wraps the
+    graph for the scorer (:mod:`monitor.model.neighbourhood_evaluator`).
+
     Parameters
     ----------
     path : the ``.onnx`` file.
@@ -306,138 +306,21 @@ class OnnxModel:
             model_bytes, model_kind, str(self.path), fixed_features
         )
         self.providers = resolve_providers(self.options.providers)
+        graph = canonical_graph(raw, self.signature, options=self.options, providers=self.providers, path=self.path)
         #: rows per ``session.run`` when the model's batch dimension stays fixed (None: free)
-        self._run_batch: int | None = None
-        self._held_columns: str | None = None
-        if not self.signature.plain:
-            raw = self._canonical(raw)
+        self._run_batch: int | None = graph.run_batch
+        self._held_columns: str | None = graph.held_columns
         try:
             self._session = ort.InferenceSession(
-                raw, sess_options=session_options(self.options), providers=self.providers
+                graph.model, sess_options=session_options(self.options), providers=self.providers
             )
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
             raise ModelError(f"cannot load '{self.path}' with onnxruntime: {exc}") from exc
         #: what the session runs on (later sessions of this model, the wrapped graph's, get the same list)
         self.providers = active_providers(self._session, self.providers, str(self.path))
         self._inspect_signature()
-        self._model_bytes = raw  # ZipMap removed, inputs canonical; what :meth:`neighbourhood` wraps
+        self._model_bytes = graph.model  # ZipMap removed, inputs canonical; what :meth:`neighbourhood` wraps
         self._feature_names: tuple[str, ...] = self.signature.features
-
-    # -- signature ---------------------------------------------------------------------------------------
-    def _canonical(self, raw: bytes) -> bytes:
-        """The model rewritten to take x and the held values (:func:`~monitor.model.signature.canonical_model`).
-
-        A fixed batch dimension is made free when the rewritten model agrees with row-by-row runs of the original on
-        seeded rows; otherwise the batch stays fixed and :meth:`_run` feeds runs of that many rows (padded), with a
-        warning stating the measured cost.
-        """
-        import onnx
-
-        signature = self.signature
-        canonical = canonical_model(onnx.load_from_string(raw), signature, free_batch=True)
-        fixed = signature.fixed_batch
-        if fixed is not None:
-            kept = canonical_model(onnx.load_from_string(raw), signature, free_batch=False)
-            problem = self._check_free_batch(kept.model, canonical.model, canonical.x, canonical.held_columns, fixed)
-            if problem is not None:  # the batch elsewhere than first in some Reshape targets (sequence-first layers)
-                anywhere = canonical_model(onnx.load_from_string(raw), signature, free_batch=True, batch_anywhere=True)
-                if self._check_free_batch(kept.model, anywhere.model, anywhere.x, anywhere.held_columns, fixed) is None:
-                    canonical, problem = anywhere, None
-            if problem is not None:
-                canonical = kept
-                self._run_batch = fixed
-                cost = self._row_cost(kept.model, kept.x, kept.held_columns, fixed)
-                if isinstance(cost, str):
-                    measured = f"the cost per run could not be measured at load ({cost})"
-                    seconds: float | None = None
-                else:
-                    measured = (
-                        f"{cost * 1e6:.0f} µs per run measured at load, about "
-                        f"{cost * 1e6 * (1 + 75) / fixed:.0f} µs per scored event at the default ball and copies"
-                    )
-                    seconds = cost
-                log.warning(
-                    f"model '{self.path.name}' has a fixed batch of {fixed} that cannot be made free ({problem}); "
-                    f"rows are evaluated in runs of {fixed}: {measured}. Export the model with a dynamic batch "
-                    "dimension to score in batches (torch: dynamic_shapes, or dynamo=False with dynamic_axes)",
-                    extra={"model": str(self.path), "batch": fixed, "seconds_per_run": seconds},
-                )
-            else:
-                log.info(
-                    f"model '{self.path.name}' has a fixed batch of {fixed}; made free by a graph rewrite, checked "
-                    "against row-by-row runs",
-                    extra={"model": str(self.path), "batch": fixed},
-                )
-        self._held_columns = canonical.held_columns
-        return canonical.model
-
-    def _example_feeds(self, rows: int) -> tuple[NDArray[np.float32], Held | None]:
-        """Seeded x and default held values (0, False, the empty string) for load-time checks."""
-        x = np.random.default_rng(0).standard_normal((rows, self.signature.n_features)).astype(np.float32)
-        return x, default_held(self.signature, rows)
-
-    def _check_free_batch(
-        self, original: bytes, rewritten: bytes, x_name: str, held_columns: str | None, fixed: int
-    ) -> str | None:
-        """Whether the rewritten model on 3·fixed rows agrees with the original run ``fixed`` rows at a time
-        (``original``: the model rewritten to take x with its batch kept, so both take the same feeds)."""
-        try:
-            x, held = self._example_feeds(3 * fixed)
-            # a graph that fails here is expected (the batch stays fixed, with one warning of ours): onnxruntime
-            # must not print its own error line for it
-            quiet = quiet_session_options(self.options)
-            new = ort.InferenceSession(rewritten, sess_options=quiet, providers=self.providers)
-            old = ort.InferenceSession(original, sess_options=quiet, providers=self.providers)
-            feed = self._canonical_feed(x_name, held_columns, x, held)
-            names = [o.name for o in old.get_outputs()]
-            got = new.run(names, feed)
-            parts = []
-            for i in range(0, 3 * fixed, fixed):
-                part_held = None if held is None else held.take(slice(i, i + fixed))
-                parts.append(old.run(names, self._canonical_feed(x_name, held_columns, x[i : i + fixed], part_held)))
-        except Exception as exc:  # noqa: BLE001 - onnxruntime error types are not public
-            return f"the rewritten graph fails: {str(exc).splitlines()[0][:200]}"
-        for j, name in enumerate(names):
-            want = np.concatenate([np.asarray(p[j]) for p in parts])
-            have = np.asarray(got[j])
-            if have.shape != want.shape:
-                return f"output '{name}' has shape {list(have.shape)} for {3 * fixed} rows, not {list(want.shape)}"
-            if have.dtype.kind in "fc" and not np.allclose(have, want, rtol=1e-5, atol=1e-6, equal_nan=True):
-                return f"output '{name}' differs from row-by-row runs"
-            if have.dtype.kind not in "fc" and not np.array_equal(have, want):
-                return f"output '{name}' differs from row-by-row runs"
-        return None
-
-    def _row_cost(self, kept: bytes, x_name: str, held_columns: str | None, fixed: int) -> float | str:
-        """Seconds per ``session.run`` of ``fixed`` rows of the model with its batch kept (the best of 20), or why it
-        could not be measured."""
-        import time
-
-        x, held = self._example_feeds(fixed)
-        try:
-            session = ort.InferenceSession(
-                kept, sess_options=quiet_session_options(self.options), providers=self.providers
-            )
-            feed = self._canonical_feed(x_name, held_columns, x, held)
-            names = [o.name for o in session.get_outputs()]
-            best = math.inf
-            for _ in range(20):
-                t0 = time.perf_counter()
-                session.run(names, feed)
-                best = min(best, time.perf_counter() - t0)
-        except Exception as exc:  # noqa: BLE001 - a cost estimate only
-            return f"onnxruntime: {str(exc).splitlines()[0][:200]}" if str(exc) else type(exc).__name__
-        return best
-
-    @staticmethod
-    def _canonical_feed(
-        x_name: str, held_columns: str | None, x: NDArray[np.float32], held: Held | None
-    ) -> dict[str, NDArray[Any]]:
-        feed: dict[str, NDArray[Any]] = {x_name: x}
-        if held is not None:
-            for key, value in held.values.items():
-                feed[held_columns if key == HELD_COLUMNS and held_columns is not None else key] = value
-        return feed
 
     def _inspect_signature(self) -> None:
         inputs = self._session.get_inputs()
@@ -553,7 +436,7 @@ class OnnxModel:
         if b <= step:
             return self._reader.read(self._run(x, held))
         return self._reader.read(
-            self._merge(
+            merge_outputs(
                 [
                     self._run(x[i : i + step], None if held is None else held.take(slice(i, i + step)))
                     for i in range(0, b, step)
@@ -670,44 +553,13 @@ class OnnxModel:
 
         return binary_positive(onnx.load_from_string(self._model_bytes).graph, proba)
 
-    @staticmethod
-    def _merge(parts: list[dict[str, NDArray[Any]]], b: int) -> dict[str, NDArray[Any]]:
-        """Chunk outputs written straight into arrays of the full size (no concatenate)."""
-        if len(parts) == 1:
-            return parts[0]
-        merged: dict[str, NDArray[Any]] = {}
-        for name, first in parts[0].items():
-            if first.dtype.kind in "OSU":  # string labels: widths may differ per chunk
-                merged[name] = np.empty((b, *first.shape[1:]), dtype=object)
-            else:
-                merged[name] = np.empty((b, *first.shape[1:]), dtype=first.dtype)
-        i = 0
-        for part in parts:
-            size = 0
-            for name, values in part.items():
-                size = values.shape[0]
-                merged[name][i : i + size] = values
-            i += size
-        return merged
-
     def _run(self, chunk: NDArray[Any], held: Held | None = None) -> dict[str, NDArray[Any]]:
         fixed = self._run_batch
         if fixed is not None and chunk.shape[0] != fixed:
-            return self._run_fixed(chunk, held, fixed)
-        feed = self._canonical_feed(self.input_name, self._held_columns, chunk, held)
+            return run_fixed(self._run, chunk, held, fixed)
+        feed = canonical_feed(self.input_name, self._held_columns, chunk, held)
         try:
             values = self._session.run(self._run_names, feed)
         except Exception as exc:  # noqa: BLE001 - onnxruntime error types are not public
             raise ModelError(f"onnxruntime failed on a batch of {chunk.shape[0]} rows: {exc}") from exc
         return dict(zip(self._run_names, values, strict=True))
-
-    def _run_fixed(self, chunk: NDArray[Any], held: Held | None, fixed: int) -> dict[str, NDArray[Any]]:
-        """A model whose batch stays fixed: runs of ``fixed`` rows, the last one padded with copies of its last row."""
-        b = chunk.shape[0]
-        parts = []
-        for i in range(0, b, fixed):
-            idx = np.minimum(np.arange(i, i + fixed), b - 1)
-            out = self._run(chunk[idx], None if held is None else held.take(idx))
-            take = min(fixed, b - i)
-            parts.append({k: v[:take] for k, v in out.items()})
-        return self._merge(parts, b)
