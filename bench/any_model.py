@@ -59,6 +59,7 @@ from monitor.allocator import tune_malloc  # noqa: E402
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig  # noqa: E402
 from monitor.model.broadcast import fresh_namer  # noqa: E402
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions, _prepare  # noqa: E402
+from monitor.model.session import session_options  # noqa: E402
 from monitor.model.signature import Held, _free_reshapes  # noqa: E402
 from monitor.model.standardize import Standardizer  # noqa: E402
 from tests import model_zoo  # noqa: E402
@@ -156,7 +157,7 @@ def bound_session(model: OnnxModel) -> ort.InferenceSession:
         taken |= {t for n in proto.graph.node for t in (*n.input, *n.output)}
         _free_reshapes(proto.graph, fixed, fresh_namer(taken))
         raw = proto.SerializeToString()
-    return ort.InferenceSession(raw, sess_options=model._session_options(), providers=model.providers)
+    return ort.InferenceSession(raw, sess_options=session_options(model.options), providers=model.providers)
 
 
 def bound_feeds(scorer: RobustnessScorer, model: OnnxModel, x: NDArray[np.float32], held: Held | None) -> list[Feed]:

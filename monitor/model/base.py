@@ -27,7 +27,7 @@ class ModelOutput:
     label : (B,) int64 predicted class index (classifiers), else None.
         Always an index into ``classes`` (0..C-1), never the original class value. ``OnnxModel.evaluate`` always
         sets it for classifiers; ``OnnxModel.neighbourhood`` leaves it None when ``proba`` or ``logits`` carry it
-        (their row-wise argmax, ``monitor.model.onnx.argmax_rows``).
+        (their row-wise argmax, ``monitor.model.readout.argmax_rows``).
     proba : (B, C) float32 class probabilities (classifiers), else None.
     logits : (B, C) float32 raw scores when the model exposes them, else None.
     value : (B, D) float32 regression outputs (regressors), else None.

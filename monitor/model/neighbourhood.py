@@ -698,7 +698,8 @@ class NeighbourhoodRunner:
     """Runs a :func:`neighbourhood_graph` session in chunks of whole events.
 
     ``run`` returns the requested outputs as one dict laid out like ``session.run`` on the stacked rows —
-    B centre rows, B·m ball rows, B·K flicker rows — ready for ``OnnxModel``'s output conversion.
+    B centre rows, B·m ball rows, B·K flicker rows — ready for the model's
+    :class:`~monitor.model.readout.OutputReader`.
     ``centre_in_ball``: the graph's ``b`` part holds each event's centre then its m ball points (no ``c`` part).
     """
 

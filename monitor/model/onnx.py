@@ -20,14 +20,13 @@ Supported signatures
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -35,135 +34,26 @@ from numpy.typing import NDArray
 
 from monitor.errors import ModelError
 from monitor.model.base import ModelKind, ModelOutput
+from monitor.model.batching import canonical_feed, canonical_graph, merge_outputs, run_fixed
 from monitor.model.broadcast import widen_scalar_operands
-from monitor.model.neighbourhood import NeighbourhoodRunner, NoiseProjector, binary_positive, neighbourhood_graph
+from monitor.model.neighbourhood import NeighbourhoodRunner, binary_positive, neighbourhood_graph
+from monitor.model.neighbourhood_evaluator import NeighbourhoodEvaluator, NeighbourhoodRejected, check_neighbourhood
 from monitor.model.outputs import ModelKindSetting, OutputDecision, add_probabilities, decide_outputs
-from monitor.model.signature import HELD_COLUMNS, Held, Signature, canonical_model, default_held
+from monitor.model.readout import OutputReader, argmax_rows, positive_output
+from monitor.model.session import OnnxRuntimeOptions, active_providers, resolve_providers, session_options
+from monitor.model.signature import HELD_COLUMNS, Held, Signature
+
+__all__ = [
+    "ExternalData",
+    "NeighbourhoodEvaluator",
+    "NeighbourhoodRejected",
+    "OnnxModel",
+    "OnnxRuntimeOptions",
+    "argmax_rows",
+    "read_model",
+]
 
 log = logging.getLogger(__name__)
-
-_PROVIDER_ALIASES = {
-    "cpu": "CPUExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class OnnxRuntimeOptions:
-    """How to run the session. ``providers`` accepts aliases (cpu, cuda) or full provider names."""
-
-    providers: tuple[str, ...] = ("cpu",)
-    intra_op_threads: int = 0  # 0 = onnxruntime's default
-    inter_op_threads: int = 0
-    #: rows per ``session.run``. 16,384 rather than 65,536: an MLP ran 76,800 rows faster in 16,384-row chunks
-    #: (its activations stay in cache) and no model got faster with larger chunks (``bench/engine_throughput.py``,
-    #: its *1-run bound* column; docs/BENCHMARKS.md, *Engine vs bound*); cheap models pay ~10-20 µs per extra run.
-    max_rows_per_run: int = 16384
-    #: let :meth:`OnnxModel.neighbourhood` wrap the graph so onnxruntime builds ball points and flicker copies
-    #: itself (see :mod:`monitor.model.neighbourhood`); False: the scorer builds them in numpy
-    rows_in_graph: bool = True
-    #: let onnxruntime's intra-op threads keep spinning after a ``session.run`` returns (its default). False sets
-    #: ``session.force_spinning_stop``: the threads spin while a run needs them and stop when it returns. A
-    #: spinning thread holds a core that the next thing needs — the scorer's wrapped session right after the
-    #: shadow check's run on the model's own session (each session has its own pool), another model's session, the
-    #: consumer process, the model server beside the sidecar. With the threads stopped the whole pipeline ingests
-    #: a clearly larger share of raw kafka-python's rate (``bench/stream.py throughput --variants raw pipeline``;
-    #: docs/BENCHMARKS.md, *Ingest vs raw client*).
-    spin_after_run: bool = False
-
-
-#: up to this many classes :func:`argmax_rows` compares columns; beyond, numpy's row-wise argmax is faster
-_COLUMNWISE_ARGMAX_MAX_CLASSES = 8
-
-
-@overload
-def argmax_rows(
-    table: NDArray[np.float32], *, narrow: Literal[False] = False, has_nan: bool | None = None
-) -> NDArray[np.int64]: ...
-@overload
-def argmax_rows(
-    table: NDArray[np.float32], *, narrow: bool, has_nan: bool | None = None
-) -> NDArray[np.integer[Any] | np.bool_]: ...
-def argmax_rows(
-    table: NDArray[np.float32], *, narrow: bool = False, has_nan: bool | None = None
-) -> NDArray[np.integer[Any] | np.bool_]:
-    """``table.argmax(axis=1)``: the first index of the row maximum, or of the first NaN in the row.
-
-    numpy's ``argmax(axis=1)`` loops over rows and costs ~10 ns per row for 2–8 columns; comparing whole columns
-    gives the same indices (strict ``>`` keeps the first of tied maxima) at a fraction of that. Tables holding a
-    NaN, or with more than 8 columns, go to numpy. int64 indices; with ``narrow`` the same indices in the
-    narrowest type the column comparison yields (bool for 2 columns, uint8 up to 8), for callers that only
-    compare them — no conversion pass. ``has_nan``: whether the table holds a NaN, when the caller has screened it
-    already (None: screened here).
-    """
-    rows, classes = table.shape
-    if has_nan is None:
-        # one reduction, no temporary, screens for NaN: the maximum of a table is NaN exactly when a value is
-        has_nan = bool(rows and np.isnan(table.max()))
-    if classes > _COLUMNWISE_ARGMAX_MAX_CLASSES or classes < 2 or has_nan:
-        by_row: NDArray[np.int64] = table.argmax(axis=1).astype(np.int64, copy=False)
-        return by_row
-    if classes == 2:
-        above = np.greater(table[:, 1], table[:, 0])
-        return above if narrow else above.astype(np.int64)
-    best = table[:, 0].copy()
-    label = np.zeros(rows, dtype=np.uint8)
-    step = np.empty(rows, dtype=np.uint8)
-    beats = np.empty(rows, dtype=np.bool_)
-    for j in range(1, classes):
-        column = table[:, j]
-        np.greater(column, best, out=beats)
-        np.multiply(beats.view(np.uint8), j, out=step)  # j where column j beats every earlier column, else 0
-        np.maximum(label, step, out=label)  # the last column that beat the running maximum is the argmax
-        np.maximum(best, column, out=best)
-    return label if narrow else label.astype(np.int64)
-
-
-def _resolve_providers(requested: Sequence[str]) -> list[str]:
-    """The requested providers that this onnxruntime build has, in order, CPU always last as the fallback.
-
-    A requested provider the build lacks (``cuda`` with the CPU-only ``onnxruntime`` wheel) is skipped with one
-    warning for all of them; ``onnxruntime-gpu`` (with CUDA and cuDNN installed) provides CUDAExecutionProvider.
-    """
-    available = ort.get_available_providers()
-    chosen: list[str] = []
-    missing: list[str] = []
-    for name in requested:
-        full = _PROVIDER_ALIASES.get(name.lower(), name)
-        if full in available:
-            if full not in chosen:
-                chosen.append(full)
-        elif full != "CPUExecutionProvider":
-            missing.append(full)
-    if "CPUExecutionProvider" not in chosen:
-        chosen.append("CPUExecutionProvider")
-    if missing:
-        log.warning(
-            "execution provider not available, skipped: %s; running on %s (this onnxruntime build has %s; "
-            "onnxruntime-gpu provides CUDAExecutionProvider)",
-            ", ".join(missing),
-            ", ".join(chosen),
-            ", ".join(available),
-            extra={"provider": missing, "available": sorted(available)},
-        )
-    return chosen
-
-
-def _active_providers(session: ort.InferenceSession, chosen: list[str], path: str) -> list[str]:
-    """The providers the session really runs on. onnxruntime drops a provider that fails to initialise (the CUDA
-    provider of onnxruntime-gpu without the CUDA libraries) and goes on with the next: say so once."""
-    active = [p for p in session.get_providers() if p in chosen] or list(session.get_providers())
-    dropped = [p for p in chosen if p not in active]
-    if dropped:
-        log.warning(
-            "execution provider failed to initialise, skipped: %s; running on %s (are the CUDA and cuDNN libraries "
-            "onnxruntime-gpu needs installed?)",
-            ", ".join(dropped),
-            ", ".join(active),
-            extra={"model": path, "provider": dropped},
-        )
-    return active
 
 
 def _prepare(
@@ -377,6 +267,12 @@ def _first(names: Sequence[str], shown: int = 3) -> str:
 class OnnxModel:
     """An ONNX model loaded with onnxruntime.
 
+    Loading reads the model (:func:`read_model`), rewrites its graph and decides what its outputs are
+    (:func:`_prepare`), chooses the execution providers (:mod:`monitor.model.session`), makes its batch dimension
+    free or keeps it fixed (:mod:`monitor.model.batching`) and opens the session; :meth:`evaluate` runs rows in
+    chunks and reads the outputs (:class:`~monitor.model.readout.OutputReader`), :meth:`neighbourhood` wraps the
+    graph for the scorer (:mod:`monitor.model.neighbourhood_evaluator`).
+
     Parameters
     ----------
     path : the ``.onnx`` file.
@@ -409,135 +305,22 @@ class OnnxModel:
         raw, self._zipmap, self._decision, self.signature = _prepare(
             model_bytes, model_kind, str(self.path), fixed_features
         )
-        self.providers = _resolve_providers(self.options.providers)
+        self.providers = resolve_providers(self.options.providers)
+        graph = canonical_graph(raw, self.signature, options=self.options, providers=self.providers, path=self.path)
         #: rows per ``session.run`` when the model's batch dimension stays fixed (None: free)
-        self._run_batch: int | None = None
-        self._held_columns: str | None = None
-        if not self.signature.plain:
-            raw = self._canonical(raw)
+        self._run_batch: int | None = graph.run_batch
+        self._held_columns: str | None = graph.held_columns
         try:
-            self._session = ort.InferenceSession(raw, sess_options=self._session_options(), providers=self.providers)
+            self._session = ort.InferenceSession(
+                graph.model, sess_options=session_options(self.options), providers=self.providers
+            )
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
             raise ModelError(f"cannot load '{self.path}' with onnxruntime: {exc}") from exc
         #: what the session runs on (later sessions of this model, the wrapped graph's, get the same list)
-        self.providers = _active_providers(self._session, self.providers, str(self.path))
+        self.providers = active_providers(self._session, self.providers, str(self.path))
         self._inspect_signature()
-        self._model_bytes = raw  # ZipMap removed, inputs canonical; what :meth:`neighbourhood` wraps
+        self._model_bytes = graph.model  # ZipMap removed, inputs canonical; what :meth:`neighbourhood` wraps
         self._feature_names: tuple[str, ...] = self.signature.features
-
-    # -- signature ---------------------------------------------------------------------------------------
-    def _canonical(self, raw: bytes) -> bytes:
-        """The model rewritten to take x and the held values (:func:`~monitor.model.signature.canonical_model`).
-
-        A fixed batch dimension is made free when the rewritten model agrees with row-by-row runs of the original on
-        seeded rows; otherwise the batch stays fixed and :meth:`_run` feeds runs of that many rows (padded), with a
-        warning stating the measured cost.
-        """
-        import onnx
-
-        signature = self.signature
-        canonical = canonical_model(onnx.load_from_string(raw), signature, free_batch=True)
-        fixed = signature.fixed_batch
-        if fixed is not None:
-            kept = canonical_model(onnx.load_from_string(raw), signature, free_batch=False)
-            problem = self._check_free_batch(kept.model, canonical.model, canonical.x, canonical.held_columns, fixed)
-            if problem is not None:  # the batch elsewhere than first in some Reshape targets (sequence-first layers)
-                anywhere = canonical_model(onnx.load_from_string(raw), signature, free_batch=True, batch_anywhere=True)
-                if self._check_free_batch(kept.model, anywhere.model, anywhere.x, anywhere.held_columns, fixed) is None:
-                    canonical, problem = anywhere, None
-            if problem is not None:
-                canonical = kept
-                self._run_batch = fixed
-                cost = self._row_cost(kept.model, kept.x, kept.held_columns, fixed)
-                if isinstance(cost, str):
-                    measured = f"the cost per run could not be measured at load ({cost})"
-                    seconds: float | None = None
-                else:
-                    measured = (
-                        f"{cost * 1e6:.0f} µs per run measured at load, about "
-                        f"{cost * 1e6 * (1 + 75) / fixed:.0f} µs per scored event at the default ball and copies"
-                    )
-                    seconds = cost
-                log.warning(
-                    f"model '{self.path.name}' has a fixed batch of {fixed} that cannot be made free ({problem}); "
-                    f"rows are evaluated in runs of {fixed}: {measured}. Export the model with a dynamic batch "
-                    "dimension to score in batches (torch: dynamic_shapes, or dynamo=False with dynamic_axes)",
-                    extra={"model": str(self.path), "batch": fixed, "seconds_per_run": seconds},
-                )
-            else:
-                log.info(
-                    f"model '{self.path.name}' has a fixed batch of {fixed}; made free by a graph rewrite, checked "
-                    "against row-by-row runs",
-                    extra={"model": str(self.path), "batch": fixed},
-                )
-        self._held_columns = canonical.held_columns
-        return canonical.model
-
-    def _example_feeds(self, rows: int) -> tuple[NDArray[np.float32], Held | None]:
-        """Seeded x and default held values (0, False, the empty string) for load-time checks."""
-        x = np.random.default_rng(0).standard_normal((rows, self.signature.n_features)).astype(np.float32)
-        return x, default_held(self.signature, rows)
-
-    def _check_free_batch(
-        self, original: bytes, rewritten: bytes, x_name: str, held_columns: str | None, fixed: int
-    ) -> str | None:
-        """Whether the rewritten model on 3·fixed rows agrees with the original run ``fixed`` rows at a time
-        (``original``: the model rewritten to take x with its batch kept, so both take the same feeds)."""
-        try:
-            x, held = self._example_feeds(3 * fixed)
-            # a graph that fails here is expected (the batch stays fixed, with one warning of ours): onnxruntime
-            # must not print its own error line for it
-            quiet = self._quiet_options()
-            new = ort.InferenceSession(rewritten, sess_options=quiet, providers=self.providers)
-            old = ort.InferenceSession(original, sess_options=quiet, providers=self.providers)
-            feed = self._canonical_feed(x_name, held_columns, x, held)
-            names = [o.name for o in old.get_outputs()]
-            got = new.run(names, feed)
-            parts = []
-            for i in range(0, 3 * fixed, fixed):
-                part_held = None if held is None else held.take(slice(i, i + fixed))
-                parts.append(old.run(names, self._canonical_feed(x_name, held_columns, x[i : i + fixed], part_held)))
-        except Exception as exc:  # noqa: BLE001 - onnxruntime error types are not public
-            return f"the rewritten graph fails: {str(exc).splitlines()[0][:200]}"
-        for j, name in enumerate(names):
-            want = np.concatenate([np.asarray(p[j]) for p in parts])
-            have = np.asarray(got[j])
-            if have.shape != want.shape:
-                return f"output '{name}' has shape {list(have.shape)} for {3 * fixed} rows, not {list(want.shape)}"
-            if have.dtype.kind in "fc" and not np.allclose(have, want, rtol=1e-5, atol=1e-6, equal_nan=True):
-                return f"output '{name}' differs from row-by-row runs"
-            if have.dtype.kind not in "fc" and not np.array_equal(have, want):
-                return f"output '{name}' differs from row-by-row runs"
-        return None
-
-    def _row_cost(self, kept: bytes, x_name: str, held_columns: str | None, fixed: int) -> float | str:
-        """Seconds per ``session.run`` of ``fixed`` rows of the model with its batch kept (the best of 20), or why it
-        could not be measured."""
-        import time
-
-        x, held = self._example_feeds(fixed)
-        try:
-            session = ort.InferenceSession(kept, sess_options=self._quiet_options(), providers=self.providers)
-            feed = self._canonical_feed(x_name, held_columns, x, held)
-            names = [o.name for o in session.get_outputs()]
-            best = math.inf
-            for _ in range(20):
-                t0 = time.perf_counter()
-                session.run(names, feed)
-                best = min(best, time.perf_counter() - t0)
-        except Exception as exc:  # noqa: BLE001 - a cost estimate only
-            return f"onnxruntime: {str(exc).splitlines()[0][:200]}" if str(exc) else type(exc).__name__
-        return best
-
-    @staticmethod
-    def _canonical_feed(
-        x_name: str, held_columns: str | None, x: NDArray[np.float32], held: Held | None
-    ) -> dict[str, NDArray[Any]]:
-        feed: dict[str, NDArray[Any]] = {x_name: x}
-        if held is not None:
-            for key, value in held.values.items():
-                feed[held_columns if key == HELD_COLUMNS and held_columns is not None else key] = value
-        return feed
 
     def _inspect_signature(self) -> None:
         inputs = self._session.get_inputs()
@@ -547,14 +330,8 @@ class OnnxModel:
         self._n_features = self.signature.n_features
 
         decision = self._decision
-        self._label_name: str | None = decision.label
-        self._proba_name: str | None = decision.proba
-        self._logits_name: str | None = decision.logits
-        self._kind: ModelKind = decision.kind
-        self._value_names: list[str] = list(decision.values)
-        self._run_names = [
-            n for n in (self._label_name, self._proba_name, self._logits_name, *self._value_names) if n is not None
-        ]
+        self._reader = OutputReader(decision, self.path.name)
+        self._run_names = self._reader.names
         # the one line that says what the model's outputs were read as, and why
         log.info(
             f"model '{self.path.name}' read as a {decision.summary()}",
@@ -573,7 +350,7 @@ class OnnxModel:
 
     @property
     def kind(self) -> ModelKind:
-        return self._kind
+        return self._decision.kind
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -607,11 +384,11 @@ class OnnxModel:
 
     @property
     def has_logits(self) -> bool:
-        return self._logits_name is not None
+        return self._decision.logits is not None
 
     @property
     def has_proba(self) -> bool:
-        return self._proba_name is not None
+        return self._decision.proba is not None
 
     @property
     def decision(self) -> OutputDecision:
@@ -622,7 +399,7 @@ class OnnxModel:
         """A JSON-able summary for logs and ``/readyz``."""
         return {
             "path": str(self.path),
-            "kind": self._kind,
+            "kind": self._decision.kind,
             "kind_reason": self._decision.reason,
             "n_features": self._n_features,
             "input": self.input_name,
@@ -657,9 +434,9 @@ class OnnxModel:
             held = None
         step = self.options.max_rows_per_run
         if b <= step:
-            return self._to_output(self._run(x, held))
-        return self._to_output(
-            self._merge(
+            return self._reader.read(self._run(x, held))
+        return self._reader.read(
+            merge_outputs(
                 [
                     self._run(x[i : i + step], None if held is None else held.take(slice(i, i + step)))
                     for i in range(0, b, step)
@@ -686,15 +463,14 @@ class OnnxModel:
         m = int(offsets.shape[0])
         # labels come from the probabilities (or logits) when the model has them: the model's own label output is
         # not needed for ball points and copies, and a lowered linear head does not compute it
+        decision = self._decision
         names = [
-            n
-            for n in self._run_names
-            if n != self._label_name or (self._proba_name is None and self._logits_name is None)
+            n for n in self._run_names if n != decision.label or (decision.proba is None and decision.logits is None)
         ]
         # a binary classifier's [1 − p, p] table: the graph exposes p alone (see binary_positive), the scorer reads
         # the class and f at it from p, and no Sub and Concat run on the ball points and copies
         positive = self._binary_positive()
-        fetched = [positive if n == self._proba_name and positive is not None else n for n in names]
+        fetched = [positive if n == decision.proba and positive is not None else n for n in names]
         wrapped = neighbourhood_graph(
             self._model_bytes,
             input_name=self.input_name,
@@ -714,7 +490,7 @@ class OnnxModel:
             return None
         try:
             session = ort.InferenceSession(
-                wrapped.model, sess_options=self._session_options(), providers=self.providers
+                wrapped.model, sess_options=session_options(self.options), providers=self.providers
             )
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
             log.warning(
@@ -732,15 +508,15 @@ class OnnxModel:
             centre_in_ball=wrapped.centre_in_ball,
             ball_input=wrapped.ball_input,
         )
-        convert: Callable[[dict[str, NDArray[Any]]], ModelOutput] = partial(self._to_output, labels=False)
+        convert: Callable[[dict[str, NDArray[Any]]], ModelOutput] = partial(self._reader.read, labels=False)
         if positive is not None:
-            convert = partial(_positive_output, positive)
+            convert = partial(positive_output, positive)
         evaluator = NeighbourhoodEvaluator(runner, convert, wrapped.projection, self._held_feed_names())
         if self.signature.has_held:
             # the held values a model accepts are its own (a category it knows): checked on the first real batch
-            evaluator.check_first = partial(self._check_neighbourhood, evaluator, offsets, copies)
+            evaluator.check_first = partial(check_neighbourhood, self, evaluator, offsets, copies)
             return evaluator
-        problem = self._check_neighbourhood(evaluator, offsets, copies)
+        problem = check_neighbourhood(self, evaluator, offsets, copies)
         if problem is not None:
             log.warning(
                 "neighbourhood graph disagrees with the model; ball points are built outside onnxruntime",
@@ -768,270 +544,22 @@ class OnnxModel:
     def _binary_positive(self) -> str | None:
         """p when the probability output is a binary classifier's float32 ``[1 − p, p]`` (see
         :func:`~monitor.model.neighbourhood.binary_positive`) and there is no logits output, else None."""
-        if self._proba_name is None or self._logits_name is not None:
+        proba = self._decision.proba
+        if proba is None or self._decision.logits is not None:
             return None
-        if next(o.type for o in self._session.get_outputs() if o.name == self._proba_name) != "tensor(float)":
+        if next(o.type for o in self._session.get_outputs() if o.name == proba) != "tensor(float)":
             return None
         import onnx  # as in _prepare: only where a graph is rewritten
 
-        return binary_positive(onnx.load_from_string(self._model_bytes).graph, self._proba_name)
-
-    def _check_neighbourhood(
-        self,
-        evaluator: NeighbourhoodEvaluator,
-        offsets: NDArray[np.float32],
-        copies: int,
-        centres: NDArray[np.float32] | None = None,
-        held: Held | None = None,
-    ) -> str | None:
-        """Compare the wrapped graph with the model on a few rows (seeded, or the given ``centres`` with their
-        ``held`` values); a description of the first mismatch."""
-        rng = np.random.default_rng(0)
-        n = self._n_features
-        if centres is None:
-            centres = rng.standard_normal((3, n)).astype(np.float32)
-        b = centres.shape[0]
-        noise = (0.05 * rng.standard_normal((b * copies, n))).astype(np.float32)
-        rows = [centres, (centres[:, None, :] + offsets[None, :, :]).reshape(-1, n)]
-        if copies:
-            rows.append((centres[:, None, :] + noise.reshape(b, copies, n)).reshape(-1, n))
-        ball = None
-        if evaluator.per_event_ball:  # every event gets the sample ``offsets`` as its own ball here
-            ball = evaluator.project_offsets(np.broadcast_to(offsets, (b, *offsets.shape)))
-        try:
-            got = evaluator.evaluate(centres, evaluator.project_noise(noise) if copies else None, held, ball)
-        except ModelError as exc:
-            return str(exc)
-        got = got.with_table()
-        stacked_held = None
-        if held is not None:
-            stacked_held = Held.concat(
-                [held, held.repeat(int(offsets.shape[0]))] + ([held.repeat(copies)] if copies else [])
-            )
-        want = self.evaluate(np.concatenate(rows), stacked_held)
-        for name in ("proba", "logits", "value"):
-            a, e = getattr(got, name), getattr(want, name)
-            if (a is None) != (e is None):
-                return f"output {name} present in one graph only"
-            if a is not None and (a.shape != e.shape or not np.allclose(a, e, rtol=1e-4, atol=1e-5, equal_nan=True)):
-                return f"output {name} differs (shapes {a.shape} and {e.shape})"
-        if (
-            got.proba is None
-            and got.logits is None
-            and not np.array_equal(np.asarray(got.label), np.asarray(want.label))
-        ):
-            return "labels differ"
-        return None
-
-    def _session_options(self) -> ort.SessionOptions:
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = self.options.intra_op_threads
-        so.inter_op_num_threads = self.options.inter_op_threads
-        so.log_severity_level = 3
-        if not self.options.spin_after_run:
-            so.add_session_config_entry("session.force_spinning_stop", "1")
-        return so
-
-    def _quiet_options(self) -> ort.SessionOptions:
-        """:meth:`_session_options` with onnxruntime's own log silenced (fatal only): for load-time trials whose
-        failure the monitor reports itself."""
-        so = self._session_options()
-        so.log_severity_level = 4
-        return so
-
-    @staticmethod
-    def _merge(parts: list[dict[str, NDArray[Any]]], b: int) -> dict[str, NDArray[Any]]:
-        """Chunk outputs written straight into arrays of the full size (no concatenate)."""
-        if len(parts) == 1:
-            return parts[0]
-        merged: dict[str, NDArray[Any]] = {}
-        for name, first in parts[0].items():
-            if first.dtype.kind in "OSU":  # string labels: widths may differ per chunk
-                merged[name] = np.empty((b, *first.shape[1:]), dtype=object)
-            else:
-                merged[name] = np.empty((b, *first.shape[1:]), dtype=first.dtype)
-        i = 0
-        for part in parts:
-            size = 0
-            for name, values in part.items():
-                size = values.shape[0]
-                merged[name][i : i + size] = values
-            i += size
-        return merged
+        return binary_positive(onnx.load_from_string(self._model_bytes).graph, proba)
 
     def _run(self, chunk: NDArray[Any], held: Held | None = None) -> dict[str, NDArray[Any]]:
         fixed = self._run_batch
         if fixed is not None and chunk.shape[0] != fixed:
-            return self._run_fixed(chunk, held, fixed)
-        feed = self._canonical_feed(self.input_name, self._held_columns, chunk, held)
+            return run_fixed(self._run, chunk, held, fixed)
+        feed = canonical_feed(self.input_name, self._held_columns, chunk, held)
         try:
             values = self._session.run(self._run_names, feed)
         except Exception as exc:  # noqa: BLE001 - onnxruntime error types are not public
             raise ModelError(f"onnxruntime failed on a batch of {chunk.shape[0]} rows: {exc}") from exc
         return dict(zip(self._run_names, values, strict=True))
-
-    def _run_fixed(self, chunk: NDArray[Any], held: Held | None, fixed: int) -> dict[str, NDArray[Any]]:
-        """A model whose batch stays fixed: runs of ``fixed`` rows, the last one padded with copies of its last row."""
-        b = chunk.shape[0]
-        parts = []
-        for i in range(0, b, fixed):
-            idx = np.minimum(np.arange(i, i + fixed), b - 1)
-            out = self._run(chunk[idx], None if held is None else held.take(idx))
-            take = min(fixed, b - i)
-            parts.append({k: v[:take] for k, v in out.items()})
-        return self._merge(parts, b)
-
-    def _to_output(self, out: dict[str, NDArray[Any]], labels: bool = True) -> ModelOutput:
-        """The session's outputs as a :class:`ModelOutput`. ``labels=False`` leaves ``label`` None when probabilities
-        or logits carry it (their ``argmax_rows``), for callers that need the labels of a few rows only."""
-        if self._kind == "regressor":
-            cols = [np.asarray(out[n], dtype=np.float32).reshape(len(out[n]), -1) for n in self._value_names]
-            return ModelOutput(value=cols[0] if len(cols) == 1 else np.hstack(cols))
-        proba = logits = label = None
-        if self._proba_name is not None:
-            proba = np.asarray(out[self._proba_name], dtype=np.float32)
-            if proba.ndim == 1 or proba.shape[1] == 1:  # binary models emitting P(class 1) only
-                proba = proba.reshape(-1)
-                proba = np.stack([1.0 - proba, proba], axis=1)
-        if self._logits_name is not None:
-            logits = np.asarray(out[self._logits_name], dtype=np.float32)
-            if logits.ndim == 1 or logits.shape[1] == 1:  # the logit of class 1: softmax([0, z]) = [1 − σ(z), σ(z)]
-                logits = logits.reshape(-1)
-                logits = np.stack([np.zeros_like(logits), logits], axis=1)
-        table = proba if proba is not None else logits
-        if table is not None:  # the class is the argmax of the probabilities, else of the logits
-            label = argmax_rows(table) if labels else None
-        elif self._label_name is not None:
-            raw = out[self._label_name]
-            if raw.dtype.kind not in "iu":
-                raise ModelError(
-                    f"model '{self.path.name}' exposes only string labels ('{self._label_name}') and no "
-                    "probabilities; export the probability output"
-                )
-            label = raw.astype(np.int64).reshape(-1)
-        own = out.get(self._label_name) if self._label_name is not None else None
-        raw_label = None if own is None else np.asarray(own).reshape(-1)
-        return ModelOutput(label=label, proba=proba, logits=logits, raw_label=raw_label)
-
-
-def _positive_output(name: str, out: dict[str, NDArray[Any]]) -> ModelOutput:
-    """A binary classifier's p [rows, 1] (the wrapped graph's output ``name``) as ``ModelOutput.positive``."""
-    p = out[name]
-    if p.ndim != 2 or p.shape[1] != 1 or p.dtype != np.float32:
-        raise ModelError(f"expected P(class 1) as float32 [rows, 1] from tensor '{name}'; got {p.dtype} {p.shape}")
-    return ModelOutput(positive=p.reshape(-1))
-
-
-class NeighbourhoodEvaluator:
-    """``OnnxModel.neighbourhood``'s result: ``evaluate(centres, noise)`` = ``evaluate(stacked rows)``."""
-
-    def __init__(
-        self,
-        runner: NeighbourhoodRunner,
-        convert: Callable[[dict[str, NDArray[Any]]], ModelOutput],
-        projection: NDArray[np.float64] | None = None,
-        held_names: dict[str, str] | None = None,
-    ) -> None:
-        self._runner = runner
-        self._convert = convert
-        self._projector = None if projection is None else NoiseProjector(projection)
-        self._held_names = held_names or {}
-        #: for a model with held values: compares the graph with the model on the first batch's first events
-        #: (their held values are ones the model accepts), then is cleared
-        self.check_first: Callable[..., str | None] | None = None
-
-    @property
-    def projects_noise(self) -> bool:
-        """True when :meth:`evaluate` takes the noise projected by :meth:`project_noise` (a linear head)."""
-        return self._projector is not None
-
-    @property
-    def noise_width(self) -> int | None:
-        """Columns of the noise :meth:`evaluate` takes when projected (T), None when it takes raw rows."""
-        return None if self._projector is None else self._projector.width
-
-    def project_noise(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
-        """Noise rows (r, n) as the graph takes them: ``rows @ W.T + b`` for a linear head or first affine layer
-        (see :class:`~monitor.model.neighbourhood.NoiseProjector`)."""
-        if self._projector is None:
-            return rows
-        return self._projector(rows)
-
-    @property
-    def events_per_run(self) -> int:
-        return self._runner.events_per_run
-
-    def chunks(self, b: int) -> list[tuple[int, int]]:
-        """The [start, stop) events of each ``session.run`` for a batch of ``b`` events."""
-        return self._runner.chunks(b)
-
-    @property
-    def per_event_ball(self) -> bool:
-        """True when :meth:`evaluate` takes each event's ball offsets, projected (:meth:`project_ball`)."""
-        return self._runner.takes_ball
-
-    def project_offsets(self, offsets: NDArray[np.floating]) -> NDArray[np.float32]:
-        """(B, m, n) per-event ball offsets as the graph takes them: (B, 1 + m, H), ``[0; δ] @ W + b``."""
-        assert self._projector is not None
-        proj = self._projector.projection  # (H, n + 1) = [W.T | b]
-        n = proj.shape[1] - 1
-        b, m, _ = offsets.shape
-        out = np.empty((b, 1 + m, proj.shape[0]), dtype=np.float64)
-        out[:, 0] = proj[:, n]
-        out[:, 1:] = np.asarray(offsets, dtype=np.float64) @ proj[:, :n].T + proj[:, n]
-        return out.astype(np.float32)
-
-    def project_ball(self, axes: NDArray[np.intp], step: NDArray[np.floating]) -> NDArray[np.float32]:
-        """A sampled hypercube per event as the graph takes it: event e's ball moves feature ``axes[e, i]`` by
-        +step (point i) and −step (point m/2 + i), so its projected offsets are ``b ± step_a · W[a]``, built from
-        m/2 rows of W per event (never the m·n ball rows). Returns (B, 1 + m, H) float32."""
-        assert self._projector is not None
-        proj = self._projector.projection
-        n = proj.shape[1] - 1
-        b, half = axes.shape
-        bias = proj[:, n]
-        delta = self._projector.by_feature[axes] * np.asarray(step, dtype=np.float64)[axes][..., None]  # (B, half, H)
-        out = np.empty((b, 1 + 2 * half, proj.shape[0]), dtype=np.float64)
-        out[:, 0] = bias
-        out[:, 1 : 1 + half] = bias + delta
-        out[:, 1 + half :] = bias - delta
-        return out.astype(np.float32)
-
-    def evaluate(
-        self,
-        centres: NDArray[np.float32],
-        noise: NDArray[np.float32] | None,
-        held: Held | None = None,
-        ball: NDArray[np.float32] | None = None,
-    ) -> ModelOutput:
-        """Outputs for B float32 centres and their (B·K, ·) noise offsets (see :meth:`project_noise`), rows
-        ordered as ``build_rows``; ``held``: the B centres' held values, repeated for their ball points and copies
-        inside the graph. ``label`` is None when probabilities or logits carry it (take ``argmax_rows`` of the rows
-        needed).
-
-        Raises
-        ------
-        NeighbourhoodRejected
-            On the first batch of a model with held values, when the graph disagrees with the model: the caller
-            evaluates the rows it builds itself from then on.
-        """
-        if self.check_first is not None:
-            check, self.check_first = self.check_first, None
-            first = slice(0, min(3, centres.shape[0]))
-            problem = check(
-                centres=np.ascontiguousarray(centres[first]), held=None if held is None else held.take(first)
-            )
-            if problem is not None:
-                raise NeighbourhoodRejected(problem)
-        feed_held = None
-        if held is not None and self._held_names:
-            feed_held = {self._held_names[k]: v for k, v in held.values.items()}
-        try:
-            out = self._runner.run(centres, noise, feed_held, ball)
-        except Exception as exc:  # noqa: BLE001 - onnxruntime error types are not public
-            raise ModelError(f"onnxruntime failed on a batch of {centres.shape[0]} events: {exc}") from exc
-        return self._convert(out)
-
-
-class NeighbourhoodRejected(ModelError):
-    """The neighbourhood graph disagreed with the model on the first batch (see ``NeighbourhoodEvaluator.evaluate``)."""

@@ -21,6 +21,7 @@ from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model import onnx as onnx_module
 from monitor.model.neighbourhood import affine_input, binary_positive, linear_head, neighbourhood_graph
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
+from monitor.model.readout import positive_output
 from monitor.model.standardize import Standardizer
 from tests.conftest import CountingSession
 from tests.unit import onnx_graphs
@@ -543,4 +544,4 @@ def test_a_positive_output_of_the_wrong_shape_is_a_clear_error() -> None:
     with pytest.raises(
         ModelError, match=r"expected P\(class 1\) as float32 \[rows, 1\] from tensor 'b/p'; got float32 \(4, 2\)"
     ):
-        onnx_module._positive_output("b/p", {"b/p": np.zeros((4, 2), dtype=np.float32)})
+        positive_output("b/p", {"b/p": np.zeros((4, 2), dtype=np.float32)})

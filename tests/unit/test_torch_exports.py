@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from monitor.cli import main
 from monitor.errors import ModelError
 from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
+from monitor.model import batching
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
 from tests.unit import onnx_graphs
@@ -242,9 +243,11 @@ def test_a_cost_that_cannot_be_measured_is_said_in_words_never_nan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = OnnxModel(_batch_bound(tmp_path / "bound.onnx"))
-    why = model._row_cost(b"not a model", "x", None, 1)
+    why = batching.row_cost(
+        b"not a model", "x", None, 1, signature=model.signature, options=model.options, providers=model.providers
+    )
     assert isinstance(why, str) and why.startswith("onnxruntime: ")
-    monkeypatch.setattr(OnnxModel, "_row_cost", lambda self, *args: "onnxruntime: no session today")
+    monkeypatch.setattr(batching, "row_cost", lambda *args, **kwargs: "onnxruntime: no session today")
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         OnnxModel(_batch_bound(tmp_path / "bound.onnx"))

@@ -1,0 +1,113 @@
+"""Stage 3: how the model's onnxruntime sessions are made — the options, and which execution providers they run on.
+
+Every session of a model (its own, the load-time trials of a rewritten graph, the wrapped neighbourhood graph) is
+made with :func:`session_options` and the provider list :func:`resolve_providers` chose and
+:func:`active_providers` confirmed, so they all run the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import onnxruntime as ort
+
+#: the model's load-time lines share one logger, wherever the code that says them lives
+log = logging.getLogger("monitor.model.onnx")
+
+_PROVIDER_ALIASES = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OnnxRuntimeOptions:
+    """How to run the session. ``providers`` accepts aliases (cpu, cuda) or full provider names."""
+
+    providers: tuple[str, ...] = ("cpu",)
+    intra_op_threads: int = 0  # 0 = onnxruntime's default
+    inter_op_threads: int = 0
+    #: rows per ``session.run``. 16,384 rather than 65,536: an MLP ran 76,800 rows faster in 16,384-row chunks
+    #: (its activations stay in cache) and no model got faster with larger chunks (``bench/engine_throughput.py``,
+    #: its *1-run bound* column; docs/BENCHMARKS.md, *Engine vs bound*); cheap models pay ~10-20 µs per extra run.
+    max_rows_per_run: int = 16384
+    #: let :meth:`~monitor.model.onnx.OnnxModel.neighbourhood` wrap the graph so onnxruntime builds ball points
+    #: and flicker copies itself (see :mod:`monitor.model.neighbourhood`); False: the scorer builds them in numpy
+    rows_in_graph: bool = True
+    #: let onnxruntime's intra-op threads keep spinning after a ``session.run`` returns (its default). False sets
+    #: ``session.force_spinning_stop``: the threads spin while a run needs them and stop when it returns. A
+    #: spinning thread holds a core that the next thing needs — the scorer's wrapped session right after the
+    #: shadow check's run on the model's own session (each session has its own pool), another model's session, the
+    #: consumer process, the model server beside the sidecar. With the threads stopped the whole pipeline ingests
+    #: a clearly larger share of raw kafka-python's rate (``bench/stream.py throughput --variants raw pipeline``;
+    #: docs/BENCHMARKS.md, *Ingest vs raw client*).
+    spin_after_run: bool = False
+
+
+def session_options(options: OnnxRuntimeOptions) -> ort.SessionOptions:
+    """The onnxruntime options of every session of the model: thread counts, warnings and errors logged, and the
+    intra-op threads stopped after each run unless ``spin_after_run``."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = options.intra_op_threads
+    so.inter_op_num_threads = options.inter_op_threads
+    so.log_severity_level = 3
+    if not options.spin_after_run:
+        so.add_session_config_entry("session.force_spinning_stop", "1")
+    return so
+
+
+def quiet_session_options(options: OnnxRuntimeOptions) -> ort.SessionOptions:
+    """:func:`session_options` with onnxruntime's own log silenced (fatal only): for load-time trials whose
+    failure the monitor reports itself."""
+    so = session_options(options)
+    so.log_severity_level = 4
+    return so
+
+
+def resolve_providers(requested: Sequence[str]) -> list[str]:
+    """The requested providers that this onnxruntime build has, in order, CPU always last as the fallback.
+
+    A requested provider the build lacks (``cuda`` with the CPU-only ``onnxruntime`` wheel) is skipped with one
+    warning for all of them; ``onnxruntime-gpu`` (with CUDA and cuDNN installed) provides CUDAExecutionProvider.
+    """
+    available = ort.get_available_providers()
+    chosen: list[str] = []
+    missing: list[str] = []
+    for name in requested:
+        full = _PROVIDER_ALIASES.get(name.lower(), name)
+        if full in available:
+            if full not in chosen:
+                chosen.append(full)
+        elif full != "CPUExecutionProvider":
+            missing.append(full)
+    if "CPUExecutionProvider" not in chosen:
+        chosen.append("CPUExecutionProvider")
+    if missing:
+        log.warning(
+            "execution provider not available, skipped: %s; running on %s (this onnxruntime build has %s; "
+            "onnxruntime-gpu provides CUDAExecutionProvider)",
+            ", ".join(missing),
+            ", ".join(chosen),
+            ", ".join(available),
+            extra={"provider": missing, "available": sorted(available)},
+        )
+    return chosen
+
+
+def active_providers(session: ort.InferenceSession, chosen: list[str], path: str) -> list[str]:
+    """The providers the session really runs on. onnxruntime drops a provider that fails to initialise (the CUDA
+    provider of onnxruntime-gpu without the CUDA libraries) and goes on with the next: say so once."""
+    active = [p for p in session.get_providers() if p in chosen] or list(session.get_providers())
+    dropped = [p for p in chosen if p not in active]
+    if dropped:
+        log.warning(
+            "execution provider failed to initialise, skipped: %s; running on %s (are the CUDA and cuDNN libraries "
+            "onnxruntime-gpu needs installed?)",
+            ", ".join(dropped),
+            ", ".join(active),
+            extra={"model": path, "provider": dropped},
+        )
+    return active
