@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.errors import InvalidEventError
 from monitor.events import InferenceEvent, LivePrediction
 from monitor.source.validate import (
     FLOAT32_MAX,
@@ -174,10 +175,15 @@ def decode_cloudevent(
     if ce_type.endswith(".inference.request"):
         timestamp = parse_timestamp(attrs.get("time"), now, ce_id)
         held: tuple[dict[str, Any], ...] | None = None
-        if schema.shaped is None:
-            rows = _checked_rows(_kserve_rows(body, model, schema, ce_id), ce_id)
-        else:
-            rows, held = _shaped_rows(body, model, schema.shaped, ce_id)
+        try:
+            if schema.shaped is None:
+                rows = _checked_rows(_kserve_rows(body, model, schema, ce_id), ce_id, schema)
+            else:
+                rows, held = _shaped_rows(body, model, schema.shaped, ce_id)
+        except InvalidEventError as exc:
+            if exc.model is None:
+                exc.model = model  # the per-input count needs the model whose input it is
+            raise
         endpoint = attrs.get("endpoint")
         version = clean_text(endpoint, MAX_VERSION_CHARS) if endpoint else schema.default_version
         return KServeRequest(ce_id, model, version, timestamp, rows, origin, held)
@@ -189,17 +195,26 @@ def decode_cloudevent(
     )
 
 
-def _checked_rows(rows: NDArray[np.float64], ce_id: str) -> NDArray[np.float64]:
-    """``rows`` when every feature is finite and within float32's range (the model computes in float32)."""
+def _checked_rows(rows: NDArray[np.float64], ce_id: str, schema: ModelSchema) -> NDArray[np.float64]:
+    """``rows`` when every feature is finite and within float32's range (the model computes in float32). The error
+    names the input at fault as the drift gauges do (``feature_names``, else the model's element name)."""
     if not bool(np.all(np.abs(rows) <= FLOAT32_MAX)):  # one pass; NaN fails the comparison too
         bad = np.argwhere(~(np.abs(rows) <= FLOAT32_MAX))[0]
         value = rows[bad[0], bad[1]]
+        column = int(bad[1])
+        names = schema.feature_names or (schema.signature.features if schema.signature is not None else None)
+        name = str(names[column]) if names is not None and column < len(names) else f"f{column}"
         if not np.isfinite(value):
-            raise invalid("not_finite", f"KServe request '{ce_id}': instance {bad[0]} feature [{bad[1]}] is not finite")
+            raise invalid(
+                "not_finite",
+                f"KServe request '{ce_id}': instance {bad[0]} feature [{bad[1]}] is not finite",
+                ((name, "not_finite"),),
+            )
         raise invalid(
             "out_of_range",
             f"KServe request '{ce_id}': instance {bad[0]} feature [{bad[1]}] is {value:g}, beyond float32's range "
             "(±3.4e38) in which the model computes; send values in the model's units",
+            ((name, "out_of_range"),),
         )
     return rows
 

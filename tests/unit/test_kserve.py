@@ -481,3 +481,20 @@ def test_kserve_values_beyond_later_stages_are_refused_with_a_reason(
     with pytest.raises(InvalidEventError, match=match) as info:
         decoder().decode_kserve(value, headers)
     assert info.value.reason == reason
+
+
+def test_kserve_bad_values_name_the_input_and_the_model() -> None:
+    """A KServe request's NaN or beyond-float32 value is counted per input like an event's: by the model's name for
+    the input, under the model the request names."""
+    for raw, problem in (
+        (b'{"instances": [[1, 2, 3], [1, NaN, 3]]}', "not_finite"),
+        (b'{"instances": [[1e39, 2, 3]]}', "out_of_range"),
+    ):
+        with pytest.raises(InvalidEventError) as info:
+            decoder().decode_many(raw, ce_headers("request", "bad"))
+        column = 1 if problem == "not_finite" else 0
+        assert (info.value.reason, info.value.model, info.value.inputs) == (
+            problem,
+            "credit",
+            ((NAMES[column], problem),),
+        )
