@@ -38,10 +38,10 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from monitor.errors import ConfigError
 from monitor.events import InferenceEvent
 from monitor.sampler.base import ModelSamplingStats, StratumStats, fraction_and_weight, sample_each
 from monitor.sampler.budget import CpuBucket, RateEstimator, TokenBucket, WindowCounter, water_fill
+from monitor.sampler.uniform_config import UniformSamplerConfig
 
 #: smallest offered rate used as a divisor (events/s)
 _MIN_RATE = 1e-9
@@ -98,53 +98,21 @@ class UniformSampler:
 
     Parameters
     ----------
-    target_per_second : float
-        Cap on scored events per second, all models together; 0 = no cap (only the CPU budget limits).
-    model_targets : mapping of model → events per second, optional
-        Explicit per-model caps; other models share the rest of the total.
-    cpus : float
-        CPUs the process may use (:func:`monitor.cpus.available_cpus`).
-    cpu_share : float
-        Share of ``cpus`` that scoring may take (0 = no CPU limit; then only ``target_per_second`` limits).
-    cost_smoothing : float in (0, 1]
-        Weight of each new batch in the moving average of CPU seconds per event (:meth:`observe_cost`).
-    burst_seconds : float
-        Bucket depths, in seconds of each target and of the CPU budget.
-    rate_window_seconds : float
-        Time constant of the offered-rate estimates.
-    horizon_seconds : float
-        Sliding horizon of the sampled-fraction metric.
-    reallocate_seconds : float
-        How often budgets are re-divided between models (and, stratified, between classes).
-    headroom : float
-        The buckets refill at ``(1 + headroom) × target``: the acceptance probability aims at the target, the
-        buckets only cap surges the rate estimate has not caught up with. At 0 a bucket exactly at the target
-        refuses a noticeable share of the draws (a random walk against a wall) and the kept rate falls short.
-    max_strata : int
-        Live classes tracked per model; further classes are counted as ``"other"``.
-    max_delay_seconds : float
-        Bound on the event-time reservoir's delay (work-conserving mode): a poll that cannot be scored whole and
-        whose offered rate is not known yet (the first poll of a backlog) is held, undecided, until the next poll
-        measures the rate, or until the stream pauses, and at most this long; also the longest gap between two polls
-        over which an offered rate is measured. 0: never hold.
+    config : UniformSamplerConfig, optional
+        The budget, time constants and delay bound (default: no event cap, no CPU share: every event is kept).
     seed : int
         Seed of the acceptance draws.
-
-    Raises
-    ------
-    ConfigError
-        A negative target, share or model target, a non-positive window, horizon or period, or no CPUs.
 
     Examples
     --------
     >>> import numpy as np
     >>> from monitor.events import InferenceEvent
-    >>> s = UniformSampler(target_per_second=10.0, seed=0)
+    >>> s = UniformSampler(UniformSamplerConfig(target_per_second=10.0), seed=0)
     >>> ev = InferenceEvent("e", "m", "1", np.zeros(2), 0.0)
     >>> kept = sum(s.keep(ev, now=i / 1000.0) for i in range(100_000))  # 1000 events/s for 100 s
     >>> 950 < kept < 1050
     True
-    >>> w = UniformSampler(cpus=2.0, cpu_share=0.5, seed=0)  # 1 CPU-s/s; 1 ms per event: 1000 events/s
+    >>> w = UniformSampler(UniformSamplerConfig(cpus=2.0, cpu_share=0.5), seed=0)  # 1 CPU-s/s; 1 ms per event
     >>> w.observe_cost("m", events=100, seconds=0.1)
     >>> kept = sum(w.keep(ev, now=i / 4000.0) for i in range(400_000))  # 4000 events/s for 100 s
     >>> 95_000 < kept < 105_000
@@ -154,56 +122,18 @@ class UniformSampler:
     _batch_path = True
     _stratum_counts_offers = False
 
-    def __init__(
-        self,
-        target_per_second: float = 0.0,
-        *,
-        model_targets: Mapping[str, float] | None = None,
-        cpus: float = 1.0,
-        cpu_share: float = 0.0,
-        cost_smoothing: float = 0.2,
-        burst_seconds: float = 1.0,
-        rate_window_seconds: float = 10.0,
-        horizon_seconds: float = 60.0,
-        reallocate_seconds: float = 1.0,
-        headroom: float = 0.1,
-        max_strata: int = 32,
-        max_delay_seconds: float = 1.0,
-        seed: int = 0,
-    ) -> None:
-        if not max_delay_seconds >= 0:
-            raise ConfigError(f"max_delay_seconds must be >= 0; got {max_delay_seconds!r}")
-        if not headroom >= 0:
-            raise ConfigError(f"headroom must be >= 0; got {headroom!r}")
-        for name, v in (("target_per_second", target_per_second), ("cpu_share", cpu_share)):
-            if not (v >= 0 and math.isfinite(v)):
-                raise ConfigError(f"{name} must be a finite number >= 0 (0: no limit); got {v!r}")
-        for name, v in (
-            ("cpus", cpus),
-            ("burst_seconds", burst_seconds),
-            ("rate_window_seconds", rate_window_seconds),
-            ("horizon_seconds", horizon_seconds),
-            ("reallocate_seconds", reallocate_seconds),
-        ):
-            if not v > 0:
-                raise ConfigError(f"{name} must be > 0; got {v!r}")
-        if not 0 < cost_smoothing <= 1:
-            raise ConfigError(f"cost_smoothing must be in (0, 1]; got {cost_smoothing!r}")
-        bad = {m: t for m, t in (model_targets or {}).items() if not t >= 0}
-        if bad:
-            raise ConfigError(f"model_targets must be >= 0 events/s; got {bad}")
-        if max_strata < 1:
-            raise ConfigError(f"max_strata must be >= 1; got {max_strata}")
-        self.target_per_second = float(target_per_second)
-        self.model_targets: dict[str, float] = dict(model_targets or {})
-        self.cpus, self.cpu_share, self.cost_smoothing = float(cpus), float(cpu_share), float(cost_smoothing)
-        self.burst_seconds = float(burst_seconds)
-        self.rate_window_seconds = float(rate_window_seconds)
-        self.horizon_seconds = float(horizon_seconds)
-        self.reallocate_seconds = float(reallocate_seconds)
-        self.headroom = float(headroom)
-        self.max_strata = max_strata
-        self.max_delay_seconds = float(max_delay_seconds)
+    def __init__(self, config: UniformSamplerConfig | None = None, *, seed: int = 0) -> None:
+        c = self.config = config if config is not None else UniformSamplerConfig()
+        self.target_per_second = c.target_per_second
+        self.model_targets = c.model_targets
+        self.cpus, self.cpu_share, self.cost_smoothing = c.cpus, c.cpu_share, c.cost_smoothing
+        self.burst_seconds = c.burst_seconds
+        self.rate_window_seconds = c.rate_window_seconds
+        self.horizon_seconds = c.horizon_seconds
+        self.reallocate_seconds = c.reallocate_seconds
+        self.headroom = c.headroom
+        self.max_strata = c.max_strata
+        self.max_delay_seconds = c.max_delay_seconds
         self.seed = seed
         #: the ingest-first budget (None: the cap), :meth:`set_cpu_budget`
         self._cpu_budget: float | None = None
@@ -228,14 +158,14 @@ class UniformSampler:
         what was saved at the higher budget is not spent while ingest needs the time. Ignored without a CPU cap
         (``cpu_share`` 0).
 
-        >>> s = UniformSampler(cpus=2.0, cpu_share=0.8)
+        >>> s = UniformSampler(UniformSamplerConfig(cpus=2.0, cpu_share=0.8))
         >>> s.set_cpu_budget(0.2, now=0.0)
         >>> s.cpu_per_second
         0.2
         >>> s.set_cpu_budget(5.0, now=1.0)
         >>> s.cpu_per_second
         1.6
-        >>> unlimited = UniformSampler(cpus=2.0)  # no CPU share: nothing to cut
+        >>> unlimited = UniformSampler(UniformSamplerConfig(cpus=2.0))  # no CPU share: nothing to cut
         >>> unlimited.set_cpu_budget(0.2, now=0.0)
         >>> unlimited.cpu_per_second
         inf
