@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from monitor.errors import ConfigError
 from monitor.events import InferenceEvent
+from monitor.sampler.accounts import MIN_RATE, ModelAccount, StratumAccount
 from monitor.sampler.budget import water_fill
-from monitor.sampler.uniform import _MIN_RATE, UniformSampler, _Model, _Stratum
+from monitor.sampler.uniform import UniformSampler
 from monitor.sampler.uniform_config import UniformSamplerConfig
 
 
@@ -56,15 +57,15 @@ class StratifiedSampler(UniformSampler):
         self.exponent, self.max_boost = float(exponent), float(max_boost)
         super().__init__(config, seed=seed)
 
-    def _stratum(self, model: _Model, event: InferenceEvent, now: float) -> _Stratum:
+    def _stratum(self, model: ModelAccount, event: InferenceEvent, now: float) -> StratumAccount:
         stratum = super()._stratum(model, event, now)
         stratum.offered.update(now)
         return stratum
 
-    def _reallocate_strata(self, model: _Model, now: float) -> None:
+    def _reallocate_strata(self, model: ModelAccount, now: float) -> None:
         """Set each stratum's boost: its water-filled share of the budget over its uniform share."""
         offered = model.offered.rate(now)
-        uniform_p = model.target / max(offered, _MIN_RATE)
+        uniform_p = model.target / max(offered, MIN_RATE)
         if uniform_p >= 1.0 or not model.strata:
             for st in model.strata.values():
                 st.boost = 1.0
@@ -75,4 +76,4 @@ class StratifiedSampler(UniformSampler):
         shares = water_fill(model.target, caps, weights)
         for key, st in model.strata.items():
             r = rates[key]
-            st.boost = shares[key] / (r * uniform_p) if r > _MIN_RATE else 1.0
+            st.boost = shares[key] / (r * uniform_p) if r > MIN_RATE else 1.0

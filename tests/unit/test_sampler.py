@@ -374,7 +374,7 @@ def test_sample_many_decides_exactly_as_sample_called_in_turn(kind: str, seed: i
         assert got == expected
         kept += sum(w > 0 for w in got)
         assert many.snapshot() == one.snapshot()
-    assert many._rng.random() == one._rng.random()
+    assert many.admission.rng.random() == one.admission.rng.random()
     assert 0 < kept < sum(len(e) for _, e, _ in _mixed_stream(seed))  # both kept and dropped events were seen
 
 
