@@ -46,6 +46,7 @@ from scipy import stats
 
 from monitor.events import InferenceEvent
 from monitor.sampler.stratified import StratifiedSampler
+from monitor.sampler.uniform_config import UniformSamplerConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import machine  # noqa: E402
@@ -121,8 +122,12 @@ def main() -> None:
     old = load_old(args.old_ref)
 
     def make(kind: str, cost: float) -> Any:
-        cls = old.StratifiedSampler if kind == "old" else StratifiedSampler
-        sampler = cls(cpus=1.0, cpu_share=0.8, burst_seconds=2.0, seed=args.seed)
+        if kind == "old":  # the old sampler takes its configuration as keyword arguments
+            sampler = old.StratifiedSampler(cpus=1.0, cpu_share=0.8, burst_seconds=2.0, seed=args.seed)
+        else:
+            sampler = StratifiedSampler(
+                UniformSamplerConfig(cpus=1.0, cpu_share=0.8, burst_seconds=2.0), seed=args.seed
+            )
         sampler.observe_cost("m", 1000, 1000 * cost)  # measured on the reference at start-up
         return sampler
 

@@ -27,6 +27,7 @@ from monitor.sampler.base import Sampler
 from monitor.sampler.keep_all import KeepAllSampler
 from monitor.sampler.stratified import StratifiedSampler
 from monitor.sampler.uniform import UniformSampler
+from monitor.sampler.uniform_config import UniformSamplerConfig
 from monitor.source.base import RebalanceHandler, Sink, Source
 from monitor.source.kafka import Producer
 
@@ -71,7 +72,11 @@ def build_sampler(settings: Settings) -> Sampler:
     quota = cgroup_cpu_limit()
     cpus = min(float(affinity_cpus()), quota) if quota is not None else float(affinity_cpus())
     cls = StratifiedSampler if s.stratify else UniformSampler
-    return cls(s.events_per_second or 0.0, cpus=cpus, cpu_share=s.cpu_share, burst_seconds=s.burst_seconds)
+    return cls(
+        UniformSamplerConfig(
+            s.events_per_second or 0.0, cpus=cpus, cpu_share=s.cpu_share, burst_seconds=s.burst_seconds
+        )
+    )
 
 
 class _Rebalance:

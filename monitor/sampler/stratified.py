@@ -12,12 +12,12 @@ keeps and counters are those of :class:`~monitor.sampler.uniform.UniformSampler`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from monitor.errors import ConfigError
 from monitor.events import InferenceEvent
+from monitor.sampler.accounts import MIN_RATE, ModelAccount, StratumAccount
 from monitor.sampler.budget import water_fill
-from monitor.sampler.uniform import _MIN_RATE, UniformSampler, _Model, _Stratum
+from monitor.sampler.uniform import UniformSampler
+from monitor.sampler.uniform_config import UniformSamplerConfig
 
 
 class StratifiedSampler(UniformSampler):
@@ -25,8 +25,7 @@ class StratifiedSampler(UniformSampler):
 
     Parameters
     ----------
-    target_per_second, model_targets, cpus, cpu_share, cost_smoothing, burst_seconds, rate_window_seconds,
-    horizon_seconds, reallocate_seconds, headroom, max_strata, max_delay_seconds, seed
+    config, seed
         As :class:`~monitor.sampler.uniform.UniformSampler`.
     exponent : float in [0, 1]
         A stratum's share of its model's budget is proportional to ``offered_rate ** exponent``.
@@ -36,7 +35,7 @@ class StratifiedSampler(UniformSampler):
     Raises
     ------
     ConfigError
-        As the uniform sampler, or ``exponent`` outside [0, 1], or ``max_boost < 1``.
+        ``exponent`` outside [0, 1], or ``max_boost < 1``.
     """
 
     #: keeps rare live classes more often than uniform: the pipeline thins its drift feed back to uniform
@@ -45,21 +44,10 @@ class StratifiedSampler(UniformSampler):
 
     def __init__(
         self,
-        target_per_second: float = 0.0,
+        config: UniformSamplerConfig | None = None,
         *,
-        model_targets: Mapping[str, float] | None = None,
-        cpus: float = 1.0,
-        cpu_share: float = 0.0,
-        cost_smoothing: float = 0.2,
         exponent: float = 0.5,
         max_boost: float = 10.0,
-        burst_seconds: float = 1.0,
-        rate_window_seconds: float = 10.0,
-        horizon_seconds: float = 60.0,
-        reallocate_seconds: float = 1.0,
-        headroom: float = 0.1,
-        max_strata: int = 32,
-        max_delay_seconds: float = 1.0,
         seed: int = 0,
     ) -> None:
         if not 0.0 <= exponent <= 1.0:
@@ -67,31 +55,17 @@ class StratifiedSampler(UniformSampler):
         if not max_boost >= 1.0:
             raise ConfigError(f"max_boost must be >= 1; got {max_boost!r}")
         self.exponent, self.max_boost = float(exponent), float(max_boost)
-        super().__init__(
-            target_per_second,
-            model_targets=model_targets,
-            cpus=cpus,
-            cpu_share=cpu_share,
-            cost_smoothing=cost_smoothing,
-            burst_seconds=burst_seconds,
-            rate_window_seconds=rate_window_seconds,
-            horizon_seconds=horizon_seconds,
-            reallocate_seconds=reallocate_seconds,
-            headroom=headroom,
-            max_strata=max_strata,
-            max_delay_seconds=max_delay_seconds,
-            seed=seed,
-        )
+        super().__init__(config, seed=seed)
 
-    def _stratum(self, model: _Model, event: InferenceEvent, now: float) -> _Stratum:
+    def _stratum(self, model: ModelAccount, event: InferenceEvent, now: float) -> StratumAccount:
         stratum = super()._stratum(model, event, now)
         stratum.offered.update(now)
         return stratum
 
-    def _reallocate_strata(self, model: _Model, now: float) -> None:
+    def _reallocate_strata(self, model: ModelAccount, now: float) -> None:
         """Set each stratum's boost: its water-filled share of the budget over its uniform share."""
         offered = model.offered.rate(now)
-        uniform_p = model.target / max(offered, _MIN_RATE)
+        uniform_p = model.target / max(offered, MIN_RATE)
         if uniform_p >= 1.0 or not model.strata:
             for st in model.strata.values():
                 st.boost = 1.0
@@ -102,4 +76,4 @@ class StratifiedSampler(UniformSampler):
         shares = water_fill(model.target, caps, weights)
         for key, st in model.strata.items():
             r = rates[key]
-            st.boost = shares[key] / (r * uniform_p) if r > _MIN_RATE else 1.0
+            st.boost = shares[key] / (r * uniform_p) if r > MIN_RATE else 1.0

@@ -28,65 +28,25 @@ and paid for from the buckets, so they crowd ordinary samples out rather than ex
 Counters are kept per model and per *stratum* — the live server's predicted class (``"none"`` when the event
 carries no live label, ``"other"`` past ``max_strata`` classes) — so that :mod:`monitor.sampler.stratified` can
 reuse this machinery and the uniform sampler still reports its class mix.
+
+The sampler composes its parts: :class:`~monitor.sampler.allocation.SamplingBudget` (the CPU budget, the event cap and
+their division between models), :class:`~monitor.sampler.accounts.ModelAccounts` (per-model and per-stratum state and
+counters), :class:`~monitor.sampler.admission.Admission` (the draw and the payment per event) and
+:class:`~monitor.sampler.reservoir.EventTimeReservoir` (held polls).
 """
 
 from __future__ import annotations
 
 import math
-import random
-from collections import deque
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
-from monitor.errors import ConfigError
 from monitor.events import InferenceEvent
-from monitor.sampler.base import ModelSamplingStats, StratumStats, fraction_and_weight, sample_each
-from monitor.sampler.budget import CpuBucket, RateEstimator, TokenBucket, WindowCounter, water_fill
-
-#: smallest offered rate used as a divisor (events/s)
-_MIN_RATE = 1e-9
-#: the offered rate is measured over the polls of about the last second
-_RATE_SPAN_SECONDS = 1.0
-#: a poll is held only if its cost is at least this share of the CPU bucket (or something is held already)
-_HOLD_MIN_DEPTH = 0.01
-#: most events one model may hold in the event-time reservoir (a bound on memory for very cheap models)
-_MAX_HELD = 50_000
-
-
-@dataclass(slots=True)
-class _Stratum:
-    offered: RateEstimator
-    window: WindowCounter
-    boost: float = 1.0  # acceptance relative to the model's uniform probability (stratified sampling)
-    probability: float = 1.0
-    seen_total: int = 0
-    kept_total: int = 0
-    forced_total: int = 0
-
-
-@dataclass(slots=True)
-class _Model:
-    offered: RateEstimator
-    bucket: TokenBucket
-    target: float
-    strata: dict[str, _Stratum] = field(default_factory=dict)
-    #: moving average of CPU seconds per scored event (0.0: not measured yet)
-    cost_seconds: float = 0.0
-    #: no share assigned yet: the first reallocation fills the bucket to its share's burst
-    fresh: bool = True
-    #: (now, events) of this model's recent polls, while they follow each other within ``max_delay_seconds``: the
-    #: offered rate measured over the intervals between polls (the first poll's own interval is unknown)
-    polls: deque[tuple[float, int]] = field(default_factory=deque)
-    polled: int = 0  # events in ``polls``
-    #: the event-time reservoir: a poll whose rate is not known yet, held (undecided) until the next poll measures it
-    held: list[tuple[InferenceEvent, _Stratum]] = field(default_factory=list)
-    held_since: float = 0.0
-    #: this model had events since the last :meth:`UniformSampler.release`
-    stepped: bool = False
-    #: what was held last was decided below probability 1 (overloaded) or at 1 (steady, within its share): while
-    #: the measured rate stays on the same side of the share, polls are decided at once
-    overloaded: bool = False
-    steady: bool = False
+from monitor.sampler.accounts import MIN_RATE, ModelAccount, ModelAccounts, StratumAccount, StratumTally
+from monitor.sampler.admission import Admission
+from monitor.sampler.allocation import SamplingBudget
+from monitor.sampler.base import ModelSamplingStats, sample_each
+from monitor.sampler.reservoir import EventTimeReservoir, PollMode
+from monitor.sampler.uniform_config import UniformSamplerConfig
 
 
 class UniformSampler:
@@ -98,53 +58,21 @@ class UniformSampler:
 
     Parameters
     ----------
-    target_per_second : float
-        Cap on scored events per second, all models together; 0 = no cap (only the CPU budget limits).
-    model_targets : mapping of model → events per second, optional
-        Explicit per-model caps; other models share the rest of the total.
-    cpus : float
-        CPUs the process may use (:func:`monitor.cpus.available_cpus`).
-    cpu_share : float
-        Share of ``cpus`` that scoring may take (0 = no CPU limit; then only ``target_per_second`` limits).
-    cost_smoothing : float in (0, 1]
-        Weight of each new batch in the moving average of CPU seconds per event (:meth:`observe_cost`).
-    burst_seconds : float
-        Bucket depths, in seconds of each target and of the CPU budget.
-    rate_window_seconds : float
-        Time constant of the offered-rate estimates.
-    horizon_seconds : float
-        Sliding horizon of the sampled-fraction metric.
-    reallocate_seconds : float
-        How often budgets are re-divided between models (and, stratified, between classes).
-    headroom : float
-        The buckets refill at ``(1 + headroom) × target``: the acceptance probability aims at the target, the
-        buckets only cap surges the rate estimate has not caught up with. At 0 a bucket exactly at the target
-        refuses a noticeable share of the draws (a random walk against a wall) and the kept rate falls short.
-    max_strata : int
-        Live classes tracked per model; further classes are counted as ``"other"``.
-    max_delay_seconds : float
-        Bound on the event-time reservoir's delay (work-conserving mode): a poll that cannot be scored whole and
-        whose offered rate is not known yet (the first poll of a backlog) is held, undecided, until the next poll
-        measures the rate, or until the stream pauses, and at most this long; also the longest gap between two polls
-        over which an offered rate is measured. 0: never hold.
+    config : UniformSamplerConfig, optional
+        The budget, time constants and delay bound (default: no event cap, no CPU share: every event is kept).
     seed : int
         Seed of the acceptance draws.
-
-    Raises
-    ------
-    ConfigError
-        A negative target, share or model target, a non-positive window, horizon or period, or no CPUs.
 
     Examples
     --------
     >>> import numpy as np
     >>> from monitor.events import InferenceEvent
-    >>> s = UniformSampler(target_per_second=10.0, seed=0)
+    >>> s = UniformSampler(UniformSamplerConfig(target_per_second=10.0), seed=0)
     >>> ev = InferenceEvent("e", "m", "1", np.zeros(2), 0.0)
     >>> kept = sum(s.keep(ev, now=i / 1000.0) for i in range(100_000))  # 1000 events/s for 100 s
     >>> 950 < kept < 1050
     True
-    >>> w = UniformSampler(cpus=2.0, cpu_share=0.5, seed=0)  # 1 CPU-s/s; 1 ms per event: 1000 events/s
+    >>> w = UniformSampler(UniformSamplerConfig(cpus=2.0, cpu_share=0.5), seed=0)  # 1 CPU-s/s; 1 ms per event
     >>> w.observe_cost("m", events=100, seconds=0.1)
     >>> kept = sum(w.keep(ev, now=i / 4000.0) for i in range(400_000))  # 4000 events/s for 100 s
     >>> 95_000 < kept < 105_000
@@ -154,73 +82,22 @@ class UniformSampler:
     _batch_path = True
     _stratum_counts_offers = False
 
-    def __init__(
-        self,
-        target_per_second: float = 0.0,
-        *,
-        model_targets: Mapping[str, float] | None = None,
-        cpus: float = 1.0,
-        cpu_share: float = 0.0,
-        cost_smoothing: float = 0.2,
-        burst_seconds: float = 1.0,
-        rate_window_seconds: float = 10.0,
-        horizon_seconds: float = 60.0,
-        reallocate_seconds: float = 1.0,
-        headroom: float = 0.1,
-        max_strata: int = 32,
-        max_delay_seconds: float = 1.0,
-        seed: int = 0,
-    ) -> None:
-        if not max_delay_seconds >= 0:
-            raise ConfigError(f"max_delay_seconds must be >= 0; got {max_delay_seconds!r}")
-        if not headroom >= 0:
-            raise ConfigError(f"headroom must be >= 0; got {headroom!r}")
-        for name, v in (("target_per_second", target_per_second), ("cpu_share", cpu_share)):
-            if not (v >= 0 and math.isfinite(v)):
-                raise ConfigError(f"{name} must be a finite number >= 0 (0: no limit); got {v!r}")
-        for name, v in (
-            ("cpus", cpus),
-            ("burst_seconds", burst_seconds),
-            ("rate_window_seconds", rate_window_seconds),
-            ("horizon_seconds", horizon_seconds),
-            ("reallocate_seconds", reallocate_seconds),
-        ):
-            if not v > 0:
-                raise ConfigError(f"{name} must be > 0; got {v!r}")
-        if not 0 < cost_smoothing <= 1:
-            raise ConfigError(f"cost_smoothing must be in (0, 1]; got {cost_smoothing!r}")
-        bad = {m: t for m, t in (model_targets or {}).items() if not t >= 0}
-        if bad:
-            raise ConfigError(f"model_targets must be >= 0 events/s; got {bad}")
-        if max_strata < 1:
-            raise ConfigError(f"max_strata must be >= 1; got {max_strata}")
-        self.target_per_second = float(target_per_second)
-        self.model_targets: dict[str, float] = dict(model_targets or {})
-        self.cpus, self.cpu_share, self.cost_smoothing = float(cpus), float(cpu_share), float(cost_smoothing)
-        self.burst_seconds = float(burst_seconds)
-        self.rate_window_seconds = float(rate_window_seconds)
-        self.horizon_seconds = float(horizon_seconds)
-        self.reallocate_seconds = float(reallocate_seconds)
-        self.headroom = float(headroom)
-        self.max_strata = max_strata
-        self.max_delay_seconds = float(max_delay_seconds)
+    def __init__(self, config: UniformSamplerConfig | None = None, *, seed: int = 0) -> None:
+        self.config = config if config is not None else UniformSamplerConfig()
         self.seed = seed
-        #: the ingest-first budget (None: the cap), :meth:`set_cpu_budget`
-        self._cpu_budget: float | None = None
-        self._next_reallocation: float | None = None
+        self.budget = SamplingBudget(self.config)
         self.reset()
 
     @property
     def cpu_cap_per_second(self) -> float:
         """The configured CPU seconds per second scoring may take, at most (inf: no CPU limit)."""
-        return self.cpus * self.cpu_share if self.cpu_share > 0 else math.inf
+        return self.config.cpu_cap_per_second
 
     @property
     def cpu_per_second(self) -> float:
         """CPU seconds per second that scoring may take now: the cap, or less while :meth:`set_cpu_budget` says so
         (ingest first, :mod:`monitor.sampler.ingest_first`) (inf: no CPU limit)."""
-        cap = self.cpu_cap_per_second
-        return cap if self._cpu_budget is None else min(cap, self._cpu_budget)
+        return self.budget.cpu_per_second
 
     def set_cpu_budget(self, cpu_per_second: float, now: float) -> None:
         """Let scoring take ``cpu_per_second`` (at most the cap) from ``now`` on; the budget is re-divided between
@@ -228,45 +105,37 @@ class UniformSampler:
         what was saved at the higher budget is not spent while ingest needs the time. Ignored without a CPU cap
         (``cpu_share`` 0).
 
-        >>> s = UniformSampler(cpus=2.0, cpu_share=0.8)
+        >>> s = UniformSampler(UniformSamplerConfig(cpus=2.0, cpu_share=0.8))
         >>> s.set_cpu_budget(0.2, now=0.0)
         >>> s.cpu_per_second
         0.2
         >>> s.set_cpu_budget(5.0, now=1.0)
         >>> s.cpu_per_second
         1.6
-        >>> unlimited = UniformSampler(cpus=2.0)  # no CPU share: nothing to cut
+        >>> unlimited = UniformSampler(UniformSamplerConfig(cpus=2.0))  # no CPU share: nothing to cut
         >>> unlimited.set_cpu_budget(0.2, now=0.0)
         >>> unlimited.cpu_per_second
         inf
         """
-        if math.isinf(self.cpu_cap_per_second) or not cpu_per_second > 0:
-            return
-        before = self.cpu_per_second
-        self._cpu_budget = min(self.cpu_cap_per_second, float(cpu_per_second))
-        after = self.cpu_per_second
-        if abs(after - before) > 0.1 * before:
-            self._cpu.set_rate(after, now, empty=after < before / 2)
-            self._next_reallocation = None
+        self.budget.set_cpu_budget(cpu_per_second, now)
 
     @property
     def event_cap_per_second(self) -> float:
         """The cap on scored events per second, all models (inf: none)."""
-        return self.target_per_second if self.target_per_second > 0 else math.inf
+        return self.config.event_cap_per_second
 
     def reset(self) -> None:
-        """Forget all models, rates, costs and counters; reseed."""
-        self._rng = random.Random(self.seed)
-        cap = self.event_cap_per_second * (1.0 + self.headroom)
-        self._global = TokenBucket(cap, max(1.0, cap * self.burst_seconds))
-        self._cpu = CpuBucket(self.cpu_per_second, self.burst_seconds)
-        self._models: dict[str, _Model] = {}
-        self._next_reallocation = None
+        """Forget all models, rates, costs and counters; reseed. An ingest-first CPU budget stays."""
+        self.budget.reset()
+        self.accounts = ModelAccounts(self.config)
+        self.admission = Admission(self.budget, self.seed)
+        self.reservoir = EventTimeReservoir(self.config, self.budget, self.admission)
         self._now = 0.0
-        #: decisions on held events taken by ``sample_many``, handed out by :meth:`release`
-        self._released: list[tuple[InferenceEvent, float]] = []
-        #: the events the last ``sample_many`` held (weight 0.0 there; their decision comes from :meth:`release`)
-        self.last_held: list[InferenceEvent] = []
+
+    @property
+    def last_held(self) -> list[InferenceEvent]:
+        """The events the last ``sample_many`` held (weight 0.0 there; their decision comes from :meth:`release`)."""
+        return self.reservoir.last_held
 
     def observe_cost(self, model: str, events: int, seconds: float) -> None:
         """Report that scoring ``events`` of ``model``'s events took ``seconds`` of CPU (one micro-batch).
@@ -276,15 +145,8 @@ class UniformSampler:
         """
         if events <= 0 or not (seconds >= 0 and math.isfinite(seconds)):
             return
-        m = self._models.get(model)
-        if m is None:
-            m = self._add_model(model, self._now)
-        per_event = max(seconds / events, 1e-9)
-        if m.cost_seconds <= 0:
-            m.cost_seconds = per_event
-            self._next_reallocation = None
-        else:
-            m.cost_seconds += self.cost_smoothing * (per_event - m.cost_seconds)
+        if self._model(model).observe_cost(events, seconds, self.config.cost_smoothing):
+            self.budget.divide_soon()
 
     # ------------------------------------------------------------------ hot path
 
@@ -309,41 +171,18 @@ class UniformSampler:
             0.0 to drop; else the event's weight: 1 / acceptance probability, or 1.0 when forced.
         """
         self._now = now
-        model = self._models.get(event.model)
-        if model is None:
-            model = self._add_model(event.model, now)
+        model = self._model(event.model)
         model.offered.update(now)
         stratum = self._stratum(model, event, now)
-        if self._next_reallocation is None or now >= self._next_reallocation:
+        if self.budget.due(now):
             self._reallocate(now)
         model.stepped = True
-        measured = self._poll_rate(model, now, 1)  # as sample_many: the rate over the intervals between polls
+        measured = self.reservoir.measure(model, now, 1)  # as sample_many: the rate over the intervals between polls
         offered = measured if measured is not None else model.offered.rate(now)
-        p = min(1.0, stratum.boost * model.target / max(offered, _MIN_RATE))
-        stratum.probability = p
-        stratum.seen_total += 1
-        if force:
-            model.bucket.force(now)
-            self._global.force(now)
-            self._cpu.force(now, model.cost_seconds)
-            stratum.kept_total += 1
-            stratum.forced_total += 1
-            stratum.window.add(now, True)
-            return 1.0
-        if (
-            (p >= 1.0 or self._rng.random() < p)
-            and model.bucket.available(now)
-            and self._global.available(now)
-            and self._cpu.available(now)
-        ):
-            model.bucket.take(now)
-            self._global.take(now)
-            self._cpu.take(now, model.cost_seconds)
-            stratum.kept_total += 1
-            stratum.window.add(now, True)
-            return 1.0 / p
-        stratum.window.add(now, False)
-        return 0.0
+        p = min(1.0, stratum.boost * model.target / max(offered, MIN_RATE))
+        weight = self.admission.decide(model, stratum, p, now, force=force, absorb=False)
+        stratum.window.add(now, weight > 0.0)
+        return weight
 
     def sample_many(
         self, events: Sequence[InferenceEvent], now: float, forced: Sequence[bool] | None = None
@@ -371,11 +210,11 @@ class UniformSampler:
             return sample_each(self, events, now, forced)
         self._now = now
         weights = [0.0] * len(events)
-        models = self._models
+        models = self.accounts.models
         count_offers = self._stratum_counts_offers
-        seen: dict[tuple[str, int | None], tuple[_Model, _Stratum]] = {}
+        seen: dict[tuple[str, int | None], tuple[ModelAccount, StratumAccount]] = {}
         per_model: dict[str, int] = {}
-        entries: list[tuple[_Model, _Stratum]] = []
+        entries: list[tuple[ModelAccount, StratumAccount]] = []
         for ev in events:
             pred = ev.prediction
             key = (ev.model, None if pred is None else pred.label)
@@ -383,7 +222,7 @@ class UniformSampler:
             if entry is None:
                 model = models.get(ev.model)
                 if model is None:
-                    model = self._add_model(ev.model, now)
+                    model = self._add_model(ev.model)
                 model.offered.update(now)
                 stratum = self._stratum_for(model, key[1])
                 if count_offers:
@@ -395,61 +234,34 @@ class UniformSampler:
                     entry[1].offered.count += 1.0
             entries.append(entry)
             per_model[ev.model] = per_model.get(ev.model, 0) + 1
-        if self._next_reallocation is None or now >= self._next_reallocation:
+        if self.budget.due(now):
             self._reallocate(now)
-        touched: dict[int, tuple[_Stratum, int, int]] = {}
+        reservoir = self.reservoir
+        tally = StratumTally()
         rates: dict[str, float] = {}
-        hold: set[str] = set()
-        absorb: set[str] = set()
-        reservoir = self._reservoir
+        modes: dict[str, PollMode] = {}
         for name, n in per_model.items():
             model = models[name]
             model.stepped = True
-            measured = self._poll_rate(model, now, n)
-            rate = measured if measured is not None else model.offered.rate(now)
-            rates[name] = rate
-            if not reservoir or model.cost_seconds <= 0:  # cost not measured yet: scored whole, to measure it
-                if self._absorbs(model, n, now):
-                    absorb.add(name)
-                continue
-            if model.held and now - model.held_since >= self.max_delay_seconds:
-                self._decide_held(model, now, measured, touched)
-            if measured is not None and (
-                (model.overloaded and measured > model.target) or (model.steady and measured <= model.target)
-            ):
-                continue  # a known overload or a steady stream within its share: decided at once
-            model.overloaded = model.steady = False
-            if not model.held and n * model.cost_seconds < _HOLD_MIN_DEPTH * self._cpu.depth:
-                # a small poll (one record re-run alone after a crash, a trickle) is decided at once: holding it
-                # would move its scoring out of the step that reads it, for no gain in evenness
-                if self._fits(model, n, now):
-                    absorb.add(name)
-                continue
-            if not model.held:
-                model.held_since = now
-            hold.add(name)
+            measured = reservoir.measure(model, now, n)
+            rates[name] = measured if measured is not None else model.offered.rate(now)
+            modes[name] = reservoir.plan(model, n, measured, now, tally)
         forced_any = bool(forced)
-        self.last_held = []
+        reservoir.begin_poll()
+        decide = self.admission.decide
         for i, (model, stratum) in enumerate(entries):
             ev = events[i]
             force = forced_any and bool(forced[i])  # type: ignore[index]
-            if ev.model in hold and not force:
-                model.held.append((ev, stratum))
-                self.last_held.append(ev)
+            mode = modes[ev.model]
+            if mode is PollMode.HOLD and not force:
+                reservoir.hold(model, ev, stratum)
                 continue
-            if id(stratum) not in touched:
-                touched[id(stratum)] = (stratum, stratum.seen_total, stratum.kept_total)
-            p = min(1.0, stratum.boost * model.target / max(rates[ev.model], _MIN_RATE))
-            weights[i] = self._decide(model, stratum, p, now, force=force, absorb=ev.model in absorb)
-        for name in hold:
-            model = models[name]
-            if model.held and not self._fits(model, len(model.held), now):
-                # more than the bucket holds: a backlog or an overload, not a burst — decide at the measured rate
-                measured = self._poll_rate(model, now, 0)
-                if measured is not None or len(model.held) >= _MAX_HELD:
-                    self._decide_held(model, now, measured, touched)
-        for stratum, seen_before, kept_before in touched.values():
-            stratum.window.add_many(now, stratum.seen_total - seen_before, stratum.kept_total - kept_before)
+            tally.note(stratum)
+            p = min(1.0, stratum.boost * model.target / max(rates[ev.model], MIN_RATE))
+            weights[i] = decide(model, stratum, p, now, force=force, absorb=mode is PollMode.ABSORB)
+        for name in {name for name, mode in modes.items() if mode is PollMode.HOLD}:
+            reservoir.settle(models[name], now, tally)
+        tally.flush(now)
         return weights
 
     def release(self, now: float) -> list[tuple[InferenceEvent, float]]:
@@ -460,192 +272,42 @@ class UniformSampler:
         held ``max_delay_seconds`` is decided now. Returns the decisions taken since the last call.
         """
         self._now = now
-        touched: dict[int, tuple[_Stratum, int, int]] = {}
-        for model in self._models.values():
-            if model.held and (not model.stepped or now - model.held_since >= self.max_delay_seconds):
-                self._decide_held(model, now, None if not model.stepped else self._poll_rate(model, now, 0), touched)
-            if not model.stepped:  # a pause: the next poll starts a new episode (its rate is not known yet)
-                model.polls.clear()
-                model.polled = 0
-                model.overloaded = model.steady = False
-            model.stepped = False
-        for stratum, seen_before, kept_before in touched.values():
-            stratum.window.add_many(now, stratum.seen_total - seen_before, stratum.kept_total - kept_before)
-        released, self._released = self._released, []
-        return released
+        return self.reservoir.release(self.accounts.models, now)
 
     @property
     def holding(self) -> int:
         """Events held undecided in the event-time reservoir, all models."""
-        return sum(len(m.held) for m in self._models.values())
+        return self.accounts.holding
 
-    @property
-    def _reservoir(self) -> bool:
-        """Work-conserving with a delay bound: polls may be held (see :meth:`sample_many`)."""
-        return self.max_delay_seconds > 0 and not math.isinf(self._cpu.cpu_per_second) and self.target_per_second <= 0
+    # ------------------------------------------------------------------ models and strata
 
-    def _decide(self, model: _Model, stratum: _Stratum, p: float, now: float, *, force: bool, absorb: bool) -> float:
-        """Decide one event at acceptance probability ``p``: its weight (0.0: dropped)."""
-        stratum.probability = p
-        stratum.seen_total += 1
-        if force:
-            model.bucket.force(now)
-            self._global.force(now)
-            self._cpu.force(now, model.cost_seconds)
-            stratum.kept_total += 1
-            stratum.forced_total += 1
-            return 1.0
-        if absorb:
-            model.bucket.force(now)
-            self._global.take(now)
-            self._cpu.force(now, model.cost_seconds)
-            stratum.kept_total += 1
-            return 1.0
-        if (
-            (p >= 1.0 or self._rng.random() < p)
-            and model.bucket.available(now)
-            and self._global.available(now)
-            and self._cpu.available(now)
-        ):
-            model.bucket.take(now)
-            self._global.take(now)
-            self._cpu.take(now, model.cost_seconds)
-            stratum.kept_total += 1
-            return 1.0 / p
-        return 0.0
+    def _model(self, name: str) -> ModelAccount:
+        """The model's account, added on first sight."""
+        model = self.accounts.models.get(name)
+        return model if model is not None else self._add_model(name)
 
-    def _decide_held(
-        self, model: _Model, now: float, rate: float | None, touched: dict[int, tuple[_Stratum, int, int]]
-    ) -> None:
-        """Decide everything ``model`` holds, into ``_released``: at ``rate``'s probability (events/s measured over
-        the polls), or, with no rate (the stream paused: a burst), whole if it fits the CPU bucket, else uniformly at
-        what the bucket affords. A probability below 1 marks the model overloaded."""
-        held, model.held = model.held, []
-        whole = False
-        p_burst = 1.0
-        if rate is None:
-            whole = self._fits(model, len(held), now)
-            work = len(held) * model.cost_seconds
-            if not whole and work > 0:
-                p_burst = min(1.0, max(self._cpu.balance, 0.0) / work)
-        for ev, stratum in held:
-            if id(stratum) not in touched:
-                touched[id(stratum)] = (stratum, stratum.seen_total, stratum.kept_total)
-            p = p_burst if rate is None else min(1.0, stratum.boost * model.target / max(rate, _MIN_RATE))
-            if rate is not None:
-                model.overloaded = model.overloaded or p < 1.0
-                model.steady = not model.overloaded
-            self._released.append((ev, self._decide(model, stratum, p, now, force=False, absorb=whole)))
-
-    def _poll_rate(self, model: _Model, now: float, events: int) -> float | None:
-        """Record a poll of ``events`` at ``now``; the offered rate over the intervals between the recent polls
-        (None: fewer than two polls, i.e. the rate of the first poll after a pause is not known yet)."""
-        polls = model.polls
-        if polls and not 0.0 <= now - polls[-1][0] <= max(self.max_delay_seconds, self.reallocate_seconds):
-            polls.clear()
-            model.polled = 0
-        if polls and polls[-1][0] == now:
-            polls[-1] = (now, polls[-1][1] + events)
-            model.polled += events
-        elif events or polls:
-            polls.append((now, events))
-            model.polled += events
-        while len(polls) > 2 and now - polls[1][0] >= _RATE_SPAN_SECONDS:
-            model.polled -= polls.popleft()[1]
-        if len(polls) < 2:
-            return None
-        anchor_time, anchor_events = polls[0]
-        return (model.polled - anchor_events) / (now - anchor_time)
-
-    def _fits(self, model: _Model, events: int, now: float) -> bool:
-        """``events`` of ``model`` can be scored whole: the CPU bucket is at least half full and holds their cost."""
-        cpu = self._cpu
-        if math.isinf(cpu.cpu_per_second):
-            return True
-        return cpu.available(now) and cpu.balance >= cpu.depth / 2 and events * model.cost_seconds <= cpu.balance
-
-    def _absorbs(self, model: _Model, events: int, now: float) -> bool:
-        """Without a reservoir (``max_delay_seconds`` 0): whether this poll is scored whole: a CPU share is set, no
-        event cap (a cap is a hard cap), and the poll fits (:meth:`_fits`)."""
-        return (
-            not math.isinf(self._cpu.cpu_per_second) and self.target_per_second <= 0 and self._fits(model, events, now)
-        )
-
-    # ------------------------------------------------------------------ budget
-
-    def _add_model(self, name: str, now: float) -> _Model:
-        target = self.model_targets.get(name, 0.0)
-        cap = target * (1.0 + self.headroom)
-        model = _Model(
-            offered=RateEstimator(self.rate_window_seconds),
-            bucket=TokenBucket(cap, max(1.0, cap * self.burst_seconds)),
-            target=target,
-        )
-        self._models[name] = model
-        self._next_reallocation = None  # a newcomer gets its share at once
+    def _add_model(self, name: str) -> ModelAccount:
+        model = self.accounts.add(name)
+        self.budget.divide_soon()  # a newcomer gets its share at once
         return model
 
-    def _stratum(self, model: _Model, event: InferenceEvent, now: float) -> _Stratum:
+    def _stratum(self, model: ModelAccount, event: InferenceEvent, now: float) -> StratumAccount:
         pred = event.prediction
         return self._stratum_for(model, None if pred is None else pred.label)
 
-    def _stratum_for(self, model: _Model, label: int | None) -> _Stratum:
+    def _stratum_for(self, model: ModelAccount, label: int | None) -> StratumAccount:
         """The model's stratum for a live label (None: no live label), created on first sight."""
-        key = "none" if label is None else str(label)
-        stratum = model.strata.get(key)
-        if stratum is None:
-            if len(model.strata) >= self.max_strata and key != "none":
-                key = "other"
-                stratum = model.strata.get(key)
-            if stratum is None:
-                stratum = _Stratum(RateEstimator(self.rate_window_seconds), WindowCounter(self.horizon_seconds))
-                model.strata[key] = stratum
-        return stratum
+        return self.accounts.stratum(model, label)
 
     def _reallocate(self, now: float) -> None:
-        """Re-divide the budget: CPU time by max-min fairness (explicit model caps first), then the event cap.
-
-        A model watched for less than ``reallocate_seconds`` has no reliable rate yet: it is not capped at its
-        estimate, and budgets are re-divided ten times as often until every model has settled. What no model can
-        use (every one offers less than its share) is added to every model's share: work-conserving.
-        """
-        young = {name for name, m in self._models.items() if m.offered.observed_seconds(now) < self.reallocate_seconds}
-        self._next_reallocation = now + (0.1 if young else 1.0) * self.reallocate_seconds
-        offered = {name: (math.inf if name in young else m.offered.rate(now)) for name, m in self._models.items()}
-        explicit = {name: t for name, t in self.model_targets.items() if name in self._models}
-        # events/s each model may score within the CPU budget
-        cpu_targets = self._divide(
-            self.cpu_per_second,
-            {name: min(offered[name], explicit.get(name, math.inf)) for name in self._models},
-            {name: m.cost_seconds for name, m in self._models.items()},
-        )
-        # then the event cap (explicit model targets first, the rest max-min)
-        used = sum(min(t, offered[name], cpu_targets[name]) for name, t in explicit.items())
-        implicit = {name: min(offered[name], cpu_targets[name]) for name in self._models if name not in explicit}
-        shares = self._divide(self.event_cap_per_second - used, implicit, {})
-        for name, model in self._models.items():
-            target = min(cpu_targets[name], explicit[name] if name in explicit else shares[name])
-            model.target = target
-            cap = target * (1.0 + self.headroom)
-            model.bucket.set_rate(cap, cap * self.burst_seconds, now, fill=model.fresh)
-            model.fresh = False
+        """Re-divide the budget between models (:meth:`SamplingBudget.reallocate`), then each model's between its
+        strata."""
+        models = self.accounts.models
+        self.budget.reallocate(models, now)
+        for model in models.values():
             self._reallocate_strata(model, now)
 
-    @staticmethod
-    def _divide(budget: float, demand: Mapping[str, float], cost: Mapping[str, float]) -> dict[str, float]:
-        """Events/s per key: ``budget`` (in units of ``cost``, 1 per event where missing or unmeasured) water-filled
-        over ``demand`` (events/s, inf: unknown), plus what every key leaves unused; inf where the budget is inf or the
-        cost unmeasured."""
-        unit = {k: (cost.get(k, 1.0) if cost.get(k, 1.0) > 0 else 0.0) for k in demand}
-        if math.isinf(budget):
-            return dict.fromkeys(demand, math.inf)
-        budget = max(0.0, budget)
-        limited = {k: d * unit[k] if d < math.inf else math.inf for k, d in demand.items() if unit[k] > 0}
-        alloc = water_fill(budget, limited)
-        spare = max(0.0, budget - sum(alloc.values()))
-        return {k: (alloc[k] + spare) / unit[k] if unit[k] > 0 else math.inf for k in demand}
-
-    def _reallocate_strata(self, model: _Model, now: float) -> None:
+    def _reallocate_strata(self, model: ModelAccount, now: float) -> None:
         """Uniform: every stratum at the model's probability. Overridden by stratified sampling."""
 
     # ------------------------------------------------------------------ read
@@ -654,44 +316,12 @@ class UniformSampler:
         """Events/s scoring can sustain for ``model`` alone: the CPU budget over its measured cost per event, capped
         by the event cap (its explicit target first); None while neither bounds it (no cost measured yet, or no CPU
         share and no cap)."""
-        m = self._models.get(model)
-        if m is None:
-            return None
-        capacity = math.inf
-        if not math.isinf(self.cpu_per_second) and m.cost_seconds > 0:
-            capacity = self.cpu_per_second / m.cost_seconds
-        capacity = min(capacity, self.model_targets.get(model, self.event_cap_per_second))
-        return None if math.isinf(capacity) else capacity
+        m = self.accounts.models.get(model)
+        return None if m is None else self.budget.capacity(m, model)
 
     def snapshot(self) -> dict[str, ModelSamplingStats]:
         """Per-model budget and counts at the last ``now`` seen.
 
         Call it from the thread that calls :meth:`sample`, or under the same lock: it reads live dicts.
         """
-        now = self._now
-        out: dict[str, ModelSamplingStats] = {}
-        for name, model in self._models.items():
-            strata: dict[str, StratumStats] = {}
-            for key, st in model.strata.items():
-                seen, kept = st.window.totals(now)
-                fraction, weight = fraction_and_weight(kept, seen)
-                strata[key] = StratumStats(
-                    st.seen_total, st.kept_total, st.forced_total, seen, kept, fraction, weight, st.probability
-                )
-            seen_recent = sum(s.seen_recent for s in strata.values())
-            kept_recent = sum(s.kept_recent for s in strata.values())
-            fraction, weight = fraction_and_weight(kept_recent, seen_recent)
-            out[name] = ModelSamplingStats(
-                model=name,
-                target_per_second=model.target,
-                offered_per_second=model.offered.rate(now),
-                seen_total=sum(s.seen_total for s in strata.values()),
-                kept_total=sum(s.kept_total for s in strata.values()),
-                forced_total=sum(s.forced_total for s in strata.values()),
-                seen_recent=seen_recent,
-                kept_recent=kept_recent,
-                fraction=fraction,
-                weight=weight,
-                strata=strata,
-            )
-        return out
+        return self.accounts.snapshot(self._now)

@@ -16,6 +16,7 @@ from monitor.sampler.base import Sampler, fraction_and_weight
 from monitor.sampler.budget import CpuBucket, RateEstimator, TokenBucket, WindowCounter, water_fill
 from monitor.sampler.stratified import StratifiedSampler
 from monitor.sampler.uniform import UniformSampler
+from monitor.sampler.uniform_config import UniformSamplerConfig
 
 FEATURES = np.zeros(2)
 
@@ -85,7 +86,7 @@ def test_fraction_and_weight_edge_cases() -> None:
 
 
 def test_uniform_sampler_respects_the_budget() -> None:
-    sampler = UniformSampler(target_per_second=500.0, seed=1)
+    sampler = UniformSampler(UniformSamplerConfig(target_per_second=500.0), seed=1)
     weights = run(sampler, [make_event()] * 150_000, rate=10_000.0)  # 15 s at 10 000 events/s
     kept_per_second = np.count_nonzero(weights[20_000:]) / 13.0  # after a 2 s warm-up
     assert kept_per_second == pytest.approx(500.0, rel=0.03)
@@ -93,13 +94,13 @@ def test_uniform_sampler_respects_the_budget() -> None:
 
 
 def test_uniform_sampler_keeps_everything_under_budget() -> None:
-    weights = run(UniformSampler(target_per_second=500.0), [make_event()] * 2000, rate=100.0)
+    weights = run(UniformSampler(UniformSamplerConfig(target_per_second=500.0)), [make_event()] * 2000, rate=100.0)
     assert np.all(weights == 1.0)
 
 
 def test_uniform_sampler_is_uniform_within_a_poll_batch() -> None:
     # Kafka hands over batches that share one ``now``: acceptance must not favour the head of a batch
-    sampler = UniformSampler(target_per_second=500.0, seed=2)
+    sampler = UniformSampler(UniformSamplerConfig(target_per_second=500.0), seed=2)
     positions = []
     for batch in range(200):  # 1000-event batches, 10 per second
         for j in range(1000):
@@ -112,14 +113,14 @@ def test_uniform_sampler_is_uniform_within_a_poll_batch() -> None:
 
 def test_uniform_sampler_keeps_classes_in_proportion() -> None:
     labels, events = class_stream(100_000, [0.9, 0.09, 0.01])
-    weights = run(UniformSampler(target_per_second=1000.0, seed=3), events, rate=10_000.0)
+    weights = run(UniformSampler(UniformSamplerConfig(target_per_second=1000.0), seed=3), events, rate=10_000.0)
     kept = weights > 0
     for c, share in enumerate([0.9, 0.09, 0.01]):
         assert np.count_nonzero(kept & (labels == c)) / np.count_nonzero(kept) == pytest.approx(share, abs=0.015)
 
 
 def test_uniform_sampler_shares_the_budget_between_models() -> None:
-    sampler = UniformSampler(target_per_second=500.0, seed=4)
+    sampler = UniformSampler(UniformSamplerConfig(target_per_second=500.0), seed=4)
     kept = {"big": 0, "small": 0}
     for i in range(100_000):  # 10 s: "big" offers 9 900/s, "small" 100/s
         model = "small" if i % 100 == 0 else "big"
@@ -149,7 +150,7 @@ def _two_models(
 
 @pytest.mark.parametrize("cls", [UniformSampler, StratifiedSampler])
 def test_sampler_gives_two_overloaded_models_half_the_budget_each(cls: type[UniformSampler]) -> None:
-    sampler = cls(500.0, seed=14)
+    sampler = cls(UniformSamplerConfig(500.0), seed=14)
     _two_models(sampler, 5.0, 5000.0, ["a", "b"])  # warm-up: each offers 10x the whole budget
     kept = _two_models(sampler, 20.0, 5000.0, ["a", "b"], start=5.0)
     assert kept["a"] / 20.0 == pytest.approx(250.0, rel=0.05)
@@ -159,7 +160,7 @@ def test_sampler_gives_two_overloaded_models_half_the_budget_each(cls: type[Unif
 
 @pytest.mark.parametrize("cls", [UniformSampler, StratifiedSampler])
 def test_sampler_passes_an_idle_models_share_to_the_busy_one(cls: type[UniformSampler]) -> None:
-    sampler = cls(500.0, seed=15)
+    sampler = cls(UniformSamplerConfig(500.0), seed=15)
     _two_models(sampler, 20.0, 5000.0, ["a", "b"])
     _two_models(sampler, 60.0, 5000.0, ["b"], start=20.0)  # "a" goes idle: its rate estimate decays
     kept = _two_models(sampler, 20.0, 5000.0, ["b"], start=80.0)
@@ -169,7 +170,7 @@ def test_sampler_passes_an_idle_models_share_to_the_busy_one(cls: type[UniformSa
 
 @pytest.mark.parametrize("cls", [UniformSampler, StratifiedSampler])
 def test_sampler_starts_a_new_models_bucket_full(cls: type[UniformSampler]) -> None:
-    sampler = cls(100.0, burst_seconds=1.0, seed=16)
+    sampler = cls(UniformSamplerConfig(100.0, burst_seconds=1.0), seed=16)
     _two_models(sampler, 10.0, 1000.0, ["a"])  # a busy model holds the budget
     burst = [make_event(model="b", i=i) for i in range(5)]  # a newcomer's first poll: 5 events at one instant
     assert all(w > 0 for w in sampler.sample_many(burst, 10.0))  # its share's burst, not one token
@@ -194,7 +195,7 @@ def test_sampler_budget_is_described_as_one_budget_shared_by_all_models() -> Non
 
 
 def test_uniform_sampler_explicit_model_target() -> None:
-    sampler = UniformSampler(target_per_second=500.0, model_targets={"a": 50.0}, seed=5)
+    sampler = UniformSampler(UniformSamplerConfig(target_per_second=500.0, model_targets={"a": 50.0}), seed=5)
     models = ["a" if i % 2 else "b" for i in range(100_000)]
     weights = run(sampler, [make_event(model=m) for m in models], rate=10_000.0)
     late = np.arange(100_000) >= 20_000
@@ -204,7 +205,7 @@ def test_uniform_sampler_explicit_model_target() -> None:
 
 
 def test_uniform_sampler_forced_keeps_are_always_kept() -> None:
-    sampler = UniformSampler(target_per_second=1.0, seed=6)
+    sampler = UniformSampler(UniformSamplerConfig(target_per_second=1.0), seed=6)
     forced = [sampler.sample(make_event(i=i), now=i / 1000.0, force=i % 10 == 0) for i in range(10_000)]
     assert all(w == 1.0 for w in forced[::10])
     snap = sampler.snapshot()["m"]
@@ -213,7 +214,7 @@ def test_uniform_sampler_forced_keeps_are_always_kept() -> None:
 
 
 def test_uniform_sampler_fraction_metric_matches_the_counts() -> None:
-    sampler = UniformSampler(target_per_second=200.0, horizon_seconds=60.0, seed=7)
+    sampler = UniformSampler(UniformSamplerConfig(target_per_second=200.0, horizon_seconds=60.0), seed=7)
     labels, events = class_stream(50_000, [0.7, 0.3])
     weights = run(sampler, events, rate=5000.0)  # 10 s, all inside the horizon
     snap = sampler.snapshot()["m"]
@@ -228,16 +229,20 @@ def test_uniform_sampler_fraction_metric_matches_the_counts() -> None:
 
 def test_uniform_sampler_is_deterministic_and_reset_restores_it() -> None:
     _, events = class_stream(20_000, [0.5, 0.5])
-    sampler = UniformSampler(target_per_second=100.0, seed=8)
+    sampler = UniformSampler(UniformSamplerConfig(target_per_second=100.0), seed=8)
     first = run(sampler, events, rate=2000.0)
     sampler.reset()
     np.testing.assert_array_equal(first, run(sampler, events, rate=2000.0))
-    np.testing.assert_array_equal(first, run(UniformSampler(target_per_second=100.0, seed=8), events, rate=2000.0))
-    assert not np.array_equal(first, run(UniformSampler(target_per_second=100.0, seed=9), events, rate=2000.0))
+    np.testing.assert_array_equal(
+        first, run(UniformSampler(UniformSamplerConfig(target_per_second=100.0), seed=8), events, rate=2000.0)
+    )
+    assert not np.array_equal(
+        first, run(UniformSampler(UniformSamplerConfig(target_per_second=100.0), seed=9), events, rate=2000.0)
+    )
 
 
 def test_uniform_sampler_folds_classes_past_max_strata() -> None:
-    sampler = UniformSampler(target_per_second=100.0, max_strata=3)
+    sampler = UniformSampler(UniformSamplerConfig(target_per_second=100.0, max_strata=3))
     for i in range(10):
         sampler.sample(make_event(label=i), now=0.0)
     sampler.sample(make_event(), now=0.0)
@@ -250,7 +255,7 @@ def test_uniform_sampler_folds_classes_past_max_strata() -> None:
 def test_stratified_sampler_over_represents_rare_classes_with_bounded_weights() -> None:
     shares = [0.9, 0.09, 0.01]
     labels, events = class_stream(200_000, shares, seed=10)
-    sampler = StratifiedSampler(target_per_second=500.0, max_boost=5.0, seed=10)
+    sampler = StratifiedSampler(UniformSamplerConfig(target_per_second=500.0), max_boost=5.0, seed=10)
     weights = run(sampler, events, rate=10_000.0)  # 20 s
     late = np.arange(len(events)) >= 50_000
     kept = (weights > 0) & late
@@ -269,20 +274,26 @@ def test_stratified_sampler_over_represents_rare_classes_with_bounded_weights() 
 
 def test_stratified_sampler_with_exponent_one_is_uniform() -> None:
     labels, events = class_stream(100_000, [0.95, 0.05], seed=11)
-    weights = run(StratifiedSampler(target_per_second=1000.0, exponent=1.0, seed=11), events, rate=10_000.0)
+    weights = run(
+        StratifiedSampler(UniformSamplerConfig(target_per_second=1000.0), exponent=1.0, seed=11), events, rate=10_000.0
+    )
     kept = weights > 0
     assert np.count_nonzero(kept & (labels == 1)) / np.count_nonzero(kept) == pytest.approx(0.05, abs=0.01)
 
 
 def test_stratified_sampler_without_live_predictions_is_uniform() -> None:
-    weights = run(StratifiedSampler(target_per_second=500.0, seed=12), [make_event()] * 100_000, rate=10_000.0)
+    weights = run(
+        StratifiedSampler(UniformSamplerConfig(target_per_second=500.0), seed=12),
+        [make_event()] * 100_000,
+        rate=10_000.0,
+    )
     assert np.count_nonzero(weights[20_000:]) / 8.0 == pytest.approx(500.0, rel=0.04)
     np.testing.assert_allclose(weights[20_000:][weights[20_000:] > 0], 20.0, rtol=0.01)  # one stratum: 1 / p
 
 
 def test_stratified_sampler_forced_keeps_are_always_kept() -> None:
     labels, events = class_stream(20_000, [0.99, 0.01], seed=13)
-    sampler = StratifiedSampler(target_per_second=10.0, seed=13)
+    sampler = StratifiedSampler(UniformSamplerConfig(target_per_second=10.0), seed=13)
     weights = [sampler.sample(ev, now=i / 2000.0, force=bool(labels[i] == 1)) for i, ev in enumerate(events)]
     assert all(w == 1.0 for w, c in zip(weights, labels, strict=True) if c == 1)
     assert sampler.snapshot()["m"].strata["1"].forced_total == np.count_nonzero(labels == 1)
@@ -304,8 +315,10 @@ def test_stratified_sampler_forced_keeps_are_always_kept() -> None:
     ],
 )
 def test_sampler_bad_configuration_is_refused(kwargs: dict[str, object], match: str) -> None:
+    stratified = {k: v for k, v in kwargs.items() if k in ("exponent", "max_boost")}
+    config = {k: v for k, v in kwargs.items() if k not in stratified}
     with pytest.raises(ConfigError, match=match):
-        StratifiedSampler(**kwargs)  # type: ignore[arg-type]
+        StratifiedSampler(UniformSamplerConfig(**config), **stratified)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -351,7 +364,7 @@ def test_sample_many_decides_exactly_as_sample_called_in_turn(kind: str, seed: i
     # the exact equivalence with ``sample`` holds poll by poll for one-event polls, which is what it checks now
     def make() -> UniformSampler:
         cls = UniformSampler if kind == "uniform" else StratifiedSampler
-        return cls(300.0, model_targets={"c": 5.0}, max_strata=6, seed=seed)
+        return cls(UniformSamplerConfig(300.0, model_targets={"c": 5.0}, max_strata=6), seed=seed)
 
     one, many = make(), make()
     kept = 0
@@ -361,7 +374,7 @@ def test_sample_many_decides_exactly_as_sample_called_in_turn(kind: str, seed: i
         assert got == expected
         kept += sum(w > 0 for w in got)
         assert many.snapshot() == one.snapshot()
-    assert many._rng.random() == one._rng.random()
+    assert many.admission.rng.random() == one.admission.rng.random()
     assert 0 < kept < sum(len(e) for _, e, _ in _mixed_stream(seed))  # both kept and dropped events were seen
 
 
@@ -369,7 +382,7 @@ def test_sample_many_decides_exactly_as_sample_called_in_turn(kind: str, seed: i
 def test_sample_many_samples_a_large_poll_evenly(cls: type[UniformSampler]) -> None:
     # decided in turn, the first events of a large poll saw a low offered rate and were all kept (a
     # backlog was scored in its first second); counting the poll first gives every event one probability
-    sampler = cls(200.0, burst_seconds=100.0, seed=21)
+    sampler = cls(UniformSamplerConfig(200.0, burst_seconds=100.0), seed=21)
     weights = np.array(sampler.sample_many([make_event(i=i) for i in range(20_000)], 0.0))
     first, second = np.count_nonzero(weights[:10_000]), np.count_nonzero(weights[10_000:])
     assert first > 0 and second > 0
@@ -385,7 +398,7 @@ def test_sample_many_goes_through_an_overridden_sample() -> None:
             return 0.5 * super().sample(event, now, force=force)
 
     events = [make_event("m", 1, i) for i in range(50)]
-    one, many = Halving(30.0), Halving(30.0)
+    one, many = Halving(UniformSamplerConfig(30.0)), Halving(UniformSamplerConfig(30.0))
     expected = [one.sample(ev, 0.0) for ev in events]
     assert 0.5 in expected and 0.0 in expected
     assert many.sample_many(events, 0.0) == expected

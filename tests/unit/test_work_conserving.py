@@ -13,6 +13,7 @@ from monitor.events import InferenceEvent, LivePrediction
 from monitor.runtime.service import build_sampler
 from monitor.sampler.stratified import StratifiedSampler
 from monitor.sampler.uniform import UniformSampler
+from monitor.sampler.uniform_config import UniformSamplerConfig
 
 FEATURES = np.zeros(2)
 
@@ -76,14 +77,14 @@ def decile_keep_rates(times: np.ndarray, weights: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("cls", [UniformSampler, StratifiedSampler])
 def test_work_conserving_burst_on_an_idle_engine_is_scored_whole(cls: type[UniformSampler]) -> None:
     # the old behaviour: 500 events produced at once, default settings, scored 1; the engine was idle
-    sampler = cls(cpus=1.0, cpu_share=0.8, burst_seconds=2.0, seed=1)
+    sampler = cls(UniformSamplerConfig(cpus=1.0, cpu_share=0.8, burst_seconds=2.0), seed=1)
     weights = replay(sampler, np.zeros(500), ingest_per_second=1e9, poll=100, cost_seconds=2e-4)  # all at once
     assert np.all(weights == 1.0)
     assert sampler.snapshot()["m"].fraction == 1.0
 
 
 def test_work_conserving_burst_after_light_traffic_is_scored_whole() -> None:
-    sampler = StratifiedSampler(cpus=1.0, cpu_share=0.8, burst_seconds=2.0, seed=2)
+    sampler = StratifiedSampler(UniformSamplerConfig(cpus=1.0, cpu_share=0.8, burst_seconds=2.0), seed=2)
     replay(sampler, np.arange(600) / 10.0, ingest_per_second=10.0, cost_seconds=1e-3)  # 10 events/s for a minute
     burst = replay(sampler, np.full(500, 60.0), ingest_per_second=1e9, start=60.0, cost_seconds=1e-3)
     assert np.all(burst > 0)
@@ -100,7 +101,7 @@ def test_default_settings_build_a_work_conserving_sampler_that_scores_a_burst() 
 
 def test_work_conserving_sustained_overload_holds_the_cpu_budget_uniformly_in_event_time() -> None:
     # 1 CPU at 0.8, 1 ms per event: 800 events/s can be scored; 4000 events/s are offered for 120 s
-    sampler = UniformSampler(cpus=1.0, cpu_share=0.8, burst_seconds=2.0, seed=3)
+    sampler = UniformSampler(UniformSamplerConfig(cpus=1.0, cpu_share=0.8, burst_seconds=2.0), seed=3)
     times = np.arange(480_000) / 4000.0
     weights = replay(sampler, times, ingest_per_second=4000.0, poll=40, cost_seconds=1e-3)
     kept = times[weights > 0]
@@ -116,7 +117,7 @@ def test_work_conserving_sustained_overload_holds_the_cpu_budget_uniformly_in_ev
 
 def test_work_conserving_fair_shares_of_cpu_time_under_overload() -> None:
     # a cheap and a dear model, both overloaded: each gets half the CPU time (max-min), not half the events
-    sampler = UniformSampler(cpus=1.0, cpu_share=1.0, seed=4)
+    sampler = UniformSampler(UniformSamplerConfig(cpus=1.0, cpu_share=1.0), seed=4)
     kept = {"cheap": 0, "dear": 0}
     cost = {"cheap": 1e-4, "dear": 1e-3}
     for k in range(3000):  # 30 s in 10 ms polls, 100 events per model per poll (10,000 events/s each)
@@ -134,7 +135,7 @@ def test_work_conserving_fair_shares_of_cpu_time_under_overload() -> None:
 
 def test_work_conserving_backlog_after_a_restart_covers_its_event_time_span() -> None:
     # an hour of traffic (10 events/s) read at once after a restart, at 50,000 events/s; 800 events/s can be scored
-    sampler = StratifiedSampler(cpus=1.0, cpu_share=0.8, burst_seconds=2.0, seed=5)
+    sampler = StratifiedSampler(UniformSamplerConfig(cpus=1.0, cpu_share=0.8, burst_seconds=2.0), seed=5)
     times = np.sort(np.random.default_rng(5).uniform(0.0, 3600.0, 36_000))
     weights = replay(sampler, times, ingest_per_second=50_000.0, start=10_000.0)
     kept = times[weights > 0]
@@ -144,7 +145,7 @@ def test_work_conserving_backlog_after_a_restart_covers_its_event_time_span() ->
 
 
 def test_work_conserving_event_cap_still_caps() -> None:
-    sampler = UniformSampler(100.0, cpus=1.0, cpu_share=0.8, seed=6)
+    sampler = UniformSampler(UniformSamplerConfig(100.0, cpus=1.0, cpu_share=0.8), seed=6)
     times = np.arange(60_000) / 1000.0
     weights = replay(sampler, times, ingest_per_second=1000.0, poll=10, cost_seconds=1e-5)
     late = np.count_nonzero(weights[times >= 20.0] > 0)
@@ -165,7 +166,7 @@ def test_work_conserving_backlog_after_a_restart_is_uniform_in_event_time(cost_s
     # first poll on, a poll that fits the CPU bucket scored whole) kept the first minutes at a different rate from
     # the rest (0 or several times the share: chi-square p < 1e-8 for both costs); the event-time reservoir holds
     # the first polls until the rate is measured and samples the whole hour at one probability
-    sampler = StratifiedSampler(cpus=1.0, cpu_share=0.8, burst_seconds=2.0, seed=5)
+    sampler = StratifiedSampler(UniformSamplerConfig(cpus=1.0, cpu_share=0.8, burst_seconds=2.0), seed=5)
     sampler.observe_cost("m", 1000, 1000 * cost_seconds)
     times = 1e6 - 3600.0 + np.sort(np.random.default_rng(5).uniform(0.0, 3600.0, 36_000))
     weights = replay(sampler, times, ingest_per_second=50_000.0, poll=2000, start=1e6, cost_seconds=cost_seconds)
@@ -179,7 +180,7 @@ def test_work_conserving_backlog_after_a_restart_is_uniform_in_event_time(cost_s
 
 
 def test_work_conserving_sustained_overload_is_even_over_event_time_deciles() -> None:
-    sampler = StratifiedSampler(cpus=1.0, cpu_share=0.8, burst_seconds=2.0, seed=7)
+    sampler = StratifiedSampler(UniformSamplerConfig(cpus=1.0, cpu_share=0.8, burst_seconds=2.0), seed=7)
     sampler.observe_cost("m", 1000, 1.0)
     times = 1e6 + np.arange(240_000) / 4000.0  # 4,000 events/s for 60 s, live (event time = read time)
     weights = replay(sampler, times, ingest_per_second=4000.0, poll=40, start=1e6)
@@ -190,7 +191,9 @@ def test_work_conserving_sustained_overload_is_even_over_event_time_deciles() ->
 
 
 def test_work_conserving_held_poll_is_decided_within_the_delay_bound() -> None:
-    sampler = UniformSampler(cpus=1.0, cpu_share=0.8, burst_seconds=2.0, max_delay_seconds=0.5, seed=8)
+    sampler = UniformSampler(
+        UniformSamplerConfig(cpus=1.0, cpu_share=0.8, burst_seconds=2.0, max_delay_seconds=0.5), seed=8
+    )
     sampler.observe_cost("m", 100, 0.1)  # 1 ms per event: a poll of 2,000 does not fit the 1.6 CPU-s bucket
     events = [make_event(i, 0.0) for i in range(2000)]
     assert sampler.sample_many(events, 100.0) == [0.0] * 2000 and sampler.holding == 2000
@@ -202,22 +205,24 @@ def test_work_conserving_held_poll_is_decided_within_the_delay_bound() -> None:
 
 
 def test_max_delay_zero_never_holds() -> None:
-    sampler = UniformSampler(cpus=1.0, cpu_share=0.8, burst_seconds=2.0, max_delay_seconds=0.0, seed=9)
+    sampler = UniformSampler(
+        UniformSamplerConfig(cpus=1.0, cpu_share=0.8, burst_seconds=2.0, max_delay_seconds=0.0), seed=9
+    )
     sampler.observe_cost("m", 100, 0.1)
     weights = sampler.sample_many([make_event(i, 0.0) for i in range(2000)], 100.0)
     assert sampler.holding == 0 and sampler.release(100.0) == []
     assert 0 < sum(w > 0 for w in weights) < 2000
     with pytest.raises(ConfigError, match="max_delay_seconds"):
-        UniformSampler(max_delay_seconds=-1.0)
+        UniformSampler(UniformSamplerConfig(max_delay_seconds=-1.0))
 
 
 def test_capacity_is_the_cpu_budget_over_the_measured_cost_capped_by_the_event_cap() -> None:
     from monitor.sampler.uniform import UniformSampler
 
-    sampler = UniformSampler(cpus=1.0, cpu_share=0.5, seed=0)
+    sampler = UniformSampler(UniformSamplerConfig(cpus=1.0, cpu_share=0.5), seed=0)
     assert sampler.capacity("m") is None  # never seen
     sampler.observe_cost("m", 100, 0.1)  # 1 ms per event
     assert sampler.capacity("m") == pytest.approx(500.0)
-    capped = UniformSampler(target_per_second=200.0, cpus=1.0, cpu_share=0.5, seed=0)
+    capped = UniformSampler(UniformSamplerConfig(target_per_second=200.0, cpus=1.0, cpu_share=0.5), seed=0)
     capped.observe_cost("m", 100, 0.1)
     assert capped.capacity("m") == pytest.approx(200.0)
