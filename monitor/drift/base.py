@@ -133,6 +133,10 @@ class AlarmCounter:
                 self.first_event = event
         self.on = on
 
+    def snapshot(self, name: str, statistic: float, threshold: float, p_value: float, events: int) -> DriftState:
+        """The :class:`DriftState` of a detector whose signal this counter follows (``drift_detected`` is ``on``)."""
+        return DriftState(name, self.on, statistic, threshold, p_value, events, self.alarms, self.first_event)
+
 
 def as_values(values: ArrayLike) -> NDArray[np.float64]:
     """Per-event values as a 1-D float64 array with NaN (missing) entries dropped.
@@ -142,6 +146,25 @@ def as_values(values: ArrayLike) -> NDArray[np.float64]:
     """
     v = np.asarray(values, dtype=np.float64).reshape(-1)
     return v[~np.isnan(v)]
+
+
+def as_rows(values: ArrayLike, width: int, error: str) -> NDArray[np.float64]:
+    """Rows of ``width`` values (one row may come as a 1-D array) as a (b, width) float64 array, the rows with NaN
+    (missing) or infinite entries dropped.
+
+    Raises
+    ------
+    DataError
+        With ``error``, its ``{shape}`` filled with the shape given, if the rows are not ``width`` wide.
+
+    >>> as_rows([[1.0, 2.0], [float("nan"), 0.0]], 2, "{shape}").tolist()
+    [[1.0, 2.0]]
+    """
+    x = np.asarray(values, dtype=np.float64)
+    x = x.reshape(1, -1) if x.ndim == 1 else x
+    if x.ndim != 2 or x.shape[1] != width:
+        raise DataError(error.format(shape=x.shape))
+    return x[np.all(np.isfinite(x), axis=1)]
 
 
 def check_reference(values: ArrayLike, name: str, min_size: int = 10) -> NDArray[np.float64]:
@@ -255,12 +278,15 @@ class Cadence:
 
 class WindowedTest(ABC):
     """Shared machinery of the window-vs-reference tests (KS on γ, rate test on flicker, per-feature KS): checks of
-    the window settings, the bounded window, the test cadence and the alarm counter, ``reset`` and the feed loop.
+    the window settings, the bounded window, the test cadence and the alarm counter, ``reset``, the feed loop,
+    ``drift_detected`` and the state snapshot.
 
     A subclass calls :meth:`_init_window` in ``__init__`` (then ``self.reset()``), clears its result state in
-    :meth:`_clear` and runs its test on ``self._buffer.values()`` in :meth:`_test`.
+    :meth:`_clear`, runs its test on ``self._buffer.values()`` in :meth:`_test` (marking ``self._alarm`` with the
+    result) and reports its statistic's floor in :meth:`_threshold`.
     """
 
+    name: str
     window: int
     every: int
     min_events: int
@@ -296,6 +322,20 @@ class WindowedTest(ABC):
             self._test(due)
         self._buffer.extend(values[pos:])
 
+    @property
+    def drift_detected(self) -> bool:
+        """True if the last test found drift: significant at ``alpha`` and past the detector's effect-size floor
+        (for a per-feature test: at least one feature moved)."""
+        return self._alarm.on
+
+    def _snapshot(self, statistic: float, p_value: float) -> DriftState:
+        """The detector's :class:`DriftState` with this ``statistic`` and ``p_value``."""
+        return self._alarm.snapshot(self.name, statistic, self._threshold(), p_value, self._cadence.events)
+
+    def _threshold(self) -> float:
+        """The value reported as ``DriftState.threshold``: NaN where the rule is a p-value alone."""
+        return float("nan")
+
     @abstractmethod
     def _clear(self) -> None:
         """Forget the last test result."""
@@ -303,3 +343,47 @@ class WindowedTest(ABC):
     @abstractmethod
     def _test(self, event: int) -> None:
         """Test the current window; ``event`` is the 1-based count of events seen."""
+
+
+class SingleWindowTest(WindowedTest):
+    """A window test of per-event values with one statistic and p-value (KS on γ, the rate test on flicker, the
+    reconstruction-error KS): ``update``, the test step, ``statistic``, ``p_value`` and ``state``.
+
+    A subclass computes (statistic, p-value, drift) from the window in :meth:`_evaluate`; the window's mean at the
+    last test is kept in ``self._mean`` for those that report it.
+    """
+
+    def _clear(self) -> None:
+        self._stat = 0.0
+        self._p = float("nan")
+        self._mean = float("nan")
+
+    def update(self, values: ArrayLike) -> Self:
+        """Feed per-event values (NaN = missing, skipped); tests run at every due event in the batch."""
+        self._feed(as_values(values))
+        return self
+
+    def _test(self, event: int) -> None:
+        w = self._buffer.values()
+        self._mean = float(w.mean())
+        self._stat, self._p, drift = self._evaluate(w)
+        self._alarm.mark(drift, event)
+
+    @abstractmethod
+    def _evaluate(self, window: NDArray[np.float64]) -> tuple[float, float, bool]:
+        """(statistic, p-value, drift) of the window's values (``self._mean`` is their mean)."""
+
+    @property
+    def statistic(self) -> float:
+        """The test statistic at the last test (0.0 before the first; the class says which statistic)."""
+        return self._stat
+
+    @property
+    def p_value(self) -> float:
+        """p-value of the last test (NaN before the first)."""
+        return self._p
+
+    @property
+    def state(self) -> DriftState:
+        """Snapshot of the detector's state."""
+        return self._snapshot(self._stat, self._p)
