@@ -21,6 +21,7 @@ from typing import Literal, Protocol, Self
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from monitor.drift.calibrate import benjamini_hochberg
 from monitor.errors import ConfigError, DataError
 
 Alternative = Literal["greater", "two-sided"]
@@ -50,6 +51,16 @@ class DriftState:
     events: int
     alarms: int = 0
     first_alarm_event: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureShift:
+    """One feature that moved: its index, name, KS distance and Benjamini–Hochberg adjusted p-value."""
+
+    index: int
+    name: str
+    statistic: float
+    p_value: float
 
 
 class DriftDetector(Protocol):
@@ -387,3 +398,55 @@ class SingleWindowTest(WindowedTest):
     def state(self) -> DriftState:
         """Snapshot of the detector's state."""
         return self._snapshot(self._stat, self._p)
+
+
+class PerFeatureTest(WindowedTest):
+    """A window test of rows, one test per feature (per-feature KS, the range test, held inputs' categories): at
+    every test each feature gets a statistic and a p-value, the p-values are adjusted by Benjamini–Hochberg across
+    features, and the features whose adjusted p < ``alpha`` and statistic reaches a floor are reported as moved,
+    largest statistic first.
+
+    A subclass sets ``feature_names`` before :meth:`_init_window`, fills ``self._stat`` and calls :meth:`_flag` with
+    the raw p-values in :meth:`_test`.
+    """
+
+    feature_names: tuple[str, ...]
+
+    @property
+    def n_features(self) -> int:
+        """Feature count n."""
+        return len(self.feature_names)
+
+    def _clear(self) -> None:
+        self._stat: NDArray[np.float64] = np.zeros(self.n_features)
+        self._p: NDArray[np.float64] = np.full(self.n_features, np.nan)
+        self._moved: tuple[FeatureShift, ...] = ()
+
+    def _flag(self, p_values: NDArray[np.float64], floor: float, event: int) -> None:
+        """Adjust ``p_values`` across features, rank the features with adjusted p < alpha and statistic >= ``floor``
+        into ``moved`` and mark the alarm at ``event``."""
+        self._p = benjamini_hochberg(p_values)
+        hit = np.flatnonzero((self._p < self.alpha) & (self._stat >= floor))
+        order = hit[np.argsort(-self._stat[hit], kind="stable")]
+        self._moved = tuple(
+            FeatureShift(int(j), self.feature_names[j], float(self._stat[j]), float(self._p[j])) for j in order
+        )
+        self._alarm.mark(bool(self._moved), event)
+
+    @property
+    def moved(self) -> tuple[FeatureShift, ...]:
+        """Features that moved at the last test (``statistic``: the class's per-feature statistic), largest first."""
+        return self._moved
+
+    @property
+    def statistics(self) -> NDArray[np.float64]:
+        """(n,) the per-feature statistic at the last test (a copy)."""
+        return self._stat.copy()
+
+    @property
+    def state(self) -> DriftState:
+        """Snapshot: the largest per-feature statistic, against the floor, and the smallest adjusted p-value."""
+        return self._snapshot(
+            float(self._stat.max()) if self._stat.size else 0.0,
+            float(np.nanmin(self._p)) if np.any(np.isfinite(self._p)) else float("nan"),
+        )
