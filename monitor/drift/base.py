@@ -450,3 +450,43 @@ class PerFeatureTest(WindowedTest):
             float(self._stat.max()) if self._stat.size else 0.0,
             float(np.nanmin(self._p)) if np.any(np.isfinite(self._p)) else float("nan"),
         )
+
+
+class SequentialDetector(ABC):
+    """Shared part of the sequential detectors (CUSUM, Page–Hinkley): a statistic updated at every event, an alarm
+    with hysteresis followed by ``self._alarm``, no p-value. A subclass keeps its event count in ``self._events``."""
+
+    name: str
+    threshold: float
+    _alarm: AlarmCounter
+    _events: int
+
+    @staticmethod
+    def _check_threshold(threshold: float | None, false_alarms_per_million: float) -> None:
+        """Check the threshold's two settings: pinned (> 0), or None and calibrated for a false-alarm rate per 10⁶
+        events (0 < rate < 10⁵)."""
+        require(threshold is None or threshold > 0.0, f"threshold must be > 0; got {threshold!r}")
+        require(
+            0.0 < false_alarms_per_million < 1e5,
+            f"false_alarms_per_million must be in (0, 1e5); got {false_alarms_per_million!r}",
+        )
+
+    @property
+    @abstractmethod
+    def statistic(self) -> float:
+        """The detector's statistic S."""
+
+    @property
+    def p_value(self) -> float:
+        """NaN: a sequential detector has no p-value."""
+        return float("nan")
+
+    @property
+    def drift_detected(self) -> bool:
+        """True from S > threshold (after any burn-in) until S < clear_ratio·threshold."""
+        return self._alarm.on
+
+    @property
+    def state(self) -> DriftState:
+        """Snapshot of the detector's state."""
+        return self._alarm.snapshot(self.name, self.statistic, self.threshold, float("nan"), self._events)
