@@ -21,6 +21,7 @@ from typing import Literal, Protocol, Self
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from monitor.drift.calibrate import benjamini_hochberg
 from monitor.errors import ConfigError, DataError
 
 Alternative = Literal["greater", "two-sided"]
@@ -50,6 +51,16 @@ class DriftState:
     events: int
     alarms: int = 0
     first_alarm_event: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureShift:
+    """One feature that moved: its index, name, KS distance and Benjamini–Hochberg adjusted p-value."""
+
+    index: int
+    name: str
+    statistic: float
+    p_value: float
 
 
 class DriftDetector(Protocol):
@@ -133,6 +144,10 @@ class AlarmCounter:
                 self.first_event = event
         self.on = on
 
+    def snapshot(self, name: str, statistic: float, threshold: float, p_value: float, events: int) -> DriftState:
+        """The :class:`DriftState` of a detector whose signal this counter follows (``drift_detected`` is ``on``)."""
+        return DriftState(name, self.on, statistic, threshold, p_value, events, self.alarms, self.first_event)
+
 
 def as_values(values: ArrayLike) -> NDArray[np.float64]:
     """Per-event values as a 1-D float64 array with NaN (missing) entries dropped.
@@ -142,6 +157,25 @@ def as_values(values: ArrayLike) -> NDArray[np.float64]:
     """
     v = np.asarray(values, dtype=np.float64).reshape(-1)
     return v[~np.isnan(v)]
+
+
+def as_rows(values: ArrayLike, width: int, error: str) -> NDArray[np.float64]:
+    """Rows of ``width`` values (one row may come as a 1-D array) as a (b, width) float64 array, the rows with NaN
+    (missing) or infinite entries dropped.
+
+    Raises
+    ------
+    DataError
+        With ``error``, its ``{shape}`` filled with the shape given, if the rows are not ``width`` wide.
+
+    >>> as_rows([[1.0, 2.0], [float("nan"), 0.0]], 2, "{shape}").tolist()
+    [[1.0, 2.0]]
+    """
+    x = np.asarray(values, dtype=np.float64)
+    x = x.reshape(1, -1) if x.ndim == 1 else x
+    if x.ndim != 2 or x.shape[1] != width:
+        raise DataError(error.format(shape=x.shape))
+    return x[np.all(np.isfinite(x), axis=1)]
 
 
 def check_reference(values: ArrayLike, name: str, min_size: int = 10) -> NDArray[np.float64]:
@@ -255,12 +289,15 @@ class Cadence:
 
 class WindowedTest(ABC):
     """Shared machinery of the window-vs-reference tests (KS on γ, rate test on flicker, per-feature KS): checks of
-    the window settings, the bounded window, the test cadence and the alarm counter, ``reset`` and the feed loop.
+    the window settings, the bounded window, the test cadence and the alarm counter, ``reset``, the feed loop,
+    ``drift_detected`` and the state snapshot.
 
     A subclass calls :meth:`_init_window` in ``__init__`` (then ``self.reset()``), clears its result state in
-    :meth:`_clear` and runs its test on ``self._buffer.values()`` in :meth:`_test`.
+    :meth:`_clear`, runs its test on ``self._buffer.values()`` in :meth:`_test` (marking ``self._alarm`` with the
+    result) and reports its statistic's floor in :meth:`_threshold`.
     """
 
+    name: str
     window: int
     every: int
     min_events: int
@@ -296,6 +333,20 @@ class WindowedTest(ABC):
             self._test(due)
         self._buffer.extend(values[pos:])
 
+    @property
+    def drift_detected(self) -> bool:
+        """True if the last test found drift: significant at ``alpha`` and past the detector's effect-size floor
+        (for a per-feature test: at least one feature moved)."""
+        return self._alarm.on
+
+    def _snapshot(self, statistic: float, p_value: float) -> DriftState:
+        """The detector's :class:`DriftState` with this ``statistic`` and ``p_value``."""
+        return self._alarm.snapshot(self.name, statistic, self._threshold(), p_value, self._cadence.events)
+
+    def _threshold(self) -> float:
+        """The value reported as ``DriftState.threshold``: NaN where the rule is a p-value alone."""
+        return float("nan")
+
     @abstractmethod
     def _clear(self) -> None:
         """Forget the last test result."""
@@ -303,3 +354,139 @@ class WindowedTest(ABC):
     @abstractmethod
     def _test(self, event: int) -> None:
         """Test the current window; ``event`` is the 1-based count of events seen."""
+
+
+class SingleWindowTest(WindowedTest):
+    """A window test of per-event values with one statistic and p-value (KS on γ, the rate test on flicker, the
+    reconstruction-error KS): ``update``, the test step, ``statistic``, ``p_value`` and ``state``.
+
+    A subclass computes (statistic, p-value, drift) from the window in :meth:`_evaluate`; the window's mean at the
+    last test is kept in ``self._mean`` for those that report it.
+    """
+
+    def _clear(self) -> None:
+        self._stat = 0.0
+        self._p = float("nan")
+        self._mean = float("nan")
+
+    def update(self, values: ArrayLike) -> Self:
+        """Feed per-event values (NaN = missing, skipped); tests run at every due event in the batch."""
+        self._feed(as_values(values))
+        return self
+
+    def _test(self, event: int) -> None:
+        w = self._buffer.values()
+        self._mean = float(w.mean())
+        self._stat, self._p, drift = self._evaluate(w)
+        self._alarm.mark(drift, event)
+
+    @abstractmethod
+    def _evaluate(self, window: NDArray[np.float64]) -> tuple[float, float, bool]:
+        """(statistic, p-value, drift) of the window's values (``self._mean`` is their mean)."""
+
+    @property
+    def statistic(self) -> float:
+        """The test statistic at the last test (0.0 before the first; the class says which statistic)."""
+        return self._stat
+
+    @property
+    def p_value(self) -> float:
+        """p-value of the last test (NaN before the first)."""
+        return self._p
+
+    @property
+    def state(self) -> DriftState:
+        """Snapshot of the detector's state."""
+        return self._snapshot(self._stat, self._p)
+
+
+class PerFeatureTest(WindowedTest):
+    """A window test of rows, one test per feature (per-feature KS, the range test, held inputs' categories): at
+    every test each feature gets a statistic and a p-value, the p-values are adjusted by Benjamini–Hochberg across
+    features, and the features whose adjusted p < ``alpha`` and statistic reaches a floor are reported as moved,
+    largest statistic first.
+
+    A subclass sets ``feature_names`` before :meth:`_init_window`, fills ``self._stat`` and calls :meth:`_flag` with
+    the raw p-values in :meth:`_test`.
+    """
+
+    feature_names: tuple[str, ...]
+
+    @property
+    def n_features(self) -> int:
+        """Feature count n."""
+        return len(self.feature_names)
+
+    def _clear(self) -> None:
+        self._stat: NDArray[np.float64] = np.zeros(self.n_features)
+        self._p: NDArray[np.float64] = np.full(self.n_features, np.nan)
+        self._moved: tuple[FeatureShift, ...] = ()
+
+    def _flag(self, p_values: NDArray[np.float64], floor: float, event: int) -> None:
+        """Adjust ``p_values`` across features, rank the features with adjusted p < alpha and statistic >= ``floor``
+        into ``moved`` and mark the alarm at ``event``."""
+        self._p = benjamini_hochberg(p_values)
+        hit = np.flatnonzero((self._p < self.alpha) & (self._stat >= floor))
+        order = hit[np.argsort(-self._stat[hit], kind="stable")]
+        self._moved = tuple(
+            FeatureShift(int(j), self.feature_names[j], float(self._stat[j]), float(self._p[j])) for j in order
+        )
+        self._alarm.mark(bool(self._moved), event)
+
+    @property
+    def moved(self) -> tuple[FeatureShift, ...]:
+        """Features that moved at the last test (``statistic``: the class's per-feature statistic), largest first."""
+        return self._moved
+
+    @property
+    def statistics(self) -> NDArray[np.float64]:
+        """(n,) the per-feature statistic at the last test (a copy)."""
+        return self._stat.copy()
+
+    @property
+    def state(self) -> DriftState:
+        """Snapshot: the largest per-feature statistic, against the floor, and the smallest adjusted p-value."""
+        return self._snapshot(
+            float(self._stat.max()) if self._stat.size else 0.0,
+            float(np.nanmin(self._p)) if np.any(np.isfinite(self._p)) else float("nan"),
+        )
+
+
+class SequentialDetector(ABC):
+    """Shared part of the sequential detectors (CUSUM, Page–Hinkley): a statistic updated at every event, an alarm
+    with hysteresis followed by ``self._alarm``, no p-value. A subclass keeps its event count in ``self._events``."""
+
+    name: str
+    threshold: float
+    _alarm: AlarmCounter
+    _events: int
+
+    @staticmethod
+    def _check_threshold(threshold: float | None, false_alarms_per_million: float) -> None:
+        """Check the threshold's two settings: pinned (> 0), or None and calibrated for a false-alarm rate per 10⁶
+        events (0 < rate < 10⁵)."""
+        require(threshold is None or threshold > 0.0, f"threshold must be > 0; got {threshold!r}")
+        require(
+            0.0 < false_alarms_per_million < 1e5,
+            f"false_alarms_per_million must be in (0, 1e5); got {false_alarms_per_million!r}",
+        )
+
+    @property
+    @abstractmethod
+    def statistic(self) -> float:
+        """The detector's statistic S."""
+
+    @property
+    def p_value(self) -> float:
+        """NaN: a sequential detector has no p-value."""
+        return float("nan")
+
+    @property
+    def drift_detected(self) -> bool:
+        """True from S > threshold (after any burn-in) until S < clear_ratio·threshold."""
+        return self._alarm.on
+
+    @property
+    def state(self) -> DriftState:
+        """Snapshot of the detector's state."""
+        return self._alarm.snapshot(self.name, self.statistic, self.threshold, float("nan"), self._events)

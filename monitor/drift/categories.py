@@ -24,9 +24,7 @@ from typing import Any, Final, Self
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.drift.base import DriftState, WindowedTest, require
-from monitor.drift.calibrate import benjamini_hochberg
-from monitor.drift.features import FeatureShift
+from monitor.drift.base import PerFeatureTest, require
 from monitor.errors import DataError
 
 #: categories a count table keeps per held element; the rest are counted together as ``other``
@@ -97,7 +95,7 @@ def count_tables(columns: Mapping[str, Sequence[str] | NDArray[np.str_]]) -> dic
     return {name: count_table(np.asarray(col).astype(str).tolist()) for name, col in columns.items()}
 
 
-class CategoryDrift(WindowedTest):
+class CategoryDrift(PerFeatureTest):
     """Per held element, category frequencies of the window against the reference's count table.
 
     Parameters
@@ -106,6 +104,8 @@ class CategoryDrift(WindowedTest):
     window, every, alpha : the window, the test cadence, the false discovery rate across elements.
     min_distance : total variation distance floor (0 <= min_distance < 1).
     name : label reported in :class:`DriftState`.
+
+    ``statistics`` and the ``statistic`` of each element in ``moved``: total variation distance per element.
 
     Examples
     --------
@@ -152,16 +152,12 @@ class CategoryDrift(WindowedTest):
         self.min_distance, self.name = min_distance, name
         self.reset()
 
-    @property
-    def n_features(self) -> int:
-        return len(self.feature_names)
+    def _threshold(self) -> float:
+        return self.min_distance
 
     def _clear(self) -> None:
-        n = self.n_features
-        self._d: NDArray[np.float64] = np.zeros(n)
-        self._p: NDArray[np.float64] = np.full(n, np.nan)
-        self._unseen: NDArray[np.float64] = np.zeros(n)
-        self._moved: tuple[FeatureShift, ...] = ()
+        super()._clear()
+        self._unseen: NDArray[np.float64] = np.zeros(self.n_features)
 
     def update(self, columns: Mapping[str, Sequence[str] | NDArray[np.str_]]) -> Self:
         """Feed one batch: ``{element name: (b,) values}`` for every element of the tables."""
@@ -182,6 +178,7 @@ class CategoryDrift(WindowedTest):
     def _test(self, event: int) -> None:
         w = self._buffer.values()
         m = w.shape[0]
+        p = np.empty(self.n_features)
         for j, expected in enumerate(self._expected):
             k = expected.size
             seen = np.bincount(w[:, j].astype(np.intp), minlength=k)[:k].astype(np.float64)
@@ -190,52 +187,18 @@ class CategoryDrift(WindowedTest):
             # the distance minus what sampling alone gives on average (0.5·Σ E|share − expected| under the
             # reference), so that an input of many categories is not "moved" by the noise of a finite window
             noise = 0.5 * float(np.sqrt(2.0 / np.pi * expected * (1.0 - expected) / m).sum())
-            self._d[j] = max(0.0, 0.5 * float(np.abs(share - expected).sum()) - noise)
+            self._stat[j] = max(0.0, 0.5 * float(np.abs(share - expected).sum()) - noise)
             floor = 0.5 / max(self.reference_total, 1.0)
             exp = np.maximum(expected, floor)
             exp = exp / exp.sum() * m
             stat = float(((seen - exp) ** 2 / exp).sum())
-            self._p[j] = float(_chi2().sf(stat, max(k - 1, 1)))
-        self._p = benjamini_hochberg(self._p)
-        hit = np.flatnonzero((self._p < self.alpha) & (self._d >= self.min_distance))
-        order = hit[np.argsort(-self._d[hit], kind="stable")]
-        self._moved = tuple(
-            FeatureShift(int(j), self.feature_names[j], float(self._d[j]), float(self._p[j])) for j in order
-        )
-        self._alarm.mark(bool(self._moved), event)
-
-    @property
-    def moved(self) -> tuple[FeatureShift, ...]:
-        """Elements whose categories moved at the last test (``statistic``: total variation distance), largest first."""
-        return self._moved
-
-    @property
-    def statistics(self) -> NDArray[np.float64]:
-        """(n,) total variation distance per element at the last test (a copy)."""
-        return self._d.copy()
+            p[j] = float(_chi2().sf(stat, max(k - 1, 1)))
+        self._flag(p, self.min_distance, event)
 
     @property
     def unseen_shares(self) -> NDArray[np.float64]:
         """(n,) per element, the window's share of values outside the reference's table at the last test."""
         return self._unseen.copy()
-
-    @property
-    def drift_detected(self) -> bool:
-        return bool(self._moved)
-
-    @property
-    def state(self) -> DriftState:
-        """Snapshot: the largest total variation distance, against ``min_distance``."""
-        return DriftState(
-            self.name,
-            bool(self._moved),
-            float(self._d.max()) if self._d.size else 0.0,
-            self.min_distance,
-            float(np.nanmin(self._p)) if np.any(np.isfinite(self._p)) else float("nan"),
-            self._cadence.events,
-            self._alarm.alarms,
-            self._alarm.first_event,
-        )
 
 
 def _chi2() -> Any:

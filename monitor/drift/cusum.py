@@ -30,11 +30,11 @@ from typing import Self
 import numpy as np
 from numpy.typing import ArrayLike
 
-from monitor.drift.base import AlarmCounter, DriftState, as_values, check_reference, require
+from monitor.drift.base import AlarmCounter, SequentialDetector, as_values, check_reference, require
 from monitor.drift.calibrate import Calibration, calibrate_cusum
 
 
-class Cusum:
+class Cusum(SequentialDetector):
     """Bernoulli CUSUM on exceedances of a reference quantile (one-sided, upward).
 
     Parameters
@@ -83,11 +83,7 @@ class Cusum:
     ) -> None:
         require(0.0 < quantile < 1.0, f"quantile must be in (0, 1); got {quantile!r}")
         require(rate_ratio > 1.0, f"rate_ratio must be > 1 (the detector looks for a rising rate); got {rate_ratio!r}")
-        require(threshold is None or threshold > 0.0, f"threshold must be > 0; got {threshold!r}")
-        require(
-            0.0 < false_alarms_per_million < 1e5,
-            f"false_alarms_per_million must be in (0, 1e5); got {false_alarms_per_million!r}",
-        )
+        self._check_threshold(threshold, false_alarms_per_million)
         require(0.0 < min_rate < 0.5, f"min_rate must be in (0, 0.5); got {min_rate!r}")
         require(cap_ratio >= 1.0, f"cap_ratio must be >= 1; got {cap_ratio!r}")
         require(0.0 <= clear_ratio <= 1.0, f"clear_ratio must be in [0, 1]; got {clear_ratio!r}")
@@ -139,27 +135,3 @@ class Cusum:
     def statistic(self) -> float:
         """The CUSUM sum S (log-likelihood ratio units)."""
         return self._s
-
-    @property
-    def p_value(self) -> float:
-        """NaN: a sequential detector has no p-value."""
-        return float("nan")
-
-    @property
-    def drift_detected(self) -> bool:
-        """True from S > threshold until S < clear_ratio·threshold."""
-        return self._alarm.on
-
-    @property
-    def state(self) -> DriftState:
-        """Snapshot of the detector's state."""
-        return DriftState(
-            self.name,
-            self._alarm.on,
-            self._s,
-            self.threshold,
-            float("nan"),
-            self._events,
-            self._alarm.alarms,
-            self._alarm.first_event,
-        )

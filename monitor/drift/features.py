@@ -15,28 +15,17 @@ estimate) unless output-side evidence (γ, flicker, confidence, the accuracy est
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Self
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.drift.base import DriftState, WindowedTest, ks_two_sample, require
-from monitor.drift.calibrate import benjamini_hochberg
+from monitor.drift.base import FeatureShift as FeatureShift
+from monitor.drift.base import PerFeatureTest, as_rows, ks_two_sample, require
 from monitor.errors import DataError
 
 
-@dataclass(frozen=True, slots=True)
-class FeatureShift:
-    """One feature that moved: its index, name, KS distance and Benjamini–Hochberg adjusted p-value."""
-
-    index: int
-    name: str
-    statistic: float
-    p_value: float
-
-
-class FeatureDrift(WindowedTest):
+class FeatureDrift(PerFeatureTest):
     """Per-feature two-sided KS against a reference sample, false discovery rate controlled across features.
 
     Parameters
@@ -51,6 +40,8 @@ class FeatureDrift(WindowedTest):
     clear_ratio : while the alarm is on, a feature stays moved down to ``clear_ratio``·``min_distance`` (still
         significant at ``alpha``) (0 <= clear_ratio <= 1).
     name : label reported in :class:`DriftState`.
+
+    ``statistics`` and the ``statistic`` of each feature in ``moved``: KS distance per feature.
 
     Raises
     ------
@@ -100,51 +91,27 @@ class FeatureDrift(WindowedTest):
         self.min_distance, self.clear_ratio, self.name = min_distance, clear_ratio, name
         self.reset()
 
-    @property
-    def n_features(self) -> int:
-        """Feature count n."""
-        return int(self.reference.shape[1])
-
-    def _clear(self) -> None:
-        self._d: NDArray[np.float64] = np.zeros(self.n_features)
-        self._p: NDArray[np.float64] = np.full(self.n_features, np.nan)
-        self._moved: tuple[FeatureShift, ...] = ()
+    def _threshold(self) -> float:
+        return self.min_distance
 
     def update(self, values: ArrayLike) -> Self:
         """Feed feature rows, shape (b, n) (or (n,) for one event); rows with NaN are skipped."""
-        x = np.asarray(values, dtype=np.float64)
-        x = x.reshape(1, -1) if x.ndim == 1 else x
-        if x.ndim != 2 or x.shape[1] != self.n_features:
-            raise DataError(
-                f"feature drift expects rows of {self.n_features} features; got shape {x.shape}. "
-                "Was the feature list changed?"
+        n = self.n_features
+        self._feed(
+            as_rows(
+                values,
+                n,
+                f"feature drift expects rows of {n} features; got shape {{shape}}. Was the feature list changed?",
             )
-        self._feed(x[np.all(np.isfinite(x), axis=1)])
+        )
         return self
 
     def _test(self, event: int) -> None:
         w = self._buffer.values()
-        n = self.n_features
-        for j in range(n):
-            self._d[j], self._p[j] = ks_two_sample(w[:, j], self.reference[:, j], "two-sided")
-        self._p = benjamini_hochberg(self._p)
-        floor = self.min_distance * (self.clear_ratio if self._moved else 1.0)
-        hit = np.flatnonzero((self._p < self.alpha) & (self._d >= floor))
-        order = hit[np.argsort(-self._d[hit], kind="stable")]
-        self._moved = tuple(
-            FeatureShift(int(j), self.feature_names[j], float(self._d[j]), float(self._p[j])) for j in order
-        )
-        self._alarm.mark(bool(self._moved), event)
-
-    @property
-    def moved(self) -> tuple[FeatureShift, ...]:
-        """Features that moved at the last test, largest distance first."""
-        return self._moved
-
-    @property
-    def statistics(self) -> NDArray[np.float64]:
-        """(n,) KS distance per feature at the last test (a copy)."""
-        return self._d.copy()
+        p = np.empty(self.n_features)
+        for j in range(self.n_features):
+            self._stat[j], p[j] = ks_two_sample(w[:, j], self.reference[:, j], "two-sided")
+        self._flag(p, self.min_distance * (self.clear_ratio if self._moved else 1.0), event)
 
     @property
     def p_values(self) -> NDArray[np.float64]:
@@ -154,28 +121,9 @@ class FeatureDrift(WindowedTest):
     @property
     def statistic(self) -> float:
         """Largest per-feature KS distance at the last test."""
-        return float(self._d.max())
+        return float(self._stat.max())
 
     @property
     def p_value(self) -> float:
         """Smallest adjusted p-value at the last test (NaN before the first)."""
         return float(np.min(self._p)) if np.all(np.isfinite(self._p)) else float("nan")
-
-    @property
-    def drift_detected(self) -> bool:
-        """True if at least one feature moved at the last test."""
-        return bool(self._moved)
-
-    @property
-    def state(self) -> DriftState:
-        """Snapshot of the detector's state."""
-        return DriftState(
-            self.name,
-            bool(self._moved),
-            self.statistic,
-            self.min_distance,
-            self.p_value,
-            self._cadence.events,
-            self._alarm.alarms,
-            self._alarm.first_event,
-        )

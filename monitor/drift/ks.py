@@ -10,22 +10,13 @@ on the step functions at every observed value, so ties neither create nor hide a
 
 from __future__ import annotations
 
-from typing import Self
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
-from numpy.typing import ArrayLike
-
-from monitor.drift.base import (
-    Alternative,
-    DriftState,
-    WindowedTest,
-    as_values,
-    check_reference,
-    ks_two_sample,
-    require,
-)
+from monitor.drift.base import Alternative, SingleWindowTest, check_reference, ks_two_sample, require
 
 
-class KsDrift(WindowedTest):
+class KsDrift(SingleWindowTest):
     """Windowed two-sample KS detector.
 
     Parameters
@@ -38,6 +29,9 @@ class KsDrift(WindowedTest):
     min_distance : minimum KS distance D to call drift (0 <= min_distance < 1).
     alternative : ``"greater"`` (window larger than reference; default) or ``"two-sided"``.
     name : label reported in :class:`DriftState`.
+
+    ``statistic`` is the KS distance D (D⁺ for the one-sided test) at the last test, ``p_value`` its p-value (NaN
+    before the first); ``drift_detected``: the last test found p < alpha and D >= min_distance.
 
     Raises
     ------
@@ -79,46 +73,9 @@ class KsDrift(WindowedTest):
         self.min_distance, self.alternative, self.name = min_distance, alternative, name
         self.reset()
 
-    def _clear(self) -> None:
-        self._d = 0.0
-        self._p = float("nan")
-        self._drift = False
+    def _threshold(self) -> float:
+        return self.min_distance
 
-    def update(self, values: ArrayLike) -> Self:
-        """Feed per-event values (NaN = missing, skipped); tests run at every due event in the batch."""
-        self._feed(as_values(values))
-        return self
-
-    def _test(self, event: int) -> None:
-        self._d, self._p = ks_two_sample(self._buffer.values(), self.reference, self.alternative)
-        self._drift = self._p < self.alpha and self._d >= self.min_distance
-        self._alarm.mark(self._drift, event)
-
-    @property
-    def statistic(self) -> float:
-        """KS distance D (D⁺ for the one-sided test) at the last test."""
-        return self._d
-
-    @property
-    def p_value(self) -> float:
-        """p-value of the last test (NaN before the first)."""
-        return self._p
-
-    @property
-    def drift_detected(self) -> bool:
-        """True if the last test found p < alpha and D >= min_distance."""
-        return self._drift
-
-    @property
-    def state(self) -> DriftState:
-        """Snapshot of the detector's state."""
-        return DriftState(
-            self.name,
-            self._drift,
-            self._d,
-            self.min_distance,
-            self._p,
-            self._cadence.events,
-            self._alarm.alarms,
-            self._alarm.first_event,
-        )
+    def _evaluate(self, window: NDArray[np.float64]) -> tuple[float, float, bool]:
+        d, p = ks_two_sample(window, self.reference, self.alternative)
+        return d, p, p < self.alpha and d >= self.min_distance

@@ -19,7 +19,7 @@ from typing import Final, Self
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.drift.base import DriftState, WindowedTest, ks_two_sample, require
+from monitor.drift.base import SingleWindowTest, as_rows, ks_two_sample, require
 from monitor.errors import DataError
 
 #: the components kept explain at least this share of the baseline's variance
@@ -28,7 +28,7 @@ VARIANCE_KEPT: Final = 0.65
 MAX_INPUTS: Final = 512
 
 
-class ReconstructionDrift(WindowedTest):
+class ReconstructionDrift(SingleWindowTest):
     """PCA reconstruction error of the window against the baseline's.
 
     Parameters
@@ -36,6 +36,9 @@ class ReconstructionDrift(WindowedTest):
     reference : (m, n) baseline rows, m >= 10, 2 <= n <= :data:`MAX_INPUTS`.
     window, every, alpha, min_distance : the window, the test cadence, the KS test's level and distance floor.
     name : label reported in :class:`DriftState`.
+
+    ``statistic`` is the KS distance of the window's errors over the baseline's at the last test, ``p_value`` its
+    p-value (NaN before the first).
 
     Examples
     --------
@@ -95,48 +98,23 @@ class ReconstructionDrift(WindowedTest):
         kept = z @ self._basis  # the basis is orthonormal: |z − z·B·Bᵀ|² = |z|² − |z·B|²
         return np.asarray(np.maximum(np.square(z).sum(axis=1) - np.square(kept).sum(axis=1), 0.0), dtype=np.float64)
 
-    def _clear(self) -> None:
-        self._d = 0.0
-        self._p = float("nan")
-        self._mean = float("nan")
-        self._drift = False
-
     def update(self, values: ArrayLike) -> Self:
         """Feed rows (b, n); rows with NaN are skipped."""
-        x = np.asarray(values, dtype=np.float64)
-        x = x.reshape(1, -1) if x.ndim == 1 else x
-        if x.ndim != 2 or x.shape[1] != self.mean.size:
-            raise DataError(f"reconstruction drift expects rows of {self.mean.size} inputs; got shape {x.shape}")
-        x = x[np.all(np.isfinite(x), axis=1)]
+        x = as_rows(
+            values, self.mean.size, f"reconstruction drift expects rows of {self.mean.size} inputs; got shape {{shape}}"
+        )
         self._feed(self.errors(x))
         return self
 
-    def _test(self, event: int) -> None:
-        w = self._buffer.values()
-        self._mean = float(w.mean())
+    def _threshold(self) -> float:
+        return self.min_distance
+
+    def _evaluate(self, window: NDArray[np.float64]) -> tuple[float, float, bool]:
         # one-sided: the window's errors larger than the baseline's
-        self._d, self._p = ks_two_sample(w, self.reference_errors, "greater")
-        self._drift = self._p < self.alpha and self._d >= self.min_distance
-        self._alarm.mark(self._drift, event)
+        d, p = ks_two_sample(window, self.reference_errors, "greater")
+        return d, p, p < self.alpha and d >= self.min_distance
 
     @property
     def window_mean_error(self) -> float:
         """Mean reconstruction error of the window at the last test (NaN before the first)."""
         return self._mean
-
-    @property
-    def drift_detected(self) -> bool:
-        return self._drift
-
-    @property
-    def state(self) -> DriftState:
-        return DriftState(
-            self.name,
-            self._drift,
-            float(self._d),
-            self.min_distance,
-            float(self._p),
-            self._cadence.events,
-            self._alarm.alarms,
-            self._alarm.first_event,
-        )

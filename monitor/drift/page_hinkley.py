@@ -23,7 +23,7 @@ from typing import Self
 import numpy as np
 from numpy.typing import ArrayLike
 
-from monitor.drift.base import AlarmCounter, DriftState, as_values, check_reference, require
+from monitor.drift.base import AlarmCounter, SequentialDetector, as_values, check_reference, require
 from monitor.drift.calibrate import Calibration, calibrate_page_hinkley
 
 log = logging.getLogger("monitor.drift.page_hinkley")
@@ -32,7 +32,7 @@ log = logging.getLogger("monitor.drift.page_hinkley")
 UNCALIBRATED_THRESHOLD = 50.0
 
 
-class PageHinkley:
+class PageHinkley(SequentialDetector):
     """One-sided (upward) Page–Hinkley change detector.
 
     Parameters
@@ -78,11 +78,7 @@ class PageHinkley:
         false_alarms_per_million: float = 1.0,
         name: str = "page_hinkley",
     ) -> None:
-        require(threshold is None or threshold > 0.0, f"threshold must be > 0; got {threshold!r}")
-        require(
-            0.0 < false_alarms_per_million < 1e5,
-            f"false_alarms_per_million must be in (0, 1e5); got {false_alarms_per_million!r}",
-        )
+        self._check_threshold(threshold, false_alarms_per_million)
         require(tolerance >= 0.0, f"tolerance must be >= 0; got {tolerance!r}")
         require(min_events >= 1, f"min_events must be >= 1; got {min_events!r}")
         require(0.0 <= clear_ratio <= 1.0, f"clear_ratio must be in [0, 1]; got {clear_ratio!r}")
@@ -107,16 +103,15 @@ class PageHinkley:
 
     def reset(self) -> None:
         """Back to no events."""
-        self._count = 0
+        self._events = 0
         self._mean = 0.0
         self._excess = 0.0
-        self._drift = False
         self._alarm.reset()
 
     def update(self, values: ArrayLike) -> Self:
         """Feed per-event values. NaN (missing) and ±inf are skipped: one inf would make the running mean inf, and
         every later excess ``x − mean`` −inf or NaN, so the test would never alarm again."""
-        count, mean, excess, drift = self._count, self._mean, self._excess, self._drift
+        count, mean, excess, drift = self._events, self._mean, self._excess, self._alarm.on
         v = as_values(values)
         for x in v[np.isfinite(v)].tolist():
             count += 1
@@ -128,34 +123,10 @@ class PageHinkley:
                 drift = count >= self.min_events and excess > self.threshold
             if drift != self._alarm.on:
                 self._alarm.mark(drift, count)
-        self._count, self._mean, self._excess, self._drift = count, mean, excess, drift
+        self._events, self._mean, self._excess = count, mean, excess
         return self
 
     @property
     def statistic(self) -> float:
         """The cumulative excess S."""
         return self._excess
-
-    @property
-    def p_value(self) -> float:
-        """NaN: a sequential detector has no p-value."""
-        return float("nan")
-
-    @property
-    def drift_detected(self) -> bool:
-        """True from S > threshold (after the burn-in) until S < clear_ratio·threshold."""
-        return self._drift
-
-    @property
-    def state(self) -> DriftState:
-        """Snapshot of the detector's state."""
-        return DriftState(
-            self.name,
-            self._drift,
-            self._excess,
-            self.threshold,
-            float("nan"),
-            self._count,
-            self._alarm.alarms,
-            self._alarm.first_event,
-        )

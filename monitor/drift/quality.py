@@ -18,9 +18,7 @@ from typing import Final, Self
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.drift.base import DriftState, WindowedTest, require
-from monitor.drift.calibrate import benjamini_hochberg
-from monitor.drift.features import FeatureShift
+from monitor.drift.base import PerFeatureTest, as_rows, require
 from monitor.errors import DataError
 from monitor.rolling.reference import RANGE_QUANTILES
 
@@ -40,7 +38,7 @@ def reference_range(x: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArra
 RANGE_MARGIN: Final = 0.01
 
 
-class RangeDrift(WindowedTest):
+class RangeDrift(PerFeatureTest):
     """Per input, the share of the window outside the reference range [low, high], tested against ``expected``.
 
     Parameters
@@ -51,6 +49,8 @@ class RangeDrift(WindowedTest):
     window, every, alpha : the window, the test cadence, the false discovery rate across inputs.
     min_share : the smallest share outside that counts (an effect-size floor, 0 < min_share < 1).
     name : label reported in :class:`DriftState`.
+
+    ``statistics`` (= ``shares``) and the ``statistic`` of each input in ``moved``: its share outside the range.
 
     Examples
     --------
@@ -99,22 +99,14 @@ class RangeDrift(WindowedTest):
         self.min_share, self.name = min_share, name
         self.reset()
 
-    @property
-    def n_features(self) -> int:
-        return int(self.low.size)
-
-    def _clear(self) -> None:
-        self._share: NDArray[np.float64] = np.zeros(self.n_features)
-        self._p: NDArray[np.float64] = np.full(self.n_features, np.nan)
-        self._moved: tuple[FeatureShift, ...] = ()
+    def _threshold(self) -> float:
+        return self.min_share
 
     def update(self, values: ArrayLike) -> Self:
         """Feed feature rows (b, n); rows with NaN are skipped."""
-        x = np.asarray(values, dtype=np.float64)
-        x = x.reshape(1, -1) if x.ndim == 1 else x
-        if x.ndim != 2 or x.shape[1] != self.n_features:
-            raise DataError(f"range test expects rows of {self.n_features} inputs; got shape {x.shape}")
-        x = x[np.all(np.isfinite(x), axis=1)]
+        x = as_rows(
+            values, self.n_features, f"range test expects rows of {self.n_features} inputs; got shape {{shape}}"
+        )
         self._feed(((x < self.low) | (x > self.high)).astype(np.float64))
         return self
 
@@ -122,47 +114,18 @@ class RangeDrift(WindowedTest):
         w = self._buffer.values()
         k = w.sum(axis=0)
         m = w.shape[0]
-        self._share = k / m
+        self._stat = k / m
         # only an input at or above the floor can be flagged: the others keep p = 1 (conservative under
         # Benjamini–Hochberg), and on a quiet stream no binomial tail is computed at all
         p = np.ones(self.n_features)
-        candidates = self._share >= self.min_share
+        candidates = self._stat >= self.min_share
         if candidates.any():
             from scipy.stats import binom  # on use: scipy.stats costs ~0.4 s at every command start
 
             p[candidates] = binom.sf(k[candidates] - 1, m, self.expected[candidates])
-        self._p = benjamini_hochberg(p)
-        hit = np.flatnonzero((self._p < self.alpha) & (self._share >= self.min_share))
-        order = hit[np.argsort(-self._share[hit], kind="stable")]
-        self._moved = tuple(
-            FeatureShift(int(j), self.feature_names[j], float(self._share[j]), float(self._p[j])) for j in order
-        )
-        self._alarm.mark(bool(self._moved), event)
-
-    @property
-    def moved(self) -> tuple[FeatureShift, ...]:
-        """Inputs flagged at the last test (``statistic``: the share outside), largest share first."""
-        return self._moved
+        self._flag(p, self.min_share, event)
 
     @property
     def shares(self) -> NDArray[np.float64]:
         """(n,) each input's share outside the range at the last test (a copy)."""
-        return self._share.copy()
-
-    @property
-    def drift_detected(self) -> bool:
-        return bool(self._moved)
-
-    @property
-    def state(self) -> DriftState:
-        """Snapshot: the largest share outside, against ``min_share``."""
-        return DriftState(
-            self.name,
-            bool(self._moved),
-            float(self._share.max()) if self._share.size else 0.0,
-            self.min_share,
-            float(np.nanmin(self._p)) if np.any(np.isfinite(self._p)) else float("nan"),
-            self._cadence.events,
-            self._alarm.alarms,
-            self._alarm.first_event,
-        )
+        return self._stat.copy()

@@ -14,14 +14,14 @@ units), so a tiny rise on a huge window does not fire.
 from __future__ import annotations
 
 import math
-from typing import Self
 
-from numpy.typing import ArrayLike
+import numpy as np
+from numpy.typing import NDArray
 
-from monitor.drift.base import DriftState, WindowedTest, as_values, require
+from monitor.drift.base import SingleWindowTest, require
 
 
-class RateTest(WindowedTest):
+class RateTest(SingleWindowTest):
     """Windowed one-sided mean test against a reference mean (for flicker, a rate in [0, 1]).
 
     Parameters
@@ -35,6 +35,9 @@ class RateTest(WindowedTest):
     alpha : significance level of one test (0 < alpha < 1).
     min_increase : minimum rise of the mean to call drift (>= 0, signal units).
     name : label reported in :class:`DriftState`.
+
+    ``statistic`` is the z score of the last test, ``p_value`` its one-sided p-value (NaN before the first);
+    ``drift_detected``: the last test found p < alpha and a rise >= min_increase.
 
     Raises
     ------
@@ -75,60 +78,15 @@ class RateTest(WindowedTest):
         self.min_increase, self.name = min_increase, name
         self.reset()
 
-    def _clear(self) -> None:
-        self._z = 0.0
-        self._p = float("nan")
-        self._mean = float("nan")
-        self._drift = False
-
-    def update(self, values: ArrayLike) -> Self:
-        """Feed per-event values (NaN = missing, skipped); tests run at every due event in the batch."""
-        self._feed(as_values(values))
-        return self
-
-    def _test(self, event: int) -> None:
-        w = self._buffer.values()
-        self._mean = float(w.mean())
+    def _evaluate(self, window: NDArray[np.float64]) -> tuple[float, float, bool]:
         diff = self._mean - self.reference_mean
-        se = math.sqrt(float(w.var()) / w.size + self.reference_var / self.reference_count)
-        if se > 0:
-            self._z = diff / se
-        else:  # both constant: any rise is certain, no rise is nothing
-            self._z = math.inf if diff > 0 else 0.0
-        self._p = 0.5 * math.erfc(self._z / math.sqrt(2.0))
-        self._drift = self._p < self.alpha and diff >= self.min_increase
-        self._alarm.mark(self._drift, event)
+        se = math.sqrt(float(window.var()) / window.size + self.reference_var / self.reference_count)
+        # se = 0, both constant: any rise is certain, no rise is nothing
+        z = diff / se if se > 0 else (math.inf if diff > 0 else 0.0)
+        p = 0.5 * math.erfc(z / math.sqrt(2.0))
+        return z, p, p < self.alpha and diff >= self.min_increase
 
     @property
     def window_mean(self) -> float:
         """Mean of the window at the last test (NaN before the first)."""
         return self._mean
-
-    @property
-    def statistic(self) -> float:
-        """z score of the last test."""
-        return self._z
-
-    @property
-    def p_value(self) -> float:
-        """One-sided p-value of the last test (NaN before the first)."""
-        return self._p
-
-    @property
-    def drift_detected(self) -> bool:
-        """True if the last test found p < alpha and a rise >= min_increase."""
-        return self._drift
-
-    @property
-    def state(self) -> DriftState:
-        """Snapshot of the detector's state."""
-        return DriftState(
-            self.name,
-            self._drift,
-            self._z,
-            float("nan"),
-            self._p,
-            self._cadence.events,
-            self._alarm.alarms,
-            self._alarm.first_event,
-        )

@@ -360,20 +360,8 @@ class VerdictEngine:
 
     def reset(self) -> None:
         """Reset every detector (e.g. after the reference was rebuilt)."""
-        for d in (
-            self.gamma_cusum,
-            self.gamma_ks,
-            self.flicker_cusum,
-            self.flicker_rate,
-            self.confidence_cusum,
-            self.margin_cusum,
-            self.feature_drift,
-            self.input_range,
-            self.held_drift,
-            self.input_pca,
-        ):
-            if d is not None:
-                d.reset()
+        for d in self._detectors():
+            d.reset()
 
     def update(
         self,
@@ -440,21 +428,8 @@ class VerdictEngine:
     @property
     def states(self) -> tuple[DriftState, ...]:
         """States of every detector (γ CUSUM, γ KS, flicker CUSUM, flicker rate[, confidence CUSUM][, margin
-        CUSUM][, features][, inputs range])."""
-        out = [d.state for d in (self.gamma_cusum, self.gamma_ks, self.flicker_cusum, self.flicker_rate)]
-        if self.confidence_cusum is not None:
-            out.append(self.confidence_cusum.state)
-        if self.margin_cusum is not None:
-            out.append(self.margin_cusum.state)
-        if self.feature_drift is not None:
-            out.append(self.feature_drift.state)
-        if self.input_range is not None:
-            out.append(self.input_range.state)
-        if self.held_drift is not None:
-            out.append(self.held_drift.state)
-        if self.input_pca is not None:
-            out.append(self.input_pca.state)
-        return tuple(out)
+        CUSUM][, features][, inputs range][, held inputs][, inputs PCA])."""
+        return tuple(d.state for d in self._detectors())
 
     @property
     def report(self) -> VerdictReport:
