@@ -30,7 +30,8 @@ echo "== ruff check";          .venv/bin/ruff check .
 echo "== mypy";                .venv/bin/mypy
 # The suite on every core: each xdist worker starts its own brokers and services on free loopback ports the first
 # time one of its tests needs them; a test file stays on one worker, so a module-scoped fixture (a sidecar, a service) starts once. PYTEST_WORKERS overrides.
-# Coverage is not measured here: tracing every sidecar process (pyproject's coverage `patch = ["subprocess"]`) about
-# doubles the CPU time of the suite on CI's 2 cores; `bash scripts/test.sh --cov=monitor --cov-report=term` measures it.
+# Coverage is not measured here: its tracing nearly doubles the unit tests' CPU time and, with pyproject's
+# `patch = ["subprocess"]`, slows every sidecar process too, on CI's 2 cores; `bash scripts/test.sh --cov=monitor
+# --cov-report=term` measures it.
 echo "== pytest";              .venv/bin/pytest -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --dist loadfile \
     --durations=30 "$@"
