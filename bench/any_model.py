@@ -46,10 +46,13 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
-from engine_throughput import timed_rounds  # bench/engine_throughput.py: the script's folder is on sys.path
+from engine_throughput import (
+    add_cell_flags,
+    timed_rounds,
+)  # bench/engine_throughput.py: the script's folder is on sys.path
 from machine import machine
 from numpy.typing import NDArray
-from verdict import verdict
+from verdict import print_cell_verdicts
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: make `tests.model_zoo` (the models the tests build) importable
@@ -230,35 +233,11 @@ def measure(built: Built, threads: int, args: argparse.Namespace) -> list[Row]:
     return rows
 
 
-def print_verdicts(rows: list[Row], target: float, runs: int) -> None:
-    """Per cell, its runs' paired ratios judged against ``target`` (bench/verdict.py)."""
-    cells: dict[tuple[str, int, int], list[float]] = {}
-    for r in rows:
-        cells.setdefault((r.kind.label, r.threads, r.batch), []).append(r.paired_ratio)
-    print(
-        f"\n{runs} runs; per cell the paired ratio of each run (scorer / bound, median over its rounds), judged "
-        f"against {target:g}: median [95 % bootstrap interval of the median], runs at or above the target, verdict\n"
-    )
-    print("| model | intra-op threads | B | paired scorer / bound, per run: min – max | median [95 % CI], verdict |")
-    print("|---|---:|---:|---:|---|")
-    for (label, threads, batch), ratios in cells.items():
-        print(
-            f"| {label} | {threads or 'default'} | {batch} | {min(ratios):.2f} – {max(ratios):.2f} "
-            f"| {verdict(ratios, target)} |"
-        )
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     keys = ",".join(k.key for k in KINDS)
     ap.add_argument("--models", default=keys, help=f"comma list of {keys}")
-    ap.add_argument("--batch-sizes", default="256,1024", type=lambda v: [int(b) for b in v.split(",")])
-    ap.add_argument(
-        "--threads",
-        default="1,0",
-        type=lambda v: [int(t) for t in v.split(",")],
-        help="intra_op_threads values, applied to the scorer and the bound alike (0 = onnxruntime's default)",
-    )
+    add_cell_flags(ap, batch_sizes="256,1024")
     ap.add_argument("--min-seconds", type=float, default=2.0, help="minimum timing per (model, threads, B) cell")
     ap.add_argument("--min-repeats", type=int, default=11)
     ap.add_argument(
@@ -304,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r.scorer_eps / r.bound_eps:.2f} | {r.paired_ratio:.2f} |"
         )
     if args.runs > 1:
-        print_verdicts(table + repeats, args.target, args.runs)
+        cells = ((r.kind.label, r.threads, r.batch, r.paired_ratio) for r in table + repeats)
+        print_cell_verdicts(cells, args.target, args.runs)
     print(
         f"\n(events/s; rows / event = 1 centre + m ball points + 32 flicker copies; max_rows_per_run "
         f"{OnnxRuntimeOptions().max_rows_per_run:,}; the bound on the model's own inputs, fed as signature.feeds builds "

@@ -54,7 +54,7 @@ from sklearn.datasets import make_classification
 from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
-from verdict import verdict
+from verdict import print_cell_verdicts
 
 from monitor.allocator import tune_malloc
 from monitor.metrics.scorer import BANK_REFRESH_BLOCK, BANK_REFRESH_DIVISOR, RobustnessScorer, ScoringConfig
@@ -286,38 +286,26 @@ def measure(
     return rows, (len(ev) / t_event, len(pts) / t_point, len(pts) / t_skl, rows[-1].scorer_eps)
 
 
-def print_verdicts(rows: list[Row], target: float, runs: int) -> None:
-    """Per cell, its runs' paired ratios judged against ``target`` (bench/verdict.py)."""
-    cells: dict[tuple[str, int, int], list[float]] = {}
-    for r in rows:
-        cells.setdefault((r.label, r.threads, r.batch), []).append(r.paired_ratio)
-    print(
-        f"\n{runs} runs; per cell the paired ratio of each run (scorer / bound, median over its rounds), judged "
-        f"against {target:g}: median [95 % bootstrap interval of the median], runs at or above the target, verdict\n"
-    )
-    print("| model | intra-op threads | B | paired scorer / bound, per run: min – max | median [95 % CI], verdict |")
-    print("|---|---:|---:|---:|---|")
-    for (label, threads, batch), ratios in cells.items():
-        print(
-            f"| {label} | {threads or 'default'} | {batch} | {min(ratios):.2f} – {max(ratios):.2f} "
-            f"| {verdict(ratios, target)} |"
-        )
-
-
 def times(ratio: float) -> str:
     return f"{ratio:.1f}×" if ratio < 10 else f"{ratio:,.0f}×"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--models", default="gb,mlp,lr", help="comma list of gb, mlp, lr")
-    ap.add_argument("--batch-sizes", default="64,256,1024", type=lambda v: [int(b) for b in v.split(",")])
+def add_cell_flags(ap: argparse.ArgumentParser, *, batch_sizes: str) -> None:
+    """``--batch-sizes`` (default ``batch_sizes``) and ``--threads``: the (intra-op threads, B) cells a scorer
+    benchmark times against its bound."""
+    ap.add_argument("--batch-sizes", default=batch_sizes, type=lambda v: [int(b) for b in v.split(",")])
     ap.add_argument(
         "--threads",
         default="1,0",
         type=lambda v: [int(t) for t in v.split(",")],
         help="intra_op_threads values, applied to the scorer and the bound alike (0 = onnxruntime's default)",
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--models", default="gb,mlp,lr", help="comma list of gb, mlp, lr")
+    add_cell_flags(ap, batch_sizes="64,256,1024")
     ap.add_argument(
         "--max-rows",
         type=int,
@@ -401,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
             f"| {times(best / per_event)} | {times(best / per_point)} | {times(best / skl)} |"
         )
     if args.runs > 1:
-        print_verdicts(table + repeats, args.target, args.runs)
+        cells = ((r.label, r.threads, r.batch, r.paired_ratio) for r in table + repeats)
+        print_cell_verdicts(cells, args.target, args.runs)
     chunk = args.max_rows if args.max_rows is not None else OnnxRuntimeOptions().max_rows_per_run
     print(
         "\n(events/s; 75 model rows per event: 1 centre + 42 ball points + 32 flicker copies; "

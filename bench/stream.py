@@ -907,12 +907,18 @@ def rss_kib() -> tuple[int, int]:
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
 
 
-def memory(args: argparse.Namespace) -> None:
-    work = workdir("hm-bench-mem-")
+def memory_setup(prefix: str, pool_size: int) -> tuple[Path, Fixture, list[bytes]]:
+    """A memory run's work directory, fixture and pool of ``pool_size`` events without ``ts``, after printing the
+    machine and its load."""
+    work = workdir(prefix)
     fx = build_fixture(work)
     print(f"machine: {machine('kafka', 'numpy', 'onnxruntime', 'sklearn')}", flush=True)
     print(f"load average at start: {load_average()}", flush=True)
-    pool = encode_events(fx, args.pool, ts_ms=None)
+    return work, fx, encode_events(fx, pool_size, ts_ms=None)
+
+
+def memory(args: argparse.Namespace) -> None:
+    work, fx, pool = memory_setup("hm-bench-mem-", args.pool)
     settings = settings_for(fx, work / "state", budget=args.budget, metrics={"port": 0, "host": "127.0.0.1"})
     source = ReplaySource(pool, loop=True)
     # Simulated stream time: the pipeline's clock (events without ts are stamped with it, the sampler budgets
@@ -1005,11 +1011,7 @@ def memory_kafka(args: argparse.Namespace) -> None:
     """RSS of the real sidecar (and its consumer child) against a real broker, every ``--every`` events consumed."""
     from tests.integration.brokers import free_port
 
-    work = workdir("hm-bench-memk-")
-    fx = build_fixture(work)
-    print(f"machine: {machine('kafka', 'numpy', 'onnxruntime', 'sklearn')}", flush=True)
-    print(f"load average at start: {load_average()}", flush=True)
-    pool = encode_events(fx, args.pool, ts_ms=None)
+    work, fx, pool = memory_setup("hm-bench-memk-", args.pool)
     bad = malformed_values(max(1, args.pool // args.invalid_every))
     # every --invalid-every-th value is malformed (the kinds in turn); the rest cycle through the pool
     values = [bad[(i // args.invalid_every) % len(bad)] if i % args.invalid_every == 0 else pool[i % len(pool)]

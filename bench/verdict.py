@@ -21,7 +21,7 @@ pairs always give the same verdict.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,3 +75,22 @@ def verdict(ratios: Sequence[float], target: float, seed: int = 0) -> Verdict:
     lo, hi = median_ci(ratios, seed=seed)
     x = np.asarray(ratios, dtype=np.float64)
     return Verdict(target, int(x.size), float(np.median(x)), lo, hi, int(np.count_nonzero(x >= target)))
+
+
+def print_cell_verdicts(runs_ratios: Iterable[tuple[str, int, int, float]], target: float, runs: int) -> None:
+    """The scorer benchmarks' verdict table: per (model, intra-op threads, B) cell, its runs' paired ratios
+    (scorer / bound; one ``(model, threads, B, ratio)`` per run and cell) judged against ``target``."""
+    cells: dict[tuple[str, int, int], list[float]] = {}
+    for label, threads, batch, ratio in runs_ratios:
+        cells.setdefault((label, threads, batch), []).append(ratio)
+    print(
+        f"\n{runs} runs; per cell the paired ratio of each run (scorer / bound, median over its rounds), judged "
+        f"against {target:g}: median [95 % bootstrap interval of the median], runs at or above the target, verdict\n"
+    )
+    print("| model | intra-op threads | B | paired scorer / bound, per run: min – max | median [95 % CI], verdict |")
+    print("|---|---:|---:|---:|---|")
+    for (label, threads, batch), ratios in cells.items():
+        print(
+            f"| {label} | {threads or 'default'} | {batch} | {min(ratios):.2f} – {max(ratios):.2f} "
+            f"| {verdict(ratios, target)} |"
+        )

@@ -502,6 +502,11 @@ def _median(values: Sequence[float]) -> float:
     return float(np.median(np.asarray(values, dtype=np.float64)))
 
 
+def _stream_table_head(title: str, names: Sequence[str]) -> list[str]:
+    """The title and the header of a markdown table with a row per stream and a column per detector ``names``."""
+    return ["", title, "", "| stream | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+
+
 def _cell(values: Sequence[float]) -> str:
     hit = [v for v in values if math.isfinite(v)]
     return f"{np.median(hit):.0f} ({len(hit)}/{len(values)})" if hit else f"— (0/{len(values)})"
@@ -528,23 +533,16 @@ def report(runs: list[Run], seeds: int) -> list[str]:
             + ", ".join(f"{v} {finals.count(v)}/{len(finals)}" for v in sorted(set(finals)))
             + f" | {', '.join(fired) or '—'} |"
         )
-    lines += [
-        "",
-        f"Median detection delay in events after the change (runs that alarmed within {HORIZON} events / runs):",
-        "",
-        "| stream | " + " | ".join(names) + " |",
-        "|---|" + "---:|" * len(names),
-    ]
+    lines += _stream_table_head(
+        f"Median detection delay in events after the change (runs that alarmed within {HORIZON} events / runs):", names
+    )
     for key, rs in by_stream.items():
         lines.append(f"| `{key}` | " + " | ".join(_cell([r.delays[n] for r in rs]) for n in names) + " |")
     events = seeds * (CAL + PRE)
-    lines += [
-        "",
+    lines += _stream_table_head(
         f"False alarms per 10k stationary events ({seeds} × ({CAL} calibration + {PRE} pre-change) events per stream):",
-        "",
-        "| stream | " + " | ".join(names) + " |",
-        "|---|" + "---:|" * len(names),
-    ]
+        names,
+    )
     for key, rs in by_stream.items():
         cells = [f"{sum(r.false_alarms[n] for r in rs) / (len(rs) * (CAL + PRE)) * 1e4:.2f}" for n in names]
         lines.append(f"| `{key}` | " + " | ".join(cells) + " |")

@@ -51,7 +51,7 @@ from monitor.errors import ConfigError, DataError, InvalidEventError, MonitorErr
 if TYPE_CHECKING:
     from monitor.accuracy import EstimatorFit
     from monitor.metrics.scales import SignalScales
-    from monitor.metrics.scorer import RobustnessScorer, ScoreResult
+    from monitor.metrics.scorer import RobustnessScorer, ScoreResult, ScoringConfig
     from monitor.model.onnx import OnnxModel
     from monitor.model.signature import Held, Signature
     from monitor.model.standardize import Standardizer
@@ -751,35 +751,35 @@ def _json_baseline(path: Path, model: OnnxModel) -> _Baseline:
     )
 
 
-def _scorer(
-    model: OnnxModel,
-    base: _Baseline,
-    *,
-    radius: float,
-    sigma: float,
-    flicker_copies: int,
-    steps: int,
-    seed: int,
-    ball: str,
-    output: str,
-    regression_tolerance: float = 0.1,
-) -> RobustnessScorer:
-    from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
+@dataclass(frozen=True)
+class _Scoring:
+    """The scoring keywords :func:`score`, :func:`reference` and :func:`estimate` share (``harmonic-monitor
+    score``'s options), gathered once per call; the names are :class:`~monitor.metrics.scorer.ScoringConfig`'s."""
 
-    if base.scales is not None:  # the reference chose its own scales: score at them, as `run` does
-        radius, sigma = base.scales.radius, base.scales.sigma
-    config = ScoringConfig(
-        radius=radius,
-        ball=ball,
-        output=output,
-        flicker_copies=flicker_copies,
-        sigma=sigma,
-        steps=steps,
-        seed=seed,
-        regression_tolerance=regression_tolerance,
-    )
+    radius: float
+    sigma: float
+    flicker_copies: int
+    steps: int
+    seed: int
+    ball: str
+    output: str
+    regression_tolerance: float
+
+    def config(self, scales: SignalScales | None = None) -> ScoringConfig:
+        """The scorer's configuration; ``scales`` (a reference's own choice) replace radius and σ, as ``run``
+        scores at them."""
+        from monitor.metrics.scorer import ScoringConfig
+
+        chosen = self if scales is None else dataclasses.replace(self, radius=scales.radius, sigma=scales.sigma)
+        return ScoringConfig(**dataclasses.asdict(chosen))
+
+
+def _scorer(model: OnnxModel, base: _Baseline, scoring: _Scoring) -> RobustnessScorer:
+    """The scorer of ``base``'s standardizer and held sample, at the reference's own scales where it chose them."""
+    from monitor.metrics.scorer import RobustnessScorer
+
     held = base.held_sample if model.signature.has_held else None
-    return RobustnessScorer(model, base.standardizer, config, held_sample=held)
+    return RobustnessScorer(model, base.standardizer, scoring.config(base.scales), held_sample=held)
 
 
 def score_rows(
@@ -856,6 +856,7 @@ def score(
     >>> len(t), t.kind, bool((t.columns["gamma"] >= 0).all())
     (30, 'classifier', True)
     """
+    scoring = _Scoring(radius, sigma, flicker_copies, steps, seed, ball, output, regression_tolerance)
     m = load_model(model, model_kind=model_kind)
     if batch_rows < 1:
         raise DataError(f"batch size must be >= 1; got {batch_rows}")
@@ -867,18 +868,7 @@ def score(
     names = None if base0 is None else base0.feature_names
     rows = read_rows(data, m, header=header, feature_names=names, max_events=max_events)
     base = base0 if base0 is not None else _baseline(None, m, rows, **std_args)
-    scorer = _scorer(
-        m,
-        base,
-        radius=radius,
-        sigma=sigma,
-        flicker_copies=flicker_copies,
-        steps=steps,
-        seed=seed,
-        ball=ball,
-        output=output,
-        regression_tolerance=regression_tolerance,
-    )
+    scorer = _scorer(m, base, scoring)
     res = score_rows(scorer, rows.x, rows.held, batch_rows)
     sources = {"data": rows.source}
     if base.rows is not None:
@@ -887,27 +877,42 @@ def score(
     ref = base.reference
     if ref is None and base.rows is not None:  # reference rows: score a sample of them for the yardstick
         sample = base.rows.take(np.random.default_rng(seed).permutation(len(base.rows))[:2000])
-        rres = score_rows(scorer, sample.x, sample.held, batch_rows)
-        ok = rres.valid
-        from monitor.rolling.reference import Reference
-
-        if int(ok.sum()) >= 10:
-            ref = Reference.from_arrays(
-                gamma=rres.gamma[ok],
-                flicker=rres.flicker[ok],
-                features=sample.x[ok],
-                confidence=rres.probability[ok] if m.kind == "classifier" else None,
-            )
+        ref = scored_reference(scorer, sample, m.kind, batch_rows, min_valid=10)
     if ref is not None:
-        live = {"gamma": res.gamma, "flicker": res.flicker}
-        if m.kind == "classifier":
-            live["confidence"] = res.probability
-        table = dataclasses.replace(table, yardstick=yardsticks(live, ref))
+        table = dataclasses.replace(table, yardstick=yardsticks(live_signals(res, m.kind), ref))
     if as_frame or (as_frame is None and _is_frame(data)):
         frame = table.to_frame()
         frame.attrs["score"] = table
         return frame
     return table
+
+
+def live_signals(res: ScoreResult, kind: str) -> dict[str, NDArray[np.float64]]:
+    """The signals a yardstick sets beside the reference: γ and flicker, and a classifier's confidence."""
+    live = {"gamma": res.gamma, "flicker": res.flicker}
+    if kind == "classifier":
+        live["confidence"] = res.probability
+    return live
+
+
+def scored_reference(
+    scorer: RobustnessScorer, rows: Rows, kind: str, batch_rows: int = BATCH_ROWS, *, min_valid: int = 0
+) -> Reference | None:
+    """The reference distributions of reference rows (γ, flicker, features, a classifier's confidence), scored by
+    ``scorer``: what a yardstick compares with when the reference is rows, not a reference JSON. None where fewer
+    than ``min_valid`` rows score."""
+    from monitor.rolling.reference import Reference
+
+    res = score_rows(scorer, rows.x, rows.held, batch_rows)
+    ok = res.valid
+    if int(ok.sum()) < min_valid:
+        return None
+    return Reference.from_arrays(
+        gamma=res.gamma[ok],
+        flicker=res.flicker[ok],
+        features=rows.x[ok],
+        confidence=res.probability[ok] if kind == "classifier" else None,
+    )
 
 
 def _score_table(kind: str, res: ScoreResult, rows: Rows) -> ScoreTable:
@@ -965,6 +970,7 @@ def reference(
     """
     from monitor.rolling.reference import Reference
 
+    scoring = _Scoring(radius, sigma, flicker_copies, steps, seed, ball, output, regression_tolerance)
     m = load_model(model, model_kind=model_kind)
     label_column = labels if isinstance(labels, str) and _is_frame(data) else None
     rows = read_rows(data, m, label_column=label_column)
@@ -992,34 +998,13 @@ def reference(
         base = dataclasses.replace(base, standardizer=standardizer)
     if scales == "from-reference":
         from monitor.metrics.scales import choose_scales
-        from monitor.metrics.scorer import ScoringConfig
 
-        config = ScoringConfig(
-            radius=radius,
-            ball=ball,
-            output=output,
-            flicker_copies=flicker_copies,
-            sigma=sigma,
-            steps=steps,
-            seed=seed,
-            regression_tolerance=regression_tolerance,
-        )
+        config = scoring.config()
         chosen = choose_scales(
             m, base.standardizer, rows.x, rows.held, config, target_share=target_flicker_share, held_sample=rows.held
         )
         base = dataclasses.replace(base, scales=chosen)
-    scorer = _scorer(
-        m,
-        base,
-        radius=radius,
-        sigma=sigma,
-        flicker_copies=flicker_copies,
-        steps=steps,
-        seed=seed,
-        ball=ball,
-        output=output,
-        regression_tolerance=regression_tolerance,
-    )
+    scorer = _scorer(m, base, scoring)
     res = score_rows(scorer, rows.x, rows.held)
     ok = res.valid
     names = tuple(feature_names) if feature_names else (None if m.signature.plain else m.signature.features)
@@ -1098,6 +1083,7 @@ def estimate(
     DataError
         A reference without fitted estimators (the message says how to build one), or a regressor.
     """
+    scoring = _Scoring(radius, sigma, flicker_copies, steps, seed, ball, output, regression_tolerance)
     m = load_model(model, model_kind=model_kind)
     if m.kind != "classifier":
         raise DataError(f"'{_model_path(model)}' is read as a {m.kind}: accuracy estimation is for classifiers")
@@ -1111,18 +1097,7 @@ def estimate(
     rows = read_rows(
         data, m, header=header, feature_names=base.feature_names, label_column=label_column, max_events=max_events
     )
-    scorer = _scorer(
-        m,
-        base,
-        radius=radius,
-        sigma=sigma,
-        flicker_copies=flicker_copies,
-        steps=steps,
-        seed=seed,
-        ball=ball,
-        output=output,
-        regression_tolerance=regression_tolerance,
-    )
+    scorer = _scorer(m, base, scoring)
     res = score_rows(scorer, rows.x, rows.held)
     y = rows.labels if label_column is not None else (None if labels is None else np.asarray(labels).reshape(-1))
     return accuracy_from_scores(base.fit, res, m, rows, y, method=method, seed=seed)

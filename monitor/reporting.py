@@ -43,10 +43,13 @@ from monitor.api import (
     _model_path,
     _score_table,
     _scorer,
+    _Scoring,
     accuracy_from_scores,
+    live_signals,
     load_model,
     read_rows,
     score_rows,
+    scored_reference,
     yardsticks,
 )
 from monitor.errors import DataError, MonitorError
@@ -185,7 +188,6 @@ def build_report(
     """
     from monitor.api import probe as run_probe
     from monitor.exporters.report_page import render_page
-    from monitor.rolling.reference import Reference
 
     m = load_model(model)
     base = _baseline(reference, m, None, space="standardized")
@@ -212,9 +214,7 @@ def build_report(
         timeline_note = "no verdict timeline: the events are rows, not an event log (replay needs a .jsonl log)"
     else:
         tl, timeline_note = _replay(model, reference, base.path, events, config, max_events, model_name, replay_batch)
-    scorer = _scorer(
-        m, base, radius=0.05, sigma=0.05, flicker_copies=32, steps=25, seed=seed, ball="auto", output="auto"
-    )
+    scorer = _scorer(m, base, _Scoring(0.05, 0.05, 32, 25, seed, "auto", "auto", 0.1))
     if (
         tl is not None
         and tl.scores is not None
@@ -228,20 +228,11 @@ def build_report(
     table = _score_table(m.kind, res, rows)
     ref = base.reference
     if ref is None and base.rows is not None:
-        rres = score_rows(scorer, base.rows.x, base.rows.held)
-        ok = rres.valid
-        ref = Reference.from_arrays(
-            gamma=rres.gamma[ok],
-            flicker=rres.flicker[ok],
-            features=base.rows.x[ok],
-            confidence=rres.probability[ok] if m.kind == "classifier" else None,
-        )
+        ref = scored_reference(scorer, base.rows, m.kind)
     # the reference's own Gamma Map, drawn beside the live one (a classifier's reference keeps it)
     ref_map = ref.gamma_map if ref is not None and m.kind == "classifier" else None
     line = rows.lines.astype(np.float64) if rows.lines is not None else np.arange(len(rows), dtype=np.float64)
-    live = {"gamma": res.gamma, "flicker": res.flicker}
-    if m.kind == "classifier":
-        live["confidence"] = res.probability
+    live = live_signals(res, m.kind)
     ystick = yardsticks(live, ref) if ref is not None else ()
     times = event_times(rows.timestamps)
     signals = tuple(_series(name, line, values, ref, times) for name, values in live.items())

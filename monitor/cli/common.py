@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,6 +32,12 @@ def count_at_least(low: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def flag_values(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The parsed values of the flags whose destinations are ``names``, by name: the keywords of a call or settings
+    object whose parameters are named as the flags are."""
+    return {name: getattr(args, name) for name in names}
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -73,18 +80,14 @@ def add_header_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_scoring_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--reference",
-        help="reference for standardization: a reference JSON (`harmonic-monitor reference`) or reference rows "
-        "(.csv/.npy/.npz/.parquet/.jsonl); default: the data itself",
-    )
-    p.add_argument("--radius", type=float, default=0.05, help="ball radius r (default 0.05, in --space units)")
+def add_space_options(p: argparse.ArgumentParser, units: str) -> None:
+    """``--space``, ``--scale`` and ``--channel-axis``: the units ``units`` (the flags a command measures in that
+    space) are in, and how the reference standardizes them."""
     p.add_argument(
         "--space",
         choices=["standardized", "raw"],
         default="standardized",
-        help="units of --radius/--sigma: standardized by the reference (default) or raw feature units",
+        help=f"units of {units}: standardized by the reference (default) or raw feature units",
     )
     p.add_argument(
         "--scale",
@@ -96,6 +99,16 @@ def add_scoring_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--channel-axis", type=int, default=1, help="with --scale per_channel: 1 for NCHW (default), -1 for NHWC"
     )
+
+
+def add_scoring_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--reference",
+        help="reference for standardization: a reference JSON (`harmonic-monitor reference`) or reference rows "
+        "(.csv/.npy/.npz/.parquet/.jsonl); default: the data itself",
+    )
+    p.add_argument("--radius", type=float, default=0.05, help="ball radius r (default 0.05, in --space units)")
+    add_space_options(p, "--radius/--sigma")
     p.add_argument(
         "--ball",
         default="auto",
@@ -151,107 +164,71 @@ def load_inputs(
 ) -> tuple[NDArray[np.float64], Held | None]:
     """The rows of ``path`` for ``model``: x (N, D) and the held values (None when the model holds nothing).
 
-    A plain model (one 2-D float input) reads exactly as :func:`load_points`; any other reads a CSV whose header
-    names its inputs or features, an ``.npy`` or an ``.npz`` (:func:`~monitor.model.io.read_model_rows`).
+    A plain model (one 2-D float input) reads plain rows of its feature count (``what`` names the flag in
+    messages); any other reads a CSV whose header names its inputs or features, an ``.npy`` or an ``.npz``
+    (:func:`~monitor.model.io.read_model_rows`). What was read (rows, columns, the header decision) is printed on
+    stderr when ``announce``, or appended to ``notes`` when given, for a command that prints it with its result
+    (``probe``: an error is one line).
     """
-    if path.lower().endswith((".jsonl", ".parquet")):
-        from monitor.api import read_rows as api_rows
 
-        rows = api_rows(path, model, what=what)
-        line = f"{what}: {rows.source}" + (
-            " (invalid lines by reason: " + ", ".join(f"{k}: {v}" for k, v in sorted(rows.invalid.items())) + ")"
-            if rows.invalid
-            else ""
-        )
+    def tell(line: str) -> None:
         if notes is not None:
             notes.append(line)
         elif announce:
             print(line, file=sys.stderr)
+
+    if path.lower().endswith((".jsonl", ".parquet")):
+        from monitor.api import read_rows as api_rows
+
+        rows = api_rows(path, model, what=what)
+        invalid = ", ".join(f"{k}: {v}" for k, v in sorted(rows.invalid.items()))
+        tell(f"{what}: {rows.source}" + (f" (invalid lines by reason: {invalid})" if rows.invalid else ""))
         return rows.x, rows.held
     if model.signature.plain and not path.lower().endswith(".npz"):
-        return load_points(path, model.n_features, what=what, header=header, announce=announce, notes=notes), None
-    table = read_model_rows(path, model.signature, header)
-    if notes is not None:
-        notes.append(f"{what}: {table.describe()}")
-    elif announce:
-        print(f"{what}: {table.describe()}", file=sys.stderr)
-    return table.rows, table.held
-
-
-def load_points(
-    path: str,
-    n_features: int,
-    *,
-    what: str,
-    header: HeaderMode = "auto",
-    announce: bool = True,
-    notes: list[str] | None = None,
-) -> NDArray[np.float64]:
-    """The rows of ``path`` (``what`` names its flag in messages).
-
-    What was read (rows, columns, the header decision) is printed on stderr when ``announce``, or appended to
-    ``notes`` when given, for a command that prints it with its result (``probe``: an error is one line).
-    """
-    table = read_rows(path, header)
-    if notes is not None:
-        notes.append(f"{what}: {table.describe()}")
-    elif announce:
-        print(f"{what}: {table.describe()}", file=sys.stderr)
-    rows = table.rows
-    if rows.shape[1] != n_features:
-        raise DataError(
-            f"{what} '{path}' has {rows.shape[1]} columns; the model expects {n_features} features. "
-            "Was the file written for another model?",
-            path=path,
-        )
-    return rows
+        table = read_rows(path, header)
+        tell(f"{what}: {table.describe()}")
+        if table.rows.shape[1] != model.n_features:
+            raise DataError(
+                f"{what} '{path}' has {table.rows.shape[1]} columns; the model expects {model.n_features} features. "
+                "Was the file written for another model?",
+                path=path,
+            )
+        return table.rows, None
+    model_table = read_model_rows(path, model.signature, header)
+    tell(f"{what}: {model_table.describe()}")
+    return model_table.rows, model_table.held
 
 
 def build_standardizer(
-    args: argparse.Namespace,
-    n_features: int,
-    data_path: str,
-    notes: list[str] | None = None,
-    *,
-    model: OnnxModel | None = None,
+    args: argparse.Namespace, model: OnnxModel, data_path: str, notes: list[str] | None = None
 ) -> Standardizer:
-    """The standardizer of ``--reference`` (or of ``data_path``); ``model``: read the file for its signature
-    (:func:`load_inputs`) rather than as plain rows of ``n_features`` columns."""
+    """The standardizer of ``--reference`` (or of ``data_path``), the file read for ``model``'s signature
+    (:func:`load_inputs`)."""
     if args.space == "raw":
-        return Standardizer.identity(n_features)
+        return Standardizer.identity(model.n_features)
     ref_path = args.reference or data_path
     what = "--reference" if args.reference else "--data"
     if str(ref_path).lower().endswith(".json"):  # a reference JSON: its standardizer, as `run` reads it
         from monitor.rolling.reference_file import read_reference
 
-        standardizer, _ = read_reference(ref_path, n_features)
+        standardizer, _ = read_reference(ref_path, model.n_features)
         if notes is not None:
             notes.append(f"{what}: the standardizer of reference JSON '{ref_path}'")
         return standardizer
     # --data is announced where the command reads it for scoring, not twice
-    if model is not None:
-        ref, _ = load_inputs(
-            ref_path,
-            model,
-            what=what,
-            header=args.header,
-            announce=bool(args.reference),
-            notes=notes if args.reference else None,
-        )
-    else:
-        ref = load_points(
-            ref_path,
-            n_features,
-            what=what,
-            header=args.header,
-            announce=bool(args.reference),
-            notes=notes if args.reference else None,
-        )
+    ref, _ = load_inputs(
+        ref_path,
+        model,
+        what=what,
+        header=args.header,
+        announce=bool(args.reference),
+        notes=notes if args.reference else None,
+    )
     finite = ref[np.all(np.isfinite(ref), axis=1)]
     if finite.shape[0] == 0:
         raise DataError(f"'{ref_path}' has no finite rows to standardize with", path=ref_path)
     groups = None
-    if model is not None and getattr(args, "scale", "per_feature") != "per_feature":
+    if getattr(args, "scale", "per_feature") != "per_feature":
         try:
             groups = scale_groups(model.signature, args.scale, args.channel_axis)
         except ModelError as exc:
@@ -261,7 +238,7 @@ def build_standardizer(
 
 def build_scorer(args: argparse.Namespace) -> tuple[OnnxModel, Standardizer, RobustnessScorer]:
     model = load_model(args)
-    standardizer = build_standardizer(args, model.n_features, args.data, model=model)
+    standardizer = build_standardizer(args, model, args.data)
     config = ScoringConfig(
         radius=args.radius,
         ball=args.ball,

@@ -23,7 +23,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.cli.common import add_header_option, add_model_options, load_inputs, load_model
+from monitor.cli.common import (
+    add_header_option,
+    add_model_options,
+    add_space_options,
+    flag_values,
+    load_inputs,
+    load_model,
+)
 from monitor.errors import MonitorError, ProbeError
 from monitor.model.io import HeaderMode, load_rows
 from monitor.probes.funnel import FunnelConfig
@@ -34,6 +41,22 @@ from monitor.probes.report import write_report
 
 EXIT_OK = 0
 EXIT_ERROR = 2
+#: the flags that set the :class:`FunnelConfig` fields of their own names
+_FUNNEL_FLAGS = (
+    "eps",
+    "mri_cut",
+    "sensitivity_cut",
+    "delta",
+    "eps_max",
+    "eta",
+    "eps_start",
+    "radius",
+    "ball",
+    "steps",
+    "seed",
+)
+#: the flags that set the :class:`ProbeOptions` fields of their own names
+_OPTION_FLAGS = ("l2_boundary", "certify_copies", "certify_sigma", "certify_alpha", "certify_select", "bisect_trees")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,22 +85,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a reference JSON (`harmonic-monitor reference`) or reference rows (.csv/.npy/.npz/.parquet/.jsonl): "
         "standardization and dropout means; default: --data itself",
     )
-    p.add_argument(
-        "--space",
-        choices=["standardized", "raw"],
-        default="standardized",
-        help="units of every ε: standardized by the reference (default) or raw feature units",
-    )
-    p.add_argument(
-        "--scale",
-        choices=["per_feature", "global", "per_channel"],
-        default="per_feature",
-        help="standardized units: each feature its own mean and scale (default), one for all features (images), or "
-        "one per image channel (--channel-axis)",
-    )
-    p.add_argument(
-        "--channel-axis", type=int, default=1, help="with --scale per_channel: 1 for NCHW (default), -1 for NHWC"
-    )
+    add_space_options(p, "every ε")
     p.add_argument("--json", required=True, dest="json_path", metavar="OUT.json", help="where to write the report")
     p.add_argument("--delta", type=float, default=0.2, help="threshold search: tolerated drop δ of P(ε) (default 0.2)")
     p.add_argument(
@@ -185,19 +193,9 @@ def _run(args: argparse.Namespace) -> int:
     names = tuple(n.strip() for n in str(args.perturbations).split(",") if n.strip())
     config = FunnelConfig(
         perturbations=names,
-        eps=args.eps,
-        mri_cut=args.mri_cut,
-        sensitivity_cut=args.sensitivity_cut,
         sensitivity_draws=args.draws,
-        delta=args.delta,
-        eps_max=args.eps_max,
-        eta=args.eta,
-        eps_start=args.eps_start,
-        radius=args.radius,
-        ball=args.ball,
-        steps=args.steps,
-        seed=args.seed,
         search_all=not args.screen,
+        **flag_values(args, *_FUNNEL_FLAGS),
     )
     if args.budget is not None and args.budget < 1:
         raise ProbeError(f"--budget must be a positive number of model rows; got {args.budget}")
@@ -206,12 +204,7 @@ def _run(args: argparse.Namespace) -> int:
     options = ProbeOptions(
         funnel=config,
         budget_rows=args.budget,
-        l2_boundary=args.l2_boundary,
-        certify_copies=args.certify_copies,
-        certify_sigma=args.certify_sigma,
-        certify_alpha=args.certify_alpha,
-        certify_select=args.certify_select,
-        bisect_trees=args.bisect_trees,
+        **flag_values(args, *_OPTION_FLAGS),
     )
     model = load_model(args)
     notes: list[str] = []  # what was read, printed with the result: an error is one line
@@ -234,12 +227,9 @@ def _run(args: argparse.Namespace) -> int:
         reference,
         options=options,
         labels=labels,
-        space=args.space,
-        header=args.header,
-        scale=args.scale,
-        channel_axis=args.channel_axis,
         data_path=args.data,
         reference_path=args.reference,
+        **flag_values(args, "space", "header", "scale", "channel_axis"),
     )
     result = done.result
     out = write_report(dict(done.report), args.json_path)

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from monitor.cli.common import count_at_least
+from monitor.cli.common import count_at_least, flag_values
 from monitor.errors import DataError
 from monitor.model.io import load_rows
 
@@ -77,21 +77,10 @@ def run(args: argparse.Namespace) -> int:
                 f"--labels '{args.labels}' does not exist (expected .csv or .npy: one true class per event)"
             )
         labels = load_rows(args.labels).reshape(-1)
-    report = build_report(
-        args.model,
-        args.reference,
-        args.events,
-        out=args.out,
-        timeline=args.timeline,
-        labels=labels,
-        config=args.config,
-        max_events=args.max_events,
-        probe_points=args.probe_points,
-        title=args.title,
-        model_name=args.model_name,
-        seed=args.seed,
-        replay_batch=args.replay_batch,
+    options = flag_values(
+        args, "out", "timeline", "config", "max_events", "probe_points", "title", "model_name", "seed", "replay_batch"
     )
+    report = build_report(args.model, args.reference, args.events, labels=labels, **options)
     d = report.data
     invalid = ", ".join(f"{k}: {v}" for k, v in sorted(d.invalid.items())) or "none"
     print(f"report: {d.n_events} events scored of {d.n_lines} lines (invalid: {invalid})", file=sys.stderr)

@@ -49,7 +49,6 @@ from monitor.probes.profile import FeatureInfo, held_names
 from monitor.probes.regions import Region, RegionIndex
 from monitor.probes.report import build_report
 from monitor.probes.trees import TreeSplits, tree_splits
-from monitor.rolling.reference import Reference
 
 if TYPE_CHECKING:
     from monitor.runtime.models import ModelRuntime
@@ -145,34 +144,22 @@ class ProbeScheduler:
         (a model that holds values fixed), ``segments``: the events' segments, both kept with the exemplars."""
         if not self.settings.enabled or rt.standardizer is None or rt.watch is None or rt.watch.reference is None:
             return
+        standardizer, ref = rt.standardizer, rt.watch.reference
         started = self.timer()
         try:
-            self._observe(rt, rt.standardizer, rt.watch.reference, rows, result, now, held, segments)
+            threshold = float(np.quantile(ref.gamma_sample, 0.95)) if ref.gamma_sample.size else 0.0
+            flagged = result.valid & ((result.gamma > max(threshold, 1e-9)) | (result.flicker > 0))
+            if not flagged.any():
+                return
+            mp = self._for(rt)
+            evicted = mp.index.evicted_total
+            std = standardizer.to_standardized(rows)
+            mp.index.update(std, rows, result.gamma, result.flicker, flagged, now, held, segments)
+            tel.REGIONS_TRACKED.set(self.state, tel.Model(rt.name), float(len(mp.index)))
+            if mp.index.evicted_total > evicted:
+                tel.REGIONS_EVICTED_TOTAL.inc(self.state, tel.Model(rt.name), float(mp.index.evicted_total - evicted))
         finally:
             self.busy_seconds += self.timer() - started
-
-    def _observe(
-        self,
-        rt: ModelRuntime,
-        standardizer: Standardizer,
-        ref: Reference,
-        rows: NDArray[np.float64],
-        result: ScoreResult,
-        now: float,
-        held: Held | None = None,
-        segments: Sequence[str] | None = None,
-    ) -> None:
-        threshold = float(np.quantile(ref.gamma_sample, 0.95)) if ref.gamma_sample.size else 0.0
-        flagged = result.valid & ((result.gamma > max(threshold, 1e-9)) | (result.flicker > 0))
-        if not flagged.any():
-            return
-        mp = self._for(rt)
-        evicted = mp.index.evicted_total
-        std = standardizer.to_standardized(rows)
-        mp.index.update(std, rows, result.gamma, result.flicker, flagged, now, held, segments)
-        tel.REGIONS_TRACKED.set(self.state, tel.Model(rt.name), float(len(mp.index)))
-        if mp.index.evicted_total > evicted:
-            tel.REGIONS_EVICTED_TOTAL.inc(self.state, tel.Model(rt.name), float(mp.index.evicted_total - evicted))
 
     def _with_names(self, rt: ModelRuntime, mp: _ModelProbes) -> list[dict[str, Any]]:
         features = None if rt.standardizer is None else _features(rt, rt.standardizer)
