@@ -171,6 +171,9 @@ class Rows:
     held: Held | None
     source: str
     invalid: Mapping[str, int] = field(default_factory=dict)
+    #: of those lines, the ones refused for one input's value: ``"feature: problem"`` → lines (as
+    #: ``harmonic_input_invalid_total`` counts them)
+    invalid_inputs: Mapping[str, int] = field(default_factory=dict)
     timestamps: NDArray[np.float64] | None = None
     segments: tuple[str, ...] | None = None
     lines: NDArray[np.int64] | None = None
@@ -594,6 +597,7 @@ def read_events(
     events = []
     lines: list[int] = []
     invalid: dict[str, int] = {}
+    invalid_inputs: dict[str, int] = {}
     seen = 0
     for number, line in enumerate(raw.split(b"\n")):
         if not line.strip():
@@ -605,6 +609,9 @@ def read_events(
             decoded = decoder.decode_many(line.rstrip(b"\r"), origin=(str(p), 0, number), now=0.0)
         except InvalidEventError as exc:
             invalid[exc.reason] = invalid.get(exc.reason, 0) + 1
+            for feature, problem in exc.inputs:
+                key = f"{feature}: {problem}"
+                invalid_inputs[key] = invalid_inputs.get(key, 0) + 1
             continue
         for ev in decoded:
             events.append(ev)
@@ -619,6 +626,7 @@ def read_events(
         held,
         f"{len(events)} events from '{p}'" + (f"; {sum(invalid.values())} invalid lines" if invalid else ""),
         invalid=invalid,
+        invalid_inputs=invalid_inputs,
         timestamps=np.array([ev.timestamp_seconds for ev in events], dtype=np.float64),
         segments=tuple(ev.segment for ev in events),
         lines=np.asarray(lines, dtype=np.int64),

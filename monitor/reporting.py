@@ -142,6 +142,8 @@ class ReportData:
     #: the reference's Gamma Map (a classifier's): the reference JSON's (``reference.gamma_map``), or drawn from
     #: the reference rows
     reference_gamma_map: GammaMap | None = None
+    #: invalid lines refused for one input's value: ``"feature: problem"`` → lines
+    invalid_inputs: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -304,6 +306,7 @@ def build_report(
         n_lines=n_lines,
         n_events=len(rows),
         invalid=dict(rows.invalid),
+        invalid_inputs=dict(rows.invalid_inputs),
         kind=m.kind,
         scores=table,
         timeline=tl,

@@ -50,6 +50,7 @@ def _g(v: float, digits: int = 3) -> str:
 def render_page(data: ReportData) -> str:
     """The whole page for ``data``."""
     invalid = ", ".join(f"{k}: {v}" for k, v in sorted(data.invalid.items()))
+    by_input = ", ".join(f"{k} {v}" for k, v in sorted(data.invalid_inputs.items()))
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -59,6 +60,7 @@ def render_page(data: ReportData) -> str:
         f'<p class="meta">model <code>{_e(data.model)}</code> ({_e(data.kind)}) · events <code>{_e(data.source)}</code>'
         f" · {data.n_events} events scored of {data.n_lines} lines"
         + (f' · <span id="invalid">invalid lines by reason: {_e(invalid)}</span>' if invalid else "")
+        + (f' · <span id="invalid-inputs">invalid values by input: {_e(by_input)}</span>' if by_input else "")
         + "</p>",
         _section("verdicts", "Verdict timeline per segment", _verdicts(data)),
         _section(

@@ -47,13 +47,16 @@ class Demo:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     """The demo's model, labelled reference and 3000 events in three phases (stationary, input shift, harmful
-    shift) as a .jsonl log with two invalid lines, and the events' true classes."""
+    shift) as a .jsonl log with three invalid lines (one of them for a null input), and the events' true classes."""
     root = tmp_path_factory.mktemp("report")
     d = build_demo(root / "demo", events=3000, seed=0)
     lines = [line for phase in PHASES for line in d.phases[phase]]
     labels = [v for phase in PHASES for v in d.labels[phase]]
     events = root / "events.jsonl"
-    events.write_bytes(b"\n".join([*lines, b"{not json", b'{"id": "no-features", "ts": 1}']) + b"\n")
+    null_input = json.dumps({"id": "null-input", "ts": 1, "features": [None] + [1.0] * (len(d.feature_names) - 1)})
+    events.write_bytes(
+        b"\n".join([*lines, b"{not json", b'{"id": "no-features", "ts": 1}', null_input.encode()]) + b"\n"
+    )
     np.save(root / "labels.npy", np.asarray(labels))
     assert d.labelled_reference_path is not None
     return Demo(d.model_path, d.labelled_reference_path, events, root / "labels.npy", len(lines))
@@ -214,8 +217,9 @@ def test_the_figures_equal_the_typed_results(report: Report, dom: tuple[str, lis
     # probes: the MRI of the flagged events
     assert d.probe is not None
     assert {a["data-perturbation"]: float(a["data-value"]) for a in p.points["probes"]} == d.probe.mri
-    # invalid lines are counted by reason and listed
-    assert d.invalid == {"not_json": 1, "missing_field": 1} and "not_json: 1" in page
+    # invalid lines are counted by reason and listed, and the one refused for a null input by that input's name
+    assert d.invalid == {"not_json": 1, "missing_field": 1, "bad_type": 1} and "not_json: 1" in page
+    assert d.invalid_inputs == {"mean radius: missing": 1} and "invalid values by input: mean radius: missing 1" in page
 
 
 def test_the_cli_writes_the_page_and_max_events_cuts_the_log(demo: Demo, tmp_path: Path) -> None:
@@ -261,7 +265,7 @@ def test_the_replay_command_gives_the_timeline_the_page_draws(demo: Demo, report
     assert main(["replay", *args, "--config", str(tmp_path / "c.yaml"), "--timeline", str(tmp_path / "t.json")]) == 0
     assert report.data.timeline is not None
     assert report.data.timeline.document() == json.loads((tmp_path / "t.json").read_text())
-    assert report.data.timeline.invalid == {"not_json": 1, "missing_field": 1}
+    assert report.data.timeline.invalid == {"not_json": 1, "missing_field": 1, "bad_type": 1}
 
 
 def test_a_regressor_over_rows_with_a_given_timeline(tmp_path: Path) -> None:
