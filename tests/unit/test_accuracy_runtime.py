@@ -9,9 +9,7 @@ skl2onnx; every window scored by the real :class:`~monitor.metrics.scorer.Robust
 from __future__ import annotations
 
 import json
-import logging
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +36,6 @@ MODEL = "blobs"
 T0 = 1_795_000_000.0
 SPACING = 0.01  # seconds of event time per event
 COUNT = 500
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logging() -> Iterator[None]:
-    """main() installs its own root handler on stderr; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def blobs(seed: int, n: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:

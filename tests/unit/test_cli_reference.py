@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -15,16 +13,6 @@ from monitor.cli import main
 from monitor.errors import DataError
 from monitor.rolling.reference_file import REFERENCE_FORMAT, REFERENCE_VERSION, read_reference
 from tests.unit.onnx_graphs import training_blobs, zipmap_classifier
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logging() -> Iterator[None]:
-    """main() installs its own root handler on stderr; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture(scope="module")

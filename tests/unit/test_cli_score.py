@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,16 +75,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Files:
     np.savetxt(f.data_csv_header, rows, delimiter=",", header="a,b,c", comments="")
     np.save(f.data_npy, rows)
     return f
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logging() -> Iterator[None]:
-    """main() installs its own root handler on stderr; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def score(model: Path, data: Path, out: Path, *extra: str) -> int:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,16 +23,6 @@ from tests.unit.onnx_graphs import sklearn_to_onnx, training_blobs, zipmap_class
 TARGET = 0.5
 #: the share measured with another seed's noise must be this close to the target (200 rows, 32 copies)
 TOLERANCE = 0.1
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logging() -> Iterator[None]:
-    """main() installs its own root handler on stderr; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture(scope="module")
