@@ -317,20 +317,9 @@ def test_a_batch_that_cannot_be_freed_runs_row_by_row_with_a_warning(
 
 
 # -- the zoo: every model loads and scores ---------------------------------------------------------------------------
-ZOO = [
-    "column_transformer_regressor",
-    "column_transformer_classifier",
-    "lightgbm_classifier",
-    "xgboost_classifier",
-    "cnn_digits",
-    "fixed_batch_one",
-    "int64_side_input",
-    "logits_only_classifier",
-    "multi_output_regressor",
-]
 
 
-@pytest.mark.parametrize("name", ZOO)
+@pytest.mark.parametrize("name", model_zoo.NAMES)
 def test_every_zoo_model_loads_evaluates_and_scores(tmp_path: Path, name: str) -> None:
     zoo = getattr(model_zoo, f"build_{name}")(tmp_path)
     model = OnnxModel(zoo.path)
