@@ -309,6 +309,26 @@ def odd_batch_failing_model(path: Path) -> Path:
     return _save(graph, path)
 
 
+def batch_bound(path: Path, *, opset: int = OPSET) -> Path:
+    """A [1, 3] model whose batch cannot be freed: it flattens its one row to a rank-1 [3] and back (y = x + [1, 2, 3])."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Reshape", ["x", "flat"], ["row"]),
+            helper.make_node("Add", ["row", "c"], ["shifted"]),
+            helper.make_node("Reshape", ["shifted", "back"], ["y"]),
+        ],
+        "bound",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+        initializer=[
+            _const("c", [1.0, 2.0, 3.0]),
+            _const("flat", [3], np.int64),
+            _const("back", [1, 3], np.int64),
+        ],
+    )
+    return _save(graph, path, opsets=(("", opset),))
+
+
 def bool_output_model(path: Path, n_features: int = 2) -> Path:
     """Only a boolean output: neither a classifier nor a regressor signature."""
     inits = [_const("zero", 0.0)]

@@ -280,31 +280,11 @@ def test_a_fixed_batch_of_one_is_made_free_and_checked(tmp_path: Path, caplog: p
     assert np.all(np.isfinite(scorer.score(zoo.inputs["x"]).gamma))
 
 
-def _batch_bound(path: Path) -> Path:
-    """A [1, 3] model whose batch cannot be freed: it flattens its one row to a rank-1 [3] and back."""
-    graph = helper.make_graph(
-        [
-            helper.make_node("Reshape", ["x", "flat"], ["row"]),
-            helper.make_node("Add", ["row", "c"], ["shifted"]),
-            helper.make_node("Reshape", ["shifted", "back"], ["y"]),
-        ],
-        "bound",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
-        initializer=[
-            numpy_helper.from_array(np.array([1.0, 2.0, 3.0], np.float32), "c"),
-            numpy_helper.from_array(np.array([3], np.int64), "flat"),
-            numpy_helper.from_array(np.array([1, 3], np.int64), "back"),
-        ],
-    )
-    return _save(graph, path)
-
-
 def test_a_batch_that_cannot_be_freed_runs_row_by_row_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING):
-        model = OnnxModel(_batch_bound(tmp_path / "bound.onnx"))
+        model = OnnxModel(onnx_graphs.batch_bound(tmp_path / "bound.onnx"))
     assert model._run_batch == 1
     assert "rows are evaluated in runs of 1" in caplog.text and "µs per run measured at load" in caplog.text
     x = np.arange(15, dtype=np.float32).reshape(5, 3)
