@@ -19,7 +19,6 @@ from numpy.typing import NDArray
 
 from monitor import telemetry as tel
 from monitor.accuracy import DEFAULT_METHOD, METHODS, EstimatorFit, fit_from_scores
-from monitor.cli import main
 from monitor.config import AccuracySettings, ModelSettings, load_settings
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
@@ -31,6 +30,7 @@ from monitor.rolling.scores import ScoreSamples
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.watch import ACCURACY_ALERT, ModelWatch, WatchConfig
 from tests.unit.onnx_graphs import sklearn_to_onnx
+from tests.unit.reference_cli import build_reference
 
 MODEL = "blobs"
 T0 = 1_795_000_000.0
@@ -64,10 +64,6 @@ def validation() -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     return blobs(1, 400)
 
 
-def build(model: Path, data: Path, out: Path, *extra: str) -> int:
-    return main(["reference", "--model", str(model), "--data", str(data), "--out", str(out), *extra])
-
-
 # -- reference --labels -------------------------------------------------------------------------------------------
 
 
@@ -77,7 +73,9 @@ def test_reference_labels_stores_a_fit_that_round_trips(
     x, y = validation
     np.save(tmp_path / "x.npy", x)
     np.savetxt(tmp_path / "y.csv", y, fmt="%d")
-    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.csv")) == 0
+    assert (
+        build_reference(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.csv")) == 0
+    )
     doc = read_accuracy_estimator(tmp_path / "ref.json")
     assert doc is not None
     fit = EstimatorFit.from_dict(doc)
@@ -99,7 +97,7 @@ def test_reference_labels_may_be_the_models_class_values(
     x, y = validation
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", np.asarray([3, 7])[y])
-    assert build(path, tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) == 0
+    assert build_reference(path, tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) == 0
     doc = read_accuracy_estimator(tmp_path / "ref.json")
     assert doc is not None
     expected = float(np.mean(estimator.predict(x) == np.asarray([3, 7])[y]))
@@ -113,7 +111,7 @@ def test_reference_labels_follow_the_sampled_rows(
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", y)
     args = ["--labels", str(tmp_path / "y.npy"), "--sample-rows", "150"]
-    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json", *args) == 0
+    assert build_reference(model[0], tmp_path / "x.npy", tmp_path / "ref.json", *args) == 0
     doc = read_accuracy_estimator(tmp_path / "ref.json")
     assert doc is not None and doc["n"] == 150
     assert 0.8 < doc["accuracy"] < 1.0  # rows and labels stayed paired (a shuffled pairing gives ~0.5)
@@ -125,7 +123,9 @@ def test_reference_labels_of_another_length_are_refused(
     x, y = validation
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", y[:-1])
-    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) != 0
+    assert (
+        build_reference(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) != 0
+    )
     assert "one class per --data row" in capsys.readouterr().err
     assert not (tmp_path / "ref.json").exists()
 
@@ -135,7 +135,7 @@ def test_a_reference_without_labels_still_loads_and_holds_no_fit(
 ) -> None:
     x, _ = validation
     np.save(tmp_path / "x.npy", x)
-    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json") == 0
+    assert build_reference(model[0], tmp_path / "x.npy", tmp_path / "ref.json") == 0
     assert ACCURACY_KEY not in json.loads((tmp_path / "ref.json").read_text())
     assert read_accuracy_estimator(tmp_path / "ref.json") is None
     rt = load_model_runtime(ModelSettings(name=MODEL, path=model[0], reference=tmp_path / "ref.json"))
@@ -148,7 +148,9 @@ def test_run_loads_the_fit_of_a_labelled_reference(
     x, y = validation
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", y)
-    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) == 0
+    assert (
+        build_reference(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) == 0
+    )
     rt = load_model_runtime(ModelSettings(name=MODEL, path=model[0], reference=tmp_path / "ref.json"))
     assert rt.accuracy_fit is not None and 0.85 < rt.accuracy_fit.accuracy < 0.97
 
