@@ -61,6 +61,19 @@ def _input(n_features: int, name: str = "x") -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, ["N", n_features])
 
 
+def city_id_node() -> onnx.NodeProto:
+    """An ai.onnx.ml LabelEncoder from the string input ``city`` to the int64 ``city_id``: rome 1, oslo 2, else 0."""
+    return helper.make_node(
+        "LabelEncoder",
+        ["city"],
+        ["city_id"],
+        domain="ai.onnx.ml",
+        keys_strings=["rome", "oslo"],
+        values_int64s=[1, 2],
+        default_int64=0,
+    )
+
+
 def linear_regressor(
     path: Path, weights: ArrayLike, bias: ArrayLike = 0.0, *, output: str = "y", flat: bool = False
 ) -> Path:

@@ -40,15 +40,7 @@ def _mixed_regressor(path: Path) -> Path:
         helper.make_node("MatMul", ["b32", "wb"], ["bw"]),
         helper.make_node("Mul", ["a", "two"], ["a2"]),
         helper.make_node("Add", ["a2", "bw"], ["lin"]),
-        helper.make_node(
-            "LabelEncoder",
-            ["city"],
-            ["city_id"],
-            domain="ai.onnx.ml",
-            keys_strings=["rome", "oslo"],
-            values_int64s=[1, 2],
-            default_int64=0,
-        ),  # fmt: skip
+        onnx_graphs.city_id_node(),
         helper.make_node("Gather", ["city_offsets", "city_id"], ["city_off"], axis=0),
         helper.make_node("Cast", ["flag"], ["flag_f"], to=TensorProto.FLOAT),
         helper.make_node("Mul", ["flag_f", "half"], ["flag_off"]),
