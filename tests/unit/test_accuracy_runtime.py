@@ -64,6 +64,16 @@ def validation() -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     return blobs(1, 400)
 
 
+def build_labelled(tmp_path: Path, model: Path, x: NDArray[np.float64], y: NDArray[np.int64], *extra: str) -> int:
+    """``reference --labels``: ``x`` saved as x.npy, ``y`` as y.npy, the reference written to ref.json, all under
+    ``tmp_path``; returns the exit code."""
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    return build_reference(
+        model, tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy"), *extra
+    )
+
+
 # -- reference --labels -------------------------------------------------------------------------------------------
 
 
@@ -95,9 +105,7 @@ def test_reference_labels_may_be_the_models_class_values(
     """Labels as the model's label output gives them (3 and 7 here), as the label join of `run` compares them."""
     path, estimator = train(tmp_path / "clf37.onnx", classes=(3, 7))
     x, y = validation
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", np.asarray([3, 7])[y])
-    assert build_reference(path, tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) == 0
+    assert build_labelled(tmp_path, path, x, np.asarray([3, 7])[y]) == 0
     doc = read_accuracy_estimator(tmp_path / "ref.json")
     assert doc is not None
     expected = float(np.mean(estimator.predict(x) == np.asarray([3, 7])[y]))
@@ -108,10 +116,7 @@ def test_reference_labels_follow_the_sampled_rows(
     tmp_path: Path, model: tuple[Path, Any], validation: tuple[NDArray[np.float64], NDArray[np.int64]]
 ) -> None:
     x, y = validation
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", y)
-    args = ["--labels", str(tmp_path / "y.npy"), "--sample-rows", "150"]
-    assert build_reference(model[0], tmp_path / "x.npy", tmp_path / "ref.json", *args) == 0
+    assert build_labelled(tmp_path, model[0], x, y, "--sample-rows", "150") == 0
     doc = read_accuracy_estimator(tmp_path / "ref.json")
     assert doc is not None and doc["n"] == 150
     assert 0.8 < doc["accuracy"] < 1.0  # rows and labels stayed paired (a shuffled pairing gives ~0.5)
@@ -121,11 +126,7 @@ def test_reference_labels_of_another_length_are_refused(
     tmp_path: Path, model: tuple[Path, Any], validation: tuple[NDArray[np.float64], NDArray[np.int64]], capsys: Any
 ) -> None:
     x, y = validation
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", y[:-1])
-    assert (
-        build_reference(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) != 0
-    )
+    assert build_labelled(tmp_path, model[0], x, y[:-1]) != 0
     assert "one class per --data row" in capsys.readouterr().err
     assert not (tmp_path / "ref.json").exists()
 
@@ -146,11 +147,7 @@ def test_run_loads_the_fit_of_a_labelled_reference(
     tmp_path: Path, model: tuple[Path, Any], validation: tuple[NDArray[np.float64], NDArray[np.int64]]
 ) -> None:
     x, y = validation
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", y)
-    assert (
-        build_reference(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) == 0
-    )
+    assert build_labelled(tmp_path, model[0], x, y) == 0
     rt = load_model_runtime(ModelSettings(name=MODEL, path=model[0], reference=tmp_path / "ref.json"))
     assert rt.accuracy_fit is not None and 0.85 < rt.accuracy_fit.accuracy < 0.97
 
