@@ -323,29 +323,24 @@ def test_score_help_documents_every_option() -> None:
     assert undocumented == []
 
 
+def python_m_monitor(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m monitor ARGS`` in a child process (60 s at most), its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "monitor", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 def test_score_python_m_monitor_writes_the_same_file(files: Files, tmp_path: Path) -> None:
     score(files.classifier, files.data_csv, tmp_path / "in_process.csv")
     args = ["score", "--model", str(files.classifier), "--data", str(files.data_csv)]
-    completed = subprocess.run(
-        [sys.executable, "-m", "monitor", *args, "--out", str(tmp_path / "module.csv")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    completed = python_m_monitor(*args, "--out", str(tmp_path / "module.csv"))
     assert completed.returncode == 0, completed.stderr
     assert (tmp_path / "module.csv").read_bytes() == (tmp_path / "in_process.csv").read_bytes()
 
 
 def test_score_python_m_monitor_exits_2_on_a_missing_file(files: Files, tmp_path: Path) -> None:
     args = ["score", "--model", str(files.classifier), "--data", str(tmp_path / "absent.csv")]
-    completed = subprocess.run(
-        [sys.executable, "-m", "monitor", *args, "--out", str(tmp_path / "out.csv")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    completed = python_m_monitor(*args, "--out", str(tmp_path / "out.csv"))
     assert (completed.returncode, completed.stderr.splitlines()[-1][:17]) == (2, "error: data file ")
 
 
