@@ -58,6 +58,20 @@ class ZooModel:
         return len(self.expected)
 
 
+#: every model of the zoo, by its builder's name (``build_<name>``)
+NAMES = [
+    "column_transformer_regressor",
+    "column_transformer_classifier",
+    "lightgbm_classifier",
+    "xgboost_classifier",
+    "cnn_digits",
+    "fixed_batch_one",
+    "int64_side_input",
+    "logits_only_classifier",
+    "multi_output_regressor",
+]
+
+
 def _save(model: onnx.ModelProto, path: Path) -> Path:
     onnx.checker.check_model(model)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -54,6 +54,31 @@ class AlertmanagerNotInstalledError(RuntimeError):
     """The Alertmanager binary is missing; the message says how to install it."""
 
 
+def stop_process(process: subprocess.Popen[Any] | None) -> None:
+    """SIGTERM a still-running child and wait up to 10 s; then SIGKILL it and wait up to 5 s more."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
+
+
+def start_logged(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start ``argv`` with its stdout and stderr written to ``log_path`` and no stdin."""
+    with log_path.open("wb") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def log_tail(path: Path | None) -> str:
+    """The last 4,000 characters of a service's log file ("" before it exists), for failure messages."""
+    if path is None or not path.exists():
+        return ""
+    return path.read_text(encoding="utf-8", errors="replace")[-4000:]
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:
@@ -168,20 +193,17 @@ class AlertmanagerService:
         config = tmp / "alertmanager.yml"
         config.write_text(CONFIG_TEMPLATE.format(webhook_url=self.webhook.url), encoding="utf-8")
         self._log_path = tmp / "alertmanager.log"
-        with self._log_path.open("wb") as log:
-            self._process = subprocess.Popen(
-                [
-                    self.binary,
-                    f"--config.file={config}",
-                    f"--storage.path={tmp / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--cluster.listen-address=",  # empty: no gossip cluster, no port 9094
-                    "--log.level=debug",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
+        self._process = start_logged(
+            [
+                self.binary,
+                f"--config.file={config}",
+                f"--storage.path={tmp / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--cluster.listen-address=",  # empty: no gossip cluster, no port 9094
+                "--log.level=debug",
+            ],
+            self._log_path,
+        )
         try:
             self._wait_ready()
         except BaseException:
@@ -210,13 +232,7 @@ class AlertmanagerService:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(5)
+        stop_process(self._process)
         self._process = None
         self.webhook.close()
         if self._tmp is not None:
@@ -225,9 +241,7 @@ class AlertmanagerService:
 
     def log(self) -> str:
         """Alertmanager's own log so far (for failure messages)."""
-        if self._log_path is None or not self._log_path.exists():
-            return ""
-        return self._log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
+        return log_tail(self._log_path)
 
     def alerts(self, **filters: str) -> list[dict[str, Any]]:
         """``GET /api/v2/alerts``; ``filters`` become ``filter=name="value"`` label matchers."""

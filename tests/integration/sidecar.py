@@ -26,6 +26,7 @@ from typing import IO, Any, Self
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker, free_port
+from tests.integration.model_fixtures import ClassifierFiles
 
 #: Bound on the process starting, loading the model and joining its consumer group (Tansu alone waits half the
 #: session timeout for a first join, and ~7 s when a second member joins).
@@ -386,3 +387,34 @@ def partitions_of(detail: Mapping[str, Any]) -> set[int]:
     """Partition numbers from a ``/readyz`` detail's ``"partitions"`` list (``"topic/3"`` → 3)."""
     parts: Sequence[str] = detail.get("partitions", [])
     return {int(p.rsplit("/", 1)[1]) for p in parts}
+
+
+def classifier_sidecar(
+    broker: Broker,
+    files: ClassifierFiles,
+    tmp_path: Path,
+    *,
+    topic: str,
+    group_id: str,
+    model_name: str,
+    state_dir: Path | None = None,
+    dead_letter_topic: str | None = None,
+    scores_topic: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Sidecar:
+    """A :class:`Sidecar` scoring the classifier of ``files`` (``--model`` and its ``--reference``) as ``model_name``,
+    with its state in ``tmp_path / "state"`` (unless ``state_dir`` is given) and its log at
+    ``tmp_path / "sidecar.log"`` (restarts append to it)."""
+    return Sidecar(
+        broker,
+        topic=topic,
+        group_id=group_id,
+        state_dir=tmp_path / "state" if state_dir is None else state_dir,
+        log_path=tmp_path / "sidecar.log",
+        model=files.onnx_path,
+        model_name=model_name,
+        reference=files.reference_path,
+        dead_letter_topic=dead_letter_topic,
+        scores_topic=scores_topic,
+        env=env,
+    )

@@ -13,6 +13,7 @@ they are never skipped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -32,11 +33,11 @@ import numpy as np
 import pytest
 import yaml
 
-from monitor.config import load_settings
+from monitor.config import Settings, load_settings
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.service import Service
 from monitor.source.replay import ReplaySource
-from tests.integration.alertmanager_service import free_port
+from tests.integration.alertmanager_service import free_port, log_tail, start_logged, stop_process
 from tests.unit import onnx_graphs
 
 pytestmark = pytest.mark.integration
@@ -115,19 +116,16 @@ class PrometheusService:
         config = tmp / "prometheus.yml"
         config.write_text(self._config, encoding="utf-8")
         self._log_path = tmp / "prometheus.log"
-        with self._log_path.open("wb") as log:
-            self._process = subprocess.Popen(
-                [
-                    self.binary,
-                    f"--config.file={config}",
-                    f"--storage.tsdb.path={tmp / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--log.level=warn",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
+        self._process = start_logged(
+            [
+                self.binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ],
+            self._log_path,
+        )
         try:
             self.wait_for(self._ready, "Prometheus /-/ready")
         except BaseException:
@@ -138,13 +136,7 @@ class PrometheusService:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(5)
+        stop_process(self._process)
         self._process = None
         if self._tmp is not None:
             self._tmp.cleanup()
@@ -152,9 +144,7 @@ class PrometheusService:
 
     def log(self) -> str:
         """Prometheus' own log so far (for failure messages)."""
-        if self._log_path is None or not self._log_path.exists():
-            return ""
-        return self._log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
+        return log_tail(self._log_path)
 
     def _ready(self) -> bool:
         assert self._process is not None
@@ -244,11 +234,19 @@ def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
             "state_dir": str(tmp / "state"),
         },
     )
+    with serving(settings, "sidecar") as service:
+        yield service
+
+
+@contextlib.contextmanager
+def serving(settings: Settings, thread_name: str) -> Iterator[Service]:
+    """The production service for ``settings``, scoring a looping replay of 2,000 events at 400 ev/s on a thread
+    of its own; stopped on exit, which must take under 30 s."""
     source = ReplaySource(_events(2000, seed=1), rate=400.0, loop=True)
     service = Service(settings, source, [load_model_runtime(m) for m in settings.models], serve_metrics=True)
     stop = threading.Event()
     with service:
-        worker = threading.Thread(target=service.run, args=(stop,), name="sidecar", daemon=True)
+        worker = threading.Thread(target=service.run, args=(stop,), name=thread_name, daemon=True)
         worker.start()
         try:
             yield service

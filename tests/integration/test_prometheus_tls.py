@@ -13,7 +13,6 @@ they are never skipped.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from monitor.errors import ConfigError
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.service import Service
 from monitor.source.replay import ReplaySource
-from tests.integration.test_prometheus_scrape import RULES, PrometheusService, _events
+from tests.integration.test_prometheus_scrape import RULES, PrometheusService, serving
 from tests.unit import onnx_graphs
 from tests.unit.tls_certs import CertFiles, self_signed
 
@@ -93,19 +92,8 @@ def _settings(tmp: Path, web_config: Path) -> Any:
 
 @pytest.fixture(scope="module")
 def sidecar(tmp_path_factory: pytest.TempPathFactory, web_config: Path) -> Iterator[Service]:
-    settings = _settings(tmp_path_factory.mktemp("sidecar"), web_config)
-    source = ReplaySource(_events(2000, seed=1), rate=400.0, loop=True)
-    service = Service(settings, source, [load_model_runtime(m) for m in settings.models], serve_metrics=True)
-    stop = threading.Event()
-    with service:
-        worker = threading.Thread(target=service.run, args=(stop,), name="sidecar-tls", daemon=True)
-        worker.start()
-        try:
-            yield service
-        finally:
-            stop.set()
-            worker.join(30)
-    assert not worker.is_alive(), "the sidecar did not stop within 30 s of its stop event"
+    with serving(_settings(tmp_path_factory.mktemp("sidecar"), web_config), "sidecar-tls") as service:
+        yield service
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 from monitor import telemetry as tel
 from tests.integration.brokers import Broker
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
-from tests.integration.sidecar import Sidecar
+from tests.integration.sidecar import classifier_sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
     MODEL,
@@ -40,16 +40,7 @@ def test_run_scores_every_event_of_a_burst_at_default_settings(
 ) -> None:
     group = group_name()
     burst = valid_events(classifier, BURST, prefix="burst")
-    with Sidecar(
-        kafka_broker,
-        topic=topic,
-        group_id=group,
-        state_dir=tmp_path / "state",
-        log_path=tmp_path / "sidecar.log",
-        model=classifier.onnx_path,
-        model_name=MODEL,
-        reference=classifier.reference_path,
-    ) as car:
+    with classifier_sidecar(kafka_broker, classifier, tmp_path, topic=topic, group_id=group, model_name=MODEL) as car:
         car.wait_ready()
         ends = produce(kafka_broker, topic, burst.messages)
         settled = car.wait_for_metrics(

@@ -18,7 +18,7 @@ from monitor import telemetry as tel
 from tests.integration.brokers import Broker
 from tests.integration.conftest import broker_for_both_clients
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
-from tests.integration.sidecar import Scrape, Sidecar
+from tests.integration.sidecar import Scrape, Sidecar, classifier_sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
     MODEL,
@@ -51,18 +51,31 @@ def consumed(s: Scrape) -> float:
 
 
 def sidecar(broker: Broker, topic: str, group: str, tmp_path: Path, files: ClassifierFiles, **env: str) -> Sidecar:
-    return Sidecar(
+    return classifier_sidecar(
         broker,
+        files,
+        tmp_path,
         topic=topic,
         group_id=group,
-        state_dir=tmp_path / "state",
-        log_path=tmp_path / "sidecar.log",
-        model=files.onnx_path,
         model_name=MODEL,
-        reference=files.reference_path,
         dead_letter_topic=f"{topic}-dlq",
         scores_topic=f"{topic}-scores",
         env=run_env(0, **env),
+    )
+
+
+def side_topics(broker: Broker, topic: str) -> None:
+    """The dead-letter topic (1 partition) and the scores topic (4) that :func:`sidecar` names after ``topic``."""
+    broker.create_topic(f"{topic}-dlq", 1)
+    broker.create_topic(f"{topic}-scores", 4)
+
+
+def all_committed(car: Sidecar, topic: str, group: str, ends: dict[int, int], what: str) -> Scrape:
+    """Wait for ``car`` to be ready, then for its group to have committed ``ends`` on ``topic``; returns the settled
+    ``/metrics`` page."""
+    car.wait_ready()
+    return car.wait_for_metrics(
+        lambda s: committed_offsets(car.broker, topic, group) == ends, what, DRAIN_TIMEOUT_SECONDS, settle_seconds=0.5
     )
 
 
@@ -70,8 +83,7 @@ def test_run_killed_before_its_first_checkpoint_loses_no_event(
     kafka_broker: Broker, topic: str, classifier: ClassifierFiles, tmp_path: Path
 ) -> None:
     group = group_name()
-    kafka_broker.create_topic(f"{topic}-dlq", 1)
-    kafka_broker.create_topic(f"{topic}-scores", 4)
+    side_topics(kafka_broker, topic)
     batch = valid_events(classifier, 3000, prefix="k")
     with sidecar(
         kafka_broker, topic, group, tmp_path, classifier, HARMONIC_CHECKPOINT_SECONDS=CHECKPOINT_SECONDS
@@ -87,13 +99,7 @@ def test_run_killed_before_its_first_checkpoint_loses_no_event(
     # nothing was checkpointed (unless a rebalance made the group checkpoint what it held: a slow machine's
     # session timeout), so the broker delivers again every event the saved state does not hold
     with sidecar(kafka_broker, topic, group, tmp_path, classifier) as second:
-        second.wait_ready()
-        settled = second.wait_for_metrics(
-            lambda s: committed_offsets(kafka_broker, topic, group) == ends,
-            "the restarted sidecar to apply and commit every event",
-            DRAIN_TIMEOUT_SECONDS,
-            settle_seconds=0.5,
-        )
+        settled = all_committed(second, topic, group, ends, "the restarted sidecar to apply and commit every event")
         # every event's effect is there exactly once: counted, scored, its score published
         assert consumed(settled) == len(batch.messages)
         assert settled.total(tel.EVENTS_SCORED_TOTAL.name) == len(batch.messages)
@@ -109,8 +115,7 @@ def test_run_killed_with_an_invalid_record_in_flight_reprocesses_it_once(
     kafka_broker: Broker, topic: str, classifier: ClassifierFiles, tmp_path: Path
 ) -> None:
     group = group_name()
-    kafka_broker.create_topic(f"{topic}-dlq", 1)
-    kafka_broker.create_topic(f"{topic}-scores", 4)
+    side_topics(kafka_broker, topic)
     good = valid_events(classifier, 400, prefix="g")
     poison_doc = {"id": "poison", "model": MODEL, "ts": 1_795_000_000_000}
     width = len(classifier.events[0])
@@ -131,13 +136,7 @@ def test_run_killed_with_an_invalid_record_in_flight_reprocesses_it_once(
     marker = tmp_path / "state" / "inflight.json"
     assert marker.exists()
     with sidecar(kafka_broker, topic, group, tmp_path, classifier) as second:
-        second.wait_ready()
-        settled = second.wait_for_metrics(
-            lambda s: committed_offsets(kafka_broker, topic, group) == ends,
-            "the restarted sidecar to apply and commit every record",
-            DRAIN_TIMEOUT_SECONDS,
-            settle_seconds=0.5,
-        )
+        settled = all_committed(second, topic, group, ends, "the restarted sidecar to apply and commit every record")
         assert consumed(settled) == len(messages)
         assert settled.total(tel.EVENTS_SCORED_TOTAL.name) == len(good.messages)
         invalid = {k: v for k, v in settled.by_label(tel.EVENTS_INVALID_TOTAL.name, "reason").items() if v}

@@ -21,7 +21,7 @@ from monitor.source.rdkafka import new_rd_producer
 from monitor.source.validate import INVALID_REASONS
 from tests.integration.brokers import Broker, Kafka09Broker
 from tests.integration.model_fixtures import ClassifierFiles
-from tests.integration.sidecar import Sidecar
+from tests.integration.sidecar import Sidecar, classifier_sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
     MODEL,
@@ -53,15 +53,14 @@ def test_librdkafka_client_scores_dead_letters_and_commits(
     group, state = group_name(), tmp_path / "state"
 
     def sidecar() -> Sidecar:
-        return Sidecar(
+        return classifier_sidecar(
             kafka_broker,
+            classifier,
+            tmp_path,
             topic=topic,
             group_id=group,
-            state_dir=state,
-            log_path=tmp_path / "sidecar.log",
-            model=classifier.onnx_path,
             model_name=MODEL,
-            reference=classifier.reference_path,
+            state_dir=state,
             dead_letter_topic=dead_letters,
             scores_topic=scores,
             env=run_env(0, HARMONIC_KAFKA__CLIENT="librdkafka"),

@@ -21,7 +21,7 @@ from monitor import telemetry as tel
 from tests.integration.brokers import Broker
 from tests.integration.conftest import broker_for_both_clients
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
-from tests.integration.sidecar import Sidecar
+from tests.integration.sidecar import Sidecar, classifier_sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
     MODEL,
@@ -85,15 +85,13 @@ def test_run_survives_every_poison_record_and_accounts_for_every_event(
     good = valid_events(classifier, 1000, prefix="ok")
 
     def sidecar() -> Sidecar:
-        return Sidecar(
+        return classifier_sidecar(
             kafka_broker,
+            classifier,
+            tmp_path,
             topic=topic,
             group_id=group,
-            state_dir=tmp_path / "state",
-            log_path=tmp_path / "sidecar.log",
-            model=classifier.onnx_path,
             model_name=MODEL,
-            reference=classifier.reference_path,
             dead_letter_topic=dlq,
             scores_topic=scores,
             env=run_env(0, HARMONIC_SEGMENTS__MAX_VERSIONS=str(MAX_VERSIONS)),

@@ -20,7 +20,7 @@ from monitor import telemetry as tel
 from tests.integration.brokers import Broker
 from tests.integration.conftest import broker_for_both_clients
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
-from tests.integration.sidecar import Sidecar
+from tests.integration.sidecar import Sidecar, classifier_sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
     MODEL,
@@ -73,15 +73,14 @@ def test_run_stays_up_and_commits_nothing_while_its_state_dir_is_read_only_or_fu
     group = group_name()
 
     def sidecar() -> Sidecar:
-        return Sidecar(
+        return classifier_sidecar(
             kafka_broker,
+            classifier,
+            tmp_path,
             topic=topic,
             group_id=group,
-            state_dir=state_dir,
-            log_path=tmp_path / "sidecar.log",
-            model=classifier.onnx_path,
             model_name=MODEL,
-            reference=classifier.reference_path,
+            state_dir=state_dir,
             env=run_env(0, HARMONIC_CHECKPOINT_SECONDS="1"),
         )
 

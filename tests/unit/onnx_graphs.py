@@ -61,6 +61,19 @@ def _input(n_features: int, name: str = "x") -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, ["N", n_features])
 
 
+def city_id_node() -> onnx.NodeProto:
+    """An ai.onnx.ml LabelEncoder from the string input ``city`` to the int64 ``city_id``: rome 1, oslo 2, else 0."""
+    return helper.make_node(
+        "LabelEncoder",
+        ["city"],
+        ["city_id"],
+        domain="ai.onnx.ml",
+        keys_strings=["rome", "oslo"],
+        values_int64s=[1, 2],
+        default_int64=0,
+    )
+
+
 def linear_regressor(
     path: Path, weights: ArrayLike, bias: ArrayLike = 0.0, *, output: str = "y", flat: bool = False
 ) -> Path:
@@ -307,6 +320,26 @@ def odd_batch_failing_model(path: Path) -> Path:
         initializer=inits,
     )
     return _save(graph, path)
+
+
+def batch_bound(path: Path, *, opset: int = OPSET) -> Path:
+    """A [1, 3] model whose batch cannot be freed: it flattens its one row to a rank-1 [3] and back (y = x + [1, 2, 3])."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Reshape", ["x", "flat"], ["row"]),
+            helper.make_node("Add", ["row", "c"], ["shifted"]),
+            helper.make_node("Reshape", ["shifted", "back"], ["y"]),
+        ],
+        "bound",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+        initializer=[
+            _const("c", [1.0, 2.0, 3.0]),
+            _const("flat", [3], np.int64),
+            _const("back", [1, 3], np.int64),
+        ],
+    )
+    return _save(graph, path, opsets=(("", opset),))
 
 
 def bool_output_model(path: Path, n_features: int = 2) -> Path:

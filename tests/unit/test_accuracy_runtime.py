@@ -9,9 +9,7 @@ skl2onnx; every window scored by the real :class:`~monitor.metrics.scorer.Robust
 from __future__ import annotations
 
 import json
-import logging
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,6 @@ from numpy.typing import NDArray
 
 from monitor import telemetry as tel
 from monitor.accuracy import DEFAULT_METHOD, METHODS, EstimatorFit, fit_from_scores
-from monitor.cli import main
 from monitor.config import AccuracySettings, ModelSettings, load_settings
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
@@ -33,21 +30,12 @@ from monitor.rolling.scores import ScoreSamples
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.watch import ACCURACY_ALERT, ModelWatch, WatchConfig
 from tests.unit.onnx_graphs import sklearn_to_onnx
+from tests.unit.reference_cli import build_reference
 
 MODEL = "blobs"
 T0 = 1_795_000_000.0
 SPACING = 0.01  # seconds of event time per event
 COUNT = 500
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logging() -> Iterator[None]:
-    """main() installs its own root handler on stderr; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def blobs(seed: int, n: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
@@ -76,8 +64,14 @@ def validation() -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     return blobs(1, 400)
 
 
-def build(model: Path, data: Path, out: Path, *extra: str) -> int:
-    return main(["reference", "--model", str(model), "--data", str(data), "--out", str(out), *extra])
+def build_labelled(tmp_path: Path, model: Path, x: NDArray[np.float64], y: NDArray[np.int64], *extra: str) -> int:
+    """``reference --labels``: ``x`` saved as x.npy, ``y`` as y.npy, the reference written to ref.json, all under
+    ``tmp_path``; returns the exit code."""
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    return build_reference(
+        model, tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy"), *extra
+    )
 
 
 # -- reference --labels -------------------------------------------------------------------------------------------
@@ -89,7 +83,9 @@ def test_reference_labels_stores_a_fit_that_round_trips(
     x, y = validation
     np.save(tmp_path / "x.npy", x)
     np.savetxt(tmp_path / "y.csv", y, fmt="%d")
-    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.csv")) == 0
+    assert (
+        build_reference(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.csv")) == 0
+    )
     doc = read_accuracy_estimator(tmp_path / "ref.json")
     assert doc is not None
     fit = EstimatorFit.from_dict(doc)
@@ -109,9 +105,7 @@ def test_reference_labels_may_be_the_models_class_values(
     """Labels as the model's label output gives them (3 and 7 here), as the label join of `run` compares them."""
     path, estimator = train(tmp_path / "clf37.onnx", classes=(3, 7))
     x, y = validation
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", np.asarray([3, 7])[y])
-    assert build(path, tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) == 0
+    assert build_labelled(tmp_path, path, x, np.asarray([3, 7])[y]) == 0
     doc = read_accuracy_estimator(tmp_path / "ref.json")
     assert doc is not None
     expected = float(np.mean(estimator.predict(x) == np.asarray([3, 7])[y]))
@@ -122,10 +116,7 @@ def test_reference_labels_follow_the_sampled_rows(
     tmp_path: Path, model: tuple[Path, Any], validation: tuple[NDArray[np.float64], NDArray[np.int64]]
 ) -> None:
     x, y = validation
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", y)
-    args = ["--labels", str(tmp_path / "y.npy"), "--sample-rows", "150"]
-    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json", *args) == 0
+    assert build_labelled(tmp_path, model[0], x, y, "--sample-rows", "150") == 0
     doc = read_accuracy_estimator(tmp_path / "ref.json")
     assert doc is not None and doc["n"] == 150
     assert 0.8 < doc["accuracy"] < 1.0  # rows and labels stayed paired (a shuffled pairing gives ~0.5)
@@ -135,9 +126,7 @@ def test_reference_labels_of_another_length_are_refused(
     tmp_path: Path, model: tuple[Path, Any], validation: tuple[NDArray[np.float64], NDArray[np.int64]], capsys: Any
 ) -> None:
     x, y = validation
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", y[:-1])
-    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) != 0
+    assert build_labelled(tmp_path, model[0], x, y[:-1]) != 0
     assert "one class per --data row" in capsys.readouterr().err
     assert not (tmp_path / "ref.json").exists()
 
@@ -147,7 +136,7 @@ def test_a_reference_without_labels_still_loads_and_holds_no_fit(
 ) -> None:
     x, _ = validation
     np.save(tmp_path / "x.npy", x)
-    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json") == 0
+    assert build_reference(model[0], tmp_path / "x.npy", tmp_path / "ref.json") == 0
     assert ACCURACY_KEY not in json.loads((tmp_path / "ref.json").read_text())
     assert read_accuracy_estimator(tmp_path / "ref.json") is None
     rt = load_model_runtime(ModelSettings(name=MODEL, path=model[0], reference=tmp_path / "ref.json"))
@@ -158,9 +147,7 @@ def test_run_loads_the_fit_of_a_labelled_reference(
     tmp_path: Path, model: tuple[Path, Any], validation: tuple[NDArray[np.float64], NDArray[np.int64]]
 ) -> None:
     x, y = validation
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", y)
-    assert build(model[0], tmp_path / "x.npy", tmp_path / "ref.json", "--labels", str(tmp_path / "y.npy")) == 0
+    assert build_labelled(tmp_path, model[0], x, y) == 0
     rt = load_model_runtime(ModelSettings(name=MODEL, path=model[0], reference=tmp_path / "ref.json"))
     assert rt.accuracy_fit is not None and 0.85 < rt.accuracy_fit.accuracy < 0.97
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import csv
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import joblib
@@ -16,16 +14,6 @@ from monitor.cli import main
 from monitor.errors import ModelError
 from monitor.model.convert import convert_estimator
 from tests.unit.onnx_graphs import training_blobs
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logging() -> Iterator[None]:
-    """main() installs its own root handler on stderr; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture(scope="module")

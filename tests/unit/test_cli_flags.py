@@ -8,28 +8,21 @@ README, docs and users' scripts call these flags. A change that is meant is reco
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "gen_cli_flags.py"
+from tests.unit.repo_scripts import REPO, load_script
+
 SNAPSHOT = REPO / "tests" / "unit" / "data" / "cli_flags.json"
 
 
 @pytest.fixture(scope="module")
 def gen() -> ModuleType:
     """scripts/gen_cli_flags.py imported as a module (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("gen_cli_flags", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_cli_flags")
 
 
 def test_every_command_keeps_its_flags_and_defaults(gen: ModuleType) -> None:

@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from monitor.cli import main
 from monitor.errors import DataError
 from monitor.rolling.reference_file import REFERENCE_FORMAT, REFERENCE_VERSION, read_reference
 from tests.unit.onnx_graphs import training_blobs, zipmap_classifier
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logging() -> Iterator[None]:
-    """main() installs its own root handler on stderr; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+from tests.unit.reference_cli import build_reference, reference_from_rows
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +30,7 @@ def rows() -> NDArray[np.float64]:
 
 @pytest.fixture(scope="module")
 def reference_json(tmp_path_factory: pytest.TempPathFactory, model: Path, rows: NDArray[np.float64]) -> Path:
-    root = tmp_path_factory.mktemp("reference_json")
-    np.save(root / "rows.npy", rows)
-    out = root / "ref.json"
-    assert build(model, root / "rows.npy", out, "--feature-names", "age,income") == 0
-    return out
-
-
-def build(model: Path, data: Path, out: Path, *extra: str) -> int:
-    return main(["reference", "--model", str(model), "--data", str(data), "--out", str(out), *extra])
+    return reference_from_rows(tmp_path_factory.mktemp("reference_json"), model, rows, "--feature-names", "age,income")
 
 
 def test_reference_writes_format_version_standardizer_and_reference(reference_json: Path) -> None:
@@ -71,19 +51,19 @@ def test_read_reference_round_trips_events_and_feature_names(reference_json: Pat
 
 def test_reference_samples_at_most_sample_rows(tmp_path: Path, model: Path, rows: NDArray[np.float64]) -> None:
     np.save(tmp_path / "rows.npy", rows)
-    build(model, tmp_path / "rows.npy", tmp_path / "ref.json", "--sample-rows", "25")
+    build_reference(model, tmp_path / "rows.npy", tmp_path / "ref.json", "--sample-rows", "25")
     assert read_reference(tmp_path / "ref.json", 2)[1].n_events == 25
 
 
 def test_reference_skips_a_numbered_header_row(tmp_path: Path, model: Path, rows: NDArray[np.float64]) -> None:
     np.savetxt(tmp_path / "rows.csv", rows, delimiter=",", header="0,1", comments="")
-    assert build(model, tmp_path / "rows.csv", tmp_path / "ref.json") == 0
+    assert build_reference(model, tmp_path / "rows.csv", tmp_path / "ref.json") == 0
     assert read_reference(tmp_path / "ref.json", 2)[1].n_events == rows.shape[0]
 
 
 def test_reference_header_yes_skips_the_first_row(tmp_path: Path, model: Path, rows: NDArray[np.float64]) -> None:
     np.savetxt(tmp_path / "rows.csv", rows, delimiter=",")
-    assert build(model, tmp_path / "rows.csv", tmp_path / "ref.json", "--header", "yes") == 0
+    assert build_reference(model, tmp_path / "rows.csv", tmp_path / "ref.json", "--header", "yes") == 0
     assert read_reference(tmp_path / "ref.json", 2)[1].n_events == rows.shape[0] - 1
 
 
@@ -93,7 +73,7 @@ def test_reference_needs_ten_finite_rows(
     few = rows[:12].copy()
     few[:5, 0] = np.nan
     np.save(tmp_path / "few.npy", few)
-    assert build(model, tmp_path / "few.npy", tmp_path / "ref.json") == 2
+    assert build_reference(model, tmp_path / "few.npy", tmp_path / "ref.json") == 2
     assert "has 7 finite rows; a reference needs at least 10" in capsys.readouterr().err
 
 
@@ -101,7 +81,7 @@ def test_reference_rejects_feature_names_of_the_wrong_count(
     tmp_path: Path, model: Path, rows: NDArray[np.float64], capsys: pytest.CaptureFixture[str]
 ) -> None:
     np.save(tmp_path / "rows.npy", rows)
-    assert build(model, tmp_path / "rows.npy", tmp_path / "ref.json", "--feature-names", "a,b,c") == 2
+    assert build_reference(model, tmp_path / "rows.npy", tmp_path / "ref.json", "--feature-names", "a,b,c") == 2
     assert "--feature-names lists 3 names; the model takes 2 features" in capsys.readouterr().err
 
 
@@ -160,5 +140,5 @@ def test_reference_refuses_a_sample_rows_below_one_naming_the_flag(
     tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        build(model, tmp_path / "rows.npy", tmp_path / "ref.json", "--sample-rows", value)
+        build_reference(model, tmp_path / "rows.npy", tmp_path / "ref.json", "--sample-rows", value)
     assert exit_info.value.code == 2 and "argument --sample-rows: " in capsys.readouterr().err

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,16 +75,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Files:
     np.savetxt(f.data_csv_header, rows, delimiter=",", header="a,b,c", comments="")
     np.save(f.data_npy, rows)
     return f
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logging() -> Iterator[None]:
-    """main() installs its own root handler on stderr; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def score(model: Path, data: Path, out: Path, *extra: str) -> int:
@@ -335,29 +323,24 @@ def test_score_help_documents_every_option() -> None:
     assert undocumented == []
 
 
+def python_m_monitor(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m monitor ARGS`` in a child process (60 s at most), its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "monitor", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 def test_score_python_m_monitor_writes_the_same_file(files: Files, tmp_path: Path) -> None:
     score(files.classifier, files.data_csv, tmp_path / "in_process.csv")
     args = ["score", "--model", str(files.classifier), "--data", str(files.data_csv)]
-    completed = subprocess.run(
-        [sys.executable, "-m", "monitor", *args, "--out", str(tmp_path / "module.csv")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    completed = python_m_monitor(*args, "--out", str(tmp_path / "module.csv"))
     assert completed.returncode == 0, completed.stderr
     assert (tmp_path / "module.csv").read_bytes() == (tmp_path / "in_process.csv").read_bytes()
 
 
 def test_score_python_m_monitor_exits_2_on_a_missing_file(files: Files, tmp_path: Path) -> None:
     args = ["score", "--model", str(files.classifier), "--data", str(tmp_path / "absent.csv")]
-    completed = subprocess.run(
-        [sys.executable, "-m", "monitor", *args, "--out", str(tmp_path / "out.csv")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    completed = python_m_monitor(*args, "--out", str(tmp_path / "out.csv"))
     assert (completed.returncode, completed.stderr.splitlines()[-1][:17]) == (2, "error: data file ")
 
 

@@ -156,15 +156,33 @@ def test_load_settings_without_a_model_says_how_to_add_one() -> None:
         load_settings(None)
 
 
-def test_load_settings_rejects_duplicate_model_names(tmp_path: Path) -> None:
-    path = write_yaml(tmp_path, "models:\n  - {name: a, path: a.onnx}\n  - {name: a, path: b.onnx}\n")
-    with pytest.raises(ConfigError, match=r"'models': model names must be unique; repeated: \['a'\]"):
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        pytest.param(
+            "models:\n  - {name: a, path: a.onnx}\n  - {name: a, path: b.onnx}\n",
+            r"'models': model names must be unique; repeated: \['a'\]",
+            id="duplicate_model_names",
+        ),
+        pytest.param(
+            "models:\n  - name: m\n", r"'models\.0\.path': Field required", id="a_missing_required_model_field"
+        ),
+        # YAML reads 2.10 as the float 2.1: accepting numbers would silently pin the wrong version
+        pytest.param(
+            ONE_MODEL + "kafka:\n  api_version: 2.10\n",
+            r"'kafka\.api_version': write the version as a quoted string",
+            id="an_unquoted_yaml_api_version",
+        ),
+        pytest.param("models: [unclosed\n", r"config file '.*monitor\.yaml' is not valid YAML", id="invalid_yaml"),
+        pytest.param(
+            "- a\n- b\n", r"must be a mapping at the top level; got list", id="a_top_level_that_is_not_a_mapping"
+        ),
+    ],
+)
+def test_load_settings_rejects_a_bad_config_file_with_its_reason(tmp_path: Path, text: str, match: str) -> None:
+    path = write_yaml(tmp_path, text)
+    with pytest.raises(ConfigError, match=match):
         load_settings(path)
-
-
-def test_load_settings_names_a_missing_required_model_field(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"'models\.0\.path': Field required"):
-        load_settings(write_yaml(tmp_path, "models:\n  - name: m\n"))
 
 
 @pytest.mark.parametrize(("text", "expected"), [("0.9", (0, 9)), ("2.8.1", (2, 8, 1)), (None, None)])
@@ -181,13 +199,6 @@ def test_load_settings_rejects_an_api_version_that_is_not_dotted_numbers(text: s
         load_settings(None, flags)
 
 
-def test_load_settings_rejects_an_unquoted_yaml_api_version(tmp_path: Path) -> None:
-    # YAML reads 2.10 as the float 2.1: accepting numbers would silently pin the wrong version
-    path = write_yaml(tmp_path, ONE_MODEL + "kafka:\n  api_version: 2.10\n")
-    with pytest.raises(ConfigError, match=r"'kafka\.api_version': write the version as a quoted string"):
-        load_settings(path)
-
-
 def test_load_settings_accepts_an_api_version_from_the_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARMONIC_KAFKA__API_VERSION", "0.9")
     assert load_settings(write_yaml(tmp_path, ONE_MODEL)).kafka.api_version_tuple() == (0, 9)
@@ -197,18 +208,6 @@ def test_kafka_settings_api_version_tuple_rejects_an_unvalidated_value() -> None
     unchecked = KafkaSettings.model_construct(api_version="x")
     with pytest.raises(ConfigError, match=r"kafka\.api_version 'x' is not like '0\.9' or '2\.8\.1'"):
         unchecked.api_version_tuple()
-
-
-def test_load_settings_rejects_invalid_yaml(tmp_path: Path) -> None:
-    path = write_yaml(tmp_path, "models: [unclosed\n")
-    with pytest.raises(ConfigError, match=r"config file '.*monitor\.yaml' is not valid YAML"):
-        load_settings(path)
-
-
-def test_load_settings_rejects_a_top_level_that_is_not_a_mapping(tmp_path: Path) -> None:
-    path = write_yaml(tmp_path, "- a\n- b\n")
-    with pytest.raises(ConfigError, match=r"must be a mapping at the top level; got list"):
-        load_settings(path)
 
 
 def test_load_settings_rejects_a_missing_file(tmp_path: Path) -> None:

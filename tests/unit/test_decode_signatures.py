@@ -28,6 +28,7 @@ from monitor.source.decode import EventDecoder
 from monitor.source.kserve import KServeRequest
 from monitor.source.kserve_join import KServeJoiner
 from monitor.source.validate import INVALID_REASONS, ModelSchema
+from tests.unit import onnx_graphs
 from tests.unit.test_decode import TS, ce_headers
 
 # ---------------------------------------------------------------------- models
@@ -74,15 +75,7 @@ def mixed_model() -> onnx.ModelProto:
         [
             helper.make_node("Mul", ["a", "two"], ["a2"]),
             helper.make_node("MatMul", ["b", "wb"], ["bw"]),
-            helper.make_node(
-                "LabelEncoder",
-                ["city"],
-                ["city_id"],
-                domain="ai.onnx.ml",
-                keys_strings=["rome", "oslo"],
-                values_int64s=[1, 2],
-                default_int64=0,
-            ),
+            onnx_graphs.city_id_node(),
             helper.make_node("Gather", ["offsets", "city_id"], ["city_off"], axis=0),
             helper.make_node("Reshape", ["city_off", "col"], ["city_col"]),
             helper.make_node("Add", ["a2", "bw"], ["lin"]),

@@ -6,9 +6,7 @@ a file that no longer loads as valid settings (the compose example mounts it as 
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -19,21 +17,15 @@ import yaml
 from pydantic import BaseModel
 
 from monitor.config import ModelSettings, Settings, load_settings
+from tests.unit.repo_scripts import REPO, load_script
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "gen_example_config.py"
 EXAMPLE = REPO / "deploy" / "monitor.example.yaml"
 
 
 @pytest.fixture(scope="module")
 def gen() -> ModuleType:
     """scripts/gen_example_config.py imported as a module (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("gen_example_config", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_example_config")
 
 
 def _keys(model: type[BaseModel], prefix: str = "") -> Iterator[str]:

@@ -7,8 +7,6 @@ import contextlib
 import csv
 import io
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,16 +26,6 @@ COLOURS = ("red", "green", "blue")
 
 CITIES = ["paris", "oslo", "rome", "lima"]
 SHARES = [0.5, 0.3, 0.195, 0.005]  # lima is rare: the reference must still know it
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logging() -> Iterator[None]:
-    """main() installs its own root handler on stderr; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def held_reference(n: int = 5000) -> Reference:

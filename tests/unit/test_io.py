@@ -69,34 +69,36 @@ def test_load_rows_names_the_path_on_the_error(tmp_path: Path) -> None:
     assert info.value.path == str(tmp_path / "absent.csv")
 
 
-def test_load_rows_rejects_an_unknown_extension(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"has extension '\.parquet'; expected \.csv or \.npy"):
-        load_rows(_write(tmp_path / "x.parquet", "1,2\n"))
-
-
-def test_load_rows_rejects_a_ragged_csv(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"'.*x\.csv' line 3 has 3 columns; expected 2 like the rows before it"):
-        load_rows(_write(tmp_path / "x.csv", "1,2\n3,4\n5,6,7\n"))
-
-
-def test_load_rows_rejects_data_rows_wider_than_the_header(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match="line 2 has 3 columns; expected 2"):
-        load_rows(_write(tmp_path / "x.csv", "a,b\n1,2,3\n"))
-
-
-def test_load_rows_rejects_a_non_numeric_value_after_the_first_row(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"line 3 has a non-numeric value: could not convert string to float: 'abc'"):
-        load_rows(_write(tmp_path / "x.csv", "a,b\n1,2\nabc,4\n"))
-
-
-def test_load_rows_rejects_a_csv_with_only_a_header(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"'.*x\.csv' contains no data rows"):
-        load_rows(_write(tmp_path / "x.csv", "a,b\n"))
-
-
-def test_load_rows_rejects_an_empty_csv(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match="contains no data rows"):
-        load_rows(_write(tmp_path / "x.csv", ""))
+@pytest.mark.parametrize(
+    ("name", "text", "match"),
+    [
+        pytest.param(
+            "x.parquet", "1,2\n", r"has extension '\.parquet'; expected \.csv or \.npy", id="an_unknown_extension"
+        ),
+        pytest.param(
+            "x.csv",
+            "1,2\n3,4\n5,6,7\n",
+            r"'.*x\.csv' line 3 has 3 columns; expected 2 like the rows before it",
+            id="a_ragged_csv",
+        ),
+        pytest.param("x.csv", "a,b\n1,2,3\n", "line 2 has 3 columns; expected 2", id="data_rows_wider_than_the_header"),
+        pytest.param(
+            "x.csv",
+            "a,b\n1,2\nabc,4\n",
+            r"line 3 has a non-numeric value: could not convert string to float: 'abc'",
+            id="a_non_numeric_value_after_the_first_row",
+        ),
+        pytest.param("x.csv", "a,b\n", r"'.*x\.csv' contains no data rows", id="a_csv_with_only_a_header"),
+        pytest.param("x.csv", "", "contains no data rows", id="an_empty_csv"),
+        pytest.param(
+            "x.npy", "1,2\n3,4\n", r"cannot read '.*x\.npy' as a NumPy \.npy array", id="an_npy_file_that_is_not_numpy"
+        ),
+        pytest.param("x.npy", "", r"cannot read '.*x\.npy' as a NumPy \.npy array", id="an_empty_npy_file"),
+    ],
+)
+def test_load_rows_rejects_a_bad_file_with_its_reason(tmp_path: Path, name: str, text: str, match: str) -> None:
+    with pytest.raises(DataError, match=match):
+        load_rows(_write(tmp_path / name, text))
 
 
 def test_load_rows_rejects_a_csv_that_is_not_utf8(tmp_path: Path) -> None:
@@ -104,16 +106,6 @@ def test_load_rows_rejects_a_csv_that_is_not_utf8(tmp_path: Path) -> None:
     path.write_bytes("café,prix\n1,2\n".encode("latin-1"))
     with pytest.raises(DataError, match=r"'.*latin1\.csv' is not UTF-8 text .*; save it as UTF-8 CSV"):
         load_rows(path)
-
-
-def test_load_rows_rejects_an_npy_file_that_is_not_numpy(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"cannot read '.*x\.npy' as a NumPy \.npy array"):
-        load_rows(_write(tmp_path / "x.npy", "1,2\n3,4\n"))
-
-
-def test_load_rows_rejects_an_empty_npy_file(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"cannot read '.*x\.npy' as a NumPy \.npy array"):
-        load_rows(_write(tmp_path / "x.npy", ""))
 
 
 def test_load_rows_rejects_a_3d_npy_array(tmp_path: Path) -> None:

@@ -6,30 +6,21 @@ use it), or without regenerating the page, fails here.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from monitor import telemetry as tel
 from monitor.telemetry import METRICS, MetricSpec
+from tests.unit.repo_scripts import REPO, load_script
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "gen_metrics_doc.py"
 DOC = REPO / "docs" / "METRICS.md"
 
 
 @pytest.fixture(scope="module")
 def gen() -> ModuleType:
     """scripts/gen_metrics_doc.py imported as a module (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("gen_metrics_doc", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_metrics_doc")
 
 
 def test_metrics_doc_is_up_to_date(gen: ModuleType) -> None:

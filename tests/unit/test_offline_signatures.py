@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -201,16 +199,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Files:
         root / "images_named.csv", [names[k] for k in order], [[repr(float(row[k])) for k in order] for row in flat]
     )
     return f
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logging() -> Iterator[None]:
-    """main() installs its own root handler on stderr; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def score(model: Path, data: Path, out: Path, *extra: str) -> int:

@@ -21,7 +21,7 @@ from monitor.config import Settings
 from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.state import STATE_FILE, STATE_VERSION
 from monitor.source.base import Positions, RawRecord
-from tests.unit.test_pipeline import RecordingSource, events, make_pipeline, make_settings, rows
+from tests.unit.test_pipeline import RecordingSource, events, make_pipeline, make_settings, rows, run_to_end
 from tests.unit.test_pipeline_reliability import records
 
 
@@ -40,9 +40,7 @@ def test_a_redelivery_from_the_last_commit_is_skipped_up_to_the_saved_position(t
     lines = events(rows(30, seed=3))
     source = RecordingSource(records(lines[10:], start=10))  # the group's offset: the last commit that landed
     pipeline = make_pipeline(settings, source)
-    while pipeline.step(0.0):
-        pass
-    pipeline.close()
+    run_to_end(pipeline)
     assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 10  # 20..29 only
     assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 0
 
@@ -70,9 +68,7 @@ def test_offsets_below_the_last_commit_win_and_are_logged_and_counted(
 def test_the_state_records_the_position_last_committed(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, kafka={"max_poll_records": 10})
     pipeline = make_pipeline(settings, RecordingSource(records(events(rows(10, seed=5)))))
-    while pipeline.step(0.0):
-        pass
-    pipeline.close()
+    run_to_end(pipeline)
     saved = json.loads((Path(settings.state_dir) / STATE_FILE).read_text())
     assert saved["committed"] == [["t", 0, 10]] and saved["positions"] == [["t", 0, 10]]
 
@@ -83,9 +79,7 @@ def test_a_state_without_committed_positions_keeps_the_saved_positions(tmp_path:
     saved_state(settings, position=20, committed=None)
     source = RecordingSource(records(events(rows(30, seed=6))))
     pipeline = make_pipeline(settings, source)
-    while pipeline.step(0.0):
-        pass
-    pipeline.close()
+    run_to_end(pipeline)
     assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 10
     assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 0
 
@@ -131,11 +125,7 @@ class PartitionLog:
 
 
 def drain(settings: Settings, source: object) -> Pipeline:
-    pipeline = make_pipeline(settings, source)
-    while pipeline.step(0.0):
-        pass
-    pipeline.close()
-    return pipeline
+    return run_to_end(make_pipeline(settings, source))
 
 
 def first_run(tmp_path: Path, lines: list[bytes], timestamps: list[int | None] | None = None) -> Settings:

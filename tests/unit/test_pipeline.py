@@ -185,6 +185,14 @@ def make_pipeline(
     )
 
 
+def run_to_end(pipeline: Pipeline) -> Pipeline:
+    """Step ``pipeline`` until its source has nothing more, then close it (the final flush and commit)."""
+    while pipeline.step(0.0):
+        pass
+    pipeline.close()
+    return pipeline
+
+
 def drain(pipeline: Pipeline, limit: int = 10_000) -> None:
     for _ in range(limit):
         if pipeline.step(0.0) == 0 and pipeline.source.exhausted:

@@ -30,6 +30,7 @@ from tests.unit.test_pipeline import (
     make_pipeline,
     make_settings,
     rows,
+    run_to_end,
 )
 
 DLQ = "dlq"
@@ -63,9 +64,7 @@ def test_pipeline_dead_letters_an_event_whose_scoring_raises_and_scores_the_rest
     source = RecordingSource(records(events(rows(100, seed=3))))
     pipeline = make_pipeline(settings, source, sink=sink)
     poison_watch(pipeline, "e37")
-    while pipeline.step(0.0):
-        pass
-    pipeline.close()
+    run_to_end(pipeline)
     state = pipeline.state
     assert state.counter(tel.EVENTS_INVALID_TOTAL.name, (MODEL, "unscorable")) == 1
     assert state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 99
@@ -90,9 +89,7 @@ def test_pipeline_dead_letters_a_record_whose_decoder_raises_an_unexpected_error
         return real(value, *args, **kwargs)
 
     pipeline.ingest.joiner.update = update  # type: ignore[method-assign]
-    while pipeline.step(0.0):
-        pass
-    pipeline.close()
+    run_to_end(pipeline)
     assert pipeline.state.counter(tel.EVENTS_INVALID_TOTAL.name, ("unknown", "decode_failed")) == 1
     assert pipeline.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 9
     assert reasons(sink) == ["decode_failed"]
@@ -105,9 +102,7 @@ def test_pipeline_commits_only_positions_held_by_the_saved_state(tmp_path: Path)
     source = RecordingSource(records(events(rows(60, seed=5))))
     source.snapshot = lambda: saved.append(json.loads(store_path.read_text())["positions"]) or 0.0  # type: ignore[func-returns-value]
     pipeline = make_pipeline(settings, source)
-    while pipeline.step(0.0):
-        pass
-    pipeline.close()
+    run_to_end(pipeline)
     committed = [positions for positions, _ in source.commits]
     assert committed == [{("t", 0): 20}, {("t", 0): 40}, {("t", 0): 60}]
     # at every commit the state file on disk already held exactly the committed position
@@ -222,9 +217,7 @@ def test_pipeline_dead_letters_a_record_in_flight_at_two_consecutive_crashes(tmp
     sink = RecordingSink()
     source = RecordingSource(records(lines[6:], start=6))
     pipeline = make_pipeline(settings, source, sink=sink)
-    while pipeline.step(0.0):
-        pass
-    pipeline.close()
+    run_to_end(pipeline)
     assert reasons(sink) == ["crashed_processing"]
     assert sink.on(DLQ)[0][0] == lines[6]
     assert pipeline.state.counter(tel.EVENTS_INVALID_TOTAL.name, ("unknown", "crashed_processing")) == 1
@@ -259,9 +252,7 @@ def test_pipeline_counts_every_record_once_when_some_are_poison(tmp_path: Path) 
     source = RecordingSource(records(lines))
     pipeline = make_pipeline(settings, source, sink=sink)
     poison_watch(pipeline, "e99")
-    while pipeline.step(0.0):
-        pass
-    pipeline.close()
+    run_to_end(pipeline)
     state = pipeline.state
     consumed = state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name)
     scored = state.counter_sum(tel.EVENTS_SCORED_TOTAL.name)

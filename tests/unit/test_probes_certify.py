@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -10,10 +9,10 @@ import numpy as np
 import pytest
 from scipy.stats import binom, norm
 
-from monitor.cli.probe import register
 from monitor.errors import ProbeError
 from monitor.probes.certify import CAVEAT, certify, clopper_pearson_lower, noise_copies, radius_cap
 from tests.unit import onnx_graphs
+from tests.unit.probe_cli import run_probe
 
 
 def test_the_cap_for_32_agreeing_copies_at_alpha_0_001() -> None:
@@ -73,14 +72,6 @@ def test_noise_copies_are_point_major_and_seeded() -> None:
     assert np.all(np.abs(a[:5]) < 1.0) and np.all(np.abs(a[5:] - 10.0) < 1.0)
 
 
-def _run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harmonic-monitor")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    code: int = args.func(args)
-    return code
-
-
 def test_probe_report_shows_the_radius_with_its_caveat_and_cap(tmp_path: Path) -> None:
     model = onnx_graphs.linear_classifier(tmp_path / "lin.onnx", [[1.0, -1.0], [1.0, -1.0]], [0.0, 0.0])
     rng = np.random.default_rng(0)
@@ -88,7 +79,7 @@ def test_probe_report_shows_the_radius_with_its_caveat_and_cap(tmp_path: Path) -
     np.savetxt(tmp_path / "pts.csv", pts, delimiter=",")
     out = tmp_path / "r.json"
     argv = ["probe", "--model", str(model), "--data", str(tmp_path / "pts.csv"), "--perturbations", "shift"]
-    assert _run([*argv, "--steps", "0", "--certify-sigma", "0.5", "--json", str(out)]) == 0
+    assert run_probe([*argv, "--steps", "0", "--certify-sigma", "0.5", "--json", str(out)]) == 0
     report = json.loads(out.read_text(encoding="utf-8"))
     cert = report["certified"]
     assert cert["status"] == "certified" and cert["caveat"] == CAVEAT and "smoothed classifier" in cert["caveat"]
@@ -103,9 +94,9 @@ def test_probe_report_shows_the_radius_with_its_caveat_and_cap(tmp_path: Path) -
     far = [i for i in range(20) if abs(pts[i].sum()) / np.sqrt(2) > 3.5 * sigma_raw]
     assert far and all(radii[i] == pytest.approx(cert["cap"]) for i in far)
     assert report["evaluations"]["certify"] == cert["rows"] == 20 * 33
-    assert _run([*argv, "--steps", "0", "--budget", "300", "--json", str(out)]) == 0
+    assert run_probe([*argv, "--steps", "0", "--budget", "300", "--json", str(out)]) == 0
     assert json.loads(out.read_text(encoding="utf-8"))["certified"]["reason"].startswith("budget")
-    assert _run([*argv, "--steps", "0", "--certify-copies", "0", "--json", str(out)]) == 0
+    assert run_probe([*argv, "--steps", "0", "--certify-copies", "0", "--json", str(out)]) == 0
     assert json.loads(out.read_text(encoding="utf-8"))["certified"] is None
 
 
@@ -114,6 +105,6 @@ def test_probe_certified_radius_does_not_apply_to_regressors(tmp_path: Path) -> 
     np.savetxt(tmp_path / "pts.csv", np.random.default_rng(1).normal(size=(10, 2)), delimiter=",")
     out = tmp_path / "r.json"
     argv = ["probe", "--model", str(model), "--data", str(tmp_path / "pts.csv"), "--perturbations", "shift"]
-    assert _run([*argv, "--steps", "0", "--json", str(out)]) == 0
+    assert run_probe([*argv, "--steps", "0", "--json", str(out)]) == 0
     cert = json.loads(out.read_text(encoding="utf-8"))["certified"]
     assert cert["status"] == "not_applicable" and "regressor" in cert["reason"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 from skl2onnx import to_onnx
 from sklearn.linear_model import LogisticRegression
 
-from monitor.cli.probe import register
+from tests.unit.probe_cli import run_probe
 
 N_FEATURES = 4
 
@@ -42,19 +41,13 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return paths
 
 
-def _run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harmonic-monitor")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    code: int = args.func(args)
-    return code
-
-
 def test_probe_writes_the_report_with_the_fixed_keys(files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     argv = ["probe", "--model", str(files["model"]), "--data", str(files["points"]), "--json", str(out)]
     fixed = ["--delta", "0.2", "--eps-max", "1.0", "--eta", "0.01"]
-    code = _run([*argv, "--reference", str(files["reference"]), *fixed, "--eps", "0.3", "--steps", "2", "--screen"])
+    code = run_probe(
+        [*argv, "--reference", str(files["reference"]), *fixed, "--eps", "0.3", "--steps", "2", "--screen"]
+    )
     assert code == 0
     report = json.loads(out.read_text(encoding="utf-8"))
     assert list(report["mri"]) == ["noise", "shift", "dropout", "scale", "quantize", "gamma_ascent"]
@@ -83,7 +76,7 @@ def test_probe_writes_the_report_with_the_fixed_keys(files: dict[str, Path], tmp
 
 def test_probe_exhaustive_raw_space_with_labels(files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "raw.json"
-    code = _run(
+    code = run_probe(
         [
             "probe",
             "--model",
@@ -115,7 +108,9 @@ def test_probe_missing_model_exits_2_with_a_message(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "x.json"
-    code = _run(["probe", "--model", str(tmp_path / "nope.onnx"), "--data", str(files["points"]), "--json", str(out)])
+    code = run_probe(
+        ["probe", "--model", str(tmp_path / "nope.onnx"), "--data", str(files["points"]), "--json", str(out)]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "nope.onnx' does not exist (expected an .onnx file)" in err
     assert "Traceback" not in err and not out.exists()
@@ -124,7 +119,9 @@ def test_probe_missing_model_exits_2_with_a_message(
 def test_probe_missing_data_exits_2_with_a_message(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = _run(["probe", "--model", str(files["model"]), "--data", str(tmp_path / "none.csv"), "--json", "o.json"])
+    code = run_probe(
+        ["probe", "--model", str(files["model"]), "--data", str(tmp_path / "none.csv"), "--json", "o.json"]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "none.csv' does not exist (expected a .csv or .npy file" in err
 
@@ -132,7 +129,7 @@ def test_probe_missing_data_exits_2_with_a_message(
 def test_probe_wrong_width_exits_2_with_a_message(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = _run(["probe", "--model", str(files["model"]), "--data", str(files["narrow"]), "--json", "o.json"])
+    code = run_probe(["probe", "--model", str(files["model"]), "--data", str(files["narrow"]), "--json", "o.json"])
     err = capsys.readouterr().err
     assert code == 2 and "has 3 columns; the model expects 4 features" in err and "Traceback" not in err
 
@@ -150,7 +147,9 @@ def test_probe_bad_settings_exit_2_with_a_message(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
     extra = [e.format(points=files["points"]) for e in extra]
-    code = _run(["probe", "--model", str(files["model"]), "--data", str(files["points"]), "--json", "o.json", *extra])
+    code = run_probe(
+        ["probe", "--model", str(files["model"]), "--data", str(files["points"]), "--json", "o.json", *extra]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert len(err.strip().splitlines()) == 1
@@ -161,7 +160,7 @@ def test_probe_unwritable_output_exits_2(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target = tmp_path / "missing-dir" / "o.json"
-    code = _run(
+    code = run_probe(
         ["probe", "--model", str(files["model"]), "--data", str(files["points"]), "--json", str(target), "--steps", "0"]
     )
     assert code == 2 and "folder" in capsys.readouterr().err and not target.exists()
@@ -179,7 +178,7 @@ def test_probe_regressor_scales_by_the_reference_outputs(tmp_path: Path) -> None
     np.savetxt(tmp_path / "pts.csv", x[:20], delimiter=",")
     out = tmp_path / "reg.json"
     argv = ["probe", "--model", str(model), "--data", str(tmp_path / "pts.csv"), "--json", str(out)]
-    assert _run([*argv, "--reference", str(tmp_path / "ref.csv"), "--steps", "0"]) == 0
+    assert run_probe([*argv, "--reference", str(tmp_path / "ref.csv"), "--steps", "0"]) == 0
     report = json.loads(out.read_text(encoding="utf-8"))
     assert report["model"]["kind"] == "regressor"
     assert report["model"]["output_scale"][0] == pytest.approx(float(np.std(reg.predict(x))), rel=1e-3)

@@ -3,19 +3,17 @@ features' names and raw units — bad input first, then the closed form of a log
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from numpy.typing import NDArray
 from sklearn.datasets import load_breast_cancer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from monitor.cli.probe import register
 from monitor.config import load_settings
 from monitor.errors import ModelError, ProbeError
 from monitor.model.onnx import OnnxModel
@@ -24,21 +22,9 @@ from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.profile import FeatureInfo, complete_profile
 from monitor.runtime.models import load_model_runtime
 from tests.unit import onnx_graphs
+from tests.unit.probe_cli import probe_argv, read_report, run_probe
 
 CAP = 8.0
-
-
-def _run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="harmonic-monitor")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    code: int = args.func(args)
-    return code
-
-
-def _report(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +34,21 @@ def linear(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return onnx_graphs.linear_classifier(root / "lin.onnx", [[0.5, -0.5], [0.5, -0.5], [0.25, -0.25]], [0.0, 0.0])
 
 
+def _shift_profile(
+    model: Path, tmp_path: Path, ref: NDArray[np.float64], pts: NDArray[np.float64], *extra: str
+) -> dict[str, Any]:
+    """Probe ``pts`` against the reference ``ref`` (both written as CSV) for every feature's shift threshold
+    (``--exhaustive --perturbations shift --steps 0``); returns the JSON report."""
+    np.savetxt(tmp_path / "ref.csv", ref, delimiter=",")
+    np.savetxt(tmp_path / "pts.csv", pts, delimiter=",")
+    out = tmp_path / "r.json"
+    argv = probe_argv(model, tmp_path / "pts.csv", tmp_path / "ref.csv")
+    assert (
+        run_probe([*argv, *extra, "--exhaustive", "--perturbations", "shift", "--steps", "0", "--json", str(out)]) == 0
+    )
+    return read_report(out)
+
+
 # ---------------------------------------------------------------------------------------------- bad input
 
 
@@ -55,20 +56,7 @@ def test_a_feature_of_zero_reference_spread_is_not_searched_with_its_reason(line
     rng = np.random.default_rng(0)
     ref = rng.normal(size=(200, 3))
     ref[:, 1] = 4.0  # no spread: a standardized unit means nothing for it
-    np.savetxt(tmp_path / "ref.csv", ref, delimiter=",")
-    np.savetxt(tmp_path / "pts.csv", ref[:10], delimiter=",")
-    out = tmp_path / "r.json"
-    argv = [
-        "probe",
-        "--model",
-        str(linear),
-        "--data",
-        str(tmp_path / "pts.csv"),
-        "--reference",
-        str(tmp_path / "ref.csv"),
-    ]
-    assert _run([*argv, "--exhaustive", "--perturbations", "shift", "--steps", "0", "--json", str(out)]) == 0
-    report = _report(out)
+    report = _shift_profile(linear, tmp_path, ref, ref[:10])
     by_key = {t["key"]: t for t in report["thresholds"]}
     assert list(by_key) == ["shift[0]", "shift[1]", "shift[2]"]
     zero = by_key["shift[1]"]
@@ -81,7 +69,7 @@ def test_a_feature_of_zero_reference_spread_is_not_searched_with_its_reason(line
 def test_a_model_whose_inputs_are_all_held_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = onnx_graphs.string_input_model(tmp_path / "s.onnx")
     (tmp_path / "pts.csv").write_text("x[0],x[1]\na,b\n", encoding="utf-8")
-    code = _run(
+    code = run_probe(
         ["probe", "--model", str(model), "--data", str(tmp_path / "pts.csv"), "--json", str(tmp_path / "o.json")]
     )
     err = capsys.readouterr().err
@@ -95,8 +83,8 @@ def test_held_elements_are_listed_as_not_searched(linear: Path, tmp_path: Path) 
     np.savetxt(tmp_path / "pts.csv", pts, delimiter=",", header="x[0],x[1],x[2]", comments="")
     out = tmp_path / "r.json"
     argv = ["probe", "--model", str(linear), "--data", str(tmp_path / "pts.csv"), "--fixed-features", "x[2]"]
-    assert _run([*argv, "--perturbations", "shift,noise", "--steps", "0", "--json", str(out)]) == 0
-    report = _report(out)
+    assert run_probe([*argv, "--perturbations", "shift,noise", "--steps", "0", "--json", str(out)]) == 0
+    report = read_report(out)
     held = [t for t in report["thresholds"] if t["reason"] == "held"]
     assert [(t["name"], t["status"]) for t in held] == [("x[2]", "not_searched")]
     assert [t["key"] for t in report["thresholds"] if t["reason"] != "held"] == ["shift[0]", "shift[1]", "noise"]
@@ -108,20 +96,7 @@ def test_points_outside_the_reference_range_are_counted_per_feature(linear: Path
     ref = rng.uniform(-1.0, 1.0, size=(200, 3))
     pts = rng.uniform(-0.5, 0.5, size=(10, 3))
     pts[:3, 0] = 5.0  # three points far beyond the reference's range of feature 0
-    np.savetxt(tmp_path / "ref.csv", ref, delimiter=",")
-    np.savetxt(tmp_path / "pts.csv", pts, delimiter=",")
-    out = tmp_path / "r.json"
-    argv = [
-        "probe",
-        "--model",
-        str(linear),
-        "--data",
-        str(tmp_path / "pts.csv"),
-        "--reference",
-        str(tmp_path / "ref.csv"),
-    ]
-    assert _run([*argv, "--exhaustive", "--perturbations", "shift", "--steps", "0", "--json", str(out)]) == 0
-    report = _report(out)
+    report = _shift_profile(linear, tmp_path, ref, pts)
     outside = {t["key"]: t["outside_reference"] for t in report["thresholds"]}
     assert outside == {"shift[0]": 3, "shift[1]": 0, "shift[2]": 0}
     assert report["features"]["outside_reference"] == {"x[0]": 3}
@@ -195,17 +170,9 @@ def test_a_csv_header_names_every_threshold_in_raw_units(tmp_path: Path) -> None
     np.savetxt(tmp_path / "pts.csv", x[:20], delimiter=",", header=",".join(names), comments="")
     np.savetxt(tmp_path / "ref.csv", x, delimiter=",", header=",".join(names), comments="")
     out = tmp_path / "r.json"
-    argv = [
-        "probe",
-        "--model",
-        str(model),
-        "--data",
-        str(tmp_path / "pts.csv"),
-        "--reference",
-        str(tmp_path / "ref.csv"),
-    ]
-    assert _run([*argv, "--perturbations", "shift,noise", "--steps", "0", "--exhaustive", "--json", str(out)]) == 0
-    report = _report(out)
+    argv = probe_argv(model, tmp_path / "pts.csv", tmp_path / "ref.csv")
+    assert run_probe([*argv, "--perturbations", "shift,noise", "--steps", "0", "--exhaustive", "--json", str(out)]) == 0
+    report = read_report(out)
     assert report["features"]["names"] == names
     shifts = [t for t in report["thresholds"] if t["perturbation"] == "shift"]
     assert [t["name"] for t in shifts] == names  # every feature, once, by its header name
@@ -276,8 +243,8 @@ def test_the_cli_defaults_find_the_logistic_closed_form_on_breast_cancer_points(
     for i in np.random.default_rng(5).choice(x.shape[0], size=3, replace=False):
         np.savetxt(tmp_path / "pt.csv", x[i : i + 1], delimiter=",")
         out = tmp_path / f"r{i}.json"
-        assert _run([*argv, "--data", str(tmp_path / "pt.csv"), "--json", str(out)]) == 0
-        report = _report(out)
+        assert run_probe([*argv, "--data", str(tmp_path / "pt.csv"), "--json", str(out)]) == 0
+        report = read_report(out)
         assert report["config"]["search_all"] is True and report["config"]["eps_max"] == CAP
         closed = abs(float(clf.decision_function(x[i : i + 1])[0])) / np.abs(w_std)
         shifts = {t["feature"]: t for t in report["thresholds"] if t["perturbation"] == "shift"}
@@ -292,8 +259,8 @@ def test_the_cli_defaults_find_the_logistic_closed_form_on_breast_cancer_points(
                 assert t["status"] == "not_crossed" and t["searched"] == [0.0, CAP], (i, j, closed[j])
     assert inside >= 10
     screened = tmp_path / "screen.json"
-    assert _run([*argv, "--data", str(tmp_path / "pt.csv"), "--screen", "--json", str(screened)]) == 0
-    report = _report(screened)
+    assert run_probe([*argv, "--data", str(tmp_path / "pt.csv"), "--screen", "--json", str(screened)]) == 0
+    report = read_report(screened)
     assert report["config"]["search_all"] is False
     assert {t["reason"] for t in report["thresholds"] if t["perturbation"] == "shift"} == {"robust_at_eps"}
 
@@ -315,25 +282,7 @@ def test_a_fixed_range_still_works_with_eps_start_at_the_cap(linear: Path) -> No
 def test_probe_scale_global_gives_every_feature_one_unit(linear: Path, tmp_path: Path) -> None:
     rng = np.random.default_rng(4)
     ref = rng.normal(size=(200, 3)) * [1.0, 3.0, 0.0]  # feature 2 constant: with one global unit it still moves
-    np.savetxt(tmp_path / "ref.csv", ref, delimiter=",")
-    np.savetxt(tmp_path / "pts.csv", ref[:8], delimiter=",")
-    out = tmp_path / "r.json"
-    argv = [
-        "probe",
-        "--model",
-        str(linear),
-        "--data",
-        str(tmp_path / "pts.csv"),
-        "--reference",
-        str(tmp_path / "ref.csv"),
-    ]
-    assert (
-        _run(
-            [*argv, "--scale", "global", "--exhaustive", "--perturbations", "shift", "--steps", "0", "--json", str(out)]
-        )
-        == 0
-    )
-    report = _report(out)
+    report = _shift_profile(linear, tmp_path, ref, ref[:8], "--scale", "global")
     units = [t["raw_per_unit"] for t in report["thresholds"]]
     assert units == pytest.approx([ref.std()] * 3)
     assert report["features"]["zero_spread"] == [] and all(t["status"] != "not_searched" for t in report["thresholds"])

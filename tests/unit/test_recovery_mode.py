@@ -19,7 +19,15 @@ from monitor import telemetry as tel
 from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.state import INFLIGHT_FILE, InFlight
 from monitor.source.base import RawRecord
-from tests.unit.test_pipeline import RecordingSink, RecordingSource, events, make_pipeline, make_settings, rows
+from tests.unit.test_pipeline import (
+    RecordingSink,
+    RecordingSource,
+    events,
+    make_pipeline,
+    make_settings,
+    rows,
+    run_to_end,
+)
 from tests.unit.test_pipeline_reliability import DLQ, reasons
 
 
@@ -100,9 +108,7 @@ def test_crashed_processing_only_for_a_record_in_flight_at_both_crashes(
     lines = events(rows(10, seed=9))
     sink = RecordingSink()
     pipeline = make_pipeline(settings, RecordingSource(on(0, lines[6:], start=6)), sink=sink)
-    while pipeline.step(0.0):
-        pass
-    pipeline.close()
+    run_to_end(pipeline)
     assert reasons(sink) == (["crashed_processing"] if poison else [])
     assert pipeline.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == (3 if poison else 4)
 

@@ -84,34 +84,30 @@ def test_scorer_default_output_is_value_for_a_regressor(norm_regressor_model: On
     assert _scorer(norm_regressor_model).output == "value"
 
 
-def test_scorer_proba_gamma_reads_the_centre_class_at_every_ball_point(curved_classifier_model: OnnxModel) -> None:
+@pytest.mark.parametrize(("output", "field"), [("proba", "proba"), ("logit", "logits")])
+def test_scorer_gamma_reads_the_centre_class_at_every_ball_point(
+    curved_classifier_model: OnnxModel, output: str, field: str
+) -> None:
+    """γ of the proba or logit output is |centre's value − mean of the ball points' values|, both read at the
+    centre's class, computed here directly."""
     x = _near_boundary_points(curved_classifier_model)
     centre, ball, m = _ball_outputs(curved_classifier_model, x)
-    assert centre.proba is not None and centre.label is not None and ball.proba is not None
+    centre_out, ball_out = getattr(centre, field), getattr(ball, field)
+    assert centre_out is not None and centre.label is not None and ball_out is not None
     k = centre.label
-    ball_p = ball.proba.reshape(len(x), m, -1)[np.arange(len(x)), :, k]
-    expected = np.abs(centre.proba[np.arange(len(x)), k] - ball_p.mean(axis=1, dtype=np.float64))
-    np.testing.assert_allclose(_scorer(curved_classifier_model, output="proba").score(x).gamma, expected, rtol=1e-6)
+    ball_k = ball_out.reshape(len(x), m, -1)[np.arange(len(x)), :, k]
+    expected = np.abs(centre_out[np.arange(len(x)), k] - ball_k.mean(axis=1, dtype=np.float64))
+    np.testing.assert_allclose(_scorer(curved_classifier_model, output=output).score(x).gamma, expected, rtol=1e-6)
 
 
 def test_scorer_proba_gamma_differs_from_reading_each_points_own_class(curved_classifier_model: OnnxModel) -> None:
-    # guards the test above: on these points "max probability at each ball point" gives a different number
+    # guards the proba case above: on these points "max probability at each ball point" gives a different number
     x = _near_boundary_points(curved_classifier_model)
     centre, ball, m = _ball_outputs(curved_classifier_model, x)
     assert centre.proba is not None and ball.proba is not None
     own_class = np.abs(centre.proba.max(axis=1) - ball.proba.max(axis=1).reshape(len(x), m).mean(axis=1))
     gamma = _scorer(curved_classifier_model, output="proba").score(x).gamma
     assert np.abs(gamma - own_class).max() > 1e-3
-
-
-def test_scorer_logit_gamma_matches_direct_computation(curved_classifier_model: OnnxModel) -> None:
-    x = _near_boundary_points(curved_classifier_model)
-    centre, ball, m = _ball_outputs(curved_classifier_model, x)
-    assert centre.logits is not None and centre.label is not None and ball.logits is not None
-    k = centre.label
-    ball_l = ball.logits.reshape(len(x), m, -1)[np.arange(len(x)), :, k]
-    expected = np.abs(centre.logits[np.arange(len(x)), k] - ball_l.mean(axis=1, dtype=np.float64))
-    np.testing.assert_allclose(_scorer(curved_classifier_model, output="logit").score(x).gamma, expected, rtol=1e-6)
 
 
 def test_scorer_logit_gamma_of_quadratic_logits_is_curvature_times_radius_squared(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,16 +26,6 @@ from monitor.rolling.segment_baselines import MIN_SEGMENT_ROWS, segment_referenc
 from monitor.runtime.watch import ModelWatch
 from tests.unit.onnx_graphs import training_blobs, zipmap_classifier
 from tests.unit.test_watch import MODEL, Stream, make_watch, reference
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logging() -> Iterator[None]:
-    """main() installs its own root handler on stderr; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def warming(state: MetricsState, segment: str) -> float | None:

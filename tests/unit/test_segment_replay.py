@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +22,6 @@ pytestmark = pytest.mark.slow
 
 #: the harmful verdict must come within this many events of the shift
 WITHIN = 1500
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture(scope="module")

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from monitor.cli import main
 from monitor.config import ModelSettings, ScoringSettings, load_settings
 from monitor.errors import ConfigError, DataError
 from monitor.metrics.scales import SignalScales, choose_scales, flicker_share
@@ -21,20 +18,11 @@ from monitor.model.standardize import Standardizer
 from monitor.rolling.reference_file import read_reference, read_scales
 from monitor.runtime.models import load_model_runtime
 from tests.unit.onnx_graphs import sklearn_to_onnx, training_blobs, zipmap_classifier
+from tests.unit.reference_cli import reference_from_rows
 
 TARGET = 0.5
 #: the share measured with another seed's noise must be this close to the target (200 rows, 32 copies)
 TOLERANCE = 0.1
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logging() -> Iterator[None]:
-    """main() installs its own root handler on stderr; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +49,7 @@ def rows() -> NDArray[np.float64]:
 @pytest.fixture(scope="module")
 def chosen_json(tmp_path_factory: pytest.TempPathFactory, classifier: Path, rows: NDArray[np.float64]) -> Path:
     root = tmp_path_factory.mktemp("scales_json")
-    np.save(root / "rows.npy", rows)
-    out = root / "ref.json"
-    assert build(classifier, root / "rows.npy", out, "--scales", "from-reference", "--target-flicker-share", "0.5") == 0
-    return out
-
-
-def build(model: Path, data: Path, out: Path, *extra: str) -> int:
-    return main(["reference", "--model", str(model), "--data", str(data), "--out", str(out), *extra])
+    return reference_from_rows(root, classifier, rows, "--scales", "from-reference", "--target-flicker-share", "0.5")
 
 
 @pytest.mark.parametrize("kind", ["classifier", "regressor"])
@@ -116,8 +97,7 @@ def test_reference_json_records_the_scales_and_round_trips(chosen_json: Path) ->
 
 
 def test_a_fixed_scales_reference_records_none(tmp_path: Path, classifier: Path, rows: NDArray[np.float64]) -> None:
-    np.save(tmp_path / "rows.npy", rows)
-    assert build(classifier, tmp_path / "rows.npy", tmp_path / "ref.json") == 0
+    reference_from_rows(tmp_path, classifier, rows)
     assert read_scales(tmp_path / "ref.json") is None
     rt = load_model_runtime(ModelSettings(name="m", path=classifier, reference=tmp_path / "ref.json"))
     assert rt.scorer is not None and (rt.scorer.config.sigma, rt.scorer.config.radius) == (0.05, 0.05)
@@ -169,8 +149,7 @@ def test_explicit_settings_win_when_read_from_a_config_file(
 def test_regressor_reference_chooses_scales_from_its_tolerance(
     tmp_path: Path, regressor: Path, rows: NDArray[np.float64]
 ) -> None:
-    np.save(tmp_path / "rows.npy", rows)
-    assert build(regressor, tmp_path / "rows.npy", tmp_path / "ref.json", "--scales", "from-reference") == 0
+    reference_from_rows(tmp_path, regressor, rows, "--scales", "from-reference")
     scales = read_scales(tmp_path / "ref.json")
     assert scales is not None and abs(scales.flicker_share - TARGET) <= TOLERANCE
     rt = load_model_runtime(ModelSettings(name="r", path=regressor, reference=tmp_path / "ref.json"))

@@ -40,15 +40,7 @@ def _mixed_regressor(path: Path) -> Path:
         helper.make_node("MatMul", ["b32", "wb"], ["bw"]),
         helper.make_node("Mul", ["a", "two"], ["a2"]),
         helper.make_node("Add", ["a2", "bw"], ["lin"]),
-        helper.make_node(
-            "LabelEncoder",
-            ["city"],
-            ["city_id"],
-            domain="ai.onnx.ml",
-            keys_strings=["rome", "oslo"],
-            values_int64s=[1, 2],
-            default_int64=0,
-        ),  # fmt: skip
+        onnx_graphs.city_id_node(),
         helper.make_node("Gather", ["city_offsets", "city_id"], ["city_off"], axis=0),
         helper.make_node("Cast", ["flag"], ["flag_f"], to=TensorProto.FLOAT),
         helper.make_node("Mul", ["flag_f", "half"], ["flag_off"]),
@@ -280,31 +272,11 @@ def test_a_fixed_batch_of_one_is_made_free_and_checked(tmp_path: Path, caplog: p
     assert np.all(np.isfinite(scorer.score(zoo.inputs["x"]).gamma))
 
 
-def _batch_bound(path: Path) -> Path:
-    """A [1, 3] model whose batch cannot be freed: it flattens its one row to a rank-1 [3] and back."""
-    graph = helper.make_graph(
-        [
-            helper.make_node("Reshape", ["x", "flat"], ["row"]),
-            helper.make_node("Add", ["row", "c"], ["shifted"]),
-            helper.make_node("Reshape", ["shifted", "back"], ["y"]),
-        ],
-        "bound",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
-        initializer=[
-            numpy_helper.from_array(np.array([1.0, 2.0, 3.0], np.float32), "c"),
-            numpy_helper.from_array(np.array([3], np.int64), "flat"),
-            numpy_helper.from_array(np.array([1, 3], np.int64), "back"),
-        ],
-    )
-    return _save(graph, path)
-
-
 def test_a_batch_that_cannot_be_freed_runs_row_by_row_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING):
-        model = OnnxModel(_batch_bound(tmp_path / "bound.onnx"))
+        model = OnnxModel(onnx_graphs.batch_bound(tmp_path / "bound.onnx"))
     assert model._run_batch == 1
     assert "rows are evaluated in runs of 1" in caplog.text and "µs per run measured at load" in caplog.text
     x = np.arange(15, dtype=np.float32).reshape(5, 3)
@@ -317,20 +289,9 @@ def test_a_batch_that_cannot_be_freed_runs_row_by_row_with_a_warning(
 
 
 # -- the zoo: every model loads and scores ---------------------------------------------------------------------------
-ZOO = [
-    "column_transformer_regressor",
-    "column_transformer_classifier",
-    "lightgbm_classifier",
-    "xgboost_classifier",
-    "cnn_digits",
-    "fixed_batch_one",
-    "int64_side_input",
-    "logits_only_classifier",
-    "multi_output_regressor",
-]
 
 
-@pytest.mark.parametrize("name", ZOO)
+@pytest.mark.parametrize("name", model_zoo.NAMES)
 def test_every_zoo_model_loads_evaluates_and_scores(tmp_path: Path, name: str) -> None:
     zoo = getattr(model_zoo, f"build_{name}")(tmp_path)
     model = OnnxModel(zoo.path)

@@ -203,34 +203,11 @@ def test_an_allowzero_reshape_with_a_constant_target_is_freed(tmp_path: Path, co
     np.testing.assert_allclose(out.value, x @ (np.arange(12, dtype=np.float32).reshape(6, 2) / 10), rtol=1e-5)
 
 
-def _batch_bound(path: Path) -> Path:
-    """A [1, 3] model whose batch cannot be freed: it flattens its one row to a rank-1 [3] and back."""
-    graph = helper.make_graph(
-        [
-            helper.make_node("Reshape", ["x", "flat"], ["row"]),
-            helper.make_node("Add", ["row", "c"], ["shifted"]),
-            helper.make_node("Reshape", ["shifted", "back"], ["y"]),
-        ],
-        "bound",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
-        initializer=[
-            numpy_helper.from_array(np.array([1.0, 2.0, 3.0], np.float32), "c"),
-            numpy_helper.from_array(np.array([3], np.int64), "flat"),
-            numpy_helper.from_array(np.array([1, 3], np.int64), "back"),
-        ],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return path
-
-
 def test_a_batch_that_cannot_be_freed_gives_one_warning_of_ours_and_no_onnxruntime_error_line(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
 ) -> None:
     with caplog.at_level(logging.WARNING):
-        model = OnnxModel(_batch_bound(tmp_path / "bound.onnx"))
+        model = OnnxModel(onnx_graphs.batch_bound(tmp_path / "bound.onnx", opset=18))
     assert model._run_batch == 1
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "µs per run measured at load" in warnings[0].getMessage()
@@ -242,7 +219,7 @@ def test_a_batch_that_cannot_be_freed_gives_one_warning_of_ours_and_no_onnxrunti
 def test_a_cost_that_cannot_be_measured_is_said_in_words_never_nan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    model = OnnxModel(_batch_bound(tmp_path / "bound.onnx"))
+    model = OnnxModel(onnx_graphs.batch_bound(tmp_path / "bound.onnx", opset=18))
     why = batching.row_cost(
         b"not a model", "x", None, 1, signature=model.signature, options=model.options, providers=model.providers
     )
@@ -250,7 +227,7 @@ def test_a_cost_that_cannot_be_measured_is_said_in_words_never_nan(
     monkeypatch.setattr(batching, "row_cost", lambda *args, **kwargs: "onnxruntime: no session today")
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        OnnxModel(_batch_bound(tmp_path / "bound.onnx"))
+        OnnxModel(onnx_graphs.batch_bound(tmp_path / "bound.onnx", opset=18))
     message = next(r.getMessage() for r in caplog.records if "cannot be made free" in r.getMessage())
     assert "could not be measured at load (onnxruntime: no session today)" in message and "nan" not in message
 
@@ -336,8 +313,9 @@ def test_check_config_names_the_external_data_file_and_its_size(
 
 
 def test_check_config_says_a_kept_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bound = onnx_graphs.batch_bound(tmp_path / "bound.onnx", opset=18)
     yaml = tmp_path / "m.yaml"
-    yaml.write_text(f"models:\n  - {{name: bound, path: {_batch_bound(tmp_path / 'bound.onnx')}}}\n")
+    yaml.write_text(f"models:\n  - {{name: bound, path: {bound}}}\n")
     code, err = _check_config(capsys, yaml)
     assert code == 0 and "model 'bound': fixed batch of 1 kept: rows are evaluated in runs of 1" in err
 

@@ -24,7 +24,16 @@ from kafka.record.util import calc_crc32c
 from monitor import telemetry as tel
 from monitor.source import records as lean
 from monitor.source.base import RawRecord
-from tests.unit.test_pipeline import MODEL, RecordingSink, RecordingSource, events, make_pipeline, make_settings, rows
+from tests.unit.test_pipeline import (
+    MODEL,
+    RecordingSink,
+    RecordingSource,
+    events,
+    make_pipeline,
+    make_settings,
+    rows,
+    run_to_end,
+)
 from tests.unit.test_pipeline_reliability import DLQ, reasons
 from tests.unit.test_records import TP, legacy_batch, plain, v2_batch
 
@@ -146,9 +155,7 @@ def test_the_pipeline_dead_letters_the_stand_in_with_its_reason_and_goes_on(tmp_
     stand_in = RawRecord(b"\x00raw-batch", ((lean.UNDECODABLE_HEADER, why),), "t", 0, 9)
     source = RecordingSource([*good[:3], stand_in, *[r._replace(offset=10 + i) for i, r in enumerate(good[3:])]])
     pipeline = make_pipeline(settings, source, sink=sink)
-    while pipeline.step(0.0):
-        pass
-    pipeline.close()
+    run_to_end(pipeline)
     assert pipeline.state.counter(tel.EVENTS_INVALID_TOTAL.name, ("unknown", "undecodable_batch")) == 1
     assert pipeline.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 6
     assert reasons(sink) == ["undecodable_batch"]

@@ -12,18 +12,6 @@ import pytest
 from monitor.cli import main
 from tests import model_zoo
 
-ZOO = [
-    "column_transformer_regressor",
-    "column_transformer_classifier",
-    "lightgbm_classifier",
-    "xgboost_classifier",
-    "cnn_digits",
-    "fixed_batch_one",
-    "int64_side_input",
-    "logits_only_classifier",
-    "multi_output_regressor",
-]
-
 
 def _inputs_file(zoo: model_zoo.ZooModel, path: Path, rows: int = 40) -> Path:
     """``rows`` rows around the zoo's sample: float inputs jittered (seeded), the others drawn from the sample."""
@@ -42,7 +30,7 @@ def _inputs_file(zoo: model_zoo.ZooModel, path: Path, rows: int = 40) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ZOO)
+@pytest.mark.parametrize("name", model_zoo.NAMES)
 def test_zoo_model_runs_through_reference_score_and_probe(tmp_path: Path, name: str) -> None:
     zoo = getattr(model_zoo, f"build_{name}")(tmp_path)
     data = _inputs_file(zoo, tmp_path / "inputs.npz")

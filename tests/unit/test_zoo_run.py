@@ -12,7 +12,7 @@ import pytest
 
 from monitor.cli import main
 from tests import model_zoo
-from tests.unit.test_zoo_commands import ZOO, _inputs_file
+from tests.unit.test_zoo_commands import _inputs_file
 
 
 def _jsonl(data: Path, path: Path, model: str, t0_ms: int = 1_700_000_000_000) -> int:
@@ -25,7 +25,7 @@ def _jsonl(data: Path, path: Path, model: str, t0_ms: int = 1_700_000_000_000) -
     return rows
 
 
-@pytest.mark.parametrize("name", ZOO)
+@pytest.mark.parametrize("name", model_zoo.NAMES)
 def test_zoo_model_runs_through_the_run_pipeline(tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
     zoo = getattr(model_zoo, f"build_{name}")(tmp_path)
     data = _inputs_file(zoo, tmp_path / "inputs.npz")
