@@ -49,10 +49,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
 
 from monitor.accuracy import estimate, fit_estimators
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.convert import convert_estimator
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 
 HERE = Path(__file__).resolve().parent
 CBPE_PYTHON = HERE / ".venv-nannyml" / "bin" / "python"

@@ -59,12 +59,12 @@ if str(REPO) not in sys.path:  # run as a script: make `tests.model_zoo` (the mo
     sys.path.insert(0, str(REPO))
 
 from monitor.allocator import tune_malloc  # noqa: E402
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig  # noqa: E402
 from monitor.model.broadcast import fresh_namer  # noqa: E402
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions, _prepare  # noqa: E402
 from monitor.model.session import session_options  # noqa: E402
 from monitor.model.signature import Held, _free_reshapes  # noqa: E402
 from monitor.model.standardize import Standardizer  # noqa: E402
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig  # noqa: E402
 from tests import model_zoo  # noqa: E402
 
 #: noise on the float features of the sample rows, as a share of each feature's spread over the samples

@@ -57,9 +57,9 @@ from sklearn.neural_network import MLPClassifier
 from verdict import print_cell_verdicts
 
 from monitor.allocator import tune_malloc
-from monitor.metrics.scorer import BANK_REFRESH_BLOCK, BANK_REFRESH_DIVISOR, RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
+from monitor.signals.scorer import BANK_REFRESH_BLOCK, BANK_REFRESH_DIVISOR, RobustnessScorer, ScoringConfig
 
 N_FEATURES = 20
 LOG_FLOOR = 1e-7

@@ -11,7 +11,7 @@ ONNX model takes raw pixels) converted with skl2onnx; the held-out images scored
 (``space: raw``, r = 100 grey levels, the per-event sampled hypercube with the default m = max(16, 0.1 % of 2n),
 ``output: proba`` so γ is on the predicted class's probability, γ_logit on its log-probability since skl2onnx exposes
 no logits, P_adj = P·e^(−25·γ_logit)); Algorithm 2 for ``--steps`` from every image
-(:func:`monitor.metrics.adversarial.gamma_ascent_search`). Reported: the share of images whose class flips; the
+(:func:`monitor.signals.adversarial.gamma_ascent_search`). Reported: the share of images whose class flips; the
 ROC AUC of P_adj, of P alone, of −γ and of −γ_logit for predicting "stable after the steps"; the Gamma Map with each
 cell's unstable share (an SVG, ``--svg``); the spread of the sampled γ around the full hypercube's γ (all 2n
 points) over ``--variance-seeds`` seeds; scoring throughput against onnxruntime alone on the same rows.
@@ -52,11 +52,11 @@ from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier
 
 from monitor.gammamap import gamma_map, render_svg
-from monitor.metrics.adversarial import gamma_ascent_search
-from monitor.metrics.balls import default_hypercube_points
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
+from monitor.signals.adversarial import gamma_ascent_search
+from monitor.signals.balls import default_hypercube_points
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 
 RADIUS = 100.0
 

@@ -32,9 +32,9 @@ from skl2onnx import to_onnx
 from sklearn.datasets import make_classification
 from sklearn.ensemble import GradientBoostingClassifier
 
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@
 Breast cancer (shipped inside scikit-learn; nothing downloaded). Per seed: a stratified split into reference (60 %)
 and test (40 %) rows; a ``LogisticRegression`` (on standardized inputs, in a pipeline) and a
 ``GradientBoostingClassifier`` are trained on the reference rows and converted with skl2onnx; σ is chosen on the
-reference rows so that half of them flicker (:func:`monitor.metrics.scales.choose_scales`, what
+reference rows so that half of them flicker (:func:`monitor.signals.scales.choose_scales`, what
 ``reference --scales from-reference`` does; r = σ). Each test row is scored at the fixed σ = r = 0.05 and at the
 chosen σ (32 copies, seed 0, standardizer of the reference); the number reported is Spearman's ρ between the
 per-event flicker and correctness (1 when the model's class is right), averaged over the seeds. Negative is good:
@@ -34,10 +34,10 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from monitor.metrics.scales import choose_scales
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
+from monitor.signals.scales import choose_scales
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 
 FIXED = 0.05
 TARGET_SHARE = 0.5

@@ -40,9 +40,9 @@ from machine import machine  # bench/machine.py: the script's folder is on sys.p
 from numpy.typing import NDArray
 from sklearn.datasets import load_digits
 
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "torch"
 

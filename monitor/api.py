@@ -50,8 +50,6 @@ from monitor.errors import ConfigError, DataError, InvalidEventError, MonitorErr
 
 if TYPE_CHECKING:
     from monitor.accuracy import EstimatorFit
-    from monitor.metrics.scales import SignalScales
-    from monitor.metrics.scorer import RobustnessScorer, ScoreResult, ScoringConfig
     from monitor.model.onnx import OnnxModel
     from monitor.model.signature import Held, Signature
     from monitor.model.standardize import Standardizer
@@ -59,6 +57,8 @@ if TYPE_CHECKING:
     from monitor.probes.offline import ProbeOptions
     from monitor.reporting import Report
     from monitor.rolling.reference import Reference
+    from monitor.signals.scales import SignalScales
+    from monitor.signals.scorer import RobustnessScorer, ScoreResult, ScoringConfig
 
 #: what to install for ``to_frame()`` and parquet files
 FRAME_EXTRA = "pip install 'harmonic-monitor[frame]'"
@@ -762,7 +762,7 @@ def _json_baseline(path: Path, model: OnnxModel) -> _Baseline:
 @dataclass(frozen=True)
 class _Scoring:
     """The scoring keywords :func:`score`, :func:`reference` and :func:`estimate` share (``harmonic-monitor
-    score``'s options), gathered once per call; the names are :class:`~monitor.metrics.scorer.ScoringConfig`'s."""
+    score``'s options), gathered once per call; the names are :class:`~monitor.signals.scorer.ScoringConfig`'s."""
 
     radius: float
     sigma: float
@@ -776,7 +776,7 @@ class _Scoring:
     def config(self, scales: SignalScales | None = None) -> ScoringConfig:
         """The scorer's configuration; ``scales`` (a reference's own choice) replace radius and σ, as ``run``
         scores at them."""
-        from monitor.metrics.scorer import ScoringConfig
+        from monitor.signals.scorer import ScoringConfig
 
         chosen = self if scales is None else dataclasses.replace(self, radius=scales.radius, sigma=scales.sigma)
         return ScoringConfig(**dataclasses.asdict(chosen))
@@ -784,7 +784,7 @@ class _Scoring:
 
 def _scorer(model: OnnxModel, base: _Baseline, scoring: _Scoring) -> RobustnessScorer:
     """The scorer of ``base``'s standardizer and held sample, at the reference's own scales where it chose them."""
-    from monitor.metrics.scorer import RobustnessScorer
+    from monitor.signals.scorer import RobustnessScorer
 
     held = base.held_sample if model.signature.has_held else None
     return RobustnessScorer(model, base.standardizer, scoring.config(base.scales), held_sample=held)
@@ -794,7 +794,7 @@ def score_rows(
     scorer: RobustnessScorer, x: NDArray[np.float64], held: Held | None, batch_rows: int = BATCH_ROWS
 ) -> ScoreResult:
     """Score ``x`` in calls of ``batch_rows`` rows; one :class:`ScoreResult` for all."""
-    from monitor.metrics.scorer import ScoreResult
+    from monitor.signals.scorer import ScoreResult
 
     if batch_rows < 1:
         raise DataError(f"batch size must be >= 1; got {batch_rows}")
@@ -1005,7 +1005,7 @@ def reference(
     if standardizer is not None:
         base = dataclasses.replace(base, standardizer=standardizer)
     if scales == "from-reference":
-        from monitor.metrics.scales import choose_scales
+        from monitor.signals.scales import choose_scales
 
         config = scoring.config()
         chosen = choose_scales(

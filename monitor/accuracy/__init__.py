@@ -32,7 +32,7 @@ from monitor.accuracy.estimators import (
     fit_estimators,
 )
 from monitor.errors import DataError
-from monitor.metrics.scorer import ScoreResult
+from monitor.signals.scorer import ScoreResult
 
 __all__ = [
     "CALIBRATION_KINDS",

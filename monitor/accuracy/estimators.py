@@ -1,6 +1,6 @@
 """Label-free accuracy estimators fitted on a labelled reference: AC, ATC, DoC and ``harmonic``.
 
-Every estimator reads per-event scores of :class:`~monitor.metrics.scorer.RobustnessScorer` — the confidence of
+Every estimator reads per-event scores of :class:`~monitor.signals.scorer.RobustnessScorer` — the confidence of
 the predicted class (``ScoreResult.probability``), γ, flicker and P_adj — and estimates the accuracy the model
 realizes on the target rows, with a 90 % interval:
 

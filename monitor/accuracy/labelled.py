@@ -14,9 +14,9 @@ from monitor.accuracy.estimators import EstimatorFit, fit_estimators
 from monitor.errors import DataError
 
 if TYPE_CHECKING:
-    from monitor.metrics.scorer import ScoreResult
     from monitor.model.onnx import OnnxModel
     from monitor.model.signature import Held
+    from monitor.signals.scorer import ScoreResult
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from numpy.typing import NDArray
 
 from monitor.cpus import intra_op_threads
 from monitor.errors import ConfigError, DataError, ModelError
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.io import HEADER_MODES, HeaderMode, read_model_rows, read_rows
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.signature import Held, scale_groups
 from monitor.model.standardize import Standardizer
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 
 
 def count_at_least(low: int) -> Callable[[str], int]:

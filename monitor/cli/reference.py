@@ -11,7 +11,7 @@ file also stores ``accuracy_estimator``: the label-free accuracy estimators of :
 those rows (:func:`monitor.accuracy.labelled.labelled_fit`), which ``estimate`` and ``run`` (``harmonic_estimated_accuracy``) read.
 
 With ``--scales from-reference`` σ and r are not the fixed ``--sigma``/``--radius`` but chosen on the reference rows so
-that ``--target-flicker-share`` of them flicker (:func:`monitor.metrics.scales.choose_scales`, r = σ); the reference
+that ``--target-flicker-share`` of them flicker (:func:`monitor.signals.scales.choose_scales`, r = σ); the reference
 is scored at them and the file records them (``scales``), which ``run`` then scores at.
 
 With ``--segment-column NAME`` the CSV's column ``NAME`` names each row's segment (it is not fed to the model): the
@@ -41,12 +41,12 @@ from monitor.cli.common import (
 )
 from monitor.drift.categories import count_tables, held_columns, held_element_names
 from monitor.errors import DataError
-from monitor.metrics.scales import choose_scales
-from monitor.metrics.scorer import RobustnessScorer
 from monitor.model.io import HeaderMode, load_rows
 from monitor.rolling.reference import Reference
 from monitor.rolling.reference_file import write_reference
 from monitor.rolling.segment_baselines import fold_segments, segment_references, split_segment_column
+from monitor.signals.scales import choose_scales
+from monitor.signals.scorer import RobustnessScorer
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,6 +1,6 @@
 """Stage 6 (exporters): delivering alert transitions to Alertmanager's v2 API and to generic JSON webhooks.
 
-:class:`AlertmanagerSender` and :class:`WebhookSender` turn :class:`~monitor.exporters.alerts.Alert`
+:class:`AlertmanagerSender` and :class:`WebhookSender` turn :class:`~monitor.alerts.Alert`
 snapshots into one HTTP POST (standard library only). :class:`DeliveryWorker` owns a background
 thread between the alert engine and a sender, so a slow or dead receiver never blocks the hot path:
 
@@ -48,8 +48,8 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Protocol, Self
 
+from monitor.alerts import Alert, AlertEvent, AlertState
 from monitor.errors import ConfigError, MonitorError
-from monitor.exporters.alerts import Alert, AlertEvent, AlertState
 from monitor.logs import RateLimitedLogger, redact_text
 
 __all__ = ["AlertmanagerSender", "DeliveryError", "DeliveryWorker", "Sender", "WebhookSender", "rfc3339"]

@@ -23,7 +23,7 @@ rows (docs/BENCHMARKS.md, *Engine vs bound*):
   centres' ``x @ W`` plus the offsets' ``δ @ W + b`` (computed once, in float64), and the flicker rows plus the noise
   projected the same way (the scorer keeps that projected bank). The MLP of bench/ multiplies only the centres by
   its 20×64 first layer, not 75 rows per event: a few per cent more scored events/s at B = 1024, less at B = 256.
-- a **per-event ball** (a sampled hypercube drawn per event above 256 features, ``monitor.metrics.balls``) is wrapped
+- a **per-event ball** (a sampled hypercube drawn per event above 256 features, ``monitor.signals.balls``) is wrapped
   only through that affine rewrite: the graph takes an input ``ball`` [B, 1 + m, H] holding each event's offsets
   already projected, ``b ± r·s_a·W[a]`` for its m/2 sampled features a (``NeighbourhoodEvaluator.project_ball``), and
   adds it to the centres' ``x @ W`` as the flicker noise is added. No ball row of n features is ever formed: for

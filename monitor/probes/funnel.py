@@ -17,7 +17,7 @@ crossed within the cap, or not searched with the reason (robust at ``eps``, the 
 spread — never searched, since a standardized unit means nothing there).
 
 Then output consistency over {clean, each τ at ``eps``} (mostly cached rows) and seed 001 Algorithm 2
-(:func:`~monitor.metrics.adversarial.gamma_ascent_search`) from every point, ``steps`` steps.
+(:func:`~monitor.signals.adversarial.gamma_ascent_search`) from every point, ``steps`` steps.
 
 Models with values held fixed (int, bool and string inputs, ``fixed_features``): ``held`` gives each point's held
 values; every row built from a point — perturbed copies, γ-ascent candidates, Algorithm 2's steps — is evaluated
@@ -40,8 +40,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.errors import ConfigError, ProbeError
-from monitor.metrics.adversarial import AdversarialResult, gamma_ascent_search
-from monitor.metrics.scorer import ScoringConfig
 from monitor.model.base import ModelKind, Predictor
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
@@ -62,6 +60,8 @@ from monitor.probes.profile import FeatureInfo, ProfileEntry, complete_profile
 from monitor.probes.sensitivity import SensitivityResult, sensitivity_matrix
 from monitor.probes.threshold import TargetThreshold, check_search, search_depth, search_target
 from monitor.probes.trees import TreeSplits, exact_shift_threshold
+from monitor.signals.adversarial import AdversarialResult, gamma_ascent_search
+from monitor.signals.scorer import ScoringConfig
 
 STAGES: tuple[str, ...] = ("mri", "sensitivity", "threshold", "consistency", "adversarial")
 

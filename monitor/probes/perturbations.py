@@ -62,11 +62,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.errors import ConfigError, ProbeError
-from monitor.metrics.balls import ball_directions
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.base import ModelKind, ModelOutput, Predictor
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
+from monitor.signals.balls import ball_directions
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 
 FloatArray = NDArray[np.float64]
 
@@ -185,7 +185,7 @@ class PerturbationContext:
     model : needed by ``gamma_ascent`` only; pass the session's :class:`CountingPredictor` so its rows are counted.
     fill : (n,) raw-unit values that ``dropout`` writes; None = ``standardizer.mean`` (the reference mean).
     radius : γ ball radius for ``gamma_ascent``, standardized units.
-    ball : γ ball construction for ``gamma_ascent`` (see :mod:`monitor.metrics.balls`).
+    ball : γ ball construction for ``gamma_ascent`` (see :mod:`monitor.signals.balls`).
     seed : seeds the ball construction.
     held : the probed points' held values, one row per point, for a model that holds values fixed: ``gamma_ascent``
         evaluates each point's ball candidates with its row.
@@ -396,7 +396,7 @@ class Quantize:
 class GammaAscent:
     """x̃ + ε·v*(x), v* the unit ball direction whose ball point has the largest γ (seed 001 Algorithm 2, one step).
 
-    The directions are computed with :class:`~monitor.metrics.scorer.RobustnessScorer` (flicker off) over the
+    The directions are computed with :class:`~monitor.signals.scorer.RobustnessScorer` (flicker off) over the
     B·m ball points, costing B·m·(1+m) model rows, once per distinct point set (cached by content).
 
     Parameters

@@ -39,7 +39,6 @@ from numpy.typing import NDArray
 from monitor import telemetry as tel
 from monitor.config import ProbeSettings
 from monitor.exporters.prometheus import MetricsState
-from monitor.metrics.scorer import ScoreResult
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.probes.certify import certificate_report, certify_points
@@ -49,6 +48,7 @@ from monitor.probes.profile import FeatureInfo, held_names
 from monitor.probes.regions import Region, RegionIndex
 from monitor.probes.report import build_report
 from monitor.probes.trees import TreeSplits, tree_splits
+from monitor.signals.scorer import ScoreResult
 
 if TYPE_CHECKING:
     from monitor.runtime.models import ModelRuntime

@@ -15,7 +15,7 @@ accuracy estimators (:mod:`monitor.accuracy`, ``EstimatorFit.to_dict()``), read 
 :func:`read_accuracy_estimator`; files without it load as before.
 
 A reference built with ``reference --scales from-reference`` also holds ``scales``: the σ and r its γ and flicker
-were scored at and how they were chosen (:class:`monitor.metrics.scales.SignalScales`: ``{"sigma", "radius",
+were scored at and how they were chosen (:class:`monitor.signals.scales.SignalScales`: ``{"sigma", "radius",
 "method", "flicker_share", "target", "rows"}``), read by :func:`read_scales`; ``run`` scores at them unless the
 model's ``scoring`` settings say otherwise. Files without it load as before (scored at the fixed settings).
 
@@ -36,11 +36,11 @@ from typing import Any
 import numpy as np
 
 from monitor.errors import DataError
-from monitor.metrics.scales import SignalScales
 from monitor.model.signature import HELD_COLUMNS, Held, Signature
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference import Reference
 from monitor.rolling.segment_baselines import references_from_json, references_to_json
+from monitor.signals.scales import SignalScales
 
 log = logging.getLogger("monitor.rolling.reference_file")
 

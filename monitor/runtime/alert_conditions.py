@@ -1,6 +1,6 @@
 """The alert rules of a model's watch, when their conditions hold, and what their alerts say.
 
-:class:`AlertConditions` owns the model's :class:`~monitor.exporters.alerts.AlertEngine` with its four rules and the
+:class:`AlertConditions` owns the model's :class:`~monitor.alerts.AlertEngine` with its four rules and the
 arrival time of each segment's last scored event. A segment with no arrival for its shortest time window is quiet:
 its conditions count as false, so its alerts resolve on a stream that went silent. Each observation and each
 :meth:`AlertConditions.tick` returns :class:`AlertUpdate` results (whether the alert fires now, and the transition
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from monitor.alerts import AlertEngine, AlertEvent, AlertRule, Evidence
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
-from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule, Evidence
 from monitor.rolling.reference import Reference
 from monitor.runtime.evidence import detector_evidence
 

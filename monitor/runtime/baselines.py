@@ -17,10 +17,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.drift.categories import count_tables
-from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
 from monitor.rolling.segment_baselines import fold_segments, references_to_json, segment_references
 from monitor.rolling.windows import OTHER, SignalBatch
+from monitor.signals.scorer import ScoreResult
 
 if TYPE_CHECKING:
     from monitor.runtime.watch import WatchConfig

@@ -1,7 +1,7 @@
 """What an alert says fired: each detector that fired and each input that moved, in its own numbers.
 
 :func:`detector_evidence` reads a segment's verdict engine, its baseline and its count window, and returns the
-clauses of HarmonicHarmfulShift's and HarmonicInputDrift's descriptions (:class:`~monitor.exporters.alerts.Evidence`):
+clauses of HarmonicHarmfulShift's and HarmonicInputDrift's descriptions (:class:`~monitor.alerts.Evidence`):
 the detector's statistic and the threshold it crossed, and the quantity it watches in the window against the
 baseline. An input's clause starts with the input's name and names its test first; no clause holds ``; `` (the
 separator between clauses).
@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.alerts import Evidence
 from monitor.drift.verdict import DriftSettings as DetectorSettings
 from monitor.drift.verdict import VerdictEngine
-from monitor.exporters.alerts import Evidence
 from monitor.rolling.reference import Reference
 
 #: moved inputs named (with their numbers) in an alert, per input test

@@ -18,10 +18,10 @@ from monitor.errors import InvalidEventError
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
-from monitor.metrics.scorer import ScoreResult
 from monitor.model.signature import Held
 from monitor.rolling.labelled import LabelledWindow
 from monitor.runtime.models import ModelRuntime
+from monitor.signals.scorer import ScoreResult
 from monitor.source.base import RawRecord
 from monitor.source.labels import JoinedLabel, LabelDecoder, LabelJoiner, ScoredPrediction
 

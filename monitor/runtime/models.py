@@ -21,8 +21,6 @@ from monitor.config import ModelSettings
 from monitor.cpus import intra_op_threads
 from monitor.errors import ConfigError, DataError
 from monitor.events import InferenceEvent
-from monitor.metrics.scales import SignalScales
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.io import read_model_rows
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.signature import Held, scale_groups
@@ -30,6 +28,8 @@ from monitor.model.standardize import Standardizer
 from monitor.rolling.reference_file import read_accuracy_estimator, read_held_sample, read_reference, read_scales
 from monitor.rolling.segment_baselines import split_segment_column
 from monitor.runtime.watch import ModelWatch
+from monitor.signals.scales import SignalScales
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from monitor.source.base import RawRecord
 
 #: held values kept for a regressor's output scale (:attr:`ModelRuntime.held_sample`)

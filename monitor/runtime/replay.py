@@ -73,7 +73,7 @@ class Timeline:
         self._verdicts: dict[tuple[str, str], str] = {}
 
     def observer(self, model: str) -> Callable[[str, Any, float, Any], None]:
-        from monitor.exporters.alerts import AlertEvent
+        from monitor.alerts import AlertEvent
         from monitor.runtime.watch import DetectorCrossing
 
         def observe(segment: str, change: Any, now: float, event: Any) -> None:
@@ -226,7 +226,7 @@ def _joined(kept: list[tuple[Any, Any]]) -> tuple[Any, Any]:
 
     import numpy as np
 
-    from monitor.metrics.scorer import ScoreResult
+    from monitor.signals.scorer import ScoreResult
 
     rows = np.concatenate([r for r, _ in kept])
     fields = {

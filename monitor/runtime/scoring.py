@@ -26,7 +26,6 @@ from monitor.drift.categories import held_columns
 from monitor.events import InferenceEvent, feature_rows, held_rows
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
-from monitor.metrics.scorer import ScoreResult
 from monitor.model.signature import Held
 from monitor.runtime.labels import LabelStage
 from monitor.runtime.models import (
@@ -37,6 +36,7 @@ from monitor.runtime.models import (
     read_segmented_reference_rows,
 )
 from monitor.sampler.base import Sampler
+from monitor.signals.scorer import ScoreResult
 from monitor.source.base import RawRecord, Sink
 
 log = logging.getLogger("monitor.runtime.scoring")
@@ -281,7 +281,7 @@ class Scoring:
         if rt.scorer.flicker_tolerance is not None:  # a regressor's flip threshold in output units
             for column, tolerance in enumerate(rt.scorer.flicker_tolerance[:FLICKER_TOLERANCE_COLUMNS]):
                 tel.FLICKER_TOLERANCE.set(self.state, tel.ModelOutput(rt.name, str(column)), float(tolerance))
-        # the σ and r scored at: fixed settings or chosen from the reference (monitor/metrics/scales.py)
+        # the σ and r scored at: fixed settings or chosen from the reference (monitor/signals/scales.py)
         tel.SCORING_SCALE.set(self.state, tel.ModelScale(rt.name, "sigma"), rt.scorer.config.sigma)
         tel.SCORING_SCALE.set(self.state, tel.ModelScale(rt.name, "radius"), rt.scorer.config.radius)
         return result

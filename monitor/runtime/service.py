@@ -11,11 +11,11 @@ from typing import Any
 
 from monitor import __version__
 from monitor import telemetry as tel
+from monitor.alerts import AlertEvent
 from monitor.allocator import TimedCollector
 from monitor.clock import WatermarkClock
 from monitor.config import KafkaSettings, Settings
 from monitor.cpus import affinity_cpus, cgroup_cpu_limit
-from monitor.exporters.alerts import AlertEvent
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
 from monitor.exporters.http import HttpLimits
 from monitor.exporters.http_process import ProcessMetricsServer

@@ -37,17 +37,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.accuracy import DEFAULT_METHOD, EstimatorFit
+from monitor.alerts import AlertEvent
 from monitor.clock import WatermarkClock
 from monitor.config import Settings
 from monitor.drift.categories import held_columns
 from monitor.drift.verdict import DriftSettings as DetectorSettings
 from monitor.drift.verdict import Verdict, VerdictReport
 from monitor.events import InferenceEvent, held_rows
-from monitor.exporters.alerts import AlertEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.gammamap import GammaMap
 from monitor.logs import RateLimitedLogger
-from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference
 from monitor.rolling.segment_baselines import references_from_json
 from monitor.rolling.windows import OTHER, SignalBatch, WindowSet
@@ -62,6 +61,7 @@ from monitor.runtime.gamma_maps import SegmentGammaMaps
 from monitor.runtime.verdicts import DetectorCrossing as DetectorCrossing
 from monitor.runtime.verdicts import SegmentVerdicts
 from monitor.runtime.watch_metrics import WatchMetrics
+from monitor.signals.scorer import ScoreResult
 
 log = logging.getLogger("monitor.runtime.watch")
 

@@ -13,7 +13,7 @@ from datetime import datetime
 
 import pytest
 
-from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule, AlertState
+from monitor.alerts import AlertEngine, AlertEvent, AlertRule, AlertState
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, rfc3339
 from tests.integration.alertmanager_service import AlertmanagerService, free_port
 

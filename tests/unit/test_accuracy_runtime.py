@@ -3,7 +3,7 @@ loads them, and :class:`~monitor.runtime.watch.ModelWatch` publishes ``harmonic_
 method and fires ``HarmonicAccuracyDrop``.
 
 Real models: a scikit-learn logistic regression on two overlapping Gaussian blobs (accuracy ~0.93), converted with
-skl2onnx; every window scored by the real :class:`~monitor.metrics.scorer.RobustnessScorer`. Seeded, no sleeps.
+skl2onnx; every window scored by the real :class:`~monitor.signals.scorer.RobustnessScorer`. Seeded, no sleeps.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from monitor.accuracy import DEFAULT_METHOD, METHODS, EstimatorFit, fit_from_sco
 from monitor.config import AccuracySettings, ModelSettings, load_settings
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
-from monitor.metrics.scorer import RobustnessScorer, ScoreResult, ScoringConfig
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference_file import ACCURACY_KEY, read_accuracy_estimator, read_reference
 from monitor.rolling.scores import ScoreSamples
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.watch import ACCURACY_ALERT, ModelWatch, WatchConfig
+from monitor.signals.scorer import RobustnessScorer, ScoreResult, ScoringConfig
 from tests.unit.onnx_graphs import sklearn_to_onnx
 from tests.unit.reference_cli import build_reference
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from monitor.errors import ConfigError
-from monitor.metrics.adversarial import gamma_ascent_search
-from monitor.metrics.balls import ball_directions
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
+from monitor.signals.adversarial import gamma_ascent_search
+from monitor.signals.balls import ball_directions
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from tests.unit import onnx_graphs
 
 LABEL_CONFIG = ScoringConfig(radius=0.1, ball="simplex+anti", output="label")

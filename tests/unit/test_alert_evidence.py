@@ -1,4 +1,4 @@
-"""Alerts that say what fired (monitor/runtime/watch.py, monitor/exporters/alerts.py): each detector that fired with
+"""Alerts that say what fired (monitor/runtime/watch.py, monitor/alerts.py): each detector that fired with
 its own statistic, threshold, window and reference values; the moved inputs by name; the per-input drift gauge; the
 verdict's hysteresis and the detector crossings the observers see."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from monitor import telemetry as tel
+from monitor.alerts import Alert, AlertRule, AlertState, Evidence
 from monitor.drift.verdict import Verdict
-from monitor.exporters.alerts import Alert, AlertRule, AlertState, Evidence
 from monitor.exporters.delivery import WebhookSender
 from monitor.exporters.prometheus import MetricsState
 from monitor.rolling.reference import Reference

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from monitor.alerts import AlertEngine, AlertEvent, AlertRule, AlertState, fingerprint
 from monitor.errors import ConfigError
-from monitor.exporters.alerts import AlertEngine, AlertEvent, AlertRule, AlertState, fingerprint
 
 RULE = AlertRule("HarmonicGammaDrift", "gamma", for_seconds=60.0, resolve_after_seconds=120.0, severity="critical")
 

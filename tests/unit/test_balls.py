@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from monitor.errors import ConfigError
-from monitor.metrics.balls import (
+from monitor.signals.balls import (
     SIMPLEX_MAX_FEATURES,
     BallSpec,
     add_hypercube_offsets,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from monitor.alerts import Alert, AlertEngine, AlertEvent, AlertRule, AlertState
 from monitor.errors import ConfigError
-from monitor.exporters.alerts import Alert, AlertEngine, AlertEvent, AlertRule, AlertState
 from monitor.exporters.delivery import (
     AlertmanagerSender,
     DeliveryError,

@@ -28,9 +28,9 @@ from monitor.accuracy.calibration import fit_logistic
 from monitor.accuracy.estimators import atc_threshold
 from monitor.cli import main
 from monitor.errors import DataError
-from monitor.metrics.scorer import RobustnessScorer, ScoreResult, ScoringConfig
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
+from monitor.signals.scorer import RobustnessScorer, ScoreResult, ScoringConfig
 from tests.unit.onnx_graphs import sklearn_to_onnx
 
 

@@ -17,7 +17,9 @@ import pytest
 from numpy.typing import NDArray
 from scipy.stats import norm
 
-from monitor.metrics.scorer import (
+from monitor.model.onnx import OnnxModel
+from monitor.model.standardize import Standardizer
+from monitor.signals.scorer import (
     BANK_REFRESH_BLOCK,
     BANK_REFRESH_DIVISOR,
     RobustnessScorer,
@@ -25,8 +27,6 @@ from monitor.metrics.scorer import (
     noise_bank_rows,
     output_scale,
 )
-from monitor.model.onnx import OnnxModel
-from monitor.model.standardize import Standardizer
 from tests.unit import onnx_graphs
 
 COPIES = 4000
@@ -109,7 +109,7 @@ def test_regressor_flicker_matches_the_gaussian_tail_beyond_the_tolerance(tmp_pa
 
 # -- regressors: a tolerance relative to the output's reference IQR -----------------------------------------------
 #: 2Φ(−1.349·τ/σ): the flicker of any exactly linear regressor at tolerance τ and noise σ (module docstring of
-#: monitor.metrics.scorer.output_scale); 1.349 = the IQR of N(0, 1)
+#: monitor.signals.scorer.output_scale); 1.349 = the IQR of N(0, 1)
 IQR_OF_A_STANDARD_NORMAL = 2.0 * norm.ppf(0.75)
 
 

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from monitor.metrics.balls import ball_directions
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
+from monitor.signals.balls import ball_directions
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from tests.unit import onnx_graphs
 
 EPS32 = float(np.finfo(np.float32).eps)

@@ -19,12 +19,12 @@ from monitor.events import InferenceEvent
 from monitor.exporters.http import MetricsServer
 from monitor.exporters.prometheus import MetricsState
 from monitor.gammamap import GAMMA_BIN_LABELS, P_BIN_LABELS, GammaMap, gamma_map
-from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference
 from monitor.rolling.windows import OTHER
 from monitor.runtime.gammamap_view import gamma_map_handler
 from monitor.runtime.models import ModelRuntime
 from monitor.runtime.watch import ModelWatch, WatchConfig
+from monitor.signals.scorer import ScoreResult
 
 MODEL = "clf"
 

@@ -23,12 +23,12 @@ from monitor.drift import Cusum, VerdictEngine
 from monitor.drift.base import DriftState
 from monitor.drift.verdict import DriftSettings, Verdict, decide_verdict
 from monitor.exporters.prometheus import MetricsState
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
 from monitor.rolling.windows import SIGNALS, CountWindow, SignalBatch, TimeWindow
 from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT, WatchConfig
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from tests.unit import onnx_graphs
 
 from .test_watch import MODEL, Stream, fired, make_watch

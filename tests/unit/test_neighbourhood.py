@@ -17,12 +17,12 @@ from numpy.typing import NDArray
 from onnx import TensorProto, helper
 
 from monitor.errors import ModelError
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model import onnx as onnx_module
 from monitor.model.neighbourhood import affine_input, binary_positive, linear_head, neighbourhood_graph
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.readout import positive_output
 from monitor.model.standardize import Standardizer
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from tests.conftest import CountingSession
 from tests.unit import onnx_graphs
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from monitor.errors import ConfigError, ProbeError
-from monitor.metrics.balls import ball_directions
 from monitor.model.standardize import Standardizer
 from monitor.probes.perturbations import (
     PERTURBATION_NAMES,
@@ -26,6 +25,7 @@ from monitor.probes.perturbations import (
     make_perturbation,
     probe_targets,
 )
+from monitor.signals.balls import ball_directions
 from tests.unit.test_probes_models import binary_linear
 
 

@@ -14,11 +14,11 @@ import pytest
 from numpy.typing import NDArray
 
 from monitor.errors import ConfigError, ModelError
-from monitor.metrics.balls import ball_directions
-from monitor.metrics.scorer import OUTPUT_SCALE_ROWS, RobustnessScorer, ScoringConfig
 from monitor.model.base import ModelOutput
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions, argmax_rows
 from monitor.model.standardize import Standardizer
+from monitor.signals.balls import ball_directions
+from monitor.signals.scorer import OUTPUT_SCALE_ROWS, RobustnessScorer, ScoringConfig
 from tests.conftest import CountingPredictor
 from tests.unit import onnx_graphs
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from monitor.metrics.balls import event_keys, hypercube_axes
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
+from monitor.signals.balls import event_keys, hypercube_axes
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from tests.unit import onnx_graphs
 
 N = 300  # above the simplex limit: the hypercube is drawn per event

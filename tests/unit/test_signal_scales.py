@@ -11,12 +11,12 @@ from numpy.typing import NDArray
 
 from monitor.config import ModelSettings, ScoringSettings, load_settings
 from monitor.errors import ConfigError, DataError
-from monitor.metrics.scales import SignalScales, choose_scales, flicker_share
-from monitor.metrics.scorer import ScoringConfig
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference_file import read_reference, read_scales
 from monitor.runtime.models import load_model_runtime
+from monitor.signals.scales import SignalScales, choose_scales, flicker_share
+from monitor.signals.scorer import ScoringConfig
 from tests.unit.onnx_graphs import sklearn_to_onnx, training_blobs, zipmap_classifier
 from tests.unit.reference_cli import reference_from_rows
 

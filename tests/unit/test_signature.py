@@ -14,10 +14,10 @@ from numpy.typing import NDArray
 from onnx import TensorProto, helper, numpy_helper
 
 from monitor.errors import ModelError
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.signature import HELD_COLUMNS, Held, Signature, SignatureError
 from monitor.model.standardize import Standardizer
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from tests import model_zoo
 from tests.unit import onnx_graphs
 

@@ -18,10 +18,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from monitor.cli import main
 from monitor.errors import ModelError
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model import batching
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from tests.unit import onnx_graphs
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "torch"

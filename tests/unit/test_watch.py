@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from monitor import telemetry as tel
+from monitor.alerts import AlertEvent
 from monitor.clock import WatermarkClock
 from monitor.drift.verdict import DriftSettings, Verdict
 from monitor.events import InferenceEvent
-from monitor.exporters.alerts import AlertEvent
 from monitor.exporters.prometheus import MetricsState
-from monitor.metrics.scorer import ScoreResult
 from monitor.rolling.reference import Reference
 from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT, SHADOW_ALERT, ModelWatch, WatchConfig
+from monitor.signals.scorer import ScoreResult
 
 MODEL = "credit"
 T0 = 1_795_000_000.0

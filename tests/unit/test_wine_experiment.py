@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.onnx import OnnxModel
 from monitor.model.standardize import Standardizer
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from tests.unit import onnx_graphs
 
 SEEDS = [0, 1, 2]

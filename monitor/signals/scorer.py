@@ -50,18 +50,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.errors import ConfigError, ModelError
-from monitor.metrics.balls import add_hypercube_offsets, ball_directions, event_keys, hypercube_axes, parse_ball
-from monitor.metrics.gamma import (
+from monitor.model.base import ModelOutput, Predictor
+from monitor.model.onnx import NeighbourhoodEvaluator, NeighbourhoodRejected, OnnxModel, argmax_rows
+from monitor.model.signature import Held, default_held
+from monitor.model.standardize import Standardizer
+from monitor.signals.balls import add_hypercube_offsets, ball_directions, event_keys, hypercube_axes, parse_ball
+from monitor.signals.gamma import (
     LOG_FLOOR,
     OutputKind,
     check_output,
     default_output,
     gamma_from_values,
 )
-from monitor.model.base import ModelOutput, Predictor
-from monitor.model.onnx import NeighbourhoodEvaluator, NeighbourhoodRejected, OnnxModel, argmax_rows
-from monitor.model.signature import Held, default_held
-from monitor.model.standardize import Standardizer
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ class RobustnessScorer:
         self.ball = parse_ball(self.config.ball).resolve(n)
         scale = standardizer.scale
         #: a hypercube sample drawn per event (m < 2n): the m/2 axes of each event come from the seed and its values
-        #: (:func:`~monitor.metrics.balls.hypercube_axes`); each point moves one feature by ±r·s_a
+        #: (:func:`~monitor.signals.balls.hypercube_axes`); each point moves one feature by ±r·s_a
         #: (:attr:`feature_step`). A model whose input feeds an affine layer gets the ball in-graph as the m/2 moved
         #: rows of that layer's W per event; any other gets the rows built here. :attr:`offsets` is one such sample
         #: (for callers that want a fixed ball, and the in-graph check at load)

@@ -4,7 +4,7 @@ From x, repeatedly move to the ball point with the largest γ, N steps; report t
 class first changes ("stable" when it never does). Each step costs one model call over B·m·(1+m) rows (every ball
 point's own ball), through :class:`RobustnessScorer` with flicker disabled.
 
-At high dimension (a sampled hypercube drawn per event, above 256 features: ``monitor.metrics.balls``) each step
+At high dimension (a sampled hypercube drawn per event, above 256 features: ``monitor.signals.balls``) each step
 is the paper's pseudo-code on images: the ball of the current point is its own sample of m signed axes, each
 candidate moves one feature by ±r·s (±r in raw units with ``Standardizer.identity``, e.g. ±100 grey levels), and
 each candidate's γ is computed on the candidate's own sampled ball. After N steps a point differs from x in at most
@@ -19,9 +19,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.errors import ConfigError
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.base import Predictor
 from monitor.model.standardize import Standardizer
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 
 
 @dataclass(frozen=True, slots=True)

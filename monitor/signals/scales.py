@@ -14,7 +14,7 @@ standardized units, as the fixed defaults do (r = σ = 0.05). γ's curvature ter
 the class changes for half the events is also a radius at which γ leaves its ≈ 1e-5 floor.
 
 Regressors are handled alike: their flicker counts copies whose output moves by more than ``regression_tolerance``
-of the output's reference IQR (:class:`~monitor.metrics.scorer.ScoringConfig`), which also grows with σ.
+of the output's reference IQR (:class:`~monitor.signals.scorer.ScoringConfig`), which also grows with σ.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.errors import ConfigError, DataError
-from monitor.metrics.scorer import RobustnessScorer, ScoringConfig
 from monitor.model.base import Predictor
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 
 #: how the scales were chosen: fixed (r = σ = 0.05), or the bisection on the share of flickering reference rows
 SCALE_METHODS = ("fixed", "target-flicker-share")

@@ -1,4 +1,4 @@
-"""Stage 6 (exporters): the alert engine — rules, per-(rule, model, segment) state, and transitions.
+"""The alert engine — rules, per-(rule, model, segment) state, and transitions.
 
 Each evaluation the app tells the engine, per rule and per (model, segment), whether the rule's
 condition holds now (a drift detector fired, a disagreement rate is over its limit, ...) together

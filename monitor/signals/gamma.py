@@ -2,7 +2,7 @@
 already-evaluated model outputs.
 
 γ(x) = | f(x) − (1/m) Σ_i f(x + r·v_i) |; for vector outputs the L2 norm of that difference.
-These are pure functions over arrays; :mod:`monitor.metrics.scorer` arranges the single model call.
+These are pure functions over arrays; :mod:`monitor.signals.scorer` arranges the single model call.
 """
 
 from __future__ import annotations
