@@ -29,8 +29,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.errors import DataError, ModelError
-from monitor.model.signature import HELD_COLUMNS, Held, InputSpec, Signature
+from monitor.errors import DataError, ModelError, names_listed
+from monitor.model.signature import HELD_COLUMNS, Held, InputSpec, Signature, inputs_mismatch
 
 #: the largest float32 (monitor.source.validate.FLOAT32_MAX; repeated here: a stage imports no sibling stage)
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -393,13 +393,10 @@ def _npz_inputs(p: Path, signature: Signature) -> dict[str, NDArray[Any]]:
                 raise DataError(f"'{p}' is not an .npz archive of named arrays (save it with numpy.savez)", path=str(p))
             names = list(archive.files)
             expected = [s.name for s in signature.inputs]
-            missing = [n for n in expected if n not in names]
-            extra = [n for n in names if n not in expected]
-            if missing or extra:
+            wrong = inputs_mismatch(expected, names)
+            if wrong:
                 raise DataError(
-                    f"'{p}' must hold one array per model input {_names(expected)}"
-                    + (f"; missing {_names(missing)}" if missing else "")
-                    + (f"; unknown {_names(extra)}" if extra else "")
+                    f"'{p}' must hold one array per model input {_names(expected)}{wrong}"
                     + f" (the model takes {signature.describe()}; save with numpy.savez(file, name=array, …))",
                     path=str(p),
                 )
@@ -473,8 +470,7 @@ def _split_flat(flat: NDArray[Any], specs: Sequence[InputSpec]) -> dict[str, NDA
 
 
 def _names(names: Sequence[str]) -> str:
-    shown = ", ".join(f"'{n}'" for n in names[:_SHOWN_CELLS])
-    return shown + (f" and {len(names) - _SHOWN_CELLS} more" if len(names) > _SHOWN_CELLS else "")
+    return names_listed(names, _SHOWN_CELLS)
 
 
 def _csv_cells(p: Path) -> list[tuple[int, list[str]]]:

@@ -22,7 +22,7 @@ monitor sees a model of one 2-D float input plus held values.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,7 @@ import onnx
 from numpy.typing import NDArray
 from onnx import TensorProto, helper, numpy_helper
 
-from monitor.errors import ModelError
+from monitor.errors import ModelError, names_listed
 from monitor.model.broadcast import fresh_namer
 
 #: the key of :class:`Held` under which the float features held by ``fixed_features`` travel
@@ -311,14 +311,9 @@ class Signature:
             expected and what arrived.
         """
         names = [s.name for s in self.inputs]
-        missing = [n for n in names if n not in inputs]
-        extra = [n for n in inputs if n not in names]
-        if missing or extra:
-            raise ModelError(
-                f"{where} must give the model's inputs {_listed(names)}"
-                + (f"; missing {_listed(missing)}" if missing else "")
-                + (f"; unknown {_listed(extra)}" if extra else "")
-            )
+        wrong = inputs_mismatch(names, inputs)
+        if wrong:
+            raise ModelError(f"{where} must give the model's inputs {_listed(names)}{wrong}")
         b = -1
         full_cols: list[NDArray[np.float64]] = []
         held: dict[str, NDArray[Any]] = {}
@@ -521,8 +516,16 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _listed(names: Sequence[str]) -> str:
-    shown = ", ".join(f"'{n}'" for n in names[:8])
-    return shown + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return names_listed(names, 8)
+
+
+def inputs_mismatch(expected: Sequence[str], given: Iterable[str]) -> str:
+    """ "" where ``given`` names exactly the ``expected`` inputs; else "; missing …" and/or "; unknown …" (to follow
+    a message that lists ``expected``)."""
+    given = list(given)
+    missing = [n for n in expected if n not in given]
+    extra = [n for n in given if n not in expected]
+    return (f"; missing {_listed(missing)}" if missing else "") + (f"; unknown {_listed(extra)}" if extra else "")
 
 
 def _spec(vi: onnx.ValueInfoProto, model: str) -> InputSpec:
