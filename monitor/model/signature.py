@@ -566,31 +566,33 @@ def _spec(vi: onnx.ValueInfoProto, model: str) -> InputSpec:
     return InputSpec(vi.name, elem, tuple(rest), batch)
 
 
+def _converted(arr: NDArray[Any], dtype: Any, refusal: Callable[[], str]) -> NDArray[Any]:
+    """``arr`` as ``dtype``; a ModelError saying ``refusal()`` where its values do not convert (text that is not a
+    number, objects)."""
+    try:
+        return arr.astype(dtype)
+    except (TypeError, ValueError):
+        raise ModelError(refusal()) from None
+
+
 def _as_float(arr: NDArray[Any], spec: InputSpec, where: str) -> NDArray[np.float64]:
-    if arr.dtype.kind not in "fiub":
-        try:
-            return arr.astype(np.float64)
-        except (TypeError, ValueError):
-            raise ModelError(
-                f"{where}: input {spec.describe()} takes numbers; got values of type {arr.dtype} that are not numbers"
-            ) from None
-    return arr.astype(np.float64)
+    return _converted(
+        arr,
+        np.float64,
+        lambda: f"{where}: input {spec.describe()} takes numbers; got values of type {arr.dtype} that are not numbers",
+    )
 
 
 def _as_held(arr: NDArray[Any], spec: InputSpec, where: str) -> NDArray[Any]:
     if spec.elem_type == TensorProto.STRING:
         return arr.astype(str).astype(object)
-    if arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)) or not np.array_equal(arr, np.round(arr)):
-            raise ModelError(f"{where}: input {spec.describe()} takes whole numbers; got non-integer values")
-    elif arr.dtype.kind not in "iub":
-        try:
-            return arr.astype(spec.dtype)
-        except (TypeError, ValueError):
-            raise ModelError(
-                f"{where}: input {spec.describe()} takes {spec.type_name} values; got {arr.dtype} values that are not"
-            ) from None
-    return arr.astype(spec.dtype)
+    if arr.dtype.kind == "f" and (not np.all(np.isfinite(arr)) or not np.array_equal(arr, np.round(arr))):
+        raise ModelError(f"{where}: input {spec.describe()} takes whole numbers; got non-integer values")
+    return _converted(
+        arr,
+        spec.dtype,
+        lambda: f"{where}: input {spec.describe()} takes {spec.type_name} values; got {arr.dtype} values that are not",
+    )
 
 
 def _flatten(value: object, spec: InputSpec, where: str) -> list[Any]:
