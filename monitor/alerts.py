@@ -37,10 +37,11 @@ import hashlib
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypedDict
 
 from monitor.errors import ConfigError
 
-__all__ = ["Alert", "AlertEngine", "AlertEvent", "AlertRule", "AlertState", "Evidence", "fingerprint"]
+__all__ = ["Alert", "AlertDetails", "AlertEngine", "AlertEvent", "AlertRule", "AlertState", "Evidence", "fingerprint"]
 
 # How a signal is named in human-readable annotations; other signals appear verbatim.
 _SIGNAL_DISPLAY: Mapping[str, str] = {"gamma": "γ", "gamma_logit": "γ (logit)", "p_adj": "P_adj"}
@@ -215,6 +216,18 @@ class Alert:
         if self.rule.runbook_url:
             out["runbook_url"] = self.rule.runbook_url
         return out
+
+
+class AlertDetails(TypedDict, total=False):
+    """The keywords of :meth:`AlertEngine.observe` that describe an evaluation (see there); a caller that passes them
+    through takes them as ``**details: Unpack[AlertDetails]``."""
+
+    top_features: Sequence[str]
+    detail: str
+    verdict: str
+    evidence: Sequence[Evidence]
+    value_name: str
+    reference_name: str
 
 
 @dataclass(frozen=True, slots=True)

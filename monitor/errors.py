@@ -5,6 +5,14 @@ Messages say what is wrong, what was expected, what arrived, and (where one exis
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+
+def names_listed(names: Sequence[str], limit: int = 5) -> str:
+    """How messages list names: the first ``limit`` quoted, then how many more there are."""
+    shown = ", ".join(f"'{n}'" for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
 
 class MonitorError(Exception):
     """Base of every deliberate harmonic-monitor error."""

@@ -257,6 +257,11 @@ class WindowBuffer:
         self._pos = (self._pos + tail.shape[0]) % self.size
         self.filled = min(self.size, self.filled + tail.shape[0])
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes the ring array holds (constant)."""
+        return int(self._data.nbytes)
+
     def values(self) -> NDArray[np.float64]:
         """The held values (or rows), oldest first (a copy)."""
         if self.filled < self.size:

@@ -139,16 +139,18 @@ class MetricsState:
 
     def set_counter(self, name: str, labels: Labels, value: float) -> None:
         """Set a counter mirrored from a component that keeps its own monotone count."""
-        self._check(name, labels, "counter")
-        with self._lock:
-            self._counters[(name, labels)] = float(value)
-            if name in _VERSIONED:
-                self._seen(name, labels)
+        self._put(self._counters, "counter", name, labels, value)
 
     def set(self, name: str, labels: Labels, value: float) -> None:
-        self._check(name, labels, "gauge")
+        self._put(self._gauges, "gauge", name, labels, value)
+
+    def _put(
+        self, table: dict[tuple[str, Labels], float], kind: MetricType, name: str, labels: Labels, value: float
+    ) -> None:
+        """Store ``value`` for (``name``, ``labels``) in ``table``, checked as a ``kind``; a model version noted."""
+        self._check(name, labels, kind)
         with self._lock:
-            self._gauges[(name, labels)] = float(value)
+            table[(name, labels)] = float(value)
             if name in _VERSIONED:
                 self._seen(name, labels)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from tokenize import TokenError
@@ -29,8 +29,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.errors import DataError, ModelError
-from monitor.model.signature import HELD_COLUMNS, Held, InputSpec, Signature
+from monitor.errors import DataError, ModelError, names_listed
+from monitor.model.signature import HELD_COLUMNS, Held, InputSpec, Signature, inputs_mismatch
 
 #: the largest float32 (monitor.source.validate.FLOAT32_MAX; repeated here: a stage imports no sibling stage)
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -150,27 +150,11 @@ def _csv_records(p: Path) -> tuple[tuple[str, ...] | None, int, list[list[float]
     first: tuple[str, ...] | None = None
     first_line = 0
     rows: list[list[float]] = []
-    # utf-8-sig: spreadsheet exports start with a byte-order mark, which would otherwise turn the first data row
-    # into a non-numeric "header" and drop it silently
-    try:
-        with p.open(newline="", encoding="utf-8-sig") as fh:
-            for lineno, record in enumerate(csv.reader(fh), start=1):
-                if not record or all(not c.strip() for c in record):
-                    continue
-                cells = [c.strip() for c in record]
-                if first is None:
-                    first, first_line = tuple(cells), lineno
-                    continue
-                if len(cells) != len(first):
-                    raise DataError(
-                        f"'{p}' line {lineno} has {len(cells)} columns; expected {len(first)} like the rows before it",
-                        path=str(p),
-                    )
-                rows.append(_numbers(cells, lineno, p))
-    except UnicodeDecodeError as exc:
-        raise DataError(f"'{p}' is not UTF-8 text ({exc.reason}); save it as UTF-8 CSV", path=str(p)) from exc
-    except csv.Error as exc:
-        raise DataError(f"'{p}' is not a readable CSV file: {exc}", path=str(p)) from exc
+    for lineno, cells in _csv_rows(p):
+        if first is None:
+            first, first_line = tuple(cells), lineno
+            continue
+        rows.append(_numbers(cells, lineno, p))
     return first, first_line, rows
 
 
@@ -263,16 +247,23 @@ def _npy_array(p: Path) -> NDArray[Any]:
 
 def _in_range(rows: NDArray[np.float64], p: Path) -> NDArray[np.float64]:
     """``rows`` unless a finite value lies beyond float32's range (NaN and ±inf pass: callers drop those rows)."""
+    _within_float32(rows, p)
+    return rows
+
+
+def _within_float32(x: NDArray[np.float64], p: Path, names: Sequence[str] | None = None) -> None:
+    """Refuse (DataError) the first finite value of ``x`` beyond float32's range, in which the model computes (NaN
+    and ±inf pass); the message names the column by its number, or by its feature name where ``names`` are given."""
     with np.errstate(invalid="ignore"):
-        beyond = np.isfinite(rows) & (np.abs(rows) > _FLOAT32_MAX)
+        beyond = np.isfinite(x) & (np.abs(x) > _FLOAT32_MAX)
     if beyond.any():
         row, column = (int(i) for i in np.argwhere(beyond)[0])
+        where = f"column {column + 1}" if names is None else f"feature '{names[column]}'"
         raise DataError(
-            f"'{p}' row {row + 1} column {column + 1} holds {rows[row, column]:g}, beyond float32's range (±3.4e38) "
+            f"'{p}' row {row + 1} {where} holds {x[row, column]:g}, beyond float32's range (±3.4e38) "
             "in which the model computes; convert the data to the model's units or drop the row",
             path=str(p),
         )
-    return rows
 
 
 # -- files for any model --------------------------------------------------------------------------------------
@@ -364,23 +355,11 @@ def read_model_rows(
         raise DataError(str(exc), path=str(p)) from exc
     if x.shape[0] == 0:
         raise DataError(f"'{p}' contains no data rows", path=str(p))
-    _features_in_range(x, signature.features, p)
+    _within_float32(x, p, signature.features)
     if held is not None and HELD_COLUMNS in held.values:
-        _features_in_range(held.values[HELD_COLUMNS].astype(np.float64), signature.held_features, p)
+        _within_float32(held.values[HELD_COLUMNS].astype(np.float64), p, signature.held_features)
     kept = held if signature.has_held else None
     return ModelRowsFile(p, x, kept, f"read {x.shape[0]} rows from '{p}' ({how}; inputs {signature.describe()})")
-
-
-def _features_in_range(x: NDArray[np.float64], names: Sequence[str], p: Path) -> None:
-    with np.errstate(invalid="ignore"):
-        beyond = np.isfinite(x) & (np.abs(x) > _FLOAT32_MAX)
-    if beyond.any():
-        row, column = (int(i) for i in np.argwhere(beyond)[0])
-        raise DataError(
-            f"'{p}' row {row + 1} feature '{names[column]}' holds {x[row, column]:g}, beyond float32's range "
-            "(±3.4e38) in which the model computes; convert the data to the model's units or drop the row",
-            path=str(p),
-        )
 
 
 def _check_array(p: Path, spec: InputSpec, arr: NDArray[Any], what: str) -> None:
@@ -414,13 +393,10 @@ def _npz_inputs(p: Path, signature: Signature) -> dict[str, NDArray[Any]]:
                 raise DataError(f"'{p}' is not an .npz archive of named arrays (save it with numpy.savez)", path=str(p))
             names = list(archive.files)
             expected = [s.name for s in signature.inputs]
-            missing = [n for n in expected if n not in names]
-            extra = [n for n in names if n not in expected]
-            if missing or extra:
+            wrong = inputs_mismatch(expected, names)
+            if wrong:
                 raise DataError(
-                    f"'{p}' must hold one array per model input {_names(expected)}"
-                    + (f"; missing {_names(missing)}" if missing else "")
-                    + (f"; unknown {_names(extra)}" if extra else "")
+                    f"'{p}' must hold one array per model input {_names(expected)}{wrong}"
                     + f" (the model takes {signature.describe()}; save with numpy.savez(file, name=array, …))",
                     path=str(p),
                 )
@@ -494,31 +470,44 @@ def _split_flat(flat: NDArray[Any], specs: Sequence[InputSpec]) -> dict[str, NDA
 
 
 def _names(names: Sequence[str]) -> str:
-    shown = ", ".join(f"'{n}'" for n in names[:_SHOWN_CELLS])
-    return shown + (f" and {len(names) - _SHOWN_CELLS} more" if len(names) > _SHOWN_CELLS else "")
+    return names_listed(names, _SHOWN_CELLS)
 
 
 def _csv_cells(p: Path) -> list[tuple[int, list[str]]]:
     """The non-blank records of a CSV file as (line, stripped cells), all of the first record's width."""
-    records: list[tuple[int, list[str]]] = []
+    return list(_csv_rows(p))
+
+
+def _csv_rows(p: Path) -> Iterator[tuple[int, list[str]]]:
+    """The non-blank records of a CSV file as (line, stripped cells), one at a time (so a caller's own error on a
+    record comes before any found further down); each must be as wide as the first.
+
+    Raises
+    ------
+    DataError
+        A record of another width, text that is not UTF-8, or a file the csv module cannot read.
+    """
+    width: int | None = None
+    # utf-8-sig: spreadsheet exports start with a byte-order mark, which would otherwise turn the first data row
+    # into a non-numeric "header" and drop it silently
     try:
         with p.open(newline="", encoding="utf-8-sig") as fh:
             for lineno, record in enumerate(csv.reader(fh), start=1):
                 if not record or all(not c.strip() for c in record):
                     continue
                 cells = [c.strip() for c in record]
-                if records and len(cells) != len(records[0][1]):
+                if width is None:
+                    width = len(cells)
+                elif len(cells) != width:
                     raise DataError(
-                        f"'{p}' line {lineno} has {len(cells)} columns; expected {len(records[0][1])} like the rows "
-                        "before it",
+                        f"'{p}' line {lineno} has {len(cells)} columns; expected {width} like the rows before it",
                         path=str(p),
                     )
-                records.append((lineno, cells))
+                yield lineno, cells
     except UnicodeDecodeError as exc:
         raise DataError(f"'{p}' is not UTF-8 text ({exc.reason}); save it as UTF-8 CSV", path=str(p)) from exc
     except csv.Error as exc:
         raise DataError(f"'{p}' is not a readable CSV file: {exc}", path=str(p)) from exc
-    return records
 
 
 def _column_names(signature: Signature) -> dict[str, tuple[int, int]]:

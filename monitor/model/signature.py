@@ -22,7 +22,7 @@ monitor sees a model of one 2-D float input plus held values.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,7 @@ import onnx
 from numpy.typing import NDArray
 from onnx import TensorProto, helper, numpy_helper
 
-from monitor.errors import ModelError
+from monitor.errors import ModelError, names_listed
 from monitor.model.broadcast import fresh_namer
 
 #: the key of :class:`Held` under which the float features held by ``fixed_features`` travel
@@ -311,14 +311,9 @@ class Signature:
             expected and what arrived.
         """
         names = [s.name for s in self.inputs]
-        missing = [n for n in names if n not in inputs]
-        extra = [n for n in inputs if n not in names]
-        if missing or extra:
-            raise ModelError(
-                f"{where} must give the model's inputs {_listed(names)}"
-                + (f"; missing {_listed(missing)}" if missing else "")
-                + (f"; unknown {_listed(extra)}" if extra else "")
-            )
+        wrong = inputs_mismatch(names, inputs)
+        if wrong:
+            raise ModelError(f"{where} must give the model's inputs {_listed(names)}{wrong}")
         b = -1
         full_cols: list[NDArray[np.float64]] = []
         held: dict[str, NDArray[Any]] = {}
@@ -521,8 +516,16 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _listed(names: Sequence[str]) -> str:
-    shown = ", ".join(f"'{n}'" for n in names[:8])
-    return shown + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return names_listed(names, 8)
+
+
+def inputs_mismatch(expected: Sequence[str], given: Iterable[str]) -> str:
+    """ "" where ``given`` names exactly the ``expected`` inputs; else "; missing …" and/or "; unknown …" (to follow
+    a message that lists ``expected``)."""
+    given = list(given)
+    missing = [n for n in expected if n not in given]
+    extra = [n for n in given if n not in expected]
+    return (f"; missing {_listed(missing)}" if missing else "") + (f"; unknown {_listed(extra)}" if extra else "")
 
 
 def _spec(vi: onnx.ValueInfoProto, model: str) -> InputSpec:
@@ -563,31 +566,33 @@ def _spec(vi: onnx.ValueInfoProto, model: str) -> InputSpec:
     return InputSpec(vi.name, elem, tuple(rest), batch)
 
 
+def _converted(arr: NDArray[Any], dtype: Any, refusal: Callable[[], str]) -> NDArray[Any]:
+    """``arr`` as ``dtype``; a ModelError saying ``refusal()`` where its values do not convert (text that is not a
+    number, objects)."""
+    try:
+        return arr.astype(dtype)
+    except (TypeError, ValueError):
+        raise ModelError(refusal()) from None
+
+
 def _as_float(arr: NDArray[Any], spec: InputSpec, where: str) -> NDArray[np.float64]:
-    if arr.dtype.kind not in "fiub":
-        try:
-            return arr.astype(np.float64)
-        except (TypeError, ValueError):
-            raise ModelError(
-                f"{where}: input {spec.describe()} takes numbers; got values of type {arr.dtype} that are not numbers"
-            ) from None
-    return arr.astype(np.float64)
+    return _converted(
+        arr,
+        np.float64,
+        lambda: f"{where}: input {spec.describe()} takes numbers; got values of type {arr.dtype} that are not numbers",
+    )
 
 
 def _as_held(arr: NDArray[Any], spec: InputSpec, where: str) -> NDArray[Any]:
     if spec.elem_type == TensorProto.STRING:
         return arr.astype(str).astype(object)
-    if arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)) or not np.array_equal(arr, np.round(arr)):
-            raise ModelError(f"{where}: input {spec.describe()} takes whole numbers; got non-integer values")
-    elif arr.dtype.kind not in "iub":
-        try:
-            return arr.astype(spec.dtype)
-        except (TypeError, ValueError):
-            raise ModelError(
-                f"{where}: input {spec.describe()} takes {spec.type_name} values; got {arr.dtype} values that are not"
-            ) from None
-    return arr.astype(spec.dtype)
+    if arr.dtype.kind == "f" and (not np.all(np.isfinite(arr)) or not np.array_equal(arr, np.round(arr))):
+        raise ModelError(f"{where}: input {spec.describe()} takes whole numbers; got non-integer values")
+    return _converted(
+        arr,
+        spec.dtype,
+        lambda: f"{where}: input {spec.describe()} takes {spec.type_name} values; got {arr.dtype} values that are not",
+    )
 
 
 def _flatten(value: object, spec: InputSpec, where: str) -> list[Any]:

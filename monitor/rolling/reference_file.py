@@ -103,13 +103,31 @@ def write_reference(
     return out
 
 
+def _read_json(p: Path) -> Any:
+    """The JSON document in the reference file ``p``.
+
+    Raises
+    ------
+    DataError
+        The file cannot be read or is not JSON.
+    """
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"cannot read reference JSON '{p}': {exc}", path=str(p)) from exc
+
+
+def _read_block(path: str | Path, key: str) -> tuple[Path, Any]:
+    """The reference file's path and its top-level ``key`` block (None where it has none or is not a JSON object)."""
+    p = Path(path)
+    doc = _read_json(p)
+    return p, (doc.get(key) if isinstance(doc, dict) else None)
+
+
 def read_reference(path: str | Path, n_features: int) -> tuple[Standardizer, Reference]:
     """Load a file written by ``harmonic-monitor reference`` and check it fits the model."""
     p = Path(path)
-    try:
-        doc: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read reference JSON '{p}': {exc}", path=str(p)) from exc
+    doc: dict[str, Any] = _read_json(p)
     if not isinstance(doc, dict):
         raise DataError(
             f"'{p}' is not a harmonic-monitor reference (a JSON {type(doc).__name__}, not an object); "
@@ -151,12 +169,7 @@ def read_segment_references(path: str | Path, n_features: int) -> dict[str, Refe
     DataError
         The file cannot be read, or its baselines are damaged or built for another feature count.
     """
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read reference JSON '{p}': {exc}", path=str(p)) from exc
-    block = doc.get(SEGMENTS_KEY) if isinstance(doc, dict) else None
+    p, block = _read_block(path, SEGMENTS_KEY)
     if block is None:
         return {}
     try:
@@ -188,12 +201,7 @@ def read_accuracy_estimator(path: str | Path) -> dict[str, Any] | None:
     DataError
         The file cannot be read, or its ``accuracy_estimator`` is not a JSON object.
     """
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read reference JSON '{p}': {exc}", path=str(p)) from exc
-    block = doc.get(ACCURACY_KEY) if isinstance(doc, dict) else None
+    p, block = _read_block(path, ACCURACY_KEY)
     if block is None:
         return None
     if not isinstance(block, dict):
@@ -214,12 +222,7 @@ def read_scales(path: str | Path) -> SignalScales | None:
     DataError
         The file cannot be read, or its ``scales`` block is damaged.
     """
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read reference JSON '{p}': {exc}", path=str(p)) from exc
-    block = doc.get(SCALES_KEY) if isinstance(doc, dict) else None
+    p, block = _read_block(path, SCALES_KEY)
     if block is None:
         return None
     try:
@@ -262,12 +265,7 @@ def read_held_sample(path: str | Path, signature: Signature) -> Held | None:
     """
     if not signature.has_held:
         return None
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read reference JSON '{p}': {exc}", path=str(p)) from exc
-    block = doc.get("held_sample") if isinstance(doc, dict) else None
+    p, block = _read_block(path, "held_sample")
     if block is None:
         return None
     rebuild = "rebuild it with `harmonic-monitor reference` for this model"

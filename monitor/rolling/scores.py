@@ -26,6 +26,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.drift.base import WindowBuffer
 from monitor.errors import ConfigError
 
 #: the per-event scores kept, in column order
@@ -142,9 +143,7 @@ class CountSample:
         if size < 1:
             raise ConfigError(f"a count sample needs size >= 1; got {size}")
         self.size = int(size)
-        self._values = np.full((self.size, len(FIELDS)), np.nan)
-        self._pos = 0
-        self._filled = 0
+        self._ring = WindowBuffer(self.size, len(FIELDS))
 
     @property
     def name(self) -> str:
@@ -153,18 +152,13 @@ class CountSample:
 
     @property
     def nbytes(self) -> int:
-        return int(self._values.nbytes)
+        return self._ring.nbytes
 
     def update(self, values: NDArray[np.float64]) -> None:
-        tail = values[-self.size :]
-        idx = (self._pos + np.arange(tail.shape[0])) % self.size
-        self._values[idx] = tail
-        self._pos = (self._pos + tail.shape[0]) % self.size
-        self._filled = min(self.size, self._filled + tail.shape[0])
+        self._ring.extend(values)
 
     def rows(self) -> ScoreRows:
-        order = np.arange(self._filled) if self._filled < self.size else (self._pos + np.arange(self.size)) % self.size
-        return ScoreRows(self._values[order].copy(), np.ones(order.shape[0]))
+        return ScoreRows(self._ring.values(), np.ones(self._ring.filled))
 
 
 class ScoreSamples:

@@ -222,7 +222,41 @@ def _check_quantiles(quantiles: Sequence[float]) -> tuple[float, ...]:
     return qs
 
 
-class TimeWindow:
+def _feature_count(n_features: int) -> int:
+    """``n_features`` as an int, refused (ConfigError) below 0."""
+    if n_features < 0:
+        raise ConfigError(f"n_features must be >= 0; got {n_features!r}")
+    return int(n_features)
+
+
+class _Window:
+    """What both windows share: :meth:`update` refuses a batch of another feature count, then the window takes it
+    (``_take``)."""
+
+    _kind: str
+    n_features: int
+
+    def update(self, batch: SignalBatch) -> Self:
+        """Add a batch (how each window keeps it: its ``_take``).
+
+        Raises
+        ------
+        DataError
+            If the batch's feature count differs from ``n_features``.
+        """
+        if batch.n_features != self.n_features:
+            raise DataError(
+                f"{self._kind} window was built for {self.n_features} features; the batch has {batch.n_features}. "
+                "Was the feature list changed?"
+            )
+        self._take(batch)
+        return self
+
+    def _take(self, batch: SignalBatch) -> None:
+        raise NotImplementedError
+
+
+class TimeWindow(_Window):
     """Aggregates of the last ``window_seconds`` of event time, in ``buckets`` ring slots.
 
     Parameters
@@ -266,14 +300,12 @@ class TimeWindow:
             raise ConfigError(f"window_seconds must be a finite number > 0; got {window_seconds!r}")
         if buckets < 2:
             raise ConfigError(f"a time window needs buckets >= 2; got {buckets!r}")
-        if n_features < 0:
-            raise ConfigError(f"n_features must be >= 0; got {n_features!r}")
+        self.n_features = _feature_count(n_features)
         if max_classes < 1:
             raise ConfigError(f"max_classes must be >= 1; got {max_classes!r}")
         self.window_seconds = float(window_seconds)
         self.buckets = int(buckets)
         self.bucket_seconds = self.window_seconds / self.buckets
-        self.n_features = int(n_features)
         self.max_classes = int(max_classes)
         self.quantile_levels = _check_quantiles(quantiles)
         unit = unit_grid or BinGrid.unit()
@@ -331,21 +363,12 @@ class TimeWindow:
         self._fsum[slot] = 0.0
         self._fsq[slot] = 0.0
 
-    def update(self, batch: SignalBatch) -> Self:
-        """Add a batch; events older than the window (relative to the newest event seen) are dropped.
+    _kind = "time"
 
-        Raises
-        ------
-        DataError
-            If the batch's feature count differs from ``n_features``.
-        """
-        if batch.n_features != self.n_features:
-            raise DataError(
-                f"time window was built for {self.n_features} features; the batch has {batch.n_features}. "
-                "Was the feature list changed?"
-            )
+    def _take(self, batch: SignalBatch) -> None:
+        """Add a batch; events older than the window (relative to the newest event seen) are dropped."""
         if batch.size == 0:
-            return self
+            return
         bid = np.floor(batch.timestamps_seconds / self.bucket_seconds).astype(np.int64)
         newest = max(self._newest, int(bid.max()))
         if newest > self._newest:
@@ -361,7 +384,6 @@ class TimeWindow:
                 self._clear(slot)
                 self._bucket_id[slot] = b
             self._add(slot, batch.take(bid == b))
-        return self
 
     def _add(self, slot: int, batch: SignalBatch) -> None:
         self._events[slot] += batch.size
@@ -408,7 +430,7 @@ class TimeWindow:
         return WindowSnapshot(self.name, events, signals, _class_mix(mix), mean, std)
 
 
-class CountWindow:
+class CountWindow(_Window):
     """The last ``size`` events verbatim, in arrival order (bounded: size × (n + 7) numbers).
 
     Parameters
@@ -428,10 +450,8 @@ class CountWindow:
     def __init__(self, size: int = 2000, *, n_features: int, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> None:
         if size < 2:
             raise ConfigError(f"a count window needs size >= 2; got {size!r}")
-        if n_features < 0:
-            raise ConfigError(f"n_features must be >= 0; got {n_features!r}")
+        self.n_features = _feature_count(n_features)
         self.size = int(size)
-        self.n_features = int(n_features)
         self.quantile_levels = _check_quantiles(quantiles)
         self.reset()
 
@@ -458,19 +478,10 @@ class CountWindow:
         """Bytes held by the ring arrays (constant after construction)."""
         return int(self._signals.nbytes + self._classes.nbytes + self._features.nbytes)
 
-    def update(self, batch: SignalBatch) -> Self:
-        """Append a batch (only its last ``size`` events matter).
+    _kind = "count"
 
-        Raises
-        ------
-        DataError
-            If the batch's feature count differs from ``n_features``.
-        """
-        if batch.n_features != self.n_features:
-            raise DataError(
-                f"count window was built for {self.n_features} features; the batch has {batch.n_features}. "
-                "Was the feature list changed?"
-            )
+    def _take(self, batch: SignalBatch) -> None:
+        """Append a batch (only its last ``size`` events matter)."""
         tail = batch.take(np.arange(max(0, batch.size - self.size), batch.size))
         idx = (self._pos + np.arange(tail.size)) % self.size
         for i, name in enumerate(SIGNALS):
@@ -479,7 +490,6 @@ class CountWindow:
         self._features[idx] = tail.features
         self._pos = (self._pos + tail.size) % self.size
         self._filled = min(self.size, self._filled + tail.size)
-        return self
 
     def _order(self) -> NDArray[np.intp]:
         if self._filled < self.size:

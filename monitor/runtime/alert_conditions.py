@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 
-from monitor.alerts import AlertEngine, AlertEvent, AlertRule, Evidence
+from monitor.alerts import AlertDetails, AlertEngine, AlertEvent, AlertRule
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
 from monitor.rolling.reference import Reference
 from monitor.runtime.evidence import detector_evidence
@@ -83,15 +83,10 @@ class AlertConditions:
         value: float,
         reference: float,
         now: float,
-        *,
-        top_features: Sequence[str] = (),
-        detail: str = "",
-        verdict: str = "harmful",
-        evidence: Sequence[Evidence] = (),
-        value_name: str = "",
-        reference_name: str = "reference",
+        **details: Unpack[AlertDetails],
     ) -> AlertUpdate:
-        """Feed one evaluation of ``rule`` for ``segment``; a quiet segment's condition counts as false."""
+        """Feed one evaluation of ``rule`` for ``segment`` (``details`` pass on to :meth:`AlertEngine.observe`); a
+        quiet segment's condition counts as false."""
         ev = self.engine.observe(
             rule,
             model=self.model,
@@ -100,12 +95,7 @@ class AlertConditions:
             value=value,
             reference=reference,
             now_seconds=now,
-            top_features=top_features,
-            detail=detail,
-            verdict=verdict,
-            evidence=evidence,
-            value_name=value_name,
-            reference_name=reference_name,
+            **details,
         )
         return self._update(rule, segment, ev)
 

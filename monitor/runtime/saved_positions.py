@@ -136,6 +136,11 @@ class SavedPositions:
         self.tails.pop(key, None)
         self._checking.discard(key)
 
+    def _count_went_back(self, key: tuple[str, int], message: str, extra: dict[str, object]) -> None:
+        """Count offsets that went back on ``key`` and log ``message`` with the partition and ``extra``."""
+        tel.OFFSETS_WENT_BACK_TOTAL.inc(self.state, tel.NoLabels())
+        log.warning(message, extra={"partition": f"{key[0]}/{key[1]}", **extra})
+
     def _new_incarnation(
         self, key: tuple[str, int], record: RawRecord, tail: Tail, seek: Callable[[Positions], None] | None
     ) -> None:
@@ -143,12 +148,11 @@ class SavedPositions:
         (or the address is another cluster's) and has grown past the saved position. Logged, counted; the partition
         is read from its start."""
         self.release(key)
-        tel.OFFSETS_WENT_BACK_TOTAL.inc(self.state, tel.NoLabels())
-        log.warning(
+        self._count_went_back(
+            key,
             "offsets went back: the record at the last applied offset is not the one applied there (a re-created "
             "topic, or another cluster at the same address); reading the partition from its start",
-            extra={
-                "partition": f"{key[0]}/{key[1]}",
+            {
                 "offset": record.offset,
                 "saved": {"timestamp_ms": tail[1], "value_crc32": tail[2]},
                 "found": {"timestamp_ms": record.timestamp_ms, "value_crc32": zlib.crc32(record.value)},
@@ -166,12 +170,11 @@ class SavedPositions:
         committed = self.committed.get(key)
         if committed is None or offset >= committed:
             return False
-        tel.OFFSETS_WENT_BACK_TOTAL.inc(self.state, tel.NoLabels())
-        log.warning(
+        self._count_went_back(
+            key,
             "offsets went back: the broker hands out records below the position last committed; reading from there "
             "(an operator's reset, a re-created topic, or another cluster at the same address)",
-            extra={
-                "partition": f"{key[0]}/{key[1]}",
+            {
                 "first_offset": offset,
                 "last_committed": committed,
                 "saved_position": self.held[key],

@@ -264,10 +264,8 @@ class EventDecoder:
         if raw_id is None:
             has_position = origin is not None and origin[2] >= 0  # replay records carry offset -1
             event_id = f"{origin[0]}/{origin[1]}/{origin[2]}" if origin is not None and has_position else _digest(value)
-        elif isinstance(raw_id, str):
-            event_id = raw_id
-        elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
-            event_id = str(raw_id)
+        elif (text := _text_of(raw_id)) is not None:
+            event_id = text
         else:
             raise invalid("bad_type", f"event 'id' must be a string or an integer; got {shown(raw_id)}")
         event_id = clean_text(event_id, MAX_ID_CHARS)  # first: every message below quotes it
@@ -276,10 +274,8 @@ class EventDecoder:
         raw_version = doc.get("model_version")
         if raw_version is None:
             version = schema.default_version
-        elif isinstance(raw_version, str):
-            version = clean_text(raw_version, MAX_VERSION_CHARS)
-        elif isinstance(raw_version, int) and not isinstance(raw_version, bool):
-            version = clean_text(str(raw_version), MAX_VERSION_CHARS)
+        elif (text := _text_of(raw_version)) is not None:
+            version = clean_text(text, MAX_VERSION_CHARS)
         else:
             raise invalid(
                 "bad_type",
@@ -442,11 +438,8 @@ class EventDecoder:
     def _segment(self, raw: object, event_id: str | None) -> str:
         if raw is None:
             return "other"
-        if isinstance(raw, str):
-            segment = raw
-        elif isinstance(raw, int) and not isinstance(raw, bool):
-            segment = str(raw)
-        else:
+        segment = _text_of(raw)
+        if segment is None:
             raise invalid("bad_type", f"{who(event_id)}: 'segment' must be a string; got {shown(raw)}")
         if self.segments is not None:
             segment = clean_text(segment, self._allowed_chars)
@@ -535,6 +528,15 @@ def _ordered(raw: dict[str, object], model: str, schema: ModelSchema, event_id: 
         f"model '{model}' expects {len(names)} named features; {who(event_id)} also has {names_listed(extra)}. "
         "Was the feature list changed?",
     )
+
+
+def _text_of(raw: object) -> str | None:
+    """A string as it is, an integer (not a bool) as its digits; None for any other value."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return str(raw)
+    return None
 
 
 def _digest(value: bytes) -> str:

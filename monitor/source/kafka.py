@@ -115,9 +115,11 @@ def _common(bootstrap_servers: str, api_version: tuple[int, ...] | None, securit
 
 
 class GroupMember:
-    """What both Kafka sources answer from the partitions the group assigned them (``_assigned``)."""
+    """What the Kafka sources answer from the partitions the group assigned them (``_assigned``), and how they note
+    an assignment and pick the positions they may commit."""
 
     _assigned: set[tuple[str, int]]
+    _handler: RebalanceHandler | None
 
     @property
     def ready(self) -> bool:
@@ -131,8 +133,49 @@ class GroupMember:
     def exhausted(self) -> bool:
         return False
 
+    def _owned(self, positions: Positions) -> Positions:
+        """The ``positions`` of partitions still assigned to this member (the others are not its to commit)."""
+        return {k: v for k, v in positions.items() if k in self._assigned}
 
-class KafkaSource(GroupMember):
+    def _note_assigned(self, parts: list[tuple[str, int]], logger: logging.Logger) -> None:
+        """Partitions the group assigned: held from now on, the handler told, logged on ``logger``."""
+        self._assigned.update(parts)
+        if self._handler is not None:
+            self._handler.after_assign(parts)
+        logger.info("partitions assigned", extra={"partitions": sorted(parts)})
+
+
+class ColumnSource(GroupMember):
+    """A group member that consumes in this process, one column batch per partition (:meth:`poll_columns`)."""
+
+    def _member_of(self, topic: str | Sequence[str], rebalance: RebalanceHandler | None) -> None:
+        """The topics to read (``topic`` is the first) and the handler told of rebalances; nothing assigned yet."""
+        self.topics = [topic] if isinstance(topic, str) else list(topic)
+        self.topic = self.topics[0]
+        self._handler = rebalance
+        self._assigned = set()
+
+    def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
+        out: list[RawRecord] = []
+        for batch in self.poll_columns(timeout_seconds, max_records):
+            out.extend(records_of(batch))
+        return out
+
+    def poll_columns(self, timeout_seconds: float, max_records: int) -> list[PartitionBatch]:
+        raise NotImplementedError
+
+    def _note_revoked(self, parts: list[tuple[str, int]], logger: logging.Logger, *, tell: bool = True) -> None:
+        """Partitions the group takes away: the handler told first where ``tell`` (it flushes and commits them),
+        then no longer held (even when that failed), logged on ``logger``."""
+        try:
+            if tell and self._handler is not None and parts:
+                self._handler.before_revoke(parts)
+        finally:
+            self._assigned.difference_update(parts)
+        logger.info("partitions revoked", extra={"partitions": sorted(parts)})
+
+
+class KafkaSource(ColumnSource):
     """Consume one topic in a consumer group.
 
     Parameters
@@ -166,10 +209,7 @@ class KafkaSource(GroupMember):
     ) -> None:
         from kafka import ConsumerRebalanceListener, KafkaConsumer
 
-        self.topics = [topic] if isinstance(topic, str) else list(topic)
-        self.topic = self.topics[0]
-        self._handler = rebalance
-        self._assigned: set[tuple[str, int]] = set()
+        self._member_of(topic, rebalance)
         self._poll_thread: int | None = None
         self.bootstrap_servers = bootstrap_servers
         self._kw: dict[str, Any] = dict(
@@ -208,21 +248,11 @@ class KafkaSource(GroupMember):
         class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
             def on_partitions_revoked(self, revoked: Any) -> None:
                 parts = [(tp.topic, tp.partition) for tp in revoked]
-                try:
-                    # a consumer closed to be created afresh revokes what it still lists; those were revoked already
-                    if source._handler is not None and parts and not source._recreating:
-                        source._handler.before_revoke(parts)
-                finally:
-                    # even when the flush failed: these partitions are not ours any more (readiness, commits)
-                    source._assigned.difference_update(parts)
-                log.info("partitions revoked", extra={"partitions": sorted(parts)})
+                # a consumer closed to be created afresh revokes what it still lists; those were revoked already
+                source._note_revoked(parts, log, tell=not source._recreating)
 
             def on_partitions_assigned(self, assigned: Any) -> None:
-                parts = [(tp.topic, tp.partition) for tp in assigned]
-                source._assigned.update(parts)
-                if source._handler is not None:
-                    source._handler.after_assign(parts)
-                log.info("partitions assigned", extra={"partitions": sorted(parts)})
+                source._note_assigned([(tp.topic, tp.partition) for tp in assigned], log)
 
         self._listener = _Listener()
         self._connect()
@@ -309,12 +339,6 @@ class KafkaSource(GroupMember):
         """None while the broker answers; else what is wrong and what to fix."""
         return outage_message(self.bootstrap_servers, self.away)
 
-    def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
-        out: list[RawRecord] = []
-        for batch in self.poll_columns(timeout_seconds, max_records):
-            out.extend(records_of(batch))
-        return out
-
     def poll_columns(self, timeout_seconds: float, max_records: int) -> list[PartitionBatch]:
         """What :meth:`poll` returns, as one column batch per partition (cheap to send to another process)."""
         self._poll_thread = threading.get_ident()
@@ -397,7 +421,7 @@ class KafkaSource(GroupMember):
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
-        owned = {k: v for k, v in positions.items() if k in self._assigned}
+        owned = self._owned(positions)
         if not owned or self._consumer is None:
             return
         offsets = {TopicPartition(t, p): OffsetAndMetadata(off, "", -1) for (t, p), off in owned.items()}

@@ -166,7 +166,7 @@ class ProcessKafkaSource(GroupMember):
         return self._buffer[self._next :]
 
     def commit(self, positions: Positions) -> None:
-        owned = {k: v for k, v in positions.items() if k in self._assigned}
+        owned = self._owned(positions)
         if not owned:
             return
         if self._revoking:  # answered with the revoke, committed by the child's listener before the group re-forms
@@ -209,11 +209,7 @@ class ProcessKafkaSource(GroupMember):
             for batch in payload:
                 self._buffer.extend(records_of(batch))
         elif kind == "assigned":
-            parts = [(str(t), int(p)) for t, p in payload]
-            self._assigned.update(parts)
-            if self._handler is not None:
-                self._handler.after_assign(parts)
-            log.info("partitions assigned", extra={"partitions": sorted(parts)})
+            self._note_assigned([(str(t), int(p)) for t, p in payload], log)
         elif kind == "revoked":
             token, raw_parts = payload
             parts = [(str(t), int(p)) for t, p in raw_parts]

@@ -331,9 +331,12 @@ def _v2_predictions(outputs: object, ce_id: str) -> tuple[LivePrediction, ...]:
     return tuple(out)
 
 
-def _kserve_rows(body: Mapping[str, object], model: str, schema: ModelSchema, ce_id: str) -> NDArray[np.float64]:
-    """The (N, n_features) feature rows of a v1 or v2 request body."""
-    n = schema.n_features
+def _v2_or_v1(body: Mapping[str, object], ce_id: str) -> tuple[list[Any] | None, list[Any]]:
+    """(the v2 input tensors, None) of a v2 request body, or (None, the v1 instances) of a v1 one.
+
+    A body without "instances" whose "inputs" are tensors (dicts with "data") is v2; otherwise "instances" (or, as v1
+    also accepts, a columnar-free "inputs" list) must be a non-empty list.
+    """
     instances = body.get("instances")
     inputs = body.get("inputs")
     if (
@@ -342,13 +345,22 @@ def _kserve_rows(body: Mapping[str, object], model: str, schema: ModelSchema, ce
         and inputs
         and all(isinstance(t, dict) and "data" in t for t in inputs)
     ):
-        return _v2_rows(inputs, model, schema, ce_id)
+        return inputs, []
     if instances is None:
         instances = inputs  # v1 also accepts the columnar-free "inputs" list
     if not isinstance(instances, list) or not instances:
         raise invalid(
             "unsupported_format", f"KServe request '{ce_id}' has no non-empty 'instances' (v1) or 'inputs' (v2) list"
         )
+    return None, instances
+
+
+def _kserve_rows(body: Mapping[str, object], model: str, schema: ModelSchema, ce_id: str) -> NDArray[np.float64]:
+    """The (N, n_features) feature rows of a v1 or v2 request body."""
+    n = schema.n_features
+    v2, instances = _v2_or_v1(body, ce_id)
+    if v2 is not None:
+        return _v2_rows(v2, model, schema, ce_id)
     if isinstance(instances[0], dict):
         names = schema.feature_names
         if names is None:
@@ -461,21 +473,9 @@ def _shaped_rows(
     """The (N, D) feature rows and each instance's held values (None when the model holds nothing) of a request for
     a model with a non-plain signature: v2 input tensors mapped by name onto the model's inputs, or v1 instances,
     each as a plain event's ``features`` (:func:`~monitor.source.validate.signature_row`)."""
-    instances = body.get("instances")
-    inputs = body.get("inputs")
-    if (
-        instances is None
-        and isinstance(inputs, list)
-        and inputs
-        and all(isinstance(t, dict) and "data" in t for t in inputs)
-    ):
-        return _v2_shaped(inputs, model, signature, ce_id)
-    if instances is None:
-        instances = inputs
-    if not isinstance(instances, list) or not instances:
-        raise invalid(
-            "unsupported_format", f"KServe request '{ce_id}' has no non-empty 'instances' (v1) or 'inputs' (v2) list"
-        )
+    v2, instances = _v2_or_v1(body, ce_id)
+    if v2 is not None:
+        return _v2_shaped(v2, model, signature, ce_id)
     xs: list[list[float]] = []
     helds: list[dict[str, Any]] = []
     for i, inst in enumerate(instances):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from monitor.errors import ConfigError
 from monitor.events import LabelEvent
@@ -221,15 +222,18 @@ class LabelJoiner:
 
     def expire(self, now: float) -> None:
         """Drop predictions and held labels older than the TTL (counted)."""
-        while self._predictions:
-            deadline = next(iter(self._predictions.values()))[0]
-            if deadline > now:
-                break
-            self._predictions.popitem(last=False)
-            self.expired_total += 1
-        while self._labels:
-            deadline = next(iter(self._labels.values()))[0]
-            if deadline > now:
-                break
-            self._labels.popitem(last=False)
-            self.unmatched_labels_total += 1
+        self.expired_total += _drop_expired(self._predictions, now)
+        self.unmatched_labels_total += _drop_expired(self._labels, now)
+
+
+def _drop_expired(held: OrderedDict[str, tuple[float, Any]], now: float) -> int:
+    """Drop the entries of ``held`` (oldest first, each keyed to its (deadline, item)) whose deadline is past at
+    ``now``; how many were dropped."""
+    dropped = 0
+    while held:
+        deadline = next(iter(held.values()))[0]
+        if deadline > now:
+            break
+        held.popitem(last=False)
+        dropped += 1
+    return dropped

@@ -25,15 +25,14 @@ from typing import Any
 
 from monitor.errors import SourceError
 from monitor.logs import RateLimitedLogger, redact_text
-from monitor.source.base import Headers, Positions, RawRecord, RebalanceHandler
+from monitor.source.base import Headers, Positions, RebalanceHandler
 from monitor.source.kafka import (
     CLOSE_TIMEOUT_MS,
     FETCH_MAX_WAIT_MS,
     MAX_PARTITION_FETCH_BYTES,
     PRODUCER_LINGER_MS,
-    GroupMember,
+    ColumnSource,
     PartitionBatch,
-    records_of,
 )
 
 log = logging.getLogger(__name__)
@@ -173,7 +172,7 @@ def _consumer_error(where: str, exc: BaseException) -> SourceError:
     )
 
 
-class RdKafkaSource(GroupMember):
+class RdKafkaSource(ColumnSource):
     """Consume topics in a consumer group with librdkafka.
 
     Parameters are :class:`~monitor.source.kafka.KafkaSource`'s (``max_poll_records`` caps one ``consume``;
@@ -200,11 +199,8 @@ class RdKafkaSource(GroupMember):
         from confluent_kafka import Consumer, KafkaException
 
         del lean_record_parse
-        self.topics = [topic] if isinstance(topic, str) else list(topic)
-        self.topic = self.topics[0]
+        self._member_of(topic, rebalance)
         self.max_poll_records = max_poll_records
-        self._handler = rebalance
-        self._assigned: set[tuple[str, int]] = set()
         self._log = RateLimitedLogger(log)
         conf = consumer_conf(
             bootstrap_servers,
@@ -229,20 +225,11 @@ class RdKafkaSource(GroupMember):
 
     # -- librdkafka's callbacks (served inside consume(), on the polling thread) --------------------------------
     def _on_assign(self, _consumer: Any, partitions: list[Any]) -> None:
-        parts = [(tp.topic, tp.partition) for tp in partitions]
-        self._assigned.update(parts)
-        if self._handler is not None:
-            self._handler.after_assign(parts)
-        log.info("partitions assigned", extra={"partitions": sorted(parts)})
+        self._note_assigned([(tp.topic, tp.partition) for tp in partitions], log)
 
     def _on_revoke(self, _consumer: Any, partitions: list[Any]) -> None:
-        parts = [(tp.topic, tp.partition) for tp in partitions]
-        try:
-            if self._handler is not None and parts:
-                self._handler.before_revoke(parts)  # the pipeline applies, checkpoints and commits here
-        finally:
-            self._assigned.difference_update(parts)
-        log.info("partitions revoked", extra={"partitions": sorted(parts)})
+        # the handler (the pipeline) applies, checkpoints and commits these partitions before they go
+        self._note_revoked([(tp.topic, tp.partition) for tp in partitions], log)
 
     def _on_lost(self, _consumer: Any, partitions: list[Any]) -> None:
         # lost (the session expired): another member may own them already, so nothing is committed for them
@@ -254,12 +241,6 @@ class RdKafkaSource(GroupMember):
         self._log.warning("client-" + str(error.name()), "Kafka client error", error=redact_text(str(error)))
 
     # -- Source --------------------------------------------------------------------------------------------------
-    def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
-        out: list[RawRecord] = []
-        for batch in self.poll_columns(timeout_seconds, max_records):
-            out.extend(records_of(batch))
-        return out
-
     def poll_columns(self, timeout_seconds: float, max_records: int) -> list[PartitionBatch]:
         """Up to ``max_records`` messages, as one column batch per partition (in fetch order).
 
@@ -304,7 +285,7 @@ class RdKafkaSource(GroupMember):
         events since the last commit are re-delivered: at-least-once)."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        owned = {k: v for k, v in positions.items() if k in self._assigned}
+        owned = self._owned(positions)
         if not owned:
             return
         offsets = [TopicPartition(t, p, off) for (t, p), off in sorted(owned.items())]

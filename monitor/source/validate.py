@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from monitor.errors import ConfigError, InvalidEventError
+from monitor.errors import names_listed as names_listed  # also named here: decode and kserve import it from this module
 from monitor.events import LivePrediction
 
 if TYPE_CHECKING:  # not imported at run time: the signature module pulls in onnx, and a schema's signature is given
@@ -167,11 +168,6 @@ def shown(value: object, limit: int = 60) -> str:
     except RecursionError:  # JSON parses ~1000 levels; repr, called deeper in the stack, may not reach them
         return f"a JSON {type(value).__name__} nested too deep to show"
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def names_listed(names: Sequence[str], limit: int = 5) -> str:
-    shown = ", ".join(f"'{n}'" for n in names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 @dataclass(frozen=True, slots=True)
