@@ -88,9 +88,16 @@ class SavedPositions:
     def hand_back(self, key: tuple[str, int], applied: int | None) -> None:
         """``key`` was given up at a rebalance: held from this process at ``applied`` (if the checkpoint's commit did
         not land, the next delivery skips what the state holds); its commit may not have landed, so no saved commit
-        or fingerprint speaks for it any more."""
-        if applied is not None:
-            self.held[key] = applied
+        or fingerprint speaks for it any more.
+
+        With nothing applied from ``key`` by this process (``applied`` None: revoked before its first record, as in
+        the second join a group often makes at start-up), nothing was committed for it either: the saved position,
+        commit and fingerprint still speak for it, and a fingerprint check under way starts again with the next
+        delivery. Dropping them there would let a re-created topic's first records be skipped as already applied."""
+        if applied is None:
+            self._checking.discard(key)
+            return
+        self.held[key] = applied
         self.committed.pop(key, None)
         self.tails.pop(key, None)
         self._checking.discard(key)

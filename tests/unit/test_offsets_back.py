@@ -160,6 +160,21 @@ def test_a_re_created_topic_grown_past_the_saved_position_is_read_from_its_start
     assert source.commits[-1] == {("t", 0): 25}
 
 
+def test_a_revoke_before_the_first_record_keeps_what_tells_a_re_created_topic(tmp_path: Path) -> None:
+    """A group's second join at start-up revokes the partitions before this process read any record of them: the
+    saved position, commit and fingerprint still speak for them, so a re-created topic is still seen and read from its
+    start (dropping them skipped the new topic's first records as already applied)."""
+    settings = first_run(tmp_path, events(rows(10, seed=8)), [1000 + i for i in range(10)])
+    source = PartitionLog(events(rows(25, seed=9)), position=10, timestamps=[5000 + i for i in range(25)])
+    pipeline = make_pipeline(settings, source)
+    pipeline.before_revoke([("t", 0)])
+    pipeline.after_assign([("t", 0)])
+    run_to_end(pipeline)
+    assert source.seeks == [{("t", 0): 9}, {("t", 0): 0}]
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 10 + 25  # every new event counted
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 1
+
+
 def test_the_same_topic_grown_since_is_read_on_from_the_saved_position(tmp_path: Path) -> None:
     lines = events(rows(20, seed=10))
     stamps: list[int | None] = [1000 + i for i in range(20)]
