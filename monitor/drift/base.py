@@ -365,8 +365,8 @@ class SingleWindowTest(WindowedTest):
     """A window test of per-event values with one statistic and p-value (KS on γ, the rate test on flicker, the
     reconstruction-error KS): ``update``, the test step, ``statistic``, ``p_value`` and ``state``.
 
-    A subclass computes (statistic, p-value, drift) from the window in :meth:`_evaluate`; the window's mean at the
-    last test is kept in ``self._mean`` for those that report it.
+    A subclass computes (statistic, p-value, drift) from the window in :meth:`_evaluate`; one that reports the
+    window's mean keeps it in ``self._mean`` there (the KS test has no use for it, so the base does not take it).
     """
 
     def _clear(self) -> None:
@@ -380,14 +380,12 @@ class SingleWindowTest(WindowedTest):
         return self
 
     def _test(self, event: int) -> None:
-        w = self._buffer.values()
-        self._mean = float(w.mean())
-        self._stat, self._p, drift = self._evaluate(w)
+        self._stat, self._p, drift = self._evaluate(self._buffer.values())
         self._alarm.mark(drift, event)
 
     @abstractmethod
     def _evaluate(self, window: NDArray[np.float64]) -> tuple[float, float, bool]:
-        """(statistic, p-value, drift) of the window's values (``self._mean`` is their mean)."""
+        """(statistic, p-value, drift) of the window's values."""
 
     @property
     def statistic(self) -> float:

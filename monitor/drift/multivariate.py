@@ -110,6 +110,7 @@ class ReconstructionDrift(SingleWindowTest):
         return self.min_distance
 
     def _evaluate(self, window: NDArray[np.float64]) -> tuple[float, float, bool]:
+        self._mean = float(window.mean())
         # one-sided: the window's errors larger than the baseline's
         d, p = ks_two_sample(window, self.reference_errors, "greater")
         return d, p, p < self.alpha and d >= self.min_distance

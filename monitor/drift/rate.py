@@ -79,6 +79,7 @@ class RateTest(SingleWindowTest):
         self.reset()
 
     def _evaluate(self, window: NDArray[np.float64]) -> tuple[float, float, bool]:
+        self._mean = float(window.mean())
         diff = self._mean - self.reference_mean
         se = math.sqrt(float(window.var()) / window.size + self.reference_var / self.reference_count)
         # se = 0, both constant: any rise is certain, no rise is nothing
