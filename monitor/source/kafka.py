@@ -529,6 +529,7 @@ class ClientNoise(logging.Filter):
         "Error receiving network data",  # a connection reset mid-read (a broker killed, a proxy or LB cutting it)
         "Error sending request data",
         "Failed to build connection",  # a reconnect attempt refused while the broker is away
+        "failed Cancelled",  # "Metadata refresh: failed Cancelled": its request cancelled as the connection closed
     )
 
     def __init__(self) -> None:
