@@ -281,12 +281,14 @@ class ModelRowsFile:
     rows : (N, D) float64 x in the signature's feature order (:attr:`Signature.features`); NaN and ±inf kept.
     held : the N rows' held values (:class:`~monitor.model.signature.Held`); None when the model holds nothing.
     summary : one line for the user: what was read and how the file's columns or arrays were taken.
+    names : a plain model's CSV header cells when they name its columns (:attr:`RowsFile.names`), else None.
     """
 
     path: Path
     rows: NDArray[np.float64]
     held: Held | None
     summary: str
+    names: tuple[str, ...] | None = None
 
     def describe(self) -> str:
         return self.summary
@@ -334,7 +336,7 @@ def read_model_rows(
     suffix = p.suffix.lower()
     if signature.plain and suffix != ".npz":
         table = read_rows(p, header, flag=flag)
-        return ModelRowsFile(p, table.rows, None, table.describe())
+        return ModelRowsFile(p, table.rows, None, table.describe(), table.names)
     try:
         is_file = p.is_file()
     except (ValueError, OSError):

@@ -360,6 +360,12 @@ class OnnxModel:
         and drift alerts name features by it."""
         return self._feature_names
 
+    @property
+    def given_feature_names(self) -> tuple[str, ...] | None:
+        """The names :meth:`name_features` gave, or None when the features keep the signature's element names."""
+        names = self._feature_names
+        return None if names == self.signature.features else names
+
     def name_features(self, names: Sequence[str], *, source: str) -> None:
         """Rename x's elements (``source`` says where the names came from, for the error message).
 

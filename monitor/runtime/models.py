@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from monitor.config import ModelSettings
 from monitor.cpus import intra_op_threads
 from monitor.errors import ConfigError, DataError
 from monitor.events import InferenceEvent
-from monitor.model.io import read_model_rows
+from monitor.model.io import ModelRowsFile, read_model_rows
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.signature import Held, scale_groups
 from monitor.model.standardize import Standardizer
@@ -31,6 +33,8 @@ from monitor.runtime.watch import ModelWatch
 from monitor.signals.scales import SignalScales
 from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from monitor.source.base import RawRecord
+
+log = logging.getLogger(__name__)
 
 #: held values kept for a regressor's output scale (:attr:`ModelRuntime.held_sample`)
 HELD_SAMPLE_ROWS = 256
@@ -156,13 +160,17 @@ def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) 
             rt.recorded_scales = read_scales(ms.reference)
         except DataError as exc:
             raise ConfigError(f"model '{ms.name}': {exc}") from exc
-        rt.activate(read_reference(ms.reference, model.n_features)[0])
+        standardizer, reference = read_reference(ms.reference, model.n_features)
+        name_features_from_reference(ms, model, reference.feature_names, "feature_names")
+        rt.activate(standardizer)
     elif ms.reference is not None:
-        ref, held = (
-            read_reference_rows(ms, model)
+        table = (
+            read_reference_table(ms, model)
             if segment_column is None
-            else read_segmented_reference_rows(ms, model, segment_column)[:2]
+            else read_segmented_reference_table(ms, model, segment_column)[0]
         )
+        name_features_from_reference(ms, model, table.names, "header")
+        ref, held = table.rows, table.held
         finite = np.all(np.isfinite(ref), axis=1)
         if held is not None:
             rt.held_sample = held.take(np.flatnonzero(finite)[:HELD_SAMPLE_ROWS])
@@ -195,8 +203,29 @@ def read_accuracy_fit(ms: ModelSettings, model: OnnxModel) -> EstimatorFit | Non
         raise ConfigError(f"model '{ms.name}': reference '{ms.reference}': {exc}") from exc
 
 
+def name_features_from_reference(ms: ModelSettings, model: OnnxModel, names: Sequence[str] | None, where: str) -> None:
+    """Name a plain model's features by its reference (a reference JSON's ``feature_names``, a CSV reference's header)
+    when the settings give no ``feature_names``: one name per element, decided at load, so that ``run``, ``replay``
+    and ``report`` name an input alike (drift alerts, per-input invalid counts, probe reports). A model of named
+    inputs keeps its signature's element names."""
+    if ms.feature_names is not None or names is None or not model.signature.plain:
+        return
+    if len(names) != model.n_features or tuple(names) == model.feature_names:
+        return
+    model.name_features(names, source=f"model '{ms.name}': reference '{ms.reference}' {where}")
+    log.info(
+        "model '%s': features named by its reference's %s (%s)", ms.name, where, ", ".join(model.feature_names[:4])
+    )
+
+
 def read_reference_rows(ms: ModelSettings, model: OnnxModel) -> tuple[NDArray[np.float64], Held | None]:
-    """The reference file's x and held values (:func:`~monitor.model.io.read_model_rows`).
+    """The reference file's x and held values (:func:`read_reference_table`)."""
+    table = read_reference_table(ms, model)
+    return table.rows, table.held
+
+
+def read_reference_table(ms: ModelSettings, model: OnnxModel) -> ModelRowsFile:
+    """The reference file as read (:func:`~monitor.model.io.read_model_rows`): x, held values, header names.
 
     Raises
     ------
@@ -217,13 +246,22 @@ def read_reference_rows(ms: ModelSettings, model: OnnxModel) -> tuple[NDArray[np
             f"({ref.shape[0]} rows read); `run` standardizes with the finite rows. Clean the file or point "
             "`reference` at another one"
         )
-    return ref, table.held
+    return table
 
 
 def read_segmented_reference_rows(
     ms: ModelSettings, model: OnnxModel, column: str
 ) -> tuple[NDArray[np.float64], Held | None, NDArray[np.str_]]:
-    """The reference CSV's x and held values without its segment ``column``, and that column's value per row.
+    """The reference CSV's x and held values without its segment ``column``, and that column's value per row."""
+    table, segments = read_segmented_reference_table(ms, model, column)
+    return table.rows, table.held, segments
+
+
+def read_segmented_reference_table(
+    ms: ModelSettings, model: OnnxModel, column: str
+) -> tuple[ModelRowsFile, NDArray[np.str_]]:
+    """The reference CSV as read without its segment ``column`` (:func:`read_reference_table`), and that column's
+    value per row.
 
     Raises
     ------
@@ -233,15 +271,15 @@ def read_segmented_reference_rows(
     assert ms.reference is not None
     try:
         with split_segment_column(ms.reference, column, flag="segments.reference_column") as (path, segments):
-            ref, held = read_reference_rows(ms.model_copy(update={"reference": path}), model)
+            table = read_reference_table(ms.model_copy(update={"reference": path}), model)
     except DataError as exc:
         raise ConfigError(f"model '{ms.name}': {exc}") from exc
-    if segments.size != ref.shape[0]:
+    if segments.size != table.rows.shape[0]:
         raise ConfigError(
             f"model '{ms.name}': reference '{ms.reference}' has {segments.size} values in its segment column "
-            f"'{column}' for {ref.shape[0]} rows read; every row needs one"
+            f"'{column}' for {table.rows.shape[0]} rows read; every row needs one"
         )
-    return ref, held, segments
+    return table, segments
 
 
 def _sha256(path: Path) -> str:

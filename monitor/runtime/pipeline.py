@@ -100,7 +100,7 @@ class Pipeline:
         schemas = {
             rt.name: ModelSchema(
                 rt.model.n_features,
-                rt.settings.feature_names,
+                rt.model.given_feature_names or rt.settings.feature_names,  # decided at load (settings, reference)
                 default_version=rt.settings.version or "unknown",
                 signature=rt.model.signature,  # events decoded by its inputs; a plain one also by its input's name
             )

@@ -150,3 +150,51 @@ def test_replay_reports_bad_values_by_input(tmp_path: Path) -> None:
     assert timeline.invalid == {"not_finite": 1}
     (name, count), *rest = timeline.invalid_inputs.items()
     assert not rest and count == 1 and name.startswith(f"{MODEL}/") and name.endswith("[0]: not_finite"), name
+
+
+def test_a_reference_csv_header_names_the_inputs_of_a_plain_model(tmp_path: Path) -> None:
+    """One name per element, decided at load: a CSV reference's header names a plain model's features, and the
+    decoder, the per-input invalid counts and name→value maps all use that name."""
+    settings = make_settings(tmp_path)
+    ref = tmp_path / "named.csv"
+    np.savetxt(ref, rows(300, seed=99), delimiter=",", header="age,income", comments="")
+    settings = settings.model_copy(
+        update={"models": (settings.models[0].model_copy(update={"reference": ref}),)}, deep=True
+    )
+    by_map = json.dumps(
+        {"id": "map", "model": MODEL, "ts": "2026-11-20T10:00:00Z", "features": {"income": 0.2, "age": 0.1}}
+    )
+    bad = pipeline_event(100, [0.1, float("nan")])
+    pipeline = make_pipeline(settings, ReplaySource([*pipeline_events(rows(20, seed=4)), bad, by_map.encode()]))
+    assert pipeline.runtimes[MODEL].model.feature_names == ("age", "income")
+    drain(pipeline)
+    state = pipeline.state
+    assert state.counter(METRIC, (MODEL, "income", "not_finite")) == 1
+    assert state.counter_sum(METRIC) == 1
+    assert state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 21  # the map event decoded by the header's names
+
+
+def test_replay_and_report_name_an_input_alike_from_a_reference_json(tmp_path: Path) -> None:
+    """``replay`` given a model and a reference JSON names inputs by the JSON's feature names, as ``report`` does."""
+    from monitor.api import read_events, reference, replay
+
+    settings = make_settings(tmp_path)
+    model_path = settings.models[0].path
+    ref = reference(model_path, rows(300, seed=99), feature_names=["age", "income"], out=tmp_path / "ref.json")
+    assert ref.path is not None
+    log = tmp_path / "events.jsonl"
+    lines = pipeline_events(rows(40, seed=5))
+    lines[7] = pipeline_event(7, [np.nan, 0.0])
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    timeline = replay(model_path, log, reference=ref.path, model_name=MODEL)
+    assert timeline.invalid_inputs == {f"{MODEL}/age: not_finite": 1}
+    read = read_events(log, _named(model_path, ("age", "income")), feature_names=("age", "income"), model_name=MODEL)
+    assert read.invalid_inputs == {"age: not_finite": 1}
+
+
+def _named(path: Path, names: tuple[str, ...]) -> Any:
+    from monitor.api import load_model
+
+    model = load_model(path)
+    model.name_features(names, source="test")
+    return model
