@@ -72,16 +72,7 @@ class ModelRuntime:
     def scoring_config(self) -> ScoringConfig:
         s = self.settings.scoring
         radius, sigma = self.scales()
-        return ScoringConfig(
-            radius=radius,
-            ball=s.ball,
-            output=s.output,
-            flicker_copies=s.flicker_copies,
-            sigma=sigma,
-            steps=s.steps,
-            seed=s.seed,
-            regression_tolerance=s.regression_tolerance,
-        )
+        return ScoringConfig.from_settings(s, radius=radius, sigma=sigma)
 
     def scales(self) -> tuple[float, float]:
         """(radius, sigma) the scorer uses: the recorded scales of the reference JSON under ``scales:
