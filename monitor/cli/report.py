@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 from monitor.cli.common import count_at_least, flag_values
+from monitor.cli.flags import add_setting_flag
+from monitor.config import ScoringSettings
 from monitor.errors import DataError
 from monitor.model.io import load_rows
 
@@ -63,7 +65,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "that many events of the event that decided it; larger is faster (default 100)",
     )
     p.add_argument("--title", help="the page's title")
-    p.add_argument("--seed", type=int, default=0, help="seed of the scoring noise and the probes (default 0)")
+    add_setting_flag(p, ScoringSettings, "seed", "--seed", help="seed of the scoring noise and the probes")
     p.set_defaults(func=run)
 
 
