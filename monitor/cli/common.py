@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,10 +13,9 @@ from numpy.typing import NDArray
 
 from monitor.cli.flags import add_setting_flag
 from monitor.config import ModelSettings, ScoringSettings
-from monitor.cpus import intra_op_threads
 from monitor.errors import ConfigError, DataError, ModelError
 from monitor.model.io import HEADER_MODES, HeaderMode, read_model_rows, read_rows
-from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
+from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held, scale_groups
 from monitor.model.standardize import Standardizer
 from monitor.signals.scorer import RobustnessScorer, ScoringConfig
@@ -89,18 +89,24 @@ def add_scoring_options(p: argparse.ArgumentParser) -> None:
 SCORING_FLAGS = ("radius", "ball", "output", "flicker_copies", "sigma", "steps", "seed", "regression_tolerance")
 
 
-def load_model(args: argparse.Namespace) -> OnnxModel:
+def model_settings(args: argparse.Namespace) -> ModelSettings:
+    """The model settings the flags of :func:`add_model_options` give (the flags parsed them; the model checks what
+    they do not): what ``run`` reads from its file for each model."""
     providers = tuple(p.strip() for p in str(args.providers).split(",") if p.strip())
-    return OnnxModel(
-        args.model,
-        OnnxRuntimeOptions(
-            providers=providers,
-            intra_op_threads=intra_op_threads(args.threads, str(args.model)),
-            max_rows_per_run=args.max_rows,
-        ),
+    return ModelSettings.model_construct(
+        name=Path(args.model).stem or str(args.model),
+        path=Path(args.model),
+        providers=providers,
+        threads=args.threads,
+        max_rows_per_run=args.max_rows,
         model_kind=args.model_kind,
-        fixed_features=fixed_features(args),
+        fixed_features=list(fixed_features(args)),
     )
+
+
+def load_model(args: argparse.Namespace) -> OnnxModel:
+    """The model of ``--model`` and its flags, built as ``run`` builds its models (:meth:`OnnxModel.from_settings`)."""
+    return OnnxModel.from_settings(model_settings(args))
 
 
 def fixed_features(args: argparse.Namespace) -> tuple[str, ...]:
