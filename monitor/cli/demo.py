@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from monitor import telemetry as tel
 from monitor.cli.flags import add_setting_flag
-from monitor.config import MetricsSettings, ScoringSettings
+from monitor.config import AlertSettings, MetricsSettings, ScoringSettings
 from monitor.errors import ConfigError
 
 
@@ -48,7 +48,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-serve", action="store_true", help="do not serve /metrics")
     add_setting_flag(p, MetricsSettings, "port", "--metrics-port")
     p.add_argument("--workdir", help="where to put the model, reference and state (default: a temp dir)")
-    p.add_argument("--alertmanager-url", help="also deliver the demo's alerts to this Alertmanager")
+    add_setting_flag(
+        p,
+        AlertSettings,
+        "alertmanager_url",
+        "--alertmanager-url",
+        override=True,
+        help="also deliver the demo's alerts to this Alertmanager",
+    )
     p.add_argument(
         "--linger", type=float, default=0.0, help="keep serving /metrics this many seconds after the summary"
     )
