@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.config import ModelSettings, ScoringSettings, setting_default
 from monitor.errors import ConfigError, DataError, InvalidEventError, MonitorError
 
 if TYPE_CHECKING:
@@ -59,6 +60,10 @@ if TYPE_CHECKING:
     from monitor.rolling.reference import Reference
     from monitor.signals.scales import SignalScales
     from monitor.signals.scorer import RobustnessScorer, ScoreResult, ScoringConfig
+
+#: the keyword defaults of the scoring functions below: the settings' (monitor/config.py declares them once)
+_SCORING = ScoringSettings()
+_MODEL_KIND: str = setting_default(ModelSettings, "model_kind")
 
 #: what to install for ``to_frame()`` and parquet files
 FRAME_EXTRA = "pip install 'harmonic-monitor[frame]'"
@@ -374,7 +379,7 @@ class ProbeReport:
 # ---------------------------------------------------------------------------------------------------- reading
 
 
-def load_model(model: ModelLike, *, model_kind: str = "auto", fixed_features: Sequence[str] = ()) -> OnnxModel:
+def load_model(model: ModelLike, *, model_kind: str = _MODEL_KIND, fixed_features: Sequence[str] = ()) -> OnnxModel:
     """The ONNX model at ``model`` (a loaded one passes through)."""
     from monitor.model.onnx import OnnxModel
 
@@ -676,8 +681,8 @@ def _baseline(
     *,
     space: str,
     header: str = "auto",
-    scale: str = "per_feature",
-    channel_axis: int = 1,
+    scale: str = _SCORING.scale,
+    channel_axis: int = _SCORING.channel_axis,
 ) -> _Baseline:
     """The standardizer (identity in ``raw`` space), held sample, reference distributions, fitted estimators and
     scales of ``reference`` (default: of ``data``); ``scale``/``channel_axis``: standardize per feature, globally or
@@ -730,10 +735,10 @@ def standardizer_of(
     reference: Any,
     model: OnnxModel,
     *,
-    space: str = "standardized",
+    space: str = _SCORING.space,
     header: str = "auto",
-    scale: str = "per_feature",
-    channel_axis: int = 1,
+    scale: str = _SCORING.scale,
+    channel_axis: int = _SCORING.channel_axis,
 ) -> Standardizer:
     """The standardizer a reference gives (rows, a reference JSON or :func:`reference`'s result), as :func:`score`
     standardizes by it (identity in ``raw`` space)."""
@@ -817,22 +822,22 @@ def score(
     data: DataLike,
     reference: Any = None,
     *,
-    radius: float = 0.05,
-    sigma: float = 0.05,
-    flicker_copies: int = 32,
-    steps: int = 25,
-    seed: int = 0,
-    ball: str = "auto",
-    output: str = "auto",
-    space: str = "standardized",
+    radius: float = _SCORING.radius,
+    sigma: float = _SCORING.sigma,
+    flicker_copies: int = _SCORING.flicker_copies,
+    steps: int = _SCORING.steps,
+    seed: int = _SCORING.seed,
+    ball: str = _SCORING.ball,
+    output: str = _SCORING.output,
+    space: str = _SCORING.space,
     batch_rows: int = BATCH_ROWS,
-    model_kind: str = "auto",
+    model_kind: str = _MODEL_KIND,
     header: str = "auto",
     max_events: int | None = None,
     as_frame: bool | None = None,
-    scale: str = "per_feature",
-    channel_axis: int = 1,
-    regression_tolerance: float = 0.1,
+    scale: str = _SCORING.scale,
+    channel_axis: int = _SCORING.channel_axis,
+    regression_tolerance: float = _SCORING.regression_tolerance,
 ) -> Any:
     """γ, flicker and P_adj for every row of ``data`` (and the class with its probability for a classifier).
 
@@ -941,20 +946,20 @@ def reference(
     labels: Any = None,
     feature_names: Sequence[str] | None = None,
     sample_rows: int = 5000,
-    radius: float = 0.05,
-    sigma: float = 0.05,
-    flicker_copies: int = 32,
-    steps: int = 25,
-    seed: int = 0,
-    ball: str = "auto",
-    output: str = "auto",
-    space: str = "standardized",
+    radius: float = _SCORING.radius,
+    sigma: float = _SCORING.sigma,
+    flicker_copies: int = _SCORING.flicker_copies,
+    steps: int = _SCORING.steps,
+    seed: int = _SCORING.seed,
+    ball: str = _SCORING.ball,
+    output: str = _SCORING.output,
+    space: str = _SCORING.space,
     calibration: str = "temperature",
-    model_kind: str = "auto",
+    model_kind: str = _MODEL_KIND,
     out: str | os.PathLike[str] | None = None,
     scales: str = "fixed",
     target_flicker_share: float = 0.5,
-    regression_tolerance: float = 0.1,
+    regression_tolerance: float = _SCORING.regression_tolerance,
     standardizer: Standardizer | None = None,
     label_kind: str = "values",
 ) -> ReferenceResult:
@@ -1066,19 +1071,19 @@ def estimate(
     *,
     labels: Any = None,
     method: str | None = None,
-    flicker_copies: int = 32,
-    seed: int = 0,
-    model_kind: str = "auto",
+    flicker_copies: int = _SCORING.flicker_copies,
+    seed: int = _SCORING.seed,
+    model_kind: str = _MODEL_KIND,
     max_events: int | None = None,
-    radius: float = 0.05,
-    sigma: float = 0.05,
-    steps: int = 25,
-    ball: str = "auto",
-    output: str = "auto",
-    space: str = "standardized",
-    scale: str = "per_feature",
-    channel_axis: int = 1,
-    regression_tolerance: float = 0.1,
+    radius: float = _SCORING.radius,
+    sigma: float = _SCORING.sigma,
+    steps: int = _SCORING.steps,
+    ball: str = _SCORING.ball,
+    output: str = _SCORING.output,
+    space: str = _SCORING.space,
+    scale: str = _SCORING.scale,
+    channel_axis: int = _SCORING.channel_axis,
+    regression_tolerance: float = _SCORING.regression_tolerance,
     header: str = "auto",
 ) -> AccuracyEstimate:
     """The model's accuracy on unlabelled ``data``, with a 90 % interval, from the estimators the reference holds
@@ -1119,7 +1124,7 @@ def accuracy_from_scores(
     labels: NDArray[Any] | None,
     *,
     method: str | None = None,
-    seed: int = 0,
+    seed: int = _SCORING.seed,
 ) -> AccuracyEstimate:
     """The estimate over scored rows (and the realized accuracy where ``labels``, one per row, are given)."""
     from monitor.accuracy import estimate as run_estimate
@@ -1175,11 +1180,11 @@ def probe(
     eps: float | None = None,
     seed: int | None = None,
     labels: Any = None,
-    space: str = "standardized",
-    model_kind: str = "auto",
+    space: str = _SCORING.space,
+    model_kind: str = _MODEL_KIND,
     header: str = "auto",
-    scale: str = "per_feature",
-    channel_axis: int = 1,
+    scale: str = _SCORING.scale,
+    channel_axis: int = _SCORING.channel_axis,
     data_path: str | None = None,
     reference_path: str | None = None,
 ) -> ProbeReport:
@@ -1313,7 +1318,7 @@ def report(
     probe_budget_rows: int = 20000,
     title: str | None = None,
     model_name: str | None = None,
-    seed: int = 0,
+    seed: int = _SCORING.seed,
     replay_batch: int = 100,
 ) -> Report:
     """One self-contained HTML page of the model over recorded events: the verdict timeline per segment, the signals

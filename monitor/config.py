@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from monitor.cpus import available_cpus
@@ -55,6 +56,29 @@ class _Strict(BaseModel):
     _printable_text = field_validator("*")(_printable)
 
 
+def setting_field(model: type[BaseModel], name: str) -> FieldInfo:
+    """The declaration of setting ``name`` of ``model``: a :class:`KeyError` that names the model's fields when there
+    is none (a renamed setting fails where it is read, at import)."""
+    try:
+        return model.model_fields[name]
+    except KeyError:
+        raise KeyError(f"{model.__name__} has no setting {name!r}; it has {', '.join(model.model_fields)}") from None
+
+
+def setting_default(model: type[BaseModel], name: str) -> Any:
+    """The default of setting ``name`` of ``model`` (a default factory called): the value a library config, a
+    keyword or a flag takes where it stands for this setting, so that the default is written once, here."""
+    return setting_field(model, name).get_default(call_default_factory=True, validated_data={})
+
+
+def setting_description(model: type[BaseModel], name: str) -> str:
+    """The description of setting ``name`` of ``model`` (every setting has one)."""
+    description = setting_field(model, name).description
+    if not description:
+        raise KeyError(f"{model.__name__}.{name} has no description")
+    return description
+
+
 class ScoringSettings(_Strict):
     radius: float = Field(0.05, gt=0, description="Ball radius r (standardized units unless space=raw).")
     space: Literal["standardized", "raw"] = Field("standardized", description="Units of radius and sigma.")
@@ -69,7 +93,7 @@ class ScoringSettings(_Strict):
     ball: str = Field(
         "auto",
         description="simplex | simplex+anti | rotations:K | hypercube:m | auto (simplex+anti up to 256 features, "
-        "hypercube beyond).",
+        "hypercube beyond: m = 0.1 % of 2n, at least 16, drawn per event).",
     )
     output: Literal["auto", "proba", "logit", "label", "value"] = Field(
         "auto", description="What f is for γ (auto: proba for classifiers, value for regressors)."
@@ -81,9 +105,14 @@ class ScoringSettings(_Strict):
         description="from_reference: score at the σ and r a reference JSON records (built with `reference --scales "
         "from-reference`: σ at which a stated share of reference events flickers, r = σ); a reference that records "
         "none (a CSV, a warm-up, a JSON built at fixed scales) scores at radius and sigma. radius or sigma set here "
-        "explicitly win over the recorded ones. fixed: always radius and sigma.",
+        "explicitly win over the recorded ones. fixed: always radius and sigma. (`reference --scales` defaults to fixed: "
+        "a reference chooses its scales only when asked.)",
     )
-    steps: int = Field(25, ge=0, description="N in P_adj = P·exp(−N·γ_logit).")
+    steps: int = Field(
+        25,
+        ge=0,
+        description="N in P_adj = P·exp(−N·γ_logit). Not the N of `probe --steps` (Algorithm 2's steps per point).",
+    )
     seed: int = Field(0, description="Seeds ball rotations/samples and flicker noise.")
     regression_tolerance: float = Field(
         0.1,
@@ -414,6 +443,79 @@ class ProbeSettings(_Strict):
     budget_share: float = Field(0.1, gt=0, le=1, description="Max share of model evaluations used by probes.")
 
 
+class FunnelSettings(_Strict):
+    """The probe funnel on one region (:class:`monitor.probes.funnel.FunnelConfig`; ``harmonic-monitor probe``'s
+    flags). Not a section of the service's file: the service's prober (``probes``) runs a cheaper funnel of its own,
+    ``FunnelConfig(steps=5)`` without the γ-ascent direction and screening targets (monitor/probes/scheduler.py).
+    Intensities are in standardized units (raw with ``space: raw``)."""
+
+    eps: float = Field(0.1, description="Moderate intensity of the MRI, the sensitivity stage and consistency.")
+    mri_cut: float = Field(0.9, description="Targets with MRI r below this are examined (sensitivity stage).")
+    sensitivity_cut: float = Field(
+        0.01, description="A (target, output) pair is fragile when its sensitivity S/scale reaches this."
+    )
+    sensitivity_draws: int = Field(4, description="Sensitivity draws per stochastic perturbation.")
+    delta: float = Field(0.2, description="Threshold search: the tolerated drop δ of the agreement rate P(ε).")
+    eps_max: float = Field(8.0, description="Threshold search cap: the range grows up to [0, ε_max].")
+    eps_start: float | None = Field(
+        1.0,
+        description="Threshold search range starts at [0, ε_start] and doubles until P(ε) crosses or ε_max is "
+        "reached; ε_start at ε_max or above (or none) searches one fixed range.",
+    )
+    eta: float = Field(0.01, description="Threshold search resolution η.")
+    radius: float = Field(
+        setting_default(ScoringSettings, "radius"),
+        description="γ ball radius r of the gamma_ascent perturbation and Algorithm 2 (scoring.radius's default).",
+    )
+    ball: str = Field(
+        setting_default(ScoringSettings, "ball"),
+        description="γ ball of the gamma_ascent perturbation and Algorithm 2: simplex | simplex+anti | rotations:K | "
+        "hypercube:m | auto.",
+    )
+    steps: int = Field(
+        10,
+        description="Algorithm 2 (γ-ascent adversarial search) steps N per point; 0 skips it. Not scoring.steps "
+        "(P_adj's N): another N. The service's prober runs 5.",
+    )
+    seed: int = Field(setting_default(ScoringSettings, "seed"), description="Seed of every random draw.")
+    consistency_tolerance: float = Field(
+        0.1, description="Regressors' consistency: |Δ| ≤ tolerance·scale counts as the same output."
+    )
+    search_all: bool = Field(
+        True,
+        description="Threshold search on every target (the full threshold profile); false: the cheap screen, only "
+        "on targets fragile at eps (the others reported not_searched, robust_at_eps). The service's prober screens.",
+    )
+
+
+class ProbeRunSettings(_Strict):
+    """What an offline probe runs beyond the funnel (:class:`monitor.probes.offline.ProbeOptions`;
+    ``harmonic-monitor probe``'s flags)."""
+
+    l2_boundary: bool = Field(
+        False,
+        description="Also search each point's nearest class boundary in L2 (black box, ~(n+1)·8 model rows per point "
+        "for n features), reported beside the single-feature ε*.",
+    )
+    certify_copies: int = Field(
+        32,
+        description="Certified radius (randomized smoothing): Gaussian copies per point for a classifier, B·K model "
+        "rows; 0 skips it.",
+    )
+    certify_sigma: float = Field(0.05, description="Noise scale σ of the certified radius.")
+    certify_alpha: float = Field(0.001, description="1 − confidence of p_lower (the certified radius).")
+    certify_select: int = Field(
+        0,
+        description="Copies that select the class (their majority), apart from those that estimate it; 0 selects "
+        "the clean class.",
+    )
+    bisect_trees: bool = Field(
+        False,
+        description="Bisect single-feature shifts of a tree ensemble too, instead of reading ε* exactly from its "
+        "splits.",
+    )
+
+
 class LabelSettings(_Strict):
     """Delayed labels (kafka.labels_topic): accuracy, resilience, ECE/reliability, composite."""
 
@@ -457,7 +559,12 @@ class MetricsSettings(_Strict):
     """The HTTP endpoint (/metrics, /healthz, /readyz, /probes) and its limits; docs/OPERATIONS.md, "HTTP endpoint"."""
 
     host: str = Field("0.0.0.0", description="Address the HTTP endpoint listens on.")
-    port: int = Field(9108, ge=0, le=65535, description="0 = pick a free port (tests).")
+    port: int = Field(
+        9108,
+        ge=0,
+        le=65535,
+        description="Port of /metrics, /healthz, /readyz and /probes; 0 = pick a free port (tests).",
+    )
     min_render_interval_seconds: float = Field(
         1.0, gt=0, le=60, description="/metrics is rendered at most once per this interval; scrapers share the bytes."
     )

@@ -55,13 +55,14 @@ from monitor.accuracy.calibration import (
     sigmoid,
     temperature_params,
 )
+from monitor.config import AccuracySettings, setting_default
 from monitor.errors import DataError
 
 METHODS: tuple[str, ...] = ("harmonic", "ac", "atc", "doc")
 #: the primary method when none is named (the best on the benchmark, docs/BENCHMARKS.md, *Accuracy estimate vs
 #: peers*): AC, ATC and harmonic tie on MAE over all sets, and ATC is by far the best where accuracy moved 10 points
-#: or more, which is what an alert is for
-DEFAULT_METHOD = "atc"
+#: or more, which is what an alert is for; declared as the setting accuracy.method
+DEFAULT_METHOD: str = setting_default(AccuracySettings, "method")
 FIT_FORMAT = "harmonic-monitor/accuracy-estimator"
 FIT_VERSION = 1
 LEVEL = 0.90

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from monitor.allocator import tune_gc, tune_malloc
+from monitor.cli.flags import add_setting_flag
+from monitor.config import Settings
 from monitor.errors import MonitorError
 from monitor.logs import redact_text, setup_logging
 
@@ -39,16 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Label-free robustness monitoring for ML models: anharmonicity γ, flicker, drift, probes.",
     )
     # default None: `run` and `check-config` then take log_level/log_format from the settings (HARMONIC_* > YAML)
-    parser.add_argument(
-        "--log-level",
-        choices=["debug", "info", "warning", "error"],
-        help="log level (default: the settings' log_level, else info); wins over HARMONIC_LOG_LEVEL and the file",
+    add_setting_flag(
+        parser, Settings, "log_level", "--log-level", override=True, after=" Wins over HARMONIC_LOG_LEVEL and the file."
     )
-    parser.add_argument(
-        "--log-format",
-        choices=["plain", "json"],
-        help="log line format on stderr (default: the settings' log_format, else plain)",
-    )
+    add_setting_flag(parser, Settings, "log_format", "--log-format", override=True, after=" On stderr.")
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", help="run `harmonic-monitor COMMAND --help` for its options"
     )

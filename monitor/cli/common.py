@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.cpus import intra_op_threads
+from monitor.cli.flags import add_setting_flag
+from monitor.config import ModelSettings, ScoringSettings
 from monitor.errors import ConfigError, DataError, ModelError
 from monitor.model.io import HEADER_MODES, HeaderMode, read_model_rows, read_rows
-from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
+from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held, scale_groups
 from monitor.model.standardize import Standardizer
 from monitor.signals.scorer import RobustnessScorer, ScoringConfig
@@ -41,32 +43,13 @@ def flag_values(args: argparse.Namespace, *names: str) -> dict[str, Any]:
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
+    """``--model`` and the model's settings (:class:`~monitor.config.ModelSettings`) an offline command takes."""
     p.add_argument("--model", required=True, help="the ONNX model file")
-    p.add_argument(
-        "--providers",
-        default="cpu",
-        help="comma-separated onnxruntime execution providers, in order (cpu, cuda, or full names); default cpu",
-    )
-    p.add_argument(
-        "--threads",
-        type=count_at_least(0),
-        default=0,
-        help="onnxruntime intra-op threads (0 = its default, capped by the cgroup CPU quota)",
-    )
-    p.add_argument("--max-rows", type=int, default=16384, help="rows per session.run chunk (default 16384)")
-    p.add_argument(
-        "--model-kind",
-        choices=["auto", "classifier", "regressor"],
-        default="auto",
-        help="classifier or regressor: auto decides from the graph (the log says what it decided and why)",
-    )
-    p.add_argument(
-        "--fixed-features",
-        default="",
-        metavar="NAME[,NAME…]",
-        help="float features held fixed like int and string inputs (never perturbed): feature names such as "
-        "'x[3]', or an input's name for all its elements (a one-hot column, a count stored as float)",
-    )
+    add_setting_flag(p, ModelSettings, "providers", "--providers", before="comma-separated: ")
+    add_setting_flag(p, ModelSettings, "threads", "--threads", type=count_at_least(0))
+    add_setting_flag(p, ModelSettings, "max_rows_per_run", "--max-rows")
+    add_setting_flag(p, ModelSettings, "model_kind", "--model-kind")
+    add_setting_flag(p, ModelSettings, "fixed_features", "--fixed-features", metavar="NAME[,NAME…]")
 
 
 def add_header_option(p: argparse.ArgumentParser) -> None:
@@ -83,68 +66,47 @@ def add_header_option(p: argparse.ArgumentParser) -> None:
 def add_space_options(p: argparse.ArgumentParser, units: str) -> None:
     """``--space``, ``--scale`` and ``--channel-axis``: the units ``units`` (the flags a command measures in that
     space) are in, and how the reference standardizes them."""
-    p.add_argument(
-        "--space",
-        choices=["standardized", "raw"],
-        default="standardized",
-        help=f"units of {units}: standardized by the reference (default) or raw feature units",
-    )
-    p.add_argument(
-        "--scale",
-        choices=["per_feature", "global", "per_channel"],
-        default="per_feature",
-        help="standardized units: each feature its own mean and scale (default), one for all features (images), or "
-        "one per image channel (--channel-axis)",
-    )
-    p.add_argument(
-        "--channel-axis", type=int, default=1, help="with --scale per_channel: 1 for NCHW (default), -1 for NHWC"
-    )
+    add_setting_flag(p, ScoringSettings, "space", "--space", after=f" Here: the units of {units}.")
+    add_setting_flag(p, ScoringSettings, "scale", "--scale")
+    add_setting_flag(p, ScoringSettings, "channel_axis", "--channel-axis")
 
 
 def add_scoring_options(p: argparse.ArgumentParser) -> None:
+    """``--reference`` and the scoring settings (:class:`~monitor.config.ScoringSettings`) as flags."""
     p.add_argument(
         "--reference",
         help="reference for standardization: a reference JSON (`harmonic-monitor reference`) or reference rows "
         "(.csv/.npy/.npz/.parquet/.jsonl); default: the data itself",
     )
-    p.add_argument("--radius", type=float, default=0.05, help="ball radius r (default 0.05, in --space units)")
+    add_setting_flag(p, ScoringSettings, "radius", "--radius")
     add_space_options(p, "--radius/--sigma")
-    p.add_argument(
-        "--ball",
-        default="auto",
-        help="simplex | simplex+anti | rotations:K | hypercube:m | auto (= simplex+anti; above 256 features hypercube, m = 0.1 %% of 2n, at least 16, drawn per event)",
-    )
-    p.add_argument(
-        "--output",
-        default="auto",
-        choices=["auto", "proba", "logit", "label", "value"],
-        help="what f is for gamma (auto = proba for classifiers, value for regressors)",
-    )
-    p.add_argument("--flicker-copies", type=int, default=32, help="Gaussian copies per row for flicker (K, default 32)")
-    p.add_argument("--sigma", type=float, default=0.05, help="flicker noise scale σ (default 0.05, in --space units)")
-    p.add_argument("--steps", type=int, default=25, help="N in p_adj = P·exp(−N·γ_logit) (default 25)")
-    p.add_argument("--seed", type=int, default=0, help="seed for ball rotations/samples and flicker noise")
-    p.add_argument(
-        "--regression-tolerance",
-        type=float,
-        default=0.1,
-        help="regressors: a noisy copy flips when its output moves more than this fraction of the output's IQR "
-        "(default 0.1)",
+    for name in SCORING_FLAGS[1:]:
+        add_setting_flag(p, ScoringSettings, name, "--" + name.replace("_", "-"))
+
+
+#: the scoring settings :func:`add_scoring_options` adds as flags of the same names (their parsed values are
+#: :class:`~monitor.signals.scorer.ScoringConfig`'s fields)
+SCORING_FLAGS = ("radius", "ball", "output", "flicker_copies", "sigma", "steps", "seed", "regression_tolerance")
+
+
+def model_settings(args: argparse.Namespace) -> ModelSettings:
+    """The model settings the flags of :func:`add_model_options` give (the flags parsed them; the model checks what
+    they do not): what ``run`` reads from its file for each model."""
+    providers = tuple(p.strip() for p in str(args.providers).split(",") if p.strip())
+    return ModelSettings.model_construct(
+        name=Path(args.model).stem or str(args.model),
+        path=Path(args.model),
+        providers=providers,
+        threads=args.threads,
+        max_rows_per_run=args.max_rows,
+        model_kind=args.model_kind,
+        fixed_features=list(fixed_features(args)),
     )
 
 
 def load_model(args: argparse.Namespace) -> OnnxModel:
-    providers = tuple(p.strip() for p in str(args.providers).split(",") if p.strip())
-    return OnnxModel(
-        args.model,
-        OnnxRuntimeOptions(
-            providers=providers,
-            intra_op_threads=intra_op_threads(args.threads, str(args.model)),
-            max_rows_per_run=args.max_rows,
-        ),
-        model_kind=args.model_kind,
-        fixed_features=fixed_features(args),
-    )
+    """The model of ``--model`` and its flags, built as ``run`` builds its models (:meth:`OnnxModel.from_settings`)."""
+    return OnnxModel.from_settings(model_settings(args))
 
 
 def fixed_features(args: argparse.Namespace) -> tuple[str, ...]:
@@ -239,16 +201,7 @@ def build_standardizer(
 def build_scorer(args: argparse.Namespace) -> tuple[OnnxModel, Standardizer, RobustnessScorer]:
     model = load_model(args)
     standardizer = build_standardizer(args, model, args.data)
-    config = ScoringConfig(
-        radius=args.radius,
-        ball=args.ball,
-        output=args.output,
-        flicker_copies=args.flicker_copies,
-        sigma=args.sigma,
-        steps=args.steps,
-        seed=args.seed,
-        regression_tolerance=args.regression_tolerance,
-    )
+    config = ScoringConfig(**flag_values(args, *SCORING_FLAGS))
     held_sample = None
     if model.signature.has_held and model.kind == "regressor" and args.flicker_copies > 0:
         # a regressor's output scale is measured with held values the reference (or the data) holds

@@ -26,6 +26,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor import telemetry as tel
+from monitor.cli.flags import add_setting_flag
+from monitor.config import AlertSettings, MetricsSettings, ScoringSettings
 from monitor.errors import ConfigError
 
 
@@ -41,12 +43,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     p.add_argument("--events", type=int, default=30000, help="events in total, split over the 3 phases (default 30000)")
-    p.add_argument("--seed", type=int, default=0, help="seed for the data, the ball and the noise (default 0)")
+    add_setting_flag(p, ScoringSettings, "seed", "--seed", help="seed for the data, the ball and the noise")
     p.add_argument("--summary-json", help="write the per-phase summary here as JSON")
     p.add_argument("--no-serve", action="store_true", help="do not serve /metrics")
-    p.add_argument("--metrics-port", type=int, default=9108, help="port for /metrics etc. (default 9108)")
+    add_setting_flag(p, MetricsSettings, "port", "--metrics-port")
     p.add_argument("--workdir", help="where to put the model, reference and state (default: a temp dir)")
-    p.add_argument("--alertmanager-url", help="also deliver the demo's alerts to this Alertmanager")
+    add_setting_flag(
+        p,
+        AlertSettings,
+        "alertmanager_url",
+        "--alertmanager-url",
+        override=True,
+        help="also deliver the demo's alerts to this Alertmanager",
+    )
     p.add_argument(
         "--linger", type=float, default=0.0, help="keep serving /metrics this many seconds after the summary"
     )

@@ -18,7 +18,6 @@ from numpy.typing import NDArray
 
 from monitor.accuracy import (
     CALIBRATION_KINDS,
-    DEFAULT_METHOD,
     METHODS,
     EstimatorFit,
 )
@@ -29,6 +28,8 @@ from monitor.cli.common import (
     load_inputs,
     load_model,
 )
+from monitor.cli.flags import add_setting_flag
+from monitor.config import AccuracySettings
 from monitor.errors import DataError
 from monitor.model.io import load_rows
 
@@ -72,9 +73,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="temperature",
         help="confidence calibration fitted on --reference-data (default temperature: see monitor/accuracy)",
     )
-    p.add_argument(
-        "--method", choices=METHODS, default=DEFAULT_METHOD, help=f"primary method (default {DEFAULT_METHOD})"
-    )
+    add_setting_flag(p, AccuracySettings, "method", "--method", choices=METHODS, help="primary method")
     p.add_argument("--json", required=True, dest="json_out", help="output JSON")
     p.set_defaults(func=run)
 

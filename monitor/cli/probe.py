@@ -31,6 +31,8 @@ from monitor.cli.common import (
     load_inputs,
     load_model,
 )
+from monitor.cli.flags import add_setting_flag
+from monitor.config import FunnelSettings, ProbeRunSettings
 from monitor.errors import MonitorError, ProbeError
 from monitor.model.io import HeaderMode, load_rows
 from monitor.probes.funnel import FunnelConfig
@@ -56,7 +58,7 @@ _FUNNEL_FLAGS = (
     "seed",
 )
 #: the flags that set the :class:`ProbeOptions` fields of their own names
-_OPTION_FLAGS = ("l2_boundary", "certify_copies", "certify_sigma", "certify_alpha", "certify_select", "bisect_trees")
+_OPTION_FLAGS = ("certify_copies", "certify_sigma", "certify_alpha", "certify_select", "l2_boundary", "bisect_trees")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -87,68 +89,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_space_options(p, "every ε")
     p.add_argument("--json", required=True, dest="json_path", metavar="OUT.json", help="where to write the report")
-    p.add_argument("--delta", type=float, default=0.2, help="threshold search: tolerated drop δ of P(ε) (default 0.2)")
-    p.add_argument(
-        "--eps-max",
-        type=float,
-        default=8.0,
-        help="threshold search cap: the range grows up to [0, ε_max] (default 8.0)",
-    )
-    p.add_argument(
-        "--eps-start",
-        type=float,
-        default=1.0,
-        help="threshold search range starts at [0, ε_start] and doubles until P(ε) crosses or ε_max is reached; "
-        "set it to ε_max or above for one fixed range (default 1.0)",
-    )
-    p.add_argument("--eta", type=float, default=0.01, help="threshold search resolution η (default 0.01)")
-    p.add_argument(
-        "--certify-copies",
-        type=int,
-        default=32,
-        help="certified radius (randomized smoothing): Gaussian copies per point for a classifier, B·K model rows; "
-        "0 skips it (default 32)",
-    )
-    p.add_argument(
-        "--certify-sigma", type=float, default=0.05, help="noise scale σ of the certified radius (default 0.05)"
-    )
-    p.add_argument("--certify-alpha", type=float, default=0.001, help="1 − confidence of p_lower (default 0.001)")
-    p.add_argument(
-        "--certify-select",
-        type=int,
-        default=0,
-        help="copies that select the class (their majority), apart from those that estimate it; 0 selects the "
-        "clean class (default 0)",
-    )
-    p.add_argument(
-        "--l2-boundary",
-        action="store_true",
-        help="also search each point's nearest class boundary in L2 (black box, ~(n+1)·8 model rows per point for "
-        "n features), reported beside the single-feature ε*",
-    )
-    p.add_argument(
-        "--bisect-trees",
-        action="store_true",
-        help="bisect single-feature shifts of a tree ensemble too, instead of reading ε* exactly from its splits",
-    )
-    p.add_argument("--eps", type=float, default=0.1, help="moderate intensity of the MRI/sensitivity (default 0.1)")
-    p.add_argument("--mri-cut", type=float, default=0.9, help="targets with MRI r below this are examined (0.9)")
-    p.add_argument(
-        "--sensitivity-cut",
-        type=float,
-        default=0.01,
-        help="a (target, output) pair is fragile when S/scale reaches this (default 0.01)",
-    )
-    p.add_argument("--draws", type=int, default=4, help="sensitivity draws per stochastic perturbation (default 4)")
+    funnel = {"delta": "--delta", "eps_max": "--eps-max", "eps_start": "--eps-start", "eta": "--eta"}
+    for name, flag in funnel.items():
+        add_setting_flag(p, FunnelSettings, name, flag)
+    for name in _OPTION_FLAGS:
+        add_setting_flag(p, ProbeRunSettings, name, "--" + name.replace("_", "-"))
+    add_setting_flag(p, FunnelSettings, "eps", "--eps")
+    add_setting_flag(p, FunnelSettings, "mri_cut", "--mri-cut")
+    add_setting_flag(p, FunnelSettings, "sensitivity_cut", "--sensitivity-cut")
+    add_setting_flag(p, FunnelSettings, "sensitivity_draws", "--draws")
     p.add_argument(
         "--perturbations",
         default=",".join(PERTURBATION_NAMES),
         help=f"comma-separated perturbation types (default {','.join(PERTURBATION_NAMES)})",
     )
-    p.add_argument("--steps", type=int, default=10, help="Algorithm 2 steps N per point; 0 skips it (default 10)")
-    p.add_argument("--radius", type=float, default=0.05, help="γ ball radius r for gamma_ascent/Algorithm 2 (0.05)")
-    p.add_argument("--ball", default="auto", help="γ ball: simplex | simplex+anti | rotations:K | hypercube:m | auto")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+    for name in ("steps", "radius", "ball", "seed"):
+        add_setting_flag(p, FunnelSettings, name, "--" + name)
     p.add_argument("--labels", help="optional true class indices, one per point (.csv/.npy): accuracy and PDR")
     p.add_argument("--budget", type=int, help="model-row budget; stages stop when it runs out (default: none)")
     search = p.add_mutually_exclusive_group()

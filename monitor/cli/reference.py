@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import typing
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,8 @@ from monitor.cli.common import (
     count_at_least,
     load_inputs,
 )
+from monitor.cli.flags import add_setting_flag
+from monitor.config import ScoringSettings, SegmentSettings
 from monitor.drift.categories import count_tables, held_columns, held_element_names
 from monitor.errors import DataError
 from monitor.model.io import HeaderMode, load_rows
@@ -84,11 +87,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="temperature",
         help="with --labels: the confidence calibration fitted (default temperature: see monitor/accuracy)",
     )
-    p.add_argument(
+    add_setting_flag(
+        p,
+        ScoringSettings,
+        "scales",
         "--scales",
-        choices=["fixed", "from-reference"],
+        choices=[c.replace("_", "-") for c in typing.get_args(ScoringSettings.model_fields["scales"].annotation)],
         default="fixed",
-        help="fixed (default): score at --radius/--sigma; from-reference: choose σ on the reference rows so that "
+        why="a reference chooses its own scales only when asked; `run` then scores at them (scoring.scales: "
+        "from_reference)",
+        help="fixed: score at --radius/--sigma; from-reference: choose σ on the reference rows so that "
         "--target-flicker-share of them flicker (a seeded bisection, r = σ; --radius/--sigma are then not used), "
         "score at it and record it in the JSON (`run` scores at it)",
     )
@@ -106,11 +114,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--max-segments most frequent with at least 200 rows; the rest together as 'other'), and every segment is "
         "judged against its own",
     )
-    p.add_argument(
+    add_setting_flag(
+        p,
+        SegmentSettings,
+        "max_segments",
         "--max-segments",
         type=count_at_least(1),
-        default=20,
-        help="with --segment-column: segments with a baseline of their own (default 20, as segments.max_segments)",
+        before="with --segment-column: segments with a baseline of their own, as segments.max_segments: ",
     )
     p.add_argument("--out", required=True, help="output JSON")
     p.set_defaults(func=run)

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 from monitor.cli.common import count_at_least, flag_values
+from monitor.cli.flags import add_setting_flag
+from monitor.config import ModelSettings, ScoringSettings
 from monitor.errors import DataError
 from monitor.model.io import load_rows
 
@@ -49,8 +51,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--max-events", type=count_at_least(1), help="read only the first that many events (a long log, cut short)"
     )
-    p.add_argument(
-        "--model-name", help="the model the events name (default: the one the log names, else the file stem)"
+    add_setting_flag(
+        p,
+        ModelSettings,
+        "name",
+        "--model-name",
+        override=True,
+        after=" Default: the one the log names, else the file stem.",
     )
     p.add_argument(
         "--probe-points", type=count_at_least(0), default=20, help="flagged events probed at most (default 20)"
@@ -63,7 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "that many events of the event that decided it; larger is faster (default 100)",
     )
     p.add_argument("--title", help="the page's title")
-    p.add_argument("--seed", type=int, default=0, help="seed of the scoring noise and the probes (default 0)")
+    add_setting_flag(p, ScoringSettings, "seed", "--seed", help="seed of the scoring noise and the probes")
     p.set_defaults(func=run)
 
 

@@ -13,40 +13,39 @@ from typing import Any
 
 from monitor import __version__
 from monitor.allocator import freeze_startup_objects
-from monitor.config import Settings, load_settings
+from monitor.cli.flags import add_setting_flag
+from monitor.config import KafkaSettings, MetricsSettings, ModelSettings, Settings, load_settings
 from monitor.logs import redact, setup_logging
 
 log = logging.getLogger("monitor.run")
 
 
 def add_settings_flags(p: argparse.ArgumentParser) -> None:
+    """The single model's flags, and the Kafka, metrics and state settings a flag overrides (none given: the
+    environment, the file and the defaults decide)."""
     add_model_flags(p)
-    p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers, host:port[,host:port]")
-    p.add_argument("--topic", help="topic with inference events")
-    p.add_argument("--group-id", help="consumer group (replicas share it)")
-    p.add_argument("--api-version", help="Kafka API version to pin, e.g. 0.9 (default: negotiate)")
-    p.add_argument("--metrics-port", type=int, help="port for /metrics, /healthz, /readyz, /probes (default 9108)")
-    p.add_argument("--state-dir", help="directory for state that survives restarts (default ./state)")
-    p.add_argument("--dead-letter-topic", help="topic for invalid events (reason in a header)")
-    p.add_argument("--scores-topic", help="optional topic receiving per-event scores as JSON")
+    for name in ("bootstrap_servers", "topic", "group_id", "api_version"):
+        add_setting_flag(p, KafkaSettings, name, "--" + name.replace("_", "-"), override=True)
+    add_setting_flag(p, MetricsSettings, "port", "--metrics-port", override=True)
+    add_setting_flag(p, Settings, "state_dir", "--state-dir", override=True)
+    for name in ("dead_letter_topic", "scores_topic"):
+        add_setting_flag(p, KafkaSettings, name, "--" + name.replace("_", "-"), override=True)
 
 
 def add_model_flags(p: argparse.ArgumentParser) -> None:
     """--config and the single watched model's flags (``run``; ``replay`` takes these without the Kafka ones)."""
     p.add_argument("--config", help="YAML configuration file (flags > HARMONIC_* env > file > defaults)")
     p.add_argument("--model", help="ONNX model file (defines the single watched model; overrides the file's list)")
-    p.add_argument(
+    add_setting_flag(
+        p,
+        ModelSettings,
+        "name",
         "--model-name",
-        help="name events use in their `model` field (default: the ONNX file's stem; for `replay`, the model its "
-        "log's events name)",
+        override=True,
+        after=" Default: the ONNX file's stem; for `replay`, the model its log's events name.",
     )
-    p.add_argument("--reference", help="reference data (.csv/.npy) for standardization and drift")
-    p.add_argument(
-        "--reference-header",
-        choices=["auto", "yes", "no"],
-        help="is the reference CSV's first row a header? auto (default): when it is not the same kind as the rows "
-        "below it; yes; no (the model's reference_header setting)",
-    )
+    add_setting_flag(p, ModelSettings, "reference", "--reference", override=True)
+    add_setting_flag(p, ModelSettings, "reference_header", "--reference-header", override=True)
 
 
 def settings_from_args(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> Settings:

@@ -32,6 +32,8 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
+from monitor.config import ModelSettings, setting_default
+from monitor.cpus import intra_op_threads
 from monitor.errors import ModelError
 from monitor.model.base import ModelKind, ModelOutput
 from monitor.model.batching import canonical_feed, canonical_graph, merge_outputs, run_fixed
@@ -264,6 +266,10 @@ def _first(names: Sequence[str], shown: int = 3) -> str:
     return ", ".join(names[:shown]) + (", …" if len(names) > shown else "")
 
 
+#: what a model's outputs are read as unless told (the setting ``model_kind``)
+_MODEL_KIND: ModelKindSetting = setting_default(ModelSettings, "model_kind")
+
+
 class OnnxModel:
     """An ONNX model loaded with onnxruntime.
 
@@ -287,12 +293,29 @@ class OnnxModel:
         The file is missing or not ONNX, or the signature is unsupported (the message names the inputs/outputs).
     """
 
+    @classmethod
+    def from_settings(cls, ms: ModelSettings) -> OnnxModel:
+        """The model a model's settings describe, with its onnxruntime options (providers, threads capped by the
+        container's CPU quota, rows per run, rows in graph): ``run`` loads its models, and the offline commands
+        theirs (from their flags), here."""
+        return cls(
+            ms.path,
+            OnnxRuntimeOptions(
+                providers=tuple(ms.providers),
+                intra_op_threads=intra_op_threads(ms.threads, str(ms.path)),
+                max_rows_per_run=ms.max_rows_per_run,
+                rows_in_graph=ms.rows_in_graph,
+            ),
+            model_kind=ms.model_kind,
+            fixed_features=tuple(ms.fixed_features),
+        )
+
     def __init__(
         self,
         path: str | os.PathLike[str],
         options: OnnxRuntimeOptions | None = None,
         *,
-        model_kind: ModelKindSetting = "auto",
+        model_kind: ModelKindSetting = _MODEL_KIND,
         fixed_features: Sequence[str] = (),
     ) -> None:
         self.path = Path(path)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import onnxruntime as ort
 
+from monitor.config import ModelSettings, setting_default
+
 #: the model's load-time lines share one logger, wherever the code that says them lives
 log = logging.getLogger("monitor.model.onnx")
 
@@ -25,18 +27,22 @@ _PROVIDER_ALIASES = {
 
 @dataclass(frozen=True, slots=True)
 class OnnxRuntimeOptions:
-    """How to run the session. ``providers`` accepts aliases (cpu, cuda) or full provider names."""
+    """How to run the session. ``providers`` accepts aliases (cpu, cuda) or full provider names.
 
-    providers: tuple[str, ...] = ("cpu",)
-    intra_op_threads: int = 0  # 0 = onnxruntime's default
+    ``providers``, ``intra_op_threads`` (``threads``), ``max_rows_per_run`` and ``rows_in_graph`` are a model's
+    settings (:class:`monitor.config.ModelSettings`), which declare their defaults and meaning.
+    """
+
+    providers: tuple[str, ...] = setting_default(ModelSettings, "providers")
+    intra_op_threads: int = setting_default(ModelSettings, "threads")  # 0 = onnxruntime's default
     inter_op_threads: int = 0
     #: rows per ``session.run``. 16,384 rather than 65,536: an MLP ran 76,800 rows faster in 16,384-row chunks
     #: (its activations stay in cache) and no model got faster with larger chunks (``bench/engine_throughput.py``,
     #: its *1-run bound* column; docs/BENCHMARKS.md, *Engine vs bound*); cheap models pay ~10-20 µs per extra run.
-    max_rows_per_run: int = 16384
+    max_rows_per_run: int = setting_default(ModelSettings, "max_rows_per_run")
     #: let :meth:`~monitor.model.onnx.OnnxModel.neighbourhood` wrap the graph so onnxruntime builds ball points
     #: and flicker copies itself (see :mod:`monitor.model.neighbourhood`); False: the scorer builds them in numpy
-    rows_in_graph: bool = True
+    rows_in_graph: bool = setting_default(ModelSettings, "rows_in_graph")
     #: let onnxruntime's intra-op threads keep spinning after a ``session.run`` returns (its default). False sets
     #: ``session.force_spinning_stop``: the threads spin while a run needs them and stop when it returns. A
     #: spinning thread holds a core that the next thing needs — the scorer's wrapped session right after the

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.config import FunnelSettings, setting_default
 from monitor.errors import ConfigError, ProbeError
 from monitor.model.base import ModelKind, Predictor
 from monitor.model.signature import Held
@@ -74,6 +75,9 @@ class _BudgetStop(Exception):
 class FunnelConfig:
     """Settings of one funnel run. Intensities are in the standardizer's units (raw for ``space: raw``).
 
+    The defaults and meaning of every field but ``perturbations`` (all registered τ) are declared once, in
+    :class:`monitor.config.FunnelSettings`; the attributes below say what the funnel does with them.
+
     Attributes
     ----------
     perturbations : τ names to probe (registry order is kept in reports).
@@ -97,20 +101,20 @@ class FunnelConfig:
     """
 
     perturbations: tuple[str, ...] = PERTURBATION_NAMES
-    eps: float = 0.1
-    mri_cut: float = 0.9
-    sensitivity_cut: float = 0.01
-    sensitivity_draws: int = 4
-    delta: float = 0.2
-    eps_max: float = 8.0
-    eta: float = 0.01
-    eps_start: float | None = 1.0
-    radius: float = 0.05
-    ball: str = "auto"
-    steps: int = 10
-    seed: int = 0
-    consistency_tolerance: float = 0.1
-    search_all: bool = True
+    eps: float = setting_default(FunnelSettings, "eps")
+    mri_cut: float = setting_default(FunnelSettings, "mri_cut")
+    sensitivity_cut: float = setting_default(FunnelSettings, "sensitivity_cut")
+    sensitivity_draws: int = setting_default(FunnelSettings, "sensitivity_draws")
+    delta: float = setting_default(FunnelSettings, "delta")
+    eps_max: float = setting_default(FunnelSettings, "eps_max")
+    eta: float = setting_default(FunnelSettings, "eta")
+    eps_start: float | None = setting_default(FunnelSettings, "eps_start")
+    radius: float = setting_default(FunnelSettings, "radius")
+    ball: str = setting_default(FunnelSettings, "ball")
+    steps: int = setting_default(FunnelSettings, "steps")
+    seed: int = setting_default(FunnelSettings, "seed")
+    consistency_tolerance: float = setting_default(FunnelSettings, "consistency_tolerance")
+    search_all: bool = setting_default(FunnelSettings, "search_all")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "perturbations", check_names(self.perturbations))

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.config import ProbeRunSettings, setting_default
 from monitor.errors import ProbeError
 from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held
@@ -29,17 +30,18 @@ ANCHORS = 200
 class ProbeOptions:
     """What a probe runs beyond its points: the funnel's settings, a model-row budget (None: none), the L2 boundary
     search, the certified radius (``certify_copies`` Gaussian copies per point; 0 skips it) and whether a tree
-    ensemble's single-feature shifts are bisected rather than read from its splits. The defaults are the command's.
+    ensemble's single-feature shifts are bisected rather than read from its splits. The defaults are the command's,
+    declared in :class:`monitor.config.ProbeRunSettings`.
     """
 
     funnel: FunnelConfig = field(default_factory=FunnelConfig)
     budget_rows: int | None = None
-    l2_boundary: bool = False
-    certify_copies: int = 32
-    certify_sigma: float = 0.05
-    certify_alpha: float = 0.001
-    certify_select: int = 0
-    bisect_trees: bool = False
+    l2_boundary: bool = setting_default(ProbeRunSettings, "l2_boundary")
+    certify_copies: int = setting_default(ProbeRunSettings, "certify_copies")
+    certify_sigma: float = setting_default(ProbeRunSettings, "certify_sigma")
+    certify_alpha: float = setting_default(ProbeRunSettings, "certify_alpha")
+    certify_select: int = setting_default(ProbeRunSettings, "certify_select")
+    bisect_trees: bool = setting_default(ProbeRunSettings, "bisect_trees")
 
 
 def probe_region(

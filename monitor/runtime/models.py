@@ -20,11 +20,10 @@ from numpy.typing import NDArray
 
 from monitor.accuracy import EstimatorFit
 from monitor.config import ModelSettings
-from monitor.cpus import intra_op_threads
 from monitor.errors import ConfigError, DataError
 from monitor.events import InferenceEvent
 from monitor.model.io import ModelRowsFile, read_model_rows
-from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
+from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held, scale_groups
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference_file import read_accuracy_estimator, read_held_sample, read_reference, read_scales
@@ -76,16 +75,7 @@ class ModelRuntime:
     def scoring_config(self) -> ScoringConfig:
         s = self.settings.scoring
         radius, sigma = self.scales()
-        return ScoringConfig(
-            radius=radius,
-            ball=s.ball,
-            output=s.output,
-            flicker_copies=s.flicker_copies,
-            sigma=sigma,
-            steps=s.steps,
-            seed=s.seed,
-            regression_tolerance=s.regression_tolerance,
-        )
+        return ScoringConfig.from_settings(s, radius=radius, sigma=sigma)
 
     def scales(self) -> tuple[float, float]:
         """(radius, sigma) the scorer uses: the recorded scales of the reference JSON under ``scales:
@@ -136,17 +126,7 @@ def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) 
     ``segment_column`` (``segments.reference_column``): a CSV reference's column naming each row's segment, left out
     of the rows the standardizer is fitted on.
     """
-    model = OnnxModel(
-        ms.path,
-        OnnxRuntimeOptions(
-            providers=ms.providers,
-            intra_op_threads=intra_op_threads(ms.threads, str(ms.path)),
-            max_rows_per_run=ms.max_rows_per_run,
-            rows_in_graph=ms.rows_in_graph,
-        ),
-        model_kind=ms.model_kind,
-        fixed_features=ms.fixed_features,
-    )
+    model = OnnxModel.from_settings(ms)
     check_feature_names(ms, model)
     if ms.feature_names is not None and len(ms.feature_names) == model.n_features:
         # one name per element, decided here: probe reports, /probes and drift alerts use model.feature_names

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.config import ScoringSettings, setting_default
 from monitor.errors import ConfigError, ModelError
 from monitor.model.base import ModelOutput, Predictor
 from monitor.model.onnx import NeighbourhoodEvaluator, NeighbourhoodRejected, OnnxModel, argmax_rows
@@ -68,18 +69,29 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ScoringConfig:
-    """What the scorer computes. Radius and sigma are in the standardizer's units."""
+    """What the scorer computes. Radius and sigma are in the standardizer's units.
 
-    radius: float = 0.05
-    ball: str = "auto"
-    output: str = "auto"  # auto = proba for classifiers, value for regressors
-    flicker_copies: int = 32
-    sigma: float = 0.05
-    steps: int = 25  # N in P_adj = P·exp(−N·γ_logit)
-    seed: int = 0
+    Every field is the setting of its name in a model's ``scoring`` section (:class:`monitor.config.ScoringSettings`),
+    which declares its default and meaning; :meth:`from_settings` builds one from a section.
+    """
+
+    radius: float = setting_default(ScoringSettings, "radius")
+    ball: str = setting_default(ScoringSettings, "ball")
+    output: str = setting_default(ScoringSettings, "output")  # auto = proba for classifiers, value for regressors
+    flicker_copies: int = setting_default(ScoringSettings, "flicker_copies")
+    sigma: float = setting_default(ScoringSettings, "sigma")
+    steps: int = setting_default(ScoringSettings, "steps")  # N in P_adj = P·exp(−N·γ_logit)
+    seed: int = setting_default(ScoringSettings, "seed")
     #: flicker for regressors: a copy flips when its output moves by more than this fraction of the output's
     #: reference IQR (:func:`output_scale`; RMS over the outputs, each in units of its own IQR)
-    regression_tolerance: float = 0.1
+    regression_tolerance: float = setting_default(ScoringSettings, "regression_tolerance")
+
+    @classmethod
+    def from_settings(cls, s: ScoringSettings, **override: Any) -> ScoringConfig:
+        """The configuration a ``scoring`` section gives; ``override`` replaces fields (``run`` passes the radius and
+        σ a reference JSON recorded)."""
+        fields = {name: getattr(s, name) for name in cls.__dataclass_fields__}
+        return cls(**{**fields, **override})
 
     def __post_init__(self) -> None:
         if not self.radius > 0:
