@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from monitor.config import DriftSettings
 from monitor.drift.base import DriftDetector, DriftState, ReferenceLike, ks_two_sample
 from monitor.drift.cusum import Cusum
 from monitor.drift.features import FeatureDrift, FeatureShift
 from monitor.drift.ks import KsDrift
 from monitor.drift.page_hinkley import PageHinkley
 from monitor.drift.rate import RateTest
-from monitor.drift.verdict import DriftSettings, Verdict, VerdictEngine, VerdictReport, decide_verdict
+from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport, decide_verdict
 
 __all__ = [
     "Cusum",

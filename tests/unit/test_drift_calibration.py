@@ -13,9 +13,9 @@ import math
 import numpy as np
 import pytest
 
+from monitor.config import DriftSettings
 from monitor.drift import Cusum, FeatureDrift, PageHinkley, VerdictEngine
 from monitor.drift.calibrate import MIN_REFERENCE, benjamini_hochberg, threshold_for_rate
-from monitor.drift.verdict import DriftSettings
 from monitor.rolling.reference import Reference
 
 RATE = 1000.0  # false alarms per 10⁶ events
