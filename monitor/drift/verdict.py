@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.config import DriftSettings
-from monitor.drift.base import DriftState, ReferenceLike
+from monitor.drift.base import DriftState, ReferenceLike, WindowPlan
 from monitor.drift.calibrate import MIN_REFERENCE
 from monitor.drift.categories import CategoryDrift
 from monitor.drift.cusum import Cusum
@@ -243,6 +243,7 @@ class VerdictEngine:
         #: the CUSUMs share the stated false-alarm rate evenly: the verdict, their union, alarms at about that rate
         self.cusums_sharing = 2 + (fall is not None) + (narrow is not None)
         rate = s.false_alarms_per_million_events / self.cusums_sharing
+        plan = WindowPlan(window=s.window, every=s.every)  # shared by every window test
 
         def cusum(sample: ArrayLike, name: str) -> Cusum:
             return Cusum(
@@ -257,8 +258,7 @@ class VerdictEngine:
         self.gamma_cusum = cusum(reference.gamma_sample, "gamma_cusum")
         self.gamma_ks = KsDrift(
             reference.gamma_sample,
-            window=s.window,
-            every=s.every,
+            plan=plan,
             alpha=s.ks_alpha,
             min_distance=s.ks_min_distance,
             name="gamma_ks",
@@ -270,8 +270,7 @@ class VerdictEngine:
             reference.flicker_mean,
             reference.flicker_var,
             reference.flicker_count,
-            window=s.window,
-            every=s.every,
+            plan=plan,
             alpha=s.rate_alpha,
             min_increase=s.rate_min_increase,
             name="flicker_rate",
@@ -281,8 +280,7 @@ class VerdictEngine:
             FeatureDrift(
                 sample,
                 feature_names=reference.feature_names,
-                window=s.window,
-                every=s.every,
+                plan=plan,
                 alpha=s.feature_alpha,
                 min_distance=s.feature_min_distance,
             )
@@ -300,8 +298,7 @@ class VerdictEngine:
                 high,
                 outside,
                 feature_names=self.feature_drift.feature_names,
-                window=s.window,
-                every=s.every,
+                plan=plan,
                 alpha=s.feature_alpha,
                 min_share=s.range_min_share,
             )
@@ -310,9 +307,7 @@ class VerdictEngine:
         )
         # how inputs go together (PCA reconstruction error): blind spots of the per-input tests, e.g. a correlation flip
         self.input_pca = (
-            ReconstructionDrift(
-                sample, window=s.window, every=s.every, alpha=s.ks_alpha, min_distance=s.ks_min_distance
-            )
+            ReconstructionDrift(sample, plan=plan, alpha=s.ks_alpha, min_distance=s.ks_min_distance)
             if s.multivariate_detector and sample.ndim == 2 and sample.shape[0] >= 10 and 2 <= n <= MAX_INPUTS
             else None
         )
@@ -321,8 +316,7 @@ class VerdictEngine:
         self.held_drift = (
             CategoryDrift(
                 tables,
-                window=s.window,
-                every=s.every,
+                plan=plan,
                 alpha=s.ks_alpha,  # a window test every `every` events, like γ's KS
                 min_distance=s.feature_min_distance,
             )
