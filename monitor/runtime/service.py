@@ -17,8 +17,7 @@ from monitor.clock import WatermarkClock
 from monitor.config import KafkaSettings, Settings
 from monitor.cpus import affinity_cpus, cgroup_cpu_limit
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
-from monitor.exporters.http import HttpLimits
-from monitor.exporters.http_process import ProcessMetricsServer
+from monitor.exporters.http_process import ProcessMetricsServer, Published
 from monitor.exporters.prometheus import MetricsState
 from monitor.runtime.gammamap_view import gamma_map_document
 from monitor.runtime.models import ModelRuntime, load_model_runtime
@@ -160,13 +159,12 @@ class Service:
         if serve_metrics:
             self.server = ProcessMetricsServer(
                 self.state,
-                host=settings.metrics.host,
-                port=settings.metrics.port,
-                ready=self.pipeline.readiness,
-                probes=self.probes.report,
-                documents={"gammamap": lambda: gamma_map_document(self.pipeline.runtimes)},
-                limits=HttpLimits.from_settings(settings.metrics),
-                web_config_file=settings.metrics.web_config_file,
+                settings=settings.metrics,
+                published=Published(
+                    ready=self.pipeline.readiness,
+                    probes=self.probes.report,
+                    documents={"gammamap": lambda: gamma_map_document(self.pipeline.runtimes)},
+                ),
                 log_level=settings.log_level,
                 log_format=settings.log_format,
             )
