@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 from machine import machine  # bench/machine.py: the script's folder is on sys.path
 
+from monitor.config import MetricsSettings
 from monitor.exporters.http import MetricsServer, RenderCache
 from monitor.exporters.prometheus import MetricsState
 
@@ -156,7 +157,7 @@ def uvicorn_server(state: MetricsState, limit: int | None) -> Iterator[tuple[int
 @contextmanager
 def serve(variant: str, state: MetricsState, old_module: str | None) -> Iterator[tuple[int, RenderCache | None]]:
     if variant == "new":
-        with MetricsServer(state, host=HOST, port=0) as srv:
+        with MetricsServer(state, settings=MetricsSettings(host=HOST, port=0)) as srv:
             yield srv.port, srv.cache
     elif variant == "old":
         if old_module is None:

@@ -29,7 +29,7 @@ import numpy as np
 from machine import machine  # bench/machine.py: the script's folder is on sys.path
 from numpy.typing import NDArray
 
-from monitor.drift import Cusum, FeatureDrift, KsDrift, RateTest
+from monitor.drift import Cusum, FeatureDrift, KsDrift, RateTest, WindowPlan
 from monitor.drift.calibrate import HORIZON, STREAMS
 
 REF_EVENTS = 5000
@@ -111,7 +111,10 @@ def feature_share(alpha: float, windows: int, n_features: int = 20, window: int 
     """(windows with any moved feature, windows) for null features, BH at FDR ``alpha``, no effect-size floor."""
     rng = np.random.default_rng(7)
     fd = FeatureDrift(
-        rng.normal(size=(REF_EVENTS, n_features)), window=window, every=window, alpha=alpha, min_distance=0.0
+        rng.normal(size=(REF_EVENTS, n_features)),
+        plan=WindowPlan(window=window, every=window),
+        alpha=alpha,
+        min_distance=0.0,
     )
     hits = 0
     for _ in range(windows):

@@ -30,8 +30,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from monitor.cli.demo_data import build_demo
-from monitor.config import ModelSettings
-from monitor.drift.verdict import DriftSettings, VerdictEngine
+from monitor.config import DriftSettings, ModelSettings
+from monitor.drift.verdict import VerdictEngine
 from monitor.rolling.reference import Reference
 from monitor.runtime.models import load_model_runtime
 

@@ -102,7 +102,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,7 @@ from monitor.runtime.pipeline import Pipeline  # noqa: E402
 from monitor.runtime.service import Service, build_sampler  # noqa: E402
 from monitor.source.base import Source  # noqa: E402
 from monitor.source.decode import EventDecoder  # noqa: E402
-from monitor.source.kafka import KafkaSource  # noqa: E402
+from monitor.source.kafka import ConsumerConfig, KafkaSource  # noqa: E402
 from monitor.source.kafka_process import ProcessKafkaSource  # noqa: E402
 from monitor.source.kserve_join import KServeJoiner  # noqa: E402
 from monitor.source.rdkafka import RdKafkaSource, consumer_conf  # noqa: E402
@@ -397,16 +397,14 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
 
         if variant.endswith("-proc"):
             source = ProcessKafkaSource(
-                {
-                    "bootstrap_servers": broker.bootstrap,
-                    "topic": topic,
-                    "group_id": group,
-                    "api_version": broker.api_version,
-                    "session_timeout_ms": SESSION_TIMEOUT_MS,
-                    "max_poll_records": args.max_poll_records,
-                    "fetch_max_wait_ms": args.fetch_max_wait_ms,
-                    "lean_record_parse": args.record_parse == "lean",
-                }
+                _consumer(
+                    broker,
+                    topic,
+                    group,
+                    max_poll_records=args.max_poll_records,
+                    fetch_max_wait_ms=args.fetch_max_wait_ms,
+                    lean_record_parse=args.record_parse == "lean",
+                )
             )
 
             def proc_step() -> int:
@@ -468,6 +466,14 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
         return run
 
 
+def _consumer(broker: Broker, topic: str, group: str, **fields: Any) -> ConsumerConfig:
+    """The sidecar's consumer settings (``kafka`` defaults) for ``topic`` in ``group``, with ``fields`` changed."""
+    defaults = ConsumerConfig.from_settings(
+        KafkaSettings(bootstrap_servers=broker.bootstrap, topic=topic, group_id=group)
+    )
+    return replace(defaults, api_version=broker.api_version, session_timeout_ms=SESSION_TIMEOUT_MS, **fields)
+
+
 def _run_raw_librdkafka(broker: Broker, topic: str, total: int, group: str, args: argparse.Namespace) -> Run:
     import confluent_kafka
 
@@ -496,22 +502,15 @@ def _run_raw_librdkafka(broker: Broker, topic: str, total: int, group: str, args
 
 
 def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings: Settings, group: str) -> Run:
-    consumer: dict[str, Any] = {
-        "bootstrap_servers": broker.bootstrap,
-        "topic": topic,
-        "group_id": group,
-        "api_version": broker.api_version,
-        "session_timeout_ms": SESSION_TIMEOUT_MS,
-        "max_poll_records": settings.kafka.max_poll_records,
-    }
+    consumer = _consumer(broker, topic, group, max_poll_records=settings.kafka.max_poll_records)
     # as Service.from_settings: the consumer in a child process when 2+ CPUs are available, unless "-inproc"
     source: Source
     if variant == "pipeline-librdkafka":
-        source = RdKafkaSource(**consumer, fetch_max_wait_ms=settings.kafka.fetch_max_wait_ms)
+        source = RdKafkaSource(replace(consumer, fetch_max_wait_ms=settings.kafka.fetch_max_wait_ms))
     elif variant != "pipeline-inproc" and settings.kafka.use_consumer_process():
         source = ProcessKafkaSource(consumer)
     else:
-        source = KafkaSource(**consumer)
+        source = KafkaSource(consumer)
     state = MetricsState()
     cls = _NoShadowPipeline if variant == "pipeline-noshadow" else Pipeline
     pipeline = cls(settings, source, [load_model_runtime(settings.models[0])], build_sampler(settings), state=state)

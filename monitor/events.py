@@ -53,6 +53,10 @@ class InferenceEvent:
         "held",
     )
 
+    # Nine parameters, one per field, on purpose: each is per-event data the decoders set (origin on every Kafka
+    # event, prediction and held when the event or model has them), and each is read on its own on the hot path (the
+    # sampler, the pipeline's commits, scoring, the watches). Grouping the optional three would put an indirection —
+    # or a forwarding property — in front of every such read, in every stage.
     def __init__(
         self,
         event_id: str,

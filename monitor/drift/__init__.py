@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from monitor.drift.base import DriftDetector, DriftState, ReferenceLike, ks_two_sample
-from monitor.drift.cusum import Cusum
+from monitor.config import DriftSettings
+from monitor.drift.base import DriftDetector, DriftState, ReferenceLike, WindowPlan, ks_two_sample
+from monitor.drift.cusum import Cusum, CusumBounds
 from monitor.drift.features import FeatureDrift, FeatureShift
 from monitor.drift.ks import KsDrift
 from monitor.drift.page_hinkley import PageHinkley
 from monitor.drift.rate import RateTest
-from monitor.drift.verdict import DriftSettings, Verdict, VerdictEngine, VerdictReport, decide_verdict
+from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport, decide_verdict
 
 __all__ = [
     "Cusum",
+    "CusumBounds",
     "DriftDetector",
     "DriftSettings",
     "DriftState",
@@ -24,6 +26,7 @@ __all__ = [
     "Verdict",
     "VerdictEngine",
     "VerdictReport",
+    "WindowPlan",
     "decide_verdict",
     "ks_two_sample",
 ]

@@ -269,6 +269,22 @@ class WindowBuffer:
         return np.roll(self._data, -self._pos, axis=0)
 
 
+@dataclass(frozen=True, slots=True)
+class WindowPlan:
+    """What a windowed test compares with its reference, and when (checked by the test that takes it).
+
+    Attributes
+    ----------
+    window : events in the tested window (>= 10): the last ``window`` events (or rows).
+    every : events between tests (>= 1).
+    min_events : events before the first test (None: ``window``; else between 10 and ``window``).
+    """
+
+    window: int = 1000
+    every: int = 100
+    min_events: int | None = None
+
+
 class Cadence:
     """Fires every ``every`` events once ``min_events`` have been seen (windowed tests' schedule)."""
 
@@ -308,9 +324,9 @@ class WindowedTest(ABC):
     min_events: int
     alpha: float
 
-    def _init_window(
-        self, window: int, every: int, min_events: int | None, alpha: float, width: int | None = None
-    ) -> None:
+    def _init_window(self, plan: WindowPlan | None, alpha: float, width: int | None = None) -> None:
+        plan = plan or WindowPlan()
+        window, every, min_events = plan.window, plan.every, plan.min_events
         require(window >= 10, f"window must be >= 10 events; got {window!r}")
         require(every >= 1, f"every must be >= 1 event; got {every!r}")
         first = window if min_events is None else min_events

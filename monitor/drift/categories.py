@@ -24,7 +24,7 @@ from typing import Any, Final, Self
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.drift.base import PerFeatureTest, require
+from monitor.drift.base import PerFeatureTest, WindowPlan, require
 from monitor.errors import DataError
 
 #: categories a count table keeps per held element; the rest are counted together as ``other``
@@ -101,7 +101,8 @@ class CategoryDrift(PerFeatureTest):
     Parameters
     ----------
     tables : ``{element name: count table}`` (:func:`count_table`), in the order the elements are fed.
-    window, every, alpha : the window, the test cadence, the false discovery rate across elements.
+    plan : the window and the test cadence (default :class:`WindowPlan`'s: the last 1000 events, every 100).
+    alpha : the false discovery rate across elements.
     min_distance : total variation distance floor (0 <= min_distance < 1).
     name : label reported in :class:`DriftState`.
 
@@ -111,7 +112,7 @@ class CategoryDrift(PerFeatureTest):
     --------
     >>> rng = np.random.default_rng(0)
     >>> ref = rng.choice(["paris", "oslo", "rome"], size=5000)
-    >>> cd = CategoryDrift({"city": count_table(ref)}, window=500)
+    >>> cd = CategoryDrift({"city": count_table(ref)}, plan=WindowPlan(window=500))
     >>> cd.update({"city": rng.choice(["paris", "oslo", "rome"], size=1000)}).drift_detected
     False
     >>> [(m.name, round(m.statistic, 2)) for m in cd.update({"city": np.array(["paris"] * 500)}).moved]
@@ -125,8 +126,7 @@ class CategoryDrift(PerFeatureTest):
         self,
         tables: Mapping[str, Mapping[str, int]],
         *,
-        window: int = 1000,
-        every: int = 100,
+        plan: WindowPlan | None = None,
         alpha: float = 0.01,
         min_distance: float = 0.1,
         name: str = "held_inputs",
@@ -148,7 +148,7 @@ class CategoryDrift(PerFeatureTest):
             self._expected.append(counts / total)
             self.other_shares[j] = counts[-1] / total
         self.reference_total = float(sum(tables[self.feature_names[0]].values()))
-        self._init_window(window, every, None, alpha, width=len(tables))
+        self._init_window(plan, alpha, width=len(tables))
         self.min_distance, self.name = min_distance, name
         self.reset()
 

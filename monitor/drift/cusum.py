@@ -25,6 +25,7 @@ rate returns to p₀.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Self
 
 import numpy as np
@@ -32,6 +33,22 @@ from numpy.typing import ArrayLike
 
 from monitor.drift.base import AlarmCounter, SequentialDetector, as_values, check_reference, require
 from monitor.drift.calibrate import Calibration, calibrate_cusum
+
+
+@dataclass(frozen=True, slots=True)
+class CusumBounds:
+    """The bounds that keep a :class:`Cusum` usable and its alarm steady (checked by the Cusum that takes them).
+
+    Attributes
+    ----------
+    min_rate : floor on p₀ (0 < min_rate < 0.5), so a reference with no value above c still works.
+    cap_ratio : S is capped at cap_ratio·h (>= 1).
+    clear_ratio : the alarm clears when S < clear_ratio·h (0 <= clear_ratio <= 1).
+    """
+
+    min_rate: float = 1e-3
+    cap_ratio: float = 2.0
+    clear_ratio: float = 0.5
 
 
 class Cusum(SequentialDetector):
@@ -46,9 +63,7 @@ class Cusum(SequentialDetector):
         ``false_alarms_per_million``.
     false_alarms_per_million : target false alarms per 10⁶ stationary events (0 < rate < 10⁵), used when
         ``threshold`` is None; the expected run length between false alarms is 10⁶ / rate events.
-    min_rate : floor on p₀ (0 < min_rate < 0.5), so a reference with no value above c still works.
-    cap_ratio : S is capped at cap_ratio·h (>= 1).
-    clear_ratio : the alarm clears when S < clear_ratio·h (0 <= clear_ratio <= 1).
+    bounds : the floor on p₀, S's cap and the alarm's clear level (default :class:`CusumBounds`'s).
     name : label reported in :class:`DriftState`.
 
     Raises
@@ -76,11 +91,11 @@ class Cusum(SequentialDetector):
         rate_ratio: float = 2.0,
         threshold: float | None = None,
         false_alarms_per_million: float = 1.0,
-        min_rate: float = 1e-3,
-        cap_ratio: float = 2.0,
-        clear_ratio: float = 0.5,
+        bounds: CusumBounds | None = None,
         name: str = "cusum",
     ) -> None:
+        b = bounds or CusumBounds()
+        min_rate, cap_ratio, clear_ratio = b.min_rate, b.cap_ratio, b.clear_ratio
         require(0.0 < quantile < 1.0, f"quantile must be in (0, 1); got {quantile!r}")
         require(rate_ratio > 1.0, f"rate_ratio must be > 1 (the detector looks for a rising rate); got {rate_ratio!r}")
         self._check_threshold(threshold, false_alarms_per_million)

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.drift.base import FeatureShift as FeatureShift
-from monitor.drift.base import PerFeatureTest, as_rows, ks_two_sample, require
+from monitor.drift.base import PerFeatureTest, WindowPlan, as_rows, ks_two_sample, require
 from monitor.errors import DataError
 
 
@@ -32,9 +32,7 @@ class FeatureDrift(PerFeatureTest):
     ----------
     reference : (m, n) reference feature rows, m >= 10, n >= 1.
     feature_names : n names (default ``"f0"``, ``"f1"``, …).
-    window : rows in the tested window (>= 10).
-    every : rows between tests (>= 1).
-    min_events : rows before the first test (default ``window``; between 10 and ``window``).
+    plan : the window and the test cadence, in rows (default :class:`WindowPlan`'s: the last 1000, every 100).
     alpha : false discovery rate across features, Benjamini–Hochberg (0 < alpha < 1).
     min_distance : minimum KS distance for a feature to count as moved (0 <= min_distance < 1).
     clear_ratio : while the alarm is on, a feature stays moved down to ``clear_ratio``·``min_distance`` (still
@@ -54,7 +52,7 @@ class FeatureDrift(PerFeatureTest):
     --------
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
-    >>> fd = FeatureDrift(rng.normal(size=(2000, 3)), feature_names=["age", "income", "debt"], window=500)
+    >>> fd = FeatureDrift(rng.normal(size=(2000, 3)), feature_names=["age", "income", "debt"], plan=WindowPlan(window=500))
     >>> fd.update(rng.normal(size=(1000, 3))).drift_detected
     False
     >>> [m.name for m in fd.update(rng.normal(size=(500, 3)) + [0.0, 1.0, 0.5]).moved]
@@ -66,9 +64,7 @@ class FeatureDrift(PerFeatureTest):
         reference: ArrayLike,
         *,
         feature_names: Sequence[str] | None = None,
-        window: int = 1000,
-        every: int = 100,
-        min_events: int | None = None,
+        plan: WindowPlan | None = None,
         alpha: float = 0.01,
         min_distance: float = 0.1,
         clear_ratio: float = 0.5,
@@ -87,7 +83,7 @@ class FeatureDrift(PerFeatureTest):
             raise DataError(f"{len(names)} feature names given for {n} reference features")
         self.reference = np.sort(ref, axis=0)
         self.feature_names = names
-        self._init_window(window, every, min_events, alpha, width=n)
+        self._init_window(plan, alpha, width=n)
         self.min_distance, self.clear_ratio, self.name = min_distance, clear_ratio, name
         self.reset()
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.drift.base import Alternative, SingleWindowTest, check_reference, ks_two_sample, require
+from monitor.drift.base import Alternative, SingleWindowTest, WindowPlan, check_reference, ks_two_sample, require
 
 
 class KsDrift(SingleWindowTest):
@@ -22,9 +22,7 @@ class KsDrift(SingleWindowTest):
     Parameters
     ----------
     reference : (m,) reference sample (m >= 10).
-    window : events in the tested window (>= 10).
-    every : events between tests (>= 1).
-    min_events : events before the first test (default ``window``; between 10 and ``window``).
+    plan : the window and the test cadence (default :class:`WindowPlan`'s: the last 1000 events, every 100).
     alpha : significance level of one test (0 < alpha < 1).
     min_distance : minimum KS distance D to call drift (0 <= min_distance < 1).
     alternative : ``"greater"`` (window larger than reference; default) or ``"two-sided"``.
@@ -44,7 +42,7 @@ class KsDrift(SingleWindowTest):
     --------
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
-    >>> ks = KsDrift(rng.exponential(size=5000), window=500, every=100)
+    >>> ks = KsDrift(rng.exponential(size=5000), plan=WindowPlan(window=500, every=100))
     >>> ks.update(rng.exponential(size=2000)).drift_detected
     False
     >>> ks.update(rng.exponential(size=500) * 2).drift_detected, ks.p_value < 1e-4
@@ -55,15 +53,13 @@ class KsDrift(SingleWindowTest):
         self,
         reference: ArrayLike,
         *,
-        window: int = 1000,
-        every: int = 100,
-        min_events: int | None = None,
+        plan: WindowPlan | None = None,
         alpha: float = 1e-4,
         min_distance: float = 0.1,
         alternative: Alternative = "greater",
         name: str = "ks",
     ) -> None:
-        self._init_window(window, every, min_events, alpha)
+        self._init_window(plan, alpha)
         require(0.0 <= min_distance < 1.0, f"min_distance must be in [0, 1); got {min_distance!r}")
         require(
             alternative in ("greater", "two-sided"),

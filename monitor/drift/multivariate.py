@@ -19,7 +19,7 @@ from typing import Final, Self
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.drift.base import SingleWindowTest, as_rows, ks_two_sample, require
+from monitor.drift.base import SingleWindowTest, WindowPlan, as_rows, ks_two_sample, require
 from monitor.errors import DataError
 
 #: the components kept explain at least this share of the baseline's variance
@@ -34,7 +34,8 @@ class ReconstructionDrift(SingleWindowTest):
     Parameters
     ----------
     reference : (m, n) baseline rows, m >= 10, 2 <= n <= :data:`MAX_INPUTS`.
-    window, every, alpha, min_distance : the window, the test cadence, the KS test's level and distance floor.
+    plan : the window and the test cadence (default :class:`WindowPlan`'s: the last 1000 events, every 100).
+    alpha, min_distance : the KS test's level and distance floor.
     name : label reported in :class:`DriftState`.
 
     ``statistic`` is the KS distance of the window's errors over the baseline's at the last test, ``p_value`` its
@@ -45,7 +46,7 @@ class ReconstructionDrift(SingleWindowTest):
     >>> rng = np.random.default_rng(0)
     >>> z = rng.normal(size=(2000, 1))
     >>> ref = np.hstack([z, z + 0.3 * rng.normal(size=(2000, 1))])  # two inputs that go together
-    >>> rd = ReconstructionDrift(ref, window=500)
+    >>> rd = ReconstructionDrift(ref, plan=WindowPlan(window=500))
     >>> rd.components
     1
     >>> rd.update(np.hstack([z[:1000], z[:1000] + 0.3 * rng.normal(size=(1000, 1))])).drift_detected
@@ -59,8 +60,7 @@ class ReconstructionDrift(SingleWindowTest):
         self,
         reference: ArrayLike,
         *,
-        window: int = 1000,
-        every: int = 100,
+        plan: WindowPlan | None = None,
         alpha: float = 1e-4,
         min_distance: float = 0.1,
         name: str = "inputs_pca",
@@ -88,7 +88,7 @@ class ReconstructionDrift(SingleWindowTest):
         self._basis = vt[:k].T  # (n, k)
         self.reference_errors = np.sort(self.errors(held_out))
         self.reference_mean_error = float(self.reference_errors.mean())
-        self._init_window(window, every, None, alpha)
+        self._init_window(plan, alpha)
         self.min_distance, self.name = min_distance, name
         self.reset()
 

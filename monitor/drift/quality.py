@@ -18,7 +18,7 @@ from typing import Final, Self
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.drift.base import PerFeatureTest, as_rows, require
+from monitor.drift.base import PerFeatureTest, WindowPlan, as_rows, require
 from monitor.errors import DataError
 from monitor.rolling.reference import RANGE_QUANTILES
 
@@ -46,7 +46,8 @@ class RangeDrift(PerFeatureTest):
     low, high : (n,) the reference range of each input.
     expected : (n,) each input's share outside the range on the reference (a floor of 0.002 applies).
     feature_names : n names.
-    window, every, alpha : the window, the test cadence, the false discovery rate across inputs.
+    plan : the window and the test cadence (default :class:`WindowPlan`'s: the last 1000 events, every 100).
+    alpha : the false discovery rate across inputs.
     min_share : the smallest share outside that counts (an effect-size floor, 0 < min_share < 1).
     name : label reported in :class:`DriftState`.
 
@@ -57,7 +58,7 @@ class RangeDrift(PerFeatureTest):
     >>> rng = np.random.default_rng(0)
     >>> ref = rng.normal(size=(5000, 2))
     >>> low, high = reference_range(ref)
-    >>> rd = RangeDrift(low, high, np.full(2, 0.002), feature_names=["a", "b"], window=500, every=100)
+    >>> rd = RangeDrift(low, high, np.full(2, 0.002), feature_names=["a", "b"], plan=WindowPlan(window=500, every=100))
     >>> rd.update(rng.normal(size=(1000, 2))).drift_detected
     False
     >>> noisy = rng.normal(size=(500, 2)) * [1.0, 2.0]
@@ -72,8 +73,7 @@ class RangeDrift(PerFeatureTest):
         expected: ArrayLike,
         *,
         feature_names: Sequence[str],
-        window: int = 1000,
-        every: int = 100,
+        plan: WindowPlan | None = None,
         alpha: float = 0.01,
         min_share: float = 0.02,
         name: str = "inputs_range",
@@ -95,7 +95,7 @@ class RangeDrift(PerFeatureTest):
                 f"reference range disagrees: {n} lows, {self.high.size} highs, {self.expected.size} expected shares, "
                 f"{len(self.feature_names)} names"
             )
-        self._init_window(window, every, None, alpha, width=n)
+        self._init_window(plan, alpha, width=n)
         self.min_share, self.name = min_share, name
         self.reset()
 

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.drift.base import SingleWindowTest, require
+from monitor.drift.base import SingleWindowTest, WindowPlan, require
 
 
 class RateTest(SingleWindowTest):
@@ -29,9 +29,7 @@ class RateTest(SingleWindowTest):
     reference_mean : mean of the signal in the reference (finite).
     reference_var : its population variance (>= 0).
     reference_count : events behind the reference statistics (>= 1).
-    window : events in the tested window (>= 10).
-    every : events between tests (>= 1).
-    min_events : events before the first test (default ``window``; between 10 and ``window``).
+    plan : the window and the test cadence (default :class:`WindowPlan`'s: the last 1000 events, every 100).
     alpha : significance level of one test (0 < alpha < 1).
     min_increase : minimum rise of the mean to call drift (>= 0, signal units).
     name : label reported in :class:`DriftState`.
@@ -47,7 +45,7 @@ class RateTest(SingleWindowTest):
     Examples
     --------
     >>> import numpy as np
-    >>> rate = RateTest(0.01, 0.002, 5000, window=500, every=100)
+    >>> rate = RateTest(0.01, 0.002, 5000, plan=WindowPlan(window=500, every=100))
     >>> rate.update(np.zeros(1000)).drift_detected
     False
     >>> rate.update(np.tile([0.0, 0.0, 0.25], 200)).drift_detected, round(rate.statistic, 1)
@@ -60,9 +58,7 @@ class RateTest(SingleWindowTest):
         reference_var: float,
         reference_count: int,
         *,
-        window: int = 1000,
-        every: int = 100,
-        min_events: int | None = None,
+        plan: WindowPlan | None = None,
         alpha: float = 1e-4,
         min_increase: float = 0.01,
         name: str = "rate",
@@ -72,7 +68,7 @@ class RateTest(SingleWindowTest):
             reference_var >= 0.0 and math.isfinite(reference_var), f"reference_var must be >= 0; got {reference_var!r}"
         )
         require(reference_count >= 1, f"reference_count must be >= 1; got {reference_count!r}")
-        self._init_window(window, every, min_events, alpha)
+        self._init_window(plan, alpha)
         require(min_increase >= 0.0, f"min_increase must be >= 0; got {min_increase!r}")
         self.reference_mean, self.reference_var, self.reference_count = reference_mean, reference_var, reference_count
         self.min_increase, self.name = min_increase, name

@@ -18,7 +18,7 @@ Delayed labels, when they arrive, override all of these.
 detector set built from a reference (γ: CUSUM + KS; flicker: CUSUM + rate test; confidence: CUSUM on
 1 − max-probability, and margin: CUSUM on 1 − margin, classifiers only; features: per-feature KS), feeds them per
 batch and reads the verdict;
-:class:`DriftSettings` holds their settings.
+:class:`monitor.config.DriftSettings` (the ``drift`` section of the settings) holds their settings.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from typing import Self
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.drift.base import DriftState, ReferenceLike
+from monitor.config import DriftSettings
+from monitor.drift.base import DriftState, ReferenceLike, WindowPlan
 from monitor.drift.calibrate import MIN_REFERENCE
 from monitor.drift.categories import CategoryDrift
 from monitor.drift.cusum import Cusum
@@ -163,38 +164,6 @@ def decide_verdict(
     return VerdictReport(Verdict.STABLE)
 
 
-@dataclass(frozen=True, slots=True)
-class DriftSettings:
-    """Settings of the default detector set (see each detector for the meaning and valid range).
-
-    False alarms are stated, not tuned: ``false_alarms_per_million_events`` is the rate of the verdict's CUSUMs
-    together — the k CUSUMs in the set (γ and flicker; confidence and margin for a classifier, margin only with
-    three classes or more: a binary classifier's 1 − margin is 2·(1 − max-probability), the same exceedances) each
-    get rate/k, their thresholds calibrated on the reference (unless ``cusum_threshold`` pins them). The window
-    tests (γ KS, flicker rate) false-alarm with probability at most ``ks_alpha`` / ``rate_alpha`` per window test
-    (less with their effect-size floors), adding at most 10⁶·(ks_alpha + rate_alpha)/every per 10⁶ events; the
-    per-feature tests hold the false discovery rate across features at ``feature_alpha`` (Benjamini–Hochberg).
-    Measured rates: docs/BENCHMARKS.md, *Calibrated false alarms*.
-    """
-
-    false_alarms_per_million_events: float = 1.0
-    cusum_quantile: float = 0.9
-    cusum_rate_ratio: float = 2.0
-    cusum_threshold: float | None = None
-    window: int = 1000
-    every: int = 100
-    ks_alpha: float = 1e-4
-    ks_min_distance: float = 0.1
-    rate_alpha: float = 1e-4
-    rate_min_increase: float = 0.01
-    feature_alpha: float = 0.01
-    feature_min_distance: float = 0.1
-    confidence_detector: bool = True
-    margin_detector: bool = True
-    range_min_share: float = 0.02
-    multivariate_detector: bool = True
-
-
 def _binary(reference: ReferenceLike) -> bool:
     """True when the reference's margins are 2·max-probability − 1 throughout (a binary classifier)."""
     conf = np.asarray(getattr(reference, "confidence_sample", ()), dtype=np.float64)
@@ -225,7 +194,16 @@ class VerdictEngine:
     Parameters
     ----------
     reference : the reference (``monitor.rolling.reference.Reference`` or anything shaped like it).
-    settings : detector settings (defaults: :class:`DriftSettings`).
+    settings : detector settings, the ``drift`` section (defaults: :class:`monitor.config.DriftSettings`'s).
+
+    False alarms are stated, not tuned: ``false_alarms_per_million_events`` is the rate of the verdict's CUSUMs
+    together — the k CUSUMs in the set (γ and flicker; confidence and margin for a classifier, margin only with
+    three classes or more: a binary classifier's 1 − margin is 2·(1 − max-probability), the same exceedances) each
+    get rate/k, their thresholds calibrated on the reference (unless ``cusum_threshold`` pins them). The window
+    tests (γ KS, flicker rate) false-alarm with probability at most ``ks_alpha`` / ``rate_alpha`` per window test
+    (less with their effect-size floors), adding at most 10⁶·(ks_alpha + rate_alpha)/every per 10⁶ events; the
+    per-feature tests hold the false discovery rate across features at ``feature_alpha`` (Benjamini–Hochberg).
+    Measured rates: docs/BENCHMARKS.md, *Calibrated false alarms*.
 
     Raises
     ------
@@ -265,6 +243,7 @@ class VerdictEngine:
         #: the CUSUMs share the stated false-alarm rate evenly: the verdict, their union, alarms at about that rate
         self.cusums_sharing = 2 + (fall is not None) + (narrow is not None)
         rate = s.false_alarms_per_million_events / self.cusums_sharing
+        plan = WindowPlan(window=s.window, every=s.every)  # shared by every window test
 
         def cusum(sample: ArrayLike, name: str) -> Cusum:
             return Cusum(
@@ -279,8 +258,7 @@ class VerdictEngine:
         self.gamma_cusum = cusum(reference.gamma_sample, "gamma_cusum")
         self.gamma_ks = KsDrift(
             reference.gamma_sample,
-            window=s.window,
-            every=s.every,
+            plan=plan,
             alpha=s.ks_alpha,
             min_distance=s.ks_min_distance,
             name="gamma_ks",
@@ -292,8 +270,7 @@ class VerdictEngine:
             reference.flicker_mean,
             reference.flicker_var,
             reference.flicker_count,
-            window=s.window,
-            every=s.every,
+            plan=plan,
             alpha=s.rate_alpha,
             min_increase=s.rate_min_increase,
             name="flicker_rate",
@@ -303,8 +280,7 @@ class VerdictEngine:
             FeatureDrift(
                 sample,
                 feature_names=reference.feature_names,
-                window=s.window,
-                every=s.every,
+                plan=plan,
                 alpha=s.feature_alpha,
                 min_distance=s.feature_min_distance,
             )
@@ -322,8 +298,7 @@ class VerdictEngine:
                 high,
                 outside,
                 feature_names=self.feature_drift.feature_names,
-                window=s.window,
-                every=s.every,
+                plan=plan,
                 alpha=s.feature_alpha,
                 min_share=s.range_min_share,
             )
@@ -332,9 +307,7 @@ class VerdictEngine:
         )
         # how inputs go together (PCA reconstruction error): blind spots of the per-input tests, e.g. a correlation flip
         self.input_pca = (
-            ReconstructionDrift(
-                sample, window=s.window, every=s.every, alpha=s.ks_alpha, min_distance=s.ks_min_distance
-            )
+            ReconstructionDrift(sample, plan=plan, alpha=s.ks_alpha, min_distance=s.ks_min_distance)
             if s.multivariate_detector and sample.ndim == 2 and sample.shape[0] >= 10 and 2 <= n <= MAX_INPUTS
             else None
         )
@@ -343,8 +316,7 @@ class VerdictEngine:
         self.held_drift = (
             CategoryDrift(
                 tables,
-                window=s.window,
-                every=s.every,
+                plan=plan,
                 alpha=s.ks_alpha,  # a window test every `every` events, like γ's KS
                 min_distance=s.feature_min_distance,
             )

@@ -104,34 +104,25 @@ _FIX: dict[RejectReason, str] = {
 
 
 @dataclass(frozen=True, slots=True)
-class HttpLimits:
-    """The endpoint's limits: the ``metrics.*`` settings but host and port (docs/OPERATIONS.md, "HTTP endpoint");
-    the defaults are the settings' defaults (a test holds them equal).
+class Routes:
+    """What the endpoint's routes answer with; each None: the route's default.
 
-    Raises
-    ------
-    ValueError
-        If a timeout or interval is not positive or a count is below 1.
+    Attributes
+    ----------
+    metrics : produces the ``/metrics`` body instead of rendering the server's registry (the server process: the
+        pipeline's bytes).
+    ready, probes : ``/readyz``'s check (default: ready) and ``/probes``' report (default: no regions); run on the
+        worker pool.
+    gammamap : ``/gammamap``'s handler: given the query parameters, (status, body, content type); run on the worker
+        pool (default: no models).
+    health : ``/healthz``'s check, run on the loop (so it must not block): 503 when false (default: always 200).
     """
 
-    read_timeout_seconds: float = 5.0
-    write_timeout_seconds: float = 10.0
-    max_connections: int = 512
-    workers: int = 4
-    max_concurrent_scrapes: int = 16
-    min_render_interval_seconds: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name in ("read_timeout_seconds", "write_timeout_seconds", "min_render_interval_seconds"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0; got {getattr(self, name)!r}")
-        for name in ("max_connections", "workers", "max_concurrent_scrapes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1; got {getattr(self, name)!r}")
-
-    @classmethod
-    def from_settings(cls, settings: MetricsSettings) -> HttpLimits:
-        return cls(**settings.model_dump(exclude={"host", "port", "web_config_file"}))
+    metrics: Callable[[], bytes] | None = None
+    ready: ReadyCheck | None = None
+    probes: JsonProvider | None = None
+    gammamap: QueryHandler | None = None
+    health: ReadyCheck | None = None
 
 
 class RenderCache:
@@ -267,46 +258,36 @@ class MetricsServer:
     ----------
     state : MetricsState
         What ``/metrics`` exposes; the server also counts its own requests and refusals in it.
-    host, port : str, int
-        Where to listen (port 0: a free one, read back from :attr:`port`).
-    ready, probes : callable, optional
-        ``/readyz``'s check and ``/probes``' report; run on the worker pool.
-    gammamap : callable, optional
-        ``/gammamap``'s handler: given the query parameters, (status, body, content type); run on the worker pool.
+    settings : MetricsSettings, optional
+        ``metrics.*``: where to listen (port 0: a free one, read back from :attr:`port`) and the timeouts, pool sizes
+        and caps (docs/OPERATIONS.md, "HTTP endpoint"); its ``web_config_file`` is not read here (``web_config``).
+        Default: the settings' defaults.
+    routes : Routes, optional
+        What ``/metrics``, ``/readyz``, ``/probes``, ``/gammamap`` and ``/healthz`` answer with (default: each
+        route's default).
     registry : CollectorRegistry, optional
         The registry rendered on ``/metrics``; the state's collector is registered in it.
-    limits : HttpLimits, optional
-        Timeouts, pool sizes and caps (defaults: :class:`HttpLimits`).
     clock : callable
         Monotonic seconds for the render interval and the credential cache.
     web_config : WebConfig, optional
         TLS (its ``ssl_context``) and basic-auth users from ``metrics.web_config_file``; None: plain HTTP, no auth.
     sock : socket.socket, optional
         A listening socket to serve instead of binding ``host:port`` (the server process gets its parent's).
-    render : callable, optional
-        Produces the ``/metrics`` body instead of rendering ``registry`` (the server process: the pipeline's bytes).
-    health : callable, optional
-        ``/healthz``'s check, run on the loop (so it must not block): 503 when false. None: always 200.
     """
 
     def __init__(
         self,
         state: MetricsState,
         *,
-        host: str = "0.0.0.0",
-        port: int = 9108,
-        ready: ReadyCheck | None = None,
-        probes: JsonProvider | None = None,
-        gammamap: QueryHandler | None = None,
+        settings: MetricsSettings | None = None,
+        routes: Routes | None = None,
         registry: CollectorRegistry | None = None,
-        limits: HttpLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
         web_config: WebConfig | None = None,
         sock: socket.socket | None = None,
-        render: Callable[[], bytes] | None = None,
-        health: ReadyCheck | None = None,
     ) -> None:
-        self.limits = limits or HttpLimits()
+        self.settings = settings = settings or MetricsSettings()
+        routes = routes or Routes()
         self._ssl = None if web_config is None else web_config.ssl_context
         if self._ssl is None and web_config is not None and web_config.tls is not None:
             self._ssl = web_config.tls.context(web_config.source)  # parsed but not loaded: load the files now
@@ -315,19 +296,20 @@ class MetricsServer:
         self.registry = registry or CollectorRegistry(auto_describe=False)
         self.registry.register(StateCollector(state))
         self._state = state
-        self._ready: ReadyCheck = ready or (lambda: (True, {}))
-        self._probes: JsonProvider = probes or (lambda: {"regions": []})
-        self._gammamap: QueryHandler = gammamap or (lambda _q: (200, _json({"models": {}}), _JSON))
-        self._health = health
+        self._ready: ReadyCheck = routes.ready or (lambda: (True, {}))
+        self._probes: JsonProvider = routes.probes or (lambda: {"regions": []})
+        self._gammamap: QueryHandler = routes.gammamap or (lambda _q: (200, _json({"models": {}}), _JSON))
+        self._health = routes.health
         self.cache = RenderCache(
-            render or self._render, min_interval_seconds=self.limits.min_render_interval_seconds, clock=clock
+            routes.metrics or self._render, min_interval_seconds=settings.min_render_interval_seconds, clock=clock
         )
         self._log = RateLimitedLogger(log, interval_seconds=60.0)
+        host = settings.host
         self._sock = sock or socket.create_server(
-            (host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=128
+            (host, settings.port), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=128
         )
         self._render_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-render")
-        self._pool = ThreadPoolExecutor(max_workers=self.limits.workers, thread_name_prefix="metrics-worker")
+        self._pool = ThreadPoolExecutor(max_workers=self.settings.workers, thread_name_prefix="metrics-worker")
         # bcrypt on its own single thread: a flood of wrong passwords costs one core and never delays /readyz
         self._auth_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-auth")
         self._loop = asyncio.new_event_loop()
@@ -397,7 +379,7 @@ class MetricsServer:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        if len(self._open) >= self.limits.max_connections:
+        if len(self._open) >= self.settings.max_connections:
             self._reject("too_many_connections")
             if not self._waiting:  # every connection is busy with a request: refuse the new one
                 writer.transport.abort()
@@ -431,7 +413,7 @@ class MetricsServer:
         assert self._ssl is not None
         self._waiting[task] = None
         try:
-            await asyncio.wait_for(writer.start_tls(self._ssl), self.limits.read_timeout_seconds)
+            await asyncio.wait_for(writer.start_tls(self._ssl), self.settings.read_timeout_seconds)
         except TimeoutError:
             self._reject("read_timeout")
             return False
@@ -446,7 +428,7 @@ class MetricsServer:
         while True:
             self._waiting[task] = None
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.limits.read_timeout_seconds)
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.settings.read_timeout_seconds)
             except TimeoutError:
                 self._reject("read_timeout")
                 return False
@@ -480,13 +462,13 @@ class MetricsServer:
             if refusal is not None:
                 return await self._send(writer, *refusal, request=request)
         if name == "metrics":
-            if self._scrapes >= self.limits.max_concurrent_scrapes:
+            if self._scrapes >= self.settings.max_concurrent_scrapes:
                 self._reject("too_many_scrapes")
                 return await self._send(writer, 503, b"too many concurrent scrapes; retry\n", _TEXT, request=request)
             self._scrapes += 1  # held until the response has drained: the cap bounds buffered bodies too
             try:
                 body = self.cache.fresh()
-                if body is not None and self._served_this_render() >= self.limits.max_concurrent_scrapes:
+                if body is not None and self._served_this_render() >= self.settings.max_concurrent_scrapes:
                     # this render's budget is spent (scraper loops): wait for the next one instead of serving
                     await asyncio.sleep(self.cache.expires_in())
                     body = None
@@ -505,7 +487,7 @@ class MetricsServer:
                 ok, detail = self._health()
                 status, body = (200 if ok else 503), _json({"status": "ok" if ok else "stalled", **detail})
         elif name in ("readyz", "probes", "gammamap"):
-            if self._pool_jobs >= 2 * self.limits.workers:
+            if self._pool_jobs >= 2 * self.settings.workers:
                 self._reject("pool_full")
                 status, body, ctype = 503, b"busy: the worker pool is full; retry\n", _TEXT
             else:
@@ -529,7 +511,7 @@ class MetricsServer:
         if self.auth.cached(request.authorization):
             return None
         if request.authorization is not None:
-            if self._auth_jobs >= 2 * self.limits.workers:
+            if self._auth_jobs >= 2 * self.settings.workers:
                 self._reject("pool_full")
                 return 503, b"busy: too many password checks in flight; retry\n", _TEXT
             self._auth_jobs += 1
@@ -595,7 +577,7 @@ class MetricsServer:
         if request is None or request.method != "HEAD":
             writer.write(body)
         try:
-            await asyncio.wait_for(writer.drain(), self.limits.write_timeout_seconds)
+            await asyncio.wait_for(writer.drain(), self.settings.write_timeout_seconds)
         except TimeoutError:
             self._reject("write_timeout")
             raise ConnectionError("write timeout") from None

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 
 from monitor import telemetry as tel
-from monitor.exporters.http import HttpLimits, JsonProvider, MetricsServer, ReadyCheck
+from monitor.config import MetricsSettings
+from monitor.exporters.http import JsonProvider, MetricsServer, ReadyCheck, Routes
 from monitor.exporters.prometheus import MetricsState, StateCollector
 from monitor.exporters.webconfig import load_web_config
 
@@ -134,6 +135,23 @@ class SnapshotReader:
             return self._snapshot
 
 
+@dataclass(frozen=True, slots=True)
+class Published:
+    """What the pipeline publishes to the server process, called once per render interval on the pipeline's thread;
+    each None: the route's default.
+
+    Attributes
+    ----------
+    ready, probes : ``/readyz``'s check (default: ready) and ``/probes``' report (default: no regions).
+    documents : further JSON documents by name; the server process reads them with ``_Handover.document(name)``
+        (the provider of a further route).
+    """
+
+    ready: ReadyCheck | None = None
+    probes: JsonProvider | None = None
+    documents: Mapping[str, JsonProvider] | None = None
+
+
 class ProcessMetricsServer:
     """The HTTP endpoint served by a child process from snapshots the pipeline publishes: the interface of
     :class:`~monitor.exporters.http.MetricsServer` (``port``, ``scheme``, ``start``, ``close``, a context manager)
@@ -143,17 +161,13 @@ class ProcessMetricsServer:
     ----------
     state : MetricsState
         What ``/metrics`` exposes; the server process's request counters are copied into it.
-    host, port : str, int
-        Where to listen; bound here, at construction (port 0: a free one, read back from :attr:`port`).
-    ready, probes : callable, optional
-        ``/readyz``'s check and ``/probes``' report, called once per render interval on the pipeline's thread.
-    documents : dict, optional
-        Further JSON documents by name, called likewise; the server process reads them with
-        ``_Handover.document(name)`` (the provider of a further route).
-    limits : HttpLimits, optional
-        As for :class:`~monitor.exporters.http.MetricsServer`; ``min_render_interval_seconds`` is the publish interval.
-    web_config_file : Path, optional
-        ``metrics.web_config_file``; loaded here (so a bad one fails at construction) and again by the child.
+    settings : MetricsSettings, optional
+        ``metrics.*``: where to listen, bound here, at construction (port 0: a free one, read back from
+        :attr:`port`); the limits, as for :class:`~monitor.exporters.http.MetricsServer`
+        (``min_render_interval_seconds`` is the publish interval); ``web_config_file``, loaded here (so a bad one
+        fails at construction) and again by the child. Default: the settings' defaults.
+    published : Published, optional
+        ``/readyz``'s check, ``/probes``' report and further documents (default: each route's default).
     liveness_timeout_seconds : float
         ``/healthz`` answers 503 once the last published snapshot is older than this.
     log_level, log_format : str
@@ -164,13 +178,8 @@ class ProcessMetricsServer:
         self,
         state: MetricsState,
         *,
-        host: str = "0.0.0.0",
-        port: int = 9108,
-        ready: ReadyCheck | None = None,
-        probes: JsonProvider | None = None,
-        documents: dict[str, JsonProvider] | None = None,
-        limits: HttpLimits | None = None,
-        web_config_file: Path | None = None,
+        settings: MetricsSettings | None = None,
+        published: Published | None = None,
         liveness_timeout_seconds: float = LIVENESS_TIMEOUT_SECONDS,
         log_level: str = "info",
         log_format: str = "plain",
@@ -178,23 +187,25 @@ class ProcessMetricsServer:
     ) -> None:
         if not liveness_timeout_seconds > 0:
             raise ValueError(f"liveness_timeout_seconds must be > 0; got {liveness_timeout_seconds!r}")
-        self.limits = limits or HttpLimits()
+        self.settings = settings = settings or MetricsSettings()
+        published = published or Published()
+        web_config_file = settings.web_config_file
         web_config = load_web_config(web_config_file) if web_config_file is not None else None
         if web_config is not None and web_config.ssl_context is None and web_config.tls is not None:
             web_config.tls.context(web_config.source)  # the certificate and key load here, or fail here
         self.scheme = "https" if web_config is not None and web_config.tls is not None else "http"
-        self._web_config_file = web_config_file
         self._state = state
-        self._ready: ReadyCheck = ready or (lambda: (True, {}))
-        self._probes: JsonProvider = probes or (lambda: {"regions": []})
-        self._documents = dict(documents or {})
+        self._ready: ReadyCheck = published.ready or (lambda: (True, {}))
+        self._probes: JsonProvider = published.probes or (lambda: {"regions": []})
+        self._documents = dict(published.documents or {})
         self._liveness = liveness_timeout_seconds
         self._log_args = (log_level, log_format)
         self._clock = clock
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(StateCollector(state))
+        host = settings.host
         self._sock = socket.create_server(
-            (host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=128
+            (host, settings.port), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=128
         )
         shm = Path("/dev/shm")
         self.directory = Path(tempfile.mkdtemp(prefix="harmonic-http-", dir=shm if shm.is_dir() else None))
@@ -222,11 +233,9 @@ class ProcessMetricsServer:
     def _spawn(self) -> None:
         fd = self._sock.fileno()
         argv = [sys.executable, "-m", "monitor.exporters.http_process", "--fd", str(fd), "--dir", str(self.directory)]
-        argv += ["--limits", json.dumps(_limits_dict(self.limits))]
+        argv += ["--settings", self.settings.model_dump_json()]
         argv += ["--liveness-timeout", repr(self._liveness), "--log-level", self._log_args[0]]
         argv += ["--log-format", self._log_args[1], "--parent", str(os.getpid())]
-        if self._web_config_file is not None:
-            argv += ["--web-config", str(self._web_config_file)]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, pass_fds=(fd,))
         self._spawned = self._clock()
 
@@ -245,7 +254,7 @@ class ProcessMetricsServer:
                 )
                 self.restarts += 1
                 self._spawn()
-        if not force and now - self._published < self.limits.min_render_interval_seconds:
+        if not force and now - self._published < self.settings.min_render_interval_seconds:
             return False
         started = time.perf_counter()
         body: bytes = generate_latest(self.registry)
@@ -293,10 +302,6 @@ class ProcessMetricsServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _limits_dict(limits: HttpLimits) -> dict[str, Any]:
-    return {name: getattr(limits, name) for name in HttpLimits.__dataclass_fields__}
 
 
 # -- the server process -----------------------------------------------------------------------------------------
@@ -373,9 +378,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m monitor.exporters.http_process", description=__doc__)
     p.add_argument("--fd", type=int, required=True, help="the listening socket, inherited")
     p.add_argument("--dir", type=Path, required=True, help="where the snapshot and the counters live")
-    p.add_argument("--limits", type=json.loads, default={}, help="HttpLimits as JSON")
+    p.add_argument(
+        "--settings", type=MetricsSettings.model_validate_json, default=MetricsSettings(), help="metrics.* as JSON"
+    )
     p.add_argument("--liveness-timeout", type=float, default=LIVENESS_TIMEOUT_SECONDS)
-    p.add_argument("--web-config", type=Path, default=None)
     p.add_argument("--parent", type=int, default=None, help="exit when this process is no longer the parent")
     p.add_argument("--log-level", default="info")
     p.add_argument("--log-format", default="plain")
@@ -388,17 +394,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         state.load_counters(json.loads((args.dir / COUNTERS).read_bytes()))
     handover = _Handover(args.dir, state, args.liveness_timeout)
     sock = socket.socket(fileno=args.fd)
-    server = MetricsServer(
-        state,
-        sock=sock,
-        render=handover.metrics,
+    settings: MetricsSettings = args.settings
+    routes = Routes(
+        metrics=handover.metrics,
         ready=handover.ready,
         probes=handover.probes,
         gammamap=gamma_map_document_handler(lambda: handover.document("gammamap")),
         health=handover.health,
-        limits=HttpLimits(**args.limits),
-        web_config=load_web_config(args.web_config) if args.web_config is not None else None,
     )
+    web_config = load_web_config(settings.web_config_file) if settings.web_config_file is not None else None
+    server = MetricsServer(state, sock=sock, settings=settings, routes=routes, web_config=web_config)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with server:

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.alerts import Evidence
-from monitor.drift.verdict import DriftSettings as DetectorSettings
+from monitor.config import DriftSettings
 from monitor.drift.verdict import VerdictEngine
 from monitor.rolling.reference import Reference
 
@@ -24,7 +24,7 @@ ALERT_INPUTS = 5
 
 
 def detector_evidence(
-    engine: VerdictEngine, baseline: Reference, count: Any, detectors: DetectorSettings
+    engine: VerdictEngine, baseline: Reference, count: Any, detectors: DriftSettings
 ) -> tuple[tuple[Evidence, ...], tuple[Evidence, ...]]:
     """(output detectors that fired, inputs that moved), each in its own numbers: the detector's statistic and
     threshold, and the quantity it watches over the last ``drift.window`` events of ``count`` (a segment's count

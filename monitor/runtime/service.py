@@ -17,8 +17,7 @@ from monitor.clock import WatermarkClock
 from monitor.config import KafkaSettings, Settings
 from monitor.cpus import affinity_cpus, cgroup_cpu_limit
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
-from monitor.exporters.http import HttpLimits
-from monitor.exporters.http_process import ProcessMetricsServer
+from monitor.exporters.http_process import ProcessMetricsServer, Published
 from monitor.exporters.prometheus import MetricsState
 from monitor.runtime.gammamap_view import gamma_map_document
 from monitor.runtime.models import ModelRuntime, load_model_runtime
@@ -32,23 +31,6 @@ from monitor.source.base import RebalanceHandler, Sink, Source
 from monitor.source.kafka import Producer
 
 log = logging.getLogger("monitor.runtime.service")
-
-
-def consumer_arguments(k: KafkaSettings) -> dict[str, Any]:
-    """:class:`~monitor.source.kafka.KafkaSource`'s keyword arguments from the ``kafka`` settings."""
-    return {
-        "bootstrap_servers": k.bootstrap_servers,
-        "topic": [k.topic, k.labels_topic] if k.labels_topic else k.topic,
-        "group_id": k.group_id,
-        "api_version": k.api_version_tuple(),
-        "security": k.security,
-        "auto_offset_reset": k.auto_offset_reset,
-        "session_timeout_ms": k.session_timeout_ms,
-        "max_poll_records": k.max_poll_records,
-        "fetch_max_wait_ms": k.fetch_max_wait_ms,
-        "max_partition_fetch_bytes": k.max_partition_fetch_bytes,
-        "lean_record_parse": k.lean_record_parse,
-    }
 
 
 def _rd_producer(k: KafkaSettings) -> Producer:
@@ -160,50 +142,40 @@ class Service:
         if serve_metrics:
             self.server = ProcessMetricsServer(
                 self.state,
-                host=settings.metrics.host,
-                port=settings.metrics.port,
-                ready=self.pipeline.readiness,
-                probes=self.probes.report,
-                documents={"gammamap": lambda: gamma_map_document(self.pipeline.runtimes)},
-                limits=HttpLimits.from_settings(settings.metrics),
-                web_config_file=settings.metrics.web_config_file,
+                settings=settings.metrics,
+                published=Published(
+                    ready=self.pipeline.readiness,
+                    probes=self.probes.report,
+                    documents={"gammamap": lambda: gamma_map_document(self.pipeline.runtimes)},
+                ),
                 log_level=settings.log_level,
                 log_format=settings.log_format,
             )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Service:
-        from monitor.source.kafka import KafkaSink, KafkaSource
+        from monitor.source.kafka import ConsumerConfig, KafkaSink, KafkaSource, ProducerConfig
         from monitor.source.kafka_process import ProcessKafkaSource
 
         runtimes = [load_model_runtime(m, segment_column=settings.segments.reference_column) for m in settings.models]
         k = settings.kafka
         rebalance = _Rebalance()
-        consumer = consumer_arguments(k)
+        consumer = ConsumerConfig.from_settings(k)
         source: Source
         if k.client == "librdkafka":
             from monitor.source.rdkafka import RdKafkaSource
 
-            source = RdKafkaSource(**consumer, rebalance=rebalance)
+            source = RdKafkaSource(consumer, rebalance=rebalance)
         elif k.use_consumer_process():
             source = ProcessKafkaSource(
                 consumer, rebalance=rebalance, log_level=settings.log_level, log_format=settings.log_format
             )
         else:
-            source = KafkaSource(**consumer, rebalance=rebalance)
+            source = KafkaSource(consumer, rebalance=rebalance)
         sink = None
         if k.dead_letter_topic or k.scores_topic:
             sink = KafkaSink(
-                k.bootstrap_servers,
-                api_version=k.api_version_tuple(),
-                security=k.security,
-                topic_kinds={
-                    t: kind for t, kind in ((k.scores_topic, "scores"), (k.dead_letter_topic, "dead_letter")) if t
-                },
-                buffer_bytes=k.producer_buffer_bytes,
-                drop_when_full=k.producer_drop_when_full,
-                delivery_timeout_ms=k.producer_delivery_timeout_ms,
-                producer=_rd_producer(k) if k.client == "librdkafka" else None,
+                ProducerConfig.from_settings(k), producer=_rd_producer(k) if k.client == "librdkafka" else None
             )
         svc = cls(settings, source, runtimes, sink=sink)
         rebalance.target = svc.pipeline

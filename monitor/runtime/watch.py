@@ -39,9 +39,8 @@ from numpy.typing import NDArray
 from monitor.accuracy import DEFAULT_METHOD, EstimatorFit
 from monitor.alerts import AlertEvent
 from monitor.clock import WatermarkClock
-from monitor.config import Settings
+from monitor.config import DriftSettings, Settings
 from monitor.drift.categories import held_columns
-from monitor.drift.verdict import DriftSettings as DetectorSettings
 from monitor.drift.verdict import Verdict, VerdictReport
 from monitor.events import InferenceEvent, held_rows
 from monitor.exporters.prometheus import MetricsState
@@ -74,7 +73,7 @@ class WatchConfig:
     window_seconds: tuple[float, ...] = (60.0, 300.0, 3600.0)
     count_window_events: int = 2000
     max_segments: int = 20
-    detectors: DetectorSettings = DetectorSettings()
+    detectors: DriftSettings = DriftSettings()
     reference_max_events: int = 5000
     warmup_events: int = 2000
     for_seconds: float = 30.0
@@ -95,24 +94,7 @@ class WatchConfig:
             window_seconds=tuple(float(w) for w in s.windows.time_windows_seconds),
             count_window_events=s.windows.count_window_events,
             max_segments=s.segments.max_segments,
-            detectors=DetectorSettings(
-                cusum_quantile=d.cusum_quantile,
-                cusum_rate_ratio=d.cusum_rate_ratio,
-                false_alarms_per_million_events=d.false_alarms_per_million_events,
-                cusum_threshold=d.cusum_threshold,
-                window=d.window,
-                every=d.every,
-                ks_alpha=d.ks_alpha,
-                ks_min_distance=d.ks_min_distance,
-                rate_alpha=d.rate_alpha,
-                rate_min_increase=d.rate_min_increase,
-                feature_alpha=d.feature_alpha,
-                feature_min_distance=d.feature_min_distance,
-                confidence_detector=d.confidence_detector,
-                margin_detector=d.margin_detector,
-                range_min_share=d.range_min_share,
-                multivariate_detector=d.multivariate_detector,
-            ),
+            detectors=d,
             reference_max_events=d.reference_max_events,
             warmup_events=warmup_events,
             for_seconds=s.alerts.for_seconds,

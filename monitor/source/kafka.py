@@ -20,12 +20,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from monitor.errors import SourceError
 from monitor.logs import RateLimitedLogger, redact_text
 from monitor.source import records
 from monitor.source.base import Headers, Positions, RawRecord, RebalanceHandler
+
+if TYPE_CHECKING:  # monitor.config imports this module
+    from monitor.config import KafkaSettings
 
 #: fetch settings' defaults (``KafkaSettings`` documents them): the broker may hold a fetch 100 ms (kafka-python:
 #: 500), 1 MiB per partition per fetch (kafka-python's)
@@ -114,6 +117,93 @@ def _common(bootstrap_servers: str, api_version: tuple[int, ...] | None, securit
     return kw
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerConfig:
+    """What a Kafka consumer is told (:class:`KafkaSource`, :class:`~monitor.source.rdkafka.RdKafkaSource`, the child
+    of :class:`~monitor.source.kafka_process.ProcessKafkaSource`): the ``kafka`` settings' consumer fields, built by
+    :meth:`from_settings` (``KafkaSettings`` declares and documents each; plain data, so the child process needs
+    no settings model).
+
+    Attributes
+    ----------
+    bootstrap_servers : "host:port[,host:port]".
+    topics : what to read: the events topic first, then the labels topic if any.
+    group_id : the consumer group (replicas share the group and split partitions).
+    api_version : e.g. (0, 9) for old brokers; None lets the client negotiate.
+    security : extra client settings (security_protocol, ssl_*, sasl_*), passed through.
+    auto_offset_reset, session_timeout_ms, max_poll_records : the group's start, session and records per poll.
+    fetch_max_wait_ms, max_partition_fetch_bytes : the fetch settings.
+    lean_record_parse : parse v2 record batches with :mod:`monitor.source.records` where the installed kafka-python
+        was checked against it (else, or when False, kafka-python's own parse); librdkafka ignores it.
+    """
+
+    bootstrap_servers: str
+    topics: tuple[str, ...]
+    group_id: str
+    api_version: tuple[int, ...] | None
+    security: Mapping[str, Any]
+    auto_offset_reset: str
+    session_timeout_ms: int
+    max_poll_records: int
+    fetch_max_wait_ms: int
+    max_partition_fetch_bytes: int
+    lean_record_parse: bool
+
+    @classmethod
+    def from_settings(cls, k: KafkaSettings) -> ConsumerConfig:
+        return cls(
+            bootstrap_servers=k.bootstrap_servers,
+            topics=(k.topic, k.labels_topic) if k.labels_topic else (k.topic,),
+            group_id=k.group_id,
+            api_version=k.api_version_tuple(),
+            security=k.security,
+            auto_offset_reset=k.auto_offset_reset,
+            session_timeout_ms=k.session_timeout_ms,
+            max_poll_records=k.max_poll_records,
+            fetch_max_wait_ms=k.fetch_max_wait_ms,
+            max_partition_fetch_bytes=k.max_partition_fetch_bytes,
+            lean_record_parse=k.lean_record_parse,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig:
+    """What :class:`KafkaSink` is told: the ``kafka`` settings' producer fields, built by :meth:`from_settings`
+    (``KafkaSettings`` declares and documents each).
+
+    Attributes
+    ----------
+    bootstrap_servers, api_version, security : as for :class:`ConsumerConfig`.
+    topic_kinds : topic → kind (``dead_letter`` or ``scores``), the ``topic_kind`` label of the counters (a topic
+        not listed counts as ``dead_letter``).
+    buffer_bytes : bytes held before back-pressure (or drops); one record is always taken, however large.
+    drop_when_full : drop (and count) records beyond ``buffer_bytes`` rather than back-pressure the pipeline.
+    delivery_timeout_ms : kafka-python's bound on one attempt of a record before it reports it failed.
+    """
+
+    bootstrap_servers: str
+    api_version: tuple[int, ...] | None
+    security: Mapping[str, Any]
+    topic_kinds: Mapping[str, str]
+    buffer_bytes: int
+    drop_when_full: bool
+    delivery_timeout_ms: int
+
+    @classmethod
+    def from_settings(cls, k: KafkaSettings) -> ProducerConfig:
+        return cls(
+            bootstrap_servers=k.bootstrap_servers,
+            api_version=k.api_version_tuple(),
+            security=k.security,
+            topic_kinds={
+                t: kind for t, kind in ((k.scores_topic, "scores"), (k.dead_letter_topic, "dead_letter")) if t
+            },
+            buffer_bytes=k.producer_buffer_bytes,
+            drop_when_full=k.producer_drop_when_full,
+            delivery_timeout_ms=k.producer_delivery_timeout_ms,
+        )
+
+
 class GroupMember:
     """What the Kafka sources answer from the partitions the group assigned them (``_assigned``), and how they note
     an assignment and pick the positions they may commit."""
@@ -180,53 +270,40 @@ class KafkaSource(ColumnSource):
 
     Parameters
     ----------
-    bootstrap_servers : "host:port[,host:port]".
-    topic, group_id : what to read and which group to join (replicas share the group and split partitions).
-    api_version : e.g. (0, 9) for old brokers; None lets kafka-python negotiate.
-    security : extra kafka-python settings (security_protocol, ssl_*, sasl_*), passed through.
-    fetch_max_wait_ms, max_partition_fetch_bytes : kafka-python's fetch settings (see ``KafkaSettings``).
-    lean_record_parse : parse v2 record batches with :mod:`monitor.source.records` where the installed kafka-python
-        was checked against it (else, or when False, kafka-python's own parse).
+    config : what to read, from where, in which group, and how to fetch (:class:`ConsumerConfig`).
     rebalance : told before partitions are revoked (flush + commit there) and after assignment.
+    client_id : the client's name in the broker's logs and quotas.
     """
 
     def __init__(
         self,
-        bootstrap_servers: str,
-        topic: str | Sequence[str],
-        group_id: str,
+        config: ConsumerConfig,
         *,
-        api_version: tuple[int, ...] | None = None,
-        security: Mapping[str, Any] | None = None,
-        auto_offset_reset: str = "earliest",
-        session_timeout_ms: int = 10000,
-        max_poll_records: int = 2000,
-        fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
-        max_partition_fetch_bytes: int = MAX_PARTITION_FETCH_BYTES,
         rebalance: RebalanceHandler | None = None,
         client_id: str = "harmonic-monitor",
-        lean_record_parse: bool = True,
     ) -> None:
         from kafka import ConsumerRebalanceListener, KafkaConsumer
 
-        self._member_of(topic, rebalance)
+        c = config
+        self._member_of(c.topics, rebalance)
         self._poll_thread: int | None = None
-        self.bootstrap_servers = bootstrap_servers
+        self.bootstrap_servers = c.bootstrap_servers
+        session_timeout_ms = c.session_timeout_ms
         self._kw: dict[str, Any] = dict(
-            group_id=group_id,
+            group_id=c.group_id,
             client_id=client_id,
             enable_auto_commit=False,
-            auto_offset_reset=auto_offset_reset,
+            auto_offset_reset=c.auto_offset_reset,
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=max(300, session_timeout_ms // 3),
-            max_poll_records=max_poll_records,
-            fetch_max_wait_ms=fetch_max_wait_ms,
-            max_partition_fetch_bytes=max_partition_fetch_bytes,
-            **_common(bootstrap_servers, api_version, security or {}),
+            max_poll_records=c.max_poll_records,
+            fetch_max_wait_ms=c.fetch_max_wait_ms,
+            max_partition_fetch_bytes=c.max_partition_fetch_bytes,
+            **_common(c.bootstrap_servers, c.api_version, c.security),
         )
         if "bootstrap_timeout_ms" in KafkaConsumer.DEFAULT_CONFIG:
             self._kw["bootstrap_timeout_ms"] = BOOTSTRAP_TIMEOUT_MS
-        self._want_lean = lean_record_parse
+        self._want_lean = c.lean_record_parse
         self.lean_record_parse = False
         self._consumer: Any = None
         #: monotonic time of the last connection problem, and since when the broker is away (None: it is there)
@@ -646,12 +723,8 @@ class KafkaSink:
 
     Parameters
     ----------
-    bootstrap_servers, api_version, security, client_id : as for :class:`KafkaSource`.
-    topic_kinds : topic → kind (``dead_letter`` or ``scores``), the ``topic_kind`` label of the counters (a topic
-        not listed counts as ``dead_letter``).
-    buffer_bytes : bytes held before back-pressure (or drops); one record is always taken, however large.
-    drop_when_full : drop (and count) records beyond ``buffer_bytes`` rather than back-pressure the pipeline.
-    delivery_timeout_ms : kafka-python's bound on one attempt of a record before it reports it failed.
+    config : the broker, the topics' kinds, the buffer and the delivery bound (:class:`ProducerConfig`).
+    client_id : as for :class:`KafkaSource`.
     stall_seconds : records waiting this long with no acknowledgement at all: the broker is taken to be away.
     producer : a ready producer instead of a new ``KafkaProducer`` (tests).
     clock : monotonic seconds (``time.monotonic``).
@@ -664,36 +737,32 @@ class KafkaSink:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        config: ProducerConfig,
         *,
-        api_version: tuple[int, ...] | None = None,
-        security: Mapping[str, Any] | None = None,
         client_id: str = "harmonic-monitor",
-        topic_kinds: Mapping[str, str] | None = None,
-        buffer_bytes: int = PRODUCER_BUFFER_BYTES,
-        drop_when_full: bool = False,
-        delivery_timeout_ms: int = PRODUCER_DELIVERY_TIMEOUT_MS,
         stall_seconds: float = STALL_SECONDS,
         producer: Producer | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        c = config
+        buffer_bytes, topic_kinds = c.buffer_bytes, c.topic_kinds
         if buffer_bytes < 1:
             raise ValueError(f"buffer_bytes must be >= 1; got {buffer_bytes!r}")
         if stall_seconds <= 0:
             raise ValueError(f"stall_seconds must be > 0; got {stall_seconds!r}")
-        unknown = sorted(set((topic_kinds or {}).values()) - set(TOPIC_KINDS))
+        unknown = sorted(set(topic_kinds.values()) - set(TOPIC_KINDS))
         if unknown:
             raise ValueError(f"topic kinds must be among {TOPIC_KINDS}; got {unknown}")
-        self.bootstrap_servers = redact_text(bootstrap_servers)
-        self.topic_kinds = dict(topic_kinds or {})
+        self.bootstrap_servers = redact_text(c.bootstrap_servers)
+        self.topic_kinds = dict(topic_kinds)
         self.buffer_bytes = buffer_bytes
-        self.drop_when_full = drop_when_full
+        self.drop_when_full = c.drop_when_full
         self.stall_seconds = stall_seconds
         self._clock = clock
         self._producer = (
             producer
             if producer is not None
-            else _new_producer(bootstrap_servers, api_version, security or {}, client_id, delivery_timeout_ms)
+            else _new_producer(c.bootstrap_servers, c.api_version, c.security, client_id, c.delivery_timeout_ms)
         )
         # record headers arrived with Kafka 0.11 (message format v2); kafka-python asserts on them before that
         version = tuple(self._producer.config.get("api_version") or (0, 11))

@@ -39,14 +39,14 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from monitor.errors import SourceError
 from monitor.source.base import Positions, RawRecord, RebalanceHandler
-from monitor.source.kafka import GroupMember, outage_message, records_of
+from monitor.source.kafka import ConsumerConfig, GroupMember, outage_message, records_of
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +71,7 @@ class ProcessKafkaSource(GroupMember):
 
     Parameters
     ----------
-    consumer : keyword arguments of :class:`~monitor.source.kafka.KafkaSource` (bootstrap_servers, topic,
-        group_id, api_version, security, auto_offset_reset, session_timeout_ms, max_poll_records, fetch_max_wait_ms,
-        max_partition_fetch_bytes, lean_record_parse).
+    consumer : the child's :class:`~monitor.source.kafka.KafkaSource`'s :class:`~monitor.source.kafka.ConsumerConfig`.
     rebalance : told before partitions are revoked (flush + commit) and after they are assigned, from ``poll``.
     start_timeout_seconds : bound on the child's start (imports, first connection).
     log_level, log_format : the child's logging, as this process's.
@@ -86,7 +84,7 @@ class ProcessKafkaSource(GroupMember):
 
     def __init__(
         self,
-        consumer: Mapping[str, Any],
+        consumer: ConsumerConfig,
         *,
         rebalance: RebalanceHandler | None = None,
         start_timeout_seconds: float = 60.0,
@@ -104,7 +102,7 @@ class ProcessKafkaSource(GroupMember):
         self._revoking = False
         self._revoke_positions: Positions = {}
         self._closed = False
-        self._bootstrap_servers = str(consumer.get("bootstrap_servers", ""))
+        self._bootstrap_servers = consumer.bootstrap_servers
         #: the child's report while its broker is away: (since, monotonic; the error)
         self._away: tuple[float, str] | None = None
         # a fresh interpreter running this module (not fork: the parent holds onnxruntime and other threads; not
@@ -121,7 +119,7 @@ class ProcessKafkaSource(GroupMember):
         os.close(out_write)
         self._commands = Connection(cmd_write, readable=False)
         self._out = Connection(out_read, writable=False)
-        self._send(("config", {"consumer": dict(consumer), "log_level": log_level, "log_format": log_format}))
+        self._send(("config", {"consumer": consumer, "log_level": log_level, "log_format": log_format}))
         deadline = time.monotonic() + start_timeout_seconds
         while True:
             remaining = deadline - time.monotonic()
@@ -326,7 +324,7 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
 
     kind, config = commands.recv()
     assert kind == "config", kind
-    consumer: dict[str, Any] = config["consumer"]
+    consumer: ConsumerConfig = config["consumer"]
     setup_logging(config["log_level"], config["log_format"])
     # Every message goes through one bounded outbox, in order, written by one sender thread: the poll loop fetches
     # the next batch while the parent still reads the previous one (a pipe holds at most 1 MiB, a batch of 2,000
@@ -411,7 +409,7 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
                 todo.put((kind, payload))
 
     try:
-        source = KafkaSource(**consumer, rebalance=Forward())
+        source = KafkaSource(consumer, rebalance=Forward())
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it as SourceError
         send("error", str(exc))
         finish()
@@ -419,7 +417,7 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     freeze_startup_objects()
     send("started", None)
     threading.Thread(target=read_commands, name="commands", daemon=True).start()
-    max_records = int(consumer.get("max_poll_records", 2000))
+    max_records = consumer.max_poll_records
     # kafka-python's timed-out fetches leave cycles holding the poll's records: collect them by time as well
     collector = TimedCollector()
     away = source.away

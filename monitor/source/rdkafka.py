@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from monitor.errors import SourceError
@@ -32,6 +32,7 @@ from monitor.source.kafka import (
     MAX_PARTITION_FETCH_BYTES,
     PRODUCER_LINGER_MS,
     ColumnSource,
+    ConsumerConfig,
     PartitionBatch,
 )
 
@@ -176,41 +177,32 @@ class RdKafkaSource(ColumnSource):
     """Consume topics in a consumer group with librdkafka.
 
     Parameters are :class:`~monitor.source.kafka.KafkaSource`'s (``max_poll_records`` caps one ``consume``;
-    ``lean_record_parse`` does not apply and is accepted for the same call).
+    ``lean_record_parse`` does not apply).
     """
 
     def __init__(
         self,
-        bootstrap_servers: str,
-        topic: str | Sequence[str],
-        group_id: str,
+        config: ConsumerConfig,
         *,
-        api_version: tuple[int, ...] | None = None,
-        security: Mapping[str, Any] | None = None,
-        auto_offset_reset: str = "earliest",
-        session_timeout_ms: int = 10000,
-        max_poll_records: int = 2000,
-        fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
-        max_partition_fetch_bytes: int = MAX_PARTITION_FETCH_BYTES,
         rebalance: RebalanceHandler | None = None,
         client_id: str = "harmonic-monitor",
-        lean_record_parse: bool = True,
     ) -> None:
         from confluent_kafka import Consumer, KafkaException
 
-        del lean_record_parse
-        self._member_of(topic, rebalance)
-        self.max_poll_records = max_poll_records
+        c = config
+        bootstrap_servers = c.bootstrap_servers
+        self._member_of(c.topics, rebalance)
+        self.max_poll_records = c.max_poll_records
         self._log = RateLimitedLogger(log)
         conf = consumer_conf(
             bootstrap_servers,
-            group_id,
-            api_version=api_version,
-            security=security,
-            auto_offset_reset=auto_offset_reset,
-            session_timeout_ms=session_timeout_ms,
-            fetch_max_wait_ms=fetch_max_wait_ms,
-            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            c.group_id,
+            api_version=c.api_version,
+            security=c.security,
+            auto_offset_reset=c.auto_offset_reset,
+            session_timeout_ms=c.session_timeout_ms,
+            fetch_max_wait_ms=c.fetch_max_wait_ms,
+            max_partition_fetch_bytes=c.max_partition_fetch_bytes,
             client_id=client_id,
         )
         conf["error_cb"] = self._on_client_error

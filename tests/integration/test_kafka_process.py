@@ -11,13 +11,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from kafka import KafkaProducer
 
+from monitor.config import KafkaSettings
 from monitor.errors import SourceError
 from monitor.source.base import Positions, RawRecord
+from monitor.source.kafka import ConsumerConfig
 from monitor.source.kafka_process import ProcessKafkaSource
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker
 from tests.integration.test_run_kafka import committed_offsets, group_name
@@ -39,14 +42,9 @@ def _produce(broker: Broker, topic: str, n: int, start: int = 0) -> dict[int, in
 
 
 def _source(broker: Broker, topic: str, group: str, **extra: Any) -> ProcessKafkaSource:
-    consumer = {
-        "bootstrap_servers": broker.bootstrap,
-        "topic": topic,
-        "group_id": group,
-        "api_version": broker.api_version,
-        "session_timeout_ms": CONSUMER_SESSION_TIMEOUT_MS,
-        "max_poll_records": 50,
-    }
+    k = KafkaSettings(bootstrap_servers=broker.bootstrap, topic=topic, group_id=group, max_poll_records=50)
+    consumer = ConsumerConfig.from_settings(k)
+    consumer = replace(consumer, api_version=broker.api_version, session_timeout_ms=CONSUMER_SESSION_TIMEOUT_MS)
     return ProcessKafkaSource(consumer, **extra)
 
 
@@ -178,7 +176,8 @@ def test_records_of_a_revoked_partition_still_buffered_are_dropped(kafka_broker:
 
 
 def test_a_consumer_that_cannot_start_is_a_source_error_with_the_reason() -> None:
-    consumer = {"bootstrap_servers": "127.0.0.1:9", "topic": "t", "group_id": "g", "security": {"bogus_option": 1}}
+    k = KafkaSettings(bootstrap_servers="127.0.0.1:9", topic="t", group_id="g", security={"bogus_option": 1})
+    consumer = ConsumerConfig.from_settings(k)
     with pytest.raises(SourceError, match=r"cannot connect to Kafka at '127\.0\.0\.1:9'.*Unrecognized configs"):
         ProcessKafkaSource(consumer)
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import replace
 
 import pytest
 from kafka import KafkaProducer
 from kafka.structs import TopicPartition
 
+from monitor.config import KafkaSettings
 from monitor.source import records
 from monitor.source.base import RawRecord
-from monitor.source.kafka import KafkaSource
+from monitor.source.kafka import ConsumerConfig, KafkaSource
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker, TansuBroker
 
 pytestmark = pytest.mark.integration
@@ -57,9 +59,10 @@ def _produce(broker: Broker, topic: str) -> int:
 
 
 def _read_all(broker: Broker, topic: str, lean: bool, want: int) -> tuple[list[RawRecord], KafkaSource]:
+    k = KafkaSettings(bootstrap_servers=broker.bootstrap, topic=topic, group_id=f"lean-{uuid.uuid4().hex[:8]}")
     source = KafkaSource(
-        broker.bootstrap, topic, f"lean-{uuid.uuid4().hex[:8]}", api_version=broker.api_version,
-        session_timeout_ms=CONSUMER_SESSION_TIMEOUT_MS, max_poll_records=37, lean_record_parse=lean,
+        replace(ConsumerConfig.from_settings(k), api_version=broker.api_version,
+                session_timeout_ms=CONSUMER_SESSION_TIMEOUT_MS, max_poll_records=37, lean_record_parse=lean)
     )  # fmt: skip
     got: list[RawRecord] = []
     deadline = time.monotonic() + 60

@@ -18,7 +18,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -27,12 +27,12 @@ import yaml
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from monitor import telemetry as tel
-from monitor.config import load_settings
+from monitor.config import KafkaSettings, load_settings
 from monitor.errors import SourceError
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.pipeline import Pipeline
 from monitor.sampler.keep_all import KeepAllSampler
-from monitor.source.kafka import KafkaSource
+from monitor.source.kafka import ConsumerConfig, KafkaSource
 from monitor.source.validate import INVALID_REASONS
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker
 from tests.integration.model_fixtures import ClassifierFiles, build_classifier
@@ -412,12 +412,11 @@ def test_pipeline_that_fails_mid_poll_commits_no_record_it_did_not_apply(
             "state_dir": str(tmp_path / "state"),
         },
     )
+    consumer = ConsumerConfig.from_settings(
+        KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic=one, group_id=group)
+    )
     source = KafkaSource(
-        kafka_broker.bootstrap,
-        one,
-        group,
-        api_version=kafka_broker.api_version,
-        session_timeout_ms=CONSUMER_SESSION_TIMEOUT_MS,
+        replace(consumer, api_version=kafka_broker.api_version, session_timeout_ms=CONSUMER_SESSION_TIMEOUT_MS)
     )
     try:
         pipeline = Pipeline(

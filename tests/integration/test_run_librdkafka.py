@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from monitor import telemetry as tel
-from monitor.source.kafka import KafkaSink
+from monitor.config import KafkaSettings
+from monitor.source.kafka import KafkaSink, ProducerConfig
 from monitor.source.rdkafka import new_rd_producer
 from monitor.source.validate import INVALID_REASONS
 from tests.integration.brokers import Broker, Kafka09Broker
@@ -123,7 +124,8 @@ def test_librdkafka_sink_keeps_and_resends_records_through_a_broker_outage(
     broker = kafka09_broker
     topic = new_topic(broker, "outage", partitions=1)
     producer = new_rd_producer(broker.bootstrap, broker.api_version, {}, "harmonic-test", 1000)
-    sink = KafkaSink(broker.bootstrap, producer=producer, topic_kinds={topic: "scores"}, stall_seconds=1.0)
+    config = ProducerConfig.from_settings(KafkaSettings(bootstrap_servers=broker.bootstrap, scores_topic=topic))
+    sink = KafkaSink(config, producer=producer, stall_seconds=1.0)
     try:
         for i in range(20):
             sink.send(topic, f"before-{i}".encode())

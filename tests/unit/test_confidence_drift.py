@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from monitor import telemetry as tel
+from monitor.config import DriftSettings
 from monitor.drift import Cusum, VerdictEngine
 from monitor.drift.base import DriftState
-from monitor.drift.verdict import DriftSettings, Verdict, decide_verdict
+from monitor.drift.verdict import Verdict, decide_verdict
 from monitor.exporters.prometheus import MetricsState
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
 from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT

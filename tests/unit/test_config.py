@@ -260,19 +260,19 @@ def test_load_settings_accepts_top_level_and_non_setting_env_keys(
     assert load_settings(write_yaml(tmp_path, ONE_MODEL)).max_event_bytes == 4096
 
 
-def test_kafka_fetch_settings_reach_the_consumer_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kafka_fetch_settings_reach_the_consumer_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The fetch settings default to a 100 ms broker wait (kafka-python: 500) and pass through to KafkaSource."""
-    from monitor.runtime.service import consumer_arguments
+    from monitor.source.kafka import ConsumerConfig
 
-    defaults = consumer_arguments(KafkaSettings())
-    assert defaults["fetch_max_wait_ms"] == 100 and defaults["max_partition_fetch_bytes"] == 1 << 20
+    defaults = ConsumerConfig.from_settings(KafkaSettings())
+    assert defaults.fetch_max_wait_ms == 100 and defaults.max_partition_fetch_bytes == 1 << 20
     monkeypatch.setenv("HARMONIC_KAFKA__FETCH_MAX_WAIT_MS", "250")
     settings = load_settings(write_yaml(tmp_path, ONE_MODEL + "kafka:\n  max_partition_fetch_bytes: 4194304\n"))
-    args = consumer_arguments(settings.kafka)
-    assert args["fetch_max_wait_ms"] == 250 and args["max_partition_fetch_bytes"] == 4 << 20
-    assert defaults["lean_record_parse"] is True
+    args = ConsumerConfig.from_settings(settings.kafka)
+    assert args.fetch_max_wait_ms == 250 and args.max_partition_fetch_bytes == 4 << 20
+    assert defaults.lean_record_parse is True
     monkeypatch.setenv("HARMONIC_KAFKA__LEAN_RECORD_PARSE", "false")
-    assert consumer_arguments(load_settings(write_yaml(tmp_path, ONE_MODEL)).kafka)["lean_record_parse"] is False
+    assert ConsumerConfig.from_settings(load_settings(write_yaml(tmp_path, ONE_MODEL)).kafka).lean_record_parse is False
     monkeypatch.delenv("HARMONIC_KAFKA__LEAN_RECORD_PARSE")
     monkeypatch.delenv("HARMONIC_KAFKA__FETCH_MAX_WAIT_MS")
     with pytest.raises(ConfigError, match="fetch_max_wait_ms"):

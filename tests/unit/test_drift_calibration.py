@@ -13,9 +13,9 @@ import math
 import numpy as np
 import pytest
 
-from monitor.drift import Cusum, FeatureDrift, PageHinkley, VerdictEngine
+from monitor.config import DriftSettings
+from monitor.drift import Cusum, FeatureDrift, PageHinkley, VerdictEngine, WindowPlan
 from monitor.drift.calibrate import MIN_REFERENCE, benjamini_hochberg, threshold_for_rate
-from monitor.drift.verdict import DriftSettings
 from monitor.rolling.reference import Reference
 
 RATE = 1000.0  # false alarms per 10⁶ events
@@ -140,7 +140,9 @@ def test_benjamini_hochberg_controls_the_false_discovery_rate() -> None:
 def test_feature_drift_on_null_features_keeps_its_window_false_alarm_rate() -> None:
     rng = np.random.default_rng(3)
     alpha = 0.05
-    fd = FeatureDrift(rng.normal(size=(5000, 20)), window=200, every=200, alpha=alpha, min_distance=0.0)
+    fd = FeatureDrift(
+        rng.normal(size=(5000, 20)), plan=WindowPlan(window=200, every=200), alpha=alpha, min_distance=0.0
+    )
     tests, alarms = 0, 0
     for _ in range(300):  # 300 disjoint windows of 200 null rows
         fd.update(rng.normal(size=(200, 20)))

@@ -8,7 +8,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from monitor.drift import Cusum, DriftDetector, FeatureDrift, KsDrift, PageHinkley, RateTest, ks_two_sample
+from monitor.drift import (
+    Cusum,
+    CusumBounds,
+    DriftDetector,
+    FeatureDrift,
+    KsDrift,
+    PageHinkley,
+    RateTest,
+    WindowPlan,
+    ks_two_sample,
+)
 from monitor.errors import ConfigError, DataError
 
 REF = np.random.default_rng(99).exponential(size=5000)
@@ -16,9 +26,9 @@ REF = np.random.default_rng(99).exponential(size=5000)
 FACTORIES: dict[str, Callable[[], DriftDetector]] = {
     "cusum": lambda: Cusum(REF),
     "page_hinkley": lambda: PageHinkley(threshold=20.0, tolerance=0.5),
-    "ks": lambda: KsDrift(REF, window=300, every=50),
-    "rate": lambda: RateTest(1.0, 1.0, 5000, window=300, every=50, min_increase=0.1),
-    "features": lambda: FeatureDrift(REF.reshape(-1, 2), window=300, every=50),
+    "ks": lambda: KsDrift(REF, plan=WindowPlan(window=300, every=50)),
+    "rate": lambda: RateTest(1.0, 1.0, 5000, min_increase=0.1, plan=WindowPlan(window=300, every=50)),
+    "features": lambda: FeatureDrift(REF.reshape(-1, 2), plan=WindowPlan(window=300, every=50)),
 }
 
 
@@ -79,16 +89,19 @@ def test_detector_result_does_not_depend_on_batching(name: str) -> None:
         (lambda: Cusum(REF, quantile=1.0), r"quantile must be in \(0, 1\); got 1.0"),
         (lambda: Cusum(REF, rate_ratio=1.0), "rate_ratio must be > 1"),
         (lambda: Cusum(REF, threshold=0.0), "threshold must be > 0; got 0.0"),
-        (lambda: Cusum(REF, min_rate=0.7), r"min_rate must be in \(0, 0.5\)"),
-        (lambda: Cusum(REF, cap_ratio=0.5), "cap_ratio must be >= 1"),
-        (lambda: Cusum(REF, clear_ratio=1.5), r"clear_ratio must be in \[0, 1\]"),
+        (lambda: Cusum(REF, bounds=CusumBounds(min_rate=0.7)), r"min_rate must be in \(0, 0.5\)"),
+        (lambda: Cusum(REF, bounds=CusumBounds(cap_ratio=0.5)), "cap_ratio must be >= 1"),
+        (lambda: Cusum(REF, bounds=CusumBounds(clear_ratio=1.5)), r"clear_ratio must be in \[0, 1\]"),
         (lambda: PageHinkley(clear_ratio=-0.5), r"clear_ratio must be in \[0, 1\]"),
         (lambda: PageHinkley(threshold=-1.0), "threshold must be > 0; got -1.0"),
         (lambda: PageHinkley(tolerance=-0.1), "tolerance must be >= 0"),
         (lambda: PageHinkley(min_events=0), "min_events must be >= 1"),
-        (lambda: KsDrift(REF, window=5), "window must be >= 10 events; got 5"),
-        (lambda: KsDrift(REF, every=0), "every must be >= 1"),
-        (lambda: KsDrift(REF, window=100, min_events=200), "min_events must be between 10 and window=100"),
+        (lambda: KsDrift(REF, plan=WindowPlan(window=5)), "window must be >= 10 events; got 5"),
+        (lambda: KsDrift(REF, plan=WindowPlan(every=0)), "every must be >= 1"),
+        (
+            lambda: KsDrift(REF, plan=WindowPlan(window=100, min_events=200)),
+            "min_events must be between 10 and window=100",
+        ),
         (lambda: KsDrift(REF, alpha=0.0), r"alpha must be in \(0, 1\)"),
         (lambda: KsDrift(REF, min_distance=1.0), r"min_distance must be in \[0, 1\)"),
         (lambda: KsDrift(REF, alternative="less"), "alternative must be 'greater' or 'two-sided'"),  # type: ignore[arg-type]
@@ -149,21 +162,21 @@ def test_ks_is_silent_on_identical_streams_full_of_zeros() -> None:
     def gamma(n: int) -> np.ndarray:
         return np.where(rng.random(n) < 0.8, 0.0, rng.exponential(size=n))
 
-    ks = KsDrift(gamma(5000), window=500, every=50)
+    ks = KsDrift(gamma(5000), plan=WindowPlan(window=500, every=50))
     ks.update(gamma(20_000))
     assert ks.state.alarms == 0
 
 
 def test_ks_ignores_a_downward_shift_by_default() -> None:
-    ks = KsDrift(REF, window=300, every=50)
+    ks = KsDrift(REF, plan=WindowPlan(window=300, every=50))
     assert not ks.update(np.random.default_rng(0).exponential(size=1000) * 0.3).drift_detected
-    two = KsDrift(REF, window=300, every=50, alternative="two-sided")
+    two = KsDrift(REF, alternative="two-sided", plan=WindowPlan(window=300, every=50))
     assert two.update(np.random.default_rng(0).exponential(size=1000) * 0.3).drift_detected
 
 
 def test_ks_needs_the_effect_size_as_well_as_the_p_value() -> None:
     rng = np.random.default_rng(2)
-    ks = KsDrift(REF, window=5000, every=5000, alpha=0.05, min_distance=0.1)
+    ks = KsDrift(REF, alpha=0.05, min_distance=0.1, plan=WindowPlan(window=5000, every=5000))
     ks.update(rng.exponential(size=5000) * 1.15)
     assert ks.p_value < 1e-3 and ks.statistic < 0.1 and not ks.drift_detected
 
@@ -179,7 +192,7 @@ def test_cusum_handles_a_reference_that_is_mostly_zeros() -> None:
 
 
 def test_cusum_with_an_all_zero_reference_uses_the_rate_floor() -> None:
-    c = Cusum(np.zeros(100), min_rate=0.01)
+    c = Cusum(np.zeros(100), bounds=CusumBounds(min_rate=0.01))
     assert c.null_rate == 0.01
     assert not c.update(np.zeros(10_000)).drift_detected
     assert c.update(np.full(30, 0.5)).drift_detected
@@ -214,7 +227,7 @@ def test_page_hinkley_skips_infinite_values_and_still_alarms_after_them() -> Non
 
 
 def test_rate_test_needs_the_minimum_increase() -> None:
-    rate = RateTest(0.010, 0.001, 1_000_000, window=100_000, every=100_000, min_increase=0.01)
+    rate = RateTest(0.010, 0.001, 1_000_000, min_increase=0.01, plan=WindowPlan(window=100_000, every=100_000))
     rate.update(np.full(100_000, 0.012))
     assert rate.p_value < 1e-9 and not rate.drift_detected
     rate.update(np.full(100_000, 0.025))
@@ -222,7 +235,7 @@ def test_rate_test_needs_the_minimum_increase() -> None:
 
 
 def test_rate_test_is_certain_when_both_sides_are_constant() -> None:
-    rate = RateTest(0.0, 0.0, 100, window=10, every=10, min_increase=0.0)
+    rate = RateTest(0.0, 0.0, 100, min_increase=0.0, plan=WindowPlan(window=10, every=10))
     assert not rate.update(np.zeros(10)).drift_detected
     assert rate.update(np.full(10, 0.5)).drift_detected and rate.p_value == 0.0
 
@@ -230,7 +243,7 @@ def test_rate_test_is_certain_when_both_sides_are_constant() -> None:
 def test_feature_drift_ranks_moved_features_and_corrects_for_many_tests() -> None:
     rng = np.random.default_rng(0)
     ref = rng.normal(size=(2000, 20))
-    fd = FeatureDrift(ref, window=1000, every=1000)
+    fd = FeatureDrift(ref, plan=WindowPlan(window=1000, every=1000))
     x = rng.normal(size=(1000, 20))
     x[:, 7] += 0.8
     x[:, 3] += 0.3
@@ -249,8 +262,8 @@ def test_feature_drift_alarm_holds_while_the_distance_stays_above_half_the_floor
     def window(shift: float) -> np.ndarray:
         return rng.normal(size=(1000, 1)) + shift
 
-    strict = FeatureDrift(ref, window=1000, every=1000, min_distance=0.1, clear_ratio=1.0)
-    held = FeatureDrift(ref, window=1000, every=1000, min_distance=0.1)
+    strict = FeatureDrift(ref, min_distance=0.1, clear_ratio=1.0, plan=WindowPlan(window=1000, every=1000))
+    held = FeatureDrift(ref, min_distance=0.1, plan=WindowPlan(window=1000, every=1000))
     for fd in (strict, held):
         assert fd.update(window(0.5)).drift_detected  # D ≈ 0.2: moved
     # the shift shrinks to D ≈ 0.07, below the 0.1 floor but still significant: only the hysteresis keeps it
@@ -272,6 +285,6 @@ def test_feature_drift_rejects_rows_of_the_wrong_width() -> None:
 def test_feature_drift_is_silent_on_discrete_features() -> None:
     rng = np.random.default_rng(3)
     ref = rng.integers(0, 4, size=(2000, 5)).astype(float)
-    fd = FeatureDrift(ref, window=500, every=50)
+    fd = FeatureDrift(ref, plan=WindowPlan(window=500, every=50))
     fd.update(rng.integers(0, 4, size=(20_000, 5)).astype(float))
     assert fd.state.alarms == 0

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from monitor import telemetry as tel
+from monitor.config import MetricsSettings
 from monitor.events import InferenceEvent
-from monitor.exporters.http import MetricsServer
+from monitor.exporters.http import MetricsServer, Routes
 from monitor.exporters.prometheus import MetricsState
 from monitor.gammamap import GAMMA_BIN_LABELS, P_BIN_LABELS, GammaMap, gamma_map
 from monitor.rolling.reference import Reference
@@ -160,7 +161,9 @@ def server() -> Iterator[tuple[MetricsServer, list[dict[str, str]]]]:
         seen.append(dict(params))
         return 200, b"<svg/>", "image/svg+xml"
 
-    srv = MetricsServer(MetricsState(), host="127.0.0.1", port=0, gammamap=handler).start()
+    srv = MetricsServer(
+        MetricsState(), settings=MetricsSettings(host="127.0.0.1", port=0), routes=Routes(gammamap=handler)
+    ).start()
     try:
         yield srv, seen
     finally:
@@ -188,7 +191,7 @@ def test_http_server_passes_the_query_to_the_gammamap_handler(
 
 def test_http_server_default_gammamap_is_empty() -> None:
     state = MetricsState()
-    with MetricsServer(state, host="127.0.0.1", port=0) as srv:
+    with MetricsServer(state, settings=MetricsSettings(host="127.0.0.1", port=0)) as srv:
         status, ctype, body = _get(srv.port, "/gammamap")
     assert status == 200 and json.loads(body) == {"models": {}}
     assert state.counter(tel.HTTP_REQUESTS_TOTAL.name, ("gammamap",)) == 1.0

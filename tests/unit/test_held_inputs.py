@@ -14,6 +14,7 @@ import pytest
 
 from monitor import telemetry as tel
 from monitor.cli import main
+from monitor.drift.base import WindowPlan
 from monitor.drift.categories import OTHER_KEY, CategoryDrift, count_table
 from monitor.drift.verdict import Verdict
 from monitor.events import InferenceEvent
@@ -149,7 +150,9 @@ def test_a_held_input_of_many_categories_keeps_quiet_when_stationary() -> None:
     rng = np.random.default_rng(5)
     cats = [f"c{i}" for i in range(80)]  # more than the table keeps: 64 and other
     p = rng.dirichlet(np.ones(80))
-    drift = CategoryDrift({"shop": count_table(rng.choice(cats, size=20_000, p=p))}, window=1000, every=100)
+    drift = CategoryDrift(
+        {"shop": count_table(rng.choice(cats, size=20_000, p=p))}, plan=WindowPlan(window=1000, every=100)
+    )
     for _ in range(50):
         drift.update({"shop": rng.choice(cats, size=1000, p=p)})
     assert drift.state.alarms == 0 and drift.state.events == 50_000

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from monitor import telemetry as tel
-from monitor.exporters.http import HttpLimits
-from monitor.exporters.http_process import ProcessMetricsServer, Snapshot, SnapshotReader, write_atomic
+from monitor.config import MetricsSettings
+from monitor.exporters.http_process import ProcessMetricsServer, Published, Snapshot, SnapshotReader, write_atomic
 from monitor.exporters.prometheus import MetricsState
 
 DEADLINE_SECONDS = 30.0
@@ -64,12 +64,12 @@ def server(state: MetricsState) -> Iterator[ProcessMetricsServer]:
     ready = {"ok": False}
     srv = ProcessMetricsServer(
         state,
-        host="127.0.0.1",
-        port=0,
-        ready=lambda: (ready["ok"], {"partitions": ["t/0"] if ready["ok"] else []}),
-        probes=lambda: {"regions": [{"name": "r1"}]},
-        documents={"extra": lambda: {"n": 1}},
-        limits=HttpLimits(min_render_interval_seconds=0.05),
+        settings=MetricsSettings(host="127.0.0.1", port=0, min_render_interval_seconds=0.05),
+        published=Published(
+            ready=lambda: (ready["ok"], {"partitions": ["t/0"] if ready["ok"] else []}),
+            probes=lambda: {"regions": [{"name": "r1"}]},
+            documents={"extra": lambda: {"n": 1}},
+        ),
     )
     srv.ready_flag = ready  # type: ignore[attr-defined]
     with srv:
@@ -124,7 +124,10 @@ def _try_get(port: int, path: str) -> tuple[int, bytes] | None:
 def test_process_server_healthz_reports_the_pipelines_heartbeat(state: MetricsState) -> None:
     late = [0.0]
     srv = ProcessMetricsServer(
-        state, host="127.0.0.1", port=0, liveness_timeout_seconds=30.0, clock=lambda: time.monotonic() - late[0]
+        state,
+        settings=MetricsSettings(host="127.0.0.1", port=0),
+        liveness_timeout_seconds=30.0,
+        clock=lambda: time.monotonic() - late[0],
     )
     with srv:
         status, body = until(lambda: _try_get(srv.port, "/healthz"), "/healthz answered")
@@ -170,14 +173,15 @@ def test_process_server_restarts_a_dead_server_process_with_its_counts(
 
 def test_process_server_rejects_a_non_positive_liveness_timeout(state: MetricsState) -> None:
     with pytest.raises(ValueError, match="liveness_timeout_seconds must be > 0"):
-        ProcessMetricsServer(state, host="127.0.0.1", port=0, liveness_timeout_seconds=0)
+        ProcessMetricsServer(state, settings=MetricsSettings(host="127.0.0.1", port=0), liveness_timeout_seconds=0)
 
 
 PARENT = """
 import os, sys
+from monitor.config import MetricsSettings
 from monitor.exporters.http_process import ProcessMetricsServer
 from monitor.exporters.prometheus import MetricsState
-srv = ProcessMetricsServer(MetricsState(), host="127.0.0.1", port=0).start()
+srv = ProcessMetricsServer(MetricsState(), settings=MetricsSettings(host="127.0.0.1", port=0)).start()
 print(srv.proc.pid, srv.port, srv.directory, flush=True)
 sys.stdin.readline()
 os.kill(os.getpid(), 9)

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor import telemetry as tel
 from monitor.config import MetricsSettings
-from monitor.exporters.http import HttpLimits, MetricsServer, RenderCache, parse_head
+from monitor.exporters.http import MetricsServer, RenderCache, Routes, parse_head
 from monitor.exporters.prometheus import MetricsState
 
 DEADLINE_SECONDS = 10.0
@@ -122,7 +122,11 @@ def serve(state: MetricsState) -> Iterator[Callable[..., MetricsServer]]:
         clock = kwargs.pop("clock", time.monotonic)
         ready = kwargs.pop("ready", None)
         srv = MetricsServer(
-            state, host="127.0.0.1", port=0, ready=ready, registry=registry, limits=HttpLimits(**kwargs), clock=clock
+            state,
+            settings=MetricsSettings(host="127.0.0.1", port=0, **kwargs),
+            routes=Routes(ready=ready),
+            registry=registry,
+            clock=clock,
         )
         servers.append(srv.start())
         return srv
@@ -215,34 +219,6 @@ def test_render_cache_rejects_a_non_positive_interval() -> None:
 
 
 # ---------------------------------------------------------------------- limits and parsing
-
-
-@pytest.mark.parametrize(
-    ("field", "value", "message"),
-    [
-        ("read_timeout_seconds", 0.0, r"read_timeout_seconds must be > 0; got 0.0"),
-        ("min_render_interval_seconds", -1.0, r"min_render_interval_seconds must be > 0"),
-        ("workers", 0, r"workers must be >= 1; got 0"),
-        ("max_connections", 0, r"max_connections must be >= 1"),
-    ],
-)
-def test_http_limits_reject_bad_values(field: str, value: float, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        HttpLimits(**{field: value})  # type: ignore[arg-type]
-
-
-def test_http_limits_come_from_the_metrics_settings() -> None:
-    limits = {
-        "min_render_interval_seconds": 2.0,
-        "read_timeout_seconds": 3.0,
-        "write_timeout_seconds": 4.0,
-        "max_connections": 5,
-        "max_concurrent_scrapes": 6,
-        "workers": 7,
-    }
-    settings = MetricsSettings(host="127.0.0.1", port=0, **limits)
-    assert HttpLimits.from_settings(settings) == HttpLimits(**limits)  # type: ignore[arg-type]
-    assert HttpLimits.from_settings(MetricsSettings()) == HttpLimits()
 
 
 def test_parse_head_reads_method_path_and_keep_alive() -> None:
@@ -516,7 +492,7 @@ def test_metrics_server_healthz_answers_within_1s_under_300_half_open_and_16_scr
         for sock in held:
             sock.close()
     assert max(latencies) < 1.0, latencies
-    assert server_threads <= 2 + srv.limits.workers, f"{server_threads} server threads for 316 connections"
+    assert server_threads <= 2 + srv.settings.workers, f"{server_threads} server threads for 316 connections"
     assert state.counter(tel.HTTP_REQUESTS_TOTAL.name, ("metrics",)) > 0
 
 

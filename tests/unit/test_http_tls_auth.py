@@ -19,7 +19,7 @@ import pytest
 
 from monitor import telemetry as tel
 from monitor.config import MetricsSettings
-from monitor.exporters.http import HttpLimits, MetricsServer
+from monitor.exporters.http import MetricsServer
 from monitor.exporters.prometheus import MetricsState
 from monitor.exporters.webconfig import WebConfig, load_web_config, parse_web_config
 from tests.unit.tls_certs import CertFiles, self_signed
@@ -47,7 +47,7 @@ def serve(state: MetricsState) -> Iterator[Callable[..., MetricsServer]]:
     servers: list[MetricsServer] = []
 
     def start(web_config: WebConfig, **limits: Any) -> MetricsServer:
-        srv = MetricsServer(state, host="127.0.0.1", port=0, limits=HttpLimits(**limits), web_config=web_config)
+        srv = MetricsServer(state, settings=MetricsSettings(host="127.0.0.1", port=0, **limits), web_config=web_config)
         servers.append(srv.start())
         return srv
 
@@ -185,11 +185,6 @@ def test_metrics_server_without_web_config_stays_plain_and_open(serve: Callable[
     srv = serve(WebConfig())
     assert srv.scheme == "http" and srv.auth is None
     assert get(srv, "/metrics")[0] == 200
-
-
-def test_http_limits_ignore_the_web_config_setting(tmp_path: Path) -> None:
-    settings = MetricsSettings(web_config_file=tmp_path / "web.yml")
-    assert HttpLimits.from_settings(settings) == HttpLimits()
 
 
 def test_metrics_server_bounds_password_checks_and_keeps_healthz_answering(

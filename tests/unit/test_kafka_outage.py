@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from kafka.errors import KafkaConfigurationError, KafkaConnectionError, KafkaTimeoutError
 
+from monitor.config import KafkaSettings
 from monitor.errors import SourceError
 from monitor.source import kafka as kafka_source
-from monitor.source.kafka import CLIENT_NOISE, KafkaSource, install_client_noise_filter
+from monitor.source.kafka import CLIENT_NOISE, ConsumerConfig, KafkaSource, install_client_noise_filter
 
 
 class FakeConsumer:
@@ -70,7 +71,9 @@ def test_a_broker_away_at_start_up_is_waited_for(attempts: list[Any], caplog: py
     away = KafkaTimeoutError("Unable to bootstrap from ['b:9092']")
     attempts += [away, away, consumer]
     with caplog.at_level(logging.INFO, logger="monitor.source.kafka"):
-        source = KafkaSource("b:9092", "t", "g")  # does not raise
+        source = KafkaSource(
+            ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="t", group_id="g"))
+        )  # does not raise
         assert source.degraded is not None and "Kafka broker at 'b:9092' not reachable" in source.degraded
         assert "Unable to bootstrap" in source.degraded
         assert source.poll(0.0, 10) == []  # the second attempt fails too
@@ -90,7 +93,9 @@ def test_a_connection_error_mid_run_is_waited_out(attempts: list[Any]) -> None:
 
     consumer = FakeConsumer([KafkaConnectionError("111 ECONNREFUSED"), {TopicPartition("t", 0): [record(5)]}])
     attempts.append(consumer)
-    source = KafkaSource("b:9092", "t", "g")
+    source = KafkaSource(
+        ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="t", group_id="g"))
+    )
     assert source.degraded is None
     assert source.poll(0.0, 10) == []
     assert source.degraded is not None and "ECONNREFUSED" in source.degraded
@@ -101,7 +106,7 @@ def test_a_connection_error_mid_run_is_waited_out(attempts: list[Any]) -> None:
 def test_settings_kafka_python_refuses_still_fail_at_once(attempts: list[Any]) -> None:
     attempts.append(KafkaConfigurationError("Unrecognized configs: {'bogus'}"))
     with pytest.raises(SourceError, match=r"cannot connect to Kafka at 'b:9092'.*Unrecognized configs"):
-        KafkaSource("b:9092", "t", "g")
+        KafkaSource(ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="t", group_id="g")))
 
 
 def test_client_noise_holds_back_connection_lines_only(caplog: pytest.LogCaptureFixture) -> None:
@@ -142,7 +147,11 @@ def test_seek_moves_assigned_partitions_only(attempts: list[Any], caplog: pytest
             sought.append((partition, offset))
 
     attempts.append(Seeking([]))
-    source = KafkaSource("127.0.0.1:1", "t", "g", lean_record_parse=False)
+    source = KafkaSource(
+        ConsumerConfig.from_settings(
+            KafkaSettings(bootstrap_servers="127.0.0.1:1", topic="t", group_id="g", lean_record_parse=False)
+        )
+    )
     source._assigned.update({("t", 0), ("t", 1)})
     with caplog.at_level(logging.WARNING, logger="monitor.source.kafka"):
         source.seek({("t", 0): 9, ("t", 1): 0, ("t", 2): 4})
@@ -186,7 +195,12 @@ def test_a_consumer_that_never_rejoins_its_group_is_created_afresh(
     stuck, fresh = Member("<rebalancing>"), Member("<stable>")
     attempts += [stuck, fresh]
     handler = Handler()
-    source = KafkaSource("b:9092", "t", "g", session_timeout_ms=10_000, rebalance=handler)
+    source = KafkaSource(
+        ConsumerConfig.from_settings(
+            KafkaSettings(bootstrap_servers="b:9092", topic="t", group_id="g", session_timeout_ms=10_000)
+        ),
+        rebalance=handler,
+    )
     source._assigned.add(("t", 0))
     wait = max(kafka_source.REJOIN_MIN_SECONDS, kafka_source.REJOIN_SESSIONS * 10.0)
     assert wait == 50.0

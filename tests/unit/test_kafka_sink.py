@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,10 @@ from kafka.errors import (
 )
 
 from monitor import telemetry as tel
+from monitor.config import KafkaSettings
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.service import Service
-from monitor.source.kafka import KafkaSink
+from monitor.source.kafka import STALL_SECONDS, KafkaSink, ProducerConfig
 from monitor.source.replay import ReplaySource
 from tests.unit.test_pipeline import FakeClock, events, make_settings, rows
 
@@ -106,13 +108,20 @@ class FakeProducer:
         self.closed.append(timeout)
 
 
-def make_sink(producer: FakeProducer, clock: Callable[[], float] | None = None, **kw: Any) -> KafkaSink:
+def producer_config(**fields: Any) -> ProducerConfig:
+    """The sink's settings (``kafka`` defaults) for the dead-letter and scores topics, with ``fields`` changed."""
+    k = KafkaSettings(bootstrap_servers="broker:9092", dead_letter_topic=DLQ, scores_topic=SCORES)
+    return replace(ProducerConfig.from_settings(k), **fields)
+
+
+def make_sink(
+    producer: FakeProducer,
+    clock: Callable[[], float] | None = None,
+    stall_seconds: float = STALL_SECONDS,
+    **fields: Any,
+) -> KafkaSink:
     return KafkaSink(
-        "broker:9092",
-        topic_kinds={DLQ: "dead_letter", SCORES: "scores"},
-        producer=producer,
-        clock=clock or FakeClock(),
-        **kw,
+        producer_config(**fields), producer=producer, clock=clock or FakeClock(), stall_seconds=stall_seconds
     )
 
 
@@ -301,7 +310,7 @@ def test_kafka_sink_close_aborts_what_kafka_python_still_holds_without_counting_
 
 def test_kafka_sink_refuses_an_unknown_topic_kind() -> None:
     with pytest.raises(ValueError, match=r"topic kinds must be among \('dead_letter', 'scores'\); got \['labels'\]"):
-        KafkaSink("broker:9092", topic_kinds={"t": "labels"}, producer=FakeProducer())
+        KafkaSink(producer_config(topic_kinds={"t": "labels"}), producer=FakeProducer())
 
 
 def test_service_mirrors_the_sink_counters_into_the_producer_metrics(tmp_path: Path) -> None:

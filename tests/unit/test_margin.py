@@ -18,10 +18,10 @@ import pytest
 from numpy.typing import NDArray
 
 from monitor import telemetry as tel
-from monitor.config import load_settings
+from monitor.config import DriftSettings, load_settings
 from monitor.drift import Cusum, VerdictEngine
 from monitor.drift.base import DriftState
-from monitor.drift.verdict import DriftSettings, Verdict, decide_verdict
+from monitor.drift.verdict import Verdict, decide_verdict
 from monitor.exporters.prometheus import MetricsState
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer

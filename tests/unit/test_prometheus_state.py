@@ -15,8 +15,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor import telemetry as tel
+from monitor.config import MetricsSettings
 from monitor.exporters import prometheus
-from monitor.exporters.http import MetricsServer
+from monitor.exporters.http import MetricsServer, Routes
 from monitor.exporters.prometheus import MetricsState, StateCollector
 from monitor.telemetry import GAMMA_BUCKETS, METRICS, MetricSpec
 
@@ -65,10 +66,8 @@ def readiness() -> FakeReadiness:
 def server(state: MetricsState, readiness: FakeReadiness) -> Iterator[MetricsServer]:
     srv = MetricsServer(
         state,
-        host="127.0.0.1",
-        port=0,
-        ready=readiness,
-        probes=lambda: {"budget_share": 0.1, "models": {"credit": {"runs": 2}}},
+        settings=MetricsSettings(host="127.0.0.1", port=0),
+        routes=Routes(ready=readiness, probes=lambda: {"budget_share": 0.1, "models": {"credit": {"runs": 2}}}),
         registry=CollectorRegistry(auto_describe=False),
     )
     with srv:
@@ -248,7 +247,7 @@ def test_prometheus_server_unknown_path_is_404(server: MetricsServer) -> None:
 
 
 def test_prometheus_server_defaults_are_ready_and_an_empty_probe_report(state: MetricsState) -> None:
-    with MetricsServer(state, host="127.0.0.1", port=0) as srv:
+    with MetricsServer(state, settings=MetricsSettings(host="127.0.0.1", port=0)) as srv:
         assert srv.port > 0
         assert get(srv.port, "/readyz")[0] == 200
         assert json.loads(get(srv.port, "/probes")[2]) == {"regions": []}

@@ -16,9 +16,9 @@ from kafka import errors
 
 from monitor.config import KafkaSettings
 from monitor.errors import ConfigError, SourceError
-from monitor.runtime.service import Service, consumer_arguments
+from monitor.runtime.service import Service
 from monitor.source import rdkafka
-from monitor.source.kafka import KafkaSink
+from monitor.source.kafka import ConsumerConfig, KafkaSink, ProducerConfig
 from monitor.source.rdkafka import RdKafkaSource, RdProducer, consumer_conf, producer_conf, security_conf
 from tests.unit.test_pipeline import make_settings
 
@@ -27,16 +27,16 @@ from tests.unit.test_pipeline import make_settings
 
 def test_consumer_conf_commits_only_by_hand_and_carries_the_fetch_settings() -> None:
     k = KafkaSettings(bootstrap_servers=" b1:9092 ,b2:9093,", group_id="g", session_timeout_ms=6000)
-    args = consumer_arguments(k)
+    args = ConsumerConfig.from_settings(k)
     conf = consumer_conf(
-        args["bootstrap_servers"],
-        args["group_id"],
-        api_version=args["api_version"],
-        security=args["security"],
-        auto_offset_reset=args["auto_offset_reset"],
-        session_timeout_ms=args["session_timeout_ms"],
-        fetch_max_wait_ms=args["fetch_max_wait_ms"],
-        max_partition_fetch_bytes=args["max_partition_fetch_bytes"],
+        args.bootstrap_servers,
+        args.group_id,
+        api_version=args.api_version,
+        security=args.security,
+        auto_offset_reset=args.auto_offset_reset,
+        session_timeout_ms=args.session_timeout_ms,
+        fetch_max_wait_ms=args.fetch_max_wait_ms,
+        max_partition_fetch_bytes=args.max_partition_fetch_bytes,
     )
     assert conf == {
         "bootstrap.servers": "b1:9092,b2:9093",
@@ -233,7 +233,18 @@ def fake_consumer(monkeypatch: pytest.MonkeyPatch) -> type[FakeConsumer]:
 
 
 def test_source_polls_column_batches_per_partition(fake_consumer: type[FakeConsumer]) -> None:
-    source = RdKafkaSource("b:9092", ["events", "labels"], "g", api_version=(0, 9), max_poll_records=50)
+    source = RdKafkaSource(
+        ConsumerConfig.from_settings(
+            KafkaSettings(
+                bootstrap_servers="b:9092",
+                topic="events",
+                labels_topic="labels",
+                group_id="g",
+                api_version="0.9",
+                max_poll_records=50,
+            )
+        )
+    )
     consumer = fake_consumer.instances[0]
     assert consumer.topics == ["events", "labels"]
     assert consumer.conf["broker.version.fallback"] == "0.9.0.1"
@@ -270,7 +281,11 @@ def test_source_polls_column_batches_per_partition(fake_consumer: type[FakeConsu
 def test_source_waits_for_one_record_only_when_none_is_queued(fake_consumer: type[FakeConsumer]) -> None:
     """librdkafka's batch consume waits for all num_messages or the timeout: the source never asks it to wait for a
     full batch, so a slow topic's records come back as soon as the first arrives."""
-    source = RdKafkaSource("b:9092", ["events"], "g", max_poll_records=50)
+    source = RdKafkaSource(
+        ConsumerConfig.from_settings(
+            KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g", max_poll_records=50)
+        )
+    )
     consumer = fake_consumer.instances[0]
     consumer.batches += [[], [FakeMessage("events", 0, 1, b"a")], [FakeMessage("events", 0, 2, b"b")]]
     (batch,) = source.poll_columns(0.5, 100)
@@ -284,7 +299,9 @@ def test_source_waits_for_one_record_only_when_none_is_queued(fake_consumer: typ
 def test_source_commits_exactly_the_positions_of_owned_partitions(
     fake_consumer: type[FakeConsumer], caplog: pytest.LogCaptureFixture
 ) -> None:
-    source = RdKafkaSource("b:9092", "events", "g")
+    source = RdKafkaSource(
+        ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g"))
+    )
     consumer = fake_consumer.instances[0]
     source.commit({("events", 0): 5})
     assert consumer.commits == []  # nothing assigned yet: nothing to commit
@@ -305,7 +322,12 @@ def test_source_commits_exactly_the_positions_of_owned_partitions(
 def test_revoke_applies_and_commits_before_the_partitions_go(fake_consumer: type[FakeConsumer]) -> None:
     holder: list[RdKafkaSource] = []
     handler = Handler(holder)
-    holder.append(RdKafkaSource("b:9092", "events", "g", rebalance=handler))
+    holder.append(
+        RdKafkaSource(
+            ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g")),
+            rebalance=handler,
+        )
+    )
     source, consumer = holder[0], fake_consumer.instances[0]
     consumer.events.append(("assign", [("events", 0), ("events", 1)]))
     source.poll(0.0, 1)
@@ -324,14 +346,20 @@ def test_revoke_applies_and_commits_before_the_partitions_go(fake_consumer: type
 def test_client_errors_are_logged_not_raised(
     fake_consumer: type[FakeConsumer], caplog: pytest.LogCaptureFixture
 ) -> None:
-    RdKafkaSource("b:9092", "events", "g")
+    RdKafkaSource(ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g")))
     fake_consumer.instances[0].conf["error_cb"](KafkaError(KafkaError._ALL_BROKERS_DOWN))
     assert "Kafka client error" in caplog.text
 
 
 def test_invalid_consumer_settings_are_a_source_error() -> None:
     with pytest.raises(SourceError, match="cannot create a librdkafka client for Kafka at 'b:9092'"):
-        RdKafkaSource("b:9092", "events", "g", security={"no.such.property": "x"})
+        RdKafkaSource(
+            ConsumerConfig.from_settings(
+                KafkaSettings(
+                    bootstrap_servers="b:9092", topic="events", group_id="g", security={"no.such.property": "x"}
+                )
+            )
+        )
 
 
 def test_service_builds_the_librdkafka_source_and_sink(
@@ -451,7 +479,10 @@ def test_producer_refusals_become_the_errors_the_sink_tells_apart(
 
 def test_sink_over_librdkafka_holds_a_record_until_acknowledged(producer: RdProducer) -> None:
     fake: FakeProducer = producer._producer  # type: ignore[assignment]
-    sink = KafkaSink("b:9092", producer=producer, topic_kinds={"dlq": "dead_letter"})
+    sink = KafkaSink(
+        ProducerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", dead_letter_topic="dlq")),
+        producer=producer,
+    )
     sink.send("dlq", b"raw bytes \xff", headers=[("reason", b"bad_json")], key=b"bad_json")
     assert sink.held == 1
     assert fake.queued[0][:4] == ("dlq", b"raw bytes \xff", b"bad_json", None)  # 0.9: headers dropped

@@ -12,7 +12,8 @@ import pytest
 from monitor import telemetry as tel
 from monitor.alerts import AlertEvent
 from monitor.clock import WatermarkClock
-from monitor.drift.verdict import DriftSettings, Verdict
+from monitor.config import DriftSettings
+from monitor.drift.verdict import Verdict
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.rolling.reference import Reference
