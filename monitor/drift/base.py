@@ -21,6 +21,7 @@ from typing import Literal, Protocol, Self
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from monitor.config import DriftSettings, setting_default
 from monitor.drift.calibrate import benjamini_hochberg
 from monitor.errors import ConfigError, DataError
 
@@ -280,8 +281,8 @@ class WindowPlan:
     min_events : events before the first test (None: ``window``; else between 10 and ``window``).
     """
 
-    window: int = 1000
-    every: int = 100
+    window: int = setting_default(DriftSettings, "window")
+    every: int = setting_default(DriftSettings, "every")
     min_events: int | None = None
 
 
