@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 #: the keyword defaults of the scoring functions below: the settings' (monitor/config.py declares them once)
 _SCORING = ScoringSettings()
 _MODEL_KIND: str = setting_default(ModelSettings, "model_kind")
+_FIXED_FEATURES: tuple[str, ...] = tuple(setting_default(ModelSettings, "fixed_features"))
 
 #: what to install for ``to_frame()`` and parquet files
 FRAME_EXTRA = "pip install 'harmonic-monitor[frame]'"
@@ -379,7 +380,9 @@ class ProbeReport:
 # ---------------------------------------------------------------------------------------------------- reading
 
 
-def load_model(model: ModelLike, *, model_kind: str = _MODEL_KIND, fixed_features: Sequence[str] = ()) -> OnnxModel:
+def load_model(
+    model: ModelLike, *, model_kind: str = _MODEL_KIND, fixed_features: Sequence[str] = _FIXED_FEATURES
+) -> OnnxModel:
     """The ONNX model at ``model`` (a loaded one passes through)."""
     from monitor.model.onnx import OnnxModel
 

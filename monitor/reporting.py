@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.api import (
+    _SCORING,
     AccuracyEstimate,
     ProbeReport,
     ReferenceResult,
@@ -169,7 +170,7 @@ def build_report(
     probe_budget_rows: int = 20000,
     title: str | None = None,
     model_name: str | None = None,
-    seed: int = 0,
+    seed: int = _SCORING.seed,
     replay_batch: int = REPLAY_BATCH,
 ) -> Report:
     """Gather the six sections and draw the page (written to ``out`` when given).
@@ -216,7 +217,10 @@ def build_report(
         timeline_note = "no verdict timeline: the events are rows, not an event log (replay needs a .jsonl log)"
     else:
         tl, timeline_note = _replay(model, reference, base.path, events, config, max_events, model_name, replay_batch)
-    scorer = _scorer(m, base, _Scoring(0.05, 0.05, 32, 25, seed, "auto", "auto", 0.1))
+    s = _SCORING
+    scorer = _scorer(
+        m, base, _Scoring(s.radius, s.sigma, s.flicker_copies, s.steps, seed, s.ball, s.output, s.regression_tolerance)
+    )
     if (
         tl is not None
         and tl.scores is not None

@@ -31,6 +31,7 @@ from monitor.accuracy.estimators import (
     estimate,
     fit_estimators,
 )
+from monitor.config import ScoringSettings, setting_default
 from monitor.errors import DataError
 from monitor.signals.scorer import ScoreResult
 
@@ -63,7 +64,11 @@ def correct_from_scores(scores: ScoreResult, labels: ArrayLike) -> NDArray[np.bo
 
 
 def fit_from_scores(
-    scores: ScoreResult, labels: ArrayLike, *, seed: int = 0, calibration: CalibrationKind = "temperature"
+    scores: ScoreResult,
+    labels: ArrayLike,
+    *,
+    seed: int = setting_default(ScoringSettings, "seed"),
+    calibration: CalibrationKind = "temperature",
 ) -> EstimatorFit:
     """:func:`fit_estimators` on a labelled reference scored by ``RobustnessScorer.score``."""
     return fit_estimators(
@@ -82,7 +87,7 @@ def estimate_from_scores(
     scores: ScoreResult,
     *,
     method: str | None = None,
-    seed: int = 0,
+    seed: int = 0,  # not a setting: as estimate's, unused
     weights: ArrayLike | None = None,
 ) -> dict[str, Any]:
     """:func:`estimate` on a window scored by ``RobustnessScorer.score``."""

@@ -55,7 +55,7 @@ from monitor.accuracy.calibration import (
     sigmoid,
     temperature_params,
 )
-from monitor.config import AccuracySettings, setting_default
+from monitor.config import AccuracySettings, ScoringSettings, setting_default
 from monitor.errors import DataError
 
 METHODS: tuple[str, ...] = ("harmonic", "ac", "atc", "doc")
@@ -63,6 +63,9 @@ METHODS: tuple[str, ...] = ("harmonic", "ac", "atc", "doc")
 #: peers*): AC, ATC and harmonic tie on MAE over all sets, and ATC is by far the best where accuracy moved 10 points
 #: or more, which is what an alert is for; declared as the setting accuracy.method
 DEFAULT_METHOD: str = setting_default(AccuracySettings, "method")
+#: the seed of a fit's folds and bootstrap unless told: the ``scoring.seed`` setting's default (the commands that fit
+#: pass the setting)
+_SEED: int = setting_default(ScoringSettings, "seed")
 FIT_FORMAT = "harmonic-monitor/accuracy-estimator"
 FIT_VERSION = 1
 LEVEL = 0.90
@@ -315,7 +318,7 @@ def fit_estimators(
     p_adj: ArrayLike,
     correct: ArrayLike,
     *,
-    seed: int = 0,
+    seed: int = _SEED,
     calibration: CalibrationKind = "temperature",
     draws: int = N_DRAWS,
     folds: int = FOLDS,
@@ -327,7 +330,7 @@ def fit_estimators(
     confidence, gamma, flicker, p_adj : per reference row, as ``ScoreResult.probability``, ``.gamma``, ``.flicker``,
         ``.p_adj``. Rows whose confidence is not a probability (invalid rows, rows without a class) are left out.
     correct : per row, whether the predicted class equals the label.
-    seed : seeds the folds and the bootstrap.
+    seed : seeds the folds and the bootstrap (``reference --labels`` passes ``scoring.seed``, the default's setting).
     calibration : ``temperature`` (default) or ``isotonic`` (:mod:`monitor.accuracy.calibration`).
 
     Raises
@@ -439,7 +442,7 @@ def estimate(
     p_adj: ArrayLike,
     *,
     method: str | None = None,
-    seed: int = 0,
+    seed: int = 0,  # not a setting: unused; run estimates without one, the offline commands pass scoring.seed
     weights: ArrayLike | None = None,
 ) -> dict[str, Any]:
     """Estimate the accuracy the model realizes on the target rows, by every method, with 90 % intervals.

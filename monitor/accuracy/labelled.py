@@ -11,6 +11,7 @@ from numpy.typing import NDArray
 
 from monitor.accuracy.calibration import CalibrationKind
 from monitor.accuracy.estimators import EstimatorFit, fit_estimators
+from monitor.config import ScoringSettings, setting_default
 from monitor.errors import DataError
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def labelled_fit(
     result: ScoreResult,
     labels: NDArray[np.int64],
     *,
-    seed: int = 0,
+    seed: int = setting_default(ScoringSettings, "seed"),
     calibration: CalibrationKind = "temperature",
     compare: str = "values",
 ) -> EstimatorFit:

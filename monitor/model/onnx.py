@@ -32,7 +32,7 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
-from monitor.config import ModelSettings, setting_default
+from monitor.config import ModelSettings
 from monitor.cpus import intra_op_threads
 from monitor.errors import ModelError
 from monitor.model.base import ModelKind, ModelOutput
@@ -40,10 +40,10 @@ from monitor.model.batching import canonical_feed, canonical_graph, merge_output
 from monitor.model.broadcast import widen_scalar_operands
 from monitor.model.neighbourhood import NeighbourhoodRunner, binary_positive, neighbourhood_graph
 from monitor.model.neighbourhood_evaluator import NeighbourhoodEvaluator, NeighbourhoodRejected, check_neighbourhood
-from monitor.model.outputs import ModelKindSetting, OutputDecision, add_probabilities, decide_outputs
+from monitor.model.outputs import MODEL_KIND, ModelKindSetting, OutputDecision, add_probabilities, decide_outputs
 from monitor.model.readout import OutputReader, argmax_rows, positive_output
 from monitor.model.session import OnnxRuntimeOptions, active_providers, resolve_providers, session_options
-from monitor.model.signature import HELD_COLUMNS, Held, Signature
+from monitor.model.signature import FIXED_FEATURES, HELD_COLUMNS, Held, Signature
 
 __all__ = [
     "ExternalData",
@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 
 
 def _prepare(
-    model_bytes: bytes, model_kind: ModelKindSetting, model: str, fixed_features: Sequence[str] = ()
+    model_bytes: bytes, model_kind: ModelKindSetting, model: str, fixed_features: Sequence[str] = FIXED_FEATURES
 ) -> tuple[bytes, dict[str, str], OutputDecision, Signature]:
     """The model as the sessions load it, and what its outputs are (:func:`~monitor.model.outputs.decide_outputs`).
 
@@ -266,10 +266,6 @@ def _first(names: Sequence[str], shown: int = 3) -> str:
     return ", ".join(names[:shown]) + (", …" if len(names) > shown else "")
 
 
-#: what a model's outputs are read as unless told (the setting ``model_kind``)
-_MODEL_KIND: ModelKindSetting = setting_default(ModelSettings, "model_kind")
-
-
 class OnnxModel:
     """An ONNX model loaded with onnxruntime.
 
@@ -315,8 +311,8 @@ class OnnxModel:
         path: str | os.PathLike[str],
         options: OnnxRuntimeOptions | None = None,
         *,
-        model_kind: ModelKindSetting = _MODEL_KIND,
-        fixed_features: Sequence[str] = (),
+        model_kind: ModelKindSetting = MODEL_KIND,
+        fixed_features: Sequence[str] = FIXED_FEATURES,
     ) -> None:
         self.path = Path(path)
         self.options = options or OnnxRuntimeOptions()

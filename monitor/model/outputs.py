@@ -38,11 +38,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from monitor.config import ModelSettings, setting_default
 from monitor.errors import ModelError
 from monitor.model.base import ModelKind
 
 #: the ``model_kind`` setting: decide from the graph, or take the given kind
 ModelKindSetting = Literal["auto", "classifier", "regressor"]
+#: what a model's outputs are read as unless told (the setting's default)
+MODEL_KIND: ModelKindSetting = setting_default(ModelSettings, "model_kind")
 
 #: nodes that pass a tensor on without changing what its values mean
 _PASS_THROUGH = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Cast"})
@@ -162,7 +165,7 @@ def graph_outputs(graph: Any) -> list[OutputInfo]:
 
 
 def decide_outputs(
-    graph: Any, zipmap: Mapping[str, str] | None = None, model_kind: ModelKindSetting = "auto", *, model: str = ""
+    graph: Any, zipmap: Mapping[str, str] | None = None, model_kind: ModelKindSetting = MODEL_KIND, *, model: str = ""
 ) -> OutputDecision:
     """Decide, from the graph, what the model's outputs are (see the module docstring).
 

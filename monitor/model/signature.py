@@ -31,8 +31,14 @@ import onnx
 from numpy.typing import NDArray
 from onnx import TensorProto, helper, numpy_helper
 
+from monitor.config import ModelSettings, ScoringSettings, setting_default
 from monitor.errors import ModelError, names_listed
 from monitor.model.broadcast import fresh_namer
+
+#: the ``fixed_features`` setting's default (no float feature held), as a signature takes it
+FIXED_FEATURES: tuple[str, ...] = tuple(setting_default(ModelSettings, "fixed_features"))
+#: the ``channel_axis`` setting's default
+_CHANNEL_AXIS: int = setting_default(ScoringSettings, "channel_axis")
 
 #: the key of :class:`Held` under which the float features held by ``fixed_features`` travel
 HELD_COLUMNS = "@fixed_features"
@@ -170,7 +176,9 @@ class Signature:
     _sources: dict[str, NDArray[np.intp]] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_graph(cls, graph: onnx.GraphProto, fixed_features: Sequence[str] = (), *, model: str = "") -> Signature:
+    def from_graph(
+        cls, graph: onnx.GraphProto, fixed_features: Sequence[str] = FIXED_FEATURES, *, model: str = ""
+    ) -> Signature:
         """Read the graph's inputs (initializers listed as inputs are not inputs).
 
         Raises
@@ -186,7 +194,9 @@ class Signature:
         return cls.build(specs, fixed_features, model=model)
 
     @classmethod
-    def build(cls, specs: Sequence[InputSpec], fixed_features: Sequence[str] = (), *, model: str = "") -> Signature:
+    def build(
+        cls, specs: Sequence[InputSpec], fixed_features: Sequence[str] = FIXED_FEATURES, *, model: str = ""
+    ) -> Signature:
         all_float: list[str] = []
         for spec in specs:
             if spec.is_float:
@@ -443,7 +453,7 @@ class Signature:
         return by_column[:d], held
 
 
-def scale_groups(signature: Signature, scale: str, channel_axis: int = 1) -> NDArray[np.intp] | None:
+def scale_groups(signature: Signature, scale: str, channel_axis: int = _CHANNEL_AXIS) -> NDArray[np.intp] | None:
     """The standardizer's feature groups (:meth:`monitor.model.standardize.Standardizer.fit`) for a ``scale``
     setting: ``per_feature`` (None: each feature its own), ``global`` (one group), ``per_channel`` (the elements of
     each float input with the same index along ``channel_axis`` of its shape, batch included: 1 for NCHW, -1 for

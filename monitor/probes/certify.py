@@ -219,13 +219,15 @@ def certify_points(
     *,
     held: Held | None = None,
     copies: int = 32,
-    sigma: float = 0.05,
+    sigma: float,
     alpha: float = 0.001,
     select: int = 0,
-    seed: int = 0,
+    seed: int,
 ) -> tuple[Certificate, int]:
     """Score ``copies`` Gaussian copies (σ in standardized units) of each (B, n) raw point and :func:`certify` them;
-    returns the certificate and the model rows used (B·(copies + 1)).
+    returns the certificate and the model rows used (B·(copies + 1)). ``sigma`` and ``seed`` are the caller's
+    setting (the offline probe: ``certify_sigma`` and the funnel's seed; the service's prober: ``scoring.sigma`` and
+    ``scoring.seed``), so they have no default here.
 
     Raises
     ------

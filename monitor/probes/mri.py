@@ -15,11 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.config import FunnelSettings, setting_default
 from monitor.errors import ProbeError
 from monitor.model.base import Predictor
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.probes.perturbations import (
+    FUNNEL_BALL,
+    FUNNEL_RADIUS,
+    FUNNEL_SEED,
     PERTURBATION_NAMES,
     BudgetExhaustedError,
     CountingPredictor,
@@ -28,6 +32,9 @@ from monitor.probes.perturbations import (
     ProbeTarget,
     probe_targets,
 )
+
+#: the MRI's intensity unless told: the probe funnel's ``eps`` setting's default
+FUNNEL_EPS: float = setting_default(FunnelSettings, "eps")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +121,9 @@ def open_session(
     points: NDArray[np.floating],
     *,
     perturbations: Sequence[str] = PERTURBATION_NAMES,
-    seed: int = 0,
-    radius: float = 0.05,
-    ball: str = "auto",
+    seed: int = FUNNEL_SEED,
+    radius: float = FUNNEL_RADIUS,
+    ball: str = FUNNEL_BALL,
     fill: NDArray[np.float64] | None = None,
     output_scale: NDArray[np.floating] | None = None,
     budget_rows: int | None = None,
@@ -143,10 +150,10 @@ def mri_vector(
     standardizer: Standardizer,
     points: NDArray[np.floating],
     *,
-    eps: float = 0.1,
+    eps: float = FUNNEL_EPS,
     perturbations: Sequence[str] = PERTURBATION_NAMES,
-    seed: int = 0,
-    radius: float = 0.05,
+    seed: int = FUNNEL_SEED,
+    radius: float = FUNNEL_RADIUS,
     output_scale: NDArray[np.floating] | None = None,
     held: Held | None = None,
 ) -> dict[str, float]:

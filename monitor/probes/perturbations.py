@@ -61,6 +61,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.config import FunnelSettings, setting_default
 from monitor.errors import ConfigError, ProbeError
 from monitor.model.base import ModelKind, ModelOutput, Predictor
 from monitor.model.signature import Held
@@ -69,6 +70,11 @@ from monitor.signals.balls import ball_directions
 from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 
 FloatArray = NDArray[np.float64]
+
+#: the γ ball of ``gamma_ascent`` and the seed of every draw unless told: the probe funnel's settings' defaults
+FUNNEL_RADIUS: float = setting_default(FunnelSettings, "radius")
+FUNNEL_BALL: str = setting_default(FunnelSettings, "ball")
+FUNNEL_SEED: int = setting_default(FunnelSettings, "seed")
 
 #: the registry order; also the column order of MRI vectors and sensitivity matrices
 PERTURBATION_NAMES: tuple[str, ...] = ("noise", "shift", "dropout", "scale", "quantize", "gamma_ascent")
@@ -194,9 +200,9 @@ class PerturbationContext:
     standardizer: Standardizer
     model: Predictor | None = None
     fill: FloatArray | None = None
-    radius: float = 0.05
-    ball: str = "auto"
-    seed: int = 0
+    radius: float = FUNNEL_RADIUS
+    ball: str = FUNNEL_BALL
+    seed: int = FUNNEL_SEED
     held: Held | None = None
 
     def __post_init__(self) -> None:
@@ -418,9 +424,9 @@ class GammaAscent:
         model: Predictor,
         standardizer: Standardizer,
         *,
-        radius: float = 0.05,
-        ball: str = "auto",
-        seed: int = 0,
+        radius: float = FUNNEL_RADIUS,
+        ball: str = FUNNEL_BALL,
+        seed: int = FUNNEL_SEED,
         held: Held | None = None,
     ) -> None:
         self._held = held
@@ -659,7 +665,7 @@ class ProbeSession:
         standardizer: Standardizer,
         points: NDArray[np.floating],
         *,
-        seed: int = 0,
+        seed: int = FUNNEL_SEED,
         output_scale: NDArray[np.floating] | None = None,
         budget_rows: int | None = None,
         held: Held | None = None,

@@ -21,6 +21,7 @@ from typing import Any, Self
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.config import ProbeSettings, setting_default
 from monitor.errors import ConfigError
 from monitor.model.signature import Held
 
@@ -101,7 +102,7 @@ class RegionIndex:
         self,
         n_features: int,
         *,
-        max_regions: int = 64,
+        max_regions: int = setting_default(ProbeSettings, "max_regions"),
         radius: float | None = None,
         max_exemplars: int = 16,
         half_life_seconds: float = 3600.0,

@@ -23,6 +23,7 @@ from typing import TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.config import ScoringSettings, setting_default
 from monitor.errors import DataError
 from monitor.probes.funnel import FunnelResult
 from monitor.probes.perturbations import SHIFT_GROUP_ABOVE, feature_groups
@@ -129,7 +130,7 @@ def _entry(
 def build_report(
     result: FunnelResult,
     *,
-    space: str = "standardized",
+    space: str = setting_default(ScoringSettings, "space"),
     model_path: str | os.PathLike[str] | None = None,
     data_path: str | os.PathLike[str] | None = None,
     reference_path: str | os.PathLike[str] | None = None,

@@ -18,8 +18,14 @@ from numpy.typing import NDArray
 from monitor.errors import ProbeError
 from monitor.model.base import Predictor
 from monitor.model.standardize import Standardizer
-from monitor.probes.mri import check_eps, open_session
-from monitor.probes.perturbations import PERTURBATION_NAMES, ProbeSession, ProbeTarget
+from monitor.probes.mri import FUNNEL_EPS, check_eps, open_session
+from monitor.probes.perturbations import (
+    FUNNEL_RADIUS,
+    FUNNEL_SEED,
+    PERTURBATION_NAMES,
+    ProbeSession,
+    ProbeTarget,
+)
 
 FloatArray = NDArray[np.float64]
 
@@ -114,11 +120,11 @@ def sensitivity(
     standardizer: Standardizer,
     points: NDArray[np.floating],
     *,
-    eps: float = 0.1,
+    eps: float = FUNNEL_EPS,
     perturbations: Sequence[str] = PERTURBATION_NAMES,
     draws: int = 1,
-    seed: int = 0,
-    radius: float = 0.05,
+    seed: int = FUNNEL_SEED,
+    radius: float = FUNNEL_RADIUS,
 ) -> SensitivityResult:
     """S (output dimension × target) of (B, n) raw-unit ``points``; a convenience over :func:`sensitivity_matrix`."""
     session, targets = open_session(model, standardizer, points, perturbations=perturbations, seed=seed, radius=radius)

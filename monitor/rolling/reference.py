@@ -117,7 +117,7 @@ class Reference:
         feature_names: Sequence[str] | None = None,
         max_sample: int = 5000,
         max_feature_sample: int = 2000,
-        seed: int = 0,
+        seed: int = 0,  # not a setting: the reference sample's seed; run samples with 0 whatever scoring.seed is
         confidence: ArrayLike | None = None,
         margin: ArrayLike | None = None,
         held: Mapping[str, Sequence[str] | NDArray[np.str_]] | None = None,
@@ -390,7 +390,7 @@ class WarmupReferenceBuilder:
         max_sample: int = 5000,
         max_feature_sample: int = 2000,
         feature_names: Sequence[str] | None = None,
-        seed: int = 0,
+        seed: int = 0,  # not a setting: the reference sample's seed; run samples with 0 whatever scoring.seed is
     ) -> None:
         if events < 10:
             raise ConfigError(f"warm-up needs events >= 10 to estimate a reference; got {events!r}")

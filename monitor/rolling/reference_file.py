@@ -234,7 +234,12 @@ def read_scales(path: str | Path) -> SignalScales | None:
         ) from exc
 
 
-def sample_held(held: Held, rows: int = HELD_SAMPLE_ROWS, *, seed: int = 0) -> Held:
+def sample_held(
+    held: Held,
+    rows: int = HELD_SAMPLE_ROWS,
+    *,
+    seed: int = 0,  # not a setting: a reference JSON's held sample is always drawn with 0
+) -> Held:
     """At most ``rows`` of ``held``'s rows: all of them when they are that few, else a seeded sample in file order."""
     n = len(held)
     if n <= rows:

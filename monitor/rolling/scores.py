@@ -60,7 +60,14 @@ class ScoreRows:
 class TimeSample:
     """A uniform sample of each ``window_seconds / buckets`` slot of event time, at most ``capacity`` rows in all."""
 
-    def __init__(self, window_seconds: float, *, buckets: int, capacity: int, seed: int = 0) -> None:
+    def __init__(
+        self,
+        window_seconds: float,
+        *,
+        buckets: int,
+        capacity: int,
+        seed: int = 0,  # not a setting: the reservoir's seed; run never seeds it from scoring.seed
+    ) -> None:
         if not window_seconds > 0 or not math.isfinite(window_seconds):
             raise ConfigError(f"window_seconds must be a finite number > 0; got {window_seconds!r}")
         if buckets < 2 or capacity < 1:
@@ -173,7 +180,13 @@ class ScoreSamples:
     """
 
     def __init__(
-        self, *, window_seconds: Sequence[float], count_size: int, capacity: int, buckets: int = 60, seed: int = 0
+        self,
+        *,
+        window_seconds: Sequence[float],
+        count_size: int,
+        capacity: int,
+        buckets: int = 60,
+        seed: int = 0,  # not a setting: as TimeSample's
     ) -> None:
         self.window_seconds = tuple(sorted(float(s) for s in window_seconds))
         self.count_size = int(count_size)

@@ -28,6 +28,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.config import SegmentSettings, setting_default
 from monitor.errors import DataError
 from monitor.rolling.reference import Reference
 from monitor.rolling.windows import OTHER
@@ -65,9 +66,9 @@ def segment_references(
     confidence: NDArray[np.float64] | None = None,
     margin: NDArray[np.float64] | None = None,
     feature_names: Sequence[str] | None = None,
-    max_segments: int = 20,
+    max_segments: int = setting_default(SegmentSettings, "max_segments"),
     max_sample: int = 5000,
-    seed: int = 0,
+    seed: int = 0,  # not a setting: the reference sample's seed; run samples with 0 whatever scoring.seed is
     held: Mapping[str, NDArray[np.str_]] | None = None,
 ) -> dict[str, Reference]:
     """One :class:`Reference` per segment (:func:`fold_segments`) from scored reference rows; a segment (``other``

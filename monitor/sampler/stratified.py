@@ -48,7 +48,7 @@ class StratifiedSampler(UniformSampler):
         *,
         exponent: float = 0.5,
         max_boost: float = 10.0,
-        seed: int = 0,
+        seed: int = 0,  # not a setting: as UniformSampler's
     ) -> None:
         if not 0.0 <= exponent <= 1.0:
             raise ConfigError(f"exponent must be in [0, 1] (1 = uniform, 0 = equal share per class); got {exponent!r}")

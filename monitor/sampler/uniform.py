@@ -82,7 +82,12 @@ class UniformSampler:
     _batch_path = True
     _stratum_counts_offers = False
 
-    def __init__(self, config: UniformSamplerConfig | None = None, *, seed: int = 0) -> None:
+    def __init__(
+        self,
+        config: UniformSamplerConfig | None = None,
+        *,
+        seed: int = 0,  # not a setting: the admission draws' seed; run never seeds it from scoring.seed
+    ) -> None:
         self.config = config if config is not None else UniformSamplerConfig()
         self.seed = seed
         self.budget = SamplingBudget(self.config)

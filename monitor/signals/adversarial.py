@@ -59,7 +59,7 @@ def gamma_ascent_search(
     standardizer: Standardizer,
     points: NDArray[np.floating],
     *,
-    steps: int = 25,
+    steps: int,
     config: ScoringConfig | None = None,
 ) -> AdversarialResult:
     """Run Algorithm 2 from each of (B, n) raw-unit ``points``.
@@ -68,7 +68,7 @@ def gamma_ascent_search(
     ----------
     model, standardizer : as for :class:`RobustnessScorer` (radius in standardized units).
     points : (B, n) starting points, raw units, finite.
-    steps : N, the number of ascent steps.
+    steps : N, the number of ascent steps (the probe funnel's ``steps`` setting; not ``scoring.steps``).
     config : radius / ball / output; flicker is ignored.
 
     Raises

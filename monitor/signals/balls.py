@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.config import ScoringSettings, setting_default
 from monitor.errors import ConfigError
 
 BallKind = Literal["simplex", "simplex+anti", "rotations", "hypercube"]
@@ -41,6 +42,9 @@ SIMPLEX_MAX_FEATURES = 256
 DEFAULT_HYPERCUBE_SHARE = 0.001
 #: ... and at least this many points
 MIN_HYPERCUBE_POINTS = 16
+
+#: the seed of a ball's rotations and hypercube samples unless told: the ``scoring.seed`` setting's default
+_SEED: int = setting_default(ScoringSettings, "seed")
 
 _SPEC = re.compile(r"^(simplex\+anti|simplex|rotations:(\d+)|hypercube:(\d+)|hypercube|auto)$")
 
@@ -139,7 +143,7 @@ def haar_rotation(n: int, rng: np.random.Generator) -> NDArray[np.float64]:
     return q * np.sign(np.diag(r))
 
 
-def ball_directions(spec: BallSpec | str, n_features: int, *, seed: int = 0) -> NDArray[np.float64]:
+def ball_directions(spec: BallSpec | str, n_features: int, *, seed: int = _SEED) -> NDArray[np.float64]:
     """Unit directions for a ball in ``n_features`` dimensions.
 
     Parameters
@@ -194,7 +198,7 @@ def _mix(z: NDArray[np.uint64]) -> NDArray[np.uint64]:
     return out
 
 
-def event_keys(rows: NDArray[np.floating], seed: int = 0) -> NDArray[np.uint64]:
+def event_keys(rows: NDArray[np.floating], seed: int = _SEED) -> NDArray[np.uint64]:
     """(B,) a 64-bit key per row from its float32 values and the seed: the same event gets the same key in any
     batch, at any position, so its sampled hypercube is reproducible by seed and event.
 

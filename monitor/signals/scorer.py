@@ -557,7 +557,7 @@ def output_scale(
     model: Predictor,
     standardizer: Standardizer,
     *,
-    seed: int = 0,
+    seed: int = setting_default(ScoringSettings, "seed"),
     rows: int = OUTPUT_SCALE_ROWS,
     held_sample: Held | None = None,
 ) -> NDArray[np.float64]:

@@ -107,7 +107,7 @@ def test_gamma_ascent_search_rejects_zero_steps(step_classifier: OnnxModel) -> N
 
 def test_gamma_ascent_search_rejects_non_finite_points(step_classifier: OnnxModel) -> None:
     with pytest.raises(ConfigError, match=r"points must be a finite \(B, n\) array; got shape \(2, 1\)"):
-        gamma_ascent_search(step_classifier, Standardizer.identity(1), np.array([[0.0], [np.nan]]))
+        gamma_ascent_search(step_classifier, Standardizer.identity(1), np.array([[0.0], [np.nan]]), steps=1)
 
 
 # -- at high dimension: the per-point sampled hypercube at a raw-unit radius ---------------------------------------

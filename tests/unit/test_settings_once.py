@@ -6,15 +6,20 @@ Two checks:
   renamed flags in :data:`RENAMED`) was made by :func:`monitor.cli.flags.add_setting_flag`, which reads its type,
   choices, default and help from the field: a flag re-declared with an argparse literal fails here;
 * no dataclass field or keyword parameter under monitor/ repeats a setting's default as a literal under the
-  setting's name (``radius: float = 0.05``). The literals that predate this check, in modules being moved to
-  config objects, are listed in tests/unit/data/settings_duplicates.txt: the list may only shrink (delete a line
-  when its literal goes); a literal not on it fails.
+  setting's name (``radius: float = 0.05``): where it stands for the setting it takes the default from the settings
+  (``monitor.config.setting_default(Model, name)``) or has none. A name can be shared by something no setting
+  governs (the seed of a reservoir sample that ``run`` never seeds from ``scoring.seed``): its line then says so
+  with a marker, ``seed: int = 0,  # not a setting: <why>`` (a marker without a why, or one on a line that repeats no
+  default, fails). The literals that predate this check, in modules being moved to config objects, are listed in
+  tests/unit/data/settings_duplicates.txt: the list may only shrink (delete a line when its literal goes; a line
+  whose literal is gone fails, so the list cannot outlive what it excuses); a literal not on it fails.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,19 +138,33 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def literal_duplicates(source: str, path: str) -> list[str]:
+#: the marker of a line whose literal shares a setting's name and default but stands for something else
+NOT_A_SETTING = re.compile(r"#\s*not a setting:\s*\S")
+
+
+def _marked_lines(source: str) -> set[int]:
+    return {i for i, line in enumerate(source.splitlines(), 1) if NOT_A_SETTING.search(line)}
+
+
+def literal_duplicates(source: str, path: str, excused: set[int] | None = None) -> list[str]:
     """``path::scope::name`` of every dataclass/class field and keyword parameter in ``source`` whose literal
-    default equals the default of a setting of that name."""
+    default equals the default of a setting of that name, unless a line of it (name to default) carries the
+    :data:`NOT_A_SETTING` marker; the numbers of the marked lines that excused one are added to ``excused``."""
     defaults = _defaults()
+    marked = _marked_lines(source)
     found = []
 
-    def check(scope: str, name: str, node: ast.expr) -> None:
+    def check(scope: str, name: str, node: ast.expr, first: int) -> None:
         try:
             value = ast.literal_eval(node)
         except ValueError:
             return
         if any(_same(value, d) for d in defaults.get(name, ())):
-            found.append(f"{path}::{scope}::{name}")
+            lines = marked.intersection(range(first, (node.end_lineno or node.lineno) + 1))
+            if not lines:
+                found.append(f"{path}::{scope}::{name}")
+            elif excused is not None:
+                excused.update(lines)
 
     def visit(node: ast.AST, scope: str) -> None:
         for child in ast.iter_child_nodes(node):
@@ -153,17 +172,17 @@ def literal_duplicates(source: str, path: str) -> list[str]:
                 inner = f"{scope}.{child.name}".lstrip(".")
                 for st in child.body:
                     if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None:
-                        check(inner, st.target.id, st.value)
+                        check(inner, st.target.id, st.value, st.lineno)
                 visit(child, inner)
             elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 inner = f"{scope}.{child.name}".lstrip(".")
                 a = child.args
                 positional = a.posonlyargs + a.args
                 for arg, d in zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True):
-                    check(inner, arg.arg, d)
+                    check(inner, arg.arg, d, arg.lineno)
                 for arg, kd in zip(a.kwonlyargs, a.kw_defaults, strict=True):
                     if kd is not None:
-                        check(inner, arg.arg, kd)
+                        check(inner, arg.arg, kd, arg.lineno)
                 visit(child, inner)
             else:
                 visit(child, scope)
@@ -172,13 +191,23 @@ def literal_duplicates(source: str, path: str) -> list[str]:
     return found
 
 
-def all_literal_duplicates() -> list[str]:
+def _scan() -> tuple[list[str], list[str]]:
+    """The literal duplicates under monitor/, and ``path:line`` of every marker that excuses none."""
     out = []
+    idle = []
     for path in sorted((REPO / "monitor").rglob("*.py")):
         if path == REPO / "monitor" / "config.py":
             continue
-        out += literal_duplicates(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)))
-    return sorted(set(out))
+        source = path.read_text(encoding="utf-8")
+        name = str(path.relative_to(REPO))
+        excused: set[int] = set()
+        out += literal_duplicates(source, name, excused)
+        idle += [f"{name}:{line}" for line in sorted(_marked_lines(source) - excused)]
+    return sorted(set(out)), idle
+
+
+def all_literal_duplicates() -> list[str]:
+    return _scan()[0]
 
 
 def _baseline() -> set[str]:
@@ -192,6 +221,34 @@ def test_no_setting_default_is_written_again_as_a_literal() -> None:
         "these fields or keywords repeat a setting's default as a literal; take it from the settings "
         "(monitor.config.setting_default(Model, name), or the settings object):\n  " + "\n  ".join(new)
     )
+
+
+def test_the_list_of_known_literals_holds_only_literals_still_there() -> None:
+    stale = sorted(_baseline() - set(all_literal_duplicates()))
+    assert not stale, (
+        "these literals are gone (or now marked); delete their lines from tests/unit/data/settings_duplicates.txt:\n  "
+        + "\n  ".join(stale)
+    )
+
+
+def test_every_not_a_setting_marker_excuses_a_literal() -> None:
+    idle = _scan()[1]
+    assert not idle, "these '# not a setting:' markers excuse no literal; remove them:\n  " + "\n  ".join(idle)
+
+
+def test_a_marked_literal_is_excused_only_with_a_reason() -> None:
+    source = (
+        "def f(\n"
+        "    seed: int = 0,  # not a setting: a reservoir's seed\n"
+        "    radius: float = 0.05,\n"
+        "    sigma: float = 0.05,  # not a setting:\n"
+        "): ...\n"
+        "class C:\n"
+        "    steps: int = 25  # not a setting: another N\n"
+    )
+    excused: set[int] = set()
+    assert literal_duplicates(source, "x.py", excused) == ["x.py::f::radius", "x.py::f::sigma"]
+    assert excused == {2, 7}
 
 
 def test_the_literal_scan_finds_a_repeated_default() -> None:
