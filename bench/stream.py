@@ -404,7 +404,9 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
                     max_poll_records=args.max_poll_records,
                     fetch_max_wait_ms=args.fetch_max_wait_ms,
                     lean_record_parse=args.record_parse == "lean",
-                )
+                ),
+                log_level="info",
+                log_format="plain",
             )
 
             def proc_step() -> int:
@@ -481,6 +483,7 @@ def _run_raw_librdkafka(broker: Broker, topic: str, total: int, group: str, args
         broker.bootstrap,
         group,
         api_version=broker.api_version,
+        auto_offset_reset="earliest",
         session_timeout_ms=SESSION_TIMEOUT_MS,
         fetch_max_wait_ms=args.fetch_max_wait_ms,
         client_id="harmonic-bench",
@@ -508,7 +511,7 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
     if variant == "pipeline-librdkafka":
         source = RdKafkaSource(replace(consumer, fetch_max_wait_ms=settings.kafka.fetch_max_wait_ms))
     elif variant != "pipeline-inproc" and settings.kafka.use_consumer_process():
-        source = ProcessKafkaSource(consumer)
+        source = ProcessKafkaSource(consumer, log_level="info", log_format="plain")
     else:
         source = KafkaSource(consumer)
     state = MetricsState()

@@ -216,7 +216,7 @@ def calibrate_cusum(
     reference_size: int,
     streams: int = STREAMS,
     horizon: int = HORIZON,
-    seed: int = 0,
+    seed: int = 0,  # not a setting: the bootstrap's own seed, fixed so that a threshold is reproducible
     name: str = "cusum",
 ) -> Calibration:
     """Threshold of the Bernoulli CUSUM S_t = max(0, S_{t−1} + (up if hit else down)) for a stated false-alarm rate.
@@ -321,7 +321,7 @@ def calibrate_page_hinkley(
     *,
     streams: int = STREAMS,
     horizon: int = HORIZON,
-    seed: int = 0,
+    seed: int = 0,  # not a setting: the bootstrap's own seed, fixed so that a threshold is reproducible
     name: str = "page_hinkley",
 ) -> Calibration | None:
     """Threshold of the Page–Hinkley test (running mean since reset, tolerance δ) for a stated false-alarm rate,

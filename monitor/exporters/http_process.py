@@ -42,7 +42,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 
 from monitor import telemetry as tel
-from monitor.config import MetricsSettings
+from monitor.config import MetricsSettings, Settings, setting_default
 from monitor.exporters.http import JsonProvider, MetricsServer, ReadyCheck, Routes
 from monitor.exporters.prometheus import MetricsState, StateCollector
 from monitor.exporters.webconfig import load_web_config
@@ -181,8 +181,8 @@ class ProcessMetricsServer:
         settings: MetricsSettings | None = None,
         published: Published | None = None,
         liveness_timeout_seconds: float = LIVENESS_TIMEOUT_SECONDS,
-        log_level: str = "info",
-        log_format: str = "plain",
+        log_level: str = setting_default(Settings, "log_level"),
+        log_format: str = setting_default(Settings, "log_format"),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not liveness_timeout_seconds > 0:

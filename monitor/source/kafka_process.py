@@ -88,8 +88,8 @@ class ProcessKafkaSource(GroupMember):
         *,
         rebalance: RebalanceHandler | None = None,
         start_timeout_seconds: float = 60.0,
-        log_level: str = "info",
-        log_format: str = "plain",
+        log_level: str,
+        log_format: str,
     ) -> None:
         self._handler = rebalance
         self._assigned: set[tuple[str, int]] = set()

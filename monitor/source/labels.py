@@ -14,6 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.config import LabelSettings, setting_default
 from monitor.errors import ConfigError
 from monitor.events import LabelEvent
 from monitor.source.validate import MAX_ID_CHARS, as_label, clean_text, invalid, parse_timestamp, shown
@@ -152,7 +153,10 @@ class LabelJoiner:
     """
 
     def __init__(
-        self, ttl_seconds: float = 86_400.0, max_predictions: int = 100_000, max_early_labels: int = 10_000
+        self,
+        ttl_seconds: float = setting_default(LabelSettings, "ttl_seconds"),
+        max_predictions: int = setting_default(LabelSettings, "max_predictions"),
+        max_early_labels: int = 10_000,
     ) -> None:
         if not ttl_seconds > 0:
             raise ConfigError(f"ttl_seconds must be > 0; got {ttl_seconds!r}")

@@ -119,15 +119,17 @@ def consumer_conf(
     *,
     api_version: tuple[int, ...] | None = None,
     security: Mapping[str, Any] | None = None,
-    auto_offset_reset: str = "earliest",
-    session_timeout_ms: int = 10000,
+    auto_offset_reset: str,
+    session_timeout_ms: int,
     fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
     max_partition_fetch_bytes: int = MAX_PARTITION_FETCH_BYTES,
     client_id: str = "harmonic-monitor",
 ) -> dict[str, Any]:
     """The librdkafka consumer configuration for the ``kafka`` settings (commits only by the pipeline).
 
-    >>> conf = consumer_conf("b1:9092, b2:9092", "g", api_version=(0, 9))
+    >>> conf = consumer_conf(
+    ...     "b1:9092, b2:9092", "g", api_version=(0, 9), auto_offset_reset="earliest", session_timeout_ms=10000
+    ... )
     >>> conf["bootstrap.servers"], conf["enable.auto.commit"], conf["broker.version.fallback"]
     ('b1:9092,b2:9092', False, '0.9.0.1')
     """

@@ -70,7 +70,13 @@ def test_brokers_before_0_10_get_version_probing_off_and_a_fallback(
 ) -> None:
     k = KafkaSettings(api_version=api_version)
     for conf in (
-        consumer_conf(k.bootstrap_servers, k.group_id, api_version=k.api_version_tuple()),
+        consumer_conf(
+            k.bootstrap_servers,
+            k.group_id,
+            api_version=k.api_version_tuple(),
+            auto_offset_reset=k.auto_offset_reset,
+            session_timeout_ms=k.session_timeout_ms,
+        ),
         producer_conf(k.bootstrap_servers, api_version=k.api_version_tuple()),
     ):
         got = {key: conf[key] for key in ("api.version.request", "broker.version.fallback") if key in conf}
