@@ -63,7 +63,6 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
     MonitorError
         The model file, its scoring settings, the windows, or its reference (width, names, finite rows).
     """
-    from monitor.exporters.prometheus import MetricsState
     from monitor.runtime.models import load_model_runtime
     from monitor.runtime.watch import ModelWatch, WatchConfig
 
@@ -120,7 +119,7 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
             f"model '{ms.name}': feature_names lists {len(ms.feature_names)} names; the ONNX input takes {n} features"
         )
     rt.scoring_config()  # the ball and the scales: without a reference `run` builds the scorer after the warm-up
-    ModelWatch(ms.name, WatchConfig.from_settings(settings, ms.warmup_events), MetricsState())
+    ModelWatch(ms.name, WatchConfig.from_settings(settings, ms.warmup_events))
     if table is not None:
         _check_width(ms, table.rows.shape[1], n)  # load_model_runtime does not read it with space: raw
         _check_names(ms, table.names if isinstance(table, RowsFile) else None)

@@ -280,6 +280,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
                     )
             pipeline.flush()
             watch.evaluate(_last_ts(lines))
+            pipeline.publish()  # the evaluation's series and alerts go out now, not at the next phase's flush
             fired = [
                 ev.alert.labels["alertname"] for ev in watch.fired[alerts_before:] if ev.alert.state.value == "firing"
             ]

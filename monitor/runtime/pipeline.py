@@ -3,9 +3,11 @@
 One event's path, in the order of the files: :mod:`monitor.source.kafka` polls a :class:`RawRecord`;
 :class:`~monitor.runtime.ingest.Ingest` decodes it into an :class:`InferenceEvent` (or dead-letters it);
 :class:`~monitor.runtime.scoring.Scoring` samples it, scores it in a micro-batch and applies the result to the
-model's :class:`~monitor.runtime.watch.ModelWatch` (windows, detectors, verdicts, alerts), which writes the
-series into :class:`~monitor.exporters.prometheus.MetricsState`, rendered on ``/metrics``. Delayed labels take the
-side path :class:`~monitor.runtime.labels.LabelStage`; the state file is :mod:`monitor.runtime.state`.
+model's :class:`~monitor.runtime.watch.ModelWatch` (windows, detectors, verdicts, alerts), which reports what it
+produced; the pipeline's :class:`~monitor.runtime.fanout.Fanout` sends each report on once the batches are applied: its
+series into :class:`~monitor.exporters.prometheus.MetricsState` (rendered on ``/metrics``), its alert transitions to
+delivery, the report to subscribers (``replay``'s timeline). Delayed labels take the side path
+:class:`~monitor.runtime.labels.LabelStage`; the state file is :mod:`monitor.runtime.state`.
 
 Delivery is at-least-once: positions are committed only after every event before them has been applied (scored
 and its results recorded, scores published, dead letters acknowledged). On SIGTERM the loop finishes the batch in
@@ -22,11 +24,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from monitor import telemetry as tel
+from monitor.alerts import AlertEvent
 from monitor.config import Settings
 from monitor.errors import MonitorError
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
+from monitor.runtime.fanout import Fanout
 from monitor.runtime.ingest import Ingest
 from monitor.runtime.labels import LabelStage
 from monitor.runtime.models import ModelRuntime
@@ -37,7 +41,7 @@ from monitor.runtime.state import (
     StateStore,
     model_state,
 )
-from monitor.runtime.watches import SegmentBaselineFiles, install_watch, reference_from_json
+from monitor.runtime.watches import SegmentBaselineFiles, install_watches
 from monitor.sampler.base import Sampler
 from monitor.sampler.ingest_first import IngestFirst
 from monitor.source.base import Positions, RawRecord, Sink, Source
@@ -61,7 +65,7 @@ class Pipeline:
         state: MetricsState | None = None,
         sink: Sink | None = None,
         clock: Callable[[], float] = time.time,
-        on_alert: Callable[[Any], None] | None = None,
+        on_alert: Callable[[AlertEvent], None] | None = None,
     ) -> None:
         self.settings = settings
         self.source = source
@@ -72,7 +76,8 @@ class Pipeline:
         self.state.limit_versions(settings.segments.max_versions)
         self.sink = sink
         self.clock = clock
-        self.on_alert = on_alert
+        #: where the watches' reports go: series to ``state``, alert transitions to ``on_alert``, reports to subscribers
+        self.fanout = Fanout(self.state, on_alert)
         self.store = StateStore(settings.state_dir)
         self.labels_topic = settings.kafka.labels_topic
         #: positions of records whose events are pending or applied (or dead-lettered)
@@ -131,16 +136,8 @@ class Pipeline:
             IngestFirst(cap, backlog_records=5 * poll, caught_up_records=poll) if math.isfinite(cap) else None
         )
         self._scoring_seen = (0.0, 0.0)
-        for rt in self.runtimes.values():
-            install_watch(settings, rt, self.state, saved.get(rt.name, {}), on_alert)
-            assert rt.watch is not None
-            self.baselines.restore(rt)
-            ref_path = rt.settings.reference
-            if rt.standardizer is not None and not rt.watch.has_reference and ref_path is not None:
-                if ref_path.suffix.lower() == ".json":
-                    reference_from_json(rt, ref_path)
-                else:
-                    self.scoring.reference_from_file(rt)
+        install_watches(settings, self.runtimes.values(), saved, self.baselines, self.scoring.reference_from_file)
+        self.publish()
 
     @property
     def scored_hooks(self) -> list[ScoredHook]:
@@ -151,6 +148,17 @@ class Pipeline:
     @property
     def label_joiner(self) -> LabelJoiner:
         return self.labels.joiner
+
+    def publish(self) -> None:
+        """Send every watch's report on (:class:`Fanout`): its series, alert transitions and changes."""
+        self.fanout.drain(rt.watch for rt in self.runtimes.values())
+
+    def tick_alerts(self) -> None:
+        """Move every watch's alerts on to its clock's now without new events (every loop turn), and publish."""
+        for rt in self.runtimes.values():
+            if rt.watch is not None:
+                rt.watch.tick()
+        self.publish()
 
     # -- state ---------------------------------------------------------------------------------------------
     def _restore(self) -> dict[str, dict[str, Any]]:
@@ -165,6 +173,7 @@ class Pipeline:
 
     def persist(self) -> bool:
         """Write the state durably, with the applied positions; False when the state directory cannot take it."""
+        self.publish()  # the counters saved are those the watches reported
         self.baselines.save_changed(self.runtimes.values())  # per-segment baselines: their own file
         models = {rt.name: model_state(rt) for rt in self.runtimes.values()}
         # positions still held from the saved state (no record of that partition seen since) stay in it
@@ -325,6 +334,7 @@ class Pipeline:
     def flush(self) -> None:
         """Score and apply everything pending, publish; checkpoint (save, then commit) when one is due."""
         self.scoring.score_pending()
+        self.publish()  # alerts delivered and series written before the sink's flush (up to 30 s) waits
         delivered = self.sink is None or self.sink.flush(30.0)
         self.scoring.update_sampling_gauges()
         self._undelivered = not delivered

@@ -23,6 +23,7 @@ from monitor.errors import SourceError
 if TYPE_CHECKING:
     from monitor.api import ReplayTimeline
     from monitor.config import Settings
+    from monitor.runtime.watch_report import VerdictChange, WatchReport
 
 #: events per micro-batch unless the settings name a size: a verdict change lands within this many events
 REPLAY_BATCH = 10
@@ -61,7 +62,8 @@ def replay_settings(
 
 
 class Timeline:
-    """Collects the verdict changes and alert transitions of every model (a :class:`ModelWatch` observer each)."""
+    """Collects the verdict changes, detector crossings and alert transitions of every model from the watches'
+    reports (a subscriber of the pipeline's :class:`~monitor.runtime.fanout.Fanout`)."""
 
     def __init__(self, line_numbers: list[int], last_read: Callable[[], int]) -> None:
         #: the file's line number of each record the source emits (its offset)
@@ -72,31 +74,32 @@ class Timeline:
         self.crossings: list[dict[str, Any]] = []
         self._verdicts: dict[tuple[str, str], str] = {}
 
-    def observer(self, model: str) -> Callable[[str, Any, float, Any], None]:
-        from monitor.alerts import AlertEvent
-        from monitor.runtime.watch import DetectorCrossing
+    def receive(self, report: WatchReport) -> None:
+        """Add ``report``'s changes, in the order they happened."""
+        from monitor.runtime.watch_report import AlertTransition, DetectorCrossed
 
-        def observe(segment: str, change: Any, now: float, event: Any) -> None:
-            index = self._index(event)
-            if isinstance(change, DetectorCrossing):
+        model = report.model
+        for change in report.changes:
+            index = self._index(change.event)
+            segment = change.segment
+            if isinstance(change, DetectorCrossed):
                 self.crossings.append(
                     {
                         "index": index,
                         "model": model,
                         "segment": segment,
-                        "detector": change.detector,
-                        "state": "on" if change.on else "off",
+                        "detector": change.crossing.detector,
+                        "state": "on" if change.crossing.on else "off",
                     }
                 )
-                return
-            if isinstance(change, AlertEvent):
-                alert = change.alert
+            elif isinstance(change, AlertTransition):
+                alert = change.alert.alert
                 self.alerts.append(
                     {
                         "index": index,
                         "alertname": alert.rule.name,
                         "state": alert.state.value,
-                        "ts": _seconds(change.at_seconds),
+                        "ts": _seconds(change.alert.at_seconds),
                         "model": model,
                         "segment": segment,
                         "verdict": alert.verdict,
@@ -104,28 +107,28 @@ class Timeline:
                         "detail": alert.detail,
                     }
                 )
-                return
-            verdict = change.verdict.value
-            self.changes.append(
-                {
-                    "index": index,
-                    "ts": _seconds(now),
-                    "verdict": verdict,
-                    "previous": self._verdicts.get((model, segment), "stable"),
-                    "model": model,
-                    "segment": segment,
-                    "detectors": list(change.fired),
-                    # the inputs named as evidence: moved (KS), held inputs' categories, values outside the range
-                    "features": list(
-                        dict.fromkeys(
-                            name for name, _ in (*change.top_features, *change.categories, *change.out_of_range)
-                        )
-                    ),
-                }
-            )
-            self._verdicts[(model, segment)] = verdict
+            else:
+                self._verdict_change(model, change, index)
 
-        return observe
+    def _verdict_change(self, model: str, change: VerdictChange, index: int) -> None:
+        report, segment = change.report, change.segment
+        verdict = report.verdict.value
+        self.changes.append(
+            {
+                "index": index,
+                "ts": _seconds(change.at),
+                "verdict": verdict,
+                "previous": self._verdicts.get((model, segment), "stable"),
+                "model": model,
+                "segment": segment,
+                "detectors": list(report.fired),
+                # the inputs named as evidence: moved (KS), held inputs' categories, values outside the range
+                "features": list(
+                    dict.fromkeys(name for name, _ in (*report.top_features, *report.categories, *report.out_of_range))
+                ),
+            }
+        )
+        self._verdicts[(model, segment)] = verdict
 
     def _index(self, event: Any) -> int:
         origin = getattr(event, "origin", None)
@@ -181,18 +184,14 @@ def replay_log(
     with Service(settings, source, runtimes, serve_metrics=False, alert_clock=clock) as svc:
         before = _counts(svc.state.dump_counters())
         pipeline = svc.pipeline
-        watches = [rt.watch for rt in pipeline.runtimes.values() if rt.watch is not None]
-        for rt in pipeline.runtimes.values():
-            if rt.watch is not None:
-                rt.watch.observers.append(timeline.observer(rt.name))
+        pipeline.fanout.subscribers.append(timeline.receive)
         kept: list[tuple[Any, Any]] = []
         if keep_scores:
             pipeline.scored_hooks.append(lambda rt, rows, result, now, held, segments: kept.append((rows, result)))
         while not source.exhausted:
             pipeline.step(0.0)
             pipeline.flush()  # every poll's events applied whole: batch boundaries never depend on wall time
-            for watch in watches:  # as `run` does every loop turn: alerts move on with the clock
-                watch.tick()
+            pipeline.tick_alerts()  # as `run` does every loop turn: alerts move on with the clock
         pipeline.close()
         after = _counts(svc.state.dump_counters())
     invalid: dict[str, int] = {}

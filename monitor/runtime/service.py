@@ -131,6 +131,7 @@ class Service:
                 )
                 if rt.accuracy_fit is not None and rt.watch.accuracy_fit is None:
                     rt.watch.set_accuracy_fit(rt.accuracy_fit)
+        self.pipeline.publish()
         from monitor.probes.scheduler import ProbeScheduler
 
         self.probes = ProbeScheduler(self.pipeline, settings.probes, self.state, clock=clock)
@@ -200,9 +201,7 @@ class Service:
             self.collector.maybe_collect()
             self.probes.tick()
             self.pipeline.readiness()  # keeps harmonic_ready current even when nothing polls /readyz
-            for rt in self.pipeline.runtimes.values():  # alerts fire and resolve on the clock, events or not
-                if rt.watch is not None:
-                    rt.watch.tick()
+            self.pipeline.tick_alerts()  # alerts fire and resolve on the clock, events or not
             self._export_delivery_counters()
             if self.server is not None:
                 self.server.publish()

@@ -4,7 +4,7 @@
 (:class:`~monitor.runtime.baselines.SegmentBaselines`), feeds it each batch's events of that segment, and assesses
 its verdict at each evaluation with the verdict's hysteresis: a harmful-shift holds until its output-side evidence
 has been off for ``resolve_after_seconds``. Its methods return what happened (:class:`SegmentFeed`,
-:class:`Assessment`); the watch publishes it and tells its observers.
+:class:`Assessment`); the watch reports them.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class DetectorCrossing:
 class SegmentFeed:
     """What one batch did to a segment's detectors: whether their alarms differ from the last evaluation's (the
     verdict is then evaluated at once, not at the next ``every`` events), and which detectors turned on or off
-    with it (tracked only when asked)."""
+    with it."""
 
     flipped: bool
     crossings: tuple[DetectorCrossing, ...]
@@ -66,8 +66,9 @@ class SegmentVerdicts:
         self.last_reports: dict[str, VerdictReport] = {}
         #: segment → its engine's ``alarms_on`` at the last evaluation
         self._alarms_at_eval: dict[str, tuple[bool, ...]] = {}
-        #: segment → its engine's ``alarms_on`` after the last batch (detector crossings for the observers)
-        self._alarms_seen: dict[str, tuple[bool, ...]] = {}
+        #: segment → whether each of its detectors (by name) was on after the last batch (the detector crossings);
+        #: by name, so that an engine started on a new baseline with other detectors is compared detector by detector
+        self._alarms_seen: dict[str, dict[str, bool]] = {}
         #: segment → (clock reading of the last evaluation with output-side evidence, that harmful report): the
         #: verdict stays harmful-shift until that evidence has been off for ``resolve_after_seconds``
         self._harm_seen: dict[str, tuple[float, VerdictReport]] = {}
@@ -103,8 +104,6 @@ class SegmentVerdicts:
         segment: str,
         drift: SignalBatch,
         held: dict[str, NDArray[np.str_]] | None,
-        *,
-        track_crossings: bool,
     ) -> SegmentFeed:
         """Feed ``segment``'s events of a batch (``drift``, with their ``held`` input columns) to its engine."""
         eng = self.engine(segment).update(
@@ -116,17 +115,15 @@ class SegmentVerdicts:
             held=held,
         )
         flipped = eng.alarms_on != self._alarms_at_eval[segment]
-        return SegmentFeed(flipped, self._crossings(segment, eng) if track_crossings else ())
+        return SegmentFeed(flipped, self._crossings(segment, eng))
 
     def _crossings(self, segment: str, engine: VerdictEngine) -> tuple[DetectorCrossing, ...]:
-        """Which of ``segment``'s detectors turned on or off since the last batch that tracked them."""
-        now_on = engine.alarms_on
-        before = self._alarms_seen.get(segment, (False,) * len(now_on))
+        """Which of ``segment``'s detectors turned on or off since its last batch (a detector new to it: since off)."""
+        now_on = dict(zip(engine.detector_names, engine.alarms_on, strict=True))
+        before = self._alarms_seen.get(segment, {})
         self._alarms_seen[segment] = now_on
         return tuple(
-            DetectorCrossing(name, is_on)
-            for name, was, is_on in zip(engine.detector_names, before, now_on, strict=True)
-            if was != is_on
+            DetectorCrossing(name, is_on) for name, is_on in now_on.items() if before.get(name, False) != is_on
         )
 
     def assess(self, segment: str, *, accuracy_drop: bool, now: float, quiet: bool) -> Assessment | None:

@@ -17,19 +17,23 @@ judged against the model-wide reference, as the one population it describes; onc
 folded ``other`` segment warms up a baseline of its own too. Every segment's detectors run at the stated false-alarm
 rate on its own events, each calibrated on its own baseline's size.
 
-The watch wires its collaborators and publishes what they return:
+The watch orders the work of its collaborators and reports what they return:
 :class:`~monitor.runtime.baselines.SegmentBaselines` (the reference, the per-segment baselines and their warm-ups),
 :class:`~monitor.runtime.verdicts.SegmentVerdicts` (the per-segment verdict engines and the verdict's hysteresis),
 :class:`~monitor.runtime.alert_conditions.AlertConditions` (the alert rules, their conditions and the segments' quiet
-time), :class:`~monitor.runtime.watch_metrics.WatchMetrics` (every series it writes), with
-:class:`~monitor.runtime.accuracy_watch.AccuracyEstimates` and :class:`~monitor.runtime.gamma_maps.SegmentGammaMaps`.
+time), with :class:`~monitor.runtime.accuracy_watch.AccuracyEstimates` and
+:class:`~monitor.runtime.gamma_maps.SegmentGammaMaps`. It writes no metric and delivers nothing: every method adds to
+a pending :class:`~monitor.runtime.watch_report.WatchReport` (the series to write, the verdict changes, detector
+crossings and alert transitions), and :meth:`ModelWatch.take_report` hands it over. The pipeline's
+:class:`~monitor.runtime.fanout.Fanout` sends it on: series to :class:`~monitor.runtime.watch_metrics.WatchMetrics`,
+alert transitions to delivery, the whole report to its subscribers (``replay``'s timeline).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +47,6 @@ from monitor.config import DriftSettings, Settings
 from monitor.drift.categories import held_columns
 from monitor.drift.verdict import Verdict, VerdictReport
 from monitor.events import InferenceEvent, held_rows
-from monitor.exporters.prometheus import MetricsState
 from monitor.gammamap import GammaMap
 from monitor.logs import RateLimitedLogger
 from monitor.rolling.reference import Reference
@@ -59,13 +62,27 @@ from monitor.runtime.baselines import SegmentBaselines
 from monitor.runtime.gamma_maps import SegmentGammaMaps
 from monitor.runtime.verdicts import DetectorCrossing as DetectorCrossing
 from monitor.runtime.verdicts import SegmentVerdicts
-from monitor.runtime.watch_metrics import WatchMetrics
+from monitor.runtime.watch_report import (
+    AccuracyValues,
+    AlertTransition,
+    DetectorCrossed,
+    GammaCells,
+    Mistimed,
+    ReferenceAccuracy,
+    ReferenceMeans,
+    Scored,
+    SeriesUpdate,
+    VerdictChange,
+    VerdictCleared,
+    VerdictValues,
+    WarmingUp,
+    WatchChange,
+    WatchReport,
+    WindowValues,
+)
 from monitor.signals.scorer import ScoreResult
 
 log = logging.getLogger("monitor.runtime.watch")
-
-#: an observer of :class:`ModelWatch` (``ModelWatch.observers``): ``f(segment, change, now, event)``
-WatchObserver = Callable[[str, VerdictReport | AlertEvent | DetectorCrossing, float, InferenceEvent | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +133,6 @@ class ModelWatch:
     ----------
     model : the model name (metric label).
     config : windows, detectors, alert timing.
-    state : where metrics go.
-    on_alert : called with each :class:`AlertEvent` (fired / resolved) — the delivery worker's ``submit``.
     feature_names : names used in alerts for the features that moved (default f0, f1, …).
     clock : the clock windows and alerts read; each batch advances its watermark. Default: event time of this
         model's own events (a replay). The service shares one among all models (``clock`` attribute).
@@ -127,9 +142,7 @@ class ModelWatch:
         self,
         model: str,
         config: WatchConfig,
-        state: MetricsState,
         *,
-        on_alert: Callable[[AlertEvent], None] | None = None,
         feature_names: Sequence[str] | None = None,
         clock: WatermarkClock | None = None,
     ) -> None:
@@ -137,10 +150,9 @@ class ModelWatch:
         self.clock = clock if clock is not None else WatermarkClock()
         self._mistimed_log = RateLimitedLogger(log)
         self.config = config
-        self.state = state
-        #: the series this watch writes
-        self.metrics = WatchMetrics(model, state)
-        self.on_alert = on_alert
+        #: what the watch produced since :meth:`take_report`: the series to write, the changes to tell
+        self._series: list[SeriesUpdate] = []
+        self._changes: list[WatchChange] = []
         #: element names of the held inputs (``monitor.drift.categories.held_element_names`` of the signature), for
         #: the category tests' names; None: ``input`` / ``input[i]``
         self.held_names: dict[str, list[str]] | None = None
@@ -158,19 +170,21 @@ class ModelWatch:
         #: the per-segment verdict engines, judged against :attr:`baselines`
         self.verdicts = SegmentVerdicts(config, self.baselines)
         self._since_eval = 0
+        #: every alert transition (fired / resolved) of this watch, in order
         self.fired: list[AlertEvent] = []
         #: the label-free accuracy estimate (:meth:`set_accuracy_fit`)
         self.accuracy = AccuracyEstimates(config, self.windows.buckets)
-        # -- observer hook (``replay``'s timeline, monitor/runtime/replay.py) ------------------------------------------
-        #: called as ``f(segment, change, now, event)`` when a segment's verdict changes (``change``: the new
-        #: VerdictReport; the first report counts as a change from stable), when one of its detectors turns on or
-        #: off (``change``: a DetectorCrossing) and when an alert fires or resolves (``change``: the AlertEvent);
-        #: ``event`` is the last event of the batch being applied, None when the change happened outside
-        #: :meth:`update` (``tick``, a direct ``evaluate``)
-        self.observers: list[WatchObserver] = []
+        #: the last event of the batch being applied (the changes it decided name it); None outside :meth:`update`
         self._applying: InferenceEvent | None = None
         #: the Gamma Map (classifiers): per segment, the last count_window_events events' (P, γ) cells
         self.gamma = SegmentGammaMaps(config.count_window_events, config.max_segments)
+
+    def take_report(self) -> WatchReport:
+        """What the watch produced since the last call (series, verdict changes, detector crossings, alert
+        transitions, each in order); the next report starts empty."""
+        report = WatchReport(self.model, tuple(self._series), tuple(self._changes))
+        self._series, self._changes = [], []
+        return report
 
     # -- accuracy without labels (monitor/runtime/accuracy_watch.py) ------------------------------------------
     @property
@@ -187,7 +201,7 @@ class ModelWatch:
         """Estimate accuracy per window with ``fit`` (a labelled reference's, ``reference --labels``); None: stop."""
         self.accuracy.set_fit(fit)
         if fit is not None:
-            self.metrics.reference_accuracy(fit.accuracy)
+            self._series.append(ReferenceAccuracy(fit.accuracy))
 
     # -- reference and baselines (monitor/runtime/baselines.py) ----------------------------------------------
     @property
@@ -258,14 +272,14 @@ class ModelWatch:
         self.baselines.set_reference(ref)
         for segment in [s for s in self.verdicts.engines if s not in self.segment_references]:
             self.verdicts.drop(segment)
-        self.metrics.reference(ref)
+        self._series.append(ReferenceMeans(ref.gamma_mean, ref.flicker_mean))
 
     def install_segment_references(self, refs: dict[str, Reference]) -> None:
         """Give segments their own baselines (reference data that carries the segment, or a saved state)."""
         self.baselines.install(refs)
         for segment in refs:
             self.verdicts.drop(segment)
-            self.metrics.warming_up(segment, False)
+            self._series.append(WarmingUp(segment, False))
         if refs:
             log.info("per-segment baselines installed", extra={"model": self.model, "segments": sorted(refs)})
 
@@ -283,14 +297,14 @@ class ModelWatch:
             self.install_segment_references({segment: step.built})
             log.info("segment baseline built from its warm-up", extra={"model": self.model, "segment": segment})
         else:
-            self.metrics.warming_up(segment, True)
+            self._series.append(WarmingUp(segment, True))
 
     def _become_segmented(self) -> None:
         """A named segment appeared: ``other`` is no longer the whole stream, so it stops using the model-wide
         reference and warms up a baseline of its own (unless the reference data gave it one)."""
         self.baselines.segmented = True
         if OTHER not in self.segment_references and self.verdicts.forget(OTHER):
-            self.metrics.clear_verdict(OTHER)
+            self._series.append(VerdictCleared(OTHER))
             log.info(
                 "segment 'other' now learns its own baseline (named segments appeared)", extra={"model": self.model}
             )
@@ -332,7 +346,7 @@ class ModelWatch:
         # producer's stray clock cannot move this model's windows and alerts past every event (monitor/clock.py)
         placed = self.clock.place(np.array([ev.timestamp_seconds for ev in events], dtype=np.float64))
         ts = placed.seconds
-        self.metrics.mistimed(placed)
+        self._series.append(Mistimed(placed.future, placed.late))
         if placed.future:
             self._mistimed_log.warning(
                 "future_timestamp",
@@ -358,13 +372,13 @@ class ModelWatch:
         batch = full.take(ok)
         if batch.size == 0:
             return
-        self.metrics.scored(batch, events, ok)
+        self._series.append(Scored(batch, events, ok))
         now = self.clock.advance(float(batch.timestamps_seconds.max())).now()
         self.conditions.arrive([str(seg) for seg in np.unique(batch.segments)], now)
         drift = batch if uniform is None else full.take(ok & uniform)
         drift_held = _held_inputs(events, ok if uniform is None else ok & uniform, self.held_names)
         if drift.size:
-            self.metrics.gamma_cells(self.gamma.update(drift))
+            self._series.append(GammaCells(self.gamma.update(drift)))
             self.windows.update(self.model, drift)
             if self.accuracy.samples is not None:
                 conf = result.probability[ok] if uniform is None else result.probability[ok & uniform]
@@ -382,7 +396,7 @@ class ModelWatch:
         self._since_eval += batch.size
         if self._since_eval >= self.config.detectors.every or flipped:
             self._since_eval = 0
-            self._applying = events[-1]  # for the observers
+            self._applying = events[-1]  # the event the changes name
             try:
                 self.evaluate(now)
             finally:
@@ -392,8 +406,7 @@ class ModelWatch:
         self, drift: SignalBatch, drift_held: dict[str, NDArray[np.str_]] | None, last: InferenceEvent
     ) -> bool:
         """Feed each segment's events of the batch to its warm-up or its detectors; whether a detector's alarm
-        differs from the last evaluation's. Detector crossings go to the observers (``last``: the batch's last
-        event)."""
+        differs from the last evaluation's. Detector crossings go to the report (``last``: the batch's last event)."""
         flipped = False
         # each event under its segment as the windows keep it (segments beyond max_segments fold into other)
         keys = {s for _, s in self.windows.keys}
@@ -407,10 +420,9 @@ class ModelWatch:
                 if self.segmented:
                     self._segment_warm_up(seg, drift.take(sel), seg_held)
                 continue
-            fed = self.verdicts.feed(seg, drift.take(sel), seg_held, track_crossings=bool(self.observers))
+            fed = self.verdicts.feed(seg, drift.take(sel), seg_held)
             flipped = flipped or fed.flipped
-            for crossing in fed.crossings:
-                self._notify(seg, crossing, self.clock.now(), last)
+            self._changes.extend(DetectorCrossed(seg, crossing, self.clock.now(), last) for crossing in fed.crossings)
         return flipped
 
     # -- the Gamma Map (monitor/runtime/gamma_maps.py) -----------------------------------------------------
@@ -424,7 +436,7 @@ class ModelWatch:
 
     # -- evaluation ----------------------------------------------------------------------------------------
     def evaluate(self, now: float | None = None) -> None:
-        """Publish window gauges, verdicts and alert transitions for every segment, at ``now`` (default: the clock).
+        """Report window values, verdicts and alert transitions for every segment, at ``now`` (default: the clock).
 
         Time windows end at the event-time watermark (at most ``now``): during a backlog they describe the events
         being read, not the empty last minute of wall time.
@@ -434,19 +446,19 @@ class ModelWatch:
         windows_end = min(now, self.clock.watermark) if math.isfinite(self.clock.watermark) else now
         estimating = self.accuracy.due(now)
         for model, segment in self.windows.keys:
-            self.metrics.windows(segment, self.windows.snapshot(model, segment, windows_end))
+            self._series.append(WindowValues(segment, self.windows.snapshot(model, segment, windows_end)))
             if estimating:
-                self.metrics.estimates(segment, self.accuracy.estimate(segment, windows_end))
+                self._series.append(AccuracyValues(segment, self.accuracy.estimate(segment, windows_end)))
             self._evaluate_segment(segment, now)
             if self.accuracy.fit is not None:
-                self._publish_alert(
+                self._alert(
                     self.conditions.accuracy(segment, self.accuracy.condition(segment), self.accuracy.fit.accuracy, now)
                 )
 
     def _evaluate_segment(self, segment: str, now: float) -> None:
         """``segment``'s shadow alert, and where it has a baseline its verdict and drift alerts."""
         count = self.windows.count_window(self.model, segment)
-        self._publish_alert(self.conditions.shadow(segment, count, now))
+        self._alert(self.conditions.shadow(segment, count, now))
         # output-side evidence besides the detectors: the accuracy estimate's alert condition
         accuracy_drop = self.accuracy.fit is not None and self.accuracy.condition(segment)[0]
         quiet = self.conditions.quiet(segment, now)
@@ -454,46 +466,29 @@ class ModelWatch:
         if assessed is None:
             return  # no baseline yet (warming up): no verdict, never one against another population's baseline
         if assessed.changed:
-            self._notify(segment, assessed.report, now)
-        self.metrics.verdict(segment, assessed.report, assessed.engine)
+            self._changes.append(VerdictChange(segment, assessed.report, now, self._applying))
+        self._series.append(VerdictValues.of(segment, assessed.report, assessed.engine))
         for update in self.conditions.drift(segment, assessed.report, assessed.engine, assessed.baseline, count, now):
-            self._publish_alert(update)
+            self._alert(update)
 
-    def _publish_alert(self, update: AlertUpdate) -> None:
-        """The alert's firing gauge, and a transition's counter, log line and delivery."""
-        self.metrics.alert(update)
+    def _alert(self, update: AlertUpdate) -> None:
+        """Report the alert's firing state and its transition (fired / resolved), if any, and log the transition."""
+        self._series.append(update)
         ev = update.transition
         if ev is None:
             return
         self.fired.append(ev)
-        self._notify(update.segment, ev, ev.at_seconds)
+        self._changes.append(AlertTransition(update.segment, ev, self._applying))
         log.warning(
             "alert " + ev.alert.state.value,
             extra={"alert": update.rule, "model": self.model, "segment": update.segment, "detail": ev.alert.detail},
         )
-        if self.on_alert is not None:
-            self.on_alert(ev)
-
-    def _notify(
-        self,
-        segment: str,
-        change: VerdictReport | AlertEvent | DetectorCrossing,
-        now: float,
-        event: InferenceEvent | None = None,
-    ) -> None:
-        """Call the observers (the observer hook) with ``event`` (default: the last event of the batch being
-        applied); one that raises is logged, the batch goes on."""
-        for observe in self.observers:
-            try:
-                observe(segment, change, now, self._applying if event is None else event)
-            except Exception:
-                log.exception("watch observer failed", extra={"model": self.model, "segment": segment})
 
     def tick(self) -> None:
         """Move the alerts on to the clock's now without new events: pending ones fire after ``for_seconds``,
         false or quiet ones resolve after ``resolve_after_seconds``. Cheap when no alert is pending or firing."""
         for update in self.conditions.tick(self.clock.now()):
-            self._publish_alert(update)
+            self._alert(update)
 
     @property
     def last_reports(self) -> dict[str, VerdictReport]:

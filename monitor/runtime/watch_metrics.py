@@ -1,28 +1,38 @@
-"""The metrics a model's watch writes, through :mod:`monitor.telemetry`'s typed handles.
+"""The metrics a model's watch produces, written through :mod:`monitor.telemetry`'s typed handles.
 
-:class:`WatchMetrics` turns what the watch and its collaborators return (scored batches, window snapshots, accuracy
-estimates, verdict reports, alert updates, baselines) into series labelled with the model's name. It keeps no state
-of its own besides the model and the metrics state it writes to.
+:class:`WatchMetrics` is the telemetry side of a watch: :meth:`WatchMetrics.publish` writes the series records of a
+:class:`~monitor.runtime.watch_report.WatchReport` (scored batches, window snapshots, accuracy estimates, verdicts,
+alert updates, baselines) into series labelled with the model's name, in the order the watch produced them. It keeps
+no state of its own besides the model and the metrics state it writes to.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from monitor import telemetry as tel
-from monitor.clock import MISTIMED_REASONS, Placed
-from monitor.drift.verdict import VerdictEngine, VerdictReport
+from monitor.clock import MISTIMED_REASONS
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
-from monitor.rolling.reference import Reference
 from monitor.rolling.windows import OTHER, SignalBatch
-
-if TYPE_CHECKING:
-    from monitor.runtime.alert_conditions import AlertUpdate
+from monitor.runtime.alert_conditions import AlertUpdate
+from monitor.runtime.watch_report import (
+    AccuracyValues,
+    GammaCells,
+    Mistimed,
+    ReferenceAccuracy,
+    ReferenceMeans,
+    Scored,
+    VerdictCleared,
+    VerdictValues,
+    WarmingUp,
+    WatchReport,
+    WindowValues,
+)
 
 #: the per-input drift gauge keeps one series per input up to this many inputs; above it, the
 #: :data:`FEATURE_SERIES_TOP` largest by name and the rest folded into ``other`` (their largest distance)
@@ -39,7 +49,34 @@ class WatchMetrics:
         for reason in MISTIMED_REASONS:  # pre-registered at 0: rate() sees the first increment
             tel.EVENTS_MISTIMED_TOTAL.inc(state, tel.ModelReason(model, reason), 0.0)
 
-    def mistimed(self, placed: Placed) -> None:
+    def publish(self, report: WatchReport) -> None:
+        """Write ``report``'s series, in the order the watch produced them."""
+        for update in report.series:
+            match update:
+                case Mistimed():
+                    self.mistimed(update)
+                case Scored(batch, events, ok):
+                    self.scored(batch, events, ok)
+                case GammaCells(added):
+                    self.gamma_cells(added)
+                case WindowValues(segment, snapshots):
+                    self.windows(segment, snapshots)
+                case AccuracyValues(segment, estimates):
+                    self.estimates(segment, estimates)
+                case ReferenceAccuracy(accuracy):
+                    self.reference_accuracy(accuracy)
+                case ReferenceMeans():
+                    self.reference(update)
+                case WarmingUp(segment, warming):
+                    self.warming_up(segment, warming)
+                case VerdictCleared(segment):
+                    self.clear_verdict(segment)
+                case VerdictValues():
+                    self.verdict(update)
+                case AlertUpdate():
+                    self.alert(update)
+
+    def mistimed(self, placed: Mistimed) -> None:
         """A batch's events placed at arrival or at the watermark (future timestamps) and its late ones."""
         for reason, count in (("future_timestamp", placed.future), ("late", placed.late)):
             if count:
@@ -108,7 +145,7 @@ class WatchMetrics:
     def reference_accuracy(self, accuracy: float) -> None:
         tel.REFERENCE_ACCURACY.set(self.state, tel.Model(self.model), accuracy)
 
-    def reference(self, ref: Reference) -> None:
+    def reference(self, ref: ReferenceMeans) -> None:
         """The model-wide reference's means."""
         tel.REFERENCE_GAMMA_MEAN.set(self.state, tel.Model(self.model), ref.gamma_mean)
         tel.REFERENCE_FLICKER_MEAN.set(self.state, tel.Model(self.model), ref.flicker_mean)
@@ -120,37 +157,21 @@ class WatchMetrics:
         """Drop ``segment``'s verdict series (it has no verdict until its new baseline is learned)."""
         tel.DRIFT_VERDICT.clear(self.state, lambda lab: lab[:2] == (self.model, segment))
 
-    def verdict(self, segment: str, report: VerdictReport, engine: VerdictEngine) -> None:
+    def verdict(self, values: VerdictValues) -> None:
         """The segment's verdict, its detectors' statistics and p-values, and its inputs' drift and out-of-range
         shares."""
+        segment = values.segment
         self.clear_verdict(segment)
-        tel.DRIFT_VERDICT.set(self.state, tel.ModelSegmentVerdict(self.model, segment, report.verdict.value), 1.0)
-        for st in engine.states:
+        tel.DRIFT_VERDICT.set(self.state, tel.ModelSegmentVerdict(self.model, segment, values.verdict.value), 1.0)
+        for st in values.detectors:
             tel.DRIFT_STATISTIC.set(self.state, tel.ModelSegmentSignal(self.model, segment, st.name), st.statistic)
             if np.isfinite(st.p_value):
                 tel.DRIFT_P_VALUE.set(self.state, tel.ModelSegmentSignal(self.model, segment, st.name), st.p_value)
-        features = engine.feature_drift
-        if features is not None:  # None: the reference holds no feature sample, so nothing is tested
-            tel.FEATURE_DRIFT_FEATURES.set(
-                self.state, tel.ModelSegment(self.model, segment), float(len(features.moved))
-            )
-            self.feature_statistics(segment, features.feature_names, features.statistics)
-        held_drift = engine.held_drift
-        if held_drift is not None:  # held inputs: their category distance, and their unseen share as "out of range"
-            self.feature_statistics(segment, held_drift.feature_names, held_drift.statistics)
-            self.feature_statistics(
-                segment,
-                held_drift.feature_names,
-                held_drift.unseen_shares,
-                metric=tel.INPUT_OUT_OF_RANGE_RATIO,
-            )
-        if engine.input_range is not None:
-            self.feature_statistics(
-                segment,
-                engine.input_range.feature_names,
-                engine.input_range.shares,
-                metric=tel.INPUT_OUT_OF_RANGE_RATIO,
-            )
+        if values.moved is not None:  # None: the reference holds no feature sample, so nothing is tested
+            tel.FEATURE_DRIFT_FEATURES.set(self.state, tel.ModelSegment(self.model, segment), float(values.moved))
+        for inputs in values.inputs:
+            metric = tel.FEATURE_DRIFT_STATISTIC if inputs.kind == "drift" else tel.INPUT_OUT_OF_RANGE_RATIO
+            self.feature_statistics(segment, inputs.names, inputs.values, metric=metric)
 
     def feature_statistics(
         self,

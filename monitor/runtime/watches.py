@@ -5,6 +5,7 @@ part fits the model (else rebuilt, logged); its per-segment baselines come from 
 (:func:`~monitor.runtime.state.load_baselines`) when they were computed with this model, reference and scoring
 settings; a model whose watch has no reference yet takes it from the reference file (a JSON reference carries
 per-segment baselines too). :class:`SegmentBaselineFiles` writes a model's baselines again whenever they changed.
+A watch writes nothing itself: what it produces goes out through the pipeline's :class:`~monitor.runtime.fanout.Fanout`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any
 from monitor.config import Settings
 from monitor.drift.categories import held_element_names
 from monitor.errors import DataError, MonitorError
-from monitor.exporters.prometheus import MetricsState
 from monitor.rolling.reference_file import read_reference, read_segment_references
 from monitor.rolling.segment_baselines import references_from_json
 from monitor.runtime.models import ModelRuntime
@@ -27,15 +27,11 @@ from monitor.runtime.watch import ModelWatch, WatchConfig
 log = logging.getLogger("monitor.runtime.pipeline")
 
 
-def new_watch(
-    settings: Settings, rt: ModelRuntime, state: MetricsState, on_alert: Callable[[Any], None] | None
-) -> ModelWatch:
+def new_watch(settings: Settings, rt: ModelRuntime) -> ModelWatch:
     """A fresh watch for ``rt``: its feature and held-input names decided at load, its labelled accuracy fit."""
     watch = ModelWatch(
         rt.name,
         WatchConfig.from_settings(settings, rt.settings.warmup_events),
-        state,
-        on_alert=on_alert,
         feature_names=rt.model.feature_names,  # the names decided at load (settings' feature_names or the signature's)
     )
     watch.held_names = held_element_names(rt.model.signature)  # the held inputs' category tests, by name
@@ -43,21 +39,36 @@ def new_watch(
     return watch
 
 
-def install_watch(
+def install_watches(
     settings: Settings,
-    rt: ModelRuntime,
-    state: MetricsState,
-    saved: dict[str, Any],
-    on_alert: Callable[[Any], None] | None,
+    runtimes: Iterable[ModelRuntime],
+    saved: dict[str, dict[str, Any]],
+    baselines: SegmentBaselineFiles,
+    reference_from_file: Callable[[ModelRuntime], None],
 ) -> None:
+    """Give every model its watch (:func:`install_watch`) and its saved per-segment baselines; a model whose watch
+    has no reference yet takes it from its reference file (JSON here, rows scored by ``reference_from_file``)."""
+    for rt in runtimes:
+        install_watch(settings, rt, saved.get(rt.name, {}))
+        assert rt.watch is not None
+        baselines.restore(rt)
+        ref_path = rt.settings.reference
+        if rt.standardizer is not None and not rt.watch.has_reference and ref_path is not None:
+            if ref_path.suffix.lower() == ".json":
+                reference_from_json(rt, ref_path)
+            else:
+                reference_from_file(rt)
+
+
+def install_watch(settings: Settings, rt: ModelRuntime, saved: dict[str, Any]) -> None:
     """Give ``rt`` its watch, restored from ``saved`` (the model's part of the state file) where that fits."""
-    rt.watch = new_watch(settings, rt, state, on_alert)
+    rt.watch = new_watch(settings, rt)
     try:
         restore_model(rt, saved)
     except (MonitorError, KeyError, TypeError, ValueError) as exc:
         # e.g. the model's feature count changed since the state was written: rebuild, do not crash-loop
         log.warning("saved state does not fit the model; ignoring it", extra={"model": rt.name, "error": str(exc)})
-        rt.watch = new_watch(settings, rt, state, on_alert)
+        rt.watch = new_watch(settings, rt)
 
 
 def reference_from_json(rt: ModelRuntime, path: Path) -> None:

@@ -29,6 +29,7 @@ from monitor.rolling.scores import ScoreSamples
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.watch import ACCURACY_ALERT, ModelWatch, WatchConfig
 from monitor.signals.scorer import RobustnessScorer, ScoreResult, ScoringConfig
+from tests.unit.fanned_watch import fanned_watch
 from tests.unit.onnx_graphs import sklearn_to_onnx
 from tests.unit.reference_cli import build_reference
 
@@ -206,7 +207,7 @@ def watch_with(fit: EstimatorFit | None, **config: Any) -> tuple[ModelWatch, Met
         "resolve_after_seconds": 5.0,
         "accuracy_interval_seconds": 0.0,
     }
-    watch = ModelWatch(MODEL, WatchConfig(**{**defaults, **config}), state)
+    watch = fanned_watch(MODEL, WatchConfig(**{**defaults, **config}), state)
     watch.set_accuracy_fit(fit)
     return watch, state
 

@@ -1,6 +1,6 @@
 """Alerts that say what fired (monitor/runtime/watch.py, monitor/alerts.py): each detector that fired with
 its own statistic, threshold, window and reference values; the moved inputs by name; the per-input drift gauge; the
-verdict's hysteresis and the detector crossings the observers see."""
+verdict's hysteresis and the detector crossings the watch reports."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from monitor.runtime.watch import (
     DetectorCrossing,
     ModelWatch,
 )
-from monitor.runtime.watch_metrics import FEATURE_SERIES_TOP
+from monitor.runtime.watch_metrics import FEATURE_SERIES_TOP, WatchMetrics
+from monitor.runtime.watch_report import DetectorCrossed, WatchReport
 from tests.unit.test_watch import MODEL, Stream, make_watch
 
 
@@ -94,15 +95,16 @@ def gauges(state: MetricsState) -> dict[str, float]:
 
 
 def test_the_per_input_gauge_folds_wide_inputs_into_the_largest_and_other() -> None:
-    watch, state = make_watch()
+    _, state = make_watch()
     names = [f"px[{i}]" for i in range(100)]
     d = np.linspace(0.0, 0.99, 100)
-    watch.metrics.feature_statistics("other", names, d)
+    metrics = WatchMetrics(MODEL, state)
+    metrics.feature_statistics("other", names, d)
     series = gauges(state)
     assert len(series) == FEATURE_SERIES_TOP + 1
     assert series["px[99]"] == pytest.approx(0.99) and "px[0]" not in series
     assert series["other"] == pytest.approx(d[100 - FEATURE_SERIES_TOP - 1])
-    watch.metrics.feature_statistics("other", names, d[::-1].copy())  # the top set changes: old series go
+    metrics.feature_statistics("other", names, d[::-1].copy())  # the top set changes: old series go
     series = gauges(state)
     assert "px[99]" not in series and series["px[0]"] == pytest.approx(0.99) and len(series) == FEATURE_SERIES_TOP + 1
 
@@ -110,9 +112,11 @@ def test_the_per_input_gauge_folds_wide_inputs_into_the_largest_and_other() -> N
 def test_harmful_shift_holds_until_its_output_evidence_has_been_off_for_resolve_after() -> None:
     watch, _ = make_watch(for_seconds=1.0)  # resolve_after_seconds 30 s = 3,000 events at 100 events/s
     crossings: list[tuple[str, DetectorCrossing]] = []
-    watch.observers.append(
-        lambda seg, change, now, ev: crossings.append((seg, change)) if isinstance(change, DetectorCrossing) else None
-    )
+
+    def observe(report: WatchReport) -> None:
+        crossings.extend((c.segment, c.crossing) for c in report.changes if isinstance(c, DetectorCrossed))
+
+    watch.fanout.subscribers.append(observe)
     stream = Stream(seed=14)
     for _ in range(10):
         watch.update(*stream.batch(moved=True))

@@ -26,6 +26,7 @@ from monitor.runtime.gammamap_view import gamma_map_handler
 from monitor.runtime.models import ModelRuntime
 from monitor.runtime.watch import ModelWatch, WatchConfig
 from monitor.signals.scorer import ScoreResult
+from tests.unit.fanned_watch import fanned_watch
 
 MODEL = "clf"
 
@@ -52,7 +53,7 @@ def scored(
 def make_watch(count_window_events: int = 100, max_segments: int = 20) -> tuple[ModelWatch, MetricsState]:
     state = MetricsState()
     config = WatchConfig(count_window_events=count_window_events, max_segments=max_segments, warmup_events=10_000)
-    return ModelWatch(MODEL, config, state), state
+    return fanned_watch(MODEL, config, state), state
 
 
 def test_watch_keeps_a_live_map_per_segment_and_counts_its_cells() -> None:

@@ -19,6 +19,7 @@ from monitor.exporters.prometheus import MetricsState
 from monitor.rolling.reference import Reference
 from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT, SHADOW_ALERT, ModelWatch, WatchConfig
 from monitor.signals.scorer import ScoreResult
+from tests.unit.fanned_watch import FannedWatch, fanned_watch
 
 MODEL = "credit"
 T0 = 1_795_000_000.0
@@ -93,7 +94,7 @@ def make_watch(
     alerts: list[AlertEvent] | None = None,
     with_reference: bool = True,
     clock: WatermarkClock | None = None,
-) -> tuple[ModelWatch, MetricsState]:
+) -> tuple[FannedWatch, MetricsState]:
     state = MetricsState()
     config = WatchConfig(
         window_seconds=(60.0,),
@@ -104,7 +105,7 @@ def make_watch(
         resolve_after_seconds=30.0,
         shadow_disagreement_threshold=0.02,
     )
-    watch = ModelWatch(MODEL, config, state, on_alert=None if alerts is None else alerts.append, clock=clock)
+    watch = fanned_watch(MODEL, config, state, alerts=alerts, clock=clock)
     if with_reference:
         watch.install_reference(reference())
     return watch, state

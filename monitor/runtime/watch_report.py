@@ -1,0 +1,200 @@
+"""What a model's watch produced since its report was last taken (:meth:`ModelWatch.take_report`).
+
+A :class:`WatchReport` holds two ordered lists of named records. ``series``: the values the telemetry writes
+(:meth:`~monitor.runtime.watch_metrics.WatchMetrics.publish`), each taken when the watch computed it, in the order it
+computed them (a verdict's series are cleared before they are set again; a model version's counters are written in
+event order). ``changes``: what a reader of the stream's story wants (``replay``'s timeline): verdict changes,
+detector crossings and alert transitions, each with the time it happened and the event that decided it. The alert
+transitions are also what delivery sends (:attr:`WatchReport.alerts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.alerts import AlertEvent
+from monitor.drift.base import DriftState
+from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
+from monitor.events import InferenceEvent
+from monitor.rolling.windows import SignalBatch
+from monitor.runtime.alert_conditions import AlertUpdate
+from monitor.runtime.verdicts import DetectorCrossing
+
+# -- series: what the telemetry writes ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Mistimed:
+    """A batch's events placed at arrival or at the watermark (future timestamps) and its late ones."""
+
+    future: int
+    late: int
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A scored batch: its valid events' signals (``batch``) and every event with whether it was valid (``ok``)."""
+
+    batch: SignalBatch
+    events: Sequence[InferenceEvent]
+    ok: NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class GammaCells:
+    """The events the Gamma Map added per (segment, p_bin, gamma_bin)."""
+
+    added: dict[tuple[str, str, str], float]
+
+
+@dataclass(frozen=True, slots=True)
+class WindowValues:
+    """A segment's windows at an evaluation: ``{window name: WindowSnapshot}``."""
+
+    segment: str
+    snapshots: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AccuracyValues:
+    """A segment's accuracy estimates at an evaluation: ``{window name: the estimate's result}``."""
+
+    segment: str
+    estimates: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceAccuracy:
+    """The labelled reference's accuracy (an accuracy fit was installed)."""
+
+    accuracy: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceMeans:
+    """The model-wide reference's means (a reference was installed)."""
+
+    gamma_mean: float
+    flicker_mean: float
+
+
+@dataclass(frozen=True, slots=True)
+class WarmingUp:
+    """Whether a segment is learning its own baseline."""
+
+    segment: str
+    warming: bool
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictCleared:
+    """A segment has no verdict any more (it learns a baseline of its own)."""
+
+    segment: str
+
+
+@dataclass(frozen=True, slots=True)
+class InputValues:
+    """One per-input gauge of a segment at an evaluation: each input's value by name."""
+
+    kind: Literal["drift", "out_of_range"]
+    names: Sequence[str]
+    values: NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictValues:
+    """A segment's verdict at an evaluation, its detectors' states, the count of inputs that moved (None: no input
+    is tested) and its per-input gauges, in the order they are written."""
+
+    segment: str
+    verdict: Verdict
+    detectors: tuple[DriftState, ...]
+    moved: int | None
+    inputs: tuple[InputValues, ...]
+
+    @classmethod
+    def of(cls, segment: str, report: VerdictReport, engine: VerdictEngine) -> VerdictValues:
+        """``segment``'s verdict and its engine's detectors and per-input tests as they are now."""
+        inputs: list[InputValues] = []
+        features = engine.feature_drift
+        if features is not None:
+            inputs.append(InputValues("drift", features.feature_names, features.statistics))
+        held = engine.held_drift
+        if held is not None:  # held inputs: their category distance, and their unseen share as "out of range"
+            inputs.append(InputValues("drift", held.feature_names, held.statistics))
+            inputs.append(InputValues("out_of_range", held.feature_names, held.unseen_shares))
+        if engine.input_range is not None:
+            inputs.append(InputValues("out_of_range", engine.input_range.feature_names, engine.input_range.shares))
+        moved = None if features is None else len(features.moved)
+        return cls(segment, report.verdict, engine.states, moved, tuple(inputs))
+
+
+#: one record of :attr:`WatchReport.series` (an alert's firing state is an :class:`AlertUpdate`)
+SeriesUpdate = (
+    Mistimed
+    | Scored
+    | GammaCells
+    | WindowValues
+    | AccuracyValues
+    | ReferenceAccuracy
+    | ReferenceMeans
+    | WarmingUp
+    | VerdictCleared
+    | VerdictValues
+    | AlertUpdate
+)
+
+# -- changes: the stream's story --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictChange:
+    """A segment's verdict changed at ``at`` (the first report counts as a change from stable); ``event``: the last
+    event of the batch being applied, None when the change happened outside a batch (a tick, a direct evaluation)."""
+
+    segment: str
+    report: VerdictReport
+    at: float
+    event: InferenceEvent | None
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorCrossed:
+    """One of a segment's detectors turned on or off at the batch whose last event is ``event``."""
+
+    segment: str
+    crossing: DetectorCrossing
+    at: float
+    event: InferenceEvent | None
+
+
+@dataclass(frozen=True, slots=True)
+class AlertTransition:
+    """An alert of a segment fired or resolved (``alert.at_seconds``); ``event`` as in :class:`VerdictChange`."""
+
+    segment: str
+    alert: AlertEvent
+    event: InferenceEvent | None
+
+
+WatchChange = VerdictChange | DetectorCrossed | AlertTransition
+
+
+@dataclass(frozen=True, slots=True)
+class WatchReport:
+    """What one model's watch produced since its last report: the series to write and the changes to tell."""
+
+    model: str
+    series: tuple[SeriesUpdate, ...] = ()
+    changes: tuple[WatchChange, ...] = ()
+
+    @property
+    def alerts(self) -> tuple[AlertEvent, ...]:
+        """The alert transitions (fired / resolved), in the order they happened: what delivery sends."""
+        return tuple(c.alert for c in self.changes if isinstance(c, AlertTransition))
