@@ -74,7 +74,11 @@ class UniformThinner:
     event the same overall inclusion probability 1/w_max.
     """
 
-    def __init__(self, sampler: Sampler, seed: int = 0) -> None:
+    def __init__(
+        self,
+        sampler: Sampler,
+        seed: int = 0,  # not a setting: the thinning draw's seed, as the sampler's own
+    ) -> None:
         self.sampler = sampler
         self._rng = np.random.default_rng(seed)
         #: events the sampler holds undecided (its event-time reservoir, ``Sampler.release``), by ``id``: the event,

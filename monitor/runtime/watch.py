@@ -43,7 +43,16 @@ from numpy.typing import NDArray
 from monitor.accuracy import DEFAULT_METHOD, EstimatorFit
 from monitor.alerts import AlertEvent
 from monitor.clock import WatermarkClock
-from monitor.config import DriftSettings, Settings
+from monitor.config import (
+    AccuracySettings,
+    AlertSettings,
+    DriftSettings,
+    ModelSettings,
+    SegmentSettings,
+    Settings,
+    WindowSettings,
+    setting_default,
+)
 from monitor.drift.categories import held_columns
 from monitor.drift.verdict import Verdict, VerdictReport
 from monitor.events import InferenceEvent, held_rows
@@ -87,25 +96,27 @@ log = logging.getLogger("monitor.runtime.watch")
 
 @dataclass(frozen=True, slots=True)
 class WatchConfig:
-    window_seconds: tuple[float, ...] = (60.0, 300.0, 3600.0)
-    count_window_events: int = 2000
-    max_segments: int = 20
+    window_seconds: tuple[float, ...] = tuple(float(w) for w in setting_default(WindowSettings, "time_windows_seconds"))
+    count_window_events: int = setting_default(WindowSettings, "count_window_events")
+    max_segments: int = setting_default(SegmentSettings, "max_segments")
     detectors: DriftSettings = DriftSettings()
-    reference_max_events: int = 5000
-    warmup_events: int = 2000
-    for_seconds: float = 30.0
-    resolve_after_seconds: float = 60.0
-    shadow_disagreement_threshold: float = 0.02
-    runbook_url_base: str = "docs/OPERATIONS.md"
+    reference_max_events: int = setting_default(DriftSettings, "reference_max_events")
+    warmup_events: int = setting_default(ModelSettings, "warmup_events")
+    for_seconds: float = setting_default(AlertSettings, "for_seconds")
+    resolve_after_seconds: float = setting_default(AlertSettings, "resolve_after_seconds")
+    shadow_disagreement_threshold: float = setting_default(AlertSettings, "shadow_disagreement_threshold")
+    runbook_url_base: str = setting_default(AlertSettings, "runbook_url_base")
     #: the label-free accuracy estimate (``accuracy`` settings; used only with an :class:`EstimatorFit`)
     accuracy_method: str = DEFAULT_METHOD
-    accuracy_tolerance: float = 0.05
-    accuracy_interval_seconds: float = 15.0
-    accuracy_sample_events: int = 1000
-    accuracy_min_events: int = 100
+    accuracy_tolerance: float = setting_default(AccuracySettings, "tolerance")
+    accuracy_interval_seconds: float = setting_default(AccuracySettings, "interval_seconds")
+    accuracy_sample_events: int = setting_default(AccuracySettings, "sample_events")
+    accuracy_min_events: int = setting_default(AccuracySettings, "min_events")
 
     @classmethod
-    def from_settings(cls, s: Settings, warmup_events: int = 2000) -> WatchConfig:
+    def from_settings(
+        cls, s: Settings, warmup_events: int = setting_default(ModelSettings, "warmup_events")
+    ) -> WatchConfig:
         d = s.drift
         return cls(
             window_seconds=tuple(float(w) for w in s.windows.time_windows_seconds),

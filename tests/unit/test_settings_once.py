@@ -10,9 +10,7 @@ Two checks:
   (``monitor.config.setting_default(Model, name)``) or has none. A name can be shared by something no setting
   governs (the seed of a reservoir sample that ``run`` never seeds from ``scoring.seed``): its line then says so
   with a marker, ``seed: int = 0,  # not a setting: <why>`` (a marker without a why, or one on a line that repeats no
-  default, fails). The literals that predate this check, in modules being moved to config objects, are listed in
-  tests/unit/data/settings_duplicates.txt: the list may only shrink (delete a line when its literal goes; a line
-  whose literal is gone fails, so the list cannot outlive what it excuses); a literal not on it fails.
+  default, fails). No literal is excused otherwise.
 """
 
 from __future__ import annotations
@@ -31,8 +29,6 @@ import monitor.config as config
 from monitor.cli import build_parser
 from monitor.cli.flags import MADE, add_setting_flag
 from tests.unit.repo_scripts import REPO
-
-BASELINE = REPO / "tests" / "unit" / "data" / "settings_duplicates.txt"
 
 #: flags that stand for a setting under another name: flag destination -> setting name
 RENAMED = {"max_rows": "max_rows_per_run", "metrics_port": "port", "model_name": "name", "draws": "sensitivity_draws"}
@@ -210,24 +206,12 @@ def all_literal_duplicates() -> list[str]:
     return _scan()[0]
 
 
-def _baseline() -> set[str]:
-    lines = BASELINE.read_text(encoding="utf-8").splitlines()
-    return {line for line in lines if line and not line.startswith("#")}
-
-
 def test_no_setting_default_is_written_again_as_a_literal() -> None:
-    new = sorted(set(all_literal_duplicates()) - _baseline())
-    assert not new, (
+    found = all_literal_duplicates()
+    assert not found, (
         "these fields or keywords repeat a setting's default as a literal; take it from the settings "
-        "(monitor.config.setting_default(Model, name), or the settings object):\n  " + "\n  ".join(new)
-    )
-
-
-def test_the_list_of_known_literals_holds_only_literals_still_there() -> None:
-    stale = sorted(_baseline() - set(all_literal_duplicates()))
-    assert not stale, (
-        "these literals are gone (or now marked); delete their lines from tests/unit/data/settings_duplicates.txt:\n  "
-        + "\n  ".join(stale)
+        "(monitor.config.setting_default(Model, name), or the settings object), or mark a name no setting governs "
+        "'# not a setting: <why>':\n  " + "\n  ".join(found)
     )
 
 
@@ -254,4 +238,3 @@ def test_a_marked_literal_is_excused_only_with_a_reason() -> None:
 def test_the_literal_scan_finds_a_repeated_default() -> None:
     source = "class C:\n    radius: float = 0.05\n    other: int = 3\n\ndef f(*, steps: int = 25, seed: int = 1): ...\n"
     assert literal_duplicates(source, "x.py") == ["x.py::C::radius", "x.py::f::steps"]
-    assert "monitor/signals/scorer.py::ScoringConfig::radius" not in _baseline()  # the configs moved are not excused
