@@ -200,6 +200,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
     from monitor.config import load_settings
     from monitor.runtime.models import load_model_runtime
     from monitor.runtime.service import Service
+    from monitor.runtime.stage_results import ScoredBatch
 
     out = sys.stdout
     started = time.perf_counter()
@@ -239,7 +240,8 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
         scores: dict[str, list[NDArray[np.float64]]] = {p: [] for p in PHASES}
         current = {"name": PHASES[0]}
 
-        def collect(rt: Any, rows: Any, result: Any, now: float, held: Any = None, segments: Any = None) -> None:
+        def collect(batch: ScoredBatch) -> None:
+            result = batch.result
             tallies[current["name"]].update(result.gamma[result.valid], result.flicker[result.valid])
             ok = result.valid
             scores[current["name"]].append(

@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,11 +48,11 @@ from monitor.probes.profile import FeatureInfo, held_names
 from monitor.probes.regions import Region, RegionIndex
 from monitor.probes.report import build_report
 from monitor.probes.trees import TreeSplits, tree_splits
-from monitor.signals.scorer import ScoreResult
 
 if TYPE_CHECKING:
     from monitor.runtime.models import ModelRuntime
     from monitor.runtime.pipeline import Pipeline
+    from monitor.runtime.stage_results import ScoredBatch
 
 log = logging.getLogger("monitor.probes")
 
@@ -131,17 +131,10 @@ class ProbeScheduler:
         return mp
 
     # -- fed by the pipeline after each scored batch --------------------------------------------------------
-    def observe(
-        self,
-        rt: ModelRuntime,
-        rows: NDArray[np.float64],
-        result: ScoreResult,
-        now: float,
-        held: Held | None = None,
-        segments: Sequence[str] | None = None,
-    ) -> None:
-        """Feed the flagged events of a scored batch to the model's region index; ``held``: the batch's held values
-        (a model that holds values fixed), ``segments``: the events' segments, both kept with the exemplars."""
+    def observe(self, batch: ScoredBatch) -> None:
+        """Feed the flagged events of a scored batch to the model's region index, with the batch's held values (a
+        model that holds values fixed) and the events' segments, both kept with the exemplars."""
+        rt, rows, result, now, held = batch.rt, batch.rows, batch.result, batch.now, batch.held
         if not self.settings.enabled or rt.standardizer is None or rt.watch is None or rt.watch.reference is None:
             return
         standardizer, ref = rt.standardizer, rt.watch.reference
@@ -154,7 +147,7 @@ class ProbeScheduler:
             mp = self._for(rt)
             evicted = mp.index.evicted_total
             std = standardizer.to_standardized(rows)
-            mp.index.update(std, rows, result.gamma, result.flicker, flagged, now, held, segments)
+            mp.index.update(std, rows, result.gamma, result.flicker, flagged, now, held, batch.segments)
             tel.REGIONS_TRACKED.set(self.state, tel.Model(rt.name), float(len(mp.index)))
             if mp.index.evicted_total > evicted:
                 tel.REGIONS_EVICTED_TOTAL.inc(self.state, tel.Model(rt.name), float(mp.index.evicted_total - evicted))

@@ -78,7 +78,7 @@ class Ingest:
             return []
         except Exception as exc:  # noqa: BLE001 - isolation: no record may raise out of the loop
             consumed["unknown"] = consumed.get("unknown", 0) + 1
-            self.dead_letter(record, "decode_failed", f"{type(exc).__name__}: {exc}", exc_info=True)
+            self.dead_letter(record, "decode_failed", f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
             return []
         # one record counts once, under the model it belongs to (a held KServe half: the default model)
         model = events[0].model if events else self.default_model
@@ -106,18 +106,19 @@ class Ingest:
         *,
         model: str = "unknown",
         event: InferenceEvent | None = None,
-        exc_info: bool = False,
+        trace: str | None = None,
     ) -> None:
         """Count an invalid event under ``reason``, log it (rate-limited) and send it to the dead-letter topic.
 
         ``record`` is the raw record it came from; without one (a KServe request whose response never came) the
-        dead letter carries the event's identity as JSON.
+        dead letter carries the event's identity as JSON. ``trace``: the traceback of the error that stopped it,
+        logged with it.
         """
         tel.EVENTS_INVALID_TOTAL.inc(self.state, tel.ModelReason(model, reason))
         origin = record.origin if record is not None else None
-        trace = {"traceback": traceback.format_exc()} if exc_info else {}
+        logged = {"traceback": trace} if trace is not None else {}
         self._invalid_log.warning(
-            reason, "invalid event", reason=reason, error=detail, origin=origin, model=model, **trace
+            reason, "invalid event", reason=reason, error=detail, origin=origin, model=model, **logged
         )
         dlq = self.settings.kafka.dead_letter_topic
         if not dlq or self.sink is None:

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,8 +38,17 @@ log = logging.getLogger(__name__)
 #: held values kept for a regressor's output scale (:attr:`ModelRuntime.held_sample`)
 HELD_SAMPLE_ROWS = 256
 
-#: one sampled event waiting to be scored: (event, shadow disagreement, sampling weight, its record or None)
-Pending = tuple[InferenceEvent, float, float, RawRecord | None]
+
+class Pending(NamedTuple):
+    """One sampled event waiting to be scored."""
+
+    event: InferenceEvent
+    #: the live server's label against the ONNX copy's: NaN (no live label), 0.0 (agrees) or 1.0 (disagrees)
+    disagreement: float
+    #: 1 / the event's inclusion probability
+    weight: float
+    #: the record it came from (dead-lettered if applying it fails), None for a KServe half released alone
+    record: RawRecord | None
 
 
 @dataclass

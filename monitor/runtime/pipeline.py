@@ -3,11 +3,14 @@
 One event's path, in the order of the files: :mod:`monitor.source.kafka` polls a :class:`RawRecord`;
 :class:`~monitor.runtime.ingest.Ingest` decodes it into an :class:`InferenceEvent` (or dead-letters it);
 :class:`~monitor.runtime.scoring.Scoring` samples it, scores it in a micro-batch and applies the result to the
-model's :class:`~monitor.runtime.watch.ModelWatch` (windows, detectors, verdicts, alerts), which reports what it
-produced; the pipeline's :class:`~monitor.runtime.fanout.Fanout` sends each report on once the batches are applied: its
-series into :class:`~monitor.exporters.prometheus.MetricsState` (rendered on ``/metrics``), its alert transitions to
-delivery, the report to subscribers (``replay``'s timeline). Delayed labels take the side path
-:class:`~monitor.runtime.labels.LabelStage`; the state file is :mod:`monitor.runtime.state`.
+model's :class:`~monitor.runtime.watch.ModelWatch` (windows, detectors, verdicts, alerts). Scoring returns what it
+did (:mod:`~monitor.runtime.stage_results`: accepted counts, scored batches, unscorable events) and the pipeline's
+:class:`~monitor.runtime.stage_fanout.StageFanout` sends each result on as it comes: series into
+:class:`~monitor.exporters.prometheus.MetricsState` (rendered on ``/metrics``), scores and dead letters to the sink,
+predictions to the label stage, scored batches to the scored hooks (the probe scheduler). Each watch reports what it
+produced; the pipeline's :class:`~monitor.runtime.fanout.Fanout` sends each report on once the batches are applied:
+its series, its alert transitions to delivery, the report to subscribers (``replay``'s timeline). Delayed labels take
+the side path :class:`~monitor.runtime.labels.LabelStage`; the state file is :mod:`monitor.runtime.state`.
 
 Delivery is at-least-once: positions are committed only after every event before them has been applied (scored
 and its results recorded, scores published, dead letters acknowledged). On SIGTERM the loop finishes the batch in
@@ -17,7 +20,6 @@ hand, commits, persists state and returns; a watchdog bounds the whole shutdown.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,14 +38,15 @@ from monitor.runtime.labels import LabelStage
 from monitor.runtime.models import ModelRuntime
 from monitor.runtime.recovery import CrashRecovery
 from monitor.runtime.saved_positions import SEEK, SKIP, SavedPositions, Tail, tail_of
-from monitor.runtime.scoring import ScoredHook, Scoring
+from monitor.runtime.scoring import Scoring
+from monitor.runtime.scoring_budget import ScoringBudget
+from monitor.runtime.stage_fanout import ScoredHook, StageFanout
 from monitor.runtime.state import (
     StateStore,
     model_state,
 )
 from monitor.runtime.watches import SegmentBaselineFiles, install_watches
 from monitor.sampler.base import Sampler
-from monitor.sampler.ingest_first import IngestFirst
 from monitor.source.base import Positions, RawRecord, Sink, Source
 from monitor.source.labels import LabelJoiner
 from monitor.source.records import UNDECODABLE_HEADER
@@ -113,37 +116,37 @@ class Pipeline:
         }
         self.ingest = Ingest(settings, schemas, self.state, sink, invalid_log)
         self.labels = LabelStage(settings, self.runtimes, self.state, clock, invalid_log)
-        self.scoring = Scoring(
-            settings,
-            self.runtimes,
-            sampler,
+        self.scoring = Scoring(settings, self.runtimes, sampler, clock)
+        #: where ingest's and scoring's results go: series, scores and dead letters, labels, hooks, checkpoints
+        self.stages = StageFanout(
             self.state,
             sink,
-            self.labels if self.labels_topic is not None else None,
-            clock,
-            invalid_log,
-            self.ingest.dead_letter,
-            self._request_checkpoint,
+            scores_topic=settings.kafka.scores_topic,
+            labels=self.labels if self.labels_topic is not None else None,
+            dead_letter=self.ingest.dead_letter,
+            checkpoint_soon=self._request_checkpoint,
+            invalid_log=invalid_log,
+            models=self.runtimes,
         )
         #: each model's per-segment baselines file, written when they change
         self.baselines = SegmentBaselineFiles(self.store.dir)
 
-        #: ingest first (a sampler with a CPU cap): the CPU budget follows the consumer lag; None: scoring is not
-        #: budgeted (every event scored, or only an event cap)
-        cap = getattr(sampler, "cpu_cap_per_second", math.inf)
-        poll = settings.kafka.max_poll_records
-        self.ingest_first = (
-            IngestFirst(cap, backlog_records=5 * poll, caught_up_records=poll) if math.isfinite(cap) else None
+        #: ingest first: the sampler's CPU budget from the consumer lag (``control`` None: not budgeted)
+        self.budget = ScoringBudget(settings, sampler)
+        self.ingest_first = self.budget.control
+        install_watches(
+            settings,
+            self.runtimes.values(),
+            saved,
+            self.baselines,
+            lambda rt: self.stages.evaluated(self.scoring.reference_from_file(rt)),
         )
-        self._scoring_seen = (0.0, 0.0)
-        install_watches(settings, self.runtimes.values(), saved, self.baselines, self.scoring.reference_from_file)
         self.publish()
 
     @property
     def scored_hooks(self) -> list[ScoredHook]:
-        """Called after every scored batch with (runtime, raw rows, result, now, held values, segments): the probe
-        scheduler's feed."""
-        return self.scoring.hooks
+        """Called with every scored batch once applied (a :class:`ScoredBatch`): the probe scheduler's feed."""
+        return self.stages.scored_hooks
 
     @property
     def label_joiner(self) -> LabelJoiner:
@@ -229,14 +232,14 @@ class Pipeline:
         careful, rest = self.recovery.split(records)
         for record in careful:
             self._process([record], now, careful=True)
-            self.scoring.score_pending()
+            self.stages.scored(self.scoring.score_pending())
             self.recovery.inflight.clear()
         if careful:
             self.flush()
         if rest:
             self._process(rest, now, careful=False)
         if not records:
-            self.scoring.accept([(ev, None) for ev in self.ingest.expire(now)], now)
+            self.stages.accepted(self.scoring.accept([(ev, None) for ev in self.ingest.expire(now)], now))
         if (
             self.scoring.batch_due(now)
             or (records and self.scoring.oldest_pending is None)
@@ -256,21 +259,7 @@ class Pipeline:
         lag = self.consumer_lag()
         if lag is not None:
             tel.CONSUMER_LAG_RECORDS.set(self.state, tel.NoLabels(), lag)
-        control = self.ingest_first
-        if control is None:
-            return
-        wall, cpu = self.scoring.busy_wall, self.scoring.busy_cpu
-        control.observe(
-            now,
-            lag_records=lag,
-            full_poll=polled >= self.settings.kafka.max_poll_records,
-            scoring_wall=wall - self._scoring_seen[0],
-            scoring_cpu=cpu - self._scoring_seen[1],
-        )
-        self._scoring_seen = (wall, cpu)
-        set_budget = getattr(self.sampler, "set_cpu_budget", None)
-        if set_budget is not None:
-            set_budget(control.budget, now)
+        self.budget.step(now, lag, polled, self.scoring.busy_wall, self.scoring.busy_cpu)
 
     def _process(self, records: list[RawRecord], now: float, *, careful: bool) -> None:
         """Decode, shadow-check and sample ``records`` (one poll's, or one record after an unclean exit)."""
@@ -322,7 +311,7 @@ class Pipeline:
             for (model, reason), count in self.ingest.joiner.dropped.items():
                 tel.KSERVE_DROPPED_TOTAL.set_total(self.state, tel.ModelReason(model, reason), float(count))
         items.extend((ev, None) for ev in self.ingest.expire(now))
-        self.scoring.accept(items, now)
+        self.stages.accepted(self.scoring.accept(items, now))
         # only now are these records' events pending (or dead-lettered): if anything above raised, nothing may
         # commit past records whose events were never applied (at-least-once)
         self._consumed.update(positions)
@@ -333,10 +322,10 @@ class Pipeline:
 
     def flush(self) -> None:
         """Score and apply everything pending, publish; checkpoint (save, then commit) when one is due."""
-        self.scoring.score_pending()
+        self.stages.scored(self.scoring.score_pending())
         self.publish()  # alerts delivered and series written before the sink's flush (up to 30 s) waits
         delivered = self.sink is None or self.sink.flush(30.0)
-        self.scoring.update_sampling_gauges()
+        self.stages.sampling(self.scoring.sampling())
         self._undelivered = not delivered
         if delivered:  # only then are these events' dead letters and scores acknowledged: they may be committed
             self._applied = self.ingest.committable(self._consumed, self.scoring.held_positions())
@@ -442,8 +431,9 @@ class Pipeline:
 
     def close(self) -> None:
         """Apply what is pending (and KServe halves still held), checkpoint, and remove the in-flight marker."""
-        self.scoring.accept([(ev, None) for ev in self.ingest.drain()], self.clock())
-        self.scoring.release_held(self.clock())
+        self.stages.accepted(self.scoring.accept([(ev, None) for ev in self.ingest.drain()], self.clock()))
+        for accepted in self.scoring.release_held(self.clock()):
+            self.stages.accepted(accepted)
         try:
             self.flush()
         except MonitorError:

@@ -187,7 +187,7 @@ def replay_log(
         pipeline.fanout.subscribers.append(timeline.receive)
         kept: list[tuple[Any, Any]] = []
         if keep_scores:
-            pipeline.scored_hooks.append(lambda rt, rows, result, now, held, segments: kept.append((rows, result)))
+            pipeline.scored_hooks.append(lambda batch: kept.append((batch.rows, batch.result)))
         while not source.exhausted:
             pipeline.step(0.0)
             pipeline.flush()  # every poll's events applied whole: batch boundaries never depend on wall time

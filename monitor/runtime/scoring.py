@@ -2,32 +2,31 @@
 
 :class:`Scoring` keeps each model's pending micro-batch. :meth:`Scoring.accept` feeds the warm-up window (a model
 without a reference fits its standardizer on the first events), compares the live server's label with the ONNX
-copy (shadow agreement) and asks the sampler which events to score. :meth:`Scoring.score_pending` scores
-them in batches of at most ``batch.max_events`` rows and applies each result: the model's windows, detectors and
-alerts (:class:`~monitor.runtime.watch.ModelWatch`), the scored hooks (the probe scheduler), the scores topic and
-the predictions kept for delayed labels.
+copy (shadow agreement) and asks the sampler which events to score; it returns what it did as
+:class:`~monitor.runtime.stage_results.Accepted`. :meth:`Scoring.score_pending` scores them in batches of at most
+``batch.max_events`` rows and applies each result to the model's :class:`~monitor.runtime.watch.ModelWatch`
+(windows, detectors, alerts), yielding a :class:`~monitor.runtime.stage_results.ScoredBatch` per batch and an
+:class:`~monitor.runtime.stage_results.Unscorable` per event it could not apply. Scoring writes no series, sends
+nothing to the sink and calls no other stage: the pipeline's
+:class:`~monitor.runtime.stage_fanout.StageFanout` sends its results on (telemetry, the scores topic, dead
+letters, the predictions kept for delayed labels, the scored hooks).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor import telemetry as tel
 from monitor.config import Settings
 from monitor.drift.categories import held_columns
 from monitor.events import InferenceEvent, feature_rows, held_rows
-from monitor.exporters.prometheus import MetricsState
-from monitor.logs import RateLimitedLogger
 from monitor.model.signature import Held
-from monitor.runtime.labels import LabelStage
 from monitor.runtime.models import (
     HELD_SAMPLE_ROWS,
     ModelRuntime,
@@ -35,34 +34,12 @@ from monitor.runtime.models import (
     read_reference_rows,
     read_segmented_reference_rows,
 )
+from monitor.runtime.stage_results import Accepted, Evaluations, SamplingLevel, ScoredBatch, Unscorable
 from monitor.sampler.base import Sampler
 from monitor.signals.scorer import ScoreResult
-from monitor.source.base import RawRecord, Sink
+from monitor.source.base import RawRecord
 
 log = logging.getLogger("monitor.runtime.scoring")
-
-
-class DeadLetter(Protocol):
-    """:meth:`monitor.runtime.ingest.Ingest.dead_letter`: count, log and dead-letter one event."""
-
-    def __call__(
-        self,
-        record: RawRecord | None,
-        reason: str,
-        detail: str,
-        *,
-        model: str = ...,
-        event: InferenceEvent | None = ...,
-        exc_info: bool = ...,
-    ) -> None: ...
-
-
-#: output columns whose flicker tolerance is a gauge (``output`` label "0" … "15"): bounded for wide outputs
-FLICKER_TOLERANCE_COLUMNS = 16
-
-#: called after every scored batch with (runtime, raw rows, result, now, held values, the events' segments): the
-#: probe scheduler's feed
-ScoredHook = Callable[[ModelRuntime, NDArray[np.float64], ScoreResult, float, Held | None, list[str]], None]
 
 
 class UniformThinner:
@@ -97,35 +74,20 @@ class UniformThinner:
 
 
 class Scoring:
-    """Sampling, micro-batching and scoring for every watched model."""
+    """Sampling, micro-batching and scoring for every watched model; what it did comes back as named results."""
 
     def __init__(
         self,
         settings: Settings,
         runtimes: Mapping[str, ModelRuntime],
         sampler: Sampler,
-        state: MetricsState,
-        sink: Sink | None,
-        labels: LabelStage | None,
         clock: Callable[[], float],
-        invalid_log: RateLimitedLogger,
-        dead_letter: DeadLetter,
-        checkpoint_soon: Callable[[], None],
     ) -> None:
         self.settings = settings
         self.runtimes = runtimes
         self.sampler = sampler
-        self.state = state
-        self.sink = sink
-        self.labels = labels
         self.clock = clock
-        self._invalid_log = invalid_log
-        self.dead_letter = dead_letter
-        self._checkpoint_soon = checkpoint_soon
         self.thinner = UniformThinner(sampler)
-        for model in runtimes:  # pre-registered at 0, so that rate() sees the first increment
-            tel.SCORES_NONFINITE_TOTAL.inc(self.state, tel.Model(model), 0.0)
-        self.hooks: list[ScoredHook] = []
         #: when the oldest pending event was sampled (None: nothing pending)
         self.oldest_pending: float | None = None
         #: wall and CPU seconds spent scoring events so far (the ingest-first controller's measure of scoring)
@@ -133,32 +95,35 @@ class Scoring:
         self.busy_cpu = 0.0
 
     # -- accept: warm-up, shadow, sample ---------------------------------------------------------------------
-    def accept(self, items: Sequence[tuple[InferenceEvent, RawRecord | None]], now: float) -> None:
+    def accept(self, items: Sequence[tuple[InferenceEvent, RawRecord | None]], now: float) -> Accepted:
         """Shadow-check events that carry a live label (one centre-only model call per model), then sample.
 
         ``items`` pairs each event with the record it came from. If checking or sampling a model's events raises,
-        they are taken again one at a time, and an event that still fails is dead-lettered as ``unscorable``.
+        they are taken again one at a time, and an event that still fails is returned as :class:`Unscorable`.
+        What a failed attempt counted before it raised stays counted.
         """
+        accepted = Accepted()
         by_model: dict[str, list[tuple[InferenceEvent, RawRecord | None]]] = {}
         for item in items:
             by_model.setdefault(item[0].model, []).append(item)
         for name, group in by_model.items():
             rt = self.runtimes[name]
             try:
-                self._accept_model(rt, group, now)
+                self._accept_model(rt, group, now, accepted)
             except Exception:  # noqa: BLE001 - isolation: one event must not stop the others
                 for item in group:
                     try:
-                        self._accept_model(rt, [item], now)
+                        self._accept_model(rt, [item], now, accepted)
                     except Exception as exc:  # noqa: BLE001
-                        self._unscorable(item[0], item[1], exc)
+                        accepted.unscorable.append(_unscorable(item[0], item[1], exc))
         # the sampler's event-time reservoir: decisions on events it held at earlier polls
         for ev, weight in self.sampler.release(now):
             ev_held = self.thinner.held.pop(id(ev), None)
             if ev_held is not None and weight > 0:
-                self._pend(self.runtimes[ev.model], ev, ev_held[2], weight, ev_held[1], now)
+                self._pend(self.runtimes[ev.model], Pending(ev, ev_held[2], weight, ev_held[1]), now, accepted)
         if self.thinner.held and self.oldest_pending is None:
             self.oldest_pending = now  # held events are on their way: no flush (and commit) as if nothing were
+        return accepted
 
     def held_positions(self) -> dict[tuple[str, int], int]:
         """Per partition, the offset of the first record whose event the sampler still holds undecided: offsets
@@ -170,47 +135,38 @@ class Scoring:
                 first[key] = min(first.get(key, record.offset), record.offset)
         return first
 
-    def release_held(self, now: float) -> None:
+    def release_held(self, now: float) -> list[Accepted]:
         """Decide every event the sampler holds (at shutdown): two empty steps, so each model has paused — what it
         held was a burst, scored whole when the CPU budget allows, else sampled evenly."""
-        self.accept([], now)
-        self.accept([], now)
+        return [self.accept([], now), self.accept([], now)]
 
-    def _pend(
-        self,
-        rt: ModelRuntime,
-        ev: InferenceEvent,
-        disagreement: float,
-        weight: float,
-        record: RawRecord | None,
-        now: float,
-    ) -> None:
-        tel.EVENTS_SAMPLED_TOTAL.inc(self.state, tel.Model(ev.model))
-        rt.pending.append((ev, disagreement, weight, record))
+    def _pend(self, rt: ModelRuntime, pending: Pending, now: float, accepted: Accepted) -> None:
+        model = pending.event.model
+        accepted.sampled[model] = accepted.sampled.get(model, 0) + 1
+        rt.pending.append(pending)
         if self.oldest_pending is None:
             self.oldest_pending = now
 
-    def _accept_model(self, rt: ModelRuntime, items: list[tuple[InferenceEvent, RawRecord | None]], now: float) -> None:
+    def _accept_model(
+        self, rt: ModelRuntime, items: list[tuple[InferenceEvent, RawRecord | None]], now: float, accepted: Accepted
+    ) -> None:
         if rt.scorer is None:
-            items = self._warm_up(rt, items)
+            items = self._warm_up(rt, items, accepted)
             if not items:
                 return
         evs = [ev for ev, _ in items]
-        shadow = self._shadow(rt, evs)
+        shadow = self._shadow(rt, evs, accepted)
         # the ONNX copy and the live server disagree: always score it (a stale copy must show)
         weights = self.sampler.sample_many(evs, now, [d == 1.0 for d in shadow])
         held = {id(ev) for ev in getattr(self.sampler, "last_held", ())}
         for (ev, record), disagreement, weight in zip(items, shadow, weights, strict=True):
             if weight > 0:
-                self._pend(rt, ev, disagreement, weight, record, now)
+                self._pend(rt, Pending(ev, disagreement, weight, record), now, accepted)
             elif held and id(ev) in held:  # decided later, by ``Sampler.release`` (see ``accept``)
                 self.thinner.held[id(ev)] = (ev, record, disagreement)
 
-    def _unscorable(self, ev: InferenceEvent, record: RawRecord | None, exc: BaseException) -> None:
-        self.dead_letter(record, "unscorable", f"{type(exc).__name__}: {exc}", model=ev.model, event=ev, exc_info=True)
-
     def _warm_up(
-        self, rt: ModelRuntime, evs: list[tuple[InferenceEvent, RawRecord | None]]
+        self, rt: ModelRuntime, evs: list[tuple[InferenceEvent, RawRecord | None]], accepted: Accepted
     ) -> list[tuple[InferenceEvent, RawRecord | None]]:
         """Feed the warm-up window; returns the events past it (to be scored with the freshly fitted standardizer)."""
         need = rt.settings.warmup_events - len(rt.warmup)
@@ -225,10 +181,10 @@ class Scoring:
         rt.warmup.clear()
         rt.warmup_held.clear()
         log.info("warm-up complete; standardizer fitted", extra={"model": rt.name})
-        self._checkpoint_soon()
+        accepted.warmed_up.append(rt.name)
         return evs[need:]
 
-    def _shadow(self, rt: ModelRuntime, evs: Sequence[InferenceEvent]) -> list[float]:
+    def _shadow(self, rt: ModelRuntime, evs: Sequence[InferenceEvent], accepted: Accepted) -> list[float]:
         """Shadow agreement: per event NaN (no live label), 0.0 (agrees) or 1.0 (disagrees).
 
         The live label is the server's class *value*; it is compared with the ONNX copy's own label output when
@@ -240,7 +196,6 @@ class Scoring:
             return flags
         rows = feature_rows([evs[i] for i in idx], np.float32)
         out = rt.model.evaluate(rows, held_rows([evs[i] for i in idx]))
-        tel.MODEL_EVALUATIONS_TOTAL.inc(self.state, tel.ModelPurpose(rt.name, "shadow"), float(len(idx)))
         ours = out.raw_label if out.raw_label is not None else out.label
         assert ours is not None
         live = [evs[i].prediction.label for i in idx]  # type: ignore[union-attr]
@@ -248,8 +203,9 @@ class Scoring:
             mismatch = np.asarray(live, dtype=np.int64) != ours.astype(np.int64)
         else:
             mismatch = np.array([str(a) != str(b) for a, b in zip(live, ours, strict=True)])
-        tel.SHADOW_COMPARED_TOTAL.inc(self.state, tel.Model(rt.name), float(len(idx)))
-        tel.SHADOW_DISAGREEMENTS_TOTAL.inc(self.state, tel.Model(rt.name), float(mismatch.sum()))
+        name = rt.name
+        accepted.shadow_compared[name] = accepted.shadow_compared.get(name, 0) + len(idx)
+        accepted.shadow_disagreed[name] = accepted.shadow_disagreed.get(name, 0) + int(mismatch.sum())
         for j, i in enumerate(idx):
             flags[i] = 1.0 if mismatch[j] else 0.0
         return flags
@@ -263,134 +219,90 @@ class Scoring:
         )
         return full or aged
 
-    def score_pending(self) -> None:
-        """Score and apply everything pending, in batches of at most ``batch.max_events`` events."""
+    def score_pending(self) -> Iterator[ScoredBatch | Unscorable]:
+        """Score and apply everything pending, in batches of at most ``batch.max_events`` events, yielding each
+        scored batch (and each event that could not be applied) as soon as it is done.
+
+        A generator, so that whoever sends the results on does so before the next batch is scored (a scored hook
+        sees the model's watch as that batch left it); it must be run to its end.
+        """
         for rt in self.runtimes.values():
             while rt.pending:
                 batch = rt.pending[: self.settings.batch.max_events]
                 del rt.pending[: len(batch)]
-                self._score_batch(rt, batch)
+                yield from self._score_batch(rt, batch)
         self.oldest_pending = None
 
-    def score_rows(
-        self, rt: ModelRuntime, rows: NDArray[np.float64], held: Held | None = None, *, purpose: str
-    ) -> ScoreResult:
-        """Score raw feature rows (and their held values) with the model's scorer, counting the model evaluations
-        under ``purpose``."""
-        assert rt.scorer is not None
-        result = rt.scorer.score(rows, held)
-        tel.MODEL_EVALUATIONS_TOTAL.inc(
-            self.state, tel.ModelPurpose(rt.name, purpose), float(rows.shape[0] * rt.scorer.rows_per_event())
-        )
-        if rt.scorer.flicker_tolerance is not None:  # a regressor's flip threshold in output units
-            for column, tolerance in enumerate(rt.scorer.flicker_tolerance[:FLICKER_TOLERANCE_COLUMNS]):
-                tel.FLICKER_TOLERANCE.set(self.state, tel.ModelOutput(rt.name, str(column)), float(tolerance))
-        # the σ and r scored at: fixed settings or chosen from the reference (monitor/signals/scales.py)
-        tel.SCORING_SCALE.set(self.state, tel.ModelScale(rt.name, "sigma"), rt.scorer.config.sigma)
-        tel.SCORING_SCALE.set(self.state, tel.ModelScale(rt.name, "radius"), rt.scorer.config.radius)
-        return result
-
-    def _score_batch(self, rt: ModelRuntime, pending: list[Pending]) -> None:
-        """Score and apply one micro-batch; if that raises, each event alone, dead-lettering those that still fail.
+    def _score_batch(self, rt: ModelRuntime, pending: list[Pending]) -> Iterator[ScoredBatch | Unscorable]:
+        """Score and apply one micro-batch; if that raises, each event alone, returning those that still fail.
 
         A failure is a bug or an event the model cannot take. Effects the failed batch applied before it raised
-        (counters, window entries of the events before the failing one) may then be applied a second time: at most
-        one micro-batch's worth, logged with the traceback.
+        (its scoring's counts, window entries of the events before the failing one) may then be applied a second
+        time: at most one micro-batch's worth, logged with the traceback.
         """
+        tried: list[ScoredBatch] = []
         try:
-            self._apply_batch(rt, pending)
+            self._apply_batch(rt, pending, tried)
         except Exception as first:  # noqa: BLE001 - isolation: one event must not stop the others
+            yield from tried  # scored, not applied: its cost is still reported
             if len(pending) == 1:
-                self._unscorable(pending[0][0], pending[0][3], first)
+                yield _unscorable(pending[0].event, pending[0].record, first)
                 return
             for item in pending:
+                tried = []
                 try:
-                    self._apply_batch(rt, [item])
+                    self._apply_batch(rt, [item], tried)
                 except Exception as exc:  # noqa: BLE001
-                    self._unscorable(item[0], item[3], exc)
+                    yield from tried
+                    yield _unscorable(item.event, item.record, exc)
+                else:
+                    yield from tried
+            return
+        yield from tried
 
-    def _apply_batch(self, rt: ModelRuntime, pending: list[Pending]) -> None:
+    def score_rows(
+        self, rt: ModelRuntime, rows: NDArray[np.float64], held: Held | None = None
+    ) -> tuple[ScoreResult, float]:
+        """Score raw feature rows (and their held values) with the model's scorer; the result and the model rows
+        that took (rows × the scorer's rows per event)."""
+        assert rt.scorer is not None
+        result = rt.scorer.score(rows, held)
+        return result, float(rows.shape[0] * rt.scorer.rows_per_event())
+
+    def _apply_batch(self, rt: ModelRuntime, pending: list[Pending], tried: list[ScoredBatch]) -> None:
+        """Score one micro-batch (appended to ``tried`` once scored) and apply it to the model's watch."""
         started, cpu_started = time.perf_counter(), time.process_time()
-        batch = [ev for ev, _, _, _ in pending]
-        shadow = np.array([d for _, d, _, _ in pending])
-        weights = np.array([w for _, _, w, _ in pending])
+        batch = [p.event for p in pending]
+        shadow = np.array([p.disagreement for p in pending])
+        weights = np.array([p.weight for p in pending])
         rows = feature_rows(batch)
         held = held_rows(batch)
-        result = self.score_rows(rt, rows, held, purpose="events")
-        tel.SCORE_BATCH_DURATION_SECONDS.observe(self.state, tel.Model(rt.name), [time.perf_counter() - started])
-        self._count_nonfinite(rt.name, batch, result)
-        now = self.clock()
-        tel.EVENT_LAG_SECONDS.observe(
-            self.state, tel.Model(rt.name), np.array([max(0.0, now - ev.timestamp_seconds) for ev in batch])
-        )
+        result, evaluations = self.score_rows(rt, rows, held)
+        scored = ScoredBatch(rt, batch, rows, held, result, self.clock(), evaluations, time.perf_counter() - started)
+        tried.append(scored)
         assert rt.watch is not None
         rt.watch.update(batch, rows, result, shadow, uniform=self.thinner.keep(rt.name, weights))
         # the measured cost (CPU seconds, all threads: onnxruntime's too) that the sampler divides its budget by
         cpu = time.process_time() - cpu_started
         self.sampler.observe_cost(rt.name, len(batch), cpu)
-        self.busy_wall += time.perf_counter() - started
+        wall = time.perf_counter() - started
+        self.busy_wall += wall
         self.busy_cpu += cpu
-        segments = [ev.segment for ev in batch]
-        for hook in self.hooks:
-            try:
-                hook(rt, rows, result, now, held, segments)
-            except Exception:  # a probe-scheduler bug must not take the events with it
-                log.exception("scored-batch hook failed; the batch is applied", extra={"model": rt.name})
-        if self.settings.kafka.scores_topic and self.sink is not None:
-            self._publish_scores(rt, batch, result)
-        if self.labels is not None and rt.model.kind == "classifier":
-            try:
-                self.labels.remember(rt, batch, rows, result, held)
-            except Exception:  # their labels will go unmatched; the scores stand
-                log.exception("keeping predictions for delayed labels failed", extra={"model": rt.name})
+        scored.cpu_seconds, scored.wall_seconds, scored.applied = cpu, wall, True
 
-    def _count_nonfinite(self, model: str, batch: list[InferenceEvent], result: ScoreResult) -> None:
-        """Valid events whose γ came out NaN or ±inf: the model's own outputs were not finite at the event or around
-        it (an overflow at extreme inputs). Their γ stays out of the histograms and the windows' statistics, so they are
-        counted here, and logged (rate-limited): a model that breaks down at some inputs is itself a robustness
-        finding."""
-        bad = np.flatnonzero(result.valid & ~np.isfinite(result.gamma))
-        if bad.size:
-            tel.SCORES_NONFINITE_TOTAL.inc(self.state, tel.Model(model), float(bad.size))
-            self._invalid_log.warning(
-                "nonfinite-" + model,
-                "model outputs not finite at valid events; their scores are left out of histograms and windows",
-                model=model,
-                events=int(bad.size),
-                event_ids=[batch[i].event_id for i in bad[:3]],
-            )
-
-    def _publish_scores(self, rt: ModelRuntime, batch: list[InferenceEvent], result: ScoreResult) -> None:
-        topic = self.settings.kafka.scores_topic
-        assert topic is not None and self.sink is not None
-        for i, ev in enumerate(batch):
-            doc = {
-                "id": ev.event_id,
-                "model": ev.model,
-                "model_version": ev.model_version,
-                "segment": ev.segment,
-                "ts": ev.timestamp_seconds,
-                "gamma": _num(result.gamma[i]),
-                "flicker": _num(result.flicker[i]),
-                "p_adj": _num(result.p_adj[i]),
-                "predicted_class": int(result.predicted_class[i]),
-                "probability": _num(result.probability[i]),
-                "margin": _num(result.margin[i]),
-            }
-            self.sink.send(topic, json.dumps(doc).encode(), key=ev.event_id.encode())
-
-    def update_sampling_gauges(self) -> None:
-        for name, stats in self.sampler.snapshot().items():
-            tel.EVENTS_SAMPLED_RATIO.set(self.state, tel.Model(name), stats.fraction)
-            capacity = getattr(self.sampler, "capacity", None)
+    def sampling(self) -> list[SamplingLevel]:
+        """Every model's sampled fraction and the sampler's capacity for it."""
+        capacity = getattr(self.sampler, "capacity", None)
+        return [
             # a sampler without a capacity scores every event (sampler.events_per_second: 0): no limit, +Inf
-            value = capacity(name) if capacity is not None else math.inf
-            if value is not None:
-                tel.SAMPLER_CAPACITY_EVENTS_PER_SECOND.set(self.state, tel.Model(name), value)
+            SamplingLevel(name, stats.fraction, capacity(name) if capacity is not None else math.inf)
+            for name, stats in self.sampler.snapshot().items()
+        ]
 
     # -- the reference, when it is given as rows --------------------------------------------------------------
-    def reference_from_file(self, rt: ModelRuntime) -> None:
-        """Score (a bounded sample of) the reference data once to get the reference γ/flicker distribution.
+    def reference_from_file(self, rt: ModelRuntime) -> Evaluations:
+        """Score (a bounded sample of) the reference data once to get the reference γ/flicker distribution; returns
+        the model rows that took (purpose ``reference``).
 
         With ``segments.reference_column`` the reference CSV carries each row's segment in that column (not fed to the
         model): each segment gets its own baseline, from a sample of at most ``drift.reference_max_events`` of its rows.
@@ -424,7 +336,7 @@ class Scoring:
         ref = ref[keep]
         held = None if held is None else held.take(keep)
         cpu_started = time.process_time()
-        result = self.score_rows(rt, ref, held, purpose="reference")
+        result, evaluations = self.score_rows(rt, ref, held)
         # the first measured cost: the sampler knows what an event costs before the first poll (a backlog read
         # after a restart is then sampled from its first poll on, not scored whole)
         self.sampler.observe_cost(rt.name, int(ref.shape[0]), time.process_time() - cpu_started)
@@ -433,7 +345,9 @@ class Scoring:
         if all_held is not None:
             rt.watch.set_held_tables(all_held, all_segments)
         log.info("reference built from file", extra={"model": rt.name, "rows": int(ref.shape[0])})
+        return Evaluations(rt, "reference", evaluations)
 
 
-def _num(v: float) -> float | None:
-    return None if not np.isfinite(v) else float(v)
+def _unscorable(ev: InferenceEvent, record: RawRecord | None, exc: BaseException) -> Unscorable:
+    """The event ``exc`` stopped, with its traceback (call it where ``exc`` is handled)."""
+    return Unscorable(ev, record, f"{type(exc).__name__}: {exc}", traceback.format_exc())
