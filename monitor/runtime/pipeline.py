@@ -29,9 +29,9 @@ from monitor import telemetry as tel
 from monitor.alerts import AlertEvent
 from monitor.config import Settings
 from monitor.errors import MonitorError
-from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
+from monitor.runtime.dead_letters import DeadLetters
 from monitor.runtime.fanout import Fanout
 from monitor.runtime.ingest import Ingest
 from monitor.runtime.labels import LabelStage
@@ -41,6 +41,7 @@ from monitor.runtime.saved_positions import SEEK, SKIP, SavedPositions, Tail, ta
 from monitor.runtime.scoring import Scoring
 from monitor.runtime.scoring_budget import ScoringBudget
 from monitor.runtime.stage_fanout import ScoredHook, StageFanout
+from monitor.runtime.stage_results import Ingested
 from monitor.runtime.state import (
     StateStore,
     model_state,
@@ -114,7 +115,7 @@ class Pipeline:
             )
             for rt in runtimes
         }
-        self.ingest = Ingest(settings, schemas, self.state, sink, invalid_log)
+        self.ingest = Ingest(settings, schemas)
         self.labels = LabelStage(settings, self.runtimes, self.state, clock, invalid_log)
         self.scoring = Scoring(settings, self.runtimes, sampler, clock)
         #: where ingest's and scoring's results go: series, scores and dead letters, labels, hooks, checkpoints
@@ -123,7 +124,7 @@ class Pipeline:
             sink,
             scores_topic=settings.kafka.scores_topic,
             labels=self.labels if self.labels_topic is not None else None,
-            dead_letter=self.ingest.dead_letter,
+            dead_letters=DeadLetters(settings, self.state, sink, invalid_log, self.runtimes),
             checkpoint_soon=self._request_checkpoint,
             invalid_log=invalid_log,
             models=self.runtimes,
@@ -264,9 +265,8 @@ class Pipeline:
     def _process(self, records: list[RawRecord], now: float, *, careful: bool) -> None:
         """Decode, shadow-check and sample ``records`` (one poll's, or one record after an unclean exit)."""
         self.recovery.begin(records, careful)
-        items: list[tuple[InferenceEvent, RawRecord | None]] = []
+        ingested = Ingested()  # the poll's events and invalid records; consumed counted once per model per poll
         positions: Positions = {}
-        consumed: dict[str, int] = {}  # one locked counter update per model per poll, not per record
         last: dict[tuple[str, int], RawRecord] = {}
         try:
             for record in records:
@@ -286,30 +286,26 @@ class Pipeline:
                         positions.pop(key, None)
                         continue
                 if self.recovery.is_poison(record):
-                    consumed["unknown"] = consumed.get("unknown", 0) + 1
-                    self.ingest.dead_letter(
-                        record, "crashed_processing", "the process died twice with this record in flight"
-                    )
+                    why = "the process died twice with this record in flight"
+                    ingested.refuse(record, "crashed_processing", why)
                 elif record.headers and record.headers[0][0] == UNDECODABLE_HEADER:
-                    consumed["unknown"] = consumed.get("unknown", 0) + 1
                     why = record.headers[0][1].decode("utf-8", "replace")
-                    self.ingest.dead_letter(
+                    ingested.refuse(
                         record._replace(headers=record.headers[1:]), "undecodable_batch", f"record batch: {why}"
                     )
                 elif self.labels_topic is not None and record.topic == self.labels_topic:
                     self.labels.record(record, now)
                 else:
-                    items.extend((ev, record) for ev in self.ingest.decode(record, now, consumed))
+                    self.ingest.decode(record, now, ingested)
                 positions[key] = record.offset + 1
                 last[key] = record
                 self.recovery.processed(record)
-        finally:  # records read are counted even when a later one fails (they will be re-delivered)
+        finally:  # records read are counted (and invalid ones dead-lettered) even when a later one fails
             for key, record in last.items():
                 self._tails[key] = tail_of(record)
-            for model, n in consumed.items():
-                tel.EVENTS_CONSUMED_TOTAL.inc(self.state, tel.Model(model), float(n))
-            for (model, reason), count in self.ingest.joiner.dropped.items():
-                tel.KSERVE_DROPPED_TOTAL.set_total(self.state, tel.ModelReason(model, reason), float(count))
+            ingested.dropped = self.ingest.dropped()
+            self.stages.ingested(ingested)
+        items = ingested.events
         items.extend((ev, None) for ev in self.ingest.expire(now))
         self.stages.accepted(self.scoring.accept(items, now))
         # only now are these records' events pending (or dead-lettered): if anything above raised, nothing may

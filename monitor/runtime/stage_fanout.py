@@ -1,8 +1,9 @@
 """Where the stages' results go: the one place the pipeline sends what ingest and scoring returned.
 
-:class:`~monitor.runtime.scoring.Scoring` returns named results (:mod:`monitor.runtime.stage_results`) and sends
-nothing itself. :class:`StageFanout` writes their series into the metrics state, sends each scored event's scores
-to the scores topic and each unscorable event to the dead letters (both through the sink, before the pipeline's
+:class:`~monitor.runtime.ingest.Ingest` and :class:`~monitor.runtime.scoring.Scoring` return named results
+(:mod:`monitor.runtime.stage_results`) and send nothing themselves. :class:`StageFanout` writes their series into
+the metrics state, sends each scored event's scores to the scores topic and each invalid record and unscorable
+event to the dead letters (:class:`~monitor.runtime.dead_letters.DeadLetters`; both through the sink, before the pipeline's
 flush asks the sink for delivery and before positions become committable), hands the scored predictions to the
 label stage, calls the scored hooks (the probe scheduler's feed) and asks for a checkpoint when a warm-up
 completes. A scored hook or the label stage that raises is logged; the batch stays applied and nothing is
@@ -14,17 +15,24 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
 import numpy as np
 
 from monitor import telemetry as tel
-from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
+from monitor.runtime.dead_letters import DeadLetters
 from monitor.runtime.labels import LabelStage
-from monitor.runtime.stage_results import Accepted, Evaluations, SamplingLevel, ScoredBatch, Unscorable
-from monitor.source.base import RawRecord, Sink
+from monitor.runtime.stage_results import (
+    Accepted,
+    Evaluations,
+    Ingested,
+    Invalid,
+    SamplingLevel,
+    ScoredBatch,
+    Unscorable,
+)
+from monitor.source.base import Sink
 
 log = logging.getLogger("monitor.runtime.stage_fanout")
 
@@ -33,21 +41,6 @@ FLICKER_TOLERANCE_COLUMNS = 16
 
 #: called with every scored batch once applied (the probe scheduler's feed)
 ScoredHook = Callable[[ScoredBatch], None]
-
-
-class DeadLetter(Protocol):
-    """:meth:`monitor.runtime.ingest.Ingest.dead_letter`: count, log and dead-letter one event."""
-
-    def __call__(
-        self,
-        record: RawRecord | None,
-        reason: str,
-        detail: str,
-        *,
-        model: str = ...,
-        event: InferenceEvent | None = ...,
-        trace: str | None = ...,
-    ) -> None: ...
 
 
 class StageFanout:
@@ -61,7 +54,7 @@ class StageFanout:
         *,
         scores_topic: str | None,
         labels: LabelStage | None,
-        dead_letter: DeadLetter,
+        dead_letters: DeadLetters,
         checkpoint_soon: Callable[[], None],
         invalid_log: RateLimitedLogger,
         models: Iterable[str],
@@ -70,13 +63,33 @@ class StageFanout:
         self.sink = sink
         self.scores_topic = scores_topic if sink is not None else None
         self.labels = labels
-        self.dead_letter = dead_letter
+        self.dead_letters = dead_letters
         self.checkpoint_soon = checkpoint_soon
         self._invalid_log = invalid_log
         #: called with every applied scored batch; one that raises is logged, the others still get the batch
         self.scored_hooks: list[ScoredHook] = []
         for model in models:  # pre-registered at 0, so that rate() sees the first increment
+            tel.EVENTS_CONSUMED_TOTAL.inc(state, tel.Model(model), 0.0)
             tel.SCORES_NONFINITE_TOTAL.inc(state, tel.Model(model), 0.0)
+
+    # -- ingest ---------------------------------------------------------------------------------------------
+    def ingested(self, ingested: Ingested) -> None:
+        """Count the records read (one counter update per model per poll) and the KServe halves dropped, and
+        dead-letter the invalid records."""
+        for item in ingested.invalid:
+            self.invalid(item)
+        for model, n in ingested.consumed.items():
+            tel.EVENTS_CONSUMED_TOTAL.inc(self.state, tel.Model(model), float(n))
+        for (model, reason), count in ingested.dropped.items():
+            tel.KSERVE_DROPPED_TOTAL.set_total(self.state, tel.ModelReason(model, reason), float(count))
+
+    def invalid(self, item: Invalid) -> None:
+        """Count the inputs it got wrong, then count, log and dead-letter it."""
+        if item.error is not None:
+            self.dead_letters.count_inputs(item.error)
+        self.dead_letters.send(
+            item.record, item.reason, item.detail, model=item.model, event=item.event, trace=item.trace
+        )
 
     # -- accept ---------------------------------------------------------------------------------------------
     def accepted(self, accepted: Accepted) -> None:
@@ -142,7 +155,7 @@ class StageFanout:
 
     def unscorable(self, item: Unscorable) -> None:
         ev = item.event
-        self.dead_letter(item.record, "unscorable", item.error, model=ev.model, event=ev, trace=item.traceback)
+        self.dead_letters.send(item.record, "unscorable", item.error, model=ev.model, event=ev, trace=item.traceback)
 
     def sampling(self, levels: Iterable[SamplingLevel]) -> None:
         """Each model's sampled fraction and the sampler's capacity for it."""

@@ -3,7 +3,9 @@
 :class:`~monitor.runtime.scoring.Scoring` yields a :class:`ScoredBatch` per micro-batch it scored (applied to the
 model's watch, or not: then only its cost is reported) and an :class:`Unscorable` per event it could not apply;
 :meth:`~monitor.runtime.scoring.Scoring.accept` returns :class:`Accepted` (what the warm-up, the shadow check and the
-sampler did with a poll's events). One object per batch or per call, never one per event.
+sampler did with a poll's events). :class:`~monitor.runtime.ingest.Ingest` fills an :class:`Ingested` per poll: the
+events it decoded and the records it could not, each an :class:`Invalid` with its reason. One object per batch or
+per call, never one per event (but one per event that is not applied).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.errors import InvalidEventError
 from monitor.events import InferenceEvent
 from monitor.model.signature import Held
 from monitor.runtime.models import ModelRuntime
@@ -102,3 +105,40 @@ class SamplingLevel:
     model: str
     fraction: float
     capacity: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A record (or event) that is not applied, with its reason (a ``harmonic_events_invalid_total`` label)."""
+
+    #: the raw record it came from; None for a KServe request whose response never came
+    record: RawRecord | None
+    reason: str
+    detail: str
+    model: str = "unknown"
+    event: InferenceEvent | None = None
+    #: the formatted traceback, for an error that is a bug (logged with it)
+    trace: str | None = None
+    #: the decoder's error, naming the inputs at fault (``harmonic_input_invalid_total``)
+    error: InvalidEventError | None = None
+
+
+@dataclass(slots=True)
+class Ingested:
+    """What ingest made of one poll's records (or one record after an unclean exit)."""
+
+    #: decoded events with the record each came from (None: a KServe half released without its partner)
+    events: list[tuple[InferenceEvent, RawRecord | None]] = field(default_factory=list)
+    invalid: list[Invalid] = field(default_factory=list)
+    #: records read per model (one record counts once, under the model it belongs to; ``unknown`` when none)
+    consumed: dict[str, int] = field(default_factory=dict)
+    #: the KServe joiner's dropped halves so far, per (model, reason): totals, not increments
+    dropped: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def count(self, model: str) -> None:
+        self.consumed[model] = self.consumed.get(model, 0) + 1
+
+    def refuse(self, record: RawRecord, reason: str, detail: str, *, trace: str | None = None) -> None:
+        """``record`` read and not applied: counted as consumed by no model, and invalid under ``reason``."""
+        self.count("unknown")
+        self.invalid.append(Invalid(record, reason, detail, trace=trace))

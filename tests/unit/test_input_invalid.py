@@ -1,5 +1,5 @@
 """Missing, non-finite and out-of-range values are counted per input: the decoder names the input at fault and the
-model it belongs to, ``Ingest`` counts ``harmonic_input_invalid_total{model, feature, problem}`` (bounded per model),
+model it belongs to, ``DeadLetters`` counts ``harmonic_input_invalid_total{model, feature, problem}`` (bounded per model),
 and ``replay`` reports the same counts."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from monitor import telemetry as tel
 from monitor.errors import INPUT_PROBLEMS, InvalidEventError
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
-from monitor.runtime.ingest import INPUT_SERIES_MAX, Ingest
+from monitor.runtime.dead_letters import INPUT_SERIES_MAX, DeadLetters
 from monitor.source.decode import EventDecoder
 from monitor.source.replay import ReplaySource
 from monitor.source.validate import ModelSchema
@@ -90,17 +90,13 @@ def test_signature_models_name_the_input_tensor_or_element_at_fault() -> None:
 
 def test_ingest_counts_each_input_once_per_event_and_bounds_the_series_per_model() -> None:
     state = MetricsState()
-    ingest = Ingest(
-        make_settings_for_ingest(),
-        {"m": ModelSchema(2)},
-        state,
-        None,
-        RateLimitedLogger(logging.getLogger(__name__)),
+    dead_letters = DeadLetters(
+        make_settings_for_ingest(), state, None, RateLimitedLogger(logging.getLogger(__name__)), ["m"]
     )
     for i in range(INPUT_SERIES_MAX + 3):
-        ingest._count_inputs(InvalidEventError("missing_field", "x", model="m", inputs=((f"in{i}", "missing"),)))
-    ingest._count_inputs(InvalidEventError("not_finite", "x", model="m", inputs=(("in0", "not_finite"),)))
-    ingest._count_inputs(InvalidEventError("not_json", "x"))  # no model, no input: nothing per input
+        dead_letters.count_inputs(InvalidEventError("missing_field", "x", model="m", inputs=((f"in{i}", "missing"),)))
+    dead_letters.count_inputs(InvalidEventError("not_finite", "x", model="m", inputs=(("in0", "not_finite"),)))
+    dead_letters.count_inputs(InvalidEventError("not_json", "x"))  # no model, no input: nothing per input
     assert state.counter(METRIC, ("m", "in0", "missing")) == 1
     assert state.counter(METRIC, ("m", "in0", "not_finite")) == 1
     assert state.counter(METRIC, ("m", f"in{INPUT_SERIES_MAX - 1}", "missing")) == 1
