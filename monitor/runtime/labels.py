@@ -2,7 +2,9 @@
 
 :class:`LabelStage` decodes records from the labels topic, keeps each scored prediction (its class value,
 confidence and class under small noise) until its label arrives or its time-to-live ends, and updates the
-labelled windows: accuracy, resilience, reliability and the composite robustness gauge.
+labelled windows: accuracy, resilience, reliability and the composite robustness. Each call returns a
+:class:`~monitor.runtime.stage_results.LabelReport`; the pipeline's
+:class:`~monitor.runtime.stage_fanout.StageFanout` writes its series and logs its invalid labels.
 """
 
 from __future__ import annotations
@@ -12,15 +14,13 @@ from collections.abc import Callable, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor import telemetry as tel
 from monitor.config import Settings
 from monitor.errors import InvalidEventError
 from monitor.events import InferenceEvent
-from monitor.exporters.prometheus import MetricsState
-from monitor.logs import RateLimitedLogger
 from monitor.model.signature import Held
 from monitor.rolling.labelled import LabelledWindow
 from monitor.runtime.models import ModelRuntime
+from monitor.runtime.stage_results import LabelledWindowState, LabelReport
 from monitor.signals.scorer import ScoreResult
 from monitor.source.base import RawRecord
 from monitor.source.labels import JoinedLabel, LabelDecoder, LabelJoiner, ScoredPrediction
@@ -29,41 +29,29 @@ from monitor.source.labels import JoinedLabel, LabelDecoder, LabelJoiner, Scored
 class LabelStage:
     """Joins delayed labels to scored predictions and keeps the labelled windows per model."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        runtimes: Mapping[str, ModelRuntime],
-        state: MetricsState,
-        clock: Callable[[], float],
-        invalid_log: RateLimitedLogger,
-    ) -> None:
+    def __init__(self, settings: Settings, runtimes: Mapping[str, ModelRuntime], clock: Callable[[], float]) -> None:
         self.settings = settings
         self.runtimes = runtimes
-        self.state = state
         self.clock = clock
-        self._invalid_log = invalid_log
         self.decoder = LabelDecoder()
         self.joiner = LabelJoiner(settings.labels.ttl_seconds, settings.labels.max_predictions)
         self.windows: dict[str, LabelledWindow] = {}
         self._rng = np.random.default_rng(1)
 
-    def record(self, record: RawRecord, now: float) -> None:
-        """One record from the labels topic: decoded and joined, or counted as invalid by reason."""
-        tel.LABELS_CONSUMED_TOTAL.inc(self.state, tel.NoLabels())
+    def record(self, record: RawRecord, now: float) -> LabelReport:
+        """One record from the labels topic: decoded and joined, or returned as invalid with its reason."""
+        report = LabelReport(consumed=1)
         try:
             label = self.decoder.decode(record.value, now=now)
             joined = self.joiner.add_label(label, now)
         except InvalidEventError as exc:
-            self._invalid(exc.reason, str(exc))
-            return
+            report.invalid.append((exc.reason, str(exc)))
+            return report
         except Exception as exc:  # noqa: BLE001 - a decoder bug: count the label, keep the loop
-            self._invalid("bad_label", f"{type(exc).__name__}: {exc}")
-            return
-        self._apply([joined] if joined is not None else [])
-
-    def _invalid(self, reason: str, detail: str) -> None:
-        tel.LABELS_INVALID_TOTAL.inc(self.state, tel.Reason(reason))
-        self._invalid_log.warning("label-" + reason, "invalid label", reason=reason, error=detail)
+            report.invalid.append(("bad_label", f"{type(exc).__name__}: {exc}"))
+            return report
+        self._apply([joined] if joined is not None else [], report)
+        return report
 
     def remember(
         self,
@@ -72,22 +60,23 @@ class LabelStage:
         rows: NDArray[np.float64],
         result: ScoreResult,
         held: Held | None = None,
-    ) -> None:
+    ) -> LabelReport:
         """Keep each scored prediction (class value, confidence, class under σ = 0.1 noise) until its label comes.
 
         One extra model call of 2·B rows (centres and one noisy copy each) gives the model's own class values, which
         is what labels carry.
         """
         assert rt.standardizer is not None
+        report = LabelReport()
         ok = result.valid
         if not ok.any():
-            return
+            return report
         x = rows[ok].astype(np.float32)
         sigma = (self.settings.labels.noise_sigma * rt.standardizer.scale).astype(np.float32)
         noisy = x + self._rng.standard_normal(x.shape, dtype=np.float32) * sigma
         both = None if held is None else Held.concat([held.take(ok)] * 2)
         out = rt.model.evaluate(np.vstack([x, noisy]), both)
-        tel.MODEL_EVALUATIONS_TOTAL.inc(self.state, tel.ModelPurpose(rt.name, "labels"), float(2 * x.shape[0]))
+        report.evaluations[rt.name] = float(2 * x.shape[0])
         values = out.raw_label if out.raw_label is not None and out.raw_label.dtype.kind in "iu" else out.label
         assert values is not None
         b = x.shape[0]
@@ -108,9 +97,10 @@ class LabelStage:
             hit = self.joiner.add_prediction(prediction, now)
             if hit is not None:
                 joined.append(hit)
-        self._apply(joined)
+        self._apply(joined, report)
+        return report
 
-    def _apply(self, joined: list[JoinedLabel]) -> None:
+    def _apply(self, joined: list[JoinedLabel], report: LabelReport) -> None:
         by_model: dict[str, list[JoinedLabel]] = {}
         for j in joined:
             by_model.setdefault(j.prediction.model, []).append(j)
@@ -121,16 +111,15 @@ class LabelStage:
             window.update(
                 [j.correct for j in items], [j.noisy_correct for j in items], [j.prediction.confidence for j in items]
             )
-            tel.LABELS_JOINED_TOTAL.inc(self.state, tel.Model(model), float(len(items)))
             q = window.get()
-            name = f"last_{window.size}"
-            tel.WINDOW_ACCURACY.set(self.state, tel.ModelSegmentWindow(model, "all", name), q.accuracy)
-            tel.RESILIENCE.set(self.state, tel.Model(model), q.resilience)
-            tel.RELIABILITY.set(self.state, tel.Model(model), q.reliability)
             stability = self._stability(model)
-            if np.isfinite(stability):
-                tel.ROBUSTNESS_COMPOSITE.set(self.state, tel.Model(model), q.composite(stability))
-        tel.LABELS_UNMATCHED_TOTAL.set_total(self.state, tel.NoLabels(), float(self.joiner.unmatched_labels_total))
+            composite = q.composite(stability) if np.isfinite(stability) else None
+            report.windows.append(
+                LabelledWindowState(
+                    model, len(items), f"last_{window.size}", q.accuracy, q.resilience, q.reliability, composite
+                )
+            )
+        report.unmatched_total = float(self.joiner.unmatched_labels_total)
 
     def _stability(self, model: str) -> float:
         """1 − mean flicker over the model's count windows (all segments)."""

@@ -116,7 +116,7 @@ class Pipeline:
             for rt in runtimes
         }
         self.ingest = Ingest(settings, schemas)
-        self.labels = LabelStage(settings, self.runtimes, self.state, clock, invalid_log)
+        self.labels = LabelStage(settings, self.runtimes, clock)
         self.scoring = Scoring(settings, self.runtimes, sampler, clock)
         #: where ingest's and scoring's results go: series, scores and dead letters, labels, hooks, checkpoints
         self.stages = StageFanout(
@@ -294,7 +294,7 @@ class Pipeline:
                         record._replace(headers=record.headers[1:]), "undecodable_batch", f"record batch: {why}"
                     )
                 elif self.labels_topic is not None and record.topic == self.labels_topic:
-                    self.labels.record(record, now)
+                    self.stages.labelled(self.labels.record(record, now))
                 else:
                     self.ingest.decode(record, now, ingested)
                 positions[key] = record.offset + 1

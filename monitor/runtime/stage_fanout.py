@@ -1,13 +1,14 @@
-"""Where the stages' results go: the one place the pipeline sends what ingest and scoring returned.
+"""Where the stages' results go: the one place the pipeline sends what ingest, scoring and the labels returned.
 
-:class:`~monitor.runtime.ingest.Ingest` and :class:`~monitor.runtime.scoring.Scoring` return named results
-(:mod:`monitor.runtime.stage_results`) and send nothing themselves. :class:`StageFanout` writes their series into
-the metrics state, sends each scored event's scores to the scores topic and each invalid record and unscorable
-event to the dead letters (:class:`~monitor.runtime.dead_letters.DeadLetters`; both through the sink, before the pipeline's
-flush asks the sink for delivery and before positions become committable), hands the scored predictions to the
-label stage, calls the scored hooks (the probe scheduler's feed) and asks for a checkpoint when a warm-up
-completes. A scored hook or the label stage that raises is logged; the batch stays applied and nothing is
-dead-lettered for it. The watches' reports go out through :class:`~monitor.runtime.fanout.Fanout`.
+:class:`~monitor.runtime.ingest.Ingest`, :class:`~monitor.runtime.scoring.Scoring` and
+:class:`~monitor.runtime.labels.LabelStage` return named results (:mod:`monitor.runtime.stage_results`) and send
+nothing themselves. :class:`StageFanout` writes their series into the metrics state; sends each scored event's
+scores to the scores topic and each invalid record and unscorable event to the dead letters
+(:class:`~monitor.runtime.dead_letters.DeadLetters`), both through the sink, before the pipeline's flush asks the
+sink for delivery and before positions become committable; hands the scored predictions to the label stage; calls
+the scored hooks (the probe scheduler's feed); and asks for a checkpoint when a warm-up completes. A scored hook or
+the label stage that raises is logged; the batch stays applied and nothing is dead-lettered for it. The watches'
+reports go out through :class:`~monitor.runtime.fanout.Fanout`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from monitor.runtime.stage_results import (
     Evaluations,
     Ingested,
     Invalid,
+    LabelReport,
     SamplingLevel,
     ScoredBatch,
     Unscorable,
@@ -135,9 +137,31 @@ class StageFanout:
             self._publish_scores(batch)
         if self.labels is not None and rt.model.kind == "classifier":
             try:
-                self.labels.remember(rt, batch.events, batch.rows, batch.result, batch.held)
+                report = self.labels.remember(rt, batch.events, batch.rows, batch.result, batch.held)
             except Exception:  # their labels will go unmatched; the scores stand
                 log.exception("keeping predictions for delayed labels failed", extra={"model": name})
+            else:
+                self.labelled(report)
+
+    # -- labels ---------------------------------------------------------------------------------------------
+    def labelled(self, report: LabelReport) -> None:
+        """The label stage's series: labels read and invalid (logged), rows evaluated, the labelled windows."""
+        if report.consumed:
+            tel.LABELS_CONSUMED_TOTAL.inc(self.state, tel.NoLabels(), float(report.consumed))
+        for reason, detail in report.invalid:
+            tel.LABELS_INVALID_TOTAL.inc(self.state, tel.Reason(reason))
+            self._invalid_log.warning("label-" + reason, "invalid label", reason=reason, error=detail)
+        for model, rows in report.evaluations.items():
+            tel.MODEL_EVALUATIONS_TOTAL.inc(self.state, tel.ModelPurpose(model, "labels"), rows)
+        for w in report.windows:
+            tel.LABELS_JOINED_TOTAL.inc(self.state, tel.Model(w.model), float(w.joined))
+            tel.WINDOW_ACCURACY.set(self.state, tel.ModelSegmentWindow(w.model, "all", w.window), w.accuracy)
+            tel.RESILIENCE.set(self.state, tel.Model(w.model), w.resilience)
+            tel.RELIABILITY.set(self.state, tel.Model(w.model), w.reliability)
+            if w.composite is not None:
+                tel.ROBUSTNESS_COMPOSITE.set(self.state, tel.Model(w.model), w.composite)
+        if report.unmatched_total is not None:
+            tel.LABELS_UNMATCHED_TOTAL.set_total(self.state, tel.NoLabels(), report.unmatched_total)
 
     def evaluated(self, evaluations: Evaluations) -> None:
         """Model rows evaluated under a purpose, and the scorer's scales and flicker tolerance they were scored at."""

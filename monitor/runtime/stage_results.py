@@ -142,3 +142,34 @@ class Ingested:
         """``record`` read and not applied: counted as consumed by no model, and invalid under ``reason``."""
         self.count("unknown")
         self.invalid.append(Invalid(record, reason, detail, trace=trace))
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledWindowState:
+    """A model's labelled window after labels joined: how many joined, and the window's measures."""
+
+    model: str
+    joined: int
+    #: the window's name (``last_N``), the ``window`` label of its accuracy
+    window: str
+    accuracy: float
+    resilience: float
+    reliability: float
+    #: the composite robustness; None while the model's stability is not known (no finite flicker yet)
+    composite: float | None
+
+
+@dataclass(slots=True)
+class LabelReport:
+    """What the label stage did with label records or with a scored batch's predictions."""
+
+    #: label records read
+    consumed: int = 0
+    #: label records that did not decode or join, each (reason, detail)
+    invalid: list[tuple[str, str]] = field(default_factory=list)
+    #: model rows evaluated to keep predictions (purpose ``labels``), per model
+    evaluations: dict[str, float] = field(default_factory=dict)
+    #: the windows that labels joined, per model
+    windows: list[LabelledWindowState] = field(default_factory=list)
+    #: labels that never met their prediction so far (a total), once labels were joined or tried
+    unmatched_total: float | None = None
