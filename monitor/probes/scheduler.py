@@ -1,9 +1,10 @@
 """Probes: the scheduler inside ``run`` — feeds the region index from scored batches and, every
 ``interval_seconds``, runs the funnel on the worst regions under an evaluation budget.
 
-Budget: probes may use at most ``budget_share`` of all model rows evaluated (events + probes). Before each run
-the scheduler computes the rows it has earned since start — ``share/(1−share) × event rows − probe rows so far``
-— and passes that as the funnel's ``budget_rows``; a region is skipped when less than its clean rows remain. So
+Budget: probes may use at most ``budget_share`` of all model rows evaluated (events + probes). The scheduler keeps
+its own count of both: the event rows from every scored batch it is fed (and the shadow checks' rows from every
+accept), the probe rows from its own runs. Before each run it computes the rows it has earned since start —
+``share/(1−share) × event rows − probe rows so far`` — and passes that as the funnel's ``budget_rows``; a region is skipped when less than its clean rows remain. So
 over any stretch of time, probing never takes more than ``budget_share`` of the model's work from event scoring.
 Rows alone do not bound the cost (probe rows go through the model in small batches, and the region bookkeeping in
 :meth:`ProbeScheduler.observe` costs time too), so ``tick`` also skips a run while the scheduler's own wall time —
@@ -52,7 +53,7 @@ from monitor.probes.trees import TreeSplits, tree_splits
 if TYPE_CHECKING:
     from monitor.runtime.models import ModelRuntime
     from monitor.runtime.pipeline import Pipeline
-    from monitor.runtime.stage_results import ScoredBatch
+    from monitor.runtime.stage_results import Accepted, ScoredBatch
 
 log = logging.getLogger("monitor.probes")
 
@@ -117,9 +118,12 @@ class ProbeScheduler:
         #: wall seconds spent in observe() and run_once(): what probing costs the stream (time-share budget)
         self.busy_seconds = 0.0
         self._last_run_seconds = 0.0  # the next run is assumed to cost as much, so it fits before it starts
+        #: model rows this scheduler's probes evaluated, and the rows live events took (scoring and shadow checks)
+        #: since it started: its budget's own count (a restart starts both at 0, so it never probes past the share)
         self.probe_rows = 0
-        self.event_rows_at_start = 0.0
+        self._event_rows = 0.0
         pipeline.scored_hooks.append(self.observe)
+        pipeline.stages.accepted_hooks.append(self._count_shadow)
 
     def _for(self, rt: ModelRuntime) -> _ModelProbes:
         mp = self._models.get(rt.name)
@@ -135,6 +139,7 @@ class ProbeScheduler:
         """Feed the flagged events of a scored batch to the model's region index, with the batch's held values (a
         model that holds values fixed) and the events' segments, both kept with the exemplars."""
         rt, rows, result, now, held = batch.rt, batch.rows, batch.result, batch.now, batch.held
+        self._event_rows += batch.evaluations
         if not self.settings.enabled or rt.standardizer is None or rt.watch is None or rt.watch.reference is None:
             return
         standardizer, ref = rt.standardizer, rt.watch.reference
@@ -159,26 +164,19 @@ class ProbeScheduler:
         return [region_summary(r, features) for r in mp.index.worst(mp.index.max_regions)]
 
     # -- periodic -------------------------------------------------------------------------------------------
-    def event_rows(self) -> float:
-        """Rows spent on live events (scoring and shadow checks): what earns probe budget. The one-off reference
-        scoring at start-up does not, or probes could take more than their share of the stream's work."""
-        return sum(
-            tel.MODEL_EVALUATIONS_TOTAL.value(self.state, tel.ModelPurpose(m, purpose))
-            for m in self.pipeline.runtimes
-            for purpose in ("events", "shadow")
-        )
+    def _count_shadow(self, accepted: Accepted) -> None:
+        self._event_rows += float(sum(accepted.shadow_compared.values()))
 
-    def probe_rows_total(self) -> float:
-        # from the counters, which survive restarts: earlier processes' probe rows were spent from the same budget
-        # (counting only this process's would let a restart treat them as event rows and probe far past the share)
-        return sum(
-            tel.MODEL_EVALUATIONS_TOTAL.value(self.state, tel.ModelPurpose(m, "probe")) for m in self.pipeline.runtimes
-        )
+    def event_rows(self) -> float:
+        """Rows spent on live events (scoring and shadow checks) since the scheduler started: what earns probe
+        budget. The one-off reference scoring at start-up does not, or probes could take more than their share of
+        the stream's work."""
+        return self._event_rows
 
     def budget_rows(self) -> int:
         share = self.settings.budget_share
         earned = share / (1.0 - share) * self.event_rows() if share < 1.0 else float("inf")
-        return int(max(0.0, min(earned - self.probe_rows_total(), 1e12)))
+        return int(max(0.0, min(earned - self.probe_rows, 1e12)))
 
     def tick(self) -> None:
         """Run a probe round when the interval has passed."""

@@ -43,6 +43,8 @@ FLICKER_TOLERANCE_COLUMNS = 16
 
 #: called with every scored batch once applied (the probe scheduler's feed)
 ScoredHook = Callable[[ScoredBatch], None]
+#: called with what every accept did
+AcceptedHook = Callable[[Accepted], None]
 
 
 class StageFanout:
@@ -70,6 +72,9 @@ class StageFanout:
         self._invalid_log = invalid_log
         #: called with every applied scored batch; one that raises is logged, the others still get the batch
         self.scored_hooks: list[ScoredHook] = []
+        #: called with what every accept did (the probe scheduler counts the shadow checks' model rows); one that
+        #: raises is logged
+        self.accepted_hooks: list[AcceptedHook] = []
         for model in models:  # pre-registered at 0, so that rate() sees the first increment
             tel.EVENTS_CONSUMED_TOTAL.inc(state, tel.Model(model), 0.0)
             tel.SCORES_NONFINITE_TOTAL.inc(state, tel.Model(model), 0.0)
@@ -108,6 +113,11 @@ class StageFanout:
             self.unscorable(item)
         if accepted.warmed_up:
             self.checkpoint_soon()
+        for hook in self.accepted_hooks:
+            try:
+                hook(accepted)
+            except Exception:
+                log.exception("accepted-events hook failed")
 
     # -- score ----------------------------------------------------------------------------------------------
     def scored(self, outcomes: Iterable[ScoredBatch | Unscorable]) -> None:

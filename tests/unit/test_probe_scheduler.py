@@ -246,7 +246,7 @@ def test_probe_scheduler_budget_counts_probe_rows_restored_from_state(tmp_path: 
     restarted, again, _ = make(tmp_path, share=0.1)
     state = restarted.state
     assert state.counter(EVALS, (MODEL, "probe")) == pipeline.state.counter(EVALS, (MODEL, "probe"))
-    # earned since the start of the history, less everything probes ever used: never more than before the restart
+    # the budget's own count starts again at the restart: never more than the history's earned rows less every probe row
     assert again.budget_rows() <= 0.1 / 0.9 * event_rows(state) - state.counter(EVALS, (MODEL, "probe")) + 1
 
 
