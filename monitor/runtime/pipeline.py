@@ -1,16 +1,17 @@
 """The streaming loop, and the only place the stages meet: poll → ingest → score → apply → commit.
 
 One event's path, in the order of the files: :mod:`monitor.source.kafka` polls a :class:`RawRecord`;
-:class:`~monitor.runtime.ingest.Ingest` decodes it into an :class:`InferenceEvent` (or dead-letters it);
-:class:`~monitor.runtime.scoring.Scoring` samples it, scores it in a micro-batch and applies the result to the
-model's :class:`~monitor.runtime.watch.ModelWatch` (windows, detectors, verdicts, alerts). Scoring returns what it
-did (:mod:`~monitor.runtime.stage_results`: accepted counts, scored batches, unscorable events) and the pipeline's
-:class:`~monitor.runtime.stage_fanout.StageFanout` sends each result on as it comes: series into
-:class:`~monitor.exporters.prometheus.MetricsState` (rendered on ``/metrics``), scores and dead letters to the sink,
-predictions to the label stage, scored batches to the scored hooks (the probe scheduler). Each watch reports what it
-produced; the pipeline's :class:`~monitor.runtime.fanout.Fanout` sends each report on once the batches are applied:
-its series, its alert transitions to delivery, the report to subscribers (``replay``'s timeline). Delayed labels take
-the side path :class:`~monitor.runtime.labels.LabelStage`; the state file is :mod:`monitor.runtime.state`.
+:class:`~monitor.runtime.ingest.Ingest` decodes it into an :class:`InferenceEvent` (or returns it as invalid, with
+its reason); :class:`~monitor.runtime.scoring.Scoring` samples it, scores it in a micro-batch and applies the result
+to the model's :class:`~monitor.runtime.watch.ModelWatch` (windows, detectors, verdicts, alerts). The stages return
+what they did (:mod:`~monitor.runtime.stage_results`: the poll's events and invalid records, accepted counts, scored
+batches, unscorable events, label reports) and the pipeline's :class:`~monitor.runtime.stage_fanout.StageFanout`
+sends each result on as it comes: series into :class:`~monitor.exporters.prometheus.MetricsState` (rendered on
+``/metrics``), scores and dead letters to the sink, predictions to the label stage, scored batches to the scored
+hooks (the probe scheduler). Each watch reports what it produced; the pipeline's
+:class:`~monitor.runtime.fanout.Fanout` sends each report on once the batches are applied: its series, its alert
+transitions to delivery, the report to subscribers (``replay``'s timeline). Delayed labels take the side path
+:class:`~monitor.runtime.labels.LabelStage`; the state file is :mod:`monitor.runtime.state`.
 
 Delivery is at-least-once: positions are committed only after every event before them has been applied (scored
 and its results recorded, scores published, dead letters acknowledged). On SIGTERM the loop finishes the batch in
