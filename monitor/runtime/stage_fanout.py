@@ -83,12 +83,13 @@ class StageFanout:
     def ingested(self, ingested: Ingested) -> None:
         """Count the records read (one counter update per model per poll) and the KServe halves dropped, and
         dead-letter the invalid records."""
-        for item in ingested.invalid:
-            self.invalid(item)
+        # counted first: the records were read even when a dead letter cannot be sent (a sink that raises)
         for model, n in ingested.consumed.items():
             tel.EVENTS_CONSUMED_TOTAL.inc(self.state, tel.Model(model), float(n))
         for (model, reason), count in ingested.dropped.items():
             tel.KSERVE_DROPPED_TOTAL.set_total(self.state, tel.ModelReason(model, reason), float(count))
+        for item in ingested.invalid:
+            self.invalid(item)
 
     def invalid(self, item: Invalid) -> None:
         """Count the inputs it got wrong, then count, log and dead-letter it."""
