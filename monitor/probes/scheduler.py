@@ -37,14 +37,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor import telemetry as tel
 from monitor.config import ProbeSettings
-from monitor.exporters.prometheus import MetricsState
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.probes.certify import certificate_report, certify_points
 from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
+from monitor.probes.probe_report import (
+    ProbeReport,
+    ProbeRows,
+    ProbeRunDone,
+    RegionDropped,
+    RegionsTracked,
+    region_probed,
+)
 from monitor.probes.profile import FeatureInfo, held_names
 from monitor.probes.regions import Region, RegionIndex
 from monitor.probes.report import build_report
@@ -66,9 +72,6 @@ MIN_EXEMPLARS = 4
 #: distinct held values listed per held input in a region's summary
 HELD_SHOWN = 5
 
-#: the statuses of the profile, each a ``harmonic_probe_targets`` series
-STATUSES: tuple[str, ...] = ("crossed", "not_crossed", "not_searched")
-
 
 @dataclass
 class _ModelProbes:
@@ -84,9 +87,9 @@ class ProbeScheduler:
 
     Parameters
     ----------
-    pipeline : the running pipeline (its models, standardizers and metric state).
+    pipeline : the running pipeline (its models and standardizers); the scheduler feeds on its scored batches and
+        hands its series to the pipeline's publish step (:meth:`take_report`).
     settings : interval, regions per run, budget share, index size.
-    state : metric state for results.
     clock : wall-clock seconds (injected in tests).
     funnel : funnel settings (ε, δ, ε_max, η).
     """
@@ -95,7 +98,6 @@ class ProbeScheduler:
         self,
         pipeline: Pipeline,
         settings: ProbeSettings,
-        state: MetricsState,
         *,
         clock: Callable[[], float] = time.time,
         funnel: FunnelConfig | None = None,
@@ -103,7 +105,6 @@ class ProbeScheduler:
     ) -> None:
         self.pipeline = pipeline
         self.settings = settings
-        self.state = state
         self.clock = clock
         # periodic probes skip the γ-ascent direction (B·m·(1+m) rows, most of a run's cost), keep Algorithm 2
         # short and search only the targets the MRI/sensitivity screen finds fragile (a target it passes is
@@ -122,8 +123,17 @@ class ProbeScheduler:
         #: since it started: its budget's own count (a restart starts both at 0, so it never probes past the share)
         self.probe_rows = 0
         self._event_rows = 0.0
+        #: the series produced since the last take_report (:mod:`monitor.probes.probe_report`)
+        self._report = ProbeReport()
         pipeline.scored_hooks.append(self.observe)
+        pipeline.reporters.append(self.take_report)
         pipeline.stages.accepted_hooks.append(self._count_shadow)
+
+    def take_report(self) -> ProbeReport:
+        """The series produced since the last call (region index sizes, probe results, rows, runs, regions dropped),
+        in order; a new report starts."""
+        report, self._report = self._report, ProbeReport()
+        return report
 
     def _for(self, rt: ModelRuntime) -> _ModelProbes:
         mp = self._models.get(rt.name)
@@ -153,9 +163,7 @@ class ProbeScheduler:
             evicted = mp.index.evicted_total
             std = standardizer.to_standardized(rows)
             mp.index.update(std, rows, result.gamma, result.flicker, flagged, now, held, batch.segments)
-            tel.REGIONS_TRACKED.set(self.state, tel.Model(rt.name), float(len(mp.index)))
-            if mp.index.evicted_total > evicted:
-                tel.REGIONS_EVICTED_TOTAL.inc(self.state, tel.Model(rt.name), float(mp.index.evicted_total - evicted))
+            self._report.series.append(RegionsTracked(rt.name, len(mp.index), mp.index.evicted_total - evicted))
         finally:
             self.busy_seconds += self.timer() - started
 
@@ -234,7 +242,7 @@ class ProbeScheduler:
                 )
                 used = int(sum(result.evaluations.values()))
                 self.probe_rows += used
-                tel.MODEL_EVALUATIONS_TOTAL.inc(self.state, tel.ModelPurpose(rt.name, "probe"), float(used))
+                self._report.series.append(ProbeRows(rt.name, used))
                 region.probed_at = now  # before to_dict(), so the report's own region says when it was probed
                 adv = result.adversarial
                 if adv is not None and rt.watch is not None and adv.start_gamma.size == points.shape[0]:
@@ -247,7 +255,7 @@ class ProbeScheduler:
                 if cert_rows:
                     used += cert_rows
                     self.probe_rows += cert_rows
-                    tel.MODEL_EVALUATIONS_TOTAL.inc(self.state, tel.ModelPurpose(rt.name, "probe"), float(cert_rows))
+                    self._report.series.append(ProbeRows(rt.name, cert_rows))
                     evaluations = report.get("evaluations")
                     if isinstance(evaluations, dict):
                         evaluations["certify"] = cert_rows
@@ -259,18 +267,16 @@ class ProbeScheduler:
                 report["probed_at"] = now
                 report["wall_seconds"] = time.perf_counter() - started
                 mp.reports[region.region_id] = report
-                self._export(rt.name, region.region_id, report)
+                self._report.series.append(region_probed(rt.name, region.region_id, report))
                 probed += 1
             if probed:
                 mp.runs += 1
-                tel.PROBE_RUNS_TOTAL.inc(self.state, tel.Model(rt.name))
+                self._report.series.append(ProbeRunDone(rt.name))
             # keep reports only for regions still in the index (bounded)
             live = {r.region_id for r in mp.index.regions}
             for rid in [k for k in mp.reports if k not in live]:
                 del mp.reports[rid]
-                prefix = (rt.name, rid)
-                for metric in (tel.PROBE_EPS_STAR, tel.PROBE_MRI, tel.PROBE_TARGETS):
-                    metric.clear(self.state, _starts_with(prefix))
+                self._report.series.append(RegionDropped(rt.name, rid))
         if probed:
             self._write()
         return probed
@@ -294,26 +300,6 @@ class ProbeScheduler:
             rt.model, rt.standardizer, points, held=held, copies=copies, sigma=scoring.sigma, seed=scoring.seed
         )
         return {"status": "certified", **certificate_report(cert, rows)}, rows
-
-    def _export(self, model: str, region_id: str, report: dict[str, Any]) -> None:
-        for tau, r in (report.get("mri") or {}).items():
-            if r is not None:
-                tel.PROBE_MRI.set(self.state, tel.ModelRegionPerturbation(model, region_id, tau), float(r))
-        worst: dict[str, float] = {}
-        for t in report.get("thresholds", []):
-            if t.get("status", "crossed") == "not_searched":
-                continue  # nothing measured: no ε* to export (its status is counted below)
-            eps = t["eps_star"]
-            val = float("inf") if eps is None else float(eps)
-            worst[t["perturbation"]] = min(worst.get(t["perturbation"], float("inf")), val)
-        for tau, eps in worst.items():
-            tel.PROBE_EPS_STAR.set(self.state, tel.ModelRegionPerturbation(model, region_id, tau), eps)
-        counts = dict.fromkeys(STATUSES, 0)
-        for t in report.get("thresholds", []):
-            if t.get("status") in counts:
-                counts[t["status"]] += 1
-        for status, n in counts.items():
-            tel.PROBE_TARGETS.set(self.state, tel.ModelRegionStatus(model, region_id, status), float(n))
 
     def report(self) -> dict[str, Any]:
         """The JSON served at ``/probes``."""
@@ -394,7 +380,3 @@ def region_summary(region: Region, features: FeatureInfo | None) -> dict[str, An
             shown[key] = distinct
         out["held_values"] = shown
     return out
-
-
-def _starts_with(prefix: tuple[str, ...]) -> Callable[[tuple[str, ...]], bool]:
-    return lambda labels: labels[: len(prefix)] == prefix

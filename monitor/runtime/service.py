@@ -134,7 +134,7 @@ class Service:
         self.pipeline.publish()
         from monitor.probes.scheduler import ProbeScheduler
 
-        self.probes = ProbeScheduler(self.pipeline, settings.probes, self.state, clock=clock)
+        self.probes = ProbeScheduler(self.pipeline, settings.probes, clock=clock)
         #: the cyclic GC by time too, so that garbage does not wait for 50,000 allocations (monitor/allocator.py)
         self.collector = TimedCollector()
         #: the HTTP endpoint in a process of its own (monitor/exporters/http_process.py): scrapers never take this

@@ -60,8 +60,17 @@ def make(
     )
     clock = FakeClock()
     pipeline = make_pipeline(s, ReplaySource([]), state=MetricsState(), clock=clock)
-    probes = ProbeScheduler(pipeline, s.probes, pipeline.state, clock=clock, timer=timer or FakeTimer())
+    probes = PublishingProbes(pipeline, s.probes, clock=clock, timer=timer or FakeTimer())
     return pipeline, probes, clock
+
+
+class PublishingProbes(ProbeScheduler):
+    """The scheduler as the service runs it: its series published (``Pipeline.publish``, each loop turn) after a run."""
+
+    def run_once(self, now: float) -> int:
+        probed = super().run_once(now)
+        self.pipeline.publish()
+        return probed
 
 
 def score(pipeline: Pipeline, lines: list[bytes]) -> None:
@@ -281,7 +290,7 @@ def test_probe_scheduler_counts_regions_evicted_from_a_full_index(tmp_path: Path
     s = make_settings(tmp_path, probes={"enabled": True, "interval_seconds": 60.0, "max_regions": 1})
     clock = FakeClock()
     pipeline = make_pipeline(s, ReplaySource([]), state=MetricsState(), clock=clock)
-    probes = ProbeScheduler(pipeline, s.probes, pipeline.state, clock=clock, timer=FakeTimer())
+    probes = PublishingProbes(pipeline, s.probes, clock=clock, timer=FakeTimer())
     score(pipeline, boundary_events(400, seed=8))  # two places, one slot: they keep replacing each other
     index = probes.report()["models"][MODEL]["index"]
     assert index["regions"] == 1 and index["max_regions"] == 1 and index["evicted_total"] >= 1
