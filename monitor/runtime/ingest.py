@@ -27,6 +27,8 @@ class Ingest:
 
     def __init__(self, settings: Settings, schemas: dict[str, ModelSchema]) -> None:
         self.default_model = next(iter(schemas))
+        #: the watched models: the only model names a count of invalid records may carry
+        self.models = frozenset(schemas)
         self.decoder = EventDecoder(
             schemas,
             default_model=self.default_model,
@@ -47,8 +49,10 @@ class Ingest:
         try:
             events = self.joiner.update(record.value, record.headers, record.origin, now=event_now)
         except InvalidEventError as exc:
-            into.count("unknown")
-            into.invalid.append(Invalid(record, exc.reason, str(exc), error=exc))
+            # under the model the event named once the decoder knew it (a watched one: no label from the wire)
+            model = exc.model if exc.model in self.models else "unknown"
+            into.count(model)
+            into.invalid.append(Invalid(record, exc.reason, str(exc), model=model, error=exc))
             return
         except Exception as exc:  # noqa: BLE001 - isolation: no record may raise out of the loop
             into.refuse(record, "decode_failed", f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())

@@ -271,6 +271,23 @@ class EventDecoder:
         event_id = clean_text(event_id, MAX_ID_CHARS)  # first: every message below quotes it
 
         model, schema = self._model(doc.get("model"), event_id)
+        try:
+            return self._plain_fields(doc, event_id, model, schema, origin, now)
+        except InvalidEventError as exc:
+            if exc.model is None:
+                exc.model = model  # counted under the (watched) model it named, not as `unknown`
+            raise
+
+    def _plain_fields(
+        self,
+        doc: Mapping[str, object],
+        event_id: str,
+        model: str,
+        schema: ModelSchema,
+        origin: Origin | None,
+        now: float | None,
+    ) -> InferenceEvent:
+        """The event of a known ``model``, checked field by field after its id and model."""
         raw_version = doc.get("model_version")
         if raw_version is None:
             version = schema.default_version
@@ -303,7 +320,7 @@ class EventDecoder:
             else:
                 features, held = signature_row(doc["features"], shaped, f"model '{model}': {who(event_id)}")
         except InvalidEventError as exc:
-            exc.model = model  # the per-input count needs the model whose input it is
+            exc.model = model  # the per-input count needs the model whose input it is (a map may name another)
             raise
         timestamp = parse_timestamp(doc.get("ts"), now, event_id)
         raw_prediction = doc.get("prediction")

@@ -231,6 +231,10 @@ INVALID: list[tuple[bytes, str]] = [
     (json.dumps({"id": "s", "ts": TS_MS, "model": MODEL, "features": ["a", 2.0]}).encode(), "bad_type"),
 ]
 
+#: the model each of INVALID is counted under: the watched model it named once the decoder knew it, else `unknown`
+#: (not JSON, not an object, an unwatched name: no label from the wire)
+INVALID_MODEL = ["unknown", "unknown", MODEL, MODEL, "unknown", MODEL, MODEL]
+
 
 def test_pipeline_counts_invalid_events_by_reason_and_keeps_scoring(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, kafka={"max_poll_records": 5})
@@ -241,8 +245,8 @@ def test_pipeline_counts_invalid_events_by_reason_and_keeps_scoring(tmp_path: Pa
     pipeline = make_pipeline(settings, source)
     drain(pipeline)
     state = pipeline.state
-    for _, reason in INVALID:
-        assert state.counter(tel.EVENTS_INVALID_TOTAL.name, ("unknown", reason)) == 1, reason
+    for (_, reason), model in zip(INVALID, INVALID_MODEL, strict=True):
+        assert state.counter(tel.EVENTS_INVALID_TOTAL.name, (model, reason)) == 1, reason
     assert counter(state, tel.EVENTS_INVALID_TOTAL.name) == len(INVALID)
     assert counter(state, tel.EVENTS_SCORED_TOTAL.name) == 40
     assert counter(state, tel.EVENTS_CONSUMED_TOTAL.name) == 40 + len(INVALID)
@@ -290,7 +294,8 @@ def test_pipeline_dead_letters_invalid_events_with_the_reason_header(tmp_path: P
         assert key == reason.encode()
         assert hdr["harmonic-invalid-detail"]
         assert hdr["harmonic-origin"].startswith(b"replay/0/")
-    assert pipeline.state.counter(tel.EVENTS_DEAD_LETTERED_TOTAL.name, ("unknown",)) == len(INVALID)
+    for model in set(INVALID_MODEL):
+        assert pipeline.state.counter(tel.EVENTS_DEAD_LETTERED_TOTAL.name, (model,)) == INVALID_MODEL.count(model)
     assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 5
 
 
