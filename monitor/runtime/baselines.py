@@ -84,7 +84,7 @@ class SegmentBaselines:
                 margin=result.margin[ok],
                 feature_names=self.feature_names,
                 max_segments=self.config.max_segments,
-                max_sample=self.config.reference_max_events,
+                max_sample=self.config.detectors.reference_max_events,
                 held=valid_held,
             )
         ref = Reference.from_arrays(
@@ -93,7 +93,7 @@ class SegmentBaselines:
             features=rows[ok],
             predicted_class=result.predicted_class[ok],
             feature_names=self.feature_names,
-            max_sample=self.config.reference_max_events,
+            max_sample=self.config.detectors.reference_max_events,
             confidence=result.probability[ok],
             margin=result.margin[ok],
             held=valid_held,
@@ -141,7 +141,9 @@ class SegmentBaselines:
 
     def _new_builder(self) -> WarmupReferenceBuilder:
         return WarmupReferenceBuilder(
-            self.config.warmup_events, feature_names=self.feature_names, max_sample=self.config.reference_max_events
+            self.config.warmup_events,
+            feature_names=self.feature_names,
+            max_sample=self.config.detectors.reference_max_events,
         )
 
     def warm_up(self, batch: SignalBatch, held: dict[str, NDArray[np.str_]] | None = None) -> Reference | None:

@@ -320,7 +320,7 @@ class Scoring:
         all_held = None if held is None else held_columns(held.take(keep).values, rt.watch.held_names)
         all_segments = None if segments is None else segments[keep]
         rng = np.random.default_rng(rt.settings.scoring.seed)
-        cap = rt.watch.config.reference_max_events
+        cap = rt.watch.config.detectors.reference_max_events
         if segments is not None:  # a bounded sample per segment, so a small segment keeps all of its rows
             keep = np.sort(
                 np.concatenate(

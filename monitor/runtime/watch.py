@@ -100,7 +100,6 @@ class WatchConfig:
     count_window_events: int = setting_default(WindowSettings, "count_window_events")
     max_segments: int = setting_default(SegmentSettings, "max_segments")
     detectors: DriftSettings = DriftSettings()
-    reference_max_events: int = setting_default(DriftSettings, "reference_max_events")
     warmup_events: int = setting_default(ModelSettings, "warmup_events")
     for_seconds: float = setting_default(AlertSettings, "for_seconds")
     resolve_after_seconds: float = setting_default(AlertSettings, "resolve_after_seconds")
@@ -123,7 +122,6 @@ class WatchConfig:
             count_window_events=s.windows.count_window_events,
             max_segments=s.segments.max_segments,
             detectors=d,
-            reference_max_events=d.reference_max_events,
             warmup_events=warmup_events,
             for_seconds=s.alerts.for_seconds,
             resolve_after_seconds=s.alerts.resolve_after_seconds,
