@@ -1,7 +1,7 @@
 """What the probe scheduler produced since it was last asked: its series, as named records, in the order it produced
 them. :class:`~monitor.probes.scheduler.ProbeScheduler` adds to a :class:`ProbeReport` and hands it over with
-``take_report``; the pipeline's publish step (:meth:`~monitor.runtime.pipeline.Pipeline.publish`) writes it into the
-metrics state with :func:`publish_probe_report`. The scheduler holds no metrics store.
+``take_report``; the pipeline's :class:`~monitor.runtime.fanout.Fanout` writes it into the metrics state with
+:func:`publish_probe_report` whenever it drains the watches' reports. The scheduler holds no metrics store.
 """
 
 from __future__ import annotations

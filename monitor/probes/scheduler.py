@@ -88,7 +88,7 @@ class ProbeScheduler:
     Parameters
     ----------
     pipeline : the running pipeline (its models and standardizers); the scheduler feeds on its scored batches and
-        hands its series to the pipeline's publish step (:meth:`take_report`).
+        hands its series to the pipeline's fan-out (:meth:`take_report`).
     settings : interval, regions per run, budget share, index size.
     clock : wall-clock seconds (injected in tests).
     funnel : funnel settings (ε, δ, ε_max, η).
@@ -126,7 +126,7 @@ class ProbeScheduler:
         #: the series produced since the last take_report (:mod:`monitor.probes.probe_report`)
         self._report = ProbeReport()
         pipeline.scored_hooks.append(self.observe)
-        pipeline.reporters.append(self.take_report)
+        pipeline.fanout.probe_reporters.append(self.take_report)
         pipeline.stages.accepted_hooks.append(self._count_shadow)
 
     def take_report(self) -> ProbeReport:

@@ -5,7 +5,8 @@ A :class:`~monitor.runtime.watch.ModelWatch` returns what it produced as a
 :class:`~monitor.runtime.watch_metrics.WatchMetrics` (the metrics state), its alert transitions to delivery (the
 service's delivery workers) and the whole report to its subscribers (``replay``'s timeline). The pipeline drains
 every watch through it at the end of each step, before anything reads the metrics state or saves it, and after the
-alerts move on with the clock (:meth:`~monitor.runtime.pipeline.Pipeline.tick_alerts`).
+alerts move on with the clock (:meth:`~monitor.runtime.pipeline.Pipeline.tick_alerts`). The probe scheduler's
+:class:`~monitor.probes.probe_report.ProbeReport` goes out at the same drains.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterable
 
 from monitor.alerts import AlertEvent
 from monitor.exporters.prometheus import MetricsState
+from monitor.probes.probe_report import ProbeReport, publish_probe_report
 from monitor.runtime.watch import ModelWatch
 from monitor.runtime.watch_metrics import WatchMetrics
 from monitor.runtime.watch_report import WatchReport
@@ -36,6 +38,8 @@ class Fanout:
         #: that raises is logged, the others still get the report
         self.subscribers: list[ReportSubscriber] = []
         self._telemetry: dict[str, WatchMetrics] = {}
+        #: the probe scheduler's ``take_report``: its series are written with the watches' at every drain
+        self.probe_reporters: list[Callable[[], ProbeReport]] = []
 
     def send(self, report: WatchReport) -> None:
         """Write ``report``'s series, deliver its alert transitions, then tell the subscribers."""
@@ -55,7 +59,10 @@ class Fanout:
                 log.exception("watch report subscriber failed", extra={"model": report.model})
 
     def drain(self, watches: Iterable[ModelWatch | None]) -> None:
-        """Take each watch's report and send it (None: a model without a watch yet)."""
+        """Take each watch's report and send it (None: a model without a watch yet), then write the probe
+        reporters' series."""
         for watch in watches:
             if watch is not None:
                 self.send(watch.take_report())
+        for take_report in self.probe_reporters:
+            publish_probe_report(self.state, take_report())

@@ -32,7 +32,6 @@ from monitor.config import Settings
 from monitor.errors import MonitorError
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
-from monitor.probes.probe_report import ProbeReport, publish_probe_report
 from monitor.runtime.dead_letters import DeadLetters
 from monitor.runtime.fanout import Fanout
 from monitor.runtime.ingest import Ingest
@@ -84,8 +83,6 @@ class Pipeline:
         self.clock = clock
         #: where the watches' reports go: series to ``state``, alert transitions to ``on_alert``, reports to subscribers
         self.fanout = Fanout(self.state, on_alert)
-        #: reporters whose series publish writes (the probe scheduler's ``take_report``)
-        self.reporters: list[Callable[[], ProbeReport]] = []
         self.store = StateStore(settings.state_dir)
         self.labels_topic = settings.kafka.labels_topic
         #: positions of records whose events are pending or applied (or dead-lettered)
@@ -158,11 +155,9 @@ class Pipeline:
         return self.labels.joiner
 
     def publish(self) -> None:
-        """Send every watch's report on (:class:`Fanout`): its series, alert transitions and changes; and write the
-        series of every other reporter (the probe scheduler's)."""
+        """Send every watch's report on (:class:`Fanout`): its series, alert transitions and changes; and the probe
+        scheduler's series."""
         self.fanout.drain(rt.watch for rt in self.runtimes.values())
-        for take_report in self.reporters:
-            publish_probe_report(self.state, take_report())
 
     def tick_alerts(self) -> None:
         """Move every watch's alerts on to its clock's now without new events (every loop turn), and publish."""
