@@ -53,10 +53,9 @@ class InferenceEvent:
         "held",
     )
 
-    # Nine parameters, one per field, on purpose: each is per-event data the decoders set (origin on every Kafka
-    # event, prediction and held when the event or model has them), and each is read on its own on the hot path (the
-    # sampler, the pipeline's commits, scoring, the watches). Grouping the optional three would put an indirection —
-    # or a forwarding property — in front of every such read, in every stage.
+    # One parameter per field of the event's own data. ``origin`` is the reader's, not the event's: where the record
+    # was read (topic or file, partition, offset), set by the decoder that read it (``with_origin``) and read by
+    # ``replay`` to name the line of a change; it starts as None.
     def __init__(
         self,
         event_id: str,
@@ -66,7 +65,6 @@ class InferenceEvent:
         timestamp_seconds: float,
         segment: str = "other",
         prediction: LivePrediction | None = None,
-        origin: tuple[str, int, int] | None = None,  # where it came from, for at-least-once commits
         held: dict[str, Any] | None = None,
     ) -> None:
         self.event_id = event_id
@@ -76,8 +74,13 @@ class InferenceEvent:
         self.timestamp_seconds = timestamp_seconds
         self.segment = segment
         self.prediction = prediction
-        self.origin = origin
+        self.origin: tuple[str, int, int] | None = None
         self.held = held
+
+    def with_origin(self, origin: tuple[str, int, int] | None) -> InferenceEvent:
+        """This event, marked as read at ``origin``; returns it so a decoder can mark and return in one line."""
+        self.origin = origin
+        return self
 
     @property
     def features(self) -> NDArray[np.float64]:

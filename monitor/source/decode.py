@@ -333,9 +333,8 @@ class EventDecoder:
             timestamp_seconds=timestamp,
             segment=self._segment(doc.get("segment"), event_id),
             prediction=prediction,
-            origin=origin,
             held=held,
-        )
+        ).with_origin(origin)
 
     def _plain_common(
         self, doc: Mapping[str, object], origin: Origin | None, now: float | None
@@ -429,8 +428,7 @@ class EventDecoder:
             timestamp_seconds=timestamp,
             segment=segment,
             prediction=prediction,
-            origin=origin,
-        )
+        ).with_origin(origin)
 
     def _model(self, raw: object, event_id: str | None) -> tuple[str, ModelSchema]:
         if raw is None:

@@ -89,9 +89,8 @@ class KServeRequest:
                 features=self.features[i],
                 timestamp_seconds=self.timestamp_seconds,
                 prediction=preds[i],
-                origin=self.origin,
                 held=self.held[i] if self.held is not None else None,
-            )
+            ).with_origin(self.origin)
             for i in range(n)
         ]
 
