@@ -350,11 +350,13 @@ def timed_consume(step: Callable[[], int], total: int, finish: Callable[[], None
     return Run(rate=(n - first) / elapsed, seconds=elapsed, records=n, empty_polls=empty, empty_seconds=empty_seconds)
 
 
-class _NoShadowPipeline(Pipeline):
+def _no_shadow(pipeline: Pipeline) -> None:
     """The real pipeline with the shadow check off: every event reads as "no live label" (NaN), none is forced."""
 
-    def _shadow(self, rt: ModelRuntime, evs: Sequence[InferenceEvent]) -> list[float]:
+    def nothing(rt: ModelRuntime, evs: Sequence[InferenceEvent], accepted: Any) -> list[float]:
         return [float("nan")] * len(evs)
+
+    pipeline.scoring._shadow = nothing  # type: ignore[method-assign]
 
 
 def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixture, args: argparse.Namespace) -> Run:
@@ -515,8 +517,11 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
     else:
         source = KafkaSource(consumer)
     state = MetricsState()
-    cls = _NoShadowPipeline if variant == "pipeline-noshadow" else Pipeline
-    pipeline = cls(settings, source, [load_model_runtime(settings.models[0])], build_sampler(settings), state=state)
+    pipeline = Pipeline(
+        settings, source, [load_model_runtime(settings.models[0])], build_sampler(settings), state=state
+    )
+    if variant == "pipeline-noshadow":
+        _no_shadow(pipeline)
     if variant == "pipeline-default-fixed":
         pipeline.ingest_first = None  # the CPU budget stays at cpu_share of the CPUs
     try:

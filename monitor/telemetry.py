@@ -298,6 +298,11 @@ CONSUMER_LAG_RECORDS = Gauge(
     "Records the assigned partitions hold past the pipeline's positions (log-end offsets as last fetched), all partitions together: above a few polls' worth, scoring yields CPU to ingest.",
     NoLabels,
 )
+SHADOW_CHECKED_SHARE = Gauge(
+    "harmonic_shadow_checked_share",
+    "Share of events carrying a live prediction that the shadow check compares (a uniform draw): 1 while caught up; while the consumer lags, the fraction of its cap that ingest first leaves scoring's CPU budget.",
+    NoLabels,
+)
 GAMMA = Histogram("harmonic_gamma", "Anharmonicity γ per scored event.", ModelSegment, GAMMA_BUCKETS)
 GAMMAMAP_EVENTS_TOTAL = Counter(
     "harmonic_gammamap_events_total",

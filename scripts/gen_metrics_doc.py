@@ -221,6 +221,13 @@ USAGE: dict[str, Usage] = {
         "Only events carrying the live server's `prediction.label` can be compared; if this is ~0 the shadow check "
         "is blind (producers do not send predictions).",
     ),
+    "harmonic_shadow_checked_share": Usage(
+        "Shadow agreement",
+        "ratio",
+        "1 while the sidecar keeps up: every event carrying a live prediction is compared. While the consumer lags "
+        "(ingest first), a uniform draw of this share is compared, so `harmonic_shadow_compared_total` grows slower "
+        "but the disagreement ratio stays an unbiased estimate; a stale copy is then seen on fewer events.",
+    ),
     "harmonic_shadow_disagreements_total": Usage(
         "Shadow agreement",
         "events",

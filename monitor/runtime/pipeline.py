@@ -263,6 +263,8 @@ class Pipeline:
         if lag is not None:
             tel.CONSUMER_LAG_RECORDS.set(self.state, tel.NoLabels(), lag)
         self.budget.step(now, lag, polled, self.scoring.busy_wall, self.scoring.busy_cpu)
+        self.scoring.shadow_share = self.budget.shadow_share
+        tel.SHADOW_CHECKED_SHARE.set(self.state, tel.NoLabels(), self.budget.shadow_share)
 
     def _process(self, records: list[RawRecord], now: float, *, careful: bool) -> None:
         """Decode, shadow-check and sample ``records`` (one poll's, or one record after an unclean exit)."""

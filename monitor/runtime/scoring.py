@@ -88,6 +88,11 @@ class Scoring:
         self.sampler = sampler
         self.clock = clock
         self.thinner = UniformThinner(sampler)
+        #: the share of events carrying a live label that the shadow check takes, drawn uniformly per event: 1.0
+        #: unless ingest first cuts scoring's CPU budget (:attr:`ScoringBudget.shadow_share`), since the check is a
+        #: model run on every such event, not only on the sampled ones
+        self.shadow_share = 1.0
+        self._shadow_rng = np.random.default_rng(0)  # not a setting: the shadow check's draw, as the thinner's
         #: when the oldest pending event was sampled (None: nothing pending)
         self.oldest_pending: float | None = None
         #: wall and CPU seconds spent scoring events so far (the ingest-first controller's measure of scoring)
@@ -185,12 +190,17 @@ class Scoring:
         return evs[need:]
 
     def _shadow(self, rt: ModelRuntime, evs: Sequence[InferenceEvent], accepted: Accepted) -> list[float]:
-        """Shadow agreement: per event NaN (no live label), 0.0 (agrees) or 1.0 (disagrees).
+        """Shadow agreement: per event NaN (no live label, or not drawn), 0.0 (agrees) or 1.0 (disagrees).
 
         The live label is the server's class *value*; it is compared with the ONNX copy's own label output when
-        the model has one, else with the predicted class index. One centre-only model call per model per poll.
+        the model has one, else with the predicted class index. One centre-only model call per model per poll,
+        on every event with a live label, or on a uniform draw of :attr:`shadow_share` of them while ingest first
+        holds scoring back: the compared and disagreed counts stay a uniform sample, so their ratio stays unbiased.
         """
         idx = [i for i, ev in enumerate(evs) if ev.prediction is not None and ev.prediction.label is not None]
+        if idx and self.shadow_share < 1.0:
+            drawn = self._shadow_rng.random(len(idx)) < self.shadow_share
+            idx = [i for i, keep in zip(idx, drawn.tolist(), strict=True) if keep]
         flags = [float("nan")] * len(evs)
         if not idx or rt.model.kind != "classifier":
             return flags

@@ -29,6 +29,8 @@ class ScoringBudget:
             IngestFirst(cap, backlog_records=5 * poll, caught_up_records=poll) if math.isfinite(cap) else None
         )
         self._seen = (0.0, 0.0)
+        #: the share of events with a live label the shadow check takes: 1.0 unless the budget is below its cap
+        self.shadow_share = 1.0
 
     def step(self, now: float, lag: float | None, polled: int, busy_wall: float, busy_cpu: float) -> None:
         """One loop step: ``polled`` records read, ``busy_wall``/``busy_cpu`` seconds scoring took so far in all."""
@@ -44,5 +46,8 @@ class ScoringBudget:
         )
         self._seen = (busy_wall, busy_cpu)
         set_budget = getattr(self.sampler, "set_cpu_budget", None)
+        # the shadow check runs a model row for every event with a live label, sampled or not: while the budget is
+        # cut it takes the same fraction of them as the budget is of its cap
+        self.shadow_share = min(1.0, control.budget / control.cap) if math.isfinite(control.cap) else 1.0
         if set_budget is not None:
             set_budget(control.budget, now)

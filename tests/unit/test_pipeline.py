@@ -409,7 +409,8 @@ def test_pipeline_shadow_disagreements_are_counted_and_always_scored(tmp_path: P
     settings = make_settings(
         tmp_path,
         sampler={"events_per_second": 1.0, "burst_seconds": 1.0, "stratify": False},
-        kafka={"scores_topic": "scores", "max_poll_records": 100},
+        # one poll that is not full: no backlog, so ingest first leaves the shadow check every labelled event
+        kafka={"scores_topic": "scores", "max_poll_records": 500},
     )
     sink = RecordingSink()
     x = rows(300, seed=9)
@@ -425,6 +426,22 @@ def test_pipeline_shadow_disagreements_are_counted_and_always_scored(tmp_path: P
     assert {f"e{i}" for i in wrong} <= scored  # forced through the sampler
     assert len(scored) < 300  # the budget did drop the agreeing ones
     assert state.counter(tel.EVENTS_SAMPLED_TOTAL.name, (MODEL,)) == len(scored)
+
+
+def test_a_cut_shadow_share_compares_a_uniform_draw_and_keeps_the_disagreement_ratio(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    x = rows(4000, seed=12)
+    cls = model_class(x)
+    wrong = set(range(0, 4000, 5))  # a fifth of the live labels disagree with the ONNX copy
+    lines = [event(i, x[i], label=int(1 - cls[i]) if i in wrong else int(cls[i])) for i in range(4000)]
+    pipeline = make_pipeline(settings, ReplaySource(lines))
+    scoring = pipeline.scoring
+    scoring.shadow_share = 0.25  # as ingest first sets it while behind (no controller here: no CPU cap)
+    accepted = scoring.accept([(pipeline.ingest.decoder.decode(line), None) for line in lines], 0.0)
+    compared = accepted.shadow_compared[MODEL]
+    assert 850 <= compared <= 1150  # about a quarter of 4,000 (binomial sd 27)
+    assert accepted.shadow_disagreed[MODEL] / compared == pytest.approx(0.2, abs=0.04)
+    pipeline.close()
 
 
 def test_pipeline_events_without_a_live_label_are_not_shadow_compared(tmp_path: Path) -> None:
@@ -699,6 +716,10 @@ def test_pipeline_exports_the_consumer_lag_and_cuts_scoring_to_what_ingest_leave
     assert control.state == "behind"
     assert sampler.cpu_per_second == pytest.approx(control.budget)  # type: ignore[attr-defined]
     assert control.budget < control.cap
+    # the shadow check (a model row per labelled event, sampled or not) is cut by the same fraction
+    share = pipeline.state.gauge(tel.SHADOW_CHECKED_SHARE.name, ())
+    assert share == pytest.approx(control.budget / control.cap) and share < 1.0
+    assert pipeline.scoring.shadow_share == share
     while not pipeline.source.exhausted:
         clock.now += 0.5
         pipeline.step(0.0)
@@ -709,6 +730,7 @@ def test_pipeline_exports_the_consumer_lag_and_cuts_scoring_to_what_ingest_leave
         pipeline.step(0.0)
     assert pipeline.state.gauge(tel.CONSUMER_LAG_RECORDS.name, ()) == 0
     assert control.state == "caught_up" and sampler.cpu_per_second == control.cap  # type: ignore[attr-defined]
+    assert pipeline.state.gauge(tel.SHADOW_CHECKED_SHARE.name, ()) == 1.0
     pipeline.close()
 
 
