@@ -22,7 +22,7 @@ import pytest
 
 from monitor import telemetry as tel
 from tests.integration.brokers import Kafka09Broker, free_port
-from tests.integration.model_fixtures import ClassifierFiles, build_classifier
+from tests.integration.model_fixtures import ClassifierFiles
 from tests.integration.sidecar import Scrape, sidecar_in
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
@@ -50,11 +50,6 @@ SECRET = "hunter2-outage"
 OUTAGE_SECONDS = 60.0
 #: how long the child is given to fetch the events produced while the sidecar itself is stopped
 FETCH_SECONDS = 3.0
-
-
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
-    return build_classifier(tmp_path_factory.mktemp("model"))
 
 
 def producer_failures(s: Scrape, kind: str) -> float:

@@ -35,7 +35,7 @@ from monitor.sampler.keep_all import KeepAllSampler
 from monitor.source.kafka import ConsumerConfig, KafkaSource
 from monitor.source.validate import INVALID_REASONS
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker
-from tests.integration.model_fixtures import ClassifierFiles, build_classifier
+from tests.integration.model_fixtures import ClassifierFiles
 from tests.integration.sidecar import Scrape, Sidecar, partitions_of, sidecar_in
 
 pytestmark = pytest.mark.integration
@@ -57,11 +57,6 @@ Message = tuple[bytes, bytes]  # (key, value)
 
 
 # ---------------------------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
-    return build_classifier(tmp_path_factory.mktemp("model"))
 
 
 def new_topic(broker: Broker, stem: str, partitions: int = PARTITIONS) -> str:
