@@ -29,6 +29,7 @@ from monitor import telemetry as tel
 from monitor.cli.flags import add_setting_flag
 from monitor.config import AlertSettings, MetricsSettings, ScoringSettings
 from monitor.errors import ConfigError
+from monitor.source.replay import MemorySource, ReplaySource
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,22 +63,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-class _PhaseSource:
+class _PhaseSource(MemorySource):
     """Replays one phase at a time (a ReplaySource per phase), so each phase's verdict is read at its end."""
 
     def __init__(self) -> None:
-        from monitor.source.replay import ReplaySource
-
+        super().__init__()
         self.current = ReplaySource([])
-        self.committed: dict[tuple[str, int], int] = {}
         self._offset = 0
         # each run is a new stream: a state kept in --workdir holds the last run's position on its own topic, and
         # records below a saved position are skipped as already applied
         self._topic = f"demo-{time.time_ns()}"
 
     def load(self, lines: list[bytes]) -> None:
-        from monitor.source.replay import ReplaySource
-
         self.current = ReplaySource(lines, topic=self._topic)
 
     def poll(self, timeout_seconds: float, max_records: int) -> list[Any]:
@@ -89,19 +86,9 @@ class _PhaseSource:
             self._offset += 1
         return out
 
-    def commit(self, positions: dict[tuple[str, int], int]) -> None:
-        self.committed.update(positions)
-
-    @property
-    def ready(self) -> bool:
-        return True
-
     @property
     def exhausted(self) -> bool:
         return self.current.exhausted
-
-    def close(self) -> None:
-        return None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,25 @@ from monitor.errors import SourceError
 from monitor.source.base import Positions, RawRecord
 
 
-class ReplaySource:
+class MemorySource:
+    """What a source with no broker behind it shares: ``commit`` keeps the positions in ``committed``, it is
+    ready from the start, and there is nothing to close. A subclass gives ``poll`` and ``exhausted``."""
+
+    def __init__(self) -> None:
+        self.committed: Positions = {}
+
+    def commit(self, positions: Positions) -> None:
+        self.committed.update(positions)
+
+    @property
+    def ready(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        return None
+
+
+class ReplaySource(MemorySource):
     """Replay raw events.
 
     Parameters
@@ -35,6 +53,7 @@ class ReplaySource:
         clock: Callable[[], float] = time.monotonic,
         topic: str = "replay",
     ) -> None:
+        super().__init__()
         if rate is not None and rate <= 0:
             raise SourceError(f"replay rate must be > 0 events/s; got {rate}")
         if isinstance(lines, str | Path):
@@ -51,7 +70,6 @@ class ReplaySource:
         self._next = 0
         self._emitted = 0
         self._started: float | None = None
-        self.committed: Positions = {}
 
     def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
         if self.exhausted or not self._records:
@@ -77,13 +95,6 @@ class ReplaySource:
             self._emitted += 1
         return out
 
-    def commit(self, positions: Positions) -> None:
-        self.committed.update(positions)
-
-    @property
-    def ready(self) -> bool:
-        return True
-
     @property
     def exhausted(self) -> bool:
         return not self._loop and self._next >= len(self._records)
@@ -91,6 +102,3 @@ class ReplaySource:
     @property
     def emitted(self) -> int:
         return self._emitted
-
-    def close(self) -> None:
-        return None

@@ -1,4 +1,4 @@
-"""Fixtures for the integration tests: real Kafka brokers (see ``brokers.py``) and fresh topics.
+"""Fixtures for the integration tests: real Kafka brokers (see ``brokers.py``), fresh topics and the classifier.
 
 ``kafka_broker`` runs a test once per broker (ids ``kafka09`` and ``tansu``); ``kafka09_broker`` is
 the same running Kafka 0.9 for tests that need a restart. Brokers start on first use and stay up for
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.brokers import Broker, BrokerPool, Kafka09Broker
+from tests.integration.model_fixtures import ClassifierFiles, build_classifier
 
 _HERE = Path(__file__).parent
 
@@ -85,6 +86,13 @@ def _fresh_topic(broker: Broker, request: pytest.FixtureRequest) -> str:
 def topic(kafka_broker: Broker, request: pytest.FixtureRequest) -> str:
     """A new topic with 4 partitions on ``kafka_broker``, unique to this test."""
     return _fresh_topic(kafka_broker, request)
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
+    """The classifier, its reference and its live rows (:func:`~tests.integration.model_fixtures.build_classifier`),
+    built once per test module."""
+    return build_classifier(tmp_path_factory.mktemp("model"))
 
 
 @pytest.fixture

@@ -389,6 +389,21 @@ def partitions_of(detail: Mapping[str, Any]) -> set[int]:
     return {int(p.rsplit("/", 1)[1]) for p in parts}
 
 
+def sidecar_in(
+    tmp_path: Path, broker: Broker, *, topic: str, group_id: str, state_dir: Path | None = None, **options: Any
+) -> Sidecar:
+    """A :class:`Sidecar` with its state in ``tmp_path / "state"`` (unless ``state_dir`` is given) and its log at
+    ``tmp_path / "sidecar.log"`` (restarts append to it); ``options`` are the rest of :class:`Sidecar`'s keywords."""
+    return Sidecar(
+        broker,
+        topic=topic,
+        group_id=group_id,
+        state_dir=tmp_path / "state" if state_dir is None else state_dir,
+        log_path=tmp_path / "sidecar.log",
+        **options,
+    )
+
+
 def classifier_sidecar(
     broker: Broker,
     files: ClassifierFiles,
@@ -402,15 +417,14 @@ def classifier_sidecar(
     scores_topic: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Sidecar:
-    """A :class:`Sidecar` scoring the classifier of ``files`` (``--model`` and its ``--reference``) as ``model_name``,
-    with its state in ``tmp_path / "state"`` (unless ``state_dir`` is given) and its log at
-    ``tmp_path / "sidecar.log"`` (restarts append to it)."""
-    return Sidecar(
+    """A :func:`sidecar_in` ``tmp_path`` scoring the classifier of ``files`` (``--model`` and its ``--reference``) as
+    ``model_name``."""
+    return sidecar_in(
+        tmp_path,
         broker,
         topic=topic,
         group_id=group_id,
-        state_dir=tmp_path / "state" if state_dir is None else state_dir,
-        log_path=tmp_path / "sidecar.log",
+        state_dir=state_dir,
         model=files.onnx_path,
         model_name=model_name,
         reference=files.reference_path,

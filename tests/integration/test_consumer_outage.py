@@ -22,7 +22,7 @@ import pytest
 
 from monitor import telemetry as tel
 from tests.integration.brokers import Broker, Kafka09Broker
-from tests.integration.model_fixtures import ClassifierFiles, build_classifier
+from tests.integration.model_fixtures import ClassifierFiles
 from tests.integration.sidecar import Sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
@@ -51,11 +51,6 @@ class Outage:
 
     broker: Broker
     seconds: float
-
-
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
-    return build_classifier(tmp_path_factory.mktemp("model"))
 
 
 def test_run_waits_out_a_broker_away_at_start_up_and_mid_run(

@@ -17,17 +17,12 @@ from pathlib import Path
 import pytest
 
 from tests.integration.brokers import TansuBroker
-from tests.integration.model_fixtures import ClassifierFiles, build_classifier
+from tests.integration.model_fixtures import ClassifierFiles
 from tests.integration.test_consumer_outage import OUTAGE_SECONDS, Outage, wait_out_outages
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SHORT_OUTAGE_SECONDS = 15.0
-
-
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
-    return build_classifier(tmp_path_factory.mktemp("model"))
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ import yaml
 
 from monitor import telemetry as tel
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker, Kafka09Broker, free_port
-from tests.integration.model_fixtures import ClassifierFiles, build_classifier
+from tests.integration.model_fixtures import ClassifierFiles
 from tests.integration.sidecar import STOP_TIMEOUT_SECONDS, Sidecar, SidecarError
 from tests.integration.test_run_kafka import DRAIN_TIMEOUT_SECONDS, MODEL, group_name, new_topic, produce, valid_events
 
@@ -178,11 +178,6 @@ def container(image: ImageConfig) -> Iterator[Container]:
         yield Container(name, image)
     finally:
         buildah("rm", name)
-
-
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
-    return build_classifier(tmp_path_factory.mktemp("model"))
 
 
 def tail(path: Path, lines: int = 60) -> str:

@@ -43,7 +43,7 @@ from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT
 from monitor.telemetry import METRICS, MetricSpec
 from tests.integration.alertmanager_service import AlertmanagerService, free_port
 from tests.integration.brokers import Kafka09Broker
-from tests.integration.sidecar import Scrape, Sidecar
+from tests.integration.sidecar import Scrape, Sidecar, sidecar_in
 from tests.integration.test_run_kafka import Message, group_name, produce
 
 pytestmark = pytest.mark.slow
@@ -336,14 +336,7 @@ def test_every_declared_metric_is_written_by_the_real_pipeline(
     gone = [[labels, 0, 10_000]]
     saved = {"version": STATE_VERSION, "counters": [], "models": {}, "positions": gone, "committed": gone}
     (tmp_path / "state" / STATE_FILE).write_text(json.dumps(saved))
-    sidecar = Sidecar(
-        broker,
-        topic=events,
-        group_id=group_name(),
-        state_dir=tmp_path / "state",
-        log_path=tmp_path / "sidecar.log",
-        config=config,
-    )
+    sidecar = sidecar_in(tmp_path, broker, topic=events, group_id=group_name(), config=config)
     with sidecar:
         sidecar.wait_ready()
         sidecar.wait_for_metrics(

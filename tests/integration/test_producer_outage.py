@@ -22,8 +22,8 @@ import pytest
 
 from monitor import telemetry as tel
 from tests.integration.brokers import Kafka09Broker, free_port
-from tests.integration.model_fixtures import ClassifierFiles, build_classifier
-from tests.integration.sidecar import Scrape, Sidecar
+from tests.integration.model_fixtures import ClassifierFiles
+from tests.integration.sidecar import Scrape, sidecar_in
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
     MODEL,
@@ -52,11 +52,6 @@ OUTAGE_SECONDS = 60.0
 FETCH_SECONDS = 3.0
 
 
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
-    return build_classifier(tmp_path_factory.mktemp("model"))
-
-
 def producer_failures(s: Scrape, kind: str) -> float:
     return s.total(tel.PRODUCER_FAILURES_TOTAL.name, topic_kind=kind)
 
@@ -69,12 +64,11 @@ def test_run_keeps_dead_letters_and_scores_through_a_broker_outage(
     bad = invalid_events(classifier)
     before = valid_events(classifier, 50, prefix="before")
     held = valid_events(classifier, 150, prefix="held", start=50)
-    sidecar = Sidecar(
+    sidecar = sidecar_in(
+        tmp_path,
         broker,
         topic=topic,
         group_id=group_name(),
-        state_dir=tmp_path / "state",
-        log_path=tmp_path / "sidecar.log",
         model=classifier.onnx_path,
         model_name=MODEL,
         reference=classifier.reference_path,

@@ -23,7 +23,7 @@ from sklearn.datasets import load_digits
 from monitor import telemetry as tel
 from tests import model_zoo
 from tests.integration.brokers import Broker
-from tests.integration.sidecar import Sidecar
+from tests.integration.sidecar import sidecar_in
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
     MAX_EVENT_BYTES,
@@ -111,14 +111,7 @@ def test_run_scores_mixed_type_and_image_events_and_counts_bad_shapes(
     ]
     reasons = Counter(reason for _, reason in bad)
     group = group_name()
-    with Sidecar(
-        kafka_broker,
-        topic=topic,
-        group_id=group,
-        state_dir=tmp_path / "state",
-        log_path=tmp_path / "sidecar.log",
-        config=config,
-    ) as car:
+    with sidecar_in(tmp_path, kafka_broker, topic=topic, group_id=group, config=config) as car:
         car.wait_ready()
         ends = merge_ends(produce(kafka_broker, topic, good), produce(kafka_broker, topic, [m for m, _ in bad]))
         settled = car.wait_for_metrics(

@@ -14,7 +14,7 @@ import pytest
 
 from monitor import telemetry as tel
 from tests.integration.brokers import Broker
-from tests.integration.model_fixtures import ClassifierFiles, build_classifier
+from tests.integration.model_fixtures import ClassifierFiles
 from tests.integration.sidecar import classifier_sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
@@ -28,11 +28,6 @@ from tests.integration.test_run_kafka import (
 pytestmark = pytest.mark.integration
 
 BURST = 500
-
-
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
-    return build_classifier(tmp_path_factory.mktemp("model"))
 
 
 def test_run_scores_every_event_of_a_burst_at_default_settings(

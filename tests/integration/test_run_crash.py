@@ -17,7 +17,7 @@ import pytest
 from monitor import telemetry as tel
 from tests.integration.brokers import Broker
 from tests.integration.conftest import broker_for_both_clients
-from tests.integration.model_fixtures import ClassifierFiles, build_classifier
+from tests.integration.model_fixtures import ClassifierFiles
 from tests.integration.sidecar import Scrape, Sidecar, classifier_sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
@@ -39,11 +39,6 @@ pytestmark = pytest.mark.integration
 
 #: long enough that the kill comes before the first checkpoint
 CHECKPOINT_SECONDS = "120"
-
-
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
-    return build_classifier(tmp_path_factory.mktemp("model"))
 
 
 def consumed(s: Scrape) -> float:

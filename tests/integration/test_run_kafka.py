@@ -35,8 +35,8 @@ from monitor.sampler.keep_all import KeepAllSampler
 from monitor.source.kafka import ConsumerConfig, KafkaSource
 from monitor.source.validate import INVALID_REASONS
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker
-from tests.integration.model_fixtures import ClassifierFiles, build_classifier
-from tests.integration.sidecar import Scrape, Sidecar, partitions_of
+from tests.integration.model_fixtures import ClassifierFiles
+from tests.integration.sidecar import Scrape, Sidecar, partitions_of, sidecar_in
 
 pytestmark = pytest.mark.integration
 
@@ -57,11 +57,6 @@ Message = tuple[bytes, bytes]  # (key, value)
 
 
 # ---------------------------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
-    return build_classifier(tmp_path_factory.mktemp("model"))
 
 
 def new_topic(broker: Broker, stem: str, partitions: int = PARTITIONS) -> str:
@@ -309,12 +304,11 @@ def test_run_counts_scores_and_dead_letters_every_event(
         "version": "3",
     }
     config.write_text(yaml.safe_dump({"models": [model]}))
-    sidecar = Sidecar(
+    sidecar = sidecar_in(
+        tmp_path,
         kafka_broker,
         topic=topic,
         group_id=group_name(),
-        state_dir=tmp_path / "state",
-        log_path=tmp_path / "sidecar.log",
         config=config,
         dead_letter_topic=dead_letters,
         env=run_env(events_per_second),

@@ -26,7 +26,6 @@ from tests.integration.sidecar import Sidecar, classifier_sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
     MODEL,
-    classifier,
     committed_offsets,
     consumed,
     group_name,
@@ -42,8 +41,6 @@ from tests.integration.test_run_kafka import (
 )
 
 pytestmark = pytest.mark.integration
-
-__all__ = ["classifier"]  # the module-scoped model fixture, shared with test_run_kafka
 
 
 def test_librdkafka_client_scores_dead_letters_and_commits(

@@ -20,7 +20,7 @@ import pytest
 from monitor import telemetry as tel
 from tests.integration.brokers import Broker
 from tests.integration.conftest import broker_for_both_clients
-from tests.integration.model_fixtures import ClassifierFiles, build_classifier
+from tests.integration.model_fixtures import ClassifierFiles
 from tests.integration.sidecar import Sidecar, classifier_sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
@@ -43,11 +43,6 @@ pytestmark = pytest.mark.integration
 
 VERSIONS = 10_000
 MAX_VERSIONS = 8
-
-
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
-    return build_classifier(tmp_path_factory.mktemp("model"))
 
 
 def poison(files: ClassifierFiles) -> tuple[list[Message], Counter[str], int]:

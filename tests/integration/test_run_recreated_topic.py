@@ -17,7 +17,7 @@ import pytest
 
 from monitor import telemetry as tel
 from tests.integration.brokers import Broker
-from tests.integration.model_fixtures import ClassifierFiles, build_classifier
+from tests.integration.model_fixtures import ClassifierFiles
 from tests.integration.sidecar import Sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
@@ -37,11 +37,6 @@ BEFORE, AFTER = 40, 120
 LINE = "offsets went back: the record at the last applied offset is not the one applied there"
 #: the line of offsets handed out below the position last committed
 BELOW = "offsets went back: the broker hands out records below the position last committed"
-
-
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
-    return build_classifier(tmp_path_factory.mktemp("model"))
 
 
 def test_a_re_created_topic_is_read_from_its_start_after_a_restart(

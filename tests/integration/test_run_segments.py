@@ -19,7 +19,7 @@ import yaml
 from monitor import telemetry as tel
 from monitor.runtime.watch import HARMFUL_ALERT
 from tests.integration.brokers import Kafka09Broker
-from tests.integration.sidecar import Scrape, Sidecar
+from tests.integration.sidecar import Scrape, sidecar_in
 from tests.integration.test_run_kafka import DRAIN_TIMEOUT_SECONDS, group_name, new_topic, produce
 from tests.unit.segmented_stream import SEGMENTS, SHIFTED, SegmentedStream, build
 
@@ -82,14 +82,7 @@ def test_run_judges_each_segment_against_its_own_baseline(
     }
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
     messages = retimed(stream.shifted)
-    sidecar = Sidecar(
-        broker,
-        topic=topic,
-        group_id=group_name(),
-        state_dir=tmp_path / "state",
-        log_path=tmp_path / "sidecar.log",
-        config=config,
-    )
+    sidecar = sidecar_in(tmp_path, broker, topic=topic, group_id=group_name(), config=config)
     with sidecar:
         sidecar.wait_ready()
         produce(broker, topic, messages)

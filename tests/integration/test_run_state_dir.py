@@ -19,7 +19,7 @@ import pytest
 from monitor import telemetry as tel
 from tests.integration.brokers import Broker
 from tests.integration.conftest import broker_for_both_clients
-from tests.integration.model_fixtures import ClassifierFiles, build_classifier
+from tests.integration.model_fixtures import ClassifierFiles
 from tests.integration.sidecar import Sidecar, classifier_sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
@@ -36,11 +36,6 @@ from tests.integration.test_run_kafka import (
 kafka_broker = broker_for_both_clients()
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory: pytest.TempPathFactory) -> ClassifierFiles:
-    return build_classifier(tmp_path_factory.mktemp("model"))
 
 
 def mount(*args: str) -> None:

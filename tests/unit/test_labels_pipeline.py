@@ -18,34 +18,25 @@ from monitor.rolling.labelled import LabelledWindow, expected_calibration_error
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.service import build_sampler
-from monitor.source.base import Positions, RawRecord
+from monitor.source.base import RawRecord
+from monitor.source.replay import MemorySource
 
 TS_MS = 1_795_000_000_000
 
 
-class TwoTopicSource:
+class TwoTopicSource(MemorySource):
     """Events on 'events', labels on 'labels', delivered in one poll each."""
 
     def __init__(self, polls: list[list[RawRecord]]) -> None:
+        super().__init__()
         self._polls = list(polls)
-        self.committed: Positions = {}
 
     def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
         return self._polls.pop(0) if self._polls else []
 
-    def commit(self, positions: Positions) -> None:
-        self.committed.update(positions)
-
-    @property
-    def ready(self) -> bool:
-        return True
-
     @property
     def exhausted(self) -> bool:
         return not self._polls
-
-    def close(self) -> None:
-        return None
 
 
 def _pipeline(tmp_path: Path, polls: list[list[RawRecord]], x: np.ndarray, y: np.ndarray) -> Pipeline:
