@@ -47,6 +47,14 @@ class Ingest:
         """
         event_now = record.timestamp_ms / 1000.0 if record.timestamp_ms else now
         try:
+            # the common plain event in one call; anything else (None) through the joiner's full decode
+            if not record.headers and not self.joiner.pending:  # held KServe halves: the joiner expires them first
+                event = self.decoder.common(record.value, record.origin, event_now)
+                if event is not None:
+                    consumed = into.consumed
+                    consumed[event.model] = consumed.get(event.model, 0) + 1
+                    into.events.append((event, record))
+                    return
             events = self.joiner.update(record.value, record.headers, record.origin, now=event_now)
         except InvalidEventError as exc:
             # under the model the event named once the decoder knew it (a watched one: no label from the wire)
@@ -59,7 +67,7 @@ class Ingest:
             return
         # one record counts once, under the model it belongs to (a held KServe half: the default model)
         into.count(events[0].model if events else self.default_model)
-        into.events.extend((ev, record) for ev in events)
+        into.events.extend([(ev, record) for ev in events])
 
     def dropped(self) -> dict[tuple[str, str], int]:
         """The KServe halves dropped so far (never paired), per (model, reason)."""

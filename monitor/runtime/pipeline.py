@@ -268,7 +268,8 @@ class Pipeline:
 
     def _process(self, records: list[RawRecord], now: float, *, careful: bool) -> None:
         """Decode, shadow-check and sample ``records`` (one poll's, or one record after an unclean exit)."""
-        self.recovery.begin(records, careful)
+        recovery = self.recovery
+        recovery.begin(records, careful)
         ingested = Ingested()  # the poll's events and invalid records; consumed counted once per model per poll
         positions: Positions = {}
         last: dict[tuple[str, int], RawRecord] = {}
@@ -289,7 +290,7 @@ class Pipeline:
                     if verdict == SEEK:
                         positions.pop(key, None)
                         continue
-                if self.recovery.is_poison(record):
+                if recovery.poison and recovery.is_poison(record):
                     why = "the process died twice with this record in flight"
                     ingested.refuse(record, "crashed_processing", why)
                 elif record.headers and record.headers[0][0] == UNDECODABLE_HEADER:
@@ -303,7 +304,8 @@ class Pipeline:
                     self.ingest.decode(record, now, ingested)
                 positions[key] = record.offset + 1
                 last[key] = record
-                self.recovery.processed(record)
+                if recovery.careful_until:  # a partition still in careful mode may leave it now
+                    recovery.processed(record)
         finally:  # records read are counted (and invalid ones dead-lettered) even when a later one fails
             for key, record in last.items():
                 self._tails[key] = tail_of(record)

@@ -254,6 +254,23 @@ class EventDecoder:
             raise invalid("not_object", f"event must be a JSON object; got a JSON {type(doc).__name__}")
         return doc
 
+    def common(self, value: bytes, origin: Origin | None, now: float | None) -> InferenceEvent | None:
+        """The plain event in ``value`` when it has the common shape (:meth:`_plain_common`), else None.
+
+        The ingest loop's first try, one call per record: None means "decode it in full" (:meth:`decode_many`, or
+        the KServe joiner: a CloudEvent, a fault, an unusual value), which then gives the event or the reason, so
+        every record's outcome is the full decoder's. Headers are the caller's to check (CloudEvents in binary mode
+        travel in them)."""
+        if len(value) > self.max_bytes:
+            return None
+        try:
+            doc = loads(value)
+        except (ValueError, RecursionError):
+            return None
+        if type(doc) is not dict or "specversion" in doc:
+            return None
+        return self._plain_common(doc, origin, now)
+
     def _plain(
         self, doc: Mapping[str, object], value: bytes, origin: Origin | None, now: float | None
     ) -> InferenceEvent:
