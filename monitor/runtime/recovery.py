@@ -86,9 +86,14 @@ class CrashRecovery:
 
     def begin(self, records: Sequence[RawRecord], careful: bool) -> None:
         """Write the marker before ``records`` are processed (one record alone when ``careful``)."""
-        for record in records:
-            span = self.unapplied.setdefault((record.topic, record.partition), [record.offset, record.offset])
-            span[1] = record.offset
+        unapplied = self.unapplied
+        for record in records:  # per record: one look-up, a list only for a partition's first record
+            key = (record.topic, record.partition)
+            span = unapplied.get(key)
+            if span is None:
+                unapplied[key] = [record.offset, record.offset]
+            else:
+                span[1] = record.offset
         if careful:  # one record alone: the marker names it, and keeps the rest of the range still to re-process
             ranges = {f"{r.topic}/{r.partition}": [r.offset, r.offset] for r in records}
             marker: dict[str, Any] = {"ranges": ranges, "careful": True}
