@@ -109,8 +109,12 @@ class Scoring:
         """
         accepted = Accepted()
         by_model: dict[str, list[tuple[InferenceEvent, RawRecord | None]]] = {}
-        for item in items:
-            by_model.setdefault(item[0].model, []).append(item)
+        for item in items:  # a list per model, not one per event (as setdefault's default would be)
+            group = by_model.get(item[0].model)
+            if group is None:
+                by_model[item[0].model] = [item]
+            else:
+                group.append(item)
         for name, group in by_model.items():
             rt = self.runtimes[name]
             try:
