@@ -52,6 +52,7 @@ from monitor.sampler.base import Sampler
 from monitor.source.base import Positions, RawRecord, Sink, Source
 from monitor.source.labels import LabelJoiner
 from monitor.source.records import UNDECODABLE_HEADER
+from monitor.source.side_read import SideReader
 from monitor.source.validate import ModelSchema
 
 log = logging.getLogger("monitor.runtime.pipeline")
@@ -229,6 +230,8 @@ class Pipeline:
         records = self.source.poll(timeout_seconds, self.settings.kafka.max_poll_records)
         self.saved.sought.clear()
         now = self.clock()
+        if self.saved.tails and records:
+            self._check_by_side_read(records)
         # after an unclean exit, per partition: the records of a partition that had records in flight, one at a
         # time, each applied under its own marker (its dead letters and scores are delivered with the next flush:
         # a crash there is not one record's); every other partition's records as usual, after them
@@ -252,6 +255,42 @@ class Pipeline:
             self.flush()
         self._ingest_first(now, len(records))
         return len(records)
+
+    def _check_by_side_read(self, records: list[RawRecord]) -> None:
+        """Where the source cannot seek its group consumer but reads records on the side (its ``side_reader``): the
+        record before a saved position is read there and compared (:meth:`SavedPositions.check_by_side_read`), and a
+        new incarnation's records below the first one polled are read there too and processed first, in offset order
+        and in chunks of ``max_poll_records``, as polled records are (positions, commits, counts, dead letters). The
+        reader is closed once no assigned partition has a fingerprint left to compare."""
+        reader: SideReader | None = getattr(self.source, "side_reader", None)
+        if reader is None or getattr(self.source, "seek", None) is not None:
+            return
+        assigned: list[tuple[str, int]] | None = getattr(self.source, "assigned", None)
+        for key, end in self.saved.check_by_side_read(records, reader.read_at, assigned).items():
+            self._consumed.pop(key, None)  # nothing read of the old topic counts
+            self._applied.pop(key, None)
+            self._read_below(reader, key, end)
+        if reader.open and not self.saved.tails.keys() & set(self.saved.tails if assigned is None else assigned):
+            reader.close()
+
+    def _read_below(self, reader: SideReader, key: tuple[str, int], end: int) -> None:
+        """A new incarnation's records of ``key`` below ``end`` (the first offset polled), read with ``reader`` and
+        processed in offset order; a batch is scored (and a checkpoint made) whenever one is due."""
+        start, read, limit = 0, 0, max(1, self.settings.kafka.max_poll_records)
+        while start < end:
+            chunk = reader.read(key, start, end, limit)
+            if not chunk:
+                break
+            now = self.clock()
+            self._process(chunk, now, careful=False)
+            read += len(chunk)
+            start = chunk[-1].offset + 1
+            if self.scoring.batch_due(now) or self._undelivered or getattr(self.sink, "backlogged", False):
+                self.flush()
+        log.info(
+            "records of the new incarnation below the position handed out read with a side read",
+            extra={"partition": f"{key[0]}/{key[1]}", "records": read, "below": end},
+        )
 
     def consumer_lag(self) -> float | None:
         """Records the partitions hold past the pipeline's positions (see :func:`records_behind`)."""

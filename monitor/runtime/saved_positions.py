@@ -12,13 +12,17 @@ no record has been seen of since, and decides per record (:meth:`SavedPositions.
 - ``SEEK``: the source was asked to re-read from elsewhere, and the rest of this poll's records of the partition are
   stale — to re-read the record before the saved position once (compared with its fingerprint), or from offset 0
   when that record is another one (a new incarnation of the topic, grown past the saved position).
+
+A source that cannot seek its group consumer (the consumer in its child process, librdkafka's) reads that record on
+the side instead (:meth:`SavedPositions.check_by_side_read`, before a poll's records are processed); the pipeline
+then reads a new incarnation's records below the position handed out the same way, and processes them first.
 """
 
 from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from monitor import telemetry as tel
@@ -119,9 +123,10 @@ class SavedPositions:
                 del self.tails[key]
                 if _same(tail, tail_of(record)):
                     return SKIP, False
-                self._new_incarnation(key, record, tail, seek)
+                self._new_incarnation(key, record, tail, read_from=record.offset if seek is None else 0)
                 if seek is None:  # nothing to re-read with: this record and the rest are new
                     return APPLY, True
+                seek({key: 0})
                 self.sought.add(key)
                 return SEEK, True
             if self._went_back(key, record.offset):
@@ -136,6 +141,59 @@ class SavedPositions:
         self.release(key)
         return APPLY, False
 
+    def check_by_side_read(
+        self,
+        records: Sequence[RawRecord],
+        read_at: Callable[[tuple[str, int], int], RawRecord | None],
+        assigned: Collection[tuple[str, int]] | None = None,
+    ) -> dict[tuple[str, int], int]:
+        """For a source that cannot seek its group consumer but reads records on the side (``read_at``: the record
+        of a partition at an offset, None when it is not there): each partition with a saved fingerprint (of those
+        ``assigned``, where given; once per start) whose first record in ``records`` is at or below the saved
+        position has the record just before that position compared — the first record itself where it is that one,
+        else read on the side (logged).
+
+        - Another one: a new incarnation of the topic (logged, counted, released): its records below the first one
+          polled were never handed out (the broker kept the group's old offset), and are still to be read, first.
+        - The same one: at the saved position, the partition is released and read on from there; below it, a
+          redelivery, skipped up to the saved position (:meth:`decide`).
+        - None (gone by retention, or not read): at the saved position, released; below it, compared as it passes.
+
+        Returns the new incarnations' partitions, each with the offset of its first record in ``records``."""
+        keys = self.tails.keys() - self._checking
+        if assigned is not None:
+            keys &= set(assigned)
+        if not keys:
+            return {}
+        firsts: dict[tuple[str, int], RawRecord] = {}
+        for record in records:
+            key = (record.topic, record.partition)
+            if key in keys and key not in firsts:
+                firsts[key] = record
+                if len(firsts) == len(keys):
+                    break
+        new: dict[tuple[str, int], int] = {}
+        for key, record in firsts.items():
+            tail, held = self.tails[key], self.held[key]
+            if record.offset > held:
+                continue  # past it: released by ``decide``
+            self._checking.add(key)
+            if record.offset == tail[0]:
+                found: RawRecord | None = record
+            else:
+                log.info(
+                    "checking the record before the saved position with a side read",
+                    extra={"partition": f"{key[0]}/{key[1]}", "offset": tail[0], "first_polled": record.offset},
+                )
+                found = read_at(key, tail[0])
+            if found is None or found.offset != tail[0] or _same(tail, tail_of(found)):
+                if record.offset == held:
+                    self.release(key)
+                continue
+            self._new_incarnation(key, found, tail, read_from=0)
+            new[key] = record.offset
+        return new
+
     def release(self, key: tuple[str, int]) -> None:
         """The saved state no longer speaks for this partition: the broker's records are read as they come."""
         self.held.pop(key, None)
@@ -148,12 +206,10 @@ class SavedPositions:
         tel.OFFSETS_WENT_BACK_TOTAL.inc(self.state, tel.NoLabels())
         log.warning(message, extra={"partition": f"{key[0]}/{key[1]}", **extra})
 
-    def _new_incarnation(
-        self, key: tuple[str, int], record: RawRecord, tail: Tail, seek: Callable[[Positions], None] | None
-    ) -> None:
+    def _new_incarnation(self, key: tuple[str, int], record: RawRecord, tail: Tail, *, read_from: int) -> None:
         """The record at the offset applied last before the saved position is another one: the topic was re-created
-        (or the address is another cluster's) and has grown past the saved position. Logged, counted; the partition
-        is read from its start."""
+        (or the address is another cluster's) and has grown past the saved position. Logged, counted, released; the
+        caller reads the partition from ``read_from``."""
         self.release(key)
         self._count_went_back(
             key,
@@ -163,11 +219,9 @@ class SavedPositions:
                 "offset": record.offset,
                 "saved": {"timestamp_ms": tail[1], "value_crc32": tail[2]},
                 "found": {"timestamp_ms": record.timestamp_ms, "value_crc32": zlib.crc32(record.value)},
-                "read_from": 0 if seek is not None else record.offset,
+                "read_from": read_from,
             },
         )
-        if seek is not None:
-            seek({key: 0})
 
     def _went_back(self, key: tuple[str, int], offset: int) -> bool:
         """The first record of a partition held from the saved state lies below the position last committed: the

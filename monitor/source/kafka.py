@@ -166,6 +166,26 @@ class ConsumerConfig:
         )
 
 
+def consumer_client_settings(c: ConsumerConfig, client_id: str) -> dict[str, Any]:
+    """The kafka-python ``KafkaConsumer`` settings of ``c`` that are not the group's: the cluster and how to reach it
+    (bootstrap servers, ``api_version``, security), the fetch settings, the client's name; offsets never committed
+    by the client itself. :class:`KafkaSource` adds the group's, the side reader
+    (:class:`~monitor.source.side_read.SideReader`) reads without a group."""
+    from kafka import KafkaConsumer
+
+    kw: dict[str, Any] = dict(
+        client_id=client_id,
+        enable_auto_commit=False,
+        max_poll_records=c.max_poll_records,
+        fetch_max_wait_ms=c.fetch_max_wait_ms,
+        max_partition_fetch_bytes=c.max_partition_fetch_bytes,
+        **_common(c.bootstrap_servers, c.api_version, c.security),
+    )
+    if "bootstrap_timeout_ms" in KafkaConsumer.DEFAULT_CONFIG:
+        kw["bootstrap_timeout_ms"] = BOOTSTRAP_TIMEOUT_MS
+    return kw
+
+
 @dataclass(frozen=True, slots=True)
 class ProducerConfig:
     """What :class:`KafkaSink` is told: the ``kafka`` settings' producer fields, built by :meth:`from_settings`
@@ -282,7 +302,7 @@ class KafkaSource(ColumnSource):
         rebalance: RebalanceHandler | None = None,
         client_id: str = "harmonic-monitor",
     ) -> None:
-        from kafka import ConsumerRebalanceListener, KafkaConsumer
+        from kafka import ConsumerRebalanceListener
 
         c = config
         self._member_of(c.topics, rebalance)
@@ -291,18 +311,11 @@ class KafkaSource(ColumnSource):
         session_timeout_ms = c.session_timeout_ms
         self._kw: dict[str, Any] = dict(
             group_id=c.group_id,
-            client_id=client_id,
-            enable_auto_commit=False,
             auto_offset_reset=c.auto_offset_reset,
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=max(300, session_timeout_ms // 3),
-            max_poll_records=c.max_poll_records,
-            fetch_max_wait_ms=c.fetch_max_wait_ms,
-            max_partition_fetch_bytes=c.max_partition_fetch_bytes,
-            **_common(c.bootstrap_servers, c.api_version, c.security),
+            **consumer_client_settings(c, client_id),
         )
-        if "bootstrap_timeout_ms" in KafkaConsumer.DEFAULT_CONFIG:
-            self._kw["bootstrap_timeout_ms"] = BOOTSTRAP_TIMEOUT_MS
         self._want_lean = c.lean_record_parse
         self.lean_record_parse = False
         self._consumer: Any = None

@@ -22,6 +22,10 @@ The :class:`~monitor.source.base.Source` contract is unchanged:
 - the child dies with this process (``PR_SET_PDEATHSIG`` on Linux; elsewhere it notices its parent is gone at its
   next poll), so a SIGKILLed sidecar does not leave a consumer holding its partitions; the child ignores SIGINT and
   SIGTERM: shutdown is this process's decision.
+
+The child's group consumer is not sought (a seek there, at a restart that met a rebalance at once, was seen to stop
+consumption; the cause is not found): the records a restart compares with its saved fingerprints are read in this
+process by ``side_reader`` (:class:`~monitor.source.side_read.SideReader`), in no group.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from typing import Any
 from monitor.errors import SourceError
 from monitor.source.base import Positions, RawRecord, RebalanceHandler
 from monitor.source.kafka import ConsumerConfig, GroupMember, outage_message, records_of
+from monitor.source.side_read import SideReader
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +108,8 @@ class ProcessKafkaSource(GroupMember):
         self._revoke_positions: Positions = {}
         self._closed = False
         self._bootstrap_servers = consumer.bootstrap_servers
+        #: reads records at given offsets in this process, beside the child's group consumer (which does not seek)
+        self.side_reader = SideReader(consumer)
         #: the child's report while its broker is away: (since, monotonic; the error)
         self._away: tuple[float, str] | None = None
         # a fresh interpreter running this module (not fork: the parent holds onnxruntime and other threads; not
@@ -182,6 +189,7 @@ class ProcessKafkaSource(GroupMember):
         if self._closed:
             return
         self._closed = True
+        self.side_reader.close()
         try:
             self._send(("close", None))
             deadline = time.monotonic() + timeout_seconds

@@ -35,6 +35,7 @@ from monitor.source.kafka import (
     ConsumerConfig,
     PartitionBatch,
 )
+from monitor.source.side_read import SideReader
 
 log = logging.getLogger(__name__)
 #: where librdkafka's own log lines go (served by consume/poll on the caller's thread)
@@ -216,6 +217,9 @@ class RdKafkaSource(ColumnSource):
         self._consumer.subscribe(
             self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
+        #: reads records at given offsets beside the group consumer, which is not sought
+        #: (:class:`~monitor.source.side_read.SideReader`: kafka-python, in no group)
+        self.side_reader = SideReader(config)
 
     # -- librdkafka's callbacks (served inside consume(), on the polling thread) --------------------------------
     def _on_assign(self, _consumer: Any, partitions: list[Any]) -> None:
@@ -293,6 +297,7 @@ class RdKafkaSource(ColumnSource):
             log.warning("offset commit failed; events will be re-delivered", extra={"error": "; ".join(failed)})
 
     def close(self) -> None:
+        self.side_reader.close()
         try:
             self._consumer.close()
         except Exception:  # noqa: BLE001 - closing must not mask the real shutdown path

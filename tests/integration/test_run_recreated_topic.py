@@ -3,10 +3,12 @@ from its start when that sidecar restarts with the same state dir and group: eve
 
 Kafka 0.9 keeps the group's committed offsets of the deleted topic (until ``offsets.retention.minutes``; Tansu 0.6
 kept them in some of our runs, dropped them in others: then the new topic is read from 0, below the last commit),
-so the broker hands out the new topic from the old committed offset: only the record just
-before the saved position, re-read and compared with the fingerprint the state saved (its value, and its timestamp
-where the broker keeps one), shows that the topic is another one. That re-read is made by the in-process consumer only (with the consumer in its
-child process the record is compared only when the broker hands it out), so the sidecar runs in-process here.
+so the broker hands out the new topic from the old committed offset: only the record just before the saved position,
+read again and compared with the fingerprint the state saved (its value, and its timestamp where the broker keeps
+one), shows that the topic is another one. Run with the consumer in-process (the group consumer re-reads that record
+by a seek, then seeks to 0) and in its child process (the group consumer does not seek: that record, and the new
+topic's records below the position handed out, are read by a side reader in the sidecar's process and processed
+first).
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ LINE = "offsets went back: the record at the last applied offset is not the one 
 BELOW = "offsets went back: the broker hands out records below the position last committed"
 
 
+@pytest.mark.parametrize("consumer_process", ["false", "true"], ids=["in-process", "child-process"])
 def test_a_re_created_topic_is_read_from_its_start_after_a_restart(
-    kafka_broker: Broker, classifier: ClassifierFiles, tmp_path: Path
+    kafka_broker: Broker, classifier: ClassifierFiles, tmp_path: Path, consumer_process: str
 ) -> None:
     broker = kafka_broker
     topic, group = new_topic(broker, "recreated", PARTITIONS), group_name()
@@ -55,7 +58,7 @@ def test_a_re_created_topic_is_read_from_its_start_after_a_restart(
             model=classifier.onnx_path,
             model_name=MODEL,
             reference=classifier.reference_path,
-            env=run_env(0, HARMONIC_KAFKA__CONSUMER_PROCESS="false"),  # the re-read needs the consumer in-process
+            env=run_env(0, HARMONIC_KAFKA__CONSUMER_PROCESS=consumer_process),
         )
 
     ends_before = produce(broker, topic, valid_events(classifier, BEFORE, prefix="old").messages)

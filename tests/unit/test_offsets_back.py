@@ -87,8 +87,8 @@ def test_a_state_without_committed_positions_keeps_the_saved_positions(tmp_path:
 # -- a re-created topic already grown past the saved position ---------------------------------------------------------
 
 
-class PartitionLog:
-    """One partition as a broker keeps it, read by a group member that can seek (``KafkaSource.seek``)."""
+class GroupLog:
+    """One partition as a broker keeps it, read by a group member that cannot seek."""
 
     def __init__(self, values: list[bytes], *, position: int, timestamps: list[int | None] | None = None) -> None:
         stamps = timestamps if timestamps is not None else [None] * len(values)
@@ -105,10 +105,6 @@ class PartitionLog:
         self.position += len(out)
         return out
 
-    def seek(self, positions: Positions) -> None:
-        self.seeks.append(dict(positions))
-        self.position = positions[("t", 0)]
-
     def commit(self, positions: Positions) -> None:
         self.commits.append(dict(positions))
 
@@ -122,6 +118,14 @@ class PartitionLog:
 
     def close(self) -> None:
         return None
+
+
+class PartitionLog(GroupLog):
+    """One partition as a broker keeps it, read by a group member that can seek (``KafkaSource.seek``)."""
+
+    def seek(self, positions: Positions) -> None:
+        self.seeks.append(dict(positions))
+        self.position = positions[("t", 0)]
 
 
 def drain(settings: Settings, source: object) -> Pipeline:
@@ -251,3 +255,161 @@ def test_a_fingerprint_not_before_its_saved_position_is_ignored(tmp_path: Path) 
     pipeline = drain(settings, source)
     assert source.seeks == []
     assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 5
+
+
+# -- the same, with a group member that cannot seek but reads on the side (the consumer in its child process) ----------
+
+
+class FakeSideReader:
+    """``SideReader`` over a partition's records: the records kept from ``log_start`` on."""
+
+    def __init__(self, records: list[RawRecord], *, log_start: int = 0) -> None:
+        self.records = records
+        self.log_start = log_start
+        self.reads: list[tuple[int, int]] = []
+        self.open = False
+        self.closes = 0
+
+    def read(self, key: tuple[str, int], start: int, end: int, max_records: int) -> list[RawRecord]:
+        assert key == ("t", 0)
+        self.reads.append((start, end))
+        self.open = True
+        kept = [r for r in self.records if max(start, self.log_start) <= r.offset < end]
+        return kept[:max_records]
+
+    def read_at(self, key: tuple[str, int], offset: int) -> RawRecord | None:
+        found = self.read(key, offset, offset + 1, 1)
+        return found[0] if found else None
+
+    def close(self) -> None:
+        self.open = False
+        self.closes += 1
+
+
+class SideReadLog(GroupLog):
+    """A group member without ``seek``, with a ``side_reader`` over the same partition."""
+
+    def __init__(
+        self, values: list[bytes], *, position: int, timestamps: list[int | None] | None = None, log_start: int = 0
+    ) -> None:
+        super().__init__(values, position=position, timestamps=timestamps)
+        self.side_reader = FakeSideReader(self.records, log_start=log_start)
+
+    @property
+    def assigned(self) -> list[tuple[str, int]]:
+        return [("t", 0)]
+
+
+def offsets_processed(pipeline: Pipeline) -> list[int]:
+    """Have ``pipeline`` note the offsets of the records it processes, in order (the list it returns)."""
+    seen: list[int] = []
+    process = pipeline._process
+
+    def noting(records: list[RawRecord], now: float, *, careful: bool) -> None:
+        seen.extend(r.offset for r in records)
+        process(records, now, careful=careful)
+
+    pipeline._process = noting  # type: ignore[method-assign]
+    return seen
+
+
+def test_without_seek_the_same_topic_is_checked_by_a_side_read_and_read_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lines = events(rows(20, seed=20))
+    stamps: list[int | None] = [1000 + i for i in range(20)]
+    settings = first_run(tmp_path, lines[:10], stamps[:10])
+    source = SideReadLog(lines, position=10, timestamps=stamps)
+    pipeline = make_pipeline(settings, source)
+    seen = offsets_processed(pipeline)
+    with caplog.at_level(logging.INFO, logger="monitor.runtime.pipeline"):
+        run_to_end(pipeline)
+    assert source.side_reader.reads == [(9, 10)]  # the record before the saved position, read once
+    assert not source.side_reader.open  # closed once no check is left
+    assert seen == list(range(10, 20))
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 20  # 10 before, 10 new: none twice
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 0
+    assert [r.getMessage() for r in caplog.records].count(
+        "checking the record before the saved position with a side read"
+    ) == 1
+    assert source.commits[-1] == {("t", 0): 20}
+
+
+@pytest.mark.parametrize("stamped", [True, False], ids=["timestamps", "no-timestamps"])
+def test_without_seek_a_re_created_topic_is_seen_by_a_side_read_and_its_first_records_processed_first(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, stamped: bool
+) -> None:
+    settings = first_run(tmp_path, events(rows(10, seed=8)), [1000 + i for i in range(10)] if stamped else None)
+    new = events(rows(25, seed=9))
+    source = SideReadLog(new, position=10, timestamps=[5000 + i for i in range(25)] if stamped else None)
+    pipeline = make_pipeline(settings, source)
+    seen = offsets_processed(pipeline)
+    with caplog.at_level(logging.WARNING, logger="monitor.runtime.pipeline"):
+        run_to_end(pipeline)
+    # the record before the saved position, then the new topic's records below the position handed out, in chunks
+    assert source.side_reader.reads == [(9, 10), (0, 10), (4, 10), (8, 10)]
+    assert seen == list(range(25))  # in offset order: 0..9 read on the side before the group's 10..24
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 10 + 25  # every new event counted
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 1
+    (line,) = [r for r in caplog.records if "not the one applied there" in r.getMessage()]
+    assert (line.partition, line.offset, line.read_from) == ("t/0", 9, 0)  # type: ignore[attr-defined]
+    committed = [c[("t", 0)] for c in source.commits]
+    assert committed == sorted(committed) and committed[-1] == 25  # never back, never past what was applied
+    assert not source.side_reader.open
+
+
+def test_without_seek_a_record_before_the_saved_position_gone_by_retention_is_read_on(tmp_path: Path) -> None:
+    lines = events(rows(10, seed=14))
+    settings = first_run(tmp_path, lines)
+    source = SideReadLog(lines + events(rows(5, seed=15)), position=10, log_start=10)
+    pipeline = make_pipeline(settings, source)
+    seen = offsets_processed(pipeline)
+    run_to_end(pipeline)
+    assert source.side_reader.reads == [(9, 10)]
+    assert seen == list(range(10, 15))
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 15
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 0
+
+
+def test_without_seek_a_redelivery_is_checked_by_a_side_read_and_skipped_up_to_the_saved_position(
+    tmp_path: Path,
+) -> None:
+    """The last commit did not land: the broker hands out records below the saved position; the record before it is
+    read on the side first (were it another one, the records before it would be a new topic's), found the same, and
+    the redelivered records are skipped up to the saved position."""
+    lines = events(rows(20, seed=13))
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 4})
+    saved_state(settings, position=12, committed=8)
+    path = Path(settings.state_dir) / STATE_FILE
+    state = json.loads(path.read_text())
+    state["tails"] = [["t", 0, 11, None, zlib.crc32(lines[11])]]
+    path.write_text(json.dumps(state))
+    source = SideReadLog(lines, position=8)
+    pipeline = drain(settings, source)
+    assert source.side_reader.reads == [(11, 12)]
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 8  # 12..19
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 0
+
+
+@pytest.mark.parametrize("position", [0, 4, 9], ids=["from-0", "below-the-saved-position", "at-the-fingerprint"])
+def test_without_seek_a_re_created_topic_handed_out_below_the_saved_position_loses_no_record(
+    tmp_path: Path, position: int
+) -> None:
+    """The state saved no commit (the first run committed once, at its close) and the broker hands out the new topic
+    below the saved position (it dropped the group's offset, or kept another): nothing tells but the fingerprint,
+    compared before any record is skipped; the new topic's records below the first one handed out are read first."""
+    settings = first_run(tmp_path, events(rows(10, seed=8)), [1000 + i for i in range(10)])
+    path = Path(settings.state_dir) / STATE_FILE
+    state = json.loads(path.read_text())
+    state["committed"] = []
+    path.write_text(json.dumps(state))
+    source = SideReadLog(events(rows(25, seed=9)), position=position, timestamps=[5000 + i for i in range(25)])
+    pipeline = make_pipeline(settings, source)
+    seen = offsets_processed(pipeline)
+    run_to_end(pipeline)
+    assert seen == list(range(25))
+    checked = [] if position == 9 else [(9, 10)]  # at 9 the record handed out is compared itself
+    assert source.side_reader.reads == checked + [(start, position) for start in range(0, position, 4)]
+    assert pipeline.state.counter_sum(tel.EVENTS_CONSUMED_TOTAL.name) == 10 + 25
+    assert pipeline.state.counter(tel.OFFSETS_WENT_BACK_TOTAL.name, ()) == 1
+    assert source.commits[-1] == {("t", 0): 25}
