@@ -52,7 +52,7 @@ from monitor.sampler.base import Sampler
 from monitor.source.base import Positions, RawRecord, Sink, Source
 from monitor.source.labels import LabelJoiner
 from monitor.source.records import UNDECODABLE_HEADER
-from monitor.source.side_read import SideReader
+from monitor.source.side_read import SideReader, read_below
 from monitor.source.validate import ModelSchema
 
 log = logging.getLogger("monitor.runtime.pipeline")
@@ -183,23 +183,8 @@ class Pipeline:
         self.publish()  # the counters saved are those the watches reported
         self.baselines.save_changed(self.runtimes.values())  # per-segment baselines: their own file
         models = {rt.name: model_state(rt) for rt in self.runtimes.values()}
-        # positions still held from the saved state (no record of that partition seen since) stay in it
-        held = {**self.saved.held, **self._applied}
-        positions = [[topic, partition, offset] for (topic, partition), offset in sorted(held.items())]
-        # what was last committed (before this save's commit): a restart that is handed records below it sees
-        # offsets that went back, not a commit that did not land
-        committed = {**self.saved.committed, **self._committed}
-        # the fingerprint of the record just before each saved position, where this process (or the saved state) has it
-        tails = {**self.saved.tails, **self._tails}
-        ok = self.store.save(
-            {
-                "counters": self.state.dump_counters(),
-                "models": models,
-                "positions": positions,
-                "committed": [[t, p, o] for (t, p), o in sorted(committed.items())],
-                "tails": [[t, p, *tail] for (t, p), tail in sorted(tails.items()) if held.get((t, p)) == tail[0] + 1],
-            }
-        )
+        positions = self.saved.rows(self._applied, self._committed, self._tails)
+        ok = self.store.save({"counters": self.state.dump_counters(), "models": models, **positions})
         tel.DEGRADED.set(self.state, tel.Reason("state_dir"), 0.0 if ok else 1.0)
         if not ok:
             self._degraded_log.warning("state_dir", "state not saved; offsets not committed", error=self.store.degraded)
@@ -276,21 +261,11 @@ class Pipeline:
     def _read_below(self, reader: SideReader, key: tuple[str, int], end: int) -> None:
         """A new incarnation's records of ``key`` below ``end`` (the first offset polled), read with ``reader`` and
         processed in offset order; a batch is scored (and a checkpoint made) whenever one is due."""
-        start, read, limit = 0, 0, max(1, self.settings.kafka.max_poll_records)
-        while start < end:
-            chunk = reader.read(key, start, end, limit)
-            if not chunk:
-                break
+        for chunk in read_below(reader.read, key, end, self.settings.kafka.max_poll_records):
             now = self.clock()
             self._process(chunk, now, careful=False)
-            read += len(chunk)
-            start = chunk[-1].offset + 1
             if self.scoring.batch_due(now) or self._undelivered or getattr(self.sink, "backlogged", False):
                 self.flush()
-        log.info(
-            "records of the new incarnation below the position handed out read with a side read",
-            extra={"partition": f"{key[0]}/{key[1]}", "records": read, "below": end},
-        )
 
     def consumer_lag(self) -> float | None:
         """Records the partitions hold past the pipeline's positions (see :func:`records_behind`)."""

@@ -89,6 +89,24 @@ class SavedPositions:
             and self.held.get((row[0], row[1])) == row[2] + 1
         }
 
+    def rows(self, applied: Positions, committed: Positions, tails: Mapping[tuple[str, int], Tail]) -> dict[str, Any]:
+        """The state file's ``positions``, ``committed`` and ``tails`` rows: this process's ``applied`` positions,
+        last ``committed`` positions and ``tails`` (the fingerprint of the last record processed per partition),
+        over what is still held from the saved state (partitions no record has been seen of since)."""
+        held = {**self.held, **applied}
+        # what was last committed (before this save's commit): a restart that is handed records below it sees
+        # offsets that went back, not a commit that did not land
+        last_committed = {**self.committed, **committed}
+        # the fingerprint of the record just before each saved position, where this process (or the saved state) has it
+        fingerprints = {**self.tails, **tails}
+        return {
+            "positions": [[topic, partition, offset] for (topic, partition), offset in sorted(held.items())],
+            "committed": [[t, p, o] for (t, p), o in sorted(last_committed.items())],
+            "tails": [
+                [t, p, *tail] for (t, p), tail in sorted(fingerprints.items()) if held.get((t, p)) == tail[0] + 1
+            ],
+        }
+
     def hand_back(self, key: tuple[str, int], applied: int | None) -> None:
         """``key`` was given up at a rebalance: held from this process at ``applied`` (if the checkpoint's commit did
         not land, the next delivery skips what the state holds); its commit may not have landed, so no saved commit

@@ -255,12 +255,9 @@ class EventDecoder:
         return doc
 
     def common(self, value: bytes, origin: Origin | None, now: float | None) -> InferenceEvent | None:
-        """The plain event in ``value`` when it has the common shape (:meth:`_plain_common`), else None.
-
-        The ingest loop's first try, one call per record: None means "decode it in full" (:meth:`decode_many`, or
-        the KServe joiner: a CloudEvent, a fault, an unusual value), which then gives the event or the reason, so
-        every record's outcome is the full decoder's. Headers are the caller's to check (CloudEvents in binary mode
-        travel in them)."""
+        """The plain event in ``value`` when it has the common shape (:meth:`_plain_common`), else None: then the
+        caller decodes it in full (the KServe joiner), so every record's outcome is the full decoder's. The ingest
+        loop's first try, one call per record; the caller checks headers (binary-mode CloudEvents travel there)."""
         if len(value) > self.max_bytes:
             return None
         try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from monitor.logs import redact_text
@@ -143,3 +144,23 @@ class SideReader:
                 return None
             records.guard(self._consumer)  # a batch that cannot be decoded comes as one record, as in the source
         return self._consumer
+
+
+def read_below(
+    read: Callable[[tuple[str, int], int, int, int], list[RawRecord]], key: tuple[str, int], end: int, max_records: int
+) -> Iterator[list[RawRecord]]:
+    """The records of partition ``key`` below offset ``end``, from its start, in chunks of at most ``max_records``
+    (in offset order), read with ``read`` (:meth:`SideReader.read`); stops at ``end`` or where nothing more arrives.
+    Logs how many were read."""
+    start, count, limit = 0, 0, max(1, max_records)
+    while start < end:
+        chunk = read(key, start, end, limit)
+        if not chunk:
+            break
+        yield chunk
+        count += len(chunk)
+        start = chunk[-1].offset + 1
+    log.info(
+        "records of the new incarnation below the position handed out read with a side read",
+        extra={"partition": f"{key[0]}/{key[1]}", "records": count, "below": end},
+    )
