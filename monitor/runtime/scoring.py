@@ -92,7 +92,7 @@ class Scoring:
         #: unless ingest first cuts scoring's CPU budget (:attr:`ScoringBudget.shadow_share`), since the check is a
         #: model run on every such event, not only on the sampled ones
         self.shadow_share = 1.0
-        self._shadow_rng = np.random.default_rng(0)  # not a setting: the shadow check's draw, as the thinner's
+        self._shadow_rng = np.random.default_rng(0)  # the shadow check's draw, seeded as the thinner's
         #: when the oldest pending event was sampled (None: nothing pending)
         self.oldest_pending: float | None = None
         #: wall and CPU seconds spent scoring events so far (the ingest-first controller's measure of scoring)
