@@ -285,6 +285,42 @@ class ColumnSource(GroupMember):
         logger.info("partitions revoked", extra={"partitions": sorted(parts)})
 
 
+#: the most a poll asks kafka-python to wait for while its poll spins (:class:`SpinGuard`), ms
+SPIN_POLL_MS = 10
+
+
+class SpinGuard:
+    """Keeps a kafka-python ``poll`` that loops instead of waiting from holding a core.
+
+    kafka-python 3.0.12's ``poll`` does not wait while its coordinator wants a heartbeat sent and one is still in
+    flight (its ``time_to_next_poll`` is 0): it loops until its timeout. On Kafka 0.9 a request left unanswered held
+    the consumer's core that way for 30 s (its request timeout; 2 of 28 passes of the ingest benchmark), beside the
+    pipeline and the broker on the same cores. A poll that returns nothing after spending at least half its wall time
+    as this thread's CPU is taken for that: the following polls ask for at most :data:`SPIN_POLL_MS` and sleep the
+    rest of the caller's timeout, until one returns records or waits as it should.
+    """
+
+    def __init__(self) -> None:
+        self.spinning = False
+        #: spells of spinning polls seen
+        self.spells = 0
+
+    def timeout_ms(self, timeout_ms: int) -> int:
+        """What the next poll may ask kafka-python to wait for, given the caller's ``timeout_ms``."""
+        return min(timeout_ms, SPIN_POLL_MS) if self.spinning else timeout_ms
+
+    def after(self, got_records: bool, wall: float, cpu: float, timeout_seconds: float) -> None:
+        """After a poll that took ``wall`` seconds and ``cpu`` seconds of this thread: note a spin, and while one
+        lasts sleep the rest of ``timeout_seconds``."""
+        was = self.spinning
+        self.spinning = not got_records and wall >= SPIN_POLL_MS / 2000 and cpu >= 0.5 * wall
+        if self.spinning and not was:
+            self.spells += 1
+            log.debug("kafka-python's poll loops instead of waiting; polling briefly and sleeping the rest")
+        if was and not got_records:
+            time.sleep(max(0.0, timeout_seconds - wall))
+
+
 class KafkaSource(ColumnSource):
     """Consume one topic in a consumer group.
 
@@ -317,6 +353,7 @@ class KafkaSource(ColumnSource):
             **consumer_client_settings(c, client_id),
         )
         self._want_lean = c.lean_record_parse
+        self._spin_guard = SpinGuard()
         self.lean_record_parse = False
         self._consumer: Any = None
         #: monotonic time of the last connection problem, and since when the broker is away (None: it is there)
@@ -435,12 +472,17 @@ class KafkaSource(ColumnSource):
         if self._consumer is None and not self._connect():
             time.sleep(timeout_seconds)  # the wait a poll would have had: the next attempt comes with the next poll
             return []
+        guard = self._spin_guard
+        wall, cpu = time.monotonic(), time.thread_time()
         try:
-            batches = self._consumer.poll(timeout_ms=int(timeout_seconds * 1000), max_records=max_records)
+            batches = self._consumer.poll(
+                timeout_ms=guard.timeout_ms(int(timeout_seconds * 1000)), max_records=max_records
+            )
         except _unreachable() as exc:
             self._broker_away(exc)
             time.sleep(timeout_seconds)
             return []
+        guard.after(bool(batches), time.monotonic() - wall, time.thread_time() - cpu, timeout_seconds)
         self._note_progress(bool(batches))
         self._watch_membership()
         return [columns_of(tp.topic, tp.partition, records) for tp, records in batches.items()]
