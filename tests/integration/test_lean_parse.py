@@ -5,7 +5,9 @@ what a real broker serves: v2 batches from Tansu (keys, null keys, empty values,
 every codec: uncompressed, gzip, snappy, lz4 and zstd producers) and legacy message sets from Kafka 0.9 (which the
 lean parse hands to kafka-python's loop; uncompressed, gzip, snappy and lz4: Kafka 0.9 predates zstd).
 Two ``KafkaSource``s in different groups read the same topic, one with the lean parse and one with kafka-python's;
-they must return the same records, and move the group's position the same way.
+they must return the same records, and move the group's position the same way. librdkafka's source
+(``kafka.client: librdkafka``) reads the same topic in a third group and must return the same records too: every
+codec decoded by either client.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from monitor.config import KafkaSettings
 from monitor.source import records
 from monitor.source.base import RawRecord
 from monitor.source.kafka import ConsumerConfig, KafkaSource
+from monitor.source.rdkafka import RdKafkaSource
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker, TansuBroker
 
 pytestmark = pytest.mark.integration
@@ -71,6 +74,22 @@ def _read_all(broker: Broker, topic: str, lean: bool, want: int) -> tuple[list[R
     return got, source
 
 
+def _read_all_librdkafka(broker: Broker, topic: str, want: int) -> list[RawRecord]:
+    k = KafkaSettings(bootstrap_servers=broker.bootstrap, topic=topic, group_id=f"rdkafka-{uuid.uuid4().hex[:8]}")
+    source = RdKafkaSource(
+        replace(ConsumerConfig.from_settings(k), api_version=broker.api_version,
+                session_timeout_ms=CONSUMER_SESSION_TIMEOUT_MS, max_poll_records=37)
+    )  # fmt: skip
+    got: list[RawRecord] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < want and time.monotonic() < deadline:
+            got += source.poll(0.2, 37)
+    finally:
+        source.close()
+    return got
+
+
 def test_the_lean_parse_reads_what_kafka_pythons_parse_reads(kafka_broker: Broker, topic: str) -> None:
     sent = _produce(kafka_broker, topic)
     lean, lean_source = _read_all(kafka_broker, topic, True, sent)
@@ -90,6 +109,11 @@ def test_the_lean_parse_reads_what_kafka_pythons_parse_reads(kafka_broker: Broke
         }  # what the pipeline would commit
         assert {tp: lean_source._consumer.position(TopicPartition(*tp)) for tp in positions} == positions
         assert {tp: plain_source._consumer.position(TopicPartition(*tp)) for tp in positions} == positions
+        # librdkafka decodes every codec of the same topic into the same records
+        rdkafka = _read_all_librdkafka(kafka_broker, topic, sent)
+        assert sorted(rdkafka, key=lambda r: (r.partition, r.offset)) == sorted(
+            plain, key=lambda r: (r.partition, r.offset)
+        )
     finally:
         lean_source.close()
         plain_source.close()
