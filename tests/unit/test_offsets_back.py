@@ -25,12 +25,21 @@ from tests.unit.test_pipeline import RecordingSource, events, make_pipeline, mak
 from tests.unit.test_pipeline_reliability import records
 
 
-def saved_state(settings: object, *, position: int, committed: int | None) -> None:
+def saved_state(settings: object, *, position: int, committed: int | None, tails: list[object] | None = None) -> None:
+    """A state file holding partition t/0 at ``position``, its last commit and, where given, the ``tails`` rows
+    (the fingerprints of the records before saved positions, malformed ones included where a test wants them)."""
     path = Path(settings.state_dir) / STATE_FILE  # type: ignore[attr-defined]
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {"version": STATE_VERSION, "counters": [], "models": {}, "positions": [["t", 0, position]]}
+    state: dict[str, object] = {
+        "version": STATE_VERSION,
+        "counters": [],
+        "models": {},
+        "positions": [["t", 0, position]],
+    }
     if committed is not None:
         state["committed"] = [["t", 0, committed]]
+    if tails is not None:
+        state["tails"] = tails
     path.write_text(json.dumps(state))
 
 
@@ -216,11 +225,7 @@ def test_a_redelivery_compares_the_record_before_the_saved_position_as_it_passes
     before it is compared without a seek."""
     lines = events(rows(20, seed=13))
     settings = make_settings(tmp_path, kafka={"max_poll_records": 4})
-    saved_state(settings, position=12, committed=8)
-    path = Path(settings.state_dir) / STATE_FILE
-    state = json.loads(path.read_text())
-    state["tails"] = [["t", 0, 11, None, zlib.crc32(lines[11])]]
-    path.write_text(json.dumps(state))
+    saved_state(settings, position=12, committed=8, tails=[["t", 0, 11, None, zlib.crc32(lines[11])]])
     source = PartitionLog(lines, position=8)
     pipeline = drain(settings, source)
     assert source.seeks == []
@@ -246,11 +251,7 @@ def test_a_saved_fingerprint_whose_record_is_gone_is_read_on_from_the_broker(tmp
 
 def test_a_fingerprint_not_before_its_saved_position_is_ignored(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, kafka={"max_poll_records": 4})
-    saved_state(settings, position=10, committed=10)
-    path = Path(settings.state_dir) / STATE_FILE
-    state = json.loads(path.read_text())
-    state["tails"] = [["t", 0, 3, None, 1], ["t", 0, 9, "x", 1], "junk"]
-    path.write_text(json.dumps(state))
+    saved_state(settings, position=10, committed=10, tails=[["t", 0, 3, None, 1], ["t", 0, 9, "x", 1], "junk"])
     source = PartitionLog(events(rows(15, seed=16)), position=10)
     pipeline = drain(settings, source)
     assert source.seeks == []
@@ -379,11 +380,7 @@ def test_without_seek_a_redelivery_is_checked_by_a_side_read_and_skipped_up_to_t
     the redelivered records are skipped up to the saved position."""
     lines = events(rows(20, seed=13))
     settings = make_settings(tmp_path, kafka={"max_poll_records": 4})
-    saved_state(settings, position=12, committed=8)
-    path = Path(settings.state_dir) / STATE_FILE
-    state = json.loads(path.read_text())
-    state["tails"] = [["t", 0, 11, None, zlib.crc32(lines[11])]]
-    path.write_text(json.dumps(state))
+    saved_state(settings, position=12, committed=8, tails=[["t", 0, 11, None, zlib.crc32(lines[11])]])
     source = SideReadLog(lines, position=8)
     pipeline = drain(settings, source)
     assert source.side_reader.reads == [(11, 12)]
