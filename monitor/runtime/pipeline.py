@@ -244,9 +244,8 @@ class Pipeline:
     def _check_by_side_read(self, records: list[RawRecord]) -> None:
         """Where the source cannot seek its group consumer but reads records on the side (its ``side_reader``): the
         record before a saved position is read there and compared (:meth:`SavedPositions.check_by_side_read`), and a
-        new incarnation's records below the first one polled are read there too and processed first, in offset order
-        and in chunks of ``max_poll_records``, as polled records are (positions, commits, counts, dead letters). The
-        reader is closed once no assigned partition has a fingerprint left to compare."""
+        new incarnation's records below the first one polled are read there too and processed first (:meth:`_read_below`).
+        The reader is closed once no assigned partition has a fingerprint left to compare."""
         reader: SideReader | None = getattr(self.source, "side_reader", None)
         if reader is None or getattr(self.source, "seek", None) is not None:
             return
@@ -255,7 +254,8 @@ class Pipeline:
             self._consumed.pop(key, None)  # nothing read of the old topic counts
             self._applied.pop(key, None)
             self._read_below(reader, key, end)
-        if reader.open and not self.saved.tails.keys() & set(self.saved.tails if assigned is None else assigned):
+        left = self.saved.tails.keys() if assigned is None else self.saved.tails.keys() & set(assigned)
+        if reader.open and not left:
             reader.close()
 
     def _read_below(self, reader: SideReader, key: tuple[str, int], end: int) -> None:
