@@ -47,15 +47,17 @@ class Ingest:
         """
         event_now = record.timestamp_ms / 1000.0 if record.timestamp_ms else now
         try:
-            # the common plain event in one call; anything else (None) through the joiner's full decode
+            # the common plain event in one call; anything else through the joiner's full decode, parsed once
+            doc = None
             if not record.headers and not self.joiner.pending:  # held KServe halves: the joiner expires them first
-                event = self.decoder.common(record.value, record.origin, event_now)
+                doc = self.decoder.parse(record.value)
+                event = None if doc is None else self.decoder.common(doc, record.origin, event_now)
                 if event is not None:
                     consumed = into.consumed
                     consumed[event.model] = consumed.get(event.model, 0) + 1
                     into.events.append((event, record))
                     return
-            events = self.joiner.update(record.value, record.headers, record.origin, now=event_now)
+            events = self.joiner.update(record.value, record.headers, record.origin, now=event_now, doc=doc)
         except InvalidEventError as exc:
             # under the model the event named once the decoder knew it (a watched one: no label from the wire)
             model = exc.model if exc.model in self.models else "unknown"

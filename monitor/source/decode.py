@@ -254,19 +254,20 @@ class EventDecoder:
             raise invalid("not_object", f"event must be a JSON object; got a JSON {type(doc).__name__}")
         return doc
 
-    def common(self, value: bytes, origin: Origin | None, now: float | None) -> InferenceEvent | None:
-        """The plain event in ``value`` when it has the common shape (:meth:`_plain_common`), else None: then the
-        caller decodes it in full (the KServe joiner), so every record's outcome is the full decoder's. The ingest
-        loop's first try, one call per record; the caller checks headers (binary-mode CloudEvents travel there)."""
+    def parse(self, value: bytes) -> dict[str, object] | None:
+        """``value`` as a JSON object, or None (too large, not JSON, not an object: :meth:`_load` says why)."""
         if len(value) > self.max_bytes:
             return None
         try:
             doc = loads(value)
         except (ValueError, RecursionError):
             return None
-        if type(doc) is not dict or "specversion" in doc:
-            return None
-        return self._plain_common(doc, origin, now)
+        return doc if type(doc) is dict else None
+
+    def common(self, doc: Mapping[str, object], origin: Origin | None, now: float | None) -> InferenceEvent | None:
+        """The plain event in ``doc`` when it has the common shape (:meth:`_plain_common`), else None: the caller
+        then decodes ``doc`` in full (the KServe joiner), so every outcome is the full decoder's."""
+        return None if "specversion" in doc else self._plain_common(doc, origin, now)
 
     def _plain(
         self, doc: Mapping[str, object], value: bytes, origin: Origin | None, now: float | None

@@ -9,6 +9,7 @@ Nothing here does I/O; time is the ``now`` the caller passes.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 
 from monitor.errors import ConfigError
 from monitor.events import InferenceEvent
@@ -76,9 +77,16 @@ class KServeJoiner:
         return len(self._pending)
 
     def update(
-        self, value: bytes, headers: Headers = (), origin: Origin | None = None, *, now: float
+        self,
+        value: bytes,
+        headers: Headers = (),
+        origin: Origin | None = None,
+        *,
+        now: float,
+        doc: Mapping[str, object] | None = None,
     ) -> list[InferenceEvent]:
         """Feed one message; return the events now ready (joined pairs, plain events, and any expired requests).
+        ``doc``: the message already parsed as a JSON object (:meth:`EventDecoder.parse`), not parsed again.
 
         Raises
         ------
@@ -87,7 +95,8 @@ class KServeJoiner:
         """
         ready = self.expire(now) if self._pending else []
         if not (headers and is_cloudevent(headers)):
-            doc = self.decoder._load(value)
+            if doc is None:
+                doc = self.decoder._load(value)
             if not ("specversion" in doc and "type" in doc):
                 ready.append(self.decoder._plain(doc, value, origin, now))
                 return ready

@@ -402,6 +402,20 @@ def test_pipeline_never_commits_past_a_held_kserve_half(tmp_path: Path) -> None:
     assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 7
 
 
+def test_an_event_off_the_common_shape_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An integer ``id`` is decoded by the full decoder, from the document the first step parsed."""
+    from monitor.source import decode
+
+    parsed: list[bytes] = []
+    real = decode.loads
+    monkeypatch.setattr(decode, "loads", lambda raw: parsed.append(raw) or real(raw))
+    lines = [event(0, [0.1, 0.2], id=7), event(1, [0.3, 0.4])]  # the first off the common shape, the second on it
+    pipeline = make_pipeline(make_settings(tmp_path), ReplaySource(lines))
+    drain(pipeline)
+    assert parsed == lines
+    assert counter(pipeline.state, tel.EVENTS_SCORED_TOTAL.name) == 2
+
+
 # ---------------------------------------------------------------------- shadow agreement
 
 
