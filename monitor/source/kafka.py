@@ -360,9 +360,7 @@ class KafkaSource(ColumnSource):
         self._error_at = -math.inf
         #: kafka-python's connection lines held back before this source existed are not this source's problem
         self._noise_seen = CLIENT_NOISE.last_at
-        self._away_since: float | None = None
-        self._away_error = ""
-        self._outage_log = RateLimitedLogger(log, OUTAGE_LOG_SECONDS)
+        self._outage = BrokerOutage(self.bootstrap_servers, CLIENT_NOISE)
         #: since when (monotonic) the consumer is not a stable group member while its broker answers; None: it is
         self._joining_since: float | None = None
         self._rejoin_seconds = max(REJOIN_MIN_SECONDS, REJOIN_SESSIONS * session_timeout_ms / 1000)
@@ -415,38 +413,22 @@ class KafkaSource(ColumnSource):
         return True
 
     def _broker_away(self, exc: BaseException) -> None:
-        now = time.monotonic()
-        self._error_at = now
-        if self._away_since is None:
-            self._away_since = now
-        self._away_error = redact_text(repr(exc))
-        self._outage_log.warning(
-            "away",
-            "Kafka broker not reachable; waiting for it (consumption resumes when it is back)",
-            bootstrap_servers=redact_text(self.bootstrap_servers),
-            error=self._away_error,
-            away_seconds=round(now - self._away_since, 1),
-            client_lines_held_back=CLIENT_NOISE.held,
-        )
+        self._error_at = time.monotonic()
+        self._outage.away(repr(exc))
 
     def _note_progress(self, got_records: bool) -> None:
         """After a poll that did not fail: the broker is back once records come, or the client reported no
         connection problem for ``AWAY_SECONDS``."""
         if CLIENT_NOISE.last_at > self._noise_seen:
             self._noise_seen = self._error_at = CLIENT_NOISE.last_at
-            if self._away_since is None:
+            if self._outage.since is None:
                 self._broker_away(ConnectionError(CLIENT_NOISE.last_message))
-        if self._away_since is None:
+        if self._outage.since is None:
             return
-        now = time.monotonic()
         connected = self._coordinator_connected()
-        quiet = now - self._error_at
+        quiet = time.monotonic() - self._error_at
         if got_records or (connected and quiet >= 1.0) or (connected is None and quiet >= AWAY_SECONDS):
-            log.info(
-                "Kafka broker reachable again; consuming",
-                extra={"away_seconds": round(now - self._away_since, 1)},
-            )
-            self._away_since = None
+            self._outage.back()
 
     def _coordinator_connected(self) -> bool | None:
         """Whether the group coordinator is known and connected (None where kafka-python does not say)."""
@@ -459,7 +441,7 @@ class KafkaSource(ColumnSource):
     @property
     def away(self) -> tuple[float, str] | None:
         """(since when, on the monotonic clock; the last error) while the broker is away, else None."""
-        return None if self._away_since is None else (self._away_since, self._away_error)
+        return self._outage.state
 
     @property
     def degraded(self) -> str | None:
@@ -498,7 +480,7 @@ class KafkaSource(ColumnSource):
     def _watch_membership(self) -> None:
         """Close and re-create a consumer that has not (re-)joined its group for ``_rejoin_seconds`` while its
         broker answers (an outage is waited out as such, not counted here)."""
-        if self._consumer is None or self._away_since is not None or self._joined():
+        if self._consumer is None or self._outage.since is not None or self._joined():
             self._joining_since = None
             return
         now = time.monotonic()
@@ -595,6 +577,50 @@ class KafkaSource(ColumnSource):
             log.exception("error while closing the Kafka consumer")
 
 
+class BrokerOutage:
+    """Since when a consumer's broker is away (both clients' sources), and our lines about it: one when it goes
+    away, then at most one every ``OUTAGE_LOG_SECONDS`` with how many of the client's own lines were held back,
+    and one when it is back."""
+
+    def __init__(self, bootstrap_servers: str, noise: ClientNoise) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.noise = noise
+        #: monotonic time since when the broker is away (None: it is there), and the last error
+        self.since: float | None = None
+        self.error = ""
+        self._log = RateLimitedLogger(log, OUTAGE_LOG_SECONDS)
+
+    def away(self, error: str) -> None:
+        """The client reported the cluster unreachable (``error``): away from now, if it was not already."""
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+        self.error = redact_text(error)
+        self._log.warning(
+            "away",
+            "Kafka broker not reachable; waiting for it (consumption resumes when it is back)",
+            bootstrap_servers=redact_text(self.bootstrap_servers),
+            error=self.error,
+            away_seconds=round(now - self.since, 1),
+            client_lines_held_back=self.noise.held,
+        )
+
+    def back(self) -> None:
+        """The broker answers again (no-op when it was not away)."""
+        if self.since is None:
+            return
+        log.info(
+            "Kafka broker reachable again; consuming",
+            extra={"away_seconds": round(time.monotonic() - self.since, 1)},
+        )
+        self.since = None
+
+    @property
+    def state(self) -> tuple[float, str] | None:
+        """(since when, on the monotonic clock; the last error) while the broker is away, else None."""
+        return None if self.since is None else (self.since, self.error)
+
+
 def outage_message(bootstrap_servers: str, away: tuple[float, str] | None) -> str | None:
     """The ``degraded`` line of a consumer whose broker is away (``away``: since when, monotonic; the error)."""
     if away is None:
@@ -639,9 +665,10 @@ def _unreachable() -> tuple[type[BaseException], ...]:
 
 
 class ClientNoise(logging.Filter):
-    """Holds back kafka-python's own WARNING and ERROR lines about connections (during an outage it writes several
-    a second, each attempt); :class:`KafkaSource` says it once, in its own line, rate-limited, with how many were
-    held back. Only lines that name a connection problem are held back; every other line of kafka-python passes."""
+    """Holds back a client's own WARNING and ERROR lines about connections (during an outage kafka-python writes
+    several a second, librdkafka one per attempt, ~20 a second on a refused connection): :class:`BrokerOutage` says
+    it once, in its own line, rate-limited, with how many were held back. Only lines that name a connection problem
+    (``signs``; kafka-python's by default) are held back; every other line of the client passes."""
 
     SIGNS = (
         "ECONNREFUSED",
@@ -664,8 +691,9 @@ class ClientNoise(logging.Filter):
         "failed Cancelled",  # "Metadata refresh: failed Cancelled": its request cancelled as the connection closed
     )
 
-    def __init__(self) -> None:
+    def __init__(self, signs: tuple[str, ...] | None = None) -> None:
         super().__init__()
+        self.signs = self.SIGNS if signs is None else signs
         self.held = 0
         self.last_at = -math.inf
         self.last_message = ""
@@ -674,7 +702,7 @@ class ClientNoise(logging.Filter):
         if record.levelno < logging.WARNING or record.levelno > logging.ERROR:
             return True
         message = record.getMessage()
-        if not any(sign in message for sign in self.SIGNS):
+        if not any(sign in message for sign in self.signs):
             return True
         self.held += 1
         self.last_at = time.monotonic()

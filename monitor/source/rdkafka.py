@@ -18,6 +18,7 @@ the broker version: ``api.version.request=false``, ``broker.version.fallback=0.9
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -31,15 +32,40 @@ from monitor.source.kafka import (
     FETCH_MAX_WAIT_MS,
     MAX_PARTITION_FETCH_BYTES,
     PRODUCER_LINGER_MS,
+    BrokerOutage,
+    ClientNoise,
     ColumnSource,
     ConsumerConfig,
     PartitionBatch,
+    outage_message,
 )
 from monitor.source.side_read import SideReader
 
 log = logging.getLogger(__name__)
 #: where librdkafka's own log lines go (served by consume/poll on the caller's thread)
 client_log = logging.getLogger(__name__ + ".librdkafka")
+#: librdkafka's lines about connections, held back (it writes one per attempt: ~20 ERROR lines a second while a
+#: broker refuses connections); the consumer's outage line says how many (:class:`~monitor.source.kafka.BrokerOutage`)
+CLIENT_NOISE = ClientNoise(
+    (
+        "Connection refused",
+        "Connect to ",
+        "Disconnected",
+        "Connection reset",
+        "connection reset",
+        "Failed to resolve",
+        "brokers are down",
+        "Receive failed",
+        "Send failed",
+        "Timed out",
+    )
+)
+client_log.addFilter(CLIENT_NOISE)
+#: librdkafka's errors (``error_cb``) that say the cluster is not reached: the consumer's broker is away. One
+#: connection failing (``_TRANSPORT``) is not: another broker may answer; it only updates the reason of an outage
+UNREACHABLE_ERRORS = frozenset({"_ALL_BROKERS_DOWN", "_RESOLVE"})
+#: how often librdkafka reports its brokers' connection states (``stats_cb``): how a consumer sees its broker back
+STATS_INTERVAL_MS = 1000
 
 #: kafka-python security setting → librdkafka property (values pass unchanged but ``ssl_check_hostname``)
 SECURITY_NAMES = {
@@ -210,6 +236,10 @@ class RdKafkaSource(ColumnSource):
         )
         conf["error_cb"] = self._on_client_error
         conf["logger"] = client_log  # librdkafka's own lines in the sidecar's log format, not raw on stderr
+        conf["stats_cb"] = self._on_stats
+        conf["statistics.interval.ms"] = STATS_INTERVAL_MS
+        self.bootstrap_servers = bootstrap_servers
+        self._outage = BrokerOutage(bootstrap_servers, CLIENT_NOISE)
         try:
             self._consumer = Consumer(conf)
         except (KafkaException, ValueError, TypeError) as exc:
@@ -236,7 +266,33 @@ class RdKafkaSource(ColumnSource):
         log.warning("partitions lost; their uncommitted events are re-delivered", extra={"partitions": sorted(parts)})
 
     def _on_client_error(self, error: Any) -> None:
-        self._log.warning("client-" + str(error.name()), "Kafka client error", error=redact_text(str(error)))
+        name = str(error.name())
+        if name in UNREACHABLE_ERRORS or (name == "_TRANSPORT" and self._outage.since is not None):
+            self._outage.away(str(error))
+            return
+        self._log.warning("client-" + name, "Kafka client error", error=redact_text(str(error)))
+
+    def _on_stats(self, stats: str) -> None:
+        """The broker is back once librdkafka has a connection to a real broker up (the group coordinator is a
+        logical one)."""
+        if self._outage.since is None:
+            return
+        try:
+            brokers = json.loads(stats).get("brokers", {})
+        except (ValueError, AttributeError):
+            return
+        if any(b.get("state") == "UP" for b in brokers.values() if b.get("source") != "logical"):
+            self._outage.back()
+
+    @property
+    def away(self) -> tuple[float, str] | None:
+        """(since when, on the monotonic clock; the last error) while the broker is away, else None."""
+        return self._outage.state
+
+    @property
+    def degraded(self) -> str | None:
+        """None while the broker answers; else what is wrong and what to fix."""
+        return outage_message(self.bootstrap_servers, self.away)
 
     # -- Source --------------------------------------------------------------------------------------------------
     def poll_columns(self, timeout_seconds: float, max_records: int) -> list[PartitionBatch]:
@@ -251,6 +307,8 @@ class RdKafkaSource(ColumnSource):
             messages = self._consumer.consume(num_messages=1, timeout=timeout_seconds)
             if messages and limit > 1:
                 messages += self._consumer.consume(num_messages=limit - 1, timeout=0)
+        if messages and self._outage.since is not None:
+            self._outage.back()
         #: (topic, partition) → values, headers (one per record), offsets, timestamps; any header seen
         columns: dict[tuple[str, int], tuple[list[bytes], list[Headers], list[int], list[int | None], list[bool]]] = {}
         for m in messages:

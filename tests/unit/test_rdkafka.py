@@ -4,6 +4,8 @@ rebalance callbacks, delivery reports as the kafka-python future interface ``Kaf
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -305,6 +307,7 @@ def test_source_waits_for_one_record_only_when_none_is_queued(fake_consumer: typ
 def test_source_commits_exactly_the_positions_of_owned_partitions(
     fake_consumer: type[FakeConsumer], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO)
     source = RdKafkaSource(
         ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g"))
     )
@@ -353,8 +356,63 @@ def test_client_errors_are_logged_not_raised(
     fake_consumer: type[FakeConsumer], caplog: pytest.LogCaptureFixture
 ) -> None:
     RdKafkaSource(ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g")))
-    fake_consumer.instances[0].conf["error_cb"](KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    fake_consumer.instances[0].conf["error_cb"](KafkaError(KafkaError._AUTHENTICATION))
     assert "Kafka client error" in caplog.text
+
+
+def _stats(*brokers: tuple[str, str, str]) -> str:
+    """librdkafka's statistics JSON, its ``brokers`` part: (name, state, source) each."""
+    return json.dumps(
+        {"brokers": {name: {"name": name, "state": state, "source": source} for name, state, source in brokers}}
+    )
+
+
+def test_a_cluster_not_reached_is_an_outage_until_a_broker_is_up_again(
+    fake_consumer: type[FakeConsumer], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    source = RdKafkaSource(
+        ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g"))
+    )
+    conf = fake_consumer.instances[0].conf
+    assert conf["statistics.interval.ms"] == rdkafka.STATS_INTERVAL_MS
+    # one connection failing is not an outage: another broker may answer
+    conf["error_cb"](KafkaError(KafkaError._TRANSPORT, "b:9092/1: Connect to ipv4#10.0.0.1:9092 failed"))
+    assert source.degraded is None
+    conf["error_cb"](KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    assert source.away is not None
+    assert source.degraded is not None and "Kafka broker at 'b:9092' not reachable" in source.degraded
+    assert "1/1 brokers are down" in source.degraded
+    assert "Kafka broker not reachable; waiting for it" in caplog.text
+    # while away, a connection failure is the outage's latest reason
+    conf["error_cb"](KafkaError(KafkaError._TRANSPORT, "Connection refused"))
+    assert "Connection refused" in (source.degraded or "")
+    # the group coordinator is a logical broker: its connection up says nothing of a real one
+    conf["stats_cb"](_stats(("b:9092/bootstrap", "INIT", "configured"), ("GroupCoordinator", "UP", "logical")))
+    assert source.away is not None
+    conf["stats_cb"]("not json")
+    assert source.away is not None
+    conf["stats_cb"](_stats(("b:9092/1", "UP", "learned"), ("GroupCoordinator", "UP", "logical")))
+    assert source.degraded is None
+    assert "Kafka broker reachable again" in caplog.text
+    # records coming also end an outage
+    conf["error_cb"](KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    assert source.away is not None
+    fake_consumer.instances[0].batches.append([FakeMessage("events", 0, 0, b"{}")])
+    assert len(source.poll(0.0, 10)) == 1
+    assert source.away is None
+
+
+def test_librdkafka_lines_about_connections_are_held_back_and_counted(caplog: pytest.LogCaptureFixture) -> None:
+    held = rdkafka.CLIENT_NOISE.held
+    caplog.set_level(logging.INFO, logger=rdkafka.client_log.name)
+    refused = "FAIL [harmonic-monitor#consumer-1] [thrd:b:9092/bootstrap]: Connect to ipv4#10.0.0.1:9092 failed: Connection refused"
+    rdkafka.client_log.error(refused)
+    rdkafka.client_log.warning("SESSTMOUT [harmonic-monitor#consumer-1]: Consumer group session timed out")
+    rdkafka.client_log.error("PROTOERR [harmonic-monitor#consumer-1]: Protocol parse failure for Metadata v0")
+    assert rdkafka.CLIENT_NOISE.held == held + 1
+    assert "Connection refused" not in caplog.text
+    assert "session timed out" in caplog.text and "Protocol parse failure" in caplog.text  # everything else passes
 
 
 def test_invalid_consumer_settings_are_a_source_error() -> None:
