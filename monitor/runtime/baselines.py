@@ -168,11 +168,13 @@ class SegmentBaselines:
         del self._segment_builders[segment]
         return WarmUpStep(started, builder.build())
 
-    def dump(self, *, segments: bool = True) -> dict[str, Any]:
+    def dump(self, *, segments: bool = True, encoded: bool = False) -> dict[str, Any]:
         """The reference and, unless ``segments`` is False, the per-segment baselines (the pipeline keeps those in a
-        file of their own, rewritten only when one changes: :meth:`dump_baselines`)."""
+        file of their own, rewritten only when one changes: :meth:`dump_baselines`). ``encoded``: the reference as
+        its JSON text encoded once (:meth:`Reference.encoded`), for the state file."""
+        ref = self.reference
         out: dict[str, Any] = {
-            "reference": None if self.reference is None else self.reference.to_dict(),
+            "reference": None if ref is None else (ref.encoded() if encoded else ref.to_dict()),
             "segmented": self.segmented,
         }
         if segments:

@@ -18,6 +18,7 @@ from typing import Any
 
 from monitor.errors import DataError
 from monitor.model.standardize import Standardizer
+from monitor.rolling.reference import EncodedJSON
 from monitor.runtime.models import ModelRuntime
 
 log = logging.getLogger("monitor.runtime.state")
@@ -74,7 +75,7 @@ class StateStore:
         tmp = self.path.with_suffix(".tmp")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            body = json.dumps({"version": STATE_VERSION, **data}, default=float).encode("utf-8")
+            body = encode_state({"version": STATE_VERSION, **data}).encode("utf-8")
             with open(tmp, "wb") as fh:
                 fh.write(body)
                 fh.flush()
@@ -94,6 +95,27 @@ class StateStore:
             log.warning("state directory writable again; state saved", extra={"path": str(self.path)})
         self.degraded = None
         return True
+
+
+#: what stands for an :class:`EncodedJSON` while the rest of a document is encoded (no cleaned text holds a NUL)
+_FRAGMENT = "\x00encoded:"
+
+
+def encode_state(doc: dict[str, Any]) -> str:
+    """``doc`` as JSON, as ``json.dumps(doc, default=float)`` would write it, with each :class:`EncodedJSON` in it
+    written as its text (encoded before, once)."""
+    fragments: list[str] = []
+
+    def default(value: Any) -> Any:
+        if isinstance(value, EncodedJSON):
+            fragments.append(value.text)
+            return f"{_FRAGMENT}{len(fragments) - 1}"
+        return float(value)
+
+    body = json.dumps(doc, default=default)
+    for i, text in enumerate(fragments):
+        body = body.replace(json.dumps(f"{_FRAGMENT}{i}"), text, 1)
+    return body
 
 
 def baselines_path(state_dir: Path, model: str) -> Path:
@@ -290,6 +312,7 @@ def model_state(rt: ModelRuntime) -> dict[str, Any]:
     if rt.standardizer is not None:
         entry["standardizer"] = rt.standardizer.to_dict()
     if rt.watch is not None:
-        entry["watch"] = rt.watch.dump(segments=False)  # the baselines go to their own file (save_baselines)
+        # the baselines go to their own file (save_baselines); the reference as its JSON text, encoded once
+        entry["watch"] = rt.watch.dump(segments=False, encoded=True)
         entry["fingerprint"] = rt.fingerprint()
     return entry

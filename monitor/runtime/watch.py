@@ -318,10 +318,11 @@ class ModelWatch:
                 "segment 'other' now learns its own baseline (named segments appeared)", extra={"model": self.model}
             )
 
-    def dump(self, *, segments: bool = True) -> dict[str, Any]:
+    def dump(self, *, segments: bool = True, encoded: bool = False) -> dict[str, Any]:
         """The reference and, unless ``segments`` is False, the per-segment baselines (the pipeline keeps those in a
-        file of their own, rewritten only when one changes: :meth:`dump_baselines`)."""
-        return self.baselines.dump(segments=segments)
+        file of their own, rewritten only when one changes: :meth:`dump_baselines`); ``encoded``: see
+        :meth:`Baselines.dump`."""
+        return self.baselines.dump(segments=segments, encoded=encoded)
 
     def dump_baselines(self) -> dict[str, Any]:
         """The per-segment baselines as JSON (``{segment: reference dict}``)."""

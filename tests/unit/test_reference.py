@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 from monitor.errors import ConfigError, DataError
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder, thin_sorted
+from monitor.runtime.state import encode_state
 
 
 def data(n: int = 20_000, seed: int = 0) -> dict[str, Any]:
@@ -61,6 +63,21 @@ def test_reference_round_trips_through_json() -> None:
     np.testing.assert_array_equal(back.feature_sample, ref.feature_sample)
     assert back.flicker_mean == ref.flicker_mean and back.flicker_count == ref.flicker_count
     assert back.class_mix == ref.class_mix and back.feature_names == ("a", "b", "c", "d")
+
+
+def test_state_file_writes_the_reference_encoded_once_as_json_dumps_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    ref = Reference.from_arrays(**data(), feature_names=["a", "b", "c", "d"], max_sample=200, max_feature_sample=100)
+    calls: list[int] = []
+    to_dict = Reference.to_dict
+    monkeypatch.setattr(Reference, "to_dict", lambda self: calls.append(1) or to_dict(self))
+    plain = {"version": 1, "counters": [["x", 1.0]], "models": {"m": {"watch": {"reference": to_dict(ref)}}}}
+    for _ in range(3):  # every checkpoint writes the same text; the reference is encoded at the first only
+        doc = {"version": 1, "counters": [["x", 1.0]], "models": {"m": {"watch": {"reference": ref.encoded()}}}}
+        assert encode_state(doc) == json.dumps(plain, default=float)
+    assert len(calls) == 1
+    # a replaced reference (a new object: references are frozen) is encoded afresh
+    assert dataclasses.replace(ref, held_tables={"c": {"x": 1}}).encoded().text != ref.encoded().text
+    assert Reference.from_dict(json.loads(encode_state({"r": ref.encoded()}))["r"]).n_events == ref.n_events
 
 
 def test_reference_same_seed_same_sample() -> None:
