@@ -28,7 +28,10 @@ Four subcommands, each printing markdown tables plus the command and the machine
     - ``pipeline-inproc``: ``pipeline`` over the in-process ``KafkaSource``;
     - ``raw-librdkafka``: a plain confluent-kafka ``Consumer`` (librdkafka, the configuration ``RdKafkaSource``
       builds) in ``consume(max_poll_records)`` batches, touching every record's value;
-    - ``pipeline-librdkafka``: ``pipeline`` over ``RdKafkaSource`` (``kafka.client: librdkafka``).
+    - ``pipeline-librdkafka``: ``pipeline`` over ``RdKafkaSource`` in this process (``kafka.client: librdkafka``,
+      ``consumer_process: false``);
+    - ``pipeline-librdkafka-proc``: ``pipeline`` over librdkafka in the consumer's child process
+      (``ProcessKafkaSource`` with ``client="librdkafka"``: the default for librdkafka on 2+ CPUs).
 
     - ``pipeline-default``: ``pipeline`` with the default sampler (no ``events_per_second`` cap: the CPU share,
       ingest first), the backlog-drain question: its rate over ``pipeline``'s at ``--budget 100`` (scoring nearly
@@ -157,6 +160,7 @@ VARIANTS = (
     "pipeline-inproc",
     "raw-librdkafka",
     "pipeline-librdkafka",
+    "pipeline-librdkafka-proc",
     "pipeline-default",
     "pipeline-default-fixed",
 )
@@ -409,6 +413,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
                 ),
                 log_level="info",
                 log_format="plain",
+                client="kafka-python",
             )
 
             def proc_step() -> int:
@@ -512,8 +517,15 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
     source: Source
     if variant == "pipeline-librdkafka":
         source = RdKafkaSource(replace(consumer, fetch_max_wait_ms=settings.kafka.fetch_max_wait_ms))
+    elif variant == "pipeline-librdkafka-proc":
+        source = ProcessKafkaSource(
+            replace(consumer, fetch_max_wait_ms=settings.kafka.fetch_max_wait_ms),
+            log_level="info",
+            log_format="plain",
+            client="librdkafka",
+        )
     elif variant != "pipeline-inproc" and settings.kafka.use_consumer_process():
-        source = ProcessKafkaSource(consumer, log_level="info", log_format="plain")
+        source = ProcessKafkaSource(consumer, log_level="info", log_format="plain", client="kafka-python")
     else:
         source = KafkaSource(consumer)
     state = MetricsState()

@@ -226,31 +226,20 @@ class KafkaSettings(_Strict):
     )
     consumer_process: bool | None = Field(
         None,
-        description="Run the kafka-python consumer in a child process so fetching and decoding use two cores "
-        "(monitor/source/kafka_process.py); default: when 2 or more CPUs are available (CPU affinity, capped by the "
-        "container's cgroup CPU quota).",
+        description="Run the consumer (either client) in a child process that fetches and decodes ahead, so that "
+        "reading and the pipeline use two cores (monitor/source/kafka_process.py); default: when 2 or more CPUs are "
+        "available (CPU affinity, capped by the container's cgroup CPU quota).",
     )
 
     client: Literal["kafka-python", "librdkafka"] = Field(
         "kafka-python",
         description="Kafka client library: kafka-python (pure Python) or librdkafka (confluent-kafka: fetching, "
-        "parsing and producing in C threads; no consumer_process, no lean_record_parse). The same delivery "
+        "parsing and producing in C threads; no lean_record_parse). The same delivery "
         "contract either way: offsets committed only after the state is saved; security takes kafka-python's names "
         "or librdkafka's dotted ones.",
     )
 
-    @model_validator(mode="after")
-    def _client_fits(self) -> KafkaSettings:
-        if self.client == "librdkafka" and self.consumer_process:
-            raise ValueError(
-                "kafka.consumer_process: true needs kafka.client: kafka-python (librdkafka already fetches and parses "
-                "on its own threads); remove consumer_process or set it to false"
-            )
-        return self
-
     def use_consumer_process(self) -> bool:
-        if self.client == "librdkafka":
-            return False
         if self.consumer_process is not None:
             return self.consumer_process
         return available_cpus() >= 2  # the container's CPU quota counts, not only the node's cores

@@ -18,6 +18,7 @@ from monitor.events import InferenceEvent
 from monitor.runtime.stage_results import Ingested, Invalid
 from monitor.source.base import Positions, RawRecord
 from monitor.source.decode import EventDecoder
+from monitor.source.decode_ahead import DecodeAhead, event_of
 from monitor.source.kserve_join import KServeJoiner
 from monitor.source.validate import ModelSchema
 
@@ -37,6 +38,17 @@ class Ingest:
             max_segments=settings.segments.max_segments,
         )
         self.joiner = KServeJoiner(self.decoder)
+        #: segment values admitted when the decoder's state was last handed to the source (-1: never)
+        self._shared = -1
+
+    def share_decoder(self, source: object) -> None:
+        """Hand the decoder's state to a source that decodes ahead where it reads (the consumer's child process:
+        :mod:`monitor.source.decode_ahead`), first and whenever a segment value was admitted since."""
+        send = getattr(source, "decode_ahead", None)
+        admitted = len(self.decoder._admitted_segments)
+        if send is not None and admitted != self._shared:
+            self._shared = admitted
+            send(DecodeAhead.of(self.decoder))
 
     def decode(self, record: RawRecord, now: float, into: Ingested) -> None:
         """Decode one record into ``into``: its events, or the record as :class:`Invalid` with its reason; never
@@ -47,11 +59,15 @@ class Ingest:
         """
         event_now = record.timestamp_ms / 1000.0 if record.timestamp_ms else now
         try:
-            # the common plain event in one call; anything else through the joiner's full decode, parsed once
+            # the common plain event in one call (or decoded ahead where it was read); anything else through the
+            # joiner's full decode, parsed once
             doc = None
             if not record.headers and not self.joiner.pending:  # held KServe halves: the joiner expires them first
-                doc = self.decoder.parse(record.value)
-                event = None if doc is None else self.decoder.common(doc, record.origin, event_now)
+                if record.decoded is not None:
+                    event: InferenceEvent | None = event_of(record.decoded, record.origin)  # type: ignore[arg-type]
+                else:
+                    doc = self.decoder.parse(record.value)
+                    event = None if doc is None else self.decoder.common(doc, record.origin, event_now)
                 if event is not None:
                     consumed = into.consumed
                     consumed[event.model] = consumed.get(event.model, 0) + 1

@@ -156,8 +156,7 @@ class Pipeline:
         return self.labels.joiner
 
     def publish(self) -> None:
-        """Send every watch's report on (:class:`Fanout`): its series, alert transitions and changes; and the probe
-        scheduler's series."""
+        """Send every watch's report (series, alert transitions, changes) and the probes' series on (:class:`Fanout`)."""
         self.fanout.drain(rt.watch for rt in self.runtimes.values())
 
     def tick_alerts(self) -> None:
@@ -212,6 +211,7 @@ class Pipeline:
             # away): read nothing more; flush() re-sends them (waiting about a second) and commits once delivered
             self.flush()
             return 0
+        self.ingest.share_decoder(self.source)
         records = self.source.poll(timeout_seconds, self.settings.kafka.max_poll_records)
         self.saved.sought.clear()
         now = self.clock()

@@ -163,14 +163,18 @@ class Service:
         rebalance = _Rebalance()
         consumer = ConsumerConfig.from_settings(k)
         source: Source
-        if k.client == "librdkafka":
+        if k.use_consumer_process():
+            source = ProcessKafkaSource(
+                consumer,
+                rebalance=rebalance,
+                log_level=settings.log_level,
+                log_format=settings.log_format,
+                client=k.client,
+            )
+        elif k.client == "librdkafka":
             from monitor.source.rdkafka import RdKafkaSource
 
             source = RdKafkaSource(consumer, rebalance=rebalance)
-        elif k.use_consumer_process():
-            source = ProcessKafkaSource(
-                consumer, rebalance=rebalance, log_level=settings.log_level, log_format=settings.log_format
-            )
         else:
             source = KafkaSource(consumer, rebalance=rebalance)
         sink = None

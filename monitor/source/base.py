@@ -26,6 +26,9 @@ class RawRecord(NamedTuple):
     partition: int = -1
     offset: int = -1
     timestamp_ms: int | None = None
+    #: the event's fields, decoded ahead where the record was read (the consumer's child process:
+    #: :mod:`monitor.source.decode_ahead`), or None: the pipeline decodes the record itself
+    decoded: tuple[object, ...] | None = None
 
     @property
     def origin(self) -> tuple[str, int, int]:

@@ -72,7 +72,7 @@ DROP_REASONS = ("buffer_full", "too_large")
 #: (topic, partition, values, headers per record or None when no record has any, offsets, timestamps in ms)
 PartitionBatch = tuple[str, int, list[bytes], list[Headers] | None, list[int], list[int | None]]
 
-#: ``RawRecord`` from a plain 6-tuple, in C: ``tuple.__new__`` with the NamedTuple class (no Python frame per record)
+#: ``RawRecord`` from a plain 7-tuple, in C: ``tuple.__new__`` with the NamedTuple class (no Python frame per record)
 _new_record = functools.partial(tuple.__new__, RawRecord)
 
 
@@ -86,8 +86,9 @@ def columns_of(topic: str, partition: int, records: Sequence[Any]) -> PartitionB
     return (topic, partition, values, headers, [r.offset for r in records], [r.timestamp for r in records])
 
 
-def records_of(batch: PartitionBatch) -> Iterator[RawRecord]:
-    """The records of one column batch, in order.
+def records_of(batch: PartitionBatch, decoded: Sequence[object] | None = None) -> Iterator[RawRecord]:
+    """The records of one column batch, in order, each with its event decoded ahead (``decoded``: one per record,
+    None where not) or none.
 
     Built by ``map``/``zip`` without a Python-level loop: 0.15–0.24 µs per record against 0.38–0.41 µs for the
     NamedTuple constructor called in a loop.
@@ -101,6 +102,7 @@ def records_of(batch: PartitionBatch) -> Iterator[RawRecord]:
         itertools.repeat(partition, n),
         offsets,
         timestamps,
+        decoded if decoded is not None else itertools.repeat(None, n),
         strict=True,
     )
     return map(_new_record, columns)

@@ -50,7 +50,9 @@ from typing import Any
 
 from monitor.errors import SourceError
 from monitor.source.base import Positions, RawRecord, RebalanceHandler
-from monitor.source.kafka import ConsumerConfig, GroupMember, outage_message, records_of
+from monitor.source.decode import EventDecoder
+from monitor.source.decode_ahead import DecodeAhead, Decoded, decode_ahead
+from monitor.source.kafka import ConsumerConfig, GroupMember, PartitionBatch, outage_message, records_of
 from monitor.source.side_read import SideReader
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,7 @@ class ProcessKafkaSource(GroupMember):
         start_timeout_seconds: float = 60.0,
         log_level: str,
         log_format: str,
+        client: str,
     ) -> None:
         self._handler = rebalance
         self._assigned: set[tuple[str, int]] = set()
@@ -112,6 +115,8 @@ class ProcessKafkaSource(GroupMember):
         self.side_reader = SideReader(consumer)
         #: the child's report while its broker is away: (since, monotonic; the error)
         self._away: tuple[float, str] | None = None
+        #: the decoder state last sent to the child (it decodes ahead with it: :meth:`decode_ahead`)
+        self._ahead: DecodeAhead | None = None
         # a fresh interpreter running this module (not fork: the parent holds onnxruntime and other threads; not
         # multiprocessing's spawn: it re-imports the parent's __main__), talking over two inherited pipes
         cmd_read, cmd_write = os.pipe()
@@ -126,7 +131,9 @@ class ProcessKafkaSource(GroupMember):
         os.close(out_write)
         self._commands = Connection(cmd_write, readable=False)
         self._out = Connection(out_read, writable=False)
-        self._send(("config", {"consumer": consumer, "log_level": log_level, "log_format": log_format}))
+        self._send(
+            ("config", {"consumer": consumer, "log_level": log_level, "log_format": log_format, "client": client})
+        )
         deadline = time.monotonic() + start_timeout_seconds
         while True:
             remaining = deadline - time.monotonic()
@@ -170,6 +177,13 @@ class ProcessKafkaSource(GroupMember):
         """Records received from the child and not yet returned by :meth:`poll`."""
         return self._buffer[self._next :]
 
+    def decode_ahead(self, spec: DecodeAhead) -> None:
+        """Have the child decode each record's common plain event with ``spec`` (the pipeline's decoder state) as
+        it reads it (:mod:`monitor.source.decode_ahead`); sent again only when it changed (a segment admitted)."""
+        if spec != self._ahead:
+            self._ahead = spec
+            self._send(("decode_ahead", spec))
+
     def commit(self, positions: Positions) -> None:
         owned = self._owned(positions)
         if not owned:
@@ -212,8 +226,9 @@ class ProcessKafkaSource(GroupMember):
         if kind == "records":
             if self._next >= len(self._buffer):  # all returned: start afresh rather than grow
                 self._buffer, self._next = [], 0
-            for batch in payload:
-                self._buffer.extend(records_of(batch))
+            batches, decoded = payload
+            for batch, events in zip(batches, decoded, strict=True):
+                self._buffer.extend(records_of(batch, events))
         elif kind == "assigned":
             self._note_assigned([(str(t), int(p)) for t, p in payload], log)
         elif kind == "revoked":
@@ -326,6 +341,7 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     from monitor.allocator import TimedCollector, freeze_startup_objects, tune_gc, tune_malloc
     from monitor.logs import setup_logging
     from monitor.source.kafka import KafkaSource
+    from monitor.source.rdkafka import RdKafkaSource
 
     tune_malloc()  # the same memory settings as the sidecar (the environment is inherited)
     tune_gc()
@@ -373,7 +389,9 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     tokens = itertools.count()
     todo: queue.Queue[tuple[str, Any]] = queue.Queue()
     closing = threading.Event()
-    source: KafkaSource | None = None
+    source: KafkaSource | RdKafkaSource | None = None
+    decoder: EventDecoder | None = None  # set by the parent's "decode_ahead"
+    ahead = AheadShare()
 
     class Forward:
         """The in-process source's rebalance handler, forwarding to the parent and waiting for its flush."""
@@ -417,7 +435,11 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
                 todo.put((kind, payload))
 
     try:
-        source = KafkaSource(consumer, rebalance=Forward())
+        source = (
+            RdKafkaSource(consumer, rebalance=Forward())
+            if config["client"] == "librdkafka"
+            else KafkaSource(consumer, rebalance=Forward())
+        )
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it as SourceError
         send("error", str(exc))
         finish()
@@ -441,6 +463,8 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
                     break
                 if kind == "commit":
                     source.commit(payload)
+                elif kind == "decode_ahead":
+                    decoder = payload.decoder()
                 elif kind == "close":
                     closing.set()
                     source.close()
@@ -451,7 +475,9 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
                 return
             batches = source.poll_columns(0.2, max_records)
             if batches:
-                send("records", batches)
+                if decoder is not None:
+                    ahead.adjust(outbox.qsize())
+                send("records", (batches, [ahead.decoded(decoder, batch) for batch in batches]))
                 send("highwaters", source.highwaters())
             if (source.away is None) != (away is None):  # the broker went away or came back: tell the parent
                 away = source.away
@@ -462,6 +488,45 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
         log.exception("Kafka consumer process failed")
         send("fatal", repr(exc))
         finish()
+
+
+class AheadShare:
+    """Which share of each batch the child decodes ahead, so that neither process waits for the other.
+
+    Decoding moves CPU from the pipeline's process to this one: all of it when the pipeline is the slower one (the
+    outbox holds messages it has not read yet), less when this process is (the outbox is empty: the pipeline waits
+    for records). The share moves by an eighth per poll towards the side that is waiting.
+    """
+
+    STEP = 0.125
+
+    def __init__(self) -> None:
+        self.share = 1.0
+
+    def adjust(self, queued: int) -> None:
+        """After a poll, with ``queued`` messages waiting in the outbox."""
+        if queued >= 2:
+            self.share = min(1.0, self.share + self.STEP)
+        elif queued == 0:
+            self.share = max(0.0, self.share - self.STEP)
+
+    def decoded(self, decoder: EventDecoder | None, batch: PartitionBatch) -> list[Decoded | None] | None:
+        """The first ``share`` of the batch's records decoded ahead (None where the pipeline decodes one itself),
+        or None for the whole batch."""
+        values = batch[2]
+        ahead = 0 if decoder is None else round(self.share * len(values))
+        if ahead == 0:
+            return None
+        headers, stamps = batch[3], batch[5]
+        out: list[Decoded | None] = [None] * len(values)
+        for i in range(ahead):
+            if headers and headers[i]:
+                continue
+            try:
+                out[i] = decode_ahead(decoder, values[i], stamps[i])  # type: ignore[arg-type]
+            except Exception:  # noqa: BLE001, S112 - the pipeline decodes it in full, and reports what is wrong
+                continue
+        return out
 
 
 if __name__ == "__main__":

@@ -260,10 +260,17 @@ class RdKafkaSource(ColumnSource):
         self._note_revoked([(tp.topic, tp.partition) for tp in partitions], log)
 
     def _on_lost(self, _consumer: Any, partitions: list[Any]) -> None:
-        # lost (the session expired): another member may own them already, so nothing is committed for them
+        # lost (the session expired, e.g. a broker away): another member may own them already, so nothing is
+        # committed for them; the handler still applies and checkpoints what it read of them, and holds on to
+        # where it got, so that a re-delivery to this member skips what it applied (as after a revoke)
         parts = [(tp.topic, tp.partition) for tp in partitions]
         self._assigned.difference_update(parts)
-        log.warning("partitions lost; their uncommitted events are re-delivered", extra={"partitions": sorted(parts)})
+        log.warning(
+            "partitions lost; events not committed are read again, and skipped where applied here",
+            extra={"partitions": sorted(parts)},
+        )
+        if self._handler is not None and parts:
+            self._handler.before_revoke(parts)
 
     def _on_client_error(self, error: Any) -> None:
         name = str(error.name())
@@ -335,6 +342,20 @@ class RdKafkaSource(ColumnSource):
             (topic, partition, values, headers if any_header[0] else None, offsets, stamps)
             for (topic, partition), (values, headers, offsets, stamps, any_header) in columns.items()
         ]
+
+    def highwaters(self) -> dict[tuple[str, int], int]:
+        """Log-end offsets of the assigned partitions as librdkafka's last fetches reported them (its cached
+        watermarks: no request; a partition not fetched yet is missing): the consumer lag is these minus the
+        positions read."""
+        out: dict[tuple[str, int], int] = {}
+        try:
+            for tp in self._consumer.assignment():
+                _low, high = self._consumer.get_watermark_offsets(tp, cached=True)
+                if high is not None and high >= 0:
+                    out[(tp.topic, tp.partition)] = int(high)
+        except Exception:  # noqa: BLE001 - a rebalance under way: no lag this step
+            return {}
+        return out
 
     def commit(self, positions: Positions) -> None:
         """Commit exactly ``positions`` (of partitions still assigned), synchronously; a refusal is logged (the

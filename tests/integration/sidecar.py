@@ -33,8 +33,8 @@ from tests.integration.model_fixtures import ClassifierFiles
 READY_TIMEOUT_SECONDS = 60.0
 #: Bound on a graceful SIGTERM exit (the sidecar's own watchdog is ``shutdown_timeout_seconds``, 20 s).
 STOP_TIMEOUT_SECONDS = 30.0
-#: ``MONITOR_TEST_KAFKA_CLIENT=librdkafka`` runs every sidecar (but those a test puts in a consumer process, a
-#: kafka-python feature) with that ``kafka.client``: the delivery tests against the other client; a test's own
+#: ``MONITOR_TEST_KAFKA_CLIENT=librdkafka`` runs every sidecar with that ``kafka.client`` (in its consumer process
+#: or in-process, as the test sets it): the delivery tests against the other client; a test's own
 #: ``HARMONIC_KAFKA__CLIENT`` wins. Read when a Sidecar is made (``conftest.broker_for_both_clients`` sets it per test).
 CLIENT_OVERRIDE_ENV = "MONITOR_TEST_KAFKA_CLIENT"
 _HTTP_TIMEOUT_SECONDS = 5.0
@@ -149,7 +149,7 @@ class Sidecar:
         self._args = args + ["--state-dir", str(state_dir)]
         client: dict[str, str] = {}
         override = os.environ.get(CLIENT_OVERRIDE_ENV, "")
-        if override and (env or {}).get("HARMONIC_KAFKA__CONSUMER_PROCESS") != "true":
+        if override:
             client = {"HARMONIC_KAFKA__CLIENT": override}
         self._env = {
             **client,

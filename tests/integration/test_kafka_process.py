@@ -45,7 +45,7 @@ def _source(broker: Broker, topic: str, group: str, **extra: Any) -> ProcessKafk
     k = KafkaSettings(bootstrap_servers=broker.bootstrap, topic=topic, group_id=group, max_poll_records=50)
     consumer = ConsumerConfig.from_settings(k)
     consumer = replace(consumer, api_version=broker.api_version, session_timeout_ms=CONSUMER_SESSION_TIMEOUT_MS)
-    return ProcessKafkaSource(consumer, log_level="info", log_format="plain", **extra)
+    return ProcessKafkaSource(consumer, log_level="info", log_format="plain", client="kafka-python", **extra)
 
 
 def _drain(source: ProcessKafkaSource, want: int, seconds: float = 60.0) -> list[RawRecord]:
@@ -179,7 +179,7 @@ def test_a_consumer_that_cannot_start_is_a_source_error_with_the_reason() -> Non
     k = KafkaSettings(bootstrap_servers="127.0.0.1:9", topic="t", group_id="g", security={"bogus_option": 1})
     consumer = ConsumerConfig.from_settings(k)
     with pytest.raises(SourceError, match=r"cannot connect to Kafka at '127\.0\.0\.1:9'.*Unrecognized configs"):
-        ProcessKafkaSource(consumer, log_level="info", log_format="plain")
+        ProcessKafkaSource(consumer, log_level="info", log_format="plain", client="kafka-python")
 
 
 def test_close_is_idempotent_and_a_dead_child_is_a_source_error(kafka_broker: Broker, topic: str) -> None:

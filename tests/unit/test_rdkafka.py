@@ -122,11 +122,12 @@ def test_an_unknown_security_name_is_refused_with_the_fix() -> None:
         security_conf({"ssl_context": "x"})
 
 
-def test_consumer_process_cannot_be_asked_of_librdkafka() -> None:
-    assert KafkaSettings(client="librdkafka").use_consumer_process() is False
+def test_librdkafka_runs_in_the_consumer_process_as_kafka_python_does() -> None:
     assert KafkaSettings(client="librdkafka", consumer_process=False).use_consumer_process() is False
-    with pytest.raises(ValueError, match="consumer_process: true needs kafka.client: kafka-python"):
-        KafkaSettings(client="librdkafka", consumer_process=True)
+    assert KafkaSettings(client="librdkafka", consumer_process=True).use_consumer_process() is True
+    assert (
+        KafkaSettings(client="librdkafka").use_consumer_process() is KafkaSettings().use_consumer_process()
+    )  # the same default: the number of CPUs decides
 
 
 def test_the_client_setting_is_checked(tmp_path: Path) -> None:
@@ -195,6 +196,8 @@ class FakeConsumer:
         self.commit_raises: KafkaException | None = None
         self.consume_args: list[tuple[int, float]] = []
         self.closed = False
+        #: (topic, partition) → (low, high) as librdkafka last fetched them; -1001: not fetched yet
+        self.watermarks: dict[tuple[str, int], tuple[int, int]] = {}
         FakeConsumer.instances.append(self)
 
     def subscribe(self, topics: list[str], **callbacks: Callable[..., None]) -> None:
@@ -217,6 +220,13 @@ class FakeConsumer:
 
     def close(self) -> None:
         self.closed = True
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(t, p) for t, p in sorted(self.watermarks)]
+
+    def get_watermark_offsets(self, tp: TopicPartition, cached: bool) -> tuple[int, int]:
+        assert cached is True  # no request to the broker on the loop's path
+        return self.watermarks[(tp.topic, tp.partition)]
 
 
 class Handler:
@@ -345,11 +355,21 @@ def test_revoke_applies_and_commits_before_the_partitions_go(fake_consumer: type
     assert handler.calls == [("assign", [("events", 0), ("events", 1)]), ("revoke", [("events", 1)])]
     assert consumer.commits == [[("events", 1, 7)]]  # committed while still owned
     assert source.assigned == [("events", 0)]
-    # lost partitions (session expired) are dropped without a commit: another member may own them
+    # lost partitions (session expired) are dropped without a commit: another member may own them; the handler
+    # still applies what it read of them (and holds where it got, for a re-delivery to this member)
     consumer.events.append(("lost", [("events", 0)]))
     source.poll(0.0, 1)
-    assert consumer.commits == [[("events", 1, 7)]]
+    assert handler.calls[-1] == ("revoke", [("events", 0)])
+    assert consumer.commits == [[("events", 1, 7)]]  # the handler's commit of a lost partition is not sent
     assert not source.ready
+
+
+def test_source_reports_the_log_end_offsets_librdkafka_last_fetched(fake_consumer: type[FakeConsumer]) -> None:
+    source = RdKafkaSource(
+        ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g"))
+    )
+    fake_consumer.instances[0].watermarks = {("events", 0): (0, 120), ("events", 1): (-1001, -1001)}
+    assert source.highwaters() == {("events", 0): 120}  # a partition not fetched yet has no end to report
 
 
 def test_client_errors_are_logged_not_raised(
@@ -432,7 +452,7 @@ def test_service_builds_the_librdkafka_source_and_sink(
     monkeypatch.setattr(confluent_kafka, "Producer", FakeProducer)
     settings = make_settings(
         tmp_path,
-        kafka={"client": "librdkafka", "scores_topic": "scores", "api_version": "0.9"},
+        kafka={"client": "librdkafka", "scores_topic": "scores", "api_version": "0.9", "consumer_process": False},
         metrics={"port": 0},  # any free port: 9108 may be taken on a shared machine
     )
     svc = Service.from_settings(settings)
