@@ -238,6 +238,11 @@ class RdKafkaSource(ColumnSource):
         conf["logger"] = client_log  # librdkafka's own lines in the sidecar's log format, not raw on stderr
         conf["stats_cb"] = self._on_stats
         conf["statistics.interval.ms"] = STATS_INTERVAL_MS
+        conf["on_commit"] = self._on_commit
+        #: the offsets of the last commit asked for (committed synchronously at close), and whether a revoke is
+        #: under way (its commits are synchronous)
+        self._last_offsets: list[Any] = []
+        self._revoking = False
         self.bootstrap_servers = bootstrap_servers
         self._outage = BrokerOutage(bootstrap_servers, CLIENT_NOISE)
         try:
@@ -257,7 +262,11 @@ class RdKafkaSource(ColumnSource):
 
     def _on_revoke(self, _consumer: Any, partitions: list[Any]) -> None:
         # the handler (the pipeline) applies, checkpoints and commits these partitions before they go
-        self._note_revoked([(tp.topic, tp.partition) for tp in partitions], log)
+        self._revoking = True
+        try:
+            self._note_revoked([(tp.topic, tp.partition) for tp in partitions], log)
+        finally:
+            self._revoking = False
 
     def _on_lost(self, _consumer: Any, partitions: list[Any]) -> None:
         # lost (the session expired, e.g. a broker away): another member may own them already, so nothing is
@@ -358,25 +367,57 @@ class RdKafkaSource(ColumnSource):
         return out
 
     def commit(self, positions: Positions) -> None:
-        """Commit exactly ``positions`` (of partitions still assigned), synchronously; a refusal is logged (the
-        events since the last commit are re-delivered: at-least-once)."""
-        from confluent_kafka import KafkaException, TopicPartition
+        """Commit exactly ``positions`` (of partitions still assigned); a refusal is logged (the events since the
+        last commit are re-delivered: at-least-once).
+
+        librdkafka's synchronous commit waits for as long as the group coordinator is away (it was seen to wait
+        minutes, holding the loop). So a commit is synchronous only while partitions are being revoked (it must land
+        before they go) and at :meth:`close`; otherwise it is sent asynchronously (its outcome comes with a later
+        poll) and, while the broker is away, not sent: the next checkpoint commits the positions reached by then."""
+        from confluent_kafka import TopicPartition
 
         owned = self._owned(positions)
         if not owned:
             return
         offsets = [TopicPartition(t, p, off) for (t, p), off in sorted(owned.items())]
+        self._last_offsets = offsets
+        if self._revoking:
+            self._commit_now(offsets)
+        elif self._outage.since is not None:
+            self._log.warning("commit-away", "offset commit not sent: the broker is away; sent at the next checkpoint")
+        else:
+            self._send_commit(offsets)
+
+    def _send_commit(self, offsets: list[Any]) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as exc:
+            log.warning("offset commit failed; events will be re-delivered", extra={"error": redact_text(str(exc))})
+
+    def _commit_now(self, offsets: list[Any]) -> None:
+        from confluent_kafka import KafkaException
+
         try:
             result = self._consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
             log.warning("offset commit failed; events will be re-delivered", extra={"error": redact_text(str(exc))})
             return
-        failed = [f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in result or () if tp.error is not None]
+        self._on_commit(None, result or [])
+
+    def _on_commit(self, error: Any, partitions: list[Any]) -> None:
+        """An asynchronous commit's outcome (librdkafka's ``on_commit``, served inside ``consume``)."""
+        failed = [f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in partitions or () if tp.error is not None]
+        if error is not None:
+            failed.insert(0, redact_text(str(error)))
         if failed:
             log.warning("offset commit failed; events will be re-delivered", extra={"error": "; ".join(failed)})
 
     def close(self) -> None:
         self.side_reader.close()
+        if self._last_offsets and self._outage.since is None:
+            self._commit_now(self._last_offsets)  # the last checkpoint's positions, durable before the close
         try:
             self._consumer.close()
         except Exception:  # noqa: BLE001 - closing must not mask the real shutdown path

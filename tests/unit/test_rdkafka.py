@@ -192,6 +192,7 @@ class FakeConsumer:
         self.batches: list[list[FakeMessage]] = []
         self.events: list[tuple[str, list[tuple[str, int]]]] = []
         self.commits: list[list[tuple[str, int, int]]] = []
+        self.modes: list[str] = []
         self.commit_result: list[TopicPartition] | None = None
         self.commit_raises: KafkaException | None = None
         self.consume_args: list[tuple[int, float]] = []
@@ -212,10 +213,13 @@ class FakeConsumer:
         return self.batches.pop(0) if self.batches else []
 
     def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> list[TopicPartition] | None:
-        assert asynchronous is False
         if self.commit_raises is not None:
             raise self.commit_raises
         self.commits.append([(tp.topic, tp.partition, tp.offset) for tp in offsets])
+        self.modes.append("async" if asynchronous else "sync")
+        if asynchronous:  # the outcome comes with a later consume: served here at once
+            self.conf["on_commit"](None, self.commit_result or [])
+            return None
         return self.commit_result
 
     def close(self) -> None:
@@ -336,6 +340,19 @@ def test_source_commits_exactly_the_positions_of_owned_partitions(
     consumer.commit_raises = KafkaException(KafkaError(KafkaError._NO_OFFSET))
     source.commit({("events", 0): 7})
     assert [r.getMessage() for r in caplog.records].count("offset commit failed; events will be re-delivered") == 2
+    assert consumer.modes == ["async", "async"]  # off a revoke, a commit does not wait for the coordinator
+    # while the broker is away no commit is sent (librdkafka's would wait for it); the close commits the last
+    # positions asked for, synchronously, once it is back
+    consumer.commit_raises = None
+    consumer.commit_result = None
+    consumer.conf["error_cb"](KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    source.commit({("events", 0): 8})
+    assert consumer.commits[-1] == [("events", 0, 6)]
+    source.close()
+    assert consumer.commits[-1] == [("events", 0, 6)]  # still away at close: not sent
+    consumer.conf["stats_cb"](json.dumps({"brokers": {"b:9092/1": {"state": "UP", "source": "learned"}}}))
+    source.close()
+    assert consumer.commits[-1] == [("events", 0, 8)] and consumer.modes[-1] == "sync"
 
 
 def test_revoke_applies_and_commits_before_the_partitions_go(fake_consumer: type[FakeConsumer]) -> None:
@@ -353,7 +370,7 @@ def test_revoke_applies_and_commits_before_the_partitions_go(fake_consumer: type
     consumer.events.append(("revoke", [("events", 1)]))
     source.poll(0.0, 1)
     assert handler.calls == [("assign", [("events", 0), ("events", 1)]), ("revoke", [("events", 1)])]
-    assert consumer.commits == [[("events", 1, 7)]]  # committed while still owned
+    assert consumer.commits == [[("events", 1, 7)]] and consumer.modes == ["sync"]  # landed while still owned
     assert source.assigned == [("events", 0)]
     # lost partitions (session expired) are dropped without a commit: another member may own them; the handler
     # still applies what it read of them (and holds where it got, for a re-delivery to this member)
