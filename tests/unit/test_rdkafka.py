@@ -122,12 +122,10 @@ def test_an_unknown_security_name_is_refused_with_the_fix() -> None:
         security_conf({"ssl_context": "x"})
 
 
-def test_librdkafka_runs_in_the_consumer_process_as_kafka_python_does() -> None:
+def test_librdkafka_runs_in_the_consumer_process_when_asked() -> None:
     assert KafkaSettings(client="librdkafka", consumer_process=False).use_consumer_process() is False
     assert KafkaSettings(client="librdkafka", consumer_process=True).use_consumer_process() is True
-    assert (
-        KafkaSettings(client="librdkafka").use_consumer_process() is KafkaSettings().use_consumer_process()
-    )  # the same default: the number of CPUs decides
+    assert KafkaSettings(client="librdkafka").use_consumer_process() is False  # opt-in with librdkafka
 
 
 def test_the_client_setting_is_checked(tmp_path: Path) -> None:
@@ -469,7 +467,7 @@ def test_service_builds_the_librdkafka_source_and_sink(
     monkeypatch.setattr(confluent_kafka, "Producer", FakeProducer)
     settings = make_settings(
         tmp_path,
-        kafka={"client": "librdkafka", "scores_topic": "scores", "api_version": "0.9", "consumer_process": False},
+        kafka={"client": "librdkafka", "scores_topic": "scores", "api_version": "0.9"},
         metrics={"port": 0},  # any free port: 9108 may be taken on a shared machine
     )
     svc = Service.from_settings(settings)
