@@ -28,6 +28,7 @@ from tests.integration.test_run_kafka import (
     MODEL,
     committed_offsets,
     consumed,
+    consumer_children,
     group_name,
     interleave,
     invalid_events,
@@ -43,8 +44,9 @@ from tests.integration.test_run_kafka import (
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.parametrize("consumer_process", ["false", "true"], ids=["in-process", "consumer-process"])
 def test_librdkafka_client_scores_dead_letters_and_commits(
-    kafka_broker: Broker, topic: str, classifier: ClassifierFiles, tmp_path: Path
+    kafka_broker: Broker, topic: str, classifier: ClassifierFiles, tmp_path: Path, consumer_process: str
 ) -> None:
     dead_letters = new_topic(kafka_broker, "dlq", partitions=1)
     scores = new_topic(kafka_broker, "scores", partitions=1)
@@ -61,7 +63,7 @@ def test_librdkafka_client_scores_dead_letters_and_commits(
             state_dir=state,
             dead_letter_topic=dead_letters,
             scores_topic=scores,
-            env=run_env(0, HARMONIC_KAFKA__CLIENT="librdkafka"),
+            env=run_env(0, HARMONIC_KAFKA__CLIENT="librdkafka", HARMONIC_KAFKA__CONSUMER_PROCESS=consumer_process),
         )
 
     good = valid_events(classifier, 150, prefix="first")
@@ -73,6 +75,7 @@ def test_librdkafka_client_scores_dead_letters_and_commits(
     # 1. everything consumed, each valid event scored, each invalid one dead-lettered byte for byte
     with sidecar() as first:
         first.wait_ready()
+        assert len(consumer_children(first.pid)) == (1 if consumer_process == "true" else 0)
         s = first.wait_for_metrics(
             lambda s: consumed(s) >= n + m and committed_offsets(kafka_broker, topic, group) == ends,
             f"{n + m} events consumed and their offsets committed",
