@@ -56,11 +56,16 @@ class DecodeAhead:
             admitted=frozenset(decoder._admitted_segments),
         )
 
-    def decoder(self) -> EventDecoder:
-        """A decoder whose fast path decides as the one this was taken of."""
+    def decoder(self) -> EventDecoder | None:
+        """A decoder whose fast path decides as the one this was taken of; None when no model's events take the
+        fast path (every record is then decoded by the pipeline)."""
+        if not self.models:
+            return None
+        fast = {name: ModelSchema(n, None, default_version=version) for name, n, version in self.models}
         dec = EventDecoder(
-            {name: ModelSchema(n, None, default_version=version) for name, n, version in self.models},
-            default_model=self.default_model,
+            fast,
+            # a default model whose events do not take the fast path: an event without "model" is the pipeline's
+            default_model=self.default_model if self.default_model in fast else None,
             max_bytes=self.max_bytes,
             segments=None if self.segments is None else sorted(self.segments),
             max_segments=self.max_segments,

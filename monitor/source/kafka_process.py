@@ -464,7 +464,11 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
                 if kind == "commit":
                     source.commit(payload)
                 elif kind == "decode_ahead":
-                    decoder = payload.decoder()
+                    try:
+                        decoder = payload.decoder()
+                    except Exception:  # noqa: BLE001 - decoding ahead is an optimisation: the pipeline decodes all
+                        log.exception("cannot decode ahead; the pipeline decodes every record")
+                        decoder = None
                 elif kind == "close":
                     closing.set()
                     source.close()

@@ -149,3 +149,17 @@ def test_the_child_decodes_the_share_of_each_batch_the_pipeline_waits_for() -> N
     share.share = 1.0
     out = share.decoded(ahead, ("events", 0, values, headers, list(range(8)), [None] * 8))
     assert out is not None and out[0] is None and all(d is not None for d in out[1:])
+
+
+def test_a_default_model_off_the_fast_path_leaves_its_events_to_the_pipeline() -> None:
+    here = EventDecoder(
+        {"tabular": ModelSchema(3, None, default_version="1"), MODEL: ModelSchema(3, None, default_version="7")},
+        default_model="tabular",
+    )
+    here._fast_models.pop("tabular")  # as for a model with held inputs (decoded by its signature)
+    ahead = DecodeAhead.of(here).decoder()
+    assert ahead is not None and ahead.default_model is None
+    assert decode_ahead(ahead, doc(model=None), None) is None  # no "model": the default one's, the pipeline's
+    assert decode_ahead(ahead, doc(), None) is not None
+    here._fast_models.clear()
+    assert DecodeAhead.of(here).decoder() is None  # nothing takes the fast path: nothing decoded ahead
