@@ -258,7 +258,21 @@ class GroupMember:
 
 
 class ColumnSource(GroupMember):
-    """A group member that consumes in this process, one column batch per partition (:meth:`poll_columns`)."""
+    """A group member that consumes in this process, one column batch per partition (:meth:`poll_columns`), and
+    notes when its broker is away (``_outage``, set by the client's source)."""
+
+    bootstrap_servers: str
+    _outage: BrokerOutage
+
+    @property
+    def away(self) -> tuple[float, str] | None:
+        """(since when, on the monotonic clock; the last error) while the broker is away, else None."""
+        return self._outage.state
+
+    @property
+    def degraded(self) -> str | None:
+        """None while the broker answers; else what is wrong and what to fix."""
+        return outage_message(self.bootstrap_servers, self.away)
 
     def _member_of(self, topic: str | Sequence[str], rebalance: RebalanceHandler | None) -> None:
         """The topics to read (``topic`` is the first) and the handler told of rebalances; nothing assigned yet."""
@@ -439,16 +453,6 @@ class KafkaSource(ColumnSource):
             return node is not None and bool(self._consumer._client.connected(node))
         except Exception:  # noqa: BLE001 - kafka-python internals: fall back to the time since the last error
             return None
-
-    @property
-    def away(self) -> tuple[float, str] | None:
-        """(since when, on the monotonic clock; the last error) while the broker is away, else None."""
-        return self._outage.state
-
-    @property
-    def degraded(self) -> str | None:
-        """None while the broker answers; else what is wrong and what to fix."""
-        return outage_message(self.bootstrap_servers, self.away)
 
     def poll_columns(self, timeout_seconds: float, max_records: int) -> list[PartitionBatch]:
         """What :meth:`poll` returns, as one column batch per partition (cheap to send to another process)."""

@@ -37,7 +37,6 @@ from monitor.source.kafka import (
     ColumnSource,
     ConsumerConfig,
     PartitionBatch,
-    outage_message,
 )
 from monitor.source.side_read import SideReader
 
@@ -299,16 +298,6 @@ class RdKafkaSource(ColumnSource):
             return
         if any(b.get("state") == "UP" for b in brokers.values() if b.get("source") != "logical"):
             self._outage.back()
-
-    @property
-    def away(self) -> tuple[float, str] | None:
-        """(since when, on the monotonic clock; the last error) while the broker is away, else None."""
-        return self._outage.state
-
-    @property
-    def degraded(self) -> str | None:
-        """None while the broker answers; else what is wrong and what to fix."""
-        return outage_message(self.bootstrap_servers, self.away)
 
     # -- Source --------------------------------------------------------------------------------------------------
     def poll_columns(self, timeout_seconds: float, max_records: int) -> list[PartitionBatch]:
