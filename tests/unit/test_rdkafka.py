@@ -20,6 +20,7 @@ from monitor.config import KafkaSettings
 from monitor.errors import ConfigError, SourceError
 from monitor.runtime.service import Service
 from monitor.source import rdkafka
+from monitor.source.base import RebalanceHandler
 from monitor.source.kafka import ConsumerConfig, KafkaSink, ProducerConfig
 from monitor.source.rdkafka import RdKafkaSource, RdProducer, consumer_conf, producer_conf, security_conf
 from tests.unit.test_pipeline import make_settings
@@ -231,6 +232,14 @@ class FakeConsumer:
         return self.watermarks[(tp.topic, tp.partition)]
 
 
+def events_source(rebalance: RebalanceHandler | None = None) -> RdKafkaSource:
+    """The source these tests drive: topic "events" at b:9092, group "g"."""
+    return RdKafkaSource(
+        ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g")),
+        rebalance=rebalance,
+    )
+
+
 class Handler:
     def __init__(self, source: list[RdKafkaSource]) -> None:
         self.source = source
@@ -320,9 +329,7 @@ def test_source_commits_exactly_the_positions_of_owned_partitions(
     fake_consumer: type[FakeConsumer], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    source = RdKafkaSource(
-        ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g"))
-    )
+    source = events_source()
     consumer = fake_consumer.instances[0]
     source.commit({("events", 0): 5})
     assert consumer.commits == []  # nothing assigned yet: nothing to commit
@@ -348,7 +355,7 @@ def test_source_commits_exactly_the_positions_of_owned_partitions(
     assert consumer.commits[-1] == [("events", 0, 6)]
     source.close()
     assert consumer.commits[-1] == [("events", 0, 6)]  # still away at close: not sent
-    consumer.conf["stats_cb"](json.dumps({"brokers": {"b:9092/1": {"state": "UP", "source": "learned"}}}))
+    consumer.conf["stats_cb"](_stats(("b:9092/1", "UP", "learned")))
     source.close()
     assert consumer.commits[-1] == [("events", 0, 8)] and consumer.modes[-1] == "sync"
 
@@ -356,12 +363,7 @@ def test_source_commits_exactly_the_positions_of_owned_partitions(
 def test_revoke_applies_and_commits_before_the_partitions_go(fake_consumer: type[FakeConsumer]) -> None:
     holder: list[RdKafkaSource] = []
     handler = Handler(holder)
-    holder.append(
-        RdKafkaSource(
-            ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g")),
-            rebalance=handler,
-        )
-    )
+    holder.append(events_source(handler))
     source, consumer = holder[0], fake_consumer.instances[0]
     consumer.events.append(("assign", [("events", 0), ("events", 1)]))
     source.poll(0.0, 1)
@@ -380,9 +382,7 @@ def test_revoke_applies_and_commits_before_the_partitions_go(fake_consumer: type
 
 
 def test_source_reports_the_log_end_offsets_librdkafka_last_fetched(fake_consumer: type[FakeConsumer]) -> None:
-    source = RdKafkaSource(
-        ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g"))
-    )
+    source = events_source()
     fake_consumer.instances[0].watermarks = {("events", 0): (0, 120), ("events", 1): (-1001, -1001)}
     assert source.highwaters() == {("events", 0): 120}  # a partition not fetched yet has no end to report
 
@@ -390,7 +390,7 @@ def test_source_reports_the_log_end_offsets_librdkafka_last_fetched(fake_consume
 def test_client_errors_are_logged_not_raised(
     fake_consumer: type[FakeConsumer], caplog: pytest.LogCaptureFixture
 ) -> None:
-    RdKafkaSource(ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g")))
+    events_source()
     fake_consumer.instances[0].conf["error_cb"](KafkaError(KafkaError._AUTHENTICATION))
     assert "Kafka client error" in caplog.text
 
@@ -406,9 +406,7 @@ def test_a_cluster_not_reached_is_an_outage_until_a_broker_is_up_again(
     fake_consumer: type[FakeConsumer], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    source = RdKafkaSource(
-        ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="events", group_id="g"))
-    )
+    source = events_source()
     conf = fake_consumer.instances[0].conf
     assert conf["statistics.interval.ms"] == rdkafka.STATS_INTERVAL_MS
     # one connection failing is not an outage: another broker may answer
