@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, Self
+from typing import Any, Final, Literal, Self
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -229,6 +229,41 @@ def _feature_count(n_features: int) -> int:
     return int(n_features)
 
 
+class _Prepared:
+    """One batch's signals as the time windows add them, computed once for every time window of a key.
+
+    ``stats`` has one row per event: 1 (the event), then per signal whether it is present, its value (0 when
+    missing) and its square, the columns of :class:`TimeWindow`'s per-bucket aggregates, so a window adds them to
+    its buckets in one matrix product. :meth:`columns` gives each event's histogram column per signal.
+    """
+
+    __slots__ = ("_columns", "_finite", "_values", "stats")
+
+    def __init__(self, batch: SignalBatch) -> None:
+        v = np.stack([batch.signal(name) for name in SIGNALS], axis=1)
+        finite = np.isfinite(v)
+        values = np.where(finite, v, 0.0)
+        ones = np.ones((batch.size, 1))
+        self.stats = np.concatenate([ones, finite, values, values * values], axis=1)
+        self._finite, self._values = finite, values
+        self._columns: dict[tuple[int, ...], NDArray[np.intp]] = {}
+
+    def columns(self, grids: Mapping[Signal, BinGrid]) -> NDArray[np.intp]:
+        """(events, len(grids)): each event's column in a histogram laid out as ``grids``' bins side by side (the
+        first grid's bins first); -1 where the value is missing."""
+        key = tuple(id(g) for g in grids.values())
+        out = self._columns.get(key)
+        if out is None:
+            out = np.empty((self._values.shape[0], len(grids)), dtype=np.intp)
+            offset = 0
+            for j, (name, grid) in enumerate(grids.items()):
+                i = SIGNALS.index(name)
+                out[:, j] = np.where(self._finite[:, i], grid.index(self._values[:, i]) + offset, -1)
+                offset += grid.n_bins
+            self._columns[key] = out
+        return out
+
+
 class _Window:
     """What both windows share: :meth:`update` refuses a batch of another feature count, then the window takes it
     (``_take``)."""
@@ -236,8 +271,9 @@ class _Window:
     _kind: str
     n_features: int
 
-    def update(self, batch: SignalBatch) -> Self:
-        """Add a batch (how each window keeps it: its ``_take``).
+    def update(self, batch: SignalBatch, prepared: _Prepared | None = None) -> Self:
+        """Add a batch (how each window keeps it: its ``_take``; ``prepared``: the batch's :class:`_Prepared`, shared
+        by the caller between time windows).
 
         Raises
         ------
@@ -249,10 +285,10 @@ class _Window:
                 f"{self._kind} window was built for {self.n_features} features; the batch has {batch.n_features}. "
                 "Was the feature list changed?"
             )
-        self._take(batch)
+        self._take(batch, prepared)
         return self
 
-    def _take(self, batch: SignalBatch) -> None:
+    def _take(self, batch: SignalBatch, prepared: _Prepared | None = None) -> None:
         raise NotImplementedError
 
 
@@ -329,16 +365,25 @@ class TimeWindow(_Window):
         self._bucket_id = np.full(b, _EMPTY_BUCKET, dtype=np.int64)
         self._newest = _EMPTY_BUCKET
         self._late = 0
-        self._events = np.zeros(b, dtype=np.int64)
-        self._n = np.zeros((b, s), dtype=np.int64)
-        self._sum = np.zeros((b, s))
-        self._sumsq = np.zeros((b, s))
-        self._hist = {name: np.zeros((b, g.n_bins), dtype=np.int64) for name, g in self.grids.items()}
+        # per bucket: events, then per signal the count of values, their sum and sum of squares (_Prepared.stats'
+        # columns; counts as floats, exact to 2**53), and the views that name them
+        self._stats = np.zeros((b, 1 + 3 * s))
+        self._events = self._stats[:, 0]
+        self._n = self._stats[:, 1 : 1 + s]
+        self._sum = self._stats[:, 1 + s : 1 + 2 * s]
+        self._sumsq = self._stats[:, 1 + 2 * s :]
+        # every histogram's bins side by side (_Prepared.columns), and a view per signal
+        widths = [g.n_bins for g in self.grids.values()]
+        self._hists = np.zeros((b, sum(widths)), dtype=np.int64)
+        edges = np.cumsum([0, *widths]).tolist()
+        self._hist = {name: self._hists[:, edges[j] : edges[j + 1]] for j, name in enumerate(self.grids)}
         self._classes = np.zeros((b, self.max_classes + 1), dtype=np.int64)
         # features are summed relative to a shift (the first batch's mean) so sums of squares keep precision
         self._shift: NDArray[np.float64] | None = None
-        self._fsum = np.zeros((b, self.n_features))
-        self._fsq = np.zeros((b, self.n_features))
+        n = self.n_features
+        self._features = np.zeros((b, 2 * n))  # sums, then sums of squares
+        self._fsum = self._features[:, :n]
+        self._fsq = self._features[:, n:]
 
     @property
     def late_events(self) -> int:
@@ -348,25 +393,24 @@ class TimeWindow(_Window):
     @property
     def nbytes(self) -> int:
         """Bytes held by the ring arrays (constant after construction)."""
-        arrays = [self._bucket_id, self._events, self._n, self._sum, self._sumsq, self._classes]
-        arrays += [self._fsum, self._fsq, *self._hist.values()]
+        arrays = [self._bucket_id, self._stats, self._hists, self._classes, self._features]
         return int(sum(a.nbytes for a in arrays))
 
     def _clear(self, slot: NDArray[np.bool_] | int) -> None:
-        self._events[slot] = 0
-        self._n[slot] = 0
-        self._sum[slot] = 0.0
-        self._sumsq[slot] = 0.0
-        for h in self._hist.values():
-            h[slot] = 0
+        self._stats[slot] = 0.0
+        self._hists[slot] = 0
         self._classes[slot] = 0
-        self._fsum[slot] = 0.0
-        self._fsq[slot] = 0.0
+        self._features[slot] = 0.0
 
     _kind = "time"
 
-    def _take(self, batch: SignalBatch) -> None:
-        """Add a batch; events older than the window (relative to the newest event seen) are dropped."""
+    def _take(self, batch: SignalBatch, prepared: _Prepared | None = None) -> None:
+        """Add a batch; events older than the window (relative to the newest event seen) are dropped.
+
+        Whatever buckets the batch spans, each aggregate takes one vectorized update (a bincount or a product with
+        the events' one-hot bucket matrix), not one per bucket and signal. ``prepared`` is the batch's
+        :class:`_Prepared` when the caller shares it between windows (the time windows of one key).
+        """
         if batch.size == 0:
             return
         bid = np.floor(batch.timestamps_seconds / self.bucket_seconds).astype(np.int64)
@@ -375,33 +419,48 @@ class TimeWindow(_Window):
             self._newest = newest
             self._clear(self._bucket_id <= newest - self.buckets)
         keep = bid > newest - self.buckets
-        self._late += int(np.count_nonzero(~keep))
+        kept = int(np.count_nonzero(keep))
+        self._late += batch.size - kept
         if self._shift is None and self.n_features:
             self._shift = batch.features.mean(axis=0)
-        for b in np.unique(bid[keep]).tolist():
+        if kept == 0:
+            return
+        rows: NDArray[np.bool_] | slice = slice(None) if kept == batch.size else keep
+        bid = bid[rows]
+        first = int(bid.min())
+        for b in np.unique(bid).tolist():
             slot = b % self.buckets
             if self._bucket_id[slot] != b:
                 self._clear(slot)
                 self._bucket_id[slot] = b
-            self._add(slot, batch.take(bid == b))
-
-    def _add(self, slot: int, batch: SignalBatch) -> None:
-        self._events[slot] += batch.size
-        for i, name in enumerate(SIGNALS):
-            v = batch.signal(name)
-            v = v[np.isfinite(v)]
-            self._n[slot, i] += v.size
-            self._sum[slot, i] += float(v.sum())
-            self._sumsq[slot, i] += float(np.dot(v, v))
-            if name in self._hist:
-                self._hist[name][slot] += self.grids[name].counts(v)
-        c = batch.predicted_class[batch.predicted_class >= 0]
-        c = np.minimum(c, self.max_classes)
-        self._classes[slot] += np.bincount(c, minlength=self.max_classes + 1)
+        # the span of buckets the batch covers (fewer than ``buckets``: older events were dropped), as at most two
+        # runs of ring slots: a bucket in between without events gets zeros
+        group = bid - first
+        k = int(group.max()) + 1
+        prep = prepared if prepared is not None else _Prepared(batch)
+        onehot = (group[None, :] == np.arange(k)[:, None]).astype(np.float64)  # (k buckets, kept events)
+        self._add(first, self._stats, onehot @ prep.stats[rows])
+        columns = prep.columns(self.grids)[rows]
+        width = self._hists.shape[1]
+        flat = (group[:, None] * width + columns)[columns >= 0]
+        self._add(first, self._hists, np.bincount(flat, minlength=k * width).reshape(k, width))
+        c = batch.predicted_class[rows]
+        has = c >= 0
+        width = self.max_classes + 1
+        flat = group[has] * width + np.minimum(c[has], self.max_classes)
+        self._add(first, self._classes, np.bincount(flat, minlength=k * width).reshape(k, width))
         if self.n_features and self._shift is not None:
-            x = batch.features - self._shift
-            self._fsum[slot] += x.sum(axis=0)
-            self._fsq[slot] += (x * x).sum(axis=0)
+            x = batch.features[rows] - self._shift
+            self._add(first, self._features, onehot @ np.concatenate([x, x * x], axis=1))
+
+    def _add(self, first: int, ring: NDArray[Any], per_bucket: NDArray[Any]) -> None:
+        """Add ``per_bucket`` (row j: bucket ``first + j``) to the ring's slots, as one or two slices (where the
+        span wraps around the ring): slices, not an index array, which would copy the ring's rows out and back."""
+        start = first % self.buckets
+        head = min(per_bucket.shape[0], self.buckets - start)
+        ring[start : start + head] += per_bucket[:head]
+        if head < per_bucket.shape[0]:
+            ring[: per_bucket.shape[0] - head] += per_bucket[head:]
 
     def snapshot(self, now_seconds: float) -> WindowSnapshot:
         """Summary of the buckets within ``window_seconds`` before ``now_seconds`` (a passed-in clock)."""
@@ -480,7 +539,7 @@ class CountWindow(_Window):
 
     _kind = "count"
 
-    def _take(self, batch: SignalBatch) -> None:
+    def _take(self, batch: SignalBatch, prepared: _Prepared | None = None) -> None:
         """Append a batch (only its last ``size`` events matter)."""
         tail = batch.take(np.arange(max(0, batch.size - self.size), batch.size))
         idx = (self._pos + np.arange(tail.size)) % self.size
@@ -540,6 +599,7 @@ class _KeyWindows:
                 max_classes=owner.max_classes,
                 quantiles=owner.quantile_levels,
                 gamma_grid=owner.gamma_grid,
+                unit_grid=owner.unit_grid,
             )
             for s in owner.window_seconds
         ]
@@ -547,8 +607,9 @@ class _KeyWindows:
         self.n_features = n_features
 
     def update(self, batch: SignalBatch) -> None:
+        prepared = _Prepared(batch)  # once for every time window
         for w in self.time:
-            w.update(batch)
+            w.update(batch, prepared)
         self.count.update(batch)
 
 
@@ -611,6 +672,7 @@ class WindowSet:
         self.max_classes = int(max_classes)
         self.quantile_levels = _check_quantiles(quantiles)
         self.gamma_grid = gamma_grid or BinGrid.log_spaced()
+        self.unit_grid = BinGrid.unit()  # one grid object for every time window: a batch is binned on it once
         _KeyWindows(self, 0)  # validates buckets / count_size / max_classes now, not at the first event
         self.reset()
 

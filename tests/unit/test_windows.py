@@ -7,7 +7,7 @@ import pytest
 
 from monitor.errors import ConfigError, DataError
 from monitor.rolling.sketch import BinGrid
-from monitor.rolling.windows import CountWindow, SignalBatch, TimeWindow, WindowSet
+from monitor.rolling.windows import CountWindow, Signal, SignalBatch, TimeWindow, WindowSet
 
 
 def batch(n: int, ts: float, *, seed: int = 0, n_features: int = 3, segment: str = "eu") -> SignalBatch:
@@ -115,6 +115,59 @@ def test_unit_grid_quantiles_match_numpy_within_one_bin() -> None:
     want = np.quantile(f, [0.5, 0.75, 0.9, 0.99])
     assert got[0] == 0.0
     np.testing.assert_allclose(got, want, atol=grid.resolution)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_time_window_matches_a_per_event_reference_over_spans_wraps_and_late_events(seed: int) -> None:
+    """Batches spanning many buckets (wrapping the ring, some events late, signals missing, classes past the cap)
+    give the snapshot a per-event reference computes from the events the window still holds."""
+    rng = np.random.default_rng(seed)
+    buckets, span, max_classes = 6, 60.0, 2
+    w = TimeWindow(span, n_features=2, buckets=buckets, max_classes=max_classes)
+    width = span / buckets
+    kept: list[tuple[int, float, float, int, list[float]]] = []  # bucket, gamma, flicker, class, features
+    newest = None
+    t = 1000.0
+    for _ in range(12):
+        n = int(rng.integers(1, 9))
+        ts = t + rng.uniform(-70.0, 40.0, size=n)  # some older than the window, some buckets ahead
+        t += rng.uniform(0.0, 25.0)
+        gamma = np.where(rng.random(n) < 0.3, np.nan, rng.exponential(0.1, size=n))
+        flicker = np.where(rng.random(n) < 0.2, np.nan, rng.random(n))
+        pc = rng.integers(-1, 4, size=n)
+        x = rng.normal(size=(n, 2))
+        w.update(SignalBatch.of(features=x, timestamps_seconds=ts, gamma=gamma, flicker=flicker, predicted_class=pc))
+        bid = np.floor(ts / width).astype(int)
+        newest = int(bid.max()) if newest is None else max(newest, int(bid.max()))
+        kept = [e for e in kept if e[0] > newest - buckets]  # buckets cleared as time moves on
+        kept += [
+            (int(b), float(g), float(f), int(c), row.tolist())
+            for b, g, f, c, row in zip(bid, gamma, flicker, pc, x, strict=True)
+            if b > newest - buckets
+        ]
+    assert newest is not None
+    now = (newest + 0.5) * width
+    snap = w.snapshot(now_seconds=now)
+    live = [e for e in kept if e[0] > int(np.floor(now / width)) - buckets]
+    assert snap.events == len(live)
+    signals: tuple[tuple[Signal, int], ...] = (("gamma", 1), ("flicker", 2))
+    for name, col in signals:
+        values = np.array([e[col] for e in live])
+        values = values[np.isfinite(values)]
+        summary = snap.signals[name]
+        assert summary.count == values.size
+        assert summary.mean == pytest.approx(values.mean(), rel=1e-9)
+        assert summary.std == pytest.approx(values.std(), rel=1e-6, abs=1e-12)
+        expected = w.grids[name].quantiles(w.grids[name].counts(values), w.quantile_levels)
+        np.testing.assert_allclose(list(summary.quantiles.values()), expected, rtol=1e-12)
+    classes = np.array([e[3] for e in live])
+    classes = classes[classes >= 0]
+    folded = np.where(classes >= max_classes, -1, classes)
+    expected_mix = {int(c): float(np.mean(folded == c)) for c in np.unique(folded)}
+    assert snap.class_mix == pytest.approx(expected_mix)
+    x = np.array([e[4] for e in live])
+    np.testing.assert_allclose(snap.feature_mean, x.mean(axis=0), rtol=1e-9)
+    np.testing.assert_allclose(snap.feature_std, x.std(axis=0), rtol=1e-6)
 
 
 def test_count_window_keeps_the_last_n_events_in_order() -> None:
