@@ -25,6 +25,8 @@ Four subcommands, each printing markdown tables plus the command and the machine
       what the sampler kept, windows/drift, commits — with the shadow check (one ONNX centre evaluation per poll
       batch for events carrying a live label) switched off;
     - ``pipeline``: the same, shadow check on (the production path);
+    - ``pipeline-noahead``: ``pipeline`` with the consumer child decoding nothing ahead (the pipeline decodes every
+      record);
     - ``pipeline-inproc``: ``pipeline`` over the in-process ``KafkaSource``;
     - ``raw-librdkafka``: a plain confluent-kafka ``Consumer`` (librdkafka, the configuration ``RdKafkaSource``
       builds) in ``consume(max_poll_records)`` batches, touching every record's value;
@@ -157,6 +159,7 @@ VARIANTS = (
     "decode+sample-proc",
     "pipeline-noshadow",
     "pipeline",
+    "pipeline-noahead",
     "pipeline-inproc",
     "raw-librdkafka",
     "pipeline-librdkafka",
@@ -534,6 +537,8 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
     )
     if variant == "pipeline-noshadow":
         _no_shadow(pipeline)
+    if variant == "pipeline-noahead" and isinstance(source, ProcessKafkaSource):
+        source.decode_ahead = lambda spec: None  # type: ignore[method-assign]
     if variant == "pipeline-default-fixed":
         pipeline.ingest_first = None  # the CPU budget stays at cpu_share of the CPUs
     try:

@@ -226,10 +226,9 @@ class KafkaSettings(_Strict):
     )
     consumer_process: bool | None = Field(
         None,
-        description="Run the consumer in a child process that fetches and decodes ahead, so that reading and the "
-        "pipeline use two cores (monitor/source/kafka_process.py); default with kafka-python: when 2 or more CPUs are "
-        "available (CPU affinity, capped by the container's cgroup CPU quota); with librdkafka: false (true is "
-        "faster; on Kafka 0.9 a child that started while the broker was away was seen not to join its group).",
+        description="Run the consumer, either client, in a child process that fetches and decodes ahead, so that "
+        "reading and the pipeline use two cores (monitor/source/kafka_process.py); default: when 2 or more CPUs are "
+        "available (CPU affinity, capped by the container's cgroup CPU quota).",
     )
 
     client: Literal["kafka-python", "librdkafka"] = Field(
@@ -241,8 +240,6 @@ class KafkaSettings(_Strict):
     )
 
     def use_consumer_process(self) -> bool:
-        if self.client == "librdkafka":  # opt-in: see the description
-            return bool(self.consumer_process)
         if self.consumer_process is not None:
             return self.consumer_process
         return available_cpus() >= 2  # the container's CPU quota counts, not only the node's cores

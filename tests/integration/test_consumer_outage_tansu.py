@@ -38,6 +38,6 @@ def test_run_waits_out_tansu_away_at_start_up_and_mid_run(
     outages = {
         "child": Outage(child, OUTAGE_SECONDS),
         "in-process": Outage(in_process, SHORT_OUTAGE_SECONDS),
-        "librdkafka": Outage(in_process, SHORT_OUTAGE_SECONDS),  # the in-process one's broker, and its outage
+        "librdkafka-in-process": Outage(in_process, SHORT_OUTAGE_SECONDS),  # the in-process one's broker and outage
     }
     wait_out_outages(outages, classifier, tmp_path)

@@ -50,6 +50,7 @@ def test_consumer_conf_commits_only_by_hand_and_carries_the_fetch_settings() -> 
         "auto.offset.reset": "earliest",
         "session.timeout.ms": 6000,
         "heartbeat.interval.ms": 2000,
+        "topic.metadata.refresh.interval.ms": 10_000,
         "fetch.wait.max.ms": k.fetch_max_wait_ms,
         "max.partition.fetch.bytes": k.max_partition_fetch_bytes,
     }
@@ -123,10 +124,12 @@ def test_an_unknown_security_name_is_refused_with_the_fix() -> None:
         security_conf({"ssl_context": "x"})
 
 
-def test_librdkafka_runs_in_the_consumer_process_when_asked() -> None:
+def test_librdkafka_takes_the_consumer_process_as_kafka_python_does(monkeypatch: pytest.MonkeyPatch) -> None:
     assert KafkaSettings(client="librdkafka", consumer_process=False).use_consumer_process() is False
     assert KafkaSettings(client="librdkafka", consumer_process=True).use_consumer_process() is True
-    assert KafkaSettings(client="librdkafka").use_consumer_process() is False  # opt-in with librdkafka
+    for cpus, expected in ((1, False), (2, True)):  # the default: the child on 2+ CPUs, as with kafka-python
+        monkeypatch.setattr("monitor.config.available_cpus", lambda cpus=cpus: cpus)
+        assert KafkaSettings(client="librdkafka").use_consumer_process() is expected
 
 
 def test_the_client_setting_is_checked(tmp_path: Path) -> None:
@@ -465,7 +468,8 @@ def test_service_builds_the_librdkafka_source_and_sink(
     monkeypatch.setattr(confluent_kafka, "Producer", FakeProducer)
     settings = make_settings(
         tmp_path,
-        kafka={"client": "librdkafka", "scores_topic": "scores", "api_version": "0.9"},
+        # in this process (the fake consumer's): the child process is the default on 2+ CPUs
+        kafka={"client": "librdkafka", "scores_topic": "scores", "api_version": "0.9", "consumer_process": False},
         metrics={"port": 0},  # any free port: 9108 may be taken on a shared machine
     )
     svc = Service.from_settings(settings)
