@@ -25,15 +25,14 @@ Four subcommands, each printing markdown tables plus the command and the machine
       what the sampler kept, windows/drift, commits — with the shadow check (one ONNX centre evaluation per poll
       batch for events carrying a live label) switched off;
     - ``pipeline``: the same, shadow check on (the production path);
-    - ``pipeline-noahead``: ``pipeline`` with the consumer child decoding nothing ahead (the pipeline decodes every
-      record);
     - ``pipeline-inproc``: ``pipeline`` over the in-process ``KafkaSource``;
     - ``raw-librdkafka``: a plain confluent-kafka ``Consumer`` (librdkafka, the configuration ``RdKafkaSource``
       builds) in ``consume(max_poll_records)`` batches, touching every record's value;
     - ``pipeline-librdkafka``: ``pipeline`` over ``RdKafkaSource`` in this process (``kafka.client: librdkafka``,
       ``consumer_process: false``);
     - ``pipeline-librdkafka-proc``: ``pipeline`` over librdkafka in the consumer's child process
-      (``ProcessKafkaSource`` with ``client="librdkafka"``: the default for librdkafka on 2+ CPUs).
+      (``ProcessKafkaSource`` with ``client="librdkafka"``: the default for librdkafka on 2+ CPUs);
+    - ``pipeline-librdkafka-proc-noahead``: the same, the child decoding nothing ahead.
 
     - ``pipeline-default``: ``pipeline`` with the default sampler (no ``events_per_second`` cap: the CPU share,
       ingest first), the backlog-drain question: its rate over ``pipeline``'s at ``--budget 100`` (scoring nearly
@@ -159,11 +158,11 @@ VARIANTS = (
     "decode+sample-proc",
     "pipeline-noshadow",
     "pipeline",
-    "pipeline-noahead",
     "pipeline-inproc",
     "raw-librdkafka",
     "pipeline-librdkafka",
     "pipeline-librdkafka-proc",
+    "pipeline-librdkafka-proc-noahead",
     "pipeline-default",
     "pipeline-default-fixed",
 )
@@ -520,7 +519,7 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
     source: Source
     if variant == "pipeline-librdkafka":
         source = RdKafkaSource(replace(consumer, fetch_max_wait_ms=settings.kafka.fetch_max_wait_ms))
-    elif variant == "pipeline-librdkafka-proc":
+    elif variant.startswith("pipeline-librdkafka-proc"):
         source = ProcessKafkaSource(
             replace(consumer, fetch_max_wait_ms=settings.kafka.fetch_max_wait_ms),
             log_level="info",
@@ -537,7 +536,7 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
     )
     if variant == "pipeline-noshadow":
         _no_shadow(pipeline)
-    if variant == "pipeline-noahead" and isinstance(source, ProcessKafkaSource):
+    if variant.endswith("-noahead") and isinstance(source, ProcessKafkaSource):
         source.decode_ahead = lambda spec: None  # type: ignore[method-assign]
     if variant == "pipeline-default-fixed":
         pipeline.ingest_first = None  # the CPU budget stays at cpu_share of the CPUs

@@ -2,10 +2,12 @@
 
 Why: the pipeline's process spends most of its time per event parsing the JSON and checking the fields (the whole
 event path took ~26 µs of CPU per event on the benchmark machine, ~10 µs with the events decoded beforehand), while
-the consumer process, on the other core, only fetches. With the consumer in its child process
-(:class:`~monitor.source.kafka_process.ProcessKafkaSource`), the child runs the decoder's fast path
+librdkafka's consumer process, on the other core, has CPU to spare: librdkafka fetches and parses in C. With that
+consumer in its child process (:class:`~monitor.source.kafka_process.ProcessKafkaSource`), the child runs the decoder's fast path
 (:meth:`~monitor.source.decode.EventDecoder.common`) on each record and hands the event's fields over with the
-record (:attr:`~monitor.source.base.RawRecord.decoded`); this process builds the event from them.
+record (:attr:`~monitor.source.base.RawRecord.decoded`); this process builds the event from them. kafka-python's
+child does not: its own fetch and record parse in Python take most of its core, and with it decoding ahead drained a
+backlog no faster than the pipeline decoding every record itself.
 
 The outcome is the decoder's own, event for event: the child's decoder is made from this process's
 (:class:`DecodeAhead`: the models the fast path takes, the default model, the size bound, the segment allow-list and

@@ -117,6 +117,10 @@ class ProcessKafkaSource(GroupMember):
         self._away: tuple[float, str] | None = None
         #: the decoder state last sent to the child (it decodes ahead with it: :meth:`decode_ahead`)
         self._ahead: DecodeAhead | None = None
+        #: only librdkafka's child decodes ahead: kafka-python's spends most of a core fetching and parsing records in
+        #: Python, and with it decoding ahead drained a backlog no faster than without (docs/BENCHMARKS.md, ingest vs
+        #: raw client)
+        self._decodes_ahead = client == "librdkafka"
         # a fresh interpreter running this module (not fork: the parent holds onnxruntime and other threads; not
         # multiprocessing's spawn: it re-imports the parent's __main__), talking over two inherited pipes
         cmd_read, cmd_write = os.pipe()
@@ -179,8 +183,9 @@ class ProcessKafkaSource(GroupMember):
 
     def decode_ahead(self, spec: DecodeAhead) -> None:
         """Have the child decode each record's common plain event with ``spec`` (the pipeline's decoder state) as
-        it reads it (:mod:`monitor.source.decode_ahead`); sent again only when it changed (a segment admitted)."""
-        if spec != self._ahead:
+        it reads it (:mod:`monitor.source.decode_ahead`); sent again only when it changed (a segment admitted).
+        Ignored with kafka-python's child (see ``_decodes_ahead``)."""
+        if self._decodes_ahead and spec != self._ahead:
             self._ahead = spec
             self._send(("decode_ahead", spec))
 
