@@ -538,8 +538,8 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
         _no_shadow(pipeline)
     if variant.endswith("-noahead") and isinstance(source, ProcessKafkaSource):
         source.decode_ahead = lambda spec: None  # type: ignore[method-assign]
-    if variant == "pipeline-default-fixed":
-        pipeline.ingest_first = None  # the CPU budget stays at cpu_share of the CPUs
+    if variant == "pipeline-default-fixed":  # the CPU budget stays at cpu_share of the CPUs: no controller
+        pipeline.budget.control = pipeline.ingest_first = None
     try:
         seen: list[tuple[float | None, float]] = []
 
