@@ -378,29 +378,24 @@ class RdKafkaSource(ColumnSource):
         offsets = [TopicPartition(t, p, off) for (t, p), off in sorted(owned.items())]
         self._last_offsets = offsets
         if self._revoking:
-            self._commit_now(offsets)
+            self._commit(offsets, wait=True)
         elif self._outage.since is not None:
             self._log.warning("commit-away", "offset commit not sent: the broker is away; sent at the next checkpoint")
         else:
-            self._send_commit(offsets)
+            self._commit(offsets, wait=False)
 
-    def _send_commit(self, offsets: list[Any]) -> None:
+    def _commit(self, offsets: list[Any], *, wait: bool) -> None:
+        """Send the commit; with ``wait``, until librdkafka answers (its outcome logged here, else by
+        :meth:`_on_commit` from a later poll)."""
         from confluent_kafka import KafkaException
 
         try:
-            self._consumer.commit(offsets=offsets, asynchronous=True)
+            if wait:
+                self._on_commit(None, self._consumer.commit(offsets=offsets, asynchronous=False) or [])
+            else:
+                self._consumer.commit(offsets=offsets, asynchronous=True)
         except KafkaException as exc:
             log.warning("offset commit failed; events will be re-delivered", extra={"error": redact_text(str(exc))})
-
-    def _commit_now(self, offsets: list[Any]) -> None:
-        from confluent_kafka import KafkaException
-
-        try:
-            result = self._consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            log.warning("offset commit failed; events will be re-delivered", extra={"error": redact_text(str(exc))})
-            return
-        self._on_commit(None, result or [])
 
     def _on_commit(self, error: Any, partitions: list[Any]) -> None:
         """An asynchronous commit's outcome (librdkafka's ``on_commit``, served inside ``consume``)."""
@@ -413,7 +408,7 @@ class RdKafkaSource(ColumnSource):
     def close(self) -> None:
         self.side_reader.close()
         if self._last_offsets and self._outage.since is None:
-            self._commit_now(self._last_offsets)  # the last checkpoint's positions, durable before the close
+            self._commit(self._last_offsets, wait=True)  # the last checkpoint's positions, durable before the close
         try:
             self._consumer.close()
         except Exception:  # noqa: BLE001 - closing must not mask the real shutdown path
