@@ -232,10 +232,21 @@ class GroupMember:
 
     _assigned: set[tuple[str, int]]
     _handler: RebalanceHandler | None
+    #: whether the group ever assigned this member partitions
+    _ever_assigned = False
 
     @property
     def ready(self) -> bool:
-        return bool(self._assigned)
+        """Partitions are assigned, or were until the broker went away. A member that lost them in an outage (its
+        session expired: librdkafka reports them lost) is degraded (``broker``), not unready, so that the sidecar
+        stays in the scrape path and shows the fault (docs/DESIGN.md, degraded, not dead). Before its first
+        assignment it is not ready, broker or no broker."""
+        return bool(self._assigned) or (self._ever_assigned and self.degraded is not None)
+
+    @property
+    def degraded(self) -> str | None:
+        """None while the broker answers; else what is wrong and what to fix (each source says)."""
+        return None
 
     @property
     def assigned(self) -> list[tuple[str, int]]:
@@ -252,6 +263,7 @@ class GroupMember:
     def _note_assigned(self, parts: list[tuple[str, int]], logger: logging.Logger) -> None:
         """Partitions the group assigned: held from now on, the handler told, logged on ``logger``."""
         self._assigned.update(parts)
+        self._ever_assigned = True
         if self._handler is not None:
             self._handler.after_assign(parts)
         logger.info("partitions assigned", extra={"partitions": sorted(parts)})

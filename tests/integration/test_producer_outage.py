@@ -160,14 +160,12 @@ def test_run_keeps_dead_letters_and_scores_through_a_broker_outage(
             broker.start_broker()
         outage_seconds = time.monotonic() - outage_started
         for client, (status, detail) in readyz.items():
-            # degraded, not dead, saying what is wrong. kafka-python's consumer keeps its partitions through the
-            # outage: still ready. librdkafka's group session expires meanwhile and its partitions are lost (applied,
-            # not committed: docs/OPERATIONS.md, *Outages with librdkafka*): not ready until it joins again
-            assert "producer" in detail["degraded"], (client, detail)
-            if client == "kafka-python":
-                assert status == 200, detail
-            else:
-                assert status == 503 and "broker" in detail["degraded"] and not detail["partitions"], detail
+            # degraded, not dead: still ready, saying what is wrong. librdkafka's group session expires meanwhile
+            # and its partitions are lost (applied, not committed: docs/OPERATIONS.md, *Outages with librdkafka*);
+            # kafka-python's consumer keeps them. Either way the broker is named, and the sidecar stays ready
+            assert status == 200 and {"producer", "broker"} <= set(detail["degraded"]), (client, detail)
+            if client == "librdkafka":
+                assert not detail["partitions"], detail
             assert "Kafka producer at '127.0.0.1:" in detail["degraded_detail"]["producer"], client
             assert downs[client].total(tel.PRODUCER_DROPPED_TOTAL.name) == 0, client
 

@@ -384,6 +384,25 @@ def test_revoke_applies_and_commits_before_the_partitions_go(fake_consumer: type
     assert not source.ready
 
 
+def test_partitions_lost_while_the_broker_is_away_leave_the_source_ready_and_degraded(
+    fake_consumer: type[FakeConsumer],
+) -> None:
+    source = events_source()
+    consumer = fake_consumer.instances[0]
+    consumer.conf["error_cb"](KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    assert not source.ready  # away before its first assignment: not ready
+    consumer.conf["stats_cb"](_stats(("b:9092/1", "UP", "learned")))
+    consumer.events.append(("assign", [("events", 0)]))
+    source.poll(0.0, 1)
+    consumer.conf["error_cb"](KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    consumer.events.append(("lost", [("events", 0)]))
+    source.poll(0.0, 1)
+    assert source.assigned == [] and source.degraded is not None
+    assert source.ready  # degraded, not dead: it stays in the scrape path
+    consumer.conf["stats_cb"](_stats(("b:9092/1", "UP", "learned")))
+    assert not source.ready  # the broker is back, the group not joined yet: unready until it assigns again
+
+
 def test_source_reports_the_log_end_offsets_librdkafka_last_fetched(fake_consumer: type[FakeConsumer]) -> None:
     source = events_source()
     fake_consumer.instances[0].watermarks = {("events", 0): (0, 120), ("events", 1): (-1001, -1001)}
