@@ -11,6 +11,7 @@ loop. The pipeline's :class:`~monitor.runtime.stage_fanout.StageFanout` counts t
 from __future__ import annotations
 
 import traceback
+from collections.abc import Sequence
 
 from monitor.config import Settings
 from monitor.errors import InvalidEventError
@@ -20,7 +21,8 @@ from monitor.source.base import Positions, RawRecord
 from monitor.source.decode import EventDecoder
 from monitor.source.decode_ahead import DecodeAhead, event_of
 from monitor.source.kserve_join import KServeJoiner
-from monitor.source.validate import ModelSchema
+from monitor.source.records import UNDECODABLE_HEADER
+from monitor.source.validate import ModelSchema, fast_loads
 
 
 class Ingest:
@@ -50,19 +52,62 @@ class Ingest:
             self._shared = admitted
             send(DecodeAhead.of(self.decoder))
 
-    def decode(self, record: RawRecord, now: float, into: Ingested) -> None:
+    def decode_all(
+        self, records: Sequence[RawRecord], now: float, into: Ingested, skip_topic: str | None = None
+    ) -> list[RawRecord]:
+        """Decode ``records`` into ``into`` as :meth:`decode` does each, except those of ``skip_topic`` (the labels
+        topic), which are returned in order; never raises.
+
+        The common plain event (a record without headers, parsed by orjson, taken by the decoder's fast path) is
+        decoded here without :meth:`decode`'s layers of calls per record: ~1 µs less of the pipeline's ~15 µs per
+        event. Every other record, and every record while KServe halves are held, goes through :meth:`decode`.
+        """
+        skipped: list[RawRecord] = []
+        joiner, decoder, loads = self.joiner, self.decoder, fast_loads
+        common, max_bytes = decoder.common, decoder.max_bytes
+        events, consumed = into.events, into.consumed
+        for record in records:
+            value, headers, topic, partition, offset, stamp, decoded = record
+            if topic == skip_topic:
+                skipped.append(record)
+                continue
+            if headers or decoded is not None or joiner.pending or len(value) > max_bytes or loads is None:
+                self.decode(record, now, into)
+                continue
+            doc = event = None
+            try:
+                doc = loads(value)
+                if type(doc) is dict and "specversion" not in doc:
+                    event = common(doc, (topic, partition, offset), stamp / 1000.0 if stamp else now)
+            except Exception:  # noqa: BLE001 - not JSON for orjson, or anything unforeseen: the full decode says
+                doc = None
+            if event is None:  # the full decode, from the document parsed here when it is an object
+                self.decode(record, now, into, doc if type(doc) is dict else None)
+                continue
+            model = event.model
+            consumed[model] = consumed.get(model, 0) + 1
+            events.append((event, record))
+        return skipped
+
+    def decode(self, record: RawRecord, now: float, into: Ingested, parsed: dict[str, object] | None = None) -> None:
         """Decode one record into ``into``: its events, or the record as :class:`Invalid` with its reason; never
-        raises.
+        raises. ``parsed``: the record's value as parsed already, a JSON object off the common shape.
 
         The record is counted in ``into.consumed`` once, under its model. A decoder that raises anything but
-        :class:`InvalidEventError` is a bug; the record is invalid as ``decode_failed`` and the loop goes on.
+        :class:`InvalidEventError` is a bug; the record is invalid as ``decode_failed`` and the loop goes on. The
+        stand-in for a record batch the source could not decode (:data:`UNDECODABLE_HEADER`) is refused as
+        ``undecodable_batch``.
         """
+        if record.headers and record.headers[0][0] == UNDECODABLE_HEADER:
+            why = record.headers[0][1].decode("utf-8", "replace")
+            into.refuse(record._replace(headers=record.headers[1:]), "undecodable_batch", f"record batch: {why}")
+            return
         event_now = record.timestamp_ms / 1000.0 if record.timestamp_ms else now
         try:
             # the common plain event in one call (or decoded ahead where it was read); anything else through the
             # joiner's full decode, parsed once
-            doc = None
-            if not record.headers and not self.joiner.pending:  # held KServe halves: the joiner expires them first
+            doc = parsed
+            if doc is None and not record.headers and not self.joiner.pending:  # held KServe halves: expired first
                 if record.decoded is not None:
                     event: InferenceEvent | None = event_of(record.decoded, record.origin)  # type: ignore[arg-type]
                 else:

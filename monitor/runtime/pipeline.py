@@ -49,9 +49,8 @@ from monitor.runtime.state import (
 )
 from monitor.runtime.watches import SegmentBaselineFiles, install_watches
 from monitor.sampler.base import Sampler
-from monitor.source.base import Positions, RawRecord, Sink, Source
+from monitor.source.base import Positions, RawRecord, Sink, Source, partition_of
 from monitor.source.labels import LabelJoiner
-from monitor.source.records import UNDECODABLE_HEADER
 from monitor.source.side_read import SideReader, read_below
 from monitor.source.validate import ModelSchema
 
@@ -288,38 +287,13 @@ class Pipeline:
         positions: Positions = {}
         last: dict[tuple[str, int], RawRecord] = {}
         try:
-            for record in records:
-                key = (record.topic, record.partition)
-                if self.saved.sought and key in self.saved.sought:
-                    continue  # read before the source's seek: it delivers these again, or others, from there
-                if self.saved.held and key in self.saved.held:
-                    verdict, incarnation = self.saved.decide(key, record, getattr(self.source, "seek", None))
-                    if incarnation:  # a new incarnation of the topic: nothing read of the old one counts
-                        self._consumed.pop(key, None)
-                        self._applied.pop(key, None)
-                    if verdict == SKIP:
-                        positions[key] = record.offset + 1  # applied before: in the state already
-                        last[key] = record
-                        continue
-                    if verdict == SEEK:
-                        positions.pop(key, None)
-                        continue
-                if recovery.poison and recovery.is_poison(record):
-                    why = "the process died twice with this record in flight"
-                    ingested.refuse(record, "crashed_processing", why)
-                elif record.headers and record.headers[0][0] == UNDECODABLE_HEADER:
-                    why = record.headers[0][1].decode("utf-8", "replace")
-                    ingested.refuse(
-                        record._replace(headers=record.headers[1:]), "undecodable_batch", f"record batch: {why}"
-                    )
-                elif self.labels_topic is not None and record.topic == self.labels_topic:
+            if self.saved.sought or self.saved.held or recovery.poison or recovery.careful_until:
+                self._read_each(records, now, ingested, positions, last)
+            else:  # the common poll: nothing to check record by record; decoded in one pass
+                for record in self.ingest.decode_all(records, now, ingested, self.labels_topic):
                     self.stages.labelled(self.labels.record(record, now))
-                else:
-                    self.ingest.decode(record, now, ingested)
-                positions[key] = record.offset + 1
-                last[key] = record
-                if recovery.careful_until:  # a partition still in careful mode may leave it now
-                    recovery.processed(record)
+                last.update(zip(map(partition_of, records), records, strict=True))
+                positions.update({key: record.offset + 1 for key, record in last.items()})
         finally:  # records read are counted (and invalid ones dead-lettered) even when a later one fails
             for key, record in last.items():
                 self._tails[key] = tail_of(record)
@@ -331,6 +305,38 @@ class Pipeline:
         # only now are these records' events pending (or dead-lettered): if anything above raised, nothing may
         # commit past records whose events were never applied (at-least-once)
         self._consumed.update(positions)
+
+    def _read_each(
+        self, records: list[RawRecord], now: float, ingested: Ingested, positions: Positions, last: dict[Any, RawRecord]
+    ) -> None:
+        """``records`` one at a time: against saved positions (skipped, or sought), as poison, or in careful mode."""
+        recovery = self.recovery
+        for record in records:
+            key = (record.topic, record.partition)
+            if self.saved.sought and key in self.saved.sought:
+                continue  # read before the source's seek: it delivers these again, or others, from there
+            if self.saved.held and key in self.saved.held:
+                verdict, incarnation = self.saved.decide(key, record, getattr(self.source, "seek", None))
+                if incarnation:  # a new incarnation of the topic: nothing read of the old one counts
+                    self._consumed.pop(key, None)
+                    self._applied.pop(key, None)
+                if verdict == SKIP:
+                    positions[key] = record.offset + 1  # applied before: in the state already
+                    last[key] = record
+                    continue
+                if verdict == SEEK:
+                    positions.pop(key, None)
+                    continue
+            if recovery.poison and recovery.is_poison(record):
+                ingested.refuse(record, "crashed_processing", "the process died twice with this record in flight")
+            elif self.labels_topic is not None and record.topic == self.labels_topic:
+                self.stages.labelled(self.labels.record(record, now))
+            else:
+                self.ingest.decode(record, now, ingested)
+            positions[key] = record.offset + 1
+            last[key] = record
+            if recovery.careful_until:  # a partition still in careful mode may leave it now
+                recovery.processed(record)
 
     def _checkpoint_due(self, now: float) -> bool:
         interval = self.settings.checkpoint_seconds

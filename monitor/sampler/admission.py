@@ -45,10 +45,19 @@ class Admission:
         self.rng = random.Random(self.seed)
 
     def decide(
-        self, model: ModelAccount, stratum: StratumAccount, p: float, now: float, *, force: bool, absorb: bool
+        self,
+        model: ModelAccount,
+        stratum: StratumAccount,
+        p: float,
+        now: float,
+        *,
+        force: bool,
+        absorb: bool,
+        drawn: bool = False,
     ) -> float:
         """Decide one event at acceptance probability ``p``, counting it in ``stratum``: its weight (1 / ``p`` when
-        drawn, 1.0 when forced or absorbed, 0.0: dropped)."""
+        drawn, 1.0 when forced or absorbed, 0.0: dropped). ``drawn``: the caller drew it already from :attr:`rng`
+        (at ``p``), so only the buckets decide."""
         budget = self.budget
         stratum.probability = p
         stratum.seen_total += 1
@@ -66,7 +75,7 @@ class Admission:
             stratum.kept_total += 1
             return 1.0
         if (
-            (p >= 1.0 or self.rng.random() < p)
+            (drawn or p >= 1.0 or self.rng.random() < p)
             and model.bucket.available(now)
             and budget.events.available(now)
             and budget.cpu.available(now)

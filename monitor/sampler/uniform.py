@@ -253,7 +253,11 @@ class UniformSampler:
             modes[name] = reservoir.plan(model, n, measured, now, tally)
         forced_any = bool(forced)
         reservoir.begin_poll()
-        decide = self.admission.decide
+        decide, draw = self.admission.decide, self.admission.rng.random
+        # per stratum, noted in the tally at its first decision: the poll's acceptance probability, and how many of
+        # its events were drawn and dropped here (counted once after the loop: the common case costs one draw)
+        decided: dict[int, tuple[StratumAccount, float]] = {}
+        dropped: dict[int, int] = {}
         for i, (model, stratum) in enumerate(entries):
             ev = events[i]
             force = forced_any and bool(forced[i])  # type: ignore[index]
@@ -261,9 +265,24 @@ class UniformSampler:
             if mode is PollMode.HOLD and not force:
                 reservoir.hold(model, ev, stratum)
                 continue
-            tally.note(stratum)
-            p = min(1.0, stratum.boost * model.target / max(rates[ev.model], MIN_RATE))
+            known = decided.get(id(stratum))
+            if known is None:
+                tally.note(stratum)
+                p = min(1.0, stratum.boost * model.target / max(rates[ev.model], MIN_RATE))
+                decided[id(stratum)] = (stratum, p)
+            else:
+                p = known[1]
+            if mode is PollMode.DECIDE and not force and p < 1.0:
+                if draw() >= p:  # Admission.decide's draw, the same one in the same order
+                    dropped[id(stratum)] = dropped.get(id(stratum), 0) + 1
+                    continue
+                weights[i] = decide(model, stratum, p, now, force=False, absorb=False, drawn=True)
+                continue
             weights[i] = decide(model, stratum, p, now, force=force, absorb=mode is PollMode.ABSORB)
+        for ident, n in dropped.items():
+            stratum, p = decided[ident]
+            stratum.probability = p
+            stratum.seen_total += n
         for name in {name for name, mode in modes.items() if mode is PollMode.HOLD}:
             reservoir.settle(models[name], now, tally)
         tally.flush(now)

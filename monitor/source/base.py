@@ -7,6 +7,7 @@ A source yields :class:`RawRecord` batches; the pipeline decodes, samples and sc
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import NamedTuple, Protocol
 
 #: Kafka record headers as a source delivers them: (key, value) pairs, a missing value as b""
@@ -34,6 +35,12 @@ class RawRecord(NamedTuple):
     def origin(self) -> tuple[str, int, int]:
         return (self.topic, self.partition, self.offset)
 
+
+#: a record's (topic, partition), by position: one C call (``map(partition_of, records)``) instead of a tuple built
+#: in Python per record
+partition_of = itemgetter(2, 3)
+#: a record's offset, by position
+offset_of = itemgetter(4)
 
 #: (topic, partition) → next offset to read (the Kafka convention: last processed offset + 1)
 Positions = dict[tuple[str, int], int]

@@ -39,6 +39,9 @@ try:  # orjson is a declared dependency; the stdlib path keeps a broken install 
     from orjson import loads as _orjson_loads
 except ImportError:  # pragma: no cover
     _orjson_loads = None
+#: orjson's ``loads`` (None without it): the pipeline's fast path parses with it and leaves every document it
+#: refuses to :func:`loads`, through the full decode
+fast_loads = _orjson_loads
 
 #: every ``reason`` an :class:`InvalidEventError` raised by the event decoders can carry (pre-register the counter with these)
 INVALID_REASONS: tuple[str, ...] = (

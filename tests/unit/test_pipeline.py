@@ -404,11 +404,18 @@ def test_pipeline_never_commits_past_a_held_kserve_half(tmp_path: Path) -> None:
 
 def test_an_event_off_the_common_shape_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An integer ``id`` is decoded by the full decoder, from the document the first step parsed."""
+    from monitor.runtime import ingest
     from monitor.source import decode
 
     parsed: list[bytes] = []
     real = decode.loads
-    monkeypatch.setattr(decode, "loads", lambda raw: parsed.append(raw) or real(raw))
+
+    def counted(raw: bytes) -> object:
+        parsed.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(decode, "loads", counted)  # the full decoder's parse
+    monkeypatch.setattr(ingest, "fast_loads", counted)  # the pipeline's fast path's
     lines = [event(0, [0.1, 0.2], id=7), event(1, [0.3, 0.4])]  # the first off the common shape, the second on it
     pipeline = make_pipeline(make_settings(tmp_path), ReplaySource(lines))
     drain(pipeline)

@@ -81,14 +81,14 @@ def test_pipeline_dead_letters_a_record_whose_decoder_raises_an_unexpected_error
     lines = events(rows(10, seed=4))
     source = RecordingSource(records(lines))
     pipeline = make_pipeline(settings, source, sink=sink)
-    real = pipeline.ingest.decoder.parse  # the first decode step every plain record meets
+    real = pipeline.ingest.decoder.common  # the decode step every plain record meets once parsed
 
-    def parse(value: bytes) -> Any:
-        if value == lines[4]:
+    def common(doc: Any, *args: Any) -> Any:
+        if doc["id"] == json.loads(lines[4])["id"]:
             raise RecursionError("maximum recursion depth exceeded")
-        return real(value)
+        return real(doc, *args)
 
-    pipeline.ingest.decoder.parse = parse  # type: ignore[method-assign]
+    pipeline.ingest.decoder.common = common  # type: ignore[method-assign]
     run_to_end(pipeline)
     assert pipeline.state.counter(tel.EVENTS_INVALID_TOTAL.name, ("unknown", "decode_failed")) == 1
     assert pipeline.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 9
