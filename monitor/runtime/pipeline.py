@@ -49,7 +49,7 @@ from monitor.runtime.state import (
 )
 from monitor.runtime.watches import SegmentBaselineFiles, install_watches
 from monitor.sampler.base import Sampler
-from monitor.source.base import Positions, RawRecord, Sink, Source, partition_of
+from monitor.source.base import Positions, RawRecord, Sink, Source, partition_spans
 from monitor.source.labels import LabelJoiner
 from monitor.source.side_read import SideReader, read_below
 from monitor.source.validate import ModelSchema
@@ -282,7 +282,8 @@ class Pipeline:
     def _process(self, records: list[RawRecord], now: float, *, careful: bool) -> None:
         """Decode, shadow-check and sample ``records`` (one poll's, or one record after an unclean exit)."""
         recovery = self.recovery
-        recovery.begin(records, careful)
+        spans = partition_spans(records)
+        recovery.begin(records, careful, spans)
         ingested = Ingested()  # the poll's events and invalid records; consumed counted once per model per poll
         positions: Positions = {}
         last: dict[tuple[str, int], RawRecord] = {}
@@ -292,7 +293,7 @@ class Pipeline:
             else:  # the common poll: nothing to check record by record; decoded in one pass
                 for record in self.ingest.decode_all(records, now, ingested, self.labels_topic):
                     self.stages.labelled(self.labels.record(record, now))
-                last.update(zip(map(partition_of, records), records, strict=True))
+                last.update({key: span[1] for key, span in spans.items()})
                 positions.update({key: record.offset + 1 for key, record in last.items()})
         finally:  # records read are counted (and invalid ones dead-lettered) even when a later one fails
             for key, record in last.items():

@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from monitor.runtime.state import InFlight
-from monitor.source.base import RawRecord, offset_of, partition_of
+from monitor.source.base import RawRecord, partition_spans
+
+#: each partition's first and last record in a poll (:func:`~monitor.source.base.partition_spans`)
+Spans = dict[tuple[str, int], tuple[RawRecord, RawRecord]]
 
 log = logging.getLogger("monitor.runtime.pipeline")
 
@@ -84,18 +87,16 @@ class CrashRecovery:
     def is_poison(self, record: RawRecord) -> bool:
         return bool(self.poison) and (record.topic, record.partition, record.offset) in self.poison
 
-    def begin(self, records: Sequence[RawRecord], careful: bool) -> None:
-        """Write the marker before ``records`` are processed (one record alone when ``careful``)."""
+    def begin(self, records: Sequence[RawRecord], careful: bool, spans: Spans | None = None) -> None:
+        """Write the marker before ``records`` are processed (one record alone when ``careful``); ``spans``: their
+        :func:`~monitor.source.base.partition_spans`, when the caller has them."""
         unapplied = self.unapplied
-        keys, offsets = list(map(partition_of, records)), list(map(offset_of, records))
-        # each partition's first and last offsets, by dicts built in C: no Python step per record
-        firsts = dict(zip(reversed(keys), reversed(offsets), strict=True))
-        for key, last in dict(zip(keys, offsets, strict=True)).items():
+        for key, (first, last) in (partition_spans(records) if spans is None else spans).items():
             span = unapplied.get(key)
             if span is None:
-                unapplied[key] = [firsts[key], last]
+                unapplied[key] = [first.offset, last.offset]
             else:
-                span[1] = last
+                span[1] = last.offset
         if careful:  # one record alone: the marker names it, and keeps the rest of the range still to re-process
             ranges = {f"{r.topic}/{r.partition}": [r.offset, r.offset] for r in records}
             marker: dict[str, Any] = {"ranges": ranges, "careful": True}

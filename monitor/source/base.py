@@ -6,7 +6,9 @@ A source yields :class:`RawRecord` batches; the pipeline decodes, samples and sc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Sequence
+from itertools import groupby
 from operator import itemgetter
 from typing import NamedTuple, Protocol
 
@@ -36,11 +38,26 @@ class RawRecord(NamedTuple):
         return (self.topic, self.partition, self.offset)
 
 
-#: a record's (topic, partition), by position: one C call (``map(partition_of, records)``) instead of a tuple built
-#: in Python per record
-partition_of = itemgetter(2, 3)
-#: a record's offset, by position
-offset_of = itemgetter(4)
+_TOPIC, _PARTITION = itemgetter(2), itemgetter(3)
+
+
+def partition_spans(records: Iterable[RawRecord]) -> dict[tuple[str, int], tuple[RawRecord, RawRecord]]:
+    """Each (topic, partition)'s first and last record in ``records``.
+
+    A poll's records come in runs of one partition's records: the runs are found by ``itertools.groupby`` in C, with
+    one Python step per run rather than per record (~0.07 µs per record instead of ~0.17 for a loop).
+    """
+    spans: dict[tuple[str, int], tuple[RawRecord, RawRecord]] = {}
+    for topic, of_topic in groupby(records, _TOPIC):
+        for partition, run in groupby(of_topic, _PARTITION):
+            first = next(run)
+            tail = deque(run, maxlen=1)  # noqa: B031 - the run after its first record: its last, consumed in C
+            last = tail[0] if tail else first
+            key = (topic, partition)
+            span = spans.get(key)
+            spans[key] = (first, last) if span is None else (span[0], last)
+    return spans
+
 
 #: (topic, partition) → next offset to read (the Kafka convention: last processed offset + 1)
 Positions = dict[tuple[str, int], int]

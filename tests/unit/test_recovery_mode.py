@@ -127,3 +127,23 @@ def test_a_careful_marker_carries_the_ranges_of_the_first_crash(tmp_path: Path) 
         "suspects": {"t/0": [2, 5]},
     }
     pipeline.close()
+
+
+def test_partition_spans_are_each_partitions_first_and_last_record_however_the_runs_interleave() -> None:
+    """The marker's ranges and the poll's positions come from these: runs of one partition, runs of two topics with
+    the same partition number, a partition met again after another's run, a run of one record."""
+    from monitor.source.base import partition_spans
+
+    records = on(0, [b"a"] * 3) + on(1, [b"b"], start=7) + on(0, [b"c"] * 2, start=3)
+    records += [
+        RawRecord(b"l", topic="labels", partition=0, offset=40),
+        RawRecord(b"l", topic="labels", partition=0, offset=41),
+    ]
+    records += on(2, [b"d"] * 4, start=10)
+    spans = {key: (first.offset, last.offset) for key, (first, last) in partition_spans(records).items()}
+    reference: dict[tuple[str, int], tuple[int, int]] = {}
+    for r in records:  # the plain loop it replaces
+        key = (r.topic, r.partition)
+        reference[key] = (reference.get(key, (r.offset, r.offset))[0], r.offset)
+    assert spans == reference == {("t", 0): (0, 4), ("t", 1): (7, 7), ("labels", 0): (40, 41), ("t", 2): (10, 13)}
+    assert partition_spans([]) == {}
