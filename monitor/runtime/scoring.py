@@ -109,12 +109,16 @@ class Scoring:
         """
         accepted = Accepted()
         by_model: dict[str, list[tuple[InferenceEvent, RawRecord | None]]] = {}
-        for item in items:  # a list per model, not one per event (as setdefault's default would be)
-            group = by_model.get(item[0].model)
-            if group is None:
-                by_model[item[0].model] = [item]
-            else:
-                group.append(item)
+        if len(self.runtimes) == 1:  # every event decoded is a watched model's: one group, no look-up per event
+            if items:
+                by_model[next(iter(self.runtimes))] = list(items)
+        else:
+            for item in items:  # a list per model, not one per event (as setdefault's default would be)
+                group = by_model.get(item[0].model)
+                if group is None:
+                    by_model[item[0].model] = [item]
+                else:
+                    group.append(item)
         for name, group in by_model.items():
             rt = self.runtimes[name]
             try:
@@ -168,7 +172,10 @@ class Scoring:
         # the ONNX copy and the live server disagree: always score it (a stale copy must show)
         weights = self.sampler.sample_many(evs, now, [d == 1.0 for d in shadow])
         held = {id(ev) for ev in getattr(self.sampler, "last_held", ())}
-        for (ev, record), disagreement, weight in zip(items, shadow, weights, strict=True):
+        # the kept and the held only: most events are dropped, and a step per event costs more than finding these
+        chosen = range(len(items)) if held else [i for i, weight in enumerate(weights) if weight > 0]
+        for i in chosen:
+            (ev, record), disagreement, weight = items[i], shadow[i], weights[i]
             if weight > 0:
                 self._pend(rt, Pending(ev, disagreement, weight, record), now, accepted)
             elif held and id(ev) in held:  # decided later, by ``Sampler.release`` (see ``accept``)

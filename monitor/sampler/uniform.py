@@ -38,6 +38,7 @@ counters), :class:`~monitor.sampler.admission.Admission` (the draw and the payme
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 from monitor.events import InferenceEvent
@@ -217,28 +218,22 @@ class UniformSampler:
         weights = [0.0] * len(events)
         models = self.accounts.models
         count_offers = self._stratum_counts_offers
+        # the (model, live label) of each event, counted in C; the accounts are then updated once per distinct key,
+        # in the order of first sight (a stratum is made on first sight)
+        keys = [(ev.model, None if ev.prediction is None else ev.prediction.label) for ev in events]
         seen: dict[tuple[str, int | None], tuple[ModelAccount, StratumAccount]] = {}
         per_model: dict[str, int] = {}
-        entries: list[tuple[ModelAccount, StratumAccount]] = []
-        for ev in events:
-            pred = ev.prediction
-            key = (ev.model, None if pred is None else pred.label)
-            entry = seen.get(key)
-            if entry is None:
-                model = models.get(ev.model)
-                if model is None:
-                    model = self._add_model(ev.model)
-                model.offered.update(now)
-                stratum = self._stratum_for(model, key[1])
-                if count_offers:
-                    stratum.offered.update(now)
-                entry = seen[key] = (model, stratum)
-            else:
-                entry[0].offered.count += 1.0
-                if count_offers:
-                    entry[1].offered.count += 1.0
-            entries.append(entry)
-            per_model[ev.model] = per_model.get(ev.model, 0) + 1
+        for key, n in Counter(keys).items():
+            model = models.get(key[0])
+            if model is None:
+                model = self._add_model(key[0])
+            model.offered.update(now, n)
+            stratum = self._stratum_for(model, key[1])
+            if count_offers:
+                stratum.offered.update(now, n)
+            seen[key] = (model, stratum)
+            per_model[key[0]] = per_model.get(key[0], 0) + n
+        entries = [seen[key] for key in keys]
         if self.budget.due(now):
             self._reallocate(now)
         reservoir = self.reservoir
