@@ -208,12 +208,18 @@ class Scoring:
         on every event with a live label, or on a uniform draw of :attr:`shadow_share` of them while ingest first
         holds scoring back: the compared and disagreed counts stay a uniform sample, so their ratio stays unbiased.
         """
-        idx = [i for i, ev in enumerate(evs) if ev.prediction is not None and ev.prediction.label is not None]
-        if idx and self.shadow_share < 1.0:
-            drawn = self._shadow_rng.random(len(idx)) < self.shadow_share
-            idx = [i for i, keep in zip(idx, drawn.tolist(), strict=True) if keep]
         flags = [float("nan")] * len(evs)
-        if not idx or rt.model.kind != "classifier":
+        if rt.model.kind != "classifier":
+            return flags
+        # every event drawn at the share, then the labelled among the drawn: a uniform draw of the labelled ones,
+        # with a step per drawn event rather than per event
+        drawn = (
+            range(len(evs))
+            if self.shadow_share >= 1.0
+            else np.flatnonzero(self._shadow_rng.random(len(evs)) < self.shadow_share).tolist()
+        )
+        idx = [i for i in drawn if evs[i].prediction is not None and evs[i].prediction.label is not None]  # type: ignore[union-attr]
+        if not idx:
             return flags
         rows = feature_rows([evs[i] for i in idx], np.float32)
         out = rt.model.evaluate(rows, held_rows([evs[i] for i in idx]))
