@@ -68,8 +68,8 @@ class Ingest:
         events, consumed = into.events, into.consumed
         for record in records:
             value, headers, topic, partition, offset, stamp, decoded = record
-            if topic == skip_topic:
-                skipped.append(record)
+            if topic == skip_topic and not (headers and headers[0][0] == UNDECODABLE_HEADER):
+                skipped.append(record)  # a labels topic's undecodable batch is refused here, as any other
                 continue
             if headers or decoded is not None or joiner.pending or len(value) > max_bytes or loads is None:
                 self.decode(record, now, into)

@@ -107,3 +107,35 @@ def test_labelled_window_keeps_only_the_last_size_labels_and_reports_resilience_
     q = w.get()
     assert q.events == 3 and q.accuracy == 1.0 and q.resilience == 1.0
     assert np.isnan(q.ece)  # no confidences: ECE undefined, not 0
+
+
+def test_one_poll_of_events_labels_and_an_undecodable_labels_batch_goes_each_its_way(tmp_path: Path) -> None:
+    """The poll's one pass (``Ingest.decode_all``) hands label records to the label stage, and refuses a record
+    batch the source could not decode as ``undecodable_batch`` even on the labels topic (not as a bad label)."""
+    from monitor.source.records import UNDECODABLE_HEADER
+
+    x, y = make_classification(n_samples=300, n_features=5, n_informative=3, random_state=1)
+    events = [
+        RawRecord(
+            json.dumps({"id": f"e{i}", "ts": TS_MS + i, "features": x[i].tolist()}).encode(),
+            topic="events",
+            partition=0,
+            offset=i,
+        )
+        for i in range(100)
+    ]
+    labels = [
+        RawRecord(json.dumps({"id": f"e{i}", "label": int(y[i])}).encode(), topic="labels", partition=0, offset=i)
+        for i in range(50)
+    ]
+    stand_in = RawRecord(b"\x00raw", ((UNDECODABLE_HEADER, b"lz4 missing"),), "labels", 0, 25)
+    after = [r._replace(offset=r.offset + 1) for r in labels[25:]]
+    pipe = _pipeline(tmp_path, [events[:50] + labels[:25] + [stand_in] + events[50:] + after], x, y)
+    while not pipe.source.exhausted:
+        pipe.step(0.0)
+    pipe.flush()
+    st = pipe.state
+    assert st.counter(tel.LABELS_JOINED_TOTAL.name, ("m",)) == 50
+    assert st.counter(tel.EVENTS_INVALID_TOTAL.name, ("unknown", "undecodable_batch")) == 1
+    assert st.counter_sum(tel.LABELS_INVALID_TOTAL.name) == 0
+    assert pipe.source.committed == {("events", 0): 100, ("labels", 0): 51}
