@@ -25,6 +25,11 @@ from monitor.source.records import UNDECODABLE_HEADER
 from monitor.source.validate import ModelSchema, fast_loads
 
 
+def undecodable(record: RawRecord) -> bool:
+    """Whether ``record`` stands in for a record batch the source could not decode (:data:`UNDECODABLE_HEADER`)."""
+    return bool(record.headers) and record.headers[0][0] == UNDECODABLE_HEADER
+
+
 class Ingest:
     """Decode records into events for the models in ``schemas`` (the first one is the default model)."""
 
@@ -98,7 +103,7 @@ class Ingest:
         stand-in for a record batch the source could not decode (:data:`UNDECODABLE_HEADER`) is refused as
         ``undecodable_batch``.
         """
-        if record.headers and record.headers[0][0] == UNDECODABLE_HEADER:
+        if undecodable(record):
             why = record.headers[0][1].decode("utf-8", "replace")
             into.refuse(record._replace(headers=record.headers[1:]), "undecodable_batch", f"record batch: {why}")
             return

@@ -34,7 +34,7 @@ from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
 from monitor.runtime.dead_letters import DeadLetters
 from monitor.runtime.fanout import Fanout
-from monitor.runtime.ingest import Ingest
+from monitor.runtime.ingest import Ingest, undecodable
 from monitor.runtime.labels import LabelStage
 from monitor.runtime.models import ModelRuntime
 from monitor.runtime.recovery import CrashRecovery
@@ -311,7 +311,6 @@ class Pipeline:
         self, records: list[RawRecord], now: float, ingested: Ingested, positions: Positions, last: dict[Any, RawRecord]
     ) -> None:
         """``records`` one at a time: against saved positions (skipped, or sought), as poison, or in careful mode."""
-        recovery = self.recovery
         for record in records:
             key = (record.topic, record.partition)
             if self.saved.sought and key in self.saved.sought:
@@ -328,16 +327,16 @@ class Pipeline:
                 if verdict == SEEK:
                     positions.pop(key, None)
                     continue
-            if recovery.poison and recovery.is_poison(record):
+            if self.recovery.poison and self.recovery.is_poison(record):
                 ingested.refuse(record, "crashed_processing", "the process died twice with this record in flight")
-            elif self.labels_topic is not None and record.topic == self.labels_topic:
+            elif record.topic == self.labels_topic and not undecodable(record):  # a batch stand-in: refused
                 self.stages.labelled(self.labels.record(record, now))
             else:
                 self.ingest.decode(record, now, ingested)
             positions[key] = record.offset + 1
             last[key] = record
-            if recovery.careful_until:  # a partition still in careful mode may leave it now
-                recovery.processed(record)
+            if self.recovery.careful_until:  # a partition still in careful mode may leave it now
+                self.recovery.processed(record)
 
     def _checkpoint_due(self, now: float) -> bool:
         interval = self.settings.checkpoint_seconds
@@ -381,22 +380,15 @@ class Pipeline:
     def degraded(self) -> dict[str, str]:
         """What runs degraded (reason → what to fix): the state directory, the producer, alert delivery. The process
         stays up."""
-        found: dict[str, str] = {}
-        if self.store.degraded is not None:
-            found["state_dir"] = self.store.degraded
-        producer = getattr(self.sink, "degraded", None)
-        if isinstance(producer, str):
-            found["producer"] = producer
         failing = [d for d in (getattr(w, "degraded", None) for w in self.alert_workers) if isinstance(d, str)]
-        if failing:
-            found["alert_delivery"] = "; ".join(failing)
-        broker = getattr(self.source, "degraded", None)
-        if isinstance(broker, str):
-            found["broker"] = broker
-        recovering = self.recovery.degraded()
-        if recovering is not None:
-            found["recovery"] = recovering
-        return found
+        found = {
+            "state_dir": self.store.degraded,
+            "producer": getattr(self.sink, "degraded", None),
+            "alert_delivery": "; ".join(failing) or None,
+            "broker": getattr(self.source, "degraded", None),
+            "recovery": self.recovery.degraded(),
+        }
+        return {reason: text for reason, text in found.items() if isinstance(text, str)}  # None: not degraded
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         """Ready when every model is loaded and partitions are assigned; ``degraded`` lists what needs fixing
