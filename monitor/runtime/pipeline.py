@@ -283,7 +283,7 @@ class Pipeline:
         """Decode, shadow-check and sample ``records`` (one poll's, or one record after an unclean exit)."""
         recovery = self.recovery
         spans = partition_spans(records)
-        recovery.begin(records, careful, spans)
+        recovery.begin(records, spans, careful)
         ingested = Ingested()  # the poll's events and invalid records; consumed counted once per model per poll
         positions: Positions = {}
         last: dict[tuple[str, int], RawRecord] = {}

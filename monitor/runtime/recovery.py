@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from monitor.runtime.state import InFlight
-from monitor.source.base import RawRecord, partition_spans
+from monitor.source.base import RawRecord
 
-#: each partition's first and last record in a poll (:func:`~monitor.source.base.partition_spans`)
+#: each partition's first and last record in a poll: :func:`monitor.source.base.partition_spans`
 Spans = dict[tuple[str, int], tuple[RawRecord, RawRecord]]
 
 log = logging.getLogger("monitor.runtime.pipeline")
@@ -87,11 +87,11 @@ class CrashRecovery:
     def is_poison(self, record: RawRecord) -> bool:
         return bool(self.poison) and (record.topic, record.partition, record.offset) in self.poison
 
-    def begin(self, records: Sequence[RawRecord], careful: bool, spans: Spans | None = None) -> None:
+    def begin(self, records: Sequence[RawRecord], spans: Spans, careful: bool) -> None:
         """Write the marker before ``records`` are processed (one record alone when ``careful``); ``spans``: their
-        :func:`~monitor.source.base.partition_spans`, when the caller has them."""
+        :func:`~monitor.source.base.partition_spans`."""
         unapplied = self.unapplied
-        for key, (first, last) in (partition_spans(records) if spans is None else spans).items():
+        for key, (first, last) in spans.items():
             span = unapplied.get(key)
             if span is None:
                 unapplied[key] = [first.offset, last.offset]

@@ -60,21 +60,31 @@ def _pipeline(tmp_path: Path, polls: list[list[RawRecord]], x: np.ndarray, y: np
     return Pipeline(settings, TwoTopicSource(polls), rts, build_sampler(settings), clock=lambda: TS_MS / 1000)
 
 
-def test_pipeline_joins_delayed_labels_into_accuracy_resilience_and_reliability(tmp_path: Path) -> None:
-    x, y = make_classification(n_samples=600, n_features=5, n_informative=3, random_state=0, flip_y=0.1)
-    events = [
+def _events(x: np.ndarray, n: int) -> list[RawRecord]:
+    """The first ``n`` rows of ``x`` as event records on topic ``events``, partition 0, offsets 0…n−1."""
+    return [
         RawRecord(
             json.dumps({"id": f"e{i}", "ts": TS_MS + i, "features": x[i].tolist()}).encode(),
             topic="events",
             partition=0,
             offset=i,
         )
-        for i in range(400)
+        for i in range(n)
     ]
-    labels = [
+
+
+def _labels(y: np.ndarray, n: int) -> list[RawRecord]:
+    """Labels of the first ``n`` events as records on topic ``labels``, partition 0, offsets 0…n−1."""
+    return [
         RawRecord(json.dumps({"id": f"e{i}", "label": int(y[i])}).encode(), topic="labels", partition=0, offset=i)
-        for i in range(400)
-    ] + [RawRecord(b'{"id": "nobody", "label": 1}', topic="labels", partition=0, offset=400)]
+        for i in range(n)
+    ]
+
+
+def test_pipeline_joins_delayed_labels_into_accuracy_resilience_and_reliability(tmp_path: Path) -> None:
+    x, y = make_classification(n_samples=600, n_features=5, n_informative=3, random_state=0, flip_y=0.1)
+    events = _events(x, 400)
+    labels = _labels(y, 400) + [RawRecord(b'{"id": "nobody", "label": 1}', topic="labels", partition=0, offset=400)]
     pipe = _pipeline(tmp_path, [events, labels, [RawRecord(b"[]", topic="labels", partition=0, offset=401)]], x, y)
     while not pipe.source.exhausted:
         pipe.step(0.0)
@@ -115,19 +125,7 @@ def test_one_poll_of_events_labels_and_an_undecodable_labels_batch_goes_each_its
     from monitor.source.records import UNDECODABLE_HEADER
 
     x, y = make_classification(n_samples=300, n_features=5, n_informative=3, random_state=1)
-    events = [
-        RawRecord(
-            json.dumps({"id": f"e{i}", "ts": TS_MS + i, "features": x[i].tolist()}).encode(),
-            topic="events",
-            partition=0,
-            offset=i,
-        )
-        for i in range(100)
-    ]
-    labels = [
-        RawRecord(json.dumps({"id": f"e{i}", "label": int(y[i])}).encode(), topic="labels", partition=0, offset=i)
-        for i in range(50)
-    ]
+    events, labels = _events(x, 100), _labels(y, 50)
     stand_in = RawRecord(b"\x00raw", ((UNDECODABLE_HEADER, b"lz4 missing"),), "labels", 0, 25)
     after = [r._replace(offset=r.offset + 1) for r in labels[25:]]
     pipe = _pipeline(tmp_path, [events[:50] + labels[:25] + [stand_in] + events[50:] + after], x, y)
