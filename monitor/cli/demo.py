@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,6 +30,9 @@ from monitor.cli.flags import add_setting_flag
 from monitor.config import AlertSettings, MetricsSettings, ScoringSettings
 from monitor.errors import ConfigError
 from monitor.source.replay import MemorySource, ReplaySource
+
+if TYPE_CHECKING:
+    from monitor.runtime.service import Service
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -252,7 +255,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
             last_print = 0.0
             while not source.exhausted and not stop.is_set():
                 pipeline.step(0.0)
-                svc.probes.tick()
+                svc.tick()  # as `run`'s loop: probes, alerts, and the snapshot the HTTP endpoints serve
                 now = time.perf_counter()
                 if now - last_print >= 0.5:
                     last_print = now
@@ -269,7 +272,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
                     )
             pipeline.flush()
             watch.evaluate(_last_ts(lines))
-            pipeline.publish()  # the evaluation's series and alerts go out now, not at the next phase's flush
+            svc.tick()  # the evaluation's series and alerts go out now, not at the next phase's flush
             fired = [
                 ev.alert.labels["alertname"] for ev in watch.fired[alerts_before:] if ev.alert.state.value == "firing"
             ]
@@ -309,6 +312,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
             )
         svc.probes.run_once(time.time())
         pipeline.close()
+        svc.tick(publish_now=True)  # the endpoints serve what the summary prints from the moment it prints
         elapsed = time.perf_counter() - started
         yardstick = _reference_yardstick(data.labelled_reference_path, data.n_features, phase_stats)
         summary = {
@@ -328,10 +332,19 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
             Path(args.summary_json).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
             print(f"summary written to {args.summary_json}", file=out)
         if args.linger > 0 and svc.server is not None:
-            print(f"serving /metrics for {args.linger:.0f} s more (Ctrl-C to stop)", file=out)
             with contextlib.suppress(KeyboardInterrupt):
-                time.sleep(args.linger)
+                print(f"serving /metrics for {args.linger:.0f} s more (Ctrl-C to stop)", file=out)
+                _linger(svc, args.linger)
     return 0
+
+
+def _linger(svc: Service, seconds: float) -> None:
+    """Keep the service ticking for ``seconds``, as ``run`` does on a quiet topic: the HTTP endpoints keep serving
+    the final state, its probes go on, and ``/healthz`` stays live."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        svc.tick()
+        time.sleep(min(0.25, left))
 
 
 def _phase_accuracy(fit: Any, parts: list[NDArray[np.float64]], method: str, realized: float) -> dict[str, Any] | None:

@@ -202,17 +202,25 @@ class Service:
         self, stop: threading.Event, *, until_exhausted: bool = False, tick: Callable[[], None] | None = None
     ) -> None:
         def _tick() -> None:
-            self.collector.maybe_collect()
-            self.probes.tick()
-            self.pipeline.readiness()  # keeps harmonic_ready current even when nothing polls /readyz
-            self.pipeline.tick_alerts()  # alerts fire and resolve on the clock, events or not
-            self._export_delivery_counters()
-            if self.server is not None:
-                self.server.publish()
+            self.tick()
             if tick is not None:
                 tick()
 
         self.pipeline.run(stop, until_exhausted=until_exhausted, tick=_tick)
+
+    def tick(self, *, publish_now: bool = False) -> None:
+        """The upkeep of one loop turn, after every ``pipeline.step``: the GC by time, the probes, readiness, the
+        alerts on the clock, the delivery counters, and the snapshot the HTTP process serves (published once per
+        ``metrics.min_render_interval_seconds``, or now with ``publish_now``). :meth:`run` calls it; so does a caller
+        that steps the pipeline itself (the demo), and one that keeps serving after the last event (the demo's
+        ``--linger``)."""
+        self.collector.maybe_collect()
+        self.probes.tick()
+        self.pipeline.readiness()  # keeps harmonic_ready current even when nothing polls /readyz
+        self.pipeline.tick_alerts()  # alerts fire and resolve on the clock, events or not
+        self._export_delivery_counters()
+        if self.server is not None:
+            self.server.publish(force=publish_now)
 
     def _export_delivery_counters(self) -> None:
         for w in self.workers:

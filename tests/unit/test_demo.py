@@ -1,7 +1,8 @@
 """``harmonic-monitor demo`` end to end (monitor/cli/demo.py + monitor/cli/demo_data.py), run as a subprocess.
 
-The full demo takes seconds, so it is marked slow; nothing here asserts on time. Every run points TMPDIR (and
-``tempfile.tempdir`` in process) at the test's own directory: the tests leave nothing in /tmp.
+The full demo takes seconds, so it is marked slow; nothing here asserts on time but generous liveness bounds.
+Every run points TMPDIR (and ``tempfile.tempdir`` in process) at the test's own directory: the tests leave nothing
+in /tmp.
 """
 
 from __future__ import annotations
@@ -14,10 +15,16 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.cli import build_parser
 from monitor.cli.demo import _PhaseTally
@@ -42,11 +49,113 @@ def run_demo(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+#: liveness bounds: on the serving demo reaching its linger (training and scoring), and then on its endpoints
+#: showing what the summary printed (a snapshot is published once per render interval, 1 s)
+_LINGER_TIMEOUT_SECONDS = 300.0
+_COUNTED_TIMEOUT_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the lingering demo's HTTP endpoints answered once ``/metrics`` counted the events the summary printed."""
+
+    metrics: dict[str, list[tuple[dict[str, str], float]]]
+    gammamap: dict[str, Any]
+    probes: dict[str, Any]
+    readyz: dict[str, Any]
+    healthz: dict[str, Any]
+
+
+def _get(port: int, path: str) -> bytes:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+        return bytes(response.read())
+
+
+def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
+    return out
+
+
+def _consumed(samples: dict[str, list[tuple[dict[str, str], float]]]) -> float:
+    return sum(v for labels, v in samples.get("harmonic_events_consumed_total", []) if labels.get("model") == "demo")
+
+
+def _scrape_when_counted(port: int, events: int) -> Served:
+    """Poll ``/metrics`` until it counts ``events`` consumed (the snapshot is published once per render interval) or
+    the liveness bound passes, then read the other endpoints; the test judges what they answered."""
+    deadline = time.monotonic() + _COUNTED_TIMEOUT_SECONDS
+    metrics = _samples(_get(port, "/metrics").decode())
+    while _consumed(metrics) != events and time.monotonic() < deadline:
+        time.sleep(0.2)
+        metrics = _samples(_get(port, "/metrics").decode())
+    return Served(
+        metrics,
+        json.loads(_get(port, "/gammamap")),
+        json.loads(_get(port, "/probes")),
+        json.loads(_get(port, "/readyz")),
+        json.loads(_get(port, "/healthz")),
+    )
+
+
+def serve_demo(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], Served]:
+    """The demo serving on a free port with a long ``--linger``: its endpoints are scraped once the summary is out,
+    then Ctrl-C (SIGINT) ends the linger, and the demo exits 0 as after a linger run out."""
+    argv = [sys.executable, "-m", "monitor", "demo", "--metrics-port", "0", "--linger", "600", *args]
+    # SIGINT as in a terminal, even where the test runner's own parent ignores it (Python keeps an ignored SIGINT)
+    with (cwd / "demo.stderr").open("w") as err:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=demo_env(cwd),
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+    lines: list[str] = []
+    lingering = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("serving /metrics for"):
+                lingering.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + _LINGER_TIMEOUT_SECONDS
+        while not lingering.wait(0.2) and proc.poll() is None and time.monotonic() < deadline:
+            pass
+        out = "".join(lines)
+        assert lingering.is_set(), f"the demo did not reach its linger (status {proc.poll()}):\n{out}"
+        port = re.search(r"^metrics: http://127\.0\.0\.1:(\d+)/metrics", out, re.M)
+        scored = re.search(r"^(\d+) events scored", out, re.M)
+        assert port and scored, out
+        served = _scrape_when_counted(int(port.group(1)), int(scored.group(1)))
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    stderr = (cwd / "demo.stderr").read_text(encoding="utf-8")
+    (cwd / "demo.stderr").unlink()
+    return subprocess.CompletedProcess(argv, proc.returncode, "".join(lines), stderr), served
+
+
 @pytest.fixture(scope="module")
-def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """One demo without --workdir (9000 events: enough micro-batches per phase for a moving window to differ)."""
+def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, Served]:
+    """One demo without --workdir (9000 events: enough micro-batches per phase for a moving window to differ),
+    serving its endpoints and scraped while it lingers."""
     tmp = tmp_path_factory.mktemp("demo_default")
-    return run_demo("--events", "9000", cwd=tmp), tmp
+    proc, served = serve_demo("--events", "9000", cwd=tmp)
+    return proc, tmp, served
 
 
 @pytest.mark.slow
@@ -97,9 +206,9 @@ def test_demo_too_few_events_fails_with_a_clear_message(tmp_path: Path) -> None:
 # -- the temporary workdir goes on every exit path ----------------------------------------------
 @pytest.mark.slow
 def test_demo_without_workdir_removes_its_temporary_one_and_says_so(
-    default_run: tuple[subprocess.CompletedProcess[str], Path],
+    default_run: tuple[subprocess.CompletedProcess[str], Path, Served],
 ) -> None:
-    proc, tmp = default_run
+    proc, tmp, _ = default_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert list(tmp.glob("harmonic-demo-*")) == []
     assert re.search(
@@ -150,15 +259,47 @@ _SUMMARY_ROW = re.compile(r"^(\S+)\s+(\d+)\s+(\S+)\s+\S+\s+(\S+)\s+(\S+)\s+\S+$"
 
 @pytest.mark.slow
 def test_demo_summary_repeats_the_last_progress_values_of_each_phase(
-    default_run: tuple[subprocess.CompletedProcess[str], Path],
+    default_run: tuple[subprocess.CompletedProcess[str], Path, Served],
 ) -> None:
-    proc, _ = default_run
+    proc, _, _ = default_run
     lines = proc.stdout.splitlines()
     progress = {m.group(1): m.groups()[1:] for m in map(_PROGRESS.match, lines) if m}
     table = lines[lines.index("summary") + 2 :]
     summary = {m.group(1): m.groups()[1:] for m in map(_SUMMARY_ROW.match, table) if m and m.group(1) in PHASES}
     assert list(progress) == list(summary) == list(PHASES)
     assert progress == summary
+
+
+# -- the endpoints serve the live state: what the summary prints -------------------------------
+@pytest.mark.slow
+def test_demo_endpoints_serve_the_events_windows_verdict_and_gamma_map_the_summary_prints(
+    default_run: tuple[subprocess.CompletedProcess[str], Path, Served],
+) -> None:
+    proc, _, served = default_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # Ctrl-C ends the linger, not the demo
+    lines = proc.stdout.splitlines()
+    table = lines[lines.index("summary") + 2 :]
+    last = [m for m in map(_SUMMARY_ROW.match, table) if m and m.group(1) in PHASES][-1]
+    scored = re.search(r"^(\d+) events scored", proc.stdout, re.M)
+    assert scored is not None, proc.stdout
+    events = int(scored.group(1))
+    demo = {
+        name: [(labels, v) for labels, v in rows if labels.get("model") == "demo"]
+        for name, rows in served.metrics.items()
+    }
+    assert _consumed(served.metrics) == events == 9000
+    assert sum(v for _, v in demo["harmonic_events_scored_total"]) == events
+    # the windows hold events, and the verdict series names the last phase's verdict
+    windows = {labels["window"]: v for labels, v in demo["harmonic_window_events"]}
+    assert windows and all(v > 0 for v in windows.values()), windows
+    verdicts = {labels["verdict"]: v for labels, v in demo["harmonic_drift_verdict"]}
+    assert verdicts == {last.group(5): 1.0}
+    assert demo["harmonic_drift_statistic"]
+    # the Gamma Map counts every event, on /metrics and on /gammamap
+    assert sum(v for _, v in demo["harmonic_gammamap_events_total"]) == events
+    assert served.gammamap["models"]["demo"]["cumulative"]["total"] == events
+    assert "demo" in served.probes["models"]
+    assert served.readyz["ready"] is True and served.healthz["status"] == "ok"
 
 
 def test_phase_tally_means_are_over_every_batch_and_leave_nan_out() -> None:
