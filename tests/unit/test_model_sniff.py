@@ -121,3 +121,31 @@ def test_convert_given_a_cut_pickle_names_the_unpickling_error(
         "expected a scikit-learn model saved with joblib.dump(model, path), with the same scikit-learn "
         "installed as when it was saved"
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check-config", "--model", "{m}"],
+        ["run", "--model", "{m}", "--bootstrap-servers", "127.0.0.1:9", "--metrics-port", "0"],
+        ["probe", "--model", "{m}", "--data", "{d}", "--json", "{o}"],
+        ["replay", "--model", "{m}", "--events", "{d}", "--timeline", "{o}"],
+        ["report", "--model", "{m}", "--reference", "{d}", "--events", "{d}", "--out", "{o}"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_every_command_taking_a_model_names_a_joblib_file(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    classifier: LogisticRegression,
+    rows_csv: Path,
+    argv: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "clf.joblib"
+    joblib.dump(classifier, path)
+    filled = [a.format(m=path, d=rows_csv, o=tmp_path / "out") for a in argv]
+    err = refusal(capsys, *filled)
+    assert f"model '{path}' is not an ONNX model: expected an ONNX file (.onnx), got a Python pickle" in err
+    assert f"`harmonic-monitor convert --sklearn {path} --out clf.onnx`" in err
