@@ -15,7 +15,7 @@ A reference is any of those rows, a reference JSON written by ``harmonic-monitor
 :meth:`ReferenceResult.save`), or the :class:`ReferenceResult` that :func:`reference` returns.
 
 Results are typed (frozen dataclasses); tables among them have ``to_frame()``, which needs pandas
-(``pip install 'harmonic-monitor[frame]'``) and says so when it is missing; :func:`score` of a DataFrame returns a
+(``pip install -e '.[frame]'`` in the clone) and says so when it is missing; :func:`score` of a DataFrame returns a
 DataFrame. The commands ``score``, ``reference``, ``estimate``, ``replay``, ``probe`` and ``report`` are wrappers
 over these functions (the same options give the same numbers). ``import monitor`` stays cheap: this module is
 imported on first use of one of them.
@@ -67,7 +67,7 @@ _MODEL_KIND: str = setting_default(ModelSettings, "model_kind")
 _FIXED_FEATURES: tuple[str, ...] = tuple(setting_default(ModelSettings, "fixed_features"))
 
 #: what to install for ``to_frame()`` and parquet files
-FRAME_EXTRA = "pip install 'harmonic-monitor[frame]'"
+FRAME_EXTRA = "in the clone, pip install -e '.[frame]' (the `frame` extra: pandas, pyarrow)"
 #: rows per scorer call (flicker noise is drawn per call: keep it fixed to reproduce a run)
 BATCH_ROWS = 1024
 

@@ -138,7 +138,11 @@ class ModelSettings(_Strict):
         "and counts stored as float. See docs/MODELS.md.",
     )
     version: str = Field("", description="Label model_version when events carry none.")
-    reference: Path | None = Field(None, description="Reference data (.csv/.npy); else a warm-up window.")
+    reference: Path | None = Field(
+        None,
+        description="A reference JSON built by `harmonic-monitor reference` (recommended: scales, baselines, "
+        "category tables), or reference rows (.csv/.npy/.npz); else a warm-up window.",
+    )
     feature_names: tuple[str, ...] | None = Field(None, description="Order for events whose features are a map.")
     reference_header: Literal["auto", "yes", "no"] = Field(
         "auto",

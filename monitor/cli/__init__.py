@@ -16,6 +16,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from monitor.allocator import tune_gc, tune_malloc
 from monitor.cli.flags import add_setting_flag
+from monitor.cli.parsing import CommandParser
 from monitor.config import Settings
 from monitor.errors import MonitorError
 from monitor.logs import redact_text, setup_logging
@@ -46,7 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_setting_flag(parser, Settings, "log_format", "--log-format", override=True, after=" On stderr.")
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="COMMAND", help="run `harmonic-monitor COMMAND --help` for its options"
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        help="run `harmonic-monitor COMMAND --help` for its options",
+        parser_class=CommandParser,
     )
     for name in _COMMANDS:
         try:

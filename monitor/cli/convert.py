@@ -13,6 +13,7 @@ from monitor.model.convert import (
     column_types_from_sample,
     convert_estimator,
 )
+from monitor.model.sniff import not_joblib, sniff
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
     src = Path(args.sklearn)
     if not src.is_file():
         raise ModelError(f"scikit-learn model file '{src}' does not exist (expected a joblib file)")
+    refusal = not_joblib(src, sniff(src))
+    if refusal is not None:
+        raise ModelError(refusal)
     print(
         f"warning: loading '{src}' with joblib runs code from the file; only convert files you trust", file=sys.stderr
     )
@@ -50,7 +54,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         estimator = joblib.load(src)
     except Exception as exc:  # noqa: BLE001 - unpickling can raise anything
-        raise ModelError(f"cannot load '{src}' with joblib: {exc}") from exc
+        raise ModelError(
+            f"cannot load '{src}' with joblib: {type(exc).__name__}: {exc}; expected a scikit-learn model saved with "
+            "joblib.dump(model, path), with the same scikit-learn installed as when it was saved"
+        ) from exc
     if not hasattr(estimator, "predict"):
         raise ModelError(
             f"'{src}' holds a {type(estimator).__name__}, not a scikit-learn estimator (no predict method); "

@@ -32,6 +32,7 @@ from monitor.cli.common import (
     load_model,
 )
 from monitor.cli.flags import add_setting_flag
+from monitor.cli.parsing import CommandParser
 from monitor.config import FunnelSettings, ProbeRunSettings
 from monitor.errors import MonitorError, ProbeError
 from monitor.model.io import HeaderMode, load_rows
@@ -210,7 +211,7 @@ def _crossed(profile: Sequence[ProfileEntry]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``probe`` on its own (``python -m monitor.cli.probe ...``), without the other sub-commands."""
     parser = argparse.ArgumentParser(prog="harmonic-monitor")
-    register(parser.add_subparsers(dest="command", required=True))
+    register(parser.add_subparsers(dest="command", required=True, parser_class=CommandParser))
     args = parser.parse_args(["probe", *(sys.argv[1:] if argv is None else argv)])
     code: int = args.func(args)
     return code

@@ -13,6 +13,8 @@ from numpy.typing import NDArray
 
 from monitor.cli.common import add_header_option, add_model_options, add_scoring_options, load_model
 from monitor.errors import MonitorError
+from monitor.model.onnx import OnnxModel
+from monitor.model.signature import default_held
 
 log = logging.getLogger("monitor.score")
 
@@ -110,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     print(f"scored {n - invalid.size} of {n} rows -> {out_path}", file=sys.stderr)
+    note = _read_as_regressor_note(model)
+    if note:
+        print(note, file=sys.stderr)
     if table.yardstick:
         print("signals beside their reference:", file=sys.stderr)
         for y in table.yardstick:
@@ -121,6 +126,24 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _read_as_regressor_note(model: OnnxModel) -> str:
+    """For a model read as a regressor (not by ``--model-kind``) whose one output has several columns: that its
+    ``p_adj`` and ``predicted_class`` are NaN and -1, and that a classifier's logits need ``--model-kind classifier``."""
+    decision = model.decision
+    if decision.kind != "regressor" or len(decision.values) != 1 or "set in the configuration" in decision.reason:
+        return ""
+    out = model.evaluate(np.zeros((1, model.n_features), dtype=np.float32), default_held(model.signature, 1))
+    columns = 1 if out.value is None or out.value.ndim < 2 else int(out.value.shape[1])
+    if columns < 2:
+        return ""
+    return (
+        f"note: '{decision.values[0]}' gives {columns} values per row and the graph does not mark them as class "
+        "scores (no Softmax, ArgMax or label output), so the model is read as a regressor: p_adj is nan and "
+        "predicted_class -1 (classifier signals). If these are a classifier's logits, pass --model-kind classifier: "
+        "the class is then their argmax and the probability their softmax"
+    )
 
 
 def _format_block(block: NDArray[np.float64]) -> str:

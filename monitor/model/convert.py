@@ -39,7 +39,7 @@ def convert_estimator(
         from skl2onnx.common.data_types import FloatTensorType, Int64TensorType, StringTensorType
     except ImportError as exc:
         raise ModelError(
-            "skl2onnx is not installed; install the extra: pip install 'harmonic-monitor[convert]'"
+            "skl2onnx is not installed; install the `convert` extra: in the clone, pip install -e '.[convert]'"
         ) from exc
     options = {id(estimator): {"zipmap": False}} if hasattr(estimator, "predict_proba") else None
     kinds = {"float": FloatTensorType, "int64": Int64TensorType, "string": StringTensorType}

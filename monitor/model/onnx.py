@@ -44,6 +44,7 @@ from monitor.model.outputs import MODEL_KIND, ModelKindSetting, OutputDecision, 
 from monitor.model.readout import OutputReader, argmax_rows, positive_output
 from monitor.model.session import OnnxRuntimeOptions, active_providers, resolve_providers, session_options
 from monitor.model.signature import FIXED_FEATURES, HELD_COLUMNS, Held, Signature
+from monitor.model.sniff import not_onnx, sniff
 
 __all__ = [
     "ExternalData",
@@ -151,7 +152,7 @@ def read_model(path: Path) -> tuple[bytes, tuple[ExternalData, ...]]:
     Raises
     ------
     ModelError
-        The file is not ONNX, an external data file is missing or outside the model's directory, or the model with
+        The file is not ONNX (the message says what it holds: :func:`~monitor.model.sniff.sniff`), an external data file is missing or outside the model's directory, or the model with
         its weights reaches protobuf's 2 GiB limit.
     """
     import onnx
@@ -159,8 +160,10 @@ def read_model(path: Path) -> tuple[bytes, tuple[ExternalData, ...]]:
     raw = path.read_bytes()
     try:
         proto = onnx.load_from_string(raw)
-    except Exception:  # noqa: BLE001 - not ONNX: _prepare says so with the parser's words
-        return raw, ()
+    except Exception:  # noqa: BLE001 - any parse failure means "not ONNX": say what the file is instead
+        raise ModelError(not_onnx(path, sniff(path))) from None
+    if not proto.graph.input and not proto.graph.output:  # b"" and some other bytes parse as an empty model
+        raise ModelError(not_onnx(path, sniff(path)))
     external: Counter[str] = Counter()
     for tensor in _all_tensors(proto.graph):
         if tensor.data_location == onnx.TensorProto.EXTERNAL:

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from monitor.accuracy import EstimatorFit
 from monitor.config import ModelSettings
+from monitor.drift.categories import OTHER_KEY
 from monitor.errors import ConfigError, DataError
 from monitor.events import InferenceEvent
 from monitor.model.io import ModelRowsFile, read_model_rows
@@ -107,6 +108,29 @@ class ModelRuntime:
     def activate(self, standardizer: Standardizer) -> None:
         self.standardizer = standardizer
         self.scorer = RobustnessScorer(self.model, standardizer, self.scoring_config(), held_sample=self.held_sample)
+
+    def readiness(self) -> dict[str, Any]:
+        """This model in ``/readyz``: loaded, scoring (or warming up), and what its inputs were read as.
+
+        ``inputs`` and ``held`` (the inputs and elements held fixed) come from the graph; ``held_categories`` is the
+        number of values the reference counted for each held element (its category table, which the held-inputs
+        drift test compares events against; rarer values past the table's top ones share one bucket, not counted).
+        The values themselves are left out: they are event data, and the reference JSON holds them.
+        """
+        signature = self.model.signature.summary()
+        reference = None if self.watch is None else self.watch.baselines.reference
+        tables = {} if reference is None else reference.held_tables
+        return {
+            "loaded": True,
+            "scoring": self.scorer is not None,
+            "warmup_events": len(self.warmup),
+            # segments still learning their own baseline (no verdict yet): {segment: {events, of}}
+            "segments_warming_up": {} if self.watch is None else self.watch.warming_up,
+            "kind": self.model.kind,
+            "inputs": signature["inputs"],
+            "held": signature["held"],
+            "held_categories": {name: len(set(table) - {OTHER_KEY}) for name, table in tables.items()},
+        }
 
     def fingerprint(self) -> dict[str, Any]:
         """What a saved reference was computed from: the model file, the reference file and the scoring settings.

@@ -395,16 +395,7 @@ class Pipeline:
         (a degraded sidecar stays ready, so that it stays in the scrape path and shows the fault)."""
         detail: dict[str, Any] = {
             "source_ready": self.source.ready,
-            "models": {
-                rt.name: {
-                    "loaded": True,
-                    "scoring": rt.scorer is not None,
-                    "warmup_events": len(rt.warmup),
-                    # segments still learning their own baseline (no verdict yet): {segment: {events, of}}
-                    "segments_warming_up": {} if rt.watch is None else rt.watch.warming_up,
-                }
-                for rt in self.runtimes.values()
-            },
+            "models": {rt.name: rt.readiness() for rt in self.runtimes.values()},
         }
         assigned = getattr(self.source, "assigned", None)
         if assigned is not None:

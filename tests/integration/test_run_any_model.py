@@ -112,7 +112,12 @@ def test_run_scores_mixed_type_and_image_events_and_counts_bad_shapes(
     reasons = Counter(reason for _, reason in bad)
     group = group_name()
     with sidecar_in(tmp_path, kafka_broker, topic=topic, group_id=group, config=config) as car:
-        car.wait_ready()
+        models = car.wait_ready()["models"]
+        # /readyz says what each model's inputs were read as: the string column held fixed, with the 3 colours the
+        # CSV reference counted; the image perturbed whole
+        assert models[TABULAR]["inputs"][-1] == "'colour' string [batch, 1]", models[TABULAR]
+        assert (models[TABULAR]["held"], models[TABULAR]["held_categories"]) == (["colour"], {"colour": 3})
+        assert (len(models[DIGITS]["inputs"]), models[DIGITS]["held"]) == (1, []), models[DIGITS]
         ends = merge_ends(produce(kafka_broker, topic, good), produce(kafka_broker, topic, [m for m, _ in bad]))
         settled = car.wait_for_metrics(
             lambda s: committed_offsets(kafka_broker, topic, group) == ends,

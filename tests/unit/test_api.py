@@ -154,7 +154,7 @@ def test_probe_returns_the_funnel_and_its_report(model: Path, frame: pd.DataFram
 def test_to_frame_without_pandas_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pandas", None)
     table = ScoreTable({"gamma": np.zeros(2)})
-    with pytest.raises(MissingExtraError, match=r"harmonic-monitor\[frame\]"):
+    with pytest.raises(MissingExtraError, match=r"in the clone, pip install -e '\.\[frame\]'"):
         table.to_frame()
 
 

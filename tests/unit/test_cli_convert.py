@@ -93,7 +93,7 @@ def test_convert_non_estimator_exits_2_naming_its_type(tmp_path: Path, capsys: p
 def test_convert_unreadable_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "junk.joblib").write_bytes(b"not a pickle")
     assert convert(tmp_path / "junk.joblib", tmp_path / "out.onnx") == 2
-    assert "cannot load '" in capsys.readouterr().err
+    assert "is not a joblib file: expected a scikit-learn model saved with joblib.dump" in capsys.readouterr().err
 
 
 def test_convert_writes_nothing_on_error(tmp_path: Path) -> None:

@@ -353,6 +353,15 @@ def test_help_exits_0_for(command: str, capsys: pytest.CaptureFixture[str]) -> N
     assert exit_info.value.code == 0 and f"harmonic-monitor {command}" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command", ["run", "check-config", "replay"])
+def test_help_says_reference_takes_a_reference_json_or_rows(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--reference REFERENCE A reference JSON built by `harmonic-monitor reference` (recommended" in text
+    assert "or reference rows (.csv/.npy/.npz)" in text
+
+
 # -- python -m monitor --------------------------------------------------------------------------------------------
 def test_python_m_monitor_lists_the_commands() -> None:
     completed = subprocess.run(

@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from monitor.cli import build_parser, main
+from tests import model_zoo
 from tests.unit.onnx_graphs import sklearn_to_onnx
 
 N_FEATURES = 3
@@ -356,3 +357,44 @@ def test_the_cli_starts_without_importing_scipy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.fixture(scope="module")
+def logits_only(tmp_path_factory: pytest.TempPathFactory) -> tuple[model_zoo.ZooModel, Path]:
+    """torch's default export of a classifier: the logits alone, as an output named ``output``; and its rows."""
+    folder = tmp_path_factory.mktemp("logits")
+    zoo = model_zoo.build_logits_only_classifier(folder, output="output")
+    np.save(folder / "rows.npy", zoo.inputs["input"])
+    return zoo, folder / "rows.npy"
+
+
+def test_score_a_logits_only_model_read_as_a_classifier_gives_argmax_and_softmax(
+    logits_only: tuple[model_zoo.ZooModel, Path], tmp_path: Path
+) -> None:
+    zoo, rows = logits_only
+    assert score(zoo.path, rows, tmp_path / "out.csv", "--model-kind", "classifier") == 0
+    header, out = read_output(tmp_path / "out.csv")
+    assert header == CLASSIFIER_HEADER
+    assert zoo.proba is not None
+    np.testing.assert_array_equal(out[:, 3], zoo.expected)  # the class: argmax of the logits
+    np.testing.assert_allclose(out[:, 4], zoo.proba.max(axis=1), rtol=1e-5)  # the probability: their softmax
+    top2 = np.sort(zoo.proba, axis=1)[:, -2:]
+    np.testing.assert_allclose(out[:, 5], top2[:, 1] - top2[:, 0], rtol=1e-4, atol=1e-6)
+    assert np.all((out[:, 2] > 0) & (out[:, 2] <= out[:, 4] + 1e-6))  # p_adj = probability · exp(−N·γ_logit)
+
+
+def test_score_says_when_logits_are_read_as_a_regressor(
+    logits_only: tuple[model_zoo.ZooModel, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    zoo, rows = logits_only
+    assert score(zoo.path, rows, tmp_path / "out.csv") == 0
+    header, out = read_output(tmp_path / "out.csv")
+    assert header == REGRESSOR_HEADER and np.isnan(out[:, 2]).all() and (out[:, 3] == -1).all()
+    assert (
+        "note: 'output' gives 3 values per row and the graph does not mark them as class scores (no Softmax, ArgMax "
+        "or label output), so the model is read as a regressor: p_adj is nan and predicted_class -1 (classifier "
+        "signals). If these are a classifier's logits, pass --model-kind classifier: the class is then their argmax "
+        "and the probability their softmax"
+    ) in capsys.readouterr().err
+    assert score(zoo.path, rows, tmp_path / "out.csv", "--model-kind", "regressor") == 0
+    assert "note:" not in capsys.readouterr().err  # said on purpose: no note

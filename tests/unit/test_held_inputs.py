@@ -14,12 +14,18 @@ import pytest
 
 from monitor import telemetry as tel
 from monitor.cli import main
+from monitor.config import Settings
 from monitor.drift.base import WindowPlan
 from monitor.drift.categories import OTHER_KEY, CategoryDrift, count_table
 from monitor.drift.verdict import Verdict
 from monitor.events import InferenceEvent
+from monitor.exporters.prometheus import MetricsState
 from monitor.rolling.reference import Reference
+from monitor.runtime.models import load_model_runtime
+from monitor.runtime.pipeline import Pipeline
+from monitor.runtime.service import build_sampler
 from monitor.runtime.watch import INPUT_ALERT, ModelWatch
+from monitor.source.replay import ReplaySource
 from tests.model_zoo import build_column_transformer_classifier
 from tests.unit.test_watch import MODEL, Stream, make_watch
 
@@ -182,3 +188,39 @@ def test_run_counts_the_held_tables_over_every_reference_row_not_the_scored_samp
     saved = json.loads((state / "state.json").read_text(encoding="utf-8"))["models"]["ct"]["watch"]["reference"]
     assert saved["n_events"] == 100
     assert saved["held_tables"]["colour"]["purple"] == 3 and sum(saved["held_tables"]["colour"].values()) == 600
+
+
+def test_readyz_lists_the_inputs_the_held_ones_and_their_reference_categories(tmp_path: Path) -> None:
+    zoo = build_column_transformer_classifier(tmp_path)
+    rng = np.random.default_rng(5)
+    with (tmp_path / "ref.csv").open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=["x1", "x2", "x3", "colour"])
+        writer.writeheader()
+        for i in range(200):
+            writer.writerow({"x1": rng.normal(), "x2": rng.normal(), "x3": rng.normal(), "colour": COLOURS[i % 3]})
+    settings = Settings.model_validate(
+        {
+            "models": [{"name": "ct", "path": str(zoo.path), "reference": str(tmp_path / "ref.csv")}],
+            "sampler": {"events_per_second": 0},
+            "probes": {"enabled": False},
+        }
+    )
+    pipeline = Pipeline(
+        settings,
+        ReplaySource([]),
+        [load_model_runtime(m) for m in settings.models],
+        build_sampler(settings),
+        state=MetricsState(),
+        clock=lambda: 1_795_000_000.0,
+    )
+    detail = pipeline.readiness()[1]["models"]["ct"]
+    assert detail["kind"] == "classifier"
+    assert detail["inputs"] == [
+        "'x1' float [batch, 1]",
+        "'x2' float [batch, 1]",
+        "'x3' float [batch, 1]",
+        "'colour' string [batch, 1]",
+    ]
+    assert detail["held"] == ["colour"]
+    assert detail["held_categories"] == {"colour": 3}  # red, green, blue: the values themselves are not listed
+    json.dumps(detail)  # the endpoint serves it as JSON
