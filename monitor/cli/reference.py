@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         out=args.out,
     )
     for note in result.notes:
-        print(note if not note.startswith("data: ") else f"--data: {note[6:]}", file=sys.stderr)
+        print(note, file=sys.stderr)
     ref, fit = result.reference, result.fit
     print(
         f"reference of {ref.n_events} rows written to {result.path} (γ mean {ref.gamma_mean:.3g}, flicker mean "

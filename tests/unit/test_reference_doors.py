@@ -23,7 +23,10 @@ from onnx import TensorProto, helper
 
 import monitor
 from monitor.cli import main
+from monitor.config import ModelSettings
 from monitor.drift.categories import OTHER_KEY
+from monitor.model.onnx import OnnxModel
+from monitor.runtime.models import read_segmented_reference_rows
 
 CHANNELS = ("web", "app", "branch")
 CHANNEL_SHARES = (0.5, 0.45, 0.05)
@@ -206,3 +209,17 @@ def test_categorical_drift_fires_in_a_replay_with_a_reference_built_from_a_frame
         assert c["index"] >= 1500 and c["verdict"] != "stable", changes
     first = {c["segment"]: c for c in reversed(changes)}
     assert all("held_inputs" in c["detectors"] and "channel" in c["features"] for c in first.values()), changes
+
+
+def test_run_reads_a_csv_reference_whose_segment_column_is_an_input(
+    model: Path, reference_csv: Path, tmp_path: Path
+) -> None:
+    """``segments.reference_column: city`` for ``run`` and ``replay``: the CSV's city is each row's segment and the
+    model's input."""
+    plain = tmp_path / "cities.csv"
+    pd.DataFrame(rows(N_ROWS, seed=1)).drop(columns="region").to_csv(plain, index=False)
+    settings = ModelSettings(name="cc", path=model, reference=plain)
+    x, held, segments = read_segmented_reference_rows(settings, OnnxModel(str(model)), "city")
+    assert x.shape == (N_ROWS, 2) and held is not None
+    np.testing.assert_array_equal(held.values["city"].reshape(-1), segments)
+    assert sorted(set(segments.tolist())) == sorted(CITIES)
