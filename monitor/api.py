@@ -999,7 +999,9 @@ def reference(
 
     scoring = _Scoring(radius, sigma, flicker_copies, steps, seed, ball, output, regression_tolerance)
     m = load_model(model, model_kind=model_kind)
-    rows, source = _reference_rows(data, m, labels=labels, header=header, segment_column=segment_column)
+    rows, source = _reference_rows(
+        data, m, labels=labels, header=header, segment_column=segment_column, feature_names=feature_names
+    )
     held_sample = None  # the rows' own, unless the standardizing reference brings its own
     if standardizer is None:
         from monitor.model.standardize import Standardizer
@@ -1041,17 +1043,25 @@ def reference(
 
 
 def _reference_rows(
-    data: DataLike, model: OnnxModel, *, labels: Any, header: str, segment_column: str | None
+    data: DataLike,
+    model: OnnxModel,
+    *,
+    labels: Any,
+    header: str,
+    segment_column: str | None,
+    feature_names: Sequence[str] | None,
 ) -> tuple[ReferenceRows, str]:
-    """``data`` as reference rows with their segments (``segment_column``) and labels, and what was read."""
+    """``data`` as reference rows with their segments (``segment_column``) and labels, and what was read (a frame's
+    columns named by ``feature_names`` are a plain model's features)."""
     from monitor.rolling.reference_build import ReferenceRows
 
     label_column = labels if isinstance(labels, str) and _is_frame(data) else None
+    read: dict[str, Any] = {"header": header, "label_column": label_column, "feature_names": feature_names}
     if segment_column is None:
-        rows = read_rows(data, model, header=header, label_column=label_column)
+        rows = read_rows(data, model, **read)
         segments = None
     elif _is_frame(data):
-        rows = read_rows(data, model, header=header, label_column=label_column)
+        rows = read_rows(data, model, **read)
         segments = _frame_segments(data, segment_column)
     elif isinstance(data, (str, os.PathLike)):
         rows, segments = _csv_segments(Path(data), model, segment_column, header)
