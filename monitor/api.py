@@ -1100,14 +1100,9 @@ def _frame_segments(frame: Any, column: str) -> NDArray[np.str_]:
     if column not in frame.columns:
         shown = ", ".join(repr(str(c)) for c in list(frame.columns)[:12])
         raise DataError(f"segment_column '{column}': the DataFrame has no such column (it has {shown})")
-    values = frame[column].to_numpy(dtype=object)
-    return np.array(
-        [
-            OTHER if v is None or (isinstance(v, float) and v != v) or not str(v).strip() else str(v).strip()
-            for v in values
-        ],
-        dtype=str,
-    )
+    missing = np.asarray(frame[column].isna().to_numpy(), dtype=bool)
+    text = np.array([str(v).strip() for v in frame[column].to_numpy(dtype=object)], dtype=str)
+    return np.where(missing | (text == ""), OTHER, text)
 
 
 def _csv_segments(path: Path, model: OnnxModel, column: str, header: str) -> tuple[Rows, NDArray[np.str_]]:

@@ -25,6 +25,7 @@ import monitor
 from monitor.cli import main
 from monitor.config import ModelSettings
 from monitor.drift.categories import OTHER_KEY
+from monitor.errors import DataError
 from monitor.model.onnx import OnnxModel
 from monitor.runtime.models import read_segmented_reference_rows
 
@@ -223,3 +224,12 @@ def test_run_reads_a_csv_reference_whose_segment_column_is_an_input(
     assert x.shape == (N_ROWS, 2) and held is not None
     np.testing.assert_array_equal(held.values["city"].reshape(-1), segments)
     assert sorted(set(segments.tolist())) == sorted(CITIES)
+
+
+def test_the_api_names_a_segment_column_it_cannot_read(model: Path) -> None:
+    frame = pd.DataFrame(rows(20, seed=4))
+    with pytest.raises(DataError, match=r"segment_column 'zone': the DataFrame has no such column \(it has 'a'"):
+        monitor.reference(model, frame, segment_column="zone")
+    inputs = {k: frame[[k]].to_numpy() for k in ("a", "b", "channel", "city")}
+    with pytest.raises(DataError, match="pass a DataFrame or a CSV path"):
+        monitor.reference(model, inputs, segment_column="region")
