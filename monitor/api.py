@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.config import ModelSettings, ScoringSettings, setting_default
+from monitor.config import ModelSettings, ScoringSettings, SegmentSettings, setting_default
 from monitor.errors import ConfigError, DataError, InvalidEventError, MonitorError
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from monitor.probes.offline import ProbeOptions
     from monitor.reporting import Report
     from monitor.rolling.reference import Reference
+    from monitor.rolling.reference_build import ReferenceRows
     from monitor.signals.scales import SignalScales
     from monitor.signals.scorer import RobustnessScorer, ScoreResult, ScoringConfig
 
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 _SCORING = ScoringSettings()
 _MODEL_KIND: str = setting_default(ModelSettings, "model_kind")
 _FIXED_FEATURES: tuple[str, ...] = tuple(setting_default(ModelSettings, "fixed_features"))
+_MAX_SEGMENTS: int = setting_default(SegmentSettings, "max_segments")
 
 #: what to install for ``to_frame()`` and parquet files
 FRAME_EXTRA = "in the clone, pip install -e '.[frame]' (the `frame` extra: pandas, pyarrow)"
@@ -255,6 +257,11 @@ class ReferenceResult:
     fit: EstimatorFit | None = None
     scales: SignalScales | None = None
     path: Path | None = None
+    #: one baseline per segment of ``segment_column`` (empty without one)
+    segments: Mapping[str, Reference] = field(default_factory=dict)
+    segment_column: str | None = None
+    #: what was read and chosen, one line each (``harmonic-monitor reference`` prints them)
+    notes: tuple[str, ...] = ()
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the reference JSON (``run``, ``replay``, ``estimate`` and ``report`` read it); returns the path."""
@@ -269,6 +276,8 @@ class ReferenceResult:
             held_sample=self.held_sample,
             accuracy_estimator=None if self.fit is None else self.fit.to_dict(),
             scales=self.scales,
+            segments=self.segments,
+            segment_column=self.segment_column,
         )
 
 
@@ -802,19 +811,9 @@ def score_rows(
     scorer: RobustnessScorer, x: NDArray[np.float64], held: Held | None, batch_rows: int = BATCH_ROWS
 ) -> ScoreResult:
     """Score ``x`` in calls of ``batch_rows`` rows; one :class:`ScoreResult` for all."""
-    from monitor.signals.scorer import ScoreResult
+    from monitor.rolling.reference_build import score_in_batches
 
-    if batch_rows < 1:
-        raise DataError(f"batch size must be >= 1; got {batch_rows}")
-    parts = [
-        scorer.score(x[s : s + batch_rows], None if held is None else held.take(slice(s, s + batch_rows)))
-        for s in range(0, x.shape[0], batch_rows)
-    ]
-    if not parts:
-        raise DataError("no rows to score")
-    return ScoreResult(
-        **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(ScoreResult)}
-    )
+    return score_in_batches(scorer, x, held, batch_rows)
 
 
 # ---------------------------------------------------------------------------------------------------- the API
@@ -965,14 +964,26 @@ def reference(
     regression_tolerance: float = _SCORING.regression_tolerance,
     standardizer: Standardizer | None = None,
     label_kind: str = "values",
+    segment_column: str | None = None,
+    max_segments: int = _MAX_SEGMENTS,
+    reference: Any = None,
+    header: str = "auto",
+    scale: str = _SCORING.scale,
+    channel_axis: int = _SCORING.channel_axis,
 ) -> ReferenceResult:
-    """Build a reference (what ``harmonic-monitor reference`` writes) from reference rows.
+    """Build a reference from reference rows: what ``harmonic-monitor reference`` writes for the same rows and
+    options, built by the same function (:func:`monitor.rolling.reference_build.build_reference`): the count tables
+    of held (string, int, bool) inputs over every row, the scored sample, per-segment baselines, scales and fit.
 
-    ``labels``: the true class of each row (an array, or a column name of a DataFrame ``data``) to fit the
-    label-free accuracy estimators; ``out``: also write the JSON there. ``scales``: ``fixed`` scores at ``radius`` and
-    ``sigma``; ``from-reference`` chooses σ (= r) so that ``target_flicker_share`` of the rows flicker and records it
-    (``ReferenceResult.scales``; ``run`` then scores at it). ``standardizer``: standardize by this one instead of
-    the rows' own (``harmonic-monitor reference --reference``). ``label_kind``: ``values`` (labels are the class
+    ``labels``: the true class of each row (an array, a column name of a DataFrame ``data``, or a ``.csv``/``.npy``
+    file) to fit the label-free accuracy estimators; ``out``: also write the JSON there. ``segment_column``: the
+    DataFrame's (or the CSV's) column naming each row's segment; the reference then keeps a baseline per segment
+    (each of the ``max_segments`` most frequent with at least 200 rows, the rest as ``other``), each from a sample of
+    at most ``sample_rows`` of its rows. A segment column that is also a model input stays an input. ``scales``:
+    ``fixed`` scores at ``radius`` and ``sigma``; ``from-reference`` chooses σ (= r) so that
+    ``target_flicker_share`` of the rows flicker and records it (``ReferenceResult.scales``; ``run`` then scores at
+    it). ``reference``: rows or a reference JSON to standardize by instead of ``data`` (``harmonic-monitor reference
+    --reference``); ``standardizer``: this standardizer instead. ``label_kind``: ``values`` (labels are the class
     values the model's integer label output gives, else class indices) or ``indices`` (class indices 0..C−1).
 
     Examples
@@ -984,78 +995,141 @@ def reference(
     >>> ref.reference.n_events, ref.fit is None
     (50, True)
     """
-    from monitor.rolling.reference import Reference
+    from monitor.rolling.reference_build import build_reference
 
     scoring = _Scoring(radius, sigma, flicker_copies, steps, seed, ball, output, regression_tolerance)
     m = load_model(model, model_kind=model_kind)
-    label_column = labels if isinstance(labels, str) and _is_frame(data) else None
-    rows = read_rows(data, m, label_column=label_column)
-    y = rows.labels if label_column is not None else (None if labels is None else np.asarray(labels).reshape(-1))
-    if y is not None and y.shape[0] != len(rows):
-        raise DataError(f"labels: {y.shape[0]} values for {len(rows)} rows; give one class per row")
-    finite = np.all(np.isfinite(rows.x), axis=1)
-    rows = rows.take(finite)
-    y = None if y is None else y[finite]
-    if len(rows) < 10:
-        where = rows.source if rows.source.startswith("'") else f"the reference data ({rows.source})"
-        raise DataError(f"{where} has {len(rows)} finite rows; a reference needs at least 10")
-    if y is not None and m.kind != "classifier":
-        raise DataError(
-            f"'{_model_path(model)}' is read as a {m.kind}: labels fit accuracy estimators, which are for classifiers "
-            "(set model_kind='classifier' if its outputs are class scores)"
-        )
-    if scales not in ("fixed", "from-reference"):
-        raise DataError(f"scales must be 'fixed' or 'from-reference'; got {scales!r}")
-    if len(rows) > sample_rows:
-        pick = np.random.default_rng(seed).choice(len(rows), sample_rows, replace=False)
-        rows, y = rows.take(pick), None if y is None else y[pick]
-    base = _baseline(None, m, rows, space=space)
-    if standardizer is not None:
-        base = dataclasses.replace(base, standardizer=standardizer)
-    if scales == "from-reference":
-        from monitor.signals.scales import choose_scales
-
-        config = scoring.config()
-        chosen = choose_scales(
-            m, base.standardizer, rows.x, rows.held, config, target_share=target_flicker_share, held_sample=rows.held
-        )
-        base = dataclasses.replace(base, scales=chosen)
-    scorer = _scorer(m, base, scoring)
-    res = score_rows(scorer, rows.x, rows.held)
-    ok = res.valid
-    names = tuple(feature_names) if feature_names else (None if m.signature.plain else m.signature.features)
-    if names is not None and len(names) != m.n_features:
-        raise DataError(f"feature_names lists {len(names)} names; the model takes {m.n_features} features")
-    classifier = m.kind == "classifier"
-    ref = Reference.from_arrays(
-        gamma=res.gamma[ok],
-        flicker=res.flicker[ok],
-        features=rows.x[ok],
-        predicted_class=res.predicted_class[ok],
-        feature_names=names,
-        seed=seed,
-        confidence=res.probability[ok] if classifier else None,
-        margin=res.margin[ok] if classifier else None,
+    rows, source = _reference_rows(
+        data, m, labels=labels, header=header, segment_column=segment_column, feature_names=feature_names
     )
-    fit = None
-    if y is not None:
-        from monitor.accuracy.labelled import labelled_fit
+    held_sample = None  # the rows' own, unless the standardizing reference brings its own
+    if standardizer is None:
+        from monitor.model.standardize import Standardizer
 
-        fit = labelled_fit(
-            m,
-            rows.x,
-            rows.held,
-            res,
-            _int_labels(y),
-            seed=seed,
-            calibration=calibration,  # type: ignore[arg-type]
-            compare=label_kind,
-        )
-    held = None if rows.held is None else rows.held.take(ok)
-    result = ReferenceResult(base.standardizer, ref, space, _model_path(model), held, fit, base.scales)
+        standardizer = Standardizer.identity(m.n_features)  # rows without a finite one are refused below
+        if reference is not None or np.all(np.isfinite(rows.x), axis=1).any():
+            own = Rows(rows.x, rows.held, source)
+            base = _baseline(reference, m, own, space=space, header=header, scale=scale, channel_axis=channel_axis)
+            standardizer, held_sample = base.standardizer, base.held_sample if reference is not None else None
+    built = build_reference(
+        m,
+        rows,
+        standardizer,
+        scoring.config(),
+        held_sample=held_sample,
+        sample_rows=sample_rows,
+        scales=scales,
+        target_flicker_share=target_flicker_share,
+        feature_names=feature_names,
+        max_segments=max_segments,
+        calibration=calibration,
+        label_kind=label_kind,
+    )
+    result = ReferenceResult(
+        standardizer,
+        built.reference,
+        space,
+        _model_path(model),
+        built.held_sample,
+        built.fit,
+        built.scales,
+        segments=built.segments,
+        segment_column=segment_column if built.segments else None,
+        notes=(f"data: {source}", *built.notes),
+    )
     if out is not None:
         result = dataclasses.replace(result, path=result.save(out))
     return result
+
+
+def _reference_rows(
+    data: DataLike,
+    model: OnnxModel,
+    *,
+    labels: Any,
+    header: str,
+    segment_column: str | None,
+    feature_names: Sequence[str] | None,
+) -> tuple[ReferenceRows, str]:
+    """``data`` as reference rows with their segments (``segment_column``) and labels, and what was read (a frame's
+    columns named by ``feature_names`` are a plain model's features)."""
+    from monitor.rolling.reference_build import ReferenceRows
+
+    label_column = labels if isinstance(labels, str) and _is_frame(data) else None
+    read: dict[str, Any] = {"header": header, "label_column": label_column, "feature_names": feature_names}
+    if segment_column is None:
+        rows = read_rows(data, model, **read)
+        segments = None
+    elif _is_frame(data):
+        rows = read_rows(data, model, **read)
+        segments = _frame_segments(data, segment_column)
+    elif isinstance(data, (str, os.PathLike)):
+        rows, segments = _csv_segments(Path(data), model, segment_column, header)
+    else:
+        raise DataError(
+            f"segment_column '{segment_column}' names a column of a DataFrame or of a CSV with a header; the data is "
+            f"{type(data).__name__}: pass a DataFrame or a CSV path"
+        )
+    if segments is not None and segments.size != len(rows):
+        raise DataError(
+            f"segment column '{segment_column}': {segments.size} values for {len(rows)} rows of {rows.source}; "
+            "every row needs one"
+        )
+    if label_column is not None:
+        y = rows.labels
+    elif isinstance(labels, (str, os.PathLike)):
+        y = load_labels(labels, header=header)
+        if y.shape[0] != len(rows):
+            raise DataError(
+                f"labels '{labels}' has {y.shape[0]} values; expected one class per data row ({len(rows)})",
+                path=str(labels),
+            )
+    else:
+        y = None if labels is None else np.asarray(labels).reshape(-1)
+    if y is not None and y.shape[0] != len(rows):
+        raise DataError(f"labels: {y.shape[0]} values for {len(rows)} rows; give one class per row")
+    name = f"'{data}'" if isinstance(data, (str, os.PathLike)) else f"the reference data ({rows.source})"
+    y_int = None if y is None else _int_labels(y)
+    return ReferenceRows(rows.x, rows.held, name, segments, y_int), rows.source
+
+
+def _frame_segments(frame: Any, column: str) -> NDArray[np.str_]:
+    """The frame's ``column`` as each row's segment (a missing or blank value: ``other``)."""
+    from monitor.rolling.windows import OTHER
+
+    if column not in frame.columns:
+        shown = ", ".join(repr(str(c)) for c in list(frame.columns)[:12])
+        raise DataError(f"segment_column '{column}': the DataFrame has no such column (it has {shown})")
+    missing = np.asarray(frame[column].isna().to_numpy(), dtype=bool)
+    text = np.array([str(v).strip() for v in frame[column].to_numpy(dtype=object)], dtype=str)
+    return np.where(missing | (text == ""), OTHER, text)
+
+
+def _csv_segments(path: Path, model: OnnxModel, column: str, header: str) -> tuple[Rows, NDArray[np.str_]]:
+    """The rows of the CSV ``path`` and its ``column`` as each row's segment; the column is read as the model's
+    input too when it names one (:func:`~monitor.rolling.segment_baselines.split_segment_column`)."""
+    from monitor.rolling.segment_baselines import is_input_column, split_segment_column
+
+    keep = is_input_column(model.signature, column)
+    with split_segment_column(path, column, flag="segment column", keep=keep) as (copy, segments):
+        rows = read_rows(copy, model, header=header)
+    return dataclasses.replace(rows, source=rows.source.replace(str(copy), str(path))), segments
+
+
+def load_labels(path: str | os.PathLike[str], *, header: str = "auto") -> NDArray[np.int64]:
+    """One integer class per row from a ``.csv``/``.npy`` file (one column or one row).
+
+    Raises
+    ------
+    DataError
+        An unreadable file, or a value that is not an integer.
+    """
+    from monitor.model.io import load_rows
+
+    raw = load_rows(path, header).reshape(-1)  # type: ignore[arg-type]
+    if not np.all(np.isfinite(raw)) or np.any(raw != np.round(raw)):
+        raise DataError(f"labels '{path}' must hold integer classes (class values or indices 0..C−1)", path=str(path))
+    return raw.astype(np.int64)
 
 
 def _int_labels(y: NDArray[Any]) -> NDArray[np.int64]:

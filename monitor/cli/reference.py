@@ -14,42 +14,34 @@ With ``--scales from-reference`` σ and r are not the fixed ``--sigma``/``--radi
 that ``--target-flicker-share`` of them flicker (:func:`monitor.signals.scales.choose_scales`, r = σ); the reference
 is scored at them and the file records them (``scales``), which ``run`` then scores at.
 
-With ``--segment-column NAME`` the CSV's column ``NAME`` names each row's segment (it is not fed to the model): the
-file also stores one baseline per segment (:mod:`monitor.rolling.segment_baselines`), each built from a sample of at
-most ``--sample-rows`` of that segment's rows, so that ``run`` and ``replay`` judge every segment against its own.
+With ``--segment-column NAME`` the CSV's column ``NAME`` names each row's segment (fed to the model only when it is one
+of its inputs): the file also stores one baseline per segment (:mod:`monitor.rolling.segment_baselines`), each built
+from a sample of at most ``--sample-rows`` of that segment's rows, so that ``run`` and ``replay`` judge every segment
+against its own.
+
+The command is :func:`monitor.api.reference` with the flags' values; both build the reference with
+:func:`monitor.rolling.reference_build.build_reference`, so the same rows and options write the same file.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import typing
-from pathlib import Path
-
-import numpy as np
-from numpy.typing import NDArray
 
 from monitor.accuracy import CALIBRATION_KINDS
-from monitor.accuracy.labelled import labelled_fit
 from monitor.cli.common import (
+    SCORING_FLAGS,
     add_header_option,
     add_model_options,
     add_scoring_options,
-    build_scorer,
     count_at_least,
-    load_inputs,
+    flag_values,
+    load_model,
 )
 from monitor.cli.flags import add_setting_flag
 from monitor.config import ScoringSettings, SegmentSettings
-from monitor.drift.categories import count_tables, held_columns, held_element_names
 from monitor.errors import DataError
-from monitor.model.io import HeaderMode, load_rows
-from monitor.rolling.reference import Reference
-from monitor.rolling.reference_file import write_reference
-from monitor.rolling.segment_baselines import fold_segments, segment_references, split_segment_column
-from monitor.signals.scales import choose_scales
-from monitor.signals.scorer import RobustnessScorer
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -110,7 +102,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--segment-column",
         help="the --data CSV column (named in its header) that holds each row's segment, as events carry it in "
-        "`segment`; not fed to the model. The file then also stores a baseline per segment (each of the "
+        "`segment`; fed to the model only when it is one of its inputs (a city that is both). The file then also "
+        "stores a baseline per segment (each of the "
         "--max-segments most frequent with at least 200 rows; the rest together as 'other'), and every segment is "
         "judged against its own",
     )
@@ -127,134 +120,32 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    segments = None
-    if args.segment_column is None:
-        model, standardizer, scorer = build_scorer(args)
-        rows, held = load_inputs(args.data, model, what="--data", header=args.header)
-    else:
-        with split_segment_column(args.data, args.segment_column) as (path, segments):
-            model, standardizer, scorer = build_scorer(argparse.Namespace(**{**vars(args), "data": str(path)}))
-            rows, held = load_inputs(str(path), model, what="--data", header=args.header)
-        if segments.size != rows.shape[0]:
-            raise DataError(
-                f"--segment-column '{args.segment_column}': {segments.size} values for {rows.shape[0]} rows of "
-                f"'{args.data}'; every row needs one",
-                path=args.data,
-            )
-    labels = None if args.labels is None else read_labels(args.labels, rows.shape[0], header=args.header)
-    if labels is not None and model.kind != "classifier":
-        raise DataError(
-            f"'{args.model}' is read as a {model.kind}: --labels fits accuracy estimators, which are for classifiers "
-            "(set --model-kind classifier if its outputs are class scores)"
-        )
-    finite = np.all(np.isfinite(rows), axis=1)
-    rows = rows[finite]
-    held = None if held is None else held.take(finite)
-    labels = None if labels is None else labels[finite]
-    segments = None if segments is None else segments[finite]
-    if rows.shape[0] < 10:
-        raise DataError(f"'{args.data}' has {rows.shape[0]} finite rows; a reference needs at least 10", path=args.data)
-    # count tables of the held inputs from every reference row (before sampling): a rare category stays known
-    names_of_held = held_element_names(model.signature)
-    all_held = None if held is None else held_columns(held.values, names_of_held)
-    all_segments = segments
-    rng = np.random.default_rng(args.seed)
-    if segments is not None:  # at most --sample-rows rows of each segment
-        pick = np.sort(
-            np.concatenate(
-                [
-                    idx if idx.size <= args.sample_rows else rng.choice(idx, args.sample_rows, replace=False)
-                    for name in np.unique(segments).tolist()
-                    for idx in [np.flatnonzero(segments == name)]
-                ]
-            )
-        )
-        rows, segments = rows[pick], segments[pick]
-        held = None if held is None else held.take(pick)
-        labels = None if labels is None else labels[pick]
-    elif rows.shape[0] > args.sample_rows:
-        pick = rng.choice(rows.shape[0], args.sample_rows, replace=False)
-        rows = rows[pick]
-        held = None if held is None else held.take(pick)
-        labels = None if labels is None else labels[pick]
+    """:func:`monitor.api.reference` with the flags' values; what was read and chosen on stderr."""
+    from monitor.api import reference as build_reference
+
+    model = load_model(args)
     names = tuple(n.strip() for n in args.feature_names.split(",")) if args.feature_names else None
-    if names is None and not model.signature.plain:
-        names = model.signature.features
     if names is not None and len(names) != model.n_features:
         raise DataError(f"--feature-names lists {len(names)} names; the model takes {model.n_features} features")
-    scales = None
-    if args.scales == "from-reference":
-        scales = choose_scales(
-            model,
-            standardizer,
-            rows,
-            held,
-            scorer.config,
-            target_share=args.target_flicker_share,
-            held_sample=held,
-        )
-        config = dataclasses.replace(scorer.config, sigma=scales.sigma, radius=scales.radius)
-        scorer = RobustnessScorer(model, standardizer, config, held_sample=held)
-        print(
-            f"signal scales from the reference: σ = r = {scales.sigma:.4g} ({args.space} units); "
-            f"{scales.flicker_share:.0%} of {scales.rows} rows flicker (target {args.target_flicker_share:.0%})",
-            file=sys.stderr,
-        )
-    result = scorer.score(rows, held)
-    ok = result.valid
-    ref = Reference.from_arrays(
-        gamma=result.gamma[ok],
-        flicker=result.flicker[ok],
-        features=rows[ok],
-        predicted_class=result.predicted_class[ok],
+    result = build_reference(
+        model,
+        args.data,
+        labels=args.labels,
         feature_names=names,
-        seed=args.seed,
-        confidence=result.probability[ok] if model.kind == "classifier" else None,
-        margin=result.margin[ok] if model.kind == "classifier" else None,
-    )
-    baselines = None
-    if segments is not None:
-        baselines = segment_references(
-            segments[ok],
-            gamma=result.gamma[ok],
-            flicker=result.flicker[ok],
-            features=rows[ok],
-            predicted_class=result.predicted_class[ok],
-            confidence=result.probability[ok] if model.kind == "classifier" else None,
-            margin=result.margin[ok] if model.kind == "classifier" else None,
-            feature_names=names,
-            max_segments=args.max_segments,
-            seed=args.seed,
-        )
-        if all_held is not None and all_segments is not None:
-            folded = fold_segments(all_segments, args.max_segments)
-            baselines = {
-                name: dataclasses.replace(
-                    ref, held_tables=count_tables({k: v[folded == name] for k, v in all_held.items()})
-                )
-                for name, ref in baselines.items()
-            }
-        kept = ", ".join(f"{name} ({ref.n_events})" for name, ref in baselines.items()) or "none"
-        print(f"per-segment baselines (rows): {kept}", file=sys.stderr)
-    if all_held is not None:
-        ref = dataclasses.replace(ref, held_tables=count_tables(all_held))
-    fit = None
-    if labels is not None:
-        fit = labelled_fit(model, rows, held, result, labels, seed=args.seed, calibration=args.calibration)
-    out = write_reference(
-        Path(args.out),
-        standardizer,
-        ref,
-        model=str(args.model),
-        space=args.space,
-        held_sample=None if held is None else held.take(ok),
-        accuracy_estimator=None if fit is None else fit.to_dict(),
-        scales=scales,
-        segments=baselines,
+        sample_rows=args.sample_rows,
+        **flag_values(args, *SCORING_FLAGS, "space", "scale", "channel_axis", "header", "calibration"),
+        scales=args.scales,
+        target_flicker_share=args.target_flicker_share,
         segment_column=args.segment_column,
+        max_segments=args.max_segments,
+        reference=args.reference,
+        out=args.out,
     )
+    for note in result.notes:
+        print(note, file=sys.stderr)
+    ref, fit = result.reference, result.fit
     print(
-        f"reference of {ref.n_events} rows written to {out} (γ mean {ref.gamma_mean:.3g}, flicker mean "
+        f"reference of {ref.n_events} rows written to {result.path} (γ mean {ref.gamma_mean:.3g}, flicker mean "
         f"{ref.flicker_mean:.3g})",
         file=sys.stderr,
     )
@@ -268,21 +159,3 @@ def run(args: argparse.Namespace) -> int:
         if fit.n < 200:
             print(f"warning: {fit.n} labelled rows make a noisy fit (a few hundred or more is better)", file=sys.stderr)
     return 0
-
-
-def read_labels(path: str, n_rows: int, *, header: HeaderMode = "auto") -> NDArray[np.int64]:
-    """One integer class per data row from ``path`` (.csv/.npy, one column or one row).
-
-    Raises
-    ------
-    DataError
-        Another count than ``n_rows``, or a value that is not an integer.
-    """
-    raw = load_rows(path, header).reshape(-1)
-    if raw.shape[0] != n_rows:
-        raise DataError(
-            f"--labels '{path}' has {raw.shape[0]} values; expected one class per --data row ({n_rows})", path=path
-        )
-    if not np.all(np.isfinite(raw)) or np.any(raw != np.round(raw)):
-        raise DataError(f"--labels '{path}' must hold integer classes (class values or indices 0..C−1)", path=path)
-    return raw.astype(np.int64)

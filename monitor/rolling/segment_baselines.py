@@ -12,7 +12,8 @@ labelled ``other``) forms the baseline of the folded ``other`` segment, when it 
 reference rows do not cover warms up on its own events instead.
 
 :func:`split_segment_column` reads the segment column out of a CSV with a header so the rest is read exactly as the
-model's rows are (the segment column is never fed to the model).
+model's rows are: a segment column that is not one of the model's inputs is not fed to the model; one that is (a
+city that is both the segment and an input) stays an input.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from numpy.typing import NDArray
 
 from monitor.config import SegmentSettings, setting_default
 from monitor.errors import DataError
+from monitor.model.signature import Signature
 from monitor.rolling.reference import Reference
 from monitor.rolling.windows import OTHER
 
@@ -109,12 +111,20 @@ def segment_references(
     return out
 
 
+def is_input_column(signature: Signature, column: str) -> bool:
+    """Whether a CSV column named ``column`` is one of the model's inputs (an input's name, or an element's name as
+    :meth:`~monitor.model.signature.InputSpec.element_names` gives it): a segment column that is one stays an input."""
+    return any(column in spec.element_names() for spec in signature.inputs)
+
+
 @contextlib.contextmanager
 def split_segment_column(
-    path: str | Path, column: str, *, flag: str = "--segment-column"
+    path: str | Path, column: str, *, flag: str = "--segment-column", keep: bool = False
 ) -> Iterator[tuple[Path, NDArray[np.str_]]]:
-    """A CSV with a header, without its ``column``: yields (a temporary copy of the file without the column, the
-    column's values per row). The copy is removed on exit.
+    """A CSV with a header, and its ``column``: yields (a file of the rows without the column, the column's values
+    per row). That file is a temporary copy, removed on exit; with ``keep`` (the column is also one of the model's
+    inputs, so it stays an input) it is ``path`` itself. A :class:`DataError` raised while the copy is read names
+    ``path``, not the copy.
 
     Raises
     ------
@@ -122,6 +132,27 @@ def split_segment_column(
         The file is not a CSV, cannot be read, has no header naming ``column``, or a row is shorter than the header.
     """
     p = Path(path)
+    rows = _header_rows(p, column, flag)
+    at = [h.strip() for h in rows[0]].index(column)
+    segments = np.array([r[at].strip() or OTHER for r in rows[1:]], dtype=str)
+    if keep:
+        yield p, segments
+        return
+    with tempfile.TemporaryDirectory(prefix="harmonic-segments-") as tmp:
+        out = Path(tmp) / p.name
+        with out.open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.writer(fh)
+            for r in rows:
+                writer.writerow(r[:at] + r[at + 1 :])
+        try:
+            yield out, segments
+        except DataError as exc:
+            text = str(exc).replace(str(out), str(p))
+            raise DataError(f"{text} (without its segment column '{column}')", path=str(p)) from None
+
+
+def _header_rows(p: Path, column: str, flag: str) -> list[list[str]]:
+    """The non-blank records of the CSV ``p``, its header naming ``column`` and every row having that cell."""
     if p.suffix.lower() != ".csv":
         raise DataError(
             f"{flag} '{column}' needs a CSV with a header row naming its columns; '{p}' is a {p.suffix or 'file'} "
@@ -144,14 +175,7 @@ def split_segment_column(
     short = next((i + 1 for i, r in enumerate(rows) if len(r) <= at), None)
     if short is not None:
         raise DataError(f"'{p}' line {short} has no '{column}' cell; every row needs one", path=str(p))
-    segments = np.array([r[at].strip() or OTHER for r in rows[1:]], dtype=str)
-    with tempfile.TemporaryDirectory(prefix="harmonic-segments-") as tmp:
-        out = Path(tmp) / p.name
-        with out.open("w", encoding="utf-8", newline="") as fh:
-            writer = csv.writer(fh)
-            for r in rows:
-                writer.writerow(r[:at] + r[at + 1 :])
-        yield out, segments
+    return rows
 
 
 def references_to_json(refs: Mapping[str, Reference]) -> dict[str, object]:

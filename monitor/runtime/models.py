@@ -28,7 +28,7 @@ from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held, scale_groups
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference_file import read_accuracy_estimator, read_held_sample, read_reference, read_scales
-from monitor.rolling.segment_baselines import split_segment_column
+from monitor.rolling.segment_baselines import is_input_column, split_segment_column
 from monitor.runtime.watch import ModelWatch
 from monitor.signals.scales import SignalScales
 from monitor.signals.scorer import RobustnessScorer, ScoringConfig
@@ -283,7 +283,11 @@ def read_segmented_reference_table(
     """
     assert ms.reference is not None
     try:
-        with split_segment_column(ms.reference, column, flag="segments.reference_column") as (path, segments):
+        keep = is_input_column(model.signature, column)
+        with split_segment_column(ms.reference, column, flag="segments.reference_column", keep=keep) as (
+            path,
+            segments,
+        ):
             table = read_reference_table(ms.model_copy(update={"reference": path}), model)
     except DataError as exc:
         raise ConfigError(f"model '{ms.name}': {exc}") from exc

@@ -1,8 +1,9 @@
 """End to end: ``harmonic-monitor run`` on a segmented stream judges each segment against its own baseline.
 
 The stream of ``tests/unit/segmented_stream.py`` (a GBDT on 4 inputs, 5 segments that follow one input, 16,000
-events, re-timed to now) goes through a real Kafka 0.9 broker. The reference CSV carries the segment in a column
-(``segments.reference_column``), so every segment has its baseline from the start. Segments that merely differ from
+events, re-timed to now) goes through a real Kafka 0.9 broker. The reference carries the segment in a column, so every
+segment has its baseline from the start: the reference CSV itself (``segments.reference_column``), or the reference
+JSON ``monitor.reference`` builds in a notebook from a DataFrame of the same rows (``segment_column``). Segments that merely differ from
 the average must not be called drift; when ``north``'s events move onto the class boundary from event 11,000,
 ``north`` alone turns ``harmful-shift`` and alone fires HarmonicHarmfulShift.
 """
@@ -12,16 +13,19 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 
+import monitor
 from monitor import telemetry as tel
 from monitor.runtime.watch import HARMFUL_ALERT
 from tests.integration.brokers import Kafka09Broker
 from tests.integration.sidecar import Scrape, sidecar_in
 from tests.integration.test_run_kafka import DRAIN_TIMEOUT_SECONDS, group_name, new_topic, produce
-from tests.unit.segmented_stream import SEGMENTS, SHIFTED, SegmentedStream, build
+from tests.unit.segmented_stream import NAMES, SEGMENTS, SHIFTED, SegmentedStream, build
 
 MODEL = "gbdt"
 #: the re-timed stream's event-time span (ending a few seconds before it is produced)
@@ -62,8 +66,18 @@ def firing(scrape: Scrape, alertname: str) -> set[str]:
     }
 
 
+@pytest.fixture(scope="module")
+def api_reference(stream: SegmentedStream) -> Path:
+    """The reference JSON of the reference CSV's rows, built from a DataFrame by the Python API."""
+    frame = pd.read_csv(stream.reference)
+    out = stream.model.parent / "api-reference.json"
+    monitor.reference(stream.model, frame, segment_column="city", feature_names=NAMES, out=out)
+    return out
+
+
+@pytest.mark.parametrize("built_by", ["csv", "api"])
 def test_run_judges_each_segment_against_its_own_baseline(
-    kafka09_broker: Kafka09Broker, stream: SegmentedStream, tmp_path: Path
+    kafka09_broker: Kafka09Broker, stream: SegmentedStream, api_reference: Path, tmp_path: Path, built_by: str
 ) -> None:
     broker = kafka09_broker
     # one partition: read in event-time order, as replay reads the file. With the segments spread over partitions
@@ -72,14 +86,16 @@ def test_run_judges_each_segment_against_its_own_baseline(
     # alerts.allowed_lag_seconds)
     topic = new_topic(broker, "segments", partitions=1)
     config = tmp_path / "monitor.yaml"
-    settings = {
-        "models": [{"name": MODEL, "path": str(stream.model), "reference": str(stream.reference)}],
-        "segments": {"reference_column": "city"},
+    reference = stream.reference if built_by == "csv" else api_reference
+    settings: dict[str, Any] = {
+        "models": [{"name": MODEL, "path": str(stream.model), "reference": str(reference)}],
         "sampler": {"events_per_second": 0},  # every event scored: the verdicts do not depend on the draw
         "batch": {"max_events": 100},
         "alerts": {"for_seconds": 1.0, "resolve_after_seconds": 600.0},
         "probes": {"enabled": False},
     }
+    if built_by == "csv":
+        settings["segments"] = {"reference_column": "city"}
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
     messages = retimed(stream.shifted)
     sidecar = sidecar_in(tmp_path, broker, topic=topic, group_id=group_name(), config=config)

@@ -128,7 +128,7 @@ def test_reference_labels_of_another_length_are_refused(
 ) -> None:
     x, y = validation
     assert build_labelled(tmp_path, model[0], x, y[:-1]) != 0
-    assert "one class per --data row" in capsys.readouterr().err
+    assert "one class per data row" in capsys.readouterr().err
     assert not (tmp_path / "ref.json").exists()
 
 

@@ -1,0 +1,238 @@
+"""Stage 5a (rolling): the reference a model's reference rows give, what ``harmonic-monitor reference`` and
+``monitor.reference`` both write (:func:`build_reference`; the command and the API differ only in how the rows and
+options arrive).
+
+From the finite reference rows:
+
+* the **count tables** of the held inputs (int, bool and string inputs, ``fixed_features``), from *every* row, so a
+  rare category stays known (:func:`monitor.drift.categories.count_tables`), model-wide and per segment;
+* a seeded **sample** of at most ``sample_rows`` rows (of each segment, with segments) is scored: γ, flicker, the
+  predicted class, a classifier's confidence and margin give the :class:`~monitor.rolling.reference.Reference`;
+* with ``scales="from-reference"``, σ (= r) is chosen on the sample first (:func:`monitor.signals.scales.choose_scales`)
+  and the sample is scored at it;
+* with segments, one baseline per segment (:func:`monitor.rolling.segment_baselines.segment_references`);
+* with labels, the label-free accuracy estimators fitted on the scored sample
+  (:func:`monitor.accuracy.labelled.labelled_fit`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.config import SegmentSettings, setting_default
+from monitor.drift.categories import count_tables, held_columns, held_element_names
+from monitor.errors import DataError
+from monitor.model.signature import Held
+from monitor.model.standardize import Standardizer
+from monitor.rolling.reference import Reference
+from monitor.rolling.segment_baselines import fold_segments, segment_references
+
+if TYPE_CHECKING:
+    from monitor.accuracy import EstimatorFit
+    from monitor.model.onnx import OnnxModel
+    from monitor.signals.scales import SignalScales
+    from monitor.signals.scorer import RobustnessScorer, ScoreResult, ScoringConfig
+
+#: rows per scorer call (flicker noise is drawn per call: the same rows in the same calls give the same numbers)
+BATCH_ROWS = 1024
+#: scale choices: score at the configured radius and σ, or choose σ (= r) on the reference rows
+SCALES = ("fixed", "from-reference")
+
+
+@dataclass(frozen=True)
+class ReferenceRows:
+    """Reference rows read for a model: x (N, D) in the signature's feature order, the held values, and per row
+    the segment and the true class where given; ``source`` names them in messages."""
+
+    x: NDArray[np.float64]
+    held: Held | None
+    source: str
+    segments: NDArray[np.str_] | None = None
+    labels: NDArray[np.int64] | None = None
+
+    def take(self, pick: NDArray[np.intp] | NDArray[np.bool_]) -> ReferenceRows:
+        """The rows at ``pick`` (indices or a mask)."""
+        return dataclasses.replace(
+            self,
+            x=self.x[pick],
+            held=None if self.held is None else self.held.take(pick),
+            segments=None if self.segments is None else self.segments[pick],
+            labels=None if self.labels is None else self.labels[pick],
+        )
+
+
+@dataclass(frozen=True)
+class BuiltReference:
+    """What a reference file holds: the model-wide reference, the per-segment baselines, the held sample of the
+    scored rows, the chosen scales and the fitted estimators; ``notes``: what was chosen, one line each."""
+
+    reference: Reference
+    segments: dict[str, Reference]
+    held_sample: Held | None
+    scales: SignalScales | None
+    fit: EstimatorFit | None
+    notes: tuple[str, ...] = ()
+
+
+def build_reference(
+    model: OnnxModel,
+    rows: ReferenceRows,
+    standardizer: Standardizer,
+    config: ScoringConfig,
+    *,
+    held_sample: Held | None = None,
+    sample_rows: int = 5000,
+    scales: str = "fixed",
+    target_flicker_share: float = 0.5,
+    feature_names: Sequence[str] | None = None,
+    max_segments: int = setting_default(SegmentSettings, "max_segments"),
+    calibration: str = "temperature",
+    label_kind: str = "values",
+) -> BuiltReference:
+    """The reference of ``rows`` for ``model`` standardized by ``standardizer`` and scored at ``config`` (see the
+    module docstring). ``held_sample``: the held values a regressor's output scale is measured with (default the
+    rows' own); ``config.seed`` seeds the sample.
+
+    Raises
+    ------
+    DataError
+        Fewer than 10 finite rows, labels for a model that is not a classifier, feature names of the wrong count,
+        an unknown ``scales``.
+    """
+    from monitor.signals.scorer import RobustnessScorer
+
+    if scales not in SCALES:
+        raise DataError(f"scales must be 'fixed' or 'from-reference'; got {scales!r}")
+    if sample_rows < 1:
+        raise DataError(f"sample rows must be >= 1; got {sample_rows}")
+    names = tuple(feature_names) if feature_names else (None if model.signature.plain else model.signature.features)
+    if names is not None and len(names) != model.n_features:
+        raise DataError(f"feature_names lists {len(names)} names; the model takes {model.n_features} features")
+    if rows.labels is not None and model.kind != "classifier":
+        raise DataError(
+            f"'{model.path}' is read as a {model.kind}: labels fit accuracy estimators, which are for classifiers "
+            "(set model_kind / --model-kind classifier if its outputs are class scores)"
+        )
+    rows = rows.take(np.all(np.isfinite(rows.x), axis=1))
+    if rows.x.shape[0] < 10:
+        raise DataError(f"{rows.source} has {rows.x.shape[0]} finite rows; a reference needs at least 10")
+    # the count tables of the held inputs from every finite row (before sampling): a rare category stays known
+    every_held = None if rows.held is None else held_columns(rows.held.values, held_element_names(model.signature))
+    every_segment = rows.segments
+    scored = rows.take(sample(rows, sample_rows, config.seed))
+    notes: list[str] = []
+    chosen = None
+    if scales == "from-reference":
+        from monitor.signals.scales import choose_scales
+
+        chosen = choose_scales(
+            model,
+            standardizer,
+            scored.x,
+            scored.held,
+            config,
+            target_share=target_flicker_share,
+            held_sample=scored.held,
+        )
+        config = dataclasses.replace(config, sigma=chosen.sigma, radius=chosen.radius)
+        notes.append(
+            f"signal scales from the reference: σ = r = {chosen.sigma:.4g}; {chosen.flicker_share:.0%} of "
+            f"{chosen.rows} rows flicker (target {target_flicker_share:.0%})"
+        )
+    held = rows.held if held_sample is None else held_sample
+    scorer = RobustnessScorer(model, standardizer, config, held_sample=held if model.signature.has_held else None)
+    res = score_in_batches(scorer, scored.x, scored.held)
+    ok = res.valid
+    signals = _signals(res, scored.x, model.kind == "classifier", ok)
+    ref = Reference.from_arrays(**signals, feature_names=names, seed=config.seed)
+    baselines: dict[str, Reference] = {}
+    if scored.segments is not None and every_segment is not None:
+        baselines = segment_references(
+            scored.segments[ok], **signals, feature_names=names, max_segments=max_segments, seed=config.seed
+        )
+        if every_held is not None:
+            folded = fold_segments(every_segment, max_segments)
+            baselines = {
+                name: dataclasses.replace(
+                    base, held_tables=count_tables({k: v[folded == name] for k, v in every_held.items()})
+                )
+                for name, base in baselines.items()
+            }
+        kept = ", ".join(f"{name} ({base.n_events})" for name, base in baselines.items()) or "none"
+        notes.append(f"per-segment baselines (rows): {kept}")
+    if every_held is not None:
+        ref = dataclasses.replace(ref, held_tables=count_tables(every_held))
+    fit = None
+    if scored.labels is not None:
+        from monitor.accuracy.labelled import labelled_fit
+
+        fit = labelled_fit(
+            model,
+            scored.x,
+            scored.held,
+            res,
+            scored.labels,
+            seed=config.seed,
+            calibration=calibration,  # type: ignore[arg-type]
+            compare=label_kind,
+        )
+    kept_held = None if scored.held is None else scored.held.take(ok)
+    return BuiltReference(ref, baselines, kept_held, chosen, fit, tuple(notes))
+
+
+def sample(rows: ReferenceRows, sample_rows: int, seed: int) -> NDArray[np.intp]:
+    """The indices of the rows scored: at most ``sample_rows`` of each segment (in row order), or of all rows
+    without segments (a seeded draw; all of them when they are that few)."""
+    n = rows.x.shape[0]
+    rng = np.random.default_rng(seed)
+    if rows.segments is not None:
+        segments = rows.segments
+        return np.sort(
+            np.concatenate(
+                [
+                    idx if idx.size <= sample_rows else rng.choice(idx, sample_rows, replace=False)
+                    for name in np.unique(segments).tolist()
+                    for idx in [np.flatnonzero(segments == name)]
+                ]
+            )
+        )
+    if n > sample_rows:
+        return np.asarray(rng.choice(n, sample_rows, replace=False), dtype=np.intp)
+    return np.arange(n)
+
+
+def _signals(res: ScoreResult, x: NDArray[np.float64], classifier: bool, ok: NDArray[np.bool_]) -> dict[str, Any]:
+    """The scored rows' signals as :meth:`Reference.from_arrays` and :func:`segment_references` take them."""
+    return {
+        "gamma": res.gamma[ok],
+        "flicker": res.flicker[ok],
+        "features": x[ok],
+        "predicted_class": res.predicted_class[ok],
+        "confidence": res.probability[ok] if classifier else None,
+        "margin": res.margin[ok] if classifier else None,
+    }
+
+
+def score_in_batches(
+    scorer: RobustnessScorer, x: NDArray[np.float64], held: Held | None, batch_rows: int = BATCH_ROWS
+) -> ScoreResult:
+    """Score ``x`` in calls of ``batch_rows`` rows; one :class:`~monitor.signals.scorer.ScoreResult` for all."""
+    from monitor.signals.scorer import ScoreResult
+
+    if batch_rows < 1:
+        raise DataError(f"batch size must be >= 1; got {batch_rows}")
+    parts = [
+        scorer.score(x[s : s + batch_rows], None if held is None else held.take(slice(s, s + batch_rows)))
+        for s in range(0, x.shape[0], batch_rows)
+    ]
+    if not parts:
+        raise DataError("no rows to score")
+    return ScoreResult(
+        **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(ScoreResult)}
+    )
