@@ -60,7 +60,36 @@ class RegionDropped:
     region_id: str
 
 
-ProbeSeries = RegionsTracked | RegionProbed | ProbeRows | ProbeRunDone | RegionDropped
+@dataclass(frozen=True, slots=True)
+class RegionOutcome:
+    """Regions of ``model`` that the prober completed, queued or skipped, with the reason."""
+
+    model: str
+    outcome: str
+    reason: str
+    regions: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeQueue:
+    """``model``'s regions waiting for the row budget."""
+
+    model: str
+    regions: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeBudget:
+    """The row budget of every model's probes: earned, spent, and what the queued probes will take."""
+
+    earned: float
+    spent: float
+    queued: float
+
+
+ProbeSeries = (
+    RegionsTracked | RegionProbed | ProbeRows | ProbeRunDone | RegionDropped | RegionOutcome | ProbeQueue | ProbeBudget
+)
 
 
 @dataclass
@@ -88,6 +117,14 @@ def publish_probe_report(state: MetricsState, report: ProbeReport) -> None:
             tel.MODEL_EVALUATIONS_TOTAL.inc(state, tel.ModelPurpose(item.model, "probe"), float(item.rows))
         elif isinstance(item, ProbeRunDone):
             tel.PROBE_RUNS_TOTAL.inc(state, tel.Model(item.model))
+        elif isinstance(item, RegionOutcome):
+            labels = tel.ModelOutcomeReason(item.model, item.outcome, item.reason)
+            tel.PROBE_REGIONS_TOTAL.inc(state, labels, float(item.regions))
+        elif isinstance(item, ProbeQueue):
+            tel.PROBE_QUEUE.set(state, tel.Model(item.model), float(item.regions))
+        elif isinstance(item, ProbeBudget):
+            for name, value in (("earned", item.earned), ("spent", item.spent), ("queued", item.queued)):
+                tel.PROBE_BUDGET_ROWS.set(state, tel.State(name), value)
         else:
             prefix = (item.model, item.region_id)
             for metric in (tel.PROBE_EPS_STAR, tel.PROBE_MRI, tel.PROBE_TARGETS):
