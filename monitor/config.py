@@ -427,10 +427,8 @@ class AlertSettings(_Strict):
 class ProbeSettings(_Strict):
     enabled: bool = Field(True, description="Run threshold probes on flagged regions.")
     interval_seconds: float = Field(300.0, gt=0, description="How often the probe scheduler wakes.")
-    max_regions: int = Field(
-        16, ge=1, description="Bounded region index size per model (regions ranked by what moved; the lowest evicted)."
-    )
-    regions_per_run: int = Field(3, ge=1, description="Worst regions probed per run.")
+    max_regions: int = Field(16, ge=1, description="Bounded region index size per model (lowest rank evicted).")
+    regions_per_run: int = Field(3, ge=1, description="Highest-ranked regions probed (or queued) per run.")
     budget_share: float = Field(0.1, gt=0, le=1, description="Max share of model evaluations used by probes.")
 
 

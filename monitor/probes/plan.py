@@ -27,6 +27,7 @@ from monitor.model.standardize import Standardizer
 from monitor.probes.funnel import STAGES, FunnelConfig, ascent_config, search_targets
 from monitor.probes.perturbations import GammaAscent, PerturbationContext, probe_targets
 from monitor.probes.profile import FeatureInfo
+from monitor.probes.report import JsonObject
 from monitor.probes.threshold import search_depth
 from monitor.probes.trees import TreeSplits, exact_shift_rows
 from monitor.signals.scorer import RobustnessScorer
@@ -54,8 +55,9 @@ class ProbePlan:
     def total(self) -> int:
         return sum(self.rows.values())
 
-    def to_dict(self) -> dict[str, object]:
-        return {"points": self.points, "targets": self.targets, "rows": dict(self.rows), "total": self.total}
+    def to_dict(self) -> JsonObject:
+        rows: JsonObject = dict(self.rows)
+        return {"points": self.points, "targets": self.targets, "rows": rows, "total": self.total}
 
 
 def plan_probe(

@@ -15,6 +15,16 @@ from monitor.exporters.prometheus import MetricsState
 #: the statuses of the profile, each a ``harmonic_probe_targets`` series
 STATUSES: tuple[str, ...] = ("crossed", "not_crossed", "not_searched")
 
+#: what the prober does with a region (``harmonic_probe_regions_total``): outcome → its reasons
+REGION_OUTCOMES: dict[str, tuple[str, ...]] = {
+    "completed": ("probed",),
+    "queued": ("budget",),
+    "skipped": ("few_exemplars", "outranked", "evicted"),
+}
+
+#: the ``state`` of ``harmonic_probe_budget_rows``
+BUDGET_STATES: tuple[str, ...] = ("earned", "spent", "queued")
+
 
 @dataclass(frozen=True, slots=True)
 class RegionsTracked:
@@ -123,7 +133,7 @@ def publish_probe_report(state: MetricsState, report: ProbeReport) -> None:
         elif isinstance(item, ProbeQueue):
             tel.PROBE_QUEUE.set(state, tel.Model(item.model), float(item.regions))
         elif isinstance(item, ProbeBudget):
-            for name, value in (("earned", item.earned), ("spent", item.spent), ("queued", item.queued)):
+            for name, value in zip(BUDGET_STATES, (item.earned, item.spent, item.queued), strict=True):
                 tel.PROBE_BUDGET_ROWS.set(state, tel.State(name), value)
         else:
             prefix = (item.model, item.region_id)
