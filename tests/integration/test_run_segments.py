@@ -121,7 +121,7 @@ def probe_reports(sidecar: Sidecar) -> dict[str, Any]:
     """The model's part of ``GET /probes`` (empty until the first region was seen)."""
     status, body = sidecar.get("/probes")
     assert status == 200, body[:200]
-    models: dict[str, Any] = json.loads(body)["models"]
+    models: dict[str, dict[str, Any]] = json.loads(body)["models"]
     return models.get(MODEL, {})
 
 
