@@ -435,7 +435,7 @@ class ProbeSettings(_Strict):
 class FunnelSettings(_Strict):
     """The probe funnel on one region (:class:`monitor.probes.funnel.FunnelConfig`; ``harmonic-monitor probe``'s
     flags). Not a section of the service's file: the service's prober (``probes``) runs a cheaper funnel of its own,
-    ``FunnelConfig(steps=5)`` without the γ-ascent direction and screening targets (monitor/probes/scheduler.py).
+    ``FunnelConfig(steps=5)`` without the γ-ascent direction, searching every target (monitor/probes/scheduler.py).
     Intensities are in standardized units (raw with ``space: raw``)."""
 
     eps: float = Field(0.1, description="Moderate intensity of the MRI, the sensitivity stage and consistency.")
@@ -473,7 +473,8 @@ class FunnelSettings(_Strict):
     search_all: bool = Field(
         True,
         description="Threshold search on every target (the full threshold profile); false: the cheap screen, only "
-        "on targets fragile at eps (the others reported not_searched, robust_at_eps). The service's prober screens.",
+        "on targets fragile at eps (the others reported not_searched, robust_at_eps). The service's prober searches "
+        "every target.",
     )
 
 

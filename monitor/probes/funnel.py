@@ -97,7 +97,7 @@ class FunnelConfig:
         the search (lowest r first, so a budget goes to the worst), but do not screen targets out of it — a target
         robust at the small ``eps`` may still cross well inside the cap. False: the cheap screen, threshold search
         on the fragile targets only; the others are reported not searched (``robust_at_eps``). The service's
-        periodic prober uses the screen (it runs under a budget share).
+        periodic prober searches every target too (it admits a region only when its budget covers the whole run).
     """
 
     perturbations: tuple[str, ...] = PERTURBATION_NAMES
