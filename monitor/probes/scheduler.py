@@ -1,5 +1,5 @@
 """Probes: the scheduler inside ``run`` — feeds the region index from scored batches and, every
-``interval_seconds``, runs the funnel on the worst regions under an evaluation budget.
+``interval_seconds``, runs the funnel on the highest-ranked regions under an evaluation budget.
 
 Budget: probes may use at most ``budget_share`` of all model rows evaluated (events + probes). The scheduler keeps
 its own count of both: the event rows from every scored batch it is fed (and the shadow checks' rows from every
@@ -12,6 +12,11 @@ queue's first region (or at the next interval). An admitted probe runs every sta
 half-searched. So over any stretch of time, probing never takes more than ``budget_share`` of the model's work from
 event scoring.
 
+Rows alone do not bound the cost (probe rows go through the model in small batches, and the region bookkeeping in
+:meth:`ProbeScheduler.observe` costs time too), so ``tick`` also skips a run while the scheduler's own wall time —
+observe plus runs — exceeds ``TIME_MARGIN × budget_share`` of the time since start (the margin covers what probing
+costs outside its own time, e.g. caches evicted for the event path): scored events/s then drop by at most the share.
+
 Which regions: the region index forms regions within a segment and ranks them by what moved
 (:mod:`monitor.probes.regions`): each segment's *severity* is its drift verdict (harmful-shift over input-shift over
 stable), then the detectors that fired, then the largest distance of the inputs that moved
@@ -20,16 +25,13 @@ skipped as ``outranked``), highest rank first, at most ``regions_per_run`` a rou
 once new events joined it. Each region's outcome — completed, queued (budget), skipped (few exemplars, outranked,
 evicted while queued) — is counted once per change in ``harmonic_probe_regions_total``; ``/probes`` shows the queue
 and the budget.
-Rows alone do not bound the cost (probe rows go through the model in small batches, and the region bookkeeping in
-:meth:`ProbeScheduler.observe` costs time too), so ``tick`` also skips a run while the scheduler's own wall time —
-observe plus runs — exceeds ``TIME_MARGIN × budget_share`` of the time since start (the margin covers what probing
-costs outside its own time, e.g. caches evicted for the event path): scored events/s then drop by at most the share.
+
 Results become metrics (ε* per region and τ, MRI components, the profile's targets per status) and a JSON report
 at ``/probes`` and in the state dir (``probes.json``). Each report carries the complete threshold profile (every
 (τ, feature) pair with its status: :mod:`monitor.probes.profile`) in the model's feature names
 (:attr:`~monitor.model.onnx.OnnxModel.feature_names`) with ε in raw units beside standardized ones; each region
-its centre in raw units and its exemplars' held values; the index says how it evicts (the lowest decayed score when
-full) and how many regions it has evicted.
+its segment, its centre in raw units and its exemplars' held values; each report its ``rank`` and ``plan``; the index
+says how it evicts (the lowest rank when full) and how many regions it has evicted.
 
 A model that holds values fixed (int, bool and string inputs: :mod:`monitor.model.signature`): :meth:`observe` gets
 the scored batch's held values, the region index keeps each exemplar's, and the funnel evaluates every exemplar's
@@ -232,7 +234,8 @@ class ProbeScheduler:
         return int(max(0.0, self._earned() - self.probe_rows))
 
     def tick(self) -> None:
-        """Run a probe round when the interval has passed."""
+        """Run a probe round when the interval has passed, or the rows earned cover a queued region's whole probe
+        (within the time share either way)."""
         if not self.settings.enabled:
             return
         now = self.clock()
@@ -304,17 +307,10 @@ class ProbeScheduler:
                 certify_copies=copies,
             )
             if queue or plan.total > self.budget_rows():
-                log.info(
-                    "probe queued until the budget covers it",
-                    extra={
-                        "model": rt.name,
-                        "region": region.region_id,
-                        "rows": plan.total,
-                        "budget": self.budget_rows(),
-                    },
-                )
                 queue.append((region, plan))
-                self._mark(rt.name, mp, region, "queued", "budget")
+                if self._mark(rt.name, mp, region, "queued", "budget"):
+                    extra = {"model": rt.name, "region": region.region_id, "rows": plan.total}
+                    log.info("probe queued until the budget covers it", extra={**extra, "budget": self.budget_rows()})
                 continue
             self._probe(rt, mp, region, plan, features, now)
             probed += 1
@@ -340,17 +336,18 @@ class ProbeScheduler:
                 out.append(region)
         return out
 
-    def _mark(self, model: str, mp: _ModelProbes, region: Region, outcome: str, reason: str) -> None:
-        """Count ``region``'s outcome once per change (a completed probe every time)."""
+    def _mark(self, model: str, mp: _ModelProbes, region: Region, outcome: str, reason: str) -> bool:
+        """Count ``region``'s outcome once per change (a completed probe every time); whether it was counted."""
         state = f"{outcome}:{reason}"
         if outcome != "completed":
             if mp.states.get(region.region_id) == state:
-                return
+                return False
             mp.states[region.region_id] = state
         else:
             mp.states.pop(region.region_id, None)
         mp.outcomes[state] = mp.outcomes.get(state, 0) + 1
         self._report.series.append(RegionOutcome(model, outcome, reason))
+        return True
 
     def _forget_gone(self, model: str, mp: _ModelProbes) -> None:
         """Drop the reports and states of regions no longer in the index; a queued one counts as skipped
