@@ -172,8 +172,11 @@ class ProbeScheduler:
         pipeline.stages.accepted_hooks.append(self._count_shadow)
 
     def take_report(self) -> ProbeReport:
-        """The series produced since the last call (region index sizes, probe results, rows, runs, regions dropped),
-        in order; a new report starts."""
+        """The series produced since the last call (region index sizes, probe results, rows, runs, regions dropped,
+        outcomes, queues), in order, then the budget as it is now; a new report starts."""
+        if self.settings.enabled:
+            queued = sum(p.total for mp in self._models.values() for _, p in mp.queue)
+            self._report.series.append(ProbeBudget(self._earned(), float(self.probe_rows), float(queued)))
         report, self._report = self._report, ProbeReport()
         return report
 
@@ -280,8 +283,6 @@ class ProbeScheduler:
                 self._report.series.append(ProbeRunDone(rt.name))
             probed += done
             self._forget_gone(rt.name, mp)
-        earned, queued = self._earned(), sum(p.total for mp in self._models.values() for _, p in mp.queue)
-        self._report.series.append(ProbeBudget(earned, float(self.probe_rows), float(queued)))
         if probed:
             self._write()
         return probed
