@@ -431,15 +431,15 @@ class AlertSettings(_Strict):
 class ProbeSettings(_Strict):
     enabled: bool = Field(True, description="Run threshold probes on flagged regions.")
     interval_seconds: float = Field(300.0, gt=0, description="How often the probe scheduler wakes.")
-    max_regions: int = Field(64, ge=1, description="Bounded region index size per model.")
-    regions_per_run: int = Field(3, ge=1, description="Worst regions probed per run.")
+    max_regions: int = Field(16, ge=1, description="Bounded region index size per model (lowest rank evicted).")
+    regions_per_run: int = Field(3, ge=1, description="Highest-ranked regions probed (or queued) per run.")
     budget_share: float = Field(0.1, gt=0, le=1, description="Max share of model evaluations used by probes.")
 
 
 class FunnelSettings(_Strict):
     """The probe funnel on one region (:class:`monitor.probes.funnel.FunnelConfig`; ``harmonic-monitor probe``'s
     flags). Not a section of the service's file: the service's prober (``probes``) runs a cheaper funnel of its own,
-    ``FunnelConfig(steps=5)`` without the γ-ascent direction and screening targets (monitor/probes/scheduler.py).
+    ``FunnelConfig(steps=5)`` without the γ-ascent direction, searching every target (monitor/probes/scheduler.py).
     Intensities are in standardized units (raw with ``space: raw``)."""
 
     eps: float = Field(0.1, description="Moderate intensity of the MRI, the sensitivity stage and consistency.")
@@ -477,7 +477,8 @@ class FunnelSettings(_Strict):
     search_all: bool = Field(
         True,
         description="Threshold search on every target (the full threshold profile); false: the cheap screen, only "
-        "on targets fragile at eps (the others reported not_searched, robust_at_eps). The service's prober screens.",
+        "on targets fragile at eps (the others reported not_searched, robust_at_eps). The service's prober searches "
+        "every target.",
     )
 
 

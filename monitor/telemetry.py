@@ -163,6 +163,16 @@ class Reason(NamedTuple):
     reason: str
 
 
+class ModelOutcomeReason(NamedTuple):
+    model: str
+    outcome: str
+    reason: str
+
+
+class State(NamedTuple):
+    state: str
+
+
 class ModelSegmentWindowMethod(NamedTuple):
     model: str
     segment: str
@@ -444,6 +454,22 @@ PROBE_TARGETS = Gauge(
     "harmonic_probe_targets",
     "Probe targets ((perturbation, feature) pairs) of a region's last profile, by status: crossed, not_crossed, not_searched.",
     ModelRegionStatus,
+)
+PROBE_REGIONS_TOTAL = Counter(
+    "harmonic_probe_regions_total",
+    "Regions by what the prober did with them: outcome completed (reason probed: probed to the end), queued (reason "
+    "budget: waiting until the row budget covers the whole probe) or skipped (reason few_exemplars, outranked: "
+    "another segment moved more, evicted: it left the index while queued).",
+    ModelOutcomeReason,
+)
+PROBE_QUEUE = Gauge(
+    "harmonic_probe_queue", "Regions waiting for the probe row budget to cover their whole probe.", Model
+)
+PROBE_BUDGET_ROWS = Gauge(
+    "harmonic_probe_budget_rows",
+    "The probe row budget, all models: state earned (budget_share of the rows live events took), spent (rows probes "
+    "evaluated), queued (rows the queued regions' probes will take).",
+    State,
 )
 LABELS_CONSUMED_TOTAL = Counter(
     "harmonic_labels_consumed_total", "Delayed-label messages read from the labels topic.", NoLabels

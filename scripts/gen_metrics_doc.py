@@ -20,6 +20,7 @@ from monitor.exporters.http import PATHS as HTTP_PATHS
 from monitor.exporters.http import REJECT_REASONS
 from monitor.gammamap import GAMMA_BIN_LABELS, P_BIN_LABELS
 from monitor.probes.perturbations import PERTURBATION_NAMES
+from monitor.probes.probe_report import BUDGET_STATES, REGION_OUTCOMES
 from monitor.source.kafka import DROP_REASONS as PRODUCER_DROP_REASONS
 from monitor.source.kafka import TOPIC_KINDS
 from monitor.source.kserve_join import KSERVE_DROP_REASONS
@@ -427,21 +428,49 @@ USAGE: dict[str, Usage] = {
     "harmonic_regions_tracked": Usage(
         "Probes on flagged regions",
         "regions",
-        "Regions of feature space where sampled events showed high γ or flicker, in the bounded index "
-        "(`probes.max_regions`). A steady climb means new fragile areas keep appearing.",
+        "Regions of feature space where sampled events showed high γ or flicker, each within one segment, in the "
+        "bounded index (`probes.max_regions`). At the bound all the time: the index evicts by rank (the segment's "
+        "drift verdict and evidence, then γ + flicker), so the regions kept are those of the segments that moved.",
     ),
     "harmonic_regions_evicted_total": Usage(
         "Probes on flagged regions",
         "regions",
-        "Regions dropped because the index was full (`probes.max_regions`): each new region replaces the one with "
-        "the lowest score (γ + flicker of its events, halved every hour). A rate close to the rate of new regions "
+        "Regions dropped because the index was full (`probes.max_regions`): each new region replaces the "
+        "lowest-ranked one (its segment moved least, then the lowest score: γ + flicker of its events, halved every "
+        "hour); never one of a segment that moved more than the new event's. A rate close to the rate of new regions "
         "means the index churns and a region rarely lives long enough to be probed: raise `probes.max_regions`.",
     ),
     "harmonic_probe_runs_total": Usage(
         "Probes on flagged regions",
         "runs",
-        "Completed probe runs (every `probes.interval_seconds`, within `probes.budget_share` of model evaluations). "
-        "Flat while regions exist = the probe budget is exhausted by event scoring.",
+        "Probe runs that probed at least one region (every `probes.interval_seconds`, or as soon as the budget covers "
+        "the first queued region; within `probes.budget_share` of model evaluations). Flat while regions exist and "
+        "`harmonic_probe_queue` > 0 = the probe budget grows too slowly for a whole probe: see "
+        "`harmonic_probe_budget_rows`.",
+    ),
+    "harmonic_probe_regions_total": Usage(
+        "Probes on flagged regions",
+        "regions",
+        'What the prober did with each region, counted once per change: `outcome="completed"` (`reason="probed"`: '
+        'every stage run to the end, so the report has no target left unsearched for lack of budget), `"queued"` '
+        '(`reason="budget"`: the rows earned do not yet cover its whole probe), `"skipped"` (`reason="few_exemplars"`: '
+        'under 4 events; `"outranked"`: another segment\'s verdict is more severe, its regions go first; '
+        '`"evicted"`: it left the index while queued). Many `evicted` = the budget is too small for the rate at '
+        "which regions change: raise `probes.budget_share` or lower `probes.regions_per_run`.",
+    ),
+    "harmonic_probe_queue": Usage(
+        "Probes on flagged regions",
+        "regions",
+        "Regions waiting until the rows earned cover their whole probe (at most `probes.regions_per_run`); each runs "
+        'as soon as they do. Their planned rows: `harmonic_probe_budget_rows{state="queued"}`; the queue itself: '
+        "`GET /probes` (`models.<name>.queue`).",
+    ),
+    "harmonic_probe_budget_rows": Usage(
+        "Probes on flagged regions",
+        "model rows",
+        '`state="earned"`: `budget_share / (1 − budget_share)` of the rows live events took since start; `"spent"`: '
+        'the rows probes evaluated since start (spent ≤ earned); `"queued"`: the planned rows of the queued regions. '
+        "earned − spent is what the next probe may take; when it stays below queued the budget is the bottleneck.",
     ),
     "harmonic_probe_eps_star": Usage(
         "Probes on flagged regions",
@@ -460,9 +489,9 @@ USAGE: dict[str, Usage] = {
         "Probes on flagged regions",
         "targets ((perturbation, feature) pairs)",
         "The region's last threshold profile counted by status: `crossed` (ε* found), `not_crossed` (robust up to the "
-        "cap ε_max), `not_searched` (robust at the funnel's moderate ε, the budget, a feature of zero reference "
-        "spread). The three add up to every target, so a feature never looked at cannot pass for a robust one; each "
-        "target's status and reason: `GET /probes`.",
+        "cap ε_max), `not_searched` (a feature of zero reference spread, a held element; never the budget: a region "
+        "is probed to completion or queued). The three add up to every target, so a feature never looked at cannot "
+        "pass for a robust one; each target's status and reason: `GET /probes`.",
     ),
     # -- labels ------------------------------------------------------------------------------------------------------
     "harmonic_labels_consumed_total": Usage(
@@ -639,7 +668,13 @@ LABELS: dict[str, str] = {
     + ", ".join(f"`{r}`" for r in REJECT_REASONS)
     + ". Why the Kafka producer gave a record up (`harmonic_producer_dropped_total`): "
     + ", ".join(f"`{r}`" for r in PRODUCER_DROP_REASONS)
+    + ". Why the prober completed, queued or skipped a region (`harmonic_probe_regions_total`): "
+    + ", ".join(f"`{r}`" for reasons in REGION_OUTCOMES.values() for r in reasons)
     + ".",
+    "outcome": "What the prober did with a region: "
+    + ", ".join(f"`{o}` ({', '.join(f'`{r}`' for r in reasons)})" for o, reasons in REGION_OUTCOMES.items())
+    + ".",
+    "state": "The probe row budget's account: " + ", ".join(f"`{s}`" for s in BUDGET_STATES) + ".",
     "topic_kind": "Which output topic a producer record was for: "
     + ", ".join(f"`{k}`" for k in TOPIC_KINDS)
     + " (`kafka.dead_letter_topic`, `kafka.scores_topic`).",

@@ -97,7 +97,7 @@ class FunnelConfig:
         the search (lowest r first, so a budget goes to the worst), but do not screen targets out of it — a target
         robust at the small ``eps`` may still cross well inside the cap. False: the cheap screen, threshold search
         on the fragile targets only; the others are reported not searched (``robust_at_eps``). The service's
-        periodic prober uses the screen (it runs under a budget share).
+        periodic prober searches every target too (it admits a region only when its budget covers the whole run).
     """
 
     perturbations: tuple[str, ...] = PERTURBATION_NAMES
@@ -237,6 +237,20 @@ def exhaustive_rows(
     return fixed + per_eval * depth, fixed + per_eval * rungs
 
 
+def search_targets(targets: tuple[ProbeTarget, ...], features: FeatureInfo | None) -> tuple[ProbeTarget, ...]:
+    """The targets a threshold search may run on: all but the features of zero reference spread (never searched)."""
+    if features is None:
+        return targets
+    return tuple(t for t in targets if t.feature is None or not bool(features.zero_spread[t.feature]))
+
+
+def ascent_config(cfg: FunnelConfig, model: Predictor) -> ScoringConfig:
+    """The scoring settings of Algorithm 2 in a funnel run: ``cfg``'s ball, no flicker copies, labels for a
+    classifier without probabilities."""
+    output = "label" if model.kind == "classifier" and not getattr(model, "has_proba", True) else "auto"
+    return ScoringConfig(radius=cfg.radius, ball=cfg.ball, output=output, flicker_copies=0, seed=cfg.seed)
+
+
 def _consistency_configurations(targets: tuple[ProbeTarget, ...]) -> list[Perturbation]:
     """One configuration per τ: the target's perturbation, and for ``shift`` a random feature and sign per point."""
     configs: list[Perturbation] = []
@@ -374,7 +388,7 @@ def run_funnel(
     if features is not None:
         if features.n_features != session.n_features:
             raise ProbeError(f"feature info names {features.n_features} features; the points have {session.n_features}")
-        zero_keys = {t.key for t in targets if t.feature is not None and bool(features.zero_spread[t.feature])}
+        zero_keys = {t.key for t in targets} - {t.key for t in search_targets(targets, features)}
     mri: MriResult | None = None
     sens_all: SensitivityResult | None = None
     sens: SensitivityResult | None = None
@@ -443,9 +457,7 @@ def run_funnel(
 
         stage = "adversarial"
         if cfg.steps > 0:
-            classifier = session.model.kind == "classifier"
-            output = "label" if classifier and not session.model.has_proba else "auto"
-            scoring = ScoringConfig(radius=cfg.radius, ball=cfg.ball, output=output, flicker_copies=0, seed=cfg.seed)
+            scoring = ascent_config(cfg, session.model)
             adversarial = _ascent_search(session.model, standardizer, session.raw_points, held, cfg.steps, scoring)
         mark("adversarial")
         stage = None

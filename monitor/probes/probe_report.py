@@ -15,6 +15,16 @@ from monitor.exporters.prometheus import MetricsState
 #: the statuses of the profile, each a ``harmonic_probe_targets`` series
 STATUSES: tuple[str, ...] = ("crossed", "not_crossed", "not_searched")
 
+#: what the prober does with a region (``harmonic_probe_regions_total``): outcome → its reasons
+REGION_OUTCOMES: dict[str, tuple[str, ...]] = {
+    "completed": ("probed",),
+    "queued": ("budget",),
+    "skipped": ("few_exemplars", "outranked", "evicted"),
+}
+
+#: the ``state`` of ``harmonic_probe_budget_rows``
+BUDGET_STATES: tuple[str, ...] = ("earned", "spent", "queued")
+
 
 @dataclass(frozen=True, slots=True)
 class RegionsTracked:
@@ -60,7 +70,36 @@ class RegionDropped:
     region_id: str
 
 
-ProbeSeries = RegionsTracked | RegionProbed | ProbeRows | ProbeRunDone | RegionDropped
+@dataclass(frozen=True, slots=True)
+class RegionOutcome:
+    """Regions of ``model`` that the prober completed, queued or skipped, with the reason."""
+
+    model: str
+    outcome: str
+    reason: str
+    regions: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeQueue:
+    """``model``'s regions waiting for the row budget."""
+
+    model: str
+    regions: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeBudget:
+    """The row budget of every model's probes: earned, spent, and what the queued probes will take."""
+
+    earned: float
+    spent: float
+    queued: float
+
+
+ProbeSeries = (
+    RegionsTracked | RegionProbed | ProbeRows | ProbeRunDone | RegionDropped | RegionOutcome | ProbeQueue | ProbeBudget
+)
 
 
 @dataclass
@@ -88,6 +127,14 @@ def publish_probe_report(state: MetricsState, report: ProbeReport) -> None:
             tel.MODEL_EVALUATIONS_TOTAL.inc(state, tel.ModelPurpose(item.model, "probe"), float(item.rows))
         elif isinstance(item, ProbeRunDone):
             tel.PROBE_RUNS_TOTAL.inc(state, tel.Model(item.model))
+        elif isinstance(item, RegionOutcome):
+            labels = tel.ModelOutcomeReason(item.model, item.outcome, item.reason)
+            tel.PROBE_REGIONS_TOTAL.inc(state, labels, float(item.regions))
+        elif isinstance(item, ProbeQueue):
+            tel.PROBE_QUEUE.set(state, tel.Model(item.model), float(item.regions))
+        elif isinstance(item, ProbeBudget):
+            for name, value in zip(BUDGET_STATES, (item.earned, item.spent, item.queued), strict=True):
+                tel.PROBE_BUDGET_ROWS.set(state, tel.State(name), value)
         else:
             prefix = (item.model, item.region_id)
             for metric in (tel.PROBE_EPS_STAR, tel.PROBE_MRI, tel.PROBE_TARGETS):

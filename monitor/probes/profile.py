@@ -1,7 +1,7 @@
 """Probes: the complete threshold profile, and the features it is told in.
 
-Threshold search runs on every target by default; with the cheap screen (``search_all`` off, as the service's
-periodic prober runs) only on the fragile ones, so a report that listed only the searched ones could not tell
+Threshold search runs on every target by default (offline and in the service's periodic prober); with the cheap
+screen (``search_all`` off) only on the fragile ones, so a report that listed only the searched ones could not tell
 "robust" from "not looked at". :func:`complete_profile` gives *every* probe target (each τ;
 each feature of ``shift``) one :class:`ProfileEntry` with a status:
 

@@ -4,17 +4,26 @@ A *region* is a place in feature space where sampled events show high γ or flic
 units), a radius, the exemplars that put it there (raw units, bounded), and its scores. Events are flagged when
 γ exceeds a threshold (the reference's upper quantile) or any flicker copy flipped. A flagged event joins the
 nearest region whose centre is within ``radius``; otherwise it opens a new one, evicting the region with the
-lowest decayed score when the index is full. Memory: ``max_regions × max_exemplars × n`` floats.
+lowest rank when the index is full. Memory: ``max_regions × max_exemplars × n`` floats.
+
+Regions are formed within a segment: a flagged event joins only a region of its own event's segment, so one
+region never mixes segments (cities) and what a probe finds in it belongs to that segment. Regions are ranked by
+what moved: first their segment's *severity* (:attr:`RegionIndex.severity`, set by the caller from the segment's
+drift verdict and evidence; 0 for a segment that did not move), then their decayed score (γ + flicker). A full index
+evicts by rank: the new region takes the slot of the lowest-ranked region, unless every region outranks the new
+event's segment — then the event is not kept (``refused_total``), so the regions of a segment that moved are never
+pushed out by events of one that did not.
 
 For a model that holds values fixed (int, bool and string inputs: :mod:`monitor.model.signature`) each exemplar
 keeps its event's held values beside its raw row (:meth:`Region.held`), so that a probe evaluates every exemplar with
 its own; regions are still found in x alone (the held values do not move a centre). Each exemplar also keeps its
-event's segment (:meth:`Region.segments`), so that what a probe finds at an exemplar is counted in that segment.
+event's segment (:meth:`Region.segments`: all the region's own), so that what a probe finds at an exemplar is
+counted in that segment.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -42,6 +51,10 @@ class Region:
     first_seen: float = 0.0
     last_seen: float = 0.0
     probed_at: float | None = None
+    #: the segment of the events that formed it (None: the events' segments were not given)
+    segment: str | None = None
+    #: ``events`` when it was last probed: a region with no event since has nothing new to probe
+    probed_events: int = 0
     _filled: int = field(default=0, repr=False)
     #: the exemplars' held values by key, ``(max_exemplars, …)`` each, in the exemplars' slots (None: none held)
     held_exemplars: dict[str, NDArray[Any]] | None = field(default=None, repr=False)
@@ -72,6 +85,7 @@ class Region:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.region_id,
+            "segment": self.segment,
             "centre_standardized": self.centre.tolist(),
             "radius": self.radius,
             "events": self.events,
@@ -124,12 +138,16 @@ class RegionIndex:
 
     def reset(self) -> None:
         self._regions: list[Region] = []
+        #: segment → its severity (larger: it moved more), compared as tuples; a segment not named has ``()``
+        self.severity: Mapping[str | None, tuple[float, ...]] = {}
         # row k = self._regions[k].centre, kept in one array so the nearest-centre search is one vector op per row
         self._centres = np.zeros((self.max_regions, self.n_features))
         self._next_id = 0
         self._last_decay: float | None = None
         self.flagged_total = 0
         self.evicted_total = 0
+        #: flagged events not kept: the index was full of regions that outrank their segment
+        self.refused_total = 0
 
     @property
     def regions(self) -> tuple[Region, ...]:
@@ -169,9 +187,13 @@ class RegionIndex:
         for i in idx:
             self.flagged_total += 1
             z = standardized[i]
-            k = self._nearest(z)
+            segment = None if segments is None else str(segments[int(i)])
+            k = self._nearest(z, segment)
             if k is None:
-                k = self._open(z, now)
+                k = self._open(z, now, segment)
+                if k is None:
+                    self.refused_total += 1
+                    continue
             region = self._regions[k]
             region.events += 1
             region.centre += (z - region.centre) / region.events
@@ -185,7 +207,7 @@ class RegionIndex:
             region.exemplars[slot] = raw[i]
             if len(region.exemplar_segments) < self.max_exemplars:
                 region.exemplar_segments.extend([None] * (self.max_exemplars - len(region.exemplar_segments)))
-            region.exemplar_segments[slot] = None if segments is None else str(segments[int(i)])
+            region.exemplar_segments[slot] = segment
             if held is not None and held.values:
                 if region.held_exemplars is None or set(region.held_exemplars) != set(held.values):
                     region.held_exemplars = _held_slots(held, self.max_exemplars)
@@ -194,17 +216,23 @@ class RegionIndex:
             region._filled = min(region._filled + 1, self.max_exemplars)
         return self
 
-    def _nearest(self, z: NDArray[np.float64]) -> int | None:
-        """Slot of the nearest region whose centre is within ``radius`` of ``z``, else None."""
-        if not self._regions:
+    def _nearest(self, z: NDArray[np.float64], segment: str | None) -> int | None:
+        """Slot of the nearest region of ``segment`` whose centre is within ``radius`` of ``z``, else None."""
+        slots = [k for k, r in enumerate(self._regions) if r.segment == segment]
+        if not slots:
             return None
-        diff = self._centres[: len(self._regions)] - z
+        diff = self._centres[slots] - z
         d2 = np.einsum("ij,ij->i", diff, diff)
         j = int(np.argmin(d2))
-        return j if d2[j] <= self.radius**2 else None
+        return slots[j] if d2[j] <= self.radius**2 else None
 
-    def _open(self, z: NDArray[np.float64], now: float) -> int:
-        """Open a region at ``z``; when the index is full it takes the slot of the lowest-scoring one."""
+    def _open(self, z: NDArray[np.float64], now: float, segment: str | None) -> int | None:
+        """Open a region of ``segment`` at ``z``; when the index is full it takes the slot of the lowest-ranked one,
+        unless that one's segment outranks ``segment`` (then None: not opened)."""
+        if len(self._regions) >= self.max_regions:
+            slot = min(range(len(self._regions)), key=lambda k: self.rank(self._regions[k]))
+            if self.severity_of(self._regions[slot].segment) > self.severity_of(segment):
+                return None
         region = Region(
             region_id=f"r{self._next_id}",
             centre=z.astype(np.float64).copy(),
@@ -212,10 +240,10 @@ class RegionIndex:
             exemplars=np.zeros((self.max_exemplars, self.n_features)),
             first_seen=now,
             last_seen=now,
+            segment=segment,
         )
         self._next_id += 1
         if len(self._regions) >= self.max_regions:
-            slot = min(range(len(self._regions)), key=lambda k: self._regions[k].score)
             self._regions[slot] = region
             self.evicted_total += 1
         else:
@@ -224,9 +252,17 @@ class RegionIndex:
         self._centres[slot] = region.centre
         return slot
 
+    def severity_of(self, segment: str | None) -> tuple[float, ...]:
+        """How much ``segment`` moved (:attr:`severity`; ``()`` when not named: below any named one)."""
+        return tuple(self.severity.get(segment, ()))
+
+    def rank(self, region: Region) -> tuple[tuple[float, ...], float]:
+        """The region's rank: its segment's severity, then its decayed score (larger ranks higher)."""
+        return self.severity_of(region.segment), region.score
+
     def worst(self, k: int) -> list[Region]:
-        """The ``k`` regions with the highest score."""
-        return sorted(self._regions, key=lambda r: r.score, reverse=True)[:k]
+        """The ``k`` highest-ranked regions (:meth:`rank`), highest first."""
+        return sorted(self._regions, key=self.rank, reverse=True)[:k]
 
 
 def _held_slots(held: Held, size: int) -> dict[str, NDArray[Any]]:

@@ -1,21 +1,37 @@
 """Probes: the scheduler inside ``run`` — feeds the region index from scored batches and, every
-``interval_seconds``, runs the funnel on the worst regions under an evaluation budget.
+``interval_seconds``, runs the funnel on the highest-ranked regions under an evaluation budget.
 
 Budget: probes may use at most ``budget_share`` of all model rows evaluated (events + probes). The scheduler keeps
 its own count of both: the event rows from every scored batch it is fed (and the shadow checks' rows from every
 accept), the probe rows from its own runs. Before each run it computes the rows it has earned since start —
-``share/(1−share) × event rows − probe rows so far`` — and passes that as the funnel's ``budget_rows``; a region is skipped when less than its clean rows remain. So
-over any stretch of time, probing never takes more than ``budget_share`` of the model's work from event scoring.
+``share/(1−share) × event rows − probe rows so far``. A region is probed to completion or not started: its probe's
+rows are planned first (:func:`~monitor.probes.plan.plan_probe`, an upper bound per stage from the points, the targets
+and the settings), and it is admitted only when the rows earned cover the whole plan; otherwise it is *queued* (and
+every region ranked below it this round with it), and the scheduler runs again as soon as the rows earned cover the
+queue's first region (or at the next interval). An admitted probe runs every stage to the end, so no report is
+half-searched. So over any stretch of time, probing never takes more than ``budget_share`` of the model's work from
+event scoring.
+
 Rows alone do not bound the cost (probe rows go through the model in small batches, and the region bookkeeping in
 :meth:`ProbeScheduler.observe` costs time too), so ``tick`` also skips a run while the scheduler's own wall time —
 observe plus runs — exceeds ``TIME_MARGIN × budget_share`` of the time since start (the margin covers what probing
 costs outside its own time, e.g. caches evicted for the event path): scored events/s then drop by at most the share.
+
+Which regions: the region index forms regions within a segment and ranks them by what moved
+(:mod:`monitor.probes.regions`): each segment's *severity* is its drift verdict (harmful-shift over input-shift over
+stable), then the detectors that fired, then the largest distance of the inputs that moved
+(:func:`segment_severity`). Only the regions of the segments at the highest verdict are probed (the others are
+skipped as ``outranked``), highest rank first, at most ``regions_per_run`` a round, and a region is probed again only
+once new events joined it. Each region's outcome — completed, queued (budget), skipped (few exemplars, outranked,
+evicted while queued) — is counted once per change in ``harmonic_probe_regions_total``; ``/probes`` shows the queue
+and the budget.
+
 Results become metrics (ε* per region and τ, MRI components, the profile's targets per status) and a JSON report
 at ``/probes`` and in the state dir (``probes.json``). Each report carries the complete threshold profile (every
 (τ, feature) pair with its status: :mod:`monitor.probes.profile`) in the model's feature names
 (:attr:`~monitor.model.onnx.OnnxModel.feature_names`) with ε in raw units beside standardized ones; each region
-its centre in raw units and its exemplars' held values; the index says how it evicts (the lowest decayed score when
-full) and how many regions it has evicted.
+its segment, its centre in raw units and its exemplars' held values; each report its ``rank`` and ``plan``; the index
+says how it evicts (the lowest rank when full) and how many regions it has evicted.
 
 A model that holds values fixed (int, bool and string inputs: :mod:`monitor.model.signature`): :meth:`observe` gets
 the scored batch's held values, the region index keeps each exemplar's, and the funnel evaluates every exemplar's
@@ -29,7 +45,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,16 +54,21 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.config import ProbeSettings
+from monitor.drift.verdict import Verdict, VerdictReport
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.probes.certify import certificate_report, certify_points
 from monitor.probes.funnel import FunnelConfig, run_funnel
 from monitor.probes.perturbations import PERTURBATION_NAMES
+from monitor.probes.plan import ProbePlan, plan_probe
 from monitor.probes.probe_report import (
+    ProbeBudget,
+    ProbeQueue,
     ProbeReport,
     ProbeRows,
     ProbeRunDone,
     RegionDropped,
+    RegionOutcome,
     RegionsTracked,
     region_probed,
 )
@@ -72,6 +93,22 @@ MIN_EXEMPLARS = 4
 #: distinct held values listed per held input in a region's summary
 HELD_SHOWN = 5
 
+#: a segment's verdict as the first part of its severity: what moved most ranks first
+VERDICT_LEVEL: dict[Verdict, float] = {Verdict.STABLE: 0.0, Verdict.INPUT_SHIFT: 1.0, Verdict.HARMFUL_SHIFT: 2.0}
+
+
+def segment_severity(reports: Mapping[str, VerdictReport]) -> dict[str | None, tuple[float, ...]]:
+    """segment → (verdict level, detectors fired, largest KS distance of the inputs that moved), from each segment's
+    last verdict report: compared as tuples, the larger moved more."""
+    return {
+        segment: (
+            VERDICT_LEVEL[rep.verdict],
+            float(len(rep.fired)),
+            max((float(d) for _, d in rep.top_features), default=0.0),
+        )
+        for segment, rep in reports.items()
+    }
+
 
 @dataclass
 class _ModelProbes:
@@ -80,6 +117,12 @@ class _ModelProbes:
     runs: int = 0
     #: a tree ensemble's split thresholds (exact single-feature ε*), read once; None: bisection
     splits: TreeSplits | None = None
+    #: the regions waiting for the row budget, highest rank first, with their plans
+    queue: list[tuple[Region, ProbePlan]] = field(default_factory=list)
+    #: region id → what the prober last did with it (``queued:budget``, ``skipped:<reason>``): counted once a change
+    states: dict[str, str] = field(default_factory=dict)
+    #: ``outcome:reason`` → regions, since start (``/probes``)
+    outcomes: dict[str, int] = field(default_factory=dict)
 
 
 class ProbeScheduler:
@@ -106,11 +149,10 @@ class ProbeScheduler:
         self.pipeline = pipeline
         self.settings = settings
         self.clock = clock
-        # periodic probes skip the γ-ascent direction (B·m·(1+m) rows, most of a run's cost), keep Algorithm 2
-        # short and search only the targets the MRI/sensitivity screen finds fragile (a target it passes is
-        # reported not searched, robust at ε); `harmonic-monitor probe` searches every target offline
+        # periodic probes skip the γ-ascent direction (B·m·(1+m) rows, most of a run's cost) and keep Algorithm 2
+        # short; they search every target, as `harmonic-monitor probe` does
         self.funnel = funnel or FunnelConfig(
-            perturbations=tuple(p for p in PERTURBATION_NAMES if p != "gamma_ascent"), steps=5, search_all=False
+            perturbations=tuple(p for p in PERTURBATION_NAMES if p != "gamma_ascent"), steps=5
         )
         self._models: dict[str, _ModelProbes] = {}
         self._last_run = clock()
@@ -130,8 +172,11 @@ class ProbeScheduler:
         pipeline.stages.accepted_hooks.append(self._count_shadow)
 
     def take_report(self) -> ProbeReport:
-        """The series produced since the last call (region index sizes, probe results, rows, runs, regions dropped),
-        in order; a new report starts."""
+        """The series produced since the last call (region index sizes, probe results, rows, runs, regions dropped,
+        outcomes, queues), in order, then the budget as it is now; a new report starts."""
+        if self.settings.enabled:
+            queued = sum(p.total for mp in self._models.values() for _, p in mp.queue)
+            self._report.series.append(ProbeBudget(self._earned(), float(self.probe_rows), float(queued)))
         report, self._report = self._report, ProbeReport()
         return report
 
@@ -160,6 +205,7 @@ class ProbeScheduler:
             if not flagged.any():
                 return
             mp = self._for(rt)
+            mp.index.severity = segment_severity(rt.watch.last_reports)
             evicted = mp.index.evicted_total
             std = standardizer.to_standardized(rows)
             mp.index.update(std, rows, result.gamma, result.flicker, flagged, now, held, batch.segments)
@@ -181,20 +227,31 @@ class ProbeScheduler:
         the stream's work."""
         return self._event_rows
 
-    def budget_rows(self) -> int:
+    def _earned(self) -> float:
+        """Rows probes have earned since start: ``share/(1−share)`` of the live events' rows (capped at 1e12)."""
         share = self.settings.budget_share
-        earned = share / (1.0 - share) * self.event_rows() if share < 1.0 else float("inf")
-        return int(max(0.0, min(earned - self.probe_rows, 1e12)))
+        return min(share / (1.0 - share) * self.event_rows(), 1e12) if share < 1.0 else 1e12
+
+    def budget_rows(self) -> int:
+        """Rows earned and not yet spent: what the next probe may take."""
+        return int(max(0.0, self._earned() - self.probe_rows))
 
     def tick(self) -> None:
-        """Run a probe round when the interval has passed."""
+        """Run a probe round when the interval has passed, or the rows earned cover a queued region's whole probe
+        (within the time share either way)."""
         if not self.settings.enabled:
             return
         now = self.clock()
-        if now - self._last_run < self.settings.interval_seconds or not self.time_allowed():
+        due = now - self._last_run >= self.settings.interval_seconds or self._queue_affordable()
+        if not due or not self.time_allowed():
             return
         self._last_run = now
         self.run_once(now)
+
+    def _queue_affordable(self) -> bool:
+        """Whether the rows earned now cover the whole probe of some model's first queued region."""
+        heads = [mp.queue[0][1].total for mp in self._models.values() if mp.queue]
+        return bool(heads) and min(heads) <= self.budget_rows()
 
     def time_allowed(self) -> bool:
         """Whether the scheduler's wall time so far, plus a run like the last one, is within ``budget_share`` of the
@@ -220,81 +277,154 @@ class ProbeScheduler:
             mp = self._models.get(rt.name)
             if mp is None or rt.standardizer is None:
                 continue
-            for region in mp.index.worst(self.settings.regions_per_run):
-                points = region.points()
-                if points.shape[0] < MIN_EXEMPLARS:
-                    continue
-                budget = self.budget_rows()
-                if budget < points.shape[0] * 4:
-                    log.info("probe budget exhausted; region deferred", extra={"model": rt.name, "budget": budget})
-                    break
-                started = time.perf_counter()
-                features = _features(rt, rt.standardizer)
-                result = run_funnel(
-                    rt.model,
-                    rt.standardizer,
-                    points,
-                    self.funnel,
-                    budget_rows=budget,
-                    held=region.held(),
-                    features=features,
-                    splits=mp.splits,
-                )
-                used = int(sum(result.evaluations.values()))
-                self.probe_rows += used
-                self._report.series.append(ProbeRows(rt.name, used))
-                region.probed_at = now  # before to_dict(), so the report's own region says when it was probed
-                adv = result.adversarial
-                if adv is not None and rt.watch is not None and adv.start_gamma.size == points.shape[0]:
-                    # the points Algorithm 2 ran on (within this run's budget) give the Gamma Map its unstable shares,
-                    # model-wide and in the segment of each point's event
-                    rt.watch.gamma.add_probed(adv.start_probability, adv.start_gamma, ~adv.stable, region.segments())
-                report = build_report(result, points=points)
-                report["region"] = region_summary(region, features)
-                report["certified"], cert_rows = self._certify(rt, points, region.held(), budget - used)
-                if cert_rows:
-                    used += cert_rows
-                    self.probe_rows += cert_rows
-                    self._report.series.append(ProbeRows(rt.name, cert_rows))
-                    evaluations = report.get("evaluations")
-                    if isinstance(evaluations, dict):
-                        evaluations["certify"] = cert_rows
-                        total = evaluations.get("total")
-                        evaluations["total"] = (total if isinstance(total, int) else 0) + cert_rows
-                model_info = report.get("model")
-                if isinstance(model_info, dict):
-                    model_info["name"] = rt.name
-                report["probed_at"] = now
-                report["wall_seconds"] = time.perf_counter() - started
-                mp.reports[region.region_id] = report
-                self._report.series.append(region_probed(rt.name, region.region_id, report))
-                probed += 1
-            if probed:
+            done = self._probe_model(rt, mp, now)
+            if done:
                 mp.runs += 1
                 self._report.series.append(ProbeRunDone(rt.name))
-            # keep reports only for regions still in the index (bounded)
-            live = {r.region_id for r in mp.index.regions}
-            for rid in [k for k in mp.reports if k not in live]:
-                del mp.reports[rid]
-                self._report.series.append(RegionDropped(rt.name, rid))
+            probed += done
+            self._forget_gone(rt.name, mp)
         if probed:
             self._write()
         return probed
 
-    def _certify(
-        self, rt: ModelRuntime, points: NDArray[np.float64], held: Held | None, budget_left: int
-    ) -> tuple[dict[str, Any], int]:
-        """The region's certified radius (randomized smoothing at the model's flicker σ and copies), within the
-        budget left; a status and reason where it does not apply."""
+    def _probe_model(self, rt: ModelRuntime, mp: _ModelProbes, now: float) -> int:
+        """Probe ``rt``'s highest-ranked candidates whose whole plan the budget covers; queue the rest of this
+        round's. Returns the number of regions probed."""
+        assert rt.standardizer is not None
+        if rt.watch is not None:
+            mp.index.severity = segment_severity(rt.watch.last_reports)
+        features = _features(rt, rt.standardizer)
+        copies = self._certify_copies(rt)
+        queue: list[tuple[Region, ProbePlan]] = []
+        probed = 0
+        for region in self._candidates(rt.name, mp)[: self.settings.regions_per_run]:
+            plan = plan_probe(
+                rt.model,
+                rt.standardizer,
+                region.points(),
+                self.funnel,
+                features=features,
+                splits=mp.splits,
+                certify_copies=copies,
+            )
+            if queue or plan.total > self.budget_rows():
+                queue.append((region, plan))
+                if self._mark(rt.name, mp, region, "queued", "budget"):
+                    extra = {"model": rt.name, "region": region.region_id, "rows": plan.total}
+                    log.info("probe queued until the budget covers it", extra={**extra, "budget": self.budget_rows()})
+                continue
+            self._probe(rt, mp, region, plan, features, now)
+            probed += 1
+        mp.queue = queue
+        self._report.series.append(ProbeQueue(rt.name, len(queue)))
+        return probed
+
+    def _candidates(self, model: str, mp: _ModelProbes) -> list[Region]:
+        """The regions to probe, highest rank first: new events since their last probe, enough exemplars, and a
+        segment at the highest verdict level of the index (the others are marked skipped, with the reason)."""
+        index = mp.index
+        ranked = index.worst(len(index))
+        top = max((_level(index.severity_of(r.segment)) for r in ranked), default=0.0)
+        out: list[Region] = []
+        for region in ranked:
+            if region.probed_at is not None and region.events == region.probed_events:
+                continue  # nothing new since its report
+            if _level(index.severity_of(region.segment)) < top:
+                self._mark(model, mp, region, "skipped", "outranked")
+            elif region.points().shape[0] < MIN_EXEMPLARS:
+                self._mark(model, mp, region, "skipped", "few_exemplars")
+            else:
+                out.append(region)
+        return out
+
+    def _mark(self, model: str, mp: _ModelProbes, region: Region, outcome: str, reason: str) -> bool:
+        """Count ``region``'s outcome once per change (a completed probe every time); whether it was counted."""
+        state = f"{outcome}:{reason}"
+        if outcome != "completed":
+            if mp.states.get(region.region_id) == state:
+                return False
+            mp.states[region.region_id] = state
+        else:
+            mp.states.pop(region.region_id, None)
+        mp.outcomes[state] = mp.outcomes.get(state, 0) + 1
+        self._report.series.append(RegionOutcome(model, outcome, reason))
+        return True
+
+    def _forget_gone(self, model: str, mp: _ModelProbes) -> None:
+        """Drop the reports and states of regions no longer in the index; a queued one counts as skipped
+        (evicted)."""
+        live = {r.region_id for r in mp.index.regions}
+        for rid in [k for k in mp.reports if k not in live]:
+            del mp.reports[rid]
+            self._report.series.append(RegionDropped(model, rid))
+        for rid in [k for k in mp.states if k not in live]:
+            if mp.states.pop(rid).startswith("queued"):
+                mp.outcomes["skipped:evicted"] = mp.outcomes.get("skipped:evicted", 0) + 1
+                self._report.series.append(RegionOutcome(model, "skipped", "evicted"))
+
+    def _probe(
+        self, rt: ModelRuntime, mp: _ModelProbes, region: Region, plan: ProbePlan, features: FeatureInfo, now: float
+    ) -> None:
+        """Probe ``region`` to the end (every stage; its plan was admitted) and publish its report."""
+        assert rt.standardizer is not None
+        points, held = region.points(), region.held()
+        started = time.perf_counter()
+        result = run_funnel(
+            rt.model, rt.standardizer, points, self.funnel, held=held, features=features, splits=mp.splits
+        )
+        used = result.total_rows
+        self.probe_rows += used
+        self._report.series.append(ProbeRows(rt.name, used))
+        region.probed_at = now  # before to_dict(), so the report's own region says when it was probed
+        region.probed_events = region.events
+        adv = result.adversarial
+        if adv is not None and rt.watch is not None and adv.start_gamma.size == points.shape[0]:
+            # the points Algorithm 2 ran on give the Gamma Map its unstable shares, model-wide and in the region's
+            # segment
+            rt.watch.gamma.add_probed(adv.start_probability, adv.start_gamma, ~adv.stable, region.segments())
+        report = build_report(result, points=points)
+        report["region"] = region_summary(region, features)
+        report["certified"], cert_rows = self._certify(rt, points, held)
+        if cert_rows:
+            self.probe_rows += cert_rows
+            self._report.series.append(ProbeRows(rt.name, cert_rows))
+            evaluations = report.get("evaluations")
+            if isinstance(evaluations, dict):
+                evaluations["certify"] = cert_rows
+                total = evaluations.get("total")
+                evaluations["total"] = (total if isinstance(total, int) else 0) + cert_rows
+        model_info = report.get("model")
+        if isinstance(model_info, dict):
+            model_info["name"] = rt.name
+        verdict = None if rt.watch is None or region.segment is None else rt.watch.verdict(region.segment)
+        report["rank"] = {
+            "segment": region.segment,
+            "verdict": None if verdict is None else verdict.value,
+            "severity": list(mp.index.severity_of(region.segment)),
+            "score": region.score,
+        }
+        report["plan"] = plan.to_dict()
+        report["probed_at"] = now
+        report["wall_seconds"] = time.perf_counter() - started
+        mp.reports[region.region_id] = report
+        self._report.series.append(region_probed(rt.name, region.region_id, report))
+        self._mark(rt.name, mp, region, "completed", "probed")
+
+    @staticmethod
+    def _certify_copies(rt: ModelRuntime) -> int:
+        """Noise copies per point of a region's certified radius (0: none: a regressor, or under 2 copies)."""
+        copies = rt.scoring_config().flicker_copies
+        return copies if rt.model.kind == "classifier" and copies >= 2 else 0
+
+    def _certify(self, rt: ModelRuntime, points: NDArray[np.float64], held: Held | None) -> tuple[dict[str, Any], int]:
+        """The region's certified radius (randomized smoothing at the model's flicker σ and copies; its rows are in
+        the region's plan); a status and reason where it does not apply."""
         scoring = rt.scoring_config()
         copies = scoring.flicker_copies
         if rt.model.kind != "classifier":
             return {"status": "not_applicable", "reason": "a certified radius is for classifiers"}, 0
         if copies < 2:
             return {"status": "not_computed", "reason": f"flicker_copies is {copies}: too few noise copies"}, 0
-        needed = points.shape[0] * (copies + 1)
-        if needed > budget_left:
-            return {"status": "not_computed", "reason": f"budget: {needed} rows needed, {budget_left} left"}, 0
         assert rt.standardizer is not None
         cert, rows = certify_points(
             rt.model, rt.standardizer, points, held=held, copies=copies, sigma=scoring.sigma, seed=scoring.seed
@@ -307,6 +437,12 @@ class ProbeScheduler:
             "budget_share": self.settings.budget_share,
             "probe_rows": self.probe_rows,
             "event_rows": self.event_rows(),
+            "budget": {
+                "earned": self._earned(),
+                "spent": self.probe_rows,
+                "available": self.budget_rows(),
+                "queued": sum(p.total for mp in self._models.values() for _, p in mp.queue),
+            },
             "models": {
                 name: {
                     "feature_names": list(self.pipeline.runtimes[name].model.feature_names)
@@ -320,10 +456,18 @@ class ProbeScheduler:
                         "max_regions": mp.index.max_regions,
                         "flagged_total": mp.index.flagged_total,
                         "evicted_total": mp.index.evicted_total,
+                        "refused_total": mp.index.refused_total,
                         "half_life_seconds": mp.index.half_life_seconds,
-                        "eviction": "when full, a new region replaces the one with the lowest score (γ + flicker of "
-                        f"its events, halved every {mp.index.half_life_seconds:g} s)",
+                        "eviction": "regions are formed within a segment and ranked by their segment's severity "
+                        "(verdict, detectors fired, largest input distance), then their score (γ + flicker of their "
+                        f"events, halved every {mp.index.half_life_seconds:g} s); when full, a new region replaces "
+                        "the lowest-ranked one unless that one's segment moved more (the event is then not kept)",
                     },
+                    "queue": [
+                        {"region": r.region_id, "segment": r.segment, "rows": p.total, "plan": p.to_dict()}
+                        for r, p in mp.queue
+                    ],
+                    "outcomes": dict(mp.outcomes),
                     "reports": list(mp.reports.values()),
                     "runs": mp.runs,
                 }
@@ -344,6 +488,11 @@ class ProbeScheduler:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             log.warning("probe report not written to the state directory", extra={"path": str(path), "error": str(exc)})
+
+
+def _level(severity: tuple[float, ...]) -> float:
+    """The verdict level of a severity (0 for a segment with none)."""
+    return severity[0] if severity else 0.0
 
 
 def _features(rt: ModelRuntime, standardizer: Standardizer) -> FeatureInfo:

@@ -216,6 +216,20 @@ class _Steps:
         return out
 
 
+def exact_shift_rows(x: NDArray[np.float64], thresholds: NDArray[np.float64], *, cap: float, equality: bool) -> int:
+    """Model rows :func:`exact_shift_threshold` evaluates for the points' values ``x`` of one feature: per point and
+    sign, one per step within ``cap`` (raw units) and, with equality splits, one per threshold inside it."""
+    rows = 0
+    for xi in x:
+        for sign in (1.0, -1.0):
+            d = sign * (thresholds - xi)
+            d = d[(d >= 0) & (d <= cap)]
+            rows += np.unique(np.concatenate([[0.0, cap], d])).size - 1
+            if equality:
+                rows += np.unique(d[d > 0]).size
+    return rows
+
+
 def exact_shift_threshold(
     session: ProbeSession,
     target: ProbeTarget,

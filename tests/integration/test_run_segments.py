@@ -5,7 +5,9 @@ events, re-timed to now) goes through a real Kafka 0.9 broker. The reference car
 segment has its baseline from the start: the reference CSV itself (``segments.reference_column``), or the reference
 JSON ``monitor.reference`` builds in a notebook from a DataFrame of the same rows (``segment_column``). Segments that merely differ from
 the average must not be called drift; when ``north``'s events move onto the class boundary from event 11,000,
-``north`` alone turns ``harmful-shift`` and alone fires HarmonicHarmfulShift.
+``north`` alone turns ``harmful-shift`` and alone fires HarmonicHarmfulShift. With probes on, the regions are formed
+within a segment, ranked by what moved, and each is probed to the end once the row budget covers it: the reports
+from north's shift on are north's, with every target searched.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import monitor
 from monitor import telemetry as tel
 from monitor.runtime.watch import HARMFUL_ALERT
 from tests.integration.brokers import Kafka09Broker
-from tests.integration.sidecar import Scrape, sidecar_in
+from tests.integration.sidecar import Scrape, Sidecar, sidecar_in
 from tests.integration.test_run_kafka import DRAIN_TIMEOUT_SECONDS, group_name, new_topic, produce
 from tests.unit.segmented_stream import NAMES, SEGMENTS, SHIFTED, SegmentedStream, build
 
@@ -128,3 +130,71 @@ def test_run_judges_each_segment_against_its_own_baseline(
     assert {s: v for s, v in seen.items() if s != SHIFTED} == {s: "stable" for s in SEGMENTS if s != SHIFTED}, seen
     assert firing(settled, HARMFUL_ALERT) == {SHIFTED}
     assert settled.total(tel.ALERTS_FIRED_TOTAL.name, model=MODEL, alertname=HARMFUL_ALERT) == 1
+
+
+def probe_reports(sidecar: Sidecar) -> dict[str, Any]:
+    """The model's part of ``GET /probes`` (empty until the first region was seen)."""
+    status, body = sidecar.get("/probes")
+    assert status == 200, body[:200]
+    models: dict[str, dict[str, Any]] = json.loads(body)["models"]
+    return models.get(MODEL, {})
+
+
+def shifted_reports(sidecar: Sidecar) -> bool:
+    reports = probe_reports(sidecar).get("reports", [])
+    return any(r["rank"]["segment"] == SHIFTED and r["rank"]["verdict"] == "harmful-shift" for r in reports)
+
+
+def test_run_probes_whole_regions_of_the_segment_that_moved(
+    kafka09_broker: Kafka09Broker, stream: SegmentedStream, tmp_path: Path
+) -> None:
+    broker = kafka09_broker
+    topic = new_topic(broker, "segments-probes", partitions=1)
+    config = tmp_path / "monitor.yaml"
+    settings = {
+        "models": [{"name": MODEL, "path": str(stream.model), "reference": str(stream.reference)}],
+        "segments": {"reference_column": "city"},
+        "sampler": {"events_per_second": 0},
+        "batch": {"max_events": 100},
+        "alerts": {"for_seconds": 1.0, "resolve_after_seconds": 600.0},
+        # a round a second (and whenever the rows earned cover the first queued region), two regions a round
+        "probes": {"enabled": True, "interval_seconds": 1.0, "budget_share": 0.5, "regions_per_run": 2},
+    }
+    config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    messages = retimed(stream.shifted)
+    sidecar = sidecar_in(tmp_path, broker, topic=topic, group_id=group_name(), config=config)
+    with sidecar:
+        sidecar.wait_ready()
+        produce(broker, topic, messages)
+        try:
+            sidecar.wait_until(
+                lambda: shifted_reports(sidecar), f"a probe report of {SHIFTED!r}", DRAIN_TIMEOUT_SECONDS
+            )
+        except AssertionError:
+            last = sidecar.scrape()
+            raise AssertionError(
+                f"verdicts {verdicts(last)}; probes {json.dumps(probe_reports(sidecar), default=str)[:3000]}\n"
+                + sidecar.log_tail(40)
+            ) from None
+        mp = probe_reports(sidecar)
+        scrape = sidecar.scrape()
+        code, _ = sidecar.terminate()
+    assert code == 0, sidecar.log_tail()
+    reports = mp["reports"]
+    assert reports
+    for rep in reports:  # every region probed to the end: no target left unsearched for lack of budget
+        assert rep["complete"] and rep["stopped_at"] is None, rep["region"]
+        assert [t["key"] for t in rep["thresholds"] if t["status"] == "not_searched"] == [], rep["region"]
+        assert rep["evaluations"]["total"] <= rep["plan"]["total"]
+        assert rep["region"]["segment"] == rep["rank"]["segment"] in SEGMENTS  # one segment a region
+    # while the shifted segment is harmful, only its regions are probed: every report from its first one on is its
+    first = min(r["probed_at"] for r in reports if r["rank"]["verdict"] == "harmful-shift")
+    since = [r for r in reports if r["probed_at"] >= first]
+    assert {r["rank"]["segment"] for r in since} == {SHIFTED}, [(r["rank"], r["probed_at"]) for r in reports]
+    assert mp["regions"][0]["segment"] == SHIFTED  # ranked by what moved
+    assert all(r["segment"] in SEGMENTS for r in mp["regions"])
+    completed = scrape.total(tel.PROBE_REGIONS_TOTAL.name, model=MODEL, outcome="completed")
+    assert completed >= len(reports)
+    spent = scrape.value(tel.PROBE_BUDGET_ROWS.name, state="spent")
+    earned = scrape.value(tel.PROBE_BUDGET_ROWS.name, state="earned")
+    assert spent is not None and earned is not None and 0 < spent <= earned

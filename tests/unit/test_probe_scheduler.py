@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from monitor import telemetry as tel
+from monitor.drift.verdict import Verdict, VerdictReport
 from monitor.exporters.prometheus import MetricsState
 from monitor.probes.scheduler import ProbeScheduler
 from monitor.runtime.pipeline import Pipeline
@@ -161,8 +162,8 @@ def test_probe_scheduler_reports_the_complete_profile_in_the_models_names_and_un
     assert probes.run_once(clock.now) >= 1
     mp = probes.report()["models"][MODEL]
     assert mp["feature_names"] == ["temperature", "pressure"]
-    assert mp["index"]["max_regions"] == 64 and mp["index"]["evicted_total"] == 0
-    assert "lowest score" in mp["index"]["eviction"]
+    assert mp["index"]["max_regions"] == 16 and mp["index"]["evicted_total"] == 0
+    assert "lowest-ranked" in mp["index"]["eviction"]
     std = rt.standardizer
     assert std is not None
     for region in mp["regions"]:
@@ -224,18 +225,19 @@ def test_probe_scheduler_tick_waits_for_the_interval(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- the budget
 
 
-@pytest.mark.parametrize("share", [0.02, 0.1, 0.3])
+@pytest.mark.parametrize("share", [0.1, 0.3, 0.5])
 def test_probe_scheduler_probe_rows_stay_within_the_budget_share(tmp_path: Path, share: float) -> None:
     pipeline, probes, clock = make(tmp_path, share=share, interval=1.0)
     state = pipeline.state
     for k in range(6):
-        score(pipeline, boundary_events(300, seed=10 + k, start=300 * k))
+        score(pipeline, boundary_events(600, seed=10 + k, start=600 * k))
         clock.now += 1.0
         probes.tick()
         probe_rows = state.counter(EVALS, (MODEL, "probe"))
         assert probe_rows <= share / (1.0 - share) * event_rows(state)
         assert probe_rows == probes.probe_rows
     assert state.counter(EVALS, (MODEL, "probe")) > 0  # the budget does let probes run
+    assert all(rep["complete"] for rep in probes.report()["models"][MODEL]["reports"])
 
 
 def test_probe_scheduler_defers_regions_when_the_budget_is_spent(tmp_path: Path) -> None:
@@ -247,7 +249,7 @@ def test_probe_scheduler_defers_regions_when_the_budget_is_spent(tmp_path: Path)
 
 
 def test_probe_scheduler_budget_counts_probe_rows_restored_from_state(tmp_path: Path) -> None:
-    pipeline, probes, clock = make(tmp_path, share=0.1)
+    pipeline, probes, clock = make(tmp_path, share=0.5)
     score(pipeline, boundary_events(600, seed=21))
     probes.run_once(clock.now)
     pipeline.close()  # persists the counters, probe rows included
@@ -256,7 +258,7 @@ def test_probe_scheduler_budget_counts_probe_rows_restored_from_state(tmp_path: 
     state = restarted.state
     assert state.counter(EVALS, (MODEL, "probe")) == pipeline.state.counter(EVALS, (MODEL, "probe"))
     # the budget's own count starts again at the restart: never more than the history's earned rows less every probe row
-    assert again.budget_rows() <= 0.1 / 0.9 * event_rows(state) - state.counter(EVALS, (MODEL, "probe")) + 1
+    assert again.budget_rows() <= 0.5 / 0.5 * event_rows(state) - state.counter(EVALS, (MODEL, "probe")) + 1
 
 
 def test_probe_scheduler_skips_runs_while_its_wall_time_exceeds_the_share(tmp_path: Path) -> None:
@@ -295,3 +297,78 @@ def test_probe_scheduler_counts_regions_evicted_from_a_full_index(tmp_path: Path
     index = probes.report()["models"][MODEL]["index"]
     assert index["regions"] == 1 and index["max_regions"] == 1 and index["evicted_total"] >= 1
     assert pipeline.state.counter(tel.REGIONS_EVICTED_TOTAL.name, (MODEL,)) == index["evicted_total"]
+
+
+# ---------------------------------------------------------------------- admission: probed to completion or queued
+
+
+def test_probe_scheduler_admits_a_region_only_when_the_budget_covers_its_whole_probe(tmp_path: Path) -> None:
+    pipeline, probes, clock = make(tmp_path, share=0.1, interval=60.0)
+    state = pipeline.state
+    score(pipeline, boundary_events(600, seed=40))  # earns ~1,070 rows; a region's probe plans ~5,600
+    assert probes.run_once(clock.now) == 0
+    report = probes.report()
+    mp = report["models"][MODEL]
+    assert mp["reports"] == [] and state.counter(EVALS, (MODEL, "probe")) == 0  # nothing started half-way
+    queue = mp["queue"]
+    assert 1 <= len(queue) <= 2  # regions_per_run
+    head = queue[0]
+    assert head["rows"] == head["plan"]["total"] == sum(head["plan"]["rows"].values()) > report["budget"]["available"]
+    assert head["segment"] == "other" and head["region"] == mp["regions"][0]["id"]  # the highest-ranked region
+    assert report["budget"]["queued"] == sum(q["rows"] for q in queue)
+    assert tel.PROBE_QUEUE.get(state, tel.Model(MODEL)) == len(queue)
+    assert tel.PROBE_REGIONS_TOTAL.value(state, tel.ModelOutcomeReason(MODEL, "queued", "budget")) == len(queue)
+    assert tel.PROBE_BUDGET_ROWS.get(state, tel.State("earned")) == pytest.approx(report["budget"]["earned"])
+    assert tel.PROBE_BUDGET_ROWS.get(state, tel.State("queued")) == report["budget"]["queued"]
+    # more events earn rows: the first queued region runs as soon as they cover it (before the interval), to the end
+    for k in range(1, 12):
+        score(pipeline, boundary_events(600, seed=40 + k, start=600 * k))
+        probes.tick()
+        if probes.report()["models"][MODEL]["reports"]:
+            break
+    mp = probes.report()["models"][MODEL]
+    (rep,) = mp["reports"]
+    assert rep["region"]["id"] == head["region"]
+    assert rep["complete"] and rep["stopped_at"] is None
+    assert [t for t in rep["thresholds"] if t["status"] == "not_searched"] == []  # every target searched
+    assert rep["evaluations"]["total"] <= rep["plan"]["total"]
+    assert state.counter(EVALS, (MODEL, "probe")) == rep["evaluations"]["total"]
+    assert state.counter(EVALS, (MODEL, "probe")) <= 0.1 / 0.9 * event_rows(state)
+    assert tel.PROBE_REGIONS_TOTAL.value(state, tel.ModelOutcomeReason(MODEL, "completed", "probed")) == 1
+    assert tel.PROBE_BUDGET_ROWS.get(state, tel.State("spent")) == rep["evaluations"]["total"]
+    # a region waiting for many rounds is counted as queued once
+    assert tel.PROBE_REGIONS_TOTAL.value(state, tel.ModelOutcomeReason(MODEL, "queued", "budget")) <= 2
+
+
+def test_probe_scheduler_probes_the_regions_of_the_segment_that_moved(tmp_path: Path) -> None:
+    pipeline, probes, clock = make(tmp_path, share=0.5)
+    rng = np.random.default_rng(50)
+    x = np.column_stack([rng.normal(0.0, 0.1, 800), rng.normal(0.2, 0.03, 800)])  # one place, on the boundary
+    x[:, 1] += x[:, 0]
+    lines = [
+        event(i, x[i], label=int(model_class(x[i : i + 1])[0]), segment=("calm", "moved")[i % 2]) for i in range(800)
+    ]
+    score(pipeline, lines)
+    regions = probes.report()["models"][MODEL]["regions"]
+    assert {r["segment"] for r in regions} == {"calm", "moved"}  # the same place, one region per segment
+    rt = pipeline.runtimes[MODEL]
+    assert rt.watch is not None
+    rt.watch.verdicts.last_reports.update(
+        {
+            "calm": VerdictReport(Verdict.STABLE),
+            "moved": VerdictReport(Verdict.HARMFUL_SHIFT, ("gamma_cusum",), (("x1", 0.4),)),
+        }
+    )
+    assert probes.run_once(clock.now) >= 1
+    mp = probes.report()["models"][MODEL]
+    assert mp["regions"][0]["segment"] == "moved"  # ranked by what moved, then γ
+    assert {rep["region"]["segment"] for rep in mp["reports"]} == {"moved"}
+    for rep in mp["reports"]:
+        assert rep["rank"]["verdict"] == "harmful-shift" and rep["rank"]["severity"] == [2.0, 1.0, 0.4]
+    state = pipeline.state
+    outranked = tel.PROBE_REGIONS_TOTAL.value(state, tel.ModelOutcomeReason(MODEL, "skipped", "outranked"))
+    assert outranked == sum(1 for r in mp["regions"] if r["segment"] == "calm") >= 1
+    assert mp["outcomes"]["skipped:outranked"] == outranked
+    probes.run_once(clock.now)  # nothing new joined: no region is probed again, no outcome counted again
+    assert tel.PROBE_REGIONS_TOTAL.value(state, tel.ModelOutcomeReason(MODEL, "skipped", "outranked")) == outranked
+    assert probes.report()["models"][MODEL]["runs"] == 1

@@ -139,16 +139,53 @@ def test_regions_bad_parameters_raise(kwargs: dict[str, float], match: str) -> N
         RegionIndex(**kwargs)  # type: ignore[arg-type]
 
 
-def test_exemplars_keep_their_events_segments_slot_for_slot() -> None:
-    idx = RegionIndex(2, max_regions=2, radius=10.0, max_exemplars=3)
-    x = np.arange(10, dtype=np.float64).reshape(5, 2) * 0.01
-    g = np.full(5, 0.5)
-    idx.update(x, x, g, np.zeros(5), np.ones(5, bool), 0.0, segments=["a", "b", "a", "c", "d"])
-    (region,) = idx.regions
-    # a ring of 3: rows 3 and 4 took the slots of rows 0 and 1
-    assert region.segments() == ["c", "d", "a"]
-    assert np.array_equal(region.points(), x[[3, 4, 2]])
-    idx.update(x[:1], x[:1], g[:1], np.zeros(1), np.ones(1, bool), 1.0)  # no segments given: that slot's is unknown
-    assert region.segments() == ["c", "d", None]
-    with pytest.raises(ValueError, match="one segment per row: 1 for 5 rows"):
-        idx.update(x, x, g, np.zeros(5), np.ones(5, bool), 2.0, segments=["a"])
+def test_regions_are_formed_within_a_segment_never_mixing_segments() -> None:
+    idx = RegionIndex(2, max_regions=8, radius=10.0, max_exemplars=3)
+    x = np.arange(12, dtype=np.float64).reshape(6, 2) * 0.01  # all within one radius of each other
+    g = np.full(6, 0.5)
+    idx.update(x, x, g, np.zeros(6), np.ones(6, bool), 0.0, segments=["a", "b", "a", "c", "a", "b"])
+    by_segment = {r.segment: r for r in idx.regions}
+    assert sorted(str(k) for k in by_segment) == ["a", "b", "c"] and len(idx) == 3
+    for segment, region in by_segment.items():
+        assert set(region.segments()) == {segment}  # every exemplar of a region is of its segment
+        assert region.to_dict()["segment"] == segment
+    a = by_segment["a"]
+    assert a.events == 3 and np.array_equal(a.points(), x[[0, 2, 4]])
+    np.testing.assert_allclose(a.centre, x[[0, 2, 4]].mean(axis=0))
+    idx.update(x[:1], x[:1], g[:1], np.zeros(1), np.ones(1, bool), 1.0)  # no segments given: a region of its own
+    assert len(idx) == 4 and idx.regions[-1].segment is None and idx.regions[-1].segments() == [None]
+    with pytest.raises(ValueError, match="one segment per row: 1 for 6 rows"):
+        idx.update(x, x, g, np.zeros(6), np.ones(6, bool), 2.0, segments=["a"])
+
+
+def test_regions_rank_by_their_segments_severity_then_score() -> None:
+    idx = RegionIndex(1, max_regions=8, radius=0.5)
+    z = np.array([[0.0], [10.0], [20.0]])
+    idx.update(z, z, np.array([5.0, 0.1, 1.0]), np.zeros(3), np.ones(3, bool), 0.0, segments=["calm", "moved", "calm"])
+    assert [r.segment for r in idx.worst(3)] == ["calm", "calm", "moved"]  # no severity yet: by score alone
+    idx.severity = {"moved": (2.0, 1.0, 0.3), "calm": (0.0, 0.0, 0.0)}
+    assert [(r.segment, r.score) for r in idx.worst(3)] == [("moved", 0.1), ("calm", 5.0), ("calm", 1.0)]
+    idx.severity = {"moved": (1.0, 2.0, 0.3), "other": (1.0, 3.0, 0.1), "calm": (0.0, 0.0, 0.0)}
+    assert idx.rank(idx.worst(1)[0]) == ((1.0, 2.0, 0.3), 0.1)
+    assert idx.severity_of("other") > idx.severity_of("moved") > idx.severity_of("calm") > idx.severity_of("unknown")
+
+
+def test_regions_a_full_index_evicts_by_rank_and_keeps_the_segment_that_moved() -> None:
+    idx = RegionIndex(1, max_regions=2, radius=0.5)
+    idx.severity = {"moved": (2.0, 1.0, 0.3), "calm": (0.0, 0.0, 0.0)}
+    flags = np.ones(1, bool)
+    idx.update(np.array([[0.0]]), np.array([[0.0]]), np.array([0.1]), np.zeros(1), flags, 0.0, segments=["moved"])
+    idx.update(np.array([[5.0]]), np.array([[5.0]]), np.array([9.0]), np.zeros(1), flags, 0.0, segments=["calm"])
+    # full: a calm event far away replaces the calm region (the lowest rank), never the moved one
+    idx.update(np.array([[9.0]]), np.array([[9.0]]), np.array([0.5]), np.zeros(1), flags, 0.0, segments=["calm"])
+    assert sorted((str(r.segment), float(r.centre[0])) for r in idx.regions) == [("calm", 9.0), ("moved", 0.0)]
+    assert (idx.evicted_total, idx.refused_total) == (1, 0)
+    # full of regions that outrank its segment: a new event of another stable segment is not kept
+    idx.severity = {"moved": (2.0, 1.0, 0.3), "calm": (1.0, 1.0, 0.1), "quiet": (0.0, 0.0, 0.0)}
+    idx.update(np.array([[30.0]]), np.array([[30.0]]), np.array([9.0]), np.zeros(1), flags, 0.0, segments=["quiet"])
+    assert sorted(str(r.segment) for r in idx.regions) == ["calm", "moved"]
+    assert (idx.evicted_total, idx.refused_total, idx.flagged_total) == (1, 1, 4)
+    # a new region of the segment that moved takes the lowest-ranked slot, though its score is lower
+    idx.update(np.array([[40.0]]), np.array([[40.0]]), np.array([0.01]), np.zeros(1), flags, 0.0, segments=["moved"])
+    assert [r.segment for r in idx.regions] == ["moved", "moved"]
+    assert idx.evicted_total == 2
