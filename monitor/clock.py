@@ -213,7 +213,10 @@ class WatermarkClock:
         self._recent = _RecentOffsets()
 
     def advance(self, event_seconds: float) -> Self:
-        """Raise the watermark to ``event_seconds`` (a late or non-finite timestamp leaves it where it is)."""
+        """Raise the watermark to ``event_seconds`` (a late or non-finite timestamp leaves it where it is); with a lag
+        and a skew bound never past ``wall + max_skew_seconds``."""
+        if self.allowed_lag_seconds is not None and self.max_skew_seconds is not None:
+            event_seconds = min(event_seconds, self._wall() + self.max_skew_seconds)
         if math.isfinite(event_seconds) and event_seconds > self._watermark:
             self._watermark = float(event_seconds)
         return self

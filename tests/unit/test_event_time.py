@@ -54,6 +54,7 @@ def test_place_in_run_bounds_from_the_wall_and_places_what_is_ahead_of_the_water
     wall.now += 1.0
     assert clock.place(np.array([T0 - 3600.0, T0 - 3000.0])).future == 0
     assert clock.watermark == pytest.approx(T0 - 1.0)  # never back
+    assert clock.advance(T0 + THREE_HOURS).watermark == wall.now + SKEW  # nor past wall + skew
 
 
 @dataclass
