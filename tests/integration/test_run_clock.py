@@ -124,7 +124,7 @@ def test_a_creeping_producer_clock_neither_silences_alerts_nor_escapes_the_count
             time.sleep(STABLE_SECONDS)
             traffic.shift.set()
             try:
-                fired = receiver.wait_for_alert(drift_alert, ALERT_TIMEOUT_SECONDS)
+                receiver.wait_for_alert(drift_alert, ALERT_TIMEOUT_SECONDS)
             except AssertionError as exc:
                 raise AssertionError(f"{exc}\n{sidecar.log_tail(40)}") from None
         finally:
@@ -137,7 +137,6 @@ def test_a_creeping_producer_clock_neither_silences_alerts_nor_escapes_the_count
             DRAIN_TIMEOUT_SECONDS,
             settle_seconds=0.5,
         )
-    assert fired["labels"]["model"] == MODEL
     mistimed = scrape.by_label(tel.EVENTS_MISTIMED_TOTAL.name, "reason", model=MODEL)
     # every creeping event but the first (290 s ahead: inside the bound) was stamped beyond wall + 300 s
     assert traffic.creeping >= STABLE_SECONDS / CREEP_EVERY - 2  # the clock ran ~40 min ahead on the old bound
