@@ -99,7 +99,10 @@ class _RecentOffsets:
         """:data:`WATERMARK_QUANTILE` of the offsets of events that arrived at ``since`` or later, one of them (None:
         none did)."""
         recent = self._offset[self._arrival >= since]
-        return float(np.quantile(recent, WATERMARK_QUANTILE, method="lower")) if recent.size else None
+        if not recent.size:
+            return None
+        k = int(WATERMARK_QUANTILE * (recent.size - 1))  # numpy's "lower" quantile, without its overhead
+        return float(np.partition(recent, k)[k])
 
 
 class WatermarkClock:
