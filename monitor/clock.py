@@ -13,13 +13,22 @@ gives the clock an allowed lag and reads ``max(watermark, wall − allowed_lag_s
 
 The clock never goes back: both terms only grow.
 
-Time that cannot be poisoned: with ``max_skew_seconds`` (``alerts.max_event_skew_seconds``) an event's timestamp
-moves the watermark only within that skew of where time is: in ``run`` of the wall clock (and the watermark), in a
-replay of the watermark and the batch's median (a real gap in a recorded stream moves the whole batch; one
-producer's stray clock moves one event). An event beyond it is *placed* — at arrival (the wall clock) in ``run``, at
-the watermark in a replay — and counted as ``future_timestamp``; one event stamped in the year 3000 can no longer
-move the clock past every window. An event more than the late bound behind the watermark (``allowed_lag_seconds``
-in ``run``, the skew in a replay) is counted as ``late``; it still enters the windows that cover its time.
+Time that cannot be poisoned (``max_skew_seconds``, ``alerts.max_event_skew_seconds``):
+
+* in ``run`` the bound is measured from the wall clock alone: an event stamped more than the skew ahead of the wall
+  clock is ``future_timestamp``, whatever came before it, and the watermark never passes ``wall + skew``. The
+  watermark follows a low quantile (:data:`WATERMARK_QUANTILE`) of how far recent events' timestamps lie from their
+  arrival (the events of the last :data:`RECENT_SECONDS` of wall time, at most :data:`RECENT_EVENTS` of them), not the
+  largest timestamp: a minority of fast or creeping producer clocks cannot drag it, and with jittered producer clocks
+  it stands where nearly every event up to it has arrived. An event ahead of the watermark (a future one included)
+  is *placed* at the watermark, so the windows, whose end is the watermark, hold it instead of sliding past the
+  events still arriving; an event behind it keeps its time;
+* in a replay the bound is measured from the watermark and the batch's median (a real gap in a recorded stream moves
+  the whole batch; one producer's stray clock moves one event), and an event beyond it is placed at the watermark.
+
+Either way such an event is counted as ``future_timestamp``; one event stamped in the year 3000 cannot move the clock
+past every window. An event more than the late bound behind the watermark (``allowed_lag_seconds`` in ``run``, the
+skew in a replay) is counted as ``late``; it still enters the windows that cover its time.
 """
 
 from __future__ import annotations
@@ -34,10 +43,25 @@ from numpy.typing import NDArray
 
 from monitor.errors import ConfigError
 
-__all__ = ["MISTIMED_REASONS", "Clock", "Placed", "WatermarkClock"]
+__all__ = [
+    "MISTIMED_REASONS",
+    "RECENT_EVENTS",
+    "RECENT_SECONDS",
+    "WATERMARK_QUANTILE",
+    "Clock",
+    "Placed",
+    "WatermarkClock",
+]
 
 #: the reasons of ``harmonic_events_mistimed_total`` (:meth:`WatermarkClock.place`)
 MISTIMED_REASONS: tuple[str, ...] = ("future_timestamp", "late")
+#: in ``run`` the watermark is where this fraction of recent events' timestamps lie behind (relative to arrival):
+#: producer clocks faster than the rest move it only when they stamp more than ``1 − this`` of the events
+WATERMARK_QUANTILE = 0.05
+#: the recent events of that quantile: those that arrived within this many seconds of wall time …
+RECENT_SECONDS = 60.0
+#: … at most this many of them (a larger batch is thinned evenly)
+RECENT_EVENTS = 512
 
 
 class Clock(Protocol):
@@ -51,8 +75,34 @@ class Placed(NamedTuple):
     """A batch's timestamps as windows and the watermark take them (:meth:`WatermarkClock.place`)."""
 
     seconds: NDArray[np.float64]
-    future: int  # beyond the skew bound: placed at arrival (run) or at the watermark (replay)
+    future: int  # beyond the skew bound (placed at the watermark)
     late: int  # more than the late bound behind the watermark (kept as they are)
+
+
+class _RecentOffsets:
+    """How far recent events' timestamps lie from their arrival (``timestamp − wall``), with their arrival times."""
+
+    def __init__(self) -> None:
+        self._arrival = np.full(RECENT_EVENTS, -math.inf)
+        self._offset = np.zeros(RECENT_EVENTS)
+        self._next = 0
+
+    def add(self, arrival: float, offsets: NDArray[np.float64]) -> None:
+        if offsets.size > RECENT_EVENTS:
+            offsets = offsets[np.linspace(0, offsets.size - 1, RECENT_EVENTS).astype(np.intp)]
+        slots = (self._next + np.arange(offsets.size)) % RECENT_EVENTS
+        self._arrival[slots] = arrival
+        self._offset[slots] = offsets
+        self._next = (self._next + offsets.size) % RECENT_EVENTS
+
+    def quantile(self, since: float) -> float | None:
+        """:data:`WATERMARK_QUANTILE` of the offsets of events that arrived at ``since`` or later, one of them (None:
+        none did)."""
+        recent = self._offset[self._arrival >= since]
+        if not recent.size:
+            return None
+        k = int(WATERMARK_QUANTILE * (recent.size - 1))  # numpy's "lower" quantile, without its overhead
+        return float(np.partition(recent, k)[k])
 
 
 class WatermarkClock:
@@ -65,7 +115,8 @@ class WatermarkClock:
     wall : callable returning Unix epoch seconds
         The wall clock (injected in tests).
     max_skew_seconds : float > 0, or None
-        :meth:`place` bounds timestamps to this far ahead of where time is; None: no bound.
+        :meth:`place` bounds timestamps to this far ahead of where time is (with a lag: of the wall clock, and the
+        watermark follows a low quantile of recent events, see the module); None: no bound.
 
     Raises
     ------
@@ -83,6 +134,9 @@ class WatermarkClock:
     >>> WatermarkClock(allowed_lag_seconds=60.0, wall=lambda: 1000.0).advance(100.0).now()  # a backlog: wall - lag
     940.0
     """
+
+    _watermark: float
+    _recent: _RecentOffsets
 
     def __init__(
         self,
@@ -108,12 +162,15 @@ class WatermarkClock:
     def place(self, seconds: NDArray[np.float64]) -> Placed:
         """``seconds`` (one batch's event timestamps) bounded to ``max_skew_seconds`` ahead of where time is.
 
+        With a lag (``run``) this also moves the watermark (:meth:`_place_live`).
+
         Examples
         --------
         >>> live = WatermarkClock(60.0, wall=lambda: 1000.0, max_skew_seconds=300.0)
-        >>> placed = live.place(np.array([995.0, 1200.0, 32503680000.0]))  # one stamped in the year 3000
-        >>> placed.seconds.tolist(), placed.future
-        ([995.0, 1200.0, 1000.0], 1)
+        >>> batch = np.r_[np.arange(990.0, 1000.0), 1200.0, 32503680000.0]  # ten honest, one fast, one in 3000
+        >>> placed = live.place(batch)
+        >>> placed.future, live.watermark, float(placed.seconds.max())  # all ahead of the watermark: placed at it
+        (1, 990.0, 990.0)
         >>> replay = WatermarkClock(max_skew_seconds=300.0).advance(5000.0)
         >>> replay.place(np.array([5001.0, 5002.0, 9999.0, 4000.0]))[1:]  # (future, late)
         (1, 1)
@@ -122,36 +179,55 @@ class WatermarkClock:
         """
         if self.max_skew_seconds is None or seconds.size == 0:
             return Placed(seconds, 0, 0)
+        if self.allowed_lag_seconds is not None:
+            return self._place_live(seconds, self.allowed_lag_seconds, self.max_skew_seconds)
         finite = np.isfinite(seconds)
-        late_bound = self.allowed_lag_seconds if self.allowed_lag_seconds is not None else self.max_skew_seconds
-        late = int(np.count_nonzero(finite & (seconds < self._watermark - late_bound)))
-        if self.allowed_lag_seconds is not None:  # run: arrival is the wall clock
-            arrival = self._wall()
-            limit = max(self._watermark, arrival) + self.max_skew_seconds
-        else:  # a replay: where the recording's time is (the watermark, or most of this batch after a gap)
-            median = float(np.median(seconds[finite])) if finite.any() else -math.inf
-            anchor = max(self._watermark, median)
-            limit = anchor + self.max_skew_seconds
-            arrival = self._watermark if math.isfinite(self._watermark) else anchor
-        future = finite & (seconds > limit)
+        late = int(np.count_nonzero(finite & (seconds < self._watermark - self.max_skew_seconds)))
+        # where the recording's time is: the watermark, or most of this batch after a gap
+        median = float(np.median(seconds[finite])) if finite.any() else -math.inf
+        anchor = max(self._watermark, median)
+        future = finite & (seconds > anchor + self.max_skew_seconds)
         n = int(np.count_nonzero(future))
         if n:
-            seconds = np.where(future, arrival, seconds)
+            seconds = np.where(future, self._watermark if math.isfinite(self._watermark) else anchor, seconds)
         return Placed(seconds, n, late)
+
+    def _place_live(self, seconds: NDArray[np.float64], lag: float, skew: float) -> Placed:
+        """``run``: beyond ``wall + skew`` is future; the watermark moves to the low quantile of recent events'
+        offsets from their arrival (never past ``wall + skew``, never back); every timestamp ahead of it is placed
+        at it; one more than ``lag`` behind it is late."""
+        arrival = self._wall()
+        finite = np.isfinite(seconds)
+        future = finite & (seconds > arrival + skew)
+        self._recent.add(arrival, seconds[finite & ~future] - arrival)
+        offset = self._recent.quantile(arrival - RECENT_SECONDS)
+        if offset is not None:
+            self._watermark = max(self._watermark, arrival + offset)
+        at = self._watermark if math.isfinite(self._watermark) else arrival
+        late = int(np.count_nonzero(finite & (seconds < at - lag)))
+        ahead = finite & (seconds > at)
+        if ahead.any():
+            seconds = np.where(ahead, at, seconds)
+        return Placed(seconds, int(np.count_nonzero(future)), late)
 
     def reset(self) -> None:
         """No event seen yet."""
         self._watermark = -math.inf
+        self._recent = _RecentOffsets()
 
     def advance(self, event_seconds: float) -> Self:
-        """Raise the watermark to ``event_seconds`` (a late or non-finite timestamp leaves it where it is)."""
+        """Raise the watermark to ``event_seconds`` (a late or non-finite timestamp leaves it where it is); with a lag
+        and a skew bound never past ``wall + max_skew_seconds``."""
+        if self.allowed_lag_seconds is not None and self.max_skew_seconds is not None:
+            event_seconds = min(event_seconds, self._wall() + self.max_skew_seconds)
         if math.isfinite(event_seconds) and event_seconds > self._watermark:
             self._watermark = float(event_seconds)
         return self
 
     @property
     def watermark(self) -> float:
-        """The largest event timestamp seen (``-inf`` before the first)."""
+        """Event time: the largest timestamp seen, or with a lag and a skew bound the low quantile of recent
+        events that :meth:`place` keeps (``-inf`` before the first)."""
         return self._watermark
 
     def now(self) -> float:

@@ -414,9 +414,9 @@ class AlertSettings(_Strict):
     max_event_skew_seconds: float = Field(
         300.0,
         gt=0,
-        description="An event's timestamp moves a model's clock only up to this far ahead of where time is (run: "
-        "the wall clock; replay: the watermark); beyond it the event is placed at arrival (replay: the watermark) "
-        "and counted in harmonic_events_mistimed_total{reason=future_timestamp}: one producer's stray clock cannot "
+        description="A model's clock never runs more than this far ahead of the wall clock (replay: of the "
+        "watermark); an event stamped beyond it is placed at the watermark and counted in "
+        "harmonic_events_mistimed_total{reason=future_timestamp}: a stray, creeping or fast producer clock cannot "
         "stall windows and alerts.",
     )
     shadow_disagreement_threshold: float = Field(

@@ -351,7 +351,7 @@ OFFSETS_WENT_BACK_TOTAL = Counter(
 )
 EVENTS_MISTIMED_TOTAL = Counter(
     "harmonic_events_mistimed_total",
-    "Scored events whose timestamp was out of bounds, by reason: future_timestamp (beyond alerts.max_event_skew_seconds ahead; placed at arrival, or at the watermark in a replay), late (more than alerts.allowed_lag_seconds behind the model's watermark).",
+    "Scored events whose timestamp was out of bounds, by reason: future_timestamp (beyond alerts.max_event_skew_seconds ahead of the wall clock, in a replay of the watermark; placed at the watermark), late (more than alerts.allowed_lag_seconds behind the model's watermark).",
     ModelReason,
 )
 EVENT_LAG_SECONDS = Histogram(

@@ -585,8 +585,8 @@ USAGE: dict[str, Usage] = {
         "Cost and latency",
         "events",
         "`sum by (model, reason) (rate(...[5m]))`: `future_timestamp` above 0 means a producer's clock runs ahead "
-        "(its events were placed at arrival, so windows and alerts stay on time); `late` means events arrive more "
-        "than `alerts.allowed_lag_seconds` behind the model's newest (a lagging partition or producer).",
+        "(its events were placed at the watermark, so windows and alerts stay on time); `late` means events arrive more "
+        "than `alerts.allowed_lag_seconds` behind the model's watermark (a lagging partition or producer).",
     ),
     "harmonic_event_lag_seconds": Usage(
         "Cost and latency",

@@ -352,15 +352,15 @@ class ModelWatch:
         and histograms always see every scored event.
         """
         ok = result.valid
-        # timestamps too far ahead of where time is are placed at arrival (run) or at the watermark (replay): one
-        # producer's stray clock cannot move this model's windows and alerts past every event (monitor/clock.py)
+        # timestamps ahead of the watermark are placed at it, those beyond the skew bound counted (monitor/clock.py):
+        # one producer's stray, creeping or fast clock cannot move this model's windows and alerts past every event
         placed = self.clock.place(np.array([ev.timestamp_seconds for ev in events], dtype=np.float64))
         ts = placed.seconds
         self._series.append(Mistimed(placed.future, placed.late))
         if placed.future:
             self._mistimed_log.warning(
                 "future_timestamp",
-                "event timestamps ahead of time; placed at arrival (producer clocks?)",
+                "event timestamps ahead of time; placed at the watermark (producer clocks?)",
                 model=self.model,
                 events=placed.future,
                 bound_seconds=self.clock.max_skew_seconds,

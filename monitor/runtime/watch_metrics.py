@@ -77,7 +77,7 @@ class WatchMetrics:
                     self.alert(update)
 
     def mistimed(self, placed: Mistimed) -> None:
-        """A batch's events placed at arrival or at the watermark (future timestamps) and its late ones."""
+        """A batch's events placed at the watermark from beyond the skew bound (future timestamps) and its late ones."""
         for reason, count in (("future_timestamp", placed.future), ("late", placed.late)):
             if count:
                 tel.EVENTS_MISTIMED_TOTAL.inc(self.state, tel.ModelReason(self.model, reason), float(count))

@@ -30,7 +30,7 @@ from monitor.runtime.verdicts import DetectorCrossing
 
 @dataclass(frozen=True, slots=True)
 class Mistimed:
-    """A batch's events placed at arrival or at the watermark (future timestamps) and its late ones."""
+    """A batch's events placed at the watermark from beyond the skew bound (future timestamps) and its late ones."""
 
     future: int
     late: int

@@ -3,8 +3,9 @@
 Labels arrive on their own topic as ``{"id": ..., "label": ..., "ts": ...}`` and are joined within a
 bounded time-to-live. :class:`LabelJoiner` holds two bounded, insertion-ordered stores: recent *scored*
 predictions (only sampled events are scored, so most labels find no partner; that is normal and counted), and
-labels that arrived before their prediction was scored (a lagging inference topic). Time is the ``now`` the
-caller passes, in epoch seconds, so replays are deterministic. Nothing here does I/O.
+labels that arrived before their prediction was scored (a lagging inference topic). An event id joins once: the ids
+joined within the TTL are remembered, so a duplicate label or a redelivered event after the join joins nothing again.
+Time is the ``now`` the caller passes, in epoch seconds, so replays are deterministic. Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -134,7 +135,8 @@ class LabelJoiner:
         How long a prediction waits for its label (and an early label for its prediction), measured in the
         ``now`` passed when it was stored. Delayed labels can take hours: size this to the label delay.
     max_predictions : int
-        Bound on stored predictions; the oldest is evicted (counted in ``evicted_total``) when full.
+        Bound on stored predictions; the oldest is evicted (counted in ``evicted_total``) when full. The same bound
+        holds the ids already joined (each for the TTL): a label or prediction for one of them joins nothing.
     max_early_labels : int
         Bound on labels held for a prediction not yet scored; 0 disables holding (they count as unmatched).
 
@@ -150,6 +152,10 @@ class LabelJoiner:
     True
     >>> j.add_label(LabelEvent("a", 1, 30.0), now=30.0).correct
     True
+    >>> j.add_label(LabelEvent("a", 1, 31.0), now=31.0), j.unmatched_labels_total  # a duplicate label
+    (None, 1)
+    >>> j.add_prediction(ScoredPrediction("a", "m", "1", "other", 0.0, predicted_class=1), now=32.0), j.joined_total
+    (None, 1)
     """
 
     def __init__(
@@ -175,10 +181,12 @@ class LabelJoiner:
         """Forget every stored prediction and label; zero the counters."""
         self._predictions: OrderedDict[str, tuple[float, ScoredPrediction]] = OrderedDict()
         self._labels: OrderedDict[str, tuple[float, LabelEvent]] = OrderedDict()
+        self._joined: OrderedDict[str, tuple[float, None]] = OrderedDict()
         self.joined_total = 0
         self.expired_total = 0  # predictions whose label never came within the TTL
         self.evicted_total = 0  # predictions pushed out by max_predictions before their TTL
         self.unmatched_labels_total = 0  # labels with no stored prediction (unsampled, expired, or duplicate)
+        self.redelivered_total = 0  # predictions of an id already joined (a redelivered event): not stored
 
     @property
     def pending_predictions(self) -> int:
@@ -191,13 +199,16 @@ class LabelJoiner:
     def add_prediction(self, prediction: ScoredPrediction, now: float) -> JoinedLabel | None:
         """Store a scored prediction, or join it at once with a label that arrived early.
 
-        A second prediction for a stored id replaces the first (a redelivered event).
+        A second prediction for a stored id replaces the first (a redelivered event); one for an id already joined
+        is dropped (counted in ``redelivered_total``).
         """
         self.expire(now)
+        if prediction.event_id in self._joined:
+            self.redelivered_total += 1
+            return None
         early = self._labels.pop(prediction.event_id, None)
         if early is not None:
-            self.joined_total += 1
-            return JoinedLabel(prediction, early[1])
+            return self._join(prediction, early[1], now)
         self._predictions.pop(prediction.event_id, None)
         self._predictions[prediction.event_id] = (now + self.ttl_seconds, prediction)
         while len(self._predictions) > self.max_predictions:
@@ -206,13 +217,13 @@ class LabelJoiner:
         return None
 
     def add_label(self, label: LabelEvent, now: float) -> JoinedLabel | None:
-        """Join a label with its stored prediction; otherwise hold it (bounded) for a late prediction."""
+        """Join a label with its stored prediction; otherwise hold it (bounded) for a late prediction. A label for an
+        id already joined is a duplicate: counted unmatched, never held."""
         self.expire(now)
         stored = self._predictions.pop(label.event_id, None)
         if stored is not None:
-            self.joined_total += 1
-            return JoinedLabel(stored[1], label)
-        if self.max_early_labels == 0:
+            return self._join(stored[1], label, now)
+        if self.max_early_labels == 0 or label.event_id in self._joined:
             self.unmatched_labels_total += 1
             return None
         if label.event_id in self._labels:
@@ -224,10 +235,19 @@ class LabelJoiner:
             self.unmatched_labels_total += 1
         return None
 
+    def _join(self, prediction: ScoredPrediction, label: LabelEvent, now: float) -> JoinedLabel:
+        """The pair, counted, its id remembered for the TTL (bounded by ``max_predictions``)."""
+        self.joined_total += 1
+        self._joined[prediction.event_id] = (now + self.ttl_seconds, None)
+        while len(self._joined) > self.max_predictions:
+            self._joined.popitem(last=False)
+        return JoinedLabel(prediction, label)
+
     def expire(self, now: float) -> None:
-        """Drop predictions and held labels older than the TTL (counted)."""
+        """Drop predictions and held labels older than the TTL (counted), and the joined ids as old."""
         self.expired_total += _drop_expired(self._predictions, now)
         self.unmatched_labels_total += _drop_expired(self._labels, now)
+        _drop_expired(self._joined, now)
 
 
 def _drop_expired(held: OrderedDict[str, tuple[float, Any]], now: float) -> int:

@@ -108,6 +108,31 @@ def test_label_joiner_redelivered_prediction_replaces_the_first() -> None:
     assert joiner.pending_predictions == 0 and joined is not None and joined.correct
 
 
+@pytest.mark.parametrize("label_first", [False, True], ids=["prediction-first", "label-first"])
+def test_an_event_id_joins_once_whatever_is_delivered_twice(label_first: bool) -> None:
+    # each pair: its prediction and label in either order, then a duplicate label and a redelivered event (both ways
+    # round): 2,000 pairs are 2,000 joins, not 4,000
+    joiner = LabelJoiner(ttl_seconds=600.0)
+    joined: list[JoinedLabel | None] = []
+    for i in range(2000):
+        now, event_id = i * 0.01, f"e{i}"
+        order = ["label", "prediction"] if label_first else ["prediction", "label"]
+        order += ["duplicate", "prediction"] if i % 2 else ["prediction", "duplicate"]
+        for step in order:
+            if step == "prediction":
+                joined.append(joiner.add_prediction(scored(event_id), now))
+            else:
+                joined.append(joiner.add_label(LabelEvent(event_id, int(step == "label"), now), now))
+    pairs = [j for j in joined if j is not None]
+    assert joiner.joined_total == len(pairs) == 2000
+    assert all(j.label.label == 1 for j in pairs)  # the first label is the one joined
+    assert (joiner.unmatched_labels_total, joiner.redelivered_total) == (2000, 2000)
+    assert (joiner.pending_predictions, joiner.pending_labels) == (0, 0)
+    # past the TTL the id is forgotten: a new event with the same id joins again
+    joiner.add_prediction(scored("e0"), now=1000.0)
+    assert joiner.add_label(LabelEvent("e0", 1, 1000.0), now=1000.0) is not None
+
+
 def test_label_joiner_reset_restores_a_fresh_joiner() -> None:
     joiner = LabelJoiner()
     joiner.add_prediction(scored("a"), now=0.0)

@@ -137,3 +137,21 @@ def test_one_poll_of_events_labels_and_an_undecodable_labels_batch_goes_each_its
     assert st.counter(tel.EVENTS_INVALID_TOTAL.name, ("unknown", "undecodable_batch")) == 1
     assert st.counter_sum(tel.LABELS_INVALID_TOTAL.name) == 0
     assert pipe.source.committed == {("events", 0): 100, ("labels", 0): 51}
+
+
+def test_a_redelivered_event_and_a_duplicate_label_join_each_pair_once(tmp_path: Path) -> None:
+    x, y = make_classification(n_samples=300, n_features=5, n_informative=3, random_state=1)
+    n = 200
+    events, labels = _events(x, n), _labels(y, n)
+    redelivered = [RawRecord(r.value, topic="events", partition=0, offset=n + r.offset) for r in events]
+    again = [RawRecord(r.value, topic="labels", partition=0, offset=n + r.offset) for r in labels]
+    # the sampler releases both deliveries together (this clock stands still): the first joins the held label, the
+    # second must not wait for the duplicate label that comes next
+    pipe = _pipeline(tmp_path, [events, labels, redelivered, again], x, y)
+    while not pipe.source.exhausted:
+        pipe.step(0.0)
+    pipe.flush()
+    assert pipe.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 2 * n
+    assert pipe.state.counter(tel.LABELS_JOINED_TOTAL.name, ("m",)) == n  # not 2n
+    assert pipe.state.counter_sum(tel.LABELS_UNMATCHED_TOTAL.name) == n  # the duplicates
+    assert (pipe.label_joiner.pending_labels, pipe.label_joiner.pending_predictions) == (0, 0)
