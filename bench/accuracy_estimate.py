@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from machine import machine  # bench/machine.py: the script's folder is on sys.path
 from numpy.typing import NDArray
-from sklearn.datasets import load_breast_cancer, load_digits, load_wine
+from sklearn.datasets import load_breast_cancer, load_digits, load_wine, make_classification
 from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
@@ -58,9 +58,11 @@ HERE = Path(__file__).resolve().parent
 CBPE_PYTHON = HERE / ".venv-nannyml" / "bin" / "python"
 BIAS = 4.0
 MIN_SET = 30
-OURS = ("harmonic", "ac", "ac_isotonic", "atc", "doc")
-COLUMNS = ("harmonic", "ac", "ac_isotonic", "atc", "doc", "cbpe", "no_change")
+OURS = ("harmonic", "ac", "ac_isotonic", "atc", "doc", "iw", "iw_atc")
+COLUMNS = ("harmonic", "ac", "ac_isotonic", "atc", "doc", "iw", "iw_atc", "cbpe", "no_change")
 TITLES = {
+    "iw": "IW (PAPE-like)",
+    "iw_atc": "IW-ATC",
     "harmonic": "ours (harmonic)",
     "ac": "AC (temperature)",
     "ac_isotonic": "AC (isotonic)",
@@ -74,7 +76,18 @@ DATASETS: dict[str, Callable[[], tuple[NDArray[np.float64], NDArray[np.int64]]]]
     "breast_cancer": lambda: _xy(load_breast_cancer()),
     "digits": lambda: _xy(load_digits()),
     "wine": lambda: _xy(load_wine()),
+    # generated, larger: 6,000 rows, so that shifted sets hold hundreds of rows (a known shift: the resampling below)
+    "synth_binary": lambda: _synth(2),
+    "synth_multi": lambda: _synth(4),
 }
+
+
+def _synth(classes: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    x, y = make_classification(
+        n_samples=6000, n_features=12, n_informative=6, n_redundant=2, n_classes=classes, n_clusters_per_class=2,
+        class_sep=1.0, flip_y=0.02, random_state=classes,
+    )  # fmt: skip
+    return np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.int64)
 
 
 def _xy(bunch: Any) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
@@ -108,6 +121,8 @@ class Group:
     pool_scores: dict[str, NDArray[np.float64]]
     pool_correct: NDArray[np.bool_]
     pool_proba: NDArray[np.float64]
+    ref_x: NDArray[np.float64]
+    pool_x: NDArray[np.float64]
     sets: list[ShiftSet] = field(default_factory=list)
 
 
@@ -155,6 +170,8 @@ def build_group(dataset: str, kind: str, seed: int, folder: Path) -> Group:
         pool_scores=ps,
         pool_correct=ps["predicted"] == y[pool],
         pool_proba=_full_proba(ps["proba"], est.classes_, n_classes),
+        ref_x=x[ref],
+        pool_x=x[pool],
     )
     z = x[pool]
     n_pool = z.shape[0]
@@ -198,7 +215,9 @@ def _full_proba(proba: NDArray[np.float64], classes: Any, n_classes: int) -> NDA
 
 def run_ours(group: Group, seed: int) -> list[dict[str, Any]]:
     rs = group.ref_scores
-    fit = fit_estimators(rs["confidence"], rs["gamma"], rs["flicker"], rs["p_adj"], group.ref_correct, seed=seed)
+    fit = fit_estimators(
+        rs["confidence"], rs["gamma"], rs["flicker"], rs["p_adj"], group.ref_correct, seed=seed, inputs=group.ref_x
+    )
     iso = fit_estimators(
         rs["confidence"], rs["gamma"], rs["flicker"], rs["p_adj"], group.ref_correct, seed=seed,
         calibration="isotonic", draws=0,
@@ -208,9 +227,11 @@ def run_ours(group: Group, seed: int) -> list[dict[str, Any]]:
     for s in group.sets:
         r = s.rows
         args = (ps["confidence"][r], ps["gamma"][r], ps["flicker"][r], ps["p_adj"][r])
-        res = estimate(fit, *args)
+        started = time.perf_counter()
+        res = estimate(fit, *args, inputs=group.pool_x[r], seed=seed)
+        seconds = time.perf_counter() - started
         iso_res = estimate(iso, *args)
-        methods = {m: res["methods"][m] for m in ("harmonic", "ac", "atc", "doc")}
+        methods = {m: res["methods"][m] for m in ("harmonic", "ac", "atc", "doc", "iw", "iw_atc")}
         methods["ac_isotonic"] = iso_res["methods"]["ac"]
         methods["no_change"] = {"estimate": fit.accuracy, "lower": fit.accuracy, "upper": fit.accuracy}
         out.append(
@@ -222,6 +243,8 @@ def run_ours(group: Group, seed: int) -> list[dict[str, Any]]:
                 "realized": float(np.mean(group.pool_correct[r])),
                 "methods": methods,
                 "harmonic_model": fit.diagnostics["harmonic_model"],
+                "domain": res["domain"],
+                "seconds": seconds,
             }
         )
     return out

@@ -25,6 +25,7 @@ from monitor.accuracy.estimators import (
     DEFAULT_METHOD,
     LEVEL,
     METHODS,
+    WEIGHTED_METHODS,
     SMALL_N,
     EstimatorFit,
     HarmonicModel,
@@ -40,6 +41,7 @@ __all__ = [
     "DEFAULT_METHOD",
     "LEVEL",
     "METHODS",
+    "WEIGHTED_METHODS",
     "SMALL_N",
     "Calibration",
     "CalibrationKind",
@@ -69,8 +71,10 @@ def fit_from_scores(
     *,
     seed: int = setting_default(ScoringSettings, "seed"),
     calibration: CalibrationKind = "temperature",
+    inputs: ArrayLike | None = None,
 ) -> EstimatorFit:
-    """:func:`fit_estimators` on a labelled reference scored by ``RobustnessScorer.score``."""
+    """:func:`fit_estimators` on a labelled reference scored by ``RobustnessScorer.score`` (``inputs``: the rows
+    it scored, for the weighted methods' domain classifier)."""
     return fit_estimators(
         np.where(scores.valid, scores.probability, np.nan),
         scores.gamma,
@@ -79,6 +83,7 @@ def fit_from_scores(
         correct_from_scores(scores, labels),
         seed=seed,
         calibration=calibration,
+        inputs=inputs,
     )
 
 
@@ -87,10 +92,11 @@ def estimate_from_scores(
     scores: ScoreResult,
     *,
     method: str | None = None,
-    seed: int = 0,  # not a setting: as estimate's, unused
+    seed: int = 0,  # not a setting: seeds the weighted methods' folds and bootstrap
     weights: ArrayLike | None = None,
+    inputs: ArrayLike | None = None,
 ) -> dict[str, Any]:
-    """:func:`estimate` on a window scored by ``RobustnessScorer.score``."""
+    """:func:`estimate` on a window scored by ``RobustnessScorer.score`` (``inputs``: the rows it scored)."""
     return estimate(
         fit,
         np.where(scores.valid, scores.probability, np.nan),
@@ -100,4 +106,5 @@ def estimate_from_scores(
         method=method,
         seed=seed,
         weights=weights,
+        inputs=inputs,
     )

@@ -42,36 +42,47 @@ def sigmoid(z: NDArray[np.float64]) -> NDArray[np.float64]:
     return out
 
 
-def fit_logistic(x: NDArray[np.float64], y: NDArray[np.bool_], *, c: float = 1e4) -> tuple[NDArray[np.float64], float]:
+def fit_logistic(
+    x: NDArray[np.float64],
+    y: NDArray[np.bool_],
+    *,
+    c: float = 1e4,
+    weights: NDArray[np.float64] | None = None,
+) -> tuple[NDArray[np.float64], float]:
     """(coefficients, intercept) of a logistic regression of ``y`` on the columns of ``x``, L2 penalty ‖w‖²/(2c) on
     the coefficients (not the intercept), as scikit-learn's ``LogisticRegression(C=c)`` — by Newton's method with
     step halving, in numpy: the models here have at most five parameters, and a hundred bootstrap refits must take
     milliseconds, not L-BFGS's seconds.
 
+    ``weights``: a non-negative weight per row (sample weights, as scikit-learn's ``sample_weight``: a row of weight
+    2 counts as two); default 1 each.
+
     One class only (every reference row correct, or none): zero coefficients and the intercept of the smoothed
     share (k + ½)/(n + 1), so the fit predicts that share everywhere instead of failing.
     """
     n, d = x.shape
-    k = int(np.count_nonzero(y))
-    if k in (0, n) or d == 0:
-        share = (k + 0.5) / (n + 1.0)
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    total = float(np.sum(w))
+    k_w = float(np.sum(w[y]))
+    if k_w <= 0.0 or k_w >= total or d == 0:
+        share = (k_w + 0.5) / (total + 1.0)
         return np.zeros(d), math.log(share / (1.0 - share))
     design = np.column_stack([np.ones(n), x])
     target = y.astype(np.float64)
     ridge = np.full(d + 1, 1.0 / c)
     ridge[0] = 0.0
     beta = np.zeros(d + 1)
-    beta[0] = math.log(k / (n - k))
+    beta[0] = math.log(k_w / (total - k_w))
 
     def loss(b: NDArray[np.float64]) -> float:
         z = design @ b
-        return float(np.sum(np.logaddexp(0.0, z) - target * z) + 0.5 * np.sum(ridge * b * b))
+        return float(np.sum(w * (np.logaddexp(0.0, z) - target * z)) + 0.5 * np.sum(ridge * b * b))
 
     current = loss(beta)
     for _ in range(100):
         p = sigmoid(design @ beta)
-        grad = design.T @ (p - target) + ridge * beta
-        hess = (design * (p * (1.0 - p))[:, None]).T @ design + np.diag(ridge) + 1e-9 * np.eye(d + 1)
+        grad = design.T @ (w * (p - target)) + ridge * beta
+        hess = (design * (w * p * (1.0 - p))[:, None]).T @ design + np.diag(ridge) + 1e-9 * np.eye(d + 1)
         step = np.linalg.solve(hess, grad)
         t = 1.0
         while t > 1e-6:
@@ -142,13 +153,17 @@ class Calibration:
         raise ValueError(f"calibration kind must be one of {CALIBRATION_KINDS}; got {kind!r}")
 
 
-def temperature_params(confidence: NDArray[np.float64], correct: NDArray[np.bool_]) -> tuple[float, float]:
-    """(a, b) of ``σ(a·logit(conf) + b)`` by maximum likelihood; a < 0 (confidence ranks correctness backwards,
-    which a monotone calibration cannot express) falls back to a = 0, the reference accuracy everywhere."""
-    coef, intercept = fit_logistic(logit(confidence)[:, None], correct)
+def temperature_params(
+    confidence: NDArray[np.float64], correct: NDArray[np.bool_], weights: NDArray[np.float64] | None = None
+) -> tuple[float, float]:
+    """(a, b) of ``σ(a·logit(conf) + b)`` by (``weights``-weighted) maximum likelihood; a < 0 (confidence ranks
+    correctness backwards, which a monotone calibration cannot express) falls back to a = 0, the reference accuracy
+    everywhere."""
+    coef, intercept = fit_logistic(logit(confidence)[:, None], correct, weights=weights)
     a = float(coef[0]) if coef.shape[0] else 0.0
     if a < 0:
-        n, k = correct.shape[0], int(np.count_nonzero(correct))
+        w = np.ones(correct.shape[0]) if weights is None else weights
+        n, k = float(np.sum(w)), float(np.sum(w[correct]))
         share = (k + 0.5) / (n + 1.0)
         return 0.0, math.log(share / (1.0 - share))
     return a, intercept

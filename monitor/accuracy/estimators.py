@@ -55,10 +55,15 @@ from monitor.accuracy.calibration import (
     sigmoid,
     temperature_params,
 )
+from monitor.accuracy.weighted import FLOOR as IW_FLOOR
+from monitor.accuracy.weighted import INFLATION as IW_INFLATION
+from monitor.accuracy.weighted import NO_SHIFT_AUC, WeightingReference, weighted_estimates
 from monitor.config import AccuracySettings, ScoringSettings, setting_default
 from monitor.errors import DataError
 
-METHODS: tuple[str, ...] = ("harmonic", "ac", "atc", "doc")
+METHODS: tuple[str, ...] = ("harmonic", "ac", "atc", "doc", "iw", "iw_atc")
+#: the methods that need the reference rows a fit keeps for the domain classifier (fits of version 1 lack them)
+WEIGHTED_METHODS: tuple[str, ...] = ("iw", "iw_atc")
 #: the primary method when none is named (the best on the benchmark, docs/BENCHMARKS.md, *Accuracy estimate vs
 #: peers*): AC, ATC and harmonic tie on MAE over all sets, and ATC is by far the best where accuracy moved 10 points
 #: or more, which is what an alert is for; declared as the setting accuracy.method
@@ -67,7 +72,9 @@ DEFAULT_METHOD: str = setting_default(AccuracySettings, "method")
 #: pass the setting)
 _SEED: int = setting_default(ScoringSettings, "seed")
 FIT_FORMAT = "harmonic-monitor/accuracy-estimator"
-FIT_VERSION = 1
+FIT_VERSION = 2
+#: versions :meth:`EstimatorFit.from_dict` reads: 1 (no rows for the weighted methods) and the current one
+READABLE_FIT_VERSIONS = (1, FIT_VERSION)
 LEVEL = 0.90
 Z = 1.6448536269514722  # the standard normal's 95th percentile: a two-sided 90 % interval
 #: below this many rows the interval uses the worst-case Bernoulli variance and the result carries a warning
@@ -84,6 +91,11 @@ HARMONIC_C = 1.0
 #: the shift margin: SHIFT_INFLATION × |AC − reference accuracy| + SHIFT_FLOOR (see the module docstring)
 SHIFT_INFLATION = 0.75
 SHIFT_FLOOR = 0.01
+#: said on every estimate (docs/OPERATIONS.md, *Accuracy without labels*)
+CONCEPT_CAVEAT = (
+    "an estimate from the model's confidence and inputs cannot see a change of the label given the inputs "
+    "(concept shift): only labels can"
+)
 
 
 def _as_float(a: ArrayLike) -> NDArray[np.float64]:
@@ -191,6 +203,7 @@ class EstimatorFit:
     diagnostics: dict[str, Any] = field(default_factory=dict)
     shift_inflation: float = SHIFT_INFLATION
     shift_floor: float = SHIFT_FLOOR
+    weighting: WeightingReference | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document a reference file stores under ``accuracy_estimator``."""
@@ -206,6 +219,7 @@ class EstimatorFit:
             "interval": {"level": LEVEL, "shift_inflation": self.shift_inflation, "shift_floor": self.shift_floor},
             "draws": {k: [list(map(float, d)) for d in v] for k, v in self.draws.items()},
             "diagnostics": self.diagnostics,
+            **({} if self.weighting is None else {"weighting": self.weighting.to_dict()}),
         }
 
     @classmethod
@@ -217,7 +231,11 @@ class EstimatorFit:
         DataError
             Not such a document, another version, or a damaged one.
         """
-        if not isinstance(doc, Mapping) or doc.get("format") != FIT_FORMAT or doc.get("version") != FIT_VERSION:
+        if (
+            not isinstance(doc, Mapping)
+            or doc.get("format") != FIT_FORMAT
+            or doc.get("version") not in READABLE_FIT_VERSIONS
+        ):
             got = (doc.get("format"), doc.get("version")) if isinstance(doc, Mapping) else type(doc).__name__
             raise DataError(
                 f"not an accuracy-estimator fit of format {FIT_FORMAT!r} version {FIT_VERSION} (got {got}); rebuild "
@@ -238,6 +256,7 @@ class EstimatorFit:
                 diagnostics=dict(doc.get("diagnostics", {})),
                 shift_inflation=float(interval.get("shift_inflation", SHIFT_INFLATION)),
                 shift_floor=float(interval.get("shift_floor", SHIFT_FLOOR)),
+                weighting=None if doc.get("weighting") is None else WeightingReference.from_dict(doc["weighting"]),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DataError(
@@ -322,6 +341,7 @@ def fit_estimators(
     calibration: CalibrationKind = "temperature",
     draws: int = N_DRAWS,
     folds: int = FOLDS,
+    inputs: ArrayLike | None = None,
 ) -> EstimatorFit:
     """Fit every estimator on a labelled reference (a validation set the model did not train on).
 
@@ -332,6 +352,8 @@ def fit_estimators(
     correct : per row, whether the predicted class equals the label.
     seed : seeds the folds and the bootstrap (``reference --labels`` passes ``scoring.seed``, the default's setting).
     calibration : ``temperature`` (default) or ``isotonic`` (:mod:`monitor.accuracy.calibration`).
+    inputs : per row, the model's numeric inputs (n, d), kept (a sample of :data:`~monitor.accuracy.weighted.MAX_ROWS`
+        rows) for the domain classifier of the weighted methods; without them it reads the model's outputs alone.
 
     Raises
     ------
@@ -361,6 +383,10 @@ def fit_estimators(
     conf, ok, x = conf_all[valid], ok_all[valid], x_all[valid]
     accuracy = float(np.mean(ok))
     rng = np.random.default_rng([seed, 0xACC])
+    rows = _inputs(inputs, conf_all.shape[0])
+    weighting = WeightingReference.build(
+        None if rows is None else rows[valid], x, conf, ok, np.random.default_rng([seed, 0x1A7])
+    )
 
     cal = Calibration.fit(conf, ok, calibration)
     t, frac = atc_threshold(conf, accuracy)
@@ -416,7 +442,19 @@ def fit_estimators(
         harmonic=harmonic,
         draws=boot,
         diagnostics=diagnostics,
+        weighting=weighting,
     )
+
+
+def _inputs(inputs: ArrayLike | None, n: int) -> NDArray[np.float64] | None:
+    """The inputs as an (n, d) float array (one row per scored row), or None."""
+    if inputs is None:
+        return None
+    x = np.asarray(inputs, dtype=np.float64)
+    x = x.reshape(x.shape[0], -1) if x.ndim != 2 else x
+    if x.shape[0] != n:
+        raise DataError(f"{x.shape[0]} input rows for {n} scored rows; give the inputs the scores were made on")
+    return x
 
 
 # -- estimating ---------------------------------------------------------------------------------------------------
@@ -444,6 +482,7 @@ def estimate(
     method: str | None = None,
     seed: int = 0,  # not a setting: unused; run estimates without one, the offline commands pass scoring.seed
     weights: ArrayLike | None = None,
+    inputs: ArrayLike | None = None,
 ) -> dict[str, Any]:
     """Estimate the accuracy the model realizes on the target rows, by every method, with 90 % intervals.
 
@@ -453,21 +492,24 @@ def estimate(
     confidence, gamma, flicker, p_adj : per target row (``ScoreResult`` fields); rows whose confidence is not a
         probability are left out (``n_invalid``); a missing γ, flicker or P_adj is imputed by the reference median.
     method : the primary method (``accuracy``): one of :data:`METHODS`; default :data:`DEFAULT_METHOD`.
-    seed : unused by the closed-form intervals; kept so that a later randomized interval stays reproducible.
+    seed : seeds the weighted methods' domain-classifier folds and bootstrap.
     weights : per row, a sampling weight (1/p(sampled)); default equal.
+    inputs : per row, the model's numeric inputs (n, d), for the weighted methods' domain classifier (when the fit
+        kept reference inputs); without them it reads the model's outputs alone.
 
     Returns
     -------
     ``{"n", "n_invalid", "level", "reference_accuracy", "reference_n", "accuracy": {"estimate", "lower", "upper",
     "method", "sd"}, "methods": {name: {"estimate", "lower", "upper", "sd", "sd_noise", "sd_fit",
-    "shift_margin"}}, "warnings": [...]}``, every number a finite float.
+    "shift_margin"}}, "domain": {"auc", "ess", "clipped_share", ...} (fits with reference rows), "caveats": [...],
+    "warnings": [...]}``, every number a finite float. ``iw`` and ``iw_atc`` are left out for a fit without
+    reference rows (version 1); named as the primary method there, ``atc`` stands in with a warning.
 
     Raises
     ------
     DataError
         An unknown method, no valid row at all, or no confidence on any row (a regressor).
     """
-    del seed
     primary = DEFAULT_METHOD if method is None else method
     if primary not in METHODS:
         raise DataError(f"unknown accuracy-estimation method {primary!r}; choose one of {', '.join(METHODS)}")
@@ -476,6 +518,7 @@ def estimate(
     if x_all.shape[0] != conf_all.shape[0]:
         raise DataError("confidence, gamma, flicker and p_adj differ in length")
     valid = valid_confidence(conf_all)
+    rows = _inputs(inputs, conf_all.shape[0])
     w: NDArray[np.float64] | None = None
     if weights is not None:
         w_all = _as_float(weights)
@@ -527,11 +570,28 @@ def estimate(
     h_draws = [_wmean(sigmoid(design @ np.asarray(d[1:]) + d[0]), w) for d in fit.draws.get("harmonic", [])]
     fit_sd["harmonic"] = float(np.std(h_draws)) if h_draws else 0.0
     noise["harmonic"] = _poisson_binomial_var(p_h, w, small)
+    margins = dict.fromkeys(points, margin)
+
+    domain: dict[str, Any] | None = None
+    if fit.weighting is not None:
+        iw = weighted_estimates(fit.weighting, conf, x, None if rows is None else rows[valid], w, seed=seed)
+        noise_iw = _poisson_binomial_var(iw["p"], w, small)
+        for name in WEIGHTED_METHODS:
+            points[name], fit_sd[name], noise[name] = iw[name]["point"], iw[name]["sd_fit"], noise_iw
+            margins[name] = IW_INFLATION * abs(points[name] - fit.accuracy) + IW_FLOOR
+        domain = iw["domain"]
+        warnings.extend(iw["warnings"])
+    elif primary in WEIGHTED_METHODS:
+        warnings.append(
+            f"method {primary} needs reference rows this fit does not keep (a fit of version 1): atc stands in; "
+            "rebuild the reference with labels for it"
+        )
+        primary = "atc"
 
     methods: dict[str, dict[str, float]] = {}
-    for name in METHODS:
+    for name in (m for m in METHODS if m in points):
         e = min(1.0, max(0.0, points[name]))
-        sd = math.sqrt(noise[name] + fit_sd[name] ** 2 + margin**2)
+        sd = math.sqrt(noise[name] + fit_sd[name] ** 2 + margins[name] ** 2)
         methods[name] = {
             "estimate": e,
             "lower": max(0.0, e - Z * sd),
@@ -539,7 +599,7 @@ def estimate(
             "sd": sd,
             "sd_noise": math.sqrt(noise[name]),
             "sd_fit": fit_sd[name],
-            "shift_margin": margin,
+            "shift_margin": margins[name],
         }
     top = methods[primary]
     return {
@@ -556,5 +616,19 @@ def estimate(
             "sd": top["sd"],
         },
         "methods": methods,
+        **({} if domain is None else {"domain": domain}),
+        "caveats": caveats(domain),
         "warnings": warnings,
     }
+
+
+def caveats(domain: Mapping[str, Any] | None) -> list[str]:
+    """What an estimate cannot claim, in words: always the blindness to a change of P(y|x); when the domain
+    classifier found no input shift, that labels which disagree are right."""
+    out = [CONCEPT_CAVEAT]
+    if domain is not None and float(domain.get("features", 0)) > 0 and float(domain["auc"]) < NO_SHIFT_AUC:
+        out.append(
+            f"the domain classifier finds no input shift (AUC {float(domain['auc']):.2f}): if delayed labels "
+            "disagree with this estimate, the labels are right: the label given the inputs has changed"
+        )
+    return out

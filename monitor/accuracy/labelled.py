@@ -67,4 +67,5 @@ def labelled_fit(
         correct,
         seed=seed,
         calibration=calibration,
+        inputs=rows,
     )
