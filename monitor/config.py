@@ -523,10 +523,11 @@ class AccuracySettings(_Strict):
     """Label-free accuracy estimates for a model whose reference JSON holds ``accuracy_estimator``
     (``harmonic-monitor reference --labels``); docs/OPERATIONS.md, "Accuracy without labels"."""
 
-    method: Literal["harmonic", "ac", "atc", "doc"] = Field(
-        "atc",
-        description="Primary method: the one HarmonicAccuracyDrop reads (every method is exported). Default atc, the "
-        "best measured where accuracy moved (docs/BENCHMARKS.md).",
+    method: Literal["harmonic", "ac", "atc", "doc", "iw", "iw_atc"] = Field(
+        "iw_atc",
+        description="Primary method: the one HarmonicAccuracyDrop reads (every method is exported). Default iw_atc "
+        "(ATC refitted with importance weights), the best measured overall and where accuracy moved "
+        "(docs/BENCHMARKS.md).",
     )
     tolerance: float = Field(
         0.05,

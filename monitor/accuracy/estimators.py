@@ -55,9 +55,7 @@ from monitor.accuracy.calibration import (
     sigmoid,
     temperature_params,
 )
-from monitor.accuracy.weighted import FLOOR as IW_FLOOR
-from monitor.accuracy.weighted import INFLATION as IW_INFLATION
-from monitor.accuracy.weighted import NO_SHIFT_AUC, WeightingReference, weighted_estimates
+from monitor.accuracy.weighted import NO_SHIFT_AUC, WeightingReference, shift_margin, weighted_estimates
 from monitor.config import AccuracySettings, ScoringSettings, setting_default
 from monitor.errors import DataError
 
@@ -578,7 +576,7 @@ def estimate(
         noise_iw = _poisson_binomial_var(iw["p"], w, small)
         for name in WEIGHTED_METHODS:
             points[name], fit_sd[name], noise[name] = iw[name]["point"], iw[name]["sd_fit"], noise_iw
-            margins[name] = IW_INFLATION * abs(points[name] - fit.accuracy) + IW_FLOOR
+            margins[name] = shift_margin(points[name], fit.accuracy, float(iw["domain"]["auc"]))
         domain = iw["domain"]
         warnings.extend(iw["warnings"])
     elif primary in WEIGHTED_METHODS:

@@ -31,7 +31,9 @@ The 90 % interval adds (1) the window's Poisson-binomial noise under the weighte
 :data:`N_DRAWS` bootstrap resamples of the reference rows, each carrying its weight and refitting the weighted
 calibration and threshold — the term that grows as the ESS falls — and (3) a shift margin ``INFLATION × |estimate −
 reference accuracy| + FLOOR`` for what the weights cannot fix (a window outside the reference's support, a domain
-classifier too simple for the shift), both constants chosen on ``bench/accuracy_estimate.py``.
+classifier too simple for the shift) plus ``AUC_MARGIN × (2·AUC − 1)⁴``: the estimate's error grows sharply as the
+domain classifier's AUC nears 1 (a window that barely overlaps the reference), whether or not the estimate itself
+moved. The constants are chosen on ``bench/accuracy_estimate.py`` (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -58,9 +60,10 @@ CLIP = 20.0
 #: fewest window rows the domain classifier is fitted on; below, the weights are 1 (the estimate is AC's)
 MIN_WINDOW_ROWS = 50
 N_DRAWS = 40
-#: the shift margin of the interval: INFLATION × |estimate − reference accuracy| + FLOOR
+#: the shift margin of the interval: INFLATION × |estimate − reference accuracy| + FLOOR + AUC_MARGIN × (2·AUC − 1)⁴
 INFLATION = 0.5
 FLOOR = 0.01
+AUC_MARGIN = 0.10
 #: a domain classifier AUC below this counts as "no input shift found" (the caveat on labels that disagree)
 NO_SHIFT_AUC = 0.55
 DECIMALS = 5
@@ -111,7 +114,20 @@ class WeightingReference:
                 _, _, vt = np.linalg.svd(std - std.mean(axis=0), full_matrices=False)
                 basis = vt[:MAX_INPUT_DIMS].T
             z = std[keep] if basis is None else std[keep] @ basis
-        return cls(center, scale, basis, z, outputs[keep], confidence[keep], correct[keep])
+
+        # rounded as stored, so that a fit read back from JSON estimates exactly as the fit in memory
+        def r(a: NDArray[np.float64]) -> NDArray[np.float64]:
+            return np.round(a, DECIMALS)
+
+        return cls(
+            r(center),
+            r(scale),
+            None if basis is None else r(basis),
+            r(z),
+            r(outputs[keep]),
+            r(confidence[keep]),
+            correct[keep],
+        )
 
     def project(self, inputs: NDArray[np.float64]) -> NDArray[np.float64]:
         """Window inputs (m, d) raw into the stored space (m, k)."""
@@ -231,6 +247,11 @@ def domain_weights(
     ratio /= float(np.mean(ratio))
     ess = float(np.sum(ratio) ** 2 / np.sum(ratio * ratio))
     return DomainWeights(ratio, auc, ess, clipped, int(a.shape[1]))
+
+
+def shift_margin(point: float, reference_accuracy: float, auc: float) -> float:
+    """The interval's shift term of a weighted estimate (see the module docstring)."""
+    return INFLATION * abs(point - reference_accuracy) + FLOOR + AUC_MARGIN * max(0.0, 2.0 * auc - 1.0) ** 4
 
 
 def weighted_atc_threshold(

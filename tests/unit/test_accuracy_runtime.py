@@ -248,11 +248,14 @@ def test_every_window_and_method_gets_an_estimate_with_its_interval(scored: Scor
 
 
 def test_accuracy_drop_fires_when_the_upper_bound_falls_below_the_tolerance(scored: Scored, fit: EstimatorFit) -> None:
-    watch, state = watch_with(fit)
+    # the alert reads the primary method; atc here, whose estimate on this window (every row at the decision
+    # boundary, outside most of the reference) is the lowest: the weighted methods, reading scores alone in `run`,
+    # stay nearer the reference on it (docs/BENCHMARKS.md says where each method wins)
+    watch, state = watch_with(fit, accuracy_method="atc")
     feed(watch, scored, blobs(6, 600)[0])
     assert not [ev for ev in watch.fired if ev.alert.rule.name == ACCURACY_ALERT]
     feed(watch, scored, near_boundary(7, 600))
-    upper = state.gauge(tel.ESTIMATED_ACCURACY_UPPER.name, (MODEL, "other", f"last_{COUNT}", DEFAULT_METHOD))
+    upper = state.gauge(tel.ESTIMATED_ACCURACY_UPPER.name, (MODEL, "other", f"last_{COUNT}", "atc"))
     assert upper is not None and upper < fit.accuracy - 0.05
     fired = [ev for ev in watch.fired if ev.alert.rule.name == ACCURACY_ALERT and ev.alert.state.value == "firing"]
     assert len(fired) == 1
