@@ -300,6 +300,8 @@ class AccuracyEstimate:
     #: the estimator's whole answer (what ``harmonic-monitor estimate --json`` writes) and the fit it came from
     document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     fit: EstimatorFit | None = field(default=None, repr=False, compare=False)
+    #: what the estimate cannot claim, in words (``monitor.accuracy.estimators.caveats``)
+    caveats: tuple[str, ...] = ()
 
     def to_frame(self) -> Any:
         """One row per method: estimate, lower, upper."""
@@ -1205,10 +1207,10 @@ def accuracy_from_scores(
 ) -> AccuracyEstimate:
     """The estimate over scored rows (and the realized accuracy where ``labels``, one per row, are given)."""
     from monitor.accuracy import estimate as run_estimate
+    from monitor.accuracy import labels_disagree
 
-    doc = run_estimate(
-        fit, np.where(res.valid, res.probability, np.nan), res.gamma, res.flicker, res.p_adj, method=method, seed=seed
-    )
+    conf = np.where(res.valid, res.probability, np.nan)
+    doc = run_estimate(fit, conf, res.gamma, res.flicker, res.p_adj, method=method, seed=seed, inputs=rows.x)
     realized, n_labelled = None, 0
     if labels is not None:
         if labels.shape[0] != len(rows):
@@ -1232,6 +1234,7 @@ def accuracy_from_scores(
         n_labelled,
         doc,
         fit,
+        tuple(labels_disagree(doc, realized)),
     )
 
 

@@ -29,9 +29,11 @@ from monitor.accuracy.estimators import (
     WEIGHTED_METHODS,
     EstimatorFit,
     HarmonicModel,
+    caveats,
     estimate,
     fit_estimators,
 )
+from monitor.accuracy.weighted import NO_SHIFT_AUC
 from monitor.config import ScoringSettings, setting_default
 from monitor.errors import DataError
 from monitor.signals.scorer import ScoreResult
@@ -52,6 +54,7 @@ __all__ = [
     "estimate_from_scores",
     "fit_estimators",
     "fit_from_scores",
+    "labels_disagree",
 ]
 
 
@@ -108,3 +111,24 @@ def estimate_from_scores(
         weights=weights,
         inputs=inputs,
     )
+
+
+def labels_disagree(doc: dict[str, Any], realized: float | None) -> list[str]:
+    """:func:`estimate`'s caveats, and where labels gave the ``realized`` accuracy outside the primary interval,
+    which of the two to believe: the labels, always; and when the domain classifier found no input shift, what the
+    disagreement means (the label given the inputs changed)."""
+    out = list(doc.get("caveats", caveats(doc.get("domain"))))
+    acc = doc["accuracy"]
+    if realized is None or acc["lower"] <= realized <= acc["upper"]:
+        return out
+    domain = doc.get("domain") or {}
+    auc = float(domain.get("auc", 0.5))
+    if float(domain.get("features", 0)) > 0 and auc < NO_SHIFT_AUC:
+        why = f"the inputs did not move (domain classifier AUC {auc:.2f}), so the label given the inputs changed"
+    else:
+        why = "the estimate missed what the labels measured"
+    out.append(
+        f"the labels' accuracy {realized:.3f} lies outside the estimate's interval [{acc['lower']:.3f}, "
+        f"{acc['upper']:.3f}]: the labels are right; {why}"
+    )
+    return out

@@ -140,6 +140,16 @@ def test_reference_and_estimate_with_labels_give_the_realized_accuracy(
     assert "reference" in table.summary()
 
 
+def test_labels_that_disagree_while_the_inputs_stay_are_named_right(model: Path, frame: pd.DataFrame) -> None:
+    ref = monitor.reference(model, frame, labels="y", flicker_copies=4)
+    flipped = frame.assign(y=1 - frame["y"])  # the label given the inputs changes; the inputs do not
+    est = monitor.estimate(model, flipped, ref, labels="y", flicker_copies=4)
+    assert est.realized is not None and est.realized < est.lower
+    assert est.document["domain"]["auc"] < 0.55
+    assert "cannot see a change of the label given the inputs" in est.caveats[0]
+    assert "the labels are right" in est.caveats[-1] and "the label given the inputs changed" in est.caveats[-1]
+
+
 def test_estimate_without_a_fitted_reference_says_how_to_build_one(model: Path, frame: pd.DataFrame) -> None:
     ref = monitor.reference(model, frame, flicker_copies=4)
     with pytest.raises(DataError, match=r"labels=y"):
