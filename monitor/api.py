@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -46,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.config import ModelSettings, ScoringSettings, SegmentSettings, setting_default
+from monitor.config import ModelSettings, ScoringSettings, SegmentSettings, WindowSettings, setting_default
 from monitor.errors import ConfigError, DataError, InvalidEventError, MonitorError
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ if TYPE_CHECKING:
 
 #: the keyword defaults of the scoring functions below: the settings' (monitor/config.py declares them once)
 _SCORING = ScoringSettings()
+#: the API's periods when none are named: ``run``'s count window
+_COUNT_WINDOW: int = setting_default(WindowSettings, "count_window_events")
 _MODEL_KIND: str = setting_default(ModelSettings, "model_kind")
 _FIXED_FEATURES: tuple[str, ...] = tuple(setting_default(ModelSettings, "fixed_features"))
 _MAX_SEGMENTS: int = setting_default(SegmentSettings, "max_segments")
@@ -302,6 +305,17 @@ class AccuracyEstimate:
     fit: EstimatorFit | None = field(default=None, repr=False, compare=False)
     #: what the estimate cannot claim, in words (``monitor.accuracy.estimators.caveats``)
     caveats: tuple[str, ...] = ()
+    #: one estimate per period (``monitor.accuracy.periods.PERIOD_COLUMNS``): see :meth:`over_time`
+    periods: tuple[Mapping[str, Any], ...] = ()
+
+    def over_time(self) -> Any:
+        """A DataFrame with one row per period: period (start: event time in seconds, or the first row's number),
+        end, n, estimate, lower, upper, method, realized (NaN where no labels), n_labelled, note; NaN estimates
+        where a period had too few rows (the note says so)."""
+        from monitor.accuracy.periods import PERIOD_COLUMNS
+
+        pd = _pandas()
+        return pd.DataFrame(list(self.periods), columns=list(PERIOD_COLUMNS)).set_index("period")
 
     def to_frame(self) -> Any:
         """One row per method: estimate, lower, upper."""
@@ -1164,11 +1178,16 @@ def estimate(
     channel_axis: int = _SCORING.channel_axis,
     regression_tolerance: float = _SCORING.regression_tolerance,
     header: str = "auto",
+    period_seconds: float | None = None,
+    period_events: int | None = None,
 ) -> AccuracyEstimate:
     """The model's accuracy on unlabelled ``data``, with a 90 % interval, from the estimators the reference holds
     (a reference JSON written with labels, or :func:`reference` called with ``labels``); ``labels`` here (an array or
-    a DataFrame column name) adds the realized accuracy beside the estimate. The scoring options are
-    :func:`score`'s (``harmonic-monitor estimate``'s flags).
+    a DataFrame column name; NaN where a row has none) adds the realized accuracy beside the estimate. The scoring
+    options are :func:`score`'s (``harmonic-monitor estimate``'s flags).
+
+    Over time (:meth:`AccuracyEstimate.over_time`): periods of ``period_seconds`` of event time (a ``.jsonl`` event
+    log), else of ``period_events`` rows (default: ``windows.count_window_events``), cut as ``run`` cuts its windows.
 
     Raises
     ------
@@ -1192,7 +1211,9 @@ def estimate(
     scorer = _scorer(m, base, scoring)
     res = score_rows(scorer, rows.x, rows.held)
     y = rows.labels if label_column is not None else (None if labels is None else np.asarray(labels).reshape(-1))
-    return accuracy_from_scores(base.fit, res, m, rows, y, method=method, seed=seed)
+    return accuracy_from_scores(
+        base.fit, res, m, rows, y, method=method, seed=seed, period_seconds=period_seconds, period_events=period_events
+    )
 
 
 def accuracy_from_scores(
@@ -1204,21 +1225,45 @@ def accuracy_from_scores(
     *,
     method: str | None = None,
     seed: int = _SCORING.seed,
+    period_seconds: float | None = None,
+    period_events: int | None = None,
 ) -> AccuracyEstimate:
-    """The estimate over scored rows (and the realized accuracy where ``labels``, one per row, are given)."""
+    """The estimate over scored rows (and the realized accuracy where ``labels``, one per row, are given; NaN:
+    that row has none), whole and per period (see :func:`estimate`)."""
     from monitor.accuracy import estimate as run_estimate
     from monitor.accuracy import labels_disagree
+    from monitor.accuracy.periods import estimate_over_time
 
     conf = np.where(res.valid, res.probability, np.nan)
     doc = run_estimate(fit, conf, res.gamma, res.flicker, res.p_adj, method=method, seed=seed, inputs=rows.x)
     realized, n_labelled = None, 0
+    correct: NDArray[np.float64] | None = None
     if labels is not None:
         if labels.shape[0] != len(rows):
             raise DataError(f"labels: {labels.shape[0]} values for {len(rows)} rows; give one class per row")
         predicted = predicted_values(model, rows)
-        ok = res.valid
+        has = ~pd_isna(labels)
+        ok = res.valid & has
         n_labelled = int(ok.sum())
-        realized = float(np.mean(predicted[ok] == _int_labels(labels)[ok])) if n_labelled else None
+        correct = np.full(len(rows), np.nan)
+        correct[ok] = predicted[ok] == _int_labels(labels[ok])
+        realized = float(np.mean(correct[ok])) if n_labelled else None
+    if period_seconds is None and period_events is None:
+        period_events = _COUNT_WINDOW
+    periods = estimate_over_time(
+        fit,
+        conf,
+        res.gamma,
+        res.flicker,
+        res.p_adj,
+        inputs=rows.x,
+        correct=correct,
+        timestamps=rows.timestamps,
+        period_seconds=period_seconds,
+        period_events=period_events,
+        method=doc["accuracy"]["method"],
+        seed=seed,
+    )
     acc = doc["accuracy"]
     return AccuracyEstimate(
         float(acc["estimate"]),
@@ -1235,7 +1280,19 @@ def accuracy_from_scores(
         doc,
         fit,
         tuple(labels_disagree(doc, realized)),
+        tuple(periods),
     )
+
+
+def pd_isna(values: NDArray[Any]) -> NDArray[np.bool_]:
+    """Per value, whether it is missing (NaN, None): a row without a label."""
+    v = np.asarray(values)
+    if v.dtype.kind == "f":
+        nan: NDArray[np.bool_] = np.isnan(v)
+        return nan
+    if v.dtype.kind == "O":
+        return np.array([x is None or (isinstance(x, float) and math.isnan(x)) for x in v], dtype=np.bool_)
+    return np.zeros(v.shape[0], dtype=np.bool_)
 
 
 def predicted_values(model: OnnxModel, rows: Rows) -> NDArray[np.int64]:

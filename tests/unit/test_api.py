@@ -150,6 +150,23 @@ def test_labels_that_disagree_while_the_inputs_stay_are_named_right(model: Path,
     assert "the labels are right" in est.caveats[-1] and "the label given the inputs changed" in est.caveats[-1]
 
 
+def test_the_estimate_over_time_has_a_row_per_period_with_the_realized_accuracy(
+    model: Path, frame: pd.DataFrame
+) -> None:
+    ref = monitor.reference(model, frame, labels="y", flicker_copies=4)
+    y = frame["y"].to_numpy(np.float64)
+    y[:10] = np.nan  # rows without a label
+    est = monitor.estimate(model, frame, ref, labels=y, flicker_copies=4, period_events=45)
+    df = est.over_time()
+    assert list(df.index) == [0.0, 45.0] and list(df["n"]) == [45, 15]
+    assert list(df["n_labelled"]) == [35, 15] and est.n_labelled == 50
+    assert df["lower"].iloc[0] <= df["estimate"].iloc[0] <= df["upper"].iloc[0]
+    assert df["realized"].notna().all()
+    assert np.isnan(df["estimate"].iloc[1]) and "too few to estimate" in df["note"].iloc[1]  # no number from noise
+    whole = monitor.estimate(model, frame, ref, labels="y", flicker_copies=4)
+    assert len(whole.periods) == 1 and whole.periods[0]["estimate"] == pytest.approx(whole.estimate)
+
+
 def test_estimate_without_a_fitted_reference_says_how_to_build_one(model: Path, frame: pd.DataFrame) -> None:
     ref = monitor.reference(model, frame, flicker_copies=4)
     with pytest.raises(DataError, match=r"labels=y"):
