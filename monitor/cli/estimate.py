@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             f"({', '.join(METHODS)}), each with a 90 %% interval; --method picks the one reported as 'accuracy'. "
             "The estimators are fitted on a labelled reference: the fit stored in --reference (a JSON reference "
             f"with '{FIT_KEY}'), or --reference-data with --reference-labels, scored and fitted here. An estimate "
-            "sees covariate shift only: a change of P(y|x) alone is invisible without labels."
+            "sees covariate shift only: a change of P(y|x) alone is invisible without labels (the JSON's "
+            "'caveats' say so in words; 'domain' holds the domain classifier's AUC and effective sample size)."
         ),
     )
     add_model_options(p)
@@ -157,8 +158,17 @@ def run(args: argparse.Namespace) -> int:
         f"on {result['n']} rows; reference accuracy {fit.accuracy:.3f} on {fit.n} rows -> {out}",
         file=sys.stderr,
     )
+    domain = result.get("domain")
+    if domain is not None:
+        print(
+            f"domain classifier (reference vs these rows): AUC {domain['auc']:.2f}, effective sample size "
+            f"{domain['ess']:.0f}, weight clipped {100 * domain['clipped_share']:.1f} %",
+            file=sys.stderr,
+        )
     for w in result["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
+    for c in result.get("caveats", []):
+        print(f"caveat: {c}", file=sys.stderr)
     return 0
 
 

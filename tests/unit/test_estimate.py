@@ -201,6 +201,8 @@ def test_cli_end_to_end(cancer: Case, tmp_path: Path) -> None:
     for r in doc["methods"].values():
         assert {"estimate", "lower", "upper"} <= set(r)
     assert abs(doc["accuracy"]["estimate"] - _realized(cancer.test, cancer.y_test)) < 0.05
+    assert "cannot see a change of the label given the inputs" in doc["caveats"][0]
+    assert doc["domain"]["inputs"] is True and 0 < doc["domain"]["ess"] <= doc["reference_n"]
     # a reference JSON holding a stored fit: used without --reference-data
     main(["reference", "--model", str(cancer.model), "--data", str(ref_x), "--out", str(tmp_path / "r.json")])
     ref_doc = json.loads((tmp_path / "r.json").read_text())
