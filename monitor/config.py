@@ -524,10 +524,10 @@ class AccuracySettings(_Strict):
     (``harmonic-monitor reference --labels``); docs/OPERATIONS.md, "Accuracy without labels"."""
 
     method: Literal["harmonic", "ac", "atc", "doc", "iw", "iw_atc"] = Field(
-        "iw_atc",
-        description="Primary method: the one HarmonicAccuracyDrop reads (every method is exported). Default iw_atc "
-        "(ATC refitted with importance weights), the best measured overall and where accuracy moved "
-        "(docs/BENCHMARKS.md).",
+        "iw",
+        description="Primary method: the one HarmonicAccuracyDrop reads (every method is exported). Default iw "
+        "(the calibration refitted with importance weights from a domain classifier), the best measured overall "
+        "with the inputs at hand (docs/BENCHMARKS.md).",
     )
     tolerance: float = Field(
         0.05,

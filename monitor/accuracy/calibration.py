@@ -48,6 +48,7 @@ def fit_logistic(
     *,
     c: float = 1e4,
     weights: NDArray[np.float64] | None = None,
+    start: NDArray[np.float64] | None = None,
 ) -> tuple[NDArray[np.float64], float]:
     """(coefficients, intercept) of a logistic regression of ``y`` on the columns of ``x``, L2 penalty ‖w‖²/(2c) on
     the coefficients (not the intercept), as scikit-learn's ``LogisticRegression(C=c)`` — by Newton's method with
@@ -55,7 +56,8 @@ def fit_logistic(
     milliseconds, not L-BFGS's seconds.
 
     ``weights``: a non-negative weight per row (sample weights, as scikit-learn's ``sample_weight``: a row of weight
-    2 counts as two); default 1 each.
+    2 counts as two); default 1 each. ``start``: [intercept, *coefficients] to start Newton's method from (a
+    nearby fit's: a bootstrap refit then takes two or three steps); default the intercept of the share.
 
     One class only (every reference row correct, or none): zero coefficients and the intercept of the smoothed
     share (k + ½)/(n + 1), so the fit predicts that share everywhere instead of failing.
@@ -73,6 +75,8 @@ def fit_logistic(
     ridge[0] = 0.0
     beta = np.zeros(d + 1)
     beta[0] = math.log(k_w / (total - k_w))
+    if start is not None:
+        beta = np.asarray(start, dtype=np.float64).copy()
 
     def loss(b: NDArray[np.float64]) -> float:
         z = design @ b
@@ -154,12 +158,17 @@ class Calibration:
 
 
 def temperature_params(
-    confidence: NDArray[np.float64], correct: NDArray[np.bool_], weights: NDArray[np.float64] | None = None
+    confidence: NDArray[np.float64],
+    correct: NDArray[np.bool_],
+    weights: NDArray[np.float64] | None = None,
+    start: tuple[float, float] | None = None,
 ) -> tuple[float, float]:
-    """(a, b) of ``σ(a·logit(conf) + b)`` by (``weights``-weighted) maximum likelihood; a < 0 (confidence ranks
+    """(a, b) of ``σ(a·logit(conf) + b)`` by (``weights``-weighted) maximum likelihood (``start``: an (a, b) to
+    start from); a < 0 (confidence ranks
     correctness backwards, which a monotone calibration cannot express) falls back to a = 0, the reference accuracy
     everywhere."""
-    coef, intercept = fit_logistic(logit(confidence)[:, None], correct, weights=weights)
+    begin = None if start is None else np.array([start[1], start[0]])
+    coef, intercept = fit_logistic(logit(confidence)[:, None], correct, weights=weights, start=begin)
     a = float(coef[0]) if coef.shape[0] else 0.0
     if a < 0:
         w = np.ones(correct.shape[0]) if weights is None else weights

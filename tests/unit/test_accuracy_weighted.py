@@ -99,7 +99,7 @@ def test_the_weighted_estimates_follow_a_shift_the_confidence_cannot_see(fit: Es
     w = task(11, 1000, 1.0)
     realized = float(np.mean(w["ok"]))
     res = run(fit, w, inputs=w["x"])
-    assert res["accuracy"]["method"] == "iw_atc"
+    assert res["accuracy"]["method"] == "iw"
     ac, iw, iw_atc = (res["methods"][m] for m in ("ac", "iw", "iw_atc"))
     assert fit.accuracy - realized > 0.04  # the shift costs accuracy ...
     assert abs(ac["estimate"] - fit.accuracy) < 0.02  # ... the confidence does not move ...
