@@ -527,9 +527,10 @@ USAGE: dict[str, Usage] = {
         "Accuracy without labels",
         "ratio (0–1)",
         "The model's accuracy over the window estimated from its own outputs (confidence; γ, flicker and P_adj for "
-        '`method="harmonic"`), by every method (`harmonic`, `ac`, `atc`, `doc`); only for a model whose reference '
+        '`method="harmonic"`; the weighted `iw`, `iw_atc` from a domain classifier on those outputs), by every method '
+        "(`harmonic`, `ac`, `atc`, `doc`, `iw`, `iw_atc`); only for a model whose reference "
         "JSON was built with `reference --labels`. Recomputed every `accuracy.interval_seconds`. Read the primary "
-        "method (`accuracy.method`, default `atc`) with its interval, beside `harmonic_window_accuracy` when labels "
+        "method (`accuracy.method`, default `iw`) with its interval, beside `harmonic_window_accuracy` when labels "
         "arrive (they override it). Blind to a change of P(y|x) alone (docs/OPERATIONS.md, Accuracy without labels).",
     ),
     "harmonic_estimated_accuracy_lower": Usage(
