@@ -523,11 +523,11 @@ class AccuracySettings(_Strict):
     """Label-free accuracy estimates for a model whose reference JSON holds ``accuracy_estimator``
     (``harmonic-monitor reference --labels``); docs/OPERATIONS.md, "Accuracy without labels"."""
 
-    method: Literal["harmonic", "ac", "atc", "doc", "iw", "iw_atc"] = Field(
-        "iw",
-        description="Primary method: the one HarmonicAccuracyDrop reads (every method is exported). Default iw "
-        "(the calibration refitted with importance weights from a domain classifier), the best measured overall "
-        "with the inputs at hand (docs/BENCHMARKS.md).",
+    method: Literal["auto", "harmonic", "ac", "atc", "doc", "iw", "iw_atc"] = Field(
+        "auto",
+        description="Primary method: the one HarmonicAccuracyDrop reads (every method is exported). Default auto: "
+        "iw (importance-weighted from a domain classifier on the inputs) where the rows are at hand (estimate, the "
+        "API), atc where only scores are (run): each the best measured in its case (docs/BENCHMARKS.md).",
     )
     tolerance: float = Field(
         0.05,

@@ -60,6 +60,12 @@ from monitor.config import AccuracySettings, ScoringSettings, setting_default
 from monitor.errors import DataError
 
 METHODS: tuple[str, ...] = ("harmonic", "ac", "atc", "doc", "iw", "iw_atc")
+#: the primary method by a stated rule: ``iw`` where the window's rows are at hand and the fit kept the reference's
+#: (``estimate``, the API), ``atc`` where only scores are (``run``): each the best measured in its case
+#: (docs/BENCHMARKS.md, *Accuracy estimate vs peers*)
+AUTO = "auto"
+#: what ``accuracy.method`` and ``--method`` take
+PRIMARY_CHOICES: tuple[str, ...] = (AUTO, *METHODS)
 #: the methods that need the reference rows a fit keeps for the domain classifier (fits of version 1 lack them)
 WEIGHTED_METHODS: tuple[str, ...] = ("iw", "iw_atc")
 #: the primary method when none is named (the best on the benchmark, docs/BENCHMARKS.md, *Accuracy estimate vs
@@ -489,7 +495,8 @@ def estimate(
     fit : :func:`fit_estimators` (or :meth:`EstimatorFit.from_dict` of a stored one).
     confidence, gamma, flicker, p_adj : per target row (``ScoreResult`` fields); rows whose confidence is not a
         probability are left out (``n_invalid``); a missing γ, flicker or P_adj is imputed by the reference median.
-    method : the primary method (``accuracy``): one of :data:`METHODS`; default :data:`DEFAULT_METHOD`.
+    method : the primary method (``accuracy``): one of :data:`PRIMARY_CHOICES`; default :data:`DEFAULT_METHOD`
+        (``auto``: see :data:`AUTO`).
     seed : seeds the weighted methods' domain-classifier folds and bootstrap.
     weights : per row, a sampling weight (1/p(sampled)); default equal.
     inputs : per row, the model's numeric inputs (n, d), for the weighted methods' domain classifier (when the fit
@@ -509,14 +516,17 @@ def estimate(
         An unknown method, no valid row at all, or no confidence on any row (a regressor).
     """
     primary = DEFAULT_METHOD if method is None else method
-    if primary not in METHODS:
-        raise DataError(f"unknown accuracy-estimation method {primary!r}; choose one of {', '.join(METHODS)}")
+    if primary not in PRIMARY_CHOICES:
+        raise DataError(f"unknown accuracy-estimation method {primary!r}; choose one of {', '.join(PRIMARY_CHOICES)}")
     conf_all = _as_float(confidence)
     x_all = feature_matrix(conf_all, gamma, flicker, p_adj)
     if x_all.shape[0] != conf_all.shape[0]:
         raise DataError("confidence, gamma, flicker and p_adj differ in length")
     valid = valid_confidence(conf_all)
     rows = _inputs(inputs, conf_all.shape[0])
+    if primary == AUTO:
+        kept = fit.weighting is not None and fit.weighting.inputs.shape[1] > 0
+        primary = "iw" if kept and rows is not None else "atc"
     w: NDArray[np.float64] | None = None
     if weights is not None:
         w_all = _as_float(weights)

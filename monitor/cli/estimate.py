@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from monitor.accuracy import (
     CALIBRATION_KINDS,
     METHODS,
+    PRIMARY_CHOICES,
     EstimatorFit,
 )
 from monitor.cli.common import (
@@ -74,7 +75,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="temperature",
         help="confidence calibration fitted on --reference-data (default temperature: see monitor/accuracy)",
     )
-    add_setting_flag(p, AccuracySettings, "method", "--method", choices=METHODS, help="primary method")
+    add_setting_flag(
+        p, AccuracySettings, "method", "--method", choices=PRIMARY_CHOICES, help="primary method (auto: iw here)"
+    )
     p.add_argument("--json", required=True, dest="json_out", help="output JSON")
     p.set_defaults(func=run)
 

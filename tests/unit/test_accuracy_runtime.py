@@ -18,7 +18,7 @@ import pytest
 from numpy.typing import NDArray
 
 from monitor import telemetry as tel
-from monitor.accuracy import DEFAULT_METHOD, METHODS, EstimatorFit, fit_from_scores
+from monitor.accuracy import DEFAULT_METHOD, METHODS, PRIMARY_CHOICES, EstimatorFit, fit_from_scores
 from monitor.config import AccuracySettings, ModelSettings, load_settings
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
@@ -156,7 +156,7 @@ def test_run_loads_the_fit_of_a_labelled_reference(
 def test_accuracy_settings_name_the_librarys_methods() -> None:
     field = AccuracySettings.model_fields["method"]
     assert field.default == DEFAULT_METHOD
-    assert set(field.annotation.__args__) == set(METHODS)  # type: ignore[union-attr]
+    assert set(field.annotation.__args__) == set(PRIMARY_CHOICES)  # type: ignore[union-attr]
     s = load_settings(
         None, {"models": [{"name": MODEL, "path": "m.onnx"}], "accuracy": {"method": "harmonic", "tolerance": 0.1}}
     )
@@ -248,10 +248,8 @@ def test_every_window_and_method_gets_an_estimate_with_its_interval(scored: Scor
 
 
 def test_accuracy_drop_fires_when_the_upper_bound_falls_below_the_tolerance(scored: Scored, fit: EstimatorFit) -> None:
-    # the alert reads the primary method; atc here, whose estimate on this window (every row at the decision
-    # boundary, outside most of the reference) is the lowest: the weighted methods, reading scores alone in `run`,
-    # stay nearer the reference on it (docs/BENCHMARKS.md says where each method wins)
-    watch, state = watch_with(fit, accuracy_method="atc")
+    # the alert reads the primary method: by default (auto) atc in `run`, which keeps scores, not rows
+    watch, state = watch_with(fit)
     feed(watch, scored, blobs(6, 600)[0])
     assert not [ev for ev in watch.fired if ev.alert.rule.name == ACCURACY_ALERT]
     feed(watch, scored, near_boundary(7, 600))
@@ -284,7 +282,7 @@ def test_min_events_holds_the_alert_on_a_small_window(scored: Scored, fit: Estim
 def test_without_a_fit_nothing_is_estimated(scored: Scored) -> None:
     watch, state = watch_with(None)
     feed(watch, scored, blobs(11, 300)[0])
-    assert state.gauge(tel.ESTIMATED_ACCURACY.name, (MODEL, "other", f"last_{COUNT}", DEFAULT_METHOD)) is None
+    assert state.gauge(tel.ESTIMATED_ACCURACY.name, (MODEL, "other", f"last_{COUNT}", "atc")) is None
     assert state.gauge(tel.REFERENCE_ACCURACY.name, (MODEL,)) is None
 
 

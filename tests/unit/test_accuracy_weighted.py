@@ -121,6 +121,7 @@ def test_without_inputs_the_domain_classifier_reads_the_outputs(fit: EstimatorFi
     w = task(13, 600, 1.5)
     res = run(fit, w)
     assert res["domain"]["inputs"] is False and res["domain"]["features"] == 1.0  # logit confidence alone
+    assert res["accuracy"]["method"] == "atc"  # auto: scores alone, as in `run`
     wide = run(fit, w, inputs=np.hstack([w["x"], w["x"]]))
     assert wide["domain"]["inputs"] is False
     assert any("input columns" in m for m in wide["warnings"])
@@ -141,5 +142,6 @@ def test_the_fit_round_trips_and_a_version_1_fit_falls_back_to_atc(fit: Estimato
     old["version"] = 1
     del old["weighting"]
     res = run(EstimatorFit.from_dict(old), w, inputs=w["x"])
-    assert res["accuracy"]["method"] == "atc" and "iw" not in res["methods"] and "domain" not in res
-    assert any("atc stands in" in m for m in res["warnings"])
+    assert res["accuracy"]["method"] == "atc" and "iw" not in res["methods"] and "domain" not in res  # auto
+    named = run(EstimatorFit.from_dict(old), w, inputs=w["x"], method="iw")
+    assert named["accuracy"]["method"] == "atc" and any("atc stands in" in m for m in named["warnings"])

@@ -206,11 +206,15 @@ def test_cli_end_to_end(cancer: Case, tmp_path: Path) -> None:
     # a reference JSON holding a stored fit: used without --reference-data
     main(["reference", "--model", str(cancer.model), "--data", str(ref_x), "--out", str(tmp_path / "r.json")])
     ref_doc = json.loads((tmp_path / "r.json").read_text())
-    ref_doc["accuracy_estimator"] = fit_from_scores(cancer.ref, cancer.y_ref).to_dict()
+    ref_doc["accuracy_estimator"] = fit_from_scores(cancer.ref, cancer.y_ref, inputs=cancer.x_ref).to_dict()
     (tmp_path / "r.json").write_text(json.dumps(ref_doc))
     assert main([*args, "--reference", str(tmp_path / "r.json")]) == 0
     again = json.loads(out.read_text())
-    assert again["accuracy"]["method"] == DEFAULT_METHOD and again["fit"]["source"].endswith("(accuracy_estimator)")
+    assert (
+        DEFAULT_METHOD == "auto"
+        and again["accuracy"]["method"] == "iw"
+        and again["fit"]["source"].endswith("(accuracy_estimator)")
+    )
     # no fit anywhere, and a regressor: refused with a reason
     assert (
         main(["reference", "--model", str(cancer.model), "--data", str(ref_x), "--out", str(tmp_path / "p.json")]) == 0
