@@ -1,0 +1,233 @@
+"""A regressor's error without labels: a DLE-style estimate of MAE and RMSE (direct loss estimation, after NannyML).
+
+On the labelled reference, two ridge regressions learn the loss from what the window also has — the model's
+standardized inputs (projected on their first :data:`~monitor.accuracy.weighted.MAX_INPUT_DIMS` principal
+components when wider), each one's distance from the mean, and the prediction (standardized, and its distance from
+the reference median): one of the
+absolute error |y − ŷ|, one of the squared error (y − ŷ)². On a window, MAE is the mean predicted absolute error and
+RMSE the square root of the mean predicted squared error (each prediction floored at 0). Like every label-free
+estimate it follows covariate shift (inputs move, the error given the inputs stays) and cannot see a change of the
+target given the inputs.
+
+The 90 % interval adds (1) the window's noise, the reference's residual variance of the loss over n rows, (2) the
+spread over :data:`N_DRAWS` bootstrap refits on the reference, and (3) a shift margin ``INFLATION × |estimate −
+reference value| + FLOOR × reference value``; RMSE's by the delta method from the squared error's.
+
+Status: the library (fit, JSON, estimate, tests); ``reference --labels``, ``estimate`` and ``run`` do not read it
+yet, and its constants are not yet measured on a benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from monitor.accuracy.weighted import MAX_INPUT_DIMS
+from monitor.errors import DataError
+
+FORMAT = "harmonic-monitor/loss-estimator"
+VERSION = 1
+MIN_ROWS = 30
+N_DRAWS = 50
+RIDGE = 1.0
+INFLATION = 0.5
+FLOOR = 0.05
+Z = 1.6448536269514722
+
+
+def _ridge(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
+    """[intercept, *coef] of a ridge regression (penalty :data:`RIDGE` on the coefficients)."""
+    design = np.column_stack([np.ones(x.shape[0]), x])
+    pen = np.full(design.shape[1], RIDGE)
+    pen[0] = 0.0
+    beta: NDArray[np.float64] = np.linalg.solve(design.T @ design + np.diag(pen), design.T @ y)
+    return beta
+
+
+@dataclass(frozen=True, slots=True)
+class LossFit:
+    """What the estimate needs of the labelled reference; JSON-able by :meth:`to_dict`."""
+
+    n: int
+    mae: float
+    rmse: float
+    center: NDArray[np.float64]
+    scale: NDArray[np.float64]
+    basis: NDArray[np.float64] | None
+    pred_center: float
+    pred_scale: float
+    abs_beta: NDArray[np.float64]
+    sq_beta: NDArray[np.float64]
+    abs_resid_var: float
+    sq_resid_var: float
+    abs_draws: NDArray[np.float64]
+    sq_draws: NDArray[np.float64]
+
+    def design(self, inputs: NDArray[np.float64], prediction: NDArray[np.float64]) -> NDArray[np.float64]:
+        std = np.nan_to_num((inputs - self.center) / self.scale)
+        z = std if self.basis is None else std @ self.basis
+        p = (prediction - self.pred_center) / self.pred_scale
+        return np.column_stack([z, np.abs(z), p, np.abs(p)])
+
+    def to_dict(self) -> dict[str, Any]:
+        arrays = {
+            k: getattr(self, k).tolist() for k in ("center", "scale", "abs_beta", "sq_beta", "abs_draws", "sq_draws")
+        }
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "n": self.n,
+            "mae": self.mae,
+            "rmse": self.rmse,
+            "basis": None if self.basis is None else self.basis.tolist(),
+            "pred_center": self.pred_center,
+            "pred_scale": self.pred_scale,
+            "abs_resid_var": self.abs_resid_var,
+            "sq_resid_var": self.sq_resid_var,
+            **arrays,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> LossFit:
+        if doc.get("format") != FORMAT or doc.get("version") != VERSION:
+            raise DataError(f"not a loss-estimator fit of format {FORMAT!r} version {VERSION}; rebuild it with labels")
+        try:
+            f = np.asarray
+            return cls(
+                int(doc["n"]),
+                float(doc["mae"]),
+                float(doc["rmse"]),
+                f(doc["center"], dtype=np.float64),
+                f(doc["scale"], dtype=np.float64),
+                None if doc.get("basis") is None else f(doc["basis"], dtype=np.float64),
+                float(doc["pred_center"]),
+                float(doc["pred_scale"]),
+                f(doc["abs_beta"], dtype=np.float64),
+                f(doc["sq_beta"], dtype=np.float64),
+                float(doc["abs_resid_var"]),
+                float(doc["sq_resid_var"]),
+                f(doc["abs_draws"], dtype=np.float64),
+                f(doc["sq_draws"], dtype=np.float64),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"the loss-estimator fit is damaged ({exc}); rebuild it with labels") from exc
+
+
+def _prediction(prediction: ArrayLike, n: int, what: str) -> NDArray[np.float64]:
+    p = np.asarray(prediction, dtype=np.float64)
+    if p.ndim == 2 and p.shape[1] == 1:
+        p = p[:, 0]
+    if p.ndim != 1:
+        raise DataError(
+            f"{what}: the regressor gives {p.shape[1] if p.ndim == 2 else p.shape} outputs per row; the loss estimate "
+            "is for one output (estimate each output with its own fit)"
+        )
+    if p.shape[0] != n:
+        raise DataError(f"{what}: {p.shape[0]} predictions for {n} input rows")
+    return p
+
+
+def fit_loss(inputs: ArrayLike, prediction: ArrayLike, target: ArrayLike, *, seed: int = 0) -> LossFit:
+    """Fit the loss models on a labelled reference (``target``: the true values; NaN: a row without one, left out).
+
+    Raises
+    ------
+    DataError
+        Fewer than :data:`MIN_ROWS` labelled rows, several outputs per row, or arrays of different lengths.
+    """
+    x = np.asarray(inputs, dtype=np.float64)
+    x = x.reshape(x.shape[0], -1)
+    p = _prediction(prediction, x.shape[0], "the reference")
+    y = np.asarray(target, dtype=np.float64).reshape(-1)
+    if y.shape[0] != x.shape[0]:
+        raise DataError(f"{y.shape[0]} labels for {x.shape[0]} reference rows; give one target value per row")
+    ok = np.isfinite(y) & np.isfinite(p)
+    n = int(np.count_nonzero(ok))
+    if n < MIN_ROWS:
+        raise DataError(
+            f"the labelled reference has {n} rows with a finite target and prediction; the loss estimate needs at "
+            f"least {MIN_ROWS} (a few hundred for intervals worth reading)"
+        )
+    x, p, y = x[ok], p[ok], y[ok]
+    with np.errstate(invalid="ignore"):
+        center = np.nan_to_num(np.nanmean(x, axis=0))
+        scale = np.nan_to_num(np.nanstd(x, axis=0))
+    scale = np.where(scale > 1e-12, scale, 1.0)
+    std = np.nan_to_num((x - center) / scale)
+    basis = None
+    if std.shape[1] > MAX_INPUT_DIMS:
+        basis = np.linalg.svd(std - std.mean(axis=0), full_matrices=False)[2][:MAX_INPUT_DIMS].T
+    pred_center = float(np.median(p))
+    pred_scale = float(np.std(p)) or 1.0
+    err = y - p
+    base = LossFit(
+        n, float(np.mean(np.abs(err))), float(np.sqrt(np.mean(err**2))), center, scale, basis, pred_center,
+        pred_scale, np.zeros(1), np.zeros(1), 0.0, 0.0, np.zeros((0, 1)), np.zeros((0, 1)),
+    )  # fmt: skip
+    d = base.design(x, p)
+    abs_beta, sq_beta = _ridge(d, np.abs(err)), _ridge(d, err**2)
+    design = np.column_stack([np.ones(n), d])
+    rng = np.random.default_rng([seed, 0xD1E])
+    draws_abs, draws_sq = [], []
+    for _ in range(N_DRAWS):
+        pick = rng.integers(0, n, size=n)
+        draws_abs.append(_ridge(d[pick], np.abs(err[pick])))
+        draws_sq.append(_ridge(d[pick], err[pick] ** 2))
+    return LossFit(
+        n, base.mae, base.rmse, center, scale, basis, pred_center, pred_scale, abs_beta, sq_beta,
+        float(np.var(np.abs(err) - design @ abs_beta)), float(np.var(err**2 - design @ sq_beta)),
+        np.asarray(draws_abs), np.asarray(draws_sq),
+    )  # fmt: skip
+
+
+def estimate_loss(fit: LossFit, inputs: ArrayLike, prediction: ArrayLike) -> dict[str, Any]:
+    """``{"n", "level", "reference": {"mae", "rmse"}, "mae": {"estimate", "lower", "upper", "sd"}, "rmse": {...},
+    "warnings": [...]}`` over the window's rows with a finite prediction."""
+    x = np.asarray(inputs, dtype=np.float64)
+    x = x.reshape(x.shape[0], -1)
+    p = _prediction(prediction, x.shape[0], "the window")
+    if x.shape[1] != fit.center.shape[0]:
+        raise DataError(f"the window has {x.shape[1]} input columns; the reference had {fit.center.shape[0]}")
+    ok = np.isfinite(p)
+    n = int(np.count_nonzero(ok))
+    if n == 0:
+        raise DataError(f"no row with a finite prediction to estimate the error on ({x.shape[0]} rows)")
+    design = np.column_stack([np.ones(n), fit.design(x[ok], p[ok])])
+    warnings = [] if n >= MIN_ROWS else [f"only {n} rows (< {MIN_ROWS}): read the estimate as a rough guide"]
+
+    def mean_loss(beta: NDArray[np.float64]) -> float:
+        return float(np.mean(np.maximum(design @ beta, 0.0)))
+
+    mae = mean_loss(fit.abs_beta)
+    mse = mean_loss(fit.sq_beta)
+    sd_mae = math.sqrt(
+        fit.abs_resid_var / n
+        + float(np.var([mean_loss(b) for b in fit.abs_draws]))
+        + (INFLATION * abs(mae - fit.mae) + FLOOR * fit.mae) ** 2
+    )
+    rmse = math.sqrt(mse)
+    sd_mse = math.sqrt(fit.sq_resid_var / n + float(np.var([mean_loss(b) for b in fit.sq_draws])))
+    sd_rmse = math.sqrt(
+        (sd_mse / (2.0 * max(rmse, 1e-12))) ** 2 + (INFLATION * abs(rmse - fit.rmse) + FLOOR * fit.rmse) ** 2
+    )
+
+    def band(e: float, sd: float) -> dict[str, float]:
+        return {"estimate": e, "lower": max(0.0, e - Z * sd), "upper": e + Z * sd, "sd": sd}
+
+    return {
+        "n": n,
+        "level": 0.90,
+        "reference": {"mae": fit.mae, "rmse": fit.rmse, "n": fit.n},
+        "mae": band(mae, sd_mae),
+        "rmse": band(rmse, sd_rmse),
+        "caveats": [
+            "an estimate from the model's inputs and outputs cannot see a change of the target given the inputs "
+            "(concept shift): only labels can"
+        ],
+        "warnings": warnings,
+    }

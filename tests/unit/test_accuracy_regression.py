@@ -1,0 +1,55 @@
+"""The DLE-style loss estimate of a regressor (MAE, RMSE without labels) on a shift whose effect is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from monitor.accuracy.regression import LossFit, estimate_loss, fit_loss
+from monitor.errors import DataError
+
+
+def rows(seed: int, n: int, shift: float) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Inputs, the model's prediction and the target: noise grows with |x2|, so moving x2 moves the error while
+    the target given the inputs stays."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 5))
+    x[:, 2] += shift
+    pred = x[:, 0] + 0.5 * x[:, 1]
+    y = pred + rng.normal(size=n) * (0.2 + np.abs(x[:, 2]))
+    return x, pred, y
+
+
+@pytest.fixture(scope="module")
+def fit() -> LossFit:
+    x, p, y = rows(0, 1500, 0.0)
+    return fit_loss(x, p, y, seed=0)
+
+
+@pytest.mark.parametrize("shift", [0.0, 1.0, 2.0])
+def test_the_estimate_follows_the_error_and_the_interval_covers_it(fit: LossFit, shift: float) -> None:
+    x, p, y = rows(1 + int(shift), 1000, shift)
+    res = estimate_loss(fit, x, p)
+    mae, rmse = float(np.mean(np.abs(y - p))), float(np.sqrt(np.mean((y - p) ** 2)))
+    for key, realized, reference in (("mae", mae, fit.mae), ("rmse", rmse, fit.rmse)):
+        band = res[key]
+        assert band["lower"] <= realized <= band["upper"], (key, band, realized)
+        if shift:  # closer than "no change" (the reference's error)
+            assert abs(band["estimate"] - realized) < 0.5 * abs(reference - realized)
+    assert "cannot see a change of the target" in res["caveats"][0]
+
+
+def test_the_fit_round_trips_and_bad_input_is_refused(fit: LossFit) -> None:
+    x, p, y = rows(5, 300, 1.0)
+    assert estimate_loss(LossFit.from_dict(fit.to_dict()), x, p) == estimate_loss(fit, x, p)
+    y_missing = y.copy()
+    y_missing[:290] = np.nan  # rows without a label are left out: 10 remain
+    with pytest.raises(DataError, match="at least 30"):
+        fit_loss(x, p, y_missing)
+    with pytest.raises(DataError, match="one output"):
+        fit_loss(x, np.column_stack([p, p]), y)
+    with pytest.raises(DataError, match="input columns"):
+        estimate_loss(fit, x[:, :3], p)
+    small = estimate_loss(fit, x[:10], p[:10])
+    assert small["n"] == 10 and small["warnings"]
