@@ -1,0 +1,133 @@
+"""A regressor's error without labels: the DLE-style MAE/RMSE estimate (:mod:`monitor.accuracy.regression`) against
+"no change" (the reference's error) on covariate-shifted sets.
+
+Data: scikit-learn's bundled diabetes set and ``make_friedman1`` (generated, 4,000 rows; nothing downloaded). Per
+dataset, model (``GradientBoostingRegressor``, ``MLPRegressor``) and seed: a biased source (rows kept with
+probability σ(−β·z_j) for one feature j) is split into training and the labelled reference; the target pool's
+shifted sets are feature-quantile selections and exponential reweightings (as ``accuracy_estimate.py``). The model
+is scikit-learn's own (the estimate reads inputs and predictions only, so ONNX conversion changes nothing here).
+
+Usage::
+
+    .venv/bin/python bench/loss_estimate.py                    # the table in docs/BENCHMARKS.md
+    .venv/bin/python bench/loss_estimate.py --seeds 1          # seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from machine import machine  # bench/machine.py: the script's folder is on sys.path
+from numpy.typing import NDArray
+from sklearn.datasets import load_diabetes, make_friedman1
+from sklearn.ensemble import GradientBoostingRegressor
+from sklearn.neural_network import MLPRegressor
+
+from monitor.accuracy.regression import estimate_loss, fit_loss
+
+BIAS = 3.0
+MIN_SET = 30
+
+
+def _diabetes() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    x, y = load_diabetes(return_X_y=True)
+    return np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+
+
+def _friedman1() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    x, y = make_friedman1(n_samples=4000, noise=1.0, random_state=0)
+    return np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+
+
+DATASETS: dict[str, Callable[[], tuple[NDArray[np.float64], NDArray[np.float64]]]] = {
+    "diabetes": _diabetes,
+    "friedman1": _friedman1,
+}
+
+
+def _model(kind: str, seed: int) -> Any:
+    if kind == "gbdt":
+        return GradientBoostingRegressor(n_estimators=100, max_depth=3, random_state=seed)
+    return MLPRegressor(hidden_layer_sizes=(32,), max_iter=1500, random_state=seed)
+
+
+def run_group(dataset: str, kind: str, seed: int) -> list[dict[str, Any]]:
+    x, y = DATASETS[dataset]()
+    rng = np.random.default_rng([seed, len(dataset), len(kind)])
+    x = (x - x.mean(axis=0)) / np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
+    y = (y - y.mean()) / y.std()
+    order = rng.permutation(x.shape[0])
+    cut = int(0.7 * x.shape[0])
+    source, pool = order[:cut], order[cut:]
+    j = int(rng.integers(0, x.shape[1]))
+    kept = source[rng.random(source.shape[0]) < 1.0 / (1.0 + np.exp(BIAS * x[source, j]))]
+    train, ref = kept[: kept.shape[0] // 2], kept[kept.shape[0] // 2 :]
+    model = _model(kind, seed).fit(x[train], y[train])
+    fit = fit_loss(x[ref], model.predict(x[ref]), y[ref], seed=seed)
+    z, pred = x[pool], model.predict(x[pool])
+    sets: list[NDArray[np.int64]] = [np.flatnonzero(rng.random(z.shape[0]) < 1 / (1 + np.exp(BIAS * z[:, j])))]
+    for k in [j, *rng.choice(x.shape[1], size=2, replace=False).tolist()]:
+        for q in (0.5, 0.75, 0.9):
+            sets.append(np.flatnonzero(z[:, k] > np.quantile(z[:, k], q)))
+            sets.append(np.flatnonzero(z[:, k] < np.quantile(z[:, k], 1 - q)))
+        for lam in (1.0, 2.0):
+            w = np.exp(lam * np.clip(z[:, k], -4, 4))
+            sets.append(np.sort(rng.choice(z.shape[0], size=z.shape[0] // 2, replace=False, p=w / w.sum())))
+    out = []
+    for rows in sets:
+        if rows.shape[0] < MIN_SET:
+            continue
+        res = estimate_loss(fit, z[rows], pred[rows])
+        err = y[pool][rows] - pred[rows]
+        for key, realized, ref_value in (
+            ("mae", float(np.mean(np.abs(err))), fit.mae),
+            ("rmse", float(np.sqrt(np.mean(err**2))), fit.rmse),
+        ):
+            band = res[key]
+            out.append(
+                {
+                    "metric": key,
+                    "relative_move": abs(realized - ref_value) / ref_value,
+                    "dle": abs(band["estimate"] - realized) / ref_value,
+                    "no_change": abs(ref_value - realized) / ref_value,
+                    "covered": float(band["lower"] <= realized <= band["upper"]),
+                    "iw": abs(res["iw_mae"] - realized) / ref_value if key == "mae" else np.nan,
+                }
+            )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=3)
+    args = ap.parse_args(argv)
+    print(f"machine: {machine('numpy', 'sklearn')}")
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    for dataset in DATASETS:
+        for kind in ("gbdt", "mlp"):
+            for seed in range(args.seeds):
+                rows.extend(run_group(dataset, kind, seed))
+    print(f"\n{len(rows) // 2} shifted sets; {time.perf_counter() - started:.0f} s\n")
+    print("| metric | error moved (relative) | sets | DLE error | IW error | no change | DLE 90 % coverage |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for metric in ("mae", "rmse"):
+        for label, lo, hi in (("all", 0, np.inf), ("< 10 %", 0, 0.1), ("10–25 %", 0.1, 0.25), ("≥ 25 %", 0.25, np.inf)):
+            sel = [r for r in rows if r["metric"] == metric and lo <= r["relative_move"] < hi]
+            if not sel:
+                continue
+            dle = 100 * np.mean([r["dle"] for r in sel])
+            nc = 100 * np.mean([r["no_change"] for r in sel])
+            cov = 100 * np.mean([r["covered"] for r in sel])
+            iw = 100 * np.mean([r["iw"] for r in sel])
+            print(f"| {metric} | {label} | {len(sel)} | {dle:.1f} % | {iw:.1f} % | {nc:.1f} % | {cov:.0f} % |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
