@@ -33,8 +33,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.accuracy.weighted import MAX_INPUT_DIMS, MAX_ROWS, MIN_WINDOW_ROWS, domain_weights
+from monitor.config import ScoringSettings, setting_default
 from monitor.errors import DataError
 
+#: the bootstrap's seed unless told: the ``scoring.seed`` setting's default
+_SEED: int = setting_default(ScoringSettings, "seed")
 FORMAT = "harmonic-monitor/loss-estimator"
 VERSION = 1
 MIN_ROWS = 30
@@ -145,7 +148,7 @@ def _prediction(prediction: ArrayLike, n: int, what: str) -> NDArray[np.float64]
     return p
 
 
-def fit_loss(inputs: ArrayLike, prediction: ArrayLike, target: ArrayLike, *, seed: int = 0) -> LossFit:
+def fit_loss(inputs: ArrayLike, prediction: ArrayLike, target: ArrayLike, *, seed: int = _SEED) -> LossFit:
     """Fit the loss models on a labelled reference (``target``: the true values; NaN: a row without one, left out).
 
     Raises

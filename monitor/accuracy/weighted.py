@@ -293,7 +293,7 @@ def weighted_estimates(
     inputs: NDArray[np.float64] | None,
     window_weights: NDArray[np.float64] | None,
     *,
-    seed: int = 0,
+    seed: int = 0,  # not a setting: estimate's, passed through (run estimates without one)
     draws: int = N_DRAWS,
 ) -> dict[str, Any]:
     """The weighted estimates of a window (valid rows only): ``{"iw": {...}, "iw_atc": {...}, "domain": {...},

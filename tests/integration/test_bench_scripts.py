@@ -114,7 +114,13 @@ def test_accuracy_estimate_prints_its_table() -> None:
         "bench/accuracy_estimate.py", "--seeds", "1", "--datasets", "breast_cancer", "--models", "lr", "--no-cbpe"
     )
     assert "| sets | accuracy moved (points) | ours (harmonic) |" in out
+    assert "IW (PAPE-like)" in out and "domain-classifier AUC" in out
     assert "| breast_cancer/lr |" in out
+
+
+def test_loss_estimate_prints_its_table() -> None:
+    out = bench("bench/loss_estimate.py", "--seeds", "1")
+    assert "| mae | all |" in out and "| rmse | all |" in out
 
 
 def test_l2_boundary_prints_its_tables() -> None:
