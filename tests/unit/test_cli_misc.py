@@ -74,7 +74,7 @@ def test_check_config_unknown_key_exits_2_naming_it(
     path = write_yaml(tmp_path, f"models:\n  - {{name: m, path: {model}}}\nkafka:\n  topik: x\n")
     code, out, err = check_config(capsys, "--config", str(path))
     assert (code, out) == (2, "")
-    assert "error: invalid configuration:\n  unknown key 'kafka.topik'" in err
+    assert "error: invalid configuration: unknown key 'kafka.topik'" in err
 
 
 def test_check_config_shows_an_env_override(
