@@ -50,9 +50,23 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_load_models:
         for m in settings.models:
             check_model(settings, m)
+    _note_port_in_use(settings)
     # secrets (SASL/SSL passwords, tokens, credentials in URLs) print as "***": the output lands in CI logs and tickets
     print(json.dumps(redact(settings.model_dump(mode="json")), indent=2))
     return 0
+
+
+def _note_port_in_use(settings: Settings) -> None:
+    """A note (not a refusal) when the metrics port cannot be bound here and now: ``run`` refuses it, but a check
+    beside the running sidecar finds the port held by that very sidecar."""
+    from monitor.exporters.listen import listen
+
+    if settings.metrics.port == 0:
+        return
+    try:
+        listen(settings.metrics.host, settings.metrics.port).close()
+    except ConfigError as exc:
+        print(f"note: {exc} (`run` here would refuse to start)", file=sys.stderr)
 
 
 def check_model(settings: Settings, ms: ModelSettings) -> None:
