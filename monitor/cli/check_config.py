@@ -13,6 +13,7 @@ import json
 import sys
 
 import numpy as np
+from numpy.typing import NDArray
 
 from monitor.cli.run import add_settings_flags, settings_from_args
 from monitor.config import ModelSettings, Settings
@@ -120,6 +121,7 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
 
         rows, _, segments = read_segmented_reference_rows(ms, rt.model, column)
         _check_width(ms, rows.shape[1], rt.model.n_features)
+        _warn_dropped(ms, rows)
         print(
             f"model '{ms.name}': reference of {rows.shape[0]} rows in {np.unique(segments).size} segment(s) of "
             f"column '{column}'",
@@ -155,20 +157,17 @@ def _read_reference(ms: ModelSettings, model: OnnxModel) -> RowsFile | ModelRows
         table = read_rows(ms.reference, ms.reference_header, flag="--reference-header")
     else:
         table = read_model_rows(ms.reference, model.signature, ms.reference_header, flag="--reference-header")
-    finite = int(np.count_nonzero(np.all(np.isfinite(table.rows), axis=1)))
-    if finite == 0:
-        raise ConfigError(
-            f"model '{ms.name}': reference '{ms.reference}' has no row without NaN or infinite values "
-            f"({table.rows.shape[0]} rows read); `run` standardizes with the finite rows. Clean the file or point "
-            "`reference` at another one"
-        )
-    if finite < table.rows.shape[0]:
-        print(
-            f"note: model '{ms.name}': {table.rows.shape[0] - finite} of {table.rows.shape[0]} reference rows hold "
-            "NaN or infinite values; `run` leaves them out",
-            file=sys.stderr,
-        )
+    _warn_dropped(ms, table.rows)
     return table
+
+
+def _warn_dropped(ms: ModelSettings, rows: NDArray[np.float64]) -> None:
+    """Refuse a reference with too few finite rows, as ``run`` does; say how many rows ``run`` leaves out."""
+    from monitor.runtime.models import check_reference_rows, dropped_rows_note
+
+    note = dropped_rows_note(ms, check_reference_rows(ms, rows), rows.shape[0])
+    if note is not None:
+        print(f"warning: {note}", file=sys.stderr)
 
 
 def _check_width(ms: ModelSettings, width: int, n_features: int) -> None:

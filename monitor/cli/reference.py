@@ -42,6 +42,7 @@ from monitor.cli.common import (
 )
 from monitor.cli.flags import add_setting_flag
 from monitor.config import ScoringSettings, SegmentSettings
+from monitor.drift.base import MIN_REFERENCE_VALUES
 from monitor.drift.categories import count_tables, held_columns, held_element_names
 from monitor.errors import DataError
 from monitor.model.io import HeaderMode, load_rows
@@ -148,12 +149,22 @@ def run(args: argparse.Namespace) -> int:
             "(set --model-kind classifier if its outputs are class scores)"
         )
     finite = np.all(np.isfinite(rows), axis=1)
+    if not finite.all():
+        print(
+            f"warning: {int(finite.size - finite.sum())} of {finite.size} rows of '{args.data}' hold NaN or infinite "
+            f"values and are left out; the reference is built from the other {int(finite.sum())}",
+            file=sys.stderr,
+        )
     rows = rows[finite]
     held = None if held is None else held.take(finite)
     labels = None if labels is None else labels[finite]
     segments = None if segments is None else segments[finite]
-    if rows.shape[0] < 10:
-        raise DataError(f"'{args.data}' has {rows.shape[0]} finite rows; a reference needs at least 10", path=args.data)
+    if rows.shape[0] < MIN_REFERENCE_VALUES:
+        raise DataError(
+            f"'{args.data}' has {rows.shape[0]} finite rows; a reference needs at least {MIN_REFERENCE_VALUES}, the "
+            "drift detectors' minimum (200 or more calibrate their thresholds)",
+            path=args.data,
+        )
     # count tables of the held inputs from every reference row (before sampling): a rare category stays known
     names_of_held = held_element_names(model.signature)
     all_held = None if held is None else held_columns(held.values, names_of_held)
