@@ -1,9 +1,11 @@
 """``harmonic-monitor check-config``: validate a configuration (file + env + flags) without running.
 
 It refuses what ``run`` would refuse before or during its loop: the settings themselves (pydantic: every window,
-budget and radius is checked where it is declared), each model file, the scorer and the windows built from the
-settings, and each model's reference (its width, its columns' names against ``feature_names``, and that some row
-is finite).
+budget and radius is checked where it is declared; broker lists, alert URLs and output topics that would be read
+back: monitor/config_checks.py), each model file, the scorer and the windows built from the settings, and each
+model's reference (its width, its columns' names against ``feature_names``, and at least the detectors' minimum of
+finite rows, with a warning for rows left out). A metrics port taken here and now is a note, not a refusal: beside a
+running sidecar it is that sidecar's.
 """
 
 from __future__ import annotations
