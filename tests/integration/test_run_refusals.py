@@ -104,6 +104,7 @@ def assert_never_reached(broker: Broker, proxy: TcpProxy, group: str) -> None:
         ("small_reference", "error: model 'classifier': reference '{reference}' has 5 usable rows; the drift"),
         ("webhook", "error: invalid configuration: 'alerts.webhook_url': must be an absolute http(s) URL"),
     ],
+    ids=["dead_letter_topic", "scores_topic", "metrics_port", "small_reference", "webhook"],
 )
 def test_run_refuses_at_start_before_connecting_to_the_broker(
     broker: Broker, proxy: TcpProxy, classifier: ClassifierFiles, tmp_path: Path, case: str, error: str
