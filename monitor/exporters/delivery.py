@@ -49,6 +49,7 @@ from types import TracebackType
 from typing import Any, Protocol, Self
 
 from monitor.alerts import Alert, AlertEvent, AlertState
+from monitor.config_checks import http_url_problem
 from monitor.errors import ConfigError, MonitorError
 from monitor.logs import RateLimitedLogger, redact_text
 
@@ -93,12 +94,9 @@ def rfc3339(seconds: float) -> str:
 
 
 def _check_url(url: str, what: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        shown = redact_text(url)
-        raise ConfigError(
-            f"{what} URL must be an absolute http(s) URL such as 'http://alertmanager:9093'; got {shown!r}"
-        )
+    problem = http_url_problem(url)  # the check the settings make at load (monitor/config_checks.py)
+    if problem:
+        raise ConfigError(redact_text(f"{what} URL {problem}"))
     return url
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.config import SegmentSettings, setting_default
+from monitor.drift.base import MIN_REFERENCE_VALUES
 from monitor.drift.categories import count_tables, held_columns, held_element_names
 from monitor.errors import DataError
 from monitor.model.signature import Held
@@ -119,14 +120,24 @@ def build_reference(
             f"'{model.path}' is read as a {model.kind}: labels fit accuracy estimators, which are for classifiers "
             "(set model_kind / --model-kind classifier if its outputs are class scores)"
         )
-    rows = rows.take(np.all(np.isfinite(rows.x), axis=1))
-    if rows.x.shape[0] < 10:
-        raise DataError(f"{rows.source} has {rows.x.shape[0]} finite rows; a reference needs at least 10")
+    finite = np.all(np.isfinite(rows.x), axis=1)
+    dropped = int(finite.size - finite.sum())
+    rows = rows.take(finite)
+    if rows.x.shape[0] < MIN_REFERENCE_VALUES:
+        raise DataError(
+            f"{rows.source} has {rows.x.shape[0]} finite rows; a reference needs at least {MIN_REFERENCE_VALUES}, the "
+            "drift detectors' minimum (200 or more calibrate their thresholds)"
+        )
     # the count tables of the held inputs from every finite row (before sampling): a rare category stays known
     every_held = None if rows.held is None else held_columns(rows.held.values, held_element_names(model.signature))
     every_segment = rows.segments
     scored = rows.take(sample(rows, sample_rows, config.seed))
     notes: list[str] = []
+    if dropped:
+        notes.append(
+            f"warning: {dropped} of {finite.size} rows of {rows.source} hold NaN or infinite values and are left out; "
+            f"the reference is built from the other {rows.x.shape[0]}"
+        )
     chosen = None
     if scales == "from-reference":
         from monitor.signals.scales import choose_scales

@@ -4,6 +4,7 @@ HTTP server, alert delivery and the probe scheduler. Owns their lifetimes (a con
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from monitor.config import KafkaSettings, Settings
 from monitor.cpus import affinity_cpus, cgroup_cpu_limit
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
 from monitor.exporters.http_process import ProcessMetricsServer, Published
+from monitor.exporters.listen import listen
 from monitor.exporters.prometheus import MetricsState
 from monitor.runtime.gammamap_view import gamma_map_document
 from monitor.runtime.models import ModelRuntime, load_model_runtime
@@ -90,6 +92,7 @@ class Service:
         serve_metrics: bool = True,
         clock: Callable[[], float] = time.time,
         alert_clock: WatermarkClock | None = None,
+        metrics_listener: socket.socket | None = None,
     ) -> None:
         self.settings = settings
         self.state = state or MetricsState()
@@ -151,10 +154,22 @@ class Service:
                 ),
                 log_level=settings.log_level,
                 log_format=settings.log_format,
+                listener=metrics_listener,
             )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Service:
+        # the metrics port first: one that is taken refuses the start before a model loads or the consumer joins
+        # its group (a crash-looping replica would otherwise cost the healthy ones a rebalance per start)
+        listener = listen(settings.metrics.host, settings.metrics.port)
+        try:
+            return cls._assemble(settings, listener)
+        except BaseException:
+            listener.close()
+            raise
+
+    @classmethod
+    def _assemble(cls, settings: Settings, listener: socket.socket) -> Service:
         from monitor.source.kafka import ConsumerConfig, KafkaSink, KafkaSource, ProducerConfig
         from monitor.source.kafka_process import ProcessKafkaSource
 
@@ -182,7 +197,7 @@ class Service:
             sink = KafkaSink(
                 ProducerConfig.from_settings(k), producer=_rd_producer(k) if k.client == "librdkafka" else None
             )
-        svc = cls(settings, source, runtimes, sink=sink)
+        svc = cls(settings, source, runtimes, sink=sink, metrics_listener=listener)
         rebalance.target = svc.pipeline
         return svc
 

@@ -350,7 +350,26 @@ class ModelWatch:
         ``uniform`` (optional) selects the events that enter the windows and drift detectors — the pipeline thins a
         class-stratified sample back to uniform inclusion so windows stay comparable with the reference. Counters
         and histograms always see every scored event.
+
+        If it raises, the events' counts this call reported (scored, mistimed) are taken back: the pipeline then
+        tries each event alone and dead-letters those that fail again, so an event is counted once, by the attempt
+        that applies it, or not at all.
         """
+        start = len(self._series)
+        try:
+            self._update(events, rows, result, shadow, uniform)
+        except BaseException:
+            self._series[start:] = [s for s in self._series[start:] if not isinstance(s, Scored | Mistimed)]
+            raise
+
+    def _update(
+        self,
+        events: Sequence[InferenceEvent],
+        rows: NDArray[np.float64],
+        result: ScoreResult,
+        shadow: NDArray[np.float64],
+        uniform: NDArray[np.bool_] | None,
+    ) -> None:
         ok = result.valid
         # timestamps ahead of the watermark are placed at it, those beyond the skew bound counted (monitor/clock.py):
         # one producer's stray, creeping or fast clock cannot move this model's windows and alerts past every event

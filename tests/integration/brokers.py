@@ -245,6 +245,8 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
+        #: connections accepted so far (a client that never connected leaves it at 0)
+        self.accepted = 0
 
     @property
     def listening(self) -> bool:
@@ -283,6 +285,8 @@ class TcpProxy:
                 continue
             except OSError:
                 return
+            with self._lock:
+                self.accepted += 1
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
             except OSError:
