@@ -56,6 +56,10 @@ RETRY_WAIT_SECONDS = 1.0
 #: the consumer's bound on one attempt to reach the cluster (kafka-python's bootstrap_timeout_ms, 30 s by default):
 #: a broker not there at start-up is waited for, attempt after attempt, with the metrics endpoint already up
 BOOTSTRAP_TIMEOUT_MS = 5_000
+#: how old the consumer's topic metadata may grow before it is asked again (kafka-python's metadata_max_age_ms,
+#: 5 minutes by default): a topic's new partitions are seen, assigned, read and counted in the lag within about this
+#: long (librdkafka's consumer: ``monitor.source.rdkafka.METADATA_REFRESH_MS``, the same)
+METADATA_MAX_AGE_MS = 10_000
 #: after a connection problem the client reported, the broker counts as away this long (``KafkaSource.degraded``)
 AWAY_SECONDS = 10.0
 #: at most one line of ours about an outage this often (kafka-python's own lines about it are held back)
@@ -182,6 +186,7 @@ def consumer_client_settings(c: ConsumerConfig, client_id: str) -> dict[str, Any
         max_poll_records=c.max_poll_records,
         fetch_max_wait_ms=c.fetch_max_wait_ms,
         max_partition_fetch_bytes=c.max_partition_fetch_bytes,
+        metadata_max_age_ms=METADATA_MAX_AGE_MS,
         **_common(c.bootstrap_servers, c.api_version, c.security),
     )
     if "bootstrap_timeout_ms" in KafkaConsumer.DEFAULT_CONFIG:
