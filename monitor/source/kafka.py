@@ -1058,7 +1058,7 @@ class KafkaSink:
             self.renewal.attempted()
             log.warning(
                 "Kafka producer in a fatal state; a new one could not be made, tried again later",
-                extra={"error": message, "cause": str(exc), "retry_in_seconds": self.renewal.backoff_seconds / 2},
+                extra={"error": message, "cause": str(exc), "retry_in_seconds": round(self.renewal.wait_seconds, 1)},
             )
             return
         with self._cond:

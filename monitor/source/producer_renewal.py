@@ -54,8 +54,8 @@ class Renewal:
     >>> r = Renewal(1.0, 4.0, clock=lambda: now[0])
     >>> r.due(), r.renewed(), r.due()
     (True, None, False)
-    >>> now[0] = 1.0; r.due(), r.renewed(), r.backoff_seconds
-    (True, None, 4.0)
+    >>> now[0] = 1.0; r.due(), r.renewed(), r.wait_seconds, r.backoff_seconds
+    (True, None, 2.0, 4.0)
     >>> r.delivered(); r.backoff_seconds
     1.0
     """
@@ -79,6 +79,11 @@ class Renewal:
     def due(self) -> bool:
         """Whether a replacement may be tried now."""
         return self._clock() >= self._next_at
+
+    @property
+    def wait_seconds(self) -> float:
+        """How long until the next replacement may be tried (0 when it may now)."""
+        return max(0.0, self._next_at - self._clock())
 
     def renewed(self) -> None:
         """A replacement was made: the next one waits the backoff, which doubles."""

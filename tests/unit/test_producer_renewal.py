@@ -111,7 +111,7 @@ def test_a_replacement_that_cannot_be_made_keeps_the_records_and_is_tried_again(
     assert sink.held == 1 and sink.renewal.total == 0
     factory.refuse = None
     sink.flush(0.0)
-    assert len(factory.made) == 1  # within the backoff
+    assert len(factory.made) == 1 and sink.renewal.wait_seconds == 1.0  # within the backoff
     clock.now += 1.0
     sink.flush(0.0)
     assert len(factory.made) == 2 and factory.made[1].values() == [b"d"]
