@@ -12,6 +12,8 @@ must come as a few summarised lines, not one per retry.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -27,6 +29,7 @@ from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
     MODEL,
     Record,
+    consumer_children,
     group_name,
     interleave,
     invalid_events,
@@ -95,6 +98,7 @@ def test_dead_letters_and_scores_reach_a_broker_restarted_empty(
             env=run_env(
                 0,
                 HARMONIC_KAFKA__CLIENT=client,
+                HARMONIC_KAFKA__CONSUMER_PROCESS="true",
                 HARMONIC_KAFKA__PRODUCER_DELIVERY_TIMEOUT_MS=str(DELIVERY_TIMEOUT_MS),
             ),
         )
@@ -115,14 +119,22 @@ def test_dead_letters_and_scores_reach_a_broker_restarted_empty(
 
         # the broker dies and comes back empty on the same address; the topics are created again, the input topic
         # with the same first records at the same offsets (the consumer's positions stay valid: what is tested here
-        # is the producer), then the new ones
-        tansu.restart_empty()
+        # is the producer), then the new ones. The sidecars are stopped meanwhile, so that none of their metadata
+        # requests auto-creates a topic before the test creates it with its partitions
+        pids = [pid for sidecar in sidecars.values() for pid in (sidecar.pid, *consumer_children(sidecar.pid))]
+        assert len(pids) == 2 * len(sidecars)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            tansu.restart_empty()
+            for client in CLIENTS:
+                _topics(tansu, client)
+                produce(tansu, topics[client][0], interleave(before.messages, bad.messages[:10]))
+                produce(tansu, topics[client][0], interleave(after.messages, bad.messages, seed=1))
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
         returned = time.monotonic()
-        for client in CLIENTS:
-            _topics(tansu, client)
-        for client in CLIENTS:
-            produce(tansu, topics[client][0], interleave(before.messages, bad.messages[:10]))
-            produce(tansu, topics[client][0], interleave(after.messages, bad.messages, seed=1))
 
         expected = set(after.valid_ids)
         for client, sidecar in sidecars.items():
