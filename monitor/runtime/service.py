@@ -3,6 +3,7 @@ HTTP server, alert delivery and the probe scheduler. Owns their lifetimes (a con
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import threading
@@ -195,7 +196,8 @@ class Service:
         sink = None
         if k.dead_letter_topic or k.scores_topic:
             sink = KafkaSink(
-                ProducerConfig.from_settings(k), producer=_rd_producer(k) if k.client == "librdkafka" else None
+                ProducerConfig.from_settings(k),
+                new_producer=functools.partial(_rd_producer, k) if k.client == "librdkafka" else None,
             )
         svc = cls(settings, source, runtimes, sink=sink, metrics_listener=listener)
         rebalance.target = svc.pipeline
