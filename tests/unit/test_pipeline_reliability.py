@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from monitor import telemetry as tel
+from monitor.drift import calibrate
 from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.state import INFLIGHT_FILE, STATE_FILE, InFlight, StateStore
 from monitor.source.base import RawRecord
@@ -296,3 +297,29 @@ def test_pipeline_keeps_a_held_position_in_the_state_until_its_partition_is_read
     idle.step(0.0)
     idle.close()
     assert json.loads((Path(settings.state_dir) / STATE_FILE).read_text())["positions"] == [["t", 0, 10]]
+
+
+def test_pipeline_calibrates_its_detectors_before_any_record_is_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A calibration takes about a second: spent while records are in flight, it widens the window in which a kill
+    catches them (and a record processed alone after a crash then looks like poison). It is spent at start."""
+    monkeypatch.setattr(calibrate, "_CACHE", {})  # nothing calibrated by an earlier test
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 10})
+    marker = Path(settings.state_dir) / INFLIGHT_FILE
+    in_flight_at_calibration: list[bool] = []
+    real = calibrate.cached
+
+    def cached(key: tuple[object, ...], compute: Any) -> Any:
+        def recorded() -> Any:
+            in_flight_at_calibration.append(marker.exists())
+            return compute()
+
+        return real(key, recorded)
+
+    monkeypatch.setattr(calibrate, "cached", cached)
+    pipeline = make_pipeline(settings, RecordingSource(records(events(rows(40, seed=12)))))
+    at_start = len(in_flight_at_calibration)
+    run_to_end(pipeline)
+    assert pipeline.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 40
+    assert at_start > 0 and in_flight_at_calibration == [False] * at_start  # all before the first poll, none after
