@@ -3,7 +3,8 @@
 Per-record isolation (an event whose decoding or scoring raises is dead-lettered, the rest go on), checkpoints
 (offsets are committed only after the state that covers them was written), a state directory that cannot be
 written (degraded, never an exit), and the in-flight marker (records in flight at an unclean exit are re-processed
-one at a time; one in flight at two consecutive crashes is dead-lettered as ``crashed_processing``).
+one at a time; one in flight at a crash and alone in flight at the two after it is dead-lettered as
+``crashed_processing``).
 """
 
 from __future__ import annotations
@@ -208,12 +209,13 @@ def test_pipeline_reprocesses_in_flight_records_one_at_a_time_after_an_unclean_e
     assert not (Path(settings.state_dir) / INFLIGHT_FILE).exists()  # a clean stop removes the marker
 
 
-def test_pipeline_dead_letters_a_record_in_flight_at_two_consecutive_crashes(tmp_path: Path) -> None:
+def test_pipeline_dead_letters_a_record_in_flight_at_three_consecutive_crashes(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, kafka={"max_poll_records": 10, "dead_letter_topic": DLQ})
     lines = events(rows(10, seed=9))
     InFlight(Path(settings.state_dir)).path.parent.mkdir(parents=True)
-    # the previous process died while processing offset 6 alone, after an earlier crash with 0..9 in flight
-    marker = {"ranges": {"t/0": [6, 6]}, "careful": True, "careful_until": {"t/0": [9, 9]}}
+    # the previous process died while processing offset 6 alone, as did the one before it, after an earlier crash
+    # with 0..9 in flight
+    marker = {"ranges": {"t/0": [6, 6]}, "careful": True, "careful_until": {"t/0": [9, 9]}, "strikes": {"t/0/6": 1}}
     (Path(settings.state_dir) / INFLIGHT_FILE).write_text(json.dumps(marker))
     sink = RecordingSink()
     source = RecordingSource(records(lines[6:], start=6))
