@@ -5,7 +5,8 @@ Two parts of :class:`~monitor.exporters.http.MetricsServer`:
 - :func:`start_tls` upgrades an accepted connection to TLS like ``StreamWriter.start_tls``, but with a read buffer of
   :data:`TLS_READ_BUFFER_BYTES` (one TLS record and its overhead) instead of asyncio's 256 KiB. The buffer exists
   from the first byte of the handshake, so each connection that never finishes its handshake held 256 KiB: 500 such
-  connections (under ``metrics.max_connections``) cost the process ~140 MB; with this buffer ~30 MB.
+  connections (under ``metrics.max_connections``) cost the process ~140 MB; with this buffer ~30 MB. Received bytes
+  not yet decrypted (the application is not reading) stop at :data:`TLS_INCOMING_HIGH_WATER_BYTES`, not 256 KiB.
 - :class:`HeapTrim` hands freed heap memory back to the operating system (glibc's ``malloc_trim``) once a burst of
   connections has ended. The allocator keeps what a burst freed for reuse, so without it the process stays at its
   peak after the connections are closed; with it, back near where it started. A no-op on other C libraries.
@@ -21,16 +22,25 @@ from asyncio import sslproto
 from collections.abc import Callable
 from typing import cast
 
-__all__ = ["TLS_READ_BUFFER_BYTES", "HeapTrim", "start_tls"]
+__all__ = ["TLS_INCOMING_HIGH_WATER_BYTES", "TLS_READ_BUFFER_BYTES", "HeapTrim", "start_tls"]
 
 #: one TLS record (16 KiB of plaintext) and its header, MAC and padding
 TLS_READ_BUFFER_BYTES = 16 * 1024 + 1024
 
 
+#: encrypted bytes a connection may hold received but not yet decrypted (the application is not reading): asyncio's
+#: default is 256 KiB per connection
+TLS_INCOMING_HIGH_WATER_BYTES = 4 * TLS_READ_BUFFER_BYTES
+
+
 class _LeanSSLProtocol(sslproto.SSLProtocol):
-    """asyncio's TLS protocol reading at most one record at a time into a buffer of that size."""
+    """asyncio's TLS protocol reading at most one record at a time into a buffer of that size, and holding at most
+    :data:`TLS_INCOMING_HIGH_WATER_BYTES` received before it stops reading the socket."""
 
     max_size = TLS_READ_BUFFER_BYTES
+
+    def _set_read_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        super()._set_read_buffer_limits(TLS_INCOMING_HIGH_WATER_BYTES if high is None else high, low)  # type: ignore[misc]
 
 
 async def start_tls(writer: asyncio.StreamWriter, context: ssl.SSLContext) -> None:

@@ -4,13 +4,21 @@ timeout has closed them (monitor/exporters/connection_memory.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 import time
 from pathlib import Path
+from typing import Any
 
 from monitor.config import MetricsSettings
-from monitor.exporters.connection_memory import HeapTrim
+from monitor.exporters.connection_memory import (
+    TLS_INCOMING_HIGH_WATER_BYTES,
+    TLS_READ_BUFFER_BYTES,
+    HeapTrim,
+    start_tls,
+)
+from monitor.exporters.http import _AcceptPaused
 from monitor.exporters.http_process import ProcessMetricsServer
 from monitor.exporters.prometheus import MetricsState
 from tests.unit.tls_certs import self_signed
@@ -91,3 +99,42 @@ def test_heap_trim_trims_after_a_burst_of_ended_connections_only() -> None:
     assert not heap.tick() and calls == []
     heap.ended()
     assert heap.tick() and not heap.tick() and heap.trims == 1 == len(calls)
+
+
+def test_start_tls_speaks_tls_with_a_one_record_buffer_and_a_small_incoming_bound(tmp_path: Path) -> None:
+    """The server side of a real handshake through :func:`start_tls`: the reader and writer speak TLS afterwards,
+    and the connection's TLS protocol holds one record's buffer and stops reading past its incoming bound."""
+    certs = self_signed(tmp_path)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(certs.cert, certs.key)
+    client_ctx = ssl.create_default_context(cafile=str(certs.cert))
+    seen: dict[str, int] = {}
+
+    async def main() -> bytes:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await start_tls(writer, server_ctx)
+            lean: Any = writer.transport._ssl_protocol  # type: ignore[attr-defined]  # the TLS protocol under the stream
+            seen["buffer"] = len(lean._ssl_buffer)
+            seen["high"] = lean._incoming_high_water
+            writer.write((await reader.readline()).upper())
+            await writer.drain()
+            writer.close()
+
+        loop = asyncio.get_running_loop()
+        # as the metrics server accepts: reading paused until the handler upgrades, so the hello waits for TLS
+        server = await loop.create_server(
+            lambda: _AcceptPaused(asyncio.StreamReader(loop=loop), handle, loop=loop), "127.0.0.1", 0
+        )
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, ssl=client_ctx, server_hostname="localhost"
+            )
+            writer.write(b"hello\n")
+            answer = await asyncio.wait_for(reader.readline(), DEADLINE_SECONDS)
+            writer.close()
+            return answer
+
+    assert asyncio.run(main()) == b"HELLO\n"
+    assert seen == {"buffer": TLS_READ_BUFFER_BYTES, "high": TLS_INCOMING_HIGH_WATER_BYTES}
+    assert TLS_READ_BUFFER_BYTES < 20 * 1024 and TLS_INCOMING_HIGH_WATER_BYTES < 100 * 1024  # asyncio's: 256 KiB each
