@@ -18,6 +18,10 @@ thread between the alert engine and a sender, so a slow or dead receiver never b
 * **deadline** — one POST (connect, TLS handshake, request, answer) ends within ``deadline_seconds`` (30 s): the
   socket timeout bounds each read, so a receiver or proxy that trickles bytes would otherwise hold the thread for
   good; past the deadline its sockets are shut down and the POST is a counted, retried failure.
+* **bounded answers** — at most :data:`MAX_ANSWER_BYTES` of a receiver's answer body are read; the rest is
+  discarded with the connection (the POST still counts as delivered by its 2xx status) and counted in the sender's
+  ``oversized_answers_total``, logged rate-limited: a receiver or proxy that streams an endless body costs the
+  process 64 KiB, not memory until the deadline.
 * **degraded** — None while deliveries succeed; after a failure, until the next success, one line saying what
   fails and what to fix (``harmonic_degraded{reason="alert_delivery"}``). Failures are logged, rate-limited.
 * **secrets** — a URL's ``user:password@`` becomes HTTP basic authentication and leaves the URL; every URL in a
@@ -53,10 +57,20 @@ from monitor.config_checks import http_url_problem
 from monitor.errors import ConfigError, MonitorError
 from monitor.logs import RateLimitedLogger, redact_text
 
-__all__ = ["AlertmanagerSender", "DeliveryError", "DeliveryWorker", "Sender", "WebhookSender", "rfc3339"]
+__all__ = [
+    "MAX_ANSWER_BYTES",
+    "AlertmanagerSender",
+    "DeliveryError",
+    "DeliveryWorker",
+    "Sender",
+    "WebhookSender",
+    "rfc3339",
+]
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _USER_AGENT = "harmonic-monitor"
+#: most bytes of an answer body read from a receiver; an answer needs none (only its status counts)
+MAX_ANSWER_BYTES = 64 * 1024
 log = logging.getLogger(__name__)
 
 
@@ -192,6 +206,9 @@ class _JsonPoster:
         self.url, auth = _split_credentials(url)
         self.timeout_seconds = _check_timeout(timeout_seconds)
         self.deadline_seconds = _check_timeout(deadline_seconds, "deadline_seconds")
+        #: 2xx answers whose body ran past MAX_ANSWER_BYTES (the rest was discarded with the connection)
+        self.oversized_answers_total = 0
+        self._log = RateLimitedLogger(log, interval_seconds=60.0)
         self._local = threading.local()
         poster = self
 
@@ -246,6 +263,17 @@ class _JsonPoster:
             timer.cancel()
             self._local.watchdog = None
 
+    def _oversized(self, status: int) -> None:
+        self.oversized_answers_total += 1
+        self._log.warning(
+            "oversized_answer",
+            f"POST {self.shown_url} answered HTTP {status} with a body over {MAX_ANSWER_BYTES // 1024} KiB: read "
+            f"{MAX_ANSWER_BYTES // 1024} KiB and closed the connection (delivered; a receiver's answer needs no body, "
+            "check the receiver or the proxy in front of it)",
+            url=self.shown_url,
+            oversized_answers_total=self.oversized_answers_total,
+        )
+
     def _late(self) -> DeliveryError:
         return DeliveryError(
             f"POST {self.shown_url} did not complete within its deadline of {self.deadline_seconds:g} s (the receiver "
@@ -258,7 +286,9 @@ class _JsonPoster:
     def _post(self, request: urllib.request.Request) -> None:
         try:
             with self._opener.open(request, timeout=self.timeout_seconds) as response:
-                response.read()
+                # bounded: closing the response discards whatever else the receiver sends
+                if len(response.read(MAX_ANSWER_BYTES + 1)) > MAX_ANSWER_BYTES:
+                    self._oversized(response.status)
         except urllib.error.HTTPError as err:
             with err:
                 answer = err.read(500).decode("utf-8", "replace").strip()
@@ -365,6 +395,11 @@ class AlertmanagerSender:
             body.append(item)
         return body
 
+    @property
+    def oversized_answers_total(self) -> int:
+        """2xx answers whose body ran past :data:`MAX_ANSWER_BYTES` (read that far, the rest discarded)."""
+        return self._poster.oversized_answers_total
+
     def send(self, alerts: Sequence[Alert], now_seconds: float) -> None:
         """POST ``alerts``; raises :class:`DeliveryError` (with ``retryable``) on failure."""
         if alerts:
@@ -433,6 +468,11 @@ class WebhookSender:
                 }
             )
         return {"version": "1", "sender": _USER_AGENT, "sentAt": rfc3339(now_seconds), "alerts": items}
+
+    @property
+    def oversized_answers_total(self) -> int:
+        """2xx answers whose body ran past :data:`MAX_ANSWER_BYTES` (read that far, the rest discarded)."""
+        return self._poster.oversized_answers_total
 
     def send(self, alerts: Sequence[Alert], now_seconds: float) -> None:
         """POST ``alerts``; raises :class:`DeliveryError` (with ``retryable``) on failure."""

@@ -334,7 +334,7 @@ class Pipeline:
                     positions.pop(key, None)
                     continue
             if self.recovery.poison and self.recovery.is_poison(record):
-                ingested.refuse(record, "crashed_processing", "the process died twice with this record in flight")
+                ingested.refuse(record, "crashed_processing", "the process died twice processing it alone")
             elif record.topic == self.labels_topic and not undecodable(record):  # a batch stand-in: refused
                 self.stages.labelled(self.labels.record(record, now))
             else:
