@@ -148,7 +148,7 @@ class SlotState:
     report (``moved``, ranked, in the report's field ``names_in``)."""
 
     state: DriftState
-    role: Role = "output"
+    role: Role
     moved: Sequence[FeatureShift] = ()
     names_in: ReportField | None = None
 

@@ -108,11 +108,11 @@ def decide_verdict(slots: Iterable[SlotState], *, accuracy_drop: bool = False, t
 
     Examples
     --------
-    >>> quiet = SlotState(DriftState("gamma_cusum", False, 0.0, 12.0, float("nan"), 100))
+    >>> quiet = SlotState(DriftState("gamma_cusum", False, 0.0, 12.0, float("nan"), 100), "output")
     >>> inputs = SlotState(DriftState("features_ks", True, 0.4, 0.1, 1e-9, 100), "input")
     >>> decide_verdict([quiet, inputs]).verdict
     <Verdict.INPUT_SHIFT: 'input-shift'>
-    >>> low = SlotState(DriftState("confidence_cusum", True, 14.0, 12.0, float("nan"), 100))
+    >>> low = SlotState(DriftState("confidence_cusum", True, 14.0, 12.0, float("nan"), 100), "output")
     >>> decide_verdict([quiet, low, inputs]).message
     'harmful-shift: confidence_cusum, features_ks fired'
     >>> decide_verdict([quiet], accuracy_drop=True).message

@@ -167,9 +167,9 @@ def test_harmful_needs_output_side_evidence(
 ) -> None:
     report = decide_verdict(
         [
-            SlotState(_state("gamma_cusum", gamma)),
-            SlotState(_state("flicker_cusum", flicker)),
-            SlotState(_state("confidence_cusum", confidence)),
+            SlotState(_state("gamma_cusum", gamma), "output"),
+            SlotState(_state("flicker_cusum", flicker), "output"),
+            SlotState(_state("confidence_cusum", confidence), "output"),
             SlotState(_state("features_ks", inputs), "input"),
         ],
         accuracy_drop=accuracy,

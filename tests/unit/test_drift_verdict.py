@@ -30,8 +30,8 @@ def state(name: str, on: bool) -> DriftState:
 def test_decide_verdict_rule(gamma: bool, flicker: bool, features: bool, want: Verdict) -> None:
     report = decide_verdict(
         [
-            SlotState(state("gamma_cusum", gamma)),
-            SlotState(state("flicker_rate", flicker)),
+            SlotState(state("gamma_cusum", gamma), "output"),
+            SlotState(state("flicker_rate", flicker), "output"),
             SlotState(state("features_ks", features), "input"),
         ]
     )
@@ -42,8 +42,8 @@ def test_decide_verdict_names_detectors_and_top_features() -> None:
     moved = [FeatureShift(2, "income", 0.4, 1e-9), FeatureShift(0, "age", 0.2, 1e-5), FeatureShift(1, "x", 0.15, 1e-4)]
     report = decide_verdict(
         [
-            SlotState(state("gamma_cusum", True)),
-            SlotState(state("gamma_ks", False)),
+            SlotState(state("gamma_cusum", True), "output"),
+            SlotState(state("gamma_ks", False), "output"),
             SlotState(state("features_ks", True), "input", moved, "top_features"),
         ],
         top=2,

@@ -298,10 +298,10 @@ def _state(name: str, on: bool) -> DriftState:
 def test_margin_is_output_side_evidence(margin: bool, inputs: bool, want: Verdict) -> None:
     report = decide_verdict(
         [
-            SlotState(_state("gamma_cusum", False)),
-            SlotState(_state("flicker_cusum", False)),
-            SlotState(_state("confidence_cusum", False)),
-            SlotState(_state("margin_cusum", margin)),
+            SlotState(_state("gamma_cusum", False), "output"),
+            SlotState(_state("flicker_cusum", False), "output"),
+            SlotState(_state("confidence_cusum", False), "output"),
+            SlotState(_state("margin_cusum", margin), "output"),
             SlotState(_state("features_ks", inputs), "input"),
         ]
     )
