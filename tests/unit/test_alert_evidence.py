@@ -188,7 +188,7 @@ def test_the_range_test_keeps_quiet_on_a_stationary_stream() -> None:
     for _ in range(100):
         watch.update(*stream.batch())
     engine = watch.verdicts.engines["other"]
-    assert engine.input_range is not None and engine.input_range.state.alarms == 0
+    assert engine.detector("inputs_range") is not None and engine.detector("inputs_range").state.alarms == 0
     assert watch.verdict("other") == Verdict.STABLE
 
 
@@ -215,7 +215,9 @@ def test_a_correlation_flip_every_per_input_test_misses_is_an_input_shift() -> N
     report = watch.last_reports["other"]
     assert report.verdict == Verdict.INPUT_SHIFT and report.fired == ("inputs_pca",), report
     engine = watch.verdicts.engines["other"]
-    assert engine.feature_drift is not None and not engine.feature_drift.drift_detected  # per-input KS is blind
+    assert (
+        engine.detector("features_ks") is not None and not engine.detector("features_ks").drift_detected
+    )  # per-input KS is blind
     a = alert(watch, INPUT_ALERT)
     (ev,) = a.evidence
     assert ev.detector == "inputs_pca" and ev.window > 3 * ev.reference and "reconstruction error" in ev.measure
