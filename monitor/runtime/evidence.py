@@ -55,6 +55,7 @@ def detector_evidence(
                 share,
                 det.null_rate,
                 f"share of {label} above the reference's {q}, last {values.size} events",
+                "CUSUM",
             )
         )
     ks = engine.gamma_ks.state
@@ -68,6 +69,7 @@ def detector_evidence(
                 float(g.mean()) if g.size else float("nan"),
                 baseline.gamma_mean,
                 f"γ mean (KS distance vs its floor, p = {ks.p_value:.2g}), last {g.size} events",
+                "KS distance",
             )
         )
     rate = engine.flicker_rate
@@ -82,6 +84,7 @@ def detector_evidence(
                 baseline.flicker_mean,
                 f"flicker mean (z test, p = {rate.p_value:.2g} < {rate.alpha:g}, rise >= {rate.min_increase:g}), "
                 f"last {f.size} events",
+                "z",
             )
         )
     inputs: list[Evidence] = []
@@ -99,6 +102,7 @@ def detector_evidence(
                     float(col.mean()) if col.size else float("nan"),
                     float(baseline.feature_mean[m.index]),
                     f"{fd.state.name}: KS distance vs its floor, adjusted p = {m.p_value:.2g}, the input's mean",
+                    "KS distance",
                 )
             )
     rd = engine.input_range
@@ -114,6 +118,7 @@ def detector_evidence(
                     float(rd.expected[m.index]),
                     f"{rd.state.name}: adjusted p = {m.p_value:.2g}, share outside the reference's 0.1–99.9 "
                     f"percentiles [{lo:.3g}, {hi:.3g}]",
+                    "share out of range",
                 )
             )
     pca = engine.input_pca
@@ -128,6 +133,7 @@ def detector_evidence(
                 pca.reference_mean_error,
                 f"how the inputs go together: KS distance vs its floor, p = {st.p_value:.2g}, mean PCA "
                 f"reconstruction error ({pca.components} of {pca.mean.size} components)",
+                "KS distance",
             )
         )
     hd = engine.held_drift
@@ -143,6 +149,7 @@ def detector_evidence(
                     float(hd.other_shares[m.index]),
                     f"{hd.state.name}: category frequencies by total variation distance, adjusted p = "
                     f"{m.p_value:.2g}, share of categories outside the reference's table",
+                    "TV distance",
                 )
             )
     return tuple(outputs), tuple(inputs)
