@@ -71,7 +71,8 @@ def compare(value: float, limit: float) -> str:
         return f"{value:.3g} vs {limit:.3g}"
     smallest = min((abs(v) for v in (value, limit) if v), default=1.0)
     decimals = max(1, 1 - math.floor(math.log10(smallest))) if smallest < 1e6 else 0
-    while decimals < 12 and value != limit and round(value, decimals) == round(limit, decimals):
+    most = decimals + 16  # beyond a double's precision
+    while decimals < most and value != limit and round(value, decimals) == round(limit, decimals):
         decimals += 1
     a, b = f"{value:.{decimals}f}", f"{limit:.{decimals}f}"
     sign = ">" if value > limit else "<" if value < limit else "="

@@ -99,6 +99,14 @@ class VerdictCleared:
 
 
 @dataclass(frozen=True, slots=True)
+class NoEvidence:
+    """A segment received no event for its shortest time window: its last verdict rests on nothing current, and
+    the verdict gauge says ``no-evidence`` until an evaluation with events sets it again."""
+
+    segment: str
+
+
+@dataclass(frozen=True, slots=True)
 class InputValues:
     """One per-input gauge of a segment at an evaluation: each input's value by name."""
 
@@ -147,6 +155,7 @@ SeriesUpdate = (
     | WarmingUp
     | VerdictCleared
     | VerdictValues
+    | NoEvidence
     | AlertUpdate
 )
 
