@@ -251,14 +251,17 @@ class Alert:
 
     @property
     def summary(self) -> str:
-        """One line under :data:`SUMMARY_MAX` characters: the alert, where, and what it fired on (resolved: what it
-        had fired on)."""
+        """One line of at most :data:`SUMMARY_MAX` characters: the alert, where, and what it fired on (resolved: what
+        it had fired on); without detectors, the value against its reference and the detail (what decided it)."""
         where = f"{self.rule.name} {self.model}/{self.segment}"
+        finding = self.finding if self.evidence or not self.detail else f"{self.finding} ({self.detail})"
         if self.state is AlertState.RESOLVED:
-            text = f"resolved: {where} no longer shows {self.finding}"
+            text = f"resolved: {where} no longer shows {finding}"
         else:
-            text = f"{where}: {self.finding}"
-        return text if len(text) <= SUMMARY_MAX else text[: SUMMARY_MAX - 1] + "…"
+            text = f"{where}: {finding}"
+        if len(text) <= SUMMARY_MAX:
+            return text
+        return text[: SUMMARY_MAX - 1].rsplit(" ", 1)[0] + "…"
 
     @property
     def description(self) -> str:

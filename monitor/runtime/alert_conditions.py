@@ -189,7 +189,7 @@ class AlertConditions:
             detail=(held if report.held_since is not None else "") if outputs or inputs else report.message,
             verdict=Verdict.HARMFUL_SHIFT.value,
             evidence=shown,
-            value_name="" if first is None else first.measure,
+            value_name="γ window mean" if first is None else first.measure,
             signal=harm_signal(report.fired),
         )
         input_update = self.observe(

@@ -49,6 +49,15 @@ def test_the_summary_is_one_line_under_200_characters() -> None:
     assert "fired" not in a.annotations and "fired:" not in a.description
 
 
+def test_an_alert_without_detectors_says_what_decided_it_in_its_summary() -> None:
+    rule = AlertRule(HARMFUL_ALERT, "outputs", 0.0, 60.0)
+    detail = "harmful-shift: accuracy_estimate fired; " + "x" * 300
+    a = Alert(rule, "m", "eu", AlertState.FIRING, 0.012, 0.01, 0.0, detail=detail, value_name="γ window mean")
+    assert a.summary.startswith(f"{HARMFUL_ALERT} m/eu: γ window mean 0.012 > reference 0.010 (harmful-shift: ")
+    assert len(a.summary) <= SUMMARY_MAX and a.summary.endswith("…")
+    assert a.description.count("accuracy_estimate") == 1
+
+
 def test_a_categorical_input_is_said_by_its_own_statistic() -> None:
     rule = AlertRule(INPUT_ALERT, "features", 0.0, 60.0)
     city = Evidence("city", 0.46, 0.1, 0.0, 0.0, "held_ks: category frequencies, adjusted p = 1e-12", "TV distance")

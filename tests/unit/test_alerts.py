@@ -211,7 +211,7 @@ def test_alert_annotations_say_value_reference_and_top_features(engine: AlertEng
     event = observe(engine, True, 60.0)
     assert event is not None
     assert event.alert.annotations == {
-        "summary": "HarmonicGammaDrift credit/eu: γ window mean 0.082 > reference 0.011",
+        "summary": "HarmonicGammaDrift credit/eu: γ window mean 0.082 > reference 0.011 (KS p=1e-09)",
         "description": "γ window mean 0.082 > reference 0.011 (KS p=1e-09); other inputs moved: f3, f7",
         "value": "0.082",
         "reference": "0.011",
