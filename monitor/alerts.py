@@ -220,7 +220,6 @@ class Alert:
     #: what ``value`` and ``reference`` are, for the description (default: the rule signal's window mean)
     value_name: str = ""
     reference_name: str = "reference"
-
     #: the ``signal`` label when it is not the rule's (the detectors a harmful shift fired on); fixed like ``verdict``
     signal: str = ""
 
