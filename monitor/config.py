@@ -420,6 +420,13 @@ class AlertSettings(_Strict):
     webhook_url: str | None = Field(None, description="Generic JSON webhook.")
     for_seconds: float = Field(30.0, ge=0, description="Condition must hold this long before firing.")
     resolve_after_seconds: float = Field(60.0, ge=0, description="Hysteresis: clear this long before resolving.")
+    repeat_interval_seconds: float = Field(
+        14400.0,
+        gt=0,
+        description="Alertmanager's repeat_interval for webhook_url: a firing alert is POSTed when it fires, then "
+        "again no more often than this while it fires, and once when it resolves. Alertmanager itself "
+        "(alertmanager_url) is re-sent every 60 s, under its resolve_timeout, as Prometheus does.",
+    )
     allowed_lag_seconds: float = Field(
         60.0,
         ge=0,

@@ -99,6 +99,17 @@ def redact(value: object, key: str = "") -> object:
     return value
 
 
+def with_fields(text: str, **fields: object) -> str:
+    """``text`` followed by ``key=value`` of each field: a record printed without this module's formatters (a
+    notebook's default handler prints the message alone) still says which alert, model and segment it is about.
+    :class:`PlainFormatter` leaves out the extras the message already carries.
+
+    >>> with_fields("alert firing", alert="HarmonicInputDrift", model="credit", segment="eu")
+    'alert firing alert=HarmonicInputDrift model=credit segment=eu'
+    """
+    return " ".join([text, *(f"{k}={v}" for k, v in fields.items())])
+
+
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
     return {k: redact(v, k) for k, v in vars(record).items() if k not in _RESERVED and not k.startswith("_")}
 
@@ -123,8 +134,10 @@ class PlainFormatter(logging.Formatter):
     """``time level logger: message key=value ...``, secrets redacted (:func:`redact`)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        base = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {record.getMessage()}"
-        extras = " ".join(f"{k}={v}" for k, v in _extras(record).items())
+        message = record.getMessage()
+        base = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {message}"
+        pairs = (f"{k}={v}" for k, v in _extras(record).items())
+        extras = " ".join(p for p in pairs if p not in message)  # not twice what the message says (with_fields)
         text = f"{base} {extras}" if extras else base
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)

@@ -66,6 +66,7 @@ def _features_evidence(fd: FeatureDrift, recent: Recent) -> Iterable[Evidence]:
             float(col.mean()) if col.size else float("nan"),
             float(recent.baseline.feature_mean[m.index]),
             f"{fd.state.name}: KS distance vs its floor, adjusted p = {m.p_value:.2g}, the input's mean",
+            "KS distance",
         )
 
 
@@ -132,6 +133,7 @@ def _range_evidence(rd: RangeDrift, recent: Recent) -> Iterable[Evidence]:
             float(rd.expected[m.index]),
             f"{rd.state.name}: adjusted p = {m.p_value:.2g}, share outside the reference's 0.1–99.9 "
             f"percentiles [{lo:.3g}, {hi:.3g}]",
+            "share out of range",
         )
 
 
@@ -173,6 +175,7 @@ def _held_evidence(hd: CategoryDrift, recent: Recent) -> Iterable[Evidence]:
             float(hd.other_shares[m.index]),
             f"{hd.state.name}: category frequencies by total variation distance, adjusted p = "
             f"{m.p_value:.2g}, share of categories outside the reference's table",
+            "TV distance",
         )
 
 
@@ -224,6 +227,7 @@ def _pca_evidence(pca: ReconstructionDrift, recent: Recent) -> Iterable[Evidence
         pca.reference_mean_error,
         f"how the inputs go together: KS distance vs its floor, p = {st.p_value:.2g}, mean PCA "
         f"reconstruction error ({pca.components} of {pca.mean.size} components)",
+        "KS distance",
     )
 
 

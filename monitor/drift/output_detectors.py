@@ -77,7 +77,7 @@ def _cusum_evidence(signal: str, label: str, fall: bool = False) -> Callable[[Cu
         q = f"{recent.settings.cusum_quantile * 100:g}th percentile"
         share = float(np.mean(values > det.cutoff)) if values.size else float("nan")
         measure = f"share of {label} above the reference's {q}, last {values.size} events"
-        yield Evidence(det.name, det.statistic, det.threshold, share, det.null_rate, measure)
+        yield Evidence(det.name, det.statistic, det.threshold, share, det.null_rate, measure, "CUSUM")
 
     return evidence
 
@@ -109,7 +109,7 @@ def _gamma_ks_evidence(det: KsDrift, recent: Recent) -> Iterable[Evidence]:
     ks, g = det.state, recent.values("gamma")
     measure = f"γ mean (KS distance vs its floor, p = {ks.p_value:.2g}), last {g.size} events"
     mean = float(g.mean()) if g.size else float("nan")
-    yield Evidence(ks.name, ks.statistic, ks.threshold, mean, recent.baseline.gamma_mean, measure)
+    yield Evidence(ks.name, ks.statistic, ks.threshold, mean, recent.baseline.gamma_mean, measure, "KS distance")
 
 
 def _flicker_rate(ref: ReferenceLike, ctx: SlotContext) -> RateTest:
@@ -132,7 +132,7 @@ def _flicker_rate_evidence(rate: RateTest, recent: Recent) -> Iterable[Evidence]
         f"last {f.size} events"
     )
     mean = float(f.mean()) if f.size else float("nan")
-    yield Evidence(rate.name, rate.statistic, float("nan"), mean, recent.baseline.flicker_mean, measure)
+    yield Evidence(rate.name, rate.statistic, float("nan"), mean, recent.baseline.flicker_mean, measure, "z")
 
 
 def _per_window_test(alpha: Callable[[DriftSettings], float]) -> Callable[[SlotContext], float]:

@@ -11,9 +11,11 @@ thread between the alert engine and a sender, so a slow or dead receiver never b
   doubling up to ``max_backoff_seconds``) for as long as the receiver stays unreachable or answers
   5xx/408/429; a 4xx answer means the payload itself is wrong, so that batch is dropped and
   counted in ``rejected_total`` instead of being retried forever.
-* **resend** — Alertmanager expires an alert it has not heard about for ``resolve_timeout`` (or
-  past its ``endsAt``), so every firing alert is re-sent each ``resend_interval_seconds``, like
-  Prometheus does. A resolved alert is sent (with ``endsAt``) until delivered, then forgotten.
+* **resend** — every firing alert is re-sent each ``resend_interval_seconds``. Alertmanager expires an alert it has
+  not heard about for ``resolve_timeout`` (or past its ``endsAt``), so its worker re-sends every 60 s, like
+  Prometheus does; a webhook's worker re-sends at ``alerts.repeat_interval_seconds`` (4 h, Alertmanager's
+  ``repeat_interval``): a receiver hears of a firing alert when it fires and then at that pace. A resolved alert is
+  sent (with ``endsAt``) until delivered, then forgotten.
 * **stop(timeout)** — one last best-effort flush of the outbox, then the thread exits.
 * **deadline** — one POST (connect, TLS handshake, request, answer) ends within ``deadline_seconds`` (30 s): the
   socket timeout bounds each read, so a receiver or proxy that trickles bytes would otherwise hold the thread for
@@ -492,7 +494,8 @@ class DeliveryWorker:
     batch_size : int
         Most alerts per POST.
     resend_interval_seconds : float
-        How often a firing alert is re-sent (keep it well under Alertmanager's ``resolve_timeout``).
+        How often a firing alert is re-sent: well under Alertmanager's ``resolve_timeout`` for Alertmanager (60 s);
+        a webhook's repeat interval (``alerts.repeat_interval_seconds``) for a webhook.
     initial_backoff_seconds, max_backoff_seconds : float
         Retry delay after the first failure, doubled per consecutive failure up to the maximum.
     clock : callable returning float
@@ -771,8 +774,9 @@ class DeliveryWorker:
         self.stop()
 
     def _run(self) -> None:
-        # A clock that jumps back must not park the thread for hours: never wait longer than this.
-        longest_wait = max(self.resend_interval_seconds, self.max_backoff_seconds)
+        # A clock that jumps back must not park the thread for hours (a webhook's repeat interval is 4 h): never wait
+        # longer than this.
+        longest_wait = max(min(self.resend_interval_seconds, 60.0), self.max_backoff_seconds)
         while True:
             with self._cond:
                 if self._stopping:

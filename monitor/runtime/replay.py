@@ -104,7 +104,8 @@ class Timeline:
                         "segment": segment,
                         "verdict": alert.verdict,
                         "severity": alert.rule.severity,
-                        "detail": alert.detail,
+                        "summary": alert.summary,
+                        "detail": alert.description,
                     }
                 )
             else:

@@ -104,7 +104,13 @@ class Service:
                 DeliveryWorker(AlertmanagerSender(settings.alerts.alertmanager_url), name="alertmanager")
             )
         if settings.alerts.webhook_url:
-            self.workers.append(DeliveryWorker(WebhookSender(settings.alerts.webhook_url), name="webhook"))
+            self.workers.append(
+                DeliveryWorker(
+                    WebhookSender(settings.alerts.webhook_url),
+                    name="webhook",
+                    resend_interval_seconds=settings.alerts.repeat_interval_seconds,
+                )
+            )
         self.source = source
         self.sink = sink
         self.pipeline = Pipeline(

@@ -100,6 +100,14 @@ class VerdictCleared:
 
 
 @dataclass(frozen=True, slots=True)
+class NoEvidence:
+    """A segment received no event for its shortest time window: its last verdict rests on nothing current, and
+    the verdict gauge says ``no-evidence`` until an evaluation with events sets it again."""
+
+    segment: str
+
+
+@dataclass(frozen=True, slots=True)
 class VerdictValues:
     """A segment's verdict at an evaluation, its detectors' states, the count of inputs that moved (None: no input
     is tested) and its per-input gauges, in the order they are written."""
@@ -132,6 +140,7 @@ SeriesUpdate = (
     | WarmingUp
     | VerdictCleared
     | VerdictValues
+    | NoEvidence
     | AlertUpdate
 )
 
