@@ -59,6 +59,8 @@ DRIFT_ALPHA = 0.01
 #: events per replay micro-batch for the page's timeline: changes placed within 100 events, at a third of the cost
 #: of the 10-event batches ``replay`` uses
 REPLAY_BATCH = 100
+#: the verdicts section's note for events that are rows
+NOT_A_LOG = "no verdict timeline: the events are rows, not an event log (replay needs a .jsonl log)"
 
 
 def build_report(
@@ -107,40 +109,19 @@ def build_report(
     base = load_baseline(reference, m, None, space="standardized")
     is_log = isinstance(events, (str, os.PathLike)) and str(events).lower().endswith(".jsonl")
     rows = _event_rows(events, m, base, max_events=max_events, model_name=model_name, is_log=is_log)
-    notes: list[str] = [rows.source]
     # the verdict timeline first: a replay here scores every event, and its scores serve the page (one pass)
+    tl: ReplayTimeline | None = None
     if timeline is not None:
         tl, timeline_note = _read_timeline(timeline), ""
-    elif not is_log:
-        tl, timeline_note = (
-            None,
-            "no verdict timeline: the events are rows, not an event log (replay needs a .jsonl log)",
-        )
-    else:
+    elif is_log:
         tl, timeline_note = _replay(model, reference, base.path, events, config, max_events, model_name, replay_batch)
-    scorer = robustness_scorer(m, base, scoring_config({"seed": seed}, base.scales))
-    if (
-        tl is not None
-        and tl.scores is not None
-        and tl.scored_rows is not None
-        and np.array_equal(tl.scored_rows, rows.x)
-    ):
-        res = tl.scores  # the pipeline scored exactly these events, in this order
-        notes.append("scores: the replay's")
     else:
-        res = score_rows(scorer, rows.x, rows.held)
-    ref = base.reference
-    if ref is None and base.rows is not None:
-        ref = scored_reference(scorer, base.rows, m.kind)
+        timeline_note = NOT_A_LOG
+    res, ref, replay_scores = _scored(m, base, rows, tl, seed)
     line = rows.lines.astype(np.float64) if rows.lines is not None else np.arange(len(rows), dtype=np.float64)
     live = live_signals(res, m.kind)
     times = event_times(rows.timestamps)
     n_lines = int(sum(rows.invalid.values()) + len(rows)) if is_log else len(rows)
-    gmap, gmap_note = _gamma_map(m, res)
-    drift, drift_note = _drift(m, rows, ref)
-    acc, acc_note = _accuracy(m, base, res, rows, labels, seed)
-    flags = _flagged(res, ref)
-    probed, probe_note = _probe(m, rows, reference, res, ref, flags, probe_points, probe_budget_rows, seed)
     data = ReportData(
         title=title or f"harmonic-monitor report: {Path(model_path(model)).name}",
         model=model_path(model),
@@ -156,20 +137,9 @@ def build_report(
         timeline_note=timeline_note,
         signals=tuple(_series(name, line, values, ref, times) for name, values in live.items()),
         yardstick=yardsticks(live, ref) if ref is not None else (),
-        gamma_map=gmap,
-        gamma_map_note=gmap_note,
-        drift=drift,
-        drift_note=drift_note,
-        accuracy=acc,
-        accuracy_note=acc_note,
-        probe=probed,
-        probe_note=probe_note,
-        n_flagged=int(flags[0].size),
-        flag_threshold=flags[1],
-        notes=tuple(notes),
-        # the reference's own Gamma Map, drawn beside the live one (a classifier's reference keeps it)
-        reference_gamma_map=ref.gamma_map if ref is not None and m.kind == "classifier" else None,
+        notes=(rows.source, "scores: the replay's") if replay_scores else (rows.source,),
         replay_batch=replay_batch if (is_log and timeline is None and tl is not None) else 0,
+        **_sections(m, base, rows, reference, res, ref, labels, (probe_points, probe_budget_rows), seed),
     )
     return _written(data, render_page(data), out)
 
@@ -220,6 +190,56 @@ def _replay(
         batch_events=batch_events,
     )
     return tl, ""
+
+
+def _scored(
+    model: OnnxModel, base: Baseline, rows: Rows, tl: ReplayTimeline | None, seed: int
+) -> tuple[ScoreResult, Reference | None, bool]:
+    """The events' scores (the replay's where it scored exactly these events, in this order: then True), and the
+    reference to compare with (reference rows scored here)."""
+    scorer = robustness_scorer(model, base, scoring_config({"seed": seed}, base.scales))
+    kept = (None, None) if tl is None else (tl.scores, tl.scored_rows)
+    if kept[0] is not None and kept[1] is not None and np.array_equal(kept[1], rows.x):
+        res, reused = kept[0], True
+    else:
+        res, reused = score_rows(scorer, rows.x, rows.held), False
+    ref = base.reference
+    if ref is None and base.rows is not None:
+        ref = scored_reference(scorer, base.rows, model.kind)
+    return res, ref, reused
+
+
+def _sections(
+    model: OnnxModel,
+    base: Baseline,
+    rows: Rows,
+    reference: Any,
+    res: ScoreResult,
+    ref: Reference | None,
+    labels: Any,
+    probe_budget: tuple[int, int],
+    seed: int,
+) -> dict[str, Any]:
+    """The Gamma Map, drift, accuracy and probe sections, each with its note, as :class:`ReportData`'s fields."""
+    gmap, gmap_note = _gamma_map(model, res)
+    drift, drift_note = _drift(model, rows, ref)
+    acc, acc_note = _accuracy(model, base, res, rows, labels, seed)
+    flagged, threshold = _flagged(res, ref)
+    probed, probe_note = _probe(model, rows, reference, res, ref, (flagged, threshold), *probe_budget, seed)
+    return {
+        "gamma_map": gmap,
+        "gamma_map_note": gmap_note,
+        # the reference's own Gamma Map, drawn beside the live one (a classifier's reference keeps it)
+        "reference_gamma_map": ref.gamma_map if ref is not None and model.kind == "classifier" else None,
+        "drift": drift,
+        "drift_note": drift_note,
+        "accuracy": acc,
+        "accuracy_note": acc_note,
+        "probe": probed,
+        "probe_note": probe_note,
+        "n_flagged": int(flagged.size),
+        "flag_threshold": threshold,
+    }
 
 
 def _gamma_map(model: OnnxModel, res: ScoreResult) -> tuple[GammaMap | None, str]:
