@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from monitor import __version__
 from monitor import telemetry as tel
 from monitor.alerts import AlertEvent
 from monitor.allocator import TimedCollector
@@ -32,6 +31,7 @@ from monitor.sampler.uniform import UniformSampler
 from monitor.sampler.uniform_config import UniformSamplerConfig
 from monitor.source.base import RebalanceHandler, Sink, Source
 from monitor.source.kafka import Producer
+from monitor.version import __version__
 
 log = logging.getLogger("monitor.runtime.service")
 
