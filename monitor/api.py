@@ -51,6 +51,7 @@ from monitor.errors import ConfigError, DataError, InvalidEventError, MonitorErr
 
 if TYPE_CHECKING:
     from monitor.accuracy import EstimatorFit
+    from monitor.comparison import Comparison
     from monitor.model.onnx import OnnxModel
     from monitor.model.signature import Held, Signature
     from monitor.model.standardize import Standardizer
@@ -1424,4 +1425,92 @@ def report(
         model_name=model_name,
         seed=seed,
         replay_batch=replay_batch,
+    )
+
+
+def compare(
+    models: Sequence[ModelLike] | Mapping[str, ModelLike],
+    data: DataLike,
+    reference: DataLike = None,
+    *,
+    labels: Any = None,
+    reference_labels: Any = None,
+    segment_column: str | None = None,
+    feature_names: Mapping[str, Sequence[str]] | None = None,
+    radius: float = _SCORING.radius,
+    sigma: float = _SCORING.sigma,
+    flicker_copies: int = _SCORING.flicker_copies,
+    steps: int = _SCORING.steps,
+    seed: int = _SCORING.seed,
+    ball: str = _SCORING.ball,
+    output: str = _SCORING.output,
+    regression_tolerance: float = _SCORING.regression_tolerance,
+    space: str = _SCORING.space,
+    model_kind: str = _MODEL_KIND,
+    batch_rows: int = BATCH_ROWS,
+    replicates: int = 1000,
+    level: float = 0.9,
+    probe_points: int = 20,
+    max_segments: int = _MAX_SEGMENTS,
+    header: str = "auto",
+) -> Comparison:
+    """Two or more models scored on the same rows at the same scales and compared pair by pair
+    (``harmonic-monitor compare``; :mod:`monitor.comparison` says how).
+
+    Parameters
+    ----------
+    models : ONNX paths or loaded models, in a list (named by file stem) or a mapping by name; the first is the one
+        in place, each later one a candidate beside it.
+    data : a DataFrame, a mapping of columns, or a ``.csv`` (with a header), ``.parquet`` or ``.npy`` file; each model
+        reads its inputs from the columns by name (``feature_names``: the columns a model of one unnamed [N, D]
+        input reads, by model name).
+    reference : rows of the same columns that standardize every model (default ``data``).
+    labels, reference_labels : the true class per row (a column name, an array, or a ``.csv``/``.npy`` file): the
+        realized accuracy, and the fit of the label-free estimators.
+    segment_column : a column of ``data`` naming each row's segment (the ``max_segments`` most frequent kept).
+    replicates, level : the paired bootstrap's replicates and the intervals' coverage.
+    probe_points : rows each model's ε* profile is probed on (0: no fragility split).
+
+    Returns
+    -------
+    monitor.comparison.Comparison
+        Its tables (``models``, ``pairs``, ``verdicts``, ``disagreement_inputs``, ``fragility``) as named columns;
+        ``frames()`` gives them as DataFrames, ``document()`` as JSON, ``summary()`` as the printed table.
+
+    Raises
+    ------
+    DataError
+        Fewer than two models, a classifier beside a regressor, different class sets, or inputs the data does not
+        name (listed).
+    """
+    from monitor.comparison import compare_models
+    from monitor.signals.scorer import ScoringConfig
+
+    config = ScoringConfig(
+        radius=radius,
+        ball=ball,
+        output=output,
+        flicker_copies=flicker_copies,
+        sigma=sigma,
+        steps=steps,
+        seed=seed,
+        regression_tolerance=regression_tolerance,
+    )
+    return compare_models(
+        models,
+        data,
+        reference,
+        labels=labels,
+        reference_labels=reference_labels,
+        segment_column=segment_column,
+        feature_names=feature_names,
+        config=config,
+        space=space,
+        model_kind=model_kind,
+        batch_rows=batch_rows,
+        replicates=replicates,
+        level=level,
+        probe_points=probe_points,
+        max_segments=max_segments,
+        header=header,
     )

@@ -200,7 +200,7 @@ def share_interval(flags: NDArray[np.bool_], level: float = 0.9) -> tuple[float,
     """The share of True in ``flags`` with its Wilson interval at ``level``.
 
     >>> tuple(round(v, 3) for v in share_interval(np.array([True] * 10 + [False] * 90)))
-    (0.1, 0.064, 0.153)
+    (0.1, 0.061, 0.16)
     """
     from scipy.stats import norm
 
@@ -211,7 +211,7 @@ def share_interval(flags: NDArray[np.bool_], level: float = 0.9) -> tuple[float,
     z = float(norm.ppf(0.5 + level / 2))
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return p, max(0.0, centre - half), min(1.0, centre + half)
+    return p, max(0.0, float(centre - half)), min(1.0, float(centre + half))
 
 
 @dataclass(frozen=True)
@@ -227,7 +227,9 @@ class InputShift:
     agree: Any
 
 
-def input_shifts(columns: Mapping[str, NDArray[Any]], disagree: NDArray[np.bool_], top: int = 5) -> tuple[InputShift, ...]:
+def input_shifts(
+    columns: Mapping[str, NDArray[Any]], disagree: NDArray[np.bool_], top: int = 5
+) -> tuple[InputShift, ...]:
     """The ``top`` inputs whose distribution among the disagreeing rows differs most from the agreeing rows'.
 
     >>> rng = np.random.default_rng(0)

@@ -22,6 +22,7 @@ from monitor.comparison.columns import Columns, ModelRows, class_values, model_r
 from monitor.comparison.fragility import Target, split_fragilities
 from monitor.comparison.paired import (
     Axis,
+    PairedDifference,
     differences,
     input_shifts,
     pareto,
@@ -80,7 +81,7 @@ def _check_kinds(loaded: list[tuple[str, OnnxModel]]) -> list[tuple[str, ...] | 
             "regressors with regressors (--model-kind sets the kind when the graph misleads)"
         )
     classes: list[tuple[str, ...] | None] = []
-    for name, m in loaded:
+    for _, m in loaded:
         declared = class_values(m) if m.kind == "classifier" else None
         if declared is None and m.kind == "classifier":
             out = m.evaluate(np.zeros((1, m.n_features), dtype=np.float32), _default_held(m))
@@ -176,7 +177,7 @@ def compare_models(
     segs = _segments(cols, segment_column, max_segments)
     label_col = labels if isinstance(labels, str) and labels in cols.columns else None
     feats = cols.without([label_col, segment_column])
-    ref_cols = feats if reference is None else read_columns(reference, header=header)
+    ref_cols = cols if reference is None else read_columns(reference, header=header)
     ref_y = _labels(reference_labels, ref_cols, "reference labels", header)
     ref_label_col = reference_labels if isinstance(reference_labels, str) else None
     ref_feats = ref_cols.without([ref_label_col, segment_column]) if reference is not None else feats
@@ -287,7 +288,7 @@ def _model_table(scored: list[Scored], segs: NDArray[Any] | None, has_labels: bo
                 row["accuracy_estimate"] = float(np.nanmean(v)) if np.isfinite(v).any() else None
                 row["accuracy_method"] = "ac"
             rows.append(row)
-    cols = ("model", "segment", "rows", "valid", "gamma", "flicker", "p_adj", "confidence")
+    cols: tuple[str, ...] = ("model", "segment", "rows", "valid", "gamma", "flicker", "p_adj", "confidence")
     cols += ("accuracy_estimate", "accuracy_lower", "accuracy_upper", "accuracy_method")
     return table(rows, cols + (("accuracy",) if has_labels else ()))
 
@@ -310,7 +311,7 @@ def _pair_tables(
     n = len(scored[0].result)
     for i, sa in enumerate(scored):
         for sb in scored[i + 1 :]:
-            overall = ()
+            overall: tuple[PairedDifference, ...] = ()
             for seg, mask in _groups(segs, n):
                 a = {k: v[mask] for k, v in sa.axes.items()}
                 b = {k: v[mask] for k, v in sb.axes.items()}
@@ -341,7 +342,7 @@ def _pair_tables(
                     shift_rows.append({"a": sa.name, "b": sb.name, **dataclasses.asdict(s)})
             verdict_rows.append(row)
     diff_cols = ("a", "b", "segment", "axis", "n", "mean_a", "mean_b", "difference", "lower", "upper", "favours")
-    verdict_cols = ("a", "b", "relation", "statement", "verdict", "more_fragile")
+    verdict_cols: tuple[str, ...] = ("a", "b", "relation", "statement", "verdict", "more_fragile")
     verdict_cols += ("disagreement", "disagreement_lower", "disagreement_upper")
     return (
         table(diff_rows, diff_cols),
