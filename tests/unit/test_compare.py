@@ -145,14 +145,15 @@ def test_pareto_states_the_relation_without_a_composite(
 
 def test_split_fragilities_universal_specific_and_robust() -> None:
     profiles = {
-        "a": {("noise", None): 0.4, ("shift", "x"): 0.2, ("shift", "y"): None},
-        "b": {("noise", None): 0.8, ("shift", "x"): None, ("shift", "y"): None},
+        "a": {("noise", None): 0.4, ("shift", "x"): 0.2, ("shift", "y"): None, ("scale", None): 1.0},
+        "b": {("noise", None): 0.5, ("shift", "x"): None, ("shift", "y"): None, ("scale", None): 4.0},
     }
-    kinds = {f.target: (f.kind, f.fragile_for, f.most_robust) for f in split_fragilities(profiles)}
+    kinds = {f.target: (f.kind, f.fragile_for, f.most_robust) for f in split_fragilities(profiles, ratio=1.5)}
     assert kinds == {
-        "noise": ("universal", ("a", "b"), "b"),
-        "shift[x]": ("specific", ("a",), None),
+        "noise": ("universal", ("a", "b"), "b"),  # both cross, within 1.5× of each other: the shared floor
+        "shift[x]": ("specific", ("a",), "b"),  # b never crosses
         "shift[y]": ("robust", (), None),
+        "scale": ("specific", ("a",), "b"),  # both cross, a at a quarter of b's ε*
     }
 
 
