@@ -169,6 +169,21 @@ def agreement(pairs: list[dict[str, Any]], truth: str, min_gap: float) -> list[s
     return rows
 
 
+def seed_pairs(pairs: list[dict[str, Any]]) -> list[str]:
+    """Seed 001's own comparison: per family, the overfit model beside the well-fit one on each data set and seed."""
+    rows = [
+        "| family | pairs | overfit has the higher mean γ | overfit has the lower test acc | both |",
+        "|---|---|---|---|---|",
+    ]
+    for fam in ("gbdt", "mlp"):
+        mine = [p for p in pairs if (p["a"], p["b"]) == (f"{fam}-1", f"{fam}-2")]
+        higher = [p["gamma_b"] > p["gamma_a"] for p in mine]
+        worse = [p["test_b"] < p["test_a"] for p in mine]
+        both = sum(h and w for h, w in zip(higher, worse, strict=True))
+        rows.append(f"| {fam} | {len(mine)} | {sum(higher)} | {sum(worse)} | {both} |")
+    return rows
+
+
 def amplified(src: Path, out: Path, column: int, low: float, high: float, gain: float = 100.0) -> Path:
     """The model at ``src`` with input ``column`` amplified ``gain``-fold outside [low, high]: the same on the data,
     fragile under a shift of that one input."""
@@ -311,6 +326,8 @@ def main() -> None:
                 f"| {ds} | {m} | {r.train:.3f} | {r.test:.3f} | {r['shift']:.3f} | {r.gamma:.3g} | {r.flicker:.3f} "
                 f"| {r.estimate:.3f} |"
             )
+        print("\n### Seed 001's pairs: the overfit model beside the well-fit one of its family\n")
+        print("\n".join(seed_pairs(all_pairs)))
         print(f"\n### Label-free ordering vs accuracy ({len(all_pairs)} pairs; decided: gap ≥ {args.min_gap:.0%})\n")
         print("| truth | signal | decided pairs | calls | agree | agree share |")
         print("|---|---|---|---|---|---|")

@@ -15,8 +15,12 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-#: replicates drawn per block (bounds the (block, N) count matrix to a few tens of MB at 100,000 rows)
+#: replicates drawn per block (bounds the (block, N) count matrix to a few tens of MB)
 _BLOCK = 32
+#: above this many rows the bootstrap resamples random groups of rows instead of rows (see :func:`paired_bootstrap`)
+EXACT_ROWS = 5000
+#: the groups of rows it then resamples
+GROUPS = 2000
 
 Direction = Literal["lower", "higher", "none"]
 
@@ -64,6 +68,11 @@ def paired_bootstrap(
     -------
     (difference, lower, upper), each (K,).
 
+    Above :data:`EXACT_ROWS` rows, the rows are dealt at random into :data:`GROUPS` groups and the groups are
+    resampled (each replicate's mean is the ratio of its groups' sums to their rows): the rows are exchangeable, so
+    this is the row bootstrap of groups of about N/G rows, whose spread of the mean matches the row bootstrap's to a
+    few per cent, at the cost of G instead of N draws per replicate (100,000 rows: 50× fewer).
+
     >>> rng = np.random.default_rng(0)
     >>> hard = rng.normal(size=(500, 1))
     >>> d, lo, hi = paired_bootstrap(hard + 0.1, hard, replicates=200)
@@ -82,13 +91,19 @@ def paired_bootstrap(
     if n < 2:
         return mean, np.full(k, np.nan), np.full(k, np.nan)
     rng = np.random.default_rng(seed)
+    sums, sizes = d, np.ones(n)
+    if n > EXACT_ROWS:
+        group = rng.permutation(n) % GROUPS
+        sums = np.stack([np.bincount(group, weights=d[:, j], minlength=GROUPS) for j in range(k)], axis=1)
+        sizes = np.bincount(group, minlength=GROUPS).astype(np.float64)
+    g = sizes.shape[0]
     means = np.empty((replicates, k))
     for start in range(0, replicates, _BLOCK):
         m = min(_BLOCK, replicates - start)
-        # counts of each row in each of m resamples (one bincount for the block): the resample means are one product
-        idx = rng.integers(0, n, size=(m, n)) + (np.arange(m) * n)[:, None]
-        counts = np.bincount(idx.ravel(), minlength=m * n).reshape(m, n).astype(np.float64)
-        means[start : start + m] = counts @ d / n
+        # counts of each unit in each of m resamples (one bincount for the block): the resample means are one product
+        idx = rng.integers(0, g, size=(m, g)) + (np.arange(m) * g)[:, None]
+        counts = np.bincount(idx.ravel(), minlength=m * g).reshape(m, g).astype(np.float64)
+        means[start : start + m] = (counts @ sums) / (counts @ sizes)[:, None]
     tail = (1 - level) / 2
     lower, upper = np.quantile(means, [tail, 1 - tail], axis=0)
     return mean, lower, upper

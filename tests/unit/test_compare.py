@@ -103,6 +103,19 @@ def test_paired_bootstrap_carries_the_shared_rows() -> None:
     np.testing.assert_array_equal(np.array(again), np.array((diff, lower, upper)))
 
 
+def test_paired_bootstrap_of_row_groups_matches_the_row_bootstrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    from monitor.comparison import paired
+
+    rng = np.random.default_rng(4)
+    a = rng.exponential(1.0, size=(8000, 2))
+    b = a * 0.9 + rng.normal(0, 0.3, size=(8000, 2))
+    _, lo_g, hi_g = paired_bootstrap(a, b, replicates=400, seed=5)  # 8000 rows > EXACT_ROWS: groups
+    monkeypatch.setattr(paired, "EXACT_ROWS", 10**9)
+    _, lo_r, hi_r = paired_bootstrap(a, b, replicates=400, seed=5)
+    np.testing.assert_allclose(hi_g - lo_g, hi_r - lo_r, rtol=0.15)
+    np.testing.assert_allclose((hi_g + lo_g) / 2, (hi_r + lo_r) / 2, atol=0.1 * (hi_r - lo_r).max())
+
+
 def test_paired_bootstrap_refuses_unpaired_shapes() -> None:
     with pytest.raises(ValueError, match="must be \\(N, K\\) of one shape"):
         paired_bootstrap(np.zeros((4, 1)), np.zeros((5, 1)))
