@@ -21,7 +21,8 @@ prefers the more accurate model (lower mean γ, lower flicker, higher estimated 
 names a dominating model, else it makes no call). Then one pair that differs under one perturbation only: a logistic
 regression and the same model whose one input is amplified outside the training range of that input (identical on
 the data, fragile under ``shift`` of that input), and the ε* split of ``compare`` into universal and model-specific
-fragilities. Last, the time of ``compare`` on two models over ``--rows`` rows against scoring each alone.
+fragilities. Last, the time of ``compare`` on two models over ``--rows`` rows against scoring each alone, side by
+side (target: within 2×, judged on the paired ratios by ``bench/verdict.py``).
 
 Usage::
 
@@ -52,6 +53,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from verdict import verdict
 
 import monitor
 from monitor.model.convert import convert_estimator
@@ -279,22 +281,27 @@ def timing(tmp: Path, args: argparse.Namespace) -> list[str]:
         tmp / "tb.onnx",
     )
     data = pd.DataFrame(x[2000:], columns=cols)
-    alone, together = [], []
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
+    alone: list[float] = []
+    together: list[float] = []
+
+    def score_both() -> None:
         monitor.score(a, data.to_numpy(), as_frame=False)
         monitor.score(b, data.to_numpy(), as_frame=False)
-        t1 = time.perf_counter()
+
+    def compare_both() -> None:
         monitor.compare({"a": a, "b": b}, data, feature_names={"a": cols, "b": cols}, probe_points=args.probe_points)
-        t2 = time.perf_counter()
-        alone.append(t1 - t0)
-        together.append(t2 - t1)
-    ratios = [c / s for c, s in zip(together, alone, strict=True)]
+
+    for k in range(args.repeats):  # side by side, in alternating order: a slow spell of the machine moves both
+        for which in ("alone", "together") if k % 2 == 0 else ("together", "alone"):
+            t0 = time.perf_counter()
+            (score_both if which == "alone" else compare_both)()
+            (alone if which == "alone" else together).append(time.perf_counter() - t0)
+    ratios = [s / c for s, c in zip(alone, together, strict=True)]
+    judged = str(verdict(ratios, 0.5)) if len(ratios) > 1 else f"{ratios[0]:.2f} (one pair: no verdict)"
     return [
-        "| rows | score a + score b (s) | compare (s) | ratio, paired |",
+        "| rows | score a + score b (s), median | compare (s), median | (score a + score b) / compare, paired |",
         "|---|---|---|---|",
-        f"| {args.rows:,} | {np.median(alone):.1f} | {np.median(together):.1f} | "
-        f"{np.median(ratios):.2f} (runs: {', '.join(f'{r:.2f}' for r in ratios)}) |",
+        f"| {args.rows:,} | {np.median(alone):.1f} | {np.median(together):.1f} | {judged} |",
     ]
 
 
@@ -306,7 +313,7 @@ def main() -> None:
     p.add_argument("--bootstrap", type=int, default=500)
     p.add_argument("--probe-points", type=int, default=20)
     p.add_argument("--rows", type=int, default=100_000, help="rows of the timing run (0 skips it)")
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=6, help="paired timings (target: compare within 2x: ratio >= 0.5)")
     args = p.parse_args()
     print(f"machine: {machine('onnxruntime', 'sklearn', 'skl2onnx', load=True)}")
     all_models: list[dict[str, Any]] = []
