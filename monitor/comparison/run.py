@@ -176,11 +176,11 @@ def compare_models(
     y = _labels(labels, cols, "labels", header)
     segs = _segments(cols, segment_column, max_segments)
     label_col = labels if isinstance(labels, str) and labels in cols.columns else None
-    feats = cols.without([label_col, segment_column])
+    feats = cols.without([label_col])  # a segment column may be a model's input too: it stays
     ref_cols = cols if reference is None else read_columns(reference, header=header)
     ref_y = _labels(reference_labels, ref_cols, "reference labels", header)
     ref_label_col = reference_labels if isinstance(reference_labels, str) else None
-    ref_feats = ref_cols.without([ref_label_col, segment_column]) if reference is not None else feats
+    ref_feats = ref_cols.without([ref_label_col]) if reference is not None else feats
     given = dict(feature_names or {})
     unknown = [k for k in given if k not in {n for n, _ in loaded}]
     if unknown:
