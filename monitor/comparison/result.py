@@ -50,7 +50,7 @@ class Comparison:
     label-free accuracy estimate with its interval and the realized accuracy where labels were given.
     ``pairs``: per pair, segment and axis: each model's mean on the rows valid for both, the paired difference
     (a − b) with its paired-bootstrap interval, and the model the interval favours (``tie`` when it covers 0).
-    ``verdicts``: per pair: the Pareto relation in words, the candidate's verdict (b is the candidate beside a),
+    ``verdicts``: per pair and segment: the Pareto relation in words, the candidate's verdict (b is the candidate beside a),
     the share of rows where they predict different classes with its interval, and the more fragile model.
     ``disagreement_inputs``: per pair, the inputs whose distribution among the disagreeing rows differs most.
     ``fragility``: per probe target, ε* per model and whether the fragility is universal or model-specific.
@@ -101,7 +101,10 @@ class Comparison:
                 f"{_f(r.get('p_adj'), '.3f'):>8}{_f(r.get('confidence'), '.3f'):>7}{est_txt:>20}"
                 f"{_f(r.get('accuracy'), '.3f'):>7}"
             )
-        for v in self.rows("verdicts"):
+        verdicts = self.rows("verdicts")
+        for v in verdicts:
+            if v["segment"] != ALL:
+                continue
             a, b = v["a"], v["b"]
             lines += ["", f"{a} vs {b}: {v['statement']}", f"  verdict for '{b}' beside '{a}': {v['verdict']}"]
             if v.get("disagreement") is not None:
@@ -116,6 +119,10 @@ class Comparison:
                         f"diff {_f(d['difference'], '+.3g')} [{_f(d['lower'], '+.3g')}, {_f(d['upper'], '+.3g')}] "
                         f"favours {d['favours']}"
                     )
+            for w in verdicts:
+                if w["a"] == a and w["b"] == b and w["segment"] != ALL:
+                    share = "" if w.get("disagreement") is None else f"; classes differ on {w['disagreement']:.1%}"
+                    lines.append(f"  segment {w['segment']}: {w['statement']}{share}")
             shared = [s for s in self.rows("disagreement_inputs") if s["a"] == a and s["b"] == b]
             if shared:
                 lines.append(

@@ -305,50 +305,54 @@ def _more_fragile(diffs: Sequence[Any], a: str, b: str) -> str:
 def _pair_tables(
     scored: list[Scored], feats: Columns, segs: NDArray[Any] | None, *, replicates: int, level: float, seed: int
 ) -> tuple[dict[str, NDArray[Any]], dict[str, NDArray[Any]], dict[str, NDArray[Any]]]:
+    """Per pair and segment: the paired differences and the verdict; per pair: what the disagreeing rows share."""
     diff_rows: list[dict[str, Any]] = []
     verdict_rows: list[dict[str, Any]] = []
     shift_rows: list[dict[str, Any]] = []
     n = len(scored[0].result)
     for i, sa in enumerate(scored):
         for sb in scored[i + 1 :]:
-            overall: tuple[PairedDifference, ...] = ()
+            names = {"a": sa.name, "b": sb.name}
             for seg, mask in _groups(segs, n):
                 a = {k: v[mask] for k, v in sa.axes.items()}
                 b = {k: v[mask] for k, v in sb.axes.items()}
                 diffs = differences(a, b, AXES, replicates=replicates, level=level, seed=seed)
-                if seg == ALL:
-                    overall = diffs
                 for d in diffs:
-                    favours = {"a": sa.name, "b": sb.name}.get(d.favours, "tie")
-                    diff_rows.append({"a": sa.name, "b": sb.name, "segment": seg, **dataclasses.asdict(d)})
-                    diff_rows[-1]["favours"] = favours
-            rel = pareto(overall, AXES)
-            row: dict[str, Any] = {
-                "a": sa.name,
-                "b": sb.name,
-                "relation": rel.relation,
-                "statement": rel.statement(sa.name, sb.name),
-                "verdict": verdict(rel.relation),
-                "more_fragile": _more_fragile(overall, sa.name, sb.name),
-            }
+                    row = {**names, "segment": seg, **dataclasses.asdict(d)}
+                    diff_rows.append(row | {"favours": names.get(d.favours, "tie")})
+                verdict_rows.append({**names, "segment": seg, **_verdict(sa, sb, diffs, mask, level)})
             both = (sa.predicted != "") & (sb.predicted != "")
             if both.any():
-                disagree = sa.predicted[both] != sb.predicted[both]
-                p, lo, hi = share_interval(disagree, level)
-                row |= {"disagreement": p, "disagreement_lower": lo, "disagreement_upper": hi}
                 used = set(sa.rows.columns) | set(sb.rows.columns) | _held_columns(sa, sb)
                 inputs = {k: v[both] for k, v in feats.columns.items() if k in used}
-                for s in input_shifts(inputs, disagree):
-                    shift_rows.append({"a": sa.name, "b": sb.name, **dataclasses.asdict(s)})
-            verdict_rows.append(row)
+                for s in input_shifts(inputs, sa.predicted[both] != sb.predicted[both]):
+                    shift_rows.append({**names, **dataclasses.asdict(s)})
     diff_cols = ("a", "b", "segment", "axis", "n", "mean_a", "mean_b", "difference", "lower", "upper", "favours")
-    verdict_cols: tuple[str, ...] = ("a", "b", "relation", "statement", "verdict", "more_fragile")
+    verdict_cols: tuple[str, ...] = ("a", "b", "segment", "relation", "statement", "verdict", "more_fragile")
     verdict_cols += ("disagreement", "disagreement_lower", "disagreement_upper")
     return (
         table(diff_rows, diff_cols),
         table(verdict_rows, verdict_cols),
         table(shift_rows, ("a", "b", "input", "statistic", "disagree", "agree")),
     )
+
+
+def _verdict(
+    sa: Scored, sb: Scored, diffs: Sequence[PairedDifference], mask: NDArray[np.bool_], level: float
+) -> dict[str, Any]:
+    """The Pareto relation of a pair on the rows of ``mask`` and the share of them on which the classes differ."""
+    rel = pareto(diffs, AXES)
+    row: dict[str, Any] = {
+        "relation": rel.relation,
+        "statement": rel.statement(sa.name, sb.name),
+        "verdict": verdict(rel.relation),
+        "more_fragile": _more_fragile(diffs, sa.name, sb.name),
+    }
+    both = mask & (sa.predicted != "") & (sb.predicted != "")
+    if both.any():
+        p, lo, hi = share_interval(sa.predicted[both] != sb.predicted[both], level)
+        row |= {"disagreement": p, "disagreement_lower": lo, "disagreement_upper": hi}
+    return row
 
 
 def _held_columns(*scored: Scored) -> set[str]:

@@ -218,9 +218,11 @@ def test_compare_frames_pair_the_same_rows(iris_models: dict[str, Path]) -> None
     pairs = frames["pairs"]
     acc = pairs[(pairs.axis == "accuracy") & (pairs.segment == "(all)")].iloc[0]
     assert acc.lower <= acc.difference <= acc.upper
-    verdicts = frames["verdicts"].iloc[0]
-    assert verdicts.relation in ("a-dominates", "b-dominates", "incomparable", "no-difference")
-    assert 0.0 <= verdicts.disagreement <= verdicts.disagreement_upper <= 1.0
+    verdicts = frames["verdicts"].set_index("segment")
+    assert set(verdicts.index) == {"(all)", "long", "short"}  # a verdict per segment too
+    overall = verdicts.loc["(all)"]
+    assert overall.relation in ("a-dominates", "b-dominates", "incomparable", "no-difference")
+    assert 0.0 <= overall.disagreement <= overall.disagreement_upper <= 1.0
 
 
 def test_compare_command_on_two_converted_models(
