@@ -412,10 +412,25 @@ def _fragility(
             "most_robust": f.most_robust,
         }
         row |= {f"eps_star_{m}": e for m, e in f.eps_star.items()}
+        unit = _unit(ref_feats, f.input, space)
+        row |= {f"eps_raw_{m}": None if e is None or unit is None else e * unit for m, e in f.eps_star.items()}
         rows.append(row)
     notes.append(
         f"ε* per target on the same {pick.size} rows, in {'raw' if space == 'raw' else 'standardized'} units of the "
-        "shared reference; a target is fragile for a model when its search crossed"
+        "shared reference (eps_raw_*: a shift's ε* in its input's own units); fragile: the search crossed"
     )
-    cols = ("target", "perturbation", "input", "kind", "fragile_for", "most_robust")
-    return table(rows, cols + tuple(f"eps_star_{s.name}" for s in scored))
+    cols: tuple[str, ...] = ("target", "perturbation", "input", "kind", "fragile_for", "most_robust")
+    cols += tuple(f"eps_star_{s.name}" for s in scored) + tuple(f"eps_raw_{s.name}" for s in scored)
+    return table(rows, cols)
+
+
+def _unit(ref: Columns, column: str | None, space: str) -> float | None:
+    """One standardized unit of ``column`` in its own units (the reference's standard deviation, as the shared
+    standardizer has it); None for a perturbation of the whole row, whose ε has no single raw unit."""
+    if column is None or column not in ref.columns or ref.columns[column].dtype.kind != "f":
+        return None
+    if space == "raw":
+        return 1.0
+    v = ref.columns[column]
+    sd = float(np.std(v[np.isfinite(v)])) if np.isfinite(v).any() else 0.0
+    return sd if sd > 1e-12 else 1.0

@@ -243,6 +243,11 @@ def test_compare_command_on_two_converted_models(
     targets = {r["target"]: r for r in doc["fragility"]}
     assert {"noise", "shift[sl]", "shift[pw]"} <= set(targets)  # both layouts' inputs line up by column name
     assert all(r["kind"] in ("universal", "specific", "robust") for r in targets.values())
+    sd = float(np.std(np.loadtxt(iris_models["csv"], delimiter=",", skiprows=1, usecols=0)))
+    for model in ("logreg", "gbdt"):  # a shift's ε* also in the input's own units: × the reference's SD
+        std, raw = targets["shift[sl]"][f"eps_star_{model}"], targets["shift[sl]"][f"eps_raw_{model}"]
+        assert (std is None and raw is None) or raw == pytest.approx(std * sd)
+    assert targets["noise"]["eps_raw_gbdt"] is None
 
 
 def test_compare_command_refuses_unmapped_inputs(
