@@ -1461,8 +1461,8 @@ def compare(
     ----------
     models : ONNX paths or loaded models, in a list (named by file stem) or a mapping by name; the first is the one
         in place, each later one a candidate beside it.
-    data : a DataFrame, a mapping of columns, or a ``.csv`` (with a header), ``.parquet`` or ``.npy`` file; each model
-        reads its inputs from the columns by name (``feature_names``: the columns a model of one unnamed [N, D]
+    data : a DataFrame, a mapping of columns, a ``.csv`` (with a header), ``.parquet`` or ``.npy`` file, or a ``.jsonl``
+        event log (decoded for each model as ``run`` decodes events); each model reads its inputs from the columns by name (``feature_names``: the columns a model of one unnamed [N, D]
         input reads, by model name).
     reference : rows of the same columns that standardize every model (default ``data``).
     labels, reference_labels : the true class per row (a column name, an array, or a ``.csv``/``.npy`` file): the

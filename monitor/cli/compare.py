@@ -39,8 +39,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--data",
         required=True,
-        help="the rows all models score: a .csv whose header names the columns, a .parquet, or a .npy (unnamed "
-        "columns: only for models of one unnamed input of that width)",
+        help="the rows all models score: a .csv whose header names the columns, a .parquet, a .npy (unnamed "
+        "columns: only for models of one unnamed input of that width), or a .jsonl event log (decoded for each model "
+        "as `run` decodes events; --segment-column segment: the events' segment)",
     )
     p.add_argument("--reference", help="reference rows for the shared standardization (same columns); default --data")
     p.add_argument("--labels", help="the true class per --data row: a column of --data, or a .csv/.npy file")

@@ -128,8 +128,8 @@ def read_columns(data: Any, *, header: str = "auto") -> Columns:
             cols = read_columns(frame)
             return Columns(cols.columns, f"'{path}' ({len(cols)} rows)")
         raise DataError(
-            f"'{path}': compare reads a .csv (with a header naming the columns), .parquet or .npy file, or a "
-            f"DataFrame; got a '{suffix or 'suffix-less'}' file",
+            f"'{path}': compare reads a .csv (with a header naming the columns), .parquet or .npy file or a "
+            f"DataFrame (and a .jsonl event log as the data); got a '{suffix or 'suffix-less'}' file",
             path=str(path),
         )
     raise DataError(f"expected a DataFrame, a mapping of columns, an array or a file path; got {type(data).__name__}")

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.comparison.columns import Columns, ModelRows, class_values, model_rows, read_columns
+from monitor.comparison.events import is_event_log, log_rows
 from monitor.comparison.fragility import Target, split_fragilities
 from monitor.comparison.paired import (
     Axis,
@@ -129,13 +130,12 @@ def _class_text(v: Any) -> str:
     return str(v).strip()
 
 
-def _segments(cols: Columns, column: str | None, max_segments: int) -> NDArray[Any] | None:
-    if column is None:
-        return None
-    raw = np.array([_class_text(v) for v in cols.column(column, "segment column")], dtype=object)
+def _segments(values: NDArray[Any], max_segments: int) -> NDArray[Any]:
+    """Each row's segment: one of the ``max_segments`` most frequent values, else (and when blank) ``other``."""
+    raw = np.array([_class_text(v) for v in values], dtype=object)
     raw[raw == ""] = "other"
-    values, counts = np.unique(raw.astype(str), return_counts=True)
-    kept = set(values[np.argsort(-counts, kind="stable")][:max_segments].tolist())
+    kept_values, counts = np.unique(raw.astype(str), return_counts=True)
+    kept = set(kept_values[np.argsort(-counts, kind="stable")][:max_segments].tolist())
     return np.array([v if v in kept else "other" for v in raw], dtype=object)
 
 
@@ -171,26 +171,42 @@ def compare_models(
             f"reference '{reference}' is a reference JSON of one model; compare standardizes every model by the same "
             "reference rows: give rows (.csv/.parquet/.npy or a DataFrame)"
         )
+    if is_event_log(reference):
+        raise DataError(
+            f"reference '{reference}': give the reference as a table (.csv/.parquet/.npy or a DataFrame); an event "
+            "log is read as the data"
+        )
     classes = _check_kinds(loaded)
-    cols = read_columns(data, header=header)
-    y = _labels(labels, cols, "labels", header)
-    segs = _segments(cols, segment_column, max_segments)
-    label_col = labels if isinstance(labels, str) and labels in cols.columns else None
-    feats = cols.without([label_col])  # a segment column may be a model's input too: it stays
-    ref_cols = cols if reference is None else read_columns(reference, header=header)
-    ref_y = _labels(reference_labels, ref_cols, "reference labels", header)
-    ref_label_col = reference_labels if isinstance(reference_labels, str) else None
-    ref_feats = ref_cols.without([ref_label_col]) if reference is not None else feats
     given = dict(feature_names or {})
     unknown = [k for k in given if k not in {n for n, _ in loaded}]
     if unknown:
         raise DataError(f"feature names given for {unknown}, which name no model; models: {[n for n, _ in loaded]}")
     notes: list[str] = []
+    from_log: dict[str, ModelRows] = {}
+    if is_event_log(data):
+        from_log, feats, log_segments, log_notes = log_rows(loaded, data, given)
+        notes += log_notes
+        if segment_column not in (None, "segment"):
+            raise DataError(f"segment column '{segment_column}': an event log's segment is its events' 'segment'")
+        cols, label_col = feats, None
+        segs = None if segment_column is None else _segments(log_segments, max_segments)
+    else:
+        cols = read_columns(data, header=header)
+        segs = (
+            None if segment_column is None else _segments(cols.column(segment_column, "segment column"), max_segments)
+        )
+        label_col = labels if isinstance(labels, str) and labels in cols.columns else None
+        feats = cols.without([label_col])  # a segment column may be a model's input too: it stays
+    y = _labels(labels, cols, "labels", header)
+    ref_cols = cols if reference is None else read_columns(reference, header=header)
+    ref_y = _labels(reference_labels, ref_cols, "reference labels", header)
+    ref_label_col = reference_labels if isinstance(reference_labels, str) else None
+    ref_feats = ref_cols.without([ref_label_col]) if reference is not None else feats
     scored = []
     for (name, m), cls in zip(loaded, classes, strict=True):
-        rows = model_rows(m, feats, given.get(name), name)
+        rows = from_log[name] if from_log else model_rows(m, feats, given.get(name), name)
         ref_rows = model_rows(m, ref_feats, given.get(name), name)
-        if rows.how != "by name":
+        if rows.how != "by name" and not from_log:
             notes.append(f"'{name}': inputs taken {rows.how}")
         scored.append(
             _score_one(name, m, rows, ref_rows, cls, cfg, space=space, batch_rows=batch_rows, y=y, ref_y=ref_y)

@@ -225,6 +225,36 @@ def test_compare_frames_pair_the_same_rows(iris_models: dict[str, Path]) -> None
     assert 0.0 <= overall.disagreement <= overall.disagreement_upper <= 1.0
 
 
+def test_compare_reads_an_event_log_as_run_decodes_it(iris_models: dict[str, Path], tmp_path: Path) -> None:
+    import pandas as pd
+
+    from monitor.api import compare
+
+    data = pd.read_csv(iris_models["csv"])
+    log = tmp_path / "events.jsonl"
+    lines = [
+        json.dumps(
+            {
+                "id": f"e{i}",
+                "ts": f"2026-11-20T10:{i // 60:02d}:{i % 60:02d}Z",
+                "model": "credit",
+                "features": {c: float(data[c][i]) for c in NAMES},
+                "segment": data["seg"][i],
+            }
+        )
+        for i in range(len(data))
+    ]
+    log.write_text("\n".join([*lines, "not json"]) + "\n", encoding="utf-8")
+    models = {"logreg": iris_models["logreg"], "gbdt": iris_models["gbdt"]}
+    keys = {"feature_names": {"logreg": NAMES}, "replicates": 50, "probe_points": 0, "flicker_copies": 8}
+    from_log = compare(models, log, iris_models["csv"], segment_column="segment", **keys)
+    from_table = compare(models, iris_models["csv"], segment_column="seg", **keys)
+    a, b = from_log.rows("models"), from_table.rows("models")
+    assert [(r["model"], r["segment"], r["rows"]) for r in a] == [(r["model"], r["segment"], r["rows"]) for r in b]
+    assert [r["gamma"] for r in a] == pytest.approx([r["gamma"] for r in b])
+    assert any("refused lines" in n and "not_json: 1" in n for n in from_log.notes)
+
+
 def test_compare_command_on_two_converted_models(
     iris_models: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
