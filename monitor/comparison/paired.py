@@ -55,7 +55,7 @@ def paired_bootstrap(
     *,
     replicates: int = 1000,
     level: float = 0.9,
-    seed: int = 0,
+    seed: int = 0,  # not a setting: the bootstrap's own draw; compare passes scoring.seed
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """Percentile intervals of mean(a[:, k]) − mean(b[:, k]) for every column k, resampling rows together.
 
@@ -116,7 +116,7 @@ def differences(
     *,
     replicates: int = 1000,
     level: float = 0.9,
-    seed: int = 0,
+    seed: int = 0,  # not a setting: the bootstrap's own draw; compare passes scoring.seed
 ) -> tuple[PairedDifference, ...]:
     """One :class:`PairedDifference` per axis both ``a`` and ``b`` measure (per-row arrays of one length), over
     the rows finite in every shared axis for both; one bootstrap for all axes."""

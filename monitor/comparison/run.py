@@ -31,6 +31,7 @@ from monitor.comparison.paired import (
     verdict,
 )
 from monitor.comparison.result import ALL, Comparison, table
+from monitor.config import ModelSettings, ScoringSettings, setting_default
 from monitor.errors import DataError
 from monitor.model.onnx import OnnxModel
 from monitor.signals.scorer import ScoreResult, ScoringConfig
@@ -149,8 +150,8 @@ def compare_models(
     segment_column: str | None = None,
     feature_names: Mapping[str, Sequence[str]] | None = None,
     config: ScoringConfig | None = None,
-    space: str = "standardized",
-    model_kind: str = "auto",
+    space: str = setting_default(ScoringSettings, "space"),
+    model_kind: str = setting_default(ModelSettings, "model_kind"),
     batch_rows: int = 1024,
     replicates: int = 1000,
     level: float = 0.9,
