@@ -140,6 +140,48 @@ def _segments(values: NDArray[Any], max_segments: int) -> NDArray[Any]:
     return np.array([v if v in kept else "other" for v in raw], dtype=object)
 
 
+def _check_options(reference: Any, *, level: float, replicates: int, batch_rows: int) -> None:
+    """Refuse what would fail only after the scoring: a reference of one model, options out of range."""
+    if isinstance(reference, (str, os.PathLike)) and str(reference).lower().endswith(".json"):
+        raise DataError(
+            f"reference '{reference}' is a reference JSON of one model; compare standardizes every model by the same "
+            "reference rows: give rows (.csv/.parquet/.npy or a DataFrame)"
+        )
+    if is_event_log(reference):
+        raise DataError(
+            f"reference '{reference}': give the reference as a table (.csv/.parquet/.npy or a DataFrame); an event "
+            "log is read as the data"
+        )
+    if not 0 < level < 1:
+        raise DataError(f"level must be in (0, 1), the intervals' coverage; got {level!r}")
+    if replicates < 1 or batch_rows < 1:
+        raise DataError(f"replicates and batch_rows must be >= 1; got {replicates} and {batch_rows}")
+
+
+def _read_data(
+    loaded: Sequence[tuple[str, OnnxModel]],
+    data: Any,
+    given: Mapping[str, Sequence[str]],
+    labels: Any,
+    segment_column: str | None,
+    max_segments: int,
+    header: str,
+    notes: list[str],
+) -> tuple[dict[str, ModelRows], Columns, Columns, NDArray[Any] | None]:
+    """The data: each model's rows when it is an event log (else empty: picked from the columns by name), all its
+    columns, the columns the models may read (without the label column) and each row's segment."""
+    if is_event_log(data):
+        from_log, feats, log_segments, log_notes = log_rows(loaded, data, given)
+        notes += log_notes
+        if segment_column not in (None, "segment"):
+            raise DataError(f"segment column '{segment_column}': an event log's segment is its events' 'segment'")
+        return from_log, feats, feats, None if segment_column is None else _segments(log_segments, max_segments)
+    cols = read_columns(data, header=header)
+    segs = None if segment_column is None else _segments(cols.column(segment_column, "segment column"), max_segments)
+    label_col = labels if isinstance(labels, str) and labels in cols.columns else None
+    return {}, cols, cols.without([label_col]), segs  # a segment column may be a model's input too: it stays
+
+
 def compare_models(
     models: Sequence[Any] | Mapping[str, Any],
     data: Any,
@@ -167,37 +209,14 @@ def compare_models(
         raise DataError(f"compare needs two or more models; got {len(named)}")
     cfg = config or ScoringConfig()
     loaded = [(n, load_model(m, model_kind=model_kind)) for n, m in named]
-    if isinstance(reference, (str, os.PathLike)) and str(reference).lower().endswith(".json"):
-        raise DataError(
-            f"reference '{reference}' is a reference JSON of one model; compare standardizes every model by the same "
-            "reference rows: give rows (.csv/.parquet/.npy or a DataFrame)"
-        )
-    if is_event_log(reference):
-        raise DataError(
-            f"reference '{reference}': give the reference as a table (.csv/.parquet/.npy or a DataFrame); an event "
-            "log is read as the data"
-        )
+    _check_options(reference, level=level, replicates=replicates, batch_rows=batch_rows)
     classes = _check_kinds(loaded)
     given = dict(feature_names or {})
     unknown = [k for k in given if k not in {n for n, _ in loaded}]
     if unknown:
         raise DataError(f"feature names given for {unknown}, which name no model; models: {[n for n, _ in loaded]}")
     notes: list[str] = []
-    from_log: dict[str, ModelRows] = {}
-    if is_event_log(data):
-        from_log, feats, log_segments, log_notes = log_rows(loaded, data, given)
-        notes += log_notes
-        if segment_column not in (None, "segment"):
-            raise DataError(f"segment column '{segment_column}': an event log's segment is its events' 'segment'")
-        cols, label_col = feats, None
-        segs = None if segment_column is None else _segments(log_segments, max_segments)
-    else:
-        cols = read_columns(data, header=header)
-        segs = (
-            None if segment_column is None else _segments(cols.column(segment_column, "segment column"), max_segments)
-        )
-        label_col = labels if isinstance(labels, str) and labels in cols.columns else None
-        feats = cols.without([label_col])  # a segment column may be a model's input too: it stays
+    from_log, cols, feats, segs = _read_data(loaded, data, given, labels, segment_column, max_segments, header, notes)
     y = _labels(labels, cols, "labels", header)
     ref_cols = cols if reference is None else read_columns(reference, header=header)
     ref_y = _labels(reference_labels, ref_cols, "reference labels", header)

@@ -191,6 +191,8 @@ def test_compare_refuses_one_model_and_a_reference_json(iris_models: dict[str, P
         compare([iris_models["logreg"]], iris_models["csv"])
     with pytest.raises(DataError, match="is a reference JSON of one model"):
         compare([iris_models["logreg"], iris_models["gbdt"]], iris_models["csv"], "ref.json")
+    with pytest.raises(DataError, match=r"level must be in \(0, 1\), the intervals' coverage; got 90"):
+        compare([iris_models["logreg"], iris_models["gbdt"]], iris_models["csv"], level=90)
 
 
 def test_compare_frames_pair_the_same_rows(iris_models: dict[str, Path]) -> None:
