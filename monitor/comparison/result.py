@@ -110,8 +110,9 @@ class Comparison:
             if v.get("disagreement") is not None:
                 lines.append(
                     f"  predict different classes on {v['disagreement']:.1%} of rows "
-                    f"[{v['disagreement_lower']:.1%}, {v['disagreement_upper']:.1%}]; more fragile: {v['more_fragile']}"
+                    f"[{v['disagreement_lower']:.1%}, {v['disagreement_upper']:.1%}]"
                 )
+            lines.append(f"  more fragile (γ, flicker): {v['more_fragile']}")
             for d in self.rows("pairs"):
                 if d["a"] == a and d["b"] == b and d["segment"] == ALL:
                     lines.append(
