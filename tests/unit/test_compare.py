@@ -4,6 +4,7 @@ paired bootstrap, the Pareto statement, the fragility split, refusals, and the c
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -289,3 +290,92 @@ def test_compare_command_refuses_unmapped_inputs(
     argv += ["--data", str(iris_models["csv"]), "--feature-names", "logreg=sl,sw,pl,petal"]
     assert main(argv) == 2
     assert "model 'logreg' reads 'petal', which" in capsys.readouterr().err
+
+
+def test_read_columns_takes_every_table_kind(tmp_path: Path) -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame({"a": [1.0, 2.0], "city": ["x", "y"]})
+    frame.to_parquet(tmp_path / "t.parquet")
+    np.save(tmp_path / "t.npy", np.eye(2))
+    (tmp_path / "plain.csv").write_text("1,2\n3,4\n", encoding="utf-8")
+    assert read_columns(frame).columns["city"].tolist() == ["x", "y"]
+    assert read_columns(tmp_path / "t.parquet").names == ("a", "city")
+    assert read_columns({"a": [1, 2]}).columns["a"].dtype == np.float64
+    unnamed = read_columns(tmp_path / "t.npy")
+    assert (unnamed.names, unnamed.named) == (("0", "1"), False)
+    assert read_columns(tmp_path / "plain.csv").named is False  # numbers on the first line: no header
+    assert read_columns(tmp_path / "plain.csv", header="yes").names == ("1", "2")
+
+
+@pytest.mark.parametrize(
+    ("content", "name", "message"),
+    [
+        ("a,b\n1,2\n3\n", "ragged.csv", "line 3: 1 values; the first line has 2"),
+        ("", "empty.csv", "holds no rows"),
+        ("x", "rows.txt", "compare reads a .csv"),
+        ("not numpy", "bad.npy", "is not a readable .npy file"),
+    ],
+)
+def test_read_columns_refuses_bad_files(tmp_path: Path, content: str, name: str, message: str) -> None:
+    (tmp_path / name).write_text(content, encoding="utf-8")
+    with pytest.raises(DataError, match=message):
+        read_columns(tmp_path / name)
+
+
+def test_read_columns_refuses_other_objects_and_a_flat_array() -> None:
+    with pytest.raises(DataError, match="expected a DataFrame, a mapping of columns, an array or a file path; got int"):
+        read_columns(3)
+    with pytest.raises(DataError, match=r"expected rows \(N, D\); got an array of shape \[3\]"):
+        read_columns(np.zeros(3))
+
+
+def test_model_rows_refuses_text_where_a_model_reads_numbers(iris_models: dict[str, Path]) -> None:
+    cols = Columns({"sl": np.array(["a", "b"], dtype=object), **{c: np.zeros(2) for c in NAMES[1:]}}, "a table")
+    with pytest.raises(DataError, match="column 'sl' holds text"):
+        model_rows(OnnxModel(iris_models["logreg"]), cols, NAMES, "logreg")
+
+
+def test_compare_labels_from_a_file_and_folded_segments(iris_models: dict[str, Path], tmp_path: Path) -> None:
+    from monitor.api import compare
+
+    labels = tmp_path / "y.npy"
+    np.save(labels, np.repeat([0, 1, 2], 50))
+    models = {"logreg": iris_models["logreg"], "gbdt": iris_models["gbdt"]}
+    result = compare(
+        models,
+        iris_models["csv"],
+        labels=labels,
+        segment_column="sl",  # many values: the most frequent one kept, the rest folded into `other`
+        max_segments=1,
+        feature_names={"logreg": NAMES},
+        replicates=20,
+        probe_points=0,
+        flicker_copies=4,
+    )
+    segments = {r["segment"] for r in result.rows("models")}
+    assert len(segments) == 3 and {"(all)", "other"} <= segments
+    with pytest.raises(DataError, match="labels 'nope' is neither a column of"):
+        compare(models, iris_models["csv"], labels="nope", feature_names={"logreg": NAMES})
+    with pytest.raises(DataError, match=r"feature names given for \['mlp'\], which name no model"):
+        compare(models, iris_models["csv"], feature_names={"mlp": NAMES})
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--feature-names", "logreg"], "--feature-names expects NAME=VALUE; got 'logreg'"),
+        (["--level", "1.5"], r"--level must be in \(0, 1\); got 1.5"),
+    ],
+)
+def test_compare_command_refuses_bad_options(
+    iris_models: dict[str, Path], capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    argv = ["compare", "--model", f"logreg={iris_models['logreg']}", "--model", str(iris_models["gbdt"])]
+    assert main([*argv, "--data", str(iris_models["csv"]), *extra]) == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_compare_command_needs_two_models(iris_models: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "--model", str(iris_models["gbdt"]), "--data", str(iris_models["csv"])]) == 2
+    assert "compare needs two or more --model; got 1" in capsys.readouterr().err
