@@ -16,7 +16,7 @@ A reference is any of those rows, a reference JSON written by ``harmonic-monitor
 
 Results are typed (frozen dataclasses); tables among them have ``to_frame()``, which needs pandas
 (``pip install -e '.[frame]'`` in the clone) and says so when it is missing; :func:`score` of a DataFrame returns a
-DataFrame. The commands ``score``, ``reference``, ``estimate``, ``replay``, ``probe`` and ``report`` are wrappers
+DataFrame. The commands ``score``, ``reference``, ``estimate``, ``replay``, ``probe``, ``report`` and ``compare`` are wrappers
 over these functions (the same options give the same numbers). ``import monitor`` stays cheap: this module is
 imported on first use of one of them.
 
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from monitor.errors import ConfigError, DataError, MonitorError
 from monitor.offline.baseline import standardizer_of
+from monitor.offline.compare import compare
 from monitor.offline.estimate import accuracy_from_scores, estimate, predicted_values
 from monitor.offline.frames import FRAME_EXTRA, MissingExtraError
 from monitor.offline.keywords import (
@@ -96,6 +97,7 @@ __all__ = [
     "Yardstick",
     "accuracy_from_scores",
     "build_report",
+    "compare",
     "estimate",
     "live_signals",
     "load_labels",
