@@ -1,7 +1,7 @@
 """How long ``harmonic-monitor report`` takes on a long event log: the demo's model and labelled reference, and
 ``--events`` demo events (three phases: stationary, input shift, harmful shift) as a ``.jsonl`` log.
 
-Times the whole :func:`monitor.reporting.build_report` (read and decode the log, replay it through the ``run``
+Times the whole :func:`monitor.offline.report.build_report` (read and decode the log, replay it through the ``run``
 pipeline, which scores every event, in micro-batches of ``--replay-batch`` events; drift, accuracy estimate, probes,
 the page). Prints one JSON object; ``uptime``'s load average beside it says how busy the machine was.
 
@@ -35,7 +35,7 @@ def main() -> None:
     events.write_bytes(b"\n".join(line for phase in PHASES for line in demo.phases[phase]) + b"\n")
     assert demo.labelled_reference_path is not None
 
-    from monitor.reporting import build_report
+    from monitor.offline.report import build_report
 
     started = time.perf_counter()
     report = build_report(

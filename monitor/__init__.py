@@ -4,19 +4,19 @@ The Python API (:mod:`monitor.api`) is imported on first use, so ``import monito
 
 >>> import monitor
 >>> sorted(n for n in monitor.__all__ if n != "__version__")
-['estimate', 'probe', 'reference', 'replay', 'report', 'score']
+['compare', 'estimate', 'probe', 'reference', 'replay', 'report', 'score']
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from monitor.version import __version__
 
-__all__ = ["__version__", "estimate", "probe", "reference", "replay", "report", "score"]
+__all__ = ["__version__", "compare", "estimate", "probe", "reference", "replay", "report", "score"]
 
 if TYPE_CHECKING:
-    from monitor.api import estimate, probe, reference, replay, report, score
+    from monitor.api import compare, estimate, probe, reference, replay, report, score
 
 _API = frozenset(__all__) - {"__version__"}
 

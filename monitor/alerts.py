@@ -41,10 +41,42 @@ from typing import TypedDict
 
 from monitor.errors import ConfigError
 
-__all__ = ["Alert", "AlertDetails", "AlertEngine", "AlertEvent", "AlertRule", "AlertState", "Evidence", "fingerprint"]
+__all__ = [
+    "SUMMARY_MAX",
+    "Alert",
+    "AlertDetails",
+    "AlertEngine",
+    "AlertEvent",
+    "AlertRule",
+    "AlertState",
+    "Evidence",
+    "compare",
+    "fingerprint",
+]
 
+#: the longest ``summary`` annotation, in characters (longer ones end in "…")
+SUMMARY_MAX = 200
 # How a signal is named in human-readable annotations; other signals appear verbatim.
 _SIGNAL_DISPLAY: Mapping[str, str] = {"gamma": "γ", "gamma_logit": "γ (logit)", "p_adj": "P_adj"}
+
+
+def compare(value: float, limit: float) -> str:
+    """``value`` and ``limit`` with their true relation, each with enough digits that the comparison reads true
+    (at least two significant digits of the smaller one, the same decimals for both).
+
+    >>> compare(0.031, 0.02), compare(0.0201, 0.02), compare(14.2, 12.3), compare(0.71, 0.85), compare(3.0, 3.0)
+    ('0.031 > 0.020', '0.0201 > 0.0200', '14.2 > 12.3', '0.71 < 0.85', '3.0 = 3.0')
+    """
+    if not (math.isfinite(value) and math.isfinite(limit)):
+        return f"{value:.3g} vs {limit:.3g}"
+    smallest = min((abs(v) for v in (value, limit) if v), default=1.0)
+    decimals = max(1, 1 - math.floor(math.log10(smallest))) if smallest < 1e6 else 0
+    most = decimals + 16  # beyond a double's precision
+    while decimals < most and value != limit and round(value, decimals) == round(limit, decimals):
+        decimals += 1
+    a, b = f"{value:.{decimals}f}", f"{limit:.{decimals}f}"
+    sign = ">" if value > limit else "<" if value < limit else "="
+    return f"{a} {sign} {b}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +87,15 @@ class Evidence:
     ----------
     detector : the detector (``flicker_cusum``, ``gamma_ks``, ``features_ks``, …) or, for an input, the input's name.
     statistic, threshold : the detector's statistic and the threshold it crossed (NaN where a p-value decides).
-    window, reference : the quantity the detector watches, in the recent window and in the reference.
+    window, reference : the quantity the detector watches, in the recent window and in the reference (left out of
+        the text where they are equal or not finite: a category test's own statistic says it).
     measure : what ``window`` and ``reference`` are (``"share of flicker above the reference's 90th percentile"``).
+    statistic_name : what ``statistic`` is (``"CUSUM"``, ``"KS distance"``, ``"TV distance"``); empty: unnamed.
 
     >>> Evidence("flicker_cusum", 14.2, 12.3, 0.21, 0.1, "share of flicker above the reference's 90th percentile").text
-    "flicker_cusum 14.2 > threshold 12.3 (share of flicker above the reference's 90th percentile: window 0.21 vs reference 0.1)"
+    "flicker_cusum 14.2 > 12.3 (share of flicker above the reference's 90th percentile: window 0.21 vs reference 0.1)"
+    >>> Evidence("city", 0.46, 0.1, 0.0, 0.0, "category frequencies, adjusted p = 1e-09", "TV distance").text
+    'city TV distance 0.46 > 0.10 (category frequencies, adjusted p = 1e-09)'
     """
 
     detector: str
@@ -68,15 +104,22 @@ class Evidence:
     window: float
     reference: float
     measure: str
+    statistic_name: str = ""
+
+    @property
+    def headline(self) -> str:
+        """The detector and its statistic against its threshold: ``debt_ratio KS distance 0.031 > 0.020``."""
+        name = f"{self.detector} {self.statistic_name}".rstrip()
+        if math.isfinite(self.threshold):
+            return f"{name} {compare(self.statistic, self.threshold)}"
+        return f"{name} {self.statistic:.3g}"
 
     @property
     def text(self) -> str:
-        """One clause for an alert's description."""
-        limit = f" > threshold {self.threshold:.3g}" if math.isfinite(self.threshold) else ""
-        return (
-            f"{self.detector} {self.statistic:.3g}{limit} ({self.measure}: window {self.window:.3g} vs reference "
-            f"{self.reference:.3g})"
-        )
+        """One clause for an alert's description: the headline, then what the detector watches."""
+        shown = math.isfinite(self.window) and math.isfinite(self.reference) and self.window != self.reference
+        numbers = f": window {self.window:.3g} vs reference {self.reference:.3g}" if shown else ""
+        return f"{self.headline} ({self.measure}{numbers})"
 
     def to_dict(self) -> dict[str, object]:
         """JSON-able (non-finite numbers as None)."""
@@ -87,6 +130,7 @@ class Evidence:
         return {
             "detector": self.detector,
             "statistic": num(self.statistic),
+            "statistic_name": self.statistic_name,
             "threshold": num(self.threshold),
             "window": num(self.window),
             "reference": num(self.reference),
@@ -176,6 +220,8 @@ class Alert:
     #: what ``value`` and ``reference`` are, for the description (default: the rule signal's window mean)
     value_name: str = ""
     reference_name: str = "reference"
+    #: the ``signal`` label when it is not the rule's (the detectors a harmful shift fired on); fixed like ``verdict``
+    signal: str = ""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -184,35 +230,63 @@ class Alert:
             "alertname": self.rule.name,
             "model": self.model,
             "segment": self.segment,
-            "signal": self.rule.signal,
+            "signal": self.signal or self.rule.signal,
             "severity": self.rule.severity,
             "verdict": self.verdict,
         }
 
     @property
+    def finding(self) -> str:
+        """What the alert fired on, short: the first two detectors' headlines (and how many more), or its value
+        against its reference."""
+        if self.evidence:
+            shown = ", ".join(e.headline for e in self.evidence[:2])
+            more = len(self.evidence) - 2
+            return shown + (f" (+{more} more)" if more > 0 else "")
+        signal = _SIGNAL_DISPLAY.get(self.rule.signal, self.rule.signal)
+        name = self.value_name or f"{signal} window mean"
+        value, relation, reference = compare(self.value, self.reference).split(" ")
+        return f"{name} {value} {relation} {self.reference_name} {reference}"
+
+    @property
+    def summary(self) -> str:
+        """One line of at most :data:`SUMMARY_MAX` characters: the alert, where, and what it fired on (resolved: what
+        it had fired on); without detectors, the value against its reference and the detail (what decided it)."""
+        where = f"{self.rule.name} {self.model}/{self.segment}"
+        finding = self.finding if self.evidence or not self.detail else f"{self.finding} ({self.detail})"
+        if self.state is AlertState.RESOLVED:
+            text = f"resolved: {where} no longer shows {finding}"
+        else:
+            text = f"{where}: {finding}"
+        if len(text) <= SUMMARY_MAX:
+            return text
+        return text[: SUMMARY_MAX - 1].rsplit(" ", 1)[0] + "…"
+
+    @property
+    def description(self) -> str:
+        """Each thing once: every detector that fired with its numbers (or the value against its reference), the
+        detail, the other inputs that moved; a resolved alert says that its condition no longer holds."""
+        text = "; ".join(e.text for e in self.evidence) if self.evidence else self.finding
+        if self.detail:
+            text += f" ({self.detail})"
+        named = {e.detector for e in self.evidence}
+        others = [f for f in self.top_features if f not in named]
+        if others:
+            text += f"; other inputs moved: {', '.join(others)}"
+        if self.state is AlertState.RESOLVED:
+            return f"The condition no longer holds. It had fired on: {text}"
+        return text
+
+    @property
     def annotations(self) -> dict[str, str]:
         """Human-readable context: summary, description, value, reference, top_features (+ runbook)."""
-        signal = _SIGNAL_DISPLAY.get(self.rule.signal, self.rule.signal)
-        summary = f"{signal} alert {self.rule.name} on model {self.model!r}, segment {self.segment!r}"
-        summary += f" ({self.verdict})"
-        if self.evidence:
-            description = "fired: " + "; ".join(e.text for e in self.evidence)
-        else:
-            name = self.value_name or f"{signal} window mean"
-            description = f"{name} {self.value:.3g} vs {self.reference_name} {self.reference:.3g}"
-        if self.detail:
-            description += f" ({self.detail})"
-        if self.top_features:
-            description += f"; top features moved: {', '.join(self.top_features)}"
         out = {
-            "summary": summary,
-            "description": description,
+            "summary": self.summary,
+            "description": self.description,
             "value": f"{self.value:.6g}",
             "reference": f"{self.reference:.6g}",
             "top_features": ",".join(self.top_features),
         }
-        if self.evidence:
-            out["fired"] = "; ".join(e.text for e in self.evidence)
         if self.rule.runbook_url:
             out["runbook_url"] = self.rule.runbook_url
         return out
@@ -228,6 +302,7 @@ class AlertDetails(TypedDict, total=False):
     evidence: Sequence[Evidence]
     value_name: str
     reference_name: str
+    signal: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +416,7 @@ class AlertEngine:
         evidence: Sequence[Evidence] = (),
         value_name: str = "",
         reference_name: str = "reference",
+        signal: str = "",
     ) -> AlertEvent | None:
         """Feed one evaluation of ``rule`` for (``model``, ``segment``); return the transition, if any.
 
@@ -368,6 +444,9 @@ class AlertEngine:
         value_name, reference_name : str
             What ``value`` and ``reference`` are, for the description (default: the signal's window mean vs
             "reference"; a rate against a threshold names them so).
+        signal : str
+            The ``signal`` label when it is not the rule's (what a harmful shift fired on); fixed, like ``verdict``,
+            when the alert goes pending.
 
         Returns
         -------
@@ -405,6 +484,7 @@ class AlertEngine:
                 evidence=tuple(evidence),
                 value_name=value_name,
                 reference_name=reference_name,
+                signal=signal,
             )
             tracked = self._tracked[fp] = _Tracked(alert)
             return self._maybe_fire(tracked, now_seconds)
@@ -488,6 +568,7 @@ class AlertEngine:
                 evidence=alert.evidence,
                 value_name=alert.value_name,
                 reference_name=alert.reference_name,
+                signal=alert.signal,
             )
             if event is not None:
                 events.append(event)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
+from monitor.config_checks import TOPIC_INPUTS, TOPIC_OUTPUTS, bootstrap_problem, http_url_problem, topic_loop_problem
 from monitor.cpus import available_cpus
 from monitor.errors import ConfigError
 from monitor.logs import is_secret_name, redact, redact_text
@@ -259,6 +260,21 @@ class KafkaSettings(_Strict):
             raise ValueError(f"{v!r} is not a version like '0.9' or '2.8.1'")  # repr: v may hold a surrogate
         return v
 
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _brokers_are_addresses(cls, v: str) -> str:
+        problem = bootstrap_problem(v)  # run would otherwise fail inside the client, after the models load
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    @model_validator(mode="after")
+    def _no_feedback_loop(self) -> KafkaSettings:
+        problem = topic_loop_problem({name: getattr(self, name) for name in (*TOPIC_OUTPUTS, *TOPIC_INPUTS)})
+        if problem:
+            raise ValueError(problem)
+        return self
+
     def api_version_tuple(self) -> tuple[int, ...] | None:
         return None if self.api_version is None else _parse_api_version(self.api_version)
 
@@ -404,6 +420,13 @@ class AlertSettings(_Strict):
     webhook_url: str | None = Field(None, description="Generic JSON webhook.")
     for_seconds: float = Field(30.0, ge=0, description="Condition must hold this long before firing.")
     resolve_after_seconds: float = Field(60.0, ge=0, description="Hysteresis: clear this long before resolving.")
+    repeat_interval_seconds: float = Field(
+        14400.0,
+        gt=0,
+        description="Alertmanager's repeat_interval for webhook_url: a firing alert is POSTed when it fires, then "
+        "again no more often than this while it fires, and once when it resolves. Alertmanager itself "
+        "(alertmanager_url) is re-sent every 60 s, under its resolve_timeout, as Prometheus does.",
+    )
     allowed_lag_seconds: float = Field(
         60.0,
         ge=0,
@@ -426,6 +449,14 @@ class AlertSettings(_Strict):
         "docs/OPERATIONS.md",
         description="Alerts get runbook_url = <base>#<alertname lower-cased>; point it at your hosted copy.",
     )
+
+    @field_validator("alertmanager_url", "webhook_url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        problem = None if v is None else http_url_problem(v)  # what the senders refuse, refused at load
+        if problem:
+            raise ValueError(problem)
+        return v
 
 
 class ProbeSettings(_Strict):
@@ -696,7 +727,9 @@ def _format_validation(exc: ValidationError) -> str:
             secret = next((str(part) for part in err["loc"] if is_secret_name(str(part))), "")
             shown = "" if isinstance(got, dict | list) else f"; got {redact(got, secret)!r}"
             lines.append(f"'{loc}': {err['msg']}{shown}")
-    return redact_text("invalid configuration:\n  " + "\n  ".join(lines))  # no secret in an error message
+    # one problem: one line; several: one line each under the heading. No secret in an error message
+    joined = lines[0] if len(lines) == 1 else "\n  " + "\n  ".join(lines)
+    return redact_text("invalid configuration: " + joined)
 
 
 def load_settings(config_file: str | Path | None = None, flags: dict[str, Any] | None = None) -> Settings:

@@ -7,8 +7,9 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -98,6 +99,17 @@ def redact(value: object, key: str = "") -> object:
     return value
 
 
+def with_fields(text: str, **fields: object) -> str:
+    """``text`` followed by ``key=value`` of each field: a record printed without this module's formatters (a
+    notebook's default handler prints the message alone) still says which alert, model and segment it is about.
+    :class:`PlainFormatter` leaves out the extras the message already carries.
+
+    >>> with_fields("alert firing", alert="HarmonicInputDrift", model="credit", segment="eu")
+    'alert firing alert=HarmonicInputDrift model=credit segment=eu'
+    """
+    return " ".join([text, *(f"{k}={v}" for k, v in fields.items())])
+
+
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
     return {k: redact(v, k) for k, v in vars(record).items() if k not in _RESERVED and not k.startswith("_")}
 
@@ -122,8 +134,10 @@ class PlainFormatter(logging.Formatter):
     """``time level logger: message key=value ...``, secrets redacted (:func:`redact`)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        base = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {record.getMessage()}"
-        extras = " ".join(f"{k}={v}" for k, v in _extras(record).items())
+        message = record.getMessage()
+        base = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {message}"
+        pairs = (f"{k}={v}" for k, v in _extras(record).items())
+        extras = " ".join(p for p in pairs if p not in message)  # not twice what the message says (with_fields)
         text = f"{base} {extras}" if extras else base
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
@@ -158,6 +172,79 @@ class KafkaCloseRaceFilter(logging.Filter):
 
 #: the logger kafka-python's transport writes to (``kafka/net/transport.py``)
 KAFKA_TRANSPORT_LOGGER = "kafka.net.transport"
+#: the loggers of the Kafka client libraries: kafka-python's (``kafka.*``) and the one librdkafka's log callback
+#: writes to (``monitor.source.rdkafka``'s ``client_log``)
+CLIENT_LOGGER_PREFIXES = ("kafka", "monitor.source.rdkafka.librdkafka")
+#: at most one line of a client library's kind of line this often (:class:`ClientLogFloods`)
+FLOOD_INTERVAL_SECONDS = 30.0
+#: numbers and hexadecimal words (ports, node ids, offsets, addresses, uuids): they do not make a line another kind
+_VARYING = re.compile(r"0x[0-9a-fA-F]+|[0-9a-fA-F]*[0-9][0-9a-fA-F]*")
+
+
+class ClientLogFloods(logging.Filter):
+    """Holds back a client library's floods: of each kind of line, at most one every ``interval_seconds``; the next
+    one that passes says how many were held back since the last (``(repeated K times in the last S s)``).
+
+    A kind is (logger, level, message with its numbers left out): kafka-python retrying a batch after
+    ``UnknownProducerIdError`` writes the same line a thousand times a second, and a broker that refuses connections
+    gets the same few lines per reconnect attempt. Only records of the ``prefixes`` loggers are counted (the client
+    libraries'); the sidecar's own lines pass untouched. Put on the handler, so that it sees every client logger's
+    records (a logger's own filters do not apply to its children's).
+
+    Parameters
+    ----------
+    prefixes : logger names (and their children) whose lines are held back.
+    interval_seconds : one line of a kind at most this often.
+    clock : monotonic seconds.
+    max_kinds : kinds remembered; past it they are forgotten (bounded memory whatever the lines say).
+    """
+
+    def __init__(
+        self,
+        prefixes: tuple[str, ...] = CLIENT_LOGGER_PREFIXES,
+        interval_seconds: float = FLOOD_INTERVAL_SECONDS,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_kinds: int = 1000,
+    ) -> None:
+        super().__init__()
+        if interval_seconds <= 0:
+            raise ValueError(f"interval_seconds must be > 0; got {interval_seconds!r}")
+        self.prefixes = prefixes
+        self.interval_seconds = interval_seconds
+        self.max_kinds = max_kinds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last: dict[tuple[str, int, str], float] = {}
+        self._held: dict[tuple[str, int, str], int] = {}
+        #: lines held back so far (monotone)
+        self.held_total = 0
+
+    def _counted(self, name: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in self.prefixes)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self._counted(record.name):
+            return True
+        kind = (record.name, record.levelno, _VARYING.sub("#", record.getMessage())[:300])
+        with self._lock:
+            now = self._clock()
+            last = self._last.get(kind)
+            if last is not None and now - last < self.interval_seconds:
+                self._held[kind] = self._held.get(kind, 0) + 1
+                self.held_total += 1
+                return False
+            if len(self._last) >= self.max_kinds:
+                self._last.clear()
+                self._held.clear()
+            self._last[kind] = now
+            held = self._held.pop(kind, 0)
+        if held and last is not None:
+            # the record's own text, then the count: its args are formatted into it first (a line's msg may be any
+            # object; getMessage is what every formatter prints)
+            record.msg = f"{record.getMessage()} (repeated {held} times in the last {now - last:.0f} s)"
+            record.args = None
+        return True
 
 
 def setup_logging(level: str = "info", fmt: str = "plain") -> None:
@@ -175,6 +262,7 @@ def setup_logging(level: str = "info", fmt: str = "plain") -> None:
     transport = logging.getLogger(KAFKA_TRANSPORT_LOGGER)
     if not any(isinstance(f, KafkaCloseRaceFilter) for f in transport.filters):
         transport.addFilter(KafkaCloseRaceFilter())
+    handler.addFilter(ClientLogFloods())
 
 
 class RateLimitedLogger:

@@ -397,7 +397,8 @@ SCORING_SCALE = Gauge(
 )
 DRIFT_VERDICT = Gauge(
     "harmonic_drift_verdict",
-    "1 for the current verdict of the latest drift evaluation (stable, input-shift, harmful-shift).",
+    "1 for the current verdict of the latest drift evaluation (stable, input-shift, harmful-shift), or no-evidence "
+    "while the segment received no event for its shortest time window (its last verdict rests on nothing current).",
     ModelSegmentVerdict,
 )
 DRIFT_STATISTIC = Gauge(

@@ -332,7 +332,9 @@ USAGE: dict[str, Usage] = {
         "moved (per-feature KS) but no output-side detector fired: the monitor cannot tell from outputs whether "
         "accuracy suffered, check `harmonic_estimated_accuracy` or labels; **harmful-shift** — output-side "
         "evidence: γ or flicker rose, confidence or margin fell against the reference, or the accuracy estimate's upper "
-        "bound is below its tolerance. Delayed labels override all three. "
+        "bound is below its tolerance. Delayed labels override all three. **no-evidence** — the segment received no "
+        "event for its shortest time window (a quiet stream): its last verdict rests on nothing current, so it is not "
+        "shown as the answer; the next evaluation with events sets the verdict again. "
         '`harmonic_drift_verdict{verdict="harmful-shift"} == 1` lists affected segments.',
     ),
     "harmonic_drift_statistic": Usage(

@@ -33,6 +33,7 @@ _COMMANDS = (
     "monitor.cli.probe",
     "monitor.cli.estimate",
     "monitor.cli.report",
+    "monitor.cli.compare",
 )
 
 

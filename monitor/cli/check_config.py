@@ -1,9 +1,11 @@
 """``harmonic-monitor check-config``: validate a configuration (file + env + flags) without running.
 
 It refuses what ``run`` would refuse before or during its loop: the settings themselves (pydantic: every window,
-budget and radius is checked where it is declared), each model file, the scorer and the windows built from the
-settings, and each model's reference (its width, its columns' names against ``feature_names``, and that some row
-is finite).
+budget and radius is checked where it is declared; broker lists, alert URLs and output topics that would be read
+back: monitor/config_checks.py), each model file, the scorer and the windows built from the settings, and each
+model's reference (its width, its columns' names against ``feature_names``, and at least the detectors' minimum of
+finite rows, with a warning for rows left out). A metrics port taken here and now is a note, not a refusal: beside a
+running sidecar it is that sidecar's.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import sys
 
 import numpy as np
+from numpy.typing import NDArray
 
 from monitor.cli.run import add_settings_flags, settings_from_args
 from monitor.config import ModelSettings, Settings
@@ -50,9 +53,23 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_load_models:
         for m in settings.models:
             check_model(settings, m)
+    _note_port_in_use(settings)
     # secrets (SASL/SSL passwords, tokens, credentials in URLs) print as "***": the output lands in CI logs and tickets
     print(json.dumps(redact(settings.model_dump(mode="json")), indent=2))
     return 0
+
+
+def _note_port_in_use(settings: Settings) -> None:
+    """A note (not a refusal) when the metrics port cannot be bound here and now: ``run`` refuses it, but a check
+    beside the running sidecar finds the port held by that very sidecar."""
+    from monitor.exporters.listen import listen
+
+    if settings.metrics.port == 0:
+        return
+    try:
+        listen(settings.metrics.host, settings.metrics.port).close()
+    except ConfigError as exc:
+        print(f"note: {exc} (`run` here would refuse to start)", file=sys.stderr)
 
 
 def check_model(settings: Settings, ms: ModelSettings) -> None:
@@ -106,6 +123,7 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
 
         rows, _, segments = read_segmented_reference_rows(ms, rt.model, column)
         _check_width(ms, rows.shape[1], rt.model.n_features)
+        _warn_dropped(ms, rows)
         print(
             f"model '{ms.name}': reference of {rows.shape[0]} rows in {np.unique(segments).size} segment(s) of "
             f"column '{column}'",
@@ -141,20 +159,17 @@ def _read_reference(ms: ModelSettings, model: OnnxModel) -> RowsFile | ModelRows
         table = read_rows(ms.reference, ms.reference_header, flag="--reference-header")
     else:
         table = read_model_rows(ms.reference, model.signature, ms.reference_header, flag="--reference-header")
-    finite = int(np.count_nonzero(np.all(np.isfinite(table.rows), axis=1)))
-    if finite == 0:
-        raise ConfigError(
-            f"model '{ms.name}': reference '{ms.reference}' has no row without NaN or infinite values "
-            f"({table.rows.shape[0]} rows read); `run` standardizes with the finite rows. Clean the file or point "
-            "`reference` at another one"
-        )
-    if finite < table.rows.shape[0]:
-        print(
-            f"note: model '{ms.name}': {table.rows.shape[0] - finite} of {table.rows.shape[0]} reference rows hold "
-            "NaN or infinite values; `run` leaves them out",
-            file=sys.stderr,
-        )
+    _warn_dropped(ms, table.rows)
     return table
+
+
+def _warn_dropped(ms: ModelSettings, rows: NDArray[np.float64]) -> None:
+    """Refuse a reference with too few finite rows, as ``run`` does; say how many rows ``run`` leaves out."""
+    from monitor.runtime.models import check_reference_rows, dropped_rows_note
+
+    note = dropped_rows_note(ms, check_reference_rows(ms, rows), rows.shape[0])
+    if note is not None:
+        print(f"warning: {note}", file=sys.stderr)
 
 
 def _check_width(ms: ModelSettings, width: int, n_features: int) -> None:

@@ -81,9 +81,9 @@ def _columns(estimator: object, sample: str | None) -> ColumnTypes | None:
     """Per-column inputs for a DataFrame-fitted ColumnTransformer pipeline (None: one float input)."""
     if sample is None:
         return column_types_from_estimator(estimator)
-    from monitor.api import _pandas
+    from monitor.offline.frames import pandas_module
 
-    pd = _pandas()
+    pd = pandas_module()
     path = Path(sample)
     try:
         frame = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)

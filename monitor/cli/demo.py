@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 def _removed_on_exit() -> Iterator[Path]:
     """A temporary directory, removed however the block ends: SIGTERM raises SystemExit(143) meanwhile, so that
     this ``finally`` runs (Ctrl-C's KeyboardInterrupt and errors unwind through it anyway)."""
-    restore = _exit_on_sigterm()
+    restore = exit_on_sigterm()
     workdir: Path | None = None
     try:
         workdir = Path(tempfile.mkdtemp(prefix="harmonic-demo-"))
@@ -119,7 +119,7 @@ def _removed_on_exit() -> Iterator[Path]:
         restore()
 
 
-def _exit_on_sigterm() -> Callable[[], None]:
+def exit_on_sigterm() -> Callable[[], None]:
     """Make SIGTERM raise SystemExit(128 + 15) in the main thread; returns what puts the previous handler back."""
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         return lambda: None

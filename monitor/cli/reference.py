@@ -20,7 +20,7 @@ from a sample of at most ``--sample-rows`` of that segment's rows, so that ``run
 against its own.
 
 The command is :func:`monitor.api.reference` with the flags' values; both build the reference with
-:func:`monitor.rolling.reference_build.build_reference`, so the same rows and options write the same file.
+:func:`monitor.offline.reference_build.build_reference`, so the same rows and options write the same file.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 from monitor.errors import ConfigError, SourceError
-from monitor.runtime.replay import REPLAY_BATCH, Timeline, read_lines
+from monitor.offline.replay import REPLAY_BATCH, Timeline, read_lines
 
 __all__ = ["REPLAY_BATCH", "Timeline", "read_lines", "register", "run"]
 
@@ -76,9 +76,9 @@ def run(args: argparse.Namespace) -> int:
         args.model_name = log_model_name(path, args.model)
     if args.state_dir:
         return _replay(args, path, Path(args.state_dir))
-    from monitor.cli.demo import _exit_on_sigterm
+    from monitor.cli.demo import exit_on_sigterm
 
-    restore = _exit_on_sigterm()  # SIGTERM unwinds through the removal below
+    restore = exit_on_sigterm()  # SIGTERM unwinds through the removal below
     try:
         with tempfile.TemporaryDirectory(prefix="harmonic-replay-") as tmp:
             return _replay(args, path, Path(tmp))
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
     from monitor.cli.run import settings_flags
-    from monitor.runtime.replay import replay_log, replay_settings
+    from monitor.offline.replay import replay_log, replay_settings
 
     settings = replay_settings(
         args.config,

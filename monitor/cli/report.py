@@ -1,4 +1,5 @@
-"""``harmonic-monitor report``: one self-contained HTML page of a model over recorded events (:mod:`monitor.reporting`).
+"""``harmonic-monitor report``: one self-contained HTML page of a model over recorded events
+(:mod:`monitor.offline.report`).
 
 ``harmonic-monitor report --model M.onnx --reference R.json --events E.jsonl --out report.html``: the verdict
 timeline per segment (a replay of the log through the ``run`` pipeline, or ``--timeline`` from an earlier replay),
@@ -75,7 +76,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from monitor.reporting import build_report
+    from monitor.offline.report import build_report
 
     labels = None
     if args.labels is not None:

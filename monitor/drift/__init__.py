@@ -9,11 +9,16 @@ from monitor.drift.features import FeatureDrift, FeatureShift
 from monitor.drift.ks import KsDrift
 from monitor.drift.page_hinkley import PageHinkley
 from monitor.drift.rate import RateTest
+from monitor.drift.registry import DETECTORS
+from monitor.drift.slots import DetectorSlot, DetectorSpec, SlotState
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport, decide_verdict
 
 __all__ = [
+    "DETECTORS",
     "Cusum",
     "CusumBounds",
+    "DetectorSlot",
+    "DetectorSpec",
     "DriftDetector",
     "DriftSettings",
     "DriftState",
@@ -23,6 +28,7 @@ __all__ = [
     "PageHinkley",
     "RateTest",
     "ReferenceLike",
+    "SlotState",
     "Verdict",
     "VerdictEngine",
     "VerdictReport",

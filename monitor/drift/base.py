@@ -179,7 +179,11 @@ def as_rows(values: ArrayLike, width: int, error: str) -> NDArray[np.float64]:
     return x[np.all(np.isfinite(x), axis=1)]
 
 
-def check_reference(values: ArrayLike, name: str, min_size: int = 10) -> NDArray[np.float64]:
+#: the fewest finite reference values a drift detector takes (each CUSUM, each KS test, the per-input tests)
+MIN_REFERENCE_VALUES = 10
+
+
+def check_reference(values: ArrayLike, name: str, min_size: int = MIN_REFERENCE_VALUES) -> NDArray[np.float64]:
     """A sorted, finite copy of a reference sample.
 
     Raises

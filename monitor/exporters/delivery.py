@@ -11,13 +11,19 @@ thread between the alert engine and a sender, so a slow or dead receiver never b
   doubling up to ``max_backoff_seconds``) for as long as the receiver stays unreachable or answers
   5xx/408/429; a 4xx answer means the payload itself is wrong, so that batch is dropped and
   counted in ``rejected_total`` instead of being retried forever.
-* **resend** — Alertmanager expires an alert it has not heard about for ``resolve_timeout`` (or
-  past its ``endsAt``), so every firing alert is re-sent each ``resend_interval_seconds``, like
-  Prometheus does. A resolved alert is sent (with ``endsAt``) until delivered, then forgotten.
+* **resend** — every firing alert is re-sent each ``resend_interval_seconds``. Alertmanager expires an alert it has
+  not heard about for ``resolve_timeout`` (or past its ``endsAt``), so its worker re-sends every 60 s, like
+  Prometheus does; a webhook's worker re-sends at ``alerts.repeat_interval_seconds`` (4 h, Alertmanager's
+  ``repeat_interval``): a receiver hears of a firing alert when it fires and then at that pace. A resolved alert is
+  sent (with ``endsAt``) until delivered, then forgotten.
 * **stop(timeout)** — one last best-effort flush of the outbox, then the thread exits.
 * **deadline** — one POST (connect, TLS handshake, request, answer) ends within ``deadline_seconds`` (30 s): the
   socket timeout bounds each read, so a receiver or proxy that trickles bytes would otherwise hold the thread for
   good; past the deadline its sockets are shut down and the POST is a counted, retried failure.
+* **bounded answers** — at most :data:`MAX_ANSWER_BYTES` of a receiver's answer body are read; the rest is
+  discarded with the connection (the POST still counts as delivered by its 2xx status) and counted in the sender's
+  ``oversized_answers_total``, logged rate-limited: a receiver or proxy that streams an endless body costs the
+  process 64 KiB, not memory until the deadline.
 * **degraded** — None while deliveries succeed; after a failure, until the next success, one line saying what
   fails and what to fix (``harmonic_degraded{reason="alert_delivery"}``). Failures are logged, rate-limited.
 * **secrets** — a URL's ``user:password@`` becomes HTTP basic authentication and leaves the URL; every URL in a
@@ -49,13 +55,24 @@ from types import TracebackType
 from typing import Any, Protocol, Self
 
 from monitor.alerts import Alert, AlertEvent, AlertState
+from monitor.config_checks import http_url_problem
 from monitor.errors import ConfigError, MonitorError
 from monitor.logs import RateLimitedLogger, redact_text
 
-__all__ = ["AlertmanagerSender", "DeliveryError", "DeliveryWorker", "Sender", "WebhookSender", "rfc3339"]
+__all__ = [
+    "MAX_ANSWER_BYTES",
+    "AlertmanagerSender",
+    "DeliveryError",
+    "DeliveryWorker",
+    "Sender",
+    "WebhookSender",
+    "rfc3339",
+]
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _USER_AGENT = "harmonic-monitor"
+#: most bytes of an answer body read from a receiver; an answer needs none (only its status counts)
+MAX_ANSWER_BYTES = 64 * 1024
 log = logging.getLogger(__name__)
 
 
@@ -93,12 +110,9 @@ def rfc3339(seconds: float) -> str:
 
 
 def _check_url(url: str, what: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        shown = redact_text(url)
-        raise ConfigError(
-            f"{what} URL must be an absolute http(s) URL such as 'http://alertmanager:9093'; got {shown!r}"
-        )
+    problem = http_url_problem(url)  # the check the settings make at load (monitor/config_checks.py)
+    if problem:
+        raise ConfigError(redact_text(f"{what} URL {problem}"))
     return url
 
 
@@ -194,6 +208,9 @@ class _JsonPoster:
         self.url, auth = _split_credentials(url)
         self.timeout_seconds = _check_timeout(timeout_seconds)
         self.deadline_seconds = _check_timeout(deadline_seconds, "deadline_seconds")
+        #: 2xx answers whose body ran past MAX_ANSWER_BYTES (the rest was discarded with the connection)
+        self.oversized_answers_total = 0
+        self._log = RateLimitedLogger(log, interval_seconds=60.0)
         self._local = threading.local()
         poster = self
 
@@ -248,6 +265,17 @@ class _JsonPoster:
             timer.cancel()
             self._local.watchdog = None
 
+    def _oversized(self, status: int) -> None:
+        self.oversized_answers_total += 1
+        self._log.warning(
+            "oversized_answer",
+            f"POST {self.shown_url} answered HTTP {status} with a body over {MAX_ANSWER_BYTES // 1024} KiB: read "
+            f"{MAX_ANSWER_BYTES // 1024} KiB and closed the connection (delivered; a receiver's answer needs no body, "
+            "check the receiver or the proxy in front of it)",
+            url=self.shown_url,
+            oversized_answers_total=self.oversized_answers_total,
+        )
+
     def _late(self) -> DeliveryError:
         return DeliveryError(
             f"POST {self.shown_url} did not complete within its deadline of {self.deadline_seconds:g} s (the receiver "
@@ -260,7 +288,9 @@ class _JsonPoster:
     def _post(self, request: urllib.request.Request) -> None:
         try:
             with self._opener.open(request, timeout=self.timeout_seconds) as response:
-                response.read()
+                # bounded: closing the response discards whatever else the receiver sends
+                if len(response.read(MAX_ANSWER_BYTES + 1)) > MAX_ANSWER_BYTES:
+                    self._oversized(response.status)
         except urllib.error.HTTPError as err:
             with err:
                 answer = err.read(500).decode("utf-8", "replace").strip()
@@ -367,6 +397,11 @@ class AlertmanagerSender:
             body.append(item)
         return body
 
+    @property
+    def oversized_answers_total(self) -> int:
+        """2xx answers whose body ran past :data:`MAX_ANSWER_BYTES` (read that far, the rest discarded)."""
+        return self._poster.oversized_answers_total
+
     def send(self, alerts: Sequence[Alert], now_seconds: float) -> None:
         """POST ``alerts``; raises :class:`DeliveryError` (with ``retryable``) on failure."""
         if alerts:
@@ -436,6 +471,11 @@ class WebhookSender:
             )
         return {"version": "1", "sender": _USER_AGENT, "sentAt": rfc3339(now_seconds), "alerts": items}
 
+    @property
+    def oversized_answers_total(self) -> int:
+        """2xx answers whose body ran past :data:`MAX_ANSWER_BYTES` (read that far, the rest discarded)."""
+        return self._poster.oversized_answers_total
+
     def send(self, alerts: Sequence[Alert], now_seconds: float) -> None:
         """POST ``alerts``; raises :class:`DeliveryError` (with ``retryable``) on failure."""
         if alerts:
@@ -454,7 +494,8 @@ class DeliveryWorker:
     batch_size : int
         Most alerts per POST.
     resend_interval_seconds : float
-        How often a firing alert is re-sent (keep it well under Alertmanager's ``resolve_timeout``).
+        How often a firing alert is re-sent: well under Alertmanager's ``resolve_timeout`` for Alertmanager (60 s);
+        a webhook's repeat interval (``alerts.repeat_interval_seconds``) for a webhook.
     initial_backoff_seconds, max_backoff_seconds : float
         Retry delay after the first failure, doubled per consecutive failure up to the maximum.
     clock : callable returning float
@@ -733,8 +774,9 @@ class DeliveryWorker:
         self.stop()
 
     def _run(self) -> None:
-        # A clock that jumps back must not park the thread for hours: never wait longer than this.
-        longest_wait = max(self.resend_interval_seconds, self.max_backoff_seconds)
+        # A clock that jumps back must not park the thread for hours (a webhook's repeat interval is 4 h): never wait
+        # longer than this.
+        longest_wait = max(min(self.resend_interval_seconds, 60.0), self.max_backoff_seconds)
         while True:
             with self._cond:
                 if self._stopping:

@@ -40,7 +40,9 @@ TLS and basic auth. With ``web_config`` (``metrics.web_config_file``, the Promet
 format, :mod:`monitor.exporters.webconfig`) the port speaks TLS only; the handshake must finish within
 ``read_timeout_seconds``. A connection is counted against ``max_connections`` from its accept, handshake included:
 a client that opens TCP and never finishes the handshake holds one slot, can be closed to make room like a
-half-open plain connection, and is closed at the read timeout. With ``basic_auth_users``, every path but
+half-open plain connection, and is closed at the read timeout. While it waits it holds a 17 KiB read buffer, not
+asyncio's 256 KiB, and after a burst of ended connections the freed memory goes back to the OS
+(:mod:`monitor.exporters.connection_memory`). With ``basic_auth_users``, every path but
 ``/healthz`` needs ``Authorization: Basic``: ``/healthz`` stays open so that a kubelet liveness probe needs no
 credentials (it reveals nothing but "alive"), while ``/metrics``, ``/readyz`` and ``/probes`` answer 401 with ``WWW-Authenticate: Basic realm="harmonic-monitor"``
 (``reason="unauthorized"``) to a missing or wrong credential. A credential verified in the last minute is accepted
@@ -70,6 +72,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from monitor import telemetry as tel
 from monitor.config import MetricsSettings
+from monitor.exporters.connection_memory import HeapTrim, start_tls
 from monitor.exporters.prometheus import MetricsState, StateCollector
 from monitor.exporters.webconfig import BasicAuth, WebConfig, unauthorized_header
 from monitor.logs import RateLimitedLogger
@@ -90,6 +93,8 @@ REJECT_REASONS: tuple[RejectReason, ...] = get_args(RejectReason)
 PATHS = ("metrics", "healthz", "readyz", "probes", "gammamap", "other")
 #: request line and headers together; a longer head is refused with 431
 MAX_HEAD_BYTES = 8192
+#: how often freed connection memory is handed back to the OS after a burst (:class:`HeapTrim`)
+TRIM_INTERVAL_SECONDS = 2.0
 _JSON = "application/json"
 _TEXT = "text/plain"
 _FIX: dict[RejectReason, str] = {
@@ -322,6 +327,7 @@ class MetricsServer:
         self._served_render, self._served = 0, 0  # scrapes answered with render number `_served_render`
         self._pool_jobs = 0
         self._auth_jobs = 0
+        self.heap = HeapTrim()
 
     @property
     def port(self) -> int:
@@ -365,8 +371,10 @@ class MetricsServer:
             return _AcceptPaused(asyncio.StreamReader(limit=MAX_HEAD_BYTES, loop=loop), self._connection, loop=loop)
 
         server = await loop.create_server(protocol, sock=self._sock, backlog=128)
+        trimmer = loop.create_task(self.heap.run(TRIM_INTERVAL_SECONDS))
         async with server:
             await self._stopped.wait()
+            trimmer.cancel()
             server.close()
             for task in list(self._open):
                 task.cancel()
@@ -383,6 +391,7 @@ class MetricsServer:
             self._reject("too_many_connections")
             if not self._waiting:  # every connection is busy with a request: refuse the new one
                 writer.transport.abort()
+                self.heap.ended()
                 return
             oldest = next(iter(self._waiting))  # make room: the one that has waited longest for a request
             del self._waiting[oldest]
@@ -406,6 +415,7 @@ class MetricsServer:
                 writer.close()
             else:
                 writer.transport.abort()
+            self.heap.ended()
 
     async def _handshake(self, writer: asyncio.StreamWriter, task: asyncio.Task[None]) -> bool:
         """The TLS handshake of a counted connection: it waits like a request head (evictable by a newer
@@ -413,7 +423,7 @@ class MetricsServer:
         assert self._ssl is not None
         self._waiting[task] = None
         try:
-            await asyncio.wait_for(writer.start_tls(self._ssl), self.settings.read_timeout_seconds)
+            await asyncio.wait_for(start_tls(writer, self._ssl), self.settings.read_timeout_seconds)
         except TimeoutError:
             self._reject("read_timeout")
             return False

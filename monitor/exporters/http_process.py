@@ -44,6 +44,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from monitor import telemetry as tel
 from monitor.config import MetricsSettings, Settings, setting_default
 from monitor.exporters.http import JsonProvider, MetricsServer, ReadyCheck, Routes
+from monitor.exporters.listen import listen
 from monitor.exporters.prometheus import MetricsState, StateCollector
 from monitor.exporters.webconfig import load_web_config
 
@@ -172,6 +173,9 @@ class ProcessMetricsServer:
         ``/healthz`` answers 503 once the last published snapshot is older than this.
     log_level, log_format : str
         The child's logging (the sidecar's own settings).
+    listener : socket.socket, optional
+        A socket already listening where ``settings`` say (:func:`~monitor.exporters.listen.listen`; ``run`` binds
+        it before the consumer joins its group), owned from here on; default: bound here.
     """
 
     def __init__(
@@ -184,6 +188,7 @@ class ProcessMetricsServer:
         log_level: str = setting_default(Settings, "log_level"),
         log_format: str = setting_default(Settings, "log_format"),
         clock: Callable[[], float] = time.monotonic,
+        listener: socket.socket | None = None,
     ) -> None:
         if not liveness_timeout_seconds > 0:
             raise ValueError(f"liveness_timeout_seconds must be > 0; got {liveness_timeout_seconds!r}")
@@ -203,10 +208,7 @@ class ProcessMetricsServer:
         self._clock = clock
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(StateCollector(state))
-        host = settings.host
-        self._sock = socket.create_server(
-            (host, settings.port), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=128
-        )
+        self._sock = listener if listener is not None else listen(settings.host, settings.port)
         shm = Path("/dev/shm")
         self.directory = Path(tempfile.mkdtemp(prefix="harmonic-http-", dir=shm if shm.is_dir() else None))
         self._seq = 0

@@ -458,10 +458,10 @@ def _npy_inputs(p: Path, signature: Signature) -> tuple[dict[str, NDArray[Any]],
             f"holds [N, {total}] (every input's elements, in graph order), or give an .npz with one array per input",
             path=str(p),
         )
-    return _split_flat(arr, inputs), f"rows of {total} values in the inputs' order"
+    return split_flat(arr, inputs), f"rows of {total} values in the inputs' order"
 
 
-def _split_flat(flat: NDArray[Any], specs: Sequence[InputSpec]) -> dict[str, NDArray[Any]]:
+def split_flat(flat: NDArray[Any], specs: Sequence[InputSpec]) -> dict[str, NDArray[Any]]:
     """[N, total] columns in graph order → each input's [N, *dims]."""
     out: dict[str, NDArray[Any]] = {}
     start = 0
@@ -555,7 +555,7 @@ def _csv_inputs(p: Path, signature: Signature, header: HeaderMode, flag: str) ->
             path=str(p),
         )
     how = "columns in the inputs' order" + (f"; {note}" if note else "; no header row")
-    return _split_flat(table, signature.inputs), how
+    return split_flat(table, signature.inputs), how
 
 
 _TRUE = {"true", "1", "yes", "t", "y"}

@@ -1,5 +1,5 @@
 """What the probe scheduler produced since it was last asked: its series, as named records, in the order it produced
-them. :class:`~monitor.probes.scheduler.ProbeScheduler` adds to a :class:`ProbeReport` and hands it over with
+them. :class:`~monitor.probes.scheduler.ProbeScheduler` adds to a :class:`SchedulerReport` and hands it over with
 ``take_report``; the pipeline's :class:`~monitor.runtime.fanout.Fanout` writes it into the metrics state with
 :func:`publish_probe_report` whenever it drains the watches' reports. The scheduler holds no metrics store.
 """
@@ -103,13 +103,13 @@ ProbeSeries = (
 
 
 @dataclass
-class ProbeReport:
+class SchedulerReport:
     """The scheduler's series since the last ``take_report``, in order."""
 
     series: list[ProbeSeries] = field(default_factory=list)
 
 
-def publish_probe_report(state: MetricsState, report: ProbeReport) -> None:
+def publish_probe_report(state: MetricsState, report: SchedulerReport) -> None:
     """Write ``report``'s series into ``state``, in the order they were produced."""
     for item in report.series:
         if isinstance(item, RegionsTracked):

@@ -64,12 +64,12 @@ from monitor.probes.plan import ProbePlan, plan_probe
 from monitor.probes.probe_report import (
     ProbeBudget,
     ProbeQueue,
-    ProbeReport,
     ProbeRows,
     ProbeRunDone,
     RegionDropped,
     RegionOutcome,
     RegionsTracked,
+    SchedulerReport,
     region_probed,
 )
 from monitor.probes.profile import FeatureInfo, held_names
@@ -166,18 +166,18 @@ class ProbeScheduler:
         self.probe_rows = 0
         self._event_rows = 0.0
         #: the series produced since the last take_report (:mod:`monitor.probes.probe_report`)
-        self._report = ProbeReport()
+        self._report = SchedulerReport()
         pipeline.scored_hooks.append(self.observe)
         pipeline.fanout.probe_reporters.append(self.take_report)
         pipeline.stages.accepted_hooks.append(self._count_shadow)
 
-    def take_report(self) -> ProbeReport:
+    def take_report(self) -> SchedulerReport:
         """The series produced since the last call (region index sizes, probe results, rows, runs, regions dropped,
         outcomes, queues), in order, then the budget as it is now; a new report starts."""
         if self.settings.enabled:
             queued = sum(p.total for mp in self._models.values() for _, p in mp.queue)
             self._report.series.append(ProbeBudget(self._earned(), float(self.probe_rows), float(queued)))
-        report, self._report = self._report, ProbeReport()
+        report, self._report = self._report, SchedulerReport()
         return report
 
     def _for(self, rt: ModelRuntime) -> _ModelProbes:

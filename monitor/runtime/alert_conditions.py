@@ -30,6 +30,22 @@ SHADOW_ALERT = "HarmonicShadowDisagreement"
 ACCURACY_ALERT = "HarmonicAccuracyDrop"
 
 
+#: the output-side signal families a harmful shift can fire on, in the order its ``signal`` label names them
+HARM_SIGNALS = ("gamma", "flicker", "confidence", "margin", "accuracy")
+
+
+def harm_signal(fired: Sequence[str]) -> str:
+    """HarmonicHarmfulShift's ``signal`` label: the output-side families among the detectors that ``fired``.
+
+    >>> harm_signal(("confidence_cusum", "features_ks")), harm_signal(("gamma_ks", "flicker_rate", "gamma_cusum"))
+    ('confidence', 'gamma+flicker')
+    >>> harm_signal(("accuracy_estimate",)), harm_signal(())
+    ('accuracy', 'outputs')
+    """
+    families = {name.split("_", 1)[0] for name in fired}
+    return "+".join(f for f in HARM_SIGNALS if f in families) or "outputs"
+
+
 @dataclass(frozen=True, slots=True)
 class AlertUpdate:
     """One rule of one segment after an observation or a tick: whether its alert is firing now, and the
@@ -55,7 +71,7 @@ class AlertConditions:
 
         self.engine = AlertEngine(
             [
-                rule(HARMFUL_ALERT, "gamma_flicker", "warning"),
+                rule(HARMFUL_ALERT, "outputs", "warning"),
                 rule(INPUT_ALERT, "features", "info"),
                 rule(SHADOW_ALERT, "shadow_disagreement", "critical"),
                 rule(ACCURACY_ALERT, "accuracy", "warning"),
@@ -145,37 +161,47 @@ class AlertConditions:
         self, segment: str, report: VerdictReport, engine: VerdictEngine, baseline: Reference, count: Any, now: float
     ) -> list[AlertUpdate]:
         """HarmonicHarmfulShift and HarmonicInputDrift from the segment's verdict ``report``, with the evidence of
-        its detectors (:func:`detector_evidence`): the output detectors only when the shift is harmful."""
-        gamma_now = float(np.nanmean(count.values("gamma")[-self.config.detectors.window :]))
-        top = tuple(name for name, _ in report.top_features)
+        its detectors (:func:`detector_evidence`). HarmonicInputDrift holds while any input test fires, whatever the
+        outputs say: a segment that escalates to harmful-shift keeps it firing (Alertmanager's inhibition rule hides
+        it behind HarmonicHarmfulShift), never resolves it while the inputs are off. ``top_features``: the inputs
+        that moved, those named in the evidence first."""
         outputs, inputs = detector_evidence(engine, baseline, count, self.config.detectors)
+        detectors = set(engine.detector_names)
+        moved = [e.detector for e in inputs if e.detector not in detectors]
+        top = tuple(dict.fromkeys([*moved, *(name for name, _ in report.top_features)]))
         harmful = report.verdict == Verdict.HARMFUL_SHIFT
-        shown = (*outputs, *inputs) if harmful else inputs
+        shown = (*outputs, *inputs) if harmful else ()
         first = shown[0] if shown else None
+        held = (
+            "held: its output-side evidence went off; it resolves once that has stayed off for "
+            "alerts.resolve_after_seconds"
+        )
         harmful_update = self.observe(
             HARMFUL_ALERT,
             segment,
             harmful,
-            gamma_now if first is None else first.window,
+            float(np.nanmean(count.values("gamma")[-self.config.detectors.window :]))
+            if first is None
+            else first.window,
             baseline.gamma_mean if first is None else first.reference,
             now,
             top_features=top,
-            detail=report.message,
+            detail=(held if report.held_since is not None else "") if outputs or inputs else report.message,
             verdict=Verdict.HARMFUL_SHIFT.value,
-            evidence=shown if harmful else (),
-            value_name="" if first is None else first.measure,
+            evidence=shown,
+            value_name="γ window mean" if first is None else first.measure,
+            signal=harm_signal(report.fired),
         )
         input_update = self.observe(
             INPUT_ALERT,
             segment,
-            report.verdict == Verdict.INPUT_SHIFT,
+            bool(inputs),
             inputs[0].window if inputs else float("nan"),
             inputs[0].reference if inputs else float("nan"),
             now,
             top_features=top,
-            detail=report.message,
             verdict=Verdict.INPUT_SHIFT.value,
-            evidence=inputs if report.verdict == Verdict.INPUT_SHIFT else (),
+            evidence=inputs,
             value_name=inputs[0].measure if inputs else "input window mean",
         )
         return [harmful_update, input_update]

@@ -6,7 +6,7 @@ A :class:`~monitor.runtime.watch.ModelWatch` returns what it produced as a
 service's delivery workers) and the whole report to its subscribers (``replay``'s timeline). The pipeline drains
 every watch through it at the end of each step, before anything reads the metrics state or saves it, and after the
 alerts move on with the clock (:meth:`~monitor.runtime.pipeline.Pipeline.tick_alerts`). The probe scheduler's
-:class:`~monitor.probes.probe_report.ProbeReport` goes out at the same drains.
+:class:`~monitor.probes.probe_report.SchedulerReport` goes out at the same drains.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 from monitor.alerts import AlertEvent
 from monitor.exporters.prometheus import MetricsState
-from monitor.probes.probe_report import ProbeReport, publish_probe_report
+from monitor.probes.probe_report import SchedulerReport, publish_probe_report
 from monitor.runtime.watch import ModelWatch
 from monitor.runtime.watch_metrics import WatchMetrics
 from monitor.runtime.watch_report import WatchReport
@@ -39,7 +39,7 @@ class Fanout:
         self.subscribers: list[ReportSubscriber] = []
         self._telemetry: dict[str, WatchMetrics] = {}
         #: the probe scheduler's ``take_report``: its series are written with the watches' at every drain
-        self.probe_reporters: list[Callable[[], ProbeReport]] = []
+        self.probe_reporters: list[Callable[[], SchedulerReport]] = []
 
     def send(self, report: WatchReport) -> None:
         """Write ``report``'s series, deliver its alert transitions, then tell the subscribers."""

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from monitor.accuracy import EstimatorFit
 from monitor.config import ModelSettings
+from monitor.drift.base import MIN_REFERENCE_VALUES
 from monitor.drift.categories import OTHER_KEY
 from monitor.errors import ConfigError, DataError
 from monitor.events import InferenceEvent
@@ -167,6 +168,12 @@ def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) 
     rt = ModelRuntime(settings=ms, model=model)
     if ms.scoring.space == "raw":
         rt.activate(Standardizer.identity(model.n_features))
+        if ms.reference is not None and ms.reference.suffix.lower() != ".json":
+            # a reference `run` cannot use is refused here, as with standardized units, not once events arrive
+            if segment_column is None:
+                read_reference_table(ms, model)
+            else:
+                read_segmented_reference_table(ms, model, segment_column)
     elif ms.reference is not None and ms.reference.suffix.lower() == ".json":
         rt.held_sample = read_held_sample(ms.reference, model.signature)
         try:
@@ -174,6 +181,12 @@ def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) 
         except DataError as exc:
             raise ConfigError(f"model '{ms.name}': {exc}") from exc
         standardizer, reference = read_reference(ms.reference, model.n_features)
+        if reference.n_events < MIN_REFERENCE_ROWS:
+            raise ConfigError(
+                f"model '{ms.name}': reference '{ms.reference}' was built from {reference.n_events} events; the drift "
+                f"detectors need at least {MIN_REFERENCE_ROWS}. Rebuild it with `harmonic-monitor reference` from more "
+                "rows"
+            )
         name_features_from_reference(ms, model, reference.feature_names, "feature_names")
         rt.activate(standardizer)
     elif ms.reference is not None:
@@ -237,29 +250,61 @@ def read_reference_rows(ms: ModelSettings, model: OnnxModel) -> tuple[NDArray[np
     return table.rows, table.held
 
 
-def read_reference_table(ms: ModelSettings, model: OnnxModel) -> ModelRowsFile:
+def read_reference_table(ms: ModelSettings, model: OnnxModel, *, shown: Path | None = None) -> ModelRowsFile:
     """The reference file as read (:func:`~monitor.model.io.read_model_rows`): x, held values, header names.
+    ``shown``: the file's name in messages (default: ``ms.reference``).
 
     Raises
     ------
     ConfigError
-        The file is not as wide as the model's features, or has no row without NaN or infinite values.
+        The file is not as wide as the model's features, or has fewer than :data:`MIN_REFERENCE_ROWS` rows without
+        NaN or infinite values (:func:`check_reference_rows`).
     """
     assert ms.reference is not None
     table = read_model_rows(ms.reference, model.signature, ms.reference_header, flag="--reference-header")
     ref = table.rows
     if ref.shape[1] != model.n_features:
         raise ConfigError(
-            f"reference '{ms.reference}' has {ref.shape[1]} columns; model '{ms.name}' expects "
+            f"reference '{shown or ms.reference}' has {ref.shape[1]} columns; model '{ms.name}' expects "
             f"{model.n_features} features. Was the reference built for another model?"
         )
-    if not np.all(np.isfinite(ref), axis=1).any():
-        raise ConfigError(
-            f"model '{ms.name}': reference '{ms.reference}' has no row without NaN or infinite values "
-            f"({ref.shape[0]} rows read); `run` standardizes with the finite rows. Clean the file or point "
-            "`reference` at another one"
-        )
+    check_reference_rows(ms, ref, shown=shown)
     return table
+
+
+#: the fewest finite reference rows ``run`` takes: each drift detector's minimum (a reference of fewer rows leaves
+#: every event unscorable)
+MIN_REFERENCE_ROWS = MIN_REFERENCE_VALUES
+
+
+def check_reference_rows(ms: ModelSettings, rows: NDArray[np.float64], *, shown: Path | None = None) -> int:
+    """The number of rows of ``rows`` (N, D) without NaN or infinite values, which ``run`` keeps.
+
+    Raises
+    ------
+    ConfigError
+        Fewer than :data:`MIN_REFERENCE_ROWS` remain: what the detectors need, and the fix.
+    """
+    finite = int(np.count_nonzero(np.all(np.isfinite(rows), axis=1)))
+    if finite < MIN_REFERENCE_ROWS:
+        dropped = rows.shape[0] - finite
+        without = f" ({dropped} with NaN or infinite values left out)" if dropped else ""
+        raise ConfigError(
+            f"model '{ms.name}': reference '{shown or ms.reference}' has {finite} usable rows{without}; the drift "
+            f"detectors need at least {MIN_REFERENCE_ROWS} (200 or more calibrate their thresholds). Give a larger "
+            "reference, or leave `reference` out to learn one from the first warmup_events events"
+        )
+    return finite
+
+
+def dropped_rows_note(ms: ModelSettings, finite: int, total: int) -> str | None:
+    """What ``run`` says of reference rows with NaN or infinite values it leaves out (None: there are none)."""
+    if finite == total:
+        return None
+    return (
+        f"model '{ms.name}': {total - finite} of {total} rows of reference '{ms.reference}' hold NaN or infinite "
+        f"values and are left out; the reference is the other {finite}"
+    )
 
 
 def read_segmented_reference_rows(
@@ -288,7 +333,7 @@ def read_segmented_reference_table(
             path,
             segments,
         ):
-            table = read_reference_table(ms.model_copy(update={"reference": path}), model)
+            table = read_reference_table(ms.model_copy(update={"reference": path}), model, shown=ms.reference)
     except DataError as exc:
         raise ConfigError(f"model '{ms.name}': {exc}") from exc
     if segments.size != table.rows.shape[0]:

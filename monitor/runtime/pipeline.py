@@ -288,7 +288,7 @@ class Pipeline:
         positions: Positions = {}
         last: dict[tuple[str, int], RawRecord] = {}
         try:
-            if self.saved.sought or self.saved.held or recovery.poison or recovery.careful_until:
+            if self.saved.sought or self.saved.held or self.saved.unsent or recovery.poison or recovery.careful_until:
                 self._read_each(records, now, ingested, positions, last)
             else:  # the common poll: nothing to check record by record; decoded in one pass
                 for record in self.ingest.decode_all(records, now, ingested, self.labels_topic):
@@ -315,6 +315,12 @@ class Pipeline:
             key = (record.topic, record.partition)
             if self.saved.sought and key in self.saved.sought:
                 continue  # read before the source's seek: it delivers these again, or others, from there
+            if key in self.saved.unsent:  # given up at a rebalance with output in the sink: processed already
+                if record.offset < self.saved.unsent[key]:
+                    positions[key] = record.offset + 1
+                    last[key] = record
+                    continue
+                del self.saved.unsent[key]
             if self.saved.held and key in self.saved.held:
                 verdict, incarnation = self.saved.decide(key, record, getattr(self.source, "seek", None))
                 if incarnation:  # a new incarnation of the topic: nothing read of the old one counts
@@ -328,7 +334,7 @@ class Pipeline:
                     positions.pop(key, None)
                     continue
             if self.recovery.poison and self.recovery.is_poison(record):
-                ingested.refuse(record, "crashed_processing", "the process died twice with this record in flight")
+                ingested.refuse(record, "crashed_processing", "the process died twice processing it alone")
             elif record.topic == self.labels_topic and not undecodable(record):  # a batch stand-in: refused
                 self.stages.labelled(self.labels.record(record, now))
             else:
@@ -362,9 +368,11 @@ class Pipeline:
         self._checkpoint()
         # the next owner re-reads what this replica had not committed; it has no marker of ours: recovery ends here
         self.recovery.end(partitions, "the partition was revoked")
+        # processed, the output handed to the sink (delivered or not: a broker away fails the flush above)
+        processed = self.ingest.committable(self._consumed, self.scoring.held_positions())
         for key in partitions:
-            # if the commit above does not land, the next delivery skips what we hold
-            self.saved.hand_back(key, self._applied.get(key))
+            # if the commit above does not land (or was not sent), the next delivery skips what we hold
+            self.saved.hand_back(key, self._applied.get(key), processed.get(key))
             self._consumed.pop(key, None)
             self._applied.pop(key, None)
             self._committed.pop(key, None)

@@ -4,8 +4,10 @@ Before it processes a poll, the pipeline writes an in-flight marker (:class:`~mo
 naming the offsets it holds; a clean flush removes it. A marker found at start-up means the previous process died
 with those records in flight: each partition that had records in flight is re-read one record at a time (careful
 mode) up to the last offset then in flight, so that a record that kills the process again is seen alone. A record
-in flight alone at a crash, and in flight at the crash before too, is poison: it is dead-lettered as
-``crashed_processing`` without processing. Careful mode ends per partition when its records have been read again,
+in flight alone at :data:`CRASHES_ALONE` consecutive crashes, and in flight at the crash before them too, is poison:
+it is dead-lettered as ``crashed_processing`` without processing. One crash with a record alone in flight is not
+enough: a kill from outside (a rollout, a crash-looping pod's liveness probe) can land on any record, while a
+record that crashes the process does it every time it is processed. Careful mode ends per partition when its records have been read again,
 or when the partition is revoked (its next owner has no marker of ours).
 """
 
@@ -25,6 +27,11 @@ Spans = dict[tuple[str, int], tuple[RawRecord, RawRecord]]
 log = logging.getLogger("monitor.runtime.pipeline")
 
 Partition = tuple[str, int]
+#: (topic, partition, offset)
+Record = tuple[str, int, int]
+
+#: consecutive crashes with a record alone in flight that make it poison
+CRASHES_ALONE = 2
 
 
 class CrashRecovery:
@@ -39,8 +46,10 @@ class CrashRecovery:
         #: per partition, the [first, last] offsets in flight at that unclean exit: a record processed alone that is
         #: in flight at the next crash too is poison only when it lies in these (it was in flight at both)
         self.suspects: dict[Partition, tuple[int, int]] = {}
-        #: records that were in flight at two consecutive crashes: dead-lettered without processing
-        self.poison: set[tuple[str, int, int]] = set()
+        #: per record in flight at the first crash: the consecutive crashes since with it alone in flight
+        self.strikes: dict[Record, int] = {}
+        #: records alone in flight at CRASHES_ALONE consecutive crashes: dead-lettered without processing
+        self.poison: set[Record] = set()
         self._plan(self.inflight.load())
 
     def _plan(self, marker: dict[str, Any] | None) -> None:
@@ -57,11 +66,13 @@ class CrashRecovery:
                 if "suspects" in marker
                 else {k: (0, last) for k, (_, last) in careful.items()}
             )
-            self.poison = {
-                (t, p, first)
+            earlier = _strikes(marker.get("strikes", {}))
+            self.strikes = {
+                (t, p, first): earlier.get((t, p, first), 0) + 1
                 for (t, p), (first, last) in ranges.items()
                 if first == last and (t, p) in suspects and suspects[(t, p)][0] <= first <= suspects[(t, p)][1]
             }
+            self.poison = {record for record, crashes in self.strikes.items() if crashes >= CRASHES_ALONE}
             self.careful_until = {key: last for key, (_, last) in careful.items()}
             self.suspects = {key: suspects[key] for key in self.careful_until if key in suspects}
         else:
@@ -72,6 +83,7 @@ class CrashRecovery:
             extra={
                 "in_flight": {f"{t}/{p}": list(r) for (t, p), r in ranges.items()},
                 "dead_lettered": [f"{t}/{p}/{o}" for t, p, o in sorted(self.poison)],
+                "crashes_alone": {f"{t}/{p}/{o}": n for (t, p, o), n in sorted(self.strikes.items())},
             },
         )
 
@@ -102,6 +114,8 @@ class CrashRecovery:
             marker: dict[str, Any] = {"ranges": ranges, "careful": True}
             marker["careful_until"] = {f"{t}/{p}": [o, o] for (t, p), o in self.careful_until.items()}
             marker["suspects"] = {f"{t}/{p}": list(span) for (t, p), span in self.suspects.items()}
+            if self.strikes:
+                marker["strikes"] = {f"{t}/{p}/{o}": n for (t, p, o), n in self.strikes.items()}
         else:
             marker = {"ranges": {f"{t}/{p}": list(span) for (t, p), span in self.unapplied.items()}, "careful": False}
         self.inflight.write(marker)
@@ -154,4 +168,17 @@ def _ranges(raw: object) -> dict[Partition, tuple[int, int]]:
             and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
         ):
             out[(topic, int(partition))] = (value[0], value[1])
+    return out
+
+
+def _strikes(raw: object) -> dict[Record, int]:
+    """Marker strikes {"topic/partition/offset": crashes} as {(topic, partition, offset): crashes}; bad rows dropped."""
+    out: dict[Record, int] = {}
+    if not isinstance(raw, dict):
+        return out
+    for key, value in raw.items():
+        topic, _, rest = str(key).rpartition("/")
+        topic, _, partition = topic.rpartition("/")
+        if topic and partition.isdigit() and rest.isdigit() and isinstance(value, int) and not isinstance(value, bool):
+            out[(topic, int(partition), int(rest))] = value
     return out

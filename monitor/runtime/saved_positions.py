@@ -56,6 +56,12 @@ class SavedPositions:
         #: delivers is skipped, not applied twice. From the saved state at start, and from a partition given up at a
         #: rebalance; dropped for a partition once a record at or past it arrives.
         self.held: Positions = {}
+        #: per partition given up at a rebalance, the position up to which this process had processed it (scored,
+        #: applied, its dead letters and scores handed to the sink) when that is past ``held``: the sink may not have
+        #: delivered them yet (a broker away), so the state and the commit stay at ``held``, but a re-delivery to this
+        #: process skips them (the sink still holds their output). In memory only: after a restart they are processed
+        #: again, as the output the sink held is gone with the process. Dropped once a record at or past it arrives.
+        self.unsent: Positions = {}
         #: per partition, the position the previous process had last committed when it saved its state (only for
         #: partitions still held from that state): a first record below it means the offsets went back
         self.committed: Positions = {}
@@ -107,7 +113,7 @@ class SavedPositions:
             ],
         }
 
-    def hand_back(self, key: tuple[str, int], applied: int | None) -> None:
+    def hand_back(self, key: tuple[str, int], applied: int | None, processed: int | None = None) -> None:
         """``key`` was given up at a rebalance: held from this process at ``applied`` (if the checkpoint's commit did
         not land, the next delivery skips what the state holds); its commit may not have landed, so no saved commit
         or fingerprint speaks for it any more.
@@ -115,7 +121,14 @@ class SavedPositions:
         With nothing applied from ``key`` by this process (``applied`` None: revoked before its first record, as in
         the second join a group often makes at start-up), nothing was committed for it either: the saved position,
         commit and fingerprint still speak for it, and a fingerprint check under way starts again with the next
-        delivery. Dropping them there would let a re-created topic's first records be skipped as already applied."""
+        delivery. Dropping them there would let a re-created topic's first records be skipped as already applied.
+
+        ``processed`` past ``applied`` (records processed whose output the sink has not delivered) is kept in
+        :attr:`unsent`."""
+        if processed is not None and (applied is None or processed > applied):
+            self.unsent[key] = processed
+        else:
+            self.unsent.pop(key, None)
         if applied is None:
             self._checking.discard(key)
             return

@@ -31,6 +31,7 @@ from monitor.runtime.models import (
     HELD_SAMPLE_ROWS,
     ModelRuntime,
     Pending,
+    dropped_rows_note,
     read_reference_rows,
     read_segmented_reference_rows,
 )
@@ -343,6 +344,9 @@ class Scoring:
         else:
             ref, held, segments = read_segmented_reference_rows(rt.settings, rt.model, column)
         keep = np.flatnonzero(np.all(np.isfinite(ref), axis=1))
+        dropped = dropped_rows_note(rt.settings, int(keep.size), int(ref.shape[0]))
+        if dropped is not None:
+            log.warning(dropped, extra={"model": rt.name})
         # the held inputs' count tables come from every finite row, not the scored sample: a rare category stays known
         all_held = None if held is None else held_columns(held.take(keep).values, rt.watch.held_names)
         all_segments = None if segments is None else segments[keep]

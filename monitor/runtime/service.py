@@ -3,13 +3,14 @@ HTTP server, alert delivery and the probe scheduler. Owns their lifetimes (a con
 
 from __future__ import annotations
 
+import functools
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from monitor import __version__
 from monitor import telemetry as tel
 from monitor.alerts import AlertEvent
 from monitor.allocator import TimedCollector
@@ -18,6 +19,7 @@ from monitor.config import KafkaSettings, Settings
 from monitor.cpus import affinity_cpus, cgroup_cpu_limit
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
 from monitor.exporters.http_process import ProcessMetricsServer, Published
+from monitor.exporters.listen import listen
 from monitor.exporters.prometheus import MetricsState
 from monitor.runtime.gammamap_view import gamma_map_document
 from monitor.runtime.models import ModelRuntime, load_model_runtime
@@ -29,6 +31,7 @@ from monitor.sampler.uniform import UniformSampler
 from monitor.sampler.uniform_config import UniformSamplerConfig
 from monitor.source.base import RebalanceHandler, Sink, Source
 from monitor.source.kafka import Producer
+from monitor.version import __version__
 
 log = logging.getLogger("monitor.runtime.service")
 
@@ -90,6 +93,7 @@ class Service:
         serve_metrics: bool = True,
         clock: Callable[[], float] = time.time,
         alert_clock: WatermarkClock | None = None,
+        metrics_listener: socket.socket | None = None,
     ) -> None:
         self.settings = settings
         self.state = state or MetricsState()
@@ -100,7 +104,13 @@ class Service:
                 DeliveryWorker(AlertmanagerSender(settings.alerts.alertmanager_url), name="alertmanager")
             )
         if settings.alerts.webhook_url:
-            self.workers.append(DeliveryWorker(WebhookSender(settings.alerts.webhook_url), name="webhook"))
+            self.workers.append(
+                DeliveryWorker(
+                    WebhookSender(settings.alerts.webhook_url),
+                    name="webhook",
+                    resend_interval_seconds=settings.alerts.repeat_interval_seconds,
+                )
+            )
         self.source = source
         self.sink = sink
         self.pipeline = Pipeline(
@@ -151,10 +161,22 @@ class Service:
                 ),
                 log_level=settings.log_level,
                 log_format=settings.log_format,
+                listener=metrics_listener,
             )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Service:
+        # the metrics port first: one that is taken refuses the start before a model loads or the consumer joins
+        # its group (a crash-looping replica would otherwise cost the healthy ones a rebalance per start)
+        listener = listen(settings.metrics.host, settings.metrics.port)
+        try:
+            return cls._assemble(settings, listener)
+        except BaseException:
+            listener.close()
+            raise
+
+    @classmethod
+    def _assemble(cls, settings: Settings, listener: socket.socket) -> Service:
         from monitor.source.kafka import ConsumerConfig, KafkaSink, KafkaSource, ProducerConfig
         from monitor.source.kafka_process import ProcessKafkaSource
 
@@ -180,9 +202,10 @@ class Service:
         sink = None
         if k.dead_letter_topic or k.scores_topic:
             sink = KafkaSink(
-                ProducerConfig.from_settings(k), producer=_rd_producer(k) if k.client == "librdkafka" else None
+                ProducerConfig.from_settings(k),
+                new_producer=functools.partial(_rd_producer, k) if k.client == "librdkafka" else None,
             )
-        svc = cls(settings, source, runtimes, sink=sink)
+        svc = cls(settings, source, runtimes, sink=sink, metrics_listener=listener)
         rebalance.target = svc.pipeline
         return svc
 

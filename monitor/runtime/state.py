@@ -178,9 +178,9 @@ class InFlight:
     Written before a poll's records are processed and removed once they are applied, so a marker found at start-up
     means the previous process died with those records in flight (an OOM kill, a kill -9, or a record that crashes
     the process). The pipeline then re-processes that range one record at a time, each under a marker of its own
-    (``careful``); a record that was in flight at two consecutive crashes is dead-lettered with reason
-    ``crashed_processing`` instead of being processed a third time. Written without fsync: it must survive the
-    process, not the machine. ``ranges`` maps "topic/partition" to [first, last] offsets.
+    (``careful``); a record in flight at a crash and alone in flight at the two crashes after it is dead-lettered
+    with reason ``crashed_processing`` instead of being processed a fourth time (``strikes`` counts those crashes).
+    Written without fsync: it must survive the process, not the machine. ``ranges`` maps "topic/partition" to [first, last] offsets.
     """
 
     def __init__(self, state_dir: Path) -> None:

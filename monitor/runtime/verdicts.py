@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
+from monitor.errors import MonitorError
 from monitor.rolling.reference import Reference
 from monitor.rolling.windows import SignalBatch
 from monitor.runtime.baselines import SegmentBaselines
@@ -85,6 +86,23 @@ class SegmentVerdicts:
             eng = self.engines[segment] = VerdictEngine(ref, self.config.detectors)
             self._alarms_at_eval[segment] = eng.alarms_on
         return eng
+
+    def calibrate(self) -> int:
+        """Calibrate the detectors of every baseline known now (the model-wide reference, the segments' own), as
+        their engines will: the thresholds are cached (:func:`monitor.drift.calibrate.cached`), so a segment's first
+        batch takes its engine at once instead of spending about a second calibrating with records in flight (a
+        kill then catches them). A baseline the detectors refuse is left to its first batch, which meets the same
+        error. Returns how many baselines were calibrated."""
+        done = 0
+        for ref in (self.baselines.reference, *self.baselines.segment_references.values()):
+            if ref is None:
+                continue
+            try:
+                VerdictEngine(ref, self.config.detectors)
+            except MonitorError:
+                continue
+            done += 1
+        return done
 
     def drop(self, segment: str) -> None:
         """Forget ``segment``'s engine: the next batch starts a new one on its (new) baseline."""

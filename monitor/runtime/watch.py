@@ -57,7 +57,7 @@ from monitor.drift.categories import held_columns
 from monitor.drift.verdict import Verdict, VerdictReport
 from monitor.events import InferenceEvent, held_rows
 from monitor.gammamap import GammaMap
-from monitor.logs import RateLimitedLogger
+from monitor.logs import RateLimitedLogger, with_fields
 from monitor.rolling.reference import Reference
 from monitor.rolling.segment_baselines import references_from_json
 from monitor.rolling.windows import OTHER, SignalBatch, WindowSet
@@ -77,6 +77,7 @@ from monitor.runtime.watch_report import (
     DetectorCrossed,
     GammaCells,
     Mistimed,
+    NoEvidence,
     ReferenceAccuracy,
     ReferenceMeans,
     Scored,
@@ -187,6 +188,8 @@ class ModelWatch:
         self._applying: InferenceEvent | None = None
         #: the Gamma Map (classifiers): per segment, the last count_window_events events' (P, γ) cells
         self.gamma = SegmentGammaMaps(config.count_window_events, config.max_segments)
+        #: segments whose verdict gauge says no-evidence (quiet: no event for their shortest time window)
+        self.no_evidence: set[str] = set()
 
     def take_report(self) -> WatchReport:
         """What the watch produced since the last call (series, verdict changes, detector crossings, alert
@@ -350,7 +353,26 @@ class ModelWatch:
         ``uniform`` (optional) selects the events that enter the windows and drift detectors — the pipeline thins a
         class-stratified sample back to uniform inclusion so windows stay comparable with the reference. Counters
         and histograms always see every scored event.
+
+        If it raises, the events' counts this call reported (scored, mistimed) are taken back: the pipeline then
+        tries each event alone and dead-letters those that fail again, so an event is counted once, by the attempt
+        that applies it, or not at all.
         """
+        start = len(self._series)
+        try:
+            self._update(events, rows, result, shadow, uniform)
+        except BaseException:
+            self._series[start:] = [s for s in self._series[start:] if not isinstance(s, Scored | Mistimed)]
+            raise
+
+    def _update(
+        self,
+        events: Sequence[InferenceEvent],
+        rows: NDArray[np.float64],
+        result: ScoreResult,
+        shadow: NDArray[np.float64],
+        uniform: NDArray[np.bool_] | None,
+    ) -> None:
         ok = result.valid
         # timestamps ahead of the watermark are placed at it, those beyond the skew bound counted (monitor/clock.py):
         # one producer's stray, creeping or fast clock cannot move this model's windows and alerts past every event
@@ -360,7 +382,9 @@ class ModelWatch:
         if placed.future:
             self._mistimed_log.warning(
                 "future_timestamp",
-                "event timestamps ahead of time; placed at the watermark (producer clocks?)",
+                with_fields(
+                    "event timestamps ahead of time; placed at the watermark (producer clocks?)", model=self.model
+                ),
                 model=self.model,
                 events=placed.future,
                 bound_seconds=self.clock.max_skew_seconds,
@@ -478,6 +502,9 @@ class ModelWatch:
         if assessed.changed:
             self._changes.append(VerdictChange(segment, assessed.report, now, self._applying))
         self._series.append(VerdictValues.of(segment, assessed.report, assessed.engine))
+        self.no_evidence.discard(segment)
+        if quiet:
+            self._no_evidence(segment)
         for update in self.conditions.drift(segment, assessed.report, assessed.engine, assessed.baseline, count, now):
             self._alert(update)
 
@@ -489,16 +516,27 @@ class ModelWatch:
             return
         self.fired.append(ev)
         self._changes.append(AlertTransition(update.segment, ev, self._applying))
+        where = {"alert": update.rule, "model": self.model, "segment": update.segment}
         log.warning(
-            "alert " + ev.alert.state.value,
-            extra={"alert": update.rule, "model": self.model, "segment": update.segment, "detail": ev.alert.detail},
+            f"{with_fields('alert ' + ev.alert.state.value, **where)}: {ev.alert.finding}",
+            extra={**where, "detail": ev.alert.detail},
         )
 
     def tick(self) -> None:
         """Move the alerts on to the clock's now without new events: pending ones fire after ``for_seconds``,
-        false or quiet ones resolve after ``resolve_after_seconds``. Cheap when no alert is pending or firing."""
-        for update in self.conditions.tick(self.clock.now()):
+        false or quiet ones resolve after ``resolve_after_seconds``; a segment gone quiet (no event for its shortest
+        time window) has its verdict gauge say no-evidence. Cheap when no alert is pending or firing."""
+        now = self.clock.now()
+        for update in self.conditions.tick(now):
             self._alert(update)
+        for segment in self.verdicts.last_reports:
+            if segment not in self.no_evidence and self.conditions.quiet(segment, now):
+                self._no_evidence(segment)
+
+    def _no_evidence(self, segment: str) -> None:
+        """``segment``'s verdict gauge says no-evidence until an evaluation with its events sets it again."""
+        self.no_evidence.add(segment)
+        self._series.append(NoEvidence(segment))
 
     @property
     def last_reports(self) -> dict[str, VerdictReport]:

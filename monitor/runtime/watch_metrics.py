@@ -24,6 +24,7 @@ from monitor.runtime.watch_report import (
     AccuracyValues,
     GammaCells,
     Mistimed,
+    NoEvidence,
     ReferenceAccuracy,
     ReferenceMeans,
     Scored,
@@ -34,6 +35,8 @@ from monitor.runtime.watch_report import (
     WindowValues,
 )
 
+#: the verdict gauge's state of a segment with no current evidence (:class:`NoEvidence`)
+NO_EVIDENCE = "no-evidence"
 #: the per-input drift gauge keeps one series per input up to this many inputs; above it, the
 #: :data:`FEATURE_SERIES_TOP` largest by name and the rest folded into ``other`` (their largest distance)
 FEATURE_SERIES_MAX = 64
@@ -73,6 +76,9 @@ class WatchMetrics:
                     self.clear_verdict(segment)
                 case VerdictValues():
                     self.verdict(update)
+                case NoEvidence(segment):
+                    self.clear_verdict(segment)
+                    tel.DRIFT_VERDICT.set(self.state, tel.ModelSegmentVerdict(self.model, segment, NO_EVIDENCE), 1.0)
                 case AlertUpdate():
                     self.alert(update)
 

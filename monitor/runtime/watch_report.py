@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from monitor.alerts import AlertEvent
 from monitor.drift.base import DriftState
+from monitor.drift.slots import InputValues as InputValues
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
 from monitor.events import InferenceEvent
 from monitor.rolling.windows import SignalBatch
@@ -99,12 +100,11 @@ class VerdictCleared:
 
 
 @dataclass(frozen=True, slots=True)
-class InputValues:
-    """One per-input gauge of a segment at an evaluation: each input's value by name."""
+class NoEvidence:
+    """A segment received no event for its shortest time window: its last verdict rests on nothing current, and
+    the verdict gauge says ``no-evidence`` until an evaluation with events sets it again."""
 
-    kind: Literal["drift", "out_of_range"]
-    names: Sequence[str]
-    values: NDArray[np.float64]
+    segment: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,19 +120,12 @@ class VerdictValues:
 
     @classmethod
     def of(cls, segment: str, report: VerdictReport, engine: VerdictEngine) -> VerdictValues:
-        """``segment``'s verdict and its engine's detectors and per-input tests as they are now."""
-        inputs: list[InputValues] = []
-        features = engine.feature_drift
-        if features is not None:
-            inputs.append(InputValues("drift", features.feature_names, features.statistics))
-        held = engine.held_drift
-        if held is not None:  # held inputs: their category distance, and their unseen share as "out of range"
-            inputs.append(InputValues("drift", held.feature_names, held.statistics))
-            inputs.append(InputValues("out_of_range", held.feature_names, held.unseen_shares))
-        if engine.input_range is not None:
-            inputs.append(InputValues("out_of_range", engine.input_range.feature_names, engine.input_range.shares))
-        moved = None if features is None else len(features.moved)
-        return cls(segment, report.verdict, engine.states, moved, tuple(inputs))
+        """``segment``'s verdict and its engine's detectors and per-input gauges as they are now; ``moved`` counts
+        the inputs the slots that name moved inputs as ``top_features`` flagged (the per-input KS)."""
+        inputs = tuple(g for slot in engine.slots for g in slot.gauges())
+        naming = [slot for slot in engine.slots if slot.spec.names_in == "top_features"]
+        moved = sum(len(slot.moved) for slot in naming) if naming else None
+        return cls(segment, report.verdict, engine.states, moved, inputs)
 
 
 #: one record of :attr:`WatchReport.series` (an alert's firing state is an :class:`AlertUpdate`)
@@ -147,6 +140,7 @@ SeriesUpdate = (
     | WarmingUp
     | VerdictCleared
     | VerdictValues
+    | NoEvidence
     | AlertUpdate
 )
 

@@ -47,7 +47,8 @@ def install_watches(
     reference_from_file: Callable[[ModelRuntime], None],
 ) -> None:
     """Give every model its watch (:func:`install_watch`) and its saved per-segment baselines; a model whose watch
-    has no reference yet takes it from its reference file (JSON here, rows scored by ``reference_from_file``)."""
+    has no reference yet takes it from its reference file (JSON here, rows scored by ``reference_from_file``). The
+    detectors of every baseline are calibrated here, before the first poll takes records into flight."""
     for rt in runtimes:
         install_watch(settings, rt, saved.get(rt.name, {}))
         assert rt.watch is not None
@@ -58,6 +59,7 @@ def install_watches(
                 reference_from_json(rt, ref_path)
             else:
                 reference_from_file(rt)
+        rt.watch.verdicts.calibrate()
 
 
 def install_watch(settings: Settings, rt: ModelRuntime, saved: dict[str, Any]) -> None:

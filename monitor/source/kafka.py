@@ -26,6 +26,7 @@ from monitor.errors import SourceError
 from monitor.logs import RateLimitedLogger, redact_text
 from monitor.source import records
 from monitor.source.base import Headers, Positions, RawRecord, RebalanceHandler
+from monitor.source.producer_renewal import Renewal, fatal_error
 
 if TYPE_CHECKING:  # monitor.config imports this module
     from monitor.config import KafkaSettings
@@ -55,6 +56,10 @@ RETRY_WAIT_SECONDS = 1.0
 #: the consumer's bound on one attempt to reach the cluster (kafka-python's bootstrap_timeout_ms, 30 s by default):
 #: a broker not there at start-up is waited for, attempt after attempt, with the metrics endpoint already up
 BOOTSTRAP_TIMEOUT_MS = 5_000
+#: how old the consumer's topic metadata may grow before it is asked again (kafka-python's metadata_max_age_ms,
+#: 5 minutes by default): a topic's new partitions are seen, assigned, read and counted in the lag within about this
+#: long (librdkafka's consumer: ``monitor.source.rdkafka.METADATA_REFRESH_MS``, the same)
+METADATA_MAX_AGE_MS = 10_000
 #: after a connection problem the client reported, the broker counts as away this long (``KafkaSource.degraded``)
 AWAY_SECONDS = 10.0
 #: at most one line of ours about an outage this often (kafka-python's own lines about it are held back)
@@ -181,6 +186,7 @@ def consumer_client_settings(c: ConsumerConfig, client_id: str) -> dict[str, Any
         max_poll_records=c.max_poll_records,
         fetch_max_wait_ms=c.fetch_max_wait_ms,
         max_partition_fetch_bytes=c.max_partition_fetch_bytes,
+        metadata_max_age_ms=METADATA_MAX_AGE_MS,
         **_common(c.bootstrap_servers, c.api_version, c.security),
     )
     if "bootstrap_timeout_ms" in KafkaConsumer.DEFAULT_CONFIG:
@@ -805,6 +811,16 @@ class _Out:
     size: int
 
 
+class _Ticket:
+    """One hand-over of a held record to a producer: resolved once, by the first of its acknowledgement, its failure
+    or the replacement of that producer (a later callback of the replaced producer is ignored)."""
+
+    __slots__ = ("out",)
+
+    def __init__(self, out: _Out) -> None:
+        self.out = out
+
+
 class KafkaSink:
     """The dead-letter and scores topics: a kafka-python producer (acks=all) that rides out a broker outage.
 
@@ -820,14 +836,21 @@ class KafkaSink:
       beyond the buffer are dropped instead, counted in ``dropped_total[(kind, "buffer_full")]``;
     - :attr:`degraded` says what is wrong and what to fix while records cannot be delivered (else None);
     - ``failed_total[kind]`` (failed attempts, each re-sent) and ``dropped_total[(kind, reason)]`` are monotone counts
-      for ``harmonic_producer_failures_total`` / ``harmonic_producer_dropped_total``.
+      for ``harmonic_producer_failures_total`` / ``harmonic_producer_dropped_total``;
+    - a producer that can never send again (:func:`~monitor.source.producer_renewal.fatal_error`: kafka-python's
+      idempotent producer after its broker came back without its producer id) is replaced by a new one from
+      ``new_producer`` at the next :meth:`flush` (then with a doubling backoff, :class:`Renewal`), and every record it
+      had not acknowledged is re-sent through the new one: none is lost, and one the broker took just before may come
+      twice (at-least-once).
 
     Parameters
     ----------
     config : the broker, the topics' kinds, the buffer and the delivery bound (:class:`ProducerConfig`).
     client_id : as for :class:`KafkaSource`.
     stall_seconds : records waiting this long with no acknowledgement at all: the broker is taken to be away.
-    producer : a ready producer instead of a new ``KafkaProducer`` (tests).
+    producer : a ready producer instead of a new one from ``new_producer`` (tests).
+    new_producer : makes the producer, and each replacement of one in a fatal state (default: kafka-python's
+        ``KafkaProducer`` from ``config``; none when only ``producer`` is given: it is then never replaced).
     clock : monotonic seconds (``time.monotonic``).
 
     Raises
@@ -843,6 +866,7 @@ class KafkaSink:
         client_id: str = "harmonic-monitor",
         stall_seconds: float = STALL_SECONDS,
         producer: Producer | None = None,
+        new_producer: Callable[[], Producer] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         c = config
@@ -860,11 +884,16 @@ class KafkaSink:
         self.drop_when_full = c.drop_when_full
         self.stall_seconds = stall_seconds
         self._clock = clock
-        self._producer = (
-            producer
-            if producer is not None
-            else _new_producer(c.bootstrap_servers, c.api_version, c.security, client_id, c.delivery_timeout_ms)
-        )
+        if new_producer is None and producer is None:
+            new_producer = functools.partial(
+                _new_producer, c.bootstrap_servers, c.api_version, c.security, client_id, c.delivery_timeout_ms
+            )
+        self._new_producer = new_producer
+        if producer is None:
+            assert new_producer is not None
+            producer = new_producer()
+        self._producer: Producer = producer
+        self.renewal = Renewal(clock=clock)
         # record headers arrived with Kafka 0.11 (message format v2); kafka-python asserts on them before that
         version = tuple(self._producer.config.get("api_version") or (0, 11))
         self.headers_supported = version >= (0, 11)
@@ -875,7 +904,8 @@ class KafkaSink:
         #: and due to be re-sent. Per topic: one topic without metadata (deleted, not yet created, not writable) must
         #: not hold back another topic's records, and order only matters within a topic.
         self._waiting: dict[str, deque[_Out]] = {}
-        self._in_flight = 0  # handed to kafka-python, outcome not known yet
+        #: handed to the producer, outcome not known yet (a dict: in the order handed over)
+        self._pending: dict[_Ticket, None] = {}
         self._held = 0  # waiting + in flight
         self._held_bytes = 0
         #: last acknowledgement, or when the sink last went from holding nothing to holding something
@@ -937,13 +967,14 @@ class KafkaSink:
         """
         start = self._clock()
         deadline = start + timeout_seconds
+        self._renew_if_fatal()
         self._resend()
         with self._cond:
             while self._held:
                 now = self._clock()
                 if now >= deadline:
                     break
-                stalled = self._in_flight == 0 or now - self._progress_at >= self.stall_seconds
+                stalled = not self._pending or now - self._progress_at >= self.stall_seconds
                 if stalled and now - start >= RETRY_WAIT_SECONDS:
                     break
                 # wake when the answer may change: an outcome (notify), the stall, the retry wait, the deadline
@@ -993,8 +1024,6 @@ class KafkaSink:
 
     def close(self, timeout_seconds: float = 5.0) -> None:
         """Close the producer: bounded, and at once when records are still unacknowledged (the broker is away)."""
-        from kafka.errors import KafkaTimeoutError
-
         self._closing = True
         held = self._held
         if held:
@@ -1003,19 +1032,7 @@ class KafkaSink:
                 "and are read again at the next start",
                 extra={"records": held},
             )
-        try:
-            try:
-                self._producer.close(timeout=0.0 if held else timeout_seconds)
-            except KafkaTimeoutError:
-                # kafka-python's close flushes first and raises while batches are incomplete (and would again at
-                # exit): abort them through its sender thread, then close for real
-                sender = getattr(self._producer, "_sender", None)
-                if sender is not None:
-                    sender.force_close()
-                    sender.join(timeout_seconds)
-                self._producer.close(timeout=0.0)
-        except Exception:  # noqa: BLE001 - closing must not mask the real shutdown path
-            log.exception("error while closing the Kafka producer")
+        _close_producer(self._producer, 0.0 if held else timeout_seconds)
 
     # -- internals -------------------------------------------------------------------------------------------
     def _hold(self, out: _Out) -> None:
@@ -1028,17 +1045,51 @@ class KafkaSink:
         self._held -= 1
         self._held_bytes -= out.size
 
+    def _renew_if_fatal(self) -> None:
+        """Replace a producer that can never send again (:func:`fatal_error`) when :attr:`renewal` allows; the
+        records it had not acknowledged wait to be re-sent through the new one."""
+        error = fatal_error(self._producer)
+        if error is None or self._new_producer is None or not self.renewal.due():
+            return
+        message = _error_text(error)
+        try:
+            fresh = self._new_producer()
+        except SourceError as exc:
+            self.renewal.attempted()
+            log.warning(
+                "Kafka producer in a fatal state; a new one could not be made, tried again later",
+                extra={"error": message, "cause": str(exc), "retry_in_seconds": round(self.renewal.wait_seconds, 1)},
+            )
+            return
+        with self._cond:
+            old, self._producer = self._producer, fresh
+            stale, self._pending = self._pending, {}
+            for ticket in reversed(stale):  # ahead of the topic's waiting records: they were handed over first
+                self._waiting.setdefault(ticket.out.topic, deque()).appendleft(ticket.out)
+            self._cond.notify_all()
+        self.renewal.renewed()
+        log.warning(
+            "Kafka producer replaced: it was in a fatal state and could send nothing more; the records it had not "
+            "acknowledged are sent again through the new one (one may arrive twice)",
+            extra={"error": message, "resent": len(stale), "held": self._held, "replacements": self.renewal.total},
+        )
+        _close_producer(old, 0.0)
+
     def _hand_over(self, out: _Out) -> bool:
-        """Give ``out`` to kafka-python; False (counted, logged) when it cannot take it now."""
+        """Give ``out`` to the producer; False (counted, logged) when it cannot take it now."""
         from kafka.errors import KafkaError
 
         with self._cond:
-            self._in_flight += 1  # before the callbacks: they may run at once
+            ticket = _Ticket(out)
+            self._pending[ticket] = None  # before the callbacks: they may run at once
+            producer = self._producer
         try:
-            future = self._producer.send(out.topic, value=out.value, key=out.key, headers=out.headers)
+            future = producer.send(out.topic, value=out.value, key=out.key, headers=out.headers)
         except KafkaError as exc:  # e.g. no metadata for the topic within max_block_ms: the broker is away
             with self._cond:
-                self._in_flight -= 1
+                if ticket not in self._pending:  # its producer was replaced meanwhile: already waiting again
+                    return True
+                del self._pending[ticket]
                 if _too_large(exc):
                     self._release(out)
                     self.dropped_total[(out.kind, "too_large")] += 1
@@ -1047,8 +1098,8 @@ class KafkaSink:
                 return True
             self._failed(out, exc)
             return False
-        future.add_callback(self._on_ack, out)
-        future.add_errback(self._on_error, out)
+        future.add_callback(self._on_ack, ticket)
+        future.add_errback(self._on_error, ticket)
         return True
 
     def _resend(self) -> None:
@@ -1068,10 +1119,13 @@ class KafkaSink:
                         self._waiting.setdefault(topic, deque()).appendleft(out)
                     break
 
-    def _on_ack(self, out: _Out, _metadata: object) -> None:
-        """kafka-python's I/O thread: the broker acknowledged ``out``."""
+    def _on_ack(self, ticket: _Ticket, _metadata: object) -> None:
+        """The producer's I/O thread: the broker acknowledged ``ticket``'s record."""
+        out = ticket.out
         with self._cond:
-            self._in_flight -= 1
+            if ticket not in self._pending:  # its producer was replaced: the record was handed over again
+                return
+            del self._pending[ticket]
             self._release(out)
             self.acknowledged_total += 1
             self._progress_at = self._clock()
@@ -1080,13 +1134,17 @@ class KafkaSink:
             if recovered:
                 self._reported = False
             self._cond.notify_all()
+        self.renewal.delivered()
         if recovered:
             log.info("Kafka producer delivering again", extra={"held": self._held})
 
-    def _on_error(self, out: _Out, error: BaseException) -> None:
-        """kafka-python's I/O thread: ``out`` failed (retries and delivery_timeout_ms spent, or a refusal)."""
+    def _on_error(self, ticket: _Ticket, error: BaseException) -> None:
+        """The producer's I/O thread: ``ticket``'s record failed (retries and delivery timeout spent, a refusal)."""
+        out = ticket.out
         with self._cond:
-            self._in_flight -= 1
+            if ticket not in self._pending:  # its producer was replaced: the record was handed over again
+                return
+            del self._pending[ticket]
             if _too_large(error):
                 self._release(out)
                 self.dropped_total[(out.kind, "too_large")] += 1
@@ -1103,8 +1161,7 @@ class KafkaSink:
             self._failed(out, error)
 
     def _failed(self, out: _Out, error: BaseException) -> None:
-        text = str(error)  # kafka-python's errors start with their class name; others may not
-        message = redact_text(text if text.startswith(type(error).__name__) else f"{type(error).__name__}: {text}")
+        message = _error_text(error)
         with self._cond:
             self.failed_total[out.kind] += 1
             self._failing[out.kind] = message
@@ -1130,6 +1187,31 @@ class KafkaSink:
         )
 
 
+def _error_text(error: BaseException) -> str:
+    """``error`` in a log line: its class name first (kafka-python's errors start with it; others may not)."""
+    text = str(error)
+    return redact_text(text if text.startswith(type(error).__name__) else f"{type(error).__name__}: {text}")
+
+
+def _close_producer(producer: Producer, timeout_seconds: float) -> None:
+    """Close ``producer`` within about ``timeout_seconds`` (0: abort what it holds at once); never raises."""
+    from kafka.errors import KafkaTimeoutError
+
+    try:
+        try:
+            producer.close(timeout=timeout_seconds)
+        except KafkaTimeoutError:
+            # kafka-python's close flushes first and raises while batches are incomplete (and would again at
+            # exit): abort them through its sender thread, then close for real
+            sender = getattr(producer, "_sender", None)
+            if sender is not None:
+                sender.force_close()
+                sender.join(timeout_seconds)
+            producer.close(timeout=0.0)
+    except Exception:  # noqa: BLE001 - closing must not mask the real shutdown path
+        log.exception("error while closing the Kafka producer")
+
+
 def _too_large(error: BaseException) -> bool:
     """A record the broker (or ``max_request_size``) will never take: re-sending it would stall the sink forever."""
     from kafka.errors import MessageSizeTooLargeError, RecordListTooLargeError
@@ -1147,6 +1229,8 @@ def _new_producer(
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
 
+    # its connection lines are held back as the consumer's are: the sink's own lines say what fails (degraded)
+    install_client_noise_filter()
     kw = _common(bootstrap_servers, api_version, security)
     try:
         producer: Producer = KafkaProducer(

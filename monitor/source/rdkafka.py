@@ -475,12 +475,17 @@ def _as_kafka_python_error(error: Any) -> BaseException:
 
 class RdProducer:
     """A librdkafka producer behind the kafka-python producer interface :class:`~monitor.source.kafka.KafkaSink`
-    uses (``config``, ``send`` → future with callbacks, ``close``). A thread serves delivery reports."""
+    uses (``config``, ``send`` → future with callbacks, ``close``). A thread serves delivery reports.
+
+    ``fatal_error`` is librdkafka's fatal error once it reported one (an idempotent producer's unrecoverable state;
+    none otherwise): the producer sends nothing more, and the sink replaces it.
+    """
 
     def __init__(self, conf: Mapping[str, Any], api_version: tuple[int, ...] | None) -> None:
         from confluent_kafka import KafkaException, Producer
 
         self.config: dict[str, Any] = {"api_version": api_version}
+        self.fatal_error: BaseException | None = None
         self._log = RateLimitedLogger(log)
         try:
             self._producer = Producer({**conf, "error_cb": self._on_client_error, "logger": client_log})
@@ -494,6 +499,8 @@ class RdProducer:
         self._thread.start()
 
     def _on_client_error(self, error: Any) -> None:
+        if error.fatal():
+            self.fatal_error = _as_kafka_python_error(error)
         self._log.warning("producer-" + str(error.name()), "Kafka producer error", error=redact_text(str(error)))
 
     def _serve(self) -> None:

@@ -166,9 +166,16 @@ class AlertmanagerService:
     """
 
     def __init__(
-        self, port: int | None = None, *, binary: str = DEFAULT_BINARY, ready_timeout_seconds: float = 20.0
+        self,
+        port: int | None = None,
+        *,
+        binary: str = DEFAULT_BINARY,
+        ready_timeout_seconds: float = 20.0,
+        inhibit_rules: str = "",
     ) -> None:
         self.binary = binary
+        #: an ``inhibit_rules:`` section (YAML) added to the configuration; none when empty
+        self.inhibit_rules = inhibit_rules
         self.port = free_port() if port is None else port
         self.url = f"http://127.0.0.1:{self.port}"
         self.ready_timeout_seconds = ready_timeout_seconds
@@ -191,7 +198,7 @@ class AlertmanagerService:
         tmp = Path(self._tmp.name)
         self.webhook.start()
         config = tmp / "alertmanager.yml"
-        config.write_text(CONFIG_TEMPLATE.format(webhook_url=self.webhook.url), encoding="utf-8")
+        config.write_text(CONFIG_TEMPLATE.format(webhook_url=self.webhook.url) + self.inhibit_rules, encoding="utf-8")
         self._log_path = tmp / "alertmanager.log"
         self._process = start_logged(
             [

@@ -245,6 +245,8 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
+        #: connections accepted so far (a client that never connected leaves it at 0)
+        self.accepted = 0
 
     @property
     def listening(self) -> bool:
@@ -283,6 +285,8 @@ class TcpProxy:
                 continue
             except OSError:
                 return
+            with self._lock:
+                self.accepted += 1
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
             except OSError:
@@ -723,6 +727,20 @@ class Kafka09Broker(Broker):
         args = ["--alter", "--topic", topic]
         self._topic_command(args, configs, f'Updated config for topic "{topic}"', f"altering topic {topic!r}")
 
+    def add_partitions(self, topic: str, partitions: int) -> None:
+        """Grow ``topic`` to ``partitions`` partitions through ZooKeeper (``TopicCommand --alter``) and wait until
+        every one has a leader."""
+        args = ["--alter", "--topic", topic, "--partitions", str(partitions)]
+        self._topic_command(args, {}, "Adding partitions succeeded", f"adding partitions to {topic!r}")
+        _wait_until(
+            lambda: self.partition_count(topic) == partitions,
+            self.startup_timeout_seconds,
+            f"topic {topic!r} to have {partitions} partitions",
+            self.log_tail,
+            poll_seconds=0.5,
+        )
+        self._wait_for_topic(topic, partitions)
+
     def _topic_command(self, args: list[str], configs: Mapping[str, str], success: str, what: str) -> None:
         argv = self._java_argv(_java(), "128m", "kafka.admin.TopicCommand", "tools-log4j.properties")
         argv += ["--zookeeper", self.zookeeper_connect, *args]
@@ -775,13 +793,14 @@ class TansuBroker(Broker):
         super().__init__(startup_timeout_seconds, keep_work_dir)
         self.behind_proxy = behind_proxy
         self._proxy: TcpProxy | None = None
+        self._listen_port = 0
 
     def start(self) -> Self:
         self._ensure_stopped()
         binary = _require_file(TANSU_BIN, "tansu binary")
         work = self._make_work_dir()
         self.port = free_port()
-        listen_port = free_port() if self.behind_proxy else self.port
+        listen_port = self._listen_port = free_port() if self.behind_proxy else self.port
         url = f"tcp://127.0.0.1:{self.port}"
         # Tansu also reads CLUSTER_ID, LISTENER_URL, ... from the environment; drop them so
         # only the arguments below count.
@@ -827,6 +846,15 @@ class TansuBroker(Broker):
     def start_broker(self) -> None:
         """Open the proxy again and wait until the broker answers metadata through it."""
         self._require_proxy().restore()
+        self._wait_for_metadata()
+
+    def restart_empty(self) -> None:
+        """SIGKILL the broker and start a new one on the same address: it comes back with no topics, groups, offsets
+        or producer ids (memory storage), as a cluster re-created behind the same name does."""
+        service = self._services[0]
+        service.stop(kill=True)
+        service.start()
+        self._wait_for_port(self._listen_port, "tansu")
         self._wait_for_metadata()
 
     def _require_proxy(self) -> TcpProxy:

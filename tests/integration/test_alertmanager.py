@@ -10,11 +10,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 
 import pytest
+import yaml
 
 from monitor.alerts import AlertEngine, AlertEvent, AlertRule, AlertState
 from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, rfc3339
+from monitor.runtime.alert_conditions import HARMFUL_ALERT, INPUT_ALERT
 from tests.integration.alertmanager_service import AlertmanagerService, free_port
 
 pytestmark = pytest.mark.integration
@@ -23,9 +26,13 @@ RULE = AlertRule("HarmonicGammaDrift", "gamma", for_seconds=60.0, resolve_after_
 GENERATOR_URL = "http://harmonic-monitor.test:8000/alerts"
 
 
+#: the inhibition rules of the example configuration (deploy/compose/alertmanager.yml), loaded as shipped
+SHIPPED = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy" / "compose" / "alertmanager.yml").read_text())
+
+
 @pytest.fixture(scope="module")
 def alertmanager() -> Iterator[AlertmanagerService]:
-    with AlertmanagerService() as service:
+    with AlertmanagerService(inhibit_rules=yaml.safe_dump({"inhibit_rules": SHIPPED["inhibit_rules"]})) as service:
         yield service
 
 
@@ -79,7 +86,7 @@ def test_fired_alert_appears_in_alertmanager_with_labels_and_annotations(alertma
     }
     assert alert["annotations"] == event.alert.annotations
     assert alert["annotations"]["description"] == (
-        "γ window mean 0.082 vs reference 0.011 (KS p=1e-09); top features moved: f3, f7"
+        "γ window mean 0.082 > reference 0.011 (KS p=1e-09); other inputs moved: f3, f7"
     )
     assert alert["status"]["state"] == "active"
     assert parse_time(alert["startsAt"]) == starts_at
@@ -182,3 +189,28 @@ def test_worker_retries_until_a_late_alertmanager_is_up() -> None:
 
     assert alert["startsAt"].startswith(rfc3339(event.alert.starts_at_seconds)[:19])
     assert worker.sent_total == 1
+
+
+def test_the_shipped_inhibit_rule_hides_a_firing_input_alert_behind_a_harmful_shift(
+    alertmanager: AlertmanagerService,
+) -> None:
+    model = "credit-escalated"
+    engine = AlertEngine(
+        [AlertRule(HARMFUL_ALERT, "outputs", for_seconds=0.0), AlertRule(INPUT_ALERT, "features", for_seconds=0.0)]
+    )
+    now = time.time()
+    events = [
+        engine.observe(name, model=model, segment="eu", condition=True, value=1.0, reference=0.0, now_seconds=now)
+        for name in (INPUT_ALERT, HARMFUL_ALERT)
+    ]
+    with DeliveryWorker(AlertmanagerSender(alertmanager.url)) as worker:
+        for event in events:
+            assert event is not None
+            worker.submit(event)
+        alerts = alertmanager.wait_for_alerts(
+            lambda alerts: {a["status"]["state"] for a in alerts} == {"active", "suppressed"}, model=model
+        )
+    states = {a["labels"]["alertname"]: a["status"] for a in alerts}
+    # the input alert still fires (never "resolved" while the inputs are off); Alertmanager hides it
+    assert states[INPUT_ALERT]["state"] == "suppressed" and states[INPUT_ALERT]["inhibitedBy"]
+    assert states[HARMFUL_ALERT]["state"] == "active"

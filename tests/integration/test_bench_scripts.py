@@ -123,6 +123,16 @@ def test_loss_estimate_prints_its_table() -> None:
     assert "| mae | all |" in out and "| rmse | all |" in out
 
 
+def test_compare_models_prints_its_tables() -> None:
+    out = bench(
+        "bench/compare_models.py",
+        *("--seeds", "1", "--datasets", "wine", "--bootstrap", "50", "--probe-points", "3"),
+        *("--rows", "600", "--repeats", "2"),
+    )
+    assert "| wine | gbdt-2 |" in out and "| test | pareto | " in out and "| shift | gamma | " in out
+    assert "specific fragilities:" in out and "| 600 |" in out
+
+
 def test_l2_boundary_prints_its_tables() -> None:
     """HopSkipJump is skipped here: ART lives in its own venv (bench/.venv-art), not in CI's."""
     out = bench("bench/l2_boundary.py", "--points", "3", "--models", "lr,gbdt", "--no-art")

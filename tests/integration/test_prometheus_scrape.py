@@ -360,6 +360,29 @@ def test_every_dashboard_query_runs_in_prometheus(prometheus: PrometheusService,
     assert not errors, f"{dashboard.name}: queries Prometheus rejects: {json.dumps(errors, indent=2)}"
 
 
+#: the panels that answer "what moved" (grafana/dashboards/harmonic-overview.json), each with data from this sidecar
+WHAT_MOVED_PANELS = (58, 59, 60, 61, 62)
+
+
+def _substituted(query: str) -> str:
+    for variable, value in GRAFANA_VARIABLES.items():
+        query = query.replace(variable, value)
+    return query
+
+
+def test_the_what_moved_panels_draw_the_sidecar_s_series(prometheus: PrometheusService) -> None:
+    dashboard = json.loads((REPO / "grafana" / "dashboards" / "harmonic-overview.json").read_text(encoding="utf-8"))
+    panels = {p["id"]: p for p in dashboard["panels"]}
+    for panel_id in WHAT_MOVED_PANELS:
+        first = panels[panel_id]["targets"][0]["expr"]  # each panel's first query has a line to draw
+        prometheus.wait_for_samples(_substituted(first))
+    per_input = prometheus.wait_for_samples(_substituted(panels[58]["targets"][0]["expr"]))
+    assert {s["metric"]["feature"] for s in per_input} <= {"x[0]", "x[1]"}, per_input  # the model's input names
+    assert all(0.0 <= float(s["value"][1]) <= 1.0 for s in per_input)
+    verdicts = prometheus.wait_for_samples(_substituted(panels[24]["targets"][0]["expr"]))
+    assert {float(s["value"][1]) for s in verdicts} <= {-1.0, 0.0, 1.0, 2.0}
+
+
 def test_promtool_accepts_the_rules_and_their_unit_tests() -> None:
     if not os.access(PROMTOOL, os.X_OK):
         raise RuntimeError(f"promtool not found at {PROMTOOL}. {INSTALL_HINT}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from monitor import telemetry as tel
 from tests.integration.brokers import Broker
 from tests.integration.conftest import broker_for_both_clients
 from tests.integration.model_fixtures import ClassifierFiles
-from tests.integration.sidecar import Scrape, Sidecar, classifier_sidecar
+from tests.integration.sidecar import Scrape, Sidecar, SidecarError, classifier_sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
     MODEL,
@@ -106,9 +107,42 @@ def test_run_killed_before_its_first_checkpoint_loses_no_event(
     assert code == 0, second.log_tail()
 
 
+def killed_while_one_record_is_in_flight_alone(car: Sidecar, marker: Path) -> dict[str, object] | None:
+    """As soon as ``car`` processes a record alone (an in-flight marker that says ``careful``), SIGKILL it; returns
+    that marker (None: recovery ended, or the deadline passed, before one was seen; it is killed then too)."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT_SECONDS
+    next_check = time.monotonic() + 0.5
+    seen: dict[str, object] | None = None
+    while time.monotonic() < deadline:
+        try:
+            seen = json.loads(marker.read_text())
+        except (FileNotFoundError, ValueError):  # between two records, or caught mid-replace
+            seen = None
+        if seen is not None and seen.get("careful"):
+            break
+        if time.monotonic() >= next_check:
+            if recovery_ended(car):
+                break
+            next_check = time.monotonic() + 0.5
+    assert car.kill() == -signal.SIGKILL
+    return seen if seen is not None and seen.get("careful") else None
+
+
+def recovery_ended(car: Sidecar) -> bool:
+    """``/readyz`` answers and no longer lists ``recovery`` among what runs degraded."""
+    try:
+        _, detail = car.readyz()
+    except (OSError, ValueError, SidecarError):
+        return False
+    return "recovery" not in detail.get("degraded", [])
+
+
 def test_run_killed_with_an_invalid_record_in_flight_reprocesses_it_once(
     kafka_broker: Broker, topic: str, classifier: ClassifierFiles, tmp_path: Path
 ) -> None:
+    """Killed with a batch in flight, then killed again while re-processing it one record at a time (as a crash
+    loop's kills land): the invalid record is dead-lettered as itself, every valid event is scored, none is taken
+    for poison."""
     group = group_name()
     side_topics(kafka_broker, topic)
     good = valid_events(classifier, 400, prefix="g")
@@ -131,11 +165,13 @@ def test_run_killed_with_an_invalid_record_in_flight_reprocesses_it_once(
     marker = tmp_path / "state" / "inflight.json"
     assert marker.exists()
     with sidecar(kafka_broker, topic, group, tmp_path, classifier) as second:
+        careful = killed_while_one_record_is_in_flight_alone(second, marker)
+    with sidecar(kafka_broker, topic, group, tmp_path, classifier) as second:
         settled = all_committed(second, topic, group, ends, "the restarted sidecar to apply and commit every record")
         assert consumed(settled) == len(messages)
         assert settled.total(tel.EVENTS_SCORED_TOTAL.name) == len(good.messages)
         invalid = {k: v for k, v in settled.by_label(tel.EVENTS_INVALID_TOTAL.name, "reason").items() if v}
-        assert invalid == {"not_finite": 1.0}
+        assert invalid == {"not_finite": 1.0}, f"killed with {careful} in flight alone"
         dead = read_topic(kafka_broker, f"{topic}-dlq", lambda r: len(r) >= 1, "the dead letter", partitions=1)
         # at least once: the first run may have sent it before the kill
         assert {r.value for r in dead} == {poison} and all(r.key == b"not_finite" for r in dead)

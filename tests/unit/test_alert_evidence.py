@@ -72,7 +72,7 @@ def test_an_input_alert_names_the_inputs_with_their_numbers() -> None:
     assert moved.detector == "income" and a.top_features == ("income",)
     assert moved.window == pytest.approx(1.5, abs=0.2) and moved.reference == pytest.approx(0.0, abs=0.1)
     assert moved.statistic >= moved.threshold == watch.config.detectors.feature_min_distance
-    assert a.annotations["description"].startswith("fired: income ")
+    assert a.annotations["description"].startswith("income KS distance 0.")
     assert float(a.annotations["value"]) == pytest.approx(moved.window, rel=1e-5)
     # the per-input gauge, by name
     assert state.gauge(tel.FEATURE_DRIFT_STATISTIC.name, (MODEL, "other", "income")) == pytest.approx(moved.statistic)
@@ -85,7 +85,7 @@ def test_the_shadow_alert_names_its_rate_and_threshold() -> None:
     for _ in range(5):
         watch.update(*stream.batch(shadow_rate=0.5))
     description = alert(watch, SHADOW_ALERT).annotations["description"]
-    assert description.startswith("disagreement rate 0.") and " vs threshold 0.02" in description
+    assert description.startswith("disagreement rate 0.") and " > threshold 0.020 " in description
 
 
 def gauges(state: MetricsState) -> dict[str, float]:
@@ -141,8 +141,10 @@ def test_harmful_shift_holds_until_its_output_evidence_has_been_off_for_resolve_
 
 
 def test_the_webhook_payload_carries_the_evidence() -> None:
-    rule = AlertRule(HARMFUL_ALERT, "gamma_flicker", 0.0, 60.0, severity="warning")
-    ev = Evidence("flicker_cusum", 14.0, 12.0, 0.3, 0.1, "share of flicker above the reference's 90th percentile")
+    rule = AlertRule(HARMFUL_ALERT, "outputs", 0.0, 60.0, severity="warning")
+    ev = Evidence(
+        "flicker_cusum", 14.0, 12.0, 0.3, 0.1, "share of flicker above the reference's 90th percentile", "CUSUM"
+    )
     a = Alert(rule, "m", "eu", AlertState.FIRING, 0.3, 0.1, 1.0, evidence=(ev,), fired_at_seconds=1.0)
     body = WebhookSender("http://127.0.0.1:9/hook").payload([a], 2.0)
     (item,) = body["alerts"]  # type: ignore[misc]
@@ -150,13 +152,15 @@ def test_the_webhook_payload_carries_the_evidence() -> None:
         {
             "detector": "flicker_cusum",
             "statistic": 14.0,
+            "statistic_name": "CUSUM",
             "threshold": 12.0,
             "window": 0.3,
             "reference": 0.1,
             "measure": "share of flicker above the reference's 90th percentile",
         }
     ]
-    assert item["annotations"]["fired"].startswith("flicker_cusum 14 > threshold 12")
+    assert item["annotations"]["description"].startswith("flicker_cusum CUSUM 14.0 > 12.0 (share of flicker")
+    assert item["annotations"]["summary"] == f"{HARMFUL_ALERT} m/eu: flicker_cusum CUSUM 14.0 > 12.0"
 
 
 def test_input_noise_is_seen_by_the_range_test_and_named() -> None:
@@ -188,7 +192,7 @@ def test_the_range_test_keeps_quiet_on_a_stationary_stream() -> None:
     for _ in range(100):
         watch.update(*stream.batch())
     engine = watch.verdicts.engines["other"]
-    assert engine.input_range is not None and engine.input_range.state.alarms == 0
+    assert engine.detector("inputs_range") is not None and engine.detector("inputs_range").state.alarms == 0
     assert watch.verdict("other") == Verdict.STABLE
 
 
@@ -215,7 +219,9 @@ def test_a_correlation_flip_every_per_input_test_misses_is_an_input_shift() -> N
     report = watch.last_reports["other"]
     assert report.verdict == Verdict.INPUT_SHIFT and report.fired == ("inputs_pca",), report
     engine = watch.verdicts.engines["other"]
-    assert engine.feature_drift is not None and not engine.feature_drift.drift_detected  # per-input KS is blind
+    assert (
+        engine.detector("features_ks") is not None and not engine.detector("features_ks").drift_detected
+    )  # per-input KS is blind
     a = alert(watch, INPUT_ALERT)
     (ev,) = a.evidence
     assert ev.detector == "inputs_pca" and ev.window > 3 * ev.reference and "reconstruction error" in ev.measure

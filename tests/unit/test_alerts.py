@@ -211,8 +211,8 @@ def test_alert_annotations_say_value_reference_and_top_features(engine: AlertEng
     event = observe(engine, True, 60.0)
     assert event is not None
     assert event.alert.annotations == {
-        "summary": "γ alert HarmonicGammaDrift on model 'credit', segment 'eu' (harmful)",
-        "description": "γ window mean 0.082 vs reference 0.011 (KS p=1e-09); top features moved: f3, f7",
+        "summary": "HarmonicGammaDrift credit/eu: γ window mean 0.082 > reference 0.011 (KS p=1e-09)",
+        "description": "γ window mean 0.082 > reference 0.011 (KS p=1e-09); other inputs moved: f3, f7",
         "value": "0.082",
         "reference": "0.011",
         "top_features": "f3,f7",
@@ -224,7 +224,7 @@ def test_alert_annotations_include_runbook_url_when_configured() -> None:
     event = engine.observe("R", model="m", segment="other", condition=True, value=0.3, reference=0.1, now_seconds=0.0)
     assert event is not None
     assert event.alert.annotations["runbook_url"] == "https://runbooks/flicker"
-    assert event.alert.annotations["description"] == "flicker window mean 0.3 vs reference 0.1"
+    assert event.alert.annotations["description"] == "flicker window mean 0.30 > reference 0.10"
 
 
 def test_alert_engine_reset_forgets_alerts_and_counters(engine: AlertEngine) -> None:

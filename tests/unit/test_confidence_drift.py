@@ -19,6 +19,7 @@ from monitor import telemetry as tel
 from monitor.config import DriftSettings
 from monitor.drift import Cusum, VerdictEngine
 from monitor.drift.base import DriftState
+from monitor.drift.slots import SlotState
 from monitor.drift.verdict import Verdict, decide_verdict
 from monitor.exporters.prometheus import MetricsState
 from monitor.rolling.reference import Reference, WarmupReferenceBuilder
@@ -57,12 +58,12 @@ def test_confidence_cusum_false_alarm_rate_is_within_a_factor_of_two_of_its_shar
     alarms = 0
     for seed in range(4):
         eng = VerdictEngine(reference(100 + seed), DriftSettings(false_alarms_per_million_events=RATE))
-        assert eng.confidence_cusum is not None
+        assert eng.detector("confidence_cusum") is not None
         assert eng.cusums_sharing == 3  # γ, flicker, confidence (no margin sample in this reference)
         rng = np.random.default_rng(200 + seed)  # fresh events from the population, not the reference sample
         for _ in range(EVENTS // 50_000):
             eng.update(confidence=confidence_like(rng, 50_000))
-        alarms += eng.confidence_cusum.state.alarms
+        alarms += eng.detector("confidence_cusum").state.alarms
     measured = alarms / (4 * EVENTS) * 1e6
     share = RATE / 3
     assert share / 2 <= measured <= share * 2, measured
@@ -71,10 +72,12 @@ def test_confidence_cusum_false_alarm_rate_is_within_a_factor_of_two_of_its_shar
 def test_confidence_threshold_is_the_calibrated_cusum_on_one_minus_confidence_and_is_shared() -> None:
     ref = reference(0)
     a, b = VerdictEngine(ref), VerdictEngine(ref)
-    assert a.confidence_cusum is not None and b.confidence_cusum is not None
-    cal = a.confidence_cusum.calibration
+    assert a.detector("confidence_cusum") is not None and b.detector("confidence_cusum") is not None
+    cal = a.detector("confidence_cusum").calibration
     assert cal is not None and cal.method != "fallback"
-    assert a.confidence_cusum.calibration is b.confidence_cusum.calibration  # segments share one calibration
+    assert (
+        a.detector("confidence_cusum").calibration is b.detector("confidence_cusum").calibration
+    )  # segments share one calibration
     # the stated rate is the three CUSUMs' together: each is calibrated for a third of it
     same = Cusum(1.0 - ref.confidence_sample, false_alarms_per_million=1.0 / 3, name="confidence_cusum")
     assert a.thresholds["confidence_cusum"] == pytest.approx(same.threshold)
@@ -90,11 +93,11 @@ def test_confidence_threshold_is_the_calibrated_cusum_on_one_minus_confidence_an
 def test_confidence_cusum_catches_a_fall_and_ignores_a_rise() -> None:
     rng = np.random.default_rng(3)
     eng = VerdictEngine(reference(1))
-    assert eng.confidence_cusum is not None
+    assert eng.detector("confidence_cusum") is not None
     eng.update(confidence=confidence_like(rng, 20_000))
-    assert eng.confidence_cusum.state.alarms == 0
+    assert eng.detector("confidence_cusum").state.alarms == 0
     rise = np.ones(20_000)  # more confident than the reference: not harm
-    assert not eng.update(confidence=rise).confidence_cusum.drift_detected  # type: ignore[union-attr]
+    assert not eng.update(confidence=rise).detector("confidence_cusum").drift_detected  # type: ignore[union-attr]
     fall = confidence_like(rng, 2000, fall=0.3)
     first = next(i for i in range(0, 2000, 10) if eng.update(confidence=fall[i : i + 10]).verdict is not Verdict.STABLE)
     assert first < 300
@@ -109,10 +112,10 @@ def test_no_confidence_detector_for_regressors_old_references_or_when_switched_o
     del old["confidence_sample"]  # a reference written before confidence was kept
     for ref in (nan_conf, Reference.from_dict(old), reference(0, confidence=False)):
         eng = VerdictEngine(ref)
-        assert eng.confidence_cusum is None and "confidence_cusum" not in eng.thresholds
+        assert eng.detector("confidence_cusum") is None and "confidence_cusum" not in eng.thresholds
         eng.update(gamma=np.ones(10), flicker=np.zeros(10), confidence=np.full(10, np.nan))  # skipped cleanly
         assert [s.name for s in eng.states if s.name.startswith("confidence")] == []
-    assert VerdictEngine(reference(0), DriftSettings(confidence_detector=False)).confidence_cusum is None
+    assert VerdictEngine(reference(0), DriftSettings(confidence_detector=False)).detector("confidence_cusum") is None
 
 
 def test_reference_keeps_a_thinned_confidence_sample_that_round_trips() -> None:
@@ -163,10 +166,12 @@ def test_harmful_needs_output_side_evidence(
     gamma: bool, flicker: bool, confidence: bool, accuracy: bool, inputs: bool, want: Verdict
 ) -> None:
     report = decide_verdict(
-        gamma=[_state("gamma_cusum", gamma)],
-        flicker=[_state("flicker_cusum", flicker)],
-        confidence=[_state("confidence_cusum", confidence)],
-        features=_state("features_ks", inputs),
+        [
+            SlotState(_state("gamma_cusum", gamma), "output"),
+            SlotState(_state("flicker_cusum", flicker), "output"),
+            SlotState(_state("confidence_cusum", confidence), "output"),
+            SlotState(_state("features_ks", inputs), "input"),
+        ],
         accuracy_drop=accuracy,
     )
     assert report.verdict is want
@@ -250,7 +255,7 @@ def test_watch_regressor_has_no_confidence_series_and_still_judges_input_shift()
     for _ in range(25):
         watch.update(*_with_confidence(stream.batch(), np.full(100, np.nan)))
     assert watch.reference is not None and watch.reference.confidence_sample.size == 0
-    assert watch.verdicts.engines["other"].confidence_cusum is None
+    assert watch.verdicts.engines["other"].detector("confidence_cusum") is None
     for _ in range(40):
         watch.update(*_with_confidence(stream.batch(moved=True), np.full(100, np.nan)))
     assert watch.verdict("other") is Verdict.INPUT_SHIFT

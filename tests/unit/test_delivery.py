@@ -9,19 +9,21 @@ import socket
 import threading
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from monitor.alerts import Alert, AlertEngine, AlertEvent, AlertRule, AlertState
 from monitor.errors import ConfigError
 from monitor.exporters.delivery import (
+    MAX_ANSWER_BYTES,
     AlertmanagerSender,
     DeliveryError,
     DeliveryWorker,
     WebhookSender,
     rfc3339,
 )
+from tests.endless_receiver import EndlessReceiver
 
 T0 = 1_795_600_000.0  # 2026-11-25T09:46:40Z
 
@@ -618,3 +620,35 @@ def test_a_stalled_tls_handshake_ends_at_the_deadline() -> None:
         with pytest.raises(DeliveryError, match="did not complete within its deadline of 0.5 s") as caught:
             sender.send([fired().alert], T0)
     assert caught.value.retryable is True
+
+
+# ----------------------------------------------------------------------------- a receiver whose answer never ends
+
+
+@pytest.mark.parametrize("framing", ["close", "chunked"])
+def test_an_endless_answer_body_is_read_to_its_bound_and_the_post_counts_as_delivered(
+    framing: Literal["close", "chunked"], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The receiver takes the alert, answers 200 and streams a body forever: the sender reads 64 KiB of it, closes
+    the connection, and the POST is delivered (not a deadline failure), counted and logged once."""
+    with EndlessReceiver(framing) as receiver:
+        sender = WebhookSender(receiver.url, timeout_seconds=5.0, deadline_seconds=10.0)
+        worker = DeliveryWorker(sender, name="webhook")
+        worker.submit(fired())
+        worker.process_once(T0)
+        worker.submit(fired())  # a resend of the same alert: a second oversized answer
+        worker.process_once(T0 + 1.0)
+    assert (worker.sent_total, worker.failed_total, worker.degraded) == (2, 0, None)
+    assert [body["alerts"][0]["status"] for body in receiver.bodies] == ["firing", "firing"]
+    assert sender.oversized_answers_total == 2
+    # the receiver stops once the client closes; the socket buffers hold a few MiB at most
+    assert receiver.sent_bytes < 64 * 1024 * 1024
+    warnings = [r.getMessage() for r in caplog.records if "body over 64 KiB" in r.getMessage()]
+    assert len(warnings) == 1 and "delivered" in warnings[0], warnings  # rate-limited: one line per minute
+
+
+def test_an_answer_body_within_the_bound_is_read_whole(receiver: Receiver) -> None:
+    assert MAX_ANSWER_BYTES == 64 * 1024
+    sender = WebhookSender(receiver.url + "/hook")
+    sender.send([fired().alert], T0)
+    assert sender.oversized_answers_total == 0

@@ -109,7 +109,7 @@ def _reference(seed: int) -> Reference:
 def test_engine_calibrates_once_per_reference_and_exports_thresholds() -> None:
     ref = _reference(0)
     a, b = VerdictEngine(ref), VerdictEngine(ref)  # two segments of one model share the calibration
-    assert a.gamma_cusum.calibration is b.gamma_cusum.calibration
+    assert a.detector("gamma_cusum").calibration is b.detector("gamma_cusum").calibration
     assert set(a.thresholds) == {"gamma_cusum", "flicker_cusum"}
     assert all(8.0 < h < 14.0 for h in a.thresholds.values())
     pinned = VerdictEngine(ref, DriftSettings(cusum_threshold=14.0))

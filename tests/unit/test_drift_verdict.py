@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from monitor.drift import DriftSettings, DriftState, FeatureShift, Verdict, VerdictEngine, decide_verdict
+from monitor.drift.slots import SlotState
 from monitor.errors import ConfigError
 from monitor.rolling.reference import Reference
 
@@ -28,9 +29,11 @@ def state(name: str, on: bool) -> DriftState:
 )
 def test_decide_verdict_rule(gamma: bool, flicker: bool, features: bool, want: Verdict) -> None:
     report = decide_verdict(
-        gamma=[state("gamma_cusum", gamma)],
-        flicker=[state("flicker_rate", flicker)],
-        features=state("features_ks", features),
+        [
+            SlotState(state("gamma_cusum", gamma), "output"),
+            SlotState(state("flicker_rate", flicker), "output"),
+            SlotState(state("features_ks", features), "input"),
+        ]
     )
     assert report.verdict is want
 
@@ -38,10 +41,11 @@ def test_decide_verdict_rule(gamma: bool, flicker: bool, features: bool, want: V
 def test_decide_verdict_names_detectors_and_top_features() -> None:
     moved = [FeatureShift(2, "income", 0.4, 1e-9), FeatureShift(0, "age", 0.2, 1e-5), FeatureShift(1, "x", 0.15, 1e-4)]
     report = decide_verdict(
-        gamma=[state("gamma_cusum", True), state("gamma_ks", False)],
-        flicker=[],
-        features=state("features_ks", True),
-        moved=moved,
+        [
+            SlotState(state("gamma_cusum", True), "output"),
+            SlotState(state("gamma_ks", False), "output"),
+            SlotState(state("features_ks", True), "input", moved, "top_features"),
+        ],
         top=2,
     )
     assert report.fired == ("gamma_cusum", "features_ks")
@@ -67,7 +71,7 @@ def make_reference(rng: np.random.Generator) -> Reference:
 def test_engine_moves_from_stable_to_input_shift_to_harmful() -> None:
     rng = np.random.default_rng(0)
     eng = VerdictEngine(make_reference(rng))
-    ref = eng.gamma_cusum.cutoff
+    ref = eng.detector("gamma_cusum").cutoff
     n = 3000
     eng.update(
         gamma=np.where(rng.random(n) < 0.3, 0.0, rng.lognormal(np.log(1e-3), 1.0, n)),

@@ -80,9 +80,9 @@ def test_a_stationary_held_input_stays_stable_and_a_rare_category_is_not_unseen(
     feed(watch, stream, 40, CITIES, SHARES)
     assert watch.verdict("other") == Verdict.STABLE
     engine = watch.verdicts.engines["other"]
-    assert engine.held_drift is not None and engine.held_drift.state.alarms == 0
+    assert engine.detector("held_inputs") is not None and engine.detector("held_inputs").state.alarms == 0
     feed(watch, stream, 1, ["lima"])  # a rare but known category: not unseen
-    assert engine.held_drift.unseen_shares[0] == 0.0
+    assert engine.detector("held_inputs").unseen_shares[0] == 0.0
 
 
 def test_a_one_category_stream_leaves_stable_and_names_the_input() -> None:

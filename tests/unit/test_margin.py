@@ -21,6 +21,7 @@ from monitor import telemetry as tel
 from monitor.config import DriftSettings, load_settings
 from monitor.drift import Cusum, VerdictEngine
 from monitor.drift.base import DriftState
+from monitor.drift.slots import SlotState
 from monitor.drift.verdict import Verdict, decide_verdict
 from monitor.exporters.prometheus import MetricsState
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
@@ -206,7 +207,7 @@ def test_old_reference_without_margin_loads_with_confidence_detector_and_no_marg
     ref = Reference.from_dict(old)
     assert ref.margin_sample.size == 0 and ref.confidence_sample.size == 5000
     eng = VerdictEngine(ref)
-    assert eng.confidence_cusum is not None and eng.margin_cusum is None
+    assert eng.detector("confidence_cusum") is not None and eng.detector("margin_cusum") is None
     assert "margin_cusum" not in eng.thresholds
     eng.update(gamma=np.ones(10), flicker=np.zeros(10), confidence=np.full(10, 0.9), margin=np.full(10, 0.1))
     assert not any(s.name == "margin_cusum" for s in eng.states)
@@ -218,8 +219,8 @@ def test_old_reference_without_margin_loads_with_confidence_detector_and_no_marg
 def test_margin_threshold_is_calibrated_like_confidence_and_can_be_switched_off() -> None:
     ref = reference(1)
     eng = VerdictEngine(ref)
-    assert eng.margin_cusum is not None
-    cal = eng.margin_cusum.calibration
+    assert eng.detector("margin_cusum") is not None
+    cal = eng.detector("margin_cusum").calibration
     assert cal is not None and cal.method != "fallback"
     assert eng.cusums_sharing == 4  # the stated rate is the four CUSUMs' together
     share = Cusum(1.0 - ref.margin_sample, false_alarms_per_million=0.25, name="m")
@@ -228,21 +229,21 @@ def test_margin_threshold_is_calibrated_like_confidence_and_can_be_switched_off(
     assert 8.0 < eng.thresholds["margin_cusum"] < 15.0
     assert VerdictEngine(ref, DriftSettings(cusum_threshold=14.0)).thresholds["margin_cusum"] == 14.0
     off = VerdictEngine(ref, DriftSettings(margin_detector=False))
-    assert off.margin_cusum is None and off.confidence_cusum is not None
+    assert off.detector("margin_cusum") is None and off.detector("confidence_cusum") is not None
     nan_margin = Reference.from_arrays(
         gamma=np.ones(500), flicker=np.zeros(500), features=np.zeros((500, 1)), margin=np.full(500, np.nan)
     )
-    assert VerdictEngine(nan_margin).margin_cusum is None  # a regressor: no margin
+    assert VerdictEngine(nan_margin).detector("margin_cusum") is None  # a regressor: no margin
 
 
 def test_margin_cusum_catches_a_runner_up_gaining_which_confidence_cannot_see() -> None:
     rng = np.random.default_rng(5)
     eng = VerdictEngine(reference(2))
-    assert eng.margin_cusum is not None and eng.confidence_cusum is not None
+    assert eng.detector("margin_cusum") is not None and eng.detector("confidence_cusum") is not None
     conf, marg = three_class(rng, 20_000)
     eng.update(confidence=conf, margin=marg)
-    assert eng.margin_cusum.state.alarms == 0 and eng.verdict is Verdict.STABLE
-    assert not eng.update(margin=np.ones(5000)).margin_cusum.drift_detected  # type: ignore[union-attr]  # a rise
+    assert eng.detector("margin_cusum").state.alarms == 0 and eng.verdict is Verdict.STABLE
+    assert not eng.update(margin=np.ones(5000)).detector("margin_cusum").drift_detected  # type: ignore[union-attr]  # a rise
     conf, marg = three_class(rng, 3000, runner_up=0.5)
     first = next(
         i
@@ -251,7 +252,7 @@ def test_margin_cusum_catches_a_runner_up_gaining_which_confidence_cannot_see() 
     )
     assert first < 600
     assert eng.report.verdict is Verdict.HARMFUL_SHIFT and eng.report.fired == ("margin_cusum",)
-    assert eng.confidence_cusum.state.alarms == 0  # max-probability did not move
+    assert eng.detector("confidence_cusum").state.alarms == 0  # max-probability did not move
 
 
 def test_binary_margin_repeats_confidence_so_a_binary_model_has_no_margin_cusum() -> None:
@@ -272,9 +273,13 @@ def test_binary_margin_repeats_confidence_so_a_binary_model_has_no_margin_cusum(
         assert forced[0].statistic == pytest.approx(forced[1].statistic)
     # ... so the engine leaves it out and its share of the false-alarm rate goes to the others
     binary = VerdictEngine(ref(2 * c - 1))
-    assert binary.margin_cusum is None and binary.confidence_cusum is not None and binary.cusums_sharing == 3
+    assert (
+        binary.detector("margin_cusum") is None
+        and binary.detector("confidence_cusum") is not None
+        and binary.cusums_sharing == 3
+    )
     three = VerdictEngine(ref(np.clip(2 * c - 1 - 0.1 * rng.random(5000), 0.0, 1.0)))  # a runner-up below 1 − p
-    assert three.margin_cusum is not None and three.cusums_sharing == 4
+    assert three.detector("margin_cusum") is not None and three.cusums_sharing == 4
 
 
 def _state(name: str, on: bool) -> DriftState:
@@ -292,11 +297,13 @@ def _state(name: str, on: bool) -> DriftState:
 )
 def test_margin_is_output_side_evidence(margin: bool, inputs: bool, want: Verdict) -> None:
     report = decide_verdict(
-        gamma=[_state("gamma_cusum", False)],
-        flicker=[_state("flicker_cusum", False)],
-        confidence=[_state("confidence_cusum", False)],
-        margin=[_state("margin_cusum", margin)],
-        features=_state("features_ks", inputs),
+        [
+            SlotState(_state("gamma_cusum", False), "output"),
+            SlotState(_state("flicker_cusum", False), "output"),
+            SlotState(_state("confidence_cusum", False), "output"),
+            SlotState(_state("margin_cusum", margin), "output"),
+            SlotState(_state("features_ks", inputs), "input"),
+        ]
     )
     assert report.verdict is want
     assert ("margin_cusum" in report.fired) == margin
@@ -326,7 +333,7 @@ def test_watch_keeps_margin_windows_and_a_fall_in_margin_is_a_harmful_shift() ->
     for _ in range(20):
         watch.update(*_with(stream.batch(), *three_class(rng, 100)))
     assert watch.verdict("other") is Verdict.STABLE
-    assert watch.verdicts.engines["other"].margin_cusum is not None
+    assert watch.verdicts.engines["other"].detector("margin_cusum") is not None
     mean = state.gauge(tel.WINDOW_MARGIN_MEAN.name, (MODEL, "other", "60s"))
     assert mean is not None and 0.59 < mean < 0.64  # E[c − (1 − c)·u] = 0.75 − 0.25·0.55 ≈ 0.61
     assert _hist_count(state, tel.MARGIN.name) == 2500
@@ -346,7 +353,7 @@ def test_watch_regressor_has_no_margin_series() -> None:
     for _ in range(10):
         watch.update(*_with(stream.batch(), nan, nan))
     assert watch.reference is not None and watch.reference.margin_sample.size == 0
-    assert watch.verdicts.engines["other"].margin_cusum is None
+    assert watch.verdicts.engines["other"].detector("margin_cusum") is None
     assert state.gauge(tel.WINDOW_MARGIN_MEAN.name, (MODEL, "other", "60s")) is None
     assert state.gauge(tel.DRIFT_STATISTIC.name, (MODEL, "other", "margin_cusum")) is None
     assert _hist_count(state, tel.MARGIN.name) == 0

@@ -3,7 +3,8 @@
 Per-record isolation (an event whose decoding or scoring raises is dead-lettered, the rest go on), checkpoints
 (offsets are committed only after the state that covers them was written), a state directory that cannot be
 written (degraded, never an exit), and the in-flight marker (records in flight at an unclean exit are re-processed
-one at a time; one in flight at two consecutive crashes is dead-lettered as ``crashed_processing``).
+one at a time; one in flight at a crash and alone in flight at the two after it is dead-lettered as
+``crashed_processing``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 from monitor import telemetry as tel
+from monitor.drift import calibrate
 from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.state import INFLIGHT_FILE, STATE_FILE, InFlight, StateStore
 from monitor.source.base import RawRecord
@@ -207,12 +209,13 @@ def test_pipeline_reprocesses_in_flight_records_one_at_a_time_after_an_unclean_e
     assert not (Path(settings.state_dir) / INFLIGHT_FILE).exists()  # a clean stop removes the marker
 
 
-def test_pipeline_dead_letters_a_record_in_flight_at_two_consecutive_crashes(tmp_path: Path) -> None:
+def test_pipeline_dead_letters_a_record_in_flight_at_three_consecutive_crashes(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, kafka={"max_poll_records": 10, "dead_letter_topic": DLQ})
     lines = events(rows(10, seed=9))
     InFlight(Path(settings.state_dir)).path.parent.mkdir(parents=True)
-    # the previous process died while processing offset 6 alone, after an earlier crash with 0..9 in flight
-    marker = {"ranges": {"t/0": [6, 6]}, "careful": True, "careful_until": {"t/0": [9, 9]}}
+    # the previous process died while processing offset 6 alone, as did the one before it, after an earlier crash
+    # with 0..9 in flight
+    marker = {"ranges": {"t/0": [6, 6]}, "careful": True, "careful_until": {"t/0": [9, 9]}, "strikes": {"t/0/6": 1}}
     (Path(settings.state_dir) / INFLIGHT_FILE).write_text(json.dumps(marker))
     sink = RecordingSink()
     source = RecordingSource(records(lines[6:], start=6))
@@ -296,3 +299,29 @@ def test_pipeline_keeps_a_held_position_in_the_state_until_its_partition_is_read
     idle.step(0.0)
     idle.close()
     assert json.loads((Path(settings.state_dir) / STATE_FILE).read_text())["positions"] == [["t", 0, 10]]
+
+
+def test_pipeline_calibrates_its_detectors_before_any_record_is_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A calibration takes about a second: spent while records are in flight, it widens the window in which a kill
+    catches them (and a record processed alone after a crash then looks like poison). It is spent at start."""
+    monkeypatch.setattr(calibrate, "_CACHE", {})  # nothing calibrated by an earlier test
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 10})
+    marker = Path(settings.state_dir) / INFLIGHT_FILE
+    in_flight_at_calibration: list[bool] = []
+    real = calibrate.cached
+
+    def cached(key: tuple[object, ...], compute: Any) -> Any:
+        def recorded() -> Any:
+            in_flight_at_calibration.append(marker.exists())
+            return compute()
+
+        return real(key, recorded)
+
+    monkeypatch.setattr(calibrate, "cached", cached)
+    pipeline = make_pipeline(settings, RecordingSource(records(events(rows(40, seed=12)))))
+    at_start = len(in_flight_at_calibration)
+    run_to_end(pipeline)
+    assert pipeline.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == 40
+    assert at_start > 0 and in_flight_at_calibration == [False] * at_start  # all before the first poll, none after

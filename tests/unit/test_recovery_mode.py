@@ -3,7 +3,8 @@
 The partitions that had records in flight at the crash are re-processed one record at a time; every other partition
 reads in batches as usual. Recovery ends for a partition once its records in flight are read again, or when it is
 revoked (logged); while any partition is in it, ``harmonic_degraded{reason="recovery"}`` is 1. A record is
-dead-lettered as ``crashed_processing`` only if it was in flight at both crashes.
+dead-lettered as ``crashed_processing`` only if it was in flight at a crash and alone in flight at the two crashes
+after it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.state import INFLIGHT_FILE, InFlight
 from monitor.source.base import RawRecord
 from tests.unit.test_pipeline import (
+    MODEL,
     RecordingSink,
     RecordingSource,
     events,
@@ -93,24 +95,78 @@ def test_a_revoked_partition_leaves_recovery_mode(tmp_path: Path, caplog: pytest
 
 
 @pytest.mark.parametrize(
-    ("suspects", "poison"),
-    [({"t/0": [0, 9]}, True), ({"t/0": [7, 9]}, False), ({"t/1": [0, 9]}, False)],
-    ids=["in-flight-at-both", "not-in-the-first-range", "another-partition"],
+    ("suspects", "strikes", "poison"),
+    [
+        ({"t/0": [0, 9]}, {"t/0/6": 1}, True),
+        ({"t/0": [0, 9]}, {}, False),
+        ({"t/0": [0, 9]}, {"t/0/5": 1}, False),
+        ({"t/0": [7, 9]}, {"t/0/6": 1}, False),
+        ({"t/1": [0, 9]}, {"t/0/6": 1}, False),
+    ],
+    ids=[
+        "alone-at-two-crashes",
+        "alone-at-one-crash",
+        "another-record-struck",
+        "not-in-the-first-range",
+        "another-partition",
+    ],
 )
-def test_crashed_processing_only_for_a_record_in_flight_at_both_crashes(
-    tmp_path: Path, suspects: dict[str, list[int]], poison: bool
+def test_crashed_processing_only_for_a_record_alone_in_flight_at_two_crashes_after_the_first(
+    tmp_path: Path, suspects: dict[str, list[int]], strikes: dict[str, int], poison: bool
 ) -> None:
     settings = make_settings(tmp_path, kafka={"max_poll_records": 10, "dead_letter_topic": DLQ})
     careful_until = {key: [span[1], span[1]] for key, span in suspects.items()}
-    write_marker(
-        settings, {"ranges": {"t/0": [6, 6]}, "careful": True, "careful_until": careful_until, "suspects": suspects}
-    )
+    marker = {"ranges": {"t/0": [6, 6]}, "careful": True, "careful_until": careful_until, "suspects": suspects}
+    write_marker(settings, {**marker, "strikes": strikes} if strikes else marker)
     lines = events(rows(10, seed=9))
     sink = RecordingSink()
     pipeline = make_pipeline(settings, RecordingSource(on(0, lines[6:], start=6)), sink=sink)
     run_to_end(pipeline)
     assert reasons(sink) == (["crashed_processing"] if poison else [])
     assert pipeline.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == (3 if poison else 4)
+
+
+class Killed(BaseException):
+    """A kill -9 in the middle of processing: nothing after it runs, no handler catches it."""
+
+
+def killed_at(pipeline: Pipeline, event_id: str) -> None:
+    """Make ``pipeline`` die (:class:`Killed`) whenever a batch holding ``event_id`` is applied."""
+    watch = pipeline.runtimes[MODEL].watch
+    assert watch is not None
+    real = watch.update
+
+    def update(batch: Any, *args: Any, **kwargs: Any) -> None:
+        if any(ev.event_id == event_id for ev in batch):
+            raise Killed
+        real(batch, *args, **kwargs)
+
+    watch.update = update  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize(
+    ("kills_alone", "poison"), [(1, False), (2, True)], ids=["killed-once-alone", "killed-twice-alone"]
+)
+def test_a_record_is_poison_only_after_two_kills_with_it_alone_in_flight(
+    tmp_path: Path, kills_alone: int, poison: bool
+) -> None:
+    """A batch in flight at a kill, then ``kills_alone`` restarts that die while offset 6 is processed alone (as a
+    crash loop's kills may land on any record): once is chance, the record is scored; twice, it is poison."""
+    settings = make_settings(tmp_path, kafka={"max_poll_records": 10, "dead_letter_topic": DLQ})
+    lines = events(rows(10, seed=9))
+    victim = json.loads(lines[6])["id"]
+    first = make_pipeline(settings, RecordingSource(on(0, lines)))
+    first._process(first.source.poll(0.0, 10), first.clock(), careful=False)  # killed with 0..9 in flight
+    for _ in range(kills_alone):
+        restarted = make_pipeline(settings, RecordingSource(on(0, lines)))
+        killed_at(restarted, victim)
+        with pytest.raises(Killed):
+            run_to_end(restarted)
+    sink = RecordingSink()
+    last = make_pipeline(settings, RecordingSource(on(0, lines)), sink=sink)
+    run_to_end(last)
+    assert reasons(sink) == (["crashed_processing"] if poison else [])
+    assert last.state.counter_sum(tel.EVENTS_SCORED_TOTAL.name) == (9 if poison else 10)
 
 
 def test_a_careful_marker_carries_the_ranges_of_the_first_crash(tmp_path: Path) -> None:

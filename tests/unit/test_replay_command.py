@@ -110,6 +110,9 @@ def test_timeline_has_the_fixed_keys_and_decides_the_shift_after_it_starts(
     assert any(a["alertname"] == "HarmonicHarmfulShift" and a["state"] == "firing" for a in alerts), alerts
     for a in alerts:
         assert a["state"] in ("firing", "resolved")
+        # each says what fired (or what it resolved) in one line, and the detectors' clauses once
+        assert a["summary"].startswith(f"{a['alertname']} " if a["state"] == "firing" else "resolved: ")
+        assert len(a["summary"]) <= 200 and a["detail"], a
         assert a["index"] >= shifted[0]["index"]  # held for_seconds after the verdict
 
 

@@ -12,18 +12,27 @@ which it was decided) is within that many events of the event that decided it.
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from monitor import telemetry as tel
-from monitor.errors import SourceError
+from monitor.errors import DataError, SourceError
+from monitor.offline.frames import pandas_module
+from monitor.offline.results import ReferenceResult
+from monitor.offline.rows import ModelLike, log_model_name, model_path
 
 if TYPE_CHECKING:
-    from monitor.api import ReplayTimeline
     from monitor.config import Settings
     from monitor.runtime.watch_report import VerdictChange, WatchReport
+    from monitor.signals.scorer import ScoreResult
 
 #: events per micro-batch unless the settings name a size: a verdict change lands within this many events
 REPLAY_BATCH = 10
@@ -31,6 +40,101 @@ REPLAY_BATCH = 10
 _INVALID = tel.EVENTS_INVALID_TOTAL.name
 _INVALID_INPUT = tel.INPUT_INVALID_TOTAL.name
 _SCORED = tel.EVENTS_SCORED_TOTAL.name
+
+
+@dataclass(frozen=True)
+class ReplayTimeline:
+    """:func:`replay`'s result: the verdict changes and alert transitions of the pipeline over an event log, each
+    at the 0-based line where it was decided, and the lines refused by reason."""
+
+    events: int
+    changes: tuple[Mapping[str, Any], ...]
+    alerts: tuple[Mapping[str, Any], ...]
+    invalid: Mapping[str, int]
+    scored: int
+    seconds: float = 0.0
+    #: each time a detector of a segment turned on or off: ``{"index", "model", "segment", ...}``
+    crossings: tuple[Mapping[str, Any], ...] = ()
+    #: with ``keep_scores``: every scored event's features (N, D) and scores, in the order the pipeline scored them
+    scored_rows: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
+    scores: ScoreResult | None = field(default=None, repr=False, compare=False)
+    #: the refused lines again by the input whose value was at fault: ``{"model/input: problem": count}``
+    invalid_inputs: Mapping[str, int] = field(default_factory=dict)
+
+    def document(self) -> dict[str, Any]:
+        """The timeline JSON ``harmonic-monitor replay --timeline`` writes."""
+        return {
+            "events": self.events,
+            "changes": [dict(c) for c in self.changes],
+            "alerts": [dict(a) for a in self.alerts],
+            "crossings": [dict(c) for c in self.crossings],
+        }
+
+    def to_frame(self) -> Any:
+        """One row per verdict change."""
+        pd = pandas_module()
+        cols = ["index", "ts", "model", "segment", "previous", "verdict", "detectors", "features"]
+        return pd.DataFrame([{k: c.get(k) for k in cols} for c in self.changes], columns=cols)
+
+    @classmethod
+    def from_document(cls, doc: Mapping[str, Any]) -> ReplayTimeline:
+        """A timeline read back from its JSON (``replay --timeline``)."""
+        try:
+            return cls(
+                int(doc["events"]),
+                tuple(doc.get("changes", ())),
+                tuple(doc.get("alerts", ())),
+                {},
+                0,
+                crossings=tuple(doc.get("crossings", ())),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"not a replay timeline (expected 'events', 'changes', 'alerts'): {exc}") from None
+
+
+def replay(
+    model: ModelLike | None,
+    events: str | os.PathLike[str],
+    reference: Any = None,
+    *,
+    config: str | os.PathLike[str] | None = None,
+    max_events: int | None = None,
+    state_dir: str | os.PathLike[str] | None = None,
+    model_name: str | None = None,
+    keep_scores: bool = False,
+    batch_events: int | None = None,
+) -> ReplayTimeline:
+    """Run the ``run`` pipeline over a ``.jsonl`` event log in event time (``harmonic-monitor replay``).
+
+    ``reference``: a reference JSON or rows file path, or :func:`reference`'s result (saved to a temporary file);
+    ``config``: a YAML configuration (detectors, segments, alerts), as ``run`` reads it; ``batch_events``: events
+    per micro-batch unless the configuration names a size (default 10: a verdict change lands within that many
+    events of the event that decided it; larger batches replay faster); ``keep_scores``: the timeline also holds
+    every scored event's features and scores.
+    """
+    with tempfile.TemporaryDirectory(prefix="harmonic-replay-") as tmp:
+        ref_path: str | None
+        if isinstance(reference, ReferenceResult):
+            ref_path = str(reference.path or reference.save(Path(tmp) / "reference.json"))
+        elif reference is None or isinstance(reference, (str, os.PathLike)):
+            ref_path = None if reference is None else str(reference)
+        else:
+            raise DataError(
+                "replay's reference is a file path or monitor.reference(...)'s result (the pipeline reads it as "
+                "`run` does); save rows with numpy.save or DataFrame.to_csv first"
+            )
+        flags: dict[str, Any] = {}
+        if model is not None:
+            path = model_path(model)
+            entry: dict[str, Any] = {"name": model_name or log_model_name(Path(events), path), "path": path}
+            if ref_path is not None:
+                entry["reference"] = ref_path
+            flags["models"] = [entry]
+        elif model_name is not None or ref_path is not None:
+            raise DataError("replay: model_name and reference need a model (or put them in the config's `models:`)")
+        state = Path(state_dir) if state_dir is not None else Path(tmp) / "state"
+        settings = replay_settings(None if config is None else str(config), flags, state, batch_events=batch_events)
+        return replay_log(settings, Path(events), max_events=max_events, keep_scores=keep_scores)
 
 
 def replay_settings(
@@ -104,7 +208,8 @@ class Timeline:
                         "segment": segment,
                         "verdict": alert.verdict,
                         "severity": alert.rule.severity,
-                        "detail": alert.detail,
+                        "summary": alert.summary,
+                        "detail": alert.description,
                     }
                 )
             else:
@@ -162,7 +267,6 @@ def replay_log(
     ``max_events``: only the first that many non-blank lines; ``keep_scores``: the timeline also holds every scored
     event's features and scores, in the order scored (``scored_rows``, ``scores``).
     """
-    from monitor.api import ReplayTimeline
     from monitor.clock import WatermarkClock
     from monitor.runtime.models import load_model_runtime
     from monitor.runtime.service import Service

@@ -1,9 +1,9 @@
-"""Stage 6: the report page, drawn from :class:`monitor.reporting.ReportData` alone.
+"""The report page, drawn from :class:`~monitor.offline.report_data.ReportData` alone.
 
 One HTML document, self-contained: inline CSS and inline SVG, no script, nothing fetched (it opens offline and can
-be mailed). Each section is ``<section id="…">`` (:data:`monitor.reporting.SECTIONS`) holding one figure whose data
-points carry their exact values in ``data-*`` attributes (what the tests compare with the typed results), a table of
-the same numbers, or a paragraph ``class="empty"`` saying why there is nothing to draw.
+be mailed). Each section is ``<section id="…">`` (:data:`~monitor.offline.report_data.SECTIONS`) holding one figure
+whose data points carry their exact values in ``data-*`` attributes (what the tests compare with the typed results),
+a table of the same numbers, or a paragraph ``class="empty"`` saying why there is nothing to draw.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from monitor.gammamap import render_svg
 
 if TYPE_CHECKING:
-    from monitor.reporting import InputDrift, ReportData, SignalSeries, VerdictSpan
+    from monitor.offline.report_data import InputDrift, ReportData, SignalSeries, VerdictSpan
 
 VERDICT_COLOURS = {"stable": "#4caf50", "input-shift": "#ffb300", "harmful-shift": "#d32f2f"}
 _W, _H = 760, 220

@@ -1,4 +1,4 @@
-"""Stage 5a (rolling): the reference a model's reference rows give, what ``harmonic-monitor reference`` and
+"""The reference a model's reference rows give, what ``harmonic-monitor reference`` and
 ``monitor.reference`` both write (:func:`build_reference`; the command and the API differ only in how the rows and
 options arrive).
 
@@ -26,10 +26,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.config import SegmentSettings, setting_default
+from monitor.drift.base import MIN_REFERENCE_VALUES
 from monitor.drift.categories import count_tables, held_columns, held_element_names
 from monitor.errors import DataError
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
+from monitor.offline.scoring import score_rows
 from monitor.rolling.reference import Reference
 from monitor.rolling.segment_baselines import fold_segments, segment_references
 
@@ -37,10 +39,8 @@ if TYPE_CHECKING:
     from monitor.accuracy import EstimatorFit
     from monitor.model.onnx import OnnxModel
     from monitor.signals.scales import SignalScales
-    from monitor.signals.scorer import RobustnessScorer, ScoreResult, ScoringConfig
+    from monitor.signals.scorer import ScoreResult, ScoringConfig
 
-#: rows per scorer call (flicker noise is drawn per call: the same rows in the same calls give the same numbers)
-BATCH_ROWS = 1024
 #: scale choices: score at the configured radius and σ, or choose σ (= r) on the reference rows
 SCALES = ("fixed", "from-reference")
 
@@ -107,63 +107,41 @@ def build_reference(
     """
     from monitor.signals.scorer import RobustnessScorer
 
-    if scales not in SCALES:
-        raise DataError(f"scales must be 'fixed' or 'from-reference'; got {scales!r}")
-    if sample_rows < 1:
-        raise DataError(f"sample rows must be >= 1; got {sample_rows}")
-    names = tuple(feature_names) if feature_names else (None if model.signature.plain else model.signature.features)
-    if names is not None and len(names) != model.n_features:
-        raise DataError(f"feature_names lists {len(names)} names; the model takes {model.n_features} features")
-    if rows.labels is not None and model.kind != "classifier":
+    names = _checked(model, rows, scales, sample_rows, feature_names)
+    finite = np.all(np.isfinite(rows.x), axis=1)
+    dropped = int(finite.size - finite.sum())
+    rows = rows.take(finite)
+    if rows.x.shape[0] < MIN_REFERENCE_VALUES:
         raise DataError(
-            f"'{model.path}' is read as a {model.kind}: labels fit accuracy estimators, which are for classifiers "
-            "(set model_kind / --model-kind classifier if its outputs are class scores)"
+            f"{rows.source} has {rows.x.shape[0]} finite rows; a reference needs at least {MIN_REFERENCE_VALUES}, the "
+            "drift detectors' minimum (200 or more calibrate their thresholds)"
         )
-    rows = rows.take(np.all(np.isfinite(rows.x), axis=1))
-    if rows.x.shape[0] < 10:
-        raise DataError(f"{rows.source} has {rows.x.shape[0]} finite rows; a reference needs at least 10")
     # the count tables of the held inputs from every finite row (before sampling): a rare category stays known
     every_held = None if rows.held is None else held_columns(rows.held.values, held_element_names(model.signature))
-    every_segment = rows.segments
     scored = rows.take(sample(rows, sample_rows, config.seed))
     notes: list[str] = []
+    if dropped:
+        notes.append(
+            f"warning: {dropped} of {finite.size} rows of {rows.source} hold NaN or infinite values and are left out; "
+            f"the reference is built from the other {rows.x.shape[0]}"
+        )
     chosen = None
     if scales == "from-reference":
-        from monitor.signals.scales import choose_scales
-
-        chosen = choose_scales(
-            model,
-            standardizer,
-            scored.x,
-            scored.held,
-            config,
-            target_share=target_flicker_share,
-            held_sample=scored.held,
-        )
-        config = dataclasses.replace(config, sigma=chosen.sigma, radius=chosen.radius)
-        notes.append(
-            f"signal scales from the reference: σ = r = {chosen.sigma:.4g}; {chosen.flicker_share:.0%} of "
-            f"{chosen.rows} rows flicker (target {target_flicker_share:.0%})"
-        )
+        config, chosen, note = _scales_chosen(model, standardizer, scored, config, target_flicker_share)
+        notes.append(note)
     held = rows.held if held_sample is None else held_sample
     scorer = RobustnessScorer(model, standardizer, config, held_sample=held if model.signature.has_held else None)
-    res = score_in_batches(scorer, scored.x, scored.held)
+    res = score_rows(scorer, scored.x, scored.held)
     ok = res.valid
     signals = _signals(res, scored.x, model.kind == "classifier", ok)
     ref = Reference.from_arrays(**signals, feature_names=names, seed=config.seed)
     baselines: dict[str, Reference] = {}
-    if scored.segments is not None and every_segment is not None:
+    if scored.segments is not None and rows.segments is not None:
         baselines = segment_references(
             scored.segments[ok], **signals, feature_names=names, max_segments=max_segments, seed=config.seed
         )
         if every_held is not None:
-            folded = fold_segments(every_segment, max_segments)
-            baselines = {
-                name: dataclasses.replace(
-                    base, held_tables=count_tables({k: v[folded == name] for k, v in every_held.items()})
-                )
-                for name, base in baselines.items()
-            }
+            baselines = _with_held_tables(baselines, every_held, fold_segments(rows.segments, max_segments))
         kept = ", ".join(f"{name} ({base.n_events})" for name, base in baselines.items()) or "none"
         notes.append(f"per-segment baselines (rows): {kept}")
     if every_held is not None:
@@ -184,6 +162,55 @@ def build_reference(
         )
     kept_held = None if scored.held is None else scored.held.take(ok)
     return BuiltReference(ref, baselines, kept_held, chosen, fit, tuple(notes))
+
+
+def _checked(
+    model: OnnxModel, rows: ReferenceRows, scales: str, sample_rows: int, feature_names: Sequence[str] | None
+) -> tuple[str, ...] | None:
+    """The feature names the reference records, once the options are checked against the model and the rows."""
+    if scales not in SCALES:
+        raise DataError(f"scales must be 'fixed' or 'from-reference'; got {scales!r}")
+    if sample_rows < 1:
+        raise DataError(f"sample rows must be >= 1; got {sample_rows}")
+    names = tuple(feature_names) if feature_names else (None if model.signature.plain else model.signature.features)
+    if names is not None and len(names) != model.n_features:
+        raise DataError(f"feature_names lists {len(names)} names; the model takes {model.n_features} features")
+    if rows.labels is not None and model.kind != "classifier":
+        raise DataError(
+            f"'{model.path}' is read as a {model.kind}: labels fit accuracy estimators, which are for classifiers "
+            "(set model_kind / --model-kind classifier if its outputs are class scores)"
+        )
+    return names
+
+
+def _scales_chosen(
+    model: OnnxModel,
+    standardizer: Standardizer,
+    scored: ReferenceRows,
+    config: ScoringConfig,
+    target_flicker_share: float,
+) -> tuple[ScoringConfig, SignalScales, str]:
+    """σ (= r) chosen on the sampled rows: the configuration at it, the scales, and the note saying so."""
+    from monitor.signals.scales import choose_scales
+
+    chosen = choose_scales(
+        model, standardizer, scored.x, scored.held, config, target_share=target_flicker_share, held_sample=scored.held
+    )
+    note = (
+        f"signal scales from the reference: σ = r = {chosen.sigma:.4g}; {chosen.flicker_share:.0%} of "
+        f"{chosen.rows} rows flicker (target {target_flicker_share:.0%})"
+    )
+    return dataclasses.replace(config, sigma=chosen.sigma, radius=chosen.radius), chosen, note
+
+
+def _with_held_tables(
+    baselines: dict[str, Reference], every_held: dict[str, Any], folded: NDArray[Any]
+) -> dict[str, Reference]:
+    """Each segment's baseline with the count tables of its own rows' held inputs (every row, not the sample)."""
+    return {
+        name: dataclasses.replace(base, held_tables=count_tables({k: v[folded == name] for k, v in every_held.items()}))
+        for name, base in baselines.items()
+    }
 
 
 def sample(rows: ReferenceRows, sample_rows: int, seed: int) -> NDArray[np.intp]:
@@ -217,22 +244,3 @@ def _signals(res: ScoreResult, x: NDArray[np.float64], classifier: bool, ok: NDA
         "confidence": res.probability[ok] if classifier else None,
         "margin": res.margin[ok] if classifier else None,
     }
-
-
-def score_in_batches(
-    scorer: RobustnessScorer, x: NDArray[np.float64], held: Held | None, batch_rows: int = BATCH_ROWS
-) -> ScoreResult:
-    """Score ``x`` in calls of ``batch_rows`` rows; one :class:`~monitor.signals.scorer.ScoreResult` for all."""
-    from monitor.signals.scorer import ScoreResult
-
-    if batch_rows < 1:
-        raise DataError(f"batch size must be >= 1; got {batch_rows}")
-    parts = [
-        scorer.score(x[s : s + batch_rows], None if held is None else held.take(slice(s, s + batch_rows)))
-        for s in range(0, x.shape[0], batch_rows)
-    ]
-    if not parts:
-        raise DataError("no rows to score")
-    return ScoreResult(
-        **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(ScoreResult)}
-    )

@@ -1,0 +1,209 @@
+"""Stage 5b: the output-side detectors — harm evidence — as registered slots (:mod:`monitor.drift.slots`).
+
+γ and flicker each get a CUSUM (a rise in the rate of high values) and a window test (KS on γ, a rate test on
+flicker); a classifier's confidence and margin get a CUSUM on 1 − max-probability and 1 − margin (a *fall*). The
+CUSUMs share the stated false-alarm rate evenly; the window tests false-alarm with probability at most their
+``alpha`` per test, one test every ``drift.every`` events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from monitor.alerts import Evidence
+from monitor.config import DriftSettings
+from monitor.drift.base import ReferenceLike
+from monitor.drift.calibrate import MIN_REFERENCE
+from monitor.drift.cusum import Cusum
+from monitor.drift.ks import KsDrift
+from monitor.drift.rate import RateTest
+from monitor.drift.slots import DetectorSpec, Recent, SlotContext
+
+
+def confidence_fall_reference(confidence: ArrayLike) -> NDArray[np.float64] | None:
+    """The reference sample the confidence detector watches, 1 − max-probability (finite values), or None when
+    there are too few for a calibration (a regressor: its max-probability is NaN). The margin detector watches
+    1 − margin the same way (this function on the margin sample).
+
+    >>> confidence_fall_reference([1.0, 0.9, float("nan")] * 100)[:2].tolist()
+    [0.0, 0.09999999999999998]
+    >>> confidence_fall_reference([float("nan")] * 500) is None
+    True
+    """
+    c = np.asarray(confidence, dtype=np.float64).reshape(-1)
+    c = c[np.isfinite(c)]
+    return None if c.size < MIN_REFERENCE else 1.0 - c
+
+
+def binary(reference: ReferenceLike) -> bool:
+    """True when the reference's margins are 2·max-probability − 1 throughout (a binary classifier)."""
+    conf = np.asarray(getattr(reference, "confidence_sample", ()), dtype=np.float64)
+    margin = np.asarray(getattr(reference, "margin_sample", ()), dtype=np.float64)
+    if conf.shape != margin.shape or conf.size == 0:
+        return False
+    return bool(np.allclose(margin, 2.0 * conf - 1.0, rtol=0.0, atol=1e-6, equal_nan=True))
+
+
+def _fall(values: ArrayLike) -> NDArray[np.float64]:
+    return 1.0 - np.asarray(values, dtype=np.float64)
+
+
+def _cusum(sample: ArrayLike, ctx: SlotContext) -> Cusum:
+    s = ctx.settings
+    return Cusum(
+        sample,
+        quantile=s.cusum_quantile,
+        rate_ratio=s.cusum_rate_ratio,
+        threshold=s.cusum_threshold,
+        false_alarms_per_million=ctx.rate,
+        name=ctx.name,
+    )
+
+
+def _cusum_rate(ctx: SlotContext) -> float:
+    return ctx.rate
+
+
+def _cusum_evidence(signal: str, label: str, fall: bool = False) -> Callable[[Cusum, Recent], Iterable[Evidence]]:
+    """A CUSUM's clause: the share of the recent ``signal`` (1 − it where ``fall``) above its cutoff."""
+
+    def evidence(det: Cusum, recent: Recent) -> Iterable[Evidence]:
+        values = recent.values(signal)
+        values = 1.0 - values if fall else values
+        q = f"{recent.settings.cusum_quantile * 100:g}th percentile"
+        share = float(np.mean(values > det.cutoff)) if values.size else float("nan")
+        measure = f"share of {label} above the reference's {q}, last {values.size} events"
+        yield Evidence(det.name, det.statistic, det.threshold, share, det.null_rate, measure, "CUSUM")
+
+    return evidence
+
+
+def _confidence(reference: ReferenceLike, s: DriftSettings) -> NDArray[np.float64] | None:
+    """1 − max-probability of the reference: none for a regressor or a reference without a confidence sample (one
+    written before confidence was kept)."""
+    if not s.confidence_detector:
+        return None
+    return confidence_fall_reference(getattr(reference, "confidence_sample", ()))
+
+
+def _margin(reference: ReferenceLike, s: DriftSettings) -> NDArray[np.float64] | None:
+    """1 − margin of the reference: none for a regressor, a reference written before margin was kept, or a binary
+    classifier with the confidence detector on (its 1 − margin is 2·(1 − max-probability): the same exceedances as
+    the confidence CUSUM, which would spend a share of the false-alarm budget twice)."""
+    narrow = confidence_fall_reference(getattr(reference, "margin_sample", ())) if s.margin_detector else None
+    if narrow is not None and _confidence(reference, s) is not None and binary(reference):
+        return None
+    return narrow
+
+
+def _gamma_ks(sample: NDArray[np.float64], ctx: SlotContext) -> KsDrift:
+    s = ctx.settings
+    return KsDrift(sample, plan=ctx.plan, alpha=s.ks_alpha, min_distance=s.ks_min_distance, name=ctx.name)
+
+
+def _gamma_ks_evidence(det: KsDrift, recent: Recent) -> Iterable[Evidence]:
+    ks, g = det.state, recent.values("gamma")
+    measure = f"γ mean (KS distance vs its floor, p = {ks.p_value:.2g}), last {g.size} events"
+    mean = float(g.mean()) if g.size else float("nan")
+    yield Evidence(ks.name, ks.statistic, ks.threshold, mean, recent.baseline.gamma_mean, measure, "KS distance")
+
+
+def _flicker_rate(ref: ReferenceLike, ctx: SlotContext) -> RateTest:
+    s = ctx.settings
+    return RateTest(
+        ref.flicker_mean,
+        ref.flicker_var,
+        ref.flicker_count,
+        plan=ctx.plan,
+        alpha=s.rate_alpha,
+        min_increase=s.rate_min_increase,
+        name=ctx.name,
+    )
+
+
+def _flicker_rate_evidence(rate: RateTest, recent: Recent) -> Iterable[Evidence]:
+    f = recent.values("flicker")
+    measure = (
+        f"flicker mean (z test, p = {rate.p_value:.2g} < {rate.alpha:g}, rise >= {rate.min_increase:g}), "
+        f"last {f.size} events"
+    )
+    mean = float(f.mean()) if f.size else float("nan")
+    yield Evidence(rate.name, rate.statistic, float("nan"), mean, recent.baseline.flicker_mean, measure, "z")
+
+
+def _per_window_test(alpha: Callable[[DriftSettings], float]) -> Callable[[SlotContext], float]:
+    """The stated rate of a window test at level ``alpha``: at most one false alarm per test, a test every
+    ``drift.every`` events."""
+    return lambda ctx: 1e6 * alpha(ctx.settings) / ctx.settings.every
+
+
+def _whole(reference: ReferenceLike, s: DriftSettings) -> Any:
+    return reference
+
+
+GAMMA_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
+    name="gamma_cusum",
+    role="output",
+    signal="gamma",
+    watches=lambda r, s: r.gamma_sample,
+    build=_cusum,
+    shares_rate=True,
+    stated_rate=_cusum_rate,
+    evidence=_cusum_evidence("gamma", "γ"),
+)
+GAMMA_KS: DetectorSpec[NDArray[np.float64], KsDrift] = DetectorSpec(
+    name="gamma_ks",
+    role="output",
+    signal="gamma",
+    watches=lambda r, s: r.gamma_sample,
+    build=_gamma_ks,
+    stated_rate=_per_window_test(lambda s: s.ks_alpha),
+    evidence=_gamma_ks_evidence,
+    clause_rank=1,
+)
+FLICKER_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
+    name="flicker_cusum",
+    role="output",
+    signal="flicker",
+    watches=lambda r, s: r.flicker_sample,
+    build=_cusum,
+    shares_rate=True,
+    stated_rate=_cusum_rate,
+    evidence=_cusum_evidence("flicker", "flicker"),
+)
+FLICKER_RATE: DetectorSpec[ReferenceLike, RateTest] = DetectorSpec(
+    name="flicker_rate",
+    role="output",
+    signal="flicker",
+    watches=_whole,
+    build=_flicker_rate,
+    stated_rate=_per_window_test(lambda s: s.rate_alpha),
+    evidence=_flicker_rate_evidence,
+    clause_rank=1,
+)
+CONFIDENCE_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
+    name="confidence_cusum",
+    role="output",
+    signal="confidence",
+    transform=_fall,
+    watches=_confidence,
+    build=_cusum,
+    shares_rate=True,
+    stated_rate=_cusum_rate,
+    evidence=_cusum_evidence("confidence", "1 − max-probability", fall=True),
+)
+MARGIN_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
+    name="margin_cusum",
+    role="output",
+    signal="margin",
+    transform=_fall,
+    watches=_margin,
+    build=_cusum,
+    shares_rate=True,
+    stated_rate=_cusum_rate,
+    evidence=_cusum_evidence("margin", "1 − margin", fall=True),
+)

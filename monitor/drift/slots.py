@@ -1,0 +1,194 @@
+"""Stage 5b: detector slots — how a drift detector plugs into the verdict.
+
+A :class:`DetectorSpec` says everything the verdict, the alerts and the metrics need to know about one detector:
+
+- its ``name`` and ``role``: ``"output"`` (harm evidence: a firing makes the verdict ``harmful-shift``) or
+  ``"input"`` (a firing alone makes it ``input-shift``);
+- the batch ``signal`` it is fed (``gamma``, ``flicker``, ``confidence``, ``margin``, ``features`` or ``held``), with
+  an optional ``transform`` of it (1 − max-probability for a fall of confidence);
+- ``watches``: what it is calibrated on, read from the reference and the settings (None: nothing to watch here,
+  e.g. a regressor's confidence), and ``build``: the detector on that;
+- ``stated_rate``: the false alarms per 10⁶ stationary events it is stated to stay under (``shares_rate``: it is a
+  sequential detector that takes an even share of ``drift.false_alarms_per_million_events``);
+- how its evidence reads: ``evidence`` (the clauses an alert's description gives when it fires), ``moved`` and
+  ``names_in`` (the inputs a verdict report names, and in which of its fields), ``gauges`` (per-input gauges).
+
+:data:`monitor.drift.registry.DETECTORS` lists the registered specs; the
+:class:`~monitor.drift.verdict.VerdictEngine` builds a :class:`DetectorSlot` from each that has something to watch,
+and everything downstream — the verdict rule, alert evidence, detector metrics — reads the slots, not the detectors'
+names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.alerts import Evidence
+from monitor.config import DriftSettings
+from monitor.drift.base import DriftState, FeatureShift, ReferenceLike, WindowPlan
+
+if TYPE_CHECKING:
+    from monitor.rolling.reference import Reference
+
+#: what a firing is evidence of: harm (``output``) or moved inputs (``input``)
+Role = Literal["output", "input"]
+#: the batch field a detector is fed (the keywords of :meth:`~monitor.drift.verdict.VerdictEngine.update`)
+Signal = Literal["gamma", "flicker", "confidence", "margin", "features", "held"]
+#: the field of :class:`~monitor.drift.verdict.VerdictReport` that names a detector's moved inputs
+ReportField = Literal["top_features", "out_of_range", "categories"]
+
+#: moved inputs named (with their numbers) in an alert, per input test
+ALERT_INPUTS = 5
+
+
+class SlotDetector(Protocol):
+    """What a slot needs from its detector (every :class:`~monitor.drift.base.DriftDetector` fits)."""
+
+    def update(self, values: Any) -> object:
+        """Feed one batch of the slot's signal."""
+        ...
+
+    def reset(self) -> None:
+        """Return to the freshly constructed state."""
+        ...
+
+    @property
+    def drift_detected(self) -> bool:
+        """Whether the detector signals drift after its last update."""
+        ...
+
+    @property
+    def state(self) -> DriftState:
+        """A snapshot of the detector's state."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SlotContext:
+    """What one slot's detector is built with: its name, the reference and settings, the window tests' shared plan,
+    and ``rate``, each rate-sharing detector's share of ``drift.false_alarms_per_million_events``."""
+
+    name: str
+    reference: ReferenceLike
+    settings: DriftSettings
+    plan: WindowPlan
+    rate: float
+
+
+@dataclass(frozen=True, slots=True)
+class InputValues:
+    """One per-input gauge of a segment at an evaluation: each input's value by name."""
+
+    kind: Literal["drift", "out_of_range"]
+    names: Sequence[str]
+    values: NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class Recent:
+    """What an alert's clause compares a fired detector with: the segment's count window (its last
+    ``settings.window`` events are the recent ones) and the segment's baseline."""
+
+    count: Any
+    baseline: Reference
+    settings: DriftSettings
+
+    def values(self, signal: str) -> NDArray[np.float64]:
+        """The finite values of ``signal`` among the recent events."""
+        v = np.asarray(self.count.values(signal), dtype=np.float64)[-self.settings.window :]
+        return v[np.isfinite(v)]
+
+    def rows(self) -> NDArray[np.float64]:
+        """The recent events' feature rows (as held: rows may hold NaN)."""
+        return np.asarray(self.count.features(), dtype=np.float64)[-self.settings.window :]
+
+
+T = TypeVar("T")
+D = TypeVar("D", bound=SlotDetector)
+
+
+def _no_gauges(detector: Any) -> tuple[InputValues, ...]:
+    return ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DetectorSpec(Generic[T, D]):
+    """One registered detector: how it is built, fed and read (see the module's description).
+
+    ``clause_rank`` orders the clauses of an alert's description: by rank, then in registration order.
+    """
+
+    name: str
+    role: Role
+    signal: Signal
+    watches: Callable[[ReferenceLike, DriftSettings], T | None]
+    build: Callable[[T, SlotContext], D]
+    stated_rate: Callable[[SlotContext], float]
+    evidence: Callable[[D, Recent], Iterable[Evidence]]
+    shares_rate: bool = False
+    transform: Callable[[Any], Any] | None = None
+    moved: Callable[[D], Sequence[FeatureShift]] | None = None
+    names_in: ReportField | None = None
+    gauges: Callable[[D], Iterable[InputValues]] = _no_gauges
+    clause_rank: int = 0
+
+    def slot(self, watched: T, context: SlotContext) -> DetectorSlot[T, D]:
+        """This spec's slot, its detector built on ``watched`` (what :attr:`watches` returned)."""
+        return DetectorSlot(self, self.build(watched, context), self.stated_rate(context))
+
+
+@dataclass(frozen=True, slots=True)
+class SlotState:
+    """One slot as the verdict rule reads it: its detector's state, its role, and the inputs it names in the
+    report (``moved``, ranked, in the report's field ``names_in``)."""
+
+    state: DriftState
+    role: Role
+    moved: Sequence[FeatureShift] = ()
+    names_in: ReportField | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorSlot(Generic[T, D]):
+    """A registered detector of one verdict engine: its spec, the detector, and its stated false-alarm rate (per 10⁶
+    stationary events)."""
+
+    spec: DetectorSpec[T, D]
+    detector: D
+    stated_rate: float
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def role(self) -> Role:
+        return self.spec.role
+
+    def feed(self, signals: Mapping[str, Any]) -> None:
+        """Feed the detector its signal from one batch's ``signals`` (absent or None: not scored, nothing fed)."""
+        values = signals.get(self.spec.signal)
+        if values is not None:
+            self.detector.update(values if self.spec.transform is None else self.spec.transform(values))
+
+    @property
+    def moved(self) -> Sequence[FeatureShift]:
+        """The inputs the detector flagged at its last test, ranked (none for a detector that names no inputs)."""
+        return () if self.spec.moved is None else self.spec.moved(self.detector)
+
+    def reading(self) -> SlotState:
+        """The slot as the verdict rule reads it now."""
+        return SlotState(self.detector.state, self.spec.role, self.moved, self.spec.names_in)
+
+    def evidence(self, recent: Recent) -> tuple[Evidence, ...]:
+        """The clauses an alert gives for this detector (none while it does not fire)."""
+        return tuple(self.spec.evidence(self.detector, recent)) if self.detector.drift_detected else ()
+
+    def gauges(self) -> tuple[InputValues, ...]:
+        """The detector's per-input gauges now."""
+        return tuple(self.spec.gauges(self.detector))

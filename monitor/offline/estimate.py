@@ -1,0 +1,181 @@
+""":func:`estimate` (``harmonic-monitor estimate``): the label-free accuracy of a classifier on unlabelled rows, from
+the estimators a reference holds, and the realized accuracy where labels are given."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Unpack
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.config import WindowSettings, setting_default
+from monitor.errors import DataError
+from monitor.offline.baseline import load_baseline
+from monitor.offline.frames import is_frame
+from monitor.offline.keywords import (
+    SEED,
+    ScoreKeywords,
+    ScoringKeywords,
+    StandardizeKeywords,
+    scoring_config,
+    split_keywords,
+)
+from monitor.offline.results import AccuracyEstimate
+from monitor.offline.rows import MODEL_KIND, DataLike, ModelLike, Rows, int_labels, load_model, model_path, read_rows
+from monitor.offline.scoring import robustness_scorer, score_rows
+
+#: the periods when none are named: ``run``'s count window
+COUNT_WINDOW: int = setting_default(WindowSettings, "count_window_events")
+
+if TYPE_CHECKING:
+    from monitor.accuracy import EstimatorFit
+    from monitor.model.onnx import OnnxModel
+    from monitor.signals.scorer import ScoreResult
+
+
+def estimate(
+    model: ModelLike,
+    data: DataLike,
+    reference: Any,
+    *,
+    labels: Any = None,
+    method: str | None = None,
+    model_kind: str = MODEL_KIND,
+    max_events: int | None = None,
+    header: str = "auto",
+    period_seconds: float | None = None,
+    period_events: int | None = None,
+    **options: Unpack[ScoreKeywords],
+) -> AccuracyEstimate:
+    """The model's accuracy on unlabelled ``data``, with a 90 % interval, from the estimators the reference holds
+    (a reference JSON written with labels, or :func:`reference` called with ``labels``); ``labels`` here (an array or
+    a DataFrame column name; NaN where a row has none) adds the realized accuracy beside the estimate. The scoring
+    options are :func:`score`'s (``harmonic-monitor estimate``'s flags; ``seed`` also seeds the estimators'
+    intervals and the domain classifier's folds).
+
+    Over time (:meth:`AccuracyEstimate.over_time`): periods of ``period_seconds`` of event time (a ``.jsonl`` event
+    log), else of ``period_events`` rows (default: ``windows.count_window_events``), cut as ``run`` cuts its windows.
+
+    Raises
+    ------
+    DataError
+        A reference without fitted estimators (the message says how to build one), or a regressor.
+    """
+    scoring, standardize = split_keywords("estimate", options, ScoringKeywords, StandardizeKeywords)
+    m = load_model(model, model_kind=model_kind)
+    if m.kind != "classifier":
+        raise DataError(f"'{model_path(model)}' is read as a {m.kind}: accuracy estimation is for classifiers")
+    base = load_baseline(reference, m, None, header=header, **standardize)
+    if base.fit is None:
+        raise DataError(
+            "the reference holds no fitted accuracy estimator; build it with labels: "
+            "monitor.reference(model, rows, labels=y) or `harmonic-monitor reference --labels`"
+        )
+    label_column = labels if isinstance(labels, str) and is_frame(data) else None
+    rows = read_rows(
+        data, m, header=header, feature_names=base.feature_names, label_column=label_column, max_events=max_events
+    )
+    scorer = robustness_scorer(m, base, scoring_config(scoring, base.scales))
+    res = score_rows(scorer, rows.x, rows.held)
+    y = rows.labels if label_column is not None else (None if labels is None else np.asarray(labels).reshape(-1))
+    return accuracy_from_scores(
+        base.fit,
+        res,
+        m,
+        rows,
+        y,
+        method=method,
+        seed=scoring.get("seed", SEED),
+        period_seconds=period_seconds,
+        period_events=period_events,
+    )
+
+
+def accuracy_from_scores(
+    fit: EstimatorFit,
+    res: ScoreResult,
+    model: OnnxModel,
+    rows: Rows,
+    labels: NDArray[Any] | None,
+    *,
+    method: str | None = None,
+    seed: int = SEED,
+    period_seconds: float | None = None,
+    period_events: int | None = None,
+) -> AccuracyEstimate:
+    """The estimate over scored rows (and the realized accuracy where ``labels``, one per row, are given; NaN:
+    that row has none), whole and per period (see :func:`estimate`)."""
+    from monitor.accuracy import estimate as run_estimate
+    from monitor.accuracy import labels_disagree
+    from monitor.accuracy.periods import estimate_over_time
+
+    conf = np.where(res.valid, res.probability, np.nan)
+    doc = run_estimate(fit, conf, res.gamma, res.flicker, res.p_adj, method=method, seed=seed, inputs=rows.x)
+    realized, n_labelled = None, 0
+    correct: NDArray[np.float64] | None = None
+    if labels is not None:
+        if labels.shape[0] != len(rows):
+            raise DataError(f"labels: {labels.shape[0]} values for {len(rows)} rows; give one class per row")
+        predicted = predicted_values(model, rows)
+        ok = res.valid & ~missing(labels)
+        n_labelled = int(ok.sum())
+        correct = np.full(len(rows), np.nan)
+        correct[ok] = predicted[ok] == int_labels(labels[ok])
+        realized = float(np.mean(correct[ok])) if n_labelled else None
+    if period_seconds is None and period_events is None:
+        period_events = COUNT_WINDOW
+    periods = estimate_over_time(
+        fit,
+        conf,
+        res.gamma,
+        res.flicker,
+        res.p_adj,
+        inputs=rows.x,
+        correct=correct,
+        timestamps=rows.timestamps,
+        period_seconds=period_seconds,
+        period_events=period_events,
+        method=doc["accuracy"]["method"],
+        seed=seed,
+    )
+    acc = doc["accuracy"]
+    return AccuracyEstimate(
+        float(acc["estimate"]),
+        float(acc["lower"]),
+        float(acc["upper"]),
+        str(acc["method"]),
+        float(doc["level"]),
+        int(doc["n"]),
+        float(doc["reference_accuracy"]),
+        {k: {kk: float(vv) for kk, vv in v.items() if isinstance(vv, (int, float))} for k, v in doc["methods"].items()},
+        tuple(doc["warnings"]),
+        realized,
+        n_labelled,
+        doc,
+        fit,
+        tuple(labels_disagree(doc, realized)),
+        tuple(periods),
+    )
+
+
+def missing(values: NDArray[Any]) -> NDArray[np.bool_]:
+    """Per value, whether it is missing (NaN, None): a row without a label."""
+    v = np.asarray(values)
+    if v.dtype.kind == "f":
+        nan: NDArray[np.bool_] = np.isnan(v)
+        return nan
+    if v.dtype.kind == "O":
+        return np.array([x is None or (isinstance(x, float) and math.isnan(x)) for x in v], dtype=np.bool_)
+    return np.zeros(v.shape[0], dtype=np.bool_)
+
+
+def predicted_values(model: OnnxModel, rows: Rows) -> NDArray[np.int64]:
+    """What a label is compared with: the model's own class value when its label output is an integer, else the
+    predicted class index (as ``run``'s label join compares)."""
+    out = model.evaluate(np.nan_to_num(rows.x).astype(np.float32), rows.held)
+    raw = out.raw_label
+    values = raw if raw is not None and raw.dtype.kind in "iu" else out.label
+    if values is None:
+        raise DataError("the model gives no predicted class; labels are for classifiers")
+    return np.asarray(values).astype(np.int64).reshape(-1)

@@ -1,0 +1,405 @@
+"""The report: one self-contained HTML page of a model over recorded events, from the offline engine's typed results.
+
+:func:`build_report` reads the events (a ``.jsonl`` log decoded as ``run`` decodes Kafka messages, or any rows
+:func:`~monitor.offline.rows.read_rows` takes), scores them against the reference, replays them through the ``run``
+pipeline for the verdict timeline (or takes a replay's timeline), and gathers six sections, each a typed result
+(:mod:`monitor.offline.report_data`):
+
+``verdicts``  the verdict timeline per segment with the detectors that fired
+              (:class:`~monitor.offline.replay.ReplayTimeline`);
+``signals``   γ, flicker and confidence over event time (the events' timestamps; rows without: over the row),
+              binned, against the reference's p5–p95 band (:class:`~monitor.offline.report_data.SignalSeries`), each
+              beside its reference value (:class:`~monitor.offline.results.Yardstick`);
+``gammamap``  the Gamma Map of the events beside the reference's (:class:`~monitor.gammamap.GammaMap`, drawn by the
+              one SVG renderer);
+``drift``     per-input drift by name: two-sided KS distance and Benjamini–Hochberg adjusted p against the
+              reference's feature sample (:class:`~monitor.offline.report_data.InputDrift`);
+``accuracy``  the label-free accuracy estimate with its 90 % interval, and the realized accuracy where labels were
+              given (:class:`~monitor.offline.results.AccuracyEstimate`);
+``probes``    the probe profile of the flagged events — those whose γ is above the reference's 99th percentile
+              (:class:`~monitor.offline.probe.ProbeReport`).
+
+A section with nothing to show says why (``note``). :mod:`monitor.offline.report_page` draws the page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.errors import DataError, MonitorError
+from monitor.gammamap import GammaMap, gamma_map
+from monitor.offline.baseline import Baseline, load_baseline
+from monitor.offline.estimate import accuracy_from_scores
+from monitor.offline.keywords import SEED, scoring_config
+from monitor.offline.probe import ProbeReport, probe
+from monitor.offline.replay import ReplayTimeline, replay
+from monitor.offline.report_data import InputDrift, Report, ReportData, SignalSeries, VerdictSpan
+from monitor.offline.results import AccuracyEstimate, ReferenceResult, yardsticks
+from monitor.offline.rows import Rows, load_model, model_path, read_rows
+from monitor.offline.scoring import live_signals, robustness_scorer, score_rows, score_table, scored_reference
+
+if TYPE_CHECKING:
+    from monitor.model.onnx import OnnxModel
+    from monitor.rolling.reference import Reference
+    from monitor.signals.scorer import ScoreResult
+
+#: points per signal curve
+SIGNAL_BINS = 60
+#: events above this reference percentile of γ are flagged for the probe profile
+FLAG_PERCENTILE = 99.0
+#: the Benjamini–Hochberg false discovery rate at which an input counts as moved
+DRIFT_ALPHA = 0.01
+#: events per replay micro-batch for the page's timeline: changes placed within 100 events, at a third of the cost
+#: of the 10-event batches ``replay`` uses
+REPLAY_BATCH = 100
+#: the verdicts section's note for events that are rows
+NOT_A_LOG = "no verdict timeline: the events are rows, not an event log (replay needs a .jsonl log)"
+
+
+def build_report(
+    model: Any,
+    reference: Any,
+    events: Any,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    timeline: ReplayTimeline | str | os.PathLike[str] | None = None,
+    labels: Any = None,
+    config: str | os.PathLike[str] | None = None,
+    max_events: int | None = None,
+    probe_points: int = 20,
+    probe_budget_rows: int = 20000,
+    title: str | None = None,
+    model_name: str | None = None,
+    seed: int = SEED,
+    replay_batch: int = REPLAY_BATCH,
+) -> Report:
+    """One self-contained HTML page of the model over recorded events: the verdict timeline per segment, the signals
+    against their reference bands, the Gamma Map, per-input drift, the accuracy estimate and the probe profile of the
+    flagged events (:mod:`monitor.offline.report` says what each section holds); written to ``out`` when given.
+
+    Parameters
+    ----------
+    model : the ONNX path (or a loaded model).
+    reference : a reference JSON, :func:`monitor.reference`'s result, or reference rows.
+    events : a ``.jsonl`` event log, or rows (DataFrame, array, file) in event order.
+    timeline : a replay's timeline (its JSON path, or :func:`monitor.replay`'s result); default: replay ``events``
+        here (a ``.jsonl`` log only).
+    labels : the true class per event (an array), for the realized accuracy beside the estimate.
+    config : the YAML configuration the replay runs with (detectors, segments), as ``run`` reads it.
+    max_events : read only the first that many events (the replay too).
+    probe_points, probe_budget_rows : at most that many flagged events are probed, within that many model rows.
+    replay_batch : events per micro-batch of the replay unless ``config`` names a size: a verdict change is placed
+        within that many events of the event that decided it (the replay's cost falls as it grows).
+
+    Returns
+    -------
+    Report
+        ``data`` (every section's typed result, or why it is empty), ``html`` (the page) and ``path`` (``out``).
+    """
+    from monitor.offline.report_page import render_page
+
+    m = load_model(model)
+    base = load_baseline(reference, m, None, space="standardized")
+    is_log = isinstance(events, (str, os.PathLike)) and str(events).lower().endswith(".jsonl")
+    rows = _event_rows(events, m, base, max_events=max_events, model_name=model_name, is_log=is_log)
+    # the verdict timeline first: a replay here scores every event, and its scores serve the page (one pass)
+    tl: ReplayTimeline | None = None
+    if timeline is not None:
+        tl, timeline_note = _read_timeline(timeline), ""
+    elif is_log:
+        tl, timeline_note = _replay(model, reference, base.path, events, config, max_events, model_name, replay_batch)
+    else:
+        timeline_note = NOT_A_LOG
+    res, ref, replay_scores = _scored(m, base, rows, tl, seed)
+    line = rows.lines.astype(np.float64) if rows.lines is not None else np.arange(len(rows), dtype=np.float64)
+    live = live_signals(res, m.kind)
+    times = event_times(rows.timestamps)
+    n_lines = int(sum(rows.invalid.values()) + len(rows)) if is_log else len(rows)
+    data = ReportData(
+        title=title or f"harmonic-monitor report: {Path(model_path(model)).name}",
+        model=model_path(model),
+        source=str(events) if isinstance(events, (str, os.PathLike)) else rows.source,
+        n_lines=n_lines,
+        n_events=len(rows),
+        invalid=dict(rows.invalid),
+        invalid_inputs=dict(rows.invalid_inputs),
+        kind=m.kind,
+        scores=score_table(m.kind, res, rows),
+        timeline=tl,
+        spans=_spans(tl, rows.segments, n_lines) if tl is not None else (),
+        timeline_note=timeline_note,
+        signals=tuple(_series(name, line, values, ref, times) for name, values in live.items()),
+        yardstick=yardsticks(live, ref) if ref is not None else (),
+        notes=(rows.source, "scores: the replay's") if replay_scores else (rows.source,),
+        replay_batch=replay_batch if (is_log and timeline is None and tl is not None) else 0,
+        **_sections(m, base, rows, reference, res, ref, labels, (probe_points, probe_budget_rows), seed),
+    )
+    return _written(data, render_page(data), out)
+
+
+def _event_rows(
+    events: Any, model: OnnxModel, base: Baseline, *, max_events: int | None, model_name: str | None, is_log: bool
+) -> Rows:
+    """The events as rows (the first ``max_events``), those with a value that is not finite left out."""
+    rows = read_rows(
+        events, model, what="events", feature_names=base.feature_names, max_events=max_events, model_name=model_name
+    )
+    if max_events is not None and not is_log and len(rows) > max_events:
+        rows = rows.take(np.arange(max_events))
+    if not np.all(np.isfinite(rows.x)):
+        rows = rows.take(np.all(np.isfinite(rows.x), axis=1))
+    return rows
+
+
+def _read_timeline(timeline: ReplayTimeline | str | os.PathLike[str]) -> ReplayTimeline:
+    if isinstance(timeline, ReplayTimeline):
+        return timeline
+    try:
+        return ReplayTimeline.from_document(json.loads(Path(timeline).read_text(encoding="utf-8")))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"cannot read the timeline '{timeline}': {exc}", path=str(timeline)) from None
+
+
+def _replay(
+    model: Any,
+    reference: Any,
+    ref_path: Path | None,
+    events: Any,
+    config: Any,
+    max_events: int | None,
+    model_name: str | None,
+    batch_events: int,
+) -> tuple[ReplayTimeline | None, str]:
+    if ref_path is None and not isinstance(reference, (ReferenceResult, str, os.PathLike)):
+        return None, "no verdict timeline: the replay reads its reference from a file; pass a reference JSON or path"
+    tl = replay(
+        model,
+        events,
+        reference,
+        config=config,
+        max_events=max_events,
+        model_name=model_name,
+        keep_scores=True,
+        batch_events=batch_events,
+    )
+    return tl, ""
+
+
+def _scored(
+    model: OnnxModel, base: Baseline, rows: Rows, tl: ReplayTimeline | None, seed: int
+) -> tuple[ScoreResult, Reference | None, bool]:
+    """The events' scores (the replay's where it scored exactly these events, in this order: then True), and the
+    reference to compare with (reference rows scored here)."""
+    scorer = robustness_scorer(model, base, scoring_config({"seed": seed}, base.scales))
+    kept = (None, None) if tl is None else (tl.scores, tl.scored_rows)
+    if kept[0] is not None and kept[1] is not None and np.array_equal(kept[1], rows.x):
+        res, reused = kept[0], True
+    else:
+        res, reused = score_rows(scorer, rows.x, rows.held), False
+    ref = base.reference
+    if ref is None and base.rows is not None:
+        ref = scored_reference(scorer, base.rows, model.kind)
+    return res, ref, reused
+
+
+def _sections(
+    model: OnnxModel,
+    base: Baseline,
+    rows: Rows,
+    reference: Any,
+    res: ScoreResult,
+    ref: Reference | None,
+    labels: Any,
+    probe_budget: tuple[int, int],
+    seed: int,
+) -> dict[str, Any]:
+    """The Gamma Map, drift, accuracy and probe sections, each with its note, as :class:`ReportData`'s fields."""
+    gmap, gmap_note = _gamma_map(model, res)
+    drift, drift_note = _drift(model, rows, ref)
+    acc, acc_note = _accuracy(model, base, res, rows, labels, seed)
+    flagged, threshold = _flagged(res, ref)
+    probed, probe_note = _probe(model, rows, reference, res, ref, (flagged, threshold), *probe_budget, seed)
+    return {
+        "gamma_map": gmap,
+        "gamma_map_note": gmap_note,
+        # the reference's own Gamma Map, drawn beside the live one (a classifier's reference keeps it)
+        "reference_gamma_map": ref.gamma_map if ref is not None and model.kind == "classifier" else None,
+        "drift": drift,
+        "drift_note": drift_note,
+        "accuracy": acc,
+        "accuracy_note": acc_note,
+        "probe": probed,
+        "probe_note": probe_note,
+        "n_flagged": int(flagged.size),
+        "flag_threshold": threshold,
+    }
+
+
+def _gamma_map(model: OnnxModel, res: ScoreResult) -> tuple[GammaMap | None, str]:
+    if model.kind != "classifier":
+        return None, "no Gamma Map: it plots γ against the predicted class's probability, which a regressor has not"
+    ok = res.valid & np.isfinite(res.probability) & np.isfinite(res.gamma)
+    return gamma_map(res.probability[ok], res.gamma[ok]), ""
+
+
+def _drift(model: OnnxModel, rows: Rows, ref: Reference | None) -> tuple[tuple[InputDrift, ...], str]:
+    if ref is None or ref.feature_sample.shape[0] < 10:
+        return (), "no per-input drift: the reference keeps no feature sample"
+    return input_drift(rows.x, ref.feature_sample, ref.feature_names or model.signature.features), ""
+
+
+def _accuracy(
+    model: OnnxModel, base: Baseline, res: ScoreResult, rows: Rows, labels: Any, seed: int
+) -> tuple[AccuracyEstimate | None, str]:
+    if model.kind != "classifier":
+        return None, "no accuracy estimate: accuracy estimation is for classifiers"
+    if base.fit is None:
+        return None, (
+            "no accuracy estimate: the reference holds no fitted estimator (build it with labels: "
+            "`harmonic-monitor reference --labels`, or monitor.reference(..., labels=y))"
+        )
+    y = None if labels is None else np.asarray(labels).reshape(-1)
+    acc = accuracy_from_scores(base.fit, res, model, rows, y, seed=seed)
+    return acc, "no labels: realized accuracy not shown" if acc.realized is None else ""
+
+
+def _flagged(res: ScoreResult, ref: Reference | None) -> tuple[NDArray[np.intp], float]:
+    """The events whose γ is above the reference's ``FLAG_PERCENTILE``, and that threshold (NaN without one)."""
+    threshold = float(np.percentile(ref.gamma_sample, FLAG_PERCENTILE)) if ref is not None else float("nan")
+    flagged = np.flatnonzero(res.valid & (res.gamma > threshold)) if np.isfinite(threshold) else np.zeros(0, int)
+    return flagged, threshold
+
+
+def _probe(
+    model: OnnxModel,
+    rows: Rows,
+    reference: Any,
+    res: ScoreResult,
+    ref: Reference | None,
+    flags: tuple[NDArray[np.intp], float],
+    probe_points: int,
+    probe_budget_rows: int,
+    seed: int,
+) -> tuple[ProbeReport | None, str]:
+    """The probe profile of the (at most ``probe_points``) flagged events of the highest γ."""
+    flagged, threshold = flags
+    if ref is None:
+        return None, "no probe profile: no reference γ to flag events against"
+    if flagged.size == 0:
+        return None, f"no probe profile: no event's γ is above the reference's p{FLAG_PERCENTILE:.0f} ({threshold:.3g})"
+    top = flagged[np.argsort(-res.gamma[flagged], kind="stable")[:probe_points]]
+    try:
+        return probe(model, rows.take(np.sort(top)), reference, budget_rows=probe_budget_rows, steps=5, seed=seed), ""
+    except MonitorError as exc:
+        return None, f"no probe profile: {exc}"
+
+
+def _written(data: ReportData, page: str, out: str | os.PathLike[str] | None) -> Report:
+    """The report, its page written to ``out`` where given."""
+    path = None
+    if out is not None:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page, encoding="utf-8")
+    return Report(data, page, path)
+
+
+def event_times(timestamps: NDArray[np.float64] | None) -> NDArray[np.float64] | None:
+    """The events' times to plot over: None where there are none, any is not finite, or all are equal.
+
+    >>> event_times(np.array([1.0, 1.0])) is None, event_times(np.array([2.0, 1.0])).tolist()
+    (True, [2.0, 1.0])
+    """
+    if timestamps is None or timestamps.size < 2 or not np.all(np.isfinite(timestamps)):
+        return None
+    return None if float(np.ptp(timestamps)) == 0.0 else np.asarray(timestamps, dtype=np.float64)
+
+
+def _series(
+    name: str,
+    line: NDArray[np.float64],
+    values: NDArray[np.float64],
+    ref: Any,
+    times: NDArray[np.float64] | None = None,
+) -> SignalSeries:
+    sample = {"gamma": "gamma_sample", "flicker": "flicker_sample", "confidence": "confidence_sample"}[name]
+    ref_values = np.zeros(0) if ref is None else np.asarray(getattr(ref, sample))
+    if ref_values.size:
+        lo, med, hi = (float(v) for v in np.percentile(ref_values, [5, 50, 95]))
+    else:
+        lo = med = hi = float("nan")
+    # bins of consecutive events: in event-time order where the events carry times, else in the log's order
+    order = np.arange(values.size) if times is None else np.argsort(times, kind="stable")
+    bins = np.array_split(order, min(SIGNAL_BINS, max(values.size, 1)))
+    xs, ts, ys = [], [], []
+    for b in bins:
+        v = values[b]
+        v = v[np.isfinite(v)]
+        if b.size == 0 or v.size == 0:
+            continue
+        xs.append(float(np.mean(line[b])))
+        if times is not None:
+            ts.append(float(np.mean(times[b])))
+        ys.append(float(np.mean(v)))
+    time = None if times is None else np.asarray(ts)
+    return SignalSeries(name, np.asarray(xs), np.asarray(ys), lo, med, hi, time)
+
+
+def input_drift(
+    x: NDArray[np.float64], reference_sample: NDArray[np.float64], names: Sequence[str]
+) -> tuple[InputDrift, ...]:
+    """Per input element, the two-sided KS distance between ``x`` (N, D) and the reference sample (m, D), with
+    Benjamini–Hochberg adjusted p-values (as the per-feature drift detector tests a window).
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> d = input_drift(rng.normal(size=(500, 2)) + [0.0, 1.0], rng.normal(size=(500, 2)), ["a", "b"])
+    >>> [(v.name, v.moved) for v in d]
+    [('a', False), ('b', True)]
+    """
+    from monitor.drift.base import ks_two_sample
+    from monitor.drift.calibrate import benjamini_hochberg
+
+    stats, ps = [], []
+    for j in range(x.shape[1]):
+        col = x[:, j][np.isfinite(x[:, j])]
+        d, p = ks_two_sample(col, np.sort(reference_sample[:, j]), "two-sided")
+        stats.append(d)
+        ps.append(p)
+    adjusted = benjamini_hochberg(np.asarray(ps, dtype=np.float64)) if ps else np.zeros(0)
+    return tuple(
+        InputDrift(
+            str(names[j]) if j < len(names) else f"x[{j}]",
+            float(stats[j]),
+            float(adjusted[j]),
+            bool(adjusted[j] < DRIFT_ALPHA),
+            float(np.nanmean(x[:, j])),
+            float(np.mean(reference_sample[:, j])),
+        )
+        for j in range(x.shape[1])
+    )
+
+
+def _spans(tl: ReplayTimeline, segments: Sequence[str] | None, n_lines: int) -> tuple[VerdictSpan, ...]:
+    """Each segment's verdicts as consecutive spans over the log's lines (stable until its first change)."""
+    segs = sorted({str(c.get("segment", "other")) for c in tl.changes} | set(segments or ()))
+    out: list[VerdictSpan] = []
+    end_line = max(n_lines, tl.events)
+    for seg in segs:
+        start, verdict, fired, feats = 0, "stable", (), ()
+        for c in sorted(
+            (c for c in tl.changes if str(c.get("segment", "other")) == seg), key=lambda c: int(c["index"])
+        ):
+            at = int(c["index"])
+            out.append(VerdictSpan(seg, verdict, start, at, tuple(fired), tuple(feats)))
+            start, verdict = at, str(c["verdict"])
+            fired, feats = tuple(c.get("detectors", ())), tuple(c.get("features", ()))
+        out.append(VerdictSpan(seg, verdict, start, end_line, tuple(fired), tuple(feats)))
+    return tuple(s for s in out if s.end > s.start or s.end == s.start == end_line == 0)

@@ -1,0 +1,108 @@
+"""The report's data: each section of the page a typed result, or the reason it is empty (:class:`ReportData`), which
+:func:`~monitor.offline.report.build_report` gathers and :mod:`monitor.offline.report_page` draws."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from monitor.gammamap import GammaMap
+    from monitor.offline.probe import ProbeReport
+    from monitor.offline.replay import ReplayTimeline
+    from monitor.offline.results import AccuracyEstimate, ScoreTable, Yardstick
+
+#: the section ids, in page order
+SECTIONS = ("verdicts", "signals", "gammamap", "drift", "accuracy", "probes")
+
+
+@dataclass(frozen=True)
+class SignalSeries:
+    """One signal over the log: per bin of consecutive events, the bin's middle line and the signal's mean; the
+    reference's p5, median and p95 (NaN without a reference sample). ``time``: where the events carry timestamps
+    (an event log), each bin's mean event time in epoch seconds, the bins then cut in event-time order; the page
+    plots over it (None: over the line)."""
+
+    signal: str
+    line: NDArray[np.float64]
+    mean: NDArray[np.float64]
+    ref_low: float
+    ref_median: float
+    ref_high: float
+    time: NDArray[np.float64] | None = None
+
+
+@dataclass(frozen=True)
+class InputDrift:
+    """One input element: its name, the KS distance D between the events and the reference sample, the
+    Benjamini–Hochberg adjusted p-value, and whether it moved (adjusted p below the report's ``DRIFT_ALPHA``)."""
+
+    name: str
+    statistic: float
+    p_value: float
+    moved: bool
+    live_mean: float
+    reference_mean: float
+
+
+@dataclass(frozen=True)
+class VerdictSpan:
+    """A segment's verdict from line ``start`` to line ``end`` (exclusive) and the detectors that set it."""
+
+    segment: str
+    verdict: str
+    start: int
+    end: int
+    detectors: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything the page shows, each section a typed result or the reason it is empty (``*_note``)."""
+
+    title: str
+    model: str
+    source: str
+    n_lines: int
+    n_events: int
+    invalid: Mapping[str, int]
+    kind: str
+    scores: ScoreTable
+    timeline: ReplayTimeline | None
+    spans: tuple[VerdictSpan, ...]
+    timeline_note: str
+    signals: tuple[SignalSeries, ...]
+    yardstick: tuple[Yardstick, ...]
+    gamma_map: GammaMap | None
+    gamma_map_note: str
+    drift: tuple[InputDrift, ...]
+    drift_note: str
+    accuracy: AccuracyEstimate | None
+    accuracy_note: str
+    probe: ProbeReport | None
+    probe_note: str
+    n_flagged: int = 0
+    flag_threshold: float = float("nan")
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    #: events per micro-batch of the replay run for the page (0: the timeline came from elsewhere)
+    replay_batch: int = 0
+    #: the reference's Gamma Map (a classifier's): the reference JSON's (``reference.gamma_map``), or drawn from
+    #: the reference rows
+    reference_gamma_map: GammaMap | None = None
+    #: invalid lines refused for one input's value: ``"feature: problem"`` → lines
+    invalid_inputs: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Report:
+    """:func:`build_report`'s result: the data behind the page, the page, and where it was written."""
+
+    data: ReportData
+    html: str
+    path: Path | None = None
