@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.accuracy import EstimatorFit, estimate
+from monitor.accuracy import SMALL_N, EstimatorFit, estimate
 from monitor.errors import DataError
 from monitor.rolling.scores import ScoreRows, ScoreSamples
 from monitor.rolling.windows import OTHER, SignalBatch
@@ -72,7 +72,7 @@ class AccuracyEstimates:
         assert self.samples is not None and self.fit is not None
         out: dict[str, dict[str, Any]] = {}
         for wname, rows in self.samples.rows(segment, windows_end).items():
-            if rows.n == 0:
+            if rows.n < SMALL_N:  # too few to estimate: no number rather than noise
                 continue
             try:
                 out[wname] = _estimate_rows(self.fit, rows, self.config.accuracy_method)

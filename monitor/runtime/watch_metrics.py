@@ -140,7 +140,10 @@ class WatchMetrics:
                 tel.WINDOW_SHADOW_DISAGREEMENT_RATIO.set(self.state, labels, sig["shadow_disagreement"].mean)
 
     def estimates(self, segment: str, estimates: dict[str, dict[str, Any]]) -> None:
-        """Each window's accuracy estimate and its interval, by method."""
+        """Each window's accuracy estimate and its interval, by method; a window without one (too few events) has
+        no series, rather than a stale or noisy one."""
+        for metric in (tel.ESTIMATED_ACCURACY, tel.ESTIMATED_ACCURACY_LOWER, tel.ESTIMATED_ACCURACY_UPPER):
+            metric.clear(self.state, lambda lab: lab[:2] == (self.model, segment))
         for wname, result in estimates.items():
             for method, m in result["methods"].items():
                 labels = tel.ModelSegmentWindowMethod(self.model, segment, wname, method)

@@ -18,7 +18,7 @@ import pytest
 from numpy.typing import NDArray
 
 from monitor import telemetry as tel
-from monitor.accuracy import DEFAULT_METHOD, METHODS, PRIMARY_CHOICES, EstimatorFit, fit_from_scores
+from monitor.accuracy import DEFAULT_METHOD, METHODS, PRIMARY_CHOICES, SMALL_N, EstimatorFit, fit_from_scores
 from monitor.config import AccuracySettings, ModelSettings, load_settings
 from monitor.events import InferenceEvent
 from monitor.exporters.prometheus import MetricsState
@@ -224,6 +224,16 @@ def near_boundary(seed: int, n: int) -> NDArray[np.float64]:
     t = rng.normal(0.0, 0.25, n)
     u = rng.normal(0.0, 2.0, n)
     return np.column_stack([t + u, t - u]) / np.sqrt(2.0)
+
+
+def test_a_window_of_too_few_events_exports_no_estimate(scored: Scored, fit: EstimatorFit) -> None:
+    watch, state = watch_with(fit)
+    feed(watch, scored, blobs(8, SMALL_N - 1)[0])
+    watch.evaluate()
+    assert state.gauge(tel.ESTIMATED_ACCURACY.name, (MODEL, "other", f"last_{COUNT}", "atc")) is None
+    feed(watch, scored, blobs(9, 2)[0])
+    watch.evaluate()
+    assert state.gauge(tel.ESTIMATED_ACCURACY.name, (MODEL, "other", f"last_{COUNT}", "atc")) is not None
 
 
 def test_every_window_and_method_gets_an_estimate_with_its_interval(scored: Scored, fit: EstimatorFit) -> None:
