@@ -547,37 +547,7 @@ def estimate(
             f"only {n} rows (< {SMALL_N}): the realized-accuracy noise uses the worst case 1/(4n), so the interval "
             "is wide; read the estimate as a rough guide"
         )
-    p_cal = fit.calibration.apply(conf)
-    ac = _wmean(p_cal, w)
-    margin = fit.shift_inflation * abs(ac - fit.accuracy) + fit.shift_floor
-    noise_cal = _poisson_binomial_var(p_cal, w, small)
-
-    points: dict[str, float] = {}
-    fit_sd: dict[str, float] = {}
-    noise: dict[str, float] = {}
-
-    points["ac"] = ac
-    ac_draws = [_wmean(sigmoid(a * logit(conf) + b), w) for a, b in fit.draws.get("ac", [])]
-    fit_sd["ac"] = float(np.std(ac_draws)) if ac_draws else 0.0
-    noise["ac"] = noise_cal
-
-    points["atc"] = _atc_share(conf, fit.atc_threshold, fit.atc_tie_fraction, w)
-    atc_draws = [_atc_share(conf, t, f, w) for t, f in fit.draws.get("atc", [])]
-    fit_sd["atc"] = float(np.std(atc_draws)) if atc_draws else 0.0
-    noise["atc"] = noise_cal
-
-    mean_conf = _wmean(conf, w)
-    points["doc"] = fit.accuracy + mean_conf - fit.mean_confidence
-    doc_draws = [d[0] + mean_conf for d in fit.draws.get("doc", [])]
-    fit_sd["doc"] = float(np.std(doc_draws)) if doc_draws else 0.0
-    noise["doc"] = noise_cal
-
-    design = fit.harmonic.design(x)
-    p_h = sigmoid(design @ fit.harmonic.coef + fit.harmonic.intercept)
-    points["harmonic"] = _wmean(p_h, w)
-    h_draws = [_wmean(sigmoid(design @ np.asarray(d[1:]) + d[0]), w) for d in fit.draws.get("harmonic", [])]
-    fit_sd["harmonic"] = float(np.std(h_draws)) if h_draws else 0.0
-    noise["harmonic"] = _poisson_binomial_var(p_h, w, small)
+    points, fit_sd, noise, margin = _unweighted(fit, conf, x, w, small)
     margins = dict.fromkeys(points, margin)
 
     domain: dict[str, Any] | None = None
@@ -628,6 +598,44 @@ def estimate(
         "caveats": caveats(domain),
         "warnings": warnings,
     }
+
+
+def _unweighted(
+    fit: EstimatorFit, conf: NDArray[np.float64], x: NDArray[np.float64], w: NDArray[np.float64] | None, small: bool
+) -> tuple[dict[str, float], dict[str, float], dict[str, float], float]:
+    """ac, atc, doc and harmonic on the window's valid rows: (points, bootstrap sd, noise variance, shift margin)."""
+    p_cal = fit.calibration.apply(conf)
+    ac = _wmean(p_cal, w)
+    margin = fit.shift_inflation * abs(ac - fit.accuracy) + fit.shift_floor
+    noise_cal = _poisson_binomial_var(p_cal, w, small)
+
+    points: dict[str, float] = {}
+    fit_sd: dict[str, float] = {}
+    noise: dict[str, float] = {}
+
+    points["ac"] = ac
+    ac_draws = [_wmean(sigmoid(a * logit(conf) + b), w) for a, b in fit.draws.get("ac", [])]
+    fit_sd["ac"] = float(np.std(ac_draws)) if ac_draws else 0.0
+    noise["ac"] = noise_cal
+
+    points["atc"] = _atc_share(conf, fit.atc_threshold, fit.atc_tie_fraction, w)
+    atc_draws = [_atc_share(conf, t, f, w) for t, f in fit.draws.get("atc", [])]
+    fit_sd["atc"] = float(np.std(atc_draws)) if atc_draws else 0.0
+    noise["atc"] = noise_cal
+
+    mean_conf = _wmean(conf, w)
+    points["doc"] = fit.accuracy + mean_conf - fit.mean_confidence
+    doc_draws = [d[0] + mean_conf for d in fit.draws.get("doc", [])]
+    fit_sd["doc"] = float(np.std(doc_draws)) if doc_draws else 0.0
+    noise["doc"] = noise_cal
+
+    design = fit.harmonic.design(x)
+    p_h = sigmoid(design @ fit.harmonic.coef + fit.harmonic.intercept)
+    points["harmonic"] = _wmean(p_h, w)
+    h_draws = [_wmean(sigmoid(design @ np.asarray(d[1:]) + d[0]), w) for d in fit.draws.get("harmonic", [])]
+    fit_sd["harmonic"] = float(np.std(h_draws)) if h_draws else 0.0
+    noise["harmonic"] = _poisson_binomial_var(p_h, w, small)
+    return points, fit_sd, noise, margin
 
 
 def caveats(domain: Mapping[str, Any] | None) -> list[str]:
