@@ -439,6 +439,7 @@ class KafkaSource(ColumnSource):
         self._consumer = consumer
         self.lean_record_parse = self._want_lean and records.install(consumer)
         records.guard(consumer)  # a batch that cannot be decoded is skipped and dead-lettered, not raised
+        hold_rejoin(consumer)
         # bounded commit and close where kafka-python takes a bound: without one, a commit retries while the
         # coordinator is unknown, and a shutdown would wait for it
         self._commit_bound = _bound(consumer.commit, COMMIT_TIMEOUT_MS)
@@ -673,6 +674,34 @@ def _new_consumer(config: Mapping[str, Any]) -> Any:
                 raise
 
     return Consumer(**config)
+
+
+def hold_rejoin(consumer: Any) -> bool:
+    """Make ``consumer``'s group coordinator note a rejoin as pending as soon as it sees one is needed (as the Java
+    client does since KAFKA-9815), so that it stays needed until the join completes.
+
+    kafka-python 3.0.12's leader rejoins when the partitions it assigned differ from its metadata, or a member when
+    its subscription changed, without noting the rejoin as pending. The JoinGroup and SyncGroup run as a task on its
+    IO thread; only a ``poll`` that finds a rejoin needed awaits that task and completes the join (member stable,
+    heartbeats on, partitions assigned). A ``poll`` that stops waiting (its time spent in the revoke handler's flush)
+    leaves the task running, the task's new assignment makes the metadata match again, and no later ``poll`` finds a
+    rejoin needed: the member stayed ``<rebalancing>`` with heartbeats off, its session expired and it never got its
+    partitions back. False (the consumer unchanged, logged) where the coordinator does not have the shape relied on.
+    """
+    coordinator: Any = getattr(consumer, "_coordinator", None)
+    need, pending = getattr(coordinator, "need_rejoin", None), getattr(coordinator, "request_rejoin", None)
+    if not (callable(need) and callable(pending)):
+        log.warning("a rejoin is not held until it completes: kafka-python's coordinator has another shape")
+        return False
+
+    def need_rejoin() -> bool:
+        if need():
+            pending()  # cleared by kafka-python once the join completes
+            return True
+        return False
+
+    coordinator.need_rejoin = need_rejoin
+    return True
 
 
 @functools.cache
