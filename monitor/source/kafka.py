@@ -67,8 +67,8 @@ OUTAGE_LOG_SECONDS = 30.0
 #: a consumer whose broker answers but that has not (re-)joined its group for this long — and for
 #: ``REJOIN_SESSIONS`` session timeouts — is closed and created afresh. A join legitimately waits for the other
 #: members to rejoin, at most a session timeout each on Kafka 0.9 (a dead member's), so this is several times
-#: that. kafka-python 3.0.12 was seen (rarely, on a loaded machine) to leave a member that had just been revoked
-#: without a JoinGroup answer for good: the sidecar never got its partitions back and never became ready.
+#: that. A safety net: kafka-python 3.0.12 left a member that rejoined for changed metadata in ``<rebalancing>`` for
+#: good (never ready again) until :func:`hold_rejoin`; another such cause would be met the same way.
 REJOIN_MIN_SECONDS = 30.0
 REJOIN_SESSIONS = 5
 #: the ``topic_kind`` label values of the producer counters, and the ``reason`` values of its drops
@@ -686,10 +686,12 @@ def hold_rejoin(consumer: Any) -> bool:
     heartbeats on, partitions assigned). A ``poll`` that stops waiting (its time spent in the revoke handler's flush)
     leaves the task running, the task's new assignment makes the metadata match again, and no later ``poll`` finds a
     rejoin needed: the member stayed ``<rebalancing>`` with heartbeats off, its session expired and it never got its
-    partitions back. False (the consumer unchanged, logged) where the coordinator does not have the shape relied on.
+    partitions back. False (the consumer unchanged) where it has no coordinator, or one of another shape (logged).
     """
     coordinator: Any = getattr(consumer, "_coordinator", None)
     need, pending = getattr(coordinator, "need_rejoin", None), getattr(coordinator, "request_rejoin", None)
+    if coordinator is None:
+        return False
     if not (callable(need) and callable(pending)):
         log.warning("a rejoin is not held until it completes: kafka-python's coordinator has another shape")
         return False
