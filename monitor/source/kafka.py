@@ -67,8 +67,8 @@ OUTAGE_LOG_SECONDS = 30.0
 #: a consumer whose broker answers but that has not (re-)joined its group for this long — and for
 #: ``REJOIN_SESSIONS`` session timeouts — is closed and created afresh. A join legitimately waits for the other
 #: members to rejoin, at most a session timeout each on Kafka 0.9 (a dead member's), so this is several times
-#: that. kafka-python 3.0.12 was seen (rarely, on a loaded machine) to leave a member that had just been revoked
-#: without a JoinGroup answer for good: the sidecar never got its partitions back and never became ready.
+#: that. A safety net: kafka-python 3.0.12 left a member that rejoined for changed metadata in ``<rebalancing>`` for
+#: good (never ready again) until :func:`hold_rejoin`; another such cause would be met the same way.
 REJOIN_MIN_SECONDS = 30.0
 REJOIN_SESSIONS = 5
 #: the ``topic_kind`` label values of the producer counters, and the ``reason`` values of its drops
@@ -439,6 +439,7 @@ class KafkaSource(ColumnSource):
         self._consumer = consumer
         self.lean_record_parse = self._want_lean and records.install(consumer)
         records.guard(consumer)  # a batch that cannot be decoded is skipped and dead-lettered, not raised
+        hold_rejoin(consumer)
         # bounded commit and close where kafka-python takes a bound: without one, a commit retries while the
         # coordinator is unknown, and a shutdown would wait for it
         self._commit_bound = _bound(consumer.commit, COMMIT_TIMEOUT_MS)
@@ -673,6 +674,36 @@ def _new_consumer(config: Mapping[str, Any]) -> Any:
                 raise
 
     return Consumer(**config)
+
+
+def hold_rejoin(consumer: Any) -> bool:
+    """Make ``consumer``'s group coordinator note a rejoin as pending as soon as it sees one is needed (as the Java
+    client does since KAFKA-9815), so that it stays needed until the join completes.
+
+    kafka-python 3.0.12's leader rejoins when the partitions it assigned differ from its metadata, or a member when
+    its subscription changed, without noting the rejoin as pending. The JoinGroup and SyncGroup run as a task on its
+    IO thread; only a ``poll`` that finds a rejoin needed awaits that task and completes the join (member stable,
+    heartbeats on, partitions assigned). A ``poll`` that stops waiting (its time spent in the revoke handler's flush)
+    leaves the task running, the task's new assignment makes the metadata match again, and no later ``poll`` finds a
+    rejoin needed: the member stayed ``<rebalancing>`` with heartbeats off, its session expired and it never got its
+    partitions back. False (the consumer unchanged) where it has no coordinator, or one of another shape (logged).
+    """
+    coordinator: Any = getattr(consumer, "_coordinator", None)
+    need, pending = getattr(coordinator, "need_rejoin", None), getattr(coordinator, "request_rejoin", None)
+    if coordinator is None:
+        return False
+    if not (callable(need) and callable(pending)):
+        log.warning("a rejoin is not held until it completes: kafka-python's coordinator has another shape")
+        return False
+
+    def need_rejoin() -> bool:
+        if need():
+            pending()  # cleared by kafka-python once the join completes
+            return True
+        return False
+
+    coordinator.need_rejoin = need_rejoin
+    return True
 
 
 @functools.cache

@@ -164,6 +164,11 @@ class Coordinator:
         self.state = state
         self._generation = "Generation(generation_id=3, member_id='m', protocol='range')"
 
+    def need_rejoin(self) -> bool:
+        return self.state != "<stable>"
+
+    def request_rejoin(self) -> None: ...
+
 
 class Member(FakeConsumer):
     """A consumer whose group membership (kafka-python's coordinator state) the test sets."""
