@@ -936,6 +936,7 @@ def _score_table(kind: str, res: ScoreResult, rows: Rows) -> ScoreTable:
         cols["class"] = np.where(res.valid, res.predicted_class, -1)
         cols["probability"] = res.probability
         cols["margin"] = res.margin
+    cols.update({} if res.gamma_se is None else {"gamma_se": res.gamma_se})  # γ's error against the full ball
     return ScoreTable(
         cols, kind=kind, n_invalid_rows=int((~res.valid).sum()), invalid=dict(rows.invalid), index=rows.index
     )
