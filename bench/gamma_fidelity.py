@@ -233,8 +233,14 @@ def _scorer(model: OnnxModel, n: int, ball: str, seed: int, control: ControlMap 
     return RobustnessScorer(model, Standardizer.identity(n), cfg, control=control)
 
 
-def measure(name: str, path: Path, train: NDArray[np.float64], test: NDArray[np.float64], labels: NDArray[np.int64],
-            setup: Setup) -> dict[str, Any]:
+def measure(
+    name: str,
+    path: Path,
+    train: NDArray[np.float64],
+    test: NDArray[np.float64],
+    labels: NDArray[np.int64],
+    setup: Setup,
+) -> dict[str, Any]:
     model = OnnxModel(path, OnnxRuntimeOptions(intra_op_threads=1), model_kind="classifier")
     n = model.n_features
     std = Standardizer.identity(n)
@@ -307,7 +313,11 @@ def _row(label: str, rows: int, runs: list[ScoreResult], full: ScoreResult, unst
 
 
 def _adaptive(
-    model: OnnxModel, std: Standardizer, test: NDArray[np.float64], control: ControlMap, full: NDArray[np.float64],
+    model: OnnxModel,
+    std: Standardizer,
+    test: NDArray[np.float64],
+    control: ControlMap,
+    full: NDArray[np.float64],
     setup: Setup,
 ) -> dict[str, float]:
     """Spearman with the full γ_logit of the control estimator at k axes for every event against k/2 first and k more
@@ -378,7 +388,9 @@ def markdown(results: list[dict[str, Any]]) -> str:
         if "adaptive" in r:
             a = r["adaptive"]
             lines.append("")
-            lines.append("Adaptive (simulated, ρ γ_logit, same mean cost): " + ", ".join(f"{k} {v:.3f}" for k, v in a.items()))
+            lines.append(
+                "Adaptive (simulated, ρ γ_logit, same mean cost): " + ", ".join(f"{k} {v:.3f}" for k, v in a.items())
+            )
         lines.append("")
     return "\n".join(lines)
 

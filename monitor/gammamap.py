@@ -370,7 +370,12 @@ class GammaMapWindow:
 # --- the one renderer ---------------------------------------------------------------------------------------------
 
 _CELL_W, _CELL_H = 34, 22
-_LEFT, _TOP, _BOTTOM, _GAP = 48, 40, 70, 36
+_LEFT, _TOP, _BOTTOM, _GAP = 56, 40, 80, 36
+#: the smallest text drawn (axis labels, the legend), px
+LABEL_PX = 11
+#: the legend's shares of the fullest cell, lightest to darkest
+_LEGEND_STEPS = (0.0, 0.05, 0.25, 0.5, 1.0)
+_LEGEND_H = 44
 
 
 def _colour(share: float, top: float) -> str:
@@ -414,18 +419,42 @@ def _panel(m: GammaMap, x0: int, heading: str, out: list[str]) -> None:
                 )
     for i in range(rows + 1):  # P axis labels at the edges
         y = _TOP + (rows - i) * _CELL_H
-        out.append(f'<text x="{x0 - 4}" y="{y + 4}" text-anchor="end" font-size="9">{_fmt(m.p_edges[i])}</text>')
+        out.append(
+            f'<text x="{x0 - 4}" y="{y + 4}" text-anchor="end" font-size="{LABEL_PX}">{_fmt(m.p_edges[i])}</text>'
+        )
     base = _TOP + rows * _CELL_H
     for j in range(cols + 1):
         x = x0 + j * _CELL_W
         out.append(
-            f'<text x="{x}" y="{base + 12}" text-anchor="end" font-size="9" '
+            f'<text x="{x}" y="{base + 12}" text-anchor="end" font-size="{LABEL_PX}" '
             f'transform="rotate(-45 {x} {base + 12})">{_fmt(m.gamma_edges[j])}</text>'
         )
     out.append(f'<text x="{x0 + cols * _CELL_W / 2:.0f}" y="{base + _BOTTOM - 10}" text-anchor="middle">γ</text>')
     out.append(
-        f'<text x="{x0 - 34}" y="{_TOP + rows * _CELL_H / 2:.0f}" text-anchor="middle" '
-        f'transform="rotate(-90 {x0 - 34} {_TOP + rows * _CELL_H / 2:.0f})">P of predicted class</text>'
+        f'<text x="{x0 - 42}" y="{_TOP + rows * _CELL_H / 2:.0f}" text-anchor="middle" '
+        f'transform="rotate(-90 {x0 - 42} {_TOP + rows * _CELL_H / 2:.0f})">P of predicted class</text>'
+    )
+
+
+def _legend(y0: int, out: list[str]) -> None:
+    """The colour key (a cell's events as a share of its map's fullest cell) and the red ring's meaning."""
+    x = _LEFT
+    out.append(f'<text x="{x}" y="{y0 + 12}" font-size="{LABEL_PX}">cell events / fullest cell:</text>')
+    x += 150
+    for share in _LEGEND_STEPS:
+        out.append(
+            f'<rect x="{x}" y="{y0 + 1}" width="{_CELL_W}" height="14" fill="{_colour(share, 1.0)}" '
+            f'stroke="#ccc" stroke-width="0.5"/>'
+        )
+        out.append(
+            f'<text x="{x + _CELL_W / 2}" y="{y0 + 28}" text-anchor="middle" font-size="{LABEL_PX}">{share:.0%}</text>'
+        )
+        x += _CELL_W + 4
+    x += 20
+    out.append(f'<circle cx="{x}" cy="{y0 + 8}" r="6" fill="none" stroke="#d62728" stroke-width="1.5"/>')
+    out.append(
+        f'<text x="{x + 12}" y="{y0 + 12}" font-size="{LABEL_PX}">ring: share of probed events unstable '
+        f"(Algorithm 2)</text>"
     )
 
 
@@ -438,7 +467,8 @@ def render_svg(
 ) -> str:
     """Draw the map (and the reference's beside it, on the left) as one self-contained SVG document.
 
-    ``labels`` names the two panels (live first). Each cell's shade is its share of its own map's events (darkest: that map's fullest cell), so maps of different
+    ``labels`` names the two panels (live first). Text is at least :data:`LABEL_PX` px; a legend under the panels
+    keys the shades and the rings. Each cell's shade is its share of its own map's events (darkest: that map's fullest cell), so maps of different
     sizes compare; a red ring's size
     shows the share of probed events found unstable in that cell. Hovering a cell gives its counts.
 
@@ -454,7 +484,8 @@ def render_svg(
     rows = len(live.p_edges) - 1
     panel_w = _LEFT + cols * _CELL_W + _GAP
     width = panel_w * len(panels) + 10
-    height = _TOP + rows * _CELL_H + _BOTTOM + (18 if title else 0)
+    width = max(width, 720)  # room for the legend
+    height = _TOP + rows * _CELL_H + _BOTTOM + _LEGEND_H + (18 if title else 0)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'
@@ -467,5 +498,6 @@ def render_svg(
     out.append(f'<g transform="translate(0 {shift})">')
     for k, (m, heading) in enumerate(panels):
         _panel(m, _LEFT + k * panel_w, heading, out)
+    _legend(_TOP + rows * _CELL_H + _BOTTOM, out)
     out.append("</g></svg>")
     return "\n".join(out)

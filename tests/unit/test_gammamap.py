@@ -133,12 +133,21 @@ def test_svg_is_well_formed_and_shows_both_panels() -> None:
     assert len(rects) == 2 * 10 * 18
     texts = " ".join(t.text or "" for t in root.iter(f"{ns}text"))
     assert "reference (n=2)" in texts and "live (n=3)" in texts and "iris / segment <all>" in texts
-    assert len(list(root.iter(f"{ns}circle"))) == 1  # one cell with unstable events
+    assert len(list(root.iter(f"{ns}circle"))) == 2  # one cell with unstable events, and the legend's ring
     tips = [r.find(f"{ns}title").text or "" for r in rects]  # type: ignore[union-attr]
     assert any("2 events (66.7%), 100% of probed unstable" in t for t in tips)
     # darker fill where more of the map's mass sits
     fills = {t: r.get("fill") for t, r in zip(tips, rects, strict=True)}
     assert len(set(fills.values())) > 2
+
+
+def test_svg_text_is_at_least_11_px_and_has_a_legend() -> None:
+    root = ET.fromstring(render_svg(gamma_map(np.array([0.9]), np.array([0.01])), title="t"))
+    ns = "{http://www.w3.org/2000/svg}"
+    sizes = [float(t.get("font-size") or root.get("font-size") or 0) for t in root.iter(f"{ns}text")]
+    assert min(sizes) >= 11
+    texts = " ".join(t.text or "" for t in root.iter(f"{ns}text"))
+    assert "cell events / fullest cell:" in texts and "100%" in texts and "ring: share of probed" in texts
 
 
 def test_svg_of_an_empty_map() -> None:
