@@ -285,7 +285,13 @@ def measure(
         "counts": {k: int(u.sum()) for k, u in unstable.items()},
         "rows": [*rows, full_row],
         "baselines": baselines,
-        "fit": {"events": control.events, "rows": control.events * (2 * n + 1), "seconds": round(fit_seconds, 1)},
+        "fit": {
+            "events": control.events,
+            "rows": control.events * (2 * n + 1),
+            "seconds": round(fit_seconds, 1),
+            "variance_ratio": control.variance_ratio,
+            "used": control.useful,
+        },
     }
     if setup.adaptive:
         out["adaptive"] = _adaptive(model, std, test, control, full.gamma_logit, setup)
@@ -371,7 +377,9 @@ def markdown(results: list[dict[str, Any]]) -> str:
             f"**{r['model']}**: {r['pixels']} pixels, {r['images']} held-out images, accuracy {r['accuracy']:.3f}, "
             f"γ_logit on the {axis}; unstable: {c['flip']} flip (Algorithm 2), {c['flicker']} flicker, "
             f"{c['misclassified']} misclassified; control map fitted on {r['fit']['events']} reference images "
-            f"({r['fit']['rows']:,} model rows once, {r['fit']['seconds']} s).",
+            f"({r['fit']['rows']:,} model rows once, {r['fit']['seconds']} s), leaving "
+            f"{r['fit']['variance_ratio']:.2f} of the variance on held-out ones: "
+            + ("used." if r["fit"]["used"] else "not used (the control rows repeat the plain sample)."),
             "",
             "| γ estimate | rows / event | ρ γ_logit | ρ γ | within 1.96 se | AUC γ_logit: flip / flicker / miscl. "
             "| AUC γ: flip / flicker / miscl. | AUC −P_adj: flip / flicker / miscl. |",

@@ -17,6 +17,11 @@ difference estimator
 is unbiased for the full ball's mean whatever the map's quality; its error is that of the residuals,
 sd_S(h − ĥ)/√k·√(1 − k/n). On the CNN of ``bench/gamma_fidelity.py`` the residuals keep 8 % of the variance of h.
 
+A map earns its use where it leaves little of that variance: it is measured on reference events held out of the fit
+(``variance_ratio``), and the scorer uses the map only when the ratio is at most :data:`MAX_VARIANCE_RATIO`. On a
+model exposing probabilities alone (log-probabilities saturate, so h_a scales with each event's own 1 − P) the
+additive map does not fit and the plain sample is kept; it already ranks such events (see docs/HIGH-DIMENSION.md).
+
 The map lives on the logit scale (the predicted class's logit, else its log-probability): the Gamma Map's axis and
 P_adj's γ. γ on the probability is left to the plain sample: it spans orders of magnitude between events and the
 sample already ranks it (see docs/HIGH-DIMENSION.md).
@@ -41,6 +46,9 @@ MIN_CLASS_EVENTS = 8
 FIT_ROW_BUDGET = 2**19
 #: fewest reference events a map is fitted on (below, :func:`fit_control_map` refuses)
 MIN_FIT_EVENTS = 16
+#: a map is used only when it leaves at most this share of the second differences' variance on held-out reference
+#: events (every fourth row is held out of the fit to measure it); otherwise the plain sample is the better estimate
+MAX_VARIANCE_RATIO = 0.8
 #: log-probability floor (the scorer's LOG_FLOOR)
 _LOG_FLOOR = 1e-7
 
@@ -54,6 +62,14 @@ class ControlMap:
     beta: NDArray[np.float64]
     events: int
     radius: float
+    #: mean over held-out reference events of var_a(h − ĥ) / var_a(h): the share of the sampling variance the map
+    #: leaves (NaN when not measured)
+    variance_ratio: float = math.nan
+
+    @property
+    def useful(self) -> bool:
+        """Whether the map shrinks the sampling variance enough to use (:data:`MAX_VARIANCE_RATIO`)."""
+        return self.variance_ratio <= MAX_VARIANCE_RATIO
 
     @property
     def n_features(self) -> int:
@@ -75,6 +91,7 @@ class ControlMap:
             "beta": np.round(self.beta, 9).tolist(),
             "events": self.events,
             "radius": self.radius,
+            "variance_ratio": None if math.isnan(self.variance_ratio) else round(self.variance_ratio, 6),
         }
 
     @classmethod
@@ -84,7 +101,8 @@ class ControlMap:
             raise ConfigError(
                 f"control map: alpha and beta must be (classes + 1, n) arrays; got {alpha.shape}, {beta.shape}"
             )
-        return cls(alpha, beta, int(d["events"]), float(d["radius"]))
+        ratio = d.get("variance_ratio")
+        return cls(alpha, beta, int(d["events"]), float(d["radius"]), math.nan if ratio is None else float(ratio))
 
 
 def logit_scale(out_logits: NDArray[np.float32] | None, out_proba: NDArray[np.float32] | None) -> NDArray[np.float64]:
@@ -135,7 +153,8 @@ def fit_control_map(
     row_budget: int = FIT_ROW_BUDGET,
 ) -> ControlMap:
     """Fit :class:`ControlMap` on reference ``rows`` (raw units): their full hypercubes at ``radius`` (standardized
-    units), as many rows as ``row_budget`` model rows allow (the first ones).
+    units), as many rows as ``row_budget`` model rows allow (the first ones). ``variance_ratio`` is measured on every
+    fourth row, held out of a first fit; the map returned is fitted on all of them.
 
     Raises
     ------
@@ -156,6 +175,20 @@ def fit_control_map(
     h, klass = second_differences(model, standardizer, x, radius)
     u = standardizer.to_standardized(x)
     k = int(classes if classes is not None else klass.max() + 1)
+    held = np.arange(take) % 4 == 3
+    check = _fit(u[~held], h[~held], klass[~held], k)
+    resid = h[held] - check.predict(klass[held], u[held])
+    spread = h[held].var(axis=1)
+    ok = spread > 0
+    ratio = float(np.mean(resid[ok].var(axis=1) / spread[ok])) if ok.any() else 0.0
+    fitted = _fit(u, h, klass, k)
+    return ControlMap(fitted.alpha, fitted.beta, take, radius, ratio)
+
+
+def _fit(u: NDArray[np.float64], h: NDArray[np.float64], klass: NDArray[np.int64], k: int) -> ControlMap:
+    """The per-class lines (the pooled one in the last row) on standardized values ``u`` and second differences
+    ``h`` of events of predicted classes ``klass``."""
+    n = u.shape[1]
     alpha = np.empty((k + 1, n))
     beta = np.empty((k + 1, n))
     alpha[k], beta[k] = _line(u, h)
@@ -165,7 +198,7 @@ def fit_control_map(
             alpha[c], beta[c] = alpha[k], beta[k]
         else:
             alpha[c], beta[c] = _line(u[sel], h[sel])
-    return ControlMap(alpha, beta, take, radius)
+    return ControlMap(alpha, beta, len(u), 0.0)
 
 
 def _line(u: NDArray[np.float64], h: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

@@ -806,4 +806,10 @@ def _check_control(control: ControlMap | None, scorer: RobustnessScorer, n: int)
             f"the control map was fitted at {control.n_features} features and radius {control.radius:g}; this scorer "
             f"has {n} features and radius {scorer.config.radius:g}: fit it again on the reference at this radius"
         )
+    if not control.useful:
+        log.info(
+            "the control map leaves too much of γ_logit's sampling variance; γ_logit keeps the plain sample",
+            extra={"variance_ratio": control.variance_ratio},
+        )
+        return None
     return control

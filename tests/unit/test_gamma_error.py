@@ -4,6 +4,7 @@ target, both row-building paths agree, and bad input is refused in one line."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +111,7 @@ def test_the_control_map_shrinks_the_error_and_keeps_the_target(setting: tuple, 
     plain = RobustnessScorer(model, std, _cfg()).score(events)
     fitted = RobustnessScorer(model, std, _cfg(), control=control).score(events)
     assert plain.gamma_logit_se is not None and fitted.gamma_logit_se is not None
+    assert control.useful and control.variance_ratio < 0.5
     assert np.median(fitted.gamma_logit_se) < 0.8 * np.median(plain.gamma_logit_se)
     assert np.mean(np.abs(fitted.gamma_logit - full)) < np.mean(np.abs(plain.gamma_logit - full))
     np.testing.assert_array_equal(fitted.gamma, plain.gamma)  # γ on the probability keeps the plain sample
@@ -117,7 +119,7 @@ def test_the_control_map_shrinks_the_error_and_keeps_the_target(setting: tuple, 
 
 def test_the_control_estimate_is_the_difference_estimator_by_hand(setting: tuple) -> None:
     model, std, reference, events = setting
-    control = fit_control_map(model, std, reference, radius=RADIUS)
+    control = replace(fit_control_map(model, std, reference, radius=RADIUS), variance_ratio=0.0)  # used
     scorer = RobustnessScorer(model, std, _cfg(), control=control)
     x = events[:5]
     res = scorer.score(x)
@@ -134,7 +136,7 @@ def test_the_control_estimate_is_the_difference_estimator_by_hand(setting: tuple
 def test_rows_built_in_numpy_give_the_same_errors(tmp_path: Path, setting: tuple) -> None:
     model, std, reference, events = setting
     numpy_rows = OnnxModel(model.path, OnnxRuntimeOptions(rows_in_graph=False), model_kind="classifier")
-    control = fit_control_map(model, std, reference, radius=RADIUS)
+    control = replace(fit_control_map(model, std, reference, radius=RADIUS), variance_ratio=0.0)  # used
     a = RobustnessScorer(model, std, _cfg(), control=control)
     b = RobustnessScorer(numpy_rows, std, _cfg(), control=control)
     assert a.rows_built_in_graph and not b.rows_built_in_graph
@@ -144,11 +146,22 @@ def test_rows_built_in_numpy_give_the_same_errors(tmp_path: Path, setting: tuple
     np.testing.assert_allclose(ra.gamma_se, rb.gamma_se, rtol=1e-3, atol=1e-9)
 
 
+def test_a_map_that_leaves_most_of_the_variance_is_not_used(setting: tuple) -> None:
+    model, std, reference, events = setting  # tanh features: h_a depends on x through every hidden unit
+    control = fit_control_map(model, std, reference, radius=RADIUS)
+    assert not control.useful and control.variance_ratio > 0.8
+    plain = RobustnessScorer(model, std, _cfg()).score(events)
+    scorer = RobustnessScorer(model, std, _cfg(), control=control)
+    assert scorer.control is None
+    np.testing.assert_array_equal(scorer.score(events).gamma_logit, plain.gamma_logit)
+
+
 def test_the_control_map_round_trips_through_json(setting: tuple) -> None:
     model, std, reference, _ = setting
     control = fit_control_map(model, std, reference[:40], radius=RADIUS)
     again = ControlMap.from_json(control.to_json())
     assert again.events == 40 and again.classes == control.classes
+    assert again.variance_ratio == pytest.approx(control.variance_ratio, abs=1e-6)
     np.testing.assert_allclose(again.alpha, control.alpha, atol=1e-8)
 
 
