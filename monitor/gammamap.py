@@ -1,6 +1,6 @@
 """The Gamma Map: a 2-D histogram of (P of the predicted class, γ) over scored classifier events.
 
-After "Anharmonicity as a robustness metric" (§5, Fig. 5): images found unstable by the γ-gradient
+After "Harmonic Machine Learning Models are Robust" (§5, Fig. 5): images found unstable by the γ-gradient
 search (Algorithm 2) dominate the high-γ / low-P corner, so the density of events over a fixed P × γ grid shows at a
 glance how much of the traffic sits where predictions are fragile. This module holds the pure value type, its
 builder from arrays, and the one SVG renderer shared by ``/gammamap``, the docs and the report page.
