@@ -326,10 +326,11 @@ def _adaptive(
     full: NDArray[np.float64],
     setup: Setup,
 ) -> dict[str, float]:
-    """Spearman with the full γ_logit of the control estimator at k axes for every event against k/2 first and k more
+    """Spearman with the full γ_logit of the estimator the scorer uses (with the control map where it is useful)
+    at k axes for every event against k/2 first and k more
     for the half with the larger standard error (the same mean cost), simulated on the full second differences."""
     h, klass = second_differences(model, std, test, RADIUS)
-    fitted = control.predict(klass, std.to_standardized(test))
+    fitted = control.predict(klass, std.to_standardized(test)) if control.useful else np.zeros_like(h)  # as scored
     resid, base = h - fitted, fitted.mean(axis=1)
     rng = np.random.default_rng(setup.seed)
     b, n = h.shape
