@@ -801,10 +801,13 @@ class _Scoring:
 
 def _scorer(model: OnnxModel, base: _Baseline, scoring: _Scoring) -> RobustnessScorer:
     """The scorer of ``base``'s standardizer and held sample, at the reference's own scales where it chose them."""
+    from monitor.signals.control import control_for
     from monitor.signals.scorer import RobustnessScorer
 
     held = base.held_sample if model.signature.has_held else None
-    return RobustnessScorer(model, base.standardizer, scoring.config(base.scales), held_sample=held)
+    cfg, rows = scoring.config(base.scales), None if base.reference is None else base.reference.feature_sample
+    control = control_for(model, base.standardizer, cfg.radius, cfg.ball, rows)  # γ_logit at high dimension
+    return RobustnessScorer(model, base.standardizer, cfg, held_sample=held, control=control)
 
 
 def score_rows(

@@ -29,6 +29,7 @@ sample already ranks it (see docs/HIGH-DIMENSION.md).
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,8 @@ from numpy.typing import NDArray
 from monitor.errors import ConfigError
 from monitor.model.base import Predictor
 from monitor.model.standardize import Standardizer
+
+log = logging.getLogger(__name__)
 
 #: a class with fewer reference events than this takes the pooled map (all classes together)
 MIN_CLASS_EVENTS = 8
@@ -233,3 +236,32 @@ def sampled_mean(
         return mean, np.full(h.shape[0], np.nan)
     se: NDArray[np.float64] = resid.std(axis=1, ddof=1) / math.sqrt(k) * fpc
     return mean, se
+
+
+def control_for(
+    model: Predictor,
+    standardizer: Standardizer,
+    radius: float,
+    ball: str,
+    reference_rows: NDArray[np.floating] | None,
+) -> ControlMap | None:
+    """The control map a scorer of ``model`` at ``radius`` with ``ball`` should take, fitted on ``reference_rows``
+    (raw units; e.g. a reference's ``feature_sample``), or None: a regressor, a ball evaluated whole, no rows, too
+    few rows within the fit's budget, or a map that does not shrink the variance (logged, one line each)."""
+    from monitor.signals.balls import parse_ball  # balls imports the settings; keep this module's imports light
+
+    n = model.n_features
+    if reference_rows is None or model.kind != "classifier" or not parse_ball(ball).resolve(n).per_event(n):
+        return None
+    rows = np.asarray(reference_rows, dtype=np.float64)
+    rows = rows[np.all(np.isfinite(rows), axis=1)]
+    try:
+        control = fit_control_map(model, standardizer, rows, radius=radius)
+    except ConfigError as exc:
+        log.info("γ_logit keeps the plain sample: %s", exc)
+        return None
+    log.info(
+        "γ_logit control map fitted",
+        extra={"events": control.events, "variance_ratio": round(control.variance_ratio, 4), "used": control.useful},
+    )
+    return control

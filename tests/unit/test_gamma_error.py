@@ -12,10 +12,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import monitor
+from monitor.config import ModelSettings
 from monitor.errors import ConfigError
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
-from monitor.signals.control import ControlMap, fit_control_map, sampled_mean, second_differences
+from monitor.runtime.models import ModelRuntime
+from monitor.signals.control import ControlMap, control_for, fit_control_map, sampled_mean, second_differences
 from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from tests.unit import onnx_graphs
 
@@ -190,3 +193,41 @@ def test_bad_control_maps_are_refused_in_one_line(setting: tuple, tmp_path: Path
     regressor = OnnxModel(onnx_graphs.linear_regressor(tmp_path / "reg.onnx", np.ones(N)), model_kind="regressor")
     with pytest.raises(ConfigError, match="this model is a regressor"):
         fit_control_map(regressor, std, reference, radius=RADIUS)
+
+
+def test_control_for_fits_only_where_a_per_event_ball_scores_a_classifier(setting: tuple, tmp_path: Path) -> None:
+    _, std, reference, _ = setting
+    curved = _model(tmp_path, curved=True)
+    assert control_for(curved, std, RADIUS, "auto", reference) is not None  # 300 features: sampled per event
+    assert control_for(curved, std, RADIUS, "auto", None) is None  # no reference rows (a warm-up)
+    assert control_for(curved, std, RADIUS, "simplex+anti", reference) is None  # a ball evaluated whole
+    assert control_for(curved, std, RADIUS, "auto", reference[:5]) is None  # too few rows: the plain sample
+    regressor = OnnxModel(onnx_graphs.linear_regressor(tmp_path / "reg.onnx", np.ones(N)), model_kind="regressor")
+    assert control_for(regressor, std, RADIUS, "auto", reference) is None
+
+
+def test_score_with_a_reference_json_uses_the_control_map(setting: tuple, tmp_path: Path) -> None:
+    """A reference JSON keeps a sample of its rows: ``score`` fits the map on them, so P_adj (on γ_logit) moves while
+    γ on the probability does not; the same rows given as an array (no JSON) score with the plain sample."""
+    _, _, reference, events = setting
+    path = _model(tmp_path, curved=True).path
+    saved = monitor.reference(path, reference, radius=RADIUS, flicker_copies=4, out=tmp_path / "ref.json")
+    assert saved.path is not None and saved.reference.feature_sample.shape == (120, N)
+    with_map = monitor.score(path, events, saved.path, radius=RADIUS, flicker_copies=4, as_frame=False)
+    plain = monitor.score(path, events, reference, radius=RADIUS, flicker_copies=4, as_frame=False)
+    np.testing.assert_allclose(with_map.columns["gamma"], plain.columns["gamma"], rtol=1e-6)
+    assert not np.allclose(with_map.columns["p_adj"], plain.columns["p_adj"], rtol=1e-6, atol=0)
+
+
+def test_the_runtime_fits_the_map_on_the_reference_sample_at_activation(setting: tuple, tmp_path: Path) -> None:
+    _, std, reference, _ = setting
+    model = _model(tmp_path, curved=True)
+    settings = ModelSettings.model_validate(
+        {"name": "m", "path": str(model.path), "model_kind": "classifier", "scoring": {"radius": RADIUS}}
+    )
+    rt = ModelRuntime(settings=settings, model=model, control_rows=reference)
+    rt.activate(std)
+    assert rt.scorer is not None and rt.scorer.control is not None
+    rt.control_rows = None  # a warm-up reference keeps no rows: the plain sample
+    rt.activate(std)
+    assert rt.scorer is not None and rt.scorer.control is None
