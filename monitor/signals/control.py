@@ -260,8 +260,13 @@ def control_for(
     except ConfigError as exc:
         log.info("γ_logit keeps the plain sample: %s", exc)
         return None
-    log.info(
-        "γ_logit control map fitted",
-        extra={"events": control.events, "variance_ratio": round(control.variance_ratio, 4), "used": control.useful},
-    )
+    if not control.useful:
+        log.info(
+            "γ_logit keeps the plain sample: the control map leaves %.3g of the sampling variance on held-out reference "
+            "rows (used at <= %g; a model exposing probabilities alone saturates its log-probabilities)",
+            control.variance_ratio,
+            MAX_VARIANCE_RATIO,
+        )
+        return None
+    log.info("γ_logit control map fitted", extra={"events": control.events, "variance_ratio": control.variance_ratio})
     return control
