@@ -441,8 +441,11 @@ class ModelWatch:
         return self.gamma.to_json(self.reference)
 
     def gamma_map_pair(self, segment: str | None = None) -> tuple[GammaMap, GammaMap | None]:
-        """(live, reference) maps for drawing (:meth:`SegmentGammaMaps.pair`)."""
-        return self.gamma.pair(segment, self.reference)
+        """(live, reference) maps for drawing (:meth:`SegmentGammaMaps.pair`): a segment's against its own baseline
+        where it has one with a map (from reference data carrying the segment, or its warm-up), else against the
+        model-wide reference."""
+        own = None if segment is None else self.baselines.segment_references.get(segment)
+        return self.gamma.pair(segment, own if own is not None and own.gamma_map is not None else self.reference)
 
     # -- evaluation ----------------------------------------------------------------------------------------
     def evaluate(self, now: float | None = None) -> None:

@@ -21,6 +21,7 @@ from monitor.exporters.http import MetricsServer, Routes
 from monitor.exporters.prometheus import MetricsState
 from monitor.gammamap import GAMMA_BIN_LABELS, P_BIN_LABELS, GammaMap, gamma_map
 from monitor.rolling.reference import Reference
+from monitor.rolling.segment_baselines import MIN_SEGMENT_ROWS
 from monitor.rolling.windows import OTHER
 from monitor.runtime.gammamap_view import gamma_map_handler
 from monitor.runtime.models import ModelRuntime
@@ -295,3 +296,20 @@ def test_a_probe_run_counts_each_point_in_its_events_segment(tmp_path: Path) -> 
     probed_somewhere = {s for s, grid in per_segment.items() if grid is not None and sum(map(sum, grid))}
     assert total > 0 and probed_somewhere <= {"low", "high"} and probed_somewhere
     assert sum(sum(map(sum, grid)) for grid in per_segment.values() if grid is not None) == total
+
+
+def test_a_segment_is_drawn_against_its_own_baseline() -> None:
+    watch, _ = make_watch()
+    k = MIN_SEGMENT_ROWS
+    p = np.r_[np.full(k, 0.95), np.full(k, 0.35)]
+    g = np.r_[np.full(k, 0.002), np.full(k, 0.5)]
+    _, _, result, _ = scored(p, g)
+    watch.set_reference(np.zeros((2 * k, 2)), result, segments=np.array(["a"] * k + ["b"] * k))
+    watch.update(*scored(np.array([0.95]), np.array([0.002]), segment="b"))
+    _, ref_b = watch.gamma_map_pair("b")
+    _, ref_all = watch.gamma_map_pair()
+    assert ref_b is not None and ref_all is not None
+    assert ref_b.total == k and ref_b.counts[3][14] == k  # b's own rows, all at P 0.35, γ 0.5
+    assert ref_all.total == 2 * k
+    _, ref_new = watch.gamma_map_pair("c")  # no baseline of its own: the model-wide reference
+    assert ref_new is not None and ref_new.total == 2 * k
