@@ -16,9 +16,9 @@ and of both with the control map (:mod:`monitor.signals.control`) fitted on the 
 Spearman ρ with the full ball's γ_logit (and γ) averaged over ``--seeds`` scoring seeds; the share of events whose full
 γ_logit lies within 1.96 standard errors (``gamma_logit_se``) of the estimate; ROC AUC of each γ, of 1 − P and of
 −P_adj (P_adj = P·e^(−25·γ_logit)) for three kinds of instability: Algorithm 2 flips in 25 steps, flicker > 0 at σ = 25
-grey levels (32 copies), misclassified; the model rows each estimate costs per event. ``--adaptive`` adds a
-simulated adaptive allocation (k/2 axes first, k more for the half of events with the larger standard error) from
-the full second differences.
+grey levels (32 copies), misclassified; the model rows each estimate costs per event. ``--adaptive`` adds, simulated
+on the full second differences, an adaptive allocation (k/2 axes first, k more for the half of events with the
+larger standard error) and a stratified one (one axis in each of 4×4 blocks of the image).
 
 Usage::
 
@@ -334,7 +334,11 @@ def _adaptive(
     resid, base = h - fitted, fitted.mean(axis=1)
     rng = np.random.default_rng(setup.seed)
     b, n = h.shape
-    out: dict[str, list[float]] = {"uniform k=16": [], "adaptive 8 + 16 on half": []}
+    side = int(round(np.sqrt(n)))
+    rows, cols = np.divmod(np.arange(n), side)
+    block = (rows * 4 // side) * 4 + cols * 4 // side  # 4×4 blocks of the square image: 16 strata
+    strata = [np.flatnonzero(block == s) for s in range(16)]
+    out: dict[str, list[float]] = {"uniform k=16": [], "adaptive 8 + 16 on half": [], "stratified 4×4 blocks": []}
     for _ in range(max(setup.seeds, 5)):
         order = np.argsort(rng.random((b, n)), axis=1)
         r16 = np.take_along_axis(resid, order[:, :16], axis=1)
@@ -344,6 +348,11 @@ def _adaptive(
         top = np.argsort(-r8.std(axis=1, ddof=1))[: b // 2]
         est[top] = base[top] + r24[top].mean(axis=1)
         out["adaptive 8 + 16 on half"].append(spearman(np.abs(est), full))
+        # one axis per block, each block weighted by its share of the axes (unbiased for the full mean)
+        pick = np.stack([m[rng.integers(0, m.size, size=b)] for m in strata], axis=1)
+        weights = np.array([m.size for m in strata]) / n
+        strat = base + (np.take_along_axis(resid, pick, axis=1) * weights).sum(axis=1)
+        out["stratified 4×4 blocks"].append(spearman(np.abs(strat), full))
     return {k: float(np.mean(v)) for k, v in out.items()}
 
 
