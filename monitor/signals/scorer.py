@@ -9,6 +9,13 @@ the rows built here (:meth:`RobustnessScorer.build_rows`) and one ``evaluate``. 
 rows. Radius and noise are in standardized units: s is the per-feature scale of the :class:`Standardizer` (all ones
 for ``space: raw``).
 
+γ's error against the full ball
+------------------------------
+With a per-event sampled hypercube, each result carries ``gamma_se`` and ``gamma_logit_se``: the standard error of
+the sample's mean second difference (:func:`monitor.signals.control.sampled_mean`), 0 for a ball evaluated whole.
+Given a :class:`~monitor.signals.control.ControlMap` (fitted on reference rows), γ_logit is the control-variate
+estimate of :mod:`monitor.signals.control`, with that estimate's smaller error.
+
 Flicker noise bank
 ------------------
 Why: drawing K·n fresh normals per event (640 float32 values at the defaults, ~5.5 µs) cost more than
