@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 MIN_CLASS_EVENTS = 8
 #: model rows the fit may evaluate: reference events × (2n + 1)
 FIT_ROW_BUDGET = 2**19
+#: values (rows × features) one model call of the fit evaluates at most: 16 MB of float32
+BLOCK_VALUES = 2**22
 #: fewest reference events a map is fitted on (below, :func:`fit_control_map` refuses)
 MIN_FIT_EVENTS = 16
 #: a map is used only when it leaves at most this share of the second differences' variance on held-out reference
@@ -120,23 +122,37 @@ def logit_scale(out_logits: NDArray[np.float32] | None, out_proba: NDArray[np.fl
 def second_differences(
     model: Predictor, standardizer: Standardizer, rows: NDArray[np.floating], radius: float
 ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """(B, n) h_a on every axis of each row on the logit scale, and (B,) the predicted classes; B·(2n + 1) model rows
-    in blocks of about 2^20 values."""
+    """(B, n) h_a on every axis of each row on the logit scale, and (B,) the predicted classes; B·(2n + 1) model rows,
+    evaluated :data:`BLOCK_VALUES` values at a time at most (an image's 2n + 1 rows are split)."""
     x = np.asarray(rows, dtype=np.float32)
     b, n = x.shape
     step = (radius * standardizer.scale).astype(np.float32)
+    chunk = max(1, BLOCK_VALUES // n)
     h = np.empty((b, n))
     klass = np.empty(b, dtype=np.int64)
     for i in range(b):
-        block = np.repeat(x[i : i + 1], 2 * n + 1, axis=0)
-        block[1 + np.arange(n), np.arange(n)] += step
-        block[1 + n + np.arange(n), np.arange(n)] -= step
-        out = model.evaluate(block)
-        z = logit_scale(out.logits, out.proba if out.proba is not None else _table(out.positive))
+        z = np.concatenate(
+            [_scores(model, x[i], step, start, min(start + chunk, 2 * n + 1)) for start in range(0, 2 * n + 1, chunk)]
+        )
         c = int(np.argmax(z[0]))
         klass[i] = c
         h[i] = z[0, c] - (z[1 : 1 + n, c] + z[1 + n :, c]) / 2
     return h, klass
+
+
+def _scores(
+    model: Predictor, centre: NDArray[np.float32], step: NDArray[np.float32], start: int, stop: int
+) -> NDArray[np.float64]:
+    """Logit-scale class scores of rows [start, stop) of one event's full hypercube: row 0 the centre, rows 1..n the
+    + points, rows n + 1..2n the − points."""
+    n = centre.shape[0]
+    block = np.repeat(centre[None, :], stop - start, axis=0)
+    j = np.arange(start, stop)
+    plus, minus = (j >= 1) & (j <= n), j > n
+    block[np.flatnonzero(plus), j[plus] - 1] += step[j[plus] - 1]
+    block[np.flatnonzero(minus), j[minus] - 1 - n] -= step[j[minus] - 1 - n]
+    out = model.evaluate(block)
+    return logit_scale(out.logits, out.proba if out.proba is not None else _table(out.positive))
 
 
 def _table(positive: NDArray[np.float32] | None) -> NDArray[np.float32] | None:

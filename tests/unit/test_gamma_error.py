@@ -18,6 +18,7 @@ from monitor.errors import ConfigError
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
 from monitor.runtime.models import ModelRuntime
+from monitor.signals import control as control_module
 from monitor.signals.control import ControlMap, control_for, fit_control_map, sampled_mean, second_differences
 from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from tests.unit import onnx_graphs
@@ -231,3 +232,15 @@ def test_the_runtime_fits_the_map_on_the_reference_sample_at_activation(setting:
     rt.control_rows = None  # a warm-up reference keeps no rows: the plain sample
     rt.activate(std)
     assert rt.scorer is not None and rt.scorer.control is None
+
+
+def test_the_fit_evaluates_an_events_hypercube_in_bounded_blocks(
+    setting: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, std, _, events = setting
+    model = _model(tmp_path, curved=True)
+    whole, klass = second_differences(model, std, events[:3], RADIUS)
+    monkeypatch.setattr(control_module, "BLOCK_VALUES", 7 * N)  # 7 rows a call: 2n + 1 = 601 rows in 86 calls
+    blocks, klass_blocks = second_differences(model, std, events[:3], RADIUS)
+    np.testing.assert_array_equal(blocks, whole)
+    np.testing.assert_array_equal(klass_blocks, klass)
