@@ -4,6 +4,7 @@ target, both row-building paths agree, and bad input is refused in one line."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,6 +12,9 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from sklearn.datasets import make_classification
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neural_network import MLPClassifier
 
 import monitor
 from monitor.config import ModelSettings
@@ -244,3 +248,20 @@ def test_the_fit_evaluates_an_events_hypercube_in_bounded_blocks(
     blocks, klass_blocks = second_differences(model, std, events[:3], RADIUS)
     np.testing.assert_array_equal(blocks, whole)
     np.testing.assert_array_equal(klass_blocks, klass)
+
+
+def test_a_model_without_logits_keeps_the_plain_sample(tmp_path: Path) -> None:
+    """An MLP exposing probabilities alone (skl2onnx): γ_logit is on the log-probability, which saturates, so h_a
+    scales with each event's own 1 − P and the class-and-pixel map does not fit; its held-out check refuses it."""
+    x, y = make_classification(400, N, n_informative=20, n_classes=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier((16,), max_iter=50, random_state=0).fit(x, y)
+    model = OnnxModel(onnx_graphs.sklearn_to_onnx(tmp_path / "mlp.onnx", mlp, N, zipmap=False), model_kind="classifier")
+    assert not model.has_logits and model.has_proba
+    std = Standardizer.fit(x)
+    control = fit_control_map(model, std, x[:120], radius=RADIUS)
+    assert not control.useful
+    assert control_for(model, std, RADIUS, "auto", x[:120]) is None
+    plain = RobustnessScorer(model, std, _cfg()).score(x[200:240])
+    assert plain.gamma_logit_se is not None and np.isfinite(plain.gamma_logit_se).all()
