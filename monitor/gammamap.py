@@ -367,6 +367,84 @@ class GammaMapWindow:
         return self._map(self._total)
 
 
+# --- the drawn view: the model's own columns and rows --------------------------------------------------------------
+
+#: the drawn γ columns hold the reference's central mass between these shares, plus one column each side
+_VIEW_SHARES = (0.005, 0.995)
+
+
+def readable(
+    live: GammaMap, reference: GammaMap | None = None, *, classes: int | None = None
+) -> tuple[GammaMap, GammaMap | None]:
+    """Both maps on the columns and rows the model uses, cells merged exactly (counts add up; unstable shares are
+    recomputed from the merged counts).
+
+    γ: the columns holding the reference's central 99 % of events (the live map's where there is no reference),
+    one more each side; every column below is merged into the first drawn, every column above into the last, so
+    the first drawn bin starts at 0 and the last runs to +∞. P: with ``classes`` = K, the rows below 1/K (where the
+    predicted class's probability cannot lie) are left out and the first drawn row starts at 1/K; if either map has
+    events there (a label output, a model whose probabilities do not sum to 1), they are merged into it instead and
+    it starts at 0. Maps with other edges than each other are returned unchanged.
+
+    >>> live = gamma_map(np.array([0.95, 0.7]), np.array([0.002, 0.004]))
+    >>> view, _ = readable(live, classes=2)
+    >>> view.p_edges[0], len(view.p_edges) - 1, len(view.gamma_edges) - 1, view.total
+    (0.5, 5, 4, 2)
+    """
+    if reference is not None and (reference.p_edges != live.p_edges or reference.gamma_edges != live.gamma_edges):
+        return live, reference
+    basis = reference if reference is not None and reference.total else live
+    col_groups = _column_groups(basis)
+    row_groups, first = _row_groups(live, reference, classes)
+    p_edges = (first, *(live.p_edges[g[0]] for g in row_groups[1:]), live.p_edges[-1])
+    gamma_edges = (live.gamma_edges[0], *(live.gamma_edges[g[0]] for g in col_groups[1:]), live.gamma_edges[-1])
+    view = _merge(live, row_groups, col_groups, p_edges, gamma_edges)
+    return view, None if reference is None else _merge(reference, row_groups, col_groups, p_edges, gamma_edges)
+
+
+def _column_groups(m: GammaMap) -> list[list[int]]:
+    cols = len(m.gamma_edges) - 1
+    mass = np.asarray(m.counts, dtype=np.float64).sum(axis=0)
+    if mass.sum() == 0 or cols < 3:
+        return [[j] for j in range(cols)]
+    share = np.cumsum(mass) / mass.sum()
+    lo = max(int(np.searchsorted(share, _VIEW_SHARES[0], side="right")) - 1, 0)
+    hi = min(int(np.searchsorted(share, _VIEW_SHARES[1], side="left")) + 1, cols - 1)
+    hi = max(hi, lo + 1)
+    return [list(range(lo + 1)), *([j] for j in range(lo + 1, hi)), list(range(hi, cols))]
+
+
+def _row_groups(live: GammaMap, reference: GammaMap | None, classes: int | None) -> tuple[list[list[int]], float]:
+    rows = len(live.p_edges) - 1
+    floor = 1.0 / classes if classes is not None and classes >= 2 else 0.0
+    below = [i for i in range(rows) if live.p_edges[i + 1] <= floor + 1e-12]
+    if not below or len(below) >= rows:
+        return [[i] for i in range(rows)], live.p_edges[0]
+    empty = all(
+        m.counts[i][j] == 0 for m in (live, reference) if m is not None for i in below for j in range(len(m.counts[i]))
+    )
+    rest = [[i] for i in range(len(below) + 1, rows)]
+    if empty:
+        return [[len(below)], *rest], floor
+    return [[*below, len(below)], *rest], live.p_edges[0]
+
+
+def _merge(
+    m: GammaMap,
+    rows: list[list[int]],
+    cols: list[list[int]],
+    p_edges: tuple[float, ...],
+    gamma_edges: tuple[float, ...],
+) -> GammaMap:
+    def grid(values: list[list[int]]) -> list[list[int]]:
+        return [[sum(values[i][j] for i in rg for j in cg) for cg in cols] for rg in rows]
+
+    probed = None if m.probed is None else grid(m.probed)
+    unstable_counts = None if m.unstable_counts is None else grid(m.unstable_counts)
+    unstable = None if probed is None or unstable_counts is None else _shares(probed, unstable_counts)
+    return GammaMap(p_edges, gamma_edges, grid(m.counts), unstable, probed, unstable_counts, m.skipped)
+
+
 # --- the one renderer ---------------------------------------------------------------------------------------------
 
 _CELL_W, _CELL_H = 34, 22
@@ -464,10 +542,12 @@ def render_svg(
     *,
     title: str = "",
     labels: tuple[str, str] = ("live", "reference"),
+    classes: int | None = None,
 ) -> str:
     """Draw the map (and the reference's beside it, on the left) as one self-contained SVG document.
 
-    ``labels`` names the two panels (live first). Text is at least :data:`LABEL_PX` px; a legend under the panels
+    Both panels are drawn on the model's own columns and rows (:func:`readable`; ``classes`` = K starts the P axis
+    at 1/K). ``labels`` names the two panels (live first). Text is at least :data:`LABEL_PX` px; a legend under the panels
     keys the shades and the rings. Each cell's shade is its share of its own map's events (darkest: that map's fullest cell), so maps of different
     sizes compare; a red ring's size
     shows the share of probed events found unstable in that cell. Hovering a cell gives its counts.
@@ -476,6 +556,7 @@ def render_svg(
     >>> svg.startswith("<svg") and "m &lt;a&gt;" in svg and svg.endswith("</svg>")
     True
     """
+    live, reference = readable(live, reference, classes=classes)
     panels: list[tuple[GammaMap, str]] = []
     if reference is not None:
         panels.append((reference, labels[1]))
