@@ -312,10 +312,15 @@ def _row(label: str, rows: int, runs: list[ScoreResult], full: ScoreResult, unst
         "rho_logit": mean(lambda r: spearman(r.gamma_logit, full.gamma_logit)),
         "rho_prob": mean(lambda r: spearman(r.gamma, full.gamma)),
         "covered": mean(within),
-        "auc_logit": {k: mean(lambda r, u=u: auc_unstable(r.gamma_logit, u)) for k, u in unstable.items()},
-        "auc_prob": {k: mean(lambda r, u=u: auc_unstable(r.gamma, u)) for k, u in unstable.items()},
-        "auc_p_adj": {k: mean(lambda r, u=u: auc_unstable(-r.p_adj, u)) for k, u in unstable.items()},
+        "auc_logit": {k: _mean_auc(runs, "gamma_logit", u) for k, u in unstable.items()},
+        "auc_prob": {k: _mean_auc(runs, "gamma", u) for k, u in unstable.items()},
+        "auc_p_adj": {k: _mean_auc(runs, "p_adj", u, sign=-1.0) for k, u in unstable.items()},
     }
+
+
+def _mean_auc(runs: list[ScoreResult], name: str, unstable: NDArray[np.bool_], sign: float = 1.0) -> float:
+    """Mean over the runs of the AUC of ``sign`` × the result's ``name`` column for ``unstable``."""
+    return float(np.mean([auc_unstable(sign * getattr(r, name), unstable) for r in runs]))
 
 
 def _adaptive(
