@@ -1,4 +1,4 @@
-"""§5 of "Anharmonicity as a robustness metric" (high dimension), reproduced on images that ship with scikit-learn.
+"""§5 of "Harmonic Machine Learning Models are Robust" (high dimension), reproduced on images that ship with scikit-learn.
 
 The paper grey-scales images to 100×100 raw pixel units, samples 0.1 %
 of the 2n ±e_j hypercube points of magnitude 100 per image, takes γ on the predicted class, runs the γ-gradient

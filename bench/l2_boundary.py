@@ -23,6 +23,7 @@ Usage::
         onnxruntime scikit-learn scipy                                          # optional
     .venv/bin/python bench/l2_boundary.py                                       # the table in docs/BENCHMARKS.md
     .venv/bin/python bench/l2_boundary.py --points 5 --models lr --no-art       # seconds
+    .venv/bin/python bench/l2_boundary.py --families --points 20                # per model family (docs/PROBES.md)
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import numpy as np
 from machine import machine  # bench/machine.py: the script's folder is on sys.path
 from numpy.typing import NDArray
 from scipy.stats import spearmanr
-from sklearn.datasets import load_breast_cancer
+from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine
 from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
@@ -126,13 +127,65 @@ def _row(
     return f"| {name} | {int(ok.sum())}/{dist.size} | {med} | {ratio} | {rho} | {rows:,.0f} | {seconds:.4f} |"
 
 
+FAMILIES = {"breast cancer": load_breast_cancer, "wine": load_wine, "iris": load_iris, "digits 8×8": load_digits}
+
+
+def families(points: int, seed: int) -> None:
+    """Our search against the exact nearest boundary of a linear-logit model on each of scikit-learn's bundled
+    classification sets: min over the other classes j of |z_c − z_j| / ‖(w_c − w_j)·s/σ‖ (the distance to the union
+    of the half-spaces where j beats c), in the reference standardizer's units."""
+    print(
+        "| data (classes, features) | class changed | ratio to exact: median / worst | points off by > 2 % | rows per point |"
+    )
+    print("|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp_name:
+        for name, load in FAMILIES.items():
+            x, y = load(return_X_y=True)
+            std = Standardizer.fit(x)
+            est = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)).fit(x, y)
+            model = OnnxModel(convert_estimator(est, x.shape[1], Path(tmp_name) / f"{name[:4]}.onnx"))
+            pts = x[np.random.default_rng(seed).choice(x.shape[0], points, replace=False)]
+            z = est.decision_function(pts)
+            lr = est[1]
+            w = lr.coef_ / est[0].scale_ * std.scale  # (C, n) logit gradients in standardized units
+            if w.shape[0] == 1:  # binary: one logit, the boundary at 0
+                exact = np.abs(z) / np.linalg.norm(w[0])
+            else:
+                c = z.argmax(axis=1)
+                norms = np.linalg.norm(w[c][:, None, :] - w[None, :, :], axis=2)
+                norms[np.arange(len(z)), c] = 1.0  # the class itself: no boundary (set to inf below)
+                gaps = (z[np.arange(len(z)), c][:, None] - z) / norms
+                gaps[np.arange(len(z)), c] = np.inf
+                exact = gaps.min(axis=1)
+            ours = minimal_l2(model, std, pts)
+            ok = np.isfinite(ours.distance)
+            ratio = ours.distance[ok] / exact[ok]
+            off = int(np.sum(np.abs(ratio - 1) > 0.02)) + int((~ok).sum())
+            print(
+                f"| {name} ({len(np.unique(y))}, {x.shape[1]}) | {int(ok.sum())} of {points} | "
+                f"{np.median(ratio):.3f} / {ratio[np.argmax(np.abs(ratio - 1))]:.3f} | {off} of {points} | "
+                f"{ours.rows.mean():.0f} |"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--points", type=int, default=50)
     parser.add_argument("--models", default="lr,gbdt")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-art", action="store_true", help="skip HopSkipJump (no ART venv needed)")
+    parser.add_argument(
+        "--families",
+        action="store_true",
+        help="instead: our search against the exact boundary of logistic "
+        "regressions on breast cancer, wine, iris and digits",
+    )
     args = parser.parse_args(argv)
+    if args.families:
+        print(f"machine: {machine('numpy', 'onnxruntime', 'sklearn', load=True)}", flush=True)
+        print(f"{args.points} points per data set (seed {args.seed}); distances in standardized L2 units\n")
+        families(args.points, args.seed)
+        return 0
     x, y = load_breast_cancer(return_X_y=True)
     std = Standardizer.fit(x)
     idx = np.random.default_rng(args.seed).choice(x.shape[0], args.points, replace=False)

@@ -1,6 +1,6 @@
 """The Gamma Map: a 2-D histogram of (P of the predicted class, γ) over scored classifier events.
 
-After "Anharmonicity as a robustness metric" (§5, Fig. 5): images found unstable by the γ-gradient
+After "Harmonic Machine Learning Models are Robust" (§5, Fig. 5): images found unstable by the γ-gradient
 search (Algorithm 2) dominate the high-γ / low-P corner, so the density of events over a fixed P × γ grid shows at a
 glance how much of the traffic sits where predictions are fragile. This module holds the pure value type, its
 builder from arrays, and the one SVG renderer shared by ``/gammamap``, the docs and the report page.
@@ -367,10 +367,93 @@ class GammaMapWindow:
         return self._map(self._total)
 
 
+# --- the drawn view: the model's own columns and rows --------------------------------------------------------------
+
+#: the drawn γ columns hold the reference's central mass between these shares, plus one column each side
+_VIEW_SHARES = (0.005, 0.995)
+
+
+def readable(
+    live: GammaMap, reference: GammaMap | None = None, *, classes: int | None = None
+) -> tuple[GammaMap, GammaMap | None]:
+    """Both maps on the columns and rows the model uses, cells merged exactly (counts add up; unstable shares are
+    recomputed from the merged counts).
+
+    γ: the columns holding the reference's central 99 % of events (the live map's where there is no reference),
+    one more each side; every column below is merged into the first drawn, every column above into the last, so
+    the first drawn bin starts at 0 and the last runs to +∞. P: with ``classes`` = K, the rows below 1/K (where the
+    predicted class's probability cannot lie) are left out and the first drawn row starts at 1/K; if either map has
+    events there (a label output, a model whose probabilities do not sum to 1), they are merged into it instead and
+    it starts at 0. Maps with other edges than each other are returned unchanged.
+
+    >>> live = gamma_map(np.array([0.95, 0.7]), np.array([0.002, 0.004]))
+    >>> view, _ = readable(live, classes=2)
+    >>> view.p_edges[0], len(view.p_edges) - 1, len(view.gamma_edges) - 1, view.total
+    (0.5, 5, 4, 2)
+    """
+    if reference is not None and (reference.p_edges != live.p_edges or reference.gamma_edges != live.gamma_edges):
+        return live, reference
+    basis = reference if reference is not None and reference.total else live
+    col_groups = _column_groups(basis)
+    row_groups, first = _row_groups(live, reference, classes)
+    p_edges = (first, *(live.p_edges[g[0]] for g in row_groups[1:]), live.p_edges[-1])
+    gamma_edges = (live.gamma_edges[0], *(live.gamma_edges[g[0]] for g in col_groups[1:]), live.gamma_edges[-1])
+    view = _merge(live, row_groups, col_groups, p_edges, gamma_edges)
+    return view, None if reference is None else _merge(reference, row_groups, col_groups, p_edges, gamma_edges)
+
+
+def _column_groups(m: GammaMap) -> list[list[int]]:
+    cols = len(m.gamma_edges) - 1
+    mass = np.asarray(m.counts, dtype=np.float64).sum(axis=0)
+    if mass.sum() == 0 or cols < 3:
+        return [[j] for j in range(cols)]
+    share = np.cumsum(mass) / mass.sum()
+    lo = max(int(np.searchsorted(share, _VIEW_SHARES[0], side="right")) - 1, 0)
+    hi = min(int(np.searchsorted(share, _VIEW_SHARES[1], side="left")) + 1, cols - 1)
+    hi = max(hi, lo + 1)
+    return [list(range(lo + 1)), *([j] for j in range(lo + 1, hi)), list(range(hi, cols))]
+
+
+def _row_groups(live: GammaMap, reference: GammaMap | None, classes: int | None) -> tuple[list[list[int]], float]:
+    rows = len(live.p_edges) - 1
+    floor = 1.0 / classes if classes is not None and classes >= 2 else 0.0
+    below = [i for i in range(rows) if live.p_edges[i + 1] <= floor + 1e-12]
+    if not below or len(below) >= rows:
+        return [[i] for i in range(rows)], live.p_edges[0]
+    empty = all(
+        m.counts[i][j] == 0 for m in (live, reference) if m is not None for i in below for j in range(len(m.counts[i]))
+    )
+    rest = [[i] for i in range(len(below) + 1, rows)]
+    if empty:
+        return [[len(below)], *rest], floor
+    return [[*below, len(below)], *rest], live.p_edges[0]
+
+
+def _merge(
+    m: GammaMap,
+    rows: list[list[int]],
+    cols: list[list[int]],
+    p_edges: tuple[float, ...],
+    gamma_edges: tuple[float, ...],
+) -> GammaMap:
+    def grid(values: list[list[int]]) -> list[list[int]]:
+        return [[sum(values[i][j] for i in rg for j in cg) for cg in cols] for rg in rows]
+
+    probed = None if m.probed is None else grid(m.probed)
+    unstable_counts = None if m.unstable_counts is None else grid(m.unstable_counts)
+    unstable = None if probed is None or unstable_counts is None else _shares(probed, unstable_counts)
+    return GammaMap(p_edges, gamma_edges, grid(m.counts), unstable, probed, unstable_counts, m.skipped)
+
+
 # --- the one renderer ---------------------------------------------------------------------------------------------
 
 _CELL_W, _CELL_H = 34, 22
-_LEFT, _TOP, _BOTTOM, _GAP = 48, 40, 70, 36
+_LEFT, _TOP, _BOTTOM, _GAP = 56, 40, 80, 36
+#: the smallest text drawn (axis labels, the legend), px
+LABEL_PX = 11
+#: the legend's shares of the fullest cell, lightest to darkest
+_LEGEND_STEPS = (0.0, 0.05, 0.25, 0.5, 1.0)
+_LEGEND_H = 44
 
 
 def _colour(share: float, top: float) -> str:
@@ -414,18 +497,42 @@ def _panel(m: GammaMap, x0: int, heading: str, out: list[str]) -> None:
                 )
     for i in range(rows + 1):  # P axis labels at the edges
         y = _TOP + (rows - i) * _CELL_H
-        out.append(f'<text x="{x0 - 4}" y="{y + 4}" text-anchor="end" font-size="9">{_fmt(m.p_edges[i])}</text>')
+        out.append(
+            f'<text x="{x0 - 4}" y="{y + 4}" text-anchor="end" font-size="{LABEL_PX}">{_fmt(m.p_edges[i])}</text>'
+        )
     base = _TOP + rows * _CELL_H
     for j in range(cols + 1):
         x = x0 + j * _CELL_W
         out.append(
-            f'<text x="{x}" y="{base + 12}" text-anchor="end" font-size="9" '
+            f'<text x="{x}" y="{base + 12}" text-anchor="end" font-size="{LABEL_PX}" '
             f'transform="rotate(-45 {x} {base + 12})">{_fmt(m.gamma_edges[j])}</text>'
         )
     out.append(f'<text x="{x0 + cols * _CELL_W / 2:.0f}" y="{base + _BOTTOM - 10}" text-anchor="middle">γ</text>')
     out.append(
-        f'<text x="{x0 - 34}" y="{_TOP + rows * _CELL_H / 2:.0f}" text-anchor="middle" '
-        f'transform="rotate(-90 {x0 - 34} {_TOP + rows * _CELL_H / 2:.0f})">P of predicted class</text>'
+        f'<text x="{x0 - 42}" y="{_TOP + rows * _CELL_H / 2:.0f}" text-anchor="middle" '
+        f'transform="rotate(-90 {x0 - 42} {_TOP + rows * _CELL_H / 2:.0f})">P of predicted class</text>'
+    )
+
+
+def _legend(y0: int, out: list[str]) -> None:
+    """The colour key (a cell's events as a share of its map's fullest cell) and the red ring's meaning."""
+    x = _LEFT
+    out.append(f'<text x="{x}" y="{y0 + 12}" font-size="{LABEL_PX}">cell events / fullest cell:</text>')
+    x += 150
+    for share in _LEGEND_STEPS:
+        out.append(
+            f'<rect x="{x}" y="{y0 + 1}" width="{_CELL_W}" height="14" fill="{_colour(share, 1.0)}" '
+            f'stroke="#ccc" stroke-width="0.5"/>'
+        )
+        out.append(
+            f'<text x="{x + _CELL_W / 2}" y="{y0 + 28}" text-anchor="middle" font-size="{LABEL_PX}">{share:.0%}</text>'
+        )
+        x += _CELL_W + 4
+    x += 20
+    out.append(f'<circle cx="{x}" cy="{y0 + 8}" r="6" fill="none" stroke="#d62728" stroke-width="1.5"/>')
+    out.append(
+        f'<text x="{x + 12}" y="{y0 + 12}" font-size="{LABEL_PX}">ring: share of probed events unstable '
+        f"(Algorithm 2)</text>"
     )
 
 
@@ -435,10 +542,13 @@ def render_svg(
     *,
     title: str = "",
     labels: tuple[str, str] = ("live", "reference"),
+    classes: int | None = None,
 ) -> str:
     """Draw the map (and the reference's beside it, on the left) as one self-contained SVG document.
 
-    ``labels`` names the two panels (live first). Each cell's shade is its share of its own map's events (darkest: that map's fullest cell), so maps of different
+    Both panels are drawn on the model's own columns and rows (:func:`readable`; ``classes`` = K starts the P axis
+    at 1/K). ``labels`` names the two panels (live first). Text is at least :data:`LABEL_PX` px; a legend under the panels
+    keys the shades and the rings. Each cell's shade is its share of its own map's events (darkest: that map's fullest cell), so maps of different
     sizes compare; a red ring's size
     shows the share of probed events found unstable in that cell. Hovering a cell gives its counts.
 
@@ -446,6 +556,7 @@ def render_svg(
     >>> svg.startswith("<svg") and "m &lt;a&gt;" in svg and svg.endswith("</svg>")
     True
     """
+    live, reference = readable(live, reference, classes=classes)
     panels: list[tuple[GammaMap, str]] = []
     if reference is not None:
         panels.append((reference, labels[1]))
@@ -454,7 +565,8 @@ def render_svg(
     rows = len(live.p_edges) - 1
     panel_w = _LEFT + cols * _CELL_W + _GAP
     width = panel_w * len(panels) + 10
-    height = _TOP + rows * _CELL_H + _BOTTOM + (18 if title else 0)
+    width = max(width, 720)  # room for the legend
+    height = _TOP + rows * _CELL_H + _BOTTOM + _LEGEND_H + (18 if title else 0)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'
@@ -467,5 +579,6 @@ def render_svg(
     out.append(f'<g transform="translate(0 {shift})">')
     for k, (m, heading) in enumerate(panels):
         _panel(m, _LEFT + k * panel_w, heading, out)
+    _legend(_TOP + rows * _CELL_H + _BOTTOM, out)
     out.append("</g></svg>")
     return "\n".join(out)

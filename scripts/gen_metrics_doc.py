@@ -173,7 +173,7 @@ USAGE: dict[str, Usage] = {
     "harmonic_gammamap_events_total": Usage(
         "Per-event robustness (histograms)",
         "events",
-        "The Gamma Map (predicted-class probability P × γ, after Fig. 5 of 'Anharmonicity as a robustness metric') as counters, one per "
+        "The Gamma Map (predicted-class probability P × γ, after Fig. 5 of 'Harmonic Machine Learning Models are Robust') as counters, one per "
         "cell: `sum by (gamma_bin) (increase(...[$__rate_interval]))` is the γ-bucket-over-time heatmap, "
         "`sum by (p_bin, gamma_bin) (increase(...[1h]))` the map of the last hour. Mass moving toward high "
         "`gamma_bin` and low `p_bin` is traffic moving where predictions are fragile; `/gammamap` shows the same "
@@ -191,7 +191,7 @@ USAGE: dict[str, Usage] = {
         "Per-event robustness (histograms)",
         "probability (0–1)",
         "P_adj = P·exp(−N·γ_logit), N = `scoring.steps`: the predicted class's probability discounted by local "
-        "anharmonicity (seed 001, eq. 5). Falling mean P_adj with unchanged raw confidence means the model stays "
+        "anharmonicity ('Harmonic Machine Learning Models are Robust', eq. 5). Falling mean P_adj with unchanged raw confidence means the model stays "
         "confident in places where it is not robust.",
     ),
     "harmonic_confidence": Usage(
@@ -259,7 +259,7 @@ USAGE: dict[str, Usage] = {
     "harmonic_window_stability": Usage(
         "Rolling windows and reference",
         "ratio (0–1)",
-        "Stability = 1 − mean flicker (seed 002 A); the first part of the robustness composite.",
+        "Stability = 1 − mean flicker ('Model Robustness Metrics', A); the first part of the robustness composite.",
     ),
     "harmonic_window_p_adj_mean": Usage(
         "Rolling windows and reference",
@@ -555,12 +555,12 @@ USAGE: dict[str, Usage] = {
     "harmonic_resilience": Usage(
         "With delayed labels",
         "ratio (0–1)",
-        "min(accuracy under σ = 0.1 Gaussian noise / clean accuracy, 1) over joined labels (seed 002 B).",
+        "min(accuracy under σ = 0.1 Gaussian noise / clean accuracy, 1) over joined labels ('Model Robustness Metrics', B).",
     ),
     "harmonic_reliability": Usage(
         "With delayed labels",
         "ratio (0–1)",
-        "1 − expected calibration error with 10 equal-width confidence bins (seed 002 C).",
+        "1 − expected calibration error with 10 equal-width confidence bins ('Model Robustness Metrics', C).",
     ),
     "harmonic_robustness_composite": Usage(
         "With delayed labels",

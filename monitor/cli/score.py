@@ -95,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
     cols = [res.gamma, res.flicker, res.p_adj, res.predicted_class.astype(np.float64)]
     if classifier:
         cols += [res.probability, res.margin]
+    if res.gamma_se is not None:  # γ's standard error against the full ball (0 for a ball evaluated whole)
+        header.append("gamma_se")
+        cols.append(res.gamma_se)
     block = np.column_stack(cols)
     block[~res.valid, 3] = np.nan
     out_path = Path(args.out)

@@ -39,10 +39,13 @@ YARDSTICK_ROWS = 2000
 def robustness_scorer(model: OnnxModel, base: Baseline, config: ScoringConfig) -> RobustnessScorer:
     """The scorer of ``base``'s standardizer and held sample at ``config`` (built with the reference's own scales
     where it chose them: :func:`~monitor.offline.keywords.scoring_config`)."""
+    from monitor.signals.control import control_for
     from monitor.signals.scorer import RobustnessScorer
 
     held = base.held_sample if model.signature.has_held else None
-    return RobustnessScorer(model, base.standardizer, config, held_sample=held)
+    rows = None if base.reference is None else base.reference.feature_sample
+    control = control_for(model, base.standardizer, config.radius, config.ball, rows)  # γ_logit at high dimension
+    return RobustnessScorer(model, base.standardizer, config, held_sample=held, control=control)
 
 
 def score_rows(
@@ -171,6 +174,7 @@ def score_table(kind: str, res: ScoreResult, rows: Rows) -> ScoreTable:
         cols["class"] = np.where(res.valid, res.predicted_class, -1)
         cols["probability"] = res.probability
         cols["margin"] = res.margin
+    cols.update({} if res.gamma_se is None else {"gamma_se": res.gamma_se})  # γ's error against the full ball
     return ScoreTable(
         cols, kind=kind, n_invalid_rows=int((~res.valid).sum()), invalid=dict(rows.invalid), index=rows.index
     )

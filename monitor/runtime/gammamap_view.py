@@ -70,10 +70,13 @@ def gamma_map_document_handler(document: Callable[[], Mapping[str, Any] | None])
             known = ", ".join(sorted(segments)) or "none yet"
             return 404, f"model '{name}' has no Gamma Map for segment '{segment}' (segments: {known})\n".encode(), _TEXT
         live = GammaMap.from_json(dict(segments[segment] if segment is not None else entry))
-        ref = None if entry.get("reference") is None else GammaMap.from_json(dict(entry["reference"]))
+        # a segment against its own baseline where it has one, else the model-wide reference
+        own = entry.get("segment_references", {}).get(segment) if segment is not None else None
+        base = own if own is not None else entry.get("reference")
+        ref = None if base is None else GammaMap.from_json(dict(base))
         title = f"Gamma Map: {name}" + (f", segment {segment}" if segment is not None else "")
         title += f" (last {entry.get('window_events', '?')} events per segment)"
-        return 200, render_svg(live, ref, title=title).encode(), _SVG
+        return 200, render_svg(live, ref, title=title, classes=entry.get("classes")).encode(), _SVG
 
     return handle
 

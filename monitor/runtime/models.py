@@ -31,6 +31,7 @@ from monitor.model.standardize import Standardizer
 from monitor.rolling.reference_file import read_accuracy_estimator, read_held_sample, read_reference, read_scales
 from monitor.rolling.segment_baselines import is_input_column, split_segment_column
 from monitor.runtime.watch import ModelWatch
+from monitor.signals.control import control_for
 from monitor.signals.scales import SignalScales
 from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from monitor.source.base import RawRecord
@@ -77,6 +78,9 @@ class ModelRuntime:
     #: the σ and r the reference JSON records (``reference --scales from-reference``), else None; with
     #: ``scoring.scales: from_reference`` the scorer uses them where radius/sigma are not set explicitly
     recorded_scales: SignalScales | None = None
+    #: reference rows (a reference JSON's feature sample) the γ_logit control map is fitted on at activation, for a
+    #: classifier scored with a per-event sampled hypercube (:func:`monitor.signals.control.control_for`)
+    control_rows: NDArray[np.float64] | None = None
     _fingerprint: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
@@ -108,7 +112,9 @@ class ModelRuntime:
 
     def activate(self, standardizer: Standardizer) -> None:
         self.standardizer = standardizer
-        self.scorer = RobustnessScorer(self.model, standardizer, self.scoring_config(), held_sample=self.held_sample)
+        config = self.scoring_config()
+        control = control_for(self.model, standardizer, config.radius, config.ball, self.control_rows)
+        self.scorer = RobustnessScorer(self.model, standardizer, config, held_sample=self.held_sample, control=control)
 
     def readiness(self) -> dict[str, Any]:
         """This model in ``/readyz``: loaded, scoring (or warming up), and what its inputs were read as.
@@ -167,6 +173,8 @@ def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) 
         model.name_features(ms.feature_names, source=f"model '{ms.name}': feature_names")
     rt = ModelRuntime(settings=ms, model=model)
     if ms.scoring.space == "raw":
+        if ms.reference is not None and ms.reference.suffix.lower() == ".json":
+            rt.control_rows = read_reference(ms.reference, model.n_features)[1].feature_sample
         rt.activate(Standardizer.identity(model.n_features))
         if ms.reference is not None and ms.reference.suffix.lower() != ".json":
             # a reference `run` cannot use is refused here, as with standardized units, not once events arrive
@@ -188,6 +196,7 @@ def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) 
                 "rows"
             )
         name_features_from_reference(ms, model, reference.feature_names, "feature_names")
+        rt.control_rows = reference.feature_sample
         rt.activate(standardizer)
     elif ms.reference is not None:
         table = (

@@ -461,12 +461,24 @@ class ModelWatch:
 
     # -- the Gamma Map (monitor/runtime/gamma_maps.py) -----------------------------------------------------
     def gamma_maps(self) -> dict[str, Any]:
-        """The model's Gamma Map for ``/gammamap`` (:meth:`SegmentGammaMaps.to_json`) against its reference."""
-        return self.gamma.to_json(self.reference)
+        """The model's Gamma Map for ``/gammamap`` (:meth:`SegmentGammaMaps.to_json`) against its reference, with
+        ``segment_references`` (each segment's own baseline's map, where it has one) and ``classes`` (K as the
+        reference's predicted classes show it, for the drawing's P axis from 1/K; None without a reference)."""
+        own = {
+            seg: ref.gamma_map.to_json()
+            for seg, ref in sorted(self.baselines.segment_references.items())
+            if ref.gamma_map is not None
+        }
+        ref = self.reference
+        classes = max(ref.class_mix) + 1 if ref is not None and ref.class_mix else None
+        return {**self.gamma.to_json(ref), "segment_references": own, "classes": classes}
 
     def gamma_map_pair(self, segment: str | None = None) -> tuple[GammaMap, GammaMap | None]:
-        """(live, reference) maps for drawing (:meth:`SegmentGammaMaps.pair`)."""
-        return self.gamma.pair(segment, self.reference)
+        """(live, reference) maps for drawing (:meth:`SegmentGammaMaps.pair`): a segment's against its own baseline
+        where it has one with a map (from reference data carrying the segment, or its warm-up), else against the
+        model-wide reference."""
+        own = None if segment is None else self.baselines.segment_references.get(segment)
+        return self.gamma.pair(segment, own if own is not None and own.gamma_map is not None else self.reference)
 
     # -- evaluation ----------------------------------------------------------------------------------------
     def evaluate(self, now: float | None = None) -> None:

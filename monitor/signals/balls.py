@@ -8,7 +8,7 @@ standardized units). Constructions:
 - ``rotations:K``: K Haar-random rotations of simplex+anti (seeded, so γ is reproducible).
 - ``hypercube:m``: m random ± one-hot directions ±e_j, always in ± pairs; default when n > 256. Above 256 features
   the scorer draws the m/2 axes **per event** (:func:`hypercube_axes`), reproducibly from the seed and the event's
-  own values (:func:`event_keys`), never building an n×n matrix: the "random 0.1 % sampling" of "Anharmonicity as a robustness metric" of the 2n
+  own values (:func:`event_keys`), never building an n×n matrix: the "random 0.1 % sampling" of "Harmonic Machine Learning Models are Robust" of the 2n
   points of a 10,000-pixel image's hypercube. ``hypercube`` alone (or ``auto`` above 256 features) takes
   :func:`default_hypercube_points`: 0.1 % of the 2n points, at least 16.
 
@@ -38,7 +38,7 @@ BallKind = Literal["simplex", "simplex+anti", "rotations", "hypercube"]
 
 #: above this many features the default ball is a sampled hypercube (a simplex would need n+1 model calls)
 SIMPLEX_MAX_FEATURES = 256
-#: the default hypercube sample: this share of the 2n signed axes (0.1 %, as in "Anharmonicity as a robustness metric") ...
+#: the default hypercube sample: this share of the 2n signed axes (0.1 %, as in "Harmonic Machine Learning Models are Robust") ...
 DEFAULT_HYPERCUBE_SHARE = 0.001
 #: ... and at least this many points
 MIN_HYPERCUBE_POINTS = 16

@@ -9,6 +9,13 @@ the rows built here (:meth:`RobustnessScorer.build_rows`) and one ``evaluate``. 
 rows. Radius and noise are in standardized units: s is the per-feature scale of the :class:`Standardizer` (all ones
 for ``space: raw``).
 
+γ's error against the full ball
+------------------------------
+With a per-event sampled hypercube, each result carries ``gamma_se`` and ``gamma_logit_se``: the standard error of
+the sample's mean second difference (:func:`monitor.signals.control.sampled_mean`), 0 for a ball evaluated whole.
+Given a :class:`~monitor.signals.control.ControlMap` (fitted on reference rows), γ_logit is the control-variate
+estimate of :mod:`monitor.signals.control`, with that estimate's smaller error.
+
 Flicker noise bank
 ------------------
 Why: drawing K·n fresh normals per event (640 float32 values at the defaults, ~5.5 µs) cost more than
@@ -56,6 +63,7 @@ from monitor.model.onnx import NeighbourhoodEvaluator, NeighbourhoodRejected, On
 from monitor.model.signature import Held, default_held
 from monitor.model.standardize import Standardizer
 from monitor.signals.balls import add_hypercube_offsets, ball_directions, event_keys, hypercube_axes, parse_ball
+from monitor.signals.control import ControlMap, sampled_mean
 from monitor.signals.gamma import (
     LOG_FLOOR,
     OutputKind,
@@ -127,6 +135,11 @@ class ScoreResult:
     probability: NDArray[np.float64]
     valid: NDArray[np.bool_]
     margin: NDArray[np.float64]
+    #: standard error of ``gamma`` / ``gamma_logit`` against the full ball's (see :mod:`monitor.signals.control`):
+    #: the sampling error of a per-event sampled hypercube, 0 for a ball evaluated whole (simplex, rotations, a
+    #: fixed hypercube), NaN where γ is; None where a caller assembled the result without them
+    gamma_se: NDArray[np.float64] | None = None
+    gamma_logit_se: NDArray[np.float64] | None = None
 
     def __len__(self) -> int:
         return int(self.gamma.shape[0])
@@ -142,6 +155,8 @@ class RobustnessScorer:
     config : radius, ball, output, flicker copies, sigma, N, seed.
     held_sample : for a model with values held fixed (:mod:`monitor.model.signature`), held values seen in the
         reference or warm-up; a regressor's output scale is measured with rows of them (:func:`output_scale`).
+    control : a control map for γ_logit on a per-event sampled hypercube (:func:`monitor.signals.control.fit_control_map`
+        on reference rows at this radius): γ_logit then has the control variate's smaller error.
     """
 
     def __init__(
@@ -150,6 +165,7 @@ class RobustnessScorer:
         standardizer: Standardizer,
         config: ScoringConfig | None = None,
         held_sample: Held | None = None,
+        control: ControlMap | None = None,
     ) -> None:
         self.model = model
         self.config = config or ScoringConfig()
@@ -174,6 +190,7 @@ class RobustnessScorer:
         #: rows of that layer's W per event; any other gets the rows built here. :attr:`offsets` is one such sample
         #: (for callers that want a fixed ball, and the in-graph check at load)
         self.per_event_ball = self.ball.per_event(n)
+        self.control = _check_control(control, self, n)
         self.feature_step = (self.config.radius * scale).astype(np.float32)
         directions = ball_directions(self.ball, n, seed=self.config.seed)
         #: (m, n) raw-unit offsets r·s⊙v_i
@@ -225,7 +242,7 @@ class RobustnessScorer:
         """True when the model builds the ball points and flicker copies itself (see ``OnnxModel.neighbourhood``)."""
         return self._neighbourhood is not None
 
-    def build_rows(self, centres: NDArray[np.float32]) -> NDArray[np.float32]:
+    def build_rows(self, centres: NDArray[np.float32], axes: NDArray[np.intp] | None = None) -> NDArray[np.float32]:
         """Fill (and return a view of) the buffer: centres, ball points, flicker copies for (B, n) centres.
 
         Draws the batch's noise and refreshes the bank exactly as :meth:`score` does, so on a scorer in the same
@@ -243,7 +260,7 @@ class RobustnessScorer:
         # operands broadcast (inner loops of n values), and the same float32 sums as the graph's centre + offset
         if self.per_event_ball:
             ball[...] = centres[:, None, :]
-            add_hypercube_offsets(ball, self.event_axes(centres), self.feature_step)
+            add_hypercube_offsets(ball, self.event_axes(centres) if axes is None else axes, self.feature_step)
         else:
             ball.reshape(b, m * n)[...] = self.offsets.reshape(1, m * n)
             ball += centres[:, None, :]
@@ -343,6 +360,8 @@ class RobustnessScorer:
         scored = self._score_valid(np.ascontiguousarray(x32[valid]), None if held is None else held.take(valid))
         for name in ("gamma", "flicker", "p_adj", "gamma_logit", "predicted_class", "probability", "margin"):
             getattr(result, name)[valid] = scored[name]
+        for name in ("gamma_se", "gamma_logit_se"):
+            getattr(result, name)[valid] = scored[name]
         return result
 
     def _empty(self, b: int, valid: NDArray[np.bool_]) -> ScoreResult:
@@ -356,17 +375,20 @@ class RobustnessScorer:
             probability=nan,
             valid=valid,
             margin=nan.copy(),
+            gamma_se=nan.copy(),
+            gamma_logit_se=nan.copy(),
         )
 
     def _score_valid(self, centres: NDArray[np.float32], held: Held | None = None) -> dict[str, NDArray[np.generic]]:
         b = centres.shape[0]
         k = self.config.flicker_copies
+        axes = self.event_axes(centres) if self.per_event_ball else None
         if self._neighbourhood is not None:
             # the model's graph adds the offsets and the noise to the centres itself: one run per chunk of events
             try:
                 ball = None
-                if self.per_event_ball:  # each event's sampled axes, projected through the first affine layer
-                    ball = self._neighbourhood.project_ball(self.event_axes(centres), self.feature_step)
+                if axes is not None:  # each event's sampled axes, projected through the first affine layer
+                    ball = self._neighbourhood.project_ball(axes, self.feature_step)
                 out = self._neighbourhood.evaluate(
                     centres, _take(self._bank_fed, self._noise_pick(b)) if k else None, held, ball
                 )
@@ -380,20 +402,68 @@ class RobustnessScorer:
             else:
                 if k:
                     self._after_batch(b)
-                return self._results(out, b)
+                return self._results(out, b, axes, centres)
         stacked = None
         if held is not None:
             parts = [held, held.repeat(self.ball_size)] + ([held.repeat(k)] if k else [])
             stacked = Held.concat(parts)
-        rows = self.build_rows(centres)
-        return self._results(self.model.evaluate(rows) if stacked is None else self.model.evaluate(rows, stacked), b)
+        rows = self.build_rows(centres, axes)
+        out = self.model.evaluate(rows) if stacked is None else self.model.evaluate(rows, stacked)
+        return self._results(out, b, axes, centres)
 
-    def _results(self, out: ModelOutput, b: int) -> dict[str, NDArray[np.generic]]:
-        """The scores of B events from the model's outputs on their rows (laid out as :meth:`build_rows`)."""
+    def _results(
+        self,
+        out: ModelOutput,
+        b: int,
+        axes: NDArray[np.intp] | None = None,
+        centres: NDArray[np.float32] | None = None,
+    ) -> dict[str, NDArray[np.generic]]:
+        """The scores of B events from the model's outputs on their rows (laid out as :meth:`build_rows`), with
+        γ's standard errors (:meth:`_with_errors`)."""
+        res = self._scores(out, b, axes, centres)
+        for name, of in (("gamma_se", "gamma"), ("gamma_logit_se", "gamma_logit")):
+            se = res.setdefault(name, np.zeros(b) if axes is None else np.full(b, np.nan))
+            se[np.isnan(res[of].astype(np.float64))] = np.nan
+        return res
+
+    def _sample_error(self, f_centre: NDArray[np.floating], f_ball: NDArray[np.floating]) -> NDArray[np.float64]:
+        """(B,) standard error of a per-event sampled hypercube's γ against the full ball's: of the mean of the m/2
+        second differences h_a = f(x) − (f(x + r·e_a) + f(x − r·e_a)) / 2 (:func:`~monitor.signals.control.sampled_mean`)."""
+        half = f_ball.shape[1] // 2
+        h = f_centre.astype(np.float64)[:, None] - (f_ball[:, :half].astype(np.float64) + f_ball[:, half:]) / 2
+        return sampled_mean(h, self.model.n_features)[1]
+
+    def _logit_estimate(
+        self,
+        log_pair: tuple[NDArray[np.float32], NDArray[np.float32]],
+        klass: NDArray[np.int64],
+        axes: NDArray[np.intp],
+        centres: NDArray[np.float32] | None,
+        plain: NDArray[np.float64],
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """γ_logit and its standard error on a per-event sampled hypercube: the plain sample's (``plain``), or with
+        :attr:`control` the difference estimator of :mod:`monitor.signals.control`."""
+        centre, ball = log_pair
+        half = ball.shape[1] // 2
+        h = centre.astype(np.float64)[:, None] - (ball[:, :half].astype(np.float64) + ball[:, half:]) / 2
+        n = self.model.n_features
+        if self.control is None or centres is None:
+            return plain, sampled_mean(h, n)[1]
+        fitted = self.control.predict(klass, self.standardizer.to_standardized(centres))
+        mean, se = sampled_mean(h, n, fitted.mean(axis=1), np.take_along_axis(fitted, axes, axis=1))
+        return np.abs(mean), se
+
+    def _scores(
+        self,
+        out: ModelOutput,
+        b: int,
+        axes: NDArray[np.intp] | None,
+        centres: NDArray[np.float32] | None,
+    ) -> dict[str, NDArray[np.generic]]:
         m, k = self.ball_size, self.config.flicker_copies
         if out.positive is not None:  # a binary classifier's P(class 1) alone (ModelOutput.positive)
             if self.output == "proba":
-                return self._binary_results(out.positive, b)
+                return self._binary_results(out.positive, b, axes is not None)
             out = out.with_table()
         res: dict[str, NDArray[np.generic]] = {}
         if self.model.kind == "classifier":
@@ -404,6 +474,8 @@ class RobustnessScorer:
             # after onnxruntime's run each call here pays for cold caches, so the call count is what costs.
             f_centre, f_ball = _target_pair(out, self.output, klass, b, m)
             gamma = gamma_from_values(f_centre, f_ball)
+            if axes is not None:
+                res["gamma_se"] = self._sample_error(f_centre, f_ball)
             prob: NDArray[np.float64] | None = None
             margin: NDArray[np.float64] | None = None
             if out.proba is not None:
@@ -420,6 +492,10 @@ class RobustnessScorer:
                 log_pair = _log_floor(p_pair[0]), _log_floor(p_pair[1])
             if log_pair is not None:
                 gamma_logit = gamma_from_values(*log_pair)
+                if axes is not None:
+                    gamma_logit, res["gamma_logit_se"] = self._logit_estimate(
+                        log_pair, klass, axes, centres, gamma_logit
+                    )
                 if prob is None:  # logits only: P_C = softmax(logits)[C]
                     assert out.logits is not None
                     z = out.logits[:b].astype(np.float64)
@@ -451,6 +527,8 @@ class RobustnessScorer:
             assert out.value is not None
             v = out.value
             gamma = gamma_from_values(v[:b], v[b : b * (1 + m)].reshape(b, m, -1))
+            if axes is not None and v.shape[1] == 1:
+                res["gamma_se"] = self._sample_error(v[:b, 0], v[b : b * (1 + m), 0].reshape(b, m))
             gamma_logit = np.full(b, np.nan)
             p_adj = np.full(b, np.nan)
             if k:
@@ -473,7 +551,7 @@ class RobustnessScorer:
         res["flicker"] = flicker
         return res
 
-    def _binary_results(self, p: NDArray[np.float32], b: int) -> dict[str, NDArray[np.generic]]:
+    def _binary_results(self, p: NDArray[np.float32], b: int, sampled: bool = False) -> dict[str, NDArray[np.generic]]:
         """:meth:`_results` with ``output: proba`` for a binary classifier from p = P(class 1) of every row alone.
 
         The same numbers as from the table ``[1 − p, p]``, bit for bit: its row-wise argmax is class 1 exactly where
@@ -492,10 +570,13 @@ class RobustnessScorer:
         f_ball = p[b : b * (1 + m)].reshape(b, m).copy()
         np.subtract(one, f_ball, out=f_ball, where=~is_one[:, None])
         gamma = gamma_from_values(f_centre, f_ball)
+        gamma_se = self._sample_error(f_centre, f_ball) if sampled else np.zeros(b)
         prob = f_centre.astype(np.float64)
         # top-1 − top-2 of the table [1 − p, p] (its float32 values, subtracted in float64 as from the table)
         margin = np.abs(centre.astype(np.float64) - negative)
-        gamma_logit = gamma_from_values(_log_floor(f_centre), _log_floor(f_ball))
+        log_centre, log_ball = _log_floor(f_centre), _log_floor(f_ball)
+        gamma_logit = gamma_from_values(log_centre, log_ball)
+        gamma_logit_se = self._sample_error(log_centre, log_ball) if sampled else np.zeros(b)
         p_adj = np.multiply(gamma_logit, -self.config.steps)
         np.exp(p_adj, out=p_adj)
         p_adj *= prob  # P·e^(−Nγ_logit)
@@ -517,6 +598,8 @@ class RobustnessScorer:
             "gamma_logit": gamma_logit,
             "p_adj": p_adj,
             "flicker": flicker,
+            "gamma_se": gamma_se,
+            "gamma_logit_se": gamma_logit_se,
         }
 
 
@@ -714,3 +797,26 @@ def _log_floor(p: NDArray[np.float32]) -> NDArray[np.float32]:
     that stands in for a logit in P_adj."""
     np.maximum(p, np.float32(LOG_FLOOR), out=p)
     return np.log(p, out=p)
+
+
+def _check_control(control: ControlMap | None, scorer: RobustnessScorer, n: int) -> ControlMap | None:
+    """``control`` when it fits the scorer: its model's features and classes, this radius, a per-event ball."""
+    if control is None:
+        return None
+    if not scorer.per_event_ball:
+        raise ConfigError(
+            f"a control map corrects a per-event sampled hypercube (hypercube:m with m < 2n, n > 256); this ball is "
+            f"{scorer.ball} at {n} features, which γ evaluates whole: drop the control map"
+        )
+    if control.n_features != n or not math.isclose(control.radius, scorer.config.radius, rel_tol=1e-9):
+        raise ConfigError(
+            f"the control map was fitted at {control.n_features} features and radius {control.radius:g}; this scorer "
+            f"has {n} features and radius {scorer.config.radius:g}: fit it again on the reference at this radius"
+        )
+    if not control.useful:
+        log.info(
+            "the control map leaves too much of γ_logit's sampling variance; γ_logit keeps the plain sample",
+            extra={"variance_ratio": control.variance_ratio},
+        )
+        return None
+    return control

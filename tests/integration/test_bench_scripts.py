@@ -138,6 +138,28 @@ def test_l2_boundary_prints_its_tables() -> None:
     out = bench("bench/l2_boundary.py", "--points", "3", "--models", "lr,gbdt", "--no-art")
     assert "| ours (`--l2-boundary`) | 3/3 |" in out and "### gbdt" in out
     assert "HopSkipJump skipped: --no-art" in out
+    out = bench("bench/l2_boundary.py", "--families", "--points", "3")
+    assert "| wine (3, 13) | 3 of 3 |" in out and "| digits 8×8 (10, 64) |" in out
+
+
+def test_gamma_fidelity_prints_its_tables_for_the_three_image_models() -> None:
+    out = bench(
+        "bench/gamma_fidelity.py",
+        "--images",
+        "30",
+        "--reference",
+        "40",
+        "--seeds",
+        "1",
+        "--epochs",
+        "2",
+        "--steps",
+        "2",
+        "--adaptive",
+    )
+    for model in ("digits-cnn", "digits-mlp", "shapes-cnn"):
+        assert f"**{model}**" in out
+    assert "| control m=32 | 33 |" in out and "| full ball m=800 | 801 |" in out and "Adaptive (simulated" in out
 
 
 def test_burst_compares_the_old_sampler_with_the_event_time_reservoir() -> None:

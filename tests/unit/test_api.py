@@ -55,7 +55,7 @@ def test_score_a_frame_gives_one_row_per_input_row_with_gamma_flicker_class(mode
     assert isinstance(out, pd.DataFrame)
     table = out.attrs["score"]
     assert isinstance(table, ScoreTable) and table.to_frame().equals(out)
-    assert list(out.columns) == ["gamma", "flicker", "p_adj", "class", "probability", "margin"]
+    assert list(out.columns) == ["gamma", "flicker", "p_adj", "class", "probability", "margin", "gamma_se"]
     assert list(out.index) == list(frame.index)  # the frame's own row labels
     assert (out["gamma"] >= 0).all() and out["flicker"].between(0, 1).all()
     live = OnnxModel(str(model)).evaluate(frame[list(FEATURES)].to_numpy(np.float32).reshape(60, 3), None)
@@ -91,7 +91,7 @@ def test_an_array_reads_as_the_inputs_in_graph_order(model: Path, frame: pd.Data
 def test_a_regressors_rows_have_no_class(tmp_path: Path) -> None:
     path = linear_regressor(tmp_path / "reg.onnx", [1.0, 2.0])
     out = monitor.score(path, np.random.default_rng(0).normal(size=(20, 2)), flicker_copies=4).to_frame()
-    assert list(out.columns) == ["gamma", "flicker", "p_adj"]
+    assert list(out.columns) == ["gamma", "flicker", "p_adj", "gamma_se"]
 
 
 def test_a_categorical_string_column_is_a_held_input(tmp_path: Path) -> None:

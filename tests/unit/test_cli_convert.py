@@ -54,7 +54,8 @@ def test_convert_regressor_round_trip_has_no_probability_column(tmp_path: Path) 
     np.save(tmp_path / "rows.npy", x[:5])
     args = ["--model", str(tmp_path / "reg.onnx"), "--data", str(tmp_path / "rows.npy")]
     main(["score", *args, "--out", str(tmp_path / "out.csv")])
-    assert (tmp_path / "out.csv").read_text(encoding="utf-8").splitlines()[0] == "gamma,flicker,p_adj,predicted_class"
+    header = (tmp_path / "out.csv").read_text(encoding="utf-8").splitlines()[0]
+    assert header == "gamma,flicker,p_adj,predicted_class,gamma_se"
 
 
 def test_convert_warns_that_loading_a_pickle_runs_code(

@@ -22,8 +22,8 @@ from tests.unit.onnx_graphs import sklearn_to_onnx
 N_FEATURES = 3
 #: very different feature scales, so that standardized and raw radii differ a lot
 FEATURE_SCALE = np.array([1.0, 20.0, 0.05])
-CLASSIFIER_HEADER = ["gamma", "flicker", "p_adj", "predicted_class", "probability", "margin"]
-REGRESSOR_HEADER = ["gamma", "flicker", "p_adj", "predicted_class"]
+CLASSIFIER_HEADER = ["gamma", "flicker", "p_adj", "predicted_class", "probability", "margin", "gamma_se"]
+REGRESSOR_HEADER = ["gamma", "flicker", "p_adj", "predicted_class", "gamma_se"]
 #: every option of the documented `score` contract
 CONTRACT_OPTIONS = [
     "--model",

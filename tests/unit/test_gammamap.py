@@ -20,6 +20,7 @@ from monitor.gammamap import (
     bin_indices,
     empty_map,
     gamma_map,
+    readable,
     render_svg,
 )
 
@@ -130,15 +131,57 @@ def test_svg_is_well_formed_and_shows_both_panels() -> None:
     root = ET.fromstring(svg)
     ns = "{http://www.w3.org/2000/svg}"
     rects = [r for r in root.iter(f"{ns}rect") if r.find(f"{ns}title") is not None]
-    assert len(rects) == 2 * 10 * 18
+    view, _ = readable(live, ref)  # drawn on the reference's own γ columns
+    assert len(rects) == 2 * 10 * (len(view.gamma_edges) - 1) < 2 * 10 * 18
     texts = " ".join(t.text or "" for t in root.iter(f"{ns}text"))
     assert "reference (n=2)" in texts and "live (n=3)" in texts and "iris / segment <all>" in texts
-    assert len(list(root.iter(f"{ns}circle"))) == 1  # one cell with unstable events
+    assert len(list(root.iter(f"{ns}circle"))) == 2  # one cell with unstable events, and the legend's ring
     tips = [r.find(f"{ns}title").text or "" for r in rects]  # type: ignore[union-attr]
     assert any("2 events (66.7%), 100% of probed unstable" in t for t in tips)
     # darker fill where more of the map's mass sits
     fills = {t: r.get("fill") for t, r in zip(tips, rects, strict=True)}
     assert len(set(fills.values())) > 2
+
+
+def test_svg_text_is_at_least_11_px_and_has_a_legend() -> None:
+    root = ET.fromstring(render_svg(gamma_map(np.array([0.9]), np.array([0.01])), title="t"))
+    ns = "{http://www.w3.org/2000/svg}"
+    sizes = [float(t.get("font-size") or root.get("font-size") or 0) for t in root.iter(f"{ns}text")]
+    assert min(sizes) >= 11
+    texts = " ".join(t.text or "" for t in root.iter(f"{ns}text"))
+    assert "cell events / fullest cell:" in texts and "100%" in texts and "ring: share of probed" in texts
+
+
+def test_the_drawn_view_merges_cells_exactly_on_the_models_own_columns() -> None:
+    rng = np.random.default_rng(4)
+    p_ref, g_ref = rng.uniform(0.5, 1.0, 500), 10 ** rng.uniform(-4, -3, 500)
+    ref = gamma_map(p_ref, g_ref)
+    live = gamma_map(np.r_[p_ref[:100], [0.6]], np.r_[g_ref[:100], [5.0]], np.r_[np.zeros(100, bool), [True]])
+    view, ref_view = readable(live, ref, classes=2)
+    assert ref_view is not None
+    assert view.total == live.total and ref_view.total == ref.total  # nothing lost
+    assert view.p_edges[0] == 0.5 and len(view.p_edges) == 6  # P from 1/K: 5 rows, not 10
+    cols = len(view.gamma_edges) - 1
+    assert 3 <= cols <= 5 and view.gamma_edges[0] == 0.0 and math.isinf(view.gamma_edges[-1])
+    assert view.counts[1][-1] == 1  # the live event far above the reference's range: in the last, open column
+    assert view.unstable is not None and view.unstable[1][-1] == 1.0 and view.probed is not None
+    assert sum(map(sum, view.probed)) == sum(map(sum, live.probed or []))
+
+
+def test_the_drawn_view_keeps_rows_below_one_over_k_that_hold_events() -> None:
+    live = gamma_map(np.array([0.2, 0.9]), np.array([0.01, 0.01]))  # P 0.2 with K = 3: not an argmax probability
+    view, _ = readable(live, classes=3)
+    assert view.p_edges[0] == 0.0 and view.total == 2  # merged into the first row, which then starts at 0
+    clean, _ = readable(gamma_map(np.array([0.5, 0.9]), np.array([0.01, 0.01])), classes=3)
+    assert clean.p_edges[0] == pytest.approx(1 / 3) and clean.p_edges[1] == 0.4
+
+
+def test_the_drawn_view_of_maps_on_other_edges_or_empty_is_unchanged() -> None:
+    empty = empty_map()
+    assert readable(empty)[0].gamma_edges == empty.gamma_edges
+    other = GammaMap((0.0, 1.0), (0.0, 1.0, math.inf), [[1, 0]])
+    live = gamma_map(np.array([0.9]), np.array([0.01]))
+    assert readable(live, other) == (live, other)
 
 
 def test_svg_of_an_empty_map() -> None:

@@ -7,6 +7,7 @@ import http.client
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -21,8 +22,9 @@ from monitor.exporters.http import MetricsServer, Routes
 from monitor.exporters.prometheus import MetricsState
 from monitor.gammamap import GAMMA_BIN_LABELS, P_BIN_LABELS, GammaMap, gamma_map
 from monitor.rolling.reference import Reference
+from monitor.rolling.segment_baselines import MIN_SEGMENT_ROWS
 from monitor.rolling.windows import OTHER
-from monitor.runtime.gammamap_view import gamma_map_handler
+from monitor.runtime.gammamap_view import gamma_map_document_handler, gamma_map_handler
 from monitor.runtime.models import ModelRuntime
 from monitor.runtime.watch import ModelWatch, WatchConfig
 from monitor.signals.scorer import ScoreResult
@@ -295,3 +297,39 @@ def test_a_probe_run_counts_each_point_in_its_events_segment(tmp_path: Path) -> 
     probed_somewhere = {s for s, grid in per_segment.items() if grid is not None and sum(map(sum, grid))}
     assert total > 0 and probed_somewhere <= {"low", "high"} and probed_somewhere
     assert sum(sum(map(sum, grid)) for grid in per_segment.values() if grid is not None) == total
+
+
+def test_a_segment_is_drawn_against_its_own_baseline() -> None:
+    watch, _ = make_watch()
+    k = MIN_SEGMENT_ROWS
+    p = np.r_[np.full(k, 0.95), np.full(k, 0.35)]
+    g = np.r_[np.full(k, 0.002), np.full(k, 0.5)]
+    _, _, result, _ = scored(p, g)
+    watch.set_reference(np.zeros((2 * k, 2)), result, segments=np.array(["a"] * k + ["b"] * k))
+    watch.update(*scored(np.array([0.95]), np.array([0.002]), segment="b"))
+    _, ref_b = watch.gamma_map_pair("b")
+    _, ref_all = watch.gamma_map_pair()
+    assert ref_b is not None and ref_all is not None
+    assert ref_b.total == k and ref_b.counts[3][14] == k  # b's own rows, all at P 0.35, γ 0.5
+    assert ref_all.total == 2 * k
+    _, ref_new = watch.gamma_map_pair("c")  # no baseline of its own: the model-wide reference
+    assert ref_new is not None and ref_new.total == 2 * k
+
+
+def test_the_svg_draws_a_segment_against_its_own_baseline_and_says_k() -> None:
+    watch, _ = make_watch()
+    k = MIN_SEGMENT_ROWS
+    p = np.r_[np.full(k, 0.95), np.full(k, 0.35)]
+    _, _, result, _ = scored(p, np.full(2 * k, 0.01))
+    result = replace(result, predicted_class=np.r_[np.zeros(k, np.int64), np.full(k, 2)])  # classes 0 and 2: K ≥ 3
+    watch.set_reference(np.zeros((2 * k, 2)), result, segments=np.array(["a"] * k + ["b"] * k))
+    watch.update(*scored(np.array([0.95]), np.array([0.01]), segment="b"))
+    doc = watch.gamma_maps()
+    assert doc["classes"] == 3 and sorted(doc["segment_references"]) == ["a", "b"]
+    handle = gamma_map_document_handler(lambda: {"models": {MODEL: doc}})
+    status, body, _ = handle({"format": "svg", "segment": "b"})
+    texts = " ".join(t.text or "" for t in ET.fromstring(body).iter("{http://www.w3.org/2000/svg}text"))
+    assert status == 200 and f"reference (n={k})" in texts  # b's own baseline, not the model's 2k rows
+    assert "0.333" in texts  # the P axis starts at 1/K
+    status, body, _ = handle({"format": "svg"})
+    assert f"reference (n={2 * k})" in body.decode()
