@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,14 +121,21 @@ def build_report(
     from monitor.offline.report_page import render_page
 
     m = load_model(model)
-    base = load_baseline(reference, m, None, space="standardized")
     is_log = isinstance(events, (str, os.PathLike)) and str(events).lower().endswith(".jsonl")
-    names = _names(feature_names, base, m)
-    rows = _event_rows(events, m, base, max_events=max_events, model_name=model_name, is_log=is_log, names=names)
+    if reference is None:  # the events standardize themselves; nothing is compared with a reference
+        names = _names(feature_names, None, m)
+        rows = _event_rows(events, m, names, max_events=max_events, model_name=model_name, is_log=is_log)
+        base = load_baseline(None, m, rows, space="standardized") if len(rows) else _bare_baseline(m)
+    else:
+        base = load_baseline(reference, m, None, space="standardized")
+        names = _names(feature_names, base.feature_names, m)
+        rows = _event_rows(events, m, names, max_events=max_events, model_name=model_name, is_log=is_log)
     # the verdict timeline first: a replay here scores every event, and its scores serve the page (one pass)
     tl: ReplayTimeline | None = None
     if timeline is not None:
         tl, timeline_note = _read_timeline(timeline), ""
+    elif reference is None:
+        timeline_note = "no verdict timeline: no reference to judge the events against (pass reference=)"
     elif is_log and len(rows):
         tl, timeline_note = _replay(model, reference, base.path, events, config, max_events, model_name, replay_batch)
     elif is_log:
@@ -163,10 +171,17 @@ def build_report(
     return _written(data, render_page(data), out)
 
 
-def _names(given: Sequence[str] | None, base: Baseline, model: OnnxModel) -> list[str]:
+def _bare_baseline(model: OnnxModel) -> Baseline:
+    """No reference and no event: raw units, nothing to compare with."""
+    from monitor.model.standardize import Standardizer
+
+    return Baseline(Standardizer.identity(model.n_features), None, None, None, None, None, None, None)
+
+
+def _names(given: Sequence[str] | None, theirs: Sequence[str] | None, model: OnnxModel) -> list[str]:
     """The names the page shows the float input elements by: ``feature_names`` where given, else the
-    reference's, else the model's."""
-    own = list(base.feature_names or model.signature.features)
+    reference's (``theirs``), else the model's."""
+    own = list(theirs or model.signature.features)
     if given is None:
         return own
     if len(given) != len(own):
@@ -180,23 +195,26 @@ def _names(given: Sequence[str] | None, base: Baseline, model: OnnxModel) -> lis
 def _event_rows(
     events: Any,
     model: OnnxModel,
-    base: Baseline,
+    names: Sequence[str],
     *,
     max_events: int | None,
     model_name: str | None,
     is_log: bool,
-    names: Sequence[str],
 ) -> Rows:
     """The events as rows (the first ``max_events``), those with a value that is not finite left out; a
     DataFrame's DatetimeIndex as the events' times."""
-    rows = read_rows(
-        events,
-        model,
-        what="events",
-        feature_names=base.feature_names or tuple(names),
-        max_events=max_events,
-        model_name=model_name,
-    )
+    try:
+        rows = read_rows(
+            events, model, what="events", feature_names=tuple(names), max_events=max_events, model_name=model_name
+        )
+    except DataError as exc:
+        found = re.search(r"holds no valid event for model '[^']*' \((.*)\)$", str(exc)) if is_log else None
+        if found is None:
+            raise
+        # a log of which no line is a valid event: a page that says so, the lines counted by reason
+        pairs = (part.rsplit(": ", 1) for part in found.group(1).split(", ") if ": " in part)
+        invalid = {k: int(v) for k, v in pairs}
+        rows = Rows(np.zeros((0, model.n_features)), None, str(exc), invalid=invalid)
     if rows.timestamps is None and getattr(getattr(rows.index, "dtype", None), "kind", "") == "M":
         stamps = np.asarray(rows.index.asi8, dtype=np.float64)[: len(rows)] / 1e9
         rows = dataclasses.replace(rows, timestamps=stamps)
@@ -248,7 +266,9 @@ def _scored(
     reference to compare with (reference rows scored here)."""
     scorer = robustness_scorer(model, base, scoring_config({"seed": seed}, base.scales))
     kept = (None, None) if tl is None else (tl.scores, tl.scored_rows)
-    if kept[0] is not None and kept[1] is not None and np.array_equal(kept[1], rows.x):
+    if len(rows) == 0:
+        res, reused = scorer.score(rows.x, None), False
+    elif kept[0] is not None and kept[1] is not None and np.array_equal(kept[1], rows.x):
         res, reused = kept[0], True
     else:
         res, reused = score_rows(scorer, rows.x, rows.held), False
@@ -316,7 +336,9 @@ def _drift(
 ) -> tuple[tuple[InputDrift, ...], str]:
     from monitor.drift.categories import held_columns, held_element_names
 
-    if ref is None or ref.feature_sample.shape[0] < 10:
+    if ref is None:
+        return (), "no per-input drift: no reference to compare the inputs with"
+    if ref.feature_sample.shape[0] < 10:
         return (), "no per-input drift: the reference keeps no feature sample"
     cats = {} if rows.held is None else held_columns(rows.held.values, held_element_names(model.signature))
     drift = input_drift(rows.x, ref.feature_sample, names, cats, ref.held_tables)
