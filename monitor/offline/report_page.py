@@ -35,6 +35,9 @@ from monitor.offline.report_svg import (
 if TYPE_CHECKING:
     from monitor.offline.report_data import ReportData, SignalSeries, VerdictSpan
 
+#: threshold rows of the probe table (the smallest ε* first)
+THRESHOLD_ROWS = 40
+
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:900px;color:#222}
 h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
@@ -404,7 +407,8 @@ def _thresholds(data: ReportData) -> str:
     """ε* per perturbation and input, by the input's name, in raw units beside standardized ones (the probe
     report's ``name`` and ``eps_star_raw``)."""
     assert data.probe is not None
-    entries = [t for t in data.probe.report.get("thresholds", ()) if t.get("eps_star") is not None]
+    crossed = [t for t in data.probe.report.get("thresholds", ()) if t.get("eps_star") is not None]
+    entries = sorted(crossed, key=lambda t: float(t["eps_star"]))[:THRESHOLD_ROWS]
     names = data.feature_names
 
     def name(t: Mapping[str, Any]) -> str:
@@ -424,6 +428,8 @@ def _thresholds(data: ReportData) -> str:
     )
     if not rows:
         return _empty("no threshold crossed within the searched range")
+    if len(crossed) > len(entries):
+        rows += f'<tr><td class="l" colspan="4">and {len(crossed) - len(entries)} more of larger ε*</td></tr>'
     return (
         '<table id="thresholds"><tr><th class="l">perturbation</th><th class="l">input</th><th>ε* (standardized)</th>'
         f"<th>ε* (raw units)</th></tr>{rows}</table>"

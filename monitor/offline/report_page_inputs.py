@@ -313,7 +313,8 @@ def periods_chart(data: ReportData) -> str:
         f'<text x="{_L + 4}" y="{_T - 6}" font-weight="bold">estimated accuracy per period (line; band: its '
         f"interval){'; red squares: realized on the labelled events' if realized else ''}</text></svg>"
     )
-    return "".join(out) + _periods_table(ps, over_time)
+    note = f'<p class="meta" id="periods-note">{_e(data.periods_note)}.</p>' if data.periods_note else ""
+    return "".join(out) + note + _periods_table(ps, over_time)
 
 
 def _period_axis(x0: float, x1: float, h: int, over_time: bool) -> str:
