@@ -28,6 +28,7 @@ import dataclasses
 import json
 import os
 import re
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,8 +71,11 @@ FLAG_PERCENTILE = 99.0
 #: events per replay micro-batch for the page's timeline: changes placed within 100 events, at a third of the cost
 #: of the 10-event batches ``replay`` uses
 REPLAY_BATCH = 100
-#: the verdicts section's note for events that are rows
-NOT_A_LOG = "no verdict timeline: the events are rows, not an event log (replay needs a .jsonl log)"
+#: the verdicts section's note for events that are rows without event times
+NOT_A_LOG = (
+    "no verdict timeline: the events are rows without event times (replay needs a .jsonl log, or a DataFrame over "
+    "a DatetimeIndex)"
+)
 
 
 def build_report(
@@ -140,6 +144,11 @@ def build_report(
         tl, timeline_note = _replay(model, reference, base.path, events, config, max_events, model_name, replay_batch)
     elif is_log:
         timeline_note = "no verdict timeline: no line of the log is a valid event"
+    elif rows.timestamps is not None and rows.held is None and len(rows):
+        # rows over a DatetimeIndex: replayed as the event log they stand for, in their time order
+        with tempfile.TemporaryDirectory(prefix="harmonic-report-") as tmp:
+            log = _as_log(rows, Path(tmp) / "events.jsonl", m)
+            tl, timeline_note = _replay(model, reference, base.path, log, config, None, "report", replay_batch)
     else:
         timeline_note = NOT_A_LOG
     res, ref, replay_scores = _scored(m, base, rows, tl, seed)
@@ -163,7 +172,7 @@ def build_report(
         signals=tuple(_series(name, line, values, ref, times) for name, values in live.items()) if len(rows) else (),
         yardstick=yardsticks(live, ref) if ref is not None and len(rows) else (),
         notes=(rows.source, "scores: the replay's") if replay_scores else (rows.source,),
-        replay_batch=replay_batch if (is_log and timeline is None and tl is not None) else 0,
+        replay_batch=replay_batch if (timeline is None and tl is not None) else 0,
         axis="time" if times is not None else "line",
         feature_names=tuple(names),
         **_sections(m, base, rows, reference, res, ref, labels, (probe_points, probe_budget_rows), seed, names, times),
@@ -216,13 +225,28 @@ def _event_rows(
         invalid = {k: int(v) for k, v in pairs}
         rows = Rows(np.zeros((0, model.n_features)), None, str(exc), invalid=invalid)
     if rows.timestamps is None and getattr(getattr(rows.index, "dtype", None), "kind", "") == "M":
-        stamps = np.asarray(rows.index.asi8, dtype=np.float64)[: len(rows)] / 1e9
+        idx = rows.index if rows.index.tz is None else rows.index.tz_convert("UTC").tz_localize(None)
+        stamps = idx.to_numpy().astype("datetime64[ns]").astype(np.int64).astype(np.float64)[: len(rows)] / 1e9
         rows = dataclasses.replace(rows, timestamps=stamps)
     if max_events is not None and not is_log and len(rows) > max_events:
         rows = rows.take(np.arange(max_events))
     if not np.all(np.isfinite(rows.x)):
         rows = rows.take(np.all(np.isfinite(rows.x), axis=1))
     return rows
+
+
+def _as_log(rows: Rows, path: Path, model: OnnxModel) -> Path:
+    """Rows with event times written as a ``.jsonl`` event log (one line per row, in the rows' order; features as
+    a list for a model of one float input, else by input name)."""
+    assert rows.timestamps is not None
+    names = list(model.signature.features)
+    with path.open("w", encoding="utf-8") as fh:
+        for i, (x, ts) in enumerate(zip(rows.x.tolist(), rows.timestamps.tolist(), strict=True)):
+            features: Any = x if model.signature.plain else dict(zip(names, x, strict=True))
+            line = {"id": f"row-{i}", "model": "report", "ts": int(round(ts * 1000)), "features": features}
+            fh.write(json.dumps(line))
+            fh.write("\n")
+    return path
 
 
 def _read_timeline(timeline: ReplayTimeline | str | os.PathLike[str]) -> ReplayTimeline:
@@ -514,7 +538,7 @@ def _spans(
 ) -> tuple[VerdictSpan, ...]:
     """Each segment's verdicts as consecutive spans over the log's lines (stable until its first change), with
     each span's event times where the events carry them (the time of the first event at or after its line)."""
-    segs = sorted({str(c.get("segment", "other")) for c in tl.changes} | set(segments or ()))
+    segs = sorted({str(c.get("segment", "other")) for c in tl.changes} | set(segments or ())) or ["other"]
     out: list[VerdictSpan] = []
     end_line = max(n_lines, tl.events)
 
