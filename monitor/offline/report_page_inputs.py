@@ -22,6 +22,12 @@ _SEVERITY = {"stable": 0, "input-shift": 1, "harmful-shift": 2}
 _SW, _SH = 370, 150
 
 
+def effect_name(d: InputDrift) -> str:
+    """What the effect size of ``d`` is: the KS distance D of a number, the total variation distance of a
+    category (its test is chi-square)."""
+    return "KS D" if d.kind == "numeric" else "TV"
+
+
 def by_effect(drift: Sequence[InputDrift]) -> list[InputDrift]:
     """Moved inputs first, then by effect size (NaN last), then by name."""
     return sorted(drift, key=lambda d: (not d.moved, -(d.statistic if math.isfinite(d.statistic) else -1.0), d.name))
@@ -70,7 +76,7 @@ def _moved_line(data: ReportData) -> str:
     head = f'<b>What moved</b>: <span id="drift-share">{len(moved)} of {len(data.drift)} inputs ({share:.0%})</span>'
     if not moved:
         return head + " moved against the reference."
-    names = ", ".join(f"{_e(d.name)} ({d.test} {_g(d.statistic, 2)})" for d in moved[:5])
+    names = ", ".join(f"{_e(d.name)} ({effect_name(d)} {_g(d.statistic, 2)})" for d in moved[:5])
     more = f" and {len(moved) - 5} more" if len(moved) > 5 else ""
     return f"{head} moved: {names}{more}."
 
@@ -161,9 +167,12 @@ def _bars(ranked: Sequence[InputDrift]) -> str:
             f'<rect class="point" x="{left}" y="{y + 2}" width="{w:.1f}" height="{bar_h - 5}" '
             f'fill="{"#d32f2f" if d.moved else "#90a4ae"}" data-name="{_e(d.name)}" data-kind="{d.kind}" '
             f'data-value="{_num(d.statistic)}" data-p="{_num(d.p_value)}" data-moved="{str(d.moved).lower()}">'
-            f"<title>{_e(d.name)}: {d.test} {_g(d.statistic)}, adjusted p {_g(d.p_value)}</title></rect>"
+            f"<title>{_e(d.name)}: {effect_name(d)} {_g(d.statistic)} ({d.test}), adjusted p {_g(d.p_value)}</title>"
+            "</rect>"
         )
-        out.append(f'<text x="{left + w + 4:.1f}" y="{y + 12}" font-size="10">{d.test} {_g(d.statistic, 2)}</text>')
+        out.append(
+            f'<text x="{left + w + 4:.1f}" y="{y + 12}" font-size="10">{effect_name(d)} {_g(d.statistic, 2)}</text>'
+        )
     more = f"; the {len(shown)} largest of {len(ranked)}" if len(ranked) > len(shown) else ""
     out.append(
         f'<text x="{left}" y="{height - 10}">effect: KS distance D (numbers), total variation distance (categories); '
@@ -180,7 +189,8 @@ def _distribution(d: InputDrift) -> str:
     verdict = "moved" if d.moved else "did not move"
     out.append(
         f'<text x="4" y="14" font-weight="bold">{_e(d.name)}</text><text x="{w - 4}" y="14" text-anchor="end" '
-        f'fill="{"#d32f2f" if d.moved else "#555"}">{d.test} {_g(d.statistic, 2)}, p {_g(d.p_value, 2)}: {verdict}'
+        f'fill="{"#d32f2f" if d.moved else "#555"}">{effect_name(d)} {_g(d.statistic, 2)}, {d.test} p {_g(d.p_value, 2)}: '
+        f"{verdict}"
         "</text>"
     )
     if n == 0:
@@ -221,8 +231,9 @@ def _distribution(d: InputDrift) -> str:
     if d.kind != "categorical":
         for frac in (0.0, 0.5, 1.0):
             v = float(d.bins[0]) + frac * (float(d.bins[-1]) - float(d.bins[0]))
+            anchor = {0.0: "start", 0.5: "middle", 1.0: "end"}[frac]
             out.append(
-                f'<text x="{left + frac * (w - left - 6):.1f}" y="{h - bottom + 12}" text-anchor="middle" '
+                f'<text x="{left + frac * (w - left - 6):.1f}" y="{h - bottom + 12}" text-anchor="{anchor}" '
                 f'font-size="9">{_g(v)}</text>'
             )
     out.append(f'<text x="{left - 4}" y="{py(hi) + 4:.1f}" text-anchor="end" font-size="9">{hi:.0%}</text>')

@@ -392,7 +392,7 @@ def test_a_categorical_model_shows_each_input_its_categories_and_the_period_char
     assert all(c in text for c in COLOURS)
     # moved inputs come first, the categorical one (all red) ahead of the floats that did not move
     assert d.drift and sorted(d.drift, key=lambda x: not x.moved)[0].moved
-    assert "colour (chi-square" in text and "of 4 inputs" in text
+    assert "colour (TV" in text and "of 4 inputs" in text
     # the estimate per period with its band, the realized line where labels exist (the first half) and not after
     assert len(d.periods) == 10 and 'aria-label="estimated accuracy per period"' in dom
     assert [p.realized is not None for p in d.periods] == [True] * 5 + [False] * 5
