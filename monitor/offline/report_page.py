@@ -30,6 +30,7 @@ from monitor.offline.report_svg import (
     _time_axis,
     _utc,
     _x_axis,
+    time_range,
 )
 
 if TYPE_CHECKING:
@@ -105,8 +106,7 @@ def _verdicts(data: ReportData) -> str:
     height = _T + row_h * max(len(segments), 1) + _B
     timed = data.axis == "time" and all(math.isfinite(s.t_start) and math.isfinite(s.t_end) for s in spans) and spans
     if timed:
-        t0 = min(s.t_start for s in spans)
-        t1 = max(max(s.t_end for s in spans), t0 + 1e-9)
+        t0, t1 = time_range(data) or (0.0, 1.0)
         sx = (_W - _L - _R) / (t1 - t0)
         place = [(_L + (s.t_start - t0) * sx, (s.t_end - s.t_start) * sx) for s in spans]
         label, fmt = _time_axis(t0, t1)
@@ -212,7 +212,7 @@ def _signals(data: ReportData) -> str:
     shown = [s for s in data.signals if s.mean.size]
     if not shown:
         return _empty("no signals: no event could be scored")
-    parts = [_signal_svg(s, data.n_lines) for s in shown]
+    parts = [_signal_svg(s, data.n_lines, time_range(data)) for s in shown]
     medians = {s.signal: s.ref_median for s in data.signals}
     rows = "".join(
         f'<tr><td class="l">{_e(y.signal)}</td><td>{_g(y.live)}</td><td>{_g(y.reference)}</td><td>{_g(y.ratio, 2)}×</td>'
@@ -229,16 +229,16 @@ def _signals(data: ReportData) -> str:
     return table + "".join(parts)
 
 
-def _signal_svg(s: SignalSeries, n_lines: int) -> str:
+def _signal_svg(s: SignalSeries, n_lines: int, axis: tuple[float, float] | None = None) -> str:
     values = [float(v) for v in s.mean] + [v for v in (s.ref_low, s.ref_high) if math.isfinite(v)]
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.08 or (abs(hi) * 0.1 or 1.0)
     lo, hi = lo - pad, hi + pad
     over_time = s.time is not None and s.time.size > 0
     if s.time is not None and over_time:  # x: seconds after the first bin's time
-        start = float(s.time.min())
+        start = float(s.time.min()) if axis is None else axis[0]
         xs = s.time - start
-        x_hi = float(max(float(xs.max()), 1e-9))
+        x_hi = float(max(float(xs.max()), 1e-9)) if axis is None else axis[1] - axis[0]
         label, fmt = _time_axis(start, start + x_hi)
     else:
         start, xs, x_hi = 0.0, s.line, float(max(n_lines - 1, 1))
@@ -285,8 +285,8 @@ def _signal_svg(s: SignalSeries, n_lines: int) -> str:
     )
     _x_axis(out, 0.0, x_hi, _H - _B + 4, label, fmt)
     out.append("</svg>")
-    axis = "time" if over_time else "line"
-    return f'<figure data-signal="{_e(s.signal)}" data-axis="{axis}">' + "".join(out) + "</figure>"
+    kind = "time" if over_time else "line"
+    return f'<figure data-signal="{_e(s.signal)}" data-axis="{kind}">' + "".join(out) + "</figure>"
 
 
 # ------------------------------------------------------------------------------------------------------------ gamma map

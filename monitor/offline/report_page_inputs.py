@@ -8,7 +8,21 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from monitor.offline.report_inputs import DRIFT_ALPHA
-from monitor.offline.report_svg import _B, _L, _R, _T, _W, VERDICT_COLOURS, _e, _g, _num, _svg_open, _ticks, _time_axis
+from monitor.offline.report_svg import (
+    _B,
+    _L,
+    _R,
+    _T,
+    _W,
+    VERDICT_COLOURS,
+    _e,
+    _g,
+    _num,
+    _svg_open,
+    _ticks,
+    _time_axis,
+    time_range,
+)
 
 if TYPE_CHECKING:
     from monitor.offline.report_data import InputDrift, PeriodEstimate, ReportData
@@ -276,8 +290,10 @@ def periods_chart(data: ReportData) -> str:
     ref = data.accuracy.reference_accuracy if data.accuracy is not None else float("nan")
     over_time = data.axis == "time"
     mids = [(p.start + p.end) / 2 for p in ps]
-    x0 = min(p.start for p in ps)
-    x1 = max(max(p.end for p in ps), x0 + 1e-9)
+    x0, x1 = time_range(data) or (
+        min(p.start for p in ps),
+        max(max(p.end for p in ps), min(p.start for p in ps) + 1e-9),
+    )
     values = [v for p in ps for v in (p.lower, p.upper)] + [p.realized for p in ps if p.realized is not None]
     values += [ref] if math.isfinite(ref) else []
     lo, hi = max(min(values) - 0.03, 0.0), min(max(values) + 0.03, 1.0)

@@ -6,6 +6,10 @@ import html
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from monitor.offline.report_data import ReportData
 
 VERDICT_COLOURS = {"stable": "#4caf50", "input-shift": "#ffb300", "harmful-shift": "#d32f2f"}
 _W, _H = 760, 220
@@ -68,3 +72,16 @@ def _time_axis(start: float, end: float) -> tuple[str, Callable[[float], str]]:
         return f"event time: seconds after {_utc(start)} UTC", lambda t: f"+{_g(t, 4)} s"
     pattern = "%H:%M" if span < 86400 else "%m-%d %H:%M"
     return f"event time (UTC, from {_utc(start)})", lambda t: _utc(start + t, pattern)
+
+
+def time_range(data: ReportData) -> tuple[float, float] | None:
+    """The page's one event-time axis: from the first to the last event time that any time-drawn section holds
+    (verdict spans, signal bins, periods), or None where the events carry no times."""
+    if data.axis != "time":
+        return None
+    ts = [t for s in data.spans for t in (s.t_start, s.t_end) if math.isfinite(t)]
+    ts += [float(v) for s in data.signals if s.time is not None for v in s.time]
+    ts += [t for p in data.periods for t in (p.start, p.end)]
+    if not ts:
+        return None
+    return min(ts), max(max(ts), min(ts) + 1e-9)
