@@ -102,3 +102,13 @@ def test_a_dataframe_over_a_datetime_index_is_drawn_over_event_time(setup: tuple
     # ... and replayed as the event log it stands for: a verdict timeline over the same time axis
     assert r.data.timeline is not None and r.data.timeline.events == 400 and r.data.spans
     assert r.data.spans[0].t_start == pd.Timestamp("2026-01-01").timestamp()
+
+
+def test_a_stable_verdict_beside_a_moved_input_says_why(setup: tuple[Path, Path, Path]) -> None:
+    model, ref, root = setup
+    x = np.random.default_rng(5).normal(size=(400, 3)) + [0.0, 0.6, 0.0]
+    (root / "t.json").write_text(json.dumps({"events": 400, "changes": []}), encoding="utf-8")
+    r = monitor.report(model, ref, x, timeline=root / "t.json")
+    assert [d.name for d in r.data.drift if d.moved] == ["income"]
+    assert [s.verdict for s in r.data.spans] == ["stable"]
+    assert "the verdict stays stable although income moved over the whole log" in r.html
