@@ -415,7 +415,7 @@ def _thresholds(data: ReportData) -> str:
         f = t.get("feature")
         if isinstance(f, int) and 0 <= f < len(names):
             return names[f]
-        return str(t.get("name") or ("all inputs" if f is None else f))
+        return "all inputs" if f is None else str(t.get("name") or f)
 
     def raw(v: Any) -> str:
         return "–" if v is None else _g(float(v))

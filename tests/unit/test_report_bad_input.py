@@ -112,3 +112,22 @@ def test_a_stable_verdict_beside_a_moved_input_says_why(setup: tuple[Path, Path,
     assert [d.name for d in r.data.drift if d.moved] == ["income"]
     assert [s.verdict for s in r.data.spans] == ["stable"]
     assert "the verdict stays stable although income moved over the whole log" in r.html
+
+
+def test_the_probe_table_names_the_inputs_in_raw_units(tmp_path: Path) -> None:
+    from tests.unit.onnx_graphs import linear_classifier as graph_classifier
+
+    rng = np.random.default_rng(0)
+    model = graph_classifier(tmp_path / "m.onnx", rng.normal(size=(5, 3)), np.zeros(3))
+    ref = monitor.reference(model, rng.normal(size=(300, 5)) * 10 + 100, flicker_copies=2, out=tmp_path / "ref.json")
+    events = rng.normal(size=(300, 5)) * 10 + 100
+    events[:, 0] += 15
+    assert ref.path is not None
+    r = monitor.report(model, ref.path, events, feature_names=list("abcde"))
+    assert r.data.probe is not None
+    table = r.html[r.html.index('id="thresholds"') :]
+    table = table[: table.index("</table>")]
+    shifts = [t for t in r.data.probe.report["thresholds"] if t["feature"] is not None and t["eps_star"] is not None]
+    assert shifts and "x[" not in table and "None" not in table and "all inputs" in table
+    for t in shifts[:3]:  # each input by the given name, ε* in raw units beside the standardized one
+        assert f'<td class="l">{"abcde"[t["feature"]]}</td>' in table and f"{t['eps_star_raw']:.3g}" in table
