@@ -399,6 +399,8 @@ def test_a_categorical_model_shows_each_input_its_categories_and_the_period_char
     assert "5 of 10 periods have no labels" in text
     # the verdict left stable on the held input and the page says which inputs and what to do
     assert any("held_inputs" in s.detectors for s in d.spans), d.spans
+    # every detector turning on is listed, not only those at a verdict change
+    assert 'id="crossings"' in dom and d.timeline is not None and d.timeline.crossings
     assert "What to do" in text and "Verdict per segment" in text
     # a reader never sees a bare None or an unnamed input
     assert "None" not in text and "input[" not in text
