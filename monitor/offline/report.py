@@ -2,20 +2,23 @@
 
 :func:`build_report` reads the events (a ``.jsonl`` log decoded as ``run`` decodes Kafka messages, or any rows
 :func:`~monitor.offline.rows.read_rows` takes), scores them against the reference, replays them through the ``run``
-pipeline for the verdict timeline (or takes a replay's timeline), and gathers six sections, each a typed result
-(:mod:`monitor.offline.report_data`):
+pipeline for the verdict timeline (or takes a replay's timeline; rows over a DataFrame's DatetimeIndex are replayed
+as the log they stand for), and gathers the sections, each a typed result (:mod:`monitor.offline.report_data`), all
+on one axis: event time (the events' timestamps, or a DataFrame's DatetimeIndex), else the events' positions:
 
+``summary``   each segment's verdict, what moved, the estimated accuracy and what to do (drawn from the others);
 ``verdicts``  the verdict timeline per segment with the detectors that fired
               (:class:`~monitor.offline.replay.ReplayTimeline`);
-``signals``   γ, flicker and confidence over event time (the events' timestamps; rows without: over the row),
-              binned, against the reference's p5–p95 band (:class:`~monitor.offline.report_data.SignalSeries`), each
-              beside its reference value (:class:`~monitor.offline.results.Yardstick`);
+``signals``   γ, flicker and confidence, binned, against the reference's p5–p95 band and median
+              (:class:`~monitor.offline.report_data.SignalSeries`), each beside its reference value
+              (:class:`~monitor.offline.results.Yardstick`);
 ``gammamap``  the Gamma Map of the events beside the reference's (:class:`~monitor.gammamap.GammaMap`, drawn by the
               one SVG renderer);
-``drift``     per-input drift by name: two-sided KS distance and Benjamini–Hochberg adjusted p against the
-              reference's feature sample (:class:`~monitor.offline.report_data.InputDrift`);
-``accuracy``  the label-free accuracy estimate with its 90 % interval, and the realized accuracy where labels were
-              given (:class:`~monitor.offline.results.AccuracyEstimate`);
+``drift``     per input by name, numeric and categorical: the test, its effect and the two distributions
+              (:func:`~monitor.offline.report_inputs.input_drift`, :class:`~monitor.offline.report_data.InputDrift`);
+``accuracy``  the label-free accuracy estimate per period and over the whole log with its 90 % interval, and the
+              realized accuracy where labels were given (:class:`~monitor.offline.report_data.PeriodEstimate`,
+              :class:`~monitor.offline.results.AccuracyEstimate`);
 ``probes``    the probe profile of the flagged events — those whose γ is above the reference's 99th percentile
               (:class:`~monitor.offline.probe.ProbeReport`).
 
