@@ -71,6 +71,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "that many events of the event that decided it; larger is faster (default 100)",
     )
     p.add_argument("--title", help="the page's title")
+    p.add_argument(
+        "--feature-names",
+        help="comma-separated names of the model's float input elements, in its order, for a model and reference "
+        "that carry none (the page shows input[13] otherwise)",
+    )
     add_setting_flag(p, ScoringSettings, "seed", "--seed", help="seed of the scoring noise and the probes")
     p.set_defaults(func=run)
 
@@ -88,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     options = flag_values(
         args, "out", "timeline", "config", "max_events", "probe_points", "title", "model_name", "seed", "replay_batch"
     )
-    report = build_report(args.model, args.reference, args.events, labels=labels, **options)
+    names = None if args.feature_names is None else [n.strip() for n in args.feature_names.split(",")]
+    report = build_report(args.model, args.reference, args.events, labels=labels, feature_names=names, **options)
     d = report.data
     invalid = ", ".join(f"{k}: {v}" for k, v in sorted(d.invalid.items())) or "none"
     print(f"report: {d.n_events} events scored of {d.n_lines} lines (invalid: {invalid})", file=sys.stderr)
@@ -99,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         ("gammamap", d.gamma_map_note),
         ("drift", d.drift_note),
         ("accuracy", d.accuracy_note),
+        ("periods", d.periods_note),
         ("probes", d.probe_note),
     ):
         if note:

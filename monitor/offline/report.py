@@ -2,20 +2,23 @@
 
 :func:`build_report` reads the events (a ``.jsonl`` log decoded as ``run`` decodes Kafka messages, or any rows
 :func:`~monitor.offline.rows.read_rows` takes), scores them against the reference, replays them through the ``run``
-pipeline for the verdict timeline (or takes a replay's timeline), and gathers six sections, each a typed result
-(:mod:`monitor.offline.report_data`):
+pipeline for the verdict timeline (or takes a replay's timeline; rows over a DataFrame's DatetimeIndex are replayed
+as the log they stand for), and gathers the sections, each a typed result (:mod:`monitor.offline.report_data`), all
+on one axis: event time (the events' timestamps, or a DataFrame's DatetimeIndex), else the events' positions:
 
+``summary``   each segment's verdict, what moved, the estimated accuracy and what to do (drawn from the others);
 ``verdicts``  the verdict timeline per segment with the detectors that fired
               (:class:`~monitor.offline.replay.ReplayTimeline`);
-``signals``   γ, flicker and confidence over event time (the events' timestamps; rows without: over the row),
-              binned, against the reference's p5–p95 band (:class:`~monitor.offline.report_data.SignalSeries`), each
-              beside its reference value (:class:`~monitor.offline.results.Yardstick`);
+``signals``   γ, flicker and confidence, binned, against the reference's p5–p95 band and median
+              (:class:`~monitor.offline.report_data.SignalSeries`), each beside its reference value
+              (:class:`~monitor.offline.results.Yardstick`);
 ``gammamap``  the Gamma Map of the events beside the reference's (:class:`~monitor.gammamap.GammaMap`, drawn by the
               one SVG renderer);
-``drift``     per-input drift by name: two-sided KS distance and Benjamini–Hochberg adjusted p against the
-              reference's feature sample (:class:`~monitor.offline.report_data.InputDrift`);
-``accuracy``  the label-free accuracy estimate with its 90 % interval, and the realized accuracy where labels were
-              given (:class:`~monitor.offline.results.AccuracyEstimate`);
+``drift``     per input by name, numeric and categorical: the test, its effect and the two distributions
+              (:func:`~monitor.offline.report_inputs.input_drift`, :class:`~monitor.offline.report_data.InputDrift`);
+``accuracy``  the label-free accuracy estimate per period and over the whole log with its 90 % interval, and the
+              realized accuracy where labels were given (:class:`~monitor.offline.report_data.PeriodEstimate`,
+              :class:`~monitor.offline.results.AccuracyEstimate`);
 ``probes``    the probe profile of the flagged events — those whose γ is above the reference's 99th percentile
               (:class:`~monitor.offline.probe.ProbeReport`).
 
@@ -24,8 +27,11 @@ A section with nothing to show says why (``note``). :mod:`monitor.offline.report
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +46,8 @@ from monitor.offline.estimate import accuracy_from_scores
 from monitor.offline.keywords import SEED, scoring_config
 from monitor.offline.probe import ProbeReport, probe
 from monitor.offline.replay import ReplayTimeline, replay
-from monitor.offline.report_data import InputDrift, Report, ReportData, SignalSeries, VerdictSpan
+from monitor.offline.report_data import InputDrift, PeriodEstimate, Report, ReportData, SignalSeries, VerdictSpan
+from monitor.offline.report_inputs import DRIFT_ALPHA, input_drift, period_estimates
 from monitor.offline.results import AccuracyEstimate, ReferenceResult, yardsticks
 from monitor.offline.rows import Rows, load_model, model_path, read_rows
 from monitor.offline.scoring import live_signals, robustness_scorer, score_rows, score_table, scored_reference
@@ -50,17 +57,28 @@ if TYPE_CHECKING:
     from monitor.rolling.reference import Reference
     from monitor.signals.scorer import ScoreResult
 
+__all__ = [
+    "DRIFT_ALPHA",
+    "FLAG_PERCENTILE",
+    "REPLAY_BATCH",
+    "SIGNAL_BINS",
+    "build_report",
+    "event_times",
+    "input_drift",
+]
+
 #: points per signal curve
 SIGNAL_BINS = 60
 #: events above this reference percentile of γ are flagged for the probe profile
 FLAG_PERCENTILE = 99.0
-#: the Benjamini–Hochberg false discovery rate at which an input counts as moved
-DRIFT_ALPHA = 0.01
 #: events per replay micro-batch for the page's timeline: changes placed within 100 events, at a third of the cost
 #: of the 10-event batches ``replay`` uses
 REPLAY_BATCH = 100
-#: the verdicts section's note for events that are rows
-NOT_A_LOG = "no verdict timeline: the events are rows, not an event log (replay needs a .jsonl log)"
+#: the verdicts section's note for events that are rows without event times
+NOT_A_LOG = (
+    "no verdict timeline: the events are rows without event times (replay needs a .jsonl log, or a DataFrame over "
+    "a DatetimeIndex)"
+)
 
 
 def build_report(
@@ -79,6 +97,7 @@ def build_report(
     model_name: str | None = None,
     seed: int = SEED,
     replay_batch: int = REPLAY_BATCH,
+    feature_names: Sequence[str] | None = None,
 ) -> Report:
     """One self-contained HTML page of the model over recorded events: the verdict timeline per segment, the signals
     against their reference bands, the Gamma Map, per-input drift, the accuracy estimate and the probe profile of the
@@ -91,12 +110,15 @@ def build_report(
     events : a ``.jsonl`` event log, or rows (DataFrame, array, file) in event order.
     timeline : a replay's timeline (its JSON path, or :func:`monitor.replay`'s result); default: replay ``events``
         here (a ``.jsonl`` log only).
-    labels : the true class per event (an array), for the realized accuracy beside the estimate.
+    labels : the true class per event (an array), for the realized accuracy beside the estimate; NaN or None
+        where an event is unlabelled (the realized accuracy then covers the labelled events, per period too).
     config : the YAML configuration the replay runs with (detectors, segments), as ``run`` reads it.
     max_events : read only the first that many events (the replay too).
     probe_points, probe_budget_rows : at most that many flagged events are probed, within that many model rows.
     replay_batch : events per micro-batch of the replay unless ``config`` names a size: a verdict change is placed
         within that many events of the event that decided it (the replay's cost falls as it grows).
+    feature_names : the names the page shows the model's float input elements by (in the signature's order), where
+        the model and the reference carry none (``input[13]`` otherwise).
 
     Returns
     -------
@@ -106,15 +128,30 @@ def build_report(
     from monitor.offline.report_page import render_page
 
     m = load_model(model)
-    base = load_baseline(reference, m, None, space="standardized")
     is_log = isinstance(events, (str, os.PathLike)) and str(events).lower().endswith(".jsonl")
-    rows = _event_rows(events, m, base, max_events=max_events, model_name=model_name, is_log=is_log)
+    if reference is None:  # the events standardize themselves; nothing is compared with a reference
+        names = _names(feature_names, None, m)
+        rows = _event_rows(events, m, names, max_events=max_events, model_name=model_name, is_log=is_log)
+        base = load_baseline(None, m, rows, space="standardized") if len(rows) else _bare_baseline(m)
+    else:
+        base = load_baseline(reference, m, None, space="standardized")
+        names = _names(feature_names, base.feature_names, m)
+        rows = _event_rows(events, m, names, max_events=max_events, model_name=model_name, is_log=is_log)
     # the verdict timeline first: a replay here scores every event, and its scores serve the page (one pass)
     tl: ReplayTimeline | None = None
     if timeline is not None:
         tl, timeline_note = _read_timeline(timeline), ""
-    elif is_log:
+    elif reference is None:
+        timeline_note = "no verdict timeline: no reference to judge the events against (pass reference=)"
+    elif is_log and len(rows):
         tl, timeline_note = _replay(model, reference, base.path, events, config, max_events, model_name, replay_batch)
+    elif is_log:
+        timeline_note = "no verdict timeline: no line of the log is a valid event"
+    elif rows.timestamps is not None and rows.held is None and len(rows):
+        # rows over a DatetimeIndex: replayed as the event log they stand for, in their time order
+        with tempfile.TemporaryDirectory(prefix="harmonic-report-") as tmp:
+            log = _as_log(rows, Path(tmp) / "events.jsonl", m)
+            tl, timeline_note = _replay(model, reference, base.path, log, config, None, "report", replay_batch)
     else:
         timeline_note = NOT_A_LOG
     res, ref, replay_scores = _scored(m, base, rows, tl, seed)
@@ -133,29 +170,86 @@ def build_report(
         kind=m.kind,
         scores=score_table(m.kind, res, rows),
         timeline=tl,
-        spans=_spans(tl, rows.segments, n_lines) if tl is not None else (),
+        spans=_spans(tl, rows.segments, n_lines, rows.lines, times) if tl is not None else (),
         timeline_note=timeline_note,
-        signals=tuple(_series(name, line, values, ref, times) for name, values in live.items()),
-        yardstick=yardsticks(live, ref) if ref is not None else (),
+        signals=tuple(_series(name, line, values, ref, times) for name, values in live.items()) if len(rows) else (),
+        yardstick=yardsticks(live, ref) if ref is not None and len(rows) else (),
         notes=(rows.source, "scores: the replay's") if replay_scores else (rows.source,),
-        replay_batch=replay_batch if (is_log and timeline is None and tl is not None) else 0,
-        **_sections(m, base, rows, reference, res, ref, labels, (probe_points, probe_budget_rows), seed),
+        replay_batch=replay_batch if (timeline is None and tl is not None) else 0,
+        axis="time" if times is not None else "line",
+        feature_names=tuple(names),
+        **_sections(m, base, rows, reference, res, ref, labels, (probe_points, probe_budget_rows), seed, names, times),
     )
     return _written(data, render_page(data), out)
 
 
+def _bare_baseline(model: OnnxModel) -> Baseline:
+    """No reference and no event: raw units, nothing to compare with."""
+    from monitor.model.standardize import Standardizer
+
+    return Baseline(Standardizer.identity(model.n_features), None, None, None, None, None, None, None)
+
+
+def _names(given: Sequence[str] | None, theirs: Sequence[str] | None, model: OnnxModel) -> list[str]:
+    """The names the page shows the float input elements by: ``feature_names`` where given, else the
+    reference's (``theirs``), else the model's."""
+    own = list(theirs or model.signature.features)
+    if given is None:
+        return own
+    if len(given) != len(own):
+        raise DataError(
+            f"feature_names: expected {len(own)} names (one per float input element of the model), got {len(given)}; "
+            "pass one name per element in the model's order"
+        )
+    return [str(n) for n in given]
+
+
 def _event_rows(
-    events: Any, model: OnnxModel, base: Baseline, *, max_events: int | None, model_name: str | None, is_log: bool
+    events: Any,
+    model: OnnxModel,
+    names: Sequence[str],
+    *,
+    max_events: int | None,
+    model_name: str | None,
+    is_log: bool,
 ) -> Rows:
-    """The events as rows (the first ``max_events``), those with a value that is not finite left out."""
-    rows = read_rows(
-        events, model, what="events", feature_names=base.feature_names, max_events=max_events, model_name=model_name
-    )
+    """The events as rows (the first ``max_events``), those with a value that is not finite left out; a
+    DataFrame's DatetimeIndex as the events' times."""
+    try:
+        rows = read_rows(
+            events, model, what="events", feature_names=tuple(names), max_events=max_events, model_name=model_name
+        )
+    except DataError as exc:
+        found = re.search(r"holds no valid event for model '[^']*' \((.*)\)$", str(exc)) if is_log else None
+        if found is None:
+            raise
+        # a log of which no line is a valid event: a page that says so, the lines counted by reason
+        pairs = (part.rsplit(": ", 1) for part in found.group(1).split(", ") if ": " in part)
+        invalid = {k: int(v) for k, v in pairs}
+        rows = Rows(np.zeros((0, model.n_features)), None, str(exc), invalid=invalid)
+    if rows.timestamps is None and getattr(getattr(rows.index, "dtype", None), "kind", "") == "M":
+        idx = rows.index if rows.index.tz is None else rows.index.tz_convert("UTC").tz_localize(None)
+        stamps = idx.to_numpy().astype("datetime64[ns]").astype(np.int64).astype(np.float64)[: len(rows)] / 1e9
+        rows = dataclasses.replace(rows, timestamps=stamps)
     if max_events is not None and not is_log and len(rows) > max_events:
         rows = rows.take(np.arange(max_events))
     if not np.all(np.isfinite(rows.x)):
         rows = rows.take(np.all(np.isfinite(rows.x), axis=1))
     return rows
+
+
+def _as_log(rows: Rows, path: Path, model: OnnxModel) -> Path:
+    """Rows with event times written as a ``.jsonl`` event log (one line per row, in the rows' order; features as
+    a list for a model of one float input, else by input name)."""
+    assert rows.timestamps is not None
+    names = list(model.signature.features)
+    with path.open("w", encoding="utf-8") as fh:
+        for i, (x, ts) in enumerate(zip(rows.x.tolist(), rows.timestamps.tolist(), strict=True)):
+            features: Any = x if model.signature.plain else dict(zip(names, x, strict=True))
+            line = {"id": f"row-{i}", "model": "report", "ts": int(round(ts * 1000)), "features": features}
+            fh.write(json.dumps(line))
+            fh.write("\n")
+    return path
 
 
 def _read_timeline(timeline: ReplayTimeline | str | os.PathLike[str]) -> ReplayTimeline:
@@ -199,7 +293,9 @@ def _scored(
     reference to compare with (reference rows scored here)."""
     scorer = robustness_scorer(model, base, scoring_config({"seed": seed}, base.scales))
     kept = (None, None) if tl is None else (tl.scores, tl.scored_rows)
-    if kept[0] is not None and kept[1] is not None and np.array_equal(kept[1], rows.x):
+    if len(rows) == 0:
+        res, reused = scorer.score(rows.x, None), False
+    elif kept[0] is not None and kept[1] is not None and np.array_equal(kept[1], rows.x):
         res, reused = kept[0], True
     else:
         res, reused = score_rows(scorer, rows.x, rows.held), False
@@ -219,14 +315,27 @@ def _sections(
     labels: Any,
     probe_budget: tuple[int, int],
     seed: int,
+    names: Sequence[str],
+    times: NDArray[np.float64] | None,
 ) -> dict[str, Any]:
-    """The Gamma Map, drift, accuracy and probe sections, each with its note, as :class:`ReportData`'s fields."""
+    """The Gamma Map, drift, accuracy (overall and per period) and probe sections, each with its note, as
+    :class:`ReportData`'s fields."""
+    if len(rows) == 0:
+        why = "no event could be read" if rows.invalid else "the events are empty"
+        return {
+            f: None
+            if f in ("gamma_map", "accuracy", "probe")
+            else (f"nothing to draw: {why}" if f.endswith("note") else ())
+            for f in ("gamma_map", "gamma_map_note", "drift", "drift_note", "accuracy", "accuracy_note", "probe")
+        } | {"probe_note": f"no probe profile: {why}", "periods_note": f"no estimate per period: {why}"}
     gmap, gmap_note = _gamma_map(model, res)
-    drift, drift_note = _drift(model, rows, ref)
-    acc, acc_note = _accuracy(model, base, res, rows, labels, seed)
+    drift, drift_note = _drift(model, rows, ref, names)
+    acc, acc_note, periods, periods_note = _accuracy(model, base, res, rows, labels, seed, times)
     flagged, threshold = _flagged(res, ref)
     probed, probe_note = _probe(model, rows, reference, res, ref, (flagged, threshold), *probe_budget, seed)
     return {
+        "periods": periods,
+        "periods_note": periods_note,
         "gamma_map": gmap,
         "gamma_map_note": gmap_note,
         # the reference's own Gamma Map, drawn beside the live one (a classifier's reference keeps it)
@@ -249,25 +358,96 @@ def _gamma_map(model: OnnxModel, res: ScoreResult) -> tuple[GammaMap | None, str
     return gamma_map(res.probability[ok], res.gamma[ok]), ""
 
 
-def _drift(model: OnnxModel, rows: Rows, ref: Reference | None) -> tuple[tuple[InputDrift, ...], str]:
-    if ref is None or ref.feature_sample.shape[0] < 10:
+def _drift(
+    model: OnnxModel, rows: Rows, ref: Reference | None, names: Sequence[str]
+) -> tuple[tuple[InputDrift, ...], str]:
+    from monitor.drift.categories import held_columns, held_element_names
+
+    if ref is None:
+        return (), "no per-input drift: no reference to compare the inputs with"
+    if ref.feature_sample.shape[0] < 10:
         return (), "no per-input drift: the reference keeps no feature sample"
-    return input_drift(rows.x, ref.feature_sample, ref.feature_names or model.signature.features), ""
+    cats = {} if rows.held is None else held_columns(rows.held.values, held_element_names(model.signature))
+    drift = input_drift(rows.x, ref.feature_sample, names, cats, ref.held_tables)
+    missing = sorted(set(cats) - set(ref.held_tables))
+    note = (
+        f"no category test for {', '.join(missing)}: the reference keeps no count table of them (rebuild it with "
+        "`harmonic-monitor reference`)"
+        if missing
+        else ""
+    )
+    return drift, note
 
 
 def _accuracy(
-    model: OnnxModel, base: Baseline, res: ScoreResult, rows: Rows, labels: Any, seed: int
-) -> tuple[AccuracyEstimate | None, str]:
+    model: OnnxModel,
+    base: Baseline,
+    res: ScoreResult,
+    rows: Rows,
+    labels: Any,
+    seed: int,
+    times: NDArray[np.float64] | None,
+) -> tuple[AccuracyEstimate | None, str, tuple[PeriodEstimate, ...], str]:
+    """The estimate over all the events and per period; labels with gaps (NaN, None) give the realized accuracy
+    of the labelled events only."""
     if model.kind != "classifier":
-        return None, "no accuracy estimate: accuracy estimation is for classifiers"
+        why = "no accuracy estimate: accuracy estimation is for classifiers"
+        return None, why, (), why
     if base.fit is None:
-        return None, (
+        why = (
             "no accuracy estimate: the reference holds no fitted estimator (build it with labels: "
             "`harmonic-monitor reference --labels`, or monitor.reference(..., labels=y))"
         )
-    y = None if labels is None else np.asarray(labels).reshape(-1)
-    acc = accuracy_from_scores(base.fit, res, model, rows, y, seed=seed)
-    return acc, "no labels: realized accuracy not shown" if acc.realized is None else ""
+        return None, why, (), why
+    y, known = _labels(labels, len(rows))
+    acc = accuracy_from_scores(base.fit, res, model, rows, y if known is None else None, seed=seed)
+    correct = None
+    if y is not None:
+        from monitor.offline.estimate import predicted_values
+        from monitor.offline.rows import int_labels
+
+        mask = np.ones(len(rows), bool) if known is None else known
+        correct = np.full(len(rows), np.nan)
+        if mask.any():
+            correct[mask] = (predicted_values(model, rows)[mask] == int_labels(y[mask])).astype(np.float64)
+        if known is not None:
+            ok = np.isfinite(correct) & res.valid
+            acc = dataclasses.replace(
+                acc, realized=float(correct[ok].mean()) if ok.any() else None, n_labelled=int(ok.sum())
+            )
+    periods = period_estimates(base.fit, res, correct, times, method=acc.method, seed=seed)
+    if acc.realized is None:
+        note = "no labels: realized accuracy not shown"
+    elif known is not None:
+        note = f"labels for {acc.n_labelled} of {len(rows)} events: the realized accuracy covers those only"
+    else:
+        note = ""
+    unlabelled = sum(1 for p in periods if p.realized is None)
+    pnote = (
+        f"{unlabelled} of {len(periods)} periods have no labels: no realized accuracy there"
+        if y is not None and unlabelled
+        else ""
+    )
+    return acc, note, periods, pnote
+
+
+def _labels(labels: Any, n: int) -> tuple[NDArray[Any] | None, NDArray[np.bool_] | None]:
+    """The labels, and where some are missing (NaN, None) the mask of the known ones (None: all known)."""
+    if labels is None:
+        return None, None
+    y = np.asarray(labels).reshape(-1)
+    if y.shape[0] != n:
+        raise DataError(f"labels: {y.shape[0]} values for {n} events; give one class per event (NaN: unlabelled)")
+    if y.dtype.kind == "f":
+        known = np.isfinite(y)
+    elif y.dtype.kind == "O":
+        known = np.array([v is not None and not (isinstance(v, float) and v != v) for v in y.tolist()], bool)
+    else:
+        return y, None
+    if known.all():
+        return (y.astype(np.int64) if y.dtype.kind == "f" else y), None
+    filled = np.where(known, y, 0)
+    return (filled.astype(np.int64) if y.dtype.kind == "f" else filled), known
 
 
 def _flagged(res: ScoreResult, ref: Reference | None) -> tuple[NDArray[np.intp], float]:
@@ -352,54 +532,35 @@ def _series(
     return SignalSeries(name, np.asarray(xs), np.asarray(ys), lo, med, hi, time)
 
 
-def input_drift(
-    x: NDArray[np.float64], reference_sample: NDArray[np.float64], names: Sequence[str]
-) -> tuple[InputDrift, ...]:
-    """Per input element, the two-sided KS distance between ``x`` (N, D) and the reference sample (m, D), with
-    Benjamini–Hochberg adjusted p-values (as the per-feature drift detector tests a window).
-
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> d = input_drift(rng.normal(size=(500, 2)) + [0.0, 1.0], rng.normal(size=(500, 2)), ["a", "b"])
-    >>> [(v.name, v.moved) for v in d]
-    [('a', False), ('b', True)]
-    """
-    from monitor.drift.base import ks_two_sample
-    from monitor.drift.calibrate import benjamini_hochberg
-
-    stats, ps = [], []
-    for j in range(x.shape[1]):
-        col = x[:, j][np.isfinite(x[:, j])]
-        d, p = ks_two_sample(col, np.sort(reference_sample[:, j]), "two-sided")
-        stats.append(d)
-        ps.append(p)
-    adjusted = benjamini_hochberg(np.asarray(ps, dtype=np.float64)) if ps else np.zeros(0)
-    return tuple(
-        InputDrift(
-            str(names[j]) if j < len(names) else f"x[{j}]",
-            float(stats[j]),
-            float(adjusted[j]),
-            bool(adjusted[j] < DRIFT_ALPHA),
-            float(np.nanmean(x[:, j])),
-            float(np.mean(reference_sample[:, j])),
-        )
-        for j in range(x.shape[1])
-    )
-
-
-def _spans(tl: ReplayTimeline, segments: Sequence[str] | None, n_lines: int) -> tuple[VerdictSpan, ...]:
-    """Each segment's verdicts as consecutive spans over the log's lines (stable until its first change)."""
-    segs = sorted({str(c.get("segment", "other")) for c in tl.changes} | set(segments or ()))
+def _spans(
+    tl: ReplayTimeline,
+    segments: Sequence[str] | None,
+    n_lines: int,
+    lines: NDArray[np.int64] | None = None,
+    times: NDArray[np.float64] | None = None,
+) -> tuple[VerdictSpan, ...]:
+    """Each segment's verdicts as consecutive spans over the log's lines (stable until its first change), with
+    each span's event times where the events carry them (the time of the first event at or after its line)."""
+    segs = sorted({str(c.get("segment", "other")) for c in tl.changes} | set(segments or ())) or ["other"]
     out: list[VerdictSpan] = []
     end_line = max(n_lines, tl.events)
+
+    def at_time(line: int) -> float:
+        if times is None:
+            return float("nan")
+        pos = np.arange(times.size) if lines is None else lines
+        k = min(int(np.searchsorted(pos, line)), times.size - 1)
+        return float(times[k])
+
     for seg in segs:
         start, verdict, fired, feats = 0, "stable", (), ()
         for c in sorted(
             (c for c in tl.changes if str(c.get("segment", "other")) == seg), key=lambda c: int(c["index"])
         ):
             at = int(c["index"])
-            out.append(VerdictSpan(seg, verdict, start, at, tuple(fired), tuple(feats)))
+            out.append(VerdictSpan(seg, verdict, start, at, tuple(fired), tuple(feats), at_time(start), at_time(at)))
             start, verdict = at, str(c["verdict"])
             fired, feats = tuple(c.get("detectors", ())), tuple(c.get("features", ()))
-        out.append(VerdictSpan(seg, verdict, start, end_line, tuple(fired), tuple(feats)))
+        last = float(times.max()) if times is not None else float("nan")
+        out.append(VerdictSpan(seg, verdict, start, end_line, tuple(fired), tuple(feats), at_time(start), last))
     return tuple(s for s in out if s.end > s.start or s.end == s.start == end_line == 0)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from monitor.offline.results import AccuracyEstimate, ScoreTable, Yardstick
 
 #: the section ids, in page order
-SECTIONS = ("verdicts", "signals", "gammamap", "drift", "accuracy", "probes")
+SECTIONS = ("summary", "verdicts", "signals", "gammamap", "drift", "accuracy", "probes")
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,14 @@ class SignalSeries:
 
 @dataclass(frozen=True)
 class InputDrift:
-    """One input element: its name, the KS distance D between the events and the reference sample, the
-    Benjamini–Hochberg adjusted p-value, and whether it moved (adjusted p below the report's ``DRIFT_ALPHA``)."""
+    """One input element: its name, the test's effect size between the events and the reference (a number: the KS
+    distance D against the reference's feature sample; a category: the total variation distance against the
+    reference's count table, tested by chi-square), the Benjamini–Hochberg adjusted p-value, and whether it moved
+    (adjusted p below the report's ``DRIFT_ALPHA``).
+
+    ``bins`` with ``reference_share`` and ``live_share``: the two distributions side by side — a number's histogram
+    over ``len(bins) − 1`` common bins (``bins`` its edges, raw units), a category's share per category (``bins`` the
+    category names, the reference's rarer ones and the unseen ones under ``other``)."""
 
     name: str
     statistic: float
@@ -48,6 +54,29 @@ class InputDrift:
     moved: bool
     live_mean: float
     reference_mean: float
+    kind: str = "numeric"
+    test: str = "KS"
+    bins: tuple[float | str, ...] = ()
+    reference_share: tuple[float, ...] = ()
+    live_share: tuple[float, ...] = ()
+    live_median: float = float("nan")
+    reference_median: float = float("nan")
+
+
+@dataclass(frozen=True)
+class PeriodEstimate:
+    """The performance estimate of one period of the events (``start``–``end``: epoch seconds on an event-time axis,
+    else the events' 0-based positions), its interval, and the realized value where the period's events are labelled
+    (None otherwise)."""
+
+    start: float
+    end: float
+    n: int
+    estimate: float
+    lower: float
+    upper: float
+    realized: float | None = None
+    n_labelled: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,6 +89,9 @@ class VerdictSpan:
     end: int
     detectors: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
+    #: the span's first and last event time (epoch seconds), NaN where the events carry none
+    t_start: float = float("nan")
+    t_end: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -97,6 +129,13 @@ class ReportData:
     reference_gamma_map: GammaMap | None = None
     #: invalid lines refused for one input's value: ``"feature: problem"`` → lines
     invalid_inputs: Mapping[str, int] = field(default_factory=dict)
+    #: the performance estimate per period (on the signals' time axis), or why there is none
+    periods: tuple[PeriodEstimate, ...] = ()
+    periods_note: str = ""
+    #: ``"time"`` where the events carry event times (timestamps, or a DataFrame's DatetimeIndex), else ``"line"``
+    axis: str = "line"
+    #: the names the inputs are shown by, in the model's element order
+    feature_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

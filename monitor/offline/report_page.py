@@ -8,20 +8,36 @@ a table of the same numbers, or a paragraph ``class="empty"`` saying why there i
 
 from __future__ import annotations
 
-import html
 import math
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from monitor.gammamap import render_svg
+from monitor.offline.report_page_inputs import inputs_section, periods_chart, summary
+from monitor.offline.report_svg import (
+    _B,
+    _H,
+    _L,
+    _R,
+    _T,
+    _W,
+    VERDICT_COLOURS,
+    _e,
+    _g,
+    _num,
+    _svg_open,
+    _ticks,
+    _time_axis,
+    _utc,
+    _x_axis,
+    time_range,
+)
 
 if TYPE_CHECKING:
-    from monitor.offline.report_data import InputDrift, ReportData, SignalSeries, VerdictSpan
+    from monitor.offline.report_data import ReportData, SignalSeries, VerdictSpan
 
-VERDICT_COLOURS = {"stable": "#4caf50", "input-shift": "#ffb300", "harmful-shift": "#d32f2f"}
-_W, _H = 760, 220
-_L, _R, _T, _B = 70, 20, 20, 36
+#: threshold rows of the probe table (the smallest ε* first)
+THRESHOLD_ROWS = 40
 
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:900px;color:#222}
@@ -31,20 +47,10 @@ td,th{border:1px solid #ddd;padding:3px 8px;text-align:right} th{background:#f5f
 p.empty{color:#777;font-style:italic} svg{display:block;max-width:100%;height:auto}
 .legend span{display:inline-block;margin-right:14px;font-size:12px}
 .legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle}
+.grid{display:grid;grid-template-columns:1fr 1fr;gap:8px} figure{margin:6px 0}
+#summary{background:#fafafa;border:1px solid #ddd;padding:4px 14px} #summary li{margin:4px 0;font-size:14px}
+.v{color:white;padding:0 5px;border-radius:3px}
 """
-
-
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def _num(v: float) -> str:
-    """A value for a ``data-*`` attribute: exact (repr), 'nan' for NaN."""
-    return repr(float(v))
-
-
-def _g(v: float, digits: int = 3) -> str:
-    return "–" if not math.isfinite(v) else f"{v:.{digits}g}"
 
 
 def render_page(data: ReportData) -> str:
@@ -62,6 +68,7 @@ def render_page(data: ReportData) -> str:
         + (f' · <span id="invalid">invalid lines by reason: {_e(invalid)}</span>' if invalid else "")
         + (f' · <span id="invalid-inputs">invalid values by input: {_e(by_input)}</span>' if by_input else "")
         + "</p>",
+        _section("summary", "Summary", summary(data)),
         _section("verdicts", "Verdict timeline per segment", _verdicts(data)),
         _section(
             "signals",
@@ -71,8 +78,8 @@ def render_page(data: ReportData) -> str:
             _signals(data),
         ),
         _section("gammamap", "Gamma Map", _gammamap(data)),
-        _section("drift", "Per-input drift", _drift(data)),
-        _section("accuracy", "Label-free accuracy estimate", _accuracy(data)),
+        _section("drift", "Per-input drift: reference against the events", inputs_section(data)),
+        _section("accuracy", "Estimated performance per period", periods_chart(data) + _accuracy(data)),
         _section("probes", "Probe profile of the flagged events", _probes(data)),
         "</body></html>",
     ]
@@ -87,14 +94,6 @@ def _empty(note: str) -> str:
     return f'<p class="empty">{_e(note)}</p>'
 
 
-def _svg_open(width: int, height: int, label: str) -> str:
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'font-family="sans-serif" font-size="11" role="img" aria-label="{_e(label)}">'
-        f'<rect width="{width}" height="{height}" fill="white"/>'
-    )
-
-
 # ------------------------------------------------------------------------------------------------------------ verdicts
 
 
@@ -105,43 +104,97 @@ def _verdicts(data: ReportData) -> str:
     segments = list(dict.fromkeys(s.segment for s in spans))
     row_h = 26
     height = _T + row_h * max(len(segments), 1) + _B
-    end = max([s.end for s in spans] + [1])
-    sx = (_W - _L - _R) / end
+    timed = data.axis == "time" and all(math.isfinite(s.t_start) and math.isfinite(s.t_end) for s in spans) and spans
+    if timed:
+        t0, t1 = time_range(data) or (0.0, 1.0)
+        sx = (_W - _L - _R) / (t1 - t0)
+        place = [(_L + (s.t_start - t0) * sx, (s.t_end - s.t_start) * sx) for s in spans]
+        label, fmt = _time_axis(t0, t1)
+        lo, hi = 0.0, t1 - t0
+    else:
+        end = max([s.end for s in spans] + [1])
+        sx = (_W - _L - _R) / end
+        place = [(_L + s.start * sx, (s.end - s.start) * sx) for s in spans]
+        label, fmt, lo, hi = "line of the event log", None, 0.0, float(end)
     out = [_svg_open(_W, height, "verdict timeline")]
     for k, seg in enumerate(segments):
         y = _T + k * row_h
         out.append(f'<text x="{_L - 6}" y="{y + 16}" text-anchor="end">{_e(seg)}</text>')
-        for s in (s for s in spans if s.segment == seg):
-            out.append(_span_rect(s, _L + s.start * sx, y, max((s.end - s.start) * sx, 1.0), row_h - 6))
-    _x_axis(out, 0.0, float(end), height - _B + 4, "line of the event log")
+        for s, (x, w) in zip(spans, place, strict=True):
+            if s.segment == seg:
+                out.append(_span_rect(s, x, y, max(w, 1.0), row_h - 6))
+    _x_axis(out, lo, hi, height - _B + 4, label, fmt)
     out.append("</svg>")
     legend = '<p class="legend">' + "".join(
         f'<span><i style="background:{c}"></i>{_e(v)}</span>' for v, c in VERDICT_COLOURS.items()
     )
     legend += "</p>"
     rows = "".join(
-        f'<tr><td class="l">{_e(c.get("segment", ""))}</td><td>{int(c["index"])}</td><td class="l">'
+        f'<tr><td class="l">{_e(c.get("segment", ""))}</td><td class="l">{_when(c)}</td><td class="l">'
         f'{_e(c.get("previous", ""))} → {_e(c["verdict"])}</td><td class="l">{_e(", ".join(c.get("detectors", ())))}'
         f'</td><td class="l">{_e(", ".join(c.get("features", ())))}</td></tr>'
         for c in data.timeline.changes
     )
     table = (
-        '<table><tr><th class="l">segment</th><th>line</th><th class="l">verdict</th><th class="l">detectors fired'
-        f'</th><th class="l">inputs moved</th></tr>{rows}</table>'
+        '<table><tr><th class="l">segment</th><th class="l">when</th><th class="l">verdict</th><th class="l">'
+        f'detectors fired</th><th class="l">inputs moved</th></tr>{rows}</table>'
         if rows
         else _empty(f"no verdict change: every segment stayed stable over {data.timeline.events} events")
     )
-    alerts = len(data.timeline.alerts)
     if data.replay_batch:
         table += (
             f'<p class="meta">Replayed here in micro-batches of {data.replay_batch} events: a change is placed within '
             f"{data.replay_batch} events of the event that decided it.</p>"
         )
-    return "".join(out) + legend + table + f'<p class="meta">{alerts} alert transition(s) in the replay.</p>'
+    return "".join(out) + legend + table + _crossings(data) + _alerts(data)
+
+
+def _when(entry: Mapping[str, Any]) -> str:
+    """An entry's event time (UTC) and line, or the line alone."""
+    ts = entry.get("ts")
+    line = f"line {int(entry['index'])}"
+    if isinstance(ts, (int, float)) and math.isfinite(float(ts)) and float(ts) > 0:
+        return f"{_utc(float(ts))} UTC ({line})"
+    return line
+
+
+def _crossings(data: ReportData) -> str:
+    """Each detector turning on or off, which the verdict changes alone do not show (a detector joining a verdict
+    that is already raised)."""
+    assert data.timeline is not None
+    cs = data.timeline.crossings
+    if not cs:
+        return ""
+    rows = "".join(
+        f'<tr><td class="l">{_e(c.get("segment", ""))}</td><td class="l">{_when(c)}</td><td class="l">'
+        f'{_e(c.get("detector", ""))}</td><td class="l">{_e(c.get("state", ""))}</td></tr>'
+        for c in cs[:40]
+    )
+    more = f'<p class="meta">and {len(cs) - 40} more detector crossings.</p>' if len(cs) > 40 else ""
+    return (
+        '<details><summary>Detectors turning on and off</summary><table id="crossings"><tr><th class="l">segment</th>'
+        f'<th class="l">when</th><th class="l">detector</th><th class="l">state</th></tr>{rows}</table>{more}</details>'
+    )
+
+
+def _alerts(data: ReportData) -> str:
+    assert data.timeline is not None
+    alerts = data.timeline.alerts
+    if not alerts:
+        return '<p class="meta" id="alerts">No alert transition in the replay.</p>'
+    items = "".join(
+        f"<li>{_when(a)}: <b>{_e(a.get('alertname', 'alert'))}</b> {_e(a.get('state', ''))} "
+        f"(segment {_e(a.get('segment', ''))}, verdict {_e(a.get('verdict', ''))})</li>"
+        for a in alerts[:20]
+    )
+    more = f"<li>and {len(alerts) - 20} more</li>" if len(alerts) > 20 else ""
+    return f'<p class="meta">{len(alerts)} alert transition(s) in the replay:</p><ul id="alerts">{items}{more}</ul>'
 
 
 def _span_rect(s: VerdictSpan, x: float, y: float, w: float, h: float) -> str:
     tip = f"{s.segment}: {s.verdict} from line {s.start} to {s.end}"
+    if math.isfinite(s.t_start) and math.isfinite(s.t_end):
+        tip += f" ({_utc(s.t_start)} – {_utc(s.t_end)} UTC)"
     if s.detectors:
         tip += f"; detectors fired: {', '.join(s.detectors)}"
     return (
@@ -152,29 +205,6 @@ def _span_rect(s: VerdictSpan, x: float, y: float, w: float, h: float) -> str:
     )
 
 
-def _x_axis(
-    out: list[str], lo: float, hi: float, y: float, label: str, fmt: Callable[[float], str] | None = None
-) -> None:
-    out.append(f'<line x1="{_L}" y1="{y}" x2="{_W - _R}" y2="{y}" stroke="#888"/>')
-    for t in _ticks(lo, hi):
-        x = _L + (t - lo) / (hi - lo or 1.0) * (_W - _L - _R)
-        text = _g(t, 4) if fmt is None else fmt(t)
-        out.append(f'<text x="{x:.1f}" y="{y + 13}" text-anchor="middle" font-size="10">{_e(text)}</text>')
-    out.append(f'<text x="{(_L + _W - _R) / 2:.0f}" y="{y + 28}" text-anchor="middle">{_e(label)}</text>')
-
-
-def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
-        return [lo] if math.isfinite(lo) else []
-    step = 10 ** math.floor(math.log10((hi - lo) / n))
-    for m in (1, 2, 5, 10):
-        if (hi - lo) / (step * m) <= n:
-            step *= m
-            break
-    first = math.ceil(lo / step) * step
-    return [first + k * step for k in range(int((hi - first) / step) + 1)]
-
-
 # ------------------------------------------------------------------------------------------------------------ signals
 
 
@@ -182,45 +212,33 @@ def _signals(data: ReportData) -> str:
     shown = [s for s in data.signals if s.mean.size]
     if not shown:
         return _empty("no signals: no event could be scored")
-    parts = [_signal_svg(s, data.n_lines) for s in shown]
+    parts = [_signal_svg(s, data.n_lines, time_range(data)) for s in shown]
+    medians = {s.signal: s.ref_median for s in data.signals}
     rows = "".join(
         f'<tr><td class="l">{_e(y.signal)}</td><td>{_g(y.live)}</td><td>{_g(y.reference)}</td><td>{_g(y.ratio, 2)}×</td>'
-        f"<td>p{y.percentile:.0f}</td></tr>"
+        f"<td>{_g(medians.get(y.signal, float('nan')))}</td><td>p{y.percentile:.0f}</td></tr>"
         for y in data.yardstick
     )
     table = (
-        '<table id="yardstick"><tr><th class="l">signal</th><th>live mean</th><th>reference mean</th><th>ratio</th>'
-        f"<th>live median at reference</th></tr>{rows}</table>"
+        '<table id="yardstick"><tr><th class="l">signal</th><th>live mean</th><th>reference mean</th><th>ratio of '
+        "means</th><th>reference median (the dashed line)</th><th>live median at reference percentile</th></tr>"
+        f"{rows}</table>"
         if rows
         else _empty("no yardstick: the reference keeps no signal samples")
     )
     return table + "".join(parts)
 
 
-def _utc(seconds: float, pattern: str = "%Y-%m-%d %H:%M:%S") -> str:
-    return datetime.fromtimestamp(seconds, tz=UTC).strftime(pattern)
-
-
-def _time_axis(start: float, end: float) -> tuple[str, Callable[[float], str]]:
-    """The x axis label and tick format of an event-time axis whose x is seconds after ``start``: offsets in
-    seconds under an hour, else the UTC clock (with the day over a day)."""
-    span = end - start
-    if span < 3600:
-        return f"event time: seconds after {_utc(start)} UTC", lambda t: f"+{_g(t, 4)} s"
-    pattern = "%H:%M" if span < 86400 else "%m-%d %H:%M"
-    return f"event time (UTC, from {_utc(start)})", lambda t: _utc(start + t, pattern)
-
-
-def _signal_svg(s: SignalSeries, n_lines: int) -> str:
+def _signal_svg(s: SignalSeries, n_lines: int, axis: tuple[float, float] | None = None) -> str:
     values = [float(v) for v in s.mean] + [v for v in (s.ref_low, s.ref_high) if math.isfinite(v)]
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.08 or (abs(hi) * 0.1 or 1.0)
     lo, hi = lo - pad, hi + pad
     over_time = s.time is not None and s.time.size > 0
     if s.time is not None and over_time:  # x: seconds after the first bin's time
-        start = float(s.time.min())
+        start = float(s.time.min()) if axis is None else axis[0]
         xs = s.time - start
-        x_hi = float(max(float(xs.max()), 1e-9))
+        x_hi = float(max(float(xs.max()), 1e-9)) if axis is None else axis[1] - axis[0]
         label, fmt = _time_axis(start, start + x_hi)
     else:
         start, xs, x_hi = 0.0, s.line, float(max(n_lines - 1, 1))
@@ -244,6 +262,10 @@ def _signal_svg(s: SignalSeries, n_lines: int) -> str:
             f'<line x1="{_L}" x2="{_W - _R}" y1="{py(s.ref_median):.1f}" y2="{py(s.ref_median):.1f}" '
             'stroke="#1565c0" stroke-dasharray="4 3"/>'
         )
+        out.append(
+            f'<text x="{_W - _R - 2}" y="{py(s.ref_median) - 4:.1f}" text-anchor="end" font-size="10" fill="#1565c0">'
+            f"reference median {_g(s.ref_median)}</text>"
+        )
     pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, s.mean, strict=True))
     out.append(f'<polyline points="{pts}" fill="none" stroke="#222" stroke-width="1.5"/>')
     for k, (x, y) in enumerate(zip(xs, s.mean, strict=True)):
@@ -258,12 +280,13 @@ def _signal_svg(s: SignalSeries, n_lines: int) -> str:
     for t in _ticks(lo, hi, 4):
         out.append(f'<text x="{_L - 6}" y="{py(t) + 4:.1f}" text-anchor="end" font-size="10">{_g(t)}</text>')
     out.append(
-        f'<text x="{_L + 4}" y="{_T - 6}" font-weight="bold">{_e(s.signal)} (mean per bin; band: reference p5–p95)</text>'
+        f'<text x="{_L + 4}" y="{_T - 6}" font-weight="bold">{_e(s.signal)} (line: mean per bin; band: reference '
+        "p5–p95; dashed: reference median)</text>"
     )
     _x_axis(out, 0.0, x_hi, _H - _B + 4, label, fmt)
     out.append("</svg>")
-    axis = "time" if over_time else "line"
-    return f'<figure data-signal="{_e(s.signal)}" data-axis="{axis}">' + "".join(out) + "</figure>"
+    kind = "time" if over_time else "line"
+    return f'<figure data-signal="{_e(s.signal)}" data-axis="{kind}">' + "".join(out) + "</figure>"
 
 
 # ------------------------------------------------------------------------------------------------------------ gamma map
@@ -277,47 +300,6 @@ def _gammamap(data: ReportData) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------------ drift
-
-
-def _drift(data: ReportData) -> str:
-    if not data.drift:
-        return _empty(data.drift_note or "no per-input drift")
-    return _bars(data.drift) + _drift_table(data.drift)
-
-
-def _bars(drift: Sequence[InputDrift]) -> str:
-    bar_h = 18
-    shown = sorted(drift, key=lambda d: -d.statistic)[:40]
-    height = _T + bar_h * len(shown) + _B
-    left = 170
-    scale = (_W - left - _R) / max(max(d.statistic for d in shown), 1e-9)
-    out = [_svg_open(_W, height, "per-input KS distance")]
-    for k, d in enumerate(shown):
-        y = _T + k * bar_h
-        out.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{_e(d.name)}</text>')
-        out.append(
-            f'<rect class="point" x="{left}" y="{y + 2}" width="{max(d.statistic * scale, 1.0):.1f}" height="{bar_h - 5}" '
-            f'fill="{"#d32f2f" if d.moved else "#90a4ae"}" data-name="{_e(d.name)}" data-value="{_num(d.statistic)}" '
-            f'data-p="{_num(d.p_value)}" data-moved="{str(d.moved).lower()}"><title>{_e(d.name)}: KS D {_g(d.statistic)}, '
-            f"adjusted p {_g(d.p_value)}</title></rect>"
-        )
-    out.append(
-        f'<text x="{left}" y="{height - 10}">KS distance D against the reference sample (red: moved, adjusted p &lt; '
-        "0.01)</text></svg>"
-    )
-    return "".join(out)
-
-
-def _drift_table(drift: Sequence[InputDrift]) -> str:
-    rows = "".join(
-        f'<tr><td class="l">{_e(d.name)}</td><td>{_g(d.statistic)}</td><td>{_g(d.p_value)}</td>'
-        f"<td>{'yes' if d.moved else 'no'}</td><td>{_g(d.live_mean)}</td><td>{_g(d.reference_mean)}</td></tr>"
-        for d in sorted(drift, key=lambda d: -d.statistic)
-    )
-    return (
-        '<table><tr><th class="l">input</th><th>KS D</th><th>adjusted p</th><th>moved</th><th>live mean (raw)</th>'
-        f"<th>reference mean (raw)</th></tr>{rows}</table>"
-    )
 
 
 # ------------------------------------------------------------------------------------------------------------ accuracy
@@ -417,14 +399,38 @@ def _probes(data: ReportData) -> str:
         f'<text x="{left}" y="{height - 10}">MRI r: the share of outputs unchanged at the moderate intensity '
         "(red: below 0.9, examined further)</text></svg>"
     )
-    rows = "".join(
-        f'<tr><td class="l">{_e(t.perturbation)}</td><td class="l">{_e(t.feature)}</td><td data-value="{_num(t.result.eps_star)}">{_g(t.result.eps_star)}</td></tr>'
-        for t in pr.result.thresholds
-        if t.result.eps_star is not None
-    )
-    table = (
-        f'<table><tr><th class="l">perturbation</th><th class="l">input</th><th>ε* (standardized)</th></tr>{rows}</table>'
-        if rows
-        else _empty("no threshold crossed within the searched range")
-    )
+    table = _thresholds(data)
     return head + "".join(out) + table
+
+
+def _thresholds(data: ReportData) -> str:
+    """ε* per perturbation and input, by the input's name, in raw units beside standardized ones (the probe
+    report's ``name`` and ``eps_star_raw``)."""
+    assert data.probe is not None
+    crossed = [t for t in data.probe.report.get("thresholds", ()) if t.get("eps_star") is not None]
+    entries = sorted(crossed, key=lambda t: float(t["eps_star"]))[:THRESHOLD_ROWS]
+    names = data.feature_names
+
+    def name(t: Mapping[str, Any]) -> str:
+        f = t.get("feature")
+        if isinstance(f, int) and 0 <= f < len(names):
+            return names[f]
+        return "all inputs" if f is None else str(t.get("name") or f)
+
+    def raw(v: Any) -> str:
+        return "–" if v is None else _g(float(v))
+
+    rows = "".join(
+        f'<tr><td class="l">{_e(t.get("perturbation", ""))}</td><td class="l">{_e(name(t))}</td>'
+        f'<td data-value="{_num(float(t["eps_star"]))}">{_g(float(t["eps_star"]))}</td>'
+        f"<td>{raw(t.get('eps_star_raw'))}</td></tr>"
+        for t in entries
+    )
+    if not rows:
+        return _empty("no threshold crossed within the searched range")
+    if len(crossed) > len(entries):
+        rows += f'<tr><td class="l" colspan="4">and {len(crossed) - len(entries)} more of larger ε*</td></tr>'
+    return (
+        '<table id="thresholds"><tr><th class="l">perturbation</th><th class="l">input</th><th>ε* (standardized)</th>'
+        f"<th>ε* (raw units)</th></tr>{rows}</table>"
+    )
