@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.accuracy.estimators import SMALL_N
 from monitor.errors import DataError, MonitorError
 from monitor.gammamap import GammaMap, gamma_map
 from monitor.offline.baseline import Baseline, load_baseline
@@ -415,7 +416,7 @@ def _accuracy(
             acc = dataclasses.replace(
                 acc, realized=float(correct[ok].mean()) if ok.any() else None, n_labelled=int(ok.sum())
             )
-    periods = period_estimates(base.fit, res, correct, times, method=acc.method, seed=seed)
+    periods = period_estimates(base.fit, res, correct, times, method=acc.method, seed=seed, inputs=rows.x)
     if acc.realized is None:
         note = "no labels: realized accuracy not shown"
     elif known is not None:
@@ -428,6 +429,11 @@ def _accuracy(
         if y is not None and unlabelled
         else ""
     )
+    if not periods:
+        pnote = (
+            f"no estimate per period: each period needs at least {SMALL_N} scored events "
+            f"({int(res.valid.sum())} here); an estimate of fewer is mostly noise"
+        )
     return acc, note, periods, pnote
 
 

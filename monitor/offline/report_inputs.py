@@ -145,14 +145,6 @@ def _categorical(name: str, live: NDArray[np.str_], table: Mapping[str, int]) ->
     return fields, p
 
 
-def period_cuts(n: int, times: NDArray[np.float64] | None) -> list[NDArray[np.intp]]:
-    """The events cut into at most ``PERIODS`` periods of consecutive events (in event-time order where there are
-    times), each of at least ``MIN_PERIOD_EVENTS`` events (one period when there are fewer)."""
-    order = np.arange(n) if times is None else np.argsort(times, kind="stable")
-    k = max(1, min(PERIODS, n // MIN_PERIOD_EVENTS))
-    return [b for b in np.array_split(order, k) if b.size]
-
-
 def period_estimates(
     fit: EstimatorFit,
     res: ScoreResult,
@@ -161,35 +153,45 @@ def period_estimates(
     *,
     method: str | None,
     seed: int,
+    inputs: NDArray[np.float64] | None = None,
 ) -> tuple[PeriodEstimate, ...]:
-    """The label-free estimate per period (:func:`period_cuts`) with its interval, and the realized accuracy of
-    the period's labelled events (``correct``: 1/0 per event, NaN where unlabelled)."""
-    from monitor.accuracy import estimate
+    """The label-free estimate per period (consecutive chunks of at least ``MIN_PERIOD_EVENTS`` events in event-time order, at most ``PERIODS``)
+    with its interval, by :func:`monitor.accuracy.periods.estimate_over_time` (the API's ``over_time`` rows), and the
+    realized accuracy of the period's labelled events (``correct``: 1/0 per event, NaN where unlabelled). A period
+    too small to estimate is left out."""
+    from monitor.accuracy.periods import estimate_over_time
 
+    n = int(res.valid.size)
+    order = np.arange(n) if times is None else np.argsort(times, kind="stable")
+    chunk = int(np.ceil(n / max(1, min(PERIODS, n // MIN_PERIOD_EVENTS)))) if n else 1
+    rows = estimate_over_time(
+        fit,
+        np.where(res.valid, res.probability, np.nan)[order],
+        res.gamma[order],
+        res.flicker[order],
+        res.p_adj[order],
+        inputs=None if inputs is None else inputs[order],
+        correct=None if correct is None else correct[order],
+        period_events=chunk,
+        method=method,
+        seed=seed,
+    )
+    where = order.astype(np.float64) if times is None else times[order]
     out = []
-    for idx in period_cuts(int(res.valid.size), times):
-        doc = estimate(
-            fit,
-            np.where(res.valid[idx], res.probability[idx], np.nan),
-            res.gamma[idx],
-            res.flicker[idx],
-            res.p_adj[idx],
-            method=method,
-            seed=seed,
-        )
-        acc = doc["accuracy"]
-        lab = np.zeros(0) if correct is None else correct[idx][np.isfinite(correct[idx]) & res.valid[idx]]
-        where = idx.astype(np.float64) if times is None else times[idx]
+    for row in rows:
+        idx = np.arange(int(row["period"]), int(row["end"]))
+        if not np.isfinite(row["estimate"]):
+            continue
         out.append(
             PeriodEstimate(
-                float(where.min()),
-                float(where.max()),
+                float(where[idx].min()),
+                float(where[idx].max()),
                 int(idx.size),
-                float(acc["estimate"]),
-                float(acc["lower"]),
-                float(acc["upper"]),
-                float(lab.mean()) if lab.size else None,
-                int(lab.size),
+                float(row["estimate"]),
+                float(row["lower"]),
+                float(row["upper"]),
+                None if row["n_labelled"] == 0 else float(row["realized"]),
+                int(row["n_labelled"]),
             )
         )
     return tuple(out)

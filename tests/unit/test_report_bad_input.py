@@ -42,7 +42,8 @@ def empty_notes(r: Report) -> str:
 def test_one_event(setup: tuple[Path, Path, Path]) -> None:
     model, ref, root = setup
     r = monitor.report(model, ref, log(root / "one.jsonl", [{"id": "a", "ts": TS, "features": [0.1, 0.2, 0.3]}]))
-    assert r.data.n_events == 1 and len(r.data.periods) == 1 and r.data.periods[0].n == 1
+    assert r.data.n_events == 1 and r.data.periods == ()
+    assert "no estimate per period: each period needs at least 30 scored events (1 here)" in r.data.periods_note
     assert '<section id="summary">' in r.html and "None" not in r.html
 
 
