@@ -102,7 +102,7 @@ def _margin(reference: ReferenceLike, s: DriftSettings) -> NDArray[np.float64] |
 
 def _gamma_ks(sample: NDArray[np.float64], ctx: SlotContext) -> KsDrift:
     s = ctx.settings
-    return KsDrift(sample, plan=ctx.plan, alpha=s.ks_alpha, min_distance=s.ks_min_distance, name=ctx.name)
+    return KsDrift(sample, plan=ctx.plan, alpha=ctx.alpha(s.ks_alpha), min_distance=s.ks_min_distance, name=ctx.name)
 
 
 def _gamma_ks_evidence(det: KsDrift, recent: Recent) -> Iterable[Evidence]:
@@ -119,7 +119,7 @@ def _flicker_rate(ref: ReferenceLike, ctx: SlotContext) -> RateTest:
         ref.flicker_var,
         ref.flicker_count,
         plan=ctx.plan,
-        alpha=s.rate_alpha,
+        alpha=ctx.alpha(s.rate_alpha),
         min_increase=s.rate_min_increase,
         name=ctx.name,
     )
@@ -136,9 +136,9 @@ def _flicker_rate_evidence(rate: RateTest, recent: Recent) -> Iterable[Evidence]
 
 
 def _per_window_test(alpha: Callable[[DriftSettings], float]) -> Callable[[SlotContext], float]:
-    """The stated rate of a window test at level ``alpha``: at most one false alarm per test, a test every
-    ``drift.every`` events."""
-    return lambda ctx: 1e6 * alpha(ctx.settings) / ctx.settings.every
+    """The stated rate of a window test at level ``alpha`` (capped by its share of the budget): at most one false
+    alarm per test, a test every ``drift.every`` events."""
+    return lambda ctx: ctx.window_rate(alpha(ctx.settings))
 
 
 def _whole(reference: ReferenceLike, s: DriftSettings) -> Any:

@@ -8,8 +8,9 @@ A :class:`DetectorSpec` says everything the verdict, the alerts and the metrics 
   an optional ``transform`` of it (1 − max-probability for a fall of confidence);
 - ``watches``: what it is calibrated on, read from the reference and the settings (None: nothing to watch here,
   e.g. a regressor's confidence), and ``build``: the detector on that;
-- ``stated_rate``: the false alarms per 10⁶ stationary events it is stated to stay under (``shares_rate``: it is a
-  sequential detector that takes an even share of ``drift.false_alarms_per_million_events``);
+- ``stated_rate``: the false alarms per 10⁶ stationary events it is stated to stay under: every detector of a
+  verdict takes an even share of ``drift.false_alarms_per_million_events`` (``shares_rate``: a sequential detector,
+  its threshold calibrated to that share; a window test's level is capped by :meth:`SlotContext.alpha`);
 - how its evidence reads: ``evidence`` (the clauses an alert's description gives when it fires), ``moved`` and
   ``names_in`` (the inputs a verdict report names, and in which of its fields), ``gauges`` (per-input gauges).
 
@@ -71,13 +72,23 @@ class SlotDetector(Protocol):
 @dataclass(frozen=True, slots=True)
 class SlotContext:
     """What one slot's detector is built with: its name, the reference and settings, the window tests' shared plan,
-    and ``rate``, each rate-sharing detector's share of ``drift.false_alarms_per_million_events``."""
+    and ``rate``, each detector's even share of ``drift.false_alarms_per_million_events`` (per 10⁶ events)."""
 
     name: str
     reference: ReferenceLike
     settings: DriftSettings
     plan: WindowPlan
     rate: float
+
+    def alpha(self, level: float) -> float:
+        """A window test's level per test: its own setting ``level``, at most what keeps it within its share of the
+        budget — a test every ``plan.every`` events false-alarms at most ``alpha`` per test (union bound over the
+        overlapping windows), ``10⁶·alpha/every`` per 10⁶ events."""
+        return min(level, self.rate * self.plan.every / 1e6)
+
+    def window_rate(self, level: float) -> float:
+        """The stated rate (per 10⁶ events) of a window test at :meth:`alpha` (``level``)."""
+        return 1e6 * self.alpha(level) / self.plan.every
 
 
 @dataclass(frozen=True, slots=True)

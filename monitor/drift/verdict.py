@@ -148,14 +148,15 @@ class VerdictEngine:
     detectors : the detector specs to build a slot from, where the reference gives them something to watch
         (default: the registered ones, :data:`monitor.drift.registry.DETECTORS`).
 
-    False alarms are stated, not tuned: ``false_alarms_per_million_events`` is the rate of the verdict's CUSUMs
-    together — the k CUSUMs in the set (γ and flicker; confidence and margin for a classifier, margin only with
-    three classes or more: a binary classifier's 1 − margin is 2·(1 − max-probability), the same exceedances) each
-    get rate/k, their thresholds calibrated on the reference (unless ``cusum_threshold`` pins them). The window
-    tests (γ KS, flicker rate) false-alarm with probability at most ``ks_alpha`` / ``rate_alpha`` per window test
-    (less with their effect-size floors), adding at most 10⁶·(ks_alpha + rate_alpha)/every per 10⁶ events; the
-    per-feature tests hold the false discovery rate across features at ``feature_alpha`` (Benjamini–Hochberg).
-    Each slot's ``stated_rate`` says its own. Measured rates: docs/BENCHMARKS.md, *Calibrated false alarms*.
+    False alarms are stated, not tuned: ``false_alarms_per_million_events`` is the rate of the verdict's detectors
+    together — each of the k slots built (CUSUMs on γ and flicker; confidence and margin for a classifier, margin
+    only with three classes or more: a binary classifier's 1 − margin is 2·(1 − max-probability), the same
+    exceedances; the window tests) gets rate/k. A CUSUM's threshold is calibrated on the reference to its share
+    (unless ``cusum_threshold`` pins it); a window test run every ``every`` events uses the level
+    min(its setting, rate/k·every/10⁶) (``ks_alpha``, ``rate_alpha``, ``feature_alpha``: the false discovery rate
+    across inputs, Benjamini–Hochberg), and every window test's null is what a *new* draw from the baseline gives
+    (two-sample tests, the range test's beta-binomial), so the share holds at any baseline size. Each slot's
+    ``stated_rate`` says its own. Measured rates: docs/BENCHMARKS.md, *Calibrated false alarms*.
 
     Raises
     ------
@@ -191,9 +192,13 @@ class VerdictEngine:
         self.settings = s
         watched = [(spec, spec.watches(reference, s)) for spec in detectors]
         watched = [(spec, w) for spec, w in watched if w is not None]
-        #: the CUSUMs share the stated false-alarm rate evenly: the verdict, their union, alarms at about that rate
+        #: every detector takes an even share of the stated false-alarm rate: the verdict, their union, alarms at
+        #: most at that rate (the CUSUMs calibrated to their share, the window tests' levels capped by theirs)
         self.cusums_sharing = sum(spec.shares_rate for spec, _ in watched)
-        rate = s.false_alarms_per_million_events / max(self.cusums_sharing, 1)
+        self.sharing = len(watched)
+        #: each detector's share of the stated rate (per 10⁶ events)
+        self.rate_share = s.false_alarms_per_million_events / max(self.sharing, 1)
+        rate = self.rate_share
         plan = WindowPlan(window=s.window, every=s.every)  # shared by every window test
         #: one slot per detector with something to watch, in the order of ``detectors``
         self.slots: tuple[DetectorSlot[Any, Any], ...] = tuple(
