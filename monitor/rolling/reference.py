@@ -48,6 +48,7 @@ def order_range(x: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np
     k = range_rank(v.shape[0])
     return v[k - 1], v[v.shape[0] - k]
 
+
 FORMAT: Final = "harmonic-monitor/reference/v1"
 
 
