@@ -1,9 +1,11 @@
-"""Stage 5b: the output-side detectors — harm evidence — as registered slots (:mod:`monitor.drift.slots`).
+"""Stage 5b: the output-side detectors as registered slots (:mod:`monitor.drift.slots`).
 
 γ and flicker each get a CUSUM (a rise in the rate of high values) and a window test (KS on γ, a rate test on
-flicker); a classifier's confidence and margin get a CUSUM on 1 − max-probability and 1 − margin (a *fall*). The
-CUSUMs share the stated false-alarm rate evenly; the window tests false-alarm with probability at most their
-``alpha`` per test, one test every ``drift.every`` events.
+flicker): role ``fragility`` — the predictions near the inputs grew fragile, which alone is not evidence that
+performance fell (a model can be fragile and right). A classifier's confidence and margin get a CUSUM on
+1 − max-probability and 1 − margin (a *fall*): role ``output``, harm evidence. Every detector takes an even share of
+the stated false-alarm rate; a window test's level per test is capped by its share (one test every ``drift.every``
+events).
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ def _whole(reference: ReferenceLike, s: DriftSettings) -> Any:
 
 GAMMA_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
     name="gamma_cusum",
-    role="output",
+    role="fragility",
     signal="gamma",
     watches=lambda r, s: r.gamma_sample,
     build=_cusum,
@@ -157,7 +159,7 @@ GAMMA_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
 )
 GAMMA_KS: DetectorSpec[NDArray[np.float64], KsDrift] = DetectorSpec(
     name="gamma_ks",
-    role="output",
+    role="fragility",
     signal="gamma",
     watches=lambda r, s: r.gamma_sample,
     build=_gamma_ks,
@@ -167,7 +169,7 @@ GAMMA_KS: DetectorSpec[NDArray[np.float64], KsDrift] = DetectorSpec(
 )
 FLICKER_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
     name="flicker_cusum",
-    role="output",
+    role="fragility",
     signal="flicker",
     watches=lambda r, s: r.flicker_sample,
     build=_cusum,
@@ -177,7 +179,7 @@ FLICKER_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
 )
 FLICKER_RATE: DetectorSpec[ReferenceLike, RateTest] = DetectorSpec(
     name="flicker_rate",
-    role="output",
+    role="fragility",
     signal="flicker",
     watches=_whole,
     build=_flicker_rate,

@@ -2,8 +2,10 @@
 
 A :class:`DetectorSpec` says everything the verdict, the alerts and the metrics need to know about one detector:
 
-- its ``name`` and ``role``: ``"output"`` (harm evidence: a firing makes the verdict ``harmful-shift``) or
-  ``"input"`` (a firing alone makes it ``input-shift``);
+- its ``name`` and ``role``: ``"output"`` (harm evidence: a firing makes the verdict ``harmful-shift``),
+  ``"fragility"`` (γ, flicker: the predictions near these inputs grew fragile — a firing alone makes the verdict
+  ``input-shift`` with fragility as its detail, never ``harmful-shift``) or ``"input"`` (a firing alone makes it
+  ``input-shift``);
 - the batch ``signal`` it is fed (``gamma``, ``flicker``, ``confidence``, ``margin``, ``features`` or ``held``), with
   an optional ``transform`` of it (1 − max-probability for a fall of confidence);
 - ``watches``: what it is calibrated on, read from the reference and the settings (None: nothing to watch here,
@@ -36,8 +38,8 @@ from monitor.drift.base import DriftState, FeatureShift, ReferenceLike, WindowPl
 if TYPE_CHECKING:
     from monitor.rolling.reference import Reference
 
-#: what a firing is evidence of: harm (``output``) or moved inputs (``input``)
-Role = Literal["output", "input"]
+#: what a firing is evidence of: harm (``output``), fragility (``fragility``: γ, flicker) or moved inputs (``input``)
+Role = Literal["output", "fragility", "input"]
 #: the batch field a detector is fed (the keywords of :meth:`~monitor.drift.verdict.VerdictEngine.update`)
 Signal = Literal["gamma", "flicker", "confidence", "margin", "features", "held"]
 #: the field of :class:`~monitor.drift.verdict.VerdictReport` that names a detector's moved inputs

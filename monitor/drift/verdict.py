@@ -2,13 +2,13 @@
 
 A label-free verdict claims only what the evidence shows:
 
-- ``harmful-shift``: output-side evidence says the model is affected — a γ detector, a flicker detector, the
-  confidence detector (a fall in max-probability) or the margin detector (a fall in top-1 minus top-2 class
-  probability) fired, or the label-free accuracy estimate is below its tolerance (``HarmonicAccuracyDrop``'s
-  condition, passed in by the caller);
-- ``input-shift``: only input-side detectors fired. The inputs moved; the monitor cannot tell from the
-  outputs whether accuracy suffered — check the accuracy estimate or delayed labels. It is *not* a claim that the
-  shift is harmless;
+- ``harmful-shift``: evidence of a loss — the confidence detector (a fall in max-probability) or the margin
+  detector (a fall in top-1 minus top-2 class probability) fired, or the label-free accuracy estimate is below its
+  tolerance (``HarmonicAccuracyDrop``'s condition, passed in by the caller, with its estimate);
+- ``input-shift``: input-side detectors fired, or the γ/flicker detectors did (**fragility**: the predictions near
+  the inputs grew fragile, named in ``fragility``), with no evidence of a loss. The inputs moved; the monitor
+  cannot tell from the outputs whether accuracy suffered — check the accuracy estimate or delayed labels. It is
+  *not* a claim that the shift is harmless;
 - ``stable``: no evidence of change in inputs or outputs — never a claim that accuracy is fine (a change of
   concept alone, P(y|x) moving while inputs and outputs do not, is invisible without labels).
 
@@ -69,6 +69,10 @@ class VerdictReport:
     out_of_range: tuple[tuple[str, float], ...] = ()
     #: (name, total variation distance) of the held inputs whose category frequencies moved
     categories: tuple[tuple[str, float], ...] = ()
+    #: the fragility detectors (γ, flicker) that fired: the predictions near the inputs grew fragile; alone, not harm
+    fragility: tuple[str, ...] = ()
+    #: the label-free accuracy estimate when it was below its tolerance (harm evidence), else None
+    accuracy_estimate: float | None = None
 
     @property
     def message(self) -> str:
@@ -88,53 +92,72 @@ class VerdictReport:
             text += "; held inputs moved: " + ", ".join(f"{n} (TV={d:.2f})" for n, d in self.categories)
         if self.out_of_range:
             text += "; outside the reference range: " + ", ".join(f"{n} ({v:.1%})" for n, v in self.out_of_range)
+        if self.accuracy_estimate is not None:
+            text += f"; estimated accuracy {self.accuracy_estimate:.3f}"
+        if self.fragility and self.verdict != Verdict.HARMFUL_SHIFT:
+            text += "; fragility rose (γ/flicker), no evidence of a loss"
         return text
 
 
-def decide_verdict(slots: Iterable[SlotState], *, accuracy_drop: bool = False, top: int = 3) -> VerdictReport:
-    """The verdict rule: harmful on output-side evidence, input-shift if only input drift fired, else stable.
+def decide_verdict(
+    slots: Iterable[SlotState],
+    *,
+    accuracy_drop: bool = False,
+    accuracy_estimate: float | None = None,
+    top: int = 3,
+) -> VerdictReport:
+    """The verdict rule: harmful on evidence of a loss, input-shift on moved inputs or fragility, else stable.
 
-    Output-side evidence is any slot of role ``output`` signalling drift, or ``accuracy_drop`` (the label-free
-    accuracy estimate's upper bound below the reference accuracy minus its tolerance; reported as
-    ``accuracy_estimate``). Input drift alone says nothing about accuracy, so it is ``input-shift``, never benign.
+    Evidence of a loss is any slot of role ``output`` signalling drift (confidence, margin), or ``accuracy_drop``
+    (the label-free accuracy estimate's upper bound below the reference accuracy minus its tolerance; reported as
+    ``accuracy_estimate``, with the estimate when given). Slots of role ``fragility`` (γ, flicker) and ``input`` say
+    the inputs moved or the predictions near them grew fragile, not that accuracy fell: ``input-shift``, never
+    benign.
 
     Parameters
     ----------
     slots : the detector slots' states (:meth:`~monitor.drift.slots.DetectorSlot.reading`), in registration order:
-        the report names the fired output detectors, then the fired input detectors, in that order. A fired input
-        slot with ``names_in`` names its first ``top`` moved inputs in that field of the report.
+        the report names the fired harm detectors, then the fragility ones, then the input ones. A fired input slot
+        with ``names_in`` names its first ``top`` moved inputs in that field of the report.
     accuracy_drop : the accuracy estimate's alert condition holds (HarmonicAccuracyDrop).
+    accuracy_estimate : the estimate behind ``accuracy_drop`` (shown in the report's message).
     top : how many moved inputs to name per slot.
 
     Examples
     --------
-    >>> quiet = SlotState(DriftState("gamma_cusum", False, 0.0, 12.0, float("nan"), 100), "output")
+    >>> quiet = SlotState(DriftState("confidence_cusum", False, 0.0, 12.0, float("nan"), 100), "output")
     >>> inputs = SlotState(DriftState("features_ks", True, 0.4, 0.1, 1e-9, 100), "input")
     >>> decide_verdict([quiet, inputs]).verdict
     <Verdict.INPUT_SHIFT: 'input-shift'>
     >>> low = SlotState(DriftState("confidence_cusum", True, 14.0, 12.0, float("nan"), 100), "output")
-    >>> decide_verdict([quiet, low, inputs]).message
+    >>> decide_verdict([low, inputs]).message
     'harmful-shift: confidence_cusum, features_ks fired'
-    >>> decide_verdict([quiet], accuracy_drop=True).message
-    'harmful-shift: accuracy_estimate fired'
+    >>> gamma = SlotState(DriftState("gamma_cusum", True, 16.0, 12.0, float("nan"), 100), "fragility")
+    >>> decide_verdict([quiet, gamma]).message
+    'input-shift: gamma_cusum fired; fragility rose (γ/flicker), no evidence of a loss'
+    >>> decide_verdict([quiet, gamma], accuracy_drop=True, accuracy_estimate=0.59).message
+    'harmful-shift: accuracy_estimate, gamma_cusum fired; estimated accuracy 0.590'
     """
     fired = [s for s in slots if s.state.drift_detected]
     harm = tuple(s.state.name for s in fired if s.role == "output")
     if accuracy_drop:
         harm += ("accuracy_estimate",)
+    fragile = tuple(s.state.name for s in fired if s.role == "fragility")
     input_fired = tuple(s.state.name for s in fired if s.role == "input")
     named: dict[ReportField, tuple[tuple[str, float], ...]] = {}
     for s in fired:
         if s.role == "input" and s.names_in is not None:
             named[s.names_in] = named.get(s.names_in, ()) + tuple((m.name, m.statistic) for m in s.moved[:top])
-    if not harm and not input_fired:
+    if not harm and not fragile and not input_fired:
         return VerdictReport(Verdict.STABLE)
     return VerdictReport(
         Verdict.HARMFUL_SHIFT if harm else Verdict.INPUT_SHIFT,
-        harm + input_fired,
+        harm + fragile + input_fired,
         named.get("top_features", ()),
         out_of_range=named.get("out_of_range", ()),
         categories=named.get("categories", ()),
+        fragility=fragile,
+        accuracy_estimate=accuracy_estimate if accuracy_drop else None,
     )
 
 
@@ -266,10 +289,12 @@ class VerdictEngine:
         """The verdict now, with the detectors that fired and the top moved features."""
         return self.assess()
 
-    def assess(self, *, accuracy_drop: bool = False) -> VerdictReport:
-        """The verdict now, with ``accuracy_drop`` (the accuracy estimate's alert condition) as output-side
-        evidence too."""
-        return decide_verdict((slot.reading() for slot in self.slots), accuracy_drop=accuracy_drop)
+    def assess(self, *, accuracy_drop: bool = False, accuracy_estimate: float | None = None) -> VerdictReport:
+        """The verdict now, with ``accuracy_drop`` (the accuracy estimate's alert condition; ``accuracy_estimate``,
+        its estimate) as harm evidence too."""
+        return decide_verdict(
+            (slot.reading() for slot in self.slots), accuracy_drop=accuracy_drop, accuracy_estimate=accuracy_estimate
+        )
 
     @property
     def verdict(self) -> Verdict:
