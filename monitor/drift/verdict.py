@@ -95,7 +95,7 @@ class VerdictReport:
         if self.accuracy_estimate is not None:
             text += f"; estimated accuracy {self.accuracy_estimate:.3f}"
         if self.fragility and self.verdict != Verdict.HARMFUL_SHIFT:
-            text += "; fragility rose (γ/flicker), no evidence of a loss"
+            text += "; fragility rose, no evidence of a loss"
         return text
 
 
@@ -134,7 +134,7 @@ def decide_verdict(
     'harmful-shift: confidence_cusum, features_ks fired'
     >>> gamma = SlotState(DriftState("gamma_cusum", True, 16.0, 12.0, float("nan"), 100), "fragility")
     >>> decide_verdict([quiet, gamma]).message
-    'input-shift: gamma_cusum fired; fragility rose (γ/flicker), no evidence of a loss'
+    'input-shift: gamma_cusum fired; fragility rose, no evidence of a loss'
     >>> decide_verdict([quiet, gamma], accuracy_drop=True, accuracy_estimate=0.59).message
     'harmful-shift: accuracy_estimate, gamma_cusum fired; estimated accuracy 0.590'
     """
