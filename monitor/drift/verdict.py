@@ -4,7 +4,8 @@ A label-free verdict claims only what the evidence shows:
 
 - ``harmful-shift``: evidence of a loss — the confidence detector (a fall in max-probability) or the margin
   detector (a fall in top-1 minus top-2 class probability) fired, or the label-free accuracy estimate is below its
-  tolerance (``HarmonicAccuracyDrop``'s condition, passed in by the caller, with its estimate);
+  tolerance (``HarmonicAccuracyDrop``'s condition, its upper bound below; or, where inputs moved, the estimate
+  itself below; passed in by the caller, with the estimate);
 - ``input-shift``: input-side detectors fired, or the γ/flicker detectors did (**fragility**: the predictions near
   the inputs grew fragile, named in ``fragility``), with no evidence of a loss. The inputs moved; the monitor
   cannot tell from the outputs whether accuracy suffered — check the accuracy estimate or delayed labels. It is
@@ -104,6 +105,7 @@ def decide_verdict(
     *,
     accuracy_drop: bool = False,
     accuracy_estimate: float | None = None,
+    estimate_fell: bool = False,
     top: int = 3,
 ) -> VerdictReport:
     """The verdict rule: harmful on evidence of a loss, input-shift on moved inputs or fragility, else stable.
@@ -120,7 +122,10 @@ def decide_verdict(
         the report names the fired harm detectors, then the fragility ones, then the input ones. A fired input slot
         with ``names_in`` names its first ``top`` moved inputs in that field of the report.
     accuracy_drop : the accuracy estimate's alert condition holds (HarmonicAccuracyDrop).
-    accuracy_estimate : the estimate behind ``accuracy_drop`` (shown in the report's message).
+    accuracy_estimate : the estimate behind ``accuracy_drop`` / ``estimate_fell`` (shown in the report's message).
+    estimate_fell : the estimate itself (not its upper bound) is below the reference accuracy minus its tolerance:
+        evidence of a loss where inputs moved or fragility rose (the inputs moved and the estimate fell), nothing
+        on its own.
     top : how many moved inputs to name per slot.
 
     Examples
@@ -137,13 +142,18 @@ def decide_verdict(
     'input-shift: gamma_cusum fired; fragility rose, no evidence of a loss'
     >>> decide_verdict([quiet, gamma], accuracy_drop=True, accuracy_estimate=0.59).message
     'harmful-shift: accuracy_estimate, gamma_cusum fired; estimated accuracy 0.590'
+    >>> decide_verdict([inputs], estimate_fell=True, accuracy_estimate=0.81).message
+    'harmful-shift: accuracy_estimate, features_ks fired; estimated accuracy 0.810'
+    >>> decide_verdict([quiet], estimate_fell=True, accuracy_estimate=0.81).verdict
+    <Verdict.STABLE: 'stable'>
     """
     fired = [s for s in slots if s.state.drift_detected]
     harm = tuple(s.state.name for s in fired if s.role == "output")
-    if accuracy_drop:
-        harm += ("accuracy_estimate",)
     fragile = tuple(s.state.name for s in fired if s.role == "fragility")
     input_fired = tuple(s.state.name for s in fired if s.role == "input")
+    lost = accuracy_drop or (estimate_fell and bool(fragile or input_fired))
+    if lost:
+        harm += ("accuracy_estimate",)
     named: dict[ReportField, tuple[tuple[str, float], ...]] = {}
     for s in fired:
         if s.role == "input" and s.names_in is not None:
@@ -157,7 +167,7 @@ def decide_verdict(
         out_of_range=named.get("out_of_range", ()),
         categories=named.get("categories", ()),
         fragility=fragile,
-        accuracy_estimate=accuracy_estimate if accuracy_drop else None,
+        accuracy_estimate=accuracy_estimate if lost else None,
     )
 
 
@@ -289,11 +299,16 @@ class VerdictEngine:
         """The verdict now, with the detectors that fired and the top moved features."""
         return self.assess()
 
-    def assess(self, *, accuracy_drop: bool = False, accuracy_estimate: float | None = None) -> VerdictReport:
+    def assess(
+        self, *, accuracy_drop: bool = False, accuracy_estimate: float | None = None, estimate_fell: bool = False
+    ) -> VerdictReport:
         """The verdict now, with ``accuracy_drop`` (the accuracy estimate's alert condition; ``accuracy_estimate``,
-        its estimate) as harm evidence too."""
+        its estimate) and ``estimate_fell`` (the estimate below tolerance: with moved inputs) as harm evidence too."""
         return decide_verdict(
-            (slot.reading() for slot in self.slots), accuracy_drop=accuracy_drop, accuracy_estimate=accuracy_estimate
+            (slot.reading() for slot in self.slots),
+            accuracy_drop=accuracy_drop,
+            accuracy_estimate=accuracy_estimate,
+            estimate_fell=estimate_fell,
         )
 
     @property

@@ -492,9 +492,10 @@ class ModelWatch:
         accuracy_drop, estimate, _ = (
             self.accuracy.condition(segment) if self.accuracy.fit is not None else (False, float("nan"), "")
         )
+        fell = self.accuracy.fit is not None and self.accuracy.fell(segment)
         quiet = self.conditions.quiet(segment, now)
         assessed = self.verdicts.assess(
-            segment, accuracy_drop=accuracy_drop, accuracy_estimate=estimate, now=now, quiet=quiet
+            segment, accuracy_drop=accuracy_drop, estimate_fell=fell, accuracy_estimate=estimate, now=now, quiet=quiet
         )
         if assessed is None:
             return  # no baseline yet (warming up): no verdict, never one against another population's baseline
