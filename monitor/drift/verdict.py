@@ -72,7 +72,8 @@ class VerdictReport:
     categories: tuple[tuple[str, float], ...] = ()
     #: the fragility detectors (γ, flicker) that fired: the predictions near the inputs grew fragile; alone, not harm
     fragility: tuple[str, ...] = ()
-    #: the label-free accuracy estimate when it was below its tolerance (harm evidence), else None
+    #: the label-free accuracy estimate of the count window where the caller has one (with a verdict that is not
+    #: stable), else None: how much accuracy the estimate sees, harm evidence or not
     accuracy_estimate: float | None = None
 
     @property
@@ -122,7 +123,8 @@ def decide_verdict(
         the report names the fired harm detectors, then the fragility ones, then the input ones. A fired input slot
         with ``names_in`` names its first ``top`` moved inputs in that field of the report.
     accuracy_drop : the accuracy estimate's alert condition holds (HarmonicAccuracyDrop).
-    accuracy_estimate : the estimate behind ``accuracy_drop`` / ``estimate_fell`` (shown in the report's message).
+    accuracy_estimate : the label-free estimate (NaN or None: none), shown in the message of a verdict that is not
+        stable, whether or not it is evidence (a confidence-based estimate cannot see every loss).
     estimate_fell : the estimate itself (not its upper bound) is below the reference accuracy minus its tolerance:
         evidence of a loss where inputs moved or fragility rose (the inputs moved and the estimate fell), nothing
         on its own.
@@ -146,6 +148,8 @@ def decide_verdict(
     'harmful-shift: accuracy_estimate, features_ks fired; estimated accuracy 0.810'
     >>> decide_verdict([quiet], estimate_fell=True, accuracy_estimate=0.81).verdict
     <Verdict.STABLE: 'stable'>
+    >>> decide_verdict([inputs], accuracy_estimate=0.99).message
+    'input-shift: features_ks fired; estimated accuracy 0.990'
     """
     fired = [s for s in slots if s.state.drift_detected]
     harm = tuple(s.state.name for s in fired if s.role == "output")
@@ -167,7 +171,9 @@ def decide_verdict(
         out_of_range=named.get("out_of_range", ()),
         categories=named.get("categories", ()),
         fragility=fragile,
-        accuracy_estimate=accuracy_estimate if lost else None,
+        accuracy_estimate=accuracy_estimate
+        if accuracy_estimate is not None and np.isfinite(accuracy_estimate)
+        else None,
     )
 
 
