@@ -12,10 +12,17 @@ over DELAY_RUNS runs. The window tests are reported as the share of window tests
 (their stated rate is α per window test), and the per-feature test as the share of windows with any moved feature
 out of 20 null features (Benjamini–Hochberg at FDR α: with no feature moved, the chance of any false discovery).
 
+The input tests (``--inputs``) on per-segment baselines of 150–5,000 rows: for each size, fresh baselines of four
+inputs (normal, skewed, heavy-tailed, bounded) and one held input; each builds a :class:`VerdictEngine` as a segment
+does, and stationary events from the same population are fed; false alarms per detector are counted against its
+stated share of ``drift.false_alarms_per_million_events`` — at the default budget (1 per 10⁶ for the verdict) and at
+a budget large enough to measure (10⁴, the window tests' own α settings raised so that the budget binds).
+
 Usage::
 
     .venv/bin/python bench/false_alarms.py            # the table in docs/BENCHMARKS.md (~4 min on 2 cores)
     .venv/bin/python bench/false_alarms.py --quick    # 10x fewer events
+    .venv/bin/python bench/false_alarms.py --inputs   # the input tests on per-segment baselines only
 """
 
 from __future__ import annotations
@@ -29,8 +36,10 @@ import numpy as np
 from machine import machine  # bench/machine.py: the script's folder is on sys.path
 from numpy.typing import NDArray
 
-from monitor.drift import Cusum, FeatureDrift, KsDrift, RateTest, WindowPlan
+from monitor.config import DriftSettings
+from monitor.drift import Cusum, FeatureDrift, KsDrift, RateTest, VerdictEngine, WindowPlan
 from monitor.drift.calibrate import HORIZON, STREAMS
+from monitor.rolling.reference import Reference
 
 REF_EVENTS = 5000
 REFS = 50
@@ -134,15 +143,68 @@ def _rate_text(alarms: int, events: int) -> str:
     return f"{alarms / events * 1e6:.2f} ({alarms} in {events / 1e6:g}M)"
 
 
+BASELINE_ROWS = (150, 300, 500, 1000, 2000, 5000)
+CITIES = np.array(["paris", "oslo", "rome", "lima", "kyiv"])
+
+
+def segment_rows(rng: np.random.Generator, n: int) -> tuple[NDArray[np.float64], NDArray[np.str_]]:
+    """``n`` events of a segment: four inputs (normal, skewed, heavy-tailed, bounded) and one held input."""
+    x = np.column_stack([rng.normal(size=n), rng.exponential(size=n), rng.standard_t(4, size=n), rng.uniform(size=n)])
+    return x, rng.choice(CITIES, size=n, p=[0.4, 0.3, 0.15, 0.1, 0.05])
+
+
+def input_false_alarms(rows: int, settings: DriftSettings, refs: int, events: int) -> dict[str, tuple[int, float]]:
+    """Per input detector: (false alarms, stated rate per 10⁶) over ``refs`` baselines of ``rows`` rows, ``events``
+    stationary events each."""
+    out: dict[str, tuple[int, float]] = {}
+    for r in range(refs):
+        rng = np.random.default_rng(10_000 * rows + r)
+        x, city = segment_rows(rng, rows)
+        ref = Reference.from_arrays(gamma=np.zeros(rows), flicker=np.zeros(rows), features=x, held={"city": city})
+        engine = VerdictEngine(ref, settings)
+        for _ in range(events // 1000):
+            y, c = segment_rows(rng, 1000)
+            engine.update(features=y, held={"city": c})
+        for slot in engine.slots:
+            if slot.role == "input":
+                alarms, _ = out.get(slot.name, (0, 0.0))
+                out[slot.name] = (alarms + slot.detector.state.alarms, slot.stated_rate)
+    return out
+
+
+def print_input_tests(scale: float) -> None:
+    refs, events = max(int(20 * scale), 4), 20_000
+    loud = DriftSettings(false_alarms_per_million_events=1e4, feature_alpha=0.9, ks_alpha=0.9)
+    print(
+        f"\nInput tests on per-segment baselines ({refs} baselines x {events:,} stationary events per size; false "
+        "alarms per 10k events, measured / stated):\n"
+    )
+    print("| baseline rows | budget / 10⁶ | features_ks | inputs_range | held_inputs | inputs_pca |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for settings in (DriftSettings(), loud):
+        for rows in BASELINE_ROWS:
+            got = input_false_alarms(rows, settings, refs, events)
+            cells = [
+                f"{got[n][0] / (refs * events) * 1e4:.3g} / {got[n][1] / 100:.3g}" if n in got else "—"
+                for n in ("features_ks", "inputs_range", "held_inputs", "inputs_pca")
+            ]
+            print(f"| {rows} | {settings.false_alarms_per_million_events:g} | {' | '.join(cells)} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rates", type=float, nargs="*", default=[1.0, 10.0, 100.0], help="per 10^6 events")
     parser.add_argument("--quick", action="store_true", help="10x fewer events")
+    parser.add_argument("--inputs", action="store_true", help="only the input tests on per-segment baselines")
     args = parser.parse_args()
     scale = 0.1 if args.quick else 1.0
     t_start = time.perf_counter()
     print(f"command: .venv/bin/python bench/false_alarms.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"machine: {machine('numpy', 'scipy')}")
+    if args.inputs:
+        print_input_tests(scale)
+        print(f"\n(total {time.perf_counter() - t_start:.0f} s)")
+        return
     print(
         f"setup: {REFS} references of {REF_EVENTS} events per cell; calibration {STREAMS} x {HORIZON} bootstrap "
         f"events; delay over {DELAY_RUNS} runs (shift after 2,000 stationary events, 10-event steps)\n"
@@ -183,6 +245,7 @@ def main() -> None:
     for alpha in (0.01, 0.05):
         hits, windows = feature_share(alpha, int(2000 * scale))
         print(f"| {alpha:g} | {hits} / {windows} | {hits / windows:.3f} |", flush=True)
+    print_input_tests(scale)
     print(f"\n(total {time.perf_counter() - t_start:.0f} s)")
 
 

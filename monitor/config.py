@@ -370,9 +370,10 @@ class DriftSettings(_Strict):
         1.0,
         gt=0,
         lt=1e5,
-        description="Stated false-alarm rate of the verdict's CUSUMs together, per 10^6 stationary events: the k "
-        "CUSUMs (gamma, flicker, confidence, margin) each get rate/k, their thresholds calibrated on the reference "
-        "(bootstrap streams); the window tests add at most 10^6*(ks_alpha + rate_alpha)/every.",
+        description="Stated false-alarm rate of each segment's verdict, every detector together, per 10^6 stationary "
+        "events of the segment: each of its k detectors gets rate/k (CUSUM thresholds calibrated on the baseline; a "
+        "window test's level per test is min(its alpha, rate/k*every/10^6)); every test's null is a new draw from "
+        "the baseline, so it holds at any baseline size.",
     )
     cusum_threshold: float | None = Field(
         None, gt=0, description="Pin the CUSUM threshold (log-likelihood units); None: calibrated for the rate above."
@@ -403,8 +404,9 @@ class DriftSettings(_Strict):
         gt=0,
         lt=1,
         description="Data quality: an input is flagged (input evidence) when at least this share of the last "
-        "drift.window events lies outside the reference's 0.1–99.9 percentiles (about 0.002 on the reference), "
-        "significantly more than on the reference (false discovery rate drift.feature_alpha across inputs).",
+        "drift.window events lies outside the reference's range (its k-th smallest to k-th largest of N rows, about "
+        "the 0.1–99.9 percentiles), significantly more than a new draw would (beta-binomial; false discovery rate "
+        "drift.feature_alpha across inputs, capped by the detector's share of the rate).",
     )
     multivariate_detector: bool = Field(
         True,

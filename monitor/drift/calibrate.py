@@ -46,6 +46,9 @@ TAIL = 40
 GROUPS = 40
 #: below this many reference values a calibration is not attempted (the detector falls back, with a warning)
 MIN_REFERENCE = 200
+#: a CUSUM is calibrated from this many reference values: its groups' resampled exceedance shares carry the small
+#: reference's uncertainty (Lorden's bound assumes the share exact, and a small reference's is not)
+MIN_CUSUM_REFERENCE = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +233,7 @@ def calibrate_cusum(
     rate is their average.
     Falls back to Lorden's bound h = ln(ARL) (the LLR CUSUM's run
     length is at least e^h when the stream's rate is at most the null rate; conservative) when the reference has
-    fewer than ``MIN_REFERENCE`` values or no value above the cutoff, with a logged warning.
+    fewer than ``MIN_CUSUM_REFERENCE`` values or no value above the cutoff, with a logged warning.
     """
     rate = rate_per_event(false_alarms_per_million)
     key = (
@@ -249,8 +252,8 @@ def calibrate_cusum(
         t0 = time.perf_counter()
         bound = math.log(1.0 / rate)
         why = ""
-        if reference_size < MIN_REFERENCE:
-            why = f"the reference has {reference_size} values (< {MIN_REFERENCE})"
+        if reference_size < MIN_CUSUM_REFERENCE:
+            why = f"the reference has {reference_size} values (< {MIN_CUSUM_REFERENCE})"
         elif p <= 0.0:
             why = "no reference value lies above the cutoff, so a stream like the reference never alarms"
         if not why:

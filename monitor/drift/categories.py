@@ -6,11 +6,11 @@ its :data:`TOP_CATEGORIES` most frequent values with their counts, and the count
 every reference row (not a sample, so a rare category is still known).
 
 :class:`CategoryDrift` keeps the last ``window`` events' categories and, every ``every`` events, compares each
-element's category frequencies with the table's: a chi-square goodness-of-fit test (reference shares with a floor of
-half an event, so a category the reference never held does not divide by zero), Benjamini–Hochberg across elements
-at ``alpha``, and an effect-size floor — the total variation distance (half the sum of absolute share differences,
-the categorical counterpart of the KS distance), less what a window of that size shows by chance on average, must
-reach ``min_distance``. It also reports, per element, the
+element's category frequencies with the table's: a two-sample chi-square test (the reference's counts are a draw
+too, so the null is what a *new* draw of the reference's law gives, and a small reference widens it; sparse cells
+merged, :func:`two_sample_p`), Benjamini–Hochberg across elements at ``alpha``, and an effect-size floor — the total
+variation distance (half the sum of absolute share differences, the categorical counterpart of the KS distance),
+less what a window and a reference of those sizes show by chance on average, must reach ``min_distance``. It also reports, per element, the
 **unseen share**: the share of the window whose value is not in the table (a category the reference never saw when
 its ``other`` count is 0). All of it is input evidence (``input-shift``), never harm by itself.
 """
@@ -184,21 +184,51 @@ class CategoryDrift(PerFeatureTest):
             seen = np.bincount(w[:, j].astype(np.intp), minlength=k)[:k].astype(np.float64)
             share = seen / m
             self._unseen[j] = share[-1]
-            # the distance minus what sampling alone gives on average (0.5·Σ E|share − expected| under the
-            # reference), so that an input of many categories is not "moved" by the noise of a finite window
-            noise = 0.5 * float(np.sqrt(2.0 / np.pi * expected * (1.0 - expected) / m).sum())
+            # the distance minus what sampling alone gives on average (0.5·Σ E|share − expected| when both the window
+            # and the reference are draws of the same law), so that an input of many categories or a small reference
+            # does not read as "moved" by noise
+            spread = expected * (1.0 - expected) * (1.0 / m + 1.0 / max(self.reference_total, 1.0))
+            noise = 0.5 * float(np.sqrt(2.0 / np.pi * spread).sum())
             self._stat[j] = max(0.0, 0.5 * float(np.abs(share - expected).sum()) - noise)
-            floor = 0.5 / max(self.reference_total, 1.0)
-            exp = np.maximum(expected, floor)
-            exp = exp / exp.sum() * m
-            stat = float(((seen - exp) ** 2 / exp).sum())
-            p[j] = float(_chi2().sf(stat, max(k - 1, 1)))
+            p[j] = two_sample_p(expected * self.reference_total, seen)
         self._flag(p, self.min_distance, event)
 
     @property
     def unseen_shares(self) -> NDArray[np.float64]:
         """(n,) per element, the window's share of values outside the reference's table at the last test."""
         return self._unseen.copy()
+
+
+#: categories with a pooled expected count below this (in the window or the reference) are merged into one cell
+MIN_EXPECTED: Final = 5.0
+
+
+def two_sample_p(reference: NDArray[np.float64], window: NDArray[np.float64]) -> float:
+    """p-value that ``window``'s category counts and the ``reference``'s are draws of the same law: Pearson's
+    chi-square on the 2 × K table (the reference is a sample too, so a small one widens the null), cells whose pooled
+    expected count falls below :data:`MIN_EXPECTED` on either side merged into one.
+
+    >>> round(two_sample_p(np.array([50.0, 50.0]), np.array([500.0, 500.0])), 3)
+    1.0
+    >>> two_sample_p(np.array([50.0, 50.0]), np.array([900.0, 100.0])) < 1e-6
+    True
+    """
+    ref, win = np.asarray(reference, dtype=np.float64), np.asarray(window, dtype=np.float64)
+    n, m = ref.sum(), win.sum()
+    if n <= 0 or m <= 0:
+        return 1.0
+    pooled = (ref + win) / (n + m)
+    small = (pooled * min(n, m)) < MIN_EXPECTED
+    if small.any():
+        ref = np.append(ref[~small], ref[small].sum())
+        win = np.append(win[~small], win[small].sum())
+        pooled = (ref + win) / (n + m)
+    keep = pooled > 0
+    ref, win, pooled = ref[keep], win[keep], pooled[keep]
+    if pooled.size < 2:
+        return 1.0
+    stat = float((((ref - n * pooled) ** 2) / (n * pooled)).sum() + (((win - m * pooled) ** 2) / (m * pooled)).sum())
+    return float(_chi2().sf(stat, pooled.size - 1))
 
 
 def _chi2() -> Any:

@@ -25,9 +25,9 @@ from monitor.drift.slots import ALERT_INPUTS, DetectorSpec, InputValues, Recent,
 
 
 def _rate(alpha: float, ctx: SlotContext) -> float:
-    """The stated rate of a window test at level (or false discovery rate) ``alpha``: at most one false alarm per
-    test, a test every ``drift.every`` events."""
-    return 1e6 * alpha / ctx.settings.every
+    """The stated rate of a window test at level (or false discovery rate) ``alpha``, capped by its share of the
+    budget (:meth:`SlotContext.alpha`): at most one false alarm per test, a test every ``drift.every`` events."""
+    return ctx.window_rate(alpha)
 
 
 def _sample(reference: ReferenceLike) -> NDArray[np.float64]:
@@ -48,7 +48,7 @@ def _features_ks(sample: NDArray[np.float64], ctx: SlotContext) -> FeatureDrift:
         sample,
         feature_names=ctx.reference.feature_names,
         plan=ctx.plan,
-        alpha=s.feature_alpha,
+        alpha=ctx.alpha(s.feature_alpha),
         min_distance=s.feature_min_distance,
         name=ctx.name,
     )
@@ -90,7 +90,7 @@ FEATURES_KS: DetectorSpec[NDArray[np.float64], FeatureDrift] = DetectorSpec(
 class _Ranges:
     low: NDArray[np.float64]
     high: NDArray[np.float64]
-    outside: NDArray[np.float64]
+    rows: int
     names: tuple[str, ...] | None
 
 
@@ -100,10 +100,10 @@ def _ranges(reference: ReferenceLike, s: DriftSettings) -> _Ranges | None:
     n = sample.shape[1] if sample.ndim == 2 else 0
     low = np.asarray(getattr(reference, "feature_low", ()), dtype=np.float64)
     high = np.asarray(getattr(reference, "feature_high", ()), dtype=np.float64)
-    outside = np.asarray(getattr(reference, "feature_outside", ()), dtype=np.float64)
-    if n == 0 or not low.size == high.size == outside.size == n:
+    rows = int(getattr(reference, "n_events", sample.shape[0] if sample.ndim == 2 else 0))
+    if n == 0 or rows < 1 or not low.size == high.size == n:
         return None
-    return _Ranges(low, high, outside, reference.feature_names)
+    return _Ranges(low, high, rows, reference.feature_names)
 
 
 def _range(r: _Ranges, ctx: SlotContext) -> RangeDrift:
@@ -113,10 +113,10 @@ def _range(r: _Ranges, ctx: SlotContext) -> RangeDrift:
     return RangeDrift(
         r.low,
         r.high,
-        r.outside,
+        r.rows,
         feature_names=names,
         plan=ctx.plan,
-        alpha=s.feature_alpha,
+        alpha=ctx.alpha(s.feature_alpha),
         min_share=s.range_min_share,
         name=ctx.name,
     )
@@ -161,7 +161,9 @@ def _tables(reference: ReferenceLike, s: DriftSettings) -> Mapping[str, Mapping[
 def _held(tables: Mapping[str, Mapping[str, int]], ctx: SlotContext) -> CategoryDrift:
     s = ctx.settings
     # a window test every `every` events, like γ's KS
-    return CategoryDrift(tables, plan=ctx.plan, alpha=s.ks_alpha, min_distance=s.feature_min_distance, name=ctx.name)
+    return CategoryDrift(
+        tables, plan=ctx.plan, alpha=ctx.alpha(s.ks_alpha), min_distance=s.feature_min_distance, name=ctx.name
+    )
 
 
 def _held_evidence(hd: CategoryDrift, recent: Recent) -> Iterable[Evidence]:
@@ -214,7 +216,9 @@ def _together(reference: ReferenceLike, s: DriftSettings) -> NDArray[np.float64]
 
 def _pca(sample: NDArray[np.float64], ctx: SlotContext) -> ReconstructionDrift:
     s = ctx.settings
-    return ReconstructionDrift(sample, plan=ctx.plan, alpha=s.ks_alpha, min_distance=s.ks_min_distance, name=ctx.name)
+    return ReconstructionDrift(
+        sample, plan=ctx.plan, alpha=ctx.alpha(s.ks_alpha), min_distance=s.ks_min_distance, name=ctx.name
+    )
 
 
 def _pca_evidence(pca: ReconstructionDrift, recent: Recent) -> Iterable[Evidence]:

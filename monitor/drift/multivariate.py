@@ -33,7 +33,8 @@ class ReconstructionDrift(SingleWindowTest):
 
     Parameters
     ----------
-    reference : (m, n) baseline rows, m >= 10, 2 <= n <= :data:`MAX_INPUTS`.
+    reference : (m, n) baseline rows, m >= 10, 2 <= n <= :data:`MAX_INPUTS`: the components are fitted on every
+        other row, the null errors are the remaining rows' (out of sample, as a new draw's are).
     plan : the window and the test cadence (default :class:`WindowPlan`'s: the last 1000 events, every 100).
     alpha, min_distance : the KS test's level and distance floor.
     name : label reported in :class:`DriftState`.
@@ -75,7 +76,7 @@ class ReconstructionDrift(SingleWindowTest):
             raise DataError("reconstruction drift baseline has NaN or infinite values")
         # fitted on half the baseline, its reference errors from the other half: out-of-sample errors, as the
         # window's are (in-sample ones would be smaller and make every window look worse)
-        fit, held_out = (ref[0::2], ref[1::2]) if ref.shape[0] >= 100 else (ref, ref)
+        fit, held_out = ref[0::2], ref[1::2]
         self.mean = fit.mean(axis=0)
         std = fit.std(axis=0)
         self.scale = np.where(std > 0, std, 1.0)

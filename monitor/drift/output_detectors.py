@@ -1,9 +1,11 @@
-"""Stage 5b: the output-side detectors — harm evidence — as registered slots (:mod:`monitor.drift.slots`).
+"""Stage 5b: the output-side detectors as registered slots (:mod:`monitor.drift.slots`).
 
 γ and flicker each get a CUSUM (a rise in the rate of high values) and a window test (KS on γ, a rate test on
-flicker); a classifier's confidence and margin get a CUSUM on 1 − max-probability and 1 − margin (a *fall*). The
-CUSUMs share the stated false-alarm rate evenly; the window tests false-alarm with probability at most their
-``alpha`` per test, one test every ``drift.every`` events.
+flicker): role ``fragility`` — the predictions near the inputs grew fragile, which alone is not evidence that
+performance fell (a model can be fragile and right). A classifier's confidence and margin get a CUSUM on
+1 − max-probability and 1 − margin (a *fall*): role ``output``, harm evidence. Every detector takes an even share of
+the stated false-alarm rate; a window test's level per test is capped by its share (one test every ``drift.every``
+events).
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def _margin(reference: ReferenceLike, s: DriftSettings) -> NDArray[np.float64] |
 
 def _gamma_ks(sample: NDArray[np.float64], ctx: SlotContext) -> KsDrift:
     s = ctx.settings
-    return KsDrift(sample, plan=ctx.plan, alpha=s.ks_alpha, min_distance=s.ks_min_distance, name=ctx.name)
+    return KsDrift(sample, plan=ctx.plan, alpha=ctx.alpha(s.ks_alpha), min_distance=s.ks_min_distance, name=ctx.name)
 
 
 def _gamma_ks_evidence(det: KsDrift, recent: Recent) -> Iterable[Evidence]:
@@ -119,7 +121,7 @@ def _flicker_rate(ref: ReferenceLike, ctx: SlotContext) -> RateTest:
         ref.flicker_var,
         ref.flicker_count,
         plan=ctx.plan,
-        alpha=s.rate_alpha,
+        alpha=ctx.alpha(s.rate_alpha),
         min_increase=s.rate_min_increase,
         name=ctx.name,
     )
@@ -136,9 +138,9 @@ def _flicker_rate_evidence(rate: RateTest, recent: Recent) -> Iterable[Evidence]
 
 
 def _per_window_test(alpha: Callable[[DriftSettings], float]) -> Callable[[SlotContext], float]:
-    """The stated rate of a window test at level ``alpha``: at most one false alarm per test, a test every
-    ``drift.every`` events."""
-    return lambda ctx: 1e6 * alpha(ctx.settings) / ctx.settings.every
+    """The stated rate of a window test at level ``alpha`` (capped by its share of the budget): at most one false
+    alarm per test, a test every ``drift.every`` events."""
+    return lambda ctx: ctx.window_rate(alpha(ctx.settings))
 
 
 def _whole(reference: ReferenceLike, s: DriftSettings) -> Any:
@@ -147,7 +149,7 @@ def _whole(reference: ReferenceLike, s: DriftSettings) -> Any:
 
 GAMMA_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
     name="gamma_cusum",
-    role="output",
+    role="fragility",
     signal="gamma",
     watches=lambda r, s: r.gamma_sample,
     build=_cusum,
@@ -157,7 +159,7 @@ GAMMA_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
 )
 GAMMA_KS: DetectorSpec[NDArray[np.float64], KsDrift] = DetectorSpec(
     name="gamma_ks",
-    role="output",
+    role="fragility",
     signal="gamma",
     watches=lambda r, s: r.gamma_sample,
     build=_gamma_ks,
@@ -167,7 +169,7 @@ GAMMA_KS: DetectorSpec[NDArray[np.float64], KsDrift] = DetectorSpec(
 )
 FLICKER_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
     name="flicker_cusum",
-    role="output",
+    role="fragility",
     signal="flicker",
     watches=lambda r, s: r.flicker_sample,
     build=_cusum,
@@ -177,7 +179,7 @@ FLICKER_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
 )
 FLICKER_RATE: DetectorSpec[ReferenceLike, RateTest] = DetectorSpec(
     name="flicker_rate",
-    role="output",
+    role="fragility",
     signal="flicker",
     watches=_whole,
     build=_flicker_rate,

@@ -2,12 +2,19 @@
 
 Input noise that costs accuracy can leave every per-feature KS distance under its floor (the distributions' centres
 stay put) while many values land beyond anything the reference held. :class:`RangeDrift` watches, per input, the share
-of the last ``window`` events outside the reference's [0.1th, 99.9th] percentiles (:data:`RANGE_QUANTILES`): about
-0.2 % on the reference itself. An input is flagged when its share is at least ``min_share`` and significantly above
-the reference's own share (one-sided binomial test, Benjamini–Hochberg across inputs at ``alpha``). The range is
-widened by :data:`RANGE_MARGIN` of its width on each side, so that values piled up at an edge (zeros, a cap) that move
-by a rounding or a small jitter do not count as outside. Input evidence
-only: it supports ``input-shift``, never ``harmful-shift`` by itself.
+of the last ``window`` events outside the reference's range: its k-th smallest to its k-th largest of N rows
+(:func:`~monitor.rolling.reference.order_range`, about the 0.1th and 99.9th percentiles; the minimum and maximum
+below 1,999 rows).
+
+The null is a **new draw's**, not the reference's own (in sample, no reference row lies outside its own min–max): for
+a continuous input, the probability that a new draw falls outside [x₍ₖ₎, x₍ₙ₊₁₋ₖ₎] is Beta(2k, N+1−2k) over the
+reference's draw (mean 2k/(N+1): 1 % at N = 200), so a window of m independent events counts K outside with the
+beta-binomial law BetaBinom(m, 2k, N+1−2k) — exact at every reference size, heavier-tailed than a binomial where N is
+small. An input is flagged when its share is at least ``min_share`` and its beta-binomial p-value, Benjamini–Hochberg
+across inputs, is below ``alpha``. Ties (a discrete input, a value piled up at an edge) make outside rarer than the
+law says (conservative); the range is also widened by :data:`RANGE_MARGIN` of its width on each side, so values at an
+edge that move by a rounding or a jitter do not count as outside. Input evidence only: it supports ``input-shift``,
+never ``harmful-shift`` by itself.
 """
 
 from __future__ import annotations
@@ -20,18 +27,32 @@ from numpy.typing import ArrayLike, NDArray
 
 from monitor.drift.base import PerFeatureTest, WindowPlan, as_rows, require
 from monitor.errors import DataError
-from monitor.rolling.reference import RANGE_QUANTILES
+from monitor.rolling.reference import order_range, range_rank
+
+reference_range = order_range
 
 
-def reference_range(x: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Per-column (low, high): the :data:`RANGE_QUANTILES` of reference rows ``x`` (N, n).
+def new_draw_outside(n_rows: int) -> tuple[float, float]:
+    """(a, b): the Beta law of the probability that a new draw lies outside the range of ``n_rows`` reference rows
+    (:func:`~monitor.rolling.reference.range_rank` k: a = 2k, b = N + 1 − 2k).
 
-    >>> low, high = reference_range(np.arange(1001.0).reshape(-1, 1))
-    >>> float(low[0]), float(high[0])
-    (1.0, 999.0)
+    >>> new_draw_outside(206)
+    (2.0, 205.0)
     """
-    q = np.quantile(np.asarray(x, dtype=np.float64), RANGE_QUANTILES, axis=0)
-    return q[0], q[1]
+    k = range_rank(n_rows)
+    return float(2 * k), float(max(n_rows + 1 - 2 * k, 1))
+
+
+def outside_p_values(outside: NDArray[np.float64], m: int, n_rows: int) -> NDArray[np.float64]:
+    """P(K >= ``outside``) per input for a window of ``m`` new draws, K ~ BetaBinom(m, a, b) (:func:`new_draw_outside`).
+
+    >>> [round(float(p), 3) for p in outside_p_values(np.array([0.0, 10.0, 30.0]), 1000, 206)]
+    [1.0, 0.415, 0.021]
+    """
+    from scipy.stats import betabinom  # on use: scipy.stats costs ~0.4 s at every command start
+
+    a, b = new_draw_outside(n_rows)
+    return np.asarray(betabinom.sf(np.asarray(outside) - 1, m, a, b), dtype=np.float64)
 
 
 #: the reference range is widened by this share of its width on each side (see :class:`RangeDrift`)
@@ -43,34 +64,35 @@ class RangeDrift(PerFeatureTest):
 
     Parameters
     ----------
-    low, high : (n,) the reference range of each input.
-    expected : (n,) each input's share outside the range on the reference (a floor of 0.002 applies).
+    low, high : (n,) the reference range of each input (:func:`reference_range` of ``reference_rows`` rows).
+    reference_rows : N, the rows the range was taken from (its null: :func:`outside_p_values`).
     feature_names : n names.
     plan : the window and the test cadence (default :class:`WindowPlan`'s: the last 1000 events, every 100).
     alpha : the false discovery rate across inputs.
     min_share : the smallest share outside that counts (an effect-size floor, 0 < min_share < 1).
     name : label reported in :class:`DriftState`.
 
-    ``statistics`` (= ``shares``) and the ``statistic`` of each input in ``moved``: its share outside the range.
+    ``statistics`` (= ``shares``) and the ``statistic`` of each input in ``moved``: its share outside the range;
+    ``expected``: a new draw's mean share outside, 2k/(N+1), the same for every input.
 
     Examples
     --------
     >>> rng = np.random.default_rng(0)
     >>> ref = rng.normal(size=(5000, 2))
     >>> low, high = reference_range(ref)
-    >>> rd = RangeDrift(low, high, np.full(2, 0.002), feature_names=["a", "b"], plan=WindowPlan(window=500, every=100))
+    >>> rd = RangeDrift(low, high, 5000, feature_names=["a", "b"], plan=WindowPlan(window=500, every=100))
     >>> rd.update(rng.normal(size=(1000, 2))).drift_detected
     False
     >>> noisy = rng.normal(size=(500, 2)) * [1.0, 2.0]
     >>> [(m.name, round(m.statistic, 2)) for m in rd.update(noisy).moved]
-    [('b', 0.12)]
+    [('b', 0.1)]
     """
 
     def __init__(
         self,
         low: ArrayLike,
         high: ArrayLike,
-        expected: ArrayLike,
+        reference_rows: int,
         *,
         feature_names: Sequence[str],
         plan: WindowPlan | None = None,
@@ -87,13 +109,15 @@ class RangeDrift(PerFeatureTest):
         # by a rounding or a jitter stay inside
         pad = RANGE_MARGIN * (hi - lo)
         self.low, self.high = lo - pad, hi + pad
-        self.expected = np.maximum(np.asarray(expected, dtype=np.float64).reshape(-1), 0.002)
+        require(reference_rows >= 1, f"reference_rows must be >= 1; got {reference_rows!r}")
+        self.reference_rows = int(reference_rows)
         n = self.low.size
+        a, b = new_draw_outside(self.reference_rows)
+        self.expected = np.full(n, a / (a + b))
         self.feature_names = tuple(str(s) for s in feature_names)
         if self.high.size != n or self.expected.size != n or len(self.feature_names) != n or n == 0:
             raise DataError(
-                f"reference range disagrees: {n} lows, {self.high.size} highs, {self.expected.size} expected shares, "
-                f"{len(self.feature_names)} names"
+                f"reference range disagrees: {n} lows, {self.high.size} highs, {len(self.feature_names)} names"
             )
         self._init_window(plan, alpha, width=n)
         self.min_share, self.name = min_share, name
@@ -120,9 +144,7 @@ class RangeDrift(PerFeatureTest):
         p = np.ones(self.n_features)
         candidates = self._stat >= self.min_share
         if candidates.any():
-            from scipy.stats import binom  # on use: scipy.stats costs ~0.4 s at every command start
-
-            p[candidates] = binom.sf(k[candidates] - 1, m, self.expected[candidates])
+            p[candidates] = outside_p_values(k[candidates], m, self.reference_rows)
         self._flag(p, self.min_share, event)
 
     @property

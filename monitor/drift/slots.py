@@ -2,14 +2,17 @@
 
 A :class:`DetectorSpec` says everything the verdict, the alerts and the metrics need to know about one detector:
 
-- its ``name`` and ``role``: ``"output"`` (harm evidence: a firing makes the verdict ``harmful-shift``) or
-  ``"input"`` (a firing alone makes it ``input-shift``);
+- its ``name`` and ``role``: ``"output"`` (harm evidence: a firing makes the verdict ``harmful-shift``),
+  ``"fragility"`` (γ, flicker: the predictions near these inputs grew fragile — a firing alone makes the verdict
+  ``input-shift`` with fragility as its detail, never ``harmful-shift``) or ``"input"`` (a firing alone makes it
+  ``input-shift``);
 - the batch ``signal`` it is fed (``gamma``, ``flicker``, ``confidence``, ``margin``, ``features`` or ``held``), with
   an optional ``transform`` of it (1 − max-probability for a fall of confidence);
 - ``watches``: what it is calibrated on, read from the reference and the settings (None: nothing to watch here,
   e.g. a regressor's confidence), and ``build``: the detector on that;
-- ``stated_rate``: the false alarms per 10⁶ stationary events it is stated to stay under (``shares_rate``: it is a
-  sequential detector that takes an even share of ``drift.false_alarms_per_million_events``);
+- ``stated_rate``: the false alarms per 10⁶ stationary events it is stated to stay under: every detector of a
+  verdict takes an even share of ``drift.false_alarms_per_million_events`` (``shares_rate``: a sequential detector,
+  its threshold calibrated to that share; a window test's level is capped by :meth:`SlotContext.alpha`);
 - how its evidence reads: ``evidence`` (the clauses an alert's description gives when it fires), ``moved`` and
   ``names_in`` (the inputs a verdict report names, and in which of its fields), ``gauges`` (per-input gauges).
 
@@ -35,8 +38,8 @@ from monitor.drift.base import DriftState, FeatureShift, ReferenceLike, WindowPl
 if TYPE_CHECKING:
     from monitor.rolling.reference import Reference
 
-#: what a firing is evidence of: harm (``output``) or moved inputs (``input``)
-Role = Literal["output", "input"]
+#: what a firing is evidence of: harm (``output``), fragility (``fragility``: γ, flicker) or moved inputs (``input``)
+Role = Literal["output", "fragility", "input"]
 #: the batch field a detector is fed (the keywords of :meth:`~monitor.drift.verdict.VerdictEngine.update`)
 Signal = Literal["gamma", "flicker", "confidence", "margin", "features", "held"]
 #: the field of :class:`~monitor.drift.verdict.VerdictReport` that names a detector's moved inputs
@@ -71,13 +74,23 @@ class SlotDetector(Protocol):
 @dataclass(frozen=True, slots=True)
 class SlotContext:
     """What one slot's detector is built with: its name, the reference and settings, the window tests' shared plan,
-    and ``rate``, each rate-sharing detector's share of ``drift.false_alarms_per_million_events``."""
+    and ``rate``, each detector's even share of ``drift.false_alarms_per_million_events`` (per 10⁶ events)."""
 
     name: str
     reference: ReferenceLike
     settings: DriftSettings
     plan: WindowPlan
     rate: float
+
+    def alpha(self, level: float) -> float:
+        """A window test's level per test: its own setting ``level``, at most what keeps it within its share of the
+        budget — a test every ``plan.every`` events false-alarms at most ``alpha`` per test (union bound over the
+        overlapping windows), ``10⁶·alpha/every`` per 10⁶ events."""
+        return min(level, self.rate * self.plan.every / 1e6)
+
+    def window_rate(self, level: float) -> float:
+        """The stated rate (per 10⁶ events) of a window test at :meth:`alpha` (``level``)."""
+        return 1e6 * self.alpha(level) / self.plan.every
 
 
 @dataclass(frozen=True, slots=True)

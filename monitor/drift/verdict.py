@@ -2,13 +2,14 @@
 
 A label-free verdict claims only what the evidence shows:
 
-- ``harmful-shift``: output-side evidence says the model is affected — a γ detector, a flicker detector, the
-  confidence detector (a fall in max-probability) or the margin detector (a fall in top-1 minus top-2 class
-  probability) fired, or the label-free accuracy estimate is below its tolerance (``HarmonicAccuracyDrop``'s
-  condition, passed in by the caller);
-- ``input-shift``: only input-side detectors fired. The inputs moved; the monitor cannot tell from the
-  outputs whether accuracy suffered — check the accuracy estimate or delayed labels. It is *not* a claim that the
-  shift is harmless;
+- ``harmful-shift``: evidence of a loss — the confidence detector (a fall in max-probability) or the margin
+  detector (a fall in top-1 minus top-2 class probability) fired, or the label-free accuracy estimate is below its
+  tolerance (``HarmonicAccuracyDrop``'s condition, its upper bound below; or, where inputs moved, the estimate
+  itself below; passed in by the caller, with the estimate);
+- ``input-shift``: input-side detectors fired, or the γ/flicker detectors did (**fragility**: the predictions near
+  the inputs grew fragile, named in ``fragility``), with no evidence of a loss. The inputs moved; the monitor
+  cannot tell from the outputs whether accuracy suffered — check the accuracy estimate or delayed labels. It is
+  *not* a claim that the shift is harmless;
 - ``stable``: no evidence of change in inputs or outputs — never a claim that accuracy is fine (a change of
   concept alone, P(y|x) moving while inputs and outputs do not, is invisible without labels).
 
@@ -69,6 +70,11 @@ class VerdictReport:
     out_of_range: tuple[tuple[str, float], ...] = ()
     #: (name, total variation distance) of the held inputs whose category frequencies moved
     categories: tuple[tuple[str, float], ...] = ()
+    #: the fragility detectors (γ, flicker) that fired: the predictions near the inputs grew fragile; alone, not harm
+    fragility: tuple[str, ...] = ()
+    #: the label-free accuracy estimate of the count window where the caller has one (with a verdict that is not
+    #: stable), else None: how much accuracy the estimate sees, harm evidence or not
+    accuracy_estimate: float | None = None
 
     @property
     def message(self) -> str:
@@ -88,53 +94,86 @@ class VerdictReport:
             text += "; held inputs moved: " + ", ".join(f"{n} (TV={d:.2f})" for n, d in self.categories)
         if self.out_of_range:
             text += "; outside the reference range: " + ", ".join(f"{n} ({v:.1%})" for n, v in self.out_of_range)
+        if self.accuracy_estimate is not None:
+            text += f"; estimated accuracy {self.accuracy_estimate:.3f}"
+        if self.fragility and self.verdict != Verdict.HARMFUL_SHIFT:
+            text += "; fragility rose, no evidence of a loss"
         return text
 
 
-def decide_verdict(slots: Iterable[SlotState], *, accuracy_drop: bool = False, top: int = 3) -> VerdictReport:
-    """The verdict rule: harmful on output-side evidence, input-shift if only input drift fired, else stable.
+def decide_verdict(
+    slots: Iterable[SlotState],
+    *,
+    accuracy_drop: bool = False,
+    accuracy_estimate: float | None = None,
+    estimate_fell: bool = False,
+    top: int = 3,
+) -> VerdictReport:
+    """The verdict rule: harmful on evidence of a loss, input-shift on moved inputs or fragility, else stable.
 
-    Output-side evidence is any slot of role ``output`` signalling drift, or ``accuracy_drop`` (the label-free
-    accuracy estimate's upper bound below the reference accuracy minus its tolerance; reported as
-    ``accuracy_estimate``). Input drift alone says nothing about accuracy, so it is ``input-shift``, never benign.
+    Evidence of a loss is any slot of role ``output`` signalling drift (confidence, margin), or ``accuracy_drop``
+    (the label-free accuracy estimate's upper bound below the reference accuracy minus its tolerance; reported as
+    ``accuracy_estimate``, with the estimate when given). Slots of role ``fragility`` (γ, flicker) and ``input`` say
+    the inputs moved or the predictions near them grew fragile, not that accuracy fell: ``input-shift``, never
+    benign.
 
     Parameters
     ----------
     slots : the detector slots' states (:meth:`~monitor.drift.slots.DetectorSlot.reading`), in registration order:
-        the report names the fired output detectors, then the fired input detectors, in that order. A fired input
-        slot with ``names_in`` names its first ``top`` moved inputs in that field of the report.
+        the report names the fired harm detectors, then the fragility ones, then the input ones. A fired input slot
+        with ``names_in`` names its first ``top`` moved inputs in that field of the report.
     accuracy_drop : the accuracy estimate's alert condition holds (HarmonicAccuracyDrop).
+    accuracy_estimate : the label-free estimate (NaN or None: none), shown in the message of a verdict that is not
+        stable, whether or not it is evidence (a confidence-based estimate cannot see every loss).
+    estimate_fell : the estimate itself (not its upper bound) is below the reference accuracy minus its tolerance:
+        evidence of a loss where inputs moved or fragility rose (the inputs moved and the estimate fell), nothing
+        on its own.
     top : how many moved inputs to name per slot.
 
     Examples
     --------
-    >>> quiet = SlotState(DriftState("gamma_cusum", False, 0.0, 12.0, float("nan"), 100), "output")
+    >>> quiet = SlotState(DriftState("confidence_cusum", False, 0.0, 12.0, float("nan"), 100), "output")
     >>> inputs = SlotState(DriftState("features_ks", True, 0.4, 0.1, 1e-9, 100), "input")
     >>> decide_verdict([quiet, inputs]).verdict
     <Verdict.INPUT_SHIFT: 'input-shift'>
     >>> low = SlotState(DriftState("confidence_cusum", True, 14.0, 12.0, float("nan"), 100), "output")
-    >>> decide_verdict([quiet, low, inputs]).message
+    >>> decide_verdict([low, inputs]).message
     'harmful-shift: confidence_cusum, features_ks fired'
-    >>> decide_verdict([quiet], accuracy_drop=True).message
-    'harmful-shift: accuracy_estimate fired'
+    >>> gamma = SlotState(DriftState("gamma_cusum", True, 16.0, 12.0, float("nan"), 100), "fragility")
+    >>> decide_verdict([quiet, gamma]).message
+    'input-shift: gamma_cusum fired; fragility rose, no evidence of a loss'
+    >>> decide_verdict([quiet, gamma], accuracy_drop=True, accuracy_estimate=0.59).message
+    'harmful-shift: accuracy_estimate, gamma_cusum fired; estimated accuracy 0.590'
+    >>> decide_verdict([inputs], estimate_fell=True, accuracy_estimate=0.81).message
+    'harmful-shift: accuracy_estimate, features_ks fired; estimated accuracy 0.810'
+    >>> decide_verdict([quiet], estimate_fell=True, accuracy_estimate=0.81).verdict
+    <Verdict.STABLE: 'stable'>
+    >>> decide_verdict([inputs], accuracy_estimate=0.99).message
+    'input-shift: features_ks fired; estimated accuracy 0.990'
     """
     fired = [s for s in slots if s.state.drift_detected]
     harm = tuple(s.state.name for s in fired if s.role == "output")
-    if accuracy_drop:
-        harm += ("accuracy_estimate",)
+    fragile = tuple(s.state.name for s in fired if s.role == "fragility")
     input_fired = tuple(s.state.name for s in fired if s.role == "input")
+    lost = accuracy_drop or (estimate_fell and bool(fragile or input_fired))
+    if lost:
+        harm += ("accuracy_estimate",)
     named: dict[ReportField, tuple[tuple[str, float], ...]] = {}
     for s in fired:
         if s.role == "input" and s.names_in is not None:
             named[s.names_in] = named.get(s.names_in, ()) + tuple((m.name, m.statistic) for m in s.moved[:top])
-    if not harm and not input_fired:
+    if not harm and not fragile and not input_fired:
         return VerdictReport(Verdict.STABLE)
     return VerdictReport(
         Verdict.HARMFUL_SHIFT if harm else Verdict.INPUT_SHIFT,
-        harm + input_fired,
+        harm + fragile + input_fired,
         named.get("top_features", ()),
         out_of_range=named.get("out_of_range", ()),
         categories=named.get("categories", ()),
+        fragility=fragile,
+        accuracy_estimate=accuracy_estimate
+        if accuracy_estimate is not None and np.isfinite(accuracy_estimate)
+        else None,
     )
 
 
@@ -148,14 +187,15 @@ class VerdictEngine:
     detectors : the detector specs to build a slot from, where the reference gives them something to watch
         (default: the registered ones, :data:`monitor.drift.registry.DETECTORS`).
 
-    False alarms are stated, not tuned: ``false_alarms_per_million_events`` is the rate of the verdict's CUSUMs
-    together — the k CUSUMs in the set (γ and flicker; confidence and margin for a classifier, margin only with
-    three classes or more: a binary classifier's 1 − margin is 2·(1 − max-probability), the same exceedances) each
-    get rate/k, their thresholds calibrated on the reference (unless ``cusum_threshold`` pins them). The window
-    tests (γ KS, flicker rate) false-alarm with probability at most ``ks_alpha`` / ``rate_alpha`` per window test
-    (less with their effect-size floors), adding at most 10⁶·(ks_alpha + rate_alpha)/every per 10⁶ events; the
-    per-feature tests hold the false discovery rate across features at ``feature_alpha`` (Benjamini–Hochberg).
-    Each slot's ``stated_rate`` says its own. Measured rates: docs/BENCHMARKS.md, *Calibrated false alarms*.
+    False alarms are stated, not tuned: ``false_alarms_per_million_events`` is the rate of the verdict's detectors
+    together — each of the k slots built (CUSUMs on γ and flicker; confidence and margin for a classifier, margin
+    only with three classes or more: a binary classifier's 1 − margin is 2·(1 − max-probability), the same
+    exceedances; the window tests) gets rate/k. A CUSUM's threshold is calibrated on the reference to its share
+    (unless ``cusum_threshold`` pins it); a window test run every ``every`` events uses the level
+    min(its setting, rate/k·every/10⁶) (``ks_alpha``, ``rate_alpha``, ``feature_alpha``: the false discovery rate
+    across inputs, Benjamini–Hochberg), and every window test's null is what a *new* draw from the baseline gives
+    (two-sample tests, the range test's beta-binomial), so the share holds at any baseline size. Each slot's
+    ``stated_rate`` says its own. Measured rates: docs/BENCHMARKS.md, *Calibrated false alarms*.
 
     Raises
     ------
@@ -191,9 +231,13 @@ class VerdictEngine:
         self.settings = s
         watched = [(spec, spec.watches(reference, s)) for spec in detectors]
         watched = [(spec, w) for spec, w in watched if w is not None]
-        #: the CUSUMs share the stated false-alarm rate evenly: the verdict, their union, alarms at about that rate
+        #: every detector takes an even share of the stated false-alarm rate: the verdict, their union, alarms at
+        #: most at that rate (the CUSUMs calibrated to their share, the window tests' levels capped by theirs)
         self.cusums_sharing = sum(spec.shares_rate for spec, _ in watched)
-        rate = s.false_alarms_per_million_events / max(self.cusums_sharing, 1)
+        self.sharing = len(watched)
+        #: each detector's share of the stated rate (per 10⁶ events)
+        self.rate_share = s.false_alarms_per_million_events / max(self.sharing, 1)
+        rate = self.rate_share
         plan = WindowPlan(window=s.window, every=s.every)  # shared by every window test
         #: one slot per detector with something to watch, in the order of ``detectors``
         self.slots: tuple[DetectorSlot[Any, Any], ...] = tuple(
@@ -261,10 +305,17 @@ class VerdictEngine:
         """The verdict now, with the detectors that fired and the top moved features."""
         return self.assess()
 
-    def assess(self, *, accuracy_drop: bool = False) -> VerdictReport:
-        """The verdict now, with ``accuracy_drop`` (the accuracy estimate's alert condition) as output-side
-        evidence too."""
-        return decide_verdict((slot.reading() for slot in self.slots), accuracy_drop=accuracy_drop)
+    def assess(
+        self, *, accuracy_drop: bool = False, accuracy_estimate: float | None = None, estimate_fell: bool = False
+    ) -> VerdictReport:
+        """The verdict now, with ``accuracy_drop`` (the accuracy estimate's alert condition; ``accuracy_estimate``,
+        its estimate) and ``estimate_fell`` (the estimate below tolerance: with moved inputs) as harm evidence too."""
+        return decide_verdict(
+            (slot.reading() for slot in self.slots),
+            accuracy_drop=accuracy_drop,
+            accuracy_estimate=accuracy_estimate,
+            estimate_fell=estimate_fell,
+        )
 
     @property
     def verdict(self) -> Verdict:

@@ -18,14 +18,14 @@ From the finite reference rows:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.config import SegmentSettings, setting_default
+from monitor.config import DriftSettings, SegmentSettings, setting_default
 from monitor.drift.base import MIN_REFERENCE_VALUES
 from monitor.drift.categories import count_tables, held_columns, held_element_names
 from monitor.errors import DataError
@@ -33,7 +33,8 @@ from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.offline.scoring import score_rows
 from monitor.rolling.reference import Reference
-from monitor.rolling.segment_baselines import fold_segments, segment_references
+from monitor.rolling.segment_baselines import MIN_SEGMENT_ROWS, fold_segments, segment_references
+from monitor.rolling.windows import OTHER
 
 if TYPE_CHECKING:
     from monitor.accuracy import EstimatorFit
@@ -109,6 +110,7 @@ def build_reference(
 
     names = _checked(model, rows, scales, sample_rows, feature_names)
     finite = np.all(np.isfinite(rows.x), axis=1)
+    _refuse_empty_inputs(rows, names)
     dropped = int(finite.size - finite.sum())
     rows = rows.take(finite)
     if rows.x.shape[0] < MIN_REFERENCE_VALUES:
@@ -146,6 +148,7 @@ def build_reference(
         notes.append(f"per-segment baselines (rows): {kept}")
     if every_held is not None:
         ref = dataclasses.replace(ref, held_tables=count_tables(every_held))
+    notes.extend(_baseline_notes(ref, baselines, rows.segments))
     fit = None
     if scored.labels is not None:
         from monitor.accuracy.labelled import labelled_fit
@@ -211,6 +214,29 @@ def _with_held_tables(
         name: dataclasses.replace(base, held_tables=count_tables({k: v[folded == name] for k, v in every_held.items()}))
         for name, base in baselines.items()
     }
+
+
+def _refuse_empty_inputs(rows: ReferenceRows, names: Sequence[str | None] | None) -> None:
+    """Refuse reference rows in which an input is NaN or infinite in every row (no row would be left)."""
+    empty = np.flatnonzero(~np.any(np.isfinite(rows.x), axis=0)) if rows.x.shape[0] else np.zeros(0, dtype=np.intp)
+    if empty.size:
+        label = [str(names[j]) if names is not None and names[j] is not None else f"f{j}" for j in empty.tolist()]
+        raise DataError(
+            f"{rows.source}: input {', '.join(label)} is NaN or infinite in every one of its {rows.x.shape[0]} rows, "
+            "so no row is usable; fill the column or leave that input out of the model's rows"
+        )
+
+
+def _baseline_notes(ref: Reference, baselines: Mapping[str, Reference], segments: NDArray[np.str_] | None) -> list[str]:
+    """What each baseline allows at the default drift settings, its constant inputs, and the segments with too few
+    rows for a baseline of their own (:func:`monitor.drift.power.baseline_notes`)."""
+    from monitor.drift.power import baseline_notes  # on use: it builds verdict engines
+
+    small: list[tuple[str, int]] = []
+    if segments is not None:
+        values, counts = np.unique(np.asarray(segments, dtype=str), return_counts=True)
+        small = [(str(v), int(c)) for v, c in zip(values, counts, strict=True) if c < MIN_SEGMENT_ROWS and v != OTHER]
+    return baseline_notes(baselines or {"model-wide": ref}, DriftSettings(), small)
 
 
 def sample(rows: ReferenceRows, sample_rows: int, seed: int) -> NDArray[np.intp]:

@@ -22,8 +22,32 @@ from numpy.typing import ArrayLike, NDArray
 from monitor.errors import ConfigError, DataError
 from monitor.gammamap import GammaMap, gamma_map
 
-#: the reference range of an input (the data-quality range test, monitor/drift/quality.py): these quantiles
+#: the reference range of an input (the data-quality range test, monitor/drift/quality.py): about these quantiles,
+#: taken as order statistics (:func:`range_rank`)
 RANGE_QUANTILES: Final = (0.001, 0.999)
+
+
+def range_rank(n_rows: int) -> int:
+    """k: an input's reference range of ``n_rows`` rows runs from its k-th smallest to its k-th largest value
+    (k/(n_rows+1) ≈ ``RANGE_QUANTILES[0]``, at least 1: the minimum and maximum below 1,999 rows).
+
+    >>> range_rank(206), range_rank(2000), range_rank(5000)
+    (1, 2, 5)
+    """
+    return max(1, int(RANGE_QUANTILES[0] * (n_rows + 1)))
+
+
+def order_range(x: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Per column of rows ``x`` (N, n), its k-th smallest and k-th largest value, k = :func:`range_rank` (N).
+
+    >>> low, high = order_range(np.arange(5000.0).reshape(-1, 1))
+    >>> float(low[0]), float(high[0])
+    (4.0, 4995.0)
+    """
+    v = np.sort(np.asarray(x, dtype=np.float64), axis=0)
+    k = range_rank(v.shape[0])
+    return v[k - 1], v[v.shape[0] - k]
+
 
 FORMAT: Final = "harmonic-monitor/reference/v1"
 
@@ -80,9 +104,11 @@ class Reference:
     gamma_map : the Gamma Map (confidence × γ) over every event with both finite, the yardstick for the live map;
         None for a regressor, or for a reference written before it was kept.
 
-    feature_low, feature_high : (n,) each input's 0.1th and 99.9th percentile over all N rows (the data-quality range
-        test, :mod:`monitor.drift.quality`); empty for a reference written before they were kept (no range test).
-    feature_outside : (n,) each input's share of the N rows outside [low, high] (about 0.002).
+    feature_low, feature_high : (n,) each input's k-th smallest and k-th largest value over all N rows
+        (:func:`order_range`, about the 0.1th and 99.9th percentiles; the data-quality range test,
+        :mod:`monitor.drift.quality`); empty for a reference written before they were kept (no range test).
+    feature_outside : (n,) each input's share of the N rows outside [low, high] (in sample: 0 below 1,999 rows; the
+        range test's null is a new draw's, from k and N, not this).
     held_tables : per held input element (string, int, bool inputs; ``fixed_features``), its count table over the
         reference rows: the most frequent categories and ``other`` (:mod:`monitor.drift.categories`); empty for a
         model that holds nothing or a reference written before they were kept (no category test then).
@@ -206,7 +232,7 @@ class Reference:
         marg = np.zeros(0) if margin is None else np.asarray(margin, dtype=np.float64).reshape(-1)
         if margin is not None and marg.size != n_events:
             raise DataError(f"reference margin has {marg.size} values; expected {n_events}")
-        low, high = np.quantile(x, RANGE_QUANTILES, axis=0)
+        low, high = order_range(x)
         outside = np.mean((x < low) | (x > high), axis=0)
         return cls(
             n_events=n_events,

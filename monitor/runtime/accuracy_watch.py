@@ -81,6 +81,16 @@ class AccuracyEstimates:
         self.last[segment] = out
         return out
 
+    def fell(self, segment: str) -> bool:
+        """The primary method's point estimate over the count window is below the reference accuracy minus
+        ``accuracy_tolerance``, on at least ``accuracy_min_events`` events: with moved inputs, evidence of a loss
+        (the verdict's rule), where :meth:`condition` (its upper bound below) is evidence on its own."""
+        assert self.fit is not None
+        result = self.last.get(segment, {}).get(f"last_{self.config.count_window_events}")
+        if result is None or result["n"] < self.config.accuracy_min_events:
+            return False
+        return bool(result["accuracy"]["estimate"] < self.fit.accuracy - self.config.accuracy_tolerance)
+
     def condition(self, segment: str) -> tuple[bool, float, str]:
         """(condition, estimate, detail) of HarmonicAccuracyDrop: the primary method's 90 % upper bound over the
         count window is below the reference accuracy minus ``accuracy_tolerance``, on at least

@@ -22,7 +22,8 @@ from monitor.rolling.reference import Reference
 def detector_evidence(
     engine: VerdictEngine, baseline: Reference, count: Any, detectors: DriftSettings
 ) -> tuple[tuple[Evidence, ...], tuple[Evidence, ...]]:
-    """(output detectors that fired, inputs that moved), each in its own numbers: the detector's statistic and
+    """(output detectors that fired, inputs that moved then fragility detectors — γ, flicker — that fired), each in
+    its own numbers: the detector's statistic and
     threshold, and the quantity it watches over the last ``drift.window`` events of ``count`` (a segment's count
     window) vs the segment's ``baseline``; by the slots' ``clause_rank``, then in slot order. At most
     :data:`ALERT_INPUTS` inputs per input test."""
@@ -30,4 +31,5 @@ def detector_evidence(
     slots = sorted(engine.slots, key=lambda slot: slot.spec.clause_rank)  # stable: slot order within a rank
     outputs = tuple(e for slot in slots if slot.role == "output" for e in slot.evidence(recent))
     inputs = tuple(e for slot in slots if slot.role == "input" for e in slot.evidence(recent))
-    return outputs, inputs
+    fragility = tuple(e for slot in slots if slot.role == "fragility" for e in slot.evidence(recent))
+    return outputs, inputs + fragility

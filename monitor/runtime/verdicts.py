@@ -144,15 +144,33 @@ class SegmentVerdicts:
             DetectorCrossing(name, is_on) for name, is_on in now_on.items() if before.get(name, False) != is_on
         )
 
-    def assess(self, segment: str, *, accuracy_drop: bool, now: float, quiet: bool) -> Assessment | None:
+    def assess(
+        self,
+        segment: str,
+        *,
+        accuracy_drop: bool,
+        now: float,
+        quiet: bool,
+        accuracy_estimate: float | None = None,
+        estimate_fell: bool = False,
+    ) -> Assessment | None:
         """``segment``'s verdict at ``now``; None while it has no baseline or no engine yet (warming up): it is
         never judged against another population's baseline. ``accuracy_drop``: the accuracy estimate's alert
-        condition, output-side evidence besides the detectors; ``quiet``: the segment has no current evidence."""
+        condition, harm evidence besides the detectors (``accuracy_estimate``: its estimate; ``estimate_fell``: the
+        estimate itself below tolerance, harm evidence with moved inputs); ``quiet``: the segment has no current
+        evidence."""
         baseline = self.baselines.baseline(segment)
         if baseline is None or segment not in self.engines:
             return None
         engine = self.engines[segment]
-        report = self._hold_harm(segment, engine.assess(accuracy_drop=accuracy_drop), now, quiet)
+        report = self._hold_harm(
+            segment,
+            engine.assess(
+                accuracy_drop=accuracy_drop, accuracy_estimate=accuracy_estimate, estimate_fell=estimate_fell
+            ),
+            now,
+            quiet,
+        )
         self._alarms_at_eval[segment] = engine.alarms_on
         previous = self.last_reports.get(segment)
         self.last_reports[segment] = report

@@ -506,9 +506,14 @@ class ModelWatch:
         count = self.windows.count_window(self.model, segment)
         self._alert(self.conditions.shadow(segment, count, now))
         # output-side evidence besides the detectors: the accuracy estimate's alert condition
-        accuracy_drop = self.accuracy.fit is not None and self.accuracy.condition(segment)[0]
+        accuracy_drop, estimate, _ = (
+            self.accuracy.condition(segment) if self.accuracy.fit is not None else (False, float("nan"), "")
+        )
+        fell = self.accuracy.fit is not None and self.accuracy.fell(segment)
         quiet = self.conditions.quiet(segment, now)
-        assessed = self.verdicts.assess(segment, accuracy_drop=accuracy_drop, now=now, quiet=quiet)
+        assessed = self.verdicts.assess(
+            segment, accuracy_drop=accuracy_drop, estimate_fell=fell, accuracy_estimate=estimate, now=now, quiet=quiet
+        )
         if assessed is None:
             return  # no baseline yet (warming up): no verdict, never one against another population's baseline
         if assessed.changed:

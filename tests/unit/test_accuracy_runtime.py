@@ -277,6 +277,16 @@ def test_accuracy_drop_fires_when_the_upper_bound_falls_below_the_tolerance(scor
     assert state.gauge(tel.ALERTS_FIRING.name, (MODEL, "other", ACCURACY_ALERT)) == 0.0
 
 
+def test_the_estimate_falling_below_its_tolerance_is_read_as_fell(scored: Scored, fit: EstimatorFit) -> None:
+    """What the verdict reads as evidence of a loss where inputs moved: the point estimate below tolerance."""
+    watch, _ = watch_with(fit)
+    feed(watch, scored, blobs(14, 600)[0])
+    assert not watch.accuracy.fell("other")
+    feed(watch, scored, near_boundary(15, 600))
+    assert watch.accuracy.fell("other")
+    assert not watch_with(fit, accuracy_min_events=10_000)[0].accuracy.fell("other")  # nothing estimated yet
+
+
 def test_a_tolerance_wider_than_the_drop_keeps_the_alert_quiet(scored: Scored, fit: EstimatorFit) -> None:
     watch, _ = watch_with(fit, accuracy_tolerance=0.95)
     feed(watch, scored, near_boundary(9, 600))

@@ -42,14 +42,17 @@ def alert(watch: ModelWatch, rule: str) -> Alert:
 
 
 def test_a_flicker_alert_gives_flicker_numbers_not_gamma() -> None:
+    """Flicker rising alone is fragility, not a loss: input-shift, its clauses in HarmonicInputDrift."""
     watch, _ = make_watch(for_seconds=1.0)
     stream = Stream(seed=11)
     for _ in range(10):
         watch.update(*stream.batch())
     for _ in range(30):
         watch.update(*flicker_only(stream))  # type: ignore[arg-type]
-    assert watch.verdict("other") == Verdict.HARMFUL_SHIFT
-    a = alert(watch, HARMFUL_ALERT)
+    assert watch.verdict("other") == Verdict.INPUT_SHIFT
+    assert "fragility rose" in watch.last_reports["other"].message
+    assert watch.alerts.get(HARMFUL_ALERT, model=MODEL, segment="other") is None
+    a = alert(watch, INPUT_ALERT)
     assert a.evidence and all(e.detector.startswith("flicker") for e in a.evidence), a.evidence
     for e in a.evidence:
         assert "flicker" in e.measure and e.window > e.reference

@@ -386,6 +386,20 @@ def test_python_m_monitor_check_config_exits_2_with_the_error(tmp_path: Path) ->
     assert completed.stderr.startswith("error: invalid configuration:")
 
 
+def test_check_config_says_what_each_segments_baseline_allows(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = np.random.default_rng(1).normal(size=(700, 2))
+    labels = ["us"] * 500 + ["eu"] * 199 + ["nz"]
+    body = "".join(f"{a:.5f},{s},{b:.5f}\n" for s, (a, b) in zip(labels, rows, strict=True))
+    ref = write_reference_csv(tmp_path, "x0,region,x1\n" + body)
+    text = f"models:\n  - {{name: m, path: {model}, reference: {ref}}}\nsegments:\n  reference_column: region\n"
+    code, _, err = check_config(capsys, "--config", str(write_yaml(tmp_path, text)))
+    assert code == 0, err
+    assert "outside its range: us (500 rows) 3." in err  # about 3.4 % of a 1000-event window at 500 rows
+    assert "judged with 'other' (no baseline of their own): eu (199 rows), nz (1 row)" in err
+
+
 def test_check_config_reads_a_reference_with_a_segment_column(
     tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -65,7 +65,7 @@ def test_confidence_cusum_false_alarm_rate_is_within_a_factor_of_two_of_its_shar
             eng.update(confidence=confidence_like(rng, 50_000))
         alarms += eng.detector("confidence_cusum").state.alarms
     measured = alarms / (4 * EVENTS) * 1e6
-    share = RATE / 3
+    share = RATE / eng.sharing  # every detector's even share of the stated rate
     assert share / 2 <= measured <= share * 2, measured
 
 
@@ -78,8 +78,8 @@ def test_confidence_threshold_is_the_calibrated_cusum_on_one_minus_confidence_an
     assert (
         a.detector("confidence_cusum").calibration is b.detector("confidence_cusum").calibration
     )  # segments share one calibration
-    # the stated rate is the three CUSUMs' together: each is calibrated for a third of it
-    same = Cusum(1.0 - ref.confidence_sample, false_alarms_per_million=1.0 / 3, name="confidence_cusum")
+    # the stated rate is every detector's together: each CUSUM is calibrated for its even share of it
+    same = Cusum(1.0 - ref.confidence_sample, false_alarms_per_million=1.0 / a.sharing, name="confidence_cusum")
     assert a.thresholds["confidence_cusum"] == pytest.approx(same.threshold)
     assert a.thresholds["confidence_cusum"] > Cusum(1.0 - ref.confidence_sample, name="c").threshold
     assert set(a.thresholds) == {"gamma_cusum", "flicker_cusum", "confidence_cusum"}

@@ -5,7 +5,9 @@ line here — unless it reads a signal the population below does not draw, which
 builds the detector as the verdict engine does (a slot of a :class:`VerdictEngine` on one seeded reference) and
 feeds it batches of 100 events of a seeded population:
 
-- a stationary stream (new draws from the reference's population) stays quiet at the slot's stated rate;
+- the detectors share one stated budget: their stated rates add up to ``drift.false_alarms_per_million_events``;
+- a stationary stream (new draws from the reference's population) stays quiet at the slot's stated rate, on this
+  reference and on small baselines (150 and 500 rows: the null is a new draw's, whatever the baseline's size);
 - a clear shift (every signal moves in the direction that is evidence) is seen;
 - missing values (NaN, rows with NaN) neither crash nor fire: they are skipped, the detector's state is as if they
   had not been fed;
@@ -172,3 +174,37 @@ def test_a_detector_rebuilt_on_the_persisted_reference_or_reset_behaves_as_a_fre
     run(used, mixed(41))
     used.detector.reset()
     assert run(used, mixed(40)) == fresh
+
+
+def test_every_detector_takes_an_even_share_of_one_stated_budget() -> None:
+    for budget in (1.0, 50.0):
+        engine = VerdictEngine(REFERENCE, DriftSettings(false_alarms_per_million_events=budget))
+        rates = [s.stated_rate for s in engine.slots]
+        assert sum(rates) <= budget * (1 + 1e-9) and max(rates) == pytest.approx(budget / len(rates))
+
+
+def small_reference(rows: int, seed: int) -> Reference:
+    d = population(np.random.default_rng(seed), rows)
+    return Reference.from_arrays(
+        gamma=d["gamma"],
+        flicker=d["flicker"],
+        features=d["features"],
+        feature_names=["a", "b", "c", "d"],
+        confidence=d["confidence"],
+        margin=d["margin"],
+        held=d["held"],
+    )
+
+
+@SPECS
+@pytest.mark.parametrize("rows", [150, 500])
+def test_a_small_baseline_stays_quiet_at_the_stated_rate(spec: DetectorSpec[Any, Any], rows: int) -> None:
+    alarms, expected = 0, 0.0
+    for seed in range(3):
+        s = next((s for s in VerdictEngine(small_reference(rows, 50 + seed), SETTINGS).slots if s.spec is spec), None)
+        if s is None:
+            continue  # nothing to watch on so few rows (a CUSUM's calibration needs its minimum)
+        run(s, batches(60 + seed, 10_000))
+        alarms += s.detector.state.alarms
+        expected += s.stated_rate * 10_000 / 1e6
+    assert alarms <= poisson.ppf(0.999, expected), (spec.name, rows, alarms, expected)

@@ -15,7 +15,7 @@ import pytest
 
 from monitor.config import DriftSettings
 from monitor.drift import Cusum, FeatureDrift, PageHinkley, VerdictEngine, WindowPlan
-from monitor.drift.calibrate import MIN_REFERENCE, benjamini_hochberg, threshold_for_rate
+from monitor.drift.calibrate import MIN_CUSUM_REFERENCE, benjamini_hochberg, threshold_for_rate
 from monitor.rolling.reference import Reference
 
 RATE = 1000.0  # false alarms per 10⁶ events
@@ -88,7 +88,7 @@ def test_calibrated_detectors_still_catch_a_real_shift() -> None:
 
 def test_tiny_or_empty_references_fall_back_to_lordens_bound_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="monitor.drift.calibrate"):
-        small = Cusum(np.random.default_rng(1).exponential(size=MIN_REFERENCE - 1), false_alarms_per_million=10.0)
+        small = Cusum(np.random.default_rng(1).exponential(size=MIN_CUSUM_REFERENCE - 1), false_alarms_per_million=10.0)
         zeros = Cusum(np.zeros(5000), false_alarms_per_million=10.0)
     for c in (small, zeros):
         assert c.calibration is not None and c.calibration.method == "fallback"
@@ -97,6 +97,15 @@ def test_tiny_or_empty_references_fall_back_to_lordens_bound_with_a_warning(capl
     with caplog.at_level(logging.WARNING, logger="monitor.drift.page_hinkley"):
         ph = PageHinkley(reference=np.zeros(50))
     assert ph.calibration is None and ph.threshold == 50.0 and "not calibrated" in caplog.text
+
+
+def test_a_small_reference_cusum_is_calibrated_with_its_shares_uncertainty() -> None:
+    """150 values: the groups' resampled exceedance shares raise the threshold above a 5,000-value reference's."""
+    rng = np.random.default_rng(2)
+    small = Cusum(rng.exponential(size=150), false_alarms_per_million=10.0)
+    large = Cusum(rng.exponential(size=5000), false_alarms_per_million=10.0)
+    assert small.calibration is not None and small.calibration.method != "fallback"
+    assert small.threshold > large.threshold
 
 
 def _reference(seed: int) -> Reference:

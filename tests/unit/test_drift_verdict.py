@@ -68,7 +68,7 @@ def make_reference(rng: np.random.Generator) -> Reference:
     )
 
 
-def test_engine_moves_from_stable_to_input_shift_to_harmful() -> None:
+def test_engine_moves_from_stable_to_input_shift_and_calls_gamma_alone_fragility() -> None:
     rng = np.random.default_rng(0)
     eng = VerdictEngine(make_reference(rng))
     ref = eng.detector("gamma_cusum").cutoff
@@ -87,8 +87,9 @@ def test_engine_moves_from_stable_to_input_shift_to_harmful() -> None:
     report = eng.report
     assert report.verdict is Verdict.INPUT_SHIFT and report.top_features[0][0] == "c"
     eng.update(gamma=np.full(500, 10 * ref), flicker=None, features=None)
-    harmful = eng.report
-    assert harmful.verdict is Verdict.HARMFUL_SHIFT and "gamma_cusum" in harmful.fired
+    fragile = eng.report  # γ rising is fragility, not evidence of a loss
+    assert fragile.verdict is Verdict.INPUT_SHIFT and "gamma_cusum" in fragile.fragility
+    assert "fragility rose, no evidence of a loss" in fragile.message
     eng.reset()
     assert eng.report.verdict is Verdict.STABLE and all(s.events == 0 for s in eng.states)
 

@@ -222,8 +222,8 @@ def test_margin_threshold_is_calibrated_like_confidence_and_can_be_switched_off(
     assert eng.detector("margin_cusum") is not None
     cal = eng.detector("margin_cusum").calibration
     assert cal is not None and cal.method != "fallback"
-    assert eng.cusums_sharing == 4  # the stated rate is the four CUSUMs' together
-    share = Cusum(1.0 - ref.margin_sample, false_alarms_per_million=0.25, name="m")
+    assert eng.cusums_sharing == 4  # four CUSUMs among the detectors that share the stated rate evenly
+    share = Cusum(1.0 - ref.margin_sample, false_alarms_per_million=1.0 / eng.sharing, name="m")
     assert eng.thresholds["margin_cusum"] == pytest.approx(share.threshold)
     assert set(eng.thresholds) == {"gamma_cusum", "flicker_cusum", "confidence_cusum", "margin_cusum"}
     assert 8.0 < eng.thresholds["margin_cusum"] < 15.0

@@ -210,3 +210,38 @@ def test_a_watch_without_segments_is_judged_against_the_model_wide_reference_at_
     assert watch.verdict("other") == Verdict.STABLE and watch.warming_up == {}
     assert warming(state, "other") is None
     assert isinstance(watch, ModelWatch)
+
+
+def test_reference_says_what_each_baseline_allows_and_names_small_segments_and_constant_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, _ = zipmap_classifier(tmp_path / "clf.onnx", seed=0)
+    x, _ = training_blobs(seed=3, n_rows=1200)
+    x[:, 1] = 2.5  # a constant input
+    segs = np.array(["big"] * 1000 + ["small"] * 199 + ["one"])
+    csv = tmp_path / "ref.csv"
+    csv.write_text(
+        "f0,region,f1\n" + "".join(f"{a:.5f},{s},{b:.5f}\n" for (a, b), s in zip(x, segs, strict=True)),
+        encoding="utf-8",
+    )
+    out = tmp_path / "ref.json"
+    args = ["reference", "--model", str(model), "--data", str(csv), "--segment-column", "region", "--out", str(out)]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert (
+        "the range test flags an input from this share of a 1000-event window outside its range: big (1000 rows)" in err
+    )
+    assert "judged with 'other': one (1 row), small (199 rows)" in err
+    assert "baseline 'big' holds f1 constant" in err
+
+
+def test_reference_refuses_an_input_that_is_nan_in_every_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, _ = zipmap_classifier(tmp_path / "clf.onnx", seed=0)
+    x, _ = training_blobs(seed=3, n_rows=300)
+    csv = tmp_path / "ref.csv"
+    csv.write_text("f0,f1\n" + "".join(f"{a:.5f},nan\n" for a, _ in x), encoding="utf-8")
+    assert main(["reference", "--model", str(model), "--data", str(csv), "--out", str(tmp_path / "r.json")]) == 2
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "every one of its" in ln]
+    assert "input f1 is NaN or infinite in every one of its 300 rows" in line and "fill the column" in line

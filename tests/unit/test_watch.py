@@ -28,7 +28,8 @@ BATCH = 100
 
 
 class Stream:
-    """Seeded synthetic scored events; ``harmful`` raises γ and flicker, ``moved`` shifts feature 1 only."""
+    """Seeded synthetic scored events; ``harmful`` raises γ and flicker (fragility) and lowers the model's confidence
+    (evidence of a loss), ``moved`` shifts feature 1 only."""
 
     def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
@@ -39,6 +40,11 @@ class Stream:
         gamma = self.rng.exponential(1e-3, n) * np.where(unstable & harmful, 5.0, 1.0)
         flicker = np.where(unstable, self.rng.binomial(32, 0.15, n) / 32.0, 0.0)
         return gamma, flicker
+
+    def confidence(self, n: int, *, harmful: bool = False) -> np.ndarray:
+        """Max-probability of a binary classifier: about 0.95; ``harmful``: 40 % of events 0.3 lower."""
+        drop = np.where(self.rng.random(n) < 0.4, 0.3, 0.0) if harmful else 0.0
+        return np.clip(0.96 - self.rng.exponential(0.04, n) - drop, 0.5, 1.0)
 
     def features(self, n: int, *, moved: bool = False) -> np.ndarray:
         x = self.rng.normal(0.0, 1.0, (n, 2))
@@ -57,6 +63,7 @@ class Stream:
     ) -> tuple[list[InferenceEvent], np.ndarray, ScoreResult, np.ndarray]:
         x = self.features(n, moved=moved)
         gamma, flicker = self.signals(n, harmful=harmful)
+        probability = self.confidence(n, harmful=harmful)
         events = [
             InferenceEvent(f"e{self.index + i}", MODEL, "1", x[i], T0 + (self.index + i) * SPACING, segment=segment)
             for i in range(n)
@@ -68,9 +75,9 @@ class Stream:
             p_adj=np.exp(-25.0 * gamma),
             gamma_logit=gamma,
             predicted_class=(x[:, 0] > 0).astype(np.int64),
-            probability=np.full(n, 0.9),
+            probability=probability,
             valid=np.ones(n, dtype=bool),
-            margin=np.full(n, 0.8),
+            margin=2.0 * probability - 1.0,
         )
         shadow = np.full(n, np.nan) if shadow_rate is None else (self.rng.random(n) < shadow_rate).astype(float)
         return events, x, result, shadow
@@ -83,8 +90,16 @@ class Stream:
 def reference(seed: int = 100, n: int = 5000) -> Reference:
     s = Stream(seed)
     gamma, flicker = s.signals(n)
+    # a confidence sample of its own whose 90th percentile is representative (9.98 % of the population above it):
+    # the CUSUMs' stated rate holds over the references one could draw, and one 2.6 sd off pages more often
+    confidence = Stream(seed + 3).confidence(n)
     return Reference.from_arrays(
-        gamma=gamma, flicker=flicker, features=s.features(n), predicted_class=np.zeros(n, dtype=np.int64)
+        gamma=gamma,
+        flicker=flicker,
+        features=s.features(n),
+        predicted_class=np.zeros(n, dtype=np.int64),
+        confidence=confidence,
+        margin=2.0 * confidence - 1.0,
     )
 
 
@@ -160,7 +175,7 @@ def test_watch_harmful_shift_gives_the_harmful_verdict() -> None:
     first = verdicts.index(Verdict.HARMFUL_SHIFT)
     assert first < 15  # within 1500 events of the shift
     report = watch.last_reports["other"]
-    assert any(name.startswith(("gamma", "flicker")) for name in report.fired)
+    assert "confidence_cusum" in report.fired  # evidence of a loss; γ and flicker alone are fragility
 
 
 def test_watch_reports_a_verdict_change_at_the_batch_whose_detector_crossed_not_at_the_cadence() -> None:
@@ -224,7 +239,8 @@ def test_watch_harmful_alert_fires_after_for_seconds_of_event_time() -> None:
         assert first.statistic > first.threshold and first.reference == pytest.approx(0.1, abs=0.02)
     assert notes["description"].startswith(first.headline) and first.headline in notes["summary"]
     assert all(notes["description"].count(e.headline) == 1 for e in alert.evidence)  # each thing once
-    assert alert.labels["signal"] == "gamma+flicker"  # what fired, not a fixed name
+    # what fired, not a fixed name: the stream lowers confidence (harm evidence) and raises flicker (fragility)
+    assert alert.labels["signal"] == "flicker+confidence"
     assert state.gauge(tel.ALERTS_FIRING.name, (MODEL, "other", HARMFUL_ALERT)) == 1.0
     assert state.counter(tel.ALERTS_FIRED_TOTAL.name, (MODEL, HARMFUL_ALERT)) == 1.0
 
