@@ -14,7 +14,7 @@ from monitor.config import load_settings
 from monitor.errors import ConfigError
 from monitor.exporters.prometheus import MetricsState
 from monitor.model.onnx import OnnxModel
-from monitor.runtime.candidate import LIVE_AXES, MIN_EVENTS, PairedRows, check_candidate
+from monitor.runtime.candidate import LIVE_AXES, MIN_EVENTS, Candidate, PairedRows, check_candidate
 from monitor.source.base import RawRecord
 from tests.unit import onnx_graphs
 from tests.unit.test_pipeline import RecordingSource, events, make_pipeline, make_settings, rows, run_to_end
@@ -161,3 +161,25 @@ def test_the_pipeline_scores_the_candidate_on_the_served_models_events(tmp_path:
     assert tel.EVENTS_SCORED_TOTAL.total(state) == 1200  # the served model's events, counted once
     evaluated = tel.MODEL_EVALUATIONS_TOTAL.value(state, tel.ModelPurpose("fragile", "events"))
     assert evaluated > 0
+
+
+def test_a_failing_candidate_costs_the_served_model_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    base = make_settings(tmp_path)
+    served = base.models[0].model_dump()
+    cand = {**served, "name": "broken", "compare_with": served["name"], "reference": None}
+    settings = make_settings(tmp_path, models=[served, cand])
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("session lost")
+
+    monkeypatch.setattr(Candidate, "score", fail)
+    state = MetricsState()
+    records = [RawRecord(ev, topic="t", partition=0, offset=i) for i, ev in enumerate(events(rows(300, seed=4)))]
+    run_to_end(make_pipeline(settings, RecordingSource(records), state=state))
+    assert tel.EVENTS_SCORED_TOTAL.total(state) == 300  # every served event applied, none dead-lettered
+    assert tel.EVENTS_INVALID_TOTAL.total(state) == 0
+    assert "candidate 'broken' could not score a batch of 'clf': RuntimeError: session lost" in caplog.text
+    verdict = tel.ModelCandidateSegmentVerdict("clf", "broken", "other", "no-difference")
+    assert tel.COMPARE_VERDICT.get(state, verdict) is None  # nothing compared: no verdict claimed
