@@ -12,6 +12,7 @@ pipeline's drains (:func:`publish_comparison`). The paired rows are not persiste
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from monitor.config import Settings
 from monitor.errors import ConfigError
 from monitor.exporters.prometheus import MetricsState
 from monitor.model.onnx import OnnxModel
-from monitor.model.signature import Held
+from monitor.model.signature import Held, default_held
 from monitor.rolling.windows import OTHER
 from monitor.runtime.models import ModelRuntime
 from monitor.signals.scorer import RobustnessScorer, ScoreResult
@@ -47,7 +48,9 @@ MAX_ROWS = 20_000
 #: paired events a window needs before it is compared
 MIN_EVENTS = 50
 #: the fewest new paired events between two comparisons (a comparison bootstraps every window of every segment)
-COMPARE_EVERY = 500
+COMPARE_EVERY = 1000
+#: ... or at least this many seconds of event time since the last comparison (a slow stream)
+COMPARE_SECONDS = 10.0
 #: bootstrap replicates per comparison (90 % intervals)
 REPLICATES = 400
 
@@ -90,13 +93,8 @@ def check_candidate(served: str, a: OnnxModel, candidate: str, b: OnnxModel) -> 
         )
     if a.kind != "classifier":
         return None
-    ca, cb = class_values(a), class_values(b)
-    if (ca is None) != (cb is None):
-        raise ConfigError(
-            f"{where}: one graph names its classes and the other does not ('{served}': {ca}, '{candidate}': {cb}); "
-            "export both with class labels"
-        )
-    if ca is None or cb is None or ca == cb:
+    ca, cb = _classes(a), _classes(b)
+    if ca is None or cb is None or ca == cb:  # None: no probabilities to count classes by (labels only)
         return None
     if set(ca) != set(cb):
         raise ConfigError(
@@ -104,6 +102,16 @@ def check_candidate(served: str, a: OnnxModel, candidate: str, b: OnnxModel) -> 
             "a candidate must predict the served model's classes"
         )
     return np.array([ca.index(c) for c in cb], dtype=np.int64)
+
+
+def _classes(model: OnnxModel) -> tuple[str, ...] | None:
+    """The class values the graph declares, else the columns of its probabilities as ``0`` … ``C−1`` (as
+    ``compare`` reads them)."""
+    declared = class_values(model)
+    if declared is not None:
+        return declared
+    out = model.evaluate(np.zeros((1, model.n_features), dtype=np.float32), default_held(model.signature, 1))
+    return None if out.proba is None else tuple(str(i) for i in range(int(out.proba.shape[1])))
 
 
 def _first(names: Sequence[str], shown: int = 3) -> str:
@@ -172,6 +180,13 @@ class PairedRows:
         rows = self._rows.get(segment)
         return 0 if rows is None else int(rows[0].shape[0])
 
+    def events_in(self, segment: str, window_seconds: float, end: float) -> int:
+        """``segment``'s events in (end − window_seconds, end]."""
+        rows = self._rows.get(segment)
+        return (
+            0 if rows is None else int(np.count_nonzero(np.asarray(rows[0], dtype=np.float64) > end - window_seconds))
+        )
+
     def end(self) -> float:
         """The latest event time held (the windows end there), -inf when empty."""
         return max((float(r[0].max()) for r in self._rows.values() if r[0].size), default=-np.inf)
@@ -186,7 +201,7 @@ class PairedRows:
             return None
         t, a, b, ca, cb = rows
         sel = np.asarray(t, dtype=np.float64) > end - window_seconds
-        n = int(sel.sum())
+        n = int(np.count_nonzero(sel))
         if n < MIN_EVENTS:
             return None
         col = {name: j for j, name in enumerate(self.axes)}
@@ -261,6 +276,8 @@ class Candidate:
         self.scorer: RobustnessScorer | None = None
         self._standardizer: object = None
         self._since = 0
+        #: the event time of the last comparison (a slow stream is compared every COMPARE_SECONDS of event time)
+        self._compared_at = -np.inf
         self._report = CompareReport(served, name)
         #: per segment, the verdict last logged
         self._verdicts: dict[str, str] = {}
@@ -277,7 +294,8 @@ class Candidate:
         keep: NDArray[np.bool_] | None,
     ) -> None:
         """Score the served model's batch on the candidate (``scorer``: the served model's, whose standardizer and
-        scales the candidate shares) and pair the events both scored; compare once ``every`` events are new."""
+        scales the candidate shares) and pair the events both scored; compare once ``every`` events are new
+        or :data:`COMPARE_SECONDS` of event time have passed."""
         if self.scorer is None or self._standardizer is not scorer.standardizer:
             self.scorer = RobustnessScorer(self.model, scorer.standardizer, scorer.config, held_sample=held_sample)
             self._standardizer = scorer.standardizer
@@ -296,18 +314,26 @@ class Candidate:
         b = np.column_stack([getattr(result, values[ax.name])[ok] for ax in self.axes])
         self.rows.update(segments[ok], timestamps[ok], a, b, served.predicted_class[ok], cls_b[ok])
         self._since += int(ok.sum())
-        if self._since >= self.every:
-            self._since = 0
+        latest = float(timestamps[ok].max())
+        if not np.isfinite(self._compared_at):  # the first paired events: the event-time cadence starts here
+            self._compared_at = latest
+        if self._since >= self.every or latest - self._compared_at >= COMPARE_SECONDS:
+            self._since, self._compared_at = 0, latest
             self.compare()
 
     def compare(self) -> None:
         """Compare every window of every segment, ending at the latest event time held."""
         end = self.rows.end()
         for seg in self.rows.segments:
+            shorter: PairedWindow | None = None
             for w in self.window_seconds:
-                got = self.rows.compare(seg, w, end, self.axes)
+                # a longer window holding no more events than the shorter one holds the same events: its result
+                same = shorter is not None and self.rows.events_in(seg, w, end) == shorter.events
+                got = dataclasses.replace(shorter, window=f"{w:g}s") if same and shorter else None
+                got = got or self.rows.compare(seg, w, end, self.axes)
                 if got is None:
                     continue
+                shorter = got
                 self._report.windows.append(got)
                 self._report.verdicts[seg] = got.verdict  # the longest window compared last: its verdict stands
                 if w == self.window_seconds[-1] and self._verdicts.get(seg) != got.verdict:

@@ -113,6 +113,9 @@ def test_check_candidate_refuses_another_kind_width_or_class_set(tmp_path: Path)
     swapped = _labelled(tmp_path / "ny.onnx", ("yes", "no"))
     with pytest.raises(ConfigError, match="a candidate must predict the served model's classes"):
         check_candidate("a", yes_no, "b", up_down)
+    with pytest.raises(ConfigError, match=r"'a' predicts classes \{no, yes\} and 'b' \{0, 1\}"):
+        served.name_features(["X[0]", "X[1]"], source="the test")  # the scikit-learn graphs' input names
+        check_candidate("a", yes_no, "b", served)  # a graph without class labels: its probability columns
     mapped = check_candidate("a", yes_no, "b", swapped)
     assert mapped is not None and mapped.tolist() == [1, 0]
     assert check_candidate("a", served, "b", served) is None

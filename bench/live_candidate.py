@@ -1,0 +1,131 @@
+"""What does a live candidate (``models[].compare_with``) cost the sidecar, against scoring the second model alone?
+
+The target (issue: two models on the same traffic): the candidate costs no more than scoring the second model — one
+draw, decoded once, one batch per model. Each round runs the same events through the in-process pipeline (keep-all
+sampler, micro-batches of ``--batch`` events) three ways, side by side so that a slow spell of the machine moves all
+three: (a) the served model alone, (b) the served model with its candidate, (c) the candidate's scorer alone on the
+same rows in the same batches. The extra CPU seconds of (b) over (a) divided by (c) is the ratio; 1.0 means the
+candidate costs exactly its scoring (its pairing, windows and paired bootstraps included in the extra).
+
+Usage::
+
+    .venv/bin/python bench/live_candidate.py                  # the figure in docs/BENCHMARKS.md
+    .venv/bin/python bench/live_candidate.py --events 2000 --rounds 2   # seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from machine import machine  # bench/machine.py: the script's folder is on sys.path
+from sklearn.datasets import make_classification
+from sklearn.ensemble import GradientBoostingClassifier
+from sklearn.neural_network import MLPClassifier
+from verdict import median_ci
+
+from monitor.config import Settings, load_settings
+from monitor.exporters.prometheus import MetricsState
+from monitor.model.convert import convert_estimator
+from monitor.runtime.models import load_model_runtime
+from monitor.runtime.pipeline import Pipeline
+from monitor.runtime.service import build_sampler
+from monitor.source.replay import ReplaySource
+
+
+def _models(tmp: Path, n_features: int) -> tuple[Path, Path, Path, np.ndarray]:
+    x, y = make_classification(4000, n_features, n_informative=8, n_classes=3, random_state=0)
+    served = convert_estimator(
+        GradientBoostingClassifier(n_estimators=50, max_depth=3).fit(x, y), n_features, tmp / "gbdt.onnx"
+    )
+    cand = convert_estimator(MLPClassifier((64,), max_iter=300, random_state=0).fit(x, y), n_features, tmp / "mlp.onnx")
+    ref = tmp / "ref.csv"
+    np.savetxt(ref, x[:1000], delimiter=",")
+    return Path(served), Path(cand), ref, x
+
+
+def _settings(tmp: Path, served: Path, cand: Path | None, ref: Path, batch: int) -> Settings:
+    models: list[dict[str, object]] = [{"name": "served", "path": str(served), "reference": str(ref)}]
+    if cand is not None:
+        models.append({"name": "candidate", "path": str(cand), "compare_with": "served"})
+    return load_settings(
+        None,
+        {
+            "models": models,
+            "sampler": {"events_per_second": 0},
+            "batch": {"max_events": batch},
+            "probes": {"enabled": False},
+            "state_dir": str(tmp / f"state-{time.monotonic_ns()}"),
+            "checkpoint_seconds": 3600,
+        },
+    )
+
+
+def _pipeline_cpu(settings: Settings, lines: list[bytes]) -> float:
+    runtimes = [load_model_runtime(m) for m in settings.models]
+    pipeline = Pipeline(settings, ReplaySource(lines), runtimes, build_sampler(settings), state=MetricsState())
+    started = time.process_time()
+    while pipeline.step(0.0):
+        pass
+    pipeline.flush()
+    cpu = time.process_time() - started
+    pipeline.close()
+    return cpu
+
+
+def _alone_cpu(settings: Settings, rows: np.ndarray, batch: int) -> float:
+    served, cand = (load_model_runtime(m) for m in settings.models)
+    assert served.scorer is not None
+    from monitor.signals.scorer import RobustnessScorer
+
+    scorer = RobustnessScorer(cand.model, served.scorer.standardizer, served.scorer.config)
+    started = time.process_time()
+    for i in range(0, rows.shape[0], batch):
+        scorer.score(rows[i : i + batch])
+    return time.process_time() - started
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--events", type=int, default=20_000)
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--features", type=int, default=20)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        served, cand, ref, x = _models(tmp, args.features)
+        rng = np.random.default_rng(1)
+        rows = x[rng.integers(0, x.shape[0], args.events)] + rng.normal(0, 0.3, (args.events, args.features))
+        now = int(time.time() * 1000)
+        lines = [
+            json.dumps({"id": f"e{i}", "ts": now + i, "model": "served", "features": rows[i].tolist()}).encode()
+            for i in range(args.events)
+        ]
+        ratios, extra, alone = [], [], []
+        for _ in range(args.rounds):
+            a = _pipeline_cpu(_settings(tmp, served, None, ref, args.batch), lines)
+            b = _pipeline_cpu(_settings(tmp, served, cand, ref, args.batch), lines)
+            c = _alone_cpu(_settings(tmp, served, cand, ref, args.batch), rows, args.batch)
+            extra.append(b - a)
+            alone.append(c)
+            ratios.append((b - a) / c)
+            print(
+                f"served {a:.2f} s, with candidate {b:.2f} s, candidate scored alone {c:.2f} s: ratio {(b - a) / c:.2f}"
+            )
+        med, lo, hi = np.median(ratios), *median_ci(ratios)
+        print(
+            f"{args.events} events, batches of {args.batch}, {args.rounds} rounds; {machine('onnxruntime', 'sklearn', load=True)}"
+        )
+        print(
+            f"extra CPU of the candidate / its scoring alone: median {med:.2f} [{lo:.2f}, {hi:.2f}] (95 % CI of the median)"
+        )
+        print(f"medians: extra {np.median(extra):.2f} s, alone {np.median(alone):.2f} s")
+
+
+if __name__ == "__main__":
+    main()
