@@ -31,6 +31,7 @@ from verdict import median_ci
 from monitor.config import Settings, load_settings
 from monitor.exporters.prometheus import MetricsState
 from monitor.model.convert import convert_estimator
+from monitor.runtime.candidate import Candidate
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.pipeline import Pipeline
 from monitor.runtime.service import build_sampler
@@ -63,6 +64,20 @@ def _settings(tmp: Path, served: Path, cand: Path | None, ref: Path, batch: int)
             "checkpoint_seconds": 3600,
         },
     )
+
+
+#: CPU seconds spent in the candidates' comparisons (the paired bootstraps), summed over a run
+COMPARING = [0.0]
+_compare = Candidate.compare
+
+
+def _timed_compare(self: Candidate) -> None:
+    started = time.process_time()
+    _compare(self)
+    COMPARING[0] += time.process_time() - started
+
+
+Candidate.compare = _timed_compare  # type: ignore[method-assign]
 
 
 def _pipeline_cpu(settings: Settings, lines: list[bytes]) -> float:
@@ -106,10 +121,12 @@ def main() -> None:
             json.dumps({"id": f"e{i}", "ts": now + i, "model": "served", "features": rows[i].tolist()}).encode()
             for i in range(args.events)
         ]
-        ratios, extra, alone = [], [], []
+        ratios, extra, alone, comparing = [], [], [], []
         for _ in range(args.rounds):
             a = _pipeline_cpu(_settings(tmp, served, None, ref, args.batch), lines)
+            COMPARING[0] = 0.0
             b = _pipeline_cpu(_settings(tmp, served, cand, ref, args.batch), lines)
+            comparing.append(COMPARING[0])
             c = _alone_cpu(_settings(tmp, served, cand, ref, args.batch), rows, args.batch)
             extra.append(b - a)
             alone.append(c)
@@ -124,7 +141,10 @@ def main() -> None:
         print(
             f"extra CPU of the candidate / its scoring alone: median {med:.2f} [{lo:.2f}, {hi:.2f}] (95 % CI of the median)"
         )
-        print(f"medians: extra {np.median(extra):.2f} s, alone {np.median(alone):.2f} s")
+        print(
+            f"medians: extra {np.median(extra):.2f} s, of which comparisons {np.median(comparing):.2f} s; "
+            f"candidate alone {np.median(alone):.2f} s; served alone {args.events} events"
+        )
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ MAX_ROWS = 20_000
 #: paired events a window needs before it is compared
 MIN_EVENTS = 50
 #: the fewest new paired events between two comparisons (a comparison bootstraps every window of every segment)
-COMPARE_EVERY = 1000
+COMPARE_EVERY = 2000
 #: ... or at least this many seconds of event time since the last comparison (a slow stream)
 COMPARE_SECONDS = 10.0
 #: bootstrap replicates per comparison (90 % intervals)
