@@ -412,6 +412,8 @@ class Pipeline:
             "source_ready": self.source.ready,
             "models": {rt.name: rt.readiness() for rt in self.runtimes.values()},
         }
+        if self.candidates:  # scored beside their model, never served: {candidate: the model it would replace}
+            detail["candidates"] = {c.name: served for served, cands in self.candidates.items() for c in cands}
         assigned = getattr(self.source, "assigned", None)
         if assigned is not None:
             detail["partitions"] = [f"{t}/{p}" for t, p in assigned]

@@ -76,7 +76,8 @@ def test_run_scores_a_candidate_on_the_served_models_events(kafka09_broker: Kafk
     ]
     sidecar = sidecar_in(tmp_path, kafka09_broker, topic=topic, group_id=group_name(), config=config)
     with sidecar:
-        sidecar.wait_ready()
+        detail = sidecar.wait_ready()
+        assert detail["candidates"] == {CANDIDATE: SERVED} and list(detail["models"]) == [SERVED]
         produce(kafka09_broker, topic, messages)
         settled = sidecar.wait_for_metrics(
             lambda s: s.total(tel.EVENTS_SCORED_TOTAL.name, model=SERVED) >= EVENTS and worse(s) == set(SEGMENTS),
