@@ -132,7 +132,8 @@ def main() -> None:
             alone.append(c)
             ratios.append((b - a) / c)
             print(
-                f"served {a:.2f} s, with candidate {b:.2f} s, candidate scored alone {c:.2f} s: ratio {(b - a) / c:.2f}"
+                f"served {a:.2f} s, with candidate {b:.2f} s (comparisons {comparing[-1]:.2f} s), candidate scored "
+                f"alone {c:.2f} s: ratio {(b - a) / c:.2f}"
             )
         med, lo, hi = np.median(ratios), *median_ci(ratios)
         print(
@@ -143,7 +144,7 @@ def main() -> None:
         )
         print(
             f"medians: extra {np.median(extra):.2f} s, of which comparisons {np.median(comparing):.2f} s; "
-            f"candidate alone {np.median(alone):.2f} s; served alone {args.events} events"
+            f"candidate alone {np.median(alone):.2f} s"
         )
 
 
