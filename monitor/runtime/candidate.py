@@ -253,7 +253,7 @@ class Candidate:
     name, model : the candidate's name and ONNX copy.
     class_map : the candidate's class index → the served model's (:func:`check_candidate`); None: the same.
     window_seconds : the time windows compared (``windows.time_windows_seconds``).
-    every : paired events between comparisons (``drift.every``).
+    every : paired events between comparisons (``drift.every``, at least :data:`COMPARE_EVERY`).
     """
 
     def __init__(
