@@ -93,7 +93,7 @@ def _timed_score_candidate(self: Scoring, *args: Any) -> None:
     CANDIDATE[0] += time.process_time() - started
 
 
-Scoring._score_candidate = _timed_score_candidate  # type: ignore[method-assign]
+Scoring._score_candidate = _timed_score_candidate  # type: ignore[method-assign, assignment]
 
 
 def _pipeline_cpu(settings: Settings, lines: list[bytes]) -> float:
