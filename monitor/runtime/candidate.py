@@ -153,6 +153,11 @@ class PairedRows:
     def reset(self) -> None:
         #: per segment: (t (N,), served values (N, K), candidate values (N, K), served class (N,), candidate class)
         self._rows: dict[str, list[NDArray[np.generic]]] = {}
+        #: per segment, batches appended since the last consolidation (joined when read, or past 2 × max_rows)
+        self._new: dict[str, list[list[NDArray[np.generic]]]] = {}
+        self._pending: dict[str, int] = {}
+        #: the latest event time seen
+        self._end = -np.inf
 
     def update(
         self,
@@ -164,39 +169,56 @@ class PairedRows:
         class_b: NDArray[np.int64],
     ) -> Self:
         """Append paired events (``a``: the served model, ``b``: the candidate, (N, K) over :attr:`axes`)."""
+        if t.size:
+            self._end = max(self._end, float(t.max()))
         for seg in np.unique(segments).tolist():
             sel = segments == seg
-            new = [t[sel], a[sel], b[sel], class_a[sel], class_b[sel]]
-            old = self._rows.get(seg)
-            parts = new if old is None else [np.concatenate([o, n]) for o, n in zip(old, new, strict=True)]
-            self._rows[seg] = [p[-self.max_rows :] for p in parts]
+            self._new.setdefault(seg, []).append([t[sel], a[sel], b[sel], class_a[sel], class_b[sel]])
+            self._pending[seg] = self._pending.get(seg, 0) + int(np.count_nonzero(sel))
+            if self._pending[seg] > 2 * self.max_rows:  # bounded between reads too
+                self._join(seg)
         return self
+
+    def _join(self, segment: str) -> list[NDArray[np.generic]] | None:
+        """``segment``'s rows, the batches appended since the last read joined and the oldest past max_rows dropped
+        (one concatenation per read, not one per batch)."""
+        new = self._new.pop(segment, [])
+        self._pending.pop(segment, None)
+        old = self._rows.get(segment)
+        chunks = new if old is None else [old, *new]
+        if not chunks:
+            return None
+        if len(chunks) > 1:
+            self._rows[segment] = [np.concatenate(parts)[-self.max_rows :] for parts in zip(*chunks, strict=True)]
+        else:
+            self._rows[segment] = [p[-self.max_rows :] for p in chunks[0]]
+        return self._rows[segment]
 
     @property
     def segments(self) -> tuple[str, ...]:
-        return tuple(self._rows)
+        return tuple(dict.fromkeys([*self._rows, *self._new]))
 
     def events(self, segment: str) -> int:
-        rows = self._rows.get(segment)
+        rows = self._join(segment)
         return 0 if rows is None else int(rows[0].shape[0])
 
     def events_in(self, segment: str, window_seconds: float, end: float) -> int:
         """``segment``'s events in (end − window_seconds, end]."""
-        rows = self._rows.get(segment)
+        rows = self._join(segment)
         return (
             0 if rows is None else int(np.count_nonzero(np.asarray(rows[0], dtype=np.float64) > end - window_seconds))
         )
 
     def end(self) -> float:
         """The latest event time held (the windows end there), -inf when empty."""
-        return max((float(r[0].max()) for r in self._rows.values() if r[0].size), default=-np.inf)
+        return self._end
 
     def compare(
         self, segment: str, window_seconds: float, end: float, axes: Sequence[Axis], seed: int = 0
     ) -> PairedWindow | None:
         """The paired comparison of ``segment``'s events in (end − window_seconds, end]; None below
         :data:`MIN_EVENTS` events."""
-        rows = self._rows.get(segment)
+        rows = self._join(segment)
         if rows is None:
             return None
         t, a, b, ca, cb = rows
