@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -263,6 +263,10 @@ class CompareReport:
     candidate: str
     windows: list[PairedWindow] = field(default_factory=list)
     verdicts: dict[str, str] = field(default_factory=dict)
+    #: (segment, window) pairs whose window fell below MIN_EVENTS (a segment gone quiet): their series go
+    stale: list[tuple[str, str]] = field(default_factory=list)
+    #: segments with no window left to compare: their verdict goes too
+    quiet: list[str] = field(default_factory=list)
     evaluations: float = 0.0
 
 
@@ -354,9 +358,14 @@ class Candidate:
                 got = dataclasses.replace(shorter, window=f"{w:g}s") if same and shorter else None
                 got = got or self.rows.compare(seg, w, end, self.axes)
                 if got is None:
+                    self._stale(seg, f"{w:g}s")
                     continue
                 shorter = got
                 self._report.windows.append(got)
+                if (seg, got.window) in self._report.stale:
+                    self._report.stale.remove((seg, got.window))
+                if seg in self._report.quiet:
+                    self._report.quiet.remove(seg)
                 self._report.verdicts[seg] = got.verdict  # the longest window compared last: its verdict stands
                 if w == self.window_seconds[-1] and self._verdicts.get(seg) != got.verdict:
                     self._verdicts[seg] = got.verdict
@@ -364,6 +373,16 @@ class Candidate:
                         f"comparison verdict {got.verdict}: {got.statement}",
                         extra={"model": self.served, "candidate": self.name, "segment": seg, "window": got.window},
                     )
+            if shorter is None and self._verdicts.pop(seg, None) is not None:
+                self._report.quiet.append(seg)
+                self._report.verdicts.pop(seg, None)
+
+    def _stale(self, segment: str, window: str) -> None:
+        """``segment``'s ``window`` holds too few events now: its series go (an earlier result of this report too)."""
+        report = self._report
+        report.windows = [w for w in report.windows if (w.segment, w.window) != (segment, window)]
+        if (segment, window) not in report.stale:
+            report.stale.append((segment, window))
 
     def take_report(self) -> CompareReport:
         report, self._report = self._report, CompareReport(self.served, self.name)
@@ -394,11 +413,25 @@ def fold_segments(segments: Sequence[str], known: set[str]) -> NDArray[np.str_]:
     return np.array([s if s in known else OTHER for s in segments], dtype=np.str_)
 
 
+def _starts_with(prefix: tuple[str, ...]) -> Callable[[tuple[str, ...]], bool]:
+    """A label match: the series whose first labels are ``prefix``."""
+    return lambda labels: labels[: len(prefix)] == prefix
+
+
 def publish_comparison(state: MetricsState, report: CompareReport) -> None:
     """Write a candidate's report into the ``harmonic_compare_*`` series (:mod:`monitor.telemetry`)."""
     model, cand = report.model, report.candidate
     if report.evaluations:
         tel.MODEL_EVALUATIONS_TOTAL.inc(state, tel.ModelPurpose(cand, "events"), report.evaluations)
+    # what went stale first: a window compared again later in the same report is set again below
+    for seg, window in report.stale:
+        match = _starts_with((model, cand, seg, window))
+        for gauge in (tel.COMPARE_EVENTS, tel.COMPARE_DISAGREEMENT_RATIO):
+            gauge.clear(state, match)
+        for axis_gauge in (tel.COMPARE_DIFFERENCE, tel.COMPARE_DIFFERENCE_LOWER, tel.COMPARE_DIFFERENCE_UPPER):
+            axis_gauge.clear(state, match)
+    for seg in report.quiet:
+        tel.COMPARE_VERDICT.clear(state, _starts_with((model, cand, seg)))
     for w in report.windows:
         labels = tel.ModelCandidateSegmentWindow(model, cand, w.segment, w.window)
         tel.COMPARE_EVENTS.set(state, labels, float(w.events))

@@ -14,7 +14,14 @@ from monitor.config import load_settings
 from monitor.errors import ConfigError
 from monitor.exporters.prometheus import MetricsState
 from monitor.model.onnx import OnnxModel
-from monitor.runtime.candidate import LIVE_AXES, MIN_EVENTS, Candidate, PairedRows, check_candidate
+from monitor.runtime.candidate import (
+    LIVE_AXES,
+    MIN_EVENTS,
+    Candidate,
+    PairedRows,
+    check_candidate,
+    publish_comparison,
+)
 from monitor.source.base import RawRecord
 from tests.unit import onnx_graphs
 from tests.unit.test_pipeline import RecordingSource, events, make_pipeline, make_settings, rows, run_to_end
@@ -186,3 +193,31 @@ def test_a_failing_candidate_costs_the_served_model_nothing(
     assert "candidate 'broken' could not score a batch of 'clf': RuntimeError: session lost" in caplog.text
     verdict = tel.ModelCandidateSegmentVerdict("clf", "broken", "other", "no-difference")
     assert tel.COMPARE_VERDICT.get(state, verdict) is None  # nothing compared: no verdict claimed
+
+
+def test_a_segment_gone_quiet_loses_its_comparison_series(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_graphs.linear_classifier(tmp_path / "m.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2]))
+    cand = Candidate("clf", "v2", model, None, (60.0,), every=1000)
+    rng = np.random.default_rng(0)
+    state = MetricsState()
+
+    def feed(segment: str, start: float) -> None:
+        a = rng.gamma(2.0, 0.05, size=(100, len(AXES)))
+        cls = np.zeros(100, dtype=np.int64)
+        worse = a + np.array([0.01 if ax.name == "gamma" else 0.0 for ax in AXES])  # more fragile, better on nothing
+        cand.rows.update(np.array([segment] * 100), start + np.arange(100.0), a, worse, cls, cls)
+        cand.compare()
+        publish_comparison(state, cand.take_report())
+
+    def verdicts(segment: str) -> dict[str, float | None]:
+        return {
+            v: tel.COMPARE_VERDICT.get(state, tel.ModelCandidateSegmentVerdict("clf", "v2", segment, v))
+            for v in ("candidate-worse", "no-difference")
+        }
+
+    feed("eu", 0.0)
+    assert verdicts("eu") == {"candidate-worse": 1.0, "no-difference": 0.0}
+    feed("us", 1000.0)  # eu has had no event for far longer than its window
+    assert verdicts("eu") == {"candidate-worse": None, "no-difference": None}
+    assert tel.COMPARE_EVENTS.get(state, tel.ModelCandidateSegmentWindow("clf", "v2", "eu", "60s")) is None
+    assert verdicts("us") == {"candidate-worse": 1.0, "no-difference": 0.0}
