@@ -135,6 +135,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--features", type=int, default=20)
     args = p.parse_args()
+    print(f"machine: {machine('onnxruntime', 'sklearn', load=True)}")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         served, cand, ref, x = _models(tmp, args.features)
@@ -165,9 +166,7 @@ def main() -> None:
             )
         med, lo, hi = np.median(ratios), *median_ci(ratios)
         med2, lo2, hi2 = np.median(beside), *median_ci(beside)
-        print(
-            f"{args.events} events, batches of {args.batch}, {args.rounds} rounds; {machine('onnxruntime', 'sklearn', load=True)}"
-        )
+        print(f"{args.events} events, batches of {args.batch}, {args.rounds} rounds")
         print(
             f"the candidate's CPU in the pipeline / its scoring alone: median {med:.2f} [{lo:.2f}, {hi:.2f}] (95 % CI of the median); "
             f"against its scoring after the served model's: {med2:.2f} [{lo2:.2f}, {hi2:.2f}]"

@@ -214,7 +214,12 @@ class PairedRows:
         return self._end
 
     def compare(
-        self, segment: str, window_seconds: float, end: float, axes: Sequence[Axis], seed: int = 0
+        self,
+        segment: str,
+        window_seconds: float,
+        end: float,
+        axes: Sequence[Axis],
+        seed: int = 0,  # not a setting: the bootstrap's own draw, the same at every comparison
     ) -> PairedWindow | None:
         """The paired comparison of ``segment``'s events in (end − window_seconds, end]; None below
         :data:`MIN_EVENTS` events."""
