@@ -342,7 +342,11 @@ class Scoring:
         assert rt.scorer is not None and rt.watch is not None
         known = {seg for _, seg in rt.watch.windows.keys}
         try:
+            # placed as the watch places them (nothing past its watermark): a producer's clock a day ahead cannot
+            # carry the paired windows' end past every event
             ts = np.array([ev.timestamp_seconds for ev in batch], dtype=np.float64)
+            if math.isfinite(rt.watch.clock.watermark):
+                ts = np.minimum(ts, rt.watch.clock.watermark)
             segments = fold_segments([ev.segment for ev in batch], known)
             cand.score(rt.scorer, rt.held_sample, rows, held, result, ts, segments, keep)
         except Exception as exc:  # noqa: BLE001 - the candidate is an experiment: it never costs the served model
