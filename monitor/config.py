@@ -171,6 +171,13 @@ class ModelSettings(_Strict):
     scoring: ScoringSettings = Field(
         default_factory=ScoringSettings, description="How γ and flicker are scored for this model."
     )
+    compare_with: str | None = Field(
+        None,
+        description="Make this model a candidate beside the named model (the one it would replace): scored on that "
+        "model's sampled events (one draw, both models; the sampling budget counts both), at its scales, never "
+        "served; exports paired differences and harmonic_compare_verdict (docs/COMPARE.md). Same inputs, kind and "
+        "classes as the named model.",
+    )
 
 
 class KafkaSettings(_Strict):
@@ -667,6 +674,20 @@ class Settings(BaseSettings):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"model names must be unique; repeated: {sorted(dup)}")
+        for m in v:
+            if m.compare_with is None:
+                continue
+            target = next((t for t in v if t.name == m.compare_with), None)
+            if target is None:
+                raise ValueError(
+                    f"model '{m.name}': compare_with names '{m.compare_with}', which is not a configured model "
+                    f"({', '.join(names)}); name the model it would replace"
+                )
+            if target.name == m.name or target.compare_with is not None:
+                raise ValueError(
+                    f"model '{m.name}': compare_with must name a served model (one without compare_with); "
+                    f"'{target.name}' is {'itself' if target.name == m.name else 'a candidate too'}"
+                )
         return v
 
     @model_validator(mode="after")

@@ -105,6 +105,28 @@ class ModelScale(NamedTuple):
     scale: str
 
 
+class ModelCandidateSegmentWindow(NamedTuple):
+    model: str
+    candidate: str
+    segment: str
+    window: str
+
+
+class ModelCandidateSegmentWindowAxis(NamedTuple):
+    model: str
+    candidate: str
+    segment: str
+    window: str
+    axis: str
+
+
+class ModelCandidateSegmentVerdict(NamedTuple):
+    model: str
+    candidate: str
+    segment: str
+    verdict: str
+
+
 class ModelSegmentVerdict(NamedTuple):
     model: str
     segment: str
@@ -511,6 +533,38 @@ ROBUSTNESS_COMPOSITE = Gauge(
     "harmonic_robustness_composite",
     "0.4·stability + 0.3·resilience + 0.3·reliability — always read beside its parts.",
     Model,
+)
+COMPARE_EVENTS = Gauge(
+    "harmonic_compare_events",
+    "Sampled events of the window scored on both the served model and its candidate (models[].compare_with).",
+    ModelCandidateSegmentWindow,
+)
+COMPARE_DIFFERENCE = Gauge(
+    "harmonic_compare_difference",
+    "Paired difference of the window means, candidate − served model, on the same sampled events (axis: gamma, "
+    "flicker, p_adj, confidence).",
+    ModelCandidateSegmentWindowAxis,
+)
+COMPARE_DIFFERENCE_LOWER = Gauge(
+    "harmonic_compare_difference_lower",
+    "Lower end of the paired difference's 90 % paired-bootstrap interval.",
+    ModelCandidateSegmentWindowAxis,
+)
+COMPARE_DIFFERENCE_UPPER = Gauge(
+    "harmonic_compare_difference_upper",
+    "Upper end of the paired difference's 90 % paired-bootstrap interval.",
+    ModelCandidateSegmentWindowAxis,
+)
+COMPARE_DISAGREEMENT_RATIO = Gauge(
+    "harmonic_compare_disagreement_ratio",
+    "Share of the window's paired events where the served model and the candidate predict different classes.",
+    ModelCandidateSegmentWindow,
+)
+COMPARE_VERDICT = Gauge(
+    "harmonic_compare_verdict",
+    "1 for the candidate's current comparison verdict over the longest time window (candidate-better, "
+    "candidate-worse, no-difference, incomparable), 0 for the others; separate from harmonic_drift_verdict.",
+    ModelCandidateSegmentVerdict,
 )
 UP = Gauge("harmonic_up", "1 while the process runs; labels describe the build.", Version)
 READY = Gauge("harmonic_ready", "1 when every model is loaded and partitions are assigned.", NoLabels)

@@ -47,6 +47,7 @@ GROUPS = (
     "Alerts",
     "Probes on flagged regions",
     "Accuracy without labels",
+    "Candidate beside the served model",
     "With delayed labels",
     "Cost and latency",
     "Process",
@@ -553,6 +554,41 @@ USAGE: dict[str, Usage] = {
         "The model's accuracy on its labelled reference (the validation set `reference --labels` was given): what "
         "every estimate starts from, and what HarmonicAccuracyDrop compares with.",
     ),
+    # -- a candidate beside the served model (models[].compare_with) ----------------------------------------------
+    "harmonic_compare_events": Usage(
+        "Candidate beside the served model",
+        "events",
+        "Paired events in the window (both models valid, the windows' uniform share); a window is compared from 50 on. "
+        "The newest 20,000 per segment are kept.",
+    ),
+    "harmonic_compare_difference": Usage(
+        "Candidate beside the served model",
+        "the axis's unit",
+        "Candidate − served on the same events: above 0 on `gamma`/`flicker` means the candidate is more fragile "
+        "there; on `p_adj`/`confidence`, higher for the candidate. Read it with its interval (docs/COMPARE.md, Live).",
+    ),
+    "harmonic_compare_difference_lower": Usage(
+        "Candidate beside the served model",
+        "the axis's unit",
+        "An interval wholly above or below 0 is a difference the paired bootstrap calls real at 90 %.",
+    ),
+    "harmonic_compare_difference_upper": Usage(
+        "Candidate beside the served model",
+        "the axis's unit",
+        "Upper end of the same interval.",
+    ),
+    "harmonic_compare_disagreement_ratio": Usage(
+        "Candidate beside the served model",
+        "ratio (0–1)",
+        "How often replacing the served model would change the answer (classifiers): what a rollout changes, "
+        "whichever model is right.",
+    ),
+    "harmonic_compare_verdict": Usage(
+        "Candidate beside the served model",
+        "0/1",
+        "The Pareto statement over the ranked axes (γ, flicker, P_adj) of the longest window: `candidate-worse` "
+        "fires HarmonicCandidateWorse; `incomparable` means each model wins somewhere (no composite score).",
+    ),
     "harmonic_resilience": Usage(
         "With delayed labels",
         "ratio (0–1)",
@@ -689,7 +725,12 @@ LABELS: dict[str, str] = {
     "scale": "`sigma` (flicker noise scale σ) or `radius` (γ ball radius r).",
     "window": "`<seconds>s` for each of `windows.time_windows_seconds` (default `60s`, `300s`, `3600s`) and "
     "`last_<N>` for the count window (`windows.count_window_events`, default `last_2000`).",
-    "verdict": "One of " + ", ".join(f"`{v.value}`" for v in Verdict) + ".",
+    "verdict": "One of "
+    + ", ".join(f"`{v.value}`" for v in Verdict)
+    + "; on `harmonic_compare_verdict` one of `candidate-better`, `candidate-worse`, `no-difference`, "
+    "`incomparable`.",
+    "candidate": "A model with `compare_with` naming the `model` label's model (bounded by the configured models).",
+    "axis": "Compared axis: `gamma`, `flicker`, `p_adj`, `confidence` (classifiers; a regressor: `gamma`, `flicker`).",
     "problem": "What was wrong with one input's value: `missing` (absent or null), `not_finite` (NaN, ±inf) or "
     "`out_of_range` (finite but beyond float32's ±3.4e38).",
     "feature": "One of the model's inputs by its per-element name (the model's signature, `x[3]`, `age`, or "

@@ -53,10 +53,30 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_load_models:
         for m in settings.models:
             check_model(settings, m)
+        _check_candidates(settings)
     _note_port_in_use(settings)
     # secrets (SASL/SSL passwords, tokens, credentials in URLs) print as "***": the output lands in CI logs and tickets
     print(json.dumps(redact(settings.model_dump(mode="json")), indent=2))
     return 0
+
+
+def _check_candidates(settings: Settings) -> None:
+    """Each ``compare_with`` pair loaded as ``run`` loads it: same kind, inputs and classes (one-line refusals)."""
+    from monitor.runtime.candidate import check_candidate
+    from monitor.runtime.models import load_model_runtime
+
+    by_name = {m.name: m for m in settings.models}
+    for m in settings.models:
+        if m.compare_with is None:
+            continue
+        column = settings.segments.reference_column
+        served = load_model_runtime(by_name[m.compare_with], segment_column=column)
+        cand = load_model_runtime(m, segment_column=column)
+        check_candidate(served.name, served.model, cand.name, cand.model)
+        print(
+            f"model '{m.name}': a candidate beside '{m.compare_with}' (scored on its events, not served)",
+            file=sys.stderr,
+        )
 
 
 def _note_port_in_use(settings: Settings) -> None:

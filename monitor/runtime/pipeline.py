@@ -32,6 +32,7 @@ from monitor.config import Settings
 from monitor.errors import MonitorError
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
+from monitor.runtime.candidate import build_candidates, publish_comparison
 from monitor.runtime.dead_letters import DeadLetters
 from monitor.runtime.fanout import Fanout
 from monitor.runtime.ingest import Ingest, undecodable
@@ -74,6 +75,9 @@ class Pipeline:
     ) -> None:
         self.settings = settings
         self.source = source
+        #: per served model, its candidates (``models[].compare_with``): scored on its batches, never served
+        self.candidates = build_candidates(settings, runtimes)
+        runtimes = [rt for rt in runtimes if rt.settings.compare_with is None]
         self.runtimes = {rt.name: rt for rt in runtimes}
         self.default_model = runtimes[0].name
         self.sampler = sampler
@@ -118,7 +122,7 @@ class Pipeline:
         }
         self.ingest = Ingest(settings, schemas)
         self.labels = LabelStage(settings, self.runtimes, clock)
-        self.scoring = Scoring(settings, self.runtimes, sampler, clock)
+        self.scoring = Scoring(settings, self.runtimes, sampler, clock, self.candidates)
         #: where ingest's and scoring's results go: series, scores and dead letters, labels, hooks, checkpoints
         self.stages = StageFanout(
             self.state,
@@ -157,6 +161,9 @@ class Pipeline:
     def publish(self) -> None:
         """Send every watch's report (series, alert transitions, changes) and the probes' series on (:class:`Fanout`)."""
         self.fanout.drain(rt.watch for rt in self.runtimes.values())
+        for cands in self.candidates.values():
+            for cand in cands:
+                publish_comparison(self.state, cand.take_report())
 
     def tick_alerts(self) -> None:
         """Move every watch's alerts on to its clock's now without new events (every loop turn), and publish."""
@@ -405,6 +412,8 @@ class Pipeline:
             "source_ready": self.source.ready,
             "models": {rt.name: rt.readiness() for rt in self.runtimes.values()},
         }
+        if self.candidates:  # scored beside their model, never served: {candidate: the model it would replace}
+            detail["candidates"] = {c.name: served for served, cands in self.candidates.items() for c in cands}
         assigned = getattr(self.source, "assigned", None)
         if assigned is not None:
             detail["partitions"] = [f"{t}/{p}" for t, p in assigned]

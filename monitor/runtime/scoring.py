@@ -26,7 +26,9 @@ from numpy.typing import NDArray
 from monitor.config import Settings
 from monitor.drift.categories import held_columns
 from monitor.events import InferenceEvent, feature_rows, held_rows
+from monitor.logs import RateLimitedLogger
 from monitor.model.signature import Held
+from monitor.runtime.candidate import Candidate, fold_segments
 from monitor.runtime.models import (
     HELD_SAMPLE_ROWS,
     ModelRuntime,
@@ -83,9 +85,13 @@ class Scoring:
         runtimes: Mapping[str, ModelRuntime],
         sampler: Sampler,
         clock: Callable[[], float],
+        candidates: Mapping[str, Sequence[Candidate]] | None = None,
     ) -> None:
         self.settings = settings
         self.runtimes = runtimes
+        #: per served model, the candidates scored on its batches (``models[].compare_with``)
+        self.candidates: Mapping[str, Sequence[Candidate]] = candidates or {}
+        self._candidate_log = RateLimitedLogger(log)
         self.sampler = sampler
         self.clock = clock
         self.thinner = UniformThinner(sampler)
@@ -309,7 +315,11 @@ class Scoring:
         scored = ScoredBatch(rt, batch, rows, held, result, self.clock(), evaluations, time.perf_counter() - started)
         tried.append(scored)
         assert rt.watch is not None
-        rt.watch.update(batch, rows, result, shadow, uniform=self.thinner.keep(rt.name, weights))
+        keep = self.thinner.keep(rt.name, weights)
+        rt.watch.update(batch, rows, result, shadow, uniform=keep)
+        # the candidates on the same draw and rows: their cost is in this batch's, which the sampler divides by
+        for cand in self.candidates.get(rt.name, ()):
+            self._score_candidate(rt, cand, batch, rows, held, result, keep)
         # the measured cost (CPU seconds, all threads: onnxruntime's too) that the sampler divides its budget by
         cpu = time.process_time() - cpu_started
         self.sampler.observe_cost(rt.name, len(batch), cpu)
@@ -317,6 +327,35 @@ class Scoring:
         self.busy_wall += wall
         self.busy_cpu += cpu
         scored.cpu_seconds, scored.wall_seconds, scored.applied = cpu, wall, True
+
+    def _score_candidate(
+        self,
+        rt: ModelRuntime,
+        cand: Candidate,
+        batch: Sequence[InferenceEvent],
+        rows: NDArray[np.float64],
+        held: Held | None,
+        result: ScoreResult,
+        keep: NDArray[np.bool_] | None,
+    ) -> None:
+        """Score ``batch`` on ``cand``; a candidate that fails is logged and the served model's events stand."""
+        assert rt.scorer is not None and rt.watch is not None
+        known = {seg for _, seg in rt.watch.windows.keys}
+        try:
+            # placed as the watch places them (nothing past its watermark): a producer's clock a day ahead cannot
+            # carry the paired windows' end past every event
+            ts = np.array([ev.timestamp_seconds for ev in batch], dtype=np.float64)
+            if math.isfinite(rt.watch.clock.watermark):
+                ts = np.minimum(ts, rt.watch.clock.watermark)
+            segments = fold_segments([ev.segment for ev in batch], known)
+            cand.score(rt.scorer, rt.held_sample, rows, held, result, ts, segments, keep)
+        except Exception as exc:  # noqa: BLE001 - the candidate is an experiment: it never costs the served model
+            self._candidate_log.warning(
+                "candidate-" + cand.name,
+                f"candidate '{cand.name}' could not score a batch of '{rt.name}': {type(exc).__name__}: {exc}",
+                model=rt.name,
+                candidate=cand.name,
+            )
 
     def sampling(self) -> list[SamplingLevel]:
         """Every model's sampled fraction and the sampler's capacity for it."""

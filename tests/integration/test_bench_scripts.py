@@ -133,6 +133,11 @@ def test_compare_models_prints_its_tables() -> None:
     assert "specific fragilities:" in out and "| 600 |" in out
 
 
+def test_live_candidate_prints_its_ratios() -> None:
+    out = bench("bench/live_candidate.py", *("--events", "600", "--rounds", "2", "--batch", "100"))
+    assert "the candidate's CPU in the pipeline / its scoring alone: median" in out and "comparisons" in out
+
+
 def test_l2_boundary_prints_its_tables() -> None:
     """HopSkipJump is skipped here: ART lives in its own venv (bench/.venv-art), not in CI's."""
     out = bench("bench/l2_boundary.py", "--points", "3", "--models", "lr,gbdt", "--no-art")

@@ -223,10 +223,17 @@ def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         tmp / "credit.onnx", [[1.0, -0.5, 0.0], [0.3, 0.8, -1.0]], [0.1, 0.0, -0.2], curvature=[0.4, -0.3, 0.1]
     )
     np.save(tmp / "reference.npy", np.random.default_rng(0).normal(0.0, 1.5, (400, 2)))
+    # a candidate beside it (models[].compare_with): the harmonic_compare_* series and the dashboard's row
+    candidate = onnx_graphs.linear_classifier(
+        tmp / "credit-v2.onnx", [[1.0, -0.5, 0.0], [0.3, 0.8, -1.0]], [0.1, 0.0, -0.2], curvature=[0.9, -0.6, 0.3]
+    )
     settings = load_settings(
         None,
         {
-            "models": [{"name": "credit", "path": str(model), "reference": str(tmp / "reference.npy")}],
+            "models": [
+                {"name": "credit", "path": str(model), "reference": str(tmp / "reference.npy")},
+                {"name": "credit-v2", "path": str(candidate), "compare_with": "credit"},
+            ],
             "sampler": {"events_per_second": 0},
             "batch": {"max_events": 64, "max_wait_ms": 50},
             "drift": {"window": 100, "every": 50},
@@ -381,6 +388,27 @@ def test_the_what_moved_panels_draw_the_sidecar_s_series(prometheus: PrometheusS
     assert all(0.0 <= float(s["value"][1]) <= 1.0 for s in per_input)
     verdicts = prometheus.wait_for_samples(_substituted(panels[24]["targets"][0]["expr"]))
     assert {float(s["value"][1]) for s in verdicts} <= {-1.0, 0.0, 1.0, 2.0}
+
+
+def test_prometheus_stores_the_candidate_comparison(prometheus: PrometheusService) -> None:
+    """The candidate's verdict (one of four at 1 per segment) and its paired differences reach Prometheus."""
+    verdicts = prometheus.wait_for_samples('harmonic_compare_verdict{candidate="credit-v2"} == 1')
+    assert {s["metric"]["segment"] for s in verdicts} == {"eu", "us"}
+    assert {s["metric"]["verdict"] for s in verdicts} <= {
+        "candidate-better",
+        "candidate-worse",
+        "no-difference",
+        "incomparable",
+    }
+    rates = prometheus.wait_for_samples(
+        'harmonic_compare_disagreement_ratio{candidate="credit-v2", window="60s"}', lambda v: 0.0 <= v <= 1.0
+    )
+    assert {s["metric"]["segment"] for s in rates} == {"eu", "us"}
+    spans = prometheus.wait_for_samples(
+        'harmonic_compare_difference_upper{axis="gamma"} - harmonic_compare_difference_lower{axis="gamma"}',
+        lambda v: v >= 0.0,
+    )
+    assert spans
 
 
 def test_promtool_accepts_the_rules_and_their_unit_tests() -> None:

@@ -1,0 +1,453 @@
+"""A candidate model beside the served model it would replace (``models[].compare_with``), on the same events.
+
+The candidate is never served and receives no events of its own: every micro-batch the served model scores (one
+sampled draw, decoded once) is scored on the candidate too, at the served model's scales (its standardizer, radius,
+σ and seed), so both models' per-event values are paired. :class:`PairedRows` keeps the newest paired events per
+segment; :class:`Candidate` scores, pairs and, every ``every`` paired events, compares each time window with
+:mod:`monitor.comparison.paired` (the paired bootstrap, the Pareto relation and the verdict ``compare`` uses): the
+differences (candidate − served) with their intervals, the share of events where the two predict different
+classes, and per segment the verdict of the longest window. Its :class:`CompareReport` goes to telemetry at the
+pipeline's drains (:func:`publish_comparison`). The paired rows are not persisted: a restart compares afresh.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Self
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor import telemetry as tel
+from monitor.comparison.columns import class_values
+from monitor.comparison.paired import Axis, PairedDifference, differences, pareto, share_interval, verdict
+from monitor.comparison.run import AXES
+from monitor.config import Settings
+from monitor.errors import ConfigError
+from monitor.exporters.prometheus import MetricsState
+from monitor.model.onnx import OnnxModel
+from monitor.model.signature import Held, default_held
+from monitor.rolling.windows import OTHER
+from monitor.runtime.models import ModelRuntime
+from monitor.signals.scorer import RobustnessScorer, ScoreResult
+
+log = logging.getLogger("monitor.runtime.candidate")
+
+#: the axes compared live, per model kind (a regressor has no class probability, P_adj or classes to disagree on)
+LIVE_AXES: Mapping[str, tuple[Axis, ...]] = {
+    "classifier": tuple(ax for ax in AXES if ax.name in ("gamma", "flicker", "p_adj", "confidence")),
+    "regressor": tuple(ax for ax in AXES if ax.name in ("gamma", "flicker")),
+}
+#: the comparison verdicts, as ``harmonic_compare_verdict`` labels them
+VERDICTS = ("candidate-better", "candidate-worse", "no-difference", "incomparable")
+#: paired events kept per segment (the newest): bounds memory and the bootstrap's cost at any event rate
+MAX_ROWS = 20_000
+#: paired events a window needs before it is compared
+MIN_EVENTS = 50
+#: the fewest new paired events between two comparisons (a comparison bootstraps every window of every segment)
+COMPARE_EVERY = 2000
+#: ... or at least this many seconds of event time since the last comparison (a slow stream)
+COMPARE_SECONDS = 10.0
+#: bootstrap replicates per comparison (90 % intervals)
+REPLICATES = 400
+
+
+def check_candidate(served: str, a: OnnxModel, candidate: str, b: OnnxModel) -> NDArray[np.int64] | None:
+    """Refuse a candidate that cannot be scored on the served model's events; the map of the candidate's class
+    indices to the served model's (None: the same order, or a regressor).
+
+    Raises
+    ------
+    ConfigError
+        Different kinds, inputs (names, order, held inputs) or class sets, each in one line naming both models.
+    """
+    where = f"model '{candidate}' (compare_with: {served})"
+    if a.kind != b.kind:
+        raise ConfigError(
+            f"{where}: '{served}' is a {a.kind} and '{candidate}' a {b.kind}; a candidate must answer the same task "
+            "(set model_kind when the graph misleads)"
+        )
+    fa, fb = tuple(a.feature_names), tuple(b.feature_names)
+    if fa != fb:
+        missing = [n for n in fa if n not in fb]
+        what = (
+            f"takes {len(fb)} ({_first(fb)})"
+            if len(fa) != len(fb)
+            else f"lacks {_first(missing)}"
+            if missing
+            else f"takes them in another order ({_first(fb)})"
+        )
+        raise ConfigError(
+            f"{where}: '{served}' takes {len(fa)} inputs ({_first(fa)}) and '{candidate}' {what}; export the "
+            "candidate with the same inputs in the same order, or set feature_names on both"
+        )
+    held_a = tuple(s.name for s in a.signature.held_inputs) + a.signature.held_features
+    held_b = tuple(s.name for s in b.signature.held_inputs) + b.signature.held_features
+    if held_a != held_b:
+        raise ConfigError(
+            f"{where}: '{served}' holds {list(held_a)} fixed and '{candidate}' {list(held_b)}; both must take the "
+            "same held inputs (fixed_features)"
+        )
+    if a.kind != "classifier":
+        return None
+    ca, cb = _classes(a), _classes(b)
+    if ca is None or cb is None or ca == cb:  # None: no probabilities to count classes by (labels only)
+        return None
+    if set(ca) != set(cb):
+        raise ConfigError(
+            f"{where}: '{served}' predicts classes {{{', '.join(ca)}}} and '{candidate}' {{{', '.join(cb)}}}; "
+            "a candidate must predict the served model's classes"
+        )
+    return np.array([ca.index(c) for c in cb], dtype=np.int64)
+
+
+def _classes(model: OnnxModel) -> tuple[str, ...] | None:
+    """The class values the graph declares, else the columns of its probabilities as ``0`` … ``C−1`` (as
+    ``compare`` reads them)."""
+    declared = class_values(model)
+    if declared is not None:
+        return declared
+    out = model.evaluate(np.zeros((1, model.n_features), dtype=np.float32), default_held(model.signature, 1))
+    return None if out.proba is None else tuple(str(i) for i in range(int(out.proba.shape[1])))
+
+
+def _first(names: Sequence[str], shown: int = 3) -> str:
+    return ", ".join(names[:shown]) + (f", … ({len(names)} in all)" if len(names) > shown else "")
+
+
+@dataclass(frozen=True)
+class PairedWindow:
+    """One window of one segment: the paired differences (``difference`` is candidate − served, ``lower``/``upper``
+    its 90 % paired-bootstrap interval), the share of events where the predicted classes differ (NaN for a
+    regressor) and the verdict of the window."""
+
+    segment: str
+    window: str
+    events: int
+    differences: tuple[PairedDifference, ...]
+    disagreement: float
+    verdict: str
+    statement: str
+
+
+class PairedRows:
+    """The newest :data:`MAX_ROWS` paired events per segment: event time, both models' values on each axis, and
+    both predicted classes. ``update`` feeds a batch, ``compare`` reads a window.
+
+    >>> rows = PairedRows(("gamma",), max_rows=4)
+    >>> t = np.arange(6.0); a = np.zeros((6, 1)); b = np.ones((6, 1)); c = np.zeros(6, dtype=np.int64)
+    >>> rows.update(np.array(["x"] * 6), t, a, b, c, c).events("x")
+    4
+    """
+
+    def __init__(self, axes: Sequence[str], max_rows: int = MAX_ROWS) -> None:
+        if max_rows < 1:
+            raise ValueError(f"max_rows must be >= 1; got {max_rows!r}")
+        self.axes = tuple(axes)
+        self.max_rows = max_rows
+        self.reset()
+
+    def reset(self) -> None:
+        #: per segment: (t (N,), served values (N, K), candidate values (N, K), served class (N,), candidate class)
+        self._rows: dict[str, list[NDArray[np.generic]]] = {}
+        #: per segment, batches appended since the last consolidation (joined when read, or past 2 × max_rows)
+        self._new: dict[str, list[list[NDArray[np.generic]]]] = {}
+        self._pending: dict[str, int] = {}
+        #: the latest event time seen
+        self._end = -np.inf
+
+    def update(
+        self,
+        segments: NDArray[np.str_],
+        t: NDArray[np.float64],
+        a: NDArray[np.float64],
+        b: NDArray[np.float64],
+        class_a: NDArray[np.int64],
+        class_b: NDArray[np.int64],
+    ) -> Self:
+        """Append paired events (``a``: the served model, ``b``: the candidate, (N, K) over :attr:`axes`)."""
+        if t.size:
+            self._end = max(self._end, float(t.max()))
+        for seg in np.unique(segments).tolist():
+            sel = segments == seg
+            self._new.setdefault(seg, []).append([t[sel], a[sel], b[sel], class_a[sel], class_b[sel]])
+            self._pending[seg] = self._pending.get(seg, 0) + int(np.count_nonzero(sel))
+            if self._pending[seg] > 2 * self.max_rows:  # bounded between reads too
+                self._join(seg)
+        return self
+
+    def _join(self, segment: str) -> list[NDArray[np.generic]] | None:
+        """``segment``'s rows, the batches appended since the last read joined and the oldest past max_rows dropped
+        (one concatenation per read, not one per batch)."""
+        new = self._new.pop(segment, [])
+        self._pending.pop(segment, None)
+        old = self._rows.get(segment)
+        chunks = new if old is None else [old, *new]
+        if not chunks:
+            return None
+        if len(chunks) > 1:
+            self._rows[segment] = [np.concatenate(parts)[-self.max_rows :] for parts in zip(*chunks, strict=True)]
+        else:
+            self._rows[segment] = [p[-self.max_rows :] for p in chunks[0]]
+        return self._rows[segment]
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*self._rows, *self._new]))
+
+    def events(self, segment: str) -> int:
+        rows = self._join(segment)
+        return 0 if rows is None else int(rows[0].shape[0])
+
+    def events_in(self, segment: str, window_seconds: float, end: float) -> int:
+        """``segment``'s events in (end − window_seconds, end]."""
+        rows = self._join(segment)
+        return (
+            0 if rows is None else int(np.count_nonzero(np.asarray(rows[0], dtype=np.float64) > end - window_seconds))
+        )
+
+    def end(self) -> float:
+        """The latest event time held (the windows end there), -inf when empty."""
+        return self._end
+
+    def compare(
+        self,
+        segment: str,
+        window_seconds: float,
+        end: float,
+        axes: Sequence[Axis],
+        seed: int = 0,  # not a setting: the bootstrap's own draw, the same at every comparison
+    ) -> PairedWindow | None:
+        """The paired comparison of ``segment``'s events in (end − window_seconds, end]; None below
+        :data:`MIN_EVENTS` events."""
+        rows = self._join(segment)
+        if rows is None:
+            return None
+        t, a, b, ca, cb = rows
+        sel = np.asarray(t, dtype=np.float64) > end - window_seconds
+        n = int(np.count_nonzero(sel))
+        if n < MIN_EVENTS:
+            return None
+        col = {name: j for j, name in enumerate(self.axes)}
+        served = {ax.name: a[sel, col[ax.name]].astype(np.float64) for ax in axes}
+        cand = {ax.name: b[sel, col[ax.name]].astype(np.float64) for ax in axes}
+        diffs = differences(served, cand, axes, replicates=REPLICATES, seed=seed)
+        relation = pareto(diffs, axes)
+        cls_a, cls_b = np.asarray(ca[sel], dtype=np.int64), np.asarray(cb[sel], dtype=np.int64)
+        flags = cls_a != cls_b
+        known = (cls_a >= 0) & (cls_b >= 0)
+        share = share_interval(flags[known])[0] if known.any() else float("nan")
+        # candidate − served (the interval's ends swap); ``favours`` names the model
+        sides = {"a": "served", "b": "candidate"}
+        flipped = tuple(
+            PairedDifference(
+                d.axis, d.n, d.mean_b, d.mean_a, -d.difference, -d.upper, -d.lower, sides.get(d.favours, d.favours)
+            )
+            for d in diffs
+        )
+        return PairedWindow(
+            segment,
+            f"{window_seconds:g}s",
+            n,
+            flipped,
+            share,
+            verdict(relation.relation),
+            relation.statement("served", "candidate"),
+        )
+
+
+@dataclass
+class CompareReport:
+    """What a candidate produced since the last drain: the windows compared, the verdict per segment (of its
+    longest window), and the model rows the candidate evaluated."""
+
+    model: str
+    candidate: str
+    windows: list[PairedWindow] = field(default_factory=list)
+    verdicts: dict[str, str] = field(default_factory=dict)
+    #: (segment, window) pairs whose window fell below MIN_EVENTS (a segment gone quiet): their series go
+    stale: list[tuple[str, str]] = field(default_factory=list)
+    #: segments with no window left to compare: their verdict goes too
+    quiet: list[str] = field(default_factory=list)
+    evaluations: float = 0.0
+
+
+class Candidate:
+    """One candidate beside its served model: scores the served model's batches and compares them per window.
+
+    Parameters
+    ----------
+    served : the served model's name.
+    name, model : the candidate's name and ONNX copy.
+    class_map : the candidate's class index → the served model's (:func:`check_candidate`); None: the same.
+    window_seconds : the time windows compared (``windows.time_windows_seconds``).
+    every : paired events between comparisons (``drift.every``, at least :data:`COMPARE_EVERY`).
+    """
+
+    def __init__(
+        self,
+        served: str,
+        name: str,
+        model: OnnxModel,
+        class_map: NDArray[np.int64] | None,
+        window_seconds: Sequence[float],
+        every: int,
+    ) -> None:
+        if not window_seconds:
+            raise ValueError("window_seconds must name at least one window")
+        self.served, self.name, self.model = served, name, model
+        self.class_map = class_map
+        self.window_seconds = tuple(sorted(window_seconds))
+        self.every = max(1, every)
+        self.axes = LIVE_AXES.get(model.kind, LIVE_AXES["regressor"])
+        self.rows = PairedRows([ax.name for ax in self.axes])
+        self.scorer: RobustnessScorer | None = None
+        self._standardizer: object = None
+        self._since = 0
+        #: the event time of the last comparison (a slow stream is compared every COMPARE_SECONDS of event time)
+        self._compared_at = -np.inf
+        self._report = CompareReport(served, name)
+        #: per segment, the verdict last logged
+        self._verdicts: dict[str, str] = {}
+
+    def score(
+        self,
+        scorer: RobustnessScorer,
+        held_sample: Held | None,
+        rows: NDArray[np.float64],
+        held: Held | None,
+        served: ScoreResult,
+        timestamps: NDArray[np.float64],
+        segments: NDArray[np.str_],
+        keep: NDArray[np.bool_] | None,
+    ) -> None:
+        """Score the served model's batch on the candidate (``scorer``: the served model's, whose standardizer and
+        scales the candidate shares) and pair the events both scored; compare once ``every`` events are new
+        or :data:`COMPARE_SECONDS` of event time have passed."""
+        if self.scorer is None or self._standardizer is not scorer.standardizer:
+            self.scorer = RobustnessScorer(self.model, scorer.standardizer, scorer.config, held_sample=held_sample)
+            self._standardizer = scorer.standardizer
+        result = self.scorer.score(rows, held)
+        self._report.evaluations += float(rows.shape[0] * self.scorer.rows_per_event())
+        ok = served.valid & result.valid
+        if keep is not None:
+            ok &= keep
+        if not ok.any():
+            return
+        cls_b = result.predicted_class
+        if self.class_map is not None:
+            cls_b = np.where(cls_b >= 0, self.class_map[np.clip(cls_b, 0, None)], -1)
+        values = {"gamma": "gamma", "flicker": "flicker", "p_adj": "p_adj", "confidence": "probability"}
+        a = np.column_stack([getattr(served, values[ax.name])[ok] for ax in self.axes])
+        b = np.column_stack([getattr(result, values[ax.name])[ok] for ax in self.axes])
+        self.rows.update(segments[ok], timestamps[ok], a, b, served.predicted_class[ok], cls_b[ok])
+        self._since += int(ok.sum())
+        latest = float(timestamps[ok].max())
+        if not np.isfinite(self._compared_at):  # the first paired events: the event-time cadence starts here
+            self._compared_at = latest
+        if self._since >= self.every or latest - self._compared_at >= COMPARE_SECONDS:
+            self._since, self._compared_at = 0, latest
+            self.compare()
+
+    def compare(self) -> None:
+        """Compare every window of every segment, ending at the latest event time held."""
+        end = self.rows.end()
+        for seg in self.rows.segments:
+            shorter: PairedWindow | None = None
+            for w in self.window_seconds:
+                # a longer window holding no more events than the shorter one holds the same events: its result
+                same = shorter is not None and self.rows.events_in(seg, w, end) == shorter.events
+                got = dataclasses.replace(shorter, window=f"{w:g}s") if same and shorter else None
+                got = got or self.rows.compare(seg, w, end, self.axes)
+                if got is None:
+                    self._stale(seg, f"{w:g}s")
+                    continue
+                shorter = got
+                self._report.windows.append(got)
+                if (seg, got.window) in self._report.stale:
+                    self._report.stale.remove((seg, got.window))
+                if seg in self._report.quiet:
+                    self._report.quiet.remove(seg)
+                self._report.verdicts[seg] = got.verdict  # the longest window compared last: its verdict stands
+                if w == self.window_seconds[-1] and self._verdicts.get(seg) != got.verdict:
+                    self._verdicts[seg] = got.verdict
+                    log.info(
+                        f"comparison verdict {got.verdict}: {got.statement}",
+                        extra={"model": self.served, "candidate": self.name, "segment": seg, "window": got.window},
+                    )
+            if shorter is None and self._verdicts.pop(seg, None) is not None:
+                self._report.quiet.append(seg)
+                self._report.verdicts.pop(seg, None)
+
+    def _stale(self, segment: str, window: str) -> None:
+        """``segment``'s ``window`` holds too few events now: its series go (an earlier result of this report too)."""
+        report = self._report
+        report.windows = [w for w in report.windows if (w.segment, w.window) != (segment, window)]
+        if (segment, window) not in report.stale:
+            report.stale.append((segment, window))
+
+    def take_report(self) -> CompareReport:
+        report, self._report = self._report, CompareReport(self.served, self.name)
+        return report
+
+
+def build_candidates(settings: Settings, runtimes: Sequence[ModelRuntime]) -> dict[str, list[Candidate]]:
+    """Per served model, a :class:`Candidate` for every model whose ``compare_with`` names it, each checked
+    (:func:`check_candidate`); raises :class:`ConfigError` for one that cannot stand beside its model."""
+    by_name = {rt.name: rt for rt in runtimes}
+    out: dict[str, list[Candidate]] = {}
+    for rt in runtimes:
+        served = rt.settings.compare_with
+        if served is None:
+            continue
+        if served not in by_name:
+            raise ConfigError(f"model '{rt.name}': compare_with names '{served}', which is not loaded")
+        class_map = check_candidate(served, by_name[served].model, rt.name, rt.model)
+        windows = tuple(float(w) for w in settings.windows.time_windows_seconds)
+        out.setdefault(served, []).append(
+            Candidate(served, rt.name, rt.model, class_map, windows, max(settings.drift.every, COMPARE_EVERY))
+        )
+    return out
+
+
+def fold_segments(segments: Sequence[str], known: set[str]) -> NDArray[np.str_]:
+    """Each event's segment as the served model's windows keep it (segments past ``max_segments`` in ``other``)."""
+    return np.array([s if s in known else OTHER for s in segments], dtype=np.str_)
+
+
+def _starts_with(prefix: tuple[str, ...]) -> Callable[[tuple[str, ...]], bool]:
+    """A label match: the series whose first labels are ``prefix``."""
+    return lambda labels: labels[: len(prefix)] == prefix
+
+
+def publish_comparison(state: MetricsState, report: CompareReport) -> None:
+    """Write a candidate's report into the ``harmonic_compare_*`` series (:mod:`monitor.telemetry`)."""
+    model, cand = report.model, report.candidate
+    if report.evaluations:
+        tel.MODEL_EVALUATIONS_TOTAL.inc(state, tel.ModelPurpose(cand, "events"), report.evaluations)
+    # what went stale first: a window compared again later in the same report is set again below
+    for seg, window in report.stale:
+        match = _starts_with((model, cand, seg, window))
+        for gauge in (tel.COMPARE_EVENTS, tel.COMPARE_DISAGREEMENT_RATIO):
+            gauge.clear(state, match)
+        for axis_gauge in (tel.COMPARE_DIFFERENCE, tel.COMPARE_DIFFERENCE_LOWER, tel.COMPARE_DIFFERENCE_UPPER):
+            axis_gauge.clear(state, match)
+    for seg in report.quiet:
+        tel.COMPARE_VERDICT.clear(state, _starts_with((model, cand, seg)))
+    for w in report.windows:
+        labels = tel.ModelCandidateSegmentWindow(model, cand, w.segment, w.window)
+        tel.COMPARE_EVENTS.set(state, labels, float(w.events))
+        if np.isfinite(w.disagreement):
+            tel.COMPARE_DISAGREEMENT_RATIO.set(state, labels, w.disagreement)
+        for d in w.differences:
+            axis = tel.ModelCandidateSegmentWindowAxis(model, cand, w.segment, w.window, d.axis)
+            tel.COMPARE_DIFFERENCE.set(state, axis, d.difference)
+            if np.isfinite(d.lower) and np.isfinite(d.upper):
+                tel.COMPARE_DIFFERENCE_LOWER.set(state, axis, d.lower)
+                tel.COMPARE_DIFFERENCE_UPPER.set(state, axis, d.upper)
+    for seg, current in report.verdicts.items():
+        for v in VERDICTS:
+            tel.COMPARE_VERDICT.set(state, tel.ModelCandidateSegmentVerdict(model, cand, seg, v), float(v == current))

@@ -1,0 +1,109 @@
+"""End to end: ``harmonic-monitor run`` scores a candidate beside the served model on a real Kafka 0.9 broker.
+
+The served model is linear; the candidate (``compare_with: credit``) takes the same decisions with curved logits, so
+on traffic shifted away from the reference its P_adj is lower: more fragile, and better on nothing. The candidate gets
+no events of its own; every event of the served model is scored on both, and ``/metrics`` carries the paired
+differences, the disagreement rate and ``harmonic_compare_verdict`` per segment.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from monitor import telemetry as tel
+from tests.integration.brokers import Kafka09Broker
+from tests.integration.sidecar import Scrape, sidecar_in
+from tests.integration.test_run_kafka import DRAIN_TIMEOUT_SECONDS, group_name, new_topic, produce
+from tests.unit import onnx_graphs
+
+pytestmark = pytest.mark.integration
+
+SERVED, CANDIDATE = "credit", "credit-v2"
+SEGMENTS = ("eu", "us")
+EVENTS = 1600
+
+
+def worse(scrape: Scrape) -> set[str]:
+    """Segments whose comparison verdict is candidate-worse."""
+    return {
+        lab["segment"]
+        for lab, v in scrape.samples.get(tel.COMPARE_VERDICT.name, [])
+        if lab["model"] == SERVED and lab["candidate"] == CANDIDATE and lab["verdict"] == "candidate-worse" and v == 1
+    }
+
+
+def test_run_scores_a_candidate_on_the_served_models_events(kafka09_broker: Kafka09Broker, tmp_path: Path) -> None:
+    weights, bias = [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2]
+    served = onnx_graphs.linear_classifier(tmp_path / "served.onnx", weights, bias)
+    candidate = onnx_graphs.linear_classifier(tmp_path / "cand.onnx", weights, bias, curvature=[0.3, 0.3])
+    rng = np.random.default_rng(7)
+    reference = tmp_path / "reference.csv"
+    np.savetxt(reference, rng.normal(0.0, 1.0, (400, 2)), delimiter=",")
+    config = tmp_path / "monitor.yaml"
+    settings = {
+        "models": [
+            {"name": SERVED, "path": str(served), "reference": str(reference)},
+            {"name": CANDIDATE, "path": str(candidate), "compare_with": SERVED},
+        ],
+        "sampler": {"events_per_second": 0},
+        "batch": {"max_events": 100},
+        "probes": {"enabled": False},
+    }
+    config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    topic = new_topic(kafka09_broker, "candidate", partitions=1)
+    start = time.time() * 1000 - 25_000
+    rows = rng.normal(2.5, 1.0, (EVENTS, 2))  # shifted away from the reference
+    messages = [
+        (
+            SEGMENTS[i % 2].encode(),
+            json.dumps(
+                {
+                    "id": f"e{i}",
+                    "ts": int(start + i * 10),
+                    "model": SERVED,
+                    "features": rows[i].tolist(),
+                    "segment": SEGMENTS[i % 2],
+                }
+            ).encode(),
+        )
+        for i in range(EVENTS)
+    ]
+    # last, one producer's clock a day ahead: placed at the watermark, it cannot carry the windows past every event
+    ahead = {"id": "ahead", "ts": int(start + 86_400_000), "model": SERVED, "features": [2.5, 2.5], "segment": "eu"}
+    messages.append((b"eu", json.dumps(ahead).encode()))
+    sidecar = sidecar_in(tmp_path, kafka09_broker, topic=topic, group_id=group_name(), config=config)
+    with sidecar:
+        detail = sidecar.wait_ready()
+        assert detail["candidates"] == {CANDIDATE: SERVED} and list(detail["models"]) == [SERVED]
+        produce(kafka09_broker, topic, messages)
+        settled = sidecar.wait_for_metrics(
+            lambda s: s.total(tel.EVENTS_SCORED_TOTAL.name, model=SERVED) > EVENTS and worse(s) == set(SEGMENTS),
+            f"{EVENTS + 1} events scored and {CANDIDATE} candidate-worse in every segment",
+            DRAIN_TIMEOUT_SECONDS,
+            settle_seconds=0.5,
+        )
+        code, _ = sidecar.terminate()
+    assert code == 0, sidecar.log_tail()
+    assert settled.total(tel.EVENTS_SCORED_TOTAL.name, model=CANDIDATE) == 0  # not served: no events of its own
+    assert settled.total(tel.MODEL_EVALUATIONS_TOTAL.name, model=CANDIDATE, purpose="events") > 0
+    for segment in SEGMENTS:
+        where = {"model": SERVED, "candidate": CANDIDATE, "segment": segment, "window": "60s"}
+        upper = settled.value(tel.COMPARE_DIFFERENCE_UPPER.name, axis="p_adj", **where)
+        assert upper is not None and upper < 0, (segment, upper)  # candidate − served: surely lower P_adj
+        events = settled.value(tel.COMPARE_EVENTS.name, **where)
+        assert events is not None and events >= 400, (segment, events)
+        assert settled.value(tel.COMPARE_DISAGREEMENT_RATIO.name, **where) == 0.0  # the same decisions
+        others = [
+            v
+            for lab, v in settled.samples[tel.COMPARE_VERDICT.name]
+            if lab["segment"] == segment and lab["verdict"] != "candidate-worse"
+        ]
+        assert others == [0.0, 0.0, 0.0]
+    # the served model's own drift verdict is its own series, untouched by the comparison
+    assert all(lab["model"] == SERVED for lab, _ in settled.samples.get(tel.DRIFT_VERDICT.name, []))

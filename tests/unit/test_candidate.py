@@ -1,0 +1,223 @@
+"""A candidate beside the served model (``models[].compare_with``): the paired window, the checks at start, and
+the pipeline scoring one draw on both models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from monitor import telemetry as tel
+from monitor.config import load_settings
+from monitor.errors import ConfigError
+from monitor.exporters.prometheus import MetricsState
+from monitor.model.onnx import OnnxModel
+from monitor.runtime.candidate import (
+    LIVE_AXES,
+    MIN_EVENTS,
+    Candidate,
+    PairedRows,
+    check_candidate,
+    publish_comparison,
+)
+from monitor.source.base import RawRecord
+from tests.unit import onnx_graphs
+from tests.unit.test_pipeline import RecordingSource, events, make_pipeline, make_settings, rows, run_to_end
+
+AXES = LIVE_AXES["classifier"]
+
+
+def _paired(n: int, shift: dict[str, float], seed: int = 0) -> PairedRows:
+    """n paired events of one segment; the candidate's values are the served model's plus ``shift`` per axis and
+    a little noise of its own (the served values vary a lot: only a paired interval sees a small shift)."""
+    rng = np.random.default_rng(seed)
+    a = rng.gamma(2.0, 0.05, size=(n, len(AXES)))
+    b = a + np.array([shift.get(ax.name, 0.0) for ax in AXES]) + rng.normal(0, 0.002, size=a.shape)
+    cls = rng.integers(0, 2, size=n)
+    flips = rng.random(n) < 0.1
+    return PairedRows([ax.name for ax in AXES]).update(
+        np.array(["eu"] * n), np.arange(n, dtype=np.float64), a, b, cls, np.where(flips, 1 - cls, cls)
+    )
+
+
+def test_a_more_fragile_candidate_is_worse_with_an_interval_above_zero() -> None:
+    got = _paired(400, {"gamma": 0.01, "flicker": 0.02}).compare("eu", 1e9, 399.0, AXES)
+    assert got is not None and got.verdict == "candidate-worse" and got.events == 400
+    gamma = next(d for d in got.differences if d.axis == "gamma")
+    assert gamma.lower > 0 and abs(gamma.difference - 0.01) < 0.001 and gamma.favours == "served"
+    assert 0.05 < got.disagreement < 0.15
+
+
+def test_the_same_model_is_no_difference_and_each_winning_somewhere_is_incomparable() -> None:
+    same = _paired(400, {}).compare("eu", 1e9, 399.0, AXES)
+    assert same is not None and same.verdict == "no-difference"
+    mixed = _paired(400, {"gamma": -0.01, "p_adj": -0.02}).compare("eu", 1e9, 399.0, AXES)
+    assert mixed is not None and mixed.verdict == "incomparable"
+    better = _paired(400, {"gamma": -0.01}).compare("eu", 1e9, 399.0, AXES)
+    assert better is not None and better.verdict == "candidate-better"
+
+
+def test_a_window_holds_its_seconds_and_needs_its_minimum() -> None:
+    paired = _paired(400, {"gamma": 0.01})
+    got = paired.compare("eu", 100.0, 399.0, AXES)  # events 300..399
+    assert got is not None and got.events == 100 and got.window == "100s"
+    assert paired.compare("eu", float(MIN_EVENTS - 1), 399.0, AXES) is None
+    assert paired.compare("us", 1e9, 399.0, AXES) is None
+
+
+def test_rows_kept_are_bounded() -> None:
+    paired = PairedRows(["gamma"], max_rows=10)
+    for _ in range(3):
+        z = np.zeros((8, 1))
+        paired.update(np.array(["x"] * 8), np.arange(8.0), z, z, np.zeros(8, np.int64), np.zeros(8, np.int64))
+    assert paired.events("x") == 10
+
+
+# -- the checks at start -------------------------------------------------------------------------------------
+def _settings(tmp_path: Path, models: list[dict[str, Any]]) -> Any:
+    return load_settings(None, {"models": models, "state_dir": str(tmp_path / "s")})
+
+
+@pytest.mark.parametrize(
+    ("compare_with", "message"),
+    [("nope", "not a configured model"), ("b", "must name a served model"), ("c", "'c' is a candidate too")],
+)
+def test_compare_with_must_name_a_served_model(tmp_path: Path, compare_with: str, message: str) -> None:
+    p = str(tmp_path / "m.onnx")
+    models = [
+        {"name": "a", "path": p},
+        {"name": "b", "path": p, "compare_with": compare_with},
+        {"name": "c", "path": p, "compare_with": "a"},
+    ]
+    with pytest.raises(ConfigError, match=message):
+        _settings(tmp_path, models)
+
+
+def _labelled(path: Path, classes: tuple[str, str]) -> OnnxModel:
+    """A logistic regression whose graph names its classes (sorted by scikit-learn: the map is what differs)."""
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = onnx_graphs.training_blobs(0, 40)
+    names = np.array(classes, dtype=object)[(y > 0).astype(int)]
+    est = LogisticRegression().fit(x, names)
+    if classes[0] > classes[1]:  # scikit-learn sorts its classes: present them the other way round
+        est.classes_ = est.classes_[::-1]
+    return OnnxModel(onnx_graphs.sklearn_to_onnx(path, est, x.shape[1]))
+
+
+def test_check_candidate_refuses_another_kind_width_or_class_set(tmp_path: Path) -> None:
+    served = OnnxModel(onnx_graphs.linear_classifier(tmp_path / "a.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2]))
+    wider = OnnxModel(onnx_graphs.linear_classifier(tmp_path / "w.onnx", np.ones((3, 2)), [0.0, 0.0]))
+    regressor = OnnxModel(onnx_graphs.linear_regressor(tmp_path / "r.onnx", [1.0, 2.0]))
+    with pytest.raises(ConfigError, match=r"^model 'b' \(compare_with: a\): 'a' is a classifier and 'b' a regressor"):
+        check_candidate("a", served, "b", regressor)
+    with pytest.raises(ConfigError, match=r"'a' takes 2 inputs \(x\[0\], x\[1\]\) and 'b' takes 3"):
+        check_candidate("a", served, "b", wider)
+    yes_no = _labelled(tmp_path / "yn.onnx", ("no", "yes"))
+    up_down = _labelled(tmp_path / "ud.onnx", ("down", "up"))
+    swapped = _labelled(tmp_path / "ny.onnx", ("yes", "no"))
+    with pytest.raises(ConfigError, match="a candidate must predict the served model's classes"):
+        check_candidate("a", yes_no, "b", up_down)
+    with pytest.raises(ConfigError, match=r"'a' predicts classes \{no, yes\} and 'b' \{0, 1\}"):
+        served.name_features(["X[0]", "X[1]"], source="the test")  # the scikit-learn graphs' input names
+        check_candidate("a", yes_no, "b", served)  # a graph without class labels: its probability columns
+    mapped = check_candidate("a", yes_no, "b", swapped)
+    assert mapped is not None and mapped.tolist() == [1, 0]
+    assert check_candidate("a", served, "b", served) is None
+
+
+def test_check_config_refuses_a_candidate_of_another_width(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from monitor.cli import main
+
+    a = onnx_graphs.linear_classifier(tmp_path / "a.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2])
+    b = onnx_graphs.linear_classifier(tmp_path / "b.onnx", np.ones((3, 2)), [0.0, 0.0])
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"models:\n  - {{name: a, path: {a}, scoring: {{space: raw}}}}\n  - {{name: b, path: {b}, compare_with: a}}\n"
+        f"state_dir: {tmp_path / 's'}\nmetrics: {{port: 0}}\n"
+    )
+    assert main(["check-config", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert any("model 'b' (compare_with: a)" in line and "'b' takes 3" in line for line in err)
+
+
+# -- the pipeline: one draw, two models ----------------------------------------------------------------------
+def test_the_pipeline_scores_the_candidate_on_the_served_models_events(tmp_path: Path) -> None:
+    base = make_settings(tmp_path)
+    served = base.models[0].model_dump()
+    fragile = tmp_path / "fragile.onnx"
+    # the same decisions and probabilities, with curved logits: its γ_logit, and so its P_adj, is worse
+    onnx_graphs.linear_classifier(fragile, [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2], curvature=[0.5, 0.5])
+    cand = {**served, "name": "fragile", "path": str(fragile), "compare_with": served["name"], "reference": None}
+    settings = make_settings(tmp_path, models=[served, cand])
+    state = MetricsState()
+    records = [RawRecord(ev, topic="t", partition=0, offset=i) for i, ev in enumerate(events(rows(2100, seed=3)))]
+    pipeline = run_to_end(make_pipeline(settings, RecordingSource(records), state=state))
+    assert list(pipeline.runtimes) == ["clf"]  # the candidate is not served: no watch, no events of its own
+    verdict = {
+        v: tel.COMPARE_VERDICT.get(state, tel.ModelCandidateSegmentVerdict("clf", "fragile", "other", v))
+        for v in ("candidate-worse", "candidate-better", "no-difference", "incomparable")
+    }
+    assert verdict == {"candidate-worse": 1.0, "candidate-better": 0.0, "no-difference": 0.0, "incomparable": 0.0}
+    axis = tel.ModelCandidateSegmentWindowAxis("clf", "fragile", "other", "60s", "p_adj")
+    upper = tel.COMPARE_DIFFERENCE_UPPER.get(state, axis)
+    assert upper is not None and upper < 0  # candidate − served: the candidate's P_adj is lower, and surely so
+    window = tel.ModelCandidateSegmentWindow("clf", "fragile", "other", "60s")
+    assert tel.COMPARE_DISAGREEMENT_RATIO.get(state, window) == 0.0  # the same decisions
+    events_in = tel.COMPARE_EVENTS.get(state, window)
+    assert events_in is not None and events_in >= 1000  # compared after 10 s of event time: every event paired
+    assert tel.EVENTS_SCORED_TOTAL.total(state) == 2100  # the served model's events, counted once
+    evaluated = tel.MODEL_EVALUATIONS_TOTAL.value(state, tel.ModelPurpose("fragile", "events"))
+    assert evaluated > 0
+
+
+def test_a_failing_candidate_costs_the_served_model_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    base = make_settings(tmp_path)
+    served = base.models[0].model_dump()
+    cand = {**served, "name": "broken", "compare_with": served["name"], "reference": None}
+    settings = make_settings(tmp_path, models=[served, cand])
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("session lost")
+
+    monkeypatch.setattr(Candidate, "score", fail)
+    state = MetricsState()
+    records = [RawRecord(ev, topic="t", partition=0, offset=i) for i, ev in enumerate(events(rows(300, seed=4)))]
+    run_to_end(make_pipeline(settings, RecordingSource(records), state=state))
+    assert tel.EVENTS_SCORED_TOTAL.total(state) == 300  # every served event applied, none dead-lettered
+    assert tel.EVENTS_INVALID_TOTAL.total(state) == 0
+    assert "candidate 'broken' could not score a batch of 'clf': RuntimeError: session lost" in caplog.text
+    verdict = tel.ModelCandidateSegmentVerdict("clf", "broken", "other", "no-difference")
+    assert tel.COMPARE_VERDICT.get(state, verdict) is None  # nothing compared: no verdict claimed
+
+
+def test_a_segment_gone_quiet_loses_its_comparison_series(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_graphs.linear_classifier(tmp_path / "m.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2]))
+    cand = Candidate("clf", "v2", model, None, (60.0,), every=1000)
+    rng = np.random.default_rng(0)
+    state = MetricsState()
+
+    def feed(segment: str, start: float) -> None:
+        a = rng.gamma(2.0, 0.05, size=(100, len(AXES)))
+        cls = np.zeros(100, dtype=np.int64)
+        worse = a + np.array([0.01 if ax.name == "gamma" else 0.0 for ax in AXES])  # more fragile, better on nothing
+        cand.rows.update(np.array([segment] * 100), start + np.arange(100.0), a, worse, cls, cls)
+        cand.compare()
+        publish_comparison(state, cand.take_report())
+
+    def verdicts(segment: str) -> dict[str, float | None]:
+        return {
+            v: tel.COMPARE_VERDICT.get(state, tel.ModelCandidateSegmentVerdict("clf", "v2", segment, v))
+            for v in ("candidate-worse", "no-difference")
+        }
+
+    feed("eu", 0.0)
+    assert verdicts("eu") == {"candidate-worse": 1.0, "no-difference": 0.0}
+    feed("us", 1000.0)  # eu has had no event for far longer than its window
+    assert verdicts("eu") == {"candidate-worse": None, "no-difference": None}
+    assert tel.COMPARE_EVENTS.get(state, tel.ModelCandidateSegmentWindow("clf", "v2", "eu", "60s")) is None
+    assert verdicts("us") == {"candidate-worse": 1.0, "no-difference": 0.0}
