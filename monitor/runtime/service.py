@@ -29,7 +29,7 @@ from monitor.sampler.keep_all import KeepAllSampler
 from monitor.sampler.stratified import StratifiedSampler
 from monitor.sampler.uniform import UniformSampler
 from monitor.sampler.uniform_config import UniformSamplerConfig
-from monitor.source.base import RebalanceHandler, Sink, Source
+from monitor.source.base import ProducerCounts, RebalanceHandler, Sink, Source
 from monitor.source.kafka import Producer
 from monitor.version import __version__
 
@@ -249,11 +249,11 @@ class Service:
         for w in self.workers:
             tel.ALERT_DELIVERIES_FAILED_TOTAL.set_total(self.state, tel.Receiver(w.name), float(w.failed_total))
         # the Kafka sink's own monotone counts (monitor/source/kafka.py KafkaSink), by topic_kind (and drop reason)
-        failed: dict[str, int] = getattr(self.sink, "failed_total", {})
-        for kind, n in failed.items():
+        if not isinstance(self.sink, ProducerCounts):
+            return
+        for kind, n in self.sink.failed_total.items():
             tel.PRODUCER_FAILURES_TOTAL.set_total(self.state, tel.TopicKind(kind), float(n))
-        dropped: dict[tuple[str, str], int] = getattr(self.sink, "dropped_total", {})
-        for labels, n in dropped.items():
+        for labels, n in self.sink.dropped_total.items():
             tel.PRODUCER_DROPPED_TOTAL.set_total(self.state, tel.TopicKindReason(*labels), float(n))
 
     def __exit__(self, *exc: object) -> None:
