@@ -50,7 +50,7 @@ def test_capabilities_each_class_declares_exactly_its_own(cls: type) -> None:
     assert declared == EXPECTED[cls]
     # an instance without its constructor's state (no broker, no child process): only what the class declares or
     # defines answers the pipeline's isinstance checks
-    bare = object.__new__(cls)
+    bare: object = object.__new__(cls)
     assert {cap for cap in CAPABILITIES if isinstance(bare, cap)} == EXPECTED[cls]
 
 
