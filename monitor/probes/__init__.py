@@ -1,0 +1,59 @@
+"""Probes: budgeted jobs through the model: regions, perturbations, the funnel, the scheduler and the probe report.
+
+``__all__`` names what other packages import from this one; each is loaded from its module on first use, so
+importing the package imports none of its modules.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from monitor.probes.funnel import FunnelConfig, FunnelResult
+    from monitor.probes.offline import ProbeOptions, probe_region
+    from monitor.probes.perturbations import PERTURBATION_NAMES
+    from monitor.probes.probe_report import SchedulerReport, publish_probe_report
+    from monitor.probes.profile import ProfileEntry
+    from monitor.probes.report import write_report
+    from monitor.probes.scheduler import ProbeScheduler
+
+#: each public name → the module that defines it
+_HOMES = {
+    "FunnelConfig": "funnel",
+    "FunnelResult": "funnel",
+    "PERTURBATION_NAMES": "perturbations",
+    "probe_region": "offline",
+    "ProbeOptions": "offline",
+    "ProbeScheduler": "scheduler",
+    "ProfileEntry": "profile",
+    "publish_probe_report": "probe_report",
+    "SchedulerReport": "probe_report",
+    "write_report": "report",
+}
+
+__all__ = [
+    "FunnelConfig",
+    "FunnelResult",
+    "PERTURBATION_NAMES",
+    "ProbeOptions",
+    "ProbeScheduler",
+    "ProfileEntry",
+    "SchedulerReport",
+    "probe_region",
+    "publish_probe_report",
+    "write_report",
+]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'monitor.probes' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"monitor.probes.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
