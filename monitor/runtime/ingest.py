@@ -51,7 +51,7 @@ class Ingest:
     def share_decoder(self, source: object) -> None:
         """Hand the decoder's state to a source that decodes ahead where it reads (the consumer's child process:
         :mod:`monitor.source.decode_ahead`), first and whenever a segment value was admitted since."""
-        admitted = len(self.decoder._admitted_segments)
+        admitted = len(self.decoder.admitted_segments)
         if isinstance(source, DecodesAhead) and admitted != self._shared:
             self._shared = admitted
             source.decode_ahead(DecodeAhead.of(self.decoder))
