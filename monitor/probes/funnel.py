@@ -23,7 +23,7 @@ Models with values held fixed (int, bool and string inputs, ``fixed_features``):
 values; every row built from a point — perturbed copies, γ-ascent candidates, Algorithm 2's steps — is evaluated
 with that point's own held values (only x is perturbed). The MRI, sensitivity, threshold and consistency stages
 keep the points' order, so the session passes ``held`` with each evaluation; Algorithm 2 runs once per group of
-points sharing their held values, through :class:`~monitor.probes.perturbations.BoundHeld` (the same rows and
+points sharing their held values, through :class:`~monitor.probes.counting.BoundHeld` (the same rows and
 results as one run: each point's ascent depends on its own ball only).
 
 Evaluation counts are model *rows* per stage. ``exhaustive`` is what threshold search on every target would
@@ -45,11 +45,10 @@ from monitor.model.base import ModelKind, Predictor
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.probes.consistency import ConsistencyResult, output_consistency
+from monitor.probes.counting import BoundHeld, BudgetExhaustedError
 from monitor.probes.mri import MriResult, open_session, scan_mri
 from monitor.probes.perturbations import (
     PERTURBATION_NAMES,
-    BoundHeld,
-    BudgetExhaustedError,
     FeatureShift,
     GammaAscent,
     Perturbation,

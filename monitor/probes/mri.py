@@ -20,13 +20,12 @@ from monitor.errors import ProbeError
 from monitor.model.base import Predictor
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
+from monitor.probes.counting import BudgetExhaustedError, CountingPredictor
 from monitor.probes.perturbations import (
     FUNNEL_BALL,
     FUNNEL_RADIUS,
     FUNNEL_SEED,
     PERTURBATION_NAMES,
-    BudgetExhaustedError,
-    CountingPredictor,
     PerturbationContext,
     ProbeSession,
     ProbeTarget,
@@ -79,7 +78,7 @@ def scan_mri(session: ProbeSession, targets: Sequence[ProbeTarget], eps: float, 
     targets : from :func:`~monitor.probes.perturbations.probe_targets`.
     eps : the moderate intensity, standardized units (e.g. 0.1).
     partial : when the session's row budget refuses a target, skip it (listed in ``missing``) and go on with
-        the others instead of raising :class:`~monitor.probes.perturbations.BudgetExhaustedError`.
+        the others instead of raising :class:`~monitor.probes.counting.BudgetExhaustedError`.
 
     Returns
     -------

@@ -34,18 +34,18 @@ as members (a point counts as consistent only when it is consistent under +ε *a
 (:func:`feature_groups`: square pixel patches when n is a square, else runs of consecutive features), at most
 :data:`SHIFT_GROUPS` of them; a group's target is keyed by its first feature and lists its members.
 
-:class:`ProbeSession` holds the model (wrapped in a :class:`CountingPredictor`), the region's points and their
-clean outputs, and evaluates perturbed copies with a cache, so that stages that need the same rows (MRI,
-sensitivity, consistency) pay for them once. Model evaluations are counted in *rows* (one row = one input
+:class:`ProbeSession` holds the model (wrapped in a :class:`~monitor.probes.counting.CountingPredictor`), the
+region's points and their clean outputs, and evaluates perturbed copies with a cache, so that stages that need the
+same rows (MRI, sensitivity, consistency) pay for them once. Model evaluations are counted in *rows* (one row = one input
 vector through the model).
 
 Models with values held fixed (int, bool and string inputs, ``fixed_features``: :mod:`monitor.model.signature`):
 perturbations act on the feature vector x only; each point keeps its *own* held values in every row built from it.
 The session takes the points' held values (``held``, one row per point) and passes them with every evaluation (the
 perturbed rows of a point keep its row position); ``gamma_ascent`` repeats them for each point's ball candidates
-(the :class:`PerturbationContext`'s ``held``). :class:`BoundHeld` binds one held row to a predictor for code that
-evaluates rows without held values (Algorithm 2 in :mod:`monitor.probes.funnel`, run per group of points that share
-their held values).
+(the :class:`PerturbationContext`'s ``held``). :class:`~monitor.probes.counting.BoundHeld` binds one held row to a
+predictor for code that evaluates rows without held values (Algorithm 2 in :mod:`monitor.probes.funnel`, run per
+group of points that share their held values).
 """
 
 from __future__ import annotations
@@ -63,9 +63,11 @@ from numpy.typing import NDArray
 
 from monitor.config import FunnelSettings, setting_default
 from monitor.errors import ConfigError, ProbeError
-from monitor.model.base import ModelKind, ModelOutput, Predictor
+from monitor.model.base import ModelOutput, Predictor
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
+from monitor.probes.counting import BudgetExhaustedError as BudgetExhaustedError  # what a session's evaluations raise
+from monitor.probes.counting import CountingPredictor
 from monitor.signals.balls import ball_directions
 from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 
@@ -78,107 +80,6 @@ FUNNEL_SEED: int = setting_default(FunnelSettings, "seed")
 
 #: the registry order; also the column order of MRI vectors and sensitivity matrices
 PERTURBATION_NAMES: tuple[str, ...] = ("noise", "shift", "dropout", "scale", "quantize", "gamma_ascent")
-
-
-class BudgetExhaustedError(ProbeError):
-    """The probe's model-row budget would be exceeded by the next evaluation.
-
-    Attributes
-    ----------
-    budget_rows : the budget.
-    used_rows : rows evaluated so far.
-    requested_rows : rows of the evaluation that was refused.
-    """
-
-    def __init__(self, budget_rows: int, used_rows: int, requested_rows: int) -> None:
-        super().__init__(
-            f"probe budget of {budget_rows} model rows exhausted: {used_rows} used, the next evaluation needs "
-            f"{requested_rows} more. Raise the budget or probe fewer points/perturbations."
-        )
-        self.budget_rows = budget_rows
-        self.used_rows = used_rows
-        self.requested_rows = requested_rows
-
-
-class _Wrapper:
-    """What a :class:`~monitor.model.base.Predictor` wrapper passes through from the model it wraps (``inner``)."""
-
-    inner: Predictor
-
-    @property
-    def n_features(self) -> int:
-        return self.inner.n_features
-
-    @property
-    def kind(self) -> ModelKind:
-        return self.inner.kind
-
-    @property
-    def has_logits(self) -> bool:
-        return bool(getattr(self.inner, "has_logits", False))
-
-    @property
-    def has_proba(self) -> bool:
-        return bool(getattr(self.inner, "has_proba", self.inner.kind == "classifier"))
-
-
-class BoundHeld(_Wrapper):
-    """A predictor that evaluates every row with one bound row of held values (repeated for each row).
-
-    For code that evaluates rows built from points that all share these held values, and passes none itself (the
-    γ scorer inside Algorithm 2). An evaluation that passes held values uses those instead.
-
-    Parameters
-    ----------
-    model : the wrapped predictor (a :class:`CountingPredictor` keeps counting).
-    row : the held values of one row (``len(row) == 1``).
-    """
-
-    def __init__(self, model: Predictor, row: Held) -> None:
-        if len(row) != 1:
-            raise ProbeError(f"BoundHeld binds one row of held values; got {len(row)}")
-        self.inner = model
-        self.row = row
-
-    def evaluate(self, rows: NDArray[np.float32], held: Held | None = None) -> ModelOutput:
-        return self.inner.evaluate(rows, held if held is not None else self.row.repeat(int(rows.shape[0])))
-
-
-class CountingPredictor(_Wrapper):
-    """A :class:`~monitor.model.base.Predictor` wrapper that counts rows and calls, and enforces a row budget.
-
-    Parameters
-    ----------
-    model : the wrapped predictor.
-    budget_rows : refuse (raise :class:`BudgetExhaustedError`) any evaluation that would take the row count
-        above this; None = unlimited.
-
-    >>> from monitor.model.base import ModelOutput
-    >>> class Const:
-    ...     n_features, kind = 2, "regressor"
-    ...     def evaluate(self, rows):
-    ...         return ModelOutput(value=np.zeros((len(rows), 1), dtype=np.float32))
-    >>> counter = CountingPredictor(Const())
-    >>> _ = counter.evaluate(np.zeros((3, 2), dtype=np.float32))
-    >>> counter.rows, counter.calls
-    (3, 1)
-    """
-
-    def __init__(self, model: Predictor, *, budget_rows: int | None = None) -> None:
-        if budget_rows is not None and budget_rows < 1:
-            raise ConfigError(f"budget_rows must be >= 1 or None; got {budget_rows!r}")
-        self.inner = model
-        self.budget_rows = budget_rows
-        self.rows = 0
-        self.calls = 0
-
-    def evaluate(self, rows: NDArray[np.float32], held: Held | None = None) -> ModelOutput:
-        b = int(rows.shape[0])
-        if self.budget_rows is not None and self.rows + b > self.budget_rows:
-            raise BudgetExhaustedError(self.budget_rows, self.rows, b)
-        self.rows += b
-        self.calls += 1
-        return self.inner.evaluate(rows) if held is None else self.inner.evaluate(rows, held)
 
 
 @dataclass(frozen=True, slots=True)

@@ -250,7 +250,7 @@ def threshold_profile(
     Raises
     ------
     ProbeError
-        Bad δ/ε_max/η; :class:`~monitor.probes.perturbations.BudgetExhaustedError` when the session's budget
+        Bad δ/ε_max/η; :class:`~monitor.probes.counting.BudgetExhaustedError` when the session's budget
         runs out (thresholds finished before it are lost; the funnel catches it per target).
     """
     check_search(delta, eps_max, eta)
