@@ -119,16 +119,7 @@ class Pipeline:
         self.recovery = CrashRecovery(settings.state_dir)
         invalid_log = RateLimitedLogger(log)
         self._degraded_log = RateLimitedLogger(log, interval_seconds=60.0)
-        schemas = {
-            rt.name: ModelSchema(
-                rt.model.n_features,
-                rt.model.given_feature_names or rt.settings.feature_names,  # decided at load (settings, reference)
-                default_version=rt.settings.version or "unknown",
-                signature=rt.model.signature,  # events decoded by its inputs; a plain one also by its input's name
-            )
-            for rt in runtimes
-        }
-        self.ingest = Ingest(settings, schemas)
+        self.ingest = Ingest(settings, {rt.name: _schema(rt) for rt in runtimes})
         self.labels = LabelStage(settings, self.runtimes, clock)
         self.scoring = Scoring(settings, self.runtimes, sampler, clock)
         #: where ingest's and scoring's results go: series, scores and dead letters, labels, hooks, checkpoints
@@ -474,6 +465,16 @@ class Pipeline:
         self._checkpoint()
         self.recovery.inflight.clear()
         log.info("pipeline stopped; state saved and offsets committed", extra={"state": str(self.store.path)})
+
+
+def _schema(rt: ModelRuntime) -> ModelSchema:
+    """What the decoder checks a model's events against."""
+    return ModelSchema(
+        rt.model.n_features,
+        rt.model.given_feature_names or rt.settings.feature_names,  # decided at load (settings, reference)
+        default_version=rt.settings.version or "unknown",
+        signature=rt.model.signature,  # events decoded by its inputs; a plain one also by its input's name
+    )
 
 
 def records_behind(

@@ -79,6 +79,22 @@ class _Rebalance:
             self.target.after_assign(partitions)
 
 
+def _delivery_workers(settings: Settings) -> list[DeliveryWorker]:
+    """One alert delivery worker per configured receiver (Alertmanager, the webhook), not started."""
+    workers: list[DeliveryWorker] = []
+    if settings.alerts.alertmanager_url:
+        workers.append(DeliveryWorker(AlertmanagerSender(settings.alerts.alertmanager_url), name="alertmanager"))
+    if settings.alerts.webhook_url:
+        workers.append(
+            DeliveryWorker(
+                WebhookSender(settings.alerts.webhook_url),
+                name="webhook",
+                resend_interval_seconds=settings.alerts.repeat_interval_seconds,
+            )
+        )
+    return workers
+
+
 class Service:
     """The running sidecar. ``with Service.from_settings(s) as svc: svc.run(stop)``."""
 
@@ -98,19 +114,7 @@ class Service:
         self.settings = settings
         self.state = state or MetricsState()
         tel.UP.set(self.state, tel.Version(__version__), 1.0)
-        self.workers: list[DeliveryWorker] = []
-        if settings.alerts.alertmanager_url:
-            self.workers.append(
-                DeliveryWorker(AlertmanagerSender(settings.alerts.alertmanager_url), name="alertmanager")
-            )
-        if settings.alerts.webhook_url:
-            self.workers.append(
-                DeliveryWorker(
-                    WebhookSender(settings.alerts.webhook_url),
-                    name="webhook",
-                    resend_interval_seconds=settings.alerts.repeat_interval_seconds,
-                )
-            )
+        self.workers = _delivery_workers(settings)
         self.source = source
         self.sink = sink
         self.pipeline = Pipeline(
