@@ -1,13 +1,13 @@
 """Stage 3: the model: ONNX loading and prediction, the input signature, standardizing, row files and conversion from scikit-learn.
 
-``__all__`` names what other packages import from this one; each is loaded from its module on first use, so
-importing the package imports none of its modules.
+``__all__``: what other packages import from here, each loaded from its module on first use (:mod:`monitor.lazy`).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from monitor.lazy import lazy_names
 
 if TYPE_CHECKING:
     from monitor.model.base import ModelKind, ModelOutput, Predictor
@@ -103,15 +103,4 @@ __all__ = [
     "split_flat",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'monitor.model' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"monitor.model.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, globals())

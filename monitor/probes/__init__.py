@@ -1,13 +1,13 @@
 """Probes: budgeted jobs through the model: regions, perturbations, the funnel, the scheduler and the probe report.
 
-``__all__`` names what other packages import from this one; each is loaded from its module on first use, so
-importing the package imports none of its modules.
+``__all__``: what other packages import from here, each loaded from its module on first use (:mod:`monitor.lazy`).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from monitor.lazy import lazy_names
 
 if TYPE_CHECKING:
     from monitor.probes.funnel import FunnelConfig, FunnelResult
@@ -45,15 +45,4 @@ __all__ = [
     "write_report",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'monitor.probes' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"monitor.probes.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, globals())

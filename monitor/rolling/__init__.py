@@ -1,13 +1,13 @@
 """Stage 5a: what is held over time: windows per model and segment, the reference and its file, per-segment baselines, labelled windows.
 
-``__all__`` names what other packages import from this one; each is loaded from its module on first use, so
-importing the package imports none of its modules.
+``__all__``: what other packages import from here, each loaded from its module on first use (:mod:`monitor.lazy`).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from monitor.lazy import lazy_names
 
 if TYPE_CHECKING:
     from monitor.rolling.labelled import LabelledWindow
@@ -82,15 +82,4 @@ __all__ = [
     "write_reference",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'monitor.rolling' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"monitor.rolling.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, globals())

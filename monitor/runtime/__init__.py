@@ -1,13 +1,13 @@
 """The only wiring: the pipeline (ingest → score → apply → commit), the per-model watch, state, the service.
 
-``__all__`` names what other packages import from this one; each is loaded from its module on first use, so
-importing the package imports none of its modules.
+``__all__``: what other packages import from here, each loaded from its module on first use (:mod:`monitor.lazy`).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from monitor.lazy import lazy_names
 
 if TYPE_CHECKING:
     from monitor.runtime.gammamap_view import gamma_map_document_handler
@@ -63,15 +63,4 @@ __all__ = [
     "read_segmented_reference_rows",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'monitor.runtime' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"monitor.runtime.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, globals())
