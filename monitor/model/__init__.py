@@ -28,15 +28,7 @@ if TYPE_CHECKING:
         split_flat,
     )
     from monitor.model.onnx import NeighbourhoodEvaluator, NeighbourhoodRejected, OnnxModel, argmax_rows
-    from monitor.model.signature import (
-        HELD_COLUMNS,
-        Held,
-        InputSpec,
-        Signature,
-        SignatureError,
-        default_held,
-        scale_groups,
-    )
+    from monitor.model.signature import HELD_COLUMNS, Held, InputSpec, Signature, default_held, scale_groups
     from monitor.model.sniff import not_joblib
     from monitor.model.standardize import Standardizer
 
@@ -67,7 +59,6 @@ _HOMES = {
     "RowsFile": "io",
     "scale_groups": "signature",
     "Signature": "signature",
-    "SignatureError": "signature",
     "split_flat": "io",
     "Standardizer": "standardize",
 }
@@ -88,7 +79,6 @@ __all__ = [
     "Predictor",
     "RowsFile",
     "Signature",
-    "SignatureError",
     "Standardizer",
     "argmax_rows",
     "column_types_from_estimator",

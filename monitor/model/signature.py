@@ -22,7 +22,7 @@ monitor sees a model of one 2-D float input plus held values.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +32,8 @@ from numpy.typing import NDArray
 from onnx import TensorProto
 
 from monitor.config import ModelSettings, ScoringSettings, setting_default
-from monitor.errors import ModelError, names_listed
+from monitor.errors import ModelError, SignatureError, names_listed
+from monitor.model.input_values import as_float, as_held, flatten, held_row, nest
 
 #: the ``fixed_features`` setting's default (no float feature held), as a signature takes it
 FIXED_FEATURES: tuple[str, ...] = tuple(setting_default(ModelSettings, "fixed_features"))
@@ -344,9 +345,9 @@ class Signature:
             elif arr.shape[0] != b:
                 raise ModelError(f"{where}: input '{spec.name}' has {arr.shape[0]} rows; the others have {b}")
             if spec.is_float:
-                full_cols.append(_as_float(arr, spec, where).reshape(b, -1))
+                full_cols.append(as_float(arr, spec, where).reshape(b, -1))
             else:
-                held[spec.name] = _as_held(arr, spec, where)
+                held[spec.name] = as_held(arr, spec, where)
         full = np.concatenate(full_cols, axis=1) if full_cols else np.zeros((b, 0))
         # full is in the graph's element order; x and the held columns take their columns from it
         order = np.concatenate([self._sources[s.name] for s in self.float_inputs])
@@ -385,8 +386,8 @@ class Signature:
                             tuple((n, "missing") for n in missing),
                         )
                     flat = [loose.pop(n) for n in names]
-                    # nested as the input's shape: _flatten checks the nesting it is given
-                    by_input[spec_name] = _nest(flat, dims[spec_name])
+                    # nested as the input's shape: flatten checks the nesting it is given
+                    by_input[spec_name] = nest(flat, dims[spec_name])
             if loose:
                 raise SignatureError(
                     "bad_features",
@@ -404,7 +405,7 @@ class Signature:
         held: dict[str, Any] = {}
         for spec in self.inputs:
             value = by_input[spec.name]
-            flat = _flatten(value, spec, where)
+            flat = flatten(value, spec, where)
             if spec.is_float:
                 for i, v in enumerate(flat):
                     if type(v) not in (float, int) or isinstance(v, bool):
@@ -422,7 +423,7 @@ class Signature:
                         )
                 full.extend(float(v) for v in flat)  # type: ignore[arg-type] # checked numbers above
             else:
-                held[spec.name] = _held_row(flat, spec, where)
+                held[spec.name] = held_row(flat, spec, where)
         order = np.concatenate([self._sources[s.name] for s in self.float_inputs])
         by_column = [0.0] * len(full)
         for position, column in zip(range(len(full)), order, strict=True):
@@ -515,16 +516,6 @@ def default_held(signature: Signature, rows: int) -> Held | None:
     return Held(held)
 
 
-class SignatureError(ModelError):
-    """An event or file that does not fit the model's inputs; ``reason`` is the invalid-event reason, ``inputs``
-    the inputs whose values were at fault with their problem (``missing``, ``not_finite``, ``out_of_range``)."""
-
-    def __init__(self, reason: str, message: str, inputs: tuple[tuple[str, str], ...] = ()) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.inputs = inputs
-
-
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -577,106 +568,3 @@ def _spec(vi: onnx.ValueInfoProto, model: str) -> InputSpec:
         rest = [1]  # [batch]: one value per row, fed as [batch]
         return InputSpec(vi.name, elem, (), batch)
     return InputSpec(vi.name, elem, tuple(rest), batch)
-
-
-def _converted(arr: NDArray[Any], dtype: Any, refusal: Callable[[], str]) -> NDArray[Any]:
-    """``arr`` as ``dtype``; a ModelError saying ``refusal()`` where its values do not convert (text that is not a
-    number, objects)."""
-    try:
-        return arr.astype(dtype)
-    except (TypeError, ValueError):
-        raise ModelError(refusal()) from None
-
-
-def _as_float(arr: NDArray[Any], spec: InputSpec, where: str) -> NDArray[np.float64]:
-    return _converted(
-        arr,
-        np.float64,
-        lambda: f"{where}: input {spec.describe()} takes numbers; got values of type {arr.dtype} that are not numbers",
-    )
-
-
-def _as_held(arr: NDArray[Any], spec: InputSpec, where: str) -> NDArray[Any]:
-    if spec.elem_type == TensorProto.STRING:
-        return arr.astype(str).astype(object)
-    if arr.dtype.kind == "f" and (not np.all(np.isfinite(arr)) or not np.array_equal(arr, np.round(arr))):
-        raise ModelError(f"{where}: input {spec.describe()} takes whole numbers; got non-integer values")
-    return _converted(
-        arr,
-        spec.dtype,
-        lambda: f"{where}: input {spec.describe()} takes {spec.type_name} values; got {arr.dtype} values that are not",
-    )
-
-
-def _flatten(value: object, spec: InputSpec, where: str) -> list[Any]:
-    """A JSON value for one row of ``spec`` as a flat list of its elements, checking the nesting."""
-    dims = spec.dims
-    if spec.size == 1 and not isinstance(value, list):
-        return [value]
-    flat: list[Any] = []
-
-    def walk(v: object, depth: int) -> None:
-        if depth == len(dims):
-            if isinstance(v, list):
-                raise SignatureError(
-                    "bad_features", f"{where}: input {spec.describe()} is nested deeper than its shape"
-                )
-            flat.append(v)
-            return
-        if not isinstance(v, list) or len(v) != dims[depth]:
-            got = f"a list of {len(v)}" if isinstance(v, list) else f"a JSON {type(v).__name__}"
-            raise SignatureError(
-                "bad_features",
-                f"{where}: input {spec.describe()} expects {dims[depth]} values at depth {depth + 1}; got {got}",
-            )
-        for item in v:
-            walk(item, depth + 1)
-
-    if spec.size == 1 and isinstance(value, list):  # [v] or [[v]] for a one-element row
-        while isinstance(value, list) and len(value) == 1:
-            value = value[0]
-        if isinstance(value, list):
-            raise SignatureError(
-                "bad_features", f"{where}: input {spec.describe()} takes one value per row; got a list of {len(value)}"
-            )
-        return [value]
-    walk(value, 0)
-    return flat
-
-
-def _nest(flat: list[Any], dims: tuple[int, ...]) -> object:
-    """A flat row-major list of values as nested lists of shape ``dims``."""
-    if len(dims) <= 1:
-        return flat if dims and dims[0] > 1 else flat[0]
-    step = len(flat) // dims[0]
-    return [_nest(flat[i * step : (i + 1) * step], dims[1:]) for i in range(dims[0])]
-
-
-def _held_row(flat: list[Any], spec: InputSpec, where: str) -> NDArray[Any]:
-    gaps = [i for i, v in enumerate(flat) if v is None]
-    if gaps:
-        kinds: dict[int, str] = {TensorProto.STRING: "strings", TensorProto.BOOL: "booleans"}
-        kind = kinds.get(spec.elem_type, "whole numbers")
-        raise SignatureError(
-            "bad_features",
-            f"{where}: input {spec.describe()} takes {kind}; got null (a missing value: send the category the model "
-            "was trained with for 'missing', if any)",
-            tuple((spec.element_names()[i], "missing") for i in gaps),
-        )
-    if spec.elem_type == TensorProto.STRING:
-        if not all(isinstance(v, str) for v in flat):
-            raise SignatureError("bad_features", f"{where}: input {spec.describe()} takes strings; got {flat[:3]!r}")
-        return np.array(flat, dtype=object).reshape(spec.dims)
-    if spec.elem_type == TensorProto.BOOL:
-        if not all(isinstance(v, bool) or v in (0, 1) for v in flat):
-            raise SignatureError("bad_features", f"{where}: input {spec.describe()} takes booleans; got {flat[:3]!r}")
-        return np.array(flat, dtype=np.bool_).reshape(spec.dims)
-    info = np.iinfo(spec.dtype)
-    for v in flat:
-        ok = (type(v) is int or (type(v) is float and v.is_integer())) and info.min <= v <= info.max
-        if not ok:
-            raise SignatureError(
-                "bad_features",
-                f"{where}: input {spec.describe()} takes whole numbers in [{info.min}, {info.max}]; got {v!r}",
-            )
-    return np.array(flat, dtype=spec.dtype).reshape(spec.dims)
