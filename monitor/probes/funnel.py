@@ -47,15 +47,8 @@ from monitor.model.standardize import Standardizer
 from monitor.probes.consistency import ConsistencyResult, output_consistency
 from monitor.probes.counting import BoundHeld, BudgetExhaustedError
 from monitor.probes.mri import MriResult, open_session, scan_mri
-from monitor.probes.perturbations import (
-    PERTURBATION_NAMES,
-    FeatureShift,
-    GammaAscent,
-    Perturbation,
-    ProbeSession,
-    ProbeTarget,
-    check_names,
-)
+from monitor.probes.perturbation_types import FeatureShift, GammaAscent, Perturbation
+from monitor.probes.perturbations import PERTURBATION_NAMES, ProbeSession, ProbeTarget, check_names
 from monitor.probes.profile import FeatureInfo, ProfileEntry, complete_profile
 from monitor.probes.sensitivity import SensitivityResult, sensitivity_matrix
 from monitor.probes.threshold import TargetThreshold, check_search, search_depth, search_target

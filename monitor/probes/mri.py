@@ -21,16 +21,8 @@ from monitor.model.base import Predictor
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.probes.counting import BudgetExhaustedError, CountingPredictor
-from monitor.probes.perturbations import (
-    FUNNEL_BALL,
-    FUNNEL_RADIUS,
-    FUNNEL_SEED,
-    PERTURBATION_NAMES,
-    PerturbationContext,
-    ProbeSession,
-    ProbeTarget,
-    probe_targets,
-)
+from monitor.probes.perturbation_types import FUNNEL_BALL, FUNNEL_RADIUS, FUNNEL_SEED, PerturbationContext
+from monitor.probes.perturbations import PERTURBATION_NAMES, ProbeSession, ProbeTarget, probe_targets
 
 #: the MRI's intensity unless told: the probe funnel's ``eps`` setting's default
 FUNNEL_EPS: float = setting_default(FunnelSettings, "eps")
