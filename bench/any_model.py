@@ -60,9 +60,10 @@ if str(REPO) not in sys.path:  # run as a script: make `tests.model_zoo` (the mo
 
 from monitor.allocator import tune_malloc  # noqa: E402
 from monitor.model.broadcast import fresh_namer  # noqa: E402
+from monitor.model.canonical import free_reshapes  # noqa: E402
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions, _prepare  # noqa: E402
 from monitor.model.session import session_options  # noqa: E402
-from monitor.model.signature import Held, _free_reshapes  # noqa: E402
+from monitor.model.signature import Held  # noqa: E402
 from monitor.model.standardize import Standardizer  # noqa: E402
 from monitor.signals.scorer import RobustnessScorer, ScoringConfig  # noqa: E402
 from tests import model_zoo  # noqa: E402
@@ -158,7 +159,7 @@ def bound_session(model: OnnxModel) -> ort.InferenceSession:
                 dims[0].dim_param = "batch"
         taken = {i.name for i in proto.graph.initializer}
         taken |= {t for n in proto.graph.node for t in (*n.input, *n.output)}
-        _free_reshapes(proto.graph, fixed, fresh_namer(taken))
+        free_reshapes(proto.graph, fixed, fresh_namer(taken))
         raw = proto.SerializeToString()
     return ort.InferenceSession(raw, sess_options=session_options(model.options), providers=model.providers)
 

@@ -34,6 +34,16 @@ class ModelError(MonitorError):
     """The ONNX model cannot be loaded, has an unsupported signature, or got input of the wrong shape."""
 
 
+class SignatureError(ModelError):
+    """An event or file that does not fit the model's inputs; ``reason`` is the invalid-event reason, ``inputs``
+    the inputs whose values were at fault with their problem (``missing``, ``not_finite``, ``out_of_range``)."""
+
+    def __init__(self, reason: str, message: str, inputs: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.inputs = inputs
+
+
 class SourceError(MonitorError):
     """An event source (Kafka, replay file) failed."""
 

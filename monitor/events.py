@@ -89,6 +89,12 @@ class InferenceEvent:
             values = self._features = np.array(values, dtype=np.float64)
         return values
 
+    @property
+    def raw_features(self) -> NDArray[np.float64] | list[float]:
+        """The features as the decoder gave them: the JSON list its fast path checked, until :attr:`features` is
+        first read (then the array)."""
+        return self._features
+
     def __repr__(self) -> str:
         return (
             f"InferenceEvent(event_id={self.event_id!r}, model={self.model!r}, model_version={self.model_version!r}, "

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 from numpy.typing import NDArray
@@ -32,7 +32,9 @@ from monitor.errors import ConfigError
 from monitor.source.replay import MemorySource, ReplaySource
 
 if TYPE_CHECKING:
+    from monitor.cli.demo_data import DemoData
     from monitor.runtime.service import Service
+    from monitor.runtime.watch import ModelWatch
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -197,26 +199,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
     print(f"harmonic-monitor demo: training the model and generating {args.events} events in {workdir}", file=out)
     out.flush()  # a caller waiting for this line (a test, a wrapper script) sees it at once
     data = build_demo(workdir, events=args.events, seed=args.seed)
-    flags: dict[str, Any] = {
-        "models": [
-            {
-                "name": "demo",
-                "path": str(data.model_path),
-                "version": "1",
-                # the reference built with labels: the run estimates accuracy without labels from it
-                "reference": str(data.labelled_reference_path or data.reference_path),
-                "feature_names": list(data.feature_names),
-                "scoring": {"seed": args.seed},
-            }
-        ],
-        "state_dir": str(workdir / "state"),
-        "sampler": {"events_per_second": 0},
-        "batch": {"max_events": 512},
-        "metrics": {"port": args.metrics_port, "host": "127.0.0.1"},
-        "probes": {"interval_seconds": 5.0, "budget_share": 0.1},
-        "alerts": {"alertmanager_url": args.alertmanager_url, "for_seconds": 10.0, "resolve_after_seconds": 30.0},
-    }
-    settings = load_settings(None, flags)
+    settings = load_settings(None, _demo_flags(args, workdir, data))
     source = _PhaseSource()
     runtimes = [load_model_runtime(m) for m in settings.models]
     phase_stats: dict[str, dict[str, Any]] = {}
@@ -252,81 +235,15 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
             source.load(lines)
             alerts_before = len(watch.fired)
             t0 = time.perf_counter()
-            last_print = 0.0
-            while not source.exhausted and not stop.is_set():
-                pipeline.step(0.0)
-                svc.tick()  # as `run`'s loop: probes, alerts, and the snapshot the HTTP endpoints serve
-                now = time.perf_counter()
-                if now - last_print >= 0.5:
-                    last_print = now
-                    verdict = watch.verdict("other")
-                    _progress(
-                        out,
-                        name,
-                        source.current.emitted,
-                        len(lines),
-                        now - t0,
-                        tally.gamma_mean,
-                        tally.flicker_mean,
-                        verdict.value if verdict is not None else "…",
-                    )
+            _feed(svc, source, watch, stop, out, name, len(lines), tally, t0)
             pipeline.flush()
             watch.evaluate(_last_ts(lines))
             svc.tick()  # the evaluation's series and alerts go out now, not at the next phase's flush
-            fired = [
-                ev.alert.labels["alertname"] for ev in watch.fired[alerts_before:] if ev.alert.state.value == "firing"
-            ]
-            verdict = watch.verdict("other")
-            report = watch.last_reports.get("other")
-            seconds = time.perf_counter() - t0
-            stats = phase_stats[name] = {
-                "name": name,
-                "events": len(lines),
-                "gamma_mean": tally.gamma_mean,
-                "gamma_p95": tally.gamma_p95(),
-                "flicker_mean": tally.flicker_mean,
-                "verdict": verdict.value if verdict is not None else "stable",
-                "alerts": sorted(set(fired)),
-                "detectors_fired": list(report.fired) if report else [],
-                "features_moved": [n for n, _ in report.top_features] if report else [],
-                "accuracy": _phase_accuracy(
-                    pipeline.runtimes["demo"].accuracy_fit,
-                    scores[name],
-                    settings.accuracy.method,
-                    data.realized_accuracy(name) if data.labels else float("nan"),
-                ),
-                "seconds": round(seconds, 2),
-                "gamma_map": _phase_gamma_map(scores[name]),
-            }
-            # the phase's last progress line: the summary's row, so that the two never disagree
-            _progress(
-                out,
-                name,
-                len(lines),
-                len(lines),
-                seconds,
-                stats["gamma_mean"],
-                stats["flicker_mean"],
-                stats["verdict"],
-                final=True,
-            )
+            phase_stats[name] = _phase_row(svc, data, name, tally, scores[name], alerts_before, t0, out)
         svc.probes.run_once(time.time())
         pipeline.close()
         svc.tick(publish_now=True)  # the endpoints serve what the summary prints from the moment it prints
-        elapsed = time.perf_counter() - started
-        yardstick = _reference_yardstick(data.labelled_reference_path, data.n_features, phase_stats)
-        summary = {
-            "phases": [phase_stats[p] for p in PHASES],
-            "model": str(data.model_path),
-            "workdir": str(workdir),
-            "workdir_kept": kept,
-            "zero_weight_features": [data.feature_names[j] for j in data.zero_weight_features],
-            "events_scored": int(tel.EVENTS_SCORED_TOTAL.total(svc.state)),
-            "events_invalid": int(tel.EVENTS_INVALID_TOTAL.total(svc.state)),
-            "probe_regions": sum(len(m["reports"]) for m in svc.probes.report()["models"].values()),
-            "reference": yardstick,
-            "seconds": round(elapsed, 2),
-        }
+        summary = _summary(svc, data, workdir, kept, [phase_stats[p] for p in PHASES], started)
         _print_summary(out, summary)
         if args.summary_json:
             Path(args.summary_json).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -336,6 +253,136 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
                 print(f"serving /metrics for {args.linger:.0f} s more (Ctrl-C to stop)", file=out)
                 _linger(svc, args.linger)
     return 0
+
+
+def _demo_flags(args: argparse.Namespace, workdir: Path, data: DemoData) -> dict[str, Any]:
+    """The demo's settings, as ``run`` would read them from flags: the trained model, its labelled reference, an
+    unlimited sampler, alerts on short timers."""
+    return {
+        "models": [
+            {
+                "name": "demo",
+                "path": str(data.model_path),
+                "version": "1",
+                # the reference built with labels: the run estimates accuracy without labels from it
+                "reference": str(data.labelled_reference_path or data.reference_path),
+                "feature_names": list(data.feature_names),
+                "scoring": {"seed": args.seed},
+            }
+        ],
+        "state_dir": str(workdir / "state"),
+        "sampler": {"events_per_second": 0},
+        "batch": {"max_events": 512},
+        "metrics": {"port": args.metrics_port, "host": "127.0.0.1"},
+        "probes": {"interval_seconds": 5.0, "budget_share": 0.1},
+        "alerts": {"alertmanager_url": args.alertmanager_url, "for_seconds": 10.0, "resolve_after_seconds": 30.0},
+    }
+
+
+def _feed(
+    svc: Service,
+    source: _PhaseSource,
+    watch: ModelWatch,
+    stop: threading.Event,
+    out: TextIO,
+    name: str,
+    total: int,
+    tally: _PhaseTally,
+    t0: float,
+) -> None:
+    """Run the pipeline over the phase's events as ``run``'s loop does, printing progress every half second (the
+    time since ``t0``)."""
+    pipeline = svc.pipeline
+    last_print = 0.0
+    while not source.exhausted and not stop.is_set():
+        pipeline.step(0.0)
+        svc.tick()  # as `run`'s loop: probes, alerts, and the snapshot the HTTP endpoints serve
+        now = time.perf_counter()
+        if now - last_print >= 0.5:
+            last_print = now
+            verdict = watch.verdict("other")
+            _progress(
+                out,
+                name,
+                source.current.emitted,
+                total,
+                now - t0,
+                tally.gamma_mean,
+                tally.flicker_mean,
+                verdict.value if verdict is not None else "…",
+            )
+
+
+def _phase_row(
+    svc: Service,
+    data: DemoData,
+    name: str,
+    tally: _PhaseTally,
+    scores: list[NDArray[np.float64]],
+    alerts_before: int,
+    t0: float,
+    out: TextIO,
+) -> dict[str, Any]:
+    """Phase ``name``'s row of the summary (its signals, verdict, alerts fired since ``alerts_before``, accuracy),
+    printed as its last progress line."""
+    watch = svc.pipeline.runtimes["demo"].watch
+    assert watch is not None
+    fired = [ev.alert.labels["alertname"] for ev in watch.fired[alerts_before:] if ev.alert.state.value == "firing"]
+    verdict = watch.verdict("other")
+    report = watch.last_reports.get("other")
+    seconds = time.perf_counter() - t0
+    stats: dict[str, Any] = {
+        "name": name,
+        "events": len(data.phases[name]),
+        "gamma_mean": tally.gamma_mean,
+        "gamma_p95": tally.gamma_p95(),
+        "flicker_mean": tally.flicker_mean,
+        "verdict": verdict.value if verdict is not None else "stable",
+        "alerts": sorted(set(fired)),
+        "detectors_fired": list(report.fired) if report else [],
+        "features_moved": [n for n, _ in report.top_features] if report else [],
+        "accuracy": _phase_accuracy(
+            svc.pipeline.runtimes["demo"].accuracy_fit,
+            scores,
+            svc.settings.accuracy.method,
+            data.realized_accuracy(name) if data.labels else float("nan"),
+        ),
+        "seconds": round(seconds, 2),
+        "gamma_map": _phase_gamma_map(scores),
+    }
+    # the phase's last progress line: the summary's row, so that the two never disagree
+    _progress(
+        out,
+        name,
+        len(data.phases[name]),
+        len(data.phases[name]),
+        seconds,
+        stats["gamma_mean"],
+        stats["flicker_mean"],
+        stats["verdict"],
+        final=True,
+    )
+    return stats
+
+
+def _summary(
+    svc: Service, data: DemoData, workdir: Path, kept: bool, phases: list[dict[str, Any]], started: float
+) -> dict[str, Any]:
+    """What the demo prints at the end (and writes with ``--summary-json``)."""
+    elapsed = time.perf_counter() - started
+    yardstick = _reference_yardstick(data.labelled_reference_path, data.n_features, {p["name"]: p for p in phases})
+    return {
+        "phases": phases,
+        "model": str(data.model_path),
+        "workdir": str(workdir),
+        "workdir_kept": kept,
+        "zero_weight_features": [data.feature_names[j] for j in data.zero_weight_features],
+        "events_scored": int(tel.EVENTS_SCORED_TOTAL.total(svc.state)),
+        "events_invalid": int(tel.EVENTS_INVALID_TOTAL.total(svc.state)),
+        "probe_regions": sum(len(m["reports"]) for m in svc.probes.report()["models"].values()),
+        "reference": yardstick,
+        "seconds": round(elapsed, 2),
+    }
 
 
 def _linger(svc: Service, seconds: float) -> None:

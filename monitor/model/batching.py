@@ -1,7 +1,7 @@
 """Stage 3: the model's batch dimension, and rows evaluated in runs that fit it.
 
 At load, :func:`canonical_graph` rewrites a model that is not one 2-D float input to take x and the held values
-(:func:`~monitor.model.signature.canonical_model`). A fixed batch dimension is made free by that rewrite when the
+(:func:`~monitor.model.canonical.canonical_model`). A fixed batch dimension is made free by that rewrite when the
 rewritten model agrees with row-by-row runs of the original on seeded rows (:func:`check_free_batch`); otherwise
 the batch stays fixed, :attr:`CanonicalGraph.run_batch` says so, and one warning states the cost per run measured at
 load (:func:`row_cost`). At run time :func:`run_fixed` feeds such a model runs of that many rows, and
@@ -22,8 +22,9 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
+from monitor.model.canonical import Canonical, canonical_model
 from monitor.model.session import OnnxRuntimeOptions, quiet_session_options
-from monitor.model.signature import HELD_COLUMNS, Canonical, Held, Signature, canonical_model, default_held
+from monitor.model.signature import HELD_COLUMNS, Held, Signature, default_held
 
 #: the model's load-time lines share one logger, wherever the code that says them lives
 log = logging.getLogger("monitor.model.onnx")
@@ -46,7 +47,7 @@ class CanonicalGraph:
 def canonical_graph(
     raw: bytes, signature: Signature, *, options: OnnxRuntimeOptions, providers: list[str], path: Path
 ) -> CanonicalGraph:
-    """The model rewritten to take x and the held values (:func:`~monitor.model.signature.canonical_model`); a
+    """The model rewritten to take x and the held values (:func:`~monitor.model.canonical.canonical_model`); a
     plain model (one 2-D float input) as it is.
 
     A fixed batch dimension is made free when the rewritten model agrees with row-by-row runs of the original on

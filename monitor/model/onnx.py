@@ -5,7 +5,7 @@ Supported signatures
 - any number of inputs, as :mod:`monitor.model.signature` reads them: float and double inputs are perturbed, int,
   bool and string inputs are held fixed; shapes ``[batch]``, ``[batch, n]`` and ``[batch, d1, d2, …]``. A model of
   one 2-D float input is used as it is; any other is rewritten at load to take the feature vector x [batch, D] and
-  the held values (:func:`~monitor.model.signature.canonical_model`);
+  the held values (:func:`~monitor.model.canonical.canonical_model`);
 - a fixed batch dimension is made free by that rewrite when the rewritten model agrees with row-by-row runs of the
   original at load; otherwise rows are evaluated in runs of the fixed size, with a warning that states the measured
   cost per row;

@@ -183,32 +183,16 @@ def decide_outputs(
     """
     outputs = graph_outputs(graph)
     described = ", ".join(o.describe() for o in outputs)
-    for out in outputs:
-        if out.elem == "sequence":
-            raise ModelError(
-                f"model output '{out.name}' is a sequence of maps (ZipMap); convert with zipmap disabled "
-                "(skl2onnx options={'zipmap': False}) or use `harmonic-monitor convert`"
-            )
+    _refuse_sequences(outputs)
     floats = [o for o in outputs if o.elem in _FLOAT]
     labels = [o for o in outputs if o.elem in _LABEL]
     evidence = {o.name: _evidence(graph, o, set((zipmap or {}).values())) for o in floats}
     if model_kind == "regressor":
-        if not floats:
-            raise ModelError(
-                f"model '{model}' is set to model_kind: regressor but has no float outputs ({described}); "
-                "expected float tensors [batch] or [batch, D]"
-            )
-        return OutputDecision(
-            "regressor",
-            values=tuple(o.name for o in floats),
-            reason="model_kind: regressor (set in the configuration)",
-            ignored=tuple(o.name for o in labels),
-        )
+        return _set_regressor(floats, labels, described, model)
     label = labels[0].name if labels else None
     proba = next((o for o in floats if evidence[o.name].role == "proba"), None)
     logits = next((o for o in floats if evidence[o.name].role == "logits"), None)
     raw = next((o for o in floats if "raw" in o.name.lower() and o is not proba), None)
-    whys: list[str] = []
     if logits is None and raw is not None and (label is not None or proba is not None):
         logits = raw
         evidence[raw.name] = _Evidence("logits", f"'{raw.name}' is named raw beside a classifier's outputs")
@@ -235,6 +219,47 @@ def decide_outputs(
         evidence[logits.name] = _Evidence("logits", f"'{logits.name}' read as logits (model_kind: classifier)")
     if proba is None and logits is None and label is None:
         return _regressor(floats, evidence, described, model)
+    return _classifier(outputs, label, proba, logits, evidence, forced=forced)
+
+
+def _refuse_sequences(outputs: Sequence[OutputInfo]) -> None:
+    """A ZipMap output left as a sequence of maps cannot be read: say how to convert the model without it."""
+    for out in outputs:
+        if out.elem == "sequence":
+            raise ModelError(
+                f"model output '{out.name}' is a sequence of maps (ZipMap); convert with zipmap disabled "
+                "(skl2onnx options={'zipmap': False}) or use `harmonic-monitor convert`"
+            )
+
+
+def _set_regressor(
+    floats: Sequence[OutputInfo], labels: Sequence[OutputInfo], described: str, model: str
+) -> OutputDecision:
+    """``model_kind: regressor``: every float output is a value; label outputs are ignored."""
+    if not floats:
+        raise ModelError(
+            f"model '{model}' is set to model_kind: regressor but has no float outputs ({described}); "
+            "expected float tensors [batch] or [batch, D]"
+        )
+    return OutputDecision(
+        "regressor",
+        values=tuple(o.name for o in floats),
+        reason="model_kind: regressor (set in the configuration)",
+        ignored=tuple(o.name for o in labels),
+    )
+
+
+def _classifier(
+    outputs: Sequence[OutputInfo],
+    label: str | None,
+    proba: OutputInfo | None,
+    logits: OutputInfo | None,
+    evidence: Mapping[str, _Evidence],
+    *,
+    forced: bool,
+) -> OutputDecision:
+    """The classifier decision once its outputs are chosen, with why each was and what is ignored."""
+    whys: list[str] = []
     for chosen in (proba, logits):
         if chosen is not None:
             whys.append(evidence[chosen.name].why)

@@ -109,24 +109,12 @@ def build_reference(
     from monitor.signals.scorer import RobustnessScorer
 
     names = _checked(model, rows, scales, sample_rows, feature_names)
-    finite = np.all(np.isfinite(rows.x), axis=1)
     _refuse_empty_inputs(rows, names)
-    dropped = int(finite.size - finite.sum())
-    rows = rows.take(finite)
-    if rows.x.shape[0] < MIN_REFERENCE_VALUES:
-        raise DataError(
-            f"{rows.source} has {rows.x.shape[0]} finite rows; a reference needs at least {MIN_REFERENCE_VALUES}, the "
-            "drift detectors' minimum (200 or more calibrate their thresholds)"
-        )
+    rows, dropped_note = _finite(rows)
     # the count tables of the held inputs from every finite row (before sampling): a rare category stays known
     every_held = None if rows.held is None else held_columns(rows.held.values, held_element_names(model.signature))
     scored = rows.take(sample(rows, sample_rows, config.seed))
-    notes: list[str] = []
-    if dropped:
-        notes.append(
-            f"warning: {dropped} of {finite.size} rows of {rows.source} hold NaN or infinite values and are left out; "
-            f"the reference is built from the other {rows.x.shape[0]}"
-        )
+    notes = [] if dropped_note is None else [dropped_note]
     chosen = None
     if scales == "from-reference":
         config, chosen, note = _scales_chosen(model, standardizer, scored, config, target_flicker_share)
@@ -149,22 +137,47 @@ def build_reference(
     if every_held is not None:
         ref = dataclasses.replace(ref, held_tables=count_tables(every_held))
     notes.extend(_baseline_notes(ref, baselines, rows.segments))
-    fit = None
-    if scored.labels is not None:
-        from monitor.accuracy.labelled import labelled_fit
-
-        fit = labelled_fit(
-            model,
-            scored.x,
-            scored.held,
-            res,
-            scored.labels,
-            seed=config.seed,
-            calibration=calibration,  # type: ignore[arg-type]
-            compare=label_kind,
-        )
+    fit = None if scored.labels is None else _labelled_fit(model, scored, res, config.seed, calibration, label_kind)
     kept_held = None if scored.held is None else scored.held.take(ok)
     return BuiltReference(ref, baselines, kept_held, chosen, fit, tuple(notes))
+
+
+def _finite(rows: ReferenceRows) -> tuple[ReferenceRows, str | None]:
+    """The rows whose features are all finite (at least the drift detectors' minimum), and the warning that says
+    how many were left out (None: none)."""
+    finite = np.all(np.isfinite(rows.x), axis=1)
+    dropped = int(finite.size - finite.sum())
+    rows = rows.take(finite)
+    if rows.x.shape[0] < MIN_REFERENCE_VALUES:
+        raise DataError(
+            f"{rows.source} has {rows.x.shape[0]} finite rows; a reference needs at least {MIN_REFERENCE_VALUES}, the "
+            "drift detectors' minimum (200 or more calibrate their thresholds)"
+        )
+    if not dropped:
+        return rows, None
+    return rows, (
+        f"warning: {dropped} of {finite.size} rows of {rows.source} hold NaN or infinite values and are left out; "
+        f"the reference is built from the other {rows.x.shape[0]}"
+    )
+
+
+def _labelled_fit(
+    model: OnnxModel, scored: ReferenceRows, res: ScoreResult, seed: int, calibration: str, label_kind: str
+) -> EstimatorFit:
+    """The accuracy estimators fitted on the scored rows' labels."""
+    from monitor.accuracy.labelled import labelled_fit
+
+    assert scored.labels is not None
+    return labelled_fit(
+        model,
+        scored.x,
+        scored.held,
+        res,
+        scored.labels,
+        seed=seed,
+        calibration=calibration,  # type: ignore[arg-type]
+        compare=label_kind,
+    )
 
 
 def _checked(

@@ -88,66 +88,130 @@ def minimal_l2(
     b, n = x.shape
     if n != model.n_features:
         raise ProbeError(f"points have {n} features; the model expects {model.n_features}")
-    z0 = standardizer.to_standardized(x)
-    rows = np.zeros(b, dtype=np.int64)
-
-    def run(z: NDArray[np.float64], owners: NDArray[np.intp]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-        out = model.evaluate(standardizer.to_raw(z).astype(np.float32), None if held is None else held.take(owners))
-        if out.label is None or out.proba is None:
-            raise ProbeError("the L2 boundary search follows class probabilities; this classifier gives labels only")
-        np.add.at(rows, owners, 1)
-        return out.label.astype(np.int64), out.proba.astype(np.float64)
-
-    everyone = np.arange(b, dtype=np.intp)
-    clean, _ = run(z0, everyone)
-    cls = clean.astype(np.intp)
+    search = _Search(model, standardizer, x, held, bisection_steps)
+    z0 = search.z0
     z = z0.copy()
     flipped = np.zeros(b, dtype=bool)
     reason: list[str | None] = [None] * b
-    active = everyone.copy()
-    for _ in range(max_steps):
-        if active.size == 0:
-            break
-        k = active.size
-        grad = np.zeros((k, n))
-        m0 = np.zeros(k)
-        seen = np.zeros(k, dtype=bool)
-        for h in STEPS:
-            todo = np.flatnonzero(~seen)
-            if todo.size == 0:
-                break
-            idx = active[todo]
-            probe = np.repeat(z[idx], n + 1, axis=0)
-            probe[np.arange(todo.size * (n + 1)) % (n + 1) != 0] += np.tile(np.eye(n) * h, (todo.size, 1))
-            owners = np.repeat(idx, n + 1)
-            _, proba = run(probe, owners)
-            m = _margin(proba, np.repeat(cls[idx], n + 1)).reshape(todo.size, n + 1)
-            m0[todo] = m[:, 0]
-            grad[todo] = (m[:, 1:] - m[:, :1]) / h
-            seen[todo] = np.linalg.norm(grad[todo], axis=1) > 0
-        still: list[int] = []
-        for r, i in enumerate(active):
-            if m0[r] < 0:
-                flipped[i] = True
-                continue
-            g2 = float(grad[r] @ grad[r])
-            if g2 == 0.0:
-                reason[i] = "the model's probabilities do not move near this point (flat margin)"
-                continue
-            z[i] = z[i] - (1.0 + overshoot) * max(m0[r], 1e-12) * grad[r] / g2
-            if np.linalg.norm(z[i] - z0[i]) > cap:
-                reason[i] = f"no boundary within the cap ({cap:g} standardized units)"
-                continue
-            still.append(int(i))
-        active = np.asarray(still, dtype=np.intp)
-        if active.size:
-            label, _ = run(z[active], active)
-            done = label != cls[active]
-            flipped[active[done]] = True
-            active = active[~done]
+    active = search.step(z, flipped, reason, max_steps=max_steps, overshoot=overshoot, cap=cap)
     # where the steps did not change the class (a margin quantized by float32 probabilities falls short), follow
     # their direction on labels alone: 2×, 4×, … the distance reached, up to the cap
     for i in active:
+        search.follow_labels(int(i), z, flipped, cap)
+        if not flipped[i]:
+            reason[i] = f"the class did not change within {max_steps} steps and {cap:g} standardized units"
+    found = np.flatnonzero(flipped)
+    end = z.copy()
+    end[found] = search.bisect(found, z[found])
+    if anchors is not None and len(anchors):
+        found = search.toward_anchors(anchors, end, flipped, found)
+    for _ in range(refine):
+        if found.size == 0 or not search.refine(end, found, overshoot):
+            break
+    distance = np.where(flipped, np.linalg.norm(end - z0, axis=1), np.nan)
+    status = tuple("found" if f else "not_found" for f in flipped)
+    return BoundaryResult(
+        distance=distance,
+        boundary=np.where(flipped[:, None], standardizer.to_raw(end), np.nan),
+        rows=search.rows,
+        status=status,
+        reason=tuple(None if f else reason[i] for i, f in enumerate(flipped)),
+    )
+
+
+class _Search:
+    """One :func:`minimal_l2` run's shared state: the model and the start points (``z0``, standardized) with their
+    clean classes, and the model rows spent per point."""
+
+    def __init__(
+        self,
+        model: Predictor,
+        standardizer: Standardizer,
+        x: NDArray[np.float64],
+        held: Held | None,
+        bisection_steps: int,
+    ) -> None:
+        self.model, self.standardizer, self.held = model, standardizer, held
+        self.bisection_steps = bisection_steps
+        self.z0 = standardizer.to_standardized(x)
+        b, self.n = x.shape
+        self.rows = np.zeros(b, dtype=np.int64)
+        clean, _ = self.run(self.z0, np.arange(b, dtype=np.intp))
+        self.cls = clean.astype(np.intp)
+
+    def run(self, z: NDArray[np.float64], owners: NDArray[np.intp]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """Labels and probabilities at the standardized rows ``z``, each evaluated with its owner point's held values
+        and counted to it."""
+        held = self.held
+        out = self.model.evaluate(
+            self.standardizer.to_raw(z).astype(np.float32), None if held is None else held.take(owners)
+        )
+        if out.label is None or out.proba is None:
+            raise ProbeError("the L2 boundary search follows class probabilities; this classifier gives labels only")
+        np.add.at(self.rows, owners, 1)
+        return out.label.astype(np.int64), out.proba.astype(np.float64)
+
+    def step(
+        self,
+        z: NDArray[np.float64],
+        flipped: NDArray[np.bool_],
+        reason: list[str | None],
+        *,
+        max_steps: int,
+        overshoot: float,
+        cap: float,
+    ) -> NDArray[np.intp]:
+        """DeepFool's linearized steps from every point (``z`` moved in place) until its class changes (``flipped``),
+        its margin is flat or it passes the cap (``reason``); returns the points whose class the steps did not
+        change."""
+        z0, cls, n = self.z0, self.cls, self.n
+        active = np.arange(z0.shape[0], dtype=np.intp)
+        for _ in range(max_steps):
+            if active.size == 0:
+                break
+            k = active.size
+            grad = np.zeros((k, n))
+            m0 = np.zeros(k)
+            seen = np.zeros(k, dtype=bool)
+            for h in STEPS:
+                todo = np.flatnonzero(~seen)
+                if todo.size == 0:
+                    break
+                idx = active[todo]
+                probe = np.repeat(z[idx], n + 1, axis=0)
+                probe[np.arange(todo.size * (n + 1)) % (n + 1) != 0] += np.tile(np.eye(n) * h, (todo.size, 1))
+                owners = np.repeat(idx, n + 1)
+                _, proba = self.run(probe, owners)
+                m = _margin(proba, np.repeat(cls[idx], n + 1)).reshape(todo.size, n + 1)
+                m0[todo] = m[:, 0]
+                grad[todo] = (m[:, 1:] - m[:, :1]) / h
+                seen[todo] = np.linalg.norm(grad[todo], axis=1) > 0
+            still: list[int] = []
+            for r, i in enumerate(active):
+                if m0[r] < 0:
+                    flipped[i] = True
+                    continue
+                g2 = float(grad[r] @ grad[r])
+                if g2 == 0.0:
+                    reason[i] = "the model's probabilities do not move near this point (flat margin)"
+                    continue
+                z[i] = z[i] - (1.0 + overshoot) * max(m0[r], 1e-12) * grad[r] / g2
+                if np.linalg.norm(z[i] - z0[i]) > cap:
+                    reason[i] = f"no boundary within the cap ({cap:g} standardized units)"
+                    continue
+                still.append(int(i))
+            active = np.asarray(still, dtype=np.intp)
+            if active.size:
+                label, _ = self.run(z[active], active)
+                done = label != cls[active]
+                flipped[active[done]] = True
+                active = active[~done]
+        return active
+
+    def follow_labels(self, i: int, z: NDArray[np.float64], flipped: NDArray[np.bool_], cap: float) -> None:
+        """Point ``i``'s step direction followed on labels alone, doubling the distance up to the cap; where the
+        class changes, ``z[i]`` moves there and ``flipped[i]`` is set."""
+        z0, cls = self.z0, self.cls
         direction = z[i] - z0[i]
         reach = float(np.linalg.norm(direction))
         while reach > 0 and not flipped[i]:
@@ -155,34 +219,40 @@ def minimal_l2(
             if not np.isfinite(reach):
                 break
             candidate = z0[i] + direction / np.linalg.norm(direction) * reach
-            label, _ = run(candidate[None, :], np.array([i], dtype=np.intp))
+            label, _ = self.run(candidate[None, :], np.array([i], dtype=np.intp))
             if label[0] != cls[i]:
                 z[i] = candidate
                 flipped[i] = True
             elif reach >= cap:
                 break
-        if not flipped[i]:
-            reason[i] = f"the class did not change within {max_steps} steps and {cap:g} standardized units"
 
-    def bisect(found: NDArray[np.intp], target: NDArray[np.float64]) -> NDArray[np.float64]:
+    def bisect(self, found: NDArray[np.intp], target: NDArray[np.float64]) -> NDArray[np.float64]:
         """The first class change on each segment [z0[i], target[i]] (the target's class differs)."""
+        z0, cls = self.z0, self.cls
         lo = np.zeros(found.size)
         hi = np.ones(found.size)
-        for _ in range(bisection_steps if found.size else 0):
+        for _ in range(self.bisection_steps if found.size else 0):
             mid = 0.5 * (lo + hi)
-            label, _ = run(z0[found] + mid[:, None] * (target - z0[found]), found)
+            label, _ = self.run(z0[found] + mid[:, None] * (target - z0[found]), found)
             changed = label != cls[found]
             hi = np.where(changed, mid, hi)
             lo = np.where(changed, lo, mid)
         out: NDArray[np.float64] = z0[found] + hi[:, None] * (target - z0[found])
         return out
 
-    found = np.flatnonzero(flipped)
-    end = z.copy()
-    end[found] = bisect(found, z[found])
-    if anchors is not None and len(anchors):
-        za = standardizer.to_standardized(np.asarray(anchors, dtype=np.float64))
-        out = model.evaluate(
+    def toward_anchors(
+        self,
+        anchors: NDArray[np.floating],
+        end: NDArray[np.float64],
+        flipped: NDArray[np.bool_],
+        found: NDArray[np.intp],
+    ) -> NDArray[np.intp]:
+        """Each point's boundary toward its nearest anchor of another class, kept in ``end`` where it is nearer (or
+        the only one); returns the points with a boundary now."""
+        z0, cls, held = self.z0, self.cls, self.held
+        b = z0.shape[0]
+        za = self.standardizer.to_standardized(np.asarray(anchors, dtype=np.float64))
+        out = self.model.evaluate(
             np.asarray(anchors, dtype=np.float32), None if held is None else held.take(np.zeros(len(za), dtype=np.intp))
         )
         if out.label is None:
@@ -195,46 +265,40 @@ def minimal_l2(
                 pick[q] = other[np.argmin(np.linalg.norm(za[other] - z0[q], axis=1))]
         cand = np.flatnonzero(pick >= 0)
         if cand.size:
-            label, _ = run(za[pick[cand]], cand)  # with each point's own held values the class may differ
+            label, _ = self.run(za[pick[cand]], cand)  # with each point's own held values the class may differ
             cand = cand[label != cls[cand]]
         if cand.size:
-            alt = bisect(cand, za[pick[cand]])
+            alt = self.bisect(cand, za[pick[cand]])
             nearer = ~flipped[cand] | (
                 np.linalg.norm(alt - z0[cand], axis=1) < np.linalg.norm(end[cand] - z0[cand], axis=1)
             )
             end[cand[nearer]] = alt[nearer]
             flipped[cand] = True
             found = np.flatnonzero(flipped)
-    # refine: at the boundary point the probabilities are near 1/2 (no float32 saturation), so its normal is
-    # accurate; project the start onto that tangent plane and keep the projection when it is nearer
-    for _ in range(refine):
-        if found.size == 0:
-            break
+        return found
+
+    def refine(self, end: NDArray[np.float64], found: NDArray[np.intp], overshoot: float) -> bool:
+        """One refinement: at the boundary point the probabilities are near 1/2 (no float32 saturation), so its
+        normal is accurate; project the start onto that tangent plane and keep the projection when it is nearer
+        (``end`` changed in place). False when nothing got nearer (no further refinement helps)."""
+        z0, cls, n = self.z0, self.cls, self.n
         probe = np.repeat(end[found], n + 1, axis=0)
         probe[np.arange(found.size * (n + 1)) % (n + 1) != 0] += np.tile(np.eye(n) * STEPS[0], (found.size, 1))
-        _, proba = run(probe, np.repeat(found, n + 1))
+        _, proba = self.run(probe, np.repeat(found, n + 1))
         m = _margin(proba, np.repeat(cls[found], n + 1)).reshape(found.size, n + 1)
         g = (m[:, 1:] - m[:, :1]) / STEPS[0]
         g2 = np.einsum("ij,ij->i", g, g)
         ok = g2 > 0
         if not ok.any():
-            break
+            return False
         idx, gk = found[ok], g[ok]
         along = np.einsum("ij,ij->i", gk, z0[idx] - end[idx]) / g2[ok]
         target = z0[idx] - (1.0 + overshoot) * along[:, None] * gk
-        label, _ = run(target, idx)
+        label, _ = self.run(target, idx)
         better = (label != cls[idx]) & (
             np.linalg.norm(target - z0[idx], axis=1) < np.linalg.norm(end[idx] - z0[idx], axis=1)
         )
         if not better.any():
-            break
-        end[idx[better]] = bisect(idx[better], target[better])
-    distance = np.where(flipped, np.linalg.norm(end - z0, axis=1), np.nan)
-    status = tuple("found" if f else "not_found" for f in flipped)
-    return BoundaryResult(
-        distance=distance,
-        boundary=np.where(flipped[:, None], standardizer.to_raw(end), np.nan),
-        rows=rows,
-        status=status,
-        reason=tuple(None if f else reason[i] for i, f in enumerate(flipped)),
-    )
+            return False
+        end[idx[better]] = self.bisect(idx[better], target[better])
+        return True

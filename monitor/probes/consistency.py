@@ -25,7 +25,8 @@ from numpy.typing import NDArray
 from monitor.errors import ProbeError
 from monitor.model.base import ModelOutput
 from monitor.probes.mri import check_eps
-from monitor.probes.perturbations import Perturbation, ProbeSession
+from monitor.probes.perturbation_types import Perturbation
+from monitor.probes.perturbations import ProbeSession
 
 FloatArray = NDArray[np.float64]
 

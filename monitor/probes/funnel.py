@@ -23,7 +23,7 @@ Models with values held fixed (int, bool and string inputs, ``fixed_features``):
 values; every row built from a point — perturbed copies, γ-ascent candidates, Algorithm 2's steps — is evaluated
 with that point's own held values (only x is perturbed). The MRI, sensitivity, threshold and consistency stages
 keep the points' order, so the session passes ``held`` with each evaluation; Algorithm 2 runs once per group of
-points sharing their held values, through :class:`~monitor.probes.perturbations.BoundHeld` (the same rows and
+points sharing their held values, through :class:`~monitor.probes.counting.BoundHeld` (the same rows and
 results as one run: each point's ascent depends on its own ball only).
 
 Evaluation counts are model *rows* per stage. ``exhaustive`` is what threshold search on every target would
@@ -45,18 +45,10 @@ from monitor.model.base import ModelKind, Predictor
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.probes.consistency import ConsistencyResult, output_consistency
+from monitor.probes.counting import BoundHeld, BudgetExhaustedError
 from monitor.probes.mri import MriResult, open_session, scan_mri
-from monitor.probes.perturbations import (
-    PERTURBATION_NAMES,
-    BoundHeld,
-    BudgetExhaustedError,
-    FeatureShift,
-    GammaAscent,
-    Perturbation,
-    ProbeSession,
-    ProbeTarget,
-    check_names,
-)
+from monitor.probes.perturbation_types import FeatureShift, GammaAscent, Perturbation
+from monitor.probes.perturbations import PERTURBATION_NAMES, ProbeSession, ProbeTarget, check_names
 from monitor.probes.profile import FeatureInfo, ProfileEntry, complete_profile
 from monitor.probes.sensitivity import SensitivityResult, sensitivity_matrix
 from monitor.probes.threshold import TargetThreshold, check_search, search_depth, search_target
@@ -383,123 +375,164 @@ def run_funnel(
         budget_rows=budget_rows,
         held=held,
     )
-    counts = dict.fromkeys(STAGES, 0)
     zero_keys: set[str] = set()
     if features is not None:
         if features.n_features != session.n_features:
             raise ProbeError(f"feature info names {features.n_features} features; the points have {session.n_features}")
         zero_keys = {t.key for t in targets} - {t.key for t in search_targets(targets, features)}
-    mri: MriResult | None = None
-    sens_all: SensitivityResult | None = None
-    sens: SensitivityResult | None = None
-    flagged: list[ProbeTarget] = []
-    fragile: list[FragileTarget] = []
-    thresholds: list[TargetThreshold] = []
-    consistency: ConsistencyResult | None = None
-    adversarial: AdversarialResult | None = None
-    stage: str | None = "mri"
-    mark_at = 0  # the B clean rows, evaluated when the session opened, count towards the MRI stage
+    run = _Stages(session, targets, cfg)
+    run.run(zero_keys, labels=labels, splits=splits, standardizer=standardizer, held=held)
+    return run.result(zero_keys, features)
 
-    def mark(name: str) -> None:
-        nonlocal mark_at
-        counts[name] += session.evaluations - mark_at
-        mark_at = session.evaluations
 
-    try:
-        # cheap targets first, the γ-ascent directions (B·m·(1+m) rows) last, so a budget keeps the most
-        cheap_first = sorted(targets, key=lambda t: any(isinstance(m, GammaAscent) for m in t.members))
-        mri = scan_mri(session, cheap_first, cfg.eps, partial=True)
-        scanned = [t for t in targets if t.key in mri.by_target]
-        sens_all = sensitivity_matrix(session, scanned, cfg.eps, draws=1)  # the MRI's rows: free
-        mark("mri")
-        if not mri.complete:
-            raise _BudgetStop
+class _Stages:
+    """One funnel run's stages in order (MRI, sensitivity, threshold, consistency, adversarial), what each found,
+    and the model rows each used; a stage the budget interrupts keeps what it found and ``stage`` names it."""
 
-        stage = "sensitivity"
-        flagged = [t for t in scanned if mri.by_target[t.key] < cfg.mri_cut]
-        sens = sensitivity_matrix(session, flagged, cfg.eps, draws=cfg.sensitivity_draws)
-        mark("sensitivity")
-        for t in flagged:
+    def __init__(self, session: ProbeSession, targets: tuple[ProbeTarget, ...], cfg: FunnelConfig) -> None:
+        self.session, self.targets, self.cfg = session, targets, cfg
+        self.counts = dict.fromkeys(STAGES, 0)
+        self.mri: MriResult | None = None
+        self.sens_all: SensitivityResult | None = None
+        self.sens: SensitivityResult | None = None
+        self.flagged: list[ProbeTarget] = []
+        self.fragile: list[FragileTarget] = []
+        self.thresholds: list[TargetThreshold] = []
+        self.consistency: ConsistencyResult | None = None
+        self.adversarial: AdversarialResult | None = None
+        #: the stage running, or where the budget stopped the run; None once all ran
+        self.stage: str | None = "mri"
+        self._mark_at = 0  # the B clean rows, evaluated when the session opened, count towards the MRI stage
+
+    def mark(self, name: str) -> None:
+        """The rows evaluated since the last mark belong to stage ``name``."""
+        self.counts[name] += self.session.evaluations - self._mark_at
+        self._mark_at = self.session.evaluations
+
+    def run(
+        self,
+        zero_keys: set[str],
+        *,
+        labels: NDArray[np.integer] | None,
+        splits: TreeSplits | None,
+        standardizer: Standardizer,
+        held: Held | None,
+    ) -> None:
+        session, targets, cfg = self.session, self.targets, self.cfg
+        try:
+            # cheap targets first, the γ-ascent directions (B·m·(1+m) rows) last, so a budget keeps the most
+            cheap_first = sorted(targets, key=lambda t: any(isinstance(m, GammaAscent) for m in t.members))
+            mri = self.mri = scan_mri(session, cheap_first, cfg.eps, partial=True)
+            scanned = [t for t in targets if t.key in mri.by_target]
+            self.sens_all = sensitivity_matrix(session, scanned, cfg.eps, draws=1)  # the MRI's rows: free
+            self.mark("mri")
+            if not mri.complete:
+                raise _BudgetStop
+
+            self.stage = "sensitivity"
+            self.flagged = [t for t in scanned if mri.by_target[t.key] < cfg.mri_cut]
+            self.sens = sensitivity_matrix(session, self.flagged, cfg.eps, draws=cfg.sensitivity_draws)
+            self.mark("sensitivity")
+            self._find_fragile(mri, self.sens)
+
+            self.stage = "threshold"
+            self._search_thresholds(mri, zero_keys, splits)
+            self.mark("threshold")
+
+            self.stage = "consistency"
+            self.consistency = output_consistency(
+                session,
+                _consistency_configurations(targets),
+                cfg.eps,
+                labels=labels,
+                tolerance=cfg.consistency_tolerance,
+            )
+            self.mark("consistency")
+
+            self.stage = "adversarial"
+            if cfg.steps > 0:
+                scoring = ascent_config(cfg, session.model)
+                self.adversarial = _ascent_search(
+                    session.model, standardizer, session.raw_points, held, cfg.steps, scoring
+                )
+            self.mark("adversarial")
+            self.stage = None
+        except (BudgetExhaustedError, _BudgetStop):
+            assert self.stage is not None
+            self.mark(self.stage)  # the rows the interrupted stage used before the refusal
+        assert sum(self.counts.values()) == session.evaluations, "every evaluated row belongs to one stage"
+
+    def result(self, zero_keys: set[str], features: FeatureInfo | None) -> FunnelResult:
+        """What the run found, with every target's place in the profile and the rows an exhaustive search takes."""
+        session, targets, cfg = self.session, self.targets, self.cfg
+        full, floor = exhaustive_rows(session, targets, cfg.eps_max, cfg.eta, cfg.eps_start)
+        mri = self.mri
+        profile = complete_profile(
+            [(t.name, t.feature) for t in targets],
+            self.thresholds,
+            mri=None if mri is None else mri.by_target,
+            flagged=[t.key for t in self.flagged],
+            fragile=[f.key for f in self.fragile],
+            zero_spread=sorted(zero_keys),
+            stopped_at=self.stage,
+            eps=cfg.eps,
+            mri_cut=cfg.mri_cut,
+            sensitivity_cut=cfg.sensitivity_cut,
+        )
+        order_of = {key: i for i, key in enumerate(t.key for t in targets)}
+        return FunnelResult(
+            config=cfg,
+            kind=session.model.kind,
+            n_points=session.n_points,
+            n_features=session.n_features,
+            n_outputs=session.n_outputs,
+            output_scale=tuple(float(v) for v in session.output_scale),
+            targets=tuple(t.key for t in targets),
+            mri=mri,
+            sensitivity_all=self.sens_all,
+            sensitivity=self.sens,
+            flagged=tuple(t.key for t in self.flagged),
+            fragile=tuple(self.fragile),
+            thresholds=tuple(sorted(self.thresholds, key=lambda th: order_of[th.key])),
+            consistency=self.consistency,
+            adversarial=self.adversarial,
+            evaluations=self.counts,
+            exhaustive_rows=full,
+            exhaustive_min_rows=floor,
+            stopped_at=self.stage,
+            profile=profile,
+            features=features,
+        )
+
+    def _find_fragile(self, mri: MriResult, sens: SensitivityResult) -> None:
+        """The flagged targets whose sensitivity reaches the cut on some output."""
+        for t in self.flagged:
             col = sens.column(t.key)
-            outs = tuple(int(i) for i in np.flatnonzero(col / session.output_scale >= cfg.sensitivity_cut))
+            outs = tuple(int(i) for i in np.flatnonzero(col / self.session.output_scale >= self.cfg.sensitivity_cut))
             if outs:
-                fragile.append(
+                self.fragile.append(
                     FragileTarget(t.name, t.feature, mri.by_target[t.key], outs, tuple(float(v) for v in col))
                 )
 
-        stage = "threshold"
+    def _search_thresholds(self, mri: MriResult, zero_keys: set[str], splits: TreeSplits | None) -> None:
+        """ε* of every target (``search_all``) or of the fragile ones, lowest MRI first; each kept as it is found."""
+        session, targets, cfg = self.session, self.targets, self.cfg
         r_of = mri.by_target
         by_key = {t.key: t for t in targets}
         order = (
             sorted(targets, key=lambda t: r_of[t.key])
             if cfg.search_all
-            else [by_key[f.key] for f in sorted(fragile, key=lambda f: f.r)]
+            else [by_key[f.key] for f in sorted(self.fragile, key=lambda f: f.r)]
         )
         hints = {key: (cfg.eps, r) for key, r in r_of.items()} if cfg.eps <= cfg.eps_max else None
         for t in order:
             if t.key in zero_keys:
                 continue
             if splits is not None and t.name == "shift" and t.feature is not None:
-                thresholds.append(exact_shift_threshold(session, t, splits, delta=cfg.delta, eps_max=cfg.eps_max))
+                self.thresholds.append(exact_shift_threshold(session, t, splits, delta=cfg.delta, eps_max=cfg.eps_max))
                 continue
-            thresholds.append(
+            self.thresholds.append(
                 search_target(
                     session, t, delta=cfg.delta, eps_max=cfg.eps_max, eta=cfg.eta, hints=hints, eps_start=cfg.eps_start
                 )
             )
-        mark("threshold")
-
-        stage = "consistency"
-        consistency = output_consistency(
-            session, _consistency_configurations(targets), cfg.eps, labels=labels, tolerance=cfg.consistency_tolerance
-        )
-        mark("consistency")
-
-        stage = "adversarial"
-        if cfg.steps > 0:
-            scoring = ascent_config(cfg, session.model)
-            adversarial = _ascent_search(session.model, standardizer, session.raw_points, held, cfg.steps, scoring)
-        mark("adversarial")
-        stage = None
-    except (BudgetExhaustedError, _BudgetStop):
-        assert stage is not None
-        mark(stage)  # the rows the interrupted stage used before the refusal
-
-    assert sum(counts.values()) == session.evaluations, "every evaluated row belongs to one stage"
-    full, floor = exhaustive_rows(session, targets, cfg.eps_max, cfg.eta, cfg.eps_start)
-    profile = complete_profile(
-        [(t.name, t.feature) for t in targets],
-        thresholds,
-        mri=None if mri is None else mri.by_target,
-        flagged=[t.key for t in flagged],
-        fragile=[f.key for f in fragile],
-        zero_spread=sorted(zero_keys),
-        stopped_at=stage,
-        eps=cfg.eps,
-        mri_cut=cfg.mri_cut,
-        sensitivity_cut=cfg.sensitivity_cut,
-    )
-    order_of = {key: i for i, key in enumerate(t.key for t in targets)}
-    return FunnelResult(
-        config=cfg,
-        kind=session.model.kind,
-        n_points=session.n_points,
-        n_features=session.n_features,
-        n_outputs=session.n_outputs,
-        output_scale=tuple(float(v) for v in session.output_scale),
-        targets=tuple(t.key for t in targets),
-        mri=mri,
-        sensitivity_all=sens_all,
-        sensitivity=sens,
-        flagged=tuple(t.key for t in flagged),
-        fragile=tuple(fragile),
-        thresholds=tuple(sorted(thresholds, key=lambda th: order_of[th.key])),
-        consistency=consistency,
-        adversarial=adversarial,
-        evaluations=counts,
-        exhaustive_rows=full,
-        exhaustive_min_rows=floor,
-        stopped_at=stage,
-        profile=profile,
-        features=features,
-    )

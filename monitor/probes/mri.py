@@ -20,18 +20,9 @@ from monitor.errors import ProbeError
 from monitor.model.base import Predictor
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
-from monitor.probes.perturbations import (
-    FUNNEL_BALL,
-    FUNNEL_RADIUS,
-    FUNNEL_SEED,
-    PERTURBATION_NAMES,
-    BudgetExhaustedError,
-    CountingPredictor,
-    PerturbationContext,
-    ProbeSession,
-    ProbeTarget,
-    probe_targets,
-)
+from monitor.probes.counting import BudgetExhaustedError, CountingPredictor
+from monitor.probes.perturbation_types import FUNNEL_BALL, FUNNEL_RADIUS, FUNNEL_SEED, PerturbationContext
+from monitor.probes.perturbations import PERTURBATION_NAMES, ProbeSession, ProbeTarget, probe_targets
 
 #: the MRI's intensity unless told: the probe funnel's ``eps`` setting's default
 FUNNEL_EPS: float = setting_default(FunnelSettings, "eps")
@@ -79,7 +70,7 @@ def scan_mri(session: ProbeSession, targets: Sequence[ProbeTarget], eps: float, 
     targets : from :func:`~monitor.probes.perturbations.probe_targets`.
     eps : the moderate intensity, standardized units (e.g. 0.1).
     partial : when the session's row budget refuses a target, skip it (listed in ``missing``) and go on with
-        the others instead of raising :class:`~monitor.probes.perturbations.BudgetExhaustedError`.
+        the others instead of raising :class:`~monitor.probes.counting.BudgetExhaustedError`.
 
     Returns
     -------

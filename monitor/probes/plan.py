@@ -25,7 +25,8 @@ from numpy.typing import NDArray
 from monitor.model.base import Predictor
 from monitor.model.standardize import Standardizer
 from monitor.probes.funnel import STAGES, FunnelConfig, ascent_config, search_targets
-from monitor.probes.perturbations import GammaAscent, PerturbationContext, probe_targets
+from monitor.probes.perturbation_types import GammaAscent, PerturbationContext
+from monitor.probes.perturbations import probe_targets
 from monitor.probes.profile import FeatureInfo
 from monitor.probes.report import JsonObject
 from monitor.probes.threshold import search_depth

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from monitor.config import ScoringSettings, setting_default
 from monitor.errors import DataError
-from monitor.probes.funnel import FunnelResult
+from monitor.probes.funnel import FunnelConfig, FunnelResult
 from monitor.probes.perturbations import SHIFT_GROUP_ABOVE, feature_groups
 from monitor.probes.profile import REASONS, FeatureInfo, ProfileEntry
 from monitor.probes.sensitivity import SensitivityResult
@@ -151,6 +151,57 @@ def build_report(
     mri = result.mri
     features = result.features
     outside = None if features is None or points is None else features.outside(points)
+    thresholds = _thresholds(result, outside)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": {
+            "path": None if model_path is None else str(model_path),
+            "kind": result.kind,
+            "n_features": result.n_features,
+            "n_outputs": result.n_outputs,
+            "output_scale": [_num(v) for v in result.output_scale],
+        },
+        "data": None if data_path is None else str(data_path),
+        "reference": None if reference_path is None else str(reference_path),
+        "space": space,
+        "n_points": result.n_points,
+        "config": _config(cfg),
+        "mri": {} if mri is None else {k: _num(v) for k, v in mri.vector.items()},
+        "mri_by_target": {} if mri is None else {k: _num(v) for k, v in mri.by_target.items()},
+        "mri_shift_by_feature": None
+        if mri is None or mri.shift_by_feature is None
+        else [_num(v) for v in mri.shift_by_feature],
+        "sensitivity": _sensitivity(result.sensitivity_all, result.sensitivity, result.kind, result.n_outputs),
+        "flagged": list(result.flagged),
+        # above SHIFT_GROUP_ABOVE features each shift target is a group keyed by its first feature: its members
+        "shift_groups": {str(g[0]): list(g) for g in feature_groups(result.n_features)}
+        if result.n_features > SHIFT_GROUP_ABOVE and any(t.startswith("shift") for t in result.targets)
+        else None,
+        "fragile": [
+            {
+                "perturbation": f.perturbation,
+                "feature": f.feature,
+                "r": _num(f.r),
+                "outputs": list(f.outputs),
+                "sensitivity": [_num(v) for v in f.sensitivity],
+            }
+            for f in result.fragile
+        ],
+        "thresholds": thresholds,
+        "profile": _profile_summary(thresholds),
+        "features": None if features is None else _features(features, outside),
+        "adversarial": _adversarial(result),
+        "consistency": _consistency(result),
+        "evaluations": _evaluations(result, extra_evaluations),
+        "complete": result.complete,
+        "stopped_at": result.stopped_at,
+    }
+
+
+def _thresholds(result: FunnelResult, outside: NDArray[np.int64] | None) -> list[JsonValue]:
+    """One entry per profile target (searched or not, held features last); a result built without a profile: the
+    searches alone, in their older shape."""
+    mri, features = result.mri, result.features
     thresholds: list[JsonValue] = [
         _entry(e, None if mri is None else mri.by_target.get(e.key), features, outside) for e in result.profile
     ]
@@ -189,7 +240,13 @@ def build_report(
         for t in result.thresholds
     ]
     if not result.profile:  # a result built without a profile: the searches alone, as before
-        thresholds = legacy
+        return legacy
+    return thresholds
+
+
+def _adversarial(result: FunnelResult) -> JsonObject | None:
+    """Algorithm 2's walk per point: where it flipped the class, and the largest γ on the way."""
+    cfg = result.config
     adversarial: JsonObject | None = None
     if result.adversarial is not None:
         adv = result.adversarial
@@ -210,6 +267,11 @@ def build_report(
             ],
             "rows": adv.evaluations,
         }
+    return adversarial
+
+
+def _consistency(result: FunnelResult) -> JsonObject | None:
+    """Output consistency over the noise configurations, and the points it held for."""
     consistency: JsonObject | None = None
     if result.consistency is not None:
         con = result.consistency
@@ -228,6 +290,11 @@ def build_report(
             "pdr": _num(con.pdr),
             "rows": con.rows,
         }
+    return consistency
+
+
+def _evaluations(result: FunnelResult, extra_evaluations: Mapping[str, int] | None) -> dict[str, JsonValue]:
+    """Model rows per stage, the funnel's and the exhaustive search's totals, and ``extra_evaluations``."""
     evaluations: dict[str, JsonValue] = {k: int(v) for k, v in result.evaluations.items()}
     evaluations["funnel"] = result.funnel_rows
     evaluations["total"] = result.total_rows
@@ -235,7 +302,12 @@ def build_report(
     evaluations["exhaustive_min"] = result.exhaustive_min_rows
     for k, v in (extra_evaluations or {}).items():
         evaluations[k] = int(v)
-    config: JsonObject = {
+    return evaluations
+
+
+def _config(cfg: FunnelConfig) -> JsonObject:
+    """The funnel's settings as run."""
+    return {
         "perturbations": list(cfg.perturbations),
         "eps": cfg.eps,
         "mri_cut": cfg.mri_cut,
@@ -252,62 +324,21 @@ def build_report(
         "search_all": cfg.search_all,
         "eps_start": cfg.eps_start,
     }
+
+
+def _features(features: FeatureInfo, outside: NDArray[np.int64] | None) -> JsonObject:
+    """The features' names, units and reference range, and how many probed points fall outside it."""
     return {
-        "schema_version": SCHEMA_VERSION,
-        "model": {
-            "path": None if model_path is None else str(model_path),
-            "kind": result.kind,
-            "n_features": result.n_features,
-            "n_outputs": result.n_outputs,
-            "output_scale": [_num(v) for v in result.output_scale],
-        },
-        "data": None if data_path is None else str(data_path),
-        "reference": None if reference_path is None else str(reference_path),
-        "space": space,
-        "n_points": result.n_points,
-        "config": config,
-        "mri": {} if mri is None else {k: _num(v) for k, v in mri.vector.items()},
-        "mri_by_target": {} if mri is None else {k: _num(v) for k, v in mri.by_target.items()},
-        "mri_shift_by_feature": None
-        if mri is None or mri.shift_by_feature is None
-        else [_num(v) for v in mri.shift_by_feature],
-        "sensitivity": _sensitivity(result.sensitivity_all, result.sensitivity, result.kind, result.n_outputs),
-        "flagged": list(result.flagged),
-        # above SHIFT_GROUP_ABOVE features each shift target is a group keyed by its first feature: its members
-        "shift_groups": {str(g[0]): list(g) for g in feature_groups(result.n_features)}
-        if result.n_features > SHIFT_GROUP_ABOVE and any(t.startswith("shift") for t in result.targets)
-        else None,
-        "fragile": [
-            {
-                "perturbation": f.perturbation,
-                "feature": f.feature,
-                "r": _num(f.r),
-                "outputs": list(f.outputs),
-                "sensitivity": [_num(v) for v in f.sensitivity],
-            }
-            for f in result.fragile
-        ],
-        "thresholds": thresholds,
-        "profile": _profile_summary(thresholds),
-        "features": None
-        if features is None
-        else {
-            "names": list(features.names),
-            "raw_per_unit": [_num(v) for v in features.scale],
-            "mean": [_num(v) for v in features.mean],
-            "reference_low": None if features.low is None else [_num(v) for v in features.low],
-            "reference_high": None if features.high is None else [_num(v) for v in features.high],
-            "zero_spread": [features.names[j] for j in np.flatnonzero(features.zero_spread)],
-            "held": list(features.held),
-            "outside_reference": None
-            if outside is None
-            else {features.names[j]: int(outside[j]) for j in np.flatnonzero(outside)},
-        },
-        "adversarial": adversarial,
-        "consistency": consistency,
-        "evaluations": evaluations,
-        "complete": result.complete,
-        "stopped_at": result.stopped_at,
+        "names": list(features.names),
+        "raw_per_unit": [_num(v) for v in features.scale],
+        "mean": [_num(v) for v in features.mean],
+        "reference_low": None if features.low is None else [_num(v) for v in features.low],
+        "reference_high": None if features.high is None else [_num(v) for v in features.high],
+        "zero_spread": [features.names[j] for j in np.flatnonzero(features.zero_spread)],
+        "held": list(features.held),
+        "outside_reference": None
+        if outside is None
+        else {features.names[j]: int(outside[j]) for j in np.flatnonzero(outside)},
     }
 
 

@@ -19,13 +19,8 @@ from monitor.errors import ProbeError
 from monitor.model.base import Predictor
 from monitor.model.standardize import Standardizer
 from monitor.probes.mri import FUNNEL_EPS, check_eps, open_session
-from monitor.probes.perturbations import (
-    FUNNEL_RADIUS,
-    FUNNEL_SEED,
-    PERTURBATION_NAMES,
-    ProbeSession,
-    ProbeTarget,
-)
+from monitor.probes.perturbation_types import FUNNEL_RADIUS, FUNNEL_SEED
+from monitor.probes.perturbations import PERTURBATION_NAMES, ProbeSession, ProbeTarget
 
 FloatArray = NDArray[np.float64]
 

@@ -159,18 +159,8 @@ def bisect_threshold(
     check_search(delta, eps_max, eta)
     if eps_start is not None and not (math.isfinite(eps_start) and eps_start > 0):
         raise ProbeError(f"ε_start (where the range starts growing) must be a finite number > 0; got {eps_start!r}")
-    trace: list[tuple[float, float]] = []
-    calls = 0
-
-    def p_at(eps: float) -> float:
-        nonlocal calls
-        calls += 1
-        value = float(curve(eps))
-        if not math.isfinite(value):
-            raise ProbeError(f"P(ε) must be finite; P({eps!r}) = {value!r}")
-        trace.append((eps, value))
-        return value
-
+    p_at = _Traced(curve)
+    trace = p_at.trace
     base = p_at(0.0) if p0 is None else float(p0)
     limit = base - delta
     high: float | None = None
@@ -189,14 +179,32 @@ def bisect_threshold(
                 break
             low = rung
         if high is None:
-            return ThresholdResult(None, eps_max, None, eps_max, base, limit, calls, tuple(trace))
+            return ThresholdResult(None, eps_max, None, eps_max, base, limit, p_at.calls, tuple(trace))
     while high - low > eta:
         mid = 0.5 * (low + high)
         if p_at(mid) < limit:
             high = mid
         else:
             low = mid
-    return ThresholdResult(0.5 * (low + high), low, high, eps_max, base, limit, calls, tuple(trace))
+    return ThresholdResult(0.5 * (low + high), low, high, eps_max, base, limit, p_at.calls, tuple(trace))
+
+
+class _Traced:
+    """P(ε) as a search evaluates it: each call counted, each (ε, P(ε)) noted in order; a value that is not finite
+    refused."""
+
+    def __init__(self, curve: Callable[[float], float]) -> None:
+        self.curve = curve
+        self.trace: list[tuple[float, float]] = []
+        self.calls = 0
+
+    def __call__(self, eps: float) -> float:
+        self.calls += 1
+        value = float(self.curve(eps))
+        if not math.isfinite(value):
+            raise ProbeError(f"P(ε) must be finite; P({eps!r}) = {value!r}")
+        self.trace.append((eps, value))
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +258,7 @@ def threshold_profile(
     Raises
     ------
     ProbeError
-        Bad δ/ε_max/η; :class:`~monitor.probes.perturbations.BudgetExhaustedError` when the session's budget
+        Bad δ/ε_max/η; :class:`~monitor.probes.counting.BudgetExhaustedError` when the session's budget
         runs out (thresholds finished before it are lost; the funnel catches it per target).
     """
     check_search(delta, eps_max, eta)

@@ -194,44 +194,18 @@ class Reference:
         [2.0]
         """
         _check_sizes(max_sample, max_feature_sample)
-        g = np.asarray(gamma, dtype=np.float64).reshape(-1)
-        f = np.asarray(flicker, dtype=np.float64).reshape(-1)
-        x = np.asarray(features, dtype=np.float64)
-        if x.ndim != 2 or x.shape[0] == 0:
-            raise DataError(f"reference features must be a non-empty 2-D array (events × features); got {x.shape}")
+        g, f, x = _checked_arrays(gamma, flicker, features)
         n_events = x.shape[0]
-        if g.size != n_events or f.size != n_events:
-            raise DataError(
-                f"reference arrays disagree: {n_events} feature rows, {g.size} γ values, {f.size} flicker values"
-            )
-        if not np.all(np.isfinite(x)):
-            raise DataError("reference features have NaN or infinite values; clean them first")
         g_ok, f_ok = g[np.isfinite(g)], f[np.isfinite(f)]
         if g_ok.size == 0 or f_ok.size == 0:
             raise DataError("reference needs at least one finite γ and one finite flicker value")
-        rng = np.random.default_rng(seed)
-        rows = (
-            np.sort(rng.choice(n_events, size=max_feature_sample, replace=False))
-            if n_events > max_feature_sample
-            else None
-        )
-        mix: dict[int, float] = {}
-        if predicted_class is not None:
-            pc = np.asarray(predicted_class, dtype=np.int64).reshape(-1)
-            if pc.size != n_events:
-                raise DataError(f"reference predicted_class has {pc.size} values; expected {n_events}")
-            classes, counts = np.unique(pc[pc >= 0], return_counts=True)
-            total = int(counts.sum())
-            mix = {int(c): int(k) / total for c, k in zip(classes, counts, strict=True)}
+        rows = _sample_rows(n_events, max_feature_sample, seed)
+        mix = _class_mix(predicted_class, n_events)
         names = None if feature_names is None else tuple(str(n) for n in feature_names)
         if names is not None and len(names) != x.shape[1]:
             raise DataError(f"{len(names)} feature names given for {x.shape[1]} features")
-        conf = np.zeros(0) if confidence is None else np.asarray(confidence, dtype=np.float64).reshape(-1)
-        if confidence is not None and conf.size != n_events:
-            raise DataError(f"reference confidence has {conf.size} values; expected {n_events}")
-        marg = np.zeros(0) if margin is None else np.asarray(margin, dtype=np.float64).reshape(-1)
-        if margin is not None and marg.size != n_events:
-            raise DataError(f"reference margin has {marg.size} values; expected {n_events}")
+        conf = _per_event(confidence, n_events, "confidence")
+        marg = _per_event(margin, n_events, "margin")
         low, high = order_range(x)
         outside = np.mean((x < low) | (x > high), axis=0)
         return cls(
@@ -544,3 +518,48 @@ class WarmupReferenceBuilder:
             max_feature_sample=self.max_feature_sample,
             seed=self.seed,
         )
+
+
+def _checked_arrays(
+    gamma: ArrayLike, flicker: ArrayLike, features: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """γ and flicker as (N,) and the features as finite (N, n) rows, N > 0 and the same for all three."""
+    g = np.asarray(gamma, dtype=np.float64).reshape(-1)
+    f = np.asarray(flicker, dtype=np.float64).reshape(-1)
+    x = np.asarray(features, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] == 0:
+        raise DataError(f"reference features must be a non-empty 2-D array (events × features); got {x.shape}")
+    n_events = x.shape[0]
+    if g.size != n_events or f.size != n_events:
+        raise DataError(
+            f"reference arrays disagree: {n_events} feature rows, {g.size} γ values, {f.size} flicker values"
+        )
+    if not np.all(np.isfinite(x)):
+        raise DataError("reference features have NaN or infinite values; clean them first")
+    return g, f, x
+
+
+def _sample_rows(n_events: int, max_rows: int, seed: int) -> NDArray[np.intp] | None:
+    """``max_rows`` of ``n_events`` rows drawn with ``seed``, in order; None when all fit."""
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(n_events, size=max_rows, replace=False)) if n_events > max_rows else None
+
+
+def _class_mix(predicted_class: ArrayLike | None, n_events: int) -> dict[int, float]:
+    """Each predicted class's share of the events that have one (-1: none); {} without predicted classes."""
+    if predicted_class is None:
+        return {}
+    pc = np.asarray(predicted_class, dtype=np.int64).reshape(-1)
+    if pc.size != n_events:
+        raise DataError(f"reference predicted_class has {pc.size} values; expected {n_events}")
+    classes, counts = np.unique(pc[pc >= 0], return_counts=True)
+    total = int(counts.sum())
+    return {int(c): int(k) / total for c, k in zip(classes, counts, strict=True)}
+
+
+def _per_event(values: ArrayLike | None, n_events: int, what: str) -> NDArray[np.float64]:
+    """(N,) ``values`` (NaN where an event has none), or an empty array when there are none at all."""
+    out = np.zeros(0) if values is None else np.asarray(values, dtype=np.float64).reshape(-1)
+    if values is not None and out.size != n_events:
+        raise DataError(f"reference {what} has {out.size} values; expected {n_events}")
+    return out

@@ -17,7 +17,7 @@ from monitor.config import Settings
 from monitor.errors import InvalidEventError
 from monitor.events import InferenceEvent
 from monitor.runtime.stage_results import Ingested, Invalid
-from monitor.source.base import Positions, RawRecord
+from monitor.source.base import DecodesAhead, Positions, RawRecord
 from monitor.source.decode import EventDecoder
 from monitor.source.decode_ahead import DecodeAhead, event_of
 from monitor.source.kserve_join import KServeJoiner
@@ -51,11 +51,10 @@ class Ingest:
     def share_decoder(self, source: object) -> None:
         """Hand the decoder's state to a source that decodes ahead where it reads (the consumer's child process:
         :mod:`monitor.source.decode_ahead`), first and whenever a segment value was admitted since."""
-        send = getattr(source, "decode_ahead", None)
-        admitted = len(self.decoder._admitted_segments)
-        if send is not None and admitted != self._shared:
+        admitted = len(self.decoder.admitted_segments)
+        if isinstance(source, DecodesAhead) and admitted != self._shared:
             self._shared = admitted
-            send(DecodeAhead.of(self.decoder))
+            source.decode_ahead(DecodeAhead.of(self.decoder))
 
     def decode_all(
         self, records: Sequence[RawRecord], now: float, into: Ingested, skip_topic: str | None = None

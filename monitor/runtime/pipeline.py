@@ -50,7 +50,19 @@ from monitor.runtime.state import (
 )
 from monitor.runtime.watches import SegmentBaselineFiles, install_watches
 from monitor.sampler.base import Sampler
-from monitor.source.base import Positions, RawRecord, Sink, Source, partition_spans
+from monitor.source.base import (
+    Backlogging,
+    Degradable,
+    Lagging,
+    PartitionOwner,
+    Positions,
+    RawRecord,
+    Seekable,
+    SideReading,
+    Sink,
+    Source,
+    partition_spans,
+)
 from monitor.source.labels import LabelJoiner
 from monitor.source.side_read import SideReader, read_below
 from monitor.source.validate import ModelSchema
@@ -111,16 +123,7 @@ class Pipeline:
         self.recovery = CrashRecovery(settings.state_dir)
         invalid_log = RateLimitedLogger(log)
         self._degraded_log = RateLimitedLogger(log, interval_seconds=60.0)
-        schemas = {
-            rt.name: ModelSchema(
-                rt.model.n_features,
-                rt.model.given_feature_names or rt.settings.feature_names,  # decided at load (settings, reference)
-                default_version=rt.settings.version or "unknown",
-                signature=rt.model.signature,  # events decoded by its inputs; a plain one also by its input's name
-            )
-            for rt in runtimes
-        }
-        self.ingest = Ingest(settings, schemas)
+        self.ingest = Ingest(settings, {rt.name: _schema(rt) for rt in runtimes})
         self.labels = LabelStage(settings, self.runtimes, clock)
         self.scoring = Scoring(settings, self.runtimes, sampler, clock, self.candidates)
         #: where ingest's and scoring's results go: series, scores and dead letters, labels, hooks, checkpoints
@@ -212,7 +215,7 @@ class Pipeline:
     # -- the loop ------------------------------------------------------------------------------------------
     def step(self, timeout_seconds: float = 0.2) -> int:
         """Poll once, decode/sample everything polled, flush when a batch is full or old. Returns records read."""
-        if self.sink is not None and getattr(self.sink, "backlogged", False):
+        if self._sink_backlogged():
             # back-pressure: unacknowledged dead letters and scores fill the producer's buffer (broker or topic
             # away): read nothing more; flush() re-sends them (waiting about a second) and commits once delivered
             self.flush()
@@ -252,10 +255,11 @@ class Pipeline:
         record before a saved position is read there and compared (:meth:`SavedPositions.check_by_side_read`), and a
         new incarnation's records below the first one polled are read there too and processed first (:meth:`_read_below`).
         The reader is closed once no assigned partition has a fingerprint left to compare."""
-        reader: SideReader | None = getattr(self.source, "side_reader", None)
-        if reader is None or getattr(self.source, "seek", None) is not None:
+        source = self.source
+        if not isinstance(source, SideReading) or isinstance(source, Seekable):
             return
-        assigned: list[tuple[str, int]] | None = getattr(self.source, "assigned", None)
+        reader = source.side_reader
+        assigned = source.assigned if isinstance(source, PartitionOwner) else None
         for key, end in self.saved.check_by_side_read(records, reader.read_at, assigned).items():
             self._consumed.pop(key, None)  # nothing read of the old topic counts
             self._applied.pop(key, None)
@@ -270,12 +274,16 @@ class Pipeline:
         for chunk in read_below(reader.read, key, end, self.settings.kafka.max_poll_records):
             now = self.clock()
             self._process(chunk, now, careful=False)
-            if self.scoring.batch_due(now) or self._undelivered or getattr(self.sink, "backlogged", False):
+            if self.scoring.batch_due(now) or self._undelivered or self._sink_backlogged():
                 self.flush()
 
     def consumer_lag(self) -> float | None:
         """Records the partitions hold past the pipeline's positions (see :func:`records_behind`)."""
-        return records_behind(getattr(self.source, "highwaters", None), self._consumed)
+        return records_behind(self.source.highwaters if isinstance(self.source, Lagging) else None, self._consumed)
+
+    def _sink_backlogged(self) -> bool:
+        """The sink holds back reads: its buffer is full of unacknowledged records (:class:`Backlogging`)."""
+        return isinstance(self.sink, Backlogging) and self.sink.backlogged
 
     def _ingest_first(self, now: float, polled: int) -> None:
         """Ingest first: the sampler's CPU budget from the lag and what scoring took since the last step."""
@@ -329,7 +337,8 @@ class Pipeline:
                     continue
                 del self.saved.unsent[key]
             if self.saved.held and key in self.saved.held:
-                verdict, incarnation = self.saved.decide(key, record, getattr(self.source, "seek", None))
+                seek = self.source.seek if isinstance(self.source, Seekable) else None
+                verdict, incarnation = self.saved.decide(key, record, seek)
                 if incarnation:  # a new incarnation of the topic: nothing read of the old one counts
                     self._consumed.pop(key, None)
                     self._applied.pop(key, None)
@@ -395,12 +404,13 @@ class Pipeline:
     def degraded(self) -> dict[str, str]:
         """What runs degraded (reason → what to fix): the state directory, the producer, alert delivery. The process
         stays up."""
-        failing = [d for d in (getattr(w, "degraded", None) for w in self.alert_workers) if isinstance(d, str)]
+        workers = (w.degraded for w in self.alert_workers if isinstance(w, Degradable))
+        failing = [d for d in workers if isinstance(d, str)]
         found = {
             "state_dir": self.store.degraded,
-            "producer": getattr(self.sink, "degraded", None),
+            "producer": self.sink.degraded if isinstance(self.sink, Degradable) else None,
             "alert_delivery": "; ".join(failing) or None,
-            "broker": getattr(self.source, "degraded", None),
+            "broker": self.source.degraded if isinstance(self.source, Degradable) else None,
             "recovery": self.recovery.degraded(),
         }
         return {reason: text for reason, text in found.items() if isinstance(text, str)}  # None: not degraded
@@ -414,9 +424,8 @@ class Pipeline:
         }
         if self.candidates:  # scored beside their model, never served: {candidate: the model it would replace}
             detail["candidates"] = {c.name: served for served, cands in self.candidates.items() for c in cands}
-        assigned = getattr(self.source, "assigned", None)
-        if assigned is not None:
-            detail["partitions"] = [f"{t}/{p}" for t, p in assigned]
+        if isinstance(self.source, PartitionOwner):
+            detail["partitions"] = [f"{t}/{p}" for t, p in self.source.assigned]
         degraded = self.degraded()
         detail["degraded"] = sorted(degraded)
         if degraded:
@@ -465,6 +474,16 @@ class Pipeline:
         self._checkpoint()
         self.recovery.inflight.clear()
         log.info("pipeline stopped; state saved and offsets committed", extra={"state": str(self.store.path)})
+
+
+def _schema(rt: ModelRuntime) -> ModelSchema:
+    """What the decoder checks a model's events against."""
+    return ModelSchema(
+        rt.model.n_features,
+        rt.model.given_feature_names or rt.settings.feature_names,  # decided at load (settings, reference)
+        default_version=rt.settings.version or "unknown",
+        signature=rt.model.signature,  # events decoded by its inputs; a plain one also by its input's name
+    )
 
 
 def records_behind(

@@ -29,7 +29,7 @@ from monitor.sampler.keep_all import KeepAllSampler
 from monitor.sampler.stratified import StratifiedSampler
 from monitor.sampler.uniform import UniformSampler
 from monitor.sampler.uniform_config import UniformSamplerConfig
-from monitor.source.base import RebalanceHandler, Sink, Source
+from monitor.source.base import ProducerCounts, RebalanceHandler, Sink, Source
 from monitor.source.kafka import Producer
 from monitor.version import __version__
 
@@ -79,6 +79,22 @@ class _Rebalance:
             self.target.after_assign(partitions)
 
 
+def _delivery_workers(settings: Settings) -> list[DeliveryWorker]:
+    """One alert delivery worker per configured receiver (Alertmanager, the webhook), not started."""
+    workers: list[DeliveryWorker] = []
+    if settings.alerts.alertmanager_url:
+        workers.append(DeliveryWorker(AlertmanagerSender(settings.alerts.alertmanager_url), name="alertmanager"))
+    if settings.alerts.webhook_url:
+        workers.append(
+            DeliveryWorker(
+                WebhookSender(settings.alerts.webhook_url),
+                name="webhook",
+                resend_interval_seconds=settings.alerts.repeat_interval_seconds,
+            )
+        )
+    return workers
+
+
 class Service:
     """The running sidecar. ``with Service.from_settings(s) as svc: svc.run(stop)``."""
 
@@ -98,19 +114,7 @@ class Service:
         self.settings = settings
         self.state = state or MetricsState()
         tel.UP.set(self.state, tel.Version(__version__), 1.0)
-        self.workers: list[DeliveryWorker] = []
-        if settings.alerts.alertmanager_url:
-            self.workers.append(
-                DeliveryWorker(AlertmanagerSender(settings.alerts.alertmanager_url), name="alertmanager")
-            )
-        if settings.alerts.webhook_url:
-            self.workers.append(
-                DeliveryWorker(
-                    WebhookSender(settings.alerts.webhook_url),
-                    name="webhook",
-                    resend_interval_seconds=settings.alerts.repeat_interval_seconds,
-                )
-            )
+        self.workers = _delivery_workers(settings)
         self.source = source
         self.sink = sink
         self.pipeline = Pipeline(
@@ -249,11 +253,11 @@ class Service:
         for w in self.workers:
             tel.ALERT_DELIVERIES_FAILED_TOTAL.set_total(self.state, tel.Receiver(w.name), float(w.failed_total))
         # the Kafka sink's own monotone counts (monitor/source/kafka.py KafkaSink), by topic_kind (and drop reason)
-        failed: dict[str, int] = getattr(self.sink, "failed_total", {})
-        for kind, n in failed.items():
+        if not isinstance(self.sink, ProducerCounts):
+            return
+        for kind, n in self.sink.failed_total.items():
             tel.PRODUCER_FAILURES_TOTAL.set_total(self.state, tel.TopicKind(kind), float(n))
-        dropped: dict[tuple[str, str], int] = getattr(self.sink, "dropped_total", {})
-        for labels, n in dropped.items():
+        for labels, n in self.sink.dropped_total.items():
             tel.PRODUCER_DROPPED_TOTAL.set_total(self.state, tel.TopicKindReason(*labels), float(n))
 
     def __exit__(self, *exc: object) -> None:

@@ -217,35 +217,12 @@ class UniformSampler:
         self._now = now
         weights = [0.0] * len(events)
         models = self.accounts.models
-        count_offers = self._stratum_counts_offers
-        # the (model, live label) of each event, counted in C; the accounts are then updated once per distinct key,
-        # in the order of first sight (a stratum is made on first sight)
-        keys = [(ev.model, None if ev.prediction is None else ev.prediction.label) for ev in events]
-        seen: dict[tuple[str, int | None], tuple[ModelAccount, StratumAccount]] = {}
-        per_model: dict[str, int] = {}
-        for key, n in Counter(keys).items():
-            model = models.get(key[0])
-            if model is None:
-                model = self._add_model(key[0])
-            model.offered.update(now, n)
-            stratum = self._stratum_for(model, key[1])
-            if count_offers:
-                stratum.offered.update(now, n)
-            seen[key] = (model, stratum)
-            per_model[key[0]] = per_model.get(key[0], 0) + n
-        entries = [seen[key] for key in keys]
+        entries, per_model = self._offered(events, now)
         if self.budget.due(now):
             self._reallocate(now)
         reservoir = self.reservoir
         tally = StratumTally()
-        rates: dict[str, float] = {}
-        modes: dict[str, PollMode] = {}
-        for name, n in per_model.items():
-            model = models[name]
-            model.stepped = True
-            measured = reservoir.measure(model, now, n)
-            rates[name] = measured if measured is not None else model.offered.rate(now)
-            modes[name] = reservoir.plan(model, n, measured, now, tally)
+        rates, modes = self._plan_poll(per_model, now, tally)
         forced_any = bool(forced)
         reservoir.begin_poll()
         decide, draw = self.admission.decide, self.admission.rng.random
@@ -282,6 +259,46 @@ class UniformSampler:
             reservoir.settle(models[name], now, tally)
         tally.flush(now)
         return weights
+
+    def _offered(
+        self, events: Sequence[InferenceEvent], now: float
+    ) -> tuple[list[tuple[ModelAccount, StratumAccount]], dict[str, int]]:
+        """The poll's events counted as offered: each event's (model, stratum) accounts, and events per model.
+
+        The (model, live label) of each event is counted in C; the accounts are then updated once per distinct key,
+        in the order of first sight (a stratum is made on first sight)."""
+        models = self.accounts.models
+        count_offers = self._stratum_counts_offers
+        keys = [(ev.model, None if ev.prediction is None else ev.prediction.label) for ev in events]
+        seen: dict[tuple[str, int | None], tuple[ModelAccount, StratumAccount]] = {}
+        per_model: dict[str, int] = {}
+        for key, n in Counter(keys).items():
+            model = models.get(key[0])
+            if model is None:
+                model = self._add_model(key[0])
+            model.offered.update(now, n)
+            stratum = self._stratum_for(model, key[1])
+            if count_offers:
+                stratum.offered.update(now, n)
+            seen[key] = (model, stratum)
+            per_model[key[0]] = per_model.get(key[0], 0) + n
+        return [seen[key] for key in keys], per_model
+
+    def _plan_poll(
+        self, per_model: dict[str, int], now: float, tally: StratumTally
+    ) -> tuple[dict[str, float], dict[str, PollMode]]:
+        """Per model in the poll: the offered rate its probability is taken over (measured between its polls, else
+        its rate estimate), and what the reservoir does with its events (:class:`PollMode`)."""
+        models, reservoir = self.accounts.models, self.reservoir
+        rates: dict[str, float] = {}
+        modes: dict[str, PollMode] = {}
+        for name, n in per_model.items():
+            model = models[name]
+            model.stepped = True
+            measured = reservoir.measure(model, now, n)
+            rates[name] = measured if measured is not None else model.offered.rate(now)
+            modes[name] = reservoir.plan(model, n, measured, now, tally)
+        return rates, modes
 
     def release(self, now: float) -> list[tuple[InferenceEvent, float]]:
         """Decisions on held events (see :meth:`sample_many`): (event, weight), weight 0.0 = dropped.

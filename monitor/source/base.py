@@ -2,6 +2,12 @@
 
 A source yields :class:`RawRecord` batches; the pipeline decodes, samples and scores them and then calls
 ``commit()`` with the positions it has fully applied (at-least-once delivery).
+
+What a source or sink may do beyond :class:`Source` and :class:`Sink` is declared here too, one protocol per
+capability, and the pipeline asks with ``isinstance``: a source may seek its consumer (:class:`Seekable`), read
+records beside it (:class:`SideReading`), list its partitions (:class:`PartitionOwner`), report log-end offsets for
+the lag (:class:`Lagging`), decode ahead where it reads (:class:`DecodesAhead`); a sink may hold back reads
+(:class:`Backlogging`) and count its failures (:class:`ProducerCounts`); either may run degraded (:class:`Degradable`).
 """
 
 from __future__ import annotations
@@ -10,7 +16,11 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from itertools import groupby
 from operator import itemgetter
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from monitor.source.decode_ahead import DecodeAhead
+    from monitor.source.side_read import SideReader
 
 #: Kafka record headers as a source delivers them: (key, value) pairs, a missing value as b""
 Headers = tuple[tuple[str, bytes], ...]
@@ -108,3 +118,70 @@ class Sink(Protocol):
         """
 
     def close(self) -> None: ...
+
+
+# -- capabilities: what some sources and sinks do beyond the two protocols above (checked with isinstance) ----------
+@runtime_checkable
+class Seekable(Protocol):
+    """A source that can move its group consumer's read positions (kafka-python's, in this process)."""
+
+    def seek(self, positions: Positions) -> None:
+        """Read these assigned partitions from these offsets on; partitions not assigned are left alone."""
+
+
+@runtime_checkable
+class SideReading(Protocol):
+    """A source that cannot seek its group consumer but reads records at given offsets beside it, in no group."""
+
+    side_reader: SideReader
+
+
+@runtime_checkable
+class PartitionOwner(Protocol):
+    """A group member: the partitions the group assigned it."""
+
+    @property
+    def assigned(self) -> list[tuple[str, int]]:
+        """The (topic, partition) pairs assigned now, sorted."""
+
+
+@runtime_checkable
+class Lagging(Protocol):
+    """A source that knows how far its partitions reach: the consumer lag is these minus the positions read."""
+
+    def highwaters(self) -> dict[tuple[str, int], int]:
+        """Log-end offsets of the assigned partitions as the last fetches reported them (no request)."""
+
+
+@runtime_checkable
+class DecodesAhead(Protocol):
+    """A source that decodes each record's common plain event where it reads it (the consumer's child process)."""
+
+    def decode_ahead(self, spec: DecodeAhead) -> None:
+        """Decode from now on with ``spec``, the pipeline's decoder state."""
+
+
+@runtime_checkable
+class Degradable(Protocol):
+    """A part that can run degraded (the broker or the producer away): it says what is wrong and what to fix."""
+
+    @property
+    def degraded(self) -> str | None:
+        """None while it works; else one line: what is wrong and what to fix."""
+
+
+@runtime_checkable
+class Backlogging(Protocol):
+    """A sink whose buffer can fill with unacknowledged records: the pipeline reads nothing more until it drains."""
+
+    @property
+    def backlogged(self) -> bool:
+        """True while held records fill the buffer."""
+
+
+@runtime_checkable
+class ProducerCounts(Protocol):
+    """A sink that counts its failed attempts (by topic kind) and dropped records (by topic kind and reason)."""
+
+    failed_total: dict[str, int]
+    dropped_total: dict[tuple[str, str], int]

@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -154,6 +155,20 @@ class EventDecoder:
         """Forget the segment values admitted so far."""
         self._admitted_segments: set[str] = set()
 
+    @property
+    def fast_models(self) -> Mapping[str, ModelSchema]:
+        """The models whose list events the fast path may take as they are (read-only)."""
+        return self._fast_models
+
+    @property
+    def admitted_segments(self) -> AbstractSet[str]:
+        """The segment values admitted so far (at most ``max_segments``; read-only)."""
+        return self._admitted_segments
+
+    def admit_segments(self, segments: Iterable[str]) -> None:
+        """Hold ``segments`` as admitted already (a copy of another decoder's: :mod:`monitor.source.decode_ahead`)."""
+        self._admitted_segments.update(segments)
+
     # ------------------------------------------------------------------ entry points
 
     def decode(
@@ -188,7 +203,7 @@ class EventDecoder:
                 "message carries CloudEvents headers (KServe payload logging); decode it with decode_many() "
                 "or KServeJoiner, not decode()",
             )
-        return self._plain(self._load(value), value, origin, now)
+        return self.plain(self.load(value), value, origin, now)
 
     def decode_many(
         self, value: bytes, headers: Headers = (), origin: Origin | None = None, now: float | None = None
@@ -201,11 +216,11 @@ class EventDecoder:
         if headers and is_cloudevent(headers):
             part = self.decode_kserve(value, headers, origin, now)
             return part.events() if isinstance(part, KServeRequest) else []
-        doc = self._load(value)
+        doc = self.load(value)
         if "specversion" in doc and "type" in doc:
-            part = self._kserve_structured(doc, origin, now)
+            part = self.kserve_structured(doc, origin, now)
             return part.events() if isinstance(part, KServeRequest) else []
-        return [self._plain(doc, value, origin, now)]
+        return [self.plain(doc, value, origin, now)]
 
     def decode_kserve(
         self, value: bytes, headers: Headers = (), origin: Origin | None = None, now: float | None = None
@@ -224,23 +239,23 @@ class EventDecoder:
         """
         attrs = ce_attributes(headers)
         if not attrs:
-            doc = self._load(value)
+            doc = self.load(value)
             if "specversion" not in doc:
                 raise invalid(
                     "unsupported_format",
                     "message has no CloudEvents headers (ce_type, ce_id) and is not a structured CloudEvent",
                 )
-            return self._kserve_structured(doc, origin, now)
+            return self.kserve_structured(doc, origin, now)
         content_type = attrs.get("content-type", attrs.get("datacontenttype", "application/json"))
         if "json" not in content_type:
             raise invalid(
                 "unsupported_format", f"KServe payload has content-type '{content_type}'; only JSON bodies are decoded"
             )
-        return decode_cloudevent(attrs, self._load(value), self._model, origin, now)
+        return decode_cloudevent(attrs, self.load(value), self._model, origin, now)
 
     # ------------------------------------------------------------------ plain events
 
-    def _load(self, value: bytes) -> dict[str, object]:
+    def load(self, value: bytes) -> dict[str, object]:
         if len(value) > self.max_bytes:
             raise invalid(
                 "too_large",
@@ -255,7 +270,7 @@ class EventDecoder:
         return doc
 
     def parse(self, value: bytes) -> dict[str, object] | None:
-        """``value`` as a JSON object, or None (too large, not JSON, not an object: :meth:`_load` says why)."""
+        """``value`` as a JSON object, or None (too large, not JSON, not an object: :meth:`load` says why)."""
         if len(value) > self.max_bytes:
             return None
         try:
@@ -269,7 +284,7 @@ class EventDecoder:
         then decodes ``doc`` in full (the KServe joiner), so every outcome is the full decoder's."""
         return None if "specversion" in doc else self._plain_common(doc, origin, now)
 
-    def _plain(
+    def plain(
         self, doc: Mapping[str, object], value: bytes, origin: Origin | None, now: float | None
     ) -> InferenceEvent:
         fast = self._plain_common(doc, origin, now)
@@ -354,7 +369,7 @@ class EventDecoder:
     def _plain_common(
         self, doc: Mapping[str, object], origin: Origin | None, now: float | None
     ) -> InferenceEvent | None:
-        """The event when it has the common shape, else None (then :meth:`_plain` checks it field by field).
+        """The event when it has the common shape, else None (then :meth:`plain` checks it field by field).
 
         The common shape: a printable-ASCII ``id`` within its cap; a known (or the default) ``model``; such a string
         or absent ``model_version``; a list of the model's width of numbers within float32's range; epoch-ms or
@@ -482,7 +497,7 @@ class EventDecoder:
 
     # ------------------------------------------------------------------ KServe
 
-    def _kserve_structured(
+    def kserve_structured(
         self, doc: Mapping[str, object], origin: Origin | None, now: float | None
     ) -> KServeRequest | KServeResponse:
         return decode_structured(doc, self._model, origin, now)

@@ -49,13 +49,13 @@ class DecodeAhead:
         return cls(
             models=tuple(
                 (name, schema.n_features, schema.default_version)
-                for name, schema in sorted(decoder._fast_models.items())
+                for name, schema in sorted(decoder.fast_models.items())
             ),
             default_model=decoder.default_model,
             max_bytes=decoder.max_bytes,
             segments=decoder.segments,
             max_segments=decoder.max_segments,
-            admitted=frozenset(decoder._admitted_segments),
+            admitted=frozenset(decoder.admitted_segments),
         )
 
     def decoder(self) -> EventDecoder | None:
@@ -72,7 +72,7 @@ class DecodeAhead:
             segments=None if self.segments is None else sorted(self.segments),
             max_segments=self.max_segments,
         )
-        dec._admitted_segments.update(self.admitted)
+        dec.admit_segments(self.admitted)
         return dec
 
 
@@ -87,7 +87,7 @@ def decode_ahead(decoder: EventDecoder, value: bytes, timestamp_ms: int | None) 
     if event is None:
         return None
     prediction = event.prediction
-    features: list[float] = event._features  # type: ignore[assignment]  # the JSON list the fast path checked
+    features: list[float] = event.raw_features  # type: ignore[assignment]  # the JSON list the fast path checked
     return (
         event.event_id,
         event.model,

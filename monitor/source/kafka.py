@@ -25,7 +25,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 from monitor.errors import SourceError
 from monitor.logs import RateLimitedLogger, redact_text
 from monitor.source import records
-from monitor.source.base import Headers, Positions, RawRecord, RebalanceHandler
+from monitor.source.base import (
+    Backlogging,
+    Degradable,
+    Headers,
+    Lagging,
+    PartitionOwner,
+    Positions,
+    ProducerCounts,
+    RawRecord,
+    RebalanceHandler,
+    Seekable,
+)
 from monitor.source.producer_renewal import Renewal, fatal_error
 
 if TYPE_CHECKING:  # monitor.config imports this module
@@ -232,7 +243,7 @@ class ProducerConfig:
         )
 
 
-class GroupMember:
+class GroupMember(PartitionOwner, Degradable):
     """What the Kafka sources answer from the partitions the group assigned them (``_assigned``), and how they note
     an assignment and pick the positions they may commit."""
 
@@ -355,7 +366,7 @@ class SpinGuard:
             time.sleep(max(0.0, timeout_seconds - wall))
 
 
-class KafkaSource(ColumnSource):
+class KafkaSource(ColumnSource, Seekable, Lagging):
     """Consume one topic in a consumer group.
 
     Parameters
@@ -852,7 +863,7 @@ class _Ticket:
         self.out = out
 
 
-class KafkaSink:
+class KafkaSink(Backlogging, Degradable, ProducerCounts):
     """The dead-letter and scores topics: a kafka-python producer (acks=all) that rides out a broker outage.
 
     Every record is held, counted in bytes, until the broker acknowledges it; a record that fails (the broker is away

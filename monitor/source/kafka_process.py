@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.errors import SourceError
-from monitor.source.base import Positions, RawRecord, RebalanceHandler
+from monitor.source.base import DecodesAhead, Lagging, Positions, RawRecord, RebalanceHandler, SideReading
 from monitor.source.decode import EventDecoder
 from monitor.source.decode_ahead import DecodeAhead, Decoded, decode_ahead
 from monitor.source.kafka import ConsumerConfig, GroupMember, PartitionBatch, outage_message, records_of
@@ -73,7 +73,7 @@ STACKS_WAIT_SECONDS = 1.0
 _LIVE: weakref.WeakSet[ProcessKafkaSource] = weakref.WeakSet()
 
 
-class ProcessKafkaSource(GroupMember):
+class ProcessKafkaSource(GroupMember, SideReading, Lagging, DecodesAhead):
     """A :class:`~monitor.source.kafka.KafkaSource` running in a child process (see the module docstring).
 
     Parameters

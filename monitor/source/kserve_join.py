@@ -96,11 +96,11 @@ class KServeJoiner:
         ready = self.expire(now) if self._pending else []
         if not (headers and is_cloudevent(headers)):
             if doc is None:
-                doc = self.decoder._load(value)
+                doc = self.decoder.load(value)
             if not ("specversion" in doc and "type" in doc):
-                ready.append(self.decoder._plain(doc, value, origin, now))
+                ready.append(self.decoder.plain(doc, value, origin, now))
                 return ready
-            part = self.decoder._kserve_structured(doc, origin, now)
+            part = self.decoder.kserve_structured(doc, origin, now)
         else:
             part = self.decoder.decode_kserve(value, headers, origin, now)
         held = self._pending.get(part.ce_id)

@@ -26,7 +26,7 @@ from typing import Any
 
 from monitor.errors import SourceError
 from monitor.logs import RateLimitedLogger, redact_text
-from monitor.source.base import Headers, Positions, RebalanceHandler
+from monitor.source.base import Headers, Lagging, Positions, RebalanceHandler, SideReading
 from monitor.source.kafka import (
     CLOSE_TIMEOUT_MS,
     FETCH_MAX_WAIT_MS,
@@ -208,7 +208,7 @@ def _consumer_error(where: str, exc: BaseException) -> SourceError:
     )
 
 
-class RdKafkaSource(ColumnSource):
+class RdKafkaSource(ColumnSource, SideReading, Lagging):
     """Consume topics in a consumer group with librdkafka.
 
     Parameters are :class:`~monitor.source.kafka.KafkaSource`'s (``max_poll_records`` caps one ``consume``;

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from monitor.errors import ConfigError, InvalidEventError
+from monitor.errors import ConfigError, InvalidEventError, SignatureError
 from monitor.errors import names_listed as names_listed  # also named here: decode and kserve import it from this module
 from monitor.events import LivePrediction
 
@@ -452,7 +452,7 @@ def explain_bad_values(
 
 # ---------------------------------------------------------------------- models with a signature
 
-#: :class:`~monitor.model.signature.SignatureError` reasons → :data:`INVALID_REASONS` (``bad_features`` becomes
+#: :class:`~monitor.errors.SignatureError` reasons → :data:`INVALID_REASONS` (``bad_features`` becomes
 #: ``unknown_feature`` when the map names something the model does not take, ``non_finite`` ``out_of_range`` when
 #: the value is finite but beyond float32's range: the reasons plain events get for the same faults)
 _SIGNATURE_REASONS: dict[str, str] = {
@@ -484,8 +484,6 @@ def signature_row(raw: object, signature: Signature, where: str) -> tuple[list[f
         ``bad_type``, ``missing_field``, ``unknown_feature``, ``wrong_width``, ``not_finite`` or ``out_of_range``;
         the message names the input, what was expected and what arrived.
     """
-    from monitor.model.signature import SignatureError  # loaded already: ``signature`` is one of its objects
-
     try:
         if isinstance(raw, list):
             x, held = signature.row_from_list(raw)

@@ -51,3 +51,27 @@ def test_metrics_doc_rejects_usage_for_a_removed_metric(gen: ModuleType, monkeyp
 
 def test_metrics_doc_check_mode_passes_on_the_committed_page(gen: ModuleType) -> None:
     assert gen.main(["--check"]) == 0
+
+
+def test_metrics_doc_takes_each_note_from_its_declaration(gen: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    noted = MetricSpec(
+        "harmonic_noted_total",
+        "counter",
+        "A metric with its note.",
+        ("model",),
+        group="Process",
+        unit="things",
+        use="Read it so.",
+    )
+    monkeypatch.setattr(gen, "METRICS", (*tel.METRICS, noted))
+    text = gen.render()
+    assert "\n### harmonic_noted_total\n" in text and "- **Unit:** things\n" in text and "\nRead it so.\n" in text
+
+
+def test_metrics_doc_takes_a_keyed_note_for_a_series_declared_without_one(
+    gen: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bare = MetricSpec("harmonic_bare_total", "counter", "A metric noted in the script.", ("model",))
+    monkeypatch.setattr(gen, "METRICS", (*tel.METRICS, bare))
+    monkeypatch.setitem(gen.USAGE, bare.name, gen.Usage("Process", "things", "Read it from the script."))
+    assert "\nRead it from the script.\n" in gen.render()
