@@ -167,6 +167,26 @@ def test_gamma_fidelity_prints_its_tables_for_the_three_image_models() -> None:
     assert "| control m=32 | 33 |" in out and "| full ball m=800 | 801 |" in out and "Adaptive (simulated" in out
 
 
+def test_gamma_value_prints_the_auc_table_for_an_image_and_the_categorical_model() -> None:
+    out = bench(
+        "bench/gamma_value.py",
+        "--models",
+        "digits-mlp,credit-mlp",
+        "--rows",
+        "30",
+        "--seeds",
+        "1",
+        "--epochs",
+        "1",
+        "--steps",
+        "1",
+    )
+    assert "| model | rows | target (unstable, mean) | γ | γ_logit | flicker | 1 − P | −P_adj |" in out
+    for model in ("digits-mlp", "credit-mlp"):
+        for rows in ("held-out", "shifted"):
+            assert f"| {model} | {rows} | misclassified (" in out
+
+
 def test_burst_compares_the_old_sampler_with_the_event_time_reservoir() -> None:
     out = bench("bench/burst.py")
     assert "| burst, 500 at once, 53 µs | new (event-time reservoir) | 500 of 500 |" in out
