@@ -1,5 +1,7 @@
-"""A regressor's error without labels: the DLE-style MAE/RMSE estimate (:mod:`monitor.accuracy.regression`) against
-"no change" (the reference's error) on covariate-shifted sets.
+"""A regressor's error without labels: the MAE/RMSE estimates of :mod:`monitor.accuracy.regression` (``iw``: the
+importance-weighted reference error, ``dle``: a DLE-style loss model, ``dr``: DLE plus the weighted residual) against
+"no change" (the reference's error) on covariate-shifted sets of at least 50 rows; errors relative to the reference
+value, and each method's 90 % coverage.
 
 Data: scikit-learn's bundled diabetes set and ``make_friedman1`` (generated, 4,000 rows; nothing downloaded). Per
 dataset, model (``GradientBoostingRegressor``, ``MLPRegressor``) and seed: a biased source (rows kept with
