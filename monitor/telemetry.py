@@ -180,6 +180,19 @@ class ModelSegmentWindowMethod(NamedTuple):
     method: str
 
 
+class ModelSegmentWindowMethodLoss(NamedTuple):
+    model: str
+    segment: str
+    window: str
+    method: str
+    loss: str
+
+
+class ModelLoss(NamedTuple):
+    model: str
+    loss: str
+
+
 class Version(NamedTuple):
     version: str
 
@@ -504,6 +517,27 @@ REFERENCE_ACCURACY = Gauge(
     "harmonic_reference_accuracy",
     "Accuracy of the model on its labelled reference (what the estimates are fitted on).",
     Model,
+)
+ESTIMATED_ERROR = Gauge(
+    "harmonic_estimated_error",
+    "Label-free estimate of a regressor's error (loss: mae, rmse) over the window, by method (needs a reference "
+    "built with true values).",
+    ModelSegmentWindowMethodLoss,
+)
+ESTIMATED_ERROR_LOWER = Gauge(
+    "harmonic_estimated_error_lower",
+    "Lower end of the estimated error's 90 % interval.",
+    ModelSegmentWindowMethodLoss,
+)
+ESTIMATED_ERROR_UPPER = Gauge(
+    "harmonic_estimated_error_upper",
+    "Upper end of the estimated error's 90 % interval.",
+    ModelSegmentWindowMethodLoss,
+)
+REFERENCE_ERROR = Gauge(
+    "harmonic_reference_error",
+    "A regressor's error (loss: mae, rmse) on its labelled reference (what the estimates start from).",
+    ModelLoss,
 )
 RESILIENCE = Gauge("harmonic_resilience", "min(acc under σ=0.1 noise / clean acc, 1) over joined labels.", Model)
 RELIABILITY = Gauge("harmonic_reliability", "1 − ECE (10 equal-width bins) over joined labels.", Model)

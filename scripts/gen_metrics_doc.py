@@ -552,6 +552,30 @@ USAGE: dict[str, Usage] = {
         "The model's accuracy on its labelled reference (the validation set `reference --labels` was given): what "
         "every estimate starts from, and what HarmonicAccuracyDrop compares with.",
     ),
+    "harmonic_estimated_error": Usage(
+        "Accuracy without labels",
+        "the target's units",
+        'A regressor\'s mean absolute (`loss="mae"`) or root mean squared (`loss="rmse"`) error over the window, '
+        "estimated without labels by each method (`iw`, the default: the labelled reference's errors reweighted by "
+        "a domain classifier; `dle`; `dr`). Blind to a change of the target given the inputs.",
+    ),
+    "harmonic_estimated_error_lower": Usage(
+        "Accuracy without labels",
+        "the target's units",
+        "Lower end of the 90 % interval. HarmonicErrorRise fires when the primary method's MAE lower end over the "
+        'count window exceeds `harmonic_reference_error{loss="mae"}` × (1 + `accuracy.error_tolerance`).',
+    ),
+    "harmonic_estimated_error_upper": Usage(
+        "Accuracy without labels",
+        "the target's units",
+        "Upper end of the 90 % interval.",
+    ),
+    "harmonic_reference_error": Usage(
+        "Accuracy without labels",
+        "the target's units",
+        "A regressor's MAE and RMSE on its labelled reference (`reference --labels` with true values): what every "
+        "error estimate starts from, and what HarmonicErrorRise compares with.",
+    ),
     "harmonic_resilience": Usage(
         "With delayed labels",
         "ratio (0–1)",
@@ -695,9 +719,13 @@ LABELS: dict[str, str] = {
     "`models[].feature_names`); bounded: one per input up to 64 inputs, else the 16 largest and `other`.",
     "signal": "Drift detector: `gamma_cusum`, `gamma_ks`, `flicker_cusum`, `flicker_rate`, `confidence_cusum` and "
     "`margin_cusum` (classifiers), `features_ks`.",
-    "alertname": "`HarmonicHarmfulShift`, `HarmonicInputDrift`, `HarmonicShadowDisagreement`, `HarmonicAccuracyDrop`.",
+    "alertname": "`HarmonicHarmfulShift`, `HarmonicInputDrift`, `HarmonicShadowDisagreement`, `HarmonicAccuracyDrop`, "
+    "`HarmonicErrorRise`.",
+    "loss": "A regressor's error: `mae` (mean absolute) or `rmse` (root mean squared).",
     "method": "Label-free accuracy estimator: `harmonic` (ours: confidence, γ, flicker, P_adj), `ac` (average "
-    "calibrated confidence), `atc` (average thresholded confidence), `doc` (difference of confidences).",
+    "calibrated confidence), `atc` (average thresholded confidence), `doc` (difference of confidences); a regressor's "
+    "error: `iw` (importance-weighted reference error), `dle` (direct loss estimation), `dr` (DLE plus the weighted "
+    "residual).",
     "p_bin": "Gamma Map bin of the predicted class's probability: "
     + ", ".join(f"`{b}`" for b in P_BIN_LABELS)
     + " (each `[lo, hi)`, the last closed).",

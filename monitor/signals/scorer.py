@@ -47,6 +47,7 @@ Statistical properties:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -140,6 +141,9 @@ class ScoreResult:
     #: fixed hypercube), NaN where γ is; None where a caller assembled the result without them
     gamma_se: NDArray[np.float64] | None = None
     gamma_logit_se: NDArray[np.float64] | None = None
+    #: a single-output regressor's output at the event (NaN where invalid); None for classifiers, several outputs,
+    #: or a caller that assembled the result without it
+    value: NDArray[np.float64] | None = None
 
     def __len__(self) -> int:
         return int(self.gamma.shape[0])
@@ -362,6 +366,10 @@ class RobustnessScorer:
             getattr(result, name)[valid] = scored[name]
         for name in ("gamma_se", "gamma_logit_se"):
             getattr(result, name)[valid] = scored[name]
+        if "value" in scored:
+            value = np.full(b_all, np.nan)
+            value[valid] = scored["value"]
+            result = dataclasses.replace(result, value=value)
         return result
 
     def _empty(self, b: int, valid: NDArray[np.bool_]) -> ScoreResult:
@@ -527,6 +535,8 @@ class RobustnessScorer:
             assert out.value is not None
             v = out.value
             gamma = gamma_from_values(v[:b], v[b : b * (1 + m)].reshape(b, m, -1))
+            if v.shape[1] == 1:
+                res["value"] = v[:b, 0].astype(np.float64)
             if axes is not None and v.shape[1] == 1:
                 res["gamma_se"] = self._sample_error(v[:b, 0], v[b : b * (1 + m), 0].reshape(b, m))
             gamma_logit = np.full(b, np.nan)
