@@ -141,8 +141,8 @@ class ScoreResult:
     #: fixed hypercube), NaN where γ is; None where a caller assembled the result without them
     gamma_se: NDArray[np.float64] | None = None
     gamma_logit_se: NDArray[np.float64] | None = None
-    #: a single-output regressor's output at the event (NaN where invalid); None for classifiers, several outputs,
-    #: or a caller that assembled the result without it
+    #: a single-output regressor's output at the event (NaN for invalid rows, classifiers and several outputs);
+    #: None where a caller assembled the result without it
     value: NDArray[np.float64] | None = None
 
     def __len__(self) -> int:
@@ -529,14 +529,14 @@ class RobustnessScorer:
                 for scores in (gamma, gamma_logit, p_adj, flicker, prob, margin):
                     scores[undefined] = np.nan
             res["predicted_class"] = klass
+            res["value"] = np.full(b, np.nan)
             res["probability"] = prob
             res["margin"] = margin
         else:
             assert out.value is not None
             v = out.value
             gamma = gamma_from_values(v[:b], v[b : b * (1 + m)].reshape(b, m, -1))
-            if v.shape[1] == 1:
-                res["value"] = v[:b, 0].astype(np.float64)
+            res["value"] = v[:b, 0].astype(np.float64) if v.shape[1] == 1 else np.full(b, np.nan)
             if axes is not None and v.shape[1] == 1:
                 res["gamma_se"] = self._sample_error(v[:b, 0], v[b : b * (1 + m), 0].reshape(b, m))
             gamma_logit = np.full(b, np.nan)
@@ -602,6 +602,7 @@ class RobustnessScorer:
                 scores[undefined] = np.nan
         return {
             "predicted_class": klass,
+            "value": np.full(b, np.nan),
             "probability": prob,
             "margin": margin,
             "gamma": gamma,
