@@ -77,7 +77,9 @@ def feed(watch: ModelWatch, scorer: RobustnessScorer, x: NDArray[np.float64], st
     return start + x.shape[0]
 
 
-def test_the_error_is_exported_per_window_and_a_shift_it_cannot_vouch_for_fires_nothing(labelled: tuple[Path, Path]) -> None:
+def test_the_error_is_exported_per_window_and_a_shift_it_cannot_vouch_for_fires_nothing(
+    labelled: tuple[Path, Path],
+) -> None:
     watch, state, scorer = watch_of(labelled)
     count = (MODEL, "other", f"last_{COUNT}")
     n = feed(watch, scorer, rows(2, 30, 0.0)[0], 0)
