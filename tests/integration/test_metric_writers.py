@@ -194,8 +194,9 @@ class Stream:
         self.add({**like, "id": "late", "ts": self.ts() - 600 * 1000})
         for k in range(3):  # a segment of the regressor that is still learning its own baseline
             self.add({**like, "id": f"segment-{k}", "model": REGRESSOR, "segment": "eu", "prediction": {"value": 1.0}})
-        for k in range(ERROR_EVENTS):  # the regressor whose error is estimated without labels
-            self.add({**like, "id": f"error-{k}", "model": ERROR_MODEL, "features": [v + 0.01 * k for v in features]})
+        # the regressor whose error is estimated without labels, on rows like its reference's (a finite interval)
+        for k, row in enumerate(np.loadtxt(self.data.reference_path, delimiter=",")[:ERROR_EVENTS]):
+            self.add({**like, "id": f"error-{k}", "model": ERROR_MODEL, "features": row.tolist()})
         ce = {
             "specversion": "1.0",
             "id": "kserve-1",
