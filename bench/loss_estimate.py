@@ -1,5 +1,7 @@
-"""A regressor's error without labels: the DLE-style MAE/RMSE estimate (:mod:`monitor.accuracy.regression`) against
-"no change" (the reference's error) on covariate-shifted sets.
+"""A regressor's error without labels: the MAE/RMSE estimates of :mod:`monitor.accuracy.regression` (``iw``: the
+importance-weighted reference error, ``dle``: a DLE-style loss model, ``dr``: DLE plus the weighted residual) against
+"no change" (the reference's error) on covariate-shifted sets of at least 50 rows; errors relative to the reference
+value, and each method's 90 % coverage.
 
 Data: scikit-learn's bundled diabetes set and ``make_friedman1`` (generated, 4,000 rows; nothing downloaded). Per
 dataset, model (``GradientBoostingRegressor``, ``MLPRegressor``) and seed: a biased source (rows kept with
@@ -31,7 +33,7 @@ from sklearn.neural_network import MLPRegressor
 from monitor.accuracy.regression import estimate_loss, fit_loss
 
 BIAS = 3.0
-MIN_SET = 30
+MIN_SET = 50
 
 
 def _diabetes() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -56,7 +58,9 @@ def _model(kind: str, seed: int) -> Any:
     return MLPRegressor(hidden_layer_sizes=(32,), max_iter=1500, random_state=seed)
 
 
-def run_group(dataset: str, kind: str, seed: int) -> list[dict[str, Any]]:
+def run_group(dataset: str, kind: str, seed: int, groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of one dataset, model and seed (two per set: mae, rmse); appends what NannyML's DLE needs to
+    ``groups``."""
     x, y = DATASETS[dataset]()
     rng = np.random.default_rng([seed, len(dataset), len(kind)])
     x = (x - x.mean(axis=0)) / np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
@@ -79,53 +83,104 @@ def run_group(dataset: str, kind: str, seed: int) -> list[dict[str, Any]]:
             w = np.exp(lam * np.clip(z[:, k], -4, 4))
             sets.append(np.sort(rng.choice(z.shape[0], size=z.shape[0] // 2, replace=False, p=w / w.sum())))
     out = []
-    for rows in sets:
-        if rows.shape[0] < MIN_SET:
-            continue
+    kept = [rows for rows in sets if rows.shape[0] >= MIN_SET]
+    groups.append(
+        {"ref_x": x[ref], "ref_pred": model.predict(x[ref]), "ref_true": y[ref], "pool_x": z, "pool_pred": pred,
+         "sets": kept, "realized": [(float(np.mean(np.abs(y[pool][r] - pred[r]))),
+                                      float(np.sqrt(np.mean((y[pool][r] - pred[r]) ** 2)))) for r in kept],
+         "reference": (fit.mae, fit.rmse)}
+    )  # fmt: skip
+    for rows in kept:
         res = estimate_loss(fit, z[rows], pred[rows])
         err = y[pool][rows] - pred[rows]
         for key, realized, ref_value in (
             ("mae", float(np.mean(np.abs(err))), fit.mae),
             ("rmse", float(np.sqrt(np.mean(err**2))), fit.rmse),
         ):
-            band = res[key]
-            out.append(
-                {
-                    "metric": key,
-                    "relative_move": abs(realized - ref_value) / ref_value,
-                    "dle": abs(band["estimate"] - realized) / ref_value,
-                    "no_change": abs(ref_value - realized) / ref_value,
-                    "covered": float(band["lower"] <= realized <= band["upper"]),
-                    "iw": abs(res["iw_mae"] - realized) / ref_value if key == "mae" else np.nan,
-                }
-            )
+            row: dict[str, Any] = {
+                "metric": key,
+                "relative_move": abs(realized - ref_value) / ref_value,
+                "no_change": abs(ref_value - realized) / ref_value,
+            }
+            for name, bands in res["methods"].items():
+                band = bands[key]
+                row[name] = abs(band["estimate"] - realized) / ref_value
+                row[name + "_covered"] = float(band["lower"] <= realized <= band["upper"])
+            out.append(row)
     return out
+
+
+def _share(flags: list[float]) -> str:
+    """Percent of the flags set, or — where there are none (NannyML's interval is not read)."""
+    v = np.asarray(flags, dtype=np.float64)
+    return "—" if np.isnan(v).all() else f"{100 * np.nanmean(v):.0f}"
+
+
+def _nannyml(python: str, groups: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
+    """NannyML's DLE on every set (``dle_helper.py`` in ``python``), its error added to ``rows`` as ``nml_dle``."""
+    import json
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    arrays: dict[str, Any] = {"groups": len(groups)}
+    for g, grp in enumerate(groups):
+        for k in ("ref_x", "ref_pred", "ref_true", "pool_x", "pool_pred"):
+            arrays[f"g{g}_{k}"] = grp[k]
+        arrays[f"g{g}_sets"] = np.concatenate(grp["sets"]) if grp["sets"] else np.zeros(0, dtype=np.int64)
+        arrays[f"g{g}_offsets"] = np.concatenate([[0], np.cumsum([len(r) for r in grp["sets"]])])
+    with tempfile.TemporaryDirectory() as tmp:
+        np.savez(Path(tmp) / "sets.npz", **arrays)
+        helper = Path(__file__).with_name("dle_helper.py")
+        subprocess.run([python, str(helper), str(Path(tmp) / "sets.npz"), str(Path(tmp) / "out.json")], check=True)
+        estimates = json.loads((Path(tmp) / "out.json").read_text())
+    i = 0
+    for grp, est in zip(groups, estimates, strict=True):
+        for (mae, rmse), e in zip(grp["realized"], est, strict=True):
+            ref_mae, ref_rmse = grp["reference"]
+            rows[i]["nml_dle"] = abs(e["mae"] - mae) / ref_mae
+            rows[i + 1]["nml_dle"] = abs(e["rmse"] - rmse) / ref_rmse
+            rows[i]["nml_dle_covered"] = rows[i + 1]["nml_dle_covered"] = float("nan")
+            i += 2
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument(
+        "--nannyml-python",
+        help="a python with nannyml installed (e.g. bench/.venv-nannyml/bin/python): adds NannyML's DLE column",
+    )
     args = ap.parse_args(argv)
     print(f"machine: {machine('numpy', 'sklearn')}")
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
+    groups: list[dict[str, Any]] = []
     for dataset in DATASETS:
         for kind in ("gbdt", "mlp"):
             for seed in range(args.seeds):
-                rows.extend(run_group(dataset, kind, seed))
+                rows.extend(run_group(dataset, kind, seed, groups))
+    if args.nannyml_python:
+        _nannyml(args.nannyml_python, groups, rows)
     print(f"\n{len(rows) // 2} shifted sets; {time.perf_counter() - started:.0f} s\n")
-    print("| metric | error moved (relative) | sets | DLE error | IW error | no change | DLE 90 % coverage |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    names = [k for k in rows[0] if k not in ("metric", "relative_move", "no_change") and not k.endswith("_covered")]
+    print(
+        "| metric | error moved (relative) | sets | no change | "
+        + " | ".join(names)
+        + " | coverage "
+        + " / ".join(names)
+        + " |"
+    )
+    print("|---|---|---:|---:|" + "---:|" * len(names) + "---:|")
     for metric in ("mae", "rmse"):
         for label, lo, hi in (("all", 0, np.inf), ("< 10 %", 0, 0.1), ("10–25 %", 0.1, 0.25), ("≥ 25 %", 0.25, np.inf)):
             sel = [r for r in rows if r["metric"] == metric and lo <= r["relative_move"] < hi]
             if not sel:
                 continue
-            dle = 100 * np.mean([r["dle"] for r in sel])
             nc = 100 * np.mean([r["no_change"] for r in sel])
-            cov = 100 * np.mean([r["covered"] for r in sel])
-            iw = 100 * np.mean([r["iw"] for r in sel])
-            print(f"| {metric} | {label} | {len(sel)} | {dle:.1f} % | {iw:.1f} % | {nc:.1f} % | {cov:.0f} % |")
+            errs = " | ".join(f"{100 * np.mean([r[k] for r in sel]):.1f} %" for k in names)
+            covs = " / ".join(_share([r[k + "_covered"] for r in sel]) for k in names)
+            print(f"| {metric} | {label} | {len(sel)} | {nc:.1f} % | {errs} | {covs} % |")
     return 0
 
 

@@ -55,7 +55,15 @@ from monitor.offline.reference import reference
 from monitor.offline.replay import ReplayTimeline, replay
 from monitor.offline.report import build_report
 from monitor.offline.report_data import Report, ReportData
-from monitor.offline.results import AccuracyEstimate, ReferenceResult, ScoreTable, Table, Yardstick, yardsticks
+from monitor.offline.results import (
+    AccuracyEstimate,
+    LossEstimate,
+    ReferenceResult,
+    ScoreTable,
+    Table,
+    Yardstick,
+    yardsticks,
+)
 from monitor.offline.rows import (
     DataLike,
     ModelLike,
@@ -75,6 +83,7 @@ __all__ = [
     "BATCH_ROWS",
     "FRAME_EXTRA",
     "AccuracyEstimate",
+    "LossEstimate",
     "BuildKeywords",
     "ConfigError",
     "DataError",

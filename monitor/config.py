@@ -588,6 +588,12 @@ class AccuracySettings(_Strict):
     min_events: int = Field(
         100, ge=1, description="HarmonicAccuracyDrop needs at least this many events in the count window."
     )
+    error_tolerance: float = Field(
+        0.1,
+        ge=0,
+        description="Regressors (a reference built with true values): HarmonicErrorRise fires when the 90 % lower "
+        "bound of the estimated MAE on the count window exceeds the reference MAE × (1 + this).",
+    )
 
 
 class MetricsSettings(_Strict):

@@ -210,6 +210,19 @@ class ModelSegmentWindowMethod(NamedTuple):
     method: str
 
 
+class ModelSegmentWindowMethodLoss(NamedTuple):
+    model: str
+    segment: str
+    window: str
+    method: str
+    loss: str
+
+
+class ModelLoss(NamedTuple):
+    model: str
+    loss: str
+
+
 class Version(NamedTuple):
     version: str
 
@@ -1187,6 +1200,27 @@ RELIABILITY = Gauge(
     group="With delayed labels",
     unit="ratio (0–1)",
     use=("1 − expected calibration error with 10 equal-width confidence bins ('Model Robustness Metrics', C)."),
+)
+ESTIMATED_ERROR = Gauge(
+    "harmonic_estimated_error",
+    "Label-free estimate of a regressor's error (loss: mae, rmse) over the window, by method (needs a reference "
+    "built with true values).",
+    ModelSegmentWindowMethodLoss,
+)
+ESTIMATED_ERROR_LOWER = Gauge(
+    "harmonic_estimated_error_lower",
+    "Lower end of the estimated error's 90 % interval.",
+    ModelSegmentWindowMethodLoss,
+)
+ESTIMATED_ERROR_UPPER = Gauge(
+    "harmonic_estimated_error_upper",
+    "Upper end of the estimated error's 90 % interval.",
+    ModelSegmentWindowMethodLoss,
+)
+REFERENCE_ERROR = Gauge(
+    "harmonic_reference_error",
+    "A regressor's error (loss: mae, rmse) on its labelled reference (what the estimates start from).",
+    ModelLoss,
 )
 ROBUSTNESS_COMPOSITE = Gauge(
     "harmonic_robustness_composite",

@@ -92,6 +92,30 @@ USAGE: dict[str, Usage] = {
         "The Pareto statement over the ranked axes (γ, flicker, P_adj) of the longest window: `candidate-worse` "
         "fires HarmonicCandidateWorse; `incomparable` means each model wins somewhere (no composite score).",
     ),
+    "harmonic_estimated_error": Usage(
+        "Accuracy without labels",
+        "the target's units",
+        'A regressor\'s mean absolute (`loss="mae"`) or root mean squared (`loss="rmse"`) error over the window, '
+        "estimated without labels by each method (`iw`, the default: the labelled reference's errors reweighted by "
+        "a domain classifier; `dle`; `dr`). Blind to a change of the target given the inputs.",
+    ),
+    "harmonic_estimated_error_lower": Usage(
+        "Accuracy without labels",
+        "the target's units",
+        "Lower end of the 90 % interval. HarmonicErrorRise fires when the primary method's MAE lower end over the "
+        'count window exceeds `harmonic_reference_error{loss="mae"}` × (1 + `accuracy.error_tolerance`).',
+    ),
+    "harmonic_estimated_error_upper": Usage(
+        "Accuracy without labels",
+        "the target's units",
+        "Upper end of the 90 % interval.",
+    ),
+    "harmonic_reference_error": Usage(
+        "Accuracy without labels",
+        "the target's units",
+        "A regressor's MAE and RMSE on its labelled reference (`reference --labels` with true values): what every "
+        "error estimate starts from, and what HarmonicErrorRise compares with.",
+    ),
 }
 # every series' note: its declaration's where it has one, else the one above
 USAGE.update({m.name: Usage(m.group, m.unit, m.use) for m in METRICS if m.use})
@@ -154,6 +178,7 @@ LABELS: dict[str, str] = {
     "perturbation": "Perturbation type τ: " + ", ".join(f"`{p}`" for p in PERTURBATION_NAMES) + ".",
     "status": "A probe target's status in the threshold profile: `crossed`, `not_crossed`, `not_searched`.",
     "version": "harmonic-monitor's version.",
+    "loss": "A regressor's error: `mae` (mean absolute) or `rmse` (root mean squared).",
 }
 
 HEADER = """\

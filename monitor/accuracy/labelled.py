@@ -1,5 +1,5 @@
-"""Fitting the label-free accuracy estimators on a scored, labelled reference (``harmonic-monitor reference
---labels``, :func:`monitor.reference` with ``labels``, the demo)."""
+"""Fitting the label-free accuracy estimators (classifiers) and the loss estimator (regressors) on a scored,
+labelled reference (``harmonic-monitor reference --labels``, :func:`monitor.reference` with ``labels``, the demo)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from numpy.typing import NDArray
 
 from monitor.accuracy.calibration import CalibrationKind
 from monitor.accuracy.estimators import EstimatorFit, fit_estimators
+from monitor.accuracy.regression import LossFit, fit_loss
 from monitor.config import ScoringSettings, setting_default
 from monitor.errors import DataError
 
@@ -20,6 +21,34 @@ if TYPE_CHECKING:
     from monitor.signals.scorer import ScoreResult
 
 log = logging.getLogger(__name__)
+
+
+def labelled_loss_fit(
+    model: OnnxModel,
+    rows: NDArray[np.float64],
+    held: Held | None,
+    target: NDArray[np.float64],
+    *,
+    seed: int = setting_default(ScoringSettings, "seed"),
+) -> LossFit:
+    """A regressor's loss estimator (:mod:`monitor.accuracy.regression`) fitted on reference rows and their true
+    values (``target``: NaN where a row has none; those rows are left out).
+
+    Raises
+    ------
+    DataError
+        A model of several regression outputs, or too few rows with a finite target.
+    """
+    out = model.evaluate(np.nan_to_num(rows).astype(np.float32), held)
+    if out.value is None:
+        raise DataError("the model gives no regression value; true values are for regressors")
+    value = np.asarray(out.value, dtype=np.float64).reshape(rows.shape[0], -1)
+    if value.shape[1] != 1:
+        raise DataError(
+            f"'{model.path}' gives {value.shape[1]} regression outputs per row; the label-free error estimate takes "
+            "a single-output regressor (export one model per output, and give each its own labelled reference)"
+        )
+    return fit_loss(rows, value[:, 0], target, seed=seed)
 
 
 def labelled_fit(

@@ -33,6 +33,7 @@ from monitor.cli.flags import add_setting_flag
 from monitor.config import AccuracySettings
 from monitor.errors import DataError
 from monitor.model.io import load_rows
+from monitor.offline.results import AccuracyEstimate
 
 #: the key of a reference JSON that holds a stored :class:`EstimatorFit` (``EstimatorFit.to_dict()``)
 FIT_KEY = "accuracy_estimator"
@@ -76,7 +77,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="confidence calibration fitted on --reference-data (default temperature: see monitor/accuracy)",
     )
     add_setting_flag(
-        p, AccuracySettings, "method", "--method", choices=PRIMARY_CHOICES, help="primary method (auto: iw here)"
+        p,
+        AccuracySettings,
+        "method",
+        "--method",
+        choices=(*PRIMARY_CHOICES, "dle", "dr"),
+        help="primary method (auto: iw here; a regressor takes iw, dle or dr)",
     )
     p.add_argument("--json", required=True, dest="json_out", help="output JSON")
     p.set_defaults(func=run)
@@ -89,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
     from monitor.api import estimate as estimate_accuracy
     from monitor.api import reference as build_reference
 
+    model = load_model(args)
+    if model.kind == "regressor":
+        return _regressor(args, model)
     stored = _stored_fit(args.reference) if _is_json(args.reference) else None
     if stored is None and not (args.reference_data and args.reference_labels):
         where = f"'{args.reference}' holds no '{FIT_KEY}'; " if _is_json(args.reference) else ""
@@ -98,12 +107,6 @@ def run(args: argparse.Namespace) -> int:
         )
     if bool(args.reference_data) != bool(args.reference_labels):
         raise DataError("--reference-data and --reference-labels go together")
-    model = load_model(args)
-    if model.kind != "classifier":
-        raise DataError(
-            f"'{args.model}' is read as a {model.kind}: accuracy estimation is for classifiers (set --model-kind "
-            "classifier if its outputs are class scores)"
-        )
     # a reference JSON's standardizer is its own whatever --space says (as `run` reads it)
     space = "standardized" if _is_json(args.reference) else args.space
     scoring: dict[str, Any] = {
@@ -144,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
                 f"the labelled reference has {fitted.n} rows: the fit is noisy (a few hundred or more is better)"
             )
     est = estimate_accuracy(model, args.data, reference, method=args.method, **scoring, **std)
+    if not isinstance(est, AccuracyEstimate):  # pragma: no cover - a classifier's estimate
+        raise TypeError("a classifier's estimate is an AccuracyEstimate")
     fit = est.fit
     if fit is None:  # pragma: no cover - estimate refuses a reference without a fit
         raise DataError("the reference holds no fitted accuracy estimator")
@@ -172,6 +177,41 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {w}", file=sys.stderr)
     for c in result.get("caveats", []):
         print(f"caveat: {c}", file=sys.stderr)
+    return 0
+
+
+def _regressor(args: argparse.Namespace, model: Any) -> int:
+    """A regressor's MAE and RMSE from the loss estimator a reference JSON stores (``reference --labels``)."""
+    from monitor.api import estimate as estimate_loss
+
+    if not _is_json(args.reference) or args.reference_data or args.reference_labels:
+        raise DataError(
+            f"'{args.model}' is a regressor: give --reference a reference JSON built with its true values "
+            "(`harmonic-monitor reference --labels`); --reference-data/--reference-labels are for classifiers"
+        )
+    std = {"header": args.header}
+    est = estimate_loss(model, args.data, args.reference, method=args.method, **std)
+    if isinstance(est, AccuracyEstimate):  # pragma: no cover - a regressor's estimate
+        raise TypeError("a regressor's estimate is a LossEstimate")
+    result: dict[str, Any] = {**est.document, "model": str(args.model), "data": str(args.data)}
+    out = Path(args.json_out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    for key in ("mae", "rmse"):
+        b = result[key]
+        print(
+            f"estimated {key.upper()} {b['estimate']:.4g} [{b['lower']:.4g}, {b['upper']:.4g}] (90 %, "
+            f"{result['method']}) on {result['n']} rows; reference {result['reference'][key]:.4g}",
+            file=sys.stderr,
+        )
+    dom = result["domain"]
+    print(
+        f"domain classifier (reference vs these rows): AUC {dom['auc']:.2f}, effective sample size {dom['ess']:.0f}",
+        file=sys.stderr,
+    )
+    for c in result.get("caveats", []):
+        print(f"caveat: {c}", file=sys.stderr)
+    print(f"-> {out}", file=sys.stderr)
     return 0
 
 

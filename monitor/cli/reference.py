@@ -6,8 +6,9 @@ bool and string inputs, ``--fixed-features``) it also keeps a seeded sample of t
 (:func:`monitor.rolling.reference_file.read_held_sample`); its feature names default to the model's
 (``Signature.features``).
 
-With ``--labels`` (the true class of each reference row: a labelled validation set the model did not train on) the
-file also stores ``accuracy_estimator``: the label-free accuracy estimators of :mod:`monitor.accuracy` fitted on
+With ``--labels`` of a regressor (its true value per row) the file stores ``loss_estimator`` instead: the MAE/RMSE
+estimator of :mod:`monitor.accuracy.regression`. With ``--labels`` (the true class of each reference row: a labelled
+validation set the model did not train on) the file also stores ``accuracy_estimator``: the label-free accuracy estimators of :mod:`monitor.accuracy` fitted on
 those rows (:func:`monitor.accuracy.labelled.labelled_fit`), which ``estimate`` and ``run`` (``harmonic_estimated_accuracy``) read.
 
 With ``--scales from-reference`` σ and r are not the fixed ``--sigma``/``--radius`` but chosen on the reference rows so
@@ -71,7 +72,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the true class of each --data row, one per row (.csv/.npy): the class values the model's integer label "
         "output gives (what delayed labels carry), or class indices 0..C−1 for a model without one. The reference "
         "then also stores the fitted label-free accuracy estimators (`estimate`; `run`'s "
-        "harmonic_estimated_accuracy). Give a validation set the model did not train on",
+        "harmonic_estimated_accuracy). A regressor's: its true value per row (empty or NaN: none); the reference then "
+        "stores the loss estimator of its MAE and RMSE without labels. Give a validation set the model did not "
+        "train on",
     )
     p.add_argument(
         "--calibration",
@@ -158,4 +161,14 @@ def run(args: argparse.Namespace) -> int:
         )
         if fit.n < 200:
             print(f"warning: {fit.n} labelled rows make a noisy fit (a few hundred or more is better)", file=sys.stderr)
+    loss = result.loss_fit
+    if loss is not None:
+        print(
+            f"loss estimator fitted on {loss.n} labelled rows: reference MAE {loss.mae:.4g}, RMSE {loss.rmse:.4g}",
+            file=sys.stderr,
+        )
+        if loss.n < 200:
+            print(
+                f"warning: {loss.n} labelled rows make a noisy fit (a few hundred or more is better)", file=sys.stderr
+            )
     return 0

@@ -19,6 +19,7 @@ from monitor.offline.rows import Rows, read_rows
 
 if TYPE_CHECKING:
     from monitor.accuracy import EstimatorFit
+    from monitor.accuracy.regression import LossFit
     from monitor.model.onnx import OnnxModel
     from monitor.model.signature import Held
     from monitor.model.standardize import Standardizer
@@ -44,6 +45,8 @@ class Baseline:
     path: Path | None
     feature_names: tuple[str, ...] | None
     rows: Rows | None
+    #: a regressor's fitted loss estimator (a reference built with labels)
+    loss_fit: LossFit | None = None
 
 
 def load_baseline(
@@ -74,6 +77,7 @@ def load_baseline(
             reference.path,
             reference.reference.feature_names,
             None,
+            reference.loss_fit,
         )
     if isinstance(reference, (str, os.PathLike)) and str(reference).lower().endswith(".json"):
         base = _json_baseline(Path(reference), model)
@@ -120,10 +124,18 @@ def standardizer_of(
 
 def _json_baseline(path: Path, model: OnnxModel) -> Baseline:
     from monitor.accuracy import EstimatorFit
-    from monitor.rolling.reference_file import read_accuracy_estimator, read_held_sample, read_reference, read_scales
+    from monitor.accuracy.regression import LossFit
+    from monitor.rolling.reference_file import (
+        read_accuracy_estimator,
+        read_held_sample,
+        read_loss_estimator,
+        read_reference,
+        read_scales,
+    )
 
     standardizer, ref = read_reference(path, model.n_features)
     block = read_accuracy_estimator(path)
+    loss = read_loss_estimator(path)
     return Baseline(
         standardizer,
         read_held_sample(path, model.signature),
@@ -133,4 +145,5 @@ def _json_baseline(path: Path, model: OnnxModel) -> Baseline:
         path,
         ref.feature_names,
         None,
+        None if loss is None else LossFit.from_dict(loss),
     )

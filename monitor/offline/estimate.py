@@ -21,8 +21,17 @@ from monitor.offline.keywords import (
     scoring_config,
     split_keywords,
 )
-from monitor.offline.results import AccuracyEstimate
-from monitor.offline.rows import MODEL_KIND, DataLike, ModelLike, Rows, int_labels, load_model, model_path, read_rows
+from monitor.offline.results import AccuracyEstimate, LossEstimate
+from monitor.offline.rows import (
+    MODEL_KIND,
+    DataLike,
+    ModelLike,
+    Rows,
+    int_labels,
+    load_model,
+    read_rows,
+    true_values,
+)
 from monitor.offline.scoring import robustness_scorer, score_rows
 
 #: the periods when none are named: ``run``'s count window
@@ -31,6 +40,7 @@ COUNT_WINDOW: int = setting_default(WindowSettings, "count_window_events")
 if TYPE_CHECKING:
     from monitor.accuracy import EstimatorFit
     from monitor.model.onnx import OnnxModel
+    from monitor.offline.baseline import Baseline
     from monitor.signals.scorer import ScoreResult
 
 
@@ -47,8 +57,9 @@ def estimate(
     period_seconds: float | None = None,
     period_events: int | None = None,
     **options: Unpack[ScoreKeywords],
-) -> AccuracyEstimate:
-    """The model's accuracy on unlabelled ``data``, with a 90 % interval, from the estimators the reference holds
+) -> AccuracyEstimate | LossEstimate:
+    """The model's accuracy on unlabelled ``data`` (a regressor: its MAE and RMSE, :class:`LossEstimate`), with a
+    90 % interval, from the estimators the reference holds
     (a reference JSON written with labels, or :func:`reference` called with ``labels``); ``labels`` here (an array or
     a DataFrame column name; NaN where a row has none) adds the realized accuracy beside the estimate. The scoring
     options are :func:`score`'s (``harmonic-monitor estimate``'s flags; ``seed`` also seeds the estimators'
@@ -60,13 +71,13 @@ def estimate(
     Raises
     ------
     DataError
-        A reference without fitted estimators (the message says how to build one), or a regressor.
+        A reference without fitted estimators (the message says how to build one).
     """
     scoring, standardize = split_keywords("estimate", options, ScoringKeywords, StandardizeKeywords)
     m = load_model(model, model_kind=model_kind)
-    if m.kind != "classifier":
-        raise DataError(f"'{model_path(model)}' is read as a {m.kind}: accuracy estimation is for classifiers")
     base = load_baseline(reference, m, None, header=header, **standardize)
+    if m.kind == "regressor":
+        return _regressor(m, data, base, labels, method, header, max_events)
     if base.fit is None:
         raise DataError(
             "the reference holds no fitted accuracy estimator; build it with labels: "
@@ -89,6 +100,64 @@ def estimate(
         seed=scoring.get("seed", SEED),
         period_seconds=period_seconds,
         period_events=period_events,
+    )
+
+
+def _regressor(
+    model: OnnxModel,
+    data: DataLike,
+    base: Baseline,
+    labels: Any,
+    method: str | None,
+    header: str,
+    max_events: int | None,
+) -> LossEstimate:
+    """A regressor's MAE and RMSE on ``data`` from the reference's loss estimator (and realized, given labels)."""
+    from monitor.accuracy.regression import DEFAULT_METHOD, METHODS, estimate_loss
+
+    if base.loss_fit is None:
+        raise DataError(
+            "the reference holds no fitted loss estimator; build it with the true values: "
+            "monitor.reference(model, rows, labels=y) or `harmonic-monitor reference --labels`"
+        )
+    pick = DEFAULT_METHOD if method in (None, "", "auto") else str(method)
+    if pick not in METHODS:
+        raise DataError(f"method {pick!r} is not a regressor's; expected one of {', '.join(METHODS)} (or auto)")
+    label_column = labels if isinstance(labels, str) and is_frame(data) else None
+    rows = read_rows(
+        data, model, header=header, feature_names=base.feature_names, label_column=label_column, max_events=max_events
+    )
+    out = model.evaluate(np.nan_to_num(rows.x).astype(np.float32), rows.held)
+    value = np.full(len(rows), np.nan) if out.value is None else np.asarray(out.value, dtype=np.float64)
+    value = value.reshape(len(rows), -1)
+    doc = estimate_loss(base.loss_fit, rows.x, value, method=pick)
+    realized: dict[str, float | None] = {"mae": None, "rmse": None}
+    n_labelled = 0
+    y = rows.labels if label_column is not None else (None if labels is None else true_values(np.asarray(labels)))
+    if y is not None:
+        y = true_values(y)
+        if y.shape[0] != len(rows):
+            raise DataError(f"labels: {y.shape[0]} values for {len(rows)} rows; give one true value per row")
+        err = (y - value[:, 0])[np.isfinite(y) & np.isfinite(value[:, 0])]
+        n_labelled = int(err.size)
+        if n_labelled:
+            realized = {"mae": float(np.mean(np.abs(err))), "rmse": float(np.sqrt(np.mean(err**2)))}
+            doc = {**doc, "realized": {**realized, "n": n_labelled}}
+    return LossEstimate(
+        doc["mae"],
+        doc["rmse"],
+        str(doc["method"]),
+        float(doc["level"]),
+        int(doc["n"]),
+        float(doc["reference"]["mae"]),
+        float(doc["reference"]["rmse"]),
+        doc["methods"],
+        tuple(doc["warnings"]),
+        realized["mae"],
+        realized["rmse"],
+        n_labelled,
+        doc,
+        tuple(doc["caveats"]),
     )
 
 

@@ -35,6 +35,7 @@ from monitor.offline.rows import (
     load_model,
     model_path,
     read_rows,
+    true_values,
 )
 
 if TYPE_CHECKING:
@@ -61,7 +62,8 @@ def reference(
     of held (string, int, bool) inputs over every row, the scored sample, per-segment baselines, scales and fit.
 
     How the rows are read: ``labels``: the true class of each row (an array, a column name of a DataFrame ``data``,
-    or a ``.csv``/``.npy`` file) to fit the label-free accuracy estimators; ``segment_column``: the DataFrame's (or
+    or a ``.csv``/``.npy`` file) to fit the label-free accuracy estimators — for a regressor the true value (NaN:
+    none), to fit the loss estimator (:mod:`monitor.accuracy.regression`: MAE and RMSE without labels); ``segment_column``: the DataFrame's (or
     the CSV's) column naming each row's segment; the reference then keeps a baseline per segment (each of the
     ``max_segments`` most frequent with at least 200 rows, the rest as ``other``), each from a sample of at most
     ``sample_rows`` of its rows. A segment column that is also a model input stays an input.
@@ -118,6 +120,7 @@ def reference(
         segments=built.segments,
         segment_column=segment_column if built.segments else None,
         notes=(f"data: {source}", *built.notes),
+        loss_fit=built.loss_fit,
     )
     if out is not None:
         result = dataclasses.replace(result, path=result.save(out))
@@ -159,7 +162,7 @@ def _reference_rows(
     if label_column is not None:
         y = rows.labels
     elif isinstance(labels, (str, os.PathLike)):
-        y = load_labels(labels, header=header)
+        y = load_labels(labels, header=header, integer=model.kind == "classifier")
         if y.shape[0] != len(rows):
             raise DataError(
                 f"labels '{labels}' has {y.shape[0]} values; expected one class per data row ({len(rows)})",
@@ -170,8 +173,9 @@ def _reference_rows(
     if y is not None and y.shape[0] != len(rows):
         raise DataError(f"labels: {y.shape[0]} values for {len(rows)} rows; give one class per row")
     name = f"'{data}'" if isinstance(data, (str, os.PathLike)) else f"the reference data ({rows.source})"
-    y_int = None if y is None else int_labels(y)
-    return ReferenceRows(rows.x, rows.held, name, segments, y_int), rows.source
+    if y is not None:
+        y = int_labels(y) if model.kind == "classifier" else true_values(y)
+    return ReferenceRows(rows.x, rows.held, name, segments, y), rows.source
 
 
 def _frame_segments(frame: Any, column: str) -> NDArray[np.str_]:

@@ -38,6 +38,7 @@ from monitor.rolling.windows import OTHER
 
 if TYPE_CHECKING:
     from monitor.accuracy import EstimatorFit
+    from monitor.accuracy.regression import LossFit
     from monitor.model.onnx import OnnxModel
     from monitor.signals.scales import SignalScales
     from monitor.signals.scorer import ScoreResult, ScoringConfig
@@ -55,7 +56,8 @@ class ReferenceRows:
     held: Held | None
     source: str
     segments: NDArray[np.str_] | None = None
-    labels: NDArray[np.int64] | None = None
+    #: the true class (classifiers) or value (regressors; NaN: none) of each row
+    labels: NDArray[Any] | None = None
 
     def take(self, pick: NDArray[np.intp] | NDArray[np.bool_]) -> ReferenceRows:
         """The rows at ``pick`` (indices or a mask)."""
@@ -79,6 +81,7 @@ class BuiltReference:
     scales: SignalScales | None
     fit: EstimatorFit | None
     notes: tuple[str, ...] = ()
+    loss_fit: LossFit | None = None
 
 
 def build_reference(
@@ -137,9 +140,15 @@ def build_reference(
     if every_held is not None:
         ref = dataclasses.replace(ref, held_tables=count_tables(every_held))
     notes.extend(_baseline_notes(ref, baselines, rows.segments))
-    fit = None if scored.labels is None else _labelled_fit(model, scored, res, config.seed, calibration, label_kind)
+    fit, loss_fit = None, None
+    if scored.labels is not None and model.kind == "regressor":
+        from monitor.accuracy.labelled import labelled_loss_fit
+
+        loss_fit = labelled_loss_fit(model, scored.x, scored.held, scored.labels, seed=config.seed)
+    elif scored.labels is not None:
+        fit = _labelled_fit(model, scored, res, config.seed, calibration, label_kind)
     kept_held = None if scored.held is None else scored.held.take(ok)
-    return BuiltReference(ref, baselines, kept_held, chosen, fit, tuple(notes))
+    return BuiltReference(ref, baselines, kept_held, chosen, fit, tuple(notes), loss_fit)
 
 
 def _finite(rows: ReferenceRows) -> tuple[ReferenceRows, str | None]:
@@ -191,11 +200,6 @@ def _checked(
     names = tuple(feature_names) if feature_names else (None if model.signature.plain else model.signature.features)
     if names is not None and len(names) != model.n_features:
         raise DataError(f"feature_names lists {len(names)} names; the model takes {model.n_features} features")
-    if rows.labels is not None and model.kind != "classifier":
-        raise DataError(
-            f"'{model.path}' is read as a {model.kind}: labels fit accuracy estimators, which are for classifiers "
-            "(set model_kind / --model-kind classifier if its outputs are class scores)"
-        )
     return names
 
 

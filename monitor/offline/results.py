@@ -18,6 +18,7 @@ from monitor.offline.frames import pandas_module
 
 if TYPE_CHECKING:
     from monitor.accuracy import EstimatorFit
+    from monitor.accuracy.regression import LossFit
     from monitor.model.signature import Held
     from monitor.model.standardize import Standardizer
     from monitor.rolling.reference import Reference
@@ -151,6 +152,8 @@ class ReferenceResult:
     segment_column: str | None = None
     #: what was read and chosen, one line each (``harmonic-monitor reference`` prints them)
     notes: tuple[str, ...] = ()
+    #: a regressor's loss estimator fitted on labelled rows (``labels``)
+    loss_fit: LossFit | None = None
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the reference JSON (``run``, ``replay``, ``estimate`` and ``report`` read it); returns the path."""
@@ -164,6 +167,7 @@ class ReferenceResult:
             space=self.space,
             held_sample=self.held_sample,
             accuracy_estimator=None if self.fit is None else self.fit.to_dict(),
+            loss_estimator=None if self.loss_fit is None else self.loss_fit.to_dict(),
             scales=self.scales,
             segments=self.segments,
             segment_column=self.segment_column,
@@ -212,3 +216,37 @@ class AccuracyEstimate:
                 for k, v in self.methods.items()
             ]
         ).set_index("method")
+
+
+@dataclass(frozen=True)
+class LossEstimate:
+    """:func:`estimate`'s result for a regressor: its mean absolute and root mean squared error on the rows,
+    estimated without labels, each ``{"estimate", "lower", "upper", "sd"}`` (90 % interval) by ``method``; every
+    method's in ``methods``; the reference's own; the realized values where labels were given."""
+
+    mae: Mapping[str, float]
+    rmse: Mapping[str, float]
+    method: str
+    level: float
+    n: int
+    reference_mae: float
+    reference_rmse: float
+    methods: Mapping[str, Mapping[str, Mapping[str, float]]]
+    warnings: tuple[str, ...] = ()
+    realized_mae: float | None = None
+    realized_rmse: float | None = None
+    n_labelled: int = 0
+    #: the estimator's whole answer (what ``harmonic-monitor estimate --json`` writes)
+    document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    caveats: tuple[str, ...] = ()
+
+    def to_frame(self) -> Any:
+        """One row per method and metric: estimate, lower, upper."""
+        pd = pandas_module()
+        return pd.DataFrame(
+            [
+                {"method": k, "metric": m, "estimate": b["estimate"], "lower": b["lower"], "upper": b["upper"]}
+                for k, v in self.methods.items()
+                for m, b in v.items()
+            ]
+        ).set_index(["method", "metric"])

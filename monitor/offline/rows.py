@@ -260,8 +260,11 @@ def _numeric(block: Any, what: str) -> NDArray[np.float64]:
         ) from None
 
 
-def load_labels(path: str | os.PathLike[str], *, header: str = "auto") -> NDArray[np.int64]:
-    """One integer class per row from a ``.csv``/``.npy`` file (one column or one row).
+def load_labels(
+    path: str | os.PathLike[str], *, header: str = "auto", integer: bool = True
+) -> NDArray[np.int64] | NDArray[np.float64]:
+    """One integer class per row from a ``.csv``/``.npy`` file (one column or one row); ``integer=False``: one true
+    value per row, a regressor's (NaN: none).
 
     Raises
     ------
@@ -271,9 +274,20 @@ def load_labels(path: str | os.PathLike[str], *, header: str = "auto") -> NDArra
     from monitor.model.io import load_rows
 
     raw = load_rows(path, header).reshape(-1)  # type: ignore[arg-type]
+    if not integer:
+        return np.asarray(raw, dtype=np.float64)
     if not np.all(np.isfinite(raw)) or np.any(raw != np.round(raw)):
         raise DataError(f"labels '{path}' must hold integer classes (class values or indices 0..C−1)", path=str(path))
     return raw.astype(np.int64)
+
+
+def true_values(y: NDArray[Any]) -> NDArray[np.float64]:
+    """A regressor's true values as floats (NaN or None: a row without one)."""
+    v = np.asarray(y)
+    try:
+        return np.array([np.nan if x is None else float(x) for x in v.reshape(-1)], dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"labels of a regressor must be numbers (its true values; NaN for none): {exc}") from exc
 
 
 def int_labels(y: NDArray[Any]) -> NDArray[np.int64]:

@@ -62,8 +62,10 @@ def score_rows(
     ]
     if not parts:
         raise DataError("no rows to score")
+    columns = {f.name: [getattr(p, f.name) for p in parts] for f in dataclasses.fields(ScoreResult)}
+    # a field a scorer leaves unset (None: a classifier's ``value``) stays unset
     return ScoreResult(
-        **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(ScoreResult)}
+        **{k: None if any(c is None for c in v) else np.concatenate(v) for k, v in columns.items()}  # type: ignore[arg-type]
     )
 
 

@@ -12,7 +12,8 @@ plain models) still load, and give None.
 
 A reference built with labels (``reference --labels``) also holds ``accuracy_estimator``: the fitted label-free
 accuracy estimators (:mod:`monitor.accuracy`, ``EstimatorFit.to_dict()``), read by
-:func:`read_accuracy_estimator`; files without it load as before.
+:func:`read_accuracy_estimator`; a regressor's holds ``loss_estimator`` instead (``LossFit.to_dict()``,
+:mod:`monitor.accuracy.regression`), read by :func:`read_loss_estimator`; files without them load as before.
 
 A reference built with ``reference --scales from-reference`` also holds ``scales``: the σ and r its γ and flicker
 were scored at and how they were chosen (:class:`monitor.signals.scales.SignalScales`: ``{"sigma", "radius",
@@ -54,6 +55,8 @@ SEGMENTS_KEY = "segments"
 HELD_SAMPLE_ROWS = 256
 #: the key of the fitted accuracy estimators (``reference --labels``); files without it load as before
 ACCURACY_KEY = "accuracy_estimator"
+#: the key of a regressor's fitted loss estimator (``reference --labels`` of a regressor)
+LOSS_KEY = "loss_estimator"
 #: the key of the signal scales chosen from the reference (``reference --scales from-reference``)
 SCALES_KEY = "scales"
 
@@ -67,6 +70,7 @@ def write_reference(
     space: str,
     held_sample: Held | None = None,
     accuracy_estimator: Mapping[str, Any] | None = None,
+    loss_estimator: Mapping[str, Any] | None = None,
     scales: SignalScales | None = None,
     segments: Mapping[str, Reference] | None = None,
     segment_column: str | None = None,
@@ -78,7 +82,9 @@ def write_reference(
 
     ``held_sample``: held values of reference rows (a model that holds values fixed); at most
     :data:`HELD_SAMPLE_ROWS` of them are kept (:func:`sample_held`). ``accuracy_estimator``: a labelled
-    reference's ``EstimatorFit.to_dict()`` (:mod:`monitor.accuracy`), stored under :data:`ACCURACY_KEY`.
+    reference's ``EstimatorFit.to_dict()`` (:mod:`monitor.accuracy`), stored under :data:`ACCURACY_KEY`;
+    ``loss_estimator``: a labelled regressor's ``LossFit.to_dict()`` (:mod:`monitor.accuracy.regression`), under
+    :data:`LOSS_KEY`.
     ``scales``: the σ and r chosen from the reference, stored under :data:`SCALES_KEY`.
     """
     doc: dict[str, Any] = {
@@ -94,6 +100,8 @@ def write_reference(
         doc["held_sample"] = _held_to_json(sample_held(held_sample, HELD_SAMPLE_ROWS))
     if accuracy_estimator is not None:
         doc[ACCURACY_KEY] = dict(accuracy_estimator)
+    if loss_estimator is not None:
+        doc[LOSS_KEY] = dict(loss_estimator)
     if scales is not None:
         doc[SCALES_KEY] = scales.to_dict()
     if segments:
@@ -207,6 +215,27 @@ def read_accuracy_estimator(path: str | Path) -> dict[str, Any] | None:
     if not isinstance(block, dict):
         raise DataError(
             f"reference '{p}' holds an '{ACCURACY_KEY}' that is not a JSON object; rebuild it with "
+            "`harmonic-monitor reference --labels`",
+            path=str(p),
+        )
+    return block
+
+
+def read_loss_estimator(path: str | Path) -> dict[str, Any] | None:
+    """The ``loss_estimator`` document a regressor's reference file keeps (``reference --labels``), or None. Read it
+    with ``LossFit.from_dict``.
+
+    Raises
+    ------
+    DataError
+        The file cannot be read, or its ``loss_estimator`` is not a JSON object.
+    """
+    p, block = _read_block(path, LOSS_KEY)
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise DataError(
+            f"reference '{p}' holds a '{LOSS_KEY}' that is not a JSON object; rebuild it with "
             "`harmonic-monitor reference --labels`",
             path=str(p),
         )

@@ -67,6 +67,7 @@ class TimeSample:
         buckets: int,
         capacity: int,
         seed: int = 0,  # not a setting: the reservoir's seed; run never seeds it from scoring.seed
+        width: int = len(FIELDS),
     ) -> None:
         if not window_seconds > 0 or not math.isfinite(window_seconds):
             raise ConfigError(f"window_seconds must be a finite number > 0; got {window_seconds!r}")
@@ -81,7 +82,8 @@ class TimeSample:
         self._bucket_id = np.full(self.buckets, _EMPTY, dtype=np.int64)
         self._seen = np.zeros(self.buckets, dtype=np.int64)
         self._keys = np.full((self.buckets, self.per_bucket), np.inf)
-        self._values = np.full((self.buckets, self.per_bucket, len(FIELDS)), np.nan)
+        self.width = int(width)
+        self._values = np.full((self.buckets, self.per_bucket, self.width), np.nan)
         self._newest = _EMPTY
 
     @property
@@ -135,7 +137,7 @@ class TimeSample:
             parts.append(self._values[slot][kept])
             weights.append(np.full(k, self._seen[slot] / k))
         if not parts:
-            return ScoreRows(np.empty((0, len(FIELDS))), np.empty(0))
+            return ScoreRows(np.empty((0, self.width)), np.empty(0))
         values, w = np.concatenate(parts), np.concatenate(weights)
         if values.shape[0] > self.capacity:
             pick = np.sort(self._rng.choice(values.shape[0], self.capacity, replace=False))
@@ -146,11 +148,11 @@ class TimeSample:
 class CountSample:
     """The last ``size`` rows verbatim."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, width: int = len(FIELDS)) -> None:
         if size < 1:
             raise ConfigError(f"a count sample needs size >= 1; got {size}")
         self.size = int(size)
-        self._ring = WindowBuffer(self.size, len(FIELDS))
+        self._ring = WindowBuffer(self.size, width)
 
     @property
     def name(self) -> str:
@@ -187,12 +189,15 @@ class ScoreSamples:
         capacity: int,
         buckets: int = 60,
         seed: int = 0,  # not a setting: as TimeSample's
+        width: int = len(FIELDS),
     ) -> None:
         self.window_seconds = tuple(sorted(float(s) for s in window_seconds))
         self.count_size = int(count_size)
         self.capacity = int(capacity)
         self.buckets = int(buckets)
         self.seed = seed
+        #: numbers kept per event: the four :data:`FIELDS`, or a regressor's inputs and output (``width`` columns)
+        self.width = int(width)
         self._segments: dict[str, tuple[list[TimeSample], CountSample]] = {}
 
     @property
@@ -210,10 +215,10 @@ class ScoreSamples:
             seed = self.seed + len(self._segments)
             entry = self._segments[segment] = (
                 [
-                    TimeSample(s, buckets=self.buckets, capacity=self.capacity, seed=seed + i)
+                    TimeSample(s, buckets=self.buckets, capacity=self.capacity, seed=seed + i, width=self.width)
                     for i, s in enumerate(self.window_seconds)
                 ],
-                CountSample(self.count_size),
+                CountSample(self.count_size, self.width),
             )
         times, count = entry
         for t in times:

@@ -4,6 +4,13 @@
 windows, estimates each window's accuracy with a labelled reference's estimators (``reference --labels``) at most
 every ``accuracy_interval_seconds``, and says whether HarmonicAccuracyDrop's condition holds. It writes no metric:
 the watch publishes what it returns.
+
+A regressor's labelled reference holds a loss estimator instead (:class:`~monitor.accuracy.regression.LossFit`):
+the samples then keep each event's inputs and output, each window of at least
+:data:`~monitor.accuracy.weighted.MIN_WINDOW_ROWS` rows gets its MAE and RMSE by every method
+(:func:`~monitor.accuracy.regression.estimate_loss`; the time windows' uniform sample per bucket read unweighted),
+and HarmonicErrorRise's condition is the primary method's 90 % lower bound of the MAE over the count window above
+the reference MAE × (1 + ``error_tolerance``).
 """
 
 from __future__ import annotations
@@ -15,8 +22,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.accuracy import SMALL_N, EstimatorFit, estimate
+from monitor.accuracy.regression import DEFAULT_METHOD as LOSS_DEFAULT
+from monitor.accuracy.regression import METHODS as LOSS_METHODS
+from monitor.accuracy.regression import LossFit, estimate_loss
+from monitor.accuracy.weighted import MIN_WINDOW_ROWS
 from monitor.errors import DataError
-from monitor.rolling.scores import ScoreRows, ScoreSamples
+from monitor.rolling.scores import FIELDS, ScoreRows, ScoreSamples
 from monitor.rolling.windows import OTHER, SignalBatch
 
 if TYPE_CHECKING:
@@ -30,14 +41,16 @@ class AccuracyEstimates:
         self.config = config
         self.buckets = buckets
         self.fit: EstimatorFit | None = None
+        self.loss_fit: LossFit | None = None
         self.samples: ScoreSamples | None = None
         self.estimated_at = -math.inf
         #: segment → window → :func:`monitor.accuracy.estimate`'s result, from the last estimate
         self.last: dict[str, dict[str, dict[str, Any]]] = {}
 
-    def set_fit(self, fit: EstimatorFit | None) -> None:
-        """Estimate with ``fit`` from now on; None: stop."""
-        self.fit = fit
+    def set_fit(self, fit: EstimatorFit | LossFit | None) -> None:
+        """Estimate with ``fit`` from now on (a regressor's: a :class:`LossFit`); None: stop."""
+        self.fit = fit if isinstance(fit, EstimatorFit) else None
+        self.loss_fit = fit if isinstance(fit, LossFit) else None
         self.last.clear()
         self.estimated_at = -math.inf
         self.samples = None
@@ -47,14 +60,26 @@ class AccuracyEstimates:
                 count_size=self.config.count_window_events,
                 capacity=self.config.accuracy_sample_events,
                 buckets=self.buckets,
+                width=len(FIELDS) if self.loss_fit is None else self.loss_fit.center.shape[0] + 1,
             )
 
-    def keep(self, keys: set[str], drift: SignalBatch, confidence: NDArray[np.float64]) -> None:
+    def keep(
+        self,
+        keys: set[str],
+        drift: SignalBatch,
+        confidence: NDArray[np.float64],
+        value: NDArray[np.float64] | None = None,
+    ) -> None:
         """Add the events that entered the windows to the score samples, under the windows' (folded) segments
-        ``keys``."""
+        ``keys``; ``value``: a regressor's output per event (kept with its inputs when estimating its error)."""
         if self.samples is None:
             return
-        values = np.column_stack([confidence, drift.gamma, drift.flicker, drift.p_adj])
+        if self.loss_fit is not None:
+            if value is None:
+                return
+            values = np.column_stack([drift.features, value])
+        else:
+            values = np.column_stack([confidence, drift.gamma, drift.flicker, drift.p_adj])
         segs = np.array([s if s in keys else OTHER for s in drift.segments.tolist()])
         for seg in np.unique(segs).tolist():
             sel = segs == seg
@@ -68,15 +93,26 @@ class AccuracyEstimates:
         return True
 
     def estimate(self, segment: str, windows_end: float) -> dict[str, dict[str, Any]]:
-        """Every window's accuracy of ``segment`` by every method: ``{window: estimate's result}``."""
-        assert self.samples is not None and self.fit is not None
+        """Every window's accuracy of ``segment`` by every method: ``{window: estimate's result}`` (a regressor's:
+        :func:`~monitor.accuracy.regression.estimate_loss`'s)."""
+        assert self.samples is not None
         out: dict[str, dict[str, Any]] = {}
         for wname, rows in self.samples.rows(segment, windows_end).items():
-            if rows.n < SMALL_N:  # too few to estimate: no number rather than noise
-                continue
+            if rows.n < (SMALL_N if self.loss_fit is None else MIN_WINDOW_ROWS):
+                continue  # too few to estimate: no number rather than noise
             try:
-                out[wname] = _estimate_rows(self.fit, rows, self.config.accuracy_method)
-            except DataError:  # no row with a confidence in this window
+                if self.loss_fit is not None:
+                    method = self.config.accuracy_method
+                    out[wname] = estimate_loss(
+                        self.loss_fit,
+                        rows.values[:, :-1],
+                        rows.values[:, -1],
+                        method=method if method in LOSS_METHODS else LOSS_DEFAULT,
+                    )
+                else:
+                    assert self.fit is not None
+                    out[wname] = _estimate_rows(self.fit, rows, self.config.accuracy_method)
+            except DataError:  # no row with a confidence (an output) in this window
                 continue
         self.last[segment] = out
         return out
@@ -95,9 +131,11 @@ class AccuracyEstimates:
         """(condition, estimate, detail) of HarmonicAccuracyDrop: the primary method's 90 % upper bound over the
         count window is below the reference accuracy minus ``accuracy_tolerance``, on at least
         ``accuracy_min_events`` events. Output-side evidence for the harmful verdict too."""
+        result = self.last.get(segment, {}).get(f"last_{self.config.count_window_events}")
+        if self.loss_fit is not None:
+            return error_condition(self.loss_fit, result, self.config.error_tolerance, self.config.accuracy_min_events)
         assert self.fit is not None
         ref = self.fit.accuracy
-        result = self.last.get(segment, {}).get(f"last_{self.config.count_window_events}")
         if result is None:
             return False, float("nan"), ""
         acc = result["accuracy"]
@@ -110,6 +148,23 @@ class AccuracyEstimates:
             "delayed labels, when they arrive, override it"
         )
         return bool(condition), float(acc["estimate"]), detail
+
+
+def error_condition(
+    fit: LossFit, result: dict[str, Any] | None, tolerance: float, min_events: int
+) -> tuple[bool, float, str]:
+    """(condition, estimated MAE, detail) of HarmonicErrorRise on the count window's estimate ``result``."""
+    if result is None:
+        return False, float("nan"), ""
+    mae = result["mae"]
+    limit = fit.mae * (1.0 + tolerance)
+    detail = (
+        f"{result['method']} MAE estimate {mae['estimate']:.4g}, 90 % interval [{mae['lower']:.4g}, "
+        f"{mae['upper']:.4g}] over the last {result['n']} events; lower bound above reference MAE {fit.mae:.4g} × "
+        f"(1 + tolerance {tolerance:g}) = {limit:.4g}. A label-free estimate: delayed labels, when they arrive, "
+        "override it"
+    )
+    return bool(result["n"] >= min_events and mae["lower"] > limit), float(mae["estimate"]), detail
 
 
 def _estimate_rows(fit: EstimatorFit, rows: ScoreRows, method: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ HARMFUL_ALERT = "HarmonicHarmfulShift"
 INPUT_ALERT = "HarmonicInputDrift"
 SHADOW_ALERT = "HarmonicShadowDisagreement"
 ACCURACY_ALERT = "HarmonicAccuracyDrop"
+ERROR_ALERT = "HarmonicErrorRise"
 
 
 #: the output-side signal families a harmful shift can fire on, in the order its ``signal`` label names them
@@ -75,6 +76,7 @@ class AlertConditions:
                 rule(INPUT_ALERT, "features", "info"),
                 rule(SHADOW_ALERT, "shadow_disagreement", "critical"),
                 rule(ACCURACY_ALERT, "accuracy", "warning"),
+                rule(ERROR_ALERT, "error", "warning"),
             ]
         )
         #: per segment, the clock's reading when its last scored event arrived (what "quiet" is judged on)
@@ -155,6 +157,23 @@ class AlertConditions:
             verdict=Verdict.HARMFUL_SHIFT.value,
             value_name="estimated accuracy",
             reference_name="reference accuracy",
+        )
+
+    def error(self, segment: str, condition: tuple[bool, float, str], reference_mae: float, now: float) -> AlertUpdate:
+        """HarmonicErrorRise (a regressor); ``condition``: :meth:`AccuracyEstimates.condition`'s (holds, estimated
+        MAE, detail)."""
+        holds, value, detail = condition
+        return self.observe(
+            ERROR_ALERT,
+            segment,
+            holds,
+            value,
+            reference_mae,
+            now,
+            detail=detail,
+            verdict=Verdict.HARMFUL_SHIFT.value,
+            value_name="estimated MAE",
+            reference_name="reference MAE",
         )
 
     def drift(

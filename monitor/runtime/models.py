@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.accuracy import EstimatorFit
+from monitor.accuracy.regression import LossFit
 from monitor.config import ModelSettings
 from monitor.drift.base import MIN_REFERENCE_VALUES
 from monitor.drift.categories import OTHER_KEY
@@ -28,7 +29,13 @@ from monitor.model.io import ModelRowsFile, read_model_rows
 from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held, scale_groups
 from monitor.model.standardize import Standardizer
-from monitor.rolling.reference_file import read_accuracy_estimator, read_held_sample, read_reference, read_scales
+from monitor.rolling.reference_file import (
+    read_accuracy_estimator,
+    read_held_sample,
+    read_loss_estimator,
+    read_reference,
+    read_scales,
+)
 from monitor.rolling.segment_baselines import is_input_column, split_segment_column
 from monitor.runtime.watch import ModelWatch
 from monitor.signals.control import control_for
@@ -74,7 +81,7 @@ class ModelRuntime:
     pending: list[Pending] = field(default_factory=list)
     #: the label-free accuracy estimators a reference JSON built with labels holds (``reference --labels``), else
     #: None; the model's :class:`ModelWatch` estimates accuracy per window with them
-    accuracy_fit: EstimatorFit | None = None
+    accuracy_fit: EstimatorFit | LossFit | None = None
     #: the σ and r the reference JSON records (``reference --scales from-reference``), else None; with
     #: ``scoring.scales: from_reference`` the scorer uses them where radius/sigma are not set explicitly
     recorded_scales: SignalScales | None = None
@@ -215,8 +222,9 @@ def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) 
     return rt
 
 
-def read_accuracy_fit(ms: ModelSettings, model: OnnxModel) -> EstimatorFit | None:
-    """The accuracy estimators the model's reference JSON holds, or None (a file built without labels).
+def read_accuracy_fit(ms: ModelSettings, model: OnnxModel) -> EstimatorFit | LossFit | None:
+    """The accuracy estimators the model's reference JSON holds (a regressor's: its loss estimator), or None (a file
+    built without labels).
 
     Raises
     ------
@@ -224,6 +232,11 @@ def read_accuracy_fit(ms: ModelSettings, model: OnnxModel) -> EstimatorFit | Non
         The file holds a damaged or other-version fit, or holds one for a model read as a regressor.
     """
     assert ms.reference is not None
+    if model.kind == "regressor" and (loss := read_loss_estimator(ms.reference)) is not None:
+        try:
+            return LossFit.from_dict(loss)
+        except DataError as exc:
+            raise ConfigError(f"model '{ms.name}': reference '{ms.reference}': {exc}") from exc
     doc = read_accuracy_estimator(ms.reference)
     if doc is None:
         return None

@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.accuracy import DEFAULT_METHOD, EstimatorFit
+from monitor.accuracy.regression import LossFit
 from monitor.alerts import AlertEvent
 from monitor.clock import WatermarkClock
 from monitor.config import (
@@ -109,6 +110,7 @@ class WatchConfig:
     #: the label-free accuracy estimate (``accuracy`` settings; used only with an :class:`EstimatorFit`)
     accuracy_method: str = DEFAULT_METHOD
     accuracy_tolerance: float = setting_default(AccuracySettings, "tolerance")
+    error_tolerance: float = setting_default(AccuracySettings, "error_tolerance")
     accuracy_interval_seconds: float = setting_default(AccuracySettings, "interval_seconds")
     accuracy_sample_events: int = setting_default(AccuracySettings, "sample_events")
     accuracy_min_events: int = setting_default(AccuracySettings, "min_events")
@@ -130,6 +132,7 @@ class WatchConfig:
             runbook_url_base=s.alerts.runbook_url_base,
             accuracy_method=s.accuracy.method,
             accuracy_tolerance=s.accuracy.tolerance,
+            error_tolerance=s.accuracy.error_tolerance,
             accuracy_interval_seconds=s.accuracy.interval_seconds,
             accuracy_sample_events=s.accuracy.sample_events,
             accuracy_min_events=s.accuracy.min_events,
@@ -200,19 +203,21 @@ class ModelWatch:
 
     # -- accuracy without labels (monitor/runtime/accuracy_watch.py) ------------------------------------------
     @property
-    def accuracy_fit(self) -> EstimatorFit | None:
-        """The labelled reference's estimators the accuracy is estimated with (None: no estimate)."""
-        return self.accuracy.fit
+    def accuracy_fit(self) -> EstimatorFit | LossFit | None:
+        """The labelled reference's estimators the accuracy (a regressor's error) is estimated with (None: no
+        estimate)."""
+        return self.accuracy.fit or self.accuracy.loss_fit
 
     @property
     def last_estimates(self) -> dict[str, dict[str, dict[str, Any]]]:
         """segment → window → the last accuracy estimate."""
         return self.accuracy.last
 
-    def set_accuracy_fit(self, fit: EstimatorFit | None) -> None:
-        """Estimate accuracy per window with ``fit`` (a labelled reference's, ``reference --labels``); None: stop."""
+    def set_accuracy_fit(self, fit: EstimatorFit | LossFit | None) -> None:
+        """Estimate accuracy per window with ``fit`` (a labelled reference's, ``reference --labels``; a regressor's
+        MAE and RMSE with a :class:`LossFit`); None: stop."""
         self.accuracy.set_fit(fit)
-        if fit is not None:
+        if isinstance(fit, EstimatorFit):
             self._series.append(ReferenceAccuracy(fit.accuracy))
 
     # -- reference and baselines (monitor/runtime/baselines.py) ----------------------------------------------
@@ -415,8 +420,9 @@ class ModelWatch:
             self._series.append(GammaCells(self.gamma.update(drift)))
             self.windows.update(self.model, drift)
             if self.accuracy.samples is not None:
-                conf = result.probability[ok] if uniform is None else result.probability[ok & uniform]
-                self.accuracy.keep({seg for _, seg in self.windows.keys}, drift, conf)
+                sel = ok if uniform is None else ok & uniform
+                value = None if result.value is None else result.value[sel]
+                self.accuracy.keep({seg for _, seg in self.windows.keys}, drift, result.probability[sel], value)
         # a detector of a segment this batch fed turned on or off: the verdict is evaluated now, not at the next
         # `every` events, so a change is reported at the batch that caused it (the cadence paces the gauges)
         flipped = False
@@ -500,6 +506,10 @@ class ModelWatch:
                 self._alert(
                     self.conditions.accuracy(segment, self.accuracy.condition(segment), self.accuracy.fit.accuracy, now)
                 )
+            elif self.accuracy.loss_fit is not None:
+                self._alert(
+                    self.conditions.error(segment, self.accuracy.condition(segment), self.accuracy.loss_fit.mae, now)
+                )
 
     def _evaluate_segment(self, segment: str, now: float) -> None:
         """``segment``'s shadow alert, and where it has a baseline its verdict and drift alerts."""
@@ -507,9 +517,11 @@ class ModelWatch:
         self._alert(self.conditions.shadow(segment, count, now))
         # output-side evidence besides the detectors: the accuracy estimate's alert condition
         accuracy_drop, estimate, _ = (
-            self.accuracy.condition(segment) if self.accuracy.fit is not None else (False, float("nan"), "")
+            self.accuracy.condition(segment) if self.accuracy.samples is not None else (False, float("nan"), "")
         )
         fell = self.accuracy.fit is not None and self.accuracy.fell(segment)
+        if self.accuracy.fit is None:
+            estimate = float("nan")  # a regressor's estimate is an error (MAE), not the accuracy a verdict quotes
         quiet = self.conditions.quiet(segment, now)
         assessed = self.verdicts.assess(
             segment, accuracy_drop=accuracy_drop, estimate_fell=fell, accuracy_estimate=estimate, now=now, quiet=quiet

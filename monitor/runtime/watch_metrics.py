@@ -144,12 +144,28 @@ class WatchMetrics:
         no series, rather than a stale or noisy one."""
         for metric in (tel.ESTIMATED_ACCURACY, tel.ESTIMATED_ACCURACY_LOWER, tel.ESTIMATED_ACCURACY_UPPER):
             metric.clear(self.state, lambda lab: lab[:2] == (self.model, segment))
+        for err in (tel.ESTIMATED_ERROR, tel.ESTIMATED_ERROR_LOWER, tel.ESTIMATED_ERROR_UPPER):
+            err.clear(self.state, lambda lab: lab[:2] == (self.model, segment))
         for wname, result in estimates.items():
+            if "mae" in result:  # a regressor's error (monitor.accuracy.regression.estimate_loss)
+                self.errors(segment, wname, result)
+                continue
             for method, m in result["methods"].items():
                 labels = tel.ModelSegmentWindowMethod(self.model, segment, wname, method)
                 tel.ESTIMATED_ACCURACY.set(self.state, labels, m["estimate"])
                 tel.ESTIMATED_ACCURACY_LOWER.set(self.state, labels, m["lower"])
                 tel.ESTIMATED_ACCURACY_UPPER.set(self.state, labels, m["upper"])
+
+    def errors(self, segment: str, wname: str, result: dict[str, Any]) -> None:
+        """A regressor's MAE and RMSE estimates of one window by method, and the reference's."""
+        for method, bands in result["methods"].items():
+            for loss, band in bands.items():
+                labels = tel.ModelSegmentWindowMethodLoss(self.model, segment, wname, method, loss)
+                tel.ESTIMATED_ERROR.set(self.state, labels, band["estimate"])
+                tel.ESTIMATED_ERROR_LOWER.set(self.state, labels, band["lower"])
+                tel.ESTIMATED_ERROR_UPPER.set(self.state, labels, band["upper"])
+        for loss in ("mae", "rmse"):
+            tel.REFERENCE_ERROR.set(self.state, tel.ModelLoss(self.model, loss), result["reference"][loss])
 
     def reference_accuracy(self, accuracy: float) -> None:
         tel.REFERENCE_ACCURACY.set(self.state, tel.Model(self.model), accuracy)

@@ -47,6 +47,7 @@ Statistical properties:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -140,6 +141,9 @@ class ScoreResult:
     #: fixed hypercube), NaN where γ is; None where a caller assembled the result without them
     gamma_se: NDArray[np.float64] | None = None
     gamma_logit_se: NDArray[np.float64] | None = None
+    #: a single-output regressor's output at the event (NaN for invalid rows, classifiers and several outputs);
+    #: None where a caller assembled the result without it
+    value: NDArray[np.float64] | None = None
 
     def __len__(self) -> int:
         return int(self.gamma.shape[0])
@@ -362,6 +366,10 @@ class RobustnessScorer:
             getattr(result, name)[valid] = scored[name]
         for name in ("gamma_se", "gamma_logit_se"):
             getattr(result, name)[valid] = scored[name]
+        if "value" in scored:
+            value = np.full(b_all, np.nan)
+            value[valid] = scored["value"]
+            result = dataclasses.replace(result, value=value)
         return result
 
     def _empty(self, b: int, valid: NDArray[np.bool_]) -> ScoreResult:
@@ -521,12 +529,14 @@ class RobustnessScorer:
                 for scores in (gamma, gamma_logit, p_adj, flicker, prob, margin):
                     scores[undefined] = np.nan
             res["predicted_class"] = klass
+            res["value"] = np.full(b, np.nan)
             res["probability"] = prob
             res["margin"] = margin
         else:
             assert out.value is not None
             v = out.value
             gamma = gamma_from_values(v[:b], v[b : b * (1 + m)].reshape(b, m, -1))
+            res["value"] = v[:b, 0].astype(np.float64) if v.shape[1] == 1 else np.full(b, np.nan)
             if axes is not None and v.shape[1] == 1:
                 res["gamma_se"] = self._sample_error(v[:b, 0], v[b : b * (1 + m), 0].reshape(b, m))
             gamma_logit = np.full(b, np.nan)
@@ -592,6 +602,7 @@ class RobustnessScorer:
                 scores[undefined] = np.nan
         return {
             "predicted_class": klass,
+            "value": np.full(b, np.nan),
             "probability": prob,
             "margin": margin,
             "gamma": gamma,

@@ -51,6 +51,10 @@ pytestmark = pytest.mark.slow
 MODEL = "demo"
 #: a second model, a regressor: some series exist for regressors only
 REGRESSOR = "demo-regressor"
+#: a third model, the same regressor with a reference built with true values: its error is estimated without labels
+ERROR_MODEL = "demo-error"
+#: events of ERROR_MODEL: enough for a window's error estimate (at least 50)
+ERROR_EVENTS = 80
 #: events over the demo's three phases: enough for a 300-event drift window to fill with each shift
 EVENTS = 2400
 #: event time per event, as in the demo (100 events/s of event time)
@@ -95,6 +99,10 @@ DRIVEN_BY: dict[str, str] = {
     tel.OFFSETS_WENT_BACK_TOTAL.name: "a state dir whose labels-topic position and last commit lie past the topic's "
     "end (as after the topic was re-created)",
     tel.SEGMENT_WARMING_UP.name: f"three events of {REGRESSOR} in segment 'eu': it warms up its own baseline",
+    **{
+        m.name: f"{ERROR_EVENTS} events of {ERROR_MODEL}, a regressor whose reference was built with true values"
+        for m in (tel.ESTIMATED_ERROR, tel.ESTIMATED_ERROR_LOWER, tel.ESTIMATED_ERROR_UPPER, tel.REFERENCE_ERROR)
+    },
 }
 
 
@@ -186,6 +194,9 @@ class Stream:
         self.add({**like, "id": "late", "ts": self.ts() - 600 * 1000})
         for k in range(3):  # a segment of the regressor that is still learning its own baseline
             self.add({**like, "id": f"segment-{k}", "model": REGRESSOR, "segment": "eu", "prediction": {"value": 1.0}})
+        # the regressor whose error is estimated without labels, on rows like its reference's (a finite interval)
+        for k, row in enumerate(np.loadtxt(self.data.reference_path, delimiter=",")[:ERROR_EVENTS]):
+            self.add({**like, "id": f"error-{k}", "model": ERROR_MODEL, "features": row.tolist()})
         ce = {
             "specversion": "1.0",
             "id": "kserve-1",
@@ -236,6 +247,16 @@ def build_regressor(data: DemoData, out: Path) -> Path:
     x = np.loadtxt(data.reference_path, delimiter=",")
     estimator = LinearRegression().fit(x, x[:, 0] + x[:, 1])
     return convert_estimator(estimator, data.n_features, out)
+
+
+def labelled_regressor_reference(data: DemoData, model: Path, out: Path) -> Path:
+    """The regressor's reference built with true values (its target plus noise: errors to estimate)."""
+    import monitor
+
+    x = np.loadtxt(data.reference_path, delimiter=",")
+    y = x[:, 0] + x[:, 1] + np.random.default_rng(0).normal(size=x.shape[0])
+    monitor.reference(model, x, labels=y, flicker_copies=4, out=out / "error-reference.json")
+    return out / "error-reference.json"
 
 
 def new_topic(broker: Kafka09Broker, stem: str, configs: dict[str, str] | None = None) -> str:
@@ -305,6 +326,11 @@ def test_every_declared_metric_is_written_by_the_real_pipeline(
                 "name": REGRESSOR,
                 "path": str(build_regressor(data, tmp_path / "regressor.onnx")),
                 "reference": str(data.reference_path),
+            },
+            {
+                "name": ERROR_MODEL,
+                "path": str(tmp_path / "regressor.onnx"),
+                "reference": str(labelled_regressor_reference(data, tmp_path / "regressor.onnx", tmp_path)),
             },
         ],
         "kafka": {

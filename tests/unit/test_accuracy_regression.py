@@ -1,4 +1,5 @@
-"""The DLE-style loss estimate of a regressor (MAE, RMSE without labels) on a shift whose effect is known."""
+"""The loss estimate of a regressor (MAE, RMSE without labels: importance-weighted, DLE, doubly robust) on a shift
+whose effect is known."""
 
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ def fit() -> LossFit:
     return fit_loss(x, p, y, seed=0)
 
 
-@pytest.mark.parametrize("shift", [0.0, 1.0, 2.0])
-def test_the_estimate_follows_the_error_and_the_interval_covers_it(fit: LossFit, shift: float) -> None:
+@pytest.mark.parametrize("method", ["iw", "dle", "dr"])
+@pytest.mark.parametrize("shift", [0.0, 1.0])
+def test_the_estimate_follows_the_error_and_the_interval_covers_it(fit: LossFit, shift: float, method: str) -> None:
     x, p, y = rows(1 + int(shift), 1000, shift)
-    res = estimate_loss(fit, x, p)
+    res = estimate_loss(fit, x, p, method=method)
+    assert res["method"] == method and res["mae"] == res["methods"][method]["mae"]
     mae, rmse = float(np.mean(np.abs(y - p))), float(np.sqrt(np.mean((y - p) ** 2)))
     for key, realized, reference in (("mae", mae, fit.mae), ("rmse", rmse, fit.rmse)):
         band = res[key]
@@ -38,6 +41,20 @@ def test_the_estimate_follows_the_error_and_the_interval_covers_it(fit: LossFit,
         if shift:  # closer than "no change" (the reference's error)
             assert abs(band["estimate"] - realized) < 0.5 * abs(reference - realized)
     assert "cannot see a change of the target" in res["caveats"][0]
+
+
+def test_the_weights_are_the_known_density_ratio(fit: LossFit) -> None:
+    """A window of N(1, 1) in x2 against the reference's N(0, 1): the ratio is exp(x2 − ½), so the weighted
+    reference error is the window's; with no shift the weights stay near 1 and the AUC near ½."""
+    x, p, _ = rows(7, 1000, 1.0)
+    res = estimate_loss(fit, x, p, method="iw")
+    ref_x, ref_p, ref_y = rows(0, 1500, 0.0)
+    ratio = np.exp(ref_x[:, 2] - 0.5)
+    known = float(np.sum(ratio * np.abs(ref_y - ref_p)) / np.sum(ratio))
+    assert abs(res["mae"]["estimate"] - known) < 0.1 * known, (res["mae"], known)
+    assert res["domain"]["auc"] > 0.65 and res["domain"]["ess"] < 0.9 * fit.rows.shape[0]
+    same = estimate_loss(fit, *rows(8, 1000, 0.0)[:2], method="iw")
+    assert same["domain"]["auc"] < 0.58 and abs(same["mae"]["estimate"] - fit.mae) < 0.05 * fit.mae
 
 
 def test_the_fit_round_trips_and_bad_input_is_refused(fit: LossFit) -> None:
@@ -51,5 +68,7 @@ def test_the_fit_round_trips_and_bad_input_is_refused(fit: LossFit) -> None:
         fit_loss(x, np.column_stack([p, p]), y)
     with pytest.raises(DataError, match="input columns"):
         estimate_loss(fit, x[:, :3], p)
-    small = estimate_loss(fit, x[:10], p[:10])
-    assert small["n"] == 10 and small["warnings"]
+    with pytest.raises(DataError, match="at least 50"):  # too small to estimate: nothing rather than noise
+        estimate_loss(fit, x[:49], p[:49])
+    with pytest.raises(DataError, match="unknown loss-estimate method"):
+        estimate_loss(fit, x, p, method="cbpe")

@@ -235,7 +235,7 @@ def test_a_plain_model_takes_arrays_and_frames_by_feature_name(tmp_path: Path) -
     )
     with pytest.raises(DataError, match=r"shape \(30, 3\)"):
         monitor.score(path, np.zeros((30, 3)))
-    with pytest.raises(DataError, match="accuracy estimation is for classifiers"):
+    with pytest.raises(DataError, match="no fitted loss estimator"):
         monitor.estimate(path, rows, rows)
     assert "no separate reference" in by_order.summary()
 
