@@ -274,7 +274,7 @@ def test_score_a_model_linear_in_x_has_gamma_zero_while_its_int_input_varies(
     out = tmp_path / "scores.csv"
     assert score(files.side, files.root / name, out, "--radius", "0.3") == 0
     scores = read_scores(out)
-    assert scores.shape == (N_ROWS, 4)
+    assert scores.shape == (N_ROWS, 5)  # gamma, flicker, p_adj, predicted_class and gamma_se (a sampled hypercube)
     values = files.x @ W_SIDE + 0.1 * files.ids.astype(np.float32) ** 2
     np.testing.assert_allclose(scores[:, 0], 0.0, atol=_atol(values))
 
@@ -297,7 +297,8 @@ def test_score_an_image_model_from_npy_and_csv_gives_the_same_scores(files: File
         out = tmp_path / f"{name}.scores.csv"
         assert score(files.image, files.root / name, out, "--flicker-copies", "8") == 0
         results.append(read_scores(out))
-    assert results[0].shape == (N_ROWS, 6)  # a classifier: probability and margin after predicted_class
+    # a classifier: probability and margin after predicted_class, then gamma_se (a sampled hypercube)
+    assert results[0].shape == (N_ROWS, 7)
     assert np.all(np.isfinite(results[0]))
     for other in results[1:]:
         np.testing.assert_array_equal(other, results[0])
