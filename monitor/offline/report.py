@@ -341,6 +341,8 @@ def _sections(
         "gamma_map_note": gmap_note,
         # the reference's own Gamma Map, drawn beside the live one (a classifier's reference keeps it)
         "reference_gamma_map": ref.gamma_map if ref is not None and model.kind == "classifier" else None,
+        # as /gammamap draws it: K from the classes the reference predicts, the P axis from 1/K
+        "gamma_map_classes": max(ref.class_mix) + 1 if ref is not None and ref.class_mix else None,
         "drift": drift,
         "drift_note": drift_note,
         "accuracy": acc,

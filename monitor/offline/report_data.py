@@ -127,6 +127,8 @@ class ReportData:
     #: the reference's Gamma Map (a classifier's): the reference JSON's (``reference.gamma_map``), or drawn from
     #: the reference rows
     reference_gamma_map: GammaMap | None = None
+    #: K, the classes the reference predicts: the Gamma Map's P axis starts at 1/K (None: at 0)
+    gamma_map_classes: int | None = None
     #: invalid lines refused for one input's value: ``"feature: problem"`` → lines
     invalid_inputs: Mapping[str, int] = field(default_factory=dict)
     #: the performance estimate per period (on the signals' time axis), or why there is none

@@ -295,7 +295,9 @@ def _signal_svg(s: SignalSeries, n_lines: int, axis: tuple[float, float] | None 
 def _gammamap(data: ReportData) -> str:
     if data.gamma_map is None:
         return _empty(data.gamma_map_note or "no Gamma Map")
-    svg = render_svg(data.gamma_map, data.reference_gamma_map, title=f"{data.gamma_map.total} events")
+    svg = render_svg(
+        data.gamma_map, data.reference_gamma_map, title=f"{data.gamma_map.total} events", classes=data.gamma_map_classes
+    )
     return f'<figure data-total="{data.gamma_map.total}">{svg}</figure>'
 
 

@@ -132,3 +132,14 @@ def test_the_probe_table_names_the_inputs_in_raw_units(tmp_path: Path) -> None:
     assert shifts and "x[" not in table and "None" not in table and "all inputs" in table
     for t in shifts[:3]:  # each input by the given name, ε* in raw units beside the standardized one
         assert f'<td class="l">{"abcde"[t["feature"]]}</td>' in table and f"{t['eps_star_raw']:.3g}" in table
+
+
+def test_the_gamma_map_draws_its_p_axis_from_one_over_k_as_gammamap_does(setup: tuple[Path, Path, Path]) -> None:
+    model, ref, _ = setup
+    r = monitor.report(model, ref, np.random.default_rng(2).normal(size=(300, 3)))
+    k = r.data.gamma_map_classes
+    assert k is not None and 2 <= k <= 3  # the classes the reference predicts
+    section = r.html[r.html.index('<section id="gammamap"') :]
+    section = section[: section.index("</section>")]
+    # no P row below 1/K is drawn: the axis's lowest tick is 1/K (0.5 or about 0.33), never 0.1 or 0.2
+    assert ">0.1<" not in section and ">0.2<" not in section and ">0.5<" in section
