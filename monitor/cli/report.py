@@ -70,6 +70,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="events per micro-batch of the replay (unless --config names a size): a verdict change is placed within "
         "that many events of the event that decided it; larger is faster (default 100)",
     )
+    p.add_argument(
+        "--candidate",
+        help="a second ONNX model beside --model: the section 'Two models' compares them on the same events and "
+        "reference (as `harmonic-monitor compare` does), or says why it cannot",
+    )
+    p.add_argument(
+        "--reference-labels",
+        help="the true class per reference row (.csv/.npy; reference rows only): each model's label-free accuracy "
+        "estimate in the section 'Two models'",
+    )
     p.add_argument("--title", help="the page's title")
     p.add_argument(
         "--feature-names",
@@ -91,7 +101,18 @@ def run(args: argparse.Namespace) -> int:
             )
         labels = load_rows(args.labels).reshape(-1)
     options = flag_values(
-        args, "out", "timeline", "config", "max_events", "probe_points", "title", "model_name", "seed", "replay_batch"
+        args,
+        "out",
+        "timeline",
+        "config",
+        "max_events",
+        "probe_points",
+        "title",
+        "model_name",
+        "seed",
+        "replay_batch",
+        "candidate",
+        "reference_labels",
     )
     names = None if args.feature_names is None else [n.strip() for n in args.feature_names.split(",")]
     report = build_report(args.model, args.reference, args.events, labels=labels, feature_names=names, **options)
@@ -107,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         ("accuracy", d.accuracy_note),
         ("periods", d.periods_note),
         ("probes", d.probe_note),
+        ("models", d.comparison_note),
     ):
         if note:
             print(f"  {name}: {note}", file=sys.stderr)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from monitor.gammamap import GammaMap
 
 #: the segment label of the rows taken together
 ALL = "(all)"
@@ -54,6 +57,7 @@ class Comparison:
     the share of rows where they predict different classes with its interval, and the more fragile model.
     ``disagreement_inputs``: per pair, the inputs whose distribution among the disagreeing rows differs most.
     ``fragility``: per probe target, ε* per model and whether the fragility is universal or model-specific.
+    ``gamma_maps``: each classifier's Gamma Map of the rows (by model name; not in the JSON document).
     """
 
     models: Mapping[str, NDArray[Any]]
@@ -63,6 +67,7 @@ class Comparison:
     fragility: Mapping[str, NDArray[Any]]
     notes: tuple[str, ...] = ()
     settings: Mapping[str, Any] = field(default_factory=dict)
+    gamma_maps: Mapping[str, GammaMap] = field(default_factory=dict)
 
     TABLES = ("models", "pairs", "verdicts", "disagreement_inputs", "fragility")
 

@@ -33,6 +33,7 @@ from monitor.comparison.paired import (
 from monitor.comparison.result import ALL, Comparison, table
 from monitor.config import ModelSettings, ScoringSettings, setting_default
 from monitor.errors import DataError
+from monitor.gammamap import GammaMap, gamma_map
 from monitor.model.onnx import OnnxModel
 from monitor.signals.scorer import ScoreResult, ScoringConfig
 
@@ -243,7 +244,18 @@ def compare_models(
         "and axis: with many axes and pairs, expect some to exclude 0 by chance"
     )
     settings = {**dataclasses.asdict(cfg), "space": space, "level": level, "replicates": replicates, "rows": len(cols)}
-    return Comparison(per_model, pairs, verdicts, shifts, frag, tuple(notes), settings)
+    return Comparison(per_model, pairs, verdicts, shifts, frag, tuple(notes), settings, _gamma_maps(scored))
+
+
+def _gamma_maps(scored: list[Scored]) -> dict[str, GammaMap]:
+    """Each classifier's Gamma Map of its valid rows (γ against the predicted class's probability)."""
+    out = {}
+    for s in scored:
+        if s.model.kind == "classifier":
+            r = s.result
+            ok = r.valid & np.isfinite(r.probability) & np.isfinite(r.gamma)
+            out[s.name] = gamma_map(r.probability[ok], r.gamma[ok])
+    return out
 
 
 def _score_one(

@@ -99,6 +99,8 @@ def build_report(
     seed: int = SEED,
     replay_batch: int = REPLAY_BATCH,
     feature_names: Sequence[str] | None = None,
+    candidate: Any = None,
+    reference_labels: Any = None,
 ) -> Report:
     """One self-contained HTML page of the model over recorded events: the verdict timeline per segment, the signals
     against their reference bands, the Gamma Map, per-input drift, the accuracy estimate and the probe profile of the
@@ -120,6 +122,10 @@ def build_report(
         within that many events of the event that decided it (the replay's cost falls as it grows).
     feature_names : the names the page shows the model's float input elements by (in the signature's order), where
         the model and the reference carry none (``input[13]`` otherwise).
+    candidate : a second ONNX model (path or loaded) beside ``model``: the section "Two models" compares them on the
+        same events and reference (:func:`monitor.compare`), or says why it cannot.
+    reference_labels : the true class per reference row (reference rows only): each model's label-free accuracy
+        estimate in that section.
 
     Returns
     -------
@@ -179,9 +185,64 @@ def build_report(
         replay_batch=replay_batch if (timeline is None and tl is not None) else 0,
         axis="time" if times is not None else "line",
         feature_names=tuple(names),
+        **_two_models((model, candidate), (reference, reference_labels), events, labels, seed, feature_names),
         **_sections(m, base, rows, reference, res, ref, labels, (probe_points, probe_budget_rows), seed, names, times),
     )
     return _written(data, render_page(data), out)
+
+
+def _two_models(
+    models: tuple[Any, Any],
+    references: tuple[Any, Any],
+    events: Any,
+    labels: Any,
+    seed: int,
+    names: Sequence[str] | None,
+) -> dict[str, Any]:
+    """The model and a candidate compared on the same events by :func:`monitor.compare` (by the reference rows
+    where ``reference`` is rows; with the labels where every event has one; ``names`` for each model of one
+    unnamed input), as :class:`ReportData`'s fields; a comparison refused (different inputs, kinds, class sets)
+    leaves its message as the note."""
+    from monitor.offline.compare import compare
+
+    model, candidate = models
+    reference, reference_labels = references
+    if candidate is None:
+        return {}
+    first = Path(model_path(model)).stem
+    second = Path(model_path(candidate)).stem
+    named = {first: model, (second if second != first else f"{second}-candidate"): candidate}
+    given = None
+    if names is not None:
+        given = {k: list(names) for k, m in named.items() if load_model(m).signature.plain}
+    notes = []
+    one_model = isinstance(reference, ReferenceResult) or (
+        isinstance(reference, (str, os.PathLike)) and str(reference).lower().endswith(".json")
+    )
+    if one_model:
+        reference = reference_labels = None
+        notes.append(
+            "both models are standardized by the events themselves: a reference JSON is of one model (give reference "
+            "rows to standardize both by them)"
+        )
+    y = None if labels is None else np.asarray(labels).reshape(-1)
+    if y is not None and y.dtype.kind in "fO" and not all(v is not None and v == v for v in y.tolist()):
+        y = None
+        notes.append("no realized accuracy per model: some events have no label")
+    try:
+        cmp = compare(
+            named,
+            events,
+            reference,
+            labels=y,
+            reference_labels=reference_labels,
+            feature_names=given,
+            probe_points=0,
+            seed=seed,
+        )
+    except DataError as exc:
+        return {"comparison_note": f"no comparison of the two models: {exc}"}
+    return {"comparison": cmp, "comparison_note": "; ".join(notes)}
 
 
 def _bare_baseline(model: OnnxModel) -> Baseline:

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 if TYPE_CHECKING:
+    from monitor.comparison import Comparison
     from monitor.gammamap import GammaMap
     from monitor.offline.probe import ProbeReport
     from monitor.offline.replay import ReplayTimeline
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 
 #: the section ids, in page order
 SECTIONS = ("summary", "verdicts", "signals", "gammamap", "drift", "accuracy", "probes")
+#: the id of the section of two models side by side, last on the page, drawn only where a candidate was given
+TWO_MODELS = "models"
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,10 @@ class ReportData:
     axis: str = "line"
     #: the names the inputs are shown by, in the model's element order
     feature_names: tuple[str, ...] = ()
+    #: the model beside a candidate on the same events (:func:`monitor.compare`'s result), or why not
+    #: (``comparison_note``; both empty: no candidate was given)
+    comparison: Comparison | None = None
+    comparison_note: str = ""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from monitor.gammamap import render_svg
+from monitor.offline.report_compare import two_models
+from monitor.offline.report_data import TWO_MODELS
 from monitor.offline.report_page_inputs import inputs_section, periods_chart, summary
 from monitor.offline.report_svg import (
     _B,
@@ -81,9 +83,10 @@ def render_page(data: ReportData) -> str:
         _section("drift", "Per-input drift: reference against the events", inputs_section(data)),
         _section("accuracy", "Estimated performance per period", periods_chart(data) + _accuracy(data)),
         _section("probes", "Probe profile of the flagged events", _probes(data)),
+        _section(TWO_MODELS, "Two models", two_models(data)) if data.comparison or data.comparison_note else "",
         "</body></html>",
     ]
-    return "\n".join(parts) + "\n"
+    return "\n".join(p for p in parts if p) + "\n"
 
 
 def _section(sid: str, heading: str, body: str) -> str:
