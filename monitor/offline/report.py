@@ -185,7 +185,9 @@ def build_report(
         replay_batch=replay_batch if (timeline is None and tl is not None) else 0,
         axis="time" if times is not None else "line",
         feature_names=tuple(names),
-        **_two_models((model, candidate), (reference, reference_labels), events, labels, seed, feature_names),
+        **_two_models(
+            (model, candidate), (reference, reference_labels), events, labels, seed, feature_names, max_events
+        ),
         **_sections(m, base, rows, reference, res, ref, labels, (probe_points, probe_budget_rows), seed, names, times),
     )
     return _written(data, render_page(data), out)
@@ -198,6 +200,7 @@ def _two_models(
     labels: Any,
     seed: int,
     names: Sequence[str] | None,
+    max_events: int | None = None,
 ) -> dict[str, Any]:
     """The model and a candidate compared on the same events by :func:`monitor.compare` (by the reference rows
     where ``reference`` is rows; with the labels where every event has one; ``names`` for each model of one
@@ -215,7 +218,11 @@ def _two_models(
     given = None
     if names is not None:
         given = {k: list(names) for k, m in named.items() if load_model(m).signature.plain}
-    notes = []
+    notes = (
+        []
+        if max_events is None
+        else [f"the two models are compared on every event (max_events={max_events} cuts the other sections only)"]
+    )
     one_model = isinstance(reference, ReferenceResult) or (
         isinstance(reference, (str, os.PathLike)) and str(reference).lower().endswith(".json")
     )
@@ -229,8 +236,9 @@ def _two_models(
     if y is not None and y.dtype.kind in "fO" and not all(v is not None and v == v for v in y.tolist()):
         y = None
         notes.append("no realized accuracy per model: some events have no label")
-    try:
-        cmp = compare(
+
+    def run(y: Any) -> Any:
+        return compare(
             named,
             events,
             reference,
@@ -240,6 +248,15 @@ def _two_models(
             probe_points=0,
             seed=seed,
         )
+
+    try:
+        try:
+            cmp = run(y)
+        except DataError as exc:
+            if y is None or not str(exc).startswith("labels:"):
+                raise
+            cmp = run(None)  # labels of the report's valid events, not one per row the comparison reads
+            notes.append(f"no realized accuracy per model: {exc}")
     except DataError as exc:
         return {"comparison_note": f"no comparison of the two models: {exc}"}
     return {"comparison": cmp, "comparison_note": "; ".join(notes)}

@@ -93,3 +93,34 @@ def test_the_cli_takes_a_candidate(iris_models: dict[str, Path], tmp_path: Path)
     body = _section((tmp_path / "r.html").read_text(encoding="utf-8"))
     assert 'data-model="logreg"' in body and 'data-model="gbdt"' in body and "data-verdict=" in body
     assert re.search(r"<td>0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\]</td>", body)  # an estimate with its interval
+
+
+def test_on_a_log_cut_short_the_comparison_says_what_it_read(iris_models: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+    import json
+
+    events, y = _frame(iris_models)
+    log = tmp_path / "ev.jsonl"
+    log.write_text(
+        "".join(
+            json.dumps({"id": str(i), "ts": 1_700_000_000_000 + 1000 * i, "features": r}) + "\n"
+            for i, r in enumerate(events.to_numpy().tolist())
+        )
+    )
+    report = monitor.report(
+        iris_models["logreg"],
+        events,
+        log,
+        candidate=iris_models["logreg"],
+        labels=y[:100],
+        max_events=100,
+        feature_names=NAMES,
+        probe_points=0,
+    )
+    assert report.data.n_events == 100 and report.data.comparison is not None
+    note = report.data.comparison_note
+    assert (
+        "compared on every event (max_events=100 cuts the other sections only)" in note
+        and "no realized accuracy per model: labels: 100 values" in note
+    )
+    assert {r["rows"] for r in report.data.comparison.rows("models")} == {150}
+    assert 'data-model="logreg-candidate"' in _section(report.html)
