@@ -43,6 +43,7 @@ from monitor.accuracy.estimators import SMALL_N
 from monitor.errors import DataError, MonitorError
 from monitor.gammamap import GammaMap, gamma_map
 from monitor.offline.baseline import Baseline, load_baseline
+from monitor.offline.compare import two_models
 from monitor.offline.estimate import accuracy_from_scores
 from monitor.offline.keywords import SEED, scoring_config
 from monitor.offline.probe import ProbeReport, probe
@@ -185,81 +186,12 @@ def build_report(
         replay_batch=replay_batch if (timeline is None and tl is not None) else 0,
         axis="time" if times is not None else "line",
         feature_names=tuple(names),
-        **_two_models(
+        **two_models(
             (model, candidate), (reference, reference_labels), events, labels, seed, feature_names, max_events
         ),
         **_sections(m, base, rows, reference, res, ref, labels, (probe_points, probe_budget_rows), seed, names, times),
     )
     return _written(data, render_page(data), out)
-
-
-def _two_models(
-    models: tuple[Any, Any],
-    references: tuple[Any, Any],
-    events: Any,
-    labels: Any,
-    seed: int,
-    names: Sequence[str] | None,
-    max_events: int | None = None,
-) -> dict[str, Any]:
-    """The model and a candidate compared on the same events by :func:`monitor.compare` (by the reference rows
-    where ``reference`` is rows; with the labels where every event has one; ``names`` for each model of one
-    unnamed input), as :class:`ReportData`'s fields; a comparison refused (different inputs, kinds, class sets)
-    leaves its message as the note."""
-    from monitor.offline.compare import compare
-
-    model, candidate = models
-    reference, reference_labels = references
-    if candidate is None:
-        return {}
-    first = Path(model_path(model)).stem
-    second = Path(model_path(candidate)).stem
-    named = {first: model, (second if second != first else f"{second}-candidate"): candidate}
-    given = None
-    if names is not None:
-        given = {k: list(names) for k, m in named.items() if load_model(m).signature.plain}
-    notes = (
-        []
-        if max_events is None
-        else [f"the two models are compared on every event (max_events={max_events} cuts the other sections only)"]
-    )
-    one_model = isinstance(reference, ReferenceResult) or (
-        isinstance(reference, (str, os.PathLike)) and str(reference).lower().endswith(".json")
-    )
-    if one_model:
-        reference = reference_labels = None
-        notes.append(
-            "both models are standardized by the events themselves: a reference JSON is of one model (give reference "
-            "rows to standardize both by them)"
-        )
-    y = None if labels is None else np.asarray(labels).reshape(-1)
-    if y is not None and y.dtype.kind in "fO" and not all(v is not None and v == v for v in y.tolist()):
-        y = None
-        notes.append("no realized accuracy per model: some events have no label")
-
-    def run(y: Any) -> Any:
-        return compare(
-            named,
-            events,
-            reference,
-            labels=y,
-            reference_labels=reference_labels,
-            feature_names=given,
-            probe_points=0,
-            seed=seed,
-        )
-
-    try:
-        try:
-            cmp = run(y)
-        except DataError as exc:
-            if y is None or not str(exc).startswith("labels:"):
-                raise
-            cmp = run(None)  # labels of the report's valid events, not one per row the comparison reads
-            notes.append(f"no realized accuracy per model: {exc}")
-    except DataError as exc:
-        return {"comparison_note": f"no comparison of the two models: {exc}"}
-    return {"comparison": cmp, "comparison_note": "; ".join(notes)}
 
 
 def _bare_baseline(model: OnnxModel) -> Baseline:
