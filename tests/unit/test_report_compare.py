@@ -59,6 +59,7 @@ def test_two_models_side_by_side_from_the_comparison(iris_models: dict[str, Path
     assert all(f'data-axis="{a}"' in body for a in axes)
     # both Gamma Maps, drawn by the one renderer, side by side in one figure
     assert 'data-models="logreg,gbdt"' in body and "logreg (n=150)" in body and "gbdt (n=150)" in body
+    assert "ε* probe profile was skipped" not in body and "paired bootstrap of 1000 replicates" in body
     assert "None" not in body and "nan" not in body.lower()
     assert all(f'<section id="{s}">' in report.html for s in SECTIONS)
     dom, console = render(out, tmp_path, dump=True)
