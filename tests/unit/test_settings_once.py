@@ -45,6 +45,7 @@ NOT_THE_SETTING = {
     ("report", "labels"): "a file of true classes, not the labels section",
     ("report", "max_events"): "reads only the first N events of the log, not batch.max_events",
     ("reference", "feature_names"): "names stored in the reference JSON (comma-separated), default the model's",
+    ("report", "feature_names"): "the page's names of the inputs (comma-separated), default the model's",
     ("replay", "state_dir"): "default: a temporary directory removed at exit, not the service's state_dir",
     ("compare", "reference"): "rows standardizing every compared model alike, not models[].reference",
     ("compare", "labels"): "a column or file of true classes, not the labels section",
