@@ -517,7 +517,9 @@ class ModelWatch:
         self._alert(self.conditions.shadow(segment, count, now))
         # output-side evidence besides the detectors: the accuracy estimate's alert condition
         accuracy_drop, estimate, _ = (
-            self.accuracy.condition(segment) if self.accuracy.samples is not None else (False, float("nan"), "")
+            self.accuracy.condition(segment)
+            if self.accuracy.fit is not None or self.accuracy.loss_fit is not None
+            else (False, float("nan"), "")
         )
         fell = self.accuracy.fit is not None and self.accuracy.fell(segment)
         if self.accuracy.fit is None:
