@@ -274,7 +274,9 @@ def _demo_flags(args: argparse.Namespace, workdir: Path, data: DemoData) -> dict
         "sampler": {"events_per_second": 0},
         "batch": {"max_events": 512},
         "metrics": {"port": args.metrics_port, "host": "127.0.0.1"},
-        "probes": {"interval_seconds": 5.0, "budget_share": 0.1},
+        # the demo lasts seconds and a region is probed only once the budget covers its whole plan: a larger share
+        # than a sidecar's default lets the flagged regions be probed while it runs
+        "probes": {"interval_seconds": 5.0, "budget_share": 0.5},
         "alerts": {"alertmanager_url": args.alertmanager_url, "for_seconds": 10.0, "resolve_after_seconds": 30.0},
     }
 
