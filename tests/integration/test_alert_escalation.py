@@ -3,8 +3,8 @@
 The production :class:`~monitor.runtime.service.Service` (decode → score a 2-input ONNX classifier → windows, drift,
 verdicts, alerts → delivery) reads a paced replay and posts to a real HTTP webhook receiver. The classifier reads
 only its first input. The stream is stable, then its second input moves (the outputs do not: input-shift), then the
-first input moves onto the decision boundary too (γ rises, the confidence falls: harmful-shift) while the second stays
-moved. The receiver must hear HarmonicInputDrift fire and never resolve while the inputs are off, HarmonicHarmfulShift
+first input moves onto a decision boundary too (the confidence and margin fall, evidence of a loss: harmful-shift; γ
+rising alone would be fragility on input-shift) while the second stays moved. The receiver must hear HarmonicInputDrift fire and never resolve while the inputs are off, HarmonicHarmfulShift
 fire with a ``signal`` label of what fired, summaries under 200 characters, and each firing alert again no sooner
 than ``alerts.repeat_interval_seconds`` (10 s here; 4 h by default) after its last POST.
 """
@@ -48,7 +48,10 @@ def _events(rng: np.random.Generator) -> list[bytes]:
         if phase >= 1:
             x[:, 1] += 3.0  # an input the model does not read: the outputs do not move
         if phase == 2:
-            x[:, 0] *= 0.05  # the input it reads, squeezed onto the decision boundary: γ rises, the confidence falls
+            # the input it reads, moved onto a boundary between classes (x[0] = ±0.25: logits 4·x[0] and 1 tie), where
+            # max-probability is about 0.47, below the reference's 10th percentile (about 0.52): the confidence falls.
+            # (Squeezed onto 0 it would sit in class 1's core, max-probability 0.58, no fall: fragility, not harm.)
+            x[:, 0] = rng.choice([-0.25, 0.25], n) + rng.normal(0.0, 0.03, n)
         for row in x:
             i = len(lines)
             doc = {"id": f"e{i}", "model": "credit", "features": row.tolist(), "ts": int((start + i / RATE) * 1000)}
@@ -142,6 +145,7 @@ def test_an_escalation_keeps_the_input_alert_firing_and_repeats_follow_the_inter
         assert "fired" not in notes and not notes["description"].startswith("fired:")
     (signal,) = {a["labels"]["signal"] for _, a in by_name[HARMFUL_ALERT]}
     assert signal != "gamma_flicker" and set(signal.split("+")) <= set(HARM_SIGNALS), signal
+    assert set(signal.split("+")) & {"confidence", "margin"}, signal  # harm evidence, not γ or flicker alone
     fired_on = {e["detector"].split("_", 1)[0] for e in by_name[HARMFUL_ALERT][0][1]["evidence"]}
     assert set(signal.split("+")) <= fired_on, (signal, fired_on)  # the label names what fired, in the evidence
     moved = inputs[0][1]["annotations"]["top_features"].split(",")
