@@ -4,9 +4,10 @@ The production :class:`~monitor.runtime.service.Service` (decode → score a 2-i
 verdicts, alerts → delivery) reads a paced replay and posts to a real HTTP webhook receiver. The classifier reads
 only its first input. The stream is stable, then its second input moves (the outputs do not: input-shift), then the
 first input moves onto a decision boundary too (the confidence and margin fall, evidence of a loss: harmful-shift; γ
-rising alone would be fragility on input-shift) while the second stays moved. The receiver must hear HarmonicInputDrift fire and never resolve while the inputs are off, HarmonicHarmfulShift
-fire with a ``signal`` label of what fired, summaries under 200 characters, and each firing alert again no sooner
-than ``alerts.repeat_interval_seconds`` (10 s here; 4 h by default) after its last POST.
+rising alone would be fragility on input-shift) while the second stays moved. The receiver must hear
+HarmonicInputDrift fire and never resolve while the inputs are off, HarmonicHarmfulShift fire with a ``signal`` label
+of what fired, summaries under 200 characters, and each firing alert again no sooner than
+``alerts.repeat_interval_seconds`` (10 s here; 4 h by default) after its last POST.
 """
 
 from __future__ import annotations
