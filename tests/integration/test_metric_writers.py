@@ -3,7 +3,9 @@
 
 The run: ``harmonic-monitor run`` as a process against Kafka 0.9, reading the embedded demo's three phases
 (stationary, an input shift, a harmful shift toward the decision boundary; ``monitor/cli/demo_data.py``) so
-that the per-feature KS test, HarmonicInputDrift and HarmonicHarmfulShift fire; delayed labels on a labels topic;
+that the per-feature KS test, HarmonicInputDrift and HarmonicHarmfulShift fire, with one zero-weight input moved past
+the reference's range from the input shift on (it stays moved: the range test and the per-feature count still see it
+when this test reads them); a candidate model beside the classifier (``models[].compare_with``); delayed labels on a labels topic;
 a scores topic and a dead-letter topic; the classifier's reference a JSON built with labels, so that the label-free
 accuracy estimates are exported (finite, every method, every window); KServe CloudEvents; three model versions over ``segments.max_versions=2``;
 probes every second; alerts to a real Alertmanager (which must hold them) and to a webhook nothing listens on. The
@@ -55,6 +57,13 @@ REGRESSOR = "demo-regressor"
 ERROR_MODEL = "demo-error"
 #: events of ERROR_MODEL: enough for a window's error estimate (at least 50)
 ERROR_EVENTS = 80
+#: a candidate beside MODEL (models[].compare_with), another logistic regression on the same inputs: its paired
+#: differences and disagreements with MODEL are the harmonic_compare_* series
+CANDIDATE = "demo-candidate"
+#: from the input shift on, one zero-weight input moves up by this share of its reference range (about 6.6 σ on the
+#: demo's first one): every value lies past the reference's maximum, so the per-feature KS test flags it and the range
+#: test counts it outside in every window that follows, the last one included
+OUT_OF_RANGE_SHIFT = 1.1
 #: events over the demo's three phases: enough for a 300-event drift window to fill with each shift
 EVENTS = 2400
 #: event time per event, as in the demo (100 events/s of event time)
@@ -98,6 +107,20 @@ DRIVEN_BY: dict[str, str] = {
     tel.EVENTS_MISTIMED_TOTAL.name: "an event stamped 3 h ahead (future_timestamp) and one 10 min behind (late)",
     tel.OFFSETS_WENT_BACK_TOTAL.name: "a state dir whose labels-topic position and last commit lie past the topic's "
     "end (as after the topic was re-created)",
+    tel.FEATURE_DRIFT_FEATURES.name: f"one zero-weight input moved by {OUT_OF_RANGE_SHIFT} × its reference range from "
+    "the input shift on",
+    tel.INPUT_OUT_OF_RANGE_RATIO.name: "the same input, past the reference's maximum",
+    **{
+        m.name: f"{CANDIDATE}, a logistic regression on every input, compared with {MODEL} on its events"
+        for m in (
+            tel.COMPARE_EVENTS,
+            tel.COMPARE_DIFFERENCE,
+            tel.COMPARE_DIFFERENCE_LOWER,
+            tel.COMPARE_DIFFERENCE_UPPER,
+            tel.COMPARE_DISAGREEMENT_RATIO,
+            tel.COMPARE_VERDICT,
+        )
+    },
     tel.SEGMENT_WARMING_UP.name: f"three events of {REGRESSOR} in segment 'eu': it warms up its own baseline",
     **{
         m.name: f"{ERROR_EVENTS} events of {ERROR_MODEL}, a regressor whose reference was built with true values"
@@ -157,6 +180,8 @@ class Stream:
     events: list[Message] = field(default_factory=list)
     labels: list[Message] = field(default_factory=list)
     index: int = 0
+    #: (input, offset): the input moved from the input shift on (:data:`OUT_OF_RANGE_SHIFT`)
+    shift: tuple[int, float] = (0, 0.0)
 
     def ts(self) -> int:
         return self.start_ms + self.index * SPACING_MS
@@ -169,6 +194,8 @@ class Stream:
         for j, raw in enumerate(rows):
             doc = json.loads(raw)
             doc["ts"] = self.ts()
+            if name != "stationary":
+                self.move(doc)
             if name == "stationary":
                 doc["model_version"] = str(1 + j % 3)  # three versions, two kept: evictions
                 if j % DISAGREE_EVERY == 0:
@@ -179,6 +206,13 @@ class Stream:
                 if j == 100:
                     self.extras(doc)
             self.add(doc)
+
+    def move(self, doc: dict[str, object]) -> None:
+        """Move the shifted input of ``doc`` (from the input shift on)."""
+        features = doc["features"]
+        assert isinstance(features, list)
+        j, offset = self.shift
+        features[j] = round(float(features[j]) + offset, 6)
 
     def extras(self, like: dict[str, object]) -> None:
         """The fault-only inputs, in the stationary phase (see :data:`DRIVEN_BY`)."""
@@ -214,7 +248,10 @@ class Stream:
 
 
 def build_stream(data: DemoData) -> Stream:
-    stream = Stream(data, start_ms=int(time.time() * 1000) + LEAD_MS)
+    j = data.zero_weight_features[0]
+    x = np.loadtxt(data.reference_path, delimiter=",")[:, j]
+    shift = (j, OUT_OF_RANGE_SHIFT * float(x.max() - x.min()))
+    stream = Stream(data, start_ms=int(time.time() * 1000) + LEAD_MS, shift=shift)
     for name in PHASES:
         stream.phase(name, data.phases[name])
     return stream
@@ -225,7 +262,9 @@ def tail(stream: Stream, count: int) -> list[Message]:
     rows = stream.data.phases[PHASES[-1]][:count]
     before = len(stream.events)
     for j, raw in enumerate(rows):
-        stream.add({**json.loads(raw), "id": f"tail-{j}", "ts": stream.ts()})
+        doc = {**json.loads(raw), "id": f"tail-{j}", "ts": stream.ts()}
+        stream.move(doc)
+        stream.add(doc)
     return stream.events[before:]
 
 
@@ -247,6 +286,21 @@ def build_regressor(data: DemoData, out: Path) -> Path:
     x = np.loadtxt(data.reference_path, delimiter=",")
     estimator = LinearRegression().fit(x, x[:, 0] + x[:, 1])
     return convert_estimator(estimator, data.n_features, out)
+
+
+def build_candidate(out: Path) -> Path:
+    """The candidate: an L2 logistic regression on the demo's dataset (every input weighted, the shifted one too),
+    so that its values and some of its decisions differ from the served model's."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from monitor.model.convert import convert_estimator
+
+    x, y = load_breast_cancer(return_X_y=True)
+    estimator = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=1000)).fit(x, y)
+    return convert_estimator(estimator, x.shape[1], out)
 
 
 def labelled_regressor_reference(data: DemoData, model: Path, out: Path) -> Path:
@@ -321,6 +375,12 @@ def test_every_declared_metric_is_written_by_the_real_pipeline(
                 # `reference --labels`: the run estimates accuracy without labels (harmonic_estimated_accuracy)
                 "reference": str(data.labelled_reference_path),
                 "feature_names": list(data.feature_names),
+            },
+            {
+                "name": CANDIDATE,
+                "path": str(build_candidate(tmp_path / "candidate.onnx")),
+                "feature_names": list(data.feature_names),
+                "compare_with": MODEL,
             },
             {
                 "name": REGRESSOR,
