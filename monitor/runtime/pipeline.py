@@ -317,7 +317,7 @@ class Pipeline:
             self.stages.ingested(ingested)
         items = ingested.events
         items.extend((ev, None) for ev in self.ingest.expire(now))
-        self.stages.accepted(self.scoring.accept(items, now))
+        self.stages.accepted(self.scoring.accept(items, now, ingested.columns))
         # only now are these records' events pending (or dead-lettered): if anything above raised, nothing may
         # commit past records whose events were never applied (at-least-once)
         self._consumed.update(positions)

@@ -19,6 +19,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from monitor.source.columns import EventColumns
     from monitor.source.decode_ahead import DecodeAhead
     from monitor.source.side_read import SideReader
 
@@ -46,6 +47,18 @@ class RawRecord(NamedTuple):
     @property
     def origin(self) -> tuple[str, int, int]:
         return (self.topic, self.partition, self.offset)
+
+
+class Polled(list[RawRecord]):
+    """One poll's records, with the common events among them decoded as columns where they were read (the consumer's
+    child process: :mod:`monitor.source.columns`): each :class:`~monitor.source.columns.EventColumns`' ``rows`` are
+    positions in this list. A record in no columns is decoded by the pipeline, as every record of a plain list."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, records: Iterable[RawRecord] = (), columns: list[EventColumns] | None = None) -> None:
+        super().__init__(records)
+        self.columns: list[EventColumns] = columns if columns is not None else []
 
 
 _TOPIC, _PARTITION = itemgetter(2), itemgetter(3)

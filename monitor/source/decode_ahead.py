@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from monitor.events import InferenceEvent, LivePrediction
+from monitor.source.columns import ColumnSpec
 from monitor.source.decode import EventDecoder
 from monitor.source.validate import ModelSchema, Origin
 
@@ -56,6 +57,20 @@ class DecodeAhead:
             segments=decoder.segments,
             max_segments=decoder.max_segments,
             admitted=frozenset(decoder.admitted_segments),
+        )
+
+    def columns(self) -> ColumnSpec | None:
+        """What :func:`~monitor.source.columns.decode_columns` checks a poll against, deciding as :meth:`decoder`'s
+        fast path; None when no model's events take it."""
+        if not self.models:
+            return None
+        fast = {name: (n, version) for name, n, version in self.models}
+        return ColumnSpec(
+            models=fast,
+            default_model=self.default_model if self.default_model in fast else None,
+            max_bytes=self.max_bytes,
+            segments=self.segments,
+            admitted=self.admitted,
         )
 
     def decoder(self) -> EventDecoder | None:
