@@ -64,11 +64,6 @@ class _Doc(msgspec.Struct):
 _decode = msgspec.json.Decoder(_Doc).decode
 
 
-def _clean(text: str, cap: int) -> bool:
-    """Whether ``text`` is one :func:`~monitor.source.validate.clean_text` returns as it is."""
-    return len(text) <= cap and text.isascii() and text.isprintable()
-
-
 @dataclass(slots=True)
 class EventColumns:
     """One model's common events of one partition batch (what the consumer's child hands over beside the records)."""
@@ -159,71 +154,90 @@ def decode_columns(
         docs = list(map(_decode, values[:n]))
     except (msgspec.DecodeError, ValueError):
         docs = [_decode_one(values[i], max_bytes) if not (headers and headers[i]) else None for i in range(n)]
-    taken = [i for i, d in enumerate(docs) if d is not None and d.specversion is msgspec.UNSET]
-    if not taken:
-        return []
-    good: list[_Doc] = [docs[i] for i in taken]  # type: ignore[misc]
-    ok = np.ones(len(good), dtype=np.bool_)
+    by_model: dict[str, list[_Row]] = {}
+    for i, doc in enumerate(docs):
+        if doc is not None:
+            row = _row(spec, doc, stamps[i], i)
+            if row is not None:
+                found = by_model.get(row[-1])
+                if found is None:
+                    by_model[row[-1]] = [row]
+                else:
+                    found.append(row)
+    return [cols for model, rows in by_model.items() if (cols := _columns(model, rows)) is not None]
 
-    # ids and versions: as they are (clean_text has nothing to do)
-    ok &= np.fromiter((_clean(d.id, MAX_ID_CHARS) for d in good), np.bool_, len(good))
-    names = [d.model if d.model is not None else spec.default_model for d in good]
-    raw_versions = [d.model_version for d in good]
-    clean_versions = {v: v is None or _clean(v, MAX_VERSION_CHARS) for v in set(raw_versions)}
-    ok &= np.fromiter((clean_versions[v] for v in raw_versions), np.bool_, len(good))
-    # timestamps: epoch ms, or the record's own when there is none
-    seconds = np.fromiter(map(_seconds, [d.ts for d in good], [stamps[i] for i in taken]), np.float64, len(good))
-    ok &= ~np.isnan(seconds)
-    # segments: allowed (others are "other" when clean), or admitted already
-    segments, seg_ok = _segments(spec, [d.segment for d in good])
-    ok &= seg_ok
-    # predictions: an int64 label, probabilities a non-empty list in [0, 1], no value
-    preds = [d.prediction for d in good]
-    has_label = np.fromiter((p is not None for p in preds), np.bool_, len(good))
-    ok &= np.fromiter((p is None or _prediction_ok(p) for p in preds), np.bool_, len(good))
-    labels = np.zeros(len(good), dtype=np.int64)
-    if has_label.any():
-        raw_labels = [p.label if p is not None else 0 for p in preds]
-        fits = np.fromiter((INT64_MIN <= x <= INT64_MAX for x in raw_labels), np.bool_, len(good))
-        ok &= fits
-        labels = np.array([x if f else 0 for x, f in zip(raw_labels, fits.tolist(), strict=True)], dtype=np.int64)
 
-    out: list[EventColumns] = []
-    taken_arr = np.asarray(taken, dtype=np.intp)
-    for model in dict.fromkeys(names):
-        known = spec.models.get(model) if model is not None else None
-        if known is None:
-            continue  # an unknown or absent model: the per-record decoder names the reason
-        width, default_version = known
-        mine = ok & np.fromiter(
-            (m == model and len(d.features) == width for m, d in zip(names, good, strict=True)), np.bool_, len(good)
-        )
-        idx = np.flatnonzero(mine)
-        if idx.size == 0:
-            continue
-        rows = idx.tolist()
-        features = np.array([good[j].features for j in rows], dtype=np.float64).reshape(len(rows), width)
-        within = np.abs(features).max(axis=1, initial=0.0) <= FLOAT32_MAX  # also False for NaN
-        if not within.all():
-            idx, features = idx[within], features[within]
-            rows = idx.tolist()
-        if not rows:
-            continue
-        out.append(
-            EventColumns(
-                model=model,  # type: ignore[arg-type]
-                rows=taken_arr[idx],
-                ids=[good[j].id for j in rows],
-                versions=[raw_versions[j] or default_version for j in rows],
-                timestamps=seconds[idx],
-                segments=[segments[j] for j in rows],
-                features=features,
-                labels=labels[idx],
-                has_label=has_label[idx],
-                probabilities=[None if preds[j] is None else _probabilities(preds[j]) for j in rows],
-            )
-        )
-    return out
+#: one taken record: (its position, id, version, seconds, segment, features, label or None, probabilities, model)
+_Row = tuple[int, str, str, float, str, list[float], int | None, tuple[float, ...] | None, str]
+
+
+def _row(spec: ColumnSpec, doc: _Doc, stamp: int | None, at: int) -> _Row | None:
+    """The record's fields as the fast path takes them, or None where it does not take them as they are."""
+    name = doc.model if doc.model is not None else spec.default_model
+    known = spec.models.get(name) if name is not None else None
+    if known is None or doc.specversion is not msgspec.UNSET:
+        return None  # an unknown or absent model, a structured CloudEvent: the per-record decoder says
+    width, version = known
+    features, event_id = doc.features, doc.id
+    if len(features) != width or not (len(event_id) <= MAX_ID_CHARS and event_id.isascii() and event_id.isprintable()):
+        return None
+    if doc.model_version is not None:
+        version = doc.model_version
+        if not (len(version) <= MAX_VERSION_CHARS and version.isascii() and version.isprintable()):
+            return None
+    ts = doc.ts
+    if ts is None:
+        if not stamp:
+            return None
+        seconds = stamp / 1000.0
+    elif MIN_EPOCH_MS <= ts < MAX_EPOCH_MS:  # compared before any conversion: a 400-digit integer is valid JSON
+        seconds = ts / 1000.0
+    else:
+        return None
+    segment = doc.segment
+    if segment is None:
+        segment = "other"
+    elif spec.segments is not None:
+        if segment not in spec.segments:
+            if not (segment.isascii() and segment.isprintable()):
+                return None  # cleaned, it might be allowed
+            segment = "other"
+    elif segment not in spec.admitted:
+        return None  # only the pipeline's decoder admits a segment value
+    prediction = doc.prediction
+    if prediction is None:
+        return at, event_id, version, seconds, segment, features, None, None, name
+    label, probabilities = prediction.label, prediction.probabilities
+    if prediction.value is not msgspec.UNSET or not INT64_MIN <= label <= INT64_MAX:
+        return None
+    if probabilities is None:
+        return at, event_id, version, seconds, segment, features, label, None, name
+    if not probabilities or min(probabilities) < 0.0 or max(probabilities) > 1.0:
+        return None
+    return at, event_id, version, seconds, segment, features, label, tuple(probabilities), name
+
+
+def _columns(model: str, rows: list[_Row]) -> EventColumns | None:
+    """One model's taken rows as columns, without those beyond float32's range (the per-record decoder's)."""
+    at, ids, versions, seconds, segments, features, labels, probabilities, _ = zip(*rows, strict=True)
+    matrix = np.array(features, dtype=np.float64).reshape(len(rows), -1)
+    within = np.abs(matrix).max(axis=1, initial=0.0) <= FLOAT32_MAX
+    has_label = np.array([x is not None for x in labels], dtype=np.bool_)
+    cols = EventColumns(
+        model=model,
+        rows=np.array(at, dtype=np.intp),
+        ids=list(ids),
+        versions=list(versions),
+        timestamps=np.array(seconds, dtype=np.float64),
+        segments=list(segments),
+        features=matrix,
+        labels=np.array([0 if x is None else x for x in labels], dtype=np.int64),
+        has_label=has_label,
+        probabilities=list(probabilities),
+    )
+    if within.all():
+        return cols
+    return cols.subset(within) if within.any() else None
 
 
 def _decode_one(value: bytes, max_bytes: int) -> _Doc | None:
@@ -233,36 +247,3 @@ def _decode_one(value: bytes, max_bytes: int) -> _Doc | None:
         return _decode(value)
     except msgspec.DecodeError:
         return None
-
-
-def _seconds(ts: int | float | None, stamp: int | None) -> float:
-    """The event's time in seconds as the fast path takes it (NaN: it does not): epoch ms compared before any
-    conversion (an integer of 400 digits is valid JSON), or the record's timestamp when the event has none."""
-    if ts is None:
-        return stamp / 1000.0 if stamp else np.nan
-    return ts / 1000.0 if MIN_EPOCH_MS <= ts < MAX_EPOCH_MS else np.nan
-
-
-def _segments(spec: ColumnSpec, raw: list[str | None]) -> tuple[list[str], NDArray[np.bool_]]:
-    """Each segment as the decoder gives it, and whether the fast path takes it as it is."""
-    verdicts: dict[str | None, str | None] = {}
-    for seg in set(raw):
-        if seg is None:
-            verdicts[seg] = "other"
-        elif spec.segments is not None:
-            verdicts[seg] = seg if seg in spec.segments else ("other" if seg.isascii() and seg.isprintable() else None)
-        else:
-            verdicts[seg] = seg if seg in spec.admitted else None
-    out = [verdicts[s] for s in raw]
-    return [s or "" for s in out], np.fromiter((s is not None for s in out), np.bool_, len(out))
-
-
-def _prediction_ok(p: _Prediction) -> bool:
-    if p.value is not msgspec.UNSET:
-        return False
-    probs = p.probabilities
-    return probs is None or (bool(probs) and min(probs) >= 0.0 and max(probs) <= 1.0)
-
-
-def _probabilities(p: _Prediction) -> tuple[float, ...] | None:
-    return None if p.probabilities is None else tuple(p.probabilities)
