@@ -175,7 +175,7 @@ def _row(spec: ColumnSpec, doc: _Doc, stamp: int | None, at: int) -> _Row | None
     """The record's fields as the fast path takes them, or None where it does not take them as they are."""
     name = doc.model if doc.model is not None else spec.default_model
     known = spec.models.get(name) if name is not None else None
-    if known is None or doc.specversion is not msgspec.UNSET:
+    if known is None or name is None or doc.specversion is not msgspec.UNSET:
         return None  # an unknown or absent model, a structured CloudEvent: the per-record decoder says
     width, version = known
     features, event_id = doc.features, doc.id

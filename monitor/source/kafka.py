@@ -9,9 +9,7 @@ set when configured (never hard-coded), so modern brokers negotiate. Errors and 
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import inspect
 import itertools
 import logging
 import math
@@ -37,6 +35,7 @@ from monitor.source.base import (
     RebalanceHandler,
     Seekable,
 )
+from monitor.source.kafka_client import new_consumer, timeout_kwargs
 from monitor.source.producer_renewal import Renewal, fatal_error
 
 if TYPE_CHECKING:  # monitor.config imports this module
@@ -438,7 +437,7 @@ class KafkaSource(ColumnSource, Seekable, Lagging):
         from kafka.errors import KafkaError
 
         try:
-            consumer = _new_consumer(self._kw)
+            consumer = new_consumer(self._kw)
         except _unreachable() as exc:
             self._broker_away(exc)
             return False
@@ -453,8 +452,8 @@ class KafkaSource(ColumnSource, Seekable, Lagging):
         hold_rejoin(consumer)
         # bounded commit and close where kafka-python takes a bound: without one, a commit retries while the
         # coordinator is unknown, and a shutdown would wait for it
-        self._commit_bound = _bound(consumer.commit, COMMIT_TIMEOUT_MS)
-        self._close_bound = _bound(consumer.close, CLOSE_TIMEOUT_MS)
+        self._commit_bound = timeout_kwargs(consumer.commit, COMMIT_TIMEOUT_MS)
+        self._close_bound = timeout_kwargs(consumer.close, CLOSE_TIMEOUT_MS)
         consumer.subscribe(self.topics, listener=self._listener)
         return True
 
@@ -668,25 +667,6 @@ def outage_message(bootstrap_servers: str, away: tuple[float, str] | None) -> st
     )
 
 
-def _new_consumer(config: Mapping[str, Any]) -> Any:
-    """A ``KafkaConsumer``; one whose construction fails (a cluster not reached in ``bootstrap_timeout_ms``) closes
-    the network client it had started first, so that attempt after attempt leaves no I/O thread behind."""
-    from kafka import KafkaConsumer
-
-    class Consumer(KafkaConsumer):  # type: ignore[misc]
-        def __init__(self, **kw: Any) -> None:
-            try:
-                super().__init__(**kw)
-            except BaseException:
-                client = getattr(self, "_client", None)
-                if client is not None:
-                    with contextlib.suppress(Exception):
-                        client.close()
-                raise
-
-    return Consumer(**config)
-
-
 def hold_rejoin(consumer: Any) -> bool:
     """Make ``consumer``'s group coordinator note a rejoin as pending as soon as it sees one is needed (as the Java
     client does since KAFKA-9815), so that it stays needed until the join completes.
@@ -803,11 +783,6 @@ def install_client_noise_filter() -> None:
         logger = logging.getLogger(name)
         if CLIENT_NOISE not in logger.filters:
             logger.addFilter(CLIENT_NOISE)
-
-
-def _bound(method: Callable[..., Any], timeout_ms: int) -> dict[str, int]:
-    """``{"timeout_ms": timeout_ms}`` where ``method`` takes it (recent kafka-python), else nothing."""
-    return {"timeout_ms": timeout_ms} if "timeout_ms" in inspect.signature(method).parameters else {}
 
 
 def _log_failed_commit(offsets: Any, response: Any) -> None:

@@ -53,7 +53,7 @@ def attempts(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
             raise item
         return item
 
-    monkeypatch.setattr(kafka_source, "_new_consumer", new_consumer)
+    monkeypatch.setattr(kafka_source, "new_consumer", new_consumer)
     monkeypatch.setattr(kafka_source.time, "sleep", lambda seconds: None)  # a poll's wait: not in a unit test
     return queue
 
