@@ -26,13 +26,16 @@ Four subcommands, each printing markdown tables plus the command and the machine
       batch for events carrying a live label) switched off;
     - ``pipeline``: the same, shadow check on (the production path);
     - ``pipeline-inproc``: ``pipeline`` over the in-process ``KafkaSource``;
+    - ``pipeline-kafka-parse``: ``pipeline`` with kafka-python's own record parse (``kafka.lean_record_parse: false``),
+      whatever ``--record-parse`` says: what the lean parse (``monitor/source/records.py``) is worth;
     - ``raw-librdkafka``: a plain confluent-kafka ``Consumer`` (librdkafka, the configuration ``RdKafkaSource``
       builds) in ``consume(max_poll_records)`` batches, touching every record's value;
     - ``pipeline-librdkafka``: ``pipeline`` over ``RdKafkaSource`` in this process (``kafka.client: librdkafka``,
       ``consumer_process: false``);
     - ``pipeline-librdkafka-proc``: ``pipeline`` over librdkafka in the consumer's child process
       (``ProcessKafkaSource`` with ``client="librdkafka"``: the default for librdkafka on 2+ CPUs);
-    - ``pipeline-librdkafka-proc-noahead``: the same, the child decoding nothing ahead.
+    - ``pipeline-librdkafka-proc-noahead``: the same, the child decoding nothing (the pipeline's process decodes
+      every poll as columns itself).
 
     - ``pipeline-default``: ``pipeline`` with the default sampler (no ``events_per_second`` cap: the CPU share,
       ingest first), the backlog-drain question: its rate over ``pipeline``'s at ``--budget 100`` (scoring nearly
@@ -159,6 +162,7 @@ VARIANTS = (
     "pipeline-noshadow",
     "pipeline",
     "pipeline-inproc",
+    "pipeline-kafka-parse",
     "raw-librdkafka",
     "pipeline-librdkafka",
     "pipeline-librdkafka-proc",
@@ -372,7 +376,11 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
             fx,
             Path(state_dir),
             budget=args.budget,
-            kafka={"max_poll_records": args.max_poll_records, "fetch_max_wait_ms": args.fetch_max_wait_ms},
+            kafka={
+                "max_poll_records": args.max_poll_records,
+                "fetch_max_wait_ms": args.fetch_max_wait_ms,
+                "lean_record_parse": args.record_parse == "lean",
+            },
         )
         if variant.startswith("pipeline-default"):
             settings = settings.model_copy(
@@ -514,7 +522,13 @@ def _run_raw_librdkafka(broker: Broker, topic: str, total: int, group: str, args
 
 
 def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings: Settings, group: str) -> Run:
-    consumer = _consumer(broker, topic, group, max_poll_records=settings.kafka.max_poll_records)
+    consumer = _consumer(
+        broker,
+        topic,
+        group,
+        max_poll_records=settings.kafka.max_poll_records,
+        lean_record_parse=settings.kafka.lean_record_parse and variant != "pipeline-kafka-parse",
+    )
     # as Service.from_settings: the consumer in a child process when 2+ CPUs are available, unless "-inproc"
     source: Source
     if variant == "pipeline-librdkafka":
