@@ -113,6 +113,11 @@ class ModelScale(NamedTuple):
     scale: str
 
 
+class ModelCandidate(NamedTuple):
+    model: str
+    candidate: str
+
+
 class ModelCandidateSegmentWindow(NamedTuple):
     model: str
     candidate: str
@@ -1288,6 +1293,20 @@ COMPARE_VERDICT = Gauge(
     "1 for the candidate's current comparison verdict over the longest time window (candidate-better, "
     "candidate-worse, no-difference, incomparable), 0 for the others; separate from harmonic_drift_verdict.",
     ModelCandidateSegmentVerdict,
+)
+COMPARE_CANDIDATE_UP = Gauge(
+    "harmonic_compare_candidate_up",
+    "1 while the candidate's file is loaded and compared with the served model, 0 while it is refused (its file "
+    "replaced by one that is gone, unreadable or no longer fits the served model).",
+    ModelCandidate,
+    group="Candidate beside the served model",
+    unit="1 compared / 0 refused",
+    use=(
+        "A candidate's file replaced while `run` runs is loaded again within about 2 s and its comparison starts "
+        "afresh (its paired differences, disagreement and verdict go until its windows fill again); one that "
+        "does not fit is "
+        "refused until a file that does replaces it. `/readyz` `candidate_files` says why (docs/COMPARE.md, Live)."
+    ),
 )
 DEGRADED = Gauge(
     "harmonic_degraded",
