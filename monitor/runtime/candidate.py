@@ -60,6 +60,9 @@ COMPARE_EVERY = 2000
 COMPARE_SECONDS = 10.0
 #: bootstrap replicates per comparison (90 % intervals)
 REPLICATES = 400
+#: groups of rows the live bootstrap resamples above this many paired events (monitor.comparison.paired): its cost
+#: per window is REPLICATES × GROUPS draws, whatever the window holds
+GROUPS = 200
 
 
 def check_candidate(served: str, a: OnnxModel, candidate: str, b: OnnxModel) -> NDArray[np.int64] | None:
@@ -241,7 +244,7 @@ class PairedRows:
         col = {name: j for j, name in enumerate(self.axes)}
         served = {ax.name: a[sel, col[ax.name]].astype(np.float64) for ax in axes}
         cand = {ax.name: b[sel, col[ax.name]].astype(np.float64) for ax in axes}
-        diffs = differences(served, cand, axes, replicates=REPLICATES, seed=seed)
+        diffs = differences(served, cand, axes, replicates=REPLICATES, seed=seed, groups=GROUPS)
         relation = pareto(diffs, axes)
         cls_a, cls_b = np.asarray(ca[sel], dtype=np.int64), np.asarray(cb[sel], dtype=np.int64)
         flags = cls_a != cls_b
