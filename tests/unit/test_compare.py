@@ -140,7 +140,7 @@ def test_paired_bootstrap_of_fewer_groups_groups_from_that_many_rows(monkeypatch
         def permutation(self, n: int) -> Any:
             return self.rng.permutation(n)
 
-    monkeypatch.setattr(paired.np.random, "default_rng", Counting)
+    monkeypatch.setattr(np.random, "default_rng", Counting)  # the one paired draws from
     _, lo_g, hi_g = paired_bootstrap(a, b, replicates=400, seed=5, groups=200)  # 3000 rows < EXACT_ROWS, > 200
     assert set(drawn) == {200}
     drawn.clear()
