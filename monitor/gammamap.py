@@ -582,12 +582,13 @@ def render_svg(
     title: str = "",
     labels: tuple[str, str] = ("live", "reference"),
     classes: int | None = None,
+    note: str = "",
 ) -> str:
     """Draw the map (and the reference's beside it, on the left) as one self-contained SVG document.
 
     Both panels are drawn on the model's own columns and rows (:func:`readable`; ``classes`` = K starts the P axis
     at 1/K). ``labels`` names the two panels (live first). Text is at least :data:`LABEL_PX` px; a legend under the panels
-    keys the shades and the rings. Each cell's shade is its share of its own map's events (darkest: that map's fullest cell), so maps of different
+    keys the shades and the rings; ``note`` (e.g. which γ edges the map is on) is written under it. Each cell's shade is its share of its own map's events (darkest: that map's fullest cell), so maps of different
     sizes compare; a red ring's size
     shows the share of probed events found unstable in that cell. Hovering a cell gives its counts.
 
@@ -605,7 +606,7 @@ def render_svg(
     panel_w = _LEFT + cols * _CELL_W + _GAP
     width = panel_w * len(panels) + 10
     width = max(width, 720)  # room for the legend
-    height = _TOP + rows * _CELL_H + _BOTTOM + _LEGEND_H + (18 if title else 0)
+    height = _TOP + rows * _CELL_H + _BOTTOM + _LEGEND_H + (18 if title else 0) + (18 if note else 0)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'
@@ -619,5 +620,8 @@ def render_svg(
     for k, (m, heading) in enumerate(panels):
         _panel(m, _LEFT + k * panel_w, heading, out)
     _legend(_TOP + rows * _CELL_H + _BOTTOM, out)
+    if note:
+        y = _TOP + rows * _CELL_H + _BOTTOM + _LEGEND_H + 4
+        out.append(f'<text x="{_LEFT}" y="{y}" font-size="{LABEL_PX}">{html.escape(note)}</text>')
     out.append("</g></svg>")
     return "\n".join(out)

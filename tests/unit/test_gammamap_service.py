@@ -173,7 +173,8 @@ def test_handler_json_and_svg() -> None:
     status, body, ctype = handle({})
     assert status == 200 and ctype == "application/json"
     data = json.loads(body)
-    assert list(data["models"]) == [MODEL]  # regressors have no map
+    assert list(data["models"]) == [MODEL]  # regressors have no map, and the document says why
+    assert "a regressor" in data["not_drawn"]["reg"] and "probability" in data["not_drawn"]["reg"]
     m = data["models"][MODEL]
     assert len(m["counts"]) == len(m["p_edges"]) - 1 and len(m["counts"][0]) == len(m["gamma_edges"]) - 1
     assert m["counts"][9][9] == 1 and m["counts"][3][14] == 1
@@ -181,6 +182,9 @@ def test_handler_json_and_svg() -> None:
     assert status == 200 and ctype == "image/svg+xml"
     root = ET.fromstring(body)
     assert "Gamma Map: clf" in "".join(root.itertext())
+    assert "the fixed γ edges" in "".join(root.itertext())  # no reference yet: which edges, said under the map
+    status, body, _ = handle({"format": "svg", "model": "reg"})
+    assert status == 404 and b"no Gamma Map for 'reg': a regressor" in body
     assert handle({"format": "svg", "model": MODEL, "segment": "s1"})[0] == 200
     status, body, _ = handle({"format": "svg", "model": MODEL, "segment": "nope"})
     assert status == 404 and b"segments: s1" in body
