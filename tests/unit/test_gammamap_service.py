@@ -251,8 +251,11 @@ def test_grafana_low_p_panel_selects_existing_p_bins() -> None:
 
     path = Path(__file__).resolve().parents[2] / "grafana" / "dashboards" / "harmonic-overview.json"
     panels = json.loads(path.read_text(encoding="utf-8"))["panels"]
-    exprs = [t["expr"] for p in panels for t in p.get("targets", []) if tel.GAMMAMAP_EVENTS_TOTAL.name in t["expr"]]
+    heatmaps = [p for p in panels if any(tel.GAMMAMAP_EVENTS_TOTAL.name in t["expr"] for t in p.get("targets", []))]
+    exprs = [t["expr"] for p in heatmaps for t in p["targets"]]
     assert len(exprs) == 2 and all("sum by (gamma_bin)" in e for e in exprs)
+    # a model's gamma_bin values are its own: one heatmap per model, never two models' rows in one
+    assert all(p["repeat"] == "model" and "$model" in p["title"] for p in heatmaps)
     low = next(e for e in exprs if "p_bin=~" in e)
     assert f'p_bin=~"{"|".join(P_BIN_LABELS[:5])}"' in low
 
