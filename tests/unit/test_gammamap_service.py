@@ -385,3 +385,17 @@ def test_the_svg_draws_a_segment_against_its_own_baseline_and_says_k() -> None:
     assert "0.333" in texts  # the P axis starts at 1/K
     status, body, _ = handle({"format": "svg"})
     assert f"reference (n={2 * k})" in body.decode()
+
+
+def test_a_segment_s_warm_up_baseline_is_binned_on_the_model_s_edges() -> None:
+    state = MetricsState()
+    config = WatchConfig(count_window_events=100, max_segments=20, warmup_events=200)
+    watch = fanned_watch(MODEL, config, state)
+    rng = np.random.default_rng(8)
+    for k, seg in enumerate(("a", "b")):  # b's γ sits well above a's: its own deciles would differ
+        p, g = rng.uniform(0.6, 1, 300), rng.exponential(1e-3 * (1 + 9 * k), 300)
+        watch.update(*scored(p, g, segment=seg, start=300 * k))
+    assert watch.reference is not None and watch.reference.gamma_edges != GAMMA_EDGES
+    assert sorted(watch.segment_references) == ["a", "b"]
+    for ref in watch.segment_references.values():
+        assert ref.gamma_map is not None and ref.gamma_map.gamma_edges == watch.reference.gamma_edges
