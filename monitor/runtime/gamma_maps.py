@@ -22,12 +22,12 @@ from monitor.gammamap import (
     GAMMA_EDGES,
     P_BIN_LABELS,
     GammaMap,
-    GammaMapWindow,
     edges_note,
     empty_map,
     gamma_bin_labels,
     gamma_map,
 )
+from monitor.gammamap_window import GammaMapWindow
 from monitor.rolling.reference import Reference
 from monitor.rolling.windows import OTHER, SignalBatch
 

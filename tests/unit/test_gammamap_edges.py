@@ -13,13 +13,13 @@ from monitor.gammamap import (
     GAMMA_BIN_LABELS,
     GAMMA_EDGES,
     MIN_EDGE_EVENTS,
-    GammaMapWindow,
     edges_note,
     gamma_bin_labels,
     gamma_map,
     model_gamma_edges,
 )
 from monitor.gammamap_edges import MODEL_GAMMA_BINS
+from monitor.gammamap_window import GammaMapWindow
 from monitor.rolling.reference import Reference
 
 
