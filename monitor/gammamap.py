@@ -513,8 +513,9 @@ def render_svg(
     if reference is not None:
         panels.append((reference, labels[1]))
     panels.append((live, labels[0]))
-    cols = len(live.gamma_edges) - 1
-    rows = len(live.p_edges) - 1
+    # maps on different edges (a baseline built before the model's) are drawn each on its own cells
+    cols = max(len(m.gamma_edges) - 1 for m, _ in panels)
+    rows = max(len(m.p_edges) - 1 for m, _ in panels)
     panel_w = _LEFT + cols * _CELL_W + _GAP
     width = panel_w * len(panels) + 10
     width = max(width, 720)  # room for the legend

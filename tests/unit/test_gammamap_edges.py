@@ -113,3 +113,23 @@ def test_a_window_moved_to_other_edges_re_bins_what_it_holds() -> None:
     w.update(p[150:], g[150:])
     assert w.window() == gamma_map(p[-100:], g[-100:], gamma_edges=own)
     assert w.cumulative().total == 250
+
+
+def test_maps_on_different_edges_are_drawn_side_by_side_without_overlap() -> None:
+    import xml.etree.ElementTree as ET
+
+    from monitor.gammamap import render_svg
+
+    own = model_gamma_edges(np.random.default_rng(9).exponential(1e-3, 300))
+    live = gamma_map(np.array([0.9]), np.array([1e-3]), gamma_edges=own)
+    old = gamma_map(np.array([0.9]), np.array([1e-3]))  # a baseline on the fixed grid
+    root = ET.fromstring(render_svg(live, old, note="n"))
+    cells = [
+        r
+        for r in root.iter("{http://www.w3.org/2000/svg}rect")
+        if r.find("{http://www.w3.org/2000/svg}title") is not None
+    ]
+    xs = sorted({float(r.get("x", "0")) for r in cells})
+    assert len(cells) == 10 * (18 + len(own) - 1)  # neither map trimmed to the other's columns
+    ref_right = max(float(r.get("x", "0")) for r in cells[: 10 * 18])
+    assert ref_right < min(float(r.get("x", "0")) for r in cells[10 * 18 :]) and len(xs) == 18 + len(own) - 1
