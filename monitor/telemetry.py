@@ -507,7 +507,7 @@ GAMMA = Histogram(
 )
 GAMMAMAP_EVENTS_TOTAL = Counter(
     "harmonic_gammamap_events_total",
-    "Gamma Map cells: scored classifier events by bin of the predicted class's probability (p_bin) and of γ (gamma_bin), both from the fixed edges of monitor.gammamap; the events that enter the windows.",
+    "Gamma Map cells: scored classifier events by bin of the predicted class's probability (p_bin, 10 fixed bins) and of γ (gamma_bin, on the model's own edges: the deciles of its reference's γ, at most 11 bins; the fixed half-decade grid until it has a reference); the events that enter the windows.",
     ModelSegmentPBinGammaBin,
     group="Per-event robustness (histograms)",
     unit="events",
@@ -516,8 +516,12 @@ GAMMAMAP_EVENTS_TOTAL = Counter(
         "are Robust') as counters, one per cell: `sum by (gamma_bin) (increase(...[$__rate_interval]))` is "
         "the γ-bucket-over-time heatmap, `sum by (p_bin, gamma_bin) (increase(...[1h]))` the map of the last "
         "hour. Mass moving toward high `gamma_bin` and low `p_bin` is traffic moving where predictions are "
-        "fragile; `/gammamap` shows the same map beside the reference's. Scored counts are a sample: divide a"
-        " scored rate by `harmonic_events_sampled_ratio` for live traffic."
+        "fragile; `/gammamap` shows the same map beside the reference's. A model's `gamma_bin` values are its own "
+        "(`00:0-0.0000123` … `10:>=0.000871`: index and range), so the reference fills about 10 % of the events "
+        "into each of the first 10 and none into the last, which holds what lies beyond the reference's largest "
+        "γ; sum them per model, not across models. Bounded: 10 `p_bin` × at most 11 `gamma_bin` per model and "
+        "segment, plus the 18 fixed-grid values counted before the reference (warm-up). Scored counts are a "
+        "sample: divide a scored rate by `harmonic_events_sampled_ratio` for live traffic."
     ),
 )
 FLICKER = Histogram(

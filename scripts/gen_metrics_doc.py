@@ -19,7 +19,8 @@ from pathlib import Path
 from monitor.drift.verdict import Verdict
 from monitor.exporters.http import PATHS as HTTP_PATHS
 from monitor.exporters.http import REJECT_REASONS
-from monitor.gammamap import GAMMA_BIN_LABELS, P_BIN_LABELS
+from monitor.gammamap import GAMMA_BIN_LABELS, MIN_EDGE_EVENTS, P_BIN_LABELS
+from monitor.gammamap_edges import MODEL_GAMMA_BINS
 from monitor.probes.perturbations import PERTURBATION_NAMES
 from monitor.probes.probe_report import BUDGET_STATES, REGION_OUTCOMES
 from monitor.source.kafka import DROP_REASONS as PRODUCER_DROP_REASONS
@@ -172,7 +173,11 @@ LABELS: dict[str, str] = {
     "p_bin": "Gamma Map bin of the predicted class's probability: "
     + ", ".join(f"`{b}`" for b in P_BIN_LABELS)
     + " (each `[lo, hi)`, the last closed).",
-    "gamma_bin": "Gamma Map bin of γ (half-decades): " + ", ".join(f"`{b}`" for b in GAMMA_BIN_LABELS) + ".",
+    "gamma_bin": "Gamma Map bin of γ on the model's own edges, the deciles of its reference's γ and one bin above its "
+    f"largest: at most {MODEL_GAMMA_BINS + 1} values per model, each its two-digit index and range (`00:0-0.0000123`, …, "
+    "`10:>=0.000871`), sorting in bin order; `00:>=0` alone where γ is 0 on every reference event (a constant "
+    f"region). Until the model has a reference, or with one of fewer than {MIN_EDGE_EVENTS} events or written "
+    "before it kept its edges, the fixed half-decade grid: " + ", ".join(f"`{b}`" for b in GAMMA_BIN_LABELS) + ".",
     "receiver": "Alert delivery target: `alertmanager` or `webhook`.",
     "region": "Region id in the model's region index (`r1`, `r2`, …); details at `GET /probes`.",
     "perturbation": "Perturbation type τ: " + ", ".join(f"`{p}`" for p in PERTURBATION_NAMES) + ".",
