@@ -44,7 +44,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from types import TracebackType
 from typing import Self
 
 from monitor.alerts import Alert, AlertEvent, AlertState
@@ -350,12 +349,7 @@ class DeliveryWorker:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def _run(self) -> None:
