@@ -41,7 +41,42 @@ def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class AlertmanagerSender:
+class _JsonSender:
+    """What both senders share: one :class:`JsonPoster` to their endpoint, and ``send`` = POST of ``payload``."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        timeout_seconds: float,
+        deadline_seconds: float,
+        headers: Mapping[str, str] | None,
+        proxy_from_environment: bool,
+    ) -> None:
+        self._poster = JsonPoster(
+            endpoint,
+            timeout_seconds=timeout_seconds,
+            headers=headers,
+            env_proxy=proxy_from_environment,
+            deadline_seconds=deadline_seconds,
+        )
+
+    def payload(self, alerts: Sequence[Alert], now_seconds: float) -> object:
+        """The JSON body for ``alerts`` at time ``now_seconds``."""
+        raise NotImplementedError
+
+    @property
+    def oversized_answers_total(self) -> int:
+        """2xx answers whose body ran past :data:`MAX_ANSWER_BYTES` (read that far, the rest discarded)."""
+        return self._poster.oversized_answers_total
+
+    def send(self, alerts: Sequence[Alert], now_seconds: float) -> None:
+        """POST ``alerts``; raises :class:`DeliveryError` (with ``retryable``) on failure."""
+        if alerts:
+            self._poster.post(self.payload(alerts, now_seconds))
+
+
+class AlertmanagerSender(_JsonSender):
     """Posts alerts to Alertmanager's v2 API, ``POST {url}/api/v2/alerts``.
 
     Each alert becomes ``{labels, annotations, startsAt, endsAt, generatorURL}``. A resolved alert
@@ -98,12 +133,12 @@ class AlertmanagerSender:
         self.firing_ttl_seconds = firing_ttl_seconds
         self.external_labels = dict(external_labels or {})
         self.endpoint = f"{self.url}/api/v2/alerts"
-        self._poster = JsonPoster(
+        super().__init__(
             self.endpoint,
             timeout_seconds=timeout_seconds,
-            headers=headers,
-            env_proxy=proxy_from_environment,
             deadline_seconds=deadline_seconds,
+            headers=headers,
+            proxy_from_environment=proxy_from_environment,
         )
 
     def payload(self, alerts: Sequence[Alert], now_seconds: float) -> list[dict[str, object]]:
@@ -124,18 +159,8 @@ class AlertmanagerSender:
             body.append(item)
         return body
 
-    @property
-    def oversized_answers_total(self) -> int:
-        """2xx answers whose body ran past :data:`MAX_ANSWER_BYTES` (read that far, the rest discarded)."""
-        return self._poster.oversized_answers_total
 
-    def send(self, alerts: Sequence[Alert], now_seconds: float) -> None:
-        """POST ``alerts``; raises :class:`DeliveryError` (with ``retryable``) on failure."""
-        if alerts:
-            self._poster.post(self.payload(alerts, now_seconds))
-
-
-class WebhookSender:
+class WebhookSender(_JsonSender):
     """Posts alerts as JSON to any HTTP endpoint (Slack relays, incident tools, a queue gateway).
 
     The body is ``{"version": "1", "sender": "harmonic-monitor", "sentAt": ..., "alerts": [...]}``
@@ -172,12 +197,12 @@ class WebhookSender:
         proxy_from_environment: bool = False,
     ) -> None:
         self.url = check_url(url, "webhook")
-        self._poster = JsonPoster(
+        super().__init__(
             self.url,
             timeout_seconds=timeout_seconds,
-            headers=headers,
-            env_proxy=proxy_from_environment,
             deadline_seconds=deadline_seconds,
+            headers=headers,
+            proxy_from_environment=proxy_from_environment,
         )
 
     def payload(self, alerts: Sequence[Alert], now_seconds: float) -> dict[str, object]:
@@ -197,13 +222,3 @@ class WebhookSender:
                 }
             )
         return {"version": "1", "sender": USER_AGENT, "sentAt": rfc3339(now_seconds), "alerts": items}
-
-    @property
-    def oversized_answers_total(self) -> int:
-        """2xx answers whose body ran past :data:`MAX_ANSWER_BYTES` (read that far, the rest discarded)."""
-        return self._poster.oversized_answers_total
-
-    def send(self, alerts: Sequence[Alert], now_seconds: float) -> None:
-        """POST ``alerts``; raises :class:`DeliveryError` (with ``retryable``) on failure."""
-        if alerts:
-            self._poster.post(self.payload(alerts, now_seconds))

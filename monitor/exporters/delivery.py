@@ -29,6 +29,9 @@ thread between the alert engine and a sender, so a slow or dead receiver never b
 * **secrets** — a URL's ``user:password@`` becomes HTTP basic authentication and leaves the URL; every URL in a
   message or log line is redacted (:func:`monitor.logs.redact_text`).
 
+The senders live in :mod:`monitor.exporters.alert_senders`, the bounded POST in :mod:`monitor.exporters.json_post`;
+this module offers them beside the worker.
+
 The worker's logic is :meth:`DeliveryWorker.process_once`, which takes the time as an argument;
 the thread only calls it in a loop, so tests drive it with a fake clock and a fake sender.
 """
@@ -41,7 +44,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from types import TracebackType
 from typing import Self
 
 from monitor.alerts import Alert, AlertEvent, AlertState
@@ -347,12 +349,7 @@ class DeliveryWorker:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def _run(self) -> None:

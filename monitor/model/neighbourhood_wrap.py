@@ -78,9 +78,8 @@ class Wrapping:
         shared = {init.name for init in graph.initializer} | {init.name for init in graph.sparse_initializer}
         fresh = fresh_namer(shared | {t for node in graph.node for t in (*node.input, *node.output)} | {input_name})
         opset = max((op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")), default=0)
-        if (
-            opset == 0
-        ):  # only ai.onnx.ml nodes (onnxmltools' tree ensembles): the wrapping's own ops need the default one
+        # only ai.onnx.ml nodes (onnxmltools' tree ensembles): the wrapping's own ops need the default domain's
+        if opset == 0:
             proto.opset_import.append(helper.make_opsetid("", 13))
             opset = 13
         if opset < 8:
