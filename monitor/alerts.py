@@ -293,15 +293,23 @@ class Alert:
 
 
 class AlertDetails(TypedDict, total=False):
-    """The keywords of :meth:`AlertEngine.observe` that describe an evaluation (see there); a caller that passes them
-    through takes them as ``**details: Unpack[AlertDetails]``."""
+    """The keywords of :meth:`AlertEngine.observe` that describe an evaluation; a caller that passes them through
+    takes them as ``**details: Unpack[AlertDetails]``."""
 
+    #: names of the features that moved most, most moved first
     top_features: Sequence[str]
+    #: extra evidence for the description, e.g. ``"KS p=1e-09"``
     detail: str
+    #: ``"harmful-shift"`` or ``"input-shift"`` (or another short word); fixed when the alert goes pending
     verdict: str
+    #: the detectors that fired, each with its own statistic, threshold, window and reference values
     evidence: Sequence[Evidence]
+    #: what ``value`` is, for the description (default: the signal's window mean); a rate against a threshold names it
     value_name: str
+    #: what ``reference`` is, for the description (default: "reference")
     reference_name: str
+    #: the ``signal`` label when it is not the rule's (what a harmful shift fired on); fixed, like ``verdict``, when
+    #: the alert goes pending
     signal: str
 
 
@@ -337,6 +345,21 @@ class _Tracked:
 
     alert: Alert
     clear_since_seconds: float | None = None
+
+
+def _refreshed(current: Alert, seen: Alert, *, keep_evidence: bool) -> Alert:
+    """``current`` with the numbers and texts of ``seen``, a later evaluation of the same alert; its labels (verdict
+    and signal included), state and times stay as they were."""
+    return replace(
+        current,
+        value=seen.value,
+        reference=seen.reference,
+        top_features=seen.top_features,
+        detail=seen.detail,
+        evidence=current.evidence if keep_evidence else seen.evidence,
+        value_name=seen.value_name,
+        reference_name=seen.reference_name,
+    )
 
 
 class AlertEngine:
@@ -431,22 +454,9 @@ class AlertEngine:
         value, reference : float
             The window value and its reference (go into the annotations).
         now_seconds : float
-            Evaluation time, Unix epoch seconds. A clock that steps back is tolerated (durations
-            never go negative).
-        top_features : sequence of str
-            Names of the features that moved most, most moved first.
-        detail : str
-            Extra evidence for the description, e.g. ``"KS p=1e-09"``.
-        verdict : str
-            ``"harmful-shift"`` or ``"input-shift"`` (or another short word); fixed when the alert goes pending.
-        evidence : sequence of Evidence
-            The detectors that fired, each with its own statistic, threshold, window and reference values.
-        value_name, reference_name : str
-            What ``value`` and ``reference`` are, for the description (default: the signal's window mean vs
-            "reference"; a rate against a threshold names them so).
-        signal : str
-            The ``signal`` label when it is not the rule's (what a harmful shift fired on); fixed, like ``verdict``,
-            when the alert goes pending.
+            Evaluation time, Unix epoch seconds. A clock that steps back is tolerated (durations never go negative).
+        top_features, detail, verdict, evidence, value_name, reference_name, signal
+            What the evaluation found, for the labels and annotations: see :class:`AlertDetails`.
 
         Returns
         -------
@@ -464,43 +474,36 @@ class AlertEngine:
             raise ConfigError(f"no alert rule named {rule!r}; configured rules: {sorted(self._rules)}")
         fp = fingerprint(rule, model, segment)
         tracked = self._tracked.get(fp)
-        features = tuple(top_features)
-
-        if tracked is None:
-            if not condition:
-                return None
-            alert = Alert(
-                rule=spec,
-                model=model,
-                segment=segment,
-                state=AlertState.PENDING,
-                value=float(value),
-                reference=float(reference),
-                starts_at_seconds=now_seconds,
-                top_features=features,
-                detail=detail,
-                verdict=verdict,
-                fingerprint=fp,
-                evidence=tuple(evidence),
-                value_name=value_name,
-                reference_name=reference_name,
-                signal=signal,
-            )
-            tracked = self._tracked[fp] = _Tracked(alert)
-            return self._maybe_fire(tracked, now_seconds)
-
-        # Deduplicated: same alert, latest numbers (the labels, verdict included, stay as they were).
-        tracked.alert = replace(
-            tracked.alert,
+        if tracked is None and not condition:
+            return None
+        seen = Alert(
+            rule=spec,
+            model=model,
+            segment=segment,
+            state=AlertState.PENDING,
             value=float(value),
             reference=float(reference),
-            top_features=features,
+            starts_at_seconds=now_seconds,
+            top_features=tuple(top_features),
             detail=detail,
-            # a held alert keeps the evidence it fired on while its condition is off (the hysteresis)
-            evidence=tuple(evidence) if evidence or condition else tracked.alert.evidence,
+            verdict=verdict,
+            fingerprint=fp,
+            evidence=tuple(evidence),
             value_name=value_name,
             reference_name=reference_name,
+            signal=signal,
         )
+        if tracked is None:
+            tracked = self._tracked[fp] = _Tracked(seen)
+            return self._maybe_fire(tracked, now_seconds)
+        # Deduplicated: same alert, latest numbers; a held alert keeps the evidence it fired on while its condition is
+        # off (the hysteresis).
+        tracked.alert = _refreshed(tracked.alert, seen, keep_evidence=not (evidence or condition))
+        return self._follow(fp, tracked, condition, now_seconds)
+
+    def _follow(self, fp: str, tracked: _Tracked, condition: bool, now_seconds: float) -> AlertEvent | None:
+        """A known alert's next step: a pending one fires after ``for_seconds`` or is dropped with its condition; a
+        firing one resolves once its condition has been false for ``resolve_after_seconds``."""
         if tracked.alert.state is AlertState.PENDING:
             if not condition:
                 # A pending alert that lost its condition was never announced: drop it silently.
@@ -514,7 +517,7 @@ class AlertEngine:
             return None
         if tracked.clear_since_seconds is None:
             tracked.clear_since_seconds = now_seconds
-        if now_seconds - tracked.clear_since_seconds < spec.resolve_after_seconds:
+        if now_seconds - tracked.clear_since_seconds < tracked.alert.rule.resolve_after_seconds:
             return None
         del self._tracked[fp]
         self._resolved_total += 1
