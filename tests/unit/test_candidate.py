@@ -270,6 +270,11 @@ def test_a_replaced_candidate_file_is_loaded_again_or_refused(tmp_path: Path, ca
 
     feed(2100, seed=3)
     assert verdict() == "candidate-worse" and tel.COMPARE_CANDIDATE_UP.get(state, pair) == 1.0
+    # the same bytes written anew (a new inode, as a ConfigMap's swapped links leave it): no change
+    same = fragile.read_bytes()
+    _replace(fragile, lambda p: p.write_bytes(same))
+    _look(pipeline)
+    assert verdict() == "candidate-worse" and pipeline.readiness()[1]["candidate_files"]["fragile"]["reloads"] == 0
     # replaced by the served model's twin: loaded again, the comparison afresh (no verdict until its windows fill)
     _replace(fragile, lambda p: onnx_graphs.linear_classifier(p, [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2]))
     _look(pipeline)
