@@ -28,6 +28,8 @@ pytestmark = pytest.mark.integration
 SERVED, CANDIDATE = "credit", "credit-v2"
 SEGMENTS = ("eu", "us")
 EVENTS = 1600
+#: the served model's weights and bias (its candidate curves the same logits)
+WEIGHTS, BIAS = [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2]
 #: paired events between two comparisons (candidate.COMPARE_EVERY): a backlog's events are placed near the watermark,
 #: so a comparison comes from their count, not from their seconds
 COMPARED = COMPARE_EVERY
@@ -42,11 +44,12 @@ def worse(scrape: Scrape) -> set[str]:
     }
 
 
-def test_run_scores_a_candidate_on_the_served_models_events(kafka09_broker: Kafka09Broker, tmp_path: Path) -> None:
-    weights, bias = [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2]
+def configured(tmp_path: Path, rng: np.random.Generator) -> tuple[Path, Path]:
+    """The settings of SERVED (linear, a reference of 400 rows) and CANDIDATE beside it (the same decisions with
+    curved logits: more fragile); the config's path and the candidate's."""
+    weights, bias = WEIGHTS, BIAS
     served = onnx_graphs.linear_classifier(tmp_path / "served.onnx", weights, bias)
     candidate = onnx_graphs.linear_classifier(tmp_path / "cand.onnx", weights, bias, curvature=[0.3, 0.3])
-    rng = np.random.default_rng(7)
     reference = tmp_path / "reference.csv"
     np.savetxt(reference, rng.normal(0.0, 1.0, (400, 2)), delimiter=",")
     config = tmp_path / "monitor.yaml"
@@ -60,24 +63,37 @@ def test_run_scores_a_candidate_on_the_served_models_events(kafka09_broker: Kafk
         "probes": {"enabled": False},
     }
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
-    topic = new_topic(kafka09_broker, "candidate", partitions=1)
-    start = time.time() * 1000 - 25_000
-    rows = rng.normal(2.5, 1.0, (EVENTS, 2))  # shifted away from the reference
-    messages = [
+    return config, candidate
+
+
+def shifted(
+    rng: np.random.Generator, n: int, start_ms: float, first: int, spacing_ms: int = 5
+) -> list[tuple[bytes, bytes]]:
+    """``n`` events of the served model shifted away from the reference, ``spacing_ms`` apart, alternating segments."""
+    rows = rng.normal(2.5, 1.0, (n, 2))
+    return [
         (
             SEGMENTS[i % 2].encode(),
             json.dumps(
                 {
-                    "id": f"e{i}",
-                    "ts": int(start + i * 10),
+                    "id": f"e{first + i}",
+                    "ts": int(start_ms + i * spacing_ms),
                     "model": SERVED,
                     "features": rows[i].tolist(),
                     "segment": SEGMENTS[i % 2],
                 }
             ).encode(),
         )
-        for i in range(EVENTS)
+        for i in range(n)
     ]
+
+
+def test_run_scores_a_candidate_on_the_served_models_events(kafka09_broker: Kafka09Broker, tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    config, _ = configured(tmp_path, rng)
+    topic = new_topic(kafka09_broker, "candidate", partitions=1)
+    start = time.time() * 1000 - 25_000
+    messages = shifted(rng, EVENTS, start, 0, spacing_ms=10)
     # last, one producer's clock a day ahead: placed at the watermark, it cannot carry the windows past every event
     ahead = {"id": "ahead", "ts": int(start + 86_400_000), "model": SERVED, "features": [2.5, 2.5], "segment": "eu"}
     messages.append((b"eu", json.dumps(ahead).encode()))
@@ -122,46 +138,11 @@ def verdicts(scrape: Scrape) -> dict[str, str]:
     }
 
 
-def shifted(rng: np.random.Generator, n: int, start_ms: float, first: int) -> list[tuple[bytes, bytes]]:
-    """``n`` events of the served model shifted away from the reference, 5 ms apart, alternating segments."""
-    rows = rng.normal(2.5, 1.0, (n, 2))
-    return [
-        (
-            SEGMENTS[i % 2].encode(),
-            json.dumps(
-                {
-                    "id": f"e{first + i}",
-                    "ts": int(start_ms + i * 5),
-                    "model": SERVED,
-                    "features": rows[i].tolist(),
-                    "segment": SEGMENTS[i % 2],
-                }
-            ).encode(),
-        )
-        for i in range(n)
-    ]
-
-
 def test_run_reloads_a_replaced_candidate_file_and_refuses_one_that_does_not_fit(
     kafka09_broker: Kafka09Broker, tmp_path: Path
 ) -> None:
-    weights, bias = [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2]
-    served = onnx_graphs.linear_classifier(tmp_path / "served.onnx", weights, bias)
-    candidate = onnx_graphs.linear_classifier(tmp_path / "cand.onnx", weights, bias, curvature=[0.3, 0.3])
     rng = np.random.default_rng(11)
-    reference = tmp_path / "reference.csv"
-    np.savetxt(reference, rng.normal(0.0, 1.0, (400, 2)), delimiter=",")
-    config = tmp_path / "monitor.yaml"
-    settings = {
-        "models": [
-            {"name": SERVED, "path": str(served), "reference": str(reference)},
-            {"name": CANDIDATE, "path": str(candidate), "compare_with": SERVED},
-        ],
-        "sampler": {"events_per_second": 0},
-        "batch": {"max_events": 100},
-        "probes": {"enabled": False},
-    }
-    config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    config, candidate = configured(tmp_path, rng)
     topic = new_topic(kafka09_broker, "candidate-file", partitions=1)
     start = time.time() * 1000 - 12_000
     sidecar = sidecar_in(tmp_path, kafka09_broker, topic=topic, group_id=group_name(), config=config)
@@ -174,7 +155,7 @@ def test_run_reloads_a_replaced_candidate_file_and_refuses_one_that_does_not_fit
             DRAIN_TIMEOUT_SECONDS,
         )
         # replaced (as `mv` replaces it) by the served model's twin: loaded again, compared afresh
-        onnx_graphs.linear_classifier(tmp_path / "twin.onnx", weights, bias).replace(candidate)
+        onnx_graphs.linear_classifier(tmp_path / "twin.onnx", WEIGHTS, BIAS).replace(candidate)
         sidecar.wait_until(
             lambda: sidecar.readyz()[1]["candidate_files"][CANDIDATE]["reloads"] == 1, "the candidate reloaded", 30
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,20 +28,25 @@ def _frame(models: dict[str, Path]) -> tuple[pd.DataFrame, np.ndarray]:
     return frame[NAMES], frame["label"].to_numpy()
 
 
-def test_two_models_side_by_side_from_the_comparison(iris_models: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
-    events, y = _frame(iris_models)
-    out = tmp_path / "r.html"
-    report = monitor.report(
-        iris_models["logreg"],
+def _labelled_report(model: Path, reference: Any, events: Any, candidate: Path, y: np.ndarray, out: Path) -> Any:
+    """The page of ``model`` beside ``candidate``, every event and reference row labelled ``y``."""
+    return monitor.report(
+        model,
+        reference,
         events,
-        events,
-        candidate=iris_models["gbdt"],
+        candidate=candidate,
         labels=y,
         reference_labels=y,
         feature_names=NAMES,
         probe_points=0,
         out=out,
     )
+
+
+def test_two_models_side_by_side_from_the_comparison(iris_models: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+    events, y = _frame(iris_models)
+    out = tmp_path / "r.html"
+    report = _labelled_report(iris_models["logreg"], events, events, iris_models["gbdt"], y, out)
     cmp = report.data.comparison
     assert cmp is not None and report.data.comparison_note == ""
     body = _section(report.html)
@@ -155,17 +161,7 @@ def test_the_sections_pair_the_candidate_with_the_model_per_segment(
         )
     )
     out = tmp_path / "r.html"
-    report = monitor.report(
-        iris_models["logreg"],
-        events,
-        log,
-        candidate=flat,
-        labels=y,
-        reference_labels=y,
-        feature_names=NAMES,
-        probe_points=0,
-        out=out,
-    )
+    report = _labelled_report(iris_models["logreg"], events, log, flat, y, out)
     cmp = report.data.comparison
     assert cmp is not None
     # the verdict timeline: per segment, both models' γ, the paired difference and the comparison's verdict
