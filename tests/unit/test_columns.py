@@ -25,7 +25,10 @@ from monitor.source.decode_ahead import DecodeAhead
 from monitor.source.validate import ModelSchema
 
 TS = 1_795_168_800_000
-SCHEMAS = {"credit": ModelSchema(4, None, default_version="7"), "fraud": ModelSchema(2, ("a", "b"), default_version="1")}
+SCHEMAS = {
+    "credit": ModelSchema(4, None, default_version="7"),
+    "fraud": ModelSchema(2, ("a", "b"), default_version="1"),
+}
 
 
 def good(rng: random.Random, i: int) -> dict[str, Any]:
@@ -169,7 +172,9 @@ def test_a_poll_decoded_as_columns_is_the_per_record_decoders_poll(tmp_path: Pat
             polled.columns.clear()
         cols.decode_all(polled, now, b)
         taken += sum(len(c) for c, _ in b.columns)
-        made = b.events + [(c.event(j, rs[int(c.rows[j])].origin), rs[int(c.rows[j])]) for c, rs in b.columns for j in range(len(c))]
+        made = b.events + [
+            (c.event(j, rs[int(c.rows[j])].origin), rs[int(c.rows[j])]) for c, rs in b.columns for j in range(len(c))
+        ]
         assert sorted(outcome(ev) for ev, _ in a.events) == sorted(outcome(ev) for ev, _ in made)
         assert [(i.record, i.reason, i.detail, i.model) for i in a.invalid] == [
             (i.record, i.reason, i.detail, i.model) for i in b.invalid
@@ -189,9 +194,7 @@ def test_what_columns_do_not_take_is_decoded_record_by_record(tmp_path: Path) ->
     polled = columns_poll(ing, records)
     # the good one; no model (the default); integer features; large but within float32; no ts (the record's);
     # an extra field; a duplicate key (the last counts, as for orjson); blanks around the document
-    assert [
-        c.rows.tolist() for c in polled.columns
-    ] == [[0, 12, 18, 20, 28, 40, 45, 46, 47]]
+    assert [c.rows.tolist() for c in polled.columns] == [[0, 12, 18, 20, 28, 40, 45, 46, 47]]
     into = Ingested()
     ing.decode_all(polled, 1.9e9, into)
     assert sum(into.consumed.values()) == len(records)
