@@ -4,8 +4,9 @@ Why: kafka-python parses every fetched record in Python — most of a raw consum
 *Ingest vs raw client*) — and decoding plus sampling an event costs
 about as much again, all under one GIL. With the consumer in its own process the two run on two cores: the child
 fetches, parses and ships each poll's records as one message of plain lists per partition (values, headers, offsets,
-timestamps); this process decodes, samples and scores. The child keeps fetching while this process works, up to the
-pipe's buffer plus one batch in flight (bounded memory, natural back-pressure).
+timestamps), with the common events of a share of them decoded as columns (:mod:`monitor.source.columns`:
+:class:`AheadShare`); this process decodes the rest, samples and scores. The child keeps fetching while this process
+works, up to the pipe's buffer plus one batch in flight (bounded memory, natural back-pressure).
 
 The :class:`~monitor.source.base.Source` contract is unchanged:
 
