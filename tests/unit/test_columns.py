@@ -268,3 +268,37 @@ def _pred(label: int | None) -> Any:
     from monitor.events import LivePrediction
 
     return None if label is None else LivePrediction(label, None)
+
+
+@pytest.mark.parametrize("budget", [0, 40])
+def test_a_pipeline_over_columns_counts_samples_and_scores_as_over_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: int
+) -> None:
+    """The same polls through the whole pipeline, decoded as columns or record by record: the same counts, the same
+    shadow checks and the same events scored (the sampler's draws and the shadow check's, event for event)."""
+    from monitor.runtime import ingest as ingest_module
+    from tests.unit.test_pipeline import RecordingSource, events, make_pipeline, make_settings, rows, run_to_end
+
+    x = rows(400, seed=5)
+    values = events(x)
+    values[::7] = [value_of({"id": "x", "model": "nope", "features": [1.0, 2.0]})] * len(values[::7])
+    values[3] = b"not json"
+    records = [RawRecord(v, (), "events", 0, i, TS + i) for i, v in enumerate(values)]
+    outcomes = []
+    for min_rows in (10**9, 32):  # record by record; then as columns in the pipeline's process
+        monkeypatch.setattr(ingest_module, "MIN_COLUMN_ROWS", min_rows)
+        settings = make_settings(tmp_path / str(min_rows), sampler={"events_per_second": budget})
+        scored: list[str] = []
+        pipeline = make_pipeline(settings, RecordingSource(records))
+        pipeline.stages.scored_hooks.append(lambda batch: scored.extend(ev.event_id for ev in batch.events))
+        run_to_end(pipeline)
+        names = ("consumed", "invalid", "sampled", "shadow_compared", "shadow_disagreements", "scored")
+        state = pipeline.state
+        outcomes.append(([state.counter_sum(f"harmonic_events_{n}_total") for n in names[:3]], sorted(scored)))
+        outcomes[-1][0].extend(state.counter_sum(f"harmonic_{n}_total") for n in names[3:5])
+    assert outcomes[0] == outcomes[1]
+    counts, scored_ids = outcomes[0]
+    assert counts[0] == len(records) and counts[3] > 0  # every record counted; live labels shadow-checked
+    assert 0 < len(scored_ids) < (len(records) if budget else len(records) + 1)
+    if budget:
+        assert len(scored_ids) < counts[0] - counts[1] - 50  # sampled: most valid events not scored
