@@ -290,7 +290,11 @@ def test_a_pipeline_over_columns_counts_samples_and_scores_as_over_records(
         settings = make_settings(tmp_path / str(min_rows), sampler={"events_per_second": budget})
         scored: list[str] = []
         pipeline = make_pipeline(settings, RecordingSource(records))
-        pipeline.stages.scored_hooks.append(lambda batch: scored.extend(ev.event_id for ev in batch.events))
+
+        def note(batch: Any, into: list[str] = scored) -> None:
+            into.extend(e.event_id for e in batch.events)
+
+        pipeline.stages.scored_hooks.append(note)
         run_to_end(pipeline)
         names = ("consumed", "invalid", "sampled", "shadow_compared", "shadow_disagreements", "scored")
         state = pipeline.state
