@@ -40,8 +40,8 @@ class RawRecord(NamedTuple):
     partition: int = -1
     offset: int = -1
     timestamp_ms: int | None = None
-    #: the event's fields, decoded ahead where the record was read (the consumer's child process:
-    #: :mod:`monitor.source.decode_ahead`), or None: the pipeline decodes the record itself
+    #: the event's fields decoded ahead one record at a time (:func:`monitor.source.decode_ahead.decode_ahead`), or
+    #: None: the pipeline decodes the record itself (the consumer's child hands over columns instead: :class:`Polled`)
     decoded: tuple[object, ...] | None = None
 
     @property
