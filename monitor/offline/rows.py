@@ -247,6 +247,11 @@ def _frame_rows(
         f"{what} lacks columns {shown}; the model takes {sig.describe()} (one column per input, or per element "
         f"named like '{every[0]}'); the frame has {', '.join(repr(c) for c in columns[:10])}"
         + (" …" if len(columns) > 10 else "")
+        + (
+            "; name the columns that are its features, in order: feature_names=[…] (--feature-names)"
+            if sig.plain
+            else ""
+        )
     )
 
 

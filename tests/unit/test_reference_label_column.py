@@ -59,3 +59,18 @@ def test_a_label_name_that_is_neither_a_file_nor_a_column_is_refused_naming_the_
     assert (
         "(its header: a, b, y, segment); give a file of one true class per row, or the name of the --data column" in err
     )
+
+
+def test_a_frame_whose_columns_do_not_name_the_inputs_is_refused_with_the_feature_names_fix(files: Path) -> None:
+    import pandas as pd
+
+    import monitor
+    from monitor.errors import DataError
+
+    frame = pd.read_csv(files / "rows.csv")
+    with pytest.raises(
+        DataError, match=r"lacks columns 'X\[0\]'.*; name the columns that are its features, in order: "
+    ):
+        monitor.reference(files / "clf.onnx", frame, labels="y")
+    ref = monitor.reference(files / "clf.onnx", frame, labels="y", feature_names=["a", "b"])
+    assert ref.reference.n_events == 300 and ref.fit is not None
