@@ -169,6 +169,16 @@ def _csv_records(p: Path) -> tuple[tuple[str, ...] | None, int, list[list[float]
     return first, first_line, rows
 
 
+def width_refusal(what: str, path: object, width: int, n_features: int, names: Sequence[str] | None) -> str:
+    """The refusal of a file of ``width`` columns (named by its header ``names``, if any) for ``n_features``."""
+    named = f" ({', '.join(names[:12])}{' …' if len(names) > 12 else ''})" if names else ""
+    return (
+        f"{what} '{path}' has {width} columns{named}; the model expects {n_features} features. Was the file written "
+        "for another model? Else drop the columns it does not read (labels: --labels NAME, segments: --segment-column "
+        "NAME, where the command takes them)"
+    )
+
+
 def parse_numbers(
     cells: Sequence[str],
     lineno: int,
