@@ -223,6 +223,12 @@ class ModelLoss(NamedTuple):
     loss: str
 
 
+class ModelSegmentLoss(NamedTuple):
+    model: str
+    segment: str
+    loss: str
+
+
 class Version(NamedTuple):
     version: str
 
@@ -1221,6 +1227,30 @@ REFERENCE_ERROR = Gauge(
     "harmonic_reference_error",
     "A regressor's error (loss: mae, rmse) on its labelled reference (what the estimates start from).",
     ModelLoss,
+)
+SEGMENT_REFERENCE_ACCURACY = Gauge(
+    "harmonic_segment_reference_accuracy",
+    "Accuracy of the model on the labelled reference's rows of the segment (where the reference carries it).",
+    ModelSegment,
+    group="Accuracy without labels",
+    unit="ratio (0–1)",
+    use=(
+        "The segment's own reference accuracy, for a reference built with labels and a segment column (at least 50 "
+        "labelled rows of the segment): what the segment's estimates and its HarmonicAccuracyDrop compare with. "
+        "A segment without one compares with `harmonic_reference_accuracy`."
+    ),
+)
+SEGMENT_REFERENCE_ERROR = Gauge(
+    "harmonic_segment_reference_error",
+    "A regressor's error (loss: mae, rmse) on the labelled reference's rows of the segment (where it carries it).",
+    ModelSegmentLoss,
+    group="Accuracy without labels",
+    unit="the target's units",
+    use=(
+        "The segment's own reference MAE and RMSE (a reference built with true values and a segment column, at "
+        "least 50 labelled rows of the segment): what the segment's error estimates and its HarmonicErrorRise "
+        "compare with. A segment without one compares with `harmonic_reference_error`."
+    ),
 )
 ROBUSTNESS_COMPOSITE = Gauge(
     "harmonic_robustness_composite",

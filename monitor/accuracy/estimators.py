@@ -55,6 +55,7 @@ from monitor.accuracy.calibration import (
     sigmoid,
     temperature_params,
 )
+from monitor.accuracy.segments import read_segments
 from monitor.accuracy.weighted import NO_SHIFT_AUC, WeightingReference, shift_margin, weighted_estimates
 from monitor.config import AccuracySettings, ScoringSettings, setting_default
 from monitor.errors import DataError
@@ -208,6 +209,16 @@ class EstimatorFit:
     shift_inflation: float = SHIFT_INFLATION
     shift_floor: float = SHIFT_FLOOR
     weighting: WeightingReference | None = None
+    #: per segment the labelled reference carries: ``{"accuracy", "n"}`` (:mod:`monitor.accuracy.segments`)
+    segments: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def reference_of(self, segment: str | None) -> tuple[float, int, bool]:
+        """(accuracy, rows, own) the estimate of ``segment``'s window compares with: the segment's own reference
+        accuracy where the labelled reference carries the segment (``own``), else the model-wide one."""
+        seg = self.segments.get(segment) if segment is not None else None
+        if seg is None:
+            return self.accuracy, self.n, False
+        return float(seg["accuracy"]), int(seg["n"]), True
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document a reference file stores under ``accuracy_estimator``."""
@@ -224,6 +235,7 @@ class EstimatorFit:
             "draws": {k: [list(map(float, d)) for d in v] for k, v in self.draws.items()},
             "diagnostics": self.diagnostics,
             **({} if self.weighting is None else {"weighting": self.weighting.to_dict()}),
+            **({"segments": self.segments} if self.segments else {}),
         }
 
     @classmethod
@@ -261,6 +273,7 @@ class EstimatorFit:
                 shift_inflation=float(interval.get("shift_inflation", SHIFT_INFLATION)),
                 shift_floor=float(interval.get("shift_floor", SHIFT_FLOOR)),
                 weighting=None if doc.get("weighting") is None else WeightingReference.from_dict(doc["weighting"]),
+                segments=read_segments(doc.get("segments")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DataError(

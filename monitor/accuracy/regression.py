@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from monitor.accuracy.segments import read_segments
 from monitor.accuracy.weighted import MAX_INPUT_DIMS, MAX_ROWS, MIN_WINDOW_ROWS, domain_weights
 from monitor.config import ScoringSettings, setting_default
 from monitor.errors import DataError
@@ -90,6 +91,16 @@ class LossFit:
     #: up to MAX_ROWS reference rows' design (the domain classifier's side) and absolute errors
     rows: NDArray[np.float64]
     rows_abs_err: NDArray[np.float64]
+    #: per segment the labelled reference carries: ``{"mae", "rmse", "n"}`` (:mod:`monitor.accuracy.segments`)
+    segments: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def reference_of(self, segment: str | None) -> tuple[float, float, int, bool]:
+        """(MAE, RMSE, rows, own) the estimate of ``segment``'s window compares with: the segment's own reference
+        error where the labelled reference carries the segment (``own``), else the model-wide one."""
+        seg = self.segments.get(segment) if segment is not None else None
+        if seg is None:
+            return self.mae, self.rmse, self.n, False
+        return float(seg["mae"]), float(seg["rmse"]), int(seg["n"]), True
 
     def design(self, inputs: NDArray[np.float64], prediction: NDArray[np.float64]) -> NDArray[np.float64]:
         std = np.nan_to_num((inputs - self.center) / self.scale)
@@ -114,6 +125,7 @@ class LossFit:
             "abs_resid_var": self.abs_resid_var,
             "sq_resid_var": self.sq_resid_var,
             **arrays,
+            **({"segments": self.segments} if self.segments else {}),
         }
 
     @classmethod
@@ -139,6 +151,7 @@ class LossFit:
                 f(doc["sq_draws"], dtype=np.float64),
                 f(doc["rows"], dtype=np.float64),
                 f(doc["rows_abs_err"], dtype=np.float64),
+                read_segments(doc.get("segments")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"the loss-estimator fit is damaged ({exc}); rebuild it with labels") from exc

@@ -84,6 +84,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=(*PRIMARY_CHOICES, "dle", "dr"),
         help="primary method (auto: iw here; a regressor takes iw, dle or dr)",
     )
+    p.add_argument(
+        "--segment-column",
+        help="the --data CSV column (named in its header) that names each row's segment: the JSON's 'segments' then "
+        "holds each segment's estimate beside its own reference accuracy (MAE) where the labelled reference carries "
+        "the segment (else the model-wide one). A .jsonl event log's 'segment' is read without it",
+    )
     p.add_argument("--json", required=True, dest="json_out", help="output JSON")
     p.set_defaults(func=run)
 
@@ -146,7 +152,9 @@ def run(args: argparse.Namespace) -> int:
             notes.append(
                 f"the labelled reference has {fitted.n} rows: the fit is noisy (a few hundred or more is better)"
             )
-    est = estimate_accuracy(model, args.data, reference, method=args.method, **scoring, **std)
+    est = estimate_accuracy(
+        model, args.data, reference, method=args.method, segment_column=args.segment_column, **scoring, **std
+    )
     if not isinstance(est, AccuracyEstimate):  # pragma: no cover - a classifier's estimate
         raise TypeError("a classifier's estimate is an AccuracyEstimate")
     fit = est.fit
@@ -173,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
             f"{domain['ess']:.0f}, weight clipped {100 * domain['clipped_share']:.1f} %",
             file=sys.stderr,
         )
+    _print_segments(result.get("segments", {}), "accuracy")
     for w in result["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     for c in result.get("caveats", []):
@@ -190,7 +199,7 @@ def _regressor(args: argparse.Namespace, model: Any) -> int:
             "(`harmonic-monitor reference --labels`); --reference-data/--reference-labels are for classifiers"
         )
     std = {"header": args.header}
-    est = estimate_loss(model, args.data, args.reference, method=args.method, **std)
+    est = estimate_loss(model, args.data, args.reference, method=args.method, segment_column=args.segment_column, **std)
     if isinstance(est, AccuracyEstimate):  # pragma: no cover - a regressor's estimate
         raise TypeError("a regressor's estimate is a LossEstimate")
     result: dict[str, Any] = {**est.document, "model": str(args.model), "data": str(args.data)}
@@ -204,6 +213,7 @@ def _regressor(args: argparse.Namespace, model: Any) -> int:
             f"{result['method']}) on {result['n']} rows; reference {result['reference'][key]:.4g}",
             file=sys.stderr,
         )
+    _print_segments(result.get("segments", {}), "mae")
     dom = result["domain"]
     print(
         f"domain classifier (reference vs these rows): AUC {dom['auc']:.2f}, effective sample size {dom['ess']:.0f}",
@@ -213,6 +223,21 @@ def _regressor(args: argparse.Namespace, model: Any) -> int:
         print(f"caveat: {c}", file=sys.stderr)
     print(f"-> {out}", file=sys.stderr)
     return 0
+
+
+def _print_segments(segments: dict[str, Any], what: str) -> None:
+    """One stderr line per segment: its estimate against the reference value it compares with."""
+    for name, row in segments.items():
+        ref = row[f"reference_{what}"]
+        whose = "its own" if row["own_reference"] else "the model's"
+        if "estimate" not in row:
+            print(f"segment {name}: {row['note']}", file=sys.stderr)
+            continue
+        print(
+            f"segment {name}: {what} {row['estimate']:.4g} [{row['lower']:.4g}, {row['upper']:.4g}] on {row['n']} "
+            f"rows; {whose} reference {ref:.4g}",
+            file=sys.stderr,
+        )
 
 
 def _is_json(path: str | None) -> bool:
