@@ -404,12 +404,15 @@ def holdout_table(results: list[dict[str, Any]], method: str = "iw") -> str:
         "| held-out sets | accuracy moved (points) | coverage, tuned constants | width | coverage, shipped | width |",
         "|---:|---|---:|---:|---:|---:|",
     ]
-    tuned, ship = by_bucket(held, chosen), by_bucket(held, shipped)
-    for b, (cov, width, n) in tuned.items():
-        s_cov, s_width, _ = ship[b]
-        lines.append(
-            f"| {n} | {b} | {100 * cov:.0f} % | {100 * width:.1f} | {100 * s_cov:.0f} % | {100 * s_width:.1f} |"
-        )
+    river = [r for r in held if r["group"].split("/")[0] in RIVER]
+    for label, rows in (("", held), ("river's generators only: ", river)):
+        tuned, ship = by_bucket(rows, chosen), by_bucket(rows, shipped)
+        for b, (cov, width, n) in tuned.items():
+            s_cov, s_width, _ = ship[b]
+            lines.append(
+                f"| {n} | {label}{b} | {100 * cov:.0f} % | {100 * width:.1f} | {100 * s_cov:.0f} % | "
+                f"{100 * s_width:.1f} |"
+            )
     return "\n".join(lines)
 
 
