@@ -4,17 +4,17 @@
 The seed-001 table (per model: mean γ, flicker, P_adj, confidence, the estimated accuracy with its interval and the
 realized accuracy where labels were given), the paired differences with their intervals and the model each axis
 favours, the Pareto statement and the verdict, the share of events on which the two predict different classes and
-the inputs those events share, and both models' Gamma Maps side by side (the one renderer,
-:func:`monitor.gammamap.render_svg`).
+the inputs those events share. The other sections pair the candidate with the model where they speak of it
+(:mod:`monitor.offline.report_paired`: both Gamma Maps side by side, per segment γ and the verdict, the accuracy
+estimates).
 """
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from monitor.comparison.result import ALL
-from monitor.gammamap import render_svg
+from monitor.offline.report_paired import f
 from monitor.offline.report_svg import _e
 
 if TYPE_CHECKING:
@@ -32,15 +32,10 @@ def two_models(data: ReportData) -> str:
     parts = [_models_table(cmp)]
     for v in verdicts:
         parts.append(_pair(cmp, v))
-    parts.append(_maps(cmp, data.gamma_map_classes))
     parts.append(note)
     # the page asks for no ε* profile (its own probe section covers the flagged events): that note is not news here
     parts += [f'<p class="meta">{_e(n)}</p>' for n in cmp.notes if not n.startswith("the ε* probe profile was skipped")]
     return "\n".join(p for p in parts if p)
-
-
-def _f(v: Any, spec: str) -> str:
-    return "–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
 
 
 def _models_table(cmp: Comparison) -> str:
@@ -55,12 +50,12 @@ def _models_table(cmp: Comparison) -> str:
             continue
         est = r.get("accuracy_estimate")
         lo, hi = r.get("accuracy_lower"), r.get("accuracy_upper")
-        est_txt = _f(est, ".3f") + ("" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]")
+        est_txt = f(est, ".3f") + ("" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]")
         rows.append(
-            f'<tr data-model="{_e(r["model"])}" data-gamma="{_f(r["gamma"], ".6g")}">'
-            f'<td class="l">{_e(r["model"])}</td><td>{r["valid"]} of {r["rows"]}</td><td>{_f(r["gamma"], ".4g")}</td>'
-            f"<td>{_f(r['flicker'], '.3f')}</td><td>{_f(r.get('p_adj'), '.3f')}</td>"
-            f"<td>{_f(r.get('confidence'), '.3f')}</td><td>{est_txt}</td><td>{_f(r.get('accuracy'), '.3f')}</td></tr>"
+            f'<tr data-model="{_e(r["model"])}" data-gamma="{f(r["gamma"], ".6g")}">'
+            f'<td class="l">{_e(r["model"])}</td><td>{r["valid"]} of {r["rows"]}</td><td>{f(r["gamma"], ".4g")}</td>'
+            f"<td>{f(r['flicker'], '.3f')}</td><td>{f(r.get('p_adj'), '.3f')}</td>"
+            f"<td>{f(r.get('confidence'), '.3f')}</td><td>{est_txt}</td><td>{f(r.get('accuracy'), '.3f')}</td></tr>"
         )
     return f'<table id="models-table">{head}{"".join(rows)}</table>'
 
@@ -86,23 +81,11 @@ def _pair(cmp: Comparison, v: dict[str, Any]) -> str:
         '</th><th class="l">favours</th></tr>'
     )
     rows = [
-        f'<tr data-axis="{_e(d["axis"])}"><td class="l">{_e(d["axis"])}</td><td>{_f(d["mean_a"], ".4g")}</td>'
-        f"<td>{_f(d['mean_b'], '.4g')}</td><td>{_f(d['difference'], '+.3g')} [{_f(d['lower'], '+.3g')}, "
-        f'{_f(d["upper"], "+.3g")}]</td><td class="l">{_e(d["favours"])}</td></tr>'
+        f'<tr data-axis="{_e(d["axis"])}"><td class="l">{_e(d["axis"])}</td><td>{f(d["mean_a"], ".4g")}</td>'
+        f"<td>{f(d['mean_b'], '.4g')}</td><td>{f(d['difference'], '+.3g')} [{f(d['lower'], '+.3g')}, "
+        f'{f(d["upper"], "+.3g")}]</td><td class="l">{_e(d["favours"])}</td></tr>'
         for d in cmp.rows("pairs")
         if d["a"] == a and d["b"] == b and d["segment"] == ALL
     ]
     lines.append(f'<table class="pairs">{head}{"".join(rows)}</table>')
     return "\n".join(lines)
-
-
-def _maps(cmp: Comparison, classes: int | None) -> str:
-    """Both models' Gamma Maps side by side, the first model's on the left."""
-    names = list(cmp.gamma_maps)
-    if len(names) < 2:
-        return '<p class="empty">no Gamma Maps: they plot γ against the predicted class\'s probability, which a regressor has not</p>'
-    first, second = names[0], names[1]
-    svg = render_svg(
-        cmp.gamma_maps[second], cmp.gamma_maps[first], title="the same events", labels=(second, first), classes=classes
-    )
-    return f'<figure class="maps" data-models="{_e(first)},{_e(second)}">{svg}</figure>'

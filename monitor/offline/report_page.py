@@ -16,6 +16,7 @@ from monitor.gammamap import render_svg
 from monitor.offline.report_compare import two_models
 from monitor.offline.report_data import TWO_MODELS
 from monitor.offline.report_page_inputs import inputs_section, periods_chart, summary
+from monitor.offline.report_paired import accuracy_table, maps, segments_table
 from monitor.offline.report_svg import (
     _B,
     _H,
@@ -71,7 +72,7 @@ def render_page(data: ReportData) -> str:
         + (f' · <span id="invalid-inputs">invalid values by input: {_e(by_input)}</span>' if by_input else "")
         + "</p>",
         _section("summary", "Summary", summary(data)),
-        _section("verdicts", "Verdict timeline per segment", _verdicts(data)),
+        _section("verdicts", "Verdict timeline per segment", _verdicts(data) + segments_table(data)),
         _section(
             "signals",
             "Signals over "
@@ -79,9 +80,11 @@ def render_page(data: ReportData) -> str:
             + " against the reference",
             _signals(data),
         ),
-        _section("gammamap", "Gamma Map", _gammamap(data)),
+        _section("gammamap", "Gamma Map", _gammamap(data) + maps(data)),
         _section("drift", "Per-input drift: reference against the events", inputs_section(data)),
-        _section("accuracy", "Estimated performance per period", periods_chart(data) + _accuracy(data)),
+        _section(
+            "accuracy", "Estimated performance per period", periods_chart(data) + _accuracy(data) + accuracy_table(data)
+        ),
         _section("probes", "Probe profile of the flagged events", _probes(data)),
         _section(TWO_MODELS, "Two models", two_models(data)) if data.comparison or data.comparison_note else "",
         "</body></html>",
