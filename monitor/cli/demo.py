@@ -190,7 +190,7 @@ class _PhaseTally:
 
 def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
     from monitor.cli.demo_data import PHASES, build_demo
-    from monitor.cli.demo_regressor import build_regressor, merged, phase_error
+    from monitor.cli.demo_regressor import NAME, build_regressor, merged, phase_error
     from monitor.clock import WatermarkClock
     from monitor.config import load_settings
     from monitor.runtime.models import load_model_runtime
@@ -247,7 +247,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
             watch.evaluate(_last_ts(lines))
             svc.tick()  # the evaluation's series and alerts go out now, not at the next phase's flush
             phase_stats[name] = _phase_row(svc, data, name, tally, scores[name], alerts_before, t0, out)
-            phase_stats[name]["regressor_error"] = phase_error(reg, name)
+            phase_stats[name]["regressor_error"] = phase_error(reg, name, pipeline.runtimes[NAME].accuracy_fit)
         svc.probes.run_once(time.time())
         pipeline.close()
         svc.tick(publish_now=True)  # the endpoints serve what the summary prints from the moment it prints

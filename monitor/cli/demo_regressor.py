@@ -97,15 +97,12 @@ def merged(classifier: list[bytes], regressor: list[bytes]) -> list[bytes]:
     return [line for *_, line in sorted(keyed)]
 
 
-def phase_error(demo: RegressorDemo, phase: str) -> dict[str, Any]:
-    """The phase's MAE estimated without labels (``monitor.accuracy.regression``, the default method) with its
-    90 % interval, beside the MAE it realized and the reference's."""
-    from monitor.accuracy.regression import LossFit, estimate_loss
-    from monitor.rolling.reference_file import read_loss_estimator
+def phase_error(demo: RegressorDemo, phase: str, fit: Any) -> dict[str, Any]:
+    """The phase's MAE estimated without labels by ``fit`` (the pipeline's loss estimator,
+    :mod:`monitor.accuracy.regression`, its default method) with its 90 % interval, beside the MAE it realized and the
+    reference's."""
+    from monitor.accuracy.regression import estimate_loss
 
-    doc_fit = read_loss_estimator(demo.reference_path)
-    assert doc_fit is not None
-    fit = LossFit.from_dict(doc_fit)
     doc = estimate_loss(fit, demo.inputs[phase], demo.predictions[phase])
     mae = doc["mae"]
     realized = float(np.mean(np.abs(demo.truth[phase] - demo.predictions[phase])))

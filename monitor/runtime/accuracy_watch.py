@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from monitor.accuracy import SMALL_N, EstimatorFit, estimate
 from monitor.accuracy.regression import DEFAULT_METHOD as LOSS_DEFAULT
 from monitor.accuracy.regression import METHODS as LOSS_METHODS
-from monitor.accuracy.regression import LossFit, estimate_loss
+from monitor.accuracy.regression import LossFit, boosted, estimate_loss
 from monitor.accuracy.weighted import MIN_WINDOW_ROWS
 from monitor.errors import DataError
 from monitor.rolling.scores import FIELDS, ScoreRows, ScoreSamples
@@ -58,6 +58,8 @@ class AccuracyEstimates:
         self.last.clear()
         self.estimated_at = -math.inf
         self.samples = None
+        if self.loss_fit is not None:
+            boosted(self.loss_fit)  # gbdt's models, fitted now rather than at the first window's estimate
         if fit is not None:
             self.samples = ScoreSamples(
                 window_seconds=self.config.window_seconds,
