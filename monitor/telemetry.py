@@ -1225,8 +1225,9 @@ ESTIMATED_ERROR = Gauge(
     unit="the target's units",
     use=(
         'A regressor\'s mean absolute (`loss="mae"`) or root mean squared (`loss="rmse"`) error over the window, '
-        "estimated without labels by each method (`iw`, the default: the labelled reference's errors reweighted by "
-        "a domain classifier; `dle`; `dr`). Blind to a change of the target given the inputs."
+        "estimated without labels by each method (`gbdt`, the default: boosted trees' model of the labelled "
+        "reference's errors; `iw`: those errors reweighted by a domain classifier; `dle`; `dr`). Blind to a change of "
+        "the target given the inputs."
     ),
 )
 ESTIMATED_ERROR_LOWER = Gauge(
