@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitor.comparison.result import ALL
 from monitor.offline.report_paired import f
-from monitor.offline.report_svg import _e
+from monitor.offline.report_svg import esc
 
 if TYPE_CHECKING:
     from monitor.comparison import Comparison
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 def two_models(data: ReportData) -> str:
     """The section's body: the comparison's tables and maps, or why there is none."""
     cmp = data.comparison
-    note = f'<p class="empty">{_e(data.comparison_note)}</p>' if data.comparison_note else ""
+    note = f'<p class="empty">{esc(data.comparison_note)}</p>' if data.comparison_note else ""
     if cmp is None:
         return note or '<p class="empty">no comparison</p>'
     verdicts = [v for v in cmp.rows("verdicts") if v["segment"] == ALL]
@@ -34,7 +34,9 @@ def two_models(data: ReportData) -> str:
         parts.append(_pair(cmp, v))
     parts.append(note)
     # the page asks for no ε* profile (its own probe section covers the flagged events): that note is not news here
-    parts += [f'<p class="meta">{_e(n)}</p>' for n in cmp.notes if not n.startswith("the ε* probe profile was skipped")]
+    parts += [
+        f'<p class="meta">{esc(n)}</p>' for n in cmp.notes if not n.startswith("the ε* probe profile was skipped")
+    ]
     return "\n".join(p for p in parts if p)
 
 
@@ -52,8 +54,8 @@ def _models_table(cmp: Comparison) -> str:
         lo, hi = r.get("accuracy_lower"), r.get("accuracy_upper")
         est_txt = f(est, ".3f") + ("" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]")
         rows.append(
-            f'<tr data-model="{_e(r["model"])}" data-gamma="{f(r["gamma"], ".6g")}">'
-            f'<td class="l">{_e(r["model"])}</td><td>{r["valid"]} of {r["rows"]}</td><td>{f(r["gamma"], ".4g")}</td>'
+            f'<tr data-model="{esc(r["model"])}" data-gamma="{f(r["gamma"], ".6g")}">'
+            f'<td class="l">{esc(r["model"])}</td><td>{r["valid"]} of {r["rows"]}</td><td>{f(r["gamma"], ".4g")}</td>'
             f"<td>{f(r['flicker'], '.3f')}</td><td>{f(r.get('p_adj'), '.3f')}</td>"
             f"<td>{f(r.get('confidence'), '.3f')}</td><td>{est_txt}</td><td>{f(r.get('accuracy'), '.3f')}</td></tr>"
         )
@@ -64,8 +66,8 @@ def _pair(cmp: Comparison, v: dict[str, Any]) -> str:
     """One pair: the verdict, the Pareto statement, the disagreement and the paired differences."""
     a, b = v["a"], v["b"]
     lines = [
-        f'<p class="verdict" data-verdict="{_e(v["verdict"])}"><b>{_e(b)}</b> beside <b>{_e(a)}</b>: '
-        f"<b>{_e(v['verdict'])}</b>. {_e(v['statement'])}. More fragile (γ, flicker): {_e(v['more_fragile'])}.</p>"
+        f'<p class="verdict" data-verdict="{esc(v["verdict"])}"><b>{esc(b)}</b> beside <b>{esc(a)}</b>: '
+        f"<b>{esc(v['verdict'])}</b>. {esc(v['statement'])}. More fragile (γ, flicker): {esc(v['more_fragile'])}.</p>"
     ]
     if v.get("disagreement") is not None:
         shared = [s for s in cmp.rows("disagreement_inputs") if s["a"] == a and s["b"] == b]
@@ -73,17 +75,17 @@ def _pair(cmp: Comparison, v: dict[str, Any]) -> str:
         lines.append(
             f'<p class="disagreement" data-share="{v["disagreement"]:.6g}">They predict different classes on '
             f"{v['disagreement']:.1%} of the events [{v['disagreement_lower']:.1%}, {v['disagreement_upper']:.1%}]"
-            + (f"; those events differ most in: {_e(inputs)}" if inputs else "")
+            + (f"; those events differ most in: {esc(inputs)}" if inputs else "")
             + ".</p>"
         )
     head = (
-        f'<tr><th class="l">axis</th><th>{_e(a)}</th><th>{_e(b)}</th><th>difference ({_e(a)} − {_e(b)}) [interval]'
+        f'<tr><th class="l">axis</th><th>{esc(a)}</th><th>{esc(b)}</th><th>difference ({esc(a)} − {esc(b)}) [interval]'
         '</th><th class="l">favours</th></tr>'
     )
     rows = [
-        f'<tr data-axis="{_e(d["axis"])}"><td class="l">{_e(d["axis"])}</td><td>{f(d["mean_a"], ".4g")}</td>'
+        f'<tr data-axis="{esc(d["axis"])}"><td class="l">{esc(d["axis"])}</td><td>{f(d["mean_a"], ".4g")}</td>'
         f"<td>{f(d['mean_b'], '.4g')}</td><td>{f(d['difference'], '+.3g')} [{f(d['lower'], '+.3g')}, "
-        f'{f(d["upper"], "+.3g")}]</td><td class="l">{_e(d["favours"])}</td></tr>'
+        f'{f(d["upper"], "+.3g")}]</td><td class="l">{esc(d["favours"])}</td></tr>'
         for d in cmp.rows("pairs")
         if d["a"] == a and d["b"] == b and d["segment"] == ALL
     ]

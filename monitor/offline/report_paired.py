@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitor.comparison.result import ALL
 from monitor.gammamap import render_svg
-from monitor.offline.report_svg import _e
+from monitor.offline.report_svg import esc
 
 if TYPE_CHECKING:
     from monitor.comparison import Comparison
@@ -67,11 +67,11 @@ def _summary(cmp: Comparison, a: str, b: str) -> str:
     if whole is None:
         return ""
     other = [
-        f"{_e(s)}: {_e(v['verdict'])}" for s, v in verdicts.items() if s != ALL and v["verdict"] != whole["verdict"]
+        f"{esc(s)}: {esc(v['verdict'])}" for s, v in verdicts.items() if s != ALL and v["verdict"] != whole["verdict"]
     ]
     return (
-        f'<b>Beside the candidate</b> <code>{_e(b)}</code>: <span id="summary-comparison">{_e(whole["verdict"])}'
-        f"</span> ({_e(whole['statement'])})" + (f"; but {'; '.join(other)}" if other else "") + "."
+        f'<b>Beside the candidate</b> <code>{esc(b)}</code>: <span id="summary-comparison">{esc(whole["verdict"])}'
+        f"</span> ({esc(whole['statement'])})" + (f"; but {'; '.join(other)}" if other else "") + "."
     )
 
 
@@ -89,17 +89,17 @@ def _segments_table(cmp: Comparison, a: str, b: str) -> str:
         ra, rb, d = models.get((a, seg), {}), models.get((b, seg), {}), gamma.get(seg)
         diff = "–" if d is None else f"{f(d['difference'], '+.3g')} [{f(d['lower'], '+.3g')}, {f(d['upper'], '+.3g')}]"
         rows.append(
-            f'<tr data-segment="{_e(seg)}" data-verdict="{_e(verdicts.get(seg, ""))}"><td class="l">{_e(seg)}</td>'
+            f'<tr data-segment="{esc(seg)}" data-verdict="{esc(verdicts.get(seg, ""))}"><td class="l">{esc(seg)}</td>'
             f"<td>{ra.get('valid', '–')}</td><td>{f(ra.get('gamma'), '.4g')}</td><td>{f(rb.get('gamma'), '.4g')}</td>"
             f"<td>{diff}</td><td>{f(ra.get('p_adj'), '.3f')}</td><td>{f(rb.get('p_adj'), '.3f')}</td>"
-            f'<td class="l">{_e(verdicts.get(seg, "–"))}</td></tr>'
+            f'<td class="l">{esc(verdicts.get(seg, "–"))}</td></tr>'
         )
     head = (
-        f'<th class="l">segment</th><th>events</th><th>γ {_e(a)}</th><th>γ {_e(b)}</th><th>γ difference '
-        f"({_e(a)} − {_e(b)}) [interval]</th><th>P_adj {_e(a)}</th><th>P_adj {_e(b)}</th>"
+        f'<th class="l">segment</th><th>events</th><th>γ {esc(a)}</th><th>γ {esc(b)}</th><th>γ difference '
+        f"({esc(a)} − {esc(b)}) [interval]</th><th>P_adj {esc(a)}</th><th>P_adj {esc(b)}</th>"
         '<th class="l">comparison</th>'
     )
-    caption = f"Beside the candidate <code>{_e(b)}</code> on the same events, per segment (section Two models):"
+    caption = f"Beside the candidate <code>{esc(b)}</code> on the same events, per segment (section Two models):"
     return _table("paired-segments", caption, head, rows)
 
 
@@ -120,18 +120,17 @@ def _accuracy_table(cmp: Comparison, a: str, b: str) -> str:
         return f"<td>{est}</td>" + (f"<td>{f(r.get('accuracy'), '.3f')}</td>" if realized else "")
 
     rows = [
-        f'<tr data-segment="{_e(seg)}"><td class="l">{_e(seg)}</td>'
+        f'<tr data-segment="{esc(seg)}"><td class="l">{esc(seg)}</td>'
         + cell(models.get((a, seg), {}))
         + cell(models.get((b, seg), {}))
         + "</tr>"
         for seg in _segments(cmp)
     ]
     head = '<th class="l">segment</th>' + "".join(
-        f"<th>{_e(m)}: estimated [interval]</th>" + (f"<th>{_e(m)}: realized</th>" if realized else "") for m in (a, b)
+        f"<th>{esc(m)}: estimated [interval]</th>" + (f"<th>{esc(m)}: realized</th>" if realized else "")
+        for m in (a, b)
     )
-    caption = (
-        f"Both models' accuracy estimated without labels on the same events, the candidate <code>{_e(b)}</code> beside:"
-    )
+    caption = f"Both models' accuracy estimated without labels on the same events, the candidate <code>{esc(b)}</code> beside:"
     return _table("paired-accuracy", caption, head, rows)
 
 
@@ -152,6 +151,6 @@ def maps(data: ReportData) -> str:
         classes=data.gamma_map_classes,
     )
     return (
-        f'<p class="meta">Beside the candidate <code>{_e(second)}</code>, both maps on the same events:</p>'
-        f'<figure class="maps" data-models="{_e(first)},{_e(second)}">{svg}</figure>'
+        f'<p class="meta">Beside the candidate <code>{esc(second)}</code>, both maps on the same events:</p>'
+        f'<figure class="maps" data-models="{esc(first)},{esc(second)}">{svg}</figure>'
     )
