@@ -120,13 +120,13 @@ def _segmented_rows(
 ) -> tuple[Rows, NDArray[np.str_] | None]:
     """The rows and each row's segment: ``segment_column``'s (a DataFrame's, a CSV's), an event log's named
     segments, else None."""
-    from monitor.offline.reference import _csv_segments, _frame_segments
+    from monitor.offline.reference import csv_segments, frame_segments
 
     read: dict[str, Any] = {"header": header, "feature_names": base.feature_names, "label_column": label_column}
     if segment_column is None or is_frame(data):
         rows = read_rows(data, model, max_events=max_events, **read)
         if segment_column is not None:
-            seg = _frame_segments(data, segment_column)
+            seg = frame_segments(data, segment_column)
             return rows, seg[: len(rows)]
         named = rows.segments is not None and set(rows.segments) != {"other"}
         return rows, np.asarray(rows.segments, dtype=str) if named else None
@@ -135,7 +135,7 @@ def _segmented_rows(
             f"segment_column '{segment_column}' names a column of a DataFrame or of a CSV with a header; the data is "
             f"{type(data).__name__}: pass a DataFrame or a CSV path"
         )
-    rows, seg = _csv_segments(Path(data), model, segment_column, header)
+    rows, seg = csv_segments(Path(data), model, segment_column, header)
     if max_events is not None:
         rows, seg = rows.take(np.arange(min(max_events, len(rows)))), seg[:max_events]
     return rows, seg
