@@ -228,6 +228,12 @@ class ModelLoss(NamedTuple):
     loss: str
 
 
+class ModelSegmentLoss(NamedTuple):
+    model: str
+    segment: str
+    loss: str
+
+
 class Version(NamedTuple):
     version: str
 
@@ -1219,8 +1225,9 @@ ESTIMATED_ERROR = Gauge(
     unit="the target's units",
     use=(
         'A regressor\'s mean absolute (`loss="mae"`) or root mean squared (`loss="rmse"`) error over the window, '
-        "estimated without labels by each method (`iw`, the default: the labelled reference's errors reweighted by "
-        "a domain classifier; `dle`; `dr`). Blind to a change of the target given the inputs."
+        "estimated without labels by each method (`gbdt`, the default: boosted trees' model of the labelled "
+        "reference's errors; `iw`: those errors reweighted by a domain classifier; `dle`; `dr`). Blind to a change of "
+        "the target given the inputs."
     ),
 )
 ESTIMATED_ERROR_LOWER = Gauge(
@@ -1251,6 +1258,30 @@ REFERENCE_ERROR = Gauge(
     use=(
         "A regressor's MAE and RMSE on its labelled reference (`reference --labels` with true values): what every "
         "error estimate starts from, and what HarmonicErrorRise compares with."
+    ),
+)
+SEGMENT_REFERENCE_ACCURACY = Gauge(
+    "harmonic_segment_reference_accuracy",
+    "Accuracy of the model on the labelled reference's rows of the segment (where the reference carries it).",
+    ModelSegment,
+    group="Accuracy without labels",
+    unit="ratio (0–1)",
+    use=(
+        "The segment's own reference accuracy, for a reference built with labels and a segment column (at least 50 "
+        "labelled rows of the segment): what the segment's estimates and its HarmonicAccuracyDrop compare with. "
+        "A segment without one compares with `harmonic_reference_accuracy`."
+    ),
+)
+SEGMENT_REFERENCE_ERROR = Gauge(
+    "harmonic_segment_reference_error",
+    "A regressor's error (loss: mae, rmse) on the labelled reference's rows of the segment (where it carries it).",
+    ModelSegmentLoss,
+    group="Accuracy without labels",
+    unit="the target's units",
+    use=(
+        "The segment's own reference MAE and RMSE (a reference built with true values and a segment column, at "
+        "least 50 labelled rows of the segment): what the segment's error estimates and its HarmonicErrorRise "
+        "compare with. A segment without one compares with `harmonic_reference_error`."
     ),
 )
 ROBUSTNESS_COMPOSITE = Gauge(
