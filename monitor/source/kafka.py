@@ -404,7 +404,9 @@ class KafkaSource(ColumnSource, Seekable, Lagging):
         self._error_at = -math.inf
         #: kafka-python's connection lines held back before this source existed are not this source's problem
         self._noise_seen = CLIENT_NOISE.last_at
-        self._outage = BrokerOutage(self.bootstrap_servers, CLIENT_NOISE)
+        self._outage = BrokerOutage(
+            self.bootstrap_servers, CLIENT_NOISE, OLD_BROKER_HINT if c.api_version is None else ""
+        )
         #: since when (monotonic) the consumer is not a stable group member while its broker answers; None: it is
         self._joining_since: float | None = None
         self._rejoin_seconds = max(REJOIN_MIN_SECONDS, REJOIN_SESSIONS * session_timeout_ms / 1000)
@@ -612,14 +614,23 @@ class KafkaSource(ColumnSource, Seekable, Lagging):
             log.exception("error while closing the Kafka consumer")
 
 
+#: what to try when a broker that answers other clients cannot be reached without a stated API version
+OLD_BROKER_HINT = (
+    "if the broker is up and older than 0.10 (e.g. Kafka 0.9, whose version cannot be probed), "
+    "set its version: --api-version 0.9 (kafka.api_version)"
+)
+
+
 class BrokerOutage:
     """Since when a consumer's broker is away (both clients' sources), and our lines about it: one when it goes
     away, then at most one every ``OUTAGE_LOG_SECONDS`` with how many of the client's own lines were held back,
     and one when it is back."""
 
-    def __init__(self, bootstrap_servers: str, noise: ClientNoise) -> None:
+    def __init__(self, bootstrap_servers: str, noise: ClientNoise, hint: str = "") -> None:
         self.bootstrap_servers = bootstrap_servers
         self.noise = noise
+        #: a fix to name in the lines (the old-broker hint where no API version is set)
+        self.hint = hint
         #: monotonic time since when the broker is away (None: it is there), and the last error
         self.since: float | None = None
         self.error = ""
@@ -638,6 +649,7 @@ class BrokerOutage:
             error=self.error,
             away_seconds=round(now - self.since, 1),
             client_lines_held_back=self.noise.held,
+            **({"fix": self.hint} if self.hint else {}),
         )
 
     def back(self) -> None:
@@ -1263,7 +1275,8 @@ def _new_producer(
         )
     except KafkaError as exc:
         where = redact_text(bootstrap_servers)
-        raise SourceError(f"cannot connect a producer to Kafka at '{where}': {redact_text(repr(exc))}") from exc
+        hint = "" if api_version is not None else f"; {OLD_BROKER_HINT}"
+        raise SourceError(f"cannot connect a producer to Kafka at '{where}': {redact_text(repr(exc))}{hint}") from exc
     except ValueError as exc:
         raise SourceError(f"invalid Kafka producer settings: {redact_text(str(exc))}") from exc
     return producer
