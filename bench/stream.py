@@ -146,7 +146,8 @@ from monitor.source.base import Polled, RawRecord, Source  # noqa: E402
 from monitor.source.columns import decode_columns  # noqa: E402
 from monitor.source.decode import EventDecoder  # noqa: E402
 from monitor.source.decode_ahead import DecodeAhead  # noqa: E402
-from monitor.source.kafka import ConsumerConfig, KafkaSource, records_of  # noqa: E402
+from monitor.source.kafka import KafkaSource, records_of  # noqa: E402
+from monitor.source.kafka_config import ConsumerConfig  # noqa: E402
 from monitor.source.kafka_process import ProcessKafkaSource  # noqa: E402
 from monitor.source.kserve_join import KServeJoiner  # noqa: E402
 from monitor.source.rdkafka import RdKafkaSource, consumer_conf  # noqa: E402

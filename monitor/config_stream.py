@@ -11,7 +11,7 @@ from monitor.config_checks import TOPIC_INPUTS, TOPIC_OUTPUTS, bootstrap_problem
 from monitor.config_fields import StrictSettings
 from monitor.cpus import available_cpus
 from monitor.errors import ConfigError
-from monitor.source.kafka import (
+from monitor.source.kafka_config import (
     FETCH_MAX_WAIT_MS,
     MAX_PARTITION_FETCH_BYTES,
     PRODUCER_BUFFER_BYTES,

@@ -22,8 +22,8 @@ from monitor.gammamap import GAMMA_BIN_LABELS, MIN_EDGE_EVENTS, P_BIN_LABELS
 from monitor.gammamap_edges import MODEL_GAMMA_BINS
 from monitor.probes.perturbations import PERTURBATION_NAMES
 from monitor.probes.probe_report import BUDGET_STATES, REGION_OUTCOMES
-from monitor.source.kafka import DROP_REASONS as PRODUCER_DROP_REASONS
-from monitor.source.kafka import TOPIC_KINDS
+from monitor.source.kafka_sink import DROP_REASONS as PRODUCER_DROP_REASONS
+from monitor.source.kafka_sink import TOPIC_KINDS
 from monitor.source.kserve_join import KSERVE_DROP_REASONS
 from monitor.source.validate import INVALID_REASONS, PROCESSING_REASONS
 from monitor.telemetry import METRICS, MetricSpec

@@ -30,14 +30,14 @@ from monitor.sampler.stratified import StratifiedSampler
 from monitor.sampler.uniform import UniformSampler
 from monitor.sampler.uniform_config import UniformSamplerConfig
 from monitor.source.base import ProducerCounts, RebalanceHandler, Sink, Source
-from monitor.source.kafka import Producer
+from monitor.source.kafka_sink import Producer
 from monitor.version import __version__
 
 log = logging.getLogger("monitor.runtime.service")
 
 
 def _rd_producer(k: KafkaSettings) -> Producer:
-    """A librdkafka producer for :class:`~monitor.source.kafka.KafkaSink` (``kafka.client: librdkafka``)."""
+    """A librdkafka producer for :class:`~monitor.source.kafka_sink.KafkaSink` (``kafka.client: librdkafka``)."""
     from monitor.source.rdkafka import new_rd_producer
 
     return new_rd_producer(
@@ -181,8 +181,10 @@ class Service:
 
     @classmethod
     def _assemble(cls, settings: Settings, listener: socket.socket) -> Service:
-        from monitor.source.kafka import ConsumerConfig, KafkaSink, KafkaSource, ProducerConfig
+        from monitor.source.kafka import KafkaSource
+        from monitor.source.kafka_config import ConsumerConfig, ProducerConfig
         from monitor.source.kafka_process import ProcessKafkaSource
+        from monitor.source.kafka_sink import KafkaSink
 
         runtimes = [load_model_runtime(m, segment_column=settings.segments.reference_column) for m in settings.models]
         k = settings.kafka
@@ -252,7 +254,7 @@ class Service:
     def _export_delivery_counters(self) -> None:
         for w in self.workers:
             tel.ALERT_DELIVERIES_FAILED_TOTAL.set_total(self.state, tel.Receiver(w.name), float(w.failed_total))
-        # the Kafka sink's own monotone counts (monitor/source/kafka.py KafkaSink), by topic_kind (and drop reason)
+        # the Kafka sink's own monotone counts (monitor/source/kafka_sink.py KafkaSink), by topic_kind (and drop reason)
         if not isinstance(self.sink, ProducerCounts):
             return
         for kind, n in self.sink.failed_total.items():

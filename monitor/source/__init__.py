@@ -28,18 +28,17 @@ if TYPE_CHECKING:
     )
     from monitor.source.decode import EventDecoder
     from monitor.source.decode_ahead import DecodeAhead, event_of
-    from monitor.source.kafka import (
+    from monitor.source.kafka import KafkaSource
+    from monitor.source.kafka_config import (
         FETCH_MAX_WAIT_MS,
         MAX_PARTITION_FETCH_BYTES,
         PRODUCER_BUFFER_BYTES,
         PRODUCER_DELIVERY_TIMEOUT_MS,
         ConsumerConfig,
-        KafkaSink,
-        KafkaSource,
-        Producer,
         ProducerConfig,
     )
     from monitor.source.kafka_process import ProcessKafkaSource, dump_consumer_stacks
+    from monitor.source.kafka_sink import KafkaSink, Producer
     from monitor.source.kserve_join import KServeJoiner
     from monitor.source.labels import JoinedLabel, LabelDecoder, LabelJoiner, ScoredPrediction
     from monitor.source.rdkafka import RdKafkaSource, new_rd_producer
@@ -51,7 +50,7 @@ if TYPE_CHECKING:
 #: each public name → the module that defines it
 _HOMES = {
     "Backlogging": "base",
-    "ConsumerConfig": "kafka",
+    "ConsumerConfig": "kafka_config",
     "DecodeAhead": "decode_ahead",
     "DecodesAhead": "base",
     "Degradable": "base",
@@ -59,16 +58,16 @@ _HOMES = {
     "event_of": "decode_ahead",
     "EventDecoder": "decode",
     "fast_loads": "validate",
-    "FETCH_MAX_WAIT_MS": "kafka",
+    "FETCH_MAX_WAIT_MS": "kafka_config",
     "INVALID_REASONS": "validate",
     "JoinedLabel": "labels",
-    "KafkaSink": "kafka",
+    "KafkaSink": "kafka_sink",
     "KafkaSource": "kafka",
     "KServeJoiner": "kserve_join",
     "LabelDecoder": "labels",
     "LabelJoiner": "labels",
     "Lagging": "base",
-    "MAX_PARTITION_FETCH_BYTES": "kafka",
+    "MAX_PARTITION_FETCH_BYTES": "kafka_config",
     "MemorySource": "replay",
     "ModelSchema": "validate",
     "new_rd_producer": "rdkafka",
@@ -77,10 +76,10 @@ _HOMES = {
     "Positions": "base",
     "PROCESSING_REASONS": "validate",
     "ProcessKafkaSource": "kafka_process",
-    "Producer": "kafka",
-    "PRODUCER_BUFFER_BYTES": "kafka",
-    "PRODUCER_DELIVERY_TIMEOUT_MS": "kafka",
-    "ProducerConfig": "kafka",
+    "Producer": "kafka_sink",
+    "PRODUCER_BUFFER_BYTES": "kafka_config",
+    "PRODUCER_DELIVERY_TIMEOUT_MS": "kafka_config",
+    "ProducerConfig": "kafka_config",
     "ProducerCounts": "base",
     "RawRecord": "base",
     "RdKafkaSource": "rdkafka",

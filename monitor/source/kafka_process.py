@@ -53,7 +53,9 @@ from monitor.errors import SourceError
 from monitor.source.base import DecodesAhead, Lagging, Polled, Positions, RawRecord, RebalanceHandler, SideReading
 from monitor.source.columns import ColumnSpec, EventColumns, decode_columns
 from monitor.source.decode_ahead import DecodeAhead
-from monitor.source.kafka import ConsumerConfig, GroupMember, PartitionBatch, outage_message, records_of
+from monitor.source.kafka import GroupMember, PartitionBatch, records_of
+from monitor.source.kafka_config import ConsumerConfig
+from monitor.source.kafka_outage import outage_message
 from monitor.source.side_read import SideReader
 
 log = logging.getLogger(__name__)

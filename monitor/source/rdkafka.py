@@ -27,17 +27,15 @@ from typing import Any
 from monitor.errors import SourceError
 from monitor.logs import RateLimitedLogger, redact_text
 from monitor.source.base import Headers, Lagging, Positions, RebalanceHandler, SideReading
-from monitor.source.kafka import (
+from monitor.source.kafka import ColumnSource, PartitionBatch
+from monitor.source.kafka_config import (
     CLOSE_TIMEOUT_MS,
     FETCH_MAX_WAIT_MS,
     MAX_PARTITION_FETCH_BYTES,
     PRODUCER_LINGER_MS,
-    BrokerOutage,
-    ClientNoise,
-    ColumnSource,
     ConsumerConfig,
-    PartitionBatch,
 )
+from monitor.source.kafka_outage import BrokerOutage, ClientNoise
 from monitor.source.side_read import SideReader
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ state saved, and — where that record is another one (a re-created topic, grown
 topic's records below the position the group consumer was handed (:mod:`monitor.runtime.saved_positions`).
 
 It is a kafka-python ``KafkaConsumer`` in this process, in no group (nothing committed, no rebalance), with the
-source's cluster, security and fetch settings (:func:`~monitor.source.kafka.consumer_client_settings`). Created on
+source's cluster, security and fetch settings (:func:`~monitor.source.kafka_config.consumer_client_settings`). Created on
 first need, one for every partition (assigned one at a time), closed by :meth:`SideReader.close` (the source's
 ``close`` too); a later read creates it again.
 """
@@ -23,14 +23,9 @@ from typing import Any
 from monitor.logs import redact_text
 from monitor.source import records
 from monitor.source.base import RawRecord
-from monitor.source.kafka import (
-    CLOSE_TIMEOUT_MS,
-    ConsumerConfig,
-    columns_of,
-    consumer_client_settings,
-    records_of,
-)
+from monitor.source.kafka import columns_of, records_of
 from monitor.source.kafka_client import new_consumer, timeout_kwargs
+from monitor.source.kafka_config import CLOSE_TIMEOUT_MS, ConsumerConfig, consumer_client_settings
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +38,7 @@ class SideReader:
 
     Parameters
     ----------
-    config : the source's :class:`~monitor.source.kafka.ConsumerConfig` (its group is not used).
+    config : the source's :class:`~monitor.source.kafka_config.ConsumerConfig` (its group is not used).
     client_id : the client's name in the broker's logs and quotas.
     wait_seconds : how long one read waits for records (a record gone by retention is not waited for: the read
         lands on the first one kept after it).

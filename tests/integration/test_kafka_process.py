@@ -20,7 +20,7 @@ from kafka import KafkaProducer
 from monitor.config import KafkaSettings
 from monitor.errors import SourceError
 from monitor.source.base import Positions, RawRecord
-from monitor.source.kafka import ConsumerConfig
+from monitor.source.kafka_config import ConsumerConfig
 from monitor.source.kafka_process import ProcessKafkaSource
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker
 from tests.integration.test_run_kafka import committed_offsets, group_name

@@ -19,7 +19,8 @@ from dataclasses import replace
 import pytest
 
 from monitor.config import KafkaSettings
-from monitor.source.kafka import ColumnSource, ConsumerConfig, KafkaSource
+from monitor.source.kafka import ColumnSource, KafkaSource
+from monitor.source.kafka_config import ConsumerConfig
 from monitor.source.rdkafka import RdKafkaSource
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Kafka09Broker
 from tests.integration.test_run_kafka import group_name, new_topic

@@ -23,7 +23,8 @@ from kafka.structs import TopicPartition
 from monitor.config import KafkaSettings
 from monitor.source import records
 from monitor.source.base import RawRecord
-from monitor.source.kafka import ConsumerConfig, KafkaSource
+from monitor.source.kafka import KafkaSource
+from monitor.source.kafka_config import ConsumerConfig
 from monitor.source.rdkafka import RdKafkaSource
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker, TansuBroker
 

@@ -32,7 +32,8 @@ from monitor.errors import SourceError
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.pipeline import Pipeline
 from monitor.sampler.keep_all import KeepAllSampler
-from monitor.source.kafka import ConsumerConfig, KafkaSource
+from monitor.source.kafka import KafkaSource
+from monitor.source.kafka_config import ConsumerConfig
 from monitor.source.validate import INVALID_REASONS
 from tests.integration.brokers import CONSUMER_SESSION_TIMEOUT_MS, Broker
 from tests.integration.model_fixtures import ClassifierFiles

@@ -17,7 +17,8 @@ import pytest
 
 from monitor import telemetry as tel
 from monitor.config import KafkaSettings
-from monitor.source.kafka import KafkaSink, ProducerConfig
+from monitor.source.kafka_config import ProducerConfig
+from monitor.source.kafka_sink import KafkaSink
 from monitor.source.rdkafka import new_rd_producer
 from monitor.source.validate import INVALID_REASONS
 from tests.integration.brokers import Broker, Kafka09Broker

@@ -262,7 +262,7 @@ def test_load_settings_accepts_top_level_and_non_setting_env_keys(
 
 def test_kafka_fetch_settings_reach_the_consumer_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The fetch settings default to a 100 ms broker wait (kafka-python: 500) and pass through to KafkaSource."""
-    from monitor.source.kafka import ConsumerConfig
+    from monitor.source.kafka_config import ConsumerConfig
 
     defaults = ConsumerConfig.from_settings(KafkaSettings())
     assert defaults.fetch_max_wait_ms == 100 and defaults.max_partition_fetch_bytes == 1 << 20

@@ -17,7 +17,10 @@ from kafka.errors import KafkaConfigurationError, KafkaConnectionError, KafkaTim
 from monitor.config import KafkaSettings
 from monitor.errors import SourceError
 from monitor.source import kafka as kafka_source
-from monitor.source.kafka import CLIENT_NOISE, ConsumerConfig, KafkaSource, install_client_noise_filter
+from monitor.source import kafka_sink
+from monitor.source.kafka import KafkaSource
+from monitor.source.kafka_config import ConsumerConfig
+from monitor.source.kafka_outage import CLIENT_NOISE, install_client_noise_filter
 
 
 class FakeConsumer:
@@ -114,9 +117,9 @@ def test_a_producer_that_cannot_bootstrap_names_the_old_broker_fix(monkeypatch: 
 
     monkeypatch.setattr(kafka, "KafkaProducer", refuse)
     with pytest.raises(SourceError, match=r"cannot connect a producer.*Unable to bootstrap.*--api-version 0\.9"):
-        kafka_source._new_producer("b:9092", None, {}, "c", 30_000)
+        kafka_sink._new_producer("b:9092", None, {}, "c", 30_000)
     with pytest.raises(SourceError) as info:
-        kafka_source._new_producer("b:9092", (0, 9), {}, "c", 30_000)
+        kafka_sink._new_producer("b:9092", (0, 9), {}, "c", 30_000)
     assert "--api-version" not in str(info.value)
 
 

@@ -21,7 +21,8 @@ from monitor import telemetry as tel
 from monitor.config import KafkaSettings
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.service import Service
-from monitor.source.kafka import STALL_SECONDS, KafkaSink, ProducerConfig
+from monitor.source.kafka_config import ProducerConfig
+from monitor.source.kafka_sink import STALL_SECONDS, KafkaSink
 from monitor.source.replay import ReplaySource
 from tests.unit.test_pipeline import FakeClock, events, make_settings, rows
 

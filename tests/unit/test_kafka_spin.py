@@ -13,7 +13,8 @@ import pytest
 
 from monitor.config import KafkaSettings
 from monitor.source import kafka as kafka_source
-from monitor.source.kafka import SPIN_POLL_MS, ConsumerConfig, KafkaSource, SpinGuard
+from monitor.source.kafka import SPIN_POLL_MS, KafkaSource, SpinGuard
+from monitor.source.kafka_config import ConsumerConfig
 
 
 class Clocks:

@@ -13,7 +13,7 @@ from kafka.errors import KafkaError, OutOfOrderSequenceNumberError
 
 from monitor.errors import SourceError
 from monitor.source import rdkafka
-from monitor.source.kafka import KafkaSink
+from monitor.source.kafka_sink import KafkaSink
 from monitor.source.producer_renewal import Renewal, fatal_error
 from tests.unit.test_kafka_sink import DLQ, SCORES, FakeProducer, producer_config
 from tests.unit.test_pipeline import FakeClock

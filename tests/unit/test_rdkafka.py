@@ -21,7 +21,8 @@ from monitor.errors import ConfigError, SourceError
 from monitor.runtime.service import Service
 from monitor.source import rdkafka
 from monitor.source.base import RebalanceHandler
-from monitor.source.kafka import ConsumerConfig, KafkaSink, ProducerConfig
+from monitor.source.kafka_config import ConsumerConfig, ProducerConfig
+from monitor.source.kafka_sink import KafkaSink
 from monitor.source.rdkafka import RdKafkaSource, RdProducer, consumer_conf, producer_conf, security_conf
 from tests.unit.test_pipeline import make_settings
 

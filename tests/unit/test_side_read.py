@@ -11,7 +11,7 @@ from kafka.errors import KafkaTimeoutError
 
 from monitor.config import KafkaSettings
 from monitor.source import side_read
-from monitor.source.kafka import ConsumerConfig
+from monitor.source.kafka_config import ConsumerConfig
 from monitor.source.side_read import SideReader
 
 

@@ -16,8 +16,9 @@ from monitor.source.base import (
     Seekable,
     SideReading,
 )
-from monitor.source.kafka import KafkaSink, KafkaSource
+from monitor.source.kafka import KafkaSource
 from monitor.source.kafka_process import ProcessKafkaSource
+from monitor.source.kafka_sink import KafkaSink
 from monitor.source.rdkafka import RdKafkaSource
 from monitor.source.replay import MemorySource, ReplaySource
 from tests.unit.test_kafka_sink import FakeProducer, make_sink

@@ -21,8 +21,8 @@ from kafka import KafkaConsumer
 
 from monitor.cli import run as run_command
 from monitor.source import kafka_process
-from monitor.source.kafka import CLOSE_TIMEOUT_MS, COMMIT_TIMEOUT_MS
 from monitor.source.kafka_client import timeout_kwargs
+from monitor.source.kafka_config import CLOSE_TIMEOUT_MS, COMMIT_TIMEOUT_MS
 from monitor.source.kafka_process import ProcessKafkaSource
 
 
