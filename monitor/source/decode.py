@@ -31,7 +31,7 @@ Decisions worth knowing during an incident:
 * A model with several inputs, string/int inputs or N-D tensors (a schema with a non-plain ``signature``) takes
   ``features`` as a map by input name (``{"x": [0.1, 2.3, 4.5], "city": "Lyon", "id": 7}``, nested lists for N-D
   inputs) or by float element name (``{"x[0]": 0.1, ...}``), or as a list of every float value in graph order when it
-  has no non-float input (:func:`~monitor.source.validate.signature_row`); the event then carries ``held`` values.
+  has no non-float input (:func:`~monitor.source.validate_signature.signature_row`); the event then carries ``held`` values.
   A value of the wrong type or shape is ``bad_type``, a missing input ``missing_field``, an unknown name
   ``unknown_feature``; the message names the input, what it takes and what arrived.
 * ``id``, ``model_version`` and ``segment`` go through :func:`~monitor.source.validate.clean_text` (valid UTF-8,
@@ -79,9 +79,9 @@ from monitor.source.validate import (
     parse_prediction,
     parse_timestamp,
     shown,
-    signature_row,
     who,
 )
+from monitor.source.validate_signature import signature_row
 
 #: segment values longer than this fold into "other" (they are metric label values)
 MAX_SEGMENT_CHARS = 64

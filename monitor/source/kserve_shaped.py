@@ -16,12 +16,11 @@ from numpy.typing import NDArray
 from monitor.source.kserve_body import v2_or_v1
 from monitor.source.validate import (
     FLOAT32_MAX,
-    check_strings,
     invalid,
     names_listed,
     shown,
-    signature_row,
 )
+from monitor.source.validate_signature import check_strings, signature_row
 
 if TYPE_CHECKING:
     from monitor.model.signature import InputSpec, Signature
@@ -50,7 +49,7 @@ def shaped_rows(
 ) -> tuple[NDArray[np.float64], tuple[dict[str, Any], ...] | None]:
     """The (N, D) feature rows and each instance's held values (None when the model holds nothing) of a request for
     a model with a non-plain signature: v2 input tensors mapped by name onto the model's inputs, or v1 instances,
-    each as a plain event's ``features`` (:func:`~monitor.source.validate.signature_row`)."""
+    each as a plain event's ``features`` (:func:`~monitor.source.validate_signature.signature_row`)."""
     v2, instances = v2_or_v1(body, ce_id)
     if v2 is not None:
         return _v2_shaped(v2, model, signature, ce_id)
