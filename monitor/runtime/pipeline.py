@@ -33,13 +33,14 @@ from monitor.errors import MonitorError
 from monitor.exporters.prometheus import MetricsState
 from monitor.logs import RateLimitedLogger
 from monitor.runtime.candidate import build_candidates, publish_comparison
+from monitor.runtime.checkpoints import Checkpoints
 from monitor.runtime.dead_letters import DeadLetters
 from monitor.runtime.fanout import Fanout
 from monitor.runtime.ingest import Ingest, undecodable
 from monitor.runtime.labels import LabelStage
 from monitor.runtime.models import ModelRuntime
 from monitor.runtime.recovery import CrashRecovery
-from monitor.runtime.saved_positions import SEEK, SKIP, SavedPositions, Tail, tail_of
+from monitor.runtime.saved_positions import SEEK, SKIP, SavedPositions, tail_of
 from monitor.runtime.scoring import Scoring
 from monitor.runtime.scoring_budget import ScoringBudget
 from monitor.runtime.stage_fanout import ScoredHook, StageFanout
@@ -101,28 +102,18 @@ class Pipeline:
         self.fanout = Fanout(self.state, on_alert)
         self.store = StateStore(settings.state_dir)
         self.labels_topic = settings.kafka.labels_topic
-        #: positions of records whose events are pending or applied (or dead-lettered)
-        self._consumed: Positions = {}
-        #: positions whose events are all applied: what the next checkpoint saves and then commits
-        self._applied: Positions = {}
-        self._committed: Positions = {}
-        self._last_checkpoint = self.clock()
-        self._checkpoint_requested = False
         #: the sink's last flush left dead letters or scores unacknowledged: offsets wait for them
         self._undelivered = False
         #: alert delivery workers (set by the service), asked for their degraded state
         self.alert_workers: Sequence[Any] = ()
         #: the positions, last commits and fingerprints held from the saved state (monitor/runtime/saved_positions.py)
         self.saved = SavedPositions(self.state)
-        #: per partition, the fingerprint of the last record processed (offset, timestamp in ms or None, CRC-32 of the
-        #: value): saved with the position after it, so that a restart can tell the record now at that offset from
-        #: the one applied there (a re-created topic already grown past the saved position)
-        self._tails: dict[tuple[str, int], Tail] = {}
-        saved = self._restore()
+        #: positions consumed, applied and committed, and the checkpoints that save and commit them
+        self.checkpoints = Checkpoints(settings, source, self.store, self.state, self.saved, clock)
+        saved = self.checkpoints.restore()
         #: the in-flight marker, and the one-record-at-a-time plan after an unclean exit (runtime/recovery.py)
         self.recovery = CrashRecovery(settings.state_dir)
         invalid_log = RateLimitedLogger(log)
-        self._degraded_log = RateLimitedLogger(log, interval_seconds=60.0)
         self.ingest = Ingest(settings, {rt.name: _schema(rt) for rt in runtimes})
         self.labels = LabelStage(settings, self.runtimes, clock)
         self.scoring = Scoring(settings, self.runtimes, sampler, clock, self.candidates)
@@ -133,7 +124,7 @@ class Pipeline:
             scores_topic=settings.kafka.scores_topic,
             labels=self.labels if self.labels_topic is not None else None,
             dead_letters=DeadLetters(settings, self.state, sink, invalid_log, self.runtimes),
-            checkpoint_soon=self._request_checkpoint,
+            checkpoint_soon=self.checkpoints.request,
             invalid_log=invalid_log,
             models=self.runtimes,
         )
@@ -180,41 +171,15 @@ class Pipeline:
         self.publish()
 
     # -- state ---------------------------------------------------------------------------------------------
-    def _restore(self) -> dict[str, dict[str, Any]]:
-        """Load the saved counters; returns the saved per-model parts (applied once the models' watches exist)."""
-        data = self.store.load()
-        self.state.load_counters(data.get("counters", []))
-        self.saved.restore(data)
-        if data:
-            log.info("state restored", extra={"path": str(self.store.path)})
-        models: dict[str, dict[str, Any]] = data.get("models", {})
-        return models
-
     def persist(self) -> bool:
         """Write the state durably, with the applied positions; False when the state directory cannot take it."""
         self.publish()  # the counters saved are those the watches reported
         self.baselines.save_changed(self.runtimes.values())  # per-segment baselines: their own file
-        models = {rt.name: model_state(rt) for rt in self.runtimes.values()}
-        positions = self.saved.rows(self._applied, self._committed, self._tails)
-        ok = self.store.save({"counters": self.state.dump_counters(), "models": models, **positions})
-        tel.DEGRADED.set(self.state, tel.Reason("state_dir"), 0.0 if ok else 1.0)
-        if not ok:
-            self._degraded_log.warning("state_dir", "state not saved; offsets not committed", error=self.store.degraded)
-        return ok
-
-    def _request_checkpoint(self) -> None:
-        self._checkpoint_requested = True
+        return self.checkpoints.save({rt.name: model_state(rt) for rt in self.runtimes.values()})
 
     def _checkpoint(self) -> None:
         """Save the state, then commit exactly the positions it holds: a commit never runs ahead of the state."""
-        self._last_checkpoint = self.clock()
-        self._checkpoint_requested = False
-        if not self.persist():
-            return
-        positions = dict(self._applied)
-        if positions and positions != self._committed:
-            self.source.commit(positions)
-            self._committed = positions
+        self.checkpoints.checkpoint(self.persist)
 
     # -- the loop ------------------------------------------------------------------------------------------
     def step(self, timeout_seconds: float = 0.2) -> int:
@@ -247,7 +212,7 @@ class Pipeline:
         if (
             self.scoring.batch_due(now)
             or (records and self.scoring.oldest_pending is None)
-            or (self.settings.checkpoint_seconds > 0 and self._checkpoint_due(now))
+            or (self.settings.checkpoint_seconds > 0 and self.checkpoints.due(now))
             or self._undelivered
         ):
             self.flush()
@@ -265,8 +230,7 @@ class Pipeline:
         reader = source.side_reader
         assigned = source.assigned if isinstance(source, PartitionOwner) else None
         for key, end in self.saved.check_by_side_read(records, reader.read_at, assigned).items():
-            self._consumed.pop(key, None)  # nothing read of the old topic counts
-            self._applied.pop(key, None)
+            self.checkpoints.forget(key)  # nothing read of the old topic counts
             self._read_below(reader, key, end)
         left = self.saved.tails.keys() if assigned is None else self.saved.tails.keys() & set(assigned)
         if reader.open and not left:
@@ -283,7 +247,9 @@ class Pipeline:
 
     def consumer_lag(self) -> float | None:
         """Records the partitions hold past the pipeline's positions (see :func:`records_behind`)."""
-        return records_behind(self.source.highwaters if isinstance(self.source, Lagging) else None, self._consumed)
+        return records_behind(
+            self.source.highwaters if isinstance(self.source, Lagging) else None, self.checkpoints.consumed
+        )
 
     def _sink_backlogged(self) -> bool:
         """The sink holds back reads: its buffer is full of unacknowledged records (:class:`Backlogging`)."""
@@ -316,7 +282,7 @@ class Pipeline:
                 positions.update({key: record.offset + 1 for key, record in last.items()})
         finally:  # records read are counted (and invalid ones dead-lettered) even when a later one fails
             for key, record in last.items():
-                self._tails[key] = tail_of(record)
+                self.checkpoints.tails[key] = tail_of(record)
             ingested.dropped = self.ingest.dropped()
             self.stages.ingested(ingested)
         items = ingested.events
@@ -324,7 +290,7 @@ class Pipeline:
         self.stages.accepted(self.scoring.accept(items, now, ingested.columns))
         # only now are these records' events pending (or dead-lettered): if anything above raised, nothing may
         # commit past records whose events were never applied (at-least-once)
-        self._consumed.update(positions)
+        self.checkpoints.consumed.update(positions)
 
     def _read_each(
         self, records: list[RawRecord], now: float, ingested: Ingested, positions: Positions, last: dict[Any, RawRecord]
@@ -344,8 +310,7 @@ class Pipeline:
                 seek = self.source.seek if isinstance(self.source, Seekable) else None
                 verdict, incarnation = self.saved.decide(key, record, seek)
                 if incarnation:  # a new incarnation of the topic: nothing read of the old one counts
-                    self._consumed.pop(key, None)
-                    self._applied.pop(key, None)
+                    self.checkpoints.forget(key)
                 if verdict == SKIP:
                     positions[key] = record.offset + 1  # applied before: in the state already
                     last[key] = record
@@ -364,10 +329,6 @@ class Pipeline:
             if self.recovery.careful_until:  # a partition still in careful mode may leave it now
                 self.recovery.processed(record)
 
-    def _checkpoint_due(self, now: float) -> bool:
-        interval = self.settings.checkpoint_seconds
-        return self._checkpoint_requested or (now - self._last_checkpoint >= interval and bool(self._consumed))
-
     def flush(self) -> None:
         """Score and apply everything pending, publish; checkpoint (save, then commit) when one is due."""
         self.stages.scored(self.scoring.score_pending())
@@ -376,9 +337,10 @@ class Pipeline:
         self.stages.sampling(self.scoring.sampling())
         self._undelivered = not delivered
         if delivered:  # only then are these events' dead letters and scores acknowledged: they may be committed
-            self._applied = self.ingest.committable(self._consumed, self.scoring.held_positions())
+            checkpoints = self.checkpoints
+            checkpoints.applied = self.ingest.committable(checkpoints.consumed, self.scoring.held_positions())
         self.recovery.applied()
-        if self._checkpoint_due(self.clock()):
+        if self.checkpoints.due(self.clock()):
             self._checkpoint()
 
     # -- rebalance (called from inside poll) ---------------------------------------------------------------
@@ -389,13 +351,9 @@ class Pipeline:
         # the next owner re-reads what this replica had not committed; it has no marker of ours: recovery ends here
         self.recovery.end(partitions, "the partition was revoked")
         # processed, the output handed to the sink (delivered or not: a broker away fails the flush above)
-        processed = self.ingest.committable(self._consumed, self.scoring.held_positions())
-        for key in partitions:
-            # if the commit above does not land (or was not sent), the next delivery skips what we hold
-            self.saved.hand_back(key, self._applied.get(key), processed.get(key))
-            self._consumed.pop(key, None)
-            self._applied.pop(key, None)
-            self._committed.pop(key, None)
+        processed = self.ingest.committable(self.checkpoints.consumed, self.scoring.held_positions())
+        # if the commit above does not land (or was not sent), the next delivery skips what we hold
+        self.checkpoints.hand_back(partitions, processed)
 
     def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
         return None
