@@ -36,6 +36,7 @@ from monitor.runtime.candidate import build_candidates, publish_comparison
 from monitor.runtime.checkpoints import Checkpoints
 from monitor.runtime.dead_letters import DeadLetters
 from monitor.runtime.fanout import Fanout
+from monitor.runtime.file_reference import reference_from_file
 from monitor.runtime.ingest import Ingest, undecodable
 from monitor.runtime.labels import LabelStage
 from monitor.runtime.models import ModelRuntime
@@ -139,7 +140,7 @@ class Pipeline:
             self.runtimes.values(),
             saved,
             self.baselines,
-            lambda rt: self.stages.evaluated(self.scoring.reference_from_file(rt)),
+            lambda rt: self.stages.evaluated(reference_from_file(self.scoring, rt)),
         )
         self.publish()
 

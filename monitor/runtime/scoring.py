@@ -24,7 +24,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.config import Settings
-from monitor.drift.categories import held_columns
 from monitor.events import InferenceEvent, feature_rows, held_rows
 from monitor.logs import RateLimitedLogger
 from monitor.model.signature import Held
@@ -33,12 +32,9 @@ from monitor.runtime.models import (
     HELD_SAMPLE_ROWS,
     ModelRuntime,
     Pending,
-    dropped_rows_note,
-    read_reference_rows,
-    read_segmented_reference_rows,
 )
 from monitor.runtime.poll_columns import PollColumns
-from monitor.runtime.stage_results import Accepted, Evaluations, SamplingLevel, ScoredBatch, Unscorable
+from monitor.runtime.stage_results import Accepted, SamplingLevel, ScoredBatch, Unscorable
 from monitor.sampler.base import Sampler
 from monitor.signals.scorer import ScoreResult
 from monitor.source.base import RawRecord
@@ -438,57 +434,6 @@ class Scoring:
             SamplingLevel(name, stats.fraction, capacity(name) if capacity is not None else math.inf)
             for name, stats in self.sampler.snapshot().items()
         ]
-
-    # -- the reference, when it is given as rows --------------------------------------------------------------
-    def reference_from_file(self, rt: ModelRuntime) -> Evaluations:
-        """Score (a bounded sample of) the reference data once to get the reference γ/flicker distribution; returns
-        the model rows that took (purpose ``reference``).
-
-        With ``segments.reference_column`` the reference CSV carries each row's segment in that column (not fed to the
-        model): each segment gets its own baseline, from a sample of at most ``drift.reference_max_events`` of its rows.
-        The held inputs' count tables are counted over every finite row.
-        """
-        assert rt.settings.reference is not None and rt.scorer is not None and rt.watch is not None
-        column = self.settings.segments.reference_column
-        segments = None
-        if column is None:
-            ref, held = read_reference_rows(rt.settings, rt.model)
-        else:
-            ref, held, segments = read_segmented_reference_rows(rt.settings, rt.model, column)
-        keep = np.flatnonzero(np.all(np.isfinite(ref), axis=1))
-        dropped = dropped_rows_note(rt.settings, int(keep.size), int(ref.shape[0]))
-        if dropped is not None:
-            log.warning(dropped, extra={"model": rt.name})
-        # the held inputs' count tables come from every finite row, not the scored sample: a rare category stays known
-        all_held = None if held is None else held_columns(held.take(keep).values, rt.watch.held_names)
-        all_segments = None if segments is None else segments[keep]
-        rng = np.random.default_rng(rt.settings.scoring.seed)
-        cap = rt.watch.config.detectors.reference_max_events
-        if segments is not None:  # a bounded sample per segment, so a small segment keeps all of its rows
-            keep = np.sort(
-                np.concatenate(
-                    [
-                        rows if rows.size <= cap else rng.choice(rows, cap, replace=False)
-                        for name in np.unique(segments[keep]).tolist()
-                        for rows in [keep[segments[keep] == name]]
-                    ]
-                )
-            )
-        elif keep.shape[0] > cap:
-            keep = keep[rng.choice(keep.shape[0], cap, replace=False)]
-        ref = ref[keep]
-        held = None if held is None else held.take(keep)
-        cpu_started = time.process_time()
-        result, evaluations = self.score_rows(rt, ref, held)
-        # the first measured cost: the sampler knows what an event costs before the first poll (a backlog read
-        # after a restart is then sampled from its first poll on, not scored whole)
-        self.sampler.observe_cost(rt.name, int(ref.shape[0]), time.process_time() - cpu_started)
-        columns = None if held is None else held_columns(held.values, rt.watch.held_names)
-        rt.watch.set_reference(ref, result, None if segments is None else segments[keep], columns)
-        if all_held is not None:
-            rt.watch.set_held_tables(all_held, all_segments)
-        log.info("reference built from file", extra={"model": rt.name, "rows": int(ref.shape[0])})
-        return Evaluations(rt, "reference", evaluations)
 
 
 def _events_of(
