@@ -150,12 +150,8 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
             file=sys.stderr,
         )
         from monitor.drift.power import segment_row_notes
-        from monitor.rolling.segment_baselines import MIN_SEGMENT_ROWS
-        from monitor.rolling.windows import OTHER
 
-        for note in segment_row_notes(
-            segments, settings.segments.max_segments, settings.drift, min_rows=MIN_SEGMENT_ROWS, other=OTHER
-        ):
+        for note in segment_row_notes(segments, rows, settings.segments.max_segments, settings.drift, ms.feature_names):
             print(f"model '{ms.name}': {note}", file=sys.stderr)
     elif ms.reference is not None and ms.reference.suffix.lower() != ".json":
         table = _read_reference(ms, rt.model)

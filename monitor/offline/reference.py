@@ -65,8 +65,9 @@ def reference(
     or a ``.csv``/``.npy`` file) to fit the label-free accuracy estimators — for a regressor the true value (NaN:
     none), to fit the loss estimator (:mod:`monitor.accuracy.regression`: MAE and RMSE without labels); ``segment_column``: the DataFrame's (or
     the CSV's) column naming each row's segment; the reference then keeps a baseline per segment (each of the
-    ``max_segments`` most frequent with at least 200 rows, the rest as ``other``), each from a sample of at most
-    ``sample_rows`` of its rows. A segment column that is also a model input stays an input.
+    ``max_segments`` most frequent, the rest as ``other``): its own from 200 rows, shrunk toward the model-wide rows
+    from 50, borrowed below (:mod:`monitor.rolling.segment_baselines`), each from a sample of at most ``sample_rows``
+    of its rows. A segment column that is also a model input stays an input.
 
     What standardizes them: ``reference``: rows or a reference JSON to standardize by instead of ``data``
     (``harmonic-monitor reference --reference``); ``standardizer``: this standardizer instead; ``space``, ``scale``,

@@ -140,6 +140,8 @@ class ModelRuntime:
             "warmup_events": len(self.warmup),
             # segments still learning their own baseline (no verdict yet): {segment: {events, of}}
             "segments_warming_up": {} if self.watch is None else self.watch.warming_up,
+            # the baseline each segment is judged against: own, shrunk toward the model-wide rows, borrowed
+            "segment_baselines": {} if self.watch is None else self.watch.baselines.bases,
             "kind": self.model.kind,
             "inputs": signature["inputs"],
             "held": signature["held"],

@@ -396,8 +396,9 @@ def test_check_config_says_what_each_segments_baseline_allows(
     text = f"models:\n  - {{name: m, path: {model}, reference: {ref}}}\nsegments:\n  reference_column: region\n"
     code, _, err = check_config(capsys, "--config", str(write_yaml(tmp_path, text)))
     assert code == 0, err
-    assert "outside its range: us (500 rows) 3." in err  # about 3.4 % of a 1000-event window at 500 rows
-    assert "judged with 'other' (no baseline of their own): eu (199 rows), nz (1 row)" in err
+    assert "us own (500 rows): range test from 3." in err  # about 3.4 % of a 1000-event window at 500 rows
+    assert "eu shrunk (199 rows, weight 0.99): range test from 7." in err  # a baseline of 200 rows: 7.4 %
+    assert "nz borrowed (1 row): range test from 2." in err  # the model-wide baseline's 700 rows: 2.7 %
 
 
 def test_check_config_reads_a_reference_with_a_segment_column(
