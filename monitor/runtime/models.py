@@ -310,6 +310,14 @@ def check_reference_rows(ms: ModelSettings, rows: NDArray[np.float64], *, shown:
         Fewer than :data:`MIN_REFERENCE_ROWS` remain: what the detectors need, and the fix.
     """
     finite = int(np.count_nonzero(np.all(np.isfinite(rows), axis=1)))
+    empty = np.flatnonzero(~np.any(np.isfinite(rows), axis=0)) if rows.shape[0] else np.zeros(0, dtype=np.intp)
+    if empty.size:
+        names = ms.feature_names
+        label = ", ".join(str(names[j]) if names is not None else f"x[{j}]" for j in empty.tolist())
+        raise ConfigError(
+            f"model '{ms.name}': reference '{shown or ms.reference}': input {label} is NaN or infinite in every one "
+            f"of its {rows.shape[0]} rows, so no row is usable; fill the column or leave that input out"
+        )
     if finite < MIN_REFERENCE_ROWS:
         dropped = rows.shape[0] - finite
         without = f" ({dropped} with NaN or infinite values left out)" if dropped else ""

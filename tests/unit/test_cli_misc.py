@@ -171,6 +171,17 @@ def test_check_config_refuses_a_reference_without_a_finite_row(
     assert code == 2 and "has 0 usable rows (2 with NaN or infinite values left out); the drift detectors need" in err
 
 
+def test_check_config_names_an_input_nan_in_every_row_and_a_constant_one(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ref = write_reference_csv(tmp_path, "".join(f"{i / 7:.4f},nan\n" for i in range(30)))
+    code, _, err = check_config(capsys, "--model", str(model), "--reference", str(ref))
+    assert code == 2 and "input x[1] is NaN or infinite in every one of its 30 rows" in err and "fill the column" in err
+    ref = write_reference_csv(tmp_path, "".join(f"{i / 7:.4f},2.5\n" for i in range(30)))
+    code, _, err = check_config(capsys, "--model", str(model), "--reference", str(ref))
+    assert code == 0 and "the reference holds input x[1] constant: any other live value counts as outside" in err
+
+
 def test_check_config_reports_the_reference_it_read(
     tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
