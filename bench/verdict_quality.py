@@ -33,11 +33,21 @@ The targets, judged per stream over the seeds (a median counts a miss as infinit
   verdict any more: ``input-shift`` says the inputs moved and harm is not judged). A concept-only stream is
   reported, not judged: nothing without labels can see it.
 
-river lives in its own venv with this package (river is not a runtime dependency)::
+Per-segment streams (``seg_*``, :mod:`verdict_segments`): one model, a reference of four segments of 150, 500,
+1,500 and 5,000 rows (the 150-row one shrunk toward the others, weight 0.75); every segment stationary but the
+150-row one, which changes (harm, no harm, or nothing) after PRE of its events; its baselines run on its own events.
 
-    python3 -m venv bench/.venv-river && bench/.venv-river/bin/pip install -e '.[convert]' river==0.26.1
-    bench/.venv-river/bin/python bench/verdict_quality.py                  # the table in docs/BENCHMARKS.md
-    bench/.venv-river/bin/python bench/verdict_quality.py --seeds 1 --streams sea_boundary   # a minute
+Also reported: each of our detectors' false alarms per 10k stationary events (its crossings on the calibration run
+and before the change), and ``harmful-shift``'s precision and recall against the realised accuracy change of the
+population judged (harm: a fall of ≥ 5 points; no harm: within 2 points; a call: an alarm within HORIZON events of
+the change), beside the max-probability baselines'.
+
+river is not a runtime dependency: ``bench/make_river_env.sh`` installs it beside the project's environment (into
+bench/.venv-river/lib, git-ignored)::
+
+    bench/make_river_env.sh .venv/bin/python
+    PYTHONPATH=$PWD:bench/.venv-river/lib .venv/bin/python bench/verdict_quality.py   # docs/BENCHMARKS.md's tables
+    PYTHONPATH=$PWD:bench/.venv-river/lib .venv/bin/python bench/verdict_quality.py --seeds 1 --streams sea_boundary
 """
 
 from __future__ import annotations
@@ -70,8 +80,8 @@ try:
     from river.datasets import synth
 except ImportError:  # pragma: no cover - bench-only dependency
     sys.exit(
-        "bench/verdict_quality.py needs river in its own venv: python3 -m venv bench/.venv-river && "
-        "bench/.venv-river/bin/pip install -e '.[convert]' river==0.26.1"
+        "bench/verdict_quality.py needs river beside the project: bench/make_river_env.sh .venv/bin/python, then "
+        "PYTHONPATH=$PWD:bench/.venv-river/lib .venv/bin/python bench/verdict_quality.py"
     )
 
 TRAIN, REF, CAL, PRE, POST = 5000, 5000, 20000, 5000, 5000
@@ -81,6 +91,8 @@ FA_PER_10K = 1.0
 EVENT_SPACING_MS = 10
 START_MS = 1_795_000_000_000
 HARM_POINTS = 0.05
+#: a run whose accuracy moved by at most this much is a no-harm run (precision's denominator)
+NO_HARM_POINTS = 0.02
 #: a detection counts within this many events of the change; later ones are misses. At 1 false alarm per 10k
 #: events a detector alarms by chance within 2,000 events about one time in five.
 HORIZON = 2000
@@ -321,10 +333,12 @@ def calibrate(kind: str, grid: Sequence[float], signals: NDArray[np.float64], se
 
 
 # -- our verdict through `harmonic-monitor replay` ---------------------------------------------------------------
-def _events(path: Path, x: NDArray[np.float64]) -> None:
+def _events(path: Path, x: NDArray[np.float64], segments: Sequence[str] | None = None) -> None:
     with path.open("w", encoding="utf-8") as f:
         for i, row in enumerate(x.tolist()):
-            doc = {"id": f"e{i}", "ts": START_MS + i * EVENT_SPACING_MS, "model": "m", "features": row}
+            doc: dict[str, Any] = {"id": f"e{i}", "ts": START_MS + i * EVENT_SPACING_MS, "model": "m", "features": row}
+            if segments is not None:
+                doc["segment"] = segments[i]
             f.write(json.dumps(doc) + "\n")
 
 
@@ -335,9 +349,17 @@ def _cli(*args: str) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
 
 
-def replay(tmp: Path, name: str, x: NDArray[np.float64], model: Path, reference: Path, config: Path) -> dict[str, Any]:
+def replay(
+    tmp: Path,
+    name: str,
+    x: NDArray[np.float64],
+    model: Path,
+    reference: Path,
+    config: Path,
+    segments: Sequence[str] | None = None,
+) -> dict[str, Any]:
     events, timeline = tmp / f"{name}.jsonl", tmp / f"{name}.timeline.json"
-    _events(events, x)
+    _events(events, x, segments)
     _cli(
         "replay",
         "--model",
@@ -373,6 +395,9 @@ class Run:
     final: str = "stable"
     fired: list[str] = field(default_factory=list)  # detectors behind the first harmful-shift after the change
     seconds: float = 0.0
+    detector_alarms: dict[str, int] = field(default_factory=dict)  # our detector → turned on, CAL + PRE
+    stationary_events: int = CAL + PRE  # the events false alarms are counted over
+    events_for: dict[str, int] = field(default_factory=dict)  # a detector counted over other events: how many
 
 
 def _first_after(indices: Iterable[int], start: int) -> float:
@@ -401,12 +426,30 @@ def _state_at(timeline: dict[str, Any], index: int) -> str:
     return str(state)
 
 
+def detector_alarms(*crossings: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Per detector, the times it turned on in the timelines' ``crossings``."""
+    out: dict[str, int] = {}
+    for c in (c for part in crossings for c in part):
+        out[c["detector"]] = out.get(c["detector"], 0) + (c["state"] == "on")
+    return out
+
+
 def run_one(
-    key: str, seed: int, drift_extra: Sequence[str] = (), ours_only: bool = False, ours_rate: float | None = None
+    key: str,
+    seed: int,
+    drift_extra: Sequence[str] = (),
+    ours_only: bool = False,
+    ours_rate: float | None = None,
+    feature_baselines: bool = True,
 ) -> Run:
     """One stream × seed. ``drift_extra``: more ``drift`` settings for our verdict (``name: value`` YAML lines,
     e.g. ``confidence_detector: false``); ``ours_only``: skip the river baselines; ``ours_rate``: our verdict's
-    false alarms per 10⁶ events (default: the baselines' budget, FA_PER_10K per 10k)."""
+    false alarms per 10⁶ events (default: the baselines' budget, FA_PER_10K per 10k); ``feature_baselines``: also
+    the river detectors on every feature."""
+    if key not in STREAMS:
+        from verdict_segments import run_segments  # the per-segment streams
+
+        return run_segments(key, seed, drift_extra, ours_only, ours_rate)
     rate = FA_PER_10K * 100 if ours_rate is None else ours_rate
     from skl2onnx import to_onnx
 
@@ -473,6 +516,7 @@ def run_one(
         if c["index"] >= PRE and c["verdict"] == "harmful-shift":
             run.fired = list(c["detectors"])
             break
+    run.detector_alarms = detector_alarms(cal_tl["crossings"], [c for c in live_tl["crossings"] if c["index"] < PRE])
 
     if ours_only:
         run.seconds = time.perf_counter() - t0
@@ -482,7 +526,7 @@ def run_one(
     sd = np.where(sd > 1e-12, sd, 1.0)
     for on, cal_x, live_x, grids in (
         ("max-prob", conf(x_cal)[:, None], conf(x_live)[:, None], GRIDS),
-        ("features", (x_cal - mean) / sd, (x_live - mean) / sd, FEATURE_GRIDS),
+        ("features", (x_cal - mean) / sd, (x_live - mean) / sd, FEATURE_GRIDS if feature_baselines else {}),
     ):
         for kind, grid in grids.items():
             label = f"{kind} on {on}"
@@ -514,7 +558,7 @@ def _cell(values: Sequence[float]) -> str:
 
 def report(runs: list[Run], seeds: int) -> list[str]:
     lines: list[str] = []
-    names = tuple(n for n in (HARMFUL, NOT_STABLE, *BASELINES) if n in runs[0].delays)
+    names = tuple(n for n in (HARMFUL, NOT_STABLE, *BASELINES) if any(n in r.delays for r in runs))
     by_stream: dict[str, list[Run]] = {}
     for r in runs:
         by_stream.setdefault(r.stream, []).append(r)
@@ -527,7 +571,7 @@ def report(runs: list[Run], seeds: int) -> list[str]:
         finals = [r.final for r in rs]
         fired = sorted({d for r in rs for d in r.fired})
         lines.append(
-            f"| `{key}` | {STREAMS[key].title}: {STREAMS[key].change} | {np.mean([r.acc_pre for r in rs]):.2f} → "
+            f"| `{key}` | {_title(key)} | {np.mean([r.acc_pre for r in rs]):.2f} → "
             f"{np.mean([r.acc_post for r in rs]):.2f} | {np.mean([r.conf_pre for r in rs]):.2f} → "
             f"{np.mean([r.conf_post for r in rs]):.2f} | "
             + ", ".join(f"{v} {finals.count(v)}/{len(finals)}" for v in sorted(set(finals)))
@@ -537,36 +581,85 @@ def report(runs: list[Run], seeds: int) -> list[str]:
         f"Median detection delay in events after the change (runs that alarmed within {HORIZON} events / runs):", names
     )
     for key, rs in by_stream.items():
-        lines.append(f"| `{key}` | " + " | ".join(_cell([r.delays[n] for r in rs]) for n in names) + " |")
-    events = seeds * (CAL + PRE)
+        lines.append(f"| `{key}` | " + " | ".join(_cell([r.delays.get(n, math.inf) for r in rs]) for n in names) + " |")
     lines += _stream_table_head(
-        f"False alarms per 10k stationary events ({seeds} × ({CAL} calibration + {PRE} pre-change) events per stream):",
+        f"False alarms per 10k stationary events ({seeds} seeds × the calibration run and the events before the "
+        "change, of every segment):",
         names,
     )
     for key, rs in by_stream.items():
-        cells = [f"{sum(r.false_alarms[n] for r in rs) / (len(rs) * (CAL + PRE)) * 1e4:.2f}" for n in names]
+        cells = [_per_10k(rs, n) for n in names]
         lines.append(f"| `{key}` | " + " | ".join(cells) + " |")
-    del events
+    detectors = sorted({d for r in runs for d in r.detector_alarms})
+    if detectors:
+        lines += _stream_table_head(
+            "Our detectors' false alarms per 10k stationary events (each turning on):", detectors
+        )
+        for key, rs in by_stream.items():
+            cells = [_per_10k(rs, d, ours=True) for d in detectors]
+            lines.append(f"| `{key}` | " + " | ".join(cells) + " |")
     if len(names) > 2:  # with the baselines
+        lines += harm_table(runs, names)
         lines += ["", "Targets (per stream, medians over seeds):", ""]
         lines += targets(by_stream)
     return lines
 
 
+def _title(key: str) -> str:
+    if key in STREAMS:
+        return f"{STREAMS[key].title}: {STREAMS[key].change}"
+    from verdict_segments import SEGMENT_STREAMS
+
+    return SEGMENT_STREAMS[key]
+
+
+def _per_10k(rs: list[Run], name: str, ours: bool = False) -> str:
+    """``name``'s alarms per 10k stationary events (``ours``: one of our detectors, else a verdict or baseline)."""
+    alarms = sum((r.detector_alarms if ours else r.false_alarms).get(name, 0) for r in rs)
+    return f"{alarms / sum(r.events_for.get(name, r.stationary_events) for r in rs) * 1e4:.2f}"
+
+
+def harm_table(runs: list[Run], names: Sequence[str]) -> list[str]:
+    """``harmful-shift`` and the max-probability baselines as harm calls: precision and recall against the realised
+    accuracy change (harm: a fall ≥ HARM_POINTS; no harm: within NO_HARM_POINTS; a call: an alarm within HORIZON
+    events of the change), and the median delay over the harm runs caught."""
+    harm = [r for r in runs if r.acc_pre - r.acc_post >= HARM_POINTS - 1e-12]
+    calm = [r for r in runs if abs(r.acc_pre - r.acc_post) <= NO_HARM_POINTS]
+    out = [
+        "",
+        f"Harm calls over every stream and seed: {len(harm)} runs with harm (accuracy down ≥ {HARM_POINTS * 100:g} "
+        f"points), {len(calm)} without (within {NO_HARM_POINTS * 100:g} points); a call = an alarm within {HORIZON} "
+        "events of the change:",
+        "",
+        "| detector | harm runs caught | no-harm runs called | precision | recall | median delay (caught) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for n in (HARMFUL, *(n for n in names if n.endswith("on max-prob"))):
+        caught = [r.delays.get(n, math.inf) for r in harm if math.isfinite(r.delays.get(n, math.inf))]
+        called = sum(math.isfinite(r.delays.get(n, math.inf)) for r in calm)
+        precision = len(caught) / (len(caught) + called) if caught or called else float("nan")
+        recall = len(caught) / len(harm) if harm else float("nan")
+        delay = f"{np.median(caught):.0f}" if caught else "—"
+        out.append(
+            f"| {n} | {len(caught)}/{len(harm)} | {called}/{len(calm)} | {precision:.2f} | {recall:.2f} | {delay} |"
+        )
+    return out
+
+
 def _caught(rs: list[Run], name: str) -> list[bool]:
-    return [math.isfinite(r.delays[name]) for r in rs]
+    return [math.isfinite(r.delays.get(name, math.inf)) for r in rs]
 
 
 def targets(by_stream: dict[str, list[Run]]) -> list[str]:
     """The issue's three targets per stream, judged as the module docstring says."""
     out = []
-    prob = [f"{d} on max-prob" for d in GRIDS]
-    feat = [f"{d} on features" for d in GRIDS]
     for key, rs in by_stream.items():
+        prob = [f"{d} on max-prob" for d in GRIDS if any(f"{d} on max-prob" in r.delays for r in rs)]
+        feat = [f"{d} on features" for d in GRIDS if any(f"{d} on features" in r.delays for r in rs)]
         drop = float(np.mean([r.acc_pre - r.acc_post for r in rs]))
         harmful = drop > HARM_POINTS
         parts = [f"accuracy {'fell' if harmful else 'held'} ({-drop * 100:+.1f} points)"]
-        if STREAMS[key].concept_only:
+        if key in STREAMS and STREAMS[key].concept_only:
             parts.append("concept only: invisible without labels (every alarm here is a false alarm)")
             out.append(f"- `{key}`: " + "; ".join(parts))
             continue
@@ -602,8 +695,14 @@ def targets(by_stream: dict[str, list[Run]]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=3, help="runs per stream (seeds 0..N-1)")
-    parser.add_argument("--streams", nargs="*", default=list(STREAMS), choices=list(STREAMS))
+    from verdict_segments import SEGMENT_STREAMS
+
+    every = [*STREAMS, *SEGMENT_STREAMS]
+    parser.add_argument("--seeds", type=int, default=5, help="runs per stream (seeds 0..N-1)")
+    parser.add_argument("--streams", nargs="*", default=every, choices=every)
+    parser.add_argument(
+        "--no-feature-baselines", action="store_true", help="the river detectors on max-probability only"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (processes)")
     parser.add_argument("--json", help="also write every run's figures here")
     parser.add_argument(
@@ -627,11 +726,14 @@ def main() -> None:
         check_kswin()
         return
     t0 = time.perf_counter()
-    print(f"command: bench/.venv-river/bin/python bench/verdict_quality.py {' '.join(sys.argv[1:])}".rstrip())
+    print(
+        f"command: PYTHONPATH=$PWD:bench/.venv-river/lib python bench/verdict_quality.py {' '.join(sys.argv[1:])}".rstrip()
+    )
     print(f"machine: {machine('numpy', 'sklearn', 'onnxruntime', 'river')}")
     print(
         f"setup: {args.seeds} seeds per stream; train {TRAIN}, labelled reference {REF}, calibration run {CAL}, "
-        f"then {PRE} before + {POST} after the change; GradientBoostingClassifier(n_estimators=100); our defaults "
+        f"then {PRE} before + {POST} after the change (seg_*: bench/verdict_segments.py); "
+        "GradientBoostingClassifier(n_estimators=100); our defaults "
         f"but drift.false_alarms_per_million_events = {args.ours_rate or FA_PER_10K * 100:g} and replay batches of "
         f"{BATCH}; baselines "
         f"calibrated to ≤ {FA_PER_10K:g} alarm per 10k calibration events\n"
@@ -645,7 +747,11 @@ def main() -> None:
     jobs = [(k, s) for k in args.streams for s in range(args.seeds)]
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         work = functools.partial(
-            run_one, drift_extra=tuple(args.drift), ours_only=args.ours_only, ours_rate=args.ours_rate
+            run_one,
+            drift_extra=tuple(args.drift),
+            ours_only=args.ours_only,
+            ours_rate=args.ours_rate,
+            feature_baselines=not args.no_feature_baselines,
         )
         runs = list(pool.map(work, *zip(*jobs, strict=True)))
     print("\n".join(report(runs, args.seeds)))
