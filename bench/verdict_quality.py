@@ -441,15 +441,16 @@ def run_one(
     ours_only: bool = False,
     ours_rate: float | None = None,
     feature_baselines: bool = True,
+    cal: int = CAL,
 ) -> Run:
     """One stream × seed. ``drift_extra``: more ``drift`` settings for our verdict (``name: value`` YAML lines,
     e.g. ``confidence_detector: false``); ``ours_only``: skip the river baselines; ``ours_rate``: our verdict's
     false alarms per 10⁶ events (default: the baselines' budget, FA_PER_10K per 10k); ``feature_baselines``: also
-    the river detectors on every feature."""
+    the river detectors on every feature; ``cal``: events of the calibration run."""
     if key not in STREAMS:
         from verdict_segments import run_segments  # the per-segment streams
 
-        return run_segments(key, seed, drift_extra, ours_only, ours_rate)
+        return run_segments(key, seed, drift_extra, ours_only, ours_rate, cal)
     rate = FA_PER_10K * 100 if ours_rate is None else ours_rate
     from skl2onnx import to_onnx
 
@@ -461,7 +462,7 @@ def run_one(
     x_ref, y_ref = _rows(it, REF)
     x_pre, y_pre = _rows(it, PRE)
     x_post, y_post = spec.after(seed, it)
-    x_cal, _ = _rows(spec.before(seed, 7_000 + seed), CAL)
+    x_cal, _ = _rows(spec.before(seed, 7_000 + seed), cal)
     x_live = np.vstack([x_pre, x_post])
 
     def conf(x: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -474,6 +475,7 @@ def run_one(
         float((model.predict(x_post) == y_post).mean()),
         float(conf(x_pre).mean()),
         float(conf(x_post).mean()),
+        stationary_events=cal + PRE,
     )
     with tempfile.TemporaryDirectory(prefix="verdict-quality-") as name:
         tmp = Path(name)
@@ -703,6 +705,7 @@ def main() -> None:
     parser.add_argument(
         "--no-feature-baselines", action="store_true", help="the river detectors on max-probability only"
     )
+    parser.add_argument("--cal", type=int, default=CAL, help=f"events of the calibration run (default {CAL})")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (processes)")
     parser.add_argument("--json", help="also write every run's figures here")
     parser.add_argument(
@@ -731,7 +734,7 @@ def main() -> None:
     )
     print(f"machine: {machine('numpy', 'sklearn', 'onnxruntime', 'river')}")
     print(
-        f"setup: {args.seeds} seeds per stream; train {TRAIN}, labelled reference {REF}, calibration run {CAL}, "
+        f"setup: {args.seeds} seeds per stream; train {TRAIN}, labelled reference {REF}, calibration run {args.cal}, "
         f"then {PRE} before + {POST} after the change (seg_*: bench/verdict_segments.py); "
         "GradientBoostingClassifier(n_estimators=100); our defaults "
         f"but drift.false_alarms_per_million_events = {args.ours_rate or FA_PER_10K * 100:g} and replay batches of "
@@ -752,11 +755,15 @@ def main() -> None:
             ours_only=args.ours_only,
             ours_rate=args.ours_rate,
             feature_baselines=not args.no_feature_baselines,
+            cal=args.cal,
         )
-        runs = list(pool.map(work, *zip(*jobs, strict=True)))
+        runs = []
+        for run in pool.map(work, *zip(*jobs, strict=True)):  # in order, each as it is done
+            runs.append(run)
+            if args.json:  # every run so far: --report prints the tables of a run cut short
+                text = json.dumps([r.__dict__ for r in runs], indent=1, default=str)
+                Path(args.json).write_text(text, encoding="utf-8")
     print("\n".join(report(runs, args.seeds)))
-    if args.json:
-        Path(args.json).write_text(json.dumps([r.__dict__ for r in runs], indent=1, default=str), encoding="utf-8")
     print(f"\n(total {time.perf_counter() - t0:.0f} s)")
 
 

@@ -3,7 +3,7 @@
 Five inputs N(0, 1), the third shifted per segment (by ``OFFSETS``: segments differ a little, as cities do); the
 class is x0 + x1 + 0.5·x2 + N(0, 0.3²) > 0. A GradientBoostingClassifier is trained on TRAIN rows of every segment;
 the labelled reference holds ``SIZES`` rows per segment (``reference --segment-column``: the 150-row segment is
-shrunk toward the others, weight 0.75; the rest have their own). The calibration run (CAL_EACH events per segment) and
+shrunk toward the others, weight 0.75; the rest have their own). The calibration run (CAL_EACH events per segment by default) and
 the live run (PRE_EACH then POST_EACH per segment, interleaved) go through ``replay`` with each event's segment.
 Only the 150-row segment ``CHANGED`` changes after its PRE_EACH events (``SEGMENT_STREAMS`` says how); the rest stay
 as they were. Delays count the changed segment's events; false alarms count every segment's events of the
@@ -93,9 +93,16 @@ def interleave(parts: dict[str, NDArray[np.float64]]) -> tuple[NDArray[np.float6
 
 
 def run_segments(
-    key: str, seed: int, drift_extra: Sequence[str] = (), ours_only: bool = False, ours_rate: float | None = None
+    key: str,
+    seed: int,
+    drift_extra: Sequence[str] = (),
+    ours_only: bool = False,
+    ours_rate: float | None = None,
+    cal: int = len(SIZES) * CAL_EACH,
 ) -> Run:
-    """One per-segment stream × seed (see the module's description)."""
+    """One per-segment stream × seed (see the module's description); ``cal``: events of the calibration run, all
+    segments together."""
+    cal_each = cal // len(SIZES)
     from skl2onnx import to_onnx
 
     t0 = time.perf_counter()
@@ -105,7 +112,7 @@ def run_segments(
     x_train, y_train = np.vstack([t[0] for t in train]), np.concatenate([t[1] for t in train])
     model = GradientBoostingClassifier(n_estimators=100, random_state=seed).fit(x_train, y_train)
     ref = {s: draw(rng, s, n) for s, n in SIZES.items()}
-    cal_x, cal_seg = interleave({s: draw(rng, s, CAL_EACH)[0] for s in SIZES})
+    cal_x, cal_seg = interleave({s: draw(rng, s, cal_each)[0] for s in SIZES})
     pre = {s: draw(rng, s, PRE_EACH) for s in SIZES}
     post = {s: after(key, rng) if s == CHANGED else draw(rng, s, POST_EACH) for s in SIZES}
     pre_x, pre_seg = interleave({s: v[0] for s, v in pre.items()})
@@ -166,6 +173,6 @@ def run_segments(
             run.settings[label] = value
             run.false_alarms[label] = cal_alarms + sum(i < PRE_EACH for i in hits)
             run.delays[label] = _first_after(hits, PRE_EACH)
-            run.events_for[label] = CAL_EACH + PRE_EACH  # the changed segment's own stationary events
+            run.events_for[label] = cal_each + PRE_EACH  # the changed segment's own stationary events
     run.seconds = time.perf_counter() - t0
     return run
