@@ -747,7 +747,7 @@ def main() -> None:
             r.delays = {k: float(v) if float(v) < HORIZON else math.inf for k, v in r.delays.items()}
         print("\n".join(report(runs, len({r.seed for r in runs}))))
         return
-    jobs = [(k, s) for k in args.streams for s in range(args.seeds)]
+    jobs = [(k, s) for s in range(args.seeds) for k in args.streams]  # seed by seed: a run cut short has every stream
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         work = functools.partial(
             run_one,
