@@ -185,10 +185,12 @@ def segment_references(
     seed: int = 0,  # not a setting: the reference sample's seed; run samples with 0 whatever scoring.seed is
     held: Mapping[str, NDArray[np.str_]] | None = None,
     plan: Mapping[str, SegmentPlan] | None = None,
+    gamma_edges: Sequence[float] | None = None,
 ) -> dict[str, Reference]:
     """One :class:`Reference` per segment from scored reference rows, as :func:`plan_segments` (or ``plan``, its
     result for these rows) says: own, shrunk toward the model-wide rows, or borrowed (the basis on the reference); a
-    segment planned to warm up gets none.
+    segment planned to warm up gets none. Their Gamma Maps are on ``gamma_edges`` (the model's; None: each segment's
+    own).
 
     Raises
     ------
@@ -223,6 +225,7 @@ def segment_references(
             max_sample=max_sample,
             seed=seed,
             held=None if held is None else {k: np.asarray(v)[sel] for k, v in held.items()},
+            gamma_edges=gamma_edges,
         )
         out[name] = dataclasses.replace(out[name], basis=p.basis)
     return out
