@@ -25,8 +25,9 @@ stream, per 10,000 events. Accuracy is the model's on the PRE and POST parts (th
 The targets, judged per stream over the seeds (a median counts a miss as infinitely late):
 
 - on a harmful shift visible in the outputs (accuracy down > 5 points, and a max-probability baseline caught it in
-  at least half the runs), the verdict's median ``harmful-shift`` delay ≤ 1.5 × the fastest max-probability
-  baseline's median;
+  at least half the runs), the verdict's median ``harmful-shift`` delay ≤ the fastest max-probability baseline's
+  median, over the runs both caught;
+- over every run, ``harmful-shift``'s precision ≥ 0.9 and its recall ≥ the best max-probability baseline's;
 - on a harmful shift, every run a max-probability baseline catches, the verdict calls ``harmful-shift``, and every
   run a feature baseline catches (they can only say the inputs moved), the verdict leaves ``stable``;
 - the verdict never ends ``stable`` on a stream whose accuracy fell by more than 5 points (there is no ``benign``
@@ -636,6 +637,7 @@ def harm_table(runs: list[Run], names: Sequence[str]) -> list[str]:
         "| detector | harm runs caught | no-harm runs called | precision | recall | median delay (caught) |",
         "|---|---:|---:|---:|---:|---:|",
     ]
+    scores: dict[str, tuple[float, float]] = {}
     for n in (HARMFUL, *(n for n in names if n.endswith("on max-prob"))):
         caught = [r.delays.get(n, math.inf) for r in harm if math.isfinite(r.delays.get(n, math.inf))]
         called = sum(math.isfinite(r.delays.get(n, math.inf)) for r in calm)
@@ -645,6 +647,16 @@ def harm_table(runs: list[Run], names: Sequence[str]) -> list[str]:
         out.append(
             f"| {n} | {len(caught)}/{len(harm)} | {called}/{len(calm)} | {precision:.2f} | {recall:.2f} | {delay} |"
         )
+        scores[n] = (precision, recall)
+    ours, best = scores.pop(HARMFUL), max((r for _, r in scores.values()), default=0.0)
+    precise = max((r for p, r in scores.values() if p >= 0.9), default=0.0)
+    met = ours[0] >= 0.9 and ours[1] >= best
+    out += [
+        "",
+        f"Target: precision ≥ 0.9 and recall ≥ the best baseline's ({best:.2f}): {'met' if met else 'NOT met'}; "
+        f"recall ≥ the best baseline's of precision ≥ 0.9 ({precise:.2f}): "
+        + ("met" if ours[0] >= 0.9 and ours[1] >= precise else "NOT met"),
+    ]
     return out
 
 
@@ -668,13 +680,18 @@ def targets(by_stream: dict[str, list[Run]]) -> list[str]:
         half = (len(rs) + 1) // 2
         visible = harmful and any(sum(_caught(rs, n)) >= half for n in prob)
         if visible:
-            ours = _median([r.delays[HARMFUL] for r in rs])
             base = {n: _median([r.delays[n] for r in rs]) for n in prob}
             name = min(base, key=lambda n: base[n])
-            ok = math.isfinite(ours) and ours <= 1.5 * base[name]
-            parts.append(
-                f"speed {'met' if ok else 'NOT met'} (harmful-shift {ours:.0f} vs 1.5 × {base[name]:.0f}, {name})"
-            )
+            both = [r for r in rs if math.isfinite(r.delays[HARMFUL]) and math.isfinite(r.delays[name])]
+            if both:  # the medians over the runs both caught
+                ours, theirs = _median([r.delays[HARMFUL] for r in both]), _median([r.delays[name] for r in both])
+                ok = ours <= theirs
+                parts.append(
+                    f"speed {'met' if ok else 'NOT met'} (harmful-shift {ours:.0f} vs {theirs:.0f}, {name}, over the "
+                    f"{len(both)} runs both caught)"
+                )
+            else:
+                parts.append(f"speed: no run caught by both harmful-shift and {name}")
         if harmful:
             # a max-prob baseline's catch must be a harmful-shift; a feature baseline's, at least an input-shift
             missed = sum(
