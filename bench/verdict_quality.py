@@ -649,14 +649,12 @@ def harm_table(runs: list[Run], names: Sequence[str]) -> list[str]:
         )
         scores[n] = (precision, recall)
     ours, best = scores.pop(HARMFUL), max((r for _, r in scores.values()), default=0.0)
-    precise = max((r for p, r in scores.values() if p >= 0.9), default=0.0)
+    precise = [r for p, r in scores.values() if p >= 0.9]
     met = ours[0] >= 0.9 and ours[1] >= best
-    out += [
-        "",
-        f"Target: precision ≥ 0.9 and recall ≥ the best baseline's ({best:.2f}): {'met' if met else 'NOT met'}; "
-        f"recall ≥ the best baseline's of precision ≥ 0.9 ({precise:.2f}): "
-        + ("met" if ours[0] >= 0.9 and ours[1] >= precise else "NOT met"),
-    ]
+    line = f"Target: precision ≥ 0.9 and recall ≥ the best baseline's ({best:.2f}): {'met' if met else 'NOT met'}"
+    if not precise:
+        line += " (no baseline reaches precision 0.9)"
+    out += ["", line]
     return out
 
 
