@@ -147,9 +147,9 @@ def _reference_rows(
         segments = None
     elif is_frame(data):
         rows = read_rows(data, model, **read)
-        segments = _frame_segments(data, segment_column)
+        segments = frame_segments(data, segment_column)
     elif isinstance(data, (str, os.PathLike)):
-        rows, segments = _csv_segments(Path(data), model, segment_column, header)
+        rows, segments = csv_segments(Path(data), model, segment_column, header)
     else:
         raise DataError(
             f"segment_column '{segment_column}' names a column of a DataFrame or of a CSV with a header; the data is "
@@ -179,7 +179,7 @@ def _reference_rows(
     return ReferenceRows(rows.x, rows.held, name, segments, y), rows.source
 
 
-def _frame_segments(frame: Any, column: str) -> NDArray[np.str_]:
+def frame_segments(frame: Any, column: str) -> NDArray[np.str_]:
     """The frame's ``column`` as each row's segment (a missing or blank value: ``other``)."""
     from monitor.rolling.windows import OTHER
 
@@ -191,7 +191,7 @@ def _frame_segments(frame: Any, column: str) -> NDArray[np.str_]:
     return np.where(missing | (text == ""), OTHER, text)
 
 
-def _csv_segments(path: Path, model: OnnxModel, column: str, header: str) -> tuple[Rows, NDArray[np.str_]]:
+def csv_segments(path: Path, model: OnnxModel, column: str, header: str) -> tuple[Rows, NDArray[np.str_]]:
     """The rows of the CSV ``path`` and its ``column`` as each row's segment; the column is read as the model's
     input too when it names one (:func:`~monitor.rolling.segment_baselines.split_segment_column`)."""
     from monitor.rolling.segment_baselines import is_input_column, split_segment_column

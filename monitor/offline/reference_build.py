@@ -165,7 +165,9 @@ def build_reference(
     if scored.labels is not None and model.kind == "regressor":
         from monitor.accuracy.labelled import labelled_loss_fit
 
-        loss_fit = labelled_loss_fit(model, scored.x, scored.held, scored.labels, seed=config.seed)
+        loss_fit = labelled_loss_fit(
+            model, scored.x, scored.held, scored.labels, seed=config.seed, segments=scored.segments
+        )
     elif scored.labels is not None:
         fit = _labelled_fit(model, scored, res, config.seed, calibration, label_kind)
     kept_held = None if scored.held is None else scored.held.take(ok)
@@ -215,6 +217,7 @@ def _labelled_fit(
         seed=seed,
         calibration=calibration,  # type: ignore[arg-type]
         compare=label_kind,
+        segments=scored.segments,
     )
 
 

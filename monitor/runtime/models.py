@@ -168,6 +168,16 @@ class ModelRuntime:
         return self._fingerprint
 
 
+def load_onnx(ms: ModelSettings) -> OnnxModel:
+    """The model's ONNX copy, its ``feature_names`` checked against its inputs and given to its elements."""
+    model = OnnxModel.from_settings(ms)
+    check_feature_names(ms, model)
+    if ms.feature_names is not None and len(ms.feature_names) == model.n_features:
+        # one name per element, decided here: probe reports, /probes and drift alerts use model.feature_names
+        model.name_features(ms.feature_names, source=f"model '{ms.name}': feature_names")
+    return model
+
+
 def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) -> ModelRuntime:
     """Load the model's ONNX copy and, when its reference (or ``space: raw``) allows, its standardizer.
 
@@ -175,11 +185,7 @@ def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) 
     ``segment_column`` (``segments.reference_column``): a CSV reference's column naming each row's segment, left out
     of the rows the standardizer is fitted on.
     """
-    model = OnnxModel.from_settings(ms)
-    check_feature_names(ms, model)
-    if ms.feature_names is not None and len(ms.feature_names) == model.n_features:
-        # one name per element, decided here: probe reports, /probes and drift alerts use model.feature_names
-        model.name_features(ms.feature_names, source=f"model '{ms.name}': feature_names")
+    model = load_onnx(ms)
     rt = ModelRuntime(settings=ms, model=model)
     if ms.scoring.space == "raw":
         if ms.reference is not None and ms.reference.suffix.lower() == ".json":
