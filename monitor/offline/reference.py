@@ -175,7 +175,7 @@ def _reference_rows(
     name = f"'{data}'" if isinstance(data, (str, os.PathLike)) else f"the reference data ({rows.source})"
     if y is not None:
         y = int_labels(y) if model.kind == "classifier" else true_values(y)
-    return ReferenceRows(rows.x, rows.held, name, segments, y), rows.source
+    return ReferenceRows(rows.x, rows.held, name, segments, y, rows.names), rows.source
 
 
 def _frame_segments(frame: Any, column: str) -> NDArray[np.str_]:

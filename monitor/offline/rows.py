@@ -52,6 +52,8 @@ class Rows:
     lines: NDArray[np.int64] | None = None
     labels: NDArray[Any] | None = None
     index: Any = None
+    #: the names the data gave its columns, in feature order (a CSV header, a frame's columns), where it named them
+    names: tuple[str, ...] | None = None
 
     def __len__(self) -> int:
         return int(self.x.shape[0])
@@ -144,7 +146,7 @@ def read_rows(
             raise DataError(
                 width_refusal(what, path, table.rows.shape[1], model.n_features, table.names), path=str(path)
             )
-        return Rows(table.rows, table.held, table.describe())
+        return Rows(table.rows, table.held, table.describe(), names=table.names)
     raise DataError(
         f"{what}: expected a pandas DataFrame, a numpy array, a mapping of arrays by input name or a file path; got "
         f"{type(data).__name__}"
@@ -229,7 +231,12 @@ def _frame_rows(
     if sig.plain and feature_names and all(n in present for n in feature_names):
         x = _numeric(frame[list(feature_names)], what)
         return Rows(
-            x, None, f"{len(x)} rows from a DataFrame (the reference's feature names)", labels=labels, index=frame.index
+            x,
+            None,
+            f"{len(x)} rows from a DataFrame (the reference's feature names)",
+            labels=labels,
+            index=frame.index,
+            names=tuple(str(n) for n in feature_names),
         )
     missing = [n for n in every if n not in present]
     if sig.plain and len(columns) == model.n_features and not feature_names:
@@ -240,6 +247,7 @@ def _frame_rows(
             f"{len(x)} rows from a DataFrame (columns in order as the model's features)",
             labels=labels,
             index=frame.index,
+            names=tuple(columns) if all(isinstance(c, str) for c in frame.columns) else None,
         )
     shown = ", ".join(f"'{m}'" for m in missing[:10]) + (" …" if len(missing) > 10 else "")
     raise DataError(
