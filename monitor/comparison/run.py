@@ -40,6 +40,7 @@ from monitor.signals.scorer import ScoreResult, ScoringConfig
 
 if TYPE_CHECKING:
     from monitor.accuracy.estimators import EstimatorFit
+    from monitor.model.standardize import Standardizer
 
 #: the measured axes, in the order tables list them; ``none``: reported beside the others, not ranked
 AXES = (
@@ -205,8 +206,12 @@ def compare_models(
     probe_points: int = 20,
     max_segments: int = 10,
     header: str = "auto",
+    standardizer: Standardizer | None = None,
+    fits: Mapping[str, EstimatorFit] | None = None,
 ) -> Comparison:
-    """Score every model on the same rows and compare them pair by pair (see :func:`monitor.compare`)."""
+    """Score every model on the same rows and compare them pair by pair (see :func:`monitor.compare`).
+    ``standardizer``: one that standardizes every model of its width instead of the reference rows' (a reference
+    JSON's); ``fits``: the fitted label-free estimators of the models named, where no reference labels fit them."""
     from monitor.offline.rows import load_model
 
     named = _names(models)
@@ -227,16 +232,19 @@ def compare_models(
     ref_y = _labels(reference_labels, ref_cols, "reference labels", header)
     ref_label_col = reference_labels if isinstance(reference_labels, str) else None
     ref_feats = ref_cols.without([ref_label_col]) if reference is not None else feats
-    scored, fits = [], []
+    scored, fitted = [], []
     for (name, m), cls in zip(loaded, classes, strict=True):
         rows = from_log[name] if from_log else model_rows(m, feats, given.get(name), name)
         ref_rows = model_rows(m, ref_feats, given.get(name), name)
         if rows.how != "by name" and not from_log:
             notes.append(f"'{name}': inputs taken {rows.how}")
-        one, fit = _score_one(name, m, rows, ref_rows, cls, cfg, space=space, batch_rows=batch_rows, y=y, ref_y=ref_y)
+        std = standardizer if standardizer is not None and standardizer.mean.shape[0] == m.n_features else None
+        one, fit = _score_one(
+            name, m, rows, ref_rows, cls, cfg, space=space, batch_rows=batch_rows, y=y, ref_y=ref_y, std=std
+        )
         scored.append(one)
-        fits.append(fit)
-    scored = with_estimates(scored, fits, cfg.seed)  # one method for every model, as ``estimate`` resolves it
+        fitted.append(fit if fit is not None else (fits or {}).get(name))
+    scored = with_estimates(scored, fitted, cfg.seed)  # one method for every model, as ``estimate`` resolves it
     if ref_y is None and labels is not None:
         notes.append("no reference labels: the label-free estimate needs a labelled reference (reference_labels)")
     per_model = _model_table(scored, segs, y is not None)
@@ -275,6 +283,7 @@ def _score_one(
     batch_rows: int,
     y: NDArray[Any] | None,
     ref_y: NDArray[Any] | None,
+    std: Standardizer | None = None,
 ) -> tuple[Scored, EstimatorFit | None]:
     """Score ``rows`` as ``score`` does (the reference's standardizer and held sample, the scorer over ``cfg``), and
     the label-free estimators fitted on the labelled reference rows (with their inputs, as ``reference`` fits)."""
@@ -285,7 +294,7 @@ def _score_one(
     from monitor.signals.scorer import RobustnessScorer
 
     ref = Rows(ref_rows.x, ref_rows.held, f"the reference rows of '{name}'")
-    std = standardizer_of(ref, m, space=space)
+    std = std if std is not None else standardizer_of(ref, m, space=space)
     scorer = RobustnessScorer(m, std, cfg, held_sample=ref_rows.held if m.signature.has_held else None)
     res = score_rows(scorer, rows.x, rows.held, batch_rows)
     predicted = _values(res.predicted_class, res.valid, classes)

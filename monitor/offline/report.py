@@ -187,7 +187,7 @@ def build_report(
         axis="time" if times is not None else "line",
         feature_names=tuple(names),
         **two_models(
-            (model, candidate), (reference, reference_labels), events, labels, seed, feature_names, max_events
+            (model, candidate), (reference, reference_labels), events, labels, seed, feature_names, max_events, base
         ),
         **_sections(m, base, rows, reference, res, ref, labels, (probe_points, probe_budget_rows), seed, names, times),
     )
