@@ -497,3 +497,25 @@ def test_a_move_in_one_segment_is_shown_beside_the_pooled_figures(tmp_path: Path
     assert sd.drift[0].moved and sd.drift[0].statistic > 2 * pooled.statistic
     assert 'id="segment-drift"' in r.html and f'data-segment="eu" data-name="{name}"' in r.html
     assert "in segment eu, whose verdict names them" in r.html
+
+
+def test_the_cli_prints_the_realized_accuracy_beside_the_estimate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = linear_classifier(tmp_path / "m.onnx")
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(600, 3))
+    y = (x[:, 0] + 0.5 * rng.normal(size=600) > 0).astype(int)
+    monitor.reference(model, x[:400], labels=y[:400], flicker_copies=4, out=tmp_path / "ref.json")
+    np.savetxt(tmp_path / "ev.csv", x[400:], delimiter=",")
+    np.savetxt(tmp_path / "y.csv", y[400:], fmt="%d")
+    args = ["report", "--model", str(model), "--reference", str(tmp_path / "ref.json"), "--events"]
+    args += [str(tmp_path / "ev.csv"), "--probe-points", "0", "--out", str(tmp_path / "r.html")]
+    assert main([*args, "--labels", str(tmp_path / "y.csv")]) == 0
+    acc = monitor.report(model, tmp_path / "ref.json", tmp_path / "ev.csv", labels=y[400:], probe_points=0).data
+    assert acc.accuracy is not None and acc.accuracy.realized is not None
+    printed = capsys.readouterr().err
+    assert f"accuracy: estimated {acc.accuracy.estimate:.3f} [" in printed
+    assert f"realized {acc.accuracy.realized:.3f} on 200 labelled events" in printed
+    assert main(args) == 0
+    assert "no labels: realized accuracy not shown" in capsys.readouterr().err
