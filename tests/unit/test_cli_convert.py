@@ -55,8 +55,11 @@ def test_convert_regressor_round_trip_has_no_probability_column(tmp_path: Path) 
     np.save(tmp_path / "rows.npy", x[:5])
     args = ["--model", str(tmp_path / "reg.onnx"), "--data", str(tmp_path / "rows.npy")]
     main(["score", *args, "--out", str(tmp_path / "out.csv")])
-    header = (tmp_path / "out.csv").read_text(encoding="utf-8").splitlines()[0]
-    assert header == "gamma,flicker,p_adj,predicted_class,gamma_se"
+    lines = (tmp_path / "out.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "gamma,flicker,p_adj,predicted_class,predicted_value,gamma_se"
+    reg = joblib.load(tmp_path / "reg.joblib")
+    predicted = [float(line.split(",")[4]) for line in lines[1:]]
+    np.testing.assert_allclose(predicted, reg.predict(x[:5]), rtol=1e-5, atol=1e-5)
 
 
 def test_convert_warns_that_loading_a_pickle_runs_code(
