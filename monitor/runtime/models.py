@@ -140,6 +140,9 @@ class ModelRuntime:
             "warmup_events": len(self.warmup),
             # segments still learning their own baseline (no verdict yet): {segment: {events, of}}
             "segments_warming_up": {} if self.watch is None else self.watch.warming_up,
+            # judged segments whose window tests (KS, range, PCA …) have not run yet: {segment: {detector: {scored,
+            # needed}}}; their harmonic_drift_statistic is NaN until the first test
+            "segments_untested": {} if self.watch is None else self.watch.untested_windows,
             "kind": self.model.kind,
             "inputs": signature["inputs"],
             "held": signature["held"],
