@@ -233,12 +233,13 @@ def compare_models(
     ref_label_col = reference_labels if isinstance(reference_labels, str) else None
     ref_feats = ref_cols.without([ref_label_col]) if reference is not None else feats
     scored, fitted = [], []
+    first: tuple[str, ...] | None = None  # the columns the given standardizer's features are (the first model's)
     for (name, m), cls in zip(loaded, classes, strict=True):
         rows = from_log[name] if from_log else model_rows(m, feats, given.get(name), name)
         ref_rows = model_rows(m, ref_feats, given.get(name), name)
         if rows.how != "by name" and not from_log:
             notes.append(f"'{name}': inputs taken {rows.how}")
-        std = standardizer if standardizer is not None and standardizer.mean.shape[0] == m.n_features else None
+        std, first = _given_standardizer(standardizer, first, rows.columns, m.n_features)
         one, fit = _score_one(
             name, m, rows, ref_rows, cls, cfg, space=space, batch_rows=batch_rows, y=y, ref_y=ref_y, std=std
         )
@@ -269,6 +270,23 @@ def _gamma_maps(scored: list[Scored]) -> dict[str, GammaMap]:
             ok = r.valid & np.isfinite(r.probability) & np.isfinite(r.gamma)
             out[s.name] = gamma_map(r.probability[ok], r.gamma[ok])
     return out
+
+
+def _given_standardizer(
+    given: Standardizer | None, first: tuple[str, ...] | None, columns: tuple[str, ...], width: int
+) -> tuple[Standardizer | None, tuple[str, ...] | None]:
+    """The given standardizer for a model reading ``columns``: the first model's as given (its columns are then the
+    standardizer's), a later model's with its features picked by column name; None where they do not all match."""
+    from monitor.model.standardize import Standardizer
+
+    if given is None or given.mean.shape[0] != width:
+        return None, first if first is not None else ()
+    if first is None:
+        return given, tuple(columns)
+    if len(set(columns)) != width or not set(columns) <= set(first):
+        return None, first
+    pick = [first.index(c) for c in columns]
+    return Standardizer(given.mean[pick], given.scale[pick]), first
 
 
 def _score_one(

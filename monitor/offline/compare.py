@@ -142,9 +142,9 @@ def two_models(
         standardizer, config = served.standardizer, scoring_config({"seed": seed}, served.scales)
         fits = {first: served.fit} if served.fit is not None else None
         notes.append(
-            "both models are standardized and scored as the page scores the model (the reference's standardizer"
+            f"'{first}' is standardized and scored as the page scores it (the reference's standardizer"
             + (" and scales" if served.scales is not None else "")
-            + ")"
+            + "), the candidate by the same standardizer where it reads the same inputs (else by the events)"
             + (
                 f"; the label-free estimate of '{first}' is the reference's labelled fit, as in the summary; the "
                 "candidate's needs labelled reference rows (give reference rows and reference_labels to fit both)"

@@ -213,3 +213,15 @@ def test_with_a_reference_json_the_model_is_paired_as_the_page_scores_it(
     body = _section(report.html)
     assert f"{acc.estimate:.3f} [{acc.lower:.3f}, {acc.upper:.3f}] {acc.method}" in body
     assert "the candidate&#x27;s needs labelled reference rows" in body and "no reference labels" not in body
+
+
+def test_a_given_standardizer_follows_each_models_columns_by_name() -> None:
+    from monitor.comparison.run import _given_standardizer
+    from monitor.model.standardize import Standardizer
+
+    given = Standardizer(np.array([1.0, 2.0, 3.0]), np.array([10.0, 20.0, 30.0]))
+    std, first = _given_standardizer(given, None, ("a", "b", "c"), 3)
+    assert std is given and first == ("a", "b", "c")
+    std, _ = _given_standardizer(given, first, ("c", "a", "b"), 3)  # the same inputs in another order
+    assert std is not None and std.mean.tolist() == [3.0, 1.0, 2.0] and std.scale.tolist() == [30.0, 10.0, 20.0]
+    assert _given_standardizer(given, first, ("a", "b", "z"), 3)[0] is None  # another input: not this scale
