@@ -38,6 +38,7 @@ from monitor.errors import ModelError
 from monitor.model.base import ModelKind, ModelOutput
 from monitor.model.batching import canonical_feed, canonical_graph, merge_outputs, run_fixed
 from monitor.model.broadcast import widen_scalar_operands
+from monitor.model.convert import stored_feature_names
 from monitor.model.neighbourhood import NeighbourhoodRunner, binary_positive, neighbourhood_graph
 from monitor.model.neighbourhood_evaluator import NeighbourhoodEvaluator, NeighbourhoodRejected, check_neighbourhood
 from monitor.model.outputs import MODEL_KIND, ModelKindSetting, OutputDecision, add_probabilities, decide_outputs
@@ -342,7 +343,11 @@ class OnnxModel:
         self.providers = active_providers(self._session, self.providers, str(self.path))
         self._inspect_signature()
         self._model_bytes = graph.model  # ZipMap removed, inputs canonical; what :meth:`neighbourhood` wraps
-        self._feature_names: tuple[str, ...] = self.signature.features
+        self._feature_names: tuple[str, ...] = (  # a plain model's names from its metadata (``convert`` writes them)
+            stored_feature_names(self._session.get_modelmeta().custom_metadata_map, self._n_features)
+            if self.signature.plain
+            else None
+        ) or self.signature.features
 
     def _inspect_signature(self) -> None:
         inputs = self._session.get_inputs()

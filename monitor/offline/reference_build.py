@@ -58,6 +58,8 @@ class ReferenceRows:
     segments: NDArray[np.str_] | None = None
     #: the true class (classifiers) or value (regressors; NaN: none) of each row
     labels: NDArray[Any] | None = None
+    #: the names the data gave its columns (a CSV header, a frame's columns), in feature order
+    names: tuple[str, ...] | None = None
 
     def take(self, pick: NDArray[np.intp] | NDArray[np.bool_]) -> ReferenceRows:
         """The rows at ``pick`` (indices or a mask)."""
@@ -224,12 +226,17 @@ def _labelled_fit(
 def _checked(
     model: OnnxModel, rows: ReferenceRows, scales: str, sample_rows: int, feature_names: Sequence[str] | None
 ) -> tuple[str, ...] | None:
-    """The feature names the reference records, once the options are checked against the model and the rows."""
+    """The feature names the reference records (given, else a named-input model's, else a plain model's data's column
+    names), once the options are checked against the model and the rows."""
     if scales not in SCALES:
         raise DataError(f"scales must be 'fixed' or 'from-reference'; got {scales!r}")
     if sample_rows < 1:
         raise DataError(f"sample rows must be >= 1; got {sample_rows}")
     names = tuple(feature_names) if feature_names else (None if model.signature.plain else model.signature.features)
+    if names is None and rows.names is not None and len(rows.names) == model.n_features:
+        names = rows.names  # a plain model's input is one tensor of generic element names: the data's own names
+    if names is None:
+        names = model.given_feature_names  # else the names the ONNX file's metadata holds (``convert``'s)
     if names is not None and len(names) != model.n_features:
         raise DataError(f"feature_names lists {len(names)} names; the model takes {model.n_features} features")
     return names

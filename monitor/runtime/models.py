@@ -142,6 +142,9 @@ class ModelRuntime:
             "segments_warming_up": {} if self.watch is None else self.watch.warming_up,
             # the baseline each segment is judged against: own, shrunk toward the model-wide rows, borrowed
             "segment_baselines": {} if self.watch is None else self.watch.baselines.bases,
+            # judged segments whose window tests (KS, range, PCA …) have not run yet: {segment: {detector: {scored,
+            # needed}}}; their harmonic_drift_statistic is NaN until the first test
+            "segments_untested": {} if self.watch is None else self.watch.untested_windows,
             "kind": self.model.kind,
             "inputs": signature["inputs"],
             "held": signature["held"],
