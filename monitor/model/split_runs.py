@@ -1,0 +1,99 @@
+"""Stage 3: one ``session.run`` cut into parts that run at once on several threads — how the offline commands use
+every core.
+
+Why: the offline commands (``score``, ``reference``, ``estimate``, ``replay``, ``probe``, the Python API) have the
+machine to themselves. onnxruntime's own intra-op threads split each node of one run and meet at a barrier after
+every parallel section; a tree ensemble of 100 trees on 2 cores ran its rows 1.7× faster with 2 intra-op threads
+than with 1, and when another process took a core for a moment the barriers made the same runs 2–4× slower than
+with 1 thread. Independent runs on their own threads (one intra-op thread each) share nothing until they return:
+the same rows ran 1.9–2× faster on 2 cores and slowed with the machine's load, not beyond it
+(``bench/score_process.py``; docs/BENCHMARKS.md, *``harmonic-monitor score`` as a whole process*).
+
+:class:`SplitSession` wraps a session whose inputs and outputs are all batch-first (a model with a free batch
+dimension, the scorer's neighbourhood graph: events first) and cuts every run's feeds along that axis into ``parts``
+slices of equal size (±1): one runs on the calling thread, the others on a shared pool, and each output is the
+parts' outputs joined in order. Rows do not interact within a run, so the outputs are the rows' own, whichever
+part they ran in (floating-point sums inside a kernel may group differently with another row count: the scores
+agree to float32 rounding; ``tests/unit/test_split_runs.py``). ``run`` keeps one run per call (``parts`` = 1).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+_pool: ThreadPoolExecutor | None = None
+_pool_workers = 0
+_pool_lock = threading.Lock()
+
+
+def _workers(count: int) -> ThreadPoolExecutor:
+    """The shared pool, with at least ``count`` threads (made, or made larger, on first need)."""
+    global _pool, _pool_workers
+    with _pool_lock:
+        if _pool is None or _pool_workers < count:
+            _pool = ThreadPoolExecutor(max_workers=count, thread_name_prefix="onnx-part")
+            _pool_workers = count
+        return _pool
+
+
+def part_bounds(rows: int, parts: int) -> list[tuple[int, int]]:
+    """[start, stop) of ``min(parts, rows)`` slices of ``rows`` of equal size (±1), the larger first.
+
+    >>> part_bounds(7, 3), part_bounds(1, 4)
+    ([(0, 3), (3, 5), (5, 7)], [(0, 1)])
+    """
+    count = max(1, min(parts, rows))
+    size, extra = divmod(rows, count)
+    bounds, start = [], 0
+    for i in range(count):
+        stop = start + size + (1 if i < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+class SplitSession:
+    """An onnxruntime session whose :meth:`run` runs ``parts`` slices of the batch at once (see the module
+    docstring); every other attribute (``get_inputs``, ``get_outputs``, …) is the session's own."""
+
+    def __init__(self, session: Any, parts: int) -> None:
+        if parts < 2:
+            raise ValueError(f"a split session runs at least 2 parts at once; got {parts}")
+        self.session = session
+        self.parts = parts
+        self._pool = _workers(parts - 1)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
+
+    def run(self, names: Sequence[str], feed: dict[str, NDArray[Any]], run_options: Any = None) -> list[Any]:
+        """``session.run(names, feed)``, the feeds' first axis cut into parts run at once; a feed without a
+        common first axis of at least 2 rows runs whole."""
+        values = list(feed.values())
+        rows = values[0].shape[0] if values and values[0].ndim else 0
+        if rows < 2 or any(v.ndim == 0 or v.shape[0] != rows for v in values):
+            return list(self.session.run(names, feed, run_options))
+        bounds = part_bounds(rows, self.parts)
+        futures = [
+            self._pool.submit(self.session.run, names, {k: v[a:b] for k, v in feed.items()}, run_options)
+            for a, b in bounds[1:]
+        ]
+        a, b = bounds[0]
+        try:
+            first = self.session.run(names, {k: v[a:b] for k, v in feed.items()}, run_options)
+        finally:
+            wait(futures)  # no part outlives the call, whatever failed
+        parts = [first, *(f.result() for f in futures)]
+        joined: list[Any] = []
+        for i in range(len(names)):
+            pieces = [np.asarray(p[i]) for p in parts]
+            if any(piece.ndim == 0 for piece in pieces):  # an output without the batch axis: the whole run's
+                return list(self.session.run(names, feed, run_options))
+            joined.append(np.concatenate(pieces))
+        return joined
