@@ -160,7 +160,7 @@ class ModelSettings(_Strict):
         0,
         ge=0,
         description="onnxruntime intra-op threads (0 = onnxruntime's default, capped by the container's cgroup CPU "
-        "quota).",
+        "quota; the offline commands at 0: one thread per run, each run cut into a part per CPU, run at once).",
     )
     max_rows_per_run: int = Field(16384, ge=1, description="Rows per session.run chunk (16384 measured best).")
     rows_in_graph: bool = Field(
