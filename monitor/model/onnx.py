@@ -544,7 +544,7 @@ class OnnxModel:
             return None
         per_event = 1 + m + copies
         runner = NeighbourhoodRunner(
-            self._split(session),
+            self._split(session, rows_per_item=per_event),
             fetched,
             m,
             copies,
@@ -569,11 +569,12 @@ class OnnxModel:
             return None
         return evaluator
 
-    def _split(self, session: ort.InferenceSession) -> Any:
-        """``session``, or its runs cut into ``split_runs`` parts run at once (:mod:`monitor.model.split_runs`)."""
+    def _split(self, session: ort.InferenceSession, rows_per_item: int = 1) -> Any:
+        """``session``, or its runs cut into ``split_runs`` parts run at once (:mod:`monitor.model.split_runs`;
+        ``rows_per_item``: model rows per item of its batch axis)."""
         if self.options.split_runs < 2:
             return session
-        return SplitSession(session, self.options.split_runs)
+        return SplitSession(session, self.options.split_runs, rows_per_item=rows_per_item)
 
     def _held_specs(self) -> list[tuple[str, int, tuple[int, ...]]]:
         """The wrapped graph's held inputs: (name, ONNX element type, row dims)."""

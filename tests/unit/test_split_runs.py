@@ -16,7 +16,7 @@ from monitor.config import ModelSettings
 from monitor.cpus import available_cpus
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.session import offline_options
-from monitor.model.split_runs import SplitSession, part_bounds
+from monitor.model.split_runs import MIN_PART_ROWS, SplitSession, part_bounds
 from monitor.offline.rows import load_model
 from tests.unit import onnx_graphs
 
@@ -43,7 +43,7 @@ class _Recording:
 
 def test_a_run_is_cut_into_parts_and_joined_in_order() -> None:
     fake = _Recording()
-    session = SplitSession(fake, 3)
+    session = SplitSession(fake, 3, rows_per_item=MIN_PART_ROWS)  # an item is as many model rows as a part needs
     x = np.arange(14.0).reshape(7, 2)
     doubled, first = session.run(["y", "z"], {"x": x, "held": np.arange(7)})
     np.testing.assert_array_equal(doubled, x * 2)
@@ -54,14 +54,25 @@ def test_a_run_is_cut_into_parts_and_joined_in_order() -> None:
 
 
 @pytest.mark.parametrize(
-    "feed",
-    [{"x": np.ones((1, 2))}, {"x": np.ones((4, 2)), "held": np.ones(3)}],
-    ids=["one row", "feeds without a common batch axis"],
+    ("feed", "rows_per_item"),
+    [
+        ({"x": np.ones((1, 2))}, MIN_PART_ROWS),
+        ({"x": np.ones((4, 2)), "held": np.ones(3)}, MIN_PART_ROWS),
+        ({"x": np.ones((2 * MIN_PART_ROWS - 1, 2))}, 1),
+        ({"x": np.ones((13, 2))}, MIN_PART_ROWS // 8),
+    ],
+    ids=["one row", "feeds without a common batch axis", "too few model rows", "too few events"],
 )
-def test_a_run_that_cannot_be_cut_runs_whole(feed: dict[str, NDArray[Any]]) -> None:
+def test_a_run_that_cannot_be_cut_runs_whole(feed: dict[str, NDArray[Any]], rows_per_item: int) -> None:
     fake = _Recording()
-    SplitSession(fake, 2).run(["y", "z"], feed)
+    SplitSession(fake, 2, rows_per_item=rows_per_item).run(["y", "z"], feed)
     assert fake.rows == [feed["x"].shape[0]]
+
+
+def test_a_run_gets_as_many_parts_as_its_rows_fill() -> None:
+    fake = _Recording()
+    SplitSession(fake, 4, rows_per_item=1).run(["y", "z"], {"x": np.ones((3 * MIN_PART_ROWS, 2))})
+    assert fake.rows == [MIN_PART_ROWS] * 3
 
 
 def test_part_bounds_cover_the_rows_in_equal_parts() -> None:
