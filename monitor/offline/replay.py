@@ -278,9 +278,7 @@ def replay_log(
     records, numbers = read_lines(path)
     if max_events is not None:
         records, numbers = records[:max_events], numbers[:max_events]
-    runtimes = [
-        load_model_runtime(m, segment_column=settings.segments.reference_column, offline=True) for m in settings.models
-    ]
+    runtimes = [load_model_runtime(m, segment_column=settings.segments.reference_column) for m in settings.models]
     # a new stream each run: records below a position saved in a kept --state-dir would be skipped as applied
     source = ReplaySource(records, topic=f"replay-{time.time_ns()}")
     timeline = Timeline(numbers, lambda: source.emitted - 1)

@@ -166,15 +166,14 @@ class ModelRuntime:
         return self._fingerprint
 
 
-def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None, offline: bool = False) -> ModelRuntime:
+def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) -> ModelRuntime:
     """Load the model's ONNX copy and, when its reference (or ``space: raw``) allows, its standardizer.
 
     Without a reference the standardizer is fitted from the first ``warmup_events`` events of the stream.
     ``segment_column`` (``segments.reference_column``): a CSV reference's column naming each row's segment, left out
-    of the rows the standardizer is fitted on. ``offline``: a command with the machine to itself (``replay``) runs
-    the model on every core (:meth:`OnnxModel.from_settings`).
+    of the rows the standardizer is fitted on.
     """
-    model = OnnxModel.from_settings(ms, offline=offline)
+    model = OnnxModel.from_settings(ms)
     check_feature_names(ms, model)
     if ms.feature_names is not None and len(ms.feature_names) == model.n_features:
         # one name per element, decided here: probe reports, /probes and drift alerts use model.feature_names
