@@ -13,8 +13,10 @@ the same rows ran 1.9–2× faster on 2 cores and slowed with the machine's load
 dimension, the scorer's neighbourhood graph: events first) and cuts every run's feeds along that axis into ``parts``
 slices of equal size (±1): one runs on the calling thread, the others on a shared pool, and each output is the
 parts' outputs joined in order. Rows do not interact within a run, so the outputs are the rows' own, whichever
-part they ran in (floating-point sums inside a kernel may group differently with another row count: the scores
-agree to float32 rounding; ``tests/unit/test_split_runs.py``). ``run`` keeps one run per call (``parts`` = 1).
+part they ran in: a tree ensemble's scores are those of a single-threaded run bit for bit, a matrix product's within
+float32 rounding (its kernel may group a row's sums by the run's row count; ``tests/unit/test_split_runs.py``). The
+parts depend on the row count alone, so a run is reproduced bit for bit on the same CPUs. ``run`` keeps one run per
+call.
 """
 
 from __future__ import annotations
