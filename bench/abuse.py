@@ -28,7 +28,7 @@ half-open connections the server closed, and /metrics renders.
 
 Variants: ``new`` (``monitor.exporters.http.MetricsServer``, default limits), ``old`` (the server before these limits,
 loaded from ``--old-module``: ``git show f842c1c:monitor/exporters/http.py > /tmp/old_http.py``), ``uvicorn`` and
-``uvicorn-limited`` (uvicorn 0.54 with an ASGI app over the same :class:`~monitor.exporters.http.RenderCache`,
+``uvicorn-limited`` (uvicorn 0.54 with an ASGI app over the same :class:`~monitor.exporters.render_cache.RenderCache`,
 ``timeout_keep_alive=5``; the second with ``limit_concurrency=64``; needs ``pip install uvicorn==0.54.0``, the
 ``bench`` extra).
 
@@ -62,8 +62,9 @@ import numpy as np
 from machine import machine  # bench/machine.py: the script's folder is on sys.path
 
 from monitor.config import MetricsSettings
-from monitor.exporters.http import MetricsServer, RenderCache
+from monitor.exporters.http import MetricsServer
 from monitor.exporters.prometheus import MetricsState
+from monitor.exporters.render_cache import RenderCache
 
 HOST = "127.0.0.1"  # loopback only
 PHASES = ("idle", "scrapers", "half-open", "both")

@@ -5,13 +5,10 @@ search (Algorithm 2) dominate the high-γ / low-P corner, so the density of even
 glance how much of the traffic sits where predictions are fragile. This module holds the pure value type, its
 builder from arrays, and the one SVG renderer shared by ``/gammamap``, the docs and the report page.
 
-Edges are fixed so maps from different windows, segments, processes and the reference add up cell by cell:
-
-- ``P_EDGES``: 10 equal bins on [0, 1]; a bin is ``[lo, hi)`` except the last, which includes P = 1.
-- ``GAMMA_EDGES``: 18 bins: ``[0, 1e-7)``, then half-decade bins from 1e-7 to 10 (``[1e-7, 3.16e-7)``, ...,
-  ``[3.16, 10)``), then ``[10, +inf)``. γ's scale depends on the model, the output and the radius (on a small
-  tabular model's probabilities it sits near 1e-5; on an image model's logits at pixel radius 100 it reaches 1 and
-  beyond), so the fixed range is wide; a map of one model occupies a few adjacent columns.
+Edges (``monitor/gammamap_edges.py``) are fixed per model so its maps from different windows, segments, processes
+and the reference add up cell by cell: P in 10 equal bins (``P_EDGES``); γ on the model's own edges, the deciles of
+its reference's γ (``model_gamma_edges``, stored with the reference's map), or the fixed half-decade grid
+``GAMMA_EDGES`` where the model has none (no reference yet, a reference too small or written before).
 
 Events with a non-finite P or γ are not counted (``skipped`` says how many); P outside [0, 1] or γ < 0 is an error.
 """
@@ -20,39 +17,44 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from monitor.errors import DataError
-
-#: predicted-class probability edges: 10 equal bins on [0, 1], the last closed on the right
-P_EDGES: tuple[float, ...] = tuple(round(i / 10, 10) for i in range(11))
-#: γ edges: 0, half-decades from 1e-7 to 10 (3 significant digits), +inf (18 bins)
-GAMMA_EDGES: tuple[float, ...] = (0.0, *(float(f"{10.0 ** (-7 + k / 2):.3g}") for k in range(17)), math.inf)
-
-
-def _label(lo: float, hi: float) -> str:
-    # the open last bin is ">=lo": with it the labels sort as strings in bin order, which is the order Prometheus
-    # returns series in and so the order Grafana stacks a heatmap's rows in
-    return f">={_fmt(lo)}" if math.isinf(hi) else f"{_fmt(lo)}-{_fmt(hi)}"
-
-
-def _fmt(x: float) -> str:
-    """Positional, 3 significant digits (``0.000000316``, not ``3.16e-07``): bin labels then sort as strings."""
-    if math.isinf(x):
-        return "inf"
-    return str(np.format_float_positional(float(f"{x:.3g}"), trim="-"))
-
-
-#: bounded Prometheus label values, one per bin (``p_bin``); they sort as strings in bin order
-P_BIN_LABELS: tuple[str, ...] = tuple(_label(P_EDGES[i], P_EDGES[i + 1]) for i in range(len(P_EDGES) - 1))
-#: bounded Prometheus label values, one per bin (``gamma_bin``); they sort as strings in bin order
-GAMMA_BIN_LABELS: tuple[str, ...] = tuple(
-    _label(GAMMA_EDGES[i], GAMMA_EDGES[i + 1]) for i in range(len(GAMMA_EDGES) - 1)
+from monitor.gammamap_edges import (
+    GAMMA_BIN_LABELS,
+    GAMMA_EDGES,
+    MIN_EDGE_EVENTS,
+    P_BIN_LABELS,
+    P_EDGES,
+    edges_note,
+    gamma_bin_labels,
+    model_gamma_edges,
 )
+from monitor.gammamap_edges import fmt as _fmt
+from monitor.gammamap_edges import label as _label
+
+__all__ = [
+    "GAMMA_BIN_LABELS",
+    "GAMMA_EDGES",
+    "MIN_EDGE_EVENTS",
+    "P_BIN_LABELS",
+    "P_EDGES",
+    "GammaMap",
+    "bin_indices",
+    "edges_note",
+    "empty_map",
+    "gamma_bin_labels",
+    "gamma_map",
+    "model_gamma_edges",
+    "readable",
+    "render_svg",
+]
 
 
 def _edge_json(x: float) -> float | str:
@@ -140,7 +142,7 @@ class GammaMap:
             "p_edges": [_edge_json(x) for x in self.p_edges],
             "gamma_edges": [_edge_json(x) for x in self.gamma_edges],
             "p_bins": list(P_BIN_LABELS) if self.p_edges == P_EDGES else None,
-            "gamma_bins": list(GAMMA_BIN_LABELS) if self.gamma_edges == GAMMA_EDGES else None,
+            "gamma_bins": list(gamma_bin_labels(self.gamma_edges)),
             "counts": [list(row) for row in self.counts],
             "total": self.total,
             "skipped": self.skipped,
@@ -182,8 +184,8 @@ class GammaMap:
         """
         if self.p_edges != other.p_edges or self.gamma_edges != other.gamma_edges:
             raise DataError(
-                "Gamma Maps with different edges cannot be merged; build both with gamma_map() "
-                "(fixed P_EDGES and GAMMA_EDGES)"
+                f"Gamma Maps with different edges cannot be merged: γ edges {_edges_text(self.gamma_edges)} and "
+                f"{_edges_text(other.gamma_edges)}; build both with gamma_map(..., gamma_edges=) on one model's edges"
             )
         counts = _add(self.counts, other.counts)
         probed = _add_opt(self.probed, other.probed)
@@ -192,6 +194,10 @@ class GammaMap:
         return GammaMap(
             self.p_edges, self.gamma_edges, counts, unstable, probed, unstable_counts, self.skipped + other.skipped
         )
+
+
+def _edges_text(edges: tuple[float, ...]) -> str:
+    return "the fixed grid" if edges == GAMMA_EDGES else "(" + ", ".join(_fmt(e) for e in edges) + ")"
 
 
 def _add(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
@@ -214,20 +220,34 @@ def _shares(probed: list[list[int]], unstable: list[list[int]]) -> list[list[flo
     ]
 
 
-def empty_map() -> GammaMap:
-    """A map with the fixed edges and no events."""
-    rows, cols = len(P_EDGES) - 1, len(GAMMA_EDGES) - 1
-    return GammaMap(P_EDGES, GAMMA_EDGES, [[0] * cols for _ in range(rows)])
+def empty_map(gamma_edges: tuple[float, ...] = GAMMA_EDGES) -> GammaMap:
+    """A map with no events on ``P_EDGES`` × ``gamma_edges``."""
+    rows, cols = len(P_EDGES) - 1, len(gamma_edges) - 1
+    return GammaMap(P_EDGES, gamma_edges, [[0] * cols for _ in range(rows)])
 
 
-def bin_indices(p: NDArray[np.floating], gamma: NDArray[np.floating]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
-    """(P bin, γ bin) of each event under the fixed edges; inputs must be finite, P in [0, 1], γ ≥ 0.
+def checked_edges(gamma_edges: Sequence[float]) -> tuple[float, ...]:
+    """``gamma_edges`` as floats, refused unless they rise strictly from 0 to +inf."""
+    edges = tuple(float(e) for e in gamma_edges)
+    if len(edges) < 2 or edges[0] != 0.0 or not math.isinf(edges[-1]) or any(a >= b for a, b in pairwise(edges)):
+        raise DataError(
+            f"γ edges must rise strictly from 0 to +inf; got {edges}. Take them from model_gamma_edges() or a "
+            "reference's map"
+        )
+    return edges
+
+
+def bin_indices(
+    p: NDArray[np.floating], gamma: NDArray[np.floating], gamma_edges: Sequence[float] = GAMMA_EDGES
+) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """(P bin, γ bin) of each event under ``P_EDGES`` and ``gamma_edges``; inputs must be finite, P in [0, 1], γ ≥ 0.
 
     >>> bin_indices(np.array([0.0, 1.0]), np.array([0.0, 1e9]))
     (array([0, 9]), array([ 0, 17]))
     """
+    g_edges = np.asarray(gamma_edges, dtype=np.float64)
     pi = np.clip(np.searchsorted(np.asarray(P_EDGES), p, side="right") - 1, 0, len(P_EDGES) - 2)
-    gi = np.clip(np.searchsorted(np.asarray(GAMMA_EDGES), gamma, side="right") - 1, 0, len(GAMMA_EDGES) - 2)
+    gi = np.clip(np.searchsorted(g_edges, gamma, side="right") - 1, 0, g_edges.size - 2)
     return pi.astype(np.intp), gi.astype(np.intp)
 
 
@@ -237,6 +257,7 @@ def gamma_map(
     unstable: NDArray[np.bool_] | None = None,
     *,
     probed: NDArray[np.bool_] | None = None,
+    gamma_edges: Sequence[float] = GAMMA_EDGES,
 ) -> GammaMap:
     """Build a Gamma Map from per-event predicted-class probability and γ.
 
@@ -247,16 +268,19 @@ def gamma_map(
     unstable : (B,) whether Algorithm 2 flipped the event's class, or None where it ran on none.
     probed : (B,) which events Algorithm 2 ran on; default every event when ``unstable`` is given. Entries of
         ``unstable`` outside ``probed`` are ignored.
+    gamma_edges : the γ edges: the model's own (its reference map's, :func:`model_gamma_edges`); default the fixed
+        grid ``GAMMA_EDGES``.
 
     Returns
     -------
-    GammaMap with the fixed edges ``P_EDGES`` × ``GAMMA_EDGES``.
+    GammaMap on ``P_EDGES`` × ``gamma_edges``.
 
     Raises
     ------
     DataError
-        If the arrays differ in length, P lies outside [0, 1] or γ is negative.
+        If the arrays differ in length, P lies outside [0, 1], γ is negative or the edges do not rise from 0 to +inf.
     """
+    edges = checked_edges(gamma_edges)
     p = np.asarray(p, dtype=np.float64).reshape(-1)
     gamma = np.asarray(gamma, dtype=np.float64).reshape(-1)
     if p.shape != gamma.shape:
@@ -269,8 +293,8 @@ def gamma_map(
         )
     if np.any(gamma[finite] < 0):
         raise DataError(f"γ must be ≥ 0; got {float(gamma[finite][gamma[finite] < 0][0])}")
-    rows, cols = len(P_EDGES) - 1, len(GAMMA_EDGES) - 1
-    pi, gi = bin_indices(p[finite], gamma[finite])
+    rows, cols = len(P_EDGES) - 1, len(edges) - 1
+    pi, gi = bin_indices(p[finite], gamma[finite], edges)
     counts = np.zeros((rows, cols), dtype=np.int64)
     np.add.at(counts, (pi, gi), 1)
     probed_grid: list[list[int]] | None = None
@@ -291,80 +315,7 @@ def gamma_map(
         np.add.at(uc, (pi[uns_f], gi[uns_f]), 1)
         probed_grid, unstable_grid = pc.tolist(), uc.tolist()
         shares = _shares(probed_grid, unstable_grid)
-    return GammaMap(
-        P_EDGES, GAMMA_EDGES, counts.tolist(), shares, probed_grid, unstable_grid, int(np.count_nonzero(~finite))
-    )
-
-
-class GammaMapWindow:
-    """The Gamma Map of the last ``capacity`` events fed, plus the running total since :meth:`reset`.
-
-    Holds one small int per event (its cell), so memory is ``capacity`` ints whatever the traffic. Not thread-safe:
-    the owner locks.
-
-    >>> w = GammaMapWindow(capacity=2).update(np.array([0.9, 0.9, 0.2]), np.array([0.001, 0.001, 2.0]))
-    >>> w.window().total, w.cumulative().total, w.window().counts[9][9]
-    (2, 3, 1)
-    """
-
-    def __init__(self, capacity: int = 2000) -> None:
-        if capacity < 1:
-            raise DataError(f"a Gamma Map window needs capacity ≥ 1 event; got {capacity}")
-        self.capacity = int(capacity)
-        self._rows, self._cols = len(P_EDGES) - 1, len(GAMMA_EDGES) - 1
-        self.reset()
-
-    def reset(self) -> None:
-        self._ring = np.full(self.capacity, -1, dtype=np.int32)
-        self._pos = 0
-        self._window = np.zeros(self._rows * self._cols, dtype=np.int64)
-        self._total = np.zeros(self._rows * self._cols, dtype=np.int64)
-        self._skipped = 0
-        #: the cells' counts the last :meth:`update` added (flat, row-major)
-        self.last_added = np.zeros(self._rows * self._cols, dtype=np.int64)
-
-    def update(self, p: NDArray[np.floating], gamma: NDArray[np.floating]) -> GammaMapWindow:
-        """Add events (same rules as :func:`gamma_map`: non-finite pairs are skipped); :attr:`last_added` then holds
-        the new events' cell counts for whoever exports them."""
-        p = np.asarray(p, dtype=np.float64).reshape(-1)
-        gamma = np.asarray(gamma, dtype=np.float64).reshape(-1)
-        if p.shape != gamma.shape:
-            raise DataError(f"Gamma Map window needs one P per γ; got {p.size} P values and {gamma.size} γ values")
-        finite = np.isfinite(p) & np.isfinite(gamma)
-        self._skipped += int(np.count_nonzero(~finite))
-        pf, gf = p[finite], gamma[finite]
-        if np.any((pf < 0) | (pf > 1)) or np.any(gf < 0):
-            raise DataError("Gamma Map window needs P in [0, 1] and γ ≥ 0; pass the predicted class's probability")
-        pi, gi = bin_indices(pf, gf)
-        cells = (pi * self._cols + gi).astype(np.int32)
-        added = np.bincount(cells, minlength=self._rows * self._cols)
-        self._total += added
-        self.last_added = added
-        k = cells.size
-        if k >= self.capacity:
-            self._ring[:] = cells[-self.capacity :]
-            self._pos = 0
-            self._window = np.bincount(self._ring, minlength=self._rows * self._cols).astype(np.int64)
-            return self
-        idx = (self._pos + np.arange(k)) % self.capacity
-        old = self._ring[idx]
-        old = old[old >= 0]
-        self._window -= np.bincount(old, minlength=self._rows * self._cols)
-        self._window += added
-        self._ring[idx] = cells
-        self._pos = int((self._pos + k) % self.capacity)
-        return self
-
-    def _map(self, flat: NDArray[np.int64]) -> GammaMap:
-        return GammaMap(P_EDGES, GAMMA_EDGES, flat.reshape(self._rows, self._cols).tolist(), skipped=self._skipped)
-
-    def window(self) -> GammaMap:
-        """The map of the last ``capacity`` events."""
-        return self._map(self._window)
-
-    def cumulative(self) -> GammaMap:
-        """The map of every event since :meth:`reset`."""
-        return self._map(self._total)
+    return GammaMap(P_EDGES, edges, counts.tolist(), shares, probed_grid, unstable_grid, int(np.count_nonzero(~finite)))
 
 
 # --- the drawn view: the model's own columns and rows --------------------------------------------------------------
@@ -543,12 +494,13 @@ def render_svg(
     title: str = "",
     labels: tuple[str, str] = ("live", "reference"),
     classes: int | None = None,
+    note: str = "",
 ) -> str:
     """Draw the map (and the reference's beside it, on the left) as one self-contained SVG document.
 
     Both panels are drawn on the model's own columns and rows (:func:`readable`; ``classes`` = K starts the P axis
     at 1/K). ``labels`` names the two panels (live first). Text is at least :data:`LABEL_PX` px; a legend under the panels
-    keys the shades and the rings. Each cell's shade is its share of its own map's events (darkest: that map's fullest cell), so maps of different
+    keys the shades and the rings; ``note`` (e.g. which γ edges the map is on) is written under it. Each cell's shade is its share of its own map's events (darkest: that map's fullest cell), so maps of different
     sizes compare; a red ring's size
     shows the share of probed events found unstable in that cell. Hovering a cell gives its counts.
 
@@ -561,12 +513,13 @@ def render_svg(
     if reference is not None:
         panels.append((reference, labels[1]))
     panels.append((live, labels[0]))
-    cols = len(live.gamma_edges) - 1
-    rows = len(live.p_edges) - 1
+    # maps on different edges (a baseline built before the model's) are drawn each on its own cells
+    cols = max(len(m.gamma_edges) - 1 for m, _ in panels)
+    rows = max(len(m.p_edges) - 1 for m, _ in panels)
     panel_w = _LEFT + cols * _CELL_W + _GAP
     width = panel_w * len(panels) + 10
     width = max(width, 720)  # room for the legend
-    height = _TOP + rows * _CELL_H + _BOTTOM + _LEGEND_H + (18 if title else 0)
+    height = _TOP + rows * _CELL_H + _BOTTOM + _LEGEND_H + (18 if title else 0) + (18 if note else 0)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'
@@ -580,5 +533,8 @@ def render_svg(
     for k, (m, heading) in enumerate(panels):
         _panel(m, _LEFT + k * panel_w, heading, out)
     _legend(_TOP + rows * _CELL_H + _BOTTOM, out)
+    if note:
+        y = _TOP + rows * _CELL_H + _BOTTOM + _LEGEND_H + 4
+        out.append(f'<text x="{_LEFT}" y="{y}" font-size="{LABEL_PX}">{html.escape(note)}</text>')
     out.append("</g></svg>")
     return "\n".join(out)

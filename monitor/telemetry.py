@@ -507,7 +507,7 @@ GAMMA = Histogram(
 )
 GAMMAMAP_EVENTS_TOTAL = Counter(
     "harmonic_gammamap_events_total",
-    "Gamma Map cells: scored classifier events by bin of the predicted class's probability (p_bin) and of γ (gamma_bin), both from the fixed edges of monitor.gammamap; the events that enter the windows.",
+    "Gamma Map cells: scored classifier events by bin of the predicted class's probability (p_bin, 10 fixed bins) and of γ (gamma_bin, on the model's own edges: the deciles of its reference's γ, at most 11 bins; the fixed half-decade grid until it has a reference); the events that enter the windows.",
     ModelSegmentPBinGammaBin,
     group="Per-event robustness (histograms)",
     unit="events",
@@ -516,8 +516,12 @@ GAMMAMAP_EVENTS_TOTAL = Counter(
         "are Robust') as counters, one per cell: `sum by (gamma_bin) (increase(...[$__rate_interval]))` is "
         "the γ-bucket-over-time heatmap, `sum by (p_bin, gamma_bin) (increase(...[1h]))` the map of the last "
         "hour. Mass moving toward high `gamma_bin` and low `p_bin` is traffic moving where predictions are "
-        "fragile; `/gammamap` shows the same map beside the reference's. Scored counts are a sample: divide a"
-        " scored rate by `harmonic_events_sampled_ratio` for live traffic."
+        "fragile; `/gammamap` shows the same map beside the reference's. A model's `gamma_bin` values are its own "
+        "(`00:0-0.0000123` … `10:>=0.000871`: index and range), so the reference fills about 10 % of the events "
+        "into each of the first 10 and none into the last, which holds what lies beyond the reference's largest "
+        "γ; sum them per model, not across models. Bounded: 10 `p_bin` × at most 11 `gamma_bin` per model and "
+        "segment, plus the 18 fixed-grid values counted before the reference (warm-up). Scored counts are a "
+        "sample: divide a scored rate by `harmonic_events_sampled_ratio` for live traffic."
     ),
 )
 FLICKER = Histogram(
@@ -1206,21 +1210,43 @@ ESTIMATED_ERROR = Gauge(
     "Label-free estimate of a regressor's error (loss: mae, rmse) over the window, by method (needs a reference "
     "built with true values).",
     ModelSegmentWindowMethodLoss,
+    group="Accuracy without labels",
+    unit="the target's units",
+    use=(
+        'A regressor\'s mean absolute (`loss="mae"`) or root mean squared (`loss="rmse"`) error over the window, '
+        "estimated without labels by each method (`iw`, the default: the labelled reference's errors reweighted by "
+        "a domain classifier; `dle`; `dr`). Blind to a change of the target given the inputs."
+    ),
 )
 ESTIMATED_ERROR_LOWER = Gauge(
     "harmonic_estimated_error_lower",
     "Lower end of the estimated error's 90 % interval.",
     ModelSegmentWindowMethodLoss,
+    group="Accuracy without labels",
+    unit="the target's units",
+    use=(
+        "Lower end of the 90 % interval. HarmonicErrorRise fires when the primary method's MAE lower end over the "
+        'count window exceeds `harmonic_reference_error{loss="mae"}` × (1 + `accuracy.error_tolerance`).'
+    ),
 )
 ESTIMATED_ERROR_UPPER = Gauge(
     "harmonic_estimated_error_upper",
     "Upper end of the estimated error's 90 % interval.",
     ModelSegmentWindowMethodLoss,
+    group="Accuracy without labels",
+    unit="the target's units",
+    use="Upper end of the 90 % interval.",
 )
 REFERENCE_ERROR = Gauge(
     "harmonic_reference_error",
     "A regressor's error (loss: mae, rmse) on its labelled reference (what the estimates start from).",
     ModelLoss,
+    group="Accuracy without labels",
+    unit="the target's units",
+    use=(
+        "A regressor's MAE and RMSE on its labelled reference (`reference --labels` with true values): what every "
+        "error estimate starts from, and what HarmonicErrorRise compares with."
+    ),
 )
 ROBUSTNESS_COMPOSITE = Gauge(
     "harmonic_robustness_composite",
@@ -1261,33 +1287,63 @@ COMPARE_EVENTS = Gauge(
     "harmonic_compare_events",
     "Sampled events of the window scored on both the served model and its candidate (models[].compare_with).",
     ModelCandidateSegmentWindow,
+    group="Candidate beside the served model",
+    unit="events",
+    use=(
+        "Paired events in the window (both models valid, the windows' uniform share); a window is compared from 50 on. "
+        "The newest 20,000 per segment are kept."
+    ),
 )
 COMPARE_DIFFERENCE = Gauge(
     "harmonic_compare_difference",
     "Paired difference of the window means, candidate − served model, on the same sampled events (axis: gamma, "
     "flicker, p_adj, confidence).",
     ModelCandidateSegmentWindowAxis,
+    group="Candidate beside the served model",
+    unit="the axis's unit",
+    use=(
+        "Candidate − served on the same events: above 0 on `gamma`/`flicker` means the candidate is more fragile "
+        "there; on `p_adj`/`confidence`, higher for the candidate. Read it with its interval (docs/COMPARE.md, Live)."
+    ),
 )
 COMPARE_DIFFERENCE_LOWER = Gauge(
     "harmonic_compare_difference_lower",
     "Lower end of the paired difference's 90 % paired-bootstrap interval.",
     ModelCandidateSegmentWindowAxis,
+    group="Candidate beside the served model",
+    unit="the axis's unit",
+    use="An interval wholly above or below 0 is a difference the paired bootstrap calls real at 90 %.",
 )
 COMPARE_DIFFERENCE_UPPER = Gauge(
     "harmonic_compare_difference_upper",
     "Upper end of the paired difference's 90 % paired-bootstrap interval.",
     ModelCandidateSegmentWindowAxis,
+    group="Candidate beside the served model",
+    unit="the axis's unit",
+    use="Upper end of the same interval.",
 )
 COMPARE_DISAGREEMENT_RATIO = Gauge(
     "harmonic_compare_disagreement_ratio",
     "Share of the window's paired events where the served model and the candidate predict different classes.",
     ModelCandidateSegmentWindow,
+    group="Candidate beside the served model",
+    unit="ratio (0–1)",
+    use=(
+        "How often replacing the served model would change the answer (classifiers): what a rollout changes, "
+        "whichever model is right."
+    ),
 )
 COMPARE_VERDICT = Gauge(
     "harmonic_compare_verdict",
     "1 for the candidate's current comparison verdict over the longest time window (candidate-better, "
     "candidate-worse, no-difference, incomparable), 0 for the others; separate from harmonic_drift_verdict.",
     ModelCandidateSegmentVerdict,
+    group="Candidate beside the served model",
+    unit="0/1",
+    use=(
+        "The Pareto statement over the ranked axes (γ, flicker, P_adj) of the longest window: `candidate-worse` "
+        "fires HarmonicCandidateWorse; `incomparable` means each model wins somewhere (no composite score)."
+    ),
 )
 DEGRADED = Gauge(
     "harmonic_degraded",

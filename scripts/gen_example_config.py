@@ -109,7 +109,7 @@ def _choices(annotation: Any) -> list[str]:
 
 def _comment(dotted: str, info: FieldInfo) -> str:
     if not info.description:
-        raise SystemExit(f"{dotted} has no description: add description=... to its Field in monitor/config.py")
+        raise SystemExit(f"{dotted} has no description: add description=... to its Field in monitor/config*.py")
     text = info.description.strip()
     choices = _choices(info.annotation)
     if choices and not text.startswith(" | ".join(choices)):

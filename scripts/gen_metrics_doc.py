@@ -4,9 +4,8 @@
     .venv/bin/python scripts/gen_metrics_doc.py --check   # exit 1 when docs/METRICS.md is out of date
 
 Name, type, labels, help text and buckets come from METRICS; the unit, the group and "how to use it" of each
-metric come from its declaration in monitor/telemetry.py (``group=``, ``unit=``, ``use=``), or, for a series
-declared without them, from its entry in :data:`USAGE` below. A series with neither (or an entry for a series that
-no longer exists) is an error, so tests/unit/test_metrics_doc.py fails until the new series is documented.
+metric come from its declaration in monitor/telemetry.py (``group=``, ``unit=``, ``use=``). A series declared without
+them is an error, so tests/unit/test_metrics_doc.py fails until the new series is documented.
 """
 
 from __future__ import annotations
@@ -19,7 +18,8 @@ from pathlib import Path
 from monitor.drift.verdict import Verdict
 from monitor.exporters.http import PATHS as HTTP_PATHS
 from monitor.exporters.http import REJECT_REASONS
-from monitor.gammamap import GAMMA_BIN_LABELS, P_BIN_LABELS
+from monitor.gammamap import GAMMA_BIN_LABELS, MIN_EDGE_EVENTS, P_BIN_LABELS
+from monitor.gammamap_edges import MODEL_GAMMA_BINS
 from monitor.probes.perturbations import PERTURBATION_NAMES
 from monitor.probes.probe_report import BUDGET_STATES, REGION_OUTCOMES
 from monitor.source.kafka import DROP_REASONS as PRODUCER_DROP_REASONS
@@ -54,71 +54,6 @@ GROUPS = (
     "Process",
 )
 
-
-#: usage notes kept here, by series name, for a series whose declaration carries none yet; a new series takes its
-#: note in its declaration instead (``group=``, ``unit=``, ``use=`` in monitor/telemetry.py)
-USAGE: dict[str, Usage] = {
-    "harmonic_compare_events": Usage(
-        "Candidate beside the served model",
-        "events",
-        "Paired events in the window (both models valid, the windows' uniform share); a window is compared from 50 on. "
-        "The newest 20,000 per segment are kept.",
-    ),
-    "harmonic_compare_difference": Usage(
-        "Candidate beside the served model",
-        "the axis's unit",
-        "Candidate − served on the same events: above 0 on `gamma`/`flicker` means the candidate is more fragile "
-        "there; on `p_adj`/`confidence`, higher for the candidate. Read it with its interval (docs/COMPARE.md, Live).",
-    ),
-    "harmonic_compare_difference_lower": Usage(
-        "Candidate beside the served model",
-        "the axis's unit",
-        "An interval wholly above or below 0 is a difference the paired bootstrap calls real at 90 %.",
-    ),
-    "harmonic_compare_difference_upper": Usage(
-        "Candidate beside the served model",
-        "the axis's unit",
-        "Upper end of the same interval.",
-    ),
-    "harmonic_compare_disagreement_ratio": Usage(
-        "Candidate beside the served model",
-        "ratio (0–1)",
-        "How often replacing the served model would change the answer (classifiers): what a rollout changes, "
-        "whichever model is right.",
-    ),
-    "harmonic_compare_verdict": Usage(
-        "Candidate beside the served model",
-        "0/1",
-        "The Pareto statement over the ranked axes (γ, flicker, P_adj) of the longest window: `candidate-worse` "
-        "fires HarmonicCandidateWorse; `incomparable` means each model wins somewhere (no composite score).",
-    ),
-    "harmonic_estimated_error": Usage(
-        "Accuracy without labels",
-        "the target's units",
-        'A regressor\'s mean absolute (`loss="mae"`) or root mean squared (`loss="rmse"`) error over the window, '
-        "estimated without labels by each method (`iw`, the default: the labelled reference's errors reweighted by "
-        "a domain classifier; `dle`; `dr`). Blind to a change of the target given the inputs.",
-    ),
-    "harmonic_estimated_error_lower": Usage(
-        "Accuracy without labels",
-        "the target's units",
-        "Lower end of the 90 % interval. HarmonicErrorRise fires when the primary method's MAE lower end over the "
-        'count window exceeds `harmonic_reference_error{loss="mae"}` × (1 + `accuracy.error_tolerance`).',
-    ),
-    "harmonic_estimated_error_upper": Usage(
-        "Accuracy without labels",
-        "the target's units",
-        "Upper end of the 90 % interval.",
-    ),
-    "harmonic_reference_error": Usage(
-        "Accuracy without labels",
-        "the target's units",
-        "A regressor's MAE and RMSE on its labelled reference (`reference --labels` with true values): what every "
-        "error estimate starts from, and what HarmonicErrorRise compares with.",
-    ),
-}
-# every series' note: its declaration's where it has one, else the one above
-USAGE.update({m.name: Usage(m.group, m.unit, m.use) for m in METRICS if m.use})
 
 LABELS: dict[str, str] = {
     "model": "The model's name (`models[].name`; events' `model` field). `unknown` on invalid events that could "
@@ -172,7 +107,11 @@ LABELS: dict[str, str] = {
     "p_bin": "Gamma Map bin of the predicted class's probability: "
     + ", ".join(f"`{b}`" for b in P_BIN_LABELS)
     + " (each `[lo, hi)`, the last closed).",
-    "gamma_bin": "Gamma Map bin of γ (half-decades): " + ", ".join(f"`{b}`" for b in GAMMA_BIN_LABELS) + ".",
+    "gamma_bin": "Gamma Map bin of γ on the model's own edges, the deciles of its reference's γ and one bin above its "
+    f"largest: at most {MODEL_GAMMA_BINS + 1} values per model, each its two-digit index and range (`00:0-0.0000123`, …, "
+    "`10:>=0.000871`), sorting in bin order; `00:>=0` alone where γ is 0 on every reference event (a constant "
+    f"region). Until the model has a reference, or with one of fewer than {MIN_EDGE_EVENTS} events or written "
+    "before it kept its edges, the fixed half-decade grid: " + ", ".join(f"`{b}`" for b in GAMMA_BIN_LABELS) + ".",
     "receiver": "Alert delivery target: `alertmanager` or `webhook`.",
     "region": "Region id in the model's region index (`r1`, `r2`, …); details at `GET /probes`.",
     "perturbation": "Perturbation type τ: " + ", ".join(f"`{p}`" for p in PERTURBATION_NAMES) + ".",
@@ -183,7 +122,7 @@ LABELS: dict[str, str] = {
 
 HEADER = """\
 <!-- Generated by scripts/gen_metrics_doc.py from monitor/telemetry.py METRICS. Do not edit by hand:
-     change the declaration in monitor/telemetry.py or the USAGE table in the script, then run `.venv/bin/python scripts/gen_metrics_doc.py`. -->
+     change the declaration in monitor/telemetry.py, then run `.venv/bin/python scripts/gen_metrics_doc.py`. -->
 # Metrics
 
 harmonic-monitor serves these series at `GET /metrics` on `metrics.port` (default 9108). Alerting and recording
@@ -234,18 +173,14 @@ def render() -> str:
     Raises
     ------
     KeyError
-        A series in METRICS has no usage note (in its declaration or in USAGE), or USAGE documents a series METRICS
-        no longer declares.
+        A series in METRICS has no usage note in its declaration.
     """
-    notes = {**USAGE, **{m.name: Usage(m.group, m.unit, m.use) for m in METRICS if m.use}}
-    names = [m.name for m in METRICS]
-    missing = [n for n in names if n not in notes]
-    stale = sorted(set(notes) - set(names))
-    if missing or stale:
+    notes = {m.name: Usage(m.group, m.unit, m.use) for m in METRICS if m.use}
+    missing = [m.name for m in METRICS if m.name not in notes]
+    if missing:
         raise KeyError(
-            f"usage notes out of step with METRICS: undocumented {missing}, no longer declared {stale}. Give each "
-            "series its note in its declaration in monitor/telemetry.py (group=, unit=, use=: how to use the metric), "
-            "and remove the USAGE entries of series that are gone."
+            f"usage notes out of step with METRICS: undocumented {missing}. Give each series its note in its "
+            "declaration in monitor/telemetry.py (group=, unit=, use=: how to use the metric)."
         )
     bad_groups = sorted({u.group for u in notes.values()} - set(GROUPS))
     if bad_groups:

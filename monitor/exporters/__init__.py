@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from monitor.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from monitor.exporters.delivery import AlertmanagerSender, DeliveryWorker, WebhookSender
+    from monitor.exporters.alert_senders import AlertmanagerSender, WebhookSender
+    from monitor.exporters.delivery import DeliveryWorker
     from monitor.exporters.http import QueryHandler
     from monitor.exporters.http_process import ProcessMetricsServer, Published
     from monitor.exporters.prometheus import MetricsState
@@ -18,14 +19,14 @@ if TYPE_CHECKING:
 
 #: each public name → the module that defines it
 _HOMES = {
-    "AlertmanagerSender": "delivery",
+    "AlertmanagerSender": "alert_senders",
     "DeliveryWorker": "delivery",
     "load_web_config": "webconfig",
     "MetricsState": "prometheus",
     "ProcessMetricsServer": "http_process",
     "Published": "http_process",
     "QueryHandler": "http",
-    "WebhookSender": "delivery",
+    "WebhookSender": "alert_senders",
 }
 
 __all__ = [

@@ -65,7 +65,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Literal, cast, get_args
-from urllib.parse import parse_qs
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -73,7 +72,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from monitor import telemetry as tel
 from monitor.config import MetricsSettings
 from monitor.exporters.connection_memory import HeapTrim, start_tls
+from monitor.exporters.http_request import MAX_HEAD_BYTES, BadRequest, Request, parse_head
 from monitor.exporters.prometheus import MetricsState, StateCollector
+from monitor.exporters.render_cache import RenderCache
 from monitor.exporters.webconfig import BasicAuth, WebConfig, unauthorized_header
 from monitor.logs import RateLimitedLogger
 
@@ -91,8 +92,6 @@ RejectReason = Literal["read_timeout", "write_timeout", "too_many_connections", 
 REJECT_REASONS: tuple[RejectReason, ...] = get_args(RejectReason)
 #: ``harmonic_http_requests_total{path}``: the fixed set of paths (anything else counts as ``other``)
 PATHS = ("metrics", "healthz", "readyz", "probes", "gammamap", "other")
-#: request line and headers together; a longer head is refused with 431
-MAX_HEAD_BYTES = 8192
 #: how often freed connection memory is handed back to the OS after a burst (:class:`HeapTrim`)
 TRIM_INTERVAL_SECONDS = 2.0
 _JSON = "application/json"
@@ -128,120 +127,6 @@ class Routes:
     probes: JsonProvider | None = None
     gammamap: QueryHandler | None = None
     health: ReadyCheck | None = None
-
-
-class RenderCache:
-    """The rendered ``/metrics`` body, re-rendered at most once per ``min_interval_seconds``, one render at a time.
-
-    The interval runs from the end of the last render, so however slow a render is and however many scrapers ask,
-    rendering takes at most ``render / (render + interval)`` of a core. A render that raises is not cached.
-
-    Parameters
-    ----------
-    render : callable
-        Produces the body (``generate_latest`` over the state's collector).
-    min_interval_seconds : float
-        How long a body is served before the next request renders again.
-    clock : callable
-        Monotonic seconds; injected so tests need no sleep.
-
-    Examples
-    --------
-    >>> now = [0.0]
-    >>> cache = RenderCache(lambda: f"t={now[0]}".encode(), min_interval_seconds=1.0, clock=lambda: now[0])
-    >>> cache.get(), cache.fresh()
-    (b't=0.0', b't=0.0')
-    >>> now[0] = 0.5; cache.get(), cache.renders
-    (b't=0.0', 1)
-    >>> now[0] = 1.0; cache.fresh() is None, cache.get(), cache.renders
-    (True, b't=1.0', 2)
-    """
-
-    def __init__(
-        self, render: Callable[[], bytes], *, min_interval_seconds: float, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        if not min_interval_seconds > 0:
-            raise ValueError(f"min_interval_seconds must be > 0; got {min_interval_seconds!r}")
-        self._render = render
-        self._interval = min_interval_seconds
-        self._clock = clock
-        self._lock = threading.Lock()
-        #: (body, end of its render); one attribute, so a reader without the lock sees a consistent pair
-        self._last: tuple[bytes, float] | None = None
-        self.renders = 0
-
-    def fresh(self) -> bytes | None:
-        """The cached body if it is younger than the interval, else None; never renders, never blocks."""
-        last = self._last
-        if last is not None and self._clock() - last[1] < self._interval:
-            return last[0]
-        return None
-
-    def expires_in(self) -> float:
-        """Seconds until the cached body turns stale (0 when there is none or it is stale)."""
-        last = self._last
-        return 0.0 if last is None else max(0.0, last[1] + self._interval - self._clock())
-
-    def get(self) -> bytes:
-        """The cached body, rendered first if it is stale. Callers that queue on the lock behind a render get its
-        bytes without rendering again."""
-        with self._lock:
-            body = self.fresh()
-            if body is None:
-                body = self._render()
-                self._last = (body, self._clock())
-                self.renders += 1
-            return body
-
-
-class _Request:
-    __slots__ = ("authorization", "keep_alive", "method", "path", "query")
-
-    def __init__(
-        self, method: str, path: str, keep_alive: bool, authorization: str | None = None, query: str = ""
-    ) -> None:
-        self.method, self.path, self.keep_alive = method, path, keep_alive
-        self.authorization = authorization
-        self.query = query
-
-    def params(self) -> dict[str, str]:
-        """The query string's parameters, the first value of each."""
-        return {k: v[0] for k, v in parse_qs(self.query, keep_blank_values=True).items()}
-
-
-class _BadRequest(Exception):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-
-
-def parse_head(head: bytes) -> _Request:
-    """A request head (up to and including the blank line) → method, path without query, keep-alive.
-
-    Raises
-    ------
-    _BadRequest
-        With 400 for a malformed line or a request with a body, 505 for a version other than HTTP/1.x.
-    """
-    lines = head.removesuffix(b"\r\n\r\n").split(b"\r\n")
-    parts = lines[0].decode("latin-1").split(" ")
-    if len(parts) != 3 or not parts[1]:
-        raise _BadRequest(400, f"malformed request line {lines[0][:80]!r}")
-    method, target, version = parts
-    if version not in ("HTTP/1.1", "HTTP/1.0"):
-        raise _BadRequest(505, f"HTTP/1.0 or HTTP/1.1 expected; got {version[:20]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if not sep or not name or name != name.strip():
-            raise _BadRequest(400, f"malformed header line {line[:80]!r}")
-        headers[name.decode("latin-1").lower()] = value.strip().decode("latin-1")
-    if "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0"):
-        raise _BadRequest(400, "requests to this endpoint carry no body")
-    connection = headers.get("connection", "").lower()
-    keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-    path, _, query = target.partition("?")
-    return _Request(method, path, keep_alive, headers.get("authorization"), query)
 
 
 class _AcceptPaused(asyncio.StreamReaderProtocol):
@@ -452,7 +337,7 @@ class MetricsServer:
                 self._waiting.pop(task, None)
             try:
                 request = parse_head(head)
-            except _BadRequest as exc:
+            except BadRequest as exc:
                 self._reject("bad_request")
                 await self._send(writer, exc.status, f"{exc}\n".encode(), _TEXT, keep_alive=False)
                 return True
@@ -463,7 +348,7 @@ class MetricsServer:
             if not await self._respond(request, writer):
                 return True
 
-    async def _respond(self, request: _Request, writer: asyncio.StreamWriter) -> bool:
+    async def _respond(self, request: Request, writer: asyncio.StreamWriter) -> bool:
         """Answer one GET or HEAD; False when the connection must close."""
         name = request.path.removeprefix("/")
         tel.HTTP_REQUESTS_TOTAL.inc(self._state, tel.Path(name if name in PATHS[:-1] else "other"))
@@ -515,7 +400,7 @@ class MetricsServer:
             status, body, ctype = 404, b"not found: try /metrics, /healthz, /readyz, /probes, /gammamap\n", _TEXT
         return await self._send(writer, status, body, ctype, request=request)
 
-    async def _authorize(self, request: _Request) -> _Response | None:
+    async def _authorize(self, request: Request) -> _Response | None:
         """None when the request's credentials are valid, else the response that refuses it (401 or 503)."""
         assert self.auth is not None
         if self.auth.cached(request.authorization):
@@ -564,7 +449,7 @@ class MetricsServer:
         body: bytes,
         ctype: str,
         *,
-        request: _Request | None = None,
+        request: Request | None = None,
         keep_alive: bool = True,
         allow: bool = False,
     ) -> bool:

@@ -3,7 +3,8 @@
 ``OnnxModel.neighbourhood`` wraps the model's graph so that onnxruntime builds each event's ball points and noisy
 copies itself (:func:`~monitor.model.neighbourhood.neighbourhood_graph`); :class:`NeighbourhoodEvaluator` runs that
 graph and reads its outputs, and :func:`check_neighbourhood` compares it with the model evaluated on the same rows
-before the scorer relies on it.
+before the scorer relies on it. :class:`NoiseProjector` projects the flicker noise through a linear head or first
+affine layer for a graph that takes it so.
 """
 
 from __future__ import annotations
@@ -12,12 +13,62 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import onnxruntime as ort
 from numpy.typing import NDArray
+from onnx import TensorProto, helper, numpy_helper
 
 from monitor.errors import ModelError
 from monitor.model.base import ModelOutput, Predictor
-from monitor.model.neighbourhood import NeighbourhoodRunner, NoiseProjector
+from monitor.model.neighbourhood import NeighbourhoodRunner
 from monitor.model.signature import Held
+
+
+class NoiseProjector:
+    """``rows @ W.T + b`` for a (T, n + 1) projection [W | b], in float32, on a one-thread onnxruntime session.
+
+    The scorer projects its flicker noise bank through a linear head or a first affine layer when it redraws bank
+    rows (:func:`~monitor.model.graph_patterns.linear_head`, :func:`~monitor.model.graph_patterns.affine_input`). numpy's matrix product goes to OpenBLAS, whose worker threads
+    fight onnxruntime's spinning intra-op threads for the cores: with default threads on 2 cores, redrawing 1,024
+    rows through the MLP's 20×64 layer in numpy took 21–35 % of the scorer's time. A session with one thread and no
+    spinning takes no other core: the refresh is a small share of the MLP's score (``bench/engine_throughput.py``,
+    its *refresh share* column; docs/BENCHMARKS.md, *Engine vs bound*).
+    """
+
+    def __init__(self, projection: NDArray[np.float64]) -> None:
+        t, n = projection.shape[0], projection.shape[1] - 1
+        #: columns of the projected rows (T)
+        self.width = int(t)
+        #: the (T, n + 1) projection [W | b] itself, and W's rows by feature, (n, T): a per-event ball projects
+        #: its few moved features with them (``NeighbourhoodEvaluator.project_ball``)
+        self.projection = projection
+        self.by_feature = np.ascontiguousarray(projection[:, :-1].T, dtype=np.float64)
+        graph = helper.make_graph(
+            [
+                helper.make_node("MatMul", ["rows", "weights"], ["scores"]),
+                helper.make_node("Add", ["scores", "bias"], ["projected"]),
+            ],
+            "noise_projection",
+            [helper.make_tensor_value_info("rows", TensorProto.FLOAT, ["N", n])],
+            [helper.make_tensor_value_info("projected", TensorProto.FLOAT, ["N", t])],
+            initializer=[
+                numpy_helper.from_array(np.ascontiguousarray(projection[:, :-1].T, dtype=np.float32), "weights"),
+                numpy_helper.from_array(projection[:, -1].astype(np.float32).reshape(1, t), "bias"),
+            ],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 7
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(
+            model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+
+    def __call__(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
+        projected: NDArray[np.float32] = self._session.run(None, {"rows": np.ascontiguousarray(rows, np.float32)})[0]
+        return projected
 
 
 class NeighbourhoodEvaluator:
@@ -50,7 +101,7 @@ class NeighbourhoodEvaluator:
 
     def project_noise(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
         """Noise rows (r, n) as the graph takes them: ``rows @ W.T + b`` for a linear head or first affine layer
-        (see :class:`~monitor.model.neighbourhood.NoiseProjector`)."""
+        (see :class:`NoiseProjector`)."""
         if self._projector is None:
             return rows
         return self._projector(rows)

@@ -29,6 +29,7 @@ from monitor.config import DriftSettings, SegmentSettings, setting_default
 from monitor.drift.base import MIN_REFERENCE_VALUES
 from monitor.drift.categories import count_tables, held_columns, held_element_names
 from monitor.errors import DataError
+from monitor.gammamap import edges_note
 from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.offline.scoring import score_rows
@@ -128,10 +129,16 @@ def build_reference(
     ok = res.valid
     signals = _signals(res, scored.x, model.kind == "classifier", ok)
     ref = Reference.from_arrays(**signals, feature_names=names, seed=config.seed)
+    notes.append(_gamma_map_note(ref))
     baselines: dict[str, Reference] = {}
     if scored.segments is not None and rows.segments is not None:
         baselines = segment_references(
-            scored.segments[ok], **signals, feature_names=names, max_segments=max_segments, seed=config.seed
+            scored.segments[ok],
+            **signals,
+            feature_names=names,
+            max_segments=max_segments,
+            seed=config.seed,
+            gamma_edges=ref.gamma_edges,  # the model's: its maps add up across segments
         )
         if every_held is not None:
             baselines = _with_held_tables(baselines, every_held, fold_segments(rows.segments, max_segments))
@@ -149,6 +156,14 @@ def build_reference(
         fit = _labelled_fit(model, scored, res, config.seed, calibration, label_kind)
     kept_held = None if scored.held is None else scored.held.take(ok)
     return BuiltReference(ref, baselines, kept_held, chosen, fit, tuple(notes), loss_fit)
+
+
+def _gamma_map_note(ref: Reference) -> str:
+    """Which γ edges the model's Gamma Maps are on, and why (none for a regressor: no P axis)."""
+    m = ref.gamma_map
+    if m is None:
+        return "Gamma Map: none (a regressor has no predicted-class probability, the map's P axis)"
+    return f"Gamma Map: {edges_note(m.gamma_edges, m.total)}"
 
 
 def _finite(rows: ReferenceRows) -> tuple[ReferenceRows, str | None]:

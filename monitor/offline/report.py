@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 
 from monitor.accuracy.estimators import SMALL_N
 from monitor.errors import DataError, MonitorError
-from monitor.gammamap import GammaMap, gamma_map
+from monitor.gammamap import GAMMA_EDGES, GammaMap, gamma_map
 from monitor.offline.baseline import Baseline, load_baseline
 from monitor.offline.compare import two_models
 from monitor.offline.estimate import accuracy_from_scores
@@ -339,7 +339,7 @@ def _sections(
             else (f"nothing to draw: {why}" if f.endswith("note") else ())
             for f in ("gamma_map", "gamma_map_note", "drift", "drift_note", "accuracy", "accuracy_note", "probe")
         } | {"probe_note": f"no probe profile: {why}", "periods_note": f"no estimate per period: {why}"}
-    gmap, gmap_note = _gamma_map(model, res)
+    gmap, gmap_note = _gamma_map(model, res, ref)
     drift, drift_note = _drift(model, rows, ref, names)
     acc, acc_note, periods, periods_note = _accuracy(model, base, res, rows, labels, seed, times)
     flagged, threshold = _flagged(res, ref)
@@ -364,11 +364,13 @@ def _sections(
     }
 
 
-def _gamma_map(model: OnnxModel, res: ScoreResult) -> tuple[GammaMap | None, str]:
+def _gamma_map(model: OnnxModel, res: ScoreResult, ref: Reference | None) -> tuple[GammaMap | None, str]:
+    """The events' map on the model's γ edges (the reference's; the fixed grid without one)."""
     if model.kind != "classifier":
         return None, "no Gamma Map: it plots γ against the predicted class's probability, which a regressor has not"
     ok = res.valid & np.isfinite(res.probability) & np.isfinite(res.gamma)
-    return gamma_map(res.probability[ok], res.gamma[ok]), ""
+    edges = GAMMA_EDGES if ref is None else ref.gamma_edges
+    return gamma_map(res.probability[ok], res.gamma[ok], gamma_edges=edges), ""
 
 
 def _drift(

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.errors import ConfigError, DataError
-from monitor.gammamap import GammaMap, gamma_map
+from monitor.gammamap import GAMMA_EDGES, GammaMap, gamma_map, model_gamma_edges
 
 #: the reference range of an input (the data-quality range test, monitor/drift/quality.py): about these quantiles,
 #: taken as order statistics (:func:`range_rank`)
@@ -102,7 +102,9 @@ class Reference:
     margin_sample : (≤ max_sample,) sorted sample of the model's margin (top-1 minus top-2 class probability) per
         event; empty for a regressor, or for a reference written before margin was kept (no margin detector then).
     gamma_map : the Gamma Map (confidence × γ) over every event with both finite, the yardstick for the live map;
-        None for a regressor, or for a reference written before it was kept.
+        None for a regressor, or for a reference written before it was kept. Its γ edges are the model's
+        (:func:`monitor.gammamap.model_gamma_edges`, fixed when the reference is built): every live map of the model
+        is binned on them (:attr:`gamma_edges`).
 
     feature_low, feature_high : (n,) each input's k-th smallest and k-th largest value over all N rows
         (:func:`order_range`, about the 0.1th and 99.9th percentiles; the data-quality range test,
@@ -142,6 +144,12 @@ class Reference:
         """Feature count n."""
         return int(self.feature_mean.size)
 
+    @property
+    def gamma_edges(self) -> tuple[float, ...]:
+        """The γ edges of the model's Gamma Maps: its map's; the fixed grid where it has none (a regressor, or a
+        reference written before the map was kept)."""
+        return GAMMA_EDGES if self.gamma_map is None else self.gamma_map.gamma_edges
+
     @classmethod
     def from_arrays(
         cls,
@@ -157,6 +165,7 @@ class Reference:
         confidence: ArrayLike | None = None,
         margin: ArrayLike | None = None,
         held: Mapping[str, Sequence[str] | NDArray[np.str_]] | None = None,
+        gamma_edges: Sequence[float] | None = None,
     ) -> Reference:
         """Build from offline arrays.
 
@@ -175,6 +184,8 @@ class Reference:
         seed : seeds the choice of feature rows, so the same data and seed give the same reference.
         held : ``{held element: (N,) values}`` (``monitor.drift.categories.held_columns``), or None: its count
             tables.
+        gamma_edges : the Gamma Map's γ edges (a segment's baseline takes its model's); None: the model's own, from
+            these events (:func:`monitor.gammamap.model_gamma_edges`).
 
         Raises
         ------
@@ -223,7 +234,7 @@ class Reference:
             feature_names=names,
             confidence_sample=thin_sorted(conf, max_sample),
             margin_sample=thin_sorted(marg, max_sample),
-            gamma_map=_gamma_map(conf, g) if confidence is not None else None,
+            gamma_map=_gamma_map(conf, g, gamma_edges) if confidence is not None else None,
             feature_low=low,
             feature_high=high,
             feature_outside=outside,
@@ -320,10 +331,16 @@ class Reference:
         return ref
 
 
-def _gamma_map(confidence: NDArray[np.float64], gamma: NDArray[np.float64]) -> GammaMap | None:
-    """The reference's Gamma Map over the events with a finite confidence and γ; None when there are none."""
+def _gamma_map(
+    confidence: NDArray[np.float64], gamma: NDArray[np.float64], edges: Sequence[float] | None
+) -> GammaMap | None:
+    """The reference's Gamma Map over the events with a finite confidence and γ, on ``edges`` (None: the model's
+    own from these events' γ); None when there are none."""
     ok = np.isfinite(confidence) & np.isfinite(gamma)
-    return gamma_map(confidence[ok], gamma[ok]) if ok.any() else None
+    if not ok.any():
+        return None
+    g = gamma[ok]
+    return gamma_map(confidence[ok], g, gamma_edges=model_gamma_edges(g) if edges is None else edges)
 
 
 def _read_gamma_map(value: object) -> GammaMap | None:
@@ -389,6 +406,7 @@ class WarmupReferenceBuilder:
     events : warm-up length N (>= 10).
     max_sample, max_feature_sample, seed : passed to :meth:`Reference.from_arrays`.
     feature_names : optional names of the features.
+    gamma_edges : the Gamma Map's γ edges (:meth:`Reference.from_arrays`); None: the model's own from the events.
 
     Examples
     --------
@@ -409,6 +427,7 @@ class WarmupReferenceBuilder:
         max_feature_sample: int = 2000,
         feature_names: Sequence[str] | None = None,
         seed: int = 0,  # not a setting: the reference sample's seed; run samples with 0 whatever scoring.seed is
+        gamma_edges: Sequence[float] | None = None,
     ) -> None:
         if events < 10:
             raise ConfigError(f"warm-up needs events >= 10 to estimate a reference; got {events!r}")
@@ -418,6 +437,7 @@ class WarmupReferenceBuilder:
         self.max_feature_sample = int(max_feature_sample)
         self.feature_names = None if feature_names is None else tuple(feature_names)
         self.seed = seed
+        self.gamma_edges = None if gamma_edges is None else tuple(gamma_edges)
         self.reset()
 
     def reset(self) -> None:
@@ -517,6 +537,7 @@ class WarmupReferenceBuilder:
             max_sample=self.max_sample,
             max_feature_sample=self.max_feature_sample,
             seed=self.seed,
+            gamma_edges=self.gamma_edges,
         )
 
 

@@ -72,9 +72,11 @@ def segment_references(
     max_sample: int = 5000,
     seed: int = 0,  # not a setting: the reference sample's seed; run samples with 0 whatever scoring.seed is
     held: Mapping[str, NDArray[np.str_]] | None = None,
+    gamma_edges: Sequence[float] | None = None,
 ) -> dict[str, Reference]:
     """One :class:`Reference` per segment (:func:`fold_segments`) from scored reference rows; a segment (``other``
-    included) with fewer than :data:`MIN_SEGMENT_ROWS` rows gets none (it warms up on its own events).
+    included) with fewer than :data:`MIN_SEGMENT_ROWS` rows gets none (it warms up on its own events). Their Gamma
+    Maps are on ``gamma_edges`` (the model's; None: each segment's own).
 
     Raises
     ------
@@ -107,6 +109,7 @@ def segment_references(
             max_sample=max_sample,
             seed=seed,
             held=None if held is None else {k: np.asarray(v)[sel] for k, v in held.items()},
+            gamma_edges=gamma_edges,
         )
     return out
 

@@ -72,6 +72,17 @@ class SegmentBaselines:
         row), each segment's own baseline (:func:`segment_references`)."""
         ok = result.valid
         valid_held = None if held is None else {k: v[ok] for k, v in held.items()}
+        ref = Reference.from_arrays(
+            gamma=result.gamma[ok],
+            flicker=result.flicker[ok],
+            features=rows[ok],
+            predicted_class=result.predicted_class[ok],
+            feature_names=self.feature_names,
+            max_sample=self.config.detectors.reference_max_events,
+            confidence=result.probability[ok],
+            margin=result.margin[ok],
+            held=valid_held,
+        )
         per_segment = None
         if segments is not None:
             per_segment = segment_references(
@@ -86,18 +97,8 @@ class SegmentBaselines:
                 max_segments=self.config.max_segments,
                 max_sample=self.config.detectors.reference_max_events,
                 held=valid_held,
+                gamma_edges=ref.gamma_edges,  # the model's: its maps add up across segments
             )
-        ref = Reference.from_arrays(
-            gamma=result.gamma[ok],
-            flicker=result.flicker[ok],
-            features=rows[ok],
-            predicted_class=result.predicted_class[ok],
-            feature_names=self.feature_names,
-            max_sample=self.config.detectors.reference_max_events,
-            confidence=result.probability[ok],
-            margin=result.margin[ok],
-            held=valid_held,
-        )
         return ScoredReferences(ref, per_segment)
 
     def set_reference(self, ref: Reference) -> None:
@@ -139,11 +140,14 @@ class SegmentBaselines:
         """The segments still learning their baseline: ``{segment: {"events": seen, "of": needed}}``."""
         return {s: {"events": b.count, "of": b.events} for s, b in sorted(self._segment_builders.items())}
 
-    def _new_builder(self) -> WarmupReferenceBuilder:
+    def _new_builder(self, *, segment: bool = False) -> WarmupReferenceBuilder:
+        """A warm-up; a segment's bins its Gamma Map on the model-wide reference's γ edges where there is one."""
+        edges = self.reference.gamma_edges if segment and self.reference is not None else None
         return WarmupReferenceBuilder(
             self.config.warmup_events,
             feature_names=self.feature_names,
             max_sample=self.config.detectors.reference_max_events,
+            gamma_edges=edges,
         )
 
     def warm_up(self, batch: SignalBatch, held: dict[str, NDArray[np.str_]] | None = None) -> Reference | None:
@@ -161,7 +165,7 @@ class SegmentBaselines:
         builder = self._segment_builders.get(segment)
         started = builder is None
         if builder is None:
-            builder = self._segment_builders[segment] = self._new_builder()
+            builder = self._segment_builders[segment] = self._new_builder(segment=True)
         _feed(builder, batch, held)
         if not builder.ready:
             return WarmUpStep(started, None)

@@ -27,15 +27,24 @@ _TEXT = "text/plain; charset=utf-8"
 _SVG = "image/svg+xml"
 
 
+#: why a regressor has no Gamma Map
+NO_P_AXIS = "a regressor: the Gamma Map plots γ against the predicted class's probability, and a regressor has none"
+
+
 def gamma_map_document(runtimes: Mapping[str, ModelRuntime]) -> dict[str, Any]:
-    """``{"models": {name: its watch's gamma_maps()}}`` for every classifier with a watch, by name."""
-    return {
+    """``{"models": {name: its watch's gamma_maps()}}`` for every classifier with a watch, by name, and
+    ``{"not_drawn": {name: why}}`` for every regressor (no P axis) when there is one."""
+    doc: dict[str, Any] = {
         "models": {
             name: rt.watch.gamma_maps()
             for name, rt in sorted(runtimes.items())
             if rt.watch is not None and rt.model.kind == "classifier"
         }
     }
+    regressors = {name: NO_P_AXIS for name, rt in sorted(runtimes.items()) if rt.model.kind != "classifier"}
+    if regressors:
+        doc["not_drawn"] = regressors
+    return doc
 
 
 def gamma_map_document_handler(document: Callable[[], Mapping[str, Any] | None]) -> QueryHandler:
@@ -51,8 +60,10 @@ def gamma_map_document_handler(document: Callable[[], Mapping[str, Any] | None])
         fmt = params.get("format", "json")
         doc = document() or {"models": {}}
         models: Mapping[str, Any] = doc.get("models", {})
+        not_drawn: Mapping[str, str] = doc.get("not_drawn", {})
         if fmt == "json":
-            return 200, json.dumps({"models": models}, allow_nan=False).encode() + b"\n", _JSON
+            out = {"models": models, **({"not_drawn": not_drawn} if not_drawn else {})}
+            return 200, json.dumps(out, allow_nan=False).encode() + b"\n", _JSON
         if fmt != "svg":
             return 400, f"format '{fmt}' is not one of json, svg; try /gammamap?format=svg\n".encode(), _TEXT
         names = ", ".join(models) or "none"
@@ -62,6 +73,8 @@ def gamma_map_document_handler(document: Callable[[], Mapping[str, Any] | None])
                 return 400, f"?format=svg draws one model; add &model=NAME (classifiers: {names})\n".encode(), _TEXT
             name = next(iter(models))
         entry = models.get(name)
+        if entry is None and name in not_drawn:
+            return 404, f"no Gamma Map for '{name}': {not_drawn[name]}\n".encode(), _TEXT
         if entry is None:
             return 404, f"no classifier named '{name}' is watched (classifiers: {names})\n".encode(), _TEXT
         segment = params.get("segment")
@@ -76,7 +89,8 @@ def gamma_map_document_handler(document: Callable[[], Mapping[str, Any] | None])
         ref = None if base is None else GammaMap.from_json(dict(base))
         title = f"Gamma Map: {name}" + (f", segment {segment}" if segment is not None else "")
         title += f" (last {entry.get('window_events', '?')} events per segment)"
-        return 200, render_svg(live, ref, title=title, classes=entry.get("classes")).encode(), _SVG
+        note = entry.get("gamma_edges_note") or ""
+        return 200, render_svg(live, ref, title=title, classes=entry.get("classes"), note=note).encode(), _SVG
 
     return handle
 

@@ -287,6 +287,7 @@ class ModelWatch:
     def install_reference(self, ref: Reference) -> None:
         """The model-wide reference (the baseline of an unsegmented stream); segments with their own keep theirs."""
         self.baselines.set_reference(ref)
+        self.gamma.set_edges(ref.gamma_edges)  # the model's Gamma Map edges come with its reference
         for segment in [s for s in self.verdicts.engines if s not in self.segment_references]:
             self.verdicts.drop(segment)
         self._series.append(ReferenceMeans(ref.gamma_mean, ref.flicker_mean))

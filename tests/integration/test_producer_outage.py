@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -26,27 +24,22 @@ import pytest
 from monitor import telemetry as tel
 from tests.integration.brokers import Kafka09Broker, free_port
 from tests.integration.model_fixtures import ClassifierFiles
-from tests.integration.sidecar import Scrape, Sidecar, sidecar_in
+from tests.integration.producer_sidecars import deliver_first, producer_sidecar, stopped, wait_delivering
+from tests.integration.sidecar import Scrape, Sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
-    MODEL,
     consumer_children,
-    group_name,
     interleave,
     invalid_events,
     new_topic,
     produce,
     read_topic,
-    run_env,
     score_ids,
     valid_events,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-#: kafka-python's delivery timeout for the sidecar's producer: the outage must outlast it (the shortest kafka-python
-#: accepts with its 20 ms linger is request_timeout_ms + 20 ms; the sink derives request_timeout_ms from it)
-DELIVERY_TIMEOUT_MS = 3000
 #: a password in the settings and in an Alertmanager URL: it must appear in no log line
 SECRET = "hunter2-outage"
 #: how long the broker stays away (a broker stopped for 60 s)
@@ -86,57 +79,34 @@ def test_run_keeps_dead_letters_and_scores_through_a_broker_outage(
     for client in CLIENTS:
         topic = new_topic(broker, f"outage-{client}")
         dead_letters, scores = new_topic(broker, "dlq", partitions=1), new_topic(broker, "scores")
-        (tmp_path / client).mkdir()
-        sidecar = sidecar_in(
-            tmp_path / client,
+        sidecar = producer_sidecar(
+            tmp_path,
             broker,
+            client,
+            classifier,
             topic=topic,
-            group_id=group_name(),
-            model=classifier.onnx_path,
-            model_name=MODEL,
-            reference=classifier.reference_path,
-            dead_letter_topic=dead_letters,
-            scores_topic=scores,
-            env=run_env(
-                0,
-                HARMONIC_KAFKA__CLIENT=client,
-                HARMONIC_KAFKA__CONSUMER_PROCESS="true",
-                HARMONIC_KAFKA__PRODUCER_DELIVERY_TIMEOUT_MS=str(DELIVERY_TIMEOUT_MS),
-                HARMONIC_LOG_FORMAT="json",  # no --log-format flag: the settings decide, for the child too
-                HARMONIC_KAFKA__SECURITY__SASL_PLAIN_PASSWORD=SECRET,  # ignored by a PLAINTEXT broker, but a setting
-                HARMONIC_ALERTS__ALERTMANAGER_URL=f"http://monitor:{SECRET}@127.0.0.1:{free_port()}",
-            ),
+            dead_letters=dead_letters,
+            scores=scores,
+            HARMONIC_LOG_FORMAT="json",  # no --log-format flag: the settings decide, for the child too
+            HARMONIC_KAFKA__SECURITY__SASL_PLAIN_PASSWORD=SECRET,  # ignored by a PLAINTEXT broker, but a setting
+            HARMONIC_ALERTS__ALERTMANAGER_URL=f"http://monitor:{SECRET}@127.0.0.1:{free_port()}",
         )
         runs[client] = Run(sidecar, topic, dead_letters, scores, tmp_path / client / "sidecar.log")
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         for run in runs.values():
             stack.enter_context(run.sidecar)
-        for run in runs.values():
-            run.sidecar.wait_ready()
-            # 1. the producer works: the first events' scores and dead letters are delivered
-            produce(broker, run.topic, interleave(before.messages, bad.messages[:10]))
-        for run in runs.values():
-            run.sidecar.wait_for_metrics(
-                lambda s: (
-                    s.total(tel.EVENTS_SCORED_TOTAL.name) == 50 and s.total(tel.EVENTS_DEAD_LETTERED_TOTAL.name) == 10
-                ),
-                "the first events scored and dead-lettered",
-                DRAIN_TIMEOUT_SECONDS,
-            )
+        # 1. the producer works: the first events' scores and dead letters are delivered
+        deliver_first(broker, ((run.sidecar, run.topic) for run in runs.values()), before, bad)
         # 2. stop the sidecars themselves (not their consumer children), let the children fetch the next events, stop
         # the broker, and only then let the sidecars go on: they decode and score them with no broker to deliver to
         for run in runs.values():
             assert len(consumer_children(run.sidecar.pid)) == 1
-            os.kill(run.sidecar.pid, signal.SIGSTOP)
-        try:
+        with stopped(run.sidecar.pid for run in runs.values()):
             for run in runs.values():
                 produce(broker, run.topic, interleave(held.messages, bad.messages[10:], seed=1))
             time.sleep(FETCH_SECONDS)  # the children keep polling while their parents are stopped
             broker.stop_broker()
-        finally:
-            for run in runs.values():
-                os.kill(run.sidecar.pid, signal.SIGCONT)
         outage_started = time.monotonic()
         try:
             downs = {
@@ -173,11 +143,7 @@ def test_run_keeps_dead_letters_and_scores_through_a_broker_outage(
         expected = {*before.valid_ids, *held.valid_ids}
         delivered = {}
         for client, run in runs.items():
-            run.sidecar.wait_for_metrics(
-                lambda s: s.value(tel.DEGRADED.name, reason="producer") == 0.0,
-                f"{client}: the producer to deliver again",
-                DRAIN_TIMEOUT_SECONDS,
-            )
+            wait_delivering(run.sidecar, client)
             records = read_topic(broker, run.scores, lambda r: expected <= set(score_ids(r)), "every score")
             letters = read_topic(
                 broker, run.dead_letters, lambda r: len(r) >= len(bad.messages), "every dead letter", 1

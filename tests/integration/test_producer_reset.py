@@ -12,8 +12,6 @@ must come as a few summarised lines, not one per retry.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -21,21 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from monitor import telemetry as tel
 from tests.integration.brokers import TansuBroker
 from tests.integration.model_fixtures import ClassifierFiles
-from tests.integration.sidecar import Sidecar, sidecar_in
+from tests.integration.producer_sidecars import deliver_first, producer_sidecar, stopped, wait_delivering
+from tests.integration.sidecar import Sidecar
 from tests.integration.test_run_kafka import (
     DRAIN_TIMEOUT_SECONDS,
-    MODEL,
     Record,
     consumer_children,
-    group_name,
     interleave,
     invalid_events,
     produce,
     read_topic,
-    run_env,
     score_ids,
     valid_events,
 )
@@ -44,8 +39,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CLIENTS = ("kafka-python", "librdkafka")
 PARTITIONS = 2
-#: the producer's delivery timeout: short, so records that failed on the empty broker are re-sent soon
-DELIVERY_TIMEOUT_MS = 3000
 #: log lines a client library may write about one kind of failure in a run (held back by the flood filter)
 MAX_FLOOD_LINES = 40
 
@@ -84,38 +77,13 @@ def test_dead_letters_and_scores_reach_a_broker_restarted_empty(
     sidecars: dict[str, Sidecar] = {}
     topics = {client: _topics(tansu, client) for client in CLIENTS}
     for client, (topic, dead_letters, scores) in topics.items():
-        (tmp_path / client).mkdir()
-        sidecars[client] = sidecar_in(
-            tmp_path / client,
-            tansu,
-            topic=topic,
-            group_id=group_name(),
-            model=classifier.onnx_path,
-            model_name=MODEL,
-            reference=classifier.reference_path,
-            dead_letter_topic=dead_letters,
-            scores_topic=scores,
-            env=run_env(
-                0,
-                HARMONIC_KAFKA__CLIENT=client,
-                HARMONIC_KAFKA__CONSUMER_PROCESS="true",
-                HARMONIC_KAFKA__PRODUCER_DELIVERY_TIMEOUT_MS=str(DELIVERY_TIMEOUT_MS),
-            ),
+        sidecars[client] = producer_sidecar(
+            tmp_path, tansu, client, classifier, topic=topic, dead_letters=dead_letters, scores=scores
         )
     with contextlib.ExitStack() as stack:
         for sidecar in sidecars.values():
             stack.enter_context(sidecar)
-        for client, sidecar in sidecars.items():
-            sidecar.wait_ready()
-            produce(tansu, topics[client][0], interleave(before.messages, bad.messages[:10]))
-        for sidecar in sidecars.values():
-            sidecar.wait_for_metrics(
-                lambda s: (
-                    s.total(tel.EVENTS_SCORED_TOTAL.name) == 40 and s.total(tel.EVENTS_DEAD_LETTERED_TOTAL.name) == 10
-                ),
-                "the first events scored and dead-lettered",
-                DRAIN_TIMEOUT_SECONDS,
-            )
+        deliver_first(tansu, ((sidecars[client], topics[client][0]) for client in CLIENTS), before, bad)
 
         # the broker dies and comes back empty on the same address; the topics are created again, the input topic
         # with the same first records at the same offsets (the consumer's positions stay valid: what is tested here
@@ -123,17 +91,12 @@ def test_dead_letters_and_scores_reach_a_broker_restarted_empty(
         # requests auto-creates a topic before the test creates it with its partitions
         pids = [pid for sidecar in sidecars.values() for pid in (sidecar.pid, *consumer_children(sidecar.pid))]
         assert len(pids) == 2 * len(sidecars)
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
-        try:
+        with stopped(pids):
             tansu.restart_empty()
             for client in CLIENTS:
                 _topics(tansu, client)
                 produce(tansu, topics[client][0], interleave(before.messages, bad.messages[:10]))
                 produce(tansu, topics[client][0], interleave(after.messages, bad.messages, seed=1))
-        finally:
-            for pid in pids:
-                os.kill(pid, signal.SIGCONT)
         returned = time.monotonic()
 
         expected = set(after.valid_ids)
@@ -148,11 +111,7 @@ def test_dead_letters_and_scores_reach_a_broker_restarted_empty(
             records = _read_back(tansu, scores, lambda r: expected <= set(score_ids(r)), f"{client}: every new score")
             assert Counter(x.value for x in letters) >= Counter(v for _, v in bad.messages), client
             assert expected <= set(score_ids(records)), client
-            sidecar.wait_for_metrics(
-                lambda s: s.value(tel.DEGRADED.name, reason="producer") == 0.0,
-                f"{client}: the producer to say it delivers again",
-                DRAIN_TIMEOUT_SECONDS,
-            )
+            wait_delivering(sidecar, client)
         took = time.monotonic() - returned
         codes = {client: sidecar.terminate()[0] for client, sidecar in sidecars.items()}
 

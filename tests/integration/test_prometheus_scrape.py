@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from monitor.config import Settings, load_settings
+from monitor.gammamap import GAMMA_EDGES, gamma_bin_labels
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.service import Service
 from monitor.source.replay import ReplaySource
@@ -388,6 +389,28 @@ def test_the_what_moved_panels_draw_the_sidecar_s_series(prometheus: PrometheusS
     assert all(0.0 <= float(s["value"][1]) <= 1.0 for s in per_input)
     verdicts = prometheus.wait_for_samples(_substituted(panels[24]["targets"][0]["expr"]))
     assert {float(s["value"][1]) for s in verdicts} <= {-1.0, 0.0, 1.0, 2.0}
+
+
+def test_the_gamma_map_heatmaps_draw_the_model_s_own_gamma_bins(
+    sidecar: Service, prometheus: PrometheusService
+) -> None:
+    """The reference (400 scored rows) brings the model's γ edges; the scraped cells and both heatmap panels, as
+    Grafana queries them for that model, carry its own ``gamma_bin`` values, at most 11."""
+    watch = sidecar.pipeline.runtimes["credit"].watch
+    assert watch is not None and watch.reference is not None
+    edges = watch.reference.gamma_edges
+    assert edges != GAMMA_EDGES, "400 reference rows are enough for the model's own edges"
+    own = set(gamma_bin_labels(edges))
+    assert len(own) <= 11
+    dashboard = json.loads((REPO / "grafana" / "dashboards" / "harmonic-overview.json").read_text(encoding="utf-8"))
+    panels = {p["id"]: p for p in dashboard["panels"]}
+    # the all-P and the low-P heatmap, each repeated per model: Grafana sends them with $model set to one model
+    all_p, low_p = (_substituted(panels[i]["targets"][0]["expr"].replace("$model", "credit")) for i in (54, 55))
+    rows = prometheus.wait_for_samples(all_p, lambda v: v > 0)
+    assert {s["metric"]["gamma_bin"] for s in rows} <= own, (rows, own)
+    assert {s["metric"]["gamma_bin"] for s in prometheus.query(low_p)} <= own
+    cells = prometheus.wait_for_samples('sum by (gamma_bin) (harmonic_gammamap_events_total{model="credit"})')
+    assert {s["metric"]["gamma_bin"] for s in cells} <= own, (cells, own)
 
 
 def test_prometheus_stores_the_candidate_comparison(prometheus: PrometheusService) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import monitor.config as config_module
+import monitor.config_stream as config_module
 from monitor import cpus
 from monitor.config import KafkaSettings
 

@@ -86,7 +86,7 @@ def test_every_setting_has_a_description(gen: ModuleType) -> None:
             elif not info.description:
                 yield prefix + name
 
-    assert not list(walk(Settings, "")), "add description=... to these settings' Field in monitor/config.py"
+    assert not list(walk(Settings, "")), "add description=... to these settings' Field in monitor/config*.py"
 
 
 def test_example_loads_as_valid_settings(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,13 +16,13 @@ from monitor.gammamap import (
     P_BIN_LABELS,
     P_EDGES,
     GammaMap,
-    GammaMapWindow,
     bin_indices,
     empty_map,
     gamma_map,
     readable,
     render_svg,
 )
+from monitor.gammamap_window import GammaMapWindow
 
 
 def test_edges_are_fixed_and_documented() -> None:

@@ -20,7 +20,16 @@ from monitor.config import MetricsSettings
 from monitor.events import InferenceEvent
 from monitor.exporters.http import MetricsServer, Routes
 from monitor.exporters.prometheus import MetricsState
-from monitor.gammamap import GAMMA_BIN_LABELS, P_BIN_LABELS, GammaMap, gamma_map
+from monitor.gammamap import (
+    GAMMA_BIN_LABELS,
+    GAMMA_EDGES,
+    P_BIN_LABELS,
+    GammaMap,
+    bin_indices,
+    gamma_bin_labels,
+    gamma_map,
+    model_gamma_edges,
+)
 from monitor.rolling.reference import Reference
 from monitor.rolling.segment_baselines import MIN_SEGMENT_ROWS
 from monitor.rolling.windows import OTHER
@@ -101,7 +110,8 @@ def test_watch_serves_the_reference_map_beside_the_live_one() -> None:
     rng = np.random.default_rng(1)
     conf, gamma = rng.uniform(0.6, 1, 300), rng.exponential(1e-3, 300)
     ref = Reference.from_arrays(gamma=gamma, flicker=np.zeros(300), features=rng.normal(size=(300, 2)), confidence=conf)
-    assert ref.gamma_map == gamma_map(conf, gamma)
+    assert ref.gamma_map == gamma_map(conf, gamma, gamma_edges=model_gamma_edges(gamma))
+    assert ref.gamma_edges == model_gamma_edges(gamma) != GAMMA_EDGES
     assert Reference.from_dict(json.loads(json.dumps(ref.to_dict()))).gamma_map == ref.gamma_map
     old = {k: v for k, v in ref.to_dict().items() if k != "gamma_map"}  # written before the map was kept
     assert Reference.from_dict(old).gamma_map is None
@@ -109,10 +119,42 @@ def test_watch_serves_the_reference_map_beside_the_live_one() -> None:
     watch.install_reference(ref)
     out = watch.gamma_maps()
     assert out["reference"]["counts"] == ref.gamma_map.counts and out["reference_note"] is None
+    assert "the model's own γ edges" in out["gamma_edges_note"]
     watch.install_reference(Reference.from_dict(old))
     assert "holds no Gamma Map" in watch.gamma_maps()["reference_note"]
+    assert watch.gamma.gamma_edges == GAMMA_EDGES  # an old file without a map: the fixed grid
     no_conf = Reference.from_arrays(gamma=gamma, flicker=np.zeros(300), features=rng.normal(size=(300, 2)))
     assert no_conf.gamma_map is None
+
+
+def test_the_reference_brings_the_model_s_edges_and_labels() -> None:
+    """Events counted on the fixed grid before the reference are re-binned onto its edges; the Prometheus cells
+    from then on carry the model's own gamma_bin labels, at most 11 of them."""
+    rng = np.random.default_rng(2)
+    conf, gamma = rng.uniform(0.6, 1, 400), rng.exponential(1e-3, 400)
+    ref = Reference.from_arrays(gamma=gamma, flicker=np.zeros(400), features=rng.normal(size=(400, 2)), confidence=conf)
+    watch, state = make_watch(count_window_events=100)
+    p1, g1 = rng.uniform(0.6, 1, 60), rng.exponential(1e-3, 60)
+    watch.update(*scored(p1, g1, segment="a"))
+    watch.install_reference(ref)
+    edges = ref.gamma_edges
+    assert GammaMap.from_json(watch.gamma_maps()["segments"]["a"]) == gamma_map(p1, g1, gamma_edges=edges)
+    p2, g2 = rng.uniform(0.6, 1, 30), np.r_[rng.exponential(1e-3, 29), [1.0]]  # the last beyond the reference
+    watch.update(*scored(p2, g2, segment="a", start=60))
+    out = watch.gamma_maps()
+    live = GammaMap.from_json(out["segments"]["a"])
+    assert live == gamma_map(np.r_[p1, p2], np.r_[g1, g2], gamma_edges=edges)
+    assert live.counts[len(live.counts) - 1][-1] + sum(r[-1] for r in live.counts[:-1]) == 1  # the open last bin
+    assert GammaMap.from_json(out["cumulative"]).total == 90  # restarted from the re-binned window, then 30 more
+    labels = gamma_bin_labels(edges)
+    assert out["gamma_bins"] == list(labels) and 2 <= len(labels) <= 11 and sorted(labels) == list(labels)
+    bins = {r["labels"][3] for r in state.dump_counters() if r["name"] == tel.GAMMAMAP_EVENTS_TOTAL.name}
+    own = bins - set(GAMMA_BIN_LABELS)  # the 60 events before the reference were counted on the fixed grid
+    assert own and own <= set(labels)
+    for i, row in enumerate(gamma_map(p2, g2, gamma_edges=edges).counts):
+        for j, c in enumerate(row):
+            if c:
+                assert state.counter(tel.GAMMAMAP_EVENTS_TOTAL.name, (MODEL, "a", P_BIN_LABELS[i], labels[j])) == c
 
 
 def runtimes(*watches: tuple[str, ModelWatch | None, str]) -> dict[str, ModelRuntime]:
@@ -131,7 +173,8 @@ def test_handler_json_and_svg() -> None:
     status, body, ctype = handle({})
     assert status == 200 and ctype == "application/json"
     data = json.loads(body)
-    assert list(data["models"]) == [MODEL]  # regressors have no map
+    assert list(data["models"]) == [MODEL]  # regressors have no map, and the document says why
+    assert "a regressor" in data["not_drawn"]["reg"] and "probability" in data["not_drawn"]["reg"]
     m = data["models"][MODEL]
     assert len(m["counts"]) == len(m["p_edges"]) - 1 and len(m["counts"][0]) == len(m["gamma_edges"]) - 1
     assert m["counts"][9][9] == 1 and m["counts"][3][14] == 1
@@ -139,6 +182,9 @@ def test_handler_json_and_svg() -> None:
     assert status == 200 and ctype == "image/svg+xml"
     root = ET.fromstring(body)
     assert "Gamma Map: clf" in "".join(root.itertext())
+    assert "the fixed γ edges" in "".join(root.itertext())  # no reference yet: which edges, said under the map
+    status, body, _ = handle({"format": "svg", "model": "reg"})
+    assert status == 404 and b"no Gamma Map for 'reg': a regressor" in body
     assert handle({"format": "svg", "model": MODEL, "segment": "s1"})[0] == 200
     status, body, _ = handle({"format": "svg", "model": MODEL, "segment": "nope"})
     assert status == 404 and b"segments: s1" in body
@@ -205,8 +251,11 @@ def test_grafana_low_p_panel_selects_existing_p_bins() -> None:
 
     path = Path(__file__).resolve().parents[2] / "grafana" / "dashboards" / "harmonic-overview.json"
     panels = json.loads(path.read_text(encoding="utf-8"))["panels"]
-    exprs = [t["expr"] for p in panels for t in p.get("targets", []) if tel.GAMMAMAP_EVENTS_TOTAL.name in t["expr"]]
+    heatmaps = [p for p in panels if any(tel.GAMMAMAP_EVENTS_TOTAL.name in t["expr"] for t in p.get("targets", []))]
+    exprs = [t["expr"] for p in heatmaps for t in p["targets"]]
     assert len(exprs) == 2 and all("sum by (gamma_bin)" in e for e in exprs)
+    # a model's gamma_bin values are its own: one heatmap per model, never two models' rows in one
+    assert all(p["repeat"] == "model" and "$model" in p["title"] for p in heatmaps)
     low = next(e for e in exprs if "p_bin=~" in e)
     assert f'p_bin=~"{"|".join(P_BIN_LABELS[:5])}"' in low
 
@@ -310,7 +359,10 @@ def test_a_segment_is_drawn_against_its_own_baseline() -> None:
     _, ref_b = watch.gamma_map_pair("b")
     _, ref_all = watch.gamma_map_pair()
     assert ref_b is not None and ref_all is not None
-    assert ref_b.total == k and ref_b.counts[3][14] == k  # b's own rows, all at P 0.35, γ 0.5
+    (pi,), (gi,) = bin_indices(np.array([0.35]), np.array([0.5]), ref_b.gamma_edges)
+    assert ref_b.total == k and ref_b.counts[pi][gi] == k  # b's own rows, all at P 0.35, γ 0.5
+    # the segment's baseline is binned on the model's edges, so its map and the model's add up cell by cell
+    assert ref_b.gamma_edges == ref_all.gamma_edges == model_gamma_edges(g) != GAMMA_EDGES
     assert ref_all.total == 2 * k
     _, ref_new = watch.gamma_map_pair("c")  # no baseline of its own: the model-wide reference
     assert ref_new is not None and ref_new.total == 2 * k
@@ -333,3 +385,17 @@ def test_the_svg_draws_a_segment_against_its_own_baseline_and_says_k() -> None:
     assert "0.333" in texts  # the P axis starts at 1/K
     status, body, _ = handle({"format": "svg"})
     assert f"reference (n={2 * k})" in body.decode()
+
+
+def test_a_segment_s_warm_up_baseline_is_binned_on_the_model_s_edges() -> None:
+    state = MetricsState()
+    config = WatchConfig(count_window_events=100, max_segments=20, warmup_events=200)
+    watch = fanned_watch(MODEL, config, state)
+    rng = np.random.default_rng(8)
+    for k, seg in enumerate(("a", "b")):  # b's γ sits well above a's: its own deciles would differ
+        p, g = rng.uniform(0.6, 1, 300), rng.exponential(1e-3 * (1 + 9 * k), 300)
+        watch.update(*scored(p, g, segment=seg, start=300 * k))
+    assert watch.reference is not None and watch.reference.gamma_edges != GAMMA_EDGES
+    assert sorted(watch.segment_references) == ["a", "b"]
+    for ref in watch.segment_references.values():
+        assert ref.gamma_map is not None and ref.gamma_map.gamma_edges == watch.reference.gamma_edges

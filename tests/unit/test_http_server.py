@@ -24,8 +24,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor import telemetry as tel
 from monitor.config import MetricsSettings
-from monitor.exporters.http import MetricsServer, RenderCache, Routes, parse_head
+from monitor.exporters.http import MetricsServer, Routes
+from monitor.exporters.http_request import BadRequest, parse_head
 from monitor.exporters.prometheus import MetricsState
+from monitor.exporters.render_cache import RenderCache
 
 DEADLINE_SECONDS = 10.0
 
@@ -240,9 +242,7 @@ def test_parse_head_reads_method_path_and_keep_alive() -> None:
     ],
 )
 def test_parse_head_rejects_malformed_requests(head: bytes, status: int, message: str) -> None:
-    from monitor.exporters.http import _BadRequest
-
-    with pytest.raises(_BadRequest, match=message) as info:
+    with pytest.raises(BadRequest, match=message) as info:
         parse_head(head)
     assert info.value.status == status
 

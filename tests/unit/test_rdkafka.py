@@ -128,7 +128,7 @@ def test_librdkafka_takes_the_consumer_process_as_kafka_python_does(monkeypatch:
     assert KafkaSettings(client="librdkafka", consumer_process=False).use_consumer_process() is False
     assert KafkaSettings(client="librdkafka", consumer_process=True).use_consumer_process() is True
     for cpus, expected in ((1, False), (2, True)):  # the default: the child on 2+ CPUs, as with kafka-python
-        monkeypatch.setattr("monitor.config.available_cpus", lambda cpus=cpus: cpus)
+        monkeypatch.setattr("monitor.config_stream.available_cpus", lambda cpus=cpus: cpus)
         assert KafkaSettings(client="librdkafka").use_consumer_process() is expected
 
 

@@ -15,6 +15,7 @@ from monitor.cli import main
 from monitor.drift.verdict import Verdict, VerdictEngine
 from monitor.errors import DataError
 from monitor.exporters.prometheus import MetricsState
+from monitor.gammamap import GAMMA_EDGES
 from monitor.model.standardize import Standardizer
 from monitor.rolling.reference_file import (
     REFERENCE_VERSION,
@@ -198,7 +199,9 @@ def test_reference_command_stores_a_baseline_per_segment(tmp_path: Path, capsys:
     assert refs["high"].feature_mean[0] > refs["low"].feature_mean[0]
     _, whole = read_reference(out, 2)
     assert whole.n_events == 600
-    capsys.readouterr()
+    # every baseline's Gamma Map is on the model's own γ edges (they add up cell by cell), and the command says so
+    assert whole.gamma_edges != GAMMA_EDGES and all(r.gamma_edges == whole.gamma_edges for r in refs.values())
+    assert "Gamma Map: the model's own γ edges" in capsys.readouterr().err
     assert main(["reference", "--model", str(model), "--data", str(csv), "--segment-column", "zone", "--out", str(out)])
     assert "segment column 'zone'" in capsys.readouterr().err
 
