@@ -1,12 +1,12 @@
 """Stage 3: one ``session.run`` cut into parts that run at once on several threads — how the offline commands use
 every core.
 
-Why: the offline commands (``score``, ``reference``, ``estimate``, ``replay``, ``probe``, the Python API) have the
-machine to themselves. onnxruntime's own intra-op threads split each node of one run and meet at a barrier after
-every parallel section; a tree ensemble of 100 trees on 2 cores ran its rows 1.7× faster with 2 intra-op threads
-than with 1, and when another process took a core for a moment the barriers made the same runs 2–4× slower than
-with 1 thread. Independent runs on their own threads (one intra-op thread each) share nothing until they return:
-the same rows ran 1.9–2× faster on 2 cores and slowed with the machine's load, not beyond it
+Why: the offline commands (``score``, ``reference``, ``estimate``, ``probe``, ``compare``, ``report``, the Python API)
+have the machine to themselves. onnxruntime's own intra-op threads split each node of one run and meet at a barrier
+after every parallel section: a 100-tree ensemble's rows ran 1.7× faster on 2 intra-op threads than on 1 on a quiet
+2-core machine, and up to 2× *slower* than on 1 while other processes held a core (each barrier waits for it).
+Independent runs on their own threads, one intra-op thread each, meet once, when they return: the same rows ran
+1.9× faster in 2 parts than on 1 thread (quiet), and 1.3–2.2× faster than on 2 intra-op threads under load
 (``bench/score_process.py``; docs/BENCHMARKS.md, *``harmonic-monitor score`` as a whole process*).
 
 :class:`SplitSession` wraps a session whose inputs and outputs are all batch-first (a model with a free batch
