@@ -10,17 +10,19 @@ Independent runs on their own threads, one intra-op thread each, meet once, when
 (``bench/score_process.py``; docs/BENCHMARKS.md, *``harmonic-monitor score`` as a whole process*).
 
 :class:`SplitSession` wraps a session whose inputs and outputs are all batch-first (a model with a free batch
-dimension, the scorer's neighbourhood graph: events first) and cuts every run's feeds along that axis into ``parts``
-slices of equal size (±1): one runs on the calling thread, the others on a shared pool, and each output is the
-parts' outputs joined in order. Rows do not interact within a run, so the outputs are the rows' own, whichever
-part they ran in: a tree ensemble's scores are those of a single-threaded run bit for bit, a matrix product's within
+dimension, the scorer's neighbourhood graph: events first) and cuts every run's feeds along that axis into slices of
+equal size (±1), up to 4 per thread: the calling thread and ``parts − 1`` threads of a shared pool each take the next
+slice as they come free (a thread whose core another process holds takes fewer), and each output is the slices'
+outputs joined in order. Rows do not interact within a run, so the outputs are the rows' own, whichever
+slice they ran in: a tree ensemble's scores are those of a single-threaded run bit for bit, a matrix product's within
 float32 rounding (its kernel may group a row's sums by the run's row count; ``tests/unit/test_split_runs.py``). The
-parts depend on the row count alone, so a run is reproduced bit for bit on the same CPUs. ``run`` keeps one run per
+slices depend on the row count alone, so a run is reproduced bit for bit on the same CPUs. ``run`` keeps one run per
 call.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -33,6 +35,10 @@ from numpy.typing import NDArray
 #: thread costs tens of µs, about what onnxruntime spends on 512 rows of a cheap model (a logistic regression);
 #: a 100-tree ensemble spends ~1 ms on them
 MIN_PART_ROWS = 512
+
+#: slices per thread a run is cut into at most (each thread takes the next as it comes free): 4 keeps a thread
+#: that shares its core with another process from holding the run up by more than about a quarter of its share
+SLICES_PER_THREAD = 4
 
 _pool: ThreadPoolExecutor | None = None
 _pool_workers = 0
@@ -66,11 +72,13 @@ def part_bounds(rows: int, parts: int) -> list[tuple[int, int]]:
 
 
 class SplitSession:
-    """An onnxruntime session whose :meth:`run` runs up to ``parts`` slices of the batch at once (see the module
-    docstring); every other attribute (``get_inputs``, ``get_outputs``, …) is the session's own.
+    """An onnxruntime session whose :meth:`run` runs slices of the batch on up to ``parts`` threads at once (see the
+    module docstring); every other attribute (``get_inputs``, ``get_outputs``, …) is the session's own.
 
-    ``rows_per_item``: model rows per item of the batch axis (1 for a model's rows; 1 + m + K for the neighbourhood
-    graph, whose batch is events): each part gets at least :data:`MIN_PART_ROWS` model rows.
+    A run is cut into up to :data:`SLICES_PER_THREAD` slices per thread, each of at least :data:`MIN_PART_ROWS` model
+    rows, and each thread (the caller's among them) takes the next slice as it comes free: a thread on a core that
+    another process holds takes fewer. ``rows_per_item``: model rows per item of the batch axis (1 for a model's
+    rows; 1 + m + K for the neighbourhood graph, whose batch is events).
     """
 
     def __init__(self, session: Any, parts: int, *, rows_per_item: int = 1) -> None:
@@ -85,27 +93,38 @@ class SplitSession:
         return getattr(self.session, name)
 
     def run(self, names: Sequence[str], feed: dict[str, NDArray[Any]], run_options: Any = None) -> list[Any]:
-        """``session.run(names, feed)``, the feeds' first axis cut into parts run at once; feeds without a
-        common first axis, or too few rows for two parts, run whole."""
+        """``session.run(names, feed)``, the feeds' first axis cut into slices run at once; feeds without a
+        common first axis, or too few rows for two slices, run whole."""
         values = list(feed.values())
         rows = values[0].shape[0] if values and values[0].ndim else 0
-        parts = min(self.parts, rows // self.min_items)
-        if parts < 2 or any(v.ndim == 0 or v.shape[0] != rows for v in values):
+        count = min(self.parts * SLICES_PER_THREAD, rows // self.min_items)
+        if count < 2 or any(v.ndim == 0 or v.shape[0] != rows for v in values):
             return list(self.session.run(names, feed, run_options))
-        bounds = part_bounds(rows, parts)
-        futures = [
-            self._pool.submit(self.session.run, names, {k: v[a:b] for k, v in feed.items()}, run_options)
-            for a, b in bounds[1:]
-        ]
-        a, b = bounds[0]
+        bounds = part_bounds(rows, count)
+        pending: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for i in range(count):
+            pending.put(i)
+        outputs: list[Any] = [None] * count
+
+        def work() -> None:
+            while True:
+                try:
+                    i = pending.get_nowait()
+                except queue.Empty:
+                    return
+                a, b = bounds[i]
+                outputs[i] = self.session.run(names, {k: v[a:b] for k, v in feed.items()}, run_options)
+
+        futures = [self._pool.submit(work) for _ in range(min(self.parts, count) - 1)]
         try:
-            first = self.session.run(names, {k: v[a:b] for k, v in feed.items()}, run_options)
+            work()
         finally:
-            wait(futures)  # no part outlives the call, whatever failed
-        parts = [first, *(f.result() for f in futures)]
+            wait(futures)  # no slice outlives the call, whatever failed
+        for f in futures:
+            f.result()  # a slice's error
         joined: list[Any] = []
-        for i in range(len(names)):
-            pieces = [np.asarray(p[i]) for p in parts]
+        for j in range(len(names)):
+            pieces = [np.asarray(out[j]) for out in outputs]
             if any(piece.ndim == 0 for piece in pieces):  # an output without the batch axis: the whole run's
                 return list(self.session.run(names, feed, run_options))
             joined.append(np.concatenate(pieces))

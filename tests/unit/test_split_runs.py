@@ -24,12 +24,16 @@ SINGLE = OnnxRuntimeOptions(intra_op_threads=1)
 
 
 class _Recording:
-    """A fake session: output ``x * 2`` and the rows of every call, and the threads that ran them."""
+    """A fake session: output ``x * 2`` and the rows of every call, and the threads that ran them. With
+    ``meet``, the first call waits (10 s at most) until a second thread calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, meet: bool = False) -> None:
         self.rows: list[int] = []
         self.threads: set[int] = set()
         self._lock = threading.Lock()
+        self._second = threading.Event()
+        if not meet:
+            self._second.set()
 
     def get_inputs(self) -> list[str]:
         return ["x"]
@@ -38,18 +42,21 @@ class _Recording:
         with self._lock:
             self.rows.append(int(feed["x"].shape[0]))
             self.threads.add(threading.get_ident())
+            if len(self.threads) > 1:
+                self._second.set()
+        self._second.wait(10.0)
         return [feed["x"] * 2, feed["x"][:, :1]]
 
 
 def test_a_run_is_cut_into_parts_and_joined_in_order() -> None:
-    fake = _Recording()
-    session = SplitSession(fake, 3, rows_per_item=MIN_PART_ROWS)  # an item is as many model rows as a part needs
+    fake = _Recording(meet=True)
+    session = SplitSession(fake, 2, rows_per_item=MIN_PART_ROWS)  # an item is as many model rows as a slice needs
     x = np.arange(14.0).reshape(7, 2)
     doubled, first = session.run(["y", "z"], {"x": x, "held": np.arange(7)})
     np.testing.assert_array_equal(doubled, x * 2)
     np.testing.assert_array_equal(first, x[:, :1])
-    assert sorted(fake.rows) == [2, 2, 3]
-    assert len(fake.threads) > 1  # the parts ran on more than the calling thread
+    assert fake.rows == [1] * 7  # as many slices as the rows fill (4 per thread at most)
+    assert len(fake.threads) == 2  # the caller's and a pool thread
     assert session.get_inputs() == ["x"]  # the session's own attributes
 
 
@@ -69,10 +76,13 @@ def test_a_run_that_cannot_be_cut_runs_whole(feed: dict[str, NDArray[Any]], rows
     assert fake.rows == [feed["x"].shape[0]]
 
 
-def test_a_run_gets_as_many_parts_as_its_rows_fill() -> None:
+def test_a_run_gets_as_many_slices_as_its_rows_fill_up_to_four_per_thread() -> None:
     fake = _Recording()
     SplitSession(fake, 4, rows_per_item=1).run(["y", "z"], {"x": np.ones((3 * MIN_PART_ROWS, 2))})
     assert fake.rows == [MIN_PART_ROWS] * 3
+    fake = _Recording()
+    SplitSession(fake, 2, rows_per_item=1).run(["y", "z"], {"x": np.ones((100 * MIN_PART_ROWS, 2))})
+    assert fake.rows == [100 * MIN_PART_ROWS // 8] * 8
 
 
 def test_part_bounds_cover_the_rows_in_equal_parts() -> None:
