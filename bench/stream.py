@@ -1,6 +1,6 @@
 """Streaming performance: decode+sample throughput against raw kafka-python, produce→/metrics latency, and RSS.
 
-Four subcommands, each printing markdown tables plus the command and the machine:
+Five subcommands, each printing markdown tables plus the command and the machine:
 
 ``throughput``
     Produces N plain JSON events (20 features, live ``prediction`` with label and probabilities, 4 segments) to a
@@ -26,13 +26,16 @@ Four subcommands, each printing markdown tables plus the command and the machine
       batch for events carrying a live label) switched off;
     - ``pipeline``: the same, shadow check on (the production path);
     - ``pipeline-inproc``: ``pipeline`` over the in-process ``KafkaSource``;
+    - ``pipeline-kafka-parse``: ``pipeline`` with kafka-python's own record parse (``kafka.lean_record_parse: false``),
+      whatever ``--record-parse`` says: what the lean parse (``monitor/source/records.py``) is worth;
     - ``raw-librdkafka``: a plain confluent-kafka ``Consumer`` (librdkafka, the configuration ``RdKafkaSource``
       builds) in ``consume(max_poll_records)`` batches, touching every record's value;
     - ``pipeline-librdkafka``: ``pipeline`` over ``RdKafkaSource`` in this process (``kafka.client: librdkafka``,
       ``consumer_process: false``);
     - ``pipeline-librdkafka-proc``: ``pipeline`` over librdkafka in the consumer's child process
       (``ProcessKafkaSource`` with ``client="librdkafka"``: the default for librdkafka on 2+ CPUs);
-    - ``pipeline-librdkafka-proc-noahead``: the same, the child decoding nothing ahead.
+    - ``pipeline-librdkafka-proc-noahead``: the same, the child decoding nothing (the pipeline's process decodes
+      every poll as columns itself).
 
     - ``pipeline-default``: ``pipeline`` with the default sampler (no ``events_per_second`` cap: the CPU share,
       ingest first), the backlog-drain question: its rate over ``pipeline``'s at ``--budget 100`` (scoring nearly
@@ -63,6 +66,10 @@ Four subcommands, each printing markdown tables plus the command and the machine
     ``--offered-rate`` events per second (default 1,000/s against the 200/s budget: about a fifth is scored, the
     60 s and 300 s windows roll many times over, and probes fire every 300 s of it).
 
+``cpu``
+    CPU per event, no broker: the bench events in pre-fetched polls, decoded as columns by the "child" (timed with
+    its pickling) or left to the pipeline, then ``Pipeline.step()`` over them (scoring nearly off, shadow check on).
+
 ``memory-kafka``
     The real sidecar (``python -m monitor run``, its consumer child included, a dead-letter topic set) against a
     real broker while a producer thread sends ``--events`` values (a pool of pre-encoded events without ``ts``,
@@ -80,6 +87,7 @@ Usage (the commands behind docs/BENCHMARKS.md; times on 2 cores)::
     .venv/bin/python bench/stream.py memory-kafka --brokers kafka09 tansu --events 1000000     # ~1 min
     .venv/bin/python bench/stream.py memory-kafka --brokers kafka09 --events 1000000 --rate 2500  # ~7 min
     .venv/bin/python bench/stream.py throughput --brokers kafka09 --events 100000 --profile pipeline  # cProfile
+    .venv/bin/python bench/stream.py cpu --events 100000 --repeats 2                            # ~1 min
 """
 
 from __future__ import annotations
@@ -90,6 +98,7 @@ import cProfile
 import io
 import json
 import os
+import pickle
 import pstats
 import re
 import shlex
@@ -133,9 +142,11 @@ from monitor.exporters.prometheus import MetricsState  # noqa: E402
 from monitor.runtime.models import ModelRuntime, load_model_runtime  # noqa: E402
 from monitor.runtime.pipeline import Pipeline  # noqa: E402
 from monitor.runtime.service import Service, build_sampler  # noqa: E402
-from monitor.source.base import Source  # noqa: E402
+from monitor.source.base import Polled, RawRecord, Source  # noqa: E402
+from monitor.source.columns import decode_columns  # noqa: E402
 from monitor.source.decode import EventDecoder  # noqa: E402
-from monitor.source.kafka import ConsumerConfig, KafkaSource  # noqa: E402
+from monitor.source.decode_ahead import DecodeAhead  # noqa: E402
+from monitor.source.kafka import ConsumerConfig, KafkaSource, records_of  # noqa: E402
 from monitor.source.kafka_process import ProcessKafkaSource  # noqa: E402
 from monitor.source.kserve_join import KServeJoiner  # noqa: E402
 from monitor.source.rdkafka import RdKafkaSource, consumer_conf  # noqa: E402
@@ -159,6 +170,7 @@ VARIANTS = (
     "pipeline-noshadow",
     "pipeline",
     "pipeline-inproc",
+    "pipeline-kafka-parse",
     "raw-librdkafka",
     "pipeline-librdkafka",
     "pipeline-librdkafka-proc",
@@ -372,7 +384,11 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
             fx,
             Path(state_dir),
             budget=args.budget,
-            kafka={"max_poll_records": args.max_poll_records, "fetch_max_wait_ms": args.fetch_max_wait_ms},
+            kafka={
+                "max_poll_records": args.max_poll_records,
+                "fetch_max_wait_ms": args.fetch_max_wait_ms,
+                "lean_record_parse": args.record_parse == "lean",
+            },
         )
         if variant.startswith("pipeline-default"):
             settings = settings.model_copy(
@@ -514,7 +530,13 @@ def _run_raw_librdkafka(broker: Broker, topic: str, total: int, group: str, args
 
 
 def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings: Settings, group: str) -> Run:
-    consumer = _consumer(broker, topic, group, max_poll_records=settings.kafka.max_poll_records)
+    consumer = _consumer(
+        broker,
+        topic,
+        group,
+        max_poll_records=settings.kafka.max_poll_records,
+        lean_record_parse=settings.kafka.lean_record_parse and variant != "pipeline-kafka-parse",
+    )
     # as Service.from_settings: the consumer in a child process when 2+ CPUs are available, unless "-inproc"
     source: Source
     if variant == "pipeline-librdkafka":
@@ -694,6 +716,66 @@ def _profile(variant: str, broker: Broker, topic: str, total: int, fx: Fixture, 
         r"monitor/|bench/stream|kafka/consumer/group|fetcher.py.*fetched_records|onnxruntime", 40
     )
     print(buf.getvalue())
+
+
+# -- cpu per event ---------------------------------------------------------------------------------------------
+class _Polls:
+    """A source of pre-fetched polls (``cpu``): each ``poll`` returns the next one, then nothing."""
+
+    ready, exhausted = True, False
+
+    def __init__(self) -> None:
+        self.polls: list[list[RawRecord]] = []
+        self.next = 0
+
+    def poll(self, timeout_seconds: float, max_records: int) -> list[RawRecord]:
+        self.next += 1
+        return self.polls[self.next - 1] if self.next <= len(self.polls) else []
+
+    def commit(self, positions: Any) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def cpu_per_event(args: argparse.Namespace) -> None:
+    """CPU per event of the consumer child's decoding (with pickling) and of the pipeline's process (unpickling, the
+    records, ``Pipeline.step``) on pre-fetched polls: no broker, so CPU time and not the scheduler is measured."""
+    fx = build_fixture(workdir("hm-bench-"))
+    values = encode_events(fx, args.events)
+    print(f"machine: {machine('numpy', 'onnxruntime')}; load average at start: {load_average()}", flush=True)
+    print("| who decodes | child µs/event (decode + pickle) | pipeline's process µs/event | shadow rows |")
+    print("|---|---:|---:|---:|")
+    for _ in range(args.repeats):
+        for ahead in (True, False):
+            settings = settings_for(fx, workdir("hm-bench-state-"), budget=args.budget)
+            source = _Polls()
+            pipeline = Pipeline(settings, source, [load_model_runtime(settings.models[0])], build_sampler(settings))
+            pipeline.ingest.decoder.admit_segments(SEGMENTS)
+            spec = DecodeAhead.of(pipeline.ingest.decoder).columns()
+            assert spec is not None
+            child = main = 0.0
+            n = args.max_poll_records
+            for k in range(0, len(values), n):
+                batch = ("events", k // n % PARTITIONS, values[k : k + n], None, list(range(k, k + n)), [None] * n)
+                t = time.process_time()
+                cols = decode_columns(spec, batch[2], None, batch[5]) if ahead else None
+                payload = pickle.dumps(([batch], [cols]), 5)
+                child += time.process_time() - t
+                t = time.process_time()
+                got, decoded = pickle.loads(payload)
+                source.polls.append(Polled(records_of(got[0]), decoded[0] or []))
+                main += time.process_time() - t
+            freeze_startup_objects()
+            t = time.process_time()
+            while pipeline.step(0.0):
+                pass
+            pipeline.flush()
+            main += time.process_time() - t
+            shadow = pipeline.state.counter_sum("harmonic_shadow_compared_total")
+            who = "the child, as columns" if ahead else "the pipeline, as columns"
+            print(f"| {who} | {child / len(values) * 1e6:.1f} | {main / len(values) * 1e6:.1f} | {shadow:,.0f} |")
 
 
 # -- latency ---------------------------------------------------------------------------------------------------
@@ -1166,6 +1248,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the sidecar's GC settings (monitor/allocator.py; this process and the consumer child) or CPython's",
     )
     t.set_defaults(func=throughput)
+    c = sub.add_parser("cpu", help="CPU per event of the child's decoding and the pipeline's process, no broker")
+    c.add_argument("--events", type=int, default=100_000)
+    c.add_argument("--repeats", type=int, default=2)
+    c.add_argument("--budget", type=float, default=100.0, help="sampler events/s (scoring nearly off)")
+    c.add_argument("--max-poll-records", type=int, default=2000)
+    c.set_defaults(func=cpu_per_event)
     la = sub.add_parser("latency", help="produce → visible in /metrics, against the real sidecar")
     la.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["kafka09"])
     la.add_argument("--rate", type=float, default=200.0, help="events/s produced")

@@ -136,7 +136,8 @@ class Settings(BaseSettings):
             if target is None:
                 raise ValueError(
                     f"model '{m.name}': compare_with names '{m.compare_with}', which is not a configured model "
-                    f"({', '.join(names)}); name the model it would replace"
+                    f"({', '.join(names)}); name the model it would replace, or drop compare_with to serve "
+                    f"'{m.name}' on its own events"
                 )
             if target.name == m.name or target.compare_with is not None:
                 raise ValueError(

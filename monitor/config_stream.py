@@ -77,8 +77,8 @@ class KafkaSettings(StrictSettings):
     )
     consumer_process: bool | None = Field(
         None,
-        description="Run the consumer, either client, in a child process that fetches (librdkafka's also decodes "
-        "events ahead), so that reading and the pipeline use two cores (monitor/source/kafka_process.py); default: when 2 or more CPUs are "
+        description="Run the consumer, either client, in a child process that fetches and decodes a share of each "
+        "poll's events as columns, so that reading and the pipeline use two cores (monitor/source/kafka_process.py); default: when 2 or more CPUs are "
         "available (CPU affinity, capped by the container's cgroup CPU quota).",
     )
 

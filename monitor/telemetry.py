@@ -113,6 +113,11 @@ class ModelScale(NamedTuple):
     scale: str
 
 
+class ModelCandidate(NamedTuple):
+    model: str
+    candidate: str
+
+
 class ModelCandidateSegmentWindow(NamedTuple):
     model: str
     candidate: str
@@ -220,6 +225,12 @@ class ModelSegmentWindowMethodLoss(NamedTuple):
 
 class ModelLoss(NamedTuple):
     model: str
+    loss: str
+
+
+class ModelSegmentLoss(NamedTuple):
+    model: str
+    segment: str
     loss: str
 
 
@@ -1214,8 +1225,9 @@ ESTIMATED_ERROR = Gauge(
     unit="the target's units",
     use=(
         'A regressor\'s mean absolute (`loss="mae"`) or root mean squared (`loss="rmse"`) error over the window, '
-        "estimated without labels by each method (`iw`, the default: the labelled reference's errors reweighted by "
-        "a domain classifier; `dle`; `dr`). Blind to a change of the target given the inputs."
+        "estimated without labels by each method (`gbdt`, the default: boosted trees' model of the labelled "
+        "reference's errors; `iw`: those errors reweighted by a domain classifier; `dle`; `dr`). Blind to a change of "
+        "the target given the inputs."
     ),
 )
 ESTIMATED_ERROR_LOWER = Gauge(
@@ -1246,6 +1258,30 @@ REFERENCE_ERROR = Gauge(
     use=(
         "A regressor's MAE and RMSE on its labelled reference (`reference --labels` with true values): what every "
         "error estimate starts from, and what HarmonicErrorRise compares with."
+    ),
+)
+SEGMENT_REFERENCE_ACCURACY = Gauge(
+    "harmonic_segment_reference_accuracy",
+    "Accuracy of the model on the labelled reference's rows of the segment (where the reference carries it).",
+    ModelSegment,
+    group="Accuracy without labels",
+    unit="ratio (0–1)",
+    use=(
+        "The segment's own reference accuracy, for a reference built with labels and a segment column (at least 50 "
+        "labelled rows of the segment): what the segment's estimates and its HarmonicAccuracyDrop compare with. "
+        "A segment without one compares with `harmonic_reference_accuracy`."
+    ),
+)
+SEGMENT_REFERENCE_ERROR = Gauge(
+    "harmonic_segment_reference_error",
+    "A regressor's error (loss: mae, rmse) on the labelled reference's rows of the segment (where it carries it).",
+    ModelSegmentLoss,
+    group="Accuracy without labels",
+    unit="the target's units",
+    use=(
+        "The segment's own reference MAE and RMSE (a reference built with true values and a segment column, at "
+        "least 50 labelled rows of the segment): what the segment's error estimates and its HarmonicErrorRise "
+        "compare with. A segment without one compares with `harmonic_reference_error`."
     ),
 )
 ROBUSTNESS_COMPOSITE = Gauge(
@@ -1343,6 +1379,20 @@ COMPARE_VERDICT = Gauge(
     use=(
         "The Pareto statement over the ranked axes (γ, flicker, P_adj) of the longest window: `candidate-worse` "
         "fires HarmonicCandidateWorse; `incomparable` means each model wins somewhere (no composite score)."
+    ),
+)
+COMPARE_CANDIDATE_UP = Gauge(
+    "harmonic_compare_candidate_up",
+    "1 while the candidate's file is loaded and compared with the served model, 0 while it is refused (its file "
+    "replaced by one that is gone, unreadable or no longer fits the served model).",
+    ModelCandidate,
+    group="Candidate beside the served model",
+    unit="1 compared / 0 refused",
+    use=(
+        "A candidate's file replaced while `run` runs is loaded again within about 2 s and its comparison starts "
+        "afresh (its paired differences, disagreement and verdict go until its windows fill again); one that "
+        "does not fit is "
+        "refused until a file that does replaces it. `/readyz` `candidate_files` says why (docs/COMPARE.md, Live)."
     ),
 )
 DEGRADED = Gauge(

@@ -29,11 +29,11 @@ from monitor.accuracy.estimators import (
     SMALL_N,
     WEIGHTED_METHODS,
     EstimatorFit,
-    HarmonicModel,
     caveats,
     estimate,
     fit_estimators,
 )
+from monitor.accuracy.harmonic import HarmonicModel
 from monitor.accuracy.weighted import NO_SHIFT_AUC
 from monitor.config import ScoringSettings, setting_default
 from monitor.errors import DataError

@@ -50,11 +50,18 @@ from monitor.accuracy.calibration import (
     CALIBRATION_KINDS,
     Calibration,
     CalibrationKind,
-    fit_logistic,
     logit,
     sigmoid,
     temperature_params,
 )
+from monitor.accuracy.harmonic import (
+    HarmonicModel,
+    as_float,
+    feature_matrix,
+    fit_harmonic,
+    harmonic_draw,
+)
+from monitor.accuracy.segments import read_segments
 from monitor.accuracy.weighted import NO_SHIFT_AUC, WeightingReference, shift_margin, weighted_estimates
 from monitor.config import AccuracySettings, ScoringSettings, setting_default
 from monitor.errors import DataError
@@ -87,11 +94,6 @@ SMALL_N = 30
 MIN_REFERENCE_ROWS = 20
 N_DRAWS = 100
 FOLDS = 5
-#: the harmonic model's features, in order (all of them when they vary on the reference)
-FEATURES: tuple[str, ...] = ("logit_confidence", "log_gamma", "flicker", "logit_p_adj")
-GAMMA_FLOOR = 1e-6
-#: L2 inverse strength of the harmonic model on standardized features
-HARMONIC_C = 1.0
 #: the shift margin: SHIFT_INFLATION × |AC − reference accuracy| + SHIFT_FLOOR (see the module docstring)
 SHIFT_INFLATION = 0.75
 SHIFT_FLOOR = 0.01
@@ -102,31 +104,9 @@ CONCEPT_CAVEAT = (
 )
 
 
-def _as_float(a: ArrayLike) -> NDArray[np.float64]:
-    return np.asarray(a, dtype=np.float64).reshape(-1)
-
-
-def feature_matrix(
-    confidence: ArrayLike, gamma: ArrayLike, flicker: ArrayLike, p_adj: ArrayLike
-) -> NDArray[np.float64]:
-    """(n, 4) the harmonic model's raw features (:data:`FEATURES`); NaN where a score is missing."""
-    conf = _as_float(confidence)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cols = [
-            logit(conf),
-            np.log(np.maximum(_as_float(gamma), 0.0) + GAMMA_FLOOR),
-            _as_float(flicker),
-            logit(_as_float(p_adj)),
-        ]
-    x = np.column_stack(cols)
-    x[~np.isfinite(x)] = np.nan
-    x[~np.isfinite(conf), 0] = np.nan
-    return x
-
-
 def valid_confidence(confidence: ArrayLike) -> NDArray[np.bool_]:
     """Rows whose confidence is a probability (a scored classifier row): finite and in (0, 1]."""
-    conf = _as_float(confidence)
+    conf = as_float(confidence)
     with np.errstate(invalid="ignore"):
         ok: NDArray[np.bool_] = np.isfinite(conf) & (conf > 0.0) & (conf <= 1.0)
     return ok
@@ -137,54 +117,6 @@ def _not_classifier(what: str) -> DataError:
         f"{what} holds no class probability on any row: accuracy estimation is for classifiers (a regressor's "
         "scores have no confidence, and 'accuracy' has no meaning for it)"
     )
-
-
-@dataclass(frozen=True, slots=True)
-class HarmonicModel:
-    """The logistic model of P(correct | features): features standardized by (center, scale), NaN imputed by the
-    reference median (``impute``, raw feature units), then ``σ(x·coef + intercept)``."""
-
-    features: tuple[str, ...]
-    center: NDArray[np.float64]
-    scale: NDArray[np.float64]
-    impute: NDArray[np.float64]
-    coef: NDArray[np.float64]
-    intercept: float
-
-    def design(self, x_all: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Standardized design matrix of the kept features from the (n, 4) :func:`feature_matrix`."""
-        idx = [FEATURES.index(f) for f in self.features]
-        x = x_all[:, idx].copy()
-        miss = np.isnan(x)
-        if miss.any():
-            x[miss] = np.broadcast_to(self.impute, x.shape)[miss]
-        out: NDArray[np.float64] = (x - self.center) / self.scale
-        return out
-
-    def predict(self, x_all: NDArray[np.float64]) -> NDArray[np.float64]:
-        return sigmoid(self.design(x_all) @ self.coef + self.intercept)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "features": list(self.features),
-            "center": self.center.tolist(),
-            "scale": self.scale.tolist(),
-            "impute": self.impute.tolist(),
-            "coef": self.coef.tolist(),
-            "intercept": self.intercept,
-        }
-
-    @classmethod
-    def from_dict(cls, doc: Mapping[str, Any]) -> HarmonicModel:
-        features = tuple(str(f) for f in doc["features"])
-        unknown = [f for f in features if f not in FEATURES]
-        if unknown:
-            raise ValueError(f"unknown harmonic features {unknown}; known: {list(FEATURES)}")
-        arrays = [np.asarray(doc[k], dtype=np.float64).reshape(-1) for k in ("center", "scale", "impute", "coef")]
-        if any(a.shape[0] != len(features) for a in arrays):
-            raise ValueError("harmonic 'center', 'scale', 'impute' and 'coef' need one value per feature")
-        center, scale, impute, coef = arrays
-        return cls(features, center, scale, impute, coef, float(doc["intercept"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +140,16 @@ class EstimatorFit:
     shift_inflation: float = SHIFT_INFLATION
     shift_floor: float = SHIFT_FLOOR
     weighting: WeightingReference | None = None
+    #: per segment the labelled reference carries: ``{"accuracy", "n"}`` (:mod:`monitor.accuracy.segments`)
+    segments: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def reference_of(self, segment: str | None) -> tuple[float, int, bool]:
+        """(accuracy, rows, own) the estimate of ``segment``'s window compares with: the segment's own reference
+        accuracy where the labelled reference carries the segment (``own``), else the model-wide one."""
+        seg = self.segments.get(segment) if segment is not None else None
+        if seg is None:
+            return self.accuracy, self.n, False
+        return float(seg["accuracy"]), int(seg["n"]), True
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document a reference file stores under ``accuracy_estimator``."""
@@ -224,6 +166,7 @@ class EstimatorFit:
             "draws": {k: [list(map(float, d)) for d in v] for k, v in self.draws.items()},
             "diagnostics": self.diagnostics,
             **({} if self.weighting is None else {"weighting": self.weighting.to_dict()}),
+            **({"segments": self.segments} if self.segments else {}),
         }
 
     @classmethod
@@ -261,6 +204,7 @@ class EstimatorFit:
                 shift_inflation=float(interval.get("shift_inflation", SHIFT_INFLATION)),
                 shift_floor=float(interval.get("shift_floor", SHIFT_FLOOR)),
                 weighting=None if doc.get("weighting") is None else WeightingReference.from_dict(doc["weighting"]),
+                segments=read_segments(doc.get("segments")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DataError(
@@ -292,46 +236,6 @@ def atc_threshold(confidence: NDArray[np.float64], accuracy: float) -> tuple[flo
 def _atc_share(confidence: NDArray[np.float64], t: float, frac: float, w: NDArray[np.float64] | None = None) -> float:
     hit = (confidence > t) + frac * (confidence == t)
     return float(np.mean(hit) if w is None else np.sum(w * hit) / np.sum(w))
-
-
-def _harmonic_fit(x_all: NDArray[np.float64], correct: NDArray[np.bool_], features: tuple[str, ...]) -> HarmonicModel:
-    idx = [FEATURES.index(f) for f in features]
-    raw = x_all[:, idx]
-    impute = np.nanmedian(raw, axis=0) if raw.shape[0] else np.zeros(len(idx))
-    impute = np.where(np.isfinite(impute), impute, 0.0)
-    filled = np.where(np.isnan(raw), impute, raw)
-    center = filled.mean(axis=0)
-    scale = filled.std(axis=0)
-    scale = np.where(scale > 0, scale, 1.0)
-    coef, intercept = fit_logistic((filled - center) / scale, correct, c=HARMONIC_C)
-    return HarmonicModel(features, center, scale, impute, coef, intercept)
-
-
-def _varying(x_all: NDArray[np.float64]) -> tuple[str, ...]:
-    """The features with at least two distinct finite values on the reference (γ is 0 everywhere on a model flat
-    at every point, flicker NaN without flicker copies: such a column says nothing)."""
-    kept = []
-    for j, name in enumerate(FEATURES):
-        col = x_all[:, j]
-        col = col[np.isfinite(col)]
-        if col.shape[0] >= 2 and float(col.max() - col.min()) > 0:
-            kept.append(name)
-    return tuple(kept)
-
-
-def _log_loss(p: NDArray[np.float64], y: NDArray[np.bool_]) -> float:
-    q = np.clip(p, 1e-9, 1 - 1e-9)
-    return float(-np.mean(np.where(y, np.log(q), np.log1p(-q))))
-
-
-def _folds(correct: NDArray[np.bool_], k: int, rng: np.random.Generator) -> NDArray[np.int64]:
-    """A fold number per row, stratified on correctness."""
-    fold = np.empty(correct.shape[0], dtype=np.int64)
-    for value in (False, True):
-        rows = np.flatnonzero(correct == value)
-        rng.shuffle(rows)
-        fold[rows] = np.arange(rows.shape[0]) % k
-    return fold
 
 
 def fit_estimators(
@@ -367,9 +271,44 @@ def fit_estimators(
     """
     if calibration not in CALIBRATION_KINDS:
         raise ValueError(f"calibration must be one of {CALIBRATION_KINDS}; got {calibration!r}")
-    conf_all = _as_float(confidence)
+    conf_all = as_float(confidence)
     ok_all = np.asarray(correct).reshape(-1).astype(np.bool_)
     x_all = feature_matrix(conf_all, gamma, flicker, p_adj)
+    valid = _valid_reference(conf_all, ok_all, x_all)
+    n = int(np.count_nonzero(valid))
+    conf, ok, x = conf_all[valid], ok_all[valid], x_all[valid]
+    accuracy = float(np.mean(ok))
+    rng = np.random.default_rng([seed, 0xACC])
+    rows = _inputs(inputs, conf_all.shape[0])
+    weighting = WeightingReference.build(
+        None if rows is None else rows[valid], x, conf, ok, np.random.default_rng([seed, 0x1A7])
+    )
+
+    cal = Calibration.fit(conf, ok, calibration)
+    t, frac = atc_threshold(conf, accuracy)
+    mean_conf = float(np.mean(conf))
+
+    harmonic, chosen = fit_harmonic(x, ok, folds, rng)
+    boot = _bootstrap(conf, ok, x, harmonic, calibration, draws, rng)
+    diagnostics = {"calibration": calibration, **chosen, "rows_left_out": int(conf_all.shape[0] - n)}
+    return EstimatorFit(
+        n=n,
+        accuracy=accuracy,
+        calibration=cal,
+        atc_threshold=t,
+        atc_tie_fraction=frac,
+        mean_confidence=mean_conf,
+        harmonic=harmonic,
+        draws=boot,
+        diagnostics=diagnostics,
+        weighting=weighting,
+    )
+
+
+def _valid_reference(
+    conf_all: NDArray[np.float64], ok_all: NDArray[np.bool_], x_all: NDArray[np.float64]
+) -> NDArray[np.bool_]:
+    """The reference rows a fit reads (a confidence that is a probability), once their count and lengths are checked."""
     if not conf_all.shape[0] == ok_all.shape[0] == x_all.shape[0]:
         raise DataError(
             f"reference scores and correctness differ in length ({conf_all.shape[0]} vs {ok_all.shape[0]}; "
@@ -384,70 +323,31 @@ def fit_estimators(
             f"the labelled reference has {n} valid rows; fitting accuracy estimators needs at least "
             f"{MIN_REFERENCE_ROWS} (a few hundred for intervals worth reading)"
         )
-    conf, ok, x = conf_all[valid], ok_all[valid], x_all[valid]
-    accuracy = float(np.mean(ok))
-    rng = np.random.default_rng([seed, 0xACC])
-    rows = _inputs(inputs, conf_all.shape[0])
-    weighting = WeightingReference.build(
-        None if rows is None else rows[valid], x, conf, ok, np.random.default_rng([seed, 0x1A7])
-    )
+    return valid
 
-    cal = Calibration.fit(conf, ok, calibration)
-    t, frac = atc_threshold(conf, accuracy)
-    mean_conf = float(np.mean(conf))
 
-    # the harmonic model: cross-fitted out-of-fold predictions judge the full feature set against confidence alone
-    full = _varying(x)
-    candidates = {"confidence_only": tuple(f for f in full if f == "logit_confidence"), "harmonic": full}
-    k = max(2, min(folds, int(min(np.count_nonzero(ok), np.count_nonzero(~ok)))))
-    fold = _folds(ok, k, rng)
-    oof_loss: dict[str, float] = {}
-    oof_mean: dict[str, float] = {}
-    for name, feats in candidates.items():
-        oof = np.empty(n)
-        for f in range(k):
-            train, test = fold != f, fold == f
-            oof[test] = _harmonic_fit(x[train], ok[train], feats).predict(x[test])
-        oof_loss[name] = _log_loss(oof, ok)
-        oof_mean[name] = float(np.mean(oof))
-    chosen = "harmonic" if oof_loss["harmonic"] < oof_loss["confidence_only"] else "confidence_only"
-    features = candidates[chosen]
-    harmonic = _harmonic_fit(x, ok, features)
-
+def _bootstrap(
+    conf: NDArray[np.float64],
+    ok: NDArray[np.bool_],
+    x: NDArray[np.float64],
+    harmonic: HarmonicModel,
+    calibration: str,
+    draws: int,
+    rng: np.random.Generator,
+) -> dict[str, list[list[float]]]:
+    """Per method, ``draws`` refits on bootstrap resamples of the reference (see :class:`EstimatorFit`)."""
+    n = conf.shape[0]
     boot: dict[str, list[list[float]]] = {"ac": [], "atc": [], "doc": [], "harmonic": []}
     for _ in range(draws):
         pick = rng.integers(0, n, size=n)
-        c_b, ok_b, x_b = conf[pick], ok[pick], x[pick]
+        c_b, ok_b = conf[pick], ok[pick]
         acc_b = float(np.mean(ok_b))
         if calibration == "temperature":
             boot["ac"].append(list(temperature_params(c_b, ok_b)))
         boot["atc"].append(list(atc_threshold(c_b, acc_b)))
         boot["doc"].append([acc_b - float(np.mean(c_b))])
-        h = _harmonic_fit(x_b, ok_b, features)
-        # the draw's coefficients on the full fit's standardization, so that one design matrix serves every draw
-        coef = h.coef * harmonic.scale / h.scale
-        intercept = h.intercept + float(np.sum(h.coef * (harmonic.center - h.center) / h.scale))
-        boot["harmonic"].append([intercept, *coef.tolist()])
-    diagnostics = {
-        "calibration": calibration,
-        "folds": k,
-        "oof_log_loss": oof_loss,
-        "oof_mean_prediction": oof_mean,
-        "harmonic_model": chosen,
-        "rows_left_out": int(conf_all.shape[0] - n),
-    }
-    return EstimatorFit(
-        n=n,
-        accuracy=accuracy,
-        calibration=cal,
-        atc_threshold=t,
-        atc_tie_fraction=frac,
-        mean_confidence=mean_conf,
-        harmonic=harmonic,
-        draws=boot,
-        diagnostics=diagnostics,
-        weighting=weighting,
-    )
+        boot["harmonic"].append(harmonic_draw(x[pick], ok_b, harmonic))
+    return boot
 
 
 def _inputs(inputs: ArrayLike | None, n: int) -> NDArray[np.float64] | None:
@@ -518,27 +418,16 @@ def estimate(
     primary = DEFAULT_METHOD if method is None else method
     if primary not in PRIMARY_CHOICES:
         raise DataError(f"unknown accuracy-estimation method {primary!r}; choose one of {', '.join(PRIMARY_CHOICES)}")
-    conf_all = _as_float(confidence)
+    conf_all = as_float(confidence)
     x_all = feature_matrix(conf_all, gamma, flicker, p_adj)
     if x_all.shape[0] != conf_all.shape[0]:
         raise DataError("confidence, gamma, flicker and p_adj differ in length")
-    valid = valid_confidence(conf_all)
     rows = _inputs(inputs, conf_all.shape[0])
     if primary == AUTO:
         kept = fit.weighting is not None and fit.weighting.inputs.shape[1] > 0
         primary = "iw" if kept and rows is not None else "atc"
-    w: NDArray[np.float64] | None = None
-    if weights is not None:
-        w_all = _as_float(weights)
-        if w_all.shape[0] != conf_all.shape[0]:
-            raise DataError(f"{w_all.shape[0]} weights for {conf_all.shape[0]} rows")
-        valid &= np.isfinite(w_all) & (w_all > 0)
-        w = w_all[valid]
+    valid, w = _valid_window(conf_all, weights)
     n = int(np.count_nonzero(valid))
-    if n == 0:
-        if conf_all.shape[0] and not np.isfinite(conf_all).any():
-            raise _not_classifier("the data")
-        raise DataError(f"no valid rows to estimate accuracy on ({conf_all.shape[0]} rows, none scored)")
     conf, x = conf_all[valid], x_all[valid]
     small = n < SMALL_N
     warnings: list[str] = []
@@ -547,38 +436,17 @@ def estimate(
             f"only {n} rows (< {SMALL_N}): the realized-accuracy noise uses the worst case 1/(4n), so the interval "
             "is wide; read the estimate as a rough guide"
         )
-    points, fit_sd, noise, margin = _unweighted(fit, conf, x, w, small)
-    margins = dict.fromkeys(points, margin)
-
+    parts = _unweighted(fit, conf, x, w, small)
     domain: dict[str, Any] | None = None
     if fit.weighting is not None:
-        iw = weighted_estimates(fit.weighting, conf, x, None if rows is None else rows[valid], w, seed=seed)
-        noise_iw = _poisson_binomial_var(iw["p"], w, small)
-        for name in WEIGHTED_METHODS:
-            points[name], fit_sd[name], noise[name] = iw[name]["point"], iw[name]["sd_fit"], noise_iw
-            margins[name] = shift_margin(points[name], fit.accuracy, float(iw["domain"]["auc"]))
-        domain = iw["domain"]
-        warnings.extend(iw["warnings"])
+        domain = _weighted(fit, conf, x, None if rows is None else rows[valid], w, small, seed, parts, warnings)
     elif primary in WEIGHTED_METHODS:
         warnings.append(
             f"method {primary} needs reference rows this fit does not keep (a fit of version 1): atc stands in; "
             "rebuild the reference with labels for it"
         )
         primary = "atc"
-
-    methods: dict[str, dict[str, float]] = {}
-    for name in (m for m in METHODS if m in points):
-        e = min(1.0, max(0.0, points[name]))
-        sd = math.sqrt(noise[name] + fit_sd[name] ** 2 + margins[name] ** 2)
-        methods[name] = {
-            "estimate": e,
-            "lower": max(0.0, e - Z * sd),
-            "upper": min(1.0, e + Z * sd),
-            "sd": sd,
-            "sd_noise": math.sqrt(noise[name]),
-            "sd_fit": fit_sd[name],
-            "shift_margin": margins[name],
-        }
+    methods = _bands(*parts)
     top = methods[primary]
     return {
         "n": n,
@@ -600,9 +468,77 @@ def estimate(
     }
 
 
+def _valid_window(
+    conf_all: NDArray[np.float64], weights: ArrayLike | None
+) -> tuple[NDArray[np.bool_], NDArray[np.float64] | None]:
+    """The window's rows an estimate reads (a confidence that is a probability, a positive finite weight) and their
+    weights (None: equal)."""
+    valid = valid_confidence(conf_all)
+    w: NDArray[np.float64] | None = None
+    if weights is not None:
+        w_all = as_float(weights)
+        if w_all.shape[0] != conf_all.shape[0]:
+            raise DataError(f"{w_all.shape[0]} weights for {conf_all.shape[0]} rows")
+        valid &= np.isfinite(w_all) & (w_all > 0)
+        w = w_all[valid]
+    if not valid.any():
+        if conf_all.shape[0] and not np.isfinite(conf_all).any():
+            raise _not_classifier("the data")
+        raise DataError(f"no valid rows to estimate accuracy on ({conf_all.shape[0]} rows, none scored)")
+    return valid, w
+
+
+#: per method: the point estimate, the bootstrap sd, the noise variance and the shift margin
+_Parts = tuple[dict[str, float], dict[str, float], dict[str, float], dict[str, float]]
+
+
+def _weighted(
+    fit: EstimatorFit,
+    conf: NDArray[np.float64],
+    x: NDArray[np.float64],
+    rows: NDArray[np.float64] | None,
+    w: NDArray[np.float64] | None,
+    small: bool,
+    seed: int,
+    parts: _Parts,
+    warnings: list[str],
+) -> dict[str, Any]:
+    """``iw`` and ``iw_atc`` added to ``parts`` (their warnings to ``warnings``); the domain classifier's summary."""
+    assert fit.weighting is not None
+    points, fit_sd, noise, margins = parts
+    iw = weighted_estimates(fit.weighting, conf, x, rows, w, seed=seed)
+    noise_iw = _poisson_binomial_var(iw["p"], w, small)
+    for name in WEIGHTED_METHODS:
+        points[name], fit_sd[name], noise[name] = iw[name]["point"], iw[name]["sd_fit"], noise_iw
+        margins[name] = shift_margin(points[name], fit.accuracy, float(iw["domain"]["auc"]))
+    warnings.extend(iw["warnings"])
+    domain: dict[str, Any] = iw["domain"]
+    return domain
+
+
+def _bands(
+    points: dict[str, float], fit_sd: dict[str, float], noise: dict[str, float], margins: dict[str, float]
+) -> dict[str, dict[str, float]]:
+    """Every method's estimate (clipped to [0, 1]) and 90 % interval from its three variances."""
+    methods: dict[str, dict[str, float]] = {}
+    for name in (m for m in METHODS if m in points):
+        e = min(1.0, max(0.0, points[name]))
+        sd = math.sqrt(noise[name] + fit_sd[name] ** 2 + margins[name] ** 2)
+        methods[name] = {
+            "estimate": e,
+            "lower": max(0.0, e - Z * sd),
+            "upper": min(1.0, e + Z * sd),
+            "sd": sd,
+            "sd_noise": math.sqrt(noise[name]),
+            "sd_fit": fit_sd[name],
+            "shift_margin": margins[name],
+        }
+    return methods
+
+
 def _unweighted(
     fit: EstimatorFit, conf: NDArray[np.float64], x: NDArray[np.float64], w: NDArray[np.float64] | None, small: bool
-) -> tuple[dict[str, float], dict[str, float], dict[str, float], float]:
+) -> _Parts:
     """ac, atc, doc and harmonic on the window's valid rows: (points, bootstrap sd, noise variance, shift margin)."""
     p_cal = fit.calibration.apply(conf)
     ac = _wmean(p_cal, w)
@@ -635,7 +571,7 @@ def _unweighted(
     h_draws = [_wmean(sigmoid(design @ np.asarray(d[1:]) + d[0]), w) for d in fit.draws.get("harmonic", [])]
     fit_sd["harmonic"] = float(np.std(h_draws)) if h_draws else 0.0
     noise["harmonic"] = _poisson_binomial_var(p_h, w, small)
-    return points, fit_sd, noise, margin
+    return points, fit_sd, noise, dict.fromkeys(points, margin)
 
 
 def caveats(domain: Mapping[str, Any] | None) -> list[str]:

@@ -4,14 +4,16 @@ labelled reference (``harmonic-monitor reference --labels``, :func:`monitor.refe
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from monitor.accuracy.calibration import CalibrationKind
-from monitor.accuracy.estimators import EstimatorFit, fit_estimators
+from monitor.accuracy.estimators import EstimatorFit, fit_estimators, valid_confidence
 from monitor.accuracy.regression import LossFit, fit_loss
+from monitor.accuracy.segments import segment_accuracy, segment_error
 from monitor.config import ScoringSettings, setting_default
 from monitor.errors import DataError
 
@@ -30,9 +32,11 @@ def labelled_loss_fit(
     target: NDArray[np.float64],
     *,
     seed: int = setting_default(ScoringSettings, "seed"),
+    segments: ArrayLike | None = None,
 ) -> LossFit:
     """A regressor's loss estimator (:mod:`monitor.accuracy.regression`) fitted on reference rows and their true
-    values (``target``: NaN where a row has none; those rows are left out).
+    values (``target``: NaN where a row has none; those rows are left out); ``segments``: each row's segment, for
+    each segment's own reference error (:mod:`monitor.accuracy.segments`).
 
     Raises
     ------
@@ -48,7 +52,10 @@ def labelled_loss_fit(
             f"'{model.path}' gives {value.shape[1]} regression outputs per row; the label-free error estimate takes "
             "a single-output regressor (export one model per output, and give each its own labelled reference)"
         )
-    return fit_loss(rows, value[:, 0], target, seed=seed)
+    fit = fit_loss(rows, value[:, 0], target, seed=seed)
+    if segments is None:
+        return fit
+    return replace(fit, segments=segment_error(np.asarray(target, dtype=np.float64) - value[:, 0], segments))
 
 
 def labelled_fit(
@@ -61,6 +68,7 @@ def labelled_fit(
     seed: int = setting_default(ScoringSettings, "seed"),
     calibration: CalibrationKind = "temperature",
     compare: str = "values",
+    segments: ArrayLike | None = None,
 ) -> EstimatorFit:
     """The accuracy estimators fitted on scored, labelled reference rows (cross-fitted: ``fit_estimators``).
 
@@ -68,7 +76,8 @@ def labelled_fit(
     (:class:`monitor.runtime.labels.LabelStage`): the model's own class value when its label output is an integer,
     else the predicted class index; ``compare="indices"``: always the predicted class index (labels given as class
     indices 0..C−1, as ``estimate --reference-labels`` takes them). Labels the model never predicts on these rows are logged as a warning (class
-    indices given for a model whose class values differ, say).
+    indices given for a model whose class values differ, say). ``segments``: each row's segment, for each segment's
+    own reference accuracy (:mod:`monitor.accuracy.segments`).
     """
     if compare not in ("values", "indices"):
         raise DataError(f"compare must be 'values' or 'indices'; got {compare!r}")
@@ -88,7 +97,7 @@ def labelled_fit(
             ", ".join(str(v) for v in np.unique(predicted)[:10].tolist()),
         )
     correct = result.valid & (predicted == labels)
-    return fit_estimators(
+    fit = fit_estimators(
         np.where(result.valid, result.probability, np.nan),
         result.gamma,
         result.flicker,
@@ -98,3 +107,6 @@ def labelled_fit(
         calibration=calibration,
         inputs=rows,
     )
+    if segments is None:
+        return fit
+    return replace(fit, segments=segment_accuracy(correct, valid_confidence(result.probability), segments))

@@ -4,7 +4,8 @@ accuracy beside it where labels exist (NannyML's chart: the band over time, the 
 Periods are cut as ``run`` cuts its windows: by event time at multiples of the span (``floor(t / span)``, the
 buckets of ``run``'s time windows), or in consecutive chunks of a count of rows in their order (``run``'s count
 window). A period with fewer than :data:`~monitor.accuracy.estimators.SMALL_N` scored rows gets no estimate (NaN,
-and a note saying so) rather than a number that is mostly noise.
+and a note saying so) rather than a number that is mostly noise. A regressor's periods (:func:`loss_over_time`)
+carry its MAE the same way (fewer than :data:`~monitor.accuracy.weighted.MIN_WINDOW_ROWS` rows: none).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.accuracy.estimators import SMALL_N, EstimatorFit, estimate, valid_confidence
+from monitor.accuracy.regression import LossFit, estimate_loss
+from monitor.accuracy.weighted import MIN_WINDOW_ROWS
 from monitor.errors import DataError
 
 #: the columns of :func:`estimate_over_time`'s rows, in order
@@ -100,5 +103,50 @@ def estimate_over_time(
             acc = doc["accuracy"]
             row.update(estimate=acc["estimate"], lower=acc["lower"], upper=acc["upper"], method=acc["method"])
             row["note"] = "; ".join(doc["warnings"])
+        rows.append(row)
+    return rows
+
+
+def loss_over_time(
+    fit: LossFit,
+    inputs: ArrayLike,
+    prediction: ArrayLike,
+    *,
+    target: ArrayLike | None = None,
+    timestamps: ArrayLike | None = None,
+    period_seconds: float | None = None,
+    period_events: int | None = None,
+    method: str | None = None,
+) -> list[dict[str, Any]]:
+    """A regressor's :func:`estimate_over_time`: one row per period (:data:`PERIOD_COLUMNS`) with the MAE estimate
+    and its 90 % interval, and the realized MAE over the period's rows with a finite ``target`` (NaN: none)."""
+    x = np.asarray(inputs, dtype=np.float64)
+    x = x.reshape(x.shape[0], -1)
+    p = np.asarray(prediction, dtype=np.float64).reshape(x.shape[0], -1)[:, 0]
+    y = None if target is None else np.asarray(target, dtype=np.float64).reshape(-1)
+    rows: list[dict[str, Any]] = []
+    for start, end, idx in cut_periods(
+        x.shape[0], timestamps=timestamps, period_seconds=period_seconds, period_events=period_events
+    ):
+        scored = np.isfinite(p[idx])
+        err = np.zeros(0) if y is None else (y[idx] - p[idx])[scored & np.isfinite(y[idx])]
+        row: dict[str, Any] = {
+            "period": start,
+            "end": end,
+            "n": int(np.count_nonzero(scored)),
+            "estimate": math.nan,
+            "lower": math.nan,
+            "upper": math.nan,
+            "method": method or "",
+            "realized": float(np.mean(np.abs(err))) if err.shape[0] else math.nan,
+            "n_labelled": int(err.shape[0]),
+            "note": "",
+        }
+        if row["n"] < MIN_WINDOW_ROWS:
+            row["note"] = f"{row['n']} scored rows (< {MIN_WINDOW_ROWS}): too few to estimate; no estimate"
+        else:
+            doc = estimate_loss(fit, x[idx], p[idx], method=method or "")
+            mae = doc["mae"]
+            row.update(estimate=mae["estimate"], lower=mae["lower"], upper=mae["upper"], method=doc["method"])
         rows.append(row)
     return rows

@@ -1,44 +1,52 @@
 """A regressor's error without labels: MAE and RMSE estimated on a window from a labelled reference.
 
-Three methods, each with a 90 % interval (``methods`` of :func:`estimate_loss`; :data:`DEFAULT_METHOD` is the one
+Four methods, each with a 90 % interval (``methods`` of :func:`estimate_loss`; :data:`DEFAULT_METHOD` is the one
 reported as ``mae``/``rmse``):
 
-- ``iw`` (the default): the **importance-weighted reference error** — the weighted mean of the labelled reference's
-  absolute (squared) errors, the weights the density ratios window/reference of the code base's one domain classifier
+- ``gbdt`` (the default): DLE's own recipe (NannyML's direct loss estimation) — two gradient-boosted models
+  (scikit-learn's HistGradientBoostingRegressor, 100 shallow steps, seeded, one thread) learn |y − ŷ| and (y − ŷ)²
+  on the labelled reference's standardized inputs (not projected: the trees split on the inputs themselves; inputs
+  wider than :data:`GBDT_MAX_INPUTS` use the projected design) and standardized prediction; the estimate is the
+  window's mean predicted loss. The reference file keeps the rows (up to
+  :data:`~monitor.accuracy.weighted.MAX_ROWS`), not the trees: the models are refitted the same way when a fit is
+  loaded (about a second).
+- ``iw``: the **importance-weighted reference error** — the weighted mean of the labelled reference's absolute
+  (squared) errors, the weights the density ratios window/reference of the code base's one domain classifier
   (:func:`~monitor.accuracy.weighted.domain_weights`: cross-fitted logistic, clipped, its AUC and effective sample
   size reported). Under covariate shift (inputs move, the error given the inputs stays) this is the window's error;
   it cannot extrapolate past the reference's support (the clip bounds the weights there).
-- ``dle``: a DLE-style model of the loss (direct loss estimation, after NannyML): two ridge regressions on the
-  labelled reference learn |y − ŷ| and (y − ŷ)² from what the window also has — the model's standardized inputs
-  (projected on their first :data:`~monitor.accuracy.weighted.MAX_INPUT_DIMS` principal components when wider), each
-  one's distance from the mean, and the prediction (standardized, and its distance from the reference median); the
-  estimate is the window's mean predicted loss (each prediction floored at 0).
+- ``dle``: a ridge model of the loss: two ridge regressions on the labelled reference learn |y − ŷ| and (y − ŷ)² from
+  the model's standardized inputs (projected on their first :data:`~monitor.accuracy.weighted.MAX_INPUT_DIMS`
+  principal components when wider), each one's distance from the mean, and the prediction (standardized, and its
+  distance from the reference median); the estimate is the window's mean predicted loss (each floored at 0).
 - ``dr``: ``dle`` plus the importance-weighted mean of its residuals on the reference (doubly robust).
 
 RMSE is the square root of the estimated mean squared error. The domain classifier reads the same design as ``dle``.
 The 90 % interval adds (1) the window's noise, the reference's variance of the loss over n rows, (2) the spread over
 :data:`N_BOOT` bootstrap resamples of the reference rows (each carrying its weight; the term grows as the effective
-sample size falls; ``dle``'s fitted coefficients stay), and (3) a shift margin ``INFLATION × |estimate − reference
-value| + (FLOOR + AUC_MARGIN × (2·AUC − 1)²) × reference value``; RMSE's by the delta method. A window of fewer than
-:data:`~monitor.accuracy.weighted.MIN_WINDOW_ROWS` rows is refused (no estimate rather than noise).
+sample size falls; ``dle``'s and ``gbdt``'s fitted models stay), and (3) a shift margin ``INFLATION × |estimate −
+reference value| + (FLOOR + AUC_MARGIN × (2·AUC − 1)²) × reference value``; RMSE's by the delta method. A window of
+fewer than :data:`~monitor.accuracy.weighted.MIN_WINDOW_ROWS` rows is refused (no estimate rather than noise).
 
 Measured (``bench/loss_estimate.py``, 226 shifted sets of diabetes and ``make_friedman1``, GBDT and MLP;
-docs/BENCHMARKS.md): MAE off by 24.8 % of the reference value for ``iw`` against 26.4 % for "no change" (the
-reference's error) and 28.4 % for ``dle``; ``iw`` loses to "no change" where the error moved < 10 % (8.2 % against
-4.1 %) and wins above; coverage ≥ 94 % in every bucket. NannyML's DLE (LightGBM) is closer: 21.5 %. About 30 ms a 1,000-row window. Like every label-free estimate it cannot see a change of the
-target given the inputs.
+docs/BENCHMARKS.md): MAE off by 22.2 % of the reference value for ``gbdt`` against 24.8 % for ``iw``, 26.4 % for "no
+change" (the reference's error) and 21.5 % for NannyML's DLE (LightGBM); ``iw`` is closer where the error moved 10–25
+% (14.6 % against 16.6 %), "no change" where it moved < 10 % (4.1 % against 6.9 %); coverage ≥ 95 % in every bucket.
+About 35 ms a 1,000-row window once the models are fitted. Like every label-free estimate it cannot see a change of
+the target given the inputs.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from monitor.accuracy.segments import read_segments
 from monitor.accuracy.weighted import MAX_INPUT_DIMS, MAX_ROWS, MIN_WINDOW_ROWS, domain_weights
 from monitor.config import ScoringSettings, setting_default
 from monitor.errors import DataError
@@ -56,8 +64,17 @@ FLOOR = 0.05
 AUC_MARGIN = 1.0
 Z = 1.6448536269514722
 N_BOOT = 30
-METHODS = ("iw", "dle", "dr")
-DEFAULT_METHOD = "iw"
+#: ``gbdt``'s boosted models (scikit-learn's HistGradientBoostingRegressor): NannyML's DLE recipe, small and seeded
+GBDT_PARAMS: dict[str, float | int] = {
+    "max_iter": 100,
+    "learning_rate": 0.05,
+    "min_samples_leaf": 20,
+    "random_state": 0,
+}
+#: inputs up to this wide are kept as they are for ``gbdt`` (wider: the projected design ``rows``)
+GBDT_MAX_INPUTS = 64
+METHODS = ("iw", "dle", "dr", "gbdt")
+DEFAULT_METHOD = "gbdt"
 
 
 def _ridge(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -90,6 +107,28 @@ class LossFit:
     #: up to MAX_ROWS reference rows' design (the domain classifier's side) and absolute errors
     rows: NDArray[np.float64]
     rows_abs_err: NDArray[np.float64]
+    #: per segment the labelled reference carries: ``{"mae", "rmse", "n"}`` (:mod:`monitor.accuracy.segments`)
+    segments: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: ``gbdt``'s rows: the same reference rows' standardized inputs (not projected: trees split on the inputs
+    #: themselves) and standardized prediction; None for inputs wider than GBDT_MAX_INPUTS (then ``rows``)
+    gbdt_rows: NDArray[np.float64] | None = None
+    #: ``gbdt``'s two boosted models, fitted on first use (not stored: refitted the same way, seeded)
+    cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def gbdt_design(self, inputs: NDArray[np.float64], prediction: NDArray[np.float64]) -> NDArray[np.float64]:
+        """What ``gbdt``'s models read of a window's rows (as :attr:`gbdt_rows` holds the reference's)."""
+        if self.gbdt_rows is None:
+            return self.design(inputs, prediction)
+        std = np.nan_to_num((inputs - self.center) / self.scale)
+        return np.column_stack([std, (prediction - self.pred_center) / self.pred_scale])
+
+    def reference_of(self, segment: str | None) -> tuple[float, float, int, bool]:
+        """(MAE, RMSE, rows, own) the estimate of ``segment``'s window compares with: the segment's own reference
+        error where the labelled reference carries the segment (``own``), else the model-wide one."""
+        seg = self.segments.get(segment) if segment is not None else None
+        if seg is None:
+            return self.mae, self.rmse, self.n, False
+        return float(seg["mae"]), float(seg["rmse"]), int(seg["n"]), True
 
     def design(self, inputs: NDArray[np.float64], prediction: NDArray[np.float64]) -> NDArray[np.float64]:
         std = np.nan_to_num((inputs - self.center) / self.scale)
@@ -114,6 +153,8 @@ class LossFit:
             "abs_resid_var": self.abs_resid_var,
             "sq_resid_var": self.sq_resid_var,
             **arrays,
+            **({"segments": self.segments} if self.segments else {}),
+            **({} if self.gbdt_rows is None else {"gbdt_rows": self.gbdt_rows.tolist()}),
         }
 
     @classmethod
@@ -139,6 +180,8 @@ class LossFit:
                 f(doc["sq_draws"], dtype=np.float64),
                 f(doc["rows"], dtype=np.float64),
                 f(doc["rows_abs_err"], dtype=np.float64),
+                read_segments(doc.get("segments")),
+                None if doc.get("gbdt_rows") is None else f(doc["gbdt_rows"], dtype=np.float64),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"the loss-estimator fit is damaged ({exc}); rebuild it with labels") from exc
@@ -209,7 +252,8 @@ def fit_loss(inputs: ArrayLike, prediction: ArrayLike, target: ArrayLike, *, see
     return LossFit(
         n, base.mae, base.rmse, center, scale, basis, pred_center, pred_scale, abs_beta, sq_beta,
         float(np.var(np.abs(err) - design @ abs_beta)), float(np.var(err**2 - design @ sq_beta)),
-        np.asarray(draws_abs), np.asarray(draws_sq), d[keep], np.abs(err)[keep],
+        np.asarray(draws_abs), np.asarray(draws_sq), d[keep], np.abs(err)[keep], {},
+        np.column_stack([std, (p - pred_center) / pred_scale])[keep] if x.shape[1] <= GBDT_MAX_INPUTS else None,
     )  # fmt: skip
 
 
@@ -231,6 +275,31 @@ def _methods(fit: LossFit, design: NDArray[np.float64], weights: NDArray[np.floa
         max(0.0, out["dle"][1] + _wmean(se - np.maximum(ref @ fit.sq_beta, 0.0), weights)),
     )
     return out
+
+
+def _one_thread() -> Any:
+    """The boosted models on one OpenMP thread: small models, and a pool of threads that spin on a busy machine
+    cost seconds where one thread takes milliseconds."""
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+    return threadpool_limits(limits=1, user_api="openmp")
+
+
+def boosted(fit: LossFit) -> tuple[Any, Any]:
+    """``gbdt``'s models of |error| and error² on the reference rows (fitted once per fit, seeded; ``run`` fits them
+    when it loads the fit, so that the first window's estimate does not wait for them)."""
+    if "gbdt" not in fit.cache:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
+        models = []
+        rows = fit.rows if fit.gbdt_rows is None else fit.gbdt_rows
+        with _one_thread():
+            for target in (fit.rows_abs_err, fit.rows_abs_err**2):
+                model = HistGradientBoostingRegressor(**GBDT_PARAMS)
+                models.append(model.fit(rows, target))
+        fit.cache["gbdt"] = tuple(models)
+    boosted: tuple[Any, Any] = fit.cache["gbdt"]
+    return boosted
 
 
 def estimate_loss(fit: LossFit, inputs: ArrayLike, prediction: ArrayLike, *, method: str = "") -> dict[str, Any]:
@@ -262,6 +331,16 @@ def estimate_loss(fit: LossFit, inputs: ArrayLike, prediction: ArrayLike, *, met
         pick = rng.integers(0, ae.shape[0], size=ae.shape[0])
         sub = replace(fit, rows=fit.rows[pick], rows_abs_err=ae[pick])
         boot.append(_methods(sub, design, dom.weights[pick]))
+    abs_model, sq_model = boosted(fit)
+    rows_of = fit.gbdt_design(x[ok], p[ok])
+    with _one_thread():
+        gbdt = (
+            float(np.mean(np.maximum(abs_model.predict(rows_of), 0.0))),
+            float(np.mean(np.maximum(sq_model.predict(rows_of), 0.0))),
+        )
+    points["gbdt"] = gbdt
+    for b in boot:
+        b["gbdt"] = gbdt  # the boosted models stay (as dle's coefficients): the noise and the margin make its band
     var_ae = float(np.var(ae))
     var_se = float(np.var(ae**2))
     methods: dict[str, dict[str, dict[str, float]]] = {}

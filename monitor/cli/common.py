@@ -16,6 +16,7 @@ from monitor.config import ModelSettings, ScoringSettings
 from monitor.errors import ConfigError, DataError, ModelError
 from monitor.model.io import HEADER_MODES, HeaderMode, read_model_rows, read_rows
 from monitor.model.onnx import OnnxModel
+from monitor.model.row_files import width_refusal
 from monitor.model.signature import Held, scale_groups
 from monitor.model.standardize import Standardizer
 from monitor.signals.scorer import RobustnessScorer, ScoringConfig
@@ -151,11 +152,7 @@ def load_inputs(
         table = read_rows(path, header)
         tell(f"{what}: {table.describe()}")
         if table.rows.shape[1] != model.n_features:
-            raise DataError(
-                f"{what} '{path}' has {table.rows.shape[1]} columns; the model expects {model.n_features} features. "
-                "Was the file written for another model?",
-                path=path,
-            )
+            raise DataError(width_refusal(what, path, table.rows.shape[1], model.n_features, table.header), path=path)
         return table.rows, None
     model_table = read_model_rows(path, model.signature, header)
     tell(f"{what}: {model_table.describe()}")

@@ -33,6 +33,7 @@ from monitor.source.replay import MemorySource, ReplaySource
 
 if TYPE_CHECKING:
     from monitor.cli.demo_data import DemoData
+    from monitor.cli.demo_regressor import RegressorDemo
     from monitor.runtime.service import Service
     from monitor.runtime.watch import ModelWatch
 
@@ -44,7 +45,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description=(
             "Train a model on scikit-learn's breast-cancer data, convert it to ONNX, and replay a stream in three "
             "phases (stationary, input (covariate) shift, harmful shift toward the decision boundary) through the "
-            "same pipeline as `run` — decode, sample, score, windows, drift, alerts, probes. Shows live progress, "
+            "same pipeline as `run` — decode, sample, score, windows, drift, alerts, probes. Beside it a regressor "
+            "(diabetes data, labelled reference) gets its error estimated without labels. Shows live progress, "
             "serves /metrics unless --no-serve, and ends with a per-phase summary."
         ),
     )
@@ -188,6 +190,7 @@ class _PhaseTally:
 
 def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
     from monitor.cli.demo_data import PHASES, build_demo
+    from monitor.cli.demo_regressor import NAME, build_regressor, merged, phase_error
     from monitor.clock import WatermarkClock
     from monitor.config import load_settings
     from monitor.runtime.models import load_model_runtime
@@ -199,7 +202,9 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
     print(f"harmonic-monitor demo: training the model and generating {args.events} events in {workdir}", file=out)
     out.flush()  # a caller waiting for this line (a test, a wrapper script) sees it at once
     data = build_demo(workdir, events=args.events, seed=args.seed)
-    settings = load_settings(None, _demo_flags(args, workdir, data))
+    times = {p: [int(json.loads(line)["ts"]) for line in data.phases[p]] for p in PHASES}
+    reg = build_regressor(workdir, timestamps=times, seed=args.seed)
+    settings = load_settings(None, _demo_flags(args, workdir, data, reg))
     source = _PhaseSource()
     runtimes = [load_model_runtime(m) for m in settings.models]
     phase_stats: dict[str, dict[str, Any]] = {}
@@ -214,6 +219,8 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
         current = {"name": PHASES[0]}
 
         def collect(batch: ScoredBatch) -> None:
+            if batch.model != "demo":
+                return
             result = batch.result
             tallies[current["name"]].update(result.gamma[result.valid], result.flicker[result.valid])
             ok = result.valid
@@ -231,7 +238,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
         for name in PHASES:
             current["name"] = name
             tally = tallies[name]
-            lines = data.phases[name]
+            lines = merged(data.phases[name], reg.phases[name])
             source.load(lines)
             alerts_before = len(watch.fired)
             t0 = time.perf_counter()
@@ -240,6 +247,7 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
             watch.evaluate(_last_ts(lines))
             svc.tick()  # the evaluation's series and alerts go out now, not at the next phase's flush
             phase_stats[name] = _phase_row(svc, data, name, tally, scores[name], alerts_before, t0, out)
+            phase_stats[name]["regressor_error"] = phase_error(reg, name, pipeline.runtimes[NAME].accuracy_fit)
         svc.probes.run_once(time.time())
         pipeline.close()
         svc.tick(publish_now=True)  # the endpoints serve what the summary prints from the moment it prints
@@ -255,9 +263,11 @@ def _run(args: argparse.Namespace, workdir: Path, *, kept: bool) -> int:
     return 0
 
 
-def _demo_flags(args: argparse.Namespace, workdir: Path, data: DemoData) -> dict[str, Any]:
-    """The demo's settings, as ``run`` would read them from flags: the trained model, its labelled reference, an
+def _demo_flags(args: argparse.Namespace, workdir: Path, data: DemoData, reg: RegressorDemo) -> dict[str, Any]:
+    """The demo's settings, as ``run`` would read them from flags: the trained models, their labelled references, an
     unlimited sampler, alerts on short timers."""
+    from monitor.cli.demo_regressor import NAME
+
     return {
         "models": [
             {
@@ -268,7 +278,15 @@ def _demo_flags(args: argparse.Namespace, workdir: Path, data: DemoData) -> dict
                 "reference": str(data.labelled_reference_path or data.reference_path),
                 "feature_names": list(data.feature_names),
                 "scoring": {"seed": args.seed},
-            }
+            },
+            # the regressor: its reference holds the loss estimator (harmonic_estimated_error, HarmonicErrorRise)
+            {
+                "name": NAME,
+                "path": str(reg.model_path),
+                "version": "1",
+                "reference": str(reg.reference_path),
+                "scoring": {"seed": args.seed},
+            },
         ],
         "state_dir": str(workdir / "state"),
         "sampler": {"events_per_second": 0},
@@ -525,6 +543,20 @@ def _print_summary(out: Any, summary: dict[str, Any]) -> None:
             print(
                 f"  {name:<14} estimated {a['estimate']:.3f} [{a['lower']:.3f}, {a['upper']:.3f}]  "
                 f"realized {a['realized']:.3f}",
+                file=out,
+            )
+    errors = [(p["name"], p["regressor_error"]) for p in summary["phases"] if p.get("regressor_error")]
+    if errors:
+        first = errors[0][1]
+        print(
+            f"\nregressor's MAE without labels (demo-regressor, {first['method']}, 90 % interval; reference MAE "
+            f"{first['reference']:.1f}) vs realized",
+            file=out,
+        )
+        for name, e in errors:
+            print(
+                f"  {name:<14} estimated {e['estimate']:.1f} [{e['lower']:.1f}, {e['upper']:.1f}]  "
+                f"realized {e['realized']:.1f}",
                 file=out,
             )
     print(

@@ -81,8 +81,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         AccuracySettings,
         "method",
         "--method",
-        choices=(*PRIMARY_CHOICES, "dle", "dr"),
-        help="primary method (auto: iw here; a regressor takes iw, dle or dr)",
+        choices=(*PRIMARY_CHOICES, "dle", "dr", "gbdt"),
+        help="primary method (auto: iw here; a regressor takes iw, dle, dr or gbdt)",
+    )
+    p.add_argument(
+        "--segment-column",
+        help="the --data CSV column (named in its header) that names each row's segment: the JSON's 'segments' then "
+        "holds each segment's estimate beside its own reference accuracy (MAE) where the labelled reference carries "
+        "the segment (else the model-wide one). A .jsonl event log's 'segment' is read without it",
     )
     p.add_argument("--json", required=True, dest="json_out", help="output JSON")
     p.set_defaults(func=run)
@@ -91,22 +97,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """:func:`monitor.api.estimate` with the flags' values (a labelled reference fitted first by
     :func:`monitor.api.reference`); the JSON and a summary on stderr."""
-    from monitor.api import Rows, standardizer_of
     from monitor.api import estimate as estimate_accuracy
-    from monitor.api import reference as build_reference
 
     model = load_model(args)
     if model.kind == "regressor":
         return _regressor(args, model)
-    stored = _stored_fit(args.reference) if _is_json(args.reference) else None
-    if stored is None and not (args.reference_data and args.reference_labels):
-        where = f"'{args.reference}' holds no '{FIT_KEY}'; " if _is_json(args.reference) else ""
-        raise DataError(
-            f"{where}give a labelled validation set with --reference-data and --reference-labels (or a reference "
-            f"JSON built with labels) to fit the estimators on"
-        )
-    if bool(args.reference_data) != bool(args.reference_labels):
-        raise DataError("--reference-data and --reference-labels go together")
     # a reference JSON's standardizer is its own whatever --space says (as `run` reads it)
     space = "standardized" if _is_json(args.reference) else args.space
     scoring: dict[str, Any] = {
@@ -121,32 +116,10 @@ def run(args: argparse.Namespace) -> int:
         "regression_tolerance": args.regression_tolerance,
     }
     std = {"header": args.header, "scale": args.scale, "channel_axis": args.channel_axis}
-    notes: list[str] = []
-    reference: Any = args.reference
-    if stored is not None:
-        source = f"{args.reference} ({FIT_KEY})"
-    else:
-        ref_rows, ref_held = load_inputs(args.reference_data, model, what="--reference-data", header=args.header)
-        labels = _labels(args.reference_labels, ref_rows.shape[0], args.header)
-        # standardize by --reference when given, else by the labelled reference (not the shifted data)
-        standardizer = standardizer_of(args.reference or args.reference_data, model, space=space, **std)
-        reference = build_reference(
-            model,
-            Rows(ref_rows, ref_held, f"'{args.reference_data}'"),
-            labels=labels,
-            sample_rows=max(1, ref_rows.shape[0]),
-            calibration=args.calibration,
-            standardizer=standardizer,
-            label_kind="indices",
-            **scoring,
-        )
-        source = f"{args.reference_data} with {args.reference_labels}"
-        fitted = reference.fit
-        if fitted is not None and fitted.n < 200:
-            notes.append(
-                f"the labelled reference has {fitted.n} rows: the fit is noisy (a few hundred or more is better)"
-            )
-    est = estimate_accuracy(model, args.data, reference, method=args.method, **scoring, **std)
+    reference, source, notes = _labelled_reference(args, model, scoring, std)
+    est = estimate_accuracy(
+        model, args.data, reference, method=args.method, segment_column=args.segment_column, **scoring, **std
+    )
     if not isinstance(est, AccuracyEstimate):  # pragma: no cover - a classifier's estimate
         raise TypeError("a classifier's estimate is an AccuracyEstimate")
     fit = est.fit
@@ -160,6 +133,53 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.json_out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    _print_accuracy(result, fit, out)
+    return 0
+
+
+def _labelled_reference(
+    args: argparse.Namespace, model: Any, scoring: dict[str, Any], std: dict[str, Any]
+) -> tuple[Any, str, list[str]]:
+    """What the estimators come from: the fit --reference stores, or --reference-data with --reference-labels
+    fitted here (:func:`monitor.api.reference`); (the reference, where it came from, notes)."""
+    from monitor.api import Rows, standardizer_of
+    from monitor.api import reference as build_reference
+
+    stored = _stored_fit(args.reference) if _is_json(args.reference) else None
+    if stored is None and not (args.reference_data and args.reference_labels):
+        where = f"'{args.reference}' holds no '{FIT_KEY}'; " if _is_json(args.reference) else ""
+        raise DataError(
+            f"{where}give a labelled validation set with --reference-data and --reference-labels (or a reference "
+            f"JSON built with labels) to fit the estimators on"
+        )
+    if bool(args.reference_data) != bool(args.reference_labels):
+        raise DataError("--reference-data and --reference-labels go together")
+    if stored is not None:
+        return args.reference, f"{args.reference} ({FIT_KEY})", []
+    ref_rows, ref_held = load_inputs(args.reference_data, model, what="--reference-data", header=args.header)
+    labels = _labels(args.reference_labels, ref_rows.shape[0], args.header)
+    # standardize by --reference when given, else by the labelled reference (not the shifted data)
+    standardizer = standardizer_of(args.reference or args.reference_data, model, space=scoring["space"], **std)
+    reference = build_reference(
+        model,
+        Rows(ref_rows, ref_held, f"'{args.reference_data}'"),
+        labels=labels,
+        sample_rows=max(1, ref_rows.shape[0]),
+        calibration=args.calibration,
+        standardizer=standardizer,
+        label_kind="indices",
+        **scoring,
+    )
+    notes = []
+    fitted = reference.fit
+    if fitted is not None and fitted.n < 200:
+        notes.append(f"the labelled reference has {fitted.n} rows: the fit is noisy (a few hundred or more is better)")
+    return reference, f"{args.reference_data} with {args.reference_labels}", notes
+
+
+def _print_accuracy(result: dict[str, Any], fit: EstimatorFit, out: Path) -> None:
+    """The estimate's summary on stderr: the primary method's, the domain classifier's, per segment, warnings and
+    caveats."""
     acc = result["accuracy"]
     print(
         f"estimated accuracy {acc['estimate']:.3f} [{acc['lower']:.3f}, {acc['upper']:.3f}] (90 %, {acc['method']}) "
@@ -173,11 +193,11 @@ def run(args: argparse.Namespace) -> int:
             f"{domain['ess']:.0f}, weight clipped {100 * domain['clipped_share']:.1f} %",
             file=sys.stderr,
         )
+    _print_segments(result.get("segments", {}), "accuracy")
     for w in result["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     for c in result.get("caveats", []):
         print(f"caveat: {c}", file=sys.stderr)
-    return 0
 
 
 def _regressor(args: argparse.Namespace, model: Any) -> int:
@@ -190,7 +210,7 @@ def _regressor(args: argparse.Namespace, model: Any) -> int:
             "(`harmonic-monitor reference --labels`); --reference-data/--reference-labels are for classifiers"
         )
     std = {"header": args.header}
-    est = estimate_loss(model, args.data, args.reference, method=args.method, **std)
+    est = estimate_loss(model, args.data, args.reference, method=args.method, segment_column=args.segment_column, **std)
     if isinstance(est, AccuracyEstimate):  # pragma: no cover - a regressor's estimate
         raise TypeError("a regressor's estimate is a LossEstimate")
     result: dict[str, Any] = {**est.document, "model": str(args.model), "data": str(args.data)}
@@ -204,6 +224,7 @@ def _regressor(args: argparse.Namespace, model: Any) -> int:
             f"{result['method']}) on {result['n']} rows; reference {result['reference'][key]:.4g}",
             file=sys.stderr,
         )
+    _print_segments(result.get("segments", {}), "mae")
     dom = result["domain"]
     print(
         f"domain classifier (reference vs these rows): AUC {dom['auc']:.2f}, effective sample size {dom['ess']:.0f}",
@@ -213,6 +234,21 @@ def _regressor(args: argparse.Namespace, model: Any) -> int:
         print(f"caveat: {c}", file=sys.stderr)
     print(f"-> {out}", file=sys.stderr)
     return 0
+
+
+def _print_segments(segments: dict[str, Any], what: str) -> None:
+    """One stderr line per segment: its estimate against the reference value it compares with."""
+    for name, row in segments.items():
+        ref = row[f"reference_{what}"]
+        whose = "its own" if row["own_reference"] else "the model's"
+        if "estimate" not in row:
+            print(f"segment {name}: {row['note']}", file=sys.stderr)
+            continue
+        print(
+            f"segment {name}: {what} {row['estimate']:.4g} [{row['lower']:.4g}, {row['upper']:.4g}] on {row['n']} "
+            f"rows; {whose} reference {ref:.4g}",
+            file=sys.stderr,
+        )
 
 
 def _is_json(path: str | None) -> bool:

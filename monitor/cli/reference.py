@@ -27,8 +27,13 @@ The command is :func:`monitor.api.reference` with the flags' values; both build 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import csv
 import sys
+import tempfile
 import typing
+from collections.abc import Iterator
+from pathlib import Path
 
 from monitor.accuracy import CALIBRATION_KINDS
 from monitor.cli.common import (
@@ -43,6 +48,7 @@ from monitor.cli.common import (
 from monitor.cli.flags import add_setting_flag
 from monitor.config import ScoringSettings, SegmentSettings
 from monitor.errors import DataError
+from monitor.model.row_files import csv_rows, is_number
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,7 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "reference",
         help="build a drift reference offline from reference data (JSON usable as `run`'s reference)",
         description=(
-            "Score the reference rows (a sample of at most --max-rows) against the model and write the standardizer "
+            "Score the reference rows (a sample of at most --sample-rows) against the model and write the standardizer "
             "and the γ, flicker and feature distributions drift detection compares against."
         ),
     )
@@ -69,8 +75,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--feature-names", help="comma-separated names of the features (alerts name moved features)")
     p.add_argument(
         "--labels",
-        help="the true class of each --data row, one per row (.csv/.npy): the class values the model's integer label "
-        "output gives (what delayed labels carry), or class indices 0..C−1 for a model without one. The reference "
+        help="the true class of each --data row: a file, one per row (.csv/.npy), or a column of the --data CSV named "
+        "in its header (not fed to the model): the class values the model's integer label output gives (what delayed labels carry), or class indices 0..C−1 for a model without one. The reference "
         "then also stores the fitted label-free accuracy estimators (`estimate`; `run`'s "
         "harmonic_estimated_accuracy). A regressor's: its true value per row (empty or NaN: none); the reference then "
         "stores the loss estimator of its MAE and RMSE without labels. Give a validation set the model did not "
@@ -107,8 +113,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the --data CSV column (named in its header) that holds each row's segment, as events carry it in "
         "`segment`; fed to the model only when it is one of its inputs (a city that is both). The file then also "
         "stores a baseline per segment (each of the "
-        "--max-segments most frequent with at least 200 rows; the rest together as 'other'), and every segment is "
-        "judged against its own",
+        "--max-segments most frequent; the rest together as 'other'): its own from 200 rows, shrunk toward the "
+        "model-wide rows from 50, borrowed below (docs/OPERATIONS.md), and every segment is judged against it",
     )
     add_setting_flag(
         p,
@@ -130,22 +136,65 @@ def run(args: argparse.Namespace) -> int:
     names = tuple(n.strip() for n in args.feature_names.split(",")) if args.feature_names else None
     if names is not None and len(names) != model.n_features:
         raise DataError(f"--feature-names lists {len(names)} names; the model takes {model.n_features} features")
-    result = build_reference(
-        model,
-        args.data,
-        labels=args.labels,
-        feature_names=names,
-        sample_rows=args.sample_rows,
-        **flag_values(args, *SCORING_FLAGS, "space", "scale", "channel_axis", "header", "calibration"),
-        scales=args.scales,
-        target_flicker_share=args.target_flicker_share,
-        segment_column=args.segment_column,
-        max_segments=args.max_segments,
-        reference=args.reference,
-        out=args.out,
-    )
+    with _label_column(args.data, args.labels, args.header) as (data, labels):
+        try:
+            result = build_reference(
+                model,
+                data,
+                labels=labels,
+                feature_names=names,
+                sample_rows=args.sample_rows,
+                **flag_values(args, *SCORING_FLAGS, "space", "scale", "channel_axis", "header", "calibration"),
+                scales=args.scales,
+                target_flicker_share=args.target_flicker_share,
+                segment_column=args.segment_column,
+                max_segments=args.max_segments,
+                reference=args.reference,
+                out=args.out,
+            )
+        except DataError as exc:
+            raise DataError(str(exc).replace(data, args.data), path=args.data) from None
     for note in result.notes:
-        print(note, file=sys.stderr)
+        print(note.replace(data, args.data), file=sys.stderr)
+    _print_fits(result)
+    return 0
+
+
+@contextlib.contextmanager
+def _label_column(data: str, labels: str | None, header: str) -> Iterator[tuple[str, str | None]]:
+    """``--labels`` naming a column of the ``--data`` CSV's header (and no file): yields a copy of the CSV without
+    that column and a file of its values, both removed on exit; otherwise ``data`` and ``labels`` unchanged."""
+    source = Path(data)
+    if labels is None or header == "no" or Path(labels).exists() or source.suffix.lower() != ".csv":
+        yield data, labels
+        return
+    records = [(line, cells) for line, cells in csv_rows(source)]
+    names = records[0][1] if records else []
+    if labels not in names:
+        raise DataError(
+            f"--labels '{labels}' is neither a file nor a column of '{data}' ({_header_of(names)}); "
+            "give a file of one true class per row, or the name of the --data column that holds it",
+            path=labels,
+        )
+    at = names.index(labels)
+    with tempfile.TemporaryDirectory(prefix="harmonic-labels-") as tmp:
+        rows, values = Path(tmp) / source.name, Path(tmp) / f"{labels}.csv"
+        with rows.open("w", encoding="utf-8", newline="") as fh, values.open("w", encoding="utf-8", newline="") as fv:
+            out, out_labels = csv.writer(fh), csv.writer(fv)
+            for _, cells in records:
+                out.writerow(cells[:at] + cells[at + 1 :])
+                out_labels.writerow(cells[at : at + 1])
+        yield str(rows), str(values)
+
+
+def _header_of(names: list[str]) -> str:
+    if not names or all(map(is_number, names)):
+        return "it has no header row"
+    return f"its header: {', '.join(names[:12])}"
+
+
+def _print_fits(result: typing.Any) -> None:
+    """What the reference holds, and the accuracy or loss estimators fitted with ``--labels``."""
     ref, fit = result.reference, result.fit
     print(
         f"reference of {ref.n_events} rows written to {result.path} (γ mean {ref.gamma_mean:.3g}, flicker mean "
@@ -171,4 +220,3 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"warning: {loss.n} labelled rows make a noisy fit (a few hundred or more is better)", file=sys.stderr
             )
-    return 0

@@ -18,6 +18,12 @@ The timeline (``--timeline``) is ``{"events": n, "changes": [...], "alerts": [..
 file's non-blank lines (valid or not); each change and alert carries ``index``, the 0-based line of the event at
 which it was decided: the last event of the micro-batch being applied when the watch evaluated (an alert moved on
 by the clock between batches: the last line read). Invalid lines are counted by reason on stderr and skipped.
+
+A model whose reference was built with labels also gets ``"accuracy"``: its label-free estimate per period
+(``{"model", "metric": "accuracy" | "mae", "period", "end", "n", "estimate", "lower", "upper", "method",
+"realized", "n_labelled", "note"}``; null where unknown), over periods of ``--period-events`` scored events (default
+``windows.count_window_events``) or ``--period-seconds`` of event time; ``--labels`` (one per event) fills
+``realized``.
 """
 
 from __future__ import annotations
@@ -63,6 +69,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "reference JSON's per-segment baselines are used, and segments without one learn theirs from their first "
         "events",
     )
+    p.add_argument(
+        "--labels",
+        help="the true value of each event, one per non-blank line of --events in order (.csv/.npy; NaN: none): each "
+        "period's realized accuracy (a regressor's MAE) beside the label-free estimate",
+    )
+    period = p.add_mutually_exclusive_group()
+    period.add_argument(
+        "--period-events",
+        type=int,
+        help="the label-free estimate per this many scored events (default: windows.count_window_events); for a "
+        "model whose reference was built with labels",
+    )
+    period.add_argument(
+        "--period-seconds", type=float, help="the label-free estimate per this many seconds of event time"
+    )
     p.set_defaults(func=run)
 
 
@@ -97,7 +118,16 @@ def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
         batch_events=getattr(args, "batch_events", None),
         segment_column=getattr(args, "segment_column", None),
     )
-    result = replay_log(settings, path)
+    labels = None
+    if args.labels is not None:
+        from monitor.offline.rows import load_labels
+
+        if not Path(args.labels).is_file():
+            raise SourceError(f"--labels '{args.labels}' does not exist (expected .csv or .npy: one value per event)")
+        labels = load_labels(args.labels, integer=False)
+    result = replay_log(
+        settings, path, labels=labels, period_seconds=args.period_seconds, period_events=args.period_events
+    )
     doc = result.document()
     text = json.dumps(doc, indent=2) + "\n"
     if args.timeline == "-":
@@ -117,6 +147,12 @@ def _replay(args: argparse.Namespace, path: Path, state_dir: Path) -> int:
         f"{seconds:.1f} s ({n / seconds if seconds > 0 else 0.0:.0f} events/s)",
         file=sys.stderr,
     )
+    if result.accuracy:
+        shown = sum(1 for r in result.accuracy if r["estimate"] == r["estimate"])
+        print(
+            f"replay: label-free estimate over {len(result.accuracy)} period(s), {shown} with an estimate",
+            file=sys.stderr,
+        )
     if result.invalid_inputs:
         by_input = ", ".join(f"{k}: {v}" for k, v in sorted(result.invalid_inputs.items()))
         print(f"replay: invalid values by input: {by_input}", file=sys.stderr)

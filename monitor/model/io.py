@@ -294,11 +294,13 @@ def _csv_inputs(p: Path, signature: Signature, header: HeaderMode, flag: str) ->
             path=str(p),
         )
     rows = records[1:]
-    skip, note = first_row_is_header(tuple(first), [parse_numbers(c, ln, p) for ln, c in rows], header, flag)
+    skip, note = first_row_is_header(
+        tuple(first), [parse_numbers(c, ln, p, names=first) for ln, c in rows], header, flag
+    )
     data = rows if skip else records
     if not data:
         raise DataError(f"'{p}' contains no data rows", path=str(p))
-    table = np.asarray([parse_numbers(cells, line, p, header, flag) for line, cells in data], dtype=np.float64)
+    table = np.asarray([parse_numbers(cells, line, p, header, flag, first) for line, cells in data], dtype=np.float64)
     total = sum(s.size for s in signature.inputs)
     if table.shape[1] != total:
         raise DataError(

@@ -165,13 +165,29 @@ def _csv_records(p: Path) -> tuple[tuple[str, ...] | None, int, list[list[float]
         if first is None:
             first, first_line = tuple(cells), lineno
             continue
-        rows.append(parse_numbers(cells, lineno, p))
+        rows.append(parse_numbers(cells, lineno, p, names=first))
     return first, first_line, rows
 
 
+def width_refusal(what: str, path: object, width: int, n_features: int, names: Sequence[str] | None) -> str:
+    """The refusal of a file of ``width`` columns (named by its header ``names``, if any) for ``n_features``."""
+    named = f" ({', '.join(names[:12])}{' …' if len(names) > 12 else ''})" if names else ""
+    return (
+        f"{what} '{path}' has {width} columns{named}; the model expects {n_features} features. Was the file written "
+        "for another model? Else drop the columns it does not read (labels: --labels NAME, segments: --segment-column "
+        "NAME, where the command takes them)"
+    )
+
+
 def parse_numbers(
-    cells: Sequence[str], lineno: int, p: Path, header: HeaderMode = "auto", flag: str = "--header"
+    cells: Sequence[str],
+    lineno: int,
+    p: Path,
+    header: HeaderMode = "auto",
+    flag: str = "--header",
+    names: Sequence[str] = (),
 ) -> list[float]:
+    """The record's cells as numbers; ``names`` (the file's first record) name the column of a text cell."""
     try:
         return [float(c) for c in cells]
     except ValueError as exc:
@@ -179,9 +195,19 @@ def parse_numbers(
             f"; {flag} no reads the first row as data: use {flag} auto (or yes) if it is a header row"
             if header == "no"
             else "; expected numbers in every column (only the first row may be a header; a column of text cannot "
-            "be scored)"
+            f"be scored): {_text_column(cells, names)}"
         )
         raise DataError(f"'{p}' line {lineno} has a non-numeric value: {exc}{fix}", path=str(p)) from exc
+
+
+def _text_column(cells: Sequence[str], names: Sequence[str]) -> str:
+    """Which column holds the first text cell of ``cells`` (by its header name where ``names`` give one), and the fix."""
+    at = next(i for i, c in enumerate(cells) if not is_number(c))
+    named = f" ('{names[at].strip()}')" if at < len(names) and not is_number(names[at]) else ""
+    return (
+        f"column {at + 1}{named} holds text; remove it from the file (a column naming each row's segment is taken by "
+        "`reference`, `replay` and `compare` as --segment-column)"
+    )
 
 
 def first_row_is_header(

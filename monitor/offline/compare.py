@@ -139,6 +139,8 @@ def two_models(
         y = None
         notes.append("no realized accuracy per model: some events have no label")
 
+    is_log = isinstance(events, (str, os.PathLike)) and str(events).lower().endswith(".jsonl")
+
     def run(y: Any) -> Any:
         return compare(
             named,
@@ -149,6 +151,8 @@ def two_models(
             feature_names=given,
             probe_points=0,
             seed=seed,
+            # an event log's segments: the page pairs the models per segment as its timeline shows them
+            segment_column="segment" if is_log else None,
         )
 
     try:

@@ -4,6 +4,8 @@ the estimators a reference holds, and the realized accuracy where labels are giv
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
@@ -56,6 +58,7 @@ def estimate(
     header: str = "auto",
     period_seconds: float | None = None,
     period_events: int | None = None,
+    segment_column: str | None = None,
     **options: Unpack[ScoreKeywords],
 ) -> AccuracyEstimate | LossEstimate:
     """The model's accuracy on unlabelled ``data`` (a regressor: its MAE and RMSE, :class:`LossEstimate`), with a
@@ -68,6 +71,10 @@ def estimate(
     Over time (:meth:`AccuracyEstimate.over_time`): periods of ``period_seconds`` of event time (a ``.jsonl`` event
     log), else of ``period_events`` rows (default: ``windows.count_window_events``), cut as ``run`` cuts its windows.
 
+    Per segment (:meth:`AccuracyEstimate.by_segment`), where the rows carry theirs (an event log's ``segment``, or
+    ``segment_column``: a DataFrame's or a CSV's column): each segment's estimate beside its own reference
+    accuracy (MAE) where the labelled reference carries the segment, else the model-wide one.
+
     Raises
     ------
     DataError
@@ -77,16 +84,14 @@ def estimate(
     m = load_model(model, model_kind=model_kind)
     base = load_baseline(reference, m, None, header=header, **standardize)
     if m.kind == "regressor":
-        return _regressor(m, data, base, labels, method, header, max_events)
+        return _regressor(m, data, base, labels, method, header, max_events, segment_column)
     if base.fit is None:
         raise DataError(
             "the reference holds no fitted accuracy estimator; build it with labels: "
             "monitor.reference(model, rows, labels=y) or `harmonic-monitor reference --labels`"
         )
     label_column = labels if isinstance(labels, str) and is_frame(data) else None
-    rows = read_rows(
-        data, m, header=header, feature_names=base.feature_names, label_column=label_column, max_events=max_events
-    )
+    rows, segments = _segmented_rows(data, m, base, header, label_column, max_events, segment_column)
     scorer = robustness_scorer(m, base, scoring_config(scoring, base.scales))
     res = score_rows(scorer, rows.x, rows.held)
     y = rows.labels if label_column is not None else (None if labels is None else np.asarray(labels).reshape(-1))
@@ -100,7 +105,40 @@ def estimate(
         seed=scoring.get("seed", SEED),
         period_seconds=period_seconds,
         period_events=period_events,
+        segments=segments,
     )
+
+
+def _segmented_rows(
+    data: DataLike,
+    model: OnnxModel,
+    base: Baseline,
+    header: str,
+    label_column: str | None,
+    max_events: int | None,
+    segment_column: str | None,
+) -> tuple[Rows, NDArray[np.str_] | None]:
+    """The rows and each row's segment: ``segment_column``'s (a DataFrame's, a CSV's), an event log's named
+    segments, else None."""
+    from monitor.offline.reference import csv_segments, frame_segments
+
+    read: dict[str, Any] = {"header": header, "feature_names": base.feature_names, "label_column": label_column}
+    if segment_column is None or is_frame(data):
+        rows = read_rows(data, model, max_events=max_events, **read)
+        if segment_column is not None:
+            seg = frame_segments(data, segment_column)
+            return rows, seg[: len(rows)]
+        named = rows.segments is not None and set(rows.segments) != {"other"}
+        return rows, np.asarray(rows.segments, dtype=str) if named else None
+    if not isinstance(data, (str, os.PathLike)):
+        raise DataError(
+            f"segment_column '{segment_column}' names a column of a DataFrame or of a CSV with a header; the data is "
+            f"{type(data).__name__}: pass a DataFrame or a CSV path"
+        )
+    rows, seg = csv_segments(Path(data), model, segment_column, header)
+    if max_events is not None:
+        rows, seg = rows.take(np.arange(min(max_events, len(rows)))), seg[:max_events]
+    return rows, seg
 
 
 def _regressor(
@@ -111,6 +149,7 @@ def _regressor(
     method: str | None,
     header: str,
     max_events: int | None,
+    segment_column: str | None = None,
 ) -> LossEstimate:
     """A regressor's MAE and RMSE on ``data`` from the reference's loss estimator (and realized, given labels)."""
     from monitor.accuracy.regression import DEFAULT_METHOD, METHODS, estimate_loss
@@ -124,9 +163,7 @@ def _regressor(
     if pick not in METHODS:
         raise DataError(f"method {pick!r} is not a regressor's; expected one of {', '.join(METHODS)} (or auto)")
     label_column = labels if isinstance(labels, str) and is_frame(data) else None
-    rows = read_rows(
-        data, model, header=header, feature_names=base.feature_names, label_column=label_column, max_events=max_events
-    )
+    rows, segments = _segmented_rows(data, model, base, header, label_column, max_events, segment_column)
     out = model.evaluate(np.nan_to_num(rows.x).astype(np.float32), rows.held)
     value = np.full(len(rows), np.nan) if out.value is None else np.asarray(out.value, dtype=np.float64)
     value = value.reshape(len(rows), -1)
@@ -143,6 +180,11 @@ def _regressor(
         if n_labelled:
             realized = {"mae": float(np.mean(np.abs(err))), "rmse": float(np.sqrt(np.mean(err**2)))}
             doc = {**doc, "realized": {**realized, "n": n_labelled}}
+    if segments is not None:
+        from monitor.accuracy.by_segment import loss_by_segment
+
+        by = loss_by_segment(base.loss_fit, rows.x, value[:, 0], segments, target=y, method=pick)
+        doc = {**doc, "segments": by}
     return LossEstimate(
         doc["mae"],
         doc["rmse"],
@@ -158,6 +200,7 @@ def _regressor(
         n_labelled,
         doc,
         tuple(doc["caveats"]),
+        doc.get("segments", {}),
     )
 
 
@@ -172,9 +215,10 @@ def accuracy_from_scores(
     seed: int = SEED,
     period_seconds: float | None = None,
     period_events: int | None = None,
+    segments: NDArray[np.str_] | None = None,
 ) -> AccuracyEstimate:
     """The estimate over scored rows (and the realized accuracy where ``labels``, one per row, are given; NaN:
-    that row has none), whole and per period (see :func:`estimate`)."""
+    that row has none), whole, per period and per segment (``segments``: each row's; see :func:`estimate`)."""
     from monitor.accuracy import estimate as run_estimate
     from monitor.accuracy import labels_disagree
     from monitor.accuracy.periods import estimate_over_time
@@ -208,6 +252,14 @@ def accuracy_from_scores(
         method=doc["accuracy"]["method"],
         seed=seed,
     )
+    if segments is not None:
+        from monitor.accuracy.by_segment import accuracy_by_segment
+
+        scores = (conf, res.gamma, res.flicker, res.p_adj)
+        by = accuracy_by_segment(
+            fit, scores, segments, inputs=rows.x, correct=correct, method=doc["accuracy"]["method"], seed=seed
+        )
+        doc = {**doc, "segments": by}
     acc = doc["accuracy"]
     return AccuracyEstimate(
         float(acc["estimate"]),
@@ -225,6 +277,7 @@ def accuracy_from_scores(
         fit,
         tuple(labels_disagree(doc, realized)),
         tuple(periods),
+        doc.get("segments", {}),
     )
 
 

@@ -65,8 +65,9 @@ def reference(
     or a ``.csv``/``.npy`` file) to fit the label-free accuracy estimators — for a regressor the true value (NaN:
     none), to fit the loss estimator (:mod:`monitor.accuracy.regression`: MAE and RMSE without labels); ``segment_column``: the DataFrame's (or
     the CSV's) column naming each row's segment; the reference then keeps a baseline per segment (each of the
-    ``max_segments`` most frequent with at least 200 rows, the rest as ``other``), each from a sample of at most
-    ``sample_rows`` of its rows. A segment column that is also a model input stays an input.
+    ``max_segments`` most frequent, the rest as ``other``): its own from 200 rows, shrunk toward the model-wide rows
+    from 50, borrowed below (:mod:`monitor.rolling.segment_baselines`), each from a sample of at most ``sample_rows``
+    of its rows. A segment column that is also a model input stays an input.
 
     What standardizes them: ``reference``: rows or a reference JSON to standardize by instead of ``data``
     (``harmonic-monitor reference --reference``); ``standardizer``: this standardizer instead; ``space``, ``scale``,
@@ -146,9 +147,9 @@ def _reference_rows(
         segments = None
     elif is_frame(data):
         rows = read_rows(data, model, **read)
-        segments = _frame_segments(data, segment_column)
+        segments = frame_segments(data, segment_column)
     elif isinstance(data, (str, os.PathLike)):
-        rows, segments = _csv_segments(Path(data), model, segment_column, header)
+        rows, segments = csv_segments(Path(data), model, segment_column, header)
     else:
         raise DataError(
             f"segment_column '{segment_column}' names a column of a DataFrame or of a CSV with a header; the data is "
@@ -178,7 +179,7 @@ def _reference_rows(
     return ReferenceRows(rows.x, rows.held, name, segments, y), rows.source
 
 
-def _frame_segments(frame: Any, column: str) -> NDArray[np.str_]:
+def frame_segments(frame: Any, column: str) -> NDArray[np.str_]:
     """The frame's ``column`` as each row's segment (a missing or blank value: ``other``)."""
     from monitor.rolling.windows import OTHER
 
@@ -190,7 +191,7 @@ def _frame_segments(frame: Any, column: str) -> NDArray[np.str_]:
     return np.where(missing | (text == ""), OTHER, text)
 
 
-def _csv_segments(path: Path, model: OnnxModel, column: str, header: str) -> tuple[Rows, NDArray[np.str_]]:
+def csv_segments(path: Path, model: OnnxModel, column: str, header: str) -> tuple[Rows, NDArray[np.str_]]:
     """The rows of the CSV ``path`` and its ``column`` as each row's segment; the column is read as the model's
     input too when it names one (:func:`~monitor.rolling.segment_baselines.split_segment_column`)."""
     from monitor.rolling.segment_baselines import is_input_column, split_segment_column

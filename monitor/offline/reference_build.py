@@ -34,8 +34,7 @@ from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.offline.scoring import score_rows
 from monitor.rolling.reference import Reference
-from monitor.rolling.segment_baselines import MIN_SEGMENT_ROWS, fold_segments, segment_references
-from monitor.rolling.windows import OTHER
+from monitor.rolling.segment_baselines import SegmentPlan, fold_segments, plan_segments, segment_references
 
 if TYPE_CHECKING:
     from monitor.accuracy import EstimatorFit
@@ -131,27 +130,44 @@ def build_reference(
     ref = Reference.from_arrays(**signals, feature_names=names, seed=config.seed)
     notes.append(_gamma_map_note(ref))
     baselines: dict[str, Reference] = {}
+    plan: dict[str, SegmentPlan] = {}
     if scored.segments is not None and rows.segments is not None:
+        plan = plan_segments(scored.segments[ok], signals["features"], max_segments, config.seed, names)
+        scored_held = None
+        if scored.held is not None:
+            scored_held = held_columns(scored.held.take(ok).values, held_element_names(model.signature))
         baselines = segment_references(
             scored.segments[ok],
             **signals,
             feature_names=names,
             max_segments=max_segments,
             seed=config.seed,
+            held=scored_held,
+            plan=plan,
             gamma_edges=ref.gamma_edges,  # the model's: its maps add up across segments
         )
         if every_held is not None:
             baselines = _with_held_tables(baselines, every_held, fold_segments(rows.segments, max_segments))
-        kept = ", ".join(f"{name} ({base.n_events})" for name, base in baselines.items()) or "none"
-        notes.append(f"per-segment baselines (rows): {kept}")
+        kept = ", ".join(f"{name} {p.describe()}" for name, p in plan.items()) or "none"
+        notes.append(
+            f"per-segment baselines: {kept}; a segment absent from these rows warms up on its own first events live"
+        )
     if every_held is not None:
         ref = dataclasses.replace(ref, held_tables=count_tables(every_held))
-    notes.extend(_baseline_notes(ref, baselines, rows.segments))
+        baselines = {
+            k: dataclasses.replace(b, held_tables=ref.held_tables)
+            if b.basis is not None and b.basis.kind == "borrowed"
+            else b
+            for k, b in baselines.items()
+        }
+    notes.extend(_baseline_notes(ref, baselines))
     fit, loss_fit = None, None
     if scored.labels is not None and model.kind == "regressor":
         from monitor.accuracy.labelled import labelled_loss_fit
 
-        loss_fit = labelled_loss_fit(model, scored.x, scored.held, scored.labels, seed=config.seed)
+        loss_fit = labelled_loss_fit(
+            model, scored.x, scored.held, scored.labels, seed=config.seed, segments=scored.segments
+        )
     elif scored.labels is not None:
         fit = _labelled_fit(model, scored, res, config.seed, calibration, label_kind)
     kept_held = None if scored.held is None else scored.held.take(ok)
@@ -201,6 +217,7 @@ def _labelled_fit(
         seed=seed,
         calibration=calibration,  # type: ignore[arg-type]
         compare=label_kind,
+        segments=scored.segments,
     )
 
 
@@ -241,9 +258,12 @@ def _scales_chosen(
 def _with_held_tables(
     baselines: dict[str, Reference], every_held: dict[str, Any], folded: NDArray[Any]
 ) -> dict[str, Reference]:
-    """Each segment's baseline with the count tables of its own rows' held inputs (every row, not the sample)."""
+    """Each segment's own baseline with the count tables of its own rows' held inputs (every row, not the sample); a
+    shrunk or borrowed one keeps the tables of the rows it was built from."""
     return {
         name: dataclasses.replace(base, held_tables=count_tables({k: v[folded == name] for k, v in every_held.items()}))
+        if base.basis is None or base.basis.kind == "own"
+        else base
         for name, base in baselines.items()
     }
 
@@ -259,16 +279,12 @@ def _refuse_empty_inputs(rows: ReferenceRows, names: Sequence[str | None] | None
         )
 
 
-def _baseline_notes(ref: Reference, baselines: Mapping[str, Reference], segments: NDArray[np.str_] | None) -> list[str]:
-    """What each baseline allows at the default drift settings, its constant inputs, and the segments with too few
-    rows for a baseline of their own (:func:`monitor.drift.power.baseline_notes`)."""
+def _baseline_notes(ref: Reference, baselines: Mapping[str, Reference]) -> list[str]:
+    """What each baseline allows at the default drift settings and its constant inputs
+    (:func:`monitor.drift.power.baseline_notes`)."""
     from monitor.drift.power import baseline_notes  # on use: it builds verdict engines
 
-    small: list[tuple[str, int]] = []
-    if segments is not None:
-        values, counts = np.unique(np.asarray(segments, dtype=str), return_counts=True)
-        small = [(str(v), int(c)) for v, c in zip(values, counts, strict=True) if c < MIN_SEGMENT_ROWS and v != OTHER]
-    return baseline_notes(baselines or {"model-wide": ref}, DriftSettings(), small)
+    return baseline_notes(baselines or {"model-wide": ref}, DriftSettings())
 
 
 def sample(rows: ReferenceRows, sample_rows: int, seed: int) -> NDArray[np.intp]:

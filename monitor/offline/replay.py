@@ -60,6 +60,8 @@ class ReplayTimeline:
     scores: ScoreResult | None = field(default=None, repr=False, compare=False)
     #: the refused lines again by the input whose value was at fault: ``{"model/input: problem": count}``
     invalid_inputs: Mapping[str, int] = field(default_factory=dict)
+    #: per model with a labelled reference, the label-free estimate per period (:meth:`over_time`)
+    accuracy: tuple[Mapping[str, Any], ...] = ()
 
     def document(self) -> dict[str, Any]:
         """The timeline JSON ``harmonic-monitor replay --timeline`` writes."""
@@ -68,7 +70,22 @@ class ReplayTimeline:
             "changes": [dict(c) for c in self.changes],
             "alerts": [dict(a) for a in self.alerts],
             "crossings": [dict(c) for c in self.crossings],
+            "accuracy": [_json_row(r) for r in self.accuracy],
         }
+
+    def over_time(self) -> Any:
+        """The label-free estimate per period, one row per model and period: ``model``, ``metric`` (``accuracy``;
+        a regressor's ``mae``), ``period``, ``end`` (event-time seconds, or event counts for periods of events),
+        ``n``, ``estimate``, ``lower``, ``upper`` (90 %), ``method``, ``realized`` and ``n_labelled`` (the labelled
+        events', NaN without), ``note`` (why a period has no estimate); as
+        :meth:`~monitor.offline.results.AccuracyEstimate.over_time` gives offline."""
+        from monitor.accuracy.periods import PERIOD_COLUMNS
+
+        pd = pandas_module()
+        cols = ["model", "metric", *PERIOD_COLUMNS]
+        return pd.DataFrame([{k: r.get(k) for k in cols} for r in self.accuracy], columns=cols).astype(
+            {k: float for k in ("estimate", "lower", "upper", "realized")}
+        )
 
     def to_frame(self) -> Any:
         """One row per verdict change."""
@@ -87,6 +104,10 @@ class ReplayTimeline:
                 {},
                 0,
                 crossings=tuple(doc.get("crossings", ())),
+                accuracy=tuple(
+                    {k: math.nan if v is None and k in _NAN_COLUMNS else v for k, v in r.items()}
+                    for r in doc.get("accuracy", ())
+                ),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"not a replay timeline (expected 'events', 'changes', 'alerts'): {exc}") from None
@@ -103,6 +124,9 @@ def replay(
     model_name: str | None = None,
     keep_scores: bool = False,
     batch_events: int | None = None,
+    labels: Any = None,
+    period_seconds: float | None = None,
+    period_events: int | None = None,
 ) -> ReplayTimeline:
     """Run the ``run`` pipeline over a ``.jsonl`` event log in event time (``harmonic-monitor replay``).
 
@@ -111,6 +135,11 @@ def replay(
     per micro-batch unless the configuration names a size (default 10: a verdict change lands within that many
     events of the event that decided it; larger batches replay faster); ``keep_scores``: the timeline also holds
     every scored event's features and scores.
+
+    A model whose reference holds the label-free estimators (built with labels) gets its estimate per period
+    (:meth:`ReplayTimeline.over_time`): periods of ``period_seconds`` of event time, else of ``period_events``
+    scored events (default ``windows.count_window_events``); ``labels``: one per event of the log (its class value,
+    a regressor's true value; NaN: none) adds each period's realized accuracy (MAE).
     """
     with tempfile.TemporaryDirectory(prefix="harmonic-replay-") as tmp:
         ref_path: str | None
@@ -134,7 +163,15 @@ def replay(
             raise DataError("replay: model_name and reference need a model (or put them in the config's `models:`)")
         state = Path(state_dir) if state_dir is not None else Path(tmp) / "state"
         settings = replay_settings(None if config is None else str(config), flags, state, batch_events=batch_events)
-        return replay_log(settings, Path(events), max_events=max_events, keep_scores=keep_scores)
+        return replay_log(
+            settings,
+            Path(events),
+            max_events=max_events,
+            keep_scores=keep_scores,
+            labels=labels,
+            period_seconds=period_seconds,
+            period_events=period_events,
+        )
 
 
 def replay_settings(
@@ -261,13 +298,18 @@ def replay_log(
     *,
     max_events: int | None = None,
     keep_scores: bool = False,
+    labels: Any = None,
+    period_seconds: float | None = None,
+    period_events: int | None = None,
 ) -> ReplayTimeline:
     """Replay the event log at ``path`` with ``settings`` (:func:`replay_settings`); the typed timeline.
 
     ``max_events``: only the first that many non-blank lines; ``keep_scores``: the timeline also holds every scored
-    event's features and scores, in the order scored (``scored_rows``, ``scores``).
+    event's features and scores, in the order scored (``scored_rows``, ``scores``); ``labels``, ``period_seconds``,
+    ``period_events``: the per-period estimate's (:func:`replay`).
     """
     from monitor.clock import WatermarkClock
+    from monitor.offline.replay_estimate import PeriodEstimates
     from monitor.runtime.models import load_model_runtime
     from monitor.runtime.service import Service
     from monitor.source.replay import ReplaySource
@@ -279,6 +321,8 @@ def replay_log(
     if max_events is not None:
         records, numbers = records[:max_events], numbers[:max_events]
     runtimes = [load_model_runtime(m, segment_column=settings.segments.reference_column) for m in settings.models]
+    y = _labels(labels, len(records))
+    periods = PeriodEstimates(runtimes)
     # a new stream each run: records below a position saved in a kept --state-dir would be skipped as applied
     source = ReplaySource(records, topic=f"replay-{time.time_ns()}")
     timeline = Timeline(numbers, lambda: source.emitted - 1)
@@ -292,6 +336,8 @@ def replay_log(
         kept: list[tuple[Any, Any]] = []
         if keep_scores:
             pipeline.scored_hooks.append(lambda batch: kept.append((batch.rows, batch.result)))
+        if periods:
+            pipeline.scored_hooks.append(periods.observe)
         while not source.exhausted:
             pipeline.step(0.0)
             pipeline.flush()  # every poll's events applied whole: batch boundaries never depend on wall time
@@ -309,6 +355,11 @@ def replay_log(
             invalid_inputs[f"{model}/{feature}: {problem}"] = n
     scored = int(sum(v - before.get(k, 0.0) for k, v in after.items() if k[0] == _SCORED))
     rows, scores = _joined(kept) if kept else (None, None)
+    if period_seconds is None and period_events is None:
+        period_events = settings.windows.count_window_events
+    accuracy = periods.rows(
+        y, method=settings.accuracy.method, period_seconds=period_seconds, period_events=period_events
+    )
     return ReplayTimeline(
         len(records),
         tuple(timeline.changes),
@@ -320,7 +371,32 @@ def replay_log(
         scored_rows=rows,
         scores=scores,
         invalid_inputs=invalid_inputs,
+        accuracy=tuple(accuracy),
     )
+
+
+#: the per-period columns that are NaN where unknown (``null`` in the timeline JSON)
+_NAN_COLUMNS = ("estimate", "lower", "upper", "realized")
+
+
+def _json_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A per-period row for JSON: NaN as null."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
+
+
+def _labels(labels: Any, events: int) -> NDArray[np.float64] | None:
+    """The labels as one float per event of the log (NaN: none), or None."""
+    if labels is None:
+        return None
+    from monitor.offline.rows import true_values
+
+    y = true_values(np.asarray(labels))
+    if y.shape[0] != events:
+        raise DataError(
+            f"labels: {y.shape[0]} values for the log's {events} events; give one per event (per non-blank line, "
+            "NaN where an event has none)"
+        )
+    return y
 
 
 def _joined(kept: list[tuple[Any, Any]]) -> tuple[Any, Any]:

@@ -4,18 +4,18 @@
 The seed-001 table (per model: mean γ, flicker, P_adj, confidence, the estimated accuracy with its interval and the
 realized accuracy where labels were given), the paired differences with their intervals and the model each axis
 favours, the Pareto statement and the verdict, the share of events on which the two predict different classes and
-the inputs those events share, and both models' Gamma Maps side by side (the one renderer,
-:func:`monitor.gammamap.render_svg`).
+the inputs those events share. The other sections pair the candidate with the model where they speak of it
+(:mod:`monitor.offline.report_paired`: both Gamma Maps side by side, per segment γ and the verdict, the accuracy
+estimates).
 """
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from monitor.comparison.result import ALL
-from monitor.gammamap import render_svg
-from monitor.offline.report_svg import _e
+from monitor.offline.report_paired import f
+from monitor.offline.report_svg import esc
 
 if TYPE_CHECKING:
     from monitor.comparison import Comparison
@@ -25,22 +25,19 @@ if TYPE_CHECKING:
 def two_models(data: ReportData) -> str:
     """The section's body: the comparison's tables and maps, or why there is none."""
     cmp = data.comparison
-    note = f'<p class="empty">{_e(data.comparison_note)}</p>' if data.comparison_note else ""
+    note = f'<p class="empty">{esc(data.comparison_note)}</p>' if data.comparison_note else ""
     if cmp is None:
         return note or '<p class="empty">no comparison</p>'
     verdicts = [v for v in cmp.rows("verdicts") if v["segment"] == ALL]
     parts = [_models_table(cmp)]
     for v in verdicts:
         parts.append(_pair(cmp, v))
-    parts.append(_maps(cmp, data.gamma_map_classes))
     parts.append(note)
     # the page asks for no ε* profile (its own probe section covers the flagged events): that note is not news here
-    parts += [f'<p class="meta">{_e(n)}</p>' for n in cmp.notes if not n.startswith("the ε* probe profile was skipped")]
+    parts += [
+        f'<p class="meta">{esc(n)}</p>' for n in cmp.notes if not n.startswith("the ε* probe profile was skipped")
+    ]
     return "\n".join(p for p in parts if p)
-
-
-def _f(v: Any, spec: str) -> str:
-    return "–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
 
 
 def _models_table(cmp: Comparison) -> str:
@@ -55,12 +52,12 @@ def _models_table(cmp: Comparison) -> str:
             continue
         est = r.get("accuracy_estimate")
         lo, hi = r.get("accuracy_lower"), r.get("accuracy_upper")
-        est_txt = _f(est, ".3f") + ("" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]")
+        est_txt = f(est, ".3f") + ("" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]")
         rows.append(
-            f'<tr data-model="{_e(r["model"])}" data-gamma="{_f(r["gamma"], ".6g")}">'
-            f'<td class="l">{_e(r["model"])}</td><td>{r["valid"]} of {r["rows"]}</td><td>{_f(r["gamma"], ".4g")}</td>'
-            f"<td>{_f(r['flicker'], '.3f')}</td><td>{_f(r.get('p_adj'), '.3f')}</td>"
-            f"<td>{_f(r.get('confidence'), '.3f')}</td><td>{est_txt}</td><td>{_f(r.get('accuracy'), '.3f')}</td></tr>"
+            f'<tr data-model="{esc(r["model"])}" data-gamma="{f(r["gamma"], ".6g")}">'
+            f'<td class="l">{esc(r["model"])}</td><td>{r["valid"]} of {r["rows"]}</td><td>{f(r["gamma"], ".4g")}</td>'
+            f"<td>{f(r['flicker'], '.3f')}</td><td>{f(r.get('p_adj'), '.3f')}</td>"
+            f"<td>{f(r.get('confidence'), '.3f')}</td><td>{est_txt}</td><td>{f(r.get('accuracy'), '.3f')}</td></tr>"
         )
     return f'<table id="models-table">{head}{"".join(rows)}</table>'
 
@@ -69,8 +66,8 @@ def _pair(cmp: Comparison, v: dict[str, Any]) -> str:
     """One pair: the verdict, the Pareto statement, the disagreement and the paired differences."""
     a, b = v["a"], v["b"]
     lines = [
-        f'<p class="verdict" data-verdict="{_e(v["verdict"])}"><b>{_e(b)}</b> beside <b>{_e(a)}</b>: '
-        f"<b>{_e(v['verdict'])}</b>. {_e(v['statement'])}. More fragile (γ, flicker): {_e(v['more_fragile'])}.</p>"
+        f'<p class="verdict" data-verdict="{esc(v["verdict"])}"><b>{esc(b)}</b> beside <b>{esc(a)}</b>: '
+        f"<b>{esc(v['verdict'])}</b>. {esc(v['statement'])}. More fragile (γ, flicker): {esc(v['more_fragile'])}.</p>"
     ]
     if v.get("disagreement") is not None:
         shared = [s for s in cmp.rows("disagreement_inputs") if s["a"] == a and s["b"] == b]
@@ -78,31 +75,19 @@ def _pair(cmp: Comparison, v: dict[str, Any]) -> str:
         lines.append(
             f'<p class="disagreement" data-share="{v["disagreement"]:.6g}">They predict different classes on '
             f"{v['disagreement']:.1%} of the events [{v['disagreement_lower']:.1%}, {v['disagreement_upper']:.1%}]"
-            + (f"; those events differ most in: {_e(inputs)}" if inputs else "")
+            + (f"; those events differ most in: {esc(inputs)}" if inputs else "")
             + ".</p>"
         )
     head = (
-        f'<tr><th class="l">axis</th><th>{_e(a)}</th><th>{_e(b)}</th><th>difference ({_e(a)} − {_e(b)}) [interval]'
+        f'<tr><th class="l">axis</th><th>{esc(a)}</th><th>{esc(b)}</th><th>difference ({esc(a)} − {esc(b)}) [interval]'
         '</th><th class="l">favours</th></tr>'
     )
     rows = [
-        f'<tr data-axis="{_e(d["axis"])}"><td class="l">{_e(d["axis"])}</td><td>{_f(d["mean_a"], ".4g")}</td>'
-        f"<td>{_f(d['mean_b'], '.4g')}</td><td>{_f(d['difference'], '+.3g')} [{_f(d['lower'], '+.3g')}, "
-        f'{_f(d["upper"], "+.3g")}]</td><td class="l">{_e(d["favours"])}</td></tr>'
+        f'<tr data-axis="{esc(d["axis"])}"><td class="l">{esc(d["axis"])}</td><td>{f(d["mean_a"], ".4g")}</td>'
+        f"<td>{f(d['mean_b'], '.4g')}</td><td>{f(d['difference'], '+.3g')} [{f(d['lower'], '+.3g')}, "
+        f'{f(d["upper"], "+.3g")}]</td><td class="l">{esc(d["favours"])}</td></tr>'
         for d in cmp.rows("pairs")
         if d["a"] == a and d["b"] == b and d["segment"] == ALL
     ]
     lines.append(f'<table class="pairs">{head}{"".join(rows)}</table>')
     return "\n".join(lines)
-
-
-def _maps(cmp: Comparison, classes: int | None) -> str:
-    """Both models' Gamma Maps side by side, the first model's on the left."""
-    names = list(cmp.gamma_maps)
-    if len(names) < 2:
-        return '<p class="empty">no Gamma Maps: they plot γ against the predicted class\'s probability, which a regressor has not</p>'
-    first, second = names[0], names[1]
-    svg = render_svg(
-        cmp.gamma_maps[second], cmp.gamma_maps[first], title="the same events", labels=(second, first), classes=classes
-    )
-    return f'<figure class="maps" data-models="{_e(first)},{_e(second)}">{svg}</figure>'

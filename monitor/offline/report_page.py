@@ -16,23 +16,24 @@ from monitor.gammamap import render_svg
 from monitor.offline.report_compare import two_models
 from monitor.offline.report_data import TWO_MODELS
 from monitor.offline.report_page_inputs import inputs_section, periods_chart, summary
+from monitor.offline.report_paired import accuracy_table, maps, segments_table
 from monitor.offline.report_svg import (
-    _B,
-    _H,
-    _L,
-    _R,
-    _T,
-    _W,
+    PAD_B,
+    PAD_L,
+    PAD_R,
+    PAD_T,
+    PLOT_H,
+    PLOT_W,
     VERDICT_COLOURS,
-    _e,
-    _g,
-    _num,
-    _svg_open,
-    _ticks,
-    _time_axis,
-    _utc,
-    _x_axis,
+    attr_num,
+    esc,
+    nice_ticks,
+    short_num,
+    svg_open,
+    time_axis,
     time_range,
+    utc_text,
+    x_axis,
 )
 
 if TYPE_CHECKING:
@@ -62,16 +63,16 @@ def render_page(data: ReportData) -> str:
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_e(data.title)}</title>",
+        f"<title>{esc(data.title)}</title>",
         f"<style>{_CSS}</style></head><body>",
-        f"<h1>{_e(data.title)}</h1>",
-        f'<p class="meta">model <code>{_e(data.model)}</code> ({_e(data.kind)}) · events <code>{_e(data.source)}</code>'
+        f"<h1>{esc(data.title)}</h1>",
+        f'<p class="meta">model <code>{esc(data.model)}</code> ({esc(data.kind)}) · events <code>{esc(data.source)}</code>'
         f" · {data.n_events} events scored of {data.n_lines} lines"
-        + (f' · <span id="invalid">invalid lines by reason: {_e(invalid)}</span>' if invalid else "")
-        + (f' · <span id="invalid-inputs">invalid values by input: {_e(by_input)}</span>' if by_input else "")
+        + (f' · <span id="invalid">invalid lines by reason: {esc(invalid)}</span>' if invalid else "")
+        + (f' · <span id="invalid-inputs">invalid values by input: {esc(by_input)}</span>' if by_input else "")
         + "</p>",
         _section("summary", "Summary", summary(data)),
-        _section("verdicts", "Verdict timeline per segment", _verdicts(data)),
+        _section("verdicts", "Verdict timeline per segment", _verdicts(data) + segments_table(data)),
         _section(
             "signals",
             "Signals over "
@@ -79,9 +80,11 @@ def render_page(data: ReportData) -> str:
             + " against the reference",
             _signals(data),
         ),
-        _section("gammamap", "Gamma Map", _gammamap(data)),
+        _section("gammamap", "Gamma Map", _gammamap(data) + maps(data)),
         _section("drift", "Per-input drift: reference against the events", inputs_section(data)),
-        _section("accuracy", "Estimated performance per period", periods_chart(data) + _accuracy(data)),
+        _section(
+            "accuracy", "Estimated performance per period", periods_chart(data) + _accuracy(data) + accuracy_table(data)
+        ),
         _section("probes", "Probe profile of the flagged events", _probes(data)),
         _section(TWO_MODELS, "Two models", two_models(data)) if data.comparison or data.comparison_note else "",
         "</body></html>",
@@ -90,11 +93,11 @@ def render_page(data: ReportData) -> str:
 
 
 def _section(sid: str, heading: str, body: str) -> str:
-    return f'<section id="{sid}"><h2>{_e(heading)}</h2>\n{body}\n</section>'
+    return f'<section id="{sid}"><h2>{esc(heading)}</h2>\n{body}\n</section>'
 
 
 def _empty(note: str) -> str:
-    return f'<p class="empty">{_e(note)}</p>'
+    return f'<p class="empty">{esc(note)}</p>'
 
 
 # ------------------------------------------------------------------------------------------------------------ verdicts
@@ -106,36 +109,36 @@ def _verdicts(data: ReportData) -> str:
     spans = data.spans
     segments = list(dict.fromkeys(s.segment for s in spans))
     row_h = 26
-    height = _T + row_h * max(len(segments), 1) + _B
+    height = PAD_T + row_h * max(len(segments), 1) + PAD_B
     timed = data.axis == "time" and all(math.isfinite(s.t_start) and math.isfinite(s.t_end) for s in spans) and spans
     if timed:
         t0, t1 = time_range(data) or (0.0, 1.0)
-        sx = (_W - _L - _R) / (t1 - t0)
-        place = [(_L + (s.t_start - t0) * sx, (s.t_end - s.t_start) * sx) for s in spans]
-        label, fmt = _time_axis(t0, t1)
+        sx = (PLOT_W - PAD_L - PAD_R) / (t1 - t0)
+        place = [(PAD_L + (s.t_start - t0) * sx, (s.t_end - s.t_start) * sx) for s in spans]
+        label, fmt = time_axis(t0, t1)
         lo, hi = 0.0, t1 - t0
     else:
         end = max([s.end for s in spans] + [1])
-        sx = (_W - _L - _R) / end
-        place = [(_L + s.start * sx, (s.end - s.start) * sx) for s in spans]
+        sx = (PLOT_W - PAD_L - PAD_R) / end
+        place = [(PAD_L + s.start * sx, (s.end - s.start) * sx) for s in spans]
         label, fmt, lo, hi = "line of the event log", None, 0.0, float(end)
-    out = [_svg_open(_W, height, "verdict timeline")]
+    out = [svg_open(PLOT_W, height, "verdict timeline")]
     for k, seg in enumerate(segments):
-        y = _T + k * row_h
-        out.append(f'<text x="{_L - 6}" y="{y + 16}" text-anchor="end">{_e(seg)}</text>')
+        y = PAD_T + k * row_h
+        out.append(f'<text x="{PAD_L - 6}" y="{y + 16}" text-anchor="end">{esc(seg)}</text>')
         for s, (x, w) in zip(spans, place, strict=True):
             if s.segment == seg:
                 out.append(_span_rect(s, x, y, max(w, 1.0), row_h - 6))
-    _x_axis(out, lo, hi, height - _B + 4, label, fmt)
+    x_axis(out, lo, hi, height - PAD_B + 4, label, fmt)
     out.append("</svg>")
     legend = '<p class="legend">' + "".join(
-        f'<span><i style="background:{c}"></i>{_e(v)}</span>' for v, c in VERDICT_COLOURS.items()
+        f'<span><i style="background:{c}"></i>{esc(v)}</span>' for v, c in VERDICT_COLOURS.items()
     )
     legend += "</p>"
     rows = "".join(
-        f'<tr><td class="l">{_e(c.get("segment", ""))}</td><td class="l">{_when(c)}</td><td class="l">'
-        f'{_e(c.get("previous", ""))} → {_e(c["verdict"])}</td><td class="l">{_e(", ".join(c.get("detectors", ())))}'
-        f'</td><td class="l">{_e(", ".join(c.get("features", ())))}</td></tr>'
+        f'<tr><td class="l">{esc(c.get("segment", ""))}</td><td class="l">{_when(c)}</td><td class="l">'
+        f'{esc(c.get("previous", ""))} → {esc(c["verdict"])}</td><td class="l">{esc(", ".join(c.get("detectors", ())))}'
+        f'</td><td class="l">{esc(", ".join(c.get("features", ())))}</td></tr>'
         for c in data.timeline.changes
     )
     table = (
@@ -157,7 +160,7 @@ def _when(entry: Mapping[str, Any]) -> str:
     ts = entry.get("ts")
     line = f"line {int(entry['index'])}"
     if isinstance(ts, (int, float)) and math.isfinite(float(ts)) and float(ts) > 0:
-        return f"{_utc(float(ts))} UTC ({line})"
+        return f"{utc_text(float(ts))} UTC ({line})"
     return line
 
 
@@ -169,8 +172,8 @@ def _crossings(data: ReportData) -> str:
     if not cs:
         return ""
     rows = "".join(
-        f'<tr><td class="l">{_e(c.get("segment", ""))}</td><td class="l">{_when(c)}</td><td class="l">'
-        f'{_e(c.get("detector", ""))}</td><td class="l">{_e(c.get("state", ""))}</td></tr>'
+        f'<tr><td class="l">{esc(c.get("segment", ""))}</td><td class="l">{_when(c)}</td><td class="l">'
+        f'{esc(c.get("detector", ""))}</td><td class="l">{esc(c.get("state", ""))}</td></tr>'
         for c in cs[:40]
     )
     more = f'<p class="meta">and {len(cs) - 40} more detector crossings.</p>' if len(cs) > 40 else ""
@@ -186,8 +189,8 @@ def _alerts(data: ReportData) -> str:
     if not alerts:
         return '<p class="meta" id="alerts">No alert transition in the replay.</p>'
     items = "".join(
-        f"<li>{_when(a)}: <b>{_e(a.get('alertname', 'alert'))}</b> {_e(a.get('state', ''))} "
-        f"(segment {_e(a.get('segment', ''))}, verdict {_e(a.get('verdict', ''))})</li>"
+        f"<li>{_when(a)}: <b>{esc(a.get('alertname', 'alert'))}</b> {esc(a.get('state', ''))} "
+        f"(segment {esc(a.get('segment', ''))}, verdict {esc(a.get('verdict', ''))})</li>"
         for a in alerts[:20]
     )
     more = f"<li>and {len(alerts) - 20} more</li>" if len(alerts) > 20 else ""
@@ -197,14 +200,14 @@ def _alerts(data: ReportData) -> str:
 def _span_rect(s: VerdictSpan, x: float, y: float, w: float, h: float) -> str:
     tip = f"{s.segment}: {s.verdict} from line {s.start} to {s.end}"
     if math.isfinite(s.t_start) and math.isfinite(s.t_end):
-        tip += f" ({_utc(s.t_start)} – {_utc(s.t_end)} UTC)"
+        tip += f" ({utc_text(s.t_start)} – {utc_text(s.t_end)} UTC)"
     if s.detectors:
         tip += f"; detectors fired: {', '.join(s.detectors)}"
     return (
         f'<rect class="point" x="{x:.1f}" y="{y}" width="{w:.1f}" height="{h}" '
-        f'fill="{VERDICT_COLOURS.get(s.verdict, "#999")}" data-segment="{_e(s.segment)}" data-verdict="{_e(s.verdict)}" '
-        f'data-start="{s.start}" data-end="{s.end}" data-detectors="{_e(",".join(s.detectors))}">'
-        f"<title>{_e(tip)}</title></rect>"
+        f'fill="{VERDICT_COLOURS.get(s.verdict, "#999")}" data-segment="{esc(s.segment)}" data-verdict="{esc(s.verdict)}" '
+        f'data-start="{s.start}" data-end="{s.end}" data-detectors="{esc(",".join(s.detectors))}">'
+        f"<title>{esc(tip)}</title></rect>"
     )
 
 
@@ -218,8 +221,8 @@ def _signals(data: ReportData) -> str:
     parts = [_signal_svg(s, data.n_lines, time_range(data)) for s in shown]
     medians = {s.signal: s.ref_median for s in data.signals}
     rows = "".join(
-        f'<tr><td class="l">{_e(y.signal)}</td><td>{_g(y.live)}</td><td>{_g(y.reference)}</td><td>{_g(y.ratio, 2)}×</td>'
-        f"<td>{_g(medians.get(y.signal, float('nan')))}</td><td>p{y.percentile:.0f}</td></tr>"
+        f'<tr><td class="l">{esc(y.signal)}</td><td>{short_num(y.live)}</td><td>{short_num(y.reference)}</td><td>{short_num(y.ratio, 2)}×</td>'
+        f"<td>{short_num(medians.get(y.signal, float('nan')))}</td><td>p{y.percentile:.0f}</td></tr>"
         for y in data.yardstick
     )
     table = (
@@ -242,54 +245,54 @@ def _signal_svg(s: SignalSeries, n_lines: int, axis: tuple[float, float] | None 
         start = float(s.time.min()) if axis is None else axis[0]
         xs = s.time - start
         x_hi = float(max(float(xs.max()), 1e-9)) if axis is None else axis[1] - axis[0]
-        label, fmt = _time_axis(start, start + x_hi)
+        label, fmt = time_axis(start, start + x_hi)
     else:
         start, xs, x_hi = 0.0, s.line, float(max(n_lines - 1, 1))
         label, fmt = "line of the event log", None
 
     def px(x: float) -> float:
-        return _L + x / x_hi * (_W - _L - _R)
+        return PAD_L + x / x_hi * (PLOT_W - PAD_L - PAD_R)
 
     def py(y: float) -> float:
-        return _T + (hi - y) / (hi - lo) * (_H - _T - _B)
+        return PAD_T + (hi - y) / (hi - lo) * (PLOT_H - PAD_T - PAD_B)
 
-    out = [_svg_open(_W, _H, f"{s.signal} over {'event time' if over_time else 'the log'}")]
+    out = [svg_open(PLOT_W, PLOT_H, f"{s.signal} over {'event time' if over_time else 'the log'}")]
     if math.isfinite(s.ref_low) and math.isfinite(s.ref_high):
         out.append(
-            f'<rect class="band" x="{_L}" y="{py(s.ref_high):.1f}" width="{_W - _L - _R}" '
+            f'<rect class="band" x="{PAD_L}" y="{py(s.ref_high):.1f}" width="{PLOT_W - PAD_L - PAD_R}" '
             f'height="{max(py(s.ref_low) - py(s.ref_high), 1.0):.1f}" fill="#90caf9" fill-opacity="0.35" '
-            f'data-low="{_num(s.ref_low)}" data-high="{_num(s.ref_high)}"><title>reference p5–p95: '
-            f"{_g(s.ref_low)} – {_g(s.ref_high)}</title></rect>"
+            f'data-low="{attr_num(s.ref_low)}" data-high="{attr_num(s.ref_high)}"><title>reference p5–p95: '
+            f"{short_num(s.ref_low)} – {short_num(s.ref_high)}</title></rect>"
         )
         out.append(
-            f'<line x1="{_L}" x2="{_W - _R}" y1="{py(s.ref_median):.1f}" y2="{py(s.ref_median):.1f}" '
+            f'<line x1="{PAD_L}" x2="{PLOT_W - PAD_R}" y1="{py(s.ref_median):.1f}" y2="{py(s.ref_median):.1f}" '
             'stroke="#1565c0" stroke-dasharray="4 3"/>'
         )
         out.append(
-            f'<text x="{_W - _R - 2}" y="{py(s.ref_median) - 4:.1f}" text-anchor="end" font-size="10" fill="#1565c0">'
-            f"reference median {_g(s.ref_median)}</text>"
+            f'<text x="{PLOT_W - PAD_R - 2}" y="{py(s.ref_median) - 4:.1f}" text-anchor="end" font-size="10" fill="#1565c0">'
+            f"reference median {short_num(s.ref_median)}</text>"
         )
     pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, s.mean, strict=True))
     out.append(f'<polyline points="{pts}" fill="none" stroke="#222" stroke-width="1.5"/>')
     for k, (x, y) in enumerate(zip(xs, s.mean, strict=True)):
         line = float(s.line[k])
-        where = f"{_utc(start + x, '%Y-%m-%d %H:%M:%S')} UTC (line {line:.0f})" if over_time else f"line {line:.0f}"
-        data_t = f' data-time="{_num(s.time[k])}"' if s.time is not None and over_time else ""
+        where = f"{utc_text(start + x, '%Y-%m-%d %H:%M:%S')} UTC (line {line:.0f})" if over_time else f"line {line:.0f}"
+        data_t = f' data-time="{attr_num(s.time[k])}"' if s.time is not None and over_time else ""
         out.append(
-            f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="#222" data-x="{_num(x)}"'
-            f'{data_t} data-line="{_num(line)}" data-y="{_num(y)}"><title>{_e(where)}: {s.signal} {_g(y)}</title>'
+            f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="#222" data-x="{attr_num(x)}"'
+            f'{data_t} data-line="{attr_num(line)}" data-y="{attr_num(y)}"><title>{esc(where)}: {s.signal} {short_num(y)}</title>'
             "</circle>"
         )
-    for t in _ticks(lo, hi, 4):
-        out.append(f'<text x="{_L - 6}" y="{py(t) + 4:.1f}" text-anchor="end" font-size="10">{_g(t)}</text>')
+    for t in nice_ticks(lo, hi, 4):
+        out.append(f'<text x="{PAD_L - 6}" y="{py(t) + 4:.1f}" text-anchor="end" font-size="10">{short_num(t)}</text>')
     out.append(
-        f'<text x="{_L + 4}" y="{_T - 6}" font-weight="bold">{_e(s.signal)} (line: mean per bin; band: reference '
+        f'<text x="{PAD_L + 4}" y="{PAD_T - 6}" font-weight="bold">{esc(s.signal)} (line: mean per bin; band: reference '
         "p5–p95; dashed: reference median)</text>"
     )
-    _x_axis(out, 0.0, x_hi, _H - _B + 4, label, fmt)
+    x_axis(out, 0.0, x_hi, PLOT_H - PAD_B + 4, label, fmt)
     out.append("</svg>")
     kind = "time" if over_time else "line"
-    return f'<figure data-signal="{_e(s.signal)}" data-axis="{kind}">' + "".join(out) + "</figure>"
+    return f'<figure data-signal="{esc(s.signal)}" data-axis="{kind}">' + "".join(out) + "</figure>"
 
 
 # ------------------------------------------------------------------------------------------------------------ gamma map
@@ -316,7 +319,7 @@ def _accuracy(data: ReportData) -> str:
         return _empty(data.accuracy_note or "no accuracy estimate")
     items = list(acc.methods.items())
     row_h = 26
-    height = _T + row_h * (len(items) + (1 if acc.realized is not None else 0)) + _B
+    height = PAD_T + row_h * (len(items) + (1 if acc.realized is not None else 0)) + PAD_B
     values = [v for _, m in items for v in (m["lower"], m["upper"])] + [acc.reference_accuracy]
     if acc.realized is not None:
         values.append(acc.realized)
@@ -324,51 +327,55 @@ def _accuracy(data: ReportData) -> str:
     left = 120
 
     def px(x: float) -> float:
-        return left + (x - lo) / (hi - lo or 1.0) * (_W - left - _R)
+        return left + (x - lo) / (hi - lo or 1.0) * (PLOT_W - left - PAD_R)
 
-    out = [_svg_open(_W, height, "accuracy estimate")]
+    out = [svg_open(PLOT_W, height, "accuracy estimate")]
     for k, (name, m) in enumerate(items):
-        y = _T + k * row_h + 10
+        y = PAD_T + k * row_h + 10
         primary = name == acc.method
-        out.append(f'<text x="{left - 6}" y="{y + 4}" text-anchor="end">{_e(name)}{" *" if primary else ""}</text>')
+        out.append(f'<text x="{left - 6}" y="{y + 4}" text-anchor="end">{esc(name)}{" *" if primary else ""}</text>')
         out.append(
             f'<line x1="{px(m["lower"]):.1f}" x2="{px(m["upper"]):.1f}" y1="{y}" y2="{y}" stroke="#1565c0" '
             'stroke-width="3"/>'
         )
         out.append(
             f'<circle class="point" cx="{px(m["estimate"]):.1f}" cy="{y}" r="5" fill="{"#0d47a1" if primary else "#64b5f6"}" '
-            f'data-method="{_e(name)}" data-estimate="{_num(m["estimate"])}" data-lower="{_num(m["lower"])}" '
-            f'data-upper="{_num(m["upper"])}"><title>{_e(name)}: {m["estimate"]:.3f} [{m["lower"]:.3f}, '
+            f'data-method="{esc(name)}" data-estimate="{attr_num(m["estimate"])}" data-lower="{attr_num(m["lower"])}" '
+            f'data-upper="{attr_num(m["upper"])}"><title>{esc(name)}: {m["estimate"]:.3f} [{m["lower"]:.3f}, '
             f"{m['upper']:.3f}]</title></circle>"
         )
     if acc.realized is not None:
-        y = _T + len(items) * row_h + 10
+        y = PAD_T + len(items) * row_h + 10
         out.append(f'<text x="{left - 6}" y="{y + 4}" text-anchor="end">realized</text>')
         out.append(
             f'<rect class="point realized" x="{px(acc.realized) - 5:.1f}" y="{y - 5}" width="10" height="10" '
-            f'fill="#d32f2f" data-realized="{_num(acc.realized)}"><title>realized accuracy {acc.realized:.3f} on '
+            f'fill="#d32f2f" data-realized="{attr_num(acc.realized)}"><title>realized accuracy {acc.realized:.3f} on '
             f"{acc.n_labelled} labelled events</title></rect>"
         )
     x = px(acc.reference_accuracy)
     out.append(
-        f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_T}" y2="{height - _B}" stroke="#555" stroke-dasharray="4 3" '
-        f'data-reference="{_num(acc.reference_accuracy)}"/>'
+        f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{height - PAD_B}" stroke="#555" stroke-dasharray="4 3" '
+        f'data-reference="{attr_num(acc.reference_accuracy)}"/>'
     )
-    out.append(f'<line x1="{left}" y1="{height - _B + 4}" x2="{_W - _R}" y2="{height - _B + 4}" stroke="#888"/>')
-    for t in _ticks(lo, hi):
-        out.append(f'<text x="{px(t):.1f}" y="{height - _B + 17}" text-anchor="middle" font-size="10">{t:.2f}</text>')
     out.append(
-        f'<text x="{(left + _W - _R) / 2:.0f}" y="{height - 6}" text-anchor="middle">accuracy ({acc.level:.0%} '
+        f'<line x1="{left}" y1="{height - PAD_B + 4}" x2="{PLOT_W - PAD_R}" y2="{height - PAD_B + 4}" stroke="#888"/>'
+    )
+    for t in nice_ticks(lo, hi):
+        out.append(
+            f'<text x="{px(t):.1f}" y="{height - PAD_B + 17}" text-anchor="middle" font-size="10">{t:.2f}</text>'
+        )
+    out.append(
+        f'<text x="{(left + PLOT_W - PAD_R) / 2:.0f}" y="{height - 6}" text-anchor="middle">accuracy ({acc.level:.0%} '
         "interval; dashed: reference accuracy)</text></svg>"
     )
     head = (
         f'<p id="accuracy-headline">estimated accuracy <b>{acc.estimate:.3f}</b> [{acc.lower:.3f}, {acc.upper:.3f}] '
-        f"({acc.level:.0%}, {_e(acc.method)}) on {acc.n} events; reference accuracy {acc.reference_accuracy:.3f}"
+        f"({acc.level:.0%}, {esc(acc.method)}) on {acc.n} events; reference accuracy {acc.reference_accuracy:.3f}"
         + (f"; realized {acc.realized:.3f} on {acc.n_labelled} labelled events" if acc.realized is not None else "")
         + "</p>"
     )
     note = _empty(data.accuracy_note) if data.accuracy_note else ""
-    warn = "".join(f'<p class="meta">warning: {_e(w)}</p>' for w in acc.warnings)
+    warn = "".join(f'<p class="meta">warning: {esc(w)}</p>' for w in acc.warnings)
     return head + "".join(out) + note + warn
 
 
@@ -381,24 +388,24 @@ def _probes(data: ReportData) -> str:
         return _empty(data.probe_note or "no probe profile")
     mri = pr.mri
     head = (
-        f'<p class="meta">{data.n_flagged} event(s) with γ above the reference p99 ({_g(data.flag_threshold)}); '
+        f'<p class="meta">{data.n_flagged} event(s) with γ above the reference p99 ({short_num(data.flag_threshold)}); '
         f"the {pr.result.n_points} with the highest γ probed as one region ({pr.result.total_rows} model rows"
-        + ("" if pr.result.complete else f"; budget exhausted in stage '{_e(pr.result.stopped_at)}'")
+        + ("" if pr.result.complete else f"; budget exhausted in stage '{esc(pr.result.stopped_at)}'")
         + ").</p>"
     )
     if not mri:
         return head + _empty("the funnel stopped before the MRI stage (budget)")
     bar_h = 20
     left = 170
-    height = _T + bar_h * len(mri) + _B
-    out = [_svg_open(_W, height, "probe MRI")]
+    height = PAD_T + bar_h * len(mri) + PAD_B
+    out = [svg_open(PLOT_W, height, "probe MRI")]
     for k, (name, r) in enumerate(mri.items()):
-        y = _T + k * bar_h
-        out.append(f'<text x="{left - 6}" y="{y + 13}" text-anchor="end">{_e(name)}</text>')
+        y = PAD_T + k * bar_h
+        out.append(f'<text x="{left - 6}" y="{y + 13}" text-anchor="end">{esc(name)}</text>')
         out.append(
-            f'<rect class="point" x="{left}" y="{y + 2}" width="{max(r, 0.0) * (_W - left - _R):.1f}" height="{bar_h - 5}" '
-            f'fill="{"#d32f2f" if r < 0.9 else "#4caf50"}" data-perturbation="{_e(name)}" data-value="{_num(r)}">'
-            f"<title>{_e(name)}: MRI r {r:.3f} (share of outputs unchanged)</title></rect>"
+            f'<rect class="point" x="{left}" y="{y + 2}" width="{max(r, 0.0) * (PLOT_W - left - PAD_R):.1f}" height="{bar_h - 5}" '
+            f'fill="{"#d32f2f" if r < 0.9 else "#4caf50"}" data-perturbation="{esc(name)}" data-value="{attr_num(r)}">'
+            f"<title>{esc(name)}: MRI r {r:.3f} (share of outputs unchanged)</title></rect>"
         )
     out.append(
         f'<text x="{left}" y="{height - 10}">MRI r: the share of outputs unchanged at the moderate intensity '
@@ -423,11 +430,11 @@ def _thresholds(data: ReportData) -> str:
         return "all inputs" if f is None else str(t.get("name") or f)
 
     def raw(v: Any) -> str:
-        return "–" if v is None else _g(float(v))
+        return "–" if v is None else short_num(float(v))
 
     rows = "".join(
-        f'<tr><td class="l">{_e(t.get("perturbation", ""))}</td><td class="l">{_e(name(t))}</td>'
-        f'<td data-value="{_num(float(t["eps_star"]))}">{_g(float(t["eps_star"]))}</td>'
+        f'<tr><td class="l">{esc(t.get("perturbation", ""))}</td><td class="l">{esc(name(t))}</td>'
+        f'<td data-value="{attr_num(float(t["eps_star"]))}">{short_num(float(t["eps_star"]))}</td>'
         f"<td>{raw(t.get('eps_star_raw'))}</td></tr>"
         for t in entries
     )

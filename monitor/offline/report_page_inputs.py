@@ -7,22 +7,9 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from monitor.offline import report_svg as svg
 from monitor.offline.report_inputs import DRIFT_ALPHA
-from monitor.offline.report_svg import (
-    _B,
-    _L,
-    _R,
-    _T,
-    _W,
-    VERDICT_COLOURS,
-    _e,
-    _g,
-    _num,
-    _svg_open,
-    _ticks,
-    _time_axis,
-    time_range,
-)
+from monitor.offline.report_paired import summary_line
 
 if TYPE_CHECKING:
     from monitor.offline.report_data import InputDrift, PeriodEstimate, ReportData
@@ -53,44 +40,44 @@ def by_effect(drift: Sequence[InputDrift]) -> list[InputDrift]:
 def summary(data: ReportData) -> str:
     """The answer first: each segment's verdict, what moved, the estimated performance, what to do, and what the
     page could not draw."""
-    items = [_verdict_line(data), _moved_line(data), _performance_line(data), _todo_line(data)]
+    items = [_verdict_line(data), _moved_line(data), _performance_line(data), summary_line(data), _todo_line(data)]
     missing = [
         n
         for n in (data.timeline_note, data.drift_note, data.accuracy_note, data.periods_note, data.gamma_map_note)
         if n and n.startswith(("no ", "nothing"))
     ]
     if missing:
-        items.append("<b>Not drawn</b>: " + "; ".join(_e(n) for n in dict.fromkeys(missing)) + ".")
+        items.append("<b>Not drawn</b>: " + "; ".join(svg.esc(n) for n in dict.fromkeys(missing)) + ".")
     return '<ul id="summary-list">' + "".join(f"<li>{i}</li>" for i in items if i) + "</ul>"
 
 
 def _verdict_line(data: ReportData) -> str:
     if data.timeline is None:
-        return f"<b>Verdict</b>: none ({_e(data.timeline_note)})."
+        return f"<b>Verdict</b>: none ({svg.esc(data.timeline_note)})."
     parts = []
     for seg in dict.fromkeys(s.segment for s in data.spans):
         spans = [s for s in data.spans if s.segment == seg]
         worst = max(spans, key=lambda s: _SEVERITY.get(s.verdict, 0))
         last = spans[-1]
-        text = f'{_e(seg)}: <span class="v" style="background:{VERDICT_COLOURS.get(last.verdict, "#999")}">'
-        text += f"{_e(last.verdict)}</span> at the end"
+        text = f'{svg.esc(seg)}: <span class="v" style="background:{svg.VERDICT_COLOURS.get(last.verdict, "#999")}">'
+        text += f"{svg.esc(last.verdict)}</span> at the end"
         if worst.verdict != last.verdict:
-            text += f" (reached {_e(worst.verdict)})"
+            text += f" (reached {svg.esc(worst.verdict)})"
         if worst.detectors:
-            text += f", on {_e(', '.join(worst.detectors))}"
+            text += f", on {svg.esc(', '.join(worst.detectors))}"
         parts.append(text)
     return "<b>Verdict per segment</b>: " + ("; ".join(parts) or "stable") + "."
 
 
 def _moved_line(data: ReportData) -> str:
     if not data.drift:
-        return f"<b>What moved</b>: not tested ({_e(data.drift_note)})." if data.drift_note else ""
+        return f"<b>What moved</b>: not tested ({svg.esc(data.drift_note)})." if data.drift_note else ""
     moved = [d for d in by_effect(data.drift) if d.moved]
     share = len(moved) / len(data.drift)
     head = f'<b>What moved</b>: <span id="drift-share">{len(moved)} of {len(data.drift)} inputs ({share:.0%})</span>'
     if not moved:
         return head + " moved against the reference."
-    names = ", ".join(f"{_e(d.name)} ({effect_name(d)} {_g(d.statistic, 2)})" for d in moved[:5])
+    names = ", ".join(f"{svg.esc(d.name)} ({effect_name(d)} {svg.short_num(d.statistic, 2)})" for d in moved[:5])
     more = f" and {len(moved) - 5} more" if len(moved) > 5 else ""
     return f"{head} moved: {names}{more}."
 
@@ -117,14 +104,14 @@ def _todo_line(data: ReportData) -> str:
     names = ", ".join(moved)
     if "harmful-shift" in final.values():
         todo = "performance is at risk: compare with labels where you have them, and retrain or roll back"
-        todo += f"; start with the inputs that moved most ({_e(names)})" if names else ""
+        todo += f"; start with the inputs that moved most ({svg.esc(names)})" if names else ""
     elif "input-shift" in final.values():
         todo = "the inputs moved with no evidence of lost performance yet: check the upstream data"
-        todo += f" of {_e(names)}" if names else ""
+        todo += f" of {svg.esc(names)}" if names else ""
         todo += " and watch the estimate per period"
     elif moved and data.timeline is not None:
         todo = (
-            f"nothing urgent: the verdict stays stable although {_e(names)} moved over the whole log — the verdict's "
+            f"nothing urgent: the verdict stays stable although {svg.esc(names)} moved over the whole log — the verdict's "
             "detectors test windows of recent events against a minimum effect, and no window crossed; look at the "
             "distributions below if the move is expected"
         )
@@ -139,10 +126,8 @@ def _todo_line(data: ReportData) -> str:
 def inputs_section(data: ReportData) -> str:
     """The share of moved inputs, the effect per input, each input's two distributions (the
     ``CHART_INPUTS`` of largest effect), and the table."""
-    from monitor.offline.report_svg import _e as esc
-
     if not data.drift:
-        return f'<p class="empty">{esc(data.drift_note or "no per-input drift")}</p>'
+        return f'<p class="empty">{svg.esc(data.drift_note or "no per-input drift")}</p>'
     ranked = by_effect(data.drift)
     n_moved = sum(d.moved for d in ranked)
     kinds = {k: sum(d.kind == k for d in ranked) for k in ("numeric", "categorical")}
@@ -152,7 +137,7 @@ def inputs_section(data: ReportData) -> str:
         f"variation distance as effect; Benjamini–Hochberg adjusted p &lt; {DRIFT_ALPHA} over the whole log).</p>"
     )
     if data.drift_note:
-        head += f'<p class="empty">{esc(data.drift_note)}</p>'
+        head += f'<p class="empty">{svg.esc(data.drift_note)}</p>'
     shown = ranked[:CHART_INPUTS]
     charts = "".join(_distribution(d) for d in shown)
     more = ""
@@ -168,24 +153,24 @@ def inputs_section(data: ReportData) -> str:
 def _bars(ranked: Sequence[InputDrift]) -> str:
     bar_h = 18
     shown = ranked[:BAR_INPUTS]
-    height = _T + bar_h * len(shown) + _B
+    height = svg.PAD_T + bar_h * len(shown) + svg.PAD_B
     left = 190
     top = max([d.statistic for d in shown if math.isfinite(d.statistic)] + [1e-9])
-    scale = (_W - left - _R - 60) / top
-    out = [_svg_open(_W, height, "effect per input")]
+    scale = (svg.PLOT_W - left - svg.PAD_R - 60) / top
+    out = [svg.svg_open(svg.PLOT_W, height, "effect per input")]
     for k, d in enumerate(shown):
-        y = _T + k * bar_h
+        y = svg.PAD_T + k * bar_h
         w = max((d.statistic if math.isfinite(d.statistic) else 0.0) * scale, 1.0)
-        out.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{_e(d.name)}</text>')
+        out.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{svg.esc(d.name)}</text>')
         out.append(
             f'<rect class="point" x="{left}" y="{y + 2}" width="{w:.1f}" height="{bar_h - 5}" '
-            f'fill="{"#d32f2f" if d.moved else "#90a4ae"}" data-name="{_e(d.name)}" data-kind="{d.kind}" '
-            f'data-value="{_num(d.statistic)}" data-p="{_num(d.p_value)}" data-moved="{str(d.moved).lower()}">'
-            f"<title>{_e(d.name)}: {effect_name(d)} {_g(d.statistic)} ({d.test}), adjusted p {_g(d.p_value)}</title>"
+            f'fill="{"#d32f2f" if d.moved else "#90a4ae"}" data-name="{svg.esc(d.name)}" data-kind="{d.kind}" '
+            f'data-value="{svg.attr_num(d.statistic)}" data-p="{svg.attr_num(d.p_value)}" data-moved="{str(d.moved).lower()}">'
+            f"<title>{svg.esc(d.name)}: {effect_name(d)} {svg.short_num(d.statistic)} ({d.test}), adjusted p {svg.short_num(d.p_value)}</title>"
             "</rect>"
         )
         out.append(
-            f'<text x="{left + w + 4:.1f}" y="{y + 12}" font-size="10">{effect_name(d)} {_g(d.statistic, 2)}</text>'
+            f'<text x="{left + w + 4:.1f}" y="{y + 12}" font-size="10">{effect_name(d)} {svg.short_num(d.statistic, 2)}</text>'
         )
     more = f"; the {len(shown)} largest of {len(ranked)}" if len(ranked) > len(shown) else ""
     out.append(
@@ -199,16 +184,16 @@ def _distribution(d: InputDrift) -> str:
     """One input: reference and current histograms overlaid (a number) or side-by-side bars (categories)."""
     w, h, left, bottom, top = _SW, _SH, 36, 34, 22
     n = len(d.reference_share)
-    out = [_svg_open(w, h, f"{d.name}: reference and current distribution")]
+    out = [svg.svg_open(w, h, f"{d.name}: reference and current distribution")]
     verdict = "moved" if d.moved else "did not move"
     out.append(
-        f'<text x="4" y="14" font-weight="bold">{_e(d.name)}</text><text x="{w - 4}" y="14" text-anchor="end" '
-        f'fill="{"#d32f2f" if d.moved else "#555"}">{effect_name(d)} {_g(d.statistic, 2)}, {d.test} p {_g(d.p_value, 2)}: '
+        f'<text x="4" y="14" font-weight="bold">{svg.esc(d.name)}</text><text x="{w - 4}" y="14" text-anchor="end" '
+        f'fill="{"#d32f2f" if d.moved else "#555"}">{effect_name(d)} {svg.short_num(d.statistic, 2)}, {d.test} p {svg.short_num(d.p_value, 2)}: '
         f"{verdict}"
         "</text>"
     )
     if n == 0:
-        return f'<figure class="dist" data-input="{_e(d.name)}">' + "".join(out) + "</svg></figure>"
+        return f'<figure class="dist" data-input="{svg.esc(d.name)}">' + "".join(out) + "</svg></figure>"
     hi = max([*d.reference_share, *d.live_share, 1e-9])
     slot = (w - left - 6) / n
 
@@ -225,13 +210,13 @@ def _distribution(d: InputDrift) -> str:
             ):
                 out.append(
                     f'<rect class="bar" x="{x + off * slot:.1f}" y="{py(v):.1f}" width="{bw:.1f}" '
-                    f'height="{h - bottom - py(v):.1f}" fill="{colour}" data-category="{_e(d.bins[k])}" data-who="{who}" '
-                    f'data-share="{_num(v)}"><title>{_e(d.bins[k])}: {who} {v:.1%}</title></rect>'
+                    f'height="{h - bottom - py(v):.1f}" fill="{colour}" data-category="{svg.esc(d.bins[k])}" data-who="{who}" '
+                    f'data-share="{svg.attr_num(v)}"><title>{svg.esc(d.bins[k])}: {who} {v:.1%}</title></rect>'
                 )
             label = str(d.bins[k])
             label = label if len(label) <= 9 else label[:8] + "…"
             out.append(
-                f'<text x="{x + slot / 2:.1f}" y="{h - bottom + 12}" text-anchor="middle" font-size="9">{_e(label)}</text>'
+                f'<text x="{x + slot / 2:.1f}" y="{h - bottom + 12}" text-anchor="middle" font-size="9">{svg.esc(label)}</text>'
             )
         else:
             out.append(
@@ -248,26 +233,28 @@ def _distribution(d: InputDrift) -> str:
             anchor = {0.0: "start", 0.5: "middle", 1.0: "end"}[frac]
             out.append(
                 f'<text x="{left + frac * (w - left - 6):.1f}" y="{h - bottom + 12}" text-anchor="{anchor}" '
-                f'font-size="9">{_g(v)}</text>'
+                f'font-size="9">{svg.short_num(v)}</text>'
             )
     out.append(f'<text x="{left - 4}" y="{py(hi) + 4:.1f}" text-anchor="end" font-size="9">{hi:.0%}</text>')
     out.append(
         f'<text x="{left}" y="{h - 6}" font-size="10"><tspan fill="#1e88e5">■ reference</tspan> '
         f'<tspan fill="#ef6c00">■ current</tspan> (share of events{", raw units" if d.kind != "categorical" else ""})</text>'
     )
-    return f'<figure class="dist" data-input="{_e(d.name)}" data-kind="{d.kind}">' + "".join(out) + "</svg></figure>"
+    return (
+        f'<figure class="dist" data-input="{svg.esc(d.name)}" data-kind="{d.kind}">' + "".join(out) + "</svg></figure>"
+    )
 
 
 def _table(ranked: Sequence[InputDrift]) -> str:
     def centre(d: InputDrift, live: bool) -> str:
         if d.kind == "categorical":
             top = str(d.bins[0]) if d.bins else ""
-            return f"{_e(top)} {(d.live_share[0] if live else d.reference_share[0]):.1%}" if d.bins else "–"
-        return _g(d.live_median if live else d.reference_median)
+            return f"{svg.esc(top)} {(d.live_share[0] if live else d.reference_share[0]):.1%}" if d.bins else "–"
+        return svg.short_num(d.live_median if live else d.reference_median)
 
     rows = "".join(
-        f'<tr><td class="l">{_e(d.name)}</td><td class="l">{d.kind}</td><td class="l">{d.test}</td>'
-        f"<td>{_g(d.statistic)}</td><td>{_g(d.p_value)}</td><td>{'yes' if d.moved else 'no'}</td>"
+        f'<tr><td class="l">{svg.esc(d.name)}</td><td class="l">{d.kind}</td><td class="l">{d.test}</td>'
+        f"<td>{svg.short_num(d.statistic)}</td><td>{svg.short_num(d.p_value)}</td><td>{'yes' if d.moved else 'no'}</td>"
         f"<td>{centre(d, False)}</td><td>{centre(d, True)}</td></tr>"
         for d in ranked[:TABLE_INPUTS]
     )
@@ -286,11 +273,11 @@ def periods_chart(data: ReportData) -> str:
     reference accuracy as a labelled dashed line, on the page's time axis; then the table."""
     ps = data.periods
     if not ps:
-        return f'<p class="empty">{_e(data.periods_note or "no estimate per period")}</p>'
+        return f'<p class="empty">{svg.esc(data.periods_note or "no estimate per period")}</p>'
     ref = data.accuracy.reference_accuracy if data.accuracy is not None else float("nan")
     over_time = data.axis == "time"
     mids = [(p.start + p.end) / 2 for p in ps]
-    x0, x1 = time_range(data) or (
+    x0, x1 = svg.time_range(data) or (
         min(p.start for p in ps),
         max(max(p.end for p in ps), min(p.start for p in ps) + 1e-9),
     )
@@ -300,12 +287,12 @@ def periods_chart(data: ReportData) -> str:
     h = 240
 
     def px(x: float) -> float:
-        return _L + (x - x0) / (x1 - x0) * (_W - _L - _R)
+        return svg.PAD_L + (x - x0) / (x1 - x0) * (svg.PLOT_W - svg.PAD_L - svg.PAD_R)
 
     def py(y: float) -> float:
-        return _T + (hi - y) / (hi - lo or 1.0) * (h - _T - _B)
+        return svg.PAD_T + (hi - y) / (hi - lo or 1.0) * (h - svg.PAD_T - svg.PAD_B)
 
-    out = [_svg_open(_W, h, "estimated accuracy per period")]
+    out = [svg.svg_open(svg.PLOT_W, h, "estimated accuracy per period")]
     band = [f"{px(m):.1f},{py(p.upper):.1f}" for m, p in zip(mids, ps, strict=True)]
     band += [f"{px(m):.1f},{py(p.lower):.1f}" for m, p in reversed(list(zip(mids, ps, strict=True)))]
     out.append(f'<polygon points="{" ".join(band)}" fill="#90caf9" fill-opacity="0.45"/>')
@@ -314,8 +301,8 @@ def periods_chart(data: ReportData) -> str:
     for m, p in zip(mids, ps, strict=True):
         out.append(
             f'<circle class="point period" cx="{px(m):.1f}" cy="{py(p.estimate):.1f}" r="3.5" fill="#0d47a1" '
-            f'data-start="{_num(p.start)}" data-end="{_num(p.end)}" data-estimate="{_num(p.estimate)}" '
-            f'data-lower="{_num(p.lower)}" data-upper="{_num(p.upper)}"><title>{p.n} events: estimate '
+            f'data-start="{svg.attr_num(p.start)}" data-end="{svg.attr_num(p.end)}" data-estimate="{svg.attr_num(p.estimate)}" '
+            f'data-lower="{svg.attr_num(p.lower)}" data-upper="{svg.attr_num(p.upper)}"><title>{p.n} events: estimate '
             f"{p.estimate:.3f} [{p.lower:.3f}, {p.upper:.3f}]</title></circle>"
         )
     realized = [(m, p.realized) for m, p in zip(mids, ps, strict=True) if p.realized is not None]
@@ -325,42 +312,44 @@ def periods_chart(data: ReportData) -> str:
         for m, r in realized:
             out.append(
                 f'<rect class="point realized-period" x="{px(m) - 3.5:.1f}" y="{py(r) - 3.5:.1f}" width="7" height="7" '
-                f'fill="#d32f2f" data-realized="{_num(r)}"><title>realized {r:.3f}</title></rect>'
+                f'fill="#d32f2f" data-realized="{svg.attr_num(r)}"><title>realized {r:.3f}</title></rect>'
             )
     if math.isfinite(ref):
         out.append(
-            f'<line x1="{_L}" x2="{_W - _R}" y1="{py(ref):.1f}" y2="{py(ref):.1f}" stroke="#555" '
-            f'stroke-dasharray="4 3"/><text x="{_W - _R - 2}" y="{py(ref) - 4:.1f}" text-anchor="end" '
+            f'<line x1="{svg.PAD_L}" x2="{svg.PLOT_W - svg.PAD_R}" y1="{py(ref):.1f}" y2="{py(ref):.1f}" stroke="#555" '
+            f'stroke-dasharray="4 3"/><text x="{svg.PLOT_W - svg.PAD_R - 2}" y="{py(ref) - 4:.1f}" text-anchor="end" '
             f'font-size="10" fill="#555">reference accuracy {ref:.3f}</text>'
         )
-    for t in _ticks(lo, hi, 4):
-        out.append(f'<text x="{_L - 6}" y="{py(t) + 4:.1f}" text-anchor="end" font-size="10">{t:.2f}</text>')
+    for t in svg.nice_ticks(lo, hi, 4):
+        out.append(f'<text x="{svg.PAD_L - 6}" y="{py(t) + 4:.1f}" text-anchor="end" font-size="10">{t:.2f}</text>')
     out.append(_period_axis(x0, x1, h, over_time))
     out.append(
-        f'<text x="{_L + 4}" y="{_T - 6}" font-weight="bold">estimated accuracy per period (line; band: its '
+        f'<text x="{svg.PAD_L + 4}" y="{svg.PAD_T - 6}" font-weight="bold">estimated accuracy per period (line; band: its '
         f"interval){'; red squares: realized on the labelled events' if realized else ''}</text></svg>"
     )
-    note = f'<p class="meta" id="periods-note">{_e(data.periods_note)}.</p>' if data.periods_note else ""
+    note = f'<p class="meta" id="periods-note">{svg.esc(data.periods_note)}.</p>' if data.periods_note else ""
     return "".join(out) + note + _periods_table(ps, over_time)
 
 
 def _period_axis(x0: float, x1: float, h: int, over_time: bool) -> str:
-    y = h - _B + 4
-    label, fmt = _time_axis(x0, x1) if over_time else ("event (position in the data)", None)
-    out = [f'<line x1="{_L}" y1="{y}" x2="{_W - _R}" y2="{y}" stroke="#888"/>']
-    for t in _ticks(0.0, x1 - x0):
-        x = _L + t / (x1 - x0) * (_W - _L - _R)
-        text = fmt(t) if fmt is not None else _g(x0 + t, 4)
-        out.append(f'<text x="{x:.1f}" y="{y + 13}" text-anchor="middle" font-size="10">{_e(text)}</text>')
-    out.append(f'<text x="{(_L + _W - _R) / 2:.0f}" y="{y + 28}" text-anchor="middle">{_e(label)}</text>')
+    y = h - svg.PAD_B + 4
+    label, fmt = svg.time_axis(x0, x1) if over_time else ("event (position in the data)", None)
+    out = [f'<line x1="{svg.PAD_L}" y1="{y}" x2="{svg.PLOT_W - svg.PAD_R}" y2="{y}" stroke="#888"/>']
+    for t in svg.nice_ticks(0.0, x1 - x0):
+        x = svg.PAD_L + t / (x1 - x0) * (svg.PLOT_W - svg.PAD_L - svg.PAD_R)
+        text = fmt(t) if fmt is not None else svg.short_num(x0 + t, 4)
+        out.append(f'<text x="{x:.1f}" y="{y + 13}" text-anchor="middle" font-size="10">{svg.esc(text)}</text>')
+    out.append(
+        f'<text x="{(svg.PAD_L + svg.PLOT_W - svg.PAD_R) / 2:.0f}" y="{y + 28}" text-anchor="middle">{svg.esc(label)}</text>'
+    )
     return "".join(out)
 
 
 def _periods_table(ps: Sequence[PeriodEstimate], over_time: bool) -> str:
-    from monitor.offline.report_svg import _utc
+    from monitor.offline.report_svg import utc_text
 
     def when(v: float) -> str:
-        return _utc(v) if over_time else f"{v:.0f}"
+        return utc_text(v) if over_time else f"{v:.0f}"
 
     rows = "".join(
         f'<tr><td class="l">{when(p.start)} – {when(p.end)}</td><td>{p.n}</td><td>{p.estimate:.3f}</td>'

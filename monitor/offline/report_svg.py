@@ -12,43 +12,43 @@ if TYPE_CHECKING:
     from monitor.offline.report_data import ReportData
 
 VERDICT_COLOURS = {"stable": "#4caf50", "input-shift": "#ffb300", "harmful-shift": "#d32f2f"}
-_W, _H = 760, 220
-_L, _R, _T, _B = 70, 20, 20, 36
+PLOT_W, PLOT_H = 760, 220
+PAD_L, PAD_R, PAD_T, PAD_B = 70, 20, 20, 36
 
 
-def _e(text: object) -> str:
+def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _num(v: float) -> str:
+def attr_num(v: float) -> str:
     """A value for a ``data-*`` attribute: exact (repr), 'nan' for NaN."""
     return repr(float(v))
 
 
-def _g(v: float, digits: int = 3) -> str:
+def short_num(v: float, digits: int = 3) -> str:
     return "–" if not math.isfinite(v) else f"{v:.{digits}g}"
 
 
-def _svg_open(width: int, height: int, label: str) -> str:
+def svg_open(width: int, height: int, label: str) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'font-family="sans-serif" font-size="11" role="img" aria-label="{_e(label)}">'
+        f'font-family="sans-serif" font-size="11" role="img" aria-label="{esc(label)}">'
         f'<rect width="{width}" height="{height}" fill="white"/>'
     )
 
 
-def _x_axis(
+def x_axis(
     out: list[str], lo: float, hi: float, y: float, label: str, fmt: Callable[[float], str] | None = None
 ) -> None:
-    out.append(f'<line x1="{_L}" y1="{y}" x2="{_W - _R}" y2="{y}" stroke="#888"/>')
-    for t in _ticks(lo, hi):
-        x = _L + (t - lo) / (hi - lo or 1.0) * (_W - _L - _R)
-        text = _g(t, 4) if fmt is None else fmt(t)
-        out.append(f'<text x="{x:.1f}" y="{y + 13}" text-anchor="middle" font-size="10">{_e(text)}</text>')
-    out.append(f'<text x="{(_L + _W - _R) / 2:.0f}" y="{y + 28}" text-anchor="middle">{_e(label)}</text>')
+    out.append(f'<line x1="{PAD_L}" y1="{y}" x2="{PLOT_W - PAD_R}" y2="{y}" stroke="#888"/>')
+    for t in nice_ticks(lo, hi):
+        x = PAD_L + (t - lo) / (hi - lo or 1.0) * (PLOT_W - PAD_L - PAD_R)
+        text = short_num(t, 4) if fmt is None else fmt(t)
+        out.append(f'<text x="{x:.1f}" y="{y + 13}" text-anchor="middle" font-size="10">{esc(text)}</text>')
+    out.append(f'<text x="{(PAD_L + PLOT_W - PAD_R) / 2:.0f}" y="{y + 28}" text-anchor="middle">{esc(label)}</text>')
 
 
-def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
         return [lo] if math.isfinite(lo) else []
     step = 10 ** math.floor(math.log10((hi - lo) / n))
@@ -60,18 +60,18 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [first + k * step for k in range(int((hi - first) / step) + 1)]
 
 
-def _utc(seconds: float, pattern: str = "%Y-%m-%d %H:%M:%S") -> str:
+def utc_text(seconds: float, pattern: str = "%Y-%m-%d %H:%M:%S") -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime(pattern)
 
 
-def _time_axis(start: float, end: float) -> tuple[str, Callable[[float], str]]:
+def time_axis(start: float, end: float) -> tuple[str, Callable[[float], str]]:
     """The x axis label and tick format of an event-time axis whose x is seconds after ``start``: offsets in
     seconds under an hour, else the UTC clock (with the day over a day)."""
     span = end - start
     if span < 3600:
-        return f"event time: seconds after {_utc(start)} UTC", lambda t: f"+{_g(t, 4)} s"
+        return f"event time: seconds after {utc_text(start)} UTC", lambda t: f"+{short_num(t, 4)} s"
     pattern = "%H:%M" if span < 86400 else "%m-%d %H:%M"
-    return f"event time (UTC, from {_utc(start)})", lambda t: _utc(start + t, pattern)
+    return f"event time (UTC, from {utc_text(start)})", lambda t: utc_text(start + t, pattern)
 
 
 def time_range(data: ReportData) -> tuple[float, float] | None:

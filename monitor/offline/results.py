@@ -197,6 +197,14 @@ class AccuracyEstimate:
     caveats: tuple[str, ...] = ()
     #: one estimate per period (``monitor.accuracy.periods.PERIOD_COLUMNS``): see :meth:`over_time`
     periods: tuple[Mapping[str, Any], ...] = ()
+    #: per segment, where the rows carry theirs: see :meth:`by_segment`
+    segments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def by_segment(self) -> Any:
+        """A DataFrame with one row per segment (where the rows carry theirs): n, estimate, lower, upper, method,
+        reference_accuracy (the segment's own where the labelled reference carries it: own_reference), reference_n,
+        below_reference (the interval wholly below it), realized and n_labelled (with labels), note (too few rows)."""
+        return _segment_frame(self.segments)
 
     def over_time(self) -> Any:
         """A DataFrame with one row per period: period (start: event time in seconds, or the first row's number),
@@ -239,6 +247,14 @@ class LossEstimate:
     #: the estimator's whole answer (what ``harmonic-monitor estimate --json`` writes)
     document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     caveats: tuple[str, ...] = ()
+    #: per segment, where the rows carry theirs: see :meth:`by_segment`
+    segments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def by_segment(self) -> Any:
+        """A DataFrame with one row per segment: n, the MAE's estimate, lower, upper, method, reference_mae and
+        reference_rmse (the segment's own where the labelled reference carries it: own_reference), above_reference
+        (the interval wholly above it), realized (MAE) and n_labelled with labels, note (too few rows)."""
+        return _segment_frame(self.segments)
 
     def to_frame(self) -> Any:
         """One row per method and metric: estimate, lower, upper."""
@@ -250,3 +266,9 @@ class LossEstimate:
                 for m, b in v.items()
             ]
         ).set_index(["method", "metric"])
+
+
+def _segment_frame(segments: Mapping[str, Mapping[str, Any]]) -> Any:
+    pd = pandas_module()
+    frame = pd.DataFrame([{"segment": k, **v} for k, v in segments.items()])
+    return frame.set_index("segment") if len(frame) else frame

@@ -144,13 +144,12 @@ def read_rows(
                 path=str(path),
             )
         from monitor.model.io import read_model_rows
+        from monitor.model.row_files import width_refusal
 
         table = read_model_rows(path, model.signature, header)  # type: ignore[arg-type]
         if table.rows.shape[1] != model.n_features:
             raise DataError(
-                f"{what} '{path}' has {table.rows.shape[1]} columns; the model expects {model.n_features} features. "
-                "Was the file written for another model?",
-                path=str(path),
+                width_refusal(what, path, table.rows.shape[1], model.n_features, table.names), path=str(path)
             )
         return Rows(table.rows, table.held, table.describe())
     raise DataError(
@@ -254,6 +253,11 @@ def _frame_rows(
         f"{what} lacks columns {shown}; the model takes {sig.describe()} (one column per input, or per element "
         f"named like '{every[0]}'); the frame has {', '.join(repr(c) for c in columns[:10])}"
         + (" …" if len(columns) > 10 else "")
+        + (
+            "; name the columns that are its features, in order: feature_names=[…] (--feature-names)"
+            if sig.plain
+            else ""
+        )
     )
 
 

@@ -121,6 +121,12 @@ def _read_json(p: Path) -> Any:
     """
     try:
         return json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(
+            f"reference JSON '{p}' does not exist; build it from rows the model saw in validation: "
+            f"`harmonic-monitor reference --model MODEL.onnx --data ROWS.csv --out {p}`",
+            path=str(p),
+        ) from None
     except (OSError, json.JSONDecodeError) as exc:
         raise DataError(f"cannot read reference JSON '{p}': {exc}", path=str(p)) from exc
 

@@ -11,6 +11,10 @@ the samples then keep each event's inputs and output, each window of at least
 (:func:`~monitor.accuracy.regression.estimate_loss`; the time windows' uniform sample per bucket read unweighted),
 and HarmonicErrorRise's condition is the primary method's 90 % lower bound of the MAE over the count window above
 the reference MAE × (1 + ``error_tolerance``).
+
+Each segment compares with its own reference performance where the labelled reference carries the segment
+(:mod:`monitor.accuracy.segments`; each estimate's ``segment_reference`` says which it read), else with the
+model-wide one.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from numpy.typing import NDArray
 from monitor.accuracy import SMALL_N, EstimatorFit, estimate
 from monitor.accuracy.regression import DEFAULT_METHOD as LOSS_DEFAULT
 from monitor.accuracy.regression import METHODS as LOSS_METHODS
-from monitor.accuracy.regression import LossFit, estimate_loss
+from monitor.accuracy.regression import LossFit, boosted, estimate_loss
 from monitor.accuracy.weighted import MIN_WINDOW_ROWS
 from monitor.errors import DataError
 from monitor.rolling.scores import FIELDS, ScoreRows, ScoreSamples
@@ -54,6 +58,8 @@ class AccuracyEstimates:
         self.last.clear()
         self.estimated_at = -math.inf
         self.samples = None
+        if self.loss_fit is not None:
+            boosted(self.loss_fit)  # gbdt's models, fitted now rather than at the first window's estimate
         if fit is not None:
             self.samples = ScoreSamples(
                 window_seconds=self.config.window_seconds,
@@ -114,8 +120,19 @@ class AccuracyEstimates:
                     out[wname] = _estimate_rows(self.fit, rows, self.config.accuracy_method)
             except DataError:  # no row with a confidence (an output) in this window
                 continue
+            out[wname]["segment_reference"] = self.reference(segment)
         self.last[segment] = out
         return out
+
+    def reference(self, segment: str) -> dict[str, Any]:
+        """What ``segment``'s estimates compare with: ``{"accuracy"}`` (a regressor's ``{"mae", "rmse"}``), ``"n"``
+        and ``"own"``: the segment's own reference value, or (False) the model-wide one."""
+        if self.loss_fit is not None:
+            mae, rmse, n, own = self.loss_fit.reference_of(segment)
+            return {"mae": mae, "rmse": rmse, "n": n, "own": own}
+        assert self.fit is not None
+        accuracy, n, own = self.fit.reference_of(segment)
+        return {"accuracy": accuracy, "n": n, "own": own}
 
     def fell(self, segment: str) -> bool:
         """The primary method's point estimate over the count window is below the reference accuracy minus
@@ -125,7 +142,8 @@ class AccuracyEstimates:
         result = self.last.get(segment, {}).get(f"last_{self.config.count_window_events}")
         if result is None or result["n"] < self.config.accuracy_min_events:
             return False
-        return bool(result["accuracy"]["estimate"] < self.fit.accuracy - self.config.accuracy_tolerance)
+        ref = self.reference(segment)["accuracy"]
+        return bool(result["accuracy"]["estimate"] < ref - self.config.accuracy_tolerance)
 
     def condition(self, segment: str) -> tuple[bool, float, str]:
         """(condition, estimate, detail) of HarmonicAccuracyDrop: the primary method's 90 % upper bound over the
@@ -133,9 +151,11 @@ class AccuracyEstimates:
         ``accuracy_min_events`` events. Output-side evidence for the harmful verdict too."""
         result = self.last.get(segment, {}).get(f"last_{self.config.count_window_events}")
         if self.loss_fit is not None:
-            return error_condition(self.loss_fit, result, self.config.error_tolerance, self.config.accuracy_min_events)
+            return error_condition(
+                self.loss_fit, result, self.config.error_tolerance, self.config.accuracy_min_events, segment
+            )
         assert self.fit is not None
-        ref = self.fit.accuracy
+        ref, _, own = self.fit.reference_of(segment)
         if result is None:
             return False, float("nan"), ""
         acc = result["accuracy"]
@@ -143,24 +163,31 @@ class AccuracyEstimates:
         condition = result["n"] >= self.config.accuracy_min_events and acc["upper"] < limit
         detail = (
             f"{acc['method']} estimate {acc['estimate']:.3f}, 90 % interval [{acc['lower']:.3f}, "
-            f"{acc['upper']:.3f}] over the last {result['n']} events; upper bound below reference accuracy "
-            f"{ref:.3f} − tolerance {self.config.accuracy_tolerance:g} = {limit:.3f}. A label-free estimate: "
+            f"{acc['upper']:.3f}] over the last {result['n']} events; upper bound below {_whose(own, segment)} "
+            f"reference accuracy {ref:.3f} − tolerance {self.config.accuracy_tolerance:g} = {limit:.3f}. A label-free estimate: "
             "delayed labels, when they arrive, override it"
         )
         return bool(condition), float(acc["estimate"]), detail
 
 
+def _whose(own: bool, segment: str) -> str:
+    return f"segment {segment}'s" if own else "the model's"
+
+
 def error_condition(
-    fit: LossFit, result: dict[str, Any] | None, tolerance: float, min_events: int
+    fit: LossFit, result: dict[str, Any] | None, tolerance: float, min_events: int, segment: str | None = None
 ) -> tuple[bool, float, str]:
-    """(condition, estimated MAE, detail) of HarmonicErrorRise on the count window's estimate ``result``."""
+    """(condition, estimated MAE, detail) of HarmonicErrorRise on the count window's estimate ``result``, against
+    ``segment``'s own reference MAE where the labelled reference carries it."""
     if result is None:
         return False, float("nan"), ""
     mae = result["mae"]
-    limit = fit.mae * (1.0 + tolerance)
+    ref, _, _, own = fit.reference_of(segment)
+    limit = ref * (1.0 + tolerance)
     detail = (
         f"{result['method']} MAE estimate {mae['estimate']:.4g}, 90 % interval [{mae['lower']:.4g}, "
-        f"{mae['upper']:.4g}] over the last {result['n']} events; lower bound above reference MAE {fit.mae:.4g} × "
+        f"{mae['upper']:.4g}] over the last {result['n']} events; lower bound above {_whose(own, segment or '')} "
+        f"reference MAE {ref:.4g} × "
         f"(1 + tolerance {tolerance:g}) = {limit:.4g}. A label-free estimate: delayed labels, when they arrive, "
         "override it"
     )

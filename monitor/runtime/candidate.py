@@ -8,12 +8,18 @@ segment; :class:`Candidate` scores, pairs and, every ``every`` paired events, co
 differences (candidate − served) with their intervals, the share of events where the two predict different
 classes, and per segment the verdict of the longest window. Its :class:`CompareReport` goes to telemetry at the
 pipeline's drains (:func:`publish_comparison`). The paired rows are not persisted: a restart compares afresh.
+
+The candidate's file is watched while ``run`` runs (:mod:`monitor.runtime.candidate_file`, :meth:`Candidate.refresh`):
+replaced, it is loaded again and checked as at start, and the comparison starts afresh (its series go until the
+new windows fill); a file that is gone, unreadable or no longer fits the served model is refused (one log line,
+``harmonic_compare_candidate_up`` 0, ``/readyz``) and nothing is compared until a file that fits replaces it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Self
@@ -25,13 +31,14 @@ from monitor import telemetry as tel
 from monitor.comparison.columns import class_values
 from monitor.comparison.paired import Axis, PairedDifference, differences, pareto, share_interval, verdict
 from monitor.comparison.run import AXES
-from monitor.config import Settings
-from monitor.errors import ConfigError
+from monitor.config import ModelSettings, Settings
+from monitor.errors import ConfigError, MonitorError
 from monitor.exporters.prometheus import MetricsState
 from monitor.model.onnx import OnnxModel
 from monitor.model.signature import Held, default_held
 from monitor.rolling.windows import OTHER
-from monitor.runtime.models import ModelRuntime
+from monitor.runtime.candidate_file import FileWatch
+from monitor.runtime.models import ModelRuntime, load_onnx
 from monitor.signals.scorer import RobustnessScorer, ScoreResult
 
 log = logging.getLogger("monitor.runtime.candidate")
@@ -53,6 +60,9 @@ COMPARE_EVERY = 2000
 COMPARE_SECONDS = 10.0
 #: bootstrap replicates per comparison (90 % intervals)
 REPLICATES = 400
+#: groups of rows the live bootstrap resamples above this many paired events (monitor.comparison.paired): its cost
+#: per window is REPLICATES × GROUPS draws, whatever the window holds
+GROUPS = 200
 
 
 def check_candidate(served: str, a: OnnxModel, candidate: str, b: OnnxModel) -> NDArray[np.int64] | None:
@@ -234,7 +244,7 @@ class PairedRows:
         col = {name: j for j, name in enumerate(self.axes)}
         served = {ax.name: a[sel, col[ax.name]].astype(np.float64) for ax in axes}
         cand = {ax.name: b[sel, col[ax.name]].astype(np.float64) for ax in axes}
-        diffs = differences(served, cand, axes, replicates=REPLICATES, seed=seed)
+        diffs = differences(served, cand, axes, replicates=REPLICATES, seed=seed, groups=GROUPS)
         relation = pareto(diffs, axes)
         cls_a, cls_b = np.asarray(ca[sel], dtype=np.int64), np.asarray(cb[sel], dtype=np.int64)
         flags = cls_a != cls_b
@@ -273,6 +283,10 @@ class CompareReport:
     #: segments with no window left to compare: their verdict goes too
     quiet: list[str] = field(default_factory=list)
     evaluations: float = 0.0
+    #: the comparison started afresh (the candidate's file replaced or refused): every earlier series goes
+    restarted: bool = False
+    #: the candidate's file is loaded and compared (False: refused)
+    up: bool = True
 
 
 class Candidate:
@@ -285,6 +299,8 @@ class Candidate:
     class_map : the candidate's class index → the served model's (:func:`check_candidate`); None: the same.
     window_seconds : the time windows compared (``windows.time_windows_seconds``).
     every : paired events between comparisons (``drift.every``, at least :data:`COMPARE_EVERY`).
+    settings, served_model : the candidate's settings and the served model's ONNX copy: with both, the candidate's
+        file is watched (:meth:`refresh`); without, the model stays the one given.
     """
 
     def __init__(
@@ -295,6 +311,9 @@ class Candidate:
         class_map: NDArray[np.int64] | None,
         window_seconds: Sequence[float],
         every: int,
+        *,
+        settings: ModelSettings | None = None,
+        served_model: OnnxModel | None = None,
     ) -> None:
         if not window_seconds:
             raise ValueError("window_seconds must name at least one window")
@@ -312,6 +331,11 @@ class Candidate:
         self._report = CompareReport(served, name)
         #: per segment, the verdict last logged
         self._verdicts: dict[str, str] = {}
+        self.settings, self.served_model = settings, served_model
+        self.file = None if settings is None or served_model is None else FileWatch(model.path)
+        #: times the file was loaded again; why it is refused (None: compared)
+        self.reloads = 0
+        self.refused: str | None = None
 
     def score(
         self,
@@ -326,7 +350,9 @@ class Candidate:
     ) -> None:
         """Score the served model's batch on the candidate (``scorer``: the served model's, whose standardizer and
         scales the candidate shares) and pair the events both scored; compare once ``every`` events are new
-        or :data:`COMPARE_SECONDS` of event time have passed."""
+        or :data:`COMPARE_SECONDS` of event time have passed. A refused candidate scores nothing."""
+        if self.refused is not None:
+            return
         if self.scorer is None or self._standardizer is not scorer.standardizer:
             self.scorer = RobustnessScorer(self.model, scorer.standardizer, scorer.config, held_sample=held_sample)
             self._standardizer = scorer.standardizer
@@ -390,8 +416,55 @@ class Candidate:
             report.stale.append((segment, window))
 
     def take_report(self) -> CompareReport:
-        report, self._report = self._report, CompareReport(self.served, self.name)
+        report, self._report = self._report, CompareReport(self.served, self.name, up=self.refused is None)
         return report
+
+    def refresh(self, now: float | None = None) -> None:
+        """Look at the candidate's file (``now``: a monotonic clock; at most once per
+        :data:`~monitor.runtime.candidate_file.CHECK_SECONDS`); replaced, load it again and start the comparison
+        afresh, or refuse it (gone, unreadable, or no longer fitting the served model) until it is replaced again."""
+        if self.file is None or not self.file.changed(time.monotonic() if now is None else now):
+            return
+        assert self.settings is not None and self.served_model is not None
+        try:
+            model = load_onnx(self.settings)
+            class_map = check_candidate(self.served, self.served_model, self.name, model)
+        except Exception as exc:  # noqa: BLE001 - a bad file refuses the candidate, never the served model
+            self.refused = str(exc) if isinstance(exc, MonitorError) else f"{type(exc).__name__}: {exc}"
+            self._restart()
+            log.error(
+                f"candidate '{self.name}' refused: its file {self.file.path} changed and cannot stand beside "
+                f"'{self.served}' ({self.refused}); nothing is compared until a file that fits replaces it",
+                extra={"model": self.served, "candidate": self.name},
+            )
+            return
+        self.model, self.class_map, self.refused = model, class_map, None
+        self.axes = LIVE_AXES.get(model.kind, LIVE_AXES["regressor"])
+        self.reloads += 1
+        self._restart()
+        log.info(
+            f"candidate '{self.name}' reloaded: its file {self.file.path} was replaced; its comparison with "
+            f"'{self.served}' starts afresh",
+            extra={"model": self.served, "candidate": self.name, "reloads": self.reloads},
+        )
+
+    def _restart(self) -> None:
+        """Forget every paired event and verdict: the next report clears the candidate's series first."""
+        self.rows = PairedRows([ax.name for ax in self.axes])
+        self.scorer, self._standardizer = None, None
+        self._since, self._compared_at, self._verdicts = 0, -np.inf, {}
+        evaluations = self._report.evaluations
+        self._report = CompareReport(
+            self.served, self.name, evaluations=evaluations, restarted=True, up=self.refused is None
+        )
+
+    def readiness(self) -> dict[str, object]:
+        """This candidate in ``/readyz``: the model it would replace, its file, reloads, and why it is refused."""
+        detail: dict[str, object] = {"compared_with": self.served, "path": str(self.model.path)}
+        detail["reloads"] = self.reloads
+        if self.refused is not None:
+            detail["refused"] = self.refused
+        return detail
 
 
 def build_candidates(settings: Settings, runtimes: Sequence[ModelRuntime]) -> dict[str, list[Candidate]]:
@@ -408,7 +481,16 @@ def build_candidates(settings: Settings, runtimes: Sequence[ModelRuntime]) -> di
         class_map = check_candidate(served, by_name[served].model, rt.name, rt.model)
         windows = tuple(float(w) for w in settings.windows.time_windows_seconds)
         out.setdefault(served, []).append(
-            Candidate(served, rt.name, rt.model, class_map, windows, max(settings.drift.every, COMPARE_EVERY))
+            Candidate(
+                served,
+                rt.name,
+                rt.model,
+                class_map,
+                windows,
+                max(settings.drift.every, COMPARE_EVERY),
+                settings=rt.settings,
+                served_model=by_name[served].model,
+            )
         )
     return out
 
@@ -426,6 +508,13 @@ def _starts_with(prefix: tuple[str, ...]) -> Callable[[tuple[str, ...]], bool]:
 def publish_comparison(state: MetricsState, report: CompareReport) -> None:
     """Write a candidate's report into the ``harmonic_compare_*`` series (:mod:`monitor.telemetry`)."""
     model, cand = report.model, report.candidate
+    tel.COMPARE_CANDIDATE_UP.set(state, tel.ModelCandidate(model, cand), 1.0 if report.up else 0.0)
+    if report.restarted:
+        pair = _starts_with((model, cand))
+        for gauge in (tel.COMPARE_EVENTS, tel.COMPARE_DISAGREEMENT_RATIO, tel.COMPARE_VERDICT):
+            gauge.clear(state, pair)
+        for axis_gauge in (tel.COMPARE_DIFFERENCE, tel.COMPARE_DIFFERENCE_LOWER, tel.COMPARE_DIFFERENCE_UPPER):
+            axis_gauge.clear(state, pair)
     if report.evaluations:
         tel.MODEL_EVALUATIONS_TOTAL.inc(state, tel.ModelPurpose(cand, "events"), report.evaluations)
     # what went stale first: a window compared again later in the same report is set again below

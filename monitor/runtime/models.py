@@ -140,6 +140,8 @@ class ModelRuntime:
             "warmup_events": len(self.warmup),
             # segments still learning their own baseline (no verdict yet): {segment: {events, of}}
             "segments_warming_up": {} if self.watch is None else self.watch.warming_up,
+            # the baseline each segment is judged against: own, shrunk toward the model-wide rows, borrowed
+            "segment_baselines": {} if self.watch is None else self.watch.baselines.bases,
             "kind": self.model.kind,
             "inputs": signature["inputs"],
             "held": signature["held"],
@@ -166,6 +168,16 @@ class ModelRuntime:
         return self._fingerprint
 
 
+def load_onnx(ms: ModelSettings) -> OnnxModel:
+    """The model's ONNX copy, its ``feature_names`` checked against its inputs and given to its elements."""
+    model = OnnxModel.from_settings(ms)
+    check_feature_names(ms, model)
+    if ms.feature_names is not None and len(ms.feature_names) == model.n_features:
+        # one name per element, decided here: probe reports, /probes and drift alerts use model.feature_names
+        model.name_features(ms.feature_names, source=f"model '{ms.name}': feature_names")
+    return model
+
+
 def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) -> ModelRuntime:
     """Load the model's ONNX copy and, when its reference (or ``space: raw``) allows, its standardizer.
 
@@ -173,11 +185,7 @@ def load_model_runtime(ms: ModelSettings, *, segment_column: str | None = None) 
     ``segment_column`` (``segments.reference_column``): a CSV reference's column naming each row's segment, left out
     of the rows the standardizer is fitted on.
     """
-    model = OnnxModel.from_settings(ms)
-    check_feature_names(ms, model)
-    if ms.feature_names is not None and len(ms.feature_names) == model.n_features:
-        # one name per element, decided here: probe reports, /probes and drift alerts use model.feature_names
-        model.name_features(ms.feature_names, source=f"model '{ms.name}': feature_names")
+    model = load_onnx(ms)
     rt = ModelRuntime(settings=ms, model=model)
     if ms.scoring.space == "raw":
         if ms.reference is not None and ms.reference.suffix.lower() == ".json":
@@ -308,6 +316,14 @@ def check_reference_rows(ms: ModelSettings, rows: NDArray[np.float64], *, shown:
         Fewer than :data:`MIN_REFERENCE_ROWS` remain: what the detectors need, and the fix.
     """
     finite = int(np.count_nonzero(np.all(np.isfinite(rows), axis=1)))
+    empty = np.flatnonzero(~np.any(np.isfinite(rows), axis=0)) if rows.shape[0] else np.zeros(0, dtype=np.intp)
+    if empty.size:
+        names = ms.feature_names
+        label = ", ".join(str(names[j]) if names is not None else f"x[{j}]" for j in empty.tolist())
+        raise ConfigError(
+            f"model '{ms.name}': reference '{shown or ms.reference}': input {label} is NaN or infinite in every one "
+            f"of its {rows.shape[0]} rows, so no row is usable; fill the column or leave that input out"
+        )
     if finite < MIN_REFERENCE_ROWS:
         dropped = rows.shape[0] - finite
         without = f" ({dropped} with NaN or infinite values left out)" if dropped else ""

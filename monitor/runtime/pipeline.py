@@ -169,10 +169,14 @@ class Pipeline:
                 publish_comparison(self.state, cand.take_report())
 
     def tick_alerts(self) -> None:
-        """Move every watch's alerts on to its clock's now without new events (every loop turn), and publish."""
+        """Move every watch's alerts on to its clock's now without new events (every loop turn), look at the
+        candidates' files (:meth:`~monitor.runtime.candidate.Candidate.refresh`), and publish."""
         for rt in self.runtimes.values():
             if rt.watch is not None:
                 rt.watch.tick()
+        for cands in self.candidates.values():
+            for cand in cands:
+                cand.refresh()  # a candidate's file replaced: loaded again (or refused) within a few seconds
         self.publish()
 
     # -- state ---------------------------------------------------------------------------------------------
@@ -317,7 +321,7 @@ class Pipeline:
             self.stages.ingested(ingested)
         items = ingested.events
         items.extend((ev, None) for ev in self.ingest.expire(now))
-        self.stages.accepted(self.scoring.accept(items, now))
+        self.stages.accepted(self.scoring.accept(items, now, ingested.columns))
         # only now are these records' events pending (or dead-lettered): if anything above raised, nothing may
         # commit past records whose events were never applied (at-least-once)
         self._consumed.update(positions)
@@ -424,6 +428,7 @@ class Pipeline:
         }
         if self.candidates:  # scored beside their model, never served: {candidate: the model it would replace}
             detail["candidates"] = {c.name: served for served, cands in self.candidates.items() for c in cands}
+            detail["candidate_files"] = {c.name: c.readiness() for cands in self.candidates.values() for c in cands}
         if isinstance(self.source, PartitionOwner):
             detail["partitions"] = [f"{t}/{p}" for t, p in self.source.assigned]
         degraded = self.degraded()

@@ -37,10 +37,12 @@ from monitor.runtime.models import (
     read_reference_rows,
     read_segmented_reference_rows,
 )
+from monitor.runtime.poll_columns import PollColumns
 from monitor.runtime.stage_results import Accepted, Evaluations, SamplingLevel, ScoredBatch, Unscorable
 from monitor.sampler.base import Sampler
 from monitor.signals.scorer import ScoreResult
 from monitor.source.base import RawRecord
+from monitor.source.columns import EventColumns
 
 log = logging.getLogger("monitor.runtime.scoring")
 
@@ -107,12 +109,19 @@ class Scoring:
         self.busy_cpu = 0.0
 
     # -- accept: warm-up, shadow, sample ---------------------------------------------------------------------
-    def accept(self, items: Sequence[tuple[InferenceEvent, RawRecord | None]], now: float) -> Accepted:
+    def accept(
+        self,
+        items: Sequence[tuple[InferenceEvent, RawRecord | None]],
+        now: float,
+        columns: Sequence[tuple[EventColumns, Sequence[RawRecord]]] = (),
+    ) -> Accepted:
         """Shadow-check events that carry a live label (one centre-only model call per model), then sample.
 
-        ``items`` pairs each event with the record it came from. If checking or sampling a model's events raises,
-        they are taken again one at a time, and an event that still fails is returned as :class:`Unscorable`.
-        What a failed attempt counted before it raised stays counted.
+        ``items`` pairs each event with the record it came from; ``columns`` are more events as columns, each with
+        the poll's records (:class:`~monitor.runtime.ingest.Ingest`'s ``Ingested.columns``): checked and sampled on
+        the arrays (:class:`~monitor.runtime.poll_columns.PollColumns`), only the rows kept or held become events.
+        If checking or sampling a model's events raises, they are taken again one at a time, and an event that
+        still fails is returned as :class:`Unscorable`. What a failed attempt counted before it raised stays counted.
         """
         accepted = Accepted()
         by_model: dict[str, list[tuple[InferenceEvent, RawRecord | None]]] = {}
@@ -126,12 +135,15 @@ class Scoring:
                     by_model[item[0].model] = [item]
                 else:
                     group.append(item)
-        for name, group in by_model.items():
-            rt = self.runtimes[name]
+        blocks: dict[str, list[tuple[EventColumns, Sequence[RawRecord]]]] = {}
+        for block in columns:
+            blocks.setdefault(block[0].model, []).append(block)
+        for name in dict.fromkeys([*by_model, *blocks]):
+            rt, group = self.runtimes[name], by_model.get(name, [])
             try:
-                self._accept_model(rt, group, now, accepted)
+                self._accept_model(rt, group, now, accepted, blocks.get(name, ()))
             except Exception:  # noqa: BLE001 - isolation: one event must not stop the others
-                for item in group:
+                for item in group + _events_of(blocks.get(name, ())):
                     try:
                         self._accept_model(rt, [item], now, accepted)
                     except Exception as exc:  # noqa: BLE001
@@ -168,8 +180,18 @@ class Scoring:
             self.oldest_pending = now
 
     def _accept_model(
-        self, rt: ModelRuntime, items: list[tuple[InferenceEvent, RawRecord | None]], now: float, accepted: Accepted
+        self,
+        rt: ModelRuntime,
+        items: list[tuple[InferenceEvent, RawRecord | None]],
+        now: float,
+        accepted: Accepted,
+        columns: Sequence[tuple[EventColumns, Sequence[RawRecord]]] = (),
     ) -> None:
+        if columns:
+            if rt.scorer is not None and hasattr(self.sampler, "sample_columns") and not rt.model.signature.has_held:
+                self._accept_columns(rt, PollColumns(items, columns), now, accepted)
+                return
+            items = items + _events_of(columns)  # warming up, or a sampler without columns: event by event
         if rt.scorer is None:
             items = self._warm_up(rt, items, accepted)
             if not items:
@@ -187,6 +209,57 @@ class Scoring:
                 self._pend(rt, Pending(ev, disagreement, weight, record), now, accepted)
             elif held and id(ev) in held:  # decided later, by ``Sampler.release`` (see ``accept``)
                 self.thinner.held[id(ev)] = (ev, record, disagreement)
+
+    def _accept_columns(self, rt: ModelRuntime, poll: PollColumns, now: float, accepted: Accepted) -> None:
+        """:meth:`_accept_model` on a poll with columns: the same shadow check and sampling on the arrays; only the
+        events kept or held are made."""
+        labels, has_label = poll.labels()
+        shadow = self._shadow_columns(rt, poll, labels, has_label, accepted)
+        weights = self.sampler.sample_columns(rt.name, labels, shadow == 1.0, now, poll.event)  # type: ignore[attr-defined]
+        held = {id(ev) for ev in getattr(self.sampler, "last_held", ())}
+        chosen = np.flatnonzero(weights > 0).tolist()
+        if held:
+            chosen = sorted(set(chosen) | {i for i, ev in poll.made() if id(ev) in held})
+        for i in chosen:
+            ev, record, disagreement, weight = poll.event(i), poll.record(i), float(shadow[i]), float(weights[i])
+            if weight > 0:
+                self._pend(rt, Pending(ev, disagreement, weight, record), now, accepted)
+            else:  # decided later, by ``Sampler.release`` (see ``accept``)
+                self.thinner.held[id(ev)] = (ev, record, disagreement)
+
+    def _shadow_columns(
+        self,
+        rt: ModelRuntime,
+        poll: PollColumns,
+        labels: list[int | None],
+        has_label: NDArray[np.bool_],
+        accepted: Accepted,
+    ) -> NDArray[np.float64]:
+        """:meth:`_shadow` on a poll with columns: the same draw, model call and counts; the flags as an array."""
+        flags = np.full(len(poll), np.nan)
+        if rt.model.kind != "classifier":
+            return flags
+        drawn = (
+            has_label
+            if self.shadow_share >= 1.0
+            else has_label & (self._shadow_rng.random(len(poll)) < self.shadow_share)
+        )
+        idx = np.flatnonzero(drawn)
+        if not idx.size:
+            return flags
+        out = rt.model.evaluate(poll.rows(idx, np.float32), None)
+        ours = out.raw_label if out.raw_label is not None else out.label
+        assert ours is not None
+        live = [labels[i] for i in idx.tolist()]
+        if ours.dtype.kind in "iub":
+            mismatch = np.asarray(live, dtype=np.int64) != ours.astype(np.int64)
+        else:
+            mismatch = np.array([str(a) != str(b) for a, b in zip(live, ours, strict=True)])
+        name = rt.name
+        accepted.shadow_compared[name] = accepted.shadow_compared.get(name, 0) + int(idx.size)
+        accepted.shadow_disagreed[name] = accepted.shadow_disagreed.get(name, 0) + int(mismatch.sum())
+        flags[idx] = mismatch.astype(np.float64)
+        return flags
 
     def _warm_up(
         self, rt: ModelRuntime, evs: list[tuple[InferenceEvent, RawRecord | None]], accepted: Accepted
@@ -416,6 +489,17 @@ class Scoring:
             rt.watch.set_held_tables(all_held, all_segments)
         log.info("reference built from file", extra={"model": rt.name, "rows": int(ref.shape[0])})
         return Evaluations(rt, "reference", evaluations)
+
+
+def _events_of(
+    columns: Sequence[tuple[EventColumns, Sequence[RawRecord]]],
+) -> list[tuple[InferenceEvent, RawRecord | None]]:
+    """Every row of ``columns`` as an event with its record."""
+    out: list[tuple[InferenceEvent, RawRecord | None]] = []
+    for cols, records in columns:
+        for j, row in enumerate(cols.rows.tolist()):
+            out.append((cols.event(j, records[row].origin), records[row]))
+    return out
 
 
 def _unscorable(ev: InferenceEvent, record: RawRecord | None, exc: BaseException) -> Unscorable:

@@ -10,6 +10,7 @@ per call, never one per event (but one per event that is not applied).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +22,7 @@ from monitor.model.signature import Held
 from monitor.runtime.models import ModelRuntime
 from monitor.signals.scorer import ScoreResult
 from monitor.source.base import RawRecord
+from monitor.source.columns import EventColumns
 
 
 @dataclass(slots=True)
@@ -129,6 +131,8 @@ class Ingested:
 
     #: decoded events with the record each came from (None: a KServe half released without its partner)
     events: list[tuple[InferenceEvent, RawRecord | None]] = field(default_factory=list)
+    #: decoded events as columns (decoded where the records were read), with the poll's records their rows count in
+    columns: list[tuple[EventColumns, Sequence[RawRecord]]] = field(default_factory=list)
     invalid: list[Invalid] = field(default_factory=list)
     #: records read per model (one record counts once, under the model it belongs to; ``unknown`` when none)
     consumed: dict[str, int] = field(default_factory=dict)

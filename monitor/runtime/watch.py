@@ -503,14 +503,12 @@ class ModelWatch:
             if estimating:
                 self._series.append(AccuracyValues(segment, self.accuracy.estimate(segment, windows_end)))
             self._evaluate_segment(segment, now)
-            if self.accuracy.fit is not None:
-                self._alert(
-                    self.conditions.accuracy(segment, self.accuracy.condition(segment), self.accuracy.fit.accuracy, now)
-                )
+            if self.accuracy.fit is not None:  # each segment against its own reference where the reference has it
+                ref = self.accuracy.reference(segment)["accuracy"]
+                self._alert(self.conditions.accuracy(segment, self.accuracy.condition(segment), ref, now))
             elif self.accuracy.loss_fit is not None:
-                self._alert(
-                    self.conditions.error(segment, self.accuracy.condition(segment), self.accuracy.loss_fit.mae, now)
-                )
+                ref = self.accuracy.reference(segment)["mae"]
+                self._alert(self.conditions.error(segment, self.accuracy.condition(segment), ref, now))
 
     def _evaluate_segment(self, segment: str, now: float) -> None:
         """``segment``'s shadow alert, and where it has a baseline its verdict and drift alerts."""

@@ -146,6 +146,8 @@ class WatchMetrics:
             metric.clear(self.state, lambda lab: lab[:2] == (self.model, segment))
         for err in (tel.ESTIMATED_ERROR, tel.ESTIMATED_ERROR_LOWER, tel.ESTIMATED_ERROR_UPPER):
             err.clear(self.state, lambda lab: lab[:2] == (self.model, segment))
+        for result in list(estimates.values())[:1]:
+            self.segment_reference(segment, result.get("segment_reference"))
         for wname, result in estimates.items():
             if "mae" in result:  # a regressor's error (monitor.accuracy.regression.estimate_loss)
                 self.errors(segment, wname, result)
@@ -166,6 +168,17 @@ class WatchMetrics:
                 tel.ESTIMATED_ERROR_UPPER.set(self.state, labels, band["upper"])
         for loss in ("mae", "rmse"):
             tel.REFERENCE_ERROR.set(self.state, tel.ModelLoss(self.model, loss), result["reference"][loss])
+
+    def segment_reference(self, segment: str, ref: dict[str, Any] | None) -> None:
+        """The segment's own reference accuracy (a regressor's error) where the labelled reference carries it."""
+        if ref is None or not ref.get("own"):
+            return
+        if "mae" in ref:
+            for loss in ("mae", "rmse"):
+                labels = tel.ModelSegmentLoss(self.model, segment, loss)
+                tel.SEGMENT_REFERENCE_ERROR.set(self.state, labels, ref[loss])
+        else:
+            tel.SEGMENT_REFERENCE_ACCURACY.set(self.state, tel.ModelSegment(self.model, segment), ref["accuracy"])
 
     def reference_accuracy(self, accuracy: float) -> None:
         tel.REFERENCE_ACCURACY.set(self.state, tel.Model(self.model), accuracy)

@@ -39,7 +39,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
 
 from monitor.events import InferenceEvent
 from monitor.sampler.accounts import MIN_RATE, ModelAccount, ModelAccounts, StratumAccount, StratumTally
@@ -260,16 +263,89 @@ class UniformSampler:
         tally.flush(now)
         return weights
 
+    def sample_columns(
+        self,
+        model: str,
+        labels: Sequence[int | None],
+        forced: NDArray[np.bool_],
+        now: float,
+        event_at: Callable[[int], InferenceEvent],
+    ) -> NDArray[np.float64]:
+        """:meth:`sample_many` on one model's events of one poll given as columns: their live labels (None: none)
+        and forced keeps; the same decisions, draws and counts, event for event.
+
+        Only the events it holds (the reservoir), keeps or decides one at a time (forced, absorbed, or drawn and
+        then paid for from the buckets) are asked for as objects (``event_at(i)``, only for the held ones); the
+        draws of the rest are one call per event of the seeded generator and a comparison over the poll.
+        """
+        n = len(labels)
+        if not self._batch_path:
+            return np.asarray(sample_each(self, [event_at(i) for i in range(n)], now, forced.tolist()))
+        self._now = now
+        weights = np.zeros(n, dtype=np.float64)
+        keys = [(model, label) for label in labels]
+        seen, per_model = self._offered_keys(keys, now)
+        if self.budget.due(now):
+            self._reallocate(now)
+        tally = StratumTally()
+        rates, modes = self._plan_poll(per_model, now, tally)
+        self.reservoir.begin_poll()
+        mode, rate = modes[model], rates[model]
+        code_of = {key: k for k, key in enumerate(seen)}
+        codes = np.fromiter(map(code_of.__getitem__, keys), np.intp, n)
+        accounts = list(seen.values())
+        p_of = np.array([min(1.0, st.boost * acct.target / max(rate, MIN_RATE)) for acct, st in accounts])
+        p = p_of[codes]
+        decide = self.admission.decide
+        missed = np.zeros(len(accounts), dtype=np.intp)
+        if mode is PollMode.HOLD:
+            for i in np.flatnonzero(~forced).tolist():
+                self.reservoir.hold(accounts[codes[i]][0], event_at(i), accounts[codes[i]][1])
+            decided = np.flatnonzero(forced)
+            drawn_kept = np.zeros(0, dtype=np.intp)
+        else:
+            need = ~forced & (p < 1.0) if mode is PollMode.DECIDE else np.zeros(n, dtype=np.bool_)
+            need_at = np.flatnonzero(need)
+            draw = self.admission.rng.random
+            hit = np.array([draw() for _ in range(need_at.size)]) < p[need_at]
+            drawn_kept = need_at[hit]
+            decided = np.union1d(np.flatnonzero(~need), drawn_kept)
+            missed = np.bincount(codes[need_at[~hit]], minlength=len(accounts))
+        # the strata decided on, noted before their first decision (as sample_many: held events are the reservoir's)
+        for k in set(codes[decided].tolist()) | set(np.flatnonzero(missed).tolist()):
+            tally.note(accounts[k][1])
+        absorb = mode is PollMode.ABSORB
+        drawn = set(drawn_kept.tolist())
+        for i in decided.tolist():
+            acct, stratum = accounts[codes[i]]
+            weights[i] = decide(acct, stratum, float(p[i]), now, force=bool(forced[i]), absorb=absorb, drawn=i in drawn)
+        for k in np.flatnonzero(missed).tolist():
+            stratum = accounts[k][1]
+            stratum.probability = float(p_of[k])
+            stratum.seen_total += int(missed[k])
+        if mode is PollMode.HOLD:
+            self.reservoir.settle(self.accounts.models[model], now, tally)
+        tally.flush(now)
+        return weights
+
     def _offered(
         self, events: Sequence[InferenceEvent], now: float
     ) -> tuple[list[tuple[ModelAccount, StratumAccount]], dict[str, int]]:
-        """The poll's events counted as offered: each event's (model, stratum) accounts, and events per model.
+        """The poll's events counted as offered: each event's (model, stratum) accounts, and events per model."""
+        keys = [(ev.model, None if ev.prediction is None else ev.prediction.label) for ev in events]
+        seen, per_model = self._offered_keys(keys, now)
+        return [seen[key] for key in keys], per_model
 
-        The (model, live label) of each event is counted in C; the accounts are then updated once per distinct key,
-        in the order of first sight (a stratum is made on first sight)."""
+    def _offered_keys(
+        self, keys: Sequence[tuple[str, int | None]], now: float
+    ) -> tuple[dict[tuple[str, int | None], tuple[ModelAccount, StratumAccount]], dict[str, int]]:
+        """Events of these (model, live label) keys counted as offered: each distinct key's (model, stratum)
+        accounts, and events per model.
+
+        The keys are counted in C; the accounts are then updated once per distinct key, in the order of first sight
+        (a stratum is made on first sight)."""
         models = self.accounts.models
         count_offers = self._stratum_counts_offers
-        keys = [(ev.model, None if ev.prediction is None else ev.prediction.label) for ev in events]
         seen: dict[tuple[str, int | None], tuple[ModelAccount, StratumAccount]] = {}
         per_model: dict[str, int] = {}
         for key, n in Counter(keys).items():
@@ -282,7 +358,7 @@ class UniformSampler:
                 stratum.offered.update(now, n)
             seen[key] = (model, stratum)
             per_model[key[0]] = per_model.get(key[0], 0) + n
-        return [seen[key] for key in keys], per_model
+        return seen, per_model
 
     def _plan_poll(
         self, per_model: dict[str, int], now: float, tally: StratumTally

@@ -19,6 +19,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from monitor.source.columns import EventColumns
     from monitor.source.decode_ahead import DecodeAhead
     from monitor.source.side_read import SideReader
 
@@ -39,13 +40,25 @@ class RawRecord(NamedTuple):
     partition: int = -1
     offset: int = -1
     timestamp_ms: int | None = None
-    #: the event's fields, decoded ahead where the record was read (the consumer's child process:
-    #: :mod:`monitor.source.decode_ahead`), or None: the pipeline decodes the record itself
+    #: the event's fields decoded ahead one record at a time (:func:`monitor.source.decode_ahead.decode_ahead`), or
+    #: None: the pipeline decodes the record itself (the consumer's child hands over columns instead: :class:`Polled`)
     decoded: tuple[object, ...] | None = None
 
     @property
     def origin(self) -> tuple[str, int, int]:
         return (self.topic, self.partition, self.offset)
+
+
+class Polled(list[RawRecord]):
+    """One poll's records, with the common events among them decoded as columns where they were read (the consumer's
+    child process: :mod:`monitor.source.columns`): each :class:`~monitor.source.columns.EventColumns`' ``rows`` are
+    positions in this list. A record in no columns is decoded by the pipeline, as every record of a plain list."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, records: Iterable[RawRecord] = (), columns: list[EventColumns] | None = None) -> None:
+        super().__init__(records)
+        self.columns: list[EventColumns] = columns if columns is not None else []
 
 
 _TOPIC, _PARTITION = itemgetter(2), itemgetter(3)

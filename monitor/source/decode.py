@@ -472,7 +472,7 @@ class EventDecoder:
             raise invalid(
                 "unknown_model",
                 f"{who(event_id)} names model '{shown(raw, 40)[1:-1]}', which is not configured; "
-                f"known models: {names_listed(sorted(self.models))}",
+                f"known models: {names_listed(sorted(self.models))} (a model's name: --model-name, models[].name)",
             )
         return raw, schema
 

@@ -1,21 +1,18 @@
-"""Decoding ahead, in the consumer's process: the common plain event decoded where the record is read.
+"""Decoding ahead, in the consumer's process: the pipeline's decoder state, and the common plain event decoded
+where the record is read.
 
-Why: the pipeline's process spends most of its time per event parsing the JSON and checking the fields (the whole
-event path took ~26 µs of CPU per event on the benchmark machine, ~10 µs with the events decoded beforehand), while
-librdkafka's consumer process, on the other core, has CPU to spare: librdkafka fetches and parses in C. With that
-consumer in its child process (:class:`~monitor.source.kafka_process.ProcessKafkaSource`), the child runs the decoder's fast path
-(:meth:`~monitor.source.decode.EventDecoder.common`) on each record and hands the event's fields over with the
-record (:attr:`~monitor.source.base.RawRecord.decoded`); this process builds the event from them. kafka-python's
-child does not: its own fetch and record parse in Python take most of its core, and with it decoding ahead drained a
-backlog no faster than the pipeline decoding every record itself.
-
-The outcome is the decoder's own, event for event: the child's decoder is made from this process's
-(:class:`DecodeAhead`: the models the fast path takes, the default model, the size bound, the segment allow-list and
-the segment values admitted so far), and it decodes only what the fast path accepts as it is. Everything else (an
-error, a KServe event, an event without ``ts`` on a record without a timestamp, a segment value this process has not
-admitted yet, a record with headers) comes over undecoded and is decoded here in full, as before. Segment values are
-admitted only here; the child learns them when this process sends its decoder's state again
+:class:`DecodeAhead` is what a decoder in another process needs to decide as the pipeline's decoder's fast path
+(:meth:`~monitor.source.decode.EventDecoder.common`) does: the models the fast path takes, the default model, the
+size bound, the segment allow-list and the segment values admitted so far. The consumer's child process
+(:class:`~monitor.source.kafka_process.ProcessKafkaSource`) gets it from the pipeline and decodes each poll's common
+events as columns with it (:meth:`DecodeAhead.columns`, :mod:`monitor.source.columns`). Segment values are admitted only
+by the pipeline; the child learns them when the pipeline sends its decoder's state again
 (:meth:`~monitor.source.kafka_process.ProcessKafkaSource.decode_ahead`).
+
+The per-record form (:func:`decode_ahead`: one event's fields, :func:`event_of`: the event from them, carried in
+:attr:`~monitor.source.base.RawRecord.decoded`) decides the same way, one record at a time: whatever the fast path does
+not take as it is (an error, a KServe event, an event without ``ts`` on a record without a timestamp, a segment value
+not admitted yet, a record with headers) is left undecoded and is decoded by the pipeline in full.
 """
 
 from __future__ import annotations
@@ -23,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from monitor.events import InferenceEvent, LivePrediction
+from monitor.source.columns import ColumnSpec
 from monitor.source.decode import EventDecoder
 from monitor.source.validate import ModelSchema, Origin
 
@@ -56,6 +54,20 @@ class DecodeAhead:
             segments=decoder.segments,
             max_segments=decoder.max_segments,
             admitted=frozenset(decoder.admitted_segments),
+        )
+
+    def columns(self) -> ColumnSpec | None:
+        """What :func:`~monitor.source.columns.decode_columns` checks a poll against, deciding as :meth:`decoder`'s
+        fast path; None when no model's events take it."""
+        if not self.models:
+            return None
+        fast = {name: (n, version) for name, n, version in self.models}
+        return ColumnSpec(
+            models=fast,
+            default_model=self.default_model if self.default_model in fast else None,
+            max_bytes=self.max_bytes,
+            segments=self.segments,
+            admitted=self.admitted,
         )
 
     def decoder(self) -> EventDecoder | None:

@@ -9,9 +9,7 @@ set when configured (never hard-coded), so modern brokers negotiate. Errors and 
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import inspect
 import itertools
 import logging
 import math
@@ -37,6 +35,7 @@ from monitor.source.base import (
     RebalanceHandler,
     Seekable,
 )
+from monitor.source.kafka_client import new_consumer, timeout_kwargs
 from monitor.source.producer_renewal import Renewal, fatal_error
 
 if TYPE_CHECKING:  # monitor.config imports this module
@@ -405,7 +404,9 @@ class KafkaSource(ColumnSource, Seekable, Lagging):
         self._error_at = -math.inf
         #: kafka-python's connection lines held back before this source existed are not this source's problem
         self._noise_seen = CLIENT_NOISE.last_at
-        self._outage = BrokerOutage(self.bootstrap_servers, CLIENT_NOISE)
+        self._outage = BrokerOutage(
+            self.bootstrap_servers, CLIENT_NOISE, OLD_BROKER_HINT if c.api_version is None else ""
+        )
         #: since when (monotonic) the consumer is not a stable group member while its broker answers; None: it is
         self._joining_since: float | None = None
         self._rejoin_seconds = max(REJOIN_MIN_SECONDS, REJOIN_SESSIONS * session_timeout_ms / 1000)
@@ -438,7 +439,7 @@ class KafkaSource(ColumnSource, Seekable, Lagging):
         from kafka.errors import KafkaError
 
         try:
-            consumer = _new_consumer(self._kw)
+            consumer = new_consumer(self._kw)
         except _unreachable() as exc:
             self._broker_away(exc)
             return False
@@ -453,8 +454,8 @@ class KafkaSource(ColumnSource, Seekable, Lagging):
         hold_rejoin(consumer)
         # bounded commit and close where kafka-python takes a bound: without one, a commit retries while the
         # coordinator is unknown, and a shutdown would wait for it
-        self._commit_bound = _bound(consumer.commit, COMMIT_TIMEOUT_MS)
-        self._close_bound = _bound(consumer.close, CLOSE_TIMEOUT_MS)
+        self._commit_bound = timeout_kwargs(consumer.commit, COMMIT_TIMEOUT_MS)
+        self._close_bound = timeout_kwargs(consumer.close, CLOSE_TIMEOUT_MS)
         consumer.subscribe(self.topics, listener=self._listener)
         return True
 
@@ -613,14 +614,23 @@ class KafkaSource(ColumnSource, Seekable, Lagging):
             log.exception("error while closing the Kafka consumer")
 
 
+#: what to try when a broker that answers other clients cannot be reached without a stated API version
+OLD_BROKER_HINT = (
+    "if the broker is up and older than 0.10 (e.g. Kafka 0.9, whose version cannot be probed), "
+    "set its version: --api-version 0.9 (kafka.api_version)"
+)
+
+
 class BrokerOutage:
     """Since when a consumer's broker is away (both clients' sources), and our lines about it: one when it goes
     away, then at most one every ``OUTAGE_LOG_SECONDS`` with how many of the client's own lines were held back,
     and one when it is back."""
 
-    def __init__(self, bootstrap_servers: str, noise: ClientNoise) -> None:
+    def __init__(self, bootstrap_servers: str, noise: ClientNoise, hint: str = "") -> None:
         self.bootstrap_servers = bootstrap_servers
         self.noise = noise
+        #: a fix to name in the lines (the old-broker hint where no API version is set)
+        self.hint = hint
         #: monotonic time since when the broker is away (None: it is there), and the last error
         self.since: float | None = None
         self.error = ""
@@ -639,6 +649,7 @@ class BrokerOutage:
             error=self.error,
             away_seconds=round(now - self.since, 1),
             client_lines_held_back=self.noise.held,
+            **({"fix": self.hint} if self.hint else {}),
         )
 
     def back(self) -> None:
@@ -666,25 +677,6 @@ def outage_message(bootstrap_servers: str, away: tuple[float, str] | None) -> st
         f"Kafka broker at '{redact_text(bootstrap_servers)}' not reachable for {time.monotonic() - since:.0f} s "
         f"({error}); consumption resumes when it is back: check the broker and the network"
     )
-
-
-def _new_consumer(config: Mapping[str, Any]) -> Any:
-    """A ``KafkaConsumer``; one whose construction fails (a cluster not reached in ``bootstrap_timeout_ms``) closes
-    the network client it had started first, so that attempt after attempt leaves no I/O thread behind."""
-    from kafka import KafkaConsumer
-
-    class Consumer(KafkaConsumer):  # type: ignore[misc]
-        def __init__(self, **kw: Any) -> None:
-            try:
-                super().__init__(**kw)
-            except BaseException:
-                client = getattr(self, "_client", None)
-                if client is not None:
-                    with contextlib.suppress(Exception):
-                        client.close()
-                raise
-
-    return Consumer(**config)
 
 
 def hold_rejoin(consumer: Any) -> bool:
@@ -803,11 +795,6 @@ def install_client_noise_filter() -> None:
         logger = logging.getLogger(name)
         if CLIENT_NOISE not in logger.filters:
             logger.addFilter(CLIENT_NOISE)
-
-
-def _bound(method: Callable[..., Any], timeout_ms: int) -> dict[str, int]:
-    """``{"timeout_ms": timeout_ms}`` where ``method`` takes it (recent kafka-python), else nothing."""
-    return {"timeout_ms": timeout_ms} if "timeout_ms" in inspect.signature(method).parameters else {}
 
 
 def _log_failed_commit(offsets: Any, response: Any) -> None:
@@ -1288,7 +1275,8 @@ def _new_producer(
         )
     except KafkaError as exc:
         where = redact_text(bootstrap_servers)
-        raise SourceError(f"cannot connect a producer to Kafka at '{where}': {redact_text(repr(exc))}") from exc
+        hint = "" if api_version is not None else f"; {OLD_BROKER_HINT}"
+        raise SourceError(f"cannot connect a producer to Kafka at '{where}': {redact_text(repr(exc))}{hint}") from exc
     except ValueError as exc:
         raise SourceError(f"invalid Kafka producer settings: {redact_text(str(exc))}") from exc
     return producer

@@ -4,8 +4,9 @@ Why: kafka-python parses every fetched record in Python — most of a raw consum
 *Ingest vs raw client*) — and decoding plus sampling an event costs
 about as much again, all under one GIL. With the consumer in its own process the two run on two cores: the child
 fetches, parses and ships each poll's records as one message of plain lists per partition (values, headers, offsets,
-timestamps); this process decodes, samples and scores. The child keeps fetching while this process works, up to the
-pipe's buffer plus one batch in flight (bounded memory, natural back-pressure).
+timestamps), with the common events of a share of them decoded as columns (:mod:`monitor.source.columns`:
+:class:`AheadShare`); this process decodes the rest, samples and scores. The child keeps fetching while this process
+works, up to the pipe's buffer plus one batch in flight (bounded memory, natural back-pressure).
 
 The :class:`~monitor.source.base.Source` contract is unchanged:
 
@@ -49,9 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from monitor.errors import SourceError
-from monitor.source.base import DecodesAhead, Lagging, Positions, RawRecord, RebalanceHandler, SideReading
-from monitor.source.decode import EventDecoder
-from monitor.source.decode_ahead import DecodeAhead, Decoded, decode_ahead
+from monitor.source.base import DecodesAhead, Lagging, Polled, Positions, RawRecord, RebalanceHandler, SideReading
+from monitor.source.columns import ColumnSpec, EventColumns, decode_columns
+from monitor.source.decode_ahead import DecodeAhead
 from monitor.source.kafka import ConsumerConfig, GroupMember, PartitionBatch, outage_message, records_of
 from monitor.source.side_read import SideReader
 
@@ -107,6 +108,8 @@ class ProcessKafkaSource(GroupMember, SideReading, Lagging, DecodesAhead):
         # loop per record)
         self._buffer: list[RawRecord] = []
         self._next = 0
+        #: the buffered records' common events decoded as columns by the child, their rows counted in the buffer
+        self._columns: list[EventColumns] = []
         self._revoking = False
         self._revoke_positions: Positions = {}
         self._closed = False
@@ -117,10 +120,6 @@ class ProcessKafkaSource(GroupMember, SideReading, Lagging, DecodesAhead):
         self._away: tuple[float, str] | None = None
         #: the decoder state last sent to the child (it decodes ahead with it: :meth:`decode_ahead`)
         self._ahead: DecodeAhead | None = None
-        #: only librdkafka's child decodes ahead: kafka-python's spends most of a core fetching and parsing records in
-        #: Python, and with it decoding ahead drained a backlog no faster than without (docs/BENCHMARKS.md, ingest vs
-        #: raw client)
-        self._decodes_ahead = client == "librdkafka"
         # a fresh interpreter running this module (not fork: the parent holds onnxruntime and other threads; not
         # multiprocessing's spawn: it re-imports the parent's __main__), talking over two inherited pipes
         cmd_read, cmd_write = os.pipe()
@@ -165,8 +164,12 @@ class ProcessKafkaSource(GroupMember, SideReading, Lagging, DecodesAhead):
                 break
         start = self._next
         out = self._buffer[start : start + max_records]
-        self._next = start + len(out)
-        return out
+        self._next = end = start + len(out)
+        # the columns whose rows this poll returns, counted in it; those of a batch split between polls are left to
+        # the pipeline's per-record decoder
+        columns = [c.shifted(-start) for c in self._columns if c.rows[0] >= start and c.rows[-1] < end]
+        self._columns = [c for c in self._columns if c.rows[-1] >= end]
+        return Polled(out, columns)
 
     @property
     def degraded(self) -> str | None:
@@ -182,10 +185,10 @@ class ProcessKafkaSource(GroupMember, SideReading, Lagging, DecodesAhead):
         return self._buffer[self._next :]
 
     def decode_ahead(self, spec: DecodeAhead) -> None:
-        """Have the child decode each record's common plain event with ``spec`` (the pipeline's decoder state) as
-        it reads it (:mod:`monitor.source.decode_ahead`); sent again only when it changed (a segment admitted).
-        Ignored with kafka-python's child (see ``_decodes_ahead``)."""
-        if self._decodes_ahead and spec != self._ahead:
+        """Have the child decode each poll's common plain events as columns with ``spec`` (the pipeline's decoder
+        state) as it reads them (:mod:`monitor.source.columns`); sent again only when it changed (a segment
+        admitted)."""
+        if spec != self._ahead:
             self._ahead = spec
             self._send(("decode_ahead", spec))
 
@@ -230,10 +233,12 @@ class ProcessKafkaSource(GroupMember, SideReading, Lagging, DecodesAhead):
     def _handle(self, kind: str, payload: Any) -> None:
         if kind == "records":
             if self._next >= len(self._buffer):  # all returned: start afresh rather than grow
-                self._buffer, self._next = [], 0
+                self._buffer, self._next, self._columns = [], 0, []
             batches, decoded = payload
-            for batch, events in zip(batches, decoded, strict=True):
-                self._buffer.extend(records_of(batch, events))
+            for batch, columns in zip(batches, decoded, strict=True):
+                base = len(self._buffer)
+                self._buffer.extend(records_of(batch))
+                self._columns.extend(c.shifted(base) for c in columns or ())
         elif kind == "assigned":
             self._note_assigned([(str(t), int(p)) for t, p in payload], log)
         elif kind == "revoked":
@@ -242,7 +247,7 @@ class ProcessKafkaSource(GroupMember, SideReading, Lagging, DecodesAhead):
             gone = set(parts)
             # buffered records of these partitions were never applied: their next owner reads them
             self._buffer = [r for r in self.buffered() if (r.topic, r.partition) not in gone]
-            self._next = 0
+            self._next, self._columns = 0, []  # the rest is decoded record by record
             self._revoking, self._revoke_positions = True, {}
             try:
                 if self._handler is not None and parts:
@@ -395,7 +400,7 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     todo: queue.Queue[tuple[str, Any]] = queue.Queue()
     closing = threading.Event()
     source: KafkaSource | RdKafkaSource | None = None
-    decoder: EventDecoder | None = None  # set by the parent's "decode_ahead"
+    decoder: ColumnSpec | None = None  # set by the parent's "decode_ahead"
     ahead = AheadShare()
 
     class Forward:
@@ -470,7 +475,7 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
                     source.commit(payload)
                 elif kind == "decode_ahead":
                     try:
-                        decoder = payload.decoder()
+                        decoder = payload.columns()
                     except Exception:  # noqa: BLE001 - decoding ahead is an optimisation: the pipeline decodes all
                         log.exception("cannot decode ahead; the pipeline decodes every record")
                         decoder = None
@@ -519,23 +524,18 @@ class AheadShare:
         elif queued == 0:
             self.share = max(0.0, self.share - self.STEP)
 
-    def decoded(self, decoder: EventDecoder | None, batch: PartitionBatch) -> list[Decoded | None] | None:
-        """The first ``share`` of the batch's records decoded ahead (None where the pipeline decodes one itself),
-        or None for the whole batch."""
+    def decoded(self, spec: ColumnSpec | None, batch: PartitionBatch) -> list[EventColumns] | None:
+        """The common events among the first ``share`` of the batch's records, as columns per model (the pipeline
+        decodes every other record itself), or None when none are decoded here."""
         values = batch[2]
-        ahead = 0 if decoder is None else round(self.share * len(values))
+        ahead = 0 if spec is None else round(self.share * len(values))
         if ahead == 0:
             return None
-        headers, stamps = batch[3], batch[5]
-        out: list[Decoded | None] = [None] * len(values)
-        for i in range(ahead):
-            if headers and headers[i]:
-                continue
-            try:
-                out[i] = decode_ahead(decoder, values[i], stamps[i])  # type: ignore[arg-type]
-            except Exception:  # noqa: BLE001, S112 - the pipeline decodes it in full, and reports what is wrong
-                continue
-        return out
+        try:
+            return decode_columns(spec, values, batch[3], batch[5], ahead)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - an optimisation: the pipeline decodes the records in full and says why
+            log.exception("cannot decode a batch as columns; the pipeline decodes its records")
+            return None
 
 
 if __name__ == "__main__":

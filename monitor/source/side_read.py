@@ -26,12 +26,11 @@ from monitor.source.base import RawRecord
 from monitor.source.kafka import (
     CLOSE_TIMEOUT_MS,
     ConsumerConfig,
-    _bound,
-    _new_consumer,
     columns_of,
     consumer_client_settings,
     records_of,
 )
+from monitor.source.kafka_client import new_consumer, timeout_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -127,12 +126,12 @@ class SideReader:
         consumer, self._consumer, self._at = self._consumer, None, None
         if consumer is not None:
             with contextlib.suppress(Exception):
-                consumer.close(autocommit=False, **_bound(consumer.close, CLOSE_TIMEOUT_MS))
+                consumer.close(autocommit=False, **timeout_kwargs(consumer.close, CLOSE_TIMEOUT_MS))
 
     def _connect(self) -> Any:
         if self._consumer is None:
             try:
-                self._consumer = _new_consumer(self._kw)
+                self._consumer = new_consumer(self._kw)
             except Exception as exc:  # noqa: BLE001 - not reached (or refused): nothing read, logged
                 log.warning(
                     "side reader not connected",

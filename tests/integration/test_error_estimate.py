@@ -3,7 +3,8 @@ as a process on a real Kafka 0.9 broker, and a real Prometheus that scrapes it a
 ``harmonic_estimated_error`` (per window, method and loss) and ``harmonic_reference_error``.
 
 The regressor is a scikit-learn linear regression (ONNX) whose error grows with |x2|; the events move x2 by 1, so
-the estimated MAE rises above the reference's."""
+the estimated MAE rises above the reference's. The reference carries a segment column and the events one segment:
+its own reference error is exported beside the model-wide one."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from numpy.typing import NDArray
@@ -45,14 +47,19 @@ def test_run_exports_a_regressors_estimated_error_that_prometheus_stores(
     x, y = rows(0, 600, 0.0)
     model = convert_estimator(LinearRegression().fit(x, y), 3, tmp_path / "price.onnx")
     xr, yr = rows(1, 800, 0.0)
-    ref = monitor.reference(model, xr, labels=yr, flicker_copies=4, out=tmp_path / "ref.json")
-    assert ref.loss_fit is not None
+    # the reference carries each row's segment: north's own reference error is what north's window compares with
+    frame = pd.DataFrame({"a": xr[:, 0], "b": xr[:, 1], "c": xr[:, 2], "region": ["north", "south"] * 400})
+    ref = monitor.reference(
+        model, frame, labels=yr, segment_column="region", feature_names=("a", "b", "c"), flicker_copies=4,
+        out=tmp_path / "ref.json",
+    )  # fmt: skip
+    assert ref.loss_fit is not None and set(ref.loss_fit.segments) == {"north", "south"}
     topic = f"error-{group_name()}"
     kafka09_broker.create_topic(topic, 1)
     now_ms = int(time.time() * 1000)
     xs, _ = rows(2, EVENTS, 1.0)
     messages = [
-        (f"e{i}".encode(), json.dumps({"id": f"e{i}", "ts": now_ms + 10 * i, "model": MODEL,
+        (f"e{i}".encode(), json.dumps({"id": f"e{i}", "ts": now_ms + 10 * i, "model": MODEL, "segment": "north",
                                        "features": xs[i].tolist()}).encode())
         for i in range(EVENTS)
     ]  # fmt: skip
@@ -82,3 +89,7 @@ def test_run_exports_a_regressors_estimated_error_that_prometheus_stores(
             assert value > ref.loss_fit.mae  # the window's inputs moved where the model errs more
             rmse = prom.wait_for_samples(f'harmonic_estimated_error{{model="{MODEL}",loss="rmse",method="dle"}}')
             assert rmse
+            own = prom.wait_for_samples(
+                f'harmonic_segment_reference_error{{model="{MODEL}",segment="north",loss="mae"}}'
+            )
+            assert float(own[0]["value"][1]) == pytest.approx(ref.loss_fit.segments["north"]["mae"], rel=1e-6)

@@ -191,3 +191,48 @@ def test_close_is_idempotent_and_a_dead_child_is_a_source_error(kafka_broker: Br
             source.poll(0.2, 10)
     source.close()
     source.close()
+
+
+def test_the_child_hands_over_the_common_events_as_columns(kafka_broker: Broker, topic: str) -> None:
+    """With the pipeline's decoder state sent, the child decodes a share of each poll as columns: each row's event is
+    the one the pipeline's decoder makes of its record; the rest comes over as records only."""
+    from monitor.source.base import Polled
+    from monitor.source.decode import EventDecoder
+    from monitor.source.decode_ahead import DecodeAhead
+    from monitor.source.validate import ModelSchema
+
+    producer = KafkaProducer(**kafka_broker.kafka_kwargs(), acks="all")
+    for i in range(200):
+        doc = f'{{"id": "c{i}", "ts": {1_795_168_800_000 + i}, "features": [{i}.5, 1.0], "segment": "eu"}}'
+        producer.send(topic, key=str(i).encode(), value=doc.encode())
+    producer.flush(timeout=60)
+    producer.close(timeout=10)
+    decoder = EventDecoder({"m": ModelSchema(2, None, default_version="1")}, default_model="m", segments=["eu"])
+    source = _source(kafka_broker, topic, group_name())
+    try:
+        source.decode_ahead(DecodeAhead.of(decoder))
+        polls: list[Polled] = []
+        deadline = time.monotonic() + 60.0
+        while sum(map(len, polls)) < 200 and time.monotonic() < deadline:
+            got = source.poll(0.2, 50)
+            if got:
+                assert isinstance(got, Polled)
+                polls.append(got)
+    finally:
+        source.close()
+    assert sum(map(len, polls)) == 200
+    taken = 0
+    for polled in polls:
+        for cols in polled.columns:
+            for j, row in enumerate(cols.rows.tolist()):
+                record = polled[row]
+                event = cols.event(j, record.origin)
+                own = decoder.decode(record.value, origin=record.origin)
+                assert (event.event_id, event.features.tolist(), event.timestamp_seconds, event.segment) == (
+                    own.event_id,
+                    own.features.tolist(),
+                    own.timestamp_seconds,
+                    own.segment,
+                )
+                taken += 1
+    assert taken > 0

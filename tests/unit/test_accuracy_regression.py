@@ -28,7 +28,7 @@ def fit() -> LossFit:
     return fit_loss(x, p, y, seed=0)
 
 
-@pytest.mark.parametrize("method", ["iw", "dle", "dr"])
+@pytest.mark.parametrize("method", ["iw", "dle", "dr", "gbdt"])
 @pytest.mark.parametrize("shift", [0.0, 1.0])
 def test_the_estimate_follows_the_error_and_the_interval_covers_it(fit: LossFit, shift: float, method: str) -> None:
     x, p, y = rows(1 + int(shift), 1000, shift)

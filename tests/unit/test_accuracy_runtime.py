@@ -8,6 +8,7 @@ skl2onnx; every window scored by the real :class:`~monitor.signals.scorer.Robust
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -179,9 +180,11 @@ class Scored:
     def score(self, x: NDArray[np.float64]) -> ScoreResult:
         return self.scorer.score(x)
 
-    def batch(self, x: NDArray[np.float64]) -> tuple[list[InferenceEvent], NDArray[np.float64], ScoreResult]:
+    def batch(
+        self, x: NDArray[np.float64], segment: str = "other"
+    ) -> tuple[list[InferenceEvent], NDArray[np.float64], ScoreResult]:
         events = [
-            InferenceEvent(f"e{self.index + i}", MODEL, "1", x[i], T0 + (self.index + i) * SPACING)
+            InferenceEvent(f"e{self.index + i}", MODEL, "1", x[i], T0 + (self.index + i) * SPACING, segment)
             for i in range(x.shape[0])
         ]
         self.index += x.shape[0]
@@ -212,9 +215,9 @@ def watch_with(fit: EstimatorFit | None, **config: Any) -> tuple[ModelWatch, Met
     return watch, state
 
 
-def feed(watch: ModelWatch, scored: Scored, x: NDArray[np.float64], batch: int = 100) -> None:
+def feed(watch: ModelWatch, scored: Scored, x: NDArray[np.float64], batch: int = 100, segment: str = "other") -> None:
     for start in range(0, x.shape[0], batch):
-        events, rows, result = scored.batch(x[start : start + batch])
+        events, rows, result = scored.batch(x[start : start + batch], segment)
         watch.update(events, rows, result, np.full(rows.shape[0], np.nan))
 
 
@@ -270,7 +273,7 @@ def test_accuracy_drop_fires_when_the_upper_bound_falls_below_the_tolerance(scor
     alert = fired[0].alert
     assert alert.labels["verdict"] == "harmful-shift" and alert.labels["signal"] == "accuracy"
     assert alert.reference == pytest.approx(fit.accuracy)
-    assert "upper bound below reference accuracy" in alert.annotations["description"]
+    assert "upper bound below the model's reference accuracy" in alert.annotations["description"]
     assert state.gauge(tel.ALERTS_FIRING.name, (MODEL, "other", ACCURACY_ALERT)) == 1.0
     # back to stationary traffic: the count window refills, the condition clears, the alert resolves
     feed(watch, scored, blobs(8, 1200)[0])
@@ -304,6 +307,31 @@ def test_without_a_fit_nothing_is_estimated(scored: Scored) -> None:
     feed(watch, scored, blobs(11, 300)[0])
     assert state.gauge(tel.ESTIMATED_ACCURACY.name, (MODEL, "other", f"last_{COUNT}", "atc")) is None
     assert state.gauge(tel.REFERENCE_ACCURACY.name, (MODEL,)) is None
+
+
+def test_each_segment_compares_with_its_own_reference_where_the_reference_carries_it(
+    scored: Scored, fit: EstimatorFit
+) -> None:
+    """The same stationary traffic in two segments: "easy" carries a reference accuracy of 0.999 (its labelled rows
+    were all but perfect), so the estimate over its window falls below it and its alert fires; "plain" has no
+    reference value of its own and compares with the model-wide accuracy: quiet."""
+    own = dataclasses.replace(fit, segments={"easy": {"accuracy": 0.999, "n": 400.0}})
+    watch, state = watch_with(own, accuracy_tolerance=0.01)
+    for seed, segment in ((16, "easy"), (17, "plain")):
+        feed(watch, scored, blobs(seed, 600)[0], segment=segment)
+    assert watch.last_estimates["easy"][f"last_{COUNT}"]["segment_reference"] == {
+        "accuracy": 0.999,
+        "n": 400,
+        "own": True,
+    }
+    assert watch.last_estimates["plain"][f"last_{COUNT}"]["segment_reference"]["own"] is False
+    assert state.gauge(tel.SEGMENT_REFERENCE_ACCURACY.name, (MODEL, "easy")) == pytest.approx(0.999)
+    assert state.gauge(tel.SEGMENT_REFERENCE_ACCURACY.name, (MODEL, "plain")) is None
+    firing = {ev.alert.labels["segment"]: ev.alert for ev in watch.fired if ev.alert.rule.name == ACCURACY_ALERT}
+    assert set(firing) == {"easy"}, firing
+    assert firing["easy"].reference == pytest.approx(0.999)
+    assert "below segment easy's reference accuracy 0.999" in firing["easy"].annotations["description"]
+    assert watch.accuracy.fell("easy") and not watch.accuracy.fell("plain")
 
 
 def test_estimates_are_recomputed_at_most_every_interval(scored: Scored, fit: EstimatorFit) -> None:

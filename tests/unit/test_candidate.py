@@ -3,6 +3,7 @@ the pipeline scoring one draw on both models."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +222,90 @@ def test_a_segment_gone_quiet_loses_its_comparison_series(tmp_path: Path) -> Non
     assert verdicts("eu") == {"candidate-worse": None, "no-difference": None}
     assert tel.COMPARE_EVENTS.get(state, tel.ModelCandidateSegmentWindow("clf", "v2", "eu", "60s")) is None
     assert verdicts("us") == {"candidate-worse": 1.0, "no-difference": 0.0}
+
+
+# -- the candidate's file replaced while the pipeline runs ---------------------------------------------------------
+def _replace(path: Path, build: Any) -> None:
+    """Write a new model beside ``path`` and move it over ``path`` (a new file at the path, as ``mv`` leaves it)."""
+    fresh = path.with_name("fresh-" + path.name)
+    build(fresh)
+    fresh.replace(path)
+
+
+def _look(pipeline: Any) -> None:
+    """Two loop turns' looks at the candidates' files: the change, then the file holding still."""
+    for cands in pipeline.candidates.values():
+        for cand in cands:
+            cand.file.every = 0.0
+    pipeline.tick_alerts()
+    pipeline.tick_alerts()
+
+
+def test_a_replaced_candidate_file_is_loaded_again_or_refused(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    base = make_settings(tmp_path)
+    served = base.models[0].model_dump()
+    fragile = tmp_path / "fragile.onnx"
+    onnx_graphs.linear_classifier(fragile, [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2], curvature=[0.5, 0.5])
+    cand = {**served, "name": "fragile", "path": str(fragile), "compare_with": served["name"], "reference": None}
+    state = MetricsState()
+    source = RecordingSource([])
+    pipeline = make_pipeline(make_settings(tmp_path, models=[served, cand]), source, state=state)
+    pair = tel.ModelCandidate("clf", "fragile")
+    caplog.set_level(logging.INFO, logger="monitor.runtime.candidate")
+
+    def feed(n: int, seed: int) -> None:
+        start = len(source.records)
+        batch = events(rows(n, seed=seed), start=start)
+        source.records += [RawRecord(ev, topic="t", partition=0, offset=start + i) for i, ev in enumerate(batch)]
+        while pipeline.step(0.0):
+            pass
+
+    def verdict() -> str | None:
+        got = [
+            v
+            for v in ("candidate-worse", "candidate-better", "no-difference", "incomparable")
+            if tel.COMPARE_VERDICT.get(state, tel.ModelCandidateSegmentVerdict("clf", "fragile", "other", v)) == 1.0
+        ]
+        return got[0] if got else None
+
+    feed(2100, seed=3)
+    assert verdict() == "candidate-worse" and tel.COMPARE_CANDIDATE_UP.get(state, pair) == 1.0
+    # the same bytes written anew (a new inode, as a ConfigMap's swapped links leave it): no change
+    same = fragile.read_bytes()
+    _replace(fragile, lambda p: p.write_bytes(same))
+    _look(pipeline)
+    assert verdict() == "candidate-worse" and pipeline.readiness()[1]["candidate_files"]["fragile"]["reloads"] == 0
+    # replaced by the served model's twin: loaded again, the comparison afresh (no verdict until its windows fill)
+    _replace(fragile, lambda p: onnx_graphs.linear_classifier(p, [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2]))
+    _look(pipeline)
+    assert "candidate 'fragile' reloaded: its file" in caplog.text
+    assert verdict() is None
+    assert tel.COMPARE_EVENTS.get(state, tel.ModelCandidateSegmentWindow("clf", "fragile", "other", "60s")) is None
+    assert pipeline.readiness()[1]["candidate_files"]["fragile"]["reloads"] == 1
+    feed(2100, seed=5)
+    assert verdict() == "no-difference"
+    # replaced by a model of another width: refused, its series gone, nothing scored on it; the served model goes on
+    _replace(fragile, lambda p: onnx_graphs.linear_classifier(p, np.ones((3, 2)), [0.0, 0.0]))
+    _look(pipeline)
+    assert tel.COMPARE_CANDIDATE_UP.get(state, pair) == 0.0 and verdict() is None
+    refused = pipeline.readiness()[1]["candidate_files"]["fragile"]["refused"]
+    assert "'clf' takes 2 inputs" in refused and "candidate 'fragile' refused" in caplog.text
+    evaluated = tel.MODEL_EVALUATIONS_TOTAL.value(state, tel.ModelPurpose("fragile", "events"))
+    feed(300, seed=6)
+    assert tel.MODEL_EVALUATIONS_TOTAL.value(state, tel.ModelPurpose("fragile", "events")) == evaluated
+    assert tel.EVENTS_SCORED_TOTAL.total(state) == 4500
+    # the file gone: still refused; a file that fits again: compared again
+    fragile.unlink()
+    _look(pipeline)
+    assert "does not exist" in pipeline.readiness()[1]["candidate_files"]["fragile"]["refused"]
+    _replace(fragile, lambda p: onnx_graphs.linear_classifier(p, [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2]))
+    _look(pipeline)
+    assert tel.COMPARE_CANDIDATE_UP.get(state, pair) == 1.0
+    assert "refused" not in pipeline.readiness()[1]["candidate_files"]["fragile"]
+    pipeline.close()
+
+
+def test_a_served_model_removed_from_the_settings_refuses_its_candidate(tmp_path: Path) -> None:
+    p = str(tmp_path / "m.onnx")
+    with pytest.raises(ConfigError, match=r"compare_with names 'a', which is not a configured model \(b\); .* drop"):
+        _settings(tmp_path, [{"name": "b", "path": p, "compare_with": "a"}])

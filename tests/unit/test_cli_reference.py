@@ -116,8 +116,12 @@ def test_read_reference_rejects_a_file_that_is_not_json(tmp_path: Path) -> None:
         read_reference(tmp_path / "rows.csv", 2)
 
 
-def test_read_reference_rejects_a_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"cannot read reference JSON '.*absent\.json'"):
+def test_read_reference_rejects_a_missing_file_naming_the_command_that_builds_it(tmp_path: Path) -> None:
+    with pytest.raises(
+        DataError,
+        match=r"reference JSON '.*absent\.json' does not exist; .*`harmonic-monitor reference --model MODEL\.onnx "
+        r"--data ROWS\.csv --out .*absent\.json`",
+    ):
         read_reference(tmp_path / "absent.json", 2)
 
 

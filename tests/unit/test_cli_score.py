@@ -241,6 +241,19 @@ def test_score_wrong_width_exits_2_naming_expected_and_got(
     assert "has 2 columns; the model expects 3 features" in capsys.readouterr().err
 
 
+def test_score_wrong_width_names_the_header_and_how_to_drop_a_label_column(
+    files: Files, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wide = tmp_path / "wide.csv"
+    np.savetxt(
+        wide, np.column_stack([files.rows, np.zeros(len(files.rows))]), delimiter=",", header="a,b,c,y", comments=""
+    )
+    assert score(files.classifier, wide, tmp_path / "out.csv") == 2
+    err = capsys.readouterr().err
+    assert "has 4 columns (a, b, c, y); the model expects 3 features. Was the file written for another model? " in err
+    assert "Else drop the columns it does not read (labels: --labels NAME, segments: --segment-column NAME" in err
+
+
 def test_score_missing_model_exits_2_with_a_clear_message(
     files: Files, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -115,6 +116,39 @@ def test_paired_bootstrap_of_row_groups_matches_the_row_bootstrap(monkeypatch: p
     _, lo_r, hi_r = paired_bootstrap(a, b, replicates=400, seed=5)
     np.testing.assert_allclose(hi_g - lo_g, hi_r - lo_r, rtol=0.15)
     np.testing.assert_allclose((hi_g + lo_g) / 2, (hi_r + lo_r) / 2, atol=0.1 * (hi_r - lo_r).max())
+
+
+def test_paired_bootstrap_of_fewer_groups_groups_from_that_many_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    from monitor.comparison import paired
+
+    rng = np.random.default_rng(6)
+    a = rng.exponential(1.0, size=(3000, 2))
+    b = a * 0.9 + rng.normal(0, 0.3, size=(3000, 2))
+    drawn: list[int] = []
+    default_rng = np.random.default_rng
+
+    class Counting:
+        """The bootstrap's generator, counting the units each replicate resamples."""
+
+        def __init__(self, seed: int) -> None:
+            self.rng = default_rng(seed)
+
+        def integers(self, low: int, high: int, size: tuple[int, int]) -> Any:
+            drawn.append(size[1])
+            return self.rng.integers(low, high, size=size)
+
+        def permutation(self, n: int) -> Any:
+            return self.rng.permutation(n)
+
+    monkeypatch.setattr(np.random, "default_rng", Counting)  # the one paired draws from
+    _, lo_g, hi_g = paired_bootstrap(a, b, replicates=400, seed=5, groups=200)  # 3000 rows < EXACT_ROWS, > 200
+    assert set(drawn) == {200}
+    drawn.clear()
+    _, lo_r, hi_r = paired_bootstrap(a, b, replicates=400, seed=5)
+    assert set(drawn) == {3000}
+    np.testing.assert_allclose(hi_g - lo_g, hi_r - lo_r, rtol=0.2)
+    np.testing.assert_allclose((hi_g + lo_g) / 2, (hi_r + lo_r) / 2, atol=0.1 * (hi_r - lo_r).max())
+    assert paired.GROUPS > 200
 
 
 def test_paired_bootstrap_refuses_unpaired_shapes() -> None:

@@ -209,7 +209,8 @@ INVALID_CASES: list[tuple[bytes, str, str]] = [
     (
         event(model="fraud"),
         "unknown_model",
-        r"event 'a1b2' names model 'fraud', which is not configured; known models: 'credit', 'wide'",
+        r"event 'a1b2' names model 'fraud', which is not configured; known models: 'credit', 'wide' \(a model's name: "
+        r"--model-name, models\[\]\.name\)",
     ),
     (
         event(features={"age": 1, "income": 2, "debt": 3, "zip": 4}),

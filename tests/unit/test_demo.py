@@ -29,6 +29,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.cli import build_parser
 from monitor.cli.demo import _PhaseTally
 from monitor.cli.demo_data import PHASES, DemoData
+from monitor.cli.demo_regressor import EVERY as REGRESSOR_EVERY
+from monitor.cli.demo_regressor import NAME as REGRESSOR
 from monitor.errors import ModelError
 
 
@@ -79,8 +81,10 @@ def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     return out
 
 
-def _consumed(samples: dict[str, list[tuple[dict[str, str], float]]]) -> float:
-    return sum(v for labels, v in samples.get("harmonic_events_consumed_total", []) if labels.get("model") == "demo")
+def _consumed(samples: dict[str, list[tuple[dict[str, str], float]]], model: str | None = None) -> float:
+    """Events consumed, of ``model`` (None: of every model: the classifier's and the regressor's)."""
+    rows = samples.get("harmonic_events_consumed_total", [])
+    return sum(v for labels, v in rows if model is None or labels.get("model") == model)
 
 
 def _scrape_when_counted(port: int, events: int) -> Served:
@@ -190,7 +194,11 @@ def test_demo_three_phases_get_their_own_verdicts(tmp_path: Path) -> None:
     assert h_c["p"] < s_c["p"] and h_c["gamma_bin"] > s_c["gamma_bin"]
     assert harmful["gamma_map"]["total"] == harmful["events"]
     assert "mean γ bin" in proc.stdout
-    assert summary["events_scored"] == 20000 and summary["events_invalid"] == 0
+    regressor = [p["regressor_error"] for p in phases]
+    assert summary["events_scored"] == 20000 + sum(r["events"] for r in regressor)
+    assert summary["events_invalid"] == 0
+    # the regressor's stationary MAE estimate covers what it realized
+    assert regressor[0]["lower"] <= regressor[0]["realized"] <= regressor[0]["upper"], regressor
     assert "summary" in proc.stdout and "harmful-shift" in proc.stdout
     assert f"files kept in {tmp_path / 'work'} (--workdir)" in proc.stdout
     assert (summary["workdir"], summary["workdir_kept"]) == (str(tmp_path / "work"), True)
@@ -287,8 +295,10 @@ def test_demo_endpoints_serve_the_events_windows_verdict_and_gamma_map_the_summa
         name: [(labels, v) for labels, v in rows if labels.get("model") == "demo"]
         for name, rows in served.metrics.items()
     }
-    assert _consumed(served.metrics) == events == 9000
-    assert sum(v for _, v in demo["harmonic_events_scored_total"]) == events
+    regressor = 3 * len(range(0, 3000, REGRESSOR_EVERY))  # one regressor event per EVERY of each phase's 3000
+    assert _consumed(served.metrics, "demo") == 9000 and _consumed(served.metrics, REGRESSOR) == regressor
+    assert _consumed(served.metrics) == events == 9000 + regressor
+    assert sum(v for _, v in demo["harmonic_events_scored_total"]) == 9000
     # the windows hold events, and the verdict series names the last phase's verdict
     windows = {labels["window"]: v for labels, v in demo["harmonic_window_events"]}
     assert windows and all(v > 0 for v in windows.values()), windows
@@ -296,10 +306,18 @@ def test_demo_endpoints_serve_the_events_windows_verdict_and_gamma_map_the_summa
     assert verdicts == {last.group(5): 1.0}
     assert demo["harmonic_drift_statistic"]
     # the Gamma Map counts every event, on /metrics and on /gammamap
-    assert sum(v for _, v in demo["harmonic_gammamap_events_total"]) == events
-    assert served.gammamap["models"]["demo"]["cumulative"]["total"] == events
+    assert sum(v for _, v in demo["harmonic_gammamap_events_total"]) == 9000
+    assert served.gammamap["models"]["demo"]["cumulative"]["total"] == 9000
     assert "demo" in served.probes["models"]
     assert served.readyz["ready"] is True and served.healthz["status"] == "ok"
+    # the regressor: its error estimated without labels per window and method, beside its reference error
+    errors = [labels for labels, _ in served.metrics["harmonic_estimated_error"] if labels["model"] == REGRESSOR]
+    assert {(e["method"], e["loss"]) for e in errors} >= {("iw", "mae"), ("dle", "rmse")}, errors
+    ref = {
+        labels["loss"]: v for labels, v in served.metrics["harmonic_reference_error"] if labels["model"] == REGRESSOR
+    }
+    assert set(ref) == {"mae", "rmse"} and 0 < ref["mae"] < ref["rmse"]
+    assert "regressor's MAE without labels (demo-regressor" in proc.stdout
 
 
 def test_phase_tally_means_are_over_every_batch_and_leave_nan_out() -> None:

@@ -87,7 +87,7 @@ def test_the_error_is_exported_per_window_and_a_shift_it_cannot_vouch_for_fires_
     n = feed(watch, scorer, rows(3, 400, 0.0)[0], n)
     ref_mae = state.gauge(tel.REFERENCE_ERROR.name, (MODEL, "mae"))
     assert ref_mae is not None and state.gauge(tel.REFERENCE_ERROR.name, (MODEL, "rmse")) is not None
-    for method in ("iw", "dle", "dr"):
+    for method in ("iw", "dle", "dr", "gbdt"):
         for loss in ("mae", "rmse"):
             est = state.gauge(tel.ESTIMATED_ERROR.name, (*count, method, loss))
             lo = state.gauge(tel.ESTIMATED_ERROR_LOWER.name, (*count, method, loss))
@@ -122,7 +122,7 @@ def test_the_alert_condition_reads_the_count_windows_lower_bound(labelled: tuple
     assert not holds and value == result["mae"]["estimate"]
     halved = replace(fit, mae=fit.mae / 2.5, rows_abs_err=fit.rows_abs_err)
     holds, _, detail = error_condition(halved, result, 0.1, 100)
-    assert holds and "lower bound above reference MAE" in detail
+    assert holds and "lower bound above the model's reference MAE" in detail
     assert not error_condition(halved, result, 0.1, 401)[0]  # too few events in the count window
 
 

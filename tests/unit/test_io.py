@@ -251,6 +251,15 @@ def test_read_rows_names_the_callers_flag_in_its_note(tmp_path: Path) -> None:
     assert table.note == "header row detected: 1,2,3 (use --reference-header no to read it as data)"
 
 
+def test_load_rows_names_the_text_column_by_its_header_and_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(
+        DataError,
+        match=r"line 2 has a non-numeric value: .*'eu'.*: column 3 \('segment'\) holds text; remove it from the file "
+        r"\(a column naming each row's segment is taken by `reference`, `replay` and `compare` as --segment-column\)",
+    ):
+        load_rows(_write(tmp_path / "x.csv", "a,b,segment\n1.5,2,eu\n"))
+
+
 def test_load_rows_says_a_text_value_below_the_first_row_cannot_be_scored(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"line 2 has a non-numeric value: .*'red'; expected numbers in every column"):
         load_rows(_write(tmp_path / "x.csv", "1.5,2\nred,4\n"))

@@ -53,7 +53,7 @@ def attempts(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
             raise item
         return item
 
-    monkeypatch.setattr(kafka_source, "_new_consumer", new_consumer)
+    monkeypatch.setattr(kafka_source, "new_consumer", new_consumer)
     monkeypatch.setattr(kafka_source.time, "sleep", lambda seconds: None)  # a poll's wait: not in a unit test
     return queue
 
@@ -86,6 +86,38 @@ def test_a_broker_away_at_start_up_is_waited_for(attempts: list[Any], caplog: py
     assert "Kafka broker reachable again; consuming" in messages
     source.close()
     assert consumer.closed
+
+
+@pytest.mark.parametrize("api_version", [None, "0.9"])
+def test_the_waiting_line_names_the_old_broker_fix_only_without_a_version(
+    attempts: list[Any], caplog: pytest.LogCaptureFixture, api_version: str | None
+) -> None:
+    """Kafka 0.9 cannot be probed for its version: a broker that is up but never bootstraps looks away. Where no
+    version is set, the waiting line names ``--api-version 0.9``; where one is set, it does not."""
+    attempts += [KafkaTimeoutError("Unable to bootstrap from ['b:9092']"), FakeConsumer([])]
+    settings = KafkaSettings(bootstrap_servers="b:9092", topic="t", group_id="g", api_version=api_version)
+    with caplog.at_level(logging.WARNING, logger="monitor.source.kafka"):
+        source = KafkaSource(ConsumerConfig.from_settings(settings))
+    (line,) = [r for r in caplog.records if r.getMessage().startswith("Kafka broker not reachable")]
+    if api_version is None:
+        assert "--api-version 0.9" in line.fix  # type: ignore[attr-defined]
+    else:
+        assert not hasattr(line, "fix")
+    source.close()
+
+
+def test_a_producer_that_cannot_bootstrap_names_the_old_broker_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kafka
+
+    def refuse(**kw: Any) -> Any:
+        raise KafkaTimeoutError("Unable to bootstrap from ['b:9092']")
+
+    monkeypatch.setattr(kafka, "KafkaProducer", refuse)
+    with pytest.raises(SourceError, match=r"cannot connect a producer.*Unable to bootstrap.*--api-version 0\.9"):
+        kafka_source._new_producer("b:9092", None, {}, "c", 30_000)
+    with pytest.raises(SourceError) as info:
+        kafka_source._new_producer("b:9092", (0, 9), {}, "c", 30_000)
+    assert "--api-version" not in str(info.value)
 
 
 def test_a_connection_error_mid_run_is_waited_out(attempts: list[Any]) -> None:

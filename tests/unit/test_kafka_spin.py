@@ -76,7 +76,7 @@ def test_a_spinning_poll_is_cut_to_a_short_one_and_the_rest_slept(
     from kafka.structs import TopicPartition
 
     consumer = SpinningConsumer(clocks, ["spin", "spin", "spin", {TopicPartition("t", 0): [record(7)]}, "spin"])
-    monkeypatch.setattr(kafka_source, "_new_consumer", lambda config: consumer)
+    monkeypatch.setattr(kafka_source, "new_consumer", lambda config: consumer)
     source = KafkaSource(
         ConsumerConfig.from_settings(KafkaSettings(bootstrap_servers="b:9092", topic="t", group_id="g"))
     )

@@ -49,13 +49,13 @@ def reference_json(regressor: Path, tmp_path_factory: pytest.TempPathFactory) ->
 def test_the_api_estimates_a_shifted_window_from_the_stored_fit(regressor: Path, reference_json: Path) -> None:
     x, y = rows(2, 800, 1.0)
     est = monitor.estimate(regressor, x, reference_json, labels=y, flicker_copies=4)
-    assert isinstance(est, LossEstimate) and est.method == "iw"
+    assert isinstance(est, LossEstimate) and est.method == "gbdt"  # the default
     assert est.realized_mae is not None and est.realized_rmse is not None and est.n_labelled == 800
     for band, realized, reference in ((est.mae, est.realized_mae, est.reference_mae),
                                       (est.rmse, est.realized_rmse, est.reference_rmse)):  # fmt: skip
         assert band["lower"] <= realized <= band["upper"], (band, realized)
         assert abs(band["estimate"] - realized) < 0.5 * abs(reference - realized)
-    assert set(est.methods) == {"iw", "dle", "dr"}
+    assert set(est.methods) == {"iw", "dle", "dr", "gbdt"}
 
 
 def test_the_cli_writes_mae_and_rmse(regressor: Path, reference_json: Path, tmp_path: Path) -> None:
@@ -69,7 +69,7 @@ def test_the_cli_writes_mae_and_rmse(regressor: Path, reference_json: Path, tmp_
     for key in ("mae", "rmse"):
         assert doc[key]["lower"] <= doc[key]["estimate"] <= doc[key]["upper"]
         assert doc[key]["estimate"] > doc["reference"][key]  # the window's error grew with |x2|
-    assert doc["method"] == "iw" and doc["domain"]["auc"] > 0.6
+    assert doc["method"] == "gbdt" and doc["domain"]["auc"] > 0.6
     assert main([*argv, "--json", str(out), "--method", "dle"]) == 0
     assert json.loads(out.read_text())["method"] == "dle"
     small = tmp_path / "small.csv"

@@ -693,6 +693,7 @@ def test_pipeline_readyz_lists_segments_warming_up_and_their_baselines_survive_a
     ok, detail = pipeline.readiness()
     assert ok  # warming segments do not make the sidecar unready; they are listed
     assert detail["models"][MODEL]["segments_warming_up"] == {"us": {"events": 50, "of": 60}}
+    assert detail["models"][MODEL]["segment_baselines"] == {"eu": "own (60 events)"}  # learned by its warm-up
     assert pipeline.state.gauge(tel.SEGMENT_WARMING_UP.name, (MODEL, "us")) == 1.0
     assert pipeline.state.gauge(tel.SEGMENT_WARMING_UP.name, (MODEL, "eu")) == 0.0
     watch = pipeline.runtimes[MODEL].watch

@@ -39,3 +39,21 @@ def test_the_quick_start_is_two_commands_and_the_test_command_says_what_it_needs
     said = " ".join(quick.split("bash scripts/test.sh")[0].rsplit("Run the tests", 1)[1].split())
     for need in ("needs root", "apt-get", "package registries (PyPI, npm, the Debian archive)", "about 20 minutes"):
         assert need in said
+
+
+def _commands(text: str) -> list[list[str]]:
+    """Every ``harmonic-monitor …`` command in the ```bash blocks of ``text`` (continuation lines joined, comments cut)."""
+    import shlex
+
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    lines = " ".join(blocks).replace("\\\n", " ").splitlines()
+    return [shlex.split(line.split("#", 1)[0])[1:] for line in lines if line.strip().startswith("harmonic-monitor ")]
+
+
+def test_every_command_of_the_quickstart_parses_with_the_flags_the_cli_has() -> None:
+    from monitor.cli import build_parser
+
+    commands = _commands((ROOT / "docs" / "QUICKSTART.md").read_text(encoding="utf-8"))
+    assert {c[0] for c in commands} >= {"reference", "check-config", "score", "estimate", "compare", "replay", "run"}
+    for argv in commands:
+        build_parser().parse_args(argv)  # an unknown flag or a missing required one exits 2

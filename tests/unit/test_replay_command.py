@@ -93,7 +93,7 @@ def test_timeline_has_the_fixed_keys_and_decides_the_shift_after_it_starts(
     first_run: tuple[dict[str, object], str, Path], stream: Stream
 ) -> None:
     doc, _, _ = first_run
-    assert set(doc) == {"events", "changes", "alerts", "crossings"}
+    assert set(doc) == {"events", "changes", "alerts", "crossings", "accuracy"}
     assert doc["events"] == stream.lines
     changes = doc["changes"]
     assert isinstance(changes, list) and changes
@@ -148,7 +148,13 @@ def test_a_file_of_invalid_lines_replays_to_an_empty_timeline(
     out = tmp_path / "t.json"
     bad = Stream(stream.model, stream.reference, events, stream.config, 2, 0)
     assert replay(bad, out) == 0
-    assert json.loads(out.read_text(encoding="utf-8")) == {"events": 2, "changes": [], "alerts": [], "crossings": []}
+    assert json.loads(out.read_text(encoding="utf-8")) == {
+        "events": 2,
+        "changes": [],
+        "alerts": [],
+        "crossings": [],
+        "accuracy": [],
+    }
     assert "2 invalid" in capsys.readouterr().err
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,9 +17,9 @@ from tests.unit.test_compare import NAMES, iris_models  # noqa: F401  (the modul
 from tests.unit.test_report_page import render
 
 
-def _section(page: str) -> str:
-    found = re.search(r'<section id="models">(.*?)</section>', page, re.S)
-    assert found, "no section 'Two models'"
+def _section(page: str, sid: str = "models") -> str:
+    found = re.search(rf'<section id="{sid}">(.*?)</section>', page, re.S)
+    assert found, f"no section '{sid}'"
     return found.group(1)
 
 
@@ -27,20 +28,25 @@ def _frame(models: dict[str, Path]) -> tuple[pd.DataFrame, np.ndarray]:
     return frame[NAMES], frame["label"].to_numpy()
 
 
-def test_two_models_side_by_side_from_the_comparison(iris_models: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
-    events, y = _frame(iris_models)
-    out = tmp_path / "r.html"
-    report = monitor.report(
-        iris_models["logreg"],
+def _labelled_report(model: Path, reference: Any, events: Any, candidate: Path, y: np.ndarray, out: Path) -> Any:
+    """The page of ``model`` beside ``candidate``, every event and reference row labelled ``y``."""
+    return monitor.report(
+        model,
+        reference,
         events,
-        events,
-        candidate=iris_models["gbdt"],
+        candidate=candidate,
         labels=y,
         reference_labels=y,
         feature_names=NAMES,
         probe_points=0,
         out=out,
     )
+
+
+def test_two_models_side_by_side_from_the_comparison(iris_models: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+    events, y = _frame(iris_models)
+    out = tmp_path / "r.html"
+    report = _labelled_report(iris_models["logreg"], events, events, iris_models["gbdt"], y, out)
     cmp = report.data.comparison
     assert cmp is not None and report.data.comparison_note == ""
     body = _section(report.html)
@@ -57,8 +63,10 @@ def test_two_models_side_by_side_from_the_comparison(iris_models: dict[str, Path
     axes = [d["axis"] for d in cmp.rows("pairs") if d["segment"] == "(all)"]
     assert {"gamma", "flicker", "p_adj", "accuracy"} <= set(axes)
     assert all(f'data-axis="{a}"' in body for a in axes)
-    # both Gamma Maps, drawn by the one renderer, side by side in one figure
-    assert 'data-models="logreg,gbdt"' in body and "logreg (n=150)" in body and "gbdt (n=150)" in body
+    # both Gamma Maps, drawn by the one renderer, side by side in one figure: in the section Gamma Map
+    maps = _section(report.html, "gammamap")
+    assert 'data-models="logreg,gbdt"' in maps and "logreg (n=150)" in maps and "gbdt (n=150)" in maps
+    assert 'data-models="' not in body
     assert "ε* probe profile was skipped" not in body and "paired bootstrap of 1000 replicates" in body
     assert "None" not in body and "nan" not in body.lower()
     assert all(f'<section id="{s}">' in report.html for s in SECTIONS)
@@ -125,3 +133,56 @@ def test_on_a_log_cut_short_the_comparison_says_what_it_read(iris_models: dict[s
     )
     assert {r["rows"] for r in report.data.comparison.rows("models")} == {150}
     assert 'data-model="logreg-candidate"' in _section(report.html)
+
+
+def test_the_sections_pair_the_candidate_with_the_model_per_segment(
+    iris_models: dict[str, Path],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from skl2onnx import convert_sklearn
+    from skl2onnx.common.data_types import FloatTensorType
+    from sklearn.linear_model import LogisticRegression
+
+    frame = pd.read_csv(iris_models["csv"])
+    events, y, seg = frame[NAMES], frame["label"].to_numpy(), frame["seg"].to_numpy()
+    x = events.to_numpy(dtype=np.float32)
+    proto = convert_sklearn(
+        LogisticRegression(C=0.02, max_iter=500).fit(x, y), initial_types=[("float_input", FloatTensorType([None, 4]))]
+    )
+    flat = tmp_path / "flat.onnx"  # a weaker, flatter model of the same input
+    flat.write_bytes(proto.SerializeToString())
+    log = tmp_path / "ev.jsonl"
+    log.write_text(
+        "".join(
+            json.dumps({"id": str(i), "ts": 1_700_000_000_000 + 1000 * i, "features": r, "segment": s}) + "\n"
+            for i, (r, s) in enumerate(zip(events.to_numpy().tolist(), seg.tolist(), strict=True))
+        )
+    )
+    out = tmp_path / "r.html"
+    report = _labelled_report(iris_models["logreg"], events, log, flat, y, out)
+    cmp = report.data.comparison
+    assert cmp is not None
+    # the verdict timeline: per segment, both models' γ, the paired difference and the comparison's verdict
+    verdicts = {v["segment"]: v["verdict"] for v in cmp.rows("verdicts")}
+    assert set(verdicts) == {"(all)", "long", "short"}
+    timeline = _section(report.html, "verdicts")
+    rows = re.findall(r'<tr data-segment="([^"]+)" data-verdict="([^"]*)">', timeline)
+    assert dict(rows) == verdicts
+    gamma = {(r["model"], r["segment"]): r["gamma"] for r in cmp.rows("models")}
+    assert all(f"<td>{gamma[(m, 'short')]:.4g}</td>" in timeline for m in ("logreg", "flat"))
+    # the performance estimate: both models' estimates per segment, and the realized accuracy
+    accuracy = _section(report.html, "accuracy")
+    assert 'id="paired-accuracy"' in accuracy
+    assert all(r["accuracy_estimate"] is not None for r in cmp.rows("models"))
+    for r in cmp.rows("models"):  # per segment an estimate without its interval (fewer events than it needs)
+        band = "" if r["accuracy_lower"] is None else f" [{r['accuracy_lower']:.3f}, {r['accuracy_upper']:.3f}]"
+        assert f"<td>{r['accuracy_estimate']:.3f}{band}</td><td>{r['accuracy']:.3f}</td>" in accuracy, r
+    # the summary says the verdict; the Gamma Map section holds both maps
+    summary = _section(report.html, "summary")
+    assert f'<span id="summary-comparison">{verdicts["(all)"]}</span>' in summary
+    assert 'data-models="logreg,flat"' in _section(report.html, "gammamap")
+    assert "None" not in report.html and "nan" not in _section(report.html, "accuracy").lower()
+    _, console = render(out, tmp_path, dump=False)
+    assert console == []

@@ -73,7 +73,7 @@ class Consumers:
 @pytest.fixture
 def consumers(monkeypatch: pytest.MonkeyPatch) -> Consumers:
     made = Consumers()
-    monkeypatch.setattr(side_read, "_new_consumer", made.new)
+    monkeypatch.setattr(side_read, "new_consumer", made.new)
     monkeypatch.setattr(side_read.records, "guard", lambda consumer: True)
     return made
 

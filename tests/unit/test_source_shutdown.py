@@ -21,18 +21,19 @@ from kafka import KafkaConsumer
 
 from monitor.cli import run as run_command
 from monitor.source import kafka_process
-from monitor.source.kafka import CLOSE_TIMEOUT_MS, COMMIT_TIMEOUT_MS, _bound
+from monitor.source.kafka import CLOSE_TIMEOUT_MS, COMMIT_TIMEOUT_MS
+from monitor.source.kafka_client import timeout_kwargs
 from monitor.source.kafka_process import ProcessKafkaSource
 
 
-def test_commit_and_close_are_bounded_where_kafka_python_takes_a_bound() -> None:
-    assert _bound(KafkaConsumer.commit, COMMIT_TIMEOUT_MS) == {"timeout_ms": COMMIT_TIMEOUT_MS}
-    assert _bound(KafkaConsumer.close, CLOSE_TIMEOUT_MS) == {"timeout_ms": CLOSE_TIMEOUT_MS}
+def test_commit_and_close_are_bounded_where_kafka_python_takes_atimeout_kwargs() -> None:
+    assert timeout_kwargs(KafkaConsumer.commit, COMMIT_TIMEOUT_MS) == {"timeout_ms": COMMIT_TIMEOUT_MS}
+    assert timeout_kwargs(KafkaConsumer.close, CLOSE_TIMEOUT_MS) == {"timeout_ms": CLOSE_TIMEOUT_MS}
 
     def old_commit(offsets: object = None) -> None:  # kafka-python releases without the argument
         del offsets
 
-    assert _bound(old_commit, COMMIT_TIMEOUT_MS) == {}
+    assert timeout_kwargs(old_commit, COMMIT_TIMEOUT_MS) == {}
 
 
 def _handles(pid: int, signum: int) -> bool:

@@ -1,0 +1,250 @@
+"""A poll's common plain events decoded as columns, in the consumer's child process.
+
+Why: the pipeline's own Python per event (a JSON document, an event object, a step of the sampler and of the shadow
+check each) bounded a whole sidecar at ~0.1 of what librdkafka reads. Here one call per partition batch turns the
+record values of the common event shape (``id``, ``ts``, ``model``, ``model_version``, ``segment``, ``features``,
+``prediction``: :meth:`~monitor.source.decode.EventDecoder._plain_common`) into arrays: per model, the rows taken,
+their ids, versions, timestamps, segments, a float64 matrix of features and the live labels and probabilities
+(:class:`EventColumns`). The pipeline samples and shadow-checks on the arrays; only the rows it keeps become
+:class:`~monitor.events.InferenceEvent` objects (:meth:`EventColumns.event`).
+
+The parse is msgspec's typed JSON decoder (``_Doc``: one C call per record, no dict per event; measured against
+orjson with the columns gathered from its dicts and pyarrow's JSON reader over the poll: docs/DESIGN.md). The checks
+are masks over the poll: a record is *taken* only when every field is one the per-record fast path takes as it is
+(a printable-ASCII id within its cap, a model the fast path decodes or the default one, a clean version, the model's
+width of numbers within float32's range, an epoch-ms ``ts`` or the record's timestamp, an admitted or allowed
+segment, no prediction or an int64 ``label`` with probabilities in [0, 1], no ``value`` and no ``specversion``).
+Every other record (missing field, wrong width, not finite or out of range, bad timestamp, unknown model, a KServe
+event, a record with headers, anything msgspec refuses) is left to the per-record decoder in the pipeline's
+process, so that every reason, count and dead letter stays that decoder's; tests/unit/test_columns.py feeds random
+polls with every fault through both and requires the same events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import msgspec
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.events import InferenceEvent, LivePrediction
+from monitor.source.validate import (
+    FLOAT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_EPOCH_MS,
+    MAX_ID_CHARS,
+    MAX_VERSION_CHARS,
+    MIN_EPOCH_MS,
+    Origin,
+)
+
+
+class _Prediction(msgspec.Struct, gc=False):
+    label: int
+    probabilities: list[float] | None = None
+    value: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+class _Doc(msgspec.Struct, gc=False):
+    """The common event shape; a record of any other shape fails to decode here and goes to the per-record decoder.
+    Not tracked by the cyclic GC (``gc=False``): it holds no cycles, and a poll makes thousands."""
+
+    id: str
+    features: list[float]
+    ts: int | float | None = None
+    model: str | None = None
+    model_version: str | None = None
+    segment: str | None = None
+    prediction: _Prediction | None = None
+    specversion: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_decode = msgspec.json.Decoder(_Doc).decode
+
+
+@dataclass(slots=True)
+class EventColumns:
+    """One model's common events of one partition batch (what the consumer's child hands over beside the records)."""
+
+    model: str
+    #: the rows' positions among the batch's records
+    rows: NDArray[np.intp]
+    ids: list[str]
+    versions: list[str]
+    timestamps: NDArray[np.float64]
+    segments: list[str]
+    #: (rows, the model's width), finite and within float32's range
+    features: NDArray[np.float64]
+    #: the live label per row (0 where there is none: ``has_label``)
+    labels: NDArray[np.int64]
+    has_label: NDArray[np.bool_]
+    probabilities: list[tuple[float, ...] | None]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def shifted(self, by: int) -> EventColumns:
+        """These columns with ``rows`` counted ``by`` records further on (their place in a longer list)."""
+        return replace(self, rows=self.rows + by)
+
+    def subset(self, keep: NDArray[np.bool_]) -> EventColumns:
+        """The rows where ``keep`` is True."""
+        picked = np.flatnonzero(keep).tolist()
+        return EventColumns(
+            self.model,
+            self.rows[keep],
+            [self.ids[j] for j in picked],
+            [self.versions[j] for j in picked],
+            self.timestamps[keep],
+            [self.segments[j] for j in picked],
+            self.features[keep],
+            self.labels[keep],
+            self.has_label[keep],
+            [self.probabilities[j] for j in picked],
+        )
+
+    def event(self, j: int, origin: Origin | None) -> InferenceEvent:
+        """Row ``j`` as the event the per-record decoder makes of its record, read at ``origin``."""
+        prediction = LivePrediction(int(self.labels[j]), self.probabilities[j]) if self.has_label[j] else None
+        event = InferenceEvent(
+            self.ids[j],
+            self.model,
+            self.versions[j],
+            self.features[j],
+            float(self.timestamps[j]),
+            self.segments[j],
+            prediction,
+        )
+        event.origin = origin
+        return event
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnSpec:
+    """The decoder state the columns are checked against (:class:`~monitor.source.decode_ahead.DecodeAhead`'s)."""
+
+    #: model → (features, default version): the models whose list events the fast path takes
+    models: dict[str, tuple[int, str]]
+    default_model: str | None
+    max_bytes: int
+    segments: frozenset[str] | None
+    admitted: frozenset[str]
+
+
+def decode_columns(
+    spec: ColumnSpec,
+    values: Sequence[bytes],
+    headers: Sequence[object] | None,
+    stamps: Sequence[int | None],
+    upto: int | None = None,
+) -> list[EventColumns]:
+    """The common events among the first ``upto`` (default all) of one partition batch's records, per model.
+
+    ``headers`` (per record, or None when no record has any) and ``stamps`` (the records' timestamps in ms, or None)
+    as in a :data:`~monitor.source.kafka.PartitionBatch`. A record not taken is in no :class:`EventColumns`.
+    """
+    n = len(values) if upto is None else min(upto, len(values))
+    docs: list[_Doc | None]
+    max_bytes = spec.max_bytes
+    try:
+        if headers is not None or any(len(v) > max_bytes for v in values[:n]):
+            raise ValueError
+        docs = list(map(_decode, values[:n]))
+    except (msgspec.DecodeError, ValueError):
+        docs = [_decode_one(values[i], max_bytes) if not (headers and headers[i]) else None for i in range(n)]
+    by_model: dict[str, list[_Row]] = {}
+    for i, doc in enumerate(docs):
+        if doc is not None:
+            row = _row(spec, doc, stamps[i], i)
+            if row is not None:
+                found = by_model.get(row[-1])
+                if found is None:
+                    by_model[row[-1]] = [row]
+                else:
+                    found.append(row)
+    return [cols for model, rows in by_model.items() if (cols := _columns(model, rows)) is not None]
+
+
+#: one taken record: (its position, id, version, seconds, segment, features, label or None, probabilities, model)
+_Row = tuple[int, str, str, float, str, list[float], int | None, tuple[float, ...] | None, str]
+
+
+def _row(spec: ColumnSpec, doc: _Doc, stamp: int | None, at: int) -> _Row | None:
+    """The record's fields as the fast path takes them, or None where it does not take them as they are."""
+    name = doc.model if doc.model is not None else spec.default_model
+    known = spec.models.get(name) if name is not None else None
+    if known is None or name is None or doc.specversion is not msgspec.UNSET:
+        return None  # an unknown or absent model, a structured CloudEvent: the per-record decoder says
+    width, version = known
+    features, event_id = doc.features, doc.id
+    if len(features) != width or not (len(event_id) <= MAX_ID_CHARS and event_id.isascii() and event_id.isprintable()):
+        return None
+    if doc.model_version is not None:
+        version = doc.model_version
+        if not (len(version) <= MAX_VERSION_CHARS and version.isascii() and version.isprintable()):
+            return None
+    ts = doc.ts
+    if ts is None:
+        if not stamp:
+            return None
+        seconds = stamp / 1000.0
+    elif MIN_EPOCH_MS <= ts < MAX_EPOCH_MS:  # compared before any conversion: a 400-digit integer is valid JSON
+        seconds = ts / 1000.0
+    else:
+        return None
+    segment = doc.segment
+    if segment is None:
+        segment = "other"
+    elif spec.segments is not None:
+        if segment not in spec.segments:
+            if not (segment.isascii() and segment.isprintable()):
+                return None  # cleaned, it might be allowed
+            segment = "other"
+    elif segment not in spec.admitted:
+        return None  # only the pipeline's decoder admits a segment value
+    prediction = doc.prediction
+    if prediction is None:
+        return at, event_id, version, seconds, segment, features, None, None, name
+    label, probabilities = prediction.label, prediction.probabilities
+    if prediction.value is not msgspec.UNSET or not INT64_MIN <= label <= INT64_MAX:
+        return None
+    if probabilities is None:
+        return at, event_id, version, seconds, segment, features, label, None, name
+    if not probabilities or min(probabilities) < 0.0 or max(probabilities) > 1.0:
+        return None
+    return at, event_id, version, seconds, segment, features, label, tuple(probabilities), name
+
+
+def _columns(model: str, rows: list[_Row]) -> EventColumns | None:
+    """One model's taken rows as columns, without those beyond float32's range (the per-record decoder's)."""
+    at, ids, versions, seconds, segments, features, labels, probabilities, _ = zip(*rows, strict=True)
+    matrix = np.array(features, dtype=np.float64).reshape(len(rows), -1)
+    within = np.abs(matrix).max(axis=1, initial=0.0) <= FLOAT32_MAX
+    has_label = np.array([x is not None for x in labels], dtype=np.bool_)
+    cols = EventColumns(
+        model=model,
+        rows=np.array(at, dtype=np.intp),
+        ids=list(ids),
+        versions=list(versions),
+        timestamps=np.array(seconds, dtype=np.float64),
+        segments=list(segments),
+        features=matrix,
+        labels=np.array([0 if x is None else x for x in labels], dtype=np.int64),
+        has_label=has_label,
+        probabilities=list(probabilities),
+    )
+    if within.all():
+        return cols
+    return cols.subset(within) if within.any() else None
+
+
+def _decode_one(value: bytes, max_bytes: int) -> _Doc | None:
+    if len(value) > max_bytes:
+        return None
+    try:
+        return _decode(value)
+    except msgspec.DecodeError:
+        return None
