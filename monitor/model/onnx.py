@@ -304,7 +304,7 @@ class OnnxModel:
         """The model a model's settings describe, with its onnxruntime options (providers, threads, rows per run,
         rows in graph): ``run`` loads its models, and the offline commands theirs (from their flags), here.
 
-        ``offline``: the command has the machine to itself, and every run is cut into a part per CPU
+        ``offline``: the command has the machine to itself, and every run is cut into slices run by a thread per CPU
         (:func:`~monitor.model.session.offline_options`); otherwise (``run``, which shares its cores with its
         consumer and HTTP processes) one run at a time on ``threads`` intra-op threads, capped by the container's CPU
         quota."""
@@ -570,7 +570,7 @@ class OnnxModel:
         return evaluator
 
     def _split(self, session: ort.InferenceSession, rows_per_item: int = 1) -> Any:
-        """``session``, or its runs cut into ``split_runs`` parts run at once (:mod:`monitor.model.split_runs`;
+        """``session``, or its runs cut into slices run by ``split_runs`` threads (:mod:`monitor.model.split_runs`;
         ``rows_per_item``: model rows per item of its batch axis)."""
         if self.options.split_runs < 2:
             return session

@@ -54,19 +54,19 @@ class OnnxRuntimeOptions:
     #: a clearly larger share of raw kafka-python's rate (``bench/stream.py throughput --variants raw pipeline``;
     #: docs/BENCHMARKS.md, *Ingest vs raw client*).
     spin_after_run: bool = False
-    #: parts each run of the model is cut into along its batch axis, run at once on as many threads
+    #: threads that run slices of each run of the model at once, cut along its batch axis
     #: (:class:`~monitor.model.split_runs.SplitSession`); 1 (``run``, which shares its cores): one run per call. The
-    #: offline commands take one part per CPU with one intra-op thread each (:func:`offline_options`)
+    #: offline commands take a thread per CPU with one intra-op thread each (:func:`offline_options`)
     split_runs: int = 1
 
 
 def offline_options(
     threads: int = setting_default(ModelSettings, "threads"), *, root: Path = CGROUP_ROOT, **given: Any
 ) -> OnnxRuntimeOptions:
-    """The options of a command that has the machine to itself (``score``, ``reference``, ``estimate``,
-    ``replay``, ``probe``, the Python API): ``threads`` intra-op threads and one run at a time when set (> 0);
-    at 0, every CPU the process may use (:func:`~monitor.cpus.available_cpus`: its affinity capped by the cgroup's
-    quota) as that many parts of each run, one intra-op thread each (:mod:`monitor.model.split_runs` says why).
+    """The options of a command that has the machine to itself (``score``, ``reference``, ``estimate``, ``probe``,
+    ``compare``, ``report``, the Python API): ``threads`` intra-op threads and one run at a time when set (> 0); at 0,
+    a thread per CPU the process may use (:func:`~monitor.cpus.available_cpus`: its affinity capped by the cgroup's
+    quota) running slices of each run, one intra-op thread each (:mod:`monitor.model.split_runs` says why).
     ``given``: the other fields."""
     if threads > 0:
         return OnnxRuntimeOptions(intra_op_threads=threads, **given)
