@@ -54,9 +54,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """:func:`monitor.api.score` with the flags' values; the CSV and the summary on stderr."""
-    from monitor.api import ScoreTable
-    from monitor.api import score as score_rows
+    # the scoring module itself, not monitor.api: the API imports every command's module (drift tests, reports)
+    from monitor.offline.results import ScoreTable
     from monitor.offline.scoring import predicted_values
+    from monitor.offline.scoring import score as score_rows
 
     model = load_model(args)
     if args.batch_size < 1:

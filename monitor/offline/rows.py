@@ -76,12 +76,19 @@ class Rows:
 def load_model(
     model: ModelLike, *, model_kind: str = MODEL_KIND, fixed_features: Sequence[str] = _FIXED_FEATURES
 ) -> OnnxModel:
-    """The ONNX model at ``model`` (a loaded one passes through)."""
+    """The ONNX model at ``model`` (a loaded one passes through), run on every core
+    (:func:`~monitor.model.session.offline_options`)."""
     from monitor.model.onnx import OnnxModel
+    from monitor.model.session import offline_options
 
     if isinstance(model, OnnxModel):
         return model
-    return OnnxModel(str(model), model_kind=model_kind, fixed_features=tuple(fixed_features))  # type: ignore[arg-type]
+    return OnnxModel(
+        str(model),
+        offline_options(),
+        model_kind=model_kind,  # type: ignore[arg-type]
+        fixed_features=tuple(fixed_features),
+    )
 
 
 def model_path(model: ModelLike) -> str:
