@@ -89,7 +89,7 @@ def test_a_frames_label_and_segment_columns_named_by_the_call_are_not_features(f
         str(files / "clf.onnx"), frame, labels="y", segment_column="segment", flicker_copies=4, seed=0
     )
     assert built.reference.feature_names == ("a", "b")
-    assert any("'eu' (150 rows)" in note or "eu (150" in note for note in built.notes), built.notes
+    assert any("eu shrunk (150 rows" in note for note in built.notes), built.notes  # a segment: 150 rows
     assert built.fit is not None and built.reference.n_events == 300
     with pytest.raises(DataError, match="lacks columns"):  # an unnamed extra column stays a refusal
         monitor.reference(str(files / "clf.onnx"), frame, labels="y", flicker_copies=4)
