@@ -415,6 +415,8 @@ def _segment_drift(
             named.setdefault(s.segment, []).extend(f for f in s.features if f not in named.get(s.segment, []))
     if not named or ref is None or ref.feature_sample.shape[0] < 10:
         return ()
+    if rows.segments is None or len(set(rows.segments)) < 2:
+        return ()  # one segment: its figures are the pooled ones
     own: Mapping[str, Reference] = {}
     if isinstance(reference, ReferenceResult):
         own = reference.segments or {}

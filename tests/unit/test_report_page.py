@@ -499,6 +499,27 @@ def test_a_move_in_one_segment_is_shown_beside_the_pooled_figures(tmp_path: Path
     assert "in segment eu, whose verdict names them" in r.html
 
 
+def test_one_segment_gets_no_per_segment_figures_beside_its_pooled_ones(tmp_path: Path) -> None:
+    """With every event in one segment the pooled figures are that segment's: no second table, no caveat."""
+    from monitor.model.onnx import OnnxModel
+
+    model = linear_classifier(tmp_path / "m.onnx")
+    name = OnnxModel(str(model)).feature_names[0]
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(600, 3))
+    x[300:, 0] += 1.5
+    with (tmp_path / "ev.jsonl").open("w") as fh:
+        for i, row in enumerate(x.tolist()):
+            fh.write(json.dumps({"id": str(i), "ts": 1_700_000_000_000 + 1000 * i, "features": row}) + "\n")
+    change = {"index": 400, "verdict": "input-shift", "segment": "other", "detectors": ["features_ks"]}
+    (tmp_path / "t.json").write_text(json.dumps({"events": 600, "changes": [change | {"features": [name]}]}))
+    r = monitor.report(
+        model, rng.normal(size=(2000, 3)), tmp_path / "ev.jsonl", timeline=tmp_path / "t.json", probe_points=0
+    )
+    assert r.data.segment_drift == () and "whose verdict names them" not in r.html
+    assert 'id="segment-drift"' not in r.html
+
+
 def test_the_cli_prints_the_realized_accuracy_beside_the_estimate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
