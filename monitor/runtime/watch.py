@@ -22,7 +22,8 @@ The watch orders the work of its collaborators and reports what they return:
 :class:`~monitor.runtime.verdicts.SegmentVerdicts` (the per-segment verdict engines and the verdict's hysteresis),
 :class:`~monitor.runtime.alert_conditions.AlertConditions` (the alert rules, their conditions and the segments' quiet
 time), with :class:`~monitor.runtime.accuracy_watch.AccuracyEstimates` and
-:class:`~monitor.runtime.gamma_maps.SegmentGammaMaps`. It writes no metric and delivers nothing: every method adds to
+:class:`~monitor.runtime.gamma_maps.SegmentGammaMaps`; :class:`~monitor.runtime.watch_evaluation.WatchEvaluation`
+runs its evaluations and alert ticks. It writes no metric and delivers nothing: every method adds to
 a pending :class:`~monitor.runtime.watch_report.WatchReport` (the series to write, the verdict changes, detector
 crossings and alert transitions), and :meth:`ModelWatch.take_report` hands it over. The pipeline's
 :class:`~monitor.runtime.fanout.Fanout` sends it on: series to :class:`~monitor.runtime.watch_metrics.WatchMetrics`,
@@ -32,7 +33,6 @@ alert transitions to delivery, the whole report to its subscribers (``replay``'s
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,29 +67,24 @@ from monitor.runtime.alert_conditions import ACCURACY_ALERT as ACCURACY_ALERT
 from monitor.runtime.alert_conditions import HARMFUL_ALERT as HARMFUL_ALERT
 from monitor.runtime.alert_conditions import INPUT_ALERT as INPUT_ALERT
 from monitor.runtime.alert_conditions import SHADOW_ALERT as SHADOW_ALERT
-from monitor.runtime.alert_conditions import AlertConditions, AlertUpdate
+from monitor.runtime.alert_conditions import AlertConditions
 from monitor.runtime.baselines import SegmentBaselines
 from monitor.runtime.gamma_maps import SegmentGammaMaps
 from monitor.runtime.verdicts import DetectorCrossing as DetectorCrossing
 from monitor.runtime.verdicts import SegmentVerdicts
+from monitor.runtime.watch_evaluation import WatchEvaluation
 from monitor.runtime.watch_report import (
-    AccuracyValues,
-    AlertTransition,
     DetectorCrossed,
     GammaCells,
     Mistimed,
-    NoEvidence,
     ReferenceAccuracy,
     ReferenceMeans,
     Scored,
     SeriesUpdate,
-    VerdictChange,
     VerdictCleared,
-    VerdictValues,
     WarmingUp,
     WatchChange,
     WatchReport,
-    WindowValues,
     untested_windows,
 )
 from monitor.signals.scorer import ScoreResult
@@ -184,22 +179,25 @@ class ModelWatch:
         #: the per-segment verdict engines, judged against :attr:`baselines`
         self.verdicts = SegmentVerdicts(config, self.baselines)
         self._since_eval = 0
-        #: every alert transition (fired / resolved) of this watch, in order
-        self.fired: list[AlertEvent] = []
         #: the label-free accuracy estimate (:meth:`set_accuracy_fit`)
         self.accuracy = AccuracyEstimates(config, self.windows.buckets)
-        #: the last event of the batch being applied (the changes it decided name it); None outside :meth:`update`
-        self._applying: InferenceEvent | None = None
         #: the Gamma Map (classifiers): per segment, the last count_window_events events' (P, γ) cells
         self.gamma = SegmentGammaMaps(config.count_window_events, config.max_segments)
+        #: the evaluations and alert ticks, reporting into this watch's pending report
+        self.evaluation = WatchEvaluation(
+            model, self.windows, self.accuracy, self.conditions, self.verdicts, self._series, self._changes
+        )
+        #: every alert transition (fired / resolved) of this watch, in order
+        self.fired: list[AlertEvent] = self.evaluation.fired
         #: segments whose verdict gauge says no-evidence (quiet: no event for their shortest time window)
-        self.no_evidence: set[str] = set()
+        self.no_evidence: set[str] = self.evaluation.no_evidence
 
     def take_report(self) -> WatchReport:
         """What the watch produced since the last call (series, verdict changes, detector crossings, alert
         transitions, each in order); the next report starts empty."""
         report = WatchReport(self.model, tuple(self._series), tuple(self._changes))
-        self._series, self._changes = [], []
+        self._series.clear()  # in place: the evaluation reports into the same lists
+        self._changes.clear()
         return report
 
     # -- accuracy without labels (monitor/runtime/accuracy_watch.py) ------------------------------------------
@@ -444,11 +442,11 @@ class ModelWatch:
         self._since_eval += batch.size
         if self._since_eval >= self.config.detectors.every or flipped:
             self._since_eval = 0
-            self._applying = events[-1]  # the event the changes name
+            self.evaluation.applying = events[-1]  # the event the changes name
             try:
                 self.evaluate(now)
             finally:
-                self._applying = None
+                self.evaluation.applying = None
 
     def _feed_segments(
         self, drift: SignalBatch, drift_held: dict[str, NDArray[np.str_]] | None, last: InferenceEvent
@@ -494,86 +492,20 @@ class ModelWatch:
         own = None if segment is None else self.baselines.segment_references.get(segment)
         return self.gamma.pair(segment, own if own is not None and own.gamma_map is not None else self.reference)
 
-    # -- evaluation ----------------------------------------------------------------------------------------
+    # -- evaluation (monitor/runtime/watch_evaluation.py) ---------------------------------------------------
     def evaluate(self, now: float | None = None) -> None:
         """Report window values, verdicts and alert transitions for every segment, at ``now`` (default: the clock).
 
         Time windows end at the event-time watermark (at most ``now``): during a backlog they describe the events
         being read, not the empty last minute of wall time.
         """
-        if now is None:
-            now = self.clock.now()
-        windows_end = min(now, self.clock.watermark) if math.isfinite(self.clock.watermark) else now
-        estimating = self.accuracy.due(now)
-        for model, segment in self.windows.keys:
-            self._series.append(WindowValues(segment, self.windows.snapshot(model, segment, windows_end)))
-            if estimating:
-                self._series.append(AccuracyValues(segment, self.accuracy.estimate(segment, windows_end)))
-            self._evaluate_segment(segment, now)
-            if self.accuracy.fit is not None:  # each segment against its own reference where the reference has it
-                ref = self.accuracy.reference(segment)["accuracy"]
-                self._alert(self.conditions.accuracy(segment, self.accuracy.condition(segment), ref, now))
-            elif self.accuracy.loss_fit is not None:
-                ref = self.accuracy.reference(segment)["mae"]
-                self._alert(self.conditions.error(segment, self.accuracy.condition(segment), ref, now))
-
-    def _evaluate_segment(self, segment: str, now: float) -> None:
-        """``segment``'s shadow alert, and where it has a baseline its verdict and drift alerts."""
-        count = self.windows.count_window(self.model, segment)
-        self._alert(self.conditions.shadow(segment, count, now))
-        # output-side evidence besides the detectors: the accuracy estimate's alert condition
-        accuracy_drop, estimate, _ = (
-            self.accuracy.condition(segment)
-            if self.accuracy.fit is not None or self.accuracy.loss_fit is not None
-            else (False, float("nan"), "")
-        )
-        fell = self.accuracy.fit is not None and self.accuracy.fell(segment)
-        if self.accuracy.fit is None:
-            estimate = float("nan")  # a regressor's estimate is an error (MAE), not the accuracy a verdict quotes
-        quiet = self.conditions.quiet(segment, now)
-        assessed = self.verdicts.assess(
-            segment, accuracy_drop=accuracy_drop, estimate_fell=fell, accuracy_estimate=estimate, now=now, quiet=quiet
-        )
-        if assessed is None:
-            return  # no baseline yet (warming up): no verdict, never one against another population's baseline
-        if assessed.changed:
-            self._changes.append(VerdictChange(segment, assessed.report, now, self._applying))
-        self._series.append(VerdictValues.of(segment, assessed.report, assessed.engine))
-        self.no_evidence.discard(segment)
-        if quiet:
-            self._no_evidence(segment)
-        for update in self.conditions.drift(segment, assessed.report, assessed.engine, assessed.baseline, count, now):
-            self._alert(update)
-
-    def _alert(self, update: AlertUpdate) -> None:
-        """Report the alert's firing state and its transition (fired / resolved), if any, and log the transition."""
-        self._series.append(update)
-        ev = update.transition
-        if ev is None:
-            return
-        self.fired.append(ev)
-        self._changes.append(AlertTransition(update.segment, ev, self._applying))
-        where = {"alert": update.rule, "model": self.model, "segment": update.segment}
-        log.warning(
-            f"{with_fields('alert ' + ev.alert.state.value, **where)}: {ev.alert.finding}",
-            extra={**where, "detail": ev.alert.detail},
-        )
+        self.evaluation.evaluate(self.clock.now() if now is None else now, self.clock.watermark)
 
     def tick(self) -> None:
         """Move the alerts on to the clock's now without new events: pending ones fire after ``for_seconds``,
         false or quiet ones resolve after ``resolve_after_seconds``; a segment gone quiet (no event for its shortest
         time window) has its verdict gauge say no-evidence. Cheap when no alert is pending or firing."""
-        now = self.clock.now()
-        for update in self.conditions.tick(now):
-            self._alert(update)
-        for segment in self.verdicts.last_reports:
-            if segment not in self.no_evidence and self.conditions.quiet(segment, now):
-                self._no_evidence(segment)
-
-    def _no_evidence(self, segment: str) -> None:
-        """``segment``'s verdict gauge says no-evidence until an evaluation with its events sets it again."""
-        self.no_evidence.add(segment)
-        self._series.append(NoEvidence(segment))
+        self.evaluation.tick(self.clock.now())
 
     @property
     def last_reports(self) -> dict[str, VerdictReport]:
