@@ -213,13 +213,15 @@ def _bulk(
     if (lengths and lengths != {width}) or not _printable(ids, MAX_ID_CHARS):
         return None
     named = [d.model_version for d in docs]
-    if None in named:
-        versions = [default_version if v is None else v for v in named]
-        named = [v for v in named if v is not None]
-    else:
-        versions = named  # type: ignore[assignment]
-    if not _printable(named, MAX_VERSION_CHARS):  # type: ignore[arg-type]
+    distinct = set(named)
+    distinct.discard(None)
+    if not _printable(list(distinct), MAX_VERSION_CHARS):  # type: ignore[arg-type]
         return None
+    one: dict[str | None, str] = {
+        v: v for v in distinct if v is not None
+    }  # one string object per value: pickled once, referenced after
+    one[None] = default_version
+    versions = [one[v] for v in named]
     seconds = _seconds([d.ts for d in docs], [stamps[i] for i in at])
     segments = _segments(spec, [d.segment for d in docs])
     predicted = _predictions([d.prediction for d in docs])
@@ -276,9 +278,7 @@ def _segments(spec: ColumnSpec, named: list[str | None]) -> list[str] | None:
             taken[segment] = segment
         else:
             return None
-    if all(k == v for k, v in taken.items()):
-        return named  # type: ignore[return-value]
-    return [taken[s] for s in named]
+    return [taken[s] for s in named]  # one string object per value: pickled once, referenced after
 
 
 _Predicted = tuple[NDArray[np.int64], NDArray[np.bool_], list[Sequence[float] | None]]
