@@ -18,11 +18,19 @@ does, and stationary events from the same population are fed; false alarms per d
 stated share of ``drift.false_alarms_per_million_events`` — at the default budget (1 per 10⁶ for the verdict) and at
 a budget large enough to measure (10⁴, the window tests' own α settings raised so that the budget binds).
 
+Every detector on per-segment baselines (``--segments``): the baseline of a segment of 150–5,000 reference rows is
+built as ``reference --segment-column`` builds it (:func:`~monitor.rolling.segment_baselines.segment_references`:
+below 200 rows shrunk toward three other segments of 2,000 rows whose first input sits 0.05–0.1 σ apart), with γ,
+flicker, max-probability and margin shaped like the real signals beside the inputs; stationary events of the
+segment's own population are fed to its :class:`VerdictEngine` and each detector's false alarms counted against its
+stated share, at a budget of 100 per 10⁶ (one per 10k, the verdict benchmark's).
+
 Usage::
 
     .venv/bin/python bench/false_alarms.py            # the table in docs/BENCHMARKS.md (~4 min on 2 cores)
     .venv/bin/python bench/false_alarms.py --quick    # 10x fewer events
     .venv/bin/python bench/false_alarms.py --inputs   # the input tests on per-segment baselines only
+    .venv/bin/python bench/false_alarms.py --segments # every detector on per-segment baselines of 150-5,000 rows
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from machine import machine  # bench/machine.py: the script's folder is on sys.path
@@ -39,6 +48,7 @@ from numpy.typing import NDArray
 from monitor.config import DriftSettings
 from monitor.drift import Cusum, FeatureDrift, KsDrift, RateTest, VerdictEngine, WindowPlan
 from monitor.drift.calibrate import HORIZON, STREAMS
+from monitor.drift.registry import DETECTORS
 from monitor.rolling.reference import Reference
 
 REF_EVENTS = 5000
@@ -191,16 +201,103 @@ def print_input_tests(scale: float) -> None:
             print(f"| {rows} | {settings.false_alarms_per_million_events:g} | {' | '.join(cells)} |", flush=True)
 
 
+def segment_signals(rng: np.random.Generator, n: int, offset: float = 0.0) -> dict[str, Any]:
+    """``n`` events of a segment (its first input moved by ``offset``): inputs, held input and the model's signals."""
+    x, city = segment_rows(rng, n)
+    x[:, 0] += offset
+    conf = np.clip(1.0 - rng.exponential(0.06, n), 0.4, 1.0)
+    second = (1.0 - conf) * rng.uniform(0.5, 1.0, n)
+    return {
+        "features": x,
+        "held": {"city": city},
+        "gamma": gamma_stream(rng, n),
+        "flicker": flicker_stream(rng, n),
+        "confidence": conf,
+        "margin": conf - second,
+    }
+
+
+def segment_baseline(rng: np.random.Generator, rows: int) -> Reference | None:
+    """The baseline of a segment of ``rows`` reference rows beside three others (None: it would warm up)."""
+    from monitor.rolling.segment_baselines import segment_references
+
+    parts = [("s", segment_signals(rng, rows))]
+    parts += [(f"o{i}", segment_signals(rng, 2000, off)) for i, off in enumerate((0.1, -0.1, 0.05))]
+    segs = np.concatenate([np.full(p["gamma"].size, name) for name, p in parts])
+
+    def joined(key: str) -> NDArray[np.float64]:
+        return np.concatenate([p[key] for _, p in parts])
+
+    refs = segment_references(
+        segs,
+        gamma=joined("gamma"),
+        flicker=joined("flicker"),
+        features=joined("features"),
+        confidence=joined("confidence"),
+        margin=joined("margin"),
+        held={"city": np.concatenate([p["held"]["city"] for _, p in parts])},
+    )
+    return refs.get("s")
+
+
+def segment_false_alarms(rows: int, settings: DriftSettings, refs: int, events: int) -> tuple[dict[str, Any], str]:
+    """Per detector: [false alarms, stated rate per 10⁶] over ``refs`` baselines of a ``rows``-row segment, ``events``
+    stationary events each; and what the baselines were (own, shrunk)."""
+    out: dict[str, Any] = {}
+    kinds: list[str] = []
+    for r in range(refs):
+        rng = np.random.default_rng(20_000 * rows + r)
+        ref = segment_baseline(rng, rows)
+        if ref is None:
+            kinds.append("warms up")
+            continue
+        kinds.append("own" if ref.basis is None else ref.basis.kind)
+        engine = VerdictEngine(ref, settings)
+        for _ in range(events // 1000):
+            engine.update(**segment_signals(rng, 1000))
+        for slot in engine.slots:
+            got = out.setdefault(slot.name, [0, slot.stated_rate, 0])
+            got[0] += slot.detector.state.alarms
+            got[2] += events
+    said = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds)))
+    return out, said
+
+
+def print_segment_tests(scale: float) -> None:
+    refs, events = max(int(10 * scale), 2), 50_000
+    settings = DriftSettings(false_alarms_per_million_events=100.0)
+    print(
+        f"\nEvery detector on per-segment baselines ({refs} baselines x {events:,} stationary events per size, budget "
+        f"{settings.false_alarms_per_million_events:g} per 10⁶; false alarms per 10k events, measured / stated):\n"
+    )
+    names = [spec.name for spec in DETECTORS]
+    print("| baseline rows | baselines | " + " | ".join(names) + " | all |")
+    print("|---:|---|" + "---:|" * (len(names) + 1))
+    for rows in BASELINE_ROWS:
+        got, said = segment_false_alarms(rows, settings, refs, events)
+        cells = [f"{got[n][0] / got[n][2] * 1e4:.2g} / {got[n][1] / 100:.2g}" if n in got else "—" for n in names]
+        total = sum(v[0] for v in got.values()) / max(1, max((v[2] for v in got.values()), default=1)) * 1e4
+        print(
+            f"| {rows} | {said} | {' | '.join(cells)} | {total:.2g} / {settings.false_alarms_per_million_events / 100:g} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rates", type=float, nargs="*", default=[1.0, 10.0, 100.0], help="per 10^6 events")
     parser.add_argument("--quick", action="store_true", help="10x fewer events")
     parser.add_argument("--inputs", action="store_true", help="only the input tests on per-segment baselines")
+    parser.add_argument("--segments", action="store_true", help="only every detector on per-segment baselines")
     args = parser.parse_args()
     scale = 0.1 if args.quick else 1.0
     t_start = time.perf_counter()
     print(f"command: .venv/bin/python bench/false_alarms.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"machine: {machine('numpy', 'scipy')}")
+    if args.segments:
+        print_segment_tests(scale)
+        print(f"\n(total {time.perf_counter() - t_start:.0f} s)")
+        return
     if args.inputs:
         print_input_tests(scale)
         print(f"\n(total {time.perf_counter() - t_start:.0f} s)")

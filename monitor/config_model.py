@@ -91,7 +91,7 @@ class ModelSettings(StrictSettings):
         0,
         ge=0,
         description="onnxruntime intra-op threads (0 = onnxruntime's default, capped by the container's cgroup CPU "
-        "quota).",
+        "quota; the offline commands at 0: each run cut into slices run by a thread per CPU, one intra-op thread each).",
     )
     max_rows_per_run: int = Field(16384, ge=1, description="Rows per session.run chunk (16384 measured best).")
     rows_in_graph: bool = Field(

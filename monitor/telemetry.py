@@ -854,7 +854,9 @@ DRIFT_STATISTIC = Gauge(
         "`drift.cusum_threshold` pins it), "
         "`gamma_ks`/`features_ks` (alarm above `drift.ks_min_distance`/`drift.feature_min_distance` with "
         "significance), `flicker_rate`. Plotting a statistic against its threshold shows how close a segment is to "
-        "alerting."
+        "alerting. A window test (`gamma_ks`, `flicker_rate`, `features_ks`, the range and PCA tests) reads NaN "
+        "until its segment has scored the events its first test needs (`drift.window`): not tested, which 0 would "
+        "not say; `/readyz` lists such segments under `segments_untested` with their scored and needed counts."
     ),
 )
 DRIFT_P_VALUE = Gauge(

@@ -150,12 +150,8 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
             file=sys.stderr,
         )
         from monitor.drift.power import segment_row_notes
-        from monitor.rolling.segment_baselines import MIN_SEGMENT_ROWS
-        from monitor.rolling.windows import OTHER
 
-        for note in segment_row_notes(
-            segments, settings.segments.max_segments, settings.drift, min_rows=MIN_SEGMENT_ROWS, other=OTHER
-        ):
+        for note in segment_row_notes(segments, rows, settings.segments.max_segments, settings.drift, ms.feature_names):
             print(f"model '{ms.name}': {note}", file=sys.stderr)
     elif ms.reference is not None and ms.reference.suffix.lower() != ".json":
         table = _read_reference(ms, rt.model)
@@ -198,6 +194,16 @@ def _warn_dropped(ms: ModelSettings, rows: NDArray[np.float64]) -> None:
     note = dropped_rows_note(ms, check_reference_rows(ms, rows), rows.shape[0])
     if note is not None:
         print(f"warning: {note}", file=sys.stderr)
+    finite = rows[np.all(np.isfinite(rows), axis=1)]
+    constant = np.flatnonzero(np.ptp(finite, axis=0) == 0.0) if finite.shape[0] else np.zeros(0, dtype=np.intp)
+    if constant.size:
+        names = ms.feature_names
+        label = ", ".join(str(names[j]) if names is not None else f"x[{j}]" for j in constant.tolist())
+        print(
+            f"note: model '{ms.name}': the reference holds input {label} constant: any other live value counts as "
+            "outside its range (the range test), and its KS test sees any change",
+            file=sys.stderr,
+        )
 
 
 def _check_width(ms: ModelSettings, width: int, n_features: int) -> None:

@@ -106,8 +106,9 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
 
 
 def load_model(args: argparse.Namespace) -> OnnxModel:
-    """The model of ``--model`` and its flags, built as ``run`` builds its models (:meth:`OnnxModel.from_settings`)."""
-    return OnnxModel.from_settings(model_settings(args))
+    """The model of ``--model`` and its flags, built as ``run`` builds its models (:meth:`OnnxModel.from_settings`),
+    on every core: the command has the machine to itself."""
+    return OnnxModel.from_settings(model_settings(args), offline=True)
 
 
 def fixed_features(args: argparse.Namespace) -> tuple[str, ...]:

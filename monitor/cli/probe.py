@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,6 +41,9 @@ from monitor.probes.offline import ProbeOptions
 from monitor.probes.perturbations import PERTURBATION_NAMES
 from monitor.probes.profile import ProfileEntry
 from monitor.probes.report import write_report
+
+if TYPE_CHECKING:
+    from monitor.probes.funnel import FunnelResult
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -196,7 +199,7 @@ def _run(args: argparse.Namespace) -> int:
     print(
         f"probed {result.n_points} points: MRI [{mri}]; {len(result.thresholds)} threshold search(es), "
         f"{_crossed(result.profile)} of {len(result.profile)} targets crossed; "
-        f"{result.total_rows} model rows (funnel {result.funnel_rows} vs exhaustive {result.exhaustive_rows})"
+        f"{result.total_rows} model rows ({_funnel_text(result)})"
         + ("" if result.complete else f"; budget exhausted in stage '{result.stopped_at}'")
         + f" -> {out}",
         file=sys.stderr,
@@ -219,3 +222,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+def _funnel_text(result: FunnelResult) -> str:
+    """The funnel's rows by stage beside what threshold search on every target alone would cost."""
+    ev = result.evaluations
+    return (
+        f"funnel {result.funnel_rows} = mri {ev.get('mri', 0)} + sensitivity {ev.get('sensitivity', 0)} + threshold "
+        f"{ev.get('threshold', 0)}; threshold search on every target alone: {result.exhaustive_rows}, "
+        f"{result.exhaustive_min_rows} if none crossed"
+    )

@@ -113,8 +113,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the --data CSV column (named in its header) that holds each row's segment, as events carry it in "
         "`segment`; fed to the model only when it is one of its inputs (a city that is both). The file then also "
         "stores a baseline per segment (each of the "
-        "--max-segments most frequent with at least 200 rows; the rest together as 'other'), and every segment is "
-        "judged against its own",
+        "--max-segments most frequent; the rest together as 'other'): its own from 200 rows, shrunk toward the "
+        "model-wide rows from 50, borrowed below (docs/OPERATIONS.md), and every segment is judged against it",
     )
     add_setting_flag(
         p,

@@ -12,12 +12,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from monitor.cli.common import count_at_least, flag_values
 from monitor.cli.flags import add_setting_flag
 from monitor.config import ModelSettings, ScoringSettings
 from monitor.errors import DataError
 from monitor.model.io import load_rows
+
+if TYPE_CHECKING:
+    from monitor.offline.report_data import ReportData
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -125,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         ("verdicts", d.timeline_note),
         ("gammamap", d.gamma_map_note),
         ("drift", d.drift_note),
-        ("accuracy", d.accuracy_note),
+        ("accuracy", _accuracy_text(d)),
         ("periods", d.periods_note),
         ("probes", d.probe_note),
         ("models", d.comparison_note),
@@ -134,3 +138,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {name}: {note}", file=sys.stderr)
     print(f"report written to {report.path}", file=sys.stderr)
     return 0
+
+
+def _accuracy_text(d: ReportData) -> str:
+    """The estimate with its method, the realized accuracy where labels gave it, and the section's note."""
+    acc = d.accuracy
+    if acc is None:
+        return d.accuracy_note
+    text = (
+        f"estimated {acc.estimate:.3f} [{acc.lower:.3f}, {acc.upper:.3f}] ({acc.method}) against "
+        f"{acc.reference_accuracy:.3f} on the reference"
+    )
+    if acc.realized is not None:
+        text += f"; realized {acc.realized:.3f} on {acc.n_labelled} labelled events"
+    return text + (f"; {d.accuracy_note}" if d.accuracy_note else "")

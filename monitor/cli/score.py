@@ -22,11 +22,13 @@ log = logging.getLogger("monitor.score")
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "score",
-        help="score rows offline: gamma, flicker, p_adj, predicted_class (+ probability, margin) per row",
+        help="score rows offline: gamma, flicker, p_adj, predicted_class (+ probability, margin; a regressor's "
+        "predicted_value) per row",
         description=(
             "Re-evaluate every row of --data against the ONNX model and write one CSV row per input row, "
             "in input order, with columns gamma, flicker, p_adj, predicted_class (and probability and margin "
-            "for classifiers). Rows with NaN/inf are reported on stderr and get NaN scores."
+            "for classifiers; predicted_value, the model's output, for a regressor of one output). Rows with NaN/inf "
+            "are reported on stderr and get NaN scores."
         ),
     )
     add_model_options(p)
@@ -52,8 +54,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """:func:`monitor.api.score` with the flags' values; the CSV and the summary on stderr."""
-    from monitor.api import ScoreTable
-    from monitor.api import score as score_rows
+    # the scoring module itself, not monitor.api: the API imports every command's module (drift tests, reports)
+    from monitor.offline.results import ScoreTable
+    from monitor.offline.scoring import predicted_values
+    from monitor.offline.scoring import score as score_rows
 
     model = load_model(args)
     if args.batch_size < 1:
@@ -95,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
     cols = [res.gamma, res.flicker, res.p_adj, res.predicted_class.astype(np.float64)]
     if classifier:
         cols += [res.probability, res.margin]
+    elif (value := predicted_values(res)) is not None:  # a regressor's prediction at the row (one output)
+        header.append("predicted_value")
+        cols.append(value)
     if res.gamma_se is not None:  # γ's standard error against the full ball (0 for a ball evaluated whole)
         header.append("gamma_se")
         cols.append(res.gamma_se)

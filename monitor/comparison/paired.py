@@ -38,7 +38,8 @@ class Axis:
 @dataclass(frozen=True)
 class PairedDifference:
     """mean(a) − mean(b) over the rows valid for both, with its paired-bootstrap interval at ``level``, and which
-    model the interval favours (``a``, ``b``, or ``tie`` when it covers 0 or the axis has no direction)."""
+    model the interval favours (``a``, ``b``, ``tie`` when it covers 0, or ``unranked`` on an axis without a
+    direction, which is reported and never ranked)."""
 
     axis: str
     n: int
@@ -140,7 +141,7 @@ def differences(
     diff, lower, upper = paired_bootstrap(ma, mb, replicates=replicates, level=level, seed=seed, groups=groups)
     out = []
     for j, ax in enumerate(shared):
-        favours = "tie"
+        favours = "unranked" if ax.better == "none" else "tie"
         if ax.better != "none" and np.isfinite(lower[j]) and (lower[j] > 0 or upper[j] < 0):
             a_higher = lower[j] > 0
             favours = "a" if a_higher == (ax.better == "higher") else "b"

@@ -50,9 +50,12 @@ class Comparison:
     pandas DataFrames).
 
     ``models``: per model and segment (``(all)`` for every row): rows, mean γ, flicker, P_adj, confidence, the
-    label-free accuracy estimate with its interval and the realized accuracy where labels were given.
+    label-free accuracy estimate with its interval and its method (one for every model, ``estimate``'s default) and
+    the realized accuracy where labels were given.
     ``pairs``: per pair, segment and axis: each model's mean on the rows valid for both, the paired difference
-    (a − b) with its paired-bootstrap interval, and the model the interval favours (``tie`` when it covers 0).
+    (a − b) with its paired-bootstrap interval, and the model the interval favours (``tie`` when it covers 0,
+    ``unranked`` on confidence, an axis reported without a direction); ``estimated_accuracy`` is each row's share of
+    the models table's estimate, so its means are that table's figures.
     ``verdicts``: per pair and segment: the Pareto relation in words, the candidate's verdict (b is the candidate beside a),
     the share of rows where they predict different classes with its interval, and the more fragile model.
     ``disagreement_inputs``: per pair, the inputs whose distribution among the disagreeing rows differs most.
@@ -94,16 +97,20 @@ class Comparison:
         """The printed table: the models (all rows), then per pair its verdict, the differences and what the
         disagreeing rows share, then the fragilities."""
         lines = []
-        head = f"{'model':<24}{'rows':>8}{'gamma':>11}{'flicker':>9}{'p_adj':>8}{'conf':>7}{'acc est [90 %]':>20}{'acc':>7}"
+        head = f"{'model':<24}{'rows':>8}{'gamma':>11}{'flicker':>9}{'p_adj':>8}{'conf':>7}{'acc est [90 %]':>24}{'acc':>7}"
         lines.append(head)
+        methods: dict[str, str] = {}
         for r in self.rows("models"):
             if r["segment"] != ALL:
                 continue
             est = r.get("accuracy_estimate")
-            est_txt = "-" if est is None else f"{est:.3f} [{r['accuracy_lower']:.2f},{r['accuracy_upper']:.2f}]"
+            est_txt = "-"
+            if est is not None:
+                methods[r["model"]] = str(r["accuracy_method"])
+                est_txt = f"{est:.3f} [{r['accuracy_lower']:.2f},{r['accuracy_upper']:.2f}] {r['accuracy_method']}"
             lines.append(
                 f"{r['model']:<24}{r['rows']:>8}{_f(r['gamma'], '.3g'):>11}{_f(r['flicker'], '.3f'):>9}"
-                f"{_f(r.get('p_adj'), '.3f'):>8}{_f(r.get('confidence'), '.3f'):>7}{est_txt:>20}"
+                f"{_f(r.get('p_adj'), '.3f'):>8}{_f(r.get('confidence'), '.3f'):>7}{est_txt:>24}"
                 f"{_f(r.get('accuracy'), '.3f'):>7}"
             )
         verdicts = self.rows("verdicts")
@@ -120,10 +127,13 @@ class Comparison:
             lines.append(f"  more fragile (γ, flicker): {v['more_fragile']}")
             for d in self.rows("pairs"):
                 if d["a"] == a and d["b"] == b and d["segment"] == ALL:
+                    axis = d["axis"]
+                    if axis == "estimated_accuracy" and a in methods:
+                        axis = f"estimated ({methods[a]})"  # the table's method: its means are the table's figures
                     lines.append(
-                        f"  {d['axis']:<20} {_f(d['mean_a'], '.4g'):>10} vs {_f(d['mean_b'], '.4g'):<10} "
+                        f"  {axis:<20} {_f(d['mean_a'], '.4g'):>10} vs {_f(d['mean_b'], '.4g'):<10} "
                         f"diff {_f(d['difference'], '+.3g')} [{_f(d['lower'], '+.3g')}, {_f(d['upper'], '+.3g')}] "
-                        f"favours {d['favours']}"
+                        + ("unranked" if d["favours"] == "unranked" else f"favours {d['favours']}")
                     )
             for w in verdicts:
                 if w["a"] == a and w["b"] == b and w["segment"] != ALL:

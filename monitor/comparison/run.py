@@ -13,12 +13,13 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from monitor.comparison.columns import Columns, ModelRows, class_values, model_rows, read_columns
+from monitor.comparison.estimated import with_estimates
 from monitor.comparison.events import is_event_log, log_rows
 from monitor.comparison.fragility import Target, split_fragilities
 from monitor.comparison.paired import (
@@ -37,13 +38,17 @@ from monitor.gammamap import GammaMap, gamma_map
 from monitor.model.onnx import OnnxModel
 from monitor.signals.scorer import ScoreResult, ScoringConfig
 
+if TYPE_CHECKING:
+    from monitor.accuracy.estimators import EstimatorFit
+    from monitor.model.standardize import Standardizer
+
 #: the measured axes, in the order tables list them; ``none``: reported beside the others, not ranked
 AXES = (
     Axis("gamma", "lower", "mean anharmonicity γ"),
     Axis("flicker", "lower", "share of noisy copies that change the output"),
     Axis("p_adj", "higher", "N-step adversarial robustness P·e^(−Nγ)"),
     Axis("confidence", "none", "top-class probability"),
-    Axis("estimated_accuracy", "higher", "label-free accuracy (calibrated confidence, AC)"),
+    Axis("estimated_accuracy", "higher", "label-free accuracy, each row's share of the table's estimate (its method)"),
     Axis("accuracy", "higher", "realized accuracy (labels)"),
 )
 
@@ -201,8 +206,12 @@ def compare_models(
     probe_points: int = 20,
     max_segments: int = 10,
     header: str = "auto",
+    standardizer: Standardizer | None = None,
+    fits: Mapping[str, EstimatorFit] | None = None,
 ) -> Comparison:
-    """Score every model on the same rows and compare them pair by pair (see :func:`monitor.compare`)."""
+    """Score every model on the same rows and compare them pair by pair (see :func:`monitor.compare`).
+    ``standardizer``: one that standardizes every model of its width instead of the reference rows' (a reference
+    JSON's); ``fits``: the fitted label-free estimators of the models named, where no reference labels fit them."""
     from monitor.offline.rows import load_model
 
     named = _names(models)
@@ -223,15 +232,20 @@ def compare_models(
     ref_y = _labels(reference_labels, ref_cols, "reference labels", header)
     ref_label_col = reference_labels if isinstance(reference_labels, str) else None
     ref_feats = ref_cols.without([ref_label_col]) if reference is not None else feats
-    scored = []
+    scored, fitted = [], []
+    first: tuple[str, ...] | None = None  # the columns the given standardizer's features are (the first model's)
     for (name, m), cls in zip(loaded, classes, strict=True):
         rows = from_log[name] if from_log else model_rows(m, feats, given.get(name), name)
         ref_rows = model_rows(m, ref_feats, given.get(name), name)
         if rows.how != "by name" and not from_log:
             notes.append(f"'{name}': inputs taken {rows.how}")
-        scored.append(
-            _score_one(name, m, rows, ref_rows, cls, cfg, space=space, batch_rows=batch_rows, y=y, ref_y=ref_y)
+        std, first = _given_standardizer(standardizer, first, rows.columns, m.n_features)
+        one, fit = _score_one(
+            name, m, rows, ref_rows, cls, cfg, space=space, batch_rows=batch_rows, y=y, ref_y=ref_y, std=std
         )
+        scored.append(one)
+        fitted.append(fit if fit is not None else (fits or {}).get(name))
+    scored = with_estimates(scored, fitted, cfg.seed)  # one method for every model, as ``estimate`` resolves it
     if ref_y is None and labels is not None:
         notes.append("no reference labels: the label-free estimate needs a labelled reference (reference_labels)")
     per_model = _model_table(scored, segs, y is not None)
@@ -258,6 +272,23 @@ def _gamma_maps(scored: list[Scored]) -> dict[str, GammaMap]:
     return out
 
 
+def _given_standardizer(
+    given: Standardizer | None, first: tuple[str, ...] | None, columns: tuple[str, ...], width: int
+) -> tuple[Standardizer | None, tuple[str, ...] | None]:
+    """The given standardizer for a model reading ``columns``: the first model's as given (its columns are then the
+    standardizer's), a later model's with its features picked by column name; None where they do not all match."""
+    from monitor.model.standardize import Standardizer
+
+    if given is None or given.mean.shape[0] != width:
+        return None, first if first is not None else ()
+    if first is None:
+        return given, tuple(columns)
+    if len(set(columns)) != width or not set(columns) <= set(first):
+        return None, first
+    pick = [first.index(c) for c in columns]
+    return Standardizer(given.mean[pick], given.scale[pick]), first
+
+
 def _score_one(
     name: str,
     m: OnnxModel,
@@ -270,22 +301,23 @@ def _score_one(
     batch_rows: int,
     y: NDArray[Any] | None,
     ref_y: NDArray[Any] | None,
-) -> Scored:
+    std: Standardizer | None = None,
+) -> tuple[Scored, EstimatorFit | None]:
     """Score ``rows`` as ``score`` does (the reference's standardizer and held sample, the scorer over ``cfg``), and
-    the label-free estimate from a fit on the labelled reference rows."""
-    from monitor.accuracy import estimate_from_scores, fit_from_scores
+    the label-free estimators fitted on the labelled reference rows (with their inputs, as ``reference`` fits)."""
+    from monitor.accuracy import fit_from_scores
     from monitor.offline.baseline import standardizer_of
     from monitor.offline.rows import Rows
     from monitor.offline.scoring import score_rows
     from monitor.signals.scorer import RobustnessScorer
 
     ref = Rows(ref_rows.x, ref_rows.held, f"the reference rows of '{name}'")
-    std = standardizer_of(ref, m, space=space)
+    std = std if std is not None else standardizer_of(ref, m, space=space)
     scorer = RobustnessScorer(m, std, cfg, held_sample=ref_rows.held if m.signature.has_held else None)
     res = score_rows(scorer, rows.x, rows.held, batch_rows)
     predicted = _values(res.predicted_class, res.valid, classes)
     axes: dict[str, NDArray[np.float64]] = {"gamma": res.gamma, "flicker": res.flicker}
-    estimate = None
+    fit = None
     if m.kind == "classifier":
         axes |= {"p_adj": res.p_adj, "confidence": np.where(res.valid, res.probability, np.nan)}
         if y is not None:
@@ -294,10 +326,8 @@ def _score_one(
             ref_res = score_rows(scorer, ref_rows.x, ref_rows.held, batch_rows)
             index = {c: i for i, c in enumerate(classes or ())}
             y_idx = np.array([index.get(v, -1) for v in ref_y], dtype=np.int64)
-            fit = fit_from_scores(ref_res, y_idx, seed=cfg.seed)
-            estimate = estimate_from_scores(fit, res)
-            axes["estimated_accuracy"] = fit.calibration.apply(axes["confidence"])
-    return Scored(name, m, rows, res, predicted, axes, estimate)
+            fit = fit_from_scores(ref_res, y_idx, seed=cfg.seed, inputs=ref_rows.x)
+    return Scored(name, m, rows, res, predicted, axes, None), fit
 
 
 def _values(pred: NDArray[np.int64], valid: NDArray[np.bool_], classes: tuple[str, ...] | None) -> NDArray[Any]:
@@ -336,7 +366,7 @@ def _model_table(scored: list[Scored], segs: NDArray[Any] | None, has_labels: bo
             elif s.estimate is not None and "estimated_accuracy" in s.axes:
                 v = s.axes["estimated_accuracy"][pick]
                 row["accuracy_estimate"] = float(np.nanmean(v)) if np.isfinite(v).any() else None
-                row["accuracy_method"] = "ac"
+                row["accuracy_method"] = s.estimate["accuracy"]["method"]
             rows.append(row)
     cols: tuple[str, ...] = ("model", "segment", "rows", "valid", "gamma", "flicker", "p_adj", "confidence")
     cols += ("accuracy_estimate", "accuracy_lower", "accuracy_upper", "accuracy_method")
@@ -369,7 +399,7 @@ def _pair_tables(
                 diffs = differences(a, b, AXES, replicates=replicates, level=level, seed=seed)
                 for d in diffs:
                     row = {**names, "segment": seg, **dataclasses.asdict(d)}
-                    diff_rows.append(row | {"favours": names.get(d.favours, "tie")})
+                    diff_rows.append(row | {"favours": names.get(d.favours, d.favours)})
                 verdict_rows.append({**names, "segment": seg, **_verdict(sa, sb, diffs, mask, level)})
             both = (sa.predicted != "") & (sb.predicted != "")
             if both.any():

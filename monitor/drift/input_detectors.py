@@ -16,18 +16,20 @@ from numpy.typing import NDArray
 
 from monitor.alerts import Evidence
 from monitor.config import DriftSettings
-from monitor.drift.base import ReferenceLike
+from monitor.drift.base import FeatureShift, ReferenceLike
 from monitor.drift.categories import CategoryDrift
 from monitor.drift.features import FeatureDrift
 from monitor.drift.multivariate import MAX_INPUTS, ReconstructionDrift
 from monitor.drift.quality import RangeDrift
-from monitor.drift.slots import ALERT_INPUTS, DetectorSpec, InputValues, Recent, SlotContext
-
-
-def _rate(alpha: float, ctx: SlotContext) -> float:
-    """The stated rate of a window test at level (or false discovery rate) ``alpha``, capped by its share of the
-    budget (:meth:`SlotContext.alpha`): at most one false alarm per test, a test every ``drift.every`` events."""
-    return ctx.window_rate(alpha)
+from monitor.drift.slots import (
+    DetectorSpec,
+    InputValues,
+    Recent,
+    SlotContext,
+    finite_mean,
+    moved_evidence,
+    per_window_test,
+)
 
 
 def _sample(reference: ReferenceLike) -> NDArray[np.float64]:
@@ -56,18 +58,19 @@ def _features_ks(sample: NDArray[np.float64], ctx: SlotContext) -> FeatureDrift:
 
 def _features_evidence(fd: FeatureDrift, recent: Recent) -> Iterable[Evidence]:
     x = recent.rows()
-    for m in fd.moved[:ALERT_INPUTS]:
+
+    def window(m: FeatureShift) -> float:
         col = x[:, m.index] if x.ndim == 2 and x.shape[0] else np.zeros(0)
-        col = col[np.isfinite(col)]
-        yield Evidence(
-            m.name,
-            m.statistic,
-            fd.min_distance,
-            float(col.mean()) if col.size else float("nan"),
-            float(recent.baseline.feature_mean[m.index]),
-            f"{fd.state.name}: KS distance vs its floor, adjusted p = {m.p_value:.2g}, the input's mean",
-            "KS distance",
-        )
+        return finite_mean(col[np.isfinite(col)])
+
+    return moved_evidence(
+        fd,
+        fd.min_distance,
+        "KS distance",
+        lambda m: f"KS distance vs its floor, adjusted p = {m.p_value:.2g}, the input's mean",
+        window,
+        lambda m: float(recent.baseline.feature_mean[m.index]),
+    )
 
 
 FEATURES_KS: DetectorSpec[NDArray[np.float64], FeatureDrift] = DetectorSpec(
@@ -76,7 +79,7 @@ FEATURES_KS: DetectorSpec[NDArray[np.float64], FeatureDrift] = DetectorSpec(
     signal="features",
     watches=_features,
     build=_features_ks,
-    stated_rate=lambda ctx: _rate(ctx.settings.feature_alpha, ctx),
+    stated_rate=per_window_test(lambda s: s.feature_alpha),
     evidence=_features_evidence,
     moved=lambda d: d.moved,
     names_in="top_features",
@@ -123,18 +126,13 @@ def _range(r: _Ranges, ctx: SlotContext) -> RangeDrift:
 
 
 def _range_evidence(rd: RangeDrift, recent: Recent) -> Iterable[Evidence]:
-    for m in rd.moved[:ALERT_INPUTS]:
+    def measure(m: FeatureShift) -> str:
         lo, hi = float(rd.low[m.index]), float(rd.high[m.index])
-        yield Evidence(
-            m.name,
-            m.statistic,
-            rd.min_share,
-            m.statistic,
-            float(rd.expected[m.index]),
-            f"{rd.state.name}: adjusted p = {m.p_value:.2g}, share outside the reference's 0.1–99.9 "
-            f"percentiles [{lo:.3g}, {hi:.3g}]",
-            "share out of range",
-        )
+        return f"adjusted p = {m.p_value:.2g}, share outside the reference's 0.1–99.9 percentiles [{lo:.3g}, {hi:.3g}]"
+
+    return moved_evidence(
+        rd, rd.min_share, "share out of range", measure, lambda m: m.statistic, lambda m: float(rd.expected[m.index])
+    )
 
 
 INPUTS_RANGE: DetectorSpec[_Ranges, RangeDrift] = DetectorSpec(
@@ -143,7 +141,7 @@ INPUTS_RANGE: DetectorSpec[_Ranges, RangeDrift] = DetectorSpec(
     signal="features",
     watches=_ranges,
     build=_range,
-    stated_rate=lambda ctx: _rate(ctx.settings.feature_alpha, ctx),
+    stated_rate=per_window_test(lambda s: s.feature_alpha),
     evidence=_range_evidence,
     moved=lambda d: d.moved,
     names_in="out_of_range",
@@ -168,17 +166,17 @@ def _held(tables: Mapping[str, Mapping[str, int]], ctx: SlotContext) -> Category
 
 def _held_evidence(hd: CategoryDrift, recent: Recent) -> Iterable[Evidence]:
     unseen = hd.unseen_shares
-    for m in hd.moved[:ALERT_INPUTS]:
-        yield Evidence(
-            m.name,
-            m.statistic,
-            hd.min_distance,
-            float(unseen[m.index]),
-            float(hd.other_shares[m.index]),
-            f"{hd.state.name}: category frequencies by total variation distance, adjusted p = "
-            f"{m.p_value:.2g}, share of categories outside the reference's table",
-            "TV distance",
-        )
+    return moved_evidence(
+        hd,
+        hd.min_distance,
+        "TV distance",
+        lambda m: (
+            f"category frequencies by total variation distance, adjusted p = {m.p_value:.2g}, share of "
+            "categories outside the reference's table"
+        ),
+        lambda m: float(unseen[m.index]),
+        lambda m: float(hd.other_shares[m.index]),
+    )
 
 
 def _held_gauges(hd: CategoryDrift) -> Iterable[InputValues]:
@@ -195,7 +193,7 @@ HELD_INPUTS: DetectorSpec[Mapping[str, Mapping[str, int]], CategoryDrift] = Dete
     signal="held",
     watches=_tables,
     build=_held,
-    stated_rate=lambda ctx: _rate(ctx.settings.ks_alpha, ctx),
+    stated_rate=per_window_test(lambda s: s.ks_alpha),
     evidence=_held_evidence,
     moved=lambda d: d.moved,
     names_in="categories",
@@ -241,6 +239,6 @@ INPUTS_PCA: DetectorSpec[NDArray[np.float64], ReconstructionDrift] = DetectorSpe
     signal="features",
     watches=_together,
     build=_pca,
-    stated_rate=lambda ctx: _rate(ctx.settings.ks_alpha, ctx),
+    stated_rate=per_window_test(lambda s: s.ks_alpha),
     evidence=_pca_evidence,
 )

@@ -23,7 +23,7 @@ from monitor.drift.calibrate import MIN_REFERENCE
 from monitor.drift.cusum import Cusum
 from monitor.drift.ks import KsDrift
 from monitor.drift.rate import RateTest
-from monitor.drift.slots import DetectorSpec, Recent, SlotContext
+from monitor.drift.slots import DetectorSpec, Recent, SlotContext, finite_mean, per_window_test
 
 
 def confidence_fall_reference(confidence: ArrayLike) -> NDArray[np.float64] | None:
@@ -77,7 +77,7 @@ def _cusum_evidence(signal: str, label: str, fall: bool = False) -> Callable[[Cu
         values = recent.values(signal)
         values = 1.0 - values if fall else values
         q = f"{recent.settings.cusum_quantile * 100:g}th percentile"
-        share = float(np.mean(values > det.cutoff)) if values.size else float("nan")
+        share = finite_mean((values > det.cutoff).astype(np.float64))
         measure = f"share of {label} above the reference's {q}, last {values.size} events"
         yield Evidence(det.name, det.statistic, det.threshold, share, det.null_rate, measure, "CUSUM")
 
@@ -110,8 +110,9 @@ def _gamma_ks(sample: NDArray[np.float64], ctx: SlotContext) -> KsDrift:
 def _gamma_ks_evidence(det: KsDrift, recent: Recent) -> Iterable[Evidence]:
     ks, g = det.state, recent.values("gamma")
     measure = f"γ mean (KS distance vs its floor, p = {ks.p_value:.2g}), last {g.size} events"
-    mean = float(g.mean()) if g.size else float("nan")
-    yield Evidence(ks.name, ks.statistic, ks.threshold, mean, recent.baseline.gamma_mean, measure, "KS distance")
+    yield Evidence(
+        ks.name, ks.statistic, ks.threshold, finite_mean(g), recent.baseline.gamma_mean, measure, "KS distance"
+    )
 
 
 def _flicker_rate(ref: ReferenceLike, ctx: SlotContext) -> RateTest:
@@ -133,14 +134,7 @@ def _flicker_rate_evidence(rate: RateTest, recent: Recent) -> Iterable[Evidence]
         f"flicker mean (z test, p = {rate.p_value:.2g} < {rate.alpha:g}, rise >= {rate.min_increase:g}), "
         f"last {f.size} events"
     )
-    mean = float(f.mean()) if f.size else float("nan")
-    yield Evidence(rate.name, rate.statistic, float("nan"), mean, recent.baseline.flicker_mean, measure, "z")
-
-
-def _per_window_test(alpha: Callable[[DriftSettings], float]) -> Callable[[SlotContext], float]:
-    """The stated rate of a window test at level ``alpha`` (capped by its share of the budget): at most one false
-    alarm per test, a test every ``drift.every`` events."""
-    return lambda ctx: ctx.window_rate(alpha(ctx.settings))
+    yield Evidence(rate.name, rate.statistic, float("nan"), finite_mean(f), recent.baseline.flicker_mean, measure, "z")
 
 
 def _whole(reference: ReferenceLike, s: DriftSettings) -> Any:
@@ -163,7 +157,7 @@ GAMMA_KS: DetectorSpec[NDArray[np.float64], KsDrift] = DetectorSpec(
     signal="gamma",
     watches=lambda r, s: r.gamma_sample,
     build=_gamma_ks,
-    stated_rate=_per_window_test(lambda s: s.ks_alpha),
+    stated_rate=per_window_test(lambda s: s.ks_alpha),
     evidence=_gamma_ks_evidence,
     clause_rank=1,
 )
@@ -183,7 +177,7 @@ FLICKER_RATE: DetectorSpec[ReferenceLike, RateTest] = DetectorSpec(
     signal="flicker",
     watches=_whole,
     build=_flicker_rate,
-    stated_rate=_per_window_test(lambda s: s.rate_alpha),
+    stated_rate=per_window_test(lambda s: s.rate_alpha),
     evidence=_flicker_rate_evidence,
     clause_rank=1,
 )

@@ -3,8 +3,8 @@
 Every input test's null is a new draw from the baseline (:mod:`monitor.drift.quality`), so a small baseline costs
 power, never false alarms. :func:`range_detectable_share` says how much: the smallest share of a window outside the
 range that the range test flags at its level. :func:`baseline_notes` turns it into the lines ``reference`` and
-``check-config`` print per segment, with the inputs a baseline holds constant and the segments too small for a
-baseline of their own.
+``check-config`` print per segment, with what each baseline is made of (own, shrunk toward the model-wide rows,
+borrowed: :mod:`monitor.rolling.segment_baselines`) and the inputs it holds constant.
 """
 
 from __future__ import annotations
@@ -49,19 +49,18 @@ def constant_inputs(baseline: Reference) -> list[str]:
     return [str(names[j]) for j in np.flatnonzero(baseline.feature_std == 0.0)]
 
 
-def baseline_notes(
-    baselines: Mapping[str, Reference], settings: DriftSettings, small: Sequence[tuple[str, int]] = ()
-) -> list[str]:
-    """Lines for ``reference`` and ``check-config``: per baseline, the share outside its range the range test needs
-    to flag an input; the inputs it holds constant; the segments (``small``: name, rows) with too few rows for a
-    baseline of their own."""
+def baseline_notes(baselines: Mapping[str, Reference], settings: DriftSettings) -> list[str]:
+    """Lines for ``reference`` and ``check-config``: per baseline, what it is made of (own, shrunk, borrowed) and the
+    share outside its range the range test needs to flag an input; the inputs it holds constant."""
     notes = []
     allows = []
     for name, base in baselines.items():
         level = _range_level(base, settings)
+        own = base.basis is None or base.basis.kind == "own"
+        what = f"({_rows(base.n_events)})" if own or base.basis is None else base.basis.describe()
         if level is not None:
             share = range_detectable_share(base.n_events, settings.window, level, settings.range_min_share)
-            allows.append(f"{name} ({_rows(base.n_events)}) {share:.1%}")
+            allows.append(f"{name} {what} {share:.1%}")
         constant = constant_inputs(base)
         if constant:
             notes.append(
@@ -75,11 +74,6 @@ def baseline_notes(
             f"test flags an input from this share of a {settings.window}-event window outside its range: "
             + ", ".join(allows),
         )
-    if small:
-        notes.append(
-            "segments with too few reference rows for a baseline of their own, judged with 'other': "
-            + ", ".join(f"{name} ({_rows(rows)})" for name, rows in small)
-        )
     return notes
 
 
@@ -88,33 +82,37 @@ def _rows(n: int) -> str:
 
 
 def segment_row_notes(
-    segments: Sequence[str] | NDArray[np.str_], max_segments: int, settings: DriftSettings, *, min_rows: int, other: str
+    segments: Sequence[str] | NDArray[np.str_],
+    rows: NDArray[np.float64],
+    max_segments: int,
+    settings: DriftSettings,
+    feature_names: Sequence[str] | None = None,
 ) -> list[str]:
-    """``check-config``'s lines for reference rows that carry a segment, before anything is scored: per segment
-    with a baseline of its own, the share outside its range the range test needs at most (every registered detector
-    taking its share of the rate: the smallest level), and the segments with fewer than ``min_rows`` rows."""
+    """``check-config``'s lines for reference rows that carry a segment, before anything is scored: each segment's
+    baseline (:func:`~monitor.rolling.segment_baselines.plan_segments`: own, shrunk with its weight, borrowed, or
+    warming up and why) and the share outside its range the range test needs at most (every registered detector
+    taking its share of the rate: the smallest level)."""
     from monitor.drift.registry import DETECTORS
+    from monitor.rolling.segment_baselines import MIN_SEGMENT_ROWS, MIN_SHRUNK_ROWS, plan_segments
 
-    values, counts = np.unique(np.asarray(segments, dtype=str), return_counts=True)
-    ranked = sorted((-int(c), str(v)) for v, c in zip(values, counts, strict=True) if c >= min_rows and v != other)
+    finite = np.all(np.isfinite(rows), axis=1)
+    plan = plan_segments(np.asarray(segments, dtype=str)[finite], rows[finite], max_segments, 0, feature_names)
     level = min(
         settings.feature_alpha, settings.false_alarms_per_million_events / len(DETECTORS) * settings.every / 1e6
     )
-    allows = [
-        f"{name} ({_rows(-c)}) {range_detectable_share(-c, settings.window, level, settings.range_min_share):.1%}"
-        for c, name in ranked[:max_segments]
+    said = []
+    for name, p in plan.items():
+        if p.rows is None:
+            said.append(f"{name} {p.describe()}")
+            continue
+        share = range_detectable_share(p.rows.size, settings.window, level, settings.range_min_share)
+        said.append(f"{name} {p.describe()}: range test from {share:.1%}")
+    if not said:
+        return []
+    return [
+        f"each segment's baseline (own from {MIN_SEGMENT_ROWS} rows; shrunk toward the model-wide rows from "
+        f"{MIN_SHRUNK_ROWS}; borrowed below; warms up when its inputs differ from the other rows'), and the share of a "
+        f"{settings.window}-event window outside its range the range test needs at most: "
+        + "; ".join(said)
+        + "; a segment absent from these rows warms up on its own first events live (models[].warmup_events)"
     ]
-    small = [(str(v), int(c)) for v, c in zip(values, counts, strict=True) if c < min_rows and v != other]
-    notes = []
-    if allows:
-        notes.append(
-            "what each segment's baseline allows (the false-alarm rate holds at any size; power grows with rows): "
-            f"the range test flags an input from at most this share of a {settings.window}-event window outside its "
-            "range: " + ", ".join(allows)
-        )
-    if small:
-        notes.append(
-            f"segments with fewer than {min_rows} reference rows, judged with '{other}' (no baseline of their own): "
-            + ", ".join(f"{name} ({_rows(rows)})" for name, rows in small)
-        )
-    return notes

@@ -125,6 +125,43 @@ T = TypeVar("T")
 D = TypeVar("D", bound=SlotDetector)
 
 
+def finite_mean(values: NDArray[np.float64]) -> float:
+    """The mean of ``values`` (already finite), NaN for none: the window side of an alert's clause."""
+    return float(values.mean()) if values.size else float("nan")
+
+
+def per_window_test(level: Callable[[DriftSettings], float]) -> Callable[[SlotContext], float]:
+    """A window test's ``stated_rate`` at its level setting ``level`` (capped by its share of the budget,
+    :meth:`SlotContext.window_rate`): at most one false alarm per test, a test every ``drift.every`` events."""
+    return lambda ctx: ctx.window_rate(level(ctx.settings))
+
+
+class MovedInputs(Protocol):
+    """An input test as its clauses read it: its state's name and the inputs it flagged, ranked."""
+
+    @property
+    def state(self) -> DriftState: ...
+
+    @property
+    def moved(self) -> Sequence[FeatureShift]: ...
+
+
+def moved_evidence(
+    det: MovedInputs,
+    floor: float,
+    statistic_name: str,
+    measure: Callable[[FeatureShift], str],
+    window: Callable[[FeatureShift], float],
+    reference: Callable[[FeatureShift], float],
+) -> Iterable[Evidence]:
+    """An input test's clauses: one per flagged input (at most :data:`ALERT_INPUTS`), each its statistic against
+    ``floor``, ``window`` against ``reference`` and ``"<test>: <measure>"``."""
+    for m in det.moved[:ALERT_INPUTS]:
+        yield Evidence(
+            m.name, m.statistic, floor, window(m), reference(m), f"{det.state.name}: {measure(m)}", statistic_name
+        )
+
+
 def _no_gauges(detector: Any) -> tuple[InputValues, ...]:
     return ()
 

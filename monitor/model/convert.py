@@ -6,12 +6,14 @@ A pipeline fitted on a DataFrame through a ``ColumnTransformer`` takes one ONNX 
 makes of it, and what :mod:`monitor.model.signature` reads as inputs by name): each column's type comes from a sample
 of the training rows when given (:func:`column_types_from_sample`), else from the estimator
 (:func:`column_types_from_estimator`: ``feature_names_in_`` for the names, the encoders' ``categories_`` for string
-and integer columns, float for the rest).
+and integer columns, float for the rest). An estimator of one float input ``input`` fitted on named columns keeps their
+names in the file's metadata (:data:`FEATURE_NAMES_KEY`); the loader names the input's elements by them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import json
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,8 @@ from monitor.errors import ModelError
 
 #: (column name, "float" | "int64" | "string") per input of a DataFrame-fitted pipeline
 ColumnTypes = list[tuple[str, str]]
+#: the ONNX metadata_props key holding a plain model's feature names (a JSON list)
+FEATURE_NAMES_KEY = "harmonic_feature_names"
 
 
 def convert_estimator(
@@ -58,9 +62,27 @@ def convert_estimator(
                 "with a header naming the training columns and a few training rows, whose values decide each type"
             )
         raise ModelError(f"skl2onnx cannot convert {type(estimator).__name__}: {exc}{hint}") from exc
+    names = getattr(estimator, "feature_names_in_", None)
+    if not columns and names is not None and len(names) == n_features:
+        entry = onx.metadata_props.add()  # the one input is ``input``: the training columns' names travel beside it
+        entry.key, entry.value = FEATURE_NAMES_KEY, json.dumps([str(n) for n in names])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(onx.SerializeToString())
     return out
+
+
+def stored_feature_names(metadata: Mapping[str, str], n_features: int) -> tuple[str, ...] | None:
+    """The feature names an ONNX file's metadata holds under :data:`FEATURE_NAMES_KEY` (a JSON list, one distinct
+    non-empty name per feature, as ``convert`` writes from ``feature_names_in_``), else None."""
+    raw = metadata.get(FEATURE_NAMES_KEY)
+    try:
+        names = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    if not isinstance(names, list) or len(names) != n_features or len(set(map(str, names))) != n_features:
+        return None
+    given = tuple(str(n).strip() for n in names)
+    return given if all(given) else None
 
 
 def _walk(estimator: Any) -> Iterator[Any]:

@@ -38,13 +38,21 @@ from monitor.errors import ModelError
 from monitor.model.base import ModelKind, ModelOutput
 from monitor.model.batching import canonical_feed, canonical_graph, merge_outputs, run_fixed
 from monitor.model.broadcast import widen_scalar_operands
+from monitor.model.convert import stored_feature_names
 from monitor.model.neighbourhood import NeighbourhoodRunner, binary_positive, neighbourhood_graph
 from monitor.model.neighbourhood_evaluator import NeighbourhoodEvaluator, NeighbourhoodRejected, check_neighbourhood
 from monitor.model.outputs import MODEL_KIND, ModelKindSetting, OutputDecision, add_probabilities, decide_outputs
 from monitor.model.readout import OutputReader, argmax_rows, positive_output
-from monitor.model.session import OnnxRuntimeOptions, active_providers, resolve_providers, session_options
+from monitor.model.session import (
+    OnnxRuntimeOptions,
+    active_providers,
+    offline_options,
+    resolve_providers,
+    session_options,
+)
 from monitor.model.signature import FIXED_FEATURES, HELD_COLUMNS, Held, Signature
 from monitor.model.sniff import not_onnx, sniff
+from monitor.model.split_runs import SplitSession
 
 __all__ = [
     "ExternalData",
@@ -293,18 +301,26 @@ class OnnxModel:
     """
 
     @classmethod
-    def from_settings(cls, ms: ModelSettings) -> OnnxModel:
-        """The model a model's settings describe, with its onnxruntime options (providers, threads capped by the
-        container's CPU quota, rows per run, rows in graph): ``run`` loads its models, and the offline commands
-        theirs (from their flags), here."""
+    def from_settings(cls, ms: ModelSettings, *, offline: bool = False) -> OnnxModel:
+        """The model a model's settings describe, with its onnxruntime options (providers, threads, rows per run,
+        rows in graph): ``run`` loads its models, and the offline commands theirs (from their flags), here.
+
+        ``offline``: the command has the machine to itself, and every run is cut into slices run by a thread per CPU
+        (:func:`~monitor.model.session.offline_options`); otherwise (``run``, which shares its cores with its
+        consumer and HTTP processes) one run at a time on ``threads`` intra-op threads, capped by the container's CPU
+        quota."""
+        given: dict[str, Any] = {
+            "providers": tuple(ms.providers),
+            "max_rows_per_run": ms.max_rows_per_run,
+            "rows_in_graph": ms.rows_in_graph,
+        }
+        if offline:
+            options = offline_options(ms.threads, **given)
+        else:
+            options = OnnxRuntimeOptions(intra_op_threads=intra_op_threads(ms.threads, str(ms.path)), **given)
         return cls(
             ms.path,
-            OnnxRuntimeOptions(
-                providers=tuple(ms.providers),
-                intra_op_threads=intra_op_threads(ms.threads, str(ms.path)),
-                max_rows_per_run=ms.max_rows_per_run,
-                rows_in_graph=ms.rows_in_graph,
-            ),
+            options,
             model_kind=ms.model_kind,
             fixed_features=tuple(ms.fixed_features),
         )
@@ -333,16 +349,21 @@ class OnnxModel:
         self._run_batch: int | None = graph.run_batch
         self._held_columns: str | None = graph.held_columns
         try:
-            self._session = ort.InferenceSession(
+            session = ort.InferenceSession(
                 graph.model, sess_options=session_options(self.options), providers=self.providers
             )
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
             raise ModelError(f"cannot load '{self.path}' with onnxruntime: {exc}") from exc
         #: what the session runs on (later sessions of this model, the wrapped graph's, get the same list)
-        self.providers = active_providers(self._session, self.providers, str(self.path))
+        self.providers = active_providers(session, self.providers, str(self.path))
+        self._session: Any = session if self._run_batch is not None else self._split(session)
         self._inspect_signature()
         self._model_bytes = graph.model  # ZipMap removed, inputs canonical; what :meth:`neighbourhood` wraps
-        self._feature_names: tuple[str, ...] = self.signature.features
+        self._feature_names: tuple[str, ...] = (  # a plain model's names from its metadata (``convert`` writes them)
+            stored_feature_names(self._session.get_modelmeta().custom_metadata_map, self._n_features)
+            if self.signature.plain
+            else None
+        ) or self.signature.features
 
     def _inspect_signature(self) -> None:
         inputs = self._session.get_inputs()
@@ -528,7 +549,7 @@ class OnnxModel:
             return None
         per_event = 1 + m + copies
         runner = NeighbourhoodRunner(
-            session,
+            self._split(session, rows_per_item=per_event),
             fetched,
             m,
             copies,
@@ -552,6 +573,13 @@ class OnnxModel:
             )
             return None
         return evaluator
+
+    def _split(self, session: ort.InferenceSession, rows_per_item: int = 1) -> Any:
+        """``session``, or its runs cut into slices run by ``split_runs`` threads (:mod:`monitor.model.split_runs`;
+        ``rows_per_item``: model rows per item of its batch axis)."""
+        if self.options.split_runs < 2:
+            return session
+        return SplitSession(session, self.options.split_runs, rows_per_item=rows_per_item)
 
     def _held_specs(self) -> list[tuple[str, int, tuple[int, ...]]]:
         """The wrapped graph's held inputs: (name, ONNX element type, row dims)."""

@@ -10,10 +10,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import onnxruntime as ort
 
 from monitor.config import ModelSettings, setting_default
+from monitor.cpus import CGROUP_ROOT, available_cpus
 
 #: the model's load-time lines share one logger, wherever the code that says them lives
 log = logging.getLogger("monitor.model.onnx")
@@ -51,6 +54,23 @@ class OnnxRuntimeOptions:
     #: a clearly larger share of raw kafka-python's rate (``bench/stream.py throughput --variants raw pipeline``;
     #: docs/BENCHMARKS.md, *Ingest vs raw client*).
     spin_after_run: bool = False
+    #: threads that run slices of each run of the model at once, cut along its batch axis
+    #: (:class:`~monitor.model.split_runs.SplitSession`); 1 (``run``, which shares its cores): one run per call. The
+    #: offline commands take a thread per CPU with one intra-op thread each (:func:`offline_options`)
+    split_runs: int = 1
+
+
+def offline_options(
+    threads: int = setting_default(ModelSettings, "threads"), *, root: Path = CGROUP_ROOT, **given: Any
+) -> OnnxRuntimeOptions:
+    """The options of a command that has the machine to itself (``score``, ``reference``, ``estimate``, ``probe``,
+    ``compare``, ``report``, the Python API): ``threads`` intra-op threads and one run at a time when set (> 0); at 0,
+    a thread per CPU the process may use (:func:`~monitor.cpus.available_cpus`: its affinity capped by the cgroup's
+    quota) running slices of each run, one intra-op thread each (:mod:`monitor.model.split_runs` says why).
+    ``given``: the other fields."""
+    if threads > 0:
+        return OnnxRuntimeOptions(intra_op_threads=threads, **given)
+    return OnnxRuntimeOptions(intra_op_threads=1, split_runs=available_cpus(root), **given)
 
 
 def session_options(options: OnnxRuntimeOptions) -> ort.SessionOptions:

@@ -17,6 +17,7 @@ from monitor.offline.scoring import BATCH_ROWS
 
 if TYPE_CHECKING:
     from monitor.comparison import Comparison
+    from monitor.offline.baseline import Baseline
     from monitor.offline.keywords import ScoreKeywords
     from monitor.offline.rows import DataLike, ModelLike
 
@@ -102,13 +103,20 @@ def two_models(
     seed: int,
     names: Sequence[str] | None,
     max_events: int | None = None,
+    served: Baseline | None = None,
 ) -> dict[str, Any]:
     """The model and a candidate compared on the same events by :func:`monitor.compare` (by the reference rows
     where ``reference`` is rows; with the labels where every event has one; ``names`` for each model of one
     unnamed input), as :class:`~monitor.offline.report_data.ReportData`'s fields; a comparison refused (different inputs, kinds, class sets)
-    leaves its message as the note."""
+    leaves its message as the note.
+
+    ``served``: the page's baseline of the model. Where the reference is a reference JSON (the model's alone), both
+    models are standardized and scored as the page scores the model (its standardizer and scales), and the model's
+    label-free estimate comes from the reference's labelled fit, so the section's figures are the page's; the
+    candidate has no labelled reference of its own there (the page says so)."""
     from monitor.offline.results import ReferenceResult
     from monitor.offline.rows import load_model, model_path
+    from monitor.signals.scorer import ScoringConfig
 
     model, candidate = models
     reference, reference_labels = references
@@ -128,7 +136,23 @@ def two_models(
     one_model = isinstance(reference, ReferenceResult) or (
         isinstance(reference, (str, os.PathLike)) and str(reference).lower().endswith(".json")
     )
-    if one_model:
+    standardizer, fits, config = None, None, ScoringConfig(seed=seed)
+    if one_model and served is not None:
+        reference = reference_labels = None
+        standardizer, config = served.standardizer, scoring_config({"seed": seed}, served.scales)
+        fits = {first: served.fit} if served.fit is not None else None
+        notes.append(
+            f"'{first}' is standardized and scored as the page scores it (the reference's standardizer"
+            + (" and scales" if served.scales is not None else "")
+            + "), the candidate by the same standardizer where it reads the same inputs (else by the events)"
+            + (
+                f"; the label-free estimate of '{first}' is the reference's labelled fit, as in the summary; the "
+                "candidate's needs labelled reference rows (give reference rows and reference_labels to fit both)"
+                if fits
+                else ""
+            )
+        )
+    elif one_model:
         reference = reference_labels = None
         notes.append(
             "both models are standardized by the events themselves: a reference JSON is of one model (give reference "
@@ -142,17 +166,23 @@ def two_models(
     is_log = isinstance(events, (str, os.PathLike)) and str(events).lower().endswith(".jsonl")
 
     def run(y: Any) -> Any:
-        return compare(
+        from monitor.comparison import compare_models
+
+        return compare_models(
             named,
             events,
             reference,
             labels=y,
             reference_labels=reference_labels,
             feature_names=given,
+            config=config,
+            batch_rows=BATCH_ROWS,
             probe_points=0,
-            seed=seed,
+            max_segments=setting_default(SegmentSettings, "max_segments"),
             # an event log's segments: the page pairs the models per segment as its timeline shows them
             segment_column="segment" if is_log else None,
+            standardizer=standardizer,
+            fits=fits,
         )
 
     try:

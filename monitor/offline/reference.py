@@ -65,8 +65,10 @@ def reference(
     or a ``.csv``/``.npy`` file) to fit the label-free accuracy estimators — for a regressor the true value (NaN:
     none), to fit the loss estimator (:mod:`monitor.accuracy.regression`: MAE and RMSE without labels); ``segment_column``: the DataFrame's (or
     the CSV's) column naming each row's segment; the reference then keeps a baseline per segment (each of the
-    ``max_segments`` most frequent with at least 200 rows, the rest as ``other``), each from a sample of at most
-    ``sample_rows`` of its rows. A segment column that is also a model input stays an input.
+    ``max_segments`` most frequent, the rest as ``other``): its own from 200 rows, shrunk toward the model-wide rows
+    from 50, borrowed below (:mod:`monitor.rolling.segment_baselines`), each from a sample of at most ``sample_rows``
+    of its rows. A segment column that is also a model input stays an input; a label or segment column named by the
+    call is otherwise no feature (a plain model reads the frame's other columns in order).
 
     What standardizes them: ``reference``: rows or a reference JSON to standardize by instead of ``data``
     (``harmonic-monitor reference --reference``); ``standardizer``: this standardizer instead; ``space``, ``scale``,
@@ -145,7 +147,10 @@ def _reference_rows(
         rows = read_rows(data, model, **read)
         segments = None
     elif is_frame(data):
-        rows = read_rows(data, model, **read)
+        from monitor.rolling.segment_baselines import is_input_column
+
+        others = () if is_input_column(model.signature, segment_column) else (segment_column,)
+        rows = read_rows(data, model, **read, other_columns=others)
         segments = frame_segments(data, segment_column)
     elif isinstance(data, (str, os.PathLike)):
         rows, segments = csv_segments(Path(data), model, segment_column, header)
@@ -175,7 +180,7 @@ def _reference_rows(
     name = f"'{data}'" if isinstance(data, (str, os.PathLike)) else f"the reference data ({rows.source})"
     if y is not None:
         y = int_labels(y) if model.kind == "classifier" else true_values(y)
-    return ReferenceRows(rows.x, rows.held, name, segments, y), rows.source
+    return ReferenceRows(rows.x, rows.held, name, segments, y, rows.names), rows.source
 
 
 def frame_segments(frame: Any, column: str) -> NDArray[np.str_]:

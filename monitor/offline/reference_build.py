@@ -34,8 +34,7 @@ from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.offline.scoring import score_rows
 from monitor.rolling.reference import Reference
-from monitor.rolling.segment_baselines import MIN_SEGMENT_ROWS, fold_segments, segment_references
-from monitor.rolling.windows import OTHER
+from monitor.rolling.segment_baselines import SegmentPlan, fold_segments, plan_segments, segment_references
 
 if TYPE_CHECKING:
     from monitor.accuracy import EstimatorFit
@@ -59,6 +58,8 @@ class ReferenceRows:
     segments: NDArray[np.str_] | None = None
     #: the true class (classifiers) or value (regressors; NaN: none) of each row
     labels: NDArray[Any] | None = None
+    #: the names the data gave its columns (a CSV header, a frame's columns), in feature order
+    names: tuple[str, ...] | None = None
 
     def take(self, pick: NDArray[np.intp] | NDArray[np.bool_]) -> ReferenceRows:
         """The rows at ``pick`` (indices or a mask)."""
@@ -131,22 +132,37 @@ def build_reference(
     ref = Reference.from_arrays(**signals, feature_names=names, seed=config.seed)
     notes.append(_gamma_map_note(ref))
     baselines: dict[str, Reference] = {}
+    plan: dict[str, SegmentPlan] = {}
     if scored.segments is not None and rows.segments is not None:
+        plan = plan_segments(scored.segments[ok], signals["features"], max_segments, config.seed, names)
+        scored_held = None
+        if scored.held is not None:
+            scored_held = held_columns(scored.held.take(ok).values, held_element_names(model.signature))
         baselines = segment_references(
             scored.segments[ok],
             **signals,
             feature_names=names,
             max_segments=max_segments,
             seed=config.seed,
+            held=scored_held,
+            plan=plan,
             gamma_edges=ref.gamma_edges,  # the model's: its maps add up across segments
         )
         if every_held is not None:
             baselines = _with_held_tables(baselines, every_held, fold_segments(rows.segments, max_segments))
-        kept = ", ".join(f"{name} ({base.n_events})" for name, base in baselines.items()) or "none"
-        notes.append(f"per-segment baselines (rows): {kept}")
+        kept = ", ".join(f"{name} {p.describe()}" for name, p in plan.items()) or "none"
+        notes.append(
+            f"per-segment baselines: {kept}; a segment absent from these rows warms up on its own first events live"
+        )
     if every_held is not None:
         ref = dataclasses.replace(ref, held_tables=count_tables(every_held))
-    notes.extend(_baseline_notes(ref, baselines, rows.segments))
+        baselines = {
+            k: dataclasses.replace(b, held_tables=ref.held_tables)
+            if b.basis is not None and b.basis.kind == "borrowed"
+            else b
+            for k, b in baselines.items()
+        }
+    notes.extend(_baseline_notes(ref, baselines))
     fit, loss_fit = None, None
     if scored.labels is not None and model.kind == "regressor":
         from monitor.accuracy.labelled import labelled_loss_fit
@@ -210,12 +226,17 @@ def _labelled_fit(
 def _checked(
     model: OnnxModel, rows: ReferenceRows, scales: str, sample_rows: int, feature_names: Sequence[str] | None
 ) -> tuple[str, ...] | None:
-    """The feature names the reference records, once the options are checked against the model and the rows."""
+    """The feature names the reference records (given, else a named-input model's, else a plain model's data's column
+    names), once the options are checked against the model and the rows."""
     if scales not in SCALES:
         raise DataError(f"scales must be 'fixed' or 'from-reference'; got {scales!r}")
     if sample_rows < 1:
         raise DataError(f"sample rows must be >= 1; got {sample_rows}")
     names = tuple(feature_names) if feature_names else (None if model.signature.plain else model.signature.features)
+    if names is None and rows.names is not None and len(rows.names) == model.n_features:
+        names = rows.names  # a plain model's input is one tensor of generic element names: the data's own names
+    if names is None:
+        names = model.given_feature_names  # else the names the ONNX file's metadata holds (``convert``'s)
     if names is not None and len(names) != model.n_features:
         raise DataError(f"feature_names lists {len(names)} names; the model takes {model.n_features} features")
     return names
@@ -244,9 +265,12 @@ def _scales_chosen(
 def _with_held_tables(
     baselines: dict[str, Reference], every_held: dict[str, Any], folded: NDArray[Any]
 ) -> dict[str, Reference]:
-    """Each segment's baseline with the count tables of its own rows' held inputs (every row, not the sample)."""
+    """Each segment's own baseline with the count tables of its own rows' held inputs (every row, not the sample); a
+    shrunk or borrowed one keeps the tables of the rows it was built from."""
     return {
         name: dataclasses.replace(base, held_tables=count_tables({k: v[folded == name] for k, v in every_held.items()}))
+        if base.basis is None or base.basis.kind == "own"
+        else base
         for name, base in baselines.items()
     }
 
@@ -262,16 +286,12 @@ def _refuse_empty_inputs(rows: ReferenceRows, names: Sequence[str | None] | None
         )
 
 
-def _baseline_notes(ref: Reference, baselines: Mapping[str, Reference], segments: NDArray[np.str_] | None) -> list[str]:
-    """What each baseline allows at the default drift settings, its constant inputs, and the segments with too few
-    rows for a baseline of their own (:func:`monitor.drift.power.baseline_notes`)."""
+def _baseline_notes(ref: Reference, baselines: Mapping[str, Reference]) -> list[str]:
+    """What each baseline allows at the default drift settings and its constant inputs
+    (:func:`monitor.drift.power.baseline_notes`)."""
     from monitor.drift.power import baseline_notes  # on use: it builds verdict engines
 
-    small: list[tuple[str, int]] = []
-    if segments is not None:
-        values, counts = np.unique(np.asarray(segments, dtype=str), return_counts=True)
-        small = [(str(v), int(c)) for v, c in zip(values, counts, strict=True) if c < MIN_SEGMENT_ROWS and v != OTHER]
-    return baseline_notes(baselines or {"model-wide": ref}, DriftSettings(), small)
+    return baseline_notes(baselines or {"model-wide": ref}, DriftSettings())
 
 
 def sample(rows: ReferenceRows, sample_rows: int, seed: int) -> NDArray[np.intp]:

@@ -32,7 +32,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,8 +48,16 @@ from monitor.offline.estimate import accuracy_from_scores
 from monitor.offline.keywords import SEED, scoring_config
 from monitor.offline.probe import ProbeReport, probe
 from monitor.offline.replay import ReplayTimeline, replay
-from monitor.offline.report_data import InputDrift, PeriodEstimate, Report, ReportData, SignalSeries, VerdictSpan
-from monitor.offline.report_inputs import DRIFT_ALPHA, input_drift, period_estimates
+from monitor.offline.report_data import (
+    InputDrift,
+    PeriodEstimate,
+    Report,
+    ReportData,
+    SegmentDrift,
+    SignalSeries,
+    VerdictSpan,
+)
+from monitor.offline.report_inputs import DRIFT_ALPHA, input_drift, period_estimates, segment_drift
 from monitor.offline.results import AccuracyEstimate, ReferenceResult, yardsticks
 from monitor.offline.rows import Rows, load_model, model_path, read_rows
 from monitor.offline.scoring import live_signals, robustness_scorer, score_rows, score_table, scored_reference
@@ -167,6 +175,7 @@ def build_report(
     live = live_signals(res, m.kind)
     times = event_times(rows.timestamps)
     n_lines = int(sum(rows.invalid.values()) + len(rows)) if is_log else len(rows)
+    spans = _spans(tl, rows.segments, n_lines, rows.lines, times) if tl is not None else ()
     data = ReportData(
         title=title or f"harmonic-monitor report: {Path(model_path(model)).name}",
         model=model_path(model),
@@ -178,7 +187,8 @@ def build_report(
         kind=m.kind,
         scores=score_table(m.kind, res, rows),
         timeline=tl,
-        spans=_spans(tl, rows.segments, n_lines, rows.lines, times) if tl is not None else (),
+        spans=spans,
+        segment_drift=_segment_drift(rows, spans, ref, names, reference, m),
         timeline_note=timeline_note,
         signals=tuple(_series(name, line, values, ref, times) for name, values in live.items()) if len(rows) else (),
         yardstick=yardsticks(live, ref) if ref is not None and len(rows) else (),
@@ -187,7 +197,7 @@ def build_report(
         axis="time" if times is not None else "line",
         feature_names=tuple(names),
         **two_models(
-            (model, candidate), (reference, reference_labels), events, labels, seed, feature_names, max_events
+            (model, candidate), (reference, reference_labels), events, labels, seed, feature_names, max_events, base
         ),
         **_sections(m, base, rows, reference, res, ref, labels, (probe_points, probe_budget_rows), seed, names, times),
     )
@@ -392,6 +402,28 @@ def _drift(
         else ""
     )
     return drift, note
+
+
+def _segment_drift(
+    rows: Rows, spans: Sequence[VerdictSpan], ref: Reference | None, names: Sequence[str], reference: Any, m: OnnxModel
+) -> tuple[SegmentDrift, ...]:
+    """The inputs each segment's verdict named, over that segment's events against its baseline (the reference
+    JSON's per-segment one where it keeps it)."""
+    named: dict[str, list[str]] = {}
+    for s in spans:
+        if s.features:
+            named.setdefault(s.segment, []).extend(f for f in s.features if f not in named.get(s.segment, []))
+    if not named or ref is None or ref.feature_sample.shape[0] < 10:
+        return ()
+    own: Mapping[str, Reference] = {}
+    if isinstance(reference, ReferenceResult):
+        own = reference.segments or {}
+    elif isinstance(reference, (str, os.PathLike)) and str(reference).lower().endswith(".json"):
+        from monitor.rolling.reference_file import read_segment_references
+
+        own = read_segment_references(str(reference), m.n_features)
+    samples = {k: v.feature_sample for k, v in own.items()}
+    return segment_drift(rows.x, rows.segments, named, names, ref.feature_sample, samples)
 
 
 def _accuracy(

@@ -53,6 +53,7 @@ def _models_table(cmp: Comparison) -> str:
         est = r.get("accuracy_estimate")
         lo, hi = r.get("accuracy_lower"), r.get("accuracy_upper")
         est_txt = f(est, ".3f") + ("" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]")
+        est_txt += "" if est is None else f" {esc(str(r.get('accuracy_method') or ''))}"  # the method beside it
         rows.append(
             f'<tr data-model="{esc(r["model"])}" data-gamma="{f(r["gamma"], ".6g")}">'
             f'<td class="l">{esc(r["model"])}</td><td>{r["valid"]} of {r["rows"]}</td><td>{f(r["gamma"], ".4g")}</td>'

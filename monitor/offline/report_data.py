@@ -145,6 +145,20 @@ class ReportData:
     #: (``comparison_note``; both empty: no candidate was given)
     comparison: Comparison | None = None
     comparison_note: str = ""
+    #: per segment whose verdict named inputs: those inputs over the segment's events alone, against the
+    #: segment's baseline (its own, else the model-wide reference) — the pooled ``drift`` mixes every segment
+    segment_drift: tuple[SegmentDrift, ...] = ()
+
+
+@dataclass(frozen=True)
+class SegmentDrift:
+    """The inputs a segment's verdict named, tested over that segment's events alone (``baseline``: the segment's
+    own baseline, or ``model-wide``)."""
+
+    segment: str
+    events: int
+    baseline: str
+    drift: tuple[InputDrift, ...]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.offline.report_data import InputDrift, PeriodEstimate
+from monitor.offline.report_data import InputDrift, PeriodEstimate, SegmentDrift
 
 if TYPE_CHECKING:
     from monitor.accuracy import EstimatorFit
@@ -194,4 +194,31 @@ def period_estimates(
                 int(row["n_labelled"]),
             )
         )
+    return tuple(out)
+
+
+def segment_drift(
+    x: NDArray[np.float64],
+    segments: Sequence[str] | None,
+    named: Mapping[str, Sequence[str]],
+    names: Sequence[str],
+    model_wide: NDArray[np.float64],
+    baselines: Mapping[str, NDArray[np.float64]],
+) -> tuple[SegmentDrift, ...]:
+    """Per segment of ``named`` (segment → the inputs its verdict named): those of ``names`` over the segment's
+    events (``segments``, one per row of ``x``) against its baseline's feature sample (``baselines``, else
+    ``model_wide``), adjusted across the segment's inputs."""
+    if segments is None or not named:
+        return ()
+    seg = np.asarray(segments, dtype=object)
+    out = []
+    for segment, inputs in named.items():
+        cols = [j for j, n in enumerate(names) if n in set(inputs) and j < x.shape[1]]
+        mask = seg == segment
+        if not cols or not mask.any():
+            continue
+        own = baselines.get(segment)
+        sample = own if own is not None and own.shape[0] >= 10 else model_wide
+        drift = input_drift(x[mask][:, cols], sample[:, cols], [names[j] for j in cols])
+        out.append(SegmentDrift(segment, int(mask.sum()), "its own" if sample is own else "model-wide", drift))
     return tuple(out)

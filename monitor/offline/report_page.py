@@ -156,9 +156,10 @@ def _verdicts(data: ReportData) -> str:
 
 
 def _when(entry: Mapping[str, Any]) -> str:
-    """An entry's event time (UTC) and line, or the line alone."""
+    """An entry's event time (UTC) and line, or the line alone (1-based, as an editor numbers the file's lines; the
+    timeline's ``index`` is 0-based)."""
     ts = entry.get("ts")
-    line = f"line {int(entry['index'])}"
+    line = f"line {int(entry['index']) + 1}"
     if isinstance(ts, (int, float)) and math.isfinite(float(ts)) and float(ts) > 0:
         return f"{utc_text(float(ts))} UTC ({line})"
     return line
@@ -198,7 +199,7 @@ def _alerts(data: ReportData) -> str:
 
 
 def _span_rect(s: VerdictSpan, x: float, y: float, w: float, h: float) -> str:
-    tip = f"{s.segment}: {s.verdict} from line {s.start} to {s.end}"
+    tip = f"{s.segment}: {s.verdict} from line {s.start + 1} to {s.end}"  # [start, end) 0-based: lines 1-based
     if math.isfinite(s.t_start) and math.isfinite(s.t_end):
         tip += f" ({utc_text(s.t_start)} – {utc_text(s.t_end)} UTC)"
     if s.detectors:
@@ -276,7 +277,8 @@ def _signal_svg(s: SignalSeries, n_lines: int, axis: tuple[float, float] | None 
     out.append(f'<polyline points="{pts}" fill="none" stroke="#222" stroke-width="1.5"/>')
     for k, (x, y) in enumerate(zip(xs, s.mean, strict=True)):
         line = float(s.line[k])
-        where = f"{utc_text(start + x, '%Y-%m-%d %H:%M:%S')} UTC (line {line:.0f})" if over_time else f"line {line:.0f}"
+        shown = f"line {line + 1:.0f}"  # 1-based, as an editor numbers the lines (``data-line``: 0-based)
+        where = f"{utc_text(start + x, '%Y-%m-%d %H:%M:%S')} UTC ({shown})" if over_time else shown
         data_t = f' data-time="{attr_num(s.time[k])}"' if s.time is not None and over_time else ""
         out.append(
             f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="#222" data-x="{attr_num(x)}"'

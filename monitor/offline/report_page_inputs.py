@@ -75,11 +75,31 @@ def _moved_line(data: ReportData) -> str:
     moved = [d for d in by_effect(data.drift) if d.moved]
     share = len(moved) / len(data.drift)
     head = f'<b>What moved</b>: <span id="drift-share">{len(moved)} of {len(data.drift)} inputs ({share:.0%})</span>'
+    hidden = _hidden_line(data)
     if not moved:
-        return head + " moved against the reference."
+        return head + " moved against the reference over every event." + hidden
     names = ", ".join(f"{svg.esc(d.name)} ({effect_name(d)} {svg.short_num(d.statistic, 2)})" for d in moved[:5])
     more = f" and {len(moved) - 5} more" if len(moved) > 5 else ""
-    return f"{head} moved: {names}{more}."
+    return f"{head} moved over every event: {names}{more}.{hidden}"
+
+
+def _hidden_line(data: ReportData) -> str:
+    """Where a segment's verdict named inputs: their figures in that segment, which the pooled ones can hide."""
+    parts = []
+    for sd in data.segment_drift:
+        shown = ", ".join(
+            f"{svg.esc(d.name)} {effect_name(d)} {svg.short_num(d.statistic, 2)} "
+            f"({'moved' if d.moved else 'did not move'})"
+            for d in sd.drift
+        )
+        parts.append(f"in segment {svg.esc(sd.segment)}, whose verdict names them: {shown}")
+    if not parts:
+        return ""
+    return (
+        " The figures over every event pool the segments and can hide one segment's move: "
+        + "; ".join(parts)
+        + " (the section Per-input drift lists them per segment)."
+    )
 
 
 def _performance_line(data: ReportData) -> str:
@@ -147,7 +167,29 @@ def inputs_section(data: ReportData) -> str:
             f"{len(ranked) - len(shown)} more inputs ({sum(d.moved for d in ranked[len(shown) :])} of them moved) are "
             f"in the table{' (its first ' + str(TABLE_INPUTS) + ')' if len(ranked) > TABLE_INPUTS else ''}.</p>"
         )
-    return head + _bars(ranked) + f'<div class="grid">{charts}</div>' + more + _table(ranked)
+    return head + _bars(ranked) + f'<div class="grid">{charts}</div>' + more + _table(ranked) + _segment_table(data)
+
+
+def _segment_table(data: ReportData) -> str:
+    """The inputs each segment's verdict named, tested over that segment's events alone."""
+    if not data.segment_drift:
+        return ""
+    rows = "".join(
+        f'<tr data-segment="{svg.esc(sd.segment)}" data-name="{svg.esc(d.name)}" '
+        f'data-value="{svg.attr_num(d.statistic)}" data-moved="{str(d.moved).lower()}">'
+        f'<td class="l">{svg.esc(sd.segment)}</td><td class="l">{svg.esc(d.name)}</td><td>{sd.events}</td>'
+        f"<td>{effect_name(d)} {svg.short_num(d.statistic, 3)}</td><td>{svg.short_num(d.p_value, 2)}</td>"
+        f'<td class="l">{"moved" if d.moved else "did not move"}</td><td class="l">{sd.baseline}</td></tr>'
+        for sd in data.segment_drift
+        for d in sd.drift
+    )
+    return (
+        '<p class="meta">The inputs a segment&#x27;s verdict named, over that segment&#x27;s events alone (the '
+        "figures above pool every segment):</p>"
+        '<table id="segment-drift"><tr><th class="l">segment</th><th class="l">input</th><th>events</th>'
+        '<th>effect</th><th>adjusted p</th><th class="l">verdict</th><th class="l">baseline</th></tr>'
+        f"{rows}</table>"
+    )
 
 
 def _bars(ranked: Sequence[InputDrift]) -> str:

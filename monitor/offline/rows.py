@@ -52,6 +52,8 @@ class Rows:
     lines: NDArray[np.int64] | None = None
     labels: NDArray[Any] | None = None
     index: Any = None
+    #: the names the data gave its columns, in feature order (a CSV header, a frame's columns), where it named them
+    names: tuple[str, ...] | None = None
 
     def __len__(self) -> int:
         return int(self.x.shape[0])
@@ -74,12 +76,19 @@ class Rows:
 def load_model(
     model: ModelLike, *, model_kind: str = MODEL_KIND, fixed_features: Sequence[str] = _FIXED_FEATURES
 ) -> OnnxModel:
-    """The ONNX model at ``model`` (a loaded one passes through)."""
+    """The ONNX model at ``model`` (a loaded one passes through), run on every core
+    (:func:`~monitor.model.session.offline_options`)."""
     from monitor.model.onnx import OnnxModel
+    from monitor.model.session import offline_options
 
     if isinstance(model, OnnxModel):
         return model
-    return OnnxModel(str(model), model_kind=model_kind, fixed_features=tuple(fixed_features))  # type: ignore[arg-type]
+    return OnnxModel(
+        str(model),
+        offline_options(),
+        model_kind=model_kind,  # type: ignore[arg-type]
+        fixed_features=tuple(fixed_features),
+    )
 
 
 def model_path(model: ModelLike) -> str:
@@ -96,8 +105,10 @@ def read_rows(
     model_name: str | None = None,
     max_events: int | None = None,
     label_column: str | None = None,
+    other_columns: Sequence[str] = (),
 ) -> Rows:
-    """``data`` as rows for ``model`` (see the module docstring for what is accepted).
+    """``data`` as rows for ``model`` (see the module docstring for what is accepted). A frame's ``label_column``
+    and ``other_columns`` (a segment column) are not features: a plain model reads its other columns in order.
 
     Raises
     ------
@@ -108,7 +119,9 @@ def read_rows(
     if isinstance(data, Rows):
         return data
     if is_frame(data):
-        return _frame_rows(data, model, what=what, feature_names=feature_names, label_column=label_column)
+        return _frame_rows(
+            data, model, what=what, feature_names=feature_names, label_column=label_column, others=other_columns
+        )
     if isinstance(data, Mapping):
         return _mapping_rows(data, model.signature, what)
     if isinstance(data, np.ndarray):
@@ -144,7 +157,7 @@ def read_rows(
             raise DataError(
                 width_refusal(what, path, table.rows.shape[1], model.n_features, table.names), path=str(path)
             )
-        return Rows(table.rows, table.held, table.describe())
+        return Rows(table.rows, table.held, table.describe(), names=table.names)
     raise DataError(
         f"{what}: expected a pandas DataFrame, a numpy array, a mapping of arrays by input name or a file path; got "
         f"{type(data).__name__}"
@@ -199,9 +212,12 @@ def _frame_rows(
     what: str,
     feature_names: Sequence[str] | None,
     label_column: str | None,
+    others: Sequence[str] = (),
 ) -> Rows:
     sig = model.signature
     columns = [str(c) for c in frame.columns]
+    not_features = {label_column, *others}
+    kept = [j for j, c in enumerate(columns) if c not in not_features]  # the label and segment columns are no input
     present = set(columns)
     labels = None
     if label_column is not None:
@@ -229,17 +245,23 @@ def _frame_rows(
     if sig.plain and feature_names and all(n in present for n in feature_names):
         x = _numeric(frame[list(feature_names)], what)
         return Rows(
-            x, None, f"{len(x)} rows from a DataFrame (the reference's feature names)", labels=labels, index=frame.index
+            x,
+            None,
+            f"{len(x)} rows from a DataFrame (the reference's feature names)",
+            labels=labels,
+            index=frame.index,
+            names=tuple(str(n) for n in feature_names),
         )
     missing = [n for n in every if n not in present]
-    if sig.plain and len(columns) == model.n_features and not feature_names:
-        x = _numeric(frame, what)
+    if sig.plain and len(kept) == model.n_features and not feature_names:
+        x = _numeric(frame.iloc[:, kept], what)
         return Rows(
             x,
             None,
             f"{len(x)} rows from a DataFrame (columns in order as the model's features)",
             labels=labels,
             index=frame.index,
+            names=tuple(columns[j] for j in kept) if all(isinstance(c, str) for c in frame.columns) else None,
         )
     shown = ", ".join(f"'{m}'" for m in missing[:10]) + (" …" if len(missing) > 10 else "")
     raise DataError(

@@ -168,14 +168,25 @@ def scored_reference(
     )
 
 
+def predicted_values(res: ScoreResult) -> NDArray[np.float64] | None:
+    """A regressor of one output: its prediction per row (NaN where a row is not valid); None for a classifier, or
+    a regressor of several outputs (its scorer keeps no one value per row)."""
+    v = res.value
+    if v is None or not np.isfinite(v).any() and res.valid.any():
+        return None
+    return v
+
+
 def score_table(kind: str, res: ScoreResult, rows: Rows) -> ScoreTable:
     """The table of ``res`` row for row: γ, flicker, P_adj, and a classifier's class (−1 where not valid),
-    probability and margin."""
+    probability and margin, or a regressor's ``predicted_value``."""
     cols: dict[str, NDArray[Any]] = {"gamma": res.gamma, "flicker": res.flicker, "p_adj": res.p_adj}
     if kind == "classifier":
         cols["class"] = np.where(res.valid, res.predicted_class, -1)
         cols["probability"] = res.probability
         cols["margin"] = res.margin
+    elif (value := predicted_values(res)) is not None:
+        cols["predicted_value"] = value
     cols.update({} if res.gamma_se is None else {"gamma_se": res.gamma_se})  # γ's error against the full ball
     return ScoreTable(
         cols, kind=kind, n_invalid_rows=int((~res.valid).sum()), invalid=dict(rows.invalid), index=rows.index

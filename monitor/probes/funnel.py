@@ -29,7 +29,10 @@ results as one run: each point's ascent depends on its own ball only).
 Evaluation counts are model *rows* per stage. ``exhaustive`` is what threshold search on every target would
 cost at full depth — B clean rows, the γ-ascent directions, and every rung of the growing range plus the bisection of
 its widest bracket for every target (the seed's O(k·d·log(1/η)); :func:`~monitor.probes.threshold.search_depth`);
-``exhaustive_min`` is its floor when no target crosses (clean, directions and every rung per target). Compare them with ``funnel`` = mri + sensitivity + threshold.
+``exhaustive_min`` its cost when no target crosses (clean, directions and every rung per target). The threshold stage
+costs at most ``exhaustive`` less the clean and direction rows; ``funnel`` = mri + sensitivity + threshold adds the
+rows that order and screen the searches, so it undercuts ``exhaustive`` when the screen leaves targets out
+(``search_all=False``) and can exceed it when every target is searched.
 """
 
 from __future__ import annotations

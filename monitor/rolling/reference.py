@@ -14,7 +14,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Self
+from typing import Final, Literal, Self, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -82,6 +82,40 @@ def _check_sizes(max_sample: int, max_feature_sample: int) -> None:
         )
 
 
+#: how a segment's baseline was made from reference rows (:mod:`monitor.rolling.segment_baselines`)
+BasisKind = Literal["own", "shrunk", "borrowed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Basis:
+    """What a segment's baseline is made of: ``own`` (its own ``rows``), ``shrunk`` (its own rows with model-wide
+    rows mixed in, its own a share ``weight`` of the mix) or ``borrowed`` (the model-wide rows; it had ``rows``).
+
+    >>> Basis("shrunk", 80, 0.4).describe(), Basis("borrowed", 1, 0.0).describe()
+    ('shrunk (80 rows, weight 0.40)', 'borrowed (1 row)')
+    """
+
+    kind: BasisKind
+    rows: int
+    weight: float
+
+    def describe(self) -> str:
+        rows = f"{self.rows} row" if self.rows == 1 else f"{self.rows} rows"
+        return f"shrunk ({rows}, weight {self.weight:.2f})" if self.kind == "shrunk" else f"{self.kind} ({rows})"
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind, "rows": self.rows, "weight": self.weight}
+
+    @classmethod
+    def from_json(cls, value: object) -> Basis | None:
+        """The inverse of :meth:`to_json` (None for None: a baseline written before the basis was kept)."""
+        if value is None:
+            return None
+        if not isinstance(value, Mapping) or value.get("kind") not in ("own", "shrunk", "borrowed"):
+            raise TypeError(f"basis must be an object with kind own, shrunk or borrowed; got {value!r}")
+        return cls(cast(BasisKind, value["kind"]), _int(value["rows"]), _float(value["weight"]))
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Reference:
     """What "normal" looks like for one model (and segment).
@@ -114,6 +148,8 @@ class Reference:
     held_tables : per held input element (string, int, bool inputs; ``fixed_features``), its count table over the
         reference rows: the most frequent categories and ``other`` (:mod:`monitor.drift.categories`); empty for a
         model that holds nothing or a reference written before they were kept (no category test then).
+    basis : a segment's baseline from reference rows: what it is made of (:class:`Basis`); None for the
+        model-wide reference, a learned baseline or one written before the basis was kept.
     """
 
     n_events: int
@@ -136,6 +172,7 @@ class Reference:
     feature_high: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     feature_outside: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     held_tables: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    basis: Basis | None = None
     #: :meth:`to_dict` as JSON text, once encoded (:meth:`encoded`); a list so the frozen instance can hold it
     _json: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
@@ -273,6 +310,7 @@ class Reference:
             "feature_high": self.feature_high.tolist(),
             "feature_outside": self.feature_outside.tolist(),
             "held_tables": {k: dict(v) for k, v in self.held_tables.items()},
+            "basis": None if self.basis is None else self.basis.to_json(),
         }
 
     @classmethod
@@ -317,6 +355,7 @@ class Reference:
                 feature_high=_floats(data.get("feature_high", [])),
                 feature_outside=_floats(data.get("feature_outside", [])),
                 held_tables=_tables(data.get("held_tables", {})),
+                basis=Basis.from_json(data.get("basis")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(

@@ -116,14 +116,19 @@ class SegmentBaselines:
 
     def set_held_tables(self, held: dict[str, NDArray[np.str_]], segments: NDArray[np.str_] | None = None) -> None:
         """Count the held inputs' category tables over all reference rows (``held``: one column per held element;
-        ``segments``: each row's segment, for the per-segment baselines), replacing those of the scored sample."""
+        ``segments``: each row's segment, for the per-segment baselines), replacing those of the scored sample: a
+        segment's own over its rows, a borrowed one's over all rows; a shrunk one keeps its mix's."""
+        every = count_tables(held)
         if self.reference is not None:
-            self.reference = dataclasses.replace(self.reference, held_tables=count_tables(held))
+            self.reference = dataclasses.replace(self.reference, held_tables=every)
         if segments is not None and self.segment_references:
             folded = fold_segments(segments, self.config.max_segments)
             for name, ref in list(self.segment_references.items()):
+                kind = "own" if ref.basis is None else ref.basis.kind
                 sel = folded == name
-                if sel.any():
+                if kind == "borrowed":
+                    self.segment_references[name] = dataclasses.replace(ref, held_tables=every)
+                elif kind == "own" and sel.any():
                     tables = count_tables({k: v[sel] for k, v in held.items()})
                     self.segment_references[name] = dataclasses.replace(ref, held_tables=tables)
 
@@ -134,6 +139,20 @@ class SegmentBaselines:
         if ref is None and segment == OTHER and not self.segmented:
             return self.reference
         return ref
+
+    @property
+    def bases(self) -> dict[str, str]:
+        """Each segment with a baseline, and what it is: ``own (600 rows)``, ``shrunk (80 rows, weight 0.40)``,
+        ``borrowed (12 rows)`` (from reference rows, :mod:`monitor.rolling.segment_baselines`), ``own (2000
+        events)`` (its warm-up, or a file written before the basis was kept); ``other`` of an unsegmented stream:
+        ``model-wide (N rows)``."""
+        out = {
+            s: ref.basis.describe() if ref.basis is not None else f"own ({ref.n_events} events)"
+            for s, ref in sorted(self.segment_references.items())
+        }
+        if OTHER not in out and not self.segmented and self.reference is not None:
+            out[OTHER] = f"model-wide ({self.reference.n_events} rows)"
+        return out
 
     @property
     def warming_up(self) -> dict[str, dict[str, int]]:

@@ -140,6 +140,11 @@ class ModelRuntime:
             "warmup_events": len(self.warmup),
             # segments still learning their own baseline (no verdict yet): {segment: {events, of}}
             "segments_warming_up": {} if self.watch is None else self.watch.warming_up,
+            # the baseline each segment is judged against: own, shrunk toward the model-wide rows, borrowed
+            "segment_baselines": {} if self.watch is None else self.watch.baselines.bases,
+            # judged segments whose window tests (KS, range, PCA …) have not run yet: {segment: {detector: {scored,
+            # needed}}}; their harmonic_drift_statistic is NaN until the first test
+            "segments_untested": {} if self.watch is None else self.watch.untested_windows,
             "kind": self.model.kind,
             "inputs": signature["inputs"],
             "held": signature["held"],
@@ -314,6 +319,14 @@ def check_reference_rows(ms: ModelSettings, rows: NDArray[np.float64], *, shown:
         Fewer than :data:`MIN_REFERENCE_ROWS` remain: what the detectors need, and the fix.
     """
     finite = int(np.count_nonzero(np.all(np.isfinite(rows), axis=1)))
+    empty = np.flatnonzero(~np.any(np.isfinite(rows), axis=0)) if rows.shape[0] else np.zeros(0, dtype=np.intp)
+    if empty.size:
+        names = ms.feature_names
+        label = ", ".join(str(names[j]) if names is not None else f"x[{j}]" for j in empty.tolist())
+        raise ConfigError(
+            f"model '{ms.name}': reference '{shown or ms.reference}': input {label} is NaN or infinite in every one "
+            f"of its {rows.shape[0]} rows, so no row is usable; fill the column or leave that input out"
+        )
     if finite < MIN_REFERENCE_ROWS:
         dropped = rows.shape[0] - finite
         without = f" ({dropped} with NaN or infinite values left out)" if dropped else ""

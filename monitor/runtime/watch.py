@@ -90,6 +90,7 @@ from monitor.runtime.watch_report import (
     WatchChange,
     WatchReport,
     WindowValues,
+    untested_windows,
 )
 from monitor.signals.scorer import ScoreResult
 
@@ -258,6 +259,12 @@ class ModelWatch:
     def warming_up(self) -> dict[str, dict[str, int]]:
         """The segments still learning their baseline: ``{segment: {"events": seen, "of": needed}}``."""
         return self.baselines.warming_up
+
+    @property
+    def untested_windows(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Per judged segment, its window tests that have not run yet: ``{segment: {detector: {"scored", "needed"}}}``
+        (their ``harmonic_drift_statistic`` is NaN until then)."""
+        return {seg: w for seg, eng in self.verdicts.engines.items() if (w := untested_windows(eng))}
 
     def baseline(self, segment: str) -> Reference | None:
         """The reference ``segment`` is judged against (:meth:`SegmentBaselines.baseline`); None while it warms up."""

@@ -202,7 +202,8 @@ class WatchMetrics:
         self.clear_verdict(segment)
         tel.DRIFT_VERDICT.set(self.state, tel.ModelSegmentVerdict(self.model, segment, values.verdict.value), 1.0)
         for st in values.detectors:
-            tel.DRIFT_STATISTIC.set(self.state, tel.ModelSegmentSignal(self.model, segment, st.name), st.statistic)
+            statistic = float("nan") if st.name in values.untested else st.statistic  # NaN: no test has run yet
+            tel.DRIFT_STATISTIC.set(self.state, tel.ModelSegmentSignal(self.model, segment, st.name), statistic)
             if np.isfinite(st.p_value):
                 tel.DRIFT_P_VALUE.set(self.state, tel.ModelSegmentSignal(self.model, segment, st.name), st.p_value)
         if values.moved is not None:  # None: the reference holds no feature sample, so nothing is tested

@@ -10,6 +10,7 @@ transitions are also what delivery sends (:attr:`WatchReport.alerts`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.alerts import AlertEvent
-from monitor.drift.base import DriftState
+from monitor.drift.base import DriftState, WindowedTest
 from monitor.drift.slots import InputValues as InputValues
 from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
 from monitor.events import InferenceEvent
@@ -117,15 +118,36 @@ class VerdictValues:
     detectors: tuple[DriftState, ...]
     moved: int | None
     inputs: tuple[InputValues, ...]
+    #: the window tests that have not run yet (fewer events than their first test needs): their statistics and
+    #: per-input gauges are NaN, not the 0.0 they hold before a test
+    untested: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, segment: str, report: VerdictReport, engine: VerdictEngine) -> VerdictValues:
         """``segment``'s verdict and its engine's detectors and per-input gauges as they are now; ``moved`` counts
         the inputs the slots that name moved inputs as ``top_features`` flagged (the per-input KS)."""
-        inputs = tuple(g for slot in engine.slots for g in slot.gauges())
+        waiting = untested_windows(engine)
+        inputs = tuple(
+            g
+            if slot.detector.state.name not in waiting
+            else dataclasses.replace(g, values=np.full(len(g.names), np.nan))
+            for slot in engine.slots
+            for g in slot.gauges()
+        )
         naming = [slot for slot in engine.slots if slot.spec.names_in == "top_features"]
         moved = sum(len(slot.moved) for slot in naming) if naming else None
-        return cls(segment, report.verdict, engine.states, moved, inputs)
+        return cls(segment, report.verdict, engine.states, moved, inputs, tuple(waiting))
+
+
+def untested_windows(engine: VerdictEngine) -> dict[str, dict[str, int]]:
+    """The engine's window tests that have not run yet: ``{detector: {"scored": events fed, "needed": events its
+    first test needs}}`` (a window test runs first at ``min_events``, then every ``every`` events)."""
+    out: dict[str, dict[str, int]] = {}
+    for slot in engine.slots:
+        det, st = slot.detector, slot.detector.state
+        if isinstance(det, WindowedTest) and st.events < det.min_events:
+            out[st.name] = {"scored": int(st.events), "needed": int(det.min_events)}
+    return out
 
 
 #: one record of :attr:`WatchReport.series` (an alert's firing state is an :class:`AlertUpdate`)

@@ -48,7 +48,6 @@ Statistical properties:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import math
 from dataclasses import dataclass
@@ -60,18 +59,25 @@ from numpy.typing import NDArray
 from monitor.config import ScoringSettings, setting_default
 from monitor.errors import ConfigError, ModelError
 from monitor.model.base import ModelOutput, Predictor
-from monitor.model.onnx import NeighbourhoodEvaluator, NeighbourhoodRejected, OnnxModel, argmax_rows
-from monitor.model.signature import Held, default_held
+from monitor.model.onnx import NeighbourhoodEvaluator, NeighbourhoodRejected, OnnxModel
+from monitor.model.signature import Held
 from monitor.model.standardize import Standardizer
 from monitor.signals.balls import add_hypercube_offsets, ball_directions, event_keys, hypercube_axes, parse_ball
-from monitor.signals.control import ControlMap, sampled_mean
-from monitor.signals.gamma import (
-    LOG_FLOOR,
-    OutputKind,
-    check_output,
-    default_output,
-    gamma_from_values,
-)
+from monitor.signals.control import ControlMap
+from monitor.signals.event_scores import EventScores
+from monitor.signals.gamma import OutputKind, check_output, default_output
+from monitor.signals.output_scale import OUTPUT_SCALE_ROWS, output_scale
+
+__all__ = [
+    "BANK_REFRESH_BLOCK",
+    "BANK_REFRESH_DIVISOR",
+    "OUTPUT_SCALE_ROWS",
+    "RobustnessScorer",
+    "ScoreResult",
+    "ScoringConfig",
+    "noise_bank_rows",
+    "output_scale",
+]
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +223,18 @@ class RobustnessScorer:
             d = self.flicker_tolerance.shape[0]
             self._flip_weights = (1.0 / (self.flicker_tolerance * math.sqrt(d))).astype(np.float32)
         #: the model's graph wrapped to build ball points and flicker copies itself (None: built here in numpy)
+        self._reader = EventScores(
+            kind=model.kind,
+            output=self.output,
+            ball_size=self.ball_size,
+            copies=k,
+            steps=self.config.steps,
+            n_features=n,
+            standardizer=standardizer,
+            flicker_tolerance=self.flicker_tolerance,
+            flip_weights=self._flip_weights,
+            control=self.control,
+        )
         self._neighbourhood = _neighbourhood_of(model, self.offsets, k, per_event_ball=self.per_event_ball)
         width = None if self._neighbourhood is None else self._neighbourhood.noise_width
         bank_rows = noise_bank_rows(max(n, width or 0), k) if k else 0
@@ -426,192 +444,9 @@ class RobustnessScorer:
         axes: NDArray[np.intp] | None = None,
         centres: NDArray[np.float32] | None = None,
     ) -> dict[str, NDArray[np.generic]]:
-        """The scores of B events from the model's outputs on their rows (laid out as :meth:`build_rows`), with
-        γ's standard errors (:meth:`_with_errors`)."""
-        res = self._scores(out, b, axes, centres)
-        for name, of in (("gamma_se", "gamma"), ("gamma_logit_se", "gamma_logit")):
-            se = res.setdefault(name, np.zeros(b) if axes is None else np.full(b, np.nan))
-            se[np.isnan(res[of].astype(np.float64))] = np.nan
-        return res
-
-    def _sample_error(self, f_centre: NDArray[np.floating], f_ball: NDArray[np.floating]) -> NDArray[np.float64]:
-        """(B,) standard error of a per-event sampled hypercube's γ against the full ball's: of the mean of the m/2
-        second differences h_a = f(x) − (f(x + r·e_a) + f(x − r·e_a)) / 2 (:func:`~monitor.signals.control.sampled_mean`)."""
-        half = f_ball.shape[1] // 2
-        h = f_centre.astype(np.float64)[:, None] - (f_ball[:, :half].astype(np.float64) + f_ball[:, half:]) / 2
-        return sampled_mean(h, self.model.n_features)[1]
-
-    def _logit_estimate(
-        self,
-        log_pair: tuple[NDArray[np.float32], NDArray[np.float32]],
-        klass: NDArray[np.int64],
-        axes: NDArray[np.intp],
-        centres: NDArray[np.float32] | None,
-        plain: NDArray[np.float64],
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """γ_logit and its standard error on a per-event sampled hypercube: the plain sample's (``plain``), or with
-        :attr:`control` the difference estimator of :mod:`monitor.signals.control`."""
-        centre, ball = log_pair
-        half = ball.shape[1] // 2
-        h = centre.astype(np.float64)[:, None] - (ball[:, :half].astype(np.float64) + ball[:, half:]) / 2
-        n = self.model.n_features
-        if self.control is None or centres is None:
-            return plain, sampled_mean(h, n)[1]
-        fitted = self.control.predict(klass, self.standardizer.to_standardized(centres))
-        mean, se = sampled_mean(h, n, fitted.mean(axis=1), np.take_along_axis(fitted, axes, axis=1))
-        return np.abs(mean), se
-
-    def _scores(
-        self,
-        out: ModelOutput,
-        b: int,
-        axes: NDArray[np.intp] | None,
-        centres: NDArray[np.float32] | None,
-    ) -> dict[str, NDArray[np.generic]]:
-        m, k = self.ball_size, self.config.flicker_copies
-        if out.positive is not None:  # a binary classifier's P(class 1) alone (ModelOutput.positive)
-            if self.output == "proba":
-                return self._binary_results(out.positive, b, axes is not None)
-            out = out.with_table()
-        res: dict[str, NDArray[np.generic]] = {}
-        if self.model.kind == "classifier":
-            klass, undefined = _centre_classes(out, b)
-            # f (and the log-probability for P_adj) is read at the class predicted at the centre, at the centre and
-            # at every ball point: (B,) and (B, m) gathered straight from the output tables, no per-row class array.
-            # Few numpy calls, no temporaries beyond the gathered arrays (their logs are taken in place): right
-            # after onnxruntime's run each call here pays for cold caches, so the call count is what costs.
-            f_centre, f_ball = _target_pair(out, self.output, klass, b, m)
-            gamma = gamma_from_values(f_centre, f_ball)
-            if axes is not None:
-                res["gamma_se"] = self._sample_error(f_centre, f_ball)
-            prob: NDArray[np.float64] | None = None
-            margin: NDArray[np.float64] | None = None
-            if out.proba is not None:
-                # P at the predicted class: f itself when f is the probability (gathered once for γ and γ_logit)
-                p_centre = f_centre if self.output == "proba" else out.proba[np.arange(b), klass]
-                prob = p_centre.astype(np.float64)
-                margin = _top_two_margin(out.proba[:b])
-            log_pair: tuple[NDArray[np.float32], NDArray[np.float32]] | None = None
-            if out.logits is not None:
-                log_pair = _pick(out.logits, klass, b, m)
-            elif out.proba is not None:
-                # f_centre/f_ball are fresh gathers, no longer needed as probabilities: floored and logged in place
-                p_pair = (f_centre, f_ball) if self.output == "proba" else _pick(out.proba, klass, b, m)
-                log_pair = _log_floor(p_pair[0]), _log_floor(p_pair[1])
-            if log_pair is not None:
-                gamma_logit = gamma_from_values(*log_pair)
-                if axes is not None:
-                    gamma_logit, res["gamma_logit_se"] = self._logit_estimate(
-                        log_pair, klass, axes, centres, gamma_logit
-                    )
-                if prob is None:  # logits only: P_C = softmax(logits)[C]
-                    assert out.logits is not None
-                    z = out.logits[:b].astype(np.float64)
-                    z -= z.max(axis=1, keepdims=True)
-                    np.exp(z, out=z)
-                    z /= z.sum(axis=1, keepdims=True)
-                    prob = z[np.arange(b), klass]
-                    margin = _top_two_margin(z)
-                p_adj = np.multiply(gamma_logit, -self.config.steps)
-                np.exp(p_adj, out=p_adj)
-                p_adj *= prob  # P·e^(−Nγ_logit)
-            else:
-                gamma_logit = np.full(b, np.nan)
-                prob = np.full(b, np.nan)
-                p_adj = np.full(b, np.nan)
-            if margin is None:  # a label output alone: no class probabilities
-                margin = np.full(b, np.nan)
-            # the share of copies whose class differs: count / K is flips.mean(axis=1), bit for bit
-            flicker = np.count_nonzero(_flips(out, klass, b * (1 + m), b, k), axis=1) / k if k else np.full(b, np.nan)
-            if undefined is not None:
-                # argmax would name the first NaN's column: no class, so nothing read at that class either
-                klass = np.where(undefined, -1, klass)
-                for scores in (gamma, gamma_logit, p_adj, flicker, prob, margin):
-                    scores[undefined] = np.nan
-            res["predicted_class"] = klass
-            res["value"] = np.full(b, np.nan)
-            res["probability"] = prob
-            res["margin"] = margin
-        else:
-            assert out.value is not None
-            v = out.value
-            gamma = gamma_from_values(v[:b], v[b : b * (1 + m)].reshape(b, m, -1))
-            res["value"] = v[:b, 0].astype(np.float64) if v.shape[1] == 1 else np.full(b, np.nan)
-            if axes is not None and v.shape[1] == 1:
-                res["gamma_se"] = self._sample_error(v[:b, 0], v[b : b * (1 + m), 0].reshape(b, m))
-            gamma_logit = np.full(b, np.nan)
-            p_adj = np.full(b, np.nan)
-            if k:
-                assert self.flicker_tolerance is not None
-                moved = v[b * (1 + m) :].reshape(b, k, -1) - v[:b, None, :]
-                if moved.shape[2] == 1:
-                    flips = np.abs(moved[:, :, 0]) > self.flicker_tolerance[0]
-                else:
-                    moved *= self._flip_weights
-                    flips = np.einsum("bkd,bkd->bk", moved, moved) > 1.0
-                flicker = flips.mean(axis=1, dtype=np.float64)
-            else:
-                flicker = np.full(b, np.nan)
-            res["predicted_class"] = np.full(b, -1, dtype=np.int64)
-            res["probability"] = np.full(b, np.nan)
-            res["margin"] = np.full(b, np.nan)
-        res["gamma"] = gamma
-        res["gamma_logit"] = gamma_logit
-        res["p_adj"] = p_adj
-        res["flicker"] = flicker
-        return res
-
-    def _binary_results(self, p: NDArray[np.float32], b: int, sampled: bool = False) -> dict[str, NDArray[np.generic]]:
-        """:meth:`_results` with ``output: proba`` for a binary classifier from p = P(class 1) of every row alone.
-
-        The same numbers as from the table ``[1 − p, p]``, bit for bit: its row-wise argmax is class 1 exactly where
-        ``p > 1 − p`` (a tie or a NaN is class 0, argmax's first column); f at class 0 is ``1 − p`` rounded to float32
-        as the model's ``Sub`` rounds it. Fewer passes over the outputs than gathering from the table, which the
-        wrapped graph then need not build (see ``monitor.model.neighbourhood.binary_positive``).
-        """
-        m, k = self.ball_size, self.config.flicker_copies
-        one = np.float32(1)
-        centre = p[:b]
-        negative = one - centre
-        is_one = centre > negative
-        klass = is_one.astype(np.int64)
-        undefined = np.isnan(centre) if b and np.isnan(centre.max()) else None
-        f_centre = np.where(is_one, centre, negative)
-        f_ball = p[b : b * (1 + m)].reshape(b, m).copy()
-        np.subtract(one, f_ball, out=f_ball, where=~is_one[:, None])
-        gamma = gamma_from_values(f_centre, f_ball)
-        gamma_se = self._sample_error(f_centre, f_ball) if sampled else np.zeros(b)
-        prob = f_centre.astype(np.float64)
-        # top-1 − top-2 of the table [1 − p, p] (its float32 values, subtracted in float64 as from the table)
-        margin = np.abs(centre.astype(np.float64) - negative)
-        log_centre, log_ball = _log_floor(f_centre), _log_floor(f_ball)
-        gamma_logit = gamma_from_values(log_centre, log_ball)
-        gamma_logit_se = self._sample_error(log_centre, log_ball) if sampled else np.zeros(b)
-        p_adj = np.multiply(gamma_logit, -self.config.steps)
-        np.exp(p_adj, out=p_adj)
-        p_adj *= prob  # P·e^(−Nγ_logit)
-        if k:
-            copies = p[b * (1 + m) : b * (1 + m + k)]
-            flips = (copies > one - copies).reshape(b, k) != is_one[:, None]
-            flicker = np.count_nonzero(flips, axis=1) / k
-        else:
-            flicker = np.full(b, np.nan)
-        if undefined is not None:
-            klass[undefined] = -1
-            for scores in (gamma, gamma_logit, p_adj, flicker, prob, margin):
-                scores[undefined] = np.nan
-        return {
-            "predicted_class": klass,
-            "value": np.full(b, np.nan),
-            "probability": prob,
-            "margin": margin,
-            "gamma": gamma,
-            "gamma_logit": gamma_logit,
-            "p_adj": p_adj,
-            "flicker": flicker,
-            "gamma_se": gamma_se,
-            "gamma_logit_se": gamma_logit_se,
-        }
+        """The scores of B events from the model's outputs on their rows, laid out as :meth:`build_rows` lays them
+        (:class:`~monitor.signals.event_scores.EventScores`)."""
+        return self._reader.results(out, b, axes, centres)
 
 
 def _quiet() -> np.errstate:
@@ -642,68 +477,6 @@ def _neighbourhood_of(
     return model.neighbourhood(offsets, copies)
 
 
-#: rows :func:`output_scale` evaluates: the IQR of 2,048 normal draws is within ~4 % of the true IQR (one standard
-#: error), and for a regressor it costs one model call of 2,048 rows when its scorer is built
-OUTPUT_SCALE_ROWS = 2048
-
-
-def output_scale(
-    model: Predictor,
-    standardizer: Standardizer,
-    *,
-    seed: int = setting_default(ScoringSettings, "seed"),
-    rows: int = OUTPUT_SCALE_ROWS,
-    held_sample: Held | None = None,
-) -> NDArray[np.float64]:
-    """(D,) each regression output's spread over the reference: its interquartile range on ``rows`` seeded rows
-    ``μ + s⊙z``, z ~ N(0, I) — the standardizer's location and scale, features independent.
-
-    This is the scale a regressor's flicker tolerance is a fraction of (docs/SPEC-NOTES.md). It is drawn
-    from the standardizer, not from reference rows, so that every path that scores — the ``score`` and
-    ``reference`` commands, ``run`` with a reference file, a warm-up window or a restored state — computes the
-    same number from what they all share. For an exactly linear model f(x) = w·x it is 1.349·‖w⊙s‖, exactly the
-    spread the flicker noise σ·s⊙ε moves the output by, over σ: its flicker is 2Φ(−1.349·τ/σ) whatever w is
-    (0.007 at τ = 0.1, σ = 0.05). An output whose IQR is 0 or not finite (a model constant over most of the box)
-    falls back to its range over the rows, then to 1. A model with values held fixed gets, per row, the held values
-    of a seeded draw from ``held_sample`` (the reference's or the warm-up's), or their defaults (0, False, the empty
-    string) when there is none.
-
-    Raises
-    ------
-    ModelError
-        The model returned no regression values.
-    """
-    n = model.n_features
-    rng = np.random.default_rng([seed, 0x5CA1E])  # its own stream: the flicker bank's draws stay as they were
-    signature = getattr(model, "signature", None)
-    if held_sample is None and signature is not None and signature.has_held:
-        held_sample = default_held(signature, 1)
-    held_rng = np.random.default_rng([seed, 0x4E1D])
-    block = max(1, min(rows, 2**22 // max(n, 1)))  # at most ~16 MB of float32 rows at a time (image models)
-    parts: list[NDArray[np.float32]] = []
-    for start in range(0, rows, block):
-        z = rng.standard_normal((min(block, rows - start), n))
-        held = None
-        if held_sample is not None and len(held_sample):
-            pick = np.asarray(held_rng.integers(0, len(held_sample), size=z.shape[0]), dtype=np.int64)
-            held = held_sample.take(pick)
-        raw = standardizer.to_raw(z).astype(np.float32)
-        value = (model.evaluate(raw) if held is None else model.evaluate(raw, held)).value
-        if value is None:
-            raise ModelError("a regressor's evaluation returned no values")
-        parts.append(value.reshape(value.shape[0], -1))
-    values = np.concatenate(parts).astype(np.float64)
-    finite = np.where(np.isfinite(values), values, np.nan)
-    finite[:, np.isnan(finite).all(axis=0)] = 0.0  # an output never finite: scale 1 below (and no all-NaN warning)
-    with _quiet():
-        low, high = np.nanpercentile(finite, [25.0, 75.0], axis=0)
-        scale = high - low
-        spread = np.nanmax(finite, axis=0) - np.nanmin(finite, axis=0)
-    scale = np.where(np.isfinite(scale) & (scale > 0), scale, spread)
-    result: NDArray[np.float64] = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
-    return result
-
-
 #: each batch owes ⌈B·K / BANK_REFRESH_DIVISOR⌉ redrawn bank rows (see the module docstring) ...
 BANK_REFRESH_DIVISOR = 64
 #: ... paid in blocks of at least this many rows (a redraw has a fixed per-call cost)
@@ -713,101 +486,6 @@ BANK_REFRESH_BLOCK = 1024
 def noise_bank_rows(n_features: int, copies: int) -> int:
     """Rows of the flicker noise bank: ``clamp(2**22 // n, 4K, 65536)``, never fewer than 4K."""
     return max(4 * copies, min(2**22 // max(n_features, 1), 65536))
-
-
-def _pick(
-    table: NDArray[np.float32], klass: NDArray[np.int64], b: int, m: int
-) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-    """Column ``klass[e]`` of a (rows, C) output table at each event's centre and ball points: (B,), (B, m).
-
-    f as γ defines it (the centre's class read at every ball point), with the centre class repeated per row, without
-    materialising that per-row class array. Both results are fresh arrays (gathers), never views of ``table``.
-    """
-    c = table.shape[1]
-    flat = table[: b * (1 + m)].reshape(-1)  # a view for the contiguous tables onnxruntime returns
-    centre_base, ball_base = _pick_bases(b, m, c)
-    centre = flat.take(centre_base + klass)
-    ball = flat.take(ball_base + klass[:, None])
-    return centre, ball
-
-
-@functools.lru_cache(maxsize=16)
-def _pick_bases(b: int, m: int, c: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Flat offsets of column 0 at the B centres and the B·m ball points of a (rows, C) table (read-only)."""
-    centre = np.arange(0, b * c, c)
-    ball = np.arange(b * c, b * (1 + m) * c, c).reshape(b, m)
-    centre.flags.writeable = False
-    ball.flags.writeable = False
-    return centre, ball
-
-
-def _labels(out: ModelOutput, start: int, stop: int) -> NDArray[np.int64]:
-    """Class indices of rows [start, stop): the output's labels, or the argmax of its probabilities/logits."""
-    if out.label is not None:
-        return out.label[start:stop]
-    return argmax_rows(_class_table(out)[start:stop])
-
-
-def _flips(out: ModelOutput, klass: NDArray[np.int64], start: int, b: int, k: int) -> NDArray[np.bool_]:
-    """(B, K): whether each flicker copy (rows [start, start + B·K)) is predicted another class than its centre."""
-    stop = start + b * k
-    if out.label is not None:
-        labels: NDArray[np.integer[Any] | np.bool_] = out.label[start:stop]
-    else:  # compared only: the column comparison's own bool/uint8 indices, not converted to int64 first
-        labels = argmax_rows(_class_table(out)[start:stop], narrow=True)
-    flips: NDArray[np.bool_] = labels.reshape(b, k) != klass[:, None]
-    return flips
-
-
-def _centre_classes(out: ModelOutput, b: int) -> tuple[NDArray[np.int64], NDArray[np.bool_] | None]:
-    """The class of each centre (rows [0, B)), and which centres have none — their class scores hold a NaN (an
-    overflow inside the model), where argmax would name the first NaN's column — or None when none is so. One NaN
-    screen of the centre rows serves both. A model's own label output is its class whatever its probabilities say."""
-    if out.label is not None:
-        return out.label[:b], None
-    centre = _class_table(out)[:b]
-    has_nan = bool(b and np.isnan(centre.max()))
-    klass = argmax_rows(centre, has_nan=has_nan)
-    if not has_nan:
-        return klass, None
-    undefined: NDArray[np.bool_] = np.isnan(centre).any(axis=1).reshape(-1)  # reshape: a (B,) array to mypy
-    return klass, undefined
-
-
-def _top_two_margin(p: NDArray[np.floating]) -> NDArray[np.float64]:
-    """(B,) top-1 minus top-2 value of each row of a (B, C) probability table, in float64; a table of one column
-    (no second class) gives its value. A row holding a NaN gives NaN (``np.partition`` sorts NaN last)."""
-    if p.shape[1] < 2:
-        return p[:, 0].astype(np.float64)
-    top = np.partition(p, p.shape[1] - 2, axis=1)[:, -2:].astype(np.float64)
-    margin: NDArray[np.float64] = top[:, 1] - top[:, 0]
-    return margin
-
-
-def _class_table(out: ModelOutput) -> NDArray[np.float32]:
-    """The table a classifier's class is the argmax of: probabilities, else logits."""
-    table = out.proba if out.proba is not None else out.logits
-    assert table is not None, "a classifier output carries labels, probabilities or logits"
-    return table
-
-
-def _target_pair(
-    out: ModelOutput, output: OutputKind, klass: NDArray[np.int64], b: int, m: int
-) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-    """f at the centres (B,) and at the ball points (B, m) for a classifier (proba, logit or label); fresh arrays."""
-    if output == "label":
-        ball = _labels(out, b, b * (1 + m))
-        return klass.astype(np.float32), ball.astype(np.float32).reshape(b, m)
-    table = out.proba if output == "proba" else out.logits
-    assert table is not None
-    return _pick(table, klass, b, m)
-
-
-def _log_floor(p: NDArray[np.float32]) -> NDArray[np.float32]:
-    """log(max(p, LOG_FLOOR)) in float32, **in place** (``p`` is overwritten and returned): the log-probability
-    that stands in for a logit in P_adj."""
-    np.maximum(p, np.float32(LOG_FLOOR), out=p)
-    return np.log(p, out=p)
 
 
 def _check_control(control: ControlMap | None, scorer: RobustnessScorer, n: int) -> ControlMap | None:

@@ -90,8 +90,10 @@ def test_an_array_reads_as_the_inputs_in_graph_order(model: Path, frame: pd.Data
 
 def test_a_regressors_rows_have_no_class(tmp_path: Path) -> None:
     path = linear_regressor(tmp_path / "reg.onnx", [1.0, 2.0])
-    out = monitor.score(path, np.random.default_rng(0).normal(size=(20, 2)), flicker_copies=4).to_frame()
-    assert list(out.columns) == ["gamma", "flicker", "p_adj", "gamma_se"]
+    x = np.random.default_rng(0).normal(size=(20, 2))
+    out = monitor.score(path, x, flicker_copies=4).to_frame()
+    assert list(out.columns) == ["gamma", "flicker", "p_adj", "predicted_value", "gamma_se"]
+    np.testing.assert_allclose(out["predicted_value"], x @ [1.0, 2.0], rtol=1e-5, atol=1e-5)  # its prediction
 
 
 def test_a_categorical_string_column_is_a_held_input(tmp_path: Path) -> None:

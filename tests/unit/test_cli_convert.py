@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import joblib
@@ -54,8 +55,11 @@ def test_convert_regressor_round_trip_has_no_probability_column(tmp_path: Path) 
     np.save(tmp_path / "rows.npy", x[:5])
     args = ["--model", str(tmp_path / "reg.onnx"), "--data", str(tmp_path / "rows.npy")]
     main(["score", *args, "--out", str(tmp_path / "out.csv")])
-    header = (tmp_path / "out.csv").read_text(encoding="utf-8").splitlines()[0]
-    assert header == "gamma,flicker,p_adj,predicted_class,gamma_se"
+    lines = (tmp_path / "out.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "gamma,flicker,p_adj,predicted_class,predicted_value,gamma_se"
+    reg = joblib.load(tmp_path / "reg.joblib")
+    predicted = [float(line.split(",")[4]) for line in lines[1:]]
+    np.testing.assert_allclose(predicted, reg.predict(x[:5]), rtol=1e-5, atol=1e-5)
 
 
 def test_convert_warns_that_loading_a_pickle_runs_code(
@@ -115,3 +119,21 @@ class _Unregistered:
 def test_convert_estimator_unsupported_type_raises_model_error(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"skl2onnx cannot convert _Unregistered"):
         convert_estimator(_Unregistered(), 2, tmp_path / "out.onnx")
+
+
+def test_convert_keeps_the_training_columns_names_of_a_frame_fitted_estimator(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from monitor.model.onnx import OnnxModel
+
+    x, y = training_blobs(seed=0)
+    frame = pd.DataFrame(x, columns=[f"col_{j}" for j in range(x.shape[1])])
+    joblib.dump(LogisticRegression(random_state=0).fit(frame, y), tmp_path / "named.joblib")
+    assert convert(tmp_path / "named.joblib", tmp_path / "named.onnx") == 0
+    model = OnnxModel(str(tmp_path / "named.onnx"))
+    assert model.signature.plain and model.feature_names == tuple(frame.columns)
+    np.save(tmp_path / "rows.npy", x)
+    assert main(["reference", "--model", str(tmp_path / "named.onnx"), "--data", str(tmp_path / "rows.npy"),
+                 "--out", str(tmp_path / "ref.json")]) == 0  # fmt: skip
+    doc = json.loads((tmp_path / "ref.json").read_text(encoding="utf-8"))
+    assert doc["reference"]["feature_names"] == list(frame.columns)

@@ -171,6 +171,17 @@ def test_check_config_refuses_a_reference_without_a_finite_row(
     assert code == 2 and "has 0 usable rows (2 with NaN or infinite values left out); the drift detectors need" in err
 
 
+def test_check_config_names_an_input_nan_in_every_row_and_a_constant_one(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ref = write_reference_csv(tmp_path, "".join(f"{i / 7:.4f},nan\n" for i in range(30)))
+    code, _, err = check_config(capsys, "--model", str(model), "--reference", str(ref))
+    assert code == 2 and "input x[1] is NaN or infinite in every one of its 30 rows" in err and "fill the column" in err
+    ref = write_reference_csv(tmp_path, "".join(f"{i / 7:.4f},2.5\n" for i in range(30)))
+    code, _, err = check_config(capsys, "--model", str(model), "--reference", str(ref))
+    assert code == 0 and "the reference holds input x[1] constant: any other live value counts as outside" in err
+
+
 def test_check_config_reports_the_reference_it_read(
     tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -396,8 +407,9 @@ def test_check_config_says_what_each_segments_baseline_allows(
     text = f"models:\n  - {{name: m, path: {model}, reference: {ref}}}\nsegments:\n  reference_column: region\n"
     code, _, err = check_config(capsys, "--config", str(write_yaml(tmp_path, text)))
     assert code == 0, err
-    assert "outside its range: us (500 rows) 3." in err  # about 3.4 % of a 1000-event window at 500 rows
-    assert "judged with 'other' (no baseline of their own): eu (199 rows), nz (1 row)" in err
+    assert "us own (500 rows): range test from 3." in err  # about 3.4 % of a 1000-event window at 500 rows
+    assert "eu shrunk (199 rows, weight 0.99): range test from 7." in err  # a baseline of 200 rows: 7.4 %
+    assert "nz borrowed (1 row): range test from 2." in err  # the model-wide baseline's 700 rows: 2.7 %
 
 
 def test_check_config_reads_a_reference_with_a_segment_column(

@@ -146,3 +146,26 @@ def test_reference_refuses_a_sample_rows_below_one_naming_the_flag(
     with pytest.raises(SystemExit) as exit_info:
         build_reference(model, tmp_path / "rows.npy", tmp_path / "ref.json", "--sample-rows", value)
     assert exit_info.value.code == 2 and "argument --sample-rows: " in capsys.readouterr().err
+
+
+def test_reference_from_a_csv_header_records_its_names_for_a_plain_model(
+    tmp_path: Path, model: Path, rows: NDArray[np.float64]
+) -> None:
+    """A plain model's one input has generic element names; the CSV header names its columns, and alerts and the
+    report name inputs by what the reference records."""
+    data = tmp_path / "named.csv"
+    np.savetxt(data, rows, delimiter=",", header="age,income", comments="")
+    assert build_reference(model, data, tmp_path / "ref.json") == 0
+    _, reference = read_reference(tmp_path / "ref.json", 2)
+    assert reference.feature_names == ("age", "income")
+
+
+def test_reference_from_a_named_frame_records_its_columns(model: Path, rows: NDArray[np.float64]) -> None:
+    import pandas as pd
+
+    import monitor
+
+    frame = pd.DataFrame(rows, columns=["age", "income"])
+    assert monitor.reference(str(model), frame, flicker_copies=4).reference.feature_names == ("age", "income")
+    # columns pandas numbered itself name nothing
+    assert monitor.reference(str(model), pd.DataFrame(rows), flicker_copies=4).reference.feature_names is None

@@ -23,7 +23,7 @@ N_FEATURES = 3
 #: very different feature scales, so that standardized and raw radii differ a lot
 FEATURE_SCALE = np.array([1.0, 20.0, 0.05])
 CLASSIFIER_HEADER = ["gamma", "flicker", "p_adj", "predicted_class", "probability", "margin", "gamma_se"]
-REGRESSOR_HEADER = ["gamma", "flicker", "p_adj", "predicted_class", "gamma_se"]
+REGRESSOR_HEADER = ["gamma", "flicker", "p_adj", "predicted_class", "predicted_value", "gamma_se"]
 #: every option of the documented `score` contract
 CONTRACT_OPTIONS = [
     "--model",
@@ -402,7 +402,8 @@ def test_score_says_when_logits_are_read_as_a_regressor(
     zoo, rows = logits_only
     assert score(zoo.path, rows, tmp_path / "out.csv") == 0
     header, out = read_output(tmp_path / "out.csv")
-    assert header == REGRESSOR_HEADER and np.isnan(out[:, 2]).all() and (out[:, 3] == -1).all()
+    several = [c for c in REGRESSOR_HEADER if c != "predicted_value"]  # several outputs: no one value per row
+    assert header == several and np.isnan(out[:, 2]).all() and (out[:, 3] == -1).all()
     assert (
         "note: 'output' gives 3 values per row and the graph does not mark them as class scores (no Softmax, ArgMax "
         "or label output), so the model is read as a regressor: p_adj is nan and predicted_class -1 (classifier "

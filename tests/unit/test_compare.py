@@ -164,7 +164,7 @@ def test_differences_favour_by_direction_and_drop_rows_missing_for_either() -> N
     b = {"gamma": base.copy(), "accuracy": base.copy(), "confidence": base.copy()}
     b["gamma"][:10] = np.nan
     out = {d.axis: d for d in differences(a, b, axes, replicates=200, seed=0)}
-    assert (out["gamma"].favours, out["accuracy"].favours, out["confidence"].favours) == ("b", "a", "tie")
+    assert (out["gamma"].favours, out["accuracy"].favours, out["confidence"].favours) == ("b", "a", "unranked")
     assert out["gamma"].n == 290
 
 
@@ -307,6 +307,15 @@ def test_compare_command_on_two_converted_models(
     assert {r["model"] for r in doc["models"]} == {"logreg", "gbdt"}
     assert all(r["accuracy_estimate"] is not None for r in doc["models"])
     assert {r["axis"] for r in doc["pairs"]} >= {"gamma", "flicker", "p_adj", "estimated_accuracy", "accuracy"}
+    # one estimate per model, by estimate's default method, in the table and the pair line alike
+    table = {r["model"]: r for r in doc["models"] if r["segment"] == "(all)"}
+    assert {r["accuracy_method"] for r in table.values()} == {"iw"}
+    pair = next(r for r in doc["pairs"] if r["axis"] == "estimated_accuracy" and r["segment"] == "(all)")
+    assert (pair["mean_a"], pair["mean_b"]) == pytest.approx(
+        (table["logreg"]["accuracy_estimate"], table["gbdt"]["accuracy_estimate"]), abs=1e-9
+    )
+    assert f"{table['logreg']['accuracy_estimate']:.3f} [" in printed and "estimated (iw)" in printed
+    assert next(r for r in doc["pairs"] if r["axis"] == "confidence")["favours"] == "unranked"
     targets = {r["target"]: r for r in doc["fragility"]}
     assert {"noise", "shift[sl]", "shift[pw]"} <= set(targets)  # both layouts' inputs line up by column name
     assert all(r["kind"] in ("universal", "specific", "robust") for r in targets.values())

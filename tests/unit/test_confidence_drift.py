@@ -269,7 +269,10 @@ def test_watch_counts_the_accuracy_estimates_condition_as_output_side_evidence(
     low: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     watch, _ = make_watch(for_seconds=5.0)
-    watch.accuracy.fit = SimpleNamespace(accuracy=0.9)  # type: ignore[assignment]  # only the condition is read
+    # only the condition and what it compares with are read
+    watch.accuracy.fit = SimpleNamespace(  # type: ignore[assignment]
+        accuracy=0.9, reference_of=lambda segment: (0.9, 1000, False)
+    )
     monkeypatch.setattr(watch.accuracy, "condition", lambda segment: (low, 0.7, "estimate 0.700"))
     stream = Stream(seed=23)
     for _ in range(30):  # stationary γ, flicker, inputs and confidence

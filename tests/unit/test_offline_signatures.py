@@ -274,9 +274,11 @@ def test_score_a_model_linear_in_x_has_gamma_zero_while_its_int_input_varies(
     out = tmp_path / "scores.csv"
     assert score(files.side, files.root / name, out, "--radius", "0.3") == 0
     scores = read_scores(out)
-    assert scores.shape == (N_ROWS, 5)  # gamma, flicker, p_adj, predicted_class and gamma_se (a sampled hypercube)
+    # gamma, flicker, p_adj, predicted_class, predicted_value and gamma_se (a sampled hypercube)
+    assert scores.shape == (N_ROWS, 6)
     values = files.x @ W_SIDE + 0.1 * files.ids.astype(np.float32) ** 2
     np.testing.assert_allclose(scores[:, 0], 0.0, atol=_atol(values))
+    np.testing.assert_allclose(scores[:, 4], values, rtol=1e-4, atol=1e-4)  # the regressor's prediction
 
 
 def test_score_a_model_with_a_string_input_has_gamma_zero_and_reads_csv_and_npz_alike(

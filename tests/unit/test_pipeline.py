@@ -693,6 +693,7 @@ def test_pipeline_readyz_lists_segments_warming_up_and_their_baselines_survive_a
     ok, detail = pipeline.readiness()
     assert ok  # warming segments do not make the sidecar unready; they are listed
     assert detail["models"][MODEL]["segments_warming_up"] == {"us": {"events": 50, "of": 60}}
+    assert detail["models"][MODEL]["segment_baselines"] == {"eu": "own (60 events)"}  # learned by its warm-up
     assert pipeline.state.gauge(tel.SEGMENT_WARMING_UP.name, (MODEL, "us")) == 1.0
     assert pipeline.state.gauge(tel.SEGMENT_WARMING_UP.name, (MODEL, "eu")) == 0.0
     watch = pipeline.runtimes[MODEL].watch
@@ -764,3 +765,24 @@ def test_pipeline_without_a_cpu_cap_has_no_controller_and_a_source_without_log_e
     pipeline.step(0.0)
     assert pipeline.consumer_lag() is None
     pipeline.close()
+
+
+def test_a_window_test_that_has_not_run_exports_nan_and_readyz_says_how_many_events_it_needs(
+    tmp_path: Path,
+) -> None:
+    """Fewer scored events than ``drift.window``: the KS, range and per-input tests have not run, so their statistics
+    are NaN (not the 0.0 that reads as "tested, no drift") and /readyz names the counts; once they run, numbers."""
+    settings = make_settings(tmp_path, drift={"window": 100, "every": 10})
+    x = rows(160, seed=4)
+    pipeline = make_pipeline(settings, ReplaySource(events(x[:60])))
+    drain(pipeline)
+    untested = pipeline.readiness()[1]["models"][MODEL]["segments_untested"]
+    assert untested["other"]["gamma_ks"] == {"scored": 60, "needed": 100}
+    assert {"gamma_ks", "features_ks"} <= set(untested["other"])
+    statistic = pipeline.state.gauge(tel.DRIFT_STATISTIC.name, (MODEL, "other", "gamma_ks"))
+    assert statistic is not None and np.isnan(statistic)
+    assert np.isfinite(pipeline.state.gauge(tel.DRIFT_STATISTIC.name, (MODEL, "other", "gamma_cusum")))  # sequential
+    ran = make_pipeline(settings, ReplaySource(events(x)))
+    drain(ran)
+    assert "other" not in ran.readiness()[1]["models"][MODEL]["segments_untested"]
+    assert np.isfinite(ran.state.gauge(tel.DRIFT_STATISTIC.name, (MODEL, "other", "gamma_ks")))

@@ -41,7 +41,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return paths
 
 
-def test_probe_writes_the_report_with_the_fixed_keys(files: dict[str, Path], tmp_path: Path) -> None:
+def test_probe_writes_the_report_with_the_fixed_keys(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "report.json"
     argv = ["probe", "--model", str(files["model"]), "--data", str(files["points"]), "--json", str(out)]
     fixed = ["--delta", "0.2", "--eps-max", "1.0", "--eta", "0.01"]
@@ -53,7 +55,12 @@ def test_probe_writes_the_report_with_the_fixed_keys(files: dict[str, Path], tmp
     assert list(report["mri"]) == ["noise", "shift", "dropout", "scale", "quantize", "gamma_ascent"]
     assert all(0.0 <= r <= 1.0 for r in report["mri"].values())
     assert set(report["evaluations"]) >= {"mri", "sensitivity", "threshold", "exhaustive"}
-    assert report["evaluations"]["funnel"] <= report["evaluations"]["exhaustive"]
+    assert report["evaluations"]["funnel"] <= report["evaluations"]["exhaustive"]  # --screen left targets out
+    ev = report["evaluations"]
+    assert (  # the printed line says what the funnel is made of and what it is compared with
+        f"funnel {ev['funnel']} = mri {ev['mri']} + sensitivity {ev['sensitivity']} + threshold {ev['threshold']}; "
+        f"threshold search on every target alone: {ev['exhaustive']}, {ev['exhaustive_min']} if none crossed"
+    ) in capsys.readouterr().err
     assert report["thresholds"], "some target is fragile at ε = 0.3"
     searched = [t for t in report["thresholds"] if t["status"] != "not_searched"]
     assert {(t["perturbation"], t["feature"]) for t in searched} == {

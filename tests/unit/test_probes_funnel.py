@@ -153,3 +153,18 @@ def test_report_is_strict_json_with_the_fixed_keys(sparse_model: OnnxModel, tmp_
     assert loaded["consistency"]["baseline"] == pytest.approx(
         loaded["consistency"]["agreement"] ** loaded["consistency"]["n_configurations"]
     )
+
+
+def test_searching_every_target_the_threshold_stage_stays_within_exhaustive_and_the_funnel_adds_the_mri(
+    sparse_model: OnnxModel,
+) -> None:
+    """With the defaults every target is searched: the threshold stage costs at most what searching every target
+    alone would (less its clean and direction rows), while the funnel adds the MRI and sensitivity rows on top, so
+    it is not bounded by ``exhaustive`` (docs/PROBES.md)."""
+    cfg = FunnelConfig(perturbations=("noise", "shift", "gamma_ascent"), steps=0, seed=0, eta=ETA)
+    x = _region(0)
+    result = run_funnel(sparse_model, Standardizer.identity(W.size), x, cfg)
+    ev = result.evaluations
+    assert ev["threshold"] <= result.exhaustive_rows - x.shape[0]
+    assert result.funnel_rows == ev["mri"] + ev["sensitivity"] + ev["threshold"]
+    assert ev["mri"] > 0.2 * result.exhaustive_rows  # the ordering stages are no small share of it

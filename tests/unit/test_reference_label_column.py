@@ -74,3 +74,22 @@ def test_a_frame_whose_columns_do_not_name_the_inputs_is_refused_with_the_featur
         monitor.reference(files / "clf.onnx", frame, labels="y")
     ref = monitor.reference(files / "clf.onnx", frame, labels="y", feature_names=["a", "b"])
     assert ref.reference.n_events == 300 and ref.fit is not None
+
+
+def test_a_frames_label_and_segment_columns_named_by_the_call_are_not_features(files: Path) -> None:
+    """``monitor.reference(model, df, labels="y", segment_column="segment")`` on a plain model reads the frame's
+    other columns in order as its features, as the CLI reads the same CSV."""
+    import pandas as pd
+
+    import monitor
+    from monitor.errors import DataError
+
+    frame = pd.read_csv(files / "rows.csv")
+    built = monitor.reference(
+        str(files / "clf.onnx"), frame, labels="y", segment_column="segment", flicker_copies=4, seed=0
+    )
+    assert built.reference.feature_names == ("a", "b")
+    assert any("'eu' (150 rows)" in note or "eu (150" in note for note in built.notes), built.notes
+    assert built.fit is not None and built.reference.n_events == 300
+    with pytest.raises(DataError, match="lacks columns"):  # an unnamed extra column stays a refusal
+        monitor.reference(str(files / "clf.onnx"), frame, labels="y", flicker_copies=4)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import monitor
 from monitor.cli import main
@@ -101,7 +102,9 @@ def test_the_cli_takes_a_candidate(iris_models: dict[str, Path], tmp_path: Path)
     assert main(args) == 0
     body = _section((tmp_path / "r.html").read_text(encoding="utf-8"))
     assert 'data-model="logreg"' in body and 'data-model="gbdt"' in body and "data-verdict=" in body
-    assert re.search(r"<td>0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\]</td>", body)  # an estimate with its interval
+    assert re.search(
+        r"<td>0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] (iw|atc)</td>", body
+    )  # an estimate, its interval, its method
 
 
 def test_on_a_log_cut_short_the_comparison_says_what_it_read(iris_models: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
@@ -186,3 +189,39 @@ def test_the_sections_pair_the_candidate_with_the_model_per_segment(
     assert "None" not in report.html and "nan" not in _section(report.html, "accuracy").lower()
     _, console = render(out, tmp_path, dump=False)
     assert console == []
+
+
+def test_with_a_reference_json_the_model_is_paired_as_the_page_scores_it(
+    iris_models: dict[str, Path],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A reference JSON is the model's alone: the section scores the model with its standardizer and scales (its γ is
+    the page's) and takes its estimate from the reference's labelled fit (the summary's figure); the candidate,
+    without labelled reference rows, says what would fit it."""
+    events, y = _frame(iris_models)
+    ref = monitor.reference(iris_models["logreg"], events, labels=y, feature_names=NAMES, flicker_copies=8)
+    report = monitor.report(
+        iris_models["logreg"], ref, events, candidate=iris_models["gbdt"], feature_names=NAMES, probe_points=0
+    )
+    cmp, acc = report.data.comparison, report.data.accuracy
+    assert cmp is not None and acc is not None
+    models = {r["model"]: r for r in cmp.rows("models") if r["segment"] == "(all)"}
+    assert models["logreg"]["accuracy_estimate"] == pytest.approx(acc.estimate, abs=1e-12)
+    assert models["logreg"]["accuracy_method"] == acc.method
+    assert models["logreg"]["gamma"] == pytest.approx(float(np.nanmean(report.data.scores.columns["gamma"])), rel=1e-9)
+    assert models["gbdt"]["accuracy_estimate"] is None
+    body = _section(report.html)
+    assert f"{acc.estimate:.3f} [{acc.lower:.3f}, {acc.upper:.3f}] {acc.method}" in body
+    assert "the candidate&#x27;s needs labelled reference rows" in body and "no reference labels" not in body
+
+
+def test_a_given_standardizer_follows_each_models_columns_by_name() -> None:
+    from monitor.comparison.run import _given_standardizer
+    from monitor.model.standardize import Standardizer
+
+    given = Standardizer(np.array([1.0, 2.0, 3.0]), np.array([10.0, 20.0, 30.0]))
+    std, first = _given_standardizer(given, None, ("a", "b", "c"), 3)
+    assert std is given and first == ("a", "b", "c")
+    std, _ = _given_standardizer(given, first, ("c", "a", "b"), 3)  # the same inputs in another order
+    assert std is not None and std.mean.tolist() == [3.0, 1.0, 2.0] and std.scale.tolist() == [30.0, 10.0, 20.0]
+    assert _given_standardizer(given, first, ("a", "b", "z"), 3)[0] is None  # another input: not this scale

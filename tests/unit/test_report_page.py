@@ -224,6 +224,11 @@ def test_the_figures_equal_the_typed_results(report: Report, dom: tuple[str, lis
     assert [float(a["data-start"]) for a in periods] == [x.start for x in d.periods]  # event time
     # one time axis: the verdict spans are placed at event times too, and the changes say when
     assert all(np.isfinite(s.t_start) for s in d.spans) and "UTC (line " in page
+    # ... at the line an editor shows: the timeline's 0-based index + 1
+    assert d.timeline is not None
+    indices = {int(c["index"]) for c in d.timeline.changes}
+    at = next(i for i in sorted(indices) if i not in {j + 1 for j in indices})
+    assert f"UTC (line {at + 1})" in page and f"UTC (line {at})" not in page
     # probes: the MRI of the flagged events
     assert d.probe is not None
     assert {a["data-perturbation"]: float(a["data-value"]) for a in p.points["probes"]} == d.probe.mri
@@ -464,3 +469,53 @@ def test_the_cli_takes_feature_names(tmp_path: Path) -> None:
     assert main(args) == 0
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert 'data-name="debt"' in page and 'data-name="income"' in page and "input[" not in page
+
+
+def test_a_move_in_one_segment_is_shown_beside_the_pooled_figures(tmp_path: Path) -> None:
+    """The per-input drift pools every event; where a segment's verdict names inputs, the page shows those inputs
+    over that segment's events alone, and the summary says the pooled figure can hide them."""
+    from monitor.model.onnx import OnnxModel
+
+    model = linear_classifier(tmp_path / "m.onnx")
+    name = OnnxModel(str(model)).feature_names[0]
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2000, 3))
+    segment = np.where(np.arange(2000) % 10 == 0, "eu", "us")
+    x[segment == "eu", 0] += 1.5
+    with (tmp_path / "ev.jsonl").open("w") as fh:
+        for i, (row, s) in enumerate(zip(x.tolist(), segment, strict=True)):
+            fh.write(json.dumps({"id": str(i), "ts": 1_700_000_000_000 + 1000 * i, "features": row, "segment": s}))
+            fh.write("\n")
+    change = {"index": 1500, "verdict": "input-shift", "segment": "eu", "detectors": ["features_ks"]}
+    doc = {"events": 2000, "changes": [change | {"features": [name]}]}
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    ref = rng.normal(size=(2000, 3))
+    r = monitor.report(model, ref, tmp_path / "ev.jsonl", timeline=tmp_path / "t.json", probe_points=0)
+    (sd,) = r.data.segment_drift
+    assert (sd.segment, sd.events, sd.baseline, [d.name for d in sd.drift]) == ("eu", 200, "model-wide", [name])
+    pooled = next(d for d in r.data.drift if d.name == name)
+    assert sd.drift[0].moved and sd.drift[0].statistic > 2 * pooled.statistic
+    assert 'id="segment-drift"' in r.html and f'data-segment="eu" data-name="{name}"' in r.html
+    assert "in segment eu, whose verdict names them" in r.html
+
+
+def test_the_cli_prints_the_realized_accuracy_beside_the_estimate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = linear_classifier(tmp_path / "m.onnx")
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(600, 3))
+    y = (x[:, 0] + 0.5 * rng.normal(size=600) > 0).astype(int)
+    monitor.reference(model, x[:400], labels=y[:400], flicker_copies=4, out=tmp_path / "ref.json")
+    np.savetxt(tmp_path / "ev.csv", x[400:], delimiter=",")
+    np.savetxt(tmp_path / "y.csv", y[400:], fmt="%d")
+    args = ["report", "--model", str(model), "--reference", str(tmp_path / "ref.json"), "--events"]
+    args += [str(tmp_path / "ev.csv"), "--probe-points", "0", "--out", str(tmp_path / "r.html")]
+    assert main([*args, "--labels", str(tmp_path / "y.csv")]) == 0
+    acc = monitor.report(model, tmp_path / "ref.json", tmp_path / "ev.csv", labels=y[400:], probe_points=0).data
+    assert acc.accuracy is not None and acc.accuracy.realized is not None
+    printed = capsys.readouterr().err
+    assert f"accuracy: estimated {acc.accuracy.estimate:.3f} [" in printed
+    assert f"realized {acc.accuracy.realized:.3f} on 200 labelled events" in printed
+    assert main(args) == 0
+    assert "no labels: realized accuracy not shown" in capsys.readouterr().err

@@ -17,6 +17,7 @@ from monitor.errors import DataError
 from monitor.exporters.prometheus import MetricsState
 from monitor.gammamap import GAMMA_EDGES
 from monitor.model.standardize import Standardizer
+from monitor.rolling.reference import Basis
 from monitor.rolling.reference_file import (
     REFERENCE_VERSION,
     read_reference,
@@ -107,9 +108,14 @@ def test_reference_rows_with_segments_give_each_segment_its_baseline() -> None:
     segs = np.array(["a"] * 600 + ["b"] * 300 + ["c"] * 100)
     watch, _ = make_watch(with_reference=False)
     watch.set_reference(x, result, segs)
-    # "c" has fewer than MIN_SEGMENT_ROWS rows: it is folded into "other", which is as small, so it warms up
-    assert sorted(watch.segment_references) == ["a", "b"]
+    # "c" has half of MIN_SEGMENT_ROWS rows, like the rest: shrunk toward them, its own rows half of its baseline
+    assert sorted(watch.segment_references) == ["a", "b", "c"]
     assert watch.segment_references["a"].n_events == 600
+    assert watch.segment_references["c"].basis == Basis("shrunk", 100, 0.5)
+    assert watch.segment_references["c"].n_events == MIN_SEGMENT_ROWS
+    bases = {"a": "own (600 rows)", "b": "own (300 rows)", "c": "shrunk (100 rows, weight 0.50)"}
+    # until a named segment appears live, "other" is the whole stream: the model-wide reference
+    assert watch.baselines.bases == {**bases, "other": "model-wide (1000 rows)"}
     assert watch.reference is not None and watch.reference.n_events == 1000
     watch.update(*stream.batch(segment="a"))
     assert watch.verdict("a") == Verdict.STABLE and watch.warming_up == {}
@@ -120,7 +126,7 @@ def test_segment_references_fold_rare_segments_into_other() -> None:
     segs = np.array(["a"] * 300 + ["b"] * 150 + ["c"] * 150 + ["other"] * 10)
     n = segs.size
     refs = segment_references(
-        segs, gamma=rng.exponential(size=n), flicker=np.zeros(n), features=rng.normal(size=(n, 2))
+        segs, gamma=rng.exponential(size=n), flicker=np.zeros(n), features=rng.normal(size=(n, 2)), max_segments=1
     )
     assert sorted(refs) == ["a", "other"] and refs["other"].n_events == 310
     with pytest.raises(DataError, match="segment labels for"):
@@ -234,7 +240,9 @@ def test_reference_says_what_each_baseline_allows_and_names_small_segments_and_c
     assert (
         "the range test flags an input from this share of a 1000-event window outside its range: big (1000 rows)" in err
     )
-    assert "judged with 'other': one (1 row), small (199 rows)" in err
+    assert (
+        "per-segment baselines: big own (1000 rows), one borrowed (1 row), small shrunk (199 rows, weight 0.99)" in err
+    )
     assert "baseline 'big' holds f1 constant" in err
 
 

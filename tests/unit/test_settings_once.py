@@ -45,6 +45,7 @@ NOT_THE_SETTING = {
     ("reference", "labels"): "a file of true classes, not the labels section",
     ("probe", "labels"): "a file of true classes, not the labels section",
     ("report", "labels"): "a file of true classes, not the labels section",
+    ("replay", "labels"): "a file of true classes or values, not the labels section",
     ("report", "max_events"): "reads only the first N events of the log, not batch.max_events",
     ("reference", "feature_names"): "names stored in the reference JSON (comma-separated), default the model's",
     ("report", "feature_names"): "the page's names of the inputs (comma-separated), default the model's",
