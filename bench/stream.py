@@ -758,6 +758,7 @@ def cpu_per_event(args: argparse.Namespace) -> None:
             child = main = 0.0
             n = args.max_poll_records
             payloads = []  # bytes: the child's timing is not charged for the collector walking the parent's objects
+            freeze_startup_objects()  # as the child does once started
             for k in range(0, len(values), n):
                 batch = ("events", k // n % PARTITIONS, values[k : k + n], None, list(range(k, k + n)), [None] * n)
                 t = time.process_time()
