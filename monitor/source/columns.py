@@ -15,8 +15,8 @@ the values joined into one JSON array was no faster). The checks are made once p
 (:func:`_row`), which takes the same rows the same way. A record is *taken* only when every field is one the
 per-record fast path takes as it is (a printable-ASCII id within its cap, a model the fast path decodes or the
 default one, a clean version, the model's width of numbers within float32's range, an epoch-ms ``ts`` or the record's
-timestamp, an admitted or allowed segment, no prediction or an int64 ``label`` with probabilities in [0, 1], no ``value`` and no ``specversion``).
-Every other record (missing field, wrong width, not finite or out of range, bad timestamp, unknown model, a KServe
+timestamp, an admitted or allowed segment, no prediction or an int64 ``label`` with probabilities in [0, 1], no
+``value`` and no ``specversion``). Every other record (missing field, wrong width, not finite or out of range, bad timestamp, unknown model, a KServe
 event, a record with headers, anything msgspec refuses) is left to the per-record decoder in the pipeline's
 process, so that every reason, count and dead letter stays that decoder's; tests/unit/test_columns.py feeds random
 polls with every fault through both and requires the same events.
