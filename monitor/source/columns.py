@@ -8,18 +8,18 @@ their ids, versions, timestamps, segments, a float64 matrix of features and the 
 (:class:`EventColumns`). The pipeline samples and shadow-checks on the arrays; only the rows it keeps become
 :class:`~monitor.events.InferenceEvent` objects (:meth:`EventColumns.event`).
 
-The parse is msgspec's typed JSON decoder (``_Doc``: one C call per record, no dict per event; measured against
-orjson with the columns gathered from its dicts and pyarrow's JSON reader over the poll: docs/DESIGN.md; one call over
-the values joined into one JSON array was no faster). The checks are made once per column over each model's records
+The parse is msgspec's typed JSON decoder (``_Doc``: one C call per record, no dict per event; measured against orjson
+with the columns gathered from its dicts and pyarrow's JSON reader over the poll: docs/DESIGN.md; one call over the
+values joined into one JSON array was no faster). The checks are made once per column over each model's records
 (:func:`_bulk`) when every one passes; a model's records with any refused among them are checked record by record
-(:func:`_row`), which takes the same rows the same way. A record is *taken* only when every field is one the
-per-record fast path takes as it is (a printable-ASCII id within its cap, a model the fast path decodes or the
-default one, a clean version, the model's width of numbers within float32's range, an epoch-ms ``ts`` or the record's
-timestamp, an admitted or allowed segment, no prediction or an int64 ``label`` with probabilities in [0, 1], no
-``value`` and no ``specversion``). Every other record (missing field, wrong width, not finite or out of range, bad timestamp, unknown model, a KServe
-event, a record with headers, anything msgspec refuses) is left to the per-record decoder in the pipeline's
-process, so that every reason, count and dead letter stays that decoder's; tests/unit/test_columns.py feeds random
-polls with every fault through both and requires the same events.
+(:func:`_row`), which takes the same rows the same way. A record is *taken* only when every field is one the per-record
+fast path takes as it is (a printable-ASCII id within its cap, a model the fast path decodes or the default one, a clean
+version, the model's width of numbers within float32's range, an epoch-ms ``ts`` or the record's timestamp, an admitted
+or allowed segment, no prediction or an int64 ``label`` with probabilities in [0, 1], no ``value`` and no
+``specversion``). Every other record (missing field, wrong width, not finite or out of range, bad timestamp, unknown
+model, a KServe event, a record with headers, anything msgspec refuses) is left to the per-record decoder in the
+pipeline's process, so that every reason, count and dead letter stays that decoder's; tests/unit/test_columns.py feeds
+random polls with every fault through both and requires the same events.
 """
 
 from __future__ import annotations
