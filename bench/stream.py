@@ -1,6 +1,6 @@
 """Streaming performance: decode+sample throughput against raw kafka-python, produce→/metrics latency, and RSS.
 
-Five subcommands, each printing markdown tables plus the command and the machine:
+The subcommands, each printing markdown tables plus the command and the machine:
 
 ``throughput``
     Produces N plain JSON events (20 features, live ``prediction`` with label and probabilities, 4 segments) to a
@@ -70,6 +70,10 @@ Five subcommands, each printing markdown tables plus the command and the machine
     CPU per event, no broker: the bench events in pre-fetched polls, decoded as columns by the "child" (timed with
     its pickling) or left to the pipeline, then ``Pipeline.step()`` over them (scoring nearly off, shadow check on).
 
+``child``
+    The consumer child's work alone against a real broker (librdkafka's ``poll_columns``, the column decode, the
+    pickling; no pipe, no parent): records/s and CPU per event per step, the most the child lets the pipeline read.
+
 ``memory-kafka``
     The real sidecar (``python -m monitor run``, its consumer child included, a dead-letter topic set) against a
     real broker while a producer thread sends ``--events`` values (a pool of pre-encoded events without ``ts``,
@@ -88,6 +92,7 @@ Usage (the commands behind docs/BENCHMARKS.md; times on 2 cores)::
     .venv/bin/python bench/stream.py memory-kafka --brokers kafka09 --events 1000000 --rate 2500  # ~7 min
     .venv/bin/python bench/stream.py throughput --brokers kafka09 --events 100000 --profile pipeline  # cProfile
     .venv/bin/python bench/stream.py cpu --events 100000 --repeats 2                            # ~1 min
+    .venv/bin/python bench/stream.py child --brokers tansu kafka09 --events 100000               # ~1 min
 """
 
 from __future__ import annotations
@@ -758,12 +763,15 @@ def cpu_per_event(args: argparse.Namespace) -> None:
             assert spec is not None
             child = main = 0.0
             n = args.max_poll_records
+            payloads = []  # bytes: the child's timing is not charged for the collector walking the parent's objects
+            freeze_startup_objects()  # as the child does once started
             for k in range(0, len(values), n):
                 batch = ("events", k // n % PARTITIONS, values[k : k + n], None, list(range(k, k + n)), [None] * n)
                 t = time.process_time()
                 cols = decode_columns(spec, batch[2], None, batch[5]) if ahead else None
-                payload = pickle.dumps(([batch], [cols]), 5)
+                payloads.append(pickle.dumps(([batch], [cols]), 5))
                 child += time.process_time() - t
+            for payload in payloads:
                 t = time.process_time()
                 got, decoded = pickle.loads(payload)
                 source.polls.append(Polled(records_of(got[0]), decoded[0] or []))
@@ -777,6 +785,47 @@ def cpu_per_event(args: argparse.Namespace) -> None:
             shadow = pipeline.state.counter_sum("harmonic_shadow_compared_total")
             who = "the child, as columns" if ahead else "the pipeline, as columns"
             print(f"| {who} | {child / len(values) * 1e6:.1f} | {main / len(values) * 1e6:.1f} | {shadow:,.0f} |")
+
+
+def child_alone(args: argparse.Namespace) -> None:
+    """The consumer child's work in this one process against a real broker, as fast as it goes: librdkafka's
+    ``poll_columns``, the column decode of every record, the pickling of the message (the pipe and the parent left
+    out): the most the child lets the pipeline read. CPU per event per step, librdkafka's threads included in poll."""
+    fx = build_fixture(workdir("hm-bench-"))
+    values = encode_events(fx, args.events)
+    settings = settings_for(fx, workdir("hm-bench-state-"), budget=100.0)
+    pipeline = Pipeline(settings, _Polls(), [load_model_runtime(settings.models[0])], build_sampler(settings))
+    pipeline.ingest.decoder.admit_segments(SEGMENTS)
+    spec = DecodeAhead.of(pipeline.ingest.decoder).columns()
+    assert spec is not None
+    print(f"machine: {machine('numpy')}; load average at start: {load_average()}", flush=True)
+    print("| broker | records/s | records per poll | poll µs/event | decode µs/event | pickle µs/event |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in args.brokers:
+        with running_broker(name) as broker:
+            topic = f"bench-child-{uuid.uuid4().hex[:8]}"
+            broker.create_topic(topic, PARTITIONS)
+            produce(broker, topic, values)
+            source = RdKafkaSource(_consumer(broker, topic, f"bench-child-{uuid.uuid4().hex[:8]}"))
+            while not (batches := source.poll_columns(0.2, args.max_poll_records)):  # the group joined
+                pass
+            n, spent, started = sum(len(b[2]) for b in batches), [0.0, 0.0, 0.0], time.perf_counter()
+            first, polls = n, 0
+            while n < len(values) and time.perf_counter() - started < 120:
+                t0 = time.process_time()
+                batches = source.poll_columns(0.2, args.max_poll_records)
+                t1 = time.process_time()
+                columns = [decode_columns(spec, b[2], b[3], b[5]) for b in batches]
+                t2 = time.process_time()
+                pickle.dumps(("records", (batches, columns)), 5)
+                for k, dt in enumerate((t1 - t0, t2 - t1, time.process_time() - t2)):
+                    spent[k] += dt
+                n += sum(len(b[2]) for b in batches)
+                polls += 1
+            rate = (n - first) / (time.perf_counter() - started)
+            source.close()
+            per = " | ".join(f"{x / max(1, n - first) * 1e6:.2f}" for x in spent)
+            print(f"| {name} | {rate:,.0f} | {(n - first) / max(1, polls):,.0f} | {per} |", flush=True)
 
 
 # -- latency ---------------------------------------------------------------------------------------------------
@@ -1255,6 +1304,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--budget", type=float, default=100.0, help="sampler events/s (scoring nearly off)")
     c.add_argument("--max-poll-records", type=int, default=2000)
     c.set_defaults(func=cpu_per_event)
+    ca = sub.add_parser("child", help="the consumer child's work alone (librdkafka) against a real broker")
+    ca.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["tansu"])
+    ca.add_argument("--events", type=int, default=100_000)
+    ca.add_argument("--max-poll-records", type=int, default=2000)
+    ca.set_defaults(func=child_alone)
     la = sub.add_parser("latency", help="produce → visible in /metrics, against the real sidecar")
     la.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["kafka09"])
     la.add_argument("--rate", type=float, default=200.0, help="events/s produced")

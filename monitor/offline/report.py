@@ -154,22 +154,9 @@ def build_report(
         names = _names(feature_names, base.feature_names, m)
         rows = _event_rows(events, m, names, max_events=max_events, model_name=model_name, is_log=is_log)
     # the verdict timeline first: a replay here scores every event, and its scores serve the page (one pass)
-    tl: ReplayTimeline | None = None
-    if timeline is not None:
-        tl, timeline_note = _read_timeline(timeline), ""
-    elif reference is None:
-        timeline_note = "no verdict timeline: no reference to judge the events against (pass reference=)"
-    elif is_log and len(rows):
-        tl, timeline_note = _replay(model, reference, base.path, events, config, max_events, model_name, replay_batch)
-    elif is_log:
-        timeline_note = "no verdict timeline: no line of the log is a valid event"
-    elif rows.timestamps is not None and rows.held is None and len(rows):
-        # rows over a DatetimeIndex: replayed as the event log they stand for, in their time order
-        with tempfile.TemporaryDirectory(prefix="harmonic-report-") as tmp:
-            log = _as_log(rows, Path(tmp) / "events.jsonl", m)
-            tl, timeline_note = _replay(model, reference, base.path, log, config, None, "report", replay_batch)
-    else:
-        timeline_note = NOT_A_LOG
+    tl, timeline_note = _timeline(
+        timeline, (model, m), reference, base, events, rows, is_log, (config, max_events, model_name, replay_batch)
+    )
     res, ref, replay_scores = _scored(m, base, rows, tl, seed)
     line = rows.lines.astype(np.float64) if rows.lines is not None else np.arange(len(rows), dtype=np.float64)
     live = live_signals(res, m.kind)
@@ -202,6 +189,35 @@ def build_report(
         **_sections(m, base, rows, reference, res, ref, labels, (probe_points, probe_budget_rows), seed, names, times),
     )
     return _written(data, render_page(data), out)
+
+
+def _timeline(
+    timeline: ReplayTimeline | str | os.PathLike[str] | None,
+    models: tuple[Any, OnnxModel],
+    reference: Any,
+    base: Baseline,
+    events: Any,
+    rows: Rows,
+    is_log: bool,
+    replay: tuple[str | os.PathLike[str] | None, int | None, str | None, int],
+) -> tuple[ReplayTimeline | None, str]:
+    """The page's verdict timeline and, where there is none, why: the one given, else a replay of the log (or of
+    rows over a DatetimeIndex, as the log they stand for); ``replay`` is (config, max_events, model_name, batch)."""
+    model, m = models
+    config, max_events, model_name, replay_batch = replay
+    if timeline is not None:
+        return _read_timeline(timeline), ""
+    if reference is None:
+        return None, "no verdict timeline: no reference to judge the events against (pass reference=)"
+    if is_log and len(rows):
+        return _replay(model, reference, base.path, events, config, max_events, model_name, replay_batch)
+    if is_log:
+        return None, "no verdict timeline: no line of the log is a valid event"
+    if rows.timestamps is not None and rows.held is None and len(rows):
+        with tempfile.TemporaryDirectory(prefix="harmonic-report-") as tmp:
+            log = _as_log(rows, Path(tmp) / "events.jsonl", m)
+            return _replay(model, reference, base.path, log, config, None, "report", replay_batch)
+    return None, NOT_A_LOG
 
 
 def _bare_baseline(model: OnnxModel) -> Baseline:

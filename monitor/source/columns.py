@@ -8,20 +8,23 @@ their ids, versions, timestamps, segments, a float64 matrix of features and the 
 (:class:`EventColumns`). The pipeline samples and shadow-checks on the arrays; only the rows it keeps become
 :class:`~monitor.events.InferenceEvent` objects (:meth:`EventColumns.event`).
 
-The parse is msgspec's typed JSON decoder (``_Doc``: one C call per record, no dict per event; measured against
-orjson with the columns gathered from its dicts and pyarrow's JSON reader over the poll: docs/DESIGN.md). The checks
-are masks over the poll: a record is *taken* only when every field is one the per-record fast path takes as it is
-(a printable-ASCII id within its cap, a model the fast path decodes or the default one, a clean version, the model's
-width of numbers within float32's range, an epoch-ms ``ts`` or the record's timestamp, an admitted or allowed
-segment, no prediction or an int64 ``label`` with probabilities in [0, 1], no ``value`` and no ``specversion``).
-Every other record (missing field, wrong width, not finite or out of range, bad timestamp, unknown model, a KServe
-event, a record with headers, anything msgspec refuses) is left to the per-record decoder in the pipeline's
-process, so that every reason, count and dead letter stays that decoder's; tests/unit/test_columns.py feeds random
-polls with every fault through both and requires the same events.
+The parse is msgspec's typed JSON decoder (``_Doc``: one C call per record, no dict per event; measured against orjson
+with the columns gathered from its dicts and pyarrow's JSON reader over the poll: docs/DESIGN.md; one call over the
+values joined into one JSON array was no faster). The checks are made once per column over each model's records
+(:func:`_bulk`) when every one passes; a model's records with any refused among them are checked record by record
+(:func:`_row`), which takes the same rows the same way. A record is *taken* only when every field is one the per-record
+fast path takes as it is (a printable-ASCII id within its cap, a model the fast path decodes or the default one, a clean
+version, the model's width of numbers within float32's range, an epoch-ms ``ts`` or the record's timestamp, an admitted
+or allowed segment, no prediction or an int64 ``label`` with probabilities in [0, 1], no ``value`` and no
+``specversion``). Every other record (missing field, wrong width, not finite or out of range, bad timestamp, unknown
+model, a KServe event, a record with headers, anything msgspec refuses) is left to the per-record decoder in the
+pipeline's process, so that every reason, count and dead letter stays that decoder's; tests/unit/test_columns.py feeds
+random polls with every fault through both and requires the same events.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -81,7 +84,8 @@ class EventColumns:
     #: the live label per row (0 where there is none: ``has_label``)
     labels: NDArray[np.int64]
     has_label: NDArray[np.bool_]
-    probabilities: list[tuple[float, ...] | None]
+    #: per row, as decoded (a tuple in :meth:`event`)
+    probabilities: list[Sequence[float] | None]
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -108,7 +112,12 @@ class EventColumns:
 
     def event(self, j: int, origin: Origin | None) -> InferenceEvent:
         """Row ``j`` as the event the per-record decoder makes of its record, read at ``origin``."""
-        prediction = LivePrediction(int(self.labels[j]), self.probabilities[j]) if self.has_label[j] else None
+        probabilities = self.probabilities[j]
+        prediction = (
+            LivePrediction(int(self.labels[j]), None if probabilities is None else tuple(probabilities))
+            if self.has_label[j]
+            else None
+        )
         event = InferenceEvent(
             self.ids[j],
             self.model,
@@ -150,22 +159,160 @@ def decode_columns(
     docs: list[_Doc | None]
     max_bytes = spec.max_bytes
     try:
-        if headers is not None or any(len(v) > max_bytes for v in values[:n]):
+        if headers is not None or (n and max(map(len, values[:n])) > max_bytes):
             raise ValueError
         docs = list(map(_decode, values[:n]))
     except (msgspec.DecodeError, ValueError):
         docs = [_decode_one(values[i], max_bytes) if not (headers and headers[i]) else None for i in range(n)]
-    by_model: dict[str, list[_Row]] = {}
-    for i, doc in enumerate(docs):
-        if doc is not None:
-            row = _row(spec, doc, stamps[i], i)
-            if row is not None:
-                found = by_model.get(row[-1])
-                if found is None:
-                    by_model[row[-1]] = [row]
-                else:
-                    found.append(row)
-    return [cols for model, rows in by_model.items() if (cols := _columns(model, rows)) is not None]
+    found = [cols for model, at in _groups(spec, docs) if (cols := _model_columns(spec, model, docs, at, stamps))]
+    return sorted(found, key=lambda cols: int(cols.rows[0])) if len(found) > 1 else found
+
+
+def _groups(spec: ColumnSpec, docs: list[_Doc | None]) -> list[tuple[str, list[int]]]:
+    """The decoded records' positions per model named (or the default one), in the order models first appear."""
+    names = [None if d is None else (spec.default_model if d.model is None else d.model) for d in docs]
+    first = names[0] if names else None
+    if first is not None and names.count(first) == len(names):  # the common poll: one model throughout
+        return [(first, list(range(len(names))))]
+    groups: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        if name is not None:
+            groups.setdefault(name, []).append(i)
+    return list(groups.items())
+
+
+def _model_columns(
+    spec: ColumnSpec, model: str, docs: list[_Doc | None], at: list[int], stamps: Sequence[int | None]
+) -> EventColumns | None:
+    """One model's records as columns: checked in bulk when every one of them is taken as it is (the common poll),
+    else record by record (:func:`_row`); both take the same rows the same way."""
+    group = [docs[i] for i in at]
+    cols = _bulk(spec, model, group, at, stamps)  # type: ignore[arg-type]
+    if cols is not None:
+        return cols
+    rows = [row for i in at if (row := _row(spec, docs[i], stamps[i], i)) is not None]  # type: ignore[arg-type]
+    return _columns(model, rows) if rows else None
+
+
+def _printable(texts: list[str], cap: int) -> bool:
+    """Every text printable ASCII of at most ``cap`` characters (one check over their concatenation)."""
+    joined = "".join(texts)
+    return max(map(len, texts), default=0) <= cap and joined.isascii() and joined.isprintable()
+
+
+def _bulk(
+    spec: ColumnSpec, model: str, docs: list[_Doc], at: list[int], stamps: Sequence[int | None]
+) -> EventColumns | None:
+    """The model's records as columns when :func:`_row` takes every one of them, each check made once over the
+    group; None when any record is one it refuses or changes otherwise (the caller then goes record by record)."""
+    known = spec.models.get(model)
+    if known is None or [d.specversion for d in docs].count(msgspec.UNSET) != len(docs):
+        return None
+    width, default_version = known
+    ids = [d.id for d in docs]
+    features = [d.features for d in docs]
+    lengths = set(map(len, features))
+    if (lengths and lengths != {width}) or not _printable(ids, MAX_ID_CHARS):
+        return None
+    named = [d.model_version for d in docs]
+    distinct = set(named)
+    distinct.discard(None)
+    if not _printable(list(distinct), MAX_VERSION_CHARS):  # type: ignore[arg-type]
+        return None
+    one: dict[str | None, str] = {
+        v: v for v in distinct if v is not None
+    }  # one string object per value: pickled once, referenced after
+    one[None] = default_version
+    versions = [one[v] for v in named]
+    seconds = _seconds([d.ts for d in docs], [stamps[i] for i in at])
+    segments = _segments(spec, [d.segment for d in docs])
+    predicted = _predictions([d.prediction for d in docs])
+    if seconds is None or segments is None or predicted is None:
+        return None
+    labels, has_label, probabilities = predicted
+    cols = EventColumns(
+        model,
+        np.array(at, dtype=np.intp),
+        ids,
+        versions,
+        seconds,
+        segments,
+        np.fromiter(itertools.chain.from_iterable(features), np.float64, len(docs) * width).reshape(-1, width),
+        labels,
+        has_label,
+        probabilities,
+    )
+    within = np.abs(cols.features).max(axis=1, initial=0.0) <= FLOAT32_MAX
+    if within.all():
+        return cols
+    return cols.subset(within) if within.any() else None
+
+
+def _seconds(ts: list[int | float | None], stamps: list[int | None]) -> NDArray[np.float64] | None:
+    """The events' times in seconds (``ts``, else the record's timestamp), or None when one is refused."""
+    if None in ts:
+        if not all(s for t, s in zip(ts, stamps, strict=True) if t is None):
+            return None
+        given = [t for t in ts if t is not None]
+        ms = [s if t is None else t for t, s in zip(ts, stamps, strict=True)]
+    else:
+        given = ms = ts  # type: ignore[assignment]
+    # compared before any conversion, as :func:`_row` does: a 400-digit integer is valid JSON
+    if given and not (min(given) >= MIN_EPOCH_MS and max(given) < MAX_EPOCH_MS):
+        return None
+    return np.array(ms, dtype=np.float64) / 1000.0
+
+
+def _segments(spec: ColumnSpec, named: list[str | None]) -> list[str] | None:
+    """The events' segments as :func:`_row` takes them, each distinct value judged once; None when one is refused."""
+    taken: dict[str | None, str] = {}
+    for segment in set(named):
+        if segment is None:
+            taken[segment] = "other"
+        elif spec.segments is not None:
+            if segment in spec.segments:
+                taken[segment] = segment
+            elif segment.isascii() and segment.isprintable():
+                taken[segment] = "other"
+            else:
+                return None
+        elif segment in spec.admitted:
+            taken[segment] = segment
+        else:
+            return None
+    return [taken[s] for s in named]  # one string object per value: pickled once, referenced after
+
+
+_Predicted = tuple[NDArray[np.int64], NDArray[np.bool_], list[Sequence[float] | None]]
+
+
+def _predictions(predictions: list[_Prediction | None]) -> _Predicted | None:
+    """The live labels, which rows have one, and the probabilities, as :func:`_row` takes them; or None."""
+    n = len(predictions)
+    if predictions.count(None) == n:
+        return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_), [None] * n
+    given = [p for p in predictions if p is not None] if None in predictions else predictions
+    if [p.value for p in given].count(msgspec.UNSET) != len(given):  # type: ignore[union-attr]
+        return None
+    labels = [p.label for p in given]  # type: ignore[union-attr]
+    if not (min(labels) >= INT64_MIN and max(labels) <= INT64_MAX):
+        return None
+    lists = [p.probabilities for p in given]  # type: ignore[union-attr]
+    stated = [x for x in lists if x is not None] if None in lists else lists
+    if stated and not (all(stated) and _within_unit(stated)):  # type: ignore[arg-type]
+        return None
+    if len(given) == n:
+        return np.array(labels, dtype=np.int64), np.ones(n, dtype=np.bool_), lists
+    has_label = np.array([p is not None for p in predictions], dtype=np.bool_)
+    all_labels = np.zeros(n, dtype=np.int64)
+    all_labels[has_label] = labels
+    return all_labels, has_label, [None if p is None else p.probabilities for p in predictions]
+
+
+def _within_unit(lists: list[list[float]]) -> bool:
+    """Every number of these lists within [0, 1]."""
+    flat = np.fromiter(itertools.chain.from_iterable(lists), np.float64)
+    return bool(flat.min(initial=0.0) >= 0.0 and flat.max(initial=0.0) <= 1.0)
 
 
 #: one taken record: (its position, id, version, seconds, segment, features, label or None, probabilities, model)

@@ -47,7 +47,7 @@ import weakref
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monitor.errors import SourceError
 from monitor.source.base import DecodesAhead, Lagging, Polled, Positions, RawRecord, RebalanceHandler, SideReading
@@ -57,6 +57,11 @@ from monitor.source.kafka import GroupMember, PartitionBatch, records_of
 from monitor.source.kafka_config import ConsumerConfig
 from monitor.source.kafka_outage import outage_message
 from monitor.source.side_read import SideReader
+
+if TYPE_CHECKING:
+    from monitor.allocator import TimedCollector
+    from monitor.source.kafka import KafkaSource
+    from monitor.source.rdkafka import RdKafkaSource
 
 log = logging.getLogger(__name__)
 
@@ -344,6 +349,112 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+class _Outbox:
+    """Every message to the parent goes through one bounded queue, in order, written by one sender thread: the poll
+    loop fetches the next batch while the parent still reads the previous one (a pipe holds at most 1 MiB, a batch
+    of 2,000 events ~1.2 MB), and a rebalance message never overtakes the records fetched before it."""
+
+    def __init__(self, out: Connection) -> None:
+        self._out = out
+        self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue(maxsize=OUTBOX_MESSAGES)
+        self.parent_gone = threading.Event()
+        self._writer = threading.Thread(target=self._write, name="sender", daemon=True)
+        self._writer.start()
+
+    def send(self, kind: str, payload: Any) -> None:
+        while not self.parent_gone.is_set():
+            try:
+                self._queue.put((kind, payload), timeout=0.5)
+                return
+            except queue.Full:
+                continue
+
+    def queued(self) -> int:
+        """Messages not yet written to the pipe."""
+        return self._queue.qsize()
+
+    def finish(self) -> None:
+        """Let the sender write what is queued, then stop it."""
+        with contextlib.suppress(queue.Full):
+            self._queue.put(None, timeout=REVOKE_REPLY_TIMEOUT_SECONDS)
+        self._writer.join(timeout=REVOKE_REPLY_TIMEOUT_SECONDS)
+
+    def _write(self) -> None:
+        while True:
+            message = self._queue.get()
+            if message is None:
+                return
+            try:
+                self._out.send(message)
+            except (BrokenPipeError, OSError):
+                self.parent_gone.set()
+                return
+
+
+class _Inbox:
+    """The parent's commands, read on their own thread: answers to "revoked" wake the waiting listener at once, the
+    rest wait in ``todo`` for the poll loop.
+
+    It reads until the parent closes the pipe, "close" included: a rebalance can start after the parent sent "close"
+    and before the poll loop gets to it (the poll loop is then inside poll(), in the rebalance), and the parent's
+    answer to that "revoked" must still be read, or the listener waits, the poll never returns and the close never
+    happens (seen once in CI: the child killed, its last commit lost).
+    """
+
+    def __init__(self, commands: Connection) -> None:
+        self._commands = commands
+        self.replies: dict[int, Positions] = {}
+        self.answered: dict[int, threading.Event] = {}
+        self.todo: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.closing = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._read, name="commands", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                kind, payload = self._commands.recv()
+            except (EOFError, OSError):
+                self.todo.put(("close", None))  # the parent is gone: stop
+                return
+            if kind == "revoke_done":
+                token, positions = payload
+                self.replies[token] = positions
+                event = self.answered.pop(token, None)
+                if event is not None:
+                    event.set()
+            else:
+                if kind == "close":
+                    self.closing.set()  # a rebalance from here on does not ask the parent to flush: it did, before
+                self.todo.put((kind, payload))
+
+
+class _Forward:
+    """The in-process source's rebalance handler, forwarding to the parent and waiting for its flush."""
+
+    def __init__(self, outbox: _Outbox, inbox: _Inbox) -> None:
+        self._outbox, self._inbox = outbox, inbox
+        self._tokens = itertools.count()
+        self.source: KafkaSource | RdKafkaSource | None = None
+
+    def before_revoke(self, partitions: Sequence[tuple[str, int]]) -> None:
+        if self._inbox.closing.is_set():  # consumer.close() revokes too: the parent flushed and committed before
+            return
+        token = next(self._tokens)
+        done = self._inbox.answered[token] = threading.Event()
+        self._outbox.send("revoked", (token, list(partitions)))
+        if not done.wait(REVOKE_REPLY_TIMEOUT_SECONDS):
+            log.warning("no flush from the parent in time; partitions revoked without a commit")
+            return
+        positions = self._inbox.replies.pop(token, {})
+        if positions and self.source is not None:
+            self.source.commit(positions)  # on kafka-python's thread: queued as an async commit there
+
+    def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
+        self._outbox.send("assigned", list(partitions))
+
+
 def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -362,148 +473,86 @@ def _child_main(commands: Connection, out: Connection, parent: int) -> None:
     assert kind == "config", kind
     consumer: ConsumerConfig = config["consumer"]
     setup_logging(config["log_level"], config["log_format"])
-    # Every message goes through one bounded outbox, in order, written by one sender thread: the poll loop fetches
-    # the next batch while the parent still reads the previous one (a pipe holds at most 1 MiB, a batch of 2,000
-    # events ~1.2 MB), and a rebalance message never overtakes the records fetched before it.
-    outbox: queue.Queue[tuple[str, Any] | None] = queue.Queue(maxsize=OUTBOX_MESSAGES)
-    parent_gone = threading.Event()
-
-    def send(kind: str, payload: Any) -> None:
-        while not parent_gone.is_set():
-            try:
-                outbox.put((kind, payload), timeout=0.5)
-                return
-            except queue.Full:
-                continue
-
-    def write_messages() -> None:
-        while True:
-            message = outbox.get()
-            if message is None:
-                return
-            try:
-                out.send(message)
-            except (BrokenPipeError, OSError):
-                parent_gone.set()
-                return
-
-    writer = threading.Thread(target=write_messages, name="sender", daemon=True)
-    writer.start()
-
-    def finish() -> None:
-        """Let the sender write what is queued, then stop it."""
-        with contextlib.suppress(queue.Full):
-            outbox.put(None, timeout=REVOKE_REPLY_TIMEOUT_SECONDS)
-        writer.join(timeout=REVOKE_REPLY_TIMEOUT_SECONDS)
-
-    replies: dict[int, Positions] = {}
-    answered: dict[int, threading.Event] = {}
-    tokens = itertools.count()
-    todo: queue.Queue[tuple[str, Any]] = queue.Queue()
-    closing = threading.Event()
-    source: KafkaSource | RdKafkaSource | None = None
-    decoder: ColumnSpec | None = None  # set by the parent's "decode_ahead"
-    ahead = AheadShare()
-
-    class Forward:
-        """The in-process source's rebalance handler, forwarding to the parent and waiting for its flush."""
-
-        def before_revoke(self, partitions: Sequence[tuple[str, int]]) -> None:
-            if closing.is_set():  # consumer.close() revokes too: the parent flushed and committed before close
-                return
-            token = next(tokens)
-            done = answered[token] = threading.Event()
-            send("revoked", (token, list(partitions)))
-            if not done.wait(REVOKE_REPLY_TIMEOUT_SECONDS):
-                log.warning("no flush from the parent in time; partitions revoked without a commit")
-                return
-            positions = replies.pop(token, {})
-            if positions and source is not None:
-                source.commit(positions)  # on kafka-python's thread: queued as an async commit there
-
-        def after_assign(self, partitions: Sequence[tuple[str, int]]) -> None:
-            send("assigned", list(partitions))
-
-    def read_commands() -> None:
-        # Reads until the parent closes the pipe, "close" included: a rebalance can start after the parent sent
-        # "close" and before the poll loop gets to it (the poll loop is then inside poll(), in the rebalance), and
-        # the parent's answer to that "revoked" must still be read, or the listener waits, the poll never returns
-        # and the close never happens (seen once in CI: the child killed, its last commit lost).
-        while True:
-            try:
-                kind, payload = commands.recv()
-            except (EOFError, OSError):
-                todo.put(("close", None))  # the parent is gone: stop
-                return
-            if kind == "revoke_done":
-                token, positions = payload
-                replies[token] = positions
-                event = answered.pop(token, None)
-                if event is not None:
-                    event.set()
-            else:
-                if kind == "close":
-                    closing.set()  # a rebalance from here on does not ask the parent to flush: it has, before close
-                todo.put((kind, payload))
-
+    outbox, inbox = _Outbox(out), _Inbox(commands)
+    forward = _Forward(outbox, inbox)
     try:
         source = (
-            RdKafkaSource(consumer, rebalance=Forward())
+            RdKafkaSource(consumer, rebalance=forward)
             if config["client"] == "librdkafka"
-            else KafkaSource(consumer, rebalance=Forward())
+            else KafkaSource(consumer, rebalance=forward)
         )
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it as SourceError
-        send("error", str(exc))
-        finish()
+        outbox.send("error", str(exc))
+        outbox.finish()
         return
+    forward.source = source
     freeze_startup_objects()
-    send("started", None)
-    threading.Thread(target=read_commands, name="commands", daemon=True).start()
-    max_records = consumer.max_poll_records
+    outbox.send("started", None)
+    inbox.start()
     # kafka-python's timed-out fetches leave cycles holding the poll's records: collect them by time as well
-    collector = TimedCollector()
+    _serve(source, outbox, inbox, parent, consumer.max_poll_records, TimedCollector())
+
+
+def _serve(
+    source: KafkaSource | RdKafkaSource,
+    outbox: _Outbox,
+    inbox: _Inbox,
+    parent: int,
+    max_records: int,
+    collector: TimedCollector,
+) -> None:
+    """The poll loop: the parent's commands between polls, each poll's batches (a share decoded as columns) out."""
+    ahead = AheadShare()
+    decoder: ColumnSpec | None = None  # set by the parent's "decode_ahead"
     away = source.away
     if away is not None:
-        send("away", away)
+        outbox.send("away", away)
     try:
         while True:
             collector.maybe_collect()
-            while True:
-                try:
-                    kind, payload = todo.get_nowait()
-                except queue.Empty:
-                    break
-                if kind == "commit":
-                    source.commit(payload)
-                elif kind == "decode_ahead":
-                    try:
-                        decoder = payload.columns()
-                    except Exception:  # noqa: BLE001 - decoding ahead is an optimisation: the pipeline decodes all
-                        log.exception("cannot decode ahead; the pipeline decodes every record")
-                        decoder = None
-                elif kind == "close":
-                    closing.set()
-                    source.close()
-                    send("closed", None)
-                    finish()
-                    return
-            if os.getppid() != parent or parent_gone.is_set():
+            decoder, closed = _run_commands(source, inbox, outbox, decoder)
+            if closed or os.getppid() != parent or outbox.parent_gone.is_set():
                 return
             batches = source.poll_columns(0.2, max_records)
             if batches:
                 if decoder is not None:
-                    ahead.adjust(outbox.qsize())
-                send("records", (batches, [ahead.decoded(decoder, batch) for batch in batches]))
-                send("highwaters", source.highwaters())
+                    ahead.adjust(outbox.queued())
+                outbox.send("records", (batches, [ahead.decoded(decoder, batch) for batch in batches]))
+                outbox.send("highwaters", source.highwaters())
             if (source.away is None) != (away is None):  # the broker went away or came back: tell the parent
                 away = source.away
-                send("away", away)
+                outbox.send("away", away)
     except (BrokenPipeError, EOFError, OSError):
         return  # the parent is gone
     except Exception as exc:  # noqa: BLE001 - reported, then the parent raises SourceError from poll
         log.exception("Kafka consumer process failed")
-        send("fatal", repr(exc))
-        finish()
+        outbox.send("fatal", repr(exc))
+        outbox.finish()
+
+
+def _run_commands(
+    source: KafkaSource | RdKafkaSource, inbox: _Inbox, outbox: _Outbox, decoder: ColumnSpec | None
+) -> tuple[ColumnSpec | None, bool]:
+    """The commands waiting since the last poll: the column spec now in force, and whether the child closed."""
+    while True:
+        try:
+            kind, payload = inbox.todo.get_nowait()
+        except queue.Empty:
+            return decoder, False
+        if kind == "commit":
+            source.commit(payload)
+        elif kind == "decode_ahead":
+            try:
+                decoder = payload.columns()
+            except Exception:  # noqa: BLE001 - decoding ahead is an optimisation: the pipeline decodes all
+                log.exception("cannot decode ahead; the pipeline decodes every record")
+                decoder = None
+        elif kind == "close":
+            inbox.closing.set()
+            source.close()
+            outbox.send("closed", None)
+            outbox.finish()
+            return decoder, True
 
 
 class AheadShare:

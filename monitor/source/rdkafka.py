@@ -18,6 +18,7 @@ the broker version: ``api.version.request=false``, ``broker.version.fallback=0.9
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -319,32 +320,19 @@ class RdKafkaSource(ColumnSource, SideReading, Lagging):
                 messages += self._consumer.consume(num_messages=limit - 1, timeout=0)
         if messages and self._outage.since is not None:
             self._outage.back()
-        #: (topic, partition) → values, headers (one per record), offsets, timestamps; any header seen
-        columns: dict[tuple[str, int], tuple[list[bytes], list[Headers], list[int], list[int | None], list[bool]]] = {}
-        for m in messages:
+        if not messages:
+            return []
+        errors = [m for m in messages if m.error() is not None]
+        for m in errors:
             error = m.error()
-            if error is not None:
-                self._log.warning("consume-" + str(error.name()), "Kafka consume error", error=redact_text(str(error)))
-                continue
-            key = (m.topic(), m.partition())
-            col = columns.get(key)
-            if col is None:
-                col = columns[key] = ([], [], [], [], [False])
-            value = m.value()
-            col[0].append(value if value is not None else b"")
-            raw_headers = m.headers()
-            if raw_headers:
-                col[4][0] = True
-                col[1].append(tuple((k, v if v is not None else b"") for k, v in raw_headers))
-            else:
-                col[1].append(())
-            col[2].append(m.offset())
-            kind, ts = m.timestamp()
-            col[3].append(ts if kind != 0 else None)  # 0: TIMESTAMP_NOT_AVAILABLE (brokers before 0.10)
-        return [
-            (topic, partition, values, headers if any_header[0] else None, offsets, stamps)
-            for (topic, partition), (values, headers, offsets, stamps, any_header) in columns.items()
-        ]
+            self._log.warning("consume-" + str(error.name()), "Kafka consume error", error=redact_text(str(error)))
+        if errors:
+            messages = [m for m in messages if m.error() is None]
+        #: (topic, partition) → its messages, in fetch order (librdkafka hands them over in runs per partition)
+        runs: dict[tuple[str, int], list[Any]] = {}
+        for key, run in itertools.groupby(messages, lambda m: (m.topic(), m.partition())):
+            runs.setdefault(key, []).extend(run)
+        return [(topic, partition, *_columns_of(ms)) for (topic, partition), ms in runs.items()]
 
     def highwaters(self) -> dict[tuple[str, int], int]:
         """Log-end offsets of the assigned partitions as librdkafka's last fetches reported them (its cached
@@ -559,3 +547,18 @@ def new_rd_producer(
 
 
 __all__ = ["RdKafkaSource", "RdProducer", "consumer_conf", "new_rd_producer", "producer_conf"]
+
+
+def _columns_of(messages: list[Any]) -> tuple[list[bytes], list[Headers] | None, list[int], list[int | None]]:
+    """One partition's messages as a :data:`~monitor.source.kafka.PartitionBatch`'s values, headers (None when no
+    record has any), offsets and timestamps (None where the broker has none: before 0.10): a comprehension per
+    column rather than a loop of appends per message."""
+    values = [m.value() for m in messages]
+    if None in values:
+        values = [b"" if v is None else v for v in values]
+    raw_headers = [m.headers() for m in messages]
+    headers: list[Headers] | None = None
+    if any(raw_headers):
+        headers = [tuple((k, b"" if v is None else v) for k, v in h) if h else () for h in raw_headers]
+    stamps = [ts if kind != 0 else None for kind, ts in (m.timestamp() for m in messages)]  # 0: not available
+    return values, headers, [m.offset() for m in messages], stamps

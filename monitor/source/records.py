@@ -33,8 +33,8 @@ import functools
 import hashlib
 import inspect
 import logging
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 log = logging.getLogger(__name__)
 
@@ -118,194 +118,234 @@ def install(consumer: Any) -> bool:
     return True
 
 
+class _KafkaNames(NamedTuple):
+    """What the lean parse uses of kafka-python (imported on first use: importing this module imports none of it)."""
+
+    ConsumerRecord: Any
+    new_record: Callable[[tuple[Any, ...]], Any]
+    corrupt: Any
+    read_committed: Any
+    log_append_time: int
+    decode_varint: Callable[[Any, int], tuple[int, int]]
+
+
 @functools.cache
-def lean_partition_records() -> type:
-    """The class (built on first use, so that importing this module does not import kafka-python)."""
+def _kafka_names() -> _KafkaNames:
     import kafka.errors as errors
-    from kafka.consumer.fetcher import ConsumerRecord, Fetcher
+    from kafka.consumer.fetcher import ConsumerRecord
     from kafka.protocol.consumer import IsolationLevel
     from kafka.record.default_records import DefaultRecordBatch
     from kafka.record.util import decode_varint
 
-    new_record = functools.partial(tuple.__new__, ConsumerRecord)
-    corrupt = errors.CorruptRecordError
-    log_append_time = DefaultRecordBatch.LOG_APPEND_TIME
+    return _KafkaNames(
+        ConsumerRecord,
+        functools.partial(tuple.__new__, ConsumerRecord),
+        errors.CorruptRecordError,
+        IsolationLevel.READ_COMMITTED,
+        DefaultRecordBatch.LOG_APPEND_TIME,
+        decode_varint,
+    )
+
+
+@functools.cache
+def lean_partition_records() -> type:
+    """The class (built on first use, so that importing this module does not import kafka-python)."""
+    from kafka.consumer.fetcher import Fetcher
 
     class LeanPartitionRecords(Fetcher.PartitionRecords):  # type: ignore[misc]
         def _unpack_records(self, tp: Any, records: Any, key_deserializer: Any, value_deserializer: Any) -> Any:
             if key_deserializer is not None or value_deserializer is not None:
                 return super()._unpack_records(tp, records, key_deserializer, value_deserializer)
-            return self._lean_records(tp, records)
-
-        def _lean_records(self, tp: Any, records: Any) -> Iterator[Any]:
-            # kafka-python's _unpack_records with its deserializers None; only the loop over a v2 batch's records
-            # differs (marked below), the rest is the same statement for statement
-            try:
-                batch = records.next_batch()
-                last_batch = None
-                while batch is not None:
-                    last_batch = batch
-
-                    if self.check_crcs and not batch.validate_crc():
-                        raise corrupt(
-                            f"Record batch for partition {self.topic_partition} at offset {batch.base_offset} failed crc check"
-                        )
-
-                    if batch.magic == 2:
-                        self.leader_epoch = batch.leader_epoch
-                        if self.isolation_level == IsolationLevel.READ_COMMITTED and batch.has_producer_id():
-                            self._consume_aborted_transactions_up_to(batch.last_offset)
-                            producer_id = batch.producer_id
-                            if self._contains_abort_marker(batch):
-                                self.aborted_producer_ids.discard(producer_id)
-                            elif self._is_batch_aborted(batch):
-                                self.next_fetch_offset = batch.next_offset
-                                batch = records.next_batch()
-                                continue
-                        if batch.is_control_batch:
-                            self.next_fetch_offset = batch.next_offset
-                            batch = records.next_batch()
-                            continue
-                        yield from self._v2_records(tp, batch)  # the lean part
-                    else:
-                        for record in batch:  # legacy message sets: kafka-python's loop
-                            if self.check_crcs and not record.validate_crc():
-                                raise corrupt(
-                                    f"Record for partition {self.topic_partition} at offset {record.offset} failed crc check"
-                                )
-                            key, value, headers = record.key, record.value, record.headers
-                            key_size = len(key) if key is not None else -1
-                            value_size = len(value) if value is not None else -1
-                            header_size = (
-                                sum(len(k.encode("utf-8")) + (len(v) if v is not None else 0) for k, v in headers)
-                                if headers
-                                else -1
-                            )
-                            self.records_read += 1
-                            self.bytes_read += record.size_in_bytes
-                            self.next_fetch_offset = record.offset + 1
-                            yield ConsumerRecord(
-                                tp.topic, tp.partition, self.leader_epoch, record.offset, record.timestamp,
-                                record.timestamp_type, key, value, headers, record.checksum,
-                                key_size, value_size, header_size,
-                            )  # fmt: skip
-
-                    batch = records.next_batch()
-                else:
-                    if last_batch and last_batch.magic == 2:
-                        self.next_fetch_offset = last_batch.next_offset
-                    self.drain()
-            except StopIteration:
-                log.exception("StopIteration raised unpacking messageset")
-                raise RuntimeError("StopIteration raised unpacking messageset") from None
-
-        def _v2_records(self, tp: Any, batch: Any) -> Iterator[Any]:
-            """``for record in batch`` (DefaultRecordBatch.__iter__/__next__/_read_msg) fused with the
-            ConsumerRecord built from each record: one frame and no per-record objects beyond the record itself.
-            A v2 record has no CRC of its own (``DefaultRecord.validate_crc`` is True), so there is none to check."""
-            batch._maybe_uncompress()
-            buffer = batch._buffer
-            pos = batch._pos
-            topic, partition, epoch = tp.topic, tp.partition, self.leader_epoch
-            base_offset = batch.base_offset
-            timestamp_type = batch.timestamp_type
-            append_time = batch.max_timestamp if timestamp_type == log_append_time else None
-            first_timestamp = batch.first_timestamp
-            key: bytes | None
-            value: bytes | None
-            header_value: bytes | None
-            for _ in range(batch._num_records):
-                try:
-                    # Record => Length Attributes TimestampDelta OffsetDelta Key Value [HeaderKey HeaderValue];
-                    # a one-byte varint is decoded in line (zig-zag), longer ones by kafka-python's decode_varint;
-                    # the blocks repeat on purpose: a helper's call per field is the cost this loop removes
-                    b = buffer[pos]
-                    if b < 0x80:
-                        length, pos = (b >> 1) ^ -(b & 1), pos + 1
-                    else:
-                        length, pos = decode_varint(buffer, pos)
-                    start = pos
-                    b = buffer[pos]
-                    if b < 0x80:
-                        pos += 1  # attributes: unused
-                    else:
-                        _, pos = decode_varint(buffer, pos)
-                    b = buffer[pos]
-                    if b < 0x80:
-                        delta, pos = (b >> 1) ^ -(b & 1), pos + 1
-                    else:
-                        delta, pos = decode_varint(buffer, pos)
-                    timestamp = first_timestamp + delta if append_time is None else append_time
-                    b = buffer[pos]
-                    if b < 0x80:
-                        delta, pos = (b >> 1) ^ -(b & 1), pos + 1
-                    else:
-                        delta, pos = decode_varint(buffer, pos)
-                    offset = base_offset + delta
-                    b = buffer[pos]
-                    if b < 0x80:
-                        size, pos = (b >> 1) ^ -(b & 1), pos + 1
-                    else:
-                        size, pos = decode_varint(buffer, pos)
-                    if size >= 0:
-                        key = bytes(buffer[pos : pos + size])
-                        pos += size
-                        key_size = len(key)
-                    else:
-                        key, key_size = None, -1
-                    b = buffer[pos]
-                    if b < 0x80:
-                        size, pos = (b >> 1) ^ -(b & 1), pos + 1
-                    else:
-                        size, pos = decode_varint(buffer, pos)
-                    if size >= 0:
-                        value = bytes(buffer[pos : pos + size])
-                        pos += size
-                        value_size = len(value)
-                    else:
-                        value, value_size = None, -1
-                    count, pos = decode_varint(buffer, pos)
-                    if count < 0:
-                        raise corrupt(f"Found invalid number of record headers {count}")
-                    headers: list[tuple[str, bytes | None]] = []
-                    header_size = -1
-                    if count:
-                        header_size = 0
-                        while count:
-                            size, pos = decode_varint(buffer, pos)
-                            if size < 0:
-                                raise corrupt(f"Invalid negative header key size {size}")
-                            header_key = buffer[pos : pos + size].decode("utf-8")
-                            pos += size
-                            size, pos = decode_varint(buffer, pos)
-                            if size >= 0:
-                                header_value = bytes(buffer[pos : pos + size])
-                                pos += size
-                            else:
-                                header_value = None
-                            headers.append((header_key, header_value))
-                            header_size += len(header_key.encode("utf-8")) + (
-                                len(header_value) if header_value is not None else 0
-                            )
-                            count -= 1
-                    if pos - start != length:
-                        raise corrupt(
-                            "Invalid record size: expected to read "
-                            f"{length} bytes in record payload, but instead read {pos - start}"
-                        )
-                except (ValueError, IndexError) as err:
-                    raise corrupt(f"Found invalid record structure: {err!r}") from None
-                self.records_read += 1
-                self.bytes_read += length
-                self.next_fetch_offset = offset + 1
-                yield new_record((
-                    topic, partition, epoch, offset, timestamp, timestamp_type, key, value, headers, None,
-                    key_size, value_size, header_size,
-                ))  # fmt: skip
-            if pos != len(buffer):
-                raise corrupt(f"{len(buffer) - pos} unconsumed bytes after all records consumed")
+            return _lean_records(self, tp, records)
 
     return LeanPartitionRecords
+
+
+def _lean_records(self: Any, tp: Any, records: Any) -> Iterator[Any]:
+    """kafka-python's ``PartitionRecords._unpack_records`` (``self``) with its deserializers None; only the loop over
+    a v2 batch's records differs (marked below), the rest is the same statement for statement."""
+    names = _kafka_names()
+    try:
+        batch = records.next_batch()
+        last_batch = None
+        while batch is not None:
+            last_batch = batch
+
+            if self.check_crcs and not batch.validate_crc():
+                raise names.corrupt(
+                    f"Record batch for partition {self.topic_partition} at offset {batch.base_offset} failed crc check"
+                )
+
+            if batch.magic == 2:
+                self.leader_epoch = batch.leader_epoch
+                if self.isolation_level == names.read_committed and batch.has_producer_id():
+                    self._consume_aborted_transactions_up_to(batch.last_offset)
+                    producer_id = batch.producer_id
+                    if self._contains_abort_marker(batch):
+                        self.aborted_producer_ids.discard(producer_id)
+                    elif self._is_batch_aborted(batch):
+                        self.next_fetch_offset = batch.next_offset
+                        batch = records.next_batch()
+                        continue
+                if batch.is_control_batch:
+                    self.next_fetch_offset = batch.next_offset
+                    batch = records.next_batch()
+                    continue
+                yield from _v2_records(self, tp, batch)  # the lean part
+            else:
+                yield from _legacy_records(self, tp, batch)
+
+            batch = records.next_batch()
+        else:
+            if last_batch and last_batch.magic == 2:
+                self.next_fetch_offset = last_batch.next_offset
+            self.drain()
+    except StopIteration:
+        log.exception("StopIteration raised unpacking messageset")
+        raise RuntimeError("StopIteration raised unpacking messageset") from None
+
+
+def _legacy_records(self: Any, tp: Any, batch: Any) -> Iterator[Any]:
+    """A legacy message set's records (``self``: the ``PartitionRecords``): kafka-python's loop."""
+    names = _kafka_names()
+    for record in batch:
+        if self.check_crcs and not record.validate_crc():
+            raise names.corrupt(
+                f"Record for partition {self.topic_partition} at offset {record.offset} failed crc check"
+            )
+        key, value, headers = record.key, record.value, record.headers
+        key_size = len(key) if key is not None else -1
+        value_size = len(value) if value is not None else -1
+        header_size = (
+            sum(len(k.encode("utf-8")) + (len(v) if v is not None else 0) for k, v in headers) if headers else -1
+        )
+        self.records_read += 1
+        self.bytes_read += record.size_in_bytes
+        self.next_fetch_offset = record.offset + 1
+        yield names.ConsumerRecord(
+            tp.topic, tp.partition, self.leader_epoch, record.offset, record.timestamp,
+            record.timestamp_type, key, value, headers, record.checksum,
+            key_size, value_size, header_size,
+        )  # fmt: skip
+
+
+def _v2_records(self: Any, tp: Any, batch: Any) -> Iterator[Any]:
+    """``for record in batch`` (DefaultRecordBatch.__iter__/__next__/_read_msg) fused with the ConsumerRecord built
+    from each record: one frame and no per-record objects beyond the record itself. A v2 record has no CRC of its
+    own (``DefaultRecord.validate_crc`` is True), so there is none to check."""
+    batch._maybe_uncompress()
+    buffer = batch._buffer
+    pos = batch._pos
+    names = _kafka_names()
+    decode_varint, corrupt, new_record = names.decode_varint, names.corrupt, names.new_record
+    topic, partition, epoch = tp.topic, tp.partition, self.leader_epoch
+    base_offset = batch.base_offset
+    timestamp_type = batch.timestamp_type
+    append_time = batch.max_timestamp if timestamp_type == names.log_append_time else None
+    first_timestamp = batch.first_timestamp
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    header_size: int
+    for _ in range(batch._num_records):
+        try:
+            # Record => Length Attributes TimestampDelta OffsetDelta Key Value [HeaderKey HeaderValue];
+            # a one-byte varint is decoded in line (zig-zag), longer ones by kafka-python's decode_varint;
+            # the blocks repeat on purpose: a helper's call per field is the cost this loop removes
+            b = buffer[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, pos = decode_varint(buffer, pos)
+            start = pos
+            b = buffer[pos]
+            if b < 0x80:
+                pos += 1  # attributes: unused
+            else:
+                _, pos = decode_varint(buffer, pos)
+            b = buffer[pos]
+            if b < 0x80:
+                delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                delta, pos = decode_varint(buffer, pos)
+            timestamp = first_timestamp + delta if append_time is None else append_time
+            b = buffer[pos]
+            if b < 0x80:
+                delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                delta, pos = decode_varint(buffer, pos)
+            offset = base_offset + delta
+            b = buffer[pos]
+            if b < 0x80:
+                size, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                size, pos = decode_varint(buffer, pos)
+            if size >= 0:
+                key = bytes(buffer[pos : pos + size])
+                pos += size
+                key_size = len(key)
+            else:
+                key, key_size = None, -1
+            b = buffer[pos]
+            if b < 0x80:
+                size, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                size, pos = decode_varint(buffer, pos)
+            if size >= 0:
+                value = bytes(buffer[pos : pos + size])
+                pos += size
+                value_size = len(value)
+            else:
+                value, value_size = None, -1
+            count, pos = decode_varint(buffer, pos)
+            if count < 0:
+                raise corrupt(f"Found invalid number of record headers {count}")
+            if count:
+                headers, header_size, pos = _v2_headers(buffer, pos, count)
+            else:
+                headers, header_size = [], -1
+            if pos - start != length:
+                raise corrupt(
+                    "Invalid record size: expected to read "
+                    f"{length} bytes in record payload, but instead read {pos - start}"
+                )
+        except (ValueError, IndexError) as err:
+            raise corrupt(f"Found invalid record structure: {err!r}") from None
+        self.records_read += 1
+        self.bytes_read += length
+        self.next_fetch_offset = offset + 1
+        yield new_record((
+            topic, partition, epoch, offset, timestamp, timestamp_type, key, value, headers, None,
+            key_size, value_size, header_size,
+        ))  # fmt: skip
+    if pos != len(buffer):
+        raise corrupt(f"{len(buffer) - pos} unconsumed bytes after all records consumed")
+
+
+def _v2_headers(buffer: Any, pos: int, count: int) -> tuple[list[tuple[str, bytes | None]], int, int]:
+    """A v2 record's ``count`` (> 0) headers from ``pos``: the headers, their size as kafka-python counts it, and the
+    position after them."""
+    names = _kafka_names()
+    decode_varint, corrupt = names.decode_varint, names.corrupt
+    headers: list[tuple[str, bytes | None]] = []
+    header_value: bytes | None
+    header_size = 0
+    while count:
+        size, pos = decode_varint(buffer, pos)
+        if size < 0:
+            raise corrupt(f"Invalid negative header key size {size}")
+        header_key = buffer[pos : pos + size].decode("utf-8")
+        pos += size
+        size, pos = decode_varint(buffer, pos)
+        if size >= 0:
+            header_value = bytes(buffer[pos : pos + size])
+            pos += size
+        else:
+            header_value = None
+        headers.append((header_key, header_value))
+        header_size += len(header_key.encode("utf-8")) + (len(header_value) if header_value is not None else 0)
+        count -= 1
+    return headers, header_size, pos
 
 
 #: the header that marks a record standing for a whole batch that could not be decoded (its value: the batch's

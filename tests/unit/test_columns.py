@@ -306,3 +306,65 @@ def test_a_pipeline_over_columns_counts_samples_and_scores_as_over_records(
     assert 0 < len(scored_ids) < (len(records) if budget else len(records) + 1)
     if budget:
         assert len(scored_ids) < counts[0] - counts[1] - 50  # sampled: most valid events not scored
+
+
+def _as_tuples(cols: list[Any]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            c.model,
+            c.rows.tolist(),
+            c.ids,
+            c.versions,
+            c.timestamps.tolist(),
+            c.segments,
+            c.features.tolist(),
+            c.labels.tolist(),
+            c.has_label.tolist(),
+            [None if p is None else tuple(p) for p in c.probabilities],
+        )
+        for c in cols
+    ]
+
+
+@pytest.mark.parametrize("fault_rate", [0.0, 0.002, 0.02, 0.3])
+def test_a_model_checked_in_bulk_is_the_model_checked_record_by_record(
+    tmp_path: Path, fault_rate: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import monitor.source.columns as columns
+
+    ing = ingest(tmp_path)
+    ing.decoder.admit_segments(["eu", "us"])
+    spec = DecodeAhead.of(ing.decoder).columns()
+    assert spec is not None
+    rng = random.Random(int(fault_rate * 1000))
+    bulk = columns._bulk
+    taken_in_bulk = []
+
+    def counted(*args: Any) -> Any:
+        cols = bulk(*args)
+        taken_in_bulk.append(cols is not None)
+        return cols
+
+    for poll in range(20):
+        docs: list[Any] = []
+        for i in range(300):
+            doc: Any = good(rng, i)
+            if poll % 2:  # half the polls hold one model, named in each record, and admitted segments
+                doc = {
+                    **doc,
+                    "model": "credit",
+                    "features": (doc["features"] * 2)[:4],
+                    "segment": rng.choice(["eu", "us"]),
+                }
+            if rng.random() < fault_rate:
+                doc = rng.choice(FAULTS)(doc)
+            docs.append(doc)
+        values = [value_of(d) for d in docs]
+        stamps = [rng.choice([TS + i, None, 0]) if poll % 4 == 3 else TS + i for i in range(len(values))]
+        monkeypatch.setattr(columns, "_bulk", counted)
+        fast = decode_columns(spec, values, None, stamps)
+        monkeypatch.setattr(columns, "_bulk", lambda *args: None)
+        slow = decode_columns(spec, values, None, stamps)
+        assert _as_tuples(fast) == _as_tuples(slow)
+    if fault_rate < 0.01:
+        assert any(taken_in_bulk)
