@@ -114,9 +114,7 @@ def two_models(
     models are standardized and scored as the page scores the model (its standardizer and scales), and the model's
     label-free estimate comes from the reference's labelled fit, so the section's figures are the page's; the
     candidate has no labelled reference of its own there (the page says so)."""
-    from monitor.offline.results import ReferenceResult
     from monitor.offline.rows import load_model, model_path
-    from monitor.signals.scorer import ScoringConfig
 
     model, candidate = models
     reference, reference_labels = references
@@ -133,31 +131,9 @@ def two_models(
         if max_events is None
         else [f"the two models are compared on every event (max_events={max_events} cuts the other sections only)"]
     )
-    one_model = isinstance(reference, ReferenceResult) or (
-        isinstance(reference, (str, os.PathLike)) and str(reference).lower().endswith(".json")
+    reference, reference_labels, standardizer, fits, config = _scored_as(
+        (reference, reference_labels), served, first, seed, notes
     )
-    standardizer, fits, config = None, None, ScoringConfig(seed=seed)
-    if one_model and served is not None:
-        reference = reference_labels = None
-        standardizer, config = served.standardizer, scoring_config({"seed": seed}, served.scales)
-        fits = {first: served.fit} if served.fit is not None else None
-        notes.append(
-            f"'{first}' is standardized and scored as the page scores it (the reference's standardizer"
-            + (" and scales" if served.scales is not None else "")
-            + "), the candidate by the same standardizer where it reads the same inputs (else by the events)"
-            + (
-                f"; the label-free estimate of '{first}' is the reference's labelled fit, as in the summary; the "
-                "candidate's needs labelled reference rows (give reference rows and reference_labels to fit both)"
-                if fits
-                else ""
-            )
-        )
-    elif one_model:
-        reference = reference_labels = None
-        notes.append(
-            "both models are standardized by the events themselves: a reference JSON is of one model (give reference "
-            "rows to standardize both by them)"
-        )
     y = None if labels is None else np.asarray(labels).reshape(-1)
     if y is not None and y.dtype.kind in "fO" and not all(v is not None and v == v for v in y.tolist()):
         y = None
@@ -196,3 +172,42 @@ def two_models(
     except DataError as exc:
         return {"comparison_note": f"no comparison of the two models: {exc}"}
     return {"comparison": cmp, "comparison_note": "; ".join(notes)}
+
+
+def _scored_as(
+    references: tuple[Any, Any], served: Baseline | None, first: str, seed: int, notes: list[str]
+) -> tuple[Any, Any, Any, dict[str, Any] | None, Any]:
+    """How :func:`two_models` standardizes and scores both models: by the reference rows where ``references`` holds
+    rows; where it is a reference JSON (one model's), as the page scores the model (``served``: its standardizer,
+    scales and labelled fit), else by the events. Returns (reference, reference_labels, standardizer, fits, config)
+    for the comparison; what it decided is appended to ``notes``."""
+    from monitor.offline.results import ReferenceResult
+    from monitor.signals.scorer import ScoringConfig
+
+    reference, reference_labels = references
+    one_model = isinstance(reference, ReferenceResult) or (
+        isinstance(reference, (str, os.PathLike)) and str(reference).lower().endswith(".json")
+    )
+    standardizer, fits, config = None, None, ScoringConfig(seed=seed)
+    if one_model and served is not None:
+        reference = reference_labels = None
+        standardizer, config = served.standardizer, scoring_config({"seed": seed}, served.scales)
+        fits = {first: served.fit} if served.fit is not None else None
+        notes.append(
+            f"'{first}' is standardized and scored as the page scores it (the reference's standardizer"
+            + (" and scales" if served.scales is not None else "")
+            + "), the candidate by the same standardizer where it reads the same inputs (else by the events)"
+            + (
+                f"; the label-free estimate of '{first}' is the reference's labelled fit, as in the summary; the "
+                "candidate's needs labelled reference rows (give reference rows and reference_labels to fit both)"
+                if fits
+                else ""
+            )
+        )
+    elif one_model:
+        reference = reference_labels = None
+        notes.append(
+            "both models are standardized by the events themselves: a reference JSON is of one model (give reference "
+            "rows to standardize both by them)"
+        )
+    return reference, reference_labels, standardizer, fits, config
