@@ -132,28 +132,11 @@ def build_reference(
     ref = Reference.from_arrays(**signals, feature_names=names, seed=config.seed)
     notes.append(_gamma_map_note(ref))
     baselines: dict[str, Reference] = {}
-    plan: dict[str, SegmentPlan] = {}
     if scored.segments is not None and rows.segments is not None:
-        plan = plan_segments(scored.segments[ok], signals["features"], max_segments, config.seed, names)
-        scored_held = None
-        if scored.held is not None:
-            scored_held = held_columns(scored.held.take(ok).values, held_element_names(model.signature))
-        baselines = segment_references(
-            scored.segments[ok],
-            **signals,
-            feature_names=names,
-            max_segments=max_segments,
-            seed=config.seed,
-            held=scored_held,
-            plan=plan,
-            gamma_edges=ref.gamma_edges,  # the model's: its maps add up across segments
+        baselines, note = _segment_baselines(
+            model, rows, scored, ok, signals, names, max_segments, config.seed, ref, every_held
         )
-        if every_held is not None:
-            baselines = _with_held_tables(baselines, every_held, fold_segments(rows.segments, max_segments))
-        kept = ", ".join(f"{name} {p.describe()}" for name, p in plan.items()) or "none"
-        notes.append(
-            f"per-segment baselines: {kept}; a segment absent from these rows warms up on its own first events live"
-        )
+        notes.append(note)
     if every_held is not None:
         ref = dataclasses.replace(ref, held_tables=count_tables(every_held))
         baselines = {
@@ -174,6 +157,45 @@ def build_reference(
         fit = _labelled_fit(model, scored, res, config.seed, calibration, label_kind)
     kept_held = None if scored.held is None else scored.held.take(ok)
     return BuiltReference(ref, baselines, kept_held, chosen, fit, tuple(notes), loss_fit)
+
+
+def _segment_baselines(
+    model: OnnxModel,
+    rows: ReferenceRows,
+    scored: ReferenceRows,
+    ok: NDArray[np.bool_],
+    signals: dict[str, Any],
+    names: Sequence[str] | None,
+    max_segments: int,
+    seed: int,
+    ref: Reference,
+    every_held: Any,
+) -> tuple[dict[str, Reference], str]:
+    """Each segment's baseline from the scored rows (own, shrunk toward the others or borrowed:
+    :func:`~monitor.rolling.segment_baselines.plan_segments`) on the model's γ edges, with the held inputs' count
+    tables of every row; and the note that says which each segment got."""
+    assert scored.segments is not None and rows.segments is not None
+    plan: dict[str, SegmentPlan] = plan_segments(scored.segments[ok], signals["features"], max_segments, seed, names)
+    scored_held = None
+    if scored.held is not None:
+        scored_held = held_columns(scored.held.take(ok).values, held_element_names(model.signature))
+    baselines = segment_references(
+        scored.segments[ok],
+        **signals,
+        feature_names=names,
+        max_segments=max_segments,
+        seed=seed,
+        held=scored_held,
+        plan=plan,
+        gamma_edges=ref.gamma_edges,  # the model's: its maps add up across segments
+    )
+    if every_held is not None:
+        baselines = _with_held_tables(baselines, every_held, fold_segments(rows.segments, max_segments))
+    kept = ", ".join(f"{name} {p.describe()}" for name, p in plan.items()) or "none"
+    return (
+        baselines,
+        f"per-segment baselines: {kept}; a segment absent from these rows warms up on its own first events live",
+    )
 
 
 def _gamma_map_note(ref: Reference) -> str:
