@@ -7,6 +7,7 @@ import csv
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -15,6 +16,9 @@ from monitor.cli.common import add_header_option, add_model_options, add_scoring
 from monitor.errors import MonitorError
 from monitor.model.onnx import OnnxModel
 from monitor.model.signature import default_held
+
+if TYPE_CHECKING:
+    from monitor.signals.scorer import ScoreResult
 
 log = logging.getLogger("monitor.score")
 
@@ -56,7 +60,6 @@ def run(args: argparse.Namespace) -> int:
     """:func:`monitor.api.score` with the flags' values; the CSV and the summary on stderr."""
     # the scoring module itself, not monitor.api: the API imports every command's module (drift tests, reports)
     from monitor.offline.results import ScoreTable
-    from monitor.offline.scoring import predicted_values
     from monitor.offline.scoring import score as score_rows
 
     model = load_model(args)
@@ -94,25 +97,7 @@ def run(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
     res = table.result
     n = len(table)
-    classifier = model.kind == "classifier"
-    header = ["gamma", "flicker", "p_adj", "predicted_class"] + (["probability", "margin"] if classifier else [])
-    cols = [res.gamma, res.flicker, res.p_adj, res.predicted_class.astype(np.float64)]
-    if classifier:
-        cols += [res.probability, res.margin]
-    elif (value := predicted_values(res)) is not None:  # a regressor's prediction at the row (one output)
-        header.append("predicted_value")
-        cols.append(value)
-    if res.gamma_se is not None:  # γ's standard error against the full ball (0 for a ball evaluated whole)
-        header.append("gamma_se")
-        cols.append(res.gamma_se)
-    block = np.column_stack(cols)
-    block[~res.valid, 3] = np.nan
-    out_path = Path(args.out)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    with out_path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(header)
-        fh.write(_format_block(block))
+    out_path = _write_csv(Path(args.out), res, model.kind == "classifier")
     invalid = np.flatnonzero(~res.valid)
     if invalid.size:
         shown = ", ".join(str(int(i) + 1) for i in invalid[:20]) + (" …" if invalid.size > 20 else "")
@@ -136,6 +121,31 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _write_csv(out_path: Path, res: ScoreResult, classifier: bool) -> Path:
+    """The score CSV: γ, flicker, P_adj and the class per row (a classifier's probability and margin, a one-output
+    regressor's predicted value, γ's standard error where the ball was sampled); NaN rows where a row was invalid."""
+    from monitor.offline.scoring import predicted_values
+
+    header = ["gamma", "flicker", "p_adj", "predicted_class"] + (["probability", "margin"] if classifier else [])
+    cols = [res.gamma, res.flicker, res.p_adj, res.predicted_class.astype(np.float64)]
+    if classifier:
+        cols += [res.probability, res.margin]
+    elif (value := predicted_values(res)) is not None:  # a regressor's prediction at the row (one output)
+        header.append("predicted_value")
+        cols.append(value)
+    if res.gamma_se is not None:  # γ's standard error against the full ball (0 for a ball evaluated whole)
+        header.append("gamma_se")
+        cols.append(res.gamma_se)
+    block = np.column_stack(cols)
+    block[~res.valid, 3] = np.nan
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with out_path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        fh.write(_format_block(block))
+    return out_path
 
 
 def _read_as_regressor_note(model: OnnxModel) -> str:
