@@ -28,10 +28,8 @@ A section with nothing to show says why (``note``). :mod:`monitor.offline.report
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,7 +45,7 @@ from monitor.offline.compare import two_models
 from monitor.offline.estimate import accuracy_from_scores
 from monitor.offline.keywords import SEED, scoring_config
 from monitor.offline.probe import ProbeReport, probe
-from monitor.offline.replay import ReplayTimeline, replay
+from monitor.offline.replay import ReplayTimeline
 from monitor.offline.report_data import (
     InputDrift,
     PeriodEstimate,
@@ -58,6 +56,11 @@ from monitor.offline.report_data import (
     VerdictSpan,
 )
 from monitor.offline.report_inputs import DRIFT_ALPHA, input_drift, period_estimates, segment_drift
+from monitor.offline.report_timeline import (
+    event_times,
+    page_timeline,
+    verdict_spans,
+)
 from monitor.offline.results import AccuracyEstimate, ReferenceResult, yardsticks
 from monitor.offline.rows import Rows, load_model, model_path, read_rows
 from monitor.offline.scoring import live_signals, robustness_scorer, score_rows, score_table, scored_reference
@@ -84,11 +87,6 @@ FLAG_PERCENTILE = 99.0
 #: events per replay micro-batch for the page's timeline: changes placed within 100 events, at a third of the cost
 #: of the 10-event batches ``replay`` uses
 REPLAY_BATCH = 100
-#: the verdicts section's note for events that are rows without event times
-NOT_A_LOG = (
-    "no verdict timeline: the events are rows without event times (replay needs a .jsonl log, or a DataFrame over "
-    "a DatetimeIndex)"
-)
 
 
 def build_report(
@@ -154,7 +152,7 @@ def build_report(
         names = _names(feature_names, base.feature_names, m)
         rows = _event_rows(events, m, names, max_events=max_events, model_name=model_name, is_log=is_log)
     # the verdict timeline first: a replay here scores every event, and its scores serve the page (one pass)
-    tl, timeline_note = _timeline(
+    tl, timeline_note = page_timeline(
         timeline, (model, m), reference, base, events, rows, is_log, (config, max_events, model_name, replay_batch)
     )
     res, ref, replay_scores = _scored(m, base, rows, tl, seed)
@@ -162,7 +160,7 @@ def build_report(
     live = live_signals(res, m.kind)
     times = event_times(rows.timestamps)
     n_lines = int(sum(rows.invalid.values()) + len(rows)) if is_log else len(rows)
-    spans = _spans(tl, rows.segments, n_lines, rows.lines, times) if tl is not None else ()
+    spans = verdict_spans(tl, rows.segments, n_lines, rows.lines, times) if tl is not None else ()
     data = ReportData(
         title=title or f"harmonic-monitor report: {Path(model_path(model)).name}",
         model=model_path(model),
@@ -189,35 +187,6 @@ def build_report(
         **_sections(m, base, rows, reference, res, ref, labels, (probe_points, probe_budget_rows), seed, names, times),
     )
     return _written(data, render_page(data), out)
-
-
-def _timeline(
-    timeline: ReplayTimeline | str | os.PathLike[str] | None,
-    models: tuple[Any, OnnxModel],
-    reference: Any,
-    base: Baseline,
-    events: Any,
-    rows: Rows,
-    is_log: bool,
-    replay: tuple[str | os.PathLike[str] | None, int | None, str | None, int],
-) -> tuple[ReplayTimeline | None, str]:
-    """The page's verdict timeline and, where there is none, why: the one given, else a replay of the log (or of
-    rows over a DatetimeIndex, as the log they stand for); ``replay`` is (config, max_events, model_name, batch)."""
-    model, m = models
-    config, max_events, model_name, replay_batch = replay
-    if timeline is not None:
-        return _read_timeline(timeline), ""
-    if reference is None:
-        return None, "no verdict timeline: no reference to judge the events against (pass reference=)"
-    if is_log and len(rows):
-        return _replay(model, reference, base.path, events, config, max_events, model_name, replay_batch)
-    if is_log:
-        return None, "no verdict timeline: no line of the log is a valid event"
-    if rows.timestamps is not None and rows.held is None and len(rows):
-        with tempfile.TemporaryDirectory(prefix="harmonic-report-") as tmp:
-            log = _as_log(rows, Path(tmp) / "events.jsonl", m)
-            return _replay(model, reference, base.path, log, config, None, "report", replay_batch)
-    return None, NOT_A_LOG
 
 
 def _bare_baseline(model: OnnxModel) -> Baseline:
@@ -273,54 +242,6 @@ def _event_rows(
     if not np.all(np.isfinite(rows.x)):
         rows = rows.take(np.all(np.isfinite(rows.x), axis=1))
     return rows
-
-
-def _as_log(rows: Rows, path: Path, model: OnnxModel) -> Path:
-    """Rows with event times written as a ``.jsonl`` event log (one line per row, in the rows' order; features as
-    a list for a model of one float input, else by input name)."""
-    assert rows.timestamps is not None
-    names = list(model.signature.features)
-    with path.open("w", encoding="utf-8") as fh:
-        for i, (x, ts) in enumerate(zip(rows.x.tolist(), rows.timestamps.tolist(), strict=True)):
-            features: Any = x if model.signature.plain else dict(zip(names, x, strict=True))
-            line = {"id": f"row-{i}", "model": "report", "ts": int(round(ts * 1000)), "features": features}
-            fh.write(json.dumps(line))
-            fh.write("\n")
-    return path
-
-
-def _read_timeline(timeline: ReplayTimeline | str | os.PathLike[str]) -> ReplayTimeline:
-    if isinstance(timeline, ReplayTimeline):
-        return timeline
-    try:
-        return ReplayTimeline.from_document(json.loads(Path(timeline).read_text(encoding="utf-8")))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read the timeline '{timeline}': {exc}", path=str(timeline)) from None
-
-
-def _replay(
-    model: Any,
-    reference: Any,
-    ref_path: Path | None,
-    events: Any,
-    config: Any,
-    max_events: int | None,
-    model_name: str | None,
-    batch_events: int,
-) -> tuple[ReplayTimeline | None, str]:
-    if ref_path is None and not isinstance(reference, (ReferenceResult, str, os.PathLike)):
-        return None, "no verdict timeline: the replay reads its reference from a file; pass a reference JSON or path"
-    tl = replay(
-        model,
-        events,
-        reference,
-        config=config,
-        max_events=max_events,
-        model_name=model_name,
-        keep_scores=True,
-        batch_events=batch_events,
-    )
-    return tl, ""
 
 
 def _scored(
@@ -561,17 +482,6 @@ def _written(data: ReportData, page: str, out: str | os.PathLike[str] | None) ->
     return Report(data, page, path)
 
 
-def event_times(timestamps: NDArray[np.float64] | None) -> NDArray[np.float64] | None:
-    """The events' times to plot over: None where there are none, any is not finite, or all are equal.
-
-    >>> event_times(np.array([1.0, 1.0])) is None, event_times(np.array([2.0, 1.0])).tolist()
-    (True, [2.0, 1.0])
-    """
-    if timestamps is None or timestamps.size < 2 or not np.all(np.isfinite(timestamps)):
-        return None
-    return None if float(np.ptp(timestamps)) == 0.0 else np.asarray(timestamps, dtype=np.float64)
-
-
 def _series(
     name: str,
     line: NDArray[np.float64],
@@ -600,37 +510,3 @@ def _series(
         ys.append(float(np.mean(v)))
     time = None if times is None else np.asarray(ts)
     return SignalSeries(name, np.asarray(xs), np.asarray(ys), lo, med, hi, time)
-
-
-def _spans(
-    tl: ReplayTimeline,
-    segments: Sequence[str] | None,
-    n_lines: int,
-    lines: NDArray[np.int64] | None = None,
-    times: NDArray[np.float64] | None = None,
-) -> tuple[VerdictSpan, ...]:
-    """Each segment's verdicts as consecutive spans over the log's lines (stable until its first change), with
-    each span's event times where the events carry them (the time of the first event at or after its line)."""
-    segs = sorted({str(c.get("segment", "other")) for c in tl.changes} | set(segments or ())) or ["other"]
-    out: list[VerdictSpan] = []
-    end_line = max(n_lines, tl.events)
-
-    def at_time(line: int) -> float:
-        if times is None:
-            return float("nan")
-        pos = np.arange(times.size) if lines is None else lines
-        k = min(int(np.searchsorted(pos, line)), times.size - 1)
-        return float(times[k])
-
-    for seg in segs:
-        start, verdict, fired, feats = 0, "stable", (), ()
-        for c in sorted(
-            (c for c in tl.changes if str(c.get("segment", "other")) == seg), key=lambda c: int(c["index"])
-        ):
-            at = int(c["index"])
-            out.append(VerdictSpan(seg, verdict, start, at, tuple(fired), tuple(feats), at_time(start), at_time(at)))
-            start, verdict = at, str(c["verdict"])
-            fired, feats = tuple(c.get("detectors", ())), tuple(c.get("features", ()))
-        last = float(times.max()) if times is not None else float("nan")
-        out.append(VerdictSpan(seg, verdict, start, end_line, tuple(fired), tuple(feats), at_time(start), last))
-    return tuple(s for s in out if s.end > s.start or s.end == s.start == end_line == 0)
