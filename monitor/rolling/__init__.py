@@ -11,7 +11,7 @@ from monitor.lazy import lazy_names
 
 if TYPE_CHECKING:
     from monitor.rolling.labelled import LabelledWindow
-    from monitor.rolling.reference import RANGE_QUANTILES, EncodedJSON, Reference, WarmupReferenceBuilder
+    from monitor.rolling.reference import RANGE_QUANTILES, EncodedJSON, Reference
     from monitor.rolling.reference_file import (
         read_accuracy_estimator,
         read_held_sample,
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         segment_references,
         split_segment_column,
     )
+    from monitor.rolling.warmup import WarmupReferenceBuilder
     from monitor.rolling.windows import OTHER, SignalBatch, WindowSet
 
 #: each public name → the module that defines it
@@ -52,7 +53,7 @@ _HOMES = {
     "segment_references": "segment_baselines",
     "SignalBatch": "windows",
     "split_segment_column": "segment_baselines",
-    "WarmupReferenceBuilder": "reference",
+    "WarmupReferenceBuilder": "warmup",
     "WindowSet": "windows",
     "write_reference": "reference_file",
 }

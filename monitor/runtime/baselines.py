@@ -17,8 +17,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.drift.categories import count_tables
-from monitor.rolling.reference import Reference, WarmupReferenceBuilder
+from monitor.rolling.reference import Reference
 from monitor.rolling.segment_baselines import fold_segments, references_to_json, segment_references
+from monitor.rolling.warmup import WarmupReferenceBuilder
 from monitor.rolling.windows import OTHER, SignalBatch
 from monitor.signals.scorer import ScoreResult
 

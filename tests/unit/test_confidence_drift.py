@@ -22,7 +22,8 @@ from monitor.drift.base import DriftState
 from monitor.drift.slots import SlotState
 from monitor.drift.verdict import Verdict, decide_verdict
 from monitor.exporters.prometheus import MetricsState
-from monitor.rolling.reference import Reference, WarmupReferenceBuilder
+from monitor.rolling.reference import Reference
+from monitor.rolling.warmup import WarmupReferenceBuilder
 from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT
 
 from .test_watch import MODEL, Stream, fired, make_watch

@@ -26,7 +26,8 @@ from monitor.drift.verdict import Verdict, decide_verdict
 from monitor.exporters.prometheus import MetricsState
 from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions
 from monitor.model.standardize import Standardizer
-from monitor.rolling.reference import Reference, WarmupReferenceBuilder
+from monitor.rolling.reference import Reference
+from monitor.rolling.warmup import WarmupReferenceBuilder
 from monitor.rolling.windows import SIGNALS, CountWindow, SignalBatch, TimeWindow
 from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT, WatchConfig
 from monitor.signals.scorer import RobustnessScorer, ScoringConfig

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from monitor.errors import ConfigError, DataError
-from monitor.rolling.reference import Reference, WarmupReferenceBuilder, thin_sorted
+from monitor.rolling.reference import Reference, thin_sorted
+from monitor.rolling.warmup import WarmupReferenceBuilder
 from monitor.runtime.state import encode_state
 
 
