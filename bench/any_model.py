@@ -61,7 +61,8 @@ if str(REPO) not in sys.path:  # run as a script: make `tests.model_zoo` (the mo
 from monitor.allocator import tune_malloc  # noqa: E402
 from monitor.model.broadcast import fresh_namer  # noqa: E402
 from monitor.model.canonical import free_reshapes  # noqa: E402
-from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions, _prepare  # noqa: E402
+from monitor.model.onnx import OnnxModel, OnnxRuntimeOptions  # noqa: E402
+from monitor.model.onnx_read import prepare  # noqa: E402
 from monitor.model.session import session_options  # noqa: E402
 from monitor.model.signature import Held  # noqa: E402
 from monitor.model.standardize import Standardizer  # noqa: E402
@@ -147,7 +148,7 @@ def build(kind: Kind, folder: Path, events: int, seed: int) -> Built:
 def bound_session(model: OnnxModel) -> ort.InferenceSession:
     """onnxruntime on the model file as the monitor loads it (ZipMap exposed) but with its own inputs; a fixed batch
     the monitor made free is made free here the same way."""
-    raw, _, _, signature = _prepare(model.path.read_bytes(), "auto", str(model.path))
+    raw, _, _, signature = prepare(model.path.read_bytes(), "auto", str(model.path))
     fixed = signature.fixed_batch
     if fixed is not None:
         if model._run_batch is not None:

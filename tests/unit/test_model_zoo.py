@@ -12,7 +12,8 @@ import onnx
 import pytest
 
 from monitor.errors import ModelError
-from monitor.model.onnx import OnnxModel, _expose_zipmap_input
+from monitor.model.onnx import OnnxModel
+from monitor.model.onnx_read import expose_zipmap_input
 from monitor.model.outputs import OutputDecision, decide_outputs
 from tests import model_zoo
 from tests.model_zoo import ZooModel
@@ -146,7 +147,7 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ZooModel]:
 
 def _decide(path: Path) -> OutputDecision:
     proto = onnx.load(str(path))
-    return decide_outputs(proto.graph, _expose_zipmap_input(proto), model=path.name)
+    return decide_outputs(proto.graph, expose_zipmap_input(proto), model=path.name)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -250,7 +251,7 @@ def test_decide_outputs_refuses_probabilities_split_into_one_output_per_class(cl
     y = y if classes == 3 else (y == 2).astype(np.int64)
     proto = _convert(LogisticRegression(max_iter=500).fit(x, y), {"zipmap": "columns"})
     with pytest.raises(ModelError, match=r"one probability output per class \('i0', 'i1'.*zipmap.: False"):
-        decide_outputs(proto.graph, _expose_zipmap_input(proto))
+        decide_outputs(proto.graph, expose_zipmap_input(proto))
 
 
 @pytest.mark.parametrize("classes", [2, 3])
@@ -266,7 +267,7 @@ def test_a_linear_classifiers_decision_scores_read_as_logits(tmp_path: Path, est
     y = y if classes == 3 else (y == 2).astype(np.int64)
     fitted = (LinearSVC(max_iter=10_000) if estimator == "LinearSVC" else RidgeClassifier()).fit(x, y)
     proto = _convert(fitted)
-    decision = decide_outputs(proto.graph, _expose_zipmap_input(proto))
+    decision = decide_outputs(proto.graph, expose_zipmap_input(proto))
     assert decision.kind == "classifier" and decision.logits == "probabilities", decision.summary()
     assert decision.softmax_of == "probabilities" and "decision scores of LinearClassifier" in decision.reason
     path = tmp_path / "linear.onnx"
@@ -282,5 +283,5 @@ def test_a_logistic_regressions_classifier_node_still_reads_as_probabilities() -
 
     x, y = _iris()
     proto = _convert(LogisticRegression(max_iter=500).fit(x, (y == 2).astype(np.int64)), {"zipmap": False})
-    decision = decide_outputs(proto.graph, _expose_zipmap_input(proto))
+    decision = decide_outputs(proto.graph, expose_zipmap_input(proto))
     assert decision.proba == "probabilities" and decision.logits is None and decision.softmax_of is None

@@ -104,7 +104,7 @@ def test_a_data_file_outside_the_models_directory_is_refused(tmp_path: Path) -> 
 def test_a_model_reaching_protobufs_limit_is_refused_with_its_size(
     elsewhere: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("monitor.model.onnx._PROTOBUF_LIMIT", 4096)
+    monkeypatch.setattr("monitor.model.onnx_read.PROTOBUF_LIMIT", 4096)
     with pytest.raises(ModelError, match=r"with its external data \('cnn_dynamo.onnx.data' .*\) is 8.9 kB; .* 2 GiB"):
         OnnxModel(FIXTURES / "cnn_dynamo.onnx")
 
