@@ -215,16 +215,7 @@ def read_accuracy_estimator(path: str | Path) -> dict[str, Any] | None:
     DataError
         The file cannot be read, or its ``accuracy_estimator`` is not a JSON object.
     """
-    p, block = _read_block(path, ACCURACY_KEY)
-    if block is None:
-        return None
-    if not isinstance(block, dict):
-        raise DataError(
-            f"reference '{p}' holds an '{ACCURACY_KEY}' that is not a JSON object; rebuild it with "
-            "`harmonic-monitor reference --labels`",
-            path=str(p),
-        )
-    return block
+    return _fit_block(path, ACCURACY_KEY, "an")
 
 
 def read_loss_estimator(path: str | Path) -> dict[str, Any] | None:
@@ -236,12 +227,17 @@ def read_loss_estimator(path: str | Path) -> dict[str, Any] | None:
     DataError
         The file cannot be read, or its ``loss_estimator`` is not a JSON object.
     """
-    p, block = _read_block(path, LOSS_KEY)
+    return _fit_block(path, LOSS_KEY, "a")
+
+
+def _fit_block(path: str | Path, key: str, article: str) -> dict[str, Any] | None:
+    """The fitted estimator's JSON object a reference file keeps under ``key``, or None where it keeps none."""
+    p, block = _read_block(path, key)
     if block is None:
         return None
     if not isinstance(block, dict):
         raise DataError(
-            f"reference '{p}' holds a '{LOSS_KEY}' that is not a JSON object; rebuild it with "
+            f"reference '{p}' holds {article} '{key}' that is not a JSON object; rebuild it with "
             "`harmonic-monitor reference --labels`",
             path=str(p),
         )
