@@ -89,6 +89,9 @@ class RowsFile:
 
 
 def is_number(text: str) -> bool:
+    """Whether a CSV cell reads as a number; an empty cell is a missing number (NaN), as pandas writes one."""
+    if not text.strip():
+        return True
     try:
         float(text)
     except ValueError:
@@ -189,7 +192,7 @@ def parse_numbers(
 ) -> list[float]:
     """The record's cells as numbers; ``names`` (the file's first record) name the column of a text cell."""
     try:
-        return [float(c) for c in cells]
+        return [float(c) if c.strip() else math.nan for c in cells]
     except ValueError as exc:
         fix = (
             f"; {flag} no reads the first row as data: use {flag} auto (or yes) if it is a header row"
@@ -224,7 +227,7 @@ def first_row_is_header(
         return False, ""
     if not all(is_number(c) for c in first):
         return True, f"header row: {shown}"
-    values = [float(c) for c in first]
+    values = [float(c) if c.strip() else math.nan for c in first]
     numbered = len(values) >= 2 and any(values == list(range(s, s + len(values))) for s in (0, 1))
     if not numbered or not rows:
         return False, ""

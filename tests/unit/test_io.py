@@ -43,6 +43,17 @@ def test_load_rows_keeps_nan_and_inf_values(tmp_path: Path) -> None:
     assert np.isnan(rows[0, 1]) and np.isposinf(rows[1, 0]) and np.isneginf(rows[1, 1])
 
 
+def test_load_rows_reads_an_empty_cell_as_a_missing_value(tmp_path: Path) -> None:
+    # pandas' to_csv writes NaN as an empty cell: it is a missing number, not a column of text
+    rows = load_rows(_write(tmp_path / "x.csv", "a,b\n1,\n,4\n"))
+    assert rows[0, 0] == 1.0 and np.isnan(rows[0, 1]) and np.isnan(rows[1, 0]) and rows[1, 1] == 4.0
+
+
+def test_load_rows_takes_a_first_row_with_an_empty_cell_as_data(tmp_path: Path) -> None:
+    rows = load_rows(_write(tmp_path / "x.csv", "1,\n3,4\n"))
+    assert rows.shape == (2, 2) and np.isnan(rows[0, 1])
+
+
 def test_load_rows_reads_a_txt_file_as_csv(tmp_path: Path) -> None:
     np.testing.assert_array_equal(load_rows(_write(tmp_path / "x.txt", "1,2\n")), [[1.0, 2.0]])
 
