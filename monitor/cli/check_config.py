@@ -167,11 +167,20 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
         _check_names(ms, table.names if isinstance(table, RowsFile) else None)
         print(f"model '{ms.name}': reference: {table.describe()}", file=sys.stderr)
     elif ms.reference is not None and ms.reference.suffix.lower() == ".json":
-        from monitor.rolling.reference_file import read_reference
+        from monitor.drift.power import baseline_notes  # on use: it builds verdict engines
+        from monitor.rolling.reference_file import read_reference, read_segment_references
 
         _, reference = read_reference(ms.reference, n)
         _check_names(ms, reference.feature_names)
         print(f"model '{ms.name}': reference '{ms.reference}' of {reference.n_events} events", file=sys.stderr)
+        baselines = read_segment_references(ms.reference, n)
+        notes = baseline_notes(baselines or {"model-wide": reference}, settings.drift)
+        if baselines:
+            notes.append(
+                "a segment without a baseline here warms up on its own first events live (models[].warmup_events)"
+            )
+        for note in notes:
+            print(f"model '{ms.name}': {note}", file=sys.stderr)
 
 
 def _read_reference(ms: ModelSettings, model: OnnxModel) -> RowsFile | ModelRowsFile:

@@ -54,6 +54,7 @@ def baseline_notes(baselines: Mapping[str, Reference], settings: DriftSettings) 
     share outside its range the range test needs to flag an input; the inputs it holds constant."""
     notes = []
     allows = []
+    holding: dict[tuple[str, ...], list[str]] = {}  # the inputs held constant → the baselines holding them
     for name, base in baselines.items():
         level = _range_level(base, settings)
         own = base.basis is None or base.basis.kind == "own"
@@ -63,10 +64,13 @@ def baseline_notes(baselines: Mapping[str, Reference], settings: DriftSettings) 
             allows.append(f"{name} {what} {share:.1%}")
         constant = constant_inputs(base)
         if constant:
-            notes.append(
-                f"note: baseline '{name}' holds {', '.join(constant)} constant: any other live value counts as outside "
-                "its range (the range test), and its KS test sees any change"
-            )
+            holding.setdefault(tuple(constant), []).append(name)
+    for constant, names in holding.items():
+        which = f"baseline '{names[0]}' holds" if len(names) == 1 else f"baselines {_quoted(names)} hold"
+        notes.append(
+            f"note: {which} {', '.join(constant)} constant: any other live value counts as outside its range (the "
+            "range test), and its KS test sees any change"
+        )
     if allows:
         notes.insert(
             0,
@@ -75,6 +79,10 @@ def baseline_notes(baselines: Mapping[str, Reference], settings: DriftSettings) 
             + ", ".join(allows),
         )
     return notes
+
+
+def _quoted(names: Sequence[str]) -> str:
+    return ", ".join(f"'{n}'" for n in names)
 
 
 def _rows(n: int) -> str:

@@ -243,7 +243,15 @@ def test_reference_says_what_each_baseline_allows_and_names_small_segments_and_c
     assert (
         "per-segment baselines: big own (1000 rows), one borrowed (1 row), small shrunk (199 rows, weight 0.99)" in err
     )
-    assert "baseline 'big' holds f1 constant" in err
+    assert "baselines 'big', 'one', 'small' hold f1 constant" in err
+    # check-config reads the same file and says the same of each baseline
+    config = tmp_path / "monitor.yaml"
+    config.write_text(f"models:\n  - {{name: m, path: {model}, reference: {out}}}\n", encoding="utf-8")
+    assert main(["check-config", "--config", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "one borrowed (1 row) " in err and "small shrunk (199 rows, weight 0.99) " in err
+    assert "model 'm': note: baselines 'big', 'one', 'small' hold f1 constant" in err
+    assert "a segment without a baseline here warms up on its own first events live" in err
 
 
 def test_reference_refuses_an_input_that_is_nan_in_every_row(
