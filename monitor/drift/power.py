@@ -65,10 +65,10 @@ def baseline_notes(baselines: Mapping[str, Reference], settings: DriftSettings) 
         constant = constant_inputs(base)
         if constant:
             holding.setdefault(tuple(constant), []).append(name)
-    for constant, names in holding.items():
+    for held, names in holding.items():
         which = f"baseline '{names[0]}' holds" if len(names) == 1 else f"baselines {_quoted(names)} hold"
         notes.append(
-            f"note: {which} {', '.join(constant)} constant: any other live value counts as outside its range (the "
+            f"note: {which} {', '.join(held)} constant: any other live value counts as outside its range (the "
             "range test), and its KS test sees any change"
         )
     if allows:
