@@ -22,6 +22,14 @@ about 50 ms for the defaults; results are cached by the detector's parameters (e
 one calibration). Assumptions, stated: events are independent draws from the reference's distribution; real
 traffic with serial correlation (bursts of similar events) alarms more often than the simulation says.
 
+The Bernoulli CUSUM's in-control parameter, the share of events above the cutoff, is estimated from the baseline's n
+values; a new draw's true share differs from the estimate by about √(p(1 − p)/n), and the run length is exponential
+in that error (it moves θ). So the CUSUM is designed for the share's upper confidence bound
+(:func:`share_upper_bound`, Clopper–Pearson at :data:`BASELINE_CONFIDENCE`) and its threshold calibrated there: a
+baseline holds its share of the budget unless its true share lies above that bound (guaranteed conditional
+performance, Gandy & Kvaløy 2013), whatever its size — a small baseline gets a higher bound (a wider allowance), not
+a tail of baselines that alarm at many times the stated rate.
+
 Per-feature tests use :func:`benjamini_hochberg` (false discovery rate across features).
 """
 
@@ -42,13 +50,13 @@ log = logging.getLogger("monitor.drift.calibrate")
 STREAMS, HORIZON = 2000, 2000
 #: the empirical quantile is used where at least this many streams exceed it; beyond, the exponential tail
 TAIL = 40
-#: CUSUM calibrations split the streams into this many groups, each with a resampled reference exceedance share
-GROUPS = 40
 #: below this many reference values a calibration is not attempted (the detector falls back, with a warning)
 MIN_REFERENCE = 200
-#: a CUSUM is calibrated from this many reference values: its groups' resampled exceedance shares carry the small
-#: reference's uncertainty (Lorden's bound assumes the share exact, and a small reference's is not)
+#: a CUSUM is calibrated from this many reference values (below, Lorden's bound at the share's upper bound)
 MIN_CUSUM_REFERENCE = 50
+#: a CUSUM holds its share of the false-alarm budget for this share of the baselines it could have been built from:
+#: its in-control exceedance share is designed at this upper confidence bound of the baseline's share
+BASELINE_CONFIDENCE = 0.99
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +218,26 @@ def cached(key: tuple[object, ...], compute: Callable[[], Calibration]) -> Calib
     return hit
 
 
+def share_upper_bound(above: int, size: int, confidence: float = BASELINE_CONFIDENCE) -> float:
+    """Upper ``confidence`` bound of the share of new events above a cutoff that ``above`` of ``size`` baseline values
+    exceed: the ``confidence`` quantile of Beta(above + 1, size − above).
+
+    It is the Clopper–Pearson bound for a binomial share (a cutoff that ties, e.g. flicker's 0), and exact where the
+    cutoff is an order statistic of a continuous baseline: the share of new draws above its k-th largest value is
+    Beta(k, size + 1 − k), so the bound holds for ``confidence`` of the baselines whatever their size.
+
+    >>> round(share_upper_bound(500, 5000), 4), round(share_upper_bound(30, 300), 4)
+    (0.1103, 0.1474)
+    >>> round(share_upper_bound(0, 5000), 5)  # no value above: about 4.6 / size
+    0.00092
+    """
+    if above >= size:
+        return 1.0
+    from scipy.special import betaincinv  # on use (see brentq above)
+
+    return float(betaincinv(above + 1, size - above, confidence))
+
+
 def calibrate_cusum(
     p: float,
     up: float,
@@ -222,58 +250,39 @@ def calibrate_cusum(
     seed: int = 0,  # not a setting: the bootstrap's own seed, fixed so that a threshold is reproducible
     name: str = "cusum",
 ) -> Calibration:
-    """Threshold of the Bernoulli CUSUM S_t = max(0, S_{t−1} + (up if hit else down)) for a stated false-alarm rate.
+    """Threshold of the Bernoulli CUSUM S_t = max(0, S_{t−1} + (up if hit else down)) for a stated false-alarm rate,
+    for streams whose share of hits is ``p``.
 
-    A bootstrap stream from the reference has exceedances that are Bernoulli(p), p = the reference's share above
-    the cutoff, so the streams are drawn as such. The reference is itself a sample: the true share of future
-    events above the cutoff differs from p by about √(p(1 − p)/m), and the run length is sensitive to it (it
-    moves the tail exponent θ). So the streams come in ``GROUPS`` groups, each with its own share: the
-    ``GROUPS`` evenly spaced quantiles of Binomial(m, p)/m (the share of a bootstrap resample of the reference;
-    strata rather than draws, so the upper tail, which dominates the average rate, is always represented), and the
-    rate is their average.
-    Falls back to Lorden's bound h = ln(ARL) (the LLR CUSUM's run
-    length is at least e^h when the stream's rate is at most the null rate; conservative) when the reference has
-    fewer than ``MIN_CUSUM_REFERENCE`` values or no value above the cutoff, with a logged warning.
+    ``p`` is the share the CUSUM is designed for (its LLR's null): the baseline's share's upper confidence bound
+    (:func:`share_upper_bound`), so a stream from any baseline whose true share lies below it alarms at most at the
+    rate (the run length falls as the share rises). The streams are Bernoulli(p), the tail exponent is the exact
+    Lundberg θ of the increment at p. Falls back to Lorden's bound h = ln(ARL) (the LLR CUSUM's run length is at
+    least e^h when the stream's share is at most its null; conservative) when the reference has fewer than
+    ``MIN_CUSUM_REFERENCE`` values, with a logged warning.
     """
     rate = rate_per_event(false_alarms_per_million)
-    key = (
-        "cusum",
-        round(p, 12),
-        round(up, 12),
-        round(down, 12),
-        rate,
-        streams,
-        horizon,
-        seed,
-        reference_size,  # the groups' spread of exceedance shares depends on it, not on p alone
-    )
+    small = reference_size < MIN_CUSUM_REFERENCE
+    key = ("cusum", round(p, 12), round(up, 12), round(down, 12), rate, streams, horizon, seed, small)
 
     def compute() -> Calibration:
         t0 = time.perf_counter()
         bound = math.log(1.0 / rate)
         why = ""
-        if reference_size < MIN_CUSUM_REFERENCE:
+        if small:
             why = f"the reference has {reference_size} values (< {MIN_CUSUM_REFERENCE})"
-        elif p <= 0.0:
-            why = "no reference value lies above the cutoff, so a stream like the reference never alarms"
+        elif not 0.0 < p < 1.0:
+            why = f"the designed share of hits is {p:g}"
         if not why:
-            from scipy.stats import binom  # on use (see brentq above)
-
             rng = np.random.default_rng(seed)
-            # each group: a reference we could have drawn instead (its exceedance share resampled), K/G streams
-            p_groups = binom.ppf((np.arange(GROUPS) + 0.5) / GROUPS, reference_size, p) / reference_size  # strata
-            per = streams // GROUPS
-            p_streams = np.repeat(p_groups, per)
-            s = np.zeros(p_streams.size)
-            mx = np.zeros(p_streams.size)
+            s = np.zeros(streams)
+            mx = np.zeros(streams)
             for t0_ in range(0, horizon, 500):
-                inc = np.where(rng.random((min(500, horizon - t0_), p_streams.size)) < p_streams, up, down)
+                inc = np.where(rng.random((min(500, horizon - t0_), streams)) < p, up, down)
                 for row in inc:
                     s += row
                     np.maximum(s, 0.0, out=s)
                     np.maximum(mx, s, out=mx)
-            thetas = [lundberg_exponent(float(q), up, down) for q in p_groups]
-            found = threshold_for_rate(mx.reshape(GROUPS, per), horizon, rate, thetas)
+            found = threshold_for_rate(mx, horizon, rate, lundberg_exponent(p, up, down))
             if found is not None:
                 return _calibrated(name, f"h = {found[0]:.2f}", found, false_alarms_per_million, streams, horizon, t0)
             why = "the simulated statistic never moved"
