@@ -23,7 +23,9 @@ built as ``reference --segment-column`` builds it (:func:`~monitor.rolling.segme
 below 200 rows shrunk toward three other segments of 2,000 rows whose first input sits 0.05–0.1 σ apart), with γ,
 flicker, max-probability and margin shaped like the real signals beside the inputs; stationary events of the
 segment's own population are fed to its :class:`VerdictEngine` and each detector's false alarms counted against its
-stated share, at a budget of 100 per 10⁶ (one per 10k, the verdict benchmark's).
+stated share, at a budget of 100 per 10⁶ (one per 10k, the verdict benchmark's). Beside it, the γ and flicker CUSUMs'
+delay after the harmful shift above at that share, on references of 150–5,000 values: what the baseline's sampling
+error costs in detection (the CUSUM is designed at its share's upper confidence bound).
 
 Usage::
 
@@ -93,12 +95,15 @@ def cusum_false_alarms(draw: Draw, rate: float, events: int) -> tuple[int, list[
     return alarms, thresholds, seconds / REFS
 
 
-def cusum_delays(draw: Draw, rate: float, step: int = 10, post: int = 3000) -> NDArray[np.float64]:
-    """Events from the shift to the alarm, per run (inf: missed within ``post`` events)."""
+def cusum_delays(
+    draw: Draw, rate: float, rows: int = REF_EVENTS, runs: int = DELAY_RUNS, step: int = 10, post: int = 3000
+) -> NDArray[np.float64]:
+    """Events from the shift to the alarm, per run on a fresh reference of ``rows`` values (inf: missed within
+    ``post`` events)."""
     out = []
-    for run in range(DELAY_RUNS):
+    for run in range(runs):
         rng = np.random.default_rng(run)
-        det = Cusum(draw(rng, REF_EVENTS, False), false_alarms_per_million=rate)
+        det = Cusum(draw(rng, rows, False), false_alarms_per_million=rate)
         det.update(draw(rng, 2000, False))
         shifted = draw(rng, post, True)
         delay = float("inf")
@@ -281,6 +286,26 @@ def print_segment_tests(scale: float) -> None:
             f"| {rows} | {said} | {' | '.join(cells)} | {total:.2g} / {settings.false_alarms_per_million_events / 100:g} |",
             flush=True,
         )
+    print_segment_delays(scale, settings.false_alarms_per_million_events / len(DETECTORS))
+
+
+def print_segment_delays(scale: float, share: float) -> None:
+    """The γ and flicker CUSUMs' delay after the harmful shift at ``share`` (per 10⁶), per reference size."""
+    runs = max(int(50 * scale), 5)
+    print(
+        f"\nDelay after a harmful shift (γ boundary share 0.10 → 0.30, flicker share 0.05 → 0.15) at a CUSUM's share "
+        f"({share:g} per 10⁶), events after the shift, median / p90 over {runs} baselines of each size:\n"
+    )
+    print("| baseline rows | gamma_cusum | flicker_cusum |")
+    print("|---:|---:|---:|")
+    for rows in BASELINE_ROWS:
+        cells = []
+        for draw in (gamma_stream, flicker_stream):
+            d = cusum_delays(draw, share, rows=rows, runs=runs)
+            hit = d[np.isfinite(d)]
+            missed = f" ({np.mean(~np.isfinite(d)):.0%} missed)" if hit.size < d.size else ""
+            cells.append(f"{np.median(hit):.0f} / {np.percentile(hit, 90):.0f}{missed}" if hit.size else "missed")
+        print(f"| {rows} | {' | '.join(cells)} |", flush=True)
 
 
 def main() -> None:
