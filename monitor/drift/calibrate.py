@@ -4,16 +4,16 @@ A sequential detector (CUSUM, Page–Hinkley) on a stationary stream false-alarm
 threshold h sets that rate. Instead of a hand-set h, :func:`threshold_for_rate` derives h from a target rate
 (``false_alarms_per_million`` events, i.e. an expected run length of 10⁶ / rate events between false alarms):
 
-1. simulate K bootstrap streams of T events drawn from the reference (the stationary null), run the detector's
-   recursion on each from its reset state and keep each stream's maximum statistic M_k (over events at which an
-   alarm is allowed);
+1. simulate K streams of T events from the stationary null (resampled from the reference for Page–Hinkley;
+   Bernoulli at the designed share for the CUSUM, see below), run the detector's recursion on each from its reset
+   state and keep each stream's maximum statistic M_k (over events at which an alarm is allowed);
 2. a detector with threshold h alarms within T events iff M_k > h, and its run length is close to geometric, so
    P(M > h) = 1 − (1 − r)^T for a per-event rate r. Where K·P is large enough (>= ``TAIL`` streams), h is the
    empirical (1 − P)-quantile of M;
 3. for smaller rates (the usual case: 1 per 10⁶ events is beyond 4·10⁶ simulated events' reach with any precision)
    the tail of M is extended from that quantile with an exponential tail, P(M > h) ∝ e^{−θh} (Siegmund; the
    CUSUM's maximum has an exponential tail). θ is the Cramér–Lundberg exponent of the per-event increment,
-   E[e^{θX}] = 1, computed exactly from the reference where the increment has a closed form (the Bernoulli
+   E[e^{θX}] = 1, computed exactly where the increment has a closed form (the Bernoulli
    CUSUM's two steps), else fitted to the simulated tail (peaks over threshold, exponential MLE).
 
 This is Alibi Detect's ERT calibration (bootstrap streams from the reference, thresholds from quantiles of the
@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,79 +100,60 @@ def rate_per_event(false_alarms_per_million: float) -> float:
 
 
 def threshold_for_rate(
-    maxima: NDArray[np.float64], horizon: int, rate: float, theta: float | Sequence[float | None] | None = None
+    maxima: NDArray[np.float64], horizon: int, rate: float, theta: float | None = None
 ) -> tuple[float, str, float] | None:
     """The threshold h at which the first-alarm hazard is ``rate`` per event, from bootstrap streams' maxima.
 
-    Per group g of streams (a row of ``maxima``; one group for a 1-D array) the hazard is
-    r_g(h) = −ln(P(M > h)ᶜ) / T with P the share of its streams whose maximum exceeds h, up to an anchor quantile
-    (``TAIL`` exceedances for one group, a fifth of the streams for several), and beyond it
-    r_g(anchor)·e^{−θ_g(h − anchor)}. h solves mean_g r_g(h) = rate (bisection): the groups are draws of what the
-    reference could have been, so the rate is averaged over the reference's own sampling error.
+    The hazard is r(h) = −ln(P(M > h)ᶜ) / T with P the share of the streams whose maximum exceeds h, up to the anchor
+    quantile that ``TAIL`` streams exceed, and beyond it r(anchor)·e^{−θ(h − anchor)}; h solves r(h) = rate
+    (bisection).
 
     Parameters
     ----------
-    maxima : (K,) or (G, K) maximum statistic of each bootstrap stream of ``horizon`` events.
+    maxima : (K,) maximum statistic of each bootstrap stream of ``horizon`` events.
     horizon : events per stream.
     rate : target false alarms per event (0 < rate < 1).
-    theta : tail exponent(s), one per group or one for all; None (or a None entry): fitted to the group's
-        maxima above its anchor (exponential MLE).
+    theta : the tail exponent; None: fitted to the maxima above the anchor (exponential MLE).
 
     Returns
     -------
-    (threshold, method, mean θ) or None when the maxima carry no information (the statistic never moves).
+    (threshold, method, θ) or None when the maxima carry no information (the statistic never moves).
 
     >>> m = -np.log((np.arange(20_000) + 0.5) / 20_000)  # exact quantiles of P(M > h) = e^{-h}: hazard ≈ e^{-h} / T
     >>> h, method, _ = threshold_for_rate(m, 100, 1e-6, theta=1.0)
     >>> round(h, 1), method  # ln(1 / (1e-6 · 100)) = 9.2
     (9.2, 'bootstrap+tail')
     """
-    groups = np.sort(np.atleast_2d(np.asarray(maxima, dtype=np.float64)), axis=1)
-    g_count, k = groups.shape
-    thetas: list[float | None] = [theta] * g_count if theta is None or isinstance(theta, float | int) else list(theta)
-    tail = TAIL if g_count == 1 else max(5, k // 5)
-    if k < 2 * tail or not any(m[-1] > m[0] for m in groups):
+    m = np.sort(np.asarray(maxima, dtype=np.float64).reshape(-1))
+    k = m.size
+    if k < 2 * TAIL or m[-1] <= m[0]:
         return None
-    anchor_p = tail / k
-    parts: list[tuple[NDArray[np.float64], float, float]] = []  # (sorted maxima, anchor, θ); θ = inf: never moves
-    for m, th in zip(groups, thetas, strict=True):
-        if m[-1] <= m[0]:
-            parts.append((m, float(m[0]), math.inf))
-            continue
-        anchor = float(np.quantile(m, 1.0 - anchor_p))
-        if th is None:
-            excess = m[m > anchor] - anchor
-            if excess.size < 3 or float(excess.mean()) <= 0.0:
-                return None
-            th = 1.0 / float(excess.mean())
-        parts.append((m, anchor, float(th)))
+    anchor_p = TAIL / k
+    anchor = float(np.quantile(m, 1.0 - anchor_p))
+    if theta is None:
+        excess = m[m > anchor] - anchor
+        if excess.size < 3 or float(excess.mean()) <= 0.0:
+            return None
+        theta = 1.0 / float(excess.mean())
+    th = float(theta)
     floor = 0.5 / k  # a share of 0 or 1 streams is not a probability
 
     def hazard(h: float) -> float:
-        total = 0.0
-        for m, anchor, th in parts:
-            if math.isinf(th):
-                total += 0.0 if h >= anchor else 1.0
-                continue
-            if h <= anchor:
-                share = min(1.0 - floor, max(floor, 1.0 - np.searchsorted(m, h, side="right") / k))
-                total += -math.log1p(-share) / horizon
-            else:
-                total += -math.log1p(-anchor_p) / horizon * math.exp(-th * (h - anchor))
-        return total / len(parts)
+        if h > anchor:
+            return -math.log1p(-anchor_p) / horizon * math.exp(-th * (h - anchor))
+        share = min(1.0 - floor, max(floor, 1.0 - np.searchsorted(m, h, side="right") / k))
+        return -math.log1p(-share) / horizon
 
-    lo = float(min(m[0] for m, _, _ in parts))
-    finite = [(a, th) for _, a, th in parts if math.isfinite(th)]
-    hi = max(a for a, _ in finite) + math.log(max(1.0, 1.0 / (rate * horizon))) / min(th for _, th in finite) + 1.0
+    lo = float(m[0])
+    hi = anchor + math.log(max(1.0, 1.0 / (rate * horizon))) / th + 1.0
     if hazard(lo) <= rate:
-        return lo, "bootstrap", float(np.mean([th for _, th in finite]))
+        return lo, "bootstrap", th
     for _ in range(200):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if hazard(mid) > rate else (lo, mid)
         if hi - lo < 1e-6 * max(1.0, abs(hi)):
             break
-    beyond = any(hi > a for _, a, th in parts if math.isfinite(th))
-    return hi, "bootstrap+tail" if beyond else "bootstrap", float(np.mean([th for _, th in finite]))
+    return hi, "bootstrap+tail" if hi > anchor else "bootstrap", th
 
 
 def lundberg_exponent(p: float, up: float, down: float) -> float | None:
