@@ -23,7 +23,9 @@ built as ``reference --segment-column`` builds it (:func:`~monitor.rolling.segme
 below 200 rows shrunk toward three other segments of 2,000 rows whose first input sits 0.05–0.1 σ apart), with γ,
 flicker, max-probability and margin shaped like the real signals beside the inputs; stationary events of the
 segment's own population are fed to its :class:`VerdictEngine` and each detector's false alarms counted against its
-stated share, at a budget of 100 per 10⁶ (one per 10k, the verdict benchmark's).
+stated share, at a budget of 100 per 10⁶ (one per 10k, the verdict benchmark's). Beside it, the γ and flicker CUSUMs'
+delay after the harmful shift above at that share, on references of 150–5,000 values: what the baseline's sampling
+error costs in detection (the CUSUM is designed at its share's upper confidence bound).
 
 Usage::
 
@@ -31,6 +33,7 @@ Usage::
     .venv/bin/python bench/false_alarms.py --quick    # 10x fewer events
     .venv/bin/python bench/false_alarms.py --inputs   # the input tests on per-segment baselines only
     .venv/bin/python bench/false_alarms.py --segments # every detector on per-segment baselines of 150-5,000 rows
+    .venv/bin/python bench/false_alarms.py --segments --rows 300 --baselines 40  # one size, more baselines
 """
 
 from __future__ import annotations
@@ -93,12 +96,15 @@ def cusum_false_alarms(draw: Draw, rate: float, events: int) -> tuple[int, list[
     return alarms, thresholds, seconds / REFS
 
 
-def cusum_delays(draw: Draw, rate: float, step: int = 10, post: int = 3000) -> NDArray[np.float64]:
-    """Events from the shift to the alarm, per run (inf: missed within ``post`` events)."""
+def cusum_delays(
+    draw: Draw, rate: float, rows: int = REF_EVENTS, runs: int = DELAY_RUNS, step: int = 10, post: int = 3000
+) -> NDArray[np.float64]:
+    """Events from the shift to the alarm, per run on a fresh reference of ``rows`` values (inf: missed within
+    ``post`` events)."""
     out = []
-    for run in range(DELAY_RUNS):
+    for run in range(runs):
         rng = np.random.default_rng(run)
-        det = Cusum(draw(rng, REF_EVENTS, False), false_alarms_per_million=rate)
+        det = Cusum(draw(rng, rows, False), false_alarms_per_million=rate)
         det.update(draw(rng, 2000, False))
         shifted = draw(rng, post, True)
         delay = float("inf")
@@ -241,8 +247,8 @@ def segment_baseline(rng: np.random.Generator, rows: int) -> Reference | None:
 
 
 def segment_false_alarms(rows: int, settings: DriftSettings, refs: int, events: int) -> tuple[dict[str, Any], str]:
-    """Per detector: [false alarms, stated rate per 10⁶] over ``refs`` baselines of a ``rows``-row segment, ``events``
-    stationary events each; and what the baselines were (own, shrunk)."""
+    """Per detector: [false alarms, stated rate per 10⁶, events, the most from one baseline] over ``refs`` baselines
+    of a ``rows``-row segment, ``events`` stationary events each; and what the baselines were (own, shrunk)."""
     out: dict[str, Any] = {}
     kinds: list[str] = []
     for r in range(refs):
@@ -256,15 +262,16 @@ def segment_false_alarms(rows: int, settings: DriftSettings, refs: int, events: 
         for _ in range(events // 1000):
             engine.update(**segment_signals(rng, 1000))
         for slot in engine.slots:
-            got = out.setdefault(slot.name, [0, slot.stated_rate, 0])
+            got = out.setdefault(slot.name, [0, slot.stated_rate, 0, 0])
             got[0] += slot.detector.state.alarms
             got[2] += events
+            got[3] = max(got[3], slot.detector.state.alarms)
     said = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds)))
     return out, said
 
 
-def print_segment_tests(scale: float) -> None:
-    refs, events = max(int(10 * scale), 2), 50_000
+def print_segment_tests(scale: float, sizes: tuple[int, ...] = BASELINE_ROWS, baselines: int = 10) -> None:
+    refs, events = max(int(baselines * scale), 2), 50_000
     settings = DriftSettings(false_alarms_per_million_events=100.0)
     print(
         f"\nEvery detector on per-segment baselines ({refs} baselines x {events:,} stationary events per size, budget "
@@ -273,14 +280,41 @@ def print_segment_tests(scale: float) -> None:
     names = [spec.name for spec in DETECTORS]
     print("| baseline rows | baselines | " + " | ".join(names) + " | all |")
     print("|---:|---|" + "---:|" * (len(names) + 1))
-    for rows in BASELINE_ROWS:
+    over: list[str] = []
+    for rows in sizes:
         got, said = segment_false_alarms(rows, settings, refs, events)
+        over += [
+            f"{n} at {rows} rows: {v[0]} alarms, {v[3]} from one baseline"
+            for n, v in got.items()
+            if v[0] / v[2] * 1e6 > 2 * v[1]
+        ]
         cells = [f"{got[n][0] / got[n][2] * 1e4:.2g} / {got[n][1] / 100:.2g}" if n in got else "—" for n in names]
         total = sum(v[0] for v in got.values()) / max(1, max((v[2] for v in got.values()), default=1)) * 1e4
         print(
             f"| {rows} | {said} | {' | '.join(cells)} | {total:.2g} / {settings.false_alarms_per_million_events / 100:g} |",
             flush=True,
         )
+    print(f"\nOver 2x the stated share: {'; '.join(over) or 'none'}")
+    print_segment_delays(scale, settings.false_alarms_per_million_events / len(DETECTORS), sizes)
+
+
+def print_segment_delays(scale: float, share: float, sizes: tuple[int, ...] = BASELINE_ROWS) -> None:
+    """The γ and flicker CUSUMs' delay after the harmful shift at ``share`` (per 10⁶), per reference size."""
+    runs = max(int(50 * scale), 5)
+    print(
+        f"\nDelay after a harmful shift (γ boundary share 0.10 → 0.30, flicker share 0.05 → 0.15) at a CUSUM's share "
+        f"({share:g} per 10⁶), events after the shift, median / p90 over {runs} baselines of each size:\n"
+    )
+    print("| baseline rows | gamma_cusum | flicker_cusum |")
+    print("|---:|---:|---:|")
+    for rows in sizes:
+        cells = []
+        for draw in (gamma_stream, flicker_stream):
+            d = cusum_delays(draw, share, rows=rows, runs=runs)
+            hit = d[np.isfinite(d)]
+            missed = f" ({np.mean(~np.isfinite(d)):.0%} missed)" if hit.size < d.size else ""
+            cells.append(f"{np.median(hit):.0f} / {np.percentile(hit, 90):.0f}{missed}" if hit.size else "missed")
+        print(f"| {rows} | {' | '.join(cells)} |", flush=True)
 
 
 def main() -> None:
@@ -289,13 +323,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10x fewer events")
     parser.add_argument("--inputs", action="store_true", help="only the input tests on per-segment baselines")
     parser.add_argument("--segments", action="store_true", help="only every detector on per-segment baselines")
+    parser.add_argument("--rows", type=int, nargs="*", default=list(BASELINE_ROWS), help="--segments: baseline sizes")
+    parser.add_argument("--baselines", type=int, default=10, help="--segments: baselines per size")
     args = parser.parse_args()
     scale = 0.1 if args.quick else 1.0
     t_start = time.perf_counter()
     print(f"command: .venv/bin/python bench/false_alarms.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"machine: {machine('numpy', 'scipy')}")
     if args.segments:
-        print_segment_tests(scale)
+        print_segment_tests(scale, tuple(args.rows), args.baselines)
         print(f"\n(total {time.perf_counter() - t_start:.0f} s)")
         return
     if args.inputs:

@@ -4,16 +4,16 @@ A sequential detector (CUSUM, Page–Hinkley) on a stationary stream false-alarm
 threshold h sets that rate. Instead of a hand-set h, :func:`threshold_for_rate` derives h from a target rate
 (``false_alarms_per_million`` events, i.e. an expected run length of 10⁶ / rate events between false alarms):
 
-1. simulate K bootstrap streams of T events drawn from the reference (the stationary null), run the detector's
-   recursion on each from its reset state and keep each stream's maximum statistic M_k (over events at which an
-   alarm is allowed);
+1. simulate K streams of T events from the stationary null (resampled from the reference for Page–Hinkley;
+   Bernoulli at the designed share for the CUSUM, see below), run the detector's recursion on each from its reset
+   state and keep each stream's maximum statistic M_k (over events at which an alarm is allowed);
 2. a detector with threshold h alarms within T events iff M_k > h, and its run length is close to geometric, so
    P(M > h) = 1 − (1 − r)^T for a per-event rate r. Where K·P is large enough (>= ``TAIL`` streams), h is the
    empirical (1 − P)-quantile of M;
 3. for smaller rates (the usual case: 1 per 10⁶ events is beyond 4·10⁶ simulated events' reach with any precision)
    the tail of M is extended from that quantile with an exponential tail, P(M > h) ∝ e^{−θh} (Siegmund; the
    CUSUM's maximum has an exponential tail). θ is the Cramér–Lundberg exponent of the per-event increment,
-   E[e^{θX}] = 1, computed exactly from the reference where the increment has a closed form (the Bernoulli
+   E[e^{θX}] = 1, computed exactly where the increment has a closed form (the Bernoulli
    CUSUM's two steps), else fitted to the simulated tail (peaks over threshold, exponential MLE).
 
 This is Alibi Detect's ERT calibration (bootstrap streams from the reference, thresholds from quantiles of the
@@ -21,6 +21,14 @@ statistic) with a constant threshold and an analytic tail. Cost: K·T recursion 
 about 50 ms for the defaults; results are cached by the detector's parameters (every segment's detectors share
 one calibration). Assumptions, stated: events are independent draws from the reference's distribution; real
 traffic with serial correlation (bursts of similar events) alarms more often than the simulation says.
+
+The Bernoulli CUSUM's in-control parameter, the share of events above the cutoff, is estimated from the baseline's n
+values; a new draw's true share differs from the estimate by about √(p(1 − p)/n), and the run length is exponential
+in that error (it moves θ). So the CUSUM is designed for the share's upper confidence bound
+(:func:`share_upper_bound`, Clopper–Pearson at :data:`BASELINE_CONFIDENCE`) and its threshold calibrated there: a
+baseline holds its share of the budget unless its true share lies above that bound (guaranteed conditional
+performance, Gandy & Kvaløy 2013), whatever its size — a small baseline gets a higher bound (a wider allowance), not
+a tail of baselines that alarm at many times the stated rate.
 
 Per-feature tests use :func:`benjamini_hochberg` (false discovery rate across features).
 """
@@ -30,7 +38,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,13 +50,13 @@ log = logging.getLogger("monitor.drift.calibrate")
 STREAMS, HORIZON = 2000, 2000
 #: the empirical quantile is used where at least this many streams exceed it; beyond, the exponential tail
 TAIL = 40
-#: CUSUM calibrations split the streams into this many groups, each with a resampled reference exceedance share
-GROUPS = 40
 #: below this many reference values a calibration is not attempted (the detector falls back, with a warning)
 MIN_REFERENCE = 200
-#: a CUSUM is calibrated from this many reference values: its groups' resampled exceedance shares carry the small
-#: reference's uncertainty (Lorden's bound assumes the share exact, and a small reference's is not)
+#: a CUSUM is calibrated from this many reference values (below, Lorden's bound at the share's upper bound)
 MIN_CUSUM_REFERENCE = 50
+#: a CUSUM holds its share of the false-alarm budget for this share of the baselines it could have been built from:
+#: its in-control exceedance share is designed at this upper confidence bound of the baseline's share
+BASELINE_CONFIDENCE = 0.99
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,79 +100,60 @@ def rate_per_event(false_alarms_per_million: float) -> float:
 
 
 def threshold_for_rate(
-    maxima: NDArray[np.float64], horizon: int, rate: float, theta: float | Sequence[float | None] | None = None
+    maxima: NDArray[np.float64], horizon: int, rate: float, theta: float | None = None
 ) -> tuple[float, str, float] | None:
     """The threshold h at which the first-alarm hazard is ``rate`` per event, from bootstrap streams' maxima.
 
-    Per group g of streams (a row of ``maxima``; one group for a 1-D array) the hazard is
-    r_g(h) = −ln(P(M > h)ᶜ) / T with P the share of its streams whose maximum exceeds h, up to an anchor quantile
-    (``TAIL`` exceedances for one group, a fifth of the streams for several), and beyond it
-    r_g(anchor)·e^{−θ_g(h − anchor)}. h solves mean_g r_g(h) = rate (bisection): the groups are draws of what the
-    reference could have been, so the rate is averaged over the reference's own sampling error.
+    The hazard is r(h) = −ln(P(M > h)ᶜ) / T with P the share of the streams whose maximum exceeds h, up to the anchor
+    quantile that ``TAIL`` streams exceed, and beyond it r(anchor)·e^{−θ(h − anchor)}; h solves r(h) = rate
+    (bisection).
 
     Parameters
     ----------
-    maxima : (K,) or (G, K) maximum statistic of each bootstrap stream of ``horizon`` events.
+    maxima : (K,) maximum statistic of each bootstrap stream of ``horizon`` events.
     horizon : events per stream.
     rate : target false alarms per event (0 < rate < 1).
-    theta : tail exponent(s), one per group or one for all; None (or a None entry): fitted to the group's
-        maxima above its anchor (exponential MLE).
+    theta : the tail exponent; None: fitted to the maxima above the anchor (exponential MLE).
 
     Returns
     -------
-    (threshold, method, mean θ) or None when the maxima carry no information (the statistic never moves).
+    (threshold, method, θ) or None when the maxima carry no information (the statistic never moves).
 
     >>> m = -np.log((np.arange(20_000) + 0.5) / 20_000)  # exact quantiles of P(M > h) = e^{-h}: hazard ≈ e^{-h} / T
     >>> h, method, _ = threshold_for_rate(m, 100, 1e-6, theta=1.0)
     >>> round(h, 1), method  # ln(1 / (1e-6 · 100)) = 9.2
     (9.2, 'bootstrap+tail')
     """
-    groups = np.sort(np.atleast_2d(np.asarray(maxima, dtype=np.float64)), axis=1)
-    g_count, k = groups.shape
-    thetas: list[float | None] = [theta] * g_count if theta is None or isinstance(theta, float | int) else list(theta)
-    tail = TAIL if g_count == 1 else max(5, k // 5)
-    if k < 2 * tail or not any(m[-1] > m[0] for m in groups):
+    m = np.sort(np.asarray(maxima, dtype=np.float64).reshape(-1))
+    k = m.size
+    if k < 2 * TAIL or m[-1] <= m[0]:
         return None
-    anchor_p = tail / k
-    parts: list[tuple[NDArray[np.float64], float, float]] = []  # (sorted maxima, anchor, θ); θ = inf: never moves
-    for m, th in zip(groups, thetas, strict=True):
-        if m[-1] <= m[0]:
-            parts.append((m, float(m[0]), math.inf))
-            continue
-        anchor = float(np.quantile(m, 1.0 - anchor_p))
-        if th is None:
-            excess = m[m > anchor] - anchor
-            if excess.size < 3 or float(excess.mean()) <= 0.0:
-                return None
-            th = 1.0 / float(excess.mean())
-        parts.append((m, anchor, float(th)))
+    anchor_p = TAIL / k
+    anchor = float(np.quantile(m, 1.0 - anchor_p))
+    if theta is None:
+        excess = m[m > anchor] - anchor
+        if excess.size < 3 or float(excess.mean()) <= 0.0:
+            return None
+        theta = 1.0 / float(excess.mean())
+    th = float(theta)
     floor = 0.5 / k  # a share of 0 or 1 streams is not a probability
 
     def hazard(h: float) -> float:
-        total = 0.0
-        for m, anchor, th in parts:
-            if math.isinf(th):
-                total += 0.0 if h >= anchor else 1.0
-                continue
-            if h <= anchor:
-                share = min(1.0 - floor, max(floor, 1.0 - np.searchsorted(m, h, side="right") / k))
-                total += -math.log1p(-share) / horizon
-            else:
-                total += -math.log1p(-anchor_p) / horizon * math.exp(-th * (h - anchor))
-        return total / len(parts)
+        if h > anchor:
+            return -math.log1p(-anchor_p) / horizon * math.exp(-th * (h - anchor))
+        share = min(1.0 - floor, max(floor, 1.0 - np.searchsorted(m, h, side="right") / k))
+        return -math.log1p(-share) / horizon
 
-    lo = float(min(m[0] for m, _, _ in parts))
-    finite = [(a, th) for _, a, th in parts if math.isfinite(th)]
-    hi = max(a for a, _ in finite) + math.log(max(1.0, 1.0 / (rate * horizon))) / min(th for _, th in finite) + 1.0
+    lo = float(m[0])
+    hi = anchor + math.log(max(1.0, 1.0 / (rate * horizon))) / th + 1.0
     if hazard(lo) <= rate:
-        return lo, "bootstrap", float(np.mean([th for _, th in finite]))
+        return lo, "bootstrap", th
     for _ in range(200):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if hazard(mid) > rate else (lo, mid)
         if hi - lo < 1e-6 * max(1.0, abs(hi)):
             break
-    beyond = any(hi > a for _, a, th in parts if math.isfinite(th))
-    return hi, "bootstrap+tail" if beyond else "bootstrap", float(np.mean([th for _, th in finite]))
+    return hi, "bootstrap+tail" if hi > anchor else "bootstrap", th
 
 
 def lundberg_exponent(p: float, up: float, down: float) -> float | None:
@@ -210,6 +199,26 @@ def cached(key: tuple[object, ...], compute: Callable[[], Calibration]) -> Calib
     return hit
 
 
+def share_upper_bound(above: int, size: int, confidence: float = BASELINE_CONFIDENCE) -> float:
+    """Upper ``confidence`` bound of the share of new events above a cutoff that ``above`` of ``size`` baseline values
+    exceed: the ``confidence`` quantile of Beta(above + 1, size − above).
+
+    It is the Clopper–Pearson bound for a binomial share (a cutoff that ties, e.g. flicker's 0), and exact where the
+    cutoff is an order statistic of a continuous baseline: the share of new draws above its k-th largest value is
+    Beta(k, size + 1 − k), so the bound holds for ``confidence`` of the baselines whatever their size.
+
+    >>> round(share_upper_bound(500, 5000), 4), round(share_upper_bound(30, 300), 4)
+    (0.1103, 0.1474)
+    >>> round(share_upper_bound(0, 5000), 5)  # no value above: about 4.6 / size
+    0.00092
+    """
+    if above >= size:
+        return 1.0
+    from scipy.special import betaincinv  # on use (see brentq above)
+
+    return float(betaincinv(above + 1, size - above, confidence))
+
+
 def calibrate_cusum(
     p: float,
     up: float,
@@ -222,58 +231,39 @@ def calibrate_cusum(
     seed: int = 0,  # not a setting: the bootstrap's own seed, fixed so that a threshold is reproducible
     name: str = "cusum",
 ) -> Calibration:
-    """Threshold of the Bernoulli CUSUM S_t = max(0, S_{t−1} + (up if hit else down)) for a stated false-alarm rate.
+    """Threshold of the Bernoulli CUSUM S_t = max(0, S_{t−1} + (up if hit else down)) for a stated false-alarm rate,
+    for streams whose share of hits is ``p``.
 
-    A bootstrap stream from the reference has exceedances that are Bernoulli(p), p = the reference's share above
-    the cutoff, so the streams are drawn as such. The reference is itself a sample: the true share of future
-    events above the cutoff differs from p by about √(p(1 − p)/m), and the run length is sensitive to it (it
-    moves the tail exponent θ). So the streams come in ``GROUPS`` groups, each with its own share: the
-    ``GROUPS`` evenly spaced quantiles of Binomial(m, p)/m (the share of a bootstrap resample of the reference;
-    strata rather than draws, so the upper tail, which dominates the average rate, is always represented), and the
-    rate is their average.
-    Falls back to Lorden's bound h = ln(ARL) (the LLR CUSUM's run
-    length is at least e^h when the stream's rate is at most the null rate; conservative) when the reference has
-    fewer than ``MIN_CUSUM_REFERENCE`` values or no value above the cutoff, with a logged warning.
+    ``p`` is the share the CUSUM is designed for (its LLR's null): the baseline's share's upper confidence bound
+    (:func:`share_upper_bound`), so a stream from any baseline whose true share lies below it alarms at most at the
+    rate (the run length falls as the share rises). The streams are Bernoulli(p), the tail exponent is the exact
+    Lundberg θ of the increment at p. Falls back to Lorden's bound h = ln(ARL) (the LLR CUSUM's run length is at
+    least e^h when the stream's share is at most its null; conservative) when the reference has fewer than
+    ``MIN_CUSUM_REFERENCE`` values, with a logged warning.
     """
     rate = rate_per_event(false_alarms_per_million)
-    key = (
-        "cusum",
-        round(p, 12),
-        round(up, 12),
-        round(down, 12),
-        rate,
-        streams,
-        horizon,
-        seed,
-        reference_size,  # the groups' spread of exceedance shares depends on it, not on p alone
-    )
+    small = reference_size < MIN_CUSUM_REFERENCE
+    key = ("cusum", round(p, 12), round(up, 12), round(down, 12), rate, streams, horizon, seed, small)
 
     def compute() -> Calibration:
         t0 = time.perf_counter()
         bound = math.log(1.0 / rate)
         why = ""
-        if reference_size < MIN_CUSUM_REFERENCE:
+        if small:
             why = f"the reference has {reference_size} values (< {MIN_CUSUM_REFERENCE})"
-        elif p <= 0.0:
-            why = "no reference value lies above the cutoff, so a stream like the reference never alarms"
+        elif not 0.0 < p < 1.0:
+            why = f"the designed share of hits is {p:g}"
         if not why:
-            from scipy.stats import binom  # on use (see brentq above)
-
             rng = np.random.default_rng(seed)
-            # each group: a reference we could have drawn instead (its exceedance share resampled), K/G streams
-            p_groups = binom.ppf((np.arange(GROUPS) + 0.5) / GROUPS, reference_size, p) / reference_size  # strata
-            per = streams // GROUPS
-            p_streams = np.repeat(p_groups, per)
-            s = np.zeros(p_streams.size)
-            mx = np.zeros(p_streams.size)
+            s = np.zeros(streams)
+            mx = np.zeros(streams)
             for t0_ in range(0, horizon, 500):
-                inc = np.where(rng.random((min(500, horizon - t0_), p_streams.size)) < p_streams, up, down)
+                inc = np.where(rng.random((min(500, horizon - t0_), streams)) < p, up, down)
                 for row in inc:
                     s += row
                     np.maximum(s, 0.0, out=s)
                     np.maximum(mx, s, out=mx)
-            thetas = [lundberg_exponent(float(q), up, down) for q in p_groups]
-            found = threshold_for_rate(mx.reshape(GROUPS, per), horizon, rate, thetas)
+            found = threshold_for_rate(mx, horizon, rate, lundberg_exponent(p, up, down))
             if found is not None:
                 return _calibrated(name, f"h = {found[0]:.2f}", found, false_alarms_per_million, streams, horizon, t0)
             why = "the simulated statistic never moved"

@@ -4,19 +4,27 @@
 values is ruled by a few tail events and its threshold depends on the model's scale. A harmful shift
 moves events toward decision boundaries, i.e. *more events land in the tail*. This detector turns
 each event into an exceedance indicator b = [x > c], with c the reference's ``quantile`` (for γ the
-reference q90; ties handled: when most reference values are 0, c = 0 and the null rate is the share
-above 0), and runs Page's Bernoulli CUSUM for the rate rising from p₀ (the reference share above c)
-to p₁ = ``rate_ratio``·p₀:
+reference q90; ties handled: when most reference values are 0, c = 0 and the share is the share above 0), and runs
+Page's Bernoulli CUSUM for the rate rising from p₀ to p₁:
 
     S_t = min(cap, max(0, S_{t-1} + b·ln(p₁/p₀) + (1 − b)·ln((1 − p₁)/(1 − p₀)))).
+
+p₀ is not the reference's share p̂ itself but its upper confidence bound
+(:func:`~monitor.drift.calibrate.share_upper_bound`, 99 %): the share a new draw from the reference's population
+has above c differs from p̂ by about √(p̂(1 − p̂)/n) for n reference values, and the run length is exponential in
+that error: designed at p̂ on a few hundred values, a CUSUM holds its rate only on average over the baselines it
+could have been built from, an unusual one alarming at many times it. Designed at the bound, it holds its rate on
+every baseline whose true share lies below the bound (99 % of them, whatever their size). p₁ is the rise
+to detect, ``rate_ratio``·p̂, or √``rate_ratio``·p₀ where the bound comes that close to it (a small reference cannot
+tell a smaller rise from its own sampling error).
 
 The alarm turns on when S > h and off when S < ``clear_ratio``·h (hysteresis, so an alert does not
 flap while S wanders around h).
 
 It is scale-free (only ranks against the reference matter), and h is in log-likelihood-ratio units:
 the in-control run length grows like e^h. By default h is not set by hand: it is derived from
-``false_alarms_per_million`` (false alarms per 10⁶ stationary events) by simulating bootstrap streams from
-the reference (:func:`~monitor.drift.calibrate.calibrate_cusum`; the result is in ``calibration``). A
+``false_alarms_per_million`` (false alarms per 10⁶ stationary events) by simulating streams whose share of
+exceedances is p₀ (:func:`~monitor.drift.calibrate.calibrate_cusum`; the result is in ``calibration``). A
 ``threshold`` given explicitly pins h instead. S is capped at ``cap_ratio``·h so that an alarm clears
 within a bounded number of events, (cap_ratio − clear_ratio)·h / |ln((1 − p₁)/(1 − p₀))|, once the
 rate returns to p₀.
@@ -32,7 +40,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from monitor.drift.base import AlarmCounter, SequentialDetector, as_values, check_reference, require
-from monitor.drift.calibrate import Calibration, calibrate_cusum
+from monitor.drift.calibrate import Calibration, calibrate_cusum, share_upper_bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +49,7 @@ class CusumBounds:
 
     Attributes
     ----------
-    min_rate : floor on p₀ (0 < min_rate < 0.5), so a reference with no value above c still works.
+    min_rate : floor on p̂ and p₀ (0 < min_rate < 0.5).
     cap_ratio : S is capped at cap_ratio·h (>= 1).
     clear_ratio : the alarm clears when S < clear_ratio·h (0 <= clear_ratio <= 1).
     """
@@ -58,7 +66,7 @@ class Cusum(SequentialDetector):
     ----------
     reference : (m,) reference sample of the signal (γ or flicker), m >= 10.
     quantile : reference quantile that defines a "high" value (0 < quantile < 1).
-    rate_ratio : the rise of the exceedance rate to detect, p₁/p₀ (> 1).
+    rate_ratio : the rise of the exceedance rate to detect, p₁/p̂ (> 1).
     threshold : h, alarm level in log-likelihood units (> 0); None (default): calibrated on the reference for
         ``false_alarms_per_million``.
     false_alarms_per_million : target false alarms per 10⁶ stationary events (0 < rate < 10⁵), used when
@@ -106,20 +114,20 @@ class Cusum(SequentialDetector):
         self.quantile, self.rate_ratio = quantile, rate_ratio
         self.min_rate, self.cap_ratio, self.clear_ratio, self.name = min_rate, cap_ratio, clear_ratio, name
         self.cutoff = float(np.quantile(ref, quantile))
-        self.null_rate = max(min_rate, float(np.mean(ref > self.cutoff)))
-        self.alt_rate = min(rate_ratio * self.null_rate, 0.5 * (1.0 + self.null_rate))
-        self._up = math.log(self.alt_rate / self.null_rate)
-        self._down = math.log((1.0 - self.alt_rate) / (1.0 - self.null_rate))
+        above = int(np.count_nonzero(ref > self.cutoff))
+        #: the reference's share above the cutoff (floored at ``min_rate``): what an alert compares a window with
+        self.null_rate = max(min_rate, above / ref.size)
+        #: the share the CUSUM is designed for: the reference share's upper confidence bound (floored at ``min_rate``)
+        self.design_rate = max(min_rate, share_upper_bound(above, ref.size))
+        wanted = max(rate_ratio * self.null_rate, math.sqrt(rate_ratio) * self.design_rate)
+        self.alt_rate = min(wanted, 0.5 * (1.0 + self.design_rate))
+        self._up = math.log(self.alt_rate / self.design_rate)
+        self._down = math.log((1.0 - self.alt_rate) / (1.0 - self.design_rate))
         #: how the threshold was derived (None when ``threshold`` was given)
         self.calibration: Calibration | None = None
         if threshold is None:
             self.calibration = calibrate_cusum(
-                float(np.mean(ref > self.cutoff)),
-                self._up,
-                self._down,
-                false_alarms_per_million,
-                reference_size=ref.size,
-                name=name,
+                self.design_rate, self._up, self._down, false_alarms_per_million, reference_size=ref.size, name=name
             )
             threshold = self.calibration.threshold
         self.threshold = threshold

@@ -203,7 +203,7 @@ def test_cusum_alarm_clears_within_bounded_events_after_the_shift_ends() -> None
     rng = np.random.default_rng(1)
     c.update(rng.exponential(size=10_000) * 5)  # a long harmful episode
     assert c.drift_detected and 1.9 * c.threshold < c.statistic <= 2 * c.threshold  # capped at 2h
-    bound = int(np.ceil(1.5 * c.threshold / -np.log((1 - c.alt_rate) / (1 - c.null_rate))))
+    bound = int(np.ceil(1.5 * c.threshold / -np.log((1 - c.alt_rate) / (1 - c.design_rate))))
     c.update(np.zeros(bound - 10))
     assert c.drift_detected  # hysteresis: still on below h, until S < h / 2
     c.update(np.zeros(11))
