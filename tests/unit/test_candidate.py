@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from monitor import telemetry as tel
+from monitor.comparison.paired import normal_interval
 from monitor.config import load_settings
 from monitor.errors import ConfigError
 from monitor.exporters.prometheus import MetricsState
@@ -74,6 +75,27 @@ def test_rows_kept_are_bounded() -> None:
         z = np.zeros((8, 1))
         paired.update(np.array(["x"] * 8), np.arange(8.0), z, z, np.zeros(8, np.int64), np.zeros(8, np.int64))
     assert paired.events("x") == 10
+
+
+def test_a_window_is_its_events_whether_or_not_they_arrived_in_time_order() -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.gamma(2.0, 0.05, size=(300, len(AXES))), rng.gamma(2.0, 0.05, size=(300, len(AXES)))
+    t = np.arange(300.0)
+    t[200:230] = rng.uniform(0, 100, 30)  # a late partition's events, older than the window
+    cls = np.zeros(300, dtype=np.int64)
+    paired = PairedRows([ax.name for ax in AXES])
+    for i in range(0, 300, 100):  # three batches, one of them carrying both segments
+        seg = np.array(["eu"] * 100) if i != 100 else np.array(["eu", "us"] * 50)
+        paired.update(seg, t[i : i + 100], a[i : i + 100], b[i : i + 100], cls[i : i + 100], cls[i : i + 100])
+    segment = np.array(["eu"] * 100 + ["eu", "us"] * 50 + ["eu"] * 100)
+    for window in (60.0, 150.0, 250.0):
+        sel = (segment == "eu") & (t > 299.0 - window)
+        got = paired.compare("eu", window, 299.0, AXES)
+        assert got is not None and got.events == int(sel.sum())
+        mean, lo, hi = normal_interval(b[sel] - a[sel])  # candidate − served
+        assert [d.difference for d in got.differences] == pytest.approx(mean.tolist())
+        assert [d.lower for d in got.differences] == pytest.approx(lo.tolist())
+        assert [d.upper for d in got.differences] == pytest.approx(hi.tolist())
 
 
 # -- the checks at start -------------------------------------------------------------------------------------
