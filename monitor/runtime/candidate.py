@@ -58,6 +58,9 @@ MIN_EVENTS = 50
 COMPARE_EVERY = 2000
 #: ... or at least this many seconds of event time since the last comparison (a slow stream)
 COMPARE_SECONDS = 10.0
+#: batches scored on flicker copies other than the served model's (its scorer drew for something else, as for a
+#: reference scored again) before the candidate takes the served model's draws again (a copy of its noise bank)
+RESHARE_BATCHES = 16
 
 
 def check_candidate(served: str, a: OnnxModel, candidate: str, b: OnnxModel) -> NDArray[np.int64] | None:
@@ -334,6 +337,8 @@ class Candidate:
         self.rows = PairedRows([ax.name for ax in self.axes])
         self.scorer: RobustnessScorer | None = None
         self._standardizer: object = None
+        #: batches since the candidate's flicker copies were last the served model's (RESHARE_BATCHES)
+        self._unshared = 0
         self._since = 0
         #: the event time of the last comparison (a slow stream is compared every COMPARE_SECONDS of event time)
         self._compared_at = -np.inf
@@ -363,9 +368,15 @@ class Candidate:
         if self.refused is not None:
             return
         if self.scorer is None or self._standardizer is not scorer.standardizer:
-            self.scorer = RobustnessScorer(self.model, scorer.standardizer, scorer.config, held_sample=held_sample)
-            self._standardizer = scorer.standardizer
+            self.scorer = RobustnessScorer(
+                self.model, scorer.standardizer, scorer.config, held_sample=held_sample, noise_from=scorer
+            )
+            self._standardizer, self._unshared = scorer.standardizer, 0
+        elif self._unshared >= RESHARE_BATCHES:  # the served scorer drew for something else: its draws again
+            self.scorer.share_noise(scorer)
+            self._unshared = 0
         result = self.scorer.score(rows, held)
+        self._unshared = 0 if self.scorer.shares_noise(scorer) else self._unshared + 1
         self._report.evaluations += float(rows.shape[0] * self.scorer.rows_per_event())
         ok = served.valid & result.valid
         if keep is not None:

@@ -3,6 +3,7 @@ the pipeline scoring one draw on both models."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from monitor.config import load_settings
 from monitor.errors import ConfigError
 from monitor.exporters.prometheus import MetricsState
 from monitor.model.onnx import OnnxModel
+from monitor.model.standardize import Standardizer
 from monitor.runtime.candidate import (
     LIVE_AXES,
     MIN_EVENTS,
@@ -24,6 +26,7 @@ from monitor.runtime.candidate import (
     check_candidate,
     publish_comparison,
 )
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from monitor.source.base import RawRecord
 from tests.unit import onnx_graphs
 from tests.unit.test_pipeline import RecordingSource, events, make_pipeline, make_settings, rows, run_to_end
@@ -194,6 +197,46 @@ def test_the_pipeline_scores_the_candidate_on_the_served_models_events(tmp_path:
     assert tel.EVENTS_SCORED_TOTAL.total(state) == 2100  # the served model's events, counted once
     evaluated = tel.MODEL_EVALUATIONS_TOTAL.value(state, tel.ModelPurpose("fragile", "events"))
     assert evaluated > 0
+
+
+def test_a_candidate_scorer_takes_the_served_scorers_flicker_copies(tmp_path: Path) -> None:
+    path = onnx_graphs.linear_classifier(tmp_path / "m.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2])
+    served_model, twin = OnnxModel(path), OnnxModel(path)
+    config = ScoringConfig(flicker_copies=8, sigma=0.5, seed=3)
+    served = RobustnessScorer(served_model, Standardizer.identity(2), config)
+    rng = np.random.default_rng(0)
+    served.score(rng.normal(0.0, 1.0, (300, 2)))  # a reference scored first: the served draws run ahead
+    batches = [rng.normal(0.0, 0.3, (n, 2)) for n in (64, 200, 7)]
+    first = served.score(batches[0])
+    shared = RobustnessScorer(twin, served.standardizer, config, noise_from=served)
+    own = RobustnessScorer(twin, served.standardizer, config)
+    assert shared.score(batches[0]).flicker.tolist() == first.flicker.tolist()
+    assert first.flicker.mean() > 0.1  # copies that flip: the same values are the same draws
+    own_flicker = own.score(batches[0]).flicker
+    assert own_flicker.tolist() != first.flicker.tolist()
+    for batch in batches[1:]:  # in step batch after batch, the bank's refreshes included
+        assert shared.score(batch).flicker.tolist() == served.score(batch).flicker.tolist()
+        own.score(batch)
+    assert shared.shares_noise(served) and not own.shares_noise(served)
+    fewer = RobustnessScorer(twin, served.standardizer, dataclasses.replace(config, flicker_copies=4))
+    assert not fewer.share_noise(served) and not fewer.shares_noise(served)
+
+
+def test_a_twin_candidate_in_the_pipeline_flickers_on_the_same_copies(tmp_path: Path) -> None:
+    base = make_settings(tmp_path)
+    served = base.models[0].model_dump()
+    twin = tmp_path / "twin.onnx"
+    twin.write_bytes(Path(served["path"]).read_bytes())
+    cand = {**served, "name": "twin", "path": str(twin), "compare_with": served["name"], "reference": None}
+    records = [RawRecord(ev, topic="t", partition=0, offset=i) for i, ev in enumerate(events(rows(600, seed=3)))]
+    pipeline = run_to_end(make_pipeline(make_settings(tmp_path, models=[served, cand]), RecordingSource(records)))
+    paired = pipeline.candidates["clf"][0].rows
+    got = paired.compare("other", 1e9, paired.end(), AXES)
+    assert got is not None and got.events == 600
+    flicker = next(d for d in got.differences if d.axis == "flicker")
+    assert flicker.mean_b > 0  # the served model flickers ...
+    assert (flicker.difference, flicker.lower, flicker.upper) == (0.0, 0.0, 0.0)  # ... on the candidate's very copies
+    assert got.verdict == "no-difference"
 
 
 def test_a_failing_candidate_costs_the_served_model_nothing(
