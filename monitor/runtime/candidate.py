@@ -48,6 +48,8 @@ LIVE_AXES: Mapping[str, tuple[Axis, ...]] = {
     "classifier": tuple(ax for ax in AXES if ax.name in ("gamma", "flicker", "p_adj", "confidence")),
     "regressor": tuple(ax for ax in AXES if ax.name in ("gamma", "flicker")),
 }
+#: each live axis's per-event values in a ScoreResult
+_VALUES = {"gamma": "gamma", "flicker": "flicker", "p_adj": "p_adj", "confidence": "probability"}
 #: the comparison verdicts, as ``harmonic_compare_verdict`` labels them
 VERDICTS = ("candidate-better", "candidate-worse", "no-difference", "incomparable")
 #: paired events kept per segment (the newest): bounds memory and the bootstrap's cost at any event rate
@@ -337,8 +339,9 @@ class Candidate:
         self.rows = PairedRows([ax.name for ax in self.axes])
         self.scorer: RobustnessScorer | None = None
         self._standardizer: object = None
-        #: batches since the candidate's flicker copies were last the served model's (RESHARE_BATCHES)
-        self._unshared = 0
+        #: batches since the candidate's flicker copies were last the served model's, and after how many it takes
+        #: the served model's draws again (RESHARE_BATCHES, doubled each time that did not hold)
+        self._unshared, self._reshare_after, self._reshared = 0, RESHARE_BATCHES, False
         self._since = 0
         #: the event time of the last comparison (a slow stream is compared every COMPARE_SECONDS of event time)
         self._compared_at = -np.inf
@@ -371,27 +374,34 @@ class Candidate:
             self.scorer = RobustnessScorer(
                 self.model, scorer.standardizer, scorer.config, held_sample=held_sample, noise_from=scorer
             )
-            self._standardizer, self._unshared = scorer.standardizer, 0
-        elif self._unshared >= RESHARE_BATCHES:  # the served scorer drew for something else: its draws again
+            self._standardizer, self._unshared, self._reshare_after = scorer.standardizer, 0, RESHARE_BATCHES
+        elif self._unshared >= self._reshare_after:  # the served scorer drew for something else: its draws again
             self.scorer.share_noise(scorer)
-            self._unshared = 0
+            self._unshared, self._reshared = 0, True
         result = self.scorer.score(rows, held)
-        self._unshared = 0 if self.scorer.shares_noise(scorer) else self._unshared + 1
+        if self.scorer.shares_noise(scorer):
+            self._unshared, self._reshare_after = 0, RESHARE_BATCHES
+        else:  # a copy of the bank that did not hold is tried again ever later: it costs a bank's projection
+            self._unshared += 1
+            if self._reshared:
+                self._reshare_after = min(2 * self._reshare_after, 64 * RESHARE_BATCHES)
+        self._reshared = False
         self._report.evaluations += float(rows.shape[0] * self.scorer.rows_per_event())
         ok = served.valid & result.valid
         if keep is not None:
             ok &= keep
-        if not ok.any():
+        paired = int(np.count_nonzero(ok))
+        if not paired:
             return
+        pick: slice | NDArray[np.bool_] = slice(None) if paired == ok.shape[0] else ok  # all paired: views, no copies
         cls_b = result.predicted_class
         if self.class_map is not None:
             cls_b = np.where(cls_b >= 0, self.class_map[np.clip(cls_b, 0, None)], -1)
-        values = {"gamma": "gamma", "flicker": "flicker", "p_adj": "p_adj", "confidence": "probability"}
-        a = np.column_stack([getattr(served, values[ax.name])[ok] for ax in self.axes])
-        b = np.column_stack([getattr(result, values[ax.name])[ok] for ax in self.axes])
-        self.rows.update(segments[ok], timestamps[ok], a, b, served.predicted_class[ok], cls_b[ok])
-        self._since += int(ok.sum())
-        latest = float(timestamps[ok].max())
+        a = np.column_stack([getattr(served, _VALUES[ax.name])[pick] for ax in self.axes])
+        b = np.column_stack([getattr(result, _VALUES[ax.name])[pick] for ax in self.axes])
+        self.rows.update(segments[pick], timestamps[pick], a, b, served.predicted_class[pick], cls_b[pick])
+        self._since += paired
+        latest = float(timestamps[pick].max())
         if not np.isfinite(self._compared_at):  # the first paired events: the event-time cadence starts here
             self._compared_at = latest
         if self._since >= self.every or latest - self._compared_at >= COMPARE_SECONDS:
@@ -516,7 +526,15 @@ def build_candidates(settings: Settings, runtimes: Sequence[ModelRuntime]) -> di
 
 
 def fold_segments(segments: Sequence[str], known: set[str]) -> NDArray[np.str_]:
-    """Each event's segment as the served model's windows keep it (segments past ``max_segments`` in ``other``)."""
+    """Each event's segment as the served model's windows keep it (segments past ``max_segments`` in ``other``).
+
+    >>> fold_segments(["eu", "mars", "eu"], {"eu"}).tolist(), fold_segments(["europe"] * 2, {"europe"}).tolist()
+    (['eu', 'other', 'eu'], ['europe', 'europe'])
+    """
+    first = segments[0] if segments else OTHER
+    if all(s == first for s in segments):  # one segment in the batch (the common case): folded once
+        folded = first if first in known else OTHER
+        return np.full(len(segments), folded, dtype=f"<U{max(len(folded), 1)}")
     return np.array([s if s in known else OTHER for s in segments], dtype=np.str_)
 
 

@@ -21,6 +21,7 @@ from monitor.model.standardize import Standardizer
 from monitor.runtime.candidate import (
     LIVE_AXES,
     MIN_EVENTS,
+    RESHARE_BATCHES,
     Candidate,
     PairedRows,
     check_candidate,
@@ -220,6 +221,26 @@ def test_a_candidate_scorer_takes_the_served_scorers_flicker_copies(tmp_path: Pa
     assert shared.shares_noise(served) and not own.shares_noise(served)
     fewer = RobustnessScorer(twin, served.standardizer, dataclasses.replace(config, flicker_copies=4))
     assert not fewer.share_noise(served) and not fewer.shares_noise(served)
+
+
+def test_a_candidate_takes_the_served_draws_again_once_they_ran_apart(tmp_path: Path) -> None:
+    path = onnx_graphs.linear_classifier(tmp_path / "m.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2])
+    served = RobustnessScorer(OnnxModel(path), Standardizer.identity(2), ScoringConfig(flicker_copies=8, seed=1))
+    cand = Candidate("clf", "v2", OnnxModel(path), None, (60.0,), every=10**6)
+    rng = np.random.default_rng(2)
+
+    def batch() -> bool:
+        """One batch scored on the served model, then on the candidate; whether their copies were the same."""
+        x = rng.normal(0.0, 0.3, (32, 2))
+        result = served.score(x)
+        cand.score(served, None, x, None, result, np.zeros(32), np.array(["eu"] * 32), None)
+        assert cand.scorer is not None
+        return cand.scorer.shares_noise(served)
+
+    assert all(batch() for _ in range(3))
+    served.score(rng.normal(0.0, 1.0, (100, 2)))  # the served scorer draws for something else (a reference)
+    apart = [batch() for _ in range(RESHARE_BATCHES + 2)]
+    assert apart == [False] * RESHARE_BATCHES + [True, True]
 
 
 def test_a_twin_candidate_in_the_pipeline_flickers_on_the_same_copies(tmp_path: Path) -> None:
