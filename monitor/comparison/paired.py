@@ -3,7 +3,9 @@ the rows where they disagree share. Pure numpy: arrays in, typed results out.
 
 The rows are the same for both models, so each bootstrap replicate resamples row indices once and takes the mean
 of every per-row difference on that resample: the interval of a difference then carries the correlation between
-the two models' scores (their shared hard rows), which two separate intervals would not.
+the two models' scores (their shared hard rows), which two separate intervals would not. The live comparison
+(:mod:`monitor.runtime.candidate`), which compares every window every few thousand events, takes the normal paired
+interval instead (:func:`normal_interval`: the spread of the per-row differences, one pass over the rows).
 """
 
 from __future__ import annotations

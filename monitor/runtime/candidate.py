@@ -2,11 +2,13 @@
 
 The candidate is never served and receives no events of its own: every micro-batch the served model scores (one
 sampled draw, decoded once) is scored on the candidate too, at the served model's scales (its standardizer, radius,
-σ and seed), so both models' per-event values are paired. :class:`PairedRows` keeps the newest paired events per
-segment; :class:`Candidate` scores, pairs and, every ``every`` paired events, compares each time window with
-:mod:`monitor.comparison.paired` (the paired bootstrap, the Pareto relation and the verdict ``compare`` uses): the
-differences (candidate − served) with their intervals, the share of events where the two predict different
-classes, and per segment the verdict of the longest window. Its :class:`CompareReport` goes to telemetry at the
+σ and seed) and on the same perturbations (the same ball points, and the served scorer's very flicker copies:
+:meth:`~monitor.signals.scorer.RobustnessScorer.share_noise`), so both models' per-event values are paired.
+:class:`PairedRows` keeps the newest paired events per segment; :class:`Candidate` scores, pairs and, every
+``every`` paired events, compares each time window with :mod:`monitor.comparison.paired` (the Pareto relation and
+the verdict ``compare`` uses; the normal paired interval, :func:`~monitor.comparison.paired.normal_interval`, where
+``compare`` bootstraps): the differences (candidate − served) with their intervals, the share of events where the
+two predict different classes, and per segment the verdict of the longest window. Its :class:`CompareReport` goes to telemetry at the
 pipeline's drains (:func:`publish_comparison`). The paired rows are not persisted: a restart compares afresh.
 
 The candidate's file is watched while ``run`` runs (:mod:`monitor.runtime.candidate_file`, :meth:`Candidate.refresh`):
@@ -52,11 +54,11 @@ LIVE_AXES: Mapping[str, tuple[Axis, ...]] = {
 _VALUES = {"gamma": "gamma", "flicker": "flicker", "p_adj": "p_adj", "confidence": "probability"}
 #: the comparison verdicts, as ``harmonic_compare_verdict`` labels them
 VERDICTS = ("candidate-better", "candidate-worse", "no-difference", "incomparable")
-#: paired events kept per segment (the newest): bounds memory and the bootstrap's cost at any event rate
+#: paired events kept per segment (the newest): bounds memory and a comparison's cost at any event rate
 MAX_ROWS = 20_000
 #: paired events a window needs before it is compared
 MIN_EVENTS = 50
-#: the fewest new paired events between two comparisons (a comparison bootstraps every window of every segment)
+#: the fewest new paired events between two comparisons (a comparison reads every window of every segment)
 COMPARE_EVERY = 2000
 #: ... or at least this many seconds of event time since the last comparison (a slow stream)
 COMPARE_SECONDS = 10.0
@@ -131,7 +133,7 @@ def _first(names: Sequence[str], shown: int = 3) -> str:
 @dataclass(frozen=True)
 class PairedWindow:
     """One window of one segment: the paired differences (``difference`` is candidate − served, ``lower``/``upper``
-    its 90 % paired-bootstrap interval), the share of events where the predicted classes differ (NaN for a
+    its 90 % paired interval), the share of events where the predicted classes differ (NaN for a
     regressor) and the verdict of the window."""
 
     segment: str
