@@ -57,9 +57,10 @@ class OnnxRuntimeOptions:
     #: let onnxruntime's intra-op threads spin while they wait for work inside a run (its default). False sets
     #: ``session.intra_op.allow_spinning`` 0: a thread with nothing to do sleeps until the next parallel section.
     #: In ``run`` the model's sessions share their cores with the consumer, the HTTP process, a candidate's sessions
-    #: run right after (``models[].compare_with``) and other models': a boosted-tree model scored with spinning
-    #: threads spent ~40 % more CPU on a busy 2-core machine, and a candidate scored after it ~2× its own CPU
-    #: (``bench/live_candidate.py``; docs/BENCHMARKS.md, *A live candidate beside the served model*).
+    #: run right after (``models[].compare_with``) and other models': on a busy 2-core machine a boosted-tree model
+    #: scored with spinning threads took 1.5× the CPU and 1.8× the wall time, and a candidate scored after it 2.2× its
+    #: scoring alone instead of 1.4× (``bench/live_candidate.py``; docs/BENCHMARKS.md, *A live candidate beside the
+    #: served model*).
     spin: bool = False
     #: threads that run slices of each run of the model at once, cut along its batch axis
     #: (:class:`~monitor.model.split_runs.SplitSession`); 1 (``run``, which shares its cores): one run per call. The
