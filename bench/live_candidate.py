@@ -5,8 +5,12 @@ draw, decoded once, one batch per model. Each round runs the same events through
 sampler, micro-batches of ``--batch`` events) three ways, side by side so that a slow spell of the machine moves all
 three: (a) the served model alone, (b) the served model with its candidate, (c) the candidate's scorer alone on the
 same rows in the same batches. The ratio is the CPU seconds spent on the candidate inside (b) (its scoring, the
-pairing and the paired bootstraps: everything ``Scoring`` does for it) over (c); 1.0 means the candidate costs exactly
-its scoring. (b) − (a) is printed too: the same thing measured as a difference of two runs, noisier.
+pairing and the paired comparisons: everything ``Scoring`` does for it) over (c); 1.0 means the candidate costs
+exactly its scoring. (b) − (a) is printed too: the same thing measured as a difference of two runs, noisier.
+
+(a) and (b) run again with onnxruntime's intra-op threads spinning while they wait for work (its default,
+``OnnxRuntimeOptions.spin``; the product sets ``session.intra_op.allow_spinning`` 0): the served model's own CPU and
+wall seconds both ways, and the candidate's part with spinning threads over (c).
 
 Usage::
 
@@ -17,6 +21,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import tempfile
 import time
@@ -30,6 +36,7 @@ from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.neural_network import MLPClassifier
 from verdict import median_ci
 
+import monitor.model.onnx as onnx_module
 from monitor.config import Settings, load_settings
 from monitor.exporters.prometheus import MetricsState
 from monitor.model.convert import convert_estimator
@@ -96,14 +103,30 @@ def _timed_score_candidate(self: Scoring, *args: Any) -> None:
 Scoring._score_candidate = _timed_score_candidate  # type: ignore[method-assign, assignment]
 
 
-def _pipeline_cpu(settings: Settings, lines: list[bytes]) -> float:
+_session_options = onnx_module.session_options  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def _spinning() -> Any:
+    """The models loaded inside run with onnxruntime's intra-op threads spinning while they wait (its default)."""
+    onnx_module.session_options = lambda options: _session_options(dataclasses.replace(options, spin=True))  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        onnx_module.session_options = _session_options  # type: ignore[attr-defined]
+
+
+def _pipeline_cpu(settings: Settings, lines: list[bytes], wall: list[float] | None = None) -> float:
+    """CPU seconds of the pipeline over ``lines`` (``wall``: its wall seconds appended)."""
     runtimes = [load_model_runtime(m) for m in settings.models]
     pipeline = Pipeline(settings, ReplaySource(lines), runtimes, build_sampler(settings), state=MetricsState())
-    started = time.process_time()
+    started, wall_started = time.process_time(), time.perf_counter()
     while pipeline.step(0.0):
         pass
     pipeline.flush()
     cpu = time.process_time() - started
+    if wall is not None:
+        wall.append(time.perf_counter() - wall_started)
     pipeline.close()
     return cpu
 
@@ -147,8 +170,15 @@ def main() -> None:
             for i in range(args.events)
         ]
         ratios, extra, alone, comparing, inside, beside = [], [], [], [], [], []
+        spin_cpu, spin_wall, spun = [], [], []  # the served model's CPU and wall ratios, spinning / not; (b) spinning
         for _ in range(args.rounds):
-            a = _pipeline_cpu(_settings(tmp, served, None, ref, args.batch), lines)
+            walls: list[float] = []
+            a = _pipeline_cpu(_settings(tmp, served, None, ref, args.batch), lines, walls)
+            with _spinning():
+                a_spin = _pipeline_cpu(_settings(tmp, served, None, ref, args.batch), lines, walls)
+                CANDIDATE[0] = 0.0
+                _pipeline_cpu(_settings(tmp, served, cand, ref, args.batch), lines)
+                inside_spin = CANDIDATE[0]
             COMPARING[0] = CANDIDATE[0] = 0.0
             b = _pipeline_cpu(_settings(tmp, served, cand, ref, args.batch), lines)
             comparing.append(COMPARING[0])
@@ -159,10 +189,14 @@ def main() -> None:
             extra.append(b - a)
             alone.append(c)
             ratios.append(inside[-1] / c)
+            spin_cpu.append(a_spin / a)
+            spin_wall.append(walls[1] / walls[0])
+            spun.append(inside_spin / c)
             print(
-                f"served {a:.2f} s, with candidate {b:.2f} s (the candidate's part {inside[-1]:.2f} s, comparisons "
-                f"{comparing[-1]:.2f} s), candidate scored alone {c:.2f} s (after the served model {after:.2f} s): ratio "
-                f"{inside[-1] / c:.2f} ({inside[-1] / after:.2f})"
+                f"served {a:.2f} s ({walls[0]:.2f} s wall; spinning {a_spin:.2f} s, {walls[1]:.2f} s wall), with "
+                f"candidate {b:.2f} s (the candidate's part {inside[-1]:.2f} s, comparisons {comparing[-1]:.3f} s; "
+                f"spinning {inside_spin:.2f} s), candidate scored alone {c:.2f} s (after the served model "
+                f"{after:.2f} s): ratio {inside[-1] / c:.2f} ({inside[-1] / after:.2f})"
             )
         med, lo, hi = np.median(ratios), *median_ci(ratios)
         med2, lo2, hi2 = np.median(beside), *median_ci(beside)
@@ -173,9 +207,15 @@ def main() -> None:
         )
         print(
             f"medians: with − without {np.median(extra):.2f} s; the candidate's part {np.median(inside):.2f} s, of "
-            f"which comparisons {np.median(comparing):.2f} s; "
+            f"which comparisons {np.median(comparing):.3f} s; "
             f"candidate alone {np.median(alone):.2f} s"
         )
+        for what, got in (
+            ("the served model alone, CPU, spinning / not", spin_cpu),
+            ("the served model alone, wall, spinning / not", spin_wall),
+            ("the candidate's CPU in the pipeline, spinning, / its scoring alone", spun),
+        ):
+            print(f"{what}: median {np.median(got):.2f} [{median_ci(got)[0]:.2f}, {median_ci(got)[1]:.2f}]")
 
 
 if __name__ == "__main__":

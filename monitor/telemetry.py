@@ -1346,15 +1346,15 @@ COMPARE_DIFFERENCE = Gauge(
 )
 COMPARE_DIFFERENCE_LOWER = Gauge(
     "harmonic_compare_difference_lower",
-    "Lower end of the paired difference's 90 % paired-bootstrap interval.",
+    "Lower end of the paired difference's 90 % paired interval (normal, from the per-event differences).",
     ModelCandidateSegmentWindowAxis,
     group="Candidate beside the served model",
     unit="the axis's unit",
-    use="An interval wholly above or below 0 is a difference the paired bootstrap calls real at 90 %.",
+    use="An interval wholly above or below 0 is a difference the paired interval calls real at 90 %.",
 )
 COMPARE_DIFFERENCE_UPPER = Gauge(
     "harmonic_compare_difference_upper",
-    "Upper end of the paired difference's 90 % paired-bootstrap interval.",
+    "Upper end of the paired difference's 90 % paired interval (normal, from the per-event differences).",
     ModelCandidateSegmentWindowAxis,
     group="Candidate beside the served model",
     unit="the axis's unit",

@@ -3,7 +3,9 @@ the rows where they disagree share. Pure numpy: arrays in, typed results out.
 
 The rows are the same for both models, so each bootstrap replicate resamples row indices once and takes the mean
 of every per-row difference on that resample: the interval of a difference then carries the correlation between
-the two models' scores (their shared hard rows), which two separate intervals would not.
+the two models' scores (their shared hard rows), which two separate intervals would not. The live comparison
+(:mod:`monitor.runtime.candidate`), which compares every window every few thousand events, takes the normal paired
+interval instead (:func:`normal_interval`: the spread of the per-row differences, one pass over the rows).
 """
 
 from __future__ import annotations
@@ -118,6 +120,35 @@ def paired_bootstrap(
     return mean, lower, upper
 
 
+def normal_interval(
+    d: NDArray[np.float64], level: float = 0.9
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Normal intervals of mean(d[:, k]) for every column k of (N, K) per-row differences: the mean ± z·s/√N, s
+    the columns' sample standard deviation (ddof 1).
+
+    The live comparison's interval (:mod:`monitor.runtime.candidate`): the paired bootstrap's standard error of a
+    mean is s·√((N − 1)/N)/√N as its replicates grow, so this is that bootstrap's normal interval without the
+    replicates' own noise, at the cost of one pass over the rows (a window of 20,000 events: ~0.1 ms instead of
+    ~2 ms for 400 replicates). It is paired as the bootstrap is: s is the spread of each row's difference, so rows
+    hard for both models cancel. On skewed, zero-inflated values from 50 rows on its 90 % interval covers the true
+    difference as often as the percentile bootstrap's (``tests/unit/test_compare.py``).
+
+    >>> d = np.array([[0.1], [0.3], [0.2], [0.2]])
+    >>> tuple(round(float(v[0]), 3) for v in normal_interval(d))
+    (0.2, 0.133, 0.267)
+    """
+    if d.ndim != 2:
+        raise ValueError(f"d must be (N, K); got shape {d.shape}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1); got {level!r}")
+    n, k = d.shape
+    mean = d.mean(axis=0) if n else np.full(k, np.nan)
+    if n < 2:
+        return mean, np.full(k, np.nan), np.full(k, np.nan)
+    half = NormalDist().inv_cdf(0.5 + level / 2) * d.std(axis=0, ddof=1) / np.sqrt(n)
+    return mean, mean - half, mean + half
+
+
 def differences(
     a: Mapping[str, NDArray[np.float64]],
     b: Mapping[str, NDArray[np.float64]],
@@ -136,20 +167,52 @@ def differences(
         return ()
     ma = np.column_stack([np.asarray(a[ax.name], dtype=np.float64) for ax in shared])
     mb = np.column_stack([np.asarray(b[ax.name], dtype=np.float64) for ax in shared])
-    ok = np.all(np.isfinite(ma) & np.isfinite(mb), axis=1)
-    ma, mb = ma[ok], mb[ok]
-    diff, lower, upper = paired_bootstrap(ma, mb, replicates=replicates, level=level, seed=seed, groups=groups)
+    return paired_differences(ma, mb, shared, replicates=replicates, level=level, seed=seed, groups=groups)
+
+
+def paired_differences(
+    ma: NDArray[np.float64],
+    mb: NDArray[np.float64],
+    axes: Sequence[Axis],
+    *,
+    interval: Literal["bootstrap", "normal"] = "bootstrap",
+    replicates: int = 1000,
+    level: float = 0.9,
+    seed: int = 0,  # not a setting: the bootstrap's own draw
+    groups: int = GROUPS,
+) -> tuple[PairedDifference, ...]:
+    """:func:`differences` of (N, K) matrices whose column k is ``axes[k]``, over the rows finite in every column
+    for both; ``interval``: the paired bootstrap's (:func:`paired_bootstrap`) or the normal one
+    (:func:`normal_interval`, the live comparison's)."""
+    if ma.shape != mb.shape or ma.ndim != 2 or ma.shape[1] != len(axes):
+        raise ValueError(f"ma and mb must be (N, {len(axes)}) of one shape; got {ma.shape} and {mb.shape}")
+    d = ma - mb
+    if not np.isfinite(d.sum()):  # a finite sum: every difference, so every value, is finite (no copy)
+        ok = np.all(np.isfinite(ma) & np.isfinite(mb), axis=1)
+        ma, mb, d = ma[ok], mb[ok], d[ok]
+    n = int(ma.shape[0])
+    if interval == "normal":
+        diff, lower, upper = normal_interval(d, level)
+    else:
+        diff, lower, upper = paired_bootstrap(ma, mb, replicates=replicates, level=level, seed=seed, groups=groups)
+    means_a = ma.mean(axis=0) if n else np.full(len(axes), np.nan)
+    means_b = mb.mean(axis=0) if n else np.full(len(axes), np.nan)
     out = []
-    for j, ax in enumerate(shared):
+    for j, ax in enumerate(axes):
         favours = "unranked" if ax.better == "none" else "tie"
         if ax.better != "none" and np.isfinite(lower[j]) and (lower[j] > 0 or upper[j] < 0):
             a_higher = lower[j] > 0
             favours = "a" if a_higher == (ax.better == "higher") else "b"
-        mean_a = float(ma[:, j].mean()) if ma.shape[0] else float("nan")
-        mean_b = float(mb[:, j].mean()) if mb.shape[0] else float("nan")
         out.append(
             PairedDifference(
-                ax.name, int(ma.shape[0]), mean_a, mean_b, float(diff[j]), float(lower[j]), float(upper[j]), favours
+                ax.name,
+                n,
+                float(means_a[j]),
+                float(means_b[j]),
+                float(diff[j]),
+                float(lower[j]),
+                float(upper[j]),
+                favours,
             )
         )
     return tuple(out)

@@ -54,6 +54,14 @@ class OnnxRuntimeOptions:
     #: a clearly larger share of raw kafka-python's rate (``bench/stream.py throughput --variants raw pipeline``;
     #: docs/BENCHMARKS.md, *Ingest vs raw client*).
     spin_after_run: bool = False
+    #: let onnxruntime's intra-op threads spin while they wait for work inside a run (its default). False sets
+    #: ``session.intra_op.allow_spinning`` 0: a thread with nothing to do sleeps until the next parallel section.
+    #: In ``run`` the model's sessions share their cores with the consumer, the HTTP process, a candidate's sessions
+    #: run right after (``models[].compare_with``) and other models': on a busy 2-core machine a boosted-tree model
+    #: scored with spinning threads took 1.5× the CPU and 1.8× the wall time, and a candidate scored after it 2.2× its
+    #: scoring alone instead of 1.4× (``bench/live_candidate.py``; docs/BENCHMARKS.md, *A live candidate beside the
+    #: served model*).
+    spin: bool = False
     #: threads that run slices of each run of the model at once, cut along its batch axis
     #: (:class:`~monitor.model.split_runs.SplitSession`); 1 (``run``, which shares its cores): one run per call. The
     #: offline commands take a thread per CPU with one intra-op thread each (:func:`offline_options`)
@@ -75,13 +83,15 @@ def offline_options(
 
 def session_options(options: OnnxRuntimeOptions) -> ort.SessionOptions:
     """The onnxruntime options of every session of the model: thread counts, warnings and errors logged, and the
-    intra-op threads stopped after each run unless ``spin_after_run``."""
+    intra-op threads stopped after each run unless ``spin_after_run`` and never spinning for work unless ``spin``."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = options.intra_op_threads
     so.inter_op_num_threads = options.inter_op_threads
     so.log_severity_level = 3
     if not options.spin_after_run:
         so.add_session_config_entry("session.force_spinning_stop", "1")
+    if not options.spin:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return so
 
 

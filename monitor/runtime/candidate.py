@@ -2,11 +2,13 @@
 
 The candidate is never served and receives no events of its own: every micro-batch the served model scores (one
 sampled draw, decoded once) is scored on the candidate too, at the served model's scales (its standardizer, radius,
-σ and seed), so both models' per-event values are paired. :class:`PairedRows` keeps the newest paired events per
-segment; :class:`Candidate` scores, pairs and, every ``every`` paired events, compares each time window with
-:mod:`monitor.comparison.paired` (the paired bootstrap, the Pareto relation and the verdict ``compare`` uses): the
-differences (candidate − served) with their intervals, the share of events where the two predict different
-classes, and per segment the verdict of the longest window. Its :class:`CompareReport` goes to telemetry at the
+σ and seed) and on the same perturbations (the same ball points, and the served scorer's very flicker copies:
+:meth:`~monitor.signals.scorer.RobustnessScorer.share_noise`), so both models' per-event values are paired.
+:class:`PairedRows` keeps the newest paired events per segment; :class:`Candidate` scores, pairs and, every
+``every`` paired events, compares each time window with :mod:`monitor.comparison.paired` (the Pareto relation and
+the verdict ``compare`` uses; the normal paired interval, :func:`~monitor.comparison.paired.normal_interval`, where
+``compare`` bootstraps): the differences (candidate − served) with their intervals, the share of events where the
+two predict different classes, and per segment the verdict of the longest window. Its :class:`CompareReport` goes to telemetry at the
 pipeline's drains (:func:`publish_comparison`). The paired rows are not persisted: a restart compares afresh.
 
 The candidate's file is watched while ``run`` runs (:mod:`monitor.runtime.candidate_file`, :meth:`Candidate.refresh`):
@@ -22,14 +24,14 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 from numpy.typing import NDArray
 
 from monitor import telemetry as tel
 from monitor.comparison.columns import class_values
-from monitor.comparison.paired import Axis, PairedDifference, differences, pareto, share_interval, verdict
+from monitor.comparison.paired import Axis, PairedDifference, paired_differences, pareto, verdict
 from monitor.comparison.run import AXES
 from monitor.config import ModelSettings, Settings
 from monitor.errors import ConfigError, MonitorError
@@ -48,21 +50,21 @@ LIVE_AXES: Mapping[str, tuple[Axis, ...]] = {
     "classifier": tuple(ax for ax in AXES if ax.name in ("gamma", "flicker", "p_adj", "confidence")),
     "regressor": tuple(ax for ax in AXES if ax.name in ("gamma", "flicker")),
 }
+#: each live axis's per-event values in a ScoreResult
+_VALUES = {"gamma": "gamma", "flicker": "flicker", "p_adj": "p_adj", "confidence": "probability"}
 #: the comparison verdicts, as ``harmonic_compare_verdict`` labels them
 VERDICTS = ("candidate-better", "candidate-worse", "no-difference", "incomparable")
-#: paired events kept per segment (the newest): bounds memory and the bootstrap's cost at any event rate
+#: paired events kept per segment (the newest): bounds memory and a comparison's cost at any event rate
 MAX_ROWS = 20_000
 #: paired events a window needs before it is compared
 MIN_EVENTS = 50
-#: the fewest new paired events between two comparisons (a comparison bootstraps every window of every segment)
+#: the fewest new paired events between two comparisons (a comparison reads every window of every segment)
 COMPARE_EVERY = 2000
 #: ... or at least this many seconds of event time since the last comparison (a slow stream)
 COMPARE_SECONDS = 10.0
-#: bootstrap replicates per comparison (90 % intervals)
-REPLICATES = 400
-#: groups of rows the live bootstrap resamples above this many paired events (monitor.comparison.paired): its cost
-#: per window is REPLICATES × GROUPS draws, whatever the window holds
-GROUPS = 200
+#: batches scored on flicker copies other than the served model's (its scorer drew for something else, as for a
+#: reference scored again) before the candidate takes the served model's draws again (a copy of its noise bank)
+RESHARE_BATCHES = 16
 
 
 def check_candidate(served: str, a: OnnxModel, candidate: str, b: OnnxModel) -> NDArray[np.int64] | None:
@@ -131,7 +133,7 @@ def _first(names: Sequence[str], shown: int = 3) -> str:
 @dataclass(frozen=True)
 class PairedWindow:
     """One window of one segment: the paired differences (``difference`` is candidate − served, ``lower``/``upper``
-    its 90 % paired-bootstrap interval), the share of events where the predicted classes differ (NaN for a
+    its 90 % paired interval), the share of events where the predicted classes differ (NaN for a
     regressor) and the verdict of the window."""
 
     segment: str
@@ -147,6 +149,10 @@ class PairedRows:
     """The newest :data:`MAX_ROWS` paired events per segment: event time, both models' values on each axis, and
     both predicted classes. ``update`` feeds a batch, ``compare`` reads a window.
 
+    The values are kept axis by axis, (K, N): a window's means and spreads are then reductions along contiguous
+    rows (a (N, K) array's per-column reductions cost ~10× more), and a window that is the newest events of the
+    segment, as the events mostly arrive in time order, is a view of them, not a copy.
+
     >>> rows = PairedRows(("gamma",), max_rows=4)
     >>> t = np.arange(6.0); a = np.zeros((6, 1)); b = np.ones((6, 1)); c = np.zeros(6, dtype=np.int64)
     >>> rows.update(np.array(["x"] * 6), t, a, b, c, c).events("x")
@@ -161,10 +167,10 @@ class PairedRows:
         self.reset()
 
     def reset(self) -> None:
-        #: per segment: (t (N,), served values (N, K), candidate values (N, K), served class (N,), candidate class)
-        self._rows: dict[str, list[NDArray[np.generic]]] = {}
+        #: per segment: (t (N,), served values (K, N), candidate values (K, N), served class (N,), candidate class)
+        self._rows: dict[str, list[NDArray[Any]]] = {}
         #: per segment, batches appended since the last consolidation (joined when read, or past 2 × max_rows)
-        self._new: dict[str, list[list[NDArray[np.generic]]]] = {}
+        self._new: dict[str, list[list[NDArray[Any]]]] = {}
         self._pending: dict[str, int] = {}
         #: the latest event time seen
         self._end = -np.inf
@@ -179,17 +185,25 @@ class PairedRows:
         class_b: NDArray[np.int64],
     ) -> Self:
         """Append paired events (``a``: the served model, ``b``: the candidate, (N, K) over :attr:`axes`)."""
-        if t.size:
-            self._end = max(self._end, float(t.max()))
+        if not t.size:
+            return self
+        self._end = max(self._end, float(t.max()))
+        first = segments[0]
+        if (segments == first).all():  # one segment in the batch (the common case): no selection
+            self._append(str(first), [t, a.T, b.T, class_a, class_b])
+            return self
         for seg in np.unique(segments).tolist():
             sel = segments == seg
-            self._new.setdefault(seg, []).append([t[sel], a[sel], b[sel], class_a[sel], class_b[sel]])
-            self._pending[seg] = self._pending.get(seg, 0) + int(np.count_nonzero(sel))
-            if self._pending[seg] > 2 * self.max_rows:  # bounded between reads too
-                self._join(seg)
+            self._append(seg, [t[sel], a[sel].T, b[sel].T, class_a[sel], class_b[sel]])
         return self
 
-    def _join(self, segment: str) -> list[NDArray[np.generic]] | None:
+    def _append(self, segment: str, parts: list[NDArray[Any]]) -> None:
+        self._new.setdefault(segment, []).append(parts)
+        self._pending[segment] = self._pending.get(segment, 0) + int(parts[0].shape[0])
+        if self._pending[segment] > 2 * self.max_rows:  # bounded between reads too
+            self._join(segment)
+
+    def _join(self, segment: str) -> list[NDArray[Any]] | None:
         """``segment``'s rows, the batches appended since the last read joined and the oldest past max_rows dropped
         (one concatenation per read, not one per batch)."""
         new = self._new.pop(segment, [])
@@ -199,9 +213,10 @@ class PairedRows:
         if not chunks:
             return None
         if len(chunks) > 1:
-            self._rows[segment] = [np.concatenate(parts)[-self.max_rows :] for parts in zip(*chunks, strict=True)]
+            joined = [np.concatenate(parts, axis=-1) for parts in zip(*chunks, strict=True)]
         else:
-            self._rows[segment] = [p[-self.max_rows :] for p in chunks[0]]
+            joined = [np.ascontiguousarray(p) for p in chunks[0]]
+        self._rows[segment] = [p[..., -self.max_rows :] for p in joined]
         return self._rows[segment]
 
     @property
@@ -215,41 +230,36 @@ class PairedRows:
     def events_in(self, segment: str, window_seconds: float, end: float) -> int:
         """``segment``'s events in (end − window_seconds, end]."""
         rows = self._join(segment)
-        return (
-            0 if rows is None else int(np.count_nonzero(np.asarray(rows[0], dtype=np.float64) > end - window_seconds))
-        )
+        return 0 if rows is None else int(np.count_nonzero(rows[0] > end - window_seconds))
 
     def end(self) -> float:
         """The latest event time held (the windows end there), -inf when empty."""
         return self._end
 
-    def compare(
-        self,
-        segment: str,
-        window_seconds: float,
-        end: float,
-        axes: Sequence[Axis],
-        seed: int = 0,  # not a setting: the bootstrap's own draw, the same at every comparison
-    ) -> PairedWindow | None:
+    def compare(self, segment: str, window_seconds: float, end: float, axes: Sequence[Axis]) -> PairedWindow | None:
         """The paired comparison of ``segment``'s events in (end − window_seconds, end]; None below
-        :data:`MIN_EVENTS` events."""
+        :data:`MIN_EVENTS` events. Its intervals are the normal paired ones
+        (:func:`~monitor.comparison.paired.normal_interval`): one pass over the window's rows."""
         rows = self._join(segment)
         if rows is None:
             return None
         t, a, b, ca, cb = rows
-        sel = np.asarray(t, dtype=np.float64) > end - window_seconds
+        sel = t > end - window_seconds
         n = int(np.count_nonzero(sel))
         if n < MIN_EVENTS:
             return None
-        col = {name: j for j, name in enumerate(self.axes)}
-        served = {ax.name: a[sel, col[ax.name]].astype(np.float64) for ax in axes}
-        cand = {ax.name: b[sel, col[ax.name]].astype(np.float64) for ax in axes}
-        diffs = differences(served, cand, axes, replicates=REPLICATES, seed=seed, groups=GROUPS)
+        pick = _newest(sel, n)
+        cols = [self.axes.index(ax.name) for ax in axes]
+        served, cand = a[:, pick], b[:, pick]
+        if cols != list(range(len(self.axes))):
+            served, cand = served[cols], cand[cols]
+        # (N, K) views of the (K, N) rows: paired_differences reduces each axis along its contiguous row
+        diffs = paired_differences(served.T, cand.T, axes, interval="normal")
         relation = pareto(diffs, axes)
-        cls_a, cls_b = np.asarray(ca[sel], dtype=np.int64), np.asarray(cb[sel], dtype=np.int64)
-        flags = cls_a != cls_b
+        cls_a, cls_b = ca[pick], cb[pick]
         known = (cls_a >= 0) & (cls_b >= 0)
-        share = share_interval(flags[known])[0] if known.any() else float("nan")
+        seen = int(np.count_nonzero(known))
+        share = float(np.count_nonzero((cls_a != cls_b) & known)) / seen if seen else float("nan")
         # candidate − served (the interval's ends swap); ``favours`` names the model
         sides = {"a": "served", "b": "candidate"}
         flipped = tuple(
@@ -267,6 +277,12 @@ class PairedRows:
             verdict(relation.relation),
             relation.statement("served", "candidate"),
         )
+
+
+def _newest(sel: NDArray[np.bool_], n: int) -> slice | NDArray[np.bool_]:
+    """The ``n`` rows ``sel`` picks: a slice when they are the newest rows (events in time order), else ``sel``."""
+    first = sel.shape[0] - n
+    return slice(first, None) if sel[first:].all() else sel
 
 
 @dataclass
@@ -325,6 +341,9 @@ class Candidate:
         self.rows = PairedRows([ax.name for ax in self.axes])
         self.scorer: RobustnessScorer | None = None
         self._standardizer: object = None
+        #: batches since the candidate's flicker copies were last the served model's, and after how many it takes
+        #: the served model's draws again (RESHARE_BATCHES, doubled each time that did not hold)
+        self._unshared, self._reshare_after, self._reshared = 0, RESHARE_BATCHES, False
         self._since = 0
         #: the event time of the last comparison (a slow stream is compared every COMPARE_SECONDS of event time)
         self._compared_at = -np.inf
@@ -354,24 +373,37 @@ class Candidate:
         if self.refused is not None:
             return
         if self.scorer is None or self._standardizer is not scorer.standardizer:
-            self.scorer = RobustnessScorer(self.model, scorer.standardizer, scorer.config, held_sample=held_sample)
-            self._standardizer = scorer.standardizer
+            self.scorer = RobustnessScorer(
+                self.model, scorer.standardizer, scorer.config, held_sample=held_sample, noise_from=scorer
+            )
+            self._standardizer, self._unshared, self._reshare_after = scorer.standardizer, 0, RESHARE_BATCHES
+        elif self._unshared >= self._reshare_after:  # the served scorer drew for something else: its draws again
+            self.scorer.share_noise(scorer)
+            self._unshared, self._reshared = 0, True
         result = self.scorer.score(rows, held)
+        if self.scorer.shares_noise(scorer):
+            self._unshared, self._reshare_after = 0, RESHARE_BATCHES
+        else:  # a copy of the bank that did not hold is tried again ever later: it costs a bank's projection
+            self._unshared += 1
+            if self._reshared:
+                self._reshare_after = min(2 * self._reshare_after, 64 * RESHARE_BATCHES)
+        self._reshared = False
         self._report.evaluations += float(rows.shape[0] * self.scorer.rows_per_event())
         ok = served.valid & result.valid
         if keep is not None:
             ok &= keep
-        if not ok.any():
+        paired = int(np.count_nonzero(ok))
+        if not paired:
             return
+        pick: slice | NDArray[np.bool_] = slice(None) if paired == ok.shape[0] else ok  # all paired: views, no copies
         cls_b = result.predicted_class
         if self.class_map is not None:
             cls_b = np.where(cls_b >= 0, self.class_map[np.clip(cls_b, 0, None)], -1)
-        values = {"gamma": "gamma", "flicker": "flicker", "p_adj": "p_adj", "confidence": "probability"}
-        a = np.column_stack([getattr(served, values[ax.name])[ok] for ax in self.axes])
-        b = np.column_stack([getattr(result, values[ax.name])[ok] for ax in self.axes])
-        self.rows.update(segments[ok], timestamps[ok], a, b, served.predicted_class[ok], cls_b[ok])
-        self._since += int(ok.sum())
-        latest = float(timestamps[ok].max())
+        a = np.column_stack([getattr(served, _VALUES[ax.name])[pick] for ax in self.axes])
+        b = np.column_stack([getattr(result, _VALUES[ax.name])[pick] for ax in self.axes])
+        self.rows.update(segments[pick], timestamps[pick], a, b, served.predicted_class[pick], cls_b[pick])
+        self._since += paired
+        latest = float(timestamps[pick].max())
         if not np.isfinite(self._compared_at):  # the first paired events: the event-time cadence starts here
             self._compared_at = latest
         if self._since >= self.every or latest - self._compared_at >= COMPARE_SECONDS:
@@ -496,7 +528,15 @@ def build_candidates(settings: Settings, runtimes: Sequence[ModelRuntime]) -> di
 
 
 def fold_segments(segments: Sequence[str], known: set[str]) -> NDArray[np.str_]:
-    """Each event's segment as the served model's windows keep it (segments past ``max_segments`` in ``other``)."""
+    """Each event's segment as the served model's windows keep it (segments past ``max_segments`` in ``other``).
+
+    >>> fold_segments(["eu", "mars", "eu"], {"eu"}).tolist(), fold_segments(["europe"] * 2, {"europe"}).tolist()
+    (['eu', 'other', 'eu'], ['europe', 'europe'])
+    """
+    first = segments[0] if segments else OTHER
+    if all(s == first for s in segments):  # one segment in the batch (the common case): folded once
+        folded = first if first in known else OTHER
+        return np.full(len(segments), folded, dtype=f"<U{max(len(folded), 1)}")
     return np.array([s if s in known else OTHER for s in segments], dtype=np.str_)
 
 

@@ -43,6 +43,9 @@ Statistical properties:
   draws;
 - seeded: two scorers with the same seed give identical results for the same sequence of calls (same batch
   sizes, same valid rows); the draw stream is not the one of a per-copy ``standard_normal`` draw.
+- shared: a scorer built with ``noise_from`` (a live candidate's, beside its served model's scorer) takes that
+  scorer's bank and draws (:meth:`RobustnessScorer.share_noise`): scoring the same batches, each event gets the
+  same K copies on both models.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,6 +171,7 @@ class RobustnessScorer:
         reference or warm-up; a regressor's output scale is measured with rows of them (:func:`output_scale`).
     control : a control map for γ_logit on a per-event sampled hypercube (:func:`monitor.signals.control.fit_control_map`
         on reference rows at this radius): γ_logit then has the control variate's smaller error.
+    noise_from : a scorer whose flicker draws this one takes instead of drawing its own (:meth:`share_noise`).
     """
 
     def __init__(
@@ -176,6 +181,7 @@ class RobustnessScorer:
         config: ScoringConfig | None = None,
         held_sample: Held | None = None,
         control: ControlMap | None = None,
+        noise_from: RobustnessScorer | None = None,
     ) -> None:
         self.model = model
         self.config = config or ScoringConfig()
@@ -248,7 +254,9 @@ class RobustnessScorer:
         self._bank_cursor = 0  # next bank row to redraw
         self._refresh_owed = 0  # bank rows to redraw at the next refresh
         self._copy_index = np.arange(k, dtype=np.intp)
-        if k:
+        #: the generator, bank cursor and owed rows before the latest batch's flicker copies (:meth:`share_noise`)
+        self._noise_mark: tuple[Mapping[str, Any], int, int] | None = None
+        if k and (noise_from is None or not self.share_noise(noise_from)):
             self._draw_bank_rows(0, bank_rows)
 
     @property
@@ -263,6 +271,37 @@ class RobustnessScorer:
     def rows_built_in_graph(self) -> bool:
         """True when the model builds the ball points and flicker copies itself (see ``OnnxModel.neighbourhood``)."""
         return self._neighbourhood is not None
+
+    def share_noise(self, other: RobustnessScorer) -> bool:
+        """Draw the flicker copies ``other`` drew for its latest batch, and for every batch after it: its bank, and its
+        generator and bank refresh as they stood before that batch (a candidate's scorer, which scores each batch
+        right after the served model's). Scoring the same batches as ``other`` from then on, each event gets the
+        very copies it got there: the two models' flicker is measured on the same perturbations, as their γ is on
+        the same ball points, and a paired flicker difference carries none of two draws' own noise. False, and
+        nothing changed, when the two draw different noise (copies, bank rows or scales)."""
+        mark = other._noise_mark or other._noise_state()
+        k = self.config.flicker_copies
+        if (
+            k == 0
+            or other.config.flicker_copies != k
+            or other._bank.shape != self._bank.shape
+            or not np.array_equal(other._noise_scale, self._noise_scale)
+        ):
+            return False
+        np.copyto(self._bank, other._bank)
+        if self._bank_fed is not self._bank and self._neighbourhood is not None:
+            self._bank_fed[...] = self._neighbourhood.project_noise(self._bank)
+        state, self._bank_cursor, self._refresh_owed = mark
+        self._rng.bit_generator.state = state
+        return True
+
+    def shares_noise(self, other: RobustnessScorer) -> bool:
+        """Whether this scorer and ``other`` stand at the same point of the same flicker draws (after
+        :meth:`share_noise`, each scored the same batches)."""
+        return self._noise_state() == other._noise_state() and self._bank.shape == other._bank.shape
+
+    def _noise_state(self) -> tuple[Mapping[str, Any], int, int]:
+        return self._rng.bit_generator.state, self._bank_cursor, self._refresh_owed
 
     def build_rows(self, centres: NDArray[np.float32], axes: NDArray[np.intp] | None = None) -> NDArray[np.float32]:
         """Fill (and return a view of) the buffer: centres, ball points, flicker copies for (B, n) centres.
@@ -408,6 +447,8 @@ class RobustnessScorer:
     def _score_valid(self, centres: NDArray[np.float32], held: Held | None = None) -> dict[str, NDArray[np.generic]]:
         b = centres.shape[0]
         k = self.config.flicker_copies
+        if k:
+            self._noise_mark = self._noise_state()
         axes = self.event_axes(centres) if self.per_event_ball else None
         if self._neighbourhood is not None:
             # the model's graph adds the offsets and the noise to the centres itself: one run per chunk of events

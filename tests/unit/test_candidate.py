@@ -3,6 +3,7 @@ the pipeline scoring one draw on both models."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -11,18 +12,22 @@ import numpy as np
 import pytest
 
 from monitor import telemetry as tel
+from monitor.comparison.paired import normal_interval
 from monitor.config import load_settings
 from monitor.errors import ConfigError
 from monitor.exporters.prometheus import MetricsState
 from monitor.model.onnx import OnnxModel
+from monitor.model.standardize import Standardizer
 from monitor.runtime.candidate import (
     LIVE_AXES,
     MIN_EVENTS,
+    RESHARE_BATCHES,
     Candidate,
     PairedRows,
     check_candidate,
     publish_comparison,
 )
+from monitor.signals.scorer import RobustnessScorer, ScoringConfig
 from monitor.source.base import RawRecord
 from tests.unit import onnx_graphs
 from tests.unit.test_pipeline import RecordingSource, events, make_pipeline, make_settings, rows, run_to_end
@@ -74,6 +79,27 @@ def test_rows_kept_are_bounded() -> None:
         z = np.zeros((8, 1))
         paired.update(np.array(["x"] * 8), np.arange(8.0), z, z, np.zeros(8, np.int64), np.zeros(8, np.int64))
     assert paired.events("x") == 10
+
+
+def test_a_window_is_its_events_whether_or_not_they_arrived_in_time_order() -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.gamma(2.0, 0.05, size=(300, len(AXES))), rng.gamma(2.0, 0.05, size=(300, len(AXES)))
+    t = np.arange(300.0)
+    t[200:230] = rng.uniform(0, 100, 30)  # a late partition's events, older than the window
+    cls = np.zeros(300, dtype=np.int64)
+    paired = PairedRows([ax.name for ax in AXES])
+    for i in range(0, 300, 100):  # three batches, one of them carrying both segments
+        seg = np.array(["eu"] * 100) if i != 100 else np.array(["eu", "us"] * 50)
+        paired.update(seg, t[i : i + 100], a[i : i + 100], b[i : i + 100], cls[i : i + 100], cls[i : i + 100])
+    segment = np.array(["eu"] * 100 + ["eu", "us"] * 50 + ["eu"] * 100)
+    for window in (60.0, 150.0, 250.0):
+        sel = (segment == "eu") & (t > 299.0 - window)
+        got = paired.compare("eu", window, 299.0, AXES)
+        assert got is not None and got.events == int(sel.sum())
+        mean, lo, hi = normal_interval(b[sel] - a[sel])  # candidate − served
+        assert [d.difference for d in got.differences] == pytest.approx(mean.tolist())
+        assert [d.lower for d in got.differences] == pytest.approx(lo.tolist())
+        assert [d.upper for d in got.differences] == pytest.approx(hi.tolist())
 
 
 # -- the checks at start -------------------------------------------------------------------------------------
@@ -172,6 +198,66 @@ def test_the_pipeline_scores_the_candidate_on_the_served_models_events(tmp_path:
     assert tel.EVENTS_SCORED_TOTAL.total(state) == 2100  # the served model's events, counted once
     evaluated = tel.MODEL_EVALUATIONS_TOTAL.value(state, tel.ModelPurpose("fragile", "events"))
     assert evaluated > 0
+
+
+def test_a_candidate_scorer_takes_the_served_scorers_flicker_copies(tmp_path: Path) -> None:
+    path = onnx_graphs.linear_classifier(tmp_path / "m.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2])
+    served_model, twin = OnnxModel(path), OnnxModel(path)
+    config = ScoringConfig(flicker_copies=8, sigma=0.5, seed=3)
+    served = RobustnessScorer(served_model, Standardizer.identity(2), config)
+    rng = np.random.default_rng(0)
+    served.score(rng.normal(0.0, 1.0, (300, 2)))  # a reference scored first: the served draws run ahead
+    batches = [rng.normal(0.0, 0.3, (n, 2)) for n in (64, 200, 7)]
+    first = served.score(batches[0])
+    shared = RobustnessScorer(twin, served.standardizer, config, noise_from=served)
+    own = RobustnessScorer(twin, served.standardizer, config)
+    assert shared.score(batches[0]).flicker.tolist() == first.flicker.tolist()
+    assert first.flicker.mean() > 0.1  # copies that flip: the same values are the same draws
+    own_flicker = own.score(batches[0]).flicker
+    assert own_flicker.tolist() != first.flicker.tolist()
+    for batch in batches[1:]:  # in step batch after batch, the bank's refreshes included
+        assert shared.score(batch).flicker.tolist() == served.score(batch).flicker.tolist()
+        own.score(batch)
+    assert shared.shares_noise(served) and not own.shares_noise(served)
+    fewer = RobustnessScorer(twin, served.standardizer, dataclasses.replace(config, flicker_copies=4))
+    assert not fewer.share_noise(served) and not fewer.shares_noise(served)
+
+
+def test_a_candidate_takes_the_served_draws_again_once_they_ran_apart(tmp_path: Path) -> None:
+    path = onnx_graphs.linear_classifier(tmp_path / "m.onnx", [[0.0, 1.0], [0.0, -1.0]], [0.0, 0.2])
+    served = RobustnessScorer(OnnxModel(path), Standardizer.identity(2), ScoringConfig(flicker_copies=8, seed=1))
+    cand = Candidate("clf", "v2", OnnxModel(path), None, (60.0,), every=10**6)
+    rng = np.random.default_rng(2)
+
+    def batch() -> bool:
+        """One batch scored on the served model, then on the candidate; whether their copies were the same."""
+        x = rng.normal(0.0, 0.3, (32, 2))
+        result = served.score(x)
+        cand.score(served, None, x, None, result, np.zeros(32), np.array(["eu"] * 32), None)
+        assert cand.scorer is not None
+        return cand.scorer.shares_noise(served)
+
+    assert all(batch() for _ in range(3))
+    served.score(rng.normal(0.0, 1.0, (100, 2)))  # the served scorer draws for something else (a reference)
+    apart = [batch() for _ in range(RESHARE_BATCHES + 2)]
+    assert apart == [False] * RESHARE_BATCHES + [True, True]
+
+
+def test_a_twin_candidate_in_the_pipeline_flickers_on_the_same_copies(tmp_path: Path) -> None:
+    base = make_settings(tmp_path)
+    served = base.models[0].model_dump()
+    twin = tmp_path / "twin.onnx"
+    twin.write_bytes(Path(served["path"]).read_bytes())
+    cand = {**served, "name": "twin", "path": str(twin), "compare_with": served["name"], "reference": None}
+    records = [RawRecord(ev, topic="t", partition=0, offset=i) for i, ev in enumerate(events(rows(600, seed=3)))]
+    pipeline = run_to_end(make_pipeline(make_settings(tmp_path, models=[served, cand]), RecordingSource(records)))
+    paired = pipeline.candidates["clf"][0].rows
+    got = paired.compare("other", 1e9, paired.end(), AXES)
+    assert got is not None and got.events == 600
+    flicker = next(d for d in got.differences if d.axis == "flicker")
+    assert flicker.mean_b > 0  # the served model flickers ...
+    assert (flicker.difference, flicker.lower, flicker.upper) == (0.0, 0.0, 0.0)  # ... on the candidate's very copies
+    assert got.verdict == "no-difference"
 
 
 def test_a_failing_candidate_costs_the_served_model_nothing(

@@ -14,7 +14,16 @@ import pytest
 from monitor.cli import main
 from monitor.comparison.columns import Columns, model_rows, read_columns
 from monitor.comparison.fragility import split_fragilities
-from monitor.comparison.paired import Axis, PairedDifference, differences, paired_bootstrap, pareto, verdict
+from monitor.comparison.paired import (
+    Axis,
+    PairedDifference,
+    differences,
+    normal_interval,
+    paired_bootstrap,
+    paired_differences,
+    pareto,
+    verdict,
+)
 from monitor.errors import DataError
 from monitor.model.onnx import OnnxModel
 
@@ -149,6 +158,52 @@ def test_paired_bootstrap_of_fewer_groups_groups_from_that_many_rows(monkeypatch
     np.testing.assert_allclose(hi_g - lo_g, hi_r - lo_r, rtol=0.2)
     np.testing.assert_allclose((hi_g + lo_g) / 2, (hi_r + lo_r) / 2, atol=0.1 * (hi_r - lo_r).max())
     assert paired.GROUPS > 200
+
+
+def _skewed_pair(rng: np.random.Generator, n: int) -> tuple[Any, Any, float]:
+    """n paired rows of γ-like values (skewed, zero-inflated): the candidate's are the served model's × 1.1 plus a
+    sparse skewed term of its own; the true mean difference (served − candidate) with them."""
+    a = rng.gamma(0.5, 0.1, size=(n, 1)) * (rng.random((n, 1)) < 0.7)
+    b = a * 1.1 + rng.gamma(0.5, 0.02, size=(n, 1)) * (rng.random((n, 1)) < 0.3)
+    mean_a, mean_own = 0.5 * 0.1 * 0.7, 0.5 * 0.02 * 0.3
+    return a, b, mean_a - (1.1 * mean_a + mean_own)
+
+
+@pytest.mark.parametrize("n", [50, 500])
+def test_the_normal_paired_interval_covers_as_honestly_as_the_paired_bootstrap(n: int) -> None:
+    rng = np.random.default_rng(n)
+    windows = 300
+    covered = {"normal": 0, "bootstrap": 0}
+    widths: dict[str, list[float]] = {"normal": [], "bootstrap": []}
+    for seed in range(windows):
+        a, b, true = _skewed_pair(rng, n)
+        got = {
+            "normal": normal_interval(a - b),
+            "bootstrap": paired_bootstrap(a, b, replicates=400, seed=seed, groups=200),
+        }
+        for name, (_, lo, hi) in got.items():
+            covered[name] += bool(lo[0] <= true <= hi[0])
+            widths[name].append(float(hi[0] - lo[0]))
+    rate = {name: hits / windows for name, hits in covered.items()}
+    assert 0.84 <= rate["normal"] <= 0.95, rate  # nominal 90 %; ±0.017 is one standard error of 300 windows
+    assert abs(rate["normal"] - rate["bootstrap"]) <= 0.03, rate
+    assert np.mean(widths["normal"]) == pytest.approx(np.mean(widths["bootstrap"]), rel=0.05)
+
+
+def test_paired_differences_take_matrices_and_either_interval() -> None:
+    axes = [Axis("gamma", "lower", ""), Axis("flicker", "lower", "")]
+    rng = np.random.default_rng(4)
+    a = rng.uniform(0, 1, (400, 2))
+    b = a + np.array([0.05, 0.0]) + rng.normal(0, 0.01, (400, 2))
+    b[0, 1] = np.nan  # a row missing for one model on one axis leaves every axis
+    normal = paired_differences(a, b, axes, interval="normal")
+    boot = paired_differences(a, b, axes, replicates=200)
+    assert [d.n for d in normal] == [399, 399] and [d.favours for d in normal] == ["a", "tie"]
+    assert [d.favours for d in boot] == ["a", "tie"]
+    assert normal[0].difference == pytest.approx(boot[0].difference)
+    assert normal[0].upper - normal[0].lower == pytest.approx(boot[0].upper - boot[0].lower, rel=0.2)
+    with pytest.raises(ValueError, match=r"must be \(N, 2\) of one shape"):
+        paired_differences(a, b[:, :1], axes)
 
 
 def test_paired_bootstrap_refuses_unpaired_shapes() -> None:

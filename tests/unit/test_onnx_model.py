@@ -415,3 +415,23 @@ def test_onnx_model_sessions_stop_their_threads_spinning_after_a_run_unless_aske
 
 def test_onnx_model_stops_spinning_by_default() -> None:
     assert OnnxRuntimeOptions().spin_after_run is False
+
+
+def _allow_spinning(session: ort.InferenceSession) -> str | None:
+    """The session's ``session.intra_op.allow_spinning`` entry, None when it is not set (onnxruntime's default: 1)."""
+    try:
+        return str(session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning"))
+    except RuntimeError:
+        return None
+
+
+@pytest.mark.parametrize(("spin", "expected"), [(False, "0"), (True, None)])
+def test_onnx_model_sessions_threads_sleep_while_they_wait_for_work_unless_asked(
+    linear_classifier_model: OnnxModel, spin: bool, expected: str | None
+) -> None:
+    model = OnnxModel(linear_classifier_model.path, OnnxRuntimeOptions(spin=spin))
+    evaluator = model.neighbourhood(np.zeros((3, 2), dtype=np.float32), copies=2)
+    assert evaluator is not None, "the linear classifier's graph is wrapped"
+    assert _allow_spinning(model._session) == expected
+    assert _allow_spinning(evaluator._runner._session) == expected
+    assert OnnxRuntimeOptions().spin is False
