@@ -3,13 +3,16 @@
 Four methods, each with a 90 % interval (``methods`` of :func:`estimate_loss`; :data:`DEFAULT_METHOD` is the one
 reported as ``mae``/``rmse``):
 
-- ``gbdt`` (the default): DLE's own recipe (NannyML's direct loss estimation) — two gradient-boosted models
-  (scikit-learn's HistGradientBoostingRegressor, 100 shallow steps, seeded, one thread) learn |y − ŷ| and (y − ŷ)²
-  on the labelled reference's standardized inputs (not projected: the trees split on the inputs themselves; inputs
-  wider than :data:`GBDT_MAX_INPUTS` use the projected design) and standardized prediction; the estimate is the
+- ``gbdt`` (the default): DLE's recipe (NannyML's direct loss estimation: LightGBM with its defaults on the inputs
+  and the prediction) plus one feature — two gradient-boosted models (scikit-learn's HistGradientBoostingRegressor
+  with LightGBM's defaults: 100 steps of 0.1, 31 leaves, 20 rows a leaf; seeded, one thread) learn |y − ŷ| and
+  (y − ŷ)² on the labelled reference's standardized inputs (not projected: the trees split on the inputs themselves;
+  inputs wider than :data:`GBDT_MAX_INPUTS` use the projected design), its standardized prediction and each row's
+  mean distance to its :data:`NEIGHBOURS` nearest reference rows (a reference row leaving itself out): the error
+  grows where the reference is sparse, and the distance says so in every direction at once. The estimate is the
   window's mean predicted loss. The reference file keeps the rows (up to
   :data:`~monitor.accuracy.weighted.MAX_ROWS`), not the trees: the models are refitted the same way when a fit is
-  loaded (about a second).
+  loaded (under a second).
 - ``iw``: the **importance-weighted reference error** — the weighted mean of the labelled reference's absolute
   (squared) errors, the weights the density ratios window/reference of the code base's one domain classifier
   (:func:`~monitor.accuracy.weighted.domain_weights`: cross-fitted logistic, clipped, its AUC and effective sample
@@ -29,11 +32,12 @@ reference value| + (FLOOR + AUC_MARGIN × (2·AUC − 1)²) × reference value``
 fewer than :data:`~monitor.accuracy.weighted.MIN_WINDOW_ROWS` rows is refused (no estimate rather than noise).
 
 Measured (``bench/loss_estimate.py``, 226 shifted sets of diabetes and ``make_friedman1``, GBDT and MLP;
-docs/BENCHMARKS.md): MAE off by 22.2 % of the reference value for ``gbdt`` against 24.8 % for ``iw``, 26.4 % for "no
-change" (the reference's error) and 21.5 % for NannyML's DLE (LightGBM); ``iw`` is closer where the error moved 10–25
-% (14.6 % against 16.6 %), "no change" where it moved < 10 % (4.1 % against 6.9 %); coverage ≥ 95 % in every bucket.
-About 35 ms a 1,000-row window once the models are fitted. Like every label-free estimate it cannot see a change of
-the target given the inputs.
+docs/BENCHMARKS.md): MAE off by 22.1 % of the reference value for ``gbdt`` against 24.8 % for ``iw``, 26.4 % for "no
+change" (the reference's error) and 21.5 % for NannyML's DLE; RMSE 22.1 % against DLE's 22.5 %; on the tuning split
+(899 other sets) 13.7 % and 13.7 % against DLE's 14.2 % and 14.8 %. "No change" is closer where the error moved < 10
+% (4.1 % against 8.4 %), ``iw`` where it moved 10–25 % (14.6 % against 16.4 %); coverage ≥ 93 % in every bucket.
+About 45 ms a 1,000-row window once the models are fitted (the distances: about 10). Like every label-free estimate
+it cannot see a change of the target given the inputs.
 """
 
 from __future__ import annotations
