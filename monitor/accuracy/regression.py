@@ -304,7 +304,7 @@ def neighbour_distance(
     k = max(1, min(k, reference.shape[0] - (1 if own else 0)))
     ref_sq = np.einsum("ij,ij->i", reference, reference)
     out = np.empty(target.shape[0])
-    with _one_thread():
+    with _one_thread(), np.errstate(over="ignore", invalid="ignore"):  # a huge input: an infinite or NaN distance
         for start in range(0, target.shape[0], _DISTANCE_BLOCK):
             block = target[start : start + _DISTANCE_BLOCK]
             sq = block @ reference.T
