@@ -12,7 +12,8 @@ For each stream and seed:
    rate (``drift.false_alarms_per_million_events: 100``) and its alarms on the same run are reported;
 4. **live**: PRE *before* events, then POST *after* events (an abrupt change at PRE). Our verdict: ``harmonic-monitor
    replay`` over the JSON-lines events (every event scored, micro-batches of BATCH events), the delay from the
-   timeline's ``index``. Baselines: river's ADWIN, KSWIN and PageHinkley on the model's max-probability, and on
+   timeline's ``index`` (the line of the event a detector crossed at, the same 0-based line numbering as the
+   baselines' alarms). Baselines: river's ADWIN, KSWIN and PageHinkley on the model's max-probability, and on
    every feature (one detector per feature, standardized by the reference; an alarm when any fires, calibrated
    jointly).
 
@@ -86,7 +87,8 @@ except ImportError:  # pragma: no cover - bench-only dependency
     )
 
 TRAIN, REF, CAL, PRE, POST = 5000, 5000, 20000, 5000, 5000
-#: replay micro-batch: verdicts are evaluated every BATCH events (the CUSUMs update per event)
+#: replay micro-batch: verdicts are evaluated after a batch that turned a detector (else every drift.every events);
+#: a change its detectors made names the event they crossed at (the CUSUMs update per event), whatever BATCH is
 BATCH = 10
 FA_PER_10K = 1.0
 EVENT_SPACING_MS = 10
