@@ -18,7 +18,8 @@ The timeline (``--timeline``) is ``{"events": n, "changes": [...], "alerts": [..
 file's non-blank lines (valid or not); each change and alert carries ``index``, the 0-based line of the event at
 which it was decided: where the detectors decided it, the event whose value a detector crossed at; else (the
 accuracy estimate, the hysteresis, an alert) the last event of the micro-batch being applied when the watch
-evaluated (an alert moved on by the clock between batches: the last line read). Invalid lines are counted by reason on stderr and skipped.
+evaluated (an alert moved on by the clock between batches: the last line read). Invalid lines are counted by reason
+on stderr and skipped.
 
 A model whose reference was built with labels also gets ``"accuracy"``: its label-free estimate per period
 (``{"model", "metric": "accuracy" | "mae", "period", "end", "n", "estimate", "lower", "upper", "method",

@@ -136,8 +136,7 @@ def replay(
     ``config``: a YAML configuration (detectors, segments, alerts), as ``run`` reads it; ``batch_events``: events
     per micro-batch unless the configuration names a size (default 10; a change its detectors made names the event
     they crossed at whatever the size, one the accuracy estimate made lands within that many events; larger batches
-    replay faster); ``keep_scores``: the timeline also holds
-    every scored event's features and scores.
+    replay faster); ``keep_scores``: the timeline also holds every scored event's features and scores.
 
     A model whose reference holds the label-free estimators (built with labels) gets its estimate per period
     (:meth:`ReplayTimeline.over_time`): periods of ``period_seconds`` of event time, else of ``period_events``
