@@ -157,6 +157,8 @@ def run_segments(
         state = _state_at(changed, start)
         already = state == "harmful-shift" if harmful_only else state != "stable"
         run.delays[label] = 0.0 if already else _first_after(mine, PRE_EACH)
+        if already:  # a false alarm before the change, held through it
+            run.held.append(label)
     run.final = _state_at(changed, live_x.shape[0] + 1)
     run.fired = next(
         (list(c["detectors"]) for c in changed["changes"] if c["index"] >= start and c["verdict"] == "harmful-shift"),

@@ -10,14 +10,16 @@ Decode, sample, score, windows, detectors, verdicts and alerts run exactly as in
   same file gives the same timeline;
 * micro-batches are ``REPLAY_BATCH`` (10) events unless the config sets ``batch.max_events``: a detector that
   turns on is reported at the micro-batch that turned it on (the window tests still run every ``drift.every``
-  events), so a change's ``index`` is within 10 events of the event that decided it.
+  events), naming the event it crossed at, so a change's ``index`` does not depend on the batch size.
 
 The timeline (``--timeline``) is ``{"events": n, "changes": [...], "alerts": [...], "crossings": [...]}``:
 ``crossings`` lists each time a detector of a segment turned on or off (``{"index", "model", "segment",
 "detector", "state": "on" | "off"}``), which the verdict's hysteresis does not hold back. ``events`` counts the
 file's non-blank lines (valid or not); each change and alert carries ``index``, the 0-based line of the event at
-which it was decided: the last event of the micro-batch being applied when the watch evaluated (an alert moved on
-by the clock between batches: the last line read). Invalid lines are counted by reason on stderr and skipped.
+which it was decided: where the detectors decided it, the event whose value a detector crossed at; else (the
+accuracy estimate, the hysteresis, an alert) the last event of the micro-batch being applied when the watch
+evaluated (an alert moved on by the clock between batches: the last line read). Invalid lines are counted by reason
+on stderr and skipped.
 
 A model whose reference was built with labels also gets ``"accuracy"``: its label-free estimate per period
 (``{"model", "metric": "accuracy" | "mae", "period", "end", "n", "estimate", "lower", "upper", "method",

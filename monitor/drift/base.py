@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections import deque
 from dataclasses import dataclass
 from typing import Literal, Protocol, Self
 
@@ -42,6 +43,9 @@ class DriftState:
     events : events fed since the last reset.
     alarms : times drift_detected turned on since the last reset.
     first_alarm_event : event count (1-based) at the first alarm since reset, or None.
+    changes : event counts (1-based) at which drift_detected last changed (on or off), oldest first, at most
+        :data:`CHANGES_KEPT`: where within a batch a detector crossed
+        (:meth:`~monitor.drift.slots.DetectorSlot.feed`).
     """
 
     name: str
@@ -52,6 +56,7 @@ class DriftState:
     events: int
     alarms: int = 0
     first_alarm_event: int | None = None
+    changes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +130,13 @@ class ReferenceLike(Protocol):
         ...
 
 
+#: the last changes of a detector's signal it remembers (:attr:`DriftState.changes`): more than one batch can hold
+CHANGES_KEPT = 32
+
+
 class AlarmCounter:
-    """Counts off→on transitions of a detector's signal and remembers the first one (shared helper)."""
+    """Counts off→on transitions of a detector's signal, remembers the first one and the event counts of its last
+    :data:`CHANGES_KEPT` changes (shared helper)."""
 
     def __init__(self) -> None:
         self.reset()
@@ -136,6 +146,7 @@ class AlarmCounter:
         self.on = False
         self.alarms = 0
         self.first_event: int | None = None
+        self.changes: deque[int] = deque(maxlen=CHANGES_KEPT)
 
     def mark(self, on: bool, event: int) -> None:
         """Record the signal ``on`` as of the 1-based ``event`` count."""
@@ -143,11 +154,15 @@ class AlarmCounter:
             self.alarms += 1
             if self.first_event is None:
                 self.first_event = event
+        if on != self.on:
+            self.changes.append(event)
         self.on = on
 
     def snapshot(self, name: str, statistic: float, threshold: float, p_value: float, events: int) -> DriftState:
         """The :class:`DriftState` of a detector whose signal this counter follows (``drift_detected`` is ``on``)."""
-        return DriftState(name, self.on, statistic, threshold, p_value, events, self.alarms, self.first_event)
+        return DriftState(
+            name, self.on, statistic, threshold, p_value, events, self.alarms, self.first_event, tuple(self.changes)
+        )
 
 
 def as_values(values: ArrayLike) -> NDArray[np.float64]:

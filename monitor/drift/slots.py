@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 
 from monitor.alerts import Evidence
 from monitor.config import DriftSettings
-from monitor.drift.base import DriftState, FeatureShift, ReferenceLike, WindowPlan
+from monitor.drift.base import CHANGES_KEPT, DriftState, FeatureShift, ReferenceLike, WindowPlan
 
 if TYPE_CHECKING:
     from monitor.rolling.reference import Reference
@@ -220,11 +220,23 @@ class DetectorSlot(Generic[T, D]):
     def role(self) -> Role:
         return self.spec.role
 
-    def feed(self, signals: Mapping[str, Any]) -> None:
-        """Feed the detector its signal from one batch's ``signals`` (absent or None: not scored, nothing fed)."""
+    def feed(self, signals: Mapping[str, Any], size: int | None = None) -> tuple[int, ...]:
+        """Feed the detector its signal from one batch of ``size`` events' ``signals`` (absent or None: not scored,
+        nothing fed; ``size`` None: its signal's length); the batch positions (0-based, ascending) at which its alarm
+        changed, each where the detector crossed: the event whose value it was reading then."""
         values = signals.get(self.spec.signal)
-        if values is not None:
-            self.detector.update(values if self.spec.transform is None else self.spec.transform(values))
+        if values is None:
+            return ()
+        size = batch_length(self.spec.signal, values) if size is None else size
+        before = self.detector.state.events
+        self.detector.update(values if self.spec.transform is None else self.spec.transform(values))
+        after = self.detector.state
+        fresh = [e - before - 1 for e in after.changes if e > before]
+        if not fresh:
+            return ()
+        # every change of this batch is remembered unless the memory is full of them
+        complete = len(after.changes) < CHANGES_KEPT or after.changes[0] <= before
+        return tuple(_positions(values, size, after.events - before, fresh) if complete else [size - 1])
 
     @property
     def moved(self) -> Sequence[FeatureShift]:
@@ -242,3 +254,35 @@ class DetectorSlot(Generic[T, D]):
     def gauges(self) -> tuple[InputValues, ...]:
         """The detector's per-input gauges now."""
         return tuple(self.spec.gauges(self.detector))
+
+
+def batch_length(signal: str, values: Any) -> int:
+    """Events in one batch of ``signal``'s ``values``: a per-event signal's length, the feature rows (one 1-D row:
+    one event), a held column's length.
+
+    >>> batch_length("gamma", [0.1, 0.2]), batch_length("features", [0.1, 0.2]), batch_length("held", {"c": ["a"]})
+    (2, 1, 1)
+    """
+    if isinstance(values, Mapping):
+        return len(next(iter(values.values()), ()))
+    v = np.asarray(values)
+    if signal == "features":
+        return 1 if v.ndim == 1 else int(v.shape[0])
+    return int(v.size)
+
+
+def _positions(values: Any, size: int, fed: int, counts: Sequence[int]) -> list[int]:
+    """Batch positions of the 0-based ``counts`` among the ``fed`` values a detector took of a batch of ``size``
+    events: the same where it took every event; else among the events with finite values (a detector skips NaN
+    values and rows with NaN), as it skips them. Where that cannot be told (another count), the batch's last event:
+    no change is placed earlier than it happened."""
+    last = size - 1
+    if fed == size:
+        return [min(c, last) for c in counts]
+    if isinstance(values, Mapping) or fed > size:
+        return [last]
+    v = np.asarray(values, dtype=np.float64)
+    finite = np.flatnonzero(~np.isnan(v) if v.ndim == 1 else np.all(np.isfinite(v), axis=1))
+    if finite.size != fed:
+        return [last]
+    return [int(finite[c]) for c in counts]

@@ -36,7 +36,16 @@ from numpy.typing import ArrayLike, NDArray
 from monitor.config import DriftSettings
 from monitor.drift.base import DriftState, ReferenceLike, WindowPlan
 from monitor.drift.registry import DETECTORS
-from monitor.drift.slots import DetectorSlot, DetectorSpec, ReportField, SlotContext, SlotDetector, SlotState
+from monitor.drift.slots import (
+    DetectorSlot,
+    DetectorSpec,
+    ReportField,
+    Role,
+    SlotContext,
+    SlotDetector,
+    SlotState,
+    batch_length,
+)
 
 
 class Verdict(StrEnum):
@@ -155,8 +164,7 @@ def decide_verdict(
     harm = tuple(s.state.name for s in fired if s.role == "output")
     fragile = tuple(s.state.name for s in fired if s.role == "fragility")
     input_fired = tuple(s.state.name for s in fired if s.role == "input")
-    lost = accuracy_drop or (estimate_fell and bool(fragile or input_fired))
-    if lost:
+    if _lost({s.role for s in fired}, accuracy_drop, estimate_fell):
         harm += ("accuracy_estimate",)
     named: dict[ReportField, tuple[tuple[str, float], ...]] = {}
     for s in fired:
@@ -175,6 +183,33 @@ def decide_verdict(
         if accuracy_estimate is not None and np.isfinite(accuracy_estimate)
         else None,
     )
+
+
+def _lost(fired: set[Role], accuracy_drop: bool, estimate_fell: bool) -> bool:
+    """The accuracy estimate is evidence of a loss (:func:`decide_verdict`), the detectors of roles ``fired``
+    signalling."""
+    return accuracy_drop or (estimate_fell and bool(fired & {"fragility", "input"}))
+
+
+def verdict_of(fired: set[Role], accuracy_drop: bool = False, estimate_fell: bool = False) -> Verdict:
+    """The verdict :func:`decide_verdict` gives when detectors of the roles ``fired`` signal drift, without the
+    report.
+
+    >>> verdict_of({"fragility"}), verdict_of({"fragility"}, estimate_fell=True), verdict_of(set())
+    (<Verdict.INPUT_SHIFT: 'input-shift'>, <Verdict.HARMFUL_SHIFT: 'harmful-shift'>, <Verdict.STABLE: 'stable'>)
+    """
+    if "output" in fired or _lost(fired, accuracy_drop, estimate_fell):
+        return Verdict.HARMFUL_SHIFT
+    return Verdict.INPUT_SHIFT if fired else Verdict.STABLE
+
+
+@dataclass(frozen=True, slots=True)
+class HarmEvidence:
+    """The accuracy estimate's harm evidence as a verdict reads it (:func:`decide_verdict`'s ``accuracy_drop`` and
+    ``estimate_fell``)."""
+
+    accuracy_drop: bool = False
+    estimate_fell: bool = False
 
 
 class VerdictEngine:
@@ -243,6 +278,10 @@ class VerdictEngine:
         self.slots: tuple[DetectorSlot[Any, Any], ...] = tuple(
             spec.slot(w, SlotContext(spec.name, reference, s, plan, rate)) for spec, w in watched
         )
+        #: per slot, the positions of the last batch fed at which its alarm changed (ascending)
+        self.changes: tuple[tuple[int, ...], ...] = tuple(() for _ in self.slots)
+        #: events in the last batch fed
+        self.batch_size = 0
 
     def detector(self, name: str) -> SlotDetector | None:
         """The detector of the slot ``name``, or None when this engine has no such slot (nothing to watch)."""
@@ -279,9 +318,51 @@ class VerdictEngine:
             "margin": margin,
             "held": held,
         }
-        for slot in self.slots:
-            slot.feed(signals)
+        size = _batch_size(signals)
+        self.changes = tuple(slot.feed(signals, size) for slot in self.slots)
+        self.batch_size = size
         return self
+
+    def settled_at(
+        self, verdict: Verdict, now: HarmEvidence = HarmEvidence(), before: HarmEvidence = HarmEvidence()
+    ) -> int | None:
+        """The position in the last batch fed from which the detectors' alarms give ``verdict`` through the batch's
+        end, where the batch changed it: the event the verdict turned at, as an evaluation after every event would
+        have seen it. The accuracy estimate's harm evidence is read at evaluations (a batch's end): ``before``
+        holds at every event of the batch but the last, ``now`` at the last. None where the alarms gave ``verdict``
+        before the batch already, or do not give it at its end (a verdict the hysteresis holds).
+
+        >>> from types import SimpleNamespace
+        >>> rng = np.random.default_rng(0)
+        >>> ref = SimpleNamespace(gamma_sample=rng.exponential(size=5000), flicker_sample=np.zeros(5000),
+        ...                       flicker_mean=0.0, flicker_var=0.0, flicker_count=5000,
+        ...                       feature_sample=rng.normal(size=(2000, 2)), feature_names=("a", "b"),
+        ...                       confidence_sample=rng.uniform(0.6, 1.0, 5000))
+        >>> eng = VerdictEngine(ref).update(confidence=rng.uniform(0.6, 1.0, 1000))
+        >>> eng.verdict, eng.settled_at(Verdict.STABLE)
+        (<Verdict.STABLE: 'stable'>, None)
+        >>> eng = eng.update(confidence=np.full(200, 0.5))
+        >>> eng.verdict, eng.settled_at(Verdict.HARMFUL_SHIFT)
+        (<Verdict.HARMFUL_SHIFT: 'harmful-shift'>, 17)
+        """
+        last = self.batch_size - 1
+        if last < 0:
+            return None
+        slots = [(s.role, s.detector.drift_detected, ch) for s, ch in zip(self.slots, self.changes, strict=True)]
+
+        def at(q: int) -> Verdict:
+            # a change at position p holds from p on: the alarm at q is the final one unless it changed after q
+            fired = {role for role, on, changes in slots if on != (sum(c > q for c in changes) % 2 == 1)}
+            harm = now if q >= last else before
+            return verdict_of(fired, harm.accuracy_drop, harm.estimate_fell)
+
+        if at(last) != verdict:
+            return None
+        cuts: set[int] = {c for _, _, changes in slots for c in changes if c < last}
+        for p in sorted(cuts | {last}, reverse=True):
+            if at(p - 1) != verdict:
+                return p
+        return None
 
     @property
     def alarms_on(self) -> tuple[bool, ...]:
@@ -321,3 +402,9 @@ class VerdictEngine:
     def verdict(self) -> Verdict:
         """The verdict now."""
         return self.report.verdict
+
+
+def _batch_size(signals: Mapping[str, Any]) -> int:
+    """Events in one batch of :meth:`VerdictEngine.update`'s signals (:func:`~monitor.drift.slots.batch_length` of
+    the first given)."""
+    return next((batch_length(name, v) for name, v in signals.items() if v is not None), 0)

@@ -5,8 +5,9 @@ Decode, sample, score, windows, detectors, verdicts and alerts run exactly as in
 :class:`~monitor.runtime.service.Service`), with three differences that make a replay a backtest: the events come
 from the file (:class:`~monitor.source.replay.ReplaySource`), alerts are recorded, never delivered; every event is
 scored (no sampling, no CPU cap) and windows and alerts read the events' own time (the watermark); micro-batches are
-``REPLAY_BATCH`` events unless the settings name a size, so a change's ``index`` (the 0-based line of the event at
-which it was decided) is within that many events of the event that decided it.
+``REPLAY_BATCH`` events unless the settings name a size; a change's ``index`` is the 0-based line of the event at
+which it was decided: the event a detector crossed at, whatever the batch size (one the accuracy estimate or an
+alert made: the batch's last).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
     from monitor.runtime.watch_report import VerdictChange, WatchReport
     from monitor.signals.scorer import ScoreResult
 
-#: events per micro-batch unless the settings name a size: a verdict change lands within this many events
+#: events per micro-batch unless the settings name a size (a change its detectors made names the event they crossed
+#: at whatever the size; one the accuracy estimate made lands within this many events)
 REPLAY_BATCH = 10
 #: the counters behind the summary
 _INVALID = tel.EVENTS_INVALID_TOTAL.name
@@ -132,9 +134,9 @@ def replay(
 
     ``reference``: a reference JSON or rows file path, or :func:`reference`'s result (saved to a temporary file);
     ``config``: a YAML configuration (detectors, segments, alerts), as ``run`` reads it; ``batch_events``: events
-    per micro-batch unless the configuration names a size (default 10: a verdict change lands within that many
-    events of the event that decided it; larger batches replay faster); ``keep_scores``: the timeline also holds
-    every scored event's features and scores.
+    per micro-batch unless the configuration names a size (default 10; a change its detectors made names the event
+    they crossed at whatever the size, one the accuracy estimate made lands within that many events; larger batches
+    replay faster); ``keep_scores``: the timeline also holds every scored event's features and scores.
 
     A model whose reference holds the label-free estimators (built with labels) gets its estimate per period
     (:meth:`ReplayTimeline.over_time`): periods of ``period_seconds`` of event time, else of ``period_events``

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.drift.verdict import Verdict, VerdictEngine, VerdictReport
+from monitor.drift.verdict import HarmEvidence, Verdict, VerdictEngine, VerdictReport
 from monitor.errors import MonitorError
 from monitor.rolling.reference import Reference
 from monitor.rolling.windows import SignalBatch
@@ -29,10 +29,12 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class DetectorCrossing:
     """A detector of a segment turned on (crossed its threshold) or off, at the batch that did it: what the
-    timeline reports besides verdict changes, which the verdict's hysteresis may hold back."""
+    timeline reports besides verdict changes, which the verdict's hysteresis may hold back. ``position``: the event
+    of the segment's part of the batch at which it crossed (0-based; None: its last)."""
 
     detector: str
     on: bool
+    position: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +51,15 @@ class SegmentFeed:
 class Assessment:
     """A segment's verdict at an evaluation: the report (after the hysteresis), whether its verdict changed from
     the previous report's (the first report counts as a change from stable), the engine and the baseline it was
-    judged against."""
+    judged against. ``position``: where the verdict changed within the segment's part of the last batch fed — the
+    event at which its detectors' alarms turned it (:meth:`VerdictEngine.settled_at`); None: at the batch's end (the
+    accuracy estimate or the hysteresis turned it, or no change)."""
 
     report: VerdictReport
     changed: bool
     engine: VerdictEngine
     baseline: Reference
+    position: int | None = None
 
 
 class SegmentVerdicts:
@@ -73,6 +78,8 @@ class SegmentVerdicts:
         #: segment → (clock reading of the last evaluation with output-side evidence, that harmful report): the
         #: verdict stays harmful-shift until that evidence has been off for ``resolve_after_seconds``
         self._harm_seen: dict[str, tuple[float, VerdictReport]] = {}
+        #: segment → the accuracy estimate's harm evidence at the last evaluation (it holds until the next)
+        self._harm_at_eval: dict[str, HarmEvidence] = {}
 
     def engine(self, segment: str) -> VerdictEngine:
         """``segment``'s engine, started on its baseline (which it must have) at the first call."""
@@ -136,12 +143,16 @@ class SegmentVerdicts:
         return SegmentFeed(flipped, self._crossings(segment, eng))
 
     def _crossings(self, segment: str, engine: VerdictEngine) -> tuple[DetectorCrossing, ...]:
-        """Which of ``segment``'s detectors turned on or off since its last batch (a detector new to it: since off)."""
+        """Which of ``segment``'s detectors turned on or off since its last batch (a detector new to it: since off),
+        each at the event of the batch where it last crossed."""
         now_on = dict(zip(engine.detector_names, engine.alarms_on, strict=True))
+        last_change = {n: c[-1] for n, c in zip(engine.detector_names, engine.changes, strict=True) if c}
         before = self._alarms_seen.get(segment, {})
         self._alarms_seen[segment] = now_on
         return tuple(
-            DetectorCrossing(name, is_on) for name, is_on in now_on.items() if before.get(name, False) != is_on
+            DetectorCrossing(name, is_on, last_change.get(name))
+            for name, is_on in now_on.items()
+            if before.get(name, False) != is_on
         )
 
     def assess(
@@ -172,10 +183,16 @@ class SegmentVerdicts:
             quiet,
         )
         self._alarms_at_eval[segment] = engine.alarms_on
+        harm, harm_before = HarmEvidence(accuracy_drop, estimate_fell), self._harm_at_eval.get(segment, HarmEvidence())
+        self._harm_at_eval[segment] = harm
         previous = self.last_reports.get(segment)
         self.last_reports[segment] = report
         changed = report.verdict != (Verdict.STABLE if previous is None else previous.verdict)
-        return Assessment(report, changed, engine, baseline)
+        # where in the batch the detectors turned the verdict; a harmful-shift released by the hysteresis turned at
+        # the evaluation, on the clock
+        held = previous is not None and previous.held_since is not None
+        position = engine.settled_at(report.verdict, harm, harm_before) if changed and not held else None
+        return Assessment(report, changed, engine, baseline, position)
 
     def _hold_harm(self, segment: str, report: VerdictReport, now: float, quiet: bool) -> VerdictReport:
         """Verdict hysteresis: a harmful-shift holds until its output-side evidence has been off for

@@ -437,23 +437,33 @@ class ModelWatch:
             if ref is not None:
                 self.install_reference(ref)
                 log.info("reference built from the warm-up window", extra={"model": self.model})
+        places = np.flatnonzero(ok if uniform is None else ok & uniform)  # each drift event's place in ``events``
         if drift.size:
-            flipped = self._feed_segments(drift, drift_held, events[-1])
+            flipped = self._feed_segments(drift, drift_held, events, places)
         self._since_eval += batch.size
         if self._since_eval >= self.config.detectors.every or flipped:
             self._since_eval = 0
-            self.evaluation.applying = events[-1]  # the event the changes name
+            self.evaluation.applying = events[-1]  # the event the changes name, unless their detectors name another
             try:
                 self.evaluate(now)
             finally:
                 self.evaluation.applying = None
+                self.evaluation.segment_events.clear()
+        else:
+            self.evaluation.segment_events.clear()
 
     def _feed_segments(
-        self, drift: SignalBatch, drift_held: dict[str, NDArray[np.str_]] | None, last: InferenceEvent
+        self,
+        drift: SignalBatch,
+        drift_held: dict[str, NDArray[np.str_]] | None,
+        events: Sequence[InferenceEvent],
+        places: NDArray[np.intp],
     ) -> bool:
         """Feed each segment's events of the batch to its warm-up or its detectors; whether a detector's alarm
-        differs from the last evaluation's. Detector crossings go to the report (``last``: the batch's last event)."""
+        differs from the last evaluation's. Detector crossings go to the report, each naming the event at which the
+        detector crossed (``places``: each ``drift`` event's place in the batch's ``events``)."""
         flipped = False
+        last = events[-1]
         # each event under its segment as the windows keep it (segments beyond max_segments fold into other)
         keys = {s for _, s in self.windows.keys}
         if not self.segmented and any(s != OTHER for s in keys):
@@ -468,7 +478,12 @@ class ModelWatch:
                 continue
             fed = self.verdicts.feed(seg, drift.take(sel), seg_held)
             flipped = flipped or fed.flipped
-            self._changes.extend(DetectorCrossed(seg, crossing, self.clock.now(), last) for crossing in fed.crossings)
+            own = places[sel]
+            self.evaluation.segment_events[seg] = (events, own)
+            self._changes.extend(
+                DetectorCrossed(seg, c, self.clock.now(), last if c.position is None else events[int(own[c.position])])
+                for c in fed.crossings
+            )
         return flipped
 
     # -- the Gamma Map (monitor/runtime/gamma_maps.py) -----------------------------------------------------

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
 
 from monitor.alerts import AlertEvent
 from monitor.events import InferenceEvent
@@ -64,6 +68,9 @@ class WatchEvaluation:
         self.no_evidence: set[str] = set()
         #: the last event of the batch being applied (the changes it decided name it); None outside an update
         self.applying: InferenceEvent | None = None
+        #: per segment, the events of the batch being applied and the places of the segment's among them, in the
+        #: order its detectors took them: a verdict change its detectors turned names the event at which they did
+        self.segment_events: dict[str, tuple[Sequence[InferenceEvent], NDArray[np.intp]]] = {}
 
     def evaluate(self, now: float, watermark: float) -> None:
         """Report window values, verdicts and alert transitions for every segment, at ``now``; time windows end at
@@ -102,7 +109,9 @@ class WatchEvaluation:
         if assessed is None:
             return  # no baseline yet (warming up): no verdict, never one against another population's baseline
         if assessed.changed:
-            self._changes.append(VerdictChange(segment, assessed.report, now, self.applying))
+            own = self.segment_events.get(segment)
+            at = self.applying if own is None or assessed.position is None else own[0][int(own[1][assessed.position])]
+            self._changes.append(VerdictChange(segment, assessed.report, now, at))
         self._series.append(VerdictValues.of(segment, assessed.report, assessed.engine))
         self.no_evidence.discard(segment)
         if quiet:

@@ -171,8 +171,10 @@ SeriesUpdate = (
 
 @dataclass(frozen=True, slots=True)
 class VerdictChange:
-    """A segment's verdict changed at ``at`` (the first report counts as a change from stable); ``event``: the last
-    event of the batch being applied, None when the change happened outside a batch (a tick, a direct evaluation)."""
+    """A segment's verdict changed at ``at`` (the first report counts as a change from stable); ``event``: the event
+    of the batch being applied at which the segment's detectors turned the verdict, else (the accuracy estimate or
+    the hysteresis turned it) the batch's last event; None when the change happened outside a batch (a tick, a direct
+    evaluation)."""
 
     segment: str
     report: VerdictReport
@@ -182,7 +184,8 @@ class VerdictChange:
 
 @dataclass(frozen=True, slots=True)
 class DetectorCrossed:
-    """One of a segment's detectors turned on or off at the batch whose last event is ``event``."""
+    """One of a segment's detectors turned on or off at ``event``, the event of the batch whose value it crossed at
+    (the batch's last where that cannot be told)."""
 
     segment: str
     crossing: DetectorCrossing
