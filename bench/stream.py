@@ -788,8 +788,8 @@ def cpu_per_event(args: argparse.Namespace) -> None:
 
 
 def child_alone(args: argparse.Namespace) -> None:
-    """The consumer child's work in this one process against a real broker, as fast as it goes: librdkafka's
-    ``poll_columns``, the column decode of every record, the pickling of the message (the pipe and the parent left
+    """The consumer child's work in this one process against a real broker, as fast as it goes: the client's
+    ``poll_columns`` (``--client``), the column decode of every record, the pickling of the message (the pipe and the parent left
     out): the most the child lets the pipeline read. CPU per event per step, librdkafka's threads included in poll."""
     fx = build_fixture(workdir("hm-bench-"))
     values = encode_events(fx, args.events)
@@ -799,14 +799,17 @@ def child_alone(args: argparse.Namespace) -> None:
     spec = DecodeAhead.of(pipeline.ingest.decoder).columns()
     assert spec is not None
     print(f"machine: {machine('numpy')}; load average at start: {load_average()}", flush=True)
-    print("| broker | records/s | records per poll | poll µs/event | decode µs/event | pickle µs/event |")
+    print("| broker, client | records/s | records per poll | poll µs/event | decode µs/event | pickle µs/event |")
     print("|---|---:|---:|---:|---:|---:|")
     for name in args.brokers:
         with running_broker(name) as broker:
             topic = f"bench-child-{uuid.uuid4().hex[:8]}"
             broker.create_topic(topic, PARTITIONS)
             produce(broker, topic, values)
-            source = RdKafkaSource(_consumer(broker, topic, f"bench-child-{uuid.uuid4().hex[:8]}"))
+            config = _consumer(broker, topic, f"bench-child-{uuid.uuid4().hex[:8]}")
+            source: KafkaSource | RdKafkaSource = (
+                RdKafkaSource(config) if args.client == "librdkafka" else KafkaSource(config)
+            )
             while not (batches := source.poll_columns(0.2, args.max_poll_records)):  # the group joined
                 pass
             n, spent, started = sum(len(b[2]) for b in batches), [0.0, 0.0, 0.0], time.perf_counter()
@@ -825,7 +828,7 @@ def child_alone(args: argparse.Namespace) -> None:
             rate = (n - first) / (time.perf_counter() - started)
             source.close()
             per = " | ".join(f"{x / max(1, n - first) * 1e6:.2f}" for x in spent)
-            print(f"| {name} | {rate:,.0f} | {(n - first) / max(1, polls):,.0f} | {per} |", flush=True)
+            print(f"| {name}, {args.client} | {rate:,.0f} | {(n - first) / max(1, polls):,.0f} | {per} |", flush=True)
 
 
 # -- latency ---------------------------------------------------------------------------------------------------
@@ -1304,10 +1307,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--budget", type=float, default=100.0, help="sampler events/s (scoring nearly off)")
     c.add_argument("--max-poll-records", type=int, default=2000)
     c.set_defaults(func=cpu_per_event)
-    ca = sub.add_parser("child", help="the consumer child's work alone (librdkafka) against a real broker")
+    ca = sub.add_parser("child", help="the consumer child's work alone against a real broker")
     ca.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["tansu"])
     ca.add_argument("--events", type=int, default=100_000)
     ca.add_argument("--max-poll-records", type=int, default=2000)
+    ca.add_argument("--client", choices=["librdkafka", "kafka-python"], default="librdkafka")
     ca.set_defaults(func=child_alone)
     la = sub.add_parser("latency", help="produce → visible in /metrics, against the real sidecar")
     la.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["kafka09"])

@@ -1,4 +1,4 @@
-"""A leaner parse of Kafka v2 record batches for the consumer: less CPU per record in the consumer child.
+"""A leaner parse of Kafka record batches for the consumer: less CPU per record in the consumer child.
 
 kafka-python turns every fetched record into a ``DefaultRecord`` object (``DefaultRecordBatch._read_msg``: seven
 ``decode_varint`` calls, property reads) and then into a ``ConsumerRecord`` (``PartitionRecords._unpack_records``). On a
@@ -7,9 +7,11 @@ child spends parsing. :class:`LeanPartitionRecords` does the same work with the 
 record (docs/BENCHMARKS.md, *Ingest vs raw client*, the consumer child's CPU on Tansu): the same ``ConsumerRecord``s,
 the same positions (``next_fetch_offset`` after every record), the same metrics (records and bytes read), the same
 errors with the same messages, and the same handling of control batches, aborted transactions, compaction gaps and
-compression (kafka-python's own decompression). Legacy message sets (magic 0/1, e.g. Kafka 0.9) go through
-kafka-python's own record loop (copied unchanged); consumers with deserializers through kafka-python's
-``_unpack_records`` itself.
+compression (kafka-python's own decompression). Legacy message sets (magic 0/1, e.g. Kafka 0.9) hold one message per
+"batch" when uncompressed: kafka-python reads each through a generator, a ``LegacyRecord`` and a second CRC over the
+same bytes (5.5 µs per record against 3.1 here); such a message is read in line (:func:`_legacy_record`), a
+compressed wrapper through kafka-python's own record loop (copied unchanged). Consumers with deserializers go through
+kafka-python's ``_unpack_records`` itself.
 
 It replaces a library internal, so it is installed only where it was checked: :func:`install` compares the source
 of every kafka-python function it re-implements or relies on with the hashes recorded here, and leaves the consumer
@@ -18,8 +20,8 @@ against kafka-python on every batch shape, and that the hashes still match the i
 
 Why it is kept, on by default (``kafka.lean_record_parse``), and what it costs to maintain. Measured with
 ``bench/stream.py throughput --brokers kafka09 tansu --repeats 20`` (docs/BENCHMARKS.md, *Ingest vs raw client*): on
-Tansu the sidecar meets the 0.8 target against raw kafka-python with it and is undecided without it; Kafka 0.9 serves
-legacy message sets, which this module leaves to kafka-python, and is met either way. The price is this module: about
+Tansu the sidecar meets the 0.8 target against raw kafka-python with it and is undecided without it; on Kafka 0.9 (legacy
+message sets) the whole pipeline read 0.45 of raw kafka-python while the child parsed each message kafka-python's way. The price is this module: about
 300 lines that mirror kafka-python's private fetcher classes. The hash check bounds that price: a kafka-python upgrade
 cannot make it parse wrongly, only fall back to kafka-python's own parse (logged) until someone re-checks the functions
 listed in ``CHECKED_SOURCES`` and records the new hashes; setting ``kafka.lean_record_parse: false`` removes it from the
@@ -33,6 +35,7 @@ import functools
 import hashlib
 import inspect
 import logging
+import struct
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -55,6 +58,20 @@ CHECKED_SOURCES: dict[str, dict[str, str]] = {
         "kafka.record.default_records:DefaultRecord.__init__": "70882ba702536be0",
         "kafka.record.default_records:DefaultRecord.validate_crc": "ca8f93282fb1a7e5",
         "kafka.record.util:decode_varint": "15359185a92694d1",
+        "kafka.record.legacy_records:LegacyRecordBatch.__init__": "1c2d0a8e01321b77",
+        "kafka.record.legacy_records:LegacyRecordBatch._read_header": "66625398699c5b67",
+        "kafka.record.legacy_records:LegacyRecordBatch.__iter__": "993c55f9dcb40d38",
+        "kafka.record.legacy_records:LegacyRecordBatch._read_key_value": "6a9c2352dd9c317b",
+        "kafka.record.legacy_records:LegacyRecordBatch._crc_bytes": "f57782315054d333",
+        "kafka.record.legacy_records:LegacyRecordBatch.validate_crc": "7e43ff94ed67558f",
+        "kafka.record.legacy_records:LegacyRecordBatch.timestamp_type.fget": "30aa8a13f47472d8",
+        "kafka.record.legacy_records:LegacyRecord.__init__": "12321714fc2e3799",
+        "kafka.record.legacy_records:LegacyRecord.validate_crc": "b87f9aa5529ddc03",
+        "kafka.record.legacy_records:LegacyRecord.headers.fget": "8a7c2613142dbd5b",
+        "kafka.record.legacy_records:LegacyRecord.size_in_bytes.fget": "6e459e0605a2e7a0",
+        "kafka.record.legacy_records:LegacyRecordBatchBuilder.estimate_size_in_bytes": "597e93ec6cc9fcf2",
+        "kafka.record.legacy_records:LegacyRecordBatchBuilder.record_size": "4cfab316d535f55d",
+        "kafka.record.legacy_records:LegacyRecordBatchBuilder.record_overhead": "2d95d4b329ba6f9a",
     },
 }
 
@@ -127,6 +144,13 @@ class _KafkaNames(NamedTuple):
     read_committed: Any
     log_append_time: int
     decode_varint: Callable[[Any, int], tuple[int, int]]
+    legacy_codec_mask: int
+    legacy_timestamp_type_mask: int
+    #: per magic (0, 1): where the key's length starts (after offset, length, CRC, magic, attributes, the timestamp)
+    legacy_key_offset: tuple[int, int]
+    #: per magic: what ``LegacyRecord.size_in_bytes`` adds to the key's and value's lengths (log and record overhead)
+    legacy_overhead: tuple[int, int]
+    unpack_int: Callable[[Any, int], tuple[int]]
 
 
 @functools.cache
@@ -135,6 +159,7 @@ def _kafka_names() -> _KafkaNames:
     from kafka.consumer.fetcher import ConsumerRecord
     from kafka.protocol.consumer import IsolationLevel
     from kafka.record.default_records import DefaultRecordBatch
+    from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
     from kafka.record.util import decode_varint
 
     return _KafkaNames(
@@ -144,6 +169,11 @@ def _kafka_names() -> _KafkaNames:
         IsolationLevel.READ_COMMITTED,
         DefaultRecordBatch.LOG_APPEND_TIME,
         decode_varint,
+        LegacyRecordBatch.CODEC_MASK,
+        LegacyRecordBatch.TIMESTAMP_TYPE_MASK,
+        (LegacyRecordBatch.KEY_OFFSET_V0, LegacyRecordBatch.KEY_OFFSET_V1),
+        tuple(LegacyRecordBatchBuilder.LOG_OVERHEAD + LegacyRecordBatchBuilder.record_overhead(m) for m in (0, 1)),
+        struct.Struct(">i").unpack_from,
     )
 
 
@@ -192,6 +222,8 @@ def _lean_records(self: Any, tp: Any, records: Any) -> Iterator[Any]:
                     batch = records.next_batch()
                     continue
                 yield from _v2_records(self, tp, batch)  # the lean part
+            elif not batch._attributes & names.legacy_codec_mask:
+                yield _legacy_record(self, tp, batch, names)  # the lean part for an uncompressed legacy message
             else:
                 yield from _legacy_records(self, tp, batch)
 
@@ -227,6 +259,41 @@ def _legacy_records(self: Any, tp: Any, batch: Any) -> Iterator[Any]:
             record.timestamp_type, key, value, headers, record.checksum,
             key_size, value_size, header_size,
         )  # fmt: skip
+
+
+def _legacy_record(self: Any, tp: Any, batch: Any, names: _KafkaNames) -> Any:
+    """An uncompressed legacy message (``batch``: kafka-python's ``LegacyRecordBatch`` of that one message) as the
+    ``ConsumerRecord`` kafka-python's loop makes of it (``LegacyRecordBatch.__iter__``, ``_read_key_value``,
+    ``LegacyRecord``), without the generator and the record object. The record's CRC covers the same bytes as the
+    batch's (the message from its magic byte on), which the caller checked already when ``check_crcs`` is on."""
+    buffer = batch._buffer
+    magic = batch._magic
+    unpack_int = names.unpack_int
+    pos = names.legacy_key_offset[magic]
+    key_size = unpack_int(buffer, pos)[0]
+    pos += 4
+    key: bytes | None
+    value: bytes | None
+    if key_size == -1:
+        key = None
+    else:
+        key = buffer[pos : pos + key_size].tobytes()
+        pos += key_size
+    value_size = unpack_int(buffer, pos)[0]
+    pos += 4
+    value = None if value_size == -1 else buffer[pos : pos + value_size].tobytes()
+    key_size = len(key) if key is not None else -1
+    value_size = len(value) if value is not None else -1
+    offset = batch._offset
+    self.records_read += 1
+    # LegacyRecord.size_in_bytes: log overhead, the record overhead of its magic, the key and value
+    self.bytes_read += names.legacy_overhead[magic] + max(key_size, 0) + max(value_size, 0)
+    self.next_fetch_offset = offset + 1
+    timestamp_type = None if magic == 0 else 1 if batch._attributes & names.legacy_timestamp_type_mask else 0
+    return names.new_record((
+        tp.topic, tp.partition, self.leader_epoch, offset, batch._timestamp, timestamp_type, key, value, [],
+        batch._crc, key_size, value_size, -1,
+    ))  # fmt: skip
 
 
 def _v2_records(self: Any, tp: Any, batch: Any) -> Iterator[Any]:
