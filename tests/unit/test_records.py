@@ -296,6 +296,29 @@ def test_corrupted_legacy_messages_unchecked_give_the_same_records_or_error(magi
     assert 0 < errors < 60  # both the records and the error paths are reached
 
 
+@pytest.mark.parametrize("check_crcs", [True, False])
+def test_legacy_messages_with_any_byte_changed_give_the_same_records_or_error(check_crcs: bool) -> None:
+    """A byte changed anywhere in one of a run of messages (its length, CRC, magic, attributes, timestamp, key or
+    value), or the fetch cut short inside a message, read the same as kafka-python reads them."""
+    rng = random.Random(7)
+    for _ in range(150):
+        magic = rng.randrange(2)
+        messages = [bytearray(legacy_batch(magic, i, [b"v" * rng.randrange(0, 9)])) for i in range(5)]
+        which = messages[rng.randrange(1, 5)]
+        which[rng.randrange(len(which))] = rng.choice([0x00, 0x01, 0x02, 0x08, 0x80, 0xFF, rng.randrange(256)])
+        data = b"".join(messages)
+        if rng.random() < 0.2:
+            data = data[: rng.randrange(len(data) - len(messages[-1]), len(data))]
+        assert_same(data, (3, None), check_crcs=check_crcs)
+
+
+def test_a_short_magic_1_message_in_a_run_reads_the_same() -> None:
+    short = bytearray(legacy_batch(1, 1, [None]))
+    del short[-2:]  # a message too short for its value's length (its framing length says so)
+    struct.pack_into(">i", short, 8, len(short) - 12)
+    assert_same(legacy_batch(1, 0, [b"a"]) + bytes(short) + legacy_batch(1, 2, [b"c"]), (None, None), check_crcs=False)
+
+
 def test_mixed_legacy_and_v2_batches_in_one_fetch() -> None:
     data = legacy_batch(1, 0, [b"old"] * 4) + v2_batch(4, varied(6))
     assert [r.offset for r in records_of(assert_same(data, (3, None)))] == list(range(10))
