@@ -160,7 +160,7 @@ class _KafkaNames(NamedTuple):
     #: a legacy message's offset, length and CRC
     legacy_header: Callable[[Any, int], tuple[int, int, int]]
     crc32: Callable[[Any], int]
-    memory_records: type
+    memory_records: Any
     #: the shortest message ``MemoryRecords.next_batch`` takes
     min_slice: int
 
