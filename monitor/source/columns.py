@@ -84,8 +84,9 @@ class EventColumns:
     #: the live label per row (0 where there is none: ``has_label``)
     labels: NDArray[np.int64]
     has_label: NDArray[np.bool_]
-    #: per row, as decoded (a tuple in :meth:`event`)
-    probabilities: list[Sequence[float] | None]
+    #: per row, as decoded (a tuple in :meth:`event`); a (rows, classes) array when every row states as many
+    #: (pickled as one buffer, not a list per row)
+    probabilities: list[Sequence[float] | None] | NDArray[np.float64]
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -107,12 +108,16 @@ class EventColumns:
             self.features[keep],
             self.labels[keep],
             self.has_label[keep],
-            [self.probabilities[j] for j in picked],
+            self.probabilities[keep]
+            if isinstance(self.probabilities, np.ndarray)
+            else [self.probabilities[j] for j in picked],
         )
 
     def event(self, j: int, origin: Origin | None) -> InferenceEvent:
         """Row ``j`` as the event the per-record decoder makes of its record, read at ``origin``."""
         probabilities = self.probabilities[j]
+        if isinstance(probabilities, np.ndarray):
+            probabilities = probabilities.tolist()  # Python floats, as the per-record decoder gives
         prediction = (
             LivePrediction(int(self.labels[j]), None if probabilities is None else tuple(probabilities))
             if self.has_label[j]
@@ -169,9 +174,7 @@ def decode_columns(
         docs = [_decode_one(values[i], max_bytes) if not (headers and headers[i]) else None for i in range(n)]
     groups = _one_model(spec, docs) if whole else None  # type: ignore[arg-type]
     found = [
-        cols
-        for model, at in (groups or _groups(spec, docs))
-        if (cols := _model_columns(spec, model, docs, at, stamps))
+        cols for model, at in (groups or _groups(spec, docs)) if (cols := _model_columns(spec, model, docs, at, stamps))
     ]
     return sorted(found, key=lambda cols: int(cols.rows[0])) if len(found) > 1 else found
 
@@ -306,7 +309,7 @@ def _segments(spec: ColumnSpec, named: list[str | None]) -> list[str] | None:
     return list(map(taken.__getitem__, named))  # one string object per value: pickled once, referenced after
 
 
-_Predicted = tuple[NDArray[np.int64], NDArray[np.bool_], list[Sequence[float] | None]]
+_Predicted = tuple[NDArray[np.int64], NDArray[np.bool_], list[Sequence[float] | None] | NDArray[np.float64]]
 
 
 def _predictions(predictions: list[_Prediction | None]) -> _Predicted | None:
@@ -322,20 +325,18 @@ def _predictions(predictions: list[_Prediction | None]) -> _Predicted | None:
         return None
     lists = [p.probabilities for p in given]  # type: ignore[union-attr]
     stated = [x for x in lists if x is not None] if None in lists else lists
-    if stated and not (all(stated) and _within_unit(stated)):  # type: ignore[arg-type]
+    flat = np.fromiter(itertools.chain.from_iterable(stated), np.float64)  # type: ignore[arg-type]
+    if stated and not (all(stated) and flat.min() >= 0.0 and flat.max() <= 1.0):
         return None
     if len(given) == n:
+        widths = set(map(len, stated))  # type: ignore[arg-type]
+        if len(stated) == n and len(widths) == 1:
+            return np.array(labels, dtype=np.int64), np.ones(n, dtype=np.bool_), flat.reshape(n, widths.pop())
         return np.array(labels, dtype=np.int64), np.ones(n, dtype=np.bool_), lists
     has_label = np.array([p is not None for p in predictions], dtype=np.bool_)
     all_labels = np.zeros(n, dtype=np.int64)
     all_labels[has_label] = labels
     return all_labels, has_label, [None if p is None else p.probabilities for p in predictions]
-
-
-def _within_unit(lists: list[list[float]]) -> bool:
-    """Every number of these lists within [0, 1]."""
-    flat = np.fromiter(itertools.chain.from_iterable(lists), np.float64)
-    return bool(flat.min(initial=0.0) >= 0.0 and flat.max(initial=0.0) <= 1.0)
 
 
 #: one taken record: (its position, id, version, seconds, segment, features, label or None, probabilities, model)
