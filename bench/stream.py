@@ -75,8 +75,9 @@ The subcommands, each printing markdown tables plus the command and the machine:
     as legacy messages (magic 0: Kafka 0.9; magic 1) and as v2 batches, CRCs checked: CPU µs per record, no broker.
 
 ``child``
-    The consumer child's work alone against a real broker (the client's ``poll_columns``, ``--client``, the column decode, the
-    pickling; no pipe, no parent): records/s and CPU per event per step, the most the child lets the pipeline read.
+    The consumer child's work alone against a real broker (the client's ``poll_columns``, ``--client``, the column
+    decode, the pickling; no pipe, no parent): records/s and CPU per event per step, the most the child lets the
+    pipeline read.
 
 ``memory-kafka``
     The real sidecar (``python -m monitor run``, its consumer child included, a dead-letter topic set) against a
