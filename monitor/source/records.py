@@ -10,7 +10,7 @@ errors with the same messages, and the same handling of control batches, aborted
 compression (kafka-python's own decompression). Legacy message sets (magic 0/1, e.g. Kafka 0.9) hold one message per
 "batch" when uncompressed: kafka-python reads each through ``MemoryRecords.next_batch``, a ``LegacyRecordBatch``, a
 generator, a ``LegacyRecord`` and a second CRC over the same bytes (5.3–5.5 µs per record on 2,000 messages of 584
-bytes, against 2.1 here); a run of such messages is read straight from the fetch's buffer (:func:`_legacy_record`,
+bytes, against 2.0–2.1 here: ``bench/stream.py parse``); a run of such messages is read straight from the fetch's buffer (:func:`_legacy_record`,
 :func:`_legacy_run`), a compressed wrapper through kafka-python's own record loop (copied unchanged). Consumers with deserializers go through
 kafka-python's ``_unpack_records`` itself.
 
@@ -390,11 +390,14 @@ def _v2_records(self: Any, tp: Any, batch: Any) -> Iterator[Any]:
     for _ in range(batch._num_records):
         try:
             # Record => Length Attributes TimestampDelta OffsetDelta Key Value [HeaderKey HeaderValue];
-            # a one-byte varint is decoded in line (zig-zag), longer ones by kafka-python's decode_varint;
+            # a one- or two-byte varint is decoded in line (zig-zag), longer ones by kafka-python's decode_varint;
             # the blocks repeat on purpose: a helper's call per field is the cost this loop removes
             b = buffer[pos]
             if b < 0x80:
                 length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif buffer[pos + 1] < 0x80:
+                b = (b & 0x7F) | (buffer[pos + 1] << 7)
+                length, pos = (b >> 1) ^ -(b & 1), pos + 2
             else:
                 length, pos = decode_varint(buffer, pos)
             start = pos
@@ -406,18 +409,27 @@ def _v2_records(self: Any, tp: Any, batch: Any) -> Iterator[Any]:
             b = buffer[pos]
             if b < 0x80:
                 delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif buffer[pos + 1] < 0x80:
+                b = (b & 0x7F) | (buffer[pos + 1] << 7)
+                delta, pos = (b >> 1) ^ -(b & 1), pos + 2
             else:
                 delta, pos = decode_varint(buffer, pos)
             timestamp = first_timestamp + delta if append_time is None else append_time
             b = buffer[pos]
             if b < 0x80:
                 delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif buffer[pos + 1] < 0x80:
+                b = (b & 0x7F) | (buffer[pos + 1] << 7)
+                delta, pos = (b >> 1) ^ -(b & 1), pos + 2
             else:
                 delta, pos = decode_varint(buffer, pos)
             offset = base_offset + delta
             b = buffer[pos]
             if b < 0x80:
                 size, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif buffer[pos + 1] < 0x80:
+                b = (b & 0x7F) | (buffer[pos + 1] << 7)
+                size, pos = (b >> 1) ^ -(b & 1), pos + 2
             else:
                 size, pos = decode_varint(buffer, pos)
             if size >= 0:
@@ -429,6 +441,9 @@ def _v2_records(self: Any, tp: Any, batch: Any) -> Iterator[Any]:
             b = buffer[pos]
             if b < 0x80:
                 size, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif buffer[pos + 1] < 0x80:
+                b = (b & 0x7F) | (buffer[pos + 1] << 7)
+                size, pos = (b >> 1) ^ -(b & 1), pos + 2
             else:
                 size, pos = decode_varint(buffer, pos)
             if size >= 0:
@@ -437,7 +452,10 @@ def _v2_records(self: Any, tp: Any, batch: Any) -> Iterator[Any]:
                 value_size = len(value)
             else:
                 value, value_size = None, -1
-            count, pos = decode_varint(buffer, pos)
+            if buffer[pos] == 0:
+                count, pos = 0, pos + 1
+            else:
+                count, pos = decode_varint(buffer, pos)
             if count < 0:
                 raise corrupt(f"Found invalid number of record headers {count}")
             if count:
