@@ -9,10 +9,11 @@ the same positions (``next_fetch_offset`` after every record), the same metrics 
 errors with the same messages, and the same handling of control batches, aborted transactions, compaction gaps and
 compression (kafka-python's own decompression). Legacy message sets (magic 0/1, e.g. Kafka 0.9) hold one message per
 "batch" when uncompressed: kafka-python reads each through ``MemoryRecords.next_batch``, a ``LegacyRecordBatch``, a
-generator, a ``LegacyRecord`` and a second CRC over the same bytes (5.3–5.5 µs per record on 2,000 messages of 584
-bytes, against 2.0–2.1 here: ``bench/stream.py parse``); a run of such messages is read straight from the fetch's buffer (:func:`_legacy_record`,
-:func:`_legacy_run`), a compressed wrapper through kafka-python's own record loop (copied unchanged). Consumers with deserializers go through
-kafka-python's ``_unpack_records`` itself.
+generator, a ``LegacyRecord`` and a second CRC over the same bytes (5.2–5.5 µs per record on 2,000 messages of 584
+bytes, against 2.0–2.1 here; v2: 3.7–3.9 against 1.3: ``bench/stream.py parse``); a run of such messages is read
+straight from the fetch's buffer (:func:`_legacy_record`, :func:`_legacy_run`), a compressed wrapper through
+kafka-python's own record loop (copied unchanged). Consumers with deserializers go through kafka-python's
+``_unpack_records`` itself.
 
 It replaces a library internal, so it is installed only where it was checked: :func:`install` compares the source
 of every kafka-python function it re-implements or relies on with the hashes recorded here, and leaves the consumer
