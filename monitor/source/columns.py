@@ -264,7 +264,7 @@ def _bulk(
         has_label,
         probabilities,
     )
-    if not len(docs) or (cols.features.max() <= FLOAT32_MAX and cols.features.min() >= -FLOAT32_MAX):
+    if not cols.features.size or (cols.features.max() <= FLOAT32_MAX and cols.features.min() >= -FLOAT32_MAX):
         return cols
     within = np.abs(cols.features).max(axis=1, initial=0.0) <= FLOAT32_MAX
     return cols.subset(within) if within.any() else None
