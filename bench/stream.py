@@ -70,9 +70,14 @@ The subcommands, each printing markdown tables plus the command and the machine:
     CPU per event, no broker: the bench events in pre-fetched polls, decoded as columns by the "child" (timed with
     its pickling) or left to the pipeline, then ``Pipeline.step()`` over them (scoring nearly off, shadow check on).
 
+``parse``
+    kafka-python's record parse against the lean one (``monitor/source/records.py``) on the bench's events served
+    as legacy messages (magic 0: Kafka 0.9; magic 1) and as v2 batches, CRCs checked: CPU µs per record, no broker.
+
 ``child``
-    The consumer child's work alone against a real broker (librdkafka's ``poll_columns``, the column decode, the
-    pickling; no pipe, no parent): records/s and CPU per event per step, the most the child lets the pipeline read.
+    The consumer child's work alone against a real broker (the client's ``poll_columns``, ``--client``, the column
+    decode, the pickling; no pipe, no parent): records/s and CPU per event per step, the most the child lets the
+    pipeline read.
 
 ``memory-kafka``
     The real sidecar (``python -m monitor run``, its consumer child included, a dead-letter topic set) against a
@@ -93,6 +98,7 @@ Usage (the commands behind docs/BENCHMARKS.md; times on 2 cores)::
     .venv/bin/python bench/stream.py throughput --brokers kafka09 --events 100000 --profile pipeline  # cProfile
     .venv/bin/python bench/stream.py cpu --events 100000 --repeats 2                            # ~1 min
     .venv/bin/python bench/stream.py child --brokers tansu kafka09 --events 100000               # ~1 min
+    .venv/bin/python bench/stream.py parse                                                      # ~10 s
 """
 
 from __future__ import annotations
@@ -787,9 +793,59 @@ def cpu_per_event(args: argparse.Namespace) -> None:
             print(f"| {who} | {child / len(values) * 1e6:.1f} | {main / len(values) * 1e6:.1f} | {shadow:,.0f} |")
 
 
+def record_parse(args: argparse.Namespace) -> None:
+    """kafka-python's record parse against the lean one (``monitor/source/records.py``) on the bench's events as a
+    broker serves them: legacy messages of magic 0 (Kafka 0.9) and 1 (0.10), v2 batches of 200 (Tansu, Kafka ≥ 0.11);
+    CRCs checked, as the consumer does. The best of the repeats, CPU µs per record."""
+    from kafka.consumer.fetcher import Fetcher
+    from kafka.protocol.consumer import IsolationLevel
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+    from kafka.record.memory_records import MemoryRecords
+    from kafka.structs import TopicPartition
+
+    from monitor.source.records import lean_partition_records
+
+    values = encode_events(build_fixture(workdir("hm-bench-")), args.events)
+    fetches: dict[str, bytes] = {}
+    for magic in (0, 1):
+        legacy = LegacyRecordBatchBuilder(magic=magic, compression_type=0, batch_size=1 << 30)
+        for i, value in enumerate(values):
+            legacy.append(i, timestamp=1_795_168_800_000 if magic else None, key=None, value=value)
+        fetches[f"legacy, magic {magic}"] = bytes(legacy.build())
+    batches = []
+    for start in range(0, len(values), 200):
+        v2 = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, batch_size=1 << 30)
+        for i, value in enumerate(values[start : start + 200]):
+            v2.append(i, timestamp=1_795_168_800_000, key=None, value=value, headers=[])
+        batch = bytearray(v2.build())
+        batch[:8] = start.to_bytes(8, "big")  # the base offset (the CRC does not cover it)
+        batches.append(bytes(batch))
+    fetches["v2, batches of 200"] = b"".join(batches)
+    print(f"machine: {machine()}; load average at start: {load_average()}", flush=True)
+    print("| records served as | kafka-python µs/record | lean µs/record | ratio |")
+    print("|---|---:|---:|---:|")
+    for name, data in fetches.items():
+        best = {}
+        for label, cls in (("kafka-python", Fetcher.PartitionRecords), ("lean", lean_partition_records())):
+            times = []
+            for _ in range(args.repeats):
+                parsed = cls(
+                    0, TopicPartition("events", 0), MemoryRecords(data), check_crcs=True,
+                    isolation_level=IsolationLevel.READ_UNCOMMITTED, aborted_transactions=[], on_drain=lambda _: None,
+                )  # fmt: skip
+                t = time.process_time()
+                got = parsed.take(None)
+                times.append(time.process_time() - t)
+                assert len(got) == len(values), (name, label, len(got))
+            best[label] = min(times) / len(values) * 1e6
+        ratio = best["lean"] / best["kafka-python"]
+        print(f"| {name} | {best['kafka-python']:.2f} | {best['lean']:.2f} | {ratio:.2f} |", flush=True)
+
+
 def child_alone(args: argparse.Namespace) -> None:
-    """The consumer child's work in this one process against a real broker, as fast as it goes: librdkafka's
-    ``poll_columns``, the column decode of every record, the pickling of the message (the pipe and the parent left
+    """The consumer child's work in this one process against a real broker, as fast as it goes: the client's
+    ``poll_columns`` (``--client``), the column decode of every record, the pickling of the message (the pipe and the parent left
     out): the most the child lets the pipeline read. CPU per event per step, librdkafka's threads included in poll."""
     fx = build_fixture(workdir("hm-bench-"))
     values = encode_events(fx, args.events)
@@ -799,14 +855,17 @@ def child_alone(args: argparse.Namespace) -> None:
     spec = DecodeAhead.of(pipeline.ingest.decoder).columns()
     assert spec is not None
     print(f"machine: {machine('numpy')}; load average at start: {load_average()}", flush=True)
-    print("| broker | records/s | records per poll | poll µs/event | decode µs/event | pickle µs/event |")
+    print("| broker, client | records/s | records per poll | poll µs/event | decode µs/event | pickle µs/event |")
     print("|---|---:|---:|---:|---:|---:|")
     for name in args.brokers:
         with running_broker(name) as broker:
             topic = f"bench-child-{uuid.uuid4().hex[:8]}"
             broker.create_topic(topic, PARTITIONS)
             produce(broker, topic, values)
-            source = RdKafkaSource(_consumer(broker, topic, f"bench-child-{uuid.uuid4().hex[:8]}"))
+            config = _consumer(broker, topic, f"bench-child-{uuid.uuid4().hex[:8]}")
+            source: KafkaSource | RdKafkaSource = (
+                RdKafkaSource(config) if args.client == "librdkafka" else KafkaSource(config)
+            )
             while not (batches := source.poll_columns(0.2, args.max_poll_records)):  # the group joined
                 pass
             n, spent, started = sum(len(b[2]) for b in batches), [0.0, 0.0, 0.0], time.perf_counter()
@@ -825,7 +884,7 @@ def child_alone(args: argparse.Namespace) -> None:
             rate = (n - first) / (time.perf_counter() - started)
             source.close()
             per = " | ".join(f"{x / max(1, n - first) * 1e6:.2f}" for x in spent)
-            print(f"| {name} | {rate:,.0f} | {(n - first) / max(1, polls):,.0f} | {per} |", flush=True)
+            print(f"| {name}, {args.client} | {rate:,.0f} | {(n - first) / max(1, polls):,.0f} | {per} |", flush=True)
 
 
 # -- latency ---------------------------------------------------------------------------------------------------
@@ -1304,10 +1363,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--budget", type=float, default=100.0, help="sampler events/s (scoring nearly off)")
     c.add_argument("--max-poll-records", type=int, default=2000)
     c.set_defaults(func=cpu_per_event)
-    ca = sub.add_parser("child", help="the consumer child's work alone (librdkafka) against a real broker")
+    rp = sub.add_parser("parse", help="kafka-python's record parse against the lean one, legacy and v2, no broker")
+    rp.add_argument("--events", type=int, default=2000)
+    rp.add_argument("--repeats", type=int, default=9)
+    rp.set_defaults(func=record_parse)
+    ca = sub.add_parser("child", help="the consumer child's work alone against a real broker")
     ca.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["tansu"])
     ca.add_argument("--events", type=int, default=100_000)
     ca.add_argument("--max-poll-records", type=int, default=2000)
+    ca.add_argument("--client", choices=["librdkafka", "kafka-python"], default="librdkafka")
     ca.set_defaults(func=child_alone)
     la = sub.add_parser("latency", help="produce → visible in /metrics, against the real sidecar")
     la.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["kafka09"])

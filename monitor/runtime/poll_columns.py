@@ -69,15 +69,15 @@ class PollColumns:
 
     def labels(self) -> tuple[list[int | None], NDArray[np.bool_]]:
         """Each event's live label (None: none), and whether it has one."""
-        out: list[int | None] = []
-        for ev, _ in self.items:
-            out.append(None if ev.prediction is None else ev.prediction.label)
+        out: list[int | None] = [None if ev.prediction is None else ev.prediction.label for ev, _ in self.items]
+        has = [np.array([x is not None for x in out], dtype=np.bool_)]
         for cols, _ in self.columns:
             labels: list[Any] = cols.labels.tolist()
             if not cols.has_label.all():
                 labels = [x if h else None for x, h in zip(labels, cols.has_label.tolist(), strict=True)]
             out.extend(labels)
-        return out, np.fromiter((x is not None for x in out), np.bool_, len(out))
+            has.append(cols.has_label)
+        return out, np.concatenate(has) if len(has) > 1 else has[0]
 
     def rows(self, idx: NDArray[np.intp], dtype: type[np.floating[Any]]) -> NDArray[Any]:
         """The feature rows of events ``idx`` (ascending), as one array of ``dtype``."""

@@ -84,8 +84,9 @@ class EventColumns:
     #: the live label per row (0 where there is none: ``has_label``)
     labels: NDArray[np.int64]
     has_label: NDArray[np.bool_]
-    #: per row, as decoded (a tuple in :meth:`event`)
-    probabilities: list[Sequence[float] | None]
+    #: per row, as decoded (a tuple in :meth:`event`); a (rows, classes) array when every row states as many
+    #: (pickled as one buffer, not a list per row)
+    probabilities: list[Sequence[float] | None] | NDArray[np.float64]
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -107,12 +108,16 @@ class EventColumns:
             self.features[keep],
             self.labels[keep],
             self.has_label[keep],
-            [self.probabilities[j] for j in picked],
+            self.probabilities[keep]
+            if isinstance(self.probabilities, np.ndarray)
+            else [self.probabilities[j] for j in picked],
         )
 
     def event(self, j: int, origin: Origin | None) -> InferenceEvent:
         """Row ``j`` as the event the per-record decoder makes of its record, read at ``origin``."""
         probabilities = self.probabilities[j]
+        if isinstance(probabilities, np.ndarray):
+            probabilities = probabilities.tolist()  # Python floats, as the per-record decoder gives
         prediction = (
             LivePrediction(int(self.labels[j]), None if probabilities is None else tuple(probabilities))
             if self.has_label[j]
@@ -156,19 +161,36 @@ def decode_columns(
     as in a :data:`~monitor.source.kafka.PartitionBatch`. A record not taken is in no :class:`EventColumns`.
     """
     n = len(values) if upto is None else min(upto, len(values))
+    mine = values if n == len(values) else values[:n]
     docs: list[_Doc | None]
     max_bytes = spec.max_bytes
+    whole = False
     try:
-        if headers is not None or (n and max(map(len, values[:n])) > max_bytes):
+        if headers is not None or (n and max(map(len, mine)) > max_bytes):
             raise ValueError
-        docs = list(map(_decode, values[:n]))
+        docs = list(map(_decode, mine))
+        whole = True
     except (msgspec.DecodeError, ValueError):
         docs = [_decode_one(values[i], max_bytes) if not (headers and headers[i]) else None for i in range(n)]
-    found = [cols for model, at in _groups(spec, docs) if (cols := _model_columns(spec, model, docs, at, stamps))]
+    groups = _one_model(spec, docs) if whole else None  # type: ignore[arg-type]
+    found = [
+        cols for model, at in (groups or _groups(spec, docs)) if (cols := _model_columns(spec, model, docs, at, stamps))
+    ]
     return sorted(found, key=lambda cols: int(cols.rows[0])) if len(found) > 1 else found
 
 
-def _groups(spec: ColumnSpec, docs: list[_Doc | None]) -> list[tuple[str, list[int]]]:
+def _one_model(spec: ColumnSpec, docs: list[_Doc]) -> list[tuple[str, range]] | None:
+    """Every record decoded and naming the same model (or none, the default one): the common poll, found without a
+    name per record; None otherwise."""
+    named = [d.model for d in docs]
+    first = named[0] if named else None
+    if not named or named.count(first) != len(named):
+        return None
+    model = first if first is not None else spec.default_model
+    return None if model is None else [(model, range(len(docs)))]
+
+
+def _groups(spec: ColumnSpec, docs: list[_Doc | None]) -> list[tuple[str, Sequence[int]]]:
     """The decoded records' positions per model named (or the default one), in the order models first appear."""
     names = [None if d is None else (spec.default_model if d.model is None else d.model) for d in docs]
     first = names[0] if names else None
@@ -182,11 +204,11 @@ def _groups(spec: ColumnSpec, docs: list[_Doc | None]) -> list[tuple[str, list[i
 
 
 def _model_columns(
-    spec: ColumnSpec, model: str, docs: list[_Doc | None], at: list[int], stamps: Sequence[int | None]
+    spec: ColumnSpec, model: str, docs: list[_Doc | None], at: Sequence[int], stamps: Sequence[int | None]
 ) -> EventColumns | None:
     """One model's records as columns: checked in bulk when every one of them is taken as it is (the common poll),
     else record by record (:func:`_row`); both take the same rows the same way."""
-    group = [docs[i] for i in at]
+    group = docs if len(at) == len(docs) else [docs[i] for i in at]
     cols = _bulk(spec, model, group, at, stamps)  # type: ignore[arg-type]
     if cols is not None:
         return cols
@@ -201,7 +223,7 @@ def _printable(texts: list[str], cap: int) -> bool:
 
 
 def _bulk(
-    spec: ColumnSpec, model: str, docs: list[_Doc], at: list[int], stamps: Sequence[int | None]
+    spec: ColumnSpec, model: str, docs: list[_Doc], at: Sequence[int], stamps: Sequence[int | None]
 ) -> EventColumns | None:
     """The model's records as columns when :func:`_row` takes every one of them, each check made once over the
     group; None when any record is one it refuses or changes otherwise (the caller then goes record by record)."""
@@ -223,8 +245,8 @@ def _bulk(
         v: v for v in distinct if v is not None
     }  # one string object per value: pickled once, referenced after
     one[None] = default_version
-    versions = [one[v] for v in named]
-    seconds = _seconds([d.ts for d in docs], [stamps[i] for i in at])
+    versions = list(map(one.__getitem__, named))
+    seconds = _seconds([d.ts for d in docs], stamps, at)
     segments = _segments(spec, [d.segment for d in docs])
     predicted = _predictions([d.prediction for d in docs])
     if seconds is None or segments is None or predicted is None:
@@ -232,7 +254,7 @@ def _bulk(
     labels, has_label, probabilities = predicted
     cols = EventColumns(
         model,
-        np.array(at, dtype=np.intp),
+        np.arange(at.start, at.stop, dtype=np.intp) if isinstance(at, range) else np.array(at, dtype=np.intp),
         ids,
         versions,
         seconds,
@@ -242,15 +264,19 @@ def _bulk(
         has_label,
         probabilities,
     )
-    within = np.abs(cols.features).max(axis=1, initial=0.0) <= FLOAT32_MAX
-    if within.all():
+    if not cols.features.size or (cols.features.max() <= FLOAT32_MAX and cols.features.min() >= -FLOAT32_MAX):
         return cols
+    within = np.abs(cols.features).max(axis=1, initial=0.0) <= FLOAT32_MAX
     return cols.subset(within) if within.any() else None
 
 
-def _seconds(ts: list[int | float | None], stamps: list[int | None]) -> NDArray[np.float64] | None:
-    """The events' times in seconds (``ts``, else the record's timestamp), or None when one is refused."""
+def _seconds(
+    ts: list[int | float | None], all_stamps: Sequence[int | None], at: Sequence[int]
+) -> NDArray[np.float64] | None:
+    """The events' times in seconds (``ts``, else the timestamp of the record at ``at``), or None when one is
+    refused."""
     if None in ts:
+        stamps = [all_stamps[i] for i in at]
         if not all(s for t, s in zip(ts, stamps, strict=True) if t is None):
             return None
         given = [t for t in ts if t is not None]
@@ -280,10 +306,10 @@ def _segments(spec: ColumnSpec, named: list[str | None]) -> list[str] | None:
             taken[segment] = segment
         else:
             return None
-    return [taken[s] for s in named]  # one string object per value: pickled once, referenced after
+    return list(map(taken.__getitem__, named))  # one string object per value: pickled once, referenced after
 
 
-_Predicted = tuple[NDArray[np.int64], NDArray[np.bool_], list[Sequence[float] | None]]
+_Predicted = tuple[NDArray[np.int64], NDArray[np.bool_], list[Sequence[float] | None] | NDArray[np.float64]]
 
 
 def _predictions(predictions: list[_Prediction | None]) -> _Predicted | None:
@@ -299,20 +325,18 @@ def _predictions(predictions: list[_Prediction | None]) -> _Predicted | None:
         return None
     lists = [p.probabilities for p in given]  # type: ignore[union-attr]
     stated = [x for x in lists if x is not None] if None in lists else lists
-    if stated and not (all(stated) and _within_unit(stated)):  # type: ignore[arg-type]
+    flat = np.fromiter(itertools.chain.from_iterable(stated), np.float64)  # type: ignore[arg-type]
+    if stated and not (all(stated) and flat.min() >= 0.0 and flat.max() <= 1.0):
         return None
     if len(given) == n:
+        widths = set(map(len, stated))  # type: ignore[arg-type]
+        if len(stated) == n and len(widths) == 1:
+            return np.array(labels, dtype=np.int64), np.ones(n, dtype=np.bool_), flat.reshape(n, widths.pop())
         return np.array(labels, dtype=np.int64), np.ones(n, dtype=np.bool_), lists
     has_label = np.array([p is not None for p in predictions], dtype=np.bool_)
     all_labels = np.zeros(n, dtype=np.int64)
     all_labels[has_label] = labels
     return all_labels, has_label, [None if p is None else p.probabilities for p in predictions]
-
-
-def _within_unit(lists: list[list[float]]) -> bool:
-    """Every number of these lists within [0, 1]."""
-    flat = np.fromiter(itertools.chain.from_iterable(lists), np.float64)
-    return bool(flat.min(initial=0.0) >= 0.0 and flat.max(initial=0.0) <= 1.0)
 
 
 #: one taken record: (its position, id, version, seconds, segment, features, label or None, probabilities, model)

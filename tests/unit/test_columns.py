@@ -368,3 +368,24 @@ def test_a_model_checked_in_bulk_is_the_model_checked_record_by_record(
         assert _as_tuples(fast) == _as_tuples(slow)
     if fault_rate < 0.01:
         assert any(taken_in_bulk)
+
+
+def test_probabilities_stated_on_every_row_travel_as_one_array_and_come_back_as_python_floats(
+    tmp_path: Path,
+) -> None:
+    ing = ingest(tmp_path)
+    ing.decoder.admit_segments(["eu"])
+    docs = [
+        {"id": f"e{i}", "model": "credit", "ts": TS, "segment": "eu", "features": [0.5, 1.0, 1.5, 2.0 + i]}
+        | {"prediction": {"label": i % 2, "probabilities": [0.25 + i / 100, 0.75 - i / 100]}}
+        for i in range(5)
+    ]
+    records = [RawRecord(value_of(d), (), "events", 0, i, TS) for i, d in enumerate(docs)]
+    (cols,) = columns_poll(ing, records).columns
+    assert isinstance(cols.probabilities, np.ndarray) and cols.probabilities.shape == (5, 2)
+    kept = cols.subset(np.array([True, False, True, True, False]))
+    for k, i in enumerate([0, 2, 3]):
+        ev = kept.event(k, None)
+        assert ev.prediction is not None
+        assert ev.prediction.probabilities == tuple(docs[i]["prediction"]["probabilities"])  # type: ignore[index]
+        assert {type(p) for p in ev.prediction.probabilities} == {float}

@@ -7,7 +7,8 @@ each call: the records (whole ``ConsumerRecord``s), or the error's type and mess
 built with kafka-python's own builders: plain, keys and null keys, null and empty values, headers (null values,
 non-ASCII keys), gzip, log-append time, control and transactional batches (read committed and uncommitted), aborted
 transactions, compaction gaps inside and at the end of a batch, a fetch offset inside a batch, legacy message sets
-(magic 0 and 1), a CRC failure, and corrupted bytes under ``check_crcs=False``.
+(magic 0 and 1, log-append time, a CRC failure, corrupted lengths), a CRC failure, and corrupted bytes under
+``check_crcs=False``.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import pytest
 from kafka.consumer.fetcher import Fetcher
 from kafka.protocol.consumer import IsolationLevel
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from kafka.record.legacy_records import LegacyRecord, LegacyRecordBatch, LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
-from kafka.record.util import calc_crc32c
+from kafka.record.util import calc_crc32, calc_crc32c
 from kafka.structs import TopicPartition
 
 from monitor.source import records as lean
@@ -244,11 +245,78 @@ def test_an_empty_control_batch_under_read_committed_fails_like_kafka_python() -
 
 @pytest.mark.parametrize("magic", [0, 1])
 @pytest.mark.parametrize("compression", [0, 1, 2, 3], ids=["none", "gzip", "snappy", "lz4"])
-def test_legacy_message_sets_go_through_kafka_pythons_loop(magic: int, compression: int) -> None:
+def test_legacy_message_sets_give_the_same_records(magic: int, compression: int) -> None:
     values: list[bytes | None] = [b"x" * i for i in range(12)] + [None]
     data = legacy_batch(magic, 0, values, compression=compression) + legacy_batch(magic, 13, [b"y"] * 3)
     got = records_of(assert_same(data, (5, None, None)))
     assert [r.offset for r in got] == list(range(16))
+
+
+def test_uncompressed_legacy_messages_are_read_without_kafka_pythons_record_objects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = legacy_batch(0, 0, [b"a", None, b"ccc"]) + legacy_batch(1, 3, [b"d"] * 2)
+    expected = run(Fetcher.PartitionRecords, data, (None, None))
+    monkeypatch.setattr(LegacyRecord, "__init__", lambda *a: pytest.fail("a LegacyRecord was built"))
+    assert run(lean.lean_partition_records(), data, (None, None)) == expected
+
+
+def _legacy_with_attributes(message: bytes, set_bits: int) -> bytes:
+    """One uncompressed legacy message with attribute bits set and its CRC recomputed."""
+    out = bytearray(message)
+    out[LegacyRecordBatch.MAGIC_OFFSET + 1] |= set_bits
+    struct.pack_into(
+        ">I", out, LegacyRecordBatch.CRC_OFFSET, calc_crc32(memoryview(out)[LegacyRecordBatch.MAGIC_OFFSET :])
+    )
+    return bytes(out)
+
+
+def test_legacy_log_append_time_and_a_crc_failure_are_the_same() -> None:
+    appended = b"".join(_legacy_with_attributes(legacy_batch(1, i, [b"v%d" % i]), 0x08) for i in range(3))
+    got = records_of(assert_same(appended))
+    assert {r.timestamp_type for r in got} == {1}
+    bad = bytearray(legacy_batch(0, 3, [b"value"]))
+    bad[-2] ^= 0x10
+    outcome = assert_same(appended + bytes(bad) + legacy_batch(0, 4, [b"after"]), (None, None, None))
+    assert outcome[1][0] == "error" and "failed crc check" in outcome[1][2]
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_corrupted_legacy_messages_unchecked_give_the_same_records_or_error(magic: int) -> None:
+    """Key and value lengths made negative, short or past the message, CRCs left stale, ``check_crcs`` off."""
+    key_at = LegacyRecordBatch.KEY_OFFSET_V1 if magic else LegacyRecordBatch.KEY_OFFSET_V0
+    rng = random.Random(magic)
+    errors = 0
+    for _ in range(60):
+        messages = [bytearray(legacy_batch(magic, i, [b"value-%d" % i])) for i in range(4)]
+        which = messages[rng.randrange(4)]
+        at = key_at + rng.choice([0, 4])  # the key's length, or the value's (the key is null: -1, 4 bytes)
+        struct.pack_into(">i", which, at, rng.choice([-7, -2, 0, 1, 3, 200]))
+        errors += any(o[0] == "error" for o in assert_same(b"".join(messages), (2, None), check_crcs=False))
+    assert 0 < errors < 60  # both the records and the error paths are reached
+
+
+@pytest.mark.parametrize("check_crcs", [True, False])
+def test_legacy_messages_with_any_byte_changed_give_the_same_records_or_error(check_crcs: bool) -> None:
+    """A byte changed anywhere in one of a run of messages (its length, CRC, magic, attributes, timestamp, key or
+    value), or the fetch cut short inside a message, read the same as kafka-python reads them."""
+    rng = random.Random(7)
+    for _ in range(150):
+        magic = rng.randrange(2)
+        messages = [bytearray(legacy_batch(magic, i, [b"v" * rng.randrange(0, 9)])) for i in range(5)]
+        which = messages[rng.randrange(1, 5)]
+        which[rng.randrange(len(which))] = rng.choice([0x00, 0x01, 0x02, 0x08, 0x80, 0xFF, rng.randrange(256)])
+        data = b"".join(messages)
+        if rng.random() < 0.2:
+            data = data[: rng.randrange(len(data) - len(messages[-1]), len(data))]
+        assert_same(data, (3, None), check_crcs=check_crcs)
+
+
+def test_a_short_magic_1_message_in_a_run_reads_the_same() -> None:
+    short = bytearray(legacy_batch(1, 1, [None]))
+    del short[-2:]  # a message too short for its value's length (its framing length says so)
+    struct.pack_into(">i", short, 8, len(short) - 12)
+    assert_same(legacy_batch(1, 0, [b"a"]) + bytes(short) + legacy_batch(1, 2, [b"c"]), (None, None), check_crcs=False)
 
 
 def test_mixed_legacy_and_v2_batches_in_one_fetch() -> None:

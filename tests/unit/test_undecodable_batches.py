@@ -127,6 +127,17 @@ def test_a_legacy_message_set_with_a_missing_codec_is_skipped_at_its_wrapper_off
 
 
 @pytest.mark.parametrize("parse", list(PARSES))
+def test_a_legacy_message_failing_its_crc_among_plain_ones_is_skipped_alone(parse: str) -> None:
+    bad = bytearray(legacy_batch(1, 4, [b"bad"]))
+    bad[-2] ^= 0x40
+    data = legacy_batch(1, 0, [b"a"] * 4) + bytes(bad) + legacy_batch(1, 5, [b"c"] * 3)
+    got, position = take_all(parse_class(parse), data)
+    assert [r.offset for r in got] == list(range(8)) and position == 8
+    assert [bool(marker(r)) for r in got] == [False] * 4 + [True] + [False] * 3
+    assert "failed crc check" in (marker(got[4]) or "") and got[4].value == bytes(bad)
+
+
+@pytest.mark.parametrize("parse", list(PARSES))
 def test_broken_framing_still_raises(parse: str) -> None:
     """A fetch whose framing cannot be read names no batch and no offset to skip to: kafka-python's error stands."""
     data = v2_batch(0, plain(3)) + b"\x00" * 8 + b"\x00\x00\x00\x05" + b"\x00" * 5
