@@ -31,7 +31,7 @@ class NoiseProjector:
     fight onnxruntime's spinning intra-op threads for the cores: with default threads on 2 cores, redrawing 1,024
     rows through the MLP's 20×64 layer in numpy took 21–35 % of the scorer's time. A session with one thread and no
     spinning takes no other core: the refresh is a small share of the MLP's score (``bench/engine_throughput.py``,
-    its *refresh share* column; docs/BENCHMARKS.md, *Engine vs bound*).
+    its *refresh share* column, which the docs' table leaves out).
     """
 
     def __init__(self, projection: NDArray[np.float64]) -> None:

@@ -41,7 +41,7 @@ class OnnxRuntimeOptions:
     inter_op_threads: int = 0
     #: rows per ``session.run``. 16,384 rather than 65,536: an MLP ran 76,800 rows faster in 16,384-row chunks
     #: (its activations stay in cache) and no model got faster with larger chunks (``bench/engine_throughput.py``,
-    #: its *1-run bound* column; docs/BENCHMARKS.md, *Engine vs bound*); cheap models pay ~10-20 µs per extra run.
+    #: its *1-run bound* column, which the docs' table leaves out); cheap models pay ~10-20 µs per extra run.
     max_rows_per_run: int = setting_default(ModelSettings, "max_rows_per_run")
     #: let :meth:`~monitor.model.onnx.OnnxModel.neighbourhood` wrap the graph so onnxruntime builds ball points
     #: and flicker copies itself (see :mod:`monitor.model.neighbourhood`); False: the scorer builds them in numpy
