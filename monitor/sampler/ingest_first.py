@@ -17,8 +17,8 @@ that the windows and verdicts stay fed while the loop decodes at nearly its scor
 uniform sample at what that budget affords. Between ``caught_up_records`` and ``backlog_records`` the budget shrinks while the lag grows
 (halving every ``adjust_seconds``) and holds while it falls, so that at a steady input rate below the loop's
 capacity the lag stays bounded. At or below ``caught_up_records`` the budget grows back up to the cap, the configured
-CPU share: full scoring resumes once caught up. It starts from at least ``behind_share`` of the loop (the floor may
-be far below that) and grows as TCP's congestion window does: doubling every
+CPU share: full scoring resumes once caught up. It grows from where it is (the floor, after a backlog: no jump, so
+the backlog's last polls are not sampled more densely than the rest) as TCP's congestion window does: doubling every
 ``adjust_seconds`` up to half the budget at which the lag last grew, then by a sixteenth of the cap per
 ``adjust_seconds``. Doubling all the way overshot at a steady input rate: scoring took the loop back, a backlog formed,
 the budget fell to the floor, and the lag came in waves of several seconds (docs/BENCHMARKS.md, backlog drain).
@@ -67,8 +67,8 @@ class IngestFirst:
     >>> c.state, c.budget
     ('behind', 0.005)
     >>> c.observe(12.0, lag_records=0, full_poll=False, scoring_wall=0.0, scoring_cpu=0.0)
-    >>> c.state, round(c.budget, 3)  # recovery starts from the behind share (0.1), doubled
-    ('caught_up', 0.2)
+    >>> c.state, round(c.budget, 3)  # recovery doubles from the floor
+    ('caught_up', 0.01)
     """
 
     def __init__(
@@ -150,7 +150,7 @@ class IngestFirst:
             self.state, self.budget = "behind", floor
         elif lag <= self.caught_up_records:
             self.state = "caught_up"
-            budget, steps = max(self.share, self.budget), dt / self.adjust_seconds
+            budget, steps = max(floor, self.budget), dt / self.adjust_seconds
             if budget < self.ceiling / 2:
                 budget = min(self.ceiling / 2, budget * 2.0**steps)
             else:

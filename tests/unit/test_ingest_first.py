@@ -208,18 +208,21 @@ def test_behind_the_budget_falls_to_the_minimum_budget_where_it_is_below_the_beh
     assert c.budget == pytest.approx(c.share) == pytest.approx(0.1)
 
 
-def test_caught_up_after_a_drain_at_the_minimum_the_recovery_starts_from_the_behind_share() -> None:
-    """The same schedule as without a minimum (doubling from the behind share to half the budget the backlog formed
-    at, then a sixteenth of the cap a second), not eight doublings from the minimum."""
+def test_caught_up_after_a_drain_at_the_minimum_the_budget_doubles_from_it_without_a_jump() -> None:
+    """The same rule as without a minimum (doubling every ``adjust_seconds`` up to half the budget the backlog formed
+    at, then a sixteenth of the cap a second), from the minimum: the last polls of a backlog, read within a fraction
+    of a second of catching up, are sampled at about the floor's rate, not many times it."""
     c = controller()
     c.min_budget = 0.002
     step(c, 0.0, 60_000.0)
     assert c.budget == pytest.approx(0.002)
+    step(c, 0.04, 2_000.0)  # the last poll's worth: caught up, 40 ms later
+    assert c.state == "caught_up" and c.budget == pytest.approx(0.002 * 2**0.04)
     budgets = []
-    for t in range(1, 14):
-        step(c, float(t), 0.0)
+    for t in range(1, 24):
+        step(c, 0.04 + t, 0.0)
         budgets.append(c.budget)
-    assert budgets[:5] == pytest.approx([0.2, 0.4, 0.8, 0.9, 1.0])
+    assert budgets[:3] == pytest.approx([0.002 * 2 ** (1.04), 0.002 * 2 ** (2.04), 0.002 * 2 ** (3.04)])
     assert budgets[-1] == pytest.approx(CAP) and c.state == "caught_up"
 
 
