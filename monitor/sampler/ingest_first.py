@@ -14,9 +14,9 @@ While a backlog exists (lag above ``backlog_records``) the budget falls at once 
 ``behind_share`` of the loop's time and :attr:`IngestFirst.min_budget`, the CPU that keeps a minimum of scored events
 per second per model (set by the caller from the measured cost per event, :mod:`monitor.runtime.scoring_budget`), so
 that the windows and verdicts stay fed while the loop decodes at nearly its scoring-off rate; the sampler scores a
-uniform sample at what that budget affords. Between ``caught_up_records`` and ``backlog_records`` the budget shrinks while the lag grows
-(halving every ``adjust_seconds``) and holds while it falls, so that at a steady input rate below the loop's
-capacity the lag stays bounded. At or below ``caught_up_records`` the budget grows back up to the cap, the configured
+uniform sample at what that budget affords. Between ``caught_up_records`` and ``backlog_records`` the budget shrinks
+while the lag grows (halving every ``adjust_seconds``, down to the floor) and holds while it falls, so that at a
+steady input rate below the loop's capacity the lag stays bounded. At or below ``caught_up_records`` the budget grows back up to the cap, the configured
 CPU share: full scoring resumes once caught up. It grows from where it is (the floor, after a backlog: no jump, so
 the backlog's last polls are not sampled more densely than the rest) as TCP's congestion window does: doubling every
 ``adjust_seconds`` up to half the budget at which the lag last grew, then by a sixteenth of the cap per
