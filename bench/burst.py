@@ -16,7 +16,11 @@ Scenarios:
 - **burst**: 500 events at once (one poll; and five polls of 100, 1 ms apart), 53 µs per event;
 - **backlog**: an hour of traffic (10 events/s, 36,000 events, uniform event times) read after a restart at
   50,000 events/s, at 1 ms per event (800 events/s sustainable) and at 53 µs (~15,000 events/s);
-- **overload**: 4,000 events/s for 60 s, live (event time = read time), 1 ms per event.
+- **overload**: 4,000 events/s for 60 s, live (event time = read time), 1 ms per event;
+- **drain, ingest first**: an hour at 100 events/s (360,000 events) read at 50,000 events/s, 53 µs per event, with
+  the ingest-first controller fed after every poll as the pipeline feeds it (``runtime/scoring_budget.py``: the lag,
+  the scoring time, the floor of ``BEHIND_EVENTS_PER_SECOND`` per model), so the budget sits at the floor while
+  behind (new sampler only).
 
 Coverage: the offered events' event-time span cut in deciles (equal counts); *deciles hit* = share of deciles
 holding a kept event; *max/min* = the largest over the smallest per-decile keep rate (1 = even; inf: a decile
@@ -45,6 +49,8 @@ import numpy as np
 from scipy import stats
 
 from monitor.events import InferenceEvent
+from monitor.runtime.scoring_budget import BEHIND_EVENTS_PER_SECOND
+from monitor.sampler.ingest_first import IngestFirst
 from monitor.sampler.stratified import StratifiedSampler
 from monitor.sampler.uniform_config import UniformSamplerConfig
 
@@ -72,12 +78,21 @@ def load_old(ref: str) -> ModuleType:
     return importlib.import_module("oldsampler.stratified")
 
 
-def replay(sampler: Any, times: np.ndarray, ingest_per_second: float, cost: float, poll: int = POLL) -> np.ndarray:
-    """Each event's weight (0: dropped), events with these event times read in polls at ``ingest_per_second``."""
+def replay(
+    sampler: Any, times: np.ndarray, ingest_per_second: float, cost: float, poll: int = POLL, ingest_first: bool = False
+) -> np.ndarray:
+    """Each event's weight (0: dropped), events with these event times read in polls at ``ingest_per_second``;
+    ``ingest_first``: the controller sets the sampler's CPU budget after every step, as the pipeline's does."""
     weights = np.zeros(times.shape[0])
     index: dict[str, int] = {}
     release = getattr(sampler, "release", None)
     features = np.zeros(2)
+    control = (
+        IngestFirst(sampler.cpu_cap_per_second, backlog_records=5 * poll, caught_up_records=poll)
+        if ingest_first
+        else None
+    )
+    read = 0
 
     def step(now: float, events: list[InferenceEvent], offset: int) -> None:
         w = sampler.sample_many(events, now) if events else []
@@ -89,12 +104,19 @@ def replay(sampler: Any, times: np.ndarray, ingest_per_second: float, cost: floa
         for b in range(0, kept, BATCH):
             n = min(BATCH, kept - b)
             sampler.observe_cost("m", n, n * cost)
+        if control is not None:
+            control.min_budget = sampler.cpu_for(BEHIND_EVENTS_PER_SECOND)
+            busy = kept * cost
+            lag = times.shape[0] - read
+            control.observe(now, lag_records=lag, full_poll=len(events) >= poll, scoring_wall=busy, scoring_cpu=busy)
+            sampler.set_cpu_budget(control.budget, now)
 
     now = START
     for k in range(0, times.shape[0], poll):
         now = START + k / ingest_per_second
         events = [InferenceEvent(f"e{k + j}", "m", "1", features, float(t)) for j, t in enumerate(times[k : k + poll])]
         index.update((ev.event_id, k + j) for j, ev in enumerate(events))
+        read = k + len(events)
         step(now, events, k)
     step(now + 0.2, [], 0)  # the stream pauses
     return weights
@@ -157,6 +179,15 @@ def main() -> None:
             row(f"1 h backlog at 50,000/s, {name}", kind, hour, backlog(cost), cost)
     for kind in ("old", "new"):
         row("4,000/s for 60 s, 1 ms", kind, live, lambda s: replay(s, live, 4000.0, 1e-3, 40), 1e-3)
+    label["floor"] = f"new, ingest first (floor {BEHIND_EVENTS_PER_SECOND:g}/s)"
+    drain = START - 3600.0 + np.sort(np.random.default_rng(args.seed).uniform(0.0, 3600.0, 360_000))
+    row(
+        "drain: 1 h at 100/s read at 50,000/s, 53 µs",
+        "floor",
+        drain,
+        lambda s: replay(s, drain, 5e4, 53e-6, ingest_first=True),
+        53e-6,
+    )
 
     print("| scenario | sampler | scored | deciles hit | max/min | first/mean | χ² p |")
     print("|---|---|---|---|---|---|---|")

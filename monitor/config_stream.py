@@ -153,9 +153,9 @@ class SamplerSettings(StrictSettings):
         le=1,
         description="Share of the available CPUs (affinity capped by the cgroup CPU quota) that scoring may take, at "
         "most: ingest first, the budget is cut to what ingest leaves while the consumer lags (a backlog is read at "
-        "~0.9 of the scoring-off rate) and climbs back to this cap once caught up. Every event is scored while the "
-        "measured scoring cost fits in the budget; above, events are sampled uniformly, one budget shared by all "
-        "models (an equal share of CPU time each under overload).",
+        "nearly the scoring-off rate, 20 events/s scored for each model) and climbs back to this cap once caught "
+        "up. Every event is scored while the measured scoring cost fits in the budget; above, events are sampled "
+        "uniformly, one budget shared by all models (an equal share of CPU time each under overload).",
     )
     burst_seconds: float = Field(
         2.0,

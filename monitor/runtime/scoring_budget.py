@@ -1,9 +1,11 @@
 """Ingest first, fed once per step: the sampler's CPU budget from the consumer lag and what scoring took.
 
 :class:`ScoringBudget` wraps :class:`~monitor.sampler.ingest_first.IngestFirst` for the pipeline: each step it passes
-the lag, whether the poll was full and the wall and CPU seconds scoring took since the step before, and hands the
-budget it arrives at to the sampler. A sampler without a CPU cap is not budgeted (:attr:`ScoringBudget.control` is
-None).
+the lag, whether the poll was full and the wall and CPU seconds scoring took since the step before, and the floor
+of the budget while behind: the CPU that keeps :data:`BEHIND_EVENTS_PER_SECOND` scored events per second per model
+(from the sampler's measured cost per event, :meth:`~monitor.sampler.uniform.UniformSampler.cpu_for`); and it hands
+the budget it arrives at to the sampler. A sampler without a CPU cap is not budgeted (:attr:`ScoringBudget.control`
+is None).
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ import math
 from monitor.config import Settings
 from monitor.sampler.base import Sampler
 from monitor.sampler.ingest_first import IngestFirst
+
+#: scored events per second per model while behind (a backlog): the smallest time window (60 s) still holds 1,200
+#: scored events, above the drift detectors' 1,000-event window and the accuracy estimate's 100-event minimum
+BEHIND_EVENTS_PER_SECOND = 20.0
 
 
 class ScoringBudget:
@@ -37,6 +43,8 @@ class ScoringBudget:
         control = self.control
         if control is None:
             return
+        cpu_for = getattr(self.sampler, "cpu_for", None)
+        control.min_budget = cpu_for(BEHIND_EVENTS_PER_SECOND) if cpu_for is not None else None
         control.observe(
             now,
             lag_records=lag,

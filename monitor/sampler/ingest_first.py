@@ -10,12 +10,15 @@ controller sets the sampler's CPU budget step by step from what it measures:
 - the CPU seconds scoring takes per second of the loop's wall time spent scoring (onnxruntime may use several
   threads), so that a share of the loop's time converts into the sampler's unit, CPU seconds per second.
 
-While a backlog exists (lag above ``backlog_records``) scoring gets ``behind_share`` of the loop's time: the loop
-decodes at ``1 - behind_share`` of its scoring-off rate, and the sampler scores a uniform sample at what that
-budget affords. Between ``caught_up_records`` and ``backlog_records`` the budget shrinks while the lag grows
-(halving every ``adjust_seconds``) and holds while it falls, so that at a steady input rate below the loop's
-capacity the lag stays bounded. At or below ``caught_up_records`` the budget grows back up to the cap, the configured
-CPU share: full scoring resumes once caught up. It grows as TCP's congestion window does: doubling every
+While a backlog exists (lag above ``backlog_records``) the budget falls at once to its floor: the least of the cap,
+``behind_share`` of the loop's time and :attr:`IngestFirst.min_budget`, the CPU that keeps a minimum of scored events
+per second per model (set by the caller from the measured cost per event, :mod:`monitor.runtime.scoring_budget`), so
+that the windows and verdicts stay fed while the loop decodes at nearly its scoring-off rate; the sampler scores a
+uniform sample at what that budget affords. Between ``caught_up_records`` and ``backlog_records`` the budget shrinks
+while the lag grows (halving every ``adjust_seconds``, down to the floor) and holds while it falls, so that at a
+steady input rate below the loop's capacity the lag stays bounded. At or below ``caught_up_records`` the budget grows back up to the cap, the configured
+CPU share: full scoring resumes once caught up. It grows from where it is (the floor, after a backlog: no jump, so
+the backlog's last polls are not sampled more densely than the rest) as TCP's congestion window does: doubling every
 ``adjust_seconds`` up to half the budget at which the lag last grew, then by a sixteenth of the cap per
 ``adjust_seconds``. Doubling all the way overshot at a steady input rate: scoring took the loop back, a backlog formed,
 the budget fell to the floor, and the lag came in waves of several seconds (docs/BENCHMARKS.md, backlog drain).
@@ -59,6 +62,13 @@ class IngestFirst:
     ...     c.observe(float(i), lag_records=0, full_poll=False, scoring_wall=0.1, scoring_cpu=0.1)
     >>> c.state, round(c.budget, 3)  # doubled to 0.8 (half the budget the backlog formed at), then + 0.1 per second
     ('caught_up', 1.5)
+    >>> c.min_budget = 0.005  # 20 events/s of 0.25 ms each
+    >>> c.observe(11.0, lag_records=60_000, full_poll=True, scoring_wall=0.0, scoring_cpu=0.0)
+    >>> c.state, c.budget
+    ('behind', 0.005)
+    >>> c.observe(12.0, lag_records=0, full_poll=False, scoring_wall=0.0, scoring_cpu=0.0)
+    >>> c.state, round(c.budget, 3)  # recovery doubles from the floor
+    ('caught_up', 0.01)
     """
 
     def __init__(
@@ -99,12 +109,21 @@ class IngestFirst:
         self.trend = 0.0
         #: the budget at which the lag last grew (a backlog formed, or it grew between the thresholds); inf: never
         self.ceiling = math.inf
+        #: CPU seconds per second that keep the minimum of scored events per model while behind (the caller sets it
+        #: from the measured cost per event); None: not known, the floor is the behind share alone
+        self.min_budget: float | None = None
         self._last: float | None = None
 
     @property
-    def floor(self) -> float:
-        """The budget while behind: ``behind_share`` of the loop's time, in CPU seconds per second."""
+    def share(self) -> float:
+        """``behind_share`` of the loop's time, in CPU seconds per second (at most the cap)."""
         return min(self.cap, self.behind_share * self.cpu_per_scoring_second)
+
+    @property
+    def floor(self) -> float:
+        """The budget while behind: the behind share, or less where :attr:`min_budget` (> 0) is less."""
+        share, least = self.share, self.min_budget
+        return share if least is None or not least > 0 else min(share, least)
 
     def observe(
         self, now: float, *, lag_records: float | None, full_poll: bool, scoring_wall: float, scoring_cpu: float

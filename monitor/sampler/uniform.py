@@ -128,6 +128,21 @@ class UniformSampler:
         """
         self.budget.set_cpu_budget(cpu_per_second, now)
 
+    def cpu_for(self, events_per_second: float) -> float | None:
+        """CPU seconds per second that let every model score ``events_per_second`` under the max-min division of the
+        CPU budget: the models × the dearest measured cost per event × ``events_per_second``; None while no model's
+        cost is measured.
+
+        >>> s = UniformSampler(UniformSamplerConfig(cpus=2.0, cpu_share=0.8))
+        >>> s.observe_cost("a", events=100, seconds=0.01)  # 0.1 ms per event
+        >>> s.observe_cost("b", events=100, seconds=0.03)  # 0.3 ms per event
+        >>> round(s.cpu_for(20.0), 6)  # 2 models × 0.3 ms × 20 events/s
+        0.012
+        """
+        costs = [m.cost_seconds for m in self.accounts.models.values()]
+        dearest = max((c for c in costs if c > 0), default=0.0)
+        return len(costs) * dearest * events_per_second if dearest > 0 else None
+
     @property
     def event_cap_per_second(self) -> float:
         """The cap on scored events per second, all models (inf: none)."""

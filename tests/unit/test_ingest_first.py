@@ -193,3 +193,120 @@ def test_full_scoring_resumes_when_caught_up() -> None:
     before = len(loop.shares)
     loop.run(10.0, 1000.0)  # 1,000 events/s costs 0.05 CPU s/s: everything is scored
     assert min(loop.shares[before:]) == 1.0
+
+
+# ---------------------------------------------------------------------- the floor: a minimum of scored events
+
+
+def test_behind_the_budget_falls_to_the_minimum_budget_where_it_is_below_the_behind_share() -> None:
+    c = controller()
+    c.min_budget = 0.004  # e.g. 20 events/s at 0.2 ms each
+    step(c, 0.0, 60_000.0)
+    assert c.state == "behind" and c.budget == pytest.approx(0.004) and c.floor == pytest.approx(0.004)
+    c.min_budget = 0.5  # a dear model: the minimum would take more than the behind share; the share bounds it
+    step(c, 0.1, 60_000.0)
+    assert c.budget == pytest.approx(c.share) == pytest.approx(0.1)
+
+
+def test_caught_up_after_a_drain_at_the_minimum_the_budget_doubles_from_it_without_a_jump() -> None:
+    """The same rule as without a minimum (doubling every ``adjust_seconds`` up to half the budget the backlog formed
+    at, then a sixteenth of the cap a second), from the minimum: the last polls of a backlog, read within a fraction
+    of a second of catching up, are sampled at about the floor's rate, not many times it."""
+    c = controller()
+    c.min_budget = 0.002
+    step(c, 0.0, 60_000.0)
+    assert c.budget == pytest.approx(0.002)
+    step(c, 0.04, 2_000.0)  # the last poll's worth: caught up, 40 ms later
+    assert c.state == "caught_up" and c.budget == pytest.approx(0.002 * 2**0.04)
+    budgets = []
+    for t in range(1, 24):
+        step(c, 0.04 + t, 0.0)
+        budgets.append(c.budget)
+    assert budgets[:3] == pytest.approx([0.002 * 2 ** (1.04), 0.002 * 2 ** (2.04), 0.002 * 2 ** (3.04)])
+    assert budgets[-1] == pytest.approx(CAP) and c.state == "caught_up"
+
+
+def test_between_the_thresholds_a_growing_lag_may_halve_the_budget_down_to_the_minimum() -> None:
+    c = controller()
+    c.min_budget = 0.003
+    lag = 3000.0
+    step(c, 0.0, lag)
+    for t in range(1, 20):
+        lag += 300.0  # growing, still below the backlog threshold
+        step(c, float(t), lag)
+    assert c.state == "catching_up" and c.budget == pytest.approx(0.003)
+
+
+def drain_with_minimum(min_events_per_second: float | None, backlog: float = 60_000) -> Loop:
+    """A drain where the controller sees the backlog before the first poll is scored (the sampler's reservoir holds
+    a first poll until the budget is cut), the minimum set each step as the pipeline sets it."""
+    loop = Loop(backlog=backlog)
+    if min_events_per_second is not None:
+        loop.c.min_budget = min_events_per_second * SCORE_COST
+    loop._observe(0, 0.0)
+    while loop.read < backlog:
+        loop.run(0.01, 0.0)
+    return loop
+
+
+def test_a_drain_at_the_minimum_reads_at_nearly_the_scoring_off_rate_and_still_scores_its_minimum() -> None:
+    scoring_off = 1 / INGEST_COST
+    at_minimum = drain_with_minimum(20.0)
+    at_share = drain_with_minimum(None)
+    assert at_minimum.read / at_minimum.now / scoring_off >= 0.99
+    assert at_share.read / at_share.now / scoring_off < 0.93  # the behind share alone: 10 % of the loop scoring
+    # the windows stay fed: about 20 events/s over the drain (the CPU bucket's depth at the floor is 2 s of it)
+    assert 0.8 * 20.0 * at_minimum.now <= at_minimum.scored <= 20.0 * at_minimum.now + 2 * 20.0 + 1
+    assert at_share.scored > 50 * at_minimum.scored
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_with_the_minimum_the_lag_stays_bounded_at_a_steady_half_of_capacity_and_full_scoring_returns(
+    seed: int,
+) -> None:
+    loop = Loop(seed=seed, backlog=60_000)
+    loop.c.min_budget = 20.0 * SCORE_COST
+    loop.run(120.0, 0.5 / INGEST_COST)
+    late = loop.lags[len(loop.lags) // 2 :]
+    assert max(late) <= 5 * POLL + 2 * POLL
+    assert loop.scored / loop.read > 0.2  # scoring gets what ingest leaves, far above the minimum
+
+
+def test_the_default_sampler_draining_at_the_floor_scores_its_minimum_over_every_class_and_segment() -> None:
+    """The stratified sampler fed a 300,000-event backlog in polls, its budget set each step as the pipeline sets it:
+    the minimum of scored events per second is met over the drain, and every live class and every segment of 5 % or
+    more of the stream is among them (a uniform draw within each class; weights 1/p for the windows)."""
+    from monitor.events import InferenceEvent, LivePrediction
+    from monitor.runtime.scoring_budget import BEHIND_EVENTS_PER_SECOND
+    from monitor.sampler.stratified import StratifiedSampler
+    from monitor.sampler.uniform_config import UniformSamplerConfig
+
+    sampler = StratifiedSampler(UniformSamplerConfig(cpus=2.0, cpu_share=0.8), seed=5)
+    cost = 2e-4  # CPU seconds per scored event, as measured when the reference is scored
+    sampler.observe_cost("m", events=100, seconds=100 * cost)
+    c = controller()
+    rng = np.random.default_rng(5)
+    total = 300_000  # about 6 s of the loop: about 120 events scored
+    segments = rng.choice(["a", "b", "c", "d"], size=total, p=[0.6, 0.25, 0.1, 0.05])
+    labels = rng.choice(3, size=total, p=[0.7, 0.25, 0.05])
+    now, read, scored = 0.0, 0, []
+    while read < total:
+        poll = [
+            InferenceEvent(f"e{i}", "m", "1", [0.0], 0.0, str(segments[i]), LivePrediction(int(labels[i])))
+            for i in range(read, read + POLL)
+        ]
+        kept = [ev for ev, w in zip(poll, sampler.sample_many(poll, now), strict=True) if w > 0]
+        kept += [ev for ev, w in sampler.release(now) if w > 0]
+        read += POLL
+        now += POLL * INGEST_COST + len(kept) * cost
+        scored += kept
+        c.min_budget = sampler.cpu_for(BEHIND_EVENTS_PER_SECOND)
+        busy = len(kept) * cost
+        c.observe(now, lag_records=total - read, full_poll=True, scoring_wall=busy, scoring_cpu=busy)
+        sampler.set_cpu_budget(c.budget, now)
+    assert c.min_budget == pytest.approx(BEHIND_EVENTS_PER_SECOND * cost)
+    drained = now
+    assert total * INGEST_COST / drained >= 0.95  # the loop spent ≥ 95 % of its time reading
+    assert len(scored) >= 0.8 * BEHIND_EVENTS_PER_SECOND * drained
+    assert {ev.prediction.label for ev in scored if ev.prediction} == {0, 1, 2}
+    assert {ev.segment for ev in scored} == {"a", "b", "c", "d"}

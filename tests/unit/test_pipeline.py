@@ -21,6 +21,7 @@ from monitor.config import Settings, load_settings
 from monitor.exporters.prometheus import MetricsState
 from monitor.runtime.models import load_model_runtime
 from monitor.runtime.pipeline import Pipeline
+from monitor.runtime.scoring_budget import BEHIND_EVENTS_PER_SECOND
 from monitor.runtime.service import build_sampler
 from monitor.runtime.state import STATE_FILE, baselines_path
 from monitor.sampler.keep_all import KeepAllSampler
@@ -753,6 +754,24 @@ def test_pipeline_exports_the_consumer_lag_and_cuts_scoring_to_what_ingest_leave
     assert pipeline.state.gauge(tel.CONSUMER_LAG_RECORDS.name, ()) == 0
     assert control.state == "caught_up" and sampler.cpu_per_second == control.cap  # type: ignore[attr-defined]
     assert pipeline.state.gauge(tel.SHADOW_CHECKED_SHARE.name, ()) == 1.0
+    pipeline.close()
+
+
+def test_pipeline_while_behind_cuts_scoring_to_the_minimum_events_per_second_at_the_measured_cost(
+    tmp_path: Path,
+) -> None:
+    settings = make_settings(tmp_path, sampler={"events_per_second": None}, kafka={"max_poll_records": 10})
+    records = [RawRecord(v, topic="t", partition=0, offset=i) for i, v in enumerate(events(rows(200, seed=4)))]
+    pipeline = make_pipeline(settings, LaggingSource(records), clock=FakeClock())
+    control, sampler = pipeline.ingest_first, pipeline.sampler
+    assert control is not None
+    sampler.observe_cost(MODEL, events=100, seconds=0.02)  # 0.2 ms per event
+    pipeline.step(0.0)  # 190 records behind: a backlog
+    assert control.state == "behind"
+    floor = sampler.cpu_for(BEHIND_EVENTS_PER_SECOND)  # type: ignore[attr-defined]
+    assert floor is not None and control.min_budget == pytest.approx(floor)
+    assert control.budget == pytest.approx(min(floor, control.share)) and control.budget < control.share
+    assert sampler.cpu_per_second == pytest.approx(control.budget)  # type: ignore[attr-defined]
     pipeline.close()
 
 
