@@ -358,9 +358,8 @@ class _Outbox:
     A message is pickled by :meth:`send`, on the caller's thread; the sender thread only writes the bytes, holding
     the GIL for a moment per message. Pickled on the sender thread, the child's three busy threads (the poll loop,
     kafka-python's IO thread, the sender) passed the GIL back and forth many times per message, and on a shared
-    machine each pass could wait for a core: both processes spent ~0.4 s of each 1 s benchmark pass runnable but not
-    running, and the pipeline read 0.51 of raw kafka-python where it now reads 0.91 (docs/BENCHMARKS.md, *Ingest vs
-    raw client*). A payload that cannot be pickled fails in :meth:`send`, not on the sender thread."""
+    machine each pass may wait for a core (docs/BENCHMARKS.md, *Ingest vs raw client*: the hand-off). A payload that
+    cannot be pickled fails in :meth:`send`, not on the sender thread."""
 
     def __init__(self, out: Connection) -> None:
         self._out = out
