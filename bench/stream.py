@@ -328,6 +328,31 @@ class Run:
     # polls that returned nothing after the first record, and the seconds they took (the topic was full all along)
     empty_polls: int = 0
     empty_seconds: float = 0.0
+    # over the timed span, the main thread of this process and of the consumer child (where there is one): seconds on
+    # a CPU, runnable but waiting for one (the scheduler), and neither (asleep: waiting for the other process, the
+    # broker or a lock), from /proc/<pid>/task/<pid>/schedstat
+    threads: str = ""
+
+
+def thread_sched(pid: int) -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds runnable waiting for a CPU) of process ``pid``'s main thread; None off Linux."""
+    try:
+        on_cpu, waiting, _ = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()
+    except (OSError, ValueError):
+        return None
+    return int(on_cpu) / 1e9, int(waiting) / 1e9
+
+
+def _threads_line(before: dict[str, tuple[float, float] | None], wall: float, pids: dict[str, int]) -> str:
+    """ "name cpu/runnable/asleep" per main thread over ``wall`` seconds since ``before``."""
+    parts = []
+    for name, pid in pids.items():
+        start, end = before.get(name), thread_sched(pid)
+        if start is None or end is None:
+            continue
+        cpu, runq = end[0] - start[0], end[1] - start[1]
+        parts.append(f"{name} {cpu:.2f}/{runq:.2f}/{max(0.0, wall - cpu - runq):.2f}")
+    return ", ".join(parts)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -347,9 +372,12 @@ def broker_cpu_seconds() -> float:
 
 #: the consumer child of the variant being run (its CPU is read just before it is closed)
 _child_cpu: list[float] = [0.0]
+#: its pid while it runs (0: none), for :func:`thread_sched`
+_child_pid: list[int] = [0]
 
 
 def _close_child(source: Any) -> None:
+    _child_pid[0] = 0
     if isinstance(source, ProcessKafkaSource):
         _child_cpu[0] = cpu_seconds(source._process.pid)
     source.close()
@@ -364,6 +392,8 @@ def timed_consume(step: Callable[[], int], total: int, finish: Callable[[], None
         if time.monotonic() > deadline:
             raise RuntimeError("no records within 120 s; is the topic empty?")
     first, t0 = n, time.perf_counter()
+    pids = {"main": os.getpid(), **({"child": _child_pid[0]} if _child_pid[0] else {})}
+    sched0 = {name: thread_sched(pid) for name, pid in pids.items()}
     empty, empty_seconds = 0, 0.0
     while n < total:
         s0 = time.perf_counter()
@@ -377,7 +407,14 @@ def timed_consume(step: Callable[[], int], total: int, finish: Callable[[], None
     if finish is not None:
         finish()
     elapsed = time.perf_counter() - t0
-    return Run(rate=(n - first) / elapsed, seconds=elapsed, records=n, empty_polls=empty, empty_seconds=empty_seconds)
+    return Run(
+        rate=(n - first) / elapsed,
+        seconds=elapsed,
+        records=n,
+        empty_polls=empty,
+        empty_seconds=empty_seconds,
+        threads=_threads_line(sched0, elapsed, pids),
+    )
 
 
 def _no_shadow(pipeline: Pipeline) -> None:
@@ -445,6 +482,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
                 log_format="plain",
                 client="kafka-python",
             )
+            _child_pid[0] = source._process.pid
 
             def proc_step() -> int:
                 records = source.poll(0.2, args.max_poll_records)
@@ -564,6 +602,7 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
         source = ProcessKafkaSource(consumer, log_level="info", log_format="plain", client="kafka-python")
     else:
         source = KafkaSource(consumer)
+    _child_pid[0] = source._process.pid if isinstance(source, ProcessKafkaSource) else 0
     state = MetricsState()
     pipeline = Pipeline(
         settings, source, [load_model_runtime(settings.models[0])], build_sampler(settings), state=state
@@ -648,6 +687,8 @@ def throughput(args: argparse.Namespace) -> None:
                         f"empty polls {r.empty_polls} taking {r.empty_seconds:.2f} s)",
                         flush=True,
                     )
+                    if r.threads:
+                        print(f"    main threads' s on CPU/runnable/asleep: {r.threads}", flush=True)
             table.extend(_summarize(name, variants, runs))
             for v in ("pipeline-default", "pipeline-default-fixed"):
                 if v in runs and "pipeline" in runs:

@@ -46,6 +46,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler as _ForkingPickler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -352,19 +353,26 @@ def _die_with_parent(parent: int) -> None:
 class _Outbox:
     """Every message to the parent goes through one bounded queue, in order, written by one sender thread: the poll
     loop fetches the next batch while the parent still reads the previous one (a pipe holds at most 1 MiB, a batch
-    of 2,000 events ~1.2 MB), and a rebalance message never overtakes the records fetched before it."""
+    of 2,000 events ~1.2 MB), and a rebalance message never overtakes the records fetched before it.
+
+    A message is pickled by :meth:`send`, on the caller's thread; the sender thread only writes the bytes, holding
+    the GIL for a moment per message. Pickled on the sender thread, the child's three busy threads (the poll loop,
+    kafka-python's IO thread, the sender) passed the GIL back and forth many times per message, and on a shared
+    machine each pass may wait for a core (docs/BENCHMARKS.md, *Ingest vs raw client*: the hand-off). A payload that
+    cannot be pickled fails in :meth:`send`, not on the sender thread."""
 
     def __init__(self, out: Connection) -> None:
         self._out = out
-        self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue(maxsize=OUTBOX_MESSAGES)
+        self._queue: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=OUTBOX_MESSAGES)
         self.parent_gone = threading.Event()
         self._writer = threading.Thread(target=self._write, name="sender", daemon=True)
         self._writer.start()
 
     def send(self, kind: str, payload: Any) -> None:
+        data = _ForkingPickler.dumps((kind, payload))
         while not self.parent_gone.is_set():
             try:
-                self._queue.put((kind, payload), timeout=0.5)
+                self._queue.put(data, timeout=0.5)
                 return
             except queue.Full:
                 continue
@@ -385,7 +393,7 @@ class _Outbox:
             if message is None:
                 return
             try:
-                self._out.send(message)
+                self._out.send_bytes(message)
             except (BrokenPipeError, OSError):
                 self.parent_gone.set()
                 return
