@@ -343,7 +343,7 @@ class VerdictEngine:
         (<Verdict.STABLE: 'stable'>, None)
         >>> eng = eng.update(confidence=np.full(200, 0.5))
         >>> eng.verdict, eng.settled_at(Verdict.HARMFUL_SHIFT)
-        (<Verdict.HARMFUL_SHIFT: 'harmful-shift'>, 17)
+        (<Verdict.HARMFUL_SHIFT: 'harmful-shift'>, 18)
         """
         last = self.batch_size - 1
         if last < 0:
