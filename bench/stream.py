@@ -43,8 +43,14 @@ The subcommands, each printing markdown tables plus the command and the machine:
     - ``pipeline-default-fixed``: the same with the ingest-first controller off (the CPU budget fixed at
       ``cpu_share`` of the CPUs, as before it).
 
-    Rate = records after the first non-empty poll / time from the end of that poll to the last record processed
-    (the group join and the first fetch are excluded the same way for every variant). Polls after that which return
+    Rate = every record of the topic / time from the moment the consumer is subscribed, before it can fetch, to the
+    last record processed (``flush`` included for the pipeline), the same rule for every variant: kafka-python (raw,
+    ``KafkaSource``) fetches only inside ``poll``, so its clock starts after ``subscribe``; librdkafka fetches in its
+    own threads from ``subscribe`` on, so its clock starts just before it (``RdKafkaSource`` subscribes when built:
+    before it is built); a consumer child's clock starts when the child reports it has subscribed, before its poll
+    loop (a librdkafka child may have sent its first group requests by then). The group join and the first fetch are
+    thus inside every variant's time, and nothing is read before the clock starts; the seconds to the first record
+    are printed per repeat. The model is loaded before the clock starts. Polls after the first record which return
     nothing, and the time they take, are printed per repeat: the topic holds every record before the first poll, so
     such a poll waited on the consumer's fetching (``--fetch-max-wait-ms`` sets ``kafka.fetch_max_wait_ms`` for every
     consumer). Ratios are taken per
@@ -318,6 +324,8 @@ class Run:
     rate: float  # records/s
     seconds: float
     records: int
+    #: seconds from the subscription to the first record (the group join and the first fetch)
+    first_record: float = 0.0
     scored: float = 0.0
     shadow_rows: float = 0.0
     # CPU seconds over the whole variant run (group join included): this process, the consumer child (the
@@ -383,17 +391,18 @@ def _close_child(source: Any) -> None:
     source.close()
 
 
-def timed_consume(step: Callable[[], int], total: int, finish: Callable[[], None] | None = None) -> Run:
-    """Call ``step`` (poll + process, returns records processed) until ``total`` records; see the module doc."""
+def timed_consume(step: Callable[[], int], total: int, started: float, finish: Callable[[], None] | None = None) -> Run:
+    """Call ``step`` (poll + process, returns records processed) until ``total`` records; ``started`` is the
+    ``perf_counter`` time the consumer was subscribed (see the module doc)."""
+    pids = {"main": os.getpid(), **({"child": _child_pid[0]} if _child_pid[0] else {})}
+    sched0 = {name: thread_sched(pid) for name, pid in pids.items()}
     deadline = time.monotonic() + 120.0
     n = 0
     while n == 0:
         n = step()
         if time.monotonic() > deadline:
             raise RuntimeError("no records within 120 s; is the topic empty?")
-    first, t0 = n, time.perf_counter()
-    pids = {"main": os.getpid(), **({"child": _child_pid[0]} if _child_pid[0] else {})}
-    sched0 = {name: thread_sched(pid) for name, pid in pids.items()}
+    first_record = time.perf_counter() - started
     empty, empty_seconds = 0, 0.0
     while n < total:
         s0 = time.perf_counter()
@@ -406,11 +415,12 @@ def timed_consume(step: Callable[[], int], total: int, finish: Callable[[], None
             raise RuntimeError(f"only {n} of {total} records after 600 s")
     if finish is not None:
         finish()
-    elapsed = time.perf_counter() - t0
+    elapsed = time.perf_counter() - started
     return Run(
-        rate=(n - first) / elapsed,
+        rate=n / elapsed,
         seconds=elapsed,
         records=n,
+        first_record=first_record,
         empty_polls=empty,
         empty_seconds=empty_seconds,
         threads=_threads_line(sched0, elapsed, pids),
@@ -482,6 +492,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
                 log_format="plain",
                 client="kafka-python",
             )
+            started = time.perf_counter()  # the child has subscribed; it fetches once its poll loop runs
             _child_pid[0] = source._process.pid
 
             def proc_step() -> int:
@@ -491,7 +502,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
                 return decode_and_sample(((r.value, r.headers, r.origin) for r in records), True)
 
             try:
-                run = timed_consume(proc_step, total)
+                run = timed_consume(proc_step, total, started)
             finally:
                 _close_child(source)
             run.scored = float(kept)
@@ -504,6 +515,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
             kwargs["check_crcs"] = False
         consumer = KafkaConsumer(**kwargs)
         consumer.subscribe([topic])
+        started = time.perf_counter()  # kafka-python fetches only inside poll
 
         def raw() -> int:
             n = 0
@@ -536,7 +548,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
         else:
             step = lambda: decode(variant == "decode+sample")  # noqa: E731
         try:
-            run = timed_consume(step, total)
+            run = timed_consume(step, total, started)
         finally:
             consumer.close(autocommit=False)
         run.scored = float(kept)
@@ -564,6 +576,7 @@ def _run_raw_librdkafka(broker: Broker, topic: str, total: int, group: str, args
         client_id="harmonic-bench",
     )
     consumer = confluent_kafka.Consumer(conf)
+    started = time.perf_counter()  # librdkafka joins and fetches in its own threads from subscribe on
     consumer.subscribe([topic])
 
     def step() -> int:
@@ -574,7 +587,7 @@ def _run_raw_librdkafka(broker: Broker, topic: str, total: int, group: str, args
         return n
 
     try:
-        return timed_consume(step, total)
+        return timed_consume(step, total, started)
     finally:
         consumer.close()
 
@@ -587,8 +600,10 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
         max_poll_records=settings.kafka.max_poll_records,
         lean_record_parse=settings.kafka.lean_record_parse and variant != "pipeline-kafka-parse",
     )
+    runtime = load_model_runtime(settings.models[0])  # before the clock starts, as the service before it consumes
     # as Service.from_settings: the consumer in a child process when 2+ CPUs are available, unless "-inproc"
     source: Source
+    started = time.perf_counter()  # RdKafkaSource subscribes when built, and librdkafka fetches from then on
     if variant == "pipeline-librdkafka":
         source = RdKafkaSource(replace(consumer, fetch_max_wait_ms=settings.kafka.fetch_max_wait_ms))
     elif variant.startswith("pipeline-librdkafka-proc"):
@@ -601,12 +616,13 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
     elif variant != "pipeline-inproc" and settings.kafka.use_consumer_process():
         source = ProcessKafkaSource(consumer, log_level="info", log_format="plain", client="kafka-python")
     else:
-        source = KafkaSource(consumer)
+        source = KafkaSource(consumer)  # kafka-python fetches only inside poll
+        started = time.perf_counter()
+    if isinstance(source, ProcessKafkaSource):  # the child has subscribed; it fetches once its poll loop runs
+        started = time.perf_counter()
     _child_pid[0] = source._process.pid if isinstance(source, ProcessKafkaSource) else 0
     state = MetricsState()
-    pipeline = Pipeline(
-        settings, source, [load_model_runtime(settings.models[0])], build_sampler(settings), state=state
-    )
+    pipeline = Pipeline(settings, source, [runtime], build_sampler(settings), state=state)
     if variant == "pipeline-noshadow":
         _no_shadow(pipeline)
     if variant.endswith("-noahead") and isinstance(source, ProcessKafkaSource):
@@ -623,7 +639,7 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
                 seen.append((control.lag, control.budget))
             return n
 
-        run = timed_consume(step, total, finish=pipeline.flush)
+        run = timed_consume(step, total, started, finish=pipeline.flush)
         lags = [lag for lag, _ in seen if lag is not None]
         if seen:
             print(
@@ -684,7 +700,7 @@ def throughput(args: argparse.Namespace) -> None:
                         f"  repeat {rep} {v:18s} {r.rate:10,.0f} records/s  ({r.seconds:.2f} s, "
                         f"scored {r.scored:,.0f}, shadow rows {r.shadow_rows:,.0f}; CPU s: this process "
                         f"{r.cpu_main:.2f}, consumer child {r.cpu_child:.2f}, broker {r.cpu_broker:.2f}; "
-                        f"empty polls {r.empty_polls} taking {r.empty_seconds:.2f} s)",
+                        f"first record after {r.first_record:.2f} s; empty polls {r.empty_polls} taking {r.empty_seconds:.2f} s)",
                         flush=True,
                     )
                     if r.threads:
@@ -1365,7 +1381,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("throughput", help="decode+sample (and whole-pipeline) rate vs raw kafka-python")
     t.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["kafka09"])
-    t.add_argument("--events", type=int, default=200_000)
+    t.add_argument(
+        "--events",
+        type=int,
+        default=400_000,
+        help="the backlog each variant drains (default: ~5 s or more for every variant but raw-librdkafka, 2 cores)",
+    )
     t.add_argument("--repeats", type=int, default=3)
     t.add_argument("--budget", type=float, default=200.0, help="sampler events/s (the service default: 200)")
     t.add_argument("--max-poll-records", type=int, default=2000, help="the service default: 2000")
