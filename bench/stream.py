@@ -50,7 +50,8 @@ The subcommands, each printing markdown tables plus the command and the machine:
     before it is built); a consumer child's clock starts when the child reports it has subscribed, before its poll
     loop (a librdkafka child may have sent its first group requests by then). The group join and the first fetch are
     thus inside every variant's time, and nothing is read before the clock starts; the seconds to the first record
-    are printed per repeat. The model is loaded before the clock starts. Polls after the first record which return
+    are printed per repeat, with the rate after the first poll (the join left out; a consumer child may have
+    fetched up to 6 polls ahead by then), and so is each drain ratio. The model is loaded before the clock starts. Polls after the first record which return
     nothing, and the time they take, are printed per repeat: the topic holds every record before the first poll, so
     such a poll waited on the consumer's fetching (``--fetch-max-wait-ms`` sets ``kafka.fetch_max_wait_ms`` for every
     consumer). Ratios are taken per
@@ -326,6 +327,9 @@ class Run:
     records: int
     #: seconds from the subscription to the first record (the group join and the first fetch)
     first_record: float = 0.0
+    #: records after the first poll's / seconds after it: the rate with the group join left out (the consumer child
+    #: may have fetched a few polls ahead by then: up to its outbox's 6 polls)
+    after_first: float = 0.0
     scored: float = 0.0
     shadow_rows: float = 0.0
     # CPU seconds over the whole variant run (group join included): this process, the consumer child (the
@@ -402,7 +406,7 @@ def timed_consume(step: Callable[[], int], total: int, started: float, finish: C
         n = step()
         if time.monotonic() > deadline:
             raise RuntimeError("no records within 120 s; is the topic empty?")
-    first_record = time.perf_counter() - started
+    first_n, first_record = n, time.perf_counter() - started
     empty, empty_seconds = 0, 0.0
     while n < total:
         s0 = time.perf_counter()
@@ -421,6 +425,7 @@ def timed_consume(step: Callable[[], int], total: int, started: float, finish: C
         seconds=elapsed,
         records=n,
         first_record=first_record,
+        after_first=(n - first_n) / max(1e-9, elapsed - first_record),
         empty_polls=empty,
         empty_seconds=empty_seconds,
         threads=_threads_line(sched0, elapsed, pids),
@@ -700,7 +705,7 @@ def throughput(args: argparse.Namespace) -> None:
                         f"  repeat {rep} {v:18s} {r.rate:10,.0f} records/s  ({r.seconds:.2f} s, "
                         f"scored {r.scored:,.0f}, shadow rows {r.shadow_rows:,.0f}; CPU s: this process "
                         f"{r.cpu_main:.2f}, consumer child {r.cpu_child:.2f}, broker {r.cpu_broker:.2f}; "
-                        f"first record after {r.first_record:.2f} s; empty polls {r.empty_polls} taking {r.empty_seconds:.2f} s)",
+                        f"first record after {r.first_record:.2f} s, then {r.after_first:,.0f} records/s; empty polls {r.empty_polls} taking {r.empty_seconds:.2f} s)",
                         flush=True,
                     )
                     if r.threads:
@@ -710,6 +715,8 @@ def throughput(args: argparse.Namespace) -> None:
                 if v in runs and "pipeline" in runs:
                     per_rep = ", ".join(f"{x:.2f}" for x in paired_ratios(runs, v, "pipeline"))
                     print(f"{name}: {v} ÷ pipeline (budget {args.budget:g} events/s), per repeat: {per_rep}")
+                    after = ", ".join(f"{x:.2f}" for x in paired_ratios(runs, v, "pipeline", after_first=True))
+                    print(f"{name}: the same after each first poll (group join left out), per repeat: {after}")
             if "raw" in runs and args.repeats >= 2:  # ingest alone, and every whole pipeline, against raw kafka-python
                 for v in variants:
                     if v == "decode+sample-proc" or v.startswith("pipeline"):
@@ -736,8 +743,11 @@ def throughput(args: argparse.Namespace) -> None:
             print(f"| {name} | {path} | {judged} |")
 
 
-def paired_ratios(runs: dict[str, list[Run]], variant: str, base: str) -> list[float]:
-    """``variant``'s rate over ``base``'s, repeat by repeat (both timed in the same repeat)."""
+def paired_ratios(runs: dict[str, list[Run]], variant: str, base: str, *, after_first: bool = False) -> list[float]:
+    """``variant``'s rate over ``base``'s, repeat by repeat (both timed in the same repeat); ``after_first``: the
+    rates after the first poll (:attr:`Run.after_first`)."""
+    if after_first:
+        return [r.after_first / b.after_first for r, b in zip(runs[variant], runs[base], strict=True)]
     return [r.rate / b.rate for r, b in zip(runs[variant], runs[base], strict=True)]
 
 
@@ -1384,8 +1394,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument(
         "--events",
         type=int,
-        default=400_000,
-        help="the backlog each variant drains (default: ~5 s or more for every variant but raw-librdkafka, 2 cores)",
+        default=600_000,
+        help="the backlog each variant drains (default: ~5 s or more after the group join for every variant but "
+        "raw-librdkafka, on 2 cores)",
     )
     t.add_argument("--repeats", type=int, default=3)
     t.add_argument("--budget", type=float, default=200.0, help="sampler events/s (the service default: 200)")
