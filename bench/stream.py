@@ -45,19 +45,19 @@ The subcommands, each printing markdown tables plus the command and the machine:
 
     Rate = every record of the topic / time from the moment the consumer is subscribed, before it can fetch, to the
     last record processed (``flush`` included for the pipeline), the same rule for every variant: kafka-python (raw,
-    ``KafkaSource``) fetches only inside ``poll``, so its clock starts after ``subscribe``; librdkafka fetches in its
-    own threads from ``subscribe`` on, so its clock starts just before it (``RdKafkaSource`` subscribes when built:
-    before it is built); a consumer child's clock starts when the child reports it has subscribed, before its poll
-    loop (a librdkafka child may have sent its first group requests by then). The group join and the first fetch are
-    thus inside every variant's time, and nothing is read before the clock starts; the seconds to the first record
-    are printed per repeat, with the rate after the first poll (the join left out; a consumer child may have
-    fetched up to 6 polls ahead by then), and so is each drain ratio. The model is loaded before the clock starts. Polls after the first record which return
-    nothing, and the time they take, are printed per repeat: the topic holds every record before the first poll, so
-    such a poll waited on the consumer's fetching (``--fetch-max-wait-ms`` sets ``kafka.fetch_max_wait_ms`` for every
-    consumer). Ratios are taken per
-    repeat (both sides timed in the same repeat) and the median is reported. CPU seconds (utime + stime from
-    /proc, over the whole variant run including the group join) are reported for this process, the consumer
-    child process where there is one, and the broker's processes, which share the machine's cores.
+    ``KafkaSource``) fetches only inside ``poll``, so its clock starts after ``subscribe``; librdkafka fetches in
+    its own threads from ``subscribe`` on, so its clock starts just before it (``RdKafkaSource`` subscribes when
+    built: before it is built); a consumer child's clock starts when the child reports it has subscribed, before its
+    poll loop (a librdkafka child may have sent its first group requests by then). The group join and the first
+    fetch are thus inside every variant's time, and nothing is read before the clock starts; the seconds to the
+    first record are printed per repeat, with the rate after the first poll (the join left out; a consumer child may
+    have fetched up to 6 polls ahead by then), and so is each drain ratio. The model is loaded before the clock
+    starts. Polls after the first record which return nothing, and the time they take, are printed per repeat: the
+    topic holds every record before the first poll, so such a poll waited on the consumer's fetching
+    (``--fetch-max-wait-ms`` sets ``kafka.fetch_max_wait_ms`` for every consumer). Ratios are taken per repeat (both
+    sides timed in the same repeat) and the median is reported. CPU seconds (utime + stime from /proc, over the
+    whole variant run including the group join) are reported for this process, the consumer child process where
+    there is one, and the broker's processes, which share the machine's cores.
 
 ``latency``
     Runs the real sidecar (``python -m monitor run``) as a subprocess against a broker, produces events at a steady
