@@ -1394,7 +1394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument(
         "--events",
         type=int,
-        default=600_000,
+        default=800_000,
         help="the backlog each variant drains (default: ~5 s or more after the group join for every variant but "
         "raw-librdkafka, on 2 cores)",
     )
