@@ -1394,9 +1394,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument(
         "--events",
         type=int,
-        default=800_000,
-        help="the backlog each variant drains (default: ~5 s or more after the group join for every variant but "
-        "raw-librdkafka, on 2 cores)",
+        default=1_200_000,
+        help="the backlog each variant drains (default: ~5 s or more after the group join, on 2 cores, for every "
+        "variant but raw-librdkafka)",
     )
     t.add_argument("--repeats", type=int, default=3)
     t.add_argument("--budget", type=float, default=200.0, help="sampler events/s (the service default: 200)")
