@@ -43,14 +43,21 @@ The subcommands, each printing markdown tables plus the command and the machine:
     - ``pipeline-default-fixed``: the same with the ingest-first controller off (the CPU budget fixed at
       ``cpu_share`` of the CPUs, as before it).
 
-    Rate = records after the first non-empty poll / time from the end of that poll to the last record processed
-    (the group join and the first fetch are excluded the same way for every variant). Polls after that which return
-    nothing, and the time they take, are printed per repeat: the topic holds every record before the first poll, so
-    such a poll waited on the consumer's fetching (``--fetch-max-wait-ms`` sets ``kafka.fetch_max_wait_ms`` for every
-    consumer). Ratios are taken per
-    repeat (both sides timed in the same repeat) and the median is reported. CPU seconds (utime + stime from
-    /proc, over the whole variant run including the group join) are reported for this process, the consumer
-    child process where there is one, and the broker's processes, which share the machine's cores.
+    Rate = every record of the topic / time from the moment the consumer is subscribed, before it can fetch, to the
+    last record processed (``flush`` included for the pipeline), the same rule for every variant: kafka-python (raw,
+    ``KafkaSource``) fetches only inside ``poll``, so its clock starts after ``subscribe``; librdkafka fetches in
+    its own threads from ``subscribe`` on, so its clock starts just before it (``RdKafkaSource`` subscribes when
+    built: before it is built); a consumer child's clock starts when the child reports it has subscribed, before its
+    poll loop (a librdkafka child may have sent its first group requests by then). The group join and the first
+    fetch are thus inside every variant's time, and nothing is read before the clock starts; the seconds to the
+    first record are printed per repeat, with the rate after the first poll (the join left out; a consumer child may
+    have fetched up to 6 polls ahead by then), and so is each drain ratio. The model is loaded before the clock
+    starts. Polls after the first record which return nothing, and the time they take, are printed per repeat: the
+    topic holds every record before the first poll, so such a poll waited on the consumer's fetching
+    (``--fetch-max-wait-ms`` sets ``kafka.fetch_max_wait_ms`` for every consumer). Ratios are taken per repeat (both
+    sides timed in the same repeat) and the median is reported. CPU seconds (utime + stime from /proc, over the
+    whole variant run including the group join) are reported for this process, the consumer child process where
+    there is one, and the broker's processes, which share the machine's cores.
 
 ``latency``
     Runs the real sidecar (``python -m monitor run``) as a subprocess against a broker, produces events at a steady
@@ -318,6 +325,11 @@ class Run:
     rate: float  # records/s
     seconds: float
     records: int
+    #: seconds from the subscription to the first record (the group join and the first fetch)
+    first_record: float = 0.0
+    #: records after the first poll's / seconds after it: the rate with the group join left out (the consumer child
+    #: may have fetched a few polls ahead by then: up to its outbox's 6 polls)
+    after_first: float = 0.0
     scored: float = 0.0
     shadow_rows: float = 0.0
     # CPU seconds over the whole variant run (group join included): this process, the consumer child (the
@@ -383,17 +395,18 @@ def _close_child(source: Any) -> None:
     source.close()
 
 
-def timed_consume(step: Callable[[], int], total: int, finish: Callable[[], None] | None = None) -> Run:
-    """Call ``step`` (poll + process, returns records processed) until ``total`` records; see the module doc."""
+def timed_consume(step: Callable[[], int], total: int, started: float, finish: Callable[[], None] | None = None) -> Run:
+    """Call ``step`` (poll + process, returns records processed) until ``total`` records; ``started`` is the
+    ``perf_counter`` time the consumer was subscribed (see the module doc)."""
+    pids = {"main": os.getpid(), **({"child": _child_pid[0]} if _child_pid[0] else {})}
+    sched0 = {name: thread_sched(pid) for name, pid in pids.items()}
     deadline = time.monotonic() + 120.0
     n = 0
     while n == 0:
         n = step()
         if time.monotonic() > deadline:
             raise RuntimeError("no records within 120 s; is the topic empty?")
-    first, t0 = n, time.perf_counter()
-    pids = {"main": os.getpid(), **({"child": _child_pid[0]} if _child_pid[0] else {})}
-    sched0 = {name: thread_sched(pid) for name, pid in pids.items()}
+    first_n, first_record = n, time.perf_counter() - started
     empty, empty_seconds = 0, 0.0
     while n < total:
         s0 = time.perf_counter()
@@ -406,11 +419,13 @@ def timed_consume(step: Callable[[], int], total: int, finish: Callable[[], None
             raise RuntimeError(f"only {n} of {total} records after 600 s")
     if finish is not None:
         finish()
-    elapsed = time.perf_counter() - t0
+    elapsed = time.perf_counter() - started
     return Run(
-        rate=(n - first) / elapsed,
+        rate=n / elapsed,
         seconds=elapsed,
         records=n,
+        first_record=first_record,
+        after_first=(n - first_n) / max(1e-9, elapsed - first_record),
         empty_polls=empty,
         empty_seconds=empty_seconds,
         threads=_threads_line(sched0, elapsed, pids),
@@ -482,6 +497,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
                 log_format="plain",
                 client="kafka-python",
             )
+            started = time.perf_counter()  # the child has subscribed; it fetches once its poll loop runs
             _child_pid[0] = source._process.pid
 
             def proc_step() -> int:
@@ -491,7 +507,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
                 return decode_and_sample(((r.value, r.headers, r.origin) for r in records), True)
 
             try:
-                run = timed_consume(proc_step, total)
+                run = timed_consume(proc_step, total, started)
             finally:
                 _close_child(source)
             run.scored = float(kept)
@@ -504,6 +520,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
             kwargs["check_crcs"] = False
         consumer = KafkaConsumer(**kwargs)
         consumer.subscribe([topic])
+        started = time.perf_counter()  # kafka-python fetches only inside poll
 
         def raw() -> int:
             n = 0
@@ -536,7 +553,7 @@ def run_variant(variant: str, broker: Broker, topic: str, total: int, fx: Fixtur
         else:
             step = lambda: decode(variant == "decode+sample")  # noqa: E731
         try:
-            run = timed_consume(step, total)
+            run = timed_consume(step, total, started)
         finally:
             consumer.close(autocommit=False)
         run.scored = float(kept)
@@ -564,6 +581,7 @@ def _run_raw_librdkafka(broker: Broker, topic: str, total: int, group: str, args
         client_id="harmonic-bench",
     )
     consumer = confluent_kafka.Consumer(conf)
+    started = time.perf_counter()  # librdkafka joins and fetches in its own threads from subscribe on
     consumer.subscribe([topic])
 
     def step() -> int:
@@ -574,7 +592,7 @@ def _run_raw_librdkafka(broker: Broker, topic: str, total: int, group: str, args
         return n
 
     try:
-        return timed_consume(step, total)
+        return timed_consume(step, total, started)
     finally:
         consumer.close()
 
@@ -587,8 +605,10 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
         max_poll_records=settings.kafka.max_poll_records,
         lean_record_parse=settings.kafka.lean_record_parse and variant != "pipeline-kafka-parse",
     )
+    runtime = load_model_runtime(settings.models[0])  # before the clock starts, as the service before it consumes
     # as Service.from_settings: the consumer in a child process when 2+ CPUs are available, unless "-inproc"
     source: Source
+    started = time.perf_counter()  # RdKafkaSource subscribes when built, and librdkafka fetches from then on
     if variant == "pipeline-librdkafka":
         source = RdKafkaSource(replace(consumer, fetch_max_wait_ms=settings.kafka.fetch_max_wait_ms))
     elif variant.startswith("pipeline-librdkafka-proc"):
@@ -601,12 +621,13 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
     elif variant != "pipeline-inproc" and settings.kafka.use_consumer_process():
         source = ProcessKafkaSource(consumer, log_level="info", log_format="plain", client="kafka-python")
     else:
-        source = KafkaSource(consumer)
+        source = KafkaSource(consumer)  # kafka-python fetches only inside poll
+        started = time.perf_counter()
+    if isinstance(source, ProcessKafkaSource):  # the child has subscribed; it fetches once its poll loop runs
+        started = time.perf_counter()
     _child_pid[0] = source._process.pid if isinstance(source, ProcessKafkaSource) else 0
     state = MetricsState()
-    pipeline = Pipeline(
-        settings, source, [load_model_runtime(settings.models[0])], build_sampler(settings), state=state
-    )
+    pipeline = Pipeline(settings, source, [runtime], build_sampler(settings), state=state)
     if variant == "pipeline-noshadow":
         _no_shadow(pipeline)
     if variant.endswith("-noahead") and isinstance(source, ProcessKafkaSource):
@@ -623,7 +644,7 @@ def _run_pipeline(variant: str, broker: Broker, topic: str, total: int, settings
                 seen.append((control.lag, control.budget))
             return n
 
-        run = timed_consume(step, total, finish=pipeline.flush)
+        run = timed_consume(step, total, started, finish=pipeline.flush)
         lags = [lag for lag, _ in seen if lag is not None]
         if seen:
             print(
@@ -684,7 +705,7 @@ def throughput(args: argparse.Namespace) -> None:
                         f"  repeat {rep} {v:18s} {r.rate:10,.0f} records/s  ({r.seconds:.2f} s, "
                         f"scored {r.scored:,.0f}, shadow rows {r.shadow_rows:,.0f}; CPU s: this process "
                         f"{r.cpu_main:.2f}, consumer child {r.cpu_child:.2f}, broker {r.cpu_broker:.2f}; "
-                        f"empty polls {r.empty_polls} taking {r.empty_seconds:.2f} s)",
+                        f"first record after {r.first_record:.2f} s, then {r.after_first:,.0f} records/s; empty polls {r.empty_polls} taking {r.empty_seconds:.2f} s)",
                         flush=True,
                     )
                     if r.threads:
@@ -694,6 +715,8 @@ def throughput(args: argparse.Namespace) -> None:
                 if v in runs and "pipeline" in runs:
                     per_rep = ", ".join(f"{x:.2f}" for x in paired_ratios(runs, v, "pipeline"))
                     print(f"{name}: {v} ÷ pipeline (budget {args.budget:g} events/s), per repeat: {per_rep}")
+                    after = ", ".join(f"{x:.2f}" for x in paired_ratios(runs, v, "pipeline", after_first=True))
+                    print(f"{name}: the same after each first poll (group join left out), per repeat: {after}")
             if "raw" in runs and args.repeats >= 2:  # ingest alone, and every whole pipeline, against raw kafka-python
                 for v in variants:
                     if v == "decode+sample-proc" or v.startswith("pipeline"):
@@ -720,8 +743,11 @@ def throughput(args: argparse.Namespace) -> None:
             print(f"| {name} | {path} | {judged} |")
 
 
-def paired_ratios(runs: dict[str, list[Run]], variant: str, base: str) -> list[float]:
-    """``variant``'s rate over ``base``'s, repeat by repeat (both timed in the same repeat)."""
+def paired_ratios(runs: dict[str, list[Run]], variant: str, base: str, *, after_first: bool = False) -> list[float]:
+    """``variant``'s rate over ``base``'s, repeat by repeat (both timed in the same repeat); ``after_first``: the
+    rates after the first poll (:attr:`Run.after_first`)."""
+    if after_first:
+        return [r.after_first / b.after_first for r, b in zip(runs[variant], runs[base], strict=True)]
     return [r.rate / b.rate for r, b in zip(runs[variant], runs[base], strict=True)]
 
 
@@ -1365,7 +1391,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("throughput", help="decode+sample (and whole-pipeline) rate vs raw kafka-python")
     t.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["kafka09"])
-    t.add_argument("--events", type=int, default=200_000)
+    t.add_argument(
+        "--events",
+        type=int,
+        default=1_200_000,
+        help="the backlog each variant drains (default: ~5 s or more after the group join, on 2 cores, for every "
+        "variant but raw-librdkafka)",
+    )
     t.add_argument("--repeats", type=int, default=3)
     t.add_argument("--budget", type=float, default=200.0, help="sampler events/s (the service default: 200)")
     t.add_argument("--max-poll-records", type=int, default=2000, help="the service default: 2000")
