@@ -52,6 +52,8 @@ def test_consumer_conf_commits_only_by_hand_and_carries_the_fetch_settings() -> 
         "session.timeout.ms": 6000,
         "heartbeat.interval.ms": 2000,
         "topic.metadata.refresh.interval.ms": 10_000,
+        # a full local queue pauses fetching for this long: librdkafka's 1,000 ms left a decoding consumer idle
+        "fetch.queue.backoff.ms": 10,
         "fetch.wait.max.ms": k.fetch_max_wait_ms,
         "max.partition.fetch.bytes": k.max_partition_fetch_bytes,
     }
