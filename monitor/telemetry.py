@@ -574,8 +574,8 @@ CONFIDENCE = Histogram(
         "the margin between the top two classes is `harmonic_margin`). Classifiers only — a regressor has no series. "
         "Mean = `rate(harmonic_confidence_sum[5m]) / rate(harmonic_confidence_count[5m])`; a growing share below "
         '0.9 (`harmonic_confidence_bucket{le="0.9"}`) means the model is less sure of today\'s traffic. The drift '
-        "detector `confidence_cusum` watches the same signal for a *fall* against the reference; a fall counts as "
-        "output-side evidence for `harmful-shift`. A model that becomes confidently wrong keeps its confidence: "
+        "detectors `confidence_cusum`, `confidence_tail_cusum` (a gradual fall) and `confidence_jump_cusum` (a sudden "
+        "one) watch the same signal for a *fall* against the reference; a fall counts as output-side evidence for `harmful-shift`. A model that becomes confidently wrong keeps its confidence: "
         "only the accuracy estimate or labels can show that."
     ),
 )
@@ -843,13 +843,16 @@ DRIFT_VERDICT = Gauge(
 )
 DRIFT_STATISTIC = Gauge(
     "harmonic_drift_statistic",
-    "Latest drift statistic per signal (gamma_cusum, gamma_ks, flicker_cusum, flicker_rate, confidence_cusum, margin_cusum, features_ks).",
+    "Latest drift statistic per signal (gamma_cusum, gamma_ks, flicker_cusum, flicker_rate, confidence_cusum, "
+    "confidence_tail_cusum, confidence_jump_cusum, margin_cusum, features_ks).",
     ModelSegmentSignal,
     group="Drift",
     unit="per signal: CUSUM in log-likelihood units, KS as a distance (0–1), flicker_rate as a one-sided Welch z",
     use=(
         "What each detector currently reads: `gamma_cusum`/`flicker_cusum`/`confidence_cusum`/`margin_cusum` (the "
-        "last two on 1 − max-probability and 1 − margin, classifiers only, margin with three classes or more; each "
+        "last two on 1 − max-probability and 1 − margin, classifiers only, margin with three classes or more; "
+        "`confidence_tail_cusum` counts 1 − max-probability above the reference's 75th percentile against a 1.5× "
+        "rise, `confidence_jump_cusum` above its 90th against a 4× rise; each "
         "alarms at its threshold, calibrated for its share of `drift.false_alarms_per_million_events` unless "
         "`drift.cusum_threshold` pins it), "
         "`gamma_ks`/`features_ks` (alarm above `drift.ks_min_distance`/`drift.feature_min_distance` with "

@@ -99,8 +99,8 @@ LABELS: dict[str, str] = {
     "`out_of_range` (finite but beyond float32's ±3.4e38).",
     "feature": "One of the model's inputs by its per-element name (the model's signature, `x[3]`, `age`, or "
     "`models[].feature_names`); bounded: one per input up to 64 inputs, else the 16 largest and `other`.",
-    "signal": "Drift detector: `gamma_cusum`, `gamma_ks`, `flicker_cusum`, `flicker_rate`, `confidence_cusum` and "
-    "`margin_cusum` (classifiers), `features_ks`.",
+    "signal": "Drift detector: `gamma_cusum`, `gamma_ks`, `flicker_cusum`, `flicker_rate`, `confidence_cusum`, "
+    "`confidence_tail_cusum`, `confidence_jump_cusum` and `margin_cusum` (classifiers), `features_ks`.",
     "alertname": "`HarmonicHarmfulShift`, `HarmonicInputDrift`, `HarmonicShadowDisagreement`, `HarmonicAccuracyDrop`.",
     "method": "Label-free accuracy estimator: `harmonic` (ours: confidence, γ, flicker, P_adj), `ac` (average "
     "calibrated confidence), `atc` (average thresholded confidence), `doc` (difference of confidences).",

@@ -3,9 +3,12 @@
 γ and flicker each get a CUSUM (a rise in the rate of high values) and a window test (KS on γ, a rate test on
 flicker): role ``fragility`` — the predictions near the inputs grew fragile, which alone is not evidence that
 performance fell (a model can be fragile and right). A classifier's confidence and margin get a CUSUM on
-1 − max-probability and 1 − margin (a *fall*): role ``output``, harm evidence. Every detector takes an even share of
-the stated false-alarm rate; a window test's level per test is capped by its share (one test every ``drift.every``
-events).
+1 − max-probability and 1 − margin (a *fall*): role ``output``, harm evidence. Confidence gets two more, each tuned to
+a fall the first is slow on: ``confidence_tail_cusum`` counts the reference's upper quartile of 1 − max-probability
+against a 1.5× rise (a gradual fall spread over many events: measured on river's RBF drift streams), and
+``confidence_jump_cusum`` the 90th percentile against a 4× rise (a sudden fall: each event beyond it adds ~3× what it
+adds to ``confidence_cusum``, so it crosses after fewer events). Every detector takes an even share of the stated
+false-alarm rate; a window test's level per test is capped by its share (one test every ``drift.every`` events).
 """
 
 from __future__ import annotations
@@ -66,6 +69,30 @@ def _cusum(sample: ArrayLike, ctx: SlotContext) -> Cusum:
     )
 
 
+#: ``confidence_tail_cusum``: the reference quantile of 1 − max-probability it counts above, and the rise it is tuned to
+TAIL_QUANTILE, TAIL_RATE_RATIO = 0.75, 1.5
+#: ``confidence_jump_cusum``: the same for a sudden fall
+JUMP_QUANTILE, JUMP_RATE_RATIO = 0.9, 4.0
+
+
+def _tuned_cusum(quantile: float, rate_ratio: float) -> Callable[[ArrayLike, SlotContext], Cusum]:
+    """A CUSUM built like :func:`_cusum` but at ``quantile`` and ``rate_ratio`` of its own (its threshold calibrated
+    to its share of the rate, or pinned by ``drift.cusum_threshold``)."""
+
+    def build(sample: ArrayLike, ctx: SlotContext) -> Cusum:
+        s = ctx.settings
+        return Cusum(
+            sample,
+            quantile=quantile,
+            rate_ratio=rate_ratio,
+            threshold=s.cusum_threshold,
+            false_alarms_per_million=ctx.rate,
+            name=ctx.name,
+        )
+
+    return build
+
+
 def _cusum_rate(ctx: SlotContext) -> float:
     return ctx.rate
 
@@ -76,7 +103,7 @@ def _cusum_evidence(signal: str, label: str, fall: bool = False) -> Callable[[Cu
     def evidence(det: Cusum, recent: Recent) -> Iterable[Evidence]:
         values = recent.values(signal)
         values = 1.0 - values if fall else values
-        q = f"{recent.settings.cusum_quantile * 100:g}th percentile"
+        q = f"{det.quantile * 100:g}th percentile"
         share = finite_mean((values > det.cutoff).astype(np.float64))
         measure = f"share of {label} above the reference's {q}, last {values.size} events"
         yield Evidence(det.name, det.statistic, det.threshold, share, det.null_rate, measure, "CUSUM")
@@ -188,6 +215,28 @@ CONFIDENCE_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
     transform=_fall,
     watches=_confidence,
     build=_cusum,
+    shares_rate=True,
+    stated_rate=_cusum_rate,
+    evidence=_cusum_evidence("confidence", "1 − max-probability", fall=True),
+)
+CONFIDENCE_TAIL_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
+    name="confidence_tail_cusum",
+    role="output",
+    signal="confidence",
+    transform=_fall,
+    watches=_confidence,
+    build=_tuned_cusum(TAIL_QUANTILE, TAIL_RATE_RATIO),
+    shares_rate=True,
+    stated_rate=_cusum_rate,
+    evidence=_cusum_evidence("confidence", "1 − max-probability", fall=True),
+)
+CONFIDENCE_JUMP_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
+    name="confidence_jump_cusum",
+    role="output",
+    signal="confidence",
+    transform=_fall,
+    watches=_confidence,
+    build=_tuned_cusum(JUMP_QUANTILE, JUMP_RATE_RATIO),
     shares_rate=True,
     stated_rate=_cusum_rate,
     evidence=_cusum_evidence("confidence", "1 − max-probability", fall=True),

@@ -12,6 +12,8 @@ from typing import Any
 from monitor.drift.input_detectors import FEATURES_KS, HELD_INPUTS, INPUTS_PCA, INPUTS_RANGE
 from monitor.drift.output_detectors import (
     CONFIDENCE_CUSUM,
+    CONFIDENCE_JUMP_CUSUM,
+    CONFIDENCE_TAIL_CUSUM,
     FLICKER_CUSUM,
     FLICKER_RATE,
     GAMMA_CUSUM,
@@ -26,6 +28,8 @@ DETECTORS: tuple[DetectorSpec[Any, Any], ...] = (
     FLICKER_CUSUM,
     FLICKER_RATE,
     CONFIDENCE_CUSUM,
+    CONFIDENCE_TAIL_CUSUM,
+    CONFIDENCE_JUMP_CUSUM,
     MARGIN_CUSUM,
     FEATURES_KS,
     INPUTS_RANGE,

@@ -55,18 +55,19 @@ def reference(seed: int, n: int = 5000, *, confidence: bool = True) -> Reference
 # ------------------------------------------------------------------------------------------------ calibration
 
 
-def test_confidence_cusum_false_alarm_rate_is_within_a_factor_of_two_of_its_share_of_the_setting() -> None:
+@pytest.mark.parametrize("name", ["confidence_cusum", "confidence_tail_cusum", "confidence_jump_cusum"])
+def test_confidence_cusum_false_alarm_rate_is_within_a_factor_of_two_of_its_share_of_the_setting(name: str) -> None:
     """At most 2× its share, and not far under it (designed at the baseline share's upper confidence bound, the
-    average baseline alarms below its share: here 0.4×)."""
+    average baseline alarms below its share)."""
     alarms = 0
     for seed in range(4):
         eng = VerdictEngine(reference(100 + seed), DriftSettings(false_alarms_per_million_events=RATE))
-        assert eng.detector("confidence_cusum") is not None
-        assert eng.cusums_sharing == 3  # γ, flicker, confidence (no margin sample in this reference)
+        assert eng.detector(name) is not None
+        assert eng.cusums_sharing == 5  # γ, flicker, three on confidence (no margin sample in this reference)
         rng = np.random.default_rng(200 + seed)  # fresh events from the population, not the reference sample
         for _ in range(EVENTS // 50_000):
             eng.update(confidence=confidence_like(rng, 50_000))
-        alarms += eng.detector("confidence_cusum").state.alarms
+        alarms += eng.detector(name).state.alarms
     measured = alarms / (4 * EVENTS) * 1e6
     share = RATE / eng.sharing  # every detector's even share of the stated rate
     assert share / 4 <= measured <= share * 2, measured
@@ -85,7 +86,13 @@ def test_confidence_threshold_is_the_calibrated_cusum_on_one_minus_confidence_an
     same = Cusum(1.0 - ref.confidence_sample, false_alarms_per_million=1.0 / a.sharing, name="confidence_cusum")
     assert a.thresholds["confidence_cusum"] == pytest.approx(same.threshold)
     assert a.thresholds["confidence_cusum"] > Cusum(1.0 - ref.confidence_sample, name="c").threshold
-    assert set(a.thresholds) == {"gamma_cusum", "flicker_cusum", "confidence_cusum"}
+    assert set(a.thresholds) == {
+        "gamma_cusum",
+        "flicker_cusum",
+        "confidence_cusum",
+        "confidence_tail_cusum",
+        "confidence_jump_cusum",
+    }
     assert 8.0 < a.thresholds["confidence_cusum"] < 15.0
     pinned = VerdictEngine(ref, DriftSettings(cusum_threshold=14.0))
     assert pinned.thresholds["confidence_cusum"] == 14.0
@@ -104,7 +111,24 @@ def test_confidence_cusum_catches_a_fall_and_ignores_a_rise() -> None:
     fall = confidence_like(rng, 2000, fall=0.3)
     first = next(i for i in range(0, 2000, 10) if eng.update(confidence=fall[i : i + 10]).verdict is not Verdict.STABLE)
     assert first < 300
-    assert eng.report.verdict is Verdict.HARMFUL_SHIFT and eng.report.fired == ("confidence_cusum",)
+    # a sudden fall of a third: the jump CUSUM is the first to cross
+    assert eng.report.verdict is Verdict.HARMFUL_SHIFT and eng.report.fired == ("confidence_jump_cusum",)
+
+
+def test_the_tail_cusum_catches_a_fall_into_the_upper_quartile_that_the_others_do_not_see() -> None:
+    """A share of events moving from confident into the band between the reference's 75th and 90th percentiles of
+    1 − max-probability (a gradual slide, nothing beyond the 90th): only the tail CUSUM counts them."""
+    ref = reference(1)
+    q75, q90 = np.quantile(1.0 - ref.confidence_sample, [0.75, 0.9])
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        eng = VerdictEngine(ref)
+        c = confidence_like(rng, 3000)
+        band = rng.random(c.size) < 0.12
+        c[band] = 1.0 - (q75 + (q90 - q75) * rng.uniform(0.2, 0.8, int(band.sum())))
+        eng.update(confidence=c)
+        assert eng.report.verdict is Verdict.HARMFUL_SHIFT
+        assert eng.report.fired == ("confidence_tail_cusum",)
 
 
 def test_no_confidence_detector_for_regressors_old_references_or_when_switched_off() -> None:

@@ -223,10 +223,17 @@ def test_margin_threshold_is_calibrated_like_confidence_and_can_be_switched_off(
     assert eng.detector("margin_cusum") is not None
     cal = eng.detector("margin_cusum").calibration
     assert cal is not None and cal.method != "fallback"
-    assert eng.cusums_sharing == 4  # four CUSUMs among the detectors that share the stated rate evenly
+    assert eng.cusums_sharing == 6  # six CUSUMs (three on confidence) among the detectors sharing the rate evenly
     share = Cusum(1.0 - ref.margin_sample, false_alarms_per_million=1.0 / eng.sharing, name="m")
     assert eng.thresholds["margin_cusum"] == pytest.approx(share.threshold)
-    assert set(eng.thresholds) == {"gamma_cusum", "flicker_cusum", "confidence_cusum", "margin_cusum"}
+    assert set(eng.thresholds) == {
+        "gamma_cusum",
+        "flicker_cusum",
+        "confidence_cusum",
+        "confidence_tail_cusum",
+        "confidence_jump_cusum",
+        "margin_cusum",
+    }
     assert 8.0 < eng.thresholds["margin_cusum"] < 15.0
     assert VerdictEngine(ref, DriftSettings(cusum_threshold=14.0)).thresholds["margin_cusum"] == 14.0
     off = VerdictEngine(ref, DriftSettings(margin_detector=False))
@@ -277,10 +284,10 @@ def test_binary_margin_repeats_confidence_so_a_binary_model_has_no_margin_cusum(
     assert (
         binary.detector("margin_cusum") is None
         and binary.detector("confidence_cusum") is not None
-        and binary.cusums_sharing == 3
+        and binary.cusums_sharing == 5
     )
     three = VerdictEngine(ref(np.clip(2 * c - 1 - 0.1 * rng.random(5000), 0.0, 1.0)))  # a runner-up below 1 − p
-    assert three.detector("margin_cusum") is not None and three.cusums_sharing == 4
+    assert three.detector("margin_cusum") is not None and three.cusums_sharing == 6
 
 
 def _state(name: str, on: bool) -> DriftState:

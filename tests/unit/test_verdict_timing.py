@@ -25,17 +25,19 @@ def engine() -> VerdictEngine:
     return eng
 
 
-def test_settled_at_is_the_event_at_which_the_confidence_cusum_crossed() -> None:
+def test_settled_at_is_the_event_at_which_the_first_confidence_cusum_crossed() -> None:
     eng = engine()
-    cusum = eng.detector("confidence_cusum")
-    assert cusum is not None
-    before = cusum.state.events
+    names = ("confidence_cusum", "confidence_tail_cusum", "confidence_jump_cusum")
+    cusums = [eng.detector(name) for name in names]
+    before = [c.state.events for c in cusums if c is not None]
+    assert len(before) == 3
     conf = np.concatenate([Stream(seed=6).confidence(40), np.full(60, 0.5)])  # confidence collapses at event 40
     eng.update(confidence=conf)
     assert eng.verdict is Verdict.HARMFUL_SHIFT
-    crossed = cusum.state.changes[-1] - before - 1  # the 0-based event of the batch whose value crossed
-    assert 40 <= crossed < 100
-    assert eng.settled_at(Verdict.HARMFUL_SHIFT) == crossed
+    # the 0-based event of the batch whose value each crossed at
+    crossed = [c.state.changes[-1] - b - 1 for c, b in zip(cusums, before, strict=True) if c and c.state.changes]
+    assert all(40 <= x < 100 for x in crossed)
+    assert eng.settled_at(Verdict.HARMFUL_SHIFT) == min(crossed)
 
 
 def test_settled_at_skips_the_events_a_detector_did_not_take() -> None:
