@@ -2,8 +2,10 @@
 
 For each stream and seed:
 
-1. draw TRAIN events from the stream's *before* generator; fit ``GradientBoostingClassifier(n_estimators=100)``;
-   convert it with skl2onnx (probabilities, no ZipMap);
+1. draw TRAIN events from the stream's *before* generator; fit the model family of ``--model`` (default
+   ``GradientBoostingClassifier(n_estimators=100)``; ``mlp``: standardised inputs into a 32-32 ReLU MLP;
+   ``logreg``: standardised inputs into a logistic regression: :data:`MODELS`); convert it with skl2onnx
+   (probabilities, no ZipMap);
 2. draw REF more *before* events with their labels: ``harmonic-monitor reference --labels`` (the default scales;
    the accuracy estimators fitted on them);
 3. **calibration**: a separate stationary run of CAL events (the *before* generator, another sample seed). Each
@@ -77,6 +79,10 @@ from machine import machine  # bench/machine.py: the script's folder is on sys.p
 from numpy.typing import NDArray
 from scipy import stats
 from sklearn.ensemble import GradientBoostingClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 try:
     from river import drift
@@ -441,6 +447,32 @@ def detector_alarms(*crossings: Iterable[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
+#: the model families ``--model`` trains (each a fresh estimator for a seed)
+MODELS: dict[str, Callable[[int], Any]] = {
+    "gbdt": lambda seed: GradientBoostingClassifier(n_estimators=100, random_state=seed),
+    "mlp": lambda seed: make_pipeline(
+        StandardScaler(), MLPClassifier((32, 32), max_iter=300, early_stopping=True, random_state=seed)
+    ),
+    "logreg": lambda seed: make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)),
+}
+
+
+MODEL_TEXT = {
+    "gbdt": "GradientBoostingClassifier(n_estimators=100)",
+    "mlp": "StandardScaler + MLPClassifier((32, 32), early stopping)",
+    "logreg": "StandardScaler + LogisticRegression",
+}
+
+
+def to_onnx_model(model: Any, x_train: NDArray[np.float64]) -> bytes:
+    """``model`` (one of :data:`MODELS`) as ONNX with probabilities as a plain tensor (no ZipMap)."""
+    from skl2onnx import to_onnx
+
+    last = model.steps[-1][1] if hasattr(model, "steps") else model
+    onx = to_onnx(model, x_train[:1].astype(np.float32), options={id(last): {"zipmap": False}})
+    return bytes(onx.SerializeToString())
+
+
 def run_one(
     key: str,
     seed: int,
@@ -449,6 +481,7 @@ def run_one(
     ours_rate: float | None = None,
     feature_baselines: bool = True,
     cal: int = CAL,
+    family: str = "gbdt",
 ) -> Run:
     """One stream × seed. ``drift_extra``: more ``drift`` settings for our verdict (``name: value`` YAML lines,
     e.g. ``confidence_detector: false``); ``ours_only``: skip the river baselines; ``ours_rate``: our verdict's
@@ -457,15 +490,13 @@ def run_one(
     if key not in STREAMS:
         from verdict_segments import run_segments  # the per-segment streams
 
-        return run_segments(key, seed, drift_extra, ours_only, ours_rate, cal)
+        return run_segments(key, seed, drift_extra, ours_only, ours_rate, cal, family)
     rate = FA_PER_10K * 100 if ours_rate is None else ours_rate
-    from skl2onnx import to_onnx
-
     t0 = time.perf_counter()
     spec = STREAMS[key]
     it = spec.before(seed, seed)
     x_train, y_train = _rows(it, TRAIN)
-    model = GradientBoostingClassifier(n_estimators=100, random_state=seed).fit(x_train, y_train)
+    model = MODELS[family](seed).fit(x_train, y_train)
     x_ref, y_ref = _rows(it, REF)
     x_pre, y_pre = _rows(it, PRE)
     x_post, y_post = spec.after(seed, it)
@@ -486,9 +517,8 @@ def run_one(
     )
     with tempfile.TemporaryDirectory(prefix="verdict-quality-") as name:
         tmp = Path(name)
-        onx = to_onnx(model, x_train[:1].astype(np.float32), options={id(model): {"zipmap": False}})
         model_path = tmp / "model.onnx"
-        model_path.write_bytes(onx.SerializeToString())
+        model_path.write_bytes(to_onnx_model(model, x_train))
         np.savetxt(tmp / "ref.csv", x_ref, delimiter=",")
         np.savetxt(tmp / "labels.csv", y_ref, fmt="%d")
         reference = tmp / "reference.json"
@@ -737,6 +767,7 @@ def main() -> None:
     parser.add_argument(
         "--no-feature-baselines", action="store_true", help="the river detectors on max-probability only"
     )
+    parser.add_argument("--model", choices=sorted(MODELS), default="gbdt", help="the model family (default gbdt)")
     parser.add_argument("--cal", type=int, default=CAL, help=f"events of the calibration run (default {CAL})")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (processes)")
     parser.add_argument("--json", help="also write every run's figures here")
@@ -768,7 +799,7 @@ def main() -> None:
     print(
         f"setup: {args.seeds} seeds per stream; train {TRAIN}, labelled reference {REF}, calibration run {args.cal}, "
         f"then {PRE} before + {POST} after the change (seg_*: bench/verdict_segments.py); "
-        "GradientBoostingClassifier(n_estimators=100); our defaults "
+        f"model {args.model} ({MODEL_TEXT[args.model]}); our defaults "
         f"but drift.false_alarms_per_million_events = {args.ours_rate or FA_PER_10K * 100:g} and replay batches of "
         f"{BATCH}; baselines "
         f"calibrated to ≤ {FA_PER_10K:g} alarm per 10k calibration events\n"
@@ -788,6 +819,7 @@ def main() -> None:
             ours_rate=args.ours_rate,
             feature_baselines=not args.no_feature_baselines,
             cal=args.cal,
+            family=args.model,
         )
         runs = []
         for run in pool.map(work, *zip(*jobs, strict=True)):  # in order, each as it is done

@@ -1,7 +1,7 @@
 """Per-segment streams for bench/verdict_quality.py: one model, a reference of segments of 150–5,000 rows.
 
 Five inputs N(0, 1), the third shifted per segment (by ``OFFSETS``: segments differ a little, as cities do); the
-class is x0 + x1 + 0.5·x2 + N(0, 0.3²) > 0. A GradientBoostingClassifier is trained on TRAIN rows of every segment;
+class is x0 + x1 + 0.5·x2 + N(0, 0.3²) > 0. The model (``--model``, default a GradientBoostingClassifier) is trained on TRAIN rows of every segment;
 the labelled reference holds ``SIZES`` rows per segment (``reference --segment-column``: the 150-row segment is
 shrunk toward the others, weight 0.75; the rest have their own). The calibration run (CAL_EACH events per segment by default) and
 the live run (PRE_EACH then POST_EACH per segment, interleaved) go through ``replay`` with each event's segment.
@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sklearn.ensemble import GradientBoostingClassifier
 from verdict_quality import (
     BATCH,
     FA_PER_10K,
     GRIDS,
     HARMFUL,
+    MODELS,
     NOT_STABLE,
     Run,
     _cli,
@@ -37,6 +37,7 @@ from verdict_quality import (
     calibrate,
     detector_alarms,
     replay,
+    to_onnx_model,
 )
 
 SIZES = {"s150": 150, "s500": 500, "s1500": 1500, "s5000": 5000}
@@ -99,18 +100,18 @@ def run_segments(
     ours_only: bool = False,
     ours_rate: float | None = None,
     cal: int = len(SIZES) * CAL_EACH,
+    family: str = "gbdt",
 ) -> Run:
     """One per-segment stream × seed (see the module's description); ``cal``: events of the calibration run, all
-    segments together."""
+    segments together; ``family``: the model (``verdict_quality.MODELS``)."""
     cal_each = cal // len(SIZES)
-    from skl2onnx import to_onnx
 
     t0 = time.perf_counter()
     rate = FA_PER_10K * 100 if ours_rate is None else ours_rate
     rng = np.random.default_rng(seed)
     train = [draw(rng, s, TRAIN_EACH) for s in SIZES]
     x_train, y_train = np.vstack([t[0] for t in train]), np.concatenate([t[1] for t in train])
-    model = GradientBoostingClassifier(n_estimators=100, random_state=seed).fit(x_train, y_train)
+    model = MODELS[family](seed).fit(x_train, y_train)
     ref = {s: draw(rng, s, n) for s, n in SIZES.items()}
     cal_x, cal_seg = interleave({s: draw(rng, s, cal_each)[0] for s in SIZES})
     pre = {s: draw(rng, s, PRE_EACH) for s in SIZES}
@@ -124,9 +125,8 @@ def run_segments(
     run = Run(key, seed, acc[0], acc[1], conf[0], conf[1], stationary_events=cal_x.shape[0] + start)
     with tempfile.TemporaryDirectory(prefix="verdict-segments-") as name:
         tmp = Path(name)
-        onx = to_onnx(model, x_train[:1].astype(np.float32), options={id(model): {"zipmap": False}})
         model_path = tmp / "model.onnx"
-        model_path.write_bytes(onx.SerializeToString())
+        model_path.write_bytes(to_onnx_model(model, x_train))
         with (tmp / "ref.csv").open("w", encoding="utf-8") as f:
             f.write("x0,x1,x2,x3,x4,segment\n")
             for s, (x, _) in ref.items():
