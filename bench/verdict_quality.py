@@ -663,27 +663,34 @@ def _per_10k(rs: list[Run], name: str, ours: bool = False) -> str:
 def harm_table(runs: list[Run], names: Sequence[str]) -> list[str]:
     """``harmful-shift`` and the max-probability baselines as harm calls: precision and recall against the realised
     accuracy change (harm: a fall ≥ HARM_POINTS; no harm: within NO_HARM_POINTS; a call: an alarm within HORIZON
-    events of the change), and the median delay over the harm runs caught."""
+    events of the change), recall less the no-harm runs' call rate (informedness: 0 for a detector that calls at
+    random), recall over the harm runs whose mean max-probability fell by ≥ NO_HARM_POINTS (the harm any label-free
+    signal of the outputs can see), and the median delay over the harm runs caught."""
     harm = [r for r in runs if r.acc_pre - r.acc_post >= HARM_POINTS - 1e-12]
     calm = [r for r in runs if abs(r.acc_pre - r.acc_post) <= NO_HARM_POINTS]
+    seen = [r for r in harm if r.conf_pre - r.conf_post >= NO_HARM_POINTS]
     out = [
         "",
         f"Harm calls over every stream and seed: {len(harm)} runs with harm (accuracy down ≥ {HARM_POINTS * 100:g} "
-        f"points), {len(calm)} without (within {NO_HARM_POINTS * 100:g} points); a call = an alarm within {HORIZON} "
-        "events of the change:",
+        f"points; {len(seen)} of them with mean max-probability down ≥ {NO_HARM_POINTS * 100:g} points), {len(calm)} "
+        f"without (within {NO_HARM_POINTS * 100:g} points); a call = an alarm within {HORIZON} events of the change:",
         "",
-        "| detector | harm runs caught | no-harm runs called | precision | recall | median delay (caught) |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| detector | harm runs caught | no-harm runs called | precision | recall | recall − no-harm call rate "
+        "| recall, max-probability fell | median delay (caught) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     scores: dict[str, tuple[float, float]] = {}
     for n in (HARMFUL, *(n for n in names if n.endswith("on max-prob"))):
         caught = [r.delays.get(n, math.inf) for r in harm if math.isfinite(r.delays.get(n, math.inf))]
         called = sum(math.isfinite(r.delays.get(n, math.inf)) for r in calm)
+        visible = sum(math.isfinite(r.delays.get(n, math.inf)) for r in seen)
         precision = len(caught) / (len(caught) + called) if caught or called else float("nan")
         recall = len(caught) / len(harm) if harm else float("nan")
+        informed = recall - (called / len(calm) if calm else 0.0)
         delay = f"{np.median(caught):.0f}" if caught else "—"
         out.append(
-            f"| {n} | {len(caught)}/{len(harm)} | {called}/{len(calm)} | {precision:.2f} | {recall:.2f} | {delay} |"
+            f"| {n} | {len(caught)}/{len(harm)} | {called}/{len(calm)} | {precision:.2f} | {recall:.2f} "
+            f"| {informed:.2f} | {visible}/{len(seen)} | {delay} |"
         )
         scores[n] = (precision, recall)
     ours, best = scores.pop(HARMFUL), max((r for _, r in scores.values()), default=0.0)
