@@ -361,7 +361,8 @@ def _gbdt_estimate(fit: LossFit, inputs: NDArray[np.float64], prediction: NDArra
 def estimate_loss(fit: LossFit, inputs: ArrayLike, prediction: ArrayLike, *, method: str = "") -> dict[str, Any]:
     """``{"n", "level", "method", "reference": {"mae", "rmse"}, "mae": {"estimate", "lower", "upper", "sd"},
     "rmse": {...}, "methods": {name: {"mae": ..., "rmse": ...}}, "domain": {...}, "warnings": [...]}`` over the
-    window's rows with a finite prediction."""
+    window's rows with a finite prediction within float32's range (what an ONNX model outputs; a larger one, from the
+    Python API, is left out like a NaN: its square would overflow the estimate's variance)."""
     method = method or DEFAULT_METHOD
     if method not in METHODS:
         raise DataError(f"unknown loss-estimate method {method!r}; expected one of {', '.join(METHODS)}")
@@ -370,7 +371,7 @@ def estimate_loss(fit: LossFit, inputs: ArrayLike, prediction: ArrayLike, *, met
     p = _prediction(prediction, x.shape[0], "the window")
     if x.shape[1] != fit.center.shape[0]:
         raise DataError(f"the window has {x.shape[1]} input columns; the reference had {fit.center.shape[0]}")
-    ok = np.isfinite(p)
+    ok = np.isfinite(p) & (np.abs(p) <= np.finfo(np.float32).max)
     n = int(np.count_nonzero(ok))
     if n < MIN_WINDOW_ROWS:
         raise DataError(
