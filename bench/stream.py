@@ -732,6 +732,11 @@ def throughput(args: argparse.Namespace) -> None:
                     if _child_threads[0]:
                         print(f"    consumer child's CPU s per thread kind: {_child_threads[0]}", flush=True)
             table.extend(_summarize(name, variants, runs))
+            for v in variants:  # librdkafka's pipelines against raw librdkafka, repeat by repeat
+                if v.startswith("pipeline-librdkafka") and "raw-librdkafka" in runs:
+                    per_rep = ", ".join(f"{x:.3f}" for x in paired_ratios(runs, v, "raw-librdkafka"))
+                    after = ", ".join(f"{x:.3f}" for x in paired_ratios(runs, v, "raw-librdkafka", after_first=True))
+                    print(f"{name}: {v} ÷ raw-librdkafka per repeat: {per_rep}; after each first poll: {after}")
             for v in ("pipeline-default", "pipeline-default-fixed"):
                 if v in runs and "pipeline" in runs:
                     per_rep = ", ".join(f"{x:.2f}" for x in paired_ratios(runs, v, "pipeline"))
