@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitor.errors import SourceError
 from monitor.source.base import DecodesAhead, Lagging, Polled, Positions, RawRecord, RebalanceHandler, SideReading
-from monitor.source.columns import ColumnSpec, EventColumns, decode_columns
+from monitor.source.columns import ColumnSpec, EventColumns, decode_columns, split_columns
 from monitor.source.decode_ahead import DecodeAhead
 from monitor.source.kafka import GroupMember, PartitionBatch, records_of
 from monitor.source.kafka_config import ConsumerConfig
@@ -301,32 +301,6 @@ class ProcessKafkaSource(GroupMember, SideReading, Lagging, DecodesAhead):
             self._process.wait(timeout=5.0)
         for conn in (self._commands, self._out):
             conn.close()
-
-
-def split_columns(
-    columns: Sequence[EventColumns], start: int, end: int
-) -> tuple[list[EventColumns], list[EventColumns]]:
-    """The columns of the records ``[start, end)`` of the buffer, their rows counted from ``start`` (what a poll
-    returns), and those of the records from ``end`` on, as they are (what stays buffered). A batch split between two
-    polls has its columns split with it: every row decoded by the child is taken, none decoded again."""
-    now: list[EventColumns] = []
-    later: list[EventColumns] = []
-    for cols in columns:
-        first, last = int(cols.rows[0]), int(cols.rows[-1])
-        if last < start:
-            continue  # returned before
-        if first >= end:
-            later.append(cols)
-        elif first >= start and last < end:
-            now.append(cols.shifted(-start))
-        else:
-            rows = cols.rows
-            mine = (rows >= start) & (rows < end)
-            if mine.any():
-                now.append(cols.subset(mine).shifted(-start))
-            if last >= end:
-                later.append(cols.subset(rows >= end))
-    return now, later
 
 
 def dump_consumer_stacks() -> int:

@@ -180,7 +180,7 @@ def test_the_pipe_says_which_process_waits() -> None:
 
 
 def test_a_batch_split_between_polls_takes_its_columns_with_it() -> None:
-    from monitor.source.kafka_process import split_columns
+    from monitor.source.columns import split_columns
 
     spec = DecodeAhead.of(decoder()).columns()
     assert spec is not None
