@@ -384,14 +384,33 @@ def broker_cpu_seconds() -> float:
 
 #: the consumer child of the variant being run (its CPU is read just before it is closed)
 _child_cpu: list[float] = [0.0]
+#: and its CPU seconds per kind of thread: main, librdkafka's own ("rdk:*"), the other Python threads (the sender)
+_child_threads: list[str] = [""]
 #: its pid while it runs (0: none), for :func:`thread_sched`
 _child_pid: list[int] = [0]
+
+
+def thread_cpu_by_kind(pid: int) -> dict[str, float]:
+    """CPU seconds (utime + stime) of process ``pid``'s threads: its main thread, librdkafka's threads (named
+    "rdk:..."), and every other thread (the child's sender and command reader); empty off Linux."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kind = "main" if task.name == str(pid) else "librdkafka" if name.startswith("rdk:") else "other"
+        out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
 
 
 def _close_child(source: Any) -> None:
     _child_pid[0] = 0
     if isinstance(source, ProcessKafkaSource):
         _child_cpu[0] = cpu_seconds(source._process.pid)
+        kinds = thread_cpu_by_kind(source._process.pid)
+        _child_threads[0] = ", ".join(f"{k} {v:.2f}" for k, v in sorted(kinds.items()))
     source.close()
 
 
@@ -694,7 +713,7 @@ def throughput(args: argparse.Namespace) -> None:
             for rep in range(args.repeats):
                 order = variants if rep % 2 == 0 else variants[::-1]
                 for v in order:
-                    _child_cpu[0] = 0.0
+                    _child_cpu[0], _child_threads[0] = 0.0, ""
                     main0, broker0 = cpu_seconds(os.getpid()), broker_cpu_seconds()
                     r = run_variant(v, broker, topic, args.events, fx, args)
                     r.cpu_main = cpu_seconds(os.getpid()) - main0
@@ -710,7 +729,14 @@ def throughput(args: argparse.Namespace) -> None:
                     )
                     if r.threads:
                         print(f"    main threads' s on CPU/runnable/asleep: {r.threads}", flush=True)
+                    if _child_threads[0]:
+                        print(f"    consumer child's CPU s per thread kind: {_child_threads[0]}", flush=True)
             table.extend(_summarize(name, variants, runs))
+            for v in variants:  # librdkafka's pipelines against raw librdkafka, repeat by repeat
+                if v.startswith("pipeline-librdkafka") and "raw-librdkafka" in runs:
+                    per_rep = ", ".join(f"{x:.3f}" for x in paired_ratios(runs, v, "raw-librdkafka"))
+                    after = ", ".join(f"{x:.3f}" for x in paired_ratios(runs, v, "raw-librdkafka", after_first=True))
+                    print(f"{name}: {v} ÷ raw-librdkafka per repeat: {per_rep}; after each first poll: {after}")
             for v in ("pipeline-default", "pipeline-default-fixed"):
                 if v in runs and "pipeline" in runs:
                     per_rep = ", ".join(f"{x:.2f}" for x in paired_ratios(runs, v, "pipeline"))
@@ -818,14 +844,55 @@ class _Polls:
         return None
 
 
+#: the steps of the pipeline's process ``cpu`` times apart: (label, class, method)
+_STEPS = (
+    ("decode", "monitor.runtime.ingest.Ingest", "_columns_here"),
+    ("in-flight marker", "monitor.runtime.state.InFlight", "write"),
+    ("sampling", "monitor.sampler.uniform.UniformSampler", "sample_columns"),
+    ("shadow check", "monitor.runtime.scoring.Scoring", "_shadow_columns"),
+)
+
+
+@contextmanager
+def _timed_steps(spent: dict[str, float]) -> Iterator[None]:
+    """Each of :data:`_STEPS` wrapped to add its CPU seconds to ``spent`` while inside."""
+    import importlib
+
+    saved = []
+    for label, where, name in _STEPS:
+        module, cls_name = where.rsplit(".", 1)
+        cls = getattr(importlib.import_module(module), cls_name)
+        original = getattr(cls, name)
+
+        def timed(*a: Any, _f: Any = original, _label: str = label, **kw: Any) -> Any:
+            t = time.process_time()
+            try:
+                return _f(*a, **kw)
+            finally:
+                spent[_label] = spent.get(_label, 0.0) + time.process_time() - t
+
+        saved.append((cls, name, original))
+        setattr(cls, name, timed)
+    try:
+        yield
+    finally:
+        for cls, name, original in saved:
+            setattr(cls, name, original)
+
+
 def cpu_per_event(args: argparse.Namespace) -> None:
     """CPU per event of the consumer child's decoding (with pickling) and of the pipeline's process (unpickling, the
-    records, ``Pipeline.step``) on pre-fetched polls: no broker, so CPU time and not the scheduler is measured."""
+    records, ``Pipeline.step``) on pre-fetched polls: no broker, so CPU time and not the scheduler is measured. The
+    pipeline's process is also given per step: receiving (unpickling, the records), its own decoding (the records
+    the child left), the in-flight marker, sampling, the shadow check, and the rest of ``Pipeline.step``."""
     fx = build_fixture(workdir("hm-bench-"))
     values = encode_events(fx, args.events)
     print(f"machine: {machine('numpy', 'onnxruntime')}; load average at start: {load_average()}", flush=True)
-    print("| who decodes | child µs/event (decode + pickle) | pipeline's process µs/event | shadow rows |")
-    print("|---|---:|---:|---:|")
+    steps = ["receive", *(label for label, _, _ in _STEPS), "rest"]
+    print(
+        f"| who decodes | child µs/event (decode + pickle) | pipeline's process µs/event | {' | '.join(steps)} | shadow rows |"
+    )
+    print("|---|---:|---:|" + "---:|" * len(steps) + "---:|")
     for _ in range(args.repeats):
         for ahead in (True, False):
             settings = settings_for(fx, workdir("hm-bench-state-"), budget=args.budget)
@@ -834,7 +901,7 @@ def cpu_per_event(args: argparse.Namespace) -> None:
             pipeline.ingest.decoder.admit_segments(SEGMENTS)
             spec = DecodeAhead.of(pipeline.ingest.decoder).columns()
             assert spec is not None
-            child = main = 0.0
+            child = receive = main = 0.0
             n = args.max_poll_records
             payloads = []  # bytes: the child's timing is not charged for the collector walking the parent's objects
             freeze_startup_objects()  # as the child does once started
@@ -848,16 +915,24 @@ def cpu_per_event(args: argparse.Namespace) -> None:
                 t = time.process_time()
                 got, decoded = pickle.loads(payload)
                 source.polls.append(Polled(records_of(got[0]), decoded[0] or []))
-                main += time.process_time() - t
+                receive += time.process_time() - t
             freeze_startup_objects()
-            t = time.process_time()
-            while pipeline.step(0.0):
-                pass
-            pipeline.flush()
-            main += time.process_time() - t
+            spent: dict[str, float] = {}
+            with _timed_steps(spent):
+                t = time.process_time()
+                while pipeline.step(0.0):
+                    pass
+                pipeline.flush()
+                main = receive + time.process_time() - t
             shadow = pipeline.state.counter_sum("harmonic_shadow_compared_total")
             who = "the child, as columns" if ahead else "the pipeline, as columns"
-            print(f"| {who} | {child / len(values) * 1e6:.1f} | {main / len(values) * 1e6:.1f} | {shadow:,.0f} |")
+            spent["receive"] = receive
+            spent["rest"] = main - sum(spent.values())
+            per = " | ".join(f"{spent.get(step, 0.0) / len(values) * 1e6:.2f}" for step in steps)
+            print(
+                f"| {who} | {child / len(values) * 1e6:.1f} | {main / len(values) * 1e6:.1f} | {per} | {shadow:,.0f} |",
+                flush=True,
+            )
 
 
 def record_parse(args: argparse.Namespace) -> None:

@@ -79,6 +79,19 @@ class PollColumns:
             has.append(cols.has_label)
         return out, np.concatenate(has) if len(has) > 1 else has[0]
 
+    def label_array(self) -> tuple[NDArray[np.int64], NDArray[np.bool_]] | None:
+        """Each event's live label as one int64 array (0 where none) and whether it has one, when every event is in
+        the columns (None when events decoded one by one come first: their labels may be of any type)."""
+        if self.items or not self.columns:
+            return None
+        if len(self.columns) == 1:
+            cols = self.columns[0][0]
+            return cols.labels, cols.has_label
+        return (
+            np.concatenate([c.labels for c, _ in self.columns]),
+            np.concatenate([c.has_label for c, _ in self.columns]),
+        )
+
     def rows(self, idx: NDArray[np.intp], dtype: type[np.floating[Any]]) -> NDArray[Any]:
         """The feature rows of events ``idx`` (ascending), as one array of ``dtype``."""
         n_items = len(self.items)

@@ -211,7 +211,9 @@ class Scoring:
         events kept or held are made."""
         labels, has_label = poll.labels()
         shadow = self._shadow_columns(rt, poll, labels, has_label, accepted)
-        weights = self.sampler.sample_columns(rt.name, labels, shadow == 1.0, now, poll.event)  # type: ignore[attr-defined]
+        weights = self.sampler.sample_columns(  # type: ignore[attr-defined]
+            rt.name, labels, shadow == 1.0, now, poll.event, label_array=poll.label_array()
+        )
         held = {id(ev) for ev in getattr(self.sampler, "last_held", ())}
         chosen = np.flatnonzero(weights > 0).tolist()
         if held:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+from numpy.typing import NDArray
+
 from monitor.sampler.accounts import ModelAccount, StratumAccount
 from monitor.sampler.allocation import SamplingBudget
 
@@ -86,3 +89,25 @@ class Admission:
             stratum.kept_total += 1
             return 1.0 / p
         return 0.0
+
+
+def random_floats(rng: random.Random, n: int) -> NDArray[np.float64]:
+    """The next ``n`` draws of ``rng.random()``, in one call: the same floats, and ``rng`` left where ``n`` calls
+    leave it.
+
+    CPython's ``random()`` takes two 32-bit outputs ``a``, ``b`` of the Mersenne Twister and returns
+    ``((a >> 5) * 2**26 + (b >> 6)) / 2**53``; ``getrandbits(64 n)`` is the next ``2 n`` outputs, the first in the lowest
+    bits. A subclass with its own ``random`` is called ``n`` times.
+
+    >>> a, b = random.Random(5), random.Random(5)
+    >>> random_floats(a, 3).tolist() == [b.random() for _ in range(3)] and a.random() == b.random()
+    True
+    """
+    if type(rng) is not random.Random:
+        return np.array([rng.random() for _ in range(n)], dtype=np.float64)
+    if n <= 0:
+        return np.zeros(0, dtype=np.float64)
+    words = np.frombuffer(rng.getrandbits(64 * n).to_bytes(8 * n, "little"), dtype="<u4").reshape(n, 2)
+    high = (words[:, 0] >> 5).astype(np.float64)
+    low = (words[:, 1] >> 6).astype(np.float64)
+    return (high * 67108864.0 + low) * (1.0 / 9007199254740992.0)

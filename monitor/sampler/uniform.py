@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 
 from monitor.events import InferenceEvent
 from monitor.sampler.accounts import MIN_RATE, ModelAccount, ModelAccounts, StratumAccount, StratumTally
-from monitor.sampler.admission import Admission
+from monitor.sampler.admission import Admission, random_floats
 from monitor.sampler.allocation import SamplingBudget
 from monitor.sampler.base import ModelSamplingStats, sample_each
 from monitor.sampler.reservoir import EventTimeReservoir, PollMode
@@ -285,29 +285,39 @@ class UniformSampler:
         forced: NDArray[np.bool_],
         now: float,
         event_at: Callable[[int], InferenceEvent],
+        label_array: tuple[NDArray[np.int64], NDArray[np.bool_]] | None = None,
     ) -> NDArray[np.float64]:
         """:meth:`sample_many` on one model's events of one poll given as columns: their live labels (None: none)
         and forced keeps; the same decisions, draws and counts, event for event.
 
         Only the events it holds (the reservoir), keeps or decides one at a time (forced, absorbed, or drawn and
         then paid for from the buckets) are asked for as objects (``event_at(i)``, only for the held ones); the
-        draws of the rest are one call per event of the seeded generator and a comparison over the poll.
+        draws of the rest are the seeded generator's next draws, taken in one call (:func:`random_floats`), and a
+        comparison over the poll. ``label_array``: the same labels as an int64 array and whether each row has one
+        (the strata are then found over the arrays, :func:`first_sight`).
         """
         n = len(labels)
         if not self._batch_path:
             return np.asarray(sample_each(self, [event_at(i) for i in range(n)], now, forced.tolist()))
         self._now = now
         weights = np.zeros(n, dtype=np.float64)
-        keys = [(model, label) for label in labels]
-        seen, per_model = self._offered_keys(keys, now)
+        counted: dict[tuple[str, int | None], int]
+        if label_array is None:
+            keys = [(model, label) for label in labels]
+            counted = Counter(keys)
+        else:
+            distinct, counts, codes = first_sight(*label_array)
+            counted = dict(zip([(model, label) for label in distinct], counts, strict=True))
+        seen, per_model = self._offered_counts(counted, now)
         if self.budget.due(now):
             self._reallocate(now)
         tally = StratumTally()
         rates, modes = self._plan_poll(per_model, now, tally)
         self.reservoir.begin_poll()
         mode, rate = modes[model], rates[model]
-        code_of = {key: k for k, key in enumerate(seen)}
-        codes = np.fromiter(map(code_of.__getitem__, keys), np.intp, n)
+        if label_array is None:
+            code_of = {key: k for k, key in enumerate(seen)}
+            codes = np.fromiter(map(code_of.__getitem__, keys), np.intp, n)
         accounts = list(seen.values())
         p_of = np.array([min(1.0, st.boost * acct.target / max(rate, MIN_RATE)) for acct, st in accounts])
         p = p_of[codes]
@@ -321,8 +331,7 @@ class UniformSampler:
         else:
             need = ~forced & (p < 1.0) if mode is PollMode.DECIDE else np.zeros(n, dtype=np.bool_)
             need_at = np.flatnonzero(need)
-            draw = self.admission.rng.random
-            hit = np.array([draw() for _ in range(need_at.size)]) < p[need_at]
+            hit = random_floats(self.admission.rng, need_at.size) < p[need_at]
             drawn_kept = need_at[hit]
             decided = np.union1d(np.flatnonzero(~need), drawn_kept)
             missed = np.bincount(codes[need_at[~hit]], minlength=len(accounts))
@@ -348,22 +357,22 @@ class UniformSampler:
     ) -> tuple[list[tuple[ModelAccount, StratumAccount]], dict[str, int]]:
         """The poll's events counted as offered: each event's (model, stratum) accounts, and events per model."""
         keys = [(ev.model, None if ev.prediction is None else ev.prediction.label) for ev in events]
-        seen, per_model = self._offered_keys(keys, now)
+        seen, per_model = self._offered_counts(Counter(keys), now)
         return [seen[key] for key in keys], per_model
 
-    def _offered_keys(
-        self, keys: Sequence[tuple[str, int | None]], now: float
+    def _offered_counts(
+        self, counted: dict[tuple[str, int | None], int], now: float
     ) -> tuple[dict[tuple[str, int | None], tuple[ModelAccount, StratumAccount]], dict[str, int]]:
-        """Events of these (model, live label) keys counted as offered: each distinct key's (model, stratum)
-        accounts, and events per model.
+        """Events of these (model, live label) keys, counted (in the order of first sight), as offered: each distinct
+        key's (model, stratum) accounts, and events per model.
 
-        The keys are counted in C; the accounts are then updated once per distinct key, in the order of first sight
-        (a stratum is made on first sight)."""
+        The keys are counted in C (``Counter``) or over arrays (:func:`first_sight`); the accounts are then updated
+        once per distinct key, in the order of first sight (a stratum is made on first sight)."""
         models = self.accounts.models
         count_offers = self._stratum_counts_offers
         seen: dict[tuple[str, int | None], tuple[ModelAccount, StratumAccount]] = {}
         per_model: dict[str, int] = {}
-        for key, n in Counter(keys).items():
+        for key, n in counted.items():
             model = models.get(key[0])
             if model is None:
                 model = self._add_model(key[0])
@@ -452,3 +461,32 @@ class UniformSampler:
         Call it from the thread that calls :meth:`sample`, or under the same lock: it reads live dicts.
         """
         return self.accounts.snapshot(self._now)
+
+
+def first_sight(
+    labels: NDArray[np.int64], has_label: NDArray[np.bool_]
+) -> tuple[list[int | None], list[int], NDArray[np.intp]]:
+    """The distinct live labels (None: no label) in the order first seen, how many rows have each, and each row's
+    index among them: what ``Counter`` over the rows' labels says, found over the arrays.
+
+    >>> first_sight(np.array([4, 0, 4, 7, 0]), np.array([True, False, True, True, False]))
+    ([4, None, 7], [2, 2, 1], array([0, 1, 0, 2, 1]))
+    """
+    n = len(labels)
+    at = np.flatnonzero(has_label)
+    values, first, inverse, counts = np.unique(labels[at], return_index=True, return_inverse=True, return_counts=True)
+    distinct: list[int | None] = values.tolist()
+    how_many: list[int] = counts.tolist()
+    firsts: list[int] = at[first].tolist()
+    group = np.empty(n, dtype=np.intp)
+    group[at] = inverse.reshape(-1)
+    if at.size < n:
+        distinct.append(None)
+        how_many.append(n - at.size)
+        firsts.append(int(np.argmin(has_label)))  # the first row without a label
+        group[~has_label] = len(distinct) - 1
+    order = np.argsort(np.asarray(firsts, dtype=np.intp), kind="stable")
+    rank = np.empty(len(order), dtype=np.intp)
+    rank[order] = np.arange(len(order), dtype=np.intp)
+    picked = order.tolist()
+    return [distinct[k] for k in picked], [how_many[k] for k in picked], rank[group]

@@ -136,6 +136,32 @@ class EventColumns:
         return event
 
 
+def split_columns(
+    columns: Sequence[EventColumns], start: int, end: int
+) -> tuple[list[EventColumns], list[EventColumns]]:
+    """The columns of the records ``[start, end)`` of the buffer, their rows counted from ``start`` (what a poll
+    returns), and those of the records from ``end`` on, as they are (what stays buffered). A batch split between two
+    polls has its columns split with it: every row decoded by the child is taken, none decoded again."""
+    now: list[EventColumns] = []
+    later: list[EventColumns] = []
+    for cols in columns:
+        first, last = int(cols.rows[0]), int(cols.rows[-1])
+        if last < start:
+            continue  # returned before
+        if first >= end:
+            later.append(cols)
+        elif first >= start and last < end:
+            now.append(cols.shifted(-start))
+        else:
+            rows = cols.rows
+            mine = (rows >= start) & (rows < end)
+            if mine.any():
+                now.append(cols.subset(mine).shifted(-start))
+            if last >= end:
+                later.append(cols.subset(rows >= end))
+    return now, later
+
+
 @dataclass(frozen=True, slots=True)
 class ColumnSpec:
     """The decoder state the columns are checked against (:class:`~monitor.source.decode_ahead.DecodeAhead`'s)."""

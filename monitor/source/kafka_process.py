@@ -31,6 +31,7 @@ process by ``side_reader`` (:class:`~monitor.source.side_read.SideReader`), in n
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import faulthandler
@@ -52,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitor.errors import SourceError
 from monitor.source.base import DecodesAhead, Lagging, Polled, Positions, RawRecord, RebalanceHandler, SideReading
-from monitor.source.columns import ColumnSpec, EventColumns, decode_columns
+from monitor.source.columns import ColumnSpec, EventColumns, decode_columns, split_columns
 from monitor.source.decode_ahead import DecodeAhead
 from monitor.source.kafka import GroupMember, PartitionBatch, records_of
 from monitor.source.kafka_config import ConsumerConfig
@@ -173,10 +174,7 @@ class ProcessKafkaSource(GroupMember, SideReading, Lagging, DecodesAhead):
         start = self._next
         out = self._buffer[start : start + max_records]
         self._next = end = start + len(out)
-        # the columns whose rows this poll returns, counted in it; those of a batch split between polls are left to
-        # the pipeline's per-record decoder
-        columns = [c.shifted(-start) for c in self._columns if c.rows[0] >= start and c.rows[-1] < end]
-        self._columns = [c for c in self._columns if c.rows[-1] >= end]
+        columns, self._columns = split_columns(self._columns, start, end)
         return Polled(out, columns)
 
     @property
@@ -339,6 +337,19 @@ def _grow_pipe(fd: int) -> None:
         pass
 
 
+def _pipe_bytes(fd: int) -> int | None:
+    """Bytes in the pipe of ``fd`` not yet read (Linux answers FIONREAD on either end); None where not answered."""
+    try:
+        import fcntl
+        import termios
+
+        got = array.array("i", [0])
+        fcntl.ioctl(fd, termios.FIONREAD, got)
+    except (ImportError, OSError, AttributeError):
+        return None
+    return got[0]
+
+
 def _die_with_parent(parent: int) -> None:
     """Ask Linux to SIGKILL this process when its parent dies; elsewhere the poll loop checks ``getppid``."""
     try:
@@ -380,6 +391,10 @@ class _Outbox:
     def queued(self) -> int:
         """Messages not yet written to the pipe."""
         return self._queue.qsize()
+
+    def piped(self) -> int | None:
+        """Bytes written to the pipe and not yet read by the parent (None where the system does not say)."""
+        return _pipe_bytes(self._out.fileno())
 
     def finish(self) -> None:
         """Let the sender write what is queued, then stop it."""
@@ -524,7 +539,7 @@ def _serve(
             batches = source.poll_columns(0.2, max_records)
             if batches:
                 if decoder is not None:
-                    ahead.adjust(outbox.queued())
+                    ahead.adjust(outbox.queued(), outbox.piped())
                 outbox.send("records", (batches, [ahead.decoded(decoder, batch) for batch in batches]))
                 outbox.send("highwaters", source.highwaters())
             if (source.away is None) != (away is None):  # the broker went away or came back: tell the parent
@@ -566,9 +581,14 @@ def _run_commands(
 class AheadShare:
     """Which share of each batch the child decodes ahead, so that neither process waits for the other.
 
-    Decoding moves CPU from the pipeline's process to this one: all of it when the pipeline is the slower one (the
-    outbox holds messages it has not read yet), less when this process is (the outbox is empty: the pipeline waits
-    for records). The share moves by an eighth per poll towards the side that is waiting.
+    Decoding moves CPU from the pipeline's process to this one: all of it when the pipeline is the slower one, less
+    when this process is. Which one waits is read off the pipe: when it is empty as a poll's message is about to be
+    sent, the pipeline has read everything this process wrote and waits (or soon will) for the next message, so this
+    process decodes less; when the pipe holds bytes the pipeline has not read and another message waits behind them,
+    the pipeline is the slower one, so this process decodes more. The share moves by an eighth per poll. (The
+    outbox's queue alone does not say it: its sender thread waits for the GIL while the poll loop decodes, so a
+    message may wait there while the pipeline waits too.) Where the pipe's fill is not known, the queue decides:
+    two messages or more waiting, more; none, less.
     """
 
     STEP = 0.125
@@ -576,11 +596,16 @@ class AheadShare:
     def __init__(self) -> None:
         self.share = 1.0
 
-    def adjust(self, queued: int) -> None:
-        """After a poll, with ``queued`` messages waiting in the outbox."""
-        if queued >= 2:
+    def adjust(self, queued: int, piped: int | None = None) -> None:
+        """After a poll, with ``queued`` messages waiting in the outbox and ``piped`` bytes in the pipe (None:
+        unknown)."""
+        if piped is None:
+            more, less = queued >= 2, queued == 0
+        else:
+            more, less = piped > 0 and queued >= 1, piped == 0
+        if more:
             self.share = min(1.0, self.share + self.STEP)
-        elif queued == 0:
+        elif less:
             self.share = max(0.0, self.share - self.STEP)
 
     def decoded(self, spec: ColumnSpec | None, batch: PartitionBatch) -> list[EventColumns] | None:

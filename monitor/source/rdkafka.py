@@ -25,6 +25,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from monitor.errors import SourceError
 from monitor.logs import RateLimitedLogger, redact_text
 from monitor.source.base import Headers, Lagging, Positions, RebalanceHandler, SideReading
@@ -333,11 +335,7 @@ class RdKafkaSource(ColumnSource, SideReading, Lagging):
             self._log.warning("consume-" + str(error.name()), "Kafka consume error", error=redact_text(str(error)))
         if errors:
             messages = [m for m in messages if m.error() is None]
-        #: (topic, partition) → its messages, in fetch order (librdkafka hands them over in runs per partition)
-        runs: dict[tuple[str, int], list[Any]] = {}
-        for key, run in itertools.groupby(messages, lambda m: (m.topic(), m.partition())):
-            runs.setdefault(key, []).extend(run)
-        return [(topic, partition, *_columns_of(ms)) for (topic, partition), ms in runs.items()]
+        return [(topic, partition, *_columns_of(ms)) for (topic, partition), ms in _runs(messages).items()]
 
     def highwaters(self) -> dict[tuple[str, int], int]:
         """Log-end offsets of the assigned partitions as librdkafka's last fetches reported them (its cached
@@ -554,16 +552,35 @@ def new_rd_producer(
 __all__ = ["RdKafkaSource", "RdProducer", "consumer_conf", "new_rd_producer", "producer_conf"]
 
 
+def _runs(messages: list[Any]) -> dict[tuple[str, int], list[Any]]:
+    """(topic, partition) → its messages, in fetch order. librdkafka hands them over in runs per partition: with one
+    topic the runs are found where the partition number changes, over an array (no Python step per message)."""
+    cls = type(messages[0])
+    topics: list[str] = list(map(cls.topic, messages))
+    partitions: list[int] = list(map(cls.partition, messages))
+    runs: dict[tuple[str, int], list[Any]] = {}
+    if topics.count(topics[0]) != len(topics):
+        for key, run in itertools.groupby(zip(topics, partitions, messages, strict=True), lambda m: m[:2]):
+            runs.setdefault(key, []).extend(m[2] for m in run)
+        return runs
+    numbers = np.fromiter(partitions, np.int64, len(partitions))
+    cuts = [0, *(np.flatnonzero(numbers[1:] != numbers[:-1]) + 1).tolist(), len(messages)]
+    for start, end in itertools.pairwise(cuts):
+        runs.setdefault((topics[0], partitions[start]), []).extend(messages[start:end])
+    return runs
+
+
 def _columns_of(messages: list[Any]) -> tuple[list[bytes], list[Headers] | None, list[int], list[int | None]]:
     """One partition's messages as a :data:`~monitor.source.kafka.PartitionBatch`'s values, headers (None when no
-    record has any), offsets and timestamps (None where the broker has none: before 0.10): a comprehension per
-    column rather than a loop of appends per message."""
-    values = [m.value() for m in messages]
+    record has any), offsets and timestamps (None where the broker has none: before 0.10): the message class's
+    methods mapped over the messages, a column at a time, rather than a loop of appends per message."""
+    cls = type(messages[0])
+    values = list(map(cls.value, messages))
     if None in values:
         values = [b"" if v is None else v for v in values]
-    raw_headers = [m.headers() for m in messages]
+    raw_headers = list(map(cls.headers, messages))
     headers: list[Headers] | None = None
     if any(raw_headers):
         headers = [tuple((k, b"" if v is None else v) for k, v in h) if h else () for h in raw_headers]
-    stamps = [ts if kind != 0 else None for kind, ts in (m.timestamp() for m in messages)]  # 0: not available
-    return values, headers, [m.offset() for m in messages], stamps
+    stamps = [ts if kind != 0 else None for kind, ts in map(cls.timestamp, messages)]  # 0: not available
+    return values, headers, list(map(cls.offset, messages)), stamps

@@ -242,7 +242,7 @@ def test_the_sampler_decides_on_columns_as_on_events(kind: str) -> None:
         return StratifiedSampler(config, seed=3) if kind == "stratified" else UniformSampler(config, seed=3)
 
     rng = np.random.default_rng(0)
-    a, b = sampler(), sampler()
+    a, b, c = sampler(), sampler(), sampler()
     for step in range(40):
         now = 1000.0 + step * 0.05 + (5.0 if step == 30 else 0.0)
         n = int(rng.integers(0, 400))
@@ -253,15 +253,17 @@ def test_the_sampler_decides_on_columns_as_on_events(kind: str) -> None:
             for i, label in enumerate(labels)
         ]
         if step == 10:
-            for s in (a, b):
+            for s in (a, b, c):
                 s.observe_cost("m", 100, 0.2)
         wa = a.sample_many(events, now, forced.tolist())
         wb = b.sample_columns("m", labels, forced, now, events.__getitem__)
-        assert wa == wb.tolist()
-        assert [id(e) for e in a.last_held] == [id(e) for e in b.last_held]
-        ra, rb = a.release(now), b.release(now)
-        assert [(id(e), w) for e, w in ra] == [(id(e), w) for e, w in rb]
-        assert a.snapshot() == b.snapshot()
+        as_array = (np.array([x or 0 for x in labels], dtype=np.int64), np.array([x is not None for x in labels]))
+        wc = c.sample_columns("m", labels, forced, now, events.__getitem__, label_array=as_array)
+        assert wa == wb.tolist() == wc.tolist()
+        assert [id(e) for e in a.last_held] == [id(e) for e in b.last_held] == [id(e) for e in c.last_held]
+        ra, rb, rc = a.release(now), b.release(now), c.release(now)
+        assert [(id(e), w) for e, w in ra] == [(id(e), w) for e, w in rb] == [(id(e), w) for e, w in rc]
+        assert a.snapshot() == b.snapshot() == c.snapshot()
 
 
 def _pred(label: int | None) -> Any:
@@ -389,3 +391,31 @@ def test_probabilities_stated_on_every_row_travel_as_one_array_and_come_back_as_
         assert ev.prediction is not None
         assert ev.prediction.probabilities == tuple(docs[i]["prediction"]["probabilities"])  # type: ignore[index]
         assert {type(p) for p in ev.prediction.probabilities} == {float}
+
+
+def test_draws_taken_in_one_call_are_the_generators_next_draws() -> None:
+    import random
+
+    from monitor.sampler.admission import random_floats
+
+    for seed in range(5):
+        one, many = random.Random(seed), random.Random(seed)
+        for n in (0, 1, 7, 2000):
+            assert random_floats(one, n).tolist() == [many.random() for _ in range(n)]
+        assert one.getstate() == many.getstate()
+
+
+def test_strata_found_over_arrays_are_the_counters() -> None:
+    from collections import Counter
+
+    from monitor.sampler.uniform import first_sight
+
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 50, 500):
+        labels = rng.integers(-3, 4, n)
+        has = rng.random(n) < 0.7
+        keys = [int(x) if h else None for x, h in zip(labels, has, strict=True)]
+        counted = Counter(keys)
+        distinct, counts, codes = first_sight(labels, has)
+        assert list(zip(distinct, counts, strict=True)) == list(counted.items())
+        assert [distinct[k] for k in codes.tolist()] == keys

@@ -3,10 +3,12 @@ fast path does not take as it is comes over undecoded; segment values are admitt
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from monitor.config import load_settings
@@ -165,3 +167,37 @@ def test_a_default_model_off_the_fast_path_leaves_its_events_to_the_pipeline() -
     assert decode_ahead(ahead, doc(), None) is not None
     here._fast_models.clear()
     assert DecodeAhead.of(here).decoder() is None  # nothing takes the fast path: nothing decoded ahead
+
+
+def test_the_pipe_says_which_process_waits() -> None:
+    share = AheadShare()
+    share.adjust(1, 0)  # the pipe is empty: the pipeline read all and waits, however many wait in the outbox
+    assert share.share == 1.0 - AheadShare.STEP
+    share.adjust(0, 4096)  # bytes in the pipe, none behind them: neither waits
+    assert share.share == 1.0 - AheadShare.STEP
+    share.adjust(2, 4096)  # bytes unread and a message behind them: the pipeline is the slower one
+    assert share.share == 1.0
+
+
+def test_a_batch_split_between_polls_takes_its_columns_with_it() -> None:
+    from monitor.source.columns import split_columns
+
+    spec = DecodeAhead.of(decoder()).columns()
+    assert spec is not None
+    rng = np.random.default_rng(5)
+    values = [doc(id=f"e{i}") if rng.random() < 0.8 else b"not json" for i in range(60)]
+    columns, base = [], 0
+    for size in (7, 20, 33):  # three partition batches, one after another in the buffer
+        batch = ("events", 0, values[base : base + size], None, list(range(size)), [None] * size)
+        columns += [c.shifted(base) for c in AheadShare().decoded(spec, batch) or []]
+        base += size
+    taken = sorted(r for c in columns for r in c.rows.tolist())
+    for cuts in ([0, 60], [0, 5, 27, 28, 60], sorted({0, 60, *rng.integers(0, 60, 6).tolist()})):
+        left, got = columns, []
+        for start, end in itertools.pairwise(cuts):
+            now, left = split_columns(left, start, end)
+            for c in now:
+                assert c.rows.min() >= 0 and c.rows.max() < end - start
+                got += [start + r for r in c.rows.tolist()]
+                assert c.ids == [json.loads(values[start + r])["id"] for r in c.rows.tolist()]
+        assert sorted(got) == taken and not left

@@ -621,3 +621,15 @@ def test_sink_over_librdkafka_holds_a_record_until_acknowledged(producer: RdProd
 def test_invalid_producer_settings_are_a_source_error() -> None:
     with pytest.raises(SourceError, match="cannot create a librdkafka producer for 'b:9092'"):
         rdkafka.new_rd_producer("b:9092", None, {"no.such.property": "x"}, "x", 5000)
+
+
+def test_messages_are_grouped_per_partition_in_fetch_order_with_one_topic_or_several() -> None:
+    from monitor.source.rdkafka import _runs
+
+    def grouped(messages: list[FakeMessage]) -> dict[tuple[str, int], list[int]]:
+        return {key: [m.offset() for m in run] for key, run in _runs(messages).items()}  # type: ignore[arg-type]
+
+    one = [FakeMessage("events", p, o, b"v") for p, o in [(2, 7), (2, 8), (0, 1), (2, 9), (1, 4), (1, 5)]]
+    assert grouped(one) == {("events", 2): [7, 8, 9], ("events", 0): [1], ("events", 1): [4, 5]}
+    two = [FakeMessage(t, p, o, b"v") for t, p, o in [("a", 0, 1), ("b", 0, 5), ("b", 0, 6), ("a", 0, 2), ("a", 1, 3)]]
+    assert grouped(two) == {("a", 0): [1, 2], ("b", 0): [5, 6], ("a", 1): [3]}

@@ -203,3 +203,21 @@ def test_partition_spans_are_each_partitions_first_and_last_record_however_the_r
         reference[key] = (reference.get(key, (r.offset, r.offset))[0], r.offset)
     assert spans == reference == {("t", 0): (0, 4), ("t", 1): (7, 7), ("labels", 0): (40, 41), ("t", 2): (10, 13)}
     assert partition_spans([]) == {}
+
+
+def test_the_marker_is_written_over_in_place_and_read_back_whole(tmp_path: Path) -> None:
+    flight = InFlight(tmp_path)
+    flight.write({"ranges": {"t/0": [1, 2000], "t/1": [5, 9]}, "careful": False})
+    inode = flight.path.stat().st_ino
+    flight.write({"ranges": {"t/0": [3, 4]}, "careful": False})  # shorter: padded with spaces
+    assert flight.load() == {"ranges": {"t/0": [3, 4]}, "careful": False}
+    assert flight.path.stat().st_ino == inode  # written over, not replaced
+    big = {"ranges": {f"t/{p}": [p, p + 1] for p in range(400)}, "careful": False}  # over a page: a rename
+    flight.write(big)
+    assert flight.load() == big and flight.path.stat().st_ino != inode
+    flight.write({"ranges": {}, "careful": True})  # the file is longer than a page: a rename again, and short
+    assert flight.load() == {"ranges": {}, "careful": True} and flight.path.stat().st_size < 100
+    flight.clear()
+    assert not flight.path.exists() and flight.load() is None
+    flight.write({"ranges": {"t/0": [7, 7]}, "careful": False})  # made afresh after a clear
+    assert flight.load() == {"ranges": {"t/0": [7, 7]}, "careful": False}
