@@ -57,40 +57,33 @@ def _fall(values: ArrayLike) -> NDArray[np.float64]:
     return 1.0 - np.asarray(values, dtype=np.float64)
 
 
-def _cusum(sample: ArrayLike, ctx: SlotContext) -> Cusum:
-    s = ctx.settings
-    return Cusum(
-        sample,
-        quantile=s.cusum_quantile,
-        rate_ratio=s.cusum_rate_ratio,
-        threshold=s.cusum_threshold,
-        false_alarms_per_million=ctx.rate,
-        name=ctx.name,
-    )
-
-
 #: ``confidence_tail_cusum``: the reference quantile of 1 − max-probability it counts above, and the rise it is tuned to
 TAIL_QUANTILE, TAIL_RATE_RATIO = 0.75, 1.5
 #: ``confidence_jump_cusum``: the same for a sudden fall
 JUMP_QUANTILE, JUMP_RATE_RATIO = 0.9, 4.0
 
 
-def _tuned_cusum(quantile: float, rate_ratio: float) -> Callable[[ArrayLike, SlotContext], Cusum]:
-    """A CUSUM built like :func:`_cusum` but at ``quantile`` and ``rate_ratio`` of its own (its threshold calibrated
-    to its share of the rate, or pinned by ``drift.cusum_threshold``)."""
+def _tuned_cusum(
+    quantile: float | None = None, rate_ratio: float | None = None
+) -> Callable[[ArrayLike, SlotContext], Cusum]:
+    """A slot's CUSUM at ``quantile`` and ``rate_ratio`` (None: ``drift.cusum_quantile``/``drift.cusum_rate_ratio``),
+    its threshold calibrated to its share of the rate, or pinned by ``drift.cusum_threshold``."""
 
     def build(sample: ArrayLike, ctx: SlotContext) -> Cusum:
         s = ctx.settings
         return Cusum(
             sample,
-            quantile=quantile,
-            rate_ratio=rate_ratio,
+            quantile=s.cusum_quantile if quantile is None else quantile,
+            rate_ratio=s.cusum_rate_ratio if rate_ratio is None else rate_ratio,
             threshold=s.cusum_threshold,
             false_alarms_per_million=ctx.rate,
             name=ctx.name,
         )
 
     return build
+
+
+_cusum = _tuned_cusum()
 
 
 def _cusum_rate(ctx: SlotContext) -> float:
@@ -208,39 +201,28 @@ FLICKER_RATE: DetectorSpec[ReferenceLike, RateTest] = DetectorSpec(
     evidence=_flicker_rate_evidence,
     clause_rank=1,
 )
-CONFIDENCE_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
-    name="confidence_cusum",
-    role="output",
-    signal="confidence",
-    transform=_fall,
-    watches=_confidence,
-    build=_cusum,
-    shares_rate=True,
-    stated_rate=_cusum_rate,
-    evidence=_cusum_evidence("confidence", "1 − max-probability", fall=True),
-)
-CONFIDENCE_TAIL_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
-    name="confidence_tail_cusum",
-    role="output",
-    signal="confidence",
-    transform=_fall,
-    watches=_confidence,
-    build=_tuned_cusum(TAIL_QUANTILE, TAIL_RATE_RATIO),
-    shares_rate=True,
-    stated_rate=_cusum_rate,
-    evidence=_cusum_evidence("confidence", "1 − max-probability", fall=True),
-)
-CONFIDENCE_JUMP_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
-    name="confidence_jump_cusum",
-    role="output",
-    signal="confidence",
-    transform=_fall,
-    watches=_confidence,
-    build=_tuned_cusum(JUMP_QUANTILE, JUMP_RATE_RATIO),
-    shares_rate=True,
-    stated_rate=_cusum_rate,
-    evidence=_cusum_evidence("confidence", "1 − max-probability", fall=True),
-)
+
+
+def _confidence_cusum(
+    name: str, build: Callable[[ArrayLike, SlotContext], Cusum]
+) -> DetectorSpec[NDArray[np.float64], Cusum]:
+    """A CUSUM slot on 1 − max-probability: harm evidence, at its share of the rate."""
+    return DetectorSpec(
+        name=name,
+        role="output",
+        signal="confidence",
+        transform=_fall,
+        watches=_confidence,
+        build=build,
+        shares_rate=True,
+        stated_rate=_cusum_rate,
+        evidence=_cusum_evidence("confidence", "1 − max-probability", fall=True),
+    )
+
+
+CONFIDENCE_CUSUM = _confidence_cusum("confidence_cusum", _cusum)
+CONFIDENCE_TAIL_CUSUM = _confidence_cusum("confidence_tail_cusum", _tuned_cusum(TAIL_QUANTILE, TAIL_RATE_RATIO))
+CONFIDENCE_JUMP_CUSUM = _confidence_cusum("confidence_jump_cusum", _tuned_cusum(JUMP_QUANTILE, JUMP_RATE_RATIO))
 MARGIN_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
     name="margin_cusum",
     role="output",
