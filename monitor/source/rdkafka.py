@@ -554,7 +554,10 @@ __all__ = ["RdKafkaSource", "RdProducer", "consumer_conf", "new_rd_producer", "p
 
 def _runs(messages: list[Any]) -> dict[tuple[str, int], list[Any]]:
     """(topic, partition) → its messages, in fetch order. librdkafka hands them over in runs per partition: with one
-    topic the runs are found where the partition number changes, over an array (no Python step per message)."""
+    topic the runs are found where the partition number changes, over an array (no Python step per message); none
+    for no messages (a poll of errors only)."""
+    if not messages:
+        return {}
     cls = type(messages[0])
     topics: list[str] = list(map(cls.topic, messages))
     partitions: list[int] = list(map(cls.partition, messages))

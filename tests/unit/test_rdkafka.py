@@ -308,6 +308,9 @@ def test_source_polls_column_batches_per_partition(fake_consumer: type[FakeConsu
         (b"d", "events", 1, 4, 1000, ())
     ]
     assert source.poll(0.1, 10) == []
+    # a poll of errors only (a topic not there yet after a broker restart) is an empty poll, not a crash
+    consumer.batches.append([FakeMessage("events", 0, -1, None, error=KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))])
+    assert source.poll_columns(0.1, 10) == []
     assert not source.exhausted
     source.close()
     assert consumer.closed
