@@ -14,7 +14,7 @@ false-alarm rate; a window test's level per test is capped by its share (one tes
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -203,34 +203,28 @@ FLICKER_RATE: DetectorSpec[ReferenceLike, RateTest] = DetectorSpec(
 )
 
 
-def _confidence_cusum(
-    name: str, build: Callable[[ArrayLike, SlotContext], Cusum]
+def _fall_cusum(
+    name: str,
+    signal: Literal["confidence", "margin"],
+    build: Callable[[ArrayLike, SlotContext], Cusum] = _cusum,
 ) -> DetectorSpec[NDArray[np.float64], Cusum]:
-    """A CUSUM slot on 1 − max-probability: harm evidence, at its share of the rate."""
+    """A CUSUM slot on 1 − max-probability (``confidence``) or 1 − margin (``margin``): harm evidence, at its share of
+    the rate."""
+    confidence = signal == "confidence"
     return DetectorSpec(
         name=name,
         role="output",
-        signal="confidence",
+        signal=signal,
         transform=_fall,
-        watches=_confidence,
+        watches=_confidence if confidence else _margin,
         build=build,
         shares_rate=True,
         stated_rate=_cusum_rate,
-        evidence=_cusum_evidence("confidence", "1 − max-probability", fall=True),
+        evidence=_cusum_evidence(signal, "1 − max-probability" if confidence else "1 − margin", fall=True),
     )
 
 
-CONFIDENCE_CUSUM = _confidence_cusum("confidence_cusum", _cusum)
-CONFIDENCE_TAIL_CUSUM = _confidence_cusum("confidence_tail_cusum", _tuned_cusum(TAIL_QUANTILE, TAIL_RATE_RATIO))
-CONFIDENCE_JUMP_CUSUM = _confidence_cusum("confidence_jump_cusum", _tuned_cusum(JUMP_QUANTILE, JUMP_RATE_RATIO))
-MARGIN_CUSUM: DetectorSpec[NDArray[np.float64], Cusum] = DetectorSpec(
-    name="margin_cusum",
-    role="output",
-    signal="margin",
-    transform=_fall,
-    watches=_margin,
-    build=_cusum,
-    shares_rate=True,
-    stated_rate=_cusum_rate,
-    evidence=_cusum_evidence("margin", "1 − margin", fall=True),
-)
+CONFIDENCE_CUSUM = _fall_cusum("confidence_cusum", "confidence")
+CONFIDENCE_TAIL_CUSUM = _fall_cusum("confidence_tail_cusum", "confidence", _tuned_cusum(TAIL_QUANTILE, TAIL_RATE_RATIO))
+CONFIDENCE_JUMP_CUSUM = _fall_cusum("confidence_jump_cusum", "confidence", _tuned_cusum(JUMP_QUANTILE, JUMP_RATE_RATIO))
+MARGIN_CUSUM = _fall_cusum("margin_cusum", "margin")
