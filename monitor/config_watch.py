@@ -89,6 +89,13 @@ class DriftSettings(StrictSettings):
         "two classes draw closer), calibrated like the γ CUSUM, counts as output-side evidence for harmful-shift. "
         "For a binary model it repeats the confidence CUSUM (margin = 2·max-probability − 1). Regressors have none.",
     )
+    confidence_harm: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="Whether a fall in confidence or margin (their CUSUMs) is harm evidence. auto: where the "
+        "labelled reference (reference --labels) shows the least confident 10 % of its rows wrong often enough that "
+        "a fall can cost accuracy.tolerance or more (95 % bound), else it is reported as fragility (input-shift); "
+        "without a labelled reference it is harm evidence. always / never: whatever the reference shows.",
+    )
     range_min_share: float = Field(
         0.02,
         gt=0,

@@ -54,6 +54,7 @@ from monitor.accuracy.calibration import (
     sigmoid,
     temperature_params,
 )
+from monitor.accuracy.confidence_errors import ConfidenceErrors
 from monitor.accuracy.harmonic import (
     HarmonicModel,
     as_float,
@@ -142,6 +143,9 @@ class EstimatorFit:
     weighting: WeightingReference | None = None
     #: per segment the labelled reference carries: ``{"accuracy", "n"}`` (:mod:`monitor.accuracy.segments`)
     segments: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: how often the least confident reference rows were wrong: whether a fall in confidence is harm evidence
+    #: (:mod:`monitor.accuracy.confidence_errors`); None in a fit written before it was kept
+    confidence_errors: ConfidenceErrors | None = None
 
     def reference_of(self, segment: str | None) -> tuple[float, int, bool]:
         """(accuracy, rows, own) the estimate of ``segment``'s window compares with: the segment's own reference
@@ -167,6 +171,7 @@ class EstimatorFit:
             "diagnostics": self.diagnostics,
             **({} if self.weighting is None else {"weighting": self.weighting.to_dict()}),
             **({"segments": self.segments} if self.segments else {}),
+            **({} if self.confidence_errors is None else {"confidence_errors": self.confidence_errors.to_dict()}),
         }
 
     @classmethod
@@ -205,6 +210,7 @@ class EstimatorFit:
                 shift_floor=float(interval.get("shift_floor", SHIFT_FLOOR)),
                 weighting=None if doc.get("weighting") is None else WeightingReference.from_dict(doc["weighting"]),
                 segments=read_segments(doc.get("segments")),
+                confidence_errors=ConfidenceErrors.from_dict(doc.get("confidence_errors")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DataError(
@@ -302,6 +308,7 @@ def fit_estimators(
         draws=boot,
         diagnostics=diagnostics,
         weighting=weighting,
+        confidence_errors=ConfidenceErrors.measure(conf, ok),
     )
 
 

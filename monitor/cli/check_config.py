@@ -162,6 +162,13 @@ def check_model(settings: Settings, ms: ModelSettings) -> None:
         )
     rt.scoring_config()  # the ball and the scales: without a reference `run` builds the scorer after the warm-up
     ModelWatch(ms.name, WatchConfig.from_settings(settings, ms.warmup_events))
+    if rt.model.kind == "classifier":
+        from monitor.accuracy import EstimatorFit
+        from monitor.accuracy.confidence_errors import confidence_harm
+
+        errors = rt.accuracy_fit.confidence_errors if isinstance(rt.accuracy_fit, EstimatorFit) else None
+        _, why = confidence_harm(settings.drift.confidence_harm, errors, settings.accuracy.tolerance)
+        print(f"model '{ms.name}': {why}", file=sys.stderr)
     if table is not None:
         _check_width(ms, table.rows.shape[1], n)  # load_model_runtime does not read it with space: raw
         _check_names(ms, table.names if isinstance(table, RowsFile) else None)

@@ -46,7 +46,7 @@ from monitor.cli.common import (
     load_model,
 )
 from monitor.cli.flags import add_setting_flag
-from monitor.config import ScoringSettings, SegmentSettings
+from monitor.config import AccuracySettings, ScoringSettings, SegmentSettings, setting_default
 from monitor.errors import DataError
 from monitor.model.row_files import csv_rows, is_number
 
@@ -210,6 +210,10 @@ def _print_fits(result: typing.Any) -> None:
         )
         if fit.n < 200:
             print(f"warning: {fit.n} labelled rows make a noisy fit (a few hundred or more is better)", file=sys.stderr)
+        from monitor.accuracy.confidence_errors import confidence_harm
+
+        tolerance = setting_default(AccuracySettings, "tolerance")
+        print(f"confidence: {confidence_harm('auto', fit.confidence_errors, tolerance)[1]}", file=sys.stderr)
     loss = result.loss_fit
     if loss is not None:
         print(

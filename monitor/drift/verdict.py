@@ -25,6 +25,7 @@ to watch in the reference, feeds them per batch and reads the verdict;
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -221,6 +222,9 @@ class VerdictEngine:
     settings : detector settings, the ``drift`` section (defaults: :class:`monitor.config.DriftSettings`'s).
     detectors : the detector specs to build a slot from, where the reference gives them something to watch
         (default: the registered ones, :data:`monitor.drift.registry.DETECTORS`).
+    confidence_harm : whether the confidence and margin detectors (role ``output``) are harm evidence; False: they
+        read as fragility (a model whose least confident answers are about as often right as the rest,
+        :mod:`monitor.accuracy.confidence_errors`).
 
     False alarms are stated, not tuned: ``false_alarms_per_million_events`` is the rate of the verdict's detectors
     together — each of the k slots built (CUSUMs on γ and flicker; confidence and margin for a classifier, margin
@@ -262,9 +266,14 @@ class VerdictEngine:
         reference: ReferenceLike,
         settings: DriftSettings | None = None,
         detectors: Sequence[DetectorSpec[Any, Any]] = DETECTORS,
+        *,
+        confidence_harm: bool = True,
     ) -> None:
         s = settings or DriftSettings()
         self.settings = s
+        if not confidence_harm:
+            detectors = [dataclasses.replace(d, role="fragility") if d.role == "output" else d for d in detectors]
+        self.confidence_harm = confidence_harm
         watched = [(spec, spec.watches(reference, s)) for spec in detectors]
         watched = [(spec, w) for spec, w in watched if w is not None]
         #: every detector takes an even share of the stated false-alarm rate: the verdict, their union, alarms at

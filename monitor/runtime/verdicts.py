@@ -80,6 +80,16 @@ class SegmentVerdicts:
         self._harm_seen: dict[str, tuple[float, VerdictReport]] = {}
         #: segment → the accuracy estimate's harm evidence at the last evaluation (it holds until the next)
         self._harm_at_eval: dict[str, HarmEvidence] = {}
+        #: whether a fall in confidence or margin is harm evidence for this model (:meth:`set_confidence_harm`)
+        self.confidence_harm = True
+
+    def set_confidence_harm(self, harm: bool) -> None:
+        """Count a fall in confidence or margin as harm evidence (``harm``) or as fragility; engines started under
+        the other rule start again on their baselines."""
+        if harm != self.confidence_harm:
+            self.confidence_harm = harm
+            for segment in list(self.engines):
+                self.drop(segment)
 
     def engine(self, segment: str) -> VerdictEngine:
         """``segment``'s engine, started on its baseline (which it must have) at the first call."""
@@ -90,7 +100,9 @@ class SegmentVerdicts:
             names = self.baselines.feature_names
             if ref.feature_names is None and names is not None and len(names) == ref.n_features:
                 ref = dataclasses.replace(ref, feature_names=names)  # the model's names in alerts
-            eng = self.engines[segment] = VerdictEngine(ref, self.config.detectors)
+            eng = self.engines[segment] = VerdictEngine(
+                ref, self.config.detectors, confidence_harm=self.confidence_harm
+            )
             self._alarms_at_eval[segment] = eng.alarms_on
         return eng
 
@@ -105,7 +117,7 @@ class SegmentVerdicts:
             if ref is None:
                 continue
             try:
-                VerdictEngine(ref, self.config.detectors)
+                VerdictEngine(ref, self.config.detectors, confidence_harm=self.confidence_harm)
             except MonitorError:
                 continue
             done += 1

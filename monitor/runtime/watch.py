@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.accuracy import DEFAULT_METHOD, EstimatorFit
+from monitor.accuracy.confidence_errors import confidence_harm
 from monitor.accuracy.regression import LossFit
 from monitor.alerts import AlertEvent
 from monitor.clock import WatermarkClock
@@ -218,6 +219,14 @@ class ModelWatch:
         self.accuracy.set_fit(fit)
         if isinstance(fit, EstimatorFit):
             self._series.append(ReferenceAccuracy(fit.accuracy))
+        harm, why = confidence_harm(
+            self.config.detectors.confidence_harm,
+            fit.confidence_errors if isinstance(fit, EstimatorFit) else None,
+            self.config.accuracy_tolerance,
+        )
+        if not harm or isinstance(fit, EstimatorFit):
+            log.info(f"model '{self.model}': {why}", extra={"model": self.model})
+        self.verdicts.set_confidence_harm(harm)
 
     # -- reference and baselines (monitor/runtime/baselines.py) ----------------------------------------------
     @property

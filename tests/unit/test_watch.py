@@ -109,12 +109,13 @@ def make_watch(
     alerts: list[AlertEvent] | None = None,
     with_reference: bool = True,
     clock: WatermarkClock | None = None,
+    detectors: DriftSettings | None = None,
 ) -> tuple[FannedWatch, MetricsState]:
     state = MetricsState()
     config = WatchConfig(
         window_seconds=(60.0,),
         count_window_events=1000,
-        detectors=DriftSettings(window=1000, every=100),
+        detectors=detectors or DriftSettings(window=1000, every=100),
         warmup_events=500,
         for_seconds=for_seconds,
         resolve_after_seconds=30.0,

@@ -1,0 +1,125 @@
+"""A fall in confidence is harm evidence only where the labelled reference shows the least confident answers wrong.
+
+- :class:`ConfidenceErrors` bounds what a fall can cost from the least confident tenth of the labelled rows; a model
+  about as right there as overall (within ``accuracy.tolerance``) has its confidence and margin CUSUMs read as
+  fragility (``input-shift``), a model wrong there keeps them as harm evidence, and too few rows to tell keep them too;
+- the fit keeps the count through its JSON; a fit written before it was kept reads as "not measured" (harm evidence);
+- ``drift.confidence_harm`` (auto / always / never) decides, in the engine and in a model's watch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from monitor.accuracy import EstimatorFit, fit_estimators
+from monitor.accuracy.confidence_errors import ConfidenceErrors, confidence_harm
+from monitor.config import DriftSettings
+from monitor.drift import VerdictEngine
+from monitor.drift.verdict import Verdict
+from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT
+
+from .test_confidence_drift import _with_confidence, confidence_like, reference
+from .test_watch import Stream, fired, make_watch
+
+
+def _labelled(seed: int, n: int, *, tracks: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Max-probabilities like a binary GBDT's and whether each answer is right: as often as the model is sure
+    (``tracks``), or 99.9 % of the time whatever its confidence."""
+    rng = np.random.default_rng(seed)
+    conf = confidence_like(rng, n)
+    return conf, rng.uniform(size=n) < (conf if tracks else 0.999)
+
+
+def test_the_bound_follows_the_errors_of_the_least_confident_tenth() -> None:
+    tracks = ConfidenceErrors.measure(*_labelled(0, 5000, tracks=True))
+    flat = ConfidenceErrors.measure(*_labelled(0, 5000, tracks=False))
+    assert tracks.rows == flat.rows == 500 and tracks.n == 5000
+    assert tracks.low_accuracy < tracks.accuracy - 0.15 and tracks.harm_evidence(0.05)
+    assert flat.loss_bound() < 0.02 and not flat.harm_evidence(0.05)
+    assert flat.harm_evidence(0.001)  # a tighter tolerance: even a small loss counts
+    # 60 rows, none wrong among the 6 least confident: too few to show that a fall costs nothing
+    few = ConfidenceErrors.measure(*_labelled(1, 60, tracks=False))
+    assert few.rows == 6 and few.errors == 0 and few.harm_evidence(0.05)
+    all_wrong = ConfidenceErrors(rows=10, errors=10, n=100, accuracy=0.9, confidence=0.6)
+    assert all_wrong.loss_bound() == pytest.approx(0.9)
+    # right everywhere and sure everywhere: the reference has no unsure rows, so it cannot tell what a fall costs
+    sure = ConfidenceErrors.measure(np.full(5000, 0.999), np.ones(5000, dtype=bool))
+    assert sure.loss_bound() < 0.01 and not sure.unsure(0.05) and sure.harm_evidence(0.05)
+
+
+def test_the_words_say_what_the_rows_show_and_what_follows() -> None:
+    flat = ConfidenceErrors.measure(*_labelled(0, 5000, tracks=False))
+    harm, why = confidence_harm("auto", flat, 0.05)
+    assert not harm and "(500 rows, mean max-probability 0.808) were right 100.0%" in why
+    assert "reported as fragility" in why
+    assert confidence_harm("always", flat, 0.05)[0] and not confidence_harm("never", None, 0.05)[0]
+    harm, why = confidence_harm("auto", None, 0.05)
+    assert harm and "no labelled reference" in why
+    tracks = ConfidenceErrors.measure(*_labelled(0, 5000, tracks=True))
+    assert confidence_harm("auto", tracks, 0.05)[1].endswith(
+        "can cost up to 20.5 points (95 % bound): a fall in confidence or margin is harm evidence"
+    )
+    sure = ConfidenceErrors.measure(np.full(500, 0.999), np.ones(500, dtype=bool))
+    assert "even those rows were sure" in confidence_harm("auto", sure, 0.05)[1]
+
+
+def test_the_fit_keeps_the_count_and_an_older_fit_reads_as_not_measured() -> None:
+    conf, ok = _labelled(2, 1000, tracks=False)
+    rng = np.random.default_rng(2)
+    fit = fit_estimators(conf, rng.exponential(size=1000), np.zeros(1000), conf, ok, draws=5)
+    assert fit.confidence_errors == ConfidenceErrors.measure(conf, ok)
+    doc = fit.to_dict()
+    assert EstimatorFit.from_dict(doc).confidence_errors == fit.confidence_errors
+    del doc["confidence_errors"]
+    assert EstimatorFit.from_dict(doc).confidence_errors is None
+    with pytest.raises(Exception, match="damaged"):
+        EstimatorFit.from_dict(
+            {**fit.to_dict(), "confidence_errors": {"rows": 5, "errors": 9, "n": 10, "accuracy": 1, "confidence": 0.5}}
+        )
+
+
+def _falls(engine: VerdictEngine, seed: int) -> VerdictEngine:
+    rng = np.random.default_rng(seed)
+    for fall in [0.0] * 20 + [0.3] * 10:
+        engine.update(
+            gamma=rng.exponential(1e-3, 100),
+            flicker=np.where(rng.random(100) < 0.05, 0.25, 0.0),
+            features=rng.normal(size=(100, 3)),
+            confidence=confidence_like(rng, 100, fall=fall),
+        )
+    return engine
+
+
+def test_the_engine_reads_a_fall_as_fragility_when_confidence_is_no_harm_evidence() -> None:
+    harm = _falls(VerdictEngine(reference(2)), 11).report
+    assert harm.verdict is Verdict.HARMFUL_SHIFT and "confidence_cusum" in harm.fired
+    engine = _falls(VerdictEngine(reference(2), confidence_harm=False), 11)
+    fragile = engine.report
+    assert fragile.verdict is Verdict.INPUT_SHIFT and "confidence_cusum" in fragile.fragility
+    assert fragile.message.startswith("input-shift: confidence_cusum") and "no evidence of a loss" in fragile.message
+    # the same detectors, thresholds and alarms: only what they are evidence of changed
+    assert engine.thresholds == VerdictEngine(reference(2)).thresholds
+
+
+@pytest.mark.parametrize("mode", ["auto", "always"])
+def test_a_watch_follows_its_labelled_reference_unless_the_setting_says_otherwise(mode: str) -> None:
+    detectors = DriftSettings(window=1000, every=100, confidence_harm=mode)
+    watch, _ = make_watch(with_reference=False, for_seconds=5.0, detectors=detectors)
+    conf, ok = _labelled(3, 2000, tracks=False)
+    rng = np.random.default_rng(3)
+    watch.set_accuracy_fit(fit_estimators(conf, rng.exponential(size=2000), np.zeros(2000), conf, ok, draws=5))
+    assert watch.verdicts.confidence_harm is (mode == "always")
+    stream = Stream(seed=21)
+    for fall in [0.0] * 25 + [0.3] * 30:  # a warm-up reference, then the model grows less sure
+        watch.update(*_with_confidence(stream.batch(), confidence_like(rng, 100, fall=fall)))
+    report = watch.last_reports["other"]
+    assert "confidence_cusum" in report.fired and fired(watch, HARMFUL_ALERT)
+    if mode == "always":
+        assert report.verdict is Verdict.HARMFUL_SHIFT and not report.fragility
+    else:
+        # the CUSUMs fired as fragility; the harm called rests on the accuracy estimate alone (the fit's ATC reads
+        # confidences below all but 0.1 % of the reference's as wrong answers), which says how much
+        assert {"confidence_cusum", "confidence_tail_cusum"} <= set(report.fragility)
+        assert set(report.fired) - set(report.fragility) == {"accuracy_estimate"}
+        assert report.accuracy_estimate is not None and fired(watch, INPUT_ALERT)
