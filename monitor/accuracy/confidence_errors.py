@@ -31,7 +31,6 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
 from monitor.errors import DataError
 
@@ -77,6 +76,8 @@ class ConfidenceErrors:
         """What a fall in confidence can cost, at most (95 %): a window of rows like the least confident ones is
         this much less accurate than the reference (the upper Clopper–Pearson bound on their error rate, minus the
         reference's error rate)."""
+        from scipy import stats  # on use: the CLI starts without scipy
+
         e, k = self.errors, self.rows
         upper = 1.0 if e >= k else float(stats.beta.ppf(LEVEL, e + 1, k - e))
         return upper - (1.0 - self.accuracy)
