@@ -8,10 +8,10 @@ them (measured: ``bench/verdict_quality.py --model logreg``, docs/BENCHMARKS.md)
 tenth of rows were wrong, and :meth:`~ConfidenceErrors.loss_bound` bounds what a fall in confidence can cost: the
 accuracy of a window made only of such rows, below the reference's (a 95 % upper bound on their error rate, minus
 the reference's). Where that is below the accuracy tolerance (``accuracy.tolerance``) although those rows were
-unsure (their mean max-probability below the reference accuracy minus the tolerance: taken at its word, their
-confidence announced a loss the labels did not show), a fall is reported as fragility, not harm
-(``drift.confidence_harm: auto``). A reference whose least confident rows are still sure (a model right and certain
-everywhere) cannot tell, and a fall stays harm evidence. The accuracy estimate still says how much it sees.
+unsure (their mean max-probability below 1 − the tolerance: taken at its word, their confidence announced more
+errors than the tolerance), a fall is reported as fragility, not harm (``drift.confidence_harm: auto``). A reference
+whose least confident rows are still sure (a model right and certain everywhere) cannot tell, and a fall stays harm
+evidence. The accuracy estimate still says how much it sees.
 
 >>> rng = np.random.default_rng(0)
 >>> conf = rng.uniform(0.5, 1.0, 5000)
@@ -83,9 +83,9 @@ class ConfidenceErrors:
         return upper - (1.0 - self.accuracy)
 
     def unsure(self, tolerance: float) -> bool:
-        """Whether the least confident rows were unsure: their confidence, taken at its word, announced a loss of
-        more than ``tolerance``."""
-        return self.confidence < self.accuracy - tolerance
+        """Whether the least confident rows were unsure: their confidence, taken at its word, announced an error
+        rate above ``tolerance``."""
+        return self.confidence < 1.0 - tolerance
 
     def harm_evidence(self, tolerance: float) -> bool:
         """Whether a fall in confidence can mean a loss of ``tolerance`` or more (the accuracy tolerance): it can
