@@ -201,6 +201,8 @@ class SlotState:
     role: Role
     moved: Sequence[FeatureShift] = ()
     names_in: ReportField | None = None
+    #: the signal the detector watches (``gamma``, ``confidence``, …; empty: not said)
+    signal: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +247,7 @@ class DetectorSlot(Generic[T, D]):
 
     def reading(self) -> SlotState:
         """The slot as the verdict rule reads it now."""
-        return SlotState(self.detector.state, self.spec.role, self.moved, self.spec.names_in)
+        return SlotState(self.detector.state, self.spec.role, self.moved, self.spec.names_in, self.spec.signal)
 
     def evidence(self, recent: Recent) -> tuple[Evidence, ...]:
         """The clauses an alert gives for this detector (none while it does not fire)."""

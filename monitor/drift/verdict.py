@@ -82,6 +82,9 @@ class VerdictReport:
     categories: tuple[tuple[str, float], ...] = ()
     #: the fragility detectors (γ, flicker) that fired: the predictions near the inputs grew fragile; alone, not harm
     fragility: tuple[str, ...] = ()
+    #: of them, the confidence and margin detectors of a model whose fall in confidence is no harm evidence
+    #: (``drift.confidence_harm``; :mod:`monitor.accuracy.confidence_errors`)
+    unsure: tuple[str, ...] = ()
     #: the label-free accuracy estimate of the count window where the caller has one (with a verdict that is not
     #: stable), else None: how much accuracy the estimate sees, harm evidence or not
     accuracy_estimate: float | None = None
@@ -106,8 +109,11 @@ class VerdictReport:
             text += "; outside the reference range: " + ", ".join(f"{n} ({v:.1%})" for n, v in self.out_of_range)
         if self.accuracy_estimate is not None:
             text += f"; estimated accuracy {self.accuracy_estimate:.3f}"
-        if self.fragility and self.verdict != Verdict.HARMFUL_SHIFT:
-            text += "; fragility rose, no evidence of a loss"
+        if self.verdict != Verdict.HARMFUL_SHIFT:
+            if self.unsure:
+                text += "; confidence fell, no harm evidence for this model (drift.confidence_harm)"
+            if len(self.fragility) > len(self.unsure):
+                text += "; fragility rose, no evidence of a loss"
         return text
 
 
@@ -152,6 +158,10 @@ def decide_verdict(
     >>> gamma = SlotState(DriftState("gamma_cusum", True, 16.0, 12.0, float("nan"), 100), "fragility")
     >>> decide_verdict([quiet, gamma]).message
     'input-shift: gamma_cusum fired; fragility rose, no evidence of a loss'
+    >>> unsure = SlotState(DriftState("confidence_cusum", True, 14.0, 12.0, float("nan"), 100), "fragility",
+    ...                    signal="confidence")  # a model whose fall in confidence is no harm evidence
+    >>> decide_verdict([unsure, gamma]).message
+    'input-shift: confidence_cusum, gamma_cusum fired; confidence fell, no harm evidence for this model (drift.confidence_harm); fragility rose, no evidence of a loss'
     >>> decide_verdict([quiet, gamma], accuracy_drop=True, accuracy_estimate=0.59).message
     'harmful-shift: accuracy_estimate, gamma_cusum fired; estimated accuracy 0.590'
     >>> decide_verdict([inputs], estimate_fell=True, accuracy_estimate=0.81).message
@@ -164,6 +174,7 @@ def decide_verdict(
     fired = [s for s in slots if s.state.drift_detected]
     harm = tuple(s.state.name for s in fired if s.role == "output")
     fragile = tuple(s.state.name for s in fired if s.role == "fragility")
+    unsure = tuple(s.state.name for s in fired if s.role == "fragility" and s.signal in ("confidence", "margin"))
     input_fired = tuple(s.state.name for s in fired if s.role == "input")
     if _lost({s.role for s in fired}, accuracy_drop, estimate_fell):
         harm += ("accuracy_estimate",)
@@ -180,6 +191,7 @@ def decide_verdict(
         out_of_range=named.get("out_of_range", ()),
         categories=named.get("categories", ()),
         fragility=fragile,
+        unsure=unsure,
         accuracy_estimate=accuracy_estimate
         if accuracy_estimate is not None and np.isfinite(accuracy_estimate)
         else None,
