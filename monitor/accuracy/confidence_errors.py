@@ -9,9 +9,10 @@ tenth of rows were wrong, and :meth:`~ConfidenceErrors.loss_bound` bounds what a
 accuracy of a window made only of such rows, below the reference's (a 95 % upper bound on their error rate, minus
 the reference's). Where that is below the accuracy tolerance (``accuracy.tolerance``) although those rows were
 unsure (their mean max-probability below 1 − the tolerance: taken at its word, their confidence announced more
-errors than the tolerance), a fall is reported as fragility, not harm (``drift.confidence_harm: auto``). A reference
-whose least confident rows are still sure (a model right and certain everywhere) cannot tell, and a fall stays harm
-evidence. The accuracy estimate still says how much it sees.
+errors than the tolerance), a fall is reported as fragility, not harm (``drift.confidence_harm: auto``), and so is a
+fall of the run's accuracy estimate, which is read from the same confidence (it is still shown, with a caveat, and
+HarmonicAccuracyDrop still fires on it). A reference whose least confident rows are still sure (a model right and
+certain everywhere) cannot tell, and a fall stays harm evidence.
 
 >>> rng = np.random.default_rng(0)
 >>> conf = rng.uniform(0.5, 1.0, 5000)
@@ -102,7 +103,7 @@ class ConfidenceErrors:
         if not self.harm_evidence(tolerance):
             return (
                 f"{shown}: {bound}, under accuracy.tolerance ({tolerance:g}): a fall in confidence or margin is "
-                "reported as fragility (input-shift), not harm; the accuracy estimate says how much accuracy it sees"
+                "reported as fragility (input-shift), not harm, and so is a fall of the accuracy estimate read from it"
             )
         if not self.unsure(tolerance):
             return (

@@ -84,8 +84,9 @@ class SegmentVerdicts:
         self.confidence_harm = True
 
     def set_confidence_harm(self, harm: bool) -> None:
-        """Count a fall in confidence or margin as harm evidence (``harm``) or as fragility; engines started under
-        the other rule start again on their baselines."""
+        """Count a fall in confidence or margin as harm evidence (``harm``) or as fragility, and the accuracy
+        estimate (read from the confidence) as harm evidence or not; engines started under the other rule start
+        again on their baselines."""
         if harm != self.confidence_harm:
             self.confidence_harm = harm
             for segment in list(self.engines):
@@ -185,6 +186,9 @@ class SegmentVerdicts:
         baseline = self.baselines.baseline(segment)
         if baseline is None or segment not in self.engines:
             return None
+        if not self.confidence_harm:
+            # the run's estimate is read from the model's confidence: no more harm evidence than its fall
+            accuracy_drop = estimate_fell = False
         engine = self.engines[segment]
         report = self._hold_harm(
             segment,

@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from monitor.accuracy import EstimatorFit, fit_estimators
+from monitor.accuracy import EstimatorFit, estimate, fit_estimators
 from monitor.accuracy.confidence_errors import ConfidenceErrors, confidence_harm
 from monitor.cli import main
 from monitor.config import DriftSettings
 from monitor.drift import VerdictEngine
 from monitor.drift.verdict import Verdict
-from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT
+from monitor.runtime.watch import ACCURACY_ALERT, HARMFUL_ALERT, INPUT_ALERT
 
 from .test_confidence_drift import _with_confidence, confidence_like, reference
 from .test_watch import Stream, fired, make_watch
@@ -56,7 +56,7 @@ def test_the_words_say_what_the_rows_show_and_what_follows() -> None:
     flat = ConfidenceErrors.measure(*_labelled(0, 5000, tracks=False))
     harm, why = confidence_harm("auto", flat, 0.05)
     assert not harm and "(500 rows, mean max-probability 0.808) were right 100.0%" in why
-    assert "reported as fragility" in why
+    assert "reported as fragility" in why and "accuracy estimate read from it" in why
     assert confidence_harm("always", flat, 0.05)[0] and not confidence_harm("never", None, 0.05)[0]
     harm, why = confidence_harm("auto", None, 0.05)
     assert harm and "no labelled reference" in why
@@ -75,6 +75,12 @@ def test_the_fit_keeps_the_count_and_an_older_fit_reads_as_not_measured() -> Non
     assert fit.confidence_errors == ConfidenceErrors.measure(conf, ok)
     doc = fit.to_dict()
     assert EstimatorFit.from_dict(doc).confidence_errors == fit.confidence_errors
+    # the estimate says what this model's confidence can tell it
+    window = estimate(fit, conf[:500], np.ones(500), np.zeros(500), conf[:500])
+    assert any("barely tracks its errors" in c for c in window["caveats"])
+    conf2, ok2 = _labelled(2, 1000, tracks=True)
+    tracking = fit_estimators(conf2, np.ones(1000), np.zeros(1000), conf2, ok2, draws=5)
+    assert not any("barely" in c for c in estimate(tracking, conf2, np.ones(1000), np.zeros(1000), conf2)["caveats"])
     del doc["confidence_errors"]
     assert EstimatorFit.from_dict(doc).confidence_errors is None
     with pytest.raises(Exception, match="damaged"):
@@ -119,15 +125,16 @@ def test_a_watch_follows_its_labelled_reference_unless_the_setting_says_otherwis
     for fall in [0.0] * 25 + [0.3] * 30:  # a warm-up reference, then the model grows less sure
         watch.update(*_with_confidence(stream.batch(), confidence_like(rng, 100, fall=fall)))
     report = watch.last_reports["other"]
-    assert "confidence_cusum" in report.fired and fired(watch, HARMFUL_ALERT)
+    assert "confidence_cusum" in report.fired
     if mode == "always":
-        assert report.verdict is Verdict.HARMFUL_SHIFT and not report.fragility
+        assert report.verdict is Verdict.HARMFUL_SHIFT and not report.fragility and fired(watch, HARMFUL_ALERT)
     else:
-        # the CUSUMs fired as fragility; the harm called rests on the accuracy estimate alone (the fit's ATC reads
-        # confidences below all but 0.1 % of the reference's as wrong answers), which says how much
-        assert {"confidence_cusum", "confidence_tail_cusum"} <= set(report.fragility)
-        assert set(report.fired) - set(report.fragility) == {"accuracy_estimate"}
-        assert report.accuracy_estimate is not None and fired(watch, INPUT_ALERT)
+        # the CUSUMs fired as fragility, and the estimate read from the same confidence (the fit's ATC reads
+        # confidences below all but 0.1 % of the reference's as wrong answers) is shown and alerts on its own, but is
+        # no harm evidence in the verdict
+        assert {"confidence_cusum", "confidence_tail_cusum"} <= set(report.fragility) == set(report.unsure)
+        assert report.verdict is Verdict.INPUT_SHIFT and report.accuracy_estimate is not None
+        assert fired(watch, INPUT_ALERT) and fired(watch, ACCURACY_ALERT) and not fired(watch, HARMFUL_ALERT)
 
 
 # -- end to end: a scikit-learn logistic regression, converted by skl2onnx, through reference, check-config, replay --
