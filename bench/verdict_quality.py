@@ -411,6 +411,21 @@ class Run:
     #: our verdicts already in that state at the change (a false alarm before it, held): delay 0 in the tables, left
     #: out of the speed target, where a baseline's alarm before the change does not count either
     held: list[str] = field(default_factory=list)
+    #: whether the labelled reference made a fall in confidence harm evidence (``drift.confidence_harm: auto``)
+    confidence_harm: bool = True
+
+
+def confidence_is_harm_evidence(reference: Path) -> bool:
+    """What ``drift.confidence_harm: auto`` decides for the reference file's model (its labelled fit, at the
+    default ``accuracy.tolerance``)."""
+    from monitor.accuracy import EstimatorFit
+    from monitor.accuracy.confidence_errors import confidence_harm
+    from monitor.config import AccuracySettings, setting_default
+    from monitor.rolling.reference_file import read_accuracy_estimator
+
+    doc = read_accuracy_estimator(reference)
+    errors = None if doc is None else EstimatorFit.from_dict(doc).confidence_errors
+    return confidence_harm("auto", errors, setting_default(AccuracySettings, "tolerance"))[0]
 
 
 def _first_after(indices: Iterable[int], start: int) -> float:
@@ -535,6 +550,7 @@ def run_one(
             "--out",
             str(reference),
         )
+        run.confidence_harm = confidence_is_harm_evidence(reference)
         config = tmp / "monitor.yaml"
         config.write_text(
             f"drift:\n  false_alarms_per_million_events: {rate:g}\n"
@@ -604,9 +620,9 @@ def report(runs: list[Run], seeds: int) -> list[str]:
     for r in runs:
         by_stream.setdefault(r.stream, []).append(r)
     lines += [
-        "| stream | what changes | accuracy before → after | mean max-prob before → after | final verdicts "
-        "| detectors behind the first harmful-shift (any time after the change) |",
-        "|---|---|---|---|---|---|",
+        "| stream | what changes | accuracy before → after | mean max-prob before → after | confidence is harm "
+        "evidence | final verdicts | detectors behind the first harmful-shift (any time after the change) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for key, rs in by_stream.items():
         finals = [r.final for r in rs]
@@ -614,7 +630,7 @@ def report(runs: list[Run], seeds: int) -> list[str]:
         lines.append(
             f"| `{key}` | {_title(key)} | {np.mean([r.acc_pre for r in rs]):.2f} → "
             f"{np.mean([r.acc_post for r in rs]):.2f} | {np.mean([r.conf_pre for r in rs]):.2f} → "
-            f"{np.mean([r.conf_post for r in rs]):.2f} | "
+            f"{np.mean([r.conf_post for r in rs]):.2f} | {sum(r.confidence_harm for r in rs)}/{len(rs)} | "
             + ", ".join(f"{v} {finals.count(v)}/{len(finals)}" for v in sorted(set(finals)))
             + f" | {', '.join(fired) or '—'} |"
         )

@@ -35,6 +35,7 @@ from verdict_quality import (
     _verdict_alarms,
     alarms,
     calibrate,
+    confidence_is_harm_evidence,
     detector_alarms,
     replay,
     to_onnx_model,
@@ -138,6 +139,7 @@ def run_segments(
             *("--model", str(model_path), "--data", str(tmp / "ref.csv"), "--segment-column", "segment"),
             *("--labels", str(tmp / "labels.csv"), "--out", str(reference)),
         )
+        run.confidence_harm = confidence_is_harm_evidence(reference)
         config = tmp / "monitor.yaml"
         config.write_text(
             f"drift:\n  false_alarms_per_million_events: {rate:g}\n"
