@@ -167,6 +167,13 @@ class AccuracyEstimates:
             f"reference accuracy {ref:.3f} − tolerance {self.config.accuracy_tolerance:g} = {limit:.3f}. A label-free estimate: "
             "delayed labels, when they arrive, override it"
         )
+        errors = self.fit.confidence_errors
+        if errors is not None and not errors.harm_evidence(self.config.accuracy_tolerance):
+            detail += (
+                f". This model's least confident answers were right {errors.low_accuracy:.1%} of the time on its "
+                f"labelled reference ({errors.accuracy:.1%} overall): an estimate read from its confidence says little "
+                "of its accuracy, and is no harm evidence in the verdict"
+            )
         return bool(condition), float(acc["estimate"]), detail
 
 

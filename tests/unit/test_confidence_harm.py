@@ -135,6 +135,8 @@ def test_a_watch_follows_its_labelled_reference_unless_the_setting_says_otherwis
         assert {"confidence_cusum", "confidence_tail_cusum"} <= set(report.fragility) == set(report.unsure)
         assert report.verdict is Verdict.INPUT_SHIFT and report.accuracy_estimate is not None
         assert fired(watch, INPUT_ALERT) and fired(watch, ACCURACY_ALERT) and not fired(watch, HARMFUL_ALERT)
+        drop = fired(watch, ACCURACY_ALERT)[0].alert.description
+        assert "least confident answers were right" in drop and "no harm evidence in the verdict" in drop
 
 
 # -- end to end: a scikit-learn logistic regression, converted by skl2onnx, through reference, check-config, replay --
