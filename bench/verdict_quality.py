@@ -4,8 +4,8 @@ For each stream and seed:
 
 1. draw TRAIN events from the stream's *before* generator; fit the model family of ``--model`` (default
    ``GradientBoostingClassifier(n_estimators=100)``; ``mlp``: standardised inputs into a 32-32 ReLU MLP;
-   ``logreg``: standardised inputs into a logistic regression: :data:`MODELS`); convert it with skl2onnx
-   (probabilities, no ZipMap);
+   ``logreg``: standardised inputs into a logistic regression; ``forest``: a random forest: :data:`MODELS`);
+   convert it with skl2onnx (probabilities, no ZipMap);
 2. draw REF more *before* events with their labels: ``harmonic-monitor reference --labels`` (the default scales;
    the accuracy estimators fitted on them);
 3. **calibration**: a separate stationary run of CAL events (the *before* generator, another sample seed). Each
@@ -78,7 +78,7 @@ import numpy as np
 from machine import machine  # bench/machine.py: the script's folder is on sys.path
 from numpy.typing import NDArray
 from scipy import stats
-from sklearn.ensemble import GradientBoostingClassifier
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
@@ -469,6 +469,7 @@ MODELS: dict[str, Callable[[int], Any]] = {
         StandardScaler(), MLPClassifier((32, 32), max_iter=300, early_stopping=True, random_state=seed)
     ),
     "logreg": lambda seed: make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)),
+    "forest": lambda seed: RandomForestClassifier(n_estimators=100, min_samples_leaf=5, random_state=seed),
 }
 
 
@@ -476,6 +477,7 @@ MODEL_TEXT = {
     "gbdt": "GradientBoostingClassifier(n_estimators=100)",
     "mlp": "StandardScaler + MLPClassifier((32, 32), early stopping)",
     "logreg": "StandardScaler + LogisticRegression",
+    "forest": "RandomForestClassifier(n_estimators=100, min_samples_leaf=5)",
 }
 
 
