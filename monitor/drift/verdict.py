@@ -80,7 +80,8 @@ class VerdictReport:
     out_of_range: tuple[tuple[str, float], ...] = ()
     #: (name, total variation distance) of the held inputs whose category frequencies moved
     categories: tuple[tuple[str, float], ...] = ()
-    #: the fragility detectors (γ, flicker) that fired: the predictions near the inputs grew fragile; alone, not harm
+    #: the fragility detectors that fired (γ, flicker; confidence and margin where a fall is no harm evidence, named
+    #: in ``unsure`` too): the predictions near the inputs grew fragile or less sure; alone, not harm
     fragility: tuple[str, ...] = ()
     #: of them, the confidence and margin detectors of a model whose fall in confidence is no harm evidence
     #: (``drift.confidence_harm``; :mod:`monitor.accuracy.confidence_errors`)
