@@ -93,6 +93,17 @@ class ConfidenceErrors:
         unless the least confident rows were unsure and still (within the bound) as right as the rest."""
         return self.loss_bound() >= tolerance or not self.unsure(tolerance)
 
+    def estimate_caveat(self, tolerance: float) -> str | None:
+        """What an accuracy estimate read from this model's confidence cannot claim, where a fall in confidence is
+        no harm evidence (None elsewhere): the estimate's caveat and HarmonicAccuracyDrop's words."""
+        if self.harm_evidence(tolerance):
+            return None
+        return (
+            f"this model's least confident answers were right {self.low_accuracy:.1%} of the time on its labelled "
+            f"reference ({self.accuracy:.1%} overall): its confidence barely tracks its errors, so an estimate read "
+            "from its confidence says little of its accuracy, and is no harm evidence in the verdict"
+        )
+
     def describe(self, tolerance: float) -> str:
         """One sentence: what the rows show and what follows for the verdict."""
         shown = (

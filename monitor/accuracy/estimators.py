@@ -587,12 +587,9 @@ def caveats(domain: Mapping[str, Any] | None, errors: ConfidenceErrors | None = 
     confident answers were about as often right as the rest (``errors``, at the default tolerance), that a fall in
     confidence, and so an estimate built on it, says little of this model's accuracy."""
     out = [CONCEPT_CAVEAT]
-    if errors is not None and not errors.harm_evidence(setting_default(AccuracySettings, "tolerance")):
-        out.append(
-            f"this model's least confident answers were right {errors.low_accuracy:.1%} of the time on the labelled "
-            f"reference ({errors.accuracy:.1%} overall): its confidence barely tracks its errors, so an estimate "
-            "read from its confidence says little of its accuracy (a fall is not harm evidence in the verdict)"
-        )
+    unsure = None if errors is None else errors.estimate_caveat(setting_default(AccuracySettings, "tolerance"))
+    if unsure is not None:
+        out.append(unsure)
     if domain is not None and float(domain.get("features", 0)) > 0 and float(domain["auc"]) < NO_SHIFT_AUC:
         out.append(
             f"the domain classifier finds no input shift (AUC {float(domain['auc']):.2f}): if delayed labels "

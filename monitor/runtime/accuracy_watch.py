@@ -168,12 +168,9 @@ class AccuracyEstimates:
             "delayed labels, when they arrive, override it"
         )
         errors = self.fit.confidence_errors
-        if errors is not None and not errors.harm_evidence(self.config.accuracy_tolerance):
-            detail += (
-                f". This model's least confident answers were right {errors.low_accuracy:.1%} of the time on its "
-                f"labelled reference ({errors.accuracy:.1%} overall): an estimate read from its confidence says little "
-                "of its accuracy, and is no harm evidence in the verdict"
-            )
+        unsure = None if errors is None else errors.estimate_caveat(self.config.accuracy_tolerance)
+        if unsure is not None:
+            detail += f"; {unsure}"
         return bool(condition), float(acc["estimate"]), detail
 
 
