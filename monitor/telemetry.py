@@ -1202,6 +1202,20 @@ REFERENCE_ACCURACY = Gauge(
         "every estimate starts from, and what HarmonicAccuracyDrop compares with."
     ),
 )
+CONFIDENCE_HARM_EVIDENCE = Gauge(
+    "harmonic_confidence_harm_evidence",
+    "1 when a fall in the model's confidence counts as harm evidence in its verdict, 0 when it is fragility.",
+    Model,
+    group="Accuracy without labels",
+    unit="0 or 1",
+    use=(
+        "Which rule the model's verdicts run under (`drift.confidence_harm`): 1, a fall of its confidence or margin "
+        "(and of the accuracy estimate read from them) makes `harmful-shift`; 0, the labelled reference showed its "
+        "least confident answers right within `accuracy.tolerance` (or the setting is `never`), and such a fall is "
+        "reported as `input-shift` (fragility). The start-up log and `check-config` say why "
+        "(docs/OPERATIONS.md, When confidence is not harm evidence)."
+    ),
+)
 RESILIENCE = Gauge(
     "harmonic_resilience",
     "min(acc under σ=0.1 noise / clean acc, 1) over joined labels.",

@@ -110,12 +110,24 @@ class VerdictReport:
             text += "; outside the reference range: " + ", ".join(f"{n} ({v:.1%})" for n, v in self.out_of_range)
         if self.accuracy_estimate is not None:
             text += f"; estimated accuracy {self.accuracy_estimate:.3f}"
-        if self.verdict != Verdict.HARMFUL_SHIFT:
-            if self.unsure:
-                text += "; confidence fell, no harm evidence for this model (drift.confidence_harm)"
-            if len(self.fragility) > len(self.unsure):
-                text += "; fragility rose, no evidence of a loss"
-        return text
+        return "; ".join((text, *self.not_harm))
+
+    @property
+    def not_harm(self) -> tuple[str, ...]:
+        """Why detectors that fired did not make the verdict harmful: a fall in confidence of a model whose fall is no
+        harm evidence, fragility (γ, flicker) alone; empty for a harmful-shift.
+
+        >>> VerdictReport(Verdict.INPUT_SHIFT, ("gamma_cusum",), fragility=("gamma_cusum",)).not_harm
+        ('fragility rose, no evidence of a loss',)
+        """
+        if self.verdict == Verdict.HARMFUL_SHIFT:
+            return ()
+        out: tuple[str, ...] = ()
+        if self.unsure:
+            out += ("confidence fell, no harm evidence for this model (drift.confidence_harm)",)
+        if len(self.fragility) > len(self.unsure):
+            out += ("fragility rose, no evidence of a loss",)
+        return out
 
 
 def decide_verdict(

@@ -92,7 +92,7 @@ class ReplayTimeline:
     def to_frame(self) -> Any:
         """One row per verdict change."""
         pd = pandas_module()
-        cols = ["index", "ts", "model", "segment", "previous", "verdict", "detectors", "features"]
+        cols = ["index", "ts", "model", "segment", "previous", "verdict", "detectors", "features", "not_harm"]
         return pd.DataFrame([{k: c.get(k) for k in cols} for c in self.changes], columns=cols)
 
     @classmethod
@@ -270,6 +270,8 @@ class Timeline:
                 "features": list(
                     dict.fromkeys(name for name, _ in (*report.top_features, *report.categories, *report.out_of_range))
                 ),
+                # why the detectors that fired are not harm (a fall in confidence that is no harm evidence, fragility)
+                "not_harm": list(report.not_harm),
             }
         )
         self._verdicts[(model, segment)] = verdict

@@ -463,6 +463,8 @@ def _probe(
     flagged, threshold = flags
     if ref is None:
         return None, "no probe profile: no reference γ to flag events against"
+    if probe_points <= 0:
+        return None, f"no probe profile: probe points {probe_points} (none asked for)"
     if flagged.size == 0:
         return None, f"no probe profile: no event's γ is above the reference's p{FLAG_PERCENTILE:.0f} ({threshold:.3g})"
     top = flagged[np.argsort(-res.gamma[flagged], kind="stable")[:probe_points]]

@@ -95,6 +95,8 @@ class VerdictSpan:
     #: the span's first and last event time (epoch seconds), NaN where the events carry none
     t_start: float = float("nan")
     t_end: float = float("nan")
+    #: why the detectors that fired did not make the verdict harmful (:attr:`VerdictReport.not_harm`)
+    not_harm: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,7 @@ def _verdicts(data: ReportData) -> str:
     legend += "</p>"
     rows = "".join(
         f'<tr><td class="l">{esc(c.get("segment", ""))}</td><td class="l">{_when(c)}</td><td class="l">'
-        f'{esc(c.get("previous", ""))} → {esc(c["verdict"])}</td><td class="l">{esc(", ".join(c.get("detectors", ())))}'
+        f'{esc(c.get("previous", ""))} → {esc(c["verdict"])}</td><td class="l">{esc(_fired(c))}'
         f'</td><td class="l">{esc(", ".join(c.get("features", ())))}</td></tr>'
         for c in data.timeline.changes
     )
@@ -196,6 +196,13 @@ def _alerts(data: ReportData) -> str:
     )
     more = f"<li>and {len(alerts) - 20} more</li>" if len(alerts) > 20 else ""
     return f'<p class="meta">{len(alerts)} alert transition(s) in the replay:</p><ul id="alerts">{items}{more}</ul>'
+
+
+def _fired(change: Mapping[str, Any]) -> str:
+    """The detectors a verdict change fired on, and why they are not harm where the change says so."""
+    text = ", ".join(change.get("detectors", ()))
+    why = "; ".join(change.get("not_harm", ()))
+    return f"{text} ({why})" if why else text
 
 
 def _span_rect(s: VerdictSpan, x: float, y: float, w: float, h: float) -> str:

@@ -65,6 +65,8 @@ def _verdict_line(data: ReportData) -> str:
             text += f" (reached {svg.esc(worst.verdict)})"
         if worst.detectors:
             text += f", on {svg.esc(', '.join(worst.detectors))}"
+        if worst.not_harm:
+            text += f" ({svg.esc('; '.join(worst.not_harm))})"
         parts.append(text)
     return "<b>Verdict per segment</b>: " + ("; ".join(parts) or "stable") + "."
 
@@ -125,6 +127,11 @@ def _todo_line(data: ReportData) -> str:
     if "harmful-shift" in final.values():
         todo = "performance is at risk: compare with labels where you have them, and retrain or roll back"
         todo += f"; start with the inputs that moved most ({svg.esc(names)})" if names else ""
+    elif "input-shift" in final.values() and not names and any(s.not_harm for s in data.spans):
+        todo = (
+            "the model's answers grew less sure or more fragile with no evidence of lost performance (the summary's "
+            "brackets say why): compare with labels when they arrive and watch the estimate per period"
+        )
     elif "input-shift" in final.values():
         todo = "the inputs moved with no evidence of lost performance yet: check the upstream data"
         todo += f" of {svg.esc(names)}" if names else ""

@@ -139,14 +139,18 @@ def verdict_spans(
         return float(times[k])
 
     for seg in segs:
-        start, verdict, fired, feats = 0, "stable", (), ()
+        start, verdict = 0, "stable"
+        fired: tuple[str, ...] = ()
+        feats: tuple[str, ...] = ()
+        why: tuple[str, ...] = ()
         for c in sorted(
             (c for c in tl.changes if str(c.get("segment", "other")) == seg), key=lambda c: int(c["index"])
         ):
             at = int(c["index"])
-            out.append(VerdictSpan(seg, verdict, start, at, tuple(fired), tuple(feats), at_time(start), at_time(at)))
+            out.append(VerdictSpan(seg, verdict, start, at, fired, feats, at_time(start), at_time(at), why))
             start, verdict = at, str(c["verdict"])
             fired, feats = tuple(c.get("detectors", ())), tuple(c.get("features", ()))
+            why = tuple(c.get("not_harm", ()))
         last = float(times.max()) if times is not None else float("nan")
-        out.append(VerdictSpan(seg, verdict, start, end_line, tuple(fired), tuple(feats), at_time(start), last))
+        out.append(VerdictSpan(seg, verdict, start, end_line, fired, feats, at_time(start), last, why))
     return tuple(s for s in out if s.end > s.start or s.end == s.start == end_line == 0)

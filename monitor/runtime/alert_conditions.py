@@ -219,6 +219,7 @@ class AlertConditions:
             inputs[0].reference if inputs else float("nan"),
             now,
             top_features=top,
+            detail="; ".join(report.not_harm),
             verdict=Verdict.INPUT_SHIFT.value,
             evidence=inputs,
             value_name=inputs[0].measure if inputs else "input window mean",

@@ -75,6 +75,7 @@ from monitor.runtime.verdicts import DetectorCrossing as DetectorCrossing
 from monitor.runtime.verdicts import SegmentVerdicts
 from monitor.runtime.watch_evaluation import WatchEvaluation
 from monitor.runtime.watch_report import (
+    ConfidenceHarm,
     DetectorCrossed,
     GammaCells,
     Mistimed,
@@ -166,6 +167,8 @@ class ModelWatch:
         #: element names of the held inputs (``monitor.drift.categories.held_element_names`` of the signature), for
         #: the category tests' names; None: ``input`` / ``input[i]``
         self.held_names: dict[str, list[str]] | None = None
+        #: whether the model has class probabilities (a regressor has no confidence to count as harm evidence)
+        self.classifier = True
         self.windows = WindowSet(
             window_seconds=config.window_seconds,
             count_size=config.count_window_events,
@@ -227,6 +230,8 @@ class ModelWatch:
         if not harm or isinstance(fit, EstimatorFit):
             log.info(f"model '{self.model}': {why}", extra={"model": self.model})
         self.verdicts.set_confidence_harm(harm)
+        if self.classifier and not isinstance(fit, LossFit):
+            self._series.append(ConfidenceHarm(harm))
 
     # -- reference and baselines (monitor/runtime/baselines.py) ----------------------------------------------
     @property

@@ -22,6 +22,7 @@ from monitor.rolling.windows import OTHER, SignalBatch
 from monitor.runtime.alert_conditions import AlertUpdate
 from monitor.runtime.watch_report import (
     AccuracyValues,
+    ConfidenceHarm,
     GammaCells,
     Mistimed,
     NoEvidence,
@@ -68,6 +69,8 @@ class WatchMetrics:
                     self.estimates(segment, estimates)
                 case ReferenceAccuracy(accuracy):
                     self.reference_accuracy(accuracy)
+                case ConfidenceHarm(harm):
+                    tel.CONFIDENCE_HARM_EVIDENCE.set(self.state, tel.Model(self.model), float(harm))
                 case ReferenceMeans():
                     self.reference(update)
                 case WarmingUp(segment, warming):

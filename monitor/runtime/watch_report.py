@@ -78,6 +78,13 @@ class ReferenceAccuracy:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfidenceHarm:
+    """Whether a fall in the model's confidence is harm evidence in its verdicts (``drift.confidence_harm``)."""
+
+    harm: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ReferenceMeans:
     """The model-wide reference's means (a reference was installed)."""
 
@@ -158,6 +165,7 @@ SeriesUpdate = (
     | WindowValues
     | AccuracyValues
     | ReferenceAccuracy
+    | ConfidenceHarm
     | ReferenceMeans
     | WarmingUp
     | VerdictCleared

@@ -35,6 +35,7 @@ def new_watch(settings: Settings, rt: ModelRuntime) -> ModelWatch:
         feature_names=rt.model.feature_names,  # the names decided at load (settings' feature_names or the signature's)
     )
     watch.held_names = held_element_names(rt.model.signature)  # the held inputs' category tests, by name
+    watch.classifier = rt.model.kind == "classifier"
     watch.set_accuracy_fit(rt.accuracy_fit)  # None: the reference holds no labelled fit
     return watch
 

@@ -391,6 +391,15 @@ def test_the_what_moved_panels_draw_the_sidecar_s_series(prometheus: PrometheusS
     assert {float(s["value"][1]) for s in verdicts} <= {-1.0, 0.0, 1.0, 2.0}
 
 
+def test_the_confidence_rule_panel_draws_each_model_s_rule(prometheus: PrometheusService) -> None:
+    """A classifier whose reference holds no labels keeps a fall in its confidence as harm evidence: 1 on /metrics,
+    stored by Prometheus, drawn by the panel beside the estimate."""
+    dashboard = json.loads((REPO / "grafana" / "dashboards" / "harmonic-overview.json").read_text(encoding="utf-8"))
+    panel = next(p for p in dashboard["panels"] if p["title"] == "Confidence counts as harm evidence")
+    rules = prometheus.wait_for_samples(_substituted(panel["targets"][0]["expr"]))
+    assert {s["metric"]["model"]: float(s["value"][1]) for s in rules}.get("credit") == 1.0, rules
+
+
 def test_the_gamma_map_heatmaps_draw_the_model_s_own_gamma_bins(
     sidecar: Service, prometheus: PrometheusService
 ) -> None:

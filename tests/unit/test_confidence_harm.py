@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from monitor import telemetry as tel
 from monitor.accuracy import EstimatorFit, estimate, fit_estimators
 from monitor.accuracy.confidence_errors import ConfidenceErrors, confidence_harm
 from monitor.cli import main
@@ -24,7 +25,7 @@ from monitor.drift.verdict import Verdict
 from monitor.runtime.watch import ACCURACY_ALERT, HARMFUL_ALERT, INPUT_ALERT
 
 from .test_confidence_drift import _with_confidence, confidence_like, reference
-from .test_watch import Stream, fired, make_watch
+from .test_watch import MODEL, Stream, fired, make_watch
 
 
 def _labelled(seed: int, n: int, *, tracks: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -116,7 +117,7 @@ def test_the_engine_reads_a_fall_as_fragility_when_confidence_is_no_harm_evidenc
 @pytest.mark.parametrize("mode", ["auto", "always"])
 def test_a_watch_follows_its_labelled_reference_unless_the_setting_says_otherwise(mode: str) -> None:
     detectors = DriftSettings(window=1000, every=100, confidence_harm=mode)
-    watch, _ = make_watch(with_reference=False, for_seconds=5.0, detectors=detectors)
+    watch, state = make_watch(with_reference=False, for_seconds=5.0, detectors=detectors)
     conf, ok = _labelled(3, 2000, tracks=False)
     rng = np.random.default_rng(3)
     watch.set_accuracy_fit(fit_estimators(conf, rng.exponential(size=2000), np.zeros(2000), conf, ok, draws=5))
@@ -126,6 +127,8 @@ def test_a_watch_follows_its_labelled_reference_unless_the_setting_says_otherwis
         watch.update(*_with_confidence(stream.batch(), confidence_like(rng, 100, fall=fall)))
     report = watch.last_reports["other"]
     assert "confidence_cusum" in report.fired
+    # the rule is on /metrics: 1, a fall in confidence is harm evidence; 0, fragility
+    assert tel.CONFIDENCE_HARM_EVIDENCE.get(state, tel.Model(MODEL)) == (1.0 if mode == "always" else 0.0)
     if mode == "always":
         assert report.verdict is Verdict.HARMFUL_SHIFT and not report.fragility and fired(watch, HARMFUL_ALERT)
     else:
@@ -135,6 +138,9 @@ def test_a_watch_follows_its_labelled_reference_unless_the_setting_says_otherwis
         assert {"confidence_cusum", "confidence_tail_cusum"} <= set(report.fragility) == set(report.unsure)
         assert report.verdict is Verdict.INPUT_SHIFT and report.accuracy_estimate is not None
         assert fired(watch, INPUT_ALERT) and fired(watch, ACCURACY_ALERT) and not fired(watch, HARMFUL_ALERT)
+        # the input alert lists the confidence CUSUMs among its evidence and says why they are not harm
+        shift = fired(watch, INPUT_ALERT)[0].alert.description
+        assert "confidence_cusum CUSUM" in shift and "(confidence fell, no harm evidence for this model" in shift
         drop = fired(watch, ACCURACY_ALERT)[0].alert.description
         assert "least confident answers were right" in drop and "no harm evidence in the verdict" in drop
 
@@ -204,5 +210,17 @@ def test_reference_check_config_and_replay_say_a_fall_of_this_models_confidence_
         changes = json.loads(timeline.read_text(encoding="utf-8"))["changes"]
         assert changes and all(c["index"] >= 4000 for c in changes)  # nothing before the flip
         verdicts[mode] = {c["verdict"] for c in changes}
+        unsure = "confidence fell, no harm evidence for this model (drift.confidence_harm)"
+        assert all((unsure in c["not_harm"]) is (mode == "auto") for c in changes)
     # accuracy fell 1.4 points: the labelled reference said so in advance; `always` calls it harm all the same
     assert verdicts == {"auto": {"input-shift"}, "always": {"harmful-shift"}}
+
+    # the report page, from the `auto` replay's timeline, says why the confidence CUSUMs that fired are not harm
+    page = tmp_path / "page.html"
+    report = ["--events", str(root / "live.jsonl"), "--timeline", str(tmp_path / "auto.json"), "--out", str(page)]
+    args = ["--model-name", "m", "--config", str(tmp_path / "auto.yaml"), "--probe-points", "0"]
+    assert main(["report", "--model", str(root / "lr.onnx"), "--reference", str(ref), *report, *args]) == 0
+    capsys.readouterr()
+    summary = page.read_text(encoding="utf-8").split("Verdict timeline per segment")[0]
+    assert "input-shift</span> at the end, on confidence" in summary and f"({unsure})" in summary
+    assert "grew less sure or more fragile with no evidence of lost performance" in summary
