@@ -851,7 +851,7 @@ DRIFT_STATISTIC = Gauge(
     use=(
         "What each detector currently reads: `gamma_cusum`/`flicker_cusum`/`confidence_cusum`/`margin_cusum` (the "
         "last two on 1 − max-probability and 1 − margin, classifiers only, margin with three classes or more; "
-        "`confidence_tail_cusum` counts 1 − max-probability above the reference's 75th percentile against a 1.5× "
+        "`confidence_tail_cusum` counts 1 − max-probability above the reference's median against a 1.3× "
         "rise, `confidence_jump_cusum` above its 90th against a 4× rise; each "
         "alarms at its threshold, calibrated for its share of `drift.false_alarms_per_million_events` unless "
         "`drift.cusum_threshold` pins it), "

@@ -4,8 +4,8 @@
 flicker): role ``fragility`` — the predictions near the inputs grew fragile, which alone is not evidence that
 performance fell (a model can be fragile and right). A classifier's confidence and margin get a CUSUM on
 1 − max-probability and 1 − margin (a *fall*): role ``output``, harm evidence. Confidence gets two more, each tuned to
-a fall the first is slow on: ``confidence_tail_cusum`` counts the reference's upper quartile of 1 − max-probability
-against a 1.5× rise (a gradual fall spread over many events: measured on river's RBF drift streams), and
+a fall the first is slow on: ``confidence_tail_cusum`` counts the reference's median of 1 − max-probability against
+a 1.3× rise (a gradual fall of the whole distribution: chosen on river's RBF drift stream, docs/BENCHMARKS.md), and
 ``confidence_jump_cusum`` the 90th percentile against a 4× rise (a sudden fall: each event beyond it adds ~3× what it
 adds to ``confidence_cusum``, so it crosses after fewer events). Every detector takes an even share of the stated
 false-alarm rate; a window test's level per test is capped by its share (one test every ``drift.every`` events).
@@ -58,7 +58,7 @@ def _fall(values: ArrayLike) -> NDArray[np.float64]:
 
 
 #: ``confidence_tail_cusum``: the reference quantile of 1 − max-probability it counts above, and the rise it is tuned to
-TAIL_QUANTILE, TAIL_RATE_RATIO = 0.75, 1.5
+TAIL_QUANTILE, TAIL_RATE_RATIO = 0.5, 1.3
 #: ``confidence_jump_cusum``: the same for a sudden fall
 JUMP_QUANTILE, JUMP_RATE_RATIO = 0.9, 4.0
 
