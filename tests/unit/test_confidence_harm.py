@@ -220,7 +220,8 @@ def test_reference_check_config_and_replay_say_a_fall_of_this_models_confidence_
     report = ["--events", str(root / "live.jsonl"), "--timeline", str(tmp_path / "auto.json"), "--out", str(page)]
     args = ["--model-name", "m", "--config", str(tmp_path / "auto.yaml"), "--probe-points", "0"]
     assert main(["report", "--model", str(root / "lr.onnx"), "--reference", str(ref), *report, *args]) == 0
-    capsys.readouterr()
+    printed = capsys.readouterr()
+    assert "no probe profile: probe points 0 (none asked for)" in printed.out + printed.err
     summary = page.read_text(encoding="utf-8").split("Verdict timeline per segment")[0]
     assert "input-shift</span> at the end, on confidence" in summary and f"({unsure})" in summary
     assert "grew less sure or more fragile with no evidence of lost performance" in summary
