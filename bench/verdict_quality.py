@@ -21,8 +21,8 @@ For each stream and seed:
 
 Delay = events from the change to the first alarm at or after it (ours: the first verdict change to
 ``harmful-shift``, and to anything not ``stable``; 0 where the verdict already said so at the change, a false alarm
-before it held through it: such a run is left out of the speed target, as a baseline's alarm before the change
-counts for nothing); a miss = no alarm within HORIZON events of the change (at 1 false alarm per 10k events, a
+before it held through it: such a run is left out of the speed target and is no call in the harm table, as a
+baseline's alarm before the change counts for nothing); a miss = no alarm within HORIZON events of the change (at 1 false alarm per 10k events, a
 detector alarms by chance within 2,000 events about one time in five, so later "detections" say little). False alarms = alarms on the calibration run plus alarms in the PRE part of the live
 stream, per 10,000 events. Accuracy is the model's on the PRE and POST parts (the labels the generators give).
 
@@ -683,7 +683,8 @@ def harm_table(runs: list[Run], names: Sequence[str]) -> list[str]:
     accuracy change (harm: a fall ≥ HARM_POINTS; no harm: within NO_HARM_POINTS; a call: an alarm within HORIZON
     events of the change), recall less the no-harm runs' call rate (informedness: 0 for a detector that calls at
     random), recall over the harm runs whose mean max-probability fell by ≥ NO_HARM_POINTS (the harm any label-free
-    signal of the outputs can see), and the median delay over the harm runs caught."""
+    signal of the outputs can see), and the median delay over the harm runs caught. A ``harmful-shift`` held from a
+    false alarm before the change is no call, as a baseline's alarm before the change counts for nothing."""
     harm = [r for r in runs if r.acc_pre - r.acc_post >= HARM_POINTS - 1e-12]
     calm = [r for r in runs if abs(r.acc_pre - r.acc_post) <= NO_HARM_POINTS]
     seen = [r for r in harm if r.conf_pre - r.conf_post >= NO_HARM_POINTS]
@@ -699,9 +700,9 @@ def harm_table(runs: list[Run], names: Sequence[str]) -> list[str]:
     ]
     scores: dict[str, tuple[float, float]] = {}
     for n in (HARMFUL, *(n for n in names if n.endswith("on max-prob"))):
-        caught = [r.delays.get(n, math.inf) for r in harm if math.isfinite(r.delays.get(n, math.inf))]
-        called = sum(math.isfinite(r.delays.get(n, math.inf)) for r in calm)
-        visible = sum(math.isfinite(r.delays.get(n, math.inf)) for r in seen)
+        caught = [_delay(r, n) for r in harm if math.isfinite(_delay(r, n))]
+        called = sum(math.isfinite(_delay(r, n)) for r in calm)
+        visible = sum(math.isfinite(_delay(r, n)) for r in seen)
         precision = len(caught) / (len(caught) + called) if caught or called else float("nan")
         recall = len(caught) / len(harm) if harm else float("nan")
         informed = recall - (called / len(calm) if calm else 0.0)
@@ -717,8 +718,19 @@ def harm_table(runs: list[Run], names: Sequence[str]) -> list[str]:
     line = f"Target: precision ≥ 0.9 and recall ≥ the best baseline's ({best:.2f}): {'met' if met else 'NOT met'}"
     if not precise:
         line += " (no baseline reaches precision 0.9)"
+    held = [sum(HARMFUL in r.held for r in rs) for rs in (harm, calm)]
+    if any(held):
+        line += (
+            f". Left out as no call: harmful-shift held from a false alarm before the change in {held[0]} harm and "
+            f"{held[1]} no-harm runs"
+        )
     out += ["", line]
     return out
+
+
+def _delay(run: Run, name: str) -> float:
+    """``name``'s delay in ``run`` as a call: inf (none) for our verdict held from a false alarm before the change."""
+    return math.inf if name in run.held else run.delays.get(name, math.inf)
 
 
 def _caught(rs: list[Run], name: str) -> list[bool]:
