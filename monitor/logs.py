@@ -136,8 +136,9 @@ class PlainFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
         base = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {message}"
-        pairs = (f"{k}={v}" for k, v in _extras(record).items())
-        extras = " ".join(p for p in pairs if p not in message)  # not twice what the message says (with_fields)
+        # an empty field says nothing (an alert without a detail); none twice what the message says (with_fields)
+        pairs = (f"{k}={v}" for k, v in _extras(record).items() if v not in ("", None))
+        extras = " ".join(p for p in pairs if p not in message)
         text = f"{base} {extras}" if extras else base
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)

@@ -201,3 +201,4 @@ def test_an_alert_log_line_says_which_alert_without_a_formatter(caplog: pytest.L
     assert f"alert={INPUT_ALERT} model={MODEL} segment=other: " in message and "KS distance" in message
     plain = PlainFormatter().format(record)
     assert plain.count(f"model={MODEL}") == 1  # the formatter does not say it twice
+    assert record.__dict__.get("detail") == "" and "detail=" not in plain  # nor an empty field
