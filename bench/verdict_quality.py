@@ -342,6 +342,19 @@ def calibrate(kind: str, grid: Sequence[float], signals: NDArray[np.float64], se
     return chosen, count
 
 
+def sweep(
+    kind: str, grid: Sequence[float], cal_x: NDArray[np.float64], live_x: NDArray[np.float64], pre: int, seed: int
+) -> list[list[float]]:
+    """Every grid value's [value, false alarms (calibration run and the ``pre`` events before the change), delay]: the
+    baseline at each setting, for its recall at our no-harm call count (:func:`matched_table`)."""
+    out = []
+    for value in grid:
+        hits = alarms(kind, value, live_x, seed)
+        stationary = len(alarms(kind, value, cal_x, seed)) + sum(i < pre for i in hits)
+        out.append([value, float(stationary), _first_after(hits, pre)])
+    return out
+
+
 # -- our verdict through `harmonic-monitor replay` ---------------------------------------------------------------
 def _events(path: Path, x: NDArray[np.float64], segments: Sequence[str] | None = None) -> None:
     with path.open("w", encoding="utf-8") as f:
@@ -413,6 +426,8 @@ class Run:
     held: list[str] = field(default_factory=list)
     #: whether the labelled reference made a fall in confidence harm evidence (``drift.confidence_harm: auto``)
     confidence_harm: bool = True
+    #: max-probability baseline → [value, false alarms, delay] at every grid value (:func:`sweep`)
+    sweep: dict[str, list[list[float]]] = field(default_factory=dict)
 
 
 def confidence_is_harm_evidence(reference: Path) -> bool:
@@ -594,6 +609,8 @@ def run_one(
             run.settings[label] = value
             run.false_alarms[label] = cal_alarms + sum(i < PRE for i in hits)
             run.delays[label] = _first_after(hits, PRE)
+            if on == "max-prob":
+                run.sweep[label] = sweep(kind, grid, cal_x, live_x, PRE, seed)
     run.seconds = time.perf_counter() - t0
     return run
 
@@ -659,6 +676,7 @@ def report(runs: list[Run], seeds: int) -> list[str]:
             lines.append(f"| `{key}` | " + " | ".join(cells) + " |")
     if len(names) > 2:  # with the baselines
         lines += harm_table(runs, names)
+        lines += matched_table(runs)
         lines += ["", "Targets (per stream, medians over seeds):", ""]
         lines += targets(by_stream)
     return lines
@@ -726,6 +744,56 @@ def harm_table(runs: list[Run], names: Sequence[str]) -> list[str]:
         )
     out += ["", line]
     return out
+
+
+def matched_table(runs: list[Run]) -> list[str]:
+    """Each max-probability baseline at the most sensitive grid setting that calls harm on no more no-harm runs than
+    ``harmful-shift`` does, chosen on these very runs (an oracle's choice, which favours the baseline): its recall at
+    our precision, the question ``harm_table`` cannot answer when the baselines buy recall with false calls."""
+    harm = [r for r in runs if r.acc_pre - r.acc_post >= HARM_POINTS - 1e-12]
+    calm = [r for r in runs if abs(r.acc_pre - r.acc_post) <= NO_HARM_POINTS]
+    labels = sorted({k for r in runs for k in r.sweep})
+    if not labels or not all(k in r.sweep for r in harm + calm for k in labels):
+        return []
+    ours_calls = sum(math.isfinite(_delay(r, HARMFUL)) for r in calm)
+    ours_caught = sum(math.isfinite(_delay(r, HARMFUL)) for r in harm)
+    out = [
+        "",
+        f"The baselines at our no-harm call count ({ours_calls}/{len(calm)}): each at the most sensitive setting that "
+        "calls no more no-harm runs, chosen on these runs (favouring it):",
+        "",
+        "| detector | setting | harm runs caught | no-harm runs called | recall | false alarms per 10k stationary "
+        "| median delay (caught) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        f"| verdict: harmful-shift | — | {ours_caught}/{len(harm)} | {ours_calls}/{len(calm)} | "
+        f"{ours_caught / len(harm) if harm else float('nan'):.2f} | {_per_10k(runs, HARMFUL)} | "
+        f"{_median_caught([_delay(r, HARMFUL) for r in harm])} |",
+    ]
+    events = sum(r.events_for.get(labels[0], r.stationary_events) for r in runs)
+    for label in labels:
+        best: tuple[int, int, float, list[float]] | None = None
+        for i, row in enumerate(runs[0].sweep[label]):
+            delays = [r.sweep[label][i][2] for r in harm]
+            caught = sum(math.isfinite(d) for d in delays)
+            called = sum(math.isfinite(r.sweep[label][i][2]) for r in calm)
+            if called <= ours_calls and (best is None or caught > best[0]):
+                stationary = sum(r.sweep[label][i][1] for r in runs)
+                best = (caught, called, row[0], [stationary, *delays])
+        if best is None:
+            out.append(f"| {label} | — | — | — | — | — | — |")
+            continue
+        caught, called, value, (stationary, *delays) = best
+        out.append(
+            f"| {label} | {value:g} | {caught}/{len(harm)} | {called}/{len(calm)} | "
+            f"{caught / len(harm) if harm else float('nan'):.2f} | {stationary / events * 1e4:.2f} | "
+            f"{_median_caught(delays)} |"
+        )
+    return out
+
+
+def _median_caught(delays: Sequence[float]) -> str:
+    hit = [d for d in delays if math.isfinite(d)]
+    return f"{np.median(hit):.0f}" if hit else "—"
 
 
 def _delay(run: Run, name: str) -> float:
@@ -845,6 +913,10 @@ def main() -> None:
         runs = [Run(**r) for r in json.loads(Path(args.report).read_text(encoding="utf-8"))]
         for r in runs:
             r.delays = {k: float(v) if float(v) < HORIZON else math.inf for k, v in r.delays.items()}
+            r.sweep = {
+                k: [[v, n, float(d) if float(d) < HORIZON else math.inf] for v, n, d in rows]
+                for k, rows in r.sweep.items()
+            }
         print("\n".join(report(runs, len({r.seed for r in runs}))))
         return
     jobs = [(k, s) for s in range(args.seeds) for k in args.streams]  # seed by seed: a run cut short has every stream

@@ -38,6 +38,7 @@ from verdict_quality import (
     confidence_is_harm_evidence,
     detector_alarms,
     replay,
+    sweep,
     to_onnx_model,
 )
 
@@ -178,5 +179,6 @@ def run_segments(
             run.false_alarms[label] = cal_alarms + sum(i < PRE_EACH for i in hits)
             run.delays[label] = _first_after(hits, PRE_EACH)
             run.events_for[label] = cal_each + PRE_EACH  # the changed segment's own stationary events
+            run.sweep[label] = sweep(kind, grid, cal_conf, live_conf, PRE_EACH, seed)
     run.seconds = time.perf_counter() - t0
     return run
