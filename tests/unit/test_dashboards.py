@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((REPO / "grafana" / "dashboards").glob("*.json"))
 RULE_FILES = sorted((REPO / "deploy" / "prometheus").glob("*.yml"))
 OPERATIONS = REPO / "docs" / "OPERATIONS.md"
-#: prose that names metrics too (METRICS.md's usage notes are hand-written beside each declaration in telemetry.py)
+#: prose that names metrics too (METRICS.md's usage notes are hand-written beside each declaration in monitor/telemetry/)
 DOCS = [OPERATIONS, REPO / "docs" / "METRICS.md"]
 HISTOGRAM_SERIES_SUFFIXES = ("_bucket", "_sum", "_count")
 
