@@ -12,10 +12,13 @@ names in the file's metadata (:data:`FEATURE_NAMES_KEY`); the loader names the i
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from monitor.errors import ModelError
 
@@ -52,7 +55,8 @@ def convert_estimator(
     else:
         initial = [("input", FloatTensorType([None, n_features]))]
     try:
-        onx = to_onnx(estimator, initial_types=initial, options=options, target_opset=opset)
+        with _integer_attributes():
+            onx = to_onnx(estimator, initial_types=initial, options=options, target_opset=opset)
     except Exception as exc:  # noqa: BLE001 - skl2onnx raises many types
         hint = ""
         if columns:
@@ -61,7 +65,7 @@ def convert_estimator(
                 f" (inputs tried: {listed}); if a column's type is wrong, pass --sample FILE: a CSV or parquet file "
                 "with a header naming the training columns and a few training rows, whose values decide each type"
             )
-        raise ModelError(f"skl2onnx cannot convert {type(estimator).__name__}: {exc}{hint}") from exc
+        raise ModelError(f"skl2onnx cannot convert {type(estimator).__name__}: {short_error(exc)}{hint}") from exc
     names = getattr(estimator, "feature_names_in_", None)
     if not columns and names is not None and len(names) == n_features:
         entry = onx.metadata_props.add()  # the one input is ``input``: the training columns' names travel beside it
@@ -69,6 +73,58 @@ def convert_estimator(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(onx.SerializeToString())
     return out
+
+
+@contextlib.contextmanager
+def _integer_attributes() -> Iterator[None]:
+    """While skl2onnx converts, a node attribute that is a list of integers reaches onnx as Python ints.
+
+    skl2onnx's tree converters pass numpy integers and booleans through to ``onnx.helper.make_attribute``
+    (scikit-learn ≥ 1.6 stores a HistGradientBoosting tree's missing-value direction as booleans), which protobuf
+    refuses ("Expected an int, got a boolean"): every HistGradientBoosting model failed to convert. The values are
+    the same integers either way. Skipped, and the conversion left as it is, where skl2onnx's container class differs.
+    """
+    try:
+        from skl2onnx.common._container import ModelComponentContainer
+    except ImportError:  # pragma: no cover - a skl2onnx without the class
+        yield
+        return
+    original = getattr(ModelComponentContainer, "add_node", None)
+    if original is None:  # pragma: no cover
+        yield
+        return
+
+    def add_node(self: Any, *args: Any, **attrs: Any) -> Any:
+        for key, value in attrs.items():
+            if isinstance(value, list) and value and all(isinstance(v, int | np.integer | np.bool_) for v in value):
+                attrs[key] = [int(v) for v in value]
+        return original(self, *args, **attrs)
+
+    ModelComponentContainer.add_node = add_node
+    try:
+        yield
+    finally:
+        ModelComponentContainer.add_node = original
+
+
+def short_error(exc: BaseException, limit: int = 400) -> str:
+    """An exception's message for one line of an error: at most ``limit`` characters of it (skl2onnx puts whole
+    tree ensembles' attributes in its messages, a hundred thousand lines), and the cause it wraps, which says what
+    went wrong.
+
+    >>> try:
+    ...     raise ValueError("Unable to create node " + "x" * 1000) from TypeError("Expected an int, got a boolean.")
+    ... except ValueError as e:
+    ...     short_error(e, 40)
+    'Unable to create node xxxxxxxxxxxxxxxxxx… (982 characters cut); cause: TypeError: Expected an int, got a boolean.'
+    """
+    text = " ".join(str(exc).split())
+    if len(text) > limit:
+        text = f"{text[:limit]}… ({len(text) - limit:,} characters cut)"
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None:
+        text += f"; cause: {type(cause).__name__}: {' '.join(str(cause).split())[:limit]}"
+    return text
 
 
 def stored_feature_names(metadata: Mapping[str, str], n_features: int) -> tuple[str, ...] | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import joblib
 import numpy as np
 import pytest
+from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from monitor.cli import main
@@ -114,6 +115,30 @@ class _Unregistered:
 
     def predict(self, x: object) -> None:
         raise NotImplementedError
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_convert_takes_a_hist_gradient_boosting_classifier(tmp_path: Path, classes: int) -> None:
+    """skl2onnx hands onnx numpy booleans for these trees' missing-value directions; convert passes them as ints."""
+    from sklearn.datasets import make_classification
+
+    x, y = make_classification(n_samples=600, n_features=6, n_informative=4, n_classes=classes, random_state=0)
+    model = HistGradientBoostingClassifier(max_iter=15, random_state=0).fit(x, y)
+    joblib.dump(model, tmp_path / "hgb.joblib")
+    assert convert(tmp_path / "hgb.joblib", tmp_path / "hgb.onnx") == 0
+    np.save(tmp_path / "rows.npy", x[:50])
+    args = ["--model", str(tmp_path / "hgb.onnx"), "--data", str(tmp_path / "rows.npy")]
+    assert main(["score", *args, "--out", str(tmp_path / "out.csv")]) == 0
+    with (tmp_path / "out.csv").open(newline="", encoding="utf-8") as fh:
+        out = np.array([[float(c) for c in r] for r in list(csv.reader(fh))[1:]])
+    np.testing.assert_array_equal(out[:, 3], model.predict(x[:50]))
+    np.testing.assert_allclose(out[:, 4], model.predict_proba(x[:50]).max(axis=1), atol=1e-5)
+
+
+def test_a_conversion_error_is_one_short_line_with_its_cause(tmp_path: Path) -> None:
+    with pytest.raises(ModelError) as info:
+        convert_estimator(_Unregistered(), 2, tmp_path / "out.onnx")
+    assert "\n" not in str(info.value) and len(str(info.value)) < 1200
 
 
 def test_convert_estimator_unsupported_type_raises_model_error(tmp_path: Path) -> None:
