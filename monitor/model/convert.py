@@ -79,9 +79,10 @@ def convert_estimator(
 def _integer_attributes() -> Iterator[None]:
     """While skl2onnx converts, a node attribute that is a list of integers reaches onnx as Python ints.
 
-    skl2onnx's tree converters pass numpy integers and booleans through to ``onnx.helper.make_attribute``
-    (scikit-learn ≥ 1.6 stores a HistGradientBoosting tree's missing-value direction as booleans), which protobuf
-    refuses ("Expected an int, got a boolean"): every HistGradientBoosting model failed to convert. The values are
+    skl2onnx's tree converters pass numpy integers and booleans through to ``onnx.helper.make_attribute`` (skl2onnx
+    1.20 with scikit-learn 1.9: a HistGradientBoosting tree's missing-value directions, numpy ``uint8`` mixed with
+    ``bool``), which protobuf refuses ("Expected an int, got a boolean"): every HistGradientBoosting classifier failed
+    to convert. The values are
     the same integers either way. Skipped, and the conversion left as it is, where skl2onnx's container class differs.
     """
     try:
