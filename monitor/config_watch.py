@@ -54,6 +54,12 @@ class DriftSettings(StrictSettings):
 
     window: int = Field(1000, ge=50, description="Events in the window compared with the reference.")
     every: int = Field(100, ge=1, description="Run the window tests every N scored events.")
+    first_test_events: int = Field(
+        200,
+        ge=10,
+        description="Scored events a segment's window tests need before their first test (at most `window`): a "
+        "segment starting, or after a restart, is tested on its first events, its level held at any window size.",
+    )
     cusum_quantile: float = Field(0.9, gt=0, lt=1, description="CUSUM watches the rate above this ref quantile.")
     cusum_rate_ratio: float = Field(2.0, gt=1, description="CUSUM is tuned to detect this rate increase.")
     false_alarms_per_million_events: float = Field(

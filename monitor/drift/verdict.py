@@ -308,7 +308,9 @@ class VerdictEngine:
         #: each detector's share of the stated rate (per 10⁶ events)
         self.rate_share = s.false_alarms_per_million_events / max(self.sharing, 1)
         rate = self.rate_share
-        plan = WindowPlan(window=s.window, every=s.every)  # shared by every window test
+        # shared by every window test: each test's level holds at any window size (its p-value is the window's own),
+        # so a segment is tested from its first ``first_test_events`` events, not only once the window is full
+        plan = WindowPlan(window=s.window, every=s.every, min_events=min(s.first_test_events, s.window))
         #: one slot per detector with something to watch, in the order of ``detectors``
         self.slots: tuple[DetectorSlot[Any, Any], ...] = tuple(
             spec.slot(w, SlotContext(spec.name, reference, s, plan, rate)) for spec, w in watched

@@ -226,7 +226,8 @@ DRIFT_STATISTIC = Gauge(
         "`gamma_ks`/`features_ks` (alarm above `drift.ks_min_distance`/`drift.feature_min_distance` with "
         "significance), `flicker_rate`. Plotting a statistic against its threshold shows how close a segment is to "
         "alerting. A window test (`gamma_ks`, `flicker_rate`, `features_ks`, the range and PCA tests) reads NaN "
-        "until its segment has scored the events its first test needs (`drift.window`): not tested, which 0 would "
+        "until its segment has scored the events its first test needs (`drift.first_test_events`, 200): not tested, "
+        "which 0 would "
         "not say; `/readyz` lists such segments under `segments_untested` with their scored and needed counts."
     ),
 )

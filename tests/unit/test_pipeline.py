@@ -786,6 +786,27 @@ def test_pipeline_without_a_cpu_cap_has_no_controller_and_a_source_without_log_e
     pipeline.close()
 
 
+def test_a_segment_s_window_tests_run_from_first_test_events_not_only_once_the_window_is_full(tmp_path: Path) -> None:
+    """A segment starting (or after a restart) with moved inputs: its per-input test runs at ``first_test_events``
+    scored events and flags them, where waiting for a full ``drift.window`` left it untested."""
+    x = rows(260, seed=5) + 4.0  # every input far outside the reference
+    for first, tested in ((200, True), (1000, False)):
+        settings = make_settings(
+            tmp_path / str(first), drift={"window": 1000, "every": 100, "first_test_events": first}
+        )
+        pipeline = make_pipeline(settings, ReplaySource(events(x)))
+        drain(pipeline)
+        untested = pipeline.readiness()[1]["models"][MODEL]["segments_untested"]
+        statistic = pipeline.state.gauge(tel.DRIFT_STATISTIC.name, (MODEL, "other", "features_ks"))
+        assert statistic is not None
+        if tested:
+            assert "other" not in untested and statistic > 0.5
+            assert pipeline.state.gauge(tel.FEATURE_DRIFT_FEATURES.name, (MODEL, "other")) == x.shape[1]
+        else:
+            assert untested["other"]["features_ks"] == {"scored": 260, "needed": 1000} and np.isnan(statistic)
+        pipeline.close()
+
+
 def test_a_window_test_that_has_not_run_exports_nan_and_readyz_says_how_many_events_it_needs(
     tmp_path: Path,
 ) -> None:
