@@ -30,6 +30,7 @@ from monitor.accuracy.regression import DEFAULT_METHOD as LOSS_DEFAULT
 from monitor.accuracy.regression import METHODS as LOSS_METHODS
 from monitor.accuracy.regression import LossFit, boosted, estimate_loss
 from monitor.accuracy.weighted import MIN_WINDOW_ROWS
+from monitor.alert_types import Evidence
 from monitor.errors import DataError
 from monitor.rolling.scores import FIELDS, ScoreRows, ScoreSamples
 from monitor.rolling.windows import OTHER, SignalBatch
@@ -144,6 +145,27 @@ class AccuracyEstimates:
             return False
         ref = self.reference(segment)["accuracy"]
         return bool(result["accuracy"]["estimate"] < ref - self.config.accuracy_tolerance)
+
+    def evidence(self, segment: str) -> Evidence | None:
+        """The primary method's estimate over the count window as the evidence a harmful shift quotes when the
+        estimate made it one (:meth:`fell`): its estimate against the reference accuracy minus the tolerance, the
+        interval and the events in ``measure``. None without a classifier fit or an estimate."""
+        if self.fit is None:
+            return None
+        result = self.last.get(segment, {}).get(f"last_{self.config.count_window_events}")
+        if result is None:
+            return None
+        acc, ref = result["accuracy"], self.reference(segment)["accuracy"]
+        return Evidence(
+            "accuracy_estimate",
+            float(acc["estimate"]),
+            ref - self.config.accuracy_tolerance,
+            float(acc["estimate"]),
+            ref,
+            f"{acc['method']} label-free accuracy, 90 % interval [{acc['lower']:.3f}, {acc['upper']:.3f}] over the "
+            f"last {result['n']} events, against the reference accuracy − {self.config.accuracy_tolerance:g}",
+            "estimate",
+        )
 
     def condition(self, segment: str) -> tuple[bool, float, str]:
         """(condition, estimate, detail) of HarmonicAccuracyDrop: the primary method's 90 % upper bound over the

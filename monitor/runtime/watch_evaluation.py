@@ -116,7 +116,10 @@ class WatchEvaluation:
         self.no_evidence.discard(segment)
         if quiet:
             self._no_evidence(segment)
-        for update in self.conditions.drift(segment, assessed.report, assessed.engine, assessed.baseline, count, now):
+        quoted = self.accuracy.evidence(segment) if "accuracy_estimate" in assessed.report.fired else None
+        for update in self.conditions.drift(
+            segment, assessed.report, assessed.engine, assessed.baseline, count, now, estimate=quoted
+        ):
             self._alert(update)
 
     def _alert(self, update: AlertUpdate) -> None:

@@ -28,7 +28,7 @@ from monitor.model.standardize import Standardizer
 from monitor.rolling.reference_file import ACCURACY_KEY, read_accuracy_estimator, read_reference
 from monitor.rolling.scores import ScoreSamples
 from monitor.runtime.models import load_model_runtime
-from monitor.runtime.watch import ACCURACY_ALERT, ModelWatch, WatchConfig
+from monitor.runtime.watch import ACCURACY_ALERT, HARMFUL_ALERT, ModelWatch, WatchConfig
 from monitor.signals.scorer import RobustnessScorer, ScoreResult, ScoringConfig
 from tests.unit.fanned_watch import fanned_watch
 from tests.unit.onnx_graphs import sklearn_to_onnx
@@ -363,3 +363,18 @@ def test_time_samples_stand_for_every_event_of_their_window_within_their_capacit
     # the 60 s window empties after a minute of event time
     assert samples.rows("eu", float(ts[-1]) + 120.0)["60s"].n == 0
     assert samples.rows("us", float(ts[-1])) == {}
+
+
+def test_a_harmful_shift_the_estimate_made_quotes_the_estimate(scored: Scored, fit: EstimatorFit) -> None:
+    """The estimate as harm evidence is in HarmonicHarmfulShift's evidence, in its own numbers: the estimate against
+    the reference accuracy minus the tolerance, with its interval."""
+    watch, _ = watch_with(fit, warmup_events=500)  # a baseline from the first 500 events: a verdict
+    feed(watch, scored, blobs(16, 600)[0])
+    feed(watch, scored, near_boundary(17, 600))
+    assert "accuracy_estimate" in watch.last_reports["other"].fired
+    alert = watch.alerts.get(HARMFUL_ALERT, model=MODEL, segment="other")
+    assert alert is not None
+    quoted = [e for e in alert.evidence if e.detector == "accuracy_estimate"]
+    assert len(quoted) == 1 and quoted[0].reference == pytest.approx(fit.accuracy)
+    assert quoted[0].statistic < quoted[0].threshold == pytest.approx(fit.accuracy - 0.05)
+    assert "accuracy_estimate estimate 0." in alert.description and "90 % interval" in alert.description
