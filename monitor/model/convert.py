@@ -82,8 +82,8 @@ def _integer_attributes() -> Iterator[None]:
     skl2onnx's tree converters pass numpy integers and booleans through to ``onnx.helper.make_attribute`` (skl2onnx
     1.20 with scikit-learn 1.9: a HistGradientBoosting tree's missing-value directions, numpy ``uint8`` mixed with
     ``bool``), which protobuf refuses ("Expected an int, got a boolean"): every HistGradientBoosting classifier failed
-    to convert. The values are
-    the same integers either way. Skipped, and the conversion left as it is, where skl2onnx's container class differs.
+    to convert. The values are the same integers either way. Where skl2onnx's container class differs, nothing is
+    changed and the conversion runs as skl2onnx has it.
     """
     try:
         from skl2onnx.common._container import ModelComponentContainer

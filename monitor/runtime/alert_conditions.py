@@ -189,10 +189,10 @@ class AlertConditions:
     ) -> list[AlertUpdate]:
         """HarmonicHarmfulShift and HarmonicInputDrift from the segment's verdict ``report``, with the evidence of
         its detectors (:func:`detector_evidence`) and, where the accuracy estimate is harm evidence, ``estimate``
-        (after the output detectors, before the inputs). HarmonicInputDrift holds while any input test fires, whatever the
-        outputs say: a segment that escalates to harmful-shift keeps it firing (Alertmanager's inhibition rule hides
-        it behind HarmonicHarmfulShift), never resolves it while the inputs are off. ``top_features``: the inputs
-        that moved, those named in the evidence first."""
+        (after the output detectors, before the inputs). HarmonicInputDrift holds while any input test fires, whatever
+        the outputs say: a segment that escalates to harmful-shift keeps it firing (Alertmanager's inhibition rule
+        hides it behind HarmonicHarmfulShift), never resolves it while the inputs are off. ``top_features``: the
+        inputs that moved, those named in the evidence first."""
         outputs, inputs = detector_evidence(engine, baseline, count, self.config.detectors)
         if estimate is not None:
             outputs = (*outputs, estimate)
