@@ -724,7 +724,7 @@ def harm_table(runs: list[Run], names: Sequence[str]) -> list[str]:
         precision = len(caught) / (len(caught) + called) if caught or called else float("nan")
         recall = len(caught) / len(harm) if harm else float("nan")
         informed = recall - (called / len(calm) if calm else 0.0)
-        delay = f"{np.median(caught):.0f}" if caught else "—"
+        delay = _median_caught(caught)
         out.append(
             f"| {n} | {len(caught)}/{len(harm)} | {called}/{len(calm)} | {precision:.2f} | {recall:.2f} "
             f"| {informed:.2f} | {visible}/{len(seen)} | {delay} |"

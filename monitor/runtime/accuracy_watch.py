@@ -135,12 +135,16 @@ class AccuracyEstimates:
         accuracy, n, own = self.fit.reference_of(segment)
         return {"accuracy": accuracy, "n": n, "own": own}
 
+    def _count_window(self, segment: str) -> dict[str, Any] | None:
+        """The last estimate of ``segment``'s count window (what the alerts and the verdict read), None before one."""
+        return self.last.get(segment, {}).get(f"last_{self.config.count_window_events}")
+
     def fell(self, segment: str) -> bool:
         """The primary method's point estimate over the count window is below the reference accuracy minus
         ``accuracy_tolerance``, on at least ``accuracy_min_events`` events: with moved inputs, evidence of a loss
         (the verdict's rule), where :meth:`condition` (its upper bound below) is evidence on its own."""
         assert self.fit is not None
-        result = self.last.get(segment, {}).get(f"last_{self.config.count_window_events}")
+        result = self._count_window(segment)
         if result is None or result["n"] < self.config.accuracy_min_events:
             return False
         ref = self.reference(segment)["accuracy"]
@@ -152,7 +156,7 @@ class AccuracyEstimates:
         interval and the events in ``measure``. None without a classifier fit or an estimate."""
         if self.fit is None:
             return None
-        result = self.last.get(segment, {}).get(f"last_{self.config.count_window_events}")
+        result = self._count_window(segment)
         if result is None:
             return None
         acc, ref = result["accuracy"], self.reference(segment)["accuracy"]
@@ -171,7 +175,7 @@ class AccuracyEstimates:
         """(condition, estimate, detail) of HarmonicAccuracyDrop: the primary method's 90 % upper bound over the
         count window is below the reference accuracy minus ``accuracy_tolerance``, on at least
         ``accuracy_min_events`` events. Output-side evidence for the harmful verdict too."""
-        result = self.last.get(segment, {}).get(f"last_{self.config.count_window_events}")
+        result = self._count_window(segment)
         if self.loss_fit is not None:
             return error_condition(
                 self.loss_fit, result, self.config.error_tolerance, self.config.accuracy_min_events, segment
