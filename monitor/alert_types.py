@@ -36,6 +36,16 @@ def compare(value: float, limit: float) -> str:
     return f"{a} {sign} {b}"
 
 
+def percent(share: float) -> str:
+    """A share as a percentage for a person: whole percents from 10 %, two significant digits below.
+
+    >>> percent(0.213), percent(0.1), percent(0.005), percent(1.0)
+    ('21%', '10%', '0.5%', '100%')
+    """
+    v = 100.0 * share
+    return f"{v:.0f}%" if v >= 9.5 or not math.isfinite(v) else f"{v:.2g}%"
+
+
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """One detector that fired, in its own numbers: what an alert says it fired on.
@@ -48,6 +58,9 @@ class Evidence:
         the text where they are equal or not finite: a category test's own statistic says it).
     measure : what ``window`` and ``reference`` are (``"share of flicker above the reference's 90th percentile"``).
     statistic_name : what ``statistic`` is (``"CUSUM"``, ``"KS distance"``, ``"TV distance"``); empty: unnamed.
+    plain : what changed, in plain words with its numbers, for an alert's summary (``"confidence fell: 21% of answers
+        below the reference's 10th-percentile confidence (expected 10%)"``); empty for an input, which the summary
+        names (:func:`said`).
 
     >>> Evidence("flicker_cusum", 14.2, 12.3, 0.21, 0.1, "share of flicker above the reference's 90th percentile").text
     "flicker_cusum 14.2 > 12.3 (share of flicker above the reference's 90th percentile: window 0.21 vs reference 0.1)"
@@ -62,6 +75,7 @@ class Evidence:
     reference: float
     measure: str
     statistic_name: str = ""
+    plain: str = ""
 
     @property
     def headline(self) -> str:
@@ -92,7 +106,61 @@ class Evidence:
             "window": num(self.window),
             "reference": num(self.reference),
             "measure": self.measure,
+            "plain": self.plain,
         }
+
+
+def said(evidence: tuple[Evidence, ...], room: float = math.inf) -> str:
+    """What an alert fired on, short, within ``room`` characters where it can: each detector's plain words, and the
+    moved inputs in one group (by name beside plain words, else each by its headline). Detectors that say the same
+    thing (``confidence fell: …`` of two confidence CUSUMs) are said once, by the first. At most three groups: the
+    first, then the inputs (where), then the others in order while they fit; the rest are counted (``2 more in the
+    description``).
+
+    >>> cusum = Evidence("confidence_cusum", 14.2, 12.3, 0.21, 0.1, "…", "CUSUM", "confidence fell")
+    >>> said((cusum, Evidence("age", 0.3, 0.1, 41.0, 38.0, "…", "KS distance"), Evidence("city", 0.4, 0.1, 0, 0, "…")))
+    'confidence fell; inputs moved: age, city'
+    >>> said((Evidence("age", 0.031, 0.02, 41.0, 38.0, "…", "KS distance"),))
+    'age KS distance 0.031 > 0.020'
+    """
+    named = any(e.plain for e in evidence)
+    groups: list[str] = []
+    where: list[int] = []  # the inputs' group
+    inputs = [e for e in evidence if not e.plain]
+    heads: set[str] = set()
+    for e in evidence:
+        if e.plain:
+            head = e.plain.split(":", 1)[0]  # one group per thing said: the first of three confidence CUSUMs
+            if head not in heads:
+                heads.add(head)
+                groups.append(e.plain)
+        elif not where:
+            where.append(len(groups))
+            groups.append(_inputs(inputs, named))
+    order = [0, *(i for i in where if i), *(i for i in range(1, len(groups)) if i not in where)]
+    kept: list[int] = []
+    for i in order[:3]:
+        text = "; ".join([*(groups[j] for j in sorted([*kept, i])), _more(9)])
+        if kept and len(text) > room:
+            continue
+        kept.append(i)
+    left = len(groups) - len(kept)
+    shown = [groups[j] for j in sorted(kept)]
+    return "; ".join([*shown, _more(left)] if left else shown)
+
+
+def _inputs(inputs: list[Evidence], named: bool) -> str:
+    """The moved inputs as one group: by name beside plain words (the description has their numbers), else the
+    first two by their headlines."""
+    if named:
+        names = list(dict.fromkeys(e.detector for e in inputs))
+        return "inputs moved: " + ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+    shown = ", ".join(e.headline for e in inputs[:2])
+    return shown + (f" (+{len(inputs) - 2} more)" if len(inputs) > 2 else "")
+
+
+def _more(count: int) -> str:
+    return f"{count} more in the description"
 
 
 class AlertState(enum.StrEnum):
@@ -194,12 +262,13 @@ class Alert:
 
     @property
     def finding(self) -> str:
-        """What the alert fired on, short: the first two detectors' headlines (and how many more), or its value
-        against its reference."""
+        """What the alert fired on, short: its detectors in plain words and the inputs that moved (:func:`said`), or
+        its value against its reference."""
+        return self._finding()
+
+    def _finding(self, room: float = math.inf) -> str:
         if self.evidence:
-            shown = ", ".join(e.headline for e in self.evidence[:2])
-            more = len(self.evidence) - 2
-            return shown + (f" (+{more} more)" if more > 0 else "")
+            return said(self.evidence, room)
         signal = _SIGNAL_DISPLAY.get(self.rule.signal, self.rule.signal)
         name = self.value_name or f"{signal} window mean"
         value, relation, reference = compare(self.value, self.reference).split(" ")
@@ -210,11 +279,11 @@ class Alert:
         """One line of at most :data:`SUMMARY_MAX` characters: the alert, where, and what it fired on (resolved: what
         it had fired on); without detectors, the value against its reference and the detail (what decided it)."""
         where = f"{self.rule.name} {self.model}/{self.segment}"
-        finding = self.finding if self.evidence or not self.detail else f"{self.finding} ({self.detail})"
-        if self.state is AlertState.RESOLVED:
-            text = f"resolved: {where} no longer shows {finding}"
-        else:
-            text = f"{where}: {finding}"
+        lead = f"resolved: {where} no longer shows " if self.state is AlertState.RESOLVED else f"{where}: "
+        finding = self._finding(SUMMARY_MAX - len(lead))
+        if not self.evidence and self.detail:
+            finding += f" ({self.detail})"
+        text = lead + finding
         if len(text) <= SUMMARY_MAX:
             return text
         return text[: SUMMARY_MAX - 1].rsplit(" ", 1)[0] + "…"

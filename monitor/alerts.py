@@ -40,7 +40,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TypedDict
 
-from monitor.alert_types import SUMMARY_MAX, Alert, AlertRule, AlertState, Evidence, compare
+from monitor.alert_types import SUMMARY_MAX, Alert, AlertRule, AlertState, Evidence, compare, percent, said
 from monitor.errors import ConfigError
 
 __all__ = [
@@ -54,6 +54,8 @@ __all__ = [
     "Evidence",
     "compare",
     "fingerprint",
+    "percent",
+    "said",
 ]
 
 

@@ -230,6 +230,8 @@ def _pca_evidence(pca: ReconstructionDrift, recent: Recent) -> Iterable[Evidence
         f"how the inputs go together: KS distance vs its floor, p = {st.p_value:.2g}, mean PCA "
         f"reconstruction error ({pca.components} of {pca.mean.size} components)",
         "KS distance",
+        f"inputs go together differently (PCA reconstruction error {pca.window_mean_error:.3g}, reference "
+        f"{pca.reference_mean_error:.3g})",
     )
 
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.alerts import Evidence
+from monitor.alerts import Evidence, percent
 from monitor.config import DriftSettings
 from monitor.drift.base import ReferenceLike
 from monitor.drift.calibrate import MIN_REFERENCE
@@ -90,6 +90,17 @@ def _cusum_rate(ctx: SlotContext) -> float:
     return ctx.rate
 
 
+#: a CUSUM's clause in plain words, from the share of the recent events above its cutoff and the reference's share
+_CUSUM_PLAIN: dict[str, Callable[[str, str], str]] = {
+    "gamma": lambda share, null: f"predictions more fragile: {share} of events' γ in the reference's top {null}",
+    "flicker": lambda share, null: (
+        f"predictions flicker more: {share} of events' flicker in the reference's top {null}"
+    ),
+    "confidence": lambda share, null: f"confidence fell: {share} of answers in the reference's least sure {null}",
+    "margin": lambda share, null: f"margins narrowed: {share} of answers in the reference's narrowest {null}",
+}
+
+
 def _cusum_evidence(signal: str, label: str, fall: bool = False) -> Callable[[Cusum, Recent], Iterable[Evidence]]:
     """A CUSUM's clause: the share of the recent ``signal`` (1 − it where ``fall``) above its cutoff."""
 
@@ -99,7 +110,8 @@ def _cusum_evidence(signal: str, label: str, fall: bool = False) -> Callable[[Cu
         q = f"{det.quantile * 100:g}th percentile"
         share = finite_mean((values > det.cutoff).astype(np.float64))
         measure = f"share of {label} above the reference's {q}, last {values.size} events"
-        yield Evidence(det.name, det.statistic, det.threshold, share, det.null_rate, measure, "CUSUM")
+        plain = _CUSUM_PLAIN[signal](percent(share), percent(det.null_rate))
+        yield Evidence(det.name, det.statistic, det.threshold, share, det.null_rate, measure, "CUSUM", plain)
 
     return evidence
 
@@ -130,9 +142,9 @@ def _gamma_ks(sample: NDArray[np.float64], ctx: SlotContext) -> KsDrift:
 def _gamma_ks_evidence(det: KsDrift, recent: Recent) -> Iterable[Evidence]:
     ks, g = det.state, recent.values("gamma")
     measure = f"γ mean (KS distance vs its floor, p = {ks.p_value:.2g}), last {g.size} events"
-    yield Evidence(
-        ks.name, ks.statistic, ks.threshold, finite_mean(g), recent.baseline.gamma_mean, measure, "KS distance"
-    )
+    mean, ref = finite_mean(g), recent.baseline.gamma_mean
+    plain = f"predictions more fragile: γ's distribution moved (mean {mean:.3g}, reference {ref:.3g})"
+    yield Evidence(ks.name, ks.statistic, ks.threshold, mean, ref, measure, "KS distance", plain)
 
 
 def _flicker_rate(ref: ReferenceLike, ctx: SlotContext) -> RateTest:
@@ -154,7 +166,9 @@ def _flicker_rate_evidence(rate: RateTest, recent: Recent) -> Iterable[Evidence]
         f"flicker mean (z test, p = {rate.p_value:.2g} < {rate.alpha:g}, rise >= {rate.min_increase:g}), "
         f"last {f.size} events"
     )
-    yield Evidence(rate.name, rate.statistic, float("nan"), finite_mean(f), recent.baseline.flicker_mean, measure, "z")
+    mean, ref = finite_mean(f), recent.baseline.flicker_mean
+    plain = f"predictions flicker more: mean flicker {mean:.3g}, reference {ref:.3g}"
+    yield Evidence(rate.name, rate.statistic, float("nan"), mean, ref, measure, "z", plain)
 
 
 def _whole(reference: ReferenceLike, s: DriftSettings) -> Any:

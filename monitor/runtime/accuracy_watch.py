@@ -169,6 +169,7 @@ class AccuracyEstimates:
             f"{acc['method']} label-free accuracy, 90 % interval [{acc['lower']:.3f}, {acc['upper']:.3f}] over the "
             f"last {result['n']} events, against the reference accuracy − {self.config.accuracy_tolerance:g}",
             "estimate",
+            f"estimated accuracy {acc['estimate']:.2f}, reference {ref:.2f}",
         )
 
     def condition(self, segment: str) -> tuple[bool, float, str]:

@@ -189,13 +189,13 @@ class AlertConditions:
     ) -> list[AlertUpdate]:
         """HarmonicHarmfulShift and HarmonicInputDrift from the segment's verdict ``report``, with the evidence of
         its detectors (:func:`detector_evidence`) and, where the accuracy estimate is harm evidence, ``estimate``
-        (after the output detectors, before the inputs). HarmonicInputDrift holds while any input test fires, whatever
+        (first: what the loss is, in the model's own terms). HarmonicInputDrift holds while any input test fires, whatever
         the outputs say: a segment that escalates to harmful-shift keeps it firing (Alertmanager's inhibition rule
         hides it behind HarmonicHarmfulShift), never resolves it while the inputs are off. ``top_features``: the
         inputs that moved, those named in the evidence first."""
         outputs, inputs = detector_evidence(engine, baseline, count, self.config.detectors)
         if estimate is not None:
-            outputs = (*outputs, estimate)
+            outputs = (estimate, *outputs)
         detectors = set(engine.detector_names)
         moved = [e.detector for e in inputs if e.detector not in detectors]
         top = tuple(dict.fromkeys([*moved, *(name for name, _ in report.top_features)]))

@@ -378,3 +378,9 @@ def test_a_harmful_shift_the_estimate_made_quotes_the_estimate(scored: Scored, f
     assert len(quoted) == 1 and quoted[0].reference == pytest.approx(fit.accuracy)
     assert quoted[0].statistic < quoted[0].threshold == pytest.approx(fit.accuracy - 0.05)
     assert "accuracy_estimate estimate 0." in alert.description and "90 % interval" in alert.description
+    # the summary leads with it, in plain words: the loss in the model's own terms
+    est = quoted[0].statistic
+    assert alert.evidence[0] is quoted[0] and alert.value == pytest.approx(est)
+    assert alert.summary.startswith(
+        f"{HARMFUL_ALERT} {MODEL}/other: estimated accuracy {est:.2f}, reference {fit.accuracy:.2f}"
+    ), alert.summary

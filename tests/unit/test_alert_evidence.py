@@ -145,8 +145,9 @@ def test_harmful_shift_holds_until_its_output_evidence_has_been_off_for_resolve_
 
 def test_the_webhook_payload_carries_the_evidence() -> None:
     rule = AlertRule(HARMFUL_ALERT, "outputs", 0.0, 60.0, severity="warning")
+    plain = "predictions flicker more: 30% of events' flicker in the reference's top 10%"
     ev = Evidence(
-        "flicker_cusum", 14.0, 12.0, 0.3, 0.1, "share of flicker above the reference's 90th percentile", "CUSUM"
+        "flicker_cusum", 14.0, 12.0, 0.3, 0.1, "share of flicker above the reference's 90th percentile", "CUSUM", plain
     )
     a = Alert(rule, "m", "eu", AlertState.FIRING, 0.3, 0.1, 1.0, evidence=(ev,), fired_at_seconds=1.0)
     body = WebhookSender("http://127.0.0.1:9/hook").payload([a], 2.0)
@@ -160,10 +161,11 @@ def test_the_webhook_payload_carries_the_evidence() -> None:
             "window": 0.3,
             "reference": 0.1,
             "measure": "share of flicker above the reference's 90th percentile",
+            "plain": plain,
         }
     ]
     assert item["annotations"]["description"].startswith("flicker_cusum CUSUM 14.0 > 12.0 (share of flicker")
-    assert item["annotations"]["summary"] == f"{HARMFUL_ALERT} m/eu: flicker_cusum CUSUM 14.0 > 12.0"
+    assert item["annotations"]["summary"] == f"{HARMFUL_ALERT} m/eu: {plain}"
 
 
 def test_input_noise_is_seen_by_the_range_test_and_named() -> None:

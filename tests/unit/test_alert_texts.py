@@ -49,6 +49,38 @@ def test_the_summary_is_one_line_under_200_characters() -> None:
     assert "fired" not in a.annotations and "fired:" not in a.description
 
 
+def test_a_harmful_summary_says_the_loss_in_plain_words_then_the_inputs_by_name() -> None:
+    """The summary reads without the detectors' names: each output-side detector's plain words, the moved inputs by
+    name; what does not fit in 200 characters is counted, the description keeps every number."""
+    rule = AlertRule(HARMFUL_ALERT, "outputs", 0.0, 60.0)
+    estimate = Evidence(
+        "accuracy_estimate", 0.83, 0.86, 0.83, 0.91, "…", "estimate", "estimated accuracy 0.83, reference 0.91"
+    )
+    unsure = "confidence fell: 68% of answers in the reference's least sure 50%"
+    tail = Evidence("confidence_tail_cusum", 17.9, 11.6, 0.68, 0.5, "…", "CUSUM", unsure)
+    inputs = tuple(Evidence(f"f_{i}", 0.3, 0.1, 1.0, 0.0, KS, "KS distance") for i in range(5))
+    fragile = Evidence("gamma_cusum", 12.0, 9.8, 0.3, 0.1, "…", "CUSUM", "predictions more fragile: …")
+    a = Alert(rule, "credit", "apac", AlertState.FIRING, 0.83, 0.91, 0.0, evidence=(estimate, tail, *inputs, fragile))
+    assert a.summary == (
+        f"{HARMFUL_ALERT} credit/apac: estimated accuracy 0.83, reference 0.91; inputs moved: f_0, f_1, f_2 (+2 more); "
+        "2 more in the description"
+    ), a.summary
+    short = Alert(rule, "m", "eu", AlertState.FIRING, 0.83, 0.91, 0.0, evidence=a.evidence)
+    assert short.summary == (
+        f"{HARMFUL_ALERT} m/eu: estimated accuracy 0.83, reference 0.91; {unsure}; inputs moved: f_0, f_1, f_2 (+2 more); "
+        "1 more in the description"
+    ), short.summary
+    assert len(a.summary) <= SUMMARY_MAX and "CUSUM" not in a.summary
+    assert "confidence_tail_cusum CUSUM 17.9 > 11.6" in a.description and "f_4 KS distance 0.30 > 0.10" in a.description
+    # a long model and segment leave less room: the later groups are counted, never cut mid-word
+    long = Alert(
+        rule, "credit-scoring-model-v2" * 3, "eu-west" * 4, AlertState.FIRING, 0.83, 0.91, 0.0, evidence=a.evidence
+    )
+    assert len(long.summary) <= SUMMARY_MAX and long.summary.endswith("reference 0.91; 3 more in the description"), (
+        long.summary
+    )
+
+
 def test_an_alert_without_detectors_says_what_decided_it_in_its_summary() -> None:
     rule = AlertRule(HARMFUL_ALERT, "outputs", 0.0, 60.0)
     detail = "harmful-shift: accuracy_estimate fired; " + "x" * 300

@@ -238,7 +238,8 @@ def test_watch_harmful_alert_fires_after_for_seconds_of_event_time() -> None:
     assert first.window > first.reference  # a rise, as the detector says
     if first.detector.endswith("_cusum"):
         assert first.statistic > first.threshold and first.reference == pytest.approx(0.1, abs=0.02)
-    assert notes["description"].startswith(first.headline) and first.headline in notes["summary"]
+    assert notes["description"].startswith(first.headline) and f"/other: {first.plain}" in notes["summary"]
+    assert "CUSUM" not in notes["summary"] and notes["summary"].count("confidence fell") == 1  # said once, plainly
     assert all(notes["description"].count(e.headline) == 1 for e in alert.evidence)  # each thing once
     # what fired, not a fixed name: the stream lowers confidence (harm evidence) and raises flicker (fragility)
     assert alert.labels["signal"] == "flicker+confidence"
