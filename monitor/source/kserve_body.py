@@ -7,7 +7,6 @@ rows (:func:`kserve_rows`). A model with a signature reads its request through :
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,50 +15,29 @@ from numpy.typing import NDArray
 
 from monitor.events import LivePrediction
 from monitor.source.validate import (
-    INT64_MAX,
-    INT64_MIN,
+    PROBA_SUM_TOLERANCE,
     ModelSchema,
     argmax,
+    bare_prediction,
     invalid,
     names_listed,
-    number_tuple,
     parse_prediction,
     shown,
 )
 
 __all__ = ["kserve_predictions", "kserve_rows", "v2_or_v1"]
 
-#: tolerance on Σp = 1 when telling a probability vector from a regression vector
-_PROBA_SUM_TOLERANCE = 1e-3
 _NUMERIC_V2_TYPES = frozenset(
     {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64"}
 )
 _INT_V2_TYPES = frozenset({"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64"})
 
 
-def _is_distribution(values: tuple[float, ...]) -> bool:
-    return all(0.0 <= p <= 1.0 for p in values) and abs(sum(values) - 1.0) <= _PROBA_SUM_TOLERANCE
-
-
 def _v1_prediction(raw: object, ce_id: str) -> LivePrediction:
     """One element of a v1 ``predictions`` list: a class, a probability row, a number, a vector, or a dict."""
     if isinstance(raw, dict):
         return parse_prediction(raw, ce_id)
-    if isinstance(raw, bool | int):
-        if not INT64_MIN <= raw <= INT64_MAX:
-            raise invalid("bad_prediction", f"KServe response '{ce_id}': class {shown(raw)} does not fit in int64")
-        return LivePrediction(label=int(raw))
-    if isinstance(raw, float) and math.isfinite(raw):
-        return LivePrediction(value=(raw,))
-    values = number_tuple(raw)
-    if values is None:
-        raise invalid(
-            "bad_prediction",
-            f"KServe response '{ce_id}': each prediction must be a class, a number or a list of numbers; got {shown(raw)}",
-        )
-    if len(values) > 1 and _is_distribution(values):
-        return LivePrediction(label=argmax(values), probabilities=values)
-    return LivePrediction(value=values)
+    return bare_prediction(raw, f"KServe response '{ce_id}'", "each prediction")
 
 
 def kserve_predictions(body: Mapping[str, object], ce_id: str) -> tuple[LivePrediction, ...]:
@@ -120,7 +98,7 @@ def _v2_predictions(outputs: object, ce_id: str) -> tuple[LivePrediction, ...]:
             arr.ndim == 2
             and arr.shape[1] > 1
             and ("prob" in name.lower() or bool(np.all((arr >= 0) & (arr <= 1))))
-            and bool(np.all(np.abs(arr.sum(axis=1) - 1.0) <= _PROBA_SUM_TOLERANCE))
+            and bool(np.all(np.abs(arr.sum(axis=1) - 1.0) <= PROBA_SUM_TOLERANCE))
         ):
             proba = arr
         elif arr.ndim in (1, 2):

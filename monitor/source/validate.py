@@ -365,14 +365,44 @@ def argmax(values: Sequence[float]) -> int:
     return max(range(len(values)), key=values.__getitem__)
 
 
-def parse_prediction(raw: object, event_id: str | None) -> LivePrediction:
-    """The plain event's ``prediction``: ``{label, probabilities}`` (classifier) or ``{value}`` (regressor)."""
-    if not isinstance(raw, dict):
+#: tolerance on Σp = 1 when telling a bare probability row from a regressor's vector
+PROBA_SUM_TOLERANCE = 1e-3
+
+
+def bare_prediction(raw: object, subject: str, what: str = "'prediction'") -> LivePrediction:
+    """A prediction given without an object, as a server writes its answer (and KServe v1 each element of
+    ``predictions``): a JSON integer or boolean is a class, a finite number a regressor's value, a list of numbers
+    summing to 1 (within 1e-3, every element in [0, 1], at least two) a probability row — its label the most probable
+    class — and any other list of numbers a regressor's vector. ``subject`` names the event in messages.
+
+    >>> bare_prediction(2, "event 'a'"), bare_prediction(3.5, "event 'a'")
+    (LivePrediction(label=2, probabilities=None, value=None), LivePrediction(label=None, probabilities=None, value=(3.5,)))
+    >>> bare_prediction([0.2, 0.8], "event 'a'").label, bare_prediction([0.2, 1.8], "event 'a'").value
+    (1, (0.2, 1.8))
+    """
+    if isinstance(raw, bool | int):
+        if not INT64_MIN <= raw <= INT64_MAX:
+            raise invalid("bad_prediction", f"{subject}: class {shown(raw)} does not fit in int64")
+        return LivePrediction(label=int(raw))
+    if isinstance(raw, float) and math.isfinite(raw):
+        return LivePrediction(value=(raw,))
+    values = number_tuple(raw)
+    if values is None:
         raise invalid(
             "bad_prediction",
-            f'{who(event_id)}: \'prediction\' must be an object like {{"label": 1, "probabilities": [...]}} or '
-            f'{{"value": 3.2}}; got {shown(raw)}',
+            f"{subject}: {what} must be a class, a number, a list of numbers or an object like "
+            f'{{"label": 1, "probabilities": [...]}} or {{"value": 3.2}}; got {shown(raw)}',
         )
+    if len(values) > 1 and min(values) >= 0.0 and max(values) <= 1.0 and abs(sum(values) - 1.0) <= PROBA_SUM_TOLERANCE:
+        return LivePrediction(label=argmax(values), probabilities=values)
+    return LivePrediction(value=values)
+
+
+def parse_prediction(raw: object, event_id: str | None) -> LivePrediction:
+    """The plain event's ``prediction``: ``{label, probabilities}`` (classifier), ``{value}`` (regressor), or a bare
+    class, number or list (:func:`bare_prediction`)."""
+    if not isinstance(raw, dict):
+        return bare_prediction(raw, who(event_id))
     label: int | None = None
     probabilities: tuple[float, ...] | None = None
     value: tuple[float, ...] | None = None

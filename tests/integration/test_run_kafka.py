@@ -111,7 +111,7 @@ def valid_events(files: ClassifierFiles, count: int, *, prefix: str, start: int 
             labelled += 1
             if j % 7 == 0:
                 label, disagreeing = 1 - label, disagreeing + 1
-            doc["prediction"] = {"label": label}
+            doc["prediction"] = {"label": label} if j % 2 else label  # an object, or the bare class a server writes
         messages.append((event_id.encode(), json.dumps(doc).encode()))
         ids.append(event_id)
     return Batch(messages, ids, labelled, disagreeing, Counter())
@@ -163,7 +163,7 @@ def invalid_events(files: ClassifierFiles) -> Batch:
         ("bad_timestamp", doc(ts=1_795_168_800)),  # epoch seconds, not milliseconds
         ("bad_timestamp", doc(ts=True)),
         ("bad_prediction", doc(prediction={"label": "cat"})),
-        ("bad_prediction", doc(prediction=[0.2, 0.8])),
+        ("bad_prediction", doc(prediction=[0.2, "0.8"])),
         ("bad_prediction", doc(prediction={"probabilities": [0.2, 1.8]})),
         # a structured CloudEvent (no Kafka headers needed, so Kafka 0.9 can carry it) of an unknown type
         (

@@ -94,6 +94,10 @@ FAULTS: list[Any] = [
     lambda d: {**d, "prediction": {"label": 1, "probabilities": [0.5, 1.5]}},
     lambda d: {**d, "prediction": {"probabilities": [0.2, 0.8]}},
     lambda d: {**d, "prediction": "yes"},
+    lambda d: {**d, "prediction": 1},
+    lambda d: {**d, "prediction": 2.5},
+    lambda d: {**d, "prediction": [0.2, 0.8]},
+    lambda d: {**d, "prediction": [1.5, 2.5]},
     lambda d: {**d, "specversion": "1.0", "type": "org.kubeflow.serving.inference.request"},
     lambda d: {**d, "extra": {"nested": [1, 2]}},
     lambda d: json.dumps(d).replace('"id": ', '"id": "dup", "id": ', 1).encode(),
@@ -194,7 +198,7 @@ def test_what_columns_do_not_take_is_decoded_record_by_record(tmp_path: Path) ->
     polled = columns_poll(ing, records)
     # the good one; no model (the default); integer features; large but within float32; no ts (the record's);
     # an extra field; a duplicate key (the last counts, as for orjson); blanks around the document
-    assert [c.rows.tolist() for c in polled.columns] == [[0, 12, 18, 20, 28, 40, 45, 46, 47]]
+    assert [c.rows.tolist() for c in polled.columns] == [[0, 12, 18, 20, 28, 40, 49, 50, 51]]
     into = Ingested()
     ing.decode_all(polled, 1.9e9, into)
     assert sum(into.consumed.values()) == len(records)

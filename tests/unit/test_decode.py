@@ -152,6 +152,12 @@ def test_decode_segment_allow_list() -> None:
         ({"value": 3.5}, LivePrediction(value=(3.5,))),
         ({"value": [1, 2]}, LivePrediction(value=(1.0, 2.0))),
         (None, None),
+        # bare, as a server writes its answer (and KServe v1 each element of "predictions")
+        (2, LivePrediction(label=2)),
+        (True, LivePrediction(label=1)),
+        (3.5, LivePrediction(value=(3.5,))),
+        ([0.1, 0.7, 0.2], LivePrediction(label=1, probabilities=(0.1, 0.7, 0.2))),
+        ([1.5, 2.5], LivePrediction(value=(1.5, 2.5))),
     ],
 )
 def test_decode_prediction_shapes(prediction: object, expected: LivePrediction | None) -> None:
@@ -221,7 +227,13 @@ INVALID_CASES: list[tuple[bytes, str, str]] = [
     (event(ts=1795168800), "bad_timestamp", r"is not epoch milliseconds \(epoch seconds\? multiply by 1000\)"),
     (event(ts=True), "bad_timestamp", r"'ts' must be an ISO-8601 string or epoch milliseconds; got True"),
     (event(ts=...), "missing_field", r"event 'a1b2' has no 'ts' and no receive time was given"),
-    (event(prediction=3), "bad_prediction", r"'prediction' must be an object"),
+    (
+        event(prediction="cat"),
+        "bad_prediction",
+        r"'prediction' must be a class, a number, a list of numbers or an object",
+    ),
+    (event(prediction=2**63), "bad_prediction", r"class 9223372036854775808 does not fit in int64"),
+    (event(prediction=[0.5, "x"]), "bad_prediction", r"'prediction' must be a class"),
     (event(prediction={"label": "cat"}), "bad_prediction", r"prediction 'label' must be an integer class; got 'cat'"),
     (
         event(prediction={"probabilities": [2, 3]}),
@@ -326,6 +338,12 @@ _FIELD_CHOICES: dict[str, list[Any]] = {
         {"value": [1.0, 2.0]},
         {"other": 1},
         [0.1, 0.9],
+        [1.5, 2.5],
+        2,
+        True,
+        2.0,
+        2**63,
+        "cat",
         {"label": 1, "probabilities": "0.1,0.9"},
         {"label": 2**63},
         {"label": -(2**63)},

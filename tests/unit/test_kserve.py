@@ -140,7 +140,9 @@ def test_kserve_joiner_counts_duplicates_and_length_mismatches() -> None:
 def test_kserve_joiner_invalid_response_leaves_request_to_expire() -> None:
     joiner = KServeJoiner(decoder(), ttl_seconds=1.0)
     joiner.update(v1_request([1, 2, 3]), ce_headers("request"), now=0.0)
-    with pytest.raises(InvalidEventError, match=r"each prediction must be a class, a number or a list") as info:
+    with pytest.raises(
+        InvalidEventError, match=r"each prediction must be a class, a number, a list of numbers"
+    ) as info:
         joiner.update(v1_response("cat"), ce_headers("response"), now=0.1)
     assert info.value.reason == "bad_prediction"
     assert [e.prediction for e in joiner.expire(1.0)] == [None]
