@@ -151,3 +151,7 @@ def test_an_escalation_keeps_the_input_alert_firing_and_repeats_follow_the_inter
     assert set(signal.split("+")) <= fired_on, (signal, fired_on)  # the label names what fired, in the evidence
     moved = inputs[0][1]["annotations"]["top_features"].split(",")
     assert moved and moved[0] in {"x[1]", "input[1]"}, inputs[0][1]["annotations"]
+    # the harmful summary says the loss in plain words and where, the detectors' numbers are in the description
+    summary = by_name[HARMFUL_ALERT][0][1]["annotations"]["summary"]
+    assert "CUSUM" not in summary and ("confidence fell: " in summary or "margins narrowed: " in summary), summary
+    assert f"inputs moved: {moved[0]}" in summary, summary

@@ -464,6 +464,10 @@ def test_every_declared_metric_is_written_by_the_real_pipeline(
             notes = by_name[name]
             assert len(notes["summary"]) < 200 and notes["summary"].startswith(f"{name} {MODEL}/"), notes
             assert "fired" not in notes and " window " in notes["description"], json.dumps(notes, indent=1)
+        # its summary says what changed in plain words and where, the detectors' names and numbers left to the above
+        harmful_summary = by_name[HARMFUL_ALERT]["summary"]
+        assert "CUSUM" not in harmful_summary and "_cusum" not in harmful_summary, harmful_summary
+        assert f"inputs moved: {by_name[HARMFUL_ALERT]['top_features'].split(',')[0]}" in harmful_summary
         harmful_clauses = by_name[HARMFUL_ALERT]["description"].split("; ")
         harmful_detectors = {c.split(" ", 1)[0] for c in harmful_clauses}
         assert harmful_detectors & {d.name for d in DETECTORS if d.role != "input"}, by_name[HARMFUL_ALERT]
