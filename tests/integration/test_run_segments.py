@@ -23,7 +23,7 @@ import yaml
 
 import monitor
 from monitor import telemetry as tel
-from monitor.runtime.watch import HARMFUL_ALERT
+from monitor.runtime.watch import HARMFUL_ALERT, INPUT_ALERT
 from tests.integration.brokers import Kafka09Broker
 from tests.integration.sidecar import Scrape, Sidecar, sidecar_in
 from tests.integration.test_run_kafka import DRAIN_TIMEOUT_SECONDS, group_name, new_topic, produce
@@ -198,3 +198,58 @@ def test_run_probes_whole_regions_of_the_segment_that_moved(
     spent = scrape.value(tel.PROBE_BUDGET_ROWS.name, state="spent")
     earned = scrape.value(tel.PROBE_BUDGET_ROWS.name, state="earned")
     assert spent is not None and earned is not None and 0 < spent <= earned
+
+
+def test_a_small_segment_is_tested_from_its_200th_event(
+    kafka09_broker: Kafka09Broker, stream: SegmentedStream, tmp_path: Path
+) -> None:
+    """A segment whose first events arrive with an input moved is tested from its 200th scored event
+    (``drift.first_test_events``) on the events it has, not after a full ``drift.window``: 400 of ``west``'s events,
+    ``x3`` moved by 2, fire HarmonicInputDrift with ``x3`` the input that moved most, though the window (1,000) is
+    never full."""
+    broker = kafka09_broker
+    topic = new_topic(broker, "small-segment", partitions=1)
+    config = tmp_path / "monitor.yaml"
+    settings: dict[str, Any] = {
+        "models": [{"name": MODEL, "path": str(stream.model), "reference": str(stream.reference)}],
+        "segments": {"reference_column": "city"},
+        "sampler": {"events_per_second": 0},
+        "batch": {"max_events": 100},
+        "alerts": {"for_seconds": 1.0, "resolve_after_seconds": 600.0},
+        "probes": {"enabled": False},
+    }
+    config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    docs = [json.loads(line) for line in stream.stationary.read_text(encoding="utf-8").splitlines() if line.strip()]
+    west = [d for d in docs if d["segment"] == "west"][:400]
+    start = time.time() * 1000 - 10_000
+    messages = []
+    for i, doc in enumerate(west):
+        doc["features"][3] = round(doc["features"][3] + 2.0, 6)
+        doc["ts"] = int(start + 20 * i)
+        doc.pop("prediction")
+        messages.append((b"west", json.dumps(doc).encode()))
+    sidecar = sidecar_in(tmp_path, broker, topic=topic, group_id=group_name(), config=config)
+    with sidecar:
+        sidecar.wait_ready()
+        produce(broker, topic, messages)
+        try:
+            settled = sidecar.wait_for_metrics(
+                lambda s: (
+                    s.total(tel.EVENTS_SCORED_TOTAL.name, model=MODEL) >= len(messages)
+                    and "west" in firing(s, INPUT_ALERT)
+                ),
+                f"{len(messages)} events scored and {INPUT_ALERT} firing for 'west'",
+                DRAIN_TIMEOUT_SECONDS,
+            )
+        except AssertionError:
+            last = sidecar.scrape()
+            raise AssertionError(f"verdicts {verdicts(last)}\n" + sidecar.log_tail(40)) from None
+        code, _ = sidecar.terminate()
+    assert code == 0, sidecar.log_tail()
+    assert verdicts(settled)["west"] in {"input-shift", "harmful-shift"}
+    ks = {
+        lab["feature"]: v
+        for lab, v in settled.samples.get(tel.FEATURE_DRIFT_STATISTIC.name, [])
+        if lab["model"] == MODEL and lab["segment"] == "west"
+    }
+    assert max(ks, key=ks.__getitem__) == "x3", ks
