@@ -79,11 +79,21 @@ class Evidence:
 
     @property
     def headline(self) -> str:
-        """The detector and its statistic against its threshold: ``debt_ratio KS distance 0.031 > 0.020``."""
+        """The detector and its statistic against its threshold: ``debt_ratio KS distance 0.031 > 0.020``. A CUSUM
+        back under its threshold but still on (its alarm clears below a fraction of it: hysteresis) says so rather
+        than print a comparison that reads as not firing.
+
+        >>> Evidence("confidence_tail_cusum", 11.86, 11.93, 0.63, 0.5, "…", "CUSUM").headline
+        'confidence_tail_cusum CUSUM 11.86, on since it crossed 11.93'
+        """
         name = f"{self.detector} {self.statistic_name}".rstrip()
-        if math.isfinite(self.threshold):
-            return f"{name} {compare(self.statistic, self.threshold)}"
-        return f"{name} {self.statistic:.3g}"
+        if not math.isfinite(self.threshold):
+            return f"{name} {self.statistic:.3g}"
+        said = compare(self.statistic, self.threshold)
+        if self.statistic_name == "CUSUM" and self.statistic < self.threshold:
+            value, _, limit = said.split(" ")
+            return f"{name} {value}, on since it crossed {limit}"
+        return f"{name} {said}"
 
     @property
     def text(self) -> str:
