@@ -123,9 +123,9 @@ class Evidence:
 def said(evidence: tuple[Evidence, ...], room: float = math.inf) -> str:
     """What an alert fired on, short, within ``room`` characters where it can: each detector's plain words, and the
     moved inputs in one group (by name beside plain words, else each by its headline). Detectors that say the same
-    thing (``confidence fell: …`` of two confidence CUSUMs) are said once, by the first. At most three groups: the
-    first, then the inputs (where), then the others in order while they fit; the rest are counted (``2 more in the
-    description``).
+    thing (``confidence fell: …`` of two confidence CUSUMs) are said once, by the first. At most three groups, chosen
+    in this order while they fit: the first, the inputs (where), the accuracy estimate (how much), the others; said
+    in evidence order, the rest counted (``2 more in the description``).
 
     >>> cusum = Evidence("confidence_cusum", 14.2, 12.3, 0.21, 0.1, "…", "CUSUM", "confidence fell")
     >>> said((cusum, Evidence("age", 0.3, 0.1, 41.0, 38.0, "…", "KS distance"), Evidence("city", 0.4, 0.1, 0, 0, "…")))
@@ -134,28 +134,28 @@ def said(evidence: tuple[Evidence, ...], room: float = math.inf) -> str:
     'age KS distance 0.031 > 0.020'
     """
     named = any(e.plain for e in evidence)
-    groups: list[str] = []
-    where: list[int] = []  # the inputs' group
     inputs = [e for e in evidence if not e.plain]
+    groups: list[tuple[int, str]] = []  # (choice rank, text), in evidence order
     heads: set[str] = set()
     for e in evidence:
-        if e.plain:
-            head = e.plain.split(":", 1)[0]  # one group per thing said: the first of three confidence CUSUMs
-            if head not in heads:
-                heads.add(head)
-                groups.append(e.plain)
-        elif not where:
-            where.append(len(groups))
-            groups.append(_inputs(inputs, named))
-    order = [0, *(i for i in where if i), *(i for i in range(1, len(groups)) if i not in where)]
+        if not e.plain:
+            if not any(rank == 1 for rank, _ in groups):
+                groups.append((1, _inputs(inputs, named)))
+            continue
+        head = e.plain.split(":", 1)[0]  # one group per thing said: the first of three confidence CUSUMs
+        if head not in heads:
+            heads.add(head)
+            groups.append((2 if e.detector == "accuracy_estimate" else 3, e.plain))
+    order = sorted(range(len(groups)), key=lambda i: (i > 0, groups[i][0], i))
     kept: list[int] = []
     for i in order[:3]:
-        text = "; ".join([*(groups[j] for j in sorted([*kept, i])), _more(9)])
+        left = len(groups) - len(kept) - 1
+        text = "; ".join([*(groups[j][1] for j in sorted([*kept, i])), *([_more(left)] if left else [])])
         if kept and len(text) > room:
             continue
         kept.append(i)
     left = len(groups) - len(kept)
-    shown = [groups[j] for j in sorted(kept)]
+    shown = [groups[j][1] for j in sorted(kept)]
     return "; ".join([*shown, _more(left)] if left else shown)
 
 

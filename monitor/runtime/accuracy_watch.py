@@ -172,6 +172,14 @@ class AccuracyEstimates:
             f"estimated accuracy {acc['estimate']:.2f}, reference {ref:.2f}",
         )
 
+    def context(self, segment: str) -> Evidence | None:
+        """The estimate as an alert's answer to "how much?" where it is not harm evidence (:meth:`evidence`), on at
+        least ``accuracy_min_events`` events; None before that or without a classifier fit."""
+        result = self._count_window(segment) if self.fit is not None else None
+        if result is None or result["n"] < self.config.accuracy_min_events:
+            return None
+        return self.evidence(segment)
+
     def condition(self, segment: str) -> tuple[bool, float, str]:
         """(condition, estimate, detail) of HarmonicAccuracyDrop: the primary method's 90 % upper bound over the
         count window is below the reference accuracy minus ``accuracy_tolerance``, on at least

@@ -32,6 +32,11 @@ ACCURACY_ALERT = "HarmonicAccuracyDrop"
 ERROR_ALERT = "HarmonicErrorRise"
 
 
+#: what a drift alert adds where it quotes the label-free estimate as context (DECISIONS: estimates carry their caveat)
+ESTIMATE_BLIND = (
+    "the accuracy estimate reads the model's outputs: a change of the label given the inputs (concept shift, label "
+    "noise) does not show in it"
+)
 #: the output-side signal families a harmful shift can fire on, in the order its ``signal`` label names them
 HARM_SIGNALS = ("gamma", "flicker", "confidence", "margin", "accuracy")
 
@@ -186,10 +191,13 @@ class AlertConditions:
         count: Any,
         now: float,
         estimate: Evidence | None = None,
+        context: Evidence | None = None,
     ) -> list[AlertUpdate]:
         """HarmonicHarmfulShift and HarmonicInputDrift from the segment's verdict ``report``, with the evidence of
         its detectors (:func:`detector_evidence`) and, where the accuracy estimate is harm evidence, ``estimate``
-        (first: what the loss is, in the model's own terms). HarmonicInputDrift holds while any input test fires, whatever
+        (first: what the loss is, in the model's own terms); else ``context``, the estimate where it is not harm
+        evidence, ends both alerts' evidence (how much, as far as a label-free estimate can say: the detail says what
+        it cannot see). HarmonicInputDrift holds while any input test fires, whatever
         the outputs say: a segment that escalates to harmful-shift keeps it firing (Alertmanager's inhibition rule
         hides it behind HarmonicHarmfulShift), never resolves it while the inputs are off. ``top_features``: the
         inputs that moved, those named in the evidence first."""
@@ -200,12 +208,14 @@ class AlertConditions:
         moved = [e.detector for e in inputs if e.detector not in detectors]
         top = tuple(dict.fromkeys([*moved, *(name for name, _ in report.top_features)]))
         harmful = report.verdict == Verdict.HARMFUL_SHIFT
-        shown = (*outputs, *inputs) if harmful else ()
+        extra, blind = ((context,), ESTIMATE_BLIND) if context is not None else ((), "")
+        shown = (*outputs, *inputs, *extra) if harmful else ()
         first = shown[0] if shown else None
         held = (
             "held: its output-side evidence went off; it resolves once that has stayed off for "
             "alerts.resolve_after_seconds"
         )
+        why = (held if report.held_since is not None else "") if outputs or inputs else report.message
         harmful_update = self.observe(
             HARMFUL_ALERT,
             segment,
@@ -216,7 +226,7 @@ class AlertConditions:
             baseline.gamma_mean if first is None else first.reference,
             now,
             top_features=top,
-            detail=(held if report.held_since is not None else "") if outputs or inputs else report.message,
+            detail="; ".join(filter(None, (why, blind))),
             verdict=Verdict.HARMFUL_SHIFT.value,
             evidence=shown,
             value_name="γ window mean" if first is None else first.measure,
@@ -230,9 +240,9 @@ class AlertConditions:
             inputs[0].reference if inputs else float("nan"),
             now,
             top_features=top,
-            detail="; ".join(report.not_harm),
+            detail="; ".join((*report.not_harm, blind) if inputs and blind else report.not_harm),
             verdict=Verdict.INPUT_SHIFT.value,
-            evidence=inputs,
+            evidence=(*inputs, *extra) if inputs else (),
             value_name=inputs[0].measure if inputs else "input window mean",
         )
         return [harmful_update, input_update]

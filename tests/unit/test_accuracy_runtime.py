@@ -28,7 +28,7 @@ from monitor.model.standardize import Standardizer
 from monitor.rolling.reference_file import ACCURACY_KEY, read_accuracy_estimator, read_reference
 from monitor.rolling.scores import ScoreSamples
 from monitor.runtime.models import load_model_runtime
-from monitor.runtime.watch import ACCURACY_ALERT, HARMFUL_ALERT, ModelWatch, WatchConfig
+from monitor.runtime.watch import ACCURACY_ALERT, HARMFUL_ALERT, INPUT_ALERT, ModelWatch, WatchConfig
 from monitor.signals.scorer import RobustnessScorer, ScoreResult, ScoringConfig
 from tests.unit.fanned_watch import fanned_watch
 from tests.unit.onnx_graphs import sklearn_to_onnx
@@ -384,3 +384,21 @@ def test_a_harmful_shift_the_estimate_made_quotes_the_estimate(scored: Scored, f
     assert alert.summary.startswith(
         f"{HARMFUL_ALERT} {MODEL}/other: estimated accuracy {est:.2f}, reference {fit.accuracy:.2f}"
     ), alert.summary
+
+
+def test_an_input_shift_quotes_the_estimate_as_how_much_with_what_it_cannot_see(
+    scored: Scored, fit: EstimatorFit
+) -> None:
+    """Inputs moved along the decision boundary (the model as sure as before): HarmonicInputDrift ends its evidence
+    with the estimate, which did not fall, and its detail says what a label-free estimate cannot see."""
+    watch, _ = watch_with(fit, warmup_events=500)
+    feed(watch, scored, blobs(16, 600)[0])
+    feed(watch, scored, blobs(17, 1200)[0] + np.array([2.0, -2.0]))  # along x0 + x1 = 0: confidence unchanged
+    assert watch.verdict("other").value == "input-shift"
+    alert = watch.alerts.get(INPUT_ALERT, model=MODEL, segment="other")
+    assert alert is not None and alert.evidence[-1].detector == "accuracy_estimate"
+    est = alert.evidence[-1].statistic
+    assert est >= fit.accuracy - 0.05  # not harm evidence: the estimate quoted as context
+    assert f"estimated accuracy {est:.2f}, reference {fit.accuracy:.2f}" in alert.summary, alert.summary
+    assert "concept shift, label noise" in alert.description
+    assert watch.alerts.get(HARMFUL_ALERT, model=MODEL, segment="other") is None
