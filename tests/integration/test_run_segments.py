@@ -68,6 +68,42 @@ def firing(scrape: Scrape, alertname: str) -> set[str]:
     }
 
 
+def run_until_firing(
+    broker: Kafka09Broker,
+    topic: str,
+    tmp_path: Path,
+    config: Path,
+    messages: list[tuple[bytes, bytes]],
+    alertname: str,
+    segment: str,
+) -> Scrape:
+    """``run`` on ``topic`` until every one of ``messages`` is scored and ``alertname`` fires for ``segment``; the
+    last scrape, after a clean exit."""
+    sidecar = sidecar_in(tmp_path, broker, topic=topic, group_id=group_name(), config=config)
+    with sidecar:
+        sidecar.wait_ready()
+        produce(broker, topic, messages)
+        try:
+            settled = sidecar.wait_for_metrics(
+                lambda s: (
+                    s.total(tel.EVENTS_SCORED_TOTAL.name, model=MODEL) >= len(messages)
+                    and segment in firing(s, alertname)
+                ),
+                f"{len(messages)} events scored and {alertname} firing for {segment!r}",
+                DRAIN_TIMEOUT_SECONDS,
+                settle_seconds=1.0,
+            )
+        except AssertionError:
+            last = sidecar.scrape()
+            raise AssertionError(
+                f"verdicts {verdicts(last)}; firing {firing(last, alertname)}; warming "
+                f"{last.by_label(tel.SEGMENT_WARMING_UP.name, 'segment')}\n" + sidecar.log_tail(40)
+            ) from None
+        code, _ = sidecar.terminate()
+    assert code == 0, sidecar.log_tail()
+    return settled
+
+
 @pytest.fixture(scope="module")
 def api_reference(stream: SegmentedStream) -> Path:
     """The reference JSON of the reference CSV's rows, built from a DataFrame by the Python API."""
@@ -99,29 +135,7 @@ def test_run_judges_each_segment_against_its_own_baseline(
     if built_by == "csv":
         settings["segments"] = {"reference_column": "city"}
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
-    messages = retimed(stream.shifted)
-    sidecar = sidecar_in(tmp_path, broker, topic=topic, group_id=group_name(), config=config)
-    with sidecar:
-        sidecar.wait_ready()
-        produce(broker, topic, messages)
-        try:
-            settled = sidecar.wait_for_metrics(
-                lambda s: (
-                    s.total(tel.EVENTS_SCORED_TOTAL.name, model=MODEL) >= len(messages)
-                    and SHIFTED in firing(s, HARMFUL_ALERT)
-                ),
-                f"{len(messages)} events scored and {HARMFUL_ALERT} firing for {SHIFTED!r}",
-                DRAIN_TIMEOUT_SECONDS,
-                settle_seconds=1.0,
-            )
-        except AssertionError:
-            last = sidecar.scrape()
-            raise AssertionError(
-                f"verdicts {verdicts(last)}; firing {firing(last, HARMFUL_ALERT)}; warming "
-                f"{last.by_label(tel.SEGMENT_WARMING_UP.name, 'segment')}\n" + sidecar.log_tail(40)
-            ) from None
-        code, _ = sidecar.terminate()
-    assert code == 0, sidecar.log_tail()
+    settled = run_until_firing(broker, topic, tmp_path, config, retimed(stream.shifted), HARMFUL_ALERT, SHIFTED)
     # every segment had its own baseline from the reference: none warmed up, none judged against the average
     warming = {lab["segment"]: v for lab, v in settled.samples.get(tel.SEGMENT_WARMING_UP.name, []) if v > 0}
     assert warming == {}, warming
@@ -228,24 +242,7 @@ def test_a_small_segment_is_tested_from_its_200th_event(
         doc["ts"] = int(start + 20 * i)
         doc.pop("prediction")
         messages.append((b"west", json.dumps(doc).encode()))
-    sidecar = sidecar_in(tmp_path, broker, topic=topic, group_id=group_name(), config=config)
-    with sidecar:
-        sidecar.wait_ready()
-        produce(broker, topic, messages)
-        try:
-            settled = sidecar.wait_for_metrics(
-                lambda s: (
-                    s.total(tel.EVENTS_SCORED_TOTAL.name, model=MODEL) >= len(messages)
-                    and "west" in firing(s, INPUT_ALERT)
-                ),
-                f"{len(messages)} events scored and {INPUT_ALERT} firing for 'west'",
-                DRAIN_TIMEOUT_SECONDS,
-            )
-        except AssertionError:
-            last = sidecar.scrape()
-            raise AssertionError(f"verdicts {verdicts(last)}\n" + sidecar.log_tail(40)) from None
-        code, _ = sidecar.terminate()
-    assert code == 0, sidecar.log_tail()
+    settled = run_until_firing(broker, topic, tmp_path, config, messages, INPUT_ALERT, "west")
     assert verdicts(settled)["west"] in {"input-shift", "harmful-shift"}
     ks = {
         lab["feature"]: v
