@@ -694,6 +694,9 @@ def report(runs: list[Run], seeds: int) -> list[str]:
         lines += matched_table(runs)
         lines += ["", "Targets (per stream, medians over seeds):", ""]
         lines += targets(by_stream)
+    else:
+        lines += ["", "A fall of 10 points or more ends harmful-shift or with the estimate quoted:", ""]
+        lines += [f"- `{key}`: {said}" for key, rs in by_stream.items() if (said := _quoted(rs))]
     return lines
 
 
@@ -820,6 +823,15 @@ def _caught(rs: list[Run], name: str) -> list[bool]:
     return [math.isfinite(r.delays.get(name, math.inf)) for r in rs]
 
 
+def _quoted(rs: list[Run]) -> str:
+    """On a stream whose accuracy fell by 10 points or more: whether every run ended harmful-shift or with the
+    accuracy estimate quoted by a drift alert; empty on any other stream."""
+    if float(np.mean([r.acc_pre - r.acc_post for r in rs])) < 0.10:
+        return ""
+    silent = sum(r.final != "harmful-shift" and not r.quoted for r in rs)
+    return "harmful-shift or the estimate quoted: " + ("met" if not silent else f"NOT met ({silent}/{len(rs)} runs)")
+
+
 def targets(by_stream: dict[str, list[Run]]) -> list[str]:
     """The issue's three targets per stream, judged as the module docstring says."""
     out = []
@@ -870,12 +882,8 @@ def targets(by_stream: dict[str, list[Run]]) -> list[str]:
             finals = [r.final for r in rs]
             stable = finals.count("stable")
             parts.append(f"never ends stable: {'met' if not stable else f'NOT met ({stable}/{len(rs)} runs)'}")
-            if drop >= 0.10:  # a fall of 10 points or more: harmful-shift, or the estimate quoted by the alert
-                silent = sum(r.final != "harmful-shift" and not r.quoted for r in rs)
-                parts.append(
-                    "harmful-shift or the estimate quoted: "
-                    + ("met" if not silent else f"NOT met ({silent}/{len(rs)} runs)")
-                )
+            if quoted := _quoted(rs):
+                parts.append(quoted)
         else:
             calls = sum(r.final == "harmful-shift" for r in rs)
             parts.append(f"ends harmful-shift in {calls}/{len(rs)} runs")

@@ -37,6 +37,7 @@ from verdict_quality import (
     calibrate,
     confidence_is_harm_evidence,
     detector_alarms,
+    estimate_quoted,
     replay,
     sweep,
     to_onnx_model,
@@ -163,6 +164,7 @@ def run_segments(
         if already:  # a false alarm before the change, held through it
             run.held.append(label)
     run.final = _state_at(changed, live_x.shape[0] + 1)
+    run.quoted = estimate_quoted([a for a in live_tl["alerts"] if a["segment"] == CHANGED])
     run.fired = next(
         (list(c["detectors"]) for c in changed["changes"] if c["index"] >= start and c["verdict"] == "harmful-shift"),
         [],

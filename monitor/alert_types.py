@@ -59,8 +59,7 @@ class Evidence:
     measure : what ``window`` and ``reference`` are (``"share of flicker above the reference's 90th percentile"``).
     statistic_name : what ``statistic`` is (``"CUSUM"``, ``"KS distance"``, ``"TV distance"``); empty: unnamed.
     plain : what changed, in plain words with its numbers, for an alert's summary (``"confidence fell: 21% of answers
-        below the reference's 10th-percentile confidence (expected 10%)"``); empty for an input, which the summary
-        names (:func:`said`).
+        in the reference's least sure 10%"``); empty for an input, which the summary names (:func:`said`).
 
     >>> Evidence("flicker_cusum", 14.2, 12.3, 0.21, 0.1, "share of flicker above the reference's 90th percentile").text
     "flicker_cusum 14.2 > 12.3 (share of flicker above the reference's 90th percentile: window 0.21 vs reference 0.1)"
