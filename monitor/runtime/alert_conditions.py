@@ -195,9 +195,9 @@ class AlertConditions:
     ) -> list[AlertUpdate]:
         """HarmonicHarmfulShift and HarmonicInputDrift from the segment's verdict ``report``, with the evidence of
         its detectors (:func:`detector_evidence`) and, where the accuracy estimate is harm evidence, ``estimate``
-        (first: what the loss is, in the model's own terms); else ``context``, the estimate where it is not harm
-        evidence, ends both alerts' evidence (how much, as far as a label-free estimate can say: the detail says what
-        it cannot see). HarmonicInputDrift holds while any input test fires, whatever
+        (first: what the loss is, in the model's own terms). ``context``, the estimate on enough events, ends the
+        evidence of HarmonicInputDrift, and of HarmonicHarmfulShift where it is not its ``estimate`` (how much, as
+        far as a label-free estimate can say: the detail says what it cannot see). HarmonicInputDrift holds while any input test fires, whatever
         the outputs say: a segment that escalates to harmful-shift keeps it firing (Alertmanager's inhibition rule
         hides it behind HarmonicHarmfulShift), never resolves it while the inputs are off. ``top_features``: the
         inputs that moved, those named in the evidence first."""
@@ -209,7 +209,7 @@ class AlertConditions:
         top = tuple(dict.fromkeys([*moved, *(name for name, _ in report.top_features)]))
         harmful = report.verdict == Verdict.HARMFUL_SHIFT
         extra, blind = ((context,), ESTIMATE_BLIND) if context is not None else ((), "")
-        shown = (*outputs, *inputs, *extra) if harmful else ()
+        shown = (*outputs, *inputs, *(extra if estimate is None else ())) if harmful else ()
         first = shown[0] if shown else None
         held = (
             "held: its output-side evidence went off; it resolves once that has stayed off for "

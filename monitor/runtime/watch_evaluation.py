@@ -116,10 +116,9 @@ class WatchEvaluation:
         self.no_evidence.discard(segment)
         if quiet:
             self._no_evidence(segment)
-        # the estimate leads a harmful shift it made; otherwise each drift alert quotes it as how much, where it has one
-        made = "accuracy_estimate" in assessed.report.fired
-        quoted = self.accuracy.evidence(segment) if made else None
-        context = None if made else self.accuracy.context(segment)
+        # the estimate leads a harmful shift it made; every drift alert quotes it as how much, where it has one
+        quoted = self.accuracy.evidence(segment) if "accuracy_estimate" in assessed.report.fired else None
+        context = self.accuracy.context(segment)
         for update in self.conditions.drift(
             segment, assessed.report, assessed.engine, assessed.baseline, count, now, estimate=quoted, context=context
         ):

@@ -384,6 +384,9 @@ def test_a_harmful_shift_the_estimate_made_quotes_the_estimate(scored: Scored, f
     assert alert.summary.startswith(
         f"{HARMFUL_ALERT} {MODEL}/other: estimated accuracy {est:.2f}, reference {fit.accuracy:.2f}"
     ), alert.summary
+    # the input alert beneath it (inhibited in Alertmanager, still firing) quotes it as how much
+    inputs = watch.alerts.get(INPUT_ALERT, model=MODEL, segment="other")
+    assert inputs is not None and inputs.evidence[-1] == quoted[0], inputs.evidence
 
 
 def test_an_input_shift_quotes_the_estimate_as_how_much_with_what_it_cannot_see(
