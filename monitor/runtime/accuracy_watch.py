@@ -173,8 +173,8 @@ class AccuracyEstimates:
         )
 
     def context(self, segment: str) -> Evidence | None:
-        """The estimate as an alert's answer to "how much?" where it is not harm evidence (:meth:`evidence`), on at
-        least ``accuracy_min_events`` events; None before that or without a classifier fit."""
+        """The estimate (:meth:`evidence`) as a drift alert's answer to "how much?", on at least
+        ``accuracy_min_events`` events; None before that or without a classifier fit."""
         result = self._count_window(segment) if self.fit is not None else None
         if result is None or result["n"] < self.config.accuracy_min_events:
             return None

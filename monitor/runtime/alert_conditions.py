@@ -197,10 +197,10 @@ class AlertConditions:
         its detectors (:func:`detector_evidence`) and, where the accuracy estimate is harm evidence, ``estimate``
         (first: what the loss is, in the model's own terms). ``context``, the estimate on enough events, ends the
         evidence of HarmonicInputDrift, and of HarmonicHarmfulShift where it is not its ``estimate`` (how much, as
-        far as a label-free estimate can say: the detail says what it cannot see). HarmonicInputDrift holds while any input test fires, whatever
-        the outputs say: a segment that escalates to harmful-shift keeps it firing (Alertmanager's inhibition rule
-        hides it behind HarmonicHarmfulShift), never resolves it while the inputs are off. ``top_features``: the
-        inputs that moved, those named in the evidence first."""
+        far as a label-free estimate can say: the detail says what it cannot see). HarmonicInputDrift holds while
+        any input test fires, whatever the outputs say: a segment that escalates to harmful-shift keeps it firing
+        (Alertmanager's inhibition rule hides it behind HarmonicHarmfulShift), never resolves it while the inputs
+        are off. ``top_features``: the inputs that moved, those named in the evidence first."""
         outputs, inputs = detector_evidence(engine, baseline, count, self.config.detectors)
         if estimate is not None:
             outputs = (estimate, *outputs)
@@ -208,8 +208,9 @@ class AlertConditions:
         moved = [e.detector for e in inputs if e.detector not in detectors]
         top = tuple(dict.fromkeys([*moved, *(name for name, _ in report.top_features)]))
         harmful = report.verdict == Verdict.HARMFUL_SHIFT
-        extra, blind = ((context,), ESTIMATE_BLIND) if context is not None else ((), "")
+        extra = () if context is None else (context,)
         shown = (*outputs, *inputs, *(extra if estimate is None else ())) if harmful else ()
+        blind = ESTIMATE_BLIND if estimate is not None or context is not None else ""
         first = shown[0] if shown else None
         held = (
             "held: its output-side evidence went off; it resolves once that has stayed off for "
@@ -240,7 +241,7 @@ class AlertConditions:
             inputs[0].reference if inputs else float("nan"),
             now,
             top_features=top,
-            detail="; ".join((*report.not_harm, blind) if inputs and blind else report.not_harm),
+            detail="; ".join((*report.not_harm, ESTIMATE_BLIND) if inputs and extra else report.not_harm),
             verdict=Verdict.INPUT_SHIFT.value,
             evidence=(*inputs, *extra) if inputs else (),
             value_name=inputs[0].measure if inputs else "input window mean",
