@@ -138,7 +138,7 @@ def said(evidence: tuple[Evidence, ...], room: float = math.inf) -> str:
     heads: set[str] = set()
     for e in evidence:
         if not e.plain:
-            if not any(rank == 1 for rank, _ in groups):
+            if e is inputs[0]:  # the inputs' group stands where the first of them does
                 groups.append((1, _inputs(inputs, named)))
             continue
         head = e.plain.split(":", 1)[0]  # one group per thing said: the first of three confidence CUSUMs

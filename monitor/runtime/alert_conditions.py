@@ -32,7 +32,8 @@ ACCURACY_ALERT = "HarmonicAccuracyDrop"
 ERROR_ALERT = "HarmonicErrorRise"
 
 
-#: what a drift alert adds where it quotes the label-free estimate as context (DECISIONS: estimates carry their caveat)
+#: what a drift alert adds where it quotes the label-free estimate: each estimate carries what it cannot see, in words
+#: (docs/DESIGN.md, *One domain classifier*)
 ESTIMATE_BLIND = (
     "the accuracy estimate reads the model's outputs: a change of the label given the inputs (concept shift, label "
     "noise) does not show in it"
